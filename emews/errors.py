@@ -1,0 +1,28 @@
+"""Errors that carry enough context to speak to a person."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class EmewsError(Exception):
+    """Base class of the framework's own errors."""
+
+
+class ConfigError(EmewsError):
+    """Bad user input: names the file, the key and what is allowed. Exit status 2."""
+
+    def __init__(self, message: str, *, file: str | Path | None = None, key: str | None = None,
+                 allowed: str | None = None) -> None:
+        self.file = str(file) if file is not None else None
+        self.key = key
+        self.allowed = allowed
+        self.message = message
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = ": ".join(p for p in (self.file, self.key) if p)
+        text = f"{where}: {self.message}" if where else self.message
+        if self.allowed:
+            text += f" (allowed: {self.allowed})"
+        return text

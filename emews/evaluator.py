@@ -1,0 +1,106 @@
+"""The optimizer's view of the task-distribution layer."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping, Sequence
+
+from emews.queues import QueuePair
+from emews.results import Result, Task
+from emews.space import Space, SpaceError
+
+
+class BudgetExhausted(RuntimeError):
+    """More evaluations were asked for than the budget has left.
+
+    Raised out of ``Optimizer.run`` it ends the run normally.
+    """
+
+
+class Evaluator:
+    """Submit points and collect results; the budget is enforced here.
+
+    ``put`` never blocks; ``get`` blocks until results arrive; ``map``
+    evaluates a batch and returns its results in order (the seam that
+    DEAP's ``toolbox.map`` plugs into).
+    """
+
+    def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int,
+                 direction: str = "minimize", seed: int = 0, first_id: int = 0) -> None:
+        self.space = space
+        self.workers = workers
+        self.budget = budget
+        self.direction = direction
+        self.seed = seed
+        self._queues = queues
+        self._next_id = first_id
+        self._submitted = 0
+        self._handed_out = 0
+        self._ready: dict[int, Result] = {}
+
+    @property
+    def remaining(self) -> int:
+        """Evaluations the budget still allows to be submitted."""
+        return self.budget - self._submitted
+
+    @property
+    def pending(self) -> int:
+        """Submitted evaluations whose results the optimizer has not yet received."""
+        return self._submitted - self._handed_out
+
+    @property
+    def submitted(self) -> int:
+        return self._submitted
+
+    def put(self, points: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Queue ``points`` for evaluation; return their task ids."""
+        points = list(points)
+        if len(points) > self.remaining:
+            raise BudgetExhausted(
+                f"{len(points)} evaluations asked for, {self.remaining} left of a budget of {self.budget}")
+        tasks = []
+        now = time.time()
+        for point in points:
+            try:
+                params = self.space.validate(point)
+            except SpaceError as exc:
+                raise ValueError(f"optimizer proposed an invalid point {dict(point)!r}: {exc}") from None
+            tasks.append(Task(self._next_id, params, self._task_seed(self._next_id), now))
+            self._next_id += 1
+        self._submitted += len(tasks)
+        self._queues.submit(tasks)
+        return [t.id for t in tasks]
+
+    def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
+        """Wait until ``n`` results are ready (or ``timeout``), then return all ready ones.
+
+        Returns at least ``min(n, pending)`` results unless the timeout passes first;
+        returns ``[]`` at once when nothing is pending.
+        """
+        n = min(n, self.pending)
+        if n <= 0:
+            return []
+        self._wait(lambda: len(self._ready) >= n, timeout)
+        results = list(self._ready.values())
+        self._ready.clear()
+        self._handed_out += len(results)
+        return results
+
+    def map(self, points: Sequence[Mapping[str, Any]]) -> list[Result]:
+        """Evaluate ``points`` and return their results in the same order."""
+        ids = self.put(points)
+        self._wait(lambda: all(i in self._ready for i in ids), None)
+        self._handed_out += len(ids)
+        return [self._ready.pop(i) for i in ids]
+
+    def _wait(self, done: Any, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not done():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            for result in self._queues.collect(left):
+                self._ready[result.id] = result
+
+    def _task_seed(self, task_id: int) -> int:
+        return (self.seed * 1_000_003 + task_id) % (2**31 - 1)

@@ -1,0 +1,62 @@
+"""The queue pair: the single hand-off point between optimizer and distributor.
+
+The optimizer thread appends tasks and collects results; the distributor
+thread (the only code that talks MPI) takes tasks and delivers results.
+Nothing else crosses between the two threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Iterable
+
+from emews.results import Result, Task
+
+
+class DistributorFailed(RuntimeError):
+    """The task-distribution layer stopped; the optimizer cannot go on."""
+
+
+class QueuePair:
+    """A task deque (optimizer -> distributor) and a result deque (distributor -> optimizer)."""
+
+    def __init__(self) -> None:
+        self.tasks: deque[Task] = deque()
+        self.new_tasks = threading.Event()
+        self._results: deque[Result] = deque()
+        self._arrived = threading.Condition(threading.Lock())
+        self._failure: BaseException | None = None
+
+    # optimizer side -------------------------------------------------------
+    def submit(self, tasks: Iterable[Task]) -> None:
+        self.tasks.extend(tasks)
+        self.new_tasks.set()
+
+    def collect(self, timeout: float | None = None) -> list[Result]:
+        """Wait until at least one result is there (or ``timeout``), then take them all."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._arrived:
+            while not self._results and self._failure is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._arrived.wait(left)
+            if self._failure is not None and not self._results:
+                raise DistributorFailed(str(self._failure)) from self._failure
+            taken = list(self._results)
+            self._results.clear()
+        return taken
+
+    # distributor side -----------------------------------------------------
+    def deliver(self, results: list[Result]) -> None:
+        with self._arrived:
+            self._results.extend(results)
+            self._arrived.notify()
+
+    def fail(self, error: BaseException) -> None:
+        """Wake the optimizer with ``error``: the distributor cannot continue."""
+        with self._arrived:
+            self._failure = error
+            self._arrived.notify_all()

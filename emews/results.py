@@ -1,0 +1,79 @@
+"""What travels between the optimizer, the distributor and the workers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+
+class Status(str, Enum):
+    """How an evaluation ended."""
+
+    OK = "ok"
+    FAILED = "failed"      # the objective raised, or returned NaN / a non-number
+    CRASHED = "crashed"    # the process running the objective died (segfault, OOM kill)
+    TIMEOUT = "timeout"    # the objective ran past the task timeout and was killed
+
+
+@dataclass(frozen=True)
+class Task:
+    """One evaluation to run: a point of the space and its bookkeeping."""
+
+    id: int
+    params: Mapping[str, Any]
+    seed: int
+    submitted: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker reports for one task (before the optimizer's view is added)."""
+
+    task_id: int
+    status: Status
+    value: float | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    rank: int | None = None
+    host: str | None = None
+    started: float | None = None
+    finished: float | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """A finished evaluation as the optimizer sees it.
+
+    ``objective`` is the metric as the objective returned it; ``loss`` is the
+    same number signed so that smaller is always better (``inf`` when the
+    evaluation did not succeed), which is what optimizers minimize.
+    """
+
+    id: int
+    params: Mapping[str, Any]
+    status: Status
+    objective: float | None
+    loss: float
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    rank: int | None = None
+    host: str | None = None
+    submitted: float | None = None
+    started: float | None = None
+    finished: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @classmethod
+    def from_outcome(cls, task: Task, outcome: Outcome, sign: float) -> "Result":
+        ok = outcome.status is Status.OK and outcome.value is not None and math.isfinite(outcome.value)
+        return cls(
+            id=task.id, params=task.params, status=outcome.status, objective=outcome.value,
+            loss=sign * outcome.value if ok else math.inf, metrics=outcome.metrics,
+            error=outcome.error, rank=outcome.rank, host=outcome.host, submitted=task.submitted,
+            started=outcome.started, finished=outcome.finished,
+        )

@@ -1,0 +1,1 @@
+"""The in-job runtime: distributor, workers, objectives, results store."""

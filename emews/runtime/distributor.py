@@ -1,0 +1,88 @@
+"""The distributor thread: the only code on the optimizer rank that talks to workers."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Sequence
+
+from emews.queues import QueuePair
+from emews.results import Outcome, Result, Task
+from emews.runtime.backoff import Backoff
+from emews.runtime.progress import Progress
+from emews.runtime.store import ResultsStore
+from emews.runtime.transport import Tag, Transport
+
+
+class Distributor:
+    """Moves tasks from the queue pair to idle workers and results back, storing each result.
+
+    Dynamic load balancing: a worker that returns a result is handed the next
+    queued task in the same pass. When there is nothing to do the thread
+    spins briefly, then sleeps with back-off (woken early by new tasks).
+    """
+
+    def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
+                 sign: float, progress: Progress, store: ResultsStore | None = None) -> None:
+        self._transport = transport
+        self._queues = queues
+        self._workers = list(worker_ranks)
+        self._sign = sign
+        self._progress = progress
+        self._store = store
+        self._closing = False
+        self._abort = False
+        self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> "Distributor":
+        self._thread.start()
+        return self
+
+    def close(self, *, abort: bool = False, timeout: float | None = None) -> None:
+        """Finish: drain submitted work (or drop it when ``abort``), stop the workers, join."""
+        self._abort = self._abort or abort
+        self._closing = True
+        self._queues.new_tasks.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # surfaced to the optimizer through the queue pair
+            self.error = exc
+            self._queues.fail(exc)
+            self._abort = True
+        finally:
+            for rank in self._workers:
+                self._transport.send(self._abort, rank, Tag.STOP)
+
+    def _loop(self) -> None:
+        transport, queues, tasks = self._transport, self._queues, self._queues.tasks
+        wakeup = queues.new_tasks
+        idle: deque[int] = deque(self._workers)
+        in_flight: dict[int, Task] = {}
+        backoff = Backoff(sleep=wakeup.wait)
+        while True:
+            wakeup.clear()
+            batch: list[Result] = []
+            while (msg := transport.poll()) is not None:
+                if msg.tag is Tag.OUTCOME:
+                    outcome: Outcome = msg.payload
+                    batch.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
+                    idle.append(msg.source)
+            while idle and tasks and not self._abort:
+                task = tasks.popleft()
+                rank = idle.popleft()
+                in_flight[task.id] = task
+                transport.send(task, rank, Tag.TASK)
+            if batch:
+                if self._store is not None:
+                    self._store.add(batch)
+                self._progress.record(batch, len(in_flight))
+                queues.deliver(batch)
+                backoff.reset()
+                continue
+            if self._closing and (self._abort or (not in_flight and not tasks)):
+                return
+            backoff.idle()

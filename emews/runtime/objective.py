@@ -1,0 +1,180 @@
+"""Loading an objective module and turning what it returns into an Outcome."""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import importlib.util
+import inspect
+import math
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Mapping
+
+from emews.results import Outcome, Status
+from emews.space import to_builtin
+
+
+class ObjectiveLoadError(ImportError):
+    """The objective module or function cannot be loaded."""
+
+
+@dataclass
+class TaskContext:
+    """What an objective may want to know about the evaluation it runs.
+
+    ``run_dir`` is created on first use, so cheap objectives that never
+    touch it cost no file-system work.
+    """
+
+    task_id: int
+    rank: int
+    seed: int
+    gpu_ids: list[int] = field(default_factory=list)
+    host: str = field(default_factory=socket.gethostname)
+    runs_root: Path | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        if self.runs_root is None:
+            raise RuntimeError("this run has no experiment directory")
+        path = task_run_dir(self.runs_root, self.task_id)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+_current: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar("emews_task", default=None)
+
+
+def current_task() -> TaskContext | None:
+    """The context of the evaluation running now (``None`` outside one)."""
+    return _current.get()
+
+
+def task_run_dir(runs_root: Path, task_id: int) -> Path:
+    return runs_root / f"{task_id:06d}"
+
+
+@dataclass(frozen=True)
+class ObjectiveRef:
+    """Where to find the objective: a ``.py`` path or a dotted module name."""
+
+    module: str
+    function: str = "run"
+    metric: str = "value"
+
+    def load(self) -> "LoadedObjective":
+        module = import_objective_module(self.module)
+        fn = getattr(module, self.function, None)
+        if not callable(fn):
+            names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+                           and getattr(v, "__module__", None) == module.__name__)
+            raise ObjectiveLoadError(
+                f"{self.module} has no function {self.function!r}"
+                + (f"; it defines: {', '.join(names)}" if names else ""))
+        return LoadedObjective(self, module, fn)
+
+
+def import_objective_module(ref: str) -> ModuleType:
+    """Import ``ref``: a path to a ``.py`` file, or a dotted module name."""
+    if ref.endswith(".py") or "/" in ref:
+        path = Path(ref)
+        if not path.is_file():
+            raise ObjectiveLoadError(f"objective file {ref} does not exist")
+        name = "emews_objective_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ObjectiveLoadError(f"cannot import {ref}")
+        module = importlib.util.module_from_spec(spec)
+        parent = str(path.resolve().parent)
+        if parent not in sys.path:
+            sys.path.insert(0, parent)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise ObjectiveLoadError(f"importing {ref} failed: {type(exc).__name__}: {exc}") from exc
+        return module
+    try:
+        return importlib.import_module(ref)
+    except ImportError as exc:
+        raise ObjectiveLoadError(f"cannot import module {ref!r}: {exc}") from exc
+
+
+class LoadedObjective:
+    """An imported objective: ``setup``/``teardown`` hooks and the call itself."""
+
+    def __init__(self, ref: ObjectiveRef, module: ModuleType, fn: Callable[..., Any]) -> None:
+        self.ref = ref
+        self.module = module
+        self.fn = fn
+        self._wants_context = _accepts_two_arguments(fn)
+
+    def setup(self, context: TaskContext | None = None) -> None:
+        hook = getattr(self.module, "setup", None)
+        if callable(hook):
+            hook(context) if _accepts_one_argument(hook) else hook()
+
+    def teardown(self) -> None:
+        hook = getattr(self.module, "teardown", None)
+        if callable(hook):
+            hook()
+
+    def call(self, params: Mapping[str, Any], context: TaskContext) -> Any:
+        token = _current.set(context)
+        try:
+            return self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
+        finally:
+            _current.reset(token)
+
+
+def outcome_from_return(task_id: int, returned: Any, metric: str, **where: Any) -> Outcome:
+    """Interpret ``run``'s return value: a number, or a dict holding ``metric``."""
+    metrics: dict[str, Any] = {}
+    if isinstance(returned, Mapping):
+        metrics = {str(k): _plain(v) for k, v in returned.items()}
+        if metric not in metrics:
+            return Outcome(task_id, Status.FAILED, metrics=metrics, **where,
+                           error=f"objective returned a dict without the metric {metric!r} "
+                                 f"(keys: {', '.join(metrics) or 'none'})")
+        value = metrics.pop(metric)
+    else:
+        value = returned
+    value = to_builtin(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return Outcome(task_id, Status.FAILED, metrics=metrics, **where,
+                       error=f"objective returned {type(value).__name__} {value!r}, not a number")
+    if math.isnan(value):
+        return Outcome(task_id, Status.FAILED, metrics=metrics, error="objective returned NaN", **where)
+    return Outcome(task_id, Status.OK, float(value), metrics=metrics, **where)
+
+
+def _plain(value: Any) -> Any:
+    value = to_builtin(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+
+
+def _positional_count(fn: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 2
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+def _accepts_two_arguments(fn: Callable[..., Any]) -> bool:
+    return _positional_count(fn) >= 2
+
+
+def _accepts_one_argument(fn: Callable[..., Any]) -> bool:
+    return _positional_count(fn) >= 1

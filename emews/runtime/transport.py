@@ -1,0 +1,92 @@
+"""Point-to-point messaging between ranks, behind one small interface.
+
+:class:`MPITransport` wraps an mpi4py communicator; :class:`ThreadTransport`
+connects threads in one process so the whole runtime can be tested without
+``mpiexec`` (as ``mpi4py.futures`` swaps backends with one factory).
+"""
+
+from __future__ import annotations
+
+import pickle
+import queue
+from enum import IntEnum
+from typing import Any, NamedTuple, Protocol
+
+
+class Tag(IntEnum):
+    """Message kinds; the MPI tag of each message."""
+
+    TASK = 1      # distributor -> worker: a Task
+    OUTCOME = 2   # worker -> distributor: an Outcome
+    STOP = 3      # distributor -> worker: finish (payload: True to abort running work)
+
+
+class Message(NamedTuple):
+    source: int
+    tag: Tag
+    payload: Any
+
+
+class Transport(Protocol):
+    rank: int
+    size: int
+
+    def send(self, payload: Any, dest: int, tag: Tag) -> None: ...
+
+    def poll(self) -> Message | None:
+        """Return the next message for this rank, or ``None`` at once if there is none."""
+
+
+class MPITransport:
+    """Messages over an mpi4py communicator (pickled objects, matched probes)."""
+
+    def __init__(self, comm: Any) -> None:
+        from mpi4py import MPI
+
+        self._comm = comm
+        self._status = MPI.Status()
+        self._any_source = MPI.ANY_SOURCE
+        self._any_tag = MPI.ANY_TAG
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+
+    def send(self, payload: Any, dest: int, tag: Tag) -> None:
+        self._comm.send(payload, dest=dest, tag=int(tag))
+
+    def poll(self) -> Message | None:
+        status = self._status
+        msg = self._comm.improbe(self._any_source, self._any_tag, status)
+        if msg is None:
+            return None
+        source, tag = status.Get_source(), status.Get_tag()
+        return Message(source, Tag(tag), msg.recv())
+
+
+class ThreadHub:
+    """The shared mailboxes of a set of :class:`ThreadTransport` endpoints."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.boxes: list[queue.SimpleQueue[Message]] = [queue.SimpleQueue() for _ in range(size)]
+
+    def endpoint(self, rank: int) -> "ThreadTransport":
+        return ThreadTransport(self, rank)
+
+
+class ThreadTransport:
+    """An in-process endpoint; payloads are pickled on send, as MPI would copy them."""
+
+    def __init__(self, hub: ThreadHub, rank: int) -> None:
+        self._hub = hub
+        self.rank = rank
+        self.size = hub.size
+
+    def send(self, payload: Any, dest: int, tag: Tag) -> None:
+        data = pickle.loads(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        self._hub.boxes[dest].put(Message(self.rank, tag, data))
+
+    def poll(self) -> Message | None:
+        try:
+            return self._hub.boxes[self.rank].get_nowait()
+        except queue.Empty:
+            return None

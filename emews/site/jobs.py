@@ -1,0 +1,75 @@
+"""Batch jobs of an experiment: ``job.sh`` and ``job.json`` in the experiment dir."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from emews.errors import EmewsError
+from emews.site.schedulers import UNKNOWN, SCHEDULERS
+from emews.site.schema import SchedulerConfig
+from emews.site.site import Site
+
+JOB_SCRIPT = "job.sh"
+JOB_RECORD = "job.json"
+
+
+def job_command(exp_dir: Path) -> list[str]:
+    """What every rank runs inside the job."""
+    return [sys.executable or "python3", "-m", "emews", "run", str(exp_dir)]
+
+
+def submit_experiment(site: Site, exp_dir: Path, workers: int, dry_run: bool = False) -> str | None:
+    """Write ``exp_dir/job.sh`` and, unless ``dry_run``, submit it and record ``job.json``.
+
+    Every ConfigError (account, walltime, sizes, GPUs) is raised before anything
+    is submitted.  Returns the job id, or None on a dry run.
+    """
+    exp_dir = Path(exp_dir).resolve()
+    script_text = site.render_batch_script(exp_dir, workers, job_command(exp_dir))
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    script = exp_dir / JOB_SCRIPT
+    script.write_text(script_text, encoding="utf-8")
+    script.chmod(0o755)
+    if dry_run:
+        return None
+    job_id = site.submit(script)
+    record = {"job_id": job_id, "site": site.name, "scheduler": site.config.scheduler.type,
+              "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "submit_command": site.submit_command(script)}
+    (exp_dir / JOB_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return job_id
+
+
+def read_job(exp_dir: Path) -> dict[str, Any]:
+    """The ``job.json`` record; EmewsError when the experiment was never submitted."""
+    path = Path(exp_dir) / JOB_RECORD
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EmewsError(f"{path}: no batch job was submitted for this experiment") from None
+    except (OSError, ValueError) as exc:
+        raise EmewsError(f"{path}: unreadable job record: {exc}") from None
+
+
+def _scheduler(record: dict[str, Any]):
+    kind = record.get("scheduler")
+    if kind not in SCHEDULERS:
+        raise EmewsError(f"job record names an unknown scheduler {kind!r}")
+    return SCHEDULERS[kind](SchedulerConfig(type=kind))
+
+
+def job_status(exp_dir: Path) -> str:
+    """``queued`` | ``running`` | ``done`` | ``unknown`` for the experiment's job."""
+    record = read_job(exp_dir)
+    job_id = str(record.get("job_id") or "")
+    return _scheduler(record).job_state(job_id) if job_id else UNKNOWN
+
+
+def cancel_experiment(exp_dir: Path) -> None:
+    """Cancel the experiment's batch job (EmewsError with the scheduler's stderr on failure)."""
+    record = read_job(exp_dir)
+    _scheduler(record).cancel(str(record["job_id"]))

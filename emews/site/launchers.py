@@ -1,0 +1,125 @@
+"""Launchers start ranks inside an allocation: a template per type plus raw ``args``."""
+
+from __future__ import annotations
+
+import sys
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from emews.errors import ConfigError
+from emews.site.layout import Layout
+from emews.site.schema import LauncherConfig
+
+
+def python_bin() -> str:
+    """Directory of the running interpreter (where pip's ``mpich`` puts ``mpiexec``)."""
+    return str(Path(sys.executable or "python3").parent)
+
+
+class Launcher(ABC):
+    """Turns a :class:`Layout` and a command into one launcher command line."""
+
+    type: ClassVar[str]
+    default_command: ClassVar[str | None]
+
+    def __init__(self, config: LauncherConfig) -> None:
+        self.config = config
+
+    def executable(self) -> str | None:
+        """The launcher program; ``{python_bin}`` expands to the interpreter's directory."""
+        command = self.config.command or self.default_command
+        return command.replace("{python_bin}", python_bin()) if command else None
+
+    @abstractmethod
+    def placement(self, layout: Layout) -> list[str]:
+        """Flags that place ``layout.ranks`` ranks (and their GPUs)."""
+
+    def line(self, layout: Layout, command: list[str]) -> list[str]:
+        exe = self.executable()
+        head = [exe, *self.placement(layout)] if exe else []
+        return [*head, *self.config.args, *command]
+
+
+class MpiexecLauncher(Launcher):
+    """MPICH Hydra or HPE PALS ``mpiexec`` (``-n``, ``--ppn``)."""
+
+    type = "mpiexec"
+    default_command = "mpiexec"
+
+    def placement(self, layout: Layout) -> list[str]:
+        flags = ["-n", str(layout.ranks)]
+        if layout.ranks_per_node:
+            flags += ["--ppn", str(layout.ranks_per_node)]
+        return flags
+
+
+class SrunLauncher(Launcher):
+    """Slurm ``srun``; GPUs per task when the launcher binds them."""
+
+    type = "srun"
+    default_command = "srun"
+
+    def placement(self, layout: Layout) -> list[str]:
+        flags = ["-N", str(layout.nodes), "-n", str(layout.ranks)]
+        if layout.ranks_per_node:
+            flags += [f"--ntasks-per-node={layout.ranks_per_node}"]
+        if layout.gpus_per_rank and layout.gpu_binding == "launcher":
+            flags += [f"--gpus-per-task={layout.gpus_per_rank}", "--gpu-bind=closest"]
+        elif layout.gpus_per_rank:
+            flags += [f"--gpus-per-node={layout.gpus_per_node}"]
+        return flags
+
+
+class JsrunLauncher(Launcher):
+    """IBM ``jsrun``: one resource set per rank (``-n -r -a1 -c -g``)."""
+
+    type = "jsrun"
+    default_command = "jsrun"
+
+    def placement(self, layout: Layout) -> list[str]:
+        if layout.gpus_per_rank and layout.gpu_binding != "launcher":
+            raise ConfigError("jsrun gives GPUs to resource sets; env binding is not supported",
+                              key="node.gpu_binding", allowed="launcher")
+        flags = ["-n", str(layout.ranks)]
+        if layout.ranks_per_node:
+            flags += ["-r", str(layout.ranks_per_node)]
+        flags += ["-a", "1"]
+        if layout.cores_per_rank:
+            flags += ["-c", str(layout.cores_per_rank)]
+        flags += ["-g", str(layout.gpus_per_rank)]
+        return flags
+
+
+class AprunLauncher(Launcher):
+    """Cray ALPS ``aprun`` (``-n``, ``-N``)."""
+
+    type = "aprun"
+    default_command = "aprun"
+
+    def placement(self, layout: Layout) -> list[str]:
+        flags = ["-n", str(layout.ranks)]
+        if layout.ranks_per_node:
+            flags += ["-N", str(layout.ranks_per_node)]
+        return flags
+
+
+class NoLauncher(Launcher):
+    """No launcher: the command runs as is (``args`` still come first)."""
+
+    type = "none"
+    default_command = None
+
+    def placement(self, layout: Layout) -> list[str]:
+        return []
+
+
+LAUNCHERS: dict[str, type[Launcher]] = {
+    cls.type: cls
+    for cls in (MpiexecLauncher, SrunLauncher, JsrunLauncher, AprunLauncher, NoLauncher)
+}
+
+
+def launcher_for(config: LauncherConfig) -> Launcher:
+    """The launcher class for ``config.type``."""
+    return LAUNCHERS[config.type](config)

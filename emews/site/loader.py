@@ -1,0 +1,227 @@
+"""Find a site file, overlay ``extends:`` bases, apply environment and ``--set``
+overrides, and validate the result into a :class:`SiteConfig`.
+
+Precedence, highest first: ``--set key=value`` > environment variables
+(:data:`ENV_OVERRIDES`) > the site YAML (a file overrides the base it extends) >
+schema defaults.  Mappings merge key by key; lists and scalars replace.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from emews.errors import ConfigError
+from emews.site._yaml import load_mapping, parse_yaml
+from emews.site.schema import (EnvironmentConfig, LauncherConfig, NodeConfig, SchedulerConfig,
+                               SiteConfig, _KeyedError)
+from emews.site.walltime import WALLTIME_FORMS
+
+#: Environment variables that override one site key each.
+ENV_OVERRIDES: dict[str, str] = {
+    "EMEWS_ACCOUNT": "scheduler.account",
+    "EMEWS_QUEUE": "scheduler.queue",
+    "EMEWS_WALLTIME": "scheduler.walltime",
+    "EMEWS_NODES": "scheduler.nodes",
+    "EMEWS_WORKERS_PER_NODE": "launcher.workers_per_node",
+    "EMEWS_GPUS_PER_WORKER": "node.gpus_per_worker",
+}
+
+USER_SITE_DIR = "site-configs"
+_SUFFIXES = (".yaml", ".yml")
+_PARTS: dict[str, type[BaseModel]] = {
+    "": SiteConfig, "scheduler": SchedulerConfig, "launcher": LauncherConfig,
+    "node": NodeConfig, "environment": EnvironmentConfig,
+}
+
+
+def builtin_site_dir() -> Path:
+    """Directory of the site files shipped with emews (``emews.site_configs``)."""
+    try:
+        from importlib.resources import files
+        return Path(str(files("emews.site_configs")))
+    except (ImportError, ModuleNotFoundError, TypeError):
+        return Path(__file__).resolve().parents[2] / "site-configs"
+
+
+def _search_dirs() -> list[Path]:
+    return [Path.cwd() / USER_SITE_DIR, builtin_site_dir()]
+
+
+def available_sites() -> list[str]:
+    """Names of the sites that :func:`find_site_file` can find, sorted."""
+    names = {p.stem for d in _search_dirs() if d.is_dir() for p in d.iterdir()
+             if p.suffix in _SUFFIXES and not p.stem.startswith("_")}
+    return sorted(names)
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith(_SUFFIXES) or os.sep in ref or "/" in ref
+
+
+def find_site_file(ref: str, *, relative_to: Path | None = None,
+                   skip: Iterable[Path] = ()) -> Path:
+    """Resolve a site name or a path to a YAML file.
+
+    A path (``*.yaml`` or containing ``/``) is taken as is (relative to
+    ``relative_to`` when given); a name is looked up in ``./site-configs/``
+    first, then among the built-in sites.  ``skip`` lists files already in an
+    ``extends`` chain, so ``./site-configs/summit.yaml`` may extend the
+    built-in ``summit``.
+    """
+    skipped = {p.resolve() for p in skip}
+    if _looks_like_path(ref):
+        path = Path(ref).expanduser()
+        if relative_to is not None and not path.is_absolute():
+            path = relative_to / path
+        if not path.is_file():
+            raise ConfigError(f"site file {str(path)!r} does not exist", key="site")
+        return path
+    for directory in _search_dirs():
+        for suffix in _SUFFIXES:
+            path = directory / f"{ref}{suffix}"
+            if path.is_file() and path.resolve() not in skipped:
+                return path
+    raise ConfigError(f"unknown site {ref!r}", key="site",
+                      allowed=", ".join(available_sites()) or "(no site files found)")
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``: mappings merge recursively, anything else replaces."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _record(origins: dict[str, str], data: Mapping[str, Any], source: str,
+            prefix: str = "") -> None:
+    """Remember which source set each dotted key (for error messages)."""
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        origins[dotted] = source
+        if isinstance(value, Mapping):
+            _record(origins, value, source, dotted + ".")
+
+
+def _read_chain(path: Path, origins: dict[str, str], chain: list[Path]) -> dict[str, Any]:
+    """A file merged over the bases it ``extends`` (recursively)."""
+    if path.resolve() in {p.resolve() for p in chain}:
+        cycle = " -> ".join(str(p) for p in [*chain, path])
+        raise ConfigError(f"extends cycle: {cycle}", file=path, key="extends")
+    data = load_mapping(path)
+    base_ref = data.pop("extends", None)
+    merged: dict[str, Any] = {}
+    if base_ref is not None:
+        if not isinstance(base_ref, str) or not base_ref:
+            raise ConfigError(f"extends must name a site or a .yaml path, not {base_ref!r}",
+                              file=path, key="extends")
+        try:
+            base_path = find_site_file(base_ref, relative_to=path.parent, skip=[*chain, path])
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=path, key="extends", allowed=exc.allowed) from None
+        merged = _read_chain(base_path, origins, [*chain, path])
+    _record(origins, data, str(path))
+    return deep_merge(merged, data)
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any, source: str) -> None:
+    parts = key.split(".")
+    if not key or any(not p for p in parts):
+        raise ConfigError(f"malformed key {key!r}", file=source, key=key)
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(parts[:i + 1])!r} is a value, not a section",
+                              file=source, key=key)
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``"scheduler.nodes=2"`` -> ``("scheduler.nodes", 2)``; values are read as YAML scalars."""
+    key, sep, text = item.partition("=")
+    if not sep:
+        raise ConfigError(f"expected KEY=VALUE, got {item!r}", file="--set", key=item.strip())
+    key = key.strip()
+    value = parse_yaml(text, source=f"--set {key}") if text.strip() else None
+    return key, value
+
+
+def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any,
+           source: str) -> None:
+    _set_dotted(data, key, value, source)
+    origins[key] = source
+    if isinstance(value, Mapping):
+        _record(origins, value, source, key + ".")
+
+
+def _allowed_keys(loc: list[str]) -> str:
+    model = _PARTS.get(".".join(loc))
+    return ", ".join(model.model_fields) if model else ""
+
+
+def _origin(origins: Mapping[str, str], key: str, default: str) -> str:
+    parts = key.split(".")
+    for n in range(len(parts), 0, -1):
+        found = origins.get(".".join(parts[:n]))
+        if found:
+            return found
+    return default
+
+
+def _config_error(exc: ValidationError, origins: Mapping[str, str], default: str) -> ConfigError:
+    """The first pydantic error as one ConfigError naming file, key and what is allowed."""
+    errors = exc.errors()
+    err = errors[0]
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join(loc)
+    ctx = err.get("ctx") or {}
+    inner = ctx.get("error")
+    allowed: str | None = None
+    if isinstance(inner, _KeyedError):
+        key, message, allowed = inner.key, inner.message, inner.allowed
+    elif err["type"] == "extra_forbidden":
+        message, allowed = f"unknown key {loc[-1]!r}", _allowed_keys(loc[:-1])
+    elif err["type"] == "literal_error":
+        message, allowed = f"invalid value {err['input']!r}", str(ctx.get("expected", ""))
+    else:
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if loc[-1:] == ["walltime"]:
+            allowed = WALLTIME_FORMS
+    if len(errors) > 1:
+        others = ", ".join(".".join(str(p) for p in e["loc"]) for e in errors[1:])
+        message += f" (and {len(errors) - 1} more: {others})"
+    return ConfigError(message, file=_origin(origins, key, default), key=key or None,
+                       allowed=allowed or None)
+
+
+def resolve_site(ref: str | Path, overrides: Iterable[str] = (),
+                 environ: Mapping[str, str] | None = None) -> tuple[SiteConfig, Path]:
+    """Load, merge, override and validate a site; return it with its file."""
+    path = find_site_file(str(ref))
+    origins: dict[str, str] = {}
+    data = _read_chain(path, origins, [])
+    raw_name = load_mapping(path).get("name")
+    data["name"] = raw_name if isinstance(raw_name, str) and raw_name else path.stem
+    environ = os.environ if environ is None else environ
+    for var, key in ENV_OVERRIDES.items():
+        text = environ.get(var)
+        if text is not None and text.strip():
+            _apply(data, origins, key, parse_yaml(text, source=f"${var}"), f"${var}")
+    for item in overrides:
+        key, value = parse_override(item)
+        _apply(data, origins, key, value, f"--set {key}")
+    try:
+        return SiteConfig.model_validate(data), path
+    except ValidationError as exc:
+        raise _config_error(exc, origins, str(path)) from None

@@ -1,0 +1,241 @@
+"""Schedulers obtain nodes: directive template, submit, state and cancel per batch system.
+
+Each class is a template of ``#PREFIX`` directives built from the site, plus the
+site's raw ``directives`` (with or without the prefix) appended verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from emews.errors import EmewsError
+from emews.site._proc import run_tool
+from emews.site.layout import Layout
+from emews.site.schema import SchedulerConfig
+from emews.site.walltime import format_hm
+
+QUEUED, RUNNING, DONE, UNKNOWN = "queued", "running", "done", "unknown"
+
+
+class Scheduler(ABC):
+    """One batch system."""
+
+    type: ClassVar[str]
+    prefix: ClassVar[str] = ""
+    output_name: ClassVar[str] = "job.out"
+    states: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+
+    # -- script -------------------------------------------------------------
+    @abstractmethod
+    def template(self, layout: Layout, exp_dir: Path) -> list[str]:
+        """Directive arguments (without the prefix) from the site's fields."""
+
+    def directives(self, layout: Layout, exp_dir: Path) -> list[str]:
+        """Full directive lines: the template, then the raw ``directives``."""
+        lines = [f"{self.prefix} {arg}" for arg in self.template(layout, exp_dir)]
+        for raw in self.config.directives:
+            raw = raw.strip()
+            lines.append(raw if raw.startswith("#") else f"{self.prefix} {raw}")
+        return lines
+
+    # -- client commands ------------------------------------------------------
+    @abstractmethod
+    def submit_command(self, script: Path) -> list[str]: ...
+
+    @abstractmethod
+    def parse_job_id(self, stdout: str) -> str: ...
+
+    @abstractmethod
+    def cancel_command(self, job_id: str) -> list[str]: ...
+
+    def submit(self, script: Path) -> str:
+        proc = run_tool(self.submit_command(script))
+        return self.parse_job_id(proc.stdout)
+
+    def cancel(self, job_id: str) -> None:
+        run_tool(self.cancel_command(job_id))
+
+    @abstractmethod
+    def job_state(self, job_id: str) -> str:
+        """``queued`` | ``running`` | ``done`` | ``unknown``."""
+
+    def _map(self, code: str) -> str:
+        return self.states.get(code.strip().upper(), UNKNOWN) if code.strip() else UNKNOWN
+
+    def _bad_output(self, stdout: str) -> EmewsError:
+        text = stdout.strip() or "(nothing)"
+        return EmewsError(f"{self.submit_command(Path('job.sh'))[0]} printed no job id: {text}")
+
+
+class SlurmScheduler(Scheduler):
+    """Slurm: ``sbatch`` / ``squeue`` (``sacct`` fallback) / ``scancel``."""
+
+    type = "slurm"
+    prefix = "#SBATCH"
+    output_name = "job-%j.out"
+    states = {s: QUEUED for s in ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD",
+                                  "RESV_DEL_HOLD", "REQUEUE_FED", "SUSPENDED")}
+    states |= {s: RUNNING for s in ("RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING",
+                                    "RESIZING", "STOPPED")}
+    states |= {s: DONE for s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                                 "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+                                 "SPECIAL_EXIT", "REVOKED")}
+
+    def template(self, layout: Layout, exp_dir: Path) -> list[str]:
+        c = self.config
+        args = [f"--job-name={c.job_name}"]
+        if c.account:
+            args.append(f"--account={c.account}")
+        if c.queue:
+            args.append(f"--partition={c.queue}")
+        args += [f"--nodes={c.nodes}", f"--ntasks={layout.ranks}", f"--time={c.walltime}"]
+        if layout.gpus_per_rank:
+            args.append(f"--gpus-per-node={layout.gpus_per_node}")
+        args.append(f"--output={exp_dir / self.output_name}")
+        return args
+
+    def submit_command(self, script: Path) -> list[str]:
+        return ["sbatch", "--parsable", str(script)]
+
+    def parse_job_id(self, stdout: str) -> str:
+        for line in stdout.splitlines():
+            match = re.match(r"^\s*(\d+)(?:;\S+)?\s*$", line) or \
+                re.search(r"Submitted batch job (\d+)", line)
+            if match:
+                return match.group(1)
+        raise self._bad_output(stdout)
+
+    def cancel_command(self, job_id: str) -> list[str]:
+        return ["scancel", job_id]
+
+    def job_state(self, job_id: str) -> str:
+        proc = run_tool(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"], check=False)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return self._map(proc.stdout.split()[0])
+        proc = run_tool(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], check=False)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return self._map(proc.stdout.split()[0].split()[0])
+        return UNKNOWN
+
+
+class LsfScheduler(Scheduler):
+    """IBM LSF: ``bsub`` / ``bjobs`` / ``bkill`` (``-W`` is HH:MM, rounded up)."""
+
+    type = "lsf"
+    prefix = "#BSUB"
+    output_name = "job-%J.out"
+    states = {"PEND": QUEUED, "PSUSP": QUEUED, "WAIT": QUEUED, "RUN": RUNNING, "USUSP": RUNNING,
+              "SSUSP": RUNNING, "PROV": RUNNING, "DONE": DONE, "EXIT": DONE, "ZOMBI": DONE}
+
+    def template(self, layout: Layout, exp_dir: Path) -> list[str]:
+        c = self.config
+        args = []
+        if c.account:
+            args.append(f"-P {c.account}")
+        args.append(f"-J {c.job_name}")
+        if c.queue:
+            args.append(f"-q {c.queue}")
+        args += [f"-W {format_hm(c.walltime_seconds)}", f"-nnodes {c.nodes}",
+                 f"-o {exp_dir / self.output_name}"]
+        return args
+
+    def submit_command(self, script: Path) -> list[str]:
+        return ["bsub", str(script)]
+
+    def parse_job_id(self, stdout: str) -> str:
+        match = re.search(r"Job <(\d+)> is submitted", stdout)
+        if not match:
+            raise self._bad_output(stdout)
+        return match.group(1)
+
+    def cancel_command(self, job_id: str) -> list[str]:
+        return ["bkill", job_id]
+
+    def job_state(self, job_id: str) -> str:
+        proc = run_tool(["bjobs", "-noheader", "-o", "stat", job_id], check=False)
+        words = proc.stdout.split()
+        return self._map(words[0]) if proc.returncode == 0 and words else UNKNOWN
+
+
+class PbsScheduler(Scheduler):
+    """PBS Pro / OpenPBS: ``qsub`` / ``qstat -x -f`` / ``qdel``."""
+
+    type = "pbs"
+    prefix = "#PBS"
+    states = {"Q": QUEUED, "H": QUEUED, "W": QUEUED, "T": QUEUED, "S": QUEUED, "U": QUEUED,
+              "R": RUNNING, "E": RUNNING, "B": RUNNING, "X": DONE, "F": DONE, "M": DONE}
+
+    def template(self, layout: Layout, exp_dir: Path) -> list[str]:
+        c = self.config
+        args = [f"-N {c.job_name}"]
+        if c.account:
+            args.append(f"-A {c.account}")
+        if c.queue:
+            args.append(f"-q {c.queue}")
+        args += [f"-l select={c.nodes}", f"-l walltime={c.walltime}",
+                 f"-o {exp_dir / self.output_name}", "-j oe"]
+        return args
+
+    def submit_command(self, script: Path) -> list[str]:
+        return ["qsub", str(script)]
+
+    def parse_job_id(self, stdout: str) -> str:
+        for line in stdout.splitlines():
+            match = re.match(r"^\s*(\d+(?:\[\d*\])?(?:\.[\w.-]+)?)\s*$", line)
+            if match:
+                return match.group(1)
+        raise self._bad_output(stdout)
+
+    def cancel_command(self, job_id: str) -> list[str]:
+        return ["qdel", job_id]
+
+    def job_state(self, job_id: str) -> str:
+        proc = run_tool(["qstat", "-x", "-f", job_id], check=False)
+        match = re.search(r"^\s*job_state\s*=\s*(\w)", proc.stdout, re.M)
+        return self._map(match.group(1)) if proc.returncode == 0 and match else UNKNOWN
+
+
+class LocalScheduler(Scheduler):
+    """No batch system: the script is a plain shell script; nothing can be submitted."""
+
+    type = "local"
+
+    def template(self, layout: Layout, exp_dir: Path) -> list[str]:
+        return []
+
+    def directives(self, layout: Layout, exp_dir: Path) -> list[str]:
+        return []
+
+    def _refuse(self) -> EmewsError:
+        return EmewsError("the local site has no batch scheduler; run its launch command instead")
+
+    def submit_command(self, script: Path) -> list[str]:
+        return ["bash", str(script)]
+
+    def parse_job_id(self, stdout: str) -> str:
+        raise self._refuse()
+
+    def submit(self, script: Path) -> str:
+        raise self._refuse()
+
+    def cancel_command(self, job_id: str) -> list[str]:
+        raise self._refuse()
+
+    def job_state(self, job_id: str) -> str:
+        return UNKNOWN
+
+
+SCHEDULERS: dict[str, type[Scheduler]] = {
+    cls.type: cls for cls in (SlurmScheduler, LsfScheduler, PbsScheduler, LocalScheduler)
+}
+
+
+def scheduler_for(config: SchedulerConfig) -> Scheduler:
+    """The scheduler class for ``config.type``."""
+    return SCHEDULERS[config.type](config)

@@ -1,0 +1,170 @@
+"""The site schema (pydantic v2, unknown keys forbidden).
+
+A site is data: ``scheduler`` (get nodes), ``launcher`` (start ranks), ``node``
+(hardware and GPU binding) and ``environment`` (shell setup), as Parsl splits
+providers and launchers.  Behaviour lives in :mod:`emews.site.schedulers` and
+:mod:`emews.site.launchers`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from emews.site.walltime import format_hms, parse_walltime
+
+SchedulerType = Literal["lsf", "slurm", "pbs", "local"]
+LauncherType = Literal["jsrun", "srun", "mpiexec", "aprun", "none"]
+GpuBinding = Literal["launcher", "env"]
+GpuEnv = Literal["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                 "ZE_AFFINITY_MASK"]
+
+#: Launchers that can give each rank its own GPUs from their own flags.
+GPU_BINDING_LAUNCHERS = ("jsrun", "srun")
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+def _as_list(value: object) -> object:
+    """A string is split like a shell would; a list stays a list."""
+    if isinstance(value, str):
+        return shlex.split(value)
+    return value
+
+
+class SchedulerConfig(_Part):
+    """How nodes are obtained: batch system, account, queue, time, node count."""
+
+    type: SchedulerType = "local"
+    account: str | None = None
+    queue: str | None = None
+    walltime: str = "01:00:00"
+    nodes: int = Field(1, ge=1)
+    job_name: str = "emews"
+    directives: list[str] = Field(default_factory=list)
+
+    @field_validator("walltime", mode="before")
+    @classmethod
+    def _walltime(cls, value: object) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"walltime must be a quoted string, not {value!r}")
+        return format_hms(parse_walltime(value))
+
+    @field_validator("account", "queue", mode="before")
+    @classmethod
+    def _text(cls, value: object) -> object:
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return str(value) if numeric else value
+
+    @field_validator("directives", mode="before")
+    @classmethod
+    def _directives(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @property
+    def walltime_seconds(self) -> int:
+        return parse_walltime(self.walltime)
+
+
+class LauncherConfig(_Part):
+    """How ranks are started inside the allocation."""
+
+    type: LauncherType = "mpiexec"
+    command: str | None = None  # executable; "{python_bin}" is the dir of sys.executable
+    workers_per_node: int = Field(1, ge=1)
+    args: list[str] = Field(default_factory=list)
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: object) -> object:
+        return _as_list(value)
+
+
+class NodeConfig(_Part):
+    """Hardware of one compute node and how GPUs are handed to worker ranks."""
+
+    cores: int | None = Field(None, ge=1)
+    gpus: int = Field(0, ge=0)
+    gpus_per_worker: int = Field(0, ge=0)
+    gpu_binding: GpuBinding = "env"
+    gpu_env: GpuEnv = "CUDA_VISIBLE_DEVICES"
+    gpu_ids: list[str] | None = None  # names written to gpu_env, default "0".."gpus-1"
+
+    @field_validator("gpu_ids", mode="before")
+    @classmethod
+    def _ids(cls, value: object) -> object:
+        return [str(v) for v in value] if isinstance(value, list) else value
+
+    @model_validator(mode="after")
+    def _check(self) -> NodeConfig:
+        if self.gpus_per_worker > self.gpus:
+            raise _KeyedError("node.gpus_per_worker",
+                              f"{self.gpus_per_worker} GPUs per worker is more than the node "
+                              f"has (node.gpus: {self.gpus})", f"0..{self.gpus}")
+        if self.gpu_ids is not None and len(self.gpu_ids) != self.gpus:
+            raise _KeyedError("node.gpu_ids", f"lists {len(self.gpu_ids)} ids for "
+                              f"{self.gpus} gpus", f"exactly node.gpus ({self.gpus}) ids")
+        return self
+
+    def device_names(self) -> list[str]:
+        """Names of the node's devices as the GPU env var spells them."""
+        if self.gpu_ids is not None:
+            return list(self.gpu_ids)
+        return [str(i) for i in range(self.gpus)]
+
+
+class EnvironmentConfig(_Part):
+    """Shell lines run before the launcher, and variables exported for every rank."""
+
+    setup: list[str] = Field(default_factory=list)
+    vars: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("setup", mode="before")
+    @classmethod
+    def _setup(cls, value: object) -> object:
+        return value.splitlines() if isinstance(value, str) else value
+
+    @field_validator("vars", mode="before")
+    @classmethod
+    def _vars(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {str(k): ("" if v is None else str(v).lower() if isinstance(v, bool) else str(v))
+                    for k, v in value.items()}
+        return value
+
+
+class SiteConfig(_Part):
+    """A whole, resolved site."""
+
+    name: str = "site"
+    description: str = ""
+    requires_account: bool = False
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    launcher: LauncherConfig = Field(default_factory=LauncherConfig)
+    node: NodeConfig = Field(default_factory=NodeConfig)
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> SiteConfig:
+        node, launcher = self.node, self.launcher
+        if node.gpus_per_worker and node.gpu_binding == "launcher" \
+                and launcher.type not in GPU_BINDING_LAUNCHERS:
+            raise _KeyedError("node.gpu_binding",
+                              f"launcher {launcher.type!r} cannot bind GPUs itself",
+                              "env, or launcher with " + " or ".join(GPU_BINDING_LAUNCHERS))
+        if node.gpus_per_worker and node.gpu_binding == "env" and launcher.type == "jsrun":
+            raise _KeyedError("node.gpu_binding", "jsrun hands GPUs to resource sets itself",
+                              "launcher")
+        return self
+
+
+class _KeyedError(ValueError):
+    """A cross-field error that knows which dotted key to blame."""
+
+    def __init__(self, key: str, message: str, allowed: str | None = None) -> None:
+        super().__init__(message)
+        self.key, self.message, self.allowed = key, message, allowed

@@ -1,0 +1,148 @@
+"""The :class:`Site` front object: one resolved site, its scheduler and its launcher."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from emews.errors import ConfigError
+from emews.site.launchers import Launcher, launcher_for
+from emews.site.layout import Layout
+from emews.site.loader import resolve_site
+from emews.site.schedulers import Scheduler, scheduler_for
+from emews.site.schema import SiteConfig
+
+
+class Site:
+    """A validated site: renders batch scripts and launcher lines, submits and tracks jobs."""
+
+    def __init__(self, config: SiteConfig, source: Path | None = None) -> None:
+        self.config = config
+        self.source = source
+        self.scheduler: Scheduler = scheduler_for(config.scheduler)
+        self.launcher: Launcher = launcher_for(config.launcher)
+
+    def __repr__(self) -> str:
+        return f"Site({self.name!r}, scheduler={self.config.scheduler.type!r}, " \
+               f"launcher={self.config.launcher.type!r})"
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def is_local(self) -> bool:
+        return self.config.scheduler.type == "local"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved site as plain data; ``load_site`` of it written as YAML round-trips."""
+        return self.config.model_dump(mode="json")
+
+    # -- sizing -------------------------------------------------------------
+    @property
+    def nodes(self) -> int:
+        return 1 if self.is_local else self.config.scheduler.nodes
+
+    @property
+    def ranks_per_node(self) -> int | None:
+        """Rank slots per node on a batch site: workers_per_node + 1 (see ``layout``)."""
+        return None if self.is_local else self.config.launcher.workers_per_node + 1
+
+    def total_workers(self, workers: int | None = None) -> int:
+        """Worker ranks of a run: ``workers`` if given, else nodes x workers_per_node.
+
+        ConfigError when the allocation (or the node's GPUs) cannot hold them.
+        """
+        launcher, node = self.config.launcher, self.config.node
+        total = self.nodes * launcher.workers_per_node if workers is None else workers
+        if not isinstance(total, int) or total < 1:
+            raise ConfigError(f"need at least one worker, got {workers!r}", key="workers",
+                              allowed="an integer >= 1")
+        gpw = node.gpus_per_worker
+        if gpw > node.gpus:
+            raise ConfigError(f"{gpw} GPUs per worker is more than the node has "
+                              f"(node.gpus: {node.gpus})", file=self.source,
+                              key="node.gpus_per_worker", allowed=f"0..{node.gpus}")
+        if self.is_local:
+            if gpw and total * gpw > node.gpus:
+                raise ConfigError(f"{total} workers x {gpw} GPUs need {total * gpw} GPUs; "
+                                  f"this machine has {node.gpus}", key="workers",
+                                  allowed=f"1..{node.gpus // gpw}")
+            return total
+        slots = self.ranks_per_node or 1
+        if gpw and slots * gpw > node.gpus:
+            raise ConfigError(
+                f"{slots} rank slots per node ({launcher.workers_per_node} workers + 1 for the "
+                f"optimizer) x {gpw} GPUs need {slots * gpw} GPUs; a node has {node.gpus}",
+                file=self.source, key="launcher.workers_per_node",
+                allowed=f"1..{node.gpus // gpw - 1}" if node.gpus // gpw > 1 else None)
+        capacity = self.nodes * slots
+        if total + 1 > capacity:
+            raise ConfigError(
+                f"{total} workers + 1 optimizer rank do not fit {self.nodes} node(s) x "
+                f"{slots} rank slots", key="workers", allowed=f"1..{capacity - 1}, "
+                "or more scheduler.nodes / launcher.workers_per_node")
+        return total
+
+    def layout(self, ranks: int) -> Layout:
+        """Placement of ``ranks`` ranks (optimizer included) on this site."""
+        node = self.config.node
+        return Layout(nodes=self.nodes, ranks=ranks, ranks_per_node=self.ranks_per_node,
+                      cores_per_node=node.cores, gpus_per_node=node.gpus,
+                      gpus_per_rank=node.gpus_per_worker, gpu_binding=node.gpu_binding)
+
+    # -- commands -----------------------------------------------------------
+    def launch_command(self, ranks: int, command: list[str]) -> list[str]:
+        """The launcher line that starts ``ranks`` ranks of ``command``."""
+        return self.launcher.line(self.layout(ranks), list(command))
+
+    def check_ready(self) -> None:
+        """ConfigError for what a batch submission needs and the site lacks."""
+        if self.config.requires_account and not self.config.scheduler.account:
+            raise ConfigError(
+                f"site {self.name!r} needs an account/project to charge",
+                file=self.source, key="scheduler.account",
+                allowed="--set scheduler.account=PROJECT or $EMEWS_ACCOUNT")
+
+    def render_batch_script(self, exp_dir: Path, workers: int, command: list[str]) -> str:
+        """A complete batch script: directives, environment, the launcher line."""
+        self.check_ready()
+        exp_dir = Path(exp_dir)
+        total = self.total_workers(workers)
+        layout = self.layout(total + 1)
+        env = self.config.environment
+        lines = ["#!/bin/bash", *self.scheduler.directives(layout, exp_dir)]
+        lines.append(f"# emews site {self.name}: {total} workers + 1 optimizer = "
+                     f"{layout.ranks} ranks on {layout.nodes} node(s)")
+        lines += env.setup
+        lines += [f"export {key}={shlex.quote(value)}" for key, value in env.vars.items()]
+        lines.append(f"cd {shlex.quote(str(exp_dir))}")
+        lines.append(shlex.join(self.launch_command(layout.ranks, command)))
+        return "\n".join(lines) + "\n"
+
+    def submit_command(self, script: Path) -> list[str]:
+        return self.scheduler.submit_command(Path(script))
+
+    def submit(self, script: Path) -> str:
+        """Submit a batch script; return the job id (EmewsError with the scheduler's stderr)."""
+        self.check_ready()
+        return self.scheduler.submit(Path(script))
+
+    def job_state(self, job_id: str) -> str:
+        return self.scheduler.job_state(job_id)
+
+    def cancel(self, job_id: str) -> None:
+        self.scheduler.cancel(job_id)
+
+
+def load_site(ref: str | Path, overrides: Iterable[str] = (),
+              environ: Mapping[str, str] | None = None) -> Site:
+    """Load a site by name (``./site-configs/`` first, then built-ins) or by YAML path.
+
+    ``overrides`` are ``--set`` items (``"scheduler.nodes=2"``); ``environ``
+    defaults to ``os.environ`` (see :data:`emews.site.loader.ENV_OVERRIDES`).
+    """
+    config, path = resolve_site(ref, overrides, environ)
+    return Site(config, path)

@@ -1,0 +1,13 @@
+#!/bin/bash
+#PBS -N emews
+#PBS -A ABC123
+#PBS -q debug
+#PBS -l select=2
+#PBS -l walltime=01:00:00
+#PBS -o /scratch/emews/experiments/exp-0001/job.out
+#PBS -j oe
+#PBS -l place=scatter
+#PBS -l filesystems=home:eagle
+# emews site polaris: 6 workers + 1 optimizer = 7 ranks on 2 node(s)
+cd /scratch/emews/experiments/exp-0001
+mpiexec -n 7 --ppn 4 --depth=8 --cpu-bind depth /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001

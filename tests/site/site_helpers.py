@@ -1,0 +1,47 @@
+"""Helpers shared by the site tests (a uniquely named module, unlike ``conftest``)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+HERE = Path(__file__).parent
+LOOPBACK_SITE = HERE / "slurm-loopback.yaml"
+
+_FAKE = """#!/bin/bash
+# Fake {name}: records its name and args (one per line), the script file and stdin, then answers.
+d='{capture}'; name='{name}'
+n=0; while [ -e "$d/$name.$n.argv" ]; do n=$((n+1)); done
+printf '%s\\n' "$name" "$@" > "$d/$name.$n.argv"
+last="${{!#}}"
+if [ $# -gt 0 ] && [ -f "$last" ]; then cp "$last" "$d/$name.$n.script"; fi
+cat > "$d/$name.$n.stdin"
+{body}
+"""
+
+
+def _write_fake(bindir: Path, capture: Path, name: str, body: str) -> None:
+    path = bindir / name
+    path.write_text(_FAKE.format(name=name, capture=capture, body=body))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+class FakeTools:
+    """Fake scheduler clients on PATH; ``calls(name)`` returns what each run received."""
+
+    def __init__(self, root: Path) -> None:
+        self.bin = root / "bin"
+        self.capture = root / "capture"
+        self.bin.mkdir(parents=True)
+        self.capture.mkdir(parents=True)
+
+    def add(self, name: str, body: str) -> None:
+        _write_fake(self.bin, self.capture, name, body)
+
+    def calls(self, name: str) -> list[list[str]]:
+        files = sorted(self.capture.glob(f"{name}.*.argv"),
+                       key=lambda p: int(p.name.split(".")[1]))
+        return [p.read_text().splitlines() for p in files]
+
+    def script(self, name: str, index: int = 0) -> str:
+        return (self.capture / f"{name}.{index}.script").read_text()

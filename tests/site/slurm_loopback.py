@@ -1,0 +1,212 @@
+"""A one-node Slurm cluster on 127.0.0.1 for tests (see /work/shared/SLURM-ON-LOOPBACK.md).
+
+munged runs with its own key and socket, slurmctld and slurmd with a temporary
+slurm.conf on free ports; every daemon is our child, stopped by its PID.
+Clients need ``SLURM_CONF`` (see :attr:`LoopbackSlurm.env`).
+
+Run by hand: ``python tests/site/slurm_loopback.py`` prints the SLURM_CONF to
+export and keeps the cluster up until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "sbatch",
+           "squeue", "sinfo", "scancel")
+APT_PACKAGES = ("slurm-wlm", "munge")
+
+
+def missing_tools() -> list[str]:
+    """Programs the cluster needs that are not installed."""
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    return [tool for tool in DAEMONS if shutil.which(tool, path=search) is None]
+
+
+def _tool(name: str) -> str:
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    found = shutil.which(name, path=search)
+    if not found:
+        raise RuntimeError(f"{name} is not installed (apt-get install {' '.join(APT_PACKAGES)})")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def process_alive(pid: int) -> bool:
+    """True while /proc/PID/stat shows a live (not zombie/dead) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X", "x")
+
+
+class LoopbackSlurm:
+    """Start/stop munged + slurmctld + slurmd in a private directory."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self._own_root = root is None
+        self.root = Path(root or tempfile.mkdtemp(prefix="emews-slurm-"))
+        self.conf = self.root / "slurm.conf"
+        self.munge_socket = self.root / "munge" / "munge.socket"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    # -- start ----------------------------------------------------------------
+    def start(self, timeout: float = 60.0) -> LoopbackSlurm:
+        try:
+            self._start_munge()
+            self._write_conf()
+            self._spawn("slurmctld", [_tool("slurmctld"), "-D", "-i", "-f", str(self.conf)])
+            self._spawn("slurmd", [_tool("slurmd"), "-D", "-N", "localhost", "-f", str(self.conf)])
+            self._wait_idle(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.root / f"{name}.stdout", "wb")  # noqa: SIM115 - closed with the process
+        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=self.env,
+                                            start_new_session=True)
+        log.close()
+
+    def _start_munge(self) -> None:
+        key = self.root / "munge.key"
+        subprocess.run([_tool("mungekey"), "-c", "-k", str(key)], check=True,
+                       capture_output=True)
+        key.chmod(0o600)
+        self.munge_socket.parent.mkdir(mode=0o755)
+        self.munge_socket.parent.chmod(0o755)
+        self._spawn("munged", [_tool("munged"), "-F", "--force", f"--key-file={key}",
+                               f"--socket={self.munge_socket}",
+                               f"--pid-file={self.root / 'munged.pid'}",
+                               f"--log-file={self.root / 'munged.log'}",
+                               f"--seed-file={self.root / 'munged.seed'}"])
+        deadline = time.monotonic() + 15
+        while True:
+            cred = subprocess.run([_tool("munge"), "-S", str(self.munge_socket), "-n"],
+                                  capture_output=True)
+            if cred.returncode == 0 and subprocess.run(
+                    [_tool("unmunge"), "-S", str(self.munge_socket)], input=cred.stdout,
+                    capture_output=True).returncode == 0:
+                return
+            if time.monotonic() > deadline or self.procs["munged"].poll() is not None:
+                raise RuntimeError(f"munged did not start: {self.log('munged')}")
+            time.sleep(0.1)
+
+    def _node_line(self) -> str:
+        out = subprocess.run([_tool("slurmd"), "-C"], capture_output=True, text=True,
+                             check=True).stdout
+        line = next(ln for ln in out.splitlines() if ln.startswith("NodeName="))
+        line = re.sub(r"^NodeName=\S+", "NodeName=localhost NodeAddr=127.0.0.1", line)
+        return re.sub(r"\s*UpTime=\S+", "", line)
+
+    def _write_conf(self) -> None:
+        for sub in ("state", "spool"):
+            (self.root / sub).mkdir(exist_ok=True)
+        r = self.root
+        self.conf.write_text("\n".join([
+            "ClusterName=emewstest",
+            "SlurmctldHost=localhost(127.0.0.1)",
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port()}",
+            "SlurmUser=root", "SlurmdUser=root",
+            "AuthType=auth/munge", "CredType=cred/munge",
+            f"AuthInfo=socket={self.munge_socket}",
+            f"StateSaveLocation={r / 'state'}", f"SlurmdSpoolDir={r / 'spool'}",
+            f"SlurmctldPidFile={r / 'slurmctld.pid'}", f"SlurmdPidFile={r / 'slurmd.pid'}",
+            f"SlurmctldLogFile={r / 'slurmctld.log'}", f"SlurmdLogFile={r / 'slurmd.log'}",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
+            "ReturnToService=2", "MpiDefault=none", "MailProg=/bin/true",
+            "SchedulerParameters=batch_sched_delay=0", "MinJobAge=600",
+            self._node_line(),
+            "PartitionName=debug Nodes=localhost Default=YES State=UP MaxTime=INFINITE",
+        ]) + "\n")
+
+    def _wait_idle(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {proc.returncode}: {self.log(name)}")
+            out = subprocess.run([_tool("sinfo"), "-h", "-o", "%T"], capture_output=True,
+                                 text=True, env=self.env)
+            state = out.stdout.strip()
+            if out.returncode == 0 and state.startswith("idle"):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"node not idle after {timeout:.0f} s (state {state!r}): "
+                           f"{self.log('slurmctld')} {self.log('slurmd')}")
+
+    # -- stop -----------------------------------------------------------------
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM each daemon by PID (slurmd, slurmctld, munged), SIGKILL stragglers."""
+        for name in ("slurmd", "slurmctld", "munged"):
+            proc = self.procs.pop(name, None)
+            if proc is None:
+                continue
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+            deadline = time.monotonic() + 5
+            while process_alive(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+    def cleanup(self) -> None:
+        """Remove the private directory (only one this object created), after :meth:`stop`."""
+        if self._own_root and not self.procs:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def log(self, name: str) -> str:
+        """Tail of a daemon's log (for error messages)."""
+        texts = []
+        for path in (self.root / f"{name}.log", self.root / f"{name}.stdout"):
+            if path.is_file():
+                texts.append(path.read_text(errors="replace")[-2000:])
+        return "\n".join(texts) or "(no log)"
+
+    def __enter__(self) -> LoopbackSlurm:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.cleanup()
+
+
+if __name__ == "__main__":
+    cluster = LoopbackSlurm().start()
+    print(f"export SLURM_CONF={cluster.conf}")
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+        cluster.cleanup()

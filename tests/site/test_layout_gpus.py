@@ -1,0 +1,123 @@
+"""Worker counts, launcher lines, node-local rank and GPU binding."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from emews.errors import ConfigError
+from emews.site import bind_gpus, load_site, local_rank
+from emews.site.gpus import LOCAL_RANK_VARS
+
+CMD = ["python3", "-m", "emews", "run", "/x"]
+
+
+def test_local_launch_uses_the_mpiexec_next_to_sys_executable(in_tmp: Path) -> None:
+    site = load_site("local")
+    line = site.launch_command(5, CMD)
+    assert line == [str(Path(sys.executable).parent / "mpiexec"), "-n", "5", *CMD]
+    assert site.total_workers(None) == 2
+    assert site.total_workers(7) == 7
+
+
+def test_hpc_total_workers_default_and_limits(in_tmp: Path) -> None:
+    site = load_site("frontier", overrides=["scheduler.nodes=3"])
+    assert site.total_workers(None) == 21          # 3 nodes x 7 workers
+    assert site.total_workers(23) == 23             # fills the spare slots of nodes 2 and 3
+    with pytest.raises(ConfigError) as info:
+        site.total_workers(24)                      # 25 ranks > 3 x 8 slots
+    assert info.value.key == "workers" and "1..23" in info.value.allowed
+    with pytest.raises(ConfigError):
+        site.total_workers(0)
+
+
+def test_gpu_slots_must_fit_the_node(in_tmp: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("summit", overrides=["launcher.workers_per_node=6"]).total_workers(None)
+    assert info.value.key == "launcher.workers_per_node"
+    assert "1..5" in info.value.allowed
+    with pytest.raises(ConfigError) as info:
+        load_site("polaris", overrides=["node.gpus_per_worker=2"]).total_workers(None)
+    assert "1..1" in info.value.allowed              # 2 slots x 2 GPUs = 4
+    local = load_site("local", overrides=["node.gpus=2", "node.gpus_per_worker=1"])
+    assert local.total_workers(2) == 2
+    with pytest.raises(ConfigError):
+        local.total_workers(3)
+
+
+def test_launcher_lines_per_type(in_tmp: Path) -> None:
+    two = ["scheduler.nodes=2"]
+    assert load_site("summit", overrides=two).launch_command(11, CMD) == \
+        ["jsrun", "-n", "11", "-r", "6", "-a", "1", "-c", "7", "-g", "1", *CMD]
+    assert load_site("polaris", overrides=two).launch_command(7, CMD) == \
+        ["mpiexec", "-n", "7", "--ppn", "4", "--depth=8", "--cpu-bind", "depth", *CMD]
+    assert load_site("perlmutter", overrides=two).launch_command(7, CMD)[:8] == \
+        ["srun", "-N", "2", "-n", "7", "--ntasks-per-node=4", "--gpus-per-task=1",
+         "--gpu-bind=closest"]
+    aprun = load_site("frontier", overrides=["launcher.type=aprun", "launcher.args=[]"])
+    assert aprun.launch_command(8, CMD) == ["aprun", "-n", "8", "-N", "8", *CMD]
+    none = load_site("local", overrides=["launcher.type=none", "launcher.command=null"])
+    assert none.launch_command(1, CMD) == CMD
+
+
+def test_local_rank_reads_the_launchers_variables() -> None:
+    assert local_rank({}) == 0
+    for var in LOCAL_RANK_VARS:
+        assert local_rank({var: "3"}) == 3
+    assert local_rank({"MPI_LOCALRANKID": "1", "SLURM_LOCALID": "5"}) == 1
+    assert local_rank({"SLURM_LOCALID": "x", "PALS_LOCAL_RANKID": "2"}) == 2
+
+
+def test_env_binding_gives_each_slot_its_gpus(in_tmp: Path) -> None:
+    site = load_site("frontier")
+    seen = []
+    for rank in range(8):
+        env: dict[str, str] = {}
+        ids = bind_gpus(site, rank, environ=env)
+        assert ids == [rank]
+        assert env == {"ROCR_VISIBLE_DEVICES": str(rank)}
+        seen += ids
+    assert sorted(seen) == list(range(8))
+    two = load_site("polaris", overrides=["node.gpus_per_worker=2", "launcher.workers_per_node=1"])
+    env = {}
+    assert bind_gpus(two.to_dict(), 1, environ=env) == [2, 3]
+    assert env == {"CUDA_VISIBLE_DEVICES": "2,3"}
+
+
+def test_aurora_binds_tiles_through_ze_affinity_mask(in_tmp: Path) -> None:
+    site = load_site("aurora")
+    masks = []
+    for rank in range(12):
+        env: dict[str, str] = {}
+        assert bind_gpus(site, rank, environ=env) == [rank]
+        masks.append(env["ZE_AFFINITY_MASK"])
+    assert masks == [f"{g}.{t}" for g in range(6) for t in range(2)]
+
+
+def test_launcher_binding_reads_what_the_launcher_set(in_tmp: Path) -> None:
+    site = load_site("summit")
+    env = {"CUDA_VISIBLE_DEVICES": "4"}
+    assert bind_gpus(site, 0, environ=env) == [4]
+    assert env == {"CUDA_VISIBLE_DEVICES": "4"}
+    assert bind_gpus(site, 0, environ={}) == []
+
+
+def test_local_binding_skips_the_optimizer_rank(in_tmp: Path) -> None:
+    assert bind_gpus(load_site("local"), 1, environ={}) == []   # no GPUs configured
+    site = load_site("local", overrides=["node.gpus=2", "node.gpus_per_worker=1"])
+    env: dict[str, str] = {}
+    assert bind_gpus(site, 0, environ=env) == [] and env == {}
+    assert bind_gpus(site, 1, environ=env) == [0] and env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert bind_gpus(site, 2, environ=env) == [1] and env["CUDA_VISIBLE_DEVICES"] == "1"
+    with pytest.raises(ConfigError):
+        bind_gpus(site, 3, environ=env)
+
+
+def test_bind_gpus_sets_os_environ_by_default(in_tmp: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    monkeypatch.delenv("ROCR_VISIBLE_DEVICES", raising=False)
+    assert bind_gpus(load_site("frontier"), 5) == [5]
+    assert os.environ["ROCR_VISIBLE_DEVICES"] == "5"

@@ -1,0 +1,242 @@
+"""Finding, merging, overriding and validating site files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emews.errors import ConfigError
+from emews.site import ENV_OVERRIDES, available_sites, load_site
+from emews.site.loader import builtin_site_dir
+
+BUILTIN = ["aurora", "frontier", "local", "perlmutter", "polaris", "summit"]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_builtin_sites_all_load(in_tmp: Path) -> None:
+    assert set(BUILTIN) <= set(available_sites())
+    for name in BUILTIN:
+        site = load_site(name)
+        assert site.name == name
+        assert site.is_local == (name == "local")
+    assert (builtin_site_dir() / "__init__.py").is_file()
+
+
+def test_unknown_site_lists_the_available_ones(in_tmp: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("sumit")
+    err = info.value
+    assert err.key == "site" and "sumit" in err.message
+    for name in BUILTIN:
+        assert name in err.allowed
+
+
+def test_unknown_key_names_file_key_and_allowed_keys(in_tmp: Path) -> None:
+    path = write(in_tmp / "bad.yaml", "scheduler:\n  type: slurm\n  qeueu: debug\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    err = info.value
+    assert err.file == str(path)
+    assert err.key == "scheduler.qeueu"
+    assert "unknown key" in err.message
+    assert "queue" in err.allowed and "walltime" in err.allowed
+
+
+def test_unknown_top_level_key(in_tmp: Path) -> None:
+    path = write(in_tmp / "bad.yaml", "schedular: {}\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert info.value.key == "schedular"
+    assert "scheduler" in info.value.allowed and "launcher" in info.value.allowed
+
+
+@pytest.mark.parametrize("key,value,choices", [
+    ("scheduler.type", "sge", ["lsf", "slurm", "pbs", "local"]),
+    ("launcher.type", "mpirun", ["jsrun", "srun", "mpiexec", "aprun", "none"]),
+    ("node.gpu_binding", "magic", ["launcher", "env"]),
+    ("node.gpu_env", "GPU", ["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"]),
+])
+def test_bad_choice_lists_the_choices(in_tmp: Path, key: str, value: str,
+                                      choices: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("local", overrides=[f"{key}={value}"])
+    err = info.value
+    assert err.key == key and value in err.message
+    assert err.file == f"--set {key}"
+    for choice in choices:
+        assert choice in err.allowed
+
+
+@pytest.mark.parametrize("walltime", ["1h", "25:61", "0:00", "99"])
+def test_malformed_walltime(in_tmp: Path, walltime: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("frontier", overrides=[f"scheduler.walltime={walltime}"])
+    assert info.value.key == "scheduler.walltime"
+    assert "HH:MM" in info.value.allowed
+
+
+def test_unquoted_walltime_in_yaml_is_read_as_time(in_tmp: Path) -> None:
+    path = write(in_tmp / "s.yaml", "scheduler:\n  type: slurm\n  walltime: 1:30:00\n")
+    assert load_site(str(path)).config.scheduler.walltime == "01:30:00"
+    path = write(in_tmp / "t.yaml", "scheduler:\n  type: lsf\n  walltime: 2:05\n")
+    assert load_site(str(path)).config.scheduler.walltime == "02:05:00"
+
+
+def test_malformed_yaml_names_file_and_line(in_tmp: Path) -> None:
+    path = write(in_tmp / "broken.yaml", "scheduler:\n  type: slurm\n  nodes: [1,\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert info.value.file == str(path)
+    assert "line" in info.value.message
+
+
+def test_gpus_per_worker_above_node_gpus(in_tmp: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("polaris", overrides=["node.gpus_per_worker=5"])
+    assert info.value.key == "node.gpus_per_worker"
+    assert "0..4" in info.value.allowed
+
+
+def test_launcher_binding_needs_a_launcher_that_binds(in_tmp: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("polaris", overrides=["node.gpu_binding=launcher"])
+    assert info.value.key == "node.gpu_binding"
+    assert "env" in info.value.allowed
+
+
+def test_jsrun_needs_launcher_binding(in_tmp: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("summit", overrides=["node.gpu_binding=env"])
+    assert info.value.key == "node.gpu_binding" and info.value.allowed == "launcher"
+
+
+def test_missing_site_path(in_tmp: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("nowhere/site.yaml")
+    assert "does not exist" in info.value.message
+
+
+def test_extends_overlays_a_base_deeply(in_tmp: Path) -> None:
+    write(in_tmp / "site-configs" / "mysummit.yaml",
+          "extends: summit\nscheduler:\n  queue: debug\n  directives: ['-alloc_flags gpumps']\n"
+          "environment:\n  vars: {FOO: bar}\n")
+    site = load_site("mysummit")
+    sched = site.config.scheduler
+    assert site.name == "mysummit"
+    assert (sched.type, sched.queue, sched.walltime) == ("lsf", "debug", "01:00:00")
+    assert sched.directives == ["-alloc_flags gpumps"]
+    assert site.config.environment.vars == {"OMP_NUM_THREADS": "1", "FOO": "bar"}
+    assert site.config.node.gpus == 6
+
+
+def test_user_site_dir_shadows_builtin_and_may_extend_it(in_tmp: Path) -> None:
+    write(in_tmp / "site-configs" / "frontier.yaml",
+          "extends: frontier\nscheduler:\n  account: CSC999\n")
+    site = load_site("frontier")
+    assert site.config.scheduler.account == "CSC999"
+    assert site.config.node.gpu_env == "ROCR_VISIBLE_DEVICES"
+
+
+def test_extends_by_relative_path_and_cycles(in_tmp: Path) -> None:
+    write(in_tmp / "a" / "base.yaml", "scheduler: {type: pbs, queue: q1}\n")
+    child = write(in_tmp / "a" / "child.yaml", "extends: base.yaml\nscheduler: {nodes: 3}\n")
+    site = load_site(str(child))
+    assert (site.config.scheduler.type, site.config.scheduler.nodes) == ("pbs", 3)
+    write(in_tmp / "c" / "x.yaml", "extends: y.yaml\n")
+    write(in_tmp / "c" / "y.yaml", "extends: x.yaml\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(in_tmp / "c" / "x.yaml"))
+    assert "cycle" in info.value.message
+
+
+def test_extends_unknown_base_names_the_file(in_tmp: Path) -> None:
+    path = write(in_tmp / "s.yaml", "extends: nosuchsite\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(path))
+    assert info.value.file == str(path) and info.value.key == "extends"
+    assert "summit" in info.value.allowed
+
+
+def test_errors_blame_the_base_file_for_its_keys(in_tmp: Path) -> None:
+    base = write(in_tmp / "base.yaml", "launcher: {type: srun, wrkers_per_node: 2}\n")
+    child = write(in_tmp / "child.yaml", "extends: base.yaml\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(child))
+    assert info.value.file == str(base)
+
+
+def test_precedence_set_over_env_over_yaml(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_site("polaris").config.scheduler.queue == "debug"
+    monkeypatch.setenv("EMEWS_QUEUE", "prod")
+    monkeypatch.setenv("EMEWS_ACCOUNT", "ENVPROJ")
+    site = load_site("polaris")
+    assert (site.config.scheduler.queue, site.config.scheduler.account) == ("prod", "ENVPROJ")
+    site = load_site("polaris", overrides=["scheduler.queue=preemptable"])
+    assert site.config.scheduler.queue == "preemptable"
+    assert site.config.scheduler.account == "ENVPROJ"
+
+
+def test_every_env_override_reaches_its_key(in_tmp: Path) -> None:
+    values = {"EMEWS_ACCOUNT": "P1", "EMEWS_QUEUE": "q", "EMEWS_WALLTIME": "0:30",
+              "EMEWS_NODES": "4", "EMEWS_WORKERS_PER_NODE": "2", "EMEWS_GPUS_PER_WORKER": "2"}
+    assert set(values) == set(ENV_OVERRIDES)
+    data = load_site("frontier", environ=values).to_dict()
+    got = {var: data[key.split(".")[0]][key.split(".")[1]] for var, key in ENV_OVERRIDES.items()}
+    assert got == {"EMEWS_ACCOUNT": "P1", "EMEWS_QUEUE": "q", "EMEWS_WALLTIME": "00:30:00",
+                   "EMEWS_NODES": 4, "EMEWS_WORKERS_PER_NODE": 2, "EMEWS_GPUS_PER_WORKER": 2}
+
+
+def test_bad_env_value_names_the_variable(in_tmp: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("frontier", environ={"EMEWS_NODES": "many"})
+    assert info.value.file == "$EMEWS_NODES" and info.value.key == "scheduler.nodes"
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)
+@given(yaml_nodes=st.integers(1, 50), env_nodes=st.one_of(st.none(), st.integers(1, 50)),
+       set_nodes=st.one_of(st.none(), st.integers(1, 50)))
+def test_nodes_precedence_property(in_tmp: Path, yaml_nodes: int, env_nodes: int | None,
+                                   set_nodes: int | None) -> None:
+    path = write(in_tmp / "p.yaml", f"scheduler: {{type: slurm, nodes: {yaml_nodes}}}\n")
+    environ = {} if env_nodes is None else {"EMEWS_NODES": str(env_nodes)}
+    overrides = [] if set_nodes is None else [f"scheduler.nodes={set_nodes}"]
+    expected = next(v for v in (set_nodes, env_nodes, yaml_nodes) if v is not None)
+    assert load_site(str(path), overrides, environ).config.scheduler.nodes == expected
+
+
+@given(st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True),
+                       st.text(st.characters(codec="ascii", exclude_categories=["Cc"]),
+                               max_size=12), max_size=4))
+def test_set_values_are_typed_like_yaml(values: dict[str, str]) -> None:
+    quoted = {k: "'" + v.replace("'", "''") + "'" for k, v in values.items()}  # YAML quoting
+    overrides = [f"environment.vars.{k}={q}" for k, q in quoted.items()]
+    got = load_site("local", overrides, environ={}).config.environment.vars
+    assert got == values
+
+
+@pytest.mark.parametrize("item", ["scheduler.nodes", "=3", "scheduler..nodes=2",
+                                  "scheduler.nodes.x=1", "scheduler.nodes=0",
+                                  "scheduler.foo=1", "launcher.workers_per_node=two"])
+def test_bad_set_items(in_tmp: Path, item: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_site("frontier", overrides=[item])
+    assert info.value.file.startswith("--set")
+
+
+def test_to_dict_round_trips_through_site_yaml(in_tmp: Path) -> None:
+    for name in BUILTIN:
+        site = load_site(name, overrides=["scheduler.account=ABC123", "scheduler.nodes=2"])
+        path = in_tmp / f"{name}-resolved.yaml"
+        path.write_text(yaml.safe_dump(site.to_dict(), sort_keys=False))
+        again = load_site(str(path), environ={})
+        assert again.to_dict() == site.to_dict()
+        assert again.name == name

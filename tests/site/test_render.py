@@ -1,0 +1,82 @@
+"""Rendered batch scripts of every site against reviewed files in expected/.
+
+Regenerate after a reviewed change with ``EMEWS_UPDATE_EXPECTED=1 pytest tests/site``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from site_helpers import LOOPBACK_SITE
+from emews.errors import ConfigError
+from emews.site import load_site
+from emews.site.launchers import python_bin
+
+EXPECTED = Path(__file__).parent / "expected"
+EXP_DIR = Path("/scratch/emews/experiments/exp-0001")
+PYTHON = "/opt/venv/bin/python"
+COMMAND = [PYTHON, "-m", "emews", "run", str(EXP_DIR)]
+
+CASES = {  # expected file stem: (site, overrides, workers)
+    "summit": ("summit", ["scheduler.account=ABC123", "scheduler.nodes=2"], None),
+    "polaris": ("polaris", ["scheduler.account=ABC123", "scheduler.nodes=2"], None),
+    "frontier": ("frontier", ["scheduler.account=ABC123", "scheduler.nodes=2"], None),
+    "perlmutter": ("perlmutter", ["scheduler.account=ABC123", "scheduler.nodes=2"], None),
+    "aurora": ("aurora", ["scheduler.account=ABC123", "scheduler.nodes=2"], None),
+    "local": ("local", [], 4),
+    "slurm-loopback": (str(LOOPBACK_SITE), [], None),
+}
+
+
+def render(site_ref: str, overrides: list[str], workers: int | None) -> str:
+    site = load_site(site_ref, overrides, environ={})
+    text = site.render_batch_script(EXP_DIR, site.total_workers(workers), COMMAND)
+    return text.replace(python_bin(), "{python_bin}")
+
+
+@pytest.mark.parametrize("stem", sorted(CASES))
+def test_rendered_script_matches_reviewed_file(in_tmp: Path, stem: str) -> None:
+    text = render(*CASES[stem])
+    path = EXPECTED / f"{stem}.sh"
+    if os.environ.get("EMEWS_UPDATE_EXPECTED") == "1":
+        path.write_text(text)
+    assert text == path.read_text(), f"rendered script differs from {path}"
+
+
+@pytest.mark.parametrize("stem", sorted(CASES))
+def test_rendered_script_is_valid_bash(in_tmp: Path, stem: str, tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(render(*CASES[stem]))
+    import subprocess
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+def test_launcher_line_has_workers_plus_one_ranks(in_tmp: Path) -> None:
+    site = load_site("frontier", ["scheduler.account=A", "scheduler.nodes=4"], environ={})
+    text = site.render_batch_script(EXP_DIR, 30, COMMAND)
+    assert "#SBATCH --ntasks=31" in text
+    last = shlex.split(text.strip().splitlines()[-1])
+    assert last[:6] == ["srun", "-N", "4", "-n", "31", "--ntasks-per-node=8"]
+    assert last[-5:] == COMMAND
+
+
+def test_odd_paths_are_quoted(in_tmp: Path) -> None:
+    exp = Path("/scratch/my exp/it's")
+    site = load_site("polaris", ["scheduler.account=A", "environment.vars.MSG=a b"], environ={})
+    text = site.render_batch_script(exp, 3, [PYTHON, "-m", "emews", "run", str(exp)])
+    assert "export MSG='a b'" in text
+    assert shlex.split(text.strip().splitlines()[-1])[-1] == str(exp)
+
+
+def test_missing_account_is_refused_before_rendering(in_tmp: Path) -> None:
+    site = load_site("summit", environ={})
+    with pytest.raises(ConfigError) as info:
+        site.render_batch_script(EXP_DIR, 5, COMMAND)
+    assert info.value.key == "scheduler.account"
+    assert "EMEWS_ACCOUNT" in info.value.allowed
+    assert load_site("summit", environ={"EMEWS_ACCOUNT": "P"}).render_batch_script(
+        EXP_DIR, 5, COMMAND).count("#BSUB -P P") == 1

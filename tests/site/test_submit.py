@@ -1,0 +1,133 @@
+"""Submitting through fake ``bsub``/``qsub`` on PATH: what is submitted and how ids parse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from site_helpers import FakeTools
+from emews.errors import ConfigError, EmewsError
+from emews.site import load_site
+from emews.site.jobs import (JOB_RECORD, JOB_SCRIPT, cancel_experiment, job_command, job_status,
+                             read_job, submit_experiment)
+from emews.site.schedulers import LsfScheduler, PbsScheduler, SlurmScheduler
+from emews.site.schema import SchedulerConfig
+
+
+def test_lsf_submit_records_the_job(in_tmp: Path, fake_tools: FakeTools) -> None:
+    site = load_site("summit", ["scheduler.account=ABC123"], environ={})
+    exp = in_tmp / "exp"
+    job_id = submit_experiment(site, exp, site.total_workers(None), dry_run=False)
+    assert job_id == "12345"
+    script = exp.resolve() / JOB_SCRIPT
+    assert fake_tools.calls("bsub") == [["bsub", str(script)]]
+    assert fake_tools.script("bsub") == script.read_text()
+    assert "#BSUB -P ABC123" in script.read_text()
+    assert script.read_text().rstrip().endswith(" ".join(job_command(exp.resolve())))
+    record = json.loads((exp / JOB_RECORD).read_text())
+    assert record["job_id"] == "12345" and record["site"] == "summit"
+    assert record["submitted"] and record["scheduler"] == "lsf"
+    assert job_status(exp) == "running"
+    cancel_experiment(exp)
+    assert fake_tools.calls("bkill") == [["bkill", "12345"]]
+
+
+def test_pbs_submit_keeps_the_full_job_id(in_tmp: Path, fake_tools: FakeTools) -> None:
+    site = load_site("polaris", ["scheduler.account=ABC123"], environ={})
+    exp = in_tmp / "exp"
+    assert submit_experiment(site, exp, 3) == "12345.polaris-pbs-01"
+    assert fake_tools.calls("qsub") == [["qsub", str(exp.resolve() / JOB_SCRIPT)]]
+    assert "#PBS -l filesystems=home:eagle" in fake_tools.script("qsub")
+    assert read_job(exp)["job_id"] == "12345.polaris-pbs-01"
+    assert job_status(exp) == "queued"
+    assert fake_tools.calls("qstat") == [["qstat", "-x", "-f", "12345.polaris-pbs-01"]]
+    cancel_experiment(exp)
+    assert fake_tools.calls("qdel") == [["qdel", "12345.polaris-pbs-01"]]
+
+
+def test_dry_run_writes_the_script_and_submits_nothing(in_tmp: Path, fake_tools: FakeTools) -> None:
+    site = load_site("aurora", ["scheduler.account=ABC123"], environ={})
+    exp = in_tmp / "exp"
+    assert submit_experiment(site, exp, 11, dry_run=True) is None
+    assert (exp / JOB_SCRIPT).is_file() and not (exp / JOB_RECORD).exists()
+    assert fake_tools.calls("qsub") == []
+    assert site.submit_command(exp / JOB_SCRIPT) == ["qsub", str(exp / JOB_SCRIPT)]
+
+
+@pytest.mark.parametrize("site_name,overrides,key", [
+    ("summit", [], "scheduler.account"),
+    ("polaris", ["scheduler.account=A", "launcher.workers_per_node=4"],
+     "launcher.workers_per_node"),
+])
+def test_config_errors_come_before_submission(in_tmp: Path, fake_tools: FakeTools,
+                                              site_name: str, overrides: list[str],
+                                              key: str) -> None:
+    site = load_site(site_name, overrides, environ={})
+    with pytest.raises(ConfigError) as info:
+        submit_experiment(site, in_tmp / "exp", site.config.launcher.workers_per_node)
+    assert info.value.key == key
+    assert fake_tools.calls("bsub") == fake_tools.calls("qsub") == []
+    assert not (in_tmp / "exp" / JOB_SCRIPT).exists()
+
+
+def test_scheduler_rejection_carries_its_stderr(in_tmp: Path, fake_tools: FakeTools) -> None:
+    fake_tools.add("bsub", 'echo "Project XYZ: user not a member. Job not submitted." >&2; '
+                           'exit 255')
+    site = load_site("summit", ["scheduler.account=XYZ"], environ={})
+    with pytest.raises(EmewsError) as info:
+        submit_experiment(site, in_tmp / "exp", 5)
+    assert "user not a member" in str(info.value) and "255" in str(info.value)
+    assert not (in_tmp / "exp" / JOB_RECORD).exists()
+
+
+def test_unparsable_answer_is_an_error(in_tmp: Path, fake_tools: FakeTools) -> None:
+    fake_tools.add("qsub", 'echo "qsub: would you like a coffee?"')
+    site = load_site("polaris", ["scheduler.account=A"], environ={})
+    with pytest.raises(EmewsError) as info:
+        site.submit(site_script(in_tmp, site))
+    assert "no job id" in str(info.value)
+
+
+def site_script(tmp: Path, site) -> Path:  # noqa: ANN001
+    path = tmp / "job.sh"
+    path.write_text(site.render_batch_script(tmp, 3, ["true"]))
+    return path
+
+
+def test_missing_client_says_so(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(in_tmp))
+    site = load_site("summit", ["scheduler.account=A"], environ={})
+    with pytest.raises(EmewsError) as info:
+        site.submit(site_script(in_tmp, site))
+    assert "bsub: command not found" in str(info.value)
+
+
+def test_local_site_has_nothing_to_submit(in_tmp: Path) -> None:
+    site = load_site("local", environ={})
+    with pytest.raises(EmewsError):
+        site.submit(in_tmp / "job.sh")
+    assert site.job_state("1") == "unknown"
+
+
+def test_status_without_a_job_record(in_tmp: Path) -> None:
+    with pytest.raises(EmewsError) as info:
+        job_status(in_tmp)
+    assert "no batch job" in str(info.value)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Submitted batch job 4242\n", "4242"), ("4242\n", "4242"), ("4242;cluster\n", "4242")])
+def test_slurm_id_parsing(text: str, expected: str) -> None:
+    assert SlurmScheduler(SchedulerConfig(type="slurm")).parse_job_id(text) == expected
+
+
+@pytest.mark.parametrize("cls,code,state", [
+    (SlurmScheduler, "PENDING", "queued"), (SlurmScheduler, "RUNNING", "running"),
+    (SlurmScheduler, "CANCELLED", "done"), (SlurmScheduler, "", "unknown"),
+    (LsfScheduler, "PEND", "queued"), (LsfScheduler, "EXIT", "done"),
+    (PbsScheduler, "R", "running"), (PbsScheduler, "F", "done"), (PbsScheduler, "?", "unknown"),
+])
+def test_state_codes(cls, code: str, state: str) -> None:  # noqa: ANN001
+    assert cls(SchedulerConfig(type=cls.type))._map(code) == state
