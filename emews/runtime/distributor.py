@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Sequence
 
@@ -22,6 +23,10 @@ class Distributor:
     spins briefly, then sleeps with back-off (woken early by new tasks).
     """
 
+    #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
+    stop_grace = 60.0
+    abort_grace = 5.0
+
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None) -> None:
         self._transport = transport
@@ -34,10 +39,16 @@ class Distributor:
         self._abort = False
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
         self.error: BaseException | None = None
+        self.stopped_workers: set[int] = set()
 
     def start(self) -> "Distributor":
         self._thread.start()
         return self
+
+    @property
+    def all_stopped(self) -> bool:
+        """Whether every worker confirmed that it finished."""
+        return self.stopped_workers.issuperset(self._workers)
 
     def close(self, *, abort: bool = False, timeout: float | None = None) -> None:
         """Finish: drain submitted work (or drop it when ``abort``), stop the workers, join."""
@@ -54,8 +65,20 @@ class Distributor:
             self._queues.fail(exc)
             self._abort = True
         finally:
-            for rank in self._workers:
-                self._transport.send(self._abort, rank, Tag.STOP)
+            self._stop_workers()
+
+    def _stop_workers(self) -> None:
+        """Tell every worker to stop and wait (bounded) for each to confirm."""
+        for rank in self._workers:
+            self._transport.send(self._abort, rank, Tag.STOP)
+        deadline = time.monotonic() + (self.abort_grace if self._abort else self.stop_grace)
+        backoff = Backoff()
+        while not self.all_stopped and time.monotonic() < deadline:
+            msg = self._transport.poll()
+            if msg is None:
+                backoff.idle()
+            elif msg.tag is Tag.STOPPED:
+                self.stopped_workers.add(msg.source)
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks

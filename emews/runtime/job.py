@@ -113,7 +113,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     if store is not None:
         store.close()
     return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,
-                      error or distributor.error)
+                      error or distributor.error, {"all_stopped": distributor.all_stopped})
 
 
 def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True) -> int:

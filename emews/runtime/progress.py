@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -45,7 +46,7 @@ class ProgressReporter:
     def __init__(self, progress: Progress, stream: TextIO = sys.stderr, interval: float | None = None) -> None:
         self._progress = progress
         self._stream = stream
-        self._tty = stream.isatty()
+        self._tty = stream.isatty() or os.environ.get("EMEWS_PROGRESS") == "tty"
         self._interval = interval if interval is not None else (0.5 if self._tty else 10.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="emews-progress", daemon=True)

@@ -19,6 +19,7 @@ class Tag(IntEnum):
     TASK = 1      # distributor -> worker: a Task
     OUTCOME = 2   # worker -> distributor: an Outcome
     STOP = 3      # distributor -> worker: finish (payload: True to abort running work)
+    STOPPED = 4   # worker -> distributor: the worker has finished (payload: tasks served)
 
 
 class Message(NamedTuple):

@@ -61,6 +61,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
             served += 1
     finally:
         runner.close()
+        transport.send(served, optimizer_rank, Tag.STOPPED)
     return served
 
 

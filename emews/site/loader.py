@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from emews.errors import ConfigError
-from emews.site._yaml import load_mapping, parse_yaml
+from emews.yamlio import load_mapping, parse_override, parse_yaml
 from emews.site.schema import (EnvironmentConfig, LauncherConfig, NodeConfig, SchedulerConfig,
                                SiteConfig, _KeyedError)
 from emews.site.walltime import WALLTIME_FORMS
@@ -145,16 +145,6 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any, source: str) -> None
                               file=source, key=key)
         node = child
     node[parts[-1]] = value
-
-
-def parse_override(item: str) -> tuple[str, Any]:
-    """``"scheduler.nodes=2"`` -> ``("scheduler.nodes", 2)``; values are read as YAML scalars."""
-    key, sep, text = item.partition("=")
-    if not sep:
-        raise ConfigError(f"expected KEY=VALUE, got {item!r}", file="--set", key=item.strip())
-    key = key.strip()
-    value = parse_yaml(text, source=f"--set {key}") if text.strip() else None
-    return key, value
 
 
 def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any,

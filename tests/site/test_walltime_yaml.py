@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emews.errors import ConfigError
-from emews.site._yaml import parse_yaml
+from emews.yamlio import parse_yaml
 from emews.site.walltime import format_hm, format_hms, parse_walltime
 
 hours = st.integers(0, 500)

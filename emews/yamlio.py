@@ -64,3 +64,13 @@ def load_mapping(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping of keys, found {type(data).__name__}", file=path)
     return data
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``"scheduler.nodes=2"`` -> ``("scheduler.nodes", 2)``; values are read as YAML scalars."""
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"expected KEY=VALUE, got {item!r}", file="--set", key=item.strip() or None)
+    key = key.strip()
+    value = parse_yaml(text, source=f"--set {key}") if text.strip() else None
+    return key, value

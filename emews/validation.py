@@ -1,0 +1,57 @@
+"""Turning pydantic validation errors into one ConfigError a person can act on."""
+
+from __future__ import annotations
+
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from emews.errors import ConfigError
+
+
+def _model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
+    """Follow ``loc`` through nested models (dict values, unions) to the model that holds it."""
+    current: Any = model
+    for part in loc:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return None
+            current = field.annotation
+        current = _unwrap(current, part)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any, part: str) -> Any:
+    origin = get_origin(annotation)
+    if origin is dict:
+        return get_args(annotation)[1]
+    if origin is Union or str(origin) == "typing.Annotated" or origin is not None and "Union" in str(origin):
+        models = [a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        tagged = [m for m in models if getattr(m.model_fields.get("type"), "default", None) == part]
+        return tagged[0] if tagged else (models[0] if len(models) == 1 else annotation)
+    return annotation
+
+
+def config_error(exc: ValidationError, model: type[BaseModel], file: str) -> ConfigError:
+    """The first error of ``exc`` as a ConfigError; later ones are counted in the message."""
+    errors = exc.errors()
+    err = errors[0]
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join(loc) or None
+    ctx = err.get("ctx") or {}
+    allowed = None
+    if err["type"] == "extra_forbidden":
+        message = f"unknown key {loc[-1]!r}"
+        holder = _model_at(model, loc[:-1])
+        allowed = ", ".join(holder.model_fields) if holder else None
+    elif err["type"] in ("literal_error", "union_tag_invalid"):
+        message = f"invalid value {err['input']!r}"
+        allowed = str(ctx.get("expected") or ctx.get("expected_tags") or "") or None
+    elif err["type"] == "missing":
+        message = "required key is missing"
+    else:
+        message = str(err["msg"]).removeprefix("Value error, ")
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return ConfigError(message, file=file, key=key, allowed=allowed)

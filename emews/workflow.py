@@ -1,0 +1,324 @@
+"""Workflow files: optimizer + objective + space + budget + task options.
+
+``emews launch NAME`` finds ``./workflows/NAME.yaml`` first, then the built-in
+workflows; a path to a ``.yaml`` file works too. Relative paths inside a
+workflow (objective module, space file, optimizer file) are resolved once, at
+load time, so the copy written into the experiment directory is self-contained.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import inspect
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Mapping, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from emews.errors import ConfigError
+from emews.plugins import OptimizerNotFound, available_optimizers, resolve_optimizer
+from emews.runtime.objective import ObjectiveLoadError, ObjectiveRef
+from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
+from emews.validation import config_error
+from emews.yamlio import load_mapping, parse_yaml
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IntParam(_Strict):
+    type: Literal["int"]
+    lower: int
+    upper: int
+    log: bool = False
+    sigma: float | None = None
+
+
+class FloatParam(_Strict):
+    type: Literal["float"]
+    lower: float
+    upper: float
+    log: bool = False
+    sigma: float | None = None
+
+
+class CategoricalParam(_Strict):
+    type: Literal["categorical"]
+    values: list[Any]
+
+
+class OrderedParam(_Strict):
+    type: Literal["ordered"]
+    values: list[Any]
+
+
+class ConstantParam(_Strict):
+    type: Literal["constant"]
+    value: Any
+
+
+ParamSpec = Annotated[Union[IntParam, FloatParam, CategoricalParam, OrderedParam, ConstantParam],
+                      Field(discriminator="type")]
+
+
+class SpaceFile(_Strict):
+    file: str
+
+
+class OptimizerSection(_Strict):
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ObjectiveSection(_Strict):
+    module: str
+    function: str = "run"
+    metric: str = "value"
+    direction: Literal["minimize", "maximize"] = "minimize"
+
+
+class BudgetSection(_Strict):
+    evaluations: int = Field(gt=0)
+
+
+class TaskSection(_Strict):
+    timeout: float | None = Field(None, gt=0)
+    isolation: Literal["process", "inline"] = "process"
+    memory_limit: str | int | None = None
+
+
+class WorkflowModel(_Strict):
+    name: str | None = None
+    description: str | None = None
+    seed: int | None = None
+    optimizer: OptimizerSection
+    objective: ObjectiveSection
+    space: Union[SpaceFile, dict[str, ParamSpec]]
+    budget: BudgetSection
+    task: TaskSection = Field(default_factory=TaskSection)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)
+_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_memory(text: str | int | None) -> int | None:
+    """``"2GB"`` / ``"512MiB"`` / ``1073741824`` -> bytes."""
+    if text is None or isinstance(text, int):
+        return text
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"cannot read {text!r} as a memory size")
+    unit = (match.group(2) or "").upper()[:1]
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+class Workflow:
+    """A validated workflow with its paths resolved."""
+
+    def __init__(self, model: WorkflowModel, source: Path, space: Space) -> None:
+        self.model = model
+        self.source = source
+        self.space = space
+
+    @property
+    def name(self) -> str:
+        return self.model.name or self.source.stem
+
+    @property
+    def seed(self) -> int:
+        if self.model.seed is not None:
+            return self.model.seed
+        seed = self.model.optimizer.options.get("seed")
+        return seed if isinstance(seed, int) else 0
+
+    @property
+    def objective(self) -> ObjectiveRef:
+        obj = self.model.objective
+        return ObjectiveRef(obj.module, obj.function, obj.metric)
+
+    def optimizer_class(self) -> type:
+        return resolve_optimizer(self.model.optimizer.name)
+
+    def make_optimizer(self) -> Any:
+        return self.optimizer_class()(**self.model.optimizer.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved workflow (space inlined, paths absolute), as written to the experiment dir."""
+        data = self.model.model_dump(exclude_none=True)
+        data["name"] = self.name
+        data["space"] = {name: _dimension_dict(dim) for name, dim in self.space.dimensions.items()}
+        return data
+
+
+def _dimension_dict(dim: Dimension) -> dict[str, Any]:
+    kinds = {Int: "int", Float: "float", Ordered: "ordered", Categorical: "categorical", Constant: "constant"}
+    out: dict[str, Any] = {"type": kinds[type(dim)]}
+    if isinstance(dim, (Int, Float)):
+        out.update(lower=dim.lower, upper=dim.upper)
+        if dim.log:
+            out["log"] = True
+        if dim.sigma is not None:
+            out["sigma"] = dim.sigma
+    elif isinstance(dim, Categorical):
+        out["values"] = list(dim.values)
+    else:
+        out["value"] = dim.value
+    return out
+
+
+def builtin_workflow_dir() -> Path:
+    return Path(str(importlib.resources.files("emews.workflows")))
+
+
+def available_workflows() -> list[str]:
+    names = {p.stem for p in builtin_workflow_dir().glob("*.yaml")}
+    names.update(p.stem for p in Path("workflows").glob("*.yaml"))
+    return sorted(names)
+
+
+def find_workflow_file(ref: str) -> Path:
+    """A path, ``./workflows/REF.yaml``, or the built-in ``REF.yaml``."""
+    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+        path = Path(ref)
+        if not path.is_file():
+            raise ConfigError("workflow file does not exist", file=ref)
+        return path.resolve()
+    for folder in (Path("workflows"), builtin_workflow_dir()):
+        candidate = folder / f"{ref}.yaml"
+        if candidate.is_file():
+            return candidate.resolve()
+    raise ConfigError(f"unknown workflow {ref!r}", key="WORKFLOW",
+                      allowed=", ".join(available_workflows()) + ", or a path to a .yaml file")
+
+
+def _resolve_path(text: str, workflow_dir: Path, builtin_dir: Path | None = None) -> Path | None:
+    """Find a relative path: cwd, the workflow's folder, its parent, then a built-in folder."""
+    path = Path(text)
+    if path.is_absolute():
+        return path if path.exists() else None
+    candidates = [Path.cwd() / path, workflow_dir / path, workflow_dir.parent / path]
+    if builtin_dir is not None:
+        candidates.append(builtin_dir / path.name)
+    return next((c.resolve() for c in candidates if c.exists()), None)
+
+
+def _build_space(raw: Any, file: str, workflow_dir: Path) -> Space:
+    if isinstance(raw, SpaceFile):
+        path = _resolve_path(raw.file, workflow_dir)
+        if path is None:
+            raise ConfigError(f"space file {raw.file} does not exist", file=file, key="space.file")
+        try:
+            return load_candle_json(path)
+        except SpaceError as exc:
+            raise ConfigError(exc.detail, file=str(path), key=exc.key) from None
+    if not raw:
+        raise ConfigError("the space needs at least one parameter", file=file, key="space")
+    dims: dict[str, Dimension] = {}
+    for name, spec in raw.items():
+        try:
+            dims[name] = _dimension(spec)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(str(exc), file=file, key=f"space.{name}") from None
+    return Space(dims)
+
+
+def _dimension(spec: Any) -> Dimension:
+    if isinstance(spec, IntParam):
+        return Int(spec.lower, spec.upper, spec.log, spec.sigma)
+    if isinstance(spec, FloatParam):
+        return Float(spec.lower, spec.upper, spec.log, spec.sigma)
+    if isinstance(spec, OrderedParam):
+        return Ordered(tuple(spec.values))
+    if isinstance(spec, CategoricalParam):
+        return Categorical(tuple(spec.values))
+    return Constant(spec.value)
+
+
+def _apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any], file: str) -> None:
+    for key, value in overrides.items():
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{part!r} is a value, not a section", file=f"--set {key}", key=key)
+            node = child
+        node[parts[-1]] = value
+
+
+def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
+    """Read, validate and resolve a workflow; raise ConfigError naming file and key."""
+    path = find_workflow_file(ref)
+    file = str(path)
+    data = load_mapping(path)
+    _apply_overrides(data, overrides or {}, file)
+    try:
+        model = WorkflowModel.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(exc, WorkflowModel, file) from None
+    space = _build_space(model.space, file, path.parent)
+    _resolve_objective(model.objective, path.parent, file)
+    _resolve_optimizer_file(model.optimizer, path.parent)
+    try:
+        model.task.memory_limit = parse_memory(model.task.memory_limit)
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=file, key="task.memory_limit",
+                          allowed="a byte count or a size such as 2GB or 512MiB") from None
+    workflow = Workflow(model, path, space)
+    if check_imports:
+        check_workflow(workflow)
+    return workflow
+
+
+def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: str) -> None:
+    module = objective.module
+    if module.endswith(".py") or "/" in module:
+        builtin = Path(str(importlib.resources.files("emews.objectives")))
+        found = _resolve_path(module, workflow_dir, builtin)
+        if found is None:
+            raise ConfigError(f"objective file {module} does not exist", file=file, key="objective.module",
+                              allowed="a path to a .py file (relative to the current or the workflow's "
+                                      "folder) or an importable module name")
+        objective.module = str(found)
+
+
+def _resolve_optimizer_file(optimizer: OptimizerSection, workflow_dir: Path) -> None:
+    module, sep, cls = optimizer.name.rpartition(":")
+    if sep and module.endswith(".py"):
+        found = _resolve_path(module, workflow_dir)
+        if found is not None:
+            optimizer.name = f"{found}:{cls}"
+
+
+def check_workflow(workflow: Workflow) -> None:
+    """Import the objective and optimizer and build the optimizer: fail now, not in the job."""
+    file = str(workflow.source)
+    try:
+        workflow.objective.load()
+    except ObjectiveLoadError as exc:
+        key = "objective.function" if "has no function" in str(exc) else "objective.module"
+        raise ConfigError(str(exc), file=file, key=key) from None
+    try:
+        cls = workflow.optimizer_class()
+    except OptimizerNotFound as exc:
+        raise ConfigError(str(exc), file=file, key="optimizer.name",
+                          allowed=", ".join(available_optimizers()) + ", package.module:Class or file.py:Class") from None
+    except Exception as exc:  # the optimizer module itself failed to import
+        raise ConfigError(f"cannot load optimizer {workflow.model.optimizer.name!r}: "
+                          f"{type(exc).__name__}: {exc}", file=file, key="optimizer.name") from None
+    options = workflow.model.optimizer.options
+    try:
+        inspect.signature(cls).bind(**options)
+    except TypeError:
+        accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
+        unknown = sorted(set(options) - set(accepted))
+        raise ConfigError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                          f"for optimizer {workflow.model.optimizer.name!r}", file=file,
+                          key="optimizer.options", allowed=", ".join(accepted) or "no options") from None
+    try:
+        workflow.make_optimizer()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc), file=file, key="optimizer.options") from None
