@@ -12,7 +12,7 @@ from emews.results import Result
 class RandomSearch(AskTellOptimizer):
     """Samples the space at random, keeping ``backlog`` points per worker queued ahead."""
 
-    def __init__(self, seed: int | None = None, backlog: int = 2) -> None:
+    def __init__(self, seed: int | None = None, backlog: int = 4) -> None:
         if backlog < 1:
             raise ValueError("backlog must be at least 1")
         self.rng = random.Random(seed)

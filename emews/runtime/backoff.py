@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
+
+
+#: seconds an idle rank keeps polling (yielding its core) before it starts to sleep;
+#: long enough to span a round trip on an oversubscribed node
+DEFAULT_SPIN = float(os.environ.get("EMEWS_SPIN_SECONDS", 1e-3))
 
 
 class Backoff:
     """Call :meth:`idle` after each fruitless poll and :meth:`reset` after useful work.
 
-    For the first ``spin`` seconds of idleness ``idle`` returns at once (the
-    caller keeps polling, which keeps latency low); after that it sleeps,
+    For the first ``spin`` seconds of idleness ``idle`` only yields the core
+    (the caller keeps polling, which keeps latency low, while another process
+    on an oversubscribed node can still run); after that it sleeps,
     doubling the sleep from ``min_delay`` up to ``max_delay``.
     """
 
-    def __init__(self, spin: float = 200e-6, min_delay: float = 50e-6, max_delay: float = 1e-3,
+    def __init__(self, spin: float = DEFAULT_SPIN, min_delay: float = 50e-6, max_delay: float = 1e-3,
                  sleep: Callable[[float], object] = time.sleep) -> None:
         self.spin = spin
         self.min_delay = min_delay
@@ -32,6 +39,7 @@ class Backoff:
         if self._idle_since is None:
             self._idle_since = now
         if now - self._idle_since < self.spin:
+            os.sched_yield()  # keep polling, but let a rank that has work use this core
             return
         self._sleep(self._delay)
         self._delay = min(self._delay * 2, self.max_delay)

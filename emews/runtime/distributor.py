@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from typing import Sequence
 
 from emews.queues import QueuePair
 from emews.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.progress import Progress
+from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
 from emews.runtime.transport import Tag, Transport
 
@@ -26,6 +26,8 @@ class Distributor:
     #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
     stop_grace = 60.0
     abort_grace = 5.0
+    #: tasks a worker may hold while tasks are short (see WorkerSlots)
+    prefetch = 2
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None) -> None:
@@ -83,7 +85,7 @@ class Distributor:
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks
         wakeup = queues.new_tasks
-        idle: deque[int] = deque(self._workers)
+        slots = WorkerSlots(self._workers, prefetch=self.prefetch)
         in_flight: dict[int, Task] = {}
         backoff = Backoff(sleep=wakeup.wait)
         while True:
@@ -93,10 +95,11 @@ class Distributor:
                 if msg.tag is Tag.OUTCOME:
                     outcome: Outcome = msg.payload
                     batch.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
-                    idle.append(msg.source)
-            while idle and tasks and not self._abort:
+                    ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
+                    slots.release(msg.source, ran)
+            while slots and tasks and not self._abort:
                 task = tasks.popleft()
-                rank = idle.popleft()
+                rank = slots.take()
                 in_flight[task.id] = task
                 transport.send(task, rank, Tag.TASK)
             if batch:

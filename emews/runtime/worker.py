@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections import deque
 import time
 import traceback
 from typing import Protocol
@@ -24,37 +25,52 @@ class AbortCheck(Protocol):
     def __call__(self) -> bool: ...
 
 
-class StopWatch:
-    """Polls the transport during a task for a STOP; remembers it once seen."""
+class Inbox:
+    """The worker's view of its messages; polled during a task to notice an abort.
+
+    Tasks that arrive while one runs (prefetched) are kept, in order, for later.
+    """
 
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
+        self._held: deque[Message] = deque()
         self.stop: Message | None = None
 
+    def next(self) -> Message | None:
+        if self._held:
+            return self._held.popleft()
+        if self.stop is not None:
+            return self.stop
+        return self._transport.poll()
+
     def __call__(self) -> bool:
+        """Whether the running task must be abandoned (an abort arrived)."""
         if self.stop is None:
             msg = self._transport.poll()
-            if msg is not None and msg.tag is Tag.STOP:
-                self.stop = msg
+            if msg is not None:
+                if msg.tag is Tag.STOP:
+                    self.stop = msg
+                else:
+                    self._held.append(msg)
         return self.stop is not None and bool(self.stop.payload)
 
 
 def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0) -> int:
     """Serve tasks until told to stop; return the number of tasks run."""
     backoff = Backoff()
-    watch = StopWatch(transport)
+    inbox = Inbox(transport)
     served = 0
     runner.start()
     try:
-        while watch.stop is None:
-            msg = transport.poll()
+        while True:
+            msg = inbox.next()
             if msg is None:
                 backoff.idle()
                 continue
             backoff.reset()
             if msg.tag is Tag.STOP:
                 break
-            outcome = _run_guarded(runner, msg.payload, watch, transport.rank)
+            outcome = _run_guarded(runner, msg.payload, inbox, transport.rank)
             if outcome is None:  # aborted mid-task
                 break
             transport.send(outcome, optimizer_rank, Tag.OUTCOME)
@@ -65,10 +81,10 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
     return served
 
 
-def _run_guarded(runner: Runner, task: Task, watch: StopWatch, rank: int) -> Outcome | None:
+def _run_guarded(runner: Runner, task: Task, inbox: Inbox, rank: int) -> Outcome | None:
     """Run one task; a fault in the runner itself becomes a failed result, not a dead worker."""
     try:
-        return runner.run(task, watch)
+        return runner.run(task, inbox)
     except Exception:
         return Outcome(task.id, Status.FAILED, error="worker error:\n" + traceback.format_exc(),
                        rank=rank, host=socket.gethostname(), finished=time.time())

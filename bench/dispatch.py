@@ -1,0 +1,217 @@
+"""Dispatch benchmark: emews against mpi4py.futures on the same rank count, in one process tree.
+
+    python bench/dispatch.py [--workers 3] [--tasks 50000] [--repeats 5]
+
+Prints, as medians over the repeats:
+  * end-to-end no-op tasks/s: random optimizer, inline objective, SQLite store on
+    (emews) and ``MPIPoolExecutor.map(chunksize=1)`` (mpi4py.futures);
+  * median round trip of one task at a time (emews ``evaluator.map([p])``,
+    futures ``submit(f).result()``);
+  * the CPU an idle rank burns (percent of one core) while the optimizer waits.
+Each measurement runs under the ``mpiexec`` next to this Python, alternating the
+two systems so machine noise falls on both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+
+
+def noop(_: object = None) -> float:
+    return 0.0
+
+
+# --- children (run under mpiexec) -------------------------------------------------
+
+def child_emews(tasks: int, latency_tasks: int, idle_seconds: float) -> None:
+    from mpi4py import MPI
+
+    from emews.optimizer import Optimizer
+    from emews.optimizers.random import RandomSearch
+    from emews.runtime.job import RunSpec, run_optimizer_rank, run_worker_rank
+    from emews.runtime.objective import ObjectiveRef
+    from emews.runtime.transport import MPITransport
+    from emews.space import Float, Space
+
+    comm = MPI.COMM_WORLD
+    transport = MPITransport(comm)
+    space = Space({"x": Float(0.0, 1.0)})
+    objective = ObjectiveRef(str(HERE), function="noop")
+    report: dict[str, float] = {}
+
+    class Phases(Optimizer):
+        """Throughput, then one-at-a-time latency, then idle (workers waiting)."""
+
+        def run(self, evaluator):  # type: ignore[override]
+            start = time.perf_counter()
+            inner = RandomSearch(seed=1)
+            evaluator.budget = tasks  # phase 1 uses the first `tasks` evaluations
+            inner.run(evaluator)
+            report["tasks_per_s"] = tasks / (time.perf_counter() - start)
+            evaluator.budget = tasks + latency_tasks
+            trips = []
+            for _ in range(latency_tasks):
+                t0 = time.perf_counter()
+                evaluator.map([{"x": 0.5}])
+                trips.append(time.perf_counter() - t0)
+            report["round_trip_us"] = statistics.median(trips) * 1e6
+            cpu0 = time.process_time()
+            time.sleep(idle_seconds)
+            report["rank0_idle_cpu_pct"] = 100 * (time.process_time() - cpu0) / max(idle_seconds, 1e-9)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        exp_dir = Path(tmp) if comm.Get_rank() == 0 else None
+        spec = RunSpec(space, Phases, objective, budget=tasks + latency_tasks, isolation="inline",
+                       exp_dir=exp_dir, progress_interval=3600)
+        if comm.Get_rank() == 0:
+            summary = run_optimizer_rank(spec, transport, list(range(1, comm.Get_size())))
+            if summary.error:
+                raise summary.error
+            print("RESULT " + json.dumps(report), flush=True)
+        else:
+            spec.exp_dir = None
+            run_worker_rank(spec, transport, [])
+
+
+def child_futures(tasks: int, latency_tasks: int) -> None:
+    from mpi4py.futures import MPIPoolExecutor
+
+    with MPIPoolExecutor() as pool:
+        list(pool.map(noop, range(200)))  # start the workers
+        start = time.perf_counter()
+        list(pool.map(noop, range(tasks), chunksize=1))
+        rate = tasks / (time.perf_counter() - start)
+        trips = []
+        for _ in range(latency_tasks):
+            t0 = time.perf_counter()
+            pool.submit(noop).result()
+            trips.append(time.perf_counter() - t0)
+    print("RESULT " + json.dumps({"tasks_per_s": rate, "round_trip_us": statistics.median(trips) * 1e6}),
+          flush=True)
+
+
+# --- driver ---------------------------------------------------------------------------
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rank_pids(tag: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if str(HERE).encode() in cmd and tag.encode() in cmd and b"mpiexec" not in cmd[0]:
+                pids.append(int(entry.name))
+    return pids
+
+
+def run_child(kind: str, args: argparse.Namespace, idle: float = 0.0) -> tuple[dict, float | None]:
+    ranks = str(args.workers + 1)
+    tag = f"--tag={os.getpid()}-{time.monotonic_ns()}"
+    cmd = [MPIEXEC, "-n", ranks, sys.executable]
+    if kind == "futures":
+        cmd += ["-m", "mpi4py.futures"]
+    cmd += [str(HERE), "--child", kind, "--tasks", str(args.tasks), "--latency-tasks", str(args.latency_tasks),
+            "--idle", str(idle), tag]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    idle_pct = None
+    if idle:
+        idle_pct = _measure_idle_workers(proc, tag, idle)
+    out, _ = proc.communicate(timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} run failed with exit status {proc.returncode}")
+    line = next(l for l in out.splitlines() if l.startswith("RESULT "))
+    return json.loads(line[7:]), idle_pct
+
+
+def _measure_idle_workers(proc: subprocess.Popen, tag: str, idle: float) -> float | None:
+    """Wait until the job's workers sit idle, then sample their CPU use over a window."""
+    time.sleep(0.2)
+    while proc.poll() is None:
+        pids = _rank_pids(tag)
+        if pids:
+            break
+        time.sleep(0.05)
+    # the throughput and latency phases come first; wait for the idle phase by watching CPU go quiet
+    prev = {p: _cpu_seconds(p) for p in pids}
+    while proc.poll() is None:
+        time.sleep(0.5)
+        now = {p: _cpu_seconds(p) for p in pids if Path(f"/proc/{p}").exists()}
+        busy = sum(now[p] - prev.get(p, 0) for p in now)
+        prev = now
+        if busy < 0.25 * 0.5 * len(pids):
+            break
+    window = max(1.0, idle - 2.5)
+    start = {p: _cpu_seconds(p) for p in pids}
+    t0 = time.monotonic()
+    time.sleep(window)
+    end = {p: _cpu_seconds(p) for p in pids if Path(f"/proc/{p}").exists()}
+    elapsed = time.monotonic() - t0
+    # the busiest process is rank 0 (its own figure comes from inside); the others are workers
+    per_proc = sorted(100 * (end[p] - start[p]) / elapsed for p in end)
+    workers = per_proc[:-1] if len(per_proc) > 1 else per_proc
+    return max(workers) if workers else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--tasks", type=int, default=50_000)
+    parser.add_argument("--latency-tasks", type=int, default=2_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--idle", type=float, default=6.0, help="seconds of the idle phase (emews)")
+    parser.add_argument("--child", choices=["emews", "futures"], help=argparse.SUPPRESS)
+    parser.add_argument("--tag", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child == "emews":
+        child_emews(args.tasks, args.latency_tasks, args.idle)
+        return
+    if args.child == "futures":
+        child_futures(args.tasks, args.latency_tasks)
+        return
+
+    print(f"{args.workers} workers ({args.workers + 1} ranks) on {os.cpu_count()} cores; "
+          f"{args.tasks} no-op tasks, {args.latency_tasks} round trips; {args.repeats} repeats", flush=True)
+    rows: dict[str, list[dict]] = {"emews": [], "futures": []}
+    idles: list[float] = []
+    for i in range(args.repeats):
+        emews_row, idle_pct = run_child("emews", args, idle=args.idle)
+        futures_row, _ = run_child("futures", args)
+        rows["emews"].append(emews_row)
+        rows["futures"].append(futures_row)
+        if idle_pct is not None:
+            idles.append(idle_pct)
+        print(f"  repeat {i + 1}: emews {emews_row['tasks_per_s']:,.0f}/s {emews_row['round_trip_us']:.0f} us | "
+              f"futures {futures_row['tasks_per_s']:,.0f}/s {futures_row['round_trip_us']:.0f} us", flush=True)
+
+    def med(kind: str, key: str) -> float:
+        return statistics.median(r[key] for r in rows[kind])
+
+    print()
+    print(f"{'system':<22}{'tasks/s':>12}{'round trip (us)':>18}")
+    for kind, label in (("emews", "emews"), ("futures", "mpi4py.futures")):
+        print(f"{label:<22}{med(kind, 'tasks_per_s'):>12,.0f}{med(kind, 'round_trip_us'):>18.0f}")
+    print(f"speed-up (tasks/s): {med('emews', 'tasks_per_s') / med('futures', 'tasks_per_s'):.1f}x")
+    if idles:
+        print(f"idle worker rank CPU: {statistics.median(idles):.1f}% of a core (median of the busiest worker); "
+              f"idle optimizer rank: {med('emews', 'rank0_idle_cpu_pct'):.1f}%")
+
+
+if __name__ == "__main__":
+    main()

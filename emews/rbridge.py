@@ -1,0 +1,680 @@
+"""Run an optimizer written in R (through rpy2) on the optimizer rank's main thread.
+
+:class:`ROptimizer` sources an R script into a fresh environment and calls its
+entry function as ``entry(evaluator, space, options)``, the way EQ/R handed R
+algorithms the queues::
+
+    emews_optimize <- function(evaluator, space, options) {
+      while (evaluator$remaining() > 0) {
+        n <- min(evaluator$workers(), evaluator$remaining())
+        pts <- data.frame(x = runif(n, space$x$lower, space$x$upper))
+        res <- evaluator$map(pts)          # params columns + id, loss, objective, status, error
+      }
+      list(best = min(res$loss))           # any value; kept as ROptimizer.value
+    }
+
+The R-side ``evaluator`` is a list of functions:
+
+``put(points) -> ids``, ``get(n = 1, timeout = NULL) -> results``,
+``map(points) -> results`` (in order), ``remaining()``, ``pending()``,
+``workers()``, ``seed()``, ``direction()``, ``log(..., level = "info")``
+(to Python's logging) and ``set_info(key, value)`` (to ``ROptimizer.info``).
+
+``points`` is a data.frame with one column per parameter (or a list of named
+lists, one per point); constant parameters may be left out. Results come back
+as a data.frame: ``id`` (integer), one column per parameter, ``loss`` (double,
+always minimized, ``Inf`` when the evaluation failed), ``objective`` (double,
+``NA`` when none), ``status`` ("ok", "failed", "crashed", "timeout") and
+``error`` (character, ``NA`` when none).
+
+Types at the boundary: int parameters are R integers, floats are doubles,
+categorical / ordered / constant values keep their element type (character,
+integer, double or logical; character when the values mix types). Values
+coming back from R are matched to the space's own values (``2`` to ``2L``,
+``"TRUE"`` to ``True``, factors by their labels) and then checked by
+:meth:`emews.space.Space.validate` inside ``Evaluator.put``.
+
+``space`` arrives as a named list of parameter descriptions
+(``list(name, type = "int"|"float"|"categorical"|"ordered"|"constant",
+lower, upper, log, values, value)``). Helpers available to every script:
+``emews_param_set(space)`` builds a ParamHelpers ParamSet over the free
+parameters in an encoded form (log scales as numeric log ranges, ordered as
+integer ranks, categorical as discrete) and ``emews_decode(space, df)`` maps
+rows of that form back to points of the space.
+
+Errors: a Python exception raised by an evaluator function (``BudgetExhausted``
+from ``put``, an invalid point ...) is signalled in R as a condition of class
+``emews_budget_exhausted`` / ``emews_invalid_point`` / ``emews_python_error``
+(all also ``emews_error``), so R code may ``tryCatch`` it; if it is not caught
+the original Python exception is re-raised from ``run``. Any other R error
+becomes :class:`RError` carrying R's message, the failing call and the R call
+stack (with file:line where R kept source references). R warnings go to the
+``emews.rbridge`` logger.
+
+R is single threaded: ``run`` refuses to start off the main thread. Deep R
+recursion overflows the C stack and can kill the process; R code run here
+should iterate, not recurse deeply.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import struct
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from emews.evaluator import BudgetExhausted
+from emews.optimizer import Optimizer
+from emews.space import Categorical, Constant, Float, Int, Ordered, Space, to_builtin
+
+if TYPE_CHECKING:
+    from emews.evaluator import Evaluator
+    from emews.results import Result
+
+log = logging.getLogger("emews.rbridge")
+
+#: result columns added next to the parameter columns
+RESULT_COLUMNS = ("id", "loss", "objective", "status", "error")
+
+INSTALL_HINT = ("install R and rpy2 with tools/install-r.sh and pip install -e '.[r]' "
+                "(rpy2>=3.5,<3.6 for Debian's R 4.2)")
+
+
+class RUnavailable(RuntimeError):
+    """R or rpy2 cannot be loaded."""
+
+
+class RError(RuntimeError):
+    """An error raised by R code, with R's message, the failing call and the R call stack."""
+
+    def __init__(self, message: str, *, call: str | None = None, trace: Sequence[str] = (),
+                 classes: Sequence[str] = (), script: str | None = None) -> None:
+        self.r_message = message
+        self.call = call
+        self.trace = list(trace)
+        self.classes = list(classes)
+        self.script = script
+        text = f"R error: {message}"
+        if call:
+            text += f"\n  in call: {call}"
+        if script:
+            text += f"\n  script: {script}"
+        if self.trace:
+            text += "\n  R traceback (innermost last):\n" + "\n".join(f"    {line}" for line in self.trace)
+        super().__init__(text)
+
+
+# --------------------------------------------------------------------------------------------
+# R side helpers, defined once per process in an environment whose parent is globalenv()
+
+_PRELUDE = r'''
+local({
+  .emews_signal <- function(r) {
+    stop(structure(class = c(as.character(r$class), "emews_error", "error", "condition"),
+                   list(message = as.character(r$message), call = NULL)))
+  }
+  .emews_call <- function(f, ...) {
+    r <- f(...)
+    if (inherits(r, "emews_py_error")) .emews_signal(r)
+    r
+  }
+  .emews_make_evaluator <- function(py) {
+    list(
+      put = function(points) .emews_call(py$put, points),
+      get = function(n = 1L, timeout = NULL) .emews_call(py$get, n, timeout),
+      map = function(points) .emews_call(py$map, points),
+      remaining = function() .emews_call(py$remaining),
+      pending = function() .emews_call(py$pending),
+      workers = function() .emews_call(py$workers),
+      seed = function() .emews_call(py$seed),
+      direction = function() .emews_call(py$direction),
+      log = function(..., level = "info") {
+        invisible(.emews_call(py$log, as.character(level), paste0(..., collapse = "")))
+      },
+      set_info = function(key, value) invisible(.emews_call(py$set_info, as.character(key), value))
+    )
+  }
+  .emews_df <- function(cols) {
+    df <- as.data.frame(cols, stringsAsFactors = FALSE, optional = TRUE)
+    if (length(cols) > 0 && ncol(df) == length(cols)) names(df) <- names(cols)
+    df
+  }
+  .emews_points_columns <- function(points) {
+    if (is.data.frame(points)) {
+      cols <- as.list(points)
+      n <- nrow(points)
+    } else if (is.list(points)) {
+      if (length(points) > 0 && !is.null(names(points)) && !any(vapply(points, is.list, NA)))
+        points <- list(points)  # a single point given as a named list
+      if (!all(vapply(points, function(p) is.list(p) || is.atomic(p), NA)))
+        stop("points must be a data.frame or a list of named lists (one per point)")
+      n <- length(points)
+      keys <- unique(unlist(lapply(points, names)))
+      cols <- list()
+      for (k in keys) {
+        vals <- vector("list", n)
+        for (i in seq_len(n)) {
+          v <- points[[i]][[k]]
+          if (is.null(v) || length(v) != 1L)
+            stop(sprintf("point %d has no single value for parameter '%s'", i, k))
+          if (is.factor(v)) v <- as.character(v)
+          vals[[i]] <- v
+        }
+        cols[[k]] <- unlist(vals)
+      }
+    } else {
+      stop("points must be a data.frame or a list of named lists (one per point), not ",
+           paste(class(points), collapse = "/"))
+    }
+    for (k in names(cols)) {
+      col <- cols[[k]]
+      if (is.factor(col)) col <- as.character(col)
+      if (is.list(col)) stop(sprintf("column '%s' of points is a list; use an atomic column", k))
+      bad <- which(is.na(col))
+      if (length(bad) > 0) stop(sprintf("point %d has NA for parameter '%s'", bad[1], k))
+      cols[[k]] <- col
+    }
+    list(n = as.integer(n), cols = cols)
+  }
+  .emews_trace <- function(calls) {
+    at <- 0L
+    for (i in seq_along(calls)) {
+      f <- calls[[i]][[1L]]
+      if (is.name(f) && identical(as.character(f), "withCallingHandlers")) { at <- i; break }
+    }
+    calls <- if (at > 0L) calls[-seq_len(at)] else calls
+    lines <- character(0)
+    for (cl in calls) {
+      f <- cl[[1L]]
+      fname <- if (is.name(f)) as.character(f) else ""
+      if (fname %in% c(".handleSimpleError", "h", "stop", ".emews_signal", "simpleError")) next
+      text <- paste(deparse(cl, width.cutoff = 100L, nlines = 1L), collapse = " ")
+      if (nchar(text) > 120L) text <- paste0(substr(text, 1L, 117L), "...")
+      sr <- attr(cl, "srcref")
+      if (!is.null(sr)) {
+        sf <- attr(sr, "srcfile")
+        file <- if (!is.null(sf) && !is.null(sf$filename)) basename(sf$filename) else "?"
+        text <- sprintf("%s  [%s#%d]", text, file, sr[1L])
+      }
+      lines <- c(lines, text)
+    }
+    if (length(lines) > 30L) lines <- c(lines[1:10], "...", utils::tail(lines, 19L))
+    lines
+  }
+  .emews_run <- function(fn, evaluator, space, options, on_warning) {
+    trace <- character(0)
+    tryCatch({
+      value <- withCallingHandlers(fn(evaluator, space, options),
+        error = function(e) trace <<- .emews_trace(sys.calls()),
+        warning = function(w) {
+          on_warning(conditionMessage(w))
+          invokeRestart("muffleWarning")
+        })
+      list(ok = TRUE, value = value)
+    }, error = function(e) {
+      cl <- conditionCall(e)
+      list(ok = FALSE, message = conditionMessage(e),
+           call = if (is.null(cl)) NA_character_ else paste(deparse(cl, nlines = 1L), collapse = " "),
+           classes = class(e), trace = trace)
+    })
+  }
+  .emews_source <- function(path, entry, parent) {
+    env <- new.env(parent = parent)
+    tryCatch({
+      source(path, local = env, keep.source = TRUE, echo = FALSE)
+      if (!exists(entry, envir = env, inherits = FALSE) || !is.function(get(entry, envir = env)))
+        return(list(ok = FALSE, message = sprintf("%s does not define a function named '%s'", path, entry)))
+      list(ok = TRUE, fn = get(entry, envir = env))
+    }, error = function(e) list(ok = FALSE, message = conditionMessage(e)))
+  }
+
+  emews_param_set <- function(space) {
+    if (!requireNamespace("ParamHelpers", quietly = TRUE))
+      stop("emews_param_set needs the R package ParamHelpers (apt-get install r-cran-paramhelpers)")
+    params <- list()
+    for (p in space) {
+      id <- p$name
+      par <- switch(p$type,
+        float = if (isTRUE(p$log)) ParamHelpers::makeNumericParam(id, log(p$lower), log(p$upper))
+                else ParamHelpers::makeNumericParam(id, p$lower, p$upper),
+        int = if (isTRUE(p$log)) ParamHelpers::makeNumericParam(id, log(p$lower), log(p$upper + 1) - 1e-9)
+              else ParamHelpers::makeIntegerParam(id, p$lower, p$upper),
+        ordered = ParamHelpers::makeIntegerParam(id, 1L, length(p$values)),
+        categorical = ParamHelpers::makeDiscreteParam(id, values = as.character(p$values)),
+        constant = NULL,
+        stop("unknown parameter type ", p$type))
+      if (!is.null(par)) params[[length(params) + 1L]] <- par
+    }
+    do.call(ParamHelpers::makeParamSet, params)
+  }
+  emews_decode <- function(space, df) {
+    out <- list()
+    for (p in space) {
+      id <- p$name
+      if (p$type == "constant") next
+      x <- df[[id]]
+      out[[id]] <- switch(p$type,
+        float = if (isTRUE(p$log)) pmin(pmax(exp(x), p$lower), p$upper) else pmin(pmax(x, p$lower), p$upper),
+        int = if (isTRUE(p$log)) as.integer(pmin(pmax(floor(exp(x)), p$lower), p$upper))
+              else as.integer(pmin(pmax(round(x), p$lower), p$upper)),
+        ordered = p$values[pmin(pmax(as.integer(round(x)), 1L), length(p$values))],
+        categorical = p$values[match(as.character(x), as.character(p$values))])
+    }
+    .emews_df(out)
+  }
+  emews_encode <- function(space, df) {
+    out <- list()
+    for (p in space) {
+      id <- p$name
+      if (p$type == "constant") next
+      x <- df[[id]]
+      out[[id]] <- switch(p$type,
+        float = if (isTRUE(p$log)) log(x) else as.numeric(x),
+        int = if (isTRUE(p$log)) log(x) + 0.5 * (log(x + 1) - log(x)) else as.integer(x),
+        ordered = match(as.character(x), as.character(p$values)),
+        categorical = factor(as.character(x), levels = as.character(p$values)))
+    }
+    .emews_df(out)
+  }
+  environment()
+}, envir = new.env(parent = globalenv()))
+'''
+
+_helpers: Any = None  # the helpers environment, created on first use
+
+
+def _r() -> tuple[Any, Any]:
+    """Import rpy2 (initialising R in this process) and return ``(rinterface, robjects)``."""
+    try:
+        import rpy2.rinterface as ri
+        import rpy2.robjects as ro
+    except ImportError as exc:
+        raise RUnavailable(f"rpy2 is not importable ({exc}); {INSTALL_HINT}") from exc
+    except Exception as exc:  # rpy2 found no usable R
+        raise RUnavailable(f"R cannot be started through rpy2 ({type(exc).__name__}: {exc}); "
+                           f"{INSTALL_HINT}") from exc
+    return ri, ro
+
+
+def helpers() -> Any:
+    """The R environment holding the bridge's helper functions (created once)."""
+    global _helpers
+    if _helpers is None:
+        ri, _ = _r()
+        _helpers = ri.evalr(_PRELUDE)
+    return _helpers
+
+
+def require_main_thread(what: str = "R") -> None:
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(f"{what} must run on the main thread (R is single threaded and rpy2 "
+                           f"calls from another thread can crash the process); called from "
+                           f"thread {threading.current_thread().name!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# conversions
+
+def _is_na_real(x: float) -> bool:
+    # R's NA_real_ is a NaN whose low word is 1954
+    return isinstance(x, float) and math.isnan(x) and struct.unpack("<Q", struct.pack("<d", x))[0] & 0xFFFFFFFF == 1954
+
+
+def _scalar_py(x: Any) -> Any:
+    ri, _ = _r()
+    if x is ri.NA_Integer or x is ri.NA_Logical or x is ri.NA_Character:
+        return None
+    if isinstance(x, float) and _is_na_real(x):
+        return None
+    return x
+
+
+def r_to_py(obj: Any, depth: int = 0) -> Any:
+    """Best-effort conversion of an R value to plain Python (for return values and info)."""
+    ri, _ = _r()
+    if obj is ri.NULL or depth > 50:
+        return None
+    names = None
+    try:
+        if obj.names is not ri.NULL:
+            names = [str(n) for n in obj.names]
+    except (AttributeError, TypeError):
+        names = None
+    if isinstance(obj, ri.ListSexpVector):
+        items = [r_to_py(v, depth + 1) for v in obj]
+        return dict(zip(names, items)) if names else items
+    if isinstance(obj, (ri.IntSexpVector, ri.FloatSexpVector, ri.StrSexpVector, ri.BoolSexpVector)):
+        rclass = list(obj.rclass) if obj.rclass is not ri.NULL else []
+        if "factor" in rclass:
+            levels = [str(s) for s in obj.do_slot("levels")]
+            values = [None if v is ri.NA_Integer else levels[v - 1] for v in obj]
+        else:
+            values = [_scalar_py(v) for v in obj]
+            if isinstance(obj, ri.BoolSexpVector):
+                values = [None if v is None else bool(v) for v in values]
+        if names:
+            return dict(zip(names, values))
+        return values[0] if len(values) == 1 else values
+    return repr(obj)
+
+
+def _element_kind(values: Sequence[Any]) -> str:
+    if all(isinstance(v, bool) for v in values):
+        return "logical"
+    if all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**31 - 1 for v in values):
+        return "integer"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "double"
+    return "character"
+
+
+def _r_vector(kind: str, values: Sequence[Any]) -> Any:
+    ri, _ = _r()
+    if kind == "logical":
+        return ri.BoolSexpVector([ri.NA_Logical if v is None else bool(v) for v in values])
+    if kind == "integer":
+        return ri.IntSexpVector([ri.NA_Integer if v is None else int(v) for v in values])
+    if kind == "double":
+        return ri.FloatSexpVector([ri.NA_Real if v is None else float(v) for v in values])
+    return ri.StrSexpVector([ri.NA_Character if v is None else str(v) for v in values])
+
+
+def _named_list(items: Mapping[str, Any]) -> Any:
+    ri, _ = _r()
+    lst = ri.ListSexpVector(list(items.values()))
+    lst.do_slot_assign("names", ri.StrSexpVector([str(k) for k in items]))
+    return lst
+
+
+def py_to_r(value: Any, depth: int = 0) -> Any:
+    """Convert plain Python data (options, info) to R: dicts become named lists."""
+    ri, _ = _r()
+    value = to_builtin(value)
+    if depth > 50:
+        raise ValueError("value nested too deeply to pass to R")
+    if value is None:
+        return ri.NULL
+    if isinstance(value, (bool, int, float, str)):
+        return _r_vector(_element_kind([value]), [value])
+    if isinstance(value, Mapping):
+        return _named_list({str(k): py_to_r(v, depth + 1) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        items = [to_builtin(v) for v in value]
+        if items and all(isinstance(v, (bool, int, float, str)) for v in items):
+            return _r_vector(_element_kind(items), items)
+        return ri.ListSexpVector([py_to_r(v, depth + 1) for v in items])
+    if isinstance(value, Path):
+        return _r_vector("character", [str(value)])
+    raise TypeError(f"cannot pass {type(value).__name__} to R")
+
+
+def _dimension_kind(dim: Any) -> str:
+    if isinstance(dim, Int):
+        return "integer" if max(abs(dim.lower), abs(dim.upper)) < 2**31 - 1 else "double"
+    if isinstance(dim, Float):
+        return "double"
+    if isinstance(dim, Categorical):
+        return _element_kind(dim.values)
+    if isinstance(dim, Constant):
+        return _element_kind([dim.value])
+    raise TypeError(f"unsupported dimension {dim!r}")
+
+
+def space_to_r(space: Space) -> Any:
+    """The space as a named list of parameter descriptions."""
+    entries = {}
+    for name, dim in space.dimensions.items():
+        kind = _dimension_kind(dim)
+        if isinstance(dim, (Int, Float)):
+            entry = {"name": _r_vector("character", [name]),
+                     "type": _r_vector("character", ["int" if isinstance(dim, Int) else "float"]),
+                     "lower": _r_vector(kind, [dim.lower]), "upper": _r_vector(kind, [dim.upper]),
+                     "log": _r_vector("logical", [dim.log])}
+        elif isinstance(dim, Categorical):
+            entry = {"name": _r_vector("character", [name]),
+                     "type": _r_vector("character", ["ordered" if isinstance(dim, Ordered) else "categorical"]),
+                     "values": _r_vector(kind, list(dim.values))}
+        else:
+            entry = {"name": _r_vector("character", [name]), "type": _r_vector("character", ["constant"]),
+                     "value": _r_vector(kind, [dim.value])}
+        entries[name] = _named_list(entry)
+    return _named_list(entries)
+
+
+def results_to_r(space: Space, results: Sequence["Result"]) -> Any:
+    """Results as an R data.frame: id, one column per parameter, loss, objective, status, error."""
+    cols: dict[str, Any] = {"id": _r_vector("integer", [r.id for r in results])}
+    for name, dim in space.dimensions.items():
+        cols[name] = _r_vector(_dimension_kind(dim), [to_builtin(r.params.get(name)) for r in results])
+    cols["loss"] = _r_vector("double", [float(r.loss) for r in results])
+    cols["objective"] = _r_vector("double", [
+        None if r.objective is None or not isinstance(r.objective, (int, float)) else float(r.objective)
+        for r in results])
+    cols["status"] = _r_vector("character", [getattr(r.status, "value", str(r.status)) for r in results])
+    cols["error"] = _r_vector("character", [r.error for r in results])
+    return helpers()[".emews_df"](_named_list(cols))
+
+
+def _canonical(dim: Any, value: Any) -> Any:
+    """Map a value that came from R onto the space's own value where one matches."""
+    if isinstance(dim, Int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+    if isinstance(dim, Float):
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    choices = list(dim.values) if isinstance(dim, Categorical) else [dim.value]
+    for v in choices:  # exact (type-aware) match first
+        if type(v) is type(value) and v == value:
+            return v
+    for v in choices:
+        if isinstance(v, bool) or isinstance(value, bool):
+            if isinstance(value, str) and isinstance(v, bool) and value.upper() in ("TRUE", "FALSE"):
+                if (value.upper() == "TRUE") == v:
+                    return v
+            continue
+        if isinstance(v, (int, float)) and isinstance(value, (int, float)) and v == value:
+            return v
+        if isinstance(value, str) and value == str(v):
+            return v
+    return value
+
+
+def points_from_r(space: Space, points: Any) -> list[dict[str, Any]]:
+    """Convert R points (data.frame or list of named lists) to dicts of plain Python values."""
+    ri, _ = _r()
+    norm = helpers()[".emews_points_columns"](points)
+    n = int(norm[0][0])
+    cols_r = norm[1]
+    names = [] if cols_r.names is ri.NULL else [str(k) for k in cols_r.names]
+    cols: dict[str, list[Any]] = {}
+    for name, vec in zip(names, cols_r):
+        if isinstance(vec, ri.BoolSexpVector):
+            values = [bool(v) for v in vec]
+        elif isinstance(vec, (ri.IntSexpVector, ri.FloatSexpVector, ri.StrSexpVector)):
+            values = list(vec)
+        else:
+            raise ValueError(f"column {name!r} of the points is not an atomic vector")
+        if len(values) != n:
+            raise ValueError(f"column {name!r} of the points has {len(values)} values for {n} points")
+        cols[name] = values
+    out = []
+    for i in range(n):
+        point: dict[str, Any] = {}
+        for name, values in cols.items():
+            dim = space.dimensions.get(name)
+            point[name] = values[i] if dim is None else _canonical(dim, values[i])
+        for name, dim in space.dimensions.items():
+            if isinstance(dim, Constant) and name not in point:
+                point[name] = dim.value
+        out.append(point)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+
+_ERROR_CLASSES = ((BudgetExhausted, "emews_budget_exhausted"), (ValueError, "emews_invalid_point"))
+
+
+class ROptimizer(Optimizer):
+    """An optimizer whose algorithm is an R function: ``entry(evaluator, space, options)``.
+
+    ``script`` is the R file to source (relative paths are taken from the current
+    directory), ``entry`` the function it defines, and ``options`` (plus any other
+    keyword) is passed to R as a named list. R's RNG is seeded with ``options$seed``
+    when given, else the evaluator's seed, before the entry function is called.
+    After ``run``, ``value`` holds the entry function's return value (as Python)
+    and ``info`` what R reported through ``evaluator$set_info``.
+    """
+
+    script: str | Path | None = None
+    entry: str = "emews_optimize"
+
+    def __init__(self, script: str | Path | None = None, entry: str | None = None,
+                 options: Mapping[str, Any] | None = None, **extra: Any) -> None:
+        if script is not None:
+            self.script = script
+        if entry is not None:
+            self.entry = entry
+        if self.script is None:
+            raise ValueError("ROptimizer needs script: the path of an R file")
+        self.options = {**dict(options or {}), **extra}
+        self.value: Any = None
+        self.info: dict[str, Any] = {}
+        self._error: BaseException | None = None
+        self._warned: set[str] = set()
+        self._keep: list[Any] = []
+
+    # hooks --------------------------------------------------------------------------------
+
+    def on_info(self, key: str, value: Any) -> None:
+        """Called when R reports ``evaluator$set_info(key, value)``."""
+
+    # run ------------------------------------------------------------------------------------
+
+    def run(self, evaluator: "Evaluator") -> None:
+        require_main_thread(f"{type(self).__name__}.run")
+        ri, _ = _r()
+        script = Path(self.script)
+        if not script.is_file():
+            raise FileNotFoundError(f"R script {script} does not exist")
+        env = helpers()
+        space = evaluator.space
+        clash = sorted(set(space.names) & set(RESULT_COLUMNS))
+        if clash:
+            raise ValueError(f"parameter name {clash[0]!r} clashes with a result column "
+                             f"({', '.join(RESULT_COLUMNS)}); rename it to use an R optimizer")
+        sourced = env[".emews_source"](ri.StrSexpVector([str(script.resolve())]),
+                                        ri.StrSexpVector([self.entry]), env)
+        if not sourced[0][0]:
+            raise RError(f"cannot load {script}: {sourced[1][0]}", script=str(script))
+        fn = sourced[1]
+
+        self._error = None
+        self._warned = set()
+        r_evaluator = env[".emews_make_evaluator"](self._callbacks(evaluator))
+        seed = self.options.get("seed")
+        seed = evaluator.seed if seed is None else seed
+        ri.baseenv["set.seed"](ri.IntSexpVector([int(seed) % (2**31 - 1)]))
+        on_warning = ri.rternalize(self._on_warning)
+        self._keep.append(on_warning)
+        try:
+            outcome = env[".emews_run"](fn, r_evaluator, space_to_r(space), py_to_r(self.options), on_warning)
+            result = r_to_py(outcome)
+        finally:
+            del r_evaluator, on_warning
+            ri.baseenv["gc"]()
+            self._keep.clear()
+        if result.get("ok"):
+            self.value = result.get("value")
+            return
+        classes = result.get("classes") or []
+        classes = [classes] if isinstance(classes, str) else list(classes)
+        if self._error is not None and "emews_error" in classes:
+            raise self._error
+        trace = result.get("trace") or []
+        trace = [trace] if isinstance(trace, str) else list(trace)
+        error = RError(str(result.get("message")), call=result.get("call"), trace=trace,
+                       classes=classes, script=str(script))
+        if self._error is not None:
+            raise error from self._error
+        raise error
+
+    def _on_warning(self, message: Any) -> Any:
+        ri, _ = _r()
+        text = str(message[0]) if len(message) else ""
+        if text not in self._warned:
+            self._warned.add(text)
+            log.warning("R warning from %s: %s", Path(str(self.script)).name, text)
+        return _r_vector("logical", [True])
+
+    def _callbacks(self, evaluator: "Evaluator") -> Any:
+        ri, _ = _r()
+        space = evaluator.space
+
+        def _int(x: Any, what: str) -> int:
+            vals = list(x) if x is not ri.NULL else []
+            if len(vals) != 1 or vals[0] is ri.NA_Integer or (isinstance(vals[0], float) and not math.isfinite(vals[0])):
+                raise ValueError(f"{what} must be a single number")
+            return int(vals[0])
+
+        def put(points: Any) -> Any:
+            ids = evaluator.put(points_from_r(space, points))
+            return _r_vector("integer", ids)
+
+        def get(n: Any = ri.NULL, timeout: Any = ri.NULL) -> Any:
+            count = 1 if n is ri.NULL else _int(n, "n")
+            wait = None if timeout is ri.NULL else float(list(timeout)[0])
+            return results_to_r(space, evaluator.get(count, timeout=wait))
+
+        def map_(points: Any) -> Any:
+            return results_to_r(space, evaluator.map(points_from_r(space, points)))
+
+        def log_(level: Any, message: Any) -> Any:
+            lvl = getattr(logging, str(level[0]).upper(), logging.INFO)
+            logging.getLogger(f"emews.rbridge.{Path(str(self.script)).stem}").log(lvl, "%s", str(message[0]))
+            return _r_vector("logical", [True])
+
+        def set_info(key: Any, value: Any) -> Any:
+            k = str(key[0])
+            v = r_to_py(value)
+            self.info[k] = v
+            self.on_info(k, v)
+            return _r_vector("logical", [True])
+
+        fns: dict[str, Callable[..., Any]] = {
+            "put": put, "get": get, "map": map_, "log": log_, "set_info": set_info,
+            "remaining": lambda: _r_vector("integer", [evaluator.remaining]),
+            "pending": lambda: _r_vector("integer", [evaluator.pending]),
+            "workers": lambda: _r_vector("integer", [evaluator.workers]),
+            "seed": lambda: _r_vector("integer", [int(evaluator.seed) % (2**31 - 1)]),
+            "direction": lambda: _r_vector("character", [evaluator.direction]),
+        }
+        closures = {name: ri.rternalize(self._guard(fn)) for name, fn in fns.items()}
+        self._keep.extend(closures.values())  # rpy2 needs the closures alive while R can call them
+        return _named_list(closures)
+
+    def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Turn a Python exception into a marker that R's wrapper signals as a condition."""
+        ri, _ = _r()
+
+        def call(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in Python after R unwinds
+                self._error = exc
+                cls = next((c for t, c in _ERROR_CLASSES if isinstance(exc, t)), "emews_python_error")
+                marker = _named_list({"class": ri.StrSexpVector([cls]),
+                                      "message": ri.StrSexpVector([f"{type(exc).__name__}: {exc}"])})
+                marker.do_slot_assign("class", ri.StrSexpVector(["emews_py_error"]))
+                return marker
+        return call
+
+
+def exp_dir() -> Path | None:
+    """The experiment directory from ``$EMEWS_EXP_DIR``, if set."""
+    value = os.environ.get("EMEWS_EXP_DIR")
+    return Path(value) if value else None

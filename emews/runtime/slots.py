@@ -1,0 +1,64 @@
+"""Which workers can take a task now, with prefetch that adapts to task length."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+class WorkerSlots:
+    """A LIFO stack of free task slots, one entry per task a worker may still be given.
+
+    Each worker starts with one slot (pure dynamic load balancing: a task never
+    waits behind another). While tasks are short (moving average of run time
+    below ``short_task`` seconds) every worker gets ``prefetch`` slots, so its
+    next task is already there when it finishes one; when tasks grow long the
+    extra slots are withdrawn again. LIFO hands work to the worker that
+    reported last, which is still polling rather than asleep.
+    """
+
+    def __init__(self, ranks: Sequence[int], *, prefetch: int = 2, short_task: float = 0.005) -> None:
+        self._ranks = list(ranks)
+        self._free: list[int] = list(reversed(self._ranks))
+        self._prefetch = max(1, prefetch)
+        self._short_task = short_task
+        self._depth = 1
+        self._debt: dict[int, int] = {}
+        self._mean_run: float | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self._free)
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    def take(self) -> int:
+        return self._free.pop()
+
+    def release(self, rank: int, run_seconds: float | None) -> None:
+        """``rank`` finished a task that ran ``run_seconds``: its slot is free again."""
+        if self._debt.get(rank):
+            self._debt[rank] -= 1
+        else:
+            self._free.append(rank)
+        if run_seconds is not None:
+            self._observe(run_seconds)
+
+    def _observe(self, run_seconds: float) -> None:
+        mean = run_seconds if self._mean_run is None else 0.9 * self._mean_run + 0.1 * run_seconds
+        self._mean_run = mean
+        if mean < self._short_task and self._depth < self._prefetch:
+            self._depth = self._prefetch
+            for _ in range(self._prefetch - 1):
+                self._free.extend(self._ranks)
+        elif mean > 4 * self._short_task and self._depth > 1:
+            for _ in range(self._depth - 1):
+                for rank in self._ranks:
+                    self._withdraw(rank)
+            self._depth = 1
+
+    def _withdraw(self, rank: int) -> None:
+        try:
+            self._free.remove(rank)
+        except ValueError:
+            self._debt[rank] = self._debt.get(rank, 0) + 1

@@ -1,0 +1,1 @@
+"""Private pieces of the ``bayes`` optimizer; the public class lives in :mod:`emews.optimizers.bayes`."""

@@ -1,0 +1,87 @@
+"""One GA run's state: the DEAP toolbox wired to the evaluator, the policy, the hall of fame, the log."""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from statistics import fmean
+from typing import TYPE_CHECKING, Any, Sequence
+
+from deap import base, tools
+
+from .failures import FailurePolicy
+from .individual import Individual
+from .operators import Mutator, cx_uniform, sel_tournament
+from .options import GAOptions
+
+if TYPE_CHECKING:
+    from emews.evaluator import Evaluator
+    from emews.results import Result
+
+
+class Engine:
+    def __init__(self, options: GAOptions, evaluator: "Evaluator") -> None:
+        self.options = options
+        self.evaluator = evaluator
+        self.space = evaluator.space
+        self.rng = random.Random(evaluator.seed if options.seed is None else options.seed)
+        self.policy = FailurePolicy(options.failure, options.penalty)
+        self.hall_of_fame = tools.HallOfFame(options.hall_of_fame)
+        self.logbook = tools.Logbook()
+        self.logbook.header = ["gen", "nevals", "failed", "min", "mean", "best"]
+        self.toolbox = make_toolbox(options, evaluator, self.rng)
+
+    def record(self, scored: Sequence[Individual], gen: int | None) -> None:
+        """Hall of fame update for newly scored individuals; a log line per generation."""
+        self.hall_of_fame.update([ind for ind in scored if ind.ok])
+        if gen is not None:
+            self._log(gen, scored, len(scored))
+
+    def record_population(self, population: Sequence[Individual], gen: int) -> None:
+        """Steady-state mode: a log line each ``population`` results, over the current population."""
+        self._log(gen, population, self.options.population)
+
+    def child(self, population: Sequence[Individual]) -> Individual:
+        """Steady-state breeding: tournament parents, crossover with ``cxpb``, mutation with ``mutpb``."""
+        opts, toolbox = self.options, self.toolbox
+        first, second = (toolbox.clone(p) for p in toolbox.select(population, 2))
+        child = first
+        if self.rng.random() < opts.cxpb:
+            child, _ = toolbox.mate(first, second)
+        if self.rng.random() < opts.mutpb or dict(child) in (dict(p) for p in population):
+            child, = toolbox.mutate(child)
+        del child.fitness.values
+        child.result = None
+        return child
+
+    def _log(self, gen: int, individuals: Sequence[Individual], nevals: int) -> None:
+        losses = [ind.loss for ind in individuals if ind.ok]
+        best = self.hall_of_fame[0].loss if len(self.hall_of_fame) else None
+        self.logbook.record(gen=gen, nevals=nevals, failed=sum(not ind.ok for ind in individuals),
+                            min=min(losses) if losses else math.inf,
+                            mean=fmean(losses) if losses else math.inf,
+                            best=math.inf if best is None else best)
+
+
+def make_toolbox(options: GAOptions, evaluator: "Evaluator", rng: random.Random) -> base.Toolbox:
+    """The DEAP toolbox; ``map`` sends a whole batch through ``evaluator.map`` (as EMEWS did)."""
+    space = evaluator.space
+    free = list(space.free)
+    indpb = options.indpb if options.indpb is not None else 1.0 / max(len(free), 1)
+    toolbox = base.Toolbox()
+    toolbox.register("mate", cx_uniform, indpb=options.cx_indpb, names=free, rng=rng)
+    toolbox.register("mutate", Mutator(space, indpb, rng))
+    toolbox.register("select", sel_tournament, tournsize=options.tournament, rng=rng)
+    toolbox.register("evaluate", _evaluated_remotely)
+    toolbox.register("map", functools.partial(_queue_map, evaluator))
+    return toolbox
+
+
+def _queue_map(evaluator: "Evaluator", func: Any, individuals: Sequence[Individual]) -> list["Result"]:
+    """``toolbox.map``: one batch out through the evaluator, results back in order (``func`` unused)."""
+    return evaluator.map([dict(ind) for ind in individuals])
+
+
+def _evaluated_remotely(individual: Individual) -> None:
+    raise RuntimeError("GA individuals are evaluated by the workers through toolbox.map")

@@ -1,0 +1,58 @@
+"""The synchronous strategies: ``simple`` (DEAP ``eaSimple``) and ``mu_plus_lambda`` (``eaMuPlusLambda``).
+
+Each generation is one batch through ``toolbox.map``, which is wired to
+``evaluator.map`` (the EQ/Py seam of EMEWS). Budget: when the budget cannot
+pay for a whole generation, the generation is *truncated*: its first
+``remaining`` new children are evaluated, the others are dropped, and (in
+``simple``) their places are kept by the best parents. The run then ends.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deap import tools
+
+from .individual import Individual
+from .operators import var_and, var_or
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+#: consecutive generations without a single new child after which the run stops
+MAX_EMPTY_GENERATIONS = 100
+
+
+def run_generational(engine: "Engine") -> list[Individual]:
+    opts, toolbox, rng = engine.options, engine.toolbox, engine.rng
+    population = [Individual(engine.space.sample(rng)) for _ in range(opts.population)]
+    population = evaluate_valid(engine, population, gen=0)
+    gen = empty = 0
+    while ((opts.generations is None or gen < opts.generations)
+           and engine.evaluator.remaining > 0 and empty < MAX_EMPTY_GENERATIONS and population):
+        gen += 1
+        if opts.strategy == "simple":
+            parents = toolbox.select(population, opts.population)
+            offspring = var_and(parents, toolbox, opts.cxpb, opts.mutpb, rng)
+        else:
+            offspring = var_or(population, toolbox, opts.lambda_, opts.cxpb, opts.mutpb, rng)
+        before = engine.evaluator.submitted
+        offspring = evaluate_valid(engine, offspring, gen=gen)
+        empty = empty + 1 if engine.evaluator.submitted == before else 0
+        if opts.strategy == "simple":
+            missing = opts.population - len(offspring)
+            population = offspring + (tools.selBest(population, missing) if missing > 0 else [])
+        else:
+            population = toolbox.select(population + offspring, opts.mu)
+    return population
+
+
+def evaluate_valid(engine: "Engine", individuals: list[Individual], gen: int) -> list[Individual]:
+    """Evaluate the individuals without a fitness (as many as the budget allows); keep the scored ones."""
+    invalid = [ind for ind in individuals if not ind.fitness.valid]
+    batch = invalid[:max(engine.evaluator.remaining, 0)]
+    if batch:
+        results = engine.toolbox.map(engine.toolbox.evaluate, batch)
+        engine.policy.assign(batch, results)
+        engine.record(batch, gen)
+    return [ind for ind in individuals if ind.fitness.valid]

@@ -1,0 +1,54 @@
+"""What the GA evolves: a point of the space (a ``dict``) carrying a DEAP fitness."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from deap import base
+
+from emews.results import Result
+
+
+class LossFitness(base.Fitness):
+    """A single-objective DEAP fitness over ``Result.loss`` (smaller is better)."""
+
+    weights = (-1.0,)
+
+
+class Individual(dict):
+    """A point keyed by parameter name, with ``fitness`` (DEAP) and the ``result`` that scored it.
+
+    Equality is the point's equality, so DEAP's ``HallOfFame`` keeps distinct points.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fitness = LossFitness()
+        self.result: Result | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the evaluation that scored this individual succeeded."""
+        return self.result is not None and self.result.ok
+
+    @property
+    def loss(self) -> float | None:
+        """The fitness the GA selected on (a failure policy may have filled it in)."""
+        return self.fitness.values[0] if self.fitness.valid else None
+
+
+def to_record(ind: Individual) -> dict[str, Any]:
+    """A JSON-safe description of ``ind`` (non-finite numbers become ``null``)."""
+    r = ind.result
+    return {
+        "params": dict(ind),
+        "loss": _finite(ind.loss),
+        "objective": None if r is None else _finite(r.objective),
+        "status": None if r is None else r.status.value,
+        "task_id": None if r is None else r.id,
+    }
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None

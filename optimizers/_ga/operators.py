@@ -1,0 +1,149 @@
+"""Variation and selection, type-aware and driven by a ``random.Random`` instance.
+
+DEAP's own operators (``tools.cxUniform``, ``tools.selTournament``,
+``algorithms.varAnd`` / ``varOr``) draw from the global ``random`` module and
+index individuals by position; these keep DEAP's semantics but work on
+dict individuals and on an explicit generator, so a run is reproducible
+under its seed without touching global state.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from operator import attrgetter
+from typing import Any, Sequence
+
+from deap import base
+
+from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space
+
+from .individual import Individual
+
+#: default Gaussian step as a fraction of a numeric dimension's range
+DEFAULT_SIGMA_FRACTION = 0.1
+
+
+def mutation_sigma(dim: Int | Float) -> float:
+    """The Gaussian step of ``dim``: its ``sigma``, else 10% of its range (ints: at least 1).
+
+    For ``log`` dimensions the step is taken in log10 units (decades).
+    """
+    if dim.sigma is not None:
+        return float(dim.sigma)
+    if dim.log:
+        span = math.log10(dim.upper) - math.log10(dim.lower)
+    else:
+        span = dim.upper - dim.lower
+    sigma = DEFAULT_SIGMA_FRACTION * span
+    return max(sigma, 1.0) if isinstance(dim, Int) and not dim.log else sigma
+
+
+def mutate_value(dim: Dimension, value: Any, rng: random.Random) -> Any:
+    """One mutated value of ``dim``, always inside it.
+
+    int/float: Gaussian step (``sigma``), clipped to the bounds, ints rounded;
+    ordered: one step to a neighbour; categorical: a different value at random;
+    constant: unchanged.
+    """
+    if isinstance(dim, Constant):
+        return dim.value
+    if isinstance(dim, Ordered):  # before Categorical: Ordered subclasses it
+        n = len(dim.values)
+        if n == 1:
+            return dim.values[0]
+        i = dim.index(value)
+        j = i + rng.choice((-1, 1))
+        if not 0 <= j < n:
+            j = 2 * i - j  # bounce off the end
+        return dim.values[j]
+    if isinstance(dim, Categorical):
+        n = len(dim.values)
+        if n == 1:
+            return dim.values[0]
+        j = rng.randrange(n - 1)
+        return dim.values[j if j < dim.index(value) else j + 1]
+    if isinstance(dim, (Int, Float)):
+        sigma = mutation_sigma(dim)
+        if dim.log:
+            lo, hi = math.log10(dim.lower), math.log10(dim.upper)
+            x = min(max(math.log10(value) + rng.gauss(0.0, sigma), lo), hi)
+            new: float = 10.0 ** x
+        else:
+            new = value + rng.gauss(0.0, sigma)
+        if isinstance(dim, Int):
+            return int(min(max(round(new), dim.lower), dim.upper))
+        return float(min(max(new, dim.lower), dim.upper))
+    raise TypeError(f"cannot mutate a dimension of type {type(dim).__name__}")
+
+
+class Mutator:
+    """``toolbox.mutate``: each free gene mutates with probability ``indpb``."""
+
+    def __init__(self, space: Space, indpb: float, rng: random.Random) -> None:
+        self.free = space.free
+        self.indpb = indpb
+        self.rng = rng
+
+    def __call__(self, ind: Individual) -> tuple[Individual]:
+        for name, dim in self.free.items():
+            if self.rng.random() < self.indpb:
+                ind[name] = mutate_value(dim, ind[name], self.rng)
+        return (ind,)
+
+
+def cx_uniform(ind1: Individual, ind2: Individual, indpb: float, names: Sequence[str],
+               rng: random.Random) -> tuple[Individual, Individual]:
+    """``tools.cxUniform`` for dict individuals: swap each gene in ``names`` with probability ``indpb``."""
+    for name in names:
+        if rng.random() < indpb:
+            ind1[name], ind2[name] = ind2[name], ind1[name]
+    return ind1, ind2
+
+
+def sel_tournament(individuals: Sequence[Individual], k: int, tournsize: int,
+                   rng: random.Random) -> list[Individual]:
+    """``tools.selTournament``: ``k`` times, the fittest of ``tournsize`` drawn with replacement."""
+    return [max((rng.choice(individuals) for _ in range(tournsize)), key=attrgetter("fitness"))
+            for _ in range(k)]
+
+
+def tournament_loser(individuals: Sequence[Individual], tournsize: int, rng: random.Random) -> int:
+    """Index of the least fit of ``tournsize`` distinct members drawn at random."""
+    drawn = rng.sample(range(len(individuals)), min(tournsize, len(individuals)))
+    return min(drawn, key=lambda i: individuals[i].fitness)
+
+
+def var_and(population: Sequence[Individual], toolbox: base.Toolbox, cxpb: float, mutpb: float,
+            rng: random.Random) -> list[Individual]:
+    """``algorithms.varAnd``: clone, mate neighbours with ``cxpb``, then mutate each with ``mutpb``."""
+    offspring = [toolbox.clone(ind) for ind in population]
+    for i in range(1, len(offspring), 2):
+        if rng.random() < cxpb:
+            offspring[i - 1], offspring[i] = toolbox.mate(offspring[i - 1], offspring[i])
+            del offspring[i - 1].fitness.values, offspring[i].fitness.values
+    for i in range(len(offspring)):
+        if rng.random() < mutpb:
+            offspring[i], = toolbox.mutate(offspring[i])
+            del offspring[i].fitness.values
+    return offspring
+
+
+def var_or(population: Sequence[Individual], toolbox: base.Toolbox, lambda_: int, cxpb: float,
+           mutpb: float, rng: random.Random) -> list[Individual]:
+    """``algorithms.varOr``: ``lambda_`` children, each from crossover, mutation or reproduction."""
+    offspring = []
+    for _ in range(lambda_):
+        choice = rng.random()
+        if choice < cxpb and len(population) >= 2:
+            ind1, ind2 = (toolbox.clone(i) for i in rng.sample(list(population), 2))
+            ind1, _ = toolbox.mate(ind1, ind2)
+            del ind1.fitness.values
+            offspring.append(ind1)
+        elif choice < cxpb + mutpb:
+            ind, = toolbox.mutate(toolbox.clone(rng.choice(population)))
+            del ind.fitness.values
+            offspring.append(ind)
+        else:
+            offspring.append(toolbox.clone(rng.choice(population)))
+    return offspring

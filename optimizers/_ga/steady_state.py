@@ -1,0 +1,69 @@
+"""The ``async`` strategy: a steady-state GA that never waits for a generation.
+
+``in_flight`` evaluations (default: one per worker) stay outstanding. The
+first ``population`` children are random points; after that every arriving
+result is inserted into the population, the population is cut back to its
+size by removing the worst member (``replacement: worst``) or the loser of a
+tournament (``replacement: tournament``), and one new child is bred (two
+tournament-selected parents, uniform crossover with ``cxpb``, mutation with
+``mutpb``, or always when crossover left the child a copy of its parent) and
+submitted. ``generations`` caps the run at ``population * (generations + 1)``
+evaluations; the budget always caps it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .individual import Individual
+from .operators import tournament_loser
+
+if TYPE_CHECKING:
+    from emews.results import Result
+
+    from .engine import Engine
+
+
+def run_steady_state(engine: "Engine") -> list[Individual]:
+    opts, evaluator = engine.options, engine.evaluator
+    cap = None if opts.generations is None else opts.population * (opts.generations + 1)
+    target = opts.in_flight or evaluator.workers
+    population: list[Individual] = []
+    in_flight: dict[int, Individual] = {}
+    state = {"random": 0, "submitted": 0, "arrived": 0}
+
+    def breed() -> Individual:
+        if state["random"] < opts.population or len(population) < 2:
+            state["random"] += 1
+            return Individual(engine.space.sample(engine.rng))
+        return engine.child(population)
+
+    while True:
+        want = min(target - evaluator.pending, evaluator.remaining)
+        if cap is not None:
+            want = min(want, cap - state["submitted"])
+        if want > 0:
+            children = [breed() for _ in range(want)]
+            for task_id, child in zip(evaluator.put([dict(c) for c in children]), children):
+                in_flight[task_id] = child
+            state["submitted"] += want
+        if evaluator.pending == 0:
+            return population
+        for result in evaluator.get(1):
+            insert(engine, population, in_flight.pop(result.id), result)
+            state["arrived"] += 1
+            if state["arrived"] % opts.population == 0:
+                engine.record_population(population, state["arrived"] // opts.population)
+
+
+def insert(engine: "Engine", population: list[Individual], ind: Individual, result: "Result") -> None:
+    """Score ``ind`` and add it; drop one member when the population is over size."""
+    engine.policy.assign([ind], [result], cohort=population)
+    engine.record([ind], gen=None)
+    population.append(ind)
+    if len(population) > engine.options.population:
+        if engine.options.replacement == "worst":
+            loser = min(range(len(population)), key=lambda i: population[i].fitness)
+        else:
+            loser = tournament_loser(population, engine.options.tournament, engine.rng)
+        del population[loser]

@@ -1,0 +1,211 @@
+"""Bayesian optimization on scikit-optimize surrogates, asynchronous and batch-parallel.
+
+Workflow YAML::
+
+    optimizer:
+      name: bayes
+      options: {seed: 1, n_initial_points: 10, base_estimator: GP, acq_func: EI}
+
+How it keeps workers busy:
+
+* A background thread owns the surrogate (never the evaluator, queues or MPI). The main thread
+  hands it every result that arrived and the number of proposals it could submit now; the
+  thread fits **once** on all new results and proposes that many points, with constant-liar
+  lies (``cl_min``) for every point still out. Workers are never starved by a refit:
+  ``lookahead`` extra points per run stay queued behind the running ones (default: one per
+  worker), and ``max_idle`` can fill idle workers with random points if the model is too slow.
+* The cost per fit is bounded: GP hyperparameters are re-optimized only when the history grew
+  by ``hyperfit_growth`` (warm-started); otherwise the kernel is kept and the GP refit is one
+  Cholesky factorization. The GP trains on at most ``max_gp_points`` observations (the best
+  half plus the most recent), and ``switch_after`` hands large histories to RF/ET.
+
+Failed evaluations (``loss == inf``) are told as the worst finite loss seen so far
+(``failure_penalty: worst``, recomputed at each fit, so the region looks bad without
+distorting the scale), or left out (``skip``), or told as a fixed number.
+
+With one worker and ``lookahead: 0`` (the default for one worker) a seeded run is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Any, Sequence
+
+from emews.optimizer import AskTellOptimizer
+from emews.results import Result
+from emews.space import Space
+
+from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, Engine
+from ._bayes._proposer import Proposer
+from ._bayes._space import SpaceMap
+
+__all__ = ["BayesianOptimizer"]
+
+
+def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
+    text = str(value).upper() if allowed is not INITIAL_GENERATORS else str(value).lower()
+    if text not in allowed:
+        raise ValueError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+    return text
+
+
+class BayesianOptimizer(AskTellOptimizer):
+    """Asynchronous Bayesian optimization (GP, RF or ET surrogate from scikit-optimize).
+
+    Options (workflow ``optimizer.options``):
+
+    seed                     random seed (default: the workflow's seed)
+    n_initial_points         random (or ``initial_point_generator``) points before the model (10)
+    initial_point_generator  random | lhs | sobol | halton | hammersly
+    base_estimator           GP | RF | ET (GP)
+    acq_func                 EI | PI | LCB (EI); ``xi`` (0.01) and ``kappa`` (1.96) tune them
+    n_candidates             random candidates per acquisition maximization (2000), plus
+                             perturbations of the five best points
+    max_gp_points            most observations a GP is trained on (300)
+    hyperfit_growth          re-optimize GP hyperparameters when the history grew by this
+                             fraction (0.1)
+    switch_after             use ``fallback_estimator`` (ET) above this many observations (None)
+    failure_penalty          worst | skip | a number
+    lookahead                extra points kept queued beyond one per worker (default: workers,
+                             0 with one worker)
+    max_idle                 seconds a worker may wait on the model before it gets a random
+                             point (None: never)
+    """
+
+    def __init__(self, seed: int | None = None, n_initial_points: int = 10,
+                 initial_point_generator: str = "random", base_estimator: str = "GP",
+                 acq_func: str = "EI", xi: float = 0.01, kappa: float = 1.96,
+                 n_candidates: int = 2000, max_gp_points: int = 300, hyperfit_growth: float = 0.1,
+                 switch_after: int | None = None, fallback_estimator: str = "ET",
+                 failure_penalty: str | float = "worst", lookahead: int | None = None,
+                 max_idle: float | None = None) -> None:
+        if not isinstance(n_initial_points, int) or n_initial_points < 1:
+            raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
+        if not isinstance(max_gp_points, int) or max_gp_points < 10:
+            raise ValueError(f"max_gp_points: must be an integer >= 10, got {max_gp_points!r}")
+        if switch_after is not None and (not isinstance(switch_after, int) or switch_after < 0):
+            raise ValueError(f"switch_after: must be a non-negative integer or null, got {switch_after!r}")
+        if lookahead is not None and (not isinstance(lookahead, int) or lookahead < 0):
+            raise ValueError(f"lookahead: must be a non-negative integer or null, got {lookahead!r}")
+        if n_candidates < 10:
+            raise ValueError(f"n_candidates: must be >= 10, got {n_candidates!r}")
+        if hyperfit_growth < 0:
+            raise ValueError(f"hyperfit_growth: must be >= 0, got {hyperfit_growth!r}")
+        if max_idle is not None and max_idle < 0:
+            raise ValueError(f"max_idle: must be >= 0 or null, got {max_idle!r}")
+        if isinstance(failure_penalty, str):
+            if failure_penalty not in ("worst", "skip"):
+                raise ValueError(f"failure_penalty: {failure_penalty!r} is not worst, skip or a number")
+        elif not math.isfinite(float(failure_penalty)):
+            raise ValueError("failure_penalty: a number must be finite")
+        self.seed = seed
+        self.lookahead = lookahead
+        self.max_idle = max_idle
+        self.options = dict(
+            n_initial_points=n_initial_points,
+            initial_point_generator=_choice("initial_point_generator", initial_point_generator,
+                                            INITIAL_GENERATORS),
+            base_estimator=_choice("base_estimator", base_estimator, ESTIMATORS),
+            fallback_estimator=_choice("fallback_estimator", fallback_estimator, ESTIMATORS),
+            acq_func=_choice("acq_func", acq_func, ACQ_FUNCS), xi=float(xi), kappa=float(kappa),
+            n_candidates=int(n_candidates), max_gp_points=max_gp_points,
+            hyperfit_growth=float(hyperfit_growth), switch_after=switch_after,
+            failure_penalty=failure_penalty)
+        self.engine: Engine | None = None
+        self.stats: dict[str, Any] = {}
+        self._pending: dict[tuple, list[list[Any]]] = {}   # suggest/ingest bookkeeping
+
+    # -- ask/tell API ---------------------------------------------------------------------------
+    def start(self, space: Space, workers: int) -> None:
+        super().start(space, workers)
+        self.map = SpaceMap(space)
+        self.engine = Engine(self.map, seed=self.seed, **self.options)
+        look = self.lookahead if self.lookahead is not None else (workers if workers > 1 else 0)
+        self.in_flight = workers + look
+        self.stats = {"proposed": 0, "random_fillers": 0, "model_time": 0.0}
+
+    def suggest(self, n: int) -> list[dict[str, Any]]:
+        """Fit on everything ingested and return ``n`` points (synchronous)."""
+        pending = [x for xs in self._pending.values() for x in xs]
+        points = [self.map.from_skopt(x) for x in self.engine.propose(n, pending)]
+        for p in points:
+            self._pending.setdefault(_key(p), []).append(self.map.to_skopt(p))
+        self.stats["proposed"] += len(points)
+        return points
+
+    def ingest(self, results: Sequence[Result]) -> None:
+        xs, ys = [], []
+        for r in results:
+            queued = self._pending.get(_key(r.params))
+            if queued:
+                queued.pop()
+                if not queued:
+                    del self._pending[_key(r.params)]
+            x = self._x(r)
+            if x is not None:
+                xs.append(x)
+                ys.append(r.loss)
+        self.engine.tell(xs, ys)
+
+    def _x(self, result: Result) -> list[Any] | None:
+        try:
+            return self.map.to_skopt(result.params)
+        except (KeyError, ValueError):  # not a point of this space (e.g. a foreign resumed result)
+            return None
+
+    # -- the asynchronous loop ------------------------------------------------------------------
+    def run(self, evaluator: Any) -> None:
+        if self.seed is None:
+            self.seed = evaluator.seed
+        self.start(evaluator.space, evaluator.workers)
+        target = self.in_flight
+        filler_rng = random.Random(f"{self.seed}-fill")
+        proposer = Proposer(self.engine).start()
+        waiting_since: float | None = None
+        poll = 0.002
+        try:
+            while True:
+                room = min(target - evaluator.pending, evaluator.remaining)
+                if room > 0:
+                    xs = proposer.take(room)
+                    points = [self.map.from_skopt(x) for x in xs]
+                    starving = evaluator.pending + len(points) < evaluator.workers
+                    if starving and self.max_idle is not None:
+                        waiting_since = waiting_since or time.monotonic()
+                        if time.monotonic() - waiting_since >= self.max_idle:
+                            extra = min(room - len(points), evaluator.workers - evaluator.pending - len(points))
+                            points += [self.space.sample(filler_rng) for _ in range(extra)]
+                            self.stats["random_fillers"] += extra
+                            waiting_since = None
+                    else:
+                        waiting_since = None
+                    if points:
+                        ids = evaluator.put(points)
+                        proposer.submitted(ids, [self.map.to_skopt(p) for p in points])
+                        self.stats["proposed"] += len(points)
+                        room -= len(points)
+                proposer.request(max(room, 0))
+                if evaluator.pending == 0:
+                    if evaluator.remaining == 0:
+                        return
+                    proposer.wait_ready(1, timeout=self.max_idle)
+                    continue
+                if room > 0:   # the model is working on points we could submit: look back soon
+                    results = evaluator.get(1, timeout=poll)
+                    poll = min(poll * 1.5, 0.02)
+                else:
+                    results = evaluator.get(1)
+                if results:
+                    poll = 0.002
+                    proposer.tell([r.id for r in results], [self._x(r) for r in results],
+                                  [r.loss for r in results])
+        finally:
+            proposer.close()
+            self.stats.update(fits=self.engine.fits, hyperfits=self.engine.hyperfits,
+                              model_time=proposer.busy_time, estimator=self.engine.estimator_name())
+
+
+def _key(point: Any) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in dict(point).items()))

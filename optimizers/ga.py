@@ -1,0 +1,81 @@
+"""Genetic algorithm on DEAP, with CANDLE Supervisor semantics, plus an asynchronous steady-state mode.
+
+Options (``optimizer: {name: ga, options: {...}}``):
+
+``population`` (16), ``generations`` (None: until the budget ends; DEAP's
+``ngen``, generations after the initial population), ``cxpb`` (0.5),
+``mutpb`` (0.5), ``indpb`` per-gene mutation probability (None: 1 / free
+parameters), ``cx_indpb`` per-gene swap probability of uniform crossover
+(0.5), ``tournament`` size (3), ``seed`` (None: the run's seed),
+``strategy`` ``simple`` | ``mu_plus_lambda`` | ``async``, ``mu`` /
+``lambda_`` (default: population), ``failure`` ``penalty`` | ``worst`` |
+``mean`` with ``penalty`` (inf), ``hall_of_fame`` size (10),
+``replacement`` ``worst`` | ``tournament`` and ``in_flight`` (default: one
+per worker) for ``async``.
+
+Mutation is type-aware: Gaussian with the dimension's ``sigma`` (default 10%
+of its range, in decades for log dimensions, at least 1 for ints), clipped
+and rounded; a different value for categorical; a neighbour for ordered;
+never for constants. Crossover is uniform.
+
+Budget: the synchronous strategies truncate the generation the budget cannot
+pay for in full (its first ``remaining`` new children are evaluated, the rest
+dropped) and then end; ``async`` stops submitting when the budget is spent.
+
+After ``run`` the optimizer has ``population`` and ``hall_of_fame`` (lists of
+dict individuals with ``.loss``/``.result``) and ``logbook``; when
+``$EMEWS_EXP_DIR`` is set they are also written there as
+``ga_population.json`` and ``ga_hall_of_fame.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from emews.evaluator import Evaluator
+from emews.optimizer import Optimizer
+
+from ._ga import archive
+from ._ga.engine import Engine
+from ._ga.generational import run_generational
+from ._ga.individual import Individual
+from ._ga.operators import mutate_value, mutation_sigma
+from ._ga.options import GAOptions
+from ._ga.steady_state import run_steady_state
+
+__all__ = ["GeneticAlgorithm", "GAOptions", "Individual", "mutate_value", "mutation_sigma"]
+
+
+class GeneticAlgorithm(Optimizer):
+    """DEAP GA: ``simple`` (eaSimple), ``mu_plus_lambda`` (eaMuPlusLambda) or ``async`` (steady state)."""
+
+    def __init__(self, population: int = 16, generations: int | None = None, cxpb: float = 0.5,
+                 mutpb: float = 0.5, indpb: float | None = None, cx_indpb: float = 0.5,
+                 tournament: int = 3, seed: int | None = None, strategy: str = "simple",
+                 mu: int | None = None, lambda_: int | None = None, failure: str = "penalty",
+                 penalty: float = math.inf, hall_of_fame: int = 10, replacement: str = "worst",
+                 in_flight: int | None = None) -> None:
+        self.options = GAOptions(population, generations, cxpb, mutpb, indpb, cx_indpb, tournament, seed,
+                                 strategy, mu, lambda_, failure, penalty, hall_of_fame, replacement,
+                                 in_flight)
+        self.population: list[Individual] = []
+        self.hall_of_fame: list[Individual] = []
+        self.logbook: Any = None
+
+    def run(self, evaluator: Evaluator) -> None:
+        engine = Engine(self.options, evaluator)
+        self.logbook = engine.logbook
+        try:
+            if self.options.strategy == "async":
+                self.population = run_steady_state(engine)
+            else:
+                self.population = run_generational(engine)
+        finally:
+            self.hall_of_fame = list(engine.hall_of_fame)
+            archive.save(self.population, self.hall_of_fame)
+
+    @property
+    def best(self) -> Individual | None:
+        """The best successful individual found (``None`` if none succeeded)."""
+        return self.hall_of_fame[0] if self.hall_of_fame else None

@@ -1,0 +1,369 @@
+# Model-based optimization (mlrMBO style) for emews, run through emews.rbridge.
+#
+# Entry: emews_mbo(evaluator, space, options). See optimizers/mbo.py for the options.
+#
+# Two implementations, chosen by options$implementation ("auto" by default):
+#  * "mlrMBO": mlrMBO's human-in-the-loop API (initSMBO / proposePoints / updateSMBO) with
+#    mlrMBO's random-forest surrogate (jackknife standard errors), batches of workers() points
+#    per round (multi-point "cb" = qLCB, or "cl" = constant liar for EI). Used where the mlrMBO
+#    package is installed.
+#  * "fallback (mlr + randomForest)": the same loop built from mlr, ParamHelpers, lhs and
+#    randomForest, refilling workers asynchronously as results arrive:
+#      - Latin hypercube initial design (ParamHelpers::generateDesign with lhs::randomLHS),
+#      - surrogate: mlr regr.randomForest with predict.type = "se",
+#      - infill: confidence bound (mean - lambda * se; with more than one worker each proposal
+#        draws its lambda from an exponential distribution with mean lambda, as mlrMBO's qLCB)
+#        or expected improvement (batches diversified by a distance penalty around the points
+#        already chosen or still being evaluated),
+#      - optimized over `candidates` points: half uniform random, half local perturbations of
+#        the five best points seen (a one-step focus search).
+#
+# Parameters are modelled in an encoded space (emews_param_set): log-scaled numbers on their
+# log range, ordered values by rank, categorical values as factors.
+#
+# Failed evaluations (loss Inf: exceptions, crashes, timeouts) stay in the model with their loss
+# imputed as the worst finite loss seen so far (re-imputed at every refit in the fallback), so the
+# surrogate learns to avoid the region without the scale being blown up. While no evaluation has
+# succeeded, proposals are random (Latin hypercube).
+
+.mbo_fallback_name <- "fallback (mlr + randomForest)"
+
+emews_mbo <- function(evaluator, space, options) {
+  opts <- .mbo_options(options, evaluator)
+  impl <- .mbo_implementation(opts$implementation)
+  evaluator$set_info("implementation", impl)
+  set.seed(opts$seed)
+  if (requireNamespace("mlr", quietly = TRUE))
+    mlr::configureMlr(show.info = FALSE, on.learner.warning = "quiet", on.par.without.desc = "warn")
+
+  free <- Filter(function(p) p$type != "constant", space)
+  if (length(free) == 0L) {
+    # nothing to search over: evaluate the single point of the space once
+    if (evaluator$remaining() > 0) evaluator$map(list(list()))
+    return(list(implementation = impl, evaluations = 1L))
+  }
+  # model on internal, syntactic names p1..pd; map back to the real names at the boundary
+  enc <- free
+  for (i in seq_along(enc)) enc[[i]]$name <- sprintf("p%d", i)
+  names(enc) <- vapply(enc, function(p) p$name, "")
+  ctx <- list(evaluator = evaluator, opts = opts, free = free, enc = enc,
+              ps = emews_param_set(enc), real = vapply(free, function(p) p$name, ""))
+
+  out <- if (impl == "mlrMBO") .mbo_run_mlrmbo(ctx) else .mbo_run_fallback(ctx)
+  c(list(implementation = impl), out)
+}
+
+.mbo_options <- function(options, evaluator) {
+  get <- function(key, default) if (is.null(options[[key]])) default else options[[key]]
+  opts <- list(
+    seed = as.integer(get("seed", evaluator$seed())),
+    n_initial = get("n_initial", NA),
+    infill = as.character(get("infill", "cb")),
+    lambda = as.numeric(get("lambda", 1)),
+    candidates = as.integer(get("candidates", 2000L)),
+    ntree = as.integer(get("ntree", 200L)),
+    implementation = as.character(get("implementation", "auto")),
+    transform = as.character(get("transform", "none")),
+    nodesize = as.integer(get("nodesize", 5L)))
+  if (!opts$infill %in% c("cb", "ei")) stop("infill must be 'cb' or 'ei', not '", opts$infill, "'")
+  if (!opts$implementation %in% c("auto", "mlrMBO", "fallback"))
+    stop("implementation must be 'auto', 'mlrMBO' or 'fallback', not '", opts$implementation, "'")
+  opts
+}
+
+.mbo_implementation <- function(which) {
+  has_mbo <- requireNamespace("mlrMBO", quietly = TRUE)
+  if (which == "mlrMBO" && !has_mbo)
+    stop("implementation 'mlrMBO' asked for, but the R package mlrMBO is not installed")
+  if (which == "mlrMBO" || (which == "auto" && has_mbo)) return("mlrMBO")
+  for (pkg in c("mlr", "ParamHelpers", "lhs", "randomForest"))
+    if (!requireNamespace(pkg, quietly = TRUE))
+      stop("mbo needs the R package ", pkg, " (tools/install-r.sh installs it)")
+  .mbo_fallback_name
+}
+
+.mbo_n_initial <- function(ctx) {
+  n0 <- ctx$opts$n_initial
+  if (is.null(n0) || is.na(n0)) n0 <- max(4L * length(ctx$free), ctx$evaluator$workers())
+  as.integer(min(max(1L, n0), ctx$evaluator$remaining()))
+}
+
+# encoded rows -> points of the real space (constants are filled in by the bridge)
+.mbo_decode <- function(ctx, df) {
+  pts <- emews_decode(ctx$enc, df)
+  names(pts) <- ctx$real
+  pts
+}
+
+.mbo_normalize <- function(ctx, df) {
+  for (p in ctx$enc) if (p$type == "categorical")
+    df[[p$name]] <- factor(as.character(df[[p$name]]), levels = as.character(p$values))
+  df <- df[, names(ctx$enc), drop = FALSE]
+  rownames(df) <- NULL
+  df
+}
+
+.mbo_design <- function(ctx, n) {
+  d <- ParamHelpers::generateDesign(n, ctx$ps, fun = lhs::randomLHS)
+  .mbo_normalize(ctx, as.data.frame(d))
+}
+
+.mbo_impute <- function(y) {
+  ok <- is.finite(y)
+  if (!any(ok)) return(NULL)
+  y[!ok] <- max(y[ok])
+  y
+}
+
+.mbo_transform <- function(y, how) {
+  if (how == "rank") return(rank(y, ties.method = "average") / length(y))
+  if (how == "log") {
+    s <- y - min(y)
+    off <- max(stats::quantile(s, 0.1, names = FALSE), 1e-12)
+    return(log(s + off))
+  }
+  y
+}
+
+.mbo_summary <- function(ctx, X, y) {
+  ok <- is.finite(y)
+  best <- NULL
+  if (any(ok)) best <- as.list(.mbo_decode(ctx, X[which.min(ifelse(ok, y, Inf)), , drop = FALSE]))
+  list(evaluations = length(y), failed = sum(!ok),
+       best_loss = if (any(ok)) min(y[ok]) else NA_real_, best = best)
+}
+
+# ---------------------------------------------------------------------------------------------
+# mlrMBO (where installed)
+
+.mbo_run_mlrmbo <- function(ctx) {
+  ev <- ctx$evaluator
+  opts <- ctx$opts
+  q <- max(1L, ev$workers())
+  design <- .mbo_design(ctx, .mbo_n_initial(ctx))
+  res <- ev$map(.mbo_decode(ctx, design))
+  y_all <- res$loss
+  X_all <- design
+  y0 <- .mbo_impute(y_all)
+  while (is.null(y0) && ev$remaining() > 0) {
+    # nothing succeeded yet: more random design points before a model can be fitted
+    extra <- .mbo_design(ctx, min(q, ev$remaining()))
+    res <- ev$map(.mbo_decode(ctx, extra))
+    X_all <- rbind(X_all, extra)
+    y_all <- c(y_all, res$loss)
+    y0 <- .mbo_impute(y_all)
+  }
+  if (is.null(y0)) return(.mbo_summary(ctx, X_all, y_all))
+  design <- X_all
+  design$y <- y0
+
+  ctrl <- mlrMBO::makeMBOControl(propose.points = q)
+  if (opts$infill == "ei") {
+    crit <- mlrMBO::makeMBOInfillCritEI()
+  } else if (q > 1L) {
+    crit <- mlrMBO::makeMBOInfillCritCB()  # qLCB draws its own lambdas
+  } else {
+    crit <- mlrMBO::makeMBOInfillCritCB(cb.lambda = opts$lambda)
+  }
+  ctrl <- mlrMBO::setMBOControlInfill(ctrl, crit = crit, opt = "focussearch",
+                                      opt.focussearch.points = opts$candidates)
+  if (q > 1L) ctrl <- mlrMBO::setMBOControlMultiPoint(ctrl, method = if (opts$infill == "ei") "cl" else "cb")
+  lrn <- mlr::makeLearner("regr.randomForest", predict.type = "se", se.method = "jackknife",
+                          keep.inbag = TRUE, ntree = opts$ntree)
+  state <- mlrMBO::initSMBO(par.set = ctx$ps, design = design, control = ctrl, minimize = TRUE,
+                            noisy = FALSE, learner = lrn, show.info = FALSE)
+  while (ev$remaining() > 0) {
+    prop <- mlrMBO::proposePoints(state)
+    x <- .mbo_normalize(ctx, as.data.frame(prop$prop.points))
+    x <- x[seq_len(min(nrow(x), ev$remaining())), , drop = FALSE]
+    res <- ev$map(.mbo_decode(ctx, x))
+    X_all <- rbind(X_all, x)
+    y_all <- c(y_all, res$loss)
+    worst <- max(y_all[is.finite(y_all)])
+    y <- ifelse(is.finite(res$loss), res$loss, worst)
+    mlrMBO::updateSMBO(state, x = x, y = as.list(y))
+  }
+  .mbo_summary(ctx, X_all, y_all)
+}
+
+# ---------------------------------------------------------------------------------------------
+# fallback: mlr + ParamHelpers + lhs + randomForest, asynchronous refill
+
+.mbo_bounds <- function(ctx) {
+  lapply(ctx$enc, function(p) {
+    switch(p$type,
+      float = if (isTRUE(p$log)) c(log(p$lower), log(p$upper)) else c(p$lower, p$upper),
+      int = if (isTRUE(p$log)) c(log(p$lower), log(p$upper + 1) - 1e-9) else c(p$lower, p$upper),
+      ordered = c(1, length(p$values)),
+      categorical = NULL)
+  })
+}
+
+# rows -> [0, 1]^d matrix, for distances between points
+.mbo_unit <- function(ctx, df, bounds) {
+  m <- matrix(0, nrow(df), length(ctx$enc))
+  for (j in seq_along(ctx$enc)) {
+    p <- ctx$enc[[j]]
+    x <- df[[p$name]]
+    if (p$type == "categorical") {
+      k <- length(p$values)
+      m[, j] <- (as.integer(x) - 0.5) / k
+    } else {
+      b <- bounds[[j]]
+      m[, j] <- if (b[2] > b[1]) (as.numeric(x) - b[1]) / (b[2] - b[1]) else 0.5
+    }
+  }
+  m
+}
+
+# uniform random rows of the encoded space (much faster than ParamHelpers::generateRandomDesign)
+.mbo_random <- function(ctx, n, bounds) {
+  out <- list()
+  for (j in seq_along(ctx$enc)) {
+    p <- ctx$enc[[j]]
+    b <- bounds[[j]]
+    out[[p$name]] <- switch(p$type,
+      categorical = factor(sample(as.character(p$values), n, replace = TRUE), levels = as.character(p$values)),
+      ordered = sample.int(length(p$values), n, replace = TRUE),
+      int = if (isTRUE(p$log)) runif(n, b[1], b[2]) else as.integer(b[1] + floor(runif(n) * (b[2] - b[1] + 1))),
+      float = runif(n, b[1], b[2]))
+  }
+  as.data.frame(out, stringsAsFactors = FALSE)
+}
+
+# local candidates: Gaussian steps (log-uniform step size) around the best rows
+.mbo_local <- function(ctx, base, n, bounds) {
+  if (n <= 0L || nrow(base) == 0L) return(NULL)
+  rows <- base[sample.int(nrow(base), n, replace = TRUE), , drop = FALSE]
+  d <- length(ctx$enc)
+  for (j in seq_along(ctx$enc)) {
+    p <- ctx$enc[[j]]
+    x <- rows[[p$name]]
+    if (p$type == "categorical") {
+      flip <- runif(n) < 1 / max(2, d)
+      x[flip] <- factor(sample(as.character(p$values), sum(flip), replace = TRUE),
+                        levels = as.character(p$values))
+    } else {
+      b <- bounds[[j]]
+      step <- exp(runif(n, log(0.002), log(0.25))) * (b[2] - b[1])
+      x <- pmin(pmax(as.numeric(x) + rnorm(n) * step, b[1]), b[2])
+      if (p$type %in% c("ordered") || (p$type == "int" && !isTRUE(p$log))) x <- as.integer(round(x))
+    }
+    rows[[p$name]] <- x
+  }
+  rownames(rows) <- NULL
+  rows
+}
+
+.mbo_fit_predict <- function(ctx, X, y, C) {
+  data <- X
+  data$y_ <- y
+  task <- mlr::makeRegrTask(id = "emews_mbo", data = data, target = "y_")
+  model <- mlr::train(ctx$learner, task)
+  # mlr's se.method = "sd" is the spread of the per-tree predictions; computed here without
+  # mlr's row-wise apply(), which costs more than fitting the forest
+  rf <- mlr::getLearnerModel(model, more.unwrap = TRUE)
+  pred <- stats::predict(rf, newdata = C, predict.all = TRUE)
+  ind <- pred$individual
+  mu <- rowMeans(ind)
+  se <- if (ncol(ind) > 1L) sqrt(rowSums((ind - mu)^2) / (ncol(ind) - 1L)) else rep(0, nrow(ind))
+  list(mean = as.numeric(pred$aggregate), se = se)
+}
+
+.mbo_select <- function(ctx, n, mu, se, Cu, avoid, ymin, parallel) {
+  opts <- ctx$opts
+  d <- ncol(Cu)
+  taken <- rep(FALSE, nrow(Cu))
+  # never propose (numerically) the same point twice, unless nothing else is left
+  near <- function(ref, r) {
+    if (is.null(ref) || nrow(ref) == 0L) return(rep(FALSE, nrow(Cu)))
+    out <- rep(FALSE, nrow(Cu))
+    for (i in seq_len(nrow(ref))) out <- out | (rowSums(sweep(Cu, 2, ref[i, ])^2) < r^2)
+    out
+  }
+  dup <- near(avoid, 1e-9)
+  radius <- 0.1 * sqrt(d)
+  penalty <- rep(1, nrow(Cu))
+  pending <- attr(avoid, "pending")
+  if (opts$infill == "ei" && !is.null(pending) && nrow(pending) > 0L)
+    for (i in seq_len(nrow(pending)))
+      penalty <- penalty * (1 - exp(-rowSums(sweep(Cu, 2, pending[i, ])^2) / radius^2))
+  chosen <- integer(0)
+  for (k in seq_len(n)) {
+    if (opts$infill == "cb") {
+      lam <- if (parallel) stats::rexp(1, 1 / max(opts$lambda, 1e-12)) else opts$lambda
+      score <- mu - lam * se
+    } else {
+      s <- pmax(se, 1e-12)
+      z <- (ymin - mu) / s
+      score <- -((ymin - mu) * stats::pnorm(z) + s * stats::dnorm(z)) * penalty
+    }
+    blocked <- taken | dup
+    if (all(blocked)) blocked <- taken
+    if (all(blocked)) blocked <- rep(FALSE, nrow(Cu))
+    score[blocked] <- Inf
+    j <- which.min(score)
+    chosen <- c(chosen, j)
+    taken[j] <- TRUE
+    dup <- dup | near(Cu[j, , drop = FALSE], 1e-9)
+    if (opts$infill == "ei")
+      penalty <- penalty * (1 - exp(-rowSums(sweep(Cu, 2, Cu[j, ])^2) / radius^2))
+  }
+  chosen
+}
+
+.mbo_run_fallback <- function(ctx) {
+  ev <- ctx$evaluator
+  opts <- ctx$opts
+  workers <- max(1L, ev$workers())
+  parallel <- workers > 1L
+  bounds <- .mbo_bounds(ctx)
+  ctx$learner <- mlr::makeLearner("regr.randomForest", predict.type = "se", se.method = "sd",
+                                  ntree = opts$ntree, nodesize = opts$nodesize)
+  X <- NULL                   # encoded rows evaluated so far
+  y <- numeric(0)             # their losses (Inf = failed)
+  pending <- list()           # task id -> encoded row
+
+  submit <- function(rows) {
+    ids <- ev$put(.mbo_decode(ctx, rows))
+    for (i in seq_along(ids)) pending[[as.character(ids[i])]] <<- rows[i, , drop = FALSE]
+  }
+  absorb <- function(res) {
+    if (nrow(res) == 0L) return(invisible())
+    got <- lapply(as.character(res$id), function(id) pending[[id]])
+    pending[as.character(res$id)] <<- NULL
+    X <<- rbind(X, do.call(rbind, got))
+    y <<- c(y, res$loss)
+  }
+  propose <- function(n) {
+    yi <- .mbo_impute(y)
+    if (is.null(yi) || length(y) < 3L) return(.mbo_design(ctx, n))
+    nc <- max(opts$candidates, 2L * n)
+    top <- X[order(yi)[seq_len(min(5L, nrow(X)))], , drop = FALSE]
+    C <- rbind(.mbo_normalize(ctx, .mbo_random(ctx, nc - nc %/% 2L, bounds)),
+               .mbo_normalize(ctx, .mbo_local(ctx, top, nc %/% 2L, bounds)))
+    pr <- .mbo_fit_predict(ctx, X, .mbo_transform(yi, opts$transform), C)
+    Cu <- .mbo_unit(ctx, C, bounds)
+    P <- if (length(pending)) do.call(rbind, pending) else NULL
+    avoid <- .mbo_unit(ctx, if (is.null(P)) X else rbind(X, P), bounds)
+    attr(avoid, "pending") <- if (is.null(P)) NULL else .mbo_unit(ctx, P, bounds)
+    j <- .mbo_select(ctx, n, pr$mean, pr$se, Cu, avoid, min(.mbo_transform(yi, opts$transform)), parallel)
+    C[j, , drop = FALSE]
+  }
+
+  submit(.mbo_design(ctx, .mbo_n_initial(ctx)))
+  refits <- 0L
+  repeat {
+    if (ev$pending() > 0L) {
+      absorb(ev$get(1L))
+    } else if (ev$remaining() == 0L) {
+      break
+    }
+    want <- min(workers - ev$pending(), ev$remaining())
+    if (want > 0L) {
+      submit(propose(want))
+      refits <- refits + 1L
+    }
+  }
+  c(.mbo_summary(ctx, X, y), list(refits = refits))
+}

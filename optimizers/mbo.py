@@ -1,0 +1,102 @@
+"""Model-based optimization in R: mlrMBO where installed, else the same loop from mlr + randomForest.
+
+The algorithm lives in ``mbo.R`` (next to this file) and runs through
+:class:`emews.rbridge.ROptimizer` on the optimizer rank's main thread:
+
+* a Latin hypercube initial design of ``n_initial`` points (default ``max(4 * d, workers)``),
+* a random-forest surrogate with standard errors (mlr ``regr.randomForest``, ``predict.type = "se"``),
+* an infill criterion (``cb``: mean - lambda * se, the default; or ``ei``: expected improvement)
+  optimized over ``candidates`` random and locally perturbed points,
+* with the mlrMBO package: ``initSMBO`` / ``proposePoints`` / ``updateSMBO`` in batches of
+  ``workers`` points; without it (the fallback): an asynchronous loop that refills every idle
+  worker as soon as results arrive, refitting the forest once per batch of arrivals.
+
+Failed evaluations (loss ``inf``) are kept in the model with their loss imputed as the worst
+finite loss seen so far, so the surrogate steers away from them; until something succeeds,
+proposals are random.
+
+``implementation`` (after ``run``, also logged and written to ``$EMEWS_EXP_DIR/mbo.json``)
+says which of the two ran: ``"mlrMBO"`` or ``"fallback (mlr + randomForest)"``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from emews.rbridge import ROptimizer, exp_dir
+
+if TYPE_CHECKING:
+    from emews.evaluator import Evaluator
+
+log = logging.getLogger("emews.optimizers.mbo")
+
+MLRMBO = "mlrMBO"
+FALLBACK = "fallback (mlr + randomForest)"
+OPTIONS = ("seed", "n_initial", "infill", "lambda", "candidates", "ntree", "implementation")
+
+
+class MBO(ROptimizer):
+    """Random-forest model-based optimization written in R.
+
+    Options: ``seed`` (default: the run's seed), ``n_initial`` (initial design size),
+    ``infill`` (``cb`` | ``ei``), ``lambda`` (confidence-bound weight, default 1; with
+    several workers each proposal draws its own lambda with this mean), ``candidates``
+    (points the infill criterion is optimized over per proposal round, default 2000),
+    ``ntree`` (trees in the forest, default 200) and ``implementation``
+    (``auto`` | ``mlrMBO`` | ``fallback``).
+    """
+
+    script = Path(__file__).with_name("mbo.R")
+    entry = "emews_mbo"
+
+    def __init__(self, seed: int | None = None, n_initial: int | None = None, infill: str = "cb",
+                 candidates: int = 2000, ntree: int = 200, implementation: str = "auto",
+                 **extra: Any) -> None:
+        lam = extra.pop("lambda", extra.pop("lambda_", 1.0))
+        if extra:
+            raise ValueError(f"mbo: unknown option {sorted(extra)[0]!r} (allowed: {', '.join(OPTIONS)})")
+        if infill not in ("cb", "ei"):
+            raise ValueError(f"mbo: infill must be 'cb' or 'ei', not {infill!r}")
+        if implementation not in ("auto", "mlrMBO", "fallback"):
+            raise ValueError(f"mbo: implementation must be auto, mlrMBO or fallback, not {implementation!r}")
+        if n_initial is not None and (not isinstance(n_initial, int) or isinstance(n_initial, bool)
+                                      or n_initial < 1):
+            raise ValueError(f"mbo: n_initial must be a positive integer, not {n_initial!r}")
+        for name, value in (("candidates", candidates), ("ntree", ntree)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"mbo: {name} must be a positive integer, not {value!r}")
+        if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam) or lam < 0:
+            raise ValueError(f"mbo: lambda must be a non-negative number, not {lam!r}")
+        options = {"seed": seed, "n_initial": n_initial, "infill": infill, "lambda": float(lam),
+                   "candidates": candidates, "ntree": ntree, "implementation": implementation}
+        super().__init__(options={k: v for k, v in options.items() if v is not None})
+        self.implementation: str | None = None
+
+    def on_info(self, key: str, value: Any) -> None:
+        if key == "implementation":
+            self.implementation = str(value)
+            log.info("mbo: running the %s implementation", self.implementation)
+            self._write_report()
+
+    def run(self, evaluator: "Evaluator") -> None:
+        try:
+            super().run(evaluator)
+        finally:
+            self._write_report(finished=True)
+
+    def _write_report(self, finished: bool = False) -> None:
+        directory = exp_dir()
+        if directory is None or self.implementation is None:
+            return
+        report = {"implementation": self.implementation, "options": self.options, "finished": finished}
+        if finished and isinstance(self.value, dict):
+            report["summary"] = {k: v for k, v in self.value.items() if k != "implementation"}
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / "mbo.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+        except OSError as exc:
+            log.warning("mbo: cannot write %s: %s", directory / "mbo.json", exc)

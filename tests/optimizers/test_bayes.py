@@ -1,0 +1,270 @@
+"""Tests of the ``bayes`` optimizer (scikit-optimize surrogates, asynchronous batches)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emews.optimizer import AskTellOptimizer
+from emews.optimizers._bayes import _engine
+from emews.optimizers._bayes._space import SpaceMap
+from emews.optimizers.bayes import BayesianOptimizer
+from emews.optimizers.random import RandomSearch
+from emews.results import Result, Status
+from emews.runtime.job import RunSpec, run_in_threads
+from emews.runtime.objective import ObjectiveRef
+from emews.space import Categorical, Constant, Float, Int, Ordered, Space
+from emews.testing import OptimizerConformance, mixed_space
+
+HERE = __file__
+
+
+def slow_sphere(params):
+    """A 0.15 s objective (for the utilization test)."""
+    time.sleep(0.15)
+    return sum(float(v) ** 2 for k, v in params.items() if k.startswith("x"))
+
+
+def branin(params):
+    from emews.objectives.benchmarks import branin as f
+    return f(params)
+
+
+# --------------------------------------------------------------------------- conformance kit
+
+class TestConformance(OptimizerConformance):
+    budget = 20
+    workers = 3
+
+    def make_optimizer(self, seed):
+        return BayesianOptimizer(seed=seed, n_initial_points=6, n_candidates=500)
+
+
+# --------------------------------------------------------------------------- space mapping
+
+SPACE = Space({
+    "x": Float(-5.0, 5.0), "lr": Float(1e-5, 1.0, log=True), "n": Int(1, 64), "w": Int(1, 1024, log=True),
+    "act": Categorical(("relu", None, 2.5, True)), "batch": Ordered((16, 32, 64, 128)),
+    "opt": Constant("adam"), "one": Categorical(("only",)), "fixed": Int(3, 3),
+})
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_space_round_trip(seed):
+    import random
+    smap = SpaceMap(SPACE)
+    point = SPACE.sample(random.Random(seed))
+    assert smap.from_skopt(smap.to_skopt(point)) == point
+    # and from skopt's side: sampled skopt points become valid emews points of builtin types
+    x = smap.skopt.rvs(1, random_state=seed)[0]
+    back = smap.from_skopt(x)
+    assert SPACE.contains(back)
+    assert all(type(v) in (int, float, str, bool, type(None)) for v in back.values())
+    assert smap.from_skopt(smap.to_skopt(back)) == back
+
+
+def test_constants_and_single_values_are_not_searched():
+    smap = SpaceMap(SPACE)
+    assert smap.names == ["x", "lr", "n", "w", "act", "batch"]
+    assert smap.fixed == {"opt": "adam", "one": "only", "fixed": 3}
+    assert smap.skopt.dimensions[5].__class__.__name__ == "Integer"   # ordered -> index
+
+
+def test_only_constants():
+    opt = BayesianOptimizer(seed=0)
+    opt.start(Space({"a": Constant(1)}), 1)
+    assert opt.suggest(2) == [{"a": 1}, {"a": 1}]
+
+
+# --------------------------------------------------------------------------- ask/tell
+
+def _result(i, params, loss):
+    ok = math.isfinite(loss)
+    return Result(id=i, params=params, status=Status.OK if ok else Status.FAILED,
+                  objective=loss if ok else None, loss=loss)
+
+
+def test_suggest_inside_space_and_builtin():
+    opt = BayesianOptimizer(seed=3, n_initial_points=5, n_candidates=300)
+    opt.start(SPACE, 4)
+    for rnd in range(4):
+        points = opt.suggest(4)
+        assert len(points) == 4
+        for p in points:
+            assert SPACE.contains(p), p
+            assert all(type(v) in (int, float, str, bool, type(None)) for v in p.values())
+        opt.ingest([_result(rnd * 4 + i, p, float(p["x"]) ** 2 + p["n"] / 64) for i, p in enumerate(points)])
+    # a batch asked at once holds distinct points (constant liar)
+    batch = opt.suggest(6)
+    assert len({tuple(sorted((k, repr(v)) for k, v in p.items())) for p in batch}) == 6
+
+
+def test_failures_get_the_worst_loss_or_are_skipped():
+    space = Space({"x": Float(0.0, 1.0)})
+    for penalty, expect in (("worst", [1.0, 3.0, 3.0]), ("skip", [1.0, 3.0]), (7.5, [1.0, 3.0, 7.5])):
+        opt = BayesianOptimizer(seed=0, failure_penalty=penalty)
+        opt.start(space, 1)
+        opt.ingest([_result(0, {"x": 0.1}, 1.0), _result(1, {"x": 0.2}, 3.0), _result(2, {"x": 0.3}, math.inf)])
+        X, y = opt.engine._training_set()
+        assert sorted(y.tolist()) == expect
+    # all failures: the model is not used until two finite losses exist; proposals keep coming
+    opt = BayesianOptimizer(seed=0, n_initial_points=1)
+    opt.start(space, 1)
+    opt.ingest([_result(i, {"x": i / 10}, math.inf) for i in range(5)])
+    assert all(space.contains(p) for p in opt.suggest(3))
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="base_estimator"):
+        BayesianOptimizer(base_estimator="GBRT")
+    with pytest.raises(ValueError, match="acq_func"):
+        BayesianOptimizer(acq_func="gp_hedgehog")
+    with pytest.raises(ValueError, match="failure_penalty"):
+        BayesianOptimizer(failure_penalty="mean")
+    with pytest.raises(ValueError, match="n_initial_points"):
+        BayesianOptimizer(n_initial_points=0)
+
+
+@pytest.mark.parametrize("estimator", ["RF", "ET"])
+def test_tree_surrogates(estimator):
+    opt = BayesianOptimizer(seed=1, base_estimator=estimator, n_initial_points=4, n_candidates=300)
+    opt.start(SPACE, 2)
+    pts = opt.suggest(4)
+    opt.ingest([_result(i, p, float(p["x"]) ** 2) for i, p in enumerate(pts)])
+    batch = opt.suggest(3)
+    assert all(SPACE.contains(p) for p in batch)
+    assert len({repr(sorted(p.items())) for p in batch}) == 3
+
+
+def test_switch_and_window():
+    opt = BayesianOptimizer(seed=0, n_initial_points=2, max_gp_points=20, switch_after=30, n_candidates=200)
+    space = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
+    opt.start(space, 1)
+    rng = np.random.RandomState(0)
+    opt.ingest([_result(i, {"x": float(a), "y": float(b)}, float(a + b)) for i, (a, b) in enumerate(rng.rand(25, 2))])
+    X, y = _engine._window(*opt.engine._training_set(), 20)
+    assert len(y) == 20 and min(y) == min(opt.engine.y)
+    assert opt.engine.estimator_name() == "GP" and len(opt.suggest(2)) == 2
+    opt.ingest([_result(100 + i, {"x": float(a), "y": float(b)}, float(a + b)) for i, (a, b) in enumerate(rng.rand(10, 2))])
+    assert opt.engine.estimator_name() == "ET" and len(opt.suggest(2)) == 2
+
+
+# --------------------------------------------------------------------------- the asynchronous loop
+
+def _run(opt_factory, *, objective, space, budget, workers, seed=0):
+    holder = {}
+
+    def make():
+        holder["opt"] = opt_factory()
+        return holder["opt"]
+
+    spec = RunSpec(space=space, make_optimizer=make, objective=objective, budget=budget,
+                   isolation="inline", seed=seed, progress_interval=3600.0)
+    summary = run_in_threads(spec, workers)
+    assert summary.error is None, summary.error
+    return summary, holder["opt"]
+
+
+def test_batches_when_several_workers_idle():
+    space = Space({"x1": Float(-5.0, 10.0), "x2": Float(0.0, 15.0)})
+    summary, opt = _run(lambda: BayesianOptimizer(seed=0, n_initial_points=4, lookahead=0, n_candidates=500),
+                        objective=ObjectiveRef(HERE, "branin"), space=space, budget=28, workers=4)
+    assert summary.completed == 28
+    model_points = 28 - 4
+    # one fit serves several points: far fewer fits than model-proposed points
+    assert opt.stats["fits"] <= model_points / 2, opt.stats
+
+
+class _SlowFit(BayesianOptimizer):
+    """Every surrogate fit takes an extra 0.4 s (a stand-in for a GP at hundreds of points)."""
+
+    def start(self, space, workers):
+        super().start(space, workers)
+        fit = self.engine._fit
+
+        def slow_fit(*args, **kwargs):
+            time.sleep(0.4)
+            return fit(*args, **kwargs)
+
+        self.engine._fit = slow_fit
+
+
+class _SlowFitSync(_SlowFit):
+    def run(self, evaluator):   # the naive loop: suggest (and so fit) on the main thread
+        return AskTellOptimizer.run(self, evaluator)
+
+
+def _idle_fraction(summary_results):
+    """Share of worker time spent idle between a worker's first start and its last finish."""
+    by_rank = defaultdict(list)
+    for r in summary_results:
+        by_rank[r.rank].append((r.started, r.finished))
+    busy = span = 0.0
+    for spans in by_rank.values():
+        spans.sort()
+        busy += sum(b - a for a, b in spans)
+        span += spans[-1][1] - spans[0][0]
+    return 1.0 - busy / span
+
+
+class _Recording:
+    """Builds the optimizer and keeps every result its evaluator handed out."""
+
+    def __init__(self, cls, **kw):
+        self.cls, self.kw, self.results = cls, kw, []
+
+    def __call__(self):
+        opt, results = self.cls(**self.kw), self.results
+        run = opt.run
+
+        def run_recorded(evaluator):
+            get = evaluator.get
+
+            def recorded_get(*a, **k):
+                rs = get(*a, **k)
+                results.extend(rs)
+                return rs
+
+            evaluator.get = recorded_get
+            return run(evaluator)
+
+        opt.run = run_recorded
+        return opt
+
+
+def test_workers_stay_busy_during_slow_refits():
+    space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
+    kw = dict(seed=0, n_initial_points=4, n_candidates=300)
+    fast = _Recording(_SlowFit, **kw)
+    _run(fast, objective=ObjectiveRef(HERE, "slow_sphere"), space=space, budget=32, workers=4)
+    naive = _Recording(_SlowFitSync, **kw)
+    _run(naive, objective=ObjectiveRef(HERE, "slow_sphere"), space=space, budget=32, workers=4)
+    idle_async = _idle_fraction(fast.results)
+    idle_sync = _idle_fraction(naive.results)
+    assert len(fast.results) == len(naive.results) == 32
+    # refits run beside the evaluations: workers hardly wait, unlike fitting on the main thread
+    assert idle_async < 0.2, (idle_async, idle_sync)
+    assert idle_async < idle_sync / 2, (idle_async, idle_sync)
+
+
+def test_beats_random_on_branin():
+    from emews.objectives.benchmarks import PROBLEMS
+    space = PROBLEMS["branin"]["space"]
+    obj = ObjectiveRef(HERE, "branin")
+    bayes, rand = [], []
+    for seed in range(3):
+        s, _ = _run(lambda: BayesianOptimizer(seed=seed, n_initial_points=8, lookahead=0, n_candidates=1000),
+                    objective=obj, space=space, budget=30, workers=2, seed=seed)
+        bayes.append(s.best.loss)
+        s, _ = _run(lambda: RandomSearch(seed=seed), objective=obj, space=space, budget=30, workers=2, seed=seed)
+        rand.append(s.best.loss)
+    assert statistics.median(bayes) < statistics.median(rand), (bayes, rand)
+    assert statistics.median(bayes) < 1.0, bayes
