@@ -1,1 +1,15 @@
+"""emews: large-scale model exploration on HPC machines over MPI.
 
+The public API: optimizers implement :class:`Optimizer` (or :class:`AskTellOptimizer`)
+and talk to an :class:`Evaluator`; objectives may call :func:`current_task` for
+their :class:`TaskContext`.
+"""
+
+from emews.evaluator import BudgetExhausted, Evaluator
+from emews.optimizer import AskTellOptimizer, Optimizer
+from emews.results import Result, Status
+from emews.runtime.objective import TaskContext, current_task
+from emews.space import Categorical, Constant, Float, Int, Ordered, Space
+
+__all__ = ["AskTellOptimizer", "BudgetExhausted", "Categorical", "Constant", "Evaluator", "Float", "Int",
+           "Optimizer", "Ordered", "Result", "Space", "Status", "TaskContext", "current_task"]

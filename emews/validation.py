@@ -33,19 +33,30 @@ def _unwrap(annotation: Any, part: str) -> Any:
     return annotation
 
 
-def config_error(exc: ValidationError, model: type[BaseModel], file: str) -> ConfigError:
-    """The first error of ``exc`` as a ConfigError; later ones are counted in the message."""
-    errors = exc.errors()
+def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str,
+                 prefix: tuple[str, ...] = (), skip: int = 0) -> ConfigError:
+    """The first error of ``exc`` as a ConfigError; later ones are counted in the message.
+
+    Unknown keys are reported first (a misspelt key also makes a required one
+    "missing"). ``prefix`` is prepended to the key and the first ``skip`` parts
+    of pydantic's location dropped (a union's tag) when ``exc`` came from
+    validating a sub-part.
+    """
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     err = errors[0]
-    loc = [str(p) for p in err["loc"]]
-    key = ".".join(loc) or None
+    loc = [str(p) for p in err["loc"]][skip:]
+    key = ".".join([*prefix, *loc]) or None
     ctx = err.get("ctx") or {}
     allowed = None
     if err["type"] == "extra_forbidden":
         message = f"unknown key {loc[-1]!r}"
-        holder = _model_at(model, loc[:-1])
+        holder = _model_at(model, loc[:-1]) if model is not None else None
         allowed = ", ".join(holder.model_fields) if holder else None
-    elif err["type"] in ("literal_error", "union_tag_invalid"):
+    elif err["type"] == "union_tag_invalid":
+        key = f"{key}.{ctx.get('discriminator', 'type').strip(chr(39))}" if key else key
+        message = f"invalid value {ctx.get('tag')!r}"
+        allowed = str(ctx.get("expected_tags") or "") or None
+    elif err["type"] == "literal_error":
         message = f"invalid value {err['input']!r}"
         allowed = str(ctx.get("expected") or ctx.get("expected_tags") or "") or None
     elif err["type"] == "missing":

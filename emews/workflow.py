@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from emews.errors import ConfigError
 from emews.plugins import OptimizerNotFound, available_optimizers, resolve_optimizer
@@ -61,10 +61,9 @@ class ConstantParam(_Strict):
 
 ParamSpec = Annotated[Union[IntParam, FloatParam, CategoricalParam, OrderedParam, ConstantParam],
                       Field(discriminator="type")]
-
-
-class SpaceFile(_Strict):
-    file: str
+_PARAM_MODELS: dict[Any, type[BaseModel]] = {
+    "int": IntParam, "float": FloatParam, "categorical": CategoricalParam, "ordered": OrderedParam,
+    "constant": ConstantParam}
 
 
 class OptimizerSection(_Strict):
@@ -95,7 +94,7 @@ class WorkflowModel(_Strict):
     seed: int | None = None
     optimizer: OptimizerSection
     objective: ObjectiveSection
-    space: Union[SpaceFile, dict[str, ParamSpec]]
+    space: dict[str, Any]
     budget: BudgetSection
     task: TaskSection = Field(default_factory=TaskSection)
 
@@ -205,11 +204,15 @@ def _resolve_path(text: str, workflow_dir: Path, builtin_dir: Path | None = None
     return next((c.resolve() for c in candidates if c.exists()), None)
 
 
-def _build_space(raw: Any, file: str, workflow_dir: Path) -> Space:
-    if isinstance(raw, SpaceFile):
-        path = _resolve_path(raw.file, workflow_dir)
+_PARAM = TypeAdapter(ParamSpec)
+
+
+def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path) -> Space:
+    """``{file: params.json}`` (a CANDLE GA JSON) or a mapping of parameter specs."""
+    if set(raw) == {"file"} and isinstance(raw["file"], str):
+        path = _resolve_path(raw["file"], workflow_dir)
         if path is None:
-            raise ConfigError(f"space file {raw.file} does not exist", file=file, key="space.file")
+            raise ConfigError(f"space file {raw['file']} does not exist", file=file, key="space.file")
         try:
             return load_candle_json(path)
         except SpaceError as exc:
@@ -217,7 +220,15 @@ def _build_space(raw: Any, file: str, workflow_dir: Path) -> Space:
     if not raw:
         raise ConfigError("the space needs at least one parameter", file=file, key="space")
     dims: dict[str, Dimension] = {}
-    for name, spec in raw.items():
+    for name, entry in raw.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"expected a mapping such as {{type: float, lower: 0, upper: 1}}, got {entry!r}",
+                              file=file, key=f"space.{name}")
+        try:
+            spec = _PARAM.validate_python(entry)
+        except ValidationError as exc:
+            raise config_error(exc, _PARAM_MODELS.get(entry.get("type")), file, ("space", str(name)),
+                               skip=1 if entry.get("type") in _PARAM_MODELS else 0) from None
         try:
             dims[name] = _dimension(spec)
         except (ValueError, TypeError) as exc:

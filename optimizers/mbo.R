@@ -64,7 +64,8 @@ emews_mbo <- function(evaluator, space, options) {
     ntree = as.integer(get("ntree", 200L)),
     implementation = as.character(get("implementation", "auto")),
     transform = as.character(get("transform", "none")),
-    nodesize = as.integer(get("nodesize", 5L)))
+    nodesize = as.integer(get("nodesize", 5L)),
+    random_lambda = isTRUE(get("random_lambda", FALSE)))
   if (!opts$infill %in% c("cb", "ei")) stop("infill must be 'cb' or 'ei', not '", opts$infill, "'")
   if (!opts$implementation %in% c("auto", "mlrMBO", "fallback"))
     stop("implementation must be 'auto', 'mlrMBO' or 'fallback', not '", opts$implementation, "'")
@@ -291,7 +292,7 @@ emews_mbo <- function(evaluator, space, options) {
   chosen <- integer(0)
   for (k in seq_len(n)) {
     if (opts$infill == "cb") {
-      lam <- if (parallel) stats::rexp(1, 1 / max(opts$lambda, 1e-12)) else opts$lambda
+      lam <- if (parallel || isTRUE(opts$random_lambda)) stats::rexp(1, 1 / max(opts$lambda, 1e-12)) else opts$lambda
       score <- mu - lam * se
     } else {
       s <- pmax(se, 1e-12)

@@ -1,0 +1,145 @@
+"""Bad input: one clear message naming file, key and what is allowed; exit 2; nothing created."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FAULTY, write_workflow
+from emews.cli import main
+
+ISSUE_WORKFLOW = """\
+optimizer: {name: random, options: {seed: 1}}
+objective: {module: objectives/ackley.py, function: run, metric: value, direction: minimize}
+space:
+  x1: {type: float, lower: -32.768, upper: 32.768}
+  lr: {type: float, lower: 1.0e-5, upper: 1.0e-1, log: true}
+  units: {type: int, lower: 16, upper: 512}
+  act: {type: categorical, values: [relu, tanh, sigmoid]}
+  batch: {type: ordered, values: [16, 32, 64, 128]}
+  epochs: {type: constant, value: 10}
+budget: {evaluations: 200}
+task: {timeout: 60, isolation: process}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def test_the_issue_workflow_loads_as_written(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "issue.yaml"
+    path.write_text(ISSUE_WORKFLOW)
+    assert main(["check", str(path)]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def _space(**extra):
+    return {"x": {"type": "float", "lower": -1.0, "upper": 1.0}, **extra}
+
+
+BROKEN = {
+    "unknown top-level key": (dict(optimiser={"name": "random"}), "optimiser", "optimizer, objective"),
+    "unknown task key": (dict(task={"timout": 5}), "task.timout", "timeout, isolation"),
+    "wrong type": (dict(budget={"evaluations": "many"}), "budget.evaluations", None),
+    "lower above upper": (dict(space=_space(u={"type": "int", "lower": 5, "upper": 1})), "space.u", None),
+    "empty categorical": (dict(space=_space(c={"type": "categorical", "values": []})), "space.c", None),
+    "unknown parameter type": (dict(space=_space(c={"type": "colour"})), "space.c", "int"),
+    "bad isolation": (dict(task={"isolation": "docker"}), "task.isolation", "process"),
+    "missing objective file": (dict(objective={"module": "nowhere/obj.py"}), "objective.module", None),
+    "unimportable module": (dict(objective={"module": "no_such_module_xyz"}), "objective.module", None),
+    "missing function": (dict(objective={"module": str(FAULTY), "function": "train"}), "objective.function", None),
+    "unknown optimizer": (dict(optimizer={"name": "simulated-annealing"}), "optimizer.name", "random"),
+    "unknown optimizer option": (dict(optimizer={"name": "random", "options": {"sede": 1}}),
+                                 "optimizer.options", "seed"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN), ids=list(BROKEN))
+def test_bad_workflow_gets_one_message_naming_file_and_key(case: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    sections, key, allowed = BROKEN[case]
+    path = write_workflow(tmp_path, **sections)
+    for command in (["check", str(path)], ["launch", str(path), "--site", "local", "--workers", "2"]):
+        code = main(command)
+        err = capsys.readouterr().err
+        assert code == 2, err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1, err
+        assert lines[0].startswith("emews: error: ") and str(path) in lines[0] and key in lines[0], lines[0]
+        if allowed:
+            assert "allowed:" in lines[0] and allowed in lines[0], lines[0]
+        assert "Traceback" not in err
+    assert not (tmp_path / "experiments").exists()
+
+
+def test_unimportable_objective_reports_the_import_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "broken_obj.py"
+    bad.write_text("import numpy\nimport not_a_real_dependency\n\ndef run(p):\n    return 1.0\n")
+    path = write_workflow(tmp_path, objective={"module": str(bad)})
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "objective.module" in err and "not_a_real_dependency" in err
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("optimizer: {name: random\nbudget: {evaluations: 3}\n")
+    assert main(["launch", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "line" in err and "malformed YAML" in err
+    assert not (tmp_path / "experiments").exists()
+
+
+def test_unknown_site_lists_the_available_ones(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = write_workflow(tmp_path)
+    assert main(["launch", str(path), "--site", "atlantis"]) == 2
+    err = capsys.readouterr().err
+    assert "atlantis" in err and "local" in err and "summit" in err
+    assert not (tmp_path / "experiments").exists()
+
+
+def test_unknown_workflow_lists_built_ins(capsys: pytest.CaptureFixture) -> None:
+    assert main(["check", "no-such-workflow"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-workflow" in err and "random" in err and "sweep" in err
+
+
+def test_existing_experiment_dir_is_refused_untouched(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = write_workflow(tmp_path)
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "precious.txt").write_text("keep me")
+    assert main(["launch", str(path), "--exp-dir", str(exp)]) == 2
+    assert "--exp-dir" in capsys.readouterr().err
+    assert [p.name for p in exp.iterdir()] == ["precious.txt"]
+
+
+def test_set_overrides_workflow_keys(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = write_workflow(tmp_path)
+    assert main(["check", str(path), "--set", "budget.evaluations=7"]) == 0
+    assert "budget 7" in capsys.readouterr().out
+    assert main(["check", str(path), "--set", "budget.evaluations=-1"]) == 2
+    err = capsys.readouterr().err
+    assert "budget.evaluations" in err
+
+
+def test_space_file_takes_a_candle_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from test_space import CANDLE_GA
+    import json
+
+    (tmp_path / "params.json").write_text(json.dumps(CANDLE_GA))
+    path = write_workflow(tmp_path, space={"file": "params.json"})
+    assert main(["check", str(path)]) == 0
+    assert "7 parameters" in capsys.readouterr().out
+
+
+def test_yaml_scientific_notation_without_dot_is_a_number(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "wf.yaml"
+    text = yaml.safe_dump({"optimizer": {"name": "random"}, "objective": {"module": str(FAULTY)},
+                           "budget": {"evaluations": 3}})
+    path.write_text(text + "space:\n  lr: {type: float, lower: 1e-5, upper: 1e-1, log: true}\n")
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err

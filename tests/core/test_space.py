@@ -1,0 +1,130 @@
+"""Parameter spaces: sampling, membership, unit mapping, and CANDLE GA JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emews.space import (Categorical, Constant, Float, Int, Ordered, Space, SpaceError, load_candle_json,
+                         to_builtin)
+
+finite = st.floats(-1e6, 1e6, allow_nan=False)
+
+
+@st.composite
+def dimensions(draw):
+    kind = draw(st.sampled_from(["int", "float", "logfloat", "cat", "ord", "const"]))
+    if kind == "int":
+        lo = draw(st.integers(-1000, 1000))
+        return Int(lo, lo + draw(st.integers(0, 1000)))
+    if kind == "float":
+        lo = draw(finite)
+        return Float(lo, lo + draw(st.floats(0, 1e6)))
+    if kind == "logfloat":
+        lo = draw(st.floats(1e-8, 1e3))
+        return Float(lo, lo * draw(st.floats(1, 1e6)), log=True)
+    values = draw(st.lists(st.one_of(st.integers(), st.text(max_size=5)), min_size=1, max_size=6, unique_by=repr))
+    if kind == "cat":
+        return Categorical(tuple(values))
+    if kind == "ord":
+        return Ordered(tuple(values))
+    return Constant(values[0])
+
+
+@settings(max_examples=200)
+@given(dim=dimensions(), seed=st.integers(0, 2**32))
+def test_samples_lie_inside_and_survive_the_unit_round_trip(dim, seed) -> None:
+    space = Space({"p": dim})
+    point = space.sample(random.Random(seed))
+    assert space.contains(point)
+    back = space.from_unit(space.to_unit(point)) if space.free else point
+    assert space.contains(back)
+    if isinstance(dim, (Categorical, Int, Constant)):
+        assert back == point
+    else:
+        assert math.isclose(back["p"], point["p"], rel_tol=1e-6, abs_tol=1e-6 * (dim.upper - dim.lower + 1))
+
+
+@given(u=st.floats(-0.5, 1.5, allow_nan=False), dim=dimensions())
+def test_from_unit_always_lands_inside(u, dim) -> None:
+    assert dim.contains(dim.from_unit(u))
+
+
+def test_log_float_samples_spread_over_decades() -> None:
+    dim = Float(1e-5, 1e-1, log=True)
+    rng = random.Random(0)
+    samples = [dim.sample(rng) for _ in range(4000)]
+    below = sum(s < 1e-3 for s in samples) / len(samples)
+    assert 0.45 < below < 0.55  # half the decades lie below 1e-3
+
+
+def test_bad_dimensions_are_refused() -> None:
+    with pytest.raises(ValueError, match="greater than upper"):
+        Float(2.0, 1.0)
+    with pytest.raises(ValueError, match="at least one value"):
+        Categorical(())
+    with pytest.raises(ValueError, match="lower > 0"):
+        Float(0.0, 1.0, log=True)
+
+
+def test_validate_converts_numpy_scalars_and_names_bad_keys() -> None:
+    space = Space({"n": Int(1, 10), "lr": Float(0.0, 1.0), "act": Categorical(("relu", "tanh"))})
+    clean = space.validate({"n": np.int64(3), "lr": np.float64(0.5), "act": np.str_("relu")})
+    assert clean == {"n": 3, "lr": 0.5, "act": "relu"}
+    assert type(clean["n"]) is int and type(clean["act"]) is str
+    with pytest.raises(SpaceError) as err:
+        space.validate({"n": 11, "lr": 0.5, "act": "relu"})
+    assert err.value.key == "n"
+    with pytest.raises(SpaceError, match="missing"):
+        space.validate({"n": 1, "lr": 0.5})
+    with pytest.raises(SpaceError, match="not a parameter"):
+        space.validate({"n": 1, "lr": 0.5, "act": "relu", "extra": 1})
+
+
+def test_booleans_are_not_integers() -> None:
+    assert not Int(0, 5).contains(True)
+    assert not Categorical((1, 2)).contains(True)
+    assert Categorical((True, False)).contains(False)
+    assert to_builtin(np.bool_(True)) is True
+
+
+CANDLE_GA = [
+    {"name": "activation", "type": "categorical", "element_type": "string",
+     "values": ["softmax", "elu", "softplus", "softsign", "relu", "tanh", "sigmoid", "hard_sigmoid", "linear"]},
+    {"name": "optimizer", "type": "categorical", "element_type": "string", "values": ["adam", "rmsprop"]},
+    {"name": "dropout", "type": "float", "lower": 0, "upper": 0.9, "sigma": 0.045},
+    {"name": "batch_size", "type": "ordered", "element_type": "int", "values": [16, 32, 64, 128, 256],
+     "sigma": 1},
+    {"name": "epochs", "type": "constant", "value": 5},
+    {"name": "dense", "type": "int", "lower": 10, "upper": 500, "sigma": 50},
+    {"name": "use_bn", "type": "logical"},
+]
+
+
+def test_candle_ga_json_loads_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps(CANDLE_GA))
+    space = load_candle_json(path)
+    assert space.names == [p["name"] for p in CANDLE_GA]
+    assert isinstance(space["batch_size"], Ordered) and space["batch_size"].values == (16, 32, 64, 128, 256)
+    assert space["dropout"] == Float(0.0, 0.9, sigma=0.045)
+    assert space["dense"].sigma == 50
+    assert space["use_bn"].values == (True, False)
+    assert space["epochs"] == Constant(5)
+    point = space.sample(random.Random(3))
+    assert space.contains(point) and point["epochs"] == 5
+
+
+def test_candle_json_errors_name_the_parameter(tmp_path: Path) -> None:
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps([{"name": "bs", "type": "ordered", "element_type": "quux", "values": [1]}]))
+    with pytest.raises(SpaceError) as err:
+        load_candle_json(path)
+    assert err.value.key == "bs" and "element_type" in str(err.value)
