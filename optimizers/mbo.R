@@ -10,11 +10,14 @@
 #  * "fallback (mlr + randomForest)": the same loop built from mlr, ParamHelpers, lhs and
 #    randomForest, refilling workers asynchronously as results arrive:
 #      - Latin hypercube initial design (ParamHelpers::generateDesign with lhs::randomLHS),
-#      - surrogate: mlr regr.randomForest with predict.type = "se",
-#      - infill: confidence bound (mean - lambda * se; with more than one worker each proposal
-#        draws its lambda from an exponential distribution with mean lambda, as mlrMBO's qLCB)
-#        or expected improvement (batches diversified by a distance penalty around the points
-#        already chosen or still being evaluated),
+#      - surrogate: mlr regr.randomForest with predict.type = "se" (standard error = spread of
+#        the per-tree predictions, mlr's se.method "sd"), nodesize 2, fitted to log-transformed
+#        losses (log(y - min(y) + q10), option transform = "log" | "rank" | "none"): a
+#        heavy-tailed loss otherwise lets the worst points dominate the forest's splits,
+#      - infill: confidence bound (mean - lambda * se; every proposal draws its lambda from an
+#        exponential distribution with mean lambda, as mlrMBO's multi-point qLCB, which mixes
+#        pure exploitation with exploration) or expected improvement (batches diversified by a
+#        distance penalty around the points already chosen or still being evaluated),
 #      - optimized over `candidates` points: half uniform random, half local perturbations of
 #        the five best points seen (a one-step focus search).
 #
@@ -63,9 +66,10 @@ emews_mbo <- function(evaluator, space, options) {
     candidates = as.integer(get("candidates", 2000L)),
     ntree = as.integer(get("ntree", 200L)),
     implementation = as.character(get("implementation", "auto")),
-    transform = as.character(get("transform", "none")),
-    nodesize = as.integer(get("nodesize", 5L)),
-    random_lambda = isTRUE(get("random_lambda", FALSE)))
+    transform = as.character(get("transform", "log")),
+    nodesize = as.integer(get("nodesize", 2L)))
+  if (!opts$transform %in% c("none", "log", "rank"))
+    stop("transform must be 'none', 'log' or 'rank', not '", opts$transform, "'")
   if (!opts$infill %in% c("cb", "ei")) stop("infill must be 'cb' or 'ei', not '", opts$infill, "'")
   if (!opts$implementation %in% c("auto", "mlrMBO", "fallback"))
     stop("implementation must be 'auto', 'mlrMBO' or 'fallback', not '", opts$implementation, "'")
@@ -271,7 +275,7 @@ emews_mbo <- function(evaluator, space, options) {
   list(mean = as.numeric(pred$aggregate), se = se)
 }
 
-.mbo_select <- function(ctx, n, mu, se, Cu, avoid, ymin, parallel) {
+.mbo_select <- function(ctx, n, mu, se, Cu, avoid, ymin) {
   opts <- ctx$opts
   d <- ncol(Cu)
   taken <- rep(FALSE, nrow(Cu))
@@ -292,7 +296,7 @@ emews_mbo <- function(evaluator, space, options) {
   chosen <- integer(0)
   for (k in seq_len(n)) {
     if (opts$infill == "cb") {
-      lam <- if (parallel || isTRUE(opts$random_lambda)) stats::rexp(1, 1 / max(opts$lambda, 1e-12)) else opts$lambda
+      lam <- stats::rexp(1, 1 / max(opts$lambda, 1e-12))
       score <- mu - lam * se
     } else {
       s <- pmax(se, 1e-12)
@@ -317,7 +321,6 @@ emews_mbo <- function(evaluator, space, options) {
   ev <- ctx$evaluator
   opts <- ctx$opts
   workers <- max(1L, ev$workers())
-  parallel <- workers > 1L
   bounds <- .mbo_bounds(ctx)
   ctx$learner <- mlr::makeLearner("regr.randomForest", predict.type = "se", se.method = "sd",
                                   ntree = opts$ntree, nodesize = opts$nodesize)
@@ -348,7 +351,7 @@ emews_mbo <- function(evaluator, space, options) {
     P <- if (length(pending)) do.call(rbind, pending) else NULL
     avoid <- .mbo_unit(ctx, if (is.null(P)) X else rbind(X, P), bounds)
     attr(avoid, "pending") <- if (is.null(P)) NULL else .mbo_unit(ctx, P, bounds)
-    j <- .mbo_select(ctx, n, pr$mean, pr$se, Cu, avoid, min(.mbo_transform(yi, opts$transform)), parallel)
+    j <- .mbo_select(ctx, n, pr$mean, pr$se, Cu, avoid, min(.mbo_transform(yi, opts$transform)))
     C[j, , drop = FALSE]
   }
 

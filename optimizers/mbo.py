@@ -5,8 +5,9 @@ The algorithm lives in ``mbo.R`` (next to this file) and runs through
 
 * a Latin hypercube initial design of ``n_initial`` points (default ``max(4 * d, workers)``),
 * a random-forest surrogate with standard errors (mlr ``regr.randomForest``, ``predict.type = "se"``),
-* an infill criterion (``cb``: mean - lambda * se, the default; or ``ei``: expected improvement)
-  optimized over ``candidates`` random and locally perturbed points,
+  fitted to log-transformed losses in the fallback,
+* an infill criterion (``cb``: mean - lambda * se with a random lambda per proposal, the default;
+  or ``ei``: expected improvement) optimized over ``candidates`` random and locally perturbed points,
 * with the mlrMBO package: ``initSMBO`` / ``proposePoints`` / ``updateSMBO`` in batches of
   ``workers`` points; without it (the fallback): an asynchronous loop that refills every idle
   worker as soon as results arrive, refitting the forest once per batch of arrivals.
@@ -36,17 +37,19 @@ log = logging.getLogger("emews.optimizers.mbo")
 
 MLRMBO = "mlrMBO"
 FALLBACK = "fallback (mlr + randomForest)"
-OPTIONS = ("seed", "n_initial", "infill", "lambda", "candidates", "ntree", "implementation")
+OPTIONS = ("seed", "n_initial", "infill", "lambda", "candidates", "ntree", "transform", "implementation")
 
 
 class MBO(ROptimizer):
     """Random-forest model-based optimization written in R.
 
-    Options: ``seed`` (default: the run's seed), ``n_initial`` (initial design size),
-    ``infill`` (``cb`` | ``ei``), ``lambda`` (confidence-bound weight, default 1; with
-    several workers each proposal draws its own lambda with this mean), ``candidates``
-    (points the infill criterion is optimized over per proposal round, default 2000),
-    ``ntree`` (trees in the forest, default 200) and ``implementation``
+    Options: ``seed`` (default: the run's seed), ``n_initial`` (initial design size,
+    default ``max(4 * d, workers)``), ``infill`` (``cb`` | ``ei``), ``lambda``
+    (confidence-bound weight, default 1; each proposal draws its own lambda from an
+    exponential distribution with this mean, mlrMBO's qLCB), ``candidates`` (points the
+    infill criterion is optimized over per proposal round, default 2000), ``ntree`` (trees
+    in the forest, default 200), ``transform`` (of the losses before fitting: ``log``, the
+    default, ``rank`` or ``none``; fallback only) and ``implementation``
     (``auto`` | ``mlrMBO`` | ``fallback``).
     """
 
@@ -54,13 +57,16 @@ class MBO(ROptimizer):
     entry = "emews_mbo"
 
     def __init__(self, seed: int | None = None, n_initial: int | None = None, infill: str = "cb",
-                 candidates: int = 2000, ntree: int = 200, implementation: str = "auto",
+                 candidates: int = 2000, ntree: int = 200, transform: str = "log",
+                 implementation: str = "auto",
                  **extra: Any) -> None:
         lam = extra.pop("lambda", extra.pop("lambda_", 1.0))
         if extra:
             raise ValueError(f"mbo: unknown option {sorted(extra)[0]!r} (allowed: {', '.join(OPTIONS)})")
         if infill not in ("cb", "ei"):
             raise ValueError(f"mbo: infill must be 'cb' or 'ei', not {infill!r}")
+        if transform not in ("log", "rank", "none"):
+            raise ValueError(f"mbo: transform must be log, rank or none, not {transform!r}")
         if implementation not in ("auto", "mlrMBO", "fallback"):
             raise ValueError(f"mbo: implementation must be auto, mlrMBO or fallback, not {implementation!r}")
         if n_initial is not None and (not isinstance(n_initial, int) or isinstance(n_initial, bool)
@@ -72,7 +78,8 @@ class MBO(ROptimizer):
         if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam) or lam < 0:
             raise ValueError(f"mbo: lambda must be a non-negative number, not {lam!r}")
         options = {"seed": seed, "n_initial": n_initial, "infill": infill, "lambda": float(lam),
-                   "candidates": candidates, "ntree": ntree, "implementation": implementation}
+                   "candidates": candidates, "ntree": ntree, "transform": transform,
+                   "implementation": implementation}
         super().__init__(options={k: v for k, v in options.items() if v is not None})
         self.implementation: str | None = None
 

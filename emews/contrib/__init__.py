@@ -1,0 +1,1 @@
+"""Small adapters that plug third-party optimizers into emews."""
