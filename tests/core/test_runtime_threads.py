@@ -1,0 +1,207 @@
+"""The runtime on its thread backend (no MPI): evaluator contract, optimizer loop, scheduling parts."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FAULTY, REPO
+from emews import AskTellOptimizer, BudgetExhausted, Optimizer
+from emews.runtime.backoff import Backoff
+from emews.runtime.job import OptimizerFailed, RunSpec, run_in_threads
+from emews.runtime.objective import ObjectiveRef
+from emews.runtime.slots import WorkerSlots
+from emews.runtime.store import ResultsStore
+from emews.space import Categorical, Float, Space
+
+SPACE = Space({"x": Float(-2.0, 2.0), "mode": Categorical(("ok", "raise"))})
+SLOW = ObjectiveRef(str(REPO / "tests" / "objectives" / "slow.py"))
+
+
+def spec(optimizer: Optimizer, budget: int = 20, objective: ObjectiveRef = ObjectiveRef(str(FAULTY)),
+         **kw) -> RunSpec:
+    return RunSpec(SPACE, lambda: optimizer, objective, budget=budget, isolation=kw.pop("isolation", "inline"),
+                   progress_interval=3600, **kw)
+
+
+class Scripted(Optimizer):
+    """Runs a function against the evaluator and keeps what it returns."""
+
+    def __init__(self, script) -> None:
+        self.script = script
+        self.value = None
+
+    def run(self, evaluator) -> None:
+        self.value = self.script(evaluator)
+
+
+def test_map_returns_results_in_order_with_failures_included() -> None:
+    points = [{"x": float(i) / 4, "mode": "raise" if i % 3 == 0 else "ok"} for i in range(-4, 5)]
+    opt = Scripted(lambda ev: ev.map(points))
+    summary = run_in_threads(spec(opt), workers=3)
+    assert summary.error is None
+    results = opt.value
+    assert [r.params for r in results] == points
+    for r in results:
+        if r.params["mode"] == "ok":
+            assert r.ok and r.objective == pytest.approx(r.params["x"] ** 2) and r.loss == r.objective
+        else:
+            assert r.status.value == "failed" and math.isinf(r.loss) and "RuntimeError" in r.error
+
+
+def test_get_waits_for_n_and_returns_everything_ready() -> None:
+    def script(ev):
+        ev.put([{"x": 0.1, "mode": "ok"}] * 6)
+        first = ev.get(4)
+        rest = ev.get(10)  # clamped to what is pending
+        return len(first), len(first) + len(rest), ev.get(1), ev.pending
+
+    opt = Scripted(script)
+    run_in_threads(spec(opt), workers=3)
+    n_first, n_total, empty, pending = opt.value
+    assert n_first >= 4 and n_total == 6 and empty == [] and pending == 0
+
+
+def test_get_timeout_returns_early_with_what_arrived() -> None:
+    def script(ev):
+        ev.put([{"x": 0.1, "mode": "ok"}])
+        t0 = time.monotonic()
+        got = ev.get(1, timeout=0.001)
+        waited = time.monotonic() - t0
+        later = ev.get(1)
+        return got, waited, later
+
+    opt = Scripted(script)
+    run_in_threads(spec(opt, objective=SLOW), workers=1)
+    got, waited, later = opt.value
+    assert got == [] and waited < 0.5 and len(later) == 1
+
+
+def test_budget_is_enforced_by_the_evaluator() -> None:
+    def script(ev):
+        ev.put([{"x": 0.0, "mode": "ok"}] * 3)
+        with pytest.raises(BudgetExhausted):
+            ev.put([{"x": 0.0, "mode": "ok"}] * 3)
+        assert ev.remaining == 2
+        ev.map([{"x": 0.0, "mode": "ok"}] * 2)
+        ev.map([{"x": 0.0, "mode": "ok"}])  # raises BudgetExhausted: ends the run normally
+
+    summary = run_in_threads(spec(Scripted(script), budget=5), workers=2)
+    assert summary.error is None and summary.completed == 5
+
+
+def test_invalid_points_are_refused_with_the_key() -> None:
+    opt = Scripted(lambda ev: ev.put([{"x": 9.0, "mode": "ok"}]))
+    summary = run_in_threads(spec(opt), workers=1)
+    assert isinstance(summary.error, OptimizerFailed)
+    assert "x" in str(summary.error.error) and "invalid point" in str(summary.error.error)
+
+
+class Recording(AskTellOptimizer):
+    def __init__(self, in_flight=None) -> None:
+        self.in_flight = in_flight
+        self.max_pending = 0
+        self.seen = 0
+        self.n = 0
+
+    def suggest(self, n):
+        self.n += n
+        return [{"x": 0.5, "mode": "ok"} for _ in range(n)]
+
+    def ingest(self, results):
+        self.seen += len(results)
+
+    def run(self, evaluator):
+        original = evaluator.put
+
+        def put(points):
+            ids = original(points)
+            self.max_pending = max(self.max_pending, evaluator.pending)
+            return ids
+
+        evaluator.put = put
+        super().run(evaluator)
+
+
+def test_ask_tell_loop_keeps_in_flight_and_uses_the_whole_budget() -> None:
+    opt = Recording()
+    summary = run_in_threads(spec(opt, budget=30, objective=SLOW), workers=3)
+    assert summary.completed == 30 and opt.seen == 30 and opt.n == 30
+    assert opt.max_pending == 3  # one per worker by default
+
+    opt = Recording(in_flight=5)
+    run_in_threads(spec(opt, budget=30, objective=SLOW), workers=3)
+    assert opt.max_pending == 5
+
+
+def test_maximize_flips_the_sign_of_the_loss(tmp_path: Path) -> None:
+    opt = Scripted(lambda ev: ev.map([{"x": 1.5, "mode": "ok"}, {"x": 0.5, "mode": "ok"}]))
+    s = spec(opt, direction="maximize", exp_dir=tmp_path)
+    summary = run_in_threads(s, workers=2)
+    assert [r.loss for r in opt.value] == [-2.25, -0.25]
+    assert summary.best.objective == 2.25
+    stored = list(ResultsStore(tmp_path / "results.db"))
+    assert [r.objective for r in stored] == [2.25, 0.25]
+
+
+def test_process_isolation_in_threads_restarts_after_a_crash(tmp_path: Path) -> None:
+    space = Space({"mode": Categorical(("kill", "ok")), "x": Float(0.0, 4.0)})
+    points = [{"mode": m, "x": 2.0} for m in ("kill", "ok", "kill", "ok")]
+    opt = Scripted(lambda ev: ev.map(points))
+    s = RunSpec(space, lambda: opt, ObjectiveRef(str(FAULTY)), budget=4, isolation="process",
+                exp_dir=tmp_path, progress_interval=3600)
+    run_in_threads(s, workers=1)
+    assert [r.status.value for r in opt.value] == ["crashed", "ok", "crashed", "ok"]
+
+
+def test_run_leaves_no_threads_behind() -> None:
+    before = set(threading.enumerate())
+    run_in_threads(spec(Recording(), budget=10), workers=3)
+    time.sleep(0.1)
+    assert set(threading.enumerate()) <= before
+
+
+def test_worker_slots_prefetch_only_while_tasks_are_short() -> None:
+    slots = WorkerSlots([1, 2, 3], prefetch=2, short_task=0.01)
+    assert [slots.take() for _ in range(3)] == [1, 2, 3] and not slots
+    for rank in (1, 2, 3):
+        slots.release(rank, 0.001)  # short tasks: everyone gets a second slot
+    assert slots.depth == 2
+    taken = []
+    while slots:
+        taken.append(slots.take())
+    assert sorted(taken) == [1, 1, 2, 2, 3, 3]
+    for rank in taken:
+        slots.release(rank, 1.0)  # long tasks: extra slots are withdrawn again
+    assert slots.depth == 1
+    free = []
+    while slots:
+        free.append(slots.take())
+    assert sorted(free) == [1, 2, 3]
+
+
+def test_worker_slots_hand_work_to_the_last_worker_that_reported() -> None:
+    slots = WorkerSlots([1, 2, 3], prefetch=1)
+    for _ in range(3):
+        slots.take()
+    slots.release(2, None)
+    slots.release(3, None)
+    assert slots.take() == 3
+
+
+def test_backoff_spins_then_sleeps_with_growing_delays() -> None:
+    delays: list[float] = []
+    backoff = Backoff(spin=0.0, min_delay=1e-4, max_delay=8e-4, sleep=delays.append)
+    for _ in range(6):
+        backoff.idle()
+    assert delays == [1e-4, 2e-4, 4e-4, 8e-4, 8e-4, 8e-4]
+    backoff.reset()
+    backoff.idle()
+    assert delays[-1] == 1e-4
+    spinning = Backoff(spin=10.0, sleep=delays.append)
+    spinning.idle()
+    assert len(delays) == 7  # still inside the spin window: no sleep
