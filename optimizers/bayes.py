@@ -12,8 +12,10 @@ How it keeps workers busy:
   hands it every result that arrived and the number of proposals it could submit now; the
   thread fits **once** on all new results and proposes that many points, with constant-liar
   lies (``cl_min``) for every point still out. Workers are never starved by a refit:
-  ``lookahead`` extra points per run stay queued behind the running ones (default: one per
-  worker), and ``max_idle`` can fill idle workers with random points if the model is too slow.
+  ``lookahead`` extra points (default: one per worker) stay queued behind the running ones;
+  when results arrive faster than the model refits, each fit also proposes the points that
+  will be needed during the next fit (``speculate``); ``max_idle`` can fill idle workers with
+  random points if the model is still too slow.
 * The cost per fit is bounded: GP hyperparameters are re-optimized only when the history grew
   by ``hyperfit_growth`` (warm-started); otherwise the kernel is kept and the GP refit is one
   Cholesky factorization. The GP trains on at most ``max_gp_points`` observations (the best
@@ -63,7 +65,7 @@ class BayesianOptimizer(AskTellOptimizer):
     acq_func                 EI | PI | LCB (EI); ``xi`` (0.01) and ``kappa`` (1.96) tune them
     n_candidates             random candidates per acquisition maximization (2000), plus
                              perturbations of the five best points
-    max_gp_points            most observations a GP is trained on (300)
+    max_gp_points            most observations a GP is trained on (200)
     hyperfit_growth          re-optimize GP hyperparameters when the history grew by this
                              fraction (0.1)
     switch_after             use ``fallback_estimator`` (ET) above this many observations (None)
@@ -72,15 +74,17 @@ class BayesianOptimizer(AskTellOptimizer):
                              0 with one worker)
     max_idle                 seconds a worker may wait on the model before it gets a random
                              point (None: never)
+    speculate                when results arrive faster than the model refits, propose as many
+                             extra points per fit as will be needed during the next fit (True)
     """
 
     def __init__(self, seed: int | None = None, n_initial_points: int = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
                  acq_func: str = "EI", xi: float = 0.01, kappa: float = 1.96,
-                 n_candidates: int = 2000, max_gp_points: int = 300, hyperfit_growth: float = 0.1,
+                 n_candidates: int = 2000, max_gp_points: int = 200, hyperfit_growth: float = 0.1,
                  switch_after: int | None = None, fallback_estimator: str = "ET",
                  failure_penalty: str | float = "worst", lookahead: int | None = None,
-                 max_idle: float | None = None) -> None:
+                 max_idle: float | None = None, speculate: bool = True) -> None:
         if not isinstance(n_initial_points, int) or n_initial_points < 1:
             raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
         if not isinstance(max_gp_points, int) or max_gp_points < 10:
@@ -103,6 +107,7 @@ class BayesianOptimizer(AskTellOptimizer):
         self.seed = seed
         self.lookahead = lookahead
         self.max_idle = max_idle
+        self.speculate = bool(speculate)
         self.options = dict(
             n_initial_points=n_initial_points,
             initial_point_generator=_choice("initial_point_generator", initial_point_generator,
@@ -162,7 +167,8 @@ class BayesianOptimizer(AskTellOptimizer):
         self.start(evaluator.space, evaluator.workers)
         target = self.in_flight
         filler_rng = random.Random(f"{self.seed}-fill")
-        proposer = Proposer(self.engine).start()
+        ahead = target - 1 if self.speculate else 0   # one worker: none, so seeded runs repeat
+        proposer = Proposer(self.engine, max_ahead=ahead).start()
         waiting_since: float | None = None
         poll = 0.002
         try:

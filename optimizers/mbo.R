@@ -343,7 +343,8 @@ emews_mbo <- function(evaluator, space, options) {
     yi <- .mbo_impute(y)
     if (is.null(yi) || length(y) < 3L) return(.mbo_design(ctx, n))
     nc <- max(opts$candidates, 2L * n)
-    top <- X[order(yi)[seq_len(min(5L, nrow(X)))], , drop = FALSE]
+    # local candidates: half around the best point, half around the five best
+    top <- X[order(yi)[c(rep(1L, min(5L, nrow(X))), seq_len(min(5L, nrow(X))))], , drop = FALSE]
     C <- rbind(.mbo_normalize(ctx, .mbo_random(ctx, nc - nc %/% 2L, bounds)),
                .mbo_normalize(ctx, .mbo_local(ctx, top, nc %/% 2L, bounds)))
     pr <- .mbo_fit_predict(ctx, X, .mbo_transform(yi, opts$transform), C)

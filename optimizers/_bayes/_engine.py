@@ -44,7 +44,7 @@ class Engine:
     def __init__(self, space: SpaceMap, *, seed: int | None, n_initial_points: int = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
                  fallback_estimator: str = "ET", switch_after: int | None = None,
-                 max_gp_points: int = 300, hyperfit_growth: float = 0.1, acq_func: str = "EI",
+                 max_gp_points: int = 200, hyperfit_growth: float = 0.1, acq_func: str = "EI",
                  xi: float = 0.01, kappa: float = 1.96, n_candidates: int = 2000,
                  failure_penalty: str | float = "worst") -> None:
         self.map = space
@@ -150,8 +150,11 @@ class Engine:
         spread = Pt                                      # trees: keep new picks apart from these
         chosen: list[np.ndarray] = []
         radius = 0.05 * math.sqrt(X.shape[1])
+        base = None
         for j in range(n):
-            score = self._acquisition(model, cands, y_opt)
+            if name == "GP" or base is None or len(base) != len(cands):  # trees: the model stays put
+                base = self._acquisition(model, cands, y_opt)
+            score = base
             if j == 0 and len(cands) > 256 and n > 1:
                 keep = np.argsort(-score)[:max(256, 16 * n)]
                 cands, score = cands[keep], score[keep]
@@ -165,6 +168,7 @@ class Engine:
             taken = np.vstack([taken, x[None, :]])
             spread = np.vstack([spread, x[None, :]]) if len(spread) else x[None, :]
             cands = np.delete(cands, best, axis=0)
+            base = np.delete(score, best)
             if len(cands) == 0:
                 cands = self._candidates(X, y)
             if name == "GP" and j < n - 1:

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from typing import Any, Sequence
 
 from ._engine import Engine
 
 
 class Proposer:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, max_ahead: int = 0) -> None:
+        """``max_ahead``: most proposals made beyond the demand (see :meth:`_ahead`)."""
         self.engine = engine
+        self.max_ahead = max_ahead
+        self._arrivals: deque[float] = deque(maxlen=64)   # when results came in
+        self._cycle = 0.0                                  # seconds the last fit + propose took
         self._cond = threading.Condition()
         self._new_x: list[list[Any]] = []
         self._new_y: list[float] = []
@@ -54,6 +59,8 @@ class Proposer:
 
     def tell(self, ids: Sequence[int], xs: Sequence[list[Any] | None], ys: Sequence[float]) -> None:
         with self._cond:
+            now = time.monotonic()
+            self._arrivals.extend(now for _ in ids)
             for i, x, y in zip(ids, xs, ys):
                 self._pending.pop(i, None)
                 if x is not None:
@@ -88,6 +95,18 @@ class Proposer:
             raise RuntimeError(f"the bayes model thread failed: {self.error!r}") from self.error
 
     # -- model thread ---------------------------------------------------------------------------
+    def _ahead(self) -> int:
+        """Points the main thread will want while the next fit runs (results/s x cycle time).
+
+        Zero when the objective is slow next to the model (each fit then sees every result);
+        up to ``max_ahead`` when results arrive faster than the model refits. Called locked.
+        """
+        if self.max_ahead <= 0 or len(self._arrivals) < 2:
+            return 0
+        span = self._arrivals[-1] - self._arrivals[0]
+        rate = (len(self._arrivals) - 1) / span if span > 0 else float("inf")
+        return int(min(rate * self._cycle, self.max_ahead))
+
     def _loop(self) -> None:
         try:
             while True:
@@ -98,13 +117,14 @@ class Proposer:
                         return
                     new_x, new_y = self._new_x, self._new_y
                     self._new_x, self._new_y = [], []
-                    n = self._demand - len(self._buffer)
+                    n = self._demand - len(self._buffer) + self._ahead()
                     pending = list(self._pending.values()) + list(self._buffer)
                     self._busy = True
                 t0 = time.perf_counter()
                 self.engine.tell(new_x, new_y)
                 xs = self.engine.propose(n, pending)
-                self.busy_time += time.perf_counter() - t0
+                self._cycle = time.perf_counter() - t0
+                self.busy_time += self._cycle
                 with self._cond:
                     self._buffer.extend(xs)
                     self._busy = False

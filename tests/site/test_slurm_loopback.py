@@ -109,16 +109,19 @@ def _runtime_missing() -> bool:
 @pytest.mark.skipif(_runtime_missing(), reason="emews runtime/CLI (emews.cli, emews.__main__) "
                     "not in the tree yet")
 def test_emews_launch_random_on_slurm(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
-    repo = Path(__file__).resolve().parents[2]
+    exp = tmp_path / "exp"
     proc = subprocess.run([sys.executable, "-m", "emews", "launch", "random",
-                           "--site", str(LOOPBACK_SITE)], cwd=repo, capture_output=True,
-                          text=True, timeout=120)
+                           "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    records = sorted(repo.glob("experiments/**/" + JOB_RECORD), key=lambda p: p.stat().st_mtime)
-    assert records, f"no {JOB_RECORD} written: {proc.stdout}{proc.stderr}"
-    exp = records[-1].parent
+    record = json.loads((exp / JOB_RECORD).read_text())
+    assert record["job_id"] and record["job_id"] in proc.stdout
+    assert (exp / "job.sh").is_file()
     assert wait_for(lambda: job_status(exp), "done", 300) == "done"
     with sqlite3.connect(exp / "results.db") as db:
-        rows = db.execute("SELECT status, objective FROM results").fetchall()
-    assert rows, "the job wrote no results"
-    assert any(status in ("ok", "done", "success", "completed") for status, _ in rows), rows
+        rows = db.execute("SELECT status, rank FROM results").fetchall()
+    assert len(rows) == 200 and {status for status, _ in rows} == {"ok"}
+    assert {rank for _, rank in rows} == {1, 2, 3}
+    status = subprocess.run([sys.executable, "-m", "emews", "status", str(exp)], capture_output=True,
+                            text=True, timeout=60)
+    assert status.returncode == 0 and "job: done" in status.stdout and "200/200" in status.stdout
