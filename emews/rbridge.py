@@ -585,9 +585,9 @@ class ROptimizer(Optimizer):
             outcome = env[".emews_run"](fn, r_evaluator, space_to_r(space), py_to_r(self.options), on_warning)
             result = r_to_py(outcome)
         finally:
+            # the closures stay referenced from self._keep: R code that kept the evaluator
+            # (in a global, say) must never call into a freed Python callback
             del r_evaluator, on_warning
-            ri.baseenv["gc"]()
-            self._keep.clear()
         if result.get("ok"):
             self.value = result.get("value")
             return
@@ -654,7 +654,7 @@ class ROptimizer(Optimizer):
             "direction": lambda: _r_vector("character", [evaluator.direction]),
         }
         closures = {name: ri.rternalize(self._guard(fn)) for name, fn in fns.items()}
-        self._keep.extend(closures.values())  # rpy2 needs the closures alive while R can call them
+        self._keep.extend(closures.values())  # rpy2 needs them alive for as long as R may call them
         return _named_list(closures)
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:

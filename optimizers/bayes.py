@@ -13,7 +13,7 @@ How it keeps workers busy:
   thread fits **once** on all new results and proposes that many points, with constant-liar
   lies (``cl_min``) for every point still out. Workers are never starved by a refit:
   ``lookahead`` extra points (default: one per worker) stay queued behind the running ones;
-  when results arrive faster than the model refits, each fit also proposes the points that
+  when results arrive faster than a slow model refits, each fit also proposes the points that
   will be needed during the next fit (``speculate``); ``max_idle`` can fill idle workers with
   random points if the model is still too slow.
 * The cost per fit is bounded: GP hyperparameters are re-optimized only when the history grew
@@ -74,8 +74,10 @@ class BayesianOptimizer(AskTellOptimizer):
                              0 with one worker)
     max_idle                 seconds a worker may wait on the model before it gets a random
                              point (None: never)
-    speculate                when results arrive faster than the model refits, propose as many
-                             extra points per fit as will be needed during the next fit (True)
+    speculate                when results arrive faster than the model refits and a refit took
+                             at least this many seconds, propose the points that will be needed
+                             during the next refit along with those asked for (0.25; true: 0,
+                             false: never). Quick refits are waited for: better-informed points.
     """
 
     def __init__(self, seed: int | None = None, n_initial_points: int = 10,
@@ -84,7 +86,7 @@ class BayesianOptimizer(AskTellOptimizer):
                  n_candidates: int = 2000, max_gp_points: int = 200, hyperfit_growth: float = 0.1,
                  switch_after: int | None = None, fallback_estimator: str = "ET",
                  failure_penalty: str | float = "worst", lookahead: int | None = None,
-                 max_idle: float | None = None, speculate: bool = True) -> None:
+                 max_idle: float | None = None, speculate: bool | float = 0.25) -> None:
         if not isinstance(n_initial_points, int) or n_initial_points < 1:
             raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
         if not isinstance(max_gp_points, int) or max_gp_points < 10:
@@ -107,7 +109,11 @@ class BayesianOptimizer(AskTellOptimizer):
         self.seed = seed
         self.lookahead = lookahead
         self.max_idle = max_idle
-        self.speculate = bool(speculate)
+        if isinstance(speculate, bool):
+            speculate = 0.0 if speculate else math.inf
+        if not isinstance(speculate, (int, float)) or speculate < 0:
+            raise ValueError(f"speculate: must be true, false or a number of seconds >= 0, got {speculate!r}")
+        self.speculate = float(speculate)
         self.options = dict(
             n_initial_points=n_initial_points,
             initial_point_generator=_choice("initial_point_generator", initial_point_generator,
@@ -167,8 +173,8 @@ class BayesianOptimizer(AskTellOptimizer):
         self.start(evaluator.space, evaluator.workers)
         target = self.in_flight
         filler_rng = random.Random(f"{self.seed}-fill")
-        ahead = target - 1 if self.speculate else 0   # one worker: none, so seeded runs repeat
-        proposer = Proposer(self.engine, max_ahead=ahead).start()
+        ahead = target - 1 if math.isfinite(self.speculate) else 0  # one worker: none, runs repeat
+        proposer = Proposer(self.engine, max_ahead=ahead, min_cycle=self.speculate).start()
         waiting_since: float | None = None
         poll = 0.002
         try:

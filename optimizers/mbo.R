@@ -339,7 +339,7 @@ emews_mbo <- function(evaluator, space, options) {
     X <<- rbind(X, do.call(rbind, got))
     y <<- c(y, res$loss)
   }
-  propose <- function(n) {
+  propose_points <- function(n) {
     yi <- .mbo_impute(y)
     if (is.null(yi) || length(y) < 3L) return(.mbo_design(ctx, n))
     nc <- max(opts$candidates, 2L * n)
@@ -366,7 +366,7 @@ emews_mbo <- function(evaluator, space, options) {
     }
     want <- min(workers - ev$pending(), ev$remaining())
     if (want > 0L) {
-      submit(propose(want))
+      submit(propose_points(want))
       refits <- refits + 1L
     }
   }

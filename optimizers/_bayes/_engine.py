@@ -150,16 +150,15 @@ class Engine:
         spread = Pt                                      # trees: keep new picks apart from these
         chosen: list[np.ndarray] = []
         radius = 0.05 * math.sqrt(X.shape[1])
-        base = None
+        raw = None
         for j in range(n):
-            if name == "GP" or base is None or len(base) != len(cands):  # trees: the model stays put
-                base = self._acquisition(model, cands, y_opt)
-            score = base
+            if name == "GP" or raw is None:  # trees: the model does not change within a batch
+                raw = self._acquisition(model, cands, y_opt)
             if j == 0 and len(cands) > 256 and n > 1:
-                keep = np.argsort(-score)[:max(256, 16 * n)]
-                cands, score = cands[keep], score[keep]
+                keep = np.argsort(-raw)[:max(256, 16 * n)]
+                cands, raw = cands[keep], raw[keep]
             # never re-propose a point already observed, pending or picked (when avoidable)
-            score = np.where(_min_dist(cands, taken) < 1e-9, -np.inf, score)
+            score = np.where(_min_dist(cands, taken) < 1e-9, -np.inf, raw)
             if name != "GP" and len(spread):
                 score = np.where(_min_dist(cands, spread) < radius, score - 1e12, score)
             best = int(np.argmax(score))
@@ -167,10 +166,9 @@ class Engine:
             chosen.append(x)
             taken = np.vstack([taken, x[None, :]])
             spread = np.vstack([spread, x[None, :]]) if len(spread) else x[None, :]
-            cands = np.delete(cands, best, axis=0)
-            base = np.delete(score, best)
+            cands, raw = np.delete(cands, best, axis=0), np.delete(raw, best)
             if len(cands) == 0:
-                cands = self._candidates(X, y)
+                cands, raw = self._candidates(X, y), None
             if name == "GP" and j < n - 1:
                 lies = np.vstack([lies, x[None, :]]) if len(lies) else x[None, :]
                 model = self._fixed_gp(model, np.vstack([X, lies]),

@@ -16,10 +16,12 @@ from ._engine import Engine
 
 
 class Proposer:
-    def __init__(self, engine: Engine, *, max_ahead: int = 0) -> None:
-        """``max_ahead``: most proposals made beyond the demand (see :meth:`_ahead`)."""
+    def __init__(self, engine: Engine, *, max_ahead: int = 0, min_cycle: float = 0.0) -> None:
+        """``max_ahead``: most proposals made beyond the demand, and only after a fit that took
+        ``min_cycle`` seconds or more (see :meth:`_ahead`)."""
         self.engine = engine
         self.max_ahead = max_ahead
+        self.min_cycle = min_cycle
         self._arrivals: deque[float] = deque(maxlen=64)   # when results came in
         self._cycle = 0.0                                  # seconds the last fit + propose took
         self._cond = threading.Condition()
@@ -98,10 +100,11 @@ class Proposer:
     def _ahead(self) -> int:
         """Points the main thread will want while the next fit runs (results/s x cycle time).
 
-        Zero when the objective is slow next to the model (each fit then sees every result);
-        up to ``max_ahead`` when results arrive faster than the model refits. Called locked.
+        Zero when the objective is slow next to the model (each fit then sees every result) or
+        the fits are quick (``min_cycle``: a short wait is worth a better-informed model); up
+        to ``max_ahead`` when results arrive faster than the model refits. Called locked.
         """
-        if self.max_ahead <= 0 or len(self._arrivals) < 2:
+        if self.max_ahead <= 0 or len(self._arrivals) < 2 or self._cycle < self.min_cycle:
             return 0
         span = self._arrivals[-1] - self._arrivals[0]
         rate = (len(self._arrivals) - 1) / span if span > 0 else float("inf")

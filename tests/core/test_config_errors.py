@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FAULTY, write_workflow
+from testutil import FAULTY, write_workflow
 from emews.cli import main
 
 ISSUE_WORKFLOW = """\

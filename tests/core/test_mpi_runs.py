@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, write_workflow
+from testutil import REPO, write_workflow
 
 
 def rows(exp: Path) -> list[dict]:

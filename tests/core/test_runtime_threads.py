@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAULTY, REPO
+from testutil import FAULTY, REPO
 from emews import AskTellOptimizer, BudgetExhausted, Optimizer
 from emews.runtime.backoff import Backoff
 from emews.runtime.job import OptimizerFailed, RunSpec, run_in_threads

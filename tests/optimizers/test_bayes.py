@@ -21,7 +21,7 @@ from emews.results import Result, Status
 from emews.runtime.job import RunSpec, run_in_threads
 from emews.runtime.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space
-from emews.testing import OptimizerConformance, mixed_space
+from emews.testing import OptimizerConformance
 
 HERE = __file__
 

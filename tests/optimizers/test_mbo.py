@@ -166,6 +166,40 @@ def test_all_failures_still_use_the_budget(tmp_path):
     assert opt.value["failed"] == 7 and opt.value["best"] is None
 
 
+def test_variants_and_edge_spaces(tmp_path):
+    from emews.space import Int, Ordered
+    space = Space({"k": Int(1, 6), "lr": Float(1e-4, 1.0, log=True), "b": Ordered((8, 16, 32)),
+                   "flag": Categorical((True, False))})
+    quad = write_objective(tmp_path, "quad", 'return (params["k"] - 4) ** 2 + abs(math.log10(params["lr"]) + 2)'
+                                              ' + params["b"] / 32 + params["flag"]')
+    for options in ({"infill": "ei"}, {"transform": "rank", "lambda": 3.0}, {"transform": "none"}):
+        summary, opt = run(lambda: MBO(seed=4, n_initial=5, candidates=200, **options), space, quad,
+                           budget=12, workers=2)
+        assert summary.completed == 12 and opt.value["evaluations"] == 12, options
+    # a space of constants only: its single point is evaluated once
+    summary, opt = run(lambda: MBO(seed=1), Space({"c": Constant(3)}), ACKLEY, budget=5, workers=2)
+    assert summary.completed == 1 and opt.value["evaluations"] == 1
+
+
+def test_asking_for_mlrmbo_where_it_is_missing(tmp_path):
+    if expected_implementation() == MLRMBO:
+        summary, opt = run(lambda: MBO(seed=1, implementation="mlrMBO"), ackley_space(), ACKLEY,
+                           budget=10, workers=2)
+        assert opt.implementation == MLRMBO and summary.completed == 10
+        return
+    from emews.rbridge import RError
+    box = {}
+    spec = RunSpec(space=ackley_space(), make_optimizer=lambda: box.setdefault("o", MBO(implementation="mlrMBO")),
+                   objective=ACKLEY, budget=5, isolation="inline", progress_interval=3600.0)
+    summary = run_in_threads(spec, workers=1)
+    assert isinstance(summary.error.error, RError)
+    assert "mlrMBO is not installed" in summary.error.error.r_message
+    # and the fallback can be asked for by name
+    _, opt = run(lambda: MBO(seed=1, n_initial=3, implementation="fallback"), ackley_space(), ACKLEY,
+                 budget=4, workers=1)
+    assert opt.implementation == FALLBACK
+
+
 def test_beats_random_search_on_branin(tmp_path):
     branin = write_objective(tmp_path, "branin", BRANIN)
     space = Space({"x1": Float(-5.0, 10.0), "x2": Float(0.0, 15.0)})
@@ -173,7 +207,7 @@ def test_beats_random_search_on_branin(tmp_path):
     mbo, rnd = [], []
     for seed in seeds:
         # one worker: the comparison is deterministic under the seeds
-        s, _ = run(lambda: MBO(seed=seed, n_initial=8, candidates=1000), space, branin,
+        s, _ = run(lambda: MBO(seed=seed, n_initial=8), space, branin,
                    budget=budget, workers=1, seed=seed)
         mbo.append(s.best.loss)
         s, _ = run(lambda: RandomSearch(seed=seed), space, branin, budget=budget, workers=1, seed=seed)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from emews.evaluator import BudgetExhausted
 from emews.runtime.job import OptimizerFailed, RunSpec, run_in_threads
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space
 
