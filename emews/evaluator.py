@@ -49,6 +49,12 @@ class Evaluator:
         return self._submitted - self._handed_out
 
     @property
+    def capacity(self) -> int:
+        """Tasks the workers can hold right now: ``workers`` for long tasks, more when
+        tasks are short and each worker gets its next ones ahead (prefetch)."""
+        return max(self._queues.capacity, self.workers)
+
+    @property
     def submitted(self) -> int:
         return self._submitted
 

@@ -29,7 +29,7 @@ class AskTellOptimizer(Optimizer):
     """An optimizer written as ``suggest``/``ingest``, driven asynchronously.
 
     The loop keeps ``in_flight`` evaluations outstanding (default: one per
-    worker), hands every batch of results that has arrived to ``ingest`` and
+    worker; override :meth:`target_in_flight` to adapt), hands every batch of results that has arrived to ``ingest`` and
     asks for just enough new points to refill. ``suggest`` may return fewer
     points than asked (an exhausted grid); returning none with nothing pending
     ends the run.
@@ -37,6 +37,10 @@ class AskTellOptimizer(Optimizer):
 
     #: evaluations to keep outstanding; ``None`` means one per worker
     in_flight: int | None = None
+
+    def target_in_flight(self, evaluator: "Evaluator") -> int:
+        """How many evaluations to keep outstanding now."""
+        return self.in_flight or evaluator.workers
 
     def start(self, space: "Space", workers: int) -> None:
         """Called once before the first ``suggest``; store what you need."""
@@ -52,9 +56,8 @@ class AskTellOptimizer(Optimizer):
 
     def run(self, evaluator: "Evaluator") -> None:
         self.start(evaluator.space, evaluator.workers)
-        target = self.in_flight or evaluator.workers
         while True:
-            want = min(target - evaluator.pending, evaluator.remaining)
+            want = min(self.target_in_flight(evaluator) - evaluator.pending, evaluator.remaining)
             if want > 0:
                 points = list(self.suggest(want))[:want]
                 if points:

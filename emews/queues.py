@@ -28,6 +28,8 @@ class QueuePair:
         self._results: deque[Result] = deque()
         self._arrived = threading.Condition(threading.Lock())
         self._failure: BaseException | None = None
+        #: tasks the workers can hold at present (written by the distributor)
+        self.capacity = 0
 
     # optimizer side -------------------------------------------------------
     def submit(self, tasks: Iterable[Task]) -> None:

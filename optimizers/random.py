@@ -10,17 +10,17 @@ from emews.results import Result
 
 
 class RandomSearch(AskTellOptimizer):
-    """Samples the space at random, keeping ``backlog`` points per worker queued ahead."""
+    """Samples the space at random, keeping ``backlog`` times the workers' capacity queued ahead."""
 
-    def __init__(self, seed: int | None = None, backlog: int = 4) -> None:
+    def __init__(self, seed: int | None = None, backlog: int = 2) -> None:
         if backlog < 1:
             raise ValueError("backlog must be at least 1")
         self.rng = random.Random(seed)
         self.backlog = backlog
 
-    def start(self, space: Any, workers: int) -> None:
-        super().start(space, workers)
-        self.in_flight = workers * self.backlog
+    def target_in_flight(self, evaluator: Any) -> int:
+        """Keep ``backlog`` times what the workers can hold queued: points are cheap."""
+        return self.backlog * evaluator.capacity
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         return [self.space.sample(self.rng) for _ in range(n)]

@@ -28,8 +28,11 @@ class Sweep(AskTellOptimizer):
 
     def start(self, space: Space, workers: int) -> None:
         super().start(space, workers)
-        self.in_flight = workers * self.backlog
         self._points = read_points_file(Path(self.file), space) if self.file else grid_points(space, self.levels)
+
+    def target_in_flight(self, evaluator: Any) -> int:
+        """Keep ``backlog`` times what the workers can hold queued: points are cheap."""
+        return self.backlog * evaluator.capacity
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         return list(itertools.islice(self._points, n))

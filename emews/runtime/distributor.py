@@ -26,8 +26,12 @@ class Distributor:
     #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
     stop_grace = 60.0
     abort_grace = 5.0
-    #: tasks a worker may hold while tasks are short (see WorkerSlots)
-    prefetch = 2
+    #: most tasks a worker may hold while tasks are short (see WorkerSlots)
+    prefetch = 8
+    #: group commit: results are stored (then delivered) in batches of at most this many
+    #: rows or this many seconds, and at once when no other task is running
+    commit_rows = 256
+    commit_interval = 1e-3
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None) -> None:
@@ -87,28 +91,43 @@ class Distributor:
         wakeup = queues.new_tasks
         slots = WorkerSlots(self._workers, prefetch=self.prefetch)
         in_flight: dict[int, Task] = {}
+        received: list[Result] = []  # not yet stored nor delivered
+        first_received = 0.0
         backoff = Backoff(sleep=wakeup.wait)
+        clock = time.perf_counter
         while True:
             wakeup.clear()
-            batch: list[Result] = []
+            progressed = False
             while (msg := transport.poll()) is not None:
                 if msg.tag is Tag.OUTCOME:
                     outcome: Outcome = msg.payload
-                    batch.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
+                    if not received:
+                        first_received = clock()
+                    received.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
                     ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
                     slots.release(msg.source, ran)
+                    progressed = True
+            queues.capacity = slots.capacity
             while slots and tasks and not self._abort:
                 task = tasks.popleft()
-                rank = slots.take()
                 in_flight[task.id] = task
-                transport.send(task, rank, Tag.TASK)
-            if batch:
-                if self._store is not None:
-                    self._store.add(batch)
-                self._progress.record(batch, len(in_flight))
-                queues.deliver(batch)
+                transport.send(task, slots.take(), Tag.TASK)
+                progressed = True
+            if received and (not in_flight or len(received) >= self.commit_rows
+                             or clock() - first_received >= self.commit_interval):
+                self._commit(received, len(in_flight))
+                received = []
+                progressed = True
+            if progressed:
                 backoff.reset()
                 continue
             if self._closing and (self._abort or (not in_flight and not tasks)):
                 return
             backoff.idle()
+
+    def _commit(self, results: list[Result], busy: int) -> None:
+        """Store a batch durably, then hand it to the optimizer: what it sees is on disk."""
+        if self._store is not None:
+            self._store.add(results)
+        self._progress.record(results, busy)
+        self._queues.deliver(results)

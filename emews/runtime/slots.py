@@ -8,15 +8,16 @@ from typing import Sequence
 class WorkerSlots:
     """A LIFO stack of free task slots, one entry per task a worker may still be given.
 
-    Each worker starts with one slot (pure dynamic load balancing: a task never
-    waits behind another). While tasks are short (moving average of run time
-    below ``short_task`` seconds) every worker gets ``prefetch`` slots, so its
-    next task is already there when it finishes one; when tasks grow long the
-    extra slots are withdrawn again. LIFO hands work to the worker that
-    reported last, which is still polling rather than asleep.
+    Each worker starts with one slot: pure dynamic load balancing, a task
+    never waits behind another. When tasks are short (moving average of run
+    time well below ``short_task`` seconds) each worker may hold up to
+    ``prefetch`` tasks, so its next task is already there when it finishes
+    one; as tasks grow long the extra slots are withdrawn again. LIFO hands
+    work to the worker that reported last, which is still polling rather than
+    asleep.
     """
 
-    def __init__(self, ranks: Sequence[int], *, prefetch: int = 2, short_task: float = 0.005) -> None:
+    def __init__(self, ranks: Sequence[int], *, prefetch: int = 8, short_task: float = 0.005) -> None:
         self._ranks = list(ranks)
         self._free: list[int] = list(reversed(self._ranks))
         self._prefetch = max(1, prefetch)
@@ -30,7 +31,13 @@ class WorkerSlots:
 
     @property
     def depth(self) -> int:
+        """Tasks each worker may hold at present."""
         return self._depth
+
+    @property
+    def capacity(self) -> int:
+        """Tasks the workers may hold together at present."""
+        return self._depth * len(self._ranks)
 
     def take(self) -> int:
         return self._free.pop()
@@ -47,15 +54,14 @@ class WorkerSlots:
     def _observe(self, run_seconds: float) -> None:
         mean = run_seconds if self._mean_run is None else 0.9 * self._mean_run + 0.1 * run_seconds
         self._mean_run = mean
-        if mean < self._short_task and self._depth < self._prefetch:
-            self._depth = self._prefetch
-            for _ in range(self._prefetch - 1):
-                self._free.extend(self._ranks)
-        elif mean > 4 * self._short_task and self._depth > 1:
-            for _ in range(self._depth - 1):
-                for rank in self._ranks:
-                    self._withdraw(rank)
-            self._depth = 1
+        target = min(self._prefetch, max(1, int(self._short_task / max(mean, 1e-9))))
+        while self._depth < target:
+            self._free.extend(self._ranks)
+            self._depth += 1
+        while self._depth > target:
+            for rank in self._ranks:
+                self._withdraw(rank)
+            self._depth -= 1
 
     def _withdraw(self, rank: int) -> None:
         try:

@@ -167,10 +167,10 @@ def test_run_leaves_no_threads_behind() -> None:
 
 def test_worker_slots_prefetch_only_while_tasks_are_short() -> None:
     slots = WorkerSlots([1, 2, 3], prefetch=2, short_task=0.01)
-    assert [slots.take() for _ in range(3)] == [1, 2, 3] and not slots
+    assert [slots.take() for _ in range(3)] == [1, 2, 3] and not slots and slots.capacity == 3
     for rank in (1, 2, 3):
         slots.release(rank, 0.001)  # short tasks: everyone gets a second slot
-    assert slots.depth == 2
+    assert slots.depth == 2 and slots.capacity == 6
     taken = []
     while slots:
         taken.append(slots.take())
@@ -182,6 +182,16 @@ def test_worker_slots_prefetch_only_while_tasks_are_short() -> None:
     while slots:
         free.append(slots.take())
     assert sorted(free) == [1, 2, 3]
+
+
+def test_worker_slots_depth_follows_task_length() -> None:
+    slots = WorkerSlots([1, 2], prefetch=8, short_task=0.005)
+    slots.take()
+    slots.release(1, 1e-5)
+    assert slots.depth == 8
+    for _ in range(60):
+        slots.release(slots.take(), 0.002)  # 2 ms tasks: 5 ms / 2 ms -> 2 deep
+    assert slots.depth == 2
 
 
 def test_worker_slots_hand_work_to_the_last_worker_that_reported() -> None:
