@@ -26,9 +26,12 @@ class SpaceError(ValueError):
         self.detail = message
 
 
+_PLAIN = frozenset((bool, int, float, str, type(None)))
+
+
 def to_builtin(value: Any) -> Any:
     """Convert numpy scalars (``np.int64``, ``np.str_`` ...) to plain Python values."""
-    if type(value) in (bool, int, float, str, type(None)):
+    if type(value) in _PLAIN:
         return value
     item = getattr(value, "item", None)
     if callable(item):
@@ -244,18 +247,22 @@ class Space:
 
     def validate(self, point: Mapping[str, Any]) -> dict[str, Value]:
         """Return ``point`` as plain Python values, or raise ``SpaceError`` naming the bad key."""
-        missing = set(self.dimensions) - set(point)
-        extra = set(point) - set(self.dimensions)
-        if missing:
-            raise SpaceError(sorted(missing)[0], "missing from point")
-        if extra:
-            raise SpaceError(sorted(extra)[0], f"not a parameter of this space ({', '.join(self.names)})")
-        clean = {name: to_builtin(point[name]) for name in self.dimensions}
+        if point.keys() != self.dimensions.keys():
+            missing = set(self.dimensions) - set(point)
+            if missing:
+                raise SpaceError(sorted(missing)[0], "missing from point")
+            extra = sorted(set(point) - set(self.dimensions))
+            raise SpaceError(extra[0], f"not a parameter of this space ({', '.join(self.names)})")
+        clean = {}
         for name, dim in self.dimensions.items():
-            if isinstance(dim, Float) and isinstance(clean[name], int) and not isinstance(clean[name], bool):
-                clean[name] = float(clean[name])
-            if not dim.contains(clean[name]):
-                raise SpaceError(name, f"value {clean[name]!r} is outside {dim}")
+            value = point[name]
+            if type(value) not in _PLAIN:
+                value = to_builtin(value)
+            if type(value) is int and type(dim) is Float:
+                value = float(value)
+            if not dim.contains(value):
+                raise SpaceError(name, f"value {value!r} is outside {dim}")
+            clean[name] = value
         return clean
 
     def to_unit(self, point: Mapping[str, Any]) -> list[float]:

@@ -100,18 +100,21 @@ class Distributor:
             progressed = False
             while (msg := transport.poll()) is not None:
                 if msg.tag is Tag.OUTCOME:
-                    outcome: Outcome = msg.payload
                     if not received:
                         first_received = clock()
-                    received.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
-                    ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
-                    slots.release(msg.source, ran)
+                    outcome: Outcome
+                    for outcome in msg.payload:
+                        received.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
+                        ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
+                        slots.release(msg.source, ran)
                     progressed = True
             queues.capacity = slots.capacity
             while slots and tasks and not self._abort:
-                task = tasks.popleft()
-                in_flight[task.id] = task
-                transport.send(task, slots.take(), Tag.TASK)
+                rank, count = slots.take(len(tasks))
+                batch = [tasks.popleft() for _ in range(count)]
+                for task in batch:
+                    in_flight[task.id] = task
+                transport.send(batch, rank, Tag.TASK)
                 progressed = True
             if received and (not in_flight or len(received) >= self.commit_rows
                              or clock() - first_received >= self.commit_interval):

@@ -1,25 +1,25 @@
-"""Which workers can take a task now, with prefetch that adapts to task length."""
+"""Which workers can take tasks now, with prefetch that adapts to task length."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Sequence
 
 
 class WorkerSlots:
-    """A LIFO stack of free task slots, one entry per task a worker may still be given.
+    """Free task slots per worker, most recently active worker first.
 
     Each worker starts with one slot: pure dynamic load balancing, a task
     never waits behind another. When tasks are short (moving average of run
     time well below ``short_task`` seconds) each worker may hold up to
     ``prefetch`` tasks, so its next task is already there when it finishes
-    one; as tasks grow long the extra slots are withdrawn again. LIFO hands
-    work to the worker that reported last, which is still polling rather than
-    asleep.
+    one; as tasks grow long the extra slots are withdrawn again. Work goes to
+    the worker that reported last, which is still polling rather than asleep.
     """
 
     def __init__(self, ranks: Sequence[int], *, prefetch: int = 8, short_task: float = 0.005) -> None:
         self._ranks = list(ranks)
-        self._free: list[int] = list(reversed(self._ranks))
+        self._free: OrderedDict[int, int] = OrderedDict((r, 1) for r in reversed(self._ranks))
         self._prefetch = max(1, prefetch)
         self._short_task = short_task
         self._depth = 1
@@ -39,15 +39,24 @@ class WorkerSlots:
         """Tasks the workers may hold together at present."""
         return self._depth * len(self._ranks)
 
-    def take(self) -> int:
-        return self._free.pop()
+    def take(self, limit: int = 1) -> tuple[int, int]:
+        """Claim up to ``limit`` slots of the most recently active worker: ``(rank, count)``."""
+        rank = next(reversed(self._free))
+        free = self._free[rank]
+        count = min(free, max(1, limit))
+        if count == free:
+            del self._free[rank]
+        else:
+            self._free[rank] = free - count
+        return rank, count
 
     def release(self, rank: int, run_seconds: float | None) -> None:
         """``rank`` finished a task that ran ``run_seconds``: its slot is free again."""
         if self._debt.get(rank):
             self._debt[rank] -= 1
         else:
-            self._free.append(rank)
+            self._free[rank] = self._free.get(rank, 0) + 1
+            self._free.move_to_end(rank)
         if run_seconds is not None:
             self._observe(run_seconds)
 
@@ -56,7 +65,12 @@ class WorkerSlots:
         self._mean_run = mean
         target = min(self._prefetch, max(1, int(self._short_task / max(mean, 1e-9))))
         while self._depth < target:
-            self._free.extend(self._ranks)
+            for rank in self._ranks:
+                if rank in self._free:
+                    self._free[rank] += 1
+                else:  # a busy worker's new slot goes behind the idle ones
+                    self._free[rank] = 1
+                    self._free.move_to_end(rank, last=False)
             self._depth += 1
         while self._depth > target:
             for rank in self._ranks:
@@ -64,7 +78,10 @@ class WorkerSlots:
             self._depth -= 1
 
     def _withdraw(self, rank: int) -> None:
-        try:
-            self._free.remove(rank)
-        except ValueError:
+        free = self._free.get(rank, 0)
+        if free > 1:
+            self._free[rank] = free - 1
+        elif free == 1:
+            del self._free[rank]
+        else:
             self._debt[rank] = self._debt.get(rank, 0) + 1

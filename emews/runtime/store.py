@@ -32,6 +32,9 @@ _COLUMNS = ("id", "status", "objective", "loss", "params", "metrics", "error", "
             "submitted", "started", "finished")
 
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 class ResultsStore:
     """SQLite in WAL mode: a killed job loses at most the results not yet received."""
 
@@ -45,7 +48,7 @@ class ResultsStore:
     def add(self, results: Sequence[Result]) -> None:
         """Write ``results`` in one transaction."""
         rows = [(r.id, r.status.value, r.objective, None if math.isinf(r.loss) else r.loss,
-                 json.dumps(dict(r.params)), json.dumps(dict(r.metrics)), r.error, r.rank, r.host,
+                 _encode(r.params), _encode(r.metrics) if r.metrics else "{}", r.error, r.rank, r.host,
                  r.submitted, r.started, r.finished) for r in results]
         with self._db:
             self._db.execute("BEGIN")

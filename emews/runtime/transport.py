@@ -16,10 +16,13 @@ from typing import Any, NamedTuple, Protocol
 class Tag(IntEnum):
     """Message kinds; the MPI tag of each message."""
 
-    TASK = 1      # distributor -> worker: a Task
-    OUTCOME = 2   # worker -> distributor: an Outcome
+    TASK = 1      # distributor -> worker: a list of Tasks, to run in order
+    OUTCOME = 2   # worker -> distributor: a list of Outcomes
     STOP = 3      # distributor -> worker: finish (payload: True to abort running work)
     STOPPED = 4   # worker -> distributor: the worker has finished (payload: tasks served)
+
+
+_TAGS = {int(tag): tag for tag in Tag}
 
 
 class Message(NamedTuple):
@@ -60,7 +63,7 @@ class MPITransport:
         if msg is None:
             return None
         source, tag = status.Get_source(), status.Get_tag()
-        return Message(source, Tag(tag), msg.recv())
+        return Message(source, _TAGS[tag], msg.recv())
 
 
 class ThreadHub:

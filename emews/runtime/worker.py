@@ -55,14 +55,39 @@ class Inbox:
         return self.stop is not None and bool(self.stop.payload)
 
 
+#: outcomes of short tasks run back to back travel together, but none waits longer than this
+OUTCOME_BATCH_SECONDS = 100e-6
+
+
 def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0) -> int:
-    """Serve tasks until told to stop; return the number of tasks run."""
+    """Serve tasks until told to stop; return the number of tasks run.
+
+    Tasks handed over ahead of time (prefetch) wait in a local queue. An
+    outcome is sent as soon as its task ends, unless more queued tasks follow
+    at once: then outcomes are sent together, at least every
+    ``OUTCOME_BATCH_SECONDS``, so short tasks cost the optimizer rank fewer messages.
+    """
     backoff = Backoff()
     inbox = Inbox(transport)
+    queued: deque[Task] = deque()
+    unsent: list[Outcome] = []
+    oldest = 0.0
     served = 0
     runner.start()
     try:
         while True:
+            if queued:
+                outcome = _run_guarded(runner, queued.popleft(), inbox, transport.rank)
+                if outcome is None:  # aborted mid-task
+                    break
+                if not unsent:
+                    oldest = time.perf_counter()
+                unsent.append(outcome)
+                served += 1
+                if not queued or time.perf_counter() - oldest >= OUTCOME_BATCH_SECONDS:
+                    transport.send(unsent, optimizer_rank, Tag.OUTCOME)
+                    unsent = []
+                continue
             msg = inbox.next()
             if msg is None:
                 backoff.idle()
@@ -70,11 +95,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
             backoff.reset()
             if msg.tag is Tag.STOP:
                 break
-            outcome = _run_guarded(runner, msg.payload, inbox, transport.rank)
-            if outcome is None:  # aborted mid-task
-                break
-            transport.send(outcome, optimizer_rank, Tag.OUTCOME)
-            served += 1
+            queued.extend(msg.payload)
     finally:
         runner.close()
         transport.send(served, optimizer_rank, Tag.STOPPED)

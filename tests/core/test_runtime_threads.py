@@ -165,42 +165,46 @@ def test_run_leaves_no_threads_behind() -> None:
     assert set(threading.enumerate()) <= before
 
 
+def drain(slots: WorkerSlots) -> list[int]:
+    """Take every free slot one at a time; the ranks in the order handed out."""
+    taken = []
+    while slots:
+        taken.append(slots.take()[0])
+    return taken
+
+
 def test_worker_slots_prefetch_only_while_tasks_are_short() -> None:
     slots = WorkerSlots([1, 2, 3], prefetch=2, short_task=0.01)
-    assert [slots.take() for _ in range(3)] == [1, 2, 3] and not slots and slots.capacity == 3
+    assert drain(slots) == [1, 2, 3] and slots.capacity == 3
     for rank in (1, 2, 3):
         slots.release(rank, 0.001)  # short tasks: everyone gets a second slot
     assert slots.depth == 2 and slots.capacity == 6
-    taken = []
-    while slots:
-        taken.append(slots.take())
+    taken = drain(slots)
     assert sorted(taken) == [1, 1, 2, 2, 3, 3]
     for rank in taken:
         slots.release(rank, 1.0)  # long tasks: extra slots are withdrawn again
     assert slots.depth == 1
-    free = []
-    while slots:
-        free.append(slots.take())
-    assert sorted(free) == [1, 2, 3]
+    assert sorted(drain(slots)) == [1, 2, 3]
 
 
 def test_worker_slots_depth_follows_task_length() -> None:
     slots = WorkerSlots([1, 2], prefetch=8, short_task=0.005)
-    slots.take()
-    slots.release(1, 1e-5)
+    slots.release(slots.take()[0], 1e-5)
     assert slots.depth == 8
     for _ in range(60):
-        slots.release(slots.take(), 0.002)  # 2 ms tasks: 5 ms / 2 ms -> 2 deep
+        slots.release(slots.take()[0], 0.002)  # 2 ms tasks: 5 ms / 2 ms -> 2 deep
     assert slots.depth == 2
 
 
-def test_worker_slots_hand_work_to_the_last_worker_that_reported() -> None:
-    slots = WorkerSlots([1, 2, 3], prefetch=1)
-    for _ in range(3):
-        slots.take()
+def test_worker_slots_hand_work_to_the_last_worker_that_reported_in_batches() -> None:
+    slots = WorkerSlots([1, 2, 3], prefetch=4, short_task=1.0)
+    drain(slots)
     slots.release(2, None)
     slots.release(3, None)
-    assert slots.take() == 3
+    assert slots.take() == (3, 1)
+    slots.release(1, 0.001)  # depth grows to 4: every worker gains 3 slots
+    assert slots.take(limit=10) == (1, 4)
+    assert slots.take(limit=2) == (2, 2)
 
 
 def test_backoff_spins_then_sleeps_with_growing_delays() -> None:
