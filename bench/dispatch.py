@@ -75,7 +75,7 @@ def child_emews(tasks: int, latency_tasks: int, idle_seconds: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         exp_dir = Path(tmp) if comm.Get_rank() == 0 else None
         spec = RunSpec(space, Phases, objective, budget=tasks + latency_tasks, isolation="inline",
-                       exp_dir=exp_dir, progress_interval=3600)
+                       exp_dir=exp_dir, show_progress=False)
         if comm.Get_rank() == 0:
             summary = run_optimizer_rank(spec, transport, list(range(1, comm.Get_size())))
             if summary.error:

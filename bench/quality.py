@@ -102,7 +102,7 @@ def run_one(problem: str, factory: Callable[[int, int], Optimizer], seed: int, b
     rec = _Recorder(factory(seed, budget))
     spec = RunSpec(space=p["space"], make_optimizer=lambda: rec,
                    objective=ObjectiveRef("emews.objectives.benchmarks", problem),
-                   budget=budget, seed=seed, isolation="inline", progress_interval=3600.0)
+                   budget=budget, seed=seed, isolation="inline", show_progress=False)
     t0 = time.perf_counter()
     summary = run_in_threads(spec, workers)
     elapsed = time.perf_counter() - t0
@@ -196,7 +196,7 @@ def timing(n: int = 1000, workers: int = 4) -> None:
 
     spec = RunSpec(space=PROBLEMS["hartmann6"]["space"], make_optimizer=lambda: _Stamp(opt),
                    objective=ObjectiveRef("emews.objectives.benchmarks", "hartmann6"),
-                   budget=budget, isolation="inline", progress_interval=3600.0)
+                   budget=budget, isolation="inline", show_progress=False)
     t0 = time.perf_counter()
     run_in_threads(spec, workers)
     total = time.perf_counter() - t0

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
                 return box["t"]
 
             spec = RunSpec(space=space, make_optimizer=make, objective=ObjectiveRef(str(HERE), "sleepy"),
-                           budget=args.budget, seed=repeat, isolation="inline", progress_interval=3600.0)
+                           budget=args.budget, seed=repeat, isolation="inline", show_progress=False)
             summary = run_in_threads(spec, workers=args.workers)
             if summary.error is not None:
                 raise SystemExit(f"{label}: the run failed: {summary.error}")

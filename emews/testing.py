@@ -178,7 +178,7 @@ def run_traced(factory: OptimizerFactory, *, seed: int = 0, budget: int = 24, wo
         return _Traced(trace.optimizer, trace)
 
     spec = RunSpec(space=space, make_optimizer=make, objective=objective, budget=budget, seed=seed,
-                   isolation="inline", progress_interval=3600.0)
+                   isolation="inline", show_progress=False)
     before = set(threading.enumerate())
     box: dict[str, Any] = {}
 

@@ -43,6 +43,7 @@ class RunSpec:
     memory_limit: int | None = None
     exp_dir: Path | None = None
     progress_interval: float | None = None
+    show_progress: bool = True
 
     @property
     def sign(self) -> float:
@@ -119,7 +120,9 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
                               store=store).start()
     start = time.monotonic()
     error: BaseException | None = None
-    with short_gil_switches(), ProgressReporter(progress, interval=spec.progress_interval):
+    reporter = ProgressReporter(progress, interval=spec.progress_interval) if spec.show_progress \
+        else contextlib.nullcontext()
+    with short_gil_switches(), reporter:
         try:
             spec.make_optimizer().run(evaluator)
         except BudgetExhausted:

@@ -51,12 +51,18 @@ class Site:
         return None if self.is_local else self.config.launcher.workers_per_node + 1
 
     def total_workers(self, workers: int | None = None) -> int:
-        """Worker ranks of a run: ``workers`` if given, else nodes x workers_per_node.
+        """Worker ranks of a run: ``workers`` if given, else as many as the allocation holds
+        (every rank slot of every node but the optimizer's; on local, workers_per_node).
 
         ConfigError when the allocation (or the node's GPUs) cannot hold them.
         """
         launcher, node = self.config.launcher, self.config.node
-        total = self.nodes * launcher.workers_per_node if workers is None else workers
+        if workers is not None:
+            total = workers
+        elif self.is_local:
+            total = launcher.workers_per_node
+        else:
+            total = self.nodes * (launcher.workers_per_node + 1) - 1
         if not isinstance(total, int) or total < 1:
             raise ConfigError(f"need at least one worker, got {workers!r}", key="workers",
                               allowed="an integer >= 1")

@@ -25,7 +25,7 @@ SLOW = ObjectiveRef(str(REPO / "tests" / "objectives" / "slow.py"))
 def spec(optimizer: Optimizer, budget: int = 20, objective: ObjectiveRef = ObjectiveRef(str(FAULTY)),
          **kw) -> RunSpec:
     return RunSpec(SPACE, lambda: optimizer, objective, budget=budget, isolation=kw.pop("isolation", "inline"),
-                   progress_interval=3600, **kw)
+                   show_progress=False, **kw)
 
 
 class Scripted(Optimizer):
@@ -153,7 +153,7 @@ def test_process_isolation_in_threads_restarts_after_a_crash(tmp_path: Path) -> 
     points = [{"mode": m, "x": 2.0} for m in ("kill", "ok", "kill", "ok")]
     opt = Scripted(lambda ev: ev.map(points))
     s = RunSpec(space, lambda: opt, ObjectiveRef(str(FAULTY)), budget=4, isolation="process",
-                exp_dir=tmp_path, progress_interval=3600)
+                exp_dir=tmp_path, show_progress=False)
     run_in_threads(s, workers=1)
     assert [r.status.value for r in opt.value] == ["crashed", "ok", "crashed", "ok"]
 

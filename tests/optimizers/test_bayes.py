@@ -167,7 +167,7 @@ def _run(opt_factory, *, objective, space, budget, workers, seed=0):
         return holder["opt"]
 
     spec = RunSpec(space=space, make_optimizer=make, objective=objective, budget=budget,
-                   isolation="inline", seed=seed, progress_interval=3600.0)
+                   isolation="inline", seed=seed, show_progress=False)
     summary = run_in_threads(spec, workers)
     assert summary.error is None, summary.error
     return summary, holder["opt"]

@@ -334,7 +334,7 @@ def test_workflow_file_runs() -> None:
     spec = RunSpec(space=space, make_optimizer=make, budget=workflow["budget"]["evaluations"],
                    objective=ObjectiveRef(str(ROOT / objective["module"]), objective["function"],
                                           objective["metric"]),
-                   direction=objective["direction"], isolation="inline", progress_interval=3600.0)
+                   direction=objective["direction"], isolation="inline", show_progress=False)
     summary = run_in_threads(spec, workers=4)
     assert summary.error is None and summary.completed <= 96
     assert len(holder["ga"].population) == 16 and holder["ga"].best.loss == summary.best.loss

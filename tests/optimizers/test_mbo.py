@@ -67,7 +67,7 @@ def run(make, space, objective, *, budget, workers, seed=0):
         return box["opt"]
 
     spec = RunSpec(space=space, make_optimizer=factory, objective=objective, budget=budget, seed=seed,
-                   isolation="inline", progress_interval=3600.0)
+                   isolation="inline", show_progress=False)
     summary = run_in_threads(spec, workers=workers)
     assert summary.error is None, getattr(summary.error, "traceback", summary.error)
     return summary, box["opt"]
@@ -190,7 +190,7 @@ def test_asking_for_mlrmbo_where_it_is_missing(tmp_path):
     from emews.rbridge import RError
     box = {}
     spec = RunSpec(space=ackley_space(), make_optimizer=lambda: box.setdefault("o", MBO(implementation="mlrMBO")),
-                   objective=ACKLEY, budget=5, isolation="inline", progress_interval=3600.0)
+                   objective=ACKLEY, budget=5, isolation="inline", show_progress=False)
     summary = run_in_threads(spec, workers=1)
     assert isinstance(summary.error.error, RError)
     assert "mlrMBO is not installed" in summary.error.error.r_message
@@ -235,7 +235,7 @@ def _run_traced_on_main_thread(factory, *, seed, budget, workers, space, objecti
         return kit._Traced(trace.optimizer, trace)
 
     spec = RunSpec(space=space, make_optimizer=make, objective=objective, budget=budget, seed=seed,
-                   isolation="inline", progress_interval=3600.0)
+                   isolation="inline", show_progress=False)
     before = set(threading.enumerate())
     start = time.monotonic()
     trace.summary = run_in_threads(spec, workers=workers)

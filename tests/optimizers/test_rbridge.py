@@ -73,7 +73,7 @@ def run_r(tmp_path: Path, script: Path, *, budget: int = 12, workers: int = 3, s
 
     spec = RunSpec(space=space or space_all(), make_optimizer=make,
                    objective=ObjectiveRef(objective or objective_file(tmp_path)), budget=budget,
-                   isolation="inline", progress_interval=3600.0, seed=7)
+                   isolation="inline", show_progress=False, seed=7)
     summary = run_in_threads(spec, workers=workers)
     return summary, box["opt"]
 

@@ -24,8 +24,8 @@ def test_local_launch_uses_the_mpiexec_next_to_sys_executable(in_tmp: Path) -> N
 
 def test_hpc_total_workers_default_and_limits(in_tmp: Path) -> None:
     site = load_site("frontier", overrides=["scheduler.nodes=3"])
-    assert site.total_workers(None) == 21          # 3 nodes x 7 workers
-    assert site.total_workers(23) == 23             # fills the spare slots of nodes 2 and 3
+    assert site.total_workers(None) == 23          # 3 nodes x 8 slots, less the optimizer's
+    assert site.total_workers(21) == 21             # fewer on request
     with pytest.raises(ConfigError) as info:
         site.total_workers(24)                      # 25 ranks > 3 x 8 slots
     assert info.value.key == "workers" and "1..23" in info.value.allowed

@@ -2,12 +2,12 @@
 #SBATCH --job-name=emews
 #SBATCH --account=ABC123
 #SBATCH --nodes=2
-#SBATCH --ntasks=7
+#SBATCH --ntasks=8
 #SBATCH --time=01:00:00
 #SBATCH --gpus-per-node=4
 #SBATCH --output=/scratch/emews/experiments/exp-0001/job-%j.out
 #SBATCH --constraint=gpu
 #SBATCH --qos=regular
-# emews site perlmutter: 6 workers + 1 optimizer = 7 ranks on 2 node(s)
+# emews site perlmutter: 7 workers + 1 optimizer = 8 ranks on 2 node(s)
 cd /scratch/emews/experiments/exp-0001
-srun -N 2 -n 7 --ntasks-per-node=4 --gpus-per-task=1 --gpu-bind=closest --cpus-per-task=32 --cpu-bind=cores /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001
+srun -N 2 -n 8 --ntasks-per-node=4 --gpus-per-task=1 --gpu-bind=closest --cpus-per-task=32 --cpu-bind=cores /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001
