@@ -1,29 +1,61 @@
 """Worker utilization: synchronous GA vs asynchronous GA vs asynchronous Bayesian optimization.
 
-    python bench/utilization.py [--workers 8] [--budget 160] [--repeats 3] [--median-ms 50] [--sigma 0.8]
+    python bench/utilization.py [--workers 8] [--budget 200] [--repeats 3] [--median-ms 50] [--sigma 0.8]
+                                [--only bayes,random]
+
+Each contender runs as a real MPI job, as emews runs: the driver starts
+``mpiexec -n WORKERS+1 python bench/utilization.py --child NAME ...`` with the
+``mpiexec`` next to this Python; rank 0 runs the optimizer and the distributor
+(``run_optimizer_rank``), the other ranks are workers (``run_worker_rank``,
+inline objectives, no results store). Rank 0 prints one ``RESULT {json}`` line.
+Repeats run the contenders in turn, so machine noise falls on all of them alike.
 
 Every task sleeps for a log-normal duration (median ``--median-ms``, log-sd
 ``--sigma``; drawn from the task seed, so every optimizer meets the same
 durations at the same repeat) and returns the Ackley value of its point. The
-whole runtime runs in one process (``run_in_threads``, inline objectives).
+tasks sleep, so more ranks than cores is fine.
+
+Contenders: GA ``strategy: simple`` (synchronous generations), GA
+``strategy: async`` (steady state), ``bayes`` with its default options, and
+random search (no model, always ahead: what dispatch allows).
 
 Prints medians over the repeats of
-  * busy: sum over results of (finished - started) / (workers * wall time);
-  * opt ms/result: the optimizer's own time (its ``run`` minus the time it
-    spent waiting in ``evaluator.get``/``map``) per result;
-  * wall: seconds per run; best: best Ackley value found.
-Random search (no model, always ahead) is the reference for what dispatch allows.
+  * busy (run): sum over results of (finished - started) / (workers x wall time
+    of the optimizer's ``run``);
+  * busy (steady): the same, clipped to the window from the start of ``run`` to
+    the moment the last evaluation of the budget was submitted: the drain at the
+    end of a finite budget (the last tasks finishing one by one) is not the
+    optimizer's fault;
+  * opt ms/result: the optimizer's own time on its main thread (its ``run``
+    minus the time it spent waiting in ``evaluator.get``/``map``) per result;
+    ``model ms/result``: time of bayes's background model thread per result
+    (beside dispatch, not in its way);
+  * wall: seconds of ``run``; best: best Ackley value found (optimum 0).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import os
 import random
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 HERE = Path(__file__).resolve()
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+
+CONTENDERS = {  # key -> label
+    "ga-sync": "GA simple (sync)",
+    "ga-async": "GA async (steady state)",
+    "bayes": "Bayes async (defaults)",
+    "random": "random (reference)",
+}
 
 
 def sleepy(params: Mapping[str, Any], context: Any) -> float:
@@ -36,60 +68,51 @@ def sleepy(params: Mapping[str, Any], context: Any) -> float:
             - math.exp(sum(math.cos(2 * math.pi * x) for x in xs) / d) + 20.0 + math.e)
 
 
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-    import importlib
-    import statistics
+# --- child (one MPI job) ----------------------------------------------------------------
+
+def _factory(name: str, args: argparse.Namespace) -> Callable[[int], Any]:
+    if name in ("ga-sync", "ga-async"):
+        from emews.optimizers.ga import GeneticAlgorithm
+        strategy = "simple" if name == "ga-sync" else "async"
+        return lambda seed: GeneticAlgorithm(population=args.population, seed=seed, strategy=strategy)
+    if name == "bayes":
+        from emews.optimizers.bayes import BayesianOptimizer
+        return lambda seed: BayesianOptimizer(seed=seed)
+    from emews.optimizers.random import RandomSearch
+    return lambda seed: RandomSearch(seed=seed)
+
+
+def child(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
 
     from emews.evaluator import Evaluator
     from emews.optimizer import Optimizer
-    from emews.runtime.job import RunSpec, run_in_threads
+    from emews.runtime.job import RunSpec, run_optimizer_rank, run_worker_rank
     from emews.runtime.objective import ObjectiveRef
+    from emews.runtime.transport import MPITransport
     from emews.space import Constant, Float, Space
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--budget", type=int, default=160)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--median-ms", type=float, default=50.0)
-    parser.add_argument("--sigma", type=float, default=0.8)
-    parser.add_argument("--population", type=int, default=16)
-    parser.add_argument("--dims", type=int, default=4)
-    args = parser.parse_args(argv)
-
+    comm = MPI.COMM_WORLD
+    transport = MPITransport(comm)
     dims: dict[str, Any] = {f"x{i}": Float(-32.768, 32.768, sigma=3.0) for i in range(1, args.dims + 1)}
     dims["median_s"] = Constant(args.median_ms / 1000.0)
     dims["sigma"] = Constant(args.sigma)
     space = Space(dims)
-
-    def ga(strategy: str):
-        from emews.optimizers.ga import GeneticAlgorithm
-        return lambda seed: GeneticAlgorithm(population=args.population, seed=seed, strategy=strategy)
-
-    def optional(ref: str):
-        module, _, name = ref.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), name)
-        except Exception as exc:  # being written elsewhere, or its dependencies missing
-            return None, f"{type(exc).__name__}: {exc}"
-        return (lambda seed: cls(seed=seed)), None
-
-    bayes, bayes_error = optional("emews.optimizers.bayes:BayesianOptimizer")
-    rand, _ = optional("emews.optimizers.random:RandomSearch")
-    contenders = [("GA simple (sync)", ga("simple")), ("GA async (steady state)", ga("async")),
-                  ("Bayes async", bayes), ("random (reference)", rand)]
+    workers = comm.Get_size() - 1
 
     class Timed(Optimizer):
-        """Wraps an optimizer: time inside ``run`` minus time waiting on the evaluator."""
+        """Wraps an optimizer: its time in ``run`` minus its time waiting on the evaluator,
+        the results it received, and when the last evaluation of the budget was submitted."""
 
         def __init__(self, inner: Optimizer) -> None:
             self.inner, self.waited, self.ran, self.results = inner, 0.0, 0.0, []
+            self.t_start = self.t_last_put = self.t_end = math.nan
 
         def run(self, evaluator: Evaluator) -> None:
-            get, emap = evaluator.get, evaluator.map
+            get, emap, put = evaluator.get, evaluator.map, evaluator.put
 
-            def timed(fn):
-                def call(*a: Any, **k: Any):
+            def timed(fn: Callable[..., list]) -> Callable[..., list]:
+                def call(*a: Any, **k: Any) -> list:
                     t = time.perf_counter()
                     try:
                         out = fn(*a, **k)
@@ -99,45 +122,122 @@ def main(argv: list[str] | None = None) -> None:
                     return out
                 return call
 
-            evaluator.get, evaluator.map = timed(get), timed(emap)
+            def put_stamped(points: Any) -> list[int]:
+                ids = put(points)
+                if evaluator.remaining == 0 and math.isnan(self.t_last_put):
+                    self.t_last_put = time.time()
+                return ids
+
+            def map_stamped(points: Any) -> list:
+                points = list(points)
+                if len(points) == evaluator.remaining and math.isnan(self.t_last_put):
+                    self.t_last_put = time.time()
+                return emap(points)
+
+            evaluator.get, evaluator.map, evaluator.put = timed(get), timed(map_stamped), put_stamped
+            self.t_start = time.time()
             start = time.perf_counter()
             try:
                 self.inner.run(evaluator)
             finally:
                 self.ran = time.perf_counter() - start
+                self.t_end = time.time()
 
-    print(f"{args.workers} workers, budget {args.budget}, task time log-normal "
-          f"(median {args.median_ms:g} ms, sigma {args.sigma:g}), {args.repeats} repeats, medians\n")
-    header = f"{'optimizer':<26}{'busy':>7}{'opt ms/result':>15}{'wall s':>9}{'best':>8}"
+    spec = RunSpec(space=space, make_optimizer=lambda: None,  # replaced on rank 0
+                   objective=ObjectiveRef(str(HERE), "sleepy"), budget=args.budget, seed=args.seed,
+                   isolation="inline", show_progress=False)
+    if comm.Get_rank() != 0:
+        run_worker_rank(spec, transport, [])
+        return
+    timed = Timed(_factory(args.child, args)(args.seed))
+    spec.make_optimizer = lambda: timed
+    summary = run_optimizer_rank(spec, transport, list(range(1, comm.Get_size())))
+    if summary.error is not None:
+        raise SystemExit(f"{args.child}: the run failed: {summary.error}")
+    done = [r for r in timed.results if r.started is not None and r.finished is not None]
+    t0, t1 = timed.t_start, timed.t_end
+    t_steady = timed.t_last_put if not math.isnan(timed.t_last_put) else t1
+
+    def busy(lo: float, hi: float) -> float:
+        used = sum(max(0.0, min(r.finished, hi) - max(r.started, lo)) for r in done)
+        return used / (workers * max(hi - lo, 1e-9))
+
+    stats = getattr(timed.inner, "stats", {}) or {}
+    model = stats.get("model_time")
+    report = {
+        "busy_run": busy(t0, t1), "busy_steady": busy(t0, t_steady), "steady_s": t_steady - t0,
+        "opt_ms": 1000.0 * (timed.ran - timed.waited) / max(len(timed.results), 1),
+        "model_ms": None if model is None else 1000.0 * model / max(len(timed.results), 1),
+        "wall": t1 - t0, "best": summary.best.objective if summary.best else math.nan,
+        "results": len(timed.results),
+        "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str))},
+    }
+    print("RESULT " + json.dumps(report), flush=True)
+
+
+# --- driver ---------------------------------------------------------------------------
+
+def run_child(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [MPIEXEC, "-n", str(args.workers + 1), sys.executable, str(HERE), "--child", name,
+           "--seed", str(seed), "--budget", str(args.budget), "--median-ms", str(args.median_ms),
+           "--sigma", str(args.sigma), "--population", str(args.population), "--dims", str(args.dims)]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"{name} (seed {seed}) failed with exit status {proc.returncode}:\n{proc.stdout}")
+    return json.loads(lines[-1][7:])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--budget", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--median-ms", type=float, default=50.0)
+    parser.add_argument("--sigma", type=float, default=0.8)
+    parser.add_argument("--population", type=int, default=16, help="GA population")
+    parser.add_argument("--dims", type=int, default=4, help="Ackley dimensions")
+    parser.add_argument("--only", default=",".join(CONTENDERS),
+                        help="contenders to run: " + ", ".join(CONTENDERS))
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every run")
+    parser.add_argument("--child", choices=list(CONTENDERS), help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args)
+        return
+    names = [n for n in args.only.split(",") if n]
+    unknown = [n for n in names if n not in CONTENDERS]
+    if unknown:
+        raise SystemExit(f"--only: unknown {', '.join(unknown)}; use {', '.join(CONTENDERS)}")
+
+    print(f"{args.workers} workers ({args.workers + 1} MPI ranks, {os.cpu_count()} cores), budget {args.budget}, "
+          f"task time log-normal (median {args.median_ms:g} ms, sigma {args.sigma:g}), "
+          f"{args.repeats} repeats, medians\n", flush=True)
+    rows: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for repeat in range(args.repeats):
+        for name in names:
+            row = run_child(name, repeat, args)
+            rows[name].append(row)
+            if args.verbose:
+                print(f"  repeat {repeat} {name:<9} busy {row['busy_run']:.3f} steady {row['busy_steady']:.3f} "
+                      f"({row['steady_s']:.2f} s) opt {row['opt_ms']:.2f} ms wall {row['wall']:.2f} s "
+                      f"best {row['best']:.2f} {row['stats']}", flush=True)
+
+    header = (f"{'optimizer':<26}{'busy run':>9}{'busy steady':>12}{'opt ms/result':>14}"
+              f"{'model ms/result':>16}{'wall s':>8}{'best':>7}")
     print(header)
     print("-" * len(header))
-    for label, factory in contenders:
-        if factory is None:
-            print(f"{label:<26}{'n/a':>7}{'n/a':>15}{'n/a':>9}{'n/a':>8}")
-            continue
-        busy, per_result, wall, best = [], [], [], []
-        for repeat in range(args.repeats):
-            box: dict[str, Timed] = {}
+    for name in names:
+        rs = rows[name]
 
-            def make(factory=factory, seed=repeat) -> Optimizer:
-                box["t"] = Timed(factory(seed))
-                return box["t"]
+        def med(key: str) -> float | None:
+            vals = [r[key] for r in rs if r[key] is not None]
+            return statistics.median(vals) if vals else None
 
-            spec = RunSpec(space=space, make_optimizer=make, objective=ObjectiveRef(str(HERE), "sleepy"),
-                           budget=args.budget, seed=repeat, isolation="inline", show_progress=False)
-            summary = run_in_threads(spec, workers=args.workers)
-            if summary.error is not None:
-                raise SystemExit(f"{label}: the run failed: {summary.error}")
-            timed = box["t"]
-            done = [r for r in timed.results if r.started is not None and r.finished is not None]
-            busy.append(sum(r.finished - r.started for r in done) / (args.workers * summary.elapsed))
-            per_result.append(1000.0 * (timed.ran - timed.waited) / max(len(timed.results), 1))
-            wall.append(summary.elapsed)
-            best.append(summary.best.objective if summary.best else math.nan)
-        med = statistics.median
-        print(f"{label:<26}{med(busy):>7.2f}{med(per_result):>15.2f}{med(wall):>9.2f}{med(best):>8.2f}")
-    if bayes_error:
-        print(f"\nBayes: n/a ({bayes_error})")
+        model = med("model_ms")
+        print(f"{CONTENDERS[name]:<26}{med('busy_run'):>9.3f}{med('busy_steady'):>12.3f}{med('opt_ms'):>14.2f}"
+              f"{'-' if model is None else f'{model:.2f}':>16}{med('wall'):>8.2f}{med('best'):>7.2f}")
 
 
 if __name__ == "__main__":

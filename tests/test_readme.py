@@ -31,3 +31,11 @@ def test_readme_custom_optimizer_passes_the_conformance_kit(tmp_path: Path) -> N
 def test_ci_runs_the_readme_test_command() -> None:
     command = re.search(r"\*\*Run the whole test suite\*\*.*?```bash\n(.*?)\n```", README, re.S).group(1)
     assert command.strip() in (REPO / ".ci" / "run").read_text()
+
+
+def test_readme_shows_the_real_optuna_adapter_and_it_conforms() -> None:
+    source = (REPO / "emews" / "contrib" / "optuna.py").read_text()
+    assert python_block("class OptunaSampler") == source[source.index("import optuna"):]
+    from emews.contrib.optuna import OptunaSampler
+
+    check_optimizer(lambda seed: OptunaSampler(seed=seed), budget=16, workers=2)

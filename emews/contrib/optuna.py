@@ -1,34 +1,38 @@
 """Any Optuna sampler as an emews optimizer, through Optuna's ask/tell API.
 
-``optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESampler, seed: 1}}``
+    optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESampler, seed: 1}}
 """
-from __future__ import annotations
-
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from emews.optimizer import AskTellOptimizer
-from emews.space import Categorical, Int
+from emews import AskTellOptimizer, Categorical, Int
 
 
 class OptunaSampler(AskTellOptimizer):
-    def __init__(self, seed: int | None = None, sampler: str = "TPESampler", **options) -> None:
+    def __init__(self, seed=None, sampler="TPESampler", **options):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(sampler=getattr(optuna.samplers, sampler)(seed=seed, **options))
-        self.trials: dict[str, list] = {}
+        self.asked = {}  # repr(point) -> trials waiting for its result
 
-    def suggest(self, n: int) -> list[dict]:
-        dists = {k: CategoricalDistribution(d.values) if isinstance(d, Categorical) else
-                 (IntDistribution if isinstance(d, Int) else FloatDistribution)(d.lower, d.upper, log=d.log)
-                 for k, d in self.space.free.items()}
+    @staticmethod
+    def distribution(dim):
+        if isinstance(dim, Categorical):  # ordered too
+            return CategoricalDistribution(dim.values)
+        return (IntDistribution if isinstance(dim, Int) else FloatDistribution)(dim.lower, dim.upper, log=dim.log)
+
+    def suggest(self, n):
+        dists = {name: self.distribution(dim) for name, dim in self.space.free.items()}
         points = []
         for _ in range(n):
             trial = self.study.ask(dists)
-            points.append({k: trial.params[k] if k in dists else d.value for k, d in self.space.dimensions.items()})
-            self.trials.setdefault(repr(points[-1]), []).append(trial)
+            point = {name: trial.params.get(name, getattr(dim, "value", None))
+                     for name, dim in self.space.dimensions.items()}
+            self.asked.setdefault(repr(point), []).append(trial)
+            points.append(point)
         return points
 
-    def ingest(self, results) -> None:
+    def ingest(self, results):
         for r in results:
-            trial = self.trials[repr(dict(r.params))].pop()
-            self.study.tell(trial, r.loss if r.ok else None, state=None if r.ok else optuna.trial.TrialState.FAIL)
+            trial = self.asked[repr(dict(r.params))].pop()
+            self.study.tell(trial, r.loss if r.ok else None,
+                            state=None if r.ok else optuna.trial.TrialState.FAIL)

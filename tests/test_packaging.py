@@ -1,0 +1,37 @@
+"""A non-editable install carries the built-in optimizers, objectives, workflows and site configs."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from testutil import REPO
+
+
+def test_wheel_install_runs_a_builtin_workflow(tmp_path: Path) -> None:
+    wheels, target, work = tmp_path / "wheels", tmp_path / "site", tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "-w", str(wheels), str(REPO)], check=True, capture_output=True, timeout=300)
+    wheel = next(wheels.glob("emews_mpi-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                    str(wheel)], check=True, capture_output=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    probe = subprocess.run([sys.executable, "-c", "import emews, emews.optimizers.ga, emews.optimizers.bayes, "
+                            "emews.optimizers.mbo, emews.contrib.optuna; print(emews.__file__)"],
+                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.startswith(str(target))
+    proc = subprocess.run([sys.executable, "-m", "emews", "launch", "random", "--workers", "2",
+                           "--set", "budget.evaluations=20", "--exp-dir", "exp"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    db = sqlite3.connect(work / "exp" / "results.db")
+    assert db.execute("SELECT COUNT(*) FROM results WHERE status = 'ok'").fetchone()[0] == 20
+    for site in ("summit", "polaris", "frontier", "perlmutter", "aurora"):
+        check = subprocess.run([sys.executable, "-m", "emews", "check", "ga", "--site", site],
+                               cwd=work, env=env, capture_output=True, text=True, timeout=120)
+        assert check.returncode == 0, check.stderr
