@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--site", help="also validate this site")
     check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
 
+    resume = sub.add_parser("resume", help="run an experiment again: finished evaluations are not repeated")
+    resume.add_argument("exp_dir", type=Path)
+    resume.add_argument("--workers", type=int, help="number of worker ranks (default: as before)")
+
     results = sub.add_parser("results", help="write results.csv of an experiment and print its summary")
     results.add_argument("exp_dir", type=Path)
 
@@ -99,6 +103,21 @@ def cmd_launch(args: argparse.Namespace) -> int:
         raise
     print(f"submitted job {job_id} to {site.name}; results will appear in {exp_dir / 'results.db'}")
     print(f"follow it with: emews status {exp_dir}")
+    return EXIT_OK
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from emews.experiment import SITE_FILE, read_info, require_experiment
+    from emews.site import load_site
+    from emews.site.jobs import submit_experiment
+
+    exp_dir = require_experiment(args.exp_dir.absolute())
+    site = load_site(str(exp_dir / SITE_FILE))
+    workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))
+    if site.is_local:
+        return _run_local(site, exp_dir, workers)
+    job_id = submit_experiment(site, exp_dir, workers)
+    print(f"submitted job {job_id} to {site.name} to resume {exp_dir}")
     return EXIT_OK
 
 
@@ -181,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_experiment(args.exp_dir)
 
 
-COMMANDS = {"launch": cmd_launch, "check": cmd_check, "results": cmd_results, "status": cmd_status,
+COMMANDS = {"launch": cmd_launch, "resume": cmd_resume, "check": cmd_check, "results": cmd_results, "status": cmd_status,
             "cancel": cmd_cancel, "run": cmd_run}
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from emews.queues import QueuePair
 from emews.results import Result, Task
 from emews.space import Space, SpaceError
+
+
+def point_key(params: Mapping[str, Any]) -> str:
+    """A canonical text form of a point (JSON with sorted keys), to recognise it again."""
+    return json.dumps(dict(params), sort_keys=True)
 
 
 class BudgetExhausted(RuntimeError):
@@ -26,7 +32,8 @@ class Evaluator:
     """
 
     def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int,
-                 direction: str = "minimize", seed: int = 0, first_id: int = 0) -> None:
+                 direction: str = "minimize", seed: int = 0, first_id: int = 0,
+                 replay: Iterable[Result] = ()) -> None:
         self.space = space
         self.workers = workers
         self.budget = budget
@@ -37,6 +44,11 @@ class Evaluator:
         self._submitted = 0
         self._handed_out = 0
         self._ready: dict[int, Result] = {}
+        self._replay: dict[str, list[Result]] = {}
+        for result in replay:
+            self._replay.setdefault(point_key(result.params), []).append(result)
+            self._next_id = max(self._next_id, result.id + 1)
+        self.replayed = 0
 
     @property
     def remaining(self) -> int:
@@ -59,23 +71,36 @@ class Evaluator:
         return self._submitted
 
     def put(self, points: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Queue ``points`` for evaluation; return their task ids."""
+        """Queue ``points`` for evaluation; return their task ids.
+
+        When the run resumes an experiment, a point that was already evaluated
+        there is answered from the results store instead of being run again.
+        """
         points = list(points)
         if len(points) > self.remaining:
             raise BudgetExhausted(
                 f"{len(points)} evaluations asked for, {self.remaining} left of a budget of {self.budget}")
-        tasks = []
+        tasks, ids = [], []
         now = time.time()
         for point in points:
             try:
                 params = self.space.validate(point)
             except SpaceError as exc:
                 raise ValueError(f"optimizer proposed an invalid point {dict(point)!r}: {exc}") from None
+            earlier = self._replay.get(point_key(params)) if self._replay else None
+            if earlier:
+                result = earlier.pop()
+                self._ready[result.id] = result
+                self.replayed += 1
+                ids.append(result.id)
+                continue
             tasks.append(Task(self._next_id, params, self._task_seed(self._next_id), now))
+            ids.append(self._next_id)
             self._next_id += 1
-        self._submitted += len(tasks)
-        self._queues.submit(tasks)
-        return [t.id for t in tasks]
+        self._submitted += len(points)
+        if tasks:
+            self._queues.submit(tasks)
+        return ids
 
     def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
         """Wait until ``n`` results are ready (or ``timeout``), then return all ready ones.

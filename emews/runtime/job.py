@@ -114,8 +114,10 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     queues = QueuePair()
     progress = Progress(budget=spec.budget, workers=len(worker_ranks))
     store = ResultsStore(spec.store_path) if spec.store_path else None
+    earlier = list(store) if store is not None else []  # a resumed experiment's finished work
+    progress.record(earlier, 0)
     evaluator = Evaluator(queues, spec.space, workers=len(worker_ranks), budget=spec.budget,
-                          direction=spec.direction, seed=spec.seed)
+                          direction=spec.direction, seed=spec.seed, replay=earlier)
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
                               store=store).start()
     start = time.monotonic()
@@ -133,7 +135,8 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     if store is not None:
         store.close()
     return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,
-                      error or distributor.error, {"all_stopped": distributor.all_stopped})
+                      error or distributor.error,
+                      {"all_stopped": distributor.all_stopped, "replayed": evaluator.replayed})
 
 
 def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True) -> int:

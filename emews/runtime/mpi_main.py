@@ -55,6 +55,10 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, transport: MPITransport, 
     workers = list(range(1, transport.size))
     log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
     summary = run_optimizer_rank(spec, transport, workers)
+    if summary.details.get("replayed"):
+        log.info("resumed: %d evaluations answered from the results store", summary.details["replayed"])
+        print(f"resumed: {summary.details['replayed']} evaluations answered from the results store",
+              file=sys.stderr)
     csv_path, _ = export_csv(exp_dir)
     store = ResultsStore(exp_dir / STORE_FILE)
     results = list(store)

@@ -24,6 +24,7 @@ import warnings
 from typing import Any, Sequence
 
 import numpy as np
+from scipy.linalg import solve_triangular
 from scipy.stats import norm
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
@@ -213,9 +214,7 @@ class Engine:
 
     def _acquisition(self, model: Any, Xc: np.ndarray, y_opt: float) -> np.ndarray:
         """Higher is better."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            mu, std = model.predict(Xc, return_std=True)
+        mu, std = _predict(model, Xc)
         std = np.maximum(std, 1e-12)
         if self.acq_func == "LCB":
             return -(mu - self.kappa * std)
@@ -239,6 +238,27 @@ class Engine:
         # snap onto the space (integers rounded, one-hot blocks re-encoded)
         local_t = np.asarray(self.sk.transform(self.sk.inverse_transform(local_t)), dtype=float)
         return np.vstack([rand, local_t])
+
+
+def _predict(model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation of the surrogate at ``X``.
+
+    For a GP this is skopt's ``predict(return_std=True)`` with the variance computed by one
+    triangular solve against the Cholesky factor instead of its three-operand ``einsum`` (no
+    BLAS there: 160 ms for 3,000 candidates at 200 observations, against a few ms).
+    """
+    if not (hasattr(model, "L_") and hasattr(model, "alpha_") and hasattr(model, "y_train_std_")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mu, std = model.predict(X, return_std=True)
+        return np.asarray(mu, dtype=float).ravel(), np.asarray(std, dtype=float).ravel()
+    K_trans = model.kernel_(X, model.X_train_)
+    y_std = np.ravel(model.y_train_std_)[0] if np.ndim(model.y_train_std_) else model.y_train_std_
+    y_mean = np.ravel(model.y_train_mean_)[0] if np.ndim(model.y_train_mean_) else model.y_train_mean_
+    mu = K_trans @ np.ravel(model.alpha_) * y_std + y_mean
+    v = solve_triangular(model.L_, K_trans.T, lower=True, check_finite=False)
+    var = model.kernel_.diag(X) - np.einsum("ij,ij->j", v, v)
+    return mu, np.sqrt(np.maximum(var, 0.0)) * y_std
 
 
 def _with_noise(model: Any) -> Any:

@@ -184,3 +184,30 @@ def test_kill_9_loses_at_most_the_tasks_in_flight(emews_cmd, tmp_path: Path) -> 
     proc = emews_cmd("results", "exp")
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {len(results)} rows" in proc.stdout
+
+
+def test_a_killed_experiment_resumes_without_repeating_finished_work(emews_cmd, tmp_path: Path) -> None:
+    wf = write_workflow(tmp_path, budget={"evaluations": 150}, task={"isolation": "process"},
+                        objective={"module": str(REPO / "tests" / "objectives" / "slow.py")})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "3", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    deadline = time.monotonic() + 60
+    before: list[dict] = []
+    while len(before) < 40 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            before = rows(exp) if (exp / "results.db").exists() else []
+        except sqlite3.Error:
+            pass
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    before = rows(exp)
+    assert 40 <= len(before) < 150
+    proc = emews_cmd("resume", "exp", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    after = rows(exp)
+    assert len(after) == 150 and {r["status"] for r in after} == {"ok"}
+    assert len({r["params"] for r in after}) == 150  # no point evaluated twice
+    assert {r["id"]: r["finished"] for r in before} == {r["id"]: r["finished"] for r in after if r["id"] in
+                                                          {b["id"] for b in before}}
+    assert f"resumed: {len(before)} evaluations answered from the results store" in proc.stderr
