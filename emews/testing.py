@@ -168,8 +168,14 @@ class _Traced(Optimizer):
 
 def run_traced(factory: OptimizerFactory, *, seed: int = 0, budget: int = 24, workers: int = 3,
                space: Space | None = None, objective: ObjectiveRef = SMOOTH,
-               timeout: float = 60.0) -> Trace:
-    """Run ``factory(seed)`` through the real runtime (worker threads, inline objective) and record it."""
+               timeout: float = 60.0, main_thread: bool = False) -> Trace:
+    """Run ``factory(seed)`` through the real runtime (worker threads, inline objective) and record it.
+
+    The run goes on a helper thread so that a hang is caught after ``timeout``;
+    ``main_thread=True`` runs the optimizer on the calling thread instead, as
+    the optimizer rank does (needed by libraries such as rpy2 that must stay
+    on the main thread); a hang is then left to the test runner's timeout.
+    """
     space = space or mixed_space()
     trace = Trace(budget, workers, seed, space)
 
@@ -188,12 +194,16 @@ def run_traced(factory: OptimizerFactory, *, seed: int = 0, budget: int = 24, wo
         except BaseException as exc:  # the runtime itself failed: report, do not hang
             box["error"] = exc
 
-    runner = threading.Thread(target=target, name="emews-conformance-run", daemon=True)
     start = time.monotonic()
-    runner.start()
-    runner.join(timeout)
+    if main_thread:
+        target()
+        trace.hung = False
+    else:
+        runner = threading.Thread(target=target, name="emews-conformance-run", daemon=True)
+        runner.start()
+        runner.join(timeout)
+        trace.hung = runner.is_alive()
     trace.elapsed = time.monotonic() - start
-    trace.hung = runner.is_alive()
     if "error" in box:
         raise box["error"]
     trace.summary = box.get("summary")
@@ -336,7 +346,8 @@ class OptimizerConformance:
 
     Tune with class attributes: ``budget``, ``workers``, ``seed``, ``space``
     (a :class:`~emews.space.Space`; default :func:`mixed_space`),
-    ``full_budget``, ``deterministic``, ``strict_budget``, ``timeout``.
+    ``full_budget``, ``deterministic``, ``strict_budget``, ``timeout``, and
+    ``main_thread`` (run the optimizer on pytest's main thread, e.g. for rpy2).
     Runs are cached per class, so the tests share them.
     """
 
@@ -348,6 +359,7 @@ class OptimizerConformance:
     deterministic: bool = True
     strict_budget: bool = True
     timeout: float = 60.0
+    main_thread: bool = False
 
     _trace_cache: dict[tuple[type, str], Trace] = {}
 
@@ -362,7 +374,7 @@ class OptimizerConformance:
             objective = FLAKY if kind == "flaky" else SMOOTH
             self._trace_cache[key] = run_traced(
                 self.make_optimizer, seed=self.seed, budget=self.budget, workers=workers,
-                space=self.space, objective=objective, timeout=self.timeout)
+                space=self.space, objective=objective, timeout=self.timeout, main_thread=self.main_thread)
         return self._trace_cache[key]
 
     def test_budget_respected(self) -> None:

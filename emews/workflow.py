@@ -21,7 +21,7 @@ from emews.plugins import OptimizerNotFound, available_optimizers, resolve_optim
 from emews.runtime.objective import ObjectiveLoadError, ObjectiveRef
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.validation import config_error
-from emews.yamlio import load_mapping, parse_yaml
+from emews.yamlio import load_mapping
 
 
 class _Strict(BaseModel):

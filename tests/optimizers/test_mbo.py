@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from emews.optimizers.random import RandomSearch
 from emews.runtime.job import RunSpec, run_in_threads
 from emews.runtime.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Space
+from emews.testing import OptimizerConformance
 
 ROOT = Path(__file__).resolve().parents[2]
 ACKLEY = ObjectiveRef(str(ROOT / "objectives" / "ackley.py"))
@@ -219,50 +218,10 @@ def test_beats_random_search_on_branin(tmp_path):
 
 # ------------------------------------------------------------------------------------------ conformance kit
 
-try:
-    from emews import testing as kit
-except ImportError:  # the kit is written by another engineer; apply it when it exists
-    kit = None
+class TestMBOConformance(OptimizerConformance):
+    budget = 20
+    workers = 3
+    main_thread = True  # R must stay on the thread that runs the optimizer
 
-
-def _run_traced_on_main_thread(factory, *, seed, budget, workers, space, objective):
-    """``emews.testing.run_traced`` runs the optimizer in a helper thread; R must stay on the main one."""
-    space = space or kit.mixed_space()
-    trace = kit.Trace(budget, workers, seed, space)
-
-    def make():
-        trace.optimizer = factory(seed)
-        return kit._Traced(trace.optimizer, trace)
-
-    spec = RunSpec(space=space, make_optimizer=make, objective=objective, budget=budget, seed=seed,
-                   isolation="inline", show_progress=False)
-    before = set(threading.enumerate())
-    start = time.monotonic()
-    trace.summary = run_in_threads(spec, workers=workers)
-    trace.elapsed = time.monotonic() - start
-    deadline = time.monotonic() + 2.0
-    while True:
-        left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    trace.threads_left = [t.name for t in left]
-    return trace
-
-
-if kit is not None:
-    class TestMBOConformance(kit.OptimizerConformance):
-        budget = 20
-        workers = 3
-
-        def make_optimizer(self, seed):
-            return MBO(seed=seed, n_initial=6, candidates=300)
-
-        def trace(self, kind="smooth"):
-            key = (type(self), kind)
-            if key not in self._trace_cache:
-                self._trace_cache[key] = _run_traced_on_main_thread(
-                    self.make_optimizer, seed=self.seed, budget=self.budget,
-                    workers=1 if kind in ("once", "twice") else self.workers, space=self.space,
-                    objective=kit.FLAKY if kind == "flaky" else kit.SMOOTH)
-            return self._trace_cache[key]
+    def make_optimizer(self, seed):
+        return MBO(seed=seed, n_initial=6, candidates=300)
