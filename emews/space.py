@@ -40,52 +40,8 @@ def to_builtin(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class Int:
-    """An integer in ``[lower, upper]`` (both inclusive)."""
-
-    lower: int
-    upper: int
-    log: bool = False
-    sigma: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.lower > self.upper:
-            raise ValueError(f"lower ({self.lower}) is greater than upper ({self.upper})")
-        if self.log and self.lower <= 0:
-            raise ValueError("log: true needs lower > 0")
-
-    def sample(self, rng: random.Random) -> int:
-        if self.log:
-            return self.from_unit(rng.random())
-        return rng.randint(self.lower, self.upper)
-
-    def contains(self, value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and self.lower <= value <= self.upper
-
-    def to_unit(self, value: Any) -> float:
-        if self.upper == self.lower:
-            return 0.5
-        if self.log:
-            return (math.log(value) - math.log(self.lower)) / (math.log(self.upper) - math.log(self.lower))
-        return (value - self.lower) / (self.upper - self.lower)
-
-    def from_unit(self, u: float) -> int:
-        u = min(max(float(u), 0.0), 1.0)
-        if self.log:
-            raw = math.exp(math.log(self.lower) + u * (math.log(self.upper) - math.log(self.lower)))
-        else:
-            raw = self.lower + u * (self.upper - self.lower + 1) - 0.5
-        return int(min(max(round(raw), self.lower), self.upper))
-
-    def grid(self, n: int) -> list[int]:
-        if self.upper - self.lower + 1 <= n:
-            return list(range(self.lower, self.upper + 1))
-        return sorted({self.from_unit(i / (n - 1)) for i in range(n)}) if n > 1 else [self.from_unit(0.5)]
-
-
-@dataclass(frozen=True)
-class Float:
-    """A real number in ``[lower, upper]``; ``log`` samples uniformly in log space."""
+class _Range:
+    """A numeric range ``[lower, upper]``, uniform or (``log``) log-uniform; ``sigma`` is for mutation."""
 
     lower: float
     upper: float
@@ -100,12 +56,8 @@ class Float:
         if self.log and self.lower <= 0:
             raise ValueError("log: true needs lower > 0")
 
-    def sample(self, rng: random.Random) -> float:
+    def sample(self, rng: random.Random) -> Any:
         return self.from_unit(rng.random())
-
-    def contains(self, value: Any) -> bool:
-        return (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and self.lower <= value <= self.upper)
 
     def to_unit(self, value: Any) -> float:
         if self.upper == self.lower:
@@ -114,13 +66,52 @@ class Float:
             return (math.log(value) - math.log(self.lower)) / (math.log(self.upper) - math.log(self.lower))
         return (value - self.lower) / (self.upper - self.lower)
 
-    def from_unit(self, u: float) -> float:
+    def _scale(self, u: float, lower: float, upper: float) -> float:
+        """``u`` in [0, 1] mapped onto [lower, upper], log-uniformly when ``log``."""
         u = min(max(float(u), 0.0), 1.0)
         if self.log:
-            value = math.exp(math.log(self.lower) + u * (math.log(self.upper) - math.log(self.lower)))
-        else:
-            value = self.lower + u * (self.upper - self.lower)
-        return min(max(value, self.lower), self.upper)
+            return math.exp(math.log(lower) + u * (math.log(upper) - math.log(lower)))
+        return lower + u * (upper - lower)
+
+    def from_unit(self, u: float) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Int(_Range):
+    """An integer in ``[lower, upper]`` (both inclusive)."""
+
+    lower: int
+    upper: int
+
+    def sample(self, rng: random.Random) -> int:
+        return self.from_unit(rng.random()) if self.log else rng.randint(self.lower, self.upper)
+
+    def contains(self, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and self.lower <= value <= self.upper
+
+    def from_unit(self, u: float) -> int:
+        # linear: equal-width bins, one per integer
+        raw = self._scale(u, self.lower, self.upper) if self.log else \
+            self._scale(u, self.lower - 0.5, self.upper + 0.5)
+        return int(min(max(round(raw), self.lower), self.upper))
+
+    def grid(self, n: int) -> list[int]:
+        if self.upper - self.lower + 1 <= n:
+            return list(range(self.lower, self.upper + 1))
+        return sorted({self.from_unit(i / (n - 1)) for i in range(n)}) if n > 1 else [self.from_unit(0.5)]
+
+
+@dataclass(frozen=True)
+class Float(_Range):
+    """A real number in ``[lower, upper]``; ``log`` samples uniformly in log space."""
+
+    def contains(self, value: Any) -> bool:
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and self.lower <= value <= self.upper)
+
+    def from_unit(self, u: float) -> float:
+        return min(max(self._scale(u, self.lower, self.upper), self.lower), self.upper)
 
     def grid(self, n: int) -> list[float]:
         if n <= 1:

@@ -135,7 +135,7 @@ class BayesianOptimizer(AskTellOptimizer):
         self.engine = Engine(self.map, seed=self.seed, **self.options)
         look = self.lookahead if self.lookahead is not None else (workers if workers > 1 else 0)
         self.in_flight = workers + look
-        self.stats = {"proposed": 0, "random_fillers": 0, "model_time": 0.0}
+        self.stats = {"proposed": 0, "fallback_points": 0, "random_fillers": 0, "model_time": 0.0}
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         """Fit on everything ingested and return ``n`` points (synchronous)."""
@@ -172,9 +172,14 @@ class BayesianOptimizer(AskTellOptimizer):
             self.seed = evaluator.seed
         self.start(evaluator.space, evaluator.workers)
         target = self.in_flight
+        workers = evaluator.workers
         filler_rng = random.Random(f"{self.seed}-fill")
-        ahead = target - 1 if math.isfinite(self.speculate) else 0  # one worker: none, runs repeat
-        proposer = Proposer(self.engine, max_ahead=ahead, min_cycle=self.speculate).start()
+        speculate = math.isfinite(self.speculate) and workers > 1   # one worker: none, runs repeat
+        if speculate:
+            self.engine.reserve_size = workers
+        proposer = Proposer(self.engine, max_ahead=2 * target if speculate else 0,
+                            min_cycle=self.speculate if speculate else 0.0,
+                            cushion=target - workers).start()
         waiting_since: float | None = None
         poll = 0.002
         try:
@@ -183,13 +188,15 @@ class BayesianOptimizer(AskTellOptimizer):
                 if room > 0:
                     xs = proposer.take(room)
                     points = [self.map.from_skopt(x) for x in xs]
-                    starving = evaluator.pending + len(points) < evaluator.workers
-                    if starving and self.max_idle is not None:
+                    idle = min(room, workers - evaluator.pending) - len(points)
+                    if idle > 0 and self.max_idle is not None:   # workers would wait on the model
                         waiting_since = waiting_since or time.monotonic()
                         if time.monotonic() - waiting_since >= self.max_idle:
-                            extra = min(room - len(points), evaluator.workers - evaluator.pending - len(points))
-                            points += [self.space.sample(filler_rng) for _ in range(extra)]
-                            self.stats["random_fillers"] += extra
+                            backup = [self.map.from_skopt(x) for x in proposer.take_fallback(idle)]
+                            self.stats["fallback_points"] += len(backup)
+                            rand = [self.space.sample(filler_rng) for _ in range(idle - len(backup))]
+                            self.stats["random_fillers"] += len(rand)
+                            points += backup + rand
                             waiting_since = None
                     else:
                         waiting_since = None
@@ -198,11 +205,11 @@ class BayesianOptimizer(AskTellOptimizer):
                         proposer.submitted(ids, [self.map.to_skopt(p) for p in points])
                         self.stats["proposed"] += len(points)
                         room -= len(points)
-                proposer.request(max(room, 0))
+                proposer.request(max(room, 0), evaluator.remaining - max(room, 0))
                 if evaluator.pending == 0:
                     if evaluator.remaining == 0:
                         return
-                    proposer.wait_ready(1, timeout=self.max_idle)
+                    proposer.wait_ready(1, timeout=self.max_idle or None)
                     continue
                 if room > 0:   # the model is working on points we could submit: look back soon
                     results = evaluator.get(1, timeout=poll)

@@ -67,6 +67,11 @@ class Engine:
         self.n_proposed = 0
         self.fits = 0
         self.hyperfits = 0
+        #: after each model fit, up to this many runners-up are kept in ``reserve`` (skopt
+        #: points): the best candidates the batch did not take, spread apart, for workers that
+        #: would otherwise wait on the next fit
+        self.reserve_size = 0
+        self.reserve: list[list[Any]] = []
         self._kernel = None               # last optimized GP kernel (white noise included)
         self._kernel_n = 0                # observations at the last hyperparameter fit
         self._initial: list[list[Any]] = []
@@ -155,6 +160,8 @@ class Engine:
         for j in range(n):
             if name == "GP" or raw is None:  # trees: the model does not change within a batch
                 raw = self._acquisition(model, cands, y_opt)
+            if j == 0 and self.reserve_size > 0:
+                reserve = self._spread_top(cands, raw, self.reserve_size + n, taken, radius)
             if j == 0 and len(cands) > 256 and n > 1:
                 keep = np.argsort(-raw)[:max(256, 16 * n)]
                 cands, raw = cands[keep], raw[keep]
@@ -175,7 +182,27 @@ class Engine:
                 model = self._fixed_gp(model, np.vstack([X, lies]),
                                        np.concatenate([y, np.full(len(lies), y_opt)]))
         self.n_proposed += n
+        if self.reserve_size > 0:   # the runners-up this fit ranked, away from the batch
+            picked = np.asarray(chosen)
+            far = [x for x in reserve if _min_dist(x[None, :], picked)[0] >= radius]
+            self.reserve = self.sk.inverse_transform(np.asarray(far[:self.reserve_size])) if far else []
+            self.reserve = [[_plain(v) for v in x] for x in self.reserve]
         return self.sk.inverse_transform(np.asarray(chosen))
+
+    def _spread_top(self, cands: np.ndarray, score: np.ndarray, k: int, taken: np.ndarray,
+                    radius: float) -> list[np.ndarray]:
+        """Up to ``k`` candidates by decreasing ``score``, each ``radius`` away from ``taken``
+        and from each other (greedy)."""
+        order = np.argsort(-score)[:max(32 * k, 256)]
+        top = cands[order]
+        ok = _min_dist(top, taken) >= radius
+        out: list[np.ndarray] = []
+        for x, good in zip(top, ok):
+            if good and (not out or _min_dist(x[None, :], np.asarray(out))[0] >= radius):
+                out.append(x)
+                if len(out) >= k:
+                    break
+        return out
 
     # -- surrogates ---------------------------------------------------------------------------
     def _fit(self, name: str, X: np.ndarray, y: np.ndarray) -> Any:

@@ -1,12 +1,18 @@
 """A background thread that owns the surrogate engine while a run is going on.
 
-The main thread (which owns the evaluator) hands it results and a demand ("keep this many
-proposals ready"); the thread fits once on everything that arrived since its last fit and
-proposes the missing points. It never touches the evaluator, the queues or MPI.
+The main thread (which owns the evaluator) hands it results and a demand ("this many points
+could be submitted now"); the thread keeps the demand **plus a reserve** of proposals ready:
+the reserve covers what the main thread will take while the next refit runs (results per
+second x recent fit time), so the next refit starts while points are still in stock instead of
+after they ran out. Each fit absorbs every result that arrived since the last one. After each
+fit the engine's runners-up (``Engine.reserve``) are kept as a fallback the main thread can take
+without waiting when even the stock ran dry. The thread never touches the evaluator, the queues
+or MPI.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -16,20 +22,26 @@ from ._engine import Engine
 
 
 class Proposer:
-    def __init__(self, engine: Engine, *, max_ahead: int = 0, min_cycle: float = 0.0) -> None:
-        """``max_ahead``: most proposals made beyond the demand, and only after a fit that took
-        ``min_cycle`` seconds or more (see :meth:`_ahead`)."""
+    def __init__(self, engine: Engine, *, max_ahead: int = 0, min_cycle: float = 0.0,
+                 cushion: int = 0, safety: float = 1.5) -> None:
+        """``max_ahead``: most proposals kept ready beyond the demand; none until a fit took
+        ``min_cycle`` seconds or more. ``cushion``: points already queued at the workers beyond
+        one per worker (they cover part of a refit). See :meth:`_ahead`."""
         self.engine = engine
         self.max_ahead = max_ahead
         self.min_cycle = min_cycle
+        self.cushion = cushion
+        self.safety = safety
         self._arrivals: deque[float] = deque(maxlen=64)   # when results came in
-        self._cycle = 0.0                                  # seconds the last fit + propose took
+        self._cycles: deque[float] = deque(maxlen=4)      # seconds the last fits + proposals took
         self._cond = threading.Condition()
         self._new_x: list[list[Any]] = []
         self._new_y: list[float] = []
         self._pending: dict[int, list[Any]] = {}   # task id -> skopt point, submitted, untold
         self._buffer: list[list[Any]] = []
+        self._fallback: list[list[Any]] = []        # the last fit's runners-up
         self._demand = 0
+        self._limit: int | None = None             # most points that can still be used
         self._busy = False
         self._stop = False
         self.error: BaseException | None = None
@@ -55,6 +67,13 @@ class Proposer:
             self._demand = max(self._demand - len(out), 0)
             return out
 
+    def take_fallback(self, n: int) -> list[list[Any]]:
+        """Up to ``n`` of the last fit's runners-up, without waiting (for otherwise idle workers)."""
+        with self._cond:
+            self._raise()
+            out, self._fallback = self._fallback[:n], self._fallback[n:]
+            return out
+
     def submitted(self, ids: Sequence[int], xs: Sequence[list[Any]]) -> None:
         with self._cond:
             self._pending.update(zip(ids, xs))
@@ -68,18 +87,21 @@ class Proposer:
                 if x is not None:
                     self._new_x.append(x)
                     self._new_y.append(y)
+            if self._wanted() > len(self._buffer):
+                self._cond.notify_all()
 
-    def request(self, n: int) -> None:
-        """Keep ``n`` proposals ready (beyond those already taken)."""
+    def request(self, n: int, limit: int | None = None) -> None:
+        """``n`` proposals could be submitted now; at most ``limit`` more can ever be used."""
         with self._cond:
             self._demand = n
-            if n > len(self._buffer):
+            self._limit = limit
+            if self._wanted() > len(self._buffer):
                 self._cond.notify_all()
 
     @property
-    def idle(self) -> bool:
+    def ready(self) -> int:
         with self._cond:
-            return not self._busy and self._demand <= len(self._buffer)
+            return len(self._buffer)
 
     def wait_ready(self, n: int = 1, timeout: float | None = None) -> None:
         """Block until ``n`` proposals are ready (or the thread failed, or ``timeout``)."""
@@ -96,40 +118,54 @@ class Proposer:
         if self.error is not None:
             raise RuntimeError(f"the bayes model thread failed: {self.error!r}") from self.error
 
-    # -- model thread ---------------------------------------------------------------------------
+    # -- shared, called locked ------------------------------------------------------------------
     def _ahead(self) -> int:
-        """Points the main thread will want while the next fit runs (results/s x cycle time).
+        """Points the main thread will take while the next fit runs, beyond those the workers
+        already hold queued (``cushion``): results/s x the longest recent fit x ``safety``.
 
-        Zero when the objective is slow next to the model (each fit then sees every result) or
-        the fits are quick (``min_cycle``: a short wait is worth a better-informed model); up
-        to ``max_ahead`` when results arrive faster than the model refits. Called locked.
+        Zero when the objective is slow next to the model (each fit then sees every result),
+        when fits are shorter than ``min_cycle``, or with ``max_ahead`` 0; at most ``max_ahead``.
         """
-        if self.max_ahead <= 0 or len(self._arrivals) < 2 or self._cycle < self.min_cycle:
+        if self.max_ahead <= 0 or len(self._arrivals) < 2 or not self._cycles:
+            return 0
+        cycle = max(self._cycles)
+        if cycle < self.min_cycle:
             return 0
         span = self._arrivals[-1] - self._arrivals[0]
-        rate = (len(self._arrivals) - 1) / span if span > 0 else float("inf")
-        return int(min(rate * self._cycle, self.max_ahead))
+        rate = (len(self._arrivals) - 1) / span if span > 0 else math.inf
+        # results arriving now still count: a stretch without results lowers the rate
+        rate = min(rate, (len(self._arrivals) - 1) / max(time.monotonic() - self._arrivals[0], 1e-9))
+        need = rate * cycle * self.safety - self.cushion
+        return 0 if need <= 0 else int(min(math.ceil(need), self.max_ahead))
 
+    def _wanted(self) -> int:
+        """Proposals to hold ready: the demand plus the reserve, within what can still be used."""
+        want = self._demand + self._ahead()
+        return want if self._limit is None else min(want, self._limit)
+
+    # -- model thread ---------------------------------------------------------------------------
     def _loop(self) -> None:
         try:
             while True:
                 with self._cond:
-                    while not self._stop and self._demand <= len(self._buffer):
+                    while not self._stop and self._wanted() <= len(self._buffer):
                         self._cond.wait()
                     if self._stop:
                         return
                     new_x, new_y = self._new_x, self._new_y
                     self._new_x, self._new_y = [], []
-                    n = self._demand - len(self._buffer) + self._ahead()
+                    n = self._wanted() - len(self._buffer)
                     pending = list(self._pending.values()) + list(self._buffer)
                     self._busy = True
                 t0 = time.perf_counter()
                 self.engine.tell(new_x, new_y)
                 xs = self.engine.propose(n, pending)
-                self._cycle = time.perf_counter() - t0
-                self.busy_time += self._cycle
+                cycle = time.perf_counter() - t0
+                self.busy_time += cycle
                 with self._cond:
+                    self._cycles.append(cycle)
                     self._buffer.extend(xs)
+                    self._fallback = list(self.engine.reserve)
                     self._busy = False
                     self._cond.notify_all()
         except BaseException as exc:  # reported to the main thread on its next call

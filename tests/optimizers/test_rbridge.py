@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from emews.testing import mixed_space
+
 from emews.runtime.job import OptimizerFailed, RunSpec, run_in_threads
-from emews.space import Categorical, Constant, Float, Int, Ordered, Space
+from emews.space import Float, Int, Space
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,16 +38,8 @@ def rb():
 
 
 def space_all() -> Space:
-    return Space({
-        "x": Float(-5.0, 5.0),
-        "lr": Float(1e-4, 1.0, log=True),
-        "units": Int(1, 64),
-        "width": Int(1, 1024, log=True),
-        "activation": Categorical(("relu", "tanh", "sigmoid")),
-        "batch": Ordered((16, 32, 64, 128)),
-        "shuffle": Categorical((True, False)),
-        "optimizer": Constant("adam"),
-    })
+    """Every dimension type (the conformance kit's space)."""
+    return mixed_space()
 
 
 def objective_file(tmp_path: Path, body: str = "return float(len(str(sorted(params.items()))))") -> str:
