@@ -86,7 +86,7 @@ class BayesianOptimizer(AskTellOptimizer):
                  n_candidates: int = 2000, max_gp_points: int = 200, hyperfit_growth: float = 0.1,
                  switch_after: int | None = None, fallback_estimator: str = "ET",
                  failure_penalty: str | float = "worst", lookahead: int | None = None,
-                 max_idle: float | None = None, speculate: bool | float = 0.25) -> None:
+                 max_idle: float | None = 0.0, speculate: bool | float = True) -> None:
         if not isinstance(n_initial_points, int) or n_initial_points < 1:
             raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
         if not isinstance(max_gp_points, int) or max_gp_points < 10:
@@ -205,11 +205,11 @@ class BayesianOptimizer(AskTellOptimizer):
                         proposer.submitted(ids, [self.map.to_skopt(p) for p in points])
                         self.stats["proposed"] += len(points)
                         room -= len(points)
-                proposer.request(max(room, 0), evaluator.remaining - max(room, 0))
+                proposer.request(max(room, 0), evaluator.remaining)
                 if evaluator.pending == 0:
                     if evaluator.remaining == 0:
                         return
-                    proposer.wait_ready(1, timeout=self.max_idle or None)
+                    proposer.wait_ready(1, timeout=self.max_idle)
                     continue
                 if room > 0:   # the model is working on points we could submit: look back soon
                     results = evaluator.get(1, timeout=poll)

@@ -116,6 +116,7 @@ class Distributor:
                     in_flight[task.id] = task
                 transport.send(batch, rank, Tag.TASK)
                 progressed = True
+                self._progress.busy = min(len(in_flight), len(self._workers))
             if received and (not in_flight or len(received) >= self.commit_rows
                              or clock() - first_received >= self.commit_interval):
                 self._commit(received, len(in_flight))
@@ -132,5 +133,5 @@ class Distributor:
         """Store a batch durably, then hand it to the optimizer: what it sees is on disk."""
         if self._store is not None:
             self._store.add(results)
-        self._progress.record(results, busy)
+        self._progress.record(results, min(busy, len(self._workers)))
         self._queues.deliver(results)
