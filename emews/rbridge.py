@@ -287,15 +287,29 @@ _helpers: Any = None  # the helpers environment, created on first use
 
 
 def _r() -> tuple[Any, Any]:
-    """Import rpy2 (initialising R in this process) and return ``(rinterface, robjects)``."""
+    """Import rpy2 (initialising R in this process) and return ``(rinterface, robjects)``.
+
+    rpy2 prepends R's and the system's library folders to ``LD_LIBRARY_PATH`` in
+    ``os.environ``. This process's loader never reads it again, but every program
+    started later would: a Python of its own (pyenv, a venv) then loads the
+    system's libpython and cannot find its packages. So the variable is put back.
+    """
+    saved = os.environ.get("LD_LIBRARY_PATH")
     try:
         import rpy2.rinterface as ri
         import rpy2.robjects as ro
+
+        ri.initr_simple()
     except ImportError as exc:
         raise RUnavailable(f"rpy2 is not importable ({exc}); {INSTALL_HINT}") from exc
     except Exception as exc:  # rpy2 found no usable R
         raise RUnavailable(f"R cannot be started through rpy2 ({type(exc).__name__}: {exc}); "
                            f"{INSTALL_HINT}") from exc
+    finally:
+        if saved is None:
+            os.environ.pop("LD_LIBRARY_PATH", None)
+        else:
+            os.environ["LD_LIBRARY_PATH"] = saved
     return ri, ro
 
 

@@ -86,7 +86,7 @@ class BayesianOptimizer(AskTellOptimizer):
                  n_candidates: int = 2000, max_gp_points: int = 200, hyperfit_growth: float = 0.1,
                  switch_after: int | None = None, fallback_estimator: str = "ET",
                  failure_penalty: str | float = "worst", lookahead: int | None = None,
-                 max_idle: float | None = 0.0, speculate: bool | float = True) -> None:
+                 max_idle: float | None = None, speculate: bool | float = True) -> None:
         if not isinstance(n_initial_points, int) or n_initial_points < 1:
             raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
         if not isinstance(max_gp_points, int) or max_gp_points < 10:
@@ -135,7 +135,7 @@ class BayesianOptimizer(AskTellOptimizer):
         self.engine = Engine(self.map, seed=self.seed, **self.options)
         look = self.lookahead if self.lookahead is not None else (workers if workers > 1 else 0)
         self.in_flight = workers + look
-        self.stats = {"proposed": 0, "fallback_points": 0, "random_fillers": 0, "model_time": 0.0}
+        self.stats = {"proposed": 0, "runners_up": 0, "random_fillers": 0, "model_time": 0.0}
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         """Fit on everything ingested and return ``n`` points (synchronous)."""
@@ -178,8 +178,7 @@ class BayesianOptimizer(AskTellOptimizer):
         if speculate:
             self.engine.reserve_size = workers
         proposer = Proposer(self.engine, max_ahead=2 * target if speculate else 0,
-                            min_cycle=self.speculate if speculate else 0.0,
-                            cushion=target - workers).start()
+                            min_cycle=self.speculate if speculate else 0.0).start()
         waiting_since: float | None = None
         poll = 0.002
         try:
@@ -189,14 +188,20 @@ class BayesianOptimizer(AskTellOptimizer):
                     xs = proposer.take(room)
                     points = [self.map.from_skopt(x) for x in xs]
                     idle = min(room, workers - evaluator.pending) - len(points)
-                    if idle > 0 and self.max_idle is not None:   # workers would wait on the model
+                    if idle > 0 and speculate and proposer.busy:   # workers would wait on a refit
+                        backup = [self.map.from_skopt(x) for x in proposer.take_fallback(idle)]
+                        self.stats["runners_up"] += len(backup)
+                        if not proposer.fitted:   # no model yet: more initial (random) points
+                            extra = idle - len(backup)
+                            backup += [self.space.sample(filler_rng) for _ in range(extra)]
+                            self.stats["random_fillers"] += extra
+                        points += backup
+                        idle -= len(backup)
+                    if idle > 0 and self.max_idle is not None:
                         waiting_since = waiting_since or time.monotonic()
                         if time.monotonic() - waiting_since >= self.max_idle:
-                            backup = [self.map.from_skopt(x) for x in proposer.take_fallback(idle)]
-                            self.stats["fallback_points"] += len(backup)
-                            rand = [self.space.sample(filler_rng) for _ in range(idle - len(backup))]
-                            self.stats["random_fillers"] += len(rand)
-                            points += backup + rand
+                            points += [self.space.sample(filler_rng) for _ in range(idle)]
+                            self.stats["random_fillers"] += idle
                             waiting_since = None
                     else:
                         waiting_since = None

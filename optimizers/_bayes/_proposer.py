@@ -23,15 +23,18 @@ from ._engine import Engine
 
 class Proposer:
     def __init__(self, engine: Engine, *, max_ahead: int = 0, min_cycle: float = 0.0,
-                 cushion: int = 0, safety: float = 1.5) -> None:
+                 safety: float = 2.0, staleness: float = 0.25) -> None:
         """``max_ahead``: most proposals kept ready beyond the demand; none until a fit took
-        ``min_cycle`` seconds or more. ``cushion``: points already queued at the workers beyond
-        one per worker (they cover part of a refit). See :meth:`_ahead`."""
+        ``min_cycle`` seconds or more. ``staleness``: the reserve stays under this fraction of
+        the results told (early results are too informative to propose without).
+        See :meth:`_ahead`."""
         self.engine = engine
         self.max_ahead = max_ahead
         self.min_cycle = min_cycle
-        self.cushion = cushion
         self.safety = safety
+        self.staleness = staleness
+        self._told = 0
+        self._fitted_on = 0      # results the last model fit saw (0: none fitted yet)
         self._arrivals: deque[float] = deque(maxlen=64)   # when results came in
         self._cycles: deque[float] = deque(maxlen=4)      # seconds the last fits + proposals took
         self._cond = threading.Condition()
@@ -82,12 +85,13 @@ class Proposer:
         with self._cond:
             now = time.monotonic()
             self._arrivals.extend(now for _ in ids)
+            self._told += len(ids)
             for i, x, y in zip(ids, xs, ys):
                 self._pending.pop(i, None)
                 if x is not None:
                     self._new_x.append(x)
                     self._new_y.append(y)
-            if self._wanted() > len(self._buffer):
+            if self._wanted(low=True) > len(self._buffer):
                 self._cond.notify_all()
 
     def request(self, n: int, limit: int | None = None) -> None:
@@ -95,8 +99,20 @@ class Proposer:
         with self._cond:
             self._demand = n
             self._limit = limit
-            if self._wanted() > len(self._buffer):
+            if self._wanted(low=True) > len(self._buffer):
                 self._cond.notify_all()
+
+    @property
+    def busy(self) -> bool:
+        """Whether the model thread is fitting or proposing right now."""
+        with self._cond:
+            return self._busy
+
+    @property
+    def fitted(self) -> bool:
+        """Whether a surrogate was fitted on at least the initial points' worth of results."""
+        with self._cond:
+            return self._fitted_on >= self.engine.n_initial_points
 
     @property
     def ready(self) -> int:
@@ -120,11 +136,12 @@ class Proposer:
 
     # -- shared, called locked ------------------------------------------------------------------
     def _ahead(self) -> int:
-        """Points the main thread will take while the next fit runs, beyond those the workers
-        already hold queued (``cushion``): results/s x the longest recent fit x ``safety``.
+        """Points the main thread will take while the next fit runs: results/s x the longest
+        recent fit x ``safety``. (The demand refills the queue at the workers; this is on top.)
 
         Zero when the objective is slow next to the model (each fit then sees every result),
-        when fits are shorter than ``min_cycle``, or with ``max_ahead`` 0; at most ``max_ahead``.
+        when fits are shorter than ``min_cycle``, or with ``max_ahead`` 0; at most ``max_ahead``
+        and ``staleness`` x the results told so far.
         """
         if self.max_ahead <= 0 or len(self._arrivals) < 2 or not self._cycles:
             return 0
@@ -135,12 +152,15 @@ class Proposer:
         rate = (len(self._arrivals) - 1) / span if span > 0 else math.inf
         # results arriving now still count: a stretch without results lowers the rate
         rate = min(rate, (len(self._arrivals) - 1) / max(time.monotonic() - self._arrivals[0], 1e-9))
-        need = rate * cycle * self.safety - self.cushion
-        return 0 if need <= 0 else int(min(math.ceil(need), self.max_ahead))
+        need = rate * cycle * self.safety
+        return 0 if need <= 0 else int(min(math.ceil(need), self.max_ahead, self._told * self.staleness))
 
-    def _wanted(self) -> int:
-        """Proposals to hold ready: the demand plus the reserve, within what can still be used."""
-        want = self._demand + self._ahead()
+    def _wanted(self, low: bool = False) -> int:
+        """Proposals to hold ready: the demand plus the reserve, within what can still be used.
+        ``low``: the low-water mark that starts a refit (the demand plus half the reserve), so
+        that each refit absorbs several results and the model thread does not spin."""
+        ahead = self._ahead()
+        want = self._demand + (ahead + 1) // 2 if low else self._demand + ahead
         return want if self._limit is None else min(want, self._limit)
 
     # -- model thread ---------------------------------------------------------------------------
@@ -148,7 +168,7 @@ class Proposer:
         try:
             while True:
                 with self._cond:
-                    while not self._stop and self._wanted() <= len(self._buffer):
+                    while not self._stop and self._wanted(low=True) <= len(self._buffer):
                         self._cond.wait()
                     if self._stop:
                         return
@@ -159,11 +179,14 @@ class Proposer:
                     self._busy = True
                 t0 = time.perf_counter()
                 self.engine.tell(new_x, new_y)
+                fits = self.engine.fits
                 xs = self.engine.propose(n, pending)
                 cycle = time.perf_counter() - t0
                 self.busy_time += cycle
                 with self._cond:
                     self._cycles.append(cycle)
+                    if self.engine.fits > fits:
+                        self._fitted_on = self.engine.n_told
                     self._buffer.extend(xs)
                     self._fallback = list(self.engine.reserve)
                     self._busy = False

@@ -346,3 +346,16 @@ def test_install_r_script_is_a_quick_noop_here():
     assert proc.returncode == 0, proc.stderr + proc.stdout
     lines = proc.stdout.strip().splitlines()
     assert lines[-1].startswith("install-r: OK: R ") and "nothing to install" in lines[-1], proc.stdout
+
+
+def test_starting_r_leaves_the_environment_of_later_programs_alone() -> None:
+    """rpy2 prepends library folders to LD_LIBRARY_PATH; children of this process must not see them."""
+    import os
+    import subprocess
+    import sys
+
+    before = os.environ.get("LD_LIBRARY_PATH")
+    rbridge._r()
+    assert os.environ.get("LD_LIBRARY_PATH") == before
+    child = subprocess.run([sys.executable, "-c", "import emews, pip"], capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr
