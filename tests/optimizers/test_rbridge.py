@@ -355,7 +355,7 @@ def test_starting_r_leaves_the_environment_of_later_programs_alone() -> None:
     import sys
 
     before = os.environ.get("LD_LIBRARY_PATH")
-    rbridge._r()
+    _require_r()._r()
     assert os.environ.get("LD_LIBRARY_PATH") == before
     child = subprocess.run([sys.executable, "-c", "import emews, pip"], capture_output=True, text=True)
     assert child.returncode == 0, child.stderr
