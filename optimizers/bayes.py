@@ -6,16 +6,23 @@ Workflow YAML::
       name: bayes
       options: {seed: 1, n_initial_points: 10, base_estimator: GP, acq_func: EI}
 
-How it keeps workers busy:
+How it keeps workers busy (a worker never waits on the model while points could be out):
 
 * A background thread owns the surrogate (never the evaluator, queues or MPI). The main thread
-  hands it every result that arrived and the number of proposals it could submit now; the
-  thread fits **once** on all new results and proposes that many points, with constant-liar
-  lies (``cl_min``) for every point still out. Workers are never starved by a refit:
-  ``lookahead`` extra points (default: one per worker) stay queued behind the running ones;
-  when results arrive faster than a slow model refits, each fit also proposes the points that
-  will be needed during the next fit (``speculate``); ``max_idle`` can fill idle workers with
-  random points if the model is still too slow.
+  hands it every result that arrived and the number of points it could submit now; the thread
+  fits **once** on all new results and proposes a constant-liar batch (each pick conditions the
+  GP on the pick scoring the best value seen: a rank-one update, no refit). ``lookahead`` extra
+  points (default: one per worker) stay queued at the workers behind the running ones.
+* Speculation (``speculate``, on by default): the thread keeps a **reserve** of proposals ready
+  beyond the demand, sized to what the workers will take during the next refit (results per
+  second x the longest recent refit x 2) and started when half of it is used, so a refit runs
+  while points are still in stock and absorbs many results. A slow objective makes the reserve
+  0 (each point then sees every result); the reserve never exceeds a quarter of the results
+  told (early results are too informative to skip).
+* Fallback: if a worker would still go idle while a refit runs, it gets one of the last fit's
+  **runners-up** (the best candidates its batch did not take, spread apart) at once; before
+  the model has been fitted on ``n_initial_points`` results, a random point (more of the
+  initial design, at most one per worker in all). ``max_idle`` adds random points for workers idle that long in any case.
 * The cost per fit is bounded: GP hyperparameters are re-optimized only when the history grew
   by ``hyperfit_growth`` (warm-started); otherwise the kernel is kept and the GP refit is one
   Cholesky factorization. The GP trains on at most ``max_gp_points`` observations (the best
@@ -25,7 +32,9 @@ Failed evaluations (``loss == inf``) are told as the worst finite loss seen so f
 (``failure_penalty: worst``, recomputed at each fit, so the region looks bad without
 distorting the scale), or left out (``skip``), or told as a fixed number.
 
-With one worker and ``lookahead: 0`` (the default for one worker) a seeded run is reproducible.
+With one worker a seeded run is reproducible (no speculation then, and ``lookahead`` defaults
+to 0). ``speculate: false`` makes every batch wait for a fit on all results back so far: the
+most informed points per evaluation, for objectives so cheap that idle workers cost nothing.
 """
 
 from __future__ import annotations
@@ -73,11 +82,11 @@ class BayesianOptimizer(AskTellOptimizer):
     lookahead                extra points kept queued beyond one per worker (default: workers,
                              0 with one worker)
     max_idle                 seconds a worker may wait on the model before it gets a random
-                             point (None: never)
-    speculate                when results arrive faster than the model refits and a refit took
-                             at least this many seconds, propose the points that will be needed
-                             during the next refit along with those asked for (0.25; true: 0,
-                             false: never). Quick refits are waited for: better-informed points.
+                             point (None: never; the default fallback is the runners-up, above)
+    speculate                keep a reserve of proposals beyond the demand and give would-be
+                             idle workers the last fit's runners-up while a refit runs (true);
+                             a number: the reserve only once a refit took that many seconds;
+                             false: every batch waits for a fit on all results so far
     """
 
     def __init__(self, seed: int | None = None, n_initial_points: int = 10,
@@ -191,8 +200,8 @@ class BayesianOptimizer(AskTellOptimizer):
                     if idle > 0 and speculate and proposer.busy:   # workers would wait on a refit
                         backup = [self.map.from_skopt(x) for x in proposer.take_fallback(idle)]
                         self.stats["runners_up"] += len(backup)
-                        if not proposer.fitted:   # no model yet: more initial (random) points
-                            extra = idle - len(backup)
+                        if not proposer.fitted:   # no model yet: more initial points, one wave at most
+                            extra = max(min(idle - len(backup), workers - self.stats["random_fillers"]), 0)
                             backup += [self.space.sample(filler_rng) for _ in range(extra)]
                             self.stats["random_fillers"] += extra
                         points += backup

@@ -37,6 +37,8 @@ from ._space import SpaceMap
 ESTIMATORS = ("GP", "RF", "ET")
 ACQ_FUNCS = ("EI", "PI", "LCB")
 INITIAL_GENERATORS = ("random", "lhs", "sobol", "halton", "hammersly")
+#: lies per batch learned by a GP refit; later ones by a rank-one update (see ``_liar_batch``)
+REFIT_LIES = 4
 
 
 class Engine:
@@ -172,11 +174,17 @@ class Engine:
 
     def _liar_batch(self, model: Any, cands: np.ndarray, n: int, y_opt: float,
                     taken: np.ndarray) -> list[np.ndarray]:
-        """Constant liar: after each pick the GP is conditioned on the pick having ``y_opt``.
+        """Constant liar: after each pick the GP learns that the pick scored ``y_opt``.
 
-        With the kernel fixed this is a rank-one update of the posterior mean and covariance
-        over the candidates (no refit): the same as refitting with the lie, in microseconds.
+        The first ``REFIT_LIES`` lies of a batch refit the GP with the kernel fixed (one
+        Cholesky; the targets are re-normalized with the lie, which pulls the prior mean toward
+        ``y_opt`` and explores more: it did better on Ackley-5 than exact conditioning). Later
+        lies are a rank-one update of the posterior mean and covariance over the candidates
+        (exact conditioning, microseconds), so large batches stay cheap.
         """
+        X_lied = np.asarray(model.X_train_)
+        y_std, y_mean = _gp_parts(model)
+        y_lied = np.ravel(model.y_train_) * y_std + y_mean
         mu, cov, noise = _posterior(model, cands)
         dmin = _min_dist(cands, taken)
         used = np.zeros(len(cands), dtype=bool)
@@ -192,7 +200,11 @@ class Engine:
             chosen.append(x)
             used[best] = True
             dmin = np.minimum(dmin, np.sqrt(((cands - x) ** 2).sum(1)))
-            if j < n - 1:
+            if j < n - 1 and j < REFIT_LIES:
+                X_lied, y_lied = np.vstack([X_lied, x[None, :]]), np.append(y_lied, y_opt)
+                model = self._fixed_gp(model, X_lied, y_lied)
+                mu, cov, noise = _posterior(model, cands)
+            elif j < n - 1:
                 s = cov[:, best].copy()
                 denom = s[best] + noise
                 mu = mu + s * ((y_opt - mu[best]) / denom)

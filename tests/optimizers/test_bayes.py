@@ -251,8 +251,58 @@ def test_workers_stay_busy_during_slow_refits():
     idle_sync = _idle_fraction(naive.results)
     assert len(fast.results) == len(naive.results) == 32
     # refits run beside the evaluations: workers hardly wait, unlike fitting on the main thread
-    assert idle_async < 0.25, (idle_async, idle_sync)
-    assert idle_async < idle_sync / 2, (idle_async, idle_sync)
+    assert idle_async < 0.1, (idle_async, idle_sync)
+    assert idle_async < idle_sync / 3, (idle_async, idle_sync)
+
+
+def quick_sphere(params):
+    """A 0.1 s objective: results arrive faster than a slow refit."""
+    time.sleep(0.1)
+    return sum(float(v) ** 2 for k, v in params.items() if k.startswith("x"))
+
+
+def _busy_run(**kw):
+    space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
+    rec = _Recording(_SlowFit, seed=0, n_initial_points=6, n_candidates=300, **kw)
+    _run(rec, objective=ObjectiveRef(HERE, "quick_sphere"), space=space, budget=60, workers=4)
+    return _idle_fraction(rec.results)
+
+
+def test_refits_slower_than_results_keep_workers_busy():
+    """Refits take 2x a task: the reserve and the last fit's runners-up keep the workers busy;
+    with speculation off they wait on refits."""
+    idle_spec, idle_wait = _busy_run(), _busy_run(speculate=False)
+    assert idle_spec < 0.3, (idle_spec, idle_wait)          # ~0.17 here, ~0.57 waiting
+    assert idle_spec < idle_wait * 0.6, (idle_spec, idle_wait)
+
+
+def test_max_idle_fills_with_random_points():
+    space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
+    summary, opt = _run(lambda: _SlowFit(seed=0, n_initial_points=6, n_candidates=300, max_idle=0.0),
+                        objective=ObjectiveRef(HERE, "quick_sphere"), space=space, budget=40, workers=4)
+    assert summary.completed == 40
+    assert opt.stats["random_fillers"] + opt.stats["runners_up"] > 0, opt.stats
+
+
+def test_gp_variance_is_computed_stably():
+    """The engine's GP prediction matches skopt's mean and a direct solve's variance."""
+    space = Space({f"x{i}": Float(-5.0, 5.0) for i in range(3)})
+    opt = BayesianOptimizer(seed=0, n_initial_points=2)
+    opt.start(space, 1)
+    rng = np.random.RandomState(0)
+    pts = [{f"x{i}": float(v) for i, v in enumerate(row)} for row in rng.uniform(-5, 5, (60, 3))]
+    opt.ingest([_result(i, p, sum(v * v for v in p.values())) for i, p in enumerate(pts)])
+    X, y = opt.engine._training_set()
+    model = opt.engine._fit("GP", X, y)
+    C = rng.uniform(0, 1, (200, 3))
+    mu, std = _engine._predict(model, C)
+    mu_sk, _ = model.predict(C, return_std=True)
+    np.testing.assert_allclose(mu, mu_sk, rtol=1e-6, atol=1e-6)
+    K = model.L_ @ model.L_.T
+    Kt = model.kernel_(C, model.X_train_)
+    var = model.kernel_.diag(C) - np.einsum("ij,ji->i", Kt, np.linalg.lstsq(K, Kt.T, rcond=None)[0])
+    ref = np.sqrt(np.maximum(var, 0)) * float(np.ravel(model.y_train_std_)[0])
+    np.testing.assert_allclose(std, ref, rtol=1e-3, atol=1e-6 * ref.max())
 
 
 def test_beats_random_on_branin():
@@ -261,7 +311,8 @@ def test_beats_random_on_branin():
     obj = ObjectiveRef(HERE, "branin")
     bayes, rand = [], []
     for seed in range(3):
-        s, _ = _run(lambda: BayesianOptimizer(seed=seed, n_initial_points=8, lookahead=0, n_candidates=1000),
+        s, _ = _run(lambda: BayesianOptimizer(seed=seed, n_initial_points=8, lookahead=0, speculate=False,
+                                                      n_candidates=1000),
                     objective=obj, space=space, budget=30, workers=2, seed=seed)
         bayes.append(s.best.loss)
         s, _ = _run(lambda: RandomSearch(seed=seed), objective=obj, space=space, budget=30, workers=2, seed=seed)
