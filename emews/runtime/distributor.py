@@ -29,7 +29,7 @@ class Distributor:
     #: most tasks a worker may hold while tasks are short (see WorkerSlots)
     prefetch = 8
     #: group commit: results are stored (then delivered) in batches of at most this many
-    #: rows or this many seconds, and at once when no other task is running
+    #: rows or this many seconds, and at once when a worker waits for the optimizer
     commit_rows = 256
     commit_interval = 1e-3
 
@@ -117,7 +117,8 @@ class Distributor:
                 transport.send(batch, rank, Tag.TASK)
                 progressed = True
                 self._progress.busy = min(len(in_flight), len(self._workers))
-            if received and (not in_flight or len(received) >= self.commit_rows
+            starving = bool(slots) and not tasks  # workers wait for the optimizer's next points
+            if received and (starving or not in_flight or len(received) >= self.commit_rows
                              or clock() - first_received >= self.commit_interval):
                 self._commit(received, len(in_flight))
                 received = []
