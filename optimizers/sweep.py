@@ -21,6 +21,8 @@ class Sweep(AskTellOptimizer):
     def __init__(self, levels: int = 5, file: str | None = None, backlog: int = 2) -> None:
         if levels < 1:
             raise ValueError("levels must be at least 1")
+        if file is not None and not Path(file).is_file():
+            raise ValueError(f"points file {file} does not exist")
         self.levels = levels
         self.file = file
         self.backlog = backlog

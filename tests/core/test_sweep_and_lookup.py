@@ -1,0 +1,80 @@
+"""Sweeps (grid and points file), optimizer references, and workflow lookup."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testutil import FAULTY, write_workflow
+from emews.cli import main
+from emews.optimizers.sweep import Sweep
+from emews.runtime.job import RunSpec, run_in_threads
+from emews.runtime.objective import ObjectiveRef
+from emews.runtime.store import ResultsStore
+from emews.space import Categorical, Constant, Float, Space
+
+SPACE = Space({"x": Float(-2.0, 2.0), "mode": Categorical(("ok", "dict")), "tag": Constant("t")})
+
+
+def run_sweep(sweep: Sweep, budget: int, exp: Path) -> list:
+    spec = RunSpec(SPACE, lambda: sweep, ObjectiveRef(str(FAULTY)), budget=budget, isolation="inline",
+                   exp_dir=exp, show_progress=False)
+    summary = run_in_threads(spec, workers=3)
+    assert summary.error is None, summary.error
+    return list(ResultsStore(exp / "results.db"))
+
+
+def test_grid_sweep_covers_the_grid_once(tmp_path: Path) -> None:
+    results = run_sweep(Sweep(levels=3), budget=100, exp=tmp_path)
+    points = sorted((r.params["x"], r.params["mode"]) for r in results)
+    assert points == sorted((x, m) for x in (-2.0, 0.0, 2.0) for m in ("ok", "dict"))
+    assert all(r.params["tag"] == "t" for r in results)
+
+
+def test_points_file_is_evaluated_in_order_with_constants_filled(tmp_path: Path) -> None:
+    points = [{"x": 0.5, "mode": "ok"}, {"x": -1.0, "mode": "dict"}, {"x": 2.0, "mode": "ok"}]
+    path = tmp_path / "points.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in points) + "\n")
+    results = run_sweep(Sweep(file=str(path)), budget=10, exp=tmp_path)
+    assert [(r.params["x"], r.params["mode"], r.params["tag"]) for r in results] == \
+        [(p["x"], p["mode"], "t") for p in points]
+
+
+def test_a_bad_line_in_the_points_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "points.jsonl"
+    path.write_text('{"x": 0.5, "mode": "ok"}\n{"x": 9.0, "mode": "ok"}\n')
+    spec = RunSpec(SPACE, lambda: Sweep(file=str(path)), ObjectiveRef(str(FAULTY)), budget=10,
+                   isolation="inline", show_progress=False)
+    summary = run_in_threads(spec, workers=1)
+    assert f"{path}:2" in str(summary.error.error) and "x" in str(summary.error.error)
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_missing_points_file_is_a_config_error(in_tmp: Path, capsys: pytest.CaptureFixture) -> None:
+    wf = write_workflow(in_tmp, optimizer={"name": "sweep", "options": {"file": "nope.jsonl"}})
+    assert main(["check", str(wf)]) == 2
+    err = capsys.readouterr().err
+    assert "optimizer.options" in err and "nope.jsonl" in err
+
+
+def test_optimizer_by_module_path(in_tmp: Path, capsys: pytest.CaptureFixture) -> None:
+    wf = write_workflow(in_tmp, optimizer={"name": "emews.optimizers.random:RandomSearch", "options": {"seed": 2}})
+    assert main(["check", str(wf)]) == 0, capsys.readouterr().err
+
+
+def test_a_workflow_in_the_working_directory_shadows_the_built_in(in_tmp: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    assert main(["check", "random"]) == 0
+    assert "budget 200" in capsys.readouterr().out
+    (in_tmp / "workflows").mkdir()
+    write_workflow(in_tmp / "workflows", name="random", budget={"evaluations": 7})
+    assert main(["check", "random"]) == 0
+    out = capsys.readouterr().out
+    assert str(in_tmp / "workflows" / "random.yaml") in out and "budget 7" in out
