@@ -211,3 +211,21 @@ def test_a_killed_experiment_resumes_without_repeating_finished_work(emews_cmd, 
     assert {r["id"]: r["finished"] for r in before} == {r["id"]: r["finished"] for r in after if r["id"] in
                                                           {b["id"] for b in before}}
     assert f"resumed: {len(before)} evaluations answered from the results store" in proc.stderr
+
+
+def test_each_worker_sees_exactly_its_gpus(emews_cmd, tmp_path: Path) -> None:
+    """GPU binding by environment variable from the node-local rank, reported in the task context."""
+    (tmp_path / "site-configs").mkdir()
+    (tmp_path / "site-configs" / "gpubox.yaml").write_text(
+        "extends: local\nnode: {gpus: 4, gpus_per_worker: 2, gpu_binding: env, gpu_env: CUDA_VISIBLE_DEVICES}\n")
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"},
+                        space={"mode": {"type": "constant", "value": "gpus"},
+                               "x": {"type": "ordered", "values": list(range(8))}},
+                        budget={"evaluations": 8}, task={"isolation": "process"})
+    proc = emews_cmd("launch", str(wf), "--site", "gpubox", "--workers", "2", "--exp-dir", "exp", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen = {r["rank"]: json.loads(r["metrics"]) for r in rows(tmp_path / "exp")}
+    assert seen == {1: {"gpu_ids": [0, 1], "visible": "0,1"}, 2: {"gpu_ids": [2, 3], "visible": "2,3"}}
+    too_many = emews_cmd("launch", str(wf), "--site", "gpubox", "--workers", "3", "--exp-dir", "exp2")
+    assert too_many.returncode == 2 and "GPUs" in too_many.stderr
+    assert not (tmp_path / "exp2").exists()

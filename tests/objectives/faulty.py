@@ -49,4 +49,8 @@ def run(params: dict) -> object:
         ctx = emews.current_task()
         (ctx.run_dir / "note.txt").write_text(f"{ctx.task_id} {ctx.rank} {ctx.seed}")
         return float(ctx.rank)
+    if mode == "gpus":
+        ctx = emews.current_task()
+        return {"value": float(ctx.rank), "gpu_ids": list(ctx.gpu_ids),
+                "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
     raise ValueError(f"unknown mode {mode}")
