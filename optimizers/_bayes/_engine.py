@@ -339,9 +339,24 @@ def _predict(model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     y_std, y_mean = _gp_parts(model)
     K_trans = model.kernel_(X, model.X_train_)
     mu = K_trans @ np.ravel(model.alpha_) * y_std + y_mean
-    v = solve_triangular(model.L_, K_trans.T, lower=True, check_finite=False)
+    v = _inverse_factor(model) @ K_trans.T   # BLAS, which lets go of the GIL; a solve does not
     var = model.kernel_.diag(X) - np.einsum("ij,ij->j", v, v)
     return mu, np.sqrt(np.maximum(var, 0.0)) * y_std
+
+
+def _inverse_factor(model: Any) -> np.ndarray:
+    """``L^-1`` of a fitted GP's Cholesky factor, computed once per model.
+
+    Multiplying by it gives the same ``v`` as a triangular solve per call (its condition
+    number is the square root of the kernel matrix's), but as a matrix product: BLAS runs
+    without holding the GIL, so the distributor thread is never held up by a prediction.
+    """
+    inverse = getattr(model, "_emews_L_inv", None)
+    if inverse is None:
+        eye = np.eye(model.L_.shape[0])
+        inverse = solve_triangular(model.L_, eye, lower=True, check_finite=False)
+        model._emews_L_inv = inverse
+    return inverse
 
 
 def _posterior(model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
