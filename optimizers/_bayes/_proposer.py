@@ -114,6 +114,17 @@ class Proposer:
         with self._cond:
             return self._fitted_on >= self.engine.n_initial_points
 
+    def is_busy(self) -> bool:
+        return self.busy
+
+    def is_fitted(self) -> bool:
+        return self.fitted
+
+    def summary(self) -> dict:
+        """Counters of the finished run (also across a process boundary)."""
+        return {"fits": self.engine.fits, "hyperfits": self.engine.hyperfits, "model_time": self.busy_time,
+                "estimator": self.engine.estimator_name()}
+
     @property
     def ready(self) -> int:
         with self._cond:
