@@ -56,6 +56,7 @@ CONTENDERS = {  # key -> label
     "ga-sync": "GA simple (sync)",
     "ga-async": "GA async (steady state)",
     "bayes": "Bayes async (defaults)",
+    "bayes-process": "Bayes, model process",
     "random": "random (reference)",
 }
 
@@ -77,9 +78,9 @@ def _factory(name: str, args: argparse.Namespace) -> Callable[[int], Any]:
         from emews.optimizers.ga import GeneticAlgorithm
         strategy = "simple" if name == "ga-sync" else "async"
         return lambda seed: GeneticAlgorithm(population=args.population, seed=seed, strategy=strategy)
-    if name == "bayes":
+    if name in ("bayes", "bayes-process"):
         from emews.optimizers.bayes import BayesianOptimizer
-        return lambda seed: BayesianOptimizer(seed=seed)
+        return lambda seed: BayesianOptimizer(seed=seed, model_process=name == "bayes-process")
     from emews.optimizers.random import RandomSearch
     return lambda seed: RandomSearch(seed=seed)
 
