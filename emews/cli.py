@@ -153,35 +153,26 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from emews.experiment import STORE_FILE
-    from emews.report import export_csv, summary_text
-    from emews.runtime.store import ResultsStore
+    from emews.report import export_csv, load_results, summary_text
 
-    path, rows = export_csv(args.exp_dir)
-    store = ResultsStore(args.exp_dir / STORE_FILE)
-    print(summary_text(list(store), None))
-    store.close()
+    results = load_results(args.exp_dir)
+    path, rows = export_csv(args.exp_dir, results)
+    print(summary_text(results, None))
     print(f"wrote {rows} rows to {path}")
     return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from emews.experiment import STORE_FILE, require_experiment
-    from emews.report import summary_text
-    from emews.runtime.store import ResultsStore
+    from emews.experiment import WORKFLOW_FILE, require_experiment
+    from emews.report import load_results, summary_text
     from emews.site.jobs import JOB_RECORD, job_status
     from emews.yamlio import load_mapping
 
     exp_dir = require_experiment(args.exp_dir)
     state = job_status(exp_dir) if (exp_dir / JOB_RECORD).exists() else "local"
-    budget = load_mapping(exp_dir / "workflow.yaml").get("budget", {}).get("evaluations")
+    budget = load_mapping(exp_dir / WORKFLOW_FILE).get("budget", {}).get("evaluations")
     print(f"job: {state}")
-    if (exp_dir / STORE_FILE).exists():
-        store = ResultsStore(exp_dir / STORE_FILE)
-        print(summary_text(list(store), budget))
-        store.close()
-    else:
-        print(f"0/{budget} evaluations")
+    print(summary_text(load_results(exp_dir), budget))
     return EXIT_OK
 
 

@@ -12,15 +12,23 @@ from emews.runtime.store import ResultsStore, write_csv
 from emews.yamlio import load_mapping
 
 
-def export_csv(exp_dir: Path) -> tuple[Path, int]:
-    """(Re)write ``results.csv`` from the results store; return its path and row count."""
-    exp_dir = require_experiment(exp_dir)
-    names = list(load_mapping(exp_dir / WORKFLOW_FILE).get("space", {}))
-    store = ResultsStore(exp_dir / STORE_FILE)
+def load_results(exp_dir: Path) -> list[Result]:
+    """Every finished evaluation in the experiment's results store (none if it has no store yet)."""
+    path = require_experiment(exp_dir) / STORE_FILE
+    if not path.exists():
+        return []
+    store = ResultsStore(path)
     try:
-        rows = write_csv(store, exp_dir / CSV_FILE, names)
+        return list(store)
     finally:
         store.close()
+
+
+def export_csv(exp_dir: Path, results: list[Result] | None = None) -> tuple[Path, int]:
+    """(Re)write ``results.csv`` from ``results`` (default: the store); return its path and row count."""
+    exp_dir = require_experiment(exp_dir)
+    names = list(load_mapping(exp_dir / WORKFLOW_FILE).get("space", {}))
+    rows = write_csv(load_results(exp_dir) if results is None else results, exp_dir / CSV_FILE, names)
     return exp_dir / CSV_FILE, rows
 
 
@@ -31,9 +39,9 @@ def best_result(results: list[Result]) -> Result | None:
 
 def summary_text(results: list[Result], budget: int | None, elapsed: float | None = None) -> str:
     """A few lines: counts by status, the best evaluation and its parameters."""
-    counts = {s: sum(r.status is s for r in results) for s in Status}
-    lines = [f"{len(results)}{'/' + str(budget) if budget else ''} evaluations: "
-             + ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+    counts = ", ".join(f"{n} {s.value}" for s in Status if (n := sum(r.status is s for r in results)))
+    lines = [f"{len(results)}{'/' + str(budget) if budget else ''} evaluations"
+             + (f": {counts}" if counts else "")
              + (f" in {elapsed:.1f} s" if elapsed is not None else "")]
     best = best_result(results)
     if best is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -26,7 +27,7 @@ def _unwrap(annotation: Any, part: str) -> Any:
     origin = get_origin(annotation)
     if origin is dict:
         return get_args(annotation)[1]
-    if origin is Union or str(origin) == "typing.Annotated" or origin is not None and "Union" in str(origin):
+    if origin in (Union, types.UnionType):
         models = [a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
         tagged = [m for m in models if getattr(m.model_fields.get("type"), "default", None) == part]
         return tagged[0] if tagged else (models[0] if len(models) == 1 else annotation)

@@ -21,7 +21,7 @@ from emews.plugins import OptimizerNotFound, available_optimizers, resolve_optim
 from emews.runtime.objective import ObjectiveLoadError, ObjectiveRef
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.validation import config_error
-from emews.yamlio import load_mapping
+from emews.yamlio import load_mapping, set_dotted
 
 
 class _Strict(BaseModel):
@@ -248,24 +248,13 @@ def _dimension(spec: Any) -> Dimension:
     return Constant(spec.value)
 
 
-def _apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any], file: str) -> None:
-    for key, value in overrides.items():
-        node = data
-        parts = key.split(".")
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{part!r} is a value, not a section", file=f"--set {key}", key=key)
-            node = child
-        node[parts[-1]] = value
-
-
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
     """Read, validate and resolve a workflow; raise ConfigError naming file and key."""
     path = find_workflow_file(ref)
     file = str(path)
     data = load_mapping(path)
-    _apply_overrides(data, overrides or {}, file)
+    for key, value in (overrides or {}).items():
+        set_dotted(data, key, value, f"--set {key}")
     try:
         model = WorkflowModel.model_validate(data)
     except ValidationError as exc:

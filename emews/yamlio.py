@@ -74,3 +74,18 @@ def parse_override(item: str) -> tuple[str, Any]:
     key = key.strip()
     value = parse_yaml(text, source=f"--set {key}") if text.strip() else None
     return key, value
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any, source: str) -> None:
+    """Set ``data["a"]["b"] = value`` for ``key == "a.b"``, creating sections; ``source`` names the origin."""
+    parts = key.split(".")
+    if not key or any(not p for p in parts):
+        raise ConfigError(f"malformed key {key!r}", file=source, key=key)
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(parts[:i + 1])!r} is a value, not a section",
+                              file=source, key=key)
+        node = child
+    node[parts[-1]] = value

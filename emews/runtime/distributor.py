@@ -116,7 +116,7 @@ class Distributor:
                     in_flight[task.id] = task
                 transport.send(batch, rank, Tag.TASK)
                 progressed = True
-                self._progress.busy = min(len(in_flight), len(self._workers))
+            self._progress.busy = min(len(in_flight), len(self._workers))
             starving = bool(slots) and not tasks  # workers wait for the optimizer's next points
             if received and (starving or not in_flight or len(received) >= self.commit_rows
                              or clock() - first_received >= self.commit_interval):

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -66,7 +66,8 @@ class RunSummary:
     best: Result | None
     elapsed: float
     error: BaseException | None = None
-    details: dict = field(default_factory=dict)
+    all_stopped: bool = True   # every worker confirmed its stop
+    replayed: int = 0          # evaluations answered from a resumed experiment's store
 
 
 class OptimizerFailed(RuntimeError):
@@ -134,8 +135,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     if store is not None:
         store.close()
     return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,
-                      error or distributor.error,
-                      {"all_stopped": distributor.all_stopped, "replayed": evaluator.replayed})
+                      error or distributor.error, distributor.all_stopped, evaluator.replayed)
 
 
 def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True) -> int:

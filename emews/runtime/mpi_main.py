@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 from emews.experiment import LOG_FILE, SITE_FILE, STORE_FILE, WORKFLOW_FILE, require_experiment
-from emews.report import export_csv, summary_text
+from emews.report import export_csv, load_results, summary_text
 from emews.runtime.job import OptimizerFailed, RunSpec, run_optimizer_rank, run_worker_rank
-from emews.runtime.store import ResultsStore
 from emews.runtime.transport import MPITransport
 from emews.site import bind_gpus, load_site, local_rank
 from emews.workflow import Workflow, load_workflow
@@ -55,14 +54,11 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, transport: MPITransport, 
     workers = list(range(1, transport.size))
     log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
     summary = run_optimizer_rank(spec, transport, workers)
-    if summary.details.get("replayed"):
-        log.info("resumed: %d evaluations answered from the results store", summary.details["replayed"])
-        print(f"resumed: {summary.details['replayed']} evaluations answered from the results store",
-              file=sys.stderr)
-    csv_path, _ = export_csv(exp_dir)
-    store = ResultsStore(exp_dir / STORE_FILE)
-    results = list(store)
-    store.close()
+    if summary.replayed:
+        log.info("resumed: %d evaluations answered from the results store", summary.replayed)
+        print(f"resumed: {summary.replayed} evaluations answered from the results store", file=sys.stderr)
+    results = load_results(exp_dir)
+    csv_path, _ = export_csv(exp_dir, results)
     text = summary_text(results, spec.budget, summary.elapsed)
     (exp_dir / "summary.json").write_text(json.dumps({
         "completed": summary.completed, "failed": summary.failed, "elapsed": summary.elapsed,
@@ -78,10 +74,6 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, transport: MPITransport, 
     log.error("run failed: %s\n%s", summary.error, detail)
     print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
     sys.stderr.flush()
-    if not _workers_all_stopped(summary):
+    if not summary.all_stopped:
         comm.Abort(1)  # type: ignore[attr-defined]
     return 1
-
-
-def _workers_all_stopped(summary: object) -> bool:
-    return bool(getattr(summary, "details", {}).get("all_stopped", False))

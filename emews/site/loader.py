@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from emews.errors import ConfigError
-from emews.yamlio import load_mapping, parse_override, parse_yaml
+from emews.yamlio import load_mapping, parse_override, parse_yaml, set_dotted
 from emews.site.schema import (EnvironmentConfig, LauncherConfig, NodeConfig, SchedulerConfig,
                                SiteConfig, _KeyedError)
 from emews.site.walltime import WALLTIME_FORMS
@@ -133,23 +133,9 @@ def _read_chain(path: Path, origins: dict[str, str], chain: list[Path]) -> dict[
     return deep_merge(merged, data)
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any, source: str) -> None:
-    parts = key.split(".")
-    if not key or any(not p for p in parts):
-        raise ConfigError(f"malformed key {key!r}", file=source, key=key)
-    node = data
-    for i, part in enumerate(parts[:-1]):
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{'.'.join(parts[:i + 1])!r} is a value, not a section",
-                              file=source, key=key)
-        node = child
-    node[parts[-1]] = value
-
-
 def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any,
            source: str) -> None:
-    _set_dotted(data, key, value, source)
+    set_dotted(data, key, value, source)
     origins[key] = source
     if isinstance(value, Mapping):
         _record(origins, value, source, key + ".")

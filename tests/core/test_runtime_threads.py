@@ -219,3 +219,22 @@ def test_backoff_spins_then_sleeps_with_growing_delays() -> None:
     spinning = Backoff(spin=10.0, sleep=delays.append)
     spinning.idle()
     assert len(delays) == 7  # still inside the spin window: no sleep
+
+
+def test_progress_line_shows_done_budget_failures_best_and_busy_workers() -> None:
+    import io
+
+    from emews.results import Outcome, Result, Status, Task
+    from emews.runtime.progress import Progress, ProgressReporter
+
+    def result(i: int, status: Status, value: float | None) -> Result:
+        return Result.from_outcome(Task(i, {"x": 0.0}, 0, 0.0), Outcome(i, status, value), 1.0)
+
+    progress = Progress(budget=10, workers=4)
+    stream = io.StringIO()
+    with ProgressReporter(progress, stream=stream, interval=0.01):
+        progress.record([result(0, Status.OK, 2.5), result(1, Status.FAILED, None), result(2, Status.OK, 0.75)], 3)
+        time.sleep(0.05)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 2  # periodic lines, then the final one
+    assert lines[-1].startswith("3/10 evaluations, 1 failed, best 0.75, 3/4 workers busy")
