@@ -38,6 +38,7 @@ Prints medians over the repeats of
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import os
@@ -56,7 +57,7 @@ CONTENDERS = {  # key -> label
     "ga-sync": "GA simple (sync)",
     "ga-async": "GA async (steady state)",
     "bayes": "Bayes async (defaults)",
-    "bayes-process": "Bayes, model process",
+    "bayes-process": "Bayes, model process (true)",
     "random": "random (reference)",
 }
 
@@ -80,7 +81,7 @@ def _factory(name: str, args: argparse.Namespace) -> Callable[[int], Any]:
         return lambda seed: GeneticAlgorithm(population=args.population, seed=seed, strategy=strategy)
     if name in ("bayes", "bayes-process"):
         from emews.optimizers.bayes import BayesianOptimizer
-        return lambda seed: BayesianOptimizer(seed=seed, model_process=name == "bayes-process")
+        return lambda seed: BayesianOptimizer(seed=seed, model_process=True if name == "bayes-process" else "auto")
     from emews.optimizers.random import RandomSearch
     return lambda seed: RandomSearch(seed=seed)
 
@@ -166,11 +167,12 @@ def child(args: argparse.Namespace) -> None:
         used = sum(max(0.0, min(r.finished, hi) - max(r.started, lo)) for r in done)
         return used / (workers * max(hi - lo, 1e-9))
 
+    idle_opt, idle_dispatch = idle_causes(done, workers, t_first, t_steady)
     stats = getattr(timed.inner, "stats", {}) or {}
     model = stats.get("model_time")
     report = {
         "busy_run": busy(t0, t1), "busy_steady": busy(t_first, t_steady), "steady_s": t_steady - t_first,
-        "startup_ms": 1000.0 * (t_first - t0),
+        "startup_ms": 1000.0 * (t_first - t0), "idle_opt": idle_opt, "idle_dispatch": idle_dispatch,
         "opt_ms": 1000.0 * (timed.ran - timed.waited) / max(len(timed.results), 1),
         "model_ms": None if model is None else 1000.0 * model / max(len(timed.results), 1),
         "wall": t1 - t0, "best": summary.best.objective if summary.best else math.nan,
@@ -178,6 +180,44 @@ def child(args: argparse.Namespace) -> None:
         "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str))},
     }
     print("RESULT " + json.dumps(report), flush=True)
+
+
+def idle_causes(done: list[Any], workers: int, lo: float, hi: float) -> tuple[float, float]:
+    """Idle worker-time in ``[lo, hi]`` as fractions of all worker-time, split into waiting for
+    the optimizer (no submitted task was waiting to start) and dispatch (one was: the gap is
+    the time it took to reach the worker)."""
+    submits = sorted(r.submitted for r in done if r.submitted is not None)
+    starts = sorted(r.started for r in done)
+
+    def waiting(t: float) -> int:   # tasks submitted by ``t`` and not started by then
+        return bisect.bisect_right(submits, t) - bisect.bisect_right(starts, t)
+
+    by_rank: dict[Any, list[Any]] = {}
+    for r in done:
+        by_rank.setdefault(r.rank, []).append(r)
+    opt = dispatch = 0.0
+    gaps = []
+    for runs in by_rank.values():
+        runs.sort(key=lambda r: r.started)
+        free = lo
+        for r in runs:
+            a, b = max(free, lo), min(r.started, hi)
+            if b > a:
+                if waiting(a) > 0:
+                    dispatch += b - a
+                    gaps.append(b - a)
+                else:   # idle until a task was submitted, then in dispatch
+                    nxt = submits[min(bisect.bisect_right(submits, a), len(submits) - 1)]
+                    split = min(max(nxt, a), b)
+                    opt += split - a
+                    dispatch += b - split
+            free = max(free, r.finished)
+    total = workers * max(hi - lo, 1e-9)
+    if os.environ.get("GAPS"):
+        gaps.sort()
+        q = lambda f: 1000 * gaps[int(f * (len(gaps) - 1))]
+        print(f"GAPS n={len(gaps)} p10 {q(.1):.2f} p50 {q(.5):.2f} p90 {q(.9):.2f} p99 {q(.99):.2f} ms", file=sys.stderr)
+    return opt / total, dispatch / total
 
 
 # --- driver ---------------------------------------------------------------------------
@@ -226,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
             rows[name].append(row)
             if args.verbose:
                 print(f"  repeat {repeat} {name:<9} busy {row['busy_run']:.3f} steady {row['busy_steady']:.3f} "
-                      f"({row['steady_s']:.2f} s) opt {row['opt_ms']:.2f} ms wall {row['wall']:.2f} s "
+                      f"({row['steady_s']:.2f} s) idle opt {row['idle_opt']:.3f} dispatch {row['idle_dispatch']:.3f} opt {row['opt_ms']:.2f} ms wall {row['wall']:.2f} s "
                       f"best {row['best']:.2f} {row['stats']}", flush=True)
 
     header = (f"{'optimizer':<26}{'busy run':>9}{'busy steady':>12}{'start-up ms':>12}{'opt ms/result':>14}"

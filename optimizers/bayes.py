@@ -50,7 +50,6 @@ from emews.space import Space
 
 from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, Engine
 from ._bayes._proposer import Proposer
-from ._bayes._remote import RemoteProposer
 from ._bayes._space import SpaceMap
 
 __all__ = ["BayesianOptimizer"]
@@ -82,10 +81,12 @@ class BayesianOptimizer(AskTellOptimizer):
     failure_penalty          worst | skip | a number
     lookahead                extra points kept queued beyond one per worker (default: workers,
                              0 with one worker)
-    model_process            run the model in a spawned child process instead of a thread, so
-                             its fits never hold the optimizer rank's GIL (dispatch stays
-                             prompt: 0.95 steady-state busy against 0.91 in
-                             bench/utilization.py) at the cost of ~1 s start-up (False)
+    model_process            auto | true | false: run the model in a child process of its own
+                             (with several workers), so that its fits never hold the optimizer
+                             rank's GIL and dispatch stays prompt. It takes about a second to
+                             start, while the model goes on in a thread, and takes over from
+                             there; ``auto`` (default) starts it once a fit took longer than
+                             ``process_after`` seconds (0.25)
     max_idle                 seconds a worker may wait on the model before it gets a random
                              point (None: never; the default fallback is the runners-up, above)
     speculate                keep a reserve of proposals beyond the demand and give would-be
@@ -100,7 +101,8 @@ class BayesianOptimizer(AskTellOptimizer):
                  n_candidates: int = 2000, max_gp_points: int = 200, hyperfit_growth: float = 0.1,
                  switch_after: int | None = None, fallback_estimator: str = "ET",
                  failure_penalty: str | float = "worst", lookahead: int | None = None,
-                 max_idle: float | None = None, model_process: bool = False, speculate: bool | float = True) -> None:
+                 max_idle: float | None = None, model_process: bool | str = "auto",
+                 process_after: float = 0.25, speculate: bool | float = True) -> None:
         if not isinstance(n_initial_points, int) or n_initial_points < 1:
             raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
         if not isinstance(max_gp_points, int) or max_gp_points < 10:
@@ -123,7 +125,12 @@ class BayesianOptimizer(AskTellOptimizer):
         self.seed = seed
         self.lookahead = lookahead
         self.max_idle = max_idle
-        self.model_process = bool(model_process)
+        if model_process not in (True, False, "auto"):
+            raise ValueError(f"model_process: must be auto, true or false, got {model_process!r}")
+        if not isinstance(process_after, (int, float)) or process_after < 0:
+            raise ValueError(f"process_after: must be a number of seconds >= 0, got {process_after!r}")
+        self.model_process = model_process
+        self.process_after = float(process_after)
         if isinstance(speculate, bool):
             speculate = 0.0 if speculate else math.inf
         if not isinstance(speculate, (int, float)) or speculate < 0:
@@ -192,14 +199,11 @@ class BayesianOptimizer(AskTellOptimizer):
         speculate = math.isfinite(self.speculate) and workers > 1   # one worker: none, runs repeat
         proposer_options = dict(max_ahead=2 * target if speculate else 0,
                                 min_cycle=self.speculate if speculate else 0.0)
-        remote = None
-        if speculate and self.model_process:
-            remote = RemoteProposer(self.space, self.seed, self.options, workers, proposer_options)
-            proposer: Any = remote.proxy
-        else:
-            if speculate:
-                self.engine.reserve_size = workers
-            proposer = Proposer(self.engine, **proposer_options).start()
+        if speculate:
+            self.engine.reserve_size = workers
+        process_after = {True: 0.0, False: math.inf}.get(self.model_process, self.process_after)
+        proposer = Proposer(self.engine, **proposer_options,
+                            process_after=process_after if speculate else math.inf).start()
         waiting_since: float | None = None
         poll = 0.002
         try:
@@ -247,11 +251,8 @@ class BayesianOptimizer(AskTellOptimizer):
                     proposer.tell([r.id for r in results], [self._x(r) for r in results],
                                   [r.loss for r in results])
         finally:
-            if remote is not None:
-                self.stats.update(remote.close())
-            else:
-                proposer.close()
-                self.stats.update(proposer.summary())
+            proposer.close()
+            self.stats.update(proposer.summary())
 
 
 def _key(point: Any) -> tuple:

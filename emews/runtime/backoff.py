@@ -41,5 +41,6 @@ class Backoff:
         if now - self._idle_since < self.spin:
             os.sched_yield()  # keep polling, but let a rank that has work use this core
             return
-        self._sleep(self._delay)
-        self._delay = min(self._delay * 2, self.max_delay)
+        delay = min(self._delay, self.max_delay)
+        self._sleep(delay)
+        self._delay = min(delay * 2, self.max_delay)

@@ -20,7 +20,9 @@ class Distributor:
 
     Dynamic load balancing: a worker that returns a result is handed the next
     queued task in the same pass. When there is nothing to do the thread
-    spins briefly, then sleeps with back-off (woken early by new tasks).
+    spins briefly, then sleeps with back-off (woken early by new tasks); while tasks
+    run, its sleeps stay under a small share of their run time, so a result is
+    answered with the next task promptly.
     """
 
     #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
@@ -32,6 +34,12 @@ class Distributor:
     #: rows or this many seconds, and at once when a worker waits for the optimizer
     commit_rows = 256
     commit_interval = 1e-3
+    #: while tasks run, results are looked for at least every ``poll_latency_share`` of a
+    #: task's mean run time, within these bounds (seconds): short tasks get a prompt answer,
+    #: long ones cost the optimizer rank almost no CPU
+    poll_latency_share = 0.005
+    poll_latency_min = 100e-6
+    poll_latency_max = 1e-3
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None) -> None:
@@ -128,7 +136,16 @@ class Distributor:
                 continue
             if self._closing and (self._abort or (not in_flight and not tasks)):
                 return
+            backoff.max_delay = self._poll_interval(slots.mean_run) if in_flight else self.poll_latency_max
             backoff.idle()
+
+    @classmethod
+    def _poll_interval(cls, mean_run: float | None) -> float:
+        """Longest sleep between polls while tasks run: a small fraction of a task's run time
+        (a result waits at most that long to be seen and answered), within 100 us and 1 ms."""
+        if mean_run is None:
+            return cls.poll_latency_max
+        return min(cls.poll_latency_max, max(cls.poll_latency_min, mean_run * cls.poll_latency_share))
 
     def _commit(self, results: list[Result], busy: int) -> None:
         """Store a batch durably, then hand it to the optimizer: what it sees is on disk."""

@@ -35,6 +35,11 @@ class WorkerSlots:
         return self._depth
 
     @property
+    def mean_run(self) -> float | None:
+        """Moving average of task run time in seconds (``None`` before the first result)."""
+        return self._mean_run
+
+    @property
     def capacity(self) -> int:
         """Tasks the workers may hold together at present."""
         return self._depth * len(self._ranks)

@@ -19,16 +19,23 @@ from collections import deque
 from typing import Any, Sequence
 
 from ._engine import Engine
+from ._remote import ModelProcess, ModelProcessError, RemoteEngine, log
 
 
 class Proposer:
     def __init__(self, engine: Engine, *, max_ahead: int = 0, min_cycle: float = 0.0,
-                 safety: float = 2.0, staleness: float = 0.25) -> None:
+                 safety: float = 2.0, staleness: float = 0.25,
+                 process_after: float = math.inf) -> None:
         """``max_ahead``: most proposals kept ready beyond the demand; none until a fit took
         ``min_cycle`` seconds or more. ``staleness``: the reserve stays under this fraction of
         the results told (early results are too informative to propose without).
-        See :meth:`_ahead`."""
-        self.engine = engine
+        See :meth:`_ahead`. ``process_after``: once a fit (with its proposals) took this many
+        seconds, start a model process and hand the engine over to it when it is ready
+        (0: start it at once; ``inf``: never; see :mod:`._remote`)."""
+        self.engine: Engine | RemoteEngine = engine
+        self.process_after = process_after
+        self._model_process: ModelProcess | None = None
+        self._process_state = "none"   # none | starting | running | failed
         self.max_ahead = max_ahead
         self.min_cycle = min_cycle
         self.safety = safety
@@ -52,6 +59,8 @@ class Proposer:
         self._thread = threading.Thread(target=self._loop, name="emews-bayes-model", daemon=True)
 
     def start(self) -> "Proposer":
+        if self.process_after <= 0:
+            self._start_model_process()
         self._thread.start()
         return self
 
@@ -60,6 +69,8 @@ class Proposer:
             self._stop = True
             self._cond.notify_all()
         self._thread.join(timeout=60.0)   # a fit in progress is left to finish on its own
+        if self._model_process is not None:
+            self._model_process.close()
 
     # -- main thread ----------------------------------------------------------------------------
     def take(self, n: int) -> list[list[Any]]:
@@ -122,8 +133,13 @@ class Proposer:
 
     def summary(self) -> dict:
         """Counters of the finished run (also across a process boundary)."""
-        return {"fits": self.engine.fits, "hyperfits": self.engine.hyperfits, "model_time": self.busy_time,
-                "estimator": self.engine.estimator_name()}
+        out = {"fits": self.engine.fits, "hyperfits": self.engine.hyperfits, "model_time": self.busy_time,
+               "estimator": self.engine.estimator_name()}
+        out["model_process"] = self._process_state
+        if isinstance(self.engine, RemoteEngine):
+            out["remote_fits"] = self.engine.remote_fits
+            out["remote_from"] = self.engine.adopted_at   # results told before the handover
+        return out
 
     @property
     def ready(self) -> int:
@@ -189,11 +205,14 @@ class Proposer:
                     pending = list(self._pending.values()) + list(self._buffer)
                     self._busy = True
                 t0 = time.perf_counter()
+                self._hand_over()
                 self.engine.tell(new_x, new_y)
                 fits = self.engine.fits
                 xs = self.engine.propose(n, pending)
                 cycle = time.perf_counter() - t0
                 self.busy_time += cycle
+                if self._process_state == "none" and cycle >= self.process_after:
+                    self._start_model_process()
                 with self._cond:
                     self._cycles.append(cycle)
                     if self.engine.fits > fits:
@@ -207,3 +226,26 @@ class Proposer:
                 self.error = exc
                 self._busy = False
                 self._cond.notify_all()
+
+    def _start_model_process(self) -> None:
+        self._model_process = ModelProcess()
+        self._process_state = "starting"
+
+    def _hand_over(self) -> None:
+        """Move the engine into the model process once that is ready (model thread only)."""
+        process = self._model_process
+        if self._process_state != "starting" or process is None:
+            return
+        if not process.ready():
+            if process.failed:
+                self._process_state = "failed"
+            return
+        try:
+            remote = process.adopt(self.engine)
+        except (ModelProcessError, EOFError, OSError) as exc:
+            log.warning("bayes: the model process could not take the model (%s); it stays here", exc)
+            self._process_state = "failed"
+            return
+        self._process_state = "running"
+        with self._cond:
+            self.engine = remote

@@ -1,99 +1,175 @@
-"""The proposer (and its surrogate model) in a process of its own.
+"""The surrogate engine in a process of its own, taking over from the in-process engine.
 
-Model fits and predictions run long stretches of C code that hold the GIL (tens
-of milliseconds measured here); on the optimizer rank that held up the
-distributor thread, so workers sat idle with their next task already queued.
-In a child process the model can only compete for a core, never for the GIL.
-The child is started with the ``spawn`` method (no ``fork`` of an MPI rank) and
-is killed by the kernel if the optimizer rank dies.
+Model fits and predictions run long stretches of C code that hold the GIL (tens of
+milliseconds measured here). On the optimizer rank that held up the distributor thread, so
+workers sat idle with their next task already queued. In a child process the model competes
+only for a core, never for the GIL.
+
+The child (``python -m emews.optimizers._bayes._server``) is started at once but needs about a
+second to import scikit-learn. Until it says it is ready, the proposer thread goes on with the
+in-process :class:`~._engine.Engine`; at the first fit after that, the engine (observations,
+kernel, random state, everything) is pickled over and the child carries on from exactly there.
+Nothing waits on the start-up, and no proposal is lost or repeated at the handover.
+
+The child is a plain ``subprocess`` (no ``fork`` of an MPI rank, no re-import of the user's
+``__main__`` as with ``multiprocessing``'s spawn). It dies with the optimizer rank (parent-death
+signal, and end-of-file on its command pipe). If it fails or dies during the run, the engine
+falls back to the in-process copy, which has been told every observation all along.
 """
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
-import signal
-from multiprocessing.managers import BaseManager, BaseProxy
-from typing import Any
+import logging
+import os
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+from typing import Any, Sequence
 
 from ._engine import Engine
-from ._proposer import Proposer
-from ._space import SpaceMap
+
+log = logging.getLogger("emews.optimizers.bayes")
+
+#: seconds ``close`` waits for the child to exit before killing it
+_EXIT_WAIT = 5.0
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+class ModelProcessError(RuntimeError):
+    """The engine raised in the model process (the child's traceback is in the message)."""
 
 
-def _make_proposer(space: Any, seed: Any, engine_options: dict, reserve_size: int,
-                   proposer_options: dict) -> Proposer:
-    engine = Engine(SpaceMap(space), seed=seed, **engine_options)
-    engine.reserve_size = reserve_size
-    return Proposer(engine, **proposer_options).start()
+class ModelProcess:
+    """A child process that will host the engine. Starting it does not wait for it."""
 
+    def __init__(self) -> None:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        try:
+            self._proc: subprocess.Popen | None = subprocess.Popen(
+                [sys.executable, "-m", "emews.optimizers._bayes._server",
+                 str(os.getpid()), str(to_child_r), str(from_child_w)],
+                pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, env=env)
+        except OSError as exc:
+            log.warning("bayes: could not start the model process (%s); the model stays in this process", exc)
+            self._proc = None
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self._out = Connection(to_child_w, readable=False)
+        self._in = Connection(from_child_r, writable=False)
+        self._state = "starting" if self._proc is not None else "failed"
+        self.started_at = time.monotonic()
+        self.ready_after: float | None = None   # seconds from start to ready
 
-class ProposerProxy(BaseProxy):
-    """The main thread's handle on a :class:`Proposer` in the model process (same methods)."""
+    def ready(self) -> bool:
+        """Whether the child has imported the engine and waits for one (never blocks)."""
+        if self._state == "starting":
+            try:
+                if self._in.poll(0):
+                    kind, detail = self._in.recv()
+                    if kind == "ready":
+                        self._state = "ready"
+                        self.ready_after = time.monotonic() - self.started_at
+                    else:
+                        self._fail(f"it could not start: {detail}")
+            except (EOFError, OSError) as exc:
+                self._fail(f"it exited during start-up ({exc!r})")
+        return self._state == "ready"
 
-    _exposed_ = ("take", "take_fallback", "submitted", "tell", "request", "wait_ready", "close",
-                 "is_busy", "is_fitted", "summary")
+    @property
+    def failed(self) -> bool:
+        return self._state == "failed"
 
-    def take(self, n: int) -> list:
-        return self._callmethod("take", (n,))
+    def adopt(self, engine: Engine) -> "RemoteEngine":
+        """Hand ``engine`` over to the child; the returned engine proposes there from now on."""
+        self.call("adopt", engine)
+        self._state = "adopted"
+        return RemoteEngine(self, engine)
 
-    def take_fallback(self, n: int) -> list:
-        return self._callmethod("take_fallback", (n,))
+    def call(self, kind: str, *args: Any) -> Any:
+        """One request, one reply. Raises ``ModelProcessError`` for an error in the engine,
+        ``EOFError``/``OSError`` when the child is gone."""
+        self._out.send((kind, *args))
+        status, payload = self._in.recv()
+        if status == "error":
+            raise ModelProcessError(f"the bayes model process failed:\n{payload}")
+        return payload
 
-    def submitted(self, ids: Any, xs: Any) -> None:
-        self._callmethod("submitted", (list(ids), list(xs)))
-
-    def tell(self, ids: Any, xs: Any, ys: Any) -> None:
-        self._callmethod("tell", (list(ids), list(xs), list(ys)))
-
-    def request(self, n: int, limit: int | None = None) -> None:
-        self._callmethod("request", (n, limit))
-
-    def wait_ready(self, n: int = 1, timeout: float | None = None) -> None:
-        self._callmethod("wait_ready", (n, timeout))
+    def _fail(self, why: str) -> None:
+        self._state = "failed"
+        log.warning("bayes: the model process is unavailable, %s; the model stays in this process", why)
 
     def close(self) -> None:
-        self._callmethod("close")
-
-    @property
-    def busy(self) -> bool:
-        return self._callmethod("is_busy")
-
-    @property
-    def fitted(self) -> bool:
-        return self._callmethod("is_fitted")
-
-    def summary(self) -> dict:
-        return self._callmethod("summary")
-
-
-class _ModelProcess(BaseManager):
-    pass
-
-
-_ModelProcess.register("Proposer", _make_proposer, proxytype=ProposerProxy)
-
-
-class RemoteProposer:
-    """Starts the model process and a proposer in it; ``close`` ends both."""
-
-    def __init__(self, space: Any, seed: Any, engine_options: dict, reserve_size: int,
-                 proposer_options: dict) -> None:
-        self._process = _ModelProcess(ctx=multiprocessing.get_context("spawn"))
-        self._process.start(initializer=_die_with_parent)
-        self.proxy: ProposerProxy = self._process.Proposer(space, seed, engine_options, reserve_size,
-                                                           proposer_options)
-
-    def close(self) -> dict:
+        """Stop the child (it exits on end-of-file) and reap it."""
+        for conn in (self._out, self._in):
+            try:
+                conn.close()
+            except OSError:
+                pass
+        if self._proc is None:
+            return
         try:
-            self.proxy.close()
-            return self.proxy.summary()
-        finally:
-            self._process.shutdown()
+            self._proc.wait(timeout=_EXIT_WAIT)
+        except subprocess.TimeoutExpired:   # in the middle of a long fit: not worth waiting for
+            self._proc.kill()
+            self._proc.wait()
+
+
+class RemoteEngine:
+    """Stands in for :class:`Engine` in the proposer thread, proposing in the model process.
+
+    ``tell`` costs no round trip: observations go with the next ``propose``. They also go into
+    the local engine, which takes over again if the child dies.
+    """
+
+    def __init__(self, process: ModelProcess, local: Engine) -> None:
+        self.process = process
+        self.local = local
+        self.n_initial_points = local.n_initial_points
+        self.reserve_size = local.reserve_size
+        self.fits = local.fits
+        self.hyperfits = local.hyperfits
+        self.remote_fits = 0
+        self.reserve: list[list[Any]] = list(local.reserve)
+        self.adopted_at = local.n_told
+        self._estimator = local.estimator_name()
+        self._unsent_x: list[list[Any]] = []
+        self._unsent_y: list[float] = []
+        self._lost = False
+
+    def tell(self, xs: Sequence[list[Any]], ys: Sequence[float]) -> None:
+        self.local.tell(xs, ys)
+        if not self._lost:
+            self._unsent_x.extend(xs)
+            self._unsent_y.extend(ys)
+
+    @property
+    def n_told(self) -> int:
+        return self.local.n_told
+
+    def estimator_name(self) -> str:
+        return self.local.estimator_name() if self._lost else self._estimator
+
+    def propose(self, n: int, pending: Sequence[list[Any]] = ()) -> list[list[Any]]:
+        if self._lost:
+            return self._propose_locally(n, pending)
+        try:
+            reply = self.process.call("propose", self._unsent_x, self._unsent_y, n, list(pending))
+        except (EOFError, OSError) as exc:
+            self._lost = True
+            log.warning("bayes: the model process died (%r); the model goes on in this process", exc)
+            return self._propose_locally(n, pending)
+        self._unsent_x, self._unsent_y = [], []
+        self.remote_fits += reply["fits"] - self.fits
+        self.fits, self.hyperfits = reply["fits"], reply["hyperfits"]
+        self.reserve, self._estimator = reply["reserve"], reply["estimator"]
+        self.local.n_proposed = reply["n_proposed"]   # the local copy would go on from here
+        return reply["points"]
+
+    def _propose_locally(self, n: int, pending: Sequence[list[Any]]) -> list[list[Any]]:
+        self.local.fits, self.local.hyperfits = self.fits, self.hyperfits
+        points = self.local.propose(n, pending)
+        self.fits, self.hyperfits, self.reserve = self.local.fits, self.local.hyperfits, self.local.reserve
+        return points

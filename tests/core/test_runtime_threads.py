@@ -219,6 +219,22 @@ def test_backoff_spins_then_sleeps_with_growing_delays() -> None:
     spinning = Backoff(spin=10.0, sleep=delays.append)
     spinning.idle()
     assert len(delays) == 7  # still inside the spin window: no sleep
+    backoff.idle()
+    backoff.max_delay = 1.5e-4   # lowered while it sleeps: the next sleep obeys at once
+    backoff.idle()
+    backoff.idle()
+    assert delays[-2:] == [1.5e-4, 1.5e-4]
+
+
+def test_distributor_looks_for_results_within_a_small_share_of_a_task() -> None:
+    """While tasks run, the distributor sleeps at most 0.5% of a task (100 us to 1 ms)."""
+    from emews.runtime.distributor import Distributor
+
+    interval = Distributor._poll_interval
+    assert interval(None) == Distributor.poll_latency_max   # nothing known yet
+    assert interval(0.069) == pytest.approx(0.069 * 0.005)
+    assert interval(0.001) == Distributor.poll_latency_min
+    assert interval(600.0) == Distributor.poll_latency_max
 
 
 def test_progress_line_shows_done_budget_failures_best_and_busy_workers() -> None:

@@ -326,19 +326,3 @@ def test_beats_random_on_branin():
         rand.append(s.best.loss)
     assert statistics.median(bayes) < statistics.median(rand), (bayes, rand)
     assert statistics.median(bayes) < 1.0, bayes
-
-
-def test_model_process_runs_the_model_out_of_the_gil_and_leaves_nothing_behind():
-    """model_process: the proposer lives in a spawned child process, gone after the run."""
-    import multiprocessing
-
-    space = Space({"x1": Float(-5.0, 10.0), "x2": Float(0.0, 15.0)})
-    opt = BayesianOptimizer(seed=3, n_initial_points=5, model_process=True)
-    spec = RunSpec(space=space, make_optimizer=lambda: opt,
-                   objective=ObjectiveRef("emews.objectives.benchmarks", "branin"), budget=30,
-                   isolation="inline", seed=3, show_progress=False)
-    summary = run_in_threads(spec, workers=3)
-    assert summary.error is None and summary.completed == 30
-    assert opt.model_process and opt.stats["fits"] >= 1, opt.stats
-    assert opt.stats["estimator"] == "GP"
-    assert multiprocessing.active_children() == []

@@ -1,0 +1,177 @@
+"""The bayes model process: handover without loss, fallback when it dies, nothing left behind."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emews.optimizers._bayes._engine import Engine
+from emews.optimizers._bayes._remote import ModelProcess, ModelProcessError
+from emews.optimizers._bayes._space import SpaceMap
+from emews.optimizers.bayes import BayesianOptimizer
+from emews.runtime.job import RunSpec, run_in_threads
+from emews.runtime.objective import ObjectiveRef
+from emews.space import Categorical, Float, Int, Space
+
+HERE = __file__
+SPACE = Space({"x": Float(-5.0, 5.0), "n": Int(1, 20), "act": Categorical(("relu", "tanh", None))})
+
+
+def slow_quadratic(params):
+    """A 0.3 s objective: the run outlasts the model process's start-up."""
+    time.sleep(0.3)
+    return (params["x"] - 1.0) ** 2 + params["n"] / 20 + (params["act"] != "tanh")
+
+
+def _engine_with_history(n: int = 15, seed: int = 4) -> tuple[Engine, SpaceMap]:
+    space_map = SpaceMap(SPACE)
+    engine = Engine(space_map, seed=seed, n_initial_points=5, n_candidates=300)
+    engine.reserve_size = 3
+    rng = np.random.RandomState(seed)
+    xs = [space_map.to_skopt(SPACE.sample(random.Random(int(s)))) for s in rng.randint(0, 10**6, n)]
+    engine.tell(xs, [float(v) for v in rng.uniform(0, 5, n)])
+    engine.propose(5)   # the initial design
+    engine.propose(2)   # a fitted kernel and a drawn random state travel too
+    assert engine.fits == 1
+    return engine, space_map
+
+
+def _ready(process: ModelProcess, timeout: float = 60.0) -> ModelProcess:
+    deadline = time.monotonic() + timeout
+    while not process.ready():
+        assert not process.failed and time.monotonic() < deadline, "the model process did not start"
+        time.sleep(0.01)
+    return process
+
+
+def _server_children() -> list[int]:
+    """Pids of model processes whose parent is this process."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"emews.optimizers._bayes._server" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_handover_proposes_exactly_what_the_local_engine_would():
+    """The engine moves with its whole state: same proposals, no repeats, nothing lost."""
+    engine, space_map = _engine_with_history()
+    twin = copy.deepcopy(engine)
+    process = _ready(ModelProcess())
+    try:
+        remote = process.adopt(engine)
+        more_x = [space_map.to_skopt({"x": 0.5 * i, "n": i + 1, "act": "tanh"}) for i in range(4)]
+        more_y = [0.1 * i for i in range(4)]
+        pending = [space_map.to_skopt({"x": 1.0, "n": 3, "act": "relu"})]
+        remote.tell(more_x, more_y)
+        twin.tell(more_x, more_y)
+        assert remote.propose(3, pending) == twin.propose(3, pending)
+        assert remote.reserve == twin.reserve
+        assert remote.fits == twin.fits == 2 and remote.remote_fits == 1
+        assert remote.n_told == twin.n_told == 19
+    finally:
+        process.close()
+    assert _server_children() == []
+
+
+def test_falls_back_to_the_local_engine_when_the_process_dies(caplog):
+    engine, space_map = _engine_with_history()
+    process = _ready(ModelProcess())
+    try:
+        remote = process.adopt(engine)
+        remote.tell([space_map.to_skopt({"x": 2.0, "n": 5, "act": None})], [0.3])
+        assert len(remote.propose(2)) == 2
+        (pid,) = _server_children()
+        os.kill(pid, signal.SIGKILL)
+        remote.tell([space_map.to_skopt({"x": -2.0, "n": 9, "act": "relu"})], [0.7])
+        with caplog.at_level(logging.WARNING, logger="emews.optimizers.bayes"):
+            points = remote.propose(3)
+        assert "model process died" in caplog.text
+        assert len(points) == 3 and all(SPACE.contains(space_map.from_skopt(p)) for p in points)
+        assert remote.n_told == 17   # the local copy saw every observation, before and after
+        assert len(remote.propose(2)) == 2
+    finally:
+        process.close()
+
+
+def test_an_error_in_the_engine_is_reported_with_the_child_traceback():
+    engine, _ = _engine_with_history()
+    process = _ready(ModelProcess())
+    try:
+        remote = process.adopt(engine)
+        with pytest.raises(ModelProcessError, match="Traceback"):
+            process.call("propose", [["not", "a", "point", "at", "all"]], [1.0], 1, [])
+        assert len(remote.propose(1)) == 1   # the process goes on serving
+    finally:
+        process.close()
+
+
+def test_the_model_process_dies_with_the_optimizer_rank(tmp_path):
+    script = tmp_path / "rank0.py"
+    script.write_text(textwrap.dedent("""
+        import os, time
+        from emews.optimizers._bayes._remote import ModelProcess
+        p = ModelProcess()
+        while not p.ready():
+            time.sleep(0.01)
+        print(p._proc.pid, flush=True)
+        os.kill(os.getpid(), 9)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
+        if ") Z " in stat:   # a zombie waiting for init to reap it is gone for our purpose
+            break
+        time.sleep(0.05)
+    alive = Path(f"/proc/{pid}/stat").exists() and ") Z " not in Path(f"/proc/{pid}/stat").read_text()
+    assert not alive, f"model process {pid} outlived its parent"
+
+
+def test_a_run_hands_the_model_over_and_leaves_nothing_behind():
+    opt = BayesianOptimizer(seed=3, n_initial_points=5, n_candidates=300, model_process=True)
+    spec = RunSpec(space=SPACE, make_optimizer=lambda: opt, objective=ObjectiveRef(HERE, "slow_quadratic"),
+                   budget=60, isolation="inline", seed=3, show_progress=False)
+    summary = run_in_threads(spec, workers=4)
+    assert summary.error is None and summary.completed == 60
+    assert opt.stats["model_process"] == "running", opt.stats
+    assert opt.stats["remote_fits"] >= 1 and opt.stats["fits"] > opt.stats["remote_fits"] - 1, opt.stats
+    assert _server_children() == []
+
+
+def quick_quadratic(params):
+    return (params["x"] - 1.0) ** 2 + params["n"] / 20
+
+
+def test_auto_starts_no_process_while_fits_are_quick():
+    opt = BayesianOptimizer(seed=1, n_initial_points=4, n_candidates=200)
+    spec = RunSpec(space=SPACE, make_optimizer=lambda: opt, objective=ObjectiveRef(HERE, "quick_quadratic"), budget=20,
+                   isolation="inline", seed=1, show_progress=False)
+    assert run_in_threads(spec, workers=3).completed == 20
+    assert opt.stats["model_process"] == "none", opt.stats
+
+
+@pytest.mark.parametrize("options, key", [({"model_process": "sometimes"}, "model_process"),
+                                          ({"process_after": -1}, "process_after")])
+def test_model_process_options_are_checked(options, key):
+    with pytest.raises(ValueError, match=key):
+        BayesianOptimizer(**options)
