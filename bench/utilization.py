@@ -16,8 +16,10 @@ durations at the same repeat) and returns the Ackley value of its point. The
 tasks sleep, so more ranks than cores is fine.
 
 Contenders: GA ``strategy: simple`` (synchronous generations), GA
-``strategy: async`` (steady state), ``bayes`` with its default options, and
-random search (no model, always ahead: what dispatch allows).
+``strategy: async`` (steady state), ``bayes`` with its default options (the model
+on a thread until fits get slow), ``bayes`` with ``model_process: true`` (the model
+in a child process from the start), and random search (no model, always ahead:
+what dispatch allows). ``--bayes-options`` passes options to both bayes contenders.
 
 Prints medians over the repeats of
   * busy (run): sum over results of (finished - started) / (workers x wall time
@@ -26,11 +28,14 @@ Prints medians over the repeats of
     task's start to the moment the last evaluation of the budget was submitted:
     neither the optimizer's one-time start-up nor the drain at the end of a
     finite budget (the last tasks finishing one by one) is in it;
+  * idle: opt / dispatch: the steady window's idle worker-time (as a fraction of all
+    worker-time) split by cause: no task was waiting to start (the optimizer had not
+    submitted one yet), or one was (the time to reach the worker: dispatch latency);
   * start-up ms: from the start of ``run`` to the first task's start (building
     the model, the initial design), a one-time cost shown on its own;
   * opt ms/result: the optimizer's own time on its main thread (its ``run``
     minus the time it spent waiting in ``evaluator.get``/``map``) per result;
-    ``model ms/result``: time of bayes's background model thread per result
+    ``model ms/result``: time of bayes's model thread (or process) per result
     (beside dispatch, not in its way);
   * wall: seconds of ``run``; best: best Ackley value found (optimum 0).
 """
@@ -81,7 +86,10 @@ def _factory(name: str, args: argparse.Namespace) -> Callable[[int], Any]:
         return lambda seed: GeneticAlgorithm(population=args.population, seed=seed, strategy=strategy)
     if name in ("bayes", "bayes-process"):
         from emews.optimizers.bayes import BayesianOptimizer
-        return lambda seed: BayesianOptimizer(seed=seed, model_process=True if name == "bayes-process" else "auto")
+        options = dict(json.loads(args.bayes_options), seed=None)
+        if name == "bayes-process":
+            options["model_process"] = True
+        return lambda seed: BayesianOptimizer(**dict(options, seed=seed))
     from emews.optimizers.random import RandomSearch
     return lambda seed: RandomSearch(seed=seed)
 
@@ -196,7 +204,6 @@ def idle_causes(done: list[Any], workers: int, lo: float, hi: float) -> tuple[fl
     for r in done:
         by_rank.setdefault(r.rank, []).append(r)
     opt = dispatch = 0.0
-    gaps = []
     for runs in by_rank.values():
         runs.sort(key=lambda r: r.started)
         free = lo
@@ -205,7 +212,6 @@ def idle_causes(done: list[Any], workers: int, lo: float, hi: float) -> tuple[fl
             if b > a:
                 if waiting(a) > 0:
                     dispatch += b - a
-                    gaps.append(b - a)
                 else:   # idle until a task was submitted, then in dispatch
                     nxt = submits[min(bisect.bisect_right(submits, a), len(submits) - 1)]
                     split = min(max(nxt, a), b)
@@ -213,10 +219,6 @@ def idle_causes(done: list[Any], workers: int, lo: float, hi: float) -> tuple[fl
                     dispatch += b - split
             free = max(free, r.finished)
     total = workers * max(hi - lo, 1e-9)
-    if os.environ.get("GAPS"):
-        gaps.sort()
-        q = lambda f: 1000 * gaps[int(f * (len(gaps) - 1))]
-        print(f"GAPS n={len(gaps)} p10 {q(.1):.2f} p50 {q(.5):.2f} p90 {q(.9):.2f} p99 {q(.99):.2f} ms", file=sys.stderr)
     return opt / total, dispatch / total
 
 
@@ -225,7 +227,8 @@ def idle_causes(done: list[Any], workers: int, lo: float, hi: float) -> tuple[fl
 def run_child(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [MPIEXEC, "-n", str(args.workers + 1), sys.executable, str(HERE), "--child", name,
            "--seed", str(seed), "--budget", str(args.budget), "--median-ms", str(args.median_ms),
-           "--sigma", str(args.sigma), "--population", str(args.population), "--dims", str(args.dims)]
+           "--sigma", str(args.sigma), "--population", str(args.population), "--dims", str(args.dims),
+           "--bayes-options", args.bayes_options]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
@@ -242,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sigma", type=float, default=0.8)
     parser.add_argument("--population", type=int, default=16, help="GA population")
     parser.add_argument("--dims", type=int, default=4, help="Ackley dimensions")
+    parser.add_argument("--bayes-options", default="{}",
+                        help='options for the bayes contenders, as JSON (e.g. \'{"max_gp_points": 600}\')')
     parser.add_argument("--only", default=",".join(CONTENDERS),
                         help="contenders to run: " + ", ".join(CONTENDERS))
     parser.add_argument("-v", "--verbose", action="store_true", help="print every run")
@@ -269,8 +274,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"({row['steady_s']:.2f} s) idle opt {row['idle_opt']:.3f} dispatch {row['idle_dispatch']:.3f} opt {row['opt_ms']:.2f} ms wall {row['wall']:.2f} s "
                       f"best {row['best']:.2f} {row['stats']}", flush=True)
 
-    header = (f"{'optimizer':<26}{'busy run':>9}{'busy steady':>12}{'start-up ms':>12}{'opt ms/result':>14}"
-              f"{'model ms/result':>16}{'wall s':>8}{'best':>7}")
+    header = (f"{'optimizer':<30}{'busy run':>9}{'busy steady':>12}{'idle: opt':>10}{'dispatch':>9}"
+              f"{'start-up ms':>12}{'opt ms/result':>14}{'model ms/result':>16}{'wall s':>8}{'best':>7}")
     print(header)
     print("-" * len(header))
     for name in names:
@@ -281,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
             return statistics.median(vals) if vals else None
 
         model = med("model_ms")
-        print(f"{CONTENDERS[name]:<26}{med('busy_run'):>9.3f}{med('busy_steady'):>12.3f}"
+        print(f"{CONTENDERS[name]:<30}{med('busy_run'):>9.3f}{med('busy_steady'):>12.3f}"
+              f"{med('idle_opt'):>10.3f}{med('idle_dispatch'):>9.3f}"
               f"{med('startup_ms'):>12.1f}{med('opt_ms'):>14.2f}"
               f"{'-' if model is None else f'{model:.2f}':>16}{med('wall'):>8.2f}{med('best'):>7.2f}")
 

@@ -27,6 +27,12 @@ How it keeps workers busy (a worker never waits on the model while points could 
   by ``hyperfit_growth`` (warm-started); otherwise the kernel is kept and the GP refit is one
   Cholesky factorization. The GP trains on at most ``max_gp_points`` observations (the best
   half plus the most recent), and ``switch_after`` hands large histories to RF/ET.
+* The model leaves the optimizer rank's GIL when it gets heavy (``model_process``): once a fit
+  took ``process_after`` seconds, a child process (``emews.optimizers._bayes._server``) is
+  started; while it imports scikit-learn (about a second) the thread goes on, then the engine
+  is handed over whole (observations, kernel, random state) and the thread only forwards
+  results and proposals. Long C-level stretches of a large GP then never delay the distributor
+  thread. If the child dies, an in-process copy that saw every result takes over.
 
 Failed evaluations (``loss == inf``) are told as the worst finite loss seen so far
 (``failure_penalty: worst``, recomputed at each fit, so the region looks bad without
