@@ -81,6 +81,9 @@ class BayesianOptimizer(AskTellOptimizer):
     n_candidates             random candidates per acquisition maximization (2000), plus
                              perturbations of the five best points
     max_gp_points            most observations a GP is trained on (200)
+    max_hyperfit_points      most observations its hyperparameters are optimized on (200): a
+                             larger ``max_gp_points`` then costs one Cholesky per fit, not an
+                             optimization over the whole window
     hyperfit_growth          re-optimize GP hyperparameters when the history grew by this
                              fraction (0.1)
     switch_after             use ``fallback_estimator`` (ET) above this many observations (None)
@@ -104,7 +107,8 @@ class BayesianOptimizer(AskTellOptimizer):
     def __init__(self, seed: int | None = None, n_initial_points: int = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
                  acq_func: str = "EI", xi: float = 0.01, kappa: float = 1.96,
-                 n_candidates: int = 2000, max_gp_points: int = 200, hyperfit_growth: float = 0.1,
+                 n_candidates: int = 2000, max_gp_points: int = 200, max_hyperfit_points: int = 200,
+                 hyperfit_growth: float = 0.1,
                  switch_after: int | None = None, fallback_estimator: str = "ET",
                  failure_penalty: str | float = "worst", lookahead: int | None = None,
                  max_idle: float | None = None, model_process: bool | str = "auto",
@@ -113,6 +117,8 @@ class BayesianOptimizer(AskTellOptimizer):
             raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
         if not isinstance(max_gp_points, int) or max_gp_points < 10:
             raise ValueError(f"max_gp_points: must be an integer >= 10, got {max_gp_points!r}")
+        if not isinstance(max_hyperfit_points, int) or max_hyperfit_points < 10:
+            raise ValueError(f"max_hyperfit_points: must be an integer >= 10, got {max_hyperfit_points!r}")
         if switch_after is not None and (not isinstance(switch_after, int) or switch_after < 0):
             raise ValueError(f"switch_after: must be a non-negative integer or null, got {switch_after!r}")
         if lookahead is not None and (not isinstance(lookahead, int) or lookahead < 0):
@@ -150,6 +156,7 @@ class BayesianOptimizer(AskTellOptimizer):
             fallback_estimator=_choice("fallback_estimator", fallback_estimator, ESTIMATORS),
             acq_func=_choice("acq_func", acq_func, ACQ_FUNCS), xi=float(xi), kappa=float(kappa),
             n_candidates=int(n_candidates), max_gp_points=max_gp_points,
+            max_hyperfit_points=max_hyperfit_points,
             hyperfit_growth=float(hyperfit_growth), switch_after=switch_after,
             failure_penalty=failure_penalty)
         self.engine: Engine | None = None
@@ -203,7 +210,7 @@ class BayesianOptimizer(AskTellOptimizer):
         workers = evaluator.workers
         filler_rng = random.Random(f"{self.seed}-fill")
         speculate = math.isfinite(self.speculate) and workers > 1   # one worker: none, runs repeat
-        proposer_options = dict(max_ahead=2 * target if speculate else 0,
+        proposer_options = dict(max_ahead=4 * target if speculate else 0,
                                 min_cycle=self.speculate if speculate else 0.0)
         if speculate:
             self.engine.reserve_size = workers

@@ -9,7 +9,8 @@ a Matern kernel, RF and ET with ``return_std``) and acquisition formulas, but
 * re-optimizes GP hyperparameters only when the history grew by ``hyperfit_growth``
   (warm-started from the last kernel); in between, and for every constant-liar step, the GP
   is refitted with a fixed kernel (one Cholesky factorization);
-* bounds the GP's training set (``max_gp_points``: the best half plus the most recent) and can
+* bounds the GP's training set (``max_gp_points``: the best half plus the most recent) and the
+  set its hyperparameters are optimized on (``max_hyperfit_points``, the same way), and can
   switch to a tree ensemble above ``switch_after`` observations;
 * maximizes the acquisition over random candidates plus perturbations of the best points,
   and picks batches by constant liar (GP) or by spreading the picks apart (trees).
@@ -47,7 +48,8 @@ class Engine:
     def __init__(self, space: SpaceMap, *, seed: int | None, n_initial_points: int = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
                  fallback_estimator: str = "ET", switch_after: int | None = None,
-                 max_gp_points: int = 200, hyperfit_growth: float = 0.1, acq_func: str = "EI",
+                 max_gp_points: int = 200, max_hyperfit_points: int = 200,
+                 hyperfit_growth: float = 0.1, acq_func: str = "EI",
                  xi: float = 0.01, kappa: float = 1.96, n_candidates: int = 2000,
                  failure_penalty: str | float = "worst") -> None:
         self.map = space
@@ -58,6 +60,7 @@ class Engine:
         self.fallback_estimator = fallback_estimator
         self.switch_after = switch_after
         self.max_gp_points = max_gp_points
+        self.max_hyperfit_points = max_hyperfit_points
         self.hyperfit_growth = hyperfit_growth
         self.acq_func = acq_func
         self.xi = xi
@@ -259,13 +262,16 @@ class Engine:
             model = cook_estimator("GP", space=self.sk, random_state=seed)
             if self._kernel is not None:  # warm start from the last optimum, no restarts
                 model.set_params(kernel=self._kernel, n_restarts_optimizer=0)
+            # hyperparameters from a bounded window: their cost grows with the cube of its size
+            Xh, yh = (X, y) if len(y) <= self.max_hyperfit_points else _window(X, y, self.max_hyperfit_points)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                model.fit(X, y)
+                model.fit(Xh, yh)
             self._kernel = _with_noise(model)
             self._kernel_n = self.n_told
             self.hyperfits += 1
-            return model
+            if len(yh) == len(y):
+                return model
         model = cook_estimator("GP", space=self.sk, random_state=seed)
         model.set_params(kernel=self._kernel, optimizer=None)
         with warnings.catch_warnings():

@@ -125,14 +125,8 @@ class Proposer:
         with self._cond:
             return self._fitted_on >= self.engine.n_initial_points
 
-    def is_busy(self) -> bool:
-        return self.busy
-
-    def is_fitted(self) -> bool:
-        return self.fitted
-
     def summary(self) -> dict:
-        """Counters of the finished run (also across a process boundary)."""
+        """Counters of the finished run."""
         out = {"fits": self.engine.fits, "hyperfits": self.engine.hyperfits, "model_time": self.busy_time,
                "estimator": self.engine.estimator_name()}
         out["model_process"] = self._process_state

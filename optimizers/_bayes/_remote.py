@@ -128,7 +128,6 @@ class RemoteEngine:
         self.process = process
         self.local = local
         self.n_initial_points = local.n_initial_points
-        self.reserve_size = local.reserve_size
         self.fits = local.fits
         self.hyperfits = local.hyperfits
         self.remote_fits = 0

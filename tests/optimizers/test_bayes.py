@@ -326,3 +326,19 @@ def test_beats_random_on_branin():
         rand.append(s.best.loss)
     assert statistics.median(bayes) < statistics.median(rand), (bayes, rand)
     assert statistics.median(bayes) < 1.0, bayes
+
+
+def test_hyperparameters_are_optimized_on_a_bounded_window():
+    """A large GP window costs one Cholesky per fit; the kernel comes from at most
+    ``max_hyperfit_points`` observations."""
+    space = Space({f"x{i}": Float(-5.0, 5.0) for i in range(3)})
+    engine = _engine.Engine(SpaceMap(space), seed=0, max_gp_points=100, max_hyperfit_points=20)
+    rng = np.random.RandomState(0)
+    X = rng.uniform(0, 1, (60, 3))
+    y = (X ** 2).sum(1)
+    engine.y = list(y)   # n_told for the hyperfit rule
+    model = engine._fit("GP", X, y)
+    assert engine.hyperfits == 1 and len(model.X_train_) == 60
+    assert model.optimizer is None   # the whole window is fitted with the kernel found on 20 points
+    with pytest.raises(ValueError, match="max_hyperfit_points"):
+        BayesianOptimizer(max_hyperfit_points=3)
