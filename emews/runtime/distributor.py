@@ -37,7 +37,7 @@ class Distributor:
     #: while tasks run, results are looked for at least every ``poll_latency_share`` of a
     #: task's mean run time, within these bounds (seconds): short tasks get a prompt answer,
     #: long ones cost the optimizer rank almost no CPU
-    poll_latency_share = 0.005
+    poll_latency_share = 0.0025
     poll_latency_min = 100e-6
     poll_latency_max = 1e-3
 

@@ -227,12 +227,13 @@ def test_backoff_spins_then_sleeps_with_growing_delays() -> None:
 
 
 def test_distributor_looks_for_results_within_a_small_share_of_a_task() -> None:
-    """While tasks run, the distributor sleeps at most 0.5% of a task (100 us to 1 ms)."""
+    """While tasks run, the distributor sleeps at most a small share of a task (100 us to 1 ms)."""
     from emews.runtime.distributor import Distributor
 
     interval = Distributor._poll_interval
     assert interval(None) == Distributor.poll_latency_max   # nothing known yet
-    assert interval(0.069) == pytest.approx(0.069 * 0.005)
+    assert interval(0.069) == pytest.approx(0.069 * Distributor.poll_latency_share)
+    assert interval(0.069) < Distributor.poll_latency_max
     assert interval(0.001) == Distributor.poll_latency_min
     assert interval(600.0) == Distributor.poll_latency_max
 
