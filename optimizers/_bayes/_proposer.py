@@ -128,8 +128,7 @@ class Proposer:
     def summary(self) -> dict:
         """Counters of the finished run."""
         out = {"fits": self.engine.fits, "hyperfits": self.engine.hyperfits, "model_time": self.busy_time,
-               "estimator": self.engine.estimator_name()}
-        out["model_process"] = self._process_state
+               "estimator": self.engine.estimator_name(), "model_process": self._process_state}
         if isinstance(self.engine, RemoteEngine):
             out["remote_fits"] = self.engine.remote_fits
             out["remote_from"] = self.engine.adopted_at   # results told before the handover
