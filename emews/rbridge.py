@@ -250,35 +250,25 @@ local({
     }
     do.call(ParamHelpers::makeParamSet, params)
   }
-  emews_decode <- function(space, df) {
+  .emews_columns <- function(space, df, convert) {
     out <- list()
     for (p in space) {
-      id <- p$name
       if (p$type == "constant") next
-      x <- df[[id]]
-      out[[id]] <- switch(p$type,
-        float = if (isTRUE(p$log)) pmin(pmax(exp(x), p$lower), p$upper) else pmin(pmax(x, p$lower), p$upper),
-        int = if (isTRUE(p$log)) as.integer(pmin(pmax(floor(exp(x)), p$lower), p$upper))
-              else as.integer(pmin(pmax(round(x), p$lower), p$upper)),
-        ordered = p$values[pmin(pmax(as.integer(round(x)), 1L), length(p$values))],
-        categorical = p$values[match(as.character(x), as.character(p$values))])
+      out[[p$name]] <- convert(p, df[[p$name]])
     }
     .emews_df(out)
   }
-  emews_encode <- function(space, df) {
-    out <- list()
-    for (p in space) {
-      id <- p$name
-      if (p$type == "constant") next
-      x <- df[[id]]
-      out[[id]] <- switch(p$type,
-        float = if (isTRUE(p$log)) log(x) else as.numeric(x),
-        int = if (isTRUE(p$log)) log(x) + 0.5 * (log(x + 1) - log(x)) else as.integer(x),
-        ordered = match(as.character(x), as.character(p$values)),
-        categorical = factor(as.character(x), levels = as.character(p$values)))
-    }
-    .emews_df(out)
-  }
+  emews_decode <- function(space, df) .emews_columns(space, df, function(p, x) switch(p$type,
+    float = if (isTRUE(p$log)) pmin(pmax(exp(x), p$lower), p$upper) else pmin(pmax(x, p$lower), p$upper),
+    int = if (isTRUE(p$log)) as.integer(pmin(pmax(floor(exp(x)), p$lower), p$upper))
+          else as.integer(pmin(pmax(round(x), p$lower), p$upper)),
+    ordered = p$values[pmin(pmax(as.integer(round(x)), 1L), length(p$values))],
+    categorical = p$values[match(as.character(x), as.character(p$values))]))
+  emews_encode <- function(space, df) .emews_columns(space, df, function(p, x) switch(p$type,
+    float = if (isTRUE(p$log)) log(x) else as.numeric(x),
+    int = if (isTRUE(p$log)) log(x) + 0.5 * (log(x + 1) - log(x)) else as.integer(x),
+    ordered = match(as.character(x), as.character(p$values)),
+    categorical = factor(as.character(x), levels = as.character(p$values))))
   environment()
 }, envir = new.env(parent = globalenv()))
 '''

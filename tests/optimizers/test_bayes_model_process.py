@@ -71,6 +71,14 @@ def _server_children() -> list[int]:
     return found
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie waiting for init to reap it."""
+    try:
+        return ") Z " not in Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+
+
 def test_handover_proposes_exactly_what_the_local_engine_would():
     """The engine moves with its whole state: same proposals, no repeats, nothing lost."""
     engine, space_map = _engine_with_history()
@@ -138,12 +146,9 @@ def test_the_model_process_dies_with_the_optimizer_rank(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     pid = int(out.stdout.split()[0])
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
-        if ") Z " in stat:   # a zombie waiting for init to reap it is gone for our purpose
-            break
+    while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    alive = Path(f"/proc/{pid}/stat").exists() and ") Z " not in Path(f"/proc/{pid}/stat").read_text()
+    alive = _running(pid)
     assert not alive, f"model process {pid} outlived its parent"
 
 
