@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -86,7 +87,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         script = site.render_batch_script(target, workers, job_command(target))  # validates before any write
         if args.dry_run:
             print(script)
-            print("# submit with: " + " ".join(site.submit_command(target / "job.sh")))
+            print("# submit with: " + shlex.join(site.submit_command(target / "job.sh")))
             return EXIT_OK
     elif args.dry_run:
         print(" ".join(site.launch_command(workers + 1, job_command(target))))
