@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +23,23 @@ def job_command(exp_dir: Path) -> list[str]:
     return [sys.executable or "python3", "-m", "emews", "run", str(exp_dir)]
 
 
+def write_script(path: Path, text: str) -> None:
+    """Write an executable script whole (temp file, then rename), its mode 0777 less the umask.
+
+    The umask applies at creation, so a user who keeps files private (``umask 077``)
+    gets a private job.sh: it may hold secrets from ``environment.vars``.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o777)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def submit_experiment(site: Site, exp_dir: Path, workers: int, dry_run: bool = False) -> str | None:
     """Write ``exp_dir/job.sh`` and, unless ``dry_run``, submit it and record ``job.json``.
 
@@ -32,8 +50,7 @@ def submit_experiment(site: Site, exp_dir: Path, workers: int, dry_run: bool = F
     script_text = site.render_batch_script(exp_dir, workers, job_command(exp_dir))
     exp_dir.mkdir(parents=True, exist_ok=True)
     script = exp_dir / JOB_SCRIPT
-    script.write_text(script_text, encoding="utf-8")
-    script.chmod(0o755)
+    write_script(script, script_text)
     if dry_run:
         return None
     job_id = site.submit(script)

@@ -165,7 +165,7 @@ def _config_error(exc: ValidationError, origins: Mapping[str, str], default: str
     inner = ctx.get("error")
     allowed: str | None = None
     if isinstance(inner, _KeyedError):
-        key, message, allowed = inner.key, inner.message, inner.allowed
+        key, message, allowed = inner.key or key, inner.message, inner.allowed
     elif err["type"] == "extra_forbidden":
         message, allowed = f"unknown key {loc[-1]!r}", _allowed_keys(loc[:-1])
     elif err["type"] == "literal_error":

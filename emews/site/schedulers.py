@@ -11,10 +11,10 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-from emews.errors import EmewsError
+from emews.errors import ConfigError, EmewsError
 from emews.site._proc import run_tool
 from emews.site.layout import Layout
-from emews.site.schema import SchedulerConfig
+from emews.site.schema import SchedulerConfig, control_char
 from emews.site.walltime import format_hm
 
 QUEUED, RUNNING, DONE, UNKNOWN = "queued", "running", "done", "unknown"
@@ -26,6 +26,9 @@ class Scheduler(ABC):
     type: ClassVar[str]
     prefix: ClassVar[str] = ""
     output_name: ClassVar[str] = "job.out"
+    #: What :meth:`output_path` accepts, for the error message.
+    path_allowed: ClassVar[str] = ("a path without whitespace, quotes, backslashes or # "
+                                   "(directives are not parsed by a shell)")
     states: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: SchedulerConfig) -> None:
@@ -35,6 +38,23 @@ class Scheduler(ABC):
     @abstractmethod
     def template(self, layout: Layout, exp_dir: Path) -> list[str]:
         """Directive arguments (without the prefix) from the site's fields."""
+
+    def output_path(self, exp_dir: Path) -> str:
+        """The job's output file in ``exp_dir``, as its directive must spell it.
+
+        Directive lines are read by the scheduler's own parser, not by a shell: a path it
+        would split or cut short is a ConfigError (raised before anything is written).
+        """
+        text = str(exp_dir)
+        bad = control_char(text) or next((c for c in text if not self._path_char_ok(c)), None)
+        if bad is not None:
+            raise ConfigError(f"the experiment directory {text!r} contains {bad!r}, which a "
+                              f"{self.prefix} directive cannot carry", key="--exp-dir",
+                              allowed=self.path_allowed)
+        return f"{text}/{self.output_name}"
+
+    def _path_char_ok(self, char: str) -> bool:
+        return not char.isspace() and char not in "\"'\\#"
 
     def directives(self, layout: Layout, exp_dir: Path) -> list[str]:
         """Full directive lines: the template, then the raw ``directives``."""
@@ -97,8 +117,24 @@ class SlurmScheduler(Scheduler):
         args += [f"--nodes={c.nodes}", f"--ntasks={layout.ranks}", f"--time={c.walltime}"]
         if layout.gpus_per_rank:
             args.append(f"--gpus-per-node={layout.gpus_per_node}")
-        args.append(f"--output={exp_dir / self.output_name}")
+        args.append(f"--output={self.output_path(exp_dir)}")
         return args
+
+    path_allowed = "a path without backslashes or control characters"
+    #: Left unquoted in ``--output=``; anything else is double-quoted (verified with sbatch 22.05).
+    _PLAIN = re.compile(r"[\w./+:@=,~%-]*")
+
+    def _path_char_ok(self, char: str) -> bool:
+        return char != "\\"
+
+    def output_path(self, exp_dir: Path) -> str:
+        """sbatch reads ``"..."`` with ``\\"`` inside, and ``%%`` is a literal ``%`` in its
+        file name patterns (a backslash would turn the patterns off, so it is refused)."""
+        super().output_path(exp_dir)
+        path = str(exp_dir).replace("%", "%%") + "/" + self.output_name
+        if self._PLAIN.fullmatch(path):
+            return path
+        return '"' + path.replace('"', '\\"') + '"'
 
     def submit_command(self, script: Path) -> list[str]:
         return ["sbatch", "--parsable", str(script)]
@@ -142,7 +178,7 @@ class LsfScheduler(Scheduler):
         if c.queue:
             args.append(f"-q {c.queue}")
         args += [f"-W {format_hm(c.walltime_seconds)}", f"-nnodes {c.nodes}",
-                 f"-o {exp_dir / self.output_name}"]
+                 f"-o {self.output_path(exp_dir)}"]
         return args
 
     def submit_command(self, script: Path) -> list[str]:
@@ -179,7 +215,7 @@ class PbsScheduler(Scheduler):
         if c.queue:
             args.append(f"-q {c.queue}")
         args += [f"-l select={c.nodes}", f"-l walltime={c.walltime}",
-                 f"-o {exp_dir / self.output_name}", "-j oe"]
+                 f"-o {self.output_path(exp_dir)}", "-j oe"]
         return args
 
     def submit_command(self, script: Path) -> list[str]:

@@ -8,7 +8,9 @@ providers and launchers.  Behaviour lives in :mod:`emews.site.schedulers` and
 
 from __future__ import annotations
 
+import re
 import shlex
+import unicodedata
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -23,6 +25,27 @@ GpuEnv = Literal["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DE
 
 #: Launchers that can give each rank its own GPUs from their own flags.
 GPU_BINDING_LAUNCHERS = ("jsrun", "srun")
+
+
+#: Account, queue and job name: one word that every scheduler takes unquoted in a directive.
+WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@:-]*")
+WORD_ALLOWED = "letters, digits and _ . + - @ :, not starting with - (no spaces, quotes or newlines)"
+#: Keys of ``environment.vars``: shell variable names.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+IDENTIFIER_ALLOWED = "a shell variable name: letters, digits and _, not starting with a digit"
+
+
+def control_char(text: str) -> str | None:
+    """The first control or line-separator character of ``text``, or None."""
+    return next((c for c in text if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+
+
+def _one_line(value: object, what: str) -> object:
+    """Refuse control characters (a newline would start a new line of job.sh)."""
+    if isinstance(value, str) and (bad := control_char(value)) is not None:
+        raise _KeyedError(None, f"{what} {value!r} contains the control character {bad!r}",
+                          "one line of printable text")
+    return value
 
 
 class _Part(BaseModel):
@@ -60,10 +83,27 @@ class SchedulerConfig(_Part):
         numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
         return str(value) if numeric else value
 
+    @field_validator("account", "queue", "job_name", mode="after")
+    @classmethod
+    def _word(cls, value: str | None) -> str | None:
+        """Rendered unquoted into directives: one safe word, or the scheduler reads more."""
+        if value is not None and not WORD.fullmatch(value):
+            raise _KeyedError(None, f"{value!r} cannot be written into a batch directive",
+                              WORD_ALLOWED)
+        return value
+
     @field_validator("directives", mode="before")
     @classmethod
     def _directives(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("directives", mode="after")
+    @classmethod
+    def _directive_lines(cls, value: list[str]) -> list[str]:
+        """Raw, but each item is one directive line (a newline would start a shell line)."""
+        for line in value:
+            _one_line(line, "directive")
+        return value
 
     @property
     def walltime_seconds(self) -> int:
@@ -136,6 +176,19 @@ class EnvironmentConfig(_Part):
                     for k, v in value.items()}
         return value
 
+    @field_validator("vars", mode="after")
+    @classmethod
+    def _var_names(cls, value: dict[str, str]) -> dict[str, str]:
+        """Names are rendered as ``export NAME=...``: shell identifiers only (values are quoted)."""
+        for name, text in value.items():
+            if not IDENTIFIER.fullmatch(name):
+                raise _KeyedError(None, f"variable name {name!r} is not a shell identifier",
+                                  IDENTIFIER_ALLOWED)
+            if "\0" in text:
+                raise _KeyedError(None, f"the value of {name} contains a NUL byte",
+                                  "any text without NUL bytes")
+        return value
+
 
 class SiteConfig(_Part):
     """A whole, resolved site."""
@@ -147,6 +200,11 @@ class SiteConfig(_Part):
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
     node: NodeConfig = Field(default_factory=NodeConfig)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+
+    @field_validator("name", mode="after")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _one_line(value, "site name")  # type: ignore[return-value]
 
     @model_validator(mode="after")
     def _check(self) -> SiteConfig:
@@ -163,8 +221,9 @@ class SiteConfig(_Part):
 
 
 class _KeyedError(ValueError):
-    """A cross-field error that knows which dotted key to blame."""
+    """An error that knows what is allowed and, for cross-field checks, which dotted key
+    to blame (``key=None``: the key pydantic reports)."""
 
-    def __init__(self, key: str, message: str, allowed: str | None = None) -> None:
+    def __init__(self, key: str | None, message: str, allowed: str | None = None) -> None:
         super().__init__(message)
         self.key, self.message, self.allowed = key, message, allowed

@@ -104,6 +104,24 @@ class Site:
         """The launcher line that starts ``ranks`` ranks of ``command``."""
         return self.launcher.line(self.layout(ranks), list(command))
 
+    def environment_vars(self) -> dict[str, str]:
+        """The site's ``environment.vars``: what every rank gets in its environment."""
+        return dict(self.config.environment.vars)
+
+    def local_command(self, ranks: int, command: list[str]) -> list[str]:
+        """The launcher line for a run started here (no batch script).
+
+        With ``environment.setup`` lines, the line runs in the shell that ran them
+        (``bash -c 'SETUP\nexec "$@"' emews LINE...``), so ``module load`` or
+        ``source venv/bin/activate`` reach the ranks; the line itself is passed as
+        arguments, never pasted into the shell text.
+        """
+        line = self.launch_command(ranks, command)
+        setup = self.config.environment.setup
+        if not setup:
+            return line
+        return ["bash", "-c", "\n".join([*setup, 'exec "$@"']), "emews", *line]
+
     def check_ready(self) -> None:
         """ConfigError for what a batch submission needs and the site lacks."""
         if self.config.requires_account and not self.config.scheduler.account:

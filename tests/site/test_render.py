@@ -66,10 +66,27 @@ def test_launcher_line_has_workers_plus_one_ranks(in_tmp: Path) -> None:
 
 def test_odd_paths_are_quoted(in_tmp: Path) -> None:
     exp = Path("/scratch/my exp/it's")
-    site = load_site("polaris", ["scheduler.account=A", "environment.vars.MSG=a b"], environ={})
+    site = load_site("frontier", ["scheduler.account=A", "environment.vars.MSG=a b"], environ={})
     text = site.render_batch_script(exp, 3, [PYTHON, "-m", "emews", "run", str(exp)])
     assert "export MSG='a b'" in text
     assert shlex.split(text.strip().splitlines()[-1])[-1] == str(exp)
+    assert f"cd {shlex.quote(str(exp))}" in text
+    assert '#SBATCH --output="/scratch/my exp/it\'s/job-%j.out"' in text.splitlines()
+
+
+@pytest.mark.parametrize("site_name", ["polaris", "summit"])
+def test_directives_that_cannot_quote_refuse_odd_paths(in_tmp: Path, site_name: str) -> None:
+    site = load_site(site_name, ["scheduler.account=A"], environ={})
+    exp = Path("/scratch/my exp")
+    with pytest.raises(ConfigError) as info:
+        site.render_batch_script(exp, 3, [PYTHON, "-m", "emews", "run", str(exp)])
+    assert info.value.key == "--exp-dir" and "whitespace" in info.value.allowed
+
+
+def test_slurm_output_keeps_a_percent_literal(in_tmp: Path) -> None:
+    site = load_site("frontier", ["scheduler.account=A"], environ={})
+    text = site.render_batch_script(Path("/scratch/100%"), 3, COMMAND)
+    assert "#SBATCH --output=/scratch/100%%/job-%j.out" in text.splitlines()
 
 
 def test_missing_account_is_refused_before_rendering(in_tmp: Path) -> None:
