@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
+from typing import Any
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = 6
+_BRIEF.maxstring = _BRIEF.maxother = 60
+
+
+def brief(value: Any) -> str:
+    """A short ``repr`` of ``value`` for messages (long lists and strings are cut with ``...``)."""
+    return _BRIEF.repr(value)
 
 
 class EmewsError(Exception):

@@ -22,9 +22,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from emews.errors import ConfigError
+from emews.yamlio import dump_yaml
 
 WORKFLOW_FILE = "workflow.yaml"
 SITE_FILE = "site.yaml"
@@ -87,4 +86,4 @@ def require_experiment(exp_dir: Path) -> Path:
 
 
 def _dump_yaml(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(dump_yaml(data))

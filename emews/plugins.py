@@ -1,12 +1,18 @@
-"""Finding optimizers: built-in short names, entry points, ``pkg.module:Class`` or ``file.py:Class``."""
+"""Finding optimizers (built-in short names, entry points, ``pkg.module:Class`` or ``file.py:Class``)
+and the schema of their options."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import inspect
+import types
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
 from emews.optimizer import Optimizer
 
@@ -66,3 +72,51 @@ def _import(module_ref: str, base_dir: Path | None) -> Any:
         return importlib.import_module(module_ref)
     except ImportError as exc:
         raise OptimizerNotFound(f"cannot import optimizer module {module_ref!r}: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=None)
+def options_model(cls: type) -> type[BaseModel]:
+    """A pydantic model of ``cls``'s keyword options, built from ``__init__``'s signature and type hints.
+
+    int, float, bool and str (alone or in unions) are strict: ``"100"`` or
+    ``true`` is not an int. Other types (``Path``, lists) are lax, so a YAML
+    string becomes a ``Path``. ``**kwargs`` allows unknown options.
+    """
+    try:
+        hints = get_type_hints(cls.__init__)
+    except Exception:  # noqa: BLE001 - an unresolvable hint only loses checking, not loading
+        hints = {}
+    fields: dict[str, Any] = {}
+    extra = "forbid"
+    for name, param in inspect.signature(cls).parameters.items():
+        if param.kind is param.VAR_KEYWORD:
+            extra = "allow"
+        elif param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY) and not name.startswith("_"):
+            annotation = hints.get(name, Any)
+            default = ... if param.default is param.empty else param.default
+            fields[name] = (_strict(annotation), Field(default))
+    config = ConfigDict(extra=extra, arbitrary_types_allowed=True, protected_namespaces=())
+    return create_model(f"{cls.__name__}Options", __config__=config, **fields)
+
+
+def validate_options(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` checked against :func:`options_model`, as keywords for ``cls`` (raises ValidationError)."""
+    model = options_model(cls).model_validate(options)
+    given = {name: getattr(model, name) for name in model.model_fields_set if name in type(model).model_fields}
+    return {**given, **(model.model_extra or {})}
+
+
+def path_options(cls: type) -> list[str]:
+    """The options of ``cls`` annotated as ``pathlib.Path`` (or ``Path | None``)."""
+    return [name for name, field in options_model(cls).model_fields.items() if _mentions(field.annotation, Path)]
+
+
+def _strict(annotation: Any) -> Any:
+    """``annotation`` with int, float, bool and str made strict, in unions too."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        return Union[tuple(_strict(arg) for arg in get_args(annotation))]
+    return Annotated[annotation, Strict()] if annotation in (int, float, bool, str) else annotation
+
+
+def _mentions(annotation: Any, target: type) -> bool:
+    return annotation is target or any(_mentions(arg, target) for arg in get_args(annotation))

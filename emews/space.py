@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence, Union
 
+from emews.errors import brief
+
 Value = Union[int, float, str, bool, None]
 
 
@@ -49,8 +51,15 @@ class _Range:
     sigma: float | None = None
 
     def __post_init__(self) -> None:
+        for what in ("lower", "upper"):
+            value = getattr(self, what)
+            if not _is_number(value) or (isinstance(self, Int) and not isinstance(value, int)):
+                kind = "an integer" if isinstance(self, Int) else "a number"
+                raise ValueError(f"{what} must be {kind}, got {value!r}")
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ValueError("lower and upper must be finite numbers")
+        if self.sigma is not None and not (_is_number(self.sigma) and math.isfinite(self.sigma)):
+            raise ValueError(f"sigma must be a finite number, got {self.sigma!r}")
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) is greater than upper ({self.upper})")
         if self.log and self.lower <= 0:
@@ -128,6 +137,7 @@ class Categorical:
     def __post_init__(self) -> None:
         if len(self.values) == 0:
             raise ValueError("values must list at least one value")
+        _require_finite(self.values, "values")
         if len(set(map(repr, self.values))) != len(self.values):
             raise ValueError("values must not repeat")
 
@@ -174,6 +184,9 @@ class Constant:
 
     value: Value
 
+    def __post_init__(self) -> None:
+        _require_finite(self.value, "value")
+
     def sample(self, rng: random.Random) -> Value:
         return self.value
 
@@ -188,6 +201,24 @@ class Constant:
 
     def grid(self, n: int) -> list[Value]:
         return [self.value]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _require_finite(value: Any, what: str) -> None:
+    """Refuse NaN and infinities anywhere in ``value``: they cannot be compared or stored as JSON."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{what} must not hold {item!r} (NaN and infinities cannot be compared "
+                             "or stored as JSON)")
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -271,50 +302,111 @@ class Space:
 
 def load_candle_json(path: str | Path) -> Space:
     """Load a CANDLE Supervisor GA parameter file (a JSON list of parameter objects)."""
+    from emews.yamlio import read_text
+
     path = Path(path)
     try:
-        entries = json.loads(path.read_text())
-    except OSError as exc:
-        raise SpaceError("space.file", f"cannot read {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise SpaceError("space.file", f"{path} is not valid JSON: {exc}") from exc
+        entries = json.loads(read_text(path), object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a repeated key, deep nesting
+        raise SpaceError("space.file", f"{path} is not valid JSON: {exc or 'nested too deeply'}") from None
     if not isinstance(entries, list):
         raise SpaceError("space.file", f"{path} must hold a JSON list of parameter objects")
     dims: dict[str, Dimension] = {}
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or "name" not in entry or "type" not in entry:
-            raise SpaceError(f"[{i}]", "each entry needs 'name' and 'type'")
-        name = str(entry["name"])
+        if not isinstance(entry, dict):
+            raise SpaceError(f"[{i}]", f"expected a parameter object, got {brief(entry)}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise SpaceError(f"[{i}]", f"'name' must be a non-empty string, got {brief(name)}")
+        if name in dims:
+            raise SpaceError(name, f"parameter {name!r} is defined twice (entries {list(dims).index(name)} and {i})")
         try:
             dims[name] = candle_dimension(entry)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError) as exc:
             raise SpaceError(name, str(exc)) from exc
     return Space(dims)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"key {repeated[0]!r} is given twice in one object")
+    return dict(pairs)
+
+
 CANDLE_TYPES = ("int", "float", "categorical", "ordered", "logical", "constant")
+_COMMON_KEYS = ("name", "type", "comment", "description")
+CANDLE_KEYS = {
+    "int": ("lower", "upper", "sigma", "log"), "float": ("lower", "upper", "sigma", "log"),
+    "categorical": ("values", "element_type", "sigma"), "ordered": ("values", "element_type", "sigma"),
+    "logical": (), "constant": ("value",)}
+_REQUIRED = {"int": ("lower", "upper"), "float": ("lower", "upper"), "categorical": ("values",),
+             "ordered": ("values",), "logical": (), "constant": ("value",)}
 
 
 def candle_dimension(entry: Mapping[str, Any]) -> Dimension:
-    """Build one dimension from a CANDLE GA JSON entry."""
-    kind = entry["type"]
-    sigma = entry.get("sigma")
+    """Build one dimension from a CANDLE GA JSON entry; anything odd is a ValueError saying what is allowed."""
+    kind = entry.get("type")
+    if kind not in CANDLE_KEYS:
+        raise ValueError(f"unknown type {kind!r}; allowed: {', '.join(CANDLE_TYPES)}")
+    allowed = (*_COMMON_KEYS, *CANDLE_KEYS[kind])
+    unknown = [k for k in entry if k not in allowed]
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} for type {kind}; allowed: {', '.join(allowed)}")
+    missing = [k for k in _REQUIRED[kind] if k not in entry]
+    if missing:
+        raise ValueError(f"missing key {missing[0]!r}")
+    log = entry.get("log", False)
+    if not isinstance(log, bool):
+        raise ValueError(f"log must be true or false, got {log!r}")
     if kind == "int":
-        return Int(int(entry["lower"]), int(entry["upper"]), sigma=sigma)
+        return Int(_integral(entry["lower"], "lower"), _integral(entry["upper"], "upper"), log,
+                   _sigma(entry.get("sigma")))
     if kind == "float":
-        return Float(float(entry["lower"]), float(entry["upper"]), bool(entry.get("log", False)), sigma=sigma)
+        return Float(_real(entry["lower"]), _real(entry["upper"]), log, _sigma(entry.get("sigma")))
     if kind in ("categorical", "ordered"):
+        if not isinstance(entry["values"], list):
+            raise ValueError(f"values must be a list, got {brief(entry['values'])}")
         values = tuple(_cast_element(v, entry.get("element_type")) for v in entry["values"])
         return Categorical(values) if kind == "categorical" else Ordered(values)
     if kind == "logical":
         return Categorical((True, False))
-    if kind == "constant":
-        return Constant(entry["value"])
-    raise ValueError(f"unknown type {kind!r}; allowed: {', '.join(CANDLE_TYPES)}")
+    return Constant(entry["value"])
+
+
+def _integral(value: Any, what: str) -> int:
+    """An int bound: ``3`` or ``3.0``; ``0.7`` is refused rather than truncated."""
+    if _is_number(value) and float(value).is_integer():
+        return int(value)
+    raise ValueError(f"{what} must be an integer, got {value!r}")
+
+
+def _real(value: Any) -> Any:
+    return float(value) if _is_number(value) else value  # anything else is refused by Float
+
+
+def _sigma(value: Any) -> float | None:
+    """``sigma`` as a number; a numeric string such as ``"0.000495"`` (seen in real files) is converted."""
+    if value is None or _is_number(value):
+        return value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(number):
+                return number
+    raise ValueError(f"sigma must be a number, got {value!r}")
 
 
 def _cast_element(value: Any, element_type: str | None) -> Value:
-    casts = {"int": int, "float": float, "string": str, "str": str, None: lambda v: v}
+    casts = {"int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
+             "float": float, "string": str, "str": str, None: lambda v: v}
     if element_type not in casts:
         raise ValueError(f"unknown element_type {element_type!r}; allowed: int, float, string")
-    return casts[element_type](value)
+    try:
+        return casts[element_type](value)
+    except (TypeError, ValueError):
+        raise ValueError(f"value {value!r} is not of element_type {element_type}") from None

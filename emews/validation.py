@@ -7,7 +7,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from emews.errors import ConfigError
+from emews.errors import ConfigError, brief
 
 
 def _model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
@@ -55,10 +55,10 @@ def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str,
         allowed = ", ".join(holder.model_fields) if holder else None
     elif err["type"] == "union_tag_invalid":
         key = f"{key}.{ctx.get('discriminator', 'type').strip(chr(39))}" if key else key
-        message = f"invalid value {ctx.get('tag')!r}"
+        message = f"invalid value {brief(ctx.get('tag'))}"
         allowed = str(ctx.get("expected_tags") or "") or None
     elif err["type"] == "literal_error":
-        message = f"invalid value {err['input']!r}"
+        message = f"invalid value {brief(err['input'])}"
         allowed = str(ctx.get("expected") or ctx.get("expected_tags") or "") or None
     elif err["type"] == "missing":
         message = "required key is missing"

@@ -9,15 +9,15 @@ load time, so the copy written into the experiment directory is self-contained.
 from __future__ import annotations
 
 import importlib.resources
-import inspect
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator
 
-from emews.errors import ConfigError
-from emews.plugins import OptimizerNotFound, available_optimizers, resolve_optimizer
+from emews.errors import ConfigError, brief
+from emews.plugins import (OptimizerNotFound, available_optimizers, options_model, path_options, resolve_optimizer,
+                           validate_options)
 from emews.runtime.objective import ObjectiveLoadError, ObjectiveRef
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.validation import config_error
@@ -28,20 +28,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: a finite number: ``1`` and ``1.5`` yes, ``"1.5"``, ``true`` and ``.inf`` no
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
 class IntParam(_Strict):
     type: Literal["int"]
-    lower: int
-    upper: int
-    log: bool = False
-    sigma: float | None = None
+    lower: StrictInt
+    upper: StrictInt
+    log: StrictBool = False
+    sigma: Number | None = None
 
 
 class FloatParam(_Strict):
     type: Literal["float"]
-    lower: float
-    upper: float
-    log: bool = False
-    sigma: float | None = None
+    lower: Number
+    upper: Number
+    log: StrictBool = False
+    sigma: Number | None = None
 
 
 class CategoricalParam(_Strict):
@@ -79,24 +83,36 @@ class ObjectiveSection(_Strict):
 
 
 class BudgetSection(_Strict):
-    evaluations: int = Field(gt=0)
+    evaluations: StrictInt = Field(gt=0)
 
 
 class TaskSection(_Strict):
-    timeout: float | None = Field(None, gt=0)
+    timeout: Number | None = Field(None, gt=0)
     isolation: Literal["process", "inline"] = "process"
-    memory_limit: str | int | None = None
+    memory_limit: int | None = None
+
+    @field_validator("memory_limit", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> int | None:
+        return parse_memory(value)
+
+
+class StoreSection(_Strict):
+    """How hard the results store (SQLite, WAL) pushes commits to disk."""
+
+    durability: Literal["normal", "full", "off"] = "normal"
 
 
 class WorkflowModel(_Strict):
     name: str | None = None
     description: str | None = None
-    seed: int | None = None
+    seed: StrictInt | None = None
     optimizer: OptimizerSection
     objective: ObjectiveSection
     space: dict[str, Any]
     budget: BudgetSection
     task: TaskSection = Field(default_factory=TaskSection)
+    store: StoreSection = Field(default_factory=StoreSection)
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)
@@ -104,14 +120,20 @@ _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def parse_memory(text: str | int | None) -> int | None:
-    """``"2GB"`` / ``"512MiB"`` / ``1073741824`` -> bytes."""
-    if text is None or isinstance(text, int):
-        return text
-    match = _SIZE.match(text)
-    if not match:
-        raise ValueError(f"cannot read {text!r} as a memory size")
-    unit = (match.group(2) or "").upper()[:1]
-    return int(float(match.group(1)) * _UNITS[unit])
+    """``"2GB"`` / ``"512MiB"`` / ``1073741824`` -> bytes (at least 1)."""
+    if text is None:
+        return None
+    match = _SIZE.match(text) if isinstance(text, str) else None
+    if isinstance(text, int) and not isinstance(text, bool):
+        size = text
+    elif match:
+        size = int(float(match.group(1)) * _UNITS[(match.group(2) or "").upper()[:1]])
+    else:
+        raise ValueError(f"cannot read {text!r} as a memory size; allowed: a byte count or a size "
+                         "such as 2GB or 512MiB")
+    if size <= 0:
+        raise ValueError(f"must be more than 0 bytes, got {text!r}")
+    return size
 
 
 class Workflow:
@@ -142,7 +164,9 @@ class Workflow:
         return resolve_optimizer(self.model.optimizer.name)
 
     def make_optimizer(self) -> Any:
-        return self.optimizer_class()(**self.model.optimizer.options)
+        """The optimizer, built from the options validated against its signature (Paths as ``Path``)."""
+        cls = self.optimizer_class()
+        return cls(**validate_options(cls, self.model.optimizer.options))
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved workflow (space inlined, paths absolute), as written to the experiment dir."""
@@ -222,7 +246,7 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path) -> Space:
     dims: dict[str, Dimension] = {}
     for name, entry in raw.items():
         if not isinstance(entry, dict):
-            raise ConfigError(f"expected a mapping such as {{type: float, lower: 0, upper: 1}}, got {entry!r}",
+            raise ConfigError(f"expected a mapping such as {{type: float, lower: 0, upper: 1}}, got {brief(entry)}",
                               file=file, key=f"space.{name}")
         try:
             spec = _PARAM.validate_python(entry)
@@ -259,14 +283,12 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
         model = WorkflowModel.model_validate(data)
     except ValidationError as exc:
         raise config_error(exc, WorkflowModel, file) from None
+    if model.task.memory_limit is not None and model.task.isolation != "process":
+        raise ConfigError("memory_limit needs isolation: process (an inline objective shares the worker's "
+                          "memory)", file=file, key="task.memory_limit")
     space = _build_space(model.space, file, path.parent)
     _resolve_objective(model.objective, path.parent, file)
     _resolve_optimizer_file(model.optimizer, path.parent)
-    try:
-        model.task.memory_limit = parse_memory(model.task.memory_limit)
-    except ValueError as exc:
-        raise ConfigError(str(exc), file=file, key="task.memory_limit",
-                          allowed="a byte count or a size such as 2GB or 512MiB") from None
     workflow = Workflow(model, path, space)
     if check_imports:
         check_workflow(workflow)
@@ -293,32 +315,49 @@ def _resolve_optimizer_file(optimizer: OptimizerSection, workflow_dir: Path) -> 
             optimizer.name = f"{found}:{cls}"
 
 
-def check_workflow(workflow: Workflow) -> None:
-    """Import the objective and optimizer and build the optimizer: fail now, not in the job."""
+def check_workflow(workflow: Workflow) -> Any:
+    """Import the objective and optimizer and build the optimizer: fail now, not in the job.
+
+    Path options are made absolute here. Returns the optimizer that was built.
+    """
     file = str(workflow.source)
     try:
         workflow.objective.load()
     except ObjectiveLoadError as exc:
         key = "objective.function" if "has no function" in str(exc) else "objective.module"
         raise ConfigError(str(exc), file=file, key=key) from None
+    cls = _optimizer_class(workflow, file)
+    _check_options(workflow, cls, file)
     try:
-        cls = workflow.optimizer_class()
+        optimizer = workflow.make_optimizer()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc), file=file, key="optimizer.options") from None
+    return optimizer
+
+
+def _optimizer_class(workflow: Workflow, file: str) -> type:
+    try:
+        return workflow.optimizer_class()
     except OptimizerNotFound as exc:
         raise ConfigError(str(exc), file=file, key="optimizer.name",
                           allowed=", ".join(available_optimizers()) + ", package.module:Class or file.py:Class") from None
     except Exception as exc:  # the optimizer module itself failed to import
         raise ConfigError(f"cannot load optimizer {workflow.model.optimizer.name!r}: "
                           f"{type(exc).__name__}: {exc}", file=file, key="optimizer.name") from None
+
+
+def _check_options(workflow: Workflow, cls: type, file: str) -> None:
+    """Validate ``optimizer.options`` against ``cls``'s signature; make its Path options absolute."""
     options = workflow.model.optimizer.options
     try:
-        inspect.signature(cls).bind(**options)
-    except TypeError:
-        accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
-        unknown = sorted(set(options) - set(accepted))
-        raise ConfigError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-                          f"for optimizer {workflow.model.optimizer.name!r}", file=file,
-                          key="optimizer.options", allowed=", ".join(accepted) or "no options") from None
-    try:
-        workflow.make_optimizer()
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc), file=file, key="optimizer.options") from None
+        validate_options(cls, options)
+    except ValidationError as exc:
+        raise config_error(exc, options_model(cls), file, ("optimizer", "options")) from None
+    for name in path_options(cls):
+        if options.get(name) is None:
+            continue
+        found = _resolve_path(str(options[name]), workflow.source.parent)
+        if found is None:
+            raise ConfigError(f"file {options[name]} does not exist", file=file, key=f"optimizer.options.{name}",
+                              allowed="a path relative to the current folder or the workflow's folder")
+        options[name] = str(found)

@@ -4,6 +4,11 @@ PyYAML follows YAML 1.1: ``1e-5`` stays a string and ``1:00:00`` becomes the
 integer 3600 (base 60).  Site files are full of walltimes, so this loader only
 knows decimal/hex integers and floats (``1e-5`` included); everything else that
 looks numeric stays a string.
+
+Input is bounded: files over :data:`MAX_FILE_BYTES` are refused, a document
+whose aliases expand to more than :data:`MAX_NODES` nodes is refused (alias
+bombs), and a key given twice in one mapping is an error naming the key and
+both lines. :func:`dump_yaml` writes what this loader reads back unchanged.
 """
 
 from __future__ import annotations
@@ -16,33 +21,86 @@ import yaml
 
 from emews.errors import ConfigError
 
+#: the largest file read as configuration or data (bytes)
+MAX_FILE_BYTES = 4 * 2**20
+#: the most nodes a YAML document may hold once aliases are expanded
+MAX_NODES = 1_000_000
+
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 
 
+class _TooLarge(Exception):
+    """A document that expands to more than MAX_NODES nodes."""
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 style int/float resolution."""
+    """SafeLoader with YAML 1.2 style int/float resolution, bounded alias expansion, unique keys."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        if _expanded_size(node, {}) > MAX_NODES:
+            raise _TooLarge()
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[tuple[str, str], yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            ident = (key_node.tag, key_node.value)
+            if ident in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key_node.value!r} (first given on line {seen[ident].line + 1})",
+                    key_node.start_mark)
+            seen[ident] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    _INT, re.compile(r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0x[0-9a-fA-F_]+)$"), list("-+0123456789"))
-_Loader.add_implicit_resolver(
-    _FLOAT,
-    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes in ``node`` counting every alias use as a full copy (memoized per node)."""
+    if id(node) not in memo:
+        if isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(_expanded_size(child, memo) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+        else:
+            size = 1
+        memo[id(node)] = size
+    return memo[id(node)]
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that quotes exactly the strings :class:`_Loader` would read as something else."""
+
+
+def _resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    table = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+             for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    numbers = [
+        (_INT, re.compile(r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0x[0-9a-fA-F_]+)$"), "-+0123456789"),
+        (_FLOAT, re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)
                  |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
                  |[-+]?\.(?:inf|Inf|INF)
-                 |\.(?:nan|NaN|NAN))$""", re.X),
-    list("-+0123456789."))
+                 |\.(?:nan|NaN|NAN))$""", re.X), "-+0123456789.")]
+    for tag, rx, firsts in numbers:
+        for first in firsts:
+            table.setdefault(first, []).append((tag, rx))
+    return table
+
+
+_Loader.yaml_implicit_resolvers = _resolvers()
+_Dumper.yaml_implicit_resolvers = _resolvers()
 
 
 def parse_yaml(text: str, *, source: str) -> Any:
     """Parse YAML text; a syntax error becomes a ConfigError naming source and line."""
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+    except _TooLarge:
+        raise ConfigError(f"the document expands to more than {MAX_NODES:,} values (aliases counted "
+                          "at every use)", file=source) from None
+    except RecursionError:
+        raise ConfigError("malformed YAML: nested too deeply", file=source) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -52,12 +110,30 @@ def parse_yaml(text: str, *, source: str) -> Any:
         raise ConfigError(f"malformed YAML: {exc}", file=source) from None
 
 
-def load_mapping(path: Path) -> dict[str, Any]:
-    """Read a YAML file that must hold a mapping (an empty file is an empty mapping)."""
+def dump_yaml(data: Any) -> str:
+    """YAML text that :func:`parse_yaml` reads back as ``data`` (strings such as ``"1e5"`` quoted)."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)  # ASCII: non-ASCII is escaped
+
+
+def read_text(path: Path, *, limit: int = MAX_FILE_BYTES) -> str:
+    """The UTF-8 text of ``path``; a file that is too big, unreadable or not UTF-8 is a ConfigError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read file: {exc.strerror}", file=path) from None
+    if len(raw) > limit:
+        raise ConfigError(f"file is larger than the limit of {limit // 2**20} MiB", file=path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+                          file=path, allowed="UTF-8 encoded text") from None
+
+
+def load_mapping(path: Path) -> dict[str, Any]:
+    """Read a YAML file that must hold a mapping (an empty file is an empty mapping)."""
+    text = read_text(path)
     data = parse_yaml(text, source=str(path))
     if data is None:
         return {}
