@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 _BRIEF = reprlib.Repr()
-_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = 6
-_BRIEF.maxstring = _BRIEF.maxother = 60
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = 4
+_BRIEF.maxstring = _BRIEF.maxother = 40
 
 
 def brief(value: Any) -> str:

@@ -1,0 +1,293 @@
+"""Hostile and sloppy input: one line naming the file and key, exit 2, checked before anything is created."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+from testutil import FAULTY, write_workflow
+from emews.cli import main
+from emews.errors import ConfigError
+from emews.workflow import load_workflow
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def _refused(capsys: pytest.CaptureFixture, workflow: Path, *extra: str) -> str:
+    """Run check and launch; both must exit 2 with one line and leave no experiment dir. Returns the line."""
+    exp = workflow.parent / "exp-should-not-exist"
+    lines = []
+    for command in (["check", str(workflow), *extra],
+                    ["launch", str(workflow), "--workers", "1", "--exp-dir", str(exp), *extra]):
+        code = main(command)
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert "Traceback" not in err
+        assert len(err.splitlines()) == 1, err
+        assert err.startswith("emews: error: "), err
+        lines.append(err.strip())
+    assert not exp.exists()
+    assert not (workflow.parent / "experiments").exists()
+    assert lines[0] == lines[1]
+    return lines[0]
+
+
+HEAD = f"optimizer: {{name: random}}\nobjective: {{module: {FAULTY}}}\nbudget: {{evaluations: 20}}\n"
+X1 = "space:\n  x1: {type: float, lower: 0, upper: 1}\n"
+
+
+def _bomb(depth: int = 9) -> str:
+    parts = ['&a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    parts += [f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, depth)]
+    return "[" + ", ".join(parts) + "]"
+
+
+# 3a: alias bombs wherever they sit
+BOMBS = {
+    "isolation": HEAD + X1 + f"task: {{isolation: {_bomb()}}}\n",
+    "values": HEAD + f"space:\n  x1: {{type: categorical, values: {_bomb()}}}\n",
+    "constant": HEAD + X1 + f"  c: {{type: constant, value: {_bomb()}}}\n",
+    "seed": HEAD.replace("{name: random}", f"{{name: random, options: {{seed: {_bomb()}}}}}") + X1,
+}
+
+
+@pytest.mark.parametrize("where", list(BOMBS))
+def test_alias_bomb_is_refused(where: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BOMBS[where])
+    line = _refused(capsys, path)
+    assert str(path) in line and "aliases" in line
+
+
+def test_a_file_over_the_size_limit_is_refused_unparsed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text(HEAD + X1 + "description: |\n" + ("  " + "x" * 100 + "\n") * 50_000)
+    line = _refused(capsys, path)
+    assert str(path) in line and "larger than the limit of 4 MiB" in line
+
+
+def test_non_utf8_workflow_names_file_and_offset(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "latin1.yaml"
+    text = HEAD + X1 + 'description: "caf'
+    path.write_bytes(text.encode() + b'\xe9"\n')
+    line = _refused(capsys, path)
+    assert str(path) in line and f"byte 0xe9 at offset {len(text)}" in line
+
+
+def test_non_utf8_space_file_names_the_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "s.json").write_bytes(b"\xff\xfe[]")
+    path = write_workflow(tmp_path, space={"file": "s.json"})
+    line = _refused(capsys, path)
+    assert str(tmp_path / "s.json") in line and "not UTF-8" in line and "offset 0" in line
+
+
+DUPLICATES = {
+    "budget": (HEAD + X1 + "budget: {evaluations: 999999}\n", "line 6, column 1: duplicate key 'budget'", "first given on line 3"),
+    "parameter": (HEAD + X1 + "  x1: {type: int, lower: 5, upper: 9}\n", "line 6, column 3: duplicate key 'x1'", "first given on line 5"),
+    "timeout": (HEAD + X1 + "task: {timeout: 10, timeout: 20}\n", "duplicate key 'timeout'", "first given on line 6"),
+}
+
+
+@pytest.mark.parametrize("case", list(DUPLICATES))
+def test_duplicate_yaml_keys_are_refused(case: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    text, what, first = DUPLICATES[case]
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    line = _refused(capsys, path)
+    assert what in line and first in line, line
+
+
+# (--set KEY=VALUE, key in the message, text in the message)
+BAD_VALUES = {
+    "budget true": ("budget.evaluations=true", "budget.evaluations", "integer"),
+    "budget string": ("budget.evaluations='100'", "budget.evaluations", "integer"),
+    "budget fraction": ("budget.evaluations=10.5", "budget.evaluations", "integer"),
+    "seed true": ("seed=true", "seed", "integer"),
+    "timeout inf": ("task.timeout=.inf", "task.timeout", "finite"),
+    "timeout overflow": ("task.timeout=1e400", "task.timeout", "finite"),
+    "timeout nan": ("task.timeout=.nan", "task.timeout", "finite"),
+    "timeout zero": ("task.timeout=0", "task.timeout", "greater than 0"),
+    "timeout true": ("task.timeout=true", "task.timeout", "number"),
+    "memory negative": ("task.memory_limit=-5", "task.memory_limit", "more than 0"),
+    "memory zero": ("task.memory_limit=0", "task.memory_limit", "more than 0"),
+    "memory zero bytes": ("task.memory_limit=0MB", "task.memory_limit", "more than 0"),
+    "memory words": ("task.memory_limit=lots", "task.memory_limit", "2GB"),
+    "memory inline": ("task.isolation=inline", "task.memory_limit", "memory_limit needs isolation: process"),
+    "durability": ("store.durability=fast", "store.durability", "'normal', 'full' or 'off'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_VALUES))
+def test_bad_values_are_refused(case: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    item, key, text = BAD_VALUES[case]
+    path = write_workflow(tmp_path, task={"timeout": 30, "isolation": "process", "memory_limit": "1GB"})
+    line = _refused(capsys, path, "--set", item)
+    assert f"{path}: {key}" in line and text in line, line
+
+
+NON_FINITE = {
+    "categorical nan": {"type": "categorical", "values": [1, "1", float("nan")]},
+    "categorical inf": {"type": "categorical", "values": [1.0, float("inf")]},
+    "nested inf": {"type": "categorical", "values": [[1, float("-inf")], 2]},
+    "ordered nan": {"type": "ordered", "values": [1, float("nan")]},
+    "constant nan": {"type": "constant", "value": float("nan")},
+    "sigma inf": {"type": "float", "lower": 0, "upper": 1, "sigma": float("inf")},
+}
+
+
+@pytest.mark.parametrize("case", list(NON_FINITE))
+def test_nan_and_infinity_are_refused_in_values(case: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = write_workflow(tmp_path, space={"x": {"type": "float", "lower": 0, "upper": 1}, "c": NON_FINITE[case]})
+    line = _refused(capsys, path)
+    assert f"{path}: space.c" in line and ("nan" in line or "inf" in line or "finite" in line), line
+
+
+def _entry(**fields: object) -> list[dict[str, object]]:
+    return [{"name": "x1", "type": "float", "lower": 0, "upper": 1, **fields}]
+
+
+CANDLE = {
+    "sigma word": (_entry(sigma="wide"), "x1", "sigma must be a number, got 'wide'"),
+    "values string": ([{"name": "c", "type": "categorical", "values": "abc"}], "c", "values must be a list"),
+    "int bounds": ([{"name": "n", "type": "int", "lower": 0.7, "upper": 3.9}], "n", "lower must be an integer"),
+    "name null": ([{"name": None, "type": "int", "lower": 0, "upper": 3}], "[0]", "'name' must be a non-empty"),
+    "unknown key": ([{"name": "x1", "type": "float", "lowr": 0, "upper": 1}], "x1",
+                    "unknown key 'lowr' for type float; allowed: name, type, comment, description, lower, upper"),
+    "missing lower": ([{"name": "x1", "type": "float", "upper": 1}], "x1", "missing key 'lower'"),
+    "duplicate name": (_entry() + [{"name": "x1", "type": "int", "lower": 5, "upper": 9}], "x1", "defined twice"),
+    "duplicate key": ([{"name": "x1", "type": "int", "lower": 1, "lower": 2, "upper": 3}], "space.file", "twice"),
+    "nan bound": (_entry(upper=float("nan")), "x1", "finite"),
+    "bad element": ([{"name": "b", "type": "ordered", "element_type": "int", "values": [1, "two"]}], "b",
+                    "not of element_type int"),
+}
+
+
+@pytest.mark.parametrize("case", list(CANDLE))
+def test_malformed_candle_json_names_the_json_and_entry(case: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    entries, key, text = CANDLE[case]
+    raw = json.dumps(entries)
+    if case == "duplicate key":
+        raw = '[{"name": "x1", "type": "int", "lower": 1, "lower": 2, "upper": 3}]'
+    (tmp_path / "params.json").write_text(raw)
+    path = write_workflow(tmp_path, space={"file": "params.json"})
+    line = _refused(capsys, path)
+    assert f"{tmp_path / 'params.json'}: {key}" in line and text in line, line
+
+
+def test_numeric_string_sigma_is_converted(tmp_path: Path) -> None:
+    (tmp_path / "params.json").write_text(json.dumps(_entry(sigma="0.000495", comment="from tc1")))
+    workflow = load_workflow(str(write_workflow(tmp_path, space={"file": "params.json"})))
+    assert workflow.to_dict()["space"]["x1"]["sigma"] == 0.000495
+
+
+PLUGIN = """\
+from pathlib import Path
+
+from emews.optimizer import Optimizer
+
+
+class Plug(Optimizer):
+    def __init__(self, population: int = 4, rate: float = 0.5, points: Path | None = None,
+                 mode: str = "a") -> None:
+        if points is not None:
+            assert isinstance(points, Path) and points.is_absolute(), points
+            points.read_text()
+
+    def run(self, evaluator):
+        pass
+"""
+
+
+def _plugin_workflow(folder: Path, **options: object) -> Path:
+    folder.mkdir(exist_ok=True)
+    (folder / "plug.py").write_text(PLUGIN)
+    return write_workflow(folder, optimizer={"name": "plug.py:Plug", "options": options})
+
+
+OPTION_ERRORS: dict[str, tuple[dict[str, object], str, str]] = {
+    "int from word": ({"population": "abc"}, "optimizer.options.population", "valid integer"),
+    "int from bool": ({"population": True}, "optimizer.options.population", "valid integer"),
+    "int from string": ({"population": "100"}, "optimizer.options.population", "valid integer"),
+    "float from word": ({"rate": "fast"}, "optimizer.options.rate", "valid number"),
+    "str from int": ({"mode": 3}, "optimizer.options.mode", "valid string"),
+    "missing file": ({"points": "nowhere.txt"}, "optimizer.options.points", "nowhere.txt does not exist"),
+    "unknown option": ({"popsize": 3}, "optimizer.options.popsize",
+                       "(allowed: population, rate, points, mode)"),
+}
+
+
+@pytest.mark.parametrize("case", list(OPTION_ERRORS))
+def test_plugin_options_are_checked_against_the_signature(case: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    options, key, text = OPTION_ERRORS[case]
+    path = _plugin_workflow(tmp_path / "wf", **options)
+    line = _refused(capsys, path)
+    assert f"{path}: {key}" in line and text in line, line
+
+
+def test_path_options_are_resolved_from_the_workflow_folder(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _plugin_workflow(tmp_path / "wf", points="points.txt", population=3)
+    (tmp_path / "wf" / "points.txt").write_text("x=1\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    recorded = load_workflow(str(path)).to_dict()["optimizer"]["options"]
+    assert recorded == {"points": str(tmp_path / "wf" / "points.txt"), "population": 3}
+    # the copy an experiment records loads from anywhere (a batch job cd's into the experiment)
+    from emews.experiment import create_experiment
+
+    exp = create_experiment(tmp_path / "exp", name="p", workflow=load_workflow(str(path)).to_dict(), site={},
+                            info={})
+    monkeypatch.chdir(exp)
+    again = load_workflow(str(exp / "workflow.yaml"))
+    assert again.to_dict()["optimizer"]["options"] == recorded
+    again.make_optimizer()
+
+
+def test_store_durability_defaults_to_normal(tmp_path: Path) -> None:
+    workflow = load_workflow(str(write_workflow(tmp_path)), check_imports=False)
+    assert workflow.model.store.durability == "normal"
+    full = load_workflow(str(write_workflow(tmp_path, store={"durability": "full"})), check_imports=False)
+    assert full.to_dict()["store"] == {"durability": "full"}
+
+
+def test_memory_limit_is_stored_in_bytes(tmp_path: Path) -> None:
+    workflow = load_workflow(str(write_workflow(tmp_path, task={"memory_limit": "512MiB"})), check_imports=False)
+    assert workflow.model.task.memory_limit == 512 * 2**20
+
+
+def test_errors_cut_long_values_short(tmp_path: Path) -> None:
+    path = write_workflow(tmp_path, task={"isolation": ["x" * 1000] * 1000})
+    with pytest.raises(ConfigError) as err:
+        load_workflow(str(path))
+    assert len(str(err.value)) - len(str(path)) < 250 and "task.isolation" in str(err.value)
+
+
+def _write(tmp_path: Path) -> Callable[[str], Path]:
+    def write(text: str) -> Path:
+        path = tmp_path / "wf.yaml"
+        path.write_text(text)
+        return path
+    return write
+
+
+def test_yaml_merge_keys_still_work(tmp_path: Path) -> None:
+    text = HEAD + "space:\n  a: &base {type: float, lower: 0, upper: 1}\n  b: {<<: *base, upper: 2}\n"
+    workflow = load_workflow(str(_write(tmp_path)(text)), check_imports=False)
+    assert workflow.space["b"].upper == 2.0
+
+
+def test_yaml_dump_load_is_lossless_for_tricky_strings() -> None:
+    from emews.yamlio import dump_yaml, parse_yaml
+
+    data = {"s": ["1e5", "0x1f", "1:00:00", "yes", "null", "~", ".inf", "1_000", "caf\u00e9"], "f": [1e-5, 1e300]}
+    assert parse_yaml(dump_yaml(data), source="x") == data
+    assert yaml.safe_load(dump_yaml({"a": 1})) == {"a": 1}
