@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,19 @@ def test_slurm_id_parsing(text: str, expected: str) -> None:
 ])
 def test_state_codes(cls, code: str, state: str) -> None:  # noqa: ANN001
     assert cls(SchedulerConfig(type=cls.type))._map(code) == state
+
+
+@pytest.mark.parametrize("umask,mode", [(0o077, 0o700), (0o022, 0o755), (0o027, 0o750)])
+def test_job_script_mode_follows_the_umask(in_tmp: Path, umask: int, mode: int) -> None:
+    """job.sh may hold secrets (environment.vars): it is as private as the user's other files."""
+    site = load_site("frontier", ["scheduler.account=A", "environment.vars.API_TOKEN=s3cr3t"],
+                     environ={})
+    old = os.umask(umask)
+    try:
+        submit_experiment(site, in_tmp / "exp", 3, dry_run=True)
+    finally:
+        os.umask(old)
+    script = in_tmp / "exp" / JOB_SCRIPT
+    assert stat.S_IMODE(script.stat().st_mode) == mode
+    assert "export API_TOKEN=s3cr3t" in script.read_text()
+    assert sorted(p.name for p in script.parent.iterdir()) == [JOB_SCRIPT]
