@@ -1,7 +1,8 @@
 """The ``emews`` command: launch, check, results, status, cancel, and the in-job ``run``.
 
 Exit status: 0 when a run completes (failed tasks included), 2 for
-configuration errors, 1 otherwise.
+configuration errors (and an experiment another run owns), 128 + N when stopped
+by signal N (130: Ctrl-C, 143: SIGTERM; ``emews resume`` continues), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,9 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--site", help="also validate this site")
     check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
 
-    resume = sub.add_parser("resume", help="run an experiment again: finished evaluations are not repeated")
+    resume = sub.add_parser("resume", help="continue a stopped experiment: the optimizer gets the earlier "
+                                           "results, interrupted tasks run again, the budget is the total")
     resume.add_argument("exp_dir", type=Path)
     resume.add_argument("--workers", type=int, help="number of worker ranks (default: as before)")
+    resume.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="change the budget before resuming, e.g. budget.evaluations=400")
 
     results = sub.add_parser("results", help="write results.csv of an experiment and print its summary")
     results.add_argument("exp_dir", type=Path)
@@ -53,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="(inside the MPI job) run this rank's part of an experiment")
     run.add_argument("exp_dir", type=Path)
+    run.add_argument("--lease", help=argparse.SUPPRESS)  # the token of the launch that started the job
     return parser
 
 
@@ -72,8 +78,9 @@ def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from emews.experiment import create_experiment, next_numbered
+    from emews.lease import acquire
     from emews.site import load_site
-    from emews.site.jobs import job_command, submit_experiment
+    from emews.site.jobs import job_command
     from emews.workflow import load_workflow
 
     if args.workers is not None and args.workers < 1:
@@ -94,10 +101,12 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return EXIT_OK
     exp_dir = create_experiment(target, name=workflow.name, workflow=workflow.to_dict(), site=site.to_dict(),
                                 info={"workers": workers, "site": site.name})
+    lease = acquire(exp_dir, "emews launch")
     if site.is_local:
-        return _run_local(site, exp_dir, workers)
+        with lease:
+            return _run_local(site, exp_dir, workers, lease.token)
     try:
-        job_id = submit_experiment(site, exp_dir, workers)
+        job_id = _submit(site, exp_dir, workers, lease)
     except BaseException:
         import shutil
         shutil.rmtree(exp_dir, ignore_errors=True)
@@ -107,35 +116,89 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_resume(args: argparse.Namespace) -> int:
-    from emews.experiment import SITE_FILE, read_info, require_experiment
-    from emews.site import load_site
+def _submit(site: Any, exp_dir: Path, workers: int, lease: Any) -> str:
+    """Submit the job that will own ``lease``; the lease then names the job (not this process)."""
     from emews.site.jobs import submit_experiment
 
+    try:
+        job_id = submit_experiment(site, exp_dir, workers, lease_token=lease.token)
+    except BaseException:
+        lease.release()
+        raise
+    lease.update(job_id=job_id, owners=[])
+    return job_id
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from emews.experiment import SITE_FILE, read_info, require_experiment, update_budget
+    from emews.lease import acquire
+    from emews.report import open_store
+    from emews.runtime.mpi_main import _job_done
+    from emews.site import load_site
+
     exp_dir = require_experiment(args.exp_dir.absolute())
+    wf_overrides, site_overrides = _split_overrides(args.set)
+    if site_overrides or any(not key.startswith("budget.") for key in wf_overrides):
+        raise ConfigError("resume can only change the budget", key="--set",
+                          allowed="budget.evaluations=N")
     site = load_site(str(exp_dir / SITE_FILE))
     workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))
+    lease = acquire(exp_dir, "emews resume", job_done=_job_done(exp_dir))
+    try:
+        store = open_store(exp_dir)  # a corrupt store is a clear error now, not a hung job
+        if store is not None:
+            store.close()
+        if wf_overrides:
+            update_budget(exp_dir, wf_overrides)
+    except BaseException:
+        lease.release()
+        raise
     if site.is_local:
-        return _run_local(site, exp_dir, workers)
-    job_id = submit_experiment(site, exp_dir, workers)
+        with lease:
+            return _run_local(site, exp_dir, workers, lease.token)
+    job_id = _submit(site, exp_dir, workers, lease)
     print(f"submitted job {job_id} to {site.name} to resume {exp_dir}")
     return EXIT_OK
 
 
-def _run_local(site: Any, exp_dir: Path, workers: int) -> int:
+#: how long ``launch`` waits for the job to wind down after it forwarded a stop signal
+STOP_GRACE_SECONDS = 120.0
+
+
+def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
+    """Run the job here; a SIGTERM/SIGINT to this process is forwarded once, then we wait for it."""
     from emews.site.jobs import job_command
 
-    command = site.launch_command(workers + 1, job_command(exp_dir))
+    command = site.local_command(workers + 1, [*job_command(exp_dir), "--lease", lease_token])
     print(f"experiment {exp_dir}: {workers} workers", file=sys.stderr)
-    env = dict(os.environ)
+    env = {**os.environ, **site.environment_vars()}
     if sys.stderr.isatty():
         env["EMEWS_PROGRESS"] = "tty"
-    try:
-        return subprocess.call(command, env=env)
+    received: list[int] = []
+    try:  # its own session: Ctrl-C reaches only us, and we forward exactly one stop
+        proc = subprocess.Popen(command, env=env, start_new_session=True)
     except FileNotFoundError:
         raise EmewsError(f"cannot start {command[0]}: not found (is the mpich wheel installed?)") from None
-    except KeyboardInterrupt:
-        return EXIT_FAILED
+
+    def forward(signum: int, frame: object) -> None:
+        if not received:
+            received.append(signum)
+            proc.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while True:
+            try:
+                status = proc.wait(timeout=STOP_GRACE_SECONDS if received else None)
+                break
+            except subprocess.TimeoutExpired:
+                proc.kill()  # the job did not wind down in time
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received and status == 0:
+        return 128 + received[0]
+    return status if status >= 0 else 128 - status
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -154,26 +217,44 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from emews.report import export_csv, load_results, summary_text
+    from emews.experiment import read_workflow
+    from emews.report import export_csv, open_store, summary_text, totals
 
-    results = load_results(args.exp_dir)
-    path, rows = export_csv(args.exp_dir, results)
-    print(summary_text(results, None))
+    exp_dir = args.exp_dir.absolute()
+    names = list(read_workflow(exp_dir).get("space", {}))
+    store = open_store(exp_dir)
+    try:
+        path, rows = export_csv(exp_dir, names, store)
+        print(summary_text(totals(store), None))
+    finally:
+        if store is not None:
+            store.close()
     print(f"wrote {rows} rows to {path}")
     return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from emews.experiment import WORKFLOW_FILE, require_experiment
-    from emews.report import load_results, summary_text
+    from emews.experiment import read_workflow, require_experiment
+    from emews.lease import LEASE_FILE, LeaseRecord
+    from emews.report import open_store, summary_text, totals
     from emews.site.jobs import JOB_RECORD, job_status
-    from emews.yamlio import load_mapping
 
-    exp_dir = require_experiment(args.exp_dir)
-    state = job_status(exp_dir) if (exp_dir / JOB_RECORD).exists() else "local"
-    budget = load_mapping(exp_dir / WORKFLOW_FILE).get("budget", {}).get("evaluations")
+    exp_dir = require_experiment(args.exp_dir.absolute())
+    budget = read_workflow(exp_dir).get("budget", {}).get("evaluations")
+    if (exp_dir / JOB_RECORD).exists():
+        state = job_status(exp_dir)
+    else:
+        lease = LeaseRecord.read(exp_dir / LEASE_FILE)
+        state = "local, running" if lease is not None and any(o.alive() for o in lease.owners) \
+            else "local, not running"
+    store = open_store(exp_dir)
+    try:
+        text = summary_text(totals(store), budget)
+    finally:
+        if store is not None:
+            store.close()
     print(f"job: {state}")
-    print(summary_text(load_results(exp_dir), budget))
+    print(text)
     return EXIT_OK
 
 
@@ -189,7 +270,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from emews.runtime.mpi_main import run_experiment
 
-    return run_experiment(args.exp_dir)
+    return run_experiment(args.exp_dir, args.lease)
 
 
 COMMANDS = {"launch": cmd_launch, "resume": cmd_resume, "check": cmd_check, "results": cmd_results, "status": cmd_status,

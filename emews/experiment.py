@@ -53,12 +53,13 @@ def create_experiment(exp_dir: Path | None, *, name: str, workflow: dict[str, An
     """Write a new experiment directory atomically (a temp dir renamed into place)."""
     target = exp_dir if exp_dir is not None else next_numbered(Path("experiments"), name)
     target = target.absolute()
+    taken = ConfigError(f"{target} already exists and is not empty", key="--exp-dir",
+                        allowed="a new or empty directory")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise ConfigError(f"{target} already exists and is not empty", key="--exp-dir",
-                          allowed="a new or empty directory")
-    target.parent.mkdir(parents=True, exist_ok=True)
+        raise taken
     staging = target.parent / f".{target.name}.partial-{os.getpid()}"
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
         (staging / "runs").mkdir()
         _dump_yaml(staging / WORKFLOW_FILE, workflow)
@@ -66,13 +67,45 @@ def create_experiment(exp_dir: Path | None, *, name: str, workflow: dict[str, An
         meta = {"name": name, "created": time.time(), "emews_version": emews_version(),
                 "python": sys.executable, "command": sys.argv, **info}
         (staging / INFO_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        if target.exists():
-            target.rmdir()
-        staging.rename(target)
+        try:
+            if target.exists():
+                target.rmdir()
+            staging.rename(target)
+        except OSError:  # another launch created it first
+            raise taken from None
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ConfigError(f"cannot create the experiment directory: {exc.strerror or exc}", file=str(target),
+                          key="--exp-dir", allowed="a writable location") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def read_workflow(exp_dir: Path) -> dict[str, Any]:
+    """The experiment's resolved workflow, as plain data."""
+    from emews.yamlio import load_mapping
+
+    return load_mapping(require_experiment(exp_dir) / WORKFLOW_FILE)
+
+
+def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
+    """Apply ``budget.*`` overrides to the experiment's workflow.yaml (validated, replaced atomically)."""
+    from emews.workflow import load_workflow
+    from emews.yamlio import set_dotted
+
+    data = read_workflow(exp_dir)
+    for key, value in overrides.items():
+        set_dotted(data, key, value, f"--set {key}")
+    path = exp_dir / WORKFLOW_FILE
+    tmp = path.with_name(f".{WORKFLOW_FILE}.{os.getpid()}.tmp")
+    _dump_yaml(tmp, data)
+    try:
+        load_workflow(str(tmp), check_imports=False)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_info(exp_dir: Path) -> dict[str, Any]:

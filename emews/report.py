@@ -1,49 +1,136 @@
-"""Reading an experiment's results back: CSV export and the end-of-run summary."""
+"""Reading an experiment's results back: CSV export and the end-of-run summary.
+
+Everything here opens the store read-only and writes only its own private temp
+file, so any number of ``emews results`` / ``status`` may run beside a live job.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
-import math
+import os
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
-from emews.experiment import CSV_FILE, STORE_FILE, WORKFLOW_FILE, require_experiment
+from emews.experiment import CSV_FILE, STORE_FILE, require_experiment
 from emews.results import Result, Status
-from emews.runtime.store import ResultsStore, write_csv
-from emews.yamlio import load_mapping
+from emews.runtime.store import ResultsStore
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What a summary needs: counts by status and the best evaluation."""
+
+    counts: dict[str, int]
+    best: Result | None
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.values())
+
+
+def open_store(exp_dir: Path) -> ResultsStore | None:
+    """The experiment's store, read-only (``None`` before the first result)."""
+    path = require_experiment(exp_dir) / STORE_FILE
+    return ResultsStore(path, readonly=True) if path.exists() else None
 
 
 def load_results(exp_dir: Path) -> list[Result]:
     """Every finished evaluation in the experiment's results store (none if it has no store yet)."""
-    path = require_experiment(exp_dir) / STORE_FILE
-    if not path.exists():
+    store = open_store(exp_dir)
+    if store is None:
         return []
-    store = ResultsStore(path)
-    try:
+    with store:
         return list(store)
-    finally:
-        store.close()
 
 
-def export_csv(exp_dir: Path, results: list[Result] | None = None) -> tuple[Path, int]:
-    """(Re)write ``results.csv`` from ``results`` (default: the store); return its path and row count."""
+def totals(store: ResultsStore | None) -> Totals:
+    if store is None:
+        return Totals({}, None)
+    return Totals(store.status_counts(), store.best())
+
+
+def _ts(column: str) -> str:
+    """SQL for ISO-8601 UTC with milliseconds, as ``datetime.isoformat`` writes it."""
+    return (f"CASE WHEN {column} IS NULL THEN '' ELSE "
+            f"strftime('%Y-%m-%dT%H:%M:%f', {column}, 'unixepoch') || '+00:00' END")
+
+
+def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> int:
+    """Write ``results.csv`` (id, status, objective, p:*, m:*, error, rank, host, times) from the store.
+
+    Rows go straight from SQLite to the CSV writer (no Result objects) into a private
+    temp file that replaces ``path`` atomically; returns the row count.
+    """
+    metric_names = store.metric_names()
+    header = (["id", "status", "objective"] + [f"p:{p}" for p in param_names]
+              + [f"m:{m}" for m in metric_names]
+              + ["error", "rank", "host", "submitted", "started", "finished"])
+    cursor = store.execute(f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, "
+                           f"COALESCE(host, ''), {_ts('submitted')}, {_ts('started')}, {_ts('finished')} "
+                           "FROM results ORDER BY id")
+    loads, empty = json.loads, {}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    rows = 0
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(header)
+            while chunk := cursor.fetchmany(4096):
+                out = []
+                for id_, status, objective, params, metrics, *tail in chunk:
+                    p = loads(params)
+                    m = loads(metrics) if metrics != "{}" else empty
+                    out.append([id_, status, objective, *[_cell(p.get(k)) for k in param_names],
+                                *[_cell(m.get(k)) for k in metric_names], *tail])
+                writer.writerows(out)
+                rows += len(out)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return rows
+
+
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return value
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def export_csv(exp_dir: Path, param_names: Sequence[str], store: ResultsStore | None = None) -> tuple[Path, int]:
+    """(Re)write ``results.csv`` of ``exp_dir``; return its path and row count."""
     exp_dir = require_experiment(exp_dir)
-    names = list(load_mapping(exp_dir / WORKFLOW_FILE).get("space", {}))
-    rows = write_csv(load_results(exp_dir) if results is None else results, exp_dir / CSV_FILE, names)
-    return exp_dir / CSV_FILE, rows
+    path = exp_dir / CSV_FILE
+    own = store is None
+    store = store or open_store(exp_dir)
+    if store is None:
+        return path, 0
+    try:
+        return path, write_csv(store, path, param_names)
+    finally:
+        if own:
+            store.close()
 
 
-def best_result(results: list[Result]) -> Result | None:
-    ok = [r for r in results if r.ok and not math.isinf(r.loss)]
-    return min(ok, key=lambda r: r.loss) if ok else None
-
-
-def summary_text(results: list[Result], budget: int | None, elapsed: float | None = None) -> str:
+def summary_text(total: Totals, budget: int | None, elapsed: float | None = None) -> str:
     """A few lines: counts by status, the best evaluation and its parameters."""
-    counts = ", ".join(f"{n} {s.value}" for s in Status if (n := sum(r.status is s for r in results)))
-    lines = [f"{len(results)}{'/' + str(budget) if budget else ''} evaluations"
+    counts = ", ".join(f"{n} {s.value}" for s in Status if (n := total.counts.get(s.value, 0)))
+    lines = [f"{total.done}{'/' + str(budget) if budget else ''} evaluations"
              + (f": {counts}" if counts else "")
              + (f" in {elapsed:.1f} s" if elapsed is not None else "")]
-    best = best_result(results)
+    best = total.best
     if best is None:
         lines.append("no successful evaluation")
     else:

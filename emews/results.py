@@ -29,6 +29,7 @@ class Task:
     params: Mapping[str, Any]
     seed: int
     submitted: float
+    attempt: int = 0  # > 0: re-run after the run that started it stopped (already in the store)
 
 
 @dataclass(slots=True)

@@ -1,32 +1,41 @@
 """The isolated child process: imports the objective once, then runs tasks sent over a pipe.
 
 Started by :class:`emews.runtime.isolated.ProcessRunner` as
-``python -c "...child import main; main(...)" FD`` where FD is its end of a socket pair. Each task's stdout and
-stderr go to files in its run directory.
+``python -c "...child import main; main(...)" FD`` where FD is its end of a socket pair.
+Its stdout and stderr go to spool files; after a task that wrote something they
+are copied into that task's run directory (a task that writes nothing gets no
+directory). Processes the objective started during a task are killed when the
+task ends; those started by ``setup`` live until the child exits.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
+import shutil
 import signal
 import sys
 import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 from emews.results import Outcome, Status
-from emews.runtime.objective import ObjectiveRef, TaskContext, outcome_from_return
+from emews.runtime.objective import (ObjectiveRef, TaskContext, exit_if_forked, outcome_from_return,
+                                     task_run_dir)
+from emews.runtime.processes import become_subreaper, die_with_parent, kill_trees, strays
+
+OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 
 
 @dataclass(frozen=True)
 class ChildConfig:
-    """Sent first: what to load and how to behave."""
+    """Sent first: what to load, how to behave, where to spool output."""
 
     ref: ObjectiveRef
     memory_limit: int | None = None
+    spool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,26 +50,51 @@ class ChildTask:
     context: TaskContext
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when the worker rank that started it dies."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+@dataclass(frozen=True)
+class ChildShutdown:
+    """Run teardown and exit."""
 
 
-def _redirect_output(run_dir: os.PathLike[str]) -> None:
+@dataclass(frozen=True)
+class ChildStopped:
+    teardown_error: str | None = None
+
+
+def spool_paths(spool: str) -> list[Path]:
+    return [Path(spool) / name for name in OUTPUT_FILES]
+
+
+def keep_output(spool: str | None, runs_root: Path | None, task_id: int) -> None:
+    """Move what the spool files hold into the task's run dir (nothing written: no dir)."""
+    if spool is None or runs_root is None:
+        return
+    for path in spool_paths(spool):
+        try:
+            if path.stat().st_size == 0:
+                continue
+        except OSError:
+            continue
+        run_dir = task_run_dir(runs_root, task_id)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with path.open("rb") as src, (run_dir / path.name).open("ab") as dst:
+            shutil.copyfileobj(src, dst)
+        os.truncate(path, 0)
+
+
+def _redirect_output(spool: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
-    for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
-        target = os.open(os.path.join(run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.makedirs(spool, exist_ok=True)
+    for fd, path in zip((1, 2), spool_paths(spool)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o666)
         os.dup2(target, fd)
         os.close(target)
 
 
 def serve(conn: Connection) -> None:
     config: ChildConfig = conn.recv()
+    if config.spool:
+        _redirect_output(config.spool)
     if config.memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (config.memory_limit, config.memory_limit))
     try:
@@ -70,37 +104,66 @@ def serve(conn: Connection) -> None:
     except Exception:
         conn.send(ChildReady("objective setup failed:\n" + traceback.format_exc()))
         return
+    me = os.getpid()
+    lifelong = set(strays(me))  # started by setup: they serve every task
     try:
         while True:
             try:
-                job: ChildTask = conn.recv()
+                job = conn.recv()
             except EOFError:
                 return
-            ctx = job.context
-            where = dict(rank=ctx.rank, host=ctx.host)
-            _redirect_output(ctx.run_dir)
-            started = time.time()
-            try:
-                returned = objective.call(job.params, ctx)
-                outcome = outcome_from_return(job.task_id, returned, config.ref.metric,
-                                              started=started, finished=time.time(), **where)
-            except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
-                if isinstance(exc, MemoryError):
-                    error = "MemoryError: the objective ran out of memory\n" + traceback.format_exc()
-                else:
-                    error = traceback.format_exc()
-                outcome = Outcome(job.task_id, Status.FAILED, error=error, started=started,
-                                  finished=time.time(), **where)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            conn.send(outcome)
+            if isinstance(job, ChildShutdown):
+                break
+            conn.send(_run(objective, job, config))
+            kill_trees(strays(me, keep=lifelong))
     finally:
-        objective.teardown()
+        error = None
+        try:
+            objective.teardown()
+        except BaseException:
+            error = "objective teardown failed:\n" + traceback.format_exc()
+        kill_trees(strays(me))
+        try:
+            conn.send(ChildStopped(error))
+        except OSError:
+            pass
+
+
+def _run(objective, job: ChildTask, config: ChildConfig) -> Outcome:
+    ctx = job.context
+    where = dict(rank=ctx.rank, host=ctx.host)
+    started = time.time()
+    try:
+        returned = objective.call(job.params, ctx)
+        exit_if_forked(ctx)
+        outcome = outcome_from_return(job.task_id, returned, config.ref.metric,
+                                      started=started, finished=time.time(), **where)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
+        exit_if_forked(ctx)
+        if isinstance(exc, MemoryError):
+            error = "MemoryError: the objective ran out of memory\n" + traceback.format_exc()
+        else:
+            error = traceback.format_exc()
+        outcome = Outcome(job.task_id, Status.FAILED, error=error, started=started,
+                          finished=time.time(), **where)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    keep_output(config.spool, ctx.runs_root, job.task_id)
+    return outcome
+
+
+def _leave_stop_signals_to_the_worker() -> None:
+    """A batch system's SIGTERM reaches every process of the job: the worker decides what
+    happens to its child (a do-nothing handler, not SIG_IGN, so programs the objective
+    starts with exec still get the default behaviour)."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: None)
 
 
 def main(argv: list[str]) -> None:
-    _die_with_parent()
+    die_with_parent()
+    become_subreaper()
+    _leave_stop_signals_to_the_worker()
     fd = int(argv[0])
     os.set_inheritable(fd, False)
     serve(Connection(fd))
-

@@ -12,7 +12,8 @@ from emews.runtime.backoff import Backoff
 from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
-from emews.runtime.transport import Tag, Transport
+from emews.runtime.transport import Message, Tag, Transport
+from emews.runtime.worker import WorkerStopped
 
 
 class Distributor:
@@ -52,8 +53,15 @@ class Distributor:
         self._closing = False
         self._abort = False
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
+        self._in_flight: dict[int, Task] = {}
+        self._held: dict[int, set[int]] = {rank: set() for rank in self._workers}  # task ids per worker
+        self._received: list[Result] = []   # not yet stored nor delivered
+        self._dispatched: list[Task] = []   # new tasks handed out, not yet recorded in the store
+        self._slots = WorkerSlots(self._workers, prefetch=self.prefetch)
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
+        #: shutdown problems reported by workers (teardown errors), by rank
+        self.worker_errors: dict[int, str] = {}
 
     def start(self) -> "Distributor":
         self._thread.start()
@@ -79,10 +87,19 @@ class Distributor:
             self._queues.fail(exc)
             self._abort = True
         finally:
-            self._stop_workers()
+            try:
+                self._stop_workers()
+            except BaseException as exc:
+                self.error = self.error or exc
+            finally:
+                self._flush_received()
 
     def _stop_workers(self) -> None:
-        """Tell every worker to stop and wait (bounded) for each to confirm."""
+        """Tell every worker to stop and wait (bounded) for each to confirm.
+
+        Results that arrive meanwhile (tasks that ended before the stop reached
+        their worker) are still stored.
+        """
         for rank in self._workers:
             self._transport.send(self._abort, rank, Tag.STOP)
         deadline = time.monotonic() + (self.abort_grace if self._abort else self.stop_grace)
@@ -91,51 +108,85 @@ class Distributor:
             msg = self._transport.poll()
             if msg is None:
                 backoff.idle()
-            elif msg.tag is Tag.STOPPED:
-                self.stopped_workers.add(msg.source)
+            else:
+                self._handle(msg)
+        self._flush_received()
+        while self._transport.sending and time.monotonic() < deadline:  # let the STOPs be taken
+            backoff.idle()
+
+    def _flush_received(self) -> None:
+        if self._received or self._dispatched:
+            received, self._received = self._received, []
+            self._commit(received, 0)
+
+    def _handle(self, msg: Message) -> bool:
+        """Take one message from a worker; whether it carried results."""
+        if msg.tag is Tag.OUTCOME:
+            in_flight, received, slots = self._in_flight, self._received, self._slots
+            outcome: Outcome
+            held = self._held[msg.source]
+            for outcome in msg.payload:
+                held.discard(outcome.task_id)
+                received.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
+                ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
+                slots.release(msg.source, ran)
+            return True
+        if msg.tag is Tag.STOPPED:
+            self.stopped_workers.add(msg.source)
+            stopped: WorkerStopped = msg.payload
+            if stopped.error:
+                self.worker_errors[msg.source] = stopped.error
+            if not self._closing:  # a worker that stopped on its own (a signal) gets no more tasks;
+                self._slots.retire(msg.source)  # its unfinished tasks stay unfinished in the store
+                for task_id in self._held[msg.source]:
+                    self._in_flight.pop(task_id, None)
+                self._held[msg.source].clear()
+        return False
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks
+        in_flight, slots = self._in_flight, self._slots
         wakeup = queues.new_tasks
-        slots = WorkerSlots(self._workers, prefetch=self.prefetch)
-        in_flight: dict[int, Task] = {}
-        received: list[Result] = []  # not yet stored nor delivered
-        first_received = 0.0
+        first_pending = 0.0  # when the oldest row not yet committed arrived
         backoff = Backoff(sleep=wakeup.wait)
         clock = time.perf_counter
         while True:
             wakeup.clear()
             progressed = False
             while (msg := transport.poll()) is not None:
-                if msg.tag is Tag.OUTCOME:
-                    if not received:
-                        first_received = clock()
-                    outcome: Outcome
-                    for outcome in msg.payload:
-                        received.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
-                        ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
-                        slots.release(msg.source, ran)
+                if self._handle(msg):
                     progressed = True
             queues.capacity = slots.capacity
             while slots and tasks and not self._abort:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
+                held = self._held[rank]
                 for task in batch:
                     in_flight[task.id] = task
+                    held.add(task.id)
+                    if not task.attempt:
+                        self._dispatched.append(task)
                 transport.send(batch, rank, Tag.TASK)
                 progressed = True
             self._progress.busy = min(len(in_flight), len(self._workers))
-            starving = bool(slots) and not tasks  # workers wait for the optimizer's next points
-            if received and (starving or not in_flight or len(received) >= self.commit_rows
-                             or clock() - first_received >= self.commit_interval):
-                self._commit(received, len(in_flight))
-                received = []
-                progressed = True
+            rows = len(self._received) + len(self._dispatched)
+            if rows:
+                if not first_pending:
+                    first_pending = clock()
+                starving = bool(slots) and not tasks  # workers wait for the optimizer's next points
+                if (starving or not in_flight or rows >= self.commit_rows
+                        or clock() - first_pending >= self.commit_interval):
+                    received, self._received = self._received, []
+                    self._commit(received, len(in_flight))
+                    first_pending = 0.0
+                    progressed = True
             if progressed:
                 backoff.reset()
                 continue
             if self._closing and (self._abort or (not in_flight and not tasks)):
                 return
+            if self.all_stopped:
+                raise WorkersGone(f"every worker stopped with {len(in_flight)} tasks in flight")
             backoff.max_delay = self._poll_interval(slots.mean_run) if in_flight else self.poll_latency_max
             backoff.idle()
 
@@ -148,8 +199,15 @@ class Distributor:
         return min(cls.poll_latency_max, max(cls.poll_latency_min, mean_run * cls.poll_latency_share))
 
     def _commit(self, results: list[Result], busy: int) -> None:
-        """Store a batch durably, then hand it to the optimizer: what it sees is on disk."""
+        """Store a batch durably (with the tasks dispatched since the last commit), then hand it
+        to the optimizer: what it sees is on disk."""
         if self._store is not None:
-            self._store.add(results)
-        self._progress.record(results, min(busy, len(self._workers)))
-        self._queues.deliver(results)
+            dispatched, self._dispatched = self._dispatched, []
+            self._store.commit(dispatched, results)
+        if results:
+            self._progress.record(results, min(busy, len(self._workers)))
+            self._queues.deliver(results)
+
+
+class WorkersGone(RuntimeError):
+    """Every worker stopped on its own (signals) while the run still had work."""

@@ -1,7 +1,14 @@
-"""Run the objective in the worker's own process (cheap objectives; no crash protection)."""
+"""Run the objective in the worker's own process (cheap objectives; no crash protection).
+
+Forks: a process the objective starts (``subprocess``, ``multiprocessing``,
+``os.fork``) is killed when its task ends, as with process isolation; a forked copy of
+the worker that returns from ``run`` exits at once instead of acting as the worker.
+``memory_limit`` needs process isolation (the whole rank would be limited).
+"""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -9,7 +16,15 @@ import traceback
 from typing import Callable
 
 from emews.results import Outcome, Status, Task
-from emews.runtime.objective import LoadedObjective, ObjectiveRef, TaskContext, outcome_from_return
+from emews.runtime.interrupt import Interrupt, Interrupted
+from emews.runtime.objective import (LoadedObjective, ObjectiveRef, TaskContext, exit_if_forked,
+                                     outcome_from_return)
+from emews.runtime.processes import kill_trees, strays
+
+#: longest timer ``setitimer`` is given; a longer timeout (or ``inf``) means no timer at all
+MAX_ALARM_SECONDS = 1e8
+#: how long ``teardown`` may run before the worker gives up on it
+TEARDOWN_TIMEOUT = 60.0
 
 
 class _TaskTimedOut(BaseException):
@@ -20,9 +35,11 @@ class InlineRunner:
     """Calls the objective directly; a timeout uses SIGALRM when on the main thread."""
 
     def __init__(self, ref: ObjectiveRef, *, timeout: float | None = None,
-                 make_context: Callable[[Task], TaskContext]) -> None:
+                 make_context: Callable[[Task], TaskContext], interrupt: Interrupt | None = None) -> None:
         self._ref = ref
         self._timeout = timeout
+        self._interrupt = interrupt or Interrupt()
+        self._lifelong: set[int] = set()
         self._make_context = make_context
         self._objective: LoadedObjective | None = None
         self._setup_error: str | None = None
@@ -34,6 +51,7 @@ class InlineRunner:
             self._objective.setup(None)
         except Exception:
             self._setup_error = "objective setup failed:\n" + traceback.format_exc()
+        self._lifelong = set(strays(os.getpid())) if self._can_alarm else set()  # started by setup
 
     def run(self, task: Task, should_abort: Callable[[], bool]) -> Outcome | None:
         context = self._make_context(task)
@@ -43,8 +61,14 @@ class InlineRunner:
             return Outcome(task.id, Status.FAILED, error=self._setup_error, started=started,
                            finished=time.time(), **where)
         try:
-            with self._alarm(self._timeout):
-                returned = self._objective.call(task.params, context)
+            try:
+                with self._interrupt.raising(), self._alarm(self._timeout):
+                    returned = self._objective.call(task.params, context)
+            finally:
+                exit_if_forked(context)
+                self._kill_strays(self._lifelong)
+        except Interrupted:
+            return None  # stopping: the task stays unfinished and is run again on resume
         except _TaskTimedOut:
             return Outcome(task.id, Status.TIMEOUT, error=f"ran past the task timeout of {self._timeout:g} s",
                            started=started, finished=time.time(), **where)
@@ -55,11 +79,26 @@ class InlineRunner:
                                    finished=time.time(), **where)
 
     def close(self) -> None:
-        if self._objective is not None and self._setup_error is None:
-            self._objective.teardown()
+        """Run ``teardown`` (bounded by a timer on the main thread), then kill what is left."""
+        try:
+            if self._objective is not None and self._setup_error is None:
+                try:
+                    with self._alarm(TEARDOWN_TIMEOUT):
+                        self._objective.teardown()
+                except _TaskTimedOut:
+                    raise RuntimeError(f"objective teardown did not finish within {TEARDOWN_TIMEOUT:g} s") from None
+        finally:
+            self._kill_strays(())
+
+    def _kill_strays(self, keep: set[int] | tuple[()]) -> None:
+        """Kill the processes the objective left running (only when this rank owns its process:
+        workers that are threads, in tests, share theirs)."""
+        if self._can_alarm:
+            kill_trees(strays(os.getpid(), keep=keep))
 
     def _alarm(self, seconds: float | None) -> "_Alarm":
-        return _Alarm(seconds if self._can_alarm else None)
+        usable = self._can_alarm and seconds is not None and seconds < MAX_ALARM_SECONDS
+        return _Alarm(seconds if usable else None)
 
 
 class _Alarm:

@@ -15,13 +15,14 @@ from typing import Callable, Iterator
 from emews.evaluator import BudgetExhausted, Evaluator
 from emews.optimizer import Optimizer
 from emews.queues import QueuePair
-from emews.results import Result, Task
+from emews.results import Outcome, Result, Status, Task
 from emews.runtime.distributor import Distributor
 from emews.runtime.inline import InlineRunner
+from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.isolated import ProcessRunner
 from emews.runtime.objective import ObjectiveRef, TaskContext
 from emews.runtime.progress import Progress, ProgressReporter
-from emews.runtime.store import ResultsStore
+from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport
 from emews.runtime.worker import Runner, worker_loop
 from emews.space import Space
@@ -43,6 +44,7 @@ class RunSpec:
     exp_dir: Path | None = None
     progress_interval: float | None = None
     show_progress: bool = True
+    durability: Durability = "normal"
 
     @property
     def sign(self) -> float:
@@ -67,7 +69,13 @@ class RunSummary:
     elapsed: float
     error: BaseException | None = None
     all_stopped: bool = True   # every worker confirmed its stop
-    replayed: int = 0          # evaluations answered from a resumed experiment's store
+    resumed: int = 0           # finished evaluations of earlier runs of this experiment
+    requeued: int = 0          # tasks that were running when the earlier run stopped, run again
+    worker_errors: dict[int, str] | None = None  # shutdown problems reported by workers, by rank
+
+    @property
+    def interrupted(self) -> Interrupted | None:
+        return self.error if isinstance(self.error, Interrupted) else None
 
 
 class OptimizerFailed(RuntimeError):
@@ -79,7 +87,8 @@ class OptimizerFailed(RuntimeError):
         super().__init__(f"the optimizer raised {type(error).__name__}: {error}")
 
 
-def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True) -> Runner:
+def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
+                interrupt: Interrupt | None = None) -> Runner:
     """The objective runner for one worker rank, per ``spec.isolation``."""
     host = socket.gethostname()
 
@@ -88,9 +97,10 @@ def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool
 
     if spec.isolation == "inline":
         return InlineRunner(spec.objective, timeout=spec.timeout if use_alarm else None,
-                            make_context=make_context)
+                            make_context=make_context, interrupt=interrupt)
+    spool = None if spec.runs_root is None else spec.runs_root / ".spool" / f"rank{rank}"
     return ProcessRunner(spec.objective, timeout=spec.timeout, memory_limit=spec.memory_limit,
-                         make_context=make_context)
+                         make_context=make_context, spool=spool)
 
 
 @contextlib.contextmanager
@@ -109,15 +119,53 @@ def short_gil_switches(interval: float = 2e-4) -> Iterator[None]:
         sys.setswitchinterval(previous)
 
 
-def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[int]) -> RunSummary:
-    """Rank 0: the optimizer on this thread, the distributor on a background thread."""
+@dataclass
+class ResumeState:
+    """What earlier runs of an experiment left in its store."""
+
+    history: list[Result]
+    requeue: list[Task]
+    next_id: int
+
+
+#: a task is run again at most this many times after runs that stopped while it ran
+REQUEUE_LIMIT = 1
+
+
+def resume_state(store: ResultsStore | None) -> ResumeState:
+    """Finished work, and the tasks to run again: those that were running when the last run
+    stopped (once; a task caught by a stop twice is recorded as failed)."""
+    if store is None:
+        return ResumeState([], [], 0)
+    requeue, given_up = [], []
+    for task, attempt in store.unfinished():
+        if attempt < REQUEUE_LIMIT:
+            task.attempt = attempt + 1
+            requeue.append(task)
+        else:
+            given_up.append(Result.from_outcome(task, Outcome(
+                task.id, Status.FAILED, error=f"the run stopped {attempt + 1} times while this task ran; "
+                "not run again"), 1.0))
+    if given_up:
+        store.add(given_up)
+    if requeue:
+        store.mark_attempted([t.id for t in requeue])
+    return ResumeState(list(store), requeue, store.next_id())
+
+
+def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[int], *,
+                       interrupt: Interrupt | None = None) -> RunSummary:
+    """Rank 0: the optimizer on this thread, the distributor on a background thread.
+
+    ``interrupt`` (a stop signal) ends the optimizer at once; what arrived is stored
+    and the tasks still running are left for ``emews resume``.
+    """
+    interrupt = interrupt or Interrupt()
     queues = QueuePair()
     progress = Progress(budget=spec.budget, workers=len(worker_ranks))
-    store = ResultsStore(spec.store_path) if spec.store_path else None
-    earlier = list(store) if store is not None else []  # a resumed experiment's finished work
-    progress.record(earlier, 0)
-    evaluator = Evaluator(queues, spec.space, workers=len(worker_ranks), budget=spec.budget,
-                          direction=spec.direction, seed=spec.seed, replay=earlier)
+    store = ResultsStore(spec.store_path, durability=spec.durability) if spec.store_path else None
+    earlier = resume_state(store)
+    progress.record(earlier.history, 0)
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
                               store=store).start()
     start = time.monotonic()
@@ -126,22 +174,31 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
         else contextlib.nullcontext()
     with short_gil_switches(), reporter:
         try:
-            spec.make_optimizer().run(evaluator)
+            with interrupt.raising():
+                evaluator = Evaluator(queues, spec.space, workers=len(worker_ranks), budget=spec.budget,
+                                      direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
+                                      history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir)
+                spec.make_optimizer().run(evaluator)
         except BudgetExhausted:
             pass
+        except Interrupted as exc:
+            error = exc
         except BaseException as exc:
             error = exc if distributor.error is not None else OptimizerFailed(exc)
         distributor.close(abort=error is not None)
     if store is not None:
         store.close()
     return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,
-                      error or distributor.error, distributor.all_stopped, evaluator.replayed)
+                      error or distributor.error, distributor.all_stopped, len(earlier.history),
+                      len(earlier.requeue), distributor.worker_errors)
 
 
-def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True) -> int:
-    """Ranks 1..N: serve tasks until the distributor says stop."""
-    runner = make_runner(spec, transport.rank, gpu_ids, use_alarm=use_alarm)
-    return worker_loop(transport, runner)
+def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
+                    interrupt: Interrupt | None = None) -> int:
+    """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives)."""
+    interrupt = interrupt or Interrupt()
+    runner = make_runner(spec, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt)
+    return worker_loop(transport, runner, interrupted=interrupt)
 
 
 def run_in_threads(spec: RunSpec, workers: int = 3) -> RunSummary:

@@ -1,79 +1,159 @@
-"""The in-job entry point, ``emews run EXP_DIR``: every rank of the MPI job runs this."""
+"""The in-job entry point, ``emews run EXP_DIR``: every rank of the MPI job runs this.
+
+Rank 0 takes (or, with the launch's token, joins) the experiment's lease and
+tells every rank whether to go on. A stop signal (walltime, ``scancel``, Ctrl-C)
+makes every rank wind down: rank 0 stores what arrived, writes ``summary.json``
+and ``results.csv``, and exits with 128 + the signal number; ``emews resume``
+continues. Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
 
+from emews.errors import ConfigError
 from emews.experiment import LOG_FILE, SITE_FILE, STORE_FILE, WORKFLOW_FILE, require_experiment
-from emews.report import export_csv, load_results, summary_text
-from emews.runtime.job import OptimizerFailed, RunSpec, run_optimizer_rank, run_worker_rank
+from emews.lease import Lease, acquire
+from emews.report import export_csv, open_store, summary_text, totals
+from emews.runtime.interrupt import Interrupt
+from emews.runtime.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
+from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import MPITransport
 from emews.site import bind_gpus, load_site, local_rank
 from emews.workflow import Workflow, load_workflow
 
 log = logging.getLogger("emews")
 
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
 
 def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
     task = workflow.model.task
+    store = getattr(workflow.model, "store", None)
     return RunSpec(space=workflow.space, make_optimizer=workflow.make_optimizer, objective=workflow.objective,
                    budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
                    seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
-                   memory_limit=task.memory_limit, exp_dir=exp_dir)  # type: ignore[arg-type]
+                   memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
+                   durability=getattr(store, "durability", "normal"))
 
 
-def run_experiment(exp_dir: Path) -> int:
+def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
     """Run this rank's part of the experiment; return the process exit status."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    exp_dir = require_experiment(exp_dir.absolute())
-    workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
-    spec = run_spec(workflow, exp_dir)
-    transport = MPITransport(comm)
+    interrupt = Interrupt().install()
+    exp_dir = exp_dir.absolute()
     if comm.Get_size() < 2:
         print("emews run: needs at least 2 MPI ranks (1 optimizer + workers)", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
+    ranks_on_node = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
+    lease: Lease | None = None
+    problem = None
+    if comm.Get_rank() == 0:
+        try:
+            require_experiment(exp_dir)
+            lease = acquire(exp_dir, "emews run", token=lease_token, job_done=_job_done(exp_dir))
+            load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
+        except ConfigError as exc:
+            problem = str(exc)
+    problem = comm.bcast(problem, root=0)
+    if problem is not None:
+        if comm.Get_rank() == 0:
+            print(f"emews: error: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
+    spec = run_spec(workflow, exp_dir)
     if comm.Get_rank() != 0:
-        gpu_ids = bind_gpus(load_site(str(exp_dir / SITE_FILE)), local_rank())
-        run_worker_rank(spec, transport, gpu_ids)
-        return 0
-    return _optimizer_rank(spec, workflow, transport, comm, exp_dir)
+        site = load_site(str(exp_dir / SITE_FILE))
+        gpu_ids = bind_gpus(site, local_rank())
+        limit_threads(cores_per_worker(ranks_on_node, site.config.node.cores))
+        run_worker_rank(spec, MPITransport(comm), gpu_ids, interrupt=interrupt)
+        return EXIT_OK
+    assert lease is not None
+    try:
+        return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt)
+    except BaseException as exc:  # never leave the workers waiting for a stop that does not come
+        log.exception("the optimizer rank failed")
+        print(f"emews: the optimizer rank failed: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE})",
+              file=sys.stderr)
+        sys.stderr.flush()
+        comm.Abort(EXIT_FAILED)
+        return EXIT_FAILED
+    finally:
+        lease.release()
 
 
-def _optimizer_rank(spec: RunSpec, workflow: Workflow, transport: MPITransport, comm: object,
-                    exp_dir: Path) -> int:
+def _job_done(exp_dir: Path):
+    """Whether the experiment's recorded batch job is over (for a stale lease)."""
+    from emews.site.jobs import job_status
+
+    return lambda job_id: job_status(exp_dir) == "done"
+
+
+def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt) -> int:
     logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
-    os.environ["EMEWS_EXP_DIR"] = str(exp_dir)
+    transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
-    summary = run_optimizer_rank(spec, transport, workers)
-    if summary.replayed:
-        log.info("resumed: %d evaluations answered from the results store", summary.replayed)
-        print(f"resumed: {summary.replayed} evaluations answered from the results store", file=sys.stderr)
-    results = load_results(exp_dir)
-    csv_path, _ = export_csv(exp_dir, results)
-    text = summary_text(results, spec.budget, summary.elapsed)
+    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt)
+    if summary.resumed or summary.requeued:
+        line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
+                f"{summary.requeued} interrupted tasks run again")
+        log.info(line)
+        print(line, file=sys.stderr)
+    status = _write_outputs(spec, workflow, exp_dir, summary)
+    if not summary.all_stopped:
+        log.error("workers did not confirm their stop; aborting the job")
+        sys.stderr.flush()
+        comm.Abort(status or EXIT_FAILED)  # type: ignore[attr-defined]
+    return status
+
+
+def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary) -> int:
+    """summary.json, results.csv and the closing lines; return the exit status."""
+    csv_path, _ = export_csv(exp_dir, workflow.space.names)
+    store = open_store(exp_dir)
+    try:
+        total = totals(store)
+    finally:
+        if store is not None:
+            store.close()
+    stopped = summary.interrupted
+    problems = dict(summary.worker_errors or {})
     (exp_dir / "summary.json").write_text(json.dumps({
-        "completed": summary.completed, "failed": summary.failed, "elapsed": summary.elapsed,
-        "best": None if summary.best is None else {"id": summary.best.id, "objective": summary.best.objective,
-                                                   "params": dict(summary.best.params)},
-        "error": None if summary.error is None else str(summary.error), "finished": time.time()}, indent=2) + "\n")
+        "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
+        "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
+                     "resumed": summary.resumed, "requeued": summary.requeued},
+        "elapsed": summary.elapsed,
+        "best": None if total.best is None else {"id": total.best.id, "objective": total.best.objective,
+                                                 "params": dict(total.best.params)},
+        "interrupted": None if stopped is None else stopped.args[0],
+        "worker_errors": {str(rank): text for rank, text in problems.items()},
+        "error": None if summary.error is None else str(summary.error), "finished": time.time()},
+        indent=2) + "\n")
+    text = summary_text(total, spec.budget, summary.elapsed)
     log.info("finished: %s", text.replace("\n", " | "))
+    if stopped is not None:
+        log.warning("%s: results so far are stored", stopped)
+        print(f"emews: {stopped}: {total.done}/{spec.budget} evaluations stored; continue with: "
+              f"emews resume {exp_dir}", file=sys.stderr)
+        return stopped.exit_status
     print(text, file=sys.stderr)
     print(f"results: {exp_dir / STORE_FILE} and {csv_path}", file=sys.stderr)
+    for rank, text in sorted(problems.items()):
+        log.error("worker %d: %s", rank, text)
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        print(f"emews: worker rank {rank}: {lines[0].rstrip(':')}: {lines[-1].strip()} "
+              f"(details in {exp_dir / LOG_FILE})", file=sys.stderr)
     if summary.error is None:
-        return 0
+        return EXIT_FAILED if problems else EXIT_OK
     detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
     log.error("run failed: %s\n%s", summary.error, detail)
     print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
-    sys.stderr.flush()
-    if not summary.all_stopped:
-        comm.Abort(1)  # type: ignore[attr-defined]
-    return 1
+    return EXIT_FAILED

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import inspect
 import math
+import os
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ class TaskContext:
     gpu_ids: list[int] = field(default_factory=list)
     host: str = field(default_factory=socket.gethostname)
     runs_root: Path | None = None
+    pid: int | None = None  # the process that runs the objective (set when the call starts)
 
     @property
     def run_dir(self) -> Path:
@@ -44,6 +46,13 @@ class TaskContext:
         path = task_run_dir(self.runs_root, self.task_id)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def exit_if_forked(context: "TaskContext") -> None:
+    """End a forked copy of the process that ran the objective: it returned from ``run`` in the
+    copy (``os.fork()`` without exec) and must not go on to act as the worker."""
+    if context.pid is not None and os.getpid() != context.pid:
+        os._exit(0)
 
 
 _current: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar("emews_task", default=None)
@@ -55,7 +64,8 @@ def current_task() -> TaskContext | None:
 
 
 def task_run_dir(runs_root: Path, task_id: int) -> Path:
-    return runs_root / f"{task_id:06d}"
+    """``runs/SHARD/ID``: a thousand tasks per shard, so a million tasks make no huge directory."""
+    return runs_root / f"{task_id // 1000:03d}" / f"{task_id:06d}"
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,7 @@ class LoadedObjective:
             hook()
 
     def call(self, params: Mapping[str, Any], context: TaskContext) -> Any:
+        context.pid = os.getpid()
         token = _current.set(context)
         try:
             return self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))

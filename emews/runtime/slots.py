@@ -55,8 +55,17 @@ class WorkerSlots:
             self._free[rank] = free - count
         return rank, count
 
+    def retire(self, rank: int) -> None:
+        """``rank`` takes no more tasks (it stopped)."""
+        self._free.pop(rank, None)
+        if rank in self._ranks:
+            self._ranks.remove(rank)
+        self._debt.pop(rank, None)
+
     def release(self, rank: int, run_seconds: float | None) -> None:
         """``rank`` finished a task that ran ``run_seconds``: its slot is free again."""
+        if rank not in self._ranks:
+            return
         if self._debt.get(rank):
             self._debt[rank] -= 1
         else:

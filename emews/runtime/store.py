@@ -1,16 +1,26 @@
-"""The durable results store: one SQLite row per finished evaluation, committed as it arrives."""
+"""The durable results store: SQLite, one row per dispatched task and per finished evaluation.
+
+Two tables: ``tasks`` (every task handed to a worker: id, point, seed, attempt) and
+``results`` (every finished evaluation). A task without a result was running when
+the run stopped; ``emews resume`` runs it again, once. Rows are only ever
+inserted: a colliding id is an error, never a silent replacement.
+"""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import sqlite3
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Iterator, Literal, Sequence
+from urllib.parse import quote
 
-from emews.results import Result, Status
+from emews.errors import ConfigError
+from emews.results import Result, Status, Task
+
+Durability = Literal["normal", "full", "off"]
+#: ``PRAGMA synchronous`` per durability mode (WAL journal in every mode)
+_SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -26,85 +36,150 @@ CREATE TABLE IF NOT EXISTS results (
     submitted REAL,
     started REAL,
     finished REAL
-)
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    id INTEGER PRIMARY KEY,
+    params TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    submitted REAL,
+    attempt INTEGER NOT NULL DEFAULT 0
+);
 """
-_COLUMNS = ("id", "status", "objective", "loss", "params", "metrics", "error", "rank", "host",
-            "submitted", "started", "finished")
-
+COLUMNS = ("id", "status", "objective", "loss", "params", "metrics", "error", "rank", "host",
+           "submitted", "started", "finished")
+_INSERT_RESULT = f"INSERT INTO results VALUES ({','.join('?' * len(COLUMNS))})"
+_INSERT_TASK = "INSERT INTO tasks (id, params, seed, submitted) VALUES (?,?,?,?)"
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
-class ResultsStore:
-    """SQLite in WAL mode: a killed job loses at most the results not yet received."""
+class StoreUnreadable(ConfigError):
+    """The results store cannot be opened or is not a database."""
 
-    def __init__(self, path: str | Path) -> None:
+
+class ResultsStore:
+    """SQLite in WAL mode: a killed job loses at most the results not yet received.
+
+    ``readonly`` opens without writing anything (``status``/``results`` on a running
+    or read-only experiment); otherwise the schema is created if needed.
+    """
+
+    def __init__(self, path: str | Path, *, durability: Durability = "normal", readonly: bool = False) -> None:
         self.path = Path(path)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        try:
+            self._db = _connect_readonly(self.path) if readonly else self._connect(durability)
+            self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreUnreadable(f"cannot open the results store: {exc}", file=self.path) from None
+
+    def _connect(self, durability: Durability) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
+        db.executescript(_SCHEMA)
+        return db
+
+    # -- writing (the distributor thread only) --------------------------------
+    def commit(self, tasks: Sequence[Task] = (), results: Sequence[Result] = ()) -> None:
+        """Record dispatched ``tasks`` and finished ``results`` in one transaction."""
+        if not tasks and not results:
+            return
+        with self._db:
+            self._db.execute("BEGIN")
+            if tasks:
+                self._db.executemany(_INSERT_TASK, [(t.id, _encode(t.params), t.seed, t.submitted)
+                                                    for t in tasks])
+            if results:
+                self._db.executemany(_INSERT_RESULT, [_result_row(r) for r in results])
 
     def add(self, results: Sequence[Result]) -> None:
         """Write ``results`` in one transaction."""
-        rows = [(r.id, r.status.value, r.objective, None if math.isinf(r.loss) else r.loss,
-                 _encode(r.params), _encode(r.metrics) if r.metrics else "{}", r.error, r.rank, r.host,
-                 r.submitted, r.started, r.finished) for r in results]
+        self.commit(results=results)
+
+    def mark_attempted(self, ids: Sequence[int]) -> None:
+        """Count one more attempt of each task in ``ids`` (they are being run again)."""
         with self._db:
             self._db.execute("BEGIN")
-            self._db.executemany(f"INSERT OR REPLACE INTO results VALUES ({','.join('?' * len(_COLUMNS))})", rows)
+            self._db.executemany("UPDATE tasks SET attempt = attempt + 1 WHERE id = ?", [(i,) for i in ids])
 
+    # -- reading ---------------------------------------------------------------
     def __iter__(self) -> Iterator[Result]:
-        cursor = self._db.execute(f"SELECT {','.join(_COLUMNS)} FROM results ORDER BY id")
-        for row in cursor:
-            rec = dict(zip(_COLUMNS, row))
-            yield Result(id=rec["id"], params=json.loads(rec["params"]), status=Status(rec["status"]),
-                         objective=rec["objective"], loss=math.inf if rec["loss"] is None else rec["loss"],
-                         metrics=json.loads(rec["metrics"]), error=rec["error"], rank=rec["rank"],
-                         host=rec["host"], submitted=rec["submitted"], started=rec["started"],
-                         finished=rec["finished"])
+        cursor = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results ORDER BY id")
+        for (id_, status, objective, loss, params, metrics, error, rank, host,
+             submitted, started, finished) in cursor:
+            yield Result(id=id_, params=json.loads(params), status=Status(status), objective=objective,
+                         loss=math.inf if loss is None else loss, metrics=json.loads(metrics), error=error,
+                         rank=rank, host=host, submitted=submitted, started=started, finished=finished)
+
+    def unfinished(self) -> list[tuple[Task, int]]:
+        """Tasks that were dispatched but have no result, with how often they were re-run."""
+        if not self._has_table("tasks"):
+            return []
+        rows = self._db.execute("SELECT t.id, t.params, t.seed, t.submitted, t.attempt FROM tasks t "
+                                "LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL ORDER BY t.id")
+        return [(Task(i, json.loads(p), s, sub), attempt) for i, p, s, sub, attempt in rows]
+
+    def next_id(self) -> int:
+        """One more than the largest task id ever issued in this experiment."""
+        tables = ["results"] + (["tasks"] if self._has_table("tasks") else [])
+        top = max((self._db.execute(f"SELECT MAX(id) FROM {t}").fetchone()[0] or -1) for t in tables)
+        return top + 1
 
     def count(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
+    def status_counts(self) -> dict[str, int]:
+        return dict(self._db.execute("SELECT status, COUNT(*) FROM results GROUP BY status"))
+
+    def best(self) -> Result | None:
+        """The successful evaluation with the smallest loss."""
+        row = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results WHERE status = 'ok' "
+                               "AND loss IS NOT NULL ORDER BY loss, id LIMIT 1").fetchone()
+        if row is None:
+            return None
+        rec = dict(zip(COLUMNS, row))
+        return Result(id=rec["id"], params=json.loads(rec["params"]), status=Status(rec["status"]),
+                      objective=rec["objective"], loss=rec["loss"], metrics=json.loads(rec["metrics"]))
+
+    def metric_names(self) -> list[str]:
+        """Every metric key in the store, in order of first appearance."""
+        names: dict[str, None] = {}
+        for (metrics,) in self._db.execute("SELECT metrics FROM results WHERE metrics != '{}' ORDER BY id"):
+            names.update(dict.fromkeys(json.loads(metrics)))
+        return list(names)
+
+    def execute(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
+        """A read query on the store (used by the CSV export)."""
+        return self._db.execute(sql, args)
+
+    def _has_table(self, name: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                (name,)).fetchone() is not None
+
     def close(self) -> None:
         self._db.close()
 
+    def __enter__(self) -> "ResultsStore":
+        return self
 
-def _timestamp(t: float | None) -> str:
-    if t is None:
-        return ""
-    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds")
-
-
-def write_csv(results: Iterable[Result], path: str | Path, param_names: Sequence[str]) -> int:
-    """Write ``results.csv`` (id, status, objective, p:*, m:*, error, rank, host, times); return the row count."""
-    results = list(results)
-    metric_names: list[str] = []
-    for r in results:
-        metric_names.extend(k for k in r.metrics if k not in metric_names)
-    header = (["id", "status", "objective"] + [f"p:{p}" for p in param_names]
-              + [f"m:{m}" for m in metric_names]
-              + ["error", "rank", "host", "submitted", "started", "finished"])
-    path = Path(path)
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        for r in results:
-            writer.writerow(
-                [r.id, r.status.value, _cell(r.objective)]
-                + [_cell(r.params.get(p)) for p in param_names]
-                + [_cell(r.metrics.get(m)) for m in metric_names]
-                + [r.error or "", _cell(r.rank), r.host or "",
-                   _timestamp(r.submitted), _timestamp(r.started), _timestamp(r.finished)])
-    tmp.replace(path)
-    return len(results)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return value
+def _result_row(r: Result) -> tuple:
+    return (r.id, r.status.value, r.objective, None if math.isinf(r.loss) else r.loss,
+            _encode(r.params), _encode(r.metrics) if r.metrics else "{}", r.error, r.rank, r.host,
+            r.submitted, r.started, r.finished)
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open without any write: ``mode=ro``, or ``immutable`` when even the WAL index cannot be made."""
+    if not path.is_file():
+        raise sqlite3.OperationalError("no such file")
+    uri = "file:" + quote(str(path.absolute()))
+    try:
+        db = sqlite3.connect(uri + "?mode=ro", uri=True, check_same_thread=False)
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        return sqlite3.connect(uri + "?immutable=1", uri=True, check_same_thread=False)

@@ -35,29 +35,67 @@ class Transport(Protocol):
     rank: int
     size: int
 
-    def send(self, payload: Any, dest: int, tag: Tag) -> None: ...
+    def send(self, payload: Any, dest: int, tag: Tag) -> None:
+        """Start sending ``payload``; never waits for the receiver."""
 
     def poll(self) -> Message | None:
         """Return the next message for this rank, or ``None`` at once if there is none."""
 
+    @property
+    def sending(self) -> int:
+        """Sends started but not yet complete (the receiver has not taken them)."""
+
+
+class ThreadLevelTooLow(RuntimeError):
+    """MPI was initialised without the thread support the optimizer rank needs."""
+
 
 class MPITransport:
-    """Messages over an mpi4py communicator (pickled objects, matched probes)."""
+    """Messages over an mpi4py communicator (pickled objects, matched probes).
 
-    def __init__(self, comm: Any) -> None:
+    Sends are non-blocking (``isend``) and their requests are kept until complete,
+    as ``mpi4py.futures`` does: two ranks that send each other large messages at
+    the same time can never deadlock, because neither waits in a send and both keep
+    receiving. Completed requests are reaped on every poll.
+    """
+
+    def __init__(self, comm: Any, *, threads: bool = False) -> None:
         from mpi4py import MPI
 
+        if threads and MPI.Query_thread() < MPI.THREAD_SERIALIZED:
+            raise ThreadLevelTooLow(
+                "the optimizer rank calls MPI from its distributor thread and needs MPI_THREAD_SERIALIZED "
+                f"or better; this MPI was initialised with level {MPI.Query_thread()} "
+                "(do not set mpi4py.rc.thread_level below 'serialized')")
         self._comm = comm
         self._status = MPI.Status()
         self._any_source = MPI.ANY_SOURCE
         self._any_tag = MPI.ANY_TAG
+        self._requests: list[Any] = []
+        self._testall = MPI.Request.Testall
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
 
     def send(self, payload: Any, dest: int, tag: Tag) -> None:
-        self._comm.send(payload, dest=dest, tag=int(tag))
+        self._requests.append(self._comm.isend(payload, dest=dest, tag=int(tag)))
+
+    @property
+    def sending(self) -> int:
+        self._reap()
+        return len(self._requests)
+
+    def _reap(self) -> None:
+        requests = self._requests
+        if not requests:
+            return
+        if self._testall(requests):
+            requests.clear()
+        else:
+            self._requests = [r for r in requests if not r.Test()]
 
     def poll(self) -> Message | None:
+        if self._requests:
+            self._reap()
         status = self._status
         msg = self._comm.improbe(self._any_source, self._any_tag, status)
         if msg is None:
@@ -88,6 +126,8 @@ class ThreadTransport:
     def send(self, payload: Any, dest: int, tag: Tag) -> None:
         data = pickle.loads(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
         self._hub.boxes[dest].put(Message(self.rank, tag, data))
+
+    sending = 0  # a thread mailbox takes a message at once
 
     def poll(self) -> Message | None:
         try:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import socket
-from collections import deque
 import time
 import traceback
-from typing import Protocol
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Protocol
 
 from emews.results import Outcome, Status, Task
 from emews.runtime.backoff import Backoff
@@ -25,14 +26,24 @@ class AbortCheck(Protocol):
     def __call__(self) -> bool: ...
 
 
+@dataclass(slots=True)
+class WorkerStopped:
+    """A worker's last message: how many tasks it ran, and why its shutdown failed, if it did."""
+
+    served: int
+    error: str | None = None
+
+
 class Inbox:
     """The worker's view of its messages; polled during a task to notice an abort.
 
     Tasks that arrive while one runs (prefetched) are kept, in order, for later.
+    ``interrupted`` (a signal arrived) counts as an abort.
     """
 
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, interrupted: Callable[[], bool] = lambda: False) -> None:
         self._transport = transport
+        self._interrupted = interrupted
         self._held: deque[Message] = deque()
         self.stop: Message | None = None
 
@@ -43,8 +54,8 @@ class Inbox:
             return self.stop
         return self._transport.poll()
 
-    def __call__(self) -> bool:
-        """Whether the running task must be abandoned (an abort arrived)."""
+    def receive(self) -> None:
+        """Take one waiting message (if any) into the inbox."""
         if self.stop is None:
             msg = self._transport.poll()
             if msg is not None:
@@ -52,30 +63,39 @@ class Inbox:
                     self.stop = msg
                 else:
                     self._held.append(msg)
-        return self.stop is not None and bool(self.stop.payload)
+
+    def __call__(self) -> bool:
+        """Whether the running task must be abandoned (an abort or a signal arrived)."""
+        self.receive()
+        return (self.stop is not None and bool(self.stop.payload)) or self._interrupted()
 
 
 #: outcomes of short tasks run back to back travel together, but none waits longer than this
 OUTCOME_BATCH_SECONDS = 100e-6
 
 
-def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0) -> int:
-    """Serve tasks until told to stop; return the number of tasks run.
+def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0,
+                interrupted: Callable[[], bool] = lambda: False) -> int:
+    """Serve tasks until told to stop (or ``interrupted``); return the number of tasks run.
 
     Tasks handed over ahead of time (prefetch) wait in a local queue. An
     outcome is sent as soon as its task ends, unless more queued tasks follow
     at once: then outcomes are sent together, at least every
     ``OUTCOME_BATCH_SECONDS``, so short tasks cost the optimizer rank fewer messages.
+    A send is complete before the next task starts (the inbox is drained meanwhile),
+    so a large result reaches the optimizer rank while this rank is still in MPI.
+    The last message is always :class:`WorkerStopped`, also when shutting down fails.
     """
     backoff = Backoff()
-    inbox = Inbox(transport)
+    inbox = Inbox(transport, interrupted)
     queued: deque[Task] = deque()
     unsent: list[Outcome] = []
     oldest = 0.0
     served = 0
-    runner.start()
+    error: str | None = None
     try:
-        while True:
+        runner.start()
+        while not interrupted():
             if queued:
                 outcome = _run_guarded(runner, queued.popleft(), inbox, transport.rank)
                 if outcome is None:  # aborted mid-task
@@ -87,6 +107,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
                 if not queued or time.perf_counter() - oldest >= OUTCOME_BATCH_SECONDS:
                     transport.send(unsent, optimizer_rank, Tag.OUTCOME)
                     unsent = []
+                    _settle(transport, inbox, backoff)
                 continue
             msg = inbox.next()
             if msg is None:
@@ -96,10 +117,31 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
             if msg.tag is Tag.STOP:
                 break
             queued.extend(msg.payload)
+    except BaseException:
+        error = f"worker rank {transport.rank} on {socket.gethostname()}: " + traceback.format_exc()
     finally:
-        runner.close()
-        transport.send(served, optimizer_rank, Tag.STOPPED)
+        try:
+            runner.close()
+        except BaseException:
+            error = (error or "") + f"teardown failed on rank {transport.rank} ({socket.gethostname()}):\n" \
+                + traceback.format_exc()
+        if unsent:
+            transport.send(unsent, optimizer_rank, Tag.OUTCOME)
+        transport.send(WorkerStopped(served, error), optimizer_rank, Tag.STOPPED)
+        _settle(transport, inbox, backoff, deadline=time.monotonic() + FINAL_SEND_SECONDS)
     return served
+
+
+#: how long a stopping worker waits for the optimizer rank to take its last messages
+FINAL_SEND_SECONDS = 60.0
+
+
+def _settle(transport: Transport, inbox: Inbox, backoff: Backoff, deadline: float | None = None) -> None:
+    """Wait until the optimizer rank has taken every message sent, receiving meanwhile."""
+    while transport.sending and (deadline is None or time.monotonic() < deadline):
+        inbox.receive()
+        backoff.idle()
+    backoff.reset()
 
 
 def _run_guarded(runner: Runner, task: Task, inbox: Inbox, rank: int) -> Outcome | None:

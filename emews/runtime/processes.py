@@ -1,0 +1,104 @@
+"""Process trees: find what an objective started and kill it, so nothing outlives its task.
+
+Linux only (``/proc/PID/task/TID/children``). A worker rank makes itself a
+*child subreaper*: a grandchild whose parent died (or that daemonised with a double
+fork) is re-parented to the worker instead of to init, so it is still found
+under the worker and killed with the rest, whatever session or process group it
+moved to.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from pathlib import Path
+from typing import Iterable
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(option, value, 0, 0, 0)
+    except OSError:
+        pass
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants of this process become its children (not init's)."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (every thread's), or ``[]`` when it is gone."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            found.extend(int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, parents before their children."""
+    out: list[int] = []
+    stack = children(pid)
+    while stack:
+        child = stack.pop()
+        out.append(child)
+        stack.extend(children(child))
+    return out
+
+
+def kill_trees(pids: Iterable[int]) -> None:
+    """SIGKILL each of ``pids`` and everything below it (repeated until nothing is left that
+    could still fork); reap the ones that are this process's children."""
+    targets = list(pids)
+    for _ in range(5):
+        tree = [t for pid in targets for t in (pid, *descendants(pid))]
+        alive = [p for p in tree if _alive(p)]
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        reap(tree)
+        if not alive:
+            break
+        targets = alive
+
+
+def reap(pids: Iterable[int] = ()) -> None:
+    """Collect the exit status of finished children among ``pids`` (no zombies left)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def strays(parent: int, keep: Iterable[int] = ()) -> list[int]:
+    """Children of ``parent`` other than ``keep`` (zombies included, so they can be reaped)."""
+    kept = set(keep)
+    return [c for c in children(parent) if c not in kept]
