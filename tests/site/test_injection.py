@@ -24,6 +24,7 @@ import emews.site.launchers
 from emews.errors import ConfigError
 from emews.site import builtin_site_dir, load_site
 from emews.site.jobs import job_command
+from site_helpers import LOOPBACK_SITE
 
 SITES = sorted(p.stem for p in builtin_site_dir().glob("*.yaml"))
 LAUNCHERS = ("srun", "jsrun", "mpiexec", "aprun")
@@ -176,3 +177,32 @@ def test_any_scheduler_word_is_refused_or_one_plain_word(key: str, value: str) -
     word = getattr(site.config.scheduler, key)
     assert shlex.split(word) == [word] and not word.startswith("-")
     assert shlex.quote(word) == word
+
+
+@pytest.mark.parametrize("extra,exp_name", [
+    (["--set", 'scheduler.queue="debug\\ntouch PWNED_queue"'], "sj1"),              # 4b
+    (["--set", "scheduler.account=x --comment=INJECTED_VIA_ACCOUNT --job-name=hijacked"], "sj2"),
+    (["--set", 'scheduler.job_name="j\\ntouch PWNED_job"'], "sj3"),                 # 4b
+    (["--set", 'environment.vars={"A=1; touch PWNED_varkey; B": "x"}'], "sj4"),       # 4c
+    ([], "x\ntouch PWNED_nl\n#"),                                                     # 4b exp dir
+])
+def test_findings_are_refused_before_anything_is_written(in_tmp: Path, extra: list[str],
+                                                         exp_name: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The reproductions of 4a-4c, submitting for real: exit 2, no experiment dir, no job."""
+    exp = in_tmp / exp_name
+    rc = emews.cli.main(["launch", "random", "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp),
+                         *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "allowed: " in err, err
+    assert list(in_tmp.iterdir()) == []
+
+
+def test_exp_dir_a_pbs_directive_cannot_carry_is_refused_before_writing(
+        in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exp = in_tmp / "my dir"
+    rc = emews.cli.main(["launch", "random", "--site", "polaris", "--exp-dir", str(exp),
+                         "--set", "scheduler.account=ABC1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--exp-dir" in err and "#PBS" in err, err
+    assert list(in_tmp.iterdir()) == []

@@ -125,3 +125,40 @@ def test_emews_launch_random_on_slurm(slurm_cluster: LoopbackSlurm, tmp_path: Pa
     status = subprocess.run([sys.executable, "-m", "emews", "status", str(exp)], capture_output=True,
                             text=True, timeout=60)
     assert status.returncode == 0 and "job: done" in status.stdout and "200/200" in status.stdout
+
+
+def scontrol_job(job_id: str) -> dict[str, str]:
+    """``scontrol show job`` as a dict; StdOut/StdErr/Command/WorkDir keep their spaces."""
+    text = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
+                          check=True).stdout
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key in ("StdOut", "StdErr", "StdIn", "Command", "WorkDir"):
+            fields[key] = value
+        elif sep:
+            fields.update(item.split("=", 1) for item in line.split() if "=" in item)
+    return fields
+
+
+@pytest.mark.skipif(_runtime_missing(), reason="emews runtime/CLI (emews.cli, emews.__main__) "
+                    "not in the tree yet")
+def test_hostile_exp_dir_on_slurm_keeps_every_directive(slurm_cluster: LoopbackSlurm,
+                                                        tmp_path: Path) -> None:
+    """Finding 4d (and 4b's symptom): a space and a command substitution in the exp dir neither
+    run nor cut the #SBATCH lines short: name, time limit, tasks and output are the site's."""
+    exp = tmp_path / "my dir $(touch PWNED_dir) `touch PWNED_tick`" / "exp"
+    proc = subprocess.run([sys.executable, "-m", "emews", "launch", "random", "--site",
+                           str(LOOPBACK_SITE), "--exp-dir", str(exp),
+                           "--set", "budget.evaluations=12"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job_id = json.loads((exp / JOB_RECORD).read_text())["job_id"]
+    job = scontrol_job(job_id)
+    assert (job["JobName"], job["TimeLimit"], job["NumTasks"]) == ("emews", "00:05:00", "4")
+    assert job["StdOut"] == str(exp / f"job-{job_id}.out")
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    assert (exp / f"job-{job_id}.out").is_file()
+    with sqlite3.connect(exp / "results.db") as db:
+        assert db.execute("SELECT count(*) FROM results WHERE status = 'ok'").fetchone() == (12,)
+    assert not [p for p in tmp_path.rglob("PWNED*")], "a command in the exp dir ran"
