@@ -119,4 +119,4 @@ def require_experiment(exp_dir: Path) -> Path:
 
 
 def _dump_yaml(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(dump_yaml(data))
+    path.write_text(dump_yaml(data), encoding="utf-8")

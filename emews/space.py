@@ -207,6 +207,29 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+#: the most values (list items, counted nested) and characters of text a space may hold, so that the
+#: workflow.yaml written for it stays well under the size limit of files read back
+MAX_VALUES = 100_000
+MAX_TEXT = 1_000_000
+
+
+def _extent(value: Any) -> tuple[int, int]:
+    """(values, characters of text) in ``value``, lists and dicts counted through."""
+    items = chars = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        items += 1
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+    return items, chars
+
+
 def _require_finite(value: Any, what: str) -> None:
     """Refuse NaN and infinities anywhere in ``value``: they cannot be compared or stored as JSON."""
     stack = [value]
@@ -241,6 +264,10 @@ class Space:
         if not self.dimensions:
             raise SpaceError("space", "needs at least one parameter")
         object.__setattr__(self, "dimensions", dict(self.dimensions))
+        items, chars = _extent([getattr(d, "values", getattr(d, "value", None)) for d in self.dimensions.values()])
+        if items > MAX_VALUES or chars > MAX_TEXT:
+            raise SpaceError("space", f"holds {items:,} values and {chars:,} characters of text; the limits are "
+                                      f"{MAX_VALUES:,} values and {MAX_TEXT:,} characters")
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.dimensions)

@@ -257,7 +257,10 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path) -> Space:
             dims[name] = _dimension(spec)
         except (ValueError, TypeError) as exc:
             raise ConfigError(str(exc), file=file, key=f"space.{name}") from None
-    return Space(dims)
+    try:
+        return Space(dims)
+    except SpaceError as exc:
+        raise ConfigError(exc.detail, file=file, key=exc.key) from None
 
 
 def _dimension(spec: Any) -> Dimension:

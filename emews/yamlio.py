@@ -111,8 +111,11 @@ def parse_yaml(text: str, *, source: str) -> Any:
 
 
 def dump_yaml(data: Any) -> str:
-    """YAML text that :func:`parse_yaml` reads back as ``data`` (strings such as ``"1e5"`` quoted)."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)  # ASCII: non-ASCII is escaped
+    """YAML text that :func:`parse_yaml` reads back as ``data`` (strings such as ``"1e5"`` quoted).
+
+    Write it as UTF-8 (:func:`read_text` reads nothing else).
+    """
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
 def read_text(path: Path, *, limit: int = MAX_FILE_BYTES) -> str:
