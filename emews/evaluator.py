@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from emews.queues import QueuePair
 from emews.results import Result, Task
 from emews.space import Space, SpaceError
-
-
-def point_key(params: Mapping[str, Any]) -> str:
-    """A canonical text form of a point (JSON with sorted keys), to recognise it again."""
-    return json.dumps(dict(params), sort_keys=True)
 
 
 class BudgetExhausted(RuntimeError):
@@ -29,31 +24,45 @@ class Evaluator:
     ``put`` never blocks; ``get`` blocks until results arrive; ``map``
     evaluates a batch and returns its results in order (the seam that
     DEAP's ``toolbox.map`` plugs into).
+
+    When the run continues an earlier one (``emews resume``):
+
+    ``history``  the finished evaluations of the earlier runs (in id order), as
+                 ``evaluator.history``; they count against the budget, and an
+                 optimizer learns them before its first proposal.
+    ``requeue``  the tasks that were running when the earlier run stopped: they are
+                 submitted again at once with their ids (``evaluator.requeued``),
+                 count as submitted and pending, and their results arrive through
+                 ``get`` like any other.
+    ``first_id`` the next task id; ids never collide with earlier ones.
+    ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     """
 
     def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int,
                  direction: str = "minimize", seed: int = 0, first_id: int = 0,
-                 replay: Iterable[Result] = ()) -> None:
+                 history: Sequence[Result] = (), requeue: Sequence[Task] = (),
+                 exp_dir: Path | None = None) -> None:
         self.space = space
         self.workers = workers
         self.budget = budget
         self.direction = direction
         self.seed = seed
+        self.exp_dir = None if exp_dir is None else Path(exp_dir)
+        self.history: tuple[Result, ...] = tuple(history)
+        self.requeued: tuple[Task, ...] = tuple(requeue)
         self._queues = queues
-        self._next_id = first_id
-        self._submitted = 0
+        earlier = [r.id for r in self.history] + [t.id for t in self.requeued]
+        self._next_id = max([first_id, *(i + 1 for i in earlier)])
+        self._submitted = len(self.requeued)
         self._handed_out = 0
         self._ready: dict[int, Result] = {}
-        self._replay: dict[str, list[Result]] = {}
-        for result in replay:
-            self._replay.setdefault(point_key(result.params), []).append(result)
-            self._next_id = max(self._next_id, result.id + 1)
-        self.replayed = 0
+        if self.requeued:
+            queues.submit(self.requeued)
 
     @property
     def remaining(self) -> int:
-        """Evaluations the budget still allows to be submitted."""
-        return self.budget - self._submitted
+        """Evaluations the budget still allows to be submitted (earlier runs' included)."""
+        return max(self.budget - len(self.history) - self._submitted, 0)
 
     @property
     def pending(self) -> int:
@@ -68,39 +77,28 @@ class Evaluator:
 
     @property
     def submitted(self) -> int:
+        """Evaluations submitted in this run (requeued ones included)."""
         return self._submitted
 
     def put(self, points: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Queue ``points`` for evaluation; return their task ids.
-
-        When the run resumes an experiment, a point that was already evaluated
-        there is answered from the results store instead of being run again.
-        """
+        """Queue ``points`` for evaluation; return their task ids (results carry them as ``.id``)."""
         points = list(points)
         if len(points) > self.remaining:
             raise BudgetExhausted(
                 f"{len(points)} evaluations asked for, {self.remaining} left of a budget of {self.budget}")
-        tasks, ids = [], []
+        tasks = []
         now = time.time()
         for point in points:
             try:
                 params = self.space.validate(point)
             except SpaceError as exc:
                 raise ValueError(f"optimizer proposed an invalid point {dict(point)!r}: {exc}") from None
-            earlier = self._replay.get(point_key(params)) if self._replay else None
-            if earlier:
-                result = earlier.pop()
-                self._ready[result.id] = result
-                self.replayed += 1
-                ids.append(result.id)
-                continue
             tasks.append(Task(self._next_id, params, self._task_seed(self._next_id), now))
-            ids.append(self._next_id)
             self._next_id += 1
-        self._submitted += len(points)
+        self._submitted += len(tasks)
         if tasks:
             self._queues.submit(tasks)
-        return ids
+        return [t.id for t in tasks]
 
     def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
         """Wait until ``n`` results are ready (or ``timeout``), then return all ready ones.

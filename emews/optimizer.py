@@ -4,6 +4,12 @@ An optimizer runs on the optimizer rank's main thread and never sees MPI.
 :class:`AskTellOptimizer` derives an asynchronous ``run`` from
 ``suggest(n)`` / ``ingest(results)`` (the gest-api names) that keeps every
 worker busy.
+
+Resuming: when a run continues an earlier one, ``evaluator.history`` holds the
+earlier run's finished evaluations (they count against the budget) and
+``evaluator.requeued`` the tasks that were running when it stopped (submitted
+again; their results arrive through ``get``). An optimizer learns the history
+before its first proposal; a resumed run whose budget is spent proposes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ class Optimizer(abc.ABC):
     def run(self, evaluator: "Evaluator") -> None:
         """Explore the space through ``evaluator`` until done or out of budget."""
 
+    def check(self, space: "Space") -> None:
+        """Check the options against ``space`` before launch; raise ``ValueError`` saying what is wrong.
+
+        Called by ``emews check`` / ``emews launch`` before anything is written. Default: nothing.
+        """
+
 
 class AskTellOptimizer(Optimizer):
     """An optimizer written as ``suggest``/``ingest``, driven asynchronously.
@@ -33,6 +45,16 @@ class AskTellOptimizer(Optimizer):
     asks for just enough new points to refill. ``suggest`` may return fewer
     points than asked (an exhausted grid); returning none with nothing pending
     ends the run.
+
+    Ids: after each ``put`` the loop calls :meth:`submitted` with the task ids of
+    the points; the default records them in ``self.task_points`` (id -> point), and
+    every result carries its task's ``.id``. Map results back to your own
+    bookkeeping by id, never by the point's values.
+
+    Resuming: after ``start`` and before the first ``suggest``, ``ingest`` receives
+    ``evaluator.history``. ``ingest`` may therefore receive results of points it never
+    suggested (those of earlier runs, and of tasks an earlier run left running:
+    ``evaluator.requeued``); their ids are not in ``self.task_points``.
     """
 
     #: evaluations to keep outstanding; ``None`` means one per worker
@@ -52,20 +74,30 @@ class AskTellOptimizer(Optimizer):
 
     @abc.abstractmethod
     def ingest(self, results: Sequence["Result"]) -> None:
-        """Learn from finished evaluations (failed ones included)."""
+        """Learn from finished evaluations (failed ones included, earlier runs' ones included)."""
+
+    def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
+        """The points of the last ``suggest`` went out as tasks ``ids`` (same order)."""
+        self.__dict__.setdefault("task_points", {}).update(zip(ids, points))
 
     def run(self, evaluator: "Evaluator") -> None:
+        self.task_points: dict[int, dict[str, Any]] = {}
         self.start(evaluator.space, evaluator.workers)
+        if evaluator.history:
+            self.ingest(list(evaluator.history))
         while True:
             want = min(self.target_in_flight(evaluator) - evaluator.pending, evaluator.remaining)
             if want > 0:
                 points = list(self.suggest(want))[:want]
                 if points:
-                    evaluator.put(points)
+                    self.submitted(evaluator.put(points), points)
                 elif evaluator.pending == 0:
                     return  # nothing more to suggest and nothing to wait for
             if evaluator.pending == 0:
                 if evaluator.remaining == 0:
                     return
                 continue
-            self.ingest(evaluator.get(1))
+            results = evaluator.get(1)
+            self.ingest(results)
+            for result in results:
+                self.task_points.pop(result.id, None)

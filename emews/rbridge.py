@@ -17,7 +17,9 @@ The R-side ``evaluator`` is a list of functions:
 
 ``put(points) -> ids``, ``get(n = 1, timeout = NULL) -> results``,
 ``map(points) -> results`` (in order), ``remaining()``, ``pending()``,
-``workers()``, ``seed()``, ``direction()``, ``log(..., level = "info")``
+``workers()``, ``seed()``, ``direction()``, ``history()`` (the earlier runs' results
+when the run resumes an experiment, in the results format below: pass them to your
+algorithm as its initial design, with their losses, before proposing), ``log(..., level = "info")``
 (to Python's logging) and ``set_info(key, value)`` (to ``ROptimizer.info``).
 
 ``points`` is a data.frame with one column per parameter (or a list of named
@@ -131,6 +133,7 @@ local({
       workers = function() .emews_call(py$workers),
       seed = function() .emews_call(py$seed),
       direction = function() .emews_call(py$direction),
+      history = function() .emews_call(py$history),
       log = function(..., level = "info") {
         invisible(.emews_call(py$log, as.character(level), paste0(..., collapse = "")))
       },
@@ -534,13 +537,13 @@ class ROptimizer(Optimizer):
     and ``info`` what R reported through ``evaluator$set_info``.
     """
 
-    script: str | Path | None = None
+    script: Path | None = None
     entry: str = "emews_optimize"
 
-    def __init__(self, script: str | Path | None = None, entry: str | None = None,
+    def __init__(self, script: Path | None = None, entry: str | None = None,
                  options: Mapping[str, Any] | None = None, **extra: Any) -> None:
         if script is not None:
-            self.script = script
+            self.script = Path(script)
         if entry is not None:
             self.entry = entry
         if self.script is None:
@@ -656,6 +659,7 @@ class ROptimizer(Optimizer):
             "workers": lambda: _r_vector("integer", [evaluator.workers]),
             "seed": lambda: _r_vector("integer", [int(evaluator.seed) % (2**31 - 1)]),
             "direction": lambda: _r_vector("character", [evaluator.direction]),
+            "history": lambda: results_to_r(space, evaluator.history),
         }
         closures = {name: ri.rternalize(self._guard(fn)) for name, fn in fns.items()}
         self._keep.extend(closures.values())  # rpy2 needs them alive for as long as R may call them
@@ -678,7 +682,28 @@ class ROptimizer(Optimizer):
         return call
 
 
-def exp_dir() -> Path | None:
-    """The experiment directory from ``$EMEWS_EXP_DIR``, if set."""
-    value = os.environ.get("EMEWS_EXP_DIR")
-    return Path(value) if value else None
+_PACKAGES_PROBE = """
+import sys
+import rpy2.rinterface as ri
+ri.initr_simple()
+for name in sys.argv[1:]:
+    if not ri.evalr(f'requireNamespace("{name}", quietly = TRUE)')[0]:
+        print(name)
+"""
+
+
+def missing_r_packages(packages: Sequence[str]) -> list[str]:
+    """The R packages of ``packages`` that R cannot load, asked in a child process (so that
+    R is not started in this one). Raises :class:`RUnavailable` when rpy2 or R does not work."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _PACKAGES_PROBE, *packages], capture_output=True,
+                              text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RUnavailable(f"R cannot be started through rpy2 ({exc})") from exc
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RUnavailable(f"R cannot be started through rpy2 ({last})")
+    return done.stdout.split()

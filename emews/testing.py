@@ -22,6 +22,12 @@ objectives, no MPI):
 ``test_deterministic_under_seed`` same seed, one worker: the same sequence of points
                                (set ``deterministic = False`` to skip)
 ``test_clean_stop``            ``run`` returns within ``timeout`` and leaves no thread behind
+``test_resumes``               resumes: ingests history before proposing; a resumed finished
+                               run proposes nothing. The first half of the smooth run's
+                               results is given as ``evaluator.history``: the optimizer reads
+                               it (an ``AskTellOptimizer`` gets all of it through ``ingest``)
+                               before its first proposal and spends only the rest of the
+                               budget; given all of them, it returns without proposing
 
 Outside pytest, :func:`check_optimizer` runs every check and raises
 :class:`ConformanceError` listing all that failed. The test objectives live
@@ -37,10 +43,11 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
-from emews.evaluator import Evaluator
-from emews.optimizer import Optimizer
+from emews.evaluator import BudgetExhausted, Evaluator
+from emews.optimizer import AskTellOptimizer, Optimizer
 from emews.results import Result
 from emews.runtime.job import RunSpec, RunSummary, run_in_threads
 from emews.runtime.objective import ObjectiveRef
@@ -50,7 +57,7 @@ __all__ = [
     "ConformanceError", "OptimizerConformance", "Trace", "check_optimizer", "mixed_space",
     "run_traced", "smooth_objective", "flaky_objective", "SMOOTH", "FLAKY",
     "check_budget", "check_points_in_space", "check_failures_handled", "check_deterministic",
-    "check_clean_stop",
+    "check_clean_stop", "check_resumes",
 ]
 
 OptimizerFactory = Callable[[int], Optimizer]
@@ -122,54 +129,115 @@ class Trace:
     hung: bool = False
     threads_left: list[str] = field(default_factory=list)
     optimizer: Optimizer | None = None
+    history: list[Result] = field(default_factory=list)             # given as evaluator.history
+    events: list[tuple[str, Any]] = field(default_factory=list)     # ("history"|"put"|"suggest"|"ingest", detail)
+    over_budget_puts: int = 0                                       # puts refused (BudgetExhausted)
+
+
+class _Recorder:
+    """The evaluator as the optimizer under test sees it: the real one, its use recorded."""
+
+    def __init__(self, evaluator: Evaluator, trace: Trace) -> None:
+        self._evaluator = evaluator
+        self._trace = trace
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._evaluator, name)
+
+    @property
+    def history(self) -> tuple[Result, ...]:
+        self._trace.events.append(("history", len(self._evaluator.history)))
+        return self._evaluator.history
+
+    def put(self, points: Any) -> list[int]:
+        points = self._record(points)
+        return self._refusal_counted(self._evaluator.put, points)
+
+    def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
+        results = self._evaluator.get(n, timeout)
+        self._trace.results.extend(results)
+        return results
+
+    def map(self, points: Any) -> list[Result]:
+        points = self._record(points)
+        results = self._refusal_counted(self._evaluator.map, points)
+        self._trace.results.extend(results)
+        return results
+
+    def _record(self, points: Any) -> list[Any]:
+        """Note a submission: its size, whether the budget allows it, and (if it does) its points."""
+        trace, evaluator = self._trace, self._evaluator
+        points = list(points)
+        trace.events.append(("put", len(points)))
+        if len(points) > evaluator.remaining:
+            trace.over_budget.append(
+                f"put {len(points)} points with {evaluator.remaining} left of the budget "
+                f"(after {evaluator.submitted} submitted)")
+            return points
+        for point in points:
+            try:
+                trace.points.append(trace.space.validate(point))
+            except (ValueError, TypeError) as exc:
+                trace.invalid.append(f"{dict(point)!r}: {exc}")
+                trace.points.append(dict(point))
+        return points
+
+    def _refusal_counted(self, call: Callable[[list[Any]], Any], points: list[Any]) -> Any:
+        try:
+            return call(points)
+        except BudgetExhausted:
+            self._trace.over_budget_puts += 1
+            raise
 
 
 class _Traced(Optimizer):
-    """Runs the optimizer under test with a recording evaluator (the real one, its methods wrapped)."""
+    """Runs the optimizer under test with a recording evaluator (the real one, wrapped).
 
-    def __init__(self, inner: Optimizer, trace: Trace) -> None:
+    With ``history`` (or ``exp_dir``) the run's evaluator is rebuilt on the same queues as
+    the runtime builds it for a resumed experiment.
+    """
+
+    def __init__(self, inner: Optimizer, trace: Trace, exp_dir: Path | None = None) -> None:
         self.inner = inner
         self.trace = trace
+        self.exp_dir = exp_dir
 
     def run(self, evaluator: Evaluator) -> None:
         trace = self.trace
-        put, get, emap = evaluator.put, evaluator.get, evaluator.map
+        if trace.history or self.exp_dir is not None:
+            evaluator = Evaluator(
+                evaluator._queues, evaluator.space, workers=evaluator.workers, budget=evaluator.budget,
+                direction=evaluator.direction, seed=evaluator.seed,
+                first_id=max((r.id + 1 for r in trace.history), default=0),
+                history=trace.history, exp_dir=self.exp_dir)
+        if isinstance(self.inner, AskTellOptimizer):
+            _record_ask_tell(self.inner, trace)
+        self.inner.run(_Recorder(evaluator, trace))  # type: ignore[arg-type]
 
-        def traced_put(points: Any) -> list[int]:
-            points = list(points)
-            if len(points) > evaluator.remaining:
-                trace.over_budget.append(
-                    f"put {len(points)} points with {evaluator.remaining} left of the budget "
-                    f"(after {evaluator.submitted} submitted)")
-            clean = []
-            for point in points:
-                try:
-                    clean.append(trace.space.validate(point))
-                except (ValueError, TypeError) as exc:
-                    trace.invalid.append(f"{dict(point)!r}: {exc}")
-                    clean.append(dict(point))
-            ids = put(points)
-            trace.points.extend(clean)
-            return ids
 
-        def traced_get(n: int = 1, timeout: float | None = None) -> list[Result]:
-            results = get(n, timeout)
-            trace.results.extend(results)
-            return results
+def _record_ask_tell(optimizer: AskTellOptimizer, trace: Trace) -> None:
+    """Record the order of ``suggest`` and ``ingest`` calls (wrapping them on the instance)."""
+    suggest, ingest = optimizer.suggest, optimizer.ingest
 
-        def traced_map(points: Any) -> list[Result]:
-            results = emap(points)
-            trace.results.extend(results)
-            return results
+    def traced_suggest(n: int) -> Any:
+        trace.events.append(("suggest", n))
+        return suggest(n)
 
-        evaluator.put, evaluator.get, evaluator.map = traced_put, traced_get, traced_map  # type: ignore[method-assign]
-        self.inner.run(evaluator)
+    def traced_ingest(results: Sequence[Result]) -> None:
+        trace.events.append(("ingest", [r.id for r in results]))
+        ingest(results)
+
+    optimizer.suggest, optimizer.ingest = traced_suggest, traced_ingest  # type: ignore[method-assign]
 
 
 def run_traced(factory: OptimizerFactory, *, seed: int = 0, budget: int = 24, workers: int = 3,
                space: Space | None = None, objective: ObjectiveRef = SMOOTH,
-               timeout: float = 60.0, main_thread: bool = False) -> Trace:
+               timeout: float = 60.0, main_thread: bool = False, history: Sequence[Result] = (),
+               exp_dir: Path | None = None) -> Trace:
     """Run ``factory(seed)`` through the real runtime (worker threads, inline objective) and record it.
+
+    ``history``: results of an earlier run, given to the optimizer as ``evaluator.history``
+    (as ``emews resume`` does); ``exp_dir``: the run's ``evaluator.exp_dir``.
 
     The run goes on a helper thread so that a hang is caught after ``timeout``;
     ``main_thread=True`` runs the optimizer on the calling thread instead, as
@@ -177,11 +245,11 @@ def run_traced(factory: OptimizerFactory, *, seed: int = 0, budget: int = 24, wo
     on the main thread); a hang is then left to the test runner's timeout.
     """
     space = space or mixed_space()
-    trace = Trace(budget, workers, seed, space)
+    trace = Trace(budget, workers, seed, space, history=sorted(history, key=lambda r: r.id))
 
     def make() -> Optimizer:
         trace.optimizer = factory(seed)
-        return _Traced(trace.optimizer, trace)
+        return _Traced(trace.optimizer, trace, exp_dir)
 
     spec = RunSpec(space=space, make_optimizer=make, objective=objective, budget=budget, seed=seed,
                    isolation="inline", show_progress=False)
@@ -310,14 +378,54 @@ def check_clean_stop(trace: Trace) -> None:
     _fail(problems)
 
 
+def check_resumes(resumed: Trace, finished: Trace, *, full_budget: bool = True, strict: bool = True) -> None:
+    """Resumes: ingests history before proposing; a resumed finished run proposes nothing.
+
+    ``resumed`` ran with part of an earlier run's results as history, ``finished`` with a
+    history that spent the whole budget.
+    """
+    problems = [f"resumed with {len(t.history)} earlier results, {e}"
+                for t in (resumed, finished) if (e := _run_error(t))]
+    events = resumed.events
+    first_put = next((i for i, (kind, _) in enumerate(events) if kind == "put"), len(events))
+    if not any(kind == "history" for kind, _ in events[:first_put]):
+        problems.append("proposed points before reading evaluator.history (the earlier runs' results)")
+    if isinstance(resumed.optimizer, AskTellOptimizer):
+        first_suggest = next((i for i, (kind, _) in enumerate(events) if kind == "suggest"), len(events))
+        told = {i for kind, ids in events[:first_suggest] if kind == "ingest" for i in ids}
+        missing = {r.id for r in resumed.history} - told
+        if missing:
+            problems.append(f"{len(missing)} of {len(resumed.history)} earlier results were not "
+                            "ingested before the first suggest")
+    left = resumed.budget - len(resumed.history)
+    if len(resumed.points) > left:
+        problems.append(f"resumed with {len(resumed.history)} of a budget of {resumed.budget} spent, "
+                        f"it submitted {len(resumed.points)} (more than the {left} left)")
+    elif full_budget and not resumed.hung and len(resumed.points) < left:
+        problems.append(f"resumed with {left} evaluations left, it submitted only {len(resumed.points)}")
+    if strict and (resumed.over_budget or finished.over_budget):
+        problems.append("asked for more evaluations than the budget had left: "
+                        + "; ".join(resumed.over_budget + finished.over_budget))
+    if finished.points:
+        problems.append(f"resumed after the whole budget ({finished.budget}) was spent, it still "
+                        f"submitted {len(finished.points)} points")
+    _fail(problems)
+
+
+def resume_histories(trace: Trace) -> tuple[list[Result], list[Result]]:
+    """From a run's results: the first half (a run killed midway) and all of them (a finished run)."""
+    results = sorted(trace.results, key=lambda r: r.id)
+    return results[:len(results) // 2], results
+
+
 # --------------------------------------------------------------------------- all at once
 
 def check_optimizer(factory: OptimizerFactory, *, budget: int = 24, workers: int = 3,
                     space: Space | None = None, seed: int = 0, full_budget: bool = True,
-                    deterministic: bool = True, strict_budget: bool = True,
+                    deterministic: bool = True, strict_budget: bool = True, resumes: bool = True,
                     timeout: float = 60.0) -> dict[str, Trace]:
     """Run every conformance check on ``factory(seed) -> Optimizer``; raise listing all failures."""
-    kw = dict(seed=seed, budget=budget, space=space, timeout=timeout)
+    kw: dict[str, Any] = dict(seed=seed, budget=budget, space=space, timeout=timeout)
     traces = {"smooth": run_traced(factory, workers=workers, **kw),
               "flaky": run_traced(factory, workers=workers, objective=FLAKY, **kw)}
     checks: list[tuple[str, Callable[[], None]]] = [
@@ -330,6 +438,13 @@ def check_optimizer(factory: OptimizerFactory, *, budget: int = 24, workers: int
         traces["once"] = run_traced(factory, workers=1, **kw)
         traces["twice"] = run_traced(factory, workers=1, **kw)
         checks.append(("determinism", lambda: check_deterministic(traces["once"], traces["twice"])))
+    if resumes:
+        half, whole = resume_histories(traces["smooth"])
+        traces["resumed"] = run_traced(factory, workers=workers, history=half, **kw)
+        traces["finished"] = run_traced(factory, workers=workers, history=whole,
+                                        **{**kw, "budget": len(whole)})
+        checks.append(("resumes", lambda: check_resumes(traces["resumed"], traces["finished"],
+                                                        full_budget=full_budget, strict=strict_budget)))
     problems = []
     for name, check in checks:
         try:
@@ -367,14 +482,22 @@ class OptimizerConformance:
         raise NotImplementedError("define make_optimizer(self, seed) to return the optimizer under test")
 
     def trace(self, kind: str = "smooth") -> Trace:
-        """The run of ``kind`` (``smooth``, ``flaky``, ``once``, ``twice``), run on first use."""
+        """The run of ``kind`` (``smooth``, ``flaky``, ``once``, ``twice``, ``resumed``,
+        ``finished``), run on first use."""
         key = (type(self), kind)
         if key not in self._trace_cache:
             workers = 1 if kind in ("once", "twice") else self.workers
             objective = FLAKY if kind == "flaky" else SMOOTH
+            history: list[Result] = []
+            budget = self.budget
+            if kind in ("resumed", "finished"):
+                half, whole = resume_histories(self.trace())
+                history = half if kind == "resumed" else whole
+                budget = budget if kind == "resumed" else len(whole)
             self._trace_cache[key] = run_traced(
-                self.make_optimizer, seed=self.seed, budget=self.budget, workers=workers,
-                space=self.space, objective=objective, timeout=self.timeout, main_thread=self.main_thread)
+                self.make_optimizer, seed=self.seed, budget=budget, workers=workers,
+                space=self.space, objective=objective, timeout=self.timeout, main_thread=self.main_thread,
+                history=history)
         return self._trace_cache[key]
 
     def test_budget_respected(self) -> None:
@@ -394,6 +517,11 @@ class OptimizerConformance:
 
     def test_clean_stop(self) -> None:
         check_clean_stop(self.trace())
+
+    def test_resumes(self) -> None:
+        """Resumes: ingests history before proposing; a resumed finished run proposes nothing."""
+        check_resumes(self.trace("resumed"), self.trace("finished"),
+                      full_budget=self.full_budget, strict=self.strict_budget)
 
 
 def _skip(reason: str) -> None:

@@ -34,6 +34,9 @@ How it keeps workers busy (a worker never waits on the model while points could 
   results and proposals. Long C-level stretches of a large GP then never delay the distributor
   thread. If the child dies, an in-process copy that saw every result takes over.
 
+A resumed run (``evaluator.history``) tells the model every earlier result before its first
+proposal; they count towards ``n_initial_points``.
+
 Failed evaluations (``loss == inf``) are told as the worst finite loss seen so far
 (``failure_penalty: worst``, recomputed at each fit, so the region looks bad without
 distorting the scale), or left out (``skip``), or told as a fixed number.
@@ -161,7 +164,8 @@ class BayesianOptimizer(AskTellOptimizer):
             failure_penalty=failure_penalty)
         self.engine: Engine | None = None
         self.stats: dict[str, Any] = {}
-        self._pending: dict[tuple, list[list[Any]]] = {}   # suggest/ingest bookkeeping
+        self._pending: dict[int, list[Any]] = {}   # suggest/ingest bookkeeping: task id -> skopt point
+        self._fresh: list[list[Any]] = []          # the last suggest's points, not yet submitted
 
     # -- ask/tell API ---------------------------------------------------------------------------
     def start(self, space: Space, workers: int) -> None:
@@ -174,26 +178,31 @@ class BayesianOptimizer(AskTellOptimizer):
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         """Fit on everything ingested and return ``n`` points (synchronous)."""
-        pending = [x for xs in self._pending.values() for x in xs]
-        points = [self.map.from_skopt(x) for x in self.engine.propose(n, pending)]
-        for p in points:
-            self._pending.setdefault(_key(p), []).append(self.map.to_skopt(p))
+        points = [self.map.from_skopt(x) for x in self.engine.propose(n, list(self._pending.values()))]
+        self._fresh = [self.map.to_skopt(p) for p in points]
         self.stats["proposed"] += len(points)
         return points
 
+    def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
+        super().submitted(ids, points)
+        self._pending.update(zip(ids, self._fresh))
+        self._fresh = []
+
     def ingest(self, results: Sequence[Result]) -> None:
+        """Tell the model every result; those of points it never proposed (an earlier run's)
+        also count towards the initial design."""
+        foreign = sum(self._pending.pop(r.id, None) is None for r in results)
+        self._tell(results, foreign)
+
+    def _tell(self, results: Sequence[Result], foreign: int = 0) -> None:
         xs, ys = [], []
         for r in results:
-            queued = self._pending.get(_key(r.params))
-            if queued:
-                queued.pop()
-                if not queued:
-                    del self._pending[_key(r.params)]
             x = self._x(r)
             if x is not None:
                 xs.append(x)
                 ys.append(r.loss)
         self.engine.tell(xs, ys)
+        self.engine.n_proposed += foreign
 
     def _x(self, result: Result) -> list[Any] | None:
         try:
@@ -206,6 +215,8 @@ class BayesianOptimizer(AskTellOptimizer):
         if self.seed is None:
             self.seed = evaluator.seed
         self.start(evaluator.space, evaluator.workers)
+        if evaluator.history:   # a resumed run: learn the earlier results first
+            self.ingest(list(evaluator.history))
         target = self.in_flight
         workers = evaluator.workers
         filler_rng = random.Random(f"{self.seed}-fill")
@@ -267,6 +278,3 @@ class BayesianOptimizer(AskTellOptimizer):
             proposer.close()
             self.stats.update(proposer.summary())
 
-
-def _key(point: Any) -> tuple:
-    return tuple(sorted((k, repr(v)) for k, v in dict(point).items()))

@@ -23,9 +23,13 @@ pay for in full (its first ``remaining`` new children are evaluated, the rest
 dropped) and then end; ``async`` stops submitting when the budget is spent.
 
 After ``run`` the optimizer has ``population`` and ``hall_of_fame`` (lists of
-dict individuals with ``.loss``/``.result``) and ``logbook``; when
-``$EMEWS_EXP_DIR`` is set they are also written there as
+dict individuals with ``.loss``/``.result``) and ``logbook``; in a run with an
+experiment directory (``evaluator.exp_dir``) they are also written there as
 ``ga_population.json`` and ``ga_hall_of_fame.json``.
+
+Resuming (``evaluator.history``): the GA starts from the best individuals of the
+earlier runs instead of a random population (see ``_ga.generational`` and
+``_ga.steady_state``).
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ class GeneticAlgorithm(Optimizer):
                 self.population = run_generational(engine)
         finally:
             self.hall_of_fame = list(engine.hall_of_fame)
-            archive.save(self.population, self.hall_of_fame)
+            archive.save(self.population, self.hall_of_fame, evaluator.exp_dir)
 
     @property
     def best(self) -> Individual | None:

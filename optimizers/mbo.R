@@ -28,6 +28,10 @@
 # imputed as the worst finite loss seen so far (re-imputed at every refit in the fallback), so the
 # surrogate learns to avoid the region without the scale being blown up. While no evaluation has
 # succeeded, proposals are random (Latin hypercube).
+#
+# A resumed run (evaluator$history(): the earlier runs' results) starts from them: they are
+# the initial design (with their y), topped up to n_initial with Latin hypercube points when
+# there are fewer. Results of tasks an earlier run left running arrive like any other.
 
 .mbo_fallback_name <- "fallback (mlr + randomForest)"
 
@@ -93,6 +97,20 @@ emews_mbo <- function(evaluator, space, options) {
   as.integer(min(max(1L, n0), ctx$evaluator$remaining()))
 }
 
+# the earlier runs' results as an initial design: list(X = encoded rows or NULL, y = losses)
+.mbo_history <- function(ctx) {
+  hist <- ctx$evaluator$history()
+  if (is.null(hist) || nrow(hist) == 0L) return(list(X = NULL, y = numeric(0)))
+  list(X = .mbo_encode(ctx, hist), y = as.numeric(hist$loss))
+}
+
+# results (real parameter names) -> encoded rows
+.mbo_encode <- function(ctx, res) {
+  df <- res[, ctx$real, drop = FALSE]
+  names(df) <- names(ctx$enc)
+  .mbo_normalize(ctx, emews_encode(ctx$enc, df))
+}
+
 # encoded rows -> points of the real space (constants are filled in by the bridge)
 .mbo_decode <- function(ctx, df) {
   pts <- emews_decode(ctx$enc, df)
@@ -145,10 +163,17 @@ emews_mbo <- function(evaluator, space, options) {
   ev <- ctx$evaluator
   opts <- ctx$opts
   q <- max(1L, ev$workers())
-  design <- .mbo_design(ctx, .mbo_n_initial(ctx))
-  res <- ev$map(.mbo_decode(ctx, design))
-  y_all <- res$loss
-  X_all <- design
+  hist <- .mbo_history(ctx)
+  X_all <- hist$X
+  y_all <- hist$y
+  n0 <- .mbo_n_initial(ctx) - length(y_all)
+  if (n0 > 0L) {
+    design <- .mbo_design(ctx, n0)
+    res <- ev$map(.mbo_decode(ctx, design))
+    X_all <- rbind(X_all, design)
+    y_all <- c(y_all, res$loss)
+  }
+  if (ev$remaining() == 0L) return(.mbo_summary(ctx, X_all, y_all))
   y0 <- .mbo_impute(y_all)
   while (is.null(y0) && ev$remaining() > 0) {
     # nothing succeeded yet: more random design points before a model can be fitted
@@ -324,8 +349,9 @@ emews_mbo <- function(evaluator, space, options) {
   bounds <- .mbo_bounds(ctx)
   ctx$learner <- mlr::makeLearner("regr.randomForest", predict.type = "se", se.method = "sd",
                                   ntree = opts$ntree, nodesize = opts$nodesize)
-  X <- NULL                   # encoded rows evaluated so far
-  y <- numeric(0)             # their losses (Inf = failed)
+  hist <- .mbo_history(ctx)
+  X <- hist$X                 # encoded rows evaluated so far (the earlier runs' first)
+  y <- hist$y                 # their losses (Inf = failed)
   pending <- list()           # task id -> encoded row
 
   submit <- function(rows) {
@@ -334,7 +360,11 @@ emews_mbo <- function(evaluator, space, options) {
   }
   absorb <- function(res) {
     if (nrow(res) == 0L) return(invisible())
-    got <- lapply(as.character(res$id), function(id) pending[[id]])
+    # a task an earlier run left running was not submitted here: encode its point
+    got <- lapply(seq_len(nrow(res)), function(i) {
+      row <- pending[[as.character(res$id[i])]]
+      if (is.null(row)) .mbo_encode(ctx, res[i, , drop = FALSE]) else row
+    })
     pending[as.character(res$id)] <<- NULL
     X <<- rbind(X, do.call(rbind, got))
     y <<- c(y, res$loss)
@@ -356,7 +386,8 @@ emews_mbo <- function(evaluator, space, options) {
     C[j, , drop = FALSE]
   }
 
-  submit(.mbo_design(ctx, .mbo_n_initial(ctx)))
+  n0 <- .mbo_n_initial(ctx) - length(y)
+  if (n0 > 0L) submit(.mbo_design(ctx, n0))
   refits <- 0L
   repeat {
     if (ev$pending() > 0L) {

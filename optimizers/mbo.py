@@ -16,7 +16,10 @@ Failed evaluations (loss ``inf``) are kept in the model with their loss imputed 
 finite loss seen so far, so the surrogate steers away from them; until something succeeds,
 proposals are random.
 
-``implementation`` (after ``run``, also logged and written to ``$EMEWS_EXP_DIR/mbo.json``)
+A resumed run starts from the earlier runs' results (``evaluator.history``): they are the
+initial design, with their losses, topped up to ``n_initial`` when there are fewer.
+
+``implementation`` (after ``run``, also logged and written to ``EXP/mbo.json``)
 says which of the two ran: ``"mlrMBO"`` or ``"fallback (mlr + randomForest)"``.
 """
 
@@ -28,7 +31,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from emews.rbridge import ROptimizer, exp_dir
+from emews.rbridge import ROptimizer, RUnavailable, missing_r_packages
+from emews.space import Space
 
 if TYPE_CHECKING:
     from emews.evaluator import Evaluator
@@ -37,6 +41,7 @@ log = logging.getLogger("emews.optimizers.mbo")
 
 MLRMBO = "mlrMBO"
 FALLBACK = "fallback (mlr + randomForest)"
+INSTALL = "mbo needs R and rpy2: install with bash tools/install-r.sh and pip install 'emews-mpi[r]'"
 OPTIONS = ("seed", "n_initial", "infill", "lambda", "candidates", "ntree", "transform", "implementation")
 
 
@@ -82,6 +87,19 @@ class MBO(ROptimizer):
                    "implementation": implementation}
         super().__init__(options={k: v for k, v in options.items() if v is not None})
         self.implementation: str | None = None
+        self._exp_dir: Path | None = None
+
+    def check(self, space: Space) -> None:
+        """rpy2 imports, and R has the packages the chosen implementation needs."""
+        implementation = self.options["implementation"]
+        needed = ["mlrMBO"] if implementation == "mlrMBO" else ["mlr", "ParamHelpers", "lhs", "randomForest"]
+        try:
+            missing = missing_r_packages(needed)
+        except RUnavailable as exc:
+            raise ValueError(f"{INSTALL} ({exc})") from None
+        if missing:
+            raise ValueError(f"{INSTALL} (R lacks the package{'s' if len(missing) > 1 else ''} "
+                             f"{', '.join(missing)})")
 
     def on_info(self, key: str, value: Any) -> None:
         if key == "implementation":
@@ -90,13 +108,14 @@ class MBO(ROptimizer):
             self._write_report()
 
     def run(self, evaluator: "Evaluator") -> None:
+        self._exp_dir = evaluator.exp_dir
         try:
             super().run(evaluator)
         finally:
             self._write_report(finished=True)
 
     def _write_report(self, finished: bool = False) -> None:
-        directory = exp_dir()
+        directory = self._exp_dir
         if directory is None or self.implementation is None:
             return
         report = {"implementation": self.implementation, "options": self.options, "finished": finished}

@@ -10,7 +10,11 @@ from emews.results import Result
 
 
 class RandomSearch(AskTellOptimizer):
-    """Samples the space at random, keeping ``backlog`` times the workers' capacity queued ahead."""
+    """Samples the space at random, keeping ``backlog`` times the workers' capacity queued ahead.
+
+    A resumed run continues the seeded sequence: the draws of the earlier runs' points
+    (finished and requeued) are skipped, so no point of the sequence is proposed twice.
+    """
 
     def __init__(self, seed: int | None = None, backlog: int = 2) -> None:
         if backlog < 1:
@@ -21,6 +25,11 @@ class RandomSearch(AskTellOptimizer):
     def target_in_flight(self, evaluator: Any) -> int:
         """Keep ``backlog`` times what the workers can hold queued: points are cheap."""
         return self.backlog * evaluator.capacity
+
+    def run(self, evaluator: Any) -> None:
+        for _ in range(len(evaluator.history) + len(evaluator.requeued)):
+            evaluator.space.sample(self.rng)
+        super().run(evaluator)
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         return [self.space.sample(self.rng) for _ in range(n)]

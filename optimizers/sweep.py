@@ -4,43 +4,83 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from emews.optimizer import AskTellOptimizer
 from emews.results import Result
-from emews.space import Constant, Space
+from emews.space import Categorical, Constant, Space
 
 
 class Sweep(AskTellOptimizer):
     """Evaluates every point of a grid (``levels`` per numeric parameter) or of a points file.
 
-    Points come in order; the budget caps how many are evaluated.
+    Points come in order; the budget caps how many are evaluated. A resumed sweep skips
+    the points an earlier run evaluated or left running (each earlier evaluation cancels
+    one occurrence of its point) and finishes the rest.
     """
 
-    def __init__(self, levels: int = 5, file: str | None = None, backlog: int = 2) -> None:
+    def __init__(self, levels: int = 5, file: Path | None = None, backlog: int = 2) -> None:
         if levels < 1:
             raise ValueError("levels must be at least 1")
         if file is not None and not Path(file).is_file():
             raise ValueError(f"points file {file} does not exist")
         self.levels = levels
-        self.file = file
+        self.file = None if file is None else Path(file)
         self.backlog = backlog
         self._points: Iterator[dict[str, Any]] = iter(())
+        self._done: Counter[tuple] = Counter()
+        self._requeued: set[int] = set()
+
+    def check(self, space: Space) -> None:
+        """Read the whole points file: the first bad line raises ``ValueError`` ("file:line: ...")."""
+        if self.file is not None:
+            for _ in read_points_file(self.file, space):
+                pass
 
     def start(self, space: Space, workers: int) -> None:
         super().start(space, workers)
-        self._points = read_points_file(Path(self.file), space) if self.file else grid_points(space, self.levels)
+        self._points = read_points_file(self.file, space) if self.file else grid_points(space, self.levels)
+
+    def run(self, evaluator: Any) -> None:
+        self._done = Counter(point_key(evaluator.space, t.params) for t in evaluator.requeued)
+        self._requeued = {t.id for t in evaluator.requeued}
+        super().run(evaluator)
 
     def target_in_flight(self, evaluator: Any) -> int:
         """Keep ``backlog`` times what the workers can hold queued: points are cheap."""
         return self.backlog * evaluator.capacity
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
-        return list(itertools.islice(self._points, n))
+        return list(itertools.islice(self._fresh(), n))
 
     def ingest(self, results: Sequence[Result]) -> None:
-        """A sweep does not adapt."""
+        """A sweep does not adapt; earlier runs' results mark their points done."""
+        asked = getattr(self, "task_points", {})
+        for r in results:
+            if r.id not in asked and r.id not in self._requeued:
+                self._done[point_key(self.space, r.params)] += 1
+
+    def _fresh(self) -> Iterator[dict[str, Any]]:
+        for point in self._points:
+            key = point_key(self.space, point)
+            if self._done[key] > 0:
+                self._done[key] -= 1
+                continue
+            yield point
+
+
+def point_key(space: Space, point: Mapping[str, Any]) -> tuple:
+    """The point as the space sees it: categorical values by index, numbers as floats (``2 == 2.0``)."""
+    key = []
+    for name, dim in space.free.items():
+        value = point.get(name)
+        try:
+            key.append(dim.index(value) if isinstance(dim, Categorical) else float(value))
+        except (TypeError, ValueError):
+            key.append(repr(value))
+    return tuple(key)
 
 
 def grid_points(space: Space, levels: int) -> Iterator[dict[str, Any]]:
@@ -54,7 +94,7 @@ def grid_points(space: Space, levels: int) -> Iterator[dict[str, Any]]:
 def read_points_file(path: Path, space: Space) -> Iterator[dict[str, Any]]:
     """Yield the points of a JSON-lines file; constants of the space fill keys a line leaves out."""
     constants = {k: d.value for k, d in space.dimensions.items() if isinstance(d, Constant)}
-    with path.open() as fh:
+    with Path(path).open() as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

@@ -16,7 +16,8 @@ from emews.optimizers.sweep import Sweep
 from emews.space import Constant, Int, Space
 from emews.testing import (
     FLAKY, ConformanceError, OptimizerConformance, check_budget, check_clean_stop, check_deterministic,
-    check_failures_handled, check_optimizer, check_points_in_space, mixed_space, run_traced,
+    check_failures_handled, check_optimizer, check_points_in_space, check_resumes, mixed_space,
+    resume_histories, run_traced,
 )
 
 # --------------------------------------------------------------------------- built-ins pass
@@ -75,7 +76,7 @@ class TestGAFewGenerations(OptimizerConformance):
 
 def test_check_optimizer_passes_for_a_builtin() -> None:
     traces = check_optimizer(lambda seed: RandomSearch(seed=seed), budget=10, workers=2)
-    assert set(traces) == {"smooth", "flaky", "once", "twice"}
+    assert set(traces) == {"smooth", "flaky", "once", "twice", "resumed", "finished"}
     assert len(traces["smooth"].points) == 10
 
 
@@ -139,6 +140,37 @@ class LeaksThread(Unseeded):
     def run(self, evaluator: Evaluator) -> None:
         threading.Thread(target=self.release.wait, name="leaked-refit", daemon=True).start()
         super().run(evaluator)
+
+
+class Forgetful(Optimizer):
+    """Never looks at ``evaluator.history``: a resumed run starts from scratch."""
+
+    def run(self, evaluator: Evaluator) -> None:
+        rng = random.Random(0)
+        while evaluator.remaining:
+            evaluator.map([evaluator.space.sample(rng)])
+
+
+class LearnsLate(Unseeded):
+    """Ingests the earlier results only after its first proposals."""
+
+    def run(self, evaluator: Evaluator) -> None:
+        self.start(evaluator.space, evaluator.workers)
+        evaluator.put(self.suggest(1))
+        self.ingest(list(evaluator.history))
+        while evaluator.remaining:
+            evaluator.map(self.suggest(1))
+
+
+class ProposesWhenDone(Optimizer):
+    """Reads the history, then asks for a point even when the budget is spent."""
+
+    def run(self, evaluator: Evaluator) -> None:
+        assert evaluator.history is not None
+        rng = random.Random(0)
+        evaluator.put([evaluator.space.sample(rng)])
+        while evaluator.remaining:
+            evaluator.map([evaluator.space.sample(rng)])
 
 
 class Hangs(Optimizer):
@@ -209,3 +241,33 @@ def test_mixed_space_has_every_type() -> None:
     kinds = {type(d).__name__ for d in mixed_space().dimensions.values()}
     assert kinds == {"Float", "Int", "Categorical", "Ordered", "Constant"}
     assert any(getattr(d, "log", False) for d in mixed_space().dimensions.values())
+
+
+def _resume_traces(factory: Any) -> tuple[Any, Any]:
+    half, whole = resume_histories(run_traced(lambda seed: RandomSearch(seed=seed), budget=8))
+    return (run_traced(factory, budget=8, history=half),
+            run_traced(factory, budget=len(whole), history=whole))
+
+
+def test_an_optimizer_ignoring_the_history_is_caught() -> None:
+    with pytest.raises(ConformanceError, match="before reading evaluator.history"):
+        check_resumes(*_resume_traces(lambda seed: Forgetful()))
+
+
+def test_ingesting_the_history_after_proposing_is_caught() -> None:
+    with pytest.raises(ConformanceError, match="4 of 4 earlier results were not ingested"):
+        check_resumes(*_resume_traces(lambda seed: LearnsLate()))
+
+
+def test_proposing_in_a_finished_run_is_caught() -> None:
+    resumed, finished = _resume_traces(lambda seed: ProposesWhenDone())
+    assert finished.over_budget_puts == 1 and not finished.points
+    with pytest.raises(ConformanceError, match="more evaluations than the budget had left: put 1 points with 0 left"):
+        check_resumes(resumed, finished)
+
+
+def test_a_resumed_run_spends_only_what_is_left() -> None:
+    resumed, finished = _resume_traces(lambda seed: RandomSearch(seed=seed))
+    assert len(resumed.history) == 4 and len(resumed.points) == 4
+    assert finished.points == [] and finished.summary.error is None
+    check_resumes(resumed, finished)

@@ -4,6 +4,7 @@
 """
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState, create_trial
 
 from emews import AskTellOptimizer, Categorical, Int
 
@@ -12,7 +13,7 @@ class OptunaSampler(AskTellOptimizer):
     def __init__(self, seed=None, sampler="TPESampler", **options):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(sampler=getattr(optuna.samplers, sampler)(seed=seed, **options))
-        self.asked = {}  # repr(point) -> trials waiting for its result
+        self.trials = {}  # task id -> the trial waiting for its result
 
     @staticmethod
     def distribution(dim):
@@ -20,19 +21,26 @@ class OptunaSampler(AskTellOptimizer):
             return CategoricalDistribution(dim.values)
         return (IntDistribution if isinstance(dim, Int) else FloatDistribution)(dim.lower, dim.upper, log=dim.log)
 
+    def start(self, space, workers):
+        super().start(space, workers)
+        self.dists = {name: self.distribution(dim) for name, dim in space.free.items()}
+
     def suggest(self, n):
-        dists = {name: self.distribution(dim) for name, dim in self.space.free.items()}
-        points = []
-        for _ in range(n):
-            trial = self.study.ask(dists)
-            point = {name: trial.params.get(name, getattr(dim, "value", None))
-                     for name, dim in self.space.dimensions.items()}
-            self.asked.setdefault(repr(point), []).append(trial)
-            points.append(point)
-        return points
+        self.fresh = [self.study.ask(self.dists) for _ in range(n)]
+        return [{name: t.params.get(name, getattr(dim, "value", None)) for name, dim in self.space.dimensions.items()}
+                for t in self.fresh]
+
+    def submitted(self, ids, points):
+        super().submitted(ids, points)
+        self.trials.update(zip(ids, self.fresh))
 
     def ingest(self, results):
         for r in results:
-            trial = self.asked[repr(dict(r.params))].pop()
-            self.study.tell(trial, r.loss if r.ok else None,
-                            state=None if r.ok else optuna.trial.TrialState.FAIL)
+            state = TrialState.COMPLETE if r.ok else TrialState.FAIL
+            trial = self.trials.pop(r.id, None)
+            if trial is None:  # an earlier run's result: add it as a finished trial
+                self.study.add_trial(create_trial(
+                    params={k: r.params[k] for k in self.dists}, distributions=self.dists,
+                    value=r.loss if r.ok else None, state=state))
+            else:
+                self.study.tell(trial, r.loss if r.ok else None, state=state)

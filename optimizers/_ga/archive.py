@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .individual import Individual, to_record
 
 POPULATION_FILE = "ga_population.json"
 HALL_OF_FAME_FILE = "ga_hall_of_fame.json"
-EXP_DIR_ENV = "EMEWS_EXP_DIR"
 
 
 def save(population: Sequence[Individual], hall_of_fame: Sequence[Individual],
-         exp_dir: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Write both files into ``exp_dir`` (default: ``$EMEWS_EXP_DIR``); without one, write nothing."""
-    exp_dir = exp_dir if exp_dir is not None else os.environ.get(EXP_DIR_ENV)
-    if not exp_dir:
+         exp_dir: str | os.PathLike[str] | None) -> list[Path]:
+    """Write both files into ``exp_dir`` (atomically); without one, write nothing."""
+    if exp_dir is None:
         return []
     root = Path(exp_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -26,7 +25,19 @@ def save(population: Sequence[Individual], hall_of_fame: Sequence[Individual],
     for name, individuals in ((POPULATION_FILE, population), (HALL_OF_FAME_FILE, hall_of_fame)):
         path = root / name
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps([to_record(i) for i in individuals], indent=2, allow_nan=False) + "\n")
+        records = [json_safe(to_record(i)) for i in individuals]
+        tmp.write_text(json.dumps(records, indent=2, allow_nan=False, default=repr) + "\n")
         tmp.replace(path)
         written.append(path)
     return written
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (which strict JSON cannot hold) as a string: ``"inf"``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

@@ -32,6 +32,18 @@ class Engine:
         self.logbook.header = ["gen", "nevals", "failed", "min", "mean", "best"]
         self.toolbox = make_toolbox(options, evaluator, self.rng)
 
+    def earlier(self) -> list[Individual]:
+        """The earlier runs' evaluations (``evaluator.history``) as scored individuals, best first.
+
+        Failures get the failure policy's fitness; all of them enter the hall of fame's pool.
+        Results whose point is not in the space (the space changed) are left out.
+        """
+        results = [r for r in self.evaluator.history if self.space.contains(r.params)]
+        individuals = [Individual(self.space.validate(r.params)) for r in results]
+        self.policy.assign(individuals, results)
+        self.record(individuals, gen=None)
+        return sorted(individuals, key=lambda ind: ind.fitness, reverse=True)
+
     def record(self, scored: Sequence[Individual], gen: int | None) -> None:
         """Hall of fame update for newly scored individuals; a log line per generation."""
         self.hall_of_fame.update([ind for ind in scored if ind.ok])

@@ -5,6 +5,10 @@ Each generation is one batch through ``toolbox.map``, which is wired to
 pay for a whole generation, the generation is *truncated*: its first
 ``remaining`` new children are evaluated, the others are dropped, and (in
 ``simple``) their places are kept by the best parents. The run then ends.
+
+Resuming: the initial population is the best ``population`` individuals of the earlier
+runs (``evaluator.history``), topped up with random ones when there are fewer; the
+generation count goes on from the generations those evaluations paid for.
 """
 
 from __future__ import annotations
@@ -25,9 +29,13 @@ MAX_EMPTY_GENERATIONS = 100
 
 def run_generational(engine: "Engine") -> list[Individual]:
     opts, toolbox, rng = engine.options, engine.toolbox, engine.rng
-    population = [Individual(engine.space.sample(rng)) for _ in range(opts.population)]
-    population = evaluate_valid(engine, population, gen=0)
-    gen = empty = 0
+    earlier = engine.earlier()
+    population = earlier[:opts.population]
+    fresh = [Individual(engine.space.sample(rng)) for _ in range(opts.population - len(population))]
+    population += evaluate_valid(engine, fresh, gen=0)
+    gen = generations_done(len(earlier), opts.population,
+                           opts.population if opts.strategy == "simple" else opts.lambda_)
+    empty = 0
     while ((opts.generations is None or gen < opts.generations)
            and engine.evaluator.remaining > 0 and empty < MAX_EMPTY_GENERATIONS and population):
         gen += 1
@@ -45,6 +53,11 @@ def run_generational(engine: "Engine") -> list[Individual]:
         else:
             population = toolbox.select(population + offspring, opts.mu)
     return population
+
+
+def generations_done(evaluated: int, population: int, per_generation: int) -> int:
+    """Generations after the initial population that ``evaluated`` earlier evaluations paid for."""
+    return max(-(-(evaluated - population) // max(per_generation, 1)), 0)
 
 
 def evaluate_valid(engine: "Engine", individuals: list[Individual], gen: int) -> list[Individual]:

@@ -9,6 +9,11 @@ tournament-selected parents, uniform crossover with ``cxpb``, mutation with
 ``mutpb``, or always when crossover left the child a copy of its parent) and
 submitted. ``generations`` caps the run at ``population * (generations + 1)``
 evaluations; the budget always caps it.
+
+Resuming: the population starts as the best ``population`` individuals of the earlier
+runs (``evaluator.history``, which also count towards ``generations``); breeding starts
+at once when there are enough of them. Results of tasks an earlier run left running
+(``evaluator.requeued``) are inserted like any other.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ def run_steady_state(engine: "Engine") -> list[Individual]:
     opts, evaluator = engine.options, engine.evaluator
     cap = None if opts.generations is None else opts.population * (opts.generations + 1)
     target = opts.in_flight or evaluator.workers
-    population: list[Individual] = []
+    earlier = engine.earlier()
+    population: list[Individual] = earlier[:opts.population]
     in_flight: dict[int, Individual] = {}
-    state = {"random": 0, "submitted": 0, "arrived": 0}
+    state = {"random": len(population), "submitted": len(earlier), "arrived": len(earlier)}
 
     def breed() -> Individual:
         if state["random"] < opts.population or len(population) < 2:
@@ -50,7 +56,8 @@ def run_steady_state(engine: "Engine") -> list[Individual]:
         if evaluator.pending == 0:
             return population
         for result in evaluator.get(1):
-            insert(engine, population, in_flight.pop(result.id), result)
+            child = in_flight.pop(result.id, None) or Individual(engine.space.validate(result.params))
+            insert(engine, population, child, result)
             state["arrived"] += 1
             if state["arrived"] % opts.population == 0:
                 engine.record_population(population, state["arrived"] // opts.population)
