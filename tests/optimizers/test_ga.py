@@ -277,8 +277,8 @@ def test_async_keeps_every_worker_busy(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- output and options
 
 def test_population_and_hall_of_fame_saved_as_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EMEWS_EXP_DIR", str(tmp_path))
-    trace = ga_run(budget=24, space=mixed_space(), objective=FLAKY, population=6, hall_of_fame=3)
+    trace = run_traced(lambda s: GeneticAlgorithm(seed=s, population=6, hall_of_fame=3), budget=24,
+                       space=mixed_space(), objective=FLAKY, exp_dir=tmp_path)
     population = json.loads((tmp_path / "ga_population.json").read_text())
     hof = json.loads((tmp_path / "ga_hall_of_fame.json").read_text())
     assert len(population) == 6 and len(hof) == 3

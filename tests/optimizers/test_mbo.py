@@ -101,7 +101,6 @@ def test_workflow_file_loads():
 # ------------------------------------------------------------------------------------------ end to end
 
 def test_end_to_end_budget_space_and_report(tmp_path, monkeypatch, caplog):
-    monkeypatch.setenv("EMEWS_EXP_DIR", str(tmp_path / "exp"))
     space = ackley_space()
     seen = []
 
@@ -115,6 +114,7 @@ def test_end_to_end_budget_space_and_report(tmp_path, monkeypatch, caplog):
                 seen.extend(points)
                 return put(points)
             evaluator.put = recording_put
+            evaluator.exp_dir = tmp_path / "exp"   # the experiment directory the runtime would pass
             super().run(evaluator)
 
     with caplog.at_level("INFO", logger="emews.optimizers.mbo"):
