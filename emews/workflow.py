@@ -333,6 +333,7 @@ def check_workflow(workflow: Workflow) -> Any:
     _check_options(workflow, cls, file)
     try:
         optimizer = workflow.make_optimizer()
+        optimizer.check(workflow.space)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc), file=file, key="optimizer.options") from None
     return optimizer
