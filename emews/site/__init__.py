@@ -38,6 +38,13 @@ environment variables are ``EMEWS_ACCOUNT`` (scheduler.account), ``EMEWS_QUEUE``
 malformed values raise :class:`emews.errors.ConfigError` naming the file (or the
 ``--set``/``$VAR`` that set it), the dotted key and what is allowed.
 
+Only ``scheduler.directives`` (one line each), ``environment.setup`` and
+``launcher.args`` are raw.  Account, queue and job name must be one plain word,
+``environment.vars`` names shell identifiers (values are quoted), and the
+experiment directory must fit the scheduler's output directive (quoted for Slurm,
+refused with whitespace, quotes, ``\\`` or ``#`` for PBS and LSF, never a control
+character): every value that reaches ``job.sh`` is checked or quoted.
+
 Rank layout and GPU slots: see :mod:`emews.site.layout`.
 
 Public API::
