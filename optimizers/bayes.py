@@ -231,6 +231,11 @@ class BayesianOptimizer(AskTellOptimizer):
         waiting_since: float | None = None
         poll = 0.002
         try:
+            if evaluator.history and evaluator.remaining > 0:
+                # a resumed run's first proposals come from a model of the earlier results, not fillers
+                proposer.request(max(min(target - evaluator.pending, evaluator.remaining), 1),
+                                 evaluator.remaining)
+                proposer.wait_ready(1)
             while True:
                 room = min(target - evaluator.pending, evaluator.remaining)
                 if room > 0:
