@@ -240,3 +240,20 @@ def test_to_dict_round_trips_through_site_yaml(in_tmp: Path) -> None:
         again = load_site(str(path), environ={})
         assert again.to_dict() == site.to_dict()
         assert again.name == name
+
+
+@pytest.mark.parametrize("body,key,allowed", [
+    ('scheduler: {type: slurm, queue: "gpu debug"}', "scheduler.queue", "not starting with -"),
+    ('scheduler: {type: pbs, job_name: "-N x"}', "scheduler.job_name", "not starting with -"),
+    ('environment: {vars: {"1X": "v"}}', "environment.vars", "shell variable name"),
+    ('scheduler: {type: slurm, directives: ["--exclusive\\ntouch x"]}', "scheduler.directives",
+     "one line"),
+    ('name: "my\\nsite"', "name", "one line"),
+])
+def test_values_that_would_reach_job_sh_unchecked_name_the_site_file(
+        in_tmp: Path, body: str, key: str, allowed: str) -> None:
+    (in_tmp / "bad.yaml").write_text(body + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_site("bad.yaml", environ={})
+    assert (info.value.file, info.value.key) == ("bad.yaml", key)
+    assert allowed in info.value.allowed
