@@ -201,8 +201,8 @@ class Distributor:
     def _commit(self, results: list[Result], busy: int) -> None:
         """Store a batch durably (with the tasks dispatched since the last commit), then hand it
         to the optimizer: what it sees is on disk."""
+        dispatched, self._dispatched = self._dispatched, []   # without a store: dropped
         if self._store is not None:
-            dispatched, self._dispatched = self._dispatched, []
             self._store.commit(dispatched, results)
         if results:
             self._progress.record(results, min(busy, len(self._workers)))
