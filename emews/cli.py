@@ -13,6 +13,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -97,7 +98,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
             print("# submit with: " + shlex.join(site.submit_command(target / "job.sh")))
             return EXIT_OK
     elif args.dry_run:
-        print(" ".join(site.launch_command(workers + 1, job_command(target))))
+        print(shlex.join(site.launch_command(workers + 1, job_command(target))))
         return EXIT_OK
     exp_dir = create_experiment(target, name=workflow.name, workflow=workflow.to_dict(), site=site.to_dict(),
                                 info={"workers": workers, "site": site.name})
@@ -167,6 +168,7 @@ STOP_GRACE_SECONDS = 120.0
 
 def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     """Run the job here; a SIGTERM/SIGINT to this process is forwarded once, then we wait for it."""
+    from emews.runtime.mpi_main import run_exit_status
     from emews.site.jobs import job_command
 
     command = site.local_command(workers + 1, [*job_command(exp_dir), "--lease", lease_token])
@@ -175,6 +177,7 @@ def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     if sys.stderr.isatty():
         env["EMEWS_PROGRESS"] = "tty"
     received: list[int] = []
+    since = time.time()
     try:  # its own session: Ctrl-C reaches only us, and we forward exactly one stop
         proc = subprocess.Popen(command, env=env, start_new_session=True)
     except FileNotFoundError:
@@ -196,8 +199,11 @@ def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if received and status == 0:
+    if received:
         return 128 + received[0]
+    if status == 0:  # the ranks exit 0 to MPI; the run's own status is in summary.json
+        recorded = run_exit_status(exp_dir, since)
+        return EXIT_FAILED if recorded is None else recorded
     return status if status >= 0 else 128 - status
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from emews.errors import ConfigError
 from emews.experiment import CSV_FILE, STORE_FILE, require_experiment
 from emews.results import Result, Status
 from emews.runtime.store import ResultsStore
@@ -72,7 +73,10 @@ def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> in
                            f"COALESCE(host, ''), {_ts('submitted')}, {_ts('started')}, {_ts('finished')} "
                            "FROM results ORDER BY id")
     loads, empty = json.loads, {}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(path)) from None
     rows = 0
     try:
         with os.fdopen(fd, "w", newline="") as fh:

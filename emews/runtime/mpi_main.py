@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from emews.workflow import Workflow, load_workflow
 log = logging.getLogger("emews")
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+SUMMARY_FILE = "summary.json"
 
 
 def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
@@ -112,11 +114,13 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
         log.error("workers did not confirm their stop; aborting the job")
         sys.stderr.flush()
         comm.Abort(status or EXIT_FAILED)  # type: ignore[attr-defined]
-    return status
+    # The run's status is in summary.json (``emews launch`` exits with it). To MPI this rank
+    # exits 0: a rank that exits non-zero makes mpiexec SIGKILL the ranks still finishing.
+    return EXIT_OK
 
 
 def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary) -> int:
-    """summary.json, results.csv and the closing lines; return the exit status."""
+    """summary.json, results.csv and the closing lines; return the run's exit status."""
     csv_path, _ = export_csv(exp_dir, workflow.space.names)
     store = open_store(exp_dir)
     try:
@@ -126,7 +130,13 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
             store.close()
     stopped = summary.interrupted
     problems = dict(summary.worker_errors or {})
-    (exp_dir / "summary.json").write_text(json.dumps({
+    if stopped is not None:
+        status = stopped.exit_status
+    elif summary.error is not None or problems:
+        status = EXIT_FAILED
+    else:
+        status = EXIT_OK
+    write_summary(exp_dir, {
         "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
         "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
                      "resumed": summary.resumed, "requeued": summary.requeued},
@@ -135,15 +145,15 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
                                                  "params": dict(total.best.params)},
         "interrupted": None if stopped is None else stopped.args[0],
         "worker_errors": {str(rank): text for rank, text in problems.items()},
-        "error": None if summary.error is None else str(summary.error), "finished": time.time()},
-        indent=2) + "\n")
+        "error": None if summary.error is None else str(summary.error),
+        "exit_status": status, "finished": time.time()})
     text = summary_text(total, spec.budget, summary.elapsed)
     log.info("finished: %s", text.replace("\n", " | "))
     if stopped is not None:
         log.warning("%s: results so far are stored", stopped)
         print(f"emews: {stopped}: {total.done}/{spec.budget} evaluations stored; continue with: "
               f"emews resume {exp_dir}", file=sys.stderr)
-        return stopped.exit_status
+        return status
     print(text, file=sys.stderr)
     print(f"results: {exp_dir / STORE_FILE} and {csv_path}", file=sys.stderr)
     for rank, text in sorted(problems.items()):
@@ -151,9 +161,28 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         print(f"emews: worker rank {rank}: {lines[0].rstrip(':')}: {lines[-1].strip()} "
               f"(details in {exp_dir / LOG_FILE})", file=sys.stderr)
-    if summary.error is None:
-        return EXIT_FAILED if problems else EXIT_OK
-    detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
-    log.error("run failed: %s\n%s", summary.error, detail)
-    print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
-    return EXIT_FAILED
+    if summary.error is not None:
+        detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
+        log.error("run failed: %s\n%s", summary.error, detail)
+        print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
+    return status
+
+
+def write_summary(exp_dir: Path, data: dict) -> None:
+    """Replace ``summary.json`` atomically."""
+    path = exp_dir / SUMMARY_FILE
+    tmp = path.with_name(f".{SUMMARY_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def run_exit_status(exp_dir: Path, since: float) -> int | None:
+    """The exit status the run that finished after ``since`` recorded (``None``: no such run)."""
+    try:
+        data = json.loads((exp_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("finished"), (int, float)) or data["finished"] < since:
+        return None
+    status = data.get("exit_status")
+    return status if isinstance(status, int) else None

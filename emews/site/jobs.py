@@ -18,9 +18,10 @@ JOB_SCRIPT = "job.sh"
 JOB_RECORD = "job.json"
 
 
-def job_command(exp_dir: Path) -> list[str]:
-    """What every rank runs inside the job."""
-    return [sys.executable or "python3", "-m", "emews", "run", str(exp_dir)]
+def job_command(exp_dir: Path, lease_token: str | None = None) -> list[str]:
+    """What every rank runs inside the job (with the token of the lease the job joins)."""
+    command = [sys.executable or "python3", "-m", "emews", "run", str(exp_dir)]
+    return command + ["--lease", lease_token] if lease_token else command
 
 
 def write_script(path: Path, text: str) -> None:
@@ -40,14 +41,15 @@ def write_script(path: Path, text: str) -> None:
         raise
 
 
-def submit_experiment(site: Site, exp_dir: Path, workers: int, dry_run: bool = False) -> str | None:
+def submit_experiment(site: Site, exp_dir: Path, workers: int, dry_run: bool = False,
+                      lease_token: str | None = None) -> str | None:
     """Write ``exp_dir/job.sh`` and, unless ``dry_run``, submit it and record ``job.json``.
 
     Every ConfigError (account, walltime, sizes, GPUs) is raised before anything
     is submitted.  Returns the job id, or None on a dry run.
     """
     exp_dir = Path(exp_dir).resolve()
-    script_text = site.render_batch_script(exp_dir, workers, job_command(exp_dir))
+    script_text = site.render_batch_script(exp_dir, workers, job_command(exp_dir, lease_token))
     exp_dir.mkdir(parents=True, exist_ok=True)
     script = exp_dir / JOB_SCRIPT
     write_script(script, script_text)

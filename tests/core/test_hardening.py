@@ -1,0 +1,295 @@
+"""The core under hard conditions, under a real ``mpiexec``: large messages, one owner per
+experiment, stop signals, resume that continues, process trees, shutdown that always ends.
+
+Each test names the finding of ``shared/findings/reliability-2026-11.md`` it covers.
+Synchronisation is by events (files the objective writes, processes seen), never by sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testutil import TESTS, EmewsCommand, wait_until, write_workflow
+
+RUGGED = TESTS / "objectives" / "rugged.py"
+
+
+def rows(exp: Path) -> list[dict]:
+    db = sqlite3.connect(exp / "results.db")
+    db.row_factory = sqlite3.Row
+    out = [dict(r) for r in db.execute("SELECT * FROM results ORDER BY id")]
+    db.close()
+    return out
+
+
+def rugged(folder: Path, mode: str, budget: int, *, isolation: str = "process", name: str = "wf",
+           extra_space: dict | None = None, optimizer: dict | None = None, **task) -> Path:
+    space = {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": mode},
+             **(extra_space or {})}
+    return write_workflow(folder, name, objective={"module": str(RUGGED)}, space=space,
+                          optimizer=optimizer or {"name": "random", "options": {"seed": 3}},
+                          budget={"evaluations": budget}, task={"isolation": isolation, **task})
+
+
+def tagged_pids(token: str) -> list[int]:
+    """Processes started by this test's commands (their environment carries its token)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and token.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def started(events: Path) -> set[int]:
+    return {int(p.name.split("-")[1]) for p in events.glob("started-*")}
+
+
+@pytest.fixture
+def gate(emews_cmd: EmewsCommand, tmp_path: Path) -> tuple[Path, Path]:
+    events, gate_file = tmp_path / "events", tmp_path / "gate"
+    events.mkdir()
+    emews_cmd.env.update(RUGGED_EVENTS=str(events), RUGGED_GATE=str(gate_file))
+    return events, gate_file
+
+
+# --------------------------------------------------------------------------- wire protocol
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_large_messages_both_ways_do_not_deadlock(emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """Issue 8 (1): an 8 KB parameter in, a 4,000-float curve out, workers handed tasks ahead."""
+    wf = rugged(tmp_path, "big", 400, isolation=isolation,
+                extra_space={"blob": {"type": "constant", "value": "b" * 8192}})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    stored = rows(tmp_path / "exp")
+    assert len(stored) == 400 and {r["status"] for r in stored} == {"ok"}
+    assert len(json.loads(stored[-1]["metrics"])["curve"]) == 4000
+
+
+# --------------------------------------------------------------------------- one owner
+def test_resume_while_running_is_refused_and_nothing_is_overwritten(emews_cmd, tmp_path: Path, gate) -> None:
+    """6d: a second owner is exit 2 naming the holder; rows never exceed the budget."""
+    events, gate_file = gate
+    wf = rugged(tmp_path, "wait", 6)
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: len(started(events)) >= 2, timeout=120), job.stderr
+    second = emews_cmd("resume", "exp", timeout=120)
+    assert second.returncode == 2, second.stderr
+    assert "in use by emews" in second.stderr and f"pid {job.pid}" in second.stderr
+    assert "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
+    gate_file.touch()
+    assert job.wait(timeout=180) == 0, job.stderr.read()
+    stored = rows(tmp_path / "exp")
+    assert [r["id"] for r in stored] == list(range(6))
+    assert not (tmp_path / "exp" / "lease.json").exists()
+
+
+def test_two_launches_into_one_directory_one_wins_cleanly(emews_cmd, tmp_path: Path) -> None:
+    """6c: the loser gets one line and exit 2, never a traceback."""
+    wf = rugged(tmp_path, "ok", 20)
+    procs = [emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "same") for _ in range(2)]
+    outcomes = sorted((p.wait(timeout=180), p.stderr.read()) for p in procs)
+    assert [code for code, _ in outcomes] == [0, 2], outcomes
+    assert "Traceback" not in outcomes[1][1] and "already exists" in outcomes[1][1]
+    assert len(rows(tmp_path / "same")) == 20
+
+
+def test_a_stale_lease_of_a_dead_run_is_taken_over(emews_cmd, tmp_path: Path) -> None:
+    wf = rugged(tmp_path, "ok", 8)
+    assert emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", "--set",
+                     "budget.evaluations=4", timeout=180).returncode == 0
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "exp" / "lease.json").write_text(json.dumps(
+        {"token": "old", "owners": [{"host": os.uname().nodename, "pid": dead.pid, "started": 1.0}]}))
+    proc = emews_cmd("resume", "exp", "--set", "budget.evaluations=8", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["id"] for r in rows(tmp_path / "exp")] == list(range(8))
+
+
+# --------------------------------------------------------------------------- resume
+def test_resume_of_a_finished_experiment_has_nothing_to_do(emews_cmd, tmp_path: Path) -> None:
+    """Issue 8 (2): a finished 16-evaluation bayes run resumed gave 22 rows."""
+    wf = rugged(tmp_path, "ok", 16, optimizer={"name": "bayes", "options": {"seed": 1}})
+    assert emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300).returncode == 0
+    proc = emews_cmd("resume", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert len(rows(tmp_path / "exp")) == 16
+    assert "16 earlier evaluations" in proc.stderr
+    extended = emews_cmd("resume", "exp", "--set", "budget.evaluations=20", timeout=300)
+    assert extended.returncode == 0, extended.stderr
+    assert [r["id"] for r in rows(tmp_path / "exp")] == list(range(20))
+
+
+# --------------------------------------------------------------------------- stop signals
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_stores_what_arrived_and_resume_reruns_the_interrupted(emews_cmd, tmp_path: Path,
+                                                                            gate, sig) -> None:
+    """2e, 2f: the signal to ``emews launch`` stops the job (nothing orphaned), one line, 128+N;
+    summary and CSV are written; resume runs the interrupted tasks again, with their ids."""
+    events, gate_file = gate
+    wf = rugged(tmp_path, "wait", 10)
+    job = emews_cmd.popen("launch", str(wf), "--workers", "3", "--exp-dir", "exp")
+    assert wait_until(lambda: len(started(events)) >= 3, timeout=120)
+    in_flight = started(events)
+    job.send_signal(sig)
+    assert job.wait(timeout=180) == 128 + sig
+    err = job.stderr.read()
+    assert "Traceback" not in err and "stopped by SIG" in err and "emews resume" in err and "BAD TERMINATION" not in err
+    exp = tmp_path / "exp"
+    assert json.loads((exp / "summary.json").read_text())["interrupted"].startswith("stopped by SIG")
+    assert (exp / "results.csv").is_file()
+    assert emews_cmd.leftover_processes() == []
+    assert not in_flight & {r["id"] for r in rows(exp)}  # killed mid-task: no result for them
+    gate_file.touch()
+    proc = emews_cmd("resume", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    stored = rows(exp)
+    assert [r["id"] for r in stored] == list(range(10)) and {r["status"] for r in stored} == {"ok"}
+    assert f"{len(in_flight)} interrupted tasks run again" in proc.stderr
+
+
+def test_kill_minus_nine_then_resume_reruns_in_flight_tasks_once(emews_cmd, tmp_path: Path, gate) -> None:
+    """2a with in-flight work: tasks running at a SIGKILL are run again on resume, with their ids."""
+    events, gate_file = gate
+    wf = rugged(tmp_path, "wait", 6)
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: len(started(events)) >= 2, timeout=120)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    for pid in tagged_pids(emews_cmd.token):  # the ranks live in process groups of their own
+        os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not emews_cmd.leftover_processes(), timeout=60)
+    gate_file.touch()
+    proc = emews_cmd("resume", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["id"] for r in rows(tmp_path / "exp")] == list(range(6))
+
+
+# --------------------------------------------------------------------------- process trees
+def test_a_crash_after_a_fork_is_a_crash_and_nothing_is_left_behind(emews_cmd, tmp_path: Path) -> None:
+    """1b, 1c: no task timeout; a grandchild holds the socket while the child segfaults."""
+    wf = rugged(tmp_path, "fork_then_crash", 3, timeout=None)
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    stored = rows(tmp_path / "exp")
+    assert [r["status"] for r in stored] == ["crashed"] * 3
+    assert all("SIGSEGV" in r["error"] for r in stored)
+    assert emews_cmd.leftover_processes() == []
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_forked_grandchildren_are_killed_and_the_job_ends(emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """1c, 1e: forks outlived the run; inline, they kept the job from ever ending."""
+    wf = rugged(tmp_path, "fork_sleep", 4, isolation=isolation)
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["status"] for r in rows(tmp_path / "exp")] == ["ok"] * 4
+    assert emews_cmd.leftover_processes() == []
+
+
+def test_a_forked_copy_returning_from_run_does_not_act_as_the_worker(emews_cmd, tmp_path: Path) -> None:
+    wf = rugged(tmp_path, "fork_return", 5, isolation="inline")
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["id"] for r in rows(tmp_path / "exp")] == list(range(5))
+    assert emews_cmd.leftover_processes() == []
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_a_teardown_that_raises_is_reported(emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """Issue 8 (4): it used to stall shutdown 60 s and report success."""
+    emews_cmd.env["RUGGED_TEARDOWN"] = "raise"
+    wf = rugged(tmp_path, "ok", 4, isolation=isolation)
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=180)
+    assert proc.returncode == 1
+    assert "teardown exploded on purpose" in proc.stderr and "worker rank" in proc.stderr
+    assert len(rows(tmp_path / "exp")) == 4
+    errors = json.loads((tmp_path / "exp" / "summary.json").read_text())["worker_errors"]
+    assert set(errors) == {"1", "2"}
+
+
+def test_run_dirs_exist_only_for_tasks_that_wrote_output_and_are_sharded(emews_cmd, tmp_path: Path) -> None:
+    wf = rugged(tmp_path, "print", 3)
+    assert emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "a", timeout=180).returncode == 0
+    assert (tmp_path / "a/runs/000/000002/stdout.txt").read_text() == "hello from task 2\n"
+    wf = rugged(tmp_path, "ok", 3, name="quiet")
+    assert emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "b", timeout=180).returncode == 0
+    assert [p.name for p in (tmp_path / "b/runs").iterdir() if not p.name.startswith(".")] == []
+
+
+# --------------------------------------------------------------------------- site environment
+def test_site_environment_and_thread_counts_reach_the_objective_on_local(emews_cmd, tmp_path: Path) -> None:
+    """Issue 8 (7): environment.vars/setup were dropped on local; threads follow the cores per worker."""
+    site = tmp_path / "mysite.yaml"
+    site.write_text(yaml.safe_dump({"extends": "local", "environment": {
+        "vars": {"SITE_VAR": "from-site"}, "setup": ["export SETUP_VAR=from-setup"]}}))
+    wf = rugged(tmp_path, "env", 3)
+    proc = emews_cmd("launch", str(wf), "--site", str(site), "--workers", "3", "--exp-dir", "exp", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    expected_threads = str(max(1, len(os.sched_getaffinity(0)) // 4))
+    for r in rows(tmp_path / "exp"):
+        metrics = json.loads(r["metrics"])
+        assert metrics == {"SITE_VAR": "from-site", "SETUP_VAR": "from-setup", "OMP_NUM_THREADS": expected_threads}
+    emews_cmd.env["OMP_NUM_THREADS"] = "7"  # the user's choice wins
+    proc = emews_cmd("launch", str(wf), "--site", str(site), "--workers", "1", "--exp-dir", "exp2", timeout=180)
+    assert {json.loads(r["metrics"])["OMP_NUM_THREADS"] for r in rows(tmp_path / "exp2")} == {"7"}
+
+
+# --------------------------------------------------------------------------- the store
+@pytest.fixture
+def finished(emews_cmd, tmp_path: Path) -> Path:
+    wf = rugged(tmp_path, "ok", 30)
+    assert emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "done", timeout=180).returncode == 0
+    return tmp_path / "done"
+
+
+def test_concurrent_results_commands_all_succeed(emews_cmd, finished: Path) -> None:
+    """6b: a shared temp file made 20 of 75 concurrent calls fail."""
+    procs = [emews_cmd.popen("results", str(finished)) for _ in range(12)]
+    codes = [(p.wait(timeout=180), p.stderr.read()) for p in procs]
+    assert all(code == 0 for code, _ in codes), codes
+    assert len((finished / "results.csv").read_text().splitlines()) == 31
+    assert not [p for p in finished.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_status_and_results_on_a_read_only_experiment(emews_cmd, finished: Path, tmp_path: Path) -> None:
+    """3l: they needed write access (traceback on a read-only mount)."""
+    ro = tmp_path / "ro"
+    shutil.copytree(finished, ro / "exp")
+    before = sorted(p.name for p in (ro / "exp").iterdir())
+    if subprocess.run(["mount", "-o", "bind,ro", str(ro), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("no bind mounts here (needs root)")
+    try:
+        status = emews_cmd("status", str(ro / "exp"))
+        assert status.returncode == 0, status.stderr
+        assert "30/30 evaluations: 30 ok" in status.stdout and "not running" in status.stdout
+        results = emews_cmd("results", str(ro / "exp"))
+        assert results.returncode == 2 and "Traceback" not in results.stderr  # cannot write the CSV there
+        assert sorted(p.name for p in (ro / "exp").iterdir()) == before
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+def test_a_corrupt_store_is_a_clear_error_not_a_hung_job(emews_cmd, finished: Path) -> None:
+    """3l: resume on a corrupt store printed a traceback and hung forever."""
+    for suffix in ("-wal", "-shm"):
+        Path(f"{finished}/results.db{suffix}").unlink(missing_ok=True)
+    (finished / "results.db").write_bytes(os.urandom(4096))
+    for command in ("resume", "status"):
+        proc = emews_cmd(command, str(finished), timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "results.db" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (finished / "lease.json").exists()
