@@ -5,15 +5,75 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FAULTY = TESTS / "objectives" / "faulty.py"
+GATED = TESTS / "objectives" / "gated.py"
+
+
+def wait_until(done: Callable[[], Any], timeout: float = 60.0, poll: float = 0.02) -> Any:
+    """Poll ``done()`` until it returns something true (returned) or ``timeout`` passes (its last value).
+
+    The timeout is a generous safety net against a hang, never a measurement."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = done()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(poll)
+
+
+class EventLog:
+    """Events recorded from any thread, numbered in the order they happened.
+
+    Tests prove overlap and order with it ("a task started while a refit ran"), never durations.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.events: list[tuple[str, Any]] = []
+
+    def record(self, kind: str, key: Any = None) -> int:
+        """Append one event; return its sequence number."""
+        with self._cond:
+            self.events.append((kind, key))
+            self._cond.notify_all()
+            return len(self.events) - 1
+
+    def clear(self) -> None:
+        with self._cond:
+            self.events.clear()
+
+    def seqs(self, kind: str) -> dict[Any, int]:
+        """Key -> sequence number of the first ``kind`` event with that key."""
+        with self._cond:
+            found: dict[Any, int] = {}
+            for seq, (k, key) in enumerate(self.events):
+                if k == kind:
+                    found.setdefault(key, seq)
+            return found
+
+    def spans(self, begin: str, end: str) -> list[tuple[int, int]]:
+        """(begin, end) sequence numbers of every ``begin`` event matched by the ``end`` of its key."""
+        ends = self.seqs(end)
+        return sorted((seq, ends[key]) for key, seq in self.seqs(begin).items() if key in ends)
+
+    def wait_for(self, kind: str, timeout: float = 60.0) -> bool:
+        """Block until a ``kind`` event was recorded (or ``timeout``); whether it was."""
+        with self._cond:
+            return self._cond.wait_for(lambda: any(k == kind for k, _ in self.events), timeout)
+
+
+#: the log that objectives run in worker threads (``run_in_threads``) and the test share
+EVENTS = EventLog()
 
 
 class EmewsCommand:
@@ -34,6 +94,13 @@ class EmewsCommand:
     def popen(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "emews", *args], cwd=self.cwd, env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def leftovers_after_exit(self, timeout: float = 30.0) -> list[str]:
+        """Leftover processes once the dying ones had ``timeout`` to go (children of killed ranks
+        die with their parents, PDEATHSIG, but not at the same instant)."""
+        if wait_until(lambda: not self.leftover_processes(), timeout):
+            return []
+        return self.leftover_processes()
 
     def leftover_processes(self) -> list[str]:
         """Command lines of live processes that carry this command's token (orphans)."""
