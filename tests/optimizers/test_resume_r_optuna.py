@@ -11,13 +11,15 @@ from typing import Any
 import pytest
 
 from emews.cli import main
+from emews.evaluator import Evaluator
 from emews.optimizers.mbo import MBO
+from emews.queues import QueuePair
 from emews.optimizers.sweep import Sweep
 from emews.plugins import path_options
 from emews.rbridge import ROptimizer
 from emews.space import Categorical, Float, Int, Space
 
-from test_resume import SPACE, history, result, resumed_run
+from test_resume import SPACE, Answerer, history, result, resumed_run, task
 
 needs_r = pytest.mark.skipif(importlib.util.find_spec("rpy2") is None, reason="rpy2 is not installed")
 
@@ -70,6 +72,18 @@ def test_a_finished_mbo_resume_proposes_nothing(tmp_path: Path) -> None:
     assert trace.points == [] and probe.first_batch is None
     report = json.loads((tmp_path / "mbo.json").read_text())
     assert report["finished"] and report["summary"]["evaluations"] == 10
+
+
+@needs_r
+def test_mbo_takes_in_results_of_requeued_tasks() -> None:
+    queues = QueuePair()
+    running = task(10, {"x": 0.25, "n": 5, "c": "b"})
+    ev = Evaluator(queues, MIXED, workers=2, budget=16, history=mixed_history(10), requeue=[running])
+    mbo = MBO(seed=0, n_initial=8, candidates=300)
+    with Answerer(queues) as answerer:
+        mbo.run(ev)
+    assert 10 in answerer.answered and len(answerer.answered) == 16 - 10
+    assert mbo.value["evaluations"] == 16                    # history, the requeued task and 5 new ones
 
 
 @needs_r
