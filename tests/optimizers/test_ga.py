@@ -233,45 +233,73 @@ def test_seed_option_overrides_the_run_seed() -> None:
 
 SLEEPY = '''
 import json, time, zlib
+import emews
+from testutil import EVENTS
+
 def run(params):
+    task = emews.current_task().task_id
     slow = zlib.crc32(json.dumps(params, sort_keys=True).encode()) % 6 == 0
-    time.sleep(0.06 if slow else 0.006)
+    if slow:
+        EVENTS.record("straggler", task)
+    EVENTS.record("start", task)
+    time.sleep(0.3 if slow else 0.006)
+    EVENTS.record("end", task)
     return sum(v * v for v in params.values())
 '''
 
 
-def _busy_fraction(trace: Any, workers: int) -> float:
-    busy = sum(r.finished - r.started for r in trace.results)
-    return busy / (workers * trace.summary.elapsed)
+def _ran_beside_stragglers(submitted: dict[int, int], events: Any) -> list[int]:
+    """Tasks submitted after a straggler started that finished before it ended."""
+    starts, ends = events.seqs("start"), events.seqs("end")
+    return [task for task, mark in submitted.items() for slow in events.seqs("straggler")
+            if starts[slow] < mark and ends.get(task, math.inf) < ends[slow]]
 
 
-def test_async_keeps_every_worker_busy(tmp_path: Path) -> None:
+def test_async_keeps_every_worker_busy(tmp_path: Path, events: Any) -> None:
+    """Async: whenever the GA waits while budget is left, every worker has an evaluation, and
+    while a straggler runs, new offspring are submitted and finish beside it. A synchronous
+    generation submits nothing until its straggler is back."""
     objective = tmp_path / "sleepy.py"
     objective.write_text(SLEEPY)
     ref = ObjectiveRef(str(objective))
     space = Space({"a": Float(-1.0, 1.0), "b": Float(-1.0, 1.0)})
     waits: list[tuple[int, int]] = []
+    submitted: dict[int, int] = {}   # task id -> event number just before it was submitted
 
     class Probe(Optimizer):
         def __init__(self, strategy: str) -> None:
             self.inner = GeneticAlgorithm(population=8, seed=0, strategy=strategy)
 
         def run(self, evaluator: Evaluator) -> None:
-            original = evaluator.get
+            get, put, map_ = evaluator.get, evaluator.put, evaluator.map
 
-            def get(n: int = 1, timeout: float | None = None) -> list[Result]:
+            def probed_get(n: int = 1, timeout: float | None = None) -> list[Result]:
                 waits.append((evaluator.pending, evaluator.remaining))
-                return original(n, timeout)
+                return get(n, timeout)
 
-            evaluator.get = get
+            def probed_put(points: Any) -> list[int]:
+                mark = events.record("submit")
+                ids = put(points)
+                submitted.update(dict.fromkeys(ids, mark))
+                return ids
+
+            def probed_map(points: Any) -> list[Result]:
+                mark = events.record("submit")
+                results = map_(points)
+                submitted.update(dict.fromkeys((r.id for r in results), mark))
+                return results
+
+            evaluator.get, evaluator.put, evaluator.map = probed_get, probed_put, probed_map
             self.inner.run(evaluator)
 
     workers = 4
-    trace = run_traced(lambda s: Probe("async"), budget=64, workers=workers, space=space, objective=ref)
-    # whenever the GA waits while budget is left, every worker has an evaluation
+    run_traced(lambda s: Probe("async"), budget=64, workers=workers, space=space, objective=ref)
     assert waits and all(pending == workers for pending, remaining in waits if remaining > 0)
-    sync = run_traced(lambda s: Probe("simple"), budget=64, workers=workers, space=space, objective=ref)
-    assert _busy_fraction(trace, workers) > _busy_fraction(sync, workers)
+    assert events.seqs("straggler") and _ran_beside_stragglers(submitted, events)
+    events.clear()
+    submitted.clear()
+    run_traced(lambda s: Probe("simple"), budget=64, workers=workers, space=space, objective=ref)
+    assert events.seqs("straggler") and _ran_beside_stragglers(submitted, events) == []
 
 
 # --------------------------------------------------------------------------- output and options
