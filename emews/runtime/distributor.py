@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from typing import Sequence
 
 from emews.queues import QueuePair
@@ -38,6 +39,10 @@ class Distributor:
     #: while tasks run, results are looked for at least every ``poll_latency_share`` of a
     #: task's mean run time, within these bounds (seconds): short tasks get a prompt answer,
     #: long ones cost the optimizer rank almost no CPU
+    #: a task is recorded in the store's tasks table once it has run this long (seconds), so
+    #: short tasks cost one row, not two; a task dispatched less than this before a kill -9 is
+    #: not re-run by ``emews resume`` (a stop signal records every running task)
+    record_after = 0.5
     poll_latency_share = 0.0025
     poll_latency_min = 100e-6
     poll_latency_max = 1e-3
@@ -56,7 +61,7 @@ class Distributor:
         self._in_flight: dict[int, Task] = {}
         self._held: dict[int, set[int]] = {rank: set() for rank in self._workers}  # task ids per worker
         self._received: list[Result] = []   # not yet stored nor delivered
-        self._dispatched: list[Task] = []   # new tasks handed out, not yet recorded in the store
+        self._dispatched: deque[tuple[float, Task]] = deque()  # (when, task) not yet recorded
         self._slots = WorkerSlots(self._workers, prefetch=self.prefetch)
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
@@ -115,9 +120,10 @@ class Distributor:
             backoff.idle()
 
     def _flush_received(self) -> None:
+        """Store everything that arrived and every task still running (``emews resume`` reruns those)."""
         if self._received or self._dispatched:
             received, self._received = self._received, []
-            self._commit(received, 0)
+            self._commit(received, 0, every_task=True)
 
     def _handle(self, msg: Message) -> bool:
         """Take one message from a worker; whether it carried results."""
@@ -161,25 +167,26 @@ class Distributor:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
                 held = self._held[rank]
+                now = clock()
                 for task in batch:
                     in_flight[task.id] = task
                     held.add(task.id)
                     if not task.attempt:
-                        self._dispatched.append(task)
+                        self._dispatched.append((now, task))
                 transport.send(batch, rank, Tag.TASK)
                 progressed = True
             self._progress.busy = min(len(in_flight), len(self._workers))
-            rows = len(self._received) + len(self._dispatched)
-            if rows:
-                if not first_pending:
-                    first_pending = clock()
-                starving = bool(slots) and not tasks  # workers wait for the optimizer's next points
-                if (starving or not in_flight or rows >= self.commit_rows
-                        or clock() - first_pending >= self.commit_interval):
-                    received, self._received = self._received, []
-                    self._commit(received, len(in_flight))
-                    first_pending = 0.0
-                    progressed = True
+            received = self._received
+            if received and not first_pending:
+                first_pending = clock()
+            starving = bool(slots) and not tasks  # workers wait for the optimizer's next points
+            if (received and (starving or not in_flight or len(received) >= self.commit_rows
+                              or clock() - first_pending >= self.commit_interval)) \
+                    or (self._dispatched and clock() - self._dispatched[0][0] >= self.record_after):
+                self._received = []
+                self._commit(received, len(in_flight))
+                first_pending = 0.0
+                progressed = True
             if progressed:
                 backoff.reset()
                 continue
@@ -198,15 +205,26 @@ class Distributor:
             return cls.poll_latency_max
         return min(cls.poll_latency_max, max(cls.poll_latency_min, mean_run * cls.poll_latency_share))
 
-    def _commit(self, results: list[Result], busy: int) -> None:
-        """Store a batch durably (with the tasks dispatched since the last commit), then hand it
-        to the optimizer: what it sees is on disk."""
-        dispatched, self._dispatched = self._dispatched, []   # without a store: dropped
+    def _commit(self, results: list[Result], busy: int, every_task: bool = False) -> None:
+        """Store a batch durably (with the tasks that have run ``record_after`` seconds, or all
+        running ones when ``every_task``), then hand it to the optimizer: what it sees is on disk."""
+        running = self._running_tasks(every_task)
         if self._store is not None:
-            self._store.commit(dispatched, results)
+            self._store.commit(running, results)
         if results:
             self._progress.record(results, min(busy, len(self._workers)))
             self._queues.deliver(results)
+
+
+    def _running_tasks(self, every_task: bool) -> list[Task]:
+        """Tasks dispatched ``record_after`` seconds ago (all when ``every_task``) that still run."""
+        dispatched, in_flight, out = self._dispatched, self._in_flight, []
+        horizon = time.perf_counter() - self.record_after
+        while dispatched and (every_task or dispatched[0][0] <= horizon):
+            task = dispatched.popleft()[1]
+            if task.id in in_flight:
+                out.append(task)
+        return out
 
 
 class WorkersGone(RuntimeError):

@@ -101,4 +101,15 @@ def _alive(pid: int) -> bool:
 def strays(parent: int, keep: Iterable[int] = ()) -> list[int]:
     """Children of ``parent`` other than ``keep`` (zombies included, so they can be reaped)."""
     kept = set(keep)
+    if parent == os.getpid() and not kept and not has_children():
+        return []
     return [c for c in children(parent) if c not in kept]
+
+
+def has_children() -> bool:
+    """Whether this process has any child, running or exited (one system call, no /proc scan)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True

@@ -53,6 +53,18 @@ def tagged_pids(token: str) -> list[int]:
     return found
 
 
+def recorded_tasks(exp: Path) -> int:
+    """Running tasks the store knows of (a task is recorded once it has run a moment)."""
+    try:
+        db = sqlite3.connect(f"file:{exp / 'results.db'}?mode=ro", uri=True)
+        try:
+            return db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+
+
 def started(events: Path) -> set[int]:
     return {int(p.name.split("-")[1]) for p in events.glob("started-*")}
 
@@ -166,7 +178,7 @@ def test_kill_minus_nine_then_resume_reruns_in_flight_tasks_once(emews_cmd, tmp_
     events, gate_file = gate
     wf = rugged(tmp_path, "wait", 6)
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
-    assert wait_until(lambda: len(started(events)) >= 2, timeout=120)
+    assert wait_until(lambda: len(started(events)) >= 2 and recorded_tasks(tmp_path / "exp") >= 2, timeout=120)
     os.killpg(job.pid, signal.SIGKILL)
     job.wait()
     for pid in tagged_pids(emews_cmd.token):  # the ranks live in process groups of their own
