@@ -1,8 +1,13 @@
 """Dispatch benchmark: emews against mpi4py.futures on the same rank count, in one process tree.
 
-    python bench/dispatch.py [--workers 3] [--tasks 50000] [--repeats 5]
+    python bench/dispatch.py [--workers 3] [--tasks 50000] [--cli-tasks 150000] [--repeats 5]
 
 Prints, as medians over the repeats:
+  * what a user gets: ``emews launch`` of a workflow with six parameters of every type,
+    a no-op objective (``task.isolation: inline``, the only setting that is not a default),
+    the progress line on, and the end of the run (CSV, summary) included: tasks/s of the
+    whole command and of the run itself, and the time ``emews results`` takes to rewrite the
+    CSV of that store;
   * end-to-end no-op tasks/s: random optimizer, inline objective, SQLite store on
     (emews) and ``MPIPoolExecutor.map(chunksize=1)`` (mpi4py.futures);
   * median round trip of one task at a time (emews ``evaluator.map([p])``,
@@ -30,6 +35,42 @@ MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 
 def noop(_: object = None) -> float:
     return 0.0
+
+
+USER_WORKFLOW = """\
+optimizer: {{name: random, options: {{seed: 1}}}}
+objective: {{module: {module}, function: noop}}
+space:
+  x: {{type: float, lower: 0, upper: 1}}
+  lr: {{type: float, lower: 1.0e-5, upper: 1.0e-1, log: true}}
+  units: {{type: int, lower: 8, upper: 512}}
+  act: {{type: categorical, values: [relu, tanh, sigmoid]}}
+  batch: {{type: ordered, values: [16, 32, 64, 128]}}
+  epochs: {{type: constant, value: 10}}
+budget: {{evaluations: {tasks}}}
+task: {{isolation: inline}}
+"""
+
+
+def run_cli(args: argparse.Namespace) -> dict[str, float]:
+    """``emews launch`` as a user runs it, then ``emews results`` on its store."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wf = Path(tmp) / "noop.yaml"
+        wf.write_text(USER_WORKFLOW.format(module=HERE, tasks=args.cli_tasks))
+        exp = Path(tmp) / "exp"
+        emews = [sys.executable, "-m", "emews"]
+        t0 = time.perf_counter()
+        proc = subprocess.run([*emews, "launch", str(wf), "--workers", str(args.workers), "--exp-dir", str(exp)],
+                              capture_output=True, text=True, timeout=1800)
+        whole = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"emews launch failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        elapsed = json.loads((exp / "summary.json").read_text())["elapsed"]
+        t0 = time.perf_counter()
+        subprocess.run([*emews, "results", str(exp)], check=True, capture_output=True, timeout=600)
+        results = time.perf_counter() - t0
+    return {"whole_per_s": args.cli_tasks / whole, "in_run_per_s": args.cli_tasks / elapsed,
+            "results_s": results}
 
 
 # --- children (run under mpiexec) -------------------------------------------------
@@ -175,6 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=50_000)
+    parser.add_argument("--cli-tasks", type=int, default=150_000, help="evaluations of the emews launch run")
     parser.add_argument("--latency-tasks", type=int, default=2_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--idle", type=float, default=6.0, help="seconds of the idle phase (emews)")
@@ -190,22 +232,31 @@ def main() -> None:
 
     print(f"{args.workers} workers ({args.workers + 1} ranks) on {os.cpu_count()} cores; "
           f"{args.tasks} no-op tasks, {args.latency_tasks} round trips; {args.repeats} repeats", flush=True)
-    rows: dict[str, list[dict]] = {"emews": [], "futures": []}
+    rows: dict[str, list[dict]] = {"emews": [], "futures": [], "cli": []}
     idles: list[float] = []
     for i in range(args.repeats):
+        cli_row = run_cli(args)
         emews_row, idle_pct = run_child("emews", args, idle=args.idle)
         futures_row, _ = run_child("futures", args)
+        rows["cli"].append(cli_row)
         rows["emews"].append(emews_row)
         rows["futures"].append(futures_row)
         if idle_pct is not None:
             idles.append(idle_pct)
-        print(f"  repeat {i + 1}: emews {emews_row['tasks_per_s']:,.0f}/s {emews_row['round_trip_us']:.0f} us | "
-              f"futures {futures_row['tasks_per_s']:,.0f}/s {futures_row['round_trip_us']:.0f} us", flush=True)
+        print(f"  repeat {i + 1}: launch {cli_row['whole_per_s']:,.0f}/s whole, {cli_row['in_run_per_s']:,.0f}/s "
+              f"in run, results {cli_row['results_s']:.2f} s | runtime {emews_row['tasks_per_s']:,.0f}/s "
+              f"{emews_row['round_trip_us']:.0f} us | futures {futures_row['tasks_per_s']:,.0f}/s "
+              f"{futures_row['round_trip_us']:.0f} us", flush=True)
 
     def med(kind: str, key: str) -> float:
         return statistics.median(r[key] for r in rows[kind])
 
     print()
+    print(f"emews launch, {args.cli_tasks:,} evaluations (progress on, CSV and summary included):")
+    print(f"  whole command {med('cli', 'whole_per_s'):,.0f} tasks/s, in run {med('cli', 'in_run_per_s'):,.0f}"
+          f" tasks/s ({med('cli', 'whole_per_s') / med('futures', 'tasks_per_s'):.1f}x mpi4py.futures); "
+          f"emews results of that store: {med('cli', 'results_s'):.2f} s")
+    print("runtime called directly (no CLI), and mpi4py.futures:")
     print(f"{'system':<22}{'tasks/s':>12}{'round trip (us)':>18}")
     for kind, label in (("emews", "emews"), ("futures", "mpi4py.futures")):
         print(f"{label:<22}{med(kind, 'tasks_per_s'):>12,.0f}{med(kind, 'round_trip_us'):>18.0f}")

@@ -143,10 +143,12 @@ class Distributor:
             if stopped.error:
                 self.worker_errors[msg.source] = stopped.error
             if not self._closing:  # a worker that stopped on its own (a signal) gets no more tasks;
-                self._slots.retire(msg.source)  # its unfinished tasks stay unfinished in the store
-                for task_id in self._held[msg.source]:
-                    self._in_flight.pop(task_id, None)
+                self._slots.retire(msg.source)  # its unfinished ones are recorded and go to the others
+                dropped = [self._in_flight.pop(i) for i in sorted(self._held[msg.source], reverse=True)]
                 self._held[msg.source].clear()
+                if self._store is not None:
+                    self._store.commit([t for t in dropped if not t.attempt])
+                self._queues.tasks.extendleft(dropped)
         return False
 
     def _loop(self) -> None:

@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS tasks (
 COLUMNS = ("id", "status", "objective", "loss", "params", "metrics", "error", "rank", "host",
            "submitted", "started", "finished")
 _INSERT_RESULT = f"INSERT INTO results VALUES ({','.join('?' * len(COLUMNS))})"
-_INSERT_TASK = "INSERT INTO tasks (id, params, seed, submitted) VALUES (?,?,?,?)"
+# a task's row may be written twice (a task handed to another worker): the same facts, kept once
+_INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted) VALUES (?,?,?,?)"
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
