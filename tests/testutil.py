@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -104,7 +105,11 @@ class EmewsCommand:
 
     def leftover_processes(self) -> list[str]:
         """Command lines of live processes that carry this command's token (orphans)."""
-        found = []
+        return list(self.processes().values())
+
+    def processes(self) -> dict[int, str]:
+        """Pid -> command line of every live process that carries this command's token."""
+        found = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
@@ -112,10 +117,19 @@ class EmewsCommand:
                 if self.token.encode() in (entry / "environ").read_bytes():
                     state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
                     if state != "Z":
-                        found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+                        found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
         return found
+
+    def kill_all(self) -> None:
+        """SIGKILL every process of the job at once (launch, mpiexec, ranks, objective children),
+        as a node failure or a walltime kill does."""
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def write_workflow(folder: Path, name: str = "wf", **sections: Any) -> Path:
