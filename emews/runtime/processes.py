@@ -32,9 +32,15 @@ def become_subreaper() -> None:
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """Ask Linux to send ``signum`` to this process when its parent dies."""
+    _prctl(_PR_SET_PDEATHSIG, signum)
+
+
+def stop_with_parent() -> None:
+    """For a job started by ``emews launch``: SIGTERM (a clean stop) when the launch dies, even by
+    ``kill -9``, so the run never goes on unsupervised."""
+    die_with_parent(signal.SIGTERM)
 
 
 def children(pid: int) -> list[int]:

@@ -305,3 +305,16 @@ def test_a_corrupt_store_is_a_clear_error_not_a_hung_job(emews_cmd, finished: Pa
         assert proc.returncode == 2, proc.stderr
         assert "results.db" in proc.stderr and "Traceback" not in proc.stderr
     assert not (finished / "lease.json").exists()
+
+
+def test_kill_minus_nine_of_launch_alone_stops_the_job(emews_cmd, tmp_path: Path, gate) -> None:
+    """2e with SIGKILL: the launch cannot forward anything, yet the job must not go on unsupervised."""
+    events, gate_file = gate
+    wf = rugged(tmp_path, "wait", 6)
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: len(started(events)) >= 2, timeout=120)
+    job.kill()
+    job.wait()
+    assert emews_cmd.leftovers_after_exit(timeout=120) == []
+    summary = json.loads((tmp_path / "exp" / "summary.json").read_text())
+    assert summary["interrupted"] == "stopped by SIGTERM"
