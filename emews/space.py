@@ -72,7 +72,8 @@ class _Range:
         if self.upper == self.lower:
             return 0.5
         if self.log:
-            return (math.log(value) - math.log(self.lower)) / (math.log(self.upper) - math.log(self.lower))
+            span = math.log(self.upper) - math.log(self.lower)  # 0 when the bounds are one ulp apart
+            return (math.log(value) - math.log(self.lower)) / span if span else 0.5
         return (value - self.lower) / (self.upper - self.lower)
 
     def _scale(self, u: float, lower: float, upper: float) -> float:
