@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -166,12 +167,35 @@ def quick_quadratic(params):
     return (params["x"] - 1.0) ** 2 + params["n"] / 20
 
 
-def test_auto_starts_no_process_while_fits_are_quick():
-    opt = BayesianOptimizer(seed=1, n_initial_points=4, n_candidates=200)
+class _FitsTake(BayesianOptimizer):
+    """Each fit in this process takes ``extra`` seconds more (a stand-in for a large GP)."""
+
+    def __init__(self, extra: float, **options):
+        super().__init__(**options)
+        self.extra = extra
+
+    def start(self, space, workers):
+        super().start(space, workers)
+        fit = self.engine._fit
+
+        def slower_fit(*args, **kwargs):
+            time.sleep(self.extra)
+            return fit(*args, **kwargs)
+
+        self.engine._fit = slower_fit
+
+
+@pytest.mark.parametrize("process_after, extra, states", [(3600.0, 0.0, {"none"}),
+                                                          (0.05, 0.1, {"starting", "running"})])
+def test_auto_starts_a_process_once_a_fit_took_process_after(process_after, extra, states):
+    """``auto``: no model process while every fit is quicker than ``process_after`` (out of reach
+    here, however loaded the machine); one once a fit took longer (fits made slower than it)."""
+    opt = _FitsTake(extra, seed=1, n_initial_points=4, n_candidates=200, process_after=process_after)
     spec = RunSpec(space=SPACE, make_optimizer=lambda: opt, objective=ObjectiveRef(HERE, "quick_quadratic"), budget=20,
                    isolation="inline", seed=1, show_progress=False)
     assert run_in_threads(spec, workers=3).completed == 20
-    assert opt.stats["model_process"] == "none", opt.stats
+    assert opt.stats["model_process"] in states, opt.stats
+    assert _server_children() == []
 
 
 @pytest.mark.parametrize("options, key", [({"model_process": "sometimes"}, "model_process"),
