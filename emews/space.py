@@ -141,18 +141,33 @@ class Categorical:
         _require_finite(self.values, "values")
         if len(set(map(repr, self.values))) != len(self.values):
             raise ValueError("values must not repeat")
+        positions: dict[Any, int] = {}
+        for i, v in enumerate(self.values):
+            key = _lookup_key(v)
+            if key is not None:
+                positions.setdefault(key, i)
+        object.__setattr__(self, "_positions", positions)
 
     def sample(self, rng: random.Random) -> Value:
         return self.values[rng.randrange(len(self.values))]
 
     def contains(self, value: Any) -> bool:
-        return any(_same(value, v) for v in self.values)
+        return self._find(value) is not None
 
     def index(self, value: Any) -> int:
-        for i, v in enumerate(self.values):
-            if _same(value, v):
-                return i
-        raise ValueError(f"{value!r} is not one of {list(self.values)}")
+        i = self._find(value)
+        if i is None:
+            raise ValueError(f"{value!r} is not one of {list(self.values)}")
+        return i
+
+    def _find(self, value: Any) -> int | None:
+        """Position of ``value`` by :func:`_same`: a dict lookup for hashable values."""
+        key = _lookup_key(value)
+        if key is not None:
+            found = self._positions.get(key)  # type: ignore[attr-defined]
+            if found is not None or len(self._positions) == len(self.values):  # type: ignore[attr-defined]
+                return found
+        return next((i for i, v in enumerate(self.values) if _same(value, v)), None)
 
     def to_unit(self, value: Any) -> float:
         return (self.index(value) + 0.5) / len(self.values)
@@ -243,6 +258,16 @@ def _require_finite(value: Any, what: str) -> None:
             stack.extend(item)
         elif isinstance(item, dict):
             stack.extend(item.values())
+
+
+def _lookup_key(value: Any) -> Any:
+    """A dict key that matches exactly when :func:`_same` does (``None`` for unhashable values):
+    booleans apart from numbers, ``2`` equal to ``2.0``."""
+    try:
+        hash(value)
+    except TypeError:
+        return None
+    return (type(value) is bool, value)
 
 
 def _same(a: Any, b: Any) -> bool:
