@@ -37,3 +37,12 @@ class ConfigError(EmewsError):
         if self.allowed:
             text += f" (allowed: {self.allowed})"
         return text
+
+
+class KeyedValueError(ValueError):
+    """Raised inside a schema validator: the message, what is allowed and, for checks across
+    fields, the dotted key to blame (``None``: the key the validator ran on)."""
+
+    def __init__(self, key: str | None, message: str, allowed: str | None = None) -> None:
+        super().__init__(message)
+        self.key, self.message, self.allowed = key, message, allowed

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import types
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Callable, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from emews.errors import ConfigError, brief
+from emews.errors import ConfigError, KeyedValueError, brief
 
 
 def _model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
@@ -34,14 +34,16 @@ def _unwrap(annotation: Any, part: str) -> Any:
     return annotation
 
 
-def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str,
+def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str | Callable[[str | None], str],
                  prefix: tuple[str, ...] = (), skip: int = 0) -> ConfigError:
     """The first error of ``exc`` as a ConfigError; later ones are counted in the message.
 
     Unknown keys are reported first (a misspelt key also makes a required one
     "missing"). ``prefix`` is prepended to the key and the first ``skip`` parts
     of pydantic's location dropped (a union's tag) when ``exc`` came from
-    validating a sub-part.
+    validating a sub-part. ``file`` names the file, or finds it from the key (a site
+    merged from several files and overrides). A validator that raised
+    :class:`~emews.errors.KeyedValueError` supplies its own message, allowed values and key.
     """
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     err = errors[0]
@@ -49,7 +51,10 @@ def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str,
     key = ".".join([*prefix, *loc]) or None
     ctx = err.get("ctx") or {}
     allowed = None
-    if err["type"] == "extra_forbidden":
+    inner = ctx.get("error")
+    if isinstance(inner, KeyedValueError):
+        key, message, allowed = inner.key or key, inner.message, inner.allowed
+    elif err["type"] == "extra_forbidden":
         message = f"unknown key {loc[-1]!r}"
         holder = _model_at(model, loc[:-1]) if model is not None else None
         allowed = ", ".join(holder.model_fields) if holder else None
@@ -66,4 +71,4 @@ def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str,
         message = str(err["msg"]).removeprefix("Value error, ")
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return ConfigError(message, file=file, key=key, allowed=allowed)
+    return ConfigError(message, file=file(key) if callable(file) else file, key=key, allowed=allowed)

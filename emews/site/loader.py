@@ -14,13 +14,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from emews.errors import ConfigError
+from emews.validation import config_error
 from emews.yamlio import load_mapping, parse_override, parse_yaml, set_dotted
-from emews.site.schema import (EnvironmentConfig, LauncherConfig, NodeConfig, SchedulerConfig,
-                               SiteConfig, _KeyedError)
-from emews.site.walltime import WALLTIME_FORMS
+from emews.site.schema import SiteConfig
 
 #: Environment variables that override one site key each.
 ENV_OVERRIDES: dict[str, str] = {
@@ -34,11 +33,6 @@ ENV_OVERRIDES: dict[str, str] = {
 
 USER_SITE_DIR = "site-configs"
 _SUFFIXES = (".yaml", ".yml")
-_PARTS: dict[str, type[BaseModel]] = {
-    "": SiteConfig, "scheduler": SchedulerConfig, "launcher": LauncherConfig,
-    "node": NodeConfig, "environment": EnvironmentConfig,
-}
-
 
 def builtin_site_dir() -> Path:
     """Directory of the site files shipped with emews (``emews.site_configs``)."""
@@ -141,11 +135,6 @@ def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any,
         _record(origins, value, source, key + ".")
 
 
-def _allowed_keys(loc: list[str]) -> str:
-    model = _PARTS.get(".".join(loc))
-    return ", ".join(model.model_fields) if model else ""
-
-
 def _origin(origins: Mapping[str, str], key: str, default: str) -> str:
     parts = key.split(".")
     for n in range(len(parts), 0, -1):
@@ -153,32 +142,6 @@ def _origin(origins: Mapping[str, str], key: str, default: str) -> str:
         if found:
             return found
     return default
-
-
-def _config_error(exc: ValidationError, origins: Mapping[str, str], default: str) -> ConfigError:
-    """The first pydantic error as one ConfigError naming file, key and what is allowed."""
-    errors = exc.errors()
-    err = errors[0]
-    loc = [str(p) for p in err["loc"]]
-    key = ".".join(loc)
-    ctx = err.get("ctx") or {}
-    inner = ctx.get("error")
-    allowed: str | None = None
-    if isinstance(inner, _KeyedError):
-        key, message, allowed = inner.key or key, inner.message, inner.allowed
-    elif err["type"] == "extra_forbidden":
-        message, allowed = f"unknown key {loc[-1]!r}", _allowed_keys(loc[:-1])
-    elif err["type"] == "literal_error":
-        message, allowed = f"invalid value {err['input']!r}", str(ctx.get("expected", ""))
-    else:
-        message = str(err["msg"]).removeprefix("Value error, ")
-        if loc[-1:] == ["walltime"]:
-            allowed = WALLTIME_FORMS
-    if len(errors) > 1:
-        others = ", ".join(".".join(str(p) for p in e["loc"]) for e in errors[1:])
-        message += f" (and {len(errors) - 1} more: {others})"
-    return ConfigError(message, file=_origin(origins, key, default), key=key or None,
-                       allowed=allowed or None)
 
 
 def resolve_site(ref: str | Path, overrides: Iterable[str] = (),
@@ -200,4 +163,4 @@ def resolve_site(ref: str | Path, overrides: Iterable[str] = (),
     try:
         return SiteConfig.model_validate(data), path
     except ValidationError as exc:
-        raise _config_error(exc, origins, str(path)) from None
+        raise config_error(exc, SiteConfig, lambda key: _origin(origins, key or "", str(path))) from None

@@ -15,7 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from emews.site.walltime import format_hms, parse_walltime
+from emews.errors import KeyedValueError
+from emews.site.walltime import WALLTIME_FORMS, format_hms, parse_walltime
 
 SchedulerType = Literal["lsf", "slurm", "pbs", "local"]
 LauncherType = Literal["jsrun", "srun", "mpiexec", "aprun", "none"]
@@ -43,7 +44,7 @@ def control_char(text: str) -> str | None:
 def _one_line(value: object, what: str) -> object:
     """Refuse control characters (a newline would start a new line of job.sh)."""
     if isinstance(value, str) and (bad := control_char(value)) is not None:
-        raise _KeyedError(None, f"{what} {value!r} contains the control character {bad!r}",
+        raise KeyedValueError(None, f"{what} {value!r} contains the control character {bad!r}",
                           "one line of printable text")
     return value
 
@@ -74,8 +75,11 @@ class SchedulerConfig(_Part):
     @classmethod
     def _walltime(cls, value: object) -> str:
         if not isinstance(value, str):
-            raise ValueError(f"walltime must be a quoted string, not {value!r}")
-        return format_hms(parse_walltime(value))
+            raise KeyedValueError(None, f"walltime must be a quoted string, not {value!r}", WALLTIME_FORMS)
+        try:
+            return format_hms(parse_walltime(value))
+        except ValueError as exc:
+            raise KeyedValueError(None, str(exc), WALLTIME_FORMS) from None
 
     @field_validator("account", "queue", mode="before")
     @classmethod
@@ -88,7 +92,7 @@ class SchedulerConfig(_Part):
     def _word(cls, value: str | None) -> str | None:
         """Rendered unquoted into directives: one safe word, or the scheduler reads more."""
         if value is not None and not WORD.fullmatch(value):
-            raise _KeyedError(None, f"{value!r} cannot be written into a batch directive",
+            raise KeyedValueError(None, f"{value!r} cannot be written into a batch directive",
                               WORD_ALLOWED)
         return value
 
@@ -142,11 +146,11 @@ class NodeConfig(_Part):
     @model_validator(mode="after")
     def _check(self) -> NodeConfig:
         if self.gpus_per_worker > self.gpus:
-            raise _KeyedError("node.gpus_per_worker",
+            raise KeyedValueError("node.gpus_per_worker",
                               f"{self.gpus_per_worker} GPUs per worker is more than the node "
                               f"has (node.gpus: {self.gpus})", f"0..{self.gpus}")
         if self.gpu_ids is not None and len(self.gpu_ids) != self.gpus:
-            raise _KeyedError("node.gpu_ids", f"lists {len(self.gpu_ids)} ids for "
+            raise KeyedValueError("node.gpu_ids", f"lists {len(self.gpu_ids)} ids for "
                               f"{self.gpus} gpus", f"exactly node.gpus ({self.gpus}) ids")
         return self
 
@@ -182,10 +186,10 @@ class EnvironmentConfig(_Part):
         """Names are rendered as ``export NAME=...``: shell identifiers only (values are quoted)."""
         for name, text in value.items():
             if not IDENTIFIER.fullmatch(name):
-                raise _KeyedError(None, f"variable name {name!r} is not a shell identifier",
+                raise KeyedValueError(None, f"variable name {name!r} is not a shell identifier",
                                   IDENTIFIER_ALLOWED)
             if "\0" in text:
-                raise _KeyedError(None, f"the value of {name} contains a NUL byte",
+                raise KeyedValueError(None, f"the value of {name} contains a NUL byte",
                                   "any text without NUL bytes")
         return value
 
@@ -211,19 +215,10 @@ class SiteConfig(_Part):
         node, launcher = self.node, self.launcher
         if node.gpus_per_worker and node.gpu_binding == "launcher" \
                 and launcher.type not in GPU_BINDING_LAUNCHERS:
-            raise _KeyedError("node.gpu_binding",
+            raise KeyedValueError("node.gpu_binding",
                               f"launcher {launcher.type!r} cannot bind GPUs itself",
                               "env, or launcher with " + " or ".join(GPU_BINDING_LAUNCHERS))
         if node.gpus_per_worker and node.gpu_binding == "env" and launcher.type == "jsrun":
-            raise _KeyedError("node.gpu_binding", "jsrun hands GPUs to resource sets itself",
+            raise KeyedValueError("node.gpu_binding", "jsrun hands GPUs to resource sets itself",
                               "launcher")
         return self
-
-
-class _KeyedError(ValueError):
-    """An error that knows what is allowed and, for cross-field checks, which dotted key
-    to blame (``key=None``: the key pydantic reports)."""
-
-    def __init__(self, key: str | None, message: str, allowed: str | None = None) -> None:
-        super().__init__(message)
-        self.key, self.message, self.allowed = key, message, allowed
