@@ -18,6 +18,17 @@ class BudgetExhausted(RuntimeError):
     """
 
 
+class EvaluatorObserver:
+    """Sees what passes through an evaluator, in order (tests, benchmarks, live views):
+    subclass and override what you need; add it with ``evaluator.observers.append``."""
+
+    def submitted(self, tasks: Sequence[Task]) -> None:
+        """``tasks`` were queued (their ids, validated points and submit times)."""
+
+    def received(self, results: Sequence[Result]) -> None:
+        """``results`` are being handed to the optimizer (by ``get`` or ``map``)."""
+
+
 class Evaluator:
     """Submit points and collect results; the budget is enforced here.
 
@@ -41,8 +52,9 @@ class Evaluator:
     def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int,
                  direction: str = "minimize", seed: int = 0, first_id: int = 0,
                  history: Sequence[Result] = (), requeue: Sequence[Task] = (),
-                 exp_dir: Path | None = None) -> None:
+                 exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = ()) -> None:
         self.space = space
+        self.observers: list[EvaluatorObserver] = list(observers)
         self.workers = workers
         self.budget = budget
         self.direction = direction
@@ -89,6 +101,8 @@ class Evaluator:
         tasks = []
         now = time.time()
         for point in points:
+            if not isinstance(point, Mapping):
+                raise ValueError(f"optimizer proposed {point!r}, not a point (a dict keyed by parameter name)")
             try:
                 params = self.space.validate(point)
             except SpaceError as exc:
@@ -98,6 +112,8 @@ class Evaluator:
         self._submitted += len(tasks)
         if tasks:
             self._queues.submit(tasks)
+            for observer in self.observers:
+                observer.submitted(tasks)
         return [t.id for t in tasks]
 
     def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
@@ -113,14 +129,19 @@ class Evaluator:
         results = list(self._ready.values())
         self._ready.clear()
         self._handed_out += len(results)
-        return results
+        return self._hand_out(results)
 
     def map(self, points: Sequence[Mapping[str, Any]]) -> list[Result]:
         """Evaluate ``points`` and return their results in the same order."""
         ids = self.put(points)
         self._wait(lambda: all(i in self._ready for i in ids), None)
         self._handed_out += len(ids)
-        return [self._ready.pop(i) for i in ids]
+        return self._hand_out([self._ready.pop(i) for i in ids])
+
+    def _hand_out(self, results: list[Result]) -> list[Result]:
+        for observer in self.observers:
+            observer.received(results)
+        return results
 
     def _wait(self, done: Any, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -4,8 +4,6 @@ and the schema of their options."""
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.util
 import inspect
 import types
 from importlib.metadata import entry_points
@@ -14,6 +12,7 @@ from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
+from emews.imports import UserImportError, import_user_module
 from emews.optimizer import Optimizer
 
 #: built-in optimizers by short name
@@ -56,22 +55,10 @@ def resolve_optimizer(ref: str, base_dir: Path | None = None) -> type[Optimizer]
 
 
 def _import(module_ref: str, base_dir: Path | None) -> Any:
-    if module_ref.endswith(".py"):
-        path = Path(module_ref)
-        if not path.is_absolute() and base_dir is not None and not path.exists():
-            path = base_dir / path
-        if not path.is_file():
-            raise OptimizerNotFound(f"optimizer file {module_ref} does not exist")
-        name = "emews_user_optimizer_" + "".join(c if c.isalnum() else "_" for c in path.stem)
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
     try:
-        return importlib.import_module(module_ref)
-    except ImportError as exc:
-        raise OptimizerNotFound(f"cannot import optimizer module {module_ref!r}: {exc}") from exc
+        return import_user_module(module_ref, what="optimizer", base_dir=base_dir)
+    except UserImportError as exc:
+        raise OptimizerNotFound(str(exc)) from exc
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,7 +8,6 @@ Nothing else crosses between the two threads.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from typing import Iterable
 
@@ -38,13 +37,8 @@ class QueuePair:
 
     def collect(self, timeout: float | None = None) -> list[Result]:
         """Wait until at least one result is there (or ``timeout``), then take them all."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._arrived:
-            while not self._results and self._failure is None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                self._arrived.wait(left)
+            self._arrived.wait_for(lambda: self._results or self._failure is not None, timeout)
             if self._failure is not None and not self._results:
                 raise DistributorFailed(str(self._failure)) from self._failure
             taken = list(self._results)

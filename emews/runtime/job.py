@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from emews.evaluator import BudgetExhausted, Evaluator
+from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.optimizer import Optimizer
 from emews.queues import QueuePair
 from emews.results import Outcome, Result, Status, Task
@@ -45,6 +45,7 @@ class RunSpec:
     progress_interval: float | None = None
     show_progress: bool = True
     durability: Durability = "normal"
+    observers: tuple[EvaluatorObserver, ...] = ()  # see what the optimizer submits and receives
 
     @property
     def sign(self) -> float:
@@ -177,7 +178,8 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
             with interrupt.raising():
                 evaluator = Evaluator(queues, spec.space, workers=len(worker_ranks), budget=spec.budget,
                                       direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
-                                      history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir)
+                                      history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir,
+                                      observers=spec.observers)
                 spec.make_optimizer().run(evaluator)
         except BudgetExhausted:
             pass

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import contextvars
-import importlib
-import importlib.util
 import inspect
 import math
 import os
 import socket
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
+from emews.imports import UserImportError, import_user_module
 from emews.results import Outcome, Status
 from emews.space import to_builtin
 
@@ -90,29 +88,10 @@ class ObjectiveRef:
 
 def import_objective_module(ref: str) -> ModuleType:
     """Import ``ref``: a path to a ``.py`` file, or a dotted module name."""
-    if ref.endswith(".py") or "/" in ref:
-        path = Path(ref)
-        if not path.is_file():
-            raise ObjectiveLoadError(f"objective file {ref} does not exist")
-        name = "emews_objective_" + "".join(c if c.isalnum() else "_" for c in path.stem)
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ObjectiveLoadError(f"cannot import {ref}")
-        module = importlib.util.module_from_spec(spec)
-        parent = str(path.resolve().parent)
-        if parent not in sys.path:
-            sys.path.insert(0, parent)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            sys.modules.pop(name, None)
-            raise ObjectiveLoadError(f"importing {ref} failed: {type(exc).__name__}: {exc}") from exc
-        return module
     try:
-        return importlib.import_module(ref)
-    except ImportError as exc:
-        raise ObjectiveLoadError(f"cannot import module {ref!r}: {exc}") from exc
+        return import_user_module(ref, what="objective")
+    except UserImportError as exc:
+        raise ObjectiveLoadError(str(exc)) from exc
 
 
 class LoadedObjective:

@@ -141,13 +141,8 @@ class Proposer:
 
     def wait_ready(self, n: int = 1, timeout: float | None = None) -> None:
         """Block until ``n`` proposals are ready (or the thread failed, or ``timeout``)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while len(self._buffer) < n and self.error is None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                self._cond.wait(left)
+            self._cond.wait_for(lambda: len(self._buffer) >= n or self.error is not None, timeout)
             self._raise()
 
     def _raise(self) -> None:

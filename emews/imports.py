@@ -1,0 +1,51 @@
+"""Importing user code: a ``.py`` file by path, or a module by dotted name — one routine for
+objectives and optimizers alike."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+class UserImportError(ImportError):
+    """User code named in a workflow cannot be found or fails while importing."""
+
+
+def is_file_ref(ref: str) -> bool:
+    """Whether ``ref`` names a file (``x.py`` or a path) rather than a dotted module."""
+    return ref.endswith(".py") or "/" in ref
+
+
+def import_user_module(ref: str, *, what: str, base_dir: Path | None = None) -> ModuleType:
+    """Import ``ref``: a path to a ``.py`` file (relative ones also tried under ``base_dir``)
+    or a dotted module name. A file's folder goes on ``sys.path`` so its sibling modules import;
+    it is registered as ``emews_<what>_<stem>`` so pickling by reference works. ``what`` names
+    the kind of code in messages ("objective", "optimizer")."""
+    if not is_file_ref(ref):
+        try:
+            return importlib.import_module(ref)
+        except ImportError as exc:
+            raise UserImportError(f"cannot import {what} module {ref!r}: {exc}") from exc
+    path = Path(ref)
+    if not path.is_absolute() and base_dir is not None and not path.exists():
+        path = base_dir / path
+    if not path.is_file():
+        raise UserImportError(f"{what} file {ref} does not exist")
+    name = f"emews_{what}_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserImportError(f"cannot import {ref}")
+    module = importlib.util.module_from_spec(spec)
+    parent = str(path.resolve().parent)
+    if parent not in sys.path:
+        sys.path.insert(0, parent)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise UserImportError(f"importing {ref} failed: {type(exc).__name__}: {exc}") from exc
+    return module
