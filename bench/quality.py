@@ -27,6 +27,7 @@ import sys
 import time
 from typing import Any, Callable
 
+from emews.evaluator import EvaluatorObserver
 from emews.objectives.benchmarks import PROBLEMS
 from emews.optimizer import Optimizer
 from emews.runtime.job import RunSpec, run_in_threads
@@ -182,21 +183,13 @@ def timing(n: int = 1000, workers: int = 4) -> None:
     budget = n + 100
     opt = BayesianOptimizer(seed=0)
 
-    class _Stamp(_Recorder):
-        def run(self, evaluator: Any) -> None:
-            get = evaluator.get
+    class _Stamp(EvaluatorObserver):
+        def received(self, results: Any) -> None:
+            stamps.extend(time.perf_counter() for _ in results)
 
-            def stamped(*a: Any, **k: Any) -> list:
-                out = get(*a, **k)
-                stamps.extend(time.perf_counter() for _ in out)
-                return out
-
-            evaluator.get = stamped
-            self.inner.run(evaluator)
-
-    spec = RunSpec(space=PROBLEMS["hartmann6"]["space"], make_optimizer=lambda: _Stamp(opt),
+    spec = RunSpec(space=PROBLEMS["hartmann6"]["space"], make_optimizer=lambda: opt,
                    objective=ObjectiveRef("emews.objectives.benchmarks", "hartmann6"),
-                   budget=budget, isolation="inline", show_progress=False)
+                   budget=budget, isolation="inline", show_progress=False, observers=(_Stamp(),))
     t0 = time.perf_counter()
     run_in_threads(spec, workers)
     total = time.perf_counter() - t0
