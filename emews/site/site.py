@@ -56,41 +56,48 @@ class Site:
 
         ConfigError when the allocation (or the node's GPUs) cannot hold them.
         """
-        launcher, node = self.config.launcher, self.config.node
-        if workers is not None:
-            total = workers
-        elif self.is_local:
-            total = launcher.workers_per_node
-        else:
-            total = self.nodes * (launcher.workers_per_node + 1) - 1
+        total = self._default_workers() if workers is None else workers
         if not isinstance(total, int) or total < 1:
             raise ConfigError(f"need at least one worker, got {workers!r}", key="workers",
                               allowed="an integer >= 1")
-        gpw = node.gpus_per_worker
-        if gpw > node.gpus:
-            raise ConfigError(f"{gpw} GPUs per worker is more than the node has "
-                              f"(node.gpus: {node.gpus})", file=self.source,
-                              key="node.gpus_per_worker", allowed=f"0..{node.gpus}")
         if self.is_local:
-            if gpw and total * gpw > node.gpus:
-                raise ConfigError(f"{total} workers x {gpw} GPUs need {total * gpw} GPUs; "
-                                  f"this machine has {node.gpus}", key="workers",
-                                  allowed=f"1..{node.gpus // gpw}")
-            return total
-        slots = self.ranks_per_node or 1
+            self._check_local_gpus(total)
+        else:
+            self._check_node_gpus()
+            self._check_capacity(total)
+        return total
+
+    def _default_workers(self) -> int:
+        per_node = self.config.launcher.workers_per_node
+        return per_node if self.is_local else self.nodes * (per_node + 1) - 1
+
+    def _check_local_gpus(self, total: int) -> None:
+        node = self.config.node
+        gpw = node.gpus_per_worker
+        if gpw and total * gpw > node.gpus:
+            raise ConfigError(f"{total} workers x {gpw} GPUs need {total * gpw} GPUs; "
+                              f"this machine has {node.gpus}", key="workers",
+                              allowed=f"1..{node.gpus // gpw}")
+
+    def _check_node_gpus(self) -> None:
+        """Every rank slot of a node (the optimizer's included) gets its GPUs."""
+        launcher, node = self.config.launcher, self.config.node
+        slots, gpw = self.ranks_per_node or 1, node.gpus_per_worker
         if gpw and slots * gpw > node.gpus:
             raise ConfigError(
                 f"{slots} rank slots per node ({launcher.workers_per_node} workers + 1 for the "
                 f"optimizer) x {gpw} GPUs need {slots * gpw} GPUs; a node has {node.gpus}",
                 file=self.source, key="launcher.workers_per_node",
                 allowed=f"1..{node.gpus // gpw - 1}" if node.gpus // gpw > 1 else None)
+
+    def _check_capacity(self, total: int) -> None:
+        slots = self.ranks_per_node or 1
         capacity = self.nodes * slots
         if total + 1 > capacity:
             raise ConfigError(
                 f"{total} workers + 1 optimizer rank do not fit {self.nodes} node(s) x "
                 f"{slots} rank slots", key="workers", allowed=f"1..{capacity - 1}, "
                 "or more scheduler.nodes / launcher.workers_per_node")
-        return total
 
     def layout(self, ranks: int) -> Layout:
         """Placement of ``ranks`` ranks (optimizer included) on this site."""
