@@ -65,12 +65,13 @@ import math
 import os
 import struct
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from emews.evaluator import BudgetExhausted
 from emews.optimizer import Optimizer
-from emews.space import Categorical, Constant, Float, Int, Ordered, Space, to_builtin
+from emews.space import Categorical, Constant, Float, Int, Space, registered, to_builtin
 
 if TYPE_CHECKING:
     from emews.evaluator import Evaluator
@@ -418,35 +419,56 @@ def py_to_r(value: Any, depth: int = 0) -> Any:
     raise TypeError(f"cannot pass {type(value).__name__} to R")
 
 
+def _int_column(dim: Int) -> str:
+    return "integer" if max(abs(dim.lower), abs(dim.upper)) < 2**31 - 1 else "double"
+
+
+def _range_fields(dim: Int | Float, kind: str) -> dict[str, Any]:
+    return {"lower": _r_vector(kind, [dim.lower]), "upper": _r_vector(kind, [dim.upper]),
+            "log": _r_vector("logical", [dim.log])}
+
+
+def _int_from_r(dim: Int, value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _float_from_r(dim: Float, value: Any) -> Any:
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+@dataclass(frozen=True)
+class RType:
+    """How one dimension type crosses into R and back."""
+
+    column: Callable[[Any], str]                   # the R vector type of its values
+    fields: Callable[[Any, str], dict[str, Any]]   # its entry's fields besides name and type
+    from_r: Callable[[Any, Any], Any]              # a value that came from R, as the space's own
+
+
+#: the R form of each dimension type (``Ordered`` uses ``Categorical``'s; its ``type`` is ``dim.kind``)
+R_TYPES: dict[type, RType] = {
+    Int: RType(_int_column, _range_fields, _int_from_r),
+    Float: RType(lambda dim: "double", _range_fields, _float_from_r),
+    Categorical: RType(lambda dim: _element_kind(dim.values),
+                       lambda dim, kind: {"values": _r_vector(kind, list(dim.values))},
+                       lambda dim, value: _match_choice(dim.values, value)),
+    Constant: RType(lambda dim: _element_kind([dim.value]),
+                    lambda dim, kind: {"value": _r_vector(kind, [dim.value])},
+                    lambda dim, value: _match_choice((dim.value,), value)),
+}
+
+
 def _dimension_kind(dim: Any) -> str:
-    if isinstance(dim, Int):
-        return "integer" if max(abs(dim.lower), abs(dim.upper)) < 2**31 - 1 else "double"
-    if isinstance(dim, Float):
-        return "double"
-    if isinstance(dim, Categorical):
-        return _element_kind(dim.values)
-    if isinstance(dim, Constant):
-        return _element_kind([dim.value])
-    raise TypeError(f"unsupported dimension {dim!r}")
+    return registered(R_TYPES, dim).column(dim)
 
 
 def space_to_r(space: Space) -> Any:
     """The space as a named list of parameter descriptions."""
     entries = {}
     for name, dim in space.dimensions.items():
-        kind = _dimension_kind(dim)
-        if isinstance(dim, (Int, Float)):
-            entry = {"name": _r_vector("character", [name]),
-                     "type": _r_vector("character", ["int" if isinstance(dim, Int) else "float"]),
-                     "lower": _r_vector(kind, [dim.lower]), "upper": _r_vector(kind, [dim.upper]),
-                     "log": _r_vector("logical", [dim.log])}
-        elif isinstance(dim, Categorical):
-            entry = {"name": _r_vector("character", [name]),
-                     "type": _r_vector("character", ["ordered" if isinstance(dim, Ordered) else "categorical"]),
-                     "values": _r_vector(kind, list(dim.values))}
-        else:
-            entry = {"name": _r_vector("character", [name]), "type": _r_vector("character", ["constant"]),
-                     "value": _r_vector(kind, [dim.value])}
+        rtype = registered(R_TYPES, dim)
+        entry = {"name": _r_vector("character", [name]), "type": _r_vector("character", [dim.kind]),
+                 **rtype.fields(dim, rtype.column(dim))}
         entries[name] = _named_list(entry)
     return _named_list(entries)
 
@@ -467,13 +489,11 @@ def results_to_r(space: Space, results: Sequence["Result"]) -> Any:
 
 def _canonical(dim: Any, value: Any) -> Any:
     """Map a value that came from R onto the space's own value where one matches."""
-    if isinstance(dim, Int):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        return value
-    if isinstance(dim, Float):
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-    choices = list(dim.values) if isinstance(dim, Categorical) else [dim.value]
+    return registered(R_TYPES, dim).from_r(dim, value)
+
+
+def _match_choice(choices: Sequence[Any], value: Any) -> Any:
+    """The choice ``value`` (from R) stands for: same type first, then ``"TRUE"``, numbers, text."""
     for v in choices:  # exact (type-aware) match first
         if type(v) is type(value) and v == value:
             return v
@@ -514,9 +534,8 @@ def points_from_r(space: Space, points: Any) -> list[dict[str, Any]]:
         for name, values in cols.items():
             dim = space.dimensions.get(name)
             point[name] = values[i] if dim is None else _canonical(dim, values[i])
-        for name, dim in space.dimensions.items():
-            if isinstance(dim, Constant) and name not in point:
-                point[name] = dim.value
+        for name, value in space.constants.items():
+            point.setdefault(name, value)
         out.append(point)
     return out
 

@@ -3,6 +3,13 @@
 A point is a plain ``dict`` keyed by parameter name. Every dimension can
 sample itself, check membership, and map to and from the unit interval so
 that model-based optimizers can work on ``[0, 1]^d`` whatever the types.
+
+Per-type behaviour lives on the dimension classes (see :class:`_Dim`): the
+YAML form (:meth:`~_Dim.to_spec`), the model encoding (``encode``/``decode``),
+GA mutation (``mutate``). Conversions that belong to an optional library (R,
+skopt, Optuna) are one registry per library, keyed by dimension type, next
+to that library's code and read through :func:`registered`; a new parameter
+type is one class here plus one entry per such registry.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence, Union
+from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar, Union
 
 from emews.errors import brief
 
@@ -41,8 +48,62 @@ def to_builtin(value: Any) -> Any:
     return value
 
 
+#: default GA mutation step as a fraction of a numeric dimension's range
+DEFAULT_SIGMA_FRACTION = 0.1
+
+
+class _Dim:
+    """What every dimension type provides (the subclasses below implement it)."""
+
+    #: the ``type:`` of the dimension in a workflow file
+    kind: ClassVar[str]
+    #: whether optimizers search over it (a constant is not searched)
+    free: ClassVar[bool] = True
+
+    def sample(self, rng: random.Random) -> Any:
+        raise NotImplementedError
+
+    def contains(self, value: Any) -> bool:
+        raise NotImplementedError
+
+    def to_unit(self, value: Any) -> float:
+        raise NotImplementedError
+
+    def from_unit(self, u: float) -> Any:
+        raise NotImplementedError
+
+    def grid(self, n: int) -> list[Any]:
+        raise NotImplementedError
+
+    def to_spec(self) -> dict[str, Any]:
+        """The dimension as written under ``space:`` in the resolved workflow.yaml."""
+        raise NotImplementedError
+
+    @property
+    def is_single(self) -> bool:
+        """Whether exactly one value is possible (nothing to search)."""
+        raise NotImplementedError
+
+    @property
+    def first(self) -> Any:
+        """The lowest (or first listed) value: the only one when :attr:`is_single`."""
+        raise NotImplementedError
+
+    def encode(self, value: Any) -> Any:
+        """``value`` as a model coordinate: numbers stay numbers, choices become their index."""
+        raise NotImplementedError
+
+    def decode(self, x: Any) -> Any:
+        """Inverse of :meth:`encode`, clipped into the dimension."""
+        raise NotImplementedError
+
+    def mutate(self, value: Any, rng: random.Random) -> Any:
+        """One GA-mutated value, always inside the dimension."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class _Range:
+class _Range(_Dim):
     """A numeric range ``[lower, upper]``, uniform or (``log``) log-uniform; ``sigma`` is for mutation."""
 
     lower: float
@@ -50,11 +111,14 @@ class _Range:
     log: bool = False
     sigma: float | None = None
 
+    #: bounds must be whole numbers (``Int``)
+    _integral: ClassVar[bool] = False
+
     def __post_init__(self) -> None:
         for what in ("lower", "upper"):
             value = getattr(self, what)
-            if not _is_number(value) or (isinstance(self, Int) and not isinstance(value, int)):
-                kind = "an integer" if isinstance(self, Int) else "a number"
+            if not _is_number(value) or (self._integral and not isinstance(value, int)):
+                kind = "an integer" if self._integral else "a number"
                 raise ValueError(f"{what} must be {kind}, got {value!r}")
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ValueError("lower and upper must be finite numbers")
@@ -83,8 +147,43 @@ class _Range:
             return math.exp(math.log(lower) + u * (math.log(upper) - math.log(lower)))
         return lower + u * (upper - lower)
 
-    def from_unit(self, u: float) -> Any:
-        raise NotImplementedError
+    def to_spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind, "lower": self.lower, "upper": self.upper}
+        if self.log:
+            out["log"] = True
+        if self.sigma is not None:
+            out["sigma"] = self.sigma
+        return out
+
+    @property
+    def is_single(self) -> bool:
+        return self.lower == self.upper
+
+    @property
+    def first(self) -> Any:
+        return self.lower
+
+    def encode(self, value: Any) -> Any:
+        return value
+
+    def mutation_sigma(self) -> float:
+        """The Gaussian mutation step: ``sigma``, else 10% of the range (log: in decades)."""
+        if self.sigma is not None:
+            return float(self.sigma)
+        if self.log:
+            span = math.log10(self.upper) - math.log10(self.lower)
+        else:
+            span = self.upper - self.lower
+        return DEFAULT_SIGMA_FRACTION * span
+
+    def mutate(self, value: Any, rng: random.Random) -> Any:
+        """A Gaussian step of :meth:`mutation_sigma` (in log10 units when ``log``), clipped."""
+        sigma = self.mutation_sigma()
+        if self.log:
+            lo, hi = math.log10(self.lower), math.log10(self.upper)
+            x = min(max(math.log10(value) + rng.gauss(0.0, sigma), lo), hi)
+            return self.decode(10.0 ** x)
+        return self.decode(value + rng.gauss(0.0, sigma))
 
 
 @dataclass(frozen=True)
@@ -93,6 +192,9 @@ class Int(_Range):
 
     lower: int
     upper: int
+
+    kind: ClassVar[str] = "int"
+    _integral: ClassVar[bool] = True
 
     def sample(self, rng: random.Random) -> int:
         return self.from_unit(rng.random()) if self.log else rng.randint(self.lower, self.upper)
@@ -111,10 +213,20 @@ class Int(_Range):
             return list(range(self.lower, self.upper + 1))
         return sorted({self.from_unit(i / (n - 1)) for i in range(n)}) if n > 1 else [self.from_unit(0.5)]
 
+    def decode(self, x: Any) -> int:
+        return int(min(max(round(x), self.lower), self.upper))
+
+    def mutation_sigma(self) -> float:
+        """As for any range, but a linear default step is at least 1."""
+        sigma = super().mutation_sigma()
+        return sigma if self.sigma is not None or self.log else max(sigma, 1.0)
+
 
 @dataclass(frozen=True)
 class Float(_Range):
     """A real number in ``[lower, upper]``; ``log`` samples uniformly in log space."""
+
+    kind: ClassVar[str] = "float"
 
     def contains(self, value: Any) -> bool:
         return (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -128,12 +240,17 @@ class Float(_Range):
             return [self.from_unit(0.5)]
         return [self.from_unit(i / (n - 1)) for i in range(n)]
 
+    def decode(self, x: Any) -> float:
+        return float(min(max(float(x), self.lower), self.upper))
+
 
 @dataclass(frozen=True)
-class Categorical:
+class Categorical(_Dim):
     """One of an unordered set of values."""
 
     values: tuple[Value, ...]
+
+    kind: ClassVar[str] = "categorical"
 
     def __post_init__(self) -> None:
         if len(self.values) == 0:
@@ -179,10 +296,37 @@ class Categorical:
     def grid(self, n: int) -> list[Value]:
         return list(self.values)
 
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": self.kind, "values": list(self.values)}
+
+    @property
+    def is_single(self) -> bool:
+        return len(self.values) == 1
+
+    @property
+    def first(self) -> Value:
+        return self.values[0]
+
+    def encode(self, value: Any) -> int:
+        return self.index(value)
+
+    def decode(self, x: Any) -> Value:
+        return self.values[int(x)]
+
+    def mutate(self, value: Any, rng: random.Random) -> Value:
+        """A different value, drawn uniformly."""
+        n = len(self.values)
+        if n == 1:
+            return self.values[0]
+        j = rng.randrange(n - 1)
+        return self.values[j if j < self.index(value) else j + 1]
+
 
 @dataclass(frozen=True)
 class Ordered(Categorical):
     """One of an ordered list of values; neighbours are meaningful (e.g. batch sizes)."""
+
+    kind: ClassVar[str] = "ordered"
 
     def to_unit(self, value: Any) -> float:
         if len(self.values) == 1:
@@ -193,12 +337,26 @@ class Ordered(Categorical):
         u = min(max(float(u), 0.0), 1.0)
         return self.values[int(round(u * (len(self.values) - 1)))]
 
+    def mutate(self, value: Any, rng: random.Random) -> Value:
+        """One step to a neighbour, bouncing off the ends."""
+        n = len(self.values)
+        if n == 1:
+            return self.values[0]
+        i = self.index(value)
+        j = i + rng.choice((-1, 1))
+        if not 0 <= j < n:
+            j = 2 * i - j
+        return self.values[j]
+
 
 @dataclass(frozen=True)
-class Constant:
+class Constant(_Dim):
     """A fixed value passed to every evaluation."""
 
     value: Value
+
+    kind: ClassVar[str] = "constant"
+    free: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         _require_finite(self.value, "value")
@@ -217,6 +375,26 @@ class Constant:
 
     def grid(self, n: int) -> list[Value]:
         return [self.value]
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": self.kind, "value": self.value}
+
+    @property
+    def is_single(self) -> bool:
+        return True
+
+    @property
+    def first(self) -> Value:
+        return self.value
+
+    def encode(self, value: Any) -> Any:
+        return value
+
+    def decode(self, x: Any) -> Value:
+        return self.value
+
+    def mutate(self, value: Any, rng: random.Random) -> Value:
+        return self.value
 
 
 def _is_number(value: Any) -> bool:
@@ -279,6 +457,16 @@ def _same(a: Any, b: Any) -> bool:
 
 Dimension = Union[Int, Float, Categorical, Ordered, Constant]
 
+_Entry = TypeVar("_Entry")
+
+
+def registered(registry: Mapping[type, _Entry], dim: Any) -> _Entry:
+    """The entry of a per-type ``registry`` for ``dim``: its own type's, else its nearest base class's."""
+    for cls in type(dim).__mro__:
+        if cls in registry:
+            return registry[cls]
+    raise TypeError(f"unsupported dimension {dim!r}")
+
 
 @dataclass(frozen=True)
 class Space:
@@ -311,7 +499,12 @@ class Space:
     @property
     def free(self) -> dict[str, Dimension]:
         """The dimensions an optimizer searches over (constants left out)."""
-        return {k: d for k, d in self.dimensions.items() if not isinstance(d, Constant)}
+        return {k: d for k, d in self.dimensions.items() if d.free}
+
+    @property
+    def constants(self) -> dict[str, Value]:
+        """The values of the dimensions optimizers do not search (constants)."""
+        return {k: d.first for k, d in self.dimensions.items() if not d.free}
 
     def sample(self, rng: random.Random) -> dict[str, Value]:
         return {name: dim.sample(rng) for name, dim in self.dimensions.items()}
@@ -349,7 +542,7 @@ class Space:
         if len(coords) != len(self.free):
             raise ValueError(f"expected {len(self.free)} coordinates, got {len(coords)}")
         free_coords = iter(coords)
-        return {name: dim.value if isinstance(dim, Constant) else dim.from_unit(next(free_coords))
+        return {name: dim.from_unit(next(free_coords)) if dim.free else dim.first
                 for name, dim in self.dimensions.items()}
 
 

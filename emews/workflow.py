@@ -172,24 +172,8 @@ class Workflow:
         """The resolved workflow (space inlined, paths absolute), as written to the experiment dir."""
         data = self.model.model_dump(exclude_none=True)
         data["name"] = self.name
-        data["space"] = {name: _dimension_dict(dim) for name, dim in self.space.dimensions.items()}
+        data["space"] = {name: dim.to_spec() for name, dim in self.space.dimensions.items()}
         return data
-
-
-def _dimension_dict(dim: Dimension) -> dict[str, Any]:
-    kinds = {Int: "int", Float: "float", Ordered: "ordered", Categorical: "categorical", Constant: "constant"}
-    out: dict[str, Any] = {"type": kinds[type(dim)]}
-    if isinstance(dim, (Int, Float)):
-        out.update(lower=dim.lower, upper=dim.upper)
-        if dim.log:
-            out["log"] = True
-        if dim.sigma is not None:
-            out["sigma"] = dim.sigma
-    elif isinstance(dim, Categorical):
-        out["values"] = list(dim.values)
-    else:
-        out["value"] = dim.value
-    return out
 
 
 def builtin_workflow_dir() -> Path:

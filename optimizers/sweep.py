@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from emews.optimizer import AskTellOptimizer
 from emews.results import Result
-from emews.space import Categorical, Constant, Space
+from emews.space import Space
 
 
 class Sweep(AskTellOptimizer):
@@ -72,12 +72,12 @@ class Sweep(AskTellOptimizer):
 
 
 def point_key(space: Space, point: Mapping[str, Any]) -> tuple:
-    """The point as the space sees it: categorical values by index, numbers as floats (``2 == 2.0``)."""
+    """The point as the space sees it: each value encoded (categoricals by index) as a float (``2 == 2.0``)."""
     key = []
     for name, dim in space.free.items():
         value = point.get(name)
         try:
-            key.append(dim.index(value) if isinstance(dim, Categorical) else float(value))
+            key.append(float(dim.encode(value)))
         except (TypeError, ValueError):
             key.append(repr(value))
     return tuple(key)
@@ -93,7 +93,7 @@ def grid_points(space: Space, levels: int) -> Iterator[dict[str, Any]]:
 
 def read_points_file(path: Path, space: Space) -> Iterator[dict[str, Any]]:
     """Yield the points of a JSON-lines file; constants of the space fill keys a line leaves out."""
-    constants = {k: d.value for k, d in space.dimensions.items() if isinstance(d, Constant)}
+    constants = space.constants
     with Path(path).open() as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():

@@ -6,7 +6,15 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
-from emews import AskTellOptimizer, Categorical, Int
+from emews import AskTellOptimizer, Categorical, Float, Int
+from emews.space import registered
+
+#: the Optuna distribution of each emews dimension type (ordered ones as categorical)
+DISTRIBUTIONS = {
+    Categorical: lambda dim: CategoricalDistribution(dim.values),
+    Int: lambda dim: IntDistribution(dim.lower, dim.upper, log=dim.log),
+    Float: lambda dim: FloatDistribution(dim.lower, dim.upper, log=dim.log),
+}
 
 
 class OptunaSampler(AskTellOptimizer):
@@ -17,9 +25,7 @@ class OptunaSampler(AskTellOptimizer):
 
     @staticmethod
     def distribution(dim):
-        if isinstance(dim, Categorical):  # ordered too
-            return CategoricalDistribution(dim.values)
-        return (IntDistribution if isinstance(dim, Int) else FloatDistribution)(dim.lower, dim.upper, log=dim.log)
+        return registered(DISTRIBUTIONS, dim)(dim)
 
     def start(self, space, workers):
         super().start(space, workers)

@@ -12,7 +12,7 @@ Points coming back are plain Python values (skopt hands out ``np.int64`` / ``np.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from skopt.space import Categorical as SkCategorical
 from skopt.space import Integer as SkInteger
@@ -20,23 +20,20 @@ from skopt.space import Real as SkReal
 from skopt.space import Space as SkSpace
 from skopt.utils import normalize_dimensions
 
-from emews.space import Categorical, Constant, Float, Int, Ordered, Space, to_builtin
+from emews.space import Categorical, Float, Int, Ordered, Space, registered, to_builtin
 
 
-def _is_fixed(dim: Any) -> bool:
-    if isinstance(dim, Constant):
-        return True
-    if isinstance(dim, Categorical):  # Ordered included
-        return len(dim.values) == 1
-    return dim.lower == dim.upper
+def _prior(dim: Int | Float) -> str:
+    return "log-uniform" if dim.log else "uniform"
 
 
-def _fixed_value(dim: Any) -> Any:
-    if isinstance(dim, Constant):
-        return dim.value
-    if isinstance(dim, Categorical):
-        return dim.values[0]
-    return dim.lower
+#: the skopt dimension searched for each emews dimension type (constants and single values are left out)
+SKOPT_DIMENSIONS: dict[type, Callable[[Any, str], Any]] = {
+    Ordered: lambda dim, name: SkInteger(0, len(dim.values) - 1, name=name),
+    Categorical: lambda dim, name: SkCategorical(list(range(len(dim.values))), name=name),
+    Int: lambda dim, name: SkInteger(dim.lower, dim.upper, prior=_prior(dim), name=name),
+    Float: lambda dim, name: SkReal(dim.lower, dim.upper, prior=_prior(dim), name=name),
+}
 
 
 class SpaceMap:
@@ -44,23 +41,9 @@ class SpaceMap:
 
     def __init__(self, space: Space) -> None:
         self.space = space
-        self.fixed = {n: _fixed_value(d) for n, d in space.dimensions.items() if _is_fixed(d)}
+        self.fixed = {n: d.first for n, d in space.dimensions.items() if d.is_single}
         self.names = [n for n in space.dimensions if n not in self.fixed]
-        dims = []
-        for name in self.names:
-            dim = space[name]
-            if isinstance(dim, Ordered):
-                dims.append(SkInteger(0, len(dim.values) - 1, name=name))
-            elif isinstance(dim, Categorical):
-                dims.append(SkCategorical(list(range(len(dim.values))), name=name))
-            elif isinstance(dim, Int):
-                dims.append(SkInteger(dim.lower, dim.upper, prior="log-uniform" if dim.log else "uniform",
-                                      name=name))
-            elif isinstance(dim, Float):
-                dims.append(SkReal(dim.lower, dim.upper, prior="log-uniform" if dim.log else "uniform",
-                                   name=name))
-            else:  # pragma: no cover - the Space type is closed
-                raise TypeError(f"{name}: unsupported dimension {dim!r}")
+        dims = [registered(SKOPT_DIMENSIONS, space[name])(space[name], name) for name in self.names]
         #: every dimension scaled to [0, 1], categoricals one-hot: what the surrogates see
         self.skopt: SkSpace | None = normalize_dimensions(dims) if dims else None
 
@@ -70,25 +53,10 @@ class SpaceMap:
 
     def to_skopt(self, point: Mapping[str, Any]) -> list[Any]:
         """An emews point as a skopt point (a list in ``self.names`` order)."""
-        out: list[Any] = []
-        for name in self.names:
-            dim, value = self.space[name], point[name]
-            out.append(dim.index(value) if isinstance(dim, Categorical) else value)
-        return out
+        return [self.space[name].encode(point[name]) for name in self.names]
 
     def from_skopt(self, x: list[Any]) -> dict[str, Any]:
         """A skopt point as an emews point of plain Python values, constants re-added."""
         free = dict(zip(self.names, x))
-        point: dict[str, Any] = {}
-        for name, dim in self.space.dimensions.items():
-            if name in self.fixed:
-                point[name] = self.fixed[name]
-                continue
-            value = to_builtin(free[name])
-            if isinstance(dim, Categorical):
-                point[name] = dim.values[int(value)]
-            elif isinstance(dim, Int):
-                point[name] = int(min(max(round(value), dim.lower), dim.upper))
-            else:
-                point[name] = float(min(max(float(value), dim.lower), dim.upper))
-        return point
+        return {name: self.fixed[name] if name in self.fixed else dim.decode(to_builtin(free[name]))
+                for name, dim in self.space.dimensions.items()}

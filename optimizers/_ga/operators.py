@@ -9,72 +9,32 @@ under its seed without touching global state.
 
 from __future__ import annotations
 
-import math
 import random
 from operator import attrgetter
 from typing import Any, Sequence
 
 from deap import base
 
-from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space
+from emews.space import Dimension, Float, Int, Space
 
 from .individual import Individual
-
-#: default Gaussian step as a fraction of a numeric dimension's range
-DEFAULT_SIGMA_FRACTION = 0.1
-
 
 def mutation_sigma(dim: Int | Float) -> float:
     """The Gaussian step of ``dim``: its ``sigma``, else 10% of its range (ints: at least 1).
 
     For ``log`` dimensions the step is taken in log10 units (decades).
     """
-    if dim.sigma is not None:
-        return float(dim.sigma)
-    if dim.log:
-        span = math.log10(dim.upper) - math.log10(dim.lower)
-    else:
-        span = dim.upper - dim.lower
-    sigma = DEFAULT_SIGMA_FRACTION * span
-    return max(sigma, 1.0) if isinstance(dim, Int) and not dim.log else sigma
+    return dim.mutation_sigma()
 
 
 def mutate_value(dim: Dimension, value: Any, rng: random.Random) -> Any:
-    """One mutated value of ``dim``, always inside it.
+    """One mutated value of ``dim``, always inside it (each dimension type's ``mutate``).
 
     int/float: Gaussian step (``sigma``), clipped to the bounds, ints rounded;
     ordered: one step to a neighbour; categorical: a different value at random;
     constant: unchanged.
     """
-    if isinstance(dim, Constant):
-        return dim.value
-    if isinstance(dim, Ordered):  # before Categorical: Ordered subclasses it
-        n = len(dim.values)
-        if n == 1:
-            return dim.values[0]
-        i = dim.index(value)
-        j = i + rng.choice((-1, 1))
-        if not 0 <= j < n:
-            j = 2 * i - j  # bounce off the end
-        return dim.values[j]
-    if isinstance(dim, Categorical):
-        n = len(dim.values)
-        if n == 1:
-            return dim.values[0]
-        j = rng.randrange(n - 1)
-        return dim.values[j if j < dim.index(value) else j + 1]
-    if isinstance(dim, (Int, Float)):
-        sigma = mutation_sigma(dim)
-        if dim.log:
-            lo, hi = math.log10(dim.lower), math.log10(dim.upper)
-            x = min(max(math.log10(value) + rng.gauss(0.0, sigma), lo), hi)
-            new: float = 10.0 ** x
-        else:
-            new = value + rng.gauss(0.0, sigma)
-        if isinstance(dim, Int):
-            return int(min(max(round(new), dim.lower), dim.upper))
-        return float(min(max(new, dim.lower), dim.upper))
-    raise TypeError(f"cannot mutate a dimension of type {type(dim).__name__}")
+    return dim.mutate(value, rng)
 
 
 class Mutator:
