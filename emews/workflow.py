@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator
 
@@ -32,35 +32,65 @@ class _Strict(BaseModel):
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
-class IntParam(_Strict):
-    type: Literal["int"]
-    lower: StrictInt
-    upper: StrictInt
-    log: StrictBool = False
-    sigma: Number | None = None
+class _RangeParam(_Strict):
+    """``int`` and ``float``: bounds, ``log``, GA ``sigma``; each builds its own dimension type."""
 
-
-class FloatParam(_Strict):
-    type: Literal["float"]
+    type: str
     lower: Number
     upper: Number
     log: StrictBool = False
     sigma: Number | None = None
 
+    dimension_type: ClassVar[type[Int] | type[Float]]
 
-class CategoricalParam(_Strict):
+    def dimension(self) -> Dimension:
+        return self.dimension_type(self.lower, self.upper, self.log, self.sigma)
+
+
+class IntParam(_RangeParam):
+    type: Literal["int"]
+    lower: StrictInt
+    upper: StrictInt
+
+    dimension_type = Int
+
+
+class FloatParam(_RangeParam):
+    type: Literal["float"]
+
+    dimension_type = Float
+
+
+class _ChoiceParam(_Strict):
+    """``categorical`` and ``ordered``: a list of values."""
+
+    type: str
+    values: list[Any]
+
+    dimension_type: ClassVar[type[Categorical]]
+
+    def dimension(self) -> Dimension:
+        return self.dimension_type(tuple(self.values))
+
+
+class CategoricalParam(_ChoiceParam):
     type: Literal["categorical"]
-    values: list[Any]
+
+    dimension_type = Categorical
 
 
-class OrderedParam(_Strict):
+class OrderedParam(_ChoiceParam):
     type: Literal["ordered"]
-    values: list[Any]
+
+    dimension_type = Ordered
 
 
 class ConstantParam(_Strict):
     type: Literal["constant"]
     value: Any
+
+    def dimension(self) -> Dimension:
+        return Constant(self.value)
 
 
 ParamSpec = Annotated[Union[IntParam, FloatParam, CategoricalParam, OrderedParam, ConstantParam],
@@ -238,25 +268,13 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path) -> Space:
             raise config_error(exc, _PARAM_MODELS.get(entry.get("type")), file, ("space", str(name)),
                                skip=1 if entry.get("type") in _PARAM_MODELS else 0) from None
         try:
-            dims[name] = _dimension(spec)
+            dims[name] = spec.dimension()
         except (ValueError, TypeError) as exc:
             raise ConfigError(str(exc), file=file, key=f"space.{name}") from None
     try:
         return Space(dims)
     except SpaceError as exc:
         raise ConfigError(exc.detail, file=file, key=exc.key) from None
-
-
-def _dimension(spec: Any) -> Dimension:
-    if isinstance(spec, IntParam):
-        return Int(spec.lower, spec.upper, spec.log, spec.sigma)
-    if isinstance(spec, FloatParam):
-        return Float(spec.lower, spec.upper, spec.log, spec.sigma)
-    if isinstance(spec, OrderedParam):
-        return Ordered(tuple(spec.values))
-    if isinstance(spec, CategoricalParam):
-        return Categorical(tuple(spec.values))
-    return Constant(spec.value)
 
 
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
