@@ -318,3 +318,20 @@ def test_kill_minus_nine_of_launch_alone_stops_the_job(emews_cmd, tmp_path: Path
     assert emews_cmd.leftovers_after_exit(timeout=120) == []
     summary = json.loads((tmp_path / "exp" / "summary.json").read_text())
     assert summary["interrupted"] == "stopped by SIGTERM"
+
+
+def test_sigterm_to_rank_zero_alone_stops_the_run_cleanly(emews_cmd, tmp_path: Path, gate) -> None:
+    """A signal that reaches only the optimizer rank: it stops the workers, stores, summarises."""
+    events, gate_file = gate
+    wf = rugged(tmp_path, "wait", 6)
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: len(started(events)) >= 2, timeout=120)
+    rank0 = [pid for pid in tagged_pids(emews_cmd.token)
+             if b"PMI_RANK=0\0" in Path(f"/proc/{pid}/environ").read_bytes()
+             and b"emews\0run" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(rank0) == 1
+    os.kill(rank0[0], signal.SIGTERM)
+    assert job.wait(timeout=180) == 143
+    assert "stopped by SIGTERM" in job.stderr.read()
+    assert emews_cmd.leftovers_after_exit() == []
+    assert not (tmp_path / "exp" / "lease.json").exists()

@@ -1,0 +1,62 @@
+"""A batch job stopped by the batch system (``emews cancel`` = scancel: SIGTERM to every process of
+the job, as at the walltime) stores what arrived, says so, and ``emews resume`` finishes it, on the
+real loopback Slurm. Issue 8: "SIGTERM/SIGINT anywhere (launch, rank 0, batch job)"."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from site_helpers import LOOPBACK_SITE
+from slurm_loopback import LoopbackSlurm
+from emews.site.jobs import job_status
+
+RUGGED = Path(__file__).resolve().parents[1] / "objectives" / "rugged.py"
+
+
+def emews(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "emews", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_cancelled_batch_job_stores_what_arrived_and_resume_finishes(slurm_cluster: LoopbackSlurm,
+                                                                       tmp_path: Path) -> None:
+    from test_slurm_loopback import wait_for
+    from testutil import wait_until
+
+    events, gate = tmp_path / "events", tmp_path / "gate"
+    events.mkdir()
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "RUGGED_EVENTS": str(events), "RUGGED_GATE": str(gate),
+           "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(yaml.safe_dump({
+        "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},
+        "space": {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": "wait"}},
+        "budget": {"evaluations": 8}, "task": {"isolation": "process"}}))
+    exp = tmp_path / "exp"
+    launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
+    assert launched.returncode == 0, launched.stderr
+    assert wait_until(lambda: len(list(events.glob("started-*"))) >= 2, timeout=240)
+
+    cancelled = emews("cancel", str(exp), cwd=tmp_path, env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    assert wait_until(lambda: (exp / "summary.json").exists(), timeout=60)
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["interrupted"] == "stopped by SIGTERM"
+    assert (exp / "results.csv").is_file() and not (exp / "lease.json").exists()
+
+    gate.touch()
+    resumed = emews("resume", str(exp), cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    with sqlite3.connect(exp / "results.db") as db:
+        rows = db.execute("SELECT id, status FROM results ORDER BY id").fetchall()
+    assert rows == [(i, "ok") for i in range(8)]
