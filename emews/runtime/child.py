@@ -1,7 +1,7 @@
 """The isolated child process: imports the objective once, then runs tasks sent over a pipe.
 
-Started by :class:`emews.runtime.isolated.ProcessRunner` as
-``python -c "...child import main; main(...)" FD`` where FD is its end of a socket pair.
+Started by :class:`emews.runtime.isolated.ProcessRunner` through
+:class:`emews.runtime.subprocess_channel.ChildProcess`, which calls :func:`serve`.
 Its stdout and stderr go to spool files; after a task that wrote something they
 are copied into that task's run directory (a task that writes nothing gets no
 directory). Processes the objective started during a task are killed when the
@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import signal
 import sys
 import time
 import traceback
@@ -24,7 +23,8 @@ from pathlib import Path
 from emews.results import Outcome, Status
 from emews.runtime.objective import (ObjectiveRef, TaskContext, exit_if_forked, outcome_from_return,
                                      task_run_dir)
-from emews.runtime.processes import become_subreaper, die_with_parent, kill_trees, strays
+from emews.runtime.processes import become_subreaper, kill_trees, strays
+from emews.runtime.subprocess_channel import Ready
 
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 
@@ -36,11 +36,6 @@ class ChildConfig:
     ref: ObjectiveRef
     memory_limit: int | None = None
     spool: str | None = None
-
-
-@dataclass(frozen=True)
-class ChildReady:
-    setup_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,8 +86,9 @@ def _redirect_output(spool: str) -> None:
         os.close(target)
 
 
-def serve(conn: Connection) -> None:
-    config: ChildConfig = conn.recv()
+def serve(conn: Connection, config: ChildConfig) -> None:
+    """Load the objective, run ``setup``, then run tasks until told to stop (or end-of-file)."""
+    become_subreaper()
     if config.spool:
         _redirect_output(config.spool)
     if config.memory_limit:
@@ -100,9 +96,9 @@ def serve(conn: Connection) -> None:
     try:
         objective = config.ref.load()
         objective.setup(None)
-        conn.send(ChildReady())
+        conn.send(Ready())
     except Exception:
-        conn.send(ChildReady("objective setup failed:\n" + traceback.format_exc()))
+        conn.send(Ready("objective setup failed:\n" + traceback.format_exc()))
         return
     me = os.getpid()
     lifelong = set(strays(me))  # started by setup: they serve every task
@@ -150,20 +146,3 @@ def _run(objective, job: ChildTask, config: ChildConfig) -> Outcome:
     sys.stderr.flush()
     keep_output(config.spool, ctx.runs_root, job.task_id)
     return outcome
-
-
-def _leave_stop_signals_to_the_worker() -> None:
-    """A batch system's SIGTERM reaches every process of the job: the worker decides what
-    happens to its child (a do-nothing handler, not SIG_IGN, so programs the objective
-    starts with exec still get the default behaviour)."""
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: None)
-
-
-def main(argv: list[str]) -> None:
-    die_with_parent()
-    become_subreaper()
-    _leave_stop_signals_to_the_worker()
-    fd = int(argv[0])
-    os.set_inheritable(fd, False)
-    serve(Connection(fd))

@@ -37,6 +37,14 @@ def die_with_parent(signum: int = signal.SIGKILL) -> None:
     _prctl(_PR_SET_PDEATHSIG, signum)
 
 
+def die_with(parent_pid: int, signum: int = signal.SIGKILL) -> None:
+    """:func:`die_with_parent`, and exit at once when ``parent_pid`` died before the signal was
+    armed (this process then already has another parent)."""
+    die_with_parent(signum)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
 def stop_with_parent() -> None:
     """For a job started by ``emews launch``: SIGTERM (a clean stop) when the launch dies, even by
     ``kill -9``, so the run never goes on unsupervised."""

@@ -11,21 +11,18 @@ in-process :class:`~._engine.Engine`; at the first fit after that, the engine (o
 kernel, random state, everything) is pickled over and the child carries on from exactly there.
 Nothing waits on the start-up, and no proposal is lost or repeated at the handover.
 
-The child is a plain ``subprocess`` (no ``fork`` of an MPI rank, no re-import of the user's
-``__main__`` as with ``multiprocessing``'s spawn). It dies with the optimizer rank (parent-death
-signal, and end-of-file on its command pipe). If it fails or dies during the run, the engine
-falls back to the in-process copy, which has been told every observation all along.
+The child is a :class:`~emews.runtime.subprocess_channel.ChildProcess`: it dies with the optimizer
+rank (parent-death signal, and end-of-file on its connection). If it fails or dies during the run,
+the engine falls back to the in-process copy, which has been told every observation all along.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import time
-from multiprocessing.connection import Connection
 from typing import Any, Sequence
+
+from emews.runtime.subprocess_channel import ChildExited, ChildProcess
 
 from ._engine import Engine
 
@@ -43,39 +40,30 @@ class ModelProcess:
     """A child process that will host the engine. Starting it does not wait for it."""
 
     def __init__(self) -> None:
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         try:
-            self._proc: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, "-m", "emews.optimizers._bayes._server",
-                 str(os.getpid()), str(to_child_r), str(from_child_w)],
-                pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, env=env)
+            self._proc: ChildProcess | None = ChildProcess(
+                "emews.optimizers._bayes._server",
+                env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
         except OSError as exc:
             log.warning("bayes: could not start the model process (%s); the model stays in this process", exc)
             self._proc = None
-        finally:
-            os.close(to_child_r)
-            os.close(from_child_w)
-        self._out = Connection(to_child_w, readable=False)
-        self._in = Connection(from_child_r, writable=False)
         self._state = "starting" if self._proc is not None else "failed"
         self.started_at = time.monotonic()
         self.ready_after: float | None = None   # seconds from start to ready
 
     def ready(self) -> bool:
         """Whether the child has imported the engine and waits for one (never blocks)."""
-        if self._state == "starting":
+        if self._state == "starting" and self._proc is not None:
             try:
-                if self._in.poll(0):
-                    kind, detail = self._in.recv()
-                    if kind == "ready":
-                        self._state = "ready"
-                        self.ready_after = time.monotonic() - self.started_at
-                    else:
-                        self._fail(f"it could not start: {detail}")
-            except (EOFError, OSError) as exc:
-                self._fail(f"it exited during start-up ({exc!r})")
+                ready = self._proc.wait_ready(0)
+            except ChildExited as exc:
+                self._fail(f"it exited during start-up ({exc})")
+                return False
+            if ready is not None and ready.error:
+                self._fail(f"it could not start: {ready.error}")
+            elif ready is not None:
+                self._state = "ready"
+                self.ready_after = time.monotonic() - self.started_at
         return self._state == "ready"
 
     @property
@@ -91,8 +79,9 @@ class ModelProcess:
     def call(self, kind: str, *args: Any) -> Any:
         """One request, one reply. Raises ``ModelProcessError`` for an error in the engine,
         ``EOFError``/``OSError`` when the child is gone."""
-        self._out.send((kind, *args))
-        status, payload = self._in.recv()
+        if self._proc is None:
+            raise EOFError("the model process did not start")
+        status, payload = self._proc.request((kind, *args))
         if status == "error":
             raise ModelProcessError(f"the bayes model process failed:\n{payload}")
         return payload
@@ -102,19 +91,9 @@ class ModelProcess:
         log.warning("bayes: the model process is unavailable, %s; the model stays in this process", why)
 
     def close(self) -> None:
-        """Stop the child (it exits on end-of-file) and reap it."""
-        for conn in (self._out, self._in):
-            try:
-                conn.close()
-            except OSError:
-                pass
-        if self._proc is None:
-            return
-        try:
-            self._proc.wait(timeout=_EXIT_WAIT)
-        except subprocess.TimeoutExpired:   # in the middle of a long fit: not worth waiting for
-            self._proc.kill()
-            self._proc.wait()
+        """Stop the child (it exits on end-of-file, or is killed in the middle of a long fit)."""
+        if self._proc is not None:
+            self._proc.close(_EXIT_WAIT)
 
 
 class RemoteEngine:

@@ -1,0 +1,26 @@
+"""A child for tests/core/test_subprocess_channel.py: ``serve(conn, config)`` behaves as ``config`` says."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from emews.runtime.subprocess_channel import Ready
+
+
+def serve(conn, config: str) -> int:
+    if config == "cannot start":
+        conn.send(Ready("no licence for this model"))
+        return 3
+    conn.send(Ready())
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return 0
+        if message == "fork, then die":
+            if os.fork() == 0:   # the grandchild keeps the socket open, long after the child died
+                time.sleep(120)
+                os._exit(0)
+            os._exit(7)
+        conn.send(("echo", message))
