@@ -548,7 +548,7 @@ class Space:
 
 def load_candle_json(path: str | Path) -> Space:
     """Load a CANDLE Supervisor GA parameter file (a JSON list of parameter objects)."""
-    from emews.yamlio import read_text
+    from emews.textfiles import read_text
 
     path = Path(path)
     try:

@@ -5,7 +5,7 @@ integer 3600 (base 60).  Site files are full of walltimes, so this loader only
 knows decimal/hex integers and floats (``1e-5`` included); everything else that
 looks numeric stays a string.
 
-Input is bounded: files over :data:`MAX_FILE_BYTES` are refused, a document
+Input is bounded: files over :data:`emews.textfiles.MAX_FILE_BYTES` are refused, a document
 whose aliases expand to more than :data:`MAX_NODES` nodes is refused (alias
 bombs), and a key given twice in one mapping is an error naming the key and
 both lines. :func:`dump_yaml` writes what this loader reads back unchanged.
@@ -20,9 +20,8 @@ from typing import Any
 import yaml
 
 from emews.errors import ConfigError
+from emews.textfiles import read_text
 
-#: the largest file read as configuration or data (bytes)
-MAX_FILE_BYTES = 4 * 2**20
 #: the most nodes a YAML document may hold once aliases are expanded
 MAX_NODES = 1_000_000
 
@@ -116,22 +115,6 @@ def dump_yaml(data: Any) -> str:
     Write it as UTF-8 (:func:`read_text` reads nothing else).
     """
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
-
-
-def read_text(path: Path, *, limit: int = MAX_FILE_BYTES) -> str:
-    """The UTF-8 text of ``path``; a file that is too big, unreadable or not UTF-8 is a ConfigError."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(limit + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror}", file=path) from None
-    if len(raw) > limit:
-        raise ConfigError(f"file is larger than the limit of {limit // 2**20} MiB", file=path)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
-                          file=path, allowed="UTF-8 encoded text") from None
 
 
 def load_mapping(path: Path) -> dict[str, Any]:

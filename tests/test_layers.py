@@ -19,7 +19,7 @@ from testutil import REPO
 #: (rank, group) per module prefix; the longest matching prefix wins
 LAYERS: dict[str, tuple[int, str]] = {
     # core: the contracts every layer uses (points, results, objectives, the optimizer's view)
-    "emews.errors": (0, "core"), "emews.results": (0, "core"), "emews.space": (0, "core"),
+    "emews.errors": (0, "core"), "emews.results": (0, "core"), "emews.space": (0, "core"), "emews.textfiles": (0, "core"),
     "emews.objective": (0, "core"), "emews.imports": (0, "core"), "emews.queues": (0, "core"),
     "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"),
     # configuration: files and command-line values -> validated objects; experiment directories
