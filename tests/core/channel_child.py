@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 from emews.runtime.subprocess_channel import Ready
 
@@ -19,8 +18,10 @@ def serve(conn, config: str) -> int:
         except EOFError:
             return 0
         if message == "fork, then die":
-            if os.fork() == 0:   # the grandchild keeps the socket open, long after the child died
-                time.sleep(120)
-                os._exit(0)
+            if os.fork() == 0:   # the grandchild keeps the socket open after the child died,
+                try:             # until the parent closes its end
+                    conn.recv()
+                finally:
+                    os._exit(0)
             os._exit(7)
         conn.send(("echo", message))

@@ -42,29 +42,27 @@ def test_a_child_that_cannot_start_says_why():
         child.close()
 
 
-def test_death_is_seen_while_a_grandchild_holds_the_socket():
+@pytest.fixture
+def ready_child():
+    child = _child()
+    assert child.wait_ready(120) is not None
+    yield child
+    child.close()
+
+
+def test_death_is_seen_while_a_grandchild_holds_the_socket(ready_child):
     """No end-of-file comes (the grandchild has the socket): the wait on the process sees the death."""
-    child = _child()
-    try:
-        assert child.wait_ready(120) is not None
-        with pytest.raises(ChildExited) as died:
-            child.request("fork, then die", timeout=120)   # ReplyTimeout here would be the bug
-        assert died.value.returncode == 7
-    finally:
-        child.close()
+    with pytest.raises(ChildExited) as died:
+        ready_child.request("fork, then die", timeout=120)   # ReplyTimeout here would be the bug
+    assert died.value.returncode == 7
 
 
-def test_abort_is_checked_before_anything_else():
-    child = _child()
-    try:
-        assert child.wait_ready(120) is not None
-        with pytest.raises(Aborted):
-            child.receive(timeout=120, should_abort=lambda: True)
-        with pytest.raises(ReplyTimeout):
-            child.receive(timeout=0)
-    finally:
-        child.close()
-    assert child.returncode == 0
+def test_abort_is_checked_before_anything_else(ready_child):
+    with pytest.raises(Aborted):
+        ready_child.receive(timeout=120, should_abort=lambda: True)
+    with pytest.raises(ReplyTimeout):
+        ready_child.receive(timeout=0)
+    assert ready_child.request("still there", timeout=120) == ("echo", "still there")
 
 
 def test_a_child_whose_parent_died_before_the_death_signal_was_armed_exits():
