@@ -31,7 +31,7 @@ from emews.evaluator import EvaluatorObserver
 from emews.objectives.benchmarks import PROBLEMS
 from emews.optimizer import Optimizer
 from emews.runtime.job import RunSpec, run_in_threads
-from emews.runtime.objective import ObjectiveRef
+from emews.objective import ObjectiveRef
 
 BUDGETS = {"branin": 40, "hartmann6": 80, "ackley5": 80, "mixed": 50}
 QUICK_BUDGETS = {"branin": 30, "hartmann6": 50, "ackley5": 50, "mixed": 30}

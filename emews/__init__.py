@@ -8,7 +8,7 @@ their :class:`TaskContext`.
 from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.optimizer import AskTellOptimizer, Optimizer
 from emews.results import Result, Status
-from emews.runtime.objective import TaskContext, current_task
+from emews.objective import TaskContext, current_task
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space
 
 __all__ = ["AskTellOptimizer", "BudgetExhausted", "Categorical", "Constant", "Evaluator", "EvaluatorObserver", "Float", "Int",

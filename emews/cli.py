@@ -169,7 +169,7 @@ STOP_GRACE_SECONDS = 120.0
 def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     """Run the job here; a SIGTERM/SIGINT to this process is forwarded once, then we wait for it."""
     from emews.runtime.mpi_main import run_exit_status
-    from emews.runtime.processes import stop_with_parent
+    from emews.runtime.processes import stop_with
     from emews.site.jobs import job_command
 
     command = site.local_command(workers + 1, [*job_command(exp_dir), "--lease", lease_token])
@@ -180,7 +180,7 @@ def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     received: list[int] = []
     since = time.time()
     try:  # its own session: Ctrl-C reaches only us, and we forward exactly one stop
-        proc = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=stop_with_parent)
+        proc = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()))
     except FileNotFoundError:
         raise EmewsError(f"cannot start {command[0]}: not found (is the mpich wheel installed?)") from None
 

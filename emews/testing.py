@@ -50,7 +50,7 @@ from emews.evaluator import BudgetExhausted, Evaluator
 from emews.optimizer import AskTellOptimizer, Optimizer
 from emews.results import Result
 from emews.runtime.job import RunSpec, RunSummary, run_in_threads
-from emews.runtime.objective import ObjectiveRef
+from emews.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space
 
 __all__ = [

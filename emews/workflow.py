@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAd
 from emews.errors import ConfigError, brief
 from emews.plugins import (OptimizerNotFound, available_optimizers, options_model, path_options, resolve_optimizer,
                            validate_options)
-from emews.runtime.objective import ObjectiveLoadError, ObjectiveRef
+from emews.objective import ObjectiveLoadError, ObjectiveRef
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.validation import config_error
 from emews.yamlio import load_mapping, set_dotted

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from emews.results import Outcome, Status
-from emews.runtime.objective import (ObjectiveRef, TaskContext, exit_if_forked, outcome_from_return,
+from emews.objective import (ObjectiveRef, TaskContext, exit_if_forked, outcome_from_return,
                                      task_run_dir)
 from emews.runtime.processes import become_subreaper, kill_trees, strays
 from emews.runtime.subprocess_channel import Ready

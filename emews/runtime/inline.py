@@ -17,7 +17,7 @@ from typing import Callable
 
 from emews.results import Outcome, Status, Task
 from emews.runtime.interrupt import Interrupt, Interrupted
-from emews.runtime.objective import (LoadedObjective, ObjectiveRef, TaskContext, exit_if_forked,
+from emews.objective import (LoadedObjective, ObjectiveRef, TaskContext, exit_if_forked,
                                      outcome_from_return)
 from emews.runtime.processes import kill_trees, strays
 

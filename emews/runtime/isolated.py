@@ -14,7 +14,7 @@ from typing import Callable
 
 from emews.results import Outcome, Status, Task
 from emews.runtime.child import ChildConfig, ChildShutdown, ChildStopped, ChildTask, keep_output
-from emews.runtime.objective import ObjectiveRef, TaskContext
+from emews.objective import ObjectiveRef, TaskContext
 from emews.runtime.processes import become_subreaper, kill_trees, strays
 from emews.runtime.subprocess_channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 

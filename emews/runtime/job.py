@@ -20,7 +20,7 @@ from emews.runtime.distributor import Distributor
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.isolated import ProcessRunner
-from emews.runtime.objective import ObjectiveRef, TaskContext
+from emews.objective import ObjectiveRef, TaskContext
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport

@@ -10,10 +10,11 @@ moved to.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -45,10 +46,10 @@ def die_with(parent_pid: int, signum: int = signal.SIGKILL) -> None:
         os._exit(1)
 
 
-def stop_with_parent() -> None:
-    """For a job started by ``emews launch``: SIGTERM (a clean stop) when the launch dies, even by
-    ``kill -9``, so the run never goes on unsupervised."""
-    die_with_parent(signal.SIGTERM)
+def stop_with(parent_pid: int) -> Callable[[], None]:
+    """For a job started by ``emews launch`` (a ``preexec_fn``): SIGTERM, a clean stop, when the
+    launch dies, even by ``kill -9``, so the run never goes on unsupervised."""
+    return functools.partial(die_with, parent_pid, signal.SIGTERM)
 
 
 def children(pid: int) -> list[int]:

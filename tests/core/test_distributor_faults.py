@@ -12,7 +12,7 @@ from emews import Optimizer
 from emews.queues import DistributorFailed
 from emews.results import Outcome, Result, Status, Task
 from emews.runtime.job import RunSpec, resume_state, run_optimizer_rank, run_worker_rank
-from emews.runtime.objective import ObjectiveRef
+from emews.objective import ObjectiveRef
 from emews.runtime.store import ResultsStore
 from emews.runtime.transport import Tag, ThreadHub
 from emews.space import Constant, Float, Space

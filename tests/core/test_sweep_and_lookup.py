@@ -11,7 +11,7 @@ from testutil import FAULTY, write_workflow
 from emews.cli import main
 from emews.optimizers.sweep import Sweep
 from emews.runtime.job import RunSpec, run_in_threads
-from emews.runtime.objective import ObjectiveRef
+from emews.objective import ObjectiveRef
 from emews.runtime.store import ResultsStore
 from emews.space import Categorical, Constant, Float, Space
 

@@ -20,7 +20,7 @@ from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers.random import RandomSearch
 from emews.results import Result, Status
 from emews.runtime.job import RunSpec, run_in_threads
-from emews.runtime.objective import ObjectiveRef
+from emews.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space
 from emews.testing import OptimizerConformance
 from testutil import EVENTS

@@ -23,7 +23,7 @@ from emews.optimizers.ga import GeneticAlgorithm
 from emews.optimizers.random import RandomSearch
 from emews.results import Result, Status
 from emews.runtime.job import RunSpec, run_in_threads
-from emews.runtime.objective import ObjectiveRef
+from emews.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space, candle_dimension
 from emews.testing import FLAKY, mixed_space, run_traced
 

@@ -57,7 +57,7 @@ def write_r(tmp_path: Path, code: str, name: str = "opt.R") -> Path:
 def run_r(tmp_path: Path, script: Path, *, budget: int = 12, workers: int = 3, space: Space | None = None,
           objective: str | None = None, entry: str | None = None, **options):
     from emews.rbridge import ROptimizer
-    from emews.runtime.objective import ObjectiveRef
+    from emews.objective import ObjectiveRef
 
     box = {}
 
