@@ -80,7 +80,7 @@ def child_emews(tasks: int, latency_tasks: int, idle_seconds: float) -> None:
 
     from emews.optimizer import Optimizer
     from emews.optimizers.random import RandomSearch
-    from emews.runtime.job import RunSpec, run_optimizer_rank, run_worker_rank
+    from emews.job import RunSpec, run_optimizer_rank, run_worker_rank
     from emews.objective import ObjectiveRef
     from emews.runtime.transport import MPITransport
     from emews.space import Float, Space

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from emews.evaluator import EvaluatorObserver
 from emews.objectives.benchmarks import PROBLEMS
 from emews.optimizer import Optimizer
-from emews.runtime.job import RunSpec, run_in_threads
+from emews.job import RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 
 BUDGETS = {"branin": 40, "hartmann6": 80, "ackley5": 80, "mixed": 50}

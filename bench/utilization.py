@@ -99,7 +99,7 @@ def child(args: argparse.Namespace) -> None:
 
     from emews.evaluator import Evaluator
     from emews.optimizer import Optimizer
-    from emews.runtime.job import RunSpec, run_optimizer_rank, run_worker_rank
+    from emews.job import RunSpec, run_optimizer_rank, run_worker_rank
     from emews.objective import ObjectiveRef
     from emews.runtime.transport import MPITransport
     from emews.space import Constant, Float, Space

@@ -134,7 +134,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from emews.experiment import SITE_FILE, read_info, require_experiment, update_budget
     from emews.lease import acquire
     from emews.report import open_store
-    from emews.runtime.mpi_main import _job_done
+    from emews.mpi_main import _job_done
     from emews.site import load_site
 
     exp_dir = require_experiment(args.exp_dir.absolute())
@@ -168,7 +168,7 @@ STOP_GRACE_SECONDS = 120.0
 
 def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     """Run the job here; a SIGTERM/SIGINT to this process is forwarded once, then we wait for it."""
-    from emews.runtime.mpi_main import run_exit_status
+    from emews.mpi_main import run_exit_status
     from emews.runtime.processes import stop_with
     from emews.site.jobs import job_command
 
@@ -275,7 +275,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from emews.runtime.mpi_main import run_experiment
+    from emews.mpi_main import run_experiment
 
     return run_experiment(args.exp_dir, args.lease)
 

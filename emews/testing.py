@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping, Sequence
 from emews.evaluator import BudgetExhausted, Evaluator
 from emews.optimizer import AskTellOptimizer, Optimizer
 from emews.results import Result
-from emews.runtime.job import RunSpec, RunSummary, run_in_threads
+from emews.job import RunSpec, RunSummary, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space
 

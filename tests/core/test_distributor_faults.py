@@ -11,7 +11,7 @@ from testutil import FAULTY
 from emews import Optimizer
 from emews.queues import DistributorFailed
 from emews.results import Outcome, Result, Status, Task
-from emews.runtime.job import RunSpec, resume_state, run_optimizer_rank, run_worker_rank
+from emews.job import RunSpec, resume_state, run_optimizer_rank, run_worker_rank
 from emews.objective import ObjectiveRef
 from emews.runtime.store import ResultsStore
 from emews.runtime.transport import Tag, ThreadHub

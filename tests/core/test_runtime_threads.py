@@ -11,7 +11,7 @@ import pytest
 from testutil import FAULTY, GATED, REPO, wait_until
 from emews import AskTellOptimizer, BudgetExhausted, Optimizer
 from emews.runtime.backoff import Backoff
-from emews.runtime.job import OptimizerFailed, RunSpec, run_in_threads
+from emews.job import OptimizerFailed, RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore

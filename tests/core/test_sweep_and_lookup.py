@@ -10,7 +10,7 @@ import pytest
 from testutil import FAULTY, write_workflow
 from emews.cli import main
 from emews.optimizers.sweep import Sweep
-from emews.runtime.job import RunSpec, run_in_threads
+from emews.job import RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.runtime.store import ResultsStore
 from emews.space import Categorical, Constant, Float, Space

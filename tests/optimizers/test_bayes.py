@@ -19,7 +19,7 @@ from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers.random import RandomSearch
 from emews.results import Result, Status
-from emews.runtime.job import RunSpec, run_in_threads
+from emews.job import RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space
 from emews.testing import OptimizerConformance

@@ -20,7 +20,7 @@ from emews.optimizers._bayes._engine import Engine
 from emews.optimizers._bayes._remote import ModelProcess, ModelProcessError
 from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers.bayes import BayesianOptimizer
-from emews.runtime.job import RunSpec, run_in_threads
+from emews.job import RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.space import Categorical, Float, Int, Space
 from testutil import wait_until

@@ -22,7 +22,7 @@ from emews.optimizers._ga.operators import Mutator, cx_uniform, mutate_value, mu
 from emews.optimizers.ga import GeneticAlgorithm
 from emews.optimizers.random import RandomSearch
 from emews.results import Result, Status
-from emews.runtime.job import RunSpec, run_in_threads
+from emews.job import RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Int, Ordered, Space, candle_dimension
 from emews.testing import FLAKY, mixed_space, run_traced

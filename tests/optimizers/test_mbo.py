@@ -14,7 +14,7 @@ import pytest
 
 from emews.optimizers.mbo import FALLBACK, MLRMBO, MBO
 from emews.optimizers.random import RandomSearch
-from emews.runtime.job import RunSpec, run_in_threads
+from emews.job import RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.space import Categorical, Constant, Float, Space
 from emews.testing import OptimizerConformance

@@ -17,7 +17,7 @@ import pytest
 
 from emews.testing import mixed_space
 
-from emews.runtime.job import OptimizerFailed, RunSpec, run_in_threads
+from emews.job import OptimizerFailed, RunSpec, run_in_threads
 from emews.space import Float, Int, Space
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from emews.experiment import LOG_FILE, SITE_FILE, STORE_FILE, WORKFLOW_FILE, req
 from emews.lease import Lease, acquire
 from emews.report import export_csv, open_store, summary_text, totals
 from emews.runtime.interrupt import Interrupt
-from emews.runtime.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
+from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import MPITransport
 from emews.site import bind_gpus, load_site, local_rank
