@@ -91,10 +91,10 @@ class OptimizerFailed(RuntimeError):
 def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
                 interrupt: Interrupt | None = None) -> Runner:
     """The objective runner for one worker rank, per ``spec.isolation``."""
-    host = socket.gethostname()
+    host, runs_root = socket.gethostname(), spec.runs_root
 
     def make_context(task: Task) -> TaskContext:
-        return TaskContext(task.id, rank, task.seed, list(gpu_ids), host, spec.runs_root)
+        return TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
 
     if spec.isolation == "inline":
         return InlineRunner(spec.objective, timeout=spec.timeout if use_alarm else None,

@@ -9,10 +9,8 @@ of its call. A second signal is ignored: shutdown is already under way.
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import threading
-from typing import Iterator
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -36,6 +34,7 @@ class Interrupt:
     def __init__(self) -> None:
         self.signum: int | None = None
         self._raising = 0
+        self._guard = _Raising(self)
 
     def install(self) -> "Interrupt":
         """Handle the stop signals in this process (call on the main thread)."""
@@ -51,16 +50,10 @@ class Interrupt:
     def error(self) -> Interrupted | None:
         return None if self.signum is None else Interrupted(self.signum)
 
-    @contextlib.contextmanager
-    def raising(self) -> Iterator[None]:
-        """While inside, the first signal raises :class:`Interrupted` on the main thread."""
-        if self.signum is not None:
-            raise Interrupted(self.signum)
-        self._raising += 1
-        try:
-            yield
-        finally:
-            self._raising -= 1
+    def raising(self) -> "_Raising":
+        """While inside, the first signal raises :class:`Interrupted` on the main thread
+        (a plain context manager: it wraps every inline task)."""
+        return self._guard
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.signum is not None:
@@ -68,3 +61,19 @@ class Interrupt:
         self.signum = signum
         if self._raising:
             raise Interrupted(signum)
+
+
+class _Raising:
+    __slots__ = ("_interrupt",)
+
+    def __init__(self, interrupt: Interrupt) -> None:
+        self._interrupt = interrupt
+
+    def __enter__(self) -> None:
+        interrupt = self._interrupt
+        if interrupt.signum is not None:
+            raise Interrupted(interrupt.signum)
+        interrupt._raising += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._interrupt._raising -= 1
