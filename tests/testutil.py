@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -130,6 +131,15 @@ class EmewsCommand:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def stored_rows(exp: Path) -> list[dict]:
+    """The rows of an experiment's results table, as dicts, in id order."""
+    db = sqlite3.connect(exp / "results.db")
+    db.row_factory = sqlite3.Row
+    out = [dict(r) for r in db.execute("SELECT * FROM results ORDER BY id")]
+    db.close()
+    return out
 
 
 def write_workflow(folder: Path, name: str = "wf", **sections: Any) -> Path:

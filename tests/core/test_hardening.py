@@ -19,17 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testutil import TESTS, EmewsCommand, wait_until, write_workflow
+from testutil import TESTS, EmewsCommand, wait_until, write_workflow, stored_rows as rows
 
 RUGGED = TESTS / "objectives" / "rugged.py"
-
-
-def rows(exp: Path) -> list[dict]:
-    db = sqlite3.connect(exp / "results.db")
-    db.row_factory = sqlite3.Row
-    out = [dict(r) for r in db.execute("SELECT * FROM results ORDER BY id")]
-    db.close()
-    return out
 
 
 def rugged(folder: Path, mode: str, budget: int, *, isolation: str = "process", name: str = "wf",

@@ -10,15 +10,7 @@ from pathlib import Path
 import pytest
 
 from emews.objective import task_run_dir
-from testutil import GATED, wait_until, write_workflow
-
-
-def rows(exp: Path) -> list[dict]:
-    db = sqlite3.connect(exp / "results.db")
-    db.row_factory = sqlite3.Row
-    out = [dict(r) for r in db.execute("SELECT * FROM results ORDER BY id")]
-    db.close()
-    return out
+from testutil import GATED, wait_until, write_workflow, stored_rows as rows
 
 
 def test_random_workflow_end_to_end(emews_cmd) -> None:
