@@ -327,3 +327,23 @@ def test_sigterm_to_rank_zero_alone_stops_the_run_cleanly(emews_cmd, tmp_path: P
     assert "stopped by SIGTERM" in job.stderr.read()
     assert emews_cmd.leftovers_after_exit() == []
     assert not (tmp_path / "exp" / "lease.json").exists()
+
+
+def test_an_unwritable_experiment_directory_is_one_clear_line(emews_cmd, tmp_path: Path) -> None:
+    """3k: a read-only location gave a traceback and exit 1."""
+    wf = rugged(tmp_path, "ok", 2)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    targets = ["/proc/emews-exp"]
+    if subprocess.run(["mount", "-o", "bind,ro", str(ro), str(ro)], capture_output=True).returncode == 0:
+        targets.append(str(ro / "exp"))
+    try:
+        for target in targets:
+            proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", target, timeout=120)
+            assert proc.returncode == 2, proc.stderr
+            assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+            assert "cannot create the experiment directory" in proc.stderr and "--exp-dir" in proc.stderr
+    finally:
+        if len(targets) > 1:
+            subprocess.run(["umount", str(ro)], check=True)
+    assert list(ro.iterdir()) == []
