@@ -143,6 +143,7 @@ def test_optimizer_exception_ends_the_job_quickly(emews_cmd, tmp_path: Path, iso
 
 SEEN_RANDOM = '''
 import os
+from emews import EvaluatorObserver
 from emews.optimizers.random import RandomSearch
 
 
@@ -150,16 +151,14 @@ class SeenRandom(RandomSearch):
     """Random search that appends the id of every result it receives to $SEEN_FILE (fsynced)."""
 
     def run(self, evaluator):
-        get = evaluator.get
         with open(os.environ["SEEN_FILE"], "a") as seen:
-            def recorded_get(*args, **kwargs):
-                results = get(*args, **kwargs)
-                seen.write("".join(f"{r.id}\\n" for r in results))
-                seen.flush()
-                os.fsync(seen.fileno())
-                return results
+            class Seen(EvaluatorObserver):
+                def received(self, results):
+                    seen.write("".join(f"{r.id}\\n" for r in results))
+                    seen.flush()
+                    os.fsync(seen.fileno())
 
-            evaluator.get = recorded_get
+            evaluator.observers.append(Seen())
             super().run(evaluator)
 '''
 

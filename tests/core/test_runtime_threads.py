@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testutil import FAULTY, GATED, REPO, wait_until
-from emews import AskTellOptimizer, BudgetExhausted, Optimizer
+from emews import AskTellOptimizer, BudgetExhausted, EvaluatorObserver, Optimizer
 from emews.runtime.backoff import Backoff
 from emews.job import OptimizerFailed, RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
@@ -119,14 +119,13 @@ class Recording(AskTellOptimizer):
         self.seen += len(results)
 
     def run(self, evaluator):
-        original = evaluator.put
+        recording = self
 
-        def put(points):
-            ids = original(points)
-            self.max_pending = max(self.max_pending, evaluator.pending)
-            return ids
+        class Pending(EvaluatorObserver):
+            def submitted(self, tasks):
+                recording.max_pending = max(recording.max_pending, evaluator.pending)
 
-        evaluator.put = put
+        evaluator.observers.append(Pending())
         super().run(evaluator)
 
 

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import emews
+from emews.evaluator import EvaluatorObserver
 from emews.optimizer import AskTellOptimizer
 from emews.optimizers._bayes import _engine
 from emews.optimizers._bayes._space import SpaceMap
@@ -240,21 +241,16 @@ class _Recording:
         opt, results = self.cls(**self.kw), self.results
         run = opt.run
 
-        def run_recorded(evaluator):
-            get, put = evaluator.get, evaluator.put
+        class Recorded(EvaluatorObserver):
+            def submitted(self, tasks):
+                for task in tasks:
+                    EVENTS.record("put", task.id)
 
-            def recorded_get(*a, **k):
-                rs = get(*a, **k)
+            def received(self, rs):
                 results.extend(rs)
-                return rs
 
-            def recorded_put(points):
-                ids = put(points)
-                for i in ids:
-                    EVENTS.record("put", i)
-                return ids
-
-            evaluator.get, evaluator.put = recorded_get, recorded_put
+        def run_recorded(evaluator):
+            evaluator.observers.append(Recorded())
             return run(evaluator)
 
         opt.run = run_recorded

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from emews.evaluator import BudgetExhausted, Evaluator
+from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.optimizer import Optimizer
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers._ga import archive
@@ -27,6 +27,16 @@ from emews.testing import run_traced, smooth_objective
 
 SPACE = Space({"x": Float(-5.0, 5.0, sigma=0.01), "n": Int(0, 8), "tag": Constant("t")})
 
+
+class Proposed(EvaluatorObserver):
+    """The points an optimizer submits, in order."""
+
+    def __init__(self, evaluator: Evaluator) -> None:
+        self.points: list[dict[str, Any]] = []
+        evaluator.observers.append(self)
+
+    def submitted(self, tasks) -> None:
+        self.points.extend(dict(t.params) for t in tasks)
 
 def result(task_id: int, params: dict[str, Any], loss: float | None = None) -> Result:
     """A finished evaluation of an earlier run (``loss`` None: it failed)."""
@@ -167,12 +177,10 @@ def test_random_search_skips_the_draws_of_requeued_tasks_too() -> None:
     earlier = [result(0, whole.points[0], 0.1), result(1, whole.points[1], 0.2)]
     ev = Evaluator(queues, space, workers=1, budget=6, seed=1, history=earlier,
                    requeue=[task(2, whole.points[2])])
-    proposed: list[dict[str, Any]] = []
-    put = ev.put
-    ev.put = lambda points: proposed.extend(points) or put(points)  # type: ignore[method-assign]
+    proposed = Proposed(ev)
     with Answerer(queues):
         RandomSearch(seed=1, backlog=1).run(ev)
-    assert proposed == whole.points[3:]
+    assert proposed.points == whole.points[3:]
 
 
 # --------------------------------------------------------------------------- sweep
@@ -200,12 +208,10 @@ def test_a_resumed_sweep_does_not_propose_the_requeued_points() -> None:
     queues = QueuePair()
     ev = Evaluator(queues, space, workers=2, budget=6, history=[result(0, {"n": 0}, 1.0)],
                    requeue=[task(1, {"n": 1}), task(2, {"n": 2})])
-    proposed: list[dict[str, Any]] = []
-    put = ev.put
-    ev.put = lambda points: proposed.extend(points) or put(points)  # type: ignore[method-assign]
+    proposed = Proposed(ev)
     with Answerer(queues) as answerer:
         Sweep(levels=6).run(ev)
-    assert proposed == [{"n": 3}, {"n": 4}, {"n": 5}] and sorted(answerer.answered) == [1, 2, 3, 4, 5]
+    assert proposed.points == [{"n": 3}, {"n": 4}, {"n": 5}] and sorted(answerer.answered) == [1, 2, 3, 4, 5]
 
 
 # --------------------------------------------------------------------------- GA
