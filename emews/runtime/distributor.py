@@ -59,7 +59,6 @@ class Distributor:
         self._abort = False
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
         self._in_flight: dict[int, Task] = {}
-        self._held: dict[int, set[int]] = {rank: set() for rank in self._workers}  # task ids per worker
         self._received: list[Result] = []   # not yet stored nor delivered
         self._dispatched: deque[tuple[float, Task]] = deque()  # (when, task) not yet recorded
         self._slots = WorkerSlots(self._workers, prefetch=self.prefetch)
@@ -130,9 +129,7 @@ class Distributor:
         if msg.tag is Tag.OUTCOME:
             in_flight, received, slots = self._in_flight, self._received, self._slots
             outcome: Outcome
-            held = self._held[msg.source]
             for outcome in msg.payload:
-                held.discard(outcome.task_id)
                 received.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
                 ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
                 slots.release(msg.source, ran)
@@ -144,11 +141,10 @@ class Distributor:
                 self.worker_errors[msg.source] = stopped.error
             if not self._closing:  # a worker that stopped on its own (a signal) gets no more tasks;
                 self._slots.retire(msg.source)  # its unfinished ones are recorded and go to the others
-                dropped = [self._in_flight.pop(i) for i in sorted(self._held[msg.source], reverse=True)]
-                self._held[msg.source].clear()
+                dropped = [self._in_flight.pop(i) for i in stopped.unfinished if i in self._in_flight]
                 if self._store is not None:
                     self._store.commit([t for t in dropped if not t.attempt])
-                self._queues.tasks.extendleft(dropped)
+                self._queues.tasks.extendleft(reversed(dropped))
         return False
 
     def _loop(self) -> None:
@@ -168,11 +164,9 @@ class Distributor:
             while slots and tasks and not self._abort:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
-                held = self._held[rank]
                 now = clock()
                 for task in batch:
                     in_flight[task.id] = task
-                    held.add(task.id)
                     if not task.attempt:
                         self._dispatched.append((now, task))
                 transport.send(batch, rank, Tag.TASK)
@@ -219,9 +213,11 @@ class Distributor:
 
 
     def _running_tasks(self, every_task: bool) -> list[Task]:
-        """Tasks dispatched ``record_after`` seconds ago (all when ``every_task``) that still run."""
+        """Tasks dispatched about ``record_after`` seconds ago (all when ``every_task``) that still run."""
         dispatched, in_flight, out = self._dispatched, self._in_flight, []
-        horizon = time.perf_counter() - self.record_after
+        # half the age: a commit takes a quarter-second's worth of tasks at once, not one
+        # task per loop as each reaches the age
+        horizon = time.perf_counter() - self.record_after / 2
         while dispatched and (every_task or dispatched[0][0] <= horizon):
             task = dispatched.popleft()[1]
             if task.id in in_flight:

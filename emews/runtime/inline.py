@@ -19,7 +19,7 @@ from emews.results import Outcome, Status, Task
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.objective import (LoadedObjective, ObjectiveRef, TaskContext, exit_if_forked,
                                      outcome_from_return)
-from emews.runtime.processes import kill_trees, strays
+from emews.runtime.processes import has_children, kill_trees, strays
 
 #: longest timer ``setitimer`` is given; a longer timeout (or ``inf``) means no timer at all
 MAX_ALARM_SECONDS = 1e8
@@ -93,7 +93,7 @@ class InlineRunner:
     def _kill_strays(self, keep: set[int] | tuple[()]) -> None:
         """Kill the processes the objective left running (only when this rank owns its process:
         workers that are threads, in tests, share theirs)."""
-        if self._can_alarm:
+        if self._can_alarm and has_children():
             kill_trees(strays(os.getpid(), keep=keep))
 
     def _alarm(self, seconds: float | None) -> "_Alarm":

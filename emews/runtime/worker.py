@@ -32,6 +32,7 @@ class WorkerStopped:
 
     served: int
     error: str | None = None
+    unfinished: tuple[int, ...] = ()  # tasks it held but did not finish (it stopped on its own)
 
 
 class Inbox:
@@ -44,12 +45,12 @@ class Inbox:
     def __init__(self, transport: Transport, interrupted: Callable[[], bool] = lambda: False) -> None:
         self._transport = transport
         self._interrupted = interrupted
-        self._held: deque[Message] = deque()
+        self.held: deque[Message] = deque()
         self.stop: Message | None = None
 
     def next(self) -> Message | None:
-        if self._held:
-            return self._held.popleft()
+        if self.held:
+            return self.held.popleft()
         if self.stop is not None:
             return self.stop
         return self._transport.poll()
@@ -62,7 +63,7 @@ class Inbox:
                 if msg.tag is Tag.STOP:
                     self.stop = msg
                 else:
-                    self._held.append(msg)
+                    self.held.append(msg)
 
     def __call__(self) -> bool:
         """Whether the running task must be abandoned (an abort or a signal arrived)."""
@@ -97,9 +98,10 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
         runner.start()
         while not interrupted():
             if queued:
-                outcome = _run_guarded(runner, queued.popleft(), inbox, transport.rank)
-                if outcome is None:  # aborted mid-task
+                outcome = _run_guarded(runner, queued[0], inbox, transport.rank)
+                if outcome is None:  # aborted mid-task: it stays among the unfinished
                     break
+                queued.popleft()
                 if not unsent:
                     oldest = time.perf_counter()
                 unsent.append(outcome)
@@ -127,9 +129,15 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
                 + traceback.format_exc()
         if unsent:
             transport.send(unsent, optimizer_rank, Tag.OUTCOME)
-        transport.send(WorkerStopped(served, error), optimizer_rank, Tag.STOPPED)
+        transport.send(WorkerStopped(served, error, _unfinished(queued, inbox)), optimizer_rank, Tag.STOPPED)
         _settle(transport, inbox, backoff, deadline=time.monotonic() + FINAL_SEND_SECONDS)
     return served
+
+
+def _unfinished(queued: deque[Task], inbox: Inbox) -> tuple[int, ...]:
+    """Ids of the tasks this worker holds and did not run: queued, or still in its inbox."""
+    waiting = [t.id for msg in inbox.held if msg.tag is Tag.TASK for t in msg.payload]
+    return tuple(t.id for t in queued) + tuple(waiting)
 
 
 #: how long a stopping worker waits for the optimizer rank to take its last messages
