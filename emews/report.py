@@ -38,15 +38,6 @@ def open_store(exp_dir: Path) -> ResultsStore | None:
     return ResultsStore(path, readonly=True) if path.exists() else None
 
 
-def load_results(exp_dir: Path) -> list[Result]:
-    """Every finished evaluation in the experiment's results store (none if it has no store yet)."""
-    store = open_store(exp_dir)
-    if store is None:
-        return []
-    with store:
-        return list(store)
-
-
 def totals(store: ResultsStore | None) -> Totals:
     if store is None:
         return Totals({}, None)

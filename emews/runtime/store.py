@@ -126,9 +126,6 @@ class ResultsStore:
         top = max((self._db.execute(f"SELECT MAX(id) FROM {t}").fetchone()[0] or -1) for t in tables)
         return top + 1
 
-    def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-
     def status_counts(self) -> dict[str, int]:
         return dict(self._db.execute("SELECT status, COUNT(*) FROM results GROUP BY status"))
 
