@@ -63,7 +63,7 @@ def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> in
     cursor = store.execute(f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, "
                            f"COALESCE(host, ''), {_ts('submitted')}, {_ts('started')}, {_ts('finished')} "
                            "FROM results ORDER BY id")
-    loads, empty = json.loads, {}
+    loads, empty, plain = json.JSONDecoder().decode, {}, _PLAIN
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -78,8 +78,10 @@ def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> in
                 for id_, status, objective, params, metrics, *tail in chunk:
                     p = loads(params)
                     m = loads(metrics) if metrics != "{}" else empty
-                    out.append([id_, status, objective, *[_cell(p.get(k)) for k in param_names],
-                                *[_cell(m.get(k)) for k in metric_names], *tail])
+                    out.append([id_, status, objective,
+                                *[v if type(v) in plain else _cell(v) for v in map(p.get, param_names)],
+                                *[v if type(v) in plain else _cell(v) for v in map(m.get, metric_names)],
+                                *tail])
                 writer.writerows(out)
                 rows += len(out)
         os.chmod(tmp, 0o666 & ~_umask())
@@ -88,6 +90,10 @@ def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> in
         Path(tmp).unlink(missing_ok=True)
         raise
     return rows
+
+
+#: values the CSV writer takes as they are
+_PLAIN = frozenset((int, float, str, bool))
 
 
 def _cell(value: object) -> object:
