@@ -49,8 +49,6 @@ most informed points per evaluation, for objectives so cheap that idle workers c
 from __future__ import annotations
 
 import math
-import random
-import time
 from typing import Any, Sequence
 
 from emews.optimizer import AskTellOptimizer
@@ -59,6 +57,7 @@ from emews.space import Space
 
 from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, Engine
 from ._bayes._proposer import Proposer
+from ._bayes._refill import Refill
 from ._bayes._space import SpaceMap
 
 __all__ = ["BayesianOptimizer"]
@@ -219,7 +218,6 @@ class BayesianOptimizer(AskTellOptimizer):
             self.ingest(list(evaluator.history))
         target = self.in_flight
         workers = evaluator.workers
-        filler_rng = random.Random(f"{self.seed}-fill")
         speculate = math.isfinite(self.speculate) and workers > 1   # one worker: none, runs repeat
         proposer_options = dict(max_ahead=4 * target if speculate else 0,
                                 min_cycle=self.speculate if speculate else 0.0)
@@ -228,7 +226,8 @@ class BayesianOptimizer(AskTellOptimizer):
         process_after = {True: 0.0, False: math.inf}.get(self.model_process, self.process_after)
         proposer = Proposer(self.engine, **proposer_options,
                             process_after=process_after if speculate else math.inf).start()
-        waiting_since: float | None = None
+        refill = Refill(self.space, self.map, proposer, workers=workers, speculate=speculate,
+                        max_idle=self.max_idle, seed=self.seed, stats=self.stats)
         poll = 0.002
         try:
             if evaluator.history and evaluator.remaining > 0:
@@ -239,26 +238,7 @@ class BayesianOptimizer(AskTellOptimizer):
             while True:
                 room = min(target - evaluator.pending, evaluator.remaining)
                 if room > 0:
-                    xs = proposer.take(room)
-                    points = [self.map.from_skopt(x) for x in xs]
-                    idle = min(room, workers - evaluator.pending) - len(points)
-                    if idle > 0 and speculate and proposer.busy:   # workers would wait on a refit
-                        backup = [self.map.from_skopt(x) for x in proposer.take_fallback(idle)]
-                        self.stats["runners_up"] += len(backup)
-                        if not proposer.fitted:   # no model yet: more initial points, one wave at most
-                            extra = max(min(idle - len(backup), workers - self.stats["random_fillers"]), 0)
-                            backup += [self.space.sample(filler_rng) for _ in range(extra)]
-                            self.stats["random_fillers"] += extra
-                        points += backup
-                        idle -= len(backup)
-                    if idle > 0 and self.max_idle is not None:
-                        waiting_since = waiting_since or time.monotonic()
-                        if time.monotonic() - waiting_since >= self.max_idle:
-                            points += [self.space.sample(filler_rng) for _ in range(idle)]
-                            self.stats["random_fillers"] += idle
-                            waiting_since = None
-                    else:
-                        waiting_since = None
+                    points = refill.points(room, evaluator.pending)
                     if points:
                         ids = evaluator.put(points)
                         proposer.submitted(ids, [self.map.to_skopt(p) for p in points])
