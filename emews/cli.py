@@ -134,7 +134,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from emews.experiment import SITE_FILE, read_info, require_experiment, update_budget
     from emews.lease import acquire
     from emews.report import open_store
-    from emews.mpi_main import _job_done
+    from emews.site.jobs import batch_job_over
     from emews.site import load_site
 
     exp_dir = require_experiment(args.exp_dir.absolute())
@@ -144,7 +144,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
                           allowed="budget.evaluations=N")
     site = load_site(str(exp_dir / SITE_FILE))
     workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))
-    lease = acquire(exp_dir, "emews resume", job_done=_job_done(exp_dir))
+    lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
     try:
         store = open_store(exp_dir)  # a corrupt store is a clear error now, not a hung job
         if store is not None:

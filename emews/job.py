@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -72,7 +72,7 @@ class RunSummary:
     all_stopped: bool = True   # every worker confirmed its stop
     resumed: int = 0           # finished evaluations of earlier runs of this experiment
     requeued: int = 0          # tasks that were running when the earlier run stopped, run again
-    worker_errors: dict[int, str] | None = None  # shutdown problems reported by workers, by rank
+    worker_errors: dict[int, str] = field(default_factory=dict)  # shutdown problems reported by workers, by rank
 
     @property
     def interrupted(self) -> Interrupted | None:

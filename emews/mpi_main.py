@@ -25,6 +25,7 @@ from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, 
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import MPITransport
 from emews.site import bind_gpus, load_site, local_rank
+from emews.site.jobs import batch_job_over
 from emews.workflow import Workflow, load_workflow
 
 log = logging.getLogger("emews")
@@ -35,12 +36,11 @@ SUMMARY_FILE = "summary.json"
 
 def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
     task = workflow.model.task
-    store = getattr(workflow.model, "store", None)
     return RunSpec(space=workflow.space, make_optimizer=workflow.make_optimizer, objective=workflow.objective,
                    budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
                    seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
-                   durability=getattr(store, "durability", "normal"))
+                   durability=workflow.model.store.durability)
 
 
 def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
@@ -59,7 +59,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
     if comm.Get_rank() == 0:
         try:
             require_experiment(exp_dir)
-            lease = acquire(exp_dir, "emews run", token=lease_token, job_done=_job_done(exp_dir))
+            lease = acquire(exp_dir, "emews run", token=lease_token, job_done=batch_job_over(exp_dir))
             load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
         except ConfigError as exc:
             problem = str(exc)
@@ -88,13 +88,6 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         return EXIT_FAILED
     finally:
         lease.release()
-
-
-def _job_done(exp_dir: Path):
-    """Whether the experiment's recorded batch job is over (for a stale lease)."""
-    from emews.site.jobs import job_status
-
-    return lambda job_id: job_status(exp_dir) == "done"
 
 
 def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt) -> int:
@@ -129,7 +122,7 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         if store is not None:
             store.close()
     stopped = summary.interrupted
-    problems = dict(summary.worker_errors or {})
+    problems = summary.worker_errors
     if stopped is not None:
         status = stopped.exit_status
     elif summary.error is not None or problems:

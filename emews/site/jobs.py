@@ -7,10 +7,10 @@ import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from emews.errors import EmewsError
-from emews.site.schedulers import UNKNOWN, SCHEDULERS
+from emews.site.schedulers import DONE, UNKNOWN, SCHEDULERS
 from emews.site.schema import SchedulerConfig
 from emews.site.site import Site
 
@@ -86,6 +86,13 @@ def job_status(exp_dir: Path) -> str:
     record = read_job(exp_dir)
     job_id = str(record.get("job_id") or "")
     return _scheduler(record).job_state(job_id) if job_id else UNKNOWN
+
+
+def batch_job_over(exp_dir: Path) -> Callable[[str], bool]:
+    """For a lease held by a batch job: whether that job (the one ``job.json`` records) is over."""
+    def over(job_id: str) -> bool:
+        return _scheduler(read_job(exp_dir)).job_state(job_id) == DONE
+    return over
 
 
 def cancel_experiment(exp_dir: Path) -> None:
