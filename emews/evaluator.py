@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import abc
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -101,7 +102,7 @@ class Evaluator:
         tasks = []
         now = time.time()
         for point in points:
-            if not isinstance(point, Mapping):
+            if type(point) is not dict and not isinstance(point, abc.Mapping):
                 raise ValueError(f"optimizer proposed {point!r}, not a point (a dict keyed by parameter name)")
             try:
                 params = self.space.validate(point)

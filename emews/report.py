@@ -16,6 +16,7 @@ from typing import Sequence
 
 from emews.errors import ConfigError
 from emews.experiment import CSV_FILE, STORE_FILE, require_experiment
+from emews.jsoncodec import loads_point
 from emews.results import Result, Status
 from emews.runtime.store import ResultsStore
 
@@ -63,7 +64,7 @@ def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> in
     cursor = store.execute(f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, "
                            f"COALESCE(host, ''), {_ts('submitted')}, {_ts('started')}, {_ts('finished')} "
                            "FROM results ORDER BY id")
-    loads, empty, plain = json.JSONDecoder().decode, {}, _PLAIN
+    loads, load_point, empty, plain = json.JSONDecoder().decode, loads_point, {}, _PLAIN
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -76,7 +77,7 @@ def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> in
             while chunk := cursor.fetchmany(4096):
                 out = []
                 for id_, status, objective, params, metrics, *tail in chunk:
-                    p = loads(params)
+                    p = load_point(params)
                     m = loads(metrics) if metrics != "{}" else empty
                     out.append([id_, status, objective,
                                 *[v if type(v) in plain else _cell(v) for v in map(p.get, param_names)],

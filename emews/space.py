@@ -122,6 +122,9 @@ class _Range(_Dim):
                 raise ValueError(f"{what} must be {kind}, got {value!r}")
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ValueError("lower and upper must be finite numbers")
+        if self._integral:
+            _require_int_range(self.lower, "lower")
+            _require_int_range(self.upper, "upper")
         if self.sigma is not None and not (_is_number(self.sigma) and math.isfinite(self.sigma)):
             raise ValueError(f"sigma must be a finite number, got {self.sigma!r}")
         if self.lower > self.upper:
@@ -227,6 +230,12 @@ class Float(_Range):
     """A real number in ``[lower, upper]``; ``log`` samples uniformly in log space."""
 
     kind: ClassVar[str] = "float"
+
+    def sample(self, rng: random.Random) -> float:
+        if self.log:
+            return self.from_unit(rng.random())
+        value = self.lower + rng.random() * (self.upper - self.lower)  # from_unit, inlined
+        return value if value <= self.upper else self.upper
 
     def contains(self, value: Any) -> bool:
         return (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -424,14 +433,27 @@ def _extent(value: Any) -> tuple[int, int]:
     return items, chars
 
 
+#: integers a space may hold: 64-bit, as SQLite, R, numpy and the store's JSON codec hold them
+INT_RANGE = (-2**63, 2**63 - 1)
+
+
+def _require_int_range(value: int, what: str) -> None:
+    if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise ValueError(f"{what} must not hold {value!r}: integers must fit in 64 bits "
+                         f"({INT_RANGE[0]} to {INT_RANGE[1]})")
+
+
 def _require_finite(value: Any, what: str) -> None:
-    """Refuse NaN and infinities anywhere in ``value``: they cannot be compared or stored as JSON."""
+    """Refuse NaN and infinities anywhere in ``value`` (they cannot be compared or stored as JSON),
+    and integers beyond 64 bits."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
             raise ValueError(f"{what} must not hold {item!r} (NaN and infinities cannot be compared "
                              "or stored as JSON)")
+        if type(item) is int:
+            _require_int_range(item, what)
         if isinstance(item, (list, tuple)):
             stack.extend(item)
         elif isinstance(item, dict):

@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     # core: the contracts every layer uses (points, results, objectives, the optimizer's view)
     "emews.errors": (0, "core"), "emews.results": (0, "core"), "emews.space": (0, "core"), "emews.textfiles": (0, "core"),
     "emews.objective": (0, "core"), "emews.imports": (0, "core"), "emews.queues": (0, "core"),
-    "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"),
+    "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"), "emews.jsoncodec": (0, "core"),
     # configuration: files and command-line values -> validated objects; experiment directories
     "emews.yamlio": (1, "config"), "emews.validation": (1, "config"), "emews.plugins": (1, "config"),
     "emews.workflow": (1, "config"), "emews.site": (1, "config"), "emews.experiment": (1, "config"),

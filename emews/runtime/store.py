@@ -16,6 +16,7 @@ from typing import Iterator, Literal, Sequence
 from urllib.parse import quote
 
 from emews.errors import ConfigError
+from emews.jsoncodec import dumps_point, loads_point
 from emews.results import Result, Status, Task
 
 Durability = Literal["normal", "full", "off"]
@@ -88,7 +89,7 @@ class ResultsStore:
         with self._db:
             self._db.execute("BEGIN")
             if tasks:
-                self._db.executemany(_INSERT_TASK, [(t.id, _encode(t.params), t.seed, t.submitted)
+                self._db.executemany(_INSERT_TASK, [(t.id, dumps_point(t.params), t.seed, t.submitted)
                                                     for t in tasks])
             if results:
                 self._db.executemany(_INSERT_RESULT, [_result_row(r) for r in results])
@@ -108,7 +109,7 @@ class ResultsStore:
         cursor = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results ORDER BY id")
         for (id_, status, objective, loss, params, metrics, error, rank, host,
              submitted, started, finished) in cursor:
-            yield Result(id=id_, params=json.loads(params), status=Status(status), objective=objective,
+            yield Result(id=id_, params=loads_point(params), status=Status(status), objective=objective,
                          loss=math.inf if loss is None else loss, metrics=json.loads(metrics), error=error,
                          rank=rank, host=host, submitted=submitted, started=started, finished=finished)
 
@@ -118,7 +119,7 @@ class ResultsStore:
             return []
         rows = self._db.execute("SELECT t.id, t.params, t.seed, t.submitted, t.attempt FROM tasks t "
                                 "LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL ORDER BY t.id")
-        return [(Task(i, json.loads(p), s, sub), attempt) for i, p, s, sub, attempt in rows]
+        return [(Task(i, loads_point(p), s, sub), attempt) for i, p, s, sub, attempt in rows]
 
     def next_id(self) -> int:
         """One more than the largest task id ever issued in this experiment."""
@@ -136,7 +137,7 @@ class ResultsStore:
         if row is None:
             return None
         rec = dict(zip(COLUMNS, row))
-        return Result(id=rec["id"], params=json.loads(rec["params"]), status=Status(rec["status"]),
+        return Result(id=rec["id"], params=loads_point(rec["params"]), status=Status(rec["status"]),
                       objective=rec["objective"], loss=rec["loss"], metrics=json.loads(rec["metrics"]))
 
     def metric_names(self) -> list[str]:
@@ -166,7 +167,7 @@ class ResultsStore:
 
 def _result_row(r: Result) -> tuple:
     return (r.id, r.status.value, r.objective, None if math.isinf(r.loss) else r.loss,
-            _encode(r.params), _encode(r.metrics) if r.metrics else "{}", r.error, r.rank, r.host,
+            dumps_point(r.params), _encode(r.metrics) if r.metrics else "{}", r.error, r.rank, r.host,
             r.submitted, r.started, r.finished)
 
 

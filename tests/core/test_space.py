@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emews.space import (Categorical, Constant, Float, Int, Ordered, Space, SpaceError, load_candle_json,
-                         to_builtin)
+from emews.jsoncodec import dumps_point, loads_point
+from emews.space import (INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, SpaceError,
+                         load_candle_json, to_builtin)
 
 finite = st.floats(-1e6, 1e6, allow_nan=False)
 
@@ -30,7 +31,8 @@ def dimensions(draw):
     if kind == "logfloat":
         lo = draw(st.floats(1e-8, 1e3))
         return Float(lo, lo * draw(st.floats(1, 1e6)), log=True)
-    values = draw(st.lists(st.one_of(st.integers(), st.text(max_size=5)), min_size=1, max_size=6, unique_by=repr))
+    values = draw(st.lists(st.one_of(st.integers(*INT_RANGE), st.text(max_size=5)), min_size=1, max_size=6,
+                           unique_by=repr))
     if kind == "cat":
         return Categorical(tuple(values))
     if kind == "ord":
@@ -128,3 +130,19 @@ def test_candle_json_errors_name_the_parameter(tmp_path: Path) -> None:
     with pytest.raises(SpaceError) as err:
         load_candle_json(path)
     assert err.value.key == "bs" and "element_type" in str(err.value)
+
+
+@pytest.mark.parametrize("make", [lambda v: Categorical((1, v)), lambda v: Ordered((v,)), lambda v: Constant([v]),
+                                  lambda v: Int(0, v)])
+def test_integers_beyond_64_bits_are_refused(make):
+    with pytest.raises(ValueError, match="64 bits"):
+        make(INT_RANGE[1] + 1)
+    make(INT_RANGE[1])  # the largest 64-bit integer is fine
+
+
+@given(dim=dimensions(), seed=st.integers(0, 2**32))
+@settings(deadline=None, max_examples=200)
+def test_points_survive_the_store_codec_exactly(dim, seed):
+    point = Space({"p": dim, "q": Constant("x")}).sample(random.Random(seed))
+    back = loads_point(dumps_point(point))
+    assert back == point and [type(v) for v in back.values()] == [type(v) for v in point.values()]
