@@ -20,6 +20,7 @@ from emews.errors import ConfigError
 from emews.experiment import LOG_FILE, SITE_FILE, STORE_FILE, WORKFLOW_FILE, require_experiment
 from emews.lease import Lease, acquire
 from emews.report import export_csv, open_store, summary_text, totals
+from emews.runtime.backoff import Backoff, spin_for
 from emews.runtime.interrupt import Interrupt
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
 from emews.runtime.threads import cores_per_worker, limit_threads
@@ -53,7 +54,10 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
     if comm.Get_size() < 2:
         print("emews run: needs at least 2 MPI ranks (1 optimizer + workers)", file=sys.stderr)
         return EXIT_CONFIG
-    ranks_on_node = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks_on_node = node.Get_size()
+    node_cores = set().union(*node.allgather(sorted(os.sched_getaffinity(0))))
+    Backoff.spin_default = spin_for(ranks_on_node, len(node_cores))  # no polling when oversubscribed
     lease: Lease | None = None
     problem = None
     if comm.Get_rank() == 0:

@@ -7,9 +7,18 @@ import time
 from typing import Callable
 
 
-#: seconds an idle rank keeps polling (yielding its core) before it starts to sleep;
-#: long enough to span a round trip on an oversubscribed node
-DEFAULT_SPIN = float(os.environ.get("EMEWS_SPIN_SECONDS", 1e-3))
+#: seconds an idle rank keeps polling (yielding its core) before it starts to sleep, when its node
+#: has a core for each rank; long enough to span a round trip
+DEFAULT_SPIN = 1e-3
+
+
+def spin_for(ranks_on_node: int, cores: int) -> float:
+    """The polling window of this node's ranks: ``DEFAULT_SPIN`` with a core for each rank, none
+    on an oversubscribed node (a polling rank would take the core of one with work);
+    ``EMEWS_SPIN_SECONDS`` overrides both."""
+    if "EMEWS_SPIN_SECONDS" in os.environ:
+        return float(os.environ["EMEWS_SPIN_SECONDS"])
+    return DEFAULT_SPIN if ranks_on_node <= cores else 0.0
 
 
 class Backoff:
@@ -21,9 +30,12 @@ class Backoff:
     doubling the sleep from ``min_delay`` up to ``max_delay``.
     """
 
-    def __init__(self, spin: float = DEFAULT_SPIN, min_delay: float = 50e-6, max_delay: float = 1e-3,
+    #: the polling window of backoffs made without one (set once per process: :func:`spin_for`)
+    spin_default: float = DEFAULT_SPIN
+
+    def __init__(self, spin: float | None = None, min_delay: float = 50e-6, max_delay: float = 1e-3,
                  sleep: Callable[[float], object] = time.sleep) -> None:
-        self.spin = spin
+        self.spin = self.spin_default if spin is None else spin
         self.min_delay = min_delay
         self.max_delay = max_delay
         self._sleep = sleep

@@ -30,8 +30,9 @@ class Distributor:
     #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
     stop_grace = 60.0
     abort_grace = 5.0
-    #: most tasks a worker may hold while tasks are short (see WorkerSlots)
-    prefetch = 8
+    #: most tasks a worker may hold while tasks are very short (see WorkerSlots: a worker holds
+    #: about 5 ms of work, so this bound only applies to tasks shorter than 150 us)
+    prefetch = 32
     #: group commit: results are stored (then delivered) in batches of at most this many
     #: rows or this many seconds, and at once when a worker waits for the optimizer
     commit_rows = 256

@@ -17,7 +17,7 @@ class WorkerSlots:
     the worker that reported last, which is still polling rather than asleep.
     """
 
-    def __init__(self, ranks: Sequence[int], *, prefetch: int = 8, short_task: float = 0.005) -> None:
+    def __init__(self, ranks: Sequence[int], *, prefetch: int = 32, short_task: float = 0.005) -> None:
         self._ranks = list(ranks)
         self._free: OrderedDict[int, int] = OrderedDict((r, 1) for r in reversed(self._ranks))
         self._prefetch = max(1, prefetch)

@@ -10,7 +10,7 @@ import pytest
 
 from testutil import FAULTY, GATED, REPO, wait_until
 from emews import AskTellOptimizer, BudgetExhausted, EvaluatorObserver, Optimizer
-from emews.runtime.backoff import Backoff
+from emews.runtime.backoff import DEFAULT_SPIN, Backoff, spin_for
 from emews.job import OptimizerFailed, RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.runtime.slots import WorkerSlots
@@ -225,6 +225,18 @@ def test_backoff_spins_then_sleeps_with_growing_delays() -> None:
     backoff.idle()
     backoff.idle()
     assert delays[-2:] == [1.5e-4, 1.5e-4]
+
+
+def test_idle_ranks_poll_only_when_each_has_a_core(monkeypatch) -> None:
+    monkeypatch.delenv("EMEWS_SPIN_SECONDS", raising=False)
+    assert spin_for(ranks_on_node=4, cores=2) == 0.0        # oversubscribed: sleep at once
+    assert spin_for(ranks_on_node=4, cores=4) == DEFAULT_SPIN
+    monkeypatch.setenv("EMEWS_SPIN_SECONDS", "0.002")
+    assert spin_for(ranks_on_node=4, cores=2) == 0.002
+    delays: list[float] = []
+    monkeypatch.setattr(Backoff, "spin_default", 0.0)
+    Backoff(sleep=delays.append).idle()
+    assert delays == [50e-6]  # a backoff made without a window takes the process's default
 
 
 def test_distributor_looks_for_results_within_a_small_share_of_a_task() -> None:
