@@ -146,3 +146,32 @@ def test_points_survive_the_store_codec_exactly(dim, seed):
     point = Space({"p": dim, "q": Constant("x")}).sample(random.Random(seed))
     back = loads_point(dumps_point(point))
     assert back == point and [type(v) for v in back.values()] == [type(v) for v in point.values()]
+
+
+@given(dims=st.lists(dimensions(), min_size=1, max_size=4), seed=st.integers(0, 2**32),
+       tweak=st.sampled_from(["as_sampled", "int_for_float", "numpy", "bool", "float_for_int", "reordered"]))
+@settings(deadline=None, max_examples=300)
+def test_the_quick_validation_path_agrees_with_the_full_check(dims, seed, tweak):
+    space = Space({f"p{i}": d for i, d in enumerate(dims)})
+    point = space.sample(random.Random(seed))
+    name = "p0"
+    value = point[name]
+    if tweak == "int_for_float" and isinstance(value, float) and value.is_integer():
+        point[name] = int(value)
+    elif tweak == "numpy" and type(value) in (int, float):
+        point[name] = np.float64(value) if isinstance(value, float) else np.int64(value)
+    elif tweak == "bool":
+        point[name] = True
+    elif tweak == "float_for_int" and type(value) is int:
+        point[name] = float(value)
+    elif tweak == "reordered":
+        point = dict(reversed(list(point.items())))
+
+    def outcome(check):
+        try:
+            clean = check(point)
+        except SpaceError as exc:
+            return ("error", exc.key)
+        return ("ok", list(clean.items()), [type(v) for v in clean.values()])
+
+    assert outcome(space.validate) == outcome(space._validate)
