@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from emews.errors import ConfigError
-from emews.experiment import LOG_FILE, SITE_FILE, STORE_FILE, WORKFLOW_FILE, require_experiment
+from emews.csvfollow import CsvFollower
+from emews.experiment import CSV_FILE, LOG_FILE, SITE_FILE, STORE_FILE, WORKFLOW_FILE, require_experiment
 from emews.lease import Lease, acquire
 from emews.report import export_csv, open_store, summary_text, totals
 from emews.runtime.backoff import Backoff, spin_for
@@ -100,13 +101,14 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
+    csv_follower = CsvFollower(exp_dir, workflow.space.names)  # results.csv written as results arrive
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt)
     if summary.resumed or summary.requeued:
         line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
                 f"{summary.requeued} interrupted tasks run again")
         log.info(line)
         print(line, file=sys.stderr)
-    status = _write_outputs(spec, workflow, exp_dir, summary)
+    status = _write_outputs(spec, workflow, exp_dir, summary, csv_follower)
     if not summary.all_stopped:
         log.error("workers did not confirm their stop; aborting the job")
         sys.stderr.flush()
@@ -116,9 +118,12 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     return EXIT_OK
 
 
-def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary) -> int:
+def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary,
+                   csv_follower: CsvFollower) -> int:
     """summary.json, results.csv and the closing lines; return the run's exit status."""
-    csv_path, _ = export_csv(exp_dir, workflow.space.names)
+    csv_path = exp_dir / CSV_FILE
+    if csv_follower.finish() is None:
+        export_csv(exp_dir, workflow.space.names)
     store = open_store(exp_dir)
     try:
         total = totals(store)

@@ -12,7 +12,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from emews.errors import ConfigError
 from emews.experiment import CSV_FILE, STORE_FILE, require_experiment
@@ -51,46 +51,113 @@ def _ts(column: str) -> str:
             f"strftime('%Y-%m-%dT%H:%M:%f', {column}, 'unixepoch') || '+00:00' END")
 
 
+_SELECT_FROM = (f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
+                f"{_ts('submitted')}, {_ts('started')}, {_ts('finished')} FROM results WHERE id >= ? ORDER BY id")
+
+
 def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> int:
     """Write ``results.csv`` (id, status, objective, p:*, m:*, error, rank, host, times) from the store.
 
     Rows go straight from SQLite to the CSV writer (no Result objects) into a private
     temp file that replaces ``path`` atomically; returns the row count.
     """
-    metric_names = store.metric_names()
-    header = (["id", "status", "objective"] + [f"p:{p}" for p in param_names]
-              + [f"m:{m}" for m in metric_names]
-              + ["error", "rank", "host", "submitted", "started", "finished"])
-    cursor = store.execute(f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, "
-                           f"COALESCE(host, ''), {_ts('submitted')}, {_ts('started')}, {_ts('finished')} "
-                           "FROM results ORDER BY id")
-    loads, load_point, empty, plain = json.JSONDecoder().decode, loads_point, {}, _PLAIN
+    csv_file = CsvFile(path, param_names)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(path)) from None
-    rows = 0
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(header)
-            while chunk := cursor.fetchmany(4096):
-                out = []
-                for id_, status, objective, params, metrics, *tail in chunk:
-                    p = load_point(params)
-                    m = loads(metrics) if metrics != "{}" else empty
-                    out.append([id_, status, objective,
-                                *[v if type(v) in plain else _cell(v) for v in map(p.get, param_names)],
-                                *[v if type(v) in plain else _cell(v) for v in map(m.get, metric_names)],
-                                *tail])
+        return csv_file.finish(store)
+    finally:
+        csv_file.discard()
+
+
+class CsvFile:
+    """``results.csv`` written from the store in id order: in one go (:meth:`finish`), or while a
+    run goes on (:meth:`follow` after each batch of results, then :meth:`finish`), with the same bytes.
+
+    Following writes the rows whose ids run on without a gap from the last one written (a lower
+    id may still be running); :meth:`finish` writes all the rest. A metric that first appears
+    after rows were written changes the header: the file is then started again.
+    """
+
+    def __init__(self, path: Path, param_names: Sequence[str]) -> None:
+        self.path = path
+        self._params = list(param_names)
+        self._metrics: list[str] | None = None
+        self._fh: Any = None
+        self._tmp: str | None = None
+        self._next_id = 0
+        self.rows = 0
+
+    def follow(self, store: ResultsStore) -> None:
+        """Write the rows that continue the file without a gap."""
+        if self._metrics is None:
+            self._start(store.metric_names())
+        self._write(store, contiguous=True)
+
+    def finish(self, store: ResultsStore) -> int:
+        """Write every row not written yet and put the file in place; return the row count."""
+        metrics = store.metric_names()
+        if self._metrics != metrics:
+            self._start(metrics)
+        self._write(store, contiguous=False)
+        self._fh.close()
+        self._fh = None
+        try:
+            os.chmod(self._tmp, 0o666 & ~_umask())  # type: ignore[arg-type]
+            os.replace(self._tmp, self.path)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(self.path)) from None
+        self._tmp = None
+        return self.rows
+
+    def discard(self) -> None:
+        """Remove the temp file, if one is left (after a failure)."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._tmp is not None:
+            Path(self._tmp).unlink(missing_ok=True)
+            self._tmp = None
+
+    def _start(self, metric_names: list[str]) -> None:
+        self.discard()
+        try:
+            fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        except OSError as exc:
+            raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(self.path)) from None
+        self._fh = os.fdopen(fd, "w", newline="")
+        self._writer = csv.writer(self._fh)
+        self._metrics = list(metric_names)
+        self._writer.writerow(["id", "status", "objective"] + [f"p:{p}" for p in self._params]
+                              + [f"m:{m}" for m in self._metrics]
+                              + ["error", "rank", "host", "submitted", "started", "finished"])
+        self._next_id = 0
+        self.rows = 0
+
+    def _write(self, store: ResultsStore, *, contiguous: bool) -> None:
+        params, metrics, writer = self._params, self._metrics or [], self._writer
+        known = set(metrics)
+        load_metrics, load_point, empty, plain = json.JSONDecoder().decode, loads_point, {}, _PLAIN
+        out: list[list[Any]] = []
+        cursor = store.execute(_SELECT_FROM, (self._next_id,))
+        for id_, status, objective, p_json, m_json, *tail in cursor:
+            if contiguous and id_ != self._next_id:
+                break  # a lower id is still running
+            m = load_metrics(m_json) if m_json != "{}" else empty
+            if contiguous and not m.keys() <= known:
+                break  # a new metric: finish() writes the file again with it in the header
+            p = load_point(p_json)
+            out.append([id_, status, objective,
+                        *[v if type(v) in plain else _cell(v) for v in map(p.get, params)],
+                        *[v if type(v) in plain else _cell(v) for v in map(m.get, metrics)],
+                        *tail])
+            self._next_id = id_ + 1
+            if len(out) == 4096:
                 writer.writerows(out)
-                rows += len(out)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return rows
+                self.rows += len(out)
+                out = []
+        cursor.close()
+        writer.writerows(out)
+        self.rows += len(out)
+        self._fh.flush()
 
 
 #: values the CSV writer takes as they are
