@@ -20,7 +20,7 @@ from emews.runtime.distributor import Distributor
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.isolated import ProcessRunner
-from emews.objective import ObjectiveRef, TaskContext
+from emews.objective import ObjectiveSpec, TaskContext
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport
@@ -34,7 +34,7 @@ class RunSpec:
 
     space: Space
     make_optimizer: Callable[[], Optimizer]
-    objective: ObjectiveRef
+    objective: ObjectiveSpec
     budget: int
     direction: str = "minimize"
     seed: int = 0
