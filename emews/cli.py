@@ -231,7 +231,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     names = list(read_workflow(exp_dir).get("space", {}))
     store = open_store(exp_dir)
     try:
-        path, rows = export_csv(exp_dir, names, store)
+        path, rows = export_csv(exp_dir, names, store, with_stored_keys=True)
         print(summary_text(totals(store), None))
     finally:
         if store is not None:

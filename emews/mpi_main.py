@@ -114,7 +114,7 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
 
 def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary) -> int:
     """summary.json, results.csv and the closing lines; return the run's exit status."""
-    csv_path, _ = export_csv(exp_dir, workflow.space.names)
+    csv_path, _ = export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
     store = open_store(exp_dir)
     try:
         total = totals(store)

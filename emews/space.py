@@ -48,6 +48,16 @@ def to_builtin(value: Any) -> Any:
     return value
 
 
+def plain_value(value: Any) -> Any:
+    """``value`` with numpy scalars made plain, inside lists and dicts too (what JSON can hold)."""
+    value = to_builtin(value)
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): plain_value(v) for k, v in value.items()}
+    return value
+
+
 #: default GA mutation step as a fraction of a numeric dimension's range
 DEFAULT_SIGMA_FRACTION = 0.1
 
@@ -470,12 +480,18 @@ def registered(registry: Mapping[type, _Entry], dim: Any) -> _Entry:
 
 @dataclass(frozen=True)
 class Space:
-    """An ordered mapping of parameter names to dimensions."""
+    """An ordered mapping of parameter names to dimensions.
+
+    An ``open`` space (a sweep over a CANDLE points file, "UPF") lets a point leave out
+    parameters (the model's defaults apply) and carry keys it does not list, passed on as
+    they are; the parameters it lists are checked and typed when present. It may list none.
+    """
 
     dimensions: Mapping[str, Dimension] = field(default_factory=dict)
+    open: bool = False
 
     def __post_init__(self) -> None:
-        if not self.dimensions:
+        if not self.dimensions and not self.open:
             raise SpaceError("space", "needs at least one parameter")
         object.__setattr__(self, "dimensions", dict(self.dimensions))
         items, chars = _extent([getattr(d, "values", getattr(d, "value", None)) for d in self.dimensions.values()])
@@ -513,8 +529,14 @@ class Space:
         return set(point) == set(self.dimensions) and all(
             dim.contains(point[name]) for name, dim in self.dimensions.items())
 
+    def opened(self) -> "Space":
+        """This space, open (see the class docstring)."""
+        return Space(self.dimensions, open=True)
+
     def validate(self, point: Mapping[str, Any]) -> dict[str, Value]:
         """Return ``point`` as plain Python values, or raise ``SpaceError`` naming the bad key."""
+        if self.open:
+            return self._validate_open(point)
         if point.keys() != self.dimensions.keys():
             missing = set(self.dimensions) - set(point)
             if missing:
@@ -530,6 +552,22 @@ class Space:
                 value = float(value)
             if not dim.contains(value):
                 raise SpaceError(name, f"value {value!r} is outside {dim}")
+            clean[name] = value
+        return clean
+
+    def _validate_open(self, point: Mapping[str, Any]) -> dict[str, Any]:
+        """Constants first, then the point's keys in its order: listed ones checked, others as given."""
+        clean: dict[str, Any] = dict(self.constants)
+        for name, value in point.items():
+            if not isinstance(name, str):
+                raise SpaceError(repr(name), "parameter names must be strings")
+            dim = self.dimensions.get(name)
+            value = plain_value(value)
+            if dim is not None:
+                if type(value) is int and type(dim) is Float:
+                    value = float(value)
+                if not dim.contains(value):
+                    raise SpaceError(name, f"value {value!r} is outside {dim}")
             clean[name] = value
         return clean
 

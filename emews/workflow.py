@@ -180,7 +180,7 @@ class WorkflowModel(_Strict):
     seed: StrictInt | None = None
     optimizer: OptimizerSection
     objective: ObjectiveSection
-    space: dict[str, Any]
+    space: dict[str, Any] = Field(default_factory=dict)
     budget: BudgetSection
     task: TaskSection = Field(default_factory=TaskSection)
     store: StoreSection = Field(default_factory=StoreSection)
@@ -285,18 +285,18 @@ def _resolve_path(text: str, workflow_dir: Path, builtin_dir: Path | None = None
 _PARAM = TypeAdapter(ParamSpec)
 
 
-def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path) -> Space:
-    """``{file: params.json}`` (a CANDLE GA JSON) or a mapping of parameter specs."""
+def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points: bool = False) -> Space:
+    """``{file: params.json}`` (a CANDLE GA JSON) or a mapping of parameter specs; ``open_points``:
+    an open space (see :class:`~emews.space.Space`), which may be empty."""
     if set(raw) == {"file"} and isinstance(raw["file"], str):
         path = _resolve_path(raw["file"], workflow_dir)
         if path is None:
             raise ConfigError(f"space file {raw['file']} does not exist", file=file, key="space.file")
         try:
-            return load_candle_json(path)
+            space = load_candle_json(path)
         except SpaceError as exc:
             raise ConfigError(exc.detail, file=str(path), key=exc.key) from None
-    if not raw:
-        raise ConfigError("the space needs at least one parameter", file=file, key="space")
+        return space.opened() if open_points else space
     dims: dict[str, Dimension] = {}
     for name, entry in raw.items():
         if not isinstance(entry, dict):
@@ -312,9 +312,20 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path) -> Space:
         except (ValueError, TypeError) as exc:
             raise ConfigError(str(exc), file=file, key=f"space.{name}") from None
     try:
-        return Space(dims)
+        return Space(dims, open=open_points)
     except SpaceError as exc:
-        raise ConfigError(exc.detail, file=file, key=exc.key) from None
+        raise ConfigError(exc.detail, file=file, key=exc.key,
+                          allowed=None if open_points else "a space is optional only for a sweep over a points "
+                          "file (optimizer: {name: sweep, options: {file: points.txt}})") from None
+
+
+def _takes_open_points(optimizer: OptimizerSection) -> bool:
+    """Whether the optimizer, with its options, runs points that need no complete space (a UPF sweep).
+    An optimizer that cannot be loaded is reported later, by :func:`check_workflow`."""
+    try:
+        return bool(resolve_optimizer(optimizer.name).takes_open_points(optimizer.options))
+    except Exception:
+        return False
 
 
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
@@ -331,7 +342,7 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     if model.task.memory_limit is not None and model.task.isolation != "process":
         raise ConfigError("memory_limit needs isolation: process (an inline objective shares the worker's "
                           "memory)", file=file, key="task.memory_limit")
-    space = _build_space(model.space, file, path.parent)
+    space = _build_space(model.space, file, path.parent, _takes_open_points(model.optimizer))
     _resolve_objective(model.objective, path.parent, file)
     _resolve_optimizer_file(model.optimizer, path.parent)
     workflow = Workflow(model, path, space)
