@@ -334,9 +334,26 @@ class Categorical(_Dim):
 
 @dataclass(frozen=True)
 class Ordered(Categorical):
-    """One of an ordered list of values; neighbours are meaningful (e.g. batch sizes)."""
+    """One of an ordered list of values; neighbours are meaningful (e.g. batch sizes).
+
+    ``sigma`` (CANDLE Supervisor's GA): mutation is a Gaussian step of that many positions,
+    rounded and kept within the list; without it, one step to a neighbour.
+    """
+
+    sigma: float | None = None
 
     kind: ClassVar[str] = "ordered"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sigma is not None and not (_is_number(self.sigma) and math.isfinite(self.sigma) and self.sigma >= 0):
+            raise ValueError(f"sigma must be a finite number >= 0, got {self.sigma!r}")
+
+    def to_spec(self) -> dict[str, Any]:
+        spec = super().to_spec()
+        if self.sigma is not None:
+            spec["sigma"] = self.sigma
+        return spec
 
     def to_unit(self, value: Any) -> float:
         if len(self.values) == 1:
@@ -348,11 +365,14 @@ class Ordered(Categorical):
         return self.values[int(round(u * (len(self.values) - 1)))]
 
     def mutate(self, value: Any, rng: random.Random) -> Value:
-        """One step to a neighbour, bouncing off the ends."""
+        """A Gaussian step of ``sigma`` positions (rounded, kept within the list), as Supervisor's
+        ``OrderedParameter``; without ``sigma``, one step to a neighbour, bouncing off the ends."""
         n = len(self.values)
         if n == 1:
             return self.values[0]
         i = self.index(value)
+        if self.sigma is not None:
+            return self.values[int(round(max(0.0, min(n - 1.0, i + rng.gauss(0.0, float(self.sigma))))))]
         j = i + rng.choice((-1, 1))
         if not 0 <= j < n:
             j = 2 * i - j
@@ -653,7 +673,7 @@ def candle_dimension(entry: Mapping[str, Any]) -> Dimension:
         if not isinstance(entry["values"], list):
             raise ValueError(f"values must be a list, got {brief(entry['values'])}")
         values = tuple(_cast_element(v, entry.get("element_type")) for v in entry["values"])
-        return Categorical(values) if kind == "categorical" else Ordered(values)
+        return Categorical(values) if kind == "categorical" else Ordered(values, _sigma(entry.get("sigma")))
     if kind == "logical":
         return Categorical((True, False))
     return Constant(entry["value"])

@@ -83,8 +83,12 @@ class CategoricalParam(_ChoiceParam):
 
 class OrderedParam(_ChoiceParam):
     type: Literal["ordered"]
+    sigma: Number | None = None  # GA: a Gaussian step of this many positions
 
     dimension_type = Ordered
+
+    def dimension(self) -> Dimension:
+        return Ordered(tuple(self.values), self.sigma)
 
 
 class ConstantParam(_Strict):

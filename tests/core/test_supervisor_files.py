@@ -156,3 +156,22 @@ def test_a_ga_run_over_a_real_file_gives_params_of_the_promised_types(emews_cmd,
                 assert isinstance(dim, Categorical) and value in dim.values
                 caster = {"int": int, "float": float, "string": str}.get(entries[name].get("element_type"))
                 assert caster is None or type(value) is caster
+
+
+def test_ordered_sigma_is_a_gaussian_step_on_the_index_as_in_supervisor() -> None:
+    """combo's batch_size (sigma 1): steps follow round(clip(i + N(0, sigma))), not always one step."""
+    import math
+    import random
+
+    dim = load_candle_json(DATA / "ga" / "combo_param_space_ga.json")["batch_size"]
+    assert dim.sigma == 1 and dim.to_spec()["sigma"] == 1
+    rng, n, start = random.Random(5), 20000, dim.index(128)
+    steps = Counter(dim.index(dim.mutate(128, rng)) - start for _ in range(n))
+    cdf = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731
+    last = len(dim.values) - 1
+    for k in range(-start, last - start + 1):
+        lo = -math.inf if k == -start else (k - 0.5)
+        hi = math.inf if k == last - start else (k + 0.5)
+        expected = cdf(hi / dim.sigma) - cdf(lo / dim.sigma)
+        assert abs(steps[k] / n - expected) < 0.015, (k, steps[k] / n, expected)
+    assert steps[0] > 0 and steps[2] > 0  # unlike a one-step neighbour move
