@@ -21,6 +21,7 @@ from emews.errors import ConfigError, KeyedValueError, brief
 from emews.plugins import (OptimizerNotFound, available_optimizers, options_model, path_options, resolve_optimizer,
                            validate_options)
 from emews.objective import ObjectiveLoadError, ObjectiveRef
+from emews.replicates import REPLICATE
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.validation import config_error
 from emews.yamlio import load_mapping, set_dotted
@@ -186,6 +187,7 @@ class WorkflowModel(_Strict):
     objective: ObjectiveSection
     space: dict[str, Any] = Field(default_factory=dict)
     budget: BudgetSection
+    replicates: StrictInt = Field(1, ge=1)  # each point runs this many times (emews.replicates)
     task: TaskSection = Field(default_factory=TaskSection)
     store: StoreSection = Field(default_factory=StoreSection)
 
@@ -323,6 +325,16 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points
                           "file (optimizer: {name: sweep, options: {file: points.txt}})") from None
 
 
+def _check_replicates(model: WorkflowModel, space: Space, file: str) -> None:
+    if REPLICATE in space.dimensions:
+        raise ConfigError(f"the parameter name {REPLICATE!r} is the replicate index when replicates > 1",
+                          file=file, key=f"space.{REPLICATE}", allowed="another name")
+    if model.budget.evaluations < model.replicates:
+        raise ConfigError(f"a budget of {model.budget.evaluations} evaluations cannot run one point "
+                          f"{model.replicates} times", file=file, key="budget.evaluations",
+                          allowed=f"at least replicates ({model.replicates}); each point costs that many")
+
+
 def _takes_open_points(optimizer: OptimizerSection) -> bool:
     """Whether the optimizer, with its options, runs points that need no complete space (a UPF sweep).
     An optimizer that cannot be loaded is reported later, by :func:`check_workflow`."""
@@ -347,6 +359,8 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
         raise ConfigError("memory_limit needs isolation: process (an inline objective shares the worker's "
                           "memory)", file=file, key="task.memory_limit")
     space = _build_space(model.space, file, path.parent, _takes_open_points(model.optimizer))
+    if model.replicates > 1:
+        _check_replicates(model, space, file)
     _resolve_objective(model.objective, path.parent, file)
     _resolve_optimizer_file(model.optimizer, path.parent)
     workflow = Workflow(model, path, space)
