@@ -86,8 +86,13 @@ class AskTellOptimizer(Optimizer):
         """The points of the last ``suggest`` went out as tasks ``ids`` (same order)."""
         self.__dict__.setdefault("task_points", {}).update(zip(ids, points))
 
+    #: the evaluations the whole run may make (earlier runs' included); set before :meth:`start`,
+    #: for libraries that plan with it (Nevergrad, CMA-ES schedules)
+    budget: int | None = None
+
     def run(self, evaluator: "Evaluator") -> None:
         self.task_points: dict[int, dict[str, Any]] = {}
+        self.budget = evaluator.budget
         self.start(evaluator.space, evaluator.workers)
         if evaluator.history:
             self.ingest(list(evaluator.history))
