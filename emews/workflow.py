@@ -402,8 +402,9 @@ def _resolve_argument(arg: str, workflow_dir: Path) -> str:
 
 
 def _check_placeholders(objective: ObjectiveSection, space: Space, defaults: Mapping[str, Any], file: str) -> None:
-    """Every ``{name}`` in the command names a parameter, a model default or a task value."""
-    if objective.command is None:
+    """Every ``{name}`` in the command names a parameter, a model default or a task value (a points
+    file's keys, in an open space, are known only per line: not checked)."""
+    if objective.command is None or space.open:
         return
     known = set(space.names) | set(space.dimensions) | set(defaults) | set(TASK_PLACEHOLDERS)
     unknown = sorted(objective.ref().placeholders - known)  # type: ignore[union-attr]
