@@ -705,11 +705,23 @@ def _sigma(value: Any) -> float | None:
     raise ValueError(f"sigma must be a number, got {value!r}")
 
 
+def _logical(value: Any) -> bool:
+    """Supervisor's ``element_type: logical``: ``true``/``false`` (any case, or 1/0) as a bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "t", "yes"):
+        return True
+    if text in ("false", "0", "f", "no"):
+        return False
+    raise ValueError(value)
+
+
 def _cast_element(value: Any, element_type: str | None) -> Value:
     casts = {"int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
-             "float": float, "string": str, "str": str, None: lambda v: v}
+             "float": float, "string": str, "str": str, "logical": _logical, None: lambda v: v}
     if element_type not in casts:
-        raise ValueError(f"unknown element_type {element_type!r}; allowed: int, float, string")
+        raise ValueError(f"unknown element_type {element_type!r}; allowed: int, float, string, logical")
     try:
         return casts[element_type](value)
     except (TypeError, ValueError):

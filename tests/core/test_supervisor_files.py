@@ -175,3 +175,30 @@ def test_ordered_sigma_is_a_gaussian_step_on_the_index_as_in_supervisor() -> Non
         expected = cdf(hi / dim.sigma) - cdf(lo / dim.sigma)
         assert abs(steps[k] / n - expected) < 0.015, (k, steps[k] / n, expected)
     assert steps[0] > 0 and steps[2] > 0  # unlike a one-step neighbour move
+
+
+def test_element_type_logical_gives_booleans_as_supervisor_does(tmp_path: Path) -> None:
+    path = tmp_path / "logical.json"
+    path.write_text('[{"name": "shuffle", "type": "categorical", "element_type": "logical", "values": ["true", "False"]},'
+                    ' {"name": "bn", "type": "ordered", "element_type": "logical", "values": [0, 1]}]')
+    space = load_candle_json(path)
+    assert space["shuffle"].values == (True, False) and space["bn"].values == (False, True)
+    path.write_text('[{"name": "s", "type": "categorical", "element_type": "logical", "values": ["maybe"]}]')
+    with pytest.raises(ValueError, match="'maybe' is not of element_type logical"):
+        load_candle_json(path)
+
+
+def test_a_upf_line_id_reaches_a_command_model_as_its_label(emews_cmd, tmp_path: Path) -> None:
+    upf = DATA / "upf" / "upf-test-upf-1.txt"
+    (tmp_path / "model.sh").write_text('#!/bin/sh\nmkdir -p "$EMEWS_RUN_DIR/../by-id" && '
+                                       'ln -s "$EMEWS_RUN_DIR" "$EMEWS_RUN_DIR/../by-id/$1"\necho "value $3"\n')
+    (tmp_path / "model.sh").chmod(0o755)
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": str(upf)}},
+                        objective={"command": ["./model.sh", "{id}", "--epochs", "{epochs}"]}, space={},
+                        budget={"evaluations": 3}, task={"timeout": 60, "isolation": "inline"})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    rows = {json.loads(r["params"])["id"]: r for r in stored_rows(tmp_path / "exp")}
+    assert {k: r["objective"] for k, r in rows.items()} == {"RUN000": 1.0, "RUN001": 2.0, "RUN002": 3.0}
+    labels = sorted(p.name for p in (tmp_path / "exp" / "runs" / "000" / "by-id").iterdir())
+    assert labels == ["RUN000", "RUN001", "RUN002"]
