@@ -129,6 +129,14 @@ class ObjectiveSection(_Strict):
     #: keys that only a command objective reads
     COMMAND_KEYS: ClassVar[tuple[str, ...]] = ("params", "params_file", "result", "result_file")
 
+    @field_validator("command", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: Any) -> Any:
+        """``[python3, model.py, --epochs, 5]``: YAML reads ``5`` as a number; an argument is its text."""
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in value]
+        return value
+
     @model_validator(mode="after")
     def _one_kind(self) -> "ObjectiveSection":
         if (self.module is None) == (self.command is None):

@@ -197,6 +197,8 @@ def test_a_shell_model_under_mpiexec(emews_cmd, tmp_path: Path) -> None:
     ({"command": [PYTHON], "params_file": "p.txt"}, "objective.params_file", ".json, .yaml or .yml"),
     ({"module": "m.py", "result": "stdout"}, "objective.result", "only a command objective"),
     ({"command": [PYTHON], "defaults": "missing_default_model.txt"}, "objective.defaults", "does not exist"),
+    ({"command": [PYTHON, True]}, "objective.command.1", "valid string"),
+    ({"command": []}, "objective.command", "at least 1 item"),
 ])
 def test_bad_command_objectives_are_one_clear_message(emews_cmd, tmp_path: Path, objective: dict, key: str,
                                                       words: str) -> None:
@@ -206,3 +208,15 @@ def test_bad_command_objectives_are_one_clear_message(emews_cmd, tmp_path: Path,
     proc = emews_cmd("check", str(wf))
     assert proc.returncode == 2
     assert f"{wf}: {key}: " in proc.stderr and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_numbers_in_the_command_are_arguments(tmp_path: Path) -> None:
+    from emews.workflow import load_workflow
+
+    wf = write_workflow(tmp_path, objective={"command": [PYTHON, str(MODEL), "--epochs", 5, "--x", 0.5],
+                                             "metric": "loss"},
+                        space={"mode": {"type": "constant", "value": "stdout"}})
+    ref = load_workflow(str(wf)).objective
+    assert ref.command[2:] == ("--epochs", "5", "--x", "0.5")
+    outcome, _ = evaluate(tmp_path, ref, {"mode": "stdout"})
+    assert outcome.status is Status.OK and outcome.value == pytest.approx(loss_of(0.5, 5))
