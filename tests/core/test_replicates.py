@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from emews.by_point import results_by_point
 from testutil import stored_rows, write_workflow
@@ -81,3 +82,37 @@ def test_the_ensemble_workflow_trains_on_bootstrap_samples(emews_cmd) -> None:
     assert all(p.stats.std > 0 for p in points)  # different bootstrap samples give different models
     boots = sorted(json.loads(r["metrics"])["bootstrap"] for r in rows)
     assert boots == sorted(list(range(8)) * 2)
+
+
+@settings(max_examples=8)
+@given(replicates=st.integers(1, 4), points=st.integers(1, 5), workers=st.integers(1, 3))
+def test_the_optimizer_sees_one_aggregated_result_per_point(replicates: int, points: int, workers: int) -> None:
+    """Thread backend: N rows per point in the store's view, one mean per point for the optimizer."""
+    from emews.job import RunSpec, run_in_threads
+    from emews.objective import ObjectiveRef
+    from emews.optimizers.random import RandomSearch
+    from emews.space import Float, Space
+
+    seen: list = []
+
+    class Recording(RandomSearch):
+        def ingest(self, results):
+            seen.extend(results)
+            super().ingest(results)
+
+    space = Space({"x": Float(-1.0, 1.0)})
+    spec = RunSpec(space=space, make_optimizer=lambda: Recording(seed=1), budget=replicates * points,
+                   objective=ObjectiveRef("emews.testing", "smooth_objective"), replicates=replicates,
+                   isolation="inline", show_progress=False)
+    summary = run_in_threads(spec, workers=workers)
+    assert summary.error is None and summary.completed == replicates * points
+    assert len(seen) == points
+    # the objective sees the replicate index too: sqrt|x| + sqrt(r) for replicate r
+    spread = [r ** 0.5 for r in range(replicates)]
+    for result in seen:
+        assert set(result.params) == {"x"}
+        assert result.objective == pytest.approx(abs(result.params["x"]) ** 0.5 + statistics.fmean(spread))
+        if replicates > 1:
+            assert result.metrics["replicates"] == result.metrics["count"] == replicates
+            assert result.metrics["std"] == pytest.approx(statistics.stdev(spread))
+            assert len(set(result.metrics["replicate_ids"])) == replicates
