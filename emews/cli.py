@@ -50,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
 
     results = sub.add_parser("results", help="write results.csv of an experiment and print its summary")
     results.add_argument("exp_dir", type=Path)
+    results.add_argument("--by-point", action="store_true",
+                         help="also results_by_point.csv: mean, std, min, max and count of each point's replicates")
+    results.add_argument("--format", choices=("emews", "deephyper"), default="emews",
+                         help="deephyper: results_deephyper.csv as DeepHyper's analysis tools read it "
+                              "(objective maximized, failures as F_<status>, m:timestamp_* columns)")
 
     status = sub.add_parser("status", help="scheduler state and progress of an experiment")
     status.add_argument("exp_dir", type=Path)
@@ -231,12 +236,22 @@ def cmd_results(args: argparse.Namespace) -> int:
     names = list(read_workflow(exp_dir).get("space", {}))
     store = open_store(exp_dir)
     try:
-        path, rows = export_csv(exp_dir, names, store)
+        path, rows = export_csv(exp_dir, names, store, with_stored_keys=True)
         print(summary_text(totals(store), None))
     finally:
         if store is not None:
             store.close()
     print(f"wrote {rows} rows to {path}")
+    if args.by_point:
+        from emews.by_point import write_by_point_csv
+
+        path, rows = write_by_point_csv(exp_dir)
+        print(f"wrote {rows} points to {path}")
+    if args.format == "deephyper":
+        from emews.deephyper_csv import write_deephyper_csv
+
+        path, rows = write_deephyper_csv(exp_dir)
+        print(f"wrote {rows} rows in DeepHyper's format to {path}")
     return EXIT_OK
 
 

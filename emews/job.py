@@ -15,12 +15,13 @@ from typing import Callable, Iterator
 from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.optimizer import Optimizer
 from emews.queues import QueuePair
+from emews.replicates import ReplicatingEvaluator, replicated_space
 from emews.results import Outcome, Result, Status, Task
 from emews.runtime.distributor import Distributor
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.isolated import ProcessRunner
-from emews.objective import ObjectiveRef, TaskContext
+from emews.objective import ObjectiveSpec, TaskContext
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport
@@ -34,7 +35,7 @@ class RunSpec:
 
     space: Space
     make_optimizer: Callable[[], Optimizer]
-    objective: ObjectiveRef
+    objective: ObjectiveSpec
     budget: int
     direction: str = "minimize"
     seed: int = 0
@@ -46,6 +47,7 @@ class RunSpec:
     show_progress: bool = True
     durability: Durability = "normal"
     observers: tuple[EvaluatorObserver, ...] = ()  # see what the optimizer submits and receives
+    replicates: int = 1  # each point runs this many times (UQ ensembles), see emews.replicates
 
     @property
     def sign(self) -> float:
@@ -176,11 +178,14 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     with short_gil_switches(), reporter:
         try:
             with interrupt.raising():
-                evaluator = Evaluator(queues, spec.space, workers=len(worker_ranks), budget=spec.budget,
+                space = spec.space if spec.replicates == 1 else replicated_space(spec.space, spec.replicates)
+                evaluator = Evaluator(queues, space, workers=len(worker_ranks), budget=spec.budget,
                                       direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
                                       history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir,
                                       observers=spec.observers)
-                spec.make_optimizer().run(evaluator)
+                view = evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space,
+                                                                                  spec.replicates)
+                spec.make_optimizer().run(view)
         except BudgetExhausted:
             pass
         except Interrupted as exc:

@@ -42,7 +42,7 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
                    seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
-                   durability=workflow.model.store.durability)
+                   durability=workflow.model.store.durability, replicates=workflow.model.replicates)
 
 
 def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
@@ -101,7 +101,8 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
-    csv_follower = CsvFollower(exp_dir, workflow.space.names)  # results.csv written as results arrive
+    # results.csv written as results arrive (an open space's columns are known only at the end)
+    csv_follower = None if workflow.space.open else CsvFollower(exp_dir, workflow.space.names)
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt)
     if summary.resumed or summary.requeued:
         line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
@@ -119,11 +120,11 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
 
 
 def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary,
-                   csv_follower: CsvFollower) -> int:
+                   csv_follower: CsvFollower | None) -> int:
     """summary.json, results.csv and the closing lines; return the run's exit status."""
     csv_path = exp_dir / CSV_FILE
-    if csv_follower.finish() is None:
-        export_csv(exp_dir, workflow.space.names)
+    if csv_follower is None or csv_follower.finish() is None:
+        export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
     store = open_store(exp_dir)
     try:
         total = totals(store)

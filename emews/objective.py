@@ -4,21 +4,40 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import json
 import math
 import os
 import socket
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from emews.imports import UserImportError, import_user_module
+from emews.model_defaults import ModelDefaultsError, read_model_defaults
 from emews.results import Outcome, Status
 from emews.space import to_builtin
 
 
 class ObjectiveLoadError(ImportError):
     """The objective module or function cannot be loaded."""
+
+
+class EvaluationFailed(Exception):
+    """An evaluation that ended badly for a reason the objective knows, said without a traceback.
+
+    ``status`` is how it is recorded: a command that died of a signal is ``CRASHED``, one that
+    exited non-zero or printed no result ``FAILED``.
+    """
+
+    def __init__(self, message: str, status: Status = Status.FAILED) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+#: what a run dir records: the parameters the objective was given (model defaults merged in)
+PARAMS_RECORD = "params.json"
 
 
 @dataclass
@@ -66,6 +85,26 @@ def task_run_dir(runs_root: Path, task_id: int) -> Path:
     return runs_root / f"{task_id // 1000:03d}" / f"{task_id:06d}"
 
 
+class Objective(Protocol):
+    """A loaded objective as the runners use it (a module's function, or a command)."""
+
+    defaults: dict[str, Any]
+
+    def setup(self, context: "TaskContext | None" = None) -> None: ...
+
+    def call(self, params: Mapping[str, Any], context: "TaskContext") -> Any: ...
+
+    def teardown(self) -> None: ...
+
+
+class ObjectiveSpec(Protocol):
+    """Where an objective comes from (picklable: it travels to isolated children): ``load()`` it."""
+
+    metric: str
+
+    def load(self) -> Objective: ...
+
+
 @dataclass(frozen=True)
 class ObjectiveRef:
     """Where to find the objective: a ``.py`` path or a dotted module name."""
@@ -73,6 +112,7 @@ class ObjectiveRef:
     module: str
     function: str = "run"
     metric: str = "value"
+    defaults: str | None = None  # a CANDLE default model file merged under each point
 
     def load(self) -> "LoadedObjective":
         module = import_objective_module(self.module)
@@ -83,7 +123,29 @@ class ObjectiveRef:
             raise ObjectiveLoadError(
                 f"{self.module} has no function {self.function!r}"
                 + (f"; it defines: {', '.join(names)}" if names else ""))
-        return LoadedObjective(self, module, fn)
+        return LoadedObjective(self, module, fn, load_defaults(self.defaults))
+
+
+def load_defaults(path: str | None) -> dict[str, Any]:
+    """The model defaults file's parameters (``{}`` without one), as an ObjectiveLoadError when unreadable."""
+    if path is None:
+        return {}
+    try:
+        return read_model_defaults(path)
+    except ModelDefaultsError as exc:
+        raise ObjectiveLoadError(str(exc)) from None
+
+
+def with_defaults(defaults: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` over the model's ``defaults``: what a CANDLE model runs with."""
+    return {**defaults, **params}
+
+
+def record_params(run_dir: Path, params: Mapping[str, Any]) -> Path:
+    """Write the parameters an evaluation ran with into its run dir (``params.json``)."""
+    path = run_dir / PARAMS_RECORD
+    path.write_text(json.dumps({k: _plain(v) for k, v in params.items()}, indent=1) + "\n")
+    return path
 
 
 def import_objective_module(ref: str) -> ModuleType:
@@ -97,10 +159,12 @@ def import_objective_module(ref: str) -> ModuleType:
 class LoadedObjective:
     """An imported objective: ``setup``/``teardown`` hooks and the call itself."""
 
-    def __init__(self, ref: ObjectiveRef, module: ModuleType, fn: Callable[..., Any]) -> None:
+    def __init__(self, ref: ObjectiveRef, module: ModuleType, fn: Callable[..., Any],
+                 defaults: Mapping[str, Any] | None = None) -> None:
         self.ref = ref
         self.module = module
         self.fn = fn
+        self.defaults = dict(defaults or {})
         self._wants_context = _accepts_two_arguments(fn)
 
     def setup(self, context: TaskContext | None = None) -> None:
@@ -115,11 +179,25 @@ class LoadedObjective:
 
     def call(self, params: Mapping[str, Any], context: TaskContext) -> Any:
         context.pid = os.getpid()
+        if self.defaults:
+            params = with_defaults(self.defaults, params)
+            if context.runs_root is not None:
+                record_params(context.run_dir, params)
         token = _current.set(context)
         try:
             return self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
         finally:
             _current.reset(token)
+
+
+def outcome_from_exception(task_id: int, exc: BaseException, **where: Any) -> Outcome:
+    """The failed (or crashed) outcome of an objective that raised ``exc`` (call from its ``except``)."""
+    if isinstance(exc, EvaluationFailed):
+        return Outcome(task_id, exc.status, error=str(exc), **where)
+    error = traceback.format_exc()
+    if isinstance(exc, MemoryError):
+        error = "MemoryError: the objective ran out of memory\n" + error
+    return Outcome(task_id, Status.FAILED, error=error, **where)
 
 
 def outcome_from_return(task_id: int, returned: Any, metric: str, **where: Any) -> Outcome:

@@ -15,7 +15,7 @@ before its first proposal; a resumed run whose budget is spent proposes nothing.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
     from emews.evaluator import Evaluator
@@ -29,6 +29,12 @@ class Optimizer(abc.ABC):
     @abc.abstractmethod
     def run(self, evaluator: "Evaluator") -> None:
         """Explore the space through ``evaluator`` until done or out of budget."""
+
+    @classmethod
+    def takes_open_points(cls, options: Mapping[str, Any]) -> bool:
+        """Whether, with these options, points may leave out parameters and carry keys the space does
+        not list (a sweep over a CANDLE points file); the workflow then opens its space. Default: no."""
+        return False
 
     def check(self, space: "Space") -> None:
         """Check the options against ``space`` before launch; raise ``ValueError`` saying what is wrong.
@@ -80,8 +86,13 @@ class AskTellOptimizer(Optimizer):
         """The points of the last ``suggest`` went out as tasks ``ids`` (same order)."""
         self.__dict__.setdefault("task_points", {}).update(zip(ids, points))
 
+    #: the evaluations the whole run may make (earlier runs' included); set before :meth:`start`,
+    #: for libraries that plan with it (Nevergrad, CMA-ES schedules)
+    budget: int | None = None
+
     def run(self, evaluator: "Evaluator") -> None:
         self.task_points: dict[int, dict[str, Any]] = {}
+        self.budget = evaluator.budget
         self.start(evaluator.space, evaluator.workers)
         if evaluator.history:
             self.ingest(list(evaluator.history))

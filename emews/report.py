@@ -178,8 +178,19 @@ def _umask() -> int:
     return mask
 
 
-def export_csv(exp_dir: Path, param_names: Sequence[str], store: ResultsStore | None = None) -> tuple[Path, int]:
-    """(Re)write ``results.csv`` of ``exp_dir``; return its path and row count."""
+def stored_param_names(store: ResultsStore, listed: Sequence[str] = ()) -> list[str]:
+    """``listed``, then every other parameter name the stored points hold, in order of first appearance
+    (points of an open space, a CANDLE points file, differ in their keys)."""
+    rows = store.execute("SELECT j.key FROM results, json_each(results.params) AS j "
+                         "GROUP BY j.key ORDER BY MIN(results.id), MIN(j.id)").fetchall()
+    seen = set(listed)
+    return [*listed, *(key for (key,) in rows if key not in seen)]
+
+
+def export_csv(exp_dir: Path, param_names: Sequence[str], store: ResultsStore | None = None, *,
+               with_stored_keys: bool = False) -> tuple[Path, int]:
+    """(Re)write ``results.csv`` of ``exp_dir``; return its path and row count. ``with_stored_keys``:
+    also a column for each parameter the stored points hold beyond ``param_names``."""
     exp_dir = require_experiment(exp_dir)
     path = exp_dir / CSV_FILE
     own = store is None
@@ -187,6 +198,8 @@ def export_csv(exp_dir: Path, param_names: Sequence[str], store: ResultsStore | 
     if store is None:
         return path, 0
     try:
+        if with_stored_keys:
+            param_names = stored_param_names(store, param_names)
         return path, write_csv(store, path, param_names)
     finally:
         if own:

@@ -48,6 +48,16 @@ def to_builtin(value: Any) -> Any:
     return value
 
 
+def plain_value(value: Any) -> Any:
+    """``value`` with numpy scalars made plain, inside lists and dicts too (what JSON can hold)."""
+    value = to_builtin(value)
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): plain_value(v) for k, v in value.items()}
+    return value
+
+
 #: default GA mutation step as a fraction of a numeric dimension's range
 DEFAULT_SIGMA_FRACTION = 0.1
 
@@ -361,9 +371,26 @@ class Categorical(_Dim):
 
 @dataclass(frozen=True)
 class Ordered(Categorical):
-    """One of an ordered list of values; neighbours are meaningful (e.g. batch sizes)."""
+    """One of an ordered list of values; neighbours are meaningful (e.g. batch sizes).
+
+    ``sigma`` (CANDLE Supervisor's GA): mutation is a Gaussian step of that many positions,
+    rounded and kept within the list; without it, one step to a neighbour.
+    """
+
+    sigma: float | None = None
 
     kind: ClassVar[str] = "ordered"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sigma is not None and not (_is_number(self.sigma) and math.isfinite(self.sigma) and self.sigma >= 0):
+            raise ValueError(f"sigma must be a finite number >= 0, got {self.sigma!r}")
+
+    def to_spec(self) -> dict[str, Any]:
+        spec = super().to_spec()
+        if self.sigma is not None:
+            spec["sigma"] = self.sigma
+        return spec
 
     def to_unit(self, value: Any) -> float:
         if len(self.values) == 1:
@@ -375,11 +402,14 @@ class Ordered(Categorical):
         return self.values[int(round(u * (len(self.values) - 1)))]
 
     def mutate(self, value: Any, rng: random.Random) -> Value:
-        """One step to a neighbour, bouncing off the ends."""
+        """A Gaussian step of ``sigma`` positions (rounded, kept within the list), as Supervisor's
+        ``OrderedParameter``; without ``sigma``, one step to a neighbour, bouncing off the ends."""
         n = len(self.values)
         if n == 1:
             return self.values[0]
         i = self.index(value)
+        if self.sigma is not None:
+            return self.values[int(round(max(0.0, min(n - 1.0, i + rng.gauss(0.0, float(self.sigma))))))]
         j = i + rng.choice((-1, 1))
         if not 0 <= j < n:
             j = 2 * i - j
@@ -523,12 +553,18 @@ def registered(registry: Mapping[type, _Entry], dim: Any) -> _Entry:
 
 @dataclass(frozen=True)
 class Space:
-    """An ordered mapping of parameter names to dimensions."""
+    """An ordered mapping of parameter names to dimensions.
+
+    An ``open`` space (a sweep over a CANDLE points file, "UPF") lets a point leave out
+    parameters (the model's defaults apply) and carry keys it does not list, passed on as
+    they are; the parameters it lists are checked and typed when present. It may list none.
+    """
 
     dimensions: Mapping[str, Dimension] = field(default_factory=dict)
+    open: bool = False
 
     def __post_init__(self) -> None:
-        if not self.dimensions:
+        if not self.dimensions and not self.open:
             raise SpaceError("space", "needs at least one parameter")
         object.__setattr__(self, "dimensions", dict(self.dimensions))
         object.__setattr__(self, "_names", list(self.dimensions))
@@ -568,8 +604,14 @@ class Space:
         return set(point) == set(self.dimensions) and all(
             dim.contains(point[name]) for name, dim in self.dimensions.items())
 
+    def opened(self) -> "Space":
+        """This space, open (see the class docstring)."""
+        return Space(self.dimensions, open=True)
+
     def validate(self, point: Mapping[str, Any]) -> dict[str, Value]:
         """Return ``point`` as plain Python values, or raise ``SpaceError`` naming the bad key."""
+        if self.open:
+            return self._validate_open(point)
         if type(point) is dict and list(point) == self._names:  # the common case, checked quickly
             for name, dim in self._items:
                 if not dim.holds_as_is(point[name]):
@@ -594,6 +636,27 @@ class Space:
                 value = float(value)
             if not dim.contains(value):
                 raise SpaceError(name, f"value {value!r} is outside {dim}")
+            clean[name] = value
+        return clean
+
+    def _validate_open(self, point: Mapping[str, Any]) -> dict[str, Any]:
+        """Constants first, then the point's keys in its order: listed ones checked, others as given."""
+        clean: dict[str, Any] = dict(self.constants)
+        for name, value in point.items():
+            if not isinstance(name, str):
+                raise SpaceError(repr(name), "parameter names must be strings")
+            dim = self.dimensions.get(name)
+            value = plain_value(value)
+            if dim is not None:
+                if type(value) is int and type(dim) is Float:
+                    value = float(value)
+                if not dim.contains(value):
+                    raise SpaceError(name, f"value {value!r} is outside {dim}")
+            else:
+                try:
+                    _require_finite(value, "the value")  # what the store's JSON holds exactly
+                except ValueError as exc:
+                    raise SpaceError(name, str(exc)) from None
             clean[name] = value
         return clean
 
@@ -679,7 +742,7 @@ def candle_dimension(entry: Mapping[str, Any]) -> Dimension:
         if not isinstance(entry["values"], list):
             raise ValueError(f"values must be a list, got {brief(entry['values'])}")
         values = tuple(_cast_element(v, entry.get("element_type")) for v in entry["values"])
-        return Categorical(values) if kind == "categorical" else Ordered(values)
+        return Categorical(values) if kind == "categorical" else Ordered(values, _sigma(entry.get("sigma")))
     if kind == "logical":
         return Categorical((True, False))
     return Constant(entry["value"])
@@ -711,11 +774,23 @@ def _sigma(value: Any) -> float | None:
     raise ValueError(f"sigma must be a number, got {value!r}")
 
 
+def _logical(value: Any) -> bool:
+    """Supervisor's ``element_type: logical``: ``true``/``false`` (any case, or 1/0) as a bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "t", "yes"):
+        return True
+    if text in ("false", "0", "f", "no"):
+        return False
+    raise ValueError(value)
+
+
 def _cast_element(value: Any, element_type: str | None) -> Value:
     casts = {"int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
-             "float": float, "string": str, "str": str, None: lambda v: v}
+             "float": float, "string": str, "str": str, "logical": _logical, None: lambda v: v}
     if element_type not in casts:
-        raise ValueError(f"unknown element_type {element_type!r}; allowed: int, float, string")
+        raise ValueError(f"unknown element_type {element_type!r}; allowed: int, float, string, logical")
     try:
         return casts[element_type](value)
     except (TypeError, ValueError):

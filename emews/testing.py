@@ -22,6 +22,8 @@ objectives, no MPI):
 ``test_deterministic_under_seed`` same seed, one worker: the same sequence of points
                                (set ``deterministic = False`` to skip)
 ``test_clean_stop``            ``run`` returns within ``timeout`` and leaves no thread behind
+``test_degenerate_spaces``     runs on spaces with ``lower == upper``, one-value lists, and
+                               constants only (as real CANDLE files have)
 ``test_resumes``               resumes: ingests history before proposing; a resumed finished
                                run proposes nothing. The first half of the smooth run's
                                results is given as ``evaluator.history``: the optimizer reads
@@ -55,7 +57,8 @@ from emews.space import Categorical, Constant, Float, Int, Ordered, Space
 
 __all__ = [
     "ConformanceError", "OptimizerConformance", "Trace", "check_optimizer", "mixed_space",
-    "run_traced", "smooth_objective", "flaky_objective", "SMOOTH", "FLAKY",
+    "run_traced", "smooth_objective", "flaky_objective", "SMOOTH", "FLAKY", "degenerate_space",
+    "constants_space", "DEGENERATE_SPACES", "check_degenerate_spaces",
     "check_budget", "check_points_in_space", "check_failures_handled", "check_deterministic",
     "check_clean_stop", "check_resumes",
 ]
@@ -81,6 +84,29 @@ def mixed_space() -> Space:
         "shuffle": Categorical((True, False)),
         "optimizer": Constant("adam"),
     })
+
+
+def degenerate_space() -> Space:
+    """What real CANDLE files hold beside ordinary ranges: ``lower == upper`` (adrp's ``epochs``
+    200..200), one-value lists and constants, next to one searchable parameter."""
+    return Space({
+        "x": Float(-5.0, 5.0),
+        "epochs": Int(200, 200),
+        "rate": Float(0.1, 0.1),
+        "activation": Categorical(("relu",)),
+        "batch": Ordered((32,)),
+        "model": Constant("nt3"),
+    })
+
+
+def constants_space() -> Space:
+    """A space with nothing to search: every evaluation gets the same point."""
+    return Space({"epochs": Constant(20), "model": Constant("nt3")})
+
+
+#: the degenerate spaces every optimizer must run on (name -> space)
+DEGENERATE_SPACES: dict[str, Callable[[], Space]] = {
+    "lower == upper and one-value lists": degenerate_space, "constants only": constants_space}
 
 
 def smooth_objective(params: Mapping[str, Any]) -> float:
@@ -412,6 +438,24 @@ def check_resumes(resumed: Trace, finished: Trace, *, full_budget: bool = True, 
     _fail(problems)
 
 
+def check_degenerate_spaces(factory: OptimizerFactory, *, seed: int = 0, budget: int = 8,
+                            timeout: float = 60.0, main_thread: bool = False) -> None:
+    """On each of :data:`DEGENERATE_SPACES` the optimizer runs, stops cleanly, stays within the budget
+    and proposes only points of the space (it may end early: there may be one point only)."""
+    problems = []
+    for name, make_space in DEGENERATE_SPACES.items():
+        trace = run_traced(factory, seed=seed, budget=budget, workers=2, space=make_space(), timeout=timeout,
+                           main_thread=main_thread)
+        for check in (lambda: check_clean_stop(trace), lambda: check_points_in_space(trace),
+                      lambda: check_budget(trace, full_budget=False)):
+            try:
+                check()
+            except ConformanceError as exc:
+                problems.append(f"on a space with {name}: {exc}")
+    if problems:
+        _fail(problems)
+
+
 def resume_histories(trace: Trace) -> tuple[list[Result], list[Result]]:
     """From a run's results: the first half (a run killed midway) and all of them (a finished run)."""
     results = sorted(trace.results, key=lambda r: r.id)
@@ -423,7 +467,7 @@ def resume_histories(trace: Trace) -> tuple[list[Result], list[Result]]:
 def check_optimizer(factory: OptimizerFactory, *, budget: int = 24, workers: int = 3,
                     space: Space | None = None, seed: int = 0, full_budget: bool = True,
                     deterministic: bool = True, strict_budget: bool = True, resumes: bool = True,
-                    timeout: float = 60.0) -> dict[str, Trace]:
+                    degenerate: bool = True, timeout: float = 60.0) -> dict[str, Trace]:
     """Run every conformance check on ``factory(seed) -> Optimizer``; raise listing all failures."""
     kw: dict[str, Any] = dict(seed=seed, budget=budget, space=space, timeout=timeout)
     traces = {"smooth": run_traced(factory, workers=workers, **kw),
@@ -434,6 +478,8 @@ def check_optimizer(factory: OptimizerFactory, *, budget: int = 24, workers: int
         ("failures", lambda: check_failures_handled(traces["flaky"], full_budget=full_budget)),
         ("clean stop", lambda: check_clean_stop(traces["smooth"])),
     ]
+    if degenerate:
+        checks.append(("degenerate spaces", lambda: check_degenerate_spaces(factory, seed=seed, timeout=timeout)))
     if deterministic:
         traces["once"] = run_traced(factory, workers=1, **kw)
         traces["twice"] = run_traced(factory, workers=1, **kw)
@@ -475,6 +521,7 @@ class OptimizerConformance:
     strict_budget: bool = True
     timeout: float = 60.0
     main_thread: bool = False
+    degenerate: bool = True
 
     _trace_cache: dict[tuple[type, str], Trace] = {}
 
@@ -517,6 +564,14 @@ class OptimizerConformance:
 
     def test_clean_stop(self) -> None:
         check_clean_stop(self.trace())
+
+    def test_degenerate_spaces(self) -> None:
+        """Runs on spaces with ``lower == upper``, one-value lists, and constants only."""
+        if not self.degenerate:
+            _skip("degenerate = False")
+            return
+        check_degenerate_spaces(self.make_optimizer, seed=self.seed, timeout=self.timeout,
+                                main_thread=self.main_thread)
 
     def test_resumes(self) -> None:
         """Resumes: ingests history before proposing; a resumed finished run proposes nothing."""

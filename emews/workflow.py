@@ -13,12 +13,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator,
+                      model_validator)
 
-from emews.errors import ConfigError, brief
+from emews.command import CommandRef, ParamsStyle, ResultSource, TASK_PLACEHOLDERS
+from emews.errors import ConfigError, KeyedValueError, brief
 from emews.plugins import (OptimizerNotFound, available_optimizers, options_model, path_options, resolve_optimizer,
                            validate_options)
 from emews.objective import ObjectiveLoadError, ObjectiveRef
+from emews.replicates import REPLICATE
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.validation import config_error
 from emews.yamlio import load_mapping, set_dotted
@@ -81,8 +84,12 @@ class CategoricalParam(_ChoiceParam):
 
 class OrderedParam(_ChoiceParam):
     type: Literal["ordered"]
+    sigma: Number | None = None  # GA: a Gaussian step of this many positions
 
     dimension_type = Ordered
+
+    def dimension(self) -> Dimension:
+        return Ordered(tuple(self.values), self.sigma)
 
 
 class ConstantParam(_Strict):
@@ -106,10 +113,57 @@ class OptimizerSection(_Strict):
 
 
 class ObjectiveSection(_Strict):
-    module: str
-    function: str = "run"
+    """A Python function (``module``) or an external program (``command``), and the metric."""
+
+    module: str | None = None
+    function: str | None = None  # default "run"
+    command: list[str] | None = Field(None, min_length=1)
     metric: str = "value"
     direction: Literal["minimize", "maximize"] = "minimize"
+    params: ParamsStyle | None = None  # default flags
+    params_file: str | None = None  # default params.json
+    result: ResultSource | None = None  # default stdout
+    result_file: str | None = None
+    defaults: str | None = None
+
+    #: keys that only a command objective reads
+    COMMAND_KEYS: ClassVar[tuple[str, ...]] = ("params", "params_file", "result", "result_file")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: Any) -> Any:
+        """``[python3, model.py, --epochs, 5]``: YAML reads ``5`` as a number; an argument is its text."""
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "ObjectiveSection":
+        if (self.module is None) == (self.command is None):
+            raise KeyedValueError("objective", "give either module (a Python function) or command "
+                                  "(a program to run), not both or neither",
+                                  "module: FILE.py | package.module, or command: [program, arg, ...]")
+        if self.module is not None:
+            extra = [k for k in self.COMMAND_KEYS if getattr(self, k) is not None]
+            if extra:
+                raise KeyedValueError(f"objective.{extra[0]}", "only a command objective takes this key",
+                                      "module, function, metric, direction, defaults")
+        elif self.function is not None:
+            raise KeyedValueError("objective.function", "a command objective has no function",
+                                  ", ".join(k for k in self.model_fields if k not in ("module", "function")))
+        if self.params_file is not None and not self.params_file.endswith((".json", ".yaml", ".yml")):
+            raise KeyedValueError("objective.params_file", f"{self.params_file!r} is neither JSON nor YAML",
+                                  "a file name ending in .json, .yaml or .yml")
+        return self
+
+    def ref(self) -> ObjectiveRef | CommandRef:
+        """What the runners load: the module's function, or the command."""
+        if self.command is not None:
+            return CommandRef(tuple(self.command), self.metric, self.params or "flags",
+                              self.params_file or "params.json", self.result or "stdout", self.result_file,
+                              self.defaults)
+        assert self.module is not None
+        return ObjectiveRef(self.module, self.function or "run", self.metric, self.defaults)
 
 
 class BudgetSection(_Strict):
@@ -139,8 +193,9 @@ class WorkflowModel(_Strict):
     seed: StrictInt | None = None
     optimizer: OptimizerSection
     objective: ObjectiveSection
-    space: dict[str, Any]
+    space: dict[str, Any] = Field(default_factory=dict)
     budget: BudgetSection
+    replicates: StrictInt = Field(1, ge=1)  # each point runs this many times (emews.replicates)
     task: TaskSection = Field(default_factory=TaskSection)
     store: StoreSection = Field(default_factory=StoreSection)
 
@@ -186,9 +241,8 @@ class Workflow:
         return seed if isinstance(seed, int) else 0
 
     @property
-    def objective(self) -> ObjectiveRef:
-        obj = self.model.objective
-        return ObjectiveRef(obj.module, obj.function, obj.metric)
+    def objective(self) -> ObjectiveRef | CommandRef:
+        return self.model.objective.ref()
 
     def optimizer_class(self) -> type:
         return resolve_optimizer(self.model.optimizer.name)
@@ -245,18 +299,18 @@ def _resolve_path(text: str, workflow_dir: Path, builtin_dir: Path | None = None
 _PARAM = TypeAdapter(ParamSpec)
 
 
-def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path) -> Space:
-    """``{file: params.json}`` (a CANDLE GA JSON) or a mapping of parameter specs."""
+def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points: bool = False) -> Space:
+    """``{file: params.json}`` (a CANDLE GA JSON) or a mapping of parameter specs; ``open_points``:
+    an open space (see :class:`~emews.space.Space`), which may be empty."""
     if set(raw) == {"file"} and isinstance(raw["file"], str):
         path = _resolve_path(raw["file"], workflow_dir)
         if path is None:
             raise ConfigError(f"space file {raw['file']} does not exist", file=file, key="space.file")
         try:
-            return load_candle_json(path)
+            space = load_candle_json(path)
         except SpaceError as exc:
             raise ConfigError(exc.detail, file=str(path), key=exc.key) from None
-    if not raw:
-        raise ConfigError("the space needs at least one parameter", file=file, key="space")
+        return space.opened() if open_points else space
     dims: dict[str, Dimension] = {}
     for name, entry in raw.items():
         if not isinstance(entry, dict):
@@ -272,9 +326,30 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path) -> Space:
         except (ValueError, TypeError) as exc:
             raise ConfigError(str(exc), file=file, key=f"space.{name}") from None
     try:
-        return Space(dims)
+        return Space(dims, open=open_points)
     except SpaceError as exc:
-        raise ConfigError(exc.detail, file=file, key=exc.key) from None
+        raise ConfigError(exc.detail, file=file, key=exc.key,
+                          allowed=None if open_points else "a space is optional only for a sweep over a points "
+                          "file (optimizer: {name: sweep, options: {file: points.txt}})") from None
+
+
+def _check_replicates(model: WorkflowModel, space: Space, file: str) -> None:
+    if REPLICATE in space.dimensions:
+        raise ConfigError(f"the parameter name {REPLICATE!r} is the replicate index when replicates > 1",
+                          file=file, key=f"space.{REPLICATE}", allowed="another name")
+    if model.budget.evaluations < model.replicates:
+        raise ConfigError(f"a budget of {model.budget.evaluations} evaluations cannot run one point "
+                          f"{model.replicates} times", file=file, key="budget.evaluations",
+                          allowed=f"at least replicates ({model.replicates}); each point costs that many")
+
+
+def _takes_open_points(optimizer: OptimizerSection) -> bool:
+    """Whether the optimizer, with its options, runs points that need no complete space (a UPF sweep).
+    An optimizer that cannot be loaded is reported later, by :func:`check_workflow`."""
+    try:
+        return bool(resolve_optimizer(optimizer.name).takes_open_points(optimizer.options))
+    except Exception:
+        return False
 
 
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
@@ -291,7 +366,9 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     if model.task.memory_limit is not None and model.task.isolation != "process":
         raise ConfigError("memory_limit needs isolation: process (an inline objective shares the worker's "
                           "memory)", file=file, key="task.memory_limit")
-    space = _build_space(model.space, file, path.parent)
+    space = _build_space(model.space, file, path.parent, _takes_open_points(model.optimizer))
+    if model.replicates > 1:
+        _check_replicates(model, space, file)
     _resolve_objective(model.objective, path.parent, file)
     _resolve_optimizer_file(model.optimizer, path.parent)
     workflow = Workflow(model, path, space)
@@ -301,7 +378,18 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
 
 
 def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: str) -> None:
+    if objective.defaults is not None:
+        found = _resolve_path(objective.defaults, workflow_dir)
+        if found is None or not found.is_file():
+            raise ConfigError(f"model defaults file {objective.defaults} does not exist", file=file,
+                              key="objective.defaults", allowed="a CANDLE default model file ([Global_Params]) "
+                              "relative to the current or the workflow's folder")
+        objective.defaults = str(found)
+    if objective.command is not None:
+        objective.command = [_resolve_argument(arg, workflow_dir) for arg in objective.command]
+        return
     module = objective.module
+    assert module is not None
     if module.endswith(".py") or "/" in module:
         builtin = Path(str(importlib.resources.files("emews.objectives")))
         found = _resolve_path(module, workflow_dir, builtin)
@@ -310,6 +398,27 @@ def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: st
                               allowed="a path to a .py file (relative to the current or the workflow's "
                                       "folder) or an importable module name")
         objective.module = str(found)
+
+
+def _resolve_argument(arg: str, workflow_dir: Path) -> str:
+    """A command argument naming an existing file (``model.py``, ``./model.sh``) made absolute: the
+    command runs in the task's run dir. Options, placeholders and other words stay as written."""
+    if arg.startswith("-") or "{" in arg or not arg:
+        return arg
+    found = _resolve_path(arg, workflow_dir)
+    return str(found) if found is not None and found.is_file() else arg
+
+
+def _check_placeholders(objective: ObjectiveSection, space: Space, defaults: Mapping[str, Any], file: str) -> None:
+    """Every ``{name}`` in the command names a parameter, a model default or a task value (a points
+    file's keys, in an open space, are known only per line: not checked)."""
+    if objective.command is None or space.open:
+        return
+    known = set(space.names) | set(space.dimensions) | set(defaults) | set(TASK_PLACEHOLDERS)
+    unknown = sorted(objective.ref().placeholders - known)  # type: ignore[union-attr]
+    if unknown:
+        raise ConfigError(f"{{{unknown[0]}}} names no parameter", file=file, key="objective.command",
+                          allowed=", ".join(f"{{{n}}}" for n in [*space.dimensions, *TASK_PLACEHOLDERS]))
 
 
 def _resolve_optimizer_file(optimizer: OptimizerSection, workflow_dir: Path) -> None:
@@ -326,11 +435,12 @@ def check_workflow(workflow: Workflow) -> Any:
     Path options are made absolute here. Returns the optimizer that was built.
     """
     file = str(workflow.source)
+    section = workflow.model.objective
     try:
-        workflow.objective.load()
+        loaded = workflow.objective.load()
     except ObjectiveLoadError as exc:
-        key = "objective.function" if "has no function" in str(exc) else "objective.module"
-        raise ConfigError(str(exc), file=file, key=key) from None
+        raise ConfigError(str(exc), file=file, key=_objective_key(section, str(exc))) from None
+    _check_placeholders(section, workflow.space, loaded.defaults, file)
     cls = _optimizer_class(workflow, file)
     _check_options(workflow, cls, file)
     try:
@@ -339,6 +449,15 @@ def check_workflow(workflow: Workflow) -> Any:
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc), file=file, key="optimizer.options") from None
     return optimizer
+
+
+def _objective_key(section: ObjectiveSection, message: str) -> str:
+    """The key a load failure blames: the defaults file, the function, or the module or command."""
+    if section.defaults is not None and message.startswith(section.defaults):
+        return "objective.defaults"
+    if section.command is not None:
+        return "objective.command"
+    return "objective.function" if "has no function" in message else "objective.module"
 
 
 def _optimizer_class(workflow: Workflow, file: str) -> type:

@@ -33,6 +33,12 @@ class Sweep(AskTellOptimizer):
         self._done: Counter[tuple] = Counter()
         self._requeued: set[int] = set()
 
+    @classmethod
+    def takes_open_points(cls, options: Mapping[str, Any]) -> bool:
+        """A points file is run as Supervisor runs a UPF: lines may leave out parameters and carry
+        others (the space, optional, checks and types what it lists)."""
+        return options.get("file") is not None
+
     def check(self, space: Space) -> None:
         """Read the whole points file: the first bad line raises ``ValueError`` ("file:line: ...")."""
         if self.file is not None:
@@ -72,7 +78,10 @@ class Sweep(AskTellOptimizer):
 
 
 def point_key(space: Space, point: Mapping[str, Any]) -> tuple:
-    """The point as the space sees it: each value encoded (categoricals by index) as a float (``2 == 2.0``)."""
+    """The point as the space sees it: each value encoded (categoricals by index) as a float (``2 == 2.0``);
+    in an open space, every key and value of the point."""
+    if space.open:
+        return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in point.items()))
     key = []
     for name, dim in space.free.items():
         value = point.get(name)

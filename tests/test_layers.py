@@ -22,6 +22,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.errors": (0, "core"), "emews.results": (0, "core"), "emews.space": (0, "core"), "emews.textfiles": (0, "core"),
     "emews.objective": (0, "core"), "emews.imports": (0, "core"), "emews.queues": (0, "core"),
     "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"), "emews.jsoncodec": (0, "core"),
+    "emews.command": (0, "core"), "emews.model_defaults": (0, "core"), "emews.replicates": (0, "core"),
     # configuration: files and command-line values -> validated objects; experiment directories
     "emews.yamlio": (1, "config"), "emews.validation": (1, "config"), "emews.plugins": (1, "config"),
     "emews.workflow": (1, "config"), "emews.site": (1, "config"), "emews.experiment": (1, "config"),
@@ -31,6 +32,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     # wiring one run from configuration and engine; reading results back
     "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.report": (2, "wiring"),
     "emews.csvfollow": (2, "wiring"),
+    "emews.by_point": (2, "wiring"), "emews.deephyper_csv": (2, "wiring"),
     # front ends and plug-ins
     "emews": (3, "front"), "emews.cli": (3, "front"), "emews.__main__": (3, "front"),
     "emews.testing": (3, "front"), "emews.contrib": (3, "front"), "emews.rbridge": (3, "front"),

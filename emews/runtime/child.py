@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from emews.results import Outcome, Status
-from emews.objective import (ObjectiveRef, TaskContext, exit_if_forked, outcome_from_return,
-                                     task_run_dir)
+from emews.results import Outcome
+from emews.objective import (ObjectiveSpec, TaskContext, exit_if_forked, outcome_from_exception,
+                             outcome_from_return, task_run_dir)
 from emews.runtime.processes import become_subreaper, kill_trees, strays
 from emews.runtime.subprocess_channel import Ready
 
@@ -33,7 +33,7 @@ OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 class ChildConfig:
     """Sent first: what to load, how to behave, where to spool output."""
 
-    ref: ObjectiveRef
+    ref: ObjectiveSpec
     memory_limit: int | None = None
     spool: str | None = None
 
@@ -136,12 +136,7 @@ def _run(objective, job: ChildTask, config: ChildConfig) -> Outcome:
                                       started=started, finished=time.time(), **where)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
         exit_if_forked(ctx)
-        if isinstance(exc, MemoryError):
-            error = "MemoryError: the objective ran out of memory\n" + traceback.format_exc()
-        else:
-            error = traceback.format_exc()
-        outcome = Outcome(job.task_id, Status.FAILED, error=error, started=started,
-                          finished=time.time(), **where)
+        outcome = outcome_from_exception(job.task_id, exc, started=started, finished=time.time(), **where)
     sys.stdout.flush()
     sys.stderr.flush()
     keep_output(config.spool, ctx.runs_root, job.task_id)

@@ -17,9 +17,9 @@ from typing import Callable
 
 from emews.results import Outcome, Status, Task
 from emews.runtime.interrupt import Interrupt, Interrupted
-from emews.objective import (LoadedObjective, ObjectiveRef, TaskContext, exit_if_forked,
-                                     outcome_from_return)
-from emews.runtime.processes import has_children, kill_trees, strays
+from emews.objective import (Objective, ObjectiveSpec, TaskContext, exit_if_forked,
+                             outcome_from_exception, outcome_from_return)
+from emews.runtime.processes import become_subreaper, has_children, kill_trees, strays
 
 #: longest timer ``setitimer`` is given; a longer timeout (or ``inf``) means no timer at all
 MAX_ALARM_SECONDS = 1e8
@@ -34,18 +34,20 @@ class _TaskTimedOut(BaseException):
 class InlineRunner:
     """Calls the objective directly; a timeout uses SIGALRM when on the main thread."""
 
-    def __init__(self, ref: ObjectiveRef, *, timeout: float | None = None,
+    def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
                  make_context: Callable[[Task], TaskContext], interrupt: Interrupt | None = None) -> None:
         self._ref = ref
         self._timeout = timeout
         self._interrupt = interrupt or Interrupt()
         self._lifelong: set[int] = set()
         self._make_context = make_context
-        self._objective: LoadedObjective | None = None
+        self._objective: Objective | None = None
         self._setup_error: str | None = None
         self._can_alarm = threading.current_thread() is threading.main_thread()
 
     def start(self) -> None:
+        if self._can_alarm:
+            become_subreaper()  # what an objective's process leaves orphaned stays ours to kill
         try:
             self._objective = self._ref.load()
             self._objective.setup(None)
@@ -72,9 +74,8 @@ class InlineRunner:
         except _TaskTimedOut:
             return Outcome(task.id, Status.TIMEOUT, error=f"ran past the task timeout of {self._timeout:g} s",
                            started=started, finished=time.time(), **where)
-        except Exception:
-            return Outcome(task.id, Status.FAILED, error=traceback.format_exc(), started=started,
-                           finished=time.time(), **where)
+        except Exception as exc:
+            return outcome_from_exception(task.id, exc, started=started, finished=time.time(), **where)
         return outcome_from_return(task.id, returned, self._ref.metric, started=started,
                                    finished=time.time(), **where)
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 from emews.results import Outcome, Status, Task
 from emews.runtime.child import ChildConfig, ChildShutdown, ChildStopped, ChildTask, keep_output
-from emews.objective import ObjectiveRef, TaskContext
+from emews.objective import ObjectiveSpec, TaskContext
 from emews.runtime.processes import become_subreaper, kill_trees, strays
 from emews.runtime.subprocess_channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 
@@ -52,7 +52,7 @@ class ProcessRunner:
     subreaper, so whatever the objective left behind is found and killed with it.
     """
 
-    def __init__(self, ref: ObjectiveRef, *, timeout: float | None = None,
+    def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
                  memory_limit: int | None = None, make_context: Callable[[Task], TaskContext],
                  spool: Path | None = None) -> None:
         self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool))

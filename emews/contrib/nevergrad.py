@@ -1,0 +1,76 @@
+"""Any Nevergrad optimizer as an emews optimizer, through Nevergrad's ask/tell API.
+
+    optimizer: {name: "emews.contrib.nevergrad:NevergradOptimizer", options: {optimizer: TwoPointsDE, seed: 1}}
+
+Floats and ints become ``Scalar``s (``Log`` when ``log``; ints cast), categoricals ``Choice``,
+ordered ones ``TransitionChoice`` (neighbours stay neighbours). Parameters with one possible value
+(constants, ``lower == upper``, a one-value list) are passed as they are and not searched: Nevergrad
+refuses such bounds. Nevergrad learns the budget at start. A failed evaluation is told as a loss
+worse than any seen (Nevergrad clips ``inf`` with a warning).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import nevergrad as ng
+
+from emews import AskTellOptimizer, Categorical, Float, Int, Ordered
+from emews.results import Result
+from emews.space import Space, registered, to_builtin
+
+#: the Nevergrad parameter of each emews dimension type (with more than one possible value)
+PARAMETERS = {
+    Ordered: lambda dim: ng.p.TransitionChoice(list(dim.values)),
+    Categorical: lambda dim: ng.p.Choice(list(dim.values)),
+    Int: lambda dim: (ng.p.Log if dim.log else ng.p.Scalar)(lower=dim.lower, upper=dim.upper).set_integer_casting(),
+    Float: lambda dim: (ng.p.Log if dim.log else ng.p.Scalar)(lower=dim.lower, upper=dim.upper),
+}
+
+
+class NevergradOptimizer(AskTellOptimizer):
+    """``optimizer``: a name in ``nevergrad.optimizers.registry`` (NGOpt, CMA, TwoPointsDE, ...)."""
+
+    def __init__(self, optimizer: str = "TwoPointsDE", seed: int | None = None) -> None:
+        if optimizer not in ng.optimizers.registry:
+            raise ValueError(f"unknown Nevergrad optimizer {optimizer!r}; see nevergrad.optimizers.registry")
+        self.name, self.seed = optimizer, seed
+        self.candidates: dict[int, Any] = {}
+        self._fresh: list[Any] = []
+        self._worst = 0.0
+
+    def start(self, space: Space, workers: int) -> None:
+        super().start(space, workers)
+        self.searched = {n: d for n, d in space.free.items() if not d.is_single}
+        self.fixed = {n: d.first for n, d in space.dimensions.items() if n not in self.searched}
+        self.opt = None
+        if self.searched:
+            parametrization = ng.p.Dict(**{n: registered(PARAMETERS, d)(d) for n, d in self.searched.items()})
+            parametrization.random_state.seed(self.seed)
+            self.opt = ng.optimizers.registry[self.name](parametrization, budget=self.budget, num_workers=workers)
+
+    def suggest(self, n: int) -> list[dict[str, Any]]:
+        self._fresh = [self.opt.ask() for _ in range(n)] if self.opt is not None else [None] * n
+        return [self._point(c) for c in self._fresh]
+
+    def _point(self, candidate: Any) -> dict[str, Any]:
+        values = {} if candidate is None else {k: to_builtin(v) for k, v in candidate.value.items()}
+        return {name: values.get(name, self.fixed.get(name)) for name in self.space.dimensions}
+
+    def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
+        super().submitted(ids, points)
+        self.candidates.update(zip(ids, self._fresh))
+
+    def ingest(self, results: Sequence[Result]) -> None:
+        if self.opt is None:
+            return
+        for r in results:
+            if r.ok and math.isfinite(r.loss):
+                self._worst = max(self._worst, r.loss)
+            loss = r.loss if r.ok and math.isfinite(r.loss) else abs(self._worst) * 2 + 1.0
+            candidate = self.candidates.pop(r.id, None)
+            if candidate is None:  # an earlier run's result: told as a point Nevergrad did not ask for
+                candidate = self.opt.parametrization.spawn_child(
+                    new_value={n: r.params[n] for n in self.searched})
+            self.opt.tell(candidate, loss)

@@ -1,0 +1,117 @@
+"""Other libraries' optimizers through ``emews.contrib`` (issue 12): each passes the conformance kit
+(degenerate spaces included) and runs end to end under ``emews launch``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from emews.optimizer import Optimizer
+from emews.testing import OptimizerConformance, degenerate_space
+from testutil import stored_rows, write_workflow
+
+ng = pytest.importorskip("nevergrad")
+gest_api = pytest.importorskip("gest_api")
+
+from emews.contrib.gest import GestGenerator  # noqa: E402
+from emews.contrib.nevergrad import NevergradOptimizer  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+class TestNevergradTwoPointsDE(OptimizerConformance):
+    def make_optimizer(self, seed: int) -> Optimizer:
+        return NevergradOptimizer("TwoPointsDE", seed=seed)
+
+
+class TestNevergradCMA(OptimizerConformance):
+    def make_optimizer(self, seed: int) -> Optimizer:
+        return NevergradOptimizer("CMA", seed=seed)
+
+
+class TestGestWithIds(OptimizerConformance):
+    """A gest-api generator that returns ``_id`` (``tests/contrib/gest_random.py``)."""
+
+    def make_optimizer(self, seed: int) -> Optimizer:
+        return GestGenerator(f"{HERE / 'gest_random.py'}:SeededRandom", {"seed": seed})
+
+    def test_ids_come_back_with_their_points(self) -> None:
+        from emews.testing import FLAKY, run_traced
+
+        made: list[GestGenerator] = []
+
+        def factory(seed: int) -> Optimizer:
+            made.append(self.make_optimizer(seed))
+            return made[-1]
+
+        trace = run_traced(factory, budget=12, objective=FLAKY)
+        generator = made[0].generator
+        assert generator.unknown_ids == [] and sorted(generator.ingested_ids) == list(range(12))
+        assert len(trace.points) == 12 and made[0].ids == {}  # every id went back, failures included
+
+
+HAS_XOPT = importlib.util.find_spec("xopt") is not None
+needs_xopt = pytest.mark.skipif(not HAS_XOPT, reason="xopt is not installed (pip install xopt)")
+
+
+@needs_xopt
+class TestXoptRandomThroughGest(OptimizerConformance):
+    """Xopt's own RandomGenerator (a gest-api Generator); Xopt takes numeric discrete values only."""
+
+    deterministic = False  # Xopt's random generator takes no seed
+
+    def make_optimizer(self, seed: int) -> Optimizer:
+        return GestGenerator("xopt.generators.random:RandomGenerator", categories="indices")
+
+
+@pytest.mark.parametrize("optimizer", [
+    {"name": "emews.contrib.nevergrad:NevergradOptimizer", "options": {"optimizer": "TwoPointsDE", "seed": 1}},
+    pytest.param({"name": "emews.contrib.gest:GestGenerator",
+                  "options": {"generator": "xopt.generators.random:RandomGenerator", "categories": "indices"}},
+                 marks=needs_xopt),
+    {"name": "emews.contrib.gest:GestGenerator",
+     "options": {"generator": str(HERE / "gest_random.py") + ":SeededRandom", "options": {"seed": 3}}},
+], ids=["nevergrad", "xopt", "gest-with-ids"])
+def test_adapters_run_a_real_candle_space_under_emews_launch(emews_cmd, tmp_path: Path, optimizer: dict) -> None:
+    """adrp's GA JSON (``epochs`` 200..200), which broke both adapters before."""
+    adrp = Path(__file__).parents[1] / "data" / "supervisor" / "ga" / "adrp_param_space_ga.json"
+    (tmp_path / "obj.py").write_text("def run(p):\n    return p['dropout'] + len(p['dense']) / 100 + p['batch_size'] / 1000\n")
+    wf = write_workflow(tmp_path, optimizer=optimizer, objective={"module": "obj.py"}, space={"file": str(adrp)},
+                        budget={"evaluations": 10}, task={"timeout": 60, "isolation": "inline"})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert len(rows) == 10 and {r["status"] for r in rows} == {"ok"}
+    for r in rows:
+        p = json.loads(r["params"])
+        assert p["epochs"] == 200 and type(p["epochs"]) is int and 0.05 <= p["dropout"] <= 0.2
+        assert p["batch_size"] in (16, 32, 64)
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_nevergrad_learns_the_budget_and_skips_single_valued_parameters() -> None:
+    from emews.testing import run_traced
+
+    made = []
+
+    def factory(seed: int) -> Optimizer:
+        made.append(NevergradOptimizer("TwoPointsDE", seed=seed))
+        return made[-1]
+
+    trace = run_traced(factory, budget=7, space=degenerate_space())
+    assert made[0].budget == 7 and made[0].opt.budget == 7
+    assert list(made[0].searched) == ["x"]
+    assert all(p["epochs"] == 200 and p["activation"] == "relu" for p in trace.points)
+    assert len({p["x"] for p in trace.points}) > 1  # x is searched
+
+
+class TestOptunaOnDegenerateSpaces(OptimizerConformance):
+    """The Optuna adapter that was already there, on the same kit (degenerate spaces included)."""
+
+    def make_optimizer(self, seed: int) -> Optimizer:
+        from emews.contrib.optuna import OptunaSampler
+
+        return OptunaSampler(seed=seed)

@@ -1,0 +1,222 @@
+"""Command objectives (issue 12): a CANDLE-style program per evaluation, real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, strategies as st
+
+from emews.command import CommandRef, as_flags, parse_result
+from emews.objective import TaskContext, outcome_from_exception, outcome_from_return, task_run_dir
+from emews.results import Status
+from testutil import TESTS, stored_rows, write_workflow
+
+MODEL = TESTS / "models" / "candle_model.py"
+MODEL_SH = TESTS / "models" / "model.sh"
+PYTHON = os.environ.get("PYTHON", "python3")
+
+
+def evaluate(tmp_path: Path, ref: CommandRef, params: dict, task_id: int = 0, seed: int = 7):
+    """Run one task as a runner does (load, call, outcome); the outcome and its run dir."""
+    context = TaskContext(task_id, 1, seed, [], "here", tmp_path / "runs")
+    try:
+        outcome = outcome_from_return(task_id, ref.load().call(params, context), ref.metric)
+    except Exception as exc:
+        outcome = outcome_from_exception(task_id, exc)
+    return outcome, task_run_dir(tmp_path / "runs", task_id)
+
+
+def loss_of(x: float, epochs: int, dense: list[int] = (), use_bn: bool = False) -> float:
+    return x * x + epochs / 100 + (len(dense) if use_bn else 0)
+
+
+def test_flags_are_candle_style_and_the_last_metric_line_of_stdout_is_the_result(tmp_path: Path) -> None:
+    ref = CommandRef((PYTHON, str(MODEL)), metric="loss")
+    params = {"x": 1.5, "epochs": 20, "dense": [64, 32], "use_bn": True, "activation": "tanh", "mode": "json"}
+    outcome, run_dir = evaluate(tmp_path, ref, params)
+    assert outcome.status is Status.OK, outcome.error
+    assert outcome.value == pytest.approx(loss_of(1.5, 20, [64, 32], True))
+    assert outcome.metrics["seen"] == {"x": 1.5, "epochs": 20, "dense": [64, 32], "use_bn": True,
+                                       "activation": "tanh"}
+    assert outcome.metrics["accuracy"] == 0.5 and outcome.metrics["seed"] == "7"
+    assert Path(outcome.metrics["cwd"]) == run_dir  # it ran in the task's run dir
+    assert json.loads((run_dir / "params.json").read_text()) == params  # what it ran with is recorded
+    assert "epoch 1/1" in (run_dir / "stdout.txt").read_text()
+
+
+def test_false_and_none_are_left_out_and_placeholders_are_not_repeated_as_flags(tmp_path: Path) -> None:
+    ref = CommandRef((PYTHON, str(MODEL), "--epochs", "{epochs}"), metric="loss")
+    outcome, _ = evaluate(tmp_path, ref, {"x": -2.0, "epochs": 3, "use_bn": False, "dense": [5], "mode": "stdout"})
+    assert outcome.status is Status.OK, outcome.error
+    assert outcome.value == pytest.approx(loss_of(-2.0, 3))
+    assert CommandRef((PYTHON,)).load().argv({"a": 1, "b": False, "c": None, "d": True, "e": [1, "x"]}, {}) == \
+        [PYTHON, "--a", "1", "--d", "--e", "1", "x"]
+
+
+@pytest.mark.parametrize("name", ["params.json", "params.yaml"])
+def test_params_by_file(tmp_path: Path, name: str) -> None:
+    ref = CommandRef((PYTHON, str(MODEL), "--params", "{params_file}"), metric="loss", params="file",
+                     params_file=name)
+    params = {"x": 0.25, "epochs": 7, "mode": "stdout"}
+    outcome, run_dir = evaluate(tmp_path, ref, params)
+    assert outcome.status is Status.OK, outcome.error
+    assert outcome.value == pytest.approx(loss_of(0.25, 7))
+    assert (yaml.safe_load if name.endswith("yaml") else json.loads)((run_dir / name).read_text()) == params
+
+
+@pytest.mark.parametrize("command", [(PYTHON, str(MODEL), "--from-env"), (str(MODEL_SH),)], ids=["python", "shell"])
+def test_params_by_environment(tmp_path: Path, command: tuple) -> None:
+    ref = CommandRef(command, metric="loss", params="env")
+    outcome, _ = evaluate(tmp_path, ref, {"x": 3.0, "epochs": 50, "mode": "stdout"})
+    assert outcome.status is Status.OK, outcome.error
+    assert outcome.value == pytest.approx(loss_of(3.0, 50))
+
+
+def test_result_by_file_and_from_a_candle_output_dir(tmp_path: Path) -> None:
+    by_file = CommandRef((PYTHON, str(MODEL)), metric="loss", result="file", result_file="result.json")
+    outcome, _ = evaluate(tmp_path, by_file, {"x": 2.0, "epochs": 1, "mode": "file"}, task_id=1)
+    assert outcome.status is Status.OK and outcome.value == pytest.approx(loss_of(2.0, 1))
+    candle = CommandRef((PYTHON, str(MODEL)), metric="loss", result="output_dir")
+    outcome, run_dir = evaluate(tmp_path, candle, {"x": 1.0, "epochs": 10, "mode": "candle"}, task_id=2)
+    assert outcome.status is Status.OK, outcome.error
+    assert outcome.value == pytest.approx(loss_of(1.0, 10))
+    assert json.loads((run_dir / "params.json").read_text())["output_dir"] == str(run_dir)
+
+
+@pytest.mark.parametrize("command", [(PYTHON, str(MODEL)), (str(MODEL_SH),)], ids=["python", "shell"])
+def test_a_non_zero_exit_is_a_failure_with_its_status_and_stderr(tmp_path: Path, command: tuple) -> None:
+    ref = CommandRef(command, metric="loss", params="env" if command[0].endswith(".sh") else "flags")
+    outcome, run_dir = evaluate(tmp_path, ref, {"x": 1.0, "epochs": 1, "mode": "fail"})
+    assert outcome.status is Status.FAILED
+    status = 4 if command[0].endswith(".sh") else 3
+    assert f"exited with status {status}" in outcome.error
+    message = "cannot open input" if status == 4 else "fatal: data not found"
+    assert message in outcome.error and message in (run_dir / "stderr.txt").read_text()
+    assert "Traceback" not in outcome.error
+
+
+def test_a_signal_death_is_a_crash_and_a_silent_command_a_failure(tmp_path: Path) -> None:
+    ref = CommandRef((PYTHON, str(MODEL)), metric="loss")
+    crashed, _ = evaluate(tmp_path, ref, {"mode": "segv"}, task_id=1)
+    assert crashed.status is Status.CRASHED and "SIGSEGV" in crashed.error
+    silent, _ = evaluate(tmp_path, ref, {"mode": "noresult"}, task_id=2)
+    assert silent.status is Status.FAILED
+    assert "reported no 'loss'" in silent.error and "training done" in silent.error
+    missing, _ = evaluate(tmp_path, CommandRef(("/no/such/program",)), {}, task_id=3)
+    assert missing.status is Status.FAILED and "/no/such/program" in missing.error
+
+
+def test_a_second_attempt_reads_only_its_own_output(tmp_path: Path) -> None:
+    ref = CommandRef((PYTHON, str(MODEL)), metric="loss")
+    first, run_dir = evaluate(tmp_path, ref, {"x": 1.0, "mode": "stdout"})
+    assert first.status is Status.OK
+    again, _ = evaluate(tmp_path, ref, {"mode": "noresult"})  # same task id: same run dir
+    assert again.status is Status.FAILED
+    assert (run_dir / "stdout.txt").read_text().count("loss 1.01") == 1
+
+
+numbers = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@given(value=numbers, noise=st.lists(st.text(alphabet="abc :=0123456789.\n{}", max_size=20), max_size=5),
+       form=st.sampled_from(["{m} {v!r}", "{m}: {v!r}", "{m}={v!r}", '{{"{m}": {v!r}}}']))
+def test_the_last_reporting_line_wins(value: float, noise: list[str], form: str) -> None:
+    text = "\n".join(["val_loss 99", *noise, form.format(m="val_loss", v=value), "done"])
+    assert parse_result(text, "val_loss", bare_number=False)["val_loss"] == value
+
+
+def test_flags_round_trip_through_argparse() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--dense", type=int, nargs="+")
+    parser.add_argument("--shuffle", action="store_true")
+    parser.add_argument("--act")
+    ns = parser.parse_args(as_flags({"lr": 1e-5, "dense": [128, 64], "shuffle": True, "act": "a b"}))
+    assert (ns.lr, ns.dense, ns.shuffle, ns.act) == (1e-5, [128, 64], True, "a b")
+    assert not math.isnan(ns.lr)
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_command_objectives_under_mpiexec(emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """`emews launch` with a relative model path: every way of ending is recorded, a hang is killed
+    with its grandchild (a session of its own), and nothing outlives the job."""
+    (tmp_path / "model.py").write_text(MODEL.read_text())
+    modes = ["stdout", "json", "file", "fail", "noresult", "hang"]
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"},
+        objective={"command": [PYTHON, "model.py", "--epochs", "{epochs}"], "metric": "loss",
+                   "result": "stdout"},
+        space={"mode": {"type": "categorical", "values": modes}, "x": {"type": "constant", "value": 2.0},
+               "epochs": {"type": "constant", "value": 30}},
+        budget={"evaluations": len(modes)}, task={"timeout": 10, "isolation": isolation})
+    proc = emews_cmd("launch", str(wf), "--workers", "3", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    rows = {json.loads(r["params"])["mode"]: r for r in stored_rows(tmp_path / "exp")}
+    assert {m: r["status"] for m, r in rows.items()} == {
+        "stdout": "ok", "json": "ok", "file": "failed", "fail": "failed", "noresult": "failed", "hang": "timeout"}
+    assert rows["stdout"]["objective"] == pytest.approx(loss_of(2.0, 30))
+    assert rows["json"]["objective"] == pytest.approx(loss_of(2.0, 30))
+    assert "exited with status 3" in rows["fail"]["error"] and "fatal: data not found" in rows["fail"]["error"]
+    assert "reported no 'loss'" in rows["noresult"]["error"]
+    hang_dir = task_run_dir(tmp_path / "exp" / "runs", rows["hang"]["id"])
+    assert (hang_dir / "hanging").is_file()  # it did start, and its grandchild with it
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_a_shell_model_under_mpiexec(emews_cmd, tmp_path: Path) -> None:
+    (tmp_path / "model.sh").write_text(MODEL_SH.read_text())
+    (tmp_path / "model.sh").chmod(0o755)
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep", "options": {"levels": 3}},
+        objective={"command": ["./model.sh"], "metric": "loss", "params": "env"},
+        space={"x": {"type": "float", "lower": -1.0, "upper": 1.0}, "epochs": {"type": "int", "lower": 10, "upper": 30},
+               "mode": {"type": "constant", "value": "stdout"}},
+        budget={"evaluations": 9}, task={"timeout": 60, "isolation": "process"})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert len(rows) == 9 and {r["status"] for r in rows} == {"ok"}
+    for r in rows:
+        p = json.loads(r["params"])
+        assert r["objective"] == pytest.approx(loss_of(p["x"], p["epochs"]))
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+@pytest.mark.parametrize("objective, key, words", [
+    ({"command": [PYTHON, "m.py", "--e", "{epochz}"]}, "objective.command", "{epochz} names no parameter"),
+    ({"command": ["no-such-program-here"]}, "objective.command", "not found on PATH"),
+    ({"command": [PYTHON], "module": "m.py"}, "objective", "either module"),
+    ({"command": [PYTHON], "params": "argv"}, "objective.params", "'flags', 'env' or 'file'"),
+    ({"command": [PYTHON], "params_file": "p.txt"}, "objective.params_file", ".json, .yaml or .yml"),
+    ({"module": "m.py", "result": "stdout"}, "objective.result", "only a command objective"),
+    ({"command": [PYTHON], "defaults": "missing_default_model.txt"}, "objective.defaults", "does not exist"),
+    ({"command": [PYTHON, True]}, "objective.command.1", "valid string"),
+    ({"command": []}, "objective.command", "at least 1 item"),
+])
+def test_bad_command_objectives_are_one_clear_message(emews_cmd, tmp_path: Path, objective: dict, key: str,
+                                                      words: str) -> None:
+    (tmp_path / "m.py").write_text("def run(p):\n    return 0.0\n")
+    wf = write_workflow(tmp_path, objective={"metric": "loss", **objective},
+                        space={"epochs": {"type": "int", "lower": 1, "upper": 3}})
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2
+    assert f"{wf}: {key}: " in proc.stderr and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_numbers_in_the_command_are_arguments(tmp_path: Path) -> None:
+    from emews.workflow import load_workflow
+
+    wf = write_workflow(tmp_path, objective={"command": [PYTHON, str(MODEL), "--epochs", 5, "--x", 0.5],
+                                             "metric": "loss"},
+                        space={"mode": {"type": "constant", "value": "stdout"}})
+    ref = load_workflow(str(wf)).objective
+    assert ref.command[2:] == ("--epochs", "5", "--x", "0.5")
+    outcome, _ = evaluate(tmp_path, ref, {"mode": "stdout"})
+    assert outcome.status is Status.OK and outcome.value == pytest.approx(loss_of(0.5, 5))

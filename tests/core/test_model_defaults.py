@@ -1,0 +1,61 @@
+"""CANDLE model defaults (``objective.defaults``, issue 12) with the real NT3 default model file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from emews.model_defaults import ModelDefaultsError, read_model_defaults
+from emews.objective import task_run_dir
+from testutil import TESTS, stored_rows, write_workflow
+
+NT3 = TESTS / "data" / "supervisor" / "nt3_default_model.txt"
+MODEL = TESTS / "models" / "candle_model.py"
+
+
+def test_the_nt3_defaults_read_as_python_literals_never_evaluated(tmp_path: Path) -> None:
+    defaults = read_model_defaults(NT3)
+    assert len(defaults) == 28 and list(defaults)[:2] == ["data_url", "train_data"]
+    assert defaults["dense"] == [200, 20] and defaults["conv"] == [128, 20, 1, 128, 10, 1]
+    assert defaults["learning_rate"] == 0.001 and type(defaults["epochs"]) is int
+    assert defaults["restart"] is True and defaults["add_noise"] is False
+    assert defaults["activation"] == "relu"
+    odd = tmp_path / "odd.txt"
+    odd.write_text("[Monitor_Params]\ntimeout=10\n[Global_Params]\nact = relu\nf = __import__('os').getcwd()\n")
+    assert read_model_defaults(odd) == {"act": "relu", "f": "__import__('os').getcwd()", "timeout": 10}
+
+
+def test_a_file_without_sections_is_refused_with_its_name(tmp_path: Path) -> None:
+    bad = tmp_path / "bad_default_model.txt"
+    bad.write_text("epochs = 3\n")
+    with pytest.raises(ModelDefaultsError, match="bad_default_model.txt: not an INI file"):
+        read_model_defaults(bad)
+
+
+@pytest.mark.parametrize("kind", ["command", "module"])
+def test_defaults_are_merged_under_each_point_and_recorded(emews_cmd, tmp_path: Path, kind: str) -> None:
+    """A sweep over two parameters runs a complete NT3-shaped model: the rest come from the defaults."""
+    (tmp_path / "obj.py").write_text(
+        "def run(p):\n    return {'loss': p['x'] ** 2 + p['epochs'] / 100 + len(p['dense']), 'keys': len(p)}\n")
+    objective = ({"command": ["python3", str(MODEL), "--use_bn"], "metric": "loss"} if kind == "command"
+                 else {"module": "obj.py", "metric": "loss"})
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep", "options": {"levels": 2}},
+        objective={**objective, "defaults": str(NT3.relative_to(TESTS.parent))},
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "epochs": {"type": "int", "lower": 2, "upper": 4}},
+        budget={"evaluations": 4}, task={"timeout": 60, "isolation": "process"})
+    emews_cmd.cwd = TESTS.parent  # the defaults path is relative to the current folder
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", str(tmp_path / "exp"), timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    nt3 = read_model_defaults(NT3)
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
+    for r in rows:
+        point = json.loads(r["params"])
+        assert set(point) == {"x", "epochs"}  # the store keeps the optimizer's point
+        assert r["objective"] == pytest.approx(point["x"] ** 2 + point["epochs"] / 100 + 2)
+        recorded = json.loads((task_run_dir(tmp_path / "exp" / "runs", r["id"]) / "params.json").read_text())
+        assert recorded == {**nt3, **point}
+    assert emews_cmd.leftovers_after_exit() == []
