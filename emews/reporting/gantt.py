@@ -1,0 +1,45 @@
+"""A timeline per worker (Gantt chart): each task a bar from its start to its end, coloured by status."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.collections import PolyCollection
+from matplotlib.patches import Patch
+
+from emews.reporting import timeline
+from emews.reporting.data import ExperimentData
+from emews.reporting.figures import RASTER_ABOVE, Plot, colour, new_figure
+from emews.reporting.trajectory import time_unit
+
+
+def plot(data: ExperimentData) -> Plot | None:
+    ran = timeline.timed(data.results)
+    ran = ran[ran["rank"].notna()]
+    if ran.empty:
+        return None
+    t0 = float(ran["ready"].min())
+    scale, unit = time_unit(float(ran["finished"].max()) - t0)
+    ranks = np.sort(ran["rank"].unique())
+    row = np.searchsorted(ranks, ran["rank"].to_numpy())
+    a = (ran["started"].to_numpy(float) - t0) / scale
+    b = (ran["finished"].to_numpy(float) - t0) / scale
+    lo, hi = row - 0.4, row + 0.4
+    verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
+    statuses = ran["status"].to_numpy()
+    bars = PolyCollection(verts, facecolors=[colour(s) for s in statuses], edgecolors="white",
+                          linewidths=0.3 if len(ran) < 2_000 else 0.0, rasterized=len(ran) > RASTER_ABOVE)
+    fig, ax = new_figure()
+    ax.add_collection(bars)
+    ax.set_xlim(0, max(float(b.max()), 1e-9) * 1.01)
+    ax.set_ylim(-0.6, len(ranks) - 0.4)
+    step = max(1, len(ranks) // 25)
+    ax.set_yticks(np.arange(0, len(ranks), step), [str(int(r)) for r in ranks[::step]])
+    ax.set_ylabel("worker rank")
+    ax.set_xlabel(f"wall time since the first submission ({unit})")
+    present = [s for s in ("ok", "failed", "crashed", "timeout") if s in set(statuses)]
+    present += sorted(set(statuses) - set(present))
+    ax.legend(handles=[Patch(color=colour(s), label=s) for s in present], loc="upper right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return Plot("gantt", "Tasks per worker", fig,
+                f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
+                f"{len(ranks)} workers), coloured by status.")
