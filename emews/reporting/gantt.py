@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
@@ -26,7 +27,8 @@ def plot(data: ExperimentData) -> Plot | None:
     lo, hi = row - 0.4, row + 0.4
     verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
     statuses = ran["status"].to_numpy()
-    bars = PolyCollection(verts, facecolors=[colour(s) for s in statuses], edgecolors="white",
+    palette = {s: colour(s) for s in set(statuses)}
+    bars = PolyCollection(verts, facecolors=pd.Series(statuses).map(palette).to_list(), edgecolors="white",
                           linewidths=0.3 if len(ran) < 2_000 else 0.0, rasterized=len(ran) > RASTER_ABOVE)
     fig, ax = new_figure()
     ax.add_collection(bars)

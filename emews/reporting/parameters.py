@@ -20,7 +20,7 @@ from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, new_figure
 
 #: the forest sees at most this many evaluations (a random sample of them beyond)
-MAX_FIT = 4_000
+MAX_FIT = 2_000
 IMPORTANCE_METHOD = ("permutation importance (scikit-learn) of a random forest fitted to the "
                      "successful evaluations")
 
@@ -39,31 +39,37 @@ def free_parameters(data: ExperimentData) -> list[str]:
     """Parameters that vary (constants and parameters no evaluation set are left out)."""
     out = []
     for name in data.params.columns:
-        spec = data.space.get(name, {})
-        column = data.params[name]
-        if spec.get("type") == "constant" or column.isna().all():
+        if data.space.get(name, {}).get("type") == "constant":
             continue
-        if column.astype(str).nunique() > 1:
+        column = data.params[name].dropna()
+        try:
+            distinct = column.nunique()
+        except TypeError:  # lists or dicts as values
+            distinct = column.astype(str).nunique()
+        if distinct > 1:
             out.append(name)
     return out
 
 
 def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
     """``column`` as numbers: numeric parameters as they are (log10 when the space says log),
-    others as the index of their value."""
-    numeric = pd.to_numeric(column, errors="coerce")
-    is_bool = column.map(lambda v: isinstance(v, bool)).any()
-    if not is_bool and numeric.notna().all() and spec.get("type") not in ("categorical",):
+    others as the index of their value. The axis spans the space's bounds when it has them."""
+    numeric = pd.to_numeric(column, errors="coerce") if column.dtype != bool else None
+    if numeric is not None and numeric.notna().all() and spec.get("type") != "categorical" \
+            and not any(isinstance(v, bool) for v in spec.get("values", ())):
         raw = numeric.to_numpy(float)
         log = bool(spec.get("log")) and (raw > 0).all()
+        bounds = [spec["lower"], spec["upper"]] if "lower" in spec and "upper" in spec else \
+            [float(v) for v in spec.get("values", ())] or [raw.min(), raw.max()]
+        bounds = [min(min(bounds), raw.min()), max(max(bounds), raw.max())]
         values = np.log10(raw) if log else raw
-        lo, hi = float(values.min()), float(values.max())
+        lo, hi = (float(np.log10(b)) if log else float(b) for b in bounds)
         unit = (values - lo) / (hi - lo) if hi > lo else np.full(len(values), 0.5)
-        ticks = [(0.0, _fmt(10 ** lo if log else lo)), (1.0, _fmt(10 ** hi if log else hi))]
+        ticks = [(0.0, _fmt(bounds[0])), (1.0, _fmt(bounds[1]))]
         return Axis(name, values, unit, ticks)
     labels = column.astype(str)
     levels = [str(v) for v in spec.get("values", [])] or sorted(labels.unique())
-    levels += sorted(set(labels) - set(levels))
+    levels += sorted(set(labels.unique()) - set(levels))
     codes = labels.map({v: i for i, v in enumerate(levels)}).to_numpy(float)
     span = max(len(levels) - 1, 1)
     return Axis(name, codes, codes / span, [(i / span, v) for i, v in enumerate(levels)])
@@ -78,10 +84,11 @@ def plot_parallel(data: ExperimentData, top: int = 50) -> Plot | None:
     names = free_parameters(data)
     if len(ok) < 2 or not names:
         return None
-    axes = [axis(n, data.params.loc[ok.index, n], data.space.get(n, {})) for n in names]
-    objective = ok["objective"].to_numpy(float)
-    best = np.argsort(ok["loss"].to_numpy(float), kind="stable")[:top]
+    chosen = ok.index[np.argsort(ok["loss"].to_numpy(float), kind="stable")[:top]]
+    ok, objective = ok.loc[chosen], ok.loc[chosen, "objective"].to_numpy(float)
     lo, hi = float(objective.min()), float(objective.max())
+    best = np.arange(len(ok))
+    axes = [axis(n, data.params.loc[ok.index, n], data.space.get(n, {})) for n in names]
     obj_unit = (objective - lo) / (hi - lo) if hi > lo else np.full(len(objective), 0.5)
     columns = [a.unit for a in axes] + [obj_unit]
     fig, ax = new_figure()
@@ -100,7 +107,7 @@ def plot_parallel(data: ExperimentData, top: int = 50) -> Plot | None:
     ax.set_xlim(-0.2, len(columns) - 0.6)
     ax.set_ylim(-0.05, 1.05)
     fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label=data.metric)
-    ax.set_title(f"the {len(best)} best of {len(ok)} successful evaluations")
+    ax.set_title(f"the {len(best)} best of {len(data.ok)} successful evaluations (colour: {data.metric})")
     return Plot("parallel", "Parallel coordinates of the best evaluations", fig,
                 "One line per evaluation through its parameter values (each axis from its smallest to its "
                 "largest value; log-scaled parameters on a log axis) to its objective.")
@@ -124,7 +131,7 @@ def importances(data: ExperimentData, seed: int = 0) -> pd.DataFrame | None:
         return None
     X_fit, X_test, y_fit, y_test = train_test_split(X, y, test_size=0.25, random_state=seed) if len(y) >= 40 \
         else (X, X, y, y)
-    forest = RandomForestRegressor(n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1)
+    forest = RandomForestRegressor(n_estimators=50, min_samples_leaf=2, random_state=seed, n_jobs=1)
     forest.fit(X_fit, y_fit)
     found = permutation_importance(forest, X_test, y_test, n_repeats=5, random_state=seed, n_jobs=1)
     frame = pd.DataFrame({"parameter": names, "importance": found.importances_mean, "std": found.importances_std})
@@ -144,5 +151,5 @@ def plot_importance(data: ExperimentData) -> Plot | None:
     ax.grid(axis="x", alpha=0.3)
     return Plot("importance", "Parameter importance", fig,
                 f"Estimator: {IMPORTANCE_METHOD} (sklearn.inspection.permutation_importance on a "
-                "RandomForestRegressor, 5 shuffles per parameter, a quarter of the evaluations held out "
+                "RandomForestRegressor of 50 trees on at most 2,000 evaluations, 5 shuffles per parameter, a quarter of the evaluations held out "
                 "when there are 40 or more). Bars show the mean drop, whiskers its standard deviation.")
