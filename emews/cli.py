@@ -266,8 +266,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from emews.experiment import require_experiment
-    from emews.reporting import data, render
 
+    try:
+        from emews.reporting import data, render
+    except ModuleNotFoundError as exc:
+        raise EmewsError(f"emews report needs {exc.name}: pip install 'emews-mpi[report]'") from None
     exp_dir = require_experiment(args.exp_dir.absolute())
     out = args.out or render.default_output(exp_dir, args.format)
     written = render.write(data.load(exp_dir), out, args.format, top=args.top)

@@ -30,6 +30,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.runtime": (1, "engine"),
     # wiring one run from configuration and engine; reading results back
     "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.report": (2, "wiring"),
+    "emews.reporting": (2, "wiring"),
     # front ends and plug-ins
     "emews": (3, "front"), "emews.cli": (3, "front"), "emews.__main__": (3, "front"),
     "emews.testing": (3, "front"), "emews.contrib": (3, "front"), "emews.rbridge": (3, "front"),
