@@ -6,7 +6,8 @@ Builds an experiment synthetically through the real APIs (``create_experiment`` 
 ``digits`` workflow, then ``ResultsStore.commit`` of every task and result: log-normal task
 times on ``--workers`` workers, 5% failed, 1% crashed, 1% timeout), then times, as a user runs
 them, ``emews report DIR`` (HTML + PNGs, default options) and ``emews results DIR`` (the CSV
-export, for scale), alternating the two, and prints the medians over ``--repeats``.
+export, for scale), alternating the two, and prints the medians over ``--repeats`` of the
+wall-clock time and of the CPU time (user + system) of each command.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -67,10 +69,14 @@ def build(exp_parent: Path, evaluations: int, workers: int, seed: int = 1) -> Pa
     return exp
 
 
-def timed(command: list[str]) -> float:
+def timed(command: list[str]) -> tuple[float, float]:
+    """Wall-clock and CPU (user + system) seconds of ``command``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -84,15 +90,18 @@ def main() -> None:
         exp = build(Path(tmp), args.evaluations, args.workers)
         print(f"built a store of {args.evaluations:,} evaluations on {args.workers} workers "
               f"in {time.perf_counter() - start:.1f} s")
-        times: dict[str, list[float]] = {"emews report": [], "emews results": []}
+        commands = {"emews report": "report", "emews results": "results"}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(args.repeats):
-            times["emews report"].append(timed([sys.executable, "-m", "emews", "report", str(exp)]))
-            times["emews results"].append(timed([sys.executable, "-m", "emews", "results", str(exp)]))
+            for name, sub in commands.items():
+                times[name].append(timed([sys.executable, "-m", "emews", sub, str(exp)]))
         size = (exp / "report.html").stat().st_size
-        figures = {name: round(statistics.median(t), 2) for name, t in times.items()}
-        for name, t in times.items():
-            print(f"{name:>14}: median {statistics.median(t):.2f} s over {len(t)} runs "
-                  f"({', '.join(f'{x:.2f}' for x in t)})")
+        figures = {}
+        for name, runs in times.items():
+            wall, cpu = (statistics.median(t[i] for t in runs) for i in (0, 1))
+            figures[name] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)}
+            print(f"{name:>14}: median {wall:.2f} s wall, {cpu:.2f} s CPU over {len(runs)} runs "
+                  f"(wall {', '.join(f'{w:.2f}' for w, _ in runs)})")
         print(f"report.html: {size / 2**20:.1f} MiB, plots: "
               f"{', '.join(sorted(p.name for p in (exp / 'report-plots').iterdir()))}")
         print("RESULT " + json.dumps({"evaluations": args.evaluations, "workers": args.workers, **figures}))

@@ -9,8 +9,20 @@ from matplotlib.patches import Patch
 
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
-from emews.reporting.figures import RASTER_ABOVE, Plot, colour, new_figure
+from emews.reporting.figures import RASTER_ABOVE, WIDTH_PX, Plot, colour, new_figure
 from emews.reporting.trajectory import time_unit
+
+
+def merged_bars(rank: np.ndarray, start: np.ndarray, end: np.ndarray, status: np.ndarray,
+                resolution: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Back-to-back bars of one worker and one status, less than ``resolution`` apart, as one bar
+    (what a screen pixel shows anyway): (rank, start, end, status) of the bars to draw. Not empty."""
+    order = np.lexsort((start, rank))
+    rank, start, end, status = rank[order], start[order], end[order], status[order]
+    new = np.ones(len(rank), bool)
+    new[1:] = (rank[1:] != rank[:-1]) | (status[1:] != status[:-1]) | (start[1:] - end[:-1] > resolution)
+    first = np.flatnonzero(new)
+    return rank[first], start[first], np.maximum.reduceat(end, first), status[first]
 
 
 def plot(data: ExperimentData) -> Plot | None:
@@ -21,15 +33,16 @@ def plot(data: ExperimentData) -> Plot | None:
     t0 = float(ran["ready"].min())
     scale, unit = time_unit(float(ran["finished"].max()) - t0)
     ranks = np.sort(ran["rank"].unique())
-    row = np.searchsorted(ranks, ran["rank"].to_numpy())
-    a = (ran["started"].to_numpy(float) - t0) / scale
-    b = (ran["finished"].to_numpy(float) - t0) / scale
+    row, a, b, statuses = merged_bars(np.searchsorted(ranks, ran["rank"].to_numpy()),
+                                      (ran["started"].to_numpy(float) - t0) / scale,
+                                      (ran["finished"].to_numpy(float) - t0) / scale,
+                                      ran["status"].to_numpy().astype(str),
+                                      resolution=(float(ran["finished"].max()) - t0) / scale / WIDTH_PX)
     lo, hi = row - 0.4, row + 0.4
     verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
-    statuses = ran["status"].to_numpy()
     palette = {s: colour(s) for s in set(statuses)}
     bars = PolyCollection(verts, facecolors=pd.Series(statuses).map(palette).to_list(), edgecolors="white",
-                          linewidths=0.3 if len(ran) < 2_000 else 0.0, rasterized=len(ran) > RASTER_ABOVE)
+                          linewidths=0.3 if len(a) < 2_000 else 0.0, rasterized=len(a) > RASTER_ABOVE)
     fig, ax = new_figure()
     ax.add_collection(bars)
     ax.set_xlim(0, max(float(b.max()), 1e-9) * 1.01)
@@ -44,4 +57,4 @@ def plot(data: ExperimentData) -> Plot | None:
     ax.grid(axis="x", alpha=0.3)
     return Plot("gantt", "Tasks per worker", fig,
                 f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
-                f"{len(ranks)} workers), coloured by status.")
+                f"{len(ranks)} workers), coloured by status; bars closer than a pixel are drawn as one.")

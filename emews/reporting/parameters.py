@@ -20,7 +20,7 @@ from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, new_figure
 
 #: the forest sees at most this many evaluations (a random sample of them beyond)
-MAX_FIT = 2_000
+MAX_FIT = 1_000
 IMPORTANCE_METHOD = ("permutation importance (scikit-learn) of a random forest fitted to the "
                      "successful evaluations")
 
@@ -131,7 +131,7 @@ def importances(data: ExperimentData, seed: int = 0) -> pd.DataFrame | None:
         return None
     X_fit, X_test, y_fit, y_test = train_test_split(X, y, test_size=0.25, random_state=seed) if len(y) >= 40 \
         else (X, X, y, y)
-    forest = RandomForestRegressor(n_estimators=50, min_samples_leaf=2, random_state=seed, n_jobs=1)
+    forest = RandomForestRegressor(n_estimators=40, min_samples_leaf=2, random_state=seed, n_jobs=1)
     forest.fit(X_fit, y_fit)
     found = permutation_importance(forest, X_test, y_test, n_repeats=5, random_state=seed, n_jobs=1)
     frame = pd.DataFrame({"parameter": names, "importance": found.importances_mean, "std": found.importances_std})
@@ -151,5 +151,6 @@ def plot_importance(data: ExperimentData) -> Plot | None:
     ax.grid(axis="x", alpha=0.3)
     return Plot("importance", "Parameter importance", fig,
                 f"Estimator: {IMPORTANCE_METHOD} (sklearn.inspection.permutation_importance on a "
-                "RandomForestRegressor of 50 trees on at most 2,000 evaluations, 5 shuffles per parameter, a quarter of the evaluations held out "
-                "when there are 40 or more). Bars show the mean drop, whiskers its standard deviation.")
+                f"RandomForestRegressor of 40 trees fitted to at most {MAX_FIT:,} evaluations, 5 shuffles per "
+                "parameter, a quarter of the evaluations held out when there are 40 or more). Bars show the mean "
+                "drop, whiskers its standard deviation.")
