@@ -21,6 +21,7 @@ from emews.errors import ConfigError
 from emews.experiment import INFO_FILE, SITE_FILE, read_workflow, require_experiment
 from emews.report import open_store
 from emews.runtime.store import ResultsStore
+from emews.yamlio import load_mapping
 
 SUMMARY_FILE = "summary.json"
 #: columns of the results frame, as the store names them
@@ -84,8 +85,6 @@ def load(exp_dir: Path) -> ExperimentData:
     """Read ``exp_dir`` (ConfigError, exit 2, when it is not an experiment or its store is unreadable)."""
     exp_dir = require_experiment(Path(exp_dir).absolute())
     workflow = read_workflow(exp_dir)
-    from emews.yamlio import load_mapping
-
     site = load_mapping(exp_dir / SITE_FILE) if (exp_dir / SITE_FILE).is_file() else {}
     info = _json_file(exp_dir / INFO_FILE) or {}
     summary = _json_file(exp_dir / SUMMARY_FILE)

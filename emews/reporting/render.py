@@ -20,10 +20,10 @@ from emews.reporting.figures import DPI, Plot
 
 Format = Literal["html", "png", "pdf"]
 FORMATS: tuple[Format, ...] = ("html", "png", "pdf")
-#: the plots of a report, in page order (each returns ``None`` when it has nothing to show)
-PLOTS: tuple[Callable[[ExperimentData], Plot | None], ...] = (
-    trajectory.plot, load.plot, gantt.plot, parameters.plot_parallel, parameters.plot_importance,
-    failures.plot, curves.plot)
+#: the plots of a report by name, in page order (each returns ``None`` when it has nothing to show)
+PLOTS: dict[str, Callable[[ExperimentData], Plot | None]] = {
+    "trajectory": trajectory.plot, "load": load.plot, "gantt": gantt.plot, "parallel": parameters.plot_parallel,
+    "importance": parameters.plot_importance, "failures": failures.plot, "curves": curves.plot}
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,10 @@ def png_folder(out: Path) -> Path:
 def plots(data: ExperimentData) -> tuple[list[Plot], list[str]]:
     """The plots that have something to show, and the names of those that had not."""
     made, skipped = [], []
-    for make in PLOTS:
+    for name, make in PLOTS.items():
         plot = make(data)
         if plot is None:
-            skipped.append(f"{make.__module__.rsplit('.', 1)[-1]}.{make.__name__}")
+            skipped.append(name)
         else:
             made.append(plot)
     return made, skipped

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 from emews.reporting import data as store_data
 from emews.reporting.summary import headline
@@ -34,8 +34,7 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     return "\n".join([f"job: {state}", *figures.lines()]), running
 
 
-def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout,
-          sleep: Callable[[float], None] = time.sleep) -> None:
+def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
     """Print the status every ``interval`` seconds until the run is over (or Ctrl-C)."""
     clear = stream.isatty()
     try:
@@ -46,6 +45,6 @@ def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout,
             stream.flush()
             if not running:
                 return
-            sleep(interval)
+            time.sleep(interval)
     except KeyboardInterrupt:
         stream.write("\n")

@@ -127,7 +127,7 @@ def test_report_of_a_run_with_every_failure_kind(faulty_exp: Path, tmp_path: Pat
     for cause in ("RuntimeError: bad parameters x=", "NaN", "SIGSEGV", "MemoryError", "SIGKILL",
                   "ran past the task timeout of 3 s"):
         assert cause in page.text, cause
-    assert "Not shown (nothing to plot yet): curves.plot" in page.text  # this store keeps no reports
+    assert "Not shown (nothing to plot yet): curves." in page.text  # this store keeps no reports
     top = page.top_k
     best = sorted((r for r in rows(faulty_exp) if r["status"] == "ok"), key=lambda r: (r["loss"], r["id"]))
     assert [int(r["task"]) for r in top] == [r["id"] for r in best[:10]]
@@ -158,7 +158,7 @@ def test_report_of_a_resumed_run(resumed_exp: Path, tmp_path: Path) -> None:
     report(resumed_exp, "--out", str(tmp_path / "resumed.html"))
     page = browser.open_page(tmp_path / "resumed.html", screenshot_path(tmp_path, "report-resumed"))
     assert (tmp_path / "resumed-plots").is_dir()
-    check_page(page, [p for p in PLOTS if p != "failures"] + ["failures"])
+    check_page(page, PLOTS)
     check_header(page.header, resumed_exp)
     requeued = [r["id"] for r in rows(resumed_exp) if r["attempt"]]
     assert requeued and all(r["status"] == "ok" for r in rows(resumed_exp))
@@ -226,3 +226,16 @@ def test_bad_report_options_are_one_line_and_write_nothing(faulty_exp: Path, tmp
 def test_report_of_a_folder_that_is_no_experiment(tmp_path: Path) -> None:
     proc = EmewsCommand(tmp_path)("report", str(tmp_path))
     assert proc.returncode == 2 and "not an experiment directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_report_of_an_experiment_before_its_first_result(tmp_path: Path) -> None:
+    from emews.experiment import create_experiment
+
+    exp = create_experiment(tmp_path / "exp", name="early", site={"name": "local"}, info={"workers": 2},
+                            workflow={"space": {"x": {"type": "float", "lower": 0, "upper": 1}},
+                                      "budget": {"evaluations": 5}})
+    report(exp)
+    page = (exp / "report.html").read_text()
+    assert "No successful evaluation yet." in page and "<img" not in page
+    assert "Not shown (nothing to plot yet): trajectory, load, gantt, parallel, importance, failures, curves." in page
+    assert list((exp / "report-plots").iterdir()) == []
