@@ -33,11 +33,12 @@ def plot(data: ExperimentData) -> Plot | None:
     t0 = float(ran["ready"].min())
     scale, unit = time_unit(float(ran["finished"].max()) - t0)
     ranks = np.sort(ran["rank"].unique())
-    row, a, b, statuses = merged_bars(np.searchsorted(ranks, ran["rank"].to_numpy()),
-                                      (ran["started"].to_numpy(float) - t0) / scale,
-                                      (ran["finished"].to_numpy(float) - t0) / scale,
-                                      ran["status"].to_numpy().astype(str),
-                                      resolution=(float(ran["finished"].max()) - t0) / scale / WIDTH_PX)
+    row = np.searchsorted(ranks, ran["rank"].to_numpy())
+    a = (ran["started"].to_numpy(float) - t0) / scale
+    b = (ran["finished"].to_numpy(float) - t0) / scale
+    statuses = ran["status"].to_numpy().astype(str)
+    if len(ran) > RASTER_ABOVE:  # too many bars to tell apart: merge those a pixel cannot separate
+        row, a, b, statuses = merged_bars(row, a, b, statuses, resolution=float(b.max()) / WIDTH_PX)
     lo, hi = row - 0.4, row + 0.4
     verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
     palette = {s: colour(s) for s in set(statuses)}
@@ -57,4 +58,5 @@ def plot(data: ExperimentData) -> Plot | None:
     ax.grid(axis="x", alpha=0.3)
     return Plot("gantt", "Tasks per worker", fig,
                 f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
-                f"{len(ranks)} workers), coloured by status; bars closer than a pixel are drawn as one.")
+                f"{len(ranks)} workers), coloured by status"
+                + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else "."))

@@ -52,5 +52,6 @@ def plot(data: ExperimentData) -> Plot | None:
                  f"{use.idle_dispatch:.1%} in dispatch")
     return Plot("load", "Load over time", fig,
                 "Busy workers against time. Utilization is busy worker-time over workers x the runs' length; "
-                "idle time is waiting for the optimizer (no task was ready) or dispatch (a task was ready and "
-                "on its way to a worker). Dotted lines mark where a resumed run began.")
+                "idle time is waiting for the optimizer (no task was ready) or dispatch (a task was ready but "
+                "not yet running: on its way to a worker, queued behind another task the worker holds, or "
+                "waiting for the worker's process to start). Dotted lines mark where a resumed run began.")
