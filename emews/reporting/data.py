@@ -98,7 +98,7 @@ def load(exp_dir: Path) -> ExperimentData:
             results, params = _results(store, names)
             unfinished = _count_unfinished(store)
             reports = _reports(store)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, ValueError) as exc:  # ValueError: a row whose JSON does not decode
         raise ConfigError(f"cannot read the results store: {exc}", file=store.path) from None
     return ExperimentData(exp_dir, workflow, site, info, summary, results, params, unfinished, reports)
 
