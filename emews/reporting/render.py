@@ -64,6 +64,10 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Writte
     out = out.absolute()
     if not out.parent.is_dir():
         raise ConfigError("its folder does not exist", key="--out", file=str(out))
+    if fmt == "png" and out.exists() and not out.is_dir():
+        raise ConfigError("is a file", key="--out", file=str(out), allowed="a folder for the PNGs (made if missing)")
+    if fmt != "png" and out.is_dir():
+        raise ConfigError("is a folder", key="--out", file=str(out), allowed=f"the {fmt.upper()} file to write")
     made, skipped = plots(data)
     images = [(p, p.png()) for p in made]
     if fmt == "pdf":

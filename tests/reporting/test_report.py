@@ -210,6 +210,8 @@ def test_learning_curve_outcomes(faulty_exp: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args,key", [
     (["--out", "/nonexistent/folder/r.html"], "--out"),
+    (["--out", "{exp}/runs"], "--out"),                                 # a folder where a file goes
+    (["--format", "png", "--out", "{exp}/workflow.yaml"], "--out"),     # a file where a folder goes
     (["--top", "0"], "--top"),
 ])
 def test_bad_report_options_are_one_line_and_write_nothing(faulty_exp: Path, tmp_path: Path, args: list[str],
@@ -217,7 +219,7 @@ def test_bad_report_options_are_one_line_and_write_nothing(faulty_exp: Path, tmp
     exp = tmp_path / "exp"
     shutil.copytree(faulty_exp, exp)
     before = sorted(p.name for p in exp.iterdir())
-    proc = EmewsCommand(tmp_path)("report", str(exp), *args)
+    proc = EmewsCommand(tmp_path)("report", str(exp), *[a.format(exp=exp) for a in args])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1 and key in proc.stderr
     assert sorted(p.name for p in exp.iterdir()) == before

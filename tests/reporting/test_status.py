@@ -32,7 +32,7 @@ def test_watch_of_a_finished_run_prints_once_and_ends(faulty_exp: Path) -> None:
     assert proc.stdout.count("job: local, not running") == 1
 
 
-def test_watch_follows_a_live_run_until_it_ends(tmp_path: Path) -> None:
+def test_watch_follows_a_live_run_until_it_ends_and_a_report_reads_it_meanwhile(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     wf = write_workflow(tmp_path, objective={"module": str(GATED), "function": "run"},
                         space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}}, budget={"evaluations": 8})
@@ -51,6 +51,10 @@ def test_watch_follows_a_live_run_until_it_ends(tmp_path: Path) -> None:
             seen.append(line.rstrip("\n"))
         assert "4/8 evaluations: 4 ok" in seen
         assert any(line.startswith("0 failed; workers busy: 2/2; rate ") for line in seen)
+        live = cmd("report", "exp", timeout=300)  # beside the running job, which holds 2 tasks at the gate
+        assert live.returncode == 0, live.stderr
+        page = (exp / "report.html").read_text()
+        assert "<td>4/8 evaluations: 4 ok</td>" in page and 'id="plot-load"' in page
         gate.touch()
         rest, err = watch.communicate(timeout=300)
         assert watch.returncode == 0, err
