@@ -45,9 +45,9 @@ def resumed_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
                                "y": {"type": "int", "lower": 1, "upper": 9},
                                "act": {"type": "categorical", "values": ["relu", "tanh"]}},
-                        budget={"evaluations": 16})
+                        budget={"evaluations": 16}, task={"timeout": 600, "isolation": "process"})
     cmd = EmewsCommand(folder)
-    cmd.env.update(GATE_FILE=str(gate), GATE_FROM="8")
+    cmd.env.update(GATE_FILE=str(gate), GATE_FROM="8", GATE_TIMEOUT="600")
     job = cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
     exp = folder / "exp"
     assert wait_until(lambda: count(exp, "SELECT COUNT(*) FROM results") >= 8, timeout=180), job.stderr.read()

@@ -35,9 +35,10 @@ def test_watch_of_a_finished_run_prints_once_and_ends(faulty_exp: Path) -> None:
 def test_watch_follows_a_live_run_until_it_ends_and_a_report_reads_it_meanwhile(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     wf = write_workflow(tmp_path, objective={"module": str(GATED), "function": "run"},
-                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}}, budget={"evaluations": 8})
+                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}}, budget={"evaluations": 8},
+                        task={"timeout": 600, "isolation": "process"})  # held at the gate as long as the test needs
     cmd = EmewsCommand(tmp_path)
-    cmd.env.update(GATE_FILE=str(gate), GATE_FROM="4")
+    cmd.env.update(GATE_FILE=str(gate), GATE_FROM="4", GATE_TIMEOUT="600")
     job = cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
