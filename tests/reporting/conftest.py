@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import signal
-import sqlite3
 from pathlib import Path
 
 import pytest
 
+from stores import MODES, count
 from testutil import GATED, EmewsCommand, wait_until, write_workflow
-
-#: every way an evaluation can end (tests/objectives/faulty.py)
-MODES = ["ok", "dict", "context", "raise", "nan", "segfault", "oom", "kill", "hang"]
-
-
-def count(exp: Path, sql: str) -> int:
-    try:
-        with sqlite3.connect(f"file:{exp / 'results.db'}?mode=ro", uri=True) as db:
-            return db.execute(sql).fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 @pytest.fixture(scope="session")

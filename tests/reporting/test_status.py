@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from conftest import count
+from stores import count
 from testutil import GATED, EmewsCommand, wait_until, write_workflow
 
 
