@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
+from matplotlib.figure import Figure
+
 from emews.errors import ConfigError
 from emews.reporting import curves, failures, gantt, html, load, parameters, summary, trajectory
 from emews.reporting.data import ExperimentData
@@ -123,10 +125,8 @@ def _pdf(data: ExperimentData, made: list[Plot], top: int, path: Path) -> None:
             pdf.savefig(plot.figure, dpi=DPI)
 
 
-def _text_page(data: ExperimentData, top: int) -> "Figure":
+def _text_page(data: ExperimentData, top: int) -> Figure:
     """The header and the top-k table as a page of text (the PDF's first page)."""
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(11, 8.5), dpi=DPI)
     lines = [f"emews report: {data.exp_dir.name}", ""] + [f"{k:>16}  {v}" for k, v in summary.header(data)]
     table = summary.top_k(data, top)
