@@ -1,4 +1,4 @@
-"""The ``emews`` command: launch, check, results, status, cancel, and the in-job ``run``.
+"""The ``emews`` command: launch, check, results, status, report, cancel, and the in-job ``run``.
 
 Exit status: 0 when a run completes (failed tasks included), 2 for
 configuration errors (and an experiment another run owns), 128 + N when stopped
@@ -58,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="scheduler state and progress of an experiment")
     status.add_argument("exp_dir", type=Path)
+    status.add_argument("--watch", action="store_true", help="refresh until the run is over (Ctrl-C stops)")
+    status.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
+                        help="seconds between refreshes with --watch (default 2)")
+
+    report = sub.add_parser("report", help="plots and tables of an experiment: one HTML file, PNGs or a PDF")
+    report.add_argument("exp_dir", type=Path)
+    report.add_argument("--out", type=Path, help="output file (default: DIR/report.html, DIR/report-plots "
+                                                 "for png, DIR/report.pdf)")
+    report.add_argument("--format", choices=("html", "png", "pdf"), default="html")
+    report.add_argument("--top", type=int, default=10, help="rows of the top evaluations table (default 10)")
 
     cancel = sub.add_parser("cancel", help="cancel an experiment's batch job")
     cancel.add_argument("exp_dir", type=Path)
@@ -256,27 +266,31 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from emews.experiment import read_workflow, require_experiment
-    from emews.lease import LEASE_FILE, LeaseRecord
-    from emews.report import open_store, summary_text, totals
-    from emews.site.jobs import JOB_RECORD, job_status
+    from emews.experiment import require_experiment
+    from emews.reporting import status
 
     exp_dir = require_experiment(args.exp_dir.absolute())
-    budget = read_workflow(exp_dir).get("budget", {}).get("evaluations")
-    if (exp_dir / JOB_RECORD).exists():
-        state = job_status(exp_dir)
+    if not args.interval > 0 or args.interval == float("inf"):
+        raise ConfigError(f"must be a finite number of seconds > 0, not {args.interval:g}", key="--interval")
+    if args.watch:
+        status.watch(exp_dir, args.interval)
     else:
-        lease = LeaseRecord.read(exp_dir / LEASE_FILE)
-        state = "local, running" if lease is not None and any(o.alive() for o in lease.owners) \
-            else "local, not running"
-    store = open_store(exp_dir)
+        print(status.text(exp_dir)[0])
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from emews.experiment import require_experiment
+
     try:
-        text = summary_text(totals(store), budget)
-    finally:
-        if store is not None:
-            store.close()
-    print(f"job: {state}")
-    print(text)
+        from emews.reporting import data, render
+    except ModuleNotFoundError as exc:
+        raise EmewsError(f"emews report needs {exc.name}: pip install 'emews-mpi[report]'") from None
+    exp_dir = require_experiment(args.exp_dir.absolute())
+    out = args.out or render.default_output(exp_dir, args.format)
+    written = render.write(data.load(exp_dir), out, args.format, top=args.top)
+    print(f"wrote {written.path}" + (f" and {len(written.pngs)} plots in {render.png_folder(written.path)}"
+                                      if args.format == "html" else ""))
     return EXIT_OK
 
 
@@ -296,7 +310,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"launch": cmd_launch, "resume": cmd_resume, "check": cmd_check, "results": cmd_results, "status": cmd_status,
-            "cancel": cmd_cancel, "run": cmd_run}
+            "report": cmd_report, "cancel": cmd_cancel, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,6 +33,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.report": (2, "wiring"),
     "emews.csvfollow": (2, "wiring"),
     "emews.by_point": (2, "wiring"), "emews.deephyper_csv": (2, "wiring"),
+    "emews.reporting": (2, "wiring"),
     # front ends and plug-ins
     "emews": (3, "front"), "emews.cli": (3, "front"), "emews.__main__": (3, "front"),
     "emews.testing": (3, "front"), "emews.contrib": (3, "front"), "emews.rbridge": (3, "front"),

@@ -1,0 +1,90 @@
+"""Learning curves: each trial's reported metric against its step, coloured by outcome.
+
+Drawn only when the store keeps per-step reports (a ``reports`` table). A trial's outcome is
+``completed`` when it succeeded and reached the largest step any trial reached,
+``early-stopped`` when it succeeded (or was stopped) short of it, ``running`` while it has no
+result, and its status (failed, crashed, timeout) otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from emews.reporting.data import ExperimentData
+from emews.reporting.figures import Plot, colour, new_figure
+
+#: at most this many curves are drawn (the best ones, then a sample of the rest)
+MAX_CURVES = 300
+OUTCOME_ORDER = ("completed", "early-stopped", "running", "failed", "crashed", "timeout")
+
+
+def metric_name(data: ExperimentData) -> str | None:
+    """The workflow's metric when reports carry it, else the first numeric one reported."""
+    for metrics in data.reports["metrics"]:
+        if data.metric in metrics:
+            return data.metric
+    for metrics in data.reports["metrics"]:
+        for key, value in metrics.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return key
+    return None
+
+
+def outcomes(data: ExperimentData, last_step: pd.Series) -> pd.Series:
+    """trial -> outcome (see the module docstring)."""
+    status = data.results.set_index("id")["status"]
+    top = last_step.max()
+
+    def outcome(trial: object) -> str:
+        s = status.get(trial)
+        if s is None:
+            return "running"
+        if "stop" in s or "prun" in s:
+            return "early-stopped"
+        if s == "ok":
+            return "completed" if last_step[trial] >= top else "early-stopped"
+        return str(s)
+
+    return pd.Series({trial: outcome(trial) for trial in last_step.index})
+
+
+def plot(data: ExperimentData, seed: int = 0) -> Plot | None:
+    if data.reports is None or data.reports.empty:
+        return None
+    name = metric_name(data)
+    if name is None:
+        return None
+    frame = data.reports.assign(value=pd.to_numeric(data.reports["metrics"].map(lambda m: m.get(name)),
+                                                    errors="coerce")).dropna(subset=["value"])
+    if frame.empty:
+        return None
+    by_trial = frame.groupby("trial", sort=True)
+    last_step = by_trial["step"].max()
+    kind = outcomes(data, last_step)
+    trials = list(last_step.index)
+    if len(trials) > MAX_CURVES:
+        final = by_trial["value"].last().sort_values(ascending=data.direction != "maximize")
+        best = list(final.index[: MAX_CURVES // 2])
+        rest = [t for t in trials if t not in set(best)]
+        rng = np.random.default_rng(seed)
+        trials = best + list(rng.choice(rest, MAX_CURVES - len(best), replace=False))
+    fig, ax = new_figure()
+    groups = dict(list(by_trial))
+    seen: set[str] = set()
+    for trial in trials:
+        rows = groups[trial]
+        label = kind[trial]
+        ax.plot(rows["step"], rows["value"], color=colour(label), alpha=0.6, linewidth=1,
+                label=None if label in seen else label)
+        seen.add(label)
+    ax.set_xlabel("step")
+    ax.set_ylabel(name)
+    handles, labels = ax.get_legend_handles_labels()
+    rank = {o: i for i, o in enumerate(OUTCOME_ORDER)}
+    pairs = sorted(zip(labels, handles), key=lambda p: rank.get(p[0], len(rank)))
+    ax.legend([h for _, h in pairs], [f"{l} ({int((kind == l).sum())})" for l, _ in pairs], fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{len(trials)} of {len(last_step)} trials")
+    return Plot("curves", "Learning curves", fig,
+                f"Each line is one trial's reported {name} against its step, coloured by how the trial ended.")

@@ -1,0 +1,59 @@
+"""Failures by status and by cause (the line of each error that names it, counted)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from emews.reporting.data import ExperimentData
+from emews.reporting.figures import Plot, colour, new_figure
+
+#: causes shown in the plot (all of them are in the table)
+TOP_CAUSES = 12
+MAX_CAUSE_CHARS = 120
+
+
+def cause(error: object) -> str:
+    """The line that names an error: its first line, or the exception line ending a traceback."""
+    lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
+    if not lines:
+        return "(no message)"
+    line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    return line if len(line) <= MAX_CAUSE_CHARS else line[: MAX_CAUSE_CHARS - 3] + "..."
+
+
+def causes(data: ExperimentData) -> pd.DataFrame:
+    """(status, cause, count) of the evaluations that did not succeed, most frequent first."""
+    bad = data.results[data.results["status"] != "ok"]
+    frame = pd.DataFrame({"status": bad["status"], "cause": bad["error"].map(cause)})
+    counted = frame.value_counts(["status", "cause"], sort=False).rename("count").reset_index()
+    return counted.sort_values(["count", "status", "cause"], ascending=[False, True, True],
+                               kind="stable").reset_index(drop=True)
+
+
+def plot(data: ExperimentData) -> Plot | None:
+    res = data.results
+    if res.empty:
+        return None
+    counts = res["status"].value_counts()
+    order = [s for s in ("ok", "failed", "crashed", "timeout") if s in counts] + \
+        sorted(set(counts.index) - {"ok", "failed", "crashed", "timeout"})
+    found = causes(data)
+    fig, (by_status, by_cause) = new_figure(ncols=2, width_ratios=[1, 2.2])
+    bars = by_status.bar(order, [int(counts[s]) for s in order], color=[colour(s) for s in order])
+    by_status.bar_label(bars, fontsize=8)
+    by_status.set_ylabel("evaluations")
+    by_status.set_title("by status")
+    shown = found.head(TOP_CAUSES).iloc[::-1]
+    if shown.empty:
+        by_cause.text(0.5, 0.5, "no failures", ha="center", va="center", transform=by_cause.transAxes)
+        by_cause.set_axis_off()
+    else:
+        labels = [f"{c[:60]}{'...' if len(c) > 60 else ''}" for c in shown["cause"]]
+        by_cause.barh(range(len(shown)), shown["count"], color=[colour(s) for s in shown["status"]])
+        by_cause.set_yticks(range(len(shown)), labels, fontsize=7)
+        by_cause.set_xlabel("evaluations")
+        by_cause.set_title(f"by cause (the {len(shown)} most frequent of {len(found)})")
+    return Plot("failures", "Failures", fig,
+                "Evaluations by status, and the failures by cause: the first line of each error (for a "
+                "traceback, its last line, which names the exception).",
+                table=found.rename(columns={"count": "evaluations"}))

@@ -1,0 +1,156 @@
+"""The parameters of good evaluations: parallel coordinates of the top k, and parameter importance.
+
+Importance is scikit-learn's permutation importance (``sklearn.inspection.permutation_importance``)
+of a random forest (``RandomForestRegressor``) fitted to the successful evaluations' losses:
+how much the forest's R^2 on held-out evaluations drops when one parameter's values are shuffled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+
+from emews.reporting.data import ExperimentData
+from emews.reporting.figures import Plot, new_figure
+
+#: the forest sees at most this many evaluations (a random sample of them beyond)
+MAX_FIT = 1_000
+IMPORTANCE_METHOD = ("permutation importance (scikit-learn) of a random forest fitted to the "
+                     "successful evaluations")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One parameter as numbers: ``values`` for a model, ``unit`` in [0, 1] for an axis."""
+
+    name: str
+    values: np.ndarray
+    unit: np.ndarray
+    ticks: list[tuple[float, str]]
+
+
+def free_parameters(data: ExperimentData) -> list[str]:
+    """Parameters that vary (constants and parameters no evaluation set are left out)."""
+    out = []
+    for name in data.params.columns:
+        if data.space.get(name, {}).get("type") == "constant":
+            continue
+        column = data.params[name].dropna()
+        try:
+            distinct = column.nunique()
+        except TypeError:  # lists or dicts as values
+            distinct = column.astype(str).nunique()
+        if distinct > 1:
+            out.append(name)
+    return out
+
+
+def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
+    """``column`` as numbers: numeric parameters as they are (log10 when the space says log),
+    others as the index of their value. The axis spans the space's bounds when it has them."""
+    numeric = pd.to_numeric(column, errors="coerce") if column.dtype != bool else None
+    if numeric is not None and numeric.notna().all() and spec.get("type") != "categorical" \
+            and not any(isinstance(v, bool) for v in spec.get("values", ())):
+        raw = numeric.to_numpy(float)
+        log = bool(spec.get("log")) and (raw > 0).all()
+        bounds = [spec["lower"], spec["upper"]] if "lower" in spec and "upper" in spec else \
+            [float(v) for v in spec.get("values", ())] or [raw.min(), raw.max()]
+        bounds = [min(min(bounds), raw.min()), max(max(bounds), raw.max())]
+        values = np.log10(raw) if log else raw
+        lo, hi = (float(np.log10(b)) if log else float(b) for b in bounds)
+        unit = (values - lo) / (hi - lo) if hi > lo else np.full(len(values), 0.5)
+        ticks = [(0.0, _fmt(bounds[0])), (1.0, _fmt(bounds[1]))]
+        return Axis(name, values, unit, ticks)
+    labels = column.astype(str)
+    levels = [str(v) for v in spec.get("values", [])] or sorted(labels.unique())
+    levels += sorted(set(labels.unique()) - set(levels))
+    codes = labels.map({v: i for i, v in enumerate(levels)}).to_numpy(float)
+    span = max(len(levels) - 1, 1)
+    return Axis(name, codes, codes / span, [(i / span, v) for i, v in enumerate(levels)])
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def plot_parallel(data: ExperimentData, top: int = 50) -> Plot | None:
+    ok = data.ok
+    names = free_parameters(data)
+    if len(ok) < 2 or not names:
+        return None
+    chosen = ok.index[np.argsort(ok["loss"].to_numpy(float), kind="stable")[:top]]
+    ok, objective = ok.loc[chosen], ok.loc[chosen, "objective"].to_numpy(float)
+    lo, hi = float(objective.min()), float(objective.max())
+    best = np.arange(len(ok))
+    axes = [axis(n, data.params.loc[ok.index, n], data.space.get(n, {})) for n in names]
+    obj_unit = (objective - lo) / (hi - lo) if hi > lo else np.full(len(objective), 0.5)
+    columns = [a.unit for a in axes] + [obj_unit]
+    fig, ax = new_figure()
+    norm = Normalize(lo, hi)
+    colours = colormaps["viridis_r" if data.direction == "minimize" else "viridis"]
+    x = np.arange(len(columns))
+    for i in best[::-1]:  # the best drawn last, on top
+        ax.plot(x, [c[i] for c in columns], color=colours(norm(objective[i])), alpha=0.7, linewidth=1.2)
+    for j, a in enumerate(axes + [None]):
+        ax.axvline(j, color="black", linewidth=0.8)
+        ticks = a.ticks if a is not None else [(0.0, _fmt(lo)), (1.0, _fmt(hi))]
+        for pos, label in ticks:
+            ax.annotate(label, (j, pos), xytext=(3, 0), textcoords="offset points", fontsize=7, va="center")
+    ax.set_xticks(x, [a.name for a in axes] + [data.metric])
+    ax.set_yticks([])
+    ax.set_xlim(-0.2, len(columns) - 0.6)
+    ax.set_ylim(-0.05, 1.05)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label=data.metric)
+    ax.set_title(f"the {len(best)} best of {len(data.ok)} successful evaluations (colour: {data.metric})")
+    return Plot("parallel", "Parallel coordinates of the best evaluations", fig,
+                "One line per evaluation through its parameter values (each axis from its smallest to its "
+                "largest value; log-scaled parameters on a log axis) to its objective.")
+
+
+def importances(data: ExperimentData, seed: int = 0) -> pd.DataFrame | None:
+    """Permutation importance of each free parameter (mean and std of the R^2 drop), largest first."""
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.inspection import permutation_importance
+    from sklearn.model_selection import train_test_split
+
+    ok = data.ok
+    names = free_parameters(data)
+    if len(ok) < 8 or not names:
+        return None
+    if len(ok) > MAX_FIT:
+        ok = ok.sample(MAX_FIT, random_state=seed)
+    X = np.column_stack([axis(n, data.params.loc[ok.index, n], data.space.get(n, {})).values for n in names])
+    y = ok["loss"].to_numpy(float)
+    if np.ptp(y) == 0:
+        return None
+    X_fit, X_test, y_fit, y_test = train_test_split(X, y, test_size=0.25, random_state=seed) if len(y) >= 40 \
+        else (X, X, y, y)
+    forest = RandomForestRegressor(n_estimators=40, min_samples_leaf=2, random_state=seed, n_jobs=1)
+    forest.fit(X_fit, y_fit)
+    found = permutation_importance(forest, X_test, y_test, n_repeats=5, random_state=seed, n_jobs=1)
+    frame = pd.DataFrame({"parameter": names, "importance": found.importances_mean, "std": found.importances_std})
+    return frame.sort_values("importance", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def plot_importance(data: ExperimentData) -> Plot | None:
+    found = importances(data)
+    if found is None:
+        return None
+    fig, ax = new_figure()
+    order = found.iloc[::-1]
+    ax.barh(order["parameter"], order["importance"], xerr=order["std"], color="#2b8cbe")
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("drop of R^2 when the parameter is shuffled")
+    ax.set_title(IMPORTANCE_METHOD)
+    ax.grid(axis="x", alpha=0.3)
+    return Plot("importance", "Parameter importance", fig,
+                f"Estimator: {IMPORTANCE_METHOD} (sklearn.inspection.permutation_importance on a "
+                f"RandomForestRegressor of 40 trees fitted to at most {MAX_FIT:,} evaluations, 5 shuffles per "
+                "parameter, a quarter of the evaluations held out when there are 40 or more). Bars show the mean "
+                "drop, whiskers its standard deviation.")

@@ -1,0 +1,141 @@
+"""``emews report``: every plot of an experiment, as one HTML page, PNGs, or one PDF.
+
+Files are written under private temporary names and renamed into place, so an interrupted
+report leaves the previous one (or nothing), never half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+from matplotlib.figure import Figure
+
+from emews.errors import ConfigError
+from emews.reporting import curves, failures, gantt, html, load, parameters, summary, trajectory
+from emews.reporting.data import ExperimentData
+from emews.reporting.figures import DPI, Plot
+
+Format = Literal["html", "png", "pdf"]
+FORMATS: tuple[Format, ...] = ("html", "png", "pdf")
+#: the plots of a report by name, in page order (each returns ``None`` when it has nothing to show)
+PLOTS: dict[str, Callable[[ExperimentData], Plot | None]] = {
+    "trajectory": trajectory.plot, "load": load.plot, "gantt": gantt.plot, "parallel": parameters.plot_parallel,
+    "importance": parameters.plot_importance, "failures": failures.plot, "curves": curves.plot}
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a report wrote: the main file (or folder) and the PNGs, by plot name."""
+
+    path: Path
+    pngs: dict[str, Path]
+    skipped: list[str]
+
+
+def default_output(exp_dir: Path, fmt: Format) -> Path:
+    return exp_dir / {"html": "report.html", "png": "report-plots", "pdf": "report.pdf"}[fmt]
+
+
+def png_folder(out: Path) -> Path:
+    """Where the PNGs of an HTML report go: ``report-plots`` beside ``report.html``."""
+    return out.with_name(f"{out.stem}-plots")
+
+
+def plots(data: ExperimentData) -> tuple[list[Plot], list[str]]:
+    """The plots that have something to show, and the names of those that had not."""
+    made, skipped = [], []
+    for name, make in PLOTS.items():
+        plot = make(data)
+        if plot is None:
+            skipped.append(name)
+        else:
+            made.append(plot)
+    return made, skipped
+
+
+def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Written:
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}", key="--format", allowed=", ".join(FORMATS))
+    if top < 1:
+        raise ConfigError(f"must be at least 1, not {top}", key="--top")
+    out = out.absolute()
+    if not out.parent.is_dir():
+        raise ConfigError("its folder does not exist", key="--out", file=str(out))
+    if fmt == "png" and out.exists() and not out.is_dir():
+        raise ConfigError("is a file", key="--out", file=str(out), allowed="a folder for the PNGs (made if missing)")
+    if fmt != "png" and out.is_dir():
+        raise ConfigError("is a folder", key="--out", file=str(out), allowed=f"the {fmt.upper()} file to write")
+    made, skipped = plots(data)
+    images = [(p, p.png()) for p in made]
+    if fmt == "pdf":
+        _atomic(out, lambda tmp: _pdf(data, made, top, tmp))
+        return Written(out, {}, skipped)
+    folder = out if fmt == "png" else png_folder(out)
+    pngs = _write_pngs(folder, images)
+    if fmt == "html":
+        notes = [f"Not shown (nothing to plot yet): {', '.join(skipped)}."] if skipped else []
+        text = html.page(f"emews report: {data.exp_dir.name}", summary.header(data), images,
+                         summary.top_k(data, top), notes)
+        _atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return Written(out, pngs, skipped)
+
+
+def _write_pngs(folder: Path, images: list[tuple[Plot, bytes]]) -> dict[str, Path]:
+    """Replace ``folder`` by one holding ``NAME.png`` for each plot."""
+    staging = _private_name(folder)
+    try:
+        staging.mkdir()  # mode 0777 less the umask, like every file made here
+        for plot, png in images:
+            (staging / f"{plot.name}.png").write_bytes(png)
+        old = None
+        if folder.exists():
+            old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+            folder.rename(old)
+        staging.rename(folder)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ConfigError(f"cannot write the plots: {exc.strerror or exc}", file=str(folder), key="--out") from None
+    return {plot.name: folder / f"{plot.name}.png" for plot, _ in images}
+
+
+def _atomic(path: Path, fill: Callable[[Path], object]) -> None:
+    tmp = _private_name(path)
+    try:
+        fill(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report: {exc.strerror or exc}", file=str(path), key="--out") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _pdf(data: ExperimentData, made: list[Plot], top: int, path: Path) -> None:
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    with PdfPages(path) as pdf:
+        pdf.savefig(_text_page(data, top), dpi=DPI)
+        for plot in made:
+            pdf.savefig(plot.figure, dpi=DPI)
+
+
+def _text_page(data: ExperimentData, top: int) -> Figure:
+    """The header and the top-k table as a page of text (the PDF's first page)."""
+    fig = Figure(figsize=(11, 8.5), dpi=DPI)
+    lines = [f"emews report: {data.exp_dir.name}", ""] + [f"{k:>16}  {v}" for k, v in summary.header(data)]
+    table = summary.top_k(data, top)
+    lines += ["", "Top evaluations", ""] + (table.to_string(index=False).splitlines() if not table.empty
+                                            else ["no successful evaluation yet"])
+    fig.text(0.03, 0.97, "\n".join(line[:150] for line in lines), family="monospace", fontsize=7, va="top")
+    return fig
+
+
+def _private_name(path: Path) -> Path:
+    """A hidden name beside ``path`` that no other writer uses."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")

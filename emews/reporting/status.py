@@ -1,0 +1,50 @@
+"""``emews status``: the scheduler's state of the run and its headline figures, once or refreshed."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from emews.reporting import data as store_data
+from emews.reporting.summary import headline
+
+#: scheduler states in which the run has not ended
+LIVE_STATES = ("queued", "running")
+
+
+def job_state(exp_dir: Path) -> tuple[str, bool]:
+    """(the state in words, whether the run goes on) of a batch job or a local run."""
+    from emews.lease import LEASE_FILE, LeaseRecord
+    from emews.site.jobs import JOB_RECORD, job_status
+
+    if (exp_dir / JOB_RECORD).exists():
+        state = job_status(exp_dir)
+        return state, state in LIVE_STATES
+    lease = LeaseRecord.read(exp_dir / LEASE_FILE)
+    running = lease is not None and any(owner.alive() for owner in lease.owners)
+    return ("local, running" if running else "local, not running"), running
+
+
+def text(exp_dir: Path) -> tuple[str, bool]:
+    """The status lines of ``exp_dir``, and whether its run goes on."""
+    state, running = job_state(exp_dir)
+    figures = headline(store_data.load(exp_dir), running=running)
+    return "\n".join([f"job: {state}", *figures.lines()]), running
+
+
+def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
+    """Print the status every ``interval`` seconds until the run is over (or Ctrl-C)."""
+    clear = stream.isatty()
+    try:
+        while True:
+            lines, running = text(exp_dir)
+            stamp = time.strftime("%H:%M:%S")
+            stream.write(("\033[H\033[J" if clear else "") + f"{lines}\n(at {stamp}; every {interval:g} s)\n")
+            stream.flush()
+            if not running:
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        stream.write("\n")

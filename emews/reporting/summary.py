@@ -1,0 +1,131 @@
+"""The figures in words: the report's header, its top-k table, and the headline of ``emews status``."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pandas as pd
+
+from emews.experiment import emews_version
+from emews.report import Totals, summary_text
+from emews.reporting import timeline
+from emews.reporting.data import ExperimentData
+from emews.results import Result, Status
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(seconds: float) -> str:
+    """``1 h 02 min``, ``3 min 05 s``, ``12.3 s``."""
+    if seconds >= 3600:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+    if seconds >= 60:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{seconds:.1f} s"
+
+
+def header(data: ExperimentData) -> list[tuple[str, str]]:
+    """(label, value) rows: workflow, site, optimizer and options, budget, elapsed, version, ..."""
+    wf, res = data.workflow, data.results
+    optimizer = wf.get("optimizer", {})
+    objective = wf.get("objective", {})
+    use = timeline.utilization(res, data.workers)
+    spans = timeline.runs(res)
+    counts = res["status"].value_counts()
+    done = len(res)
+    best = best_row(data)
+    rows = [
+        ("experiment", str(data.exp_dir)),
+        ("workflow", f"{data.info.get('name', data.exp_dir.name)}: {objective.get('module', '?')}:"
+                     f"{objective.get('function', 'run')}, {data.metric} ({data.direction})"),
+        ("site", str(data.info.get("site") or data.site.get("name") or "-")),
+        ("optimizer", f"{optimizer.get('name', '?')} {json.dumps(optimizer.get('options') or {}, sort_keys=True)}"),
+        ("budget", f"{done}/{data.budget if data.budget is not None else '-'} evaluations: "
+                   + ", ".join(f"{int(counts[s])} {s}" for s in counts.index)),
+        ("best", "-" if best is None else f"{best['objective']:.6g} (task {int(best['id'])})"),
+        ("elapsed", f"{duration(use.elapsed)} in {len(spans)} run{'s' if len(spans) != 1 else ''}"
+                    + (f", {_when(spans[0][0])} to {_when(spans[-1][1])}" if spans else "")),
+        ("workers", str(data.workers)),
+        ("utilization", f"{use.busy:.1%} busy; idle {use.idle_optimizer:.1%} waiting for the optimizer, "
+                        f"{use.idle_dispatch:.1%} in dispatch"),
+        ("emews version", f"{data.info.get('emews_version', '?')} (run), {emews_version()} (this report)"),
+    ]
+    if data.summary and data.summary.get("error"):
+        rows.append(("last run ended with", str(data.summary["error"]).splitlines()[0]))
+    return rows
+
+
+def best_row(data: ExperimentData) -> pd.Series | None:
+    ok = data.ok
+    if ok.empty:
+        return None
+    return ok.loc[ok["loss"].idxmin()]
+
+
+def top_k(data: ExperimentData, k: int = 10) -> pd.DataFrame:
+    """The ``k`` best successful evaluations: id, objective, parameters, checkpoint (when kept), worker."""
+    ok = data.ok.sort_values(["loss", "id"], kind="stable").head(k)
+    table = pd.DataFrame({"task": ok["id"].astype(int), data.metric: ok["objective"]})
+    table = table.join(data.params.loc[ok.index])
+    if data.has_checkpoints:
+        table["checkpoint"] = ok["checkpoint"].fillna("")
+    table["worker"] = ok["rank"]
+    table["seconds"] = (ok["finished"] - ok["started"]).round(3)
+    return table.reset_index(drop=True)
+
+
+def totals(data: ExperimentData) -> Totals:
+    """Counts by status and the best evaluation, as ``emews results`` prints them."""
+    best = best_row(data)
+    counts = {str(k): int(v) for k, v in data.results["status"].value_counts().items()}
+    if best is None:
+        return Totals(counts, None)
+    return Totals(counts, Result(id=int(best["id"]), params=data.params.loc[best.name].to_dict(),
+                                 status=Status.OK, objective=float(best["objective"]), loss=float(best["loss"])))
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What ``emews status`` shows of a run, live or finished."""
+
+    totals: Totals
+    budget: int | None
+    busy: int
+    workers: int
+    rate: float | None      # evaluations per second in the latest run
+    eta: float | None       # seconds until the budget is spent at that rate
+
+    @property
+    def failed(self) -> int:
+        return sum(n for status, n in self.totals.counts.items() if status != Status.OK.value)
+
+    def lines(self) -> list[str]:
+        rate = "-" if self.rate is None else f"{self.rate:.3g}/s"
+        eta = "-" if self.eta is None else duration(self.eta)
+        return [summary_text(self.totals, self.budget),
+                f"{self.failed} failed; workers busy: {self.busy}/{self.workers}; rate {rate}; ETA {eta}"]
+
+
+def headline(data: ExperimentData, running: bool, now: float | None = None) -> Headline:
+    """The headline of ``data``; ``running``: the run goes on now (busy workers, a rate up to now)."""
+    res = data.results
+    spans = timeline.runs(res)
+    rate = eta = None
+    if spans:
+        start, end = spans[-1]
+        if running:
+            end = max(end, time.time() if now is None else now)
+        in_run = int(((res["finished"] >= start) & (res["finished"] <= end)).sum())
+        rate = in_run / (end - start) if end > start else None
+    if running and rate and data.budget is not None:
+        eta = max(data.budget - len(res), 0) / rate
+    return Headline(totals(data), data.budget, busy=min(data.unfinished, data.workers) if running else 0,
+                    workers=data.workers, rate=rate, eta=eta)

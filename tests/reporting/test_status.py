@@ -1,0 +1,74 @@
+"""``emews status``: the headline of a finished run against its store, and ``--watch`` on a live run."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from stores import count
+from testutil import GATED, EmewsCommand, wait_until, write_workflow
+
+
+def test_status_of_a_finished_run_matches_the_store(faulty_exp: Path) -> None:
+    proc = EmewsCommand(faulty_exp.parent)("status", str(faulty_exp))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    with sqlite3.connect(faulty_exp / "results.db") as db:
+        counts = dict(db.execute("SELECT status, COUNT(*) FROM results GROUP BY status"))
+        best, best_id = db.execute("SELECT objective, id FROM results WHERE status = 'ok' "
+                                   "ORDER BY loss, id LIMIT 1").fetchone()
+    done = sum(counts.values())
+    assert lines[0] == "job: local, not running"
+    order = ["ok", "failed", "crashed", "timeout"]
+    assert lines[1] == f"{done}/{done} evaluations: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
+    assert lines[2] == f"best objective {best:.6g} (task {best_id}) with parameters:"
+    failed = done - counts["ok"]
+    assert lines[4].startswith(f"{failed} failed; workers busy: 0/3; rate ") and lines[4].endswith("ETA -")
+
+
+def test_watch_of_a_finished_run_prints_once_and_ends(faulty_exp: Path) -> None:
+    proc = EmewsCommand(faulty_exp.parent)("status", str(faulty_exp), "--watch", "--interval", "0.1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("job: local, not running") == 1
+
+
+def test_watch_follows_a_live_run_until_it_ends_and_a_report_reads_it_meanwhile(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    wf = write_workflow(tmp_path, objective={"module": str(GATED), "function": "run"},
+                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}}, budget={"evaluations": 8},
+                        task={"timeout": 600, "isolation": "process"})  # held at the gate as long as the test needs
+    cmd = EmewsCommand(tmp_path)
+    cmd.env.update(GATE_FILE=str(gate), GATE_FROM="4", GATE_TIMEOUT="600")
+    job = cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        in_flight = "SELECT COUNT(*) FROM tasks t LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL"
+        assert wait_until(lambda: count(exp, in_flight) >= 2, timeout=180)  # both workers held at the gate
+        watch = cmd.popen("status", "exp", "--watch", "--interval", "0.2")
+        seen: list[str] = []
+        while sum(line == "job: local, running" for line in seen) < 2:  # two refreshes while it runs
+            line = watch.stdout.readline()
+            assert line, watch.stderr.read()
+            seen.append(line.rstrip("\n"))
+        assert "4/8 evaluations: 4 ok" in seen
+        assert any(line.startswith("0 failed; workers busy: 2/2; rate ") for line in seen)
+        live = cmd("report", "exp", timeout=300)  # beside the running job, which holds 2 tasks at the gate
+        assert live.returncode == 0, live.stderr
+        page = (exp / "report.html").read_text()
+        assert "<td>4/8 evaluations: 4 ok</td>" in page and 'id="plot-load"' in page
+        gate.touch()
+        rest, err = watch.communicate(timeout=300)
+        assert watch.returncode == 0, err
+        states = [line for line in rest.splitlines() if line.startswith("job: ")]
+        assert states[-1] == "job: local, not running"  # the last refresh, after which it ended
+        assert set(states[:-1]) <= {"job: local, running"}
+        assert "8/8 evaluations: 8 ok" in rest
+        assert job.wait(timeout=300) == 0
+    finally:
+        gate.touch()
+        job.wait(timeout=300)
+
+
+def test_a_bad_interval_is_one_line(faulty_exp: Path) -> None:
+    proc = EmewsCommand(faulty_exp.parent)("status", str(faulty_exp), "--watch", "--interval", "0")
+    assert proc.returncode == 2 and "--interval" in proc.stderr and proc.stderr.count("\n") == 1
