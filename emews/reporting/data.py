@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from emews.jsoncodec import loads_point
 from emews.errors import ConfigError
 from emews.experiment import INFO_FILE, SITE_FILE, read_workflow, require_experiment
+from emews.jsoncodec import loads_point
 from emews.report import open_store
 from emews.runtime.store import ResultsStore
 from emews.yamlio import load_mapping
