@@ -39,6 +39,14 @@ def branin(params):
 class TestConformance(OptimizerConformance):
     budget = 20
     workers = 3
+    # With several workers the points after the initial design depend on when results arrive,
+    # so a seed fixes only the initial design. Seed 0's design (and the three random fillers
+    # after it) has no point the flaky objective fails on (about 6% of seeds), which left the
+    # failure check to the timing-dependent model points: one of those trajectories has none
+    # either, and the check failed 1 run in 6. Bayes proposes distinct points and fails on 29%
+    # of them, as random sampling does (28.9% vs 29.4% over 15 seeds); seed 1's initial design
+    # fails on two points whatever the timing.
+    seed = 1
 
     def make_optimizer(self, seed):
         return BayesianOptimizer(seed=seed, n_initial_points=6, n_candidates=500)
