@@ -49,18 +49,33 @@ most informed points per evaluation, for objectives so cheap that idle workers c
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Annotated, Any, Literal, Sequence
+
+from pydantic import Field
 
 from emews.optimizer import AskTellOptimizer
+from emews.plugins import validate_options
 from emews.results import Result
 from emews.space import Space
 
+from ._failures import FailureImputation
 from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
 from ._bayes._space import SpaceMap
 
 __all__ = ["BayesianOptimizer"]
+
+#: option types: the constraints are part of the options schema (exit 2 naming the key)
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class AtLeast:
+    """``AtLeast[n]``: an integer option >= n."""
+
+    def __class_getitem__(cls, low: int) -> Any:
+        return Annotated[int, Field(ge=low)]
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
@@ -106,50 +121,24 @@ class BayesianOptimizer(AskTellOptimizer):
                              false: every batch waits for a fit on all results so far
     """
 
-    def __init__(self, seed: int | None = None, n_initial_points: int = 10,
+    def __init__(self, seed: int | None = None, n_initial_points: AtLeast[1] = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
-                 acq_func: str = "EI", xi: float = 0.01, kappa: float = 1.96,
-                 n_candidates: int = 2000, max_gp_points: int = 200, max_hyperfit_points: int = 200,
-                 hyperfit_growth: float = 0.1,
-                 switch_after: int | None = None, fallback_estimator: str = "ET",
-                 failure_penalty: str | float = "worst", lookahead: int | None = None,
-                 max_idle: float | None = None, model_process: bool | str = "auto",
-                 process_after: float = 0.25, speculate: bool | float = True) -> None:
-        if not isinstance(n_initial_points, int) or n_initial_points < 1:
-            raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
-        if not isinstance(max_gp_points, int) or max_gp_points < 10:
-            raise ValueError(f"max_gp_points: must be an integer >= 10, got {max_gp_points!r}")
-        if not isinstance(max_hyperfit_points, int) or max_hyperfit_points < 10:
-            raise ValueError(f"max_hyperfit_points: must be an integer >= 10, got {max_hyperfit_points!r}")
-        if switch_after is not None and (not isinstance(switch_after, int) or switch_after < 0):
-            raise ValueError(f"switch_after: must be a non-negative integer or null, got {switch_after!r}")
-        if lookahead is not None and (not isinstance(lookahead, int) or lookahead < 0):
-            raise ValueError(f"lookahead: must be a non-negative integer or null, got {lookahead!r}")
-        if n_candidates < 10:
-            raise ValueError(f"n_candidates: must be >= 10, got {n_candidates!r}")
-        if hyperfit_growth < 0:
-            raise ValueError(f"hyperfit_growth: must be >= 0, got {hyperfit_growth!r}")
-        if max_idle is not None and max_idle < 0:
-            raise ValueError(f"max_idle: must be >= 0 or null, got {max_idle!r}")
-        if isinstance(failure_penalty, str):
-            if failure_penalty not in ("worst", "skip"):
-                raise ValueError(f"failure_penalty: {failure_penalty!r} is not worst, skip or a number")
-        elif not math.isfinite(float(failure_penalty)):
-            raise ValueError("failure_penalty: a number must be finite")
+                 acq_func: str = "EI", xi: NonNegative = 0.01, kappa: NonNegative = 1.96,
+                 n_candidates: AtLeast[10] = 2000, max_gp_points: AtLeast[10] = 200,
+                 max_hyperfit_points: AtLeast[10] = 200, hyperfit_growth: NonNegative = 0.1,
+                 switch_after: AtLeast[0] | None = None, fallback_estimator: str = "ET",
+                 failure_penalty: Literal["worst", "skip"] | Finite = "worst",
+                 lookahead: AtLeast[0] | None = None, max_idle: NonNegative | None = None,
+                 model_process: bool | Literal["auto"] = "auto", process_after: NonNegative = 0.25,
+                 speculate: bool | NonNegative = True) -> None:
+        # the same schema the workflow's options are checked against (``plugins.options_model``)
+        validate_options(BayesianOptimizer, {k: v for k, v in locals().items() if k != "self"})
         self.seed = seed
         self.lookahead = lookahead
         self.max_idle = max_idle
-        if model_process not in (True, False, "auto"):
-            raise ValueError(f"model_process: must be auto, true or false, got {model_process!r}")
-        if not isinstance(process_after, (int, float)) or process_after < 0:
-            raise ValueError(f"process_after: must be a number of seconds >= 0, got {process_after!r}")
         self.model_process = model_process
         self.process_after = float(process_after)
-        if isinstance(speculate, bool):
-            speculate = 0.0 if speculate else math.inf
-        if not isinstance(speculate, (int, float)) or speculate < 0:
-            raise ValueError(f"speculate: must be true, false or a number of seconds >= 0, got {speculate!r}")
-        self.speculate = float(speculate)
+        self.speculate = float(speculate) if not isinstance(speculate, bool) else (0.0 if speculate else math.inf)
         self.options = dict(
             n_initial_points=n_initial_points,
             initial_point_generator=_choice("initial_point_generator", initial_point_generator,
@@ -160,7 +149,7 @@ class BayesianOptimizer(AskTellOptimizer):
             n_candidates=int(n_candidates), max_gp_points=max_gp_points,
             max_hyperfit_points=max_hyperfit_points,
             hyperfit_growth=float(hyperfit_growth), switch_after=switch_after,
-            failure_penalty=failure_penalty)
+            failures=FailureImputation.from_option(failure_penalty))
         self.engine: Engine | None = None
         self.stats: dict[str, Any] = {}
         self._pending: dict[int, list[Any]] = {}   # suggest/ingest bookkeeping: task id -> skopt point
