@@ -6,19 +6,25 @@ Workflow YAML::
       name: bayes
       options: {seed: 1, n_initial_points: 10, base_estimator: GP, acq_func: EI}
 
-How it keeps workers busy (a worker never waits on the model while points could be out):
+Defaults that need no tuning: ``bayes`` keeps one evaluation in flight per worker
+(``lookahead: 0``) and waits for the model while a refit is short next to a task (the usual
+case: trainings take minutes), so every point is chosen with every result back so far. It
+speculates only when the model would otherwise leave workers idle: once a refit takes longer
+than a task (median of the recent ones, submission to result) and at least
+``SPECULATE_AFTER`` (0.5 s), which a free objective reaches only with large histories.
+
+How it keeps workers busy when it speculates:
 
 * A background thread owns the surrogate (never the evaluator, queues or MPI). The main thread
   hands it every result that arrived and the number of points it could submit now; the thread
   fits **once** on all new results and proposes a constant-liar batch (each pick conditions the
   GP on the pick scoring the best value seen: a rank-one update, no refit). ``lookahead`` extra
-  points (default: one per worker) stay queued at the workers behind the running ones.
-* Speculation (``speculate``, on by default): the thread keeps a **reserve** of proposals ready
+  points (default 0) stay queued at the workers behind the running ones.
+* Speculation (``speculate``): the thread keeps a **reserve** of proposals ready
   beyond the demand, sized to what the workers will take during the next refit (results per
   second x the longest recent refit x 2) and started when half of it is used, so a refit runs
-  while points are still in stock and absorbs many results. A slow objective makes the reserve
-  0 (each point then sees every result); the reserve never exceeds a quarter of the results
-  told (early results are too informative to skip).
+  while points are still in stock and absorbs many results. The reserve never exceeds a
+  quarter of the results told (early results are too informative to skip).
 * Fallback: if a worker would still go idle while a refit runs, it gets one of the last fit's
   **runners-up** (the best candidates its batch did not take, spread apart) at once; before
   the model has been fitted on ``n_initial_points`` results, a random point (more of the
@@ -37,12 +43,11 @@ How it keeps workers busy (a worker never waits on the model while points could 
 A resumed run (``evaluator.history``) tells the model every earlier result before its first
 proposal; they count towards ``n_initial_points``.
 
-Failed evaluations (``loss == inf``) are told as the worst finite loss seen so far
-(``failure_penalty: worst``, recomputed at each fit, so the region looks bad without
-distorting the scale), or left out (``skip``), or told as a fixed number.
+Failed evaluations (``loss == inf``) are told as the worst finite loss of the run so far
+(``failure_penalty: worst``, so the region looks bad without distorting the scale), or left
+out (``skip``), or told as a fixed number: the policy the GA shares (``_failures``).
 
-With one worker a seeded run is reproducible (no speculation then, and ``lookahead`` defaults
-to 0). ``speculate: false`` makes every batch wait for a fit on all results back so far: the
+With one worker a seeded run is reproducible (no speculation then). ``speculate: false`` makes every batch wait for a fit on all results back so far: the
 most informed points per evaluation, for objectives so cheap that idle workers cost nothing.
 """
 
@@ -69,6 +74,10 @@ __all__ = ["BayesianOptimizer"]
 #: option types: the constraints are part of the options schema (exit 2 naming the key)
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+#: ``speculate: auto`` speculates only once refits take this many seconds (and longer than tasks)
+SPECULATE_AFTER = 0.5
 
 
 class AtLeast:
@@ -105,8 +114,7 @@ class BayesianOptimizer(AskTellOptimizer):
                              fraction (0.1)
     switch_after             use ``fallback_estimator`` (ET) above this many observations (None)
     failure_penalty          worst | skip | a number
-    lookahead                extra points kept queued beyond one per worker (default: workers,
-                             0 with one worker)
+    lookahead                extra points kept queued beyond one per worker (0)
     model_process            auto | true | false: run the model in a child process of its own
                              (with several workers), so that its fits never hold the optimizer
                              rank's GIL and dispatch stays prompt. It takes about a second to
@@ -115,10 +123,11 @@ class BayesianOptimizer(AskTellOptimizer):
                              ``process_after`` seconds (0.25)
     max_idle                 seconds a worker may wait on the model before it gets a random
                              point (None: never; the default fallback is the runners-up, above)
-    speculate                keep a reserve of proposals beyond the demand and give would-be
-                             idle workers the last fit's runners-up while a refit runs (true);
-                             a number: the reserve only once a refit took that many seconds;
-                             false: every batch waits for a fit on all results so far
+    speculate                auto (default): keep a reserve of proposals beyond the demand and
+                             give would-be idle workers the last fit's runners-up while a refit
+                             runs, once refits take longer than a task and 0.5 s; true: whenever
+                             a refit keeps workers waiting; a number: once a refit took that
+                             many seconds; false: every batch waits for a fit on all results
     """
 
     def __init__(self, seed: int | None = None, n_initial_points: AtLeast[1] = 10,
@@ -128,9 +137,9 @@ class BayesianOptimizer(AskTellOptimizer):
                  max_hyperfit_points: AtLeast[10] = 200, hyperfit_growth: NonNegative = 0.1,
                  switch_after: AtLeast[0] | None = None, fallback_estimator: str = "ET",
                  failure_penalty: Literal["worst", "skip"] | Finite = "worst",
-                 lookahead: AtLeast[0] | None = None, max_idle: NonNegative | None = None,
+                 lookahead: AtLeast[0] = 0, max_idle: NonNegative | None = None,
                  model_process: bool | Literal["auto"] = "auto", process_after: NonNegative = 0.25,
-                 speculate: bool | NonNegative = True) -> None:
+                 speculate: bool | Literal["auto"] | NonNegative = "auto") -> None:
         # the same schema the workflow's options are checked against (``plugins.options_model``)
         validate_options(BayesianOptimizer, {k: v for k, v in locals().items() if k != "self"})
         self.seed = seed
@@ -138,7 +147,11 @@ class BayesianOptimizer(AskTellOptimizer):
         self.max_idle = max_idle
         self.model_process = model_process
         self.process_after = float(process_after)
-        self.speculate = float(speculate) if not isinstance(speculate, bool) else (0.0 if speculate else math.inf)
+        #: seconds a refit must take before speculating (inf: never); ``auto`` also waits for
+        #: refits to take longer than tasks
+        self.speculate = {True: 0.0, False: math.inf, "auto": SPECULATE_AFTER}.get(speculate, speculate)
+        self.speculate = float(self.speculate)
+        self.speculate_auto = speculate == "auto"
         self.options = dict(
             n_initial_points=n_initial_points,
             initial_point_generator=_choice("initial_point_generator", initial_point_generator,
@@ -160,8 +173,7 @@ class BayesianOptimizer(AskTellOptimizer):
         super().start(space, workers)
         self.map = SpaceMap(space)
         self.engine = Engine(self.map, seed=self.seed, **self.options)
-        look = self.lookahead if self.lookahead is not None else (workers if workers > 1 else 0)
-        self.in_flight = workers + look
+        self.in_flight = workers + self.lookahead
         self.stats = {"proposed": 0, "runners_up": 0, "random_fillers": 0, "model_time": 0.0}
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
@@ -209,7 +221,8 @@ class BayesianOptimizer(AskTellOptimizer):
         workers = evaluator.workers
         speculate = math.isfinite(self.speculate) and workers > 1   # one worker: none, runs repeat
         proposer_options = dict(max_ahead=4 * target if speculate else 0,
-                                min_cycle=self.speculate if speculate else 0.0)
+                                min_cycle=self.speculate if speculate else 0.0,
+                                longer_than_tasks=self.speculate_auto)
         if speculate:
             self.engine.reserve_size = workers
         process_after = {True: 0.0, False: math.inf}.get(self.model_process, self.process_after)
