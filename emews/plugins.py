@@ -22,6 +22,7 @@ BUILTIN_OPTIMIZERS = {
     "ga": "emews.optimizers.ga:GeneticAlgorithm",
     "bayes": "emews.optimizers.bayes:BayesianOptimizer",
     "mbo": "emews.optimizers.mbo:MBO",
+    "hyperspace": "emews.optimizers.hyperspace:HyperSpace",
 }
 ENTRY_POINT_GROUP = "emews.optimizers"
 
