@@ -15,6 +15,7 @@ import functools
 import os
 import random
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -26,12 +27,16 @@ from emews.space import Constant, Float, Space
 TASK_SECONDS = (0.2, 1.0)
 
 
+_CWD = threading.Lock()    # ``_bbob_xopt`` changes the working folder
+_COCO = threading.RLock()  # COCO's C problems are built and evaluated one thread at a time
+
+
 @dataclass(frozen=True)
 class Problem:
     name: str
     space: Space
     function: Callable[[Mapping[str, Any]], float]
-    optimum: float
+    optimum: Callable[[], float]
 
     @property
     def dimension(self) -> int:
@@ -42,12 +47,17 @@ def _with_name(name: str, space: Space) -> Space:
     return Space({**space.dimensions, "problem": Constant(name)})
 
 
-@functools.lru_cache(maxsize=None)
 def problem(name: str) -> Problem:
     """The problem called ``name`` (one of ``PROBLEMS`` or a BBOB id)."""
+    with _COCO:
+        return _problem(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _problem(name: str) -> Problem:
     if name in PROBLEMS:
         p = PROBLEMS[name]
-        return Problem(name, _with_name(name, p["space"]), p["function"], p["optimum"])
+        return Problem(name, _with_name(name, p["space"]), p["function"], lambda: p["optimum"])
     return _bbob(name)
 
 
@@ -62,17 +72,20 @@ def _bbob(name: str) -> Problem:
     space = Space({k: Float(float(lo), float(hi)) for k, lo, hi in zip(keys, coco.lower_bounds, coco.upper_bounds)})
 
     def function(params: Mapping[str, Any]) -> float:
-        return float(coco([float(params[k]) for k in keys]))
+        x = [float(params[k]) for k in keys]
+        with _COCO:
+            return float(coco(x))
 
-    return Problem(name, _with_name(name, space), function, function(dict(zip(keys, _bbob_xopt(coco)))))
+    return Problem(name, _with_name(name, space), function,
+                   functools.cache(lambda: function(dict(zip(keys, _bbob_xopt(coco))))))
 
 
 def _bbob_xopt(coco: Any) -> list[float]:
     """The optimum of a BBOB problem. cocoex has no public accessor: its ``_best_parameter``
     writes the optimum to ``._bbob_problem_best_parameter.txt`` in the working folder, so it
     runs in a temporary one."""
-    here = os.getcwd()
-    with tempfile.TemporaryDirectory() as tmp:
+    with _CWD, tempfile.TemporaryDirectory() as tmp:
+        here = os.getcwd()
         os.chdir(tmp)
         try:
             coco._best_parameter("print")

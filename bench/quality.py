@@ -97,7 +97,7 @@ def run_one(name: str, factory: Factory, seed: int, budget: int, workers: int, t
     if summary.error is not None:
         raise RuntimeError(f"{name} seed {seed}: {summary.error}") from summary.error
     best = min(recorder.losses, default=math.inf)
-    return {"precision": max(best - problem.optimum, 0.0), "time": time.perf_counter() - t0}
+    return {"precision": max(best - problem.optimum(), 0.0), "time": time.perf_counter() - t0}
 
 
 def _instances(text: str) -> list[int]:

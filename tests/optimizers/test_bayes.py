@@ -293,7 +293,7 @@ def test_workers_stay_busy_during_slow_refits(events):
     """The model refits on its own thread: tasks are submitted, and start, while a refit runs.
     Fitting on the main thread instead submits nothing until the fit is done."""
     kw = dict(seed=0, n_initial_points=4, n_candidates=300)
-    _sphere_run("slow_sphere", _Recording(_SlowFit, **kw), budget=32)
+    _sphere_run("slow_sphere", _Recording(_SlowFit, speculate=True, **kw), budget=32)
     put_during, fed_during, refits = _overlaps(events)
     assert fed_during, (len(refits), put_during)
     events.clear()
@@ -319,7 +319,7 @@ def test_refits_slower_than_results_keep_workers_busy(events):
 
 
 class _SlowerFit(_SlowFit):
-    """Refits of 0.6 s and more: past ``SPECULATE_AFTER``."""
+    """Refits of 0.6 s and more: past ``speculate_after: 0.5``."""
 
     fit_seconds = 0.6
 
@@ -363,7 +363,7 @@ def test_defaults_speculate_only_when_refits_outlast_tasks(events, objective, sp
     last fit's runners-up."""
     space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
     budget = 14 if not speculates else 40
-    summary, opt = _run(_watched(_SlowerFit, seed=0, n_initial_points=4, n_candidates=300),
+    summary, opt = _run(_watched(_SlowerFit, seed=0, n_initial_points=4, n_candidates=300, speculate_after=0.5),
                         objective=ObjectiveRef(HERE, objective), space=space, budget=budget, workers=3)
     assert summary.completed == budget
     assert opt.watch.most <= 3, opt.watch.most
