@@ -372,10 +372,16 @@ def test_workflow_file_runs() -> None:
 
 def test_elitism_keeps_the_best_of_each_generation() -> None:
     """With ``elitism`` (default 1) the best individual found so far is in the final population
-    of ``simple``, whatever crossover and mutation did to the last generation."""
-    for seed in range(4):
-        trace = ga_run(budget=80, seed=seed, population=8, cxpb=1.0, mutpb=1.0)
-        assert min(ind.loss for ind in trace.optimizer.population) == trace.summary.best.loss
+    of ``simple``, however wild the mutation of the last generation (without it, here, it is lost)."""
+    wild = Space({f"x{i}": Float(-32.768, 32.768, sigma=30.0) for i in range(1, 5)})
+    kept = {}
+    for elitism in (1, 0):
+        kept[elitism] = [min(ind.loss for ind in trace.optimizer.population) == trace.summary.best.loss
+                         for seed in range(4)
+                         for trace in [ga_run(budget=80, seed=seed, space=wild, population=8, cxpb=1.0,
+                                              mutpb=1.0, indpb=1.0, elitism=elitism)]]
+    assert all(kept[1]), kept
+    assert not all(kept[0]), kept
 
 
 @settings(max_examples=50)
