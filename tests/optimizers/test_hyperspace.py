@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 
@@ -121,3 +122,22 @@ def test_bad_split_names_the_option():
     opt = HyperSpace(split=["units"])
     with pytest.raises(ValueError, match="split: 'units'.*allowed: x"):
         opt.check(Space({"x": Float(0.0, 1.0), "units": Categorical(("a", "b"))}))
+
+
+def test_launch_hyperspace_under_mpi_reports_its_subspaces(emews_cmd):
+    """``emews launch hyperspace``: 4 worker ranks, 4 subspaces; the report in the experiment
+    directory covers every result the run stored, and each subspace's best is one of them."""
+    proc = emews_cmd("launch", "hyperspace", "--site", "local", "--workers", "4", "--exp-dir", "exp",
+                     "--set", "budget.evaluations=24", "--set", "task.isolation=inline", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    exp = emews_cmd.cwd / "exp"
+    report = json.loads((exp / "hyperspace.json").read_text())
+    assert len(report) == 4
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["completed"] == 24
+    with open(exp / "results.csv") as fh:
+        stored = {round(float(row["objective"]), 9) for row in csv.DictReader(fh) if row["status"] == "ok"}
+    for entry in report:
+        assert entry["results"] >= 24 // 4
+        assert round(entry["best_loss"], 9) in stored
+    assert emews_cmd.leftovers_after_exit() == []
