@@ -28,7 +28,8 @@ How it keeps workers busy when it speculates:
 * Fallback: if a worker would still go idle while a refit runs, it gets one of the last fit's
   **runners-up** (the best candidates its batch did not take, spread apart) at once; before
   the model has been fitted on ``n_initial_points`` results, a random point (more of the
-  initial design, at most one per worker in all). ``max_idle`` adds random points for workers idle that long in any case.
+  initial design, at most one per worker in all). ``max_idle`` adds random points for workers
+  idle that long in any case.
 * The cost per fit is bounded: GP hyperparameters are re-optimized only when the history grew
   by ``hyperfit_growth`` (warm-started); otherwise the kernel is kept and the GP refit is one
   Cholesky factorization. The GP trains on at most ``max_gp_points`` observations (the best

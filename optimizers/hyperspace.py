@@ -85,8 +85,7 @@ def _halves(dim: Int | Float, overlap: float) -> tuple[Int | Float, Int | Float]
 
 def splittable(space: Space) -> list[str]:
     """The dimensions HyperSpace can cut in two: numeric ranges with more than one value."""
-    return [name for name, dim in space.free.items()
-            if isinstance(dim, (Int, Float)) and not dim.is_single and (not isinstance(dim, Int) or dim.upper - dim.lower >= 1)]
+    return [name for name, dim in space.free.items() if isinstance(dim, (Int, Float)) and not dim.is_single]
 
 
 def split_space(space: Space, names: Sequence[str], overlap: float) -> list[tuple[Space, dict[str, tuple[Any, Any]]]]:

@@ -1,6 +1,7 @@
 """What bayes hands the workers when they have room: the model's proposals first; while a refit
-keeps workers waiting (and the model holds them up: ``Proposer.speculating``), the last fit's runners-up (random initial points before the first fit, one
-wave at most); after ``max_idle`` seconds of waiting, random points."""
+keeps workers waiting and the model holds them up (``Proposer.speculating``), the last fit's
+runners-up (random initial points before the first fit, one wave at most); after ``max_idle``
+seconds of waiting, random points."""
 
 from __future__ import annotations
 
