@@ -1,205 +1,215 @@
-"""Optimizer quality on standard test functions, through the real emews runtime.
+"""Optimizer quality on public test functions, every optimizer with its defaults, through the
+real emews runtime (worker threads, inline objective).
 
-Every optimizer gets the same budget, the same number of workers (the batch size) and the same
-seeds on Branin (2-d), Hartmann-6, Ackley-5 and a mixed int/log-float/ordered/categorical
-problem (``emews.objectives.benchmarks``). Optuna's TPE runs through the same runtime as an
-``AskTellOptimizer`` (``emews.contrib.optuna``). Prints, per problem, the median best value and
-the median number of evaluations to reach the problem's target (over runs that reached it;
-``hits`` says how many did), then which optimizer wins per problem.
+Problems: the project's four (Branin, Hartmann-6, Ackley-5, a mixed int/log/ordered/categorical
+problem) and the COCO BBOB noiseless suite (``coco-experiment``: functions, dimensions and
+instances to choose, budget 20 x D). Baselines: Optuna TPE (univariate and multivariate) and
+CMA-ES (``emews.contrib.optuna``), random search. Every optimizer gets the same budget, workers
+and seeds and runs with its defaults; ``--tuned`` adds labelled columns with tuned settings.
 
-    python bench/quality.py            # 5 seeds, 4 workers, a few minutes on 2 cores
-    python bench/quality.py --quick    # 2 seeds, smaller budgets
-    python bench/quality.py --no-mbo --optimizers bayes,tpe,random
-    python bench/quality.py --timing   # also: bayes optimizer time per result at 1,000 observations
+Per problem it prints each optimizer's median precision (best value found minus the optimum;
+BBOB: over instances x seeds), then per optimizer its average rank over the problems and how
+often it was at least 3x worse than the best optimizer of that problem.
 
-The objectives cost nothing here, so ``bayes`` runs with ``lookahead: 0, speculate: false``:
-each batch is chosen with every result back so far, as with a costly objective (its defaults
-trade some of that for throughput when results arrive faster than the model refits).
+    python bench/quality.py                                  # the four problems, free tasks
+    python bench/quality.py --timed                          # tasks take 0.2-1 s
+    python bench/quality.py --suite bbob --functions 1,8,15,21 --dims 2,5 --instances 1-2
+    python bench/quality.py --suite bbob                     # f1,3,8,10,15,17,20,21 x 2,5,10-D x 5
+    python bench/quality.py --timing                         # optimizer time per result at 1,000 obs.
+    python bench/quality.py --optimizers ga --save ga.json   # then: --rank all.json ga.json
+
+Run it under ``nice`` on a shared machine; the figures are medians, ranks need no timing.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import json
 import math
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from emews.evaluator import EvaluatorObserver
-from emews.objectives.benchmarks import PROBLEMS
-from emews.optimizer import Optimizer
 from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
+from emews.objective import ObjectiveRef, import_objective_module
+from emews.optimizer import Optimizer
 
-BUDGETS = {"branin": 40, "hartmann6": 80, "ackley5": 80, "mixed": 50}
-QUICK_BUDGETS = {"branin": 30, "hartmann6": 50, "ackley5": 50, "mixed": 30}
+PROBLEMS_FILE = str(Path(__file__).with_name("problems.py"))
+problems = import_objective_module(PROBLEMS_FILE)
+
+CLASSIC = {"branin": 40, "hartmann6": 80, "ackley5": 80, "mixed": 50}
+BBOB_FUNCTIONS = [1, 3, 8, 10, 15, 17, 20, 21]
+#: precision below this counts as solved (ratios of two solved runs are not "3x worse")
+SOLVED = 1e-8
+
+Factory = Callable[[int], Optimizer]
 
 
-def _load(ref: str) -> type | None:
-    module, _, name = ref.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except Exception as exc:  # noqa: BLE001 - an optimizer still being written: report n/a
-        print(f"# {ref}: not available ({type(exc).__name__}: {exc})", file=sys.stderr)
-        return None
+def _factories(tuned: bool) -> dict[str, Factory]:
+    """Optimizer name -> factory(seed), each with its defaults (tuned ones labelled)."""
+    from emews.contrib.optuna import OptunaSampler
+    from emews.optimizers.bayes import BayesianOptimizer
+    from emews.optimizers.ga import GeneticAlgorithm
+    from emews.optimizers.hyperspace import HyperSpace
+    from emews.optimizers.random import RandomSearch
 
-
-def optimizers(names: list[str], workers: int) -> dict[str, Callable[[int, int], Optimizer] | None]:
-    """name -> factory(seed, budget), or None where the optimizer cannot be imported."""
-    table: dict[str, Any] = {}
-    for name in names:
-        if name == "random":
-            cls = _load("emews.optimizers.random:RandomSearch")
-            table[name] = cls and (lambda s, b, cls=cls: cls(seed=s, backlog=1))
-        elif name == "bayes":
-            cls = _load("emews.optimizers.bayes:BayesianOptimizer")
-            table[name] = cls and (lambda s, b, cls=cls: cls(seed=s, n_initial_points=10, lookahead=0,
-                                                            speculate=False))
-        elif name == "tpe":
-            cls = _load("emews.contrib.optuna:OptunaSampler")
-            table[name] = cls and (lambda s, b, cls=cls: cls(seed=s, sampler="TPESampler",
-                                                            n_startup_trials=10))
-        elif name == "ga":
-            cls = _load("emews.optimizers.ga:GeneticAlgorithm")
-            # steady state, population ~ budget/5: the GA's best setting for small budgets
-            table[name] = cls and (lambda s, b, cls=cls: cls(seed=s, population=max(8, b // 5),
-                                                            strategy="async", in_flight=workers))
-        elif name == "mbo":
-            cls = _load("emews.optimizers.mbo:MBO")
-            table[name] = cls and (lambda s, b, cls=cls: cls(seed=s, n_initial=10))
-        else:
-            raise SystemExit(f"unknown optimizer {name!r}; use random, bayes, tpe, ga, mbo")
+    table: dict[str, Factory] = {
+        "random": lambda s: RandomSearch(seed=s),
+        "bayes": lambda s: BayesianOptimizer(seed=s),
+        "hyperspace": lambda s: HyperSpace(seed=s),
+        "ga": lambda s: GeneticAlgorithm(seed=s),
+        "tpe": lambda s: OptunaSampler(seed=s, sampler="TPESampler"),
+        "tpe-mv": lambda s: OptunaSampler(seed=s, sampler="TPESampler", multivariate=True),
+        "cmaes": lambda s: OptunaSampler(seed=s, sampler="CmaEsSampler"),
+    }
+    if tuned:
+        table["bayes(tuned: speculate false)"] = lambda s: BayesianOptimizer(seed=s, speculate=False)
     return table
 
 
-class _Recorder(Optimizer):
-    """Runs ``inner`` and keeps the losses in the order results reached the optimizer."""
-
-    def __init__(self, inner: Optimizer) -> None:
-        self.inner, self.losses = inner, []
-
-    def run(self, evaluator: Any) -> None:
-        get, emap = evaluator.get, evaluator.map
-
-        def traced_get(*a: Any, **k: Any) -> list:
-            out = get(*a, **k)
-            self.losses.extend(r.loss for r in out)
-            return out
-
-        def traced_map(points: Any) -> list:
-            out = emap(points)
-            self.losses.extend(r.loss for r in out)
-            return out
-
-        evaluator.get, evaluator.map = traced_get, traced_map
-        self.inner.run(evaluator)
+def _mbo(seed: int) -> Optimizer:
+    from emews.optimizers.mbo import MBO
+    return MBO(seed=seed)
 
 
-def run_one(problem: str, factory: Callable[[int, int], Optimizer], seed: int, budget: int,
-            workers: int) -> dict[str, Any]:
-    p = PROBLEMS[problem]
-    rec = _Recorder(factory(seed, budget))
-    spec = RunSpec(space=p["space"], make_optimizer=lambda: rec,
-                   objective=ObjectiveRef("emews.objectives.benchmarks", problem),
-                   budget=budget, seed=seed, isolation="inline", show_progress=False)
+class _Recorder(EvaluatorObserver):
+    """The losses of a run, in the order the optimizer received them."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def received(self, results: Any) -> None:
+        self.losses.extend(r.loss for r in results)
+
+
+def run_one(name: str, factory: Factory, seed: int, budget: int, workers: int, timed: bool) -> dict[str, Any]:
+    """One run of ``factory(seed)`` on problem ``name``: its precision and wall time."""
+    problem = problems.problem(name)
+    recorder = _Recorder()
+    spec = RunSpec(space=problem.space, make_optimizer=lambda: factory(seed),
+                   objective=ObjectiveRef(PROBLEMS_FILE, "timed" if timed else "free"),
+                   budget=budget, seed=seed, isolation="inline", show_progress=False, observers=(recorder,))
     t0 = time.perf_counter()
     summary = run_in_threads(spec, workers)
-    elapsed = time.perf_counter() - t0
     if summary.error is not None:
-        raise RuntimeError(f"{problem} seed {seed}: {summary.error}") from summary.error
-    best, reached = math.inf, None
-    for i, loss in enumerate(rec.losses, 1):
-        best = min(best, loss)
-        if reached is None and loss <= p["target"]:
-            reached = i
-    return {"best": best, "reached": reached, "time": elapsed, "n": len(rec.losses)}
+        raise RuntimeError(f"{name} seed {seed}: {summary.error}") from summary.error
+    best = min(recorder.losses, default=math.inf)
+    return {"precision": max(best - problem.optimum(), 0.0), "time": time.perf_counter() - t0}
 
 
-def _fmt(x: float | None, digits: int = 4) -> str:
-    return "n/a" if x is None else f"{x:.{digits}g}"
+def _instances(text: str) -> list[int]:
+    low, _, high = text.partition("-")
+    return list(range(int(low), int(high or low) + 1))
+
+
+def benchmark(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Problem -> optimizer -> median precision; prints one row per optimizer and problem."""
+    table = _factories(args.tuned)
+    if args.mbo:
+        table["mbo"] = _mbo
+    names = [n for n in args.optimizers.split(",") if n] if args.optimizers else list(table)
+    if args.suite == "bbob":
+        groups = {f"f{f}-{d}d": (problems.bbob_names([f], [d], _instances(args.instances)), 20 * d)
+                  for f in [int(v) for v in args.functions.split(",")] for d in [int(v) for v in args.dims.split(",")]}
+    else:
+        groups = {p: ([p], CLASSIC[p]) for p in args.problems.split(",")}
+    print(f"# {args.suite}: {len(groups)} problems, seeds {args.seeds} per instance, {args.workers} workers, "
+          f"{'tasks of 0.2-1 s' if args.timed else 'free tasks'}; defaults only"
+          + ("; tuned columns labelled" if args.tuned else ""))
+    print(f"{'problem':<12} {'optimizer':<30} {'median precision':>16} {'s/run':>7}")
+    medians: dict[str, dict[str, float]] = {}
+    for group, (instances, budget) in groups.items():
+        medians[group] = {}
+        for name in names:
+            runs = [run_one(inst, table[name], seed, budget, args.workers, args.timed)
+                    for inst in instances for seed in range(args.seeds)]
+            medians[group][name] = statistics.median(r["precision"] for r in runs)
+            print(f"{group:<12} {name:<30} {medians[group][name]:>16.4g} "
+                  f"{statistics.median(r['time'] for r in runs):>7.1f}", flush=True)
+    return medians
+
+
+def ranks(medians: dict[str, dict[str, float]]) -> None:
+    """Average rank (1 = best; ties share) and the count of problems >= 3x worse than the best."""
+    names = list(next(iter(medians.values())))
+    rank_sum = dict.fromkeys(names, 0.0)
+    worse = dict.fromkeys(names, 0)
+    for row in medians.values():
+        values = sorted(row.values())
+        best = max(values[0], SOLVED)
+        for name, value in row.items():
+            below, ties = sum(v < value for v in values), sum(v == value for v in values)
+            rank_sum[name] += below + (ties + 1) / 2
+            worse[name] += max(value, SOLVED) >= 3 * best
+    print(f"\n{'optimizer':<30} {'average rank':>12} {'>=3x worse than best':>21}  (of {len(medians)} problems)")
+    for name in sorted(names, key=lambda n: rank_sum[n]):
+        print(f"{name:<30} {rank_sum[name] / len(medians):>12.2f} {worse[name]:>21}")
+    if "bayes" in names and "tpe" in names:
+        far = [p for p, row in medians.items() if max(row["bayes"], SOLVED) >= 3 * max(row["tpe"], SOLVED)]
+        print(f"bayes >= 3x worse than TPE's median on: {', '.join(far) or 'none'}")
+
+
+def timing(n: int = 1000, workers: int = 4) -> None:
+    """Optimizer time per result around ``n`` observations (free objective, defaults): the wall
+    time between results ``n - 100`` and ``n + 100`` (the objective costs nothing, so it is all
+    the optimizer's), for every model-based optimizer."""
+    from emews.optimizers.bayes import BayesianOptimizer
+    from emews.optimizers.hyperspace import HyperSpace
+
+    for label, make in (("bayes", lambda: BayesianOptimizer(seed=0)), ("hyperspace", lambda: HyperSpace(seed=0))):
+        stamps: list[float] = []
+
+        class _Stamp(EvaluatorObserver):
+            def received(self, results: Any) -> None:
+                stamps.extend(time.perf_counter() for _ in results)
+
+        problem = problems.problem("hartmann6")
+        spec = RunSpec(space=problem.space, make_optimizer=make, objective=ObjectiveRef(PROBLEMS_FILE, "free"),
+                       budget=n + 100, isolation="inline", show_progress=False, observers=(_Stamp(),))
+        t0 = time.perf_counter()
+        run_in_threads(spec, workers)
+        total = time.perf_counter() - t0
+        lo, hi = n - 100, min(n + 99, len(stamps) - 1)
+        print(f"{label} (defaults) on hartmann6, {workers} workers, free objective: "
+              f"{1000 * (stamps[hi] - stamps[lo]) / (hi - lo):.1f} ms per result between observations "
+              f"{lo} and {hi}; {1000 * total / (n + 100):.1f} ms per result over the run", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="2 seeds and smaller budgets")
-    ap.add_argument("--seeds", type=int, help="seeds per optimizer and problem (5; 2 with --quick)")
-    ap.add_argument("--workers", type=int, default=4, help="workers = batch size (4)")
-    ap.add_argument("--problems", default=",".join(PROBLEMS))
-    ap.add_argument("--optimizers", default="random,bayes,tpe,ga,mbo")
-    ap.add_argument("--no-mbo", action="store_true", help="skip the R-based mbo (slow to start)")
-    ap.add_argument("--timing", action="store_true",
-                    help="also measure bayes optimizer time per result at 1,000 observations")
+    ap.add_argument("--suite", choices=("classic", "bbob"), default="classic")
+    ap.add_argument("--problems", default=",".join(CLASSIC), help="classic problems")
+    ap.add_argument("--functions", default=",".join(map(str, BBOB_FUNCTIONS)), help="BBOB function numbers")
+    ap.add_argument("--dims", default="2,5,10", help="BBOB dimensions")
+    ap.add_argument("--instances", default="1-5", help="BBOB instances, e.g. 1-5")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per problem instance (3)")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--optimizers", help="comma-separated subset (default: all)")
+    ap.add_argument("--timed", action="store_true", help="tasks take 0.2-1 s instead of nothing")
+    ap.add_argument("--tuned", action="store_true", help="add labelled tuned variants")
+    ap.add_argument("--mbo", action="store_true", help="add the R-based mbo (slow to start)")
+    ap.add_argument("--timing", action="store_true", help="only: optimizer time per result at 1,000 observations")
+    ap.add_argument("--save", help="also write the medians to this JSON file")
+    ap.add_argument("--rank", nargs="+", metavar="JSON", help="only: rank the optimizers of saved runs together")
     args = ap.parse_args(argv)
-    seeds = args.seeds or (2 if args.quick else 5)
-    budgets = QUICK_BUDGETS if args.quick else BUDGETS
-    names = [n for n in args.optimizers.split(",") if n and not (args.no_mbo and n == "mbo")]
-    problems = args.problems.split(",")
-    table = optimizers(names, args.workers)
-
-    print(f"# {seeds} seeds, {args.workers} workers; budgets: "
-          + ", ".join(f"{p} {budgets[p]}" for p in problems))
-    header = f"{'problem':<10} {'optimizer':<8} {'median best':>12} {'optimum':>9} {'target':>7} " \
-             f"{'evals to target':>15} {'hits':>5} {'s/run':>6}"
-    print(header)
-    print("-" * len(header))
-    medians: dict[tuple[str, str], float] = {}
-    for problem in problems:
-        p = PROBLEMS[problem]
-        for name in names:
-            factory = table[name]
-            if factory is None:
-                print(f"{problem:<10} {name:<8} {'n/a':>12}")
-                continue
-            runs = [run_one(problem, factory, seed, budgets[problem], args.workers) for seed in range(seeds)]
-            best = statistics.median(r["best"] for r in runs)
-            hit = [r["reached"] for r in runs if r["reached"] is not None]
-            # median over all runs, counting a miss as "more than the budget"
-            evals = statistics.median([r["reached"] or math.inf for r in runs])
-            evals_txt = f">{budgets[problem]}" if math.isinf(evals) else f"{evals:g}"
-            medians[(problem, name)] = best
-            print(f"{problem:<10} {name:<8} {best:>12.4f} {p['optimum']:>9.4g} {p['target']:>7g} "
-                  f"{evals_txt:>15} {len(hit):>2}/{len(runs):<2} {statistics.mean(r['time'] for r in runs):>6.1f}",
-                  flush=True)
-        print()
-    if "bayes" in names:
-        for rival in ("random", "tpe", "ga", "mbo"):
-            if rival not in names or table.get(rival) is None or table.get("bayes") is None:
-                continue
-            wins = [pr for pr in problems if medians[(pr, "bayes")] <= medians[(pr, rival)]]
-            print(f"bayes matches or beats {rival} (median best) on {len(wins)}/{len(problems)}: "
-                  + (", ".join(wins) or "none"))
     if args.timing:
         timing()
+        return 0
+    if args.rank:
+        merged: dict[str, dict[str, float]] = {}
+        for path in args.rank:
+            for group, row in json.loads(Path(path).read_text()).items():
+                merged.setdefault(group, {}).update(row)
+        ranks(merged)
+        return 0
+    medians = benchmark(args)
+    if args.save:
+        Path(args.save).write_text(json.dumps(medians, indent=1) + "\n")
+    ranks(medians)
     return 0
-
-
-def timing(n: int = 1000, workers: int = 4) -> None:
-    """Wall time per result around ``n`` observations with a free objective (bayes defaults)."""
-    from emews.optimizers.bayes import BayesianOptimizer
-
-    stamps: list[float] = []
-    budget = n + 100
-    opt = BayesianOptimizer(seed=0)
-
-    class _Stamp(EvaluatorObserver):
-        def received(self, results: Any) -> None:
-            stamps.extend(time.perf_counter() for _ in results)
-
-    spec = RunSpec(space=PROBLEMS["hartmann6"]["space"], make_optimizer=lambda: opt,
-                   objective=ObjectiveRef("emews.objectives.benchmarks", "hartmann6"),
-                   budget=budget, isolation="inline", show_progress=False, observers=(_Stamp(),))
-    t0 = time.perf_counter()
-    run_in_threads(spec, workers)
-    total = time.perf_counter() - t0
-    lo, hi = n - 100, min(n + 99, len(stamps) - 1)
-    per = (stamps[hi] - stamps[lo]) / (hi - lo)
-    print(f"\nbayes (defaults, GP) on hartmann6, {workers} workers, free objective: "
-          f"{1000 * per:.1f} ms per result between observations {lo} and {hi}; "
-          f"{1000 * total / budget:.1f} ms per result over all {budget}; "
-          f"{opt.stats['fits']} fits, {opt.stats['hyperfits']} hyperparameter fits, "
-          f"model thread busy {opt.stats['model_time']:.0f} s of {total:.0f} s")
 
 
 if __name__ == "__main__":

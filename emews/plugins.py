@@ -22,6 +22,7 @@ BUILTIN_OPTIMIZERS = {
     "ga": "emews.optimizers.ga:GeneticAlgorithm",
     "bayes": "emews.optimizers.bayes:BayesianOptimizer",
     "mbo": "emews.optimizers.mbo:MBO",
+    "hyperspace": "emews.optimizers.hyperspace:HyperSpace",
 }
 ENTRY_POINT_GROUP = "emews.optimizers"
 
@@ -65,12 +66,13 @@ def _import(module_ref: str, base_dir: Path | None) -> Any:
 def options_model(cls: type) -> type[BaseModel]:
     """A pydantic model of ``cls``'s keyword options, built from ``__init__``'s signature and type hints.
 
-    int, float, bool and str (alone or in unions) are strict: ``"100"`` or
+    int, float, bool and str (alone, in unions or ``Annotated``) are strict: ``"100"`` or
     ``true`` is not an int. Other types (``Path``, lists) are lax, so a YAML
-    string becomes a ``Path``. ``**kwargs`` allows unknown options.
+    string becomes a ``Path``. ``**kwargs`` allows unknown options. Constraints come with the
+    hint: ``Annotated[int, Field(ge=1)]``.
     """
     try:
-        hints = get_type_hints(cls.__init__)
+        hints = get_type_hints(cls.__init__, include_extras=True)
     except Exception:  # noqa: BLE001 - an unresolvable hint only loses checking, not loading
         hints = {}
     fields: dict[str, Any] = {}
@@ -102,6 +104,9 @@ def _strict(annotation: Any) -> Any:
     """``annotation`` with int, float, bool and str made strict, in unions too."""
     if get_origin(annotation) in (Union, types.UnionType):
         return Union[tuple(_strict(arg) for arg in get_args(annotation))]
+    if get_origin(annotation) is Annotated:
+        base, *metadata = get_args(annotation)
+        return Annotated[(_strict(base), *metadata)]
     return Annotated[annotation, Strict()] if annotation in (int, float, bool, str) else annotation
 
 

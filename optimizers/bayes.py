@@ -6,23 +6,30 @@ Workflow YAML::
       name: bayes
       options: {seed: 1, n_initial_points: 10, base_estimator: GP, acq_func: EI}
 
-How it keeps workers busy (a worker never waits on the model while points could be out):
+Defaults that need no tuning: ``bayes`` keeps one evaluation in flight per worker
+(``lookahead: 0``) and waits for the model while a refit is short next to a task (the usual
+case: trainings take minutes), so every point is chosen with every result back so far. It
+speculates only when the model would otherwise leave workers idle: once a refit takes longer
+than a task (median of the recent ones, submission to result) and at least
+``speculate_after`` seconds (5), which a free objective reaches only with large histories.
+
+How it keeps workers busy when it speculates:
 
 * A background thread owns the surrogate (never the evaluator, queues or MPI). The main thread
   hands it every result that arrived and the number of points it could submit now; the thread
   fits **once** on all new results and proposes a constant-liar batch (each pick conditions the
   GP on the pick scoring the best value seen: a rank-one update, no refit). ``lookahead`` extra
-  points (default: one per worker) stay queued at the workers behind the running ones.
-* Speculation (``speculate``, on by default): the thread keeps a **reserve** of proposals ready
+  points (default 0) stay queued at the workers behind the running ones.
+* Speculation (``speculate``): the thread keeps a **reserve** of proposals ready
   beyond the demand, sized to what the workers will take during the next refit (results per
   second x the longest recent refit x 2) and started when half of it is used, so a refit runs
-  while points are still in stock and absorbs many results. A slow objective makes the reserve
-  0 (each point then sees every result); the reserve never exceeds a quarter of the results
-  told (early results are too informative to skip).
+  while points are still in stock and absorbs many results. The reserve never exceeds a
+  quarter of the results told (early results are too informative to skip).
 * Fallback: if a worker would still go idle while a refit runs, it gets one of the last fit's
   **runners-up** (the best candidates its batch did not take, spread apart) at once; before
   the model has been fitted on ``n_initial_points`` results, a random point (more of the
-  initial design, at most one per worker in all). ``max_idle`` adds random points for workers idle that long in any case.
+  initial design, at most one per worker in all). ``max_idle`` adds random points for workers
+  idle that long in any case.
 * The cost per fit is bounded: GP hyperparameters are re-optimized only when the history grew
   by ``hyperfit_growth`` (warm-started); otherwise the kernel is kept and the GP refit is one
   Cholesky factorization. The GP trains on at most ``max_gp_points`` observations (the best
@@ -37,30 +44,51 @@ How it keeps workers busy (a worker never waits on the model while points could 
 A resumed run (``evaluator.history``) tells the model every earlier result before its first
 proposal; they count towards ``n_initial_points``.
 
-Failed evaluations (``loss == inf``) are told as the worst finite loss seen so far
-(``failure_penalty: worst``, recomputed at each fit, so the region looks bad without
-distorting the scale), or left out (``skip``), or told as a fixed number.
+Failed evaluations (``loss == inf``) are told as the worst finite loss of the run so far
+(``failure_penalty: worst``, so the region looks bad without distorting the scale), or left
+out (``skip``), or told as a fixed number: the policy the GA shares (``_failures``).
 
-With one worker a seeded run is reproducible (no speculation then, and ``lookahead`` defaults
-to 0). ``speculate: false`` makes every batch wait for a fit on all results back so far: the
+With one worker a seeded run is reproducible (no speculation then). ``speculate: false`` makes every batch wait for a fit on all results back so far: the
 most informed points per evaluation, for objectives so cheap that idle workers cost nothing.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Annotated, Any, Literal, Sequence
+
+from pydantic import Field
 
 from emews.optimizer import AskTellOptimizer
+from emews.plugins import validate_options
 from emews.results import Result
 from emews.space import Space
 
+from ._failures import FailureImputation
 from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
 from ._bayes._space import SpaceMap
 
 __all__ = ["BayesianOptimizer"]
+
+#: option types: the constraints are part of the options schema (exit 2 naming the key)
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+#: ``speculate: auto`` speculates only once refits take this many seconds (and longer than
+#: tasks): with free objectives, waiting for shorter refits costs less than the quality that
+#: speculation loses (BBOB f1 5-D, 100 evaluations: precision 0.2-0.7 speculating under load,
+#: 0.004 waiting)
+SPECULATE_AFTER = 5.0
+
+
+class AtLeast:
+    """``AtLeast[n]``: an integer option >= n."""
+
+    def __class_getitem__(cls, low: int) -> Any:
+        return Annotated[int, Field(ge=low)]
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
@@ -90,8 +118,7 @@ class BayesianOptimizer(AskTellOptimizer):
                              fraction (0.1)
     switch_after             use ``fallback_estimator`` (ET) above this many observations (None)
     failure_penalty          worst | skip | a number
-    lookahead                extra points kept queued beyond one per worker (default: workers,
-                             0 with one worker)
+    lookahead                extra points kept queued beyond one per worker (0)
     model_process            auto | true | false: run the model in a child process of its own
                              (with several workers), so that its fits never hold the optimizer
                              rank's GIL and dispatch stays prompt. It takes about a second to
@@ -100,56 +127,37 @@ class BayesianOptimizer(AskTellOptimizer):
                              ``process_after`` seconds (0.25)
     max_idle                 seconds a worker may wait on the model before it gets a random
                              point (None: never; the default fallback is the runners-up, above)
-    speculate                keep a reserve of proposals beyond the demand and give would-be
-                             idle workers the last fit's runners-up while a refit runs (true);
-                             a number: the reserve only once a refit took that many seconds;
-                             false: every batch waits for a fit on all results so far
+    speculate                auto (default): keep a reserve of proposals beyond the demand and
+                             give would-be idle workers the last fit's runners-up while a refit
+                             runs, once refits take longer than a task and ``speculate_after``
+                             seconds (5); true: whenever
+                             a refit keeps workers waiting; a number: once a refit took that
+                             many seconds; false: every batch waits for a fit on all results
     """
 
-    def __init__(self, seed: int | None = None, n_initial_points: int = 10,
+    def __init__(self, seed: int | None = None, n_initial_points: AtLeast[1] = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
-                 acq_func: str = "EI", xi: float = 0.01, kappa: float = 1.96,
-                 n_candidates: int = 2000, max_gp_points: int = 200, max_hyperfit_points: int = 200,
-                 hyperfit_growth: float = 0.1,
-                 switch_after: int | None = None, fallback_estimator: str = "ET",
-                 failure_penalty: str | float = "worst", lookahead: int | None = None,
-                 max_idle: float | None = None, model_process: bool | str = "auto",
-                 process_after: float = 0.25, speculate: bool | float = True) -> None:
-        if not isinstance(n_initial_points, int) or n_initial_points < 1:
-            raise ValueError(f"n_initial_points: must be an integer >= 1, got {n_initial_points!r}")
-        if not isinstance(max_gp_points, int) or max_gp_points < 10:
-            raise ValueError(f"max_gp_points: must be an integer >= 10, got {max_gp_points!r}")
-        if not isinstance(max_hyperfit_points, int) or max_hyperfit_points < 10:
-            raise ValueError(f"max_hyperfit_points: must be an integer >= 10, got {max_hyperfit_points!r}")
-        if switch_after is not None and (not isinstance(switch_after, int) or switch_after < 0):
-            raise ValueError(f"switch_after: must be a non-negative integer or null, got {switch_after!r}")
-        if lookahead is not None and (not isinstance(lookahead, int) or lookahead < 0):
-            raise ValueError(f"lookahead: must be a non-negative integer or null, got {lookahead!r}")
-        if n_candidates < 10:
-            raise ValueError(f"n_candidates: must be >= 10, got {n_candidates!r}")
-        if hyperfit_growth < 0:
-            raise ValueError(f"hyperfit_growth: must be >= 0, got {hyperfit_growth!r}")
-        if max_idle is not None and max_idle < 0:
-            raise ValueError(f"max_idle: must be >= 0 or null, got {max_idle!r}")
-        if isinstance(failure_penalty, str):
-            if failure_penalty not in ("worst", "skip"):
-                raise ValueError(f"failure_penalty: {failure_penalty!r} is not worst, skip or a number")
-        elif not math.isfinite(float(failure_penalty)):
-            raise ValueError("failure_penalty: a number must be finite")
+                 acq_func: str = "EI", xi: NonNegative = 0.01, kappa: NonNegative = 1.96,
+                 n_candidates: AtLeast[10] = 2000, max_gp_points: AtLeast[10] = 200,
+                 max_hyperfit_points: AtLeast[10] = 200, hyperfit_growth: NonNegative = 0.1,
+                 switch_after: AtLeast[0] | None = None, fallback_estimator: str = "ET",
+                 failure_penalty: Literal["worst", "skip"] | Finite = "worst",
+                 lookahead: AtLeast[0] = 0, max_idle: NonNegative | None = None,
+                 model_process: bool | Literal["auto"] = "auto", process_after: NonNegative = 0.25,
+                 speculate: bool | Literal["auto"] | NonNegative = "auto",
+                 speculate_after: NonNegative = SPECULATE_AFTER) -> None:
+        # the same schema the workflow's options are checked against (``plugins.options_model``)
+        validate_options(BayesianOptimizer, {k: v for k, v in locals().items() if k != "self"})
         self.seed = seed
         self.lookahead = lookahead
         self.max_idle = max_idle
-        if model_process not in (True, False, "auto"):
-            raise ValueError(f"model_process: must be auto, true or false, got {model_process!r}")
-        if not isinstance(process_after, (int, float)) or process_after < 0:
-            raise ValueError(f"process_after: must be a number of seconds >= 0, got {process_after!r}")
         self.model_process = model_process
         self.process_after = float(process_after)
-        if isinstance(speculate, bool):
-            speculate = 0.0 if speculate else math.inf
-        if not isinstance(speculate, (int, float)) or speculate < 0:
-            raise ValueError(f"speculate: must be true, false or a number of seconds >= 0, got {speculate!r}")
-        self.speculate = float(speculate)
+        #: seconds a refit must take before speculating (inf: never); ``auto`` also waits for
+        #: refits to take longer than tasks
+        self.speculate = {True: 0.0, False: math.inf, "auto": speculate_after}.get(speculate, speculate)
+        self.speculate = float(self.speculate)
+        self.speculate_auto = speculate == "auto"
         self.options = dict(
             n_initial_points=n_initial_points,
             initial_point_generator=_choice("initial_point_generator", initial_point_generator,
@@ -160,7 +168,7 @@ class BayesianOptimizer(AskTellOptimizer):
             n_candidates=int(n_candidates), max_gp_points=max_gp_points,
             max_hyperfit_points=max_hyperfit_points,
             hyperfit_growth=float(hyperfit_growth), switch_after=switch_after,
-            failure_penalty=failure_penalty)
+            failures=FailureImputation.from_option(failure_penalty))
         self.engine: Engine | None = None
         self.stats: dict[str, Any] = {}
         self._pending: dict[int, list[Any]] = {}   # suggest/ingest bookkeeping: task id -> skopt point
@@ -171,8 +179,7 @@ class BayesianOptimizer(AskTellOptimizer):
         super().start(space, workers)
         self.map = SpaceMap(space)
         self.engine = Engine(self.map, seed=self.seed, **self.options)
-        look = self.lookahead if self.lookahead is not None else (workers if workers > 1 else 0)
-        self.in_flight = workers + look
+        self.in_flight = workers + self.lookahead
         self.stats = {"proposed": 0, "runners_up": 0, "random_fillers": 0, "model_time": 0.0}
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
@@ -220,7 +227,8 @@ class BayesianOptimizer(AskTellOptimizer):
         workers = evaluator.workers
         speculate = math.isfinite(self.speculate) and workers > 1   # one worker: none, runs repeat
         proposer_options = dict(max_ahead=4 * target if speculate else 0,
-                                min_cycle=self.speculate if speculate else 0.0)
+                                min_cycle=self.speculate if speculate else 0.0,
+                                longer_than_tasks=self.speculate_auto)
         if speculate:
             self.engine.reserve_size = workers
         process_after = {True: 0.0, False: math.inf}.get(self.model_process, self.process_after)

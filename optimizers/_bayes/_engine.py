@@ -33,6 +33,7 @@ from skopt.learning.gaussian_process.gpr import _param_for_white_kernel_in_Sum
 from skopt.learning.gaussian_process.kernels import WhiteKernel
 from skopt.utils import cook_estimator, cook_initial_point_generator
 
+from .._failures import FailureImputation
 from ._space import SpaceMap
 
 ESTIMATORS = ("GP", "RF", "ET")
@@ -51,7 +52,7 @@ class Engine:
                  max_gp_points: int = 200, max_hyperfit_points: int = 200,
                  hyperfit_growth: float = 0.1, acq_func: str = "EI",
                  xi: float = 0.01, kappa: float = 1.96, n_candidates: int = 2000,
-                 failure_penalty: str | float = "worst") -> None:
+                 failures: FailureImputation | None = None) -> None:
         self.map = space
         self.sk = space.skopt
         self.rng = np.random.RandomState(seed)
@@ -66,7 +67,7 @@ class Engine:
         self.xi = xi
         self.kappa = kappa
         self.n_candidates = n_candidates
-        self.failure_penalty = failure_penalty
+        self.failures = failures or FailureImputation()
         self.X: list[np.ndarray] = []     # transformed observations
         self.y: list[float] = []          # losses, inf for failures
         self.n_proposed = 0
@@ -94,22 +95,14 @@ class Engine:
         Xt = self.sk.transform([list(x) for x in xs])
         self.X.extend(np.asarray(Xt, dtype=float))
         self.y.extend(float(v) for v in ys)
+        self.failures.observe(self.y[-len(xs):])
 
     @property
     def n_told(self) -> int:
         return len(self.y)
 
     def _training_set(self) -> tuple[np.ndarray, np.ndarray]:
-        y = np.asarray(self.y, dtype=float)
-        X = np.asarray(self.X, dtype=float)
-        ok = np.isfinite(y)
-        if not ok.all():
-            if self.failure_penalty == "skip":
-                X, y = X[ok], y[ok]
-            else:
-                penalty = np.max(y[ok]) if self.failure_penalty == "worst" else float(self.failure_penalty)
-                y = np.where(ok, y, penalty)
-        return X, y
+        return self.failures.impute(np.asarray(self.X, dtype=float), np.asarray(self.y, dtype=float))
 
     # -- proposals ----------------------------------------------------------------------------
     def propose(self, n: int, pending: Sequence[list[Any]] = ()) -> list[list[Any]]:

@@ -13,6 +13,7 @@ or MPI.
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 import time
 from collections import deque
@@ -24,10 +25,11 @@ from ._remote import ModelProcess, ModelProcessError, RemoteEngine, log
 
 class Proposer:
     def __init__(self, engine: Engine, *, max_ahead: int = 0, min_cycle: float = 0.0,
-                 safety: float = 2.0, staleness: float = 0.25,
+                 safety: float = 2.0, staleness: float = 0.25, longer_than_tasks: bool = False,
                  process_after: float = math.inf) -> None:
         """``max_ahead``: most proposals kept ready beyond the demand; none until a fit took
-        ``min_cycle`` seconds or more. ``staleness``: the reserve stays under this fraction of
+        ``min_cycle`` seconds or more, and with ``longer_than_tasks`` none while a fit is shorter
+        than a task (see :attr:`speculating`). ``staleness``: the reserve stays under this fraction of
         the results told (early results are too informative to propose without).
         See :meth:`_ahead`. ``process_after``: once a fit (with its proposals) took this many
         seconds, start a model process and hand the engine over to it when it is ready
@@ -38,6 +40,9 @@ class Proposer:
         self._process_state = "none"   # none | starting | running | failed
         self.max_ahead = max_ahead
         self.min_cycle = min_cycle
+        self.longer_than_tasks = longer_than_tasks
+        self._started: dict[int, float] = {}               # task id -> when it was submitted
+        self._durations: deque[float] = deque(maxlen=32)   # seconds recent tasks took
         self.safety = safety
         self.staleness = staleness
         self._told = 0
@@ -91,6 +96,8 @@ class Proposer:
     def submitted(self, ids: Sequence[int], xs: Sequence[list[Any]]) -> None:
         with self._cond:
             self._pending.update(zip(ids, xs))
+            now = time.monotonic()
+            self._started.update((i, now) for i in ids)
 
     def tell(self, ids: Sequence[int], xs: Sequence[list[Any] | None], ys: Sequence[float]) -> None:
         with self._cond:
@@ -99,6 +106,8 @@ class Proposer:
             self._told += len(ids)
             for i, x, y in zip(ids, xs, ys):
                 self._pending.pop(i, None)
+                if (started := self._started.pop(i, None)) is not None:
+                    self._durations.append(now - started)
                 if x is not None:
                     self._new_x.append(x)
                     self._new_y.append(y)
@@ -118,6 +127,15 @@ class Proposer:
         """Whether the model thread is fitting or proposing right now."""
         with self._cond:
             return self._busy
+
+    @property
+    def speculating(self) -> bool:
+        """Whether the model holds the workers up: the longest recent fit took ``min_cycle``
+        seconds or more (and, with ``longer_than_tasks``, longer than a task: submission to
+        result, median of the recent ones). Only then are proposals kept in reserve and
+        runners-up handed to workers that would wait on a refit."""
+        with self._cond:
+            return self._speculating()
 
     @property
     def fitted(self) -> bool:
@@ -158,17 +176,25 @@ class Proposer:
         when fits are shorter than ``min_cycle``, or with ``max_ahead`` 0; at most ``max_ahead``
         and ``staleness`` x the results told so far.
         """
-        if self.max_ahead <= 0 or len(self._arrivals) < 2 or not self._cycles:
+        if len(self._arrivals) < 2 or not self._speculating():
             return 0
         cycle = max(self._cycles)
-        if cycle < self.min_cycle:
-            return 0
         span = self._arrivals[-1] - self._arrivals[0]
         rate = (len(self._arrivals) - 1) / span if span > 0 else math.inf
         # results arriving now still count: a stretch without results lowers the rate
         rate = min(rate, (len(self._arrivals) - 1) / max(time.monotonic() - self._arrivals[0], 1e-9))
         need = rate * cycle * self.safety
         return 0 if need <= 0 else int(min(math.ceil(need), self.max_ahead, self._told * self.staleness))
+
+    def _speculating(self) -> bool:
+        if self.max_ahead <= 0 or not self._cycles:
+            return False
+        cycle = max(self._cycles)
+        if cycle < self.min_cycle:
+            return False
+        if self.longer_than_tasks:
+            return bool(self._durations) and cycle > statistics.median(self._durations)
+        return True
 
     def _wanted(self, low: bool = False) -> int:
         """Proposals to hold ready: the demand plus the reserve, within what can still be used.

@@ -1,6 +1,7 @@
 """What bayes hands the workers when they have room: the model's proposals first; while a refit
-keeps workers waiting, the last fit's runners-up (random initial points before the first fit, one
-wave at most); after ``max_idle`` seconds of waiting, random points."""
+keeps workers waiting and the model holds them up (``Proposer.speculating``), the last fit's
+runners-up (random initial points before the first fit, one wave at most); after ``max_idle``
+seconds of waiting, random points."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ class Refill:
         """Up to ``room`` points to submit now, with ``pending`` evaluations outstanding."""
         points = [self._map.from_skopt(x) for x in self._proposer.take(room)]
         idle = min(room, self._workers - pending) - len(points)
-        if idle > 0 and self._speculate and self._proposer.busy:   # workers would wait on a refit
+        if idle > 0 and self._speculate and self._proposer.busy and self._proposer.speculating:
+            # workers would wait on a refit that takes longer than their tasks
             backup = self._runners_up(idle)
             points += backup
             idle -= len(backup)

@@ -83,11 +83,18 @@ def make_toolbox(options: GAOptions, evaluator: "Evaluator", rng: random.Random)
     indpb = options.indpb if options.indpb is not None else 1.0 / max(len(free), 1)
     toolbox = base.Toolbox()
     toolbox.register("mate", cx_uniform, indpb=options.cx_indpb, names=free, rng=rng)
-    toolbox.register("mutate", Mutator(space, indpb, rng))
+    toolbox.register("mutate", Mutator(space, indpb, rng, functools.partial(sigma_scale, options, evaluator)))
     toolbox.register("select", sel_tournament, tournsize=options.tournament, rng=rng)
     toolbox.register("evaluate", _evaluated_remotely)
     toolbox.register("map", functools.partial(_queue_map, evaluator))
     return toolbox
+
+
+def sigma_scale(options: GAOptions, evaluator: "Evaluator") -> float:
+    """The mutation step's factor now: ``sigma_decay`` to the fraction of the budget spent
+    (1 at the start, ``sigma_decay`` at the end)."""
+    total = evaluator.submitted + evaluator.remaining
+    return options.sigma_decay ** (evaluator.submitted / total) if total else 1.0
 
 
 def _queue_map(evaluator: "Evaluator", func: Any, individuals: Sequence[Individual]) -> list["Result"]:

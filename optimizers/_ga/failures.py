@@ -1,35 +1,28 @@
-"""Failure policies: the fitness a failed evaluation gets so the GA can go on.
-
-``penalty``: a fixed loss (default ``inf``: loses every tournament);
-``worst``: the worst successful loss seen so far; ``mean``: the mean
-successful loss of the cohort (the generation, or in steady-state mode the
-current population). ``worst`` and ``mean`` fall back to the penalty while
-no evaluation has succeeded.
-"""
+"""The GA's failure option: the shared :class:`~emews.optimizers._failures.FailureImputation`
+(``penalty``, ``worst`` over the run, ``mean`` of the cohort: the generation, or in steady-state
+mode the current population), applied to individuals. ``skip`` is not offered: a GA ranks every
+individual it evaluated."""
 
 from __future__ import annotations
 
 import math
-from statistics import fmean
 from typing import Iterable, Sequence
 
 from emews.results import Result
 
+from .._failures import FailureImputation
 from .individual import Individual
 
 FAILURE_POLICIES = ("penalty", "worst", "mean")
 
 
-class FailurePolicy:
+class FailurePolicy(FailureImputation):
+    """The GA's failure policy (default ``penalty`` = ``inf``: a failure loses every tournament)."""
+
     def __init__(self, kind: str = "penalty", penalty: float = math.inf) -> None:
         if kind not in FAILURE_POLICIES:
             raise ValueError(f"failure: unknown policy {kind!r}; allowed: {', '.join(FAILURE_POLICIES)}")
-        penalty = float(penalty)
-        if math.isnan(penalty):
-            raise ValueError("penalty: must be a number, not NaN")
-        self.kind = kind
-        self.penalty = penalty
-        self.worst_seen: float | None = None
+        super().__init__(kind, penalty)
 
     def assign(self, individuals: Sequence[Individual], results: Sequence[Result],
                cohort: Iterable[Individual] = ()) -> None:
@@ -43,15 +36,7 @@ class FailurePolicy:
             if result.ok:
                 ind.fitness.values = (result.loss,)
                 ok_losses.append(result.loss)
-                if self.worst_seen is None or result.loss > self.worst_seen:
-                    self.worst_seen = result.loss
+        self.observe(r.loss for r in results if r.ok)
         for ind in individuals:
             if not ind.ok:
-                ind.fitness.values = (self._failed_loss(ok_losses),)
-
-    def _failed_loss(self, ok_losses: list[float]) -> float:
-        if self.kind == "mean" and ok_losses:
-            return fmean(ok_losses)
-        if self.kind in ("worst", "mean") and self.worst_seen is not None:
-            return self.worst_seen
-        return self.penalty
+                ind.fitness.values = (self.loss(ok_losses),)

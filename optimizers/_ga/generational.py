@@ -6,6 +6,9 @@ pay for a whole generation, the generation is *truncated*: its first
 ``remaining`` new children are evaluated, the others are dropped, and (in
 ``simple``) their places are kept by the best parents. The run then ends.
 
+Elitism (``elitism``, default 1): in ``simple`` the best individuals of a generation that
+are not in the next one take the places of its worst (CANDLE's eaSimple: ``elitism: 0``).
+
 Resuming: the initial population is the best ``population`` individuals of the earlier
 runs (``evaluator.history``), topped up with random ones when there are fewer; the
 generation count goes on from the generations those evaluations paid for.
@@ -49,10 +52,21 @@ def run_generational(engine: "Engine") -> list[Individual]:
         empty = empty + 1 if engine.evaluator.submitted == before else 0
         if opts.strategy == "simple":
             missing = opts.population - len(offspring)
+            elite = [toolbox.clone(ind) for ind in tools.selBest(population, opts.elitism)]
             population = offspring + (tools.selBest(population, missing) if missing > 0 else [])
+            population = keep_elite(population, elite)
         else:
             population = toolbox.select(population + offspring, opts.mu)
     return population
+
+
+def keep_elite(population: list[Individual], elite: list[Individual]) -> list[Individual]:
+    """``population`` with its worst members replaced by the ``elite`` of the last generation
+    that it lost (elitism; none lost: unchanged)."""
+    lost = [e for e in elite if all(dict(e) != dict(ind) for ind in population)]
+    if not lost:
+        return population
+    return tools.selBest(population, len(population) - len(lost)) + lost
 
 
 def generations_done(evaluated: int, population: int, per_generation: int) -> int:

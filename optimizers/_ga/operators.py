@@ -9,9 +9,10 @@ under its seed without touching global state.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from operator import attrgetter
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from deap import base
 
@@ -37,18 +38,33 @@ def mutate_value(dim: Dimension, value: Any, rng: random.Random) -> Any:
     return dim.mutate(value, rng)
 
 
-class Mutator:
-    """``toolbox.mutate``: each free gene mutates with probability ``indpb``."""
+def scaled_step(dim: Dimension, scale: float) -> Dimension:
+    """``dim`` with its Gaussian mutation step times ``scale`` (linear ints: at least 1);
+    other dimension types unchanged."""
+    if scale == 1.0 or not isinstance(dim, (Int, Float)):
+        return dim
+    sigma = dim.mutation_sigma() * scale
+    if isinstance(dim, Int) and not dim.log:
+        sigma = max(sigma, 1.0)
+    return dataclasses.replace(dim, sigma=sigma)
 
-    def __init__(self, space: Space, indpb: float, rng: random.Random) -> None:
+
+class Mutator:
+    """``toolbox.mutate``: each free gene mutates with probability ``indpb``, numeric ones by a
+    Gaussian step of ``sigma`` times ``step_scale()`` (the decay of the run, 1 for CANDLE's)."""
+
+    def __init__(self, space: Space, indpb: float, rng: random.Random,
+                 step_scale: Callable[[], float] = lambda: 1.0) -> None:
         self.free = space.free
         self.indpb = indpb
         self.rng = rng
+        self.step_scale = step_scale
 
     def __call__(self, ind: Individual) -> tuple[Individual]:
+        scale = self.step_scale()
         for name, dim in self.free.items():
             if self.rng.random() < self.indpb:
-                ind[name] = mutate_value(dim, ind[name], self.rng)
+                ind[name] = mutate_value(scaled_step(dim, scale), ind[name], self.rng)
         return (ind,)
 
 

@@ -1,19 +1,29 @@
-"""The GA's options (the workflow's ``optimizer.options``), checked once with clear messages."""
+"""The GA's options (the workflow's ``optimizer.options``), checked once with clear messages.
+
+Defaults that depend on the run (``population``, ``strategy``) are left ``None`` here and
+resolved by :meth:`GAOptions.resolved` once the budget and the workers are known.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from .failures import FAILURE_POLICIES
 
 STRATEGIES = ("simple", "mu_plus_lambda", "async")
+#: from this many workers on, the default strategy is ``async`` (steady state): a generation
+#: of a synchronous GA would leave most of them idle at its end
+STEADY_STATE_WORKERS = 8
+#: the default population: about this many generations fit the budget (within 8..100)
+GENERATIONS_IN_BUDGET = 10
 REPLACEMENTS = ("worst", "tournament")
 
 
 @dataclass(frozen=True)
 class GAOptions:
-    population: int = 16
+    population: int | None = None
     generations: int | None = None
     cxpb: float = 0.5
     mutpb: float = 0.5
@@ -21,7 +31,7 @@ class GAOptions:
     cx_indpb: float = 0.5
     tournament: int = 3
     seed: int | None = None
-    strategy: str = "simple"
+    strategy: str | None = None
     mu: int | None = None
     lambda_: int | None = None
     failure: str = "penalty"
@@ -29,11 +39,32 @@ class GAOptions:
     hall_of_fame: int = 10
     replacement: str = "worst"
     in_flight: int | None = None
+    elitism: int = 1
+    sigma_decay: float = 1.0
+
+    def resolved(self, budget: int, workers: int) -> "GAOptions":
+        """The options with the run-dependent defaults filled in: ``population`` about a tenth
+        of the budget (8..100, a multiple of the workers when that fits), ``strategy`` ``async``
+        from ``STEADY_STATE_WORKERS`` workers on, else ``simple`` (CANDLE's eaSimple)."""
+        population = self.population
+        if population is None:
+            population = min(max(8, budget // GENERATIONS_IN_BUDGET), 100)
+            if workers > 1 and population >= workers:
+                population = -(-population // workers) * workers
+        strategy = self.strategy or ("async" if workers >= STEADY_STATE_WORKERS else "simple")
+        return dataclasses.replace(self, population=population, strategy=strategy,
+                                   elitism=min(self.elitism, population - 1))
 
     def __post_init__(self) -> None:
         for name in ("cxpb", "mutpb", "indpb", "cx_indpb", "penalty"):
             object.__setattr__(self, name, _number(name, getattr(self, name)))
-        _int_at_least("population", self.population, 2)
+        if self.population is not None:
+            _int_at_least("population", self.population, 2)
+        _int_at_least("elitism", self.elitism, 0)
+        object.__setattr__(self, "sigma_decay", _number("sigma_decay", self.sigma_decay))
+        if isinstance(self.sigma_decay, bool) or not isinstance(self.sigma_decay, (int, float)) \
+                or not 0.0 < self.sigma_decay <= 1.0:
+            raise ValueError(f"sigma_decay: must be a number in (0, 1], got {self.sigma_decay!r}")
         if self.generations is not None:
             _int_at_least("generations", self.generations, 0)
         for name in ("cxpb", "mutpb", "cx_indpb") + (("indpb",) if self.indpb is not None else ()):
@@ -42,7 +73,7 @@ class GAOptions:
                 raise ValueError(f"{name}: must be a probability in [0, 1], got {value!r}")
         _int_at_least("tournament", self.tournament, 1)
         _int_at_least("hall_of_fame", self.hall_of_fame, 1)
-        if self.strategy not in STRATEGIES:
+        if self.strategy is not None and self.strategy not in STRATEGIES:
             raise ValueError(f"strategy: unknown strategy {self.strategy!r}; allowed: {', '.join(STRATEGIES)}")
         if self.failure not in FAILURE_POLICIES:
             raise ValueError(f"failure: unknown policy {self.failure!r}; allowed: {', '.join(FAILURE_POLICIES)}")
@@ -54,8 +85,9 @@ class GAOptions:
             value = getattr(self, name)
             if value is not None:
                 _int_at_least(name, value, 0 if name == "seed" else 1)
-        object.__setattr__(self, "mu", self.mu or self.population)
-        object.__setattr__(self, "lambda_", self.lambda_ or self.population)
+        if self.population is not None:
+            object.__setattr__(self, "mu", self.mu or self.population)
+            object.__setattr__(self, "lambda_", self.lambda_ or self.population)
 
 
 def _number(name: str, value: object) -> object:

@@ -39,6 +39,14 @@ def branin(params):
 class TestConformance(OptimizerConformance):
     budget = 20
     workers = 3
+    # With several workers the points after the initial design depend on when results arrive,
+    # so a seed fixes only the initial design. Seed 0's design (and the three random fillers
+    # after it) has no point the flaky objective fails on (about 6% of seeds), which left the
+    # failure check to the timing-dependent model points: one of those trajectories has none
+    # either, and the check failed 1 run in 6. Bayes proposes distinct points and fails on 29%
+    # of them, as random sampling does (28.9% vs 29.4% over 15 seeds); seed 1's initial design
+    # fails on two points whatever the timing.
+    seed = 1
 
     def make_optimizer(self, seed):
         return BayesianOptimizer(seed=seed, n_initial_points=6, n_candidates=500)
@@ -187,6 +195,8 @@ class _SlowFit(BayesianOptimizer):
     The fit is slowed in this process, so the model stays in this process too (thread mode).
     """
 
+    fit_seconds = 0.2
+
     def __init__(self, *args, **kwargs):
         kwargs["model_process"] = False
         super().__init__(*args, **kwargs)
@@ -199,7 +209,7 @@ class _SlowFit(BayesianOptimizer):
             n = next(count)
             EVENTS.record("refit-start", n)
             try:
-                time.sleep(0.2)
+                time.sleep(self.fit_seconds)
                 return fit(*args, **kwargs)
             finally:
                 EVENTS.record("refit-end", n)
@@ -283,7 +293,7 @@ def test_workers_stay_busy_during_slow_refits(events):
     """The model refits on its own thread: tasks are submitted, and start, while a refit runs.
     Fitting on the main thread instead submits nothing until the fit is done."""
     kw = dict(seed=0, n_initial_points=4, n_candidates=300)
-    _sphere_run("slow_sphere", _Recording(_SlowFit, **kw), budget=32)
+    _sphere_run("slow_sphere", _Recording(_SlowFit, speculate=True, **kw), budget=32)
     put_during, fed_during, refits = _overlaps(events)
     assert fed_during, (len(refits), put_during)
     events.clear()
@@ -306,6 +316,69 @@ def test_refits_slower_than_results_keep_workers_busy(events):
         fed_per_refit[speculate] = len(fed_during) / len(refits)
     assert fed_per_refit[True] >= 1, fed_per_refit      # ~4 here, idle or under stress-ng
     assert fed_per_refit[True] > 3 * fed_per_refit[False], fed_per_refit   # 0 idle, ~0.5 under stress
+
+
+class _SlowerFit(_SlowFit):
+    """Refits of 0.6 s and more: past ``speculate_after: 0.5``."""
+
+    fit_seconds = 0.6
+
+
+def long_sphere(params):
+    """A 1.5 s objective: longer than a 0.6 s refit."""
+    return _timed_sphere(params, 1.5)
+
+
+class _InFlight(EvaluatorObserver):
+    """The most evaluations an optimizer had out at once."""
+
+    def __init__(self, evaluator):
+        self.evaluator, self.most = evaluator, 0
+
+    def submitted(self, tasks):
+        self.most = max(self.most, self.evaluator.pending)
+
+
+def _watched(cls, **kw):
+    """An optimizer factory whose optimizer records its in-flight maximum as ``in_flight_seen``."""
+    def make():
+        opt = cls(**kw)
+        run = opt.run
+
+        def run_watched(evaluator):
+            opt.watch = _InFlight(evaluator)
+            evaluator.observers.append(opt.watch)
+            return run(evaluator)
+
+        opt.run = run_watched
+        return opt
+    return make
+
+
+@pytest.mark.parametrize("objective, speculates", [("long_sphere", False), ("quick_sphere", True)])
+def test_defaults_speculate_only_when_refits_outlast_tasks(events, objective, speculates):
+    """With its defaults bayes keeps one evaluation per worker in flight and waits for a refit
+    that is shorter than a task (no runner-up, no random filler, no reserve: every point is
+    chosen with every result back); when refits outlast tasks it hands waiting workers the
+    last fit's runners-up."""
+    space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
+    budget = 14 if not speculates else 40
+    summary, opt = _run(_watched(_SlowerFit, seed=0, n_initial_points=4, n_candidates=300, speculate_after=0.5),
+                        objective=ObjectiveRef(HERE, objective), space=space, budget=budget, workers=3)
+    assert summary.completed == budget
+    assert opt.watch.most <= 3, opt.watch.most
+    if speculates:
+        assert opt.stats["runners_up"] + opt.stats["random_fillers"] > 0, opt.stats
+    else:
+        assert opt.stats["runners_up"] == opt.stats["random_fillers"] == 0, opt.stats
+
+
+def test_lookahead_adds_points_in_flight():
+    space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
+    summary, opt = _run(_watched(BayesianOptimizer, seed=0, n_initial_points=4, n_candidates=300, lookahead=2),
+                        objective=ObjectiveRef(HERE, "slow_sphere"), space=space, budget=12, workers=2)
+    assert summary.completed == 12
+    assert 2 < opt.watch.most <= 4, opt.watch.most
 
 
 def test_max_idle_fills_with_random_points():

@@ -366,3 +366,61 @@ def test_workflow_file_runs() -> None:
     summary = run_in_threads(spec, workers=4)
     assert summary.error is None and summary.completed <= 96
     assert len(holder["ga"].population) == 16 and holder["ga"].best.loss == summary.best.loss
+
+
+# --------------------------------------------------------------------------- defaults (issue 14)
+
+def test_elitism_keeps_the_best_of_each_generation() -> None:
+    """With ``elitism`` (default 1) the best individual found so far is in the final population
+    of ``simple``, however wild the mutation of the last generation (without it, here, it is lost)."""
+    wild = Space({f"x{i}": Float(-32.768, 32.768, sigma=30.0) for i in range(1, 5)})
+    kept = {}
+    for elitism in (1, 0):
+        kept[elitism] = [min(ind.loss for ind in trace.optimizer.population) == trace.summary.best.loss
+                         for seed in range(4)
+                         for trace in [ga_run(budget=80, seed=seed, space=wild, population=8, cxpb=1.0,
+                                              mutpb=1.0, indpb=1.0, elitism=elitism)]]
+    assert all(kept[1]), kept
+    assert not all(kept[0]), kept
+
+
+@settings(max_examples=50)
+@given(budget=st.integers(1, 10_000), workers=st.integers(1, 512))
+def test_default_population_and_strategy_follow_budget_and_workers(budget: int, workers: int) -> None:
+    from emews.optimizers._ga.options import STEADY_STATE_WORKERS, GAOptions
+    opts = GAOptions().resolved(budget, workers)
+    assert 8 <= opts.population < 100 + workers
+    if workers > 1 and opts.population >= workers:
+        assert opts.population % workers == 0
+    assert opts.strategy == ("async" if workers >= STEADY_STATE_WORKERS else "simple")
+    assert opts.mu == opts.lambda_ == opts.population
+    assert 0 <= opts.elitism < opts.population
+    # what a user sets is kept
+    assert GAOptions(population=6, strategy="mu_plus_lambda").resolved(budget, workers).population == 6
+    assert GAOptions(strategy="simple").resolved(budget, workers).strategy == "simple"
+
+
+def test_many_workers_run_steady_state_by_default() -> None:
+    many = ga_run(budget=24, workers=8)
+    few = ga_run(budget=24, workers=2)
+    assert (many.optimizer.resolved.strategy, few.optimizer.resolved.strategy) == ("async", "simple")
+    assert len(many.points) == len(few.points) == 24
+
+
+@settings(max_examples=100)
+@given(spent=st.integers(0, 1000), extra=st.integers(1, 1000), decay=st.floats(0.01, 1.0))
+def test_sigma_decays_with_the_budget_spent(spent: int, extra: int, decay: float) -> None:
+    from emews.optimizers._ga.engine import sigma_scale
+    from emews.optimizers._ga.operators import scaled_step
+    from emews.optimizers._ga.options import GAOptions
+
+    class Spent:
+        submitted, remaining = spent, extra
+
+    scale = sigma_scale(GAOptions(sigma_decay=decay), Spent())
+    assert scale == pytest.approx(decay ** (spent / (spent + extra)))
+    assert decay - 1e-12 <= scale <= 1.0
+    dim = Float(-10.0, 10.0, sigma=2.0)
+    assert scaled_step(dim, scale).mutation_sigma() == pytest.approx(2.0 * scale)
+    assert scaled_step(Int(0, 5), 0.01).mutation_sigma() == 1.0          # linear ints: at least 1
+    assert scaled_step(Categorical(("a", "b")), 0.5) == Categorical(("a", "b"))

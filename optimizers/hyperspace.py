@@ -1,0 +1,196 @@
+"""HyperSpace: Bayesian optimization over overlapping subspaces (Young et al., "HyperSpace:
+Distributed Bayesian Hyperparameter Optimization", SBAC-PAD 2018).
+
+Workflow YAML::
+
+    optimizer:
+      name: hyperspace
+      options: {seed: 1, overlap: 0.25}
+
+The ``m`` split dimensions (numeric ones; ``split: [names]`` to choose them) are each cut into
+two halves that overlap by ``overlap`` of the range (0.25: ``[0, 0.625]`` and ``[0.375, 1]`` in
+the dimension's unit scale, log for log dimensions); their combinations make ``2^m`` subspaces.
+Each subspace has a Bayesian optimizer of its own (the ``bayes`` engine: GP, EI, constant liar
+for its pending points), all on the optimizer rank. A free worker gets the next proposal of the
+subspace whose turn it is (round robin), and every result is told to every subspace that
+contains the point, so results in overlapping regions are shared. ``m`` defaults to the
+largest with ``2^m`` at most the workers (at least 1, at most 3 and the numeric dimensions):
+one subspace per worker, as in the paper, where each subspace had an MPI rank.
+
+After the run ``subspaces`` holds, per subspace, its bounds, the results it saw and the best
+of them, which tells which regions are good and which are bad; in a run with an experiment
+directory it is also written there as ``hyperspace.json`` and logged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, Sequence
+
+from pydantic import Field
+
+from emews.optimizer import AskTellOptimizer
+from emews.plugins import validate_options
+from emews.results import Result
+from emews.space import Float, Int, Space
+
+from ._bayes._engine import Engine
+from ._bayes._space import SpaceMap
+from ._failures import FailureImputation
+
+__all__ = ["HyperSpace", "Subspace", "split_space"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Subspace:
+    """One region of the search and the Bayesian optimizer that searches it."""
+
+    space: Space
+    bounds: dict[str, tuple[Any, Any]]   # the split dimensions' bounds in this subspace
+    engine: Engine
+    map: SpaceMap
+    results: int = 0
+    best: Result | None = None
+
+    def tell(self, result: Result) -> bool:
+        """Learn ``result`` if its point lies in this subspace; whether it did."""
+        if not self.space.contains(result.params):
+            return False
+        self.engine.tell([self.map.to_skopt(result.params)], [result.loss])
+        self.results += 1
+        if result.ok and (self.best is None or result.loss < self.best.loss):
+            self.best = result
+        return True
+
+    def summary(self) -> dict[str, Any]:
+        best = self.best
+        return {"bounds": {k: list(v) for k, v in self.bounds.items()}, "results": self.results,
+                "best_loss": best.loss if best else None, "best_point": dict(best.params) if best else None}
+
+
+def _halves(dim: Int | Float, overlap: float) -> tuple[Int | Float, Int | Float]:
+    """The two overlapping halves of a numeric dimension (in its unit scale)."""
+    low_end, high_start = (1.0 + overlap) / 2.0, (1.0 - overlap) / 2.0
+    return (dataclasses.replace(dim, upper=dim.from_unit(low_end)),
+            dataclasses.replace(dim, lower=dim.from_unit(high_start)))
+
+
+def splittable(space: Space) -> list[str]:
+    """The dimensions HyperSpace can cut in two: numeric ranges with more than one value."""
+    return [name for name, dim in space.free.items() if isinstance(dim, (Int, Float)) and not dim.is_single]
+
+
+def split_space(space: Space, names: Sequence[str], overlap: float) -> list[tuple[Space, dict[str, tuple[Any, Any]]]]:
+    """The ``2^len(names)`` overlapping subspaces of ``space`` split along ``names``, with the
+    split dimensions' bounds of each."""
+    halves = {name: _halves(space[name], overlap) for name in names}
+    out = []
+    for choice in itertools.product((0, 1), repeat=len(names)):
+        dims = dict(space.dimensions)
+        dims.update({name: halves[name][side] for name, side in zip(names, choice)})
+        out.append((Space(dims), {name: (dims[name].lower, dims[name].upper) for name in names}))
+    return out
+
+
+class HyperSpace(AskTellOptimizer):
+    """One Bayesian optimizer per overlapping subspace, proposals taken round robin.
+
+    Options: ``seed``; ``overlap`` of the two halves of a split dimension (0.25); ``splits``
+    (m, the dimensions split; default: ``2^m`` <= workers, at most 3); ``split`` (names of the
+    dimensions to split; default the first ``m`` numeric ones); ``n_initial_points`` per
+    subspace (3; results shared from overlapping subspaces count); ``n_candidates`` (1000);
+    ``max_gp_points`` per subspace (200); ``failure_penalty`` (worst | skip | a number, as bayes).
+    """
+
+    def __init__(self, seed: int | None = None, overlap: Annotated[float, Field(ge=0, lt=1)] = 0.25,
+                 splits: Annotated[int, Field(ge=1, le=6)] | None = None, split: list[str] | None = None,
+                 n_initial_points: Annotated[int, Field(ge=1)] = 3,
+                 n_candidates: Annotated[int, Field(ge=10)] = 1000,
+                 max_gp_points: Annotated[int, Field(ge=10)] = 200,
+                 failure_penalty: Literal["worst", "skip"] | Annotated[float, Field(allow_inf_nan=False)] = "worst",
+                 ) -> None:
+        validate_options(HyperSpace, {k: v for k, v in locals().items() if k != "self"})
+        self.seed, self.overlap, self.splits, self.split = seed, overlap, splits, split
+        self.engine_options = dict(n_initial_points=n_initial_points, n_candidates=n_candidates,
+                                   max_gp_points=max_gp_points, max_hyperfit_points=max_gp_points)
+        self.failure_penalty = failure_penalty
+        self.subspaces: list[Subspace] = []
+        self._turn = 0
+        self._pending: dict[int, tuple[int, list[Any]]] = {}   # task id -> (subspace, skopt point)
+        self._fresh: list[tuple[int, list[Any]]] = []          # the last suggest's, not yet submitted
+
+    def check(self, space: Space) -> None:
+        """Before launch: the dimensions named in ``split`` exist and can be split."""
+        names = splittable(space)
+        for name in self.split or ():
+            if name not in names:
+                raise ValueError(f"split: {name!r} is not a numeric dimension of the space with more "
+                                 f"than one value; allowed: {', '.join(names) or 'none'}")
+
+    def start(self, space: Space, workers: int) -> None:
+        super().start(space, workers)
+        self.check(space)
+        names = splittable(space)
+        m = self.splits or max(1, min(3, int(math.log2(max(workers, 1)))))
+        chosen = list(self.split) if self.split else names[:m]
+        self.subspaces = []
+        for i, (sub, bounds) in enumerate(split_space(space, chosen, self.overlap)):
+            smap = SpaceMap(sub)
+            seed = None if self.seed is None else self.seed * 1000 + i
+            engine = Engine(smap, seed=seed, failures=FailureImputation.from_option(self.failure_penalty),
+                            **self.engine_options)
+            self.subspaces.append(Subspace(sub, bounds, engine, smap))
+
+    def run(self, evaluator: Any) -> None:
+        if self.seed is None:
+            self.seed = evaluator.seed
+        try:
+            super().run(evaluator)
+        finally:
+            self._report(evaluator.exp_dir)
+
+    def suggest(self, n: int) -> list[dict[str, Any]]:
+        """``n`` proposals, one per subspace in turn (each conditioned on its pending points)."""
+        points, self._fresh = [], []
+        for _ in range(n):
+            k = self._turn % len(self.subspaces)
+            self._turn += 1
+            sub = self.subspaces[k]
+            pending = [x for j, x in self._pending.values() if j == k] + [x for j, x in self._fresh if j == k]
+            x = sub.engine.propose(1, pending)[0]
+            self._fresh.append((k, x))
+            points.append(sub.map.from_skopt(x))
+        return points
+
+    def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
+        super().submitted(ids, points)
+        self._pending.update(zip(ids, self._fresh))
+        self._fresh = []
+
+    def ingest(self, results: Sequence[Result]) -> None:
+        """Tell every subspace that contains a result's point; results of points a subspace did
+        not propose (other subspaces', earlier runs') count towards its initial design."""
+        for result in results:
+            proposer = self._pending.pop(result.id, (None, None))[0]
+            for k, sub in enumerate(self.subspaces):
+                if sub.tell(result) and k != proposer:
+                    sub.engine.n_proposed += 1
+
+    def _report(self, exp_dir: str | os.PathLike[str] | None) -> None:
+        report = [sub.summary() for sub in self.subspaces]
+        for i, entry in enumerate(report):
+            log.info("hyperspace subspace %d %s: %d results, best %s", i, entry["bounds"],
+                     entry["results"], entry["best_loss"])
+        if exp_dir is not None and report:
+            path = Path(exp_dir) / "hyperspace.json"
+            tmp = path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(report, indent=2, default=repr, allow_nan=False) + "\n")
+            os.replace(tmp, path)
