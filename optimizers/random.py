@@ -12,8 +12,9 @@ from emews.results import Result
 class RandomSearch(AskTellOptimizer):
     """Samples the space at random, keeping ``backlog`` times the workers' capacity queued ahead.
 
-    A resumed run continues the seeded sequence: the draws of the earlier runs' points
-    (finished and requeued) are skipped, so no point of the sequence is proposed twice.
+    A resumed run continues the seeded sequence: the draws of every id the earlier runs
+    issued are skipped (finished, requeued, and lost at a kill), so no point of the sequence
+    is proposed twice.
     """
 
     def __init__(self, seed: int | None = None, backlog: int = 2) -> None:
@@ -27,7 +28,7 @@ class RandomSearch(AskTellOptimizer):
         return self.backlog * evaluator.capacity
 
     def run(self, evaluator: Any) -> None:
-        for _ in range(len(evaluator.history) + len(evaluator.requeued)):
+        for _ in range(evaluator.first_id):  # one draw per id issued, in id order
             evaluator.space.sample(self.rng)
         super().run(evaluator)
 

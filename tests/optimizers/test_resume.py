@@ -183,6 +183,20 @@ def test_random_search_skips_the_draws_of_requeued_tasks_too() -> None:
     assert proposed.points == whole.points[3:]
 
 
+def test_random_search_skips_the_draws_of_tasks_lost_at_a_kill() -> None:
+    """A task dispatched just before a kill -9 may be in neither table: its id was issued all the same
+    (it was found: the resumed run proposed the point of a stored id again)."""
+    space = Space({"x": Float(0.0, 1.0)})
+    whole = run_traced(lambda s: RandomSearch(seed=s), seed=1, budget=8, space=space, workers=1)
+    queues = QueuePair()
+    earlier = [result(0, whole.points[0], 0.1), result(1, whole.points[1], 0.2), result(3, whole.points[3], 0.3)]
+    ev = Evaluator(queues, space, workers=1, budget=6, seed=1, history=earlier)  # id 2 lost
+    proposed = Proposed(ev)
+    with Answerer(queues):
+        RandomSearch(seed=1, backlog=1).run(ev)
+    assert proposed.points == whole.points[4:7]
+
+
 # --------------------------------------------------------------------------- sweep
 
 def test_a_resumed_grid_sweep_finishes_the_rest_without_redoing() -> None:
