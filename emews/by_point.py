@@ -15,7 +15,7 @@ from typing import Any
 
 from emews.experiment import require_experiment
 from emews.replicates import Aggregate, point_label, point_of
-from emews.report import open_store
+from emews.report import csv_cell, open_store
 
 BY_POINT_FILE = "results_by_point.csv"
 
@@ -59,14 +59,9 @@ def write_by_point_csv(exp_dir: Path) -> tuple[Path, int]:
         writer = csv.writer(fh)
         writer.writerow([f"p:{n}" for n in names] + ["count", "failed", "mean", "std", "min", "max"])
         for p in points:
-            cells = [_cell(p.point.get(n)) for n in names]
+            cells = [csv_cell(p.point.get(n)) for n in names]
             s = p.stats
             writer.writerow(cells + [s.count, s.failed, *("" if v is None else v for v in (s.mean, s.std, s.min, s.max))])
     tmp.replace(path)
     return path, len(points)
 
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    return json.dumps(value) if isinstance(value, (list, dict)) else value

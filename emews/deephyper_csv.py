@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.experiment import read_workflow, require_experiment
-from emews.report import open_store
+from emews.report import csv_cell, open_store
 
 DEEPHYPER_FILE = "results_deephyper.csv"
 TIMESTAMPS = ("timestamp_submit", "timestamp_start", "timestamp_end", "timestamp_gather")
@@ -50,8 +50,8 @@ def deephyper_rows(exp_dir: Path) -> tuple[list[str], list[list[Any]]]:
     for id_, status, objective, params, metrics, (submitted, started, finished) in decoded:
         value: Any = f"F_{status}" if status != "ok" or objective is None else (objective if maximize else -objective)
         stamps = [submitted, started, finished, finished]
-        out.append([*(_cell(params.get(n)) for n in names), value, id_, "DONE",
-                    *(_cell(metrics.get(m)) for m in metric_names),
+        out.append([*(csv_cell(params.get(n)) for n in names), value, id_, "DONE",
+                    *(csv_cell(metrics.get(m)) for m in metric_names),
                     *("" if t is None else round(t - origin, 6) for t in stamps)])
     return header, out
 
@@ -69,8 +69,3 @@ def write_deephyper_csv(exp_dir: Path, path: Path | None = None) -> tuple[Path, 
     tmp.replace(path)
     return path, len(rows)
 
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    return json.dumps(value) if isinstance(value, (list, dict)) else value

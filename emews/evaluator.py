@@ -66,9 +66,9 @@ class Evaluator:
         self._queues = queues
         earlier = [r.id for r in self.history] + [t.id for t in self.requeued]
         self._next_id = max([first_id, *(i + 1 for i in earlier)])
-        #: the id of this run's first new task: every id below it was issued by an earlier run
-        #: (ids are issued in the order points are put, also those lost at a kill -9)
-        self.first_id = self._next_id
+        #: points earlier runs put (one id each, in order, also those lost at a kill -9): an
+        #: optimizer that draws its points from a seeded sequence skips this many draws on resume
+        self.earlier_points = self._next_id
         self._submitted = len(self.requeued)
         self._handed_out = 0
         self._ready: dict[int, Result] = {}

@@ -119,6 +119,11 @@ class ReplicatingEvaluator:
     observers = property(lambda self: self.inner.observers)
 
     @property
+    def earlier_points(self) -> int:
+        """Points earlier runs put (each took ``replicates`` consecutive ids)."""
+        return -(-self.inner.earlier_points // self.replicates)
+
+    @property
     def budget(self) -> int:
         """Points the budget allows (each costs ``replicates`` evaluations)."""
         return self.inner.budget // self.replicates

@@ -146,8 +146,8 @@ class CsvFile:
                 break  # a new metric: finish() writes the file again with it in the header
             p = load_point(p_json)
             out.append([id_, status, objective,
-                        *[v if type(v) in plain else _cell(v) for v in map(p.get, params)],
-                        *[v if type(v) in plain else _cell(v) for v in map(m.get, metrics)],
+                        *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
+                        *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
                         *tail])
             self._next_id = id_ + 1
             if len(out) == 4096:
@@ -164,7 +164,8 @@ class CsvFile:
 _PLAIN = frozenset((int, float, str, bool))
 
 
-def _cell(value: object) -> object:
+def csv_cell(value: object) -> object:
+    """A parameter or metric value as a CSV cell: ``None`` empty, lists and dicts as JSON."""
     if value is None:
         return ""
     if isinstance(value, (list, dict)):

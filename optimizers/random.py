@@ -28,7 +28,7 @@ class RandomSearch(AskTellOptimizer):
         return self.backlog * evaluator.capacity
 
     def run(self, evaluator: Any) -> None:
-        for _ in range(evaluator.first_id):  # one draw per id issued, in id order
+        for _ in range(evaluator.earlier_points):
             evaluator.space.sample(self.rng)
         super().run(evaluator)
 
