@@ -24,7 +24,10 @@ from emews.objective import ObjectiveRef, TaskContext
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport
+from emews.runtime.trial_store import ReportReader, TrialStore
+from emews.runtime.trials import TrialService
 from emews.runtime.worker import Runner, worker_loop
+from emews.schedulers import TrialScheduler
 from emews.space import Space
 
 
@@ -46,6 +49,8 @@ class RunSpec:
     show_progress: bool = True
     durability: Durability = "normal"
     observers: tuple[EvaluatorObserver, ...] = ()  # see what the optimizer submits and receives
+    make_scheduler: Callable[[], TrialScheduler] | None = None  # decides on training reports
+    checkpoint_async: bool = True  # write ctx.report checkpoints on a background thread
 
     @property
     def sign(self) -> float:
@@ -58,6 +63,10 @@ class RunSpec:
     @property
     def store_path(self) -> Path | None:
         return None if self.exp_dir is None else self.exp_dir / "results.db"
+
+    @property
+    def checkpoints_root(self) -> Path | None:
+        return None if self.exp_dir is None else self.exp_dir / "checkpoints"
 
 
 @dataclass
@@ -91,10 +100,12 @@ class OptimizerFailed(RuntimeError):
 def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
                 interrupt: Interrupt | None = None) -> Runner:
     """The objective runner for one worker rank, per ``spec.isolation``."""
-    host, runs_root = socket.gethostname(), spec.runs_root
+    host, runs_root, checkpoints_root = socket.gethostname(), spec.runs_root, spec.checkpoints_root
+    background = spec.checkpoint_async
 
     def make_context(task: Task) -> TaskContext:
-        return TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
+        return TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root,
+                           checkpoints_root=checkpoints_root, checkpoint_async=background)
 
     if spec.isolation == "inline":
         return InlineRunner(spec.objective, timeout=spec.timeout if use_alarm else None,
@@ -154,6 +165,19 @@ def resume_state(store: ResultsStore | None) -> ResumeState:
     return ResumeState(list(store), requeue, store.next_id())
 
 
+def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeState) -> TrialService:
+    """What answers training reports: the store's training tables and the workflow's scheduler,
+    its state rebuilt from the reports of earlier runs."""
+    scheduler = None
+    if spec.make_scheduler is not None:
+        scheduler = spec.make_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
+                                               space=spec.space, seed=spec.seed)
+    service = TrialService(None if store is None else TrialStore(store.connection), scheduler,
+                           metric=spec.objective.metric, direction=spec.direction)
+    service.rebuild({**{r.id: r.params for r in earlier.history}, **{t.id: t.params for t in earlier.requeue}})
+    return service
+
+
 def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[int], *,
                        interrupt: Interrupt | None = None) -> RunSummary:
     """Rank 0: the optimizer on this thread, the distributor on a background thread.
@@ -167,8 +191,10 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     store = ResultsStore(spec.store_path, durability=spec.durability) if spec.store_path else None
     earlier = resume_state(store)
     progress.record(earlier.history, 0)
+    trials = trial_service(spec, store, earlier)
+    reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
-                              store=store).start()
+                              store=store, trials=trials).start()
     start = time.monotonic()
     error: BaseException | None = None
     reporter = ProgressReporter(progress, interval=spec.progress_interval) if spec.show_progress \
@@ -179,7 +205,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
                 evaluator = Evaluator(queues, spec.space, workers=len(worker_ranks), budget=spec.budget,
                                       direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
                                       history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir,
-                                      observers=spec.observers)
+                                      observers=spec.observers, reports=reports)
                 spec.make_optimizer().run(evaluator)
         except BudgetExhausted:
             pass
@@ -188,6 +214,8 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
         except BaseException as exc:
             error = exc if distributor.error is not None else OptimizerFailed(exc)
         distributor.close(abort=error is not None)
+    if reports is not None:
+        reports.close()
     if store is not None:
         store.close()
     return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,

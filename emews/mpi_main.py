@@ -40,7 +40,9 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
                    seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
-                   durability=workflow.model.store.durability)
+                   durability=workflow.model.store.durability,
+                   make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
+                   checkpoint_async=workflow.model.checkpoints.background)
 
 
 def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:

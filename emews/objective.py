@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 from emews.imports import UserImportError, import_user_module
 from emews.results import Outcome, Status
 from emews.space import to_builtin
+from emews.training import Decision, TrialLink
 
 
 class ObjectiveLoadError(ImportError):
@@ -36,6 +37,11 @@ class TaskContext:
     host: str = field(default_factory=socket.gethostname)
     runs_root: Path | None = None
     pid: int | None = None  # the process that runs the objective (set when the call starts)
+    checkpoints_root: Path | None = None
+    checkpoint_async: bool = True  # write checkpoints on a background thread
+    #: how trial messages reach the optimizer rank; set in the process that runs the objective
+    link: TrialLink | None = field(default=None, repr=False, compare=False)
+    _session: Any = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def run_dir(self) -> Path:
@@ -44,6 +50,35 @@ class TaskContext:
         path = task_run_dir(self.runs_root, self.task_id)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def report(self, step: int, metrics: Mapping[str, Any], checkpoint: Any = None, *,
+               wait: bool = True) -> Decision:
+        """Send a training step's ``metrics`` (and optionally a ``checkpoint``: any picklable
+        object, or a ``pathlib.Path`` to a file written) to the optimizer rank; return its
+        :class:`~emews.training.Decision` (check ``.stop``). ``wait=False`` returns at once;
+        the decision then arrives with a later report."""
+        return self._trial().report(step, metrics, checkpoint, wait=wait)
+
+    def restore(self, default: Any = None) -> Any:
+        """``(checkpoint, step)`` of this trial's newest durable checkpoint (after a retry, a
+        resume, or of the trial it was cloned from), else ``default``."""
+        return self._trial().restore(default)
+
+    def _trial(self) -> Any:
+        if self._session is None:
+            from emews.trial_session import TrialSession
+
+            run_dir = None if self.runs_root is None else task_run_dir(self.runs_root, self.task_id)
+            self._session = TrialSession(self.task_id, self.link, checkpoints_root=self.checkpoints_root,
+                                         run_dir=run_dir, background=self.checkpoint_async)
+        return self._session
+
+    def end_attempt(self) -> Mapping[str, Any] | None:
+        """After ``run`` returned: settle the trial's messages; parameters to run again with, if any."""
+        if self._session is None:
+            return None
+        session, self._session = self._session, None
+        return session.end()
 
 
 def exit_if_forked(context: "TaskContext") -> None:
@@ -114,10 +149,17 @@ class LoadedObjective:
             hook()
 
     def call(self, params: Mapping[str, Any], context: TaskContext) -> Any:
+        """Run the objective; a PBT exploit runs it again with the explored parameters (its
+        ``ctx.restore()`` then returns the cloned checkpoint)."""
         context.pid = os.getpid()
         token = _current.set(context)
         try:
-            return self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
+            while True:
+                returned = self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
+                again = context.end_attempt()
+                if again is None:
+                    return returned
+                params = again
         finally:
             _current.reset(token)
 

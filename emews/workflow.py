@@ -16,8 +16,8 @@ from typing import Annotated, Any, ClassVar, Literal, Mapping, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator
 
 from emews.errors import ConfigError, brief
-from emews.plugins import (OptimizerNotFound, available_optimizers, options_model, path_options, resolve_optimizer,
-                           validate_options)
+from emews.plugins import (OptimizerNotFound, SchedulerNotFound, available_optimizers, options_model, path_options,
+                           resolve_optimizer, resolve_scheduler, validate_options)
 from emews.objective import ObjectiveLoadError, ObjectiveRef
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.validation import config_error
@@ -105,6 +105,19 @@ class OptimizerSection(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class SchedulerSection(_Strict):
+    """The trial scheduler that decides on training reports (``emews.schedulers``)."""
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class CheckpointSection(_Strict):
+    """How ``ctx.report(checkpoint=...)`` writes: on a background thread (default) or in the call."""
+
+    background: StrictBool = True
+
+
 class ObjectiveSection(_Strict):
     module: str
     function: str = "run"
@@ -143,6 +156,8 @@ class WorkflowModel(_Strict):
     budget: BudgetSection
     task: TaskSection = Field(default_factory=TaskSection)
     store: StoreSection = Field(default_factory=StoreSection)
+    scheduler: SchedulerSection | None = None
+    checkpoints: CheckpointSection = Field(default_factory=CheckpointSection)
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)
@@ -197,6 +212,14 @@ class Workflow:
         """The optimizer, built from the options validated against its signature (Paths as ``Path``)."""
         cls = self.optimizer_class()
         return cls(**validate_options(cls, self.model.optimizer.options))
+
+    def make_scheduler(self) -> Any:
+        """The trial scheduler (``None`` when the workflow has none), built from its validated options."""
+        section = self.model.scheduler
+        if section is None:
+            return None
+        cls = resolve_scheduler(section.name, self.source.parent)
+        return cls(**validate_options(cls, section.options))
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved workflow (space inlined, paths absolute), as written to the experiment dir."""
@@ -295,9 +318,34 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     _resolve_objective(model.objective, path.parent, file)
     _resolve_optimizer_file(model.optimizer, path.parent)
     workflow = Workflow(model, path, space)
+    _check_scheduler(workflow, file)
     if check_imports:
         check_workflow(workflow)
     return workflow
+
+
+def _check_scheduler(workflow: Workflow, file: str) -> None:
+    """The ``scheduler:`` section names a scheduler whose options are valid together."""
+    section = workflow.model.scheduler
+    if section is None:
+        return
+    from emews.schedulers import BUILTIN_SCHEDULERS
+
+    try:
+        cls = resolve_scheduler(section.name, workflow.source.parent)
+    except SchedulerNotFound as exc:
+        raise ConfigError(str(exc), file=file, key="scheduler.name",
+                          allowed=", ".join(sorted(BUILTIN_SCHEDULERS)) + ", package.module:Class or file.py:Class") from None
+    try:
+        validate_options(cls, section.options)
+    except ValidationError as exc:
+        raise config_error(exc, options_model(cls), file, ("scheduler", "options")) from None
+    try:
+        workflow.make_scheduler().bind(metric=workflow.model.objective.metric,
+                                       direction=workflow.model.objective.direction, space=workflow.space,
+                                       seed=workflow.seed).check()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc), file=file, key="scheduler.options") from None
 
 
 def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: str) -> None:

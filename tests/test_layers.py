@@ -22,6 +22,9 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.errors": (0, "core"), "emews.results": (0, "core"), "emews.space": (0, "core"), "emews.textfiles": (0, "core"),
     "emews.objective": (0, "core"), "emews.imports": (0, "core"), "emews.queues": (0, "core"),
     "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"),
+    # training trials: messages, the objective's session, checkpoint files, the trial schedulers
+    "emews.training": (0, "core"), "emews.trial_session": (0, "core"), "emews.checkpoints": (0, "core"),
+    "emews.schedulers": (0, "core"),
     # configuration: files and command-line values -> validated objects; experiment directories
     "emews.yamlio": (1, "config"), "emews.validation": (1, "config"), "emews.plugins": (1, "config"),
     "emews.workflow": (1, "config"), "emews.site": (1, "config"), "emews.experiment": (1, "config"),

@@ -14,6 +14,7 @@ from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
 from emews.runtime.transport import Message, Tag, Transport
+from emews.runtime.trials import TrialService
 from emews.runtime.worker import WorkerStopped
 
 
@@ -48,13 +49,16 @@ class Distributor:
     poll_latency_max = 1e-3
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
-                 sign: float, progress: Progress, store: ResultsStore | None = None) -> None:
+                 sign: float, progress: Progress, store: ResultsStore | None = None,
+                 trials: TrialService | None = None) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
         self._sign = sign
         self._progress = progress
         self._store = store
+        #: answers training trials' reports and restore requests (Tag.TRIAL)
+        self._trials = trials or TrialService(None)
         self._closing = False
         self._abort = False
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
@@ -145,6 +149,10 @@ class Distributor:
                 if self._store is not None:
                     self._store.commit([t for t in dropped if not t.attempt])
                 self._queues.tasks.extendleft(reversed(dropped))
+        elif msg.tag is Tag.TRIAL:
+            reply = self._trials.handle(msg.payload, self._in_flight.get(msg.payload.trial))
+            if reply is not None:
+                self._transport.send(reply, msg.source, Tag.TRIAL_REPLY)
         return False
 
     def _loop(self) -> None:

@@ -1,0 +1,80 @@
+"""The optimizer rank's side of training trials: store each report, ask the scheduler, answer.
+
+Runs on the distributor thread (it is called from the distributor's message handler): a
+report is stored first (the ``reports`` table), then the scheduler decides. A PBT exploit
+is turned into a lineage row and the running task's new parameters, provided the trial it
+clones has a durable checkpoint (otherwise the trial simply continues).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from emews.results import Task
+from emews.runtime.trial_store import TrialStore
+from emews.schedulers import TrialScheduler
+from emews.training import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
+
+
+class TrialService:
+    """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
+
+    def __init__(self, store: TrialStore | None, scheduler: TrialScheduler | None = None, *,
+                 metric: str = "value", direction: str = "minimize") -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
+        self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
+                              else direction == "maximize") else 1.0
+        self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
+            Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
+
+    def rebuild(self, params: dict[int, Any]) -> int:
+        """Replay the stored reports into the scheduler (``emews resume``); how many there were."""
+        if self.store is None or self.scheduler is None:
+            return 0
+        for row in reversed(self.store.lineage()):  # a PBT trial started with its first old parameters
+            params[row["trial"]] = row["old_params"]
+        reports = self.store.reports()
+        self.scheduler.rebuild(reports, params)
+        return len(reports)
+
+    def handle(self, message: Any, task: Task | None) -> Reply | None:
+        """The reply to send back (``None``: the message wants none)."""
+        return self._handlers[type(message)](message, task)
+
+    def _report(self, report: Report, task: Task | None) -> Reply:
+        metric = report.metrics.get(self._metric)
+        number = isinstance(metric, (int, float)) and not isinstance(metric, bool)
+        seq = 0
+        if self.store is not None:
+            seq = self.store.add_report(report, float(metric) if number else None,
+                                        self._sign * metric if number else None)
+        decision = CONTINUE
+        if self.scheduler is not None:
+            decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
+                                                {} if task is None else task.params)
+        if decision.action is Action.EXPLOIT:
+            decision = self._exploit(report, decision, task, seq)
+        return Reply(report.session, decision)
+
+    def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
+        donor = None if self.store is None or decision.clone_from is None \
+            else self.store.latest_durable(decision.clone_from)
+        if donor is None or task is None or decision.params is None:
+            return CONTINUE
+        assert self.store is not None
+        self.store.add_lineage(report.trial, report.step, donor.trial, donor.id, task.params, decision.params, seq)
+        task.params = dict(decision.params)
+        return decision
+
+    def _restore(self, request: RestoreRequest, task: Task | None) -> Reply:
+        if self.store is None:
+            return Reply(request.session)
+        self.store.mark_durable(request.durable)
+        return Reply(request.session, candidates=self.store.candidates(request.trial))
+
+    def _durable(self, message: CheckpointsDurable, task: Task | None) -> None:
+        if self.store is not None:
+            self.store.mark_durable(message.durable)
+        return None
