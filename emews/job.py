@@ -51,6 +51,7 @@ class RunSpec:
     observers: tuple[EvaluatorObserver, ...] = ()  # see what the optimizer submits and receives
     make_scheduler: Callable[[], TrialScheduler] | None = None  # decides on training reports
     checkpoint_async: bool = True  # write ctx.report checkpoints on a background thread
+    retries: int = 0  # a crashed or timed-out task runs again (from its checkpoint) this many times
 
     @property
     def sign(self) -> float:
@@ -194,7 +195,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     trials = trial_service(spec, store, earlier)
     reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
-                              store=store, trials=trials).start()
+                              store=store, trials=trials, retries=spec.retries).start()
     start = time.monotonic()
     error: BaseException | None = None
     reporter = ProgressReporter(progress, interval=spec.progress_interval) if spec.show_progress \

@@ -42,7 +42,7 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
                    durability=workflow.model.store.durability,
                    make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
-                   checkpoint_async=workflow.model.checkpoints.background)
+                   checkpoint_async=workflow.model.checkpoints.background, retries=task.retries)
 
 
 def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:

@@ -133,6 +133,8 @@ class TaskSection(_Strict):
     timeout: Number | None = Field(None, gt=0)
     isolation: Literal["process", "inline"] = "process"
     memory_limit: int | None = None
+    #: a crashed or timed-out task runs again this many times (resuming from its last durable checkpoint)
+    retries: StrictInt = Field(0, ge=0)
 
     @field_validator("memory_limit", mode="before")
     @classmethod

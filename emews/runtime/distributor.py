@@ -50,7 +50,7 @@ class Distributor:
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None,
-                 trials: TrialService | None = None) -> None:
+                 trials: TrialService | None = None, retries: int = 0) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -59,6 +59,7 @@ class Distributor:
         self._store = store
         #: answers training trials' reports and restore requests (Tag.TRIAL)
         self._trials = trials or TrialService(None)
+        self._retries = retries  # a crashed or timed-out task runs again this many times
         self._closing = False
         self._abort = False
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
@@ -131,12 +132,16 @@ class Distributor:
     def _handle(self, msg: Message) -> bool:
         """Take one message from a worker; whether it carried results."""
         if msg.tag is Tag.OUTCOME:
-            in_flight, received, slots = self._in_flight, self._received, self._slots
+            in_flight, received, slots, retries = self._in_flight, self._received, self._slots, self._retries
             outcome: Outcome
             for outcome in msg.payload:
-                received.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
+                task = in_flight.pop(outcome.task_id)
                 ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
                 slots.release(msg.source, ran)
+                if retries and self._trials.retry(task, outcome, retries):
+                    self._queues.tasks.appendleft(task)
+                    continue
+                received.append(Result.from_outcome(task, outcome, self._sign))
             return True
         if msg.tag is Tag.STOPPED:
             self.stopped_workers.add(msg.source)

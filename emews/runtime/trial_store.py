@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from emews.results import Outcome
 from emews.training import Report, Restorable, StoredReport
 
 _SCHEMA = """
@@ -52,6 +53,17 @@ CREATE TABLE IF NOT EXISTS lineage (
     new_params TEXT NOT NULL,
     report INTEGER NOT NULL,
     time REAL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    task INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    rank INTEGER,
+    host TEXT,
+    started REAL,
+    finished REAL,
+    PRIMARY KEY (task, attempt)
 );
 """
 STAGED, DURABLE, DELETED = "staged", "durable", "deleted"
@@ -122,6 +134,18 @@ class TrialStore:
                              "time) VALUES (?,?,?,?,?,?,?,?)",
                              (trial, step, donor, checkpoint, _encode(dict(old)), _encode(dict(new)), report,
                               time.time()))
+
+    def add_attempt(self, task: int, attempt: int, outcome: Outcome) -> None:
+        """Keep a failed attempt of a task that is run again (``task.retries``)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?)",
+                             (task, attempt, outcome.status.value, outcome.error, outcome.rank, outcome.host,
+                              outcome.started, outcome.finished))
+
+    def attempts(self, task: int) -> int:
+        """How many failed attempts of ``task`` are kept."""
+        return self._db.execute("SELECT COUNT(*) FROM attempts WHERE task = ?", (task,)).fetchone()[0]
 
     # -- reading -------------------------------------------------------------
     def latest_durable(self, trial: int) -> CheckpointRow | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from emews.results import Task
+from emews.results import Outcome, Status, Task
 from emews.runtime.trial_store import TrialStore
 from emews.schedulers import TrialScheduler
 from emews.training import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
@@ -26,6 +26,7 @@ class TrialService:
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
                               else direction == "maximize") else 1.0
+        self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
             Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
 
@@ -38,6 +39,25 @@ class TrialService:
         reports = self.store.reports()
         self.scheduler.rebuild(reports, params)
         return len(reports)
+
+    #: how an attempt may end and still be run again (``task.retries``)
+    RETRYABLE = (Status.CRASHED, Status.TIMEOUT)
+
+    def retry(self, task: Task, outcome: Outcome, limit: int) -> bool:
+        """Whether ``task`` runs again after ``outcome`` (crashed or timed out, fewer than ``limit``
+        retries so far); the failed attempt is kept in the store. Its ``ctx.restore()`` then
+        returns its newest durable checkpoint."""
+        if outcome.status not in self.RETRYABLE:
+            return False
+        done = self._attempts.get(task.id)
+        if done is None:
+            done = 0 if self.store is None else self.store.attempts(task.id)
+        if done >= limit:
+            return False
+        self._attempts[task.id] = done + 1
+        if self.store is not None:
+            self.store.add_attempt(task.id, done + 1, outcome)
+        return True
 
     def handle(self, message: Any, task: Task | None) -> Reply | None:
         """The reply to send back (``None``: the message wants none)."""

@@ -6,6 +6,7 @@ steps this lineage trained, so a test sees what was restored) and stops when tol
 
 ``TRAINER_LOG``      append one JSON line per event (start, restored, report) to this file
 ``TRAINER_KILL_AT``  SIGKILL this process after reporting that step, on a trial's first attempt
+``TRAINER_CORRUPT``  with ``TRAINER_KILL_AT``: truncate that step's checkpoint before the kill
 ``TRAINER_WAIT``     report without waiting for the decision (``wait=False``)
 """
 
@@ -33,7 +34,7 @@ def run(params: dict, ctx) -> dict:
          rate=rate, from_rate=state["rate"])
     kill_at = int(os.environ.get("TRAINER_KILL_AT", "0"))
     wait = not os.environ.get("TRAINER_WAIT")
-    loss = None
+    loss = rate + 1.0 / max(start, 1)
     for step in range(start + 1, epochs + 1):
         loss = rate + 1.0 / step
         state = {"step": step, "rate": rate, "trail": [*state["trail"], step]}
@@ -41,6 +42,10 @@ def run(params: dict, ctx) -> dict:
         _log(event="report", task=ctx.task_id, step=step, loss=loss, action=decision.action.value)
         if kill_at and step == kill_at and start == 0:
             ctx.end_attempt()  # the checkpoint is on disk and rank 0 knows it
+            if os.environ.get("TRAINER_CORRUPT"):
+                for path in (ctx.checkpoints_root / f"{ctx.task_id:06d}").glob(f"step-{step:08d}-*.ckpt"):
+                    data = path.read_bytes()
+                    path.write_bytes(data[: len(data) // 2])
             os.kill(os.getpid(), signal.SIGKILL)
         if decision.stop:
             break

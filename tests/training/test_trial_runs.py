@@ -1,0 +1,182 @@
+"""Training trials under a real ``mpiexec``: reports, decisions, checkpoints, retries, PBT lineage."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from testutil import TESTS, stored_rows, write_workflow
+
+TRAINER = TESTS / "objectives" / "trainer.py"
+RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
+
+
+def trainer_workflow(folder: Path, rates=RATES, epochs=9, name="wf", **sections) -> Path:
+    return write_workflow(
+        folder, name=name, optimizer={"name": "sweep"},
+        objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": epochs}},
+        budget={"evaluations": len(rates)}, **sections)
+
+
+def query(exp: Path, sql: str) -> list[tuple]:
+    db = sqlite3.connect(exp / "results.db")
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def launch(emews_cmd, wf: Path, workers: int = 1, exp: str = "exp"):
+    proc = emews_cmd("launch", str(wf), "--workers", str(workers), "--exp-dir", exp, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return emews_cmd.cwd / exp
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_asha_stops_the_trials_of_the_hand_computed_case(emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """One worker runs the trials in order, so the rungs fill as in tests/training/test_schedulers.py:
+    rate .9 stops at step 1, rate .3 at step 3, the others train to max_t."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env["TRAINER_LOG"] = str(log)
+    wf = trainer_workflow(tmp_path, task={"isolation": isolation},
+                          scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
+                                                                 "reduction_factor": 3}})
+    exp = launch(emews_cmd, wf)
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [9, 9, 1, 3, 9]
+    reported = [(e["task"], e["step"], e["loss"]) for e in events(log) if e["event"] == "report"]
+    stored = [(t, s, json.loads(m)["loss"]) for t, s, m in query(exp, "SELECT trial, step, metrics FROM reports ORDER BY seq")]
+    assert stored == reported                       # every report stored, in the order made
+    stops = [(e["task"], e["step"]) for e in events(log) if e["event"] == "report" and e["action"] == "stop"]
+    assert stops == [(0, 9), (1, 9), (2, 1), (3, 3), (4, 9)]   # the objective saw each decision
+    results = {r["id"]: r for r in stored_rows(exp)}
+    assert [results[t]["objective"] for t in range(5)] == [RATES[t] + 1 / last[t] for t in range(5)]
+    states = query(exp, "SELECT trial, step, state FROM checkpoints ORDER BY trial, step")
+    assert [(t, s) for t, s, _ in states] == [(t, s) for t in range(5) for s in range(1, last[t] + 1)]
+    assert {state for _, _, state in states} == {"durable"}
+
+
+CHECKING_SCHEDULER = '''
+import sqlite3
+from emews.schedulers import TrialScheduler
+from emews.training import Decision, Action, CONTINUE
+
+class StoredFirst(TrialScheduler):
+    """Stops a trial when its report is not yet in the store (it must always be)."""
+    def __init__(self, store: str, metric=None, mode=None):
+        super().__init__(metric, mode)
+        self.store = store
+
+    def on_report(self, trial, step, metrics, params):
+        db = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
+        found = db.execute("SELECT COUNT(*) FROM reports WHERE trial=? AND step=?", (trial, step)).fetchone()[0]
+        db.close()
+        return CONTINUE if found == 1 else Decision(Action.STOP)
+'''
+
+READING_OPTIMIZER = '''
+import json
+from emews import Optimizer
+
+class Reader(Optimizer):
+    def __init__(self, out: str):
+        self.out = out
+
+    def run(self, evaluator):
+        results = evaluator.map([{"rate": r, "epochs": 4} for r in (0.2, 0.4)])
+        seen = {"all": [[r.trial, r.step, r.metrics["loss"]] for r in evaluator.reports()],
+                "one": [[r.trial, r.step] for r in evaluator.reports(results[1].id)]}
+        with open(self.out, "w") as fh:
+            json.dump(seen, fh)
+'''
+
+
+def test_reports_are_stored_before_the_scheduler_decides_and_the_optimizer_reads_them(
+        emews_cmd, tmp_path: Path) -> None:
+    (tmp_path / "checking.py").write_text(CHECKING_SCHEDULER)
+    (tmp_path / "reading.py").write_text(READING_OPTIMIZER)
+    out = tmp_path / "seen.json"
+    wf = write_workflow(
+        tmp_path, optimizer={"name": f"{tmp_path / 'reading.py'}:Reader", "options": {"out": str(out)}},
+        objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "float", "lower": 0.0, "upper": 1.0},
+               "epochs": {"type": "int", "lower": 1, "upper": 9}},
+        budget={"evaluations": 2}, task={"isolation": "process"},
+        scheduler={"name": f"{tmp_path / 'checking.py'}:StoredFirst",
+                   "options": {"store": str(tmp_path / "exp" / "results.db")}})
+    exp = launch(emews_cmd, wf, workers=2)
+    assert dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial")) == {0: 4, 1: 4}  # never stopped
+    seen = json.loads(out.read_text())
+    stored = query(exp, "SELECT trial, step, metrics FROM reports ORDER BY seq")
+    assert seen["all"] == [[t, s, json.loads(m)["loss"]] for t, s, m in stored]
+    assert seen["one"] == [[1, s] for s in range(1, 5)]
+
+
+def test_a_killed_trial_runs_again_from_its_last_checkpoint(emews_cmd, tmp_path: Path) -> None:
+    """SIGKILL of the objective's process after step 4: with retries the trial restarts from the
+    step-4 checkpoint (not from scratch), and the store keeps the crashed attempt."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_KILL_AT="4")
+    wf = trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process", "retries": 1})
+    exp = launch(emews_cmd, wf)
+    starts = [e for e in events(log) if e["event"] == "start"]
+    assert [(s["restored"], s["trail"]) for s in starts] == [(0, []), (4, [1, 2, 3, 4])]
+    assert starts[0]["pid"] != starts[1]["pid"]
+    steps = [s for (s,) in query(exp, "SELECT step FROM reports ORDER BY seq")]
+    assert steps == list(range(1, 10))               # steps 1-4, then 5-9 after the restore
+    assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == [("ok", 0.2 + 1 / 9)]
+    attempts = query(exp, "SELECT task, attempt, status, error FROM attempts")
+    assert [(t, a, s) for t, a, s, _ in attempts] == [(0, 1, "crashed")] and "SIGKILL" in attempts[0][3]
+
+
+def test_without_retries_a_killed_trial_is_a_crashed_result(emews_cmd, tmp_path: Path) -> None:
+    emews_cmd.env.update(TRAINER_KILL_AT="2")
+    exp = launch(emews_cmd, trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process"}))
+    assert [r["status"] for r in stored_rows(exp)] == ["crashed"]
+    assert query(exp, "SELECT COUNT(*) FROM attempts") == [(0,)]
+
+
+def test_a_corrupt_checkpoint_is_never_restored(emews_cmd, tmp_path: Path) -> None:
+    """The step-4 checkpoint is cut in half before the kill: the retry restores step 3, the newest
+    checkpoint that verifies."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_KILL_AT="4", TRAINER_CORRUPT="1")
+    exp = launch(emews_cmd, trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process", "retries": 1}))
+    starts = [e for e in events(log) if e["event"] == "start"]
+    assert [(s["restored"], s["trail"]) for s in starts] == [(0, []), (3, [1, 2, 3])]
+    assert [r["status"] for r in stored_rows(exp)] == ["ok"]
+
+
+def test_pbt_clones_a_better_trials_checkpoint_and_records_the_lineage(emews_cmd, tmp_path: Path) -> None:
+    """One worker: trials 0-2 train to step 9; trial 3 (rate .9) is the worst at its step 3 and
+    exploits trial 0 (the best): it goes on from trial 0's step-9 checkpoint with explored params."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env["TRAINER_LOG"] = str(log)
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": [0.1, 0.2, 0.3, 0.9]},
+               "epochs": {"type": "constant", "value": 9}},
+        budget={"evaluations": 4}, task={"isolation": "inline"},
+        scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+                                              "resample_probability": 0.0}})
+    exp = launch(emews_cmd, wf)
+    lineage = query(exp, "SELECT trial, step, donor, checkpoint, old_params, new_params FROM lineage")
+    assert len(lineage) == 1
+    trial, step, donor, checkpoint, old, new = lineage[0]
+    assert (trial, step, donor) == (3, 3, 0)
+    assert query(exp, f"SELECT trial, step FROM checkpoints WHERE id = {checkpoint}") == [(0, 9)]
+    old, new = json.loads(old), json.loads(new)
+    assert old == {"rate": 0.9, "epochs": 9} and new["rate"] in (0.1, 0.2, 0.3) and new["rate"] != 0.1
+    starts = [e for e in events(log) if e["event"] == "start" and e["task"] == 3]
+    assert [(s["restored"], s["rate"], s["from_rate"]) for s in starts] == [(0, 0.9, 0.9), (9, new["rate"], 0.1)]
+    assert starts[1]["trail"] == list(range(1, 10))   # trial 0's training, cloned
+    final = {r["id"]: r for r in stored_rows(exp)}[3]
+    assert json.loads(final["params"]) == new         # the result carries the parameters it ended with
