@@ -49,7 +49,14 @@ def frame(kind: int, payload: bytes, name: str | None = None) -> list[bytes]:
     if kind == KIND_FILE:
         encoded = (name or "checkpoint").encode()
         payload = struct.pack(">H", len(encoded)) + encoded + payload
-    return [_HEADER.pack(MAGIC, kind, len(payload), hashlib.sha256(payload).digest()), payload]
+    return [_HEADER.pack(MAGIC, kind, len(payload), _digest(kind, payload)), payload]
+
+
+def _digest(kind: int, payload: bytes | memoryview) -> bytes:
+    """SHA-256 over the kind and the payload: a flipped bit in either is caught."""
+    digest = hashlib.sha256(bytes([kind]))
+    digest.update(payload)
+    return digest.digest()
 
 
 def write_atomic(path: Path, pieces: list[bytes]) -> None:
@@ -80,17 +87,17 @@ def read_checkpoint(path: str | Path, extract_to: Path | None = None) -> Any:
     if len(data) < _HEADER.size:
         raise CorruptCheckpoint(f"{path}: shorter than a checkpoint header")
     magic, kind, length, digest = _HEADER.unpack_from(data)
-    payload = data[_HEADER.size:]
+    payload = memoryview(data)[_HEADER.size:]
     if magic != MAGIC:
         raise CorruptCheckpoint(f"{path}: not an emews checkpoint")
-    if len(payload) != length or hashlib.sha256(payload).digest() != digest:
+    if len(payload) != length or kind not in (KIND_OBJECT, KIND_FILE) or _digest(kind, payload) != digest:
         raise CorruptCheckpoint(f"{path}: truncated or corrupt ({len(payload)} of {length} bytes, digest mismatch)")
     if kind == KIND_OBJECT:
         return pickle.loads(payload)
     (size,) = struct.unpack_from(">H", payload)
-    name = payload[2:2 + size].decode()
+    name = bytes(payload[2:2 + size]).decode()
     target = (extract_to or path.parent) / name
-    write_atomic(target, [payload[2 + size:]])
+    write_atomic(target, [bytes(payload[2 + size:])])
     return target
 
 
