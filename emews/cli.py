@@ -54,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="scheduler state and progress of an experiment")
     status.add_argument("exp_dir", type=Path)
 
+    checkpoints = sub.add_parser("checkpoints", help="list the durable checkpoints of an experiment "
+                                                     "(trial, step, metric, size, path)")
+    checkpoints.add_argument("exp_dir", type=Path)
+    checkpoints.add_argument("--best", type=int, metavar="K", help="only the best K, best first")
+
     cancel = sub.add_parser("cancel", help="cancel an experiment's batch job")
     cancel.add_argument("exp_dir", type=Path)
 
@@ -274,6 +279,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from emews.catalog import format_table, list_checkpoints
+
+    if args.best is not None and args.best < 1:
+        raise ConfigError(f"must be at least 1, got {args.best}", key="--best")
+    rows = list_checkpoints(args.exp_dir.absolute(), best=args.best)
+    print(format_table(rows))
+    print(f"{len(rows)} checkpoints", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from emews.mpi_main import run_experiment
 
@@ -281,7 +297,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"launch": cmd_launch, "resume": cmd_resume, "check": cmd_check, "results": cmd_results, "status": cmd_status,
-            "cancel": cmd_cancel, "run": cmd_run}
+            "cancel": cmd_cancel, "run": cmd_run, "checkpoints": cmd_checkpoints}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.optimizer import Optimizer
 from emews.queues import QueuePair
 from emews.results import Outcome, Result, Status, Task
+from emews.retention import Retention
 from emews.runtime.distributor import Distributor
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt, Interrupted
@@ -52,6 +53,7 @@ class RunSpec:
     make_scheduler: Callable[[], TrialScheduler] | None = None  # decides on training reports
     checkpoint_async: bool = True  # write ctx.report checkpoints on a background thread
     retries: int = 0  # a crashed or timed-out task runs again (from its checkpoint) this many times
+    retention: Retention = field(default_factory=Retention)  # which checkpoints are kept
 
     @property
     def sign(self) -> float:
@@ -174,7 +176,7 @@ def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeStat
         scheduler = spec.make_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
                                                space=spec.space, seed=spec.seed)
     service = TrialService(None if store is None else TrialStore(store.connection), scheduler,
-                           metric=spec.objective.metric, direction=spec.direction)
+                           metric=spec.objective.metric, direction=spec.direction, retention=spec.retention)
     service.rebuild({**{r.id: r.params for r in earlier.history}, **{t.id: t.params for t in earlier.requeue}})
     return service
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from emews.errors import ConfigError
 from emews.experiment import LOG_FILE, SITE_FILE, STORE_FILE, WORKFLOW_FILE, require_experiment
 from emews.lease import Lease, acquire
+from emews.retention import Retention
 from emews.report import export_csv, open_store, summary_text, totals
 from emews.runtime.interrupt import Interrupt
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
@@ -35,14 +36,15 @@ SUMMARY_FILE = "summary.json"
 
 
 def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
-    task = workflow.model.task
+    task, kept = workflow.model.task, workflow.model.checkpoints
     return RunSpec(space=workflow.space, make_optimizer=workflow.make_optimizer, objective=workflow.objective,
                    budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
                    seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
                    durability=workflow.model.store.durability,
                    make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
-                   checkpoint_async=workflow.model.checkpoints.background, retries=task.retries)
+                   checkpoint_async=kept.background, retries=task.retries,
+                   retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment))
 
 
 def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:

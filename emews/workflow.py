@@ -113,9 +113,13 @@ class SchedulerSection(_Strict):
 
 
 class CheckpointSection(_Strict):
-    """How ``ctx.report(checkpoint=...)`` writes: on a background thread (default) or in the call."""
+    """How ``ctx.report(checkpoint=...)`` writes (on a background thread by default, or in the
+    call) and which checkpoints are kept (all by default; see ``emews.retention``)."""
 
     background: StrictBool = True
+    keep_last: StrictInt | None = Field(None, ge=1)
+    keep_best: StrictInt | None = Field(None, ge=0)
+    keep_best_experiment: StrictInt | None = Field(None, ge=0)
 
 
 class ObjectiveSection(_Strict):

@@ -24,7 +24,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"),
     # training trials: messages, the objective's session, checkpoint files, the trial schedulers
     "emews.training": (0, "core"), "emews.trial_session": (0, "core"), "emews.checkpoints": (0, "core"),
-    "emews.schedulers": (0, "core"),
+    "emews.schedulers": (0, "core"), "emews.retention": (0, "core"),
     # configuration: files and command-line values -> validated objects; experiment directories
     "emews.yamlio": (1, "config"), "emews.validation": (1, "config"), "emews.plugins": (1, "config"),
     "emews.workflow": (1, "config"), "emews.site": (1, "config"), "emews.experiment": (1, "config"),
@@ -33,6 +33,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.runtime": (1, "engine"),
     # wiring one run from configuration and engine; reading results back
     "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.report": (2, "wiring"),
+    "emews.catalog": (2, "wiring"),
     # front ends and plug-ins
     "emews": (3, "front"), "emews.cli": (3, "front"), "emews.__main__": (3, "front"),
     "emews.testing": (3, "front"), "emews.contrib": (3, "front"), "emews.rbridge": (3, "front"),

@@ -8,10 +8,12 @@ clones has a durable checkpoint (otherwise the trial simply continues).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 from emews.results import Outcome, Status, Task
-from emews.runtime.trial_store import TrialStore
+from emews.retention import Retention
+from emews.runtime.trial_store import DURABLE, TrialStore
 from emews.schedulers import TrialScheduler
 from emews.training import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
 
@@ -20,8 +22,9 @@ class TrialService:
     """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
 
     def __init__(self, store: TrialStore | None, scheduler: TrialScheduler | None = None, *,
-                 metric: str = "value", direction: str = "minimize") -> None:
+                 metric: str = "value", direction: str = "minimize", retention: Retention = Retention()) -> None:
         self.store = store
+        self.retention = retention
         self.scheduler = scheduler
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
@@ -70,6 +73,8 @@ class TrialService:
         if self.store is not None:
             seq = self.store.add_report(report, float(metric) if number else None,
                                         self._sign * metric if number else None)
+            if report.durable:
+                self._retain()
         decision = CONTINUE
         if self.scheduler is not None:
             decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
@@ -95,6 +100,19 @@ class TrialService:
         return Reply(request.session, candidates=self.store.candidates(request.trial))
 
     def _durable(self, message: CheckpointsDurable, task: Task | None) -> None:
-        if self.store is not None:
+        if self.store is not None and message.durable:
             self.store.mark_durable(message.durable)
+            self._retain()
         return None
+
+    def _retain(self) -> None:
+        """Delete the durable checkpoints the retention policy no longer keeps."""
+        if self.retention.keeps_all or self.store is None:
+            return
+        doomed = self.retention.to_delete(self.store.checkpoints((DURABLE,)), self.store.pinned())
+        if not doomed:
+            return
+        for row in self.store.checkpoints((DURABLE,)):
+            if row.id in doomed:
+                Path(row.path).unlink(missing_ok=True)
+        self.store.mark_deleted(doomed)
