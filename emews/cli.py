@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("exp_dir", type=Path)
     resume.add_argument("--workers", type=int, help="number of worker ranks (default: as before)")
     resume.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="change the budget before resuming, e.g. budget.evaluations=400")
+                        help="change the budget or walltime before resuming, e.g. budget.evaluations=400")
 
     results = sub.add_parser("results", help="write results.csv of an experiment and print its summary")
     results.add_argument("exp_dir", type=Path)
@@ -144,9 +144,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     exp_dir = require_experiment(args.exp_dir.absolute())
     wf_overrides, site_overrides = _split_overrides(args.set)
-    if site_overrides or any(not key.startswith("budget.") for key in wf_overrides):
-        raise ConfigError("resume can only change the budget", key="--set",
-                          allowed="budget.evaluations=N")
+    if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in wf_overrides):
+        raise ConfigError("resume can only change the budget and the walltime settings", key="--set",
+                          allowed="budget.evaluations=N, walltime.limit=HH:MM:SS, walltime.margin=SECONDS")
     site = load_site(str(exp_dir / SITE_FILE))
     workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))

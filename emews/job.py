@@ -27,6 +27,7 @@ from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport
 from emews.runtime.trial_store import ReportReader, TrialStore
 from emews.runtime.trials import TrialService
+from emews.runtime.walltime import PauseClock, WalltimeStop
 from emews.runtime.worker import Runner, worker_loop
 from emews.schedulers import TrialScheduler
 from emews.space import Space
@@ -54,6 +55,8 @@ class RunSpec:
     checkpoint_async: bool = True  # write ctx.report checkpoints on a background thread
     retries: int = 0  # a crashed or timed-out task runs again (from its checkpoint) this many times
     retention: Retention = field(default_factory=Retention)  # which checkpoints are kept
+    walltime_end: float | None = None  # when the allocation ends (UNIX time): trials pause before it
+    pause_margin: float = 300.0        # seconds before walltime_end that trials pause
 
     @property
     def sign(self) -> float:
@@ -153,8 +156,9 @@ def resume_state(store: ResultsStore | None) -> ResumeState:
     if store is None:
         return ResumeState([], [], 0)
     requeue, given_up = [], []
+    pauses = TrialStore(store.connection).pauses()  # a paused trial may be continued any number of times
     for task, attempt in store.unfinished():
-        if attempt < REQUEUE_LIMIT:
+        if attempt < REQUEUE_LIMIT + pauses.get(task.id, 0):
             task.attempt = attempt + 1
             requeue.append(task)
         else:
@@ -176,7 +180,8 @@ def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeStat
         scheduler = spec.make_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
                                                space=spec.space, seed=spec.seed)
     service = TrialService(None if store is None else TrialStore(store.connection), scheduler,
-                           metric=spec.objective.metric, direction=spec.direction, retention=spec.retention)
+                           metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
+                           retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin))
     service.rebuild({**{r.id: r.params for r in earlier.history}, **{t.id: t.params for t in earlier.requeue}})
     return service
 
@@ -197,7 +202,8 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     trials = trial_service(spec, store, earlier)
     reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
-                              store=store, trials=trials, retries=spec.retries).start()
+                              store=store, trials=trials).start()
+    walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
     error: BaseException | None = None
     reporter = ProgressReporter(progress, interval=spec.progress_interval) if spec.show_progress \
@@ -217,6 +223,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
         except BaseException as exc:
             error = exc if distributor.error is not None else OptimizerFailed(exc)
         distributor.close(abort=error is not None)
+    walltime.close()
     if reports is not None:
         reports.close()
     if store is not None:

@@ -25,7 +25,8 @@ from emews.runtime.interrupt import Interrupt
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import MPITransport
-from emews.site import bind_gpus, load_site, local_rank
+from emews.site import Site, bind_gpus, load_site, local_rank
+from emews.site.walltime import parse_walltime
 from emews.site.jobs import batch_job_over
 from emews.workflow import Workflow, load_workflow
 
@@ -44,7 +45,21 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    durability=workflow.model.store.durability,
                    make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
                    checkpoint_async=kept.background, retries=task.retries,
-                   retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment))
+                   retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
+                   pause_margin=workflow.model.walltime.margin)
+
+
+def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
+    """When this job's allocation ends (UNIX time): the workflow's ``walltime.limit`` from the job's
+    start, else Slurm's SLURM_JOB_END_TIME, else the batch site's walltime; ``None`` on a local
+    site without a limit."""
+    limit = workflow.model.walltime.limit
+    if limit:
+        return started + parse_walltime(limit)
+    slurm = os.environ.get("SLURM_JOB_END_TIME", "")
+    if slurm.isdigit():
+        return float(slurm)
+    return None if site.is_local else started + site.config.scheduler.walltime_seconds
 
 
 def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
@@ -81,6 +96,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         run_worker_rank(spec, MPITransport(comm), gpu_ids, interrupt=interrupt)
         return EXIT_OK
     assert lease is not None
+    spec.walltime_end = allocation_end(workflow, load_site(str(exp_dir / SITE_FILE)), time.time())
     try:
         return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt)
     except BaseException as exc:  # never leave the workers waiting for a stop that does not come

@@ -15,11 +15,12 @@ from typing import Annotated, Any, ClassVar, Literal, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator
 
-from emews.errors import ConfigError, brief
+from emews.errors import ConfigError, KeyedValueError, brief
 from emews.plugins import (OptimizerNotFound, SchedulerNotFound, available_optimizers, options_model, path_options,
                            resolve_optimizer, resolve_scheduler, validate_options)
 from emews.objective import ObjectiveLoadError, ObjectiveRef
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
+from emews.site.walltime import WALLTIME_FORMS, parse_walltime
 from emews.validation import config_error
 from emews.yamlio import load_mapping, set_dotted
 
@@ -122,6 +123,27 @@ class CheckpointSection(_Strict):
     keep_best_experiment: StrictInt | None = Field(None, ge=0)
 
 
+class WalltimeSection(_Strict):
+    """Pausing trials before the allocation ends: ``limit`` (HH:MM:SS from the job's start; default:
+    SLURM_JOB_END_TIME, else the batch site's walltime) and ``margin`` (seconds before the end)."""
+
+    limit: str | None = None
+    margin: Number = Field(300.0, ge=0)
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise KeyedValueError(None, f"must be a quoted string, not {value!r}", WALLTIME_FORMS)
+        try:
+            parse_walltime(value)
+        except ValueError as exc:
+            raise KeyedValueError(None, str(exc), WALLTIME_FORMS) from None
+        return value
+
+
 class ObjectiveSection(_Strict):
     module: str
     function: str = "run"
@@ -164,6 +186,7 @@ class WorkflowModel(_Strict):
     store: StoreSection = Field(default_factory=StoreSection)
     scheduler: SchedulerSection | None = None
     checkpoints: CheckpointSection = Field(default_factory=CheckpointSection)
+    walltime: WalltimeSection = Field(default_factory=WalltimeSection)
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)

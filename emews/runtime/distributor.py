@@ -14,7 +14,7 @@ from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
 from emews.runtime.transport import Message, Tag, Transport
-from emews.runtime.trials import TrialService
+from emews.runtime.trials import Afterwards, TrialService
 from emews.runtime.worker import WorkerStopped
 
 
@@ -50,7 +50,7 @@ class Distributor:
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None,
-                 trials: TrialService | None = None, retries: int = 0) -> None:
+                 trials: TrialService | None = None) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -59,7 +59,6 @@ class Distributor:
         self._store = store
         #: answers training trials' reports and restore requests (Tag.TRIAL)
         self._trials = trials or TrialService(None)
-        self._retries = retries  # a crashed or timed-out task runs again this many times
         self._closing = False
         self._abort = False
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
@@ -132,14 +131,14 @@ class Distributor:
     def _handle(self, msg: Message) -> bool:
         """Take one message from a worker; whether it carried results."""
         if msg.tag is Tag.OUTCOME:
-            in_flight, received, slots, retries = self._in_flight, self._received, self._slots, self._retries
+            in_flight, received, slots = self._in_flight, self._received, self._slots
+            intercepts = self._trials.intercepts
             outcome: Outcome
             for outcome in msg.payload:
                 task = in_flight.pop(outcome.task_id)
                 ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
                 slots.release(msg.source, ran)
-                if retries and self._trials.retry(task, outcome, retries):
-                    self._queues.tasks.appendleft(task)
+                if intercepts and self._set_aside(task, outcome):
                     continue
                 received.append(Result.from_outcome(task, outcome, self._sign))
             return True
@@ -159,6 +158,21 @@ class Distributor:
             if reply is not None:
                 self._transport.send(reply, msg.source, Tag.TRIAL_REPLY)
         return False
+
+    def _set_aside(self, task: Task, outcome: Outcome) -> bool:
+        """A retried task goes back to the queue's front; a paused one is recorded as unfinished
+        (``emews resume`` continues it). Whether ``outcome`` was set aside (it is no result)."""
+        afterwards = self._trials.intercept(task, outcome)
+        if afterwards is Afterwards.RETRY:
+            self._queues.tasks.appendleft(task)
+        elif afterwards is Afterwards.PAUSED and self._store is not None:
+            self._store.commit([task])
+        return afterwards is not None
+
+    @property
+    def idle(self) -> bool:
+        """No task runs and none waits to be dispatched."""
+        return not self._in_flight and not self._queues.tasks
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks

@@ -65,6 +65,11 @@ CREATE TABLE IF NOT EXISTS attempts (
     finished REAL,
     PRIMARY KEY (task, attempt)
 );
+CREATE TABLE IF NOT EXISTS pauses (
+    task INTEGER NOT NULL,
+    step INTEGER,
+    time REAL
+);
 """
 STAGED, DURABLE, DELETED = "staged", "durable", "deleted"
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
@@ -142,6 +147,16 @@ class TrialStore:
             self._db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?)",
                              (task, attempt, outcome.status.value, outcome.error, outcome.rank, outcome.host,
                               outcome.started, outcome.finished))
+
+    def add_pause(self, task: int, step: int | None) -> None:
+        """``task`` paused (walltime, scheduler) at ``step``: ``emews resume`` continues it."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO pauses VALUES (?,?,?)", (task, step, time.time()))
+
+    def pauses(self) -> dict[int, int]:
+        """Task id -> how often it paused."""
+        return dict(self._db.execute("SELECT task, COUNT(*) FROM pauses GROUP BY task"))
 
     def attempts(self, task: int) -> int:
         """How many failed attempts of ``task`` are kept."""

@@ -9,22 +9,38 @@ clones has a durable checkpoint (otherwise the trial simply continues).
 from __future__ import annotations
 
 from pathlib import Path
+from enum import Enum
 from typing import Any, Callable
 
 from emews.results import Outcome, Status, Task
 from emews.retention import Retention
 from emews.runtime.trial_store import DURABLE, TrialStore
+from emews.runtime.walltime import PauseClock
 from emews.schedulers import TrialScheduler
 from emews.training import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
+
+
+class Afterwards(Enum):
+    """What becomes of a task whose outcome is not a result."""
+
+    RETRY = "retry"     # crashed or timed out: it runs again, from its checkpoint
+    PAUSED = "paused"   # paused at a report: it stays unfinished, for ``emews resume``
+
+
+PAUSE = Decision(Action.PAUSE)
 
 
 class TrialService:
     """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
 
     def __init__(self, store: TrialStore | None, scheduler: TrialScheduler | None = None, *,
-                 metric: str = "value", direction: str = "minimize", retention: Retention = Retention()) -> None:
+                 metric: str = "value", direction: str = "minimize", retention: Retention = Retention(),
+                 retries: int = 0, clock: PauseClock | None = None) -> None:
         self.store = store
         self.retention = retention
+        self.retries = retries
+        self.clock = clock or PauseClock(None)
+        self.paused: dict[int, int] = {}  # task -> the step it paused at
         self.scheduler = scheduler
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
@@ -46,7 +62,23 @@ class TrialService:
     #: how an attempt may end and still be run again (``task.retries``)
     RETRYABLE = (Status.CRASHED, Status.TIMEOUT)
 
-    def retry(self, task: Task, outcome: Outcome, limit: int) -> bool:
+    @property
+    def intercepts(self) -> bool:
+        """Whether some outcomes may not be results (retries configured, or trials paused)."""
+        return bool(self.retries or self.paused)
+
+    def intercept(self, task: Task, outcome: Outcome) -> Afterwards | None:
+        """``None``: the outcome is the task's result; else what happens to the task instead."""
+        step = self.paused.pop(task.id, None)
+        if step is not None:
+            if self.store is not None:
+                self.store.add_pause(task.id, step)
+            return Afterwards.PAUSED
+        if self.retries and self._retry(task, outcome, self.retries):
+            return Afterwards.RETRY
+        return None
+
+    def _retry(self, task: Task, outcome: Outcome, limit: int) -> bool:
         """Whether ``task`` runs again after ``outcome`` (crashed or timed out, fewer than ``limit``
         retries so far); the failed attempt is kept in the store. Its ``ctx.restore()`` then
         returns its newest durable checkpoint."""
@@ -79,8 +111,12 @@ class TrialService:
         if self.scheduler is not None:
             decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
                                                 {} if task is None else task.params)
-        if decision.action is Action.EXPLOIT:
+        if self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT):
+            decision = PAUSE  # the allocation ends soon: keep the checkpoint, continue on resume
+        elif decision.action is Action.EXPLOIT:
             decision = self._exploit(report, decision, task, seq)
+        if decision.action is Action.PAUSE:
+            self.paused[report.trial] = report.step
         return Reply(report.session, decision)
 
     def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:

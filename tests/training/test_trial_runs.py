@@ -180,3 +180,56 @@ def test_pbt_clones_a_better_trials_checkpoint_and_records_the_lineage(emews_cmd
     assert starts[1]["trail"] == list(range(1, 10))   # trial 0's training, cloned
     final = {r["id"]: r for r in stored_rows(exp)}[3]
     assert json.loads(final["params"]) == new         # the result carries the parameters it ended with
+
+
+DUMPING_ASHA = '''
+import json
+from emews.schedulers.asha import ASHA
+
+class Dumping(ASHA):
+    """ASHA that writes its rung table after every decision."""
+    def __init__(self, out: str, **options):
+        super().__init__(**options)
+        self.out = out
+
+    def on_report(self, trial, step, metrics, params):
+        decision = super().on_report(trial, step, metrics, params)
+        with open(self.out, "w") as fh:
+            json.dump({str(m): {str(t): v for t, v in rung.items()} for m, rung in self.recorded.items()}, fh)
+        return decision
+'''
+
+
+def test_trials_paused_before_the_walltime_continue_on_resume_with_the_rungs_rebuilt(
+        emews_cmd, tmp_path: Path) -> None:
+    """A margin longer than the limit: every running trial pauses at its first report (the sweep then
+    waits for results, so the run goes idle) and the run stops as on SIGTERM. ``emews resume``
+    continues the paused trials at step 2 from their checkpoints, with ASHA's rungs rebuilt from the
+    stored reports: the rung table and the stops are those of the uninterrupted hand-computed case."""
+    log, rungs = tmp_path / "log.jsonl", tmp_path / "rungs.json"
+    emews_cmd.env["TRAINER_LOG"] = str(log)
+    (tmp_path / "dumping.py").write_text(DUMPING_ASHA)
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+                          scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
+                                     "options": {"out": str(rungs), "max_t": 9}},
+                          walltime={"limit": "00:10:00", "margin": 3600})
+    first = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert first.returncode == 143, first.stderr
+    assert "emews resume" in first.stderr
+    exp = tmp_path / "exp"
+    paused = dict(query(exp, "SELECT task, step FROM pauses"))
+    assert paused and set(paused.values()) == {1}
+    assert stored_rows(exp) == [] or [r["id"] for r in stored_rows(exp)] == [2]  # only ASHA's stop is a result
+
+    second = emews_cmd("resume", str(exp), "--set", "walltime.margin=0", timeout=240)
+    assert second.returncode == 0, second.stderr
+    starts = {e["task"]: e for e in events(log) if e["event"] == "start" and e["restored"]}
+    assert {t: (e["restored"], e["trail"]) for t, e in starts.items()} == {t: (1, [1]) for t in paused}
+    reported = query(exp, "SELECT trial, step FROM reports ORDER BY seq")
+    assert len(reported) == len(set(reported))       # no step trained twice
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [9, 9, 1, 3, 9]
+    table = json.loads(rungs.read_text())
+    assert table["1"] == {"0": 1.5, "1": 1.1, "2": 1.9, "3": 1.3, "4": 1.05}   # step-1 losses, from run one
+    assert table["3"] == pytest.approx({"0": 0.5 + 1 / 3, "1": 0.1 + 1 / 3, "3": 0.3 + 1 / 3, "4": 0.05 + 1 / 3})
+    assert sorted(r["id"] for r in stored_rows(exp)) == [0, 1, 2, 3, 4]
