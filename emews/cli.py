@@ -21,6 +21,8 @@ from emews.errors import ConfigError, EmewsError
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 SITE_SECTIONS = ("scheduler", "launcher", "node", "environment", "extends", "requires_account")
+#: ``--set`` keys of the workflow's trial scheduler; every other ``scheduler.*`` is the site's batch scheduler
+TRIAL_SCHEDULER_KEYS = ("scheduler.name", "scheduler.options")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,7 +77,7 @@ def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     site: list[str] = []
     for item in items:
         key, value = parse_override(item)
-        if key.split(".")[0] in SITE_SECTIONS:
+        if key.split(".")[0] in SITE_SECTIONS and not key.startswith(TRIAL_SCHEDULER_KEYS):
             site.append(item)
         else:
             workflow[key] = value
