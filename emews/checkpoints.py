@@ -52,6 +52,12 @@ def frame(kind: int, payload: bytes, name: str | None = None) -> list[bytes]:
     return [_HEADER.pack(MAGIC, kind, len(payload), _digest(kind, payload)), payload]
 
 
+def framed_size(kind: int, payload: bytes, name: str | None = None) -> int:
+    """The size of the file :func:`frame` makes, without hashing anything."""
+    extra = 2 + len((name or "checkpoint").encode()) if kind == KIND_FILE else 0
+    return _HEADER.size + extra + len(payload)
+
+
 def _digest(kind: int, payload: bytes | memoryview) -> bytes:
     """SHA-256 over the kind and the payload: a flipped bit in either is caught."""
     digest = hashlib.sha256(bytes([kind]))
@@ -112,7 +118,7 @@ class CheckpointWriter:
     def __init__(self, *, background: bool = True, max_pending: int = 2) -> None:
         self._background = background
         self._slots = threading.BoundedSemaphore(max_pending)
-        self._queue: queue.SimpleQueue[tuple[Path, list[bytes]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Path, int, bytes, str | None] | None] = queue.SimpleQueue()
         self._done: list[str] = []
         self._failed: list[str] = []
         self._lock = threading.Lock()
@@ -120,10 +126,11 @@ class CheckpointWriter:
         self._pending = 0
         self._thread: threading.Thread | None = None
 
-    def submit(self, path: Path, pieces: list[bytes]) -> None:
-        """Write ``pieces`` to ``path`` (now, or in the background)."""
+    def submit(self, path: Path, kind: int, payload: bytes, name: str | None = None) -> None:
+        """Write a snapshot (``snapshot``'s kind, bytes and name) to ``path``, now or in the
+        background (framing and hashing happen there too, off the training thread)."""
         if not self._background:
-            self._write(path, pieces)
+            self._write(path, kind, payload, name)
             return
         self._slots.acquire()
         with self._lock:
@@ -131,7 +138,7 @@ class CheckpointWriter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="emews-checkpoints", daemon=True)
             self._thread.start()
-        self._queue.put((path, pieces))
+        self._queue.put((path, kind, payload, name))
 
     def done(self) -> tuple[str, ...]:
         """Paths written completely since the last call."""
@@ -159,9 +166,9 @@ class CheckpointWriter:
                     self._pending -= 1
                     self._idle.notify_all()
 
-    def _write(self, path: Path, pieces: list[bytes]) -> None:
+    def _write(self, path: Path, kind: int, payload: bytes, name: str | None) -> None:
         try:
-            write_atomic(path, pieces)
+            write_atomic(path, frame(kind, payload, name))
         except OSError as exc:
             with self._lock:
                 self._failed.append(f"{path}: {exc}")

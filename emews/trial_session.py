@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from emews.checkpoints import CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, read_checkpoint, snapshot
+from emews.checkpoints import CheckpointWriter, CorruptCheckpoint, checkpoint_path, framed_size, read_checkpoint, snapshot
 from emews.training import (CONTINUE, Action, CheckpointNote, CheckpointsDurable, Decision, Reply, Report,
                             RestoreRequest, TrialLink)
 
@@ -94,11 +94,10 @@ class TrialSession:
         if self._root is None:
             raise RuntimeError("ctx.report(checkpoint=...): this run has no experiment directory")
         kind, payload, name = snapshot(checkpoint)
-        pieces = frame(kind, payload, name)
         path = checkpoint_path(self._root, self.trial, step, self._serial)
         self._serial += 1
-        self._writer.submit(path, pieces)
-        return CheckpointNote(str(path), sum(len(p) for p in pieces))
+        self._writer.submit(path, kind, payload, name)
+        return CheckpointNote(str(path), framed_size(kind, payload, name))
 
     def _collect(self, block: bool) -> None:
         """Take the replies due for posted reports (all of them when ``block``)."""

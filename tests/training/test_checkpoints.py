@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from emews.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, read_checkpoint,
-                               snapshot, write_atomic)
+from emews.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, framed_size,
+                               read_checkpoint, snapshot, write_atomic)
 from emews.runtime.trial_store import TrialStore
 from emews.training import CheckpointNote, Report
 
@@ -41,6 +41,14 @@ def test_any_cut_or_flipped_byte_is_refused(tmp_path_factory, payload, data) -> 
         read_checkpoint(path)
 
 
+@pytest.mark.parametrize("value", [{"w": list(range(100))}, b"raw", None])
+def test_the_size_noted_is_the_size_written(tmp_path: Path, value) -> None:
+    kind, payload, name = snapshot(value)
+    path = tmp_path / "a.ckpt"
+    write_atomic(path, frame(kind, payload, name))
+    assert path.stat().st_size == framed_size(kind, payload, name)
+
+
 def test_a_file_checkpoint_is_copied_and_extracted(tmp_path: Path) -> None:
     model = tmp_path / "model.bin"
     model.write_bytes(b"\x00weights" * 100)
@@ -65,13 +73,13 @@ def test_the_background_writer_returns_before_the_write_and_reports_it_done(tmp_
     writer = CheckpointWriter()
     real_write = writer._write
 
-    def gated(path, pieces):
+    def gated(*job):
         gate.wait(60)
-        real_write(path, pieces)
+        real_write(*job)
 
     writer._write = gated  # hold the thread, not the caller
     target = tmp_path / "x.ckpt"
-    writer.submit(target, frame(*snapshot("state")))
+    writer.submit(target, *snapshot("state"))
     assert not target.exists() and writer.done() == ()
     gate.set()
     writer.flush()
