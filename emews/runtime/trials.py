@@ -111,12 +111,14 @@ class TrialService:
         if self.scheduler is not None:
             decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
                                                 {} if task is None else task.params)
-        if self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT):
-            decision = PAUSE  # the allocation ends soon: keep the checkpoint, continue on resume
-        elif decision.action is Action.EXPLOIT:
-            decision = self._exploit(report, decision, task, seq)
-        if decision.action is Action.PAUSE:
+        if self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
+            # the allocation ends soon: the task stays unfinished and ``emews resume`` continues it
             self.paused[report.trial] = report.step
+            return Reply(report.session, PAUSE)
+        if decision.action is Action.EXPLOIT:
+            decision = self._exploit(report, decision, task, seq)
+        # a scheduler's own pause (ASHA promotion variant) ends the task with its result so far:
+        # the optimizer waits for it; the scheduler keeps the trial promotable
         return Reply(report.session, decision)
 
     def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:

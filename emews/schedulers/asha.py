@@ -7,8 +7,10 @@ trial reaches a rung its metric is recorded there, highest rung first:
                ``1/reduction_factor`` quantile of the losses recorded earlier at that rung.
 ``promotion``  (the paper's rule) the trial continues only if it is among the best
                ``n // reduction_factor`` of the ``n`` trials recorded at that rung, else it
-               pauses; :meth:`ASHA.promotable` names paused trials that have since become
-               good enough to continue.
+               pauses (its task ends with its result so far; the checkpoint is kept);
+               :meth:`ASHA.promotable` names paused trials that have since become good
+               enough to continue. Running promotions as new tasks is not wired yet: a
+               caller (an optimizer reading ``evaluator.reports()``) decides what to do.
 
 A trial that reaches ``max_t`` steps is stopped: it has had its full budget.
 """

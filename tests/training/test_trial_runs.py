@@ -233,3 +233,17 @@ def test_trials_paused_before_the_walltime_continue_on_resume_with_the_rungs_reb
     assert table["1"] == {"0": 1.5, "1": 1.1, "2": 1.9, "3": 1.3, "4": 1.05}   # step-1 losses, from run one
     assert table["3"] == pytest.approx({"0": 0.5 + 1 / 3, "1": 0.1 + 1 / 3, "3": 0.3 + 1 / 3, "4": 0.05 + 1 / 3})
     assert sorted(r["id"] for r in stored_rows(exp)) == [0, 1, 2, 3, 4]
+
+
+def test_asha_promotion_pauses_end_their_tasks_with_a_result(emews_cmd, tmp_path: Path) -> None:
+    """Promotion rule (rf 3): a trial goes on only while among the best n // 3 at its rung. Trials
+    0-3 pause at step 1 (n // 3 is 0 or 1 and trial 1 holds that place), trial 4 (1.05) leads rung 1
+    and pauses at rung 3 (n = 1). Every paused task ends with its result; the run does not wait."""
+    wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
+                          scheduler={"name": "asha", "options": {"max_t": 9, "variant": "promotion"}})
+    exp = launch(emews_cmd, wf)
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [1, 1, 1, 1, 3]
+    assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == \
+        [("ok", RATES[t] + 1 / last[t]) for t in range(5)]
+    assert query(exp, "SELECT COUNT(*) FROM pauses") == [(0,)]
