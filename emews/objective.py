@@ -55,8 +55,8 @@ class TaskContext:
                wait: bool = True) -> Decision:
         """Send a training step's ``metrics`` (and optionally a ``checkpoint``: any picklable
         object, or a ``pathlib.Path`` to a file written) to the optimizer rank; return its
-        :class:`~emews.training.Decision` (check ``.stop``). ``wait=False`` returns at once;
-        the decision then arrives with a later report."""
+        :class:`~emews.training.Decision` (check ``.stop``). ``wait=False`` returns at once
+        (with the previous report's decision): this one's comes with the next report."""
         return self._trial().report(step, metrics, checkpoint, wait=wait)
 
     def restore(self, default: Any = None) -> Any:

@@ -54,9 +54,12 @@ class TrialSession:
         note = None if checkpoint is None else self._stage(step, checkpoint)
         if self._link is None:
             return CONTINUE
+        if not wait:  # the previous report's decision is due now (it had a whole step to come)
+            self._collect()
         self._link.post(Report(self.trial, self.id, step, dict(metrics), time.time(), note, self._writer.done()))
         self._outstanding += 1
-        self._collect(block=wait)
+        if wait:
+            self._collect()
         decision, self._unseen = self._unseen, CONTINUE
         if decision.action is Action.EXPLOIT:
             self._restart = decision.params
@@ -67,7 +70,7 @@ class TrialSession:
         if self._link is None:
             return default
         self._link.post(RestoreRequest(self.trial, self.id, self._writer.done()))
-        self._collect(block=True)
+        self._collect()
         reply = self._take(block=True)
         assert reply is not None
         for candidate in reply.candidates:
@@ -85,7 +88,7 @@ class TrialSession:
             print(f"emews: checkpoint not written: {failure}", file=sys.stderr)
         if self._link is not None:
             self._link.post(CheckpointsDurable(self.trial, self.id, self._writer.done()))
-            self._collect(block=True)
+            self._collect()
         restart, self._restart = self._restart, None
         self._unseen = CONTINUE
         return restart
@@ -99,12 +102,11 @@ class TrialSession:
         self._writer.submit(path, kind, payload, name)
         return CheckpointNote(str(path), framed_size(kind, payload, name))
 
-    def _collect(self, block: bool) -> None:
-        """Take the replies due for posted reports (all of them when ``block``)."""
+    def _collect(self) -> None:
+        """Wait for the replies to every report posted."""
         while self._outstanding:
-            reply = self._take(block)
-            if reply is None:
-                return
+            reply = self._take(block=True)
+            assert reply is not None
             self._outstanding -= 1
             if self._unseen.action is Action.CONTINUE:
                 self._unseen = reply.decision

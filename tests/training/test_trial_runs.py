@@ -247,3 +247,14 @@ def test_asha_promotion_pauses_end_their_tasks_with_a_result(emews_cmd, tmp_path
     assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == \
         [("ok", RATES[t] + 1 / last[t]) for t in range(5)]
     assert query(exp, "SELECT COUNT(*) FROM pauses") == [(0,)]
+
+
+def test_a_report_that_does_not_wait_gets_its_decision_by_the_next_report(emews_cmd, tmp_path: Path) -> None:
+    """``wait=False``: the objective goes on at once and gets each decision at its next report, so
+    ASHA's stop of rate .9 (at step 1) and of rate .3 (at step 3) reach them one step later."""
+    emews_cmd.env["TRAINER_WAIT"] = "1"
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"}, scheduler={"name": "asha", "options": {"max_t": 9}})
+    exp = launch(emews_cmd, wf)
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert last[0] == last[1] == last[4] == 9
+    assert (last[2], last[3]) == (2, 4)
