@@ -120,7 +120,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
     The last message is always :class:`WorkerStopped`, also when shutting down fails.
     """
     backoff = Backoff()
-    inbox = Inbox(transport, interrupted)
+    inbox = Inbox(transport, interrupted, optimizer_rank)
     queued: deque[Task] = deque()
     unsent: list[Outcome] = []
     oldest = 0.0
