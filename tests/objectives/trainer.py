@@ -8,6 +8,8 @@ steps this lineage trained, so a test sees what was restored) and stops when tol
 ``TRAINER_KILL_AT``  SIGKILL this process after reporting that step, on a trial's first attempt
 ``TRAINER_CORRUPT``  with ``TRAINER_KILL_AT``: truncate that step's checkpoint before the kill
 ``TRAINER_WAIT``     report without waiting for the decision (``wait=False``)
+``TRAINER_HOLD_AT``  after reporting that step, on the first attempt of task 0, wait (up to 120 s)
+                     until the file ``TRAINER_GATE`` exists: holds a trial mid-training
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import emews
@@ -47,6 +50,10 @@ def run(params: dict, ctx) -> dict:
                     data = path.read_bytes()
                     path.write_bytes(data[: len(data) // 2])
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == int(os.environ.get("TRAINER_HOLD_AT", "0")) and start == 0 and ctx.task_id == 0:
+            deadline = time.monotonic() + 120
+            while not Path(os.environ["TRAINER_GATE"]).exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
         if decision.stop:
             break
     return {"loss": loss, "steps": state["step"]}

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, stored_rows, write_workflow
+from testutil import TESTS, stored_rows, wait_until, write_workflow
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
@@ -258,3 +259,36 @@ def test_a_report_that_does_not_wait_gets_its_decision_by_the_next_report(emews_
     last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
     assert last[0] == last[1] == last[4] == 9
     assert (last[2], last[3]) == (2, 4)
+
+
+def test_sigterm_to_the_job_then_resume_continues_the_trial_at_its_step_with_the_rungs_rebuilt(
+        emews_cmd, tmp_path: Path) -> None:
+    """Trial 0 is held after its step-5 report; once its step-5 checkpoint is on disk the job gets
+    SIGTERM (as from scancel). ``emews resume`` runs it again from that checkpoint (steps 6-9 only),
+    then the other trials: ASHA's rung table and stops are those of the uninterrupted hand case."""
+    log, rungs = tmp_path / "log.jsonl", tmp_path / "rungs.json"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_HOLD_AT="5", TRAINER_GATE=str(tmp_path / "never"))
+    (tmp_path / "dumping.py").write_text(DUMPING_ASHA)
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+                          scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
+                                     "options": {"out": str(rungs), "max_t": 9}})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
+    step5 = tmp_path / "exp" / "checkpoints" / "000000"
+    assert wait_until(lambda: list(step5.glob("step-00000005-*.ckpt")), timeout=120)
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=180)
+    assert job.returncode == 143, err
+    exp = tmp_path / "exp"
+    assert stored_rows(exp) == []
+
+    second = emews_cmd("resume", str(exp), timeout=240)
+    assert second.returncode == 0, second.stderr
+    starts = [(e["task"], e["restored"], e["trail"]) for e in events(log) if e["event"] == "start"]
+    assert starts[:2] == [(0, 0, []), (0, 5, [1, 2, 3, 4, 5])]
+    reported = query(exp, "SELECT trial, step FROM reports ORDER BY seq")
+    assert [s for t, s in reported if t == 0] == list(range(1, 10))   # no step trained twice
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [9, 9, 1, 3, 9]
+    table = json.loads(rungs.read_text())
+    assert table["1"] == {"0": 1.5, "1": 1.1, "2": 1.9, "3": 1.3, "4": 1.05}
+    assert emews_cmd.leftovers_after_exit() == []
