@@ -156,7 +156,9 @@ def test_a_corrupt_checkpoint_is_never_restored(emews_cmd, tmp_path: Path) -> No
     assert [r["status"] for r in stored_rows(exp)] == ["ok"]
 
 
-def test_pbt_clones_a_better_trials_checkpoint_and_records_the_lineage(emews_cmd, tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_pbt_clones_a_better_trials_checkpoint_and_records_the_lineage(emews_cmd, tmp_path: Path,
+                                                                       isolation: str) -> None:
     """One worker: trials 0-2 train to step 9; trial 3 (rate .9) is the worst at its step 3 and
     exploits trial 0 (the best): it goes on from trial 0's step-9 checkpoint with explored params."""
     log = tmp_path / "log.jsonl"
@@ -165,7 +167,7 @@ def test_pbt_clones_a_better_trials_checkpoint_and_records_the_lineage(emews_cmd
         tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
         space={"rate": {"type": "ordered", "values": [0.1, 0.2, 0.3, 0.9]},
                "epochs": {"type": "constant", "value": 9}},
-        budget={"evaluations": 4}, task={"isolation": "inline"},
+        budget={"evaluations": 4}, task={"isolation": isolation},
         scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
                                               "resample_probability": 0.0}})
     exp = launch(emews_cmd, wf)
