@@ -70,10 +70,6 @@ class RunSpec:
     def store_path(self) -> Path | None:
         return None if self.exp_dir is None else self.exp_dir / "results.db"
 
-    @property
-    def checkpoints_root(self) -> Path | None:
-        return None if self.exp_dir is None else self.exp_dir / "checkpoints"
-
 
 @dataclass
 class RunSummary:
@@ -106,12 +102,13 @@ class OptimizerFailed(RuntimeError):
 def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
                 interrupt: Interrupt | None = None) -> Runner:
     """The objective runner for one worker rank, per ``spec.isolation``."""
-    host, runs_root, checkpoints_root = socket.gethostname(), spec.runs_root, spec.checkpoints_root
-    background = spec.checkpoint_async
+    host, runs_root, background = socket.gethostname(), spec.runs_root, spec.checkpoint_async
 
     def make_context(task: Task) -> TaskContext:
-        return TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root,
-                           checkpoints_root=checkpoints_root, checkpoint_async=background)
+        context = TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
+        if not background:
+            context.checkpoint_async = False
+        return context
 
     if spec.isolation == "inline":
         return InlineRunner(spec.objective, timeout=spec.timeout if use_alarm else None,

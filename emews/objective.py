@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 from emews.imports import UserImportError, import_user_module
 from emews.results import Outcome, Status
 from emews.space import to_builtin
-from emews.training import Decision, TrialLink
+from emews.training import Decision
 
 
 class ObjectiveLoadError(ImportError):
@@ -37,11 +37,15 @@ class TaskContext:
     host: str = field(default_factory=socket.gethostname)
     runs_root: Path | None = None
     pid: int | None = None  # the process that runs the objective (set when the call starts)
-    checkpoints_root: Path | None = None
-    checkpoint_async: bool = True  # write checkpoints on a background thread
-    #: how trial messages reach the optimizer rank; set in the process that runs the objective
-    link: TrialLink | None = field(default=None, repr=False, compare=False)
-    _session: Any = field(default=None, init=False, repr=False, compare=False)
+    # not dataclass fields (no cost per task): set when used, in the process running the objective
+    link = None              # TrialLink | None: how trial messages reach the optimizer rank
+    checkpoint_async = True  # write checkpoints on a background thread (False: in the report call)
+    _session = None          # TrialSession | None: created by the first report or restore
+
+    @property
+    def checkpoints_root(self) -> Path | None:
+        """``EXP/checkpoints``, beside ``EXP/runs``."""
+        return None if self.runs_root is None else self.runs_root.parent / "checkpoints"
 
     @property
     def run_dir(self) -> Path:
@@ -154,12 +158,12 @@ class LoadedObjective:
         context.pid = os.getpid()
         token = _current.set(context)
         try:
-            while True:
-                returned = self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
-                again = context.end_attempt()
-                if again is None:
-                    return returned
-                params = again
+            returned = self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
+            if context._session is None:  # no report, no restore: nothing to settle
+                return returned
+            while (again := context.end_attempt()) is not None:
+                returned = self.fn(dict(again), context)
+            return returned
         finally:
             _current.reset(token)
 
