@@ -48,6 +48,10 @@ CASES = {
     "missing name": ({"scheduler": {"options": {}}}, "scheduler.name", None),
     "negative retries": ({"task": {"retries": -1}}, "task.retries", None),
     "checkpoint mode": ({"checkpoints": {"background": "yes"}}, "checkpoints.background", None),
+    "keep last zero": ({"checkpoints": {"keep_last": 0}}, "checkpoints.keep_last", None),
+    "walltime form": ({"walltime": {"limit": "1:75:00"}}, "walltime.limit", "HH:MM:SS"),
+    "walltime number": ({"walltime": {"limit": 90}}, "walltime.limit", "HH:MM:SS"),
+    "negative margin": ({"walltime": {"margin": -5}}, "walltime.margin", None),
 }
 
 
