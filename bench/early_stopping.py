@@ -118,13 +118,11 @@ def run_optuna(configs: list[dict], seed: int, pruner: Any) -> dict:
     objective = import_user_module(str(OBJECTIVE), what="objective")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed))
-    for config in configs:
-        study.enqueue_trial(config)
     spent = 0
 
     def optimize(trial: Any) -> float:
         nonlocal spent
-        params = {name: trial.suggest_categorical(name, [value]) for name, value in configs[trial.number].items()}
+        params = configs[trial.number]  # the pruner sees only the reported values; the configs are fixed
         ctx = _OptunaContext(trial, (seed * 1_000_003 + trial.number) % (2**31 - 1))
         metrics = objective.run(params, ctx)
         spent += ctx.epochs
@@ -159,12 +157,17 @@ def main() -> None:
             folder.mkdir()
             configs = draw_configs(args.configs, args.epochs, seed)
             asha = {"name": "asha", "options": {"max_t": args.epochs, "grace_period": 1, "reduction_factor": 3}}
-            runs.setdefault("none", []).append(run_emews(folder, "none", configs, seed, args.workers, args.epochs, None))
-            runs.setdefault("asha", []).append(run_emews(folder, "asha", configs, seed, args.workers, args.epochs, asha))
-            runs.setdefault("optuna-sha", []).append(run_optuna(configs, seed, optuna.pruners.SuccessiveHalvingPruner(
-                min_resource=1, reduction_factor=3)))
-            runs.setdefault("optuna-hyperband", []).append(run_optuna(configs, seed, optuna.pruners.HyperbandPruner(
-                min_resource=1, max_resource=args.epochs, reduction_factor=3)))
+            methods = {
+                "none": lambda: run_emews(folder, "none", configs, seed, args.workers, args.epochs, None),
+                "asha": lambda: run_emews(folder, "asha", configs, seed, args.workers, args.epochs, asha),
+                "optuna-sha": lambda: run_optuna(configs, seed, optuna.pruners.SuccessiveHalvingPruner(
+                    min_resource=1, reduction_factor=3)),
+                "optuna-hyperband": lambda: run_optuna(configs, seed, optuna.pruners.HyperbandPruner(
+                    min_resource=1, max_resource=args.epochs, reduction_factor=3)),
+            }
+            for name, method in methods.items():
+                runs.setdefault(name, []).append(method())
+                print(f"# seed {seed} {name}: {runs[name][-1]}", flush=True)
     print(f"# {args.configs} configs x up to {args.epochs} epochs, digits MLP (torch, CPU), {args.seeds} seeds, "
           f"emews with {args.workers} workers, Optuna serial; medians; machine shared (noisy wall times)")
     reference = statistics.median(r["epochs"] for r in runs["none"])
