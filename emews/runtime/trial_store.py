@@ -164,22 +164,24 @@ class TrialStore:
 
     # -- reading -------------------------------------------------------------
     def latest_durable(self, trial: int) -> CheckpointRow | None:
-        """The trial's newest checkpoint known complete (a staged one whose file is in place counts:
-        the final name appears only after fsync and rename)."""
-        for row in self._own(trial, after=None):
-            return row
-        return None
+        """What a PBT clone of ``trial`` starts from: the checkpoint ``ctx.restore`` would give it."""
+        rows = self._restorable(trial)
+        return rows[0] if rows else None
 
     def candidates(self, trial: int) -> list[Restorable]:
         """What ``ctx.restore`` may load for ``trial``, newest first: its own checkpoints (since its
-        last PBT clone), then the clone's source."""
+        last PBT clone), then the clone's source. A staged one whose file is in place counts as
+        durable (the final name appears only after fsync and rename)."""
+        return [Restorable(r.path, r.step) for r in self._restorable(trial)]
+
+    def _restorable(self, trial: int) -> list[CheckpointRow]:
         clone = self._db.execute("SELECT checkpoint, report FROM lineage WHERE trial = ? ORDER BY seq DESC LIMIT 1",
                                  (trial,)).fetchone()
-        out = [Restorable(r.path, r.step) for r in self._own(trial, after=None if clone is None else clone[1])]
+        out = list(self._own(trial, after=None if clone is None else clone[1]))
         if clone is not None:
             row = self.checkpoint(clone[0])
             if row is not None and row.state == DURABLE:
-                out.append(Restorable(row.path, row.step))
+                out.append(row)
         return out
 
     def _own(self, trial: int, after: int | None) -> Iterable[CheckpointRow]:
