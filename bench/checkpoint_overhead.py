@@ -78,16 +78,10 @@ def launch(folder: Path, mode: str, mb: int, epochs: int, work: int) -> dict:
     return {"loop": objective, **json.loads(metrics)}
 
 
-def calibrate_work(target_seconds: float) -> int:
-    """How many products take about ``target_seconds`` here (one epoch)."""
-    import numpy as np
-
-    a = np.random.default_rng(0).standard_normal((256, 256))
-    count, started = 0, time.perf_counter()
-    while time.perf_counter() - started < 2.0:
-        a = np.tanh(a @ a.T / 256.0)
-        count += 1
-    return max(1, int(count * target_seconds / (time.perf_counter() - started)))
+def calibrate_work(folder: Path, mb: int, target_seconds: float) -> int:
+    """How many products take about ``target_seconds`` (one epoch) in a worker rank of a real run."""
+    probe = launch(folder, "none", mb, 1, 40)
+    return max(1, int(40 * target_seconds / probe["loop"]))
 
 
 def main() -> None:
@@ -99,8 +93,6 @@ def main() -> None:
                         help="compute per epoch (default: 12x one sync write, measured first)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = "1"  # calibrate as a worker rank computes: one thread
     if args.quick:
         args.repeats, args.epochs = 1, 4
     with tempfile.TemporaryDirectory(prefix="emews-ckpt-bench-", dir=os.environ.get("BENCH_DIR", ".")) as tmp:
@@ -108,7 +100,7 @@ def main() -> None:
         if not args.epoch_seconds:
             probe = launch(folder, "sync", args.mb, 3, 1)
             args.epoch_seconds = 12 * probe["report_seconds"] / 3
-        work = calibrate_work(args.epoch_seconds)
+        work = calibrate_work(folder, args.mb, args.epoch_seconds)
         print(f"# state {args.mb} MB, {args.epochs} epochs of ~{args.epoch_seconds:.2f} s ({work} products), "
               f"{args.repeats} repeats, modes alternating; machine shared (noisy)")
         runs: dict[str, list[dict]] = {m: [] for m in MODES}
