@@ -21,6 +21,8 @@ from emews.errors import ConfigError, EmewsError
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 SITE_SECTIONS = ("scheduler", "launcher", "node", "environment", "extends", "requires_account")
+#: ``--set`` keys of the workflow's trial scheduler; every other ``scheduler.*`` is the site's batch scheduler
+TRIAL_SCHEDULER_KEYS = ("scheduler.name", "scheduler.options")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("exp_dir", type=Path)
     resume.add_argument("--workers", type=int, help="number of worker ranks (default: as before)")
     resume.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="change the budget before resuming, e.g. budget.evaluations=400")
+                        help="change the budget or walltime before resuming, e.g. budget.evaluations=400")
 
     results = sub.add_parser("results", help="write results.csv of an experiment and print its summary")
     results.add_argument("exp_dir", type=Path)
@@ -69,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=("html", "png", "pdf"), default="html")
     report.add_argument("--top", type=int, default=10, help="rows of the top evaluations table (default 10)")
 
+    checkpoints = sub.add_parser("checkpoints", help="list the durable checkpoints of an experiment "
+                                                     "(trial, step, metric, size, path)")
+    checkpoints.add_argument("exp_dir", type=Path)
+    checkpoints.add_argument("--best", type=int, metavar="K", help="only the best K, best first")
+
     cancel = sub.add_parser("cancel", help="cancel an experiment's batch job")
     cancel.add_argument("exp_dir", type=Path)
 
@@ -85,7 +92,7 @@ def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     site: list[str] = []
     for item in items:
         key, value = parse_override(item)
-        if key.split(".")[0] in SITE_SECTIONS:
+        if key.split(".")[0] in SITE_SECTIONS and not key.startswith(TRIAL_SCHEDULER_KEYS):
             site.append(item)
         else:
             workflow[key] = value
@@ -154,9 +161,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     exp_dir = require_experiment(args.exp_dir.absolute())
     wf_overrides, site_overrides = _split_overrides(args.set)
-    if site_overrides or any(not key.startswith("budget.") for key in wf_overrides):
-        raise ConfigError("resume can only change the budget", key="--set",
-                          allowed="budget.evaluations=N")
+    if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in wf_overrides):
+        raise ConfigError("resume can only change the budget and the walltime settings", key="--set",
+                          allowed="budget.evaluations=N, walltime.limit=HH:MM:SS, walltime.margin=SECONDS")
     site = load_site(str(exp_dir / SITE_FILE))
     workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
@@ -303,6 +310,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from emews.catalog import format_table, list_checkpoints
+
+    if args.best is not None and args.best < 1:
+        raise ConfigError(f"must be at least 1, got {args.best}", key="--best")
+    rows = list_checkpoints(args.exp_dir.absolute(), best=args.best)
+    print(format_table(rows))
+    print(f"{len(rows)} checkpoints", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from emews.mpi_main import run_experiment
 
@@ -310,7 +328,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"launch": cmd_launch, "resume": cmd_resume, "check": cmd_check, "results": cmd_results, "status": cmd_status,
-            "report": cmd_report, "cancel": cmd_cancel, "run": cmd_run}
+            "report": cmd_report, "cancel": cmd_cancel, "run": cmd_run, "checkpoints": cmd_checkpoints}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

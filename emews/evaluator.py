@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections import abc
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from emews.queues import QueuePair
 from emews.results import Result, Task
 from emews.space import Space, SpaceError
+from emews.training import StoredReport
 
 
 class BudgetExhausted(RuntimeError):
@@ -48,12 +49,14 @@ class Evaluator:
                  ``get`` like any other.
     ``first_id`` the next task id; ids never collide with earlier ones.
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
+    ``reports``  reads the training reports stored so far (see :meth:`reports`).
     """
 
     def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int,
                  direction: str = "minimize", seed: int = 0, first_id: int = 0,
                  history: Sequence[Result] = (), requeue: Sequence[Task] = (),
-                 exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = ()) -> None:
+                 exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = (),
+                 reports: Callable[[int | None], list[StoredReport]] | None = None) -> None:
         self.space = space
         self.observers: list[EvaluatorObserver] = list(observers)
         self.workers = workers
@@ -64,6 +67,7 @@ class Evaluator:
         self.history: tuple[Result, ...] = tuple(history)
         self.requeued: tuple[Task, ...] = tuple(requeue)
         self._queues = queues
+        self._read_reports = reports
         earlier = [r.id for r in self.history] + [t.id for t in self.requeued]
         self._next_id = max([first_id, *(i + 1 for i in earlier)])
         #: points earlier runs put (one id each, in order, also those lost at a kill -9): an
@@ -95,6 +99,11 @@ class Evaluator:
     def submitted(self) -> int:
         """Evaluations submitted in this run (requeued ones included)."""
         return self._submitted
+
+    def reports(self, trial: int | None = None) -> list[StoredReport]:
+        """The training reports stored so far (of one trial, a task id, or of all), in arrival order;
+        each is on disk before the trial scheduler saw it. Empty when the run keeps no store."""
+        return [] if self._read_reports is None else self._read_reports(trial)
 
     def put(self, points: Iterable[Mapping[str, Any]]) -> list[int]:
         """Queue ``points`` for evaluation; return their task ids (results carry them as ``.id``)."""

@@ -17,6 +17,7 @@ from emews.optimizer import Optimizer
 from emews.queues import QueuePair
 from emews.replicates import ReplicatingEvaluator, replicated_space
 from emews.results import Outcome, Result, Status, Task
+from emews.retention import Retention
 from emews.runtime.distributor import Distributor
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt, Interrupted
@@ -25,7 +26,11 @@ from emews.objective import ObjectiveSpec, TaskContext
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport
+from emews.runtime.trial_store import ReportReader, TrialStore
+from emews.runtime.trials import TrialService
+from emews.runtime.walltime import PauseClock, WalltimeStop
 from emews.runtime.worker import Runner, worker_loop
+from emews.schedulers import TrialScheduler
 from emews.space import Space
 
 
@@ -48,6 +53,12 @@ class RunSpec:
     durability: Durability = "normal"
     observers: tuple[EvaluatorObserver, ...] = ()  # see what the optimizer submits and receives
     replicates: int = 1  # each point runs this many times (UQ ensembles), see emews.replicates
+    make_scheduler: Callable[[], TrialScheduler] | None = None  # decides on training reports
+    checkpoint_async: bool = True  # write ctx.report checkpoints on a background thread
+    retries: int = 0  # a crashed or timed-out task runs again (from its checkpoint) this many times
+    retention: Retention = field(default_factory=Retention)  # which checkpoints are kept
+    walltime_end: float | None = None  # when the allocation ends (UNIX time): trials pause before it
+    pause_margin: float = 300.0        # seconds before walltime_end that trials pause
 
     @property
     def sign(self) -> float:
@@ -93,10 +104,13 @@ class OptimizerFailed(RuntimeError):
 def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
                 interrupt: Interrupt | None = None) -> Runner:
     """The objective runner for one worker rank, per ``spec.isolation``."""
-    host, runs_root = socket.gethostname(), spec.runs_root
+    host, runs_root, background = socket.gethostname(), spec.runs_root, spec.checkpoint_async
 
     def make_context(task: Task) -> TaskContext:
-        return TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
+        context = TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
+        if not background:
+            context.checkpoint_async = False
+        return context
 
     if spec.isolation == "inline":
         return InlineRunner(spec.objective, timeout=spec.timeout if use_alarm else None,
@@ -141,8 +155,9 @@ def resume_state(store: ResultsStore | None) -> ResumeState:
     if store is None:
         return ResumeState([], [], 0)
     requeue, given_up = [], []
+    pauses = TrialStore(store.connection).pauses()  # a paused trial may be continued any number of times
     for task, attempt in store.unfinished():
-        if attempt < REQUEUE_LIMIT:
+        if attempt < REQUEUE_LIMIT + pauses.get(task.id, 0):
             task.attempt = attempt + 1
             requeue.append(task)
         else:
@@ -154,6 +169,20 @@ def resume_state(store: ResultsStore | None) -> ResumeState:
     if requeue:
         store.mark_attempted([t.id for t in requeue])
     return ResumeState(list(store), requeue, store.next_id())
+
+
+def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeState) -> TrialService:
+    """What answers training reports: the store's training tables and the workflow's scheduler,
+    its state rebuilt from the reports of earlier runs."""
+    scheduler = None
+    if spec.make_scheduler is not None:
+        scheduler = spec.make_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
+                                               space=spec.space, seed=spec.seed)
+    service = TrialService(None if store is None else TrialStore(store.connection), scheduler,
+                           metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
+                           retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin))
+    service.rebuild({**{r.id: r.params for r in earlier.history}, **{t.id: t.params for t in earlier.requeue}})
+    return service
 
 
 def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[int], *,
@@ -169,8 +198,11 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     store = ResultsStore(spec.store_path, durability=spec.durability) if spec.store_path else None
     earlier = resume_state(store)
     progress.record(earlier.history, 0)
+    trials = trial_service(spec, store, earlier)
+    reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
-                              store=store).start()
+                              store=store, trials=trials).start()
+    walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
     error: BaseException | None = None
     reporter = ProgressReporter(progress, interval=spec.progress_interval) if spec.show_progress \
@@ -182,7 +214,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
                 evaluator = Evaluator(queues, space, workers=len(worker_ranks), budget=spec.budget,
                                       direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
                                       history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir,
-                                      observers=spec.observers)
+                                      observers=spec.observers, reports=reports)
                 view = evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space,
                                                                                   spec.replicates)
                 spec.make_optimizer().run(view)
@@ -193,6 +225,9 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
         except BaseException as exc:
             error = exc if distributor.error is not None else OptimizerFailed(exc)
         distributor.close(abort=error is not None)
+    walltime.close()
+    if reports is not None:
+        reports.close()
     if store is not None:
         store.close()
     return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,

@@ -20,13 +20,15 @@ from emews.errors import ConfigError
 from emews.csvfollow import CsvFollower
 from emews.experiment import CSV_FILE, LOG_FILE, SITE_FILE, STORE_FILE, WORKFLOW_FILE, require_experiment
 from emews.lease import Lease, acquire
+from emews.retention import Retention
 from emews.report import export_csv, open_store, summary_text, totals
 from emews.runtime.backoff import Backoff, spin_for
 from emews.runtime.interrupt import Interrupt
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import MPITransport
-from emews.site import bind_gpus, load_site, local_rank
+from emews.site import Site, bind_gpus, load_site, local_rank
+from emews.site.walltime import parse_walltime
 from emews.site.jobs import batch_job_over
 from emews.workflow import Workflow, load_workflow
 
@@ -37,12 +39,29 @@ SUMMARY_FILE = "summary.json"
 
 
 def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
-    task = workflow.model.task
+    task, kept = workflow.model.task, workflow.model.checkpoints
     return RunSpec(space=workflow.space, make_optimizer=workflow.make_optimizer, objective=workflow.objective,
                    budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
                    seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
-                   durability=workflow.model.store.durability, replicates=workflow.model.replicates)
+                   durability=workflow.model.store.durability, replicates=workflow.model.replicates,
+                   make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
+                   checkpoint_async=kept.background, retries=task.retries,
+                   retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
+                   pause_margin=workflow.model.walltime.margin)
+
+
+def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
+    """When this job's allocation ends (UNIX time): the workflow's ``walltime.limit`` from the job's
+    start, else Slurm's SLURM_JOB_END_TIME, else the batch site's walltime; ``None`` on a local
+    site without a limit."""
+    limit = workflow.model.walltime.limit
+    if limit:
+        return started + parse_walltime(limit)
+    slurm = os.environ.get("SLURM_JOB_END_TIME", "")
+    if slurm.isdigit():
+        return float(slurm)
+    return None if site.is_local else started + site.config.scheduler.walltime_seconds
 
 
 def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
@@ -82,6 +101,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         run_worker_rank(spec, MPITransport(comm), gpu_ids, interrupt=interrupt)
         return EXIT_OK
     assert lease is not None
+    spec.walltime_end = allocation_end(workflow, load_site(str(exp_dir / SITE_FILE)), time.time())
     try:
         return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt)
     except BaseException as exc:  # never leave the workers waiting for a stop that does not come

@@ -18,6 +18,7 @@ from emews.imports import UserImportError, import_user_module
 from emews.model_defaults import ModelDefaultsError, read_model_defaults
 from emews.results import Outcome, Status
 from emews.space import to_builtin
+from emews.training import Decision
 
 
 class ObjectiveLoadError(ImportError):
@@ -55,6 +56,15 @@ class TaskContext:
     host: str = field(default_factory=socket.gethostname)
     runs_root: Path | None = None
     pid: int | None = None  # the process that runs the objective (set when the call starts)
+    # not dataclass fields (no cost per task): set when used, in the process running the objective
+    link = None              # TrialLink | None: how trial messages reach the optimizer rank
+    checkpoint_async = True  # write checkpoints on a background thread (False: in the report call)
+    _session = None          # TrialSession | None: created by the first report or restore
+
+    @property
+    def checkpoints_root(self) -> Path | None:
+        """``EXP/checkpoints``, beside ``EXP/runs``."""
+        return None if self.runs_root is None else self.runs_root.parent / "checkpoints"
 
     @property
     def run_dir(self) -> Path:
@@ -63,6 +73,35 @@ class TaskContext:
         path = task_run_dir(self.runs_root, self.task_id)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def report(self, step: int, metrics: Mapping[str, Any], checkpoint: Any = None, *,
+               wait: bool = True) -> Decision:
+        """Send a training step's ``metrics`` (and optionally a ``checkpoint``: any picklable
+        object, or a ``pathlib.Path`` to a file written) to the optimizer rank; return its
+        :class:`~emews.training.Decision` (check ``.stop``). ``wait=False`` returns at once
+        (with the previous report's decision): this one's comes with the next report."""
+        return self._trial().report(step, metrics, checkpoint, wait=wait)
+
+    def restore(self, default: Any = None) -> Any:
+        """``(checkpoint, step)`` of this trial's newest durable checkpoint (after a retry, a
+        resume, or of the trial it was cloned from), else ``default``."""
+        return self._trial().restore(default)
+
+    def _trial(self) -> Any:
+        if self._session is None:
+            from emews.trial_session import TrialSession
+
+            run_dir = None if self.runs_root is None else task_run_dir(self.runs_root, self.task_id)
+            self._session = TrialSession(self.task_id, self.link, checkpoints_root=self.checkpoints_root,
+                                         run_dir=run_dir, background=self.checkpoint_async)
+        return self._session
+
+    def end_attempt(self) -> Mapping[str, Any] | None:
+        """After ``run`` returned: settle the trial's messages; parameters to run again with, if any."""
+        if self._session is None:
+            return None
+        session, self._session = self._session, None
+        return session.end()
 
 
 def exit_if_forked(context: "TaskContext") -> None:
@@ -178,6 +217,8 @@ class LoadedObjective:
             hook()
 
     def call(self, params: Mapping[str, Any], context: TaskContext) -> Any:
+        """Run the objective; a PBT exploit runs it again with the explored parameters (its
+        ``ctx.restore()`` then returns the cloned checkpoint)."""
         context.pid = os.getpid()
         if self.defaults:
             params = with_defaults(self.defaults, params)
@@ -185,7 +226,12 @@ class LoadedObjective:
                 record_params(context.run_dir, params)
         token = _current.set(context)
         try:
-            return self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
+            returned = self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
+            if context._session is None:  # no report, no restore: nothing to settle
+                return returned
+            while (again := context.end_attempt()) is not None:
+                returned = self.fn(dict(again), context)
+            return returned
         finally:
             _current.reset(token)
 

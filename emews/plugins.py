@@ -31,6 +31,28 @@ class OptimizerNotFound(LookupError):
     """The optimizer reference names nothing that can be loaded."""
 
 
+class SchedulerNotFound(LookupError):
+    """The trial-scheduler reference names nothing that can be loaded."""
+
+
+def resolve_scheduler(ref: str, base_dir: Path | None = None) -> type:
+    """The trial-scheduler class ``ref`` names: a built-in name, ``package.module:Class`` or ``file.py:Class``."""
+    from emews.schedulers import BUILTIN_SCHEDULERS, TrialScheduler
+
+    target = BUILTIN_SCHEDULERS.get(ref, ref)
+    module_ref, sep, class_name = target.rpartition(":")
+    if not sep:
+        raise SchedulerNotFound(f"unknown scheduler {ref!r}")
+    try:
+        module = import_user_module(module_ref, what="scheduler", base_dir=base_dir)
+    except UserImportError as exc:
+        raise SchedulerNotFound(str(exc)) from exc
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, TrialScheduler)):
+        raise SchedulerNotFound(f"{module_ref} has no TrialScheduler subclass named {class_name!r}")
+    return cls
+
+
 def available_optimizers() -> list[str]:
     names = set(BUILTIN_OPTIMIZERS)
     names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))

@@ -18,11 +18,12 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeA
 
 from emews.command import CommandRef, ParamsStyle, ResultSource, TASK_PLACEHOLDERS
 from emews.errors import ConfigError, KeyedValueError, brief
-from emews.plugins import (OptimizerNotFound, available_optimizers, options_model, path_options, resolve_optimizer,
-                           validate_options)
+from emews.plugins import (OptimizerNotFound, SchedulerNotFound, available_optimizers, options_model, path_options,
+                           resolve_optimizer, resolve_scheduler, validate_options)
 from emews.objective import ObjectiveLoadError, ObjectiveRef
 from emews.replicates import REPLICATE
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
+from emews.site.walltime import WALLTIME_FORMS, parse_walltime
 from emews.validation import config_error
 from emews.yamlio import load_mapping, set_dotted
 
@@ -112,6 +113,44 @@ class OptimizerSection(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class SchedulerSection(_Strict):
+    """The trial scheduler that decides on training reports (``emews.schedulers``)."""
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class CheckpointSection(_Strict):
+    """How ``ctx.report(checkpoint=...)`` writes (on a background thread by default, or in the
+    call) and which checkpoints are kept (all by default; see ``emews.retention``)."""
+
+    background: StrictBool = True
+    keep_last: StrictInt | None = Field(None, ge=1)
+    keep_best: StrictInt | None = Field(None, ge=0)
+    keep_best_experiment: StrictInt | None = Field(None, ge=0)
+
+
+class WalltimeSection(_Strict):
+    """Pausing trials before the allocation ends: ``limit`` (HH:MM:SS from the job's start; default:
+    SLURM_JOB_END_TIME, else the batch site's walltime) and ``margin`` (seconds before the end)."""
+
+    limit: str | None = None
+    margin: Number = Field(300.0, ge=0)
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise KeyedValueError(None, f"must be a quoted string, not {value!r}", WALLTIME_FORMS)
+        try:
+            parse_walltime(value)
+        except ValueError as exc:
+            raise KeyedValueError(None, str(exc), WALLTIME_FORMS) from None
+        return value
+
+
 class ObjectiveSection(_Strict):
     """A Python function (``module``) or an external program (``command``), and the metric."""
 
@@ -174,6 +213,8 @@ class TaskSection(_Strict):
     timeout: Number | None = Field(None, gt=0)
     isolation: Literal["process", "inline"] = "process"
     memory_limit: int | None = None
+    #: a crashed or timed-out task runs again this many times (resuming from its last durable checkpoint)
+    retries: StrictInt = Field(0, ge=0)
 
     @field_validator("memory_limit", mode="before")
     @classmethod
@@ -198,6 +239,9 @@ class WorkflowModel(_Strict):
     replicates: StrictInt = Field(1, ge=1)  # each point runs this many times (emews.replicates)
     task: TaskSection = Field(default_factory=TaskSection)
     store: StoreSection = Field(default_factory=StoreSection)
+    scheduler: SchedulerSection | None = None
+    checkpoints: CheckpointSection = Field(default_factory=CheckpointSection)
+    walltime: WalltimeSection = Field(default_factory=WalltimeSection)
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)
@@ -251,6 +295,14 @@ class Workflow:
         """The optimizer, built from the options validated against its signature (Paths as ``Path``)."""
         cls = self.optimizer_class()
         return cls(**validate_options(cls, self.model.optimizer.options))
+
+    def make_scheduler(self) -> Any:
+        """The trial scheduler (``None`` when the workflow has none), built from its validated options."""
+        section = self.model.scheduler
+        if section is None:
+            return None
+        cls = resolve_scheduler(section.name, self.source.parent)
+        return cls(**validate_options(cls, section.options))
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved workflow (space inlined, paths absolute), as written to the experiment dir."""
@@ -372,9 +424,34 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     _resolve_objective(model.objective, path.parent, file)
     _resolve_optimizer_file(model.optimizer, path.parent)
     workflow = Workflow(model, path, space)
+    _check_scheduler(workflow, file)
     if check_imports:
         check_workflow(workflow)
     return workflow
+
+
+def _check_scheduler(workflow: Workflow, file: str) -> None:
+    """The ``scheduler:`` section names a scheduler whose options are valid together."""
+    section = workflow.model.scheduler
+    if section is None:
+        return
+    from emews.schedulers import BUILTIN_SCHEDULERS
+
+    try:
+        cls = resolve_scheduler(section.name, workflow.source.parent)
+    except SchedulerNotFound as exc:
+        raise ConfigError(str(exc), file=file, key="scheduler.name",
+                          allowed=", ".join(sorted(BUILTIN_SCHEDULERS)) + ", package.module:Class or file.py:Class") from None
+    try:
+        validate_options(cls, section.options)
+    except ValidationError as exc:
+        raise config_error(exc, options_model(cls), file, ("scheduler", "options")) from None
+    try:
+        workflow.make_scheduler().bind(metric=workflow.model.objective.metric,
+                                       direction=workflow.model.objective.direction, space=workflow.space,
+                                       seed=workflow.seed).check()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc), file=file, key="scheduler.options") from None
 
 
 def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: str) -> None:

@@ -23,6 +23,9 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.objective": (0, "core"), "emews.imports": (0, "core"), "emews.queues": (0, "core"),
     "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"), "emews.jsoncodec": (0, "core"),
     "emews.command": (0, "core"), "emews.model_defaults": (0, "core"), "emews.replicates": (0, "core"),
+    # training trials: messages, the objective's session, checkpoint files, the trial schedulers
+    "emews.training": (0, "core"), "emews.trial_session": (0, "core"), "emews.checkpoints": (0, "core"),
+    "emews.schedulers": (0, "core"), "emews.retention": (0, "core"),
     # configuration: files and command-line values -> validated objects; experiment directories
     "emews.yamlio": (1, "config"), "emews.validation": (1, "config"), "emews.plugins": (1, "config"),
     "emews.workflow": (1, "config"), "emews.site": (1, "config"), "emews.experiment": (1, "config"),
@@ -34,6 +37,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.csvfollow": (2, "wiring"),
     "emews.by_point": (2, "wiring"), "emews.deephyper_csv": (2, "wiring"),
     "emews.reporting": (2, "wiring"),
+    "emews.catalog": (2, "wiring"),
     # front ends and plug-ins
     "emews": (3, "front"), "emews.cli": (3, "front"), "emews.__main__": (3, "front"),
     "emews.testing": (3, "front"), "emews.contrib": (3, "front"), "emews.rbridge": (3, "front"),

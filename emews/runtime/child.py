@@ -19,12 +19,18 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from emews.results import Outcome
 from emews.objective import (ObjectiveSpec, TaskContext, exit_if_forked, outcome_from_exception,
                              outcome_from_return, task_run_dir)
 from emews.runtime.processes import become_subreaper, kill_trees, strays
 from emews.runtime.subprocess_channel import Ready
+from emews.training import Reply
+
+if TYPE_CHECKING:
+    from emews.runtime.subprocess_channel import ChildProcess
+    from emews.runtime.worker import TaskInbox
 
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 
@@ -43,6 +49,41 @@ class ChildTask:
     task_id: int
     params: dict
     context: TaskContext
+
+
+@dataclass(frozen=True)
+class ChildPost:
+    """A trial message from the objective, for the parent to send on to the optimizer rank."""
+
+    message: object
+
+    def forward(self, inbox: "TaskInbox", child: "ChildProcess") -> None:
+        inbox.post(self.message)
+
+
+@dataclass(frozen=True)
+class ChildTake:
+    """The objective waits for (or, without ``block``, looks for) the reply to its session."""
+
+    session: int
+    block: bool
+
+    def forward(self, inbox: "TaskInbox", child: "ChildProcess") -> None:
+        child.send(inbox.take(self.session, self.block))
+
+
+class ChildLink:
+    """The objective's :class:`~emews.training.TrialLink` in the child: through the parent."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def post(self, message: object) -> None:
+        self._conn.send(ChildPost(message))
+
+    def take(self, session: int, block: bool = True) -> Reply | None:
+        self._conn.send(ChildTake(session, block))
+        return self._conn.recv()
 
 
 @dataclass(frozen=True)
@@ -110,7 +151,7 @@ def serve(conn: Connection, config: ChildConfig) -> None:
                 return
             if isinstance(job, ChildShutdown):
                 break
-            conn.send(_run(objective, job, config))
+            conn.send(_run(objective, job, config, conn))
             kill_trees(strays(me, keep=lifelong))
     finally:
         error = None
@@ -125,8 +166,9 @@ def serve(conn: Connection, config: ChildConfig) -> None:
             pass
 
 
-def _run(objective, job: ChildTask, config: ChildConfig) -> Outcome:
+def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Outcome:
     ctx = job.context
+    ctx.link = ChildLink(conn)
     where = dict(rank=ctx.rank, host=ctx.host)
     started = time.time()
     try:

@@ -14,6 +14,7 @@ from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
 from emews.runtime.transport import Message, Tag, Transport
+from emews.runtime.trials import Afterwards, TrialService
 from emews.runtime.worker import WorkerStopped
 
 
@@ -49,13 +50,16 @@ class Distributor:
     poll_latency_max = 1e-3
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
-                 sign: float, progress: Progress, store: ResultsStore | None = None) -> None:
+                 sign: float, progress: Progress, store: ResultsStore | None = None,
+                 trials: TrialService | None = None) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
         self._sign = sign
         self._progress = progress
         self._store = store
+        #: answers training trials' reports and restore requests (Tag.TRIAL)
+        self._trials = trials or TrialService(None)
         self._closing = False
         self._abort = False
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
@@ -129,11 +133,15 @@ class Distributor:
         """Take one message from a worker; whether it carried results."""
         if msg.tag is Tag.OUTCOME:
             in_flight, received, slots = self._in_flight, self._received, self._slots
+            intercepts = self._trials.intercepts
             outcome: Outcome
             for outcome in msg.payload:
-                received.append(Result.from_outcome(in_flight.pop(outcome.task_id), outcome, self._sign))
+                task = in_flight.pop(outcome.task_id)
                 ran = None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
                 slots.release(msg.source, ran)
+                if intercepts and self._set_aside(task, outcome):
+                    continue
+                received.append(Result.from_outcome(task, outcome, self._sign))
             return True
         if msg.tag is Tag.STOPPED:
             self.stopped_workers.add(msg.source)
@@ -146,7 +154,26 @@ class Distributor:
                 if self._store is not None:
                     self._store.commit([t for t in dropped if not t.attempt])
                 self._queues.tasks.extendleft(reversed(dropped))
+        elif msg.tag is Tag.TRIAL:
+            reply = self._trials.handle(msg.payload, self._in_flight.get(msg.payload.trial))
+            if reply is not None:
+                self._transport.send(reply, msg.source, Tag.TRIAL_REPLY)
         return False
+
+    def _set_aside(self, task: Task, outcome: Outcome) -> bool:
+        """A retried task goes back to the queue's front; a paused one is recorded as unfinished
+        (``emews resume`` continues it). Whether ``outcome`` was set aside (it is no result)."""
+        afterwards = self._trials.intercept(task, outcome)
+        if afterwards is Afterwards.RETRY:
+            self._queues.tasks.appendleft(task)
+        elif afterwards is Afterwards.PAUSED and self._store is not None:
+            self._store.commit([task])
+        return afterwards is not None
+
+    @property
+    def idle(self) -> bool:
+        """No task runs and none waits to be dispatched."""
+        return not self._in_flight and not self._queues.tasks
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks

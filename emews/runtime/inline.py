@@ -13,13 +13,17 @@ import signal
 import threading
 import time
 import traceback
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from emews.results import Outcome, Status, Task
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.objective import (Objective, ObjectiveSpec, TaskContext, exit_if_forked,
                              outcome_from_exception, outcome_from_return)
 from emews.runtime.processes import become_subreaper, has_children, kill_trees, strays
+from emews.training import LinkClosed
+
+if TYPE_CHECKING:
+    from emews.runtime.worker import TaskInbox
 
 #: longest timer ``setitimer`` is given; a longer timeout (or ``inf``) means no timer at all
 MAX_ALARM_SECONDS = 1e8
@@ -55,8 +59,9 @@ class InlineRunner:
             self._setup_error = "objective setup failed:\n" + traceback.format_exc()
         self._lifelong = set(strays(os.getpid())) if self._can_alarm else set()  # started by setup
 
-    def run(self, task: Task, should_abort: Callable[[], bool]) -> Outcome | None:
+    def run(self, task: Task, should_abort: "TaskInbox") -> Outcome | None:
         context = self._make_context(task)
+        context.link = should_abort
         where = dict(rank=context.rank, host=context.host)
         started = time.time()
         if self._setup_error or self._objective is None:
@@ -69,7 +74,7 @@ class InlineRunner:
             finally:
                 exit_if_forked(context)
                 self._kill_strays(self._lifelong)
-        except Interrupted:
+        except (Interrupted, LinkClosed):
             return None  # stopping: the task stays unfinished and is run again on resume
         except _TaskTimedOut:
             return Outcome(task.id, Status.TIMEOUT, error=f"ran past the task timeout of {self._timeout:g} s",

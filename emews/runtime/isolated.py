@@ -10,13 +10,17 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from emews.results import Outcome, Status, Task
-from emews.runtime.child import ChildConfig, ChildShutdown, ChildStopped, ChildTask, keep_output
+from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask, keep_output
 from emews.objective import ObjectiveSpec, TaskContext
 from emews.runtime.processes import become_subreaper, kill_trees, strays
 from emews.runtime.subprocess_channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
+from emews.training import LinkClosed
+
+if TYPE_CHECKING:
+    from emews.runtime.worker import TaskInbox
 
 _STARTUP_TIMEOUT = 300.0
 #: how long the child may take to run ``teardown`` and exit
@@ -69,7 +73,7 @@ class ProcessRunner:
         if self._owns_process:
             become_subreaper()
 
-    def run(self, task: Task, should_abort: Callable[[], bool]) -> Outcome | None:
+    def run(self, task: Task, should_abort: "TaskInbox") -> Outcome | None:
         context = self._make_context(task)
         where = dict(rank=context.rank, host=context.host)
         started = time.time()
@@ -81,9 +85,8 @@ class ProcessRunner:
             return Outcome(task.id, Status.FAILED, error=error, started=started, finished=time.time(), **where)
         assert self._child is not None
         try:
-            return self._child.request(ChildTask(task.id, dict(task.params), context),
-                                       self._timeout or None, should_abort)
-        except Aborted:
+            return self._serve(ChildTask(task.id, dict(task.params), context), should_abort)
+        except (Aborted, LinkClosed):
             self._kill()
             return None
         except ReplyTimeout:
@@ -93,6 +96,18 @@ class ProcessRunner:
                            "its process was killed", started=started, finished=time.time(), **where)
         except (ChildExited, OSError):
             return self._crashed(task, context, started, where)
+
+    def _serve(self, job: ChildTask, inbox: "TaskInbox") -> Outcome:
+        """Send the task; pass the trial messages the objective sends on to the optimizer rank
+        (and their replies back) until the outcome comes. The task timeout covers it all."""
+        assert self._child is not None
+        deadline = None if not self._timeout else time.monotonic() + self._timeout
+        message = self._child.request(job, self._timeout or None, inbox)
+        while isinstance(message, (ChildPost, ChildTake)):
+            message.forward(inbox, self._child)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            message = self._child.receive(left, inbox)
+        return message
 
     def close(self) -> None:
         """Ask the child to run ``teardown`` and exit; kill it (and anything left) if it does not.

@@ -147,6 +147,11 @@ class ResultsStore:
             names.update(dict.fromkeys(json.loads(metrics)))
         return list(names)
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection (the training tables of ``runtime.trial_store`` live beside these)."""
+        return self._db
+
     def execute(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
         """A read query on the store (used by the CSV export)."""
         return self._db.execute(sql, args)

@@ -20,6 +20,8 @@ class Tag(IntEnum):
     OUTCOME = 2   # worker -> distributor: a list of Outcomes
     STOP = 3      # distributor -> worker: finish (payload: True to abort running work)
     STOPPED = 4   # worker -> distributor: the worker has finished (payload: tasks served)
+    TRIAL = 5     # worker -> distributor: a training trial's report / restore request (emews.training)
+    TRIAL_REPLY = 6  # distributor -> worker: the answer (a training.Reply)
 
 
 _TAGS = {int(tag): tag for tag in Tag}

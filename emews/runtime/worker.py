@@ -12,18 +12,23 @@ from typing import Callable, Protocol
 from emews.results import Outcome, Status, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.transport import Message, Tag, Transport
+from emews.training import LinkClosed, Reply, TrialLink
 
 
 class Runner(Protocol):
     def start(self) -> None: ...
 
-    def run(self, task: Task, should_abort: "AbortCheck") -> Outcome | None: ...
+    def run(self, task: Task, should_abort: "TaskInbox") -> Outcome | None: ...
 
     def close(self) -> None: ...
 
 
 class AbortCheck(Protocol):
     def __call__(self) -> bool: ...
+
+
+class TaskInbox(AbortCheck, TrialLink, Protocol):
+    """What a runner gets with a task: the abort check, and the trial link to the optimizer rank."""
 
 
 @dataclass(slots=True)
@@ -39,13 +44,17 @@ class Inbox:
     """The worker's view of its messages; polled during a task to notice an abort.
 
     Tasks that arrive while one runs (prefetched) are kept, in order, for later.
-    ``interrupted`` (a signal arrived) counts as an abort.
+    ``interrupted`` (a signal arrived) counts as an abort. It is also the running trial's
+    :class:`~emews.training.TrialLink` to the optimizer rank (``post`` / ``take``).
     """
 
-    def __init__(self, transport: Transport, interrupted: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, transport: Transport, interrupted: Callable[[], bool] = lambda: False,
+                 optimizer_rank: int = 0) -> None:
         self._transport = transport
         self._interrupted = interrupted
+        self._optimizer_rank = optimizer_rank
         self.held: deque[Message] = deque()
+        self.replies: deque[Reply] = deque()
         self.stop: Message | None = None
 
     def next(self) -> Message | None:
@@ -62,8 +71,31 @@ class Inbox:
             if msg is not None:
                 if msg.tag is Tag.STOP:
                     self.stop = msg
+                elif msg.tag is Tag.TRIAL_REPLY:
+                    self.replies.append(msg.payload)
                 else:
                     self.held.append(msg)
+
+    def post(self, message: object) -> None:
+        """Send a trial message to the optimizer rank."""
+        self._transport.send(message, self._optimizer_rank, Tag.TRIAL)
+
+    def take(self, session: int, block: bool = True) -> Reply | None:
+        """The next reply for ``session`` (replies to earlier, abandoned sessions are dropped).
+        Raises :class:`~emews.training.LinkClosed` when the task must be abandoned meanwhile."""
+        backoff = Backoff()
+        while True:
+            while self.replies:
+                reply = self.replies.popleft()
+                if reply.session == session:
+                    return reply
+            if self():
+                raise LinkClosed("the worker is stopping")
+            if self.replies:
+                continue
+            if not block:
+                return None
+            backoff.idle()
 
     def __call__(self) -> bool:
         """Whether the running task must be abandoned (an abort or a signal arrived)."""
@@ -88,7 +120,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
     The last message is always :class:`WorkerStopped`, also when shutting down fails.
     """
     backoff = Backoff()
-    inbox = Inbox(transport, interrupted)
+    inbox = Inbox(transport, interrupted, optimizer_rank)
     queued: deque[Task] = deque()
     unsent: list[Outcome] = []
     oldest = 0.0
@@ -118,7 +150,8 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
             backoff.reset()
             if msg.tag is Tag.STOP:
                 break
-            queued.extend(msg.payload)
+            if msg.tag is Tag.TASK:
+                queued.extend(msg.payload)
     except BaseException:
         error = f"worker rank {transport.rank} on {socket.gethostname()}: " + traceback.format_exc()
     finally:

@@ -1,0 +1,250 @@
+"""The training tables of the results store: reports, checkpoints and PBT lineage.
+
+``reports``      every ``ctx.report`` as it arrived (seq gives the arrival order).
+``checkpoints``  every checkpoint a report handed in: ``staged`` (being written), ``durable``
+                 (complete on disk: only these are restored or cloned), ``deleted`` (retention).
+``lineage``      every PBT exploit: which trial cloned which checkpoint, with old and new parameters.
+
+Written by the distributor thread on the optimizer rank; read by ``evaluator.reports()``
+through a read-only connection of its own, and by ``emews checkpoints``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from emews.results import Outcome
+from emews.training import Report, Restorable, StoredReport
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS reports (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    metrics TEXT NOT NULL,
+    time REAL
+);
+CREATE INDEX IF NOT EXISTS reports_by_trial ON reports (trial, seq);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    path TEXT NOT NULL UNIQUE,
+    size INTEGER,
+    metric REAL,
+    loss REAL,
+    state TEXT NOT NULL,
+    report INTEGER,
+    created REAL
+);
+CREATE INDEX IF NOT EXISTS checkpoints_by_trial ON checkpoints (trial, state);
+CREATE TABLE IF NOT EXISTS lineage (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    donor INTEGER NOT NULL,
+    checkpoint INTEGER NOT NULL,
+    old_params TEXT NOT NULL,
+    new_params TEXT NOT NULL,
+    report INTEGER NOT NULL,
+    time REAL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    task INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    rank INTEGER,
+    host TEXT,
+    started REAL,
+    finished REAL,
+    PRIMARY KEY (task, attempt)
+);
+CREATE TABLE IF NOT EXISTS pauses (
+    task INTEGER NOT NULL,
+    step INTEGER,
+    time REAL
+);
+"""
+STAGED, DURABLE, DELETED = "staged", "durable", "deleted"
+_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRow:
+    """One tracked checkpoint (``emews checkpoints``, retention, the load-best API)."""
+
+    id: int
+    trial: int
+    step: int
+    path: str
+    size: int | None
+    metric: float | None
+    loss: float | None
+    state: str
+
+
+_CHECKPOINT_COLUMNS = "id, trial, step, path, size, metric, loss, state"
+
+
+class TrialStore:
+    """The training tables over one SQLite connection (the results store's)."""
+
+    def __init__(self, db: sqlite3.Connection, *, readonly: bool = False) -> None:
+        self._db = db
+        if not readonly:
+            db.executescript(_SCHEMA)
+
+    # -- writing (the distributor thread) ----------------------------------
+    def add_report(self, report: Report, metric: float | None, loss: float | None) -> int:
+        """Store ``report`` (and stage its checkpoint, mark the durable ones) in one transaction;
+        return its sequence number."""
+        with self._db:
+            self._db.execute("BEGIN")
+            seq = self._db.execute("INSERT INTO reports (trial, step, metrics, time) VALUES (?,?,?,?)",
+                                   (report.trial, report.step, _encode(report.metrics), report.time)).lastrowid
+            if report.checkpoint is not None:
+                self._db.execute("INSERT OR IGNORE INTO checkpoints (trial, step, path, size, metric, loss, state, "
+                                 "report, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                                 (report.trial, report.step, report.checkpoint.path, report.checkpoint.size,
+                                  metric, loss, STAGED, seq, time.time()))
+            self._durable(report.durable)
+        return int(seq)
+
+    def mark_durable(self, paths: Sequence[str]) -> None:
+        if paths:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._durable(paths)
+
+    def _durable(self, paths: Iterable[str]) -> None:
+        self._db.executemany("UPDATE checkpoints SET state = ? WHERE path = ? AND state = ?",
+                             [(DURABLE, p, STAGED) for p in paths])
+
+    def mark_deleted(self, ids: Sequence[int]) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("UPDATE checkpoints SET state = ? WHERE id = ?", [(DELETED, i) for i in ids])
+
+    def add_lineage(self, trial: int, step: int, donor: int, checkpoint: int, old: Mapping[str, Any],
+                    new: Mapping[str, Any], report: int) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO lineage (trial, step, donor, checkpoint, old_params, new_params, report, "
+                             "time) VALUES (?,?,?,?,?,?,?,?)",
+                             (trial, step, donor, checkpoint, _encode(dict(old)), _encode(dict(new)), report,
+                              time.time()))
+
+    def add_attempt(self, task: int, attempt: int, outcome: Outcome) -> None:
+        """Keep a failed attempt of a task that is run again (``task.retries``)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?)",
+                             (task, attempt, outcome.status.value, outcome.error, outcome.rank, outcome.host,
+                              outcome.started, outcome.finished))
+
+    def add_pause(self, task: int, step: int | None) -> None:
+        """``task`` paused (walltime, scheduler) at ``step``: ``emews resume`` continues it."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO pauses VALUES (?,?,?)", (task, step, time.time()))
+
+    def pauses(self) -> dict[int, int]:
+        """Task id -> how often it paused."""
+        return dict(self._db.execute("SELECT task, COUNT(*) FROM pauses GROUP BY task"))
+
+    def attempts(self, task: int) -> int:
+        """How many failed attempts of ``task`` are kept."""
+        return self._db.execute("SELECT COUNT(*) FROM attempts WHERE task = ?", (task,)).fetchone()[0]
+
+    # -- reading -------------------------------------------------------------
+    def latest_durable(self, trial: int) -> CheckpointRow | None:
+        """What a PBT clone of ``trial`` starts from: the checkpoint ``ctx.restore`` would give it."""
+        rows = self._restorable(trial)
+        return rows[0] if rows else None
+
+    def candidates(self, trial: int) -> list[Restorable]:
+        """What ``ctx.restore`` may load for ``trial``, newest first: its own checkpoints (since its
+        last PBT clone), then the clone's source. A staged one whose file is in place counts as
+        durable (the final name appears only after fsync and rename)."""
+        return [Restorable(r.path, r.step) for r in self._restorable(trial)]
+
+    def _restorable(self, trial: int) -> list[CheckpointRow]:
+        clone = self._db.execute("SELECT checkpoint, report FROM lineage WHERE trial = ? ORDER BY seq DESC LIMIT 1",
+                                 (trial,)).fetchone()
+        out = list(self._own(trial, after=None if clone is None else clone[1]))
+        if clone is not None:
+            row = self.checkpoint(clone[0])
+            if row is not None and row.state == DURABLE:
+                out.append(row)
+        return out
+
+    def _own(self, trial: int, after: int | None) -> Iterable[CheckpointRow]:
+        rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial = ? AND state != ? "
+                                "AND report > ? ORDER BY step DESC, id DESC", (trial, DELETED, after or 0))
+        for row in [CheckpointRow(*r) for r in rows]:
+            if row.state == STAGED:
+                if not Path(row.path).is_file():
+                    continue
+                self.mark_durable([row.path])
+                row = replace(row, state=DURABLE)
+            yield row
+
+    def checkpoint(self, id_: int) -> CheckpointRow | None:
+        row = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?", (id_,)).fetchone()
+        return None if row is None else CheckpointRow(*row)
+
+    def checkpoints(self, states: Sequence[str] = (STAGED, DURABLE)) -> list[CheckpointRow]:
+        marks = ",".join("?" * len(states))
+        rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) "
+                                "ORDER BY trial, step, id", tuple(states))
+        return [CheckpointRow(*r) for r in rows]
+
+    def pinned(self) -> set[int]:
+        """Checkpoints a PBT clone was made from (kept while lineage may restore them)."""
+        return {i for (i,) in self._db.execute("SELECT DISTINCT checkpoint FROM lineage")}
+
+    def reports(self, trial: int | None = None) -> list[StoredReport]:
+        if not self._has("reports"):
+            return []
+        sql = "SELECT seq, trial, step, metrics, time FROM reports"
+        rows = self._db.execute(sql + " ORDER BY seq" if trial is None else sql + " WHERE trial = ? ORDER BY seq",
+                                () if trial is None else (trial,))
+        return [StoredReport(seq, t, step, json.loads(m), when) for seq, t, step, m, when in rows]
+
+    def lineage(self) -> list[dict[str, Any]]:
+        if not self._has("lineage"):
+            return []
+        rows = self._db.execute("SELECT trial, step, donor, checkpoint, old_params, new_params FROM lineage ORDER BY seq")
+        return [{"trial": t, "step": s, "donor": d, "checkpoint": c, "old_params": json.loads(o),
+                 "new_params": json.loads(n)} for t, s, d, c, o, n in rows]
+
+    def _has(self, table: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                (table,)).fetchone() is not None
+
+
+class ReportReader:
+    """``evaluator.reports()``: reads the reports table on a read-only connection of its own
+    (the optimizer thread's), opened on first use."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._db: sqlite3.Connection | None = None
+
+    def __call__(self, trial: int | None = None) -> list[StoredReport]:
+        if self._db is None:
+            from emews.runtime.store import ResultsStore
+
+            self._db = ResultsStore(self._path, readonly=True).connection
+        return TrialStore(self._db, readonly=True).reports(trial)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

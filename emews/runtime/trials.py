@@ -1,0 +1,156 @@
+"""The optimizer rank's side of training trials: store each report, ask the scheduler, answer.
+
+Runs on the distributor thread (it is called from the distributor's message handler): a
+report is stored first (the ``reports`` table), then the scheduler decides. A PBT exploit
+is turned into a lineage row and the running task's new parameters, provided the trial it
+clones has a durable checkpoint (otherwise the trial simply continues).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from enum import Enum
+from typing import Any, Callable
+
+from emews.results import Outcome, Status, Task
+from emews.retention import Retention
+from emews.runtime.trial_store import DURABLE, TrialStore
+from emews.runtime.walltime import PauseClock
+from emews.schedulers import TrialScheduler
+from emews.training import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
+
+
+class Afterwards(Enum):
+    """What becomes of a task whose outcome is not a result."""
+
+    RETRY = "retry"     # crashed or timed out: it runs again, from its checkpoint
+    PAUSED = "paused"   # paused at a report: it stays unfinished, for ``emews resume``
+
+
+PAUSE = Decision(Action.PAUSE)
+
+
+class TrialService:
+    """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
+
+    def __init__(self, store: TrialStore | None, scheduler: TrialScheduler | None = None, *,
+                 metric: str = "value", direction: str = "minimize", retention: Retention = Retention(),
+                 retries: int = 0, clock: PauseClock | None = None) -> None:
+        self.store = store
+        self.retention = retention
+        self.retries = retries
+        self.clock = clock or PauseClock(None)
+        self.paused: dict[int, int] = {}  # task -> the step it paused at
+        self.scheduler = scheduler
+        self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
+        self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
+                              else direction == "maximize") else 1.0
+        self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
+        self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
+            Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
+
+    def rebuild(self, params: dict[int, Any]) -> int:
+        """Replay the stored reports into the scheduler (``emews resume``); how many there were."""
+        if self.store is None or self.scheduler is None:
+            return 0
+        for row in reversed(self.store.lineage()):  # a PBT trial started with its first old parameters
+            params[row["trial"]] = row["old_params"]
+        reports = self.store.reports()
+        self.scheduler.rebuild(reports, params)
+        return len(reports)
+
+    #: how an attempt may end and still be run again (``task.retries``)
+    RETRYABLE = (Status.CRASHED, Status.TIMEOUT)
+
+    @property
+    def intercepts(self) -> bool:
+        """Whether some outcomes may not be results (retries configured, or trials paused)."""
+        return bool(self.retries or self.paused)
+
+    def intercept(self, task: Task, outcome: Outcome) -> Afterwards | None:
+        """``None``: the outcome is the task's result; else what happens to the task instead."""
+        step = self.paused.pop(task.id, None)
+        if step is not None:
+            if self.store is not None:
+                self.store.add_pause(task.id, step)
+            return Afterwards.PAUSED
+        if self.retries and self._retry(task, outcome, self.retries):
+            return Afterwards.RETRY
+        return None
+
+    def _retry(self, task: Task, outcome: Outcome, limit: int) -> bool:
+        """Whether ``task`` runs again after ``outcome`` (crashed or timed out, fewer than ``limit``
+        retries so far); the failed attempt is kept in the store. Its ``ctx.restore()`` then
+        returns its newest durable checkpoint."""
+        if outcome.status not in self.RETRYABLE:
+            return False
+        done = self._attempts.get(task.id)
+        if done is None:
+            done = 0 if self.store is None else self.store.attempts(task.id)
+        if done >= limit:
+            return False
+        self._attempts[task.id] = done + 1
+        if self.store is not None:
+            self.store.add_attempt(task.id, done + 1, outcome)
+        return True
+
+    def handle(self, message: Any, task: Task | None) -> Reply | None:
+        """The reply to send back (``None``: the message wants none)."""
+        return self._handlers[type(message)](message, task)
+
+    def _report(self, report: Report, task: Task | None) -> Reply:
+        metric = report.metrics.get(self._metric)
+        number = isinstance(metric, (int, float)) and not isinstance(metric, bool)
+        seq = 0
+        if self.store is not None:
+            seq = self.store.add_report(report, float(metric) if number else None,
+                                        self._sign * metric if number else None)
+            if report.durable:
+                self._retain()
+        decision = CONTINUE
+        if self.scheduler is not None:
+            decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
+                                                {} if task is None else task.params)
+        if self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
+            # the allocation ends soon: the task stays unfinished and ``emews resume`` continues it
+            self.paused[report.trial] = report.step
+            return Reply(report.session, PAUSE)
+        if decision.action is Action.EXPLOIT:
+            decision = self._exploit(report, decision, task, seq)
+        # a scheduler's own pause (ASHA promotion variant) ends the task with its result so far:
+        # the optimizer waits for it; the scheduler keeps the trial promotable
+        return Reply(report.session, decision)
+
+    def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
+        donor = None if self.store is None or decision.clone_from is None \
+            else self.store.latest_durable(decision.clone_from)
+        if donor is None or task is None or decision.params is None:
+            return CONTINUE
+        assert self.store is not None
+        self.store.add_lineage(report.trial, report.step, donor.trial, donor.id, task.params, decision.params, seq)
+        task.params = dict(decision.params)
+        return decision
+
+    def _restore(self, request: RestoreRequest, task: Task | None) -> Reply:
+        if self.store is None:
+            return Reply(request.session)
+        self.store.mark_durable(request.durable)
+        return Reply(request.session, candidates=self.store.candidates(request.trial))
+
+    def _durable(self, message: CheckpointsDurable, task: Task | None) -> None:
+        if self.store is not None and message.durable:
+            self.store.mark_durable(message.durable)
+            self._retain()
+        return None
+
+    def _retain(self) -> None:
+        """Delete the durable checkpoints the retention policy no longer keeps."""
+        if self.retention.keeps_all or self.store is None:
+            return
+        doomed = self.retention.to_delete(self.store.checkpoints((DURABLE,)), self.store.pinned())
+        if not doomed:
+            return
+        for row in self.store.checkpoints((DURABLE,)):
+            if row.id in doomed:
+                Path(row.path).unlink(missing_ok=True)
+        self.store.mark_deleted(doomed)

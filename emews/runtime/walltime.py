@@ -1,0 +1,64 @@
+"""Walltime awareness on the optimizer rank: pause running trials before the allocation ends.
+
+From ``margin`` seconds before the allocation's end, every report is answered with ``pause``
+(the trial's checkpoint is kept and its task stays unfinished); once no task runs or waits any
+more, the run stops as a batch system's SIGTERM would stop it, and ``emews resume`` continues
+the paused trials from their checkpoints at the step they reached.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Callable
+
+
+class PauseClock:
+    """When trials must pause: ``margin`` seconds before ``end`` (a UNIX time; ``None``: never)."""
+
+    def __init__(self, end: float | None, margin: float = 300.0) -> None:
+        self.end = end
+        self.margin = margin
+
+    @property
+    def pause_at(self) -> float | None:
+        return None if self.end is None else self.end - self.margin
+
+    def due(self) -> bool:
+        return self.end is not None and time.time() >= self.end - self.margin
+
+
+class WalltimeStop:
+    """A thread that stops the run (SIGTERM to this process: the stop path every batch kill takes)
+    once the pause time has come and ``idle()`` said twice in a row that no task runs or waits
+    (once could catch a task between the queue and a worker)."""
+
+    def __init__(self, clock: PauseClock, idle: Callable[[], bool], poll: float = 0.05) -> None:
+        self._clock = clock
+        self._idle = idle
+        self._poll = poll
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="emews-walltime", daemon=True)
+
+    def start(self) -> "WalltimeStop":
+        if self._clock.end is not None:
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._done.set()
+
+    def _run(self) -> None:
+        pause_at = self._clock.pause_at
+        assert pause_at is not None
+        if self._done.wait(max(0.0, pause_at - time.time())):
+            return
+        idle_before = False
+        while not self._done.wait(self._poll):
+            idle = self._idle()
+            if idle and idle_before:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            idle_before = idle

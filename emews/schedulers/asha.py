@@ -1,0 +1,86 @@
+"""Asynchronous successive halving (ASHA; Li et al., MLSys 2020), stopping and promotion variants.
+
+Rungs sit at ``grace_period * reduction_factor**k`` steps below ``max_t``. The first time a
+trial reaches a rung its metric is recorded there, highest rung first:
+
+``stopping``   (as Ray Tune's ASHAScheduler) the trial stops when its loss is worse than the
+               ``1/reduction_factor`` quantile of the losses recorded earlier at that rung.
+``promotion``  (the paper's rule) the trial continues only if it is among the best
+               ``n // reduction_factor`` of the ``n`` trials recorded at that rung, else it
+               pauses (its task ends with its result so far; the checkpoint is kept);
+               :meth:`ASHA.promotable` names paused trials that have since become good
+               enough to continue. Running promotions as new tasks is not wired yet: a
+               caller (an optimizer reading ``evaluator.reports()``) decides what to do.
+
+A trial that reaches ``max_t`` steps is stopped: it has had its full budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+from emews.schedulers.base import Mode, TrialScheduler, quantile
+from emews.training import CONTINUE, Action, Decision
+
+STOP = Decision(Action.STOP)
+PAUSE = Decision(Action.PAUSE)
+
+
+class ASHA(TrialScheduler):
+    def __init__(self, max_t: int = 81, grace_period: int = 1, reduction_factor: int = 3,
+                 variant: Literal["stopping", "promotion"] = "stopping",
+                 metric: str | None = None, mode: Mode | None = None) -> None:
+        super().__init__(metric, mode)
+        if grace_period < 1 or max_t < grace_period:
+            raise ValueError(f"need 1 <= grace_period <= max_t, got grace_period={grace_period}, max_t={max_t}")
+        if reduction_factor < 2:
+            raise ValueError(f"reduction_factor must be at least 2, got {reduction_factor}")
+        self.max_t = max_t
+        self.reduction_factor = reduction_factor
+        self.variant = variant
+        self.rungs: list[int] = []
+        milestone = grace_period
+        while milestone < max_t:
+            self.rungs.append(milestone)
+            milestone *= reduction_factor
+        #: rung milestone -> trial -> loss recorded there, in arrival order
+        self.recorded: dict[int, dict[int, float]] = {m: {} for m in self.rungs}
+        #: promotion variant: paused trial -> the rung it waits at
+        self.paused: dict[int, int] = {}
+
+    def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
+        loss = self.loss(metrics)
+        if loss is None:
+            return CONTINUE
+        if step >= self.max_t:
+            return STOP
+        for milestone in reversed(self.rungs):
+            rung = self.recorded[milestone]
+            if step < milestone or trial in rung:
+                continue
+            earlier = list(rung.values())
+            rung[trial] = loss
+            if self.variant == "stopping":
+                cutoff = quantile(earlier, 1 / self.reduction_factor)
+                return STOP if cutoff is not None and loss > cutoff else CONTINUE
+            if self._in_top(milestone, trial):
+                self.paused.pop(trial, None)
+                return CONTINUE
+            self.paused[trial] = milestone
+            return PAUSE
+        return CONTINUE
+
+    def _in_top(self, milestone: int, trial: int) -> bool:
+        """Whether ``trial`` is among the best ``n // reduction_factor`` recorded at ``milestone``
+        (ties go to the trial recorded first)."""
+        rung = self.recorded[milestone]
+        ranked = sorted(rung, key=lambda t: rung[t])  # stable: arrival order breaks ties
+        return trial in ranked[:len(ranked) // self.reduction_factor]
+
+    def promotable(self) -> list[int]:
+        """Paused trials now among the best of their rung (promotion variant), oldest rung first."""
+        return [t for t, m in sorted(self.paused.items(), key=lambda item: item[1]) if self._in_top(m, t)]
+
+    def promote(self, trial: int) -> None:
+        """``trial`` continues from its checkpoint: it no longer waits."""
+        self.paused.pop(trial, None)

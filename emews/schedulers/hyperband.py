@@ -1,0 +1,43 @@
+"""Asynchronous Hyperband: several ASHA brackets with growing grace periods (Li et al., 2020).
+
+Bracket ``b`` is an ASHA whose first rung is at ``grace_period * reduction_factor**b``; trials
+are dealt to brackets in turn, in the order of their first report, so aggressive and
+conservative early stopping share the budget (the hedge Hyperband makes).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Mapping
+
+from emews.schedulers.asha import ASHA
+from emews.schedulers.base import Mode, TrialScheduler
+from emews.training import Decision
+
+
+class Hyperband(TrialScheduler):
+    def __init__(self, max_t: int = 81, grace_period: int = 1, reduction_factor: int = 3,
+                 brackets: int | None = None, variant: Literal["stopping", "promotion"] = "stopping",
+                 metric: str | None = None, mode: Mode | None = None) -> None:
+        super().__init__(metric, mode)
+        if grace_period < 1 or max_t < grace_period or reduction_factor < 2:
+            raise ValueError("need 1 <= grace_period <= max_t and reduction_factor >= 2")
+        most = int(math.floor(math.log(max_t / grace_period, reduction_factor) + 1e-9)) + 1
+        count = most if brackets is None else brackets
+        if not 1 <= count <= most:
+            raise ValueError(f"brackets must be between 1 and {most} for these max_t, grace_period and "
+                             f"reduction_factor, got {brackets}")
+        self.brackets = [ASHA(max_t, grace_period * reduction_factor ** b, reduction_factor, variant, metric, mode)
+                         for b in range(count)]
+        #: trial -> its bracket's index
+        self.bracket_of: dict[int, int] = {}
+
+    def bind(self, **kwargs: Any) -> "Hyperband":
+        super().bind(**kwargs)
+        for bracket in self.brackets:
+            bracket.metric, bracket.mode = self.metric, self.mode
+        return self
+
+    def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
+        index = self.bracket_of.setdefault(trial, len(self.bracket_of) % len(self.brackets))
+        return self.brackets[index].on_report(trial, step, metrics, params)

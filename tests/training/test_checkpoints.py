@@ -1,0 +1,99 @@
+"""Checkpoint files: atomic, verified on read, written in the background; staged ones never restored."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, strategies as st
+
+from emews.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, framed_size,
+                               read_checkpoint, snapshot, write_atomic)
+from emews.runtime.trial_store import TrialStore
+from emews.training import CheckpointNote, Report
+
+
+@given(st.recursive(st.none() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=20))
+def test_an_object_comes_back_as_it_was(tmp_path_factory, value) -> None:
+    path = tmp_path_factory.mktemp("ck") / "a.ckpt"
+    write_atomic(path, frame(*snapshot(value)))
+    assert read_checkpoint(path) == value
+
+
+@given(st.binary(min_size=1, max_size=2000), st.data())
+def test_any_cut_or_flipped_byte_is_refused(tmp_path_factory, payload, data) -> None:
+    path = tmp_path_factory.mktemp("ck") / "a.ckpt"
+    write_atomic(path, frame(*snapshot(payload)))
+    whole = path.read_bytes()
+    cut = data.draw(st.integers(0, len(whole) - 1))
+    path.write_bytes(whole[:cut])
+    with pytest.raises(CorruptCheckpoint):
+        read_checkpoint(path)
+    flipped = bytearray(whole)
+    at = data.draw(st.integers(0, len(whole) - 1))
+    flipped[at] ^= 0xFF
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(CorruptCheckpoint):
+        read_checkpoint(path)
+
+
+@pytest.mark.parametrize("value", [{"w": list(range(100))}, b"raw", None])
+def test_the_size_noted_is_the_size_written(tmp_path: Path, value) -> None:
+    kind, payload, name = snapshot(value)
+    path = tmp_path / "a.ckpt"
+    write_atomic(path, frame(kind, payload, name))
+    assert path.stat().st_size == framed_size(kind, payload, name)
+
+
+def test_a_file_checkpoint_is_copied_and_extracted(tmp_path: Path) -> None:
+    model = tmp_path / "model.bin"
+    model.write_bytes(b"\x00weights" * 100)
+    path = tmp_path / "ck" / "a.ckpt"
+    write_atomic(path, frame(*snapshot(model)))
+    model.write_bytes(b"changed after the snapshot")
+    restored = read_checkpoint(path, tmp_path / "restore")
+    assert restored == tmp_path / "restore" / "model.bin"
+    assert restored.read_bytes() == b"\x00weights" * 100
+
+
+def test_no_temporary_file_is_left_and_the_final_name_appears_whole(tmp_path: Path) -> None:
+    path = checkpoint_path(tmp_path, 7, 3, 0)
+    assert path == tmp_path / "000007" / "step-00000003-000.ckpt"
+    write_atomic(path, frame(*snapshot({"w": list(range(1000))})))
+    assert os.listdir(path.parent) == [path.name]
+
+
+def test_the_background_writer_returns_before_the_write_and_reports_it_done(tmp_path: Path) -> None:
+    """A writer thread blocked on a gate: submit returns at once, done() names the file once written."""
+    gate = threading.Event()
+    writer = CheckpointWriter()
+    real_write = writer._write
+
+    def gated(*job):
+        gate.wait(60)
+        real_write(*job)
+
+    writer._write = gated  # hold the thread, not the caller
+    target = tmp_path / "x.ckpt"
+    writer.submit(target, *snapshot("state"))
+    assert not target.exists() and writer.done() == ()
+    gate.set()
+    writer.flush()
+    assert writer.done() == (str(target),) and read_checkpoint(target) == "state"
+
+
+def test_only_checkpoints_whose_file_is_in_place_are_restore_candidates(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "results.db", isolation_level=None)
+    store = TrialStore(db)
+    paths = [checkpoint_path(tmp_path, 0, step, 0) for step in (1, 2, 3)]
+    for step, path in enumerate(paths, start=1):
+        store.add_report(Report(0, 1, step, {"loss": 1.0 / step}, 0.0, CheckpointNote(str(path), 10)), 1.0 / step,
+                         1.0 / step)
+    write_atomic(paths[0], frame(*snapshot("one")))
+    write_atomic(paths[1], frame(*snapshot("two")))  # step 3 staged: its write never finished
+    assert [c.step for c in store.candidates(0)] == [2, 1]
+    assert {r.step: r.state for r in store.checkpoints()} == {1: "durable", 2: "durable", 3: "staged"}

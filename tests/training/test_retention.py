@@ -1,0 +1,55 @@
+"""Checkpoint retention (a pure policy) and what an experiment keeps on disk for later jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from emews.catalog import list_checkpoints, load_best
+from emews.retention import Retention
+from test_trial_runs import launch, query, trainer_workflow
+
+
+@dataclass
+class Row:
+    id: int
+    trial: int
+    step: int
+    loss: float | None
+
+
+def test_retention_hand_computed() -> None:
+    """Trial 0: losses 5, 1, 3, 4 at steps 1-4; trial 1: 2, None at steps 1-2.
+    keep_last 1 -> 0:s4 and 1:s2; keep_best 1 -> 0:s2 and 1:s1; best 1 of the experiment -> 0:s2;
+    pinned 0:s1. Deleted: 0:s3 only."""
+    rows = [Row(1, 0, 1, 5.0), Row(2, 0, 2, 1.0), Row(3, 0, 3, 3.0), Row(4, 0, 4, 4.0),
+            Row(5, 1, 1, 2.0), Row(6, 1, 2, None)]
+    assert Retention(keep_last=1, keep_best=1, keep_best_experiment=1).to_delete(rows, pinned={1}) == [3]
+    assert Retention().to_delete(rows, pinned=set()) == []                          # default: keep all
+    assert Retention(keep_best_experiment=2).to_delete(rows, pinned=set()) == [1, 3]  # + each trial's newest
+    assert Retention(keep_last=2).to_delete(rows, pinned=set()) == [1, 2]
+
+
+def test_an_experiment_keeps_what_the_policy_says_and_lists_and_loads_the_best(emews_cmd, tmp_path: Path) -> None:
+    """The ASHA hand case (last steps 9, 9, 1, 3, 9; loss falls with each step) with keep_last 1,
+    keep_best 1 and the experiment's best 2: each trial's last step, and trial 4's steps 8 and 9."""
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+                          scheduler={"name": "asha", "options": {"max_t": 9}},
+                          checkpoints={"keep_last": 1, "keep_best": 1, "keep_best_experiment": 2})
+    exp = launch(emews_cmd, wf)
+    kept = {(t, s) for t, s in query(exp, "SELECT trial, step FROM checkpoints WHERE state = 'durable'")}
+    assert kept == {(0, 9), (1, 9), (2, 1), (3, 3), (4, 8), (4, 9)}
+    on_disk = {p.relative_to(exp / "checkpoints").as_posix() for p in (exp / "checkpoints").rglob("*") if p.is_file()}
+    assert on_disk == {Path(p).relative_to(exp / "checkpoints").as_posix()
+                       for (p,) in query(exp, "SELECT path FROM checkpoints WHERE state = 'durable'")}
+    assert query(exp, "SELECT COUNT(*) FROM checkpoints WHERE state = 'deleted'") == [(31 - 6,)]
+
+    best = load_best(exp, k=2)
+    assert [(row.trial, row.step) for row, _ in best] == [(4, 9), (4, 8)]
+    assert [state["trail"] for _, state in best] == [list(range(1, 10)), list(range(1, 9))]
+    assert [(r.trial, r.step) for r in list_checkpoints(exp)] == sorted(kept)
+
+    listing = emews_cmd("checkpoints", str(exp), "--best", "2", check=True).stdout.splitlines()
+    assert listing[0].split() == ["trial", "step", "metric", "size", "path"]
+    assert [line.split()[:3] for line in listing[1:]] == [["4", "9", "0.161111"], ["4", "8", "0.175"]]
+    assert emews_cmd("checkpoints", str(exp), "--best", "0").returncode == 2

@@ -1,0 +1,157 @@
+"""Trial schedulers as plain objects: decisions checked against cases computed by hand."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, strategies as st
+
+from emews.schedulers.asha import ASHA
+from emews.schedulers.base import quantile
+from emews.schedulers.hyperband import Hyperband
+from emews.schedulers.median import MedianStopping
+from emews.schedulers.pbt import PBT
+from emews.space import Categorical, Float, Int, Space
+from emews.training import Action, StoredReport
+
+
+def bound(scheduler, space=None, direction="minimize", seed=0):
+    return scheduler.bind(metric="loss", direction=direction, space=space, seed=seed)
+
+
+def curve(rate: float, step: int) -> dict:
+    return {"loss": rate + 1.0 / step}
+
+
+def run_sequentially(scheduler, rates, epochs=9) -> list[int]:
+    """Each trial trains to the end (or its stop) before the next starts; the last step of each."""
+    last = []
+    for trial, rate in enumerate(rates):
+        for step in range(1, epochs + 1):
+            if scheduler.on_report(trial, step, curve(rate, step), {"rate": rate}).stop:
+                break
+        last.append(step)
+    return last
+
+
+def test_quantile_is_linear_interpolation() -> None:
+    assert quantile([], 0.5) is None
+    assert quantile([3.0], 0.3) == 3.0
+    assert quantile([1.5, 1.1], 1 / 3) == 1.1 + 0.4 / 3
+    assert quantile([4.0, 1.0, 2.0, 3.0], 0.5) == 2.5
+
+
+def test_asha_rungs() -> None:
+    assert ASHA(max_t=9, grace_period=1, reduction_factor=3).rungs == [1, 3]
+    assert ASHA(max_t=100, grace_period=2, reduction_factor=2).rungs == [2, 4, 8, 16, 32, 64]
+
+
+def test_asha_stopping_hand_computed() -> None:
+    """rungs 1 and 3 (max_t 9, rf 3); loss = rate + 1/step.
+    rate .5: first everywhere, runs to 9.  rate .1: 1.1 <= cutoff(1.5) and .433 <= .833: 9.
+    rate .9: 1.9 > q1/3([1.1, 1.5]) = 1.233: stops at 1.
+    rate .3: 1.3 <= q1/3([1.1, 1.5, 1.9]) = 1.367; at 3, .633 > q1/3([.433, .833]) = .567: stops at 3.
+    rate .05: 1.05 <= q1/3([1.1, 1.3, 1.5, 1.9]) = 1.3; .383 <= q1/3([.433, .633, .833]) = .567: 9."""
+    asha = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3))
+    assert run_sequentially(asha, [0.5, 0.1, 0.9, 0.3, 0.05]) == [9, 9, 1, 3, 9]
+    assert asha.recorded[1] == {0: 1.5, 1: 1.1, 2: 1.9, 3: 1.3, 4: 1.05}
+    assert set(asha.recorded[3]) == {0, 1, 3, 4}
+
+
+def test_asha_maximize_mirrors_minimize() -> None:
+    asha = bound(ASHA(max_t=9), direction="maximize")
+    last = []
+    for trial, rate in enumerate([0.5, 0.1, 0.9, 0.3, 0.05]):
+        for step in range(1, 10):
+            if asha.on_report(trial, step, {"loss": -(rate + 1 / step)}, {}).stop:
+                break
+        last.append(step)
+    assert last == [9, 9, 1, 3, 9]
+
+
+def test_asha_promotion_hand_computed() -> None:
+    """Promotion rule at rung 1 (rf 2): continue only when among the best n // 2 of the n recorded.
+    t0 1.5: n=1, top-0 -> pause.  t1 1.1: n=2, top-1 [t1] -> continue.  t2 1.9: n=3, top-1 [t1] -> pause.
+    t3 1.05: n=4, top-2 [t3, t1] -> continue.  t4 1.2: n=5, top-2 [t3, t1] -> pause.
+    t5 1.3: n=6, top-3 [t3, t1, t4] -> pause, and paused t4 is now promotable."""
+    asha = bound(ASHA(max_t=4, grace_period=1, reduction_factor=2, variant="promotion"))
+    actions = [asha.on_report(t, 1, {"loss": loss}, {}).action
+               for t, loss in enumerate([1.5, 1.1, 1.9, 1.05, 1.2, 1.3])]
+    P, C = Action.PAUSE, Action.CONTINUE
+    assert actions == [P, C, P, C, P, P]
+    assert asha.paused == {0: 1, 2: 1, 4: 1, 5: 1}
+    assert asha.promotable() == [4]
+    asha.promote(4)
+    for t, loss in enumerate([1.6, 1.7, 1.8, 2.0, 2.1, 2.2, 2.3], start=6):  # n=13: top-6 reaches t6 (1.6)
+        asha.on_report(t, 1, {"loss": loss}, {})
+    # top-6 of 13 is t3 t1 t4 t5 t0 t6: paused t0, t5 and t6 (paused when it came, n=7) qualify, t2 not
+    assert asha.promotable() == [0, 5, 6]
+
+
+def test_median_stopping_hand_computed() -> None:
+    """At step 2 trial 3 (best 2.0) meets the other trials' means up to step 2: 1.5, 2.5, 3.5 ->
+    median 2.5: continues. Trial 4 (best 3.0 > 2.5... and t3's mean 2.25 joins: median of
+    1.5, 2.5, 3.5, 2.25 is 2.375): stops."""
+    median = bound(MedianStopping(grace_period=2, min_samples=3))
+    for trial, (a, b) in enumerate([(2.0, 1.0), (3.0, 2.0), (4.0, 3.0)]):
+        median.on_report(trial, 1, {"loss": a}, {})
+        median.on_report(trial, 2, {"loss": b}, {})
+    assert median.on_report(3, 1, {"loss": 2.5}, {}).action is Action.CONTINUE  # grace period
+    assert median.on_report(3, 2, {"loss": 2.0}, {}).action is Action.CONTINUE
+    assert median.on_report(4, 2, {"loss": 3.0}, {}).action is Action.STOP
+
+
+def test_median_needs_min_samples() -> None:
+    median = bound(MedianStopping(grace_period=1, min_samples=3))
+    median.on_report(0, 1, {"loss": 1.0}, {})
+    median.on_report(1, 1, {"loss": 1.0}, {})
+    assert not median.on_report(2, 1, {"loss": 9.0}, {}).stop  # two others only
+
+
+def test_hyperband_deals_trials_to_brackets_with_growing_grace() -> None:
+    hb = bound(Hyperband(max_t=9, grace_period=1, reduction_factor=3))
+    assert [b.rungs for b in hb.brackets] == [[1, 3], [3], []]
+    for trial in range(6):
+        hb.on_report(trial, 1, {"loss": 1.0}, {})
+    assert hb.bracket_of == {0: 0, 1: 1, 2: 2, 3: 0, 4: 1, 5: 2}
+    assert all(b.metric == "loss" and b.mode == "min" for b in hb.brackets)
+
+
+def test_pbt_bottom_quantile_exploits_a_top_trial() -> None:
+    space = Space({"lr": Float(1e-4, 1e-1, log=True), "units": Int(8, 64), "act": Categorical(("relu", "tanh"))})
+    pbt = bound(PBT(perturbation_interval=2, quantile_fraction=0.25, resample_probability=0.0), space, seed=3)
+    params = {t: {"lr": 0.01 * (t + 1), "units": 16, "act": "relu"} for t in range(4)}
+    for t in range(4):  # losses 0, 1, 2, 3 at step 1: nobody is due yet
+        assert not pbt.on_report(t, 1, {"loss": float(t)}, params[t]).stop
+    assert not pbt.on_report(0, 2, {"loss": 0.0}, params[0]).stop          # the best trial continues
+    decision = pbt.on_report(3, 2, {"loss": 3.0}, params[3])               # the worst exploits the best
+    assert decision.action is Action.EXPLOIT and decision.clone_from == 0
+    assert space.contains(decision.params)
+    for name in ("lr", "units"):  # each moved one perturb_step in unit scale from the donor's value
+        moved = abs(space[name].to_unit(decision.params[name]) - space[name].to_unit(params[0][name]))
+        assert abs(moved - 0.2) < 0.05, (name, moved)
+    assert pbt.params[3] == decision.params and pbt.latest[3] == (2, 0.0)
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 10)), min_size=1, max_size=60))
+def test_rebuilding_from_reports_gives_the_same_state(reports) -> None:
+    """Replaying stored reports (emews resume) rebuilds rung tables, brackets and populations."""
+    steps: dict[int, int] = {}
+    stored = []
+    for seq, (trial, loss) in enumerate(reports):
+        steps[trial] = steps.get(trial, 0) + 1
+        stored.append(StoredReport(seq, trial, steps[trial], {"loss": loss}, 0.0))
+    space = Space({"rate": Float(0.0, 1.0)})
+    params = {t: {"rate": t / 10} for t in range(6)}
+    for make in (lambda: ASHA(max_t=9), lambda: Hyperband(max_t=9), lambda: MedianStopping(),
+                 lambda: PBT(perturbation_interval=2)):
+        live, rebuilt = bound(make(), space, seed=7), bound(make(), space, seed=7)
+        live_decisions = [live.on_report(r.trial, r.step, r.metrics, params[r.trial]) for r in stored]
+        rebuilt.rebuild(stored, params)
+        state = {k: v for k, v in vars(live).items() if k not in ("rng", "brackets")}
+        assert state == {k: v for k, v in vars(rebuilt).items() if k not in ("rng", "brackets")}
+        if isinstance(live, Hyperband):
+            assert [vars(b) for b in live.brackets] == [vars(b) for b in rebuilt.brackets]
+        nxt = StoredReport(len(stored), 0, 99, {"loss": 1.0}, 0.0)
+        assert live.on_report(0, 99, nxt.metrics, params[0]) == rebuilt.on_report(0, 99, nxt.metrics, params[0])
+        assert len(live_decisions) == len(stored)

@@ -1,0 +1,296 @@
+"""Training trials under a real ``mpiexec``: reports, decisions, checkpoints, retries, PBT lineage."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from testutil import TESTS, stored_rows, wait_until, write_workflow
+
+TRAINER = TESTS / "objectives" / "trainer.py"
+RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
+
+
+def trainer_workflow(folder: Path, rates=RATES, epochs=9, name="wf", **sections) -> Path:
+    return write_workflow(
+        folder, name=name, optimizer={"name": "sweep"},
+        objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": epochs}},
+        budget={"evaluations": len(rates)}, **sections)
+
+
+def query(exp: Path, sql: str) -> list[tuple]:
+    db = sqlite3.connect(exp / "results.db")
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def launch(emews_cmd, wf: Path, workers: int = 1, exp: str = "exp"):
+    proc = emews_cmd("launch", str(wf), "--workers", str(workers), "--exp-dir", exp, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return emews_cmd.cwd / exp
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_asha_stops_the_trials_of_the_hand_computed_case(emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """One worker runs the trials in order, so the rungs fill as in tests/training/test_schedulers.py:
+    rate .9 stops at step 1, rate .3 at step 3, the others train to max_t."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env["TRAINER_LOG"] = str(log)
+    wf = trainer_workflow(tmp_path, task={"isolation": isolation},
+                          scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
+                                                                 "reduction_factor": 3}})
+    exp = launch(emews_cmd, wf)
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [9, 9, 1, 3, 9]
+    reported = [(e["task"], e["step"], e["loss"]) for e in events(log) if e["event"] == "report"]
+    stored = [(t, s, json.loads(m)["loss"]) for t, s, m in query(exp, "SELECT trial, step, metrics FROM reports ORDER BY seq")]
+    assert stored == reported                       # every report stored, in the order made
+    stops = [(e["task"], e["step"]) for e in events(log) if e["event"] == "report" and e["action"] == "stop"]
+    assert stops == [(0, 9), (1, 9), (2, 1), (3, 3), (4, 9)]   # the objective saw each decision
+    results = {r["id"]: r for r in stored_rows(exp)}
+    assert [results[t]["objective"] for t in range(5)] == [RATES[t] + 1 / last[t] for t in range(5)]
+    states = query(exp, "SELECT trial, step, state FROM checkpoints ORDER BY trial, step")
+    assert [(t, s) for t, s, _ in states] == [(t, s) for t in range(5) for s in range(1, last[t] + 1)]
+    assert {state for _, _, state in states} == {"durable"}
+
+
+CHECKING_SCHEDULER = '''
+import sqlite3
+from emews.schedulers import TrialScheduler
+from emews.training import Decision, Action, CONTINUE
+
+class StoredFirst(TrialScheduler):
+    """Stops a trial when its report is not yet in the store (it must always be)."""
+    def __init__(self, store: str, metric=None, mode=None):
+        super().__init__(metric, mode)
+        self.store = store
+
+    def on_report(self, trial, step, metrics, params):
+        db = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
+        found = db.execute("SELECT COUNT(*) FROM reports WHERE trial=? AND step=?", (trial, step)).fetchone()[0]
+        db.close()
+        return CONTINUE if found == 1 else Decision(Action.STOP)
+'''
+
+READING_OPTIMIZER = '''
+import json
+from emews import Optimizer
+
+class Reader(Optimizer):
+    def __init__(self, out: str):
+        self.out = out
+
+    def run(self, evaluator):
+        results = evaluator.map([{"rate": r, "epochs": 4} for r in (0.2, 0.4)])
+        seen = {"all": [[r.trial, r.step, r.metrics["loss"]] for r in evaluator.reports()],
+                "one": [[r.trial, r.step] for r in evaluator.reports(results[1].id)]}
+        with open(self.out, "w") as fh:
+            json.dump(seen, fh)
+'''
+
+
+def test_reports_are_stored_before_the_scheduler_decides_and_the_optimizer_reads_them(
+        emews_cmd, tmp_path: Path) -> None:
+    (tmp_path / "checking.py").write_text(CHECKING_SCHEDULER)
+    (tmp_path / "reading.py").write_text(READING_OPTIMIZER)
+    out = tmp_path / "seen.json"
+    wf = write_workflow(
+        tmp_path, optimizer={"name": f"{tmp_path / 'reading.py'}:Reader", "options": {"out": str(out)}},
+        objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "float", "lower": 0.0, "upper": 1.0},
+               "epochs": {"type": "int", "lower": 1, "upper": 9}},
+        budget={"evaluations": 2}, task={"isolation": "process"},
+        scheduler={"name": f"{tmp_path / 'checking.py'}:StoredFirst",
+                   "options": {"store": str(tmp_path / "exp" / "results.db")}})
+    exp = launch(emews_cmd, wf, workers=2)
+    assert dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial")) == {0: 4, 1: 4}  # never stopped
+    seen = json.loads(out.read_text())
+    stored = query(exp, "SELECT trial, step, metrics FROM reports ORDER BY seq")
+    assert seen["all"] == [[t, s, json.loads(m)["loss"]] for t, s, m in stored]
+    assert seen["one"] == [[1, s] for s in range(1, 5)]
+
+
+def test_a_killed_trial_runs_again_from_its_last_checkpoint(emews_cmd, tmp_path: Path) -> None:
+    """SIGKILL of the objective's process after step 4: with retries the trial restarts from the
+    step-4 checkpoint (not from scratch), and the store keeps the crashed attempt."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_KILL_AT="4")
+    wf = trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process", "retries": 1})
+    exp = launch(emews_cmd, wf)
+    starts = [e for e in events(log) if e["event"] == "start"]
+    assert [(s["restored"], s["trail"]) for s in starts] == [(0, []), (4, [1, 2, 3, 4])]
+    assert starts[0]["pid"] != starts[1]["pid"]
+    steps = [s for (s,) in query(exp, "SELECT step FROM reports ORDER BY seq")]
+    assert steps == list(range(1, 10))               # steps 1-4, then 5-9 after the restore
+    assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == [("ok", 0.2 + 1 / 9)]
+    attempts = query(exp, "SELECT task, attempt, status, error FROM attempts")
+    assert [(t, a, s) for t, a, s, _ in attempts] == [(0, 1, "crashed")] and "SIGKILL" in attempts[0][3]
+
+
+def test_without_retries_a_killed_trial_is_a_crashed_result(emews_cmd, tmp_path: Path) -> None:
+    emews_cmd.env.update(TRAINER_KILL_AT="2")
+    exp = launch(emews_cmd, trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process"}))
+    assert [r["status"] for r in stored_rows(exp)] == ["crashed"]
+    assert query(exp, "SELECT COUNT(*) FROM attempts") == [(0,)]
+
+
+def test_a_corrupt_checkpoint_is_never_restored(emews_cmd, tmp_path: Path) -> None:
+    """The step-4 checkpoint is cut in half before the kill: the retry restores step 3, the newest
+    checkpoint that verifies."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_KILL_AT="4", TRAINER_CORRUPT="1")
+    exp = launch(emews_cmd, trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process", "retries": 1}))
+    starts = [e for e in events(log) if e["event"] == "start"]
+    assert [(s["restored"], s["trail"]) for s in starts] == [(0, []), (3, [1, 2, 3])]
+    assert [r["status"] for r in stored_rows(exp)] == ["ok"]
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_pbt_clones_a_better_trials_checkpoint_and_records_the_lineage(emews_cmd, tmp_path: Path,
+                                                                       isolation: str) -> None:
+    """One worker: trials 0-2 train to step 9; trial 3 (rate .9) is the worst at its step 3 and
+    exploits trial 0 (the best): it goes on from trial 0's step-9 checkpoint with explored params."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env["TRAINER_LOG"] = str(log)
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": [0.1, 0.2, 0.3, 0.9]},
+               "epochs": {"type": "constant", "value": 9}},
+        budget={"evaluations": 4}, task={"isolation": isolation},
+        scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+                                              "resample_probability": 0.0}})
+    exp = launch(emews_cmd, wf)
+    lineage = query(exp, "SELECT trial, step, donor, checkpoint, old_params, new_params FROM lineage")
+    assert len(lineage) == 1
+    trial, step, donor, checkpoint, old, new = lineage[0]
+    assert (trial, step, donor) == (3, 3, 0)
+    assert query(exp, f"SELECT trial, step FROM checkpoints WHERE id = {checkpoint}") == [(0, 9)]
+    old, new = json.loads(old), json.loads(new)
+    assert old == {"rate": 0.9, "epochs": 9} and new["rate"] in (0.1, 0.2, 0.3) and new["rate"] != 0.1
+    starts = [e for e in events(log) if e["event"] == "start" and e["task"] == 3]
+    assert [(s["restored"], s["rate"], s["from_rate"]) for s in starts] == [(0, 0.9, 0.9), (9, new["rate"], 0.1)]
+    assert starts[1]["trail"] == list(range(1, 10))   # trial 0's training, cloned
+    final = {r["id"]: r for r in stored_rows(exp)}[3]
+    assert json.loads(final["params"]) == new         # the result carries the parameters it ended with
+
+
+DUMPING_ASHA = '''
+import json
+from emews.schedulers.asha import ASHA
+
+class Dumping(ASHA):
+    """ASHA that writes its rung table after every decision."""
+    def __init__(self, out: str, **options):
+        super().__init__(**options)
+        self.out = out
+
+    def on_report(self, trial, step, metrics, params):
+        decision = super().on_report(trial, step, metrics, params)
+        with open(self.out, "w") as fh:
+            json.dump({str(m): {str(t): v for t, v in rung.items()} for m, rung in self.recorded.items()}, fh)
+        return decision
+'''
+
+
+def test_trials_paused_before_the_walltime_continue_on_resume_with_the_rungs_rebuilt(
+        emews_cmd, tmp_path: Path) -> None:
+    """A margin longer than the limit: every running trial pauses at its first report (the sweep then
+    waits for results, so the run goes idle) and the run stops as on SIGTERM. ``emews resume``
+    continues the paused trials at step 2 from their checkpoints, with ASHA's rungs rebuilt from the
+    stored reports: the rung table and the stops are those of the uninterrupted hand-computed case."""
+    log, rungs = tmp_path / "log.jsonl", tmp_path / "rungs.json"
+    emews_cmd.env["TRAINER_LOG"] = str(log)
+    (tmp_path / "dumping.py").write_text(DUMPING_ASHA)
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+                          scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
+                                     "options": {"out": str(rungs), "max_t": 9}},
+                          walltime={"limit": "00:10:00", "margin": 3600})
+    first = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert first.returncode == 143, first.stderr
+    assert "emews resume" in first.stderr
+    exp = tmp_path / "exp"
+    paused = dict(query(exp, "SELECT task, step FROM pauses"))
+    assert paused and set(paused.values()) == {1}
+    assert stored_rows(exp) == [] or [r["id"] for r in stored_rows(exp)] == [2]  # only ASHA's stop is a result
+
+    second = emews_cmd("resume", str(exp), "--set", "walltime.margin=0", timeout=240)
+    assert second.returncode == 0, second.stderr
+    starts = {e["task"]: e for e in events(log) if e["event"] == "start" and e["restored"]}
+    assert {t: (e["restored"], e["trail"]) for t, e in starts.items()} == {t: (1, [1]) for t in paused}
+    reported = query(exp, "SELECT trial, step FROM reports ORDER BY seq")
+    assert len(reported) == len(set(reported))       # no step trained twice
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [9, 9, 1, 3, 9]
+    table = json.loads(rungs.read_text())
+    assert table["1"] == {"0": 1.5, "1": 1.1, "2": 1.9, "3": 1.3, "4": 1.05}   # step-1 losses, from run one
+    assert table["3"] == pytest.approx({"0": 0.5 + 1 / 3, "1": 0.1 + 1 / 3, "3": 0.3 + 1 / 3, "4": 0.05 + 1 / 3})
+    assert sorted(r["id"] for r in stored_rows(exp)) == [0, 1, 2, 3, 4]
+
+
+def test_asha_promotion_pauses_end_their_tasks_with_a_result(emews_cmd, tmp_path: Path) -> None:
+    """Promotion rule (rf 3): a trial goes on only while among the best n // 3 at its rung. Trials
+    0-3 pause at step 1 (n // 3 is 0 or 1 and trial 1 holds that place), trial 4 (1.05) leads rung 1
+    and pauses at rung 3 (n = 1). Every paused task ends with its result; the run does not wait."""
+    wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
+                          scheduler={"name": "asha", "options": {"max_t": 9, "variant": "promotion"}})
+    exp = launch(emews_cmd, wf)
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [1, 1, 1, 1, 3]
+    assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == \
+        [("ok", RATES[t] + 1 / last[t]) for t in range(5)]
+    assert query(exp, "SELECT COUNT(*) FROM pauses") == [(0,)]
+
+
+def test_a_report_that_does_not_wait_gets_its_decision_by_the_next_report(emews_cmd, tmp_path: Path) -> None:
+    """``wait=False``: the objective goes on at once and gets each decision at its next report, so
+    ASHA's stop of rate .9 (at step 1) and of rate .3 (at step 3) reach them one step later."""
+    emews_cmd.env["TRAINER_WAIT"] = "1"
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"}, scheduler={"name": "asha", "options": {"max_t": 9}})
+    exp = launch(emews_cmd, wf)
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert last[0] == last[1] == last[4] == 9
+    assert (last[2], last[3]) == (2, 4)
+
+
+def test_sigterm_to_the_job_then_resume_continues_the_trial_at_its_step_with_the_rungs_rebuilt(
+        emews_cmd, tmp_path: Path) -> None:
+    """Trial 0 is held after its step-5 report; once its step-5 checkpoint is on disk the job gets
+    SIGTERM (as from scancel). ``emews resume`` runs it again from that checkpoint (steps 6-9 only),
+    then the other trials: ASHA's rung table and stops are those of the uninterrupted hand case."""
+    log, rungs = tmp_path / "log.jsonl", tmp_path / "rungs.json"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_HOLD_AT="5", TRAINER_GATE=str(tmp_path / "never"))
+    (tmp_path / "dumping.py").write_text(DUMPING_ASHA)
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+                          scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
+                                     "options": {"out": str(rungs), "max_t": 9}})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
+    step5 = tmp_path / "exp" / "checkpoints" / "000000"
+    assert wait_until(lambda: list(step5.glob("step-00000005-*.ckpt")), timeout=120)
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=180)
+    assert job.returncode == 143, err
+    exp = tmp_path / "exp"
+    assert stored_rows(exp) == []
+
+    second = emews_cmd("resume", str(exp), timeout=240)
+    assert second.returncode == 0, second.stderr
+    starts = [(e["task"], e["restored"], e["trail"]) for e in events(log) if e["event"] == "start"]
+    assert starts[:2] == [(0, 0, []), (0, 5, [1, 2, 3, 4, 5])]
+    reported = query(exp, "SELECT trial, step FROM reports ORDER BY seq")
+    assert [s for t, s in reported if t == 0] == list(range(1, 10))   # no step trained twice
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [9, 9, 1, 3, 9]
+    table = json.loads(rungs.read_text())
+    assert table["1"] == {"0": 1.5, "1": 1.1, "2": 1.9, "3": 1.3, "4": 1.05}
+    assert emews_cmd.leftovers_after_exit() == []
