@@ -140,6 +140,8 @@ def _checkpoint_source(store: ResultsStore, present: set[str]) -> tuple[str, str
     if trial is None or "path" not in cols:
         return None
     durable = "WHERE state = 'durable'" if "state" in cols else ""
+    if store.execute(f"SELECT 1 FROM checkpoints {durable} LIMIT 1").fetchone() is None:
+        return None  # the table of a store whose tasks kept no checkpoint
     latest = "step" if "step" in cols else "rowid"
     return "c.path", (f"LEFT JOIN (SELECT {trial} AS trial, path, MAX({latest}) FROM checkpoints {durable} "
                       f"GROUP BY {trial}) c ON c.trial = r.id")
@@ -153,13 +155,13 @@ def _count_unfinished(store: ResultsStore) -> int:
 
 
 def _reports(store: ResultsStore) -> pd.DataFrame | None:
-    """Per-step metrics as (trial, step, metrics, time), or ``None`` when the store keeps none."""
+    """Per-step metrics as (trial, step, metrics, time), or ``None`` when the store holds none."""
     if "reports" not in tables(store):
         return None
     cols = columns(store, "reports")
     trial = next((c for c in TRIAL_COLUMNS if c in cols), None)
-    if trial is None or "step" not in cols:
-        return None
+    if trial is None or "step" not in cols or store.execute("SELECT 1 FROM reports LIMIT 1").fetchone() is None:
+        return None  # no table, or the table of a store whose tasks reported nothing
     when = "time" if "time" in cols else "NULL"
     if "metrics" in cols:  # one JSON object per report
         rows = store.execute(f"SELECT {trial}, step, metrics, {when} FROM reports ORDER BY {trial}, step").fetchall()

@@ -165,20 +165,25 @@ def test_report_of_a_resumed_run(resumed_exp: Path, tmp_path: Path) -> None:
 
 
 def add_training_tables(exp: Path) -> dict[int, str]:
-    """What a store of training-aware tasks adds: per-step reports and checkpoint paths.
-    Every other successful trial stops after 2 of 5 steps (early-stopped)."""
-    db = sqlite3.connect(exp / "results.db")
+    """What training-aware tasks add to a store, written through the store's own training API:
+    per-step reports and durable checkpoints. Every other successful trial stops after 2 of 5
+    steps (early-stopped)."""
+    from emews.runtime.trial_store import TrialStore
+    from emews.training import CheckpointNote, Report
+
+    db = sqlite3.connect(exp / "results.db", isolation_level=None)
+    trials = TrialStore(db)
     ok = db.execute("SELECT id, objective FROM results WHERE status = 'ok' ORDER BY id").fetchall()
-    db.execute("CREATE TABLE reports (task_id INTEGER, step INTEGER, metrics TEXT, time REAL)")
+    paths = {}
     for n, (trial, objective) in enumerate(ok):
         steps = 5 if n % 2 == 0 else 2
-        db.executemany("INSERT INTO reports VALUES (?,?,?,?)",
-                       [(trial, s, json.dumps({"value": objective + (5 - s), "acc": s / 5}), float(s))
-                        for s in range(1, steps + 1)])
-    db.execute("ALTER TABLE results ADD COLUMN checkpoint TEXT")
-    paths = {trial: f"checkpoints/{trial}/step-5.pt" for trial, _ in ok}
-    db.executemany("UPDATE results SET checkpoint = ? WHERE id = ?", [(p, t) for t, p in paths.items()])
-    db.commit()
+        for s in range(1, steps + 1):
+            path = f"checkpoints/{trial}/step-{s}.ckpt"
+            value = objective + (steps - s)
+            trials.add_report(Report(trial, 0, s, {"value": value, "acc": s / 5}, float(s),
+                                     checkpoint=CheckpointNote(path, 1000)), metric=value, loss=value)
+            trials.mark_durable([path])
+            paths[trial] = path
     db.close()
     return paths
 
