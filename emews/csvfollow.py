@@ -57,7 +57,7 @@ class CsvFollower:
         except (ChildExited, OSError) as exc:
             reply = f"the CSV child stopped: {exc}"
         finally:
-            self._child.close()
+            self._child.close(timeout=0)  # its work is done (or failed): no wait for its exit
         if not isinstance(reply, int):
             log.warning("results.csv is written at the end instead: %s", reply)
             return None

@@ -141,10 +141,12 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
 
 def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary,
                    csv_follower: CsvFollower | None) -> int:
-    """summary.json, results.csv and the closing lines; return the run's exit status."""
+    """summary.json, then results.csv, then the closing lines; return the run's exit status.
+
+    The summary goes first: after a stop signal the batch system may kill the job soon after
+    (Slurm's srun does within a second), and the summary holds the run's status.
+    """
     csv_path = exp_dir / CSV_FILE
-    if csv_follower is None or csv_follower.finish() is None:
-        export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
     store = open_store(exp_dir)
     try:
         total = totals(store)
@@ -170,6 +172,8 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         "worker_errors": {str(rank): text for rank, text in problems.items()},
         "error": None if summary.error is None else str(summary.error),
         "exit_status": status, "finished": time.time()})
+    if csv_follower is None or csv_follower.finish() is None:
+        export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
     text = summary_text(total, spec.budget, summary.elapsed)
     log.info("finished: %s", text.replace("\n", " | "))
     if stopped is not None:

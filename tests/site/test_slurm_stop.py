@@ -48,10 +48,10 @@ def test_a_cancelled_batch_job_stores_what_arrived_and_resume_finishes(slurm_clu
     cancelled = emews("cancel", str(exp), cwd=tmp_path, env=env)
     assert cancelled.returncode == 0, cancelled.stderr
     assert wait_for(lambda: job_status(exp), "done", 240) == "done"
-    assert wait_until(lambda: (exp / "summary.json").exists(), timeout=60)
+    assert wait_until(lambda: (exp / "summary.json").exists() and (exp / "results.csv").exists()
+                      and not (exp / "lease.json").exists(), timeout=60)
     summary = json.loads((exp / "summary.json").read_text())
     assert summary["interrupted"] == "stopped by SIGTERM"
-    assert (exp / "results.csv").is_file() and not (exp / "lease.json").exists()
 
     gate.touch()
     resumed = emews("resume", str(exp), cwd=tmp_path, env=env)
