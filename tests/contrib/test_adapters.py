@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from testutil import stored_rows, write_workflow
 
 ng = pytest.importorskip("nevergrad")
 gest_api = pytest.importorskip("gest_api")
+pytest.importorskip("xopt", reason="the test extra installs xopt")
 
 from emews.contrib.gest import GestGenerator  # noqa: E402
 from emews.contrib.nevergrad import NevergradOptimizer  # noqa: E402
@@ -53,11 +53,8 @@ class TestGestWithIds(OptimizerConformance):
         assert len(trace.points) == 12 and made[0].ids == {}  # every id went back, failures included
 
 
-HAS_XOPT = importlib.util.find_spec("xopt") is not None
-needs_xopt = pytest.mark.skipif(not HAS_XOPT, reason="xopt is not installed (pip install xopt)")
 
 
-@needs_xopt
 class TestXoptRandomThroughGest(OptimizerConformance):
     """Xopt's own RandomGenerator (a gest-api Generator); Xopt takes numeric discrete values only."""
 
@@ -70,8 +67,7 @@ class TestXoptRandomThroughGest(OptimizerConformance):
 @pytest.mark.parametrize("optimizer", [
     {"name": "emews.contrib.nevergrad:NevergradOptimizer", "options": {"optimizer": "TwoPointsDE", "seed": 1}},
     pytest.param({"name": "emews.contrib.gest:GestGenerator",
-                  "options": {"generator": "xopt.generators.random:RandomGenerator", "categories": "indices"}},
-                 marks=needs_xopt),
+                  "options": {"generator": "xopt.generators.random:RandomGenerator", "categories": "indices"}}),
     {"name": "emews.contrib.gest:GestGenerator",
      "options": {"generator": str(HERE / "gest_random.py") + ":SeededRandom", "options": {"seed": 3}}},
 ], ids=["nevergrad", "xopt", "gest-with-ids"])
