@@ -11,19 +11,19 @@ caller passes ``now`` (the distributor's monotonic clock, or a simulated one in 
   inside the ``2k`` block with the fewest idle ranks); otherwise from as few nodes as possible.
 * **Order**: higher ``priority`` first, then submission order.
 * **One reservation, EASY backfill**: when the head task does not fit, it gets the one
-  reservation: the *shadow time* at which enough ranks will be idle, from the estimated end
+  reservation: the *shadow time* at which enough ranks will be idle, from the expected end
   of the running tasks. A later task starts now only if it fits in the idle ranks and does not
-  delay the reservation: it is expected to end by the shadow time, or it only uses ranks that
-  are spare even after the head starts. Estimates are a moving mean of run time per size
-  (``RunTimeEstimate``) unless the task brings its own.
+  delay the reservation: it ends by the shadow time even on its cautious estimate, or it only
+  uses ranks that are spare after the head starts even if the running tasks take their cautious
+  estimates. Estimates are a moving mean (and spread) of run time per size (``RunTimeEstimate``;
+  cautious = mean + one standard deviation) unless the task brings its own, exact, estimate.
 * **Release**: ``release(key, now)`` returns all ranks of a group to the pool together.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Hashable, Iterable, Mapping
 
 
@@ -57,13 +57,27 @@ class _Queued:
         return (-self.priority, self.order)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Running:
     key: Hashable
     size: int
     ranks: tuple[int, ...]
     start: float
-    estimate: float = field(default=0.0)
+    estimate: float
+    cautious: float
+
+    def expected_end(self, now: float) -> float:
+        """When it should end; one that has overrun is given its estimate again from ``now``."""
+        return _end(self.start, self.estimate, now)
+
+    def cautious_end(self, now: float) -> float:
+        """When it ends unless it is slower than most of its size (the cautious estimate)."""
+        return _end(self.start, self.cautious, now)
+
+
+def _end(start: float, duration: float, now: float) -> float:
+    end = start + duration
+    return end if end > now else now + duration
 
 
 class NodeLayout:
@@ -132,19 +146,21 @@ def _block(node: tuple[int, ...], free: list[int], size: int) -> list[int]:
 
 
 class RunTimeEstimate:
-    """Moving mean of run time per task size (exponential, weight ``alpha`` on the newest).
+    """Moving mean and spread of run time per task size (exponential, weight ``alpha`` on the newest).
 
-    A size never seen yet is estimated by the moving mean over all sizes, and before any
-    run at all by ``initial``.
+    A size never seen yet is estimated from all sizes together, and before any run at all by
+    ``initial`` (spread 0). ``cautious(size)`` is the mean plus ``caution`` standard deviations:
+    what a backfill candidate is assumed to take, so a long-tailed run time rarely delays the head.
     """
 
-    def __init__(self, *, alpha: float = 0.2, initial: float = 1.0) -> None:
+    def __init__(self, *, alpha: float = 0.2, initial: float = 1.0, caution: float = 1.0) -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
         self._alpha = alpha
         self._initial = initial
-        self._by_size: dict[int, float] = {}
-        self._overall: float | None = None
+        self._caution = caution
+        self._by_size: dict[int, tuple[float, float]] = {}
+        self._overall: tuple[float, float] | None = None
 
     def record(self, size: int, seconds: float) -> None:
         """One task of ``size`` ranks ran ``seconds``."""
@@ -152,12 +168,24 @@ class RunTimeEstimate:
         self._overall = self._mix(self._overall, seconds)
 
     def __call__(self, size: int) -> float:
-        """Expected run time of a task of ``size`` ranks."""
-        known = self._by_size.get(size, self._overall)
-        return self._initial if known is None else known
+        """Expected (mean) run time of a task of ``size`` ranks."""
+        return self._moments(size)[0]
 
-    def _mix(self, old: float | None, new: float) -> float:
-        return new if old is None else old + self._alpha * (new - old)
+    def cautious(self, size: int) -> float:
+        """Mean plus ``caution`` standard deviations of the run time of a task of ``size`` ranks."""
+        mean, variance = self._moments(size)
+        return mean + self._caution * variance ** 0.5
+
+    def _moments(self, size: int) -> tuple[float, float]:
+        known = self._by_size.get(size, self._overall)
+        return (self._initial, 0.0) if known is None else known
+
+    def _mix(self, old: tuple[float, float] | None, new: float) -> tuple[float, float]:
+        if old is None:
+            return new, 0.0
+        mean, variance = old
+        step = self._alpha * (new - mean)
+        return mean + step, (1.0 - self._alpha) * (variance + (new - mean) * step)
 
 
 class GangScheduler:
@@ -239,7 +267,7 @@ class GangScheduler:
                 continue
             if not fits:
                 continue
-            if now + self._expected(task) <= reservation.shadow:
+            if now + self._cautious(task) <= reservation.shadow:
                 started.append(self._start(task, now))
             elif task.size <= spare:
                 spare -= task.size
@@ -264,23 +292,25 @@ class GangScheduler:
     def _expected(self, task: _Queued) -> float:
         return task.estimate if task.estimate is not None else self._estimate(task.size)
 
+    def _cautious(self, task: _Queued) -> float:
+        return task.estimate if task.estimate is not None else self._estimate.cautious(task.size)
+
     def _start(self, task: _Queued, now: float) -> Placement:
         ranks = self._layout.place(task.size, self._idle)
         assert ranks is not None and len(ranks) == task.size
         self._idle.difference_update(ranks)
         self._queue.remove(task)
-        self._running[task.key] = _Running(task.key, task.size, ranks, now, self._expected(task))
+        self._running[task.key] = _Running(task.key, task.size, ranks, now, self._expected(task), self._cautious(task))
         return Placement(task.key, ranks)
 
     def _reserve(self, task: _Queued, now: float) -> Reservation:
-        """When enough ranks for ``task`` will be idle, from the running tasks' expected ends."""
-        ends = [(max(now, run.start + run.estimate), run.size) for run in self._running.values()]
-        heapq.heapify(ends)
-        free = len(self._idle)
-        shadow = now
-        while free < task.size:
-            shadow, size = heapq.heappop(ends)
-            free += size
-        while ends and ends[0][0] <= shadow:
-            free += heapq.heappop(ends)[1]
-        return Reservation(task.key, task.size, shadow, free - task.size)
+        """When enough ranks for ``task`` will be idle (expected ends of the running tasks), and
+        how many are spare then even if those tasks take their cautious estimate."""
+        running = list(self._running.values())
+        free, shadow = len(self._idle), now
+        for end, size in sorted((run.expected_end(now), run.size) for run in running):
+            if free >= task.size:
+                break
+            free, shadow = free + size, end
+        surely_free = len(self._idle) + sum(run.size for run in running if run.cautious_end(now) <= shadow)
+        return Reservation(task.key, task.size, shadow, max(0, surely_free - task.size))

@@ -155,13 +155,29 @@ def test_without_backfill_nothing_passes_a_blocked_head() -> None:
     assert gang.schedule(0.0) == []
 
 
-def test_overdue_tasks_count_as_ending_now() -> None:
+def test_a_task_past_its_estimate_is_expected_to_run_its_estimate_again() -> None:
     gang = GangScheduler(nodes_of(2))
     gang.submit("a", 1, estimate=1.0)
     gang.schedule(0.0)
     gang.submit("head", 2)
     gang.schedule(5.0)
-    assert gang.reservation.shadow == 5.0
+    assert gang.reservation.shadow == 6.0
+
+
+def test_spare_ranks_count_only_tasks_that_end_by_the_shadow_time_on_their_cautious_estimate() -> None:
+    estimate = RunTimeEstimate(alpha=0.5)
+    estimate.record(3, 2.0)
+    estimate.record(3, 4.0)  # size 3: mean 3, standard deviation 1, cautious 4
+    gang = GangScheduler(nodes_of(8), estimate=estimate)
+    gang.submit("a", 3)
+    gang.submit("b", 3, estimate=20.0)
+    gang.schedule(0.0)
+    gang.submit("head", 4)
+    gang.submit("x", 1, estimate=50.0)
+    assert gang.schedule(0.0) == []  # "a" is expected at 3 but may take 4: no rank is surely spare
+    assert (gang.reservation.shadow, gang.reservation.extra) == (3.0, 0)
+    gang.submit("y", 1)  # size 1 unseen: mean 3 would end by the shadow, the cautious 4 would not
+    assert gang.schedule(0.0) == []
 
 
 def test_run_time_estimate_is_a_moving_mean_per_size() -> None:
@@ -170,6 +186,7 @@ def test_run_time_estimate_is_a_moving_mean_per_size() -> None:
     estimate.record(1, 2.0)
     estimate.record(1, 4.0)
     assert estimate(1) == 3.0  # 2 + 0.5 * (4 - 2)
+    assert estimate.cautious(1) == 4.0  # variance 0.5 * (0 + 2 * 1) = 1
     assert estimate(2) == 3.0  # unseen size: the mean over all sizes
     estimate.record(2, 10.0)
     assert estimate(2) == 10.0
