@@ -41,7 +41,8 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Hashable, Protocol
+from collections.abc import Callable, Hashable
+from typing import Protocol
 
 from emews.runtime.gang import GangScheduler, NodeLayout, Placement
 
@@ -52,30 +53,39 @@ class Policy(Protocol):
     def release(self, key: Hashable, now: float) -> tuple[int, ...]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A task in a greedy policy's queue."""
+
+    seq: int
+    size: int
+    key: Hashable
+
+
 class Greedy:
     """Start every queued task that fits now, in ``order`` (no reservation, no estimate)."""
 
-    def __init__(self, nodes: dict[int, int], order: Callable[[tuple[int, int, Hashable]], tuple]) -> None:
+    def __init__(self, nodes: dict[int, int], order: Callable[[Waiting], tuple[int, ...]]) -> None:
         self._layout = NodeLayout(nodes)
         self._idle = set(self._layout.ranks)
-        self._queue: list[tuple[int, int, Hashable]] = []  # (seq, size, key)
+        self._queue: list[Waiting] = []
         self._running: dict[Hashable, tuple[int, ...]] = {}
         self._order = order
         self._seq = itertools.count()
 
     def submit(self, key: Hashable, size: int = 1) -> None:
-        self._queue.append((next(self._seq), size, key))
+        self._queue.append(Waiting(next(self._seq), size, key))
 
     def schedule(self, now: float) -> list[Placement]:
         started = []
-        for entry in sorted(self._queue, key=self._order):
-            ranks = self._layout.place(entry[1], self._idle)
+        for task in sorted(self._queue, key=self._order):
+            ranks = self._layout.place(task.size, self._idle)
             if ranks is None:
                 continue
             self._idle.difference_update(ranks)
-            self._queue.remove(entry)
-            self._running[entry[2]] = ranks
-            started.append(Placement(entry[2], ranks))
+            self._queue.remove(task)
+            self._running[task.key] = ranks
+            started.append(Placement(task.key, ranks))
         return started
 
     def release(self, key: Hashable, now: float) -> tuple[int, ...]:
@@ -147,6 +157,8 @@ def simulate(policy: Policy, tasks: list[Task], workers: int, depth: int) -> Fig
             ranks_free_at[head] = free_at(tasks[head].size, workers, now, ending, tasks)
         if ending:
             now = ending[0][0]
+        elif waiting:
+            raise RuntimeError(f"{type(policy).__name__} left tasks waiting on an idle job")
     window = last_queued
     busy = sum(t.size * max(0.0, min(started[i] + t.duration, window) - min(started[i], window))
                for i, t in enumerate(tasks))
@@ -164,8 +176,8 @@ def simulate(policy: Policy, tasks: list[Task], workers: int, depth: int) -> Fig
 
 POLICIES: dict[str, Callable[[dict[int, int]], Policy]] = {
     "gang (EASY)": lambda nodes: GangScheduler(nodes),
-    "first-fit": lambda nodes: Greedy(nodes, order=lambda e: e[0]),
-    "smallest-first": lambda nodes: Greedy(nodes, order=lambda e: (e[1], e[0])),
+    "first-fit": lambda nodes: Greedy(nodes, order=lambda task: (task.seq,)),
+    "smallest-first": lambda nodes: Greedy(nodes, order=lambda task: (task.size, task.seq)),
     "fifo (no backfill)": lambda nodes: GangScheduler(nodes, backfill=False),
 }
 

@@ -287,3 +287,20 @@ def test_without_backfill_tasks_start_in_priority_order(work) -> None:
     order = sorted(range(len(tasks)), key=lambda i: (tasks[i][0], i))  # arrival order, equal priority
     starts = [run.starts[str(i)] for i in order]
     assert starts == sorted(starts)
+
+
+@settings(deadline=None, max_examples=300)
+@given(job_shapes, st.data())
+def test_placement_uses_idle_ranks_on_as_few_nodes_as_possible(shape, data) -> None:
+    workers, per_node = shape
+    layout = NodeLayout(nodes_of(workers, per_node))
+    idle = data.draw(st.sets(st.sampled_from(layout.ranks)))
+    size = data.draw(st.integers(1, workers))
+    ranks = layout.place(size, idle)
+    if len(idle) < size:
+        assert ranks is None
+        return
+    assert len(ranks) == size and set(ranks) <= idle
+    counts = sorted((len(idle.intersection(node)) for node in layout.nodes), reverse=True)
+    fewest = next(m for m in range(1, len(counts) + 1) if sum(counts[:m]) >= size)
+    assert sum(1 for node in layout.nodes if set(node) & set(ranks)) == fewest
