@@ -240,7 +240,7 @@ class GangScheduler:
     def submit(self, key: Hashable, size: int = 1, *, priority: float = 0.0,
                estimate: float | None = None) -> None:
         """Queue task ``key`` of ``size`` ranks; ``estimate`` (seconds) overrides the moving mean."""
-        if not isinstance(size, int) or size < 1:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"task size must be a positive number of ranks, got {size!r}")
         if size > self.workers:
             raise ValueError(f"task size {size} is larger than the job's {self.workers} worker ranks")

@@ -60,8 +60,9 @@ def test_size_larger_than_the_job_is_an_error_naming_size_and_workers() -> None:
     gang = GangScheduler(nodes_of(6))
     with pytest.raises(ValueError, match=r"task size 7 .* 6 worker ranks"):
         gang.submit("big", 7)
-    with pytest.raises(ValueError, match="positive"):
-        gang.submit("none", 0)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="positive"):
+            gang.submit("bad", bad)
     gang.submit("a", 6)
     with pytest.raises(ValueError, match="already"):
         gang.submit("a", 1)
