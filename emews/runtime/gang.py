@@ -210,6 +210,7 @@ class GangScheduler:
 
     @property
     def layout(self) -> NodeLayout:
+        """The worker ranks by node, as placement sees them."""
         return self._layout
 
     @property
