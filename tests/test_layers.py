@@ -31,7 +31,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.workflow": (1, "config"), "emews.site": (1, "config"), "emews.experiment": (1, "config"),
     "emews.lease": (1, "config"),
     # engine: ranks, messages, runners, child processes, the results store
-    "emews.runtime": (1, "engine"),
+    "emews.runtime": (1, "engine"), "emews.runtime.gang": (1, "engine"),
     # wiring one run from configuration and engine; reading results back
     "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.report": (2, "wiring"),
     "emews.csvfollow": (2, "wiring"),

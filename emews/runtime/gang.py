@@ -1,0 +1,317 @@
+"""Gang scheduling of multi-rank tasks over worker ranks grouped by node (EASY backfill).
+
+A task of size ``k`` runs on ``k`` worker ranks at once. ``GangScheduler`` decides which
+queued tasks start now and on which ranks; it never calls MPI and never reads a clock: the
+caller passes ``now`` (the distributor's monotonic clock, or a simulated one in tests and
+``bench/gang.py``).
+
+* **Placement** (``NodeLayout.place``): the ``k`` ranks of a task come from one node when
+  one node has ``k`` idle ranks (the node with the fewest idle ranks that fit: whole nodes stay
+  whole for large tasks), in a node-aligned block (offset a multiple of ``k`` in the node,
+  inside the ``2k`` block with the fewest idle ranks); otherwise from as few nodes as possible.
+* **Order**: higher ``priority`` first, then submission order.
+* **One reservation, EASY backfill**: when the head task does not fit, it gets the one
+  reservation: the *shadow time* at which enough ranks will be idle, from the expected end
+  of the running tasks. A later task starts now only if it fits in the idle ranks and does not
+  delay the reservation: it ends by the shadow time even on its cautious estimate, or it only
+  uses ranks that are spare after the head starts even if the running tasks take their cautious
+  estimates. Estimates are a moving mean (and spread) of run time per size (``RunTimeEstimate``;
+  cautious = mean + one standard deviation) unless the task brings its own, exact, estimate.
+* **Release**: ``release(key, now)`` returns all ranks of a group to the pool together.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A task that starts now on ``ranks`` (ascending)."""
+
+    key: Hashable
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """The head task's claim: ``size`` ranks at ``shadow``; ``extra`` ranks are spare then."""
+
+    key: Hashable
+    size: int
+    shadow: float
+    extra: int
+
+
+@dataclass(slots=True)
+class _Queued:
+    key: Hashable
+    size: int
+    priority: float
+    order: int
+    estimate: float | None
+
+    def sort_key(self) -> tuple[float, int]:
+        return (-self.priority, self.order)
+
+
+@dataclass(frozen=True, slots=True)
+class _Running:
+    key: Hashable
+    size: int
+    ranks: tuple[int, ...]
+    start: float
+    estimate: float
+    cautious: float
+
+    def expected_end(self, now: float) -> float:
+        """When it should end; one that has overrun is given its estimate again from ``now``."""
+        return _end(self.start, self.estimate, now)
+
+    def cautious_end(self, now: float) -> float:
+        """When it ends unless it is slower than most of its size (the cautious estimate)."""
+        return _end(self.start, self.cautious, now)
+
+
+def _end(start: float, duration: float, now: float) -> float:
+    end = start + duration
+    return end if end > now else now + duration
+
+
+class NodeLayout:
+    """Worker ranks grouped by node, and the choice of ``k`` idle ranks among them."""
+
+    def __init__(self, nodes: Mapping[int, Hashable]) -> None:
+        """``nodes`` maps each worker rank to its node (a host name, an index)."""
+        if not nodes:
+            raise ValueError("a gang scheduler needs at least one worker rank")
+        grouped: dict[Hashable, list[int]] = {}
+        for rank in sorted(nodes):
+            grouped.setdefault(nodes[rank], []).append(rank)
+        self._nodes: list[tuple[int, ...]] = [tuple(ranks) for ranks in grouped.values()]
+        self._ranks = tuple(sorted(nodes))
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """All worker ranks, ascending."""
+        return self._ranks
+
+    @property
+    def nodes(self) -> list[tuple[int, ...]]:
+        """The worker ranks of each node, in node order."""
+        return list(self._nodes)
+
+    def place(self, size: int, idle: Iterable[int]) -> tuple[int, ...] | None:
+        """``size`` ranks among ``idle`` (one node and an aligned block when possible), or ``None``."""
+        idle_set = set(idle)
+        free = [[r for r in node if r in idle_set] for node in self._nodes]
+        if sum(len(f) for f in free) < size:
+            return None
+        chosen: list[int] = []
+        remaining = size
+        candidates = list(range(len(self._nodes)))
+        while True:
+            fits = [n for n in candidates if len(free[n]) >= remaining]
+            if fits:
+                best = min(fits, key=lambda n: (len(free[n]), not _aligned(self._nodes[n], free[n], remaining), n))
+                chosen.extend(_block(self._nodes[best], free[best], remaining))
+                return tuple(sorted(chosen))
+            widest = max(candidates, key=lambda n: (len(free[n]), -n))
+            chosen.extend(free[widest])
+            remaining -= len(free[widest])
+            candidates.remove(widest)
+
+
+def _aligned(node: tuple[int, ...], free: list[int], size: int) -> list[int]:
+    """Offsets (in the node) of fully idle blocks of ``size`` ranks starting at a multiple of ``size``."""
+    idle = set(free)
+    return [o for o in range(0, len(node) - size + 1, size) if all(r in idle for r in node[o:o + size])]
+
+
+def _block(node: tuple[int, ...], free: list[int], size: int) -> list[int]:
+    """The aligned block whose enclosing ``2*size`` block is busiest; else the first idle ranks."""
+    offsets = _aligned(node, free, size)
+    if not offsets:
+        return free[:size]
+    idle = set(free)
+
+    def idle_around(offset: int) -> int:
+        start = offset // (2 * size) * (2 * size)
+        return sum(r in idle for r in node[start:start + 2 * size])
+
+    best = min(offsets, key=lambda o: (idle_around(o), o))
+    return list(node[best:best + size])
+
+
+class RunTimeEstimate:
+    """Moving mean and spread of run time per task size (exponential, weight ``alpha`` on the newest).
+
+    A size never seen yet is estimated from all sizes together, and before any run at all by
+    ``initial`` (spread 0). ``cautious(size)`` is the mean plus ``caution`` standard deviations:
+    what a backfill candidate is assumed to take, so a long-tailed run time rarely delays the head.
+    """
+
+    def __init__(self, *, alpha: float = 0.2, initial: float = 1.0, caution: float = 1.0) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self._alpha = alpha
+        self._initial = initial
+        self._caution = caution
+        self._by_size: dict[int, tuple[float, float]] = {}
+        self._overall: tuple[float, float] | None = None
+
+    def record(self, size: int, seconds: float) -> None:
+        """One task of ``size`` ranks ran ``seconds``."""
+        self._by_size[size] = self._mix(self._by_size.get(size), seconds)
+        self._overall = self._mix(self._overall, seconds)
+
+    def __call__(self, size: int) -> float:
+        """Expected (mean) run time of a task of ``size`` ranks."""
+        return self._moments(size)[0]
+
+    def cautious(self, size: int) -> float:
+        """Mean plus ``caution`` standard deviations of the run time of a task of ``size`` ranks."""
+        mean, variance = self._moments(size)
+        return mean + self._caution * variance ** 0.5
+
+    def _moments(self, size: int) -> tuple[float, float]:
+        known = self._by_size.get(size, self._overall)
+        return (self._initial, 0.0) if known is None else known
+
+    def _mix(self, old: tuple[float, float] | None, new: float) -> tuple[float, float]:
+        if old is None:
+            return new, 0.0
+        mean, variance = old
+        step = self._alpha * (new - mean)
+        return mean + step, (1.0 - self._alpha) * (variance + (new - mean) * step)
+
+
+class GangScheduler:
+    """Which queued multi-rank tasks start now, and on which ranks (EASY backfill).
+
+    ``submit`` tasks, call ``schedule(now)`` after every change (a submission, a release),
+    start the returned placements, and ``release(key, now)`` each when it ends. With
+    ``backfill=False`` nothing passes a blocked head task (strict priority order).
+    """
+
+    def __init__(self, nodes: Mapping[int, Hashable], *, estimate: RunTimeEstimate | None = None,
+                 backfill: bool = True) -> None:
+        self._layout = NodeLayout(nodes)
+        self._estimate = estimate if estimate is not None else RunTimeEstimate()
+        self._backfill = backfill
+        self._idle: set[int] = set(self._layout.ranks)
+        self._queue: list[_Queued] = []
+        self._keys: set[Hashable] = set()
+        self._running: dict[Hashable, _Running] = {}
+        self._counter = itertools.count()
+        self._reservation: Reservation | None = None
+
+    @property
+    def layout(self) -> NodeLayout:
+        """The worker ranks by node, as placement sees them."""
+        return self._layout
+
+    @property
+    def workers(self) -> int:
+        """Worker ranks in the job."""
+        return len(self._layout.ranks)
+
+    @property
+    def idle(self) -> frozenset[int]:
+        """Ranks running nothing now."""
+        return frozenset(self._idle)
+
+    @property
+    def queued(self) -> list[Hashable]:
+        """Keys of waiting tasks, in the order they will be considered."""
+        return [q.key for q in self._ordered()]
+
+    @property
+    def running(self) -> dict[Hashable, tuple[int, ...]]:
+        """Ranks of each running task."""
+        return {key: run.ranks for key, run in self._running.items()}
+
+    @property
+    def reservation(self) -> Reservation | None:
+        """The head task's reservation after the last ``schedule`` (``None``: the head started)."""
+        return self._reservation
+
+    def submit(self, key: Hashable, size: int = 1, *, priority: float = 0.0,
+               estimate: float | None = None) -> None:
+        """Queue task ``key`` of ``size`` ranks; ``estimate`` (seconds) overrides the moving mean."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"task size must be a positive number of ranks, got {size!r}")
+        if size > self.workers:
+            raise ValueError(f"task size {size} is larger than the job's {self.workers} worker ranks")
+        if key in self._keys:
+            raise ValueError(f"task {key!r} is already queued or running")
+        self._keys.add(key)
+        self._queue.append(_Queued(key, size, priority, next(self._counter), estimate))
+
+    def schedule(self, now: float) -> list[Placement]:
+        """Start what may start now: the queue head while it fits, then backfill (EASY)."""
+        started: list[Placement] = []
+        reservation: Reservation | None = None
+        spare = 0
+        for task in self._ordered():
+            fits = task.size <= len(self._idle)
+            if reservation is None:
+                if fits:
+                    started.append(self._start(task, now))
+                    continue
+                reservation = self._reserve(task, now)
+                spare = reservation.extra
+                if not self._backfill:
+                    break
+                continue
+            if not fits:
+                continue
+            if now + self._cautious(task) <= reservation.shadow:
+                started.append(self._start(task, now))
+            elif task.size <= spare:
+                spare -= task.size
+                started.append(self._start(task, now))
+        self._reservation = reservation
+        return started
+
+    def release(self, key: Hashable, now: float) -> tuple[int, ...]:
+        """Task ``key`` ended: all its ranks are idle again (returned); its run time is recorded."""
+        run = self._running.pop(key, None)
+        if run is None:
+            raise KeyError(f"task {key!r} is not running")
+        self._keys.discard(key)
+        self._idle.update(run.ranks)
+        self._estimate.record(run.size, max(0.0, now - run.start))
+        return run.ranks
+
+    def _ordered(self) -> list[_Queued]:
+        self._queue.sort(key=_Queued.sort_key)
+        return list(self._queue)
+
+    def _expected(self, task: _Queued) -> float:
+        return task.estimate if task.estimate is not None else self._estimate(task.size)
+
+    def _cautious(self, task: _Queued) -> float:
+        return task.estimate if task.estimate is not None else self._estimate.cautious(task.size)
+
+    def _start(self, task: _Queued, now: float) -> Placement:
+        ranks = self._layout.place(task.size, self._idle)
+        assert ranks is not None and len(ranks) == task.size
+        self._idle.difference_update(ranks)
+        self._queue.remove(task)
+        self._running[task.key] = _Running(task.key, task.size, ranks, now, self._expected(task), self._cautious(task))
+        return Placement(task.key, ranks)
+
+    def _reserve(self, task: _Queued, now: float) -> Reservation:
+        """When enough ranks for ``task`` will be idle (expected ends of the running tasks), and
+        how many are spare then even if those tasks take their cautious estimate."""
+        running = list(self._running.values())
+        free, shadow = len(self._idle), now
+        for end, size in sorted((run.expected_end(now), run.size) for run in running):
+            if free >= task.size:
+                break
+            free, shadow = free + size, end
+        surely_free = len(self._idle) + sum(run.size for run in running if run.cautious_end(now) <= shadow)
+        return Reservation(task.key, task.size, shadow, max(0, surely_free - task.size))
