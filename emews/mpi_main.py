@@ -103,7 +103,8 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
     assert lease is not None
     spec.walltime_end = allocation_end(workflow, load_site(str(exp_dir / SITE_FILE)), time.time())
     try:
-        return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt)
+        spare_core = len(node_cores) > ranks_on_node
+        return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core)
     except BaseException as exc:  # never leave the workers waiting for a stop that does not come
         log.exception("the optimizer rank failed")
         print(f"emews: the optimizer rank failed: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE})",
@@ -115,14 +116,19 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         lease.release()
 
 
-def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt) -> int:
+def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt, *,
+                    spare_core: bool) -> int:
     logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
-    # results.csv written as results arrive (an open space's columns are known only at the end)
-    csv_follower = None if workflow.space.open else CsvFollower(exp_dir, workflow.space.names)
+    # results.csv written as results arrive, by a child on a core the ranks leave free (on a full
+    # node it would slow the run: the file is written at the end instead); an open space's
+    # columns are known only at the end
+    follow = spare_core and not workflow.space.open
+    csv_follower = CsvFollower(exp_dir, workflow.space.names) if follow else None
+    log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt)
     if summary.resumed or summary.requeued:
         line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "

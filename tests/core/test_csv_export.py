@@ -61,3 +61,22 @@ def test_a_gap_holds_the_rows_after_it_back(tmp_path: Path) -> None:
     store.commit(results=[rows[2]])
     followed.follow(store)
     assert followed.rows == 5
+
+
+def test_the_csv_child_follows_a_store_being_written_and_finishes_with_the_bytes_of_one_export(tmp_path: Path) -> None:
+    from emews.csvfollow import CsvFollower
+    from emews.experiment import CSV_FILE, STORE_FILE, WORKFLOW_FILE
+
+    (tmp_path / WORKFLOW_FILE).write_text("{}\n")  # what makes a folder an experiment directory
+    rng = random.Random(5)
+    rows = [result(i, rng, 30) for i in range(60)]
+    store = ResultsStore(tmp_path / STORE_FILE)
+    follower = CsvFollower(tmp_path, PARAMS, interval=0.01)
+    for start in range(0, 60, 7):  # out of order within each batch, as workers finish
+        store.commit(results=sorted(rows[start:start + 7], key=lambda r: -r.id))
+    assert follower.finish() == 60
+    followed = (tmp_path / CSV_FILE).read_bytes()
+    assert write_csv(store, tmp_path / "once.csv", PARAMS) == 60
+    assert followed == (tmp_path / "once.csv").read_bytes()
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+    store.close()
