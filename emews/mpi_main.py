@@ -9,10 +9,13 @@ continues. Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import json
 import logging
 import os
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -138,11 +141,29 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     status = _write_outputs(spec, workflow, exp_dir, summary, csv_follower)
     if not summary.all_stopped:
         log.error("workers did not confirm their stop; aborting the job")
-        sys.stderr.flush()
+        _let_output_drain()
         comm.Abort(status or EXIT_FAILED)  # type: ignore[attr-defined]
     # The run's status is in summary.json (``emews launch`` exits with it). To MPI this rank
     # exits 0: a rank that exits non-zero makes mpiexec SIGKILL the ranks still finishing.
     return EXIT_OK
+
+
+def _let_output_drain(limit: float = 2.0) -> None:
+    """Wait (at most ``limit`` seconds) until the launcher has read what this rank wrote to its
+    stdout and stderr: MPI_Abort kills the process that forwards it, and with it the last lines."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    unread = array.array("i", [0])
+    deadline = time.monotonic() + limit
+    for fd in (1, 2):
+        while time.monotonic() < deadline:
+            try:
+                fcntl.ioctl(fd, termios.FIONREAD, unread, True)  # bytes still in the pipe
+            except OSError:
+                break  # not a pipe (a file or a terminal): nothing to wait for
+            if unread[0] == 0:
+                break
+            time.sleep(0.01)
 
 
 def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary,
