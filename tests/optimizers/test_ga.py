@@ -24,7 +24,7 @@ from emews.optimizers.random import RandomSearch
 from emews.results import Result, Status
 from emews.job import RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
-from emews.space import Categorical, Constant, Float, Int, Ordered, Space, candle_dimension
+from emews.space import INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, candle_dimension
 from emews.testing import FLAKY, mixed_space, run_traced
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def dimension_and_value(draw: Any):
             lower = draw(st.floats(1e-6, 1e3) if log else st.floats(-1e6, 1e6))
             dim = Float(lower, lower + draw(st.floats(0.0, 1e6)), log=log, sigma=sigma)
     elif kind == "constant":
-        dim = Constant(draw(st.one_of(st.integers(), st.text(max_size=4), st.booleans())))
+        dim = Constant(draw(st.one_of(st.integers(*INT_RANGE), st.text(max_size=4), st.booleans())))
     else:
         values = draw(st.lists(st.one_of(st.integers(-50, 50), st.text(max_size=3), st.booleans()),
                                min_size=1, max_size=6, unique_by=repr))
