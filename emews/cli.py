@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from emews.errors import ConfigError, EmewsError
+from emews.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 SITE_SECTIONS = ("scheduler", "launcher", "node", "environment", "extends", "requires_account")
 #: ``--set`` keys of the workflow's trial scheduler; every other ``scheduler.*`` is the site's batch scheduler
 TRIAL_SCHEDULER_KEYS = ("scheduler.name", "scheduler.options")
@@ -190,7 +189,7 @@ STOP_GRACE_SECONDS = 120.0
 
 def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     """Run the job here; a SIGTERM/SIGINT to this process is forwarded once, then we wait for it."""
-    from emews.mpi_main import run_exit_status
+    from emews.rank_zero import run_exit_status
     from emews.runtime.processes import stop_with
     from emews.site.jobs import job_command
 

@@ -6,6 +6,9 @@ import reprlib
 from pathlib import Path
 from typing import Any
 
+#: exit statuses of every command: done, failed, configuration error (bad input)
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
 _BRIEF = reprlib.Repr()
 _BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = 4
 _BRIEF.maxstring = _BRIEF.maxother = 40

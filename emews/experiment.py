@@ -31,6 +31,7 @@ INFO_FILE = "experiment.json"
 STORE_FILE = "results.db"
 CSV_FILE = "results.csv"
 LOG_FILE = "emews.log"
+SUMMARY_FILE = "summary.json"
 
 
 def emews_version() -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import sys
 import threading
 import time
@@ -19,17 +18,16 @@ from emews.replicates import ReplicatingEvaluator, replicated_space
 from emews.results import Outcome, Result, Status, Task
 from emews.retention import Retention
 from emews.runtime.distributor import Distributor
-from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt, Interrupted
-from emews.runtime.isolated import ProcessRunner
-from emews.objective import ObjectiveSpec, TaskContext
+from emews.objective import ObjectiveSpec
+from emews.gpu_binding import GpuBinding
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport
 from emews.runtime.trial_store import ReportReader, TrialStore
 from emews.runtime.trials import TrialService
 from emews.runtime.walltime import PauseClock, WalltimeStop
-from emews.runtime.worker import Runner, worker_loop
+from emews.runtime.worker_rank import WorkerPlan, serve
 from emews.schedulers import TrialScheduler
 from emews.space import Space
 
@@ -59,6 +57,11 @@ class RunSpec:
     retention: Retention = field(default_factory=Retention)  # which checkpoints are kept
     walltime_end: float | None = None  # when the allocation ends (UNIX time): trials pause before it
     pause_margin: float = 300.0        # seconds before walltime_end that trials pause
+
+    def worker_plan(self, gpus: GpuBinding | None = None, node_cores: int | None = None) -> WorkerPlan:
+        """What the worker ranks need of this spec."""
+        return WorkerPlan(self.objective, self.isolation, self.timeout, self.memory_limit, self.runs_root,
+                          self.checkpoint_async, gpus or GpuBinding(), node_cores)
 
     @property
     def sign(self) -> float:
@@ -99,25 +102,6 @@ class OptimizerFailed(RuntimeError):
         self.error = error
         self.traceback = "".join(traceback.format_exception(error))
         super().__init__(f"the optimizer raised {type(error).__name__}: {error}")
-
-
-def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
-                interrupt: Interrupt | None = None) -> Runner:
-    """The objective runner for one worker rank, per ``spec.isolation``."""
-    host, runs_root, background = socket.gethostname(), spec.runs_root, spec.checkpoint_async
-
-    def make_context(task: Task) -> TaskContext:
-        context = TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
-        if not background:
-            context.checkpoint_async = False
-        return context
-
-    if spec.isolation == "inline":
-        return InlineRunner(spec.objective, timeout=spec.timeout if use_alarm else None,
-                            make_context=make_context, interrupt=interrupt)
-    spool = None if spec.runs_root is None else spec.runs_root / ".spool" / f"rank{rank}"
-    return ProcessRunner(spec.objective, timeout=spec.timeout, memory_limit=spec.memory_limit,
-                         make_context=make_context, spool=spool)
 
 
 @contextlib.contextmanager
@@ -238,9 +222,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
 def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
                     interrupt: Interrupt | None = None) -> int:
     """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives)."""
-    interrupt = interrupt or Interrupt()
-    runner = make_runner(spec, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt)
-    return worker_loop(transport, runner, interrupted=interrupt)
+    return serve(spec.worker_plan(), transport, gpu_ids, use_alarm=use_alarm, interrupt=interrupt)
 
 
 def run_in_threads(spec: RunSpec, workers: int = 3) -> RunSummary:

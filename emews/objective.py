@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Protocol
 from emews.imports import UserImportError, import_user_module
 from emews.model_defaults import ModelDefaultsError, read_model_defaults
 from emews.results import Outcome, Status
-from emews.space import to_builtin
+from emews.space import plain_value, to_builtin
 from emews.training import Decision
 
 
@@ -183,7 +183,7 @@ def with_defaults(defaults: Mapping[str, Any], params: Mapping[str, Any]) -> dic
 def record_params(run_dir: Path, params: Mapping[str, Any]) -> Path:
     """Write the parameters an evaluation ran with into its run dir (``params.json``)."""
     path = run_dir / PARAMS_RECORD
-    path.write_text(json.dumps({k: _plain(v) for k, v in params.items()}, indent=1) + "\n")
+    path.write_text(json.dumps({k: plain_value(v, repr) for k, v in params.items()}, indent=1) + "\n")
     return path
 
 
@@ -250,7 +250,7 @@ def outcome_from_return(task_id: int, returned: Any, metric: str, **where: Any) 
     """Interpret ``run``'s return value: a number, or a dict holding ``metric``."""
     metrics: dict[str, Any] = {}
     if isinstance(returned, Mapping):
-        metrics = {str(k): _plain(v) for k, v in returned.items()}
+        metrics = {str(k): plain_value(v, repr) for k, v in returned.items()}
         if metric not in metrics:
             return Outcome(task_id, Status.FAILED, metrics=metrics, **where,
                            error=f"objective returned a dict without the metric {metric!r} "
@@ -265,15 +265,6 @@ def outcome_from_return(task_id: int, returned: Any, metric: str, **where: Any) 
     if math.isnan(value):
         return Outcome(task_id, Status.FAILED, metrics=metrics, error="objective returned NaN", **where)
     return Outcome(task_id, Status.OK, float(value), metrics=metrics, **where)
-
-
-def _plain(value: Any) -> Any:
-    value = to_builtin(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
 
 
 def _positional_count(fn: Callable[..., Any]) -> int:

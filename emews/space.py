@@ -19,7 +19,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar, Union
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence, TypeVar, Union
 
 from emews.errors import brief
 
@@ -48,14 +48,17 @@ def to_builtin(value: Any) -> Any:
     return value
 
 
-def plain_value(value: Any) -> Any:
-    """``value`` with numpy scalars made plain, inside lists and dicts too (what JSON can hold)."""
+def plain_value(value: Any, otherwise: Callable[[Any], Any] | None = None) -> Any:
+    """``value`` with numpy scalars made plain, inside lists and dicts too (what JSON can hold);
+    ``otherwise`` (e.g. ``repr``), when given, turns any other leaf into something plain."""
     value = to_builtin(value)
     if isinstance(value, (list, tuple)):
-        return [plain_value(v) for v in value]
+        return [plain_value(v, otherwise) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): plain_value(v) for k, v in value.items()}
-    return value
+        return {str(k): plain_value(v, otherwise) for k, v in value.items()}
+    if otherwise is None or isinstance(value, (bool, int, float, str, type(None))):
+        return value
+    return otherwise(value)
 
 
 #: default GA mutation step as a fraction of a numeric dimension's range

@@ -71,6 +71,16 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
 class _Dumper(yaml.SafeDumper):
     """SafeDumper that quotes exactly the strings :class:`_Loader` would read as something else."""
 
+    def represent_str(self, data: str) -> yaml.ScalarNode:
+        # PyYAML writes a NEL (U+0085) raw in a single-quoted scalar, where reading folds it
+        # into a space: such strings are written double-quoted, where it is escaped (\N)
+        if "\x85" in data:
+            return self.represent_scalar("tag:yaml.org,2002:str", data, style='"')
+        return super().represent_str(data)
+
+
+_Dumper.add_representer(str, _Dumper.represent_str)
+
 
 def _resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
     table = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]

@@ -22,6 +22,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.errors": (0, "core"), "emews.results": (0, "core"), "emews.space": (0, "core"), "emews.textfiles": (0, "core"),
     "emews.objective": (0, "core"), "emews.imports": (0, "core"), "emews.queues": (0, "core"),
     "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"), "emews.jsoncodec": (0, "core"),
+    "emews.gpu_binding": (0, "core"),
     "emews.command": (0, "core"), "emews.model_defaults": (0, "core"), "emews.replicates": (0, "core"),
     # training trials: messages, the objective's session, checkpoint files, the trial schedulers
     "emews.training": (0, "core"), "emews.trial_session": (0, "core"), "emews.checkpoints": (0, "core"),
@@ -33,7 +34,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     # engine: ranks, messages, runners, child processes, the results store
     "emews.runtime": (1, "engine"), "emews.runtime.gang": (1, "engine"),
     # wiring one run from configuration and engine; reading results back
-    "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.report": (2, "wiring"),
+    "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.rank_zero": (2, "wiring"), "emews.report": (2, "wiring"),
     "emews.csvfollow": (2, "wiring"),
     "emews.by_point": (2, "wiring"), "emews.deephyper_csv": (2, "wiring"),
     "emews.reporting": (2, "wiring"),
@@ -100,3 +101,16 @@ def test_imports_only_point_down(module: str) -> None:
     wrong = [target for target in imports_of(module, modules()[module])
              if not target.startswith(module) and not allowed(source, layer_of(target))]
     assert not wrong, f"{module} ({source[1]}) imports {', '.join(f'{t} ({layer_of(t)[1]})' for t in wrong)}"
+
+
+def test_worker_ranks_start_without_the_configuration_layer() -> None:
+    """A worker rank imports only the runtime: no pydantic, YAML, site or workflow code, no SQLite
+    (thousands of workers start from rank 0's broadcast plan, not by each reading the files)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, emews.mpi_main, emews.runtime.worker_rank\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'sqlite3')\n"
+            "      or m.startswith(('emews.site', 'emews.workflow', 'emews.rank_zero', 'emews.job')))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []

@@ -18,13 +18,12 @@ import numpy as np
 import pandas as pd
 
 from emews.errors import ConfigError
-from emews.experiment import INFO_FILE, SITE_FILE, read_workflow, require_experiment
+from emews.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, require_experiment
 from emews.jsoncodec import loads_point
 from emews.report import open_store
 from emews.runtime.store import ResultsStore
 from emews.yamlio import load_mapping
 
-SUMMARY_FILE = "summary.json"
 #: columns of the results frame, as the store names them
 RESULT_COLUMNS = ("id", "status", "objective", "loss", "error", "rank", "host", "submitted", "started",
                   "finished")

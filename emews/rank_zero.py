@@ -1,0 +1,223 @@
+"""Rank 0 of ``emews run``: the lease, the workflow, the run itself, then ``summary.json`` and ``results.csv``.
+
+It reads the workflow and site once and broadcasts a :class:`~emews.runtime.worker_rank.WorkerPlan`
+(or ``None``: the run is refused) to the workers (see :mod:`emews.mpi_main`).
+"""
+
+from __future__ import annotations
+
+import array
+import fcntl
+import json
+import logging
+import os
+import sys
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+from emews.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError
+from emews.csvfollow import CsvFollower
+from emews.experiment import (CSV_FILE, LOG_FILE, SITE_FILE, STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE,
+                              require_experiment)
+from emews.lease import acquire
+from emews.retention import Retention
+from emews.report import export_csv, open_store, summary_text, totals
+from emews.runtime.interrupt import Interrupt
+from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
+from emews.runtime.transport import MPITransport
+from emews.site import Site, load_site
+from emews.site.gpus import gpu_binding
+from emews.site.walltime import parse_walltime
+from emews.site.jobs import batch_job_over
+from emews.workflow import Workflow, load_workflow
+
+log = logging.getLogger("emews")
+
+
+
+def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
+    task, kept = workflow.model.task, workflow.model.checkpoints
+    return RunSpec(space=workflow.space, make_optimizer=workflow.make_optimizer, objective=workflow.objective,
+                   budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
+                   seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
+                   memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
+                   durability=workflow.model.store.durability, replicates=workflow.model.replicates,
+                   make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
+                   checkpoint_async=kept.background, retries=task.retries,
+                   retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
+                   pause_margin=workflow.model.walltime.margin)
+
+
+def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
+    """When this job's allocation ends (UNIX time): the workflow's ``walltime.limit`` from the job's
+    start, else Slurm's SLURM_JOB_END_TIME, else the batch site's walltime; ``None`` on a local
+    site without a limit."""
+    limit = workflow.model.walltime.limit
+    if limit:
+        return started + parse_walltime(limit)
+    slurm = os.environ.get("SLURM_JOB_END_TIME", "")
+    if slurm.isdigit():
+        return float(slurm)
+    return None if site.is_local else started + site.config.scheduler.walltime_seconds
+
+
+def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt, *, spare_core: bool) -> int:
+    """Rank 0's whole part: take (or join) the lease, read the workflow and site, tell the
+    workers what to run (``None``: refused), run the optimizer; return the exit status."""
+    try:
+        require_experiment(exp_dir)
+        lease = acquire(exp_dir, "emews run", token=lease_token, job_done=batch_job_over(exp_dir))
+    except ConfigError as exc:
+        return _refuse(comm, exc)
+    try:
+        try:
+            workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
+            site = load_site(str(exp_dir / SITE_FILE))
+        except ConfigError as exc:
+            return _refuse(comm, exc)
+        spec = run_spec(workflow, exp_dir)
+        spec.walltime_end = allocation_end(workflow, site, time.time())
+        comm.bcast(spec.worker_plan(gpu_binding(site), site.config.node.cores), root=0)
+        try:
+            return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core)
+        except BaseException as exc:  # never leave the workers waiting for a stop that does not come
+            log.exception("the optimizer rank failed")
+            print(f"emews: the optimizer rank failed: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE})",
+                  file=sys.stderr)
+            sys.stderr.flush()
+            comm.Abort(EXIT_FAILED)
+            return EXIT_FAILED
+    finally:
+        lease.release()
+
+
+def _refuse(comm: Any, problem: ConfigError) -> int:
+    """Tell the workers not to start, and the user why."""
+    comm.bcast(None, root=0)
+    print(f"emews: error: {problem}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt, *,
+                    spare_core: bool) -> int:
+    logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    transport = MPITransport(comm, threads=True)
+    workers = list(range(1, transport.size))
+    log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
+    # results.csv written as results arrive, by a child; on a node without a core the ranks leave
+    # free it runs at the lowest priority, on the CPU time they leave idle (an open space's
+    # columns are known only at the end: the file is written then)
+    niceness = int(os.environ.get("EMEWS_CSV_NICE", "0" if spare_core else "19"))
+    csv_follower = None if workflow.space.open else CsvFollower(exp_dir, workflow.space.names, niceness=niceness)
+    log.info("results.csv %s", "is written at the end" if csv_follower is None else "follows the store")
+    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt)
+    if summary.resumed or summary.requeued:
+        line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
+                f"{summary.requeued} interrupted tasks run again")
+        log.info(line)
+        print(line, file=sys.stderr)
+    status = _write_outputs(spec, workflow, exp_dir, summary, csv_follower)
+    if not summary.all_stopped:
+        log.error("workers did not confirm their stop; aborting the job")
+        _let_output_drain()
+        comm.Abort(status or EXIT_FAILED)  # type: ignore[attr-defined]
+    # The run's status is in summary.json (``emews launch`` exits with it). To MPI this rank
+    # exits 0: a rank that exits non-zero makes mpiexec SIGKILL the ranks still finishing.
+    return EXIT_OK
+
+
+def _let_output_drain(limit: float = 2.0) -> None:
+    """Wait (at most ``limit`` seconds) until the launcher has read what this rank wrote to its
+    stdout and stderr: MPI_Abort kills the process that forwards it, and with it the last lines."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    unread = array.array("i", [0])
+    deadline = time.monotonic() + limit
+    for fd in (1, 2):
+        while time.monotonic() < deadline:
+            try:
+                fcntl.ioctl(fd, termios.FIONREAD, unread, True)  # bytes still in the pipe
+            except OSError:
+                break  # not a pipe (a file or a terminal): nothing to wait for
+            if unread[0] == 0:
+                break
+            time.sleep(0.01)
+
+
+def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary,
+                   csv_follower: CsvFollower | None) -> int:
+    """summary.json, then results.csv, then the closing lines; return the run's exit status.
+
+    The summary goes first: after a stop signal the batch system may kill the job soon after
+    (Slurm's srun does within a second), and the summary holds the run's status.
+    """
+    csv_path = exp_dir / CSV_FILE
+    store = open_store(exp_dir)
+    try:
+        total = totals(store)
+    finally:
+        if store is not None:
+            store.close()
+    stopped = summary.interrupted
+    problems = summary.worker_errors
+    if stopped is not None:
+        status = stopped.exit_status
+    elif summary.error is not None or problems:
+        status = EXIT_FAILED
+    else:
+        status = EXIT_OK
+    write_summary(exp_dir, {
+        "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
+        "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
+                     "resumed": summary.resumed, "requeued": summary.requeued},
+        "elapsed": summary.elapsed,
+        "best": None if total.best is None else {"id": total.best.id, "objective": total.best.objective,
+                                                 "params": dict(total.best.params)},
+        "interrupted": None if stopped is None else stopped.args[0],
+        "worker_errors": {str(rank): text for rank, text in problems.items()},
+        "error": None if summary.error is None else str(summary.error),
+        "exit_status": status, "finished": time.time()})
+    if csv_follower is None or csv_follower.finish() is None:
+        export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
+    text = summary_text(total, spec.budget, summary.elapsed)
+    log.info("finished: %s", text.replace("\n", " | "))
+    if stopped is not None:
+        log.warning("%s: results so far are stored", stopped)
+        print(f"emews: {stopped}: {total.done}/{spec.budget} evaluations stored; continue with: "
+              f"emews resume {exp_dir}", file=sys.stderr)
+        return status
+    print(text, file=sys.stderr)
+    print(f"results: {exp_dir / STORE_FILE} and {csv_path}", file=sys.stderr)
+    for rank, text in sorted(problems.items()):
+        log.error("worker %d: %s", rank, text)
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        print(f"emews: worker rank {rank}: {lines[0].rstrip(':')}: {lines[-1].strip()} "
+              f"(details in {exp_dir / LOG_FILE})", file=sys.stderr)
+    if summary.error is not None:
+        detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
+        log.error("run failed: %s\n%s", summary.error, detail)
+        print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
+    return status
+
+
+def write_summary(exp_dir: Path, data: dict) -> None:
+    """Replace ``summary.json`` atomically."""
+    path = exp_dir / SUMMARY_FILE
+    tmp = path.with_name(f".{SUMMARY_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def run_exit_status(exp_dir: Path, since: float) -> int | None:
+    """The exit status the run that finished after ``since`` recorded (``None``: no such run)."""
+    try:
+        data = json.loads((exp_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("finished"), (int, float)) or data["finished"] < since:
+        return None
+    status = data.get("exit_status")
+    return status if isinstance(status, int) else None
