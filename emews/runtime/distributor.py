@@ -66,7 +66,10 @@ class Distributor:
         self._in_flight: dict[int, Task] = {}
         self._received: list[Result] = []   # not yet stored nor delivered
         self._dispatched: deque[tuple[float, Task]] = deque()  # (when, task) not yet recorded
-        self._slots = WorkerSlots(self._workers, prefetch=self.prefetch)
+        #: trials paused by their scheduler, waiting for a promotion: task id -> (task, outcome so far)
+        self._waiting: dict[int, tuple[Task, Outcome]] = {}
+        # training trials are long, and a promotion must not queue behind a prefetched task
+        self._slots = WorkerSlots(self._workers, prefetch=1 if self._trials.scheduler else self.prefetch)
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
         #: shutdown problems reported by workers (teardown errors), by rank
@@ -124,7 +127,9 @@ class Distributor:
             backoff.idle()
 
     def _flush_received(self) -> None:
-        """Store everything that arrived and every task still running (``emews resume`` reruns those)."""
+        """Store everything that arrived and every task still running (``emews resume`` reruns those);
+        trials waiting for a promotion end with their results so far."""
+        self._release(every=True)
         if self._received or self._dispatched:
             received, self._received = self._received, []
             self._commit(received, 0, every_task=True)
@@ -168,12 +173,35 @@ class Distributor:
             self._queues.tasks.appendleft(task)
         elif afterwards is Afterwards.PAUSED and self._store is not None:
             self._store.commit([task])
+        elif afterwards is Afterwards.WAITS:
+            self._waiting[task.id] = (task, outcome)
         return afterwards is not None
+
+    def _promote(self) -> bool:
+        """Waiting trials the scheduler promotes go to the front of the queue (ASHA's ``get_job``:
+        a promotion before a new point); whether there were any."""
+        promoted = self._trials.promotable()
+        for trial in reversed(promoted):
+            task, _ = self._waiting.pop(trial)
+            self._trials.promote(task)
+            self._queues.tasks.appendleft(task)
+        return bool(promoted)
+
+    def _release(self, every: bool) -> None:
+        """End waiting trials with their results so far: the least promising one (the optimizer
+        waits for a result and nothing else can give it one), or ``every`` one (closing)."""
+        while self._waiting:
+            trial = self._trials.least_promising()
+            task, outcome = self._waiting.pop(trial)
+            self._trials.release(trial)
+            self._received.append(Result.from_outcome(task, outcome, self._sign))
+            if not every:
+                return
 
     @property
     def idle(self) -> bool:
-        """No task runs and none waits to be dispatched."""
-        return not self._in_flight and not self._queues.tasks
+        """No task runs, none waits to be dispatched and no trial waits for a promotion."""
+        return not self._in_flight and not self._queues.tasks and not self._waiting
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks
@@ -188,6 +216,12 @@ class Distributor:
             while (msg := transport.poll()) is not None:
                 if self._handle(msg):
                     progressed = True
+            if self._waiting and progressed:
+                self._promote()
+            if self._waiting and not in_flight and not tasks and not self._promote() \
+                    and (self._closing or (queues.optimizer_waits and not self._received)):
+                self._release(every=self._closing)
+                progressed = True
             queues.capacity = slots.capacity
             while slots and tasks and not self._abort:
                 rank, count = slots.take(len(tasks))

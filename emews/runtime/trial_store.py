@@ -4,6 +4,7 @@
 ``checkpoints``  every checkpoint a report handed in: ``staged`` (being written), ``durable``
                  (complete on disk: only these are restored or cloned), ``deleted`` (retention).
 ``lineage``      every PBT exploit: which trial cloned which checkpoint, with old and new parameters.
+``promotions``   every ASHA promotion: the trial, the step it had paused at, the resource it got.
 
 Written by the distributor thread on the optimizer rank; read by ``evaluator.reports()``
 through a read-only connection of its own, and by ``emews checkpoints``.
@@ -68,6 +69,13 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE TABLE IF NOT EXISTS pauses (
     task INTEGER NOT NULL,
     step INTEGER,
+    time REAL
+);
+CREATE TABLE IF NOT EXISTS promotions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    resource INTEGER,
     time REAL
 );
 """
@@ -153,6 +161,19 @@ class TrialStore:
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("INSERT INTO pauses VALUES (?,?,?)", (task, step, time.time()))
+
+    def add_promotion(self, trial: int, step: int, resource: int | None) -> None:
+        """``trial``, paused by its scheduler at ``step``, runs again (with ``resource`` steps)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO promotions (trial, step, resource, time) VALUES (?,?,?,?)",
+                             (trial, step, resource, time.time()))
+
+    def promotions(self) -> list[tuple[int, int]]:
+        """``(trial, step it paused at)`` of every promotion, in order."""
+        if not self._has("promotions"):
+            return []
+        return [(t, s) for t, s in self._db.execute("SELECT trial, step FROM promotions ORDER BY seq")]
 
     def pauses(self) -> dict[int, int]:
         """Task id -> how often it paused."""

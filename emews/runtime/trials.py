@@ -3,7 +3,9 @@
 Runs on the distributor thread (it is called from the distributor's message handler): a
 report is stored first (the ``reports`` table), then the scheduler decides. A PBT exploit
 is turned into a lineage row and the running task's new parameters, provided the trial it
-clones has a durable checkpoint (otherwise the trial simply continues).
+clones has a durable checkpoint (otherwise the trial simply continues). A trial the scheduler
+pauses (ASHA's promotion rule) ends its task and *waits*: the distributor holds its outcome
+until the scheduler promotes it (it runs again, from its checkpoint) or releases it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Afterwards(Enum):
 
     RETRY = "retry"     # crashed or timed out: it runs again, from its checkpoint
     PAUSED = "paused"   # paused at a report: it stays unfinished, for ``emews resume``
+    WAITS = "waits"     # paused by the scheduler: it waits for a promotion (or its release)
 
 
 PAUSE = Decision(Action.PAUSE)
@@ -40,7 +43,9 @@ class TrialService:
         self.retention = retention
         self.retries = retries
         self.clock = clock or PauseClock(None)
-        self.paused: dict[int, int] = {}  # task -> the step it paused at
+        self.paused: dict[int, int] = {}  # task -> the step it paused at (walltime, stop signal)
+        self.waiting: dict[int, int] = {}  # task -> the step its scheduler paused it at
+        self._held: dict[int, int] = {}   # trials that wait on the optimizer rank -> their step
         self.scheduler = scheduler
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
@@ -56,7 +61,7 @@ class TrialService:
         for row in reversed(self.store.lineage()):  # a PBT trial started with its first old parameters
             params[row["trial"]] = row["old_params"]
         reports = self.store.reports()
-        self.scheduler.rebuild(reports, params)
+        self.scheduler.rebuild(reports, params, self.store.promotions())
         return len(reports)
 
     #: how an attempt may end and still be run again (``task.retries``)
@@ -65,15 +70,19 @@ class TrialService:
     @property
     def intercepts(self) -> bool:
         """Whether some outcomes may not be results (retries configured, or trials paused)."""
-        return bool(self.retries or self.paused)
+        return bool(self.retries or self.paused or self.waiting)
 
     def intercept(self, task: Task, outcome: Outcome) -> Afterwards | None:
         """``None``: the outcome is the task's result; else what happens to the task instead."""
+        waits = self.waiting.pop(task.id, None)
         step = self.paused.pop(task.id, None)
         if step is not None:
             if self.store is not None:
                 self.store.add_pause(task.id, step)
             return Afterwards.PAUSED
+        if waits is not None and outcome.status is Status.OK:
+            self._held[task.id] = waits
+            return Afterwards.WAITS
         if self.retries and self._retry(task, outcome, self.retries):
             return Afterwards.RETRY
         return None
@@ -117,9 +126,39 @@ class TrialService:
             return Reply(report.session, PAUSE)
         if decision.action is Action.EXPLOIT:
             decision = self._exploit(report, decision, task, seq)
-        # a scheduler's own pause (ASHA promotion variant) ends the task with its result so far:
-        # the optimizer waits for it; the scheduler keeps the trial promotable
+        elif decision.action is Action.PAUSE:
+            self.waiting[report.trial] = report.step
         return Reply(report.session, decision)
+
+    # -- trials that wait for a promotion (the distributor holds their tasks) -----
+    def promotable(self) -> list[int]:
+        """Held trials the scheduler promotes now, the first to run first."""
+        if self.scheduler is None or not self._held:
+            return []
+        return [t for t in self.scheduler.promotable() if t in self._held]
+
+    def promote(self, task: Task) -> None:
+        """``task`` runs again from its checkpoint; with the scheduler's ``resource`` its
+        parameter is raised to what the promotion gives it."""
+        assert self.scheduler is not None
+        step = self._held.pop(task.id)
+        resource = self.scheduler.promote(task.id)
+        name = self.scheduler.resource
+        if name is not None and resource is not None:
+            task.params = {**task.params, name: resource}
+        if self.store is not None:
+            self.store.add_promotion(task.id, step, resource)
+
+    def least_promising(self) -> int:
+        """The held trial to end first when nothing else can run."""
+        assert self.scheduler is not None
+        return self.scheduler.least_promising(self._held)
+
+    def release(self, trial: int) -> None:
+        """``trial`` ends where it paused: its outcome becomes its result."""
+        self._held.pop(trial, None)
+        if self.scheduler is not None:
+            self.scheduler.release(trial)
 
     def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
         donor = None if self.store is None or decision.clone_from is None \

@@ -238,17 +238,22 @@ def test_trials_paused_before_the_walltime_continue_on_resume_with_the_rungs_reb
     assert sorted(r["id"] for r in stored_rows(exp)) == [0, 1, 2, 3, 4]
 
 
-def test_asha_promotion_pauses_end_their_tasks_with_a_result(emews_cmd, tmp_path: Path) -> None:
-    """Promotion rule (rf 3): a trial goes on only while among the best n // 3 at its rung. Trials
-    0-3 pause at step 1 (n // 3 is 0 or 1 and trial 1 holds that place), trial 4 (1.05) leads rung 1
-    and pauses at rung 3 (n = 1). Every paused task ends with its result; the run does not wait."""
+def test_asha_promotion_waiting_trials_end_when_the_optimizer_waits_for_them(emews_cmd, tmp_path: Path) -> None:
+    """Promotion rule (rf 3, no resource: a trial in the top goes on in its task), one worker, the
+    sweep keeping 2 points queued. t0 1.5 and t1 1.1 pause at rung 1 (n // 3 = 0); the sweep then
+    waits for a result, so the least promising, t0, ends with its result. t2 1.9 (n=3) puts t1 in
+    the top: t1 is promoted, resumes at step 1 and pauses at rung 3 (n=1); t2, then t3 (1.3) end as
+    the sweep waits. t4 (1.05) leads rung 1, goes on and pauses at rung 3 next to t1 (.433 > .383):
+    t1 ends, then t4. No pause is left for ``emews resume``."""
     wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
                           scheduler={"name": "asha", "options": {"max_t": 9, "variant": "promotion"}})
     exp = launch(emews_cmd, wf)
-    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
-    assert [last[t] for t in range(5)] == [1, 1, 1, 1, 3]
+    steps = {t: [s for (s,) in query(exp, f"SELECT step FROM reports WHERE trial = {t} ORDER BY seq")]
+             for t in range(5)}
+    assert steps == {0: [1], 1: [1, 2, 3], 2: [1], 3: [1], 4: [1, 2, 3]}
+    assert query(exp, "SELECT trial, step FROM promotions") == [(1, 1)]
     assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == \
-        [("ok", RATES[t] + 1 / last[t]) for t in range(5)]
+        [("ok", RATES[t] + 1 / steps[t][-1]) for t in range(5)]
     assert query(exp, "SELECT COUNT(*) FROM pauses") == [(0,)]
 
 
@@ -294,3 +299,36 @@ def test_sigterm_to_the_job_then_resume_continues_the_trial_at_its_step_with_the
     table = json.loads(rungs.read_text())
     assert table["1"] == {"0": 1.5, "1": 1.1, "2": 1.9, "3": 1.3, "4": 1.05}
     assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_asha_promotions_run_again_with_more_resource_from_their_checkpoints(emews_cmd, tmp_path: Path) -> None:
+    """Promotion rule with ``resource: epochs`` (rf 2, rungs 1, 2, 4, max_t 8), one worker, every
+    point queued at once (sweep backlog), each trial dispatched with epochs 1. By hand:
+    t0 1.5 waits (n=1).  t1 1.1 is the top-1 of 2: promoted to epochs 2, .6 waits at rung 2 (n=1).
+    t2 1.9 waits.  t3 1.3 is in the top-2 of 4: promoted, .8 at rung 2 is behind t1 (.6), which is
+    now promoted to epochs 4: .35 waits at rung 4 (n=1).  t4 1.05 leads rung 1, then rung 2 (.55),
+    then rung 4 (.3): promoted to 2, 4, then max_t 8, where it stops. Nothing else qualifies: the
+    waiting trials end with their results so far. Each promoted run restores the checkpoint of
+    the step it paused at, and its reports go on from there."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env["TRAINER_LOG"] = str(log)
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep", "options": {"backlog": 5}},
+        objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": RATES}, "epochs": {"type": "constant", "value": 1}},
+        budget={"evaluations": 5}, task={"isolation": "process"},
+        scheduler={"name": "asha", "options": {"max_t": 8, "grace_period": 1, "reduction_factor": 2,
+                                               "variant": "promotion", "resource": "epochs"}})
+    exp = launch(emews_cmd, wf)
+    steps = {t: [s for (s,) in query(exp, f"SELECT step FROM reports WHERE trial = {t} ORDER BY seq")]
+             for t in range(5)}
+    assert steps == {0: [1], 1: [1, 2, 3, 4], 2: [1], 3: [1, 2], 4: list(range(1, 9))}
+    assert query(exp, "SELECT trial, step, resource FROM promotions ORDER BY seq") == \
+        [(1, 1, 2), (3, 1, 2), (1, 2, 4), (4, 1, 2), (4, 2, 4), (4, 4, 8)]
+    starts = [(e["task"], e["restored"], e["trail"]) for e in events(log) if e["event"] == "start"]
+    assert starts == [(0, 0, []), (1, 0, []), (1, 1, [1]), (2, 0, []), (3, 0, []), (3, 1, [1]),
+                      (1, 2, [1, 2]), (4, 0, []), (4, 1, [1]), (4, 2, [1, 2]), (4, 4, [1, 2, 3, 4])]
+    results = {r["id"]: r for r in stored_rows(exp)}
+    assert {t: (r["status"], round(r["objective"], 9), json.loads(r["params"])["epochs"])
+            for t, r in results.items()} == {0: ("ok", 1.5, 1), 1: ("ok", 0.35, 4), 2: ("ok", 1.9, 1),
+                                             3: ("ok", 0.8, 2), 4: ("ok", 0.175, 8)}
