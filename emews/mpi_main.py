@@ -31,6 +31,7 @@ from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, 
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import MPITransport
 from emews.site import Site, bind_gpus, load_site, local_rank
+from emews.site.job_end import job_end_time
 from emews.site.walltime import parse_walltime
 from emews.site.jobs import batch_job_over
 from emews.workflow import Workflow, load_workflow
@@ -49,21 +50,21 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
                    durability=workflow.model.store.durability, replicates=workflow.model.replicates,
                    make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
-                   checkpoint_async=kept.background, retries=task.retries,
+                   checkpoint_async=kept.background, checkpoint_local_dir=kept.local_dir, retries=task.retries,
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
-                   pause_margin=workflow.model.walltime.margin)
+                   pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace)
 
 
 def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
     """When this job's allocation ends (UNIX time): the workflow's ``walltime.limit`` from the job's
-    start, else Slurm's SLURM_JOB_END_TIME, else the batch site's walltime; ``None`` on a local
-    site without a limit."""
+    start, else what the batch system says (Slurm, PBS, LSF: :mod:`emews.site.job_end`), else the
+    batch site's walltime; ``None`` on a local site without a limit."""
     limit = workflow.model.walltime.limit
     if limit:
         return started + parse_walltime(limit)
-    slurm = os.environ.get("SLURM_JOB_END_TIME", "")
-    if slurm.isdigit():
-        return float(slurm)
+    end = job_end_time(started)
+    if end is not None:
+        return end
     return None if site.is_local else started + site.config.scheduler.walltime_seconds
 
 
@@ -101,6 +102,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         site = load_site(str(exp_dir / SITE_FILE))
         gpu_ids = bind_gpus(site, local_rank())
         limit_threads(cores_per_worker(ranks_on_node, site.config.node.cores))
+        interrupt.grace = spec.pause_grace  # a stop signal pauses a running trial at its next report
         run_worker_rank(spec, MPITransport(comm), gpu_ids, interrupt=interrupt)
         return EXIT_OK
     assert lease is not None

@@ -62,6 +62,7 @@ class Distributor:
         self._trials = trials or TrialService(None)
         self._closing = False
         self._abort = False
+        self._drain_until: float | None = None  # a stop signal: no new dispatch, running trials pause
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
         self._in_flight: dict[int, Task] = {}
         self._received: list[Result] = []   # not yet stored nor delivered
@@ -84,8 +85,13 @@ class Distributor:
         """Whether every worker confirmed that it finished."""
         return self.stopped_workers.issuperset(self._workers)
 
-    def close(self, *, abort: bool = False, timeout: float | None = None) -> None:
-        """Finish: drain submitted work (or drop it when ``abort``), stop the workers, join."""
+    def close(self, *, abort: bool = False, timeout: float | None = None, pause: float | None = None) -> None:
+        """Finish: drain submitted work (or drop it when ``abort``), stop the workers, join.
+
+        ``pause`` (a stop signal): dispatch nothing more and give the running tasks that many
+        seconds to end (training trials pause at their next report), then abort the rest."""
+        if pause is not None:
+            self._drain_until = time.monotonic() + pause
         self._abort = self._abort or abort
         self._closing = True
         self._queues.new_tasks.set()
@@ -153,11 +159,13 @@ class Distributor:
             stopped: WorkerStopped = msg.payload
             if stopped.error:
                 self.worker_errors[msg.source] = stopped.error
-            if not self._closing:  # a worker that stopped on its own (a signal) gets no more tasks;
-                self._slots.retire(msg.source)  # its unfinished ones are recorded and go to the others
-                dropped = [self._in_flight.pop(i) for i in stopped.unfinished if i in self._in_flight]
-                if self._store is not None:
-                    self._store.commit([t for t in dropped if not t.attempt])
+            # a worker that stopped on its own (a signal) gets no more tasks; its unfinished ones
+            # are recorded (``emews resume`` runs them) and, unless the run is closing, go to the others
+            self._slots.retire(msg.source)
+            dropped = [self._in_flight.pop(i) for i in stopped.unfinished if i in self._in_flight]
+            if self._store is not None:
+                self._store.commit([t for t in dropped if not t.attempt])
+            if not self._closing:
                 self._queues.tasks.extendleft(reversed(dropped))
         elif msg.tag is Tag.TRIAL:
             reply = self._trials.handle(msg.payload, self._in_flight.get(msg.payload.trial))
@@ -223,7 +231,7 @@ class Distributor:
                 self._release(every=self._closing)
                 progressed = True
             queues.capacity = slots.capacity
-            while slots and tasks and not self._abort:
+            while slots and tasks and not self._abort and self._drain_until is None:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
                 now = clock()
@@ -248,8 +256,11 @@ class Distributor:
             if progressed:
                 backoff.reset()
                 continue
-            if self._closing and (self._abort or (not in_flight and not tasks)):
+            if self._closing and (self._abort or (not in_flight and (not tasks or self._drain_until is not None))):
                 return
+            if self._drain_until is not None and time.monotonic() >= self._drain_until:
+                self._abort = True  # the grace of a stop signal is over: what still runs is aborted
+                continue
             if self.all_stopped:
                 raise WorkersGone(f"every worker stopped with {len(in_flight)} tasks in flight")
             backoff.max_delay = self._poll_interval(slots.mean_run) if in_flight else self.poll_latency_max

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from emews.results import Outcome, Status, Task
-from emews.retention import Retention
+from emews.retention import Retainer, Retention
 from emews.runtime.trial_store import DURABLE, TrialStore
 from emews.runtime.walltime import PauseClock
 from emews.schedulers import TrialScheduler
@@ -51,6 +51,7 @@ class TrialService:
         self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
                               else direction == "maximize") else 1.0
         self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
+        self._retainer: Retainer | None = None
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
             Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
 
@@ -115,7 +116,7 @@ class TrialService:
             seq = self.store.add_report(report, float(metric) if number else None,
                                         self._sign * metric if number else None)
             if report.durable:
-                self._retain()
+                self._retain(report.durable)
         decision = CONTINUE
         if self.scheduler is not None:
             decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
@@ -123,11 +124,13 @@ class TrialService:
         if self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
             # the allocation ends soon: the task stays unfinished and ``emews resume`` continues it
             self.paused[report.trial] = report.step
-            return Reply(report.session, PAUSE)
-        if decision.action is Action.EXPLOIT:
+            decision = PAUSE
+        elif decision.action is Action.EXPLOIT:
             decision = self._exploit(report, decision, task, seq)
         elif decision.action is Action.PAUSE:
             self.waiting[report.trial] = report.step
+        if decision.action is not Action.CONTINUE and self.store is not None:
+            self.store.add_decision(report.trial, report.step, decision.action.value)
         return Reply(report.session, decision)
 
     # -- trials that wait for a promotion (the distributor holds their tasks) -----
@@ -174,22 +177,29 @@ class TrialService:
         if self.store is None:
             return Reply(request.session)
         self.store.mark_durable(request.durable)
+        if request.durable:
+            self._retain(request.durable)
         return Reply(request.session, candidates=self.store.candidates(request.trial))
 
     def _durable(self, message: CheckpointsDurable, task: Task | None) -> None:
         if self.store is not None and message.durable:
             self.store.mark_durable(message.durable)
-            self._retain()
+            self._retain(message.durable)
         return None
 
-    def _retain(self) -> None:
-        """Delete the durable checkpoints the retention policy no longer keeps."""
+    def _retain(self, paths: Sequence[str]) -> None:
+        """Delete the durable checkpoints the retention policy no longer keeps, looking at the newly
+        durable ``paths`` (and, the first time, at what earlier runs left)."""
         if self.retention.keeps_all or self.store is None:
             return
-        doomed = self.retention.to_delete(self.store.checkpoints((DURABLE,)), self.store.pinned())
+        if self._retainer is None:
+            self._retainer = Retainer(self.retention)
+            rows = self.store.checkpoints((DURABLE,))
+        else:
+            rows = self.store.durable_at(paths)
+        doomed = set(self._retainer.add(rows, self.store.pinned()))
         if not doomed:
             return
-        for row in self.store.checkpoints((DURABLE,)):
-            if row.id in doomed:
-                Path(row.path).unlink(missing_ok=True)
-        self.store.mark_deleted(doomed)
+        for row in self.store.checkpoints_by_id(doomed):
+            Path(row.path).unlink(missing_ok=True)
+        self.store.mark_deleted(sorted(doomed))
