@@ -21,7 +21,7 @@ import struct
 import threading
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 MAGIC = b"EMEWSCK1"
 _HEADER = struct.Struct(">8sBQI")   # magic, kind, payload length, crc32 of kind + payload
@@ -29,6 +29,8 @@ _HEADER = struct.Struct(">8sBQI")   # magic, kind, payload length, crc32 of kind
 WRITER_NICENESS = 10
 KIND_OBJECT, KIND_FILE = 0, 1
 SUFFIX = ".ckpt"
+#: bytes copied at a time from the local tier to the experiment directory
+CHUNK = 1 << 22
 
 
 class CorruptCheckpoint(ValueError):
@@ -67,7 +69,7 @@ def _digest(kind: int, payload: bytes | memoryview) -> int:
     return zlib.crc32(payload, zlib.crc32(bytes([kind])))
 
 
-def write_atomic(path: Path, pieces: list[bytes]) -> None:
+def write_atomic(path: Path, pieces: Iterable[bytes]) -> None:
     """Write, fsync, rename, fsync the directory: the final name appears only when complete."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -115,10 +117,18 @@ class CheckpointWriter:
     At most ``max_pending`` snapshots wait in memory: a report that would exceed it waits for
     the oldest write (bounded memory when writing is slower than training). With
     ``background=False`` every write happens in the caller (the synchronous baseline).
+
+    ``local_dir`` (a faster, node-local tier) : the snapshot is first written there, which frees
+    its memory, and a second thread copies the file to its place in the experiment directory
+    (write, fsync, rename) and removes the local copy; only then is it done (durable: the one
+    that is restored). Training waits only for the local write when memory is full.
     """
 
-    def __init__(self, *, background: bool = True, max_pending: int = 2) -> None:
+    def __init__(self, *, background: bool = True, max_pending: int = 2, local_dir: Path | None = None) -> None:
         self._background = background
+        self._local = local_dir
+        self._flushes: queue.SimpleQueue[tuple[Path, Path] | None] = queue.SimpleQueue()
+        self._flusher: threading.Thread | None = None
         self._slots = threading.BoundedSemaphore(max_pending)
         self._queue: queue.SimpleQueue[tuple[Path, int, bytes, str | None] | None] = queue.SimpleQueue()
         self._done: list[str] = []
@@ -174,11 +184,55 @@ class CheckpointWriter:
                     self._idle.notify_all()
 
     def _write(self, path: Path, kind: int, payload: bytes, name: str | None) -> None:
+        if self._local is not None and self._stage_locally(path, kind, payload, name):
+            return
         try:
             write_atomic(path, frame(kind, payload, name))
         except OSError as exc:
-            with self._lock:
-                self._failed.append(f"{path}: {exc}")
+            self._fail(path, exc)
             return
         with self._lock:
             self._done.append(str(path))
+
+    def _fail(self, path: Path, exc: OSError) -> None:
+        with self._lock:
+            self._failed.append(f"{path}: {exc}")
+
+    def _stage_locally(self, path: Path, kind: int, payload: bytes, name: str | None) -> bool:
+        """Write to the local tier and hand the file to the flush thread; whether it was (a local
+        tier that cannot be written falls back to writing ``path`` directly)."""
+        assert self._local is not None
+        local = self._local / path.parent.name / path.name
+        try:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            with open(local, "wb") as fh:  # no fsync: this copy is a staging area, not the durable one
+                for piece in frame(kind, payload, name):
+                    fh.write(piece)
+        except OSError:
+            return False
+        with self._lock:
+            self._pending += 1  # the flush is pending work too (``flush`` waits for it)
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_files, name="emews-checkpoint-flush",
+                                                 daemon=True)
+                self._flusher.start()
+        self._flushes.put((local, path))
+        return True
+
+    def _flush_files(self) -> None:
+        """Copy staged files to the experiment directory (durable there), then drop the local copy."""
+        while (job := self._flushes.get()) is not None:
+            local, path = job
+            try:
+                with open(local, "rb") as fh:
+                    write_atomic(path, iter(lambda: fh.read(CHUNK), b""))  # streamed, not held in memory
+                local.unlink(missing_ok=True)
+            except OSError as exc:
+                self._fail(path, exc)
+            else:
+                with self._lock:
+                    self._done.append(str(path))
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -31,6 +32,8 @@ from emews.runtime.worker_rank import WorkerPlan, serve
 from emews.schedulers import TrialScheduler
 from emews.space import Space
 
+log = logging.getLogger("emews")
+
 
 @dataclass
 class RunSpec:
@@ -53,15 +56,18 @@ class RunSpec:
     replicates: int = 1  # each point runs this many times (UQ ensembles), see emews.replicates
     make_scheduler: Callable[[], TrialScheduler] | None = None  # decides on training reports
     checkpoint_async: bool = True  # write ctx.report checkpoints on a background thread
+    checkpoint_local_dir: str | None = None  # stage checkpoints on this node-local directory first
     retries: int = 0  # a crashed or timed-out task runs again (from its checkpoint) this many times
     retention: Retention = field(default_factory=Retention)  # which checkpoints are kept
     walltime_end: float | None = None  # when the allocation ends (UNIX time): trials pause before it
     pause_margin: float = 300.0        # seconds before walltime_end that trials pause
+    pause_grace: float = 0.0           # seconds a stop signal leaves running trials to pause
 
     def worker_plan(self, gpus: GpuBinding | None = None, node_cores: int | None = None) -> WorkerPlan:
         """What the worker ranks need of this spec."""
         return WorkerPlan(self.objective, self.isolation, self.timeout, self.memory_limit, self.runs_root,
-                          self.checkpoint_async, gpus or GpuBinding(), node_cores)
+                          self.checkpoint_async, self.checkpoint_local_dir, self.pause_grace,
+                          gpus or GpuBinding(), node_cores)
 
     @property
     def sign(self) -> float:
@@ -155,7 +161,8 @@ def resume_state(store: ResultsStore | None) -> ResumeState:
     return ResumeState(list(store), requeue, store.next_id())
 
 
-def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeState) -> TrialService:
+def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeState,
+                  stopping: Callable[[], bool] = lambda: False) -> TrialService:
     """What answers training reports: the store's training tables and the workflow's scheduler,
     its state rebuilt from the reports of earlier runs."""
     scheduler = None
@@ -164,7 +171,7 @@ def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeStat
                                                space=spec.space, seed=spec.seed)
     service = TrialService(None if store is None else TrialStore(store.connection), scheduler,
                            metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
-                           retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin))
+                           retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping))
     service.rebuild({**{r.id: r.params for r in earlier.history}, **{t.id: t.params for t in earlier.requeue}})
     return service
 
@@ -182,7 +189,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     store = ResultsStore(spec.store_path, durability=spec.durability) if spec.store_path else None
     earlier = resume_state(store)
     progress.record(earlier.history, 0)
-    trials = trial_service(spec, store, earlier)
+    trials = trial_service(spec, store, earlier, interrupt)
     reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
                               store=store, trials=trials).start()
@@ -208,7 +215,11 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
             error = exc
         except BaseException as exc:
             error = exc if distributor.error is not None else OptimizerFailed(exc)
-        distributor.close(abort=error is not None)
+        if isinstance(error, Interrupted) and spec.pause_grace > 0:
+            log.info("%s: running trials pause at their next report (at most %g s)", error, spec.pause_grace)
+            distributor.close(pause=spec.pause_grace)
+        else:
+            distributor.close(abort=error is not None)
     walltime.close()
     if reports is not None:
         reports.close()

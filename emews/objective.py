@@ -59,6 +59,7 @@ class TaskContext:
     # not dataclass fields (no cost per task): set when used, in the process running the objective
     link = None              # TrialLink | None: how trial messages reach the optimizer rank
     checkpoint_async = True  # write checkpoints on a background thread (False: in the report call)
+    checkpoint_local_dir: str | None = None  # a node-local tier checkpoints are staged in first
     _session = None          # TrialSession | None: created by the first report or restore
 
     @property
@@ -93,7 +94,8 @@ class TaskContext:
 
             run_dir = None if self.runs_root is None else task_run_dir(self.runs_root, self.task_id)
             self._session = TrialSession(self.task_id, self.link, checkpoints_root=self.checkpoints_root,
-                                         run_dir=run_dir, background=self.checkpoint_async)
+                                         run_dir=run_dir, background=self.checkpoint_async,
+                                         local_dir=self.checkpoint_local_dir)
         return self._session
 
     def end_attempt(self) -> Mapping[str, Any] | None:

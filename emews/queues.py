@@ -29,6 +29,7 @@ class QueuePair:
         self._failure: BaseException | None = None
         #: tasks the workers can hold at present (written by the distributor)
         self.capacity = 0
+        self._waiting = 0  # optimizer threads blocked in ``collect``
 
     # optimizer side -------------------------------------------------------
     def submit(self, tasks: Iterable[Task]) -> None:
@@ -38,7 +39,11 @@ class QueuePair:
     def collect(self, timeout: float | None = None) -> list[Result]:
         """Wait until at least one result is there (or ``timeout``), then take them all."""
         with self._arrived:
-            self._arrived.wait_for(lambda: self._results or self._failure is not None, timeout)
+            self._waiting += 1
+            try:
+                self._arrived.wait_for(lambda: self._results or self._failure is not None, timeout)
+            finally:
+                self._waiting -= 1
             if self._failure is not None and not self._results:
                 raise DistributorFailed(str(self._failure)) from self._failure
             taken = list(self._results)
@@ -46,6 +51,12 @@ class QueuePair:
         return taken
 
     # distributor side -----------------------------------------------------
+    @property
+    def optimizer_waits(self) -> bool:
+        """The optimizer is blocked waiting for a result and none is on its way to it."""
+        with self._arrived:
+            return self._waiting > 0 and not self._results
+
     def deliver(self, results: list[Result]) -> None:
         with self._arrived:
             self._results.extend(results)

@@ -29,6 +29,7 @@ from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.runtime.transport import MPITransport
 from emews.site import Site, load_site
 from emews.site.gpus import gpu_binding
+from emews.site.job_end import job_end_time
 from emews.site.walltime import parse_walltime
 from emews.site.jobs import batch_job_over
 from emews.workflow import Workflow, load_workflow
@@ -45,21 +46,21 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
                    durability=workflow.model.store.durability, replicates=workflow.model.replicates,
                    make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
-                   checkpoint_async=kept.background, retries=task.retries,
+                   checkpoint_async=kept.background, checkpoint_local_dir=kept.local_dir, retries=task.retries,
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
-                   pause_margin=workflow.model.walltime.margin)
+                   pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace)
 
 
 def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
     """When this job's allocation ends (UNIX time): the workflow's ``walltime.limit`` from the job's
-    start, else Slurm's SLURM_JOB_END_TIME, else the batch site's walltime; ``None`` on a local
-    site without a limit."""
+    start, else what the batch system says (Slurm, PBS, LSF: :mod:`emews.site.job_end`), else the
+    batch site's walltime; ``None`` on a local site without a limit."""
     limit = workflow.model.walltime.limit
     if limit:
         return started + parse_walltime(limit)
-    slurm = os.environ.get("SLURM_JOB_END_TIME", "")
-    if slurm.isdigit():
-        return float(slurm)
+    end = job_end_time(started)
+    if end is not None:
+        return end
     return None if site.is_local else started + site.config.scheduler.walltime_seconds
 
 

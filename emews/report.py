@@ -19,6 +19,7 @@ from emews.experiment import CSV_FILE, STORE_FILE, require_experiment
 from emews.jsoncodec import loads_point
 from emews.results import Result, Status
 from emews.runtime.store import ResultsStore
+from emews.runtime.trial_store import TrialState, TrialStore
 
 
 @dataclass(frozen=True)
@@ -85,18 +86,19 @@ class CsvFile:
         self._tmp: str | None = None
         self._next_id = 0
         self.rows = 0
+        self._trained = False
 
     def follow(self, store: ResultsStore) -> None:
         """Write the rows that continue the file without a gap."""
         if self._metrics is None:
-            self._start(store.metric_names())
+            self._start(store.metric_names(), _trained(store))
         self._write(store, contiguous=True)
 
     def finish(self, store: ResultsStore) -> int:
         """Write every row not written yet and put the file in place; return the row count."""
-        metrics = store.metric_names()
-        if self._metrics != metrics:
-            self._start(metrics)
+        metrics, trained = store.metric_names(), _trained(store)
+        if self._metrics != metrics or self._trained != trained:
+            self._start(metrics, trained)
         self._write(store, contiguous=False)
         self._fh.close()
         self._fh = None
@@ -117,7 +119,7 @@ class CsvFile:
             Path(self._tmp).unlink(missing_ok=True)
             self._tmp = None
 
-    def _start(self, metric_names: list[str]) -> None:
+    def _start(self, metric_names: list[str], trained: bool) -> None:
         self.discard()
         try:
             fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
@@ -126,8 +128,9 @@ class CsvFile:
         self._fh = os.fdopen(fd, "w", newline="")
         self._writer = csv.writer(self._fh)
         self._metrics = list(metric_names)
+        self._trained = trained
         self._writer.writerow(["id", "status", "objective"] + [f"p:{p}" for p in self._params]
-                              + [f"m:{m}" for m in self._metrics]
+                              + [f"m:{m}" for m in self._metrics] + (list(TRIAL_COLUMNS) if trained else [])
                               + ["error", "rank", "host", "submitted", "started", "finished"])
         self._next_id = 0
         self.rows = 0
@@ -137,6 +140,7 @@ class CsvFile:
         known = set(metrics)
         load_metrics, load_point, empty, plain = json.JSONDecoder().decode, loads_point, {}, _PLAIN
         out: list[list[Any]] = []
+        states = TrialStore(store.connection, readonly=True).trial_states(self._next_id) if self._trained else None
         cursor = store.execute(_SELECT_FROM, (self._next_id,))
         for id_, status, objective, p_json, m_json, *tail in cursor:
             if contiguous and id_ != self._next_id:
@@ -148,6 +152,7 @@ class CsvFile:
             out.append([id_, status, objective,
                         *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
                         *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
+                        *(() if states is None else _trial_cells(states.get(id_))),
                         *tail])
             self._next_id = id_ + 1
             if len(out) == 4096:
@@ -158,6 +163,19 @@ class CsvFile:
         writer.writerows(out)
         self.rows += len(out)
         self._fh.flush()
+
+
+#: training trials' columns: the last step reported, and the last answer to it other than continue
+TRIAL_COLUMNS = ("t:step", "t:decision")
+
+
+def _trained(store: ResultsStore) -> bool:
+    """Whether the experiment's tasks reported training steps (its CSV then has ``TRIAL_COLUMNS``)."""
+    return TrialStore(store.connection, readonly=True).has_reports()
+
+
+def _trial_cells(state: TrialState | None) -> tuple[Any, str]:
+    return ("", "") if state is None else (state.step, state.action)
 
 
 #: values the CSV writer takes as they are

@@ -18,14 +18,17 @@ from emews.checkpoints import CheckpointWriter, CorruptCheckpoint, checkpoint_pa
 from emews.training import (CONTINUE, Action, CheckpointNote, CheckpointsDurable, Decision, Reply, Report,
                             RestoreRequest, TrialLink)
 
-#: one writer per process and mode, so its thread serves every task the process runs
-_WRITERS: dict[bool, CheckpointWriter] = {}
+#: one writer per process, mode and local tier, so its threads serve every task the process runs
+_WRITERS: dict[tuple[bool, str | None], CheckpointWriter] = {}
 
 
-def process_writer(background: bool) -> CheckpointWriter:
-    writer = _WRITERS.get(background)
+def process_writer(background: bool, local_dir: str | None = None) -> CheckpointWriter:
+    """The process's writer; ``local_dir``: a node-local tier (files staged under
+    ``LOCAL_DIR/emews-PID``, environment variables expanded) flushed to the experiment directory."""
+    writer = _WRITERS.get((background, local_dir))
     if writer is None:
-        writer = _WRITERS[background] = CheckpointWriter(background=background)
+        local = None if local_dir is None else Path(os.path.expandvars(local_dir)) / f"emews-{os.getpid()}"
+        writer = _WRITERS[(background, local_dir)] = CheckpointWriter(background=background, local_dir=local)
     return writer
 
 
@@ -33,13 +36,13 @@ class TrialSession:
     """Reports and restores of one task (one attempt); ``end`` closes it when ``run`` returns."""
 
     def __init__(self, trial: int, link: TrialLink | None, *, checkpoints_root: Path | None,
-                 run_dir: Path | None, background: bool = True) -> None:
+                 run_dir: Path | None, background: bool = True, local_dir: str | None = None) -> None:
         self.trial = trial
         self.id = int.from_bytes(os.urandom(6), "big")
         self._link = link
         self._root = checkpoints_root
         self._run_dir = run_dir
-        self._writer = process_writer(background)
+        self._writer = process_writer(background, local_dir)
         self._serial = 0
         self._outstanding = 0            # reports posted whose reply has not been taken
         self._unseen: Decision = CONTINUE  # the first stop-like decision not yet returned

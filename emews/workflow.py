@@ -122,9 +122,11 @@ class SchedulerSection(_Strict):
 
 class CheckpointSection(_Strict):
     """How ``ctx.report(checkpoint=...)`` writes (on a background thread by default, or in the
-    call) and which checkpoints are kept (all by default; see ``emews.retention``)."""
+    call; ``local_dir``: staged on a node-local tier first, then flushed to the experiment) and
+    which checkpoints are kept (all by default; see ``emews.retention``)."""
 
     background: StrictBool = True
+    local_dir: str | None = Field(None, min_length=1)  # node-local tier, flushed to the experiment dir
     keep_last: StrictInt | None = Field(None, ge=1)
     keep_best: StrictInt | None = Field(None, ge=0)
     keep_best_experiment: StrictInt | None = Field(None, ge=0)
@@ -132,10 +134,13 @@ class CheckpointSection(_Strict):
 
 class WalltimeSection(_Strict):
     """Pausing trials before the allocation ends: ``limit`` (HH:MM:SS from the job's start; default:
-    SLURM_JOB_END_TIME, else the batch site's walltime) and ``margin`` (seconds before the end)."""
+    the batch system's end time from the environment, else the batch site's walltime), ``margin``
+    (seconds before the end) and ``grace`` (seconds a stop signal leaves running trials to pause at
+    their next report before they are aborted: keep it below the batch system's kill wait)."""
 
     limit: str | None = None
     margin: Number = Field(300.0, ge=0)
+    grace: Number = Field(20.0, ge=0)
 
     @field_validator("limit", mode="before")
     @classmethod

@@ -9,6 +9,7 @@ from typing import TextIO
 
 from emews.reporting import data as store_data
 from emews.reporting.summary import headline
+from emews.reporting.trials import trial_lines
 
 #: scheduler states in which the run has not ended
 LIVE_STATES = ("queued", "running")
@@ -30,8 +31,9 @@ def job_state(exp_dir: Path) -> tuple[str, bool]:
 def text(exp_dir: Path) -> tuple[str, bool]:
     """The status lines of ``exp_dir``, and whether its run goes on."""
     state, running = job_state(exp_dir)
-    figures = headline(store_data.load(exp_dir), running=running)
-    return "\n".join([f"job: {state}", *figures.lines()]), running
+    data = store_data.load(exp_dir)
+    figures = headline(data, running=running)
+    return "\n".join([f"job: {state}", *figures.lines(), *trial_lines(exp_dir, data.metric)]), running
 
 
 def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:

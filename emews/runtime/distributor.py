@@ -62,11 +62,15 @@ class Distributor:
         self._trials = trials or TrialService(None)
         self._closing = False
         self._abort = False
+        self._drain_until: float | None = None  # a stop signal: no new dispatch, running trials pause
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
         self._in_flight: dict[int, Task] = {}
         self._received: list[Result] = []   # not yet stored nor delivered
         self._dispatched: deque[tuple[float, Task]] = deque()  # (when, task) not yet recorded
-        self._slots = WorkerSlots(self._workers, prefetch=self.prefetch)
+        #: trials paused by their scheduler, waiting for a promotion: task id -> (task, outcome so far)
+        self._waiting: dict[int, tuple[Task, Outcome]] = {}
+        # training trials are long, and a promotion must not queue behind a prefetched task
+        self._slots = WorkerSlots(self._workers, prefetch=1 if self._trials.scheduler else self.prefetch)
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
         #: shutdown problems reported by workers (teardown errors), by rank
@@ -81,8 +85,13 @@ class Distributor:
         """Whether every worker confirmed that it finished."""
         return self.stopped_workers.issuperset(self._workers)
 
-    def close(self, *, abort: bool = False, timeout: float | None = None) -> None:
-        """Finish: drain submitted work (or drop it when ``abort``), stop the workers, join."""
+    def close(self, *, abort: bool = False, timeout: float | None = None, pause: float | None = None) -> None:
+        """Finish: drain submitted work (or drop it when ``abort``), stop the workers, join.
+
+        ``pause`` (a stop signal): dispatch nothing more and give the running tasks that many
+        seconds to end (training trials pause at their next report), then abort the rest."""
+        if pause is not None:
+            self._drain_until = time.monotonic() + pause
         self._abort = self._abort or abort
         self._closing = True
         self._queues.new_tasks.set()
@@ -124,7 +133,9 @@ class Distributor:
             backoff.idle()
 
     def _flush_received(self) -> None:
-        """Store everything that arrived and every task still running (``emews resume`` reruns those)."""
+        """Store everything that arrived and every task still running (``emews resume`` reruns those);
+        trials waiting for a promotion end with their results so far."""
+        self._release(every=True)
         if self._received or self._dispatched:
             received, self._received = self._received, []
             self._commit(received, 0, every_task=True)
@@ -148,11 +159,13 @@ class Distributor:
             stopped: WorkerStopped = msg.payload
             if stopped.error:
                 self.worker_errors[msg.source] = stopped.error
-            if not self._closing:  # a worker that stopped on its own (a signal) gets no more tasks;
-                self._slots.retire(msg.source)  # its unfinished ones are recorded and go to the others
-                dropped = [self._in_flight.pop(i) for i in stopped.unfinished if i in self._in_flight]
-                if self._store is not None:
-                    self._store.commit([t for t in dropped if not t.attempt])
+            # a worker that stopped on its own (a signal) gets no more tasks; its unfinished ones
+            # are recorded (``emews resume`` runs them) and, unless the run is closing, go to the others
+            self._slots.retire(msg.source)
+            dropped = [self._in_flight.pop(i) for i in stopped.unfinished if i in self._in_flight]
+            if self._store is not None:
+                self._store.commit([t for t in dropped if not t.attempt])
+            if not self._closing:
                 self._queues.tasks.extendleft(reversed(dropped))
         elif msg.tag is Tag.TRIAL:
             reply = self._trials.handle(msg.payload, self._in_flight.get(msg.payload.trial))
@@ -168,12 +181,35 @@ class Distributor:
             self._queues.tasks.appendleft(task)
         elif afterwards is Afterwards.PAUSED and self._store is not None:
             self._store.commit([task])
+        elif afterwards is Afterwards.WAITS:
+            self._waiting[task.id] = (task, outcome)
         return afterwards is not None
+
+    def _promote(self) -> bool:
+        """Waiting trials the scheduler promotes go to the front of the queue (ASHA's ``get_job``:
+        a promotion before a new point); whether there were any."""
+        promoted = self._trials.promotable()
+        for trial in reversed(promoted):
+            task, _ = self._waiting.pop(trial)
+            self._trials.promote(task)
+            self._queues.tasks.appendleft(task)
+        return bool(promoted)
+
+    def _release(self, every: bool) -> None:
+        """End waiting trials with their results so far: the least promising one (the optimizer
+        waits for a result and nothing else can give it one), or ``every`` one (closing)."""
+        while self._waiting:
+            trial = self._trials.least_promising()
+            task, outcome = self._waiting.pop(trial)
+            self._trials.release(trial)
+            self._received.append(Result.from_outcome(task, outcome, self._sign))
+            if not every:
+                return
 
     @property
     def idle(self) -> bool:
-        """No task runs and none waits to be dispatched."""
-        return not self._in_flight and not self._queues.tasks
+        """No task runs, none waits to be dispatched and no trial waits for a promotion."""
+        return not self._in_flight and not self._queues.tasks and not self._waiting
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks
@@ -188,8 +224,14 @@ class Distributor:
             while (msg := transport.poll()) is not None:
                 if self._handle(msg):
                     progressed = True
+            if self._waiting and progressed:
+                self._promote()
+            if self._waiting and not in_flight and not tasks and not self._promote() \
+                    and (self._closing or (queues.optimizer_waits and not self._received)):
+                self._release(every=self._closing)
+                progressed = True
             queues.capacity = slots.capacity
-            while slots and tasks and not self._abort:
+            while slots and tasks and not self._abort and self._drain_until is None:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
                 now = clock()
@@ -214,8 +256,11 @@ class Distributor:
             if progressed:
                 backoff.reset()
                 continue
-            if self._closing and (self._abort or (not in_flight and not tasks)):
+            if self._closing and (self._abort or (not in_flight and (not tasks or self._drain_until is not None))):
                 return
+            if self._drain_until is not None and time.monotonic() >= self._drain_until:
+                self._abort = True  # the grace of a stop signal is over: what still runs is aborted
+                continue
             if self.all_stopped:
                 raise WorkersGone(f"every worker stopped with {len(in_flight)} tasks in flight")
             backoff.max_delay = self._poll_interval(slots.mean_run) if in_flight else self.poll_latency_max

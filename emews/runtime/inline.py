@@ -62,6 +62,7 @@ class InlineRunner:
     def run(self, task: Task, should_abort: "TaskInbox") -> Outcome | None:
         context = self._make_context(task)
         context.link = should_abort
+        self._interrupt.defer = lambda: should_abort.reported  # a stop signal pauses a training trial
         where = dict(rank=context.rank, host=context.host)
         started = time.time()
         if self._setup_error or self._objective is None:

@@ -2,15 +2,18 @@
 
 A batch system's walltime kill (Slurm: SIGTERM to every task, SIGKILL after
 KillWait), ``scancel`` and Ctrl-C all arrive here. The first signal sets a flag
-that the loops check; inside :meth:`Interrupt.raising` it also raises
-:class:`Interrupted`, which gets a blocked optimizer (or an inline objective) out
-of its call. A second signal is ignored: shutdown is already under way.
+that the loops check. Without a ``grace`` it is also an abort: inside
+:meth:`Interrupt.raising` it raises :class:`Interrupted`, which gets a blocked
+optimizer (or an inline objective) out of its call. With a ``grace`` (worker ranks,
+whose training trials pause at their next report) the abort comes ``grace`` seconds
+later, or at a second signal; any further signal is ignored: shutdown is under way.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+from typing import Callable
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -29,12 +32,18 @@ class Interrupted(BaseException):
 
 
 class Interrupt:
-    """The process's stop flag, set by the first SIGTERM or SIGINT."""
+    """The process's stop flag, set by the first SIGTERM or SIGINT; ``aborting`` once the
+    ``grace`` seconds after it have passed (at once without a grace) or a second signal came."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace: float = 0.0) -> None:
         self.signum: int | None = None
+        self.grace = grace
+        self._aborting = False
         self._raising = 0
         self._guard = _Raising(self)
+        self._timer: threading.Timer | None = None
+        #: whether the running work may use the grace (a worker: its task is a training trial)
+        self.defer: Callable[[], bool] = lambda: True
 
     def install(self) -> "Interrupt":
         """Handle the stop signals in this process (call on the main thread)."""
@@ -46,21 +55,37 @@ class Interrupt:
     def __call__(self) -> bool:
         return self.signum is not None
 
+    def aborting(self) -> bool:
+        """Whether running work must be abandoned now (not only wound down)."""
+        return self._aborting
+
     @property
     def error(self) -> Interrupted | None:
         return None if self.signum is None else Interrupted(self.signum)
 
     def raising(self) -> "_Raising":
-        """While inside, the first signal raises :class:`Interrupted` on the main thread
+        """While inside, the abort raises :class:`Interrupted` on the main thread
         (a plain context manager: it wraps every inline task)."""
         return self._guard
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.signum is not None:
+        if self._aborting:
             return
-        self.signum = signum
+        if self.signum is None:
+            self.signum = signum
+            if self.grace > 0 and self.defer():
+                self._timer = threading.Timer(self.grace, self._expire)
+                self._timer.daemon = True
+                self._timer.start()
+                return
+        self._aborting = True
         if self._raising:
-            raise Interrupted(signum)
+            raise Interrupted(self.signum)
+
+    def _expire(self) -> None:
+        """The grace is over: the abort arrives on the main thread as a second signal."""
+        if not self._aborting and self.signum is not None:
+            signal.pthread_kill(threading.main_thread().ident or 0, self.signum)
 
 
 class _Raising:
@@ -71,7 +96,8 @@ class _Raising:
 
     def __enter__(self) -> None:
         interrupt = self._interrupt
-        if interrupt.signum is not None:
+        if interrupt._aborting:
+            assert interrupt.signum is not None
             raise Interrupted(interrupt.signum)
         interrupt._raising += 1
 

@@ -4,6 +4,8 @@
 ``checkpoints``  every checkpoint a report handed in: ``staged`` (being written), ``durable``
                  (complete on disk: only these are restored or cloned), ``deleted`` (retention).
 ``lineage``      every PBT exploit: which trial cloned which checkpoint, with old and new parameters.
+``decisions``    every answer to a report other than continue (stop, pause, exploit), by trial and step.
+``promotions``   every ASHA promotion: the trial, the step it had paused at, the resource it got.
 
 Written by the distributor thread on the optimizer rank; read by ``evaluator.reports()``
 through a read-only connection of its own, and by ``emews checkpoints``.
@@ -70,6 +72,19 @@ CREATE TABLE IF NOT EXISTS pauses (
     step INTEGER,
     time REAL
 );
+CREATE TABLE IF NOT EXISTS decisions (
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    time REAL
+);
+CREATE TABLE IF NOT EXISTS promotions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    resource INTEGER,
+    time REAL
+);
 """
 STAGED, DURABLE, DELETED = "staged", "durable", "deleted"
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
@@ -90,6 +105,16 @@ class CheckpointRow:
 
 
 _CHECKPOINT_COLUMNS = "id, trial, step, path, size, metric, loss, state"
+
+
+@dataclass(frozen=True, slots=True)
+class TrialState:
+    """Where a training trial stands: its last report, and the answer it got (``""``: continue)."""
+
+    trial: int
+    step: int
+    metrics: Mapping[str, Any]
+    action: str
 
 
 class TrialStore:
@@ -154,6 +179,40 @@ class TrialStore:
             self._db.execute("BEGIN")
             self._db.execute("INSERT INTO pauses VALUES (?,?,?)", (task, step, time.time()))
 
+    def add_decision(self, trial: int, step: int, action: str) -> None:
+        """A report of ``trial`` at ``step`` was answered with ``action`` (not continue)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO decisions VALUES (?,?,?,?)", (trial, step, action, time.time()))
+
+    def trial_states(self, first: int = 0) -> dict[int, TrialState]:
+        """Each trial (task id >= ``first``) that reported: its last step and metrics, and how it
+        was last answered at that step (``stop``, ``pause``, ``exploit``; ``""``: continue)."""
+        if not self._has("reports"):
+            return {}
+        rows = self._db.execute(
+            "SELECT r.trial, r.step, r.metrics FROM reports r JOIN (SELECT trial, MAX(seq) AS seq FROM reports "
+            "WHERE trial >= ? GROUP BY trial) last ON last.seq = r.seq ORDER BY r.trial", (first,)).fetchall()
+        actions: dict[tuple[int, int], str] = {}
+        if self._has("decisions"):
+            for trial, step, action in self._db.execute(
+                    "SELECT trial, step, action FROM decisions WHERE trial >= ? ORDER BY rowid", (first,)):
+                actions[(trial, step)] = action
+        return {t: TrialState(t, step, json.loads(m), actions.get((t, step), "")) for t, step, m in rows}
+
+    def add_promotion(self, trial: int, step: int, resource: int | None) -> None:
+        """``trial``, paused by its scheduler at ``step``, runs again (with ``resource`` steps)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO promotions (trial, step, resource, time) VALUES (?,?,?,?)",
+                             (trial, step, resource, time.time()))
+
+    def promotions(self) -> list[tuple[int, int]]:
+        """``(trial, step it paused at)`` of every promotion, in order."""
+        if not self._has("promotions"):
+            return []
+        return [(t, s) for t, s in self._db.execute("SELECT trial, step FROM promotions ORDER BY seq")]
+
     def pauses(self) -> dict[int, int]:
         """Task id -> how often it paused."""
         return dict(self._db.execute("SELECT task, COUNT(*) FROM pauses GROUP BY task"))
@@ -205,9 +264,32 @@ class TrialStore:
                                 "ORDER BY trial, step, id", tuple(states))
         return [CheckpointRow(*r) for r in rows]
 
+    def durable_at(self, paths: Sequence[str]) -> list[CheckpointRow]:
+        """The durable checkpoints written at ``paths``."""
+        out: list[CheckpointRow] = []
+        for start in range(0, len(paths), 500):
+            chunk = list(paths[start:start + 500])
+            rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? AND path IN "
+                                    f"({','.join('?' * len(chunk))})", (DURABLE, *chunk))
+            out.extend(CheckpointRow(*r) for r in rows)
+        return out
+
+    def checkpoints_by_id(self, ids: Iterable[int]) -> list[CheckpointRow]:
+        wanted = list(ids)
+        out: list[CheckpointRow] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN "
+                                    f"({','.join('?' * len(chunk))})", chunk)
+            out.extend(CheckpointRow(*r) for r in rows)
+        return out
+
     def pinned(self) -> set[int]:
         """Checkpoints a PBT clone was made from (kept while lineage may restore them)."""
         return {i for (i,) in self._db.execute("SELECT DISTINCT checkpoint FROM lineage")}
+
+    def has_reports(self) -> bool:
+        return self._has("reports") and self._db.execute("SELECT 1 FROM reports LIMIT 1").fetchone() is not None
 
     def reports(self, trial: int | None = None) -> list[StoredReport]:
         if not self._has("reports"):

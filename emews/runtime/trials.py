@@ -3,17 +3,19 @@
 Runs on the distributor thread (it is called from the distributor's message handler): a
 report is stored first (the ``reports`` table), then the scheduler decides. A PBT exploit
 is turned into a lineage row and the running task's new parameters, provided the trial it
-clones has a durable checkpoint (otherwise the trial simply continues).
+clones has a durable checkpoint (otherwise the trial simply continues). A trial the scheduler
+pauses (ASHA's promotion rule) ends its task and *waits*: the distributor holds its outcome
+until the scheduler promotes it (it runs again, from its checkpoint) or releases it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from emews.results import Outcome, Status, Task
-from emews.retention import Retention
+from emews.retention import Retainer, Retention
 from emews.runtime.trial_store import DURABLE, TrialStore
 from emews.runtime.walltime import PauseClock
 from emews.schedulers import TrialScheduler
@@ -25,6 +27,7 @@ class Afterwards(Enum):
 
     RETRY = "retry"     # crashed or timed out: it runs again, from its checkpoint
     PAUSED = "paused"   # paused at a report: it stays unfinished, for ``emews resume``
+    WAITS = "waits"     # paused by the scheduler: it waits for a promotion (or its release)
 
 
 PAUSE = Decision(Action.PAUSE)
@@ -40,12 +43,15 @@ class TrialService:
         self.retention = retention
         self.retries = retries
         self.clock = clock or PauseClock(None)
-        self.paused: dict[int, int] = {}  # task -> the step it paused at
+        self.paused: dict[int, int] = {}  # task -> the step it paused at (walltime, stop signal)
+        self.waiting: dict[int, int] = {}  # task -> the step its scheduler paused it at
+        self._held: dict[int, int] = {}   # trials that wait on the optimizer rank -> their step
         self.scheduler = scheduler
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
                               else direction == "maximize") else 1.0
         self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
+        self._retainer: Retainer | None = None
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
             Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
 
@@ -56,7 +62,7 @@ class TrialService:
         for row in reversed(self.store.lineage()):  # a PBT trial started with its first old parameters
             params[row["trial"]] = row["old_params"]
         reports = self.store.reports()
-        self.scheduler.rebuild(reports, params)
+        self.scheduler.rebuild(reports, params, self.store.promotions())
         return len(reports)
 
     #: how an attempt may end and still be run again (``task.retries``)
@@ -65,15 +71,19 @@ class TrialService:
     @property
     def intercepts(self) -> bool:
         """Whether some outcomes may not be results (retries configured, or trials paused)."""
-        return bool(self.retries or self.paused)
+        return bool(self.retries or self.paused or self.waiting)
 
     def intercept(self, task: Task, outcome: Outcome) -> Afterwards | None:
         """``None``: the outcome is the task's result; else what happens to the task instead."""
+        waits = self.waiting.pop(task.id, None)
         step = self.paused.pop(task.id, None)
         if step is not None:
             if self.store is not None:
                 self.store.add_pause(task.id, step)
             return Afterwards.PAUSED
+        if waits is not None and outcome.status is Status.OK:
+            self._held[task.id] = waits
+            return Afterwards.WAITS
         if self.retries and self._retry(task, outcome, self.retries):
             return Afterwards.RETRY
         return None
@@ -106,7 +116,7 @@ class TrialService:
             seq = self.store.add_report(report, float(metric) if number else None,
                                         self._sign * metric if number else None)
             if report.durable:
-                self._retain()
+                self._retain(report.durable)
         decision = CONTINUE
         if self.scheduler is not None:
             decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
@@ -114,12 +124,44 @@ class TrialService:
         if self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
             # the allocation ends soon: the task stays unfinished and ``emews resume`` continues it
             self.paused[report.trial] = report.step
-            return Reply(report.session, PAUSE)
-        if decision.action is Action.EXPLOIT:
+            decision = PAUSE
+        elif decision.action is Action.EXPLOIT:
             decision = self._exploit(report, decision, task, seq)
-        # a scheduler's own pause (ASHA promotion variant) ends the task with its result so far:
-        # the optimizer waits for it; the scheduler keeps the trial promotable
+        elif decision.action is Action.PAUSE:
+            self.waiting[report.trial] = report.step
+        if decision.action is not Action.CONTINUE and self.store is not None:
+            self.store.add_decision(report.trial, report.step, decision.action.value)
         return Reply(report.session, decision)
+
+    # -- trials that wait for a promotion (the distributor holds their tasks) -----
+    def promotable(self) -> list[int]:
+        """Held trials the scheduler promotes now, the first to run first."""
+        if self.scheduler is None or not self._held:
+            return []
+        return [t for t in self.scheduler.promotable() if t in self._held]
+
+    def promote(self, task: Task) -> None:
+        """``task`` runs again from its checkpoint; with the scheduler's ``resource`` its
+        parameter is raised to what the promotion gives it."""
+        assert self.scheduler is not None
+        step = self._held.pop(task.id)
+        resource = self.scheduler.promote(task.id)
+        name = self.scheduler.resource
+        if name is not None and resource is not None:
+            task.params = {**task.params, name: resource}
+        if self.store is not None:
+            self.store.add_promotion(task.id, step, resource)
+
+    def least_promising(self) -> int:
+        """The held trial to end first when nothing else can run."""
+        assert self.scheduler is not None
+        return self.scheduler.least_promising(self._held)
+
+    def release(self, trial: int) -> None:
+        """``trial`` ends where it paused: its outcome becomes its result."""
+        self._held.pop(trial, None)
+        if self.scheduler is not None:
+            self.scheduler.release(trial)
 
     def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
         donor = None if self.store is None or decision.clone_from is None \
@@ -135,22 +177,29 @@ class TrialService:
         if self.store is None:
             return Reply(request.session)
         self.store.mark_durable(request.durable)
+        if request.durable:
+            self._retain(request.durable)
         return Reply(request.session, candidates=self.store.candidates(request.trial))
 
     def _durable(self, message: CheckpointsDurable, task: Task | None) -> None:
         if self.store is not None and message.durable:
             self.store.mark_durable(message.durable)
-            self._retain()
+            self._retain(message.durable)
         return None
 
-    def _retain(self) -> None:
-        """Delete the durable checkpoints the retention policy no longer keeps."""
+    def _retain(self, paths: Sequence[str]) -> None:
+        """Delete the durable checkpoints the retention policy no longer keeps, looking at the newly
+        durable ``paths`` (and, the first time, at what earlier runs left)."""
         if self.retention.keeps_all or self.store is None:
             return
-        doomed = self.retention.to_delete(self.store.checkpoints((DURABLE,)), self.store.pinned())
+        if self._retainer is None:
+            self._retainer = Retainer(self.retention)
+            rows = self.store.checkpoints((DURABLE,))
+        else:
+            rows = self.store.durable_at(paths)
+        doomed = set(self._retainer.add(rows, self.store.pinned()))
         if not doomed:
             return
-        for row in self.store.checkpoints((DURABLE,)):
-            if row.id in doomed:
-                Path(row.path).unlink(missing_ok=True)
-        self.store.mark_deleted(doomed)
+        for row in self.store.checkpoints_by_id(doomed):
+            Path(row.path).unlink(missing_ok=True)
+        self.store.mark_deleted(sorted(doomed))

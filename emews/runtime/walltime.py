@@ -1,6 +1,6 @@
 """Walltime awareness on the optimizer rank: pause running trials before the allocation ends.
 
-From ``margin`` seconds before the allocation's end, every report is answered with ``pause``
+From ``margin`` seconds before the allocation's end (or from a stop signal), every report is answered with ``pause``
 (the trial's checkpoint is kept and its task stays unfinished); once no task runs or waits any
 more, the run stops as a batch system's SIGTERM would stop it, and ``emews resume`` continues
 the paused trials from their checkpoints at the step they reached.
@@ -16,18 +16,20 @@ from typing import Callable
 
 
 class PauseClock:
-    """When trials must pause: ``margin`` seconds before ``end`` (a UNIX time; ``None``: never)."""
+    """When trials must pause: ``margin`` seconds before ``end`` (a UNIX time; ``None``: never),
+    or as soon as ``stopping()`` (a stop signal arrived: SIGTERM from the batch system)."""
 
-    def __init__(self, end: float | None, margin: float = 300.0) -> None:
+    def __init__(self, end: float | None, margin: float = 300.0, stopping: Callable[[], bool] = lambda: False) -> None:
         self.end = end
         self.margin = margin
+        self.stopping = stopping
 
     @property
     def pause_at(self) -> float | None:
         return None if self.end is None else self.end - self.margin
 
     def due(self) -> bool:
-        return self.end is not None and time.time() >= self.end - self.margin
+        return (self.end is not None and time.time() >= self.end - self.margin) or self.stopping()
 
 
 class WalltimeStop:

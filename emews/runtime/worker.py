@@ -12,7 +12,7 @@ from typing import Callable, Protocol
 from emews.results import Outcome, Status, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.transport import Message, Tag, Transport
-from emews.training import LinkClosed, Reply, TrialLink
+from emews.training import LinkClosed, Reply, Report, TrialLink
 
 
 class Runner(Protocol):
@@ -30,6 +30,8 @@ class AbortCheck(Protocol):
 class TaskInbox(AbortCheck, TrialLink, Protocol):
     """What a runner gets with a task: the abort check, and the trial link to the optimizer rank."""
 
+    reported: bool  # the task has sent a training report (a stop signal then pauses it)
+
 
 @dataclass(slots=True)
 class WorkerStopped:
@@ -44,18 +46,22 @@ class Inbox:
     """The worker's view of its messages; polled during a task to notice an abort.
 
     Tasks that arrive while one runs (prefetched) are kept, in order, for later.
-    ``interrupted`` (a signal arrived) counts as an abort. It is also the running trial's
+    ``interrupted`` (a signal arrived) counts as an abort, except for a training trial (a task
+    that has reported): it goes on to its next report, where the optimizer rank pauses it,
+    until ``aborting`` (the signal's grace is over). It is also the running trial's
     :class:`~emews.training.TrialLink` to the optimizer rank (``post`` / ``take``).
     """
 
     def __init__(self, transport: Transport, interrupted: Callable[[], bool] = lambda: False,
-                 optimizer_rank: int = 0) -> None:
+                 optimizer_rank: int = 0, aborting: Callable[[], bool] | None = None) -> None:
         self._transport = transport
         self._interrupted = interrupted
+        self._aborting = aborting or interrupted
         self._optimizer_rank = optimizer_rank
         self.held: deque[Message] = deque()
         self.replies: deque[Reply] = deque()
         self.stop: Message | None = None
+        self.reported = False  # the running task has sent a training report
 
     def next(self) -> Message | None:
         if self.held:
@@ -78,6 +84,7 @@ class Inbox:
 
     def post(self, message: object) -> None:
         """Send a trial message to the optimizer rank."""
+        self.reported = self.reported or isinstance(message, Report)
         self._transport.send(message, self._optimizer_rank, Tag.TRIAL)
 
     def take(self, session: int, block: bool = True) -> Reply | None:
@@ -100,7 +107,9 @@ class Inbox:
     def __call__(self) -> bool:
         """Whether the running task must be abandoned (an abort or a signal arrived)."""
         self.receive()
-        return (self.stop is not None and bool(self.stop.payload)) or self._interrupted()
+        if self.stop is not None and bool(self.stop.payload):
+            return True
+        return self._aborting() or (not self.reported and self._interrupted())
 
 
 #: outcomes of short tasks run back to back travel together, but none waits longer than this
@@ -108,7 +117,7 @@ OUTCOME_BATCH_SECONDS = 100e-6
 
 
 def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0,
-                interrupted: Callable[[], bool] = lambda: False) -> int:
+                interrupted: Callable[[], bool] = lambda: False, aborting: Callable[[], bool] | None = None) -> int:
     """Serve tasks until told to stop (or ``interrupted``); return the number of tasks run.
 
     Tasks handed over ahead of time (prefetch) wait in a local queue. An
@@ -120,7 +129,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
     The last message is always :class:`WorkerStopped`, also when shutting down fails.
     """
     backoff = Backoff()
-    inbox = Inbox(transport, interrupted, optimizer_rank)
+    inbox = Inbox(transport, interrupted, optimizer_rank, aborting)
     queued: deque[Task] = deque()
     unsent: list[Outcome] = []
     oldest = 0.0
@@ -187,6 +196,7 @@ def _settle(transport: Transport, inbox: Inbox, backoff: Backoff, deadline: floa
 
 def _run_guarded(runner: Runner, task: Task, inbox: Inbox, rank: int) -> Outcome | None:
     """Run one task; a fault in the runner itself becomes a failed result, not a dead worker."""
+    inbox.reported = False
     try:
         return runner.run(task, inbox)
     except Exception:

@@ -32,6 +32,8 @@ class WorkerPlan:
     memory_limit: int | None = None
     runs_root: Path | None = None
     checkpoint_async: bool = True   # ctx.report checkpoints are written on a background thread
+    checkpoint_local_dir: str | None = None  # stage checkpoints on this node-local directory first
+    pause_grace: float = 0.0        # seconds a stop signal leaves a running trial to pause at a report
     gpus: GpuBinding = field(default_factory=GpuBinding)
     node_cores: int | None = None   # the site's cores per node (None: what this process may use)
 
@@ -45,6 +47,8 @@ def make_runner(plan: WorkerPlan, rank: int, gpu_ids: list[int], *, use_alarm: b
         context = TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
         if not background:
             context.checkpoint_async = False
+        if plan.checkpoint_local_dir:
+            context.checkpoint_local_dir = plan.checkpoint_local_dir
         return context
 
     if plan.isolation == "inline":
@@ -60,11 +64,12 @@ def serve(plan: WorkerPlan, transport: Transport, gpu_ids: list[int], *, use_ala
     """Serve tasks until the distributor says stop (or a stop signal arrives); the count served."""
     interrupt = interrupt or Interrupt()
     runner = make_runner(plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt)
-    return worker_loop(transport, runner, interrupted=interrupt)
+    return worker_loop(transport, runner, interrupted=interrupt, aborting=interrupt.aborting)
 
 
 def serve_on_node(plan: WorkerPlan, transport: Transport, ranks_on_node: int, interrupt: Interrupt) -> int:
     """A worker rank of an MPI job: bind its GPUs, share the node's cores, serve."""
     gpu_ids = plan.gpus.bind(local_rank())
+    interrupt.grace = plan.pause_grace  # a stop signal pauses a running trial at its next report
     limit_threads(cores_per_worker(ranks_on_node, plan.node_cores))
     return serve(plan, transport, gpu_ids, interrupt=interrupt)

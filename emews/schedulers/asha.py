@@ -7,17 +7,21 @@ trial reaches a rung its metric is recorded there, highest rung first:
                ``1/reduction_factor`` quantile of the losses recorded earlier at that rung.
 ``promotion``  (the paper's rule) the trial continues only if it is among the best
                ``n // reduction_factor`` of the ``n`` trials recorded at that rung, else it
-               pauses (its task ends with its result so far; the checkpoint is kept);
-               :meth:`ASHA.promotable` names paused trials that have since become good
-               enough to continue. Running promotions as new tasks is not wired yet: a
-               caller (an optimizer reading ``evaluator.reports()``) decides what to do.
+               pauses: its task ends, it waits on the optimizer rank with its checkpoint, and
+               the distributor runs it again as soon as :meth:`ASHA.promotable` names it (it has
+               since become good enough; the highest rung is promoted first, as the paper's
+               ``get_job``). The promoted trial resumes from its checkpoint (``ctx.restore()``)
+               and its reports go on at the step it reached. With ``resource`` (the name of the
+               parameter that says how many steps a task trains, e.g. ``epochs``) every rung ends
+               the task, and a promoted task is dispatched with that parameter raised to the next
+               rung (or ``max_t``): each run of a trial trains from one rung to the next.
 
 A trial that reaches ``max_t`` steps is stopped: it has had its full budget.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 from emews.schedulers.base import Mode, TrialScheduler, quantile
 from emews.training import CONTINUE, Action, Decision
@@ -29,15 +33,18 @@ PAUSE = Decision(Action.PAUSE)
 class ASHA(TrialScheduler):
     def __init__(self, max_t: int = 81, grace_period: int = 1, reduction_factor: int = 3,
                  variant: Literal["stopping", "promotion"] = "stopping",
-                 metric: str | None = None, mode: Mode | None = None) -> None:
+                 metric: str | None = None, mode: Mode | None = None, resource: str | None = None) -> None:
         super().__init__(metric, mode)
         if grace_period < 1 or max_t < grace_period:
             raise ValueError(f"need 1 <= grace_period <= max_t, got grace_period={grace_period}, max_t={max_t}")
         if reduction_factor < 2:
             raise ValueError(f"reduction_factor must be at least 2, got {reduction_factor}")
+        if resource is not None and variant != "promotion":
+            raise ValueError("resource needs variant: promotion (only promoted trials get more resource)")
         self.max_t = max_t
         self.reduction_factor = reduction_factor
         self.variant = variant
+        self.resource = resource
         self.rungs: list[int] = []
         milestone = grace_period
         while milestone < max_t:
@@ -63,10 +70,10 @@ class ASHA(TrialScheduler):
             if self.variant == "stopping":
                 cutoff = quantile(earlier, 1 / self.reduction_factor)
                 return STOP if cutoff is not None and loss > cutoff else CONTINUE
-            if self._in_top(milestone, trial):
+            if self.resource is None and self._in_top(milestone, trial):
                 self.paused.pop(trial, None)
                 return CONTINUE
-            self.paused[trial] = milestone
+            self.paused[trial] = milestone  # with ``resource`` a trial in the top is promotable at once
             return PAUSE
         return CONTINUE
 
@@ -78,9 +85,31 @@ class ASHA(TrialScheduler):
         return trial in ranked[:len(ranked) // self.reduction_factor]
 
     def promotable(self) -> list[int]:
-        """Paused trials now among the best of their rung (promotion variant), oldest rung first."""
-        return [t for t, m in sorted(self.paused.items(), key=lambda item: item[1]) if self._in_top(m, t)]
+        """Paused trials now among the best of their rung (promotion variant), highest rung first."""
+        return [t for t, m in sorted(self.paused.items(), key=lambda item: -item[1]) if self._in_top(m, t)]
 
-    def promote(self, trial: int) -> None:
-        """``trial`` continues from its checkpoint: it no longer waits."""
+    def promote(self, trial: int) -> int | None:
+        """``trial`` continues from its checkpoint: it no longer waits. Returns the step it now
+        trains to (the next rung, or ``max_t``)."""
+        milestone = self.paused.pop(trial, None)
+        if milestone is None:
+            return None
+        higher = [m for m in self.rungs if m > milestone]
+        return higher[0] if higher else self.max_t
+
+    def was_promoted(self, trial: int, milestone: int) -> None:
+        if self.paused.get(trial) == milestone:
+            del self.paused[trial]
+
+    def release(self, trial: int) -> None:
+        """``trial`` ends where it paused: it is no longer a candidate for promotion."""
         self.paused.pop(trial, None)
+
+    def promise(self, trial: int) -> tuple[int, float]:
+        """How far ``trial`` got, to order paused trials: its rung, then minus its loss there."""
+        milestone = self.paused.get(trial)
+        return (-1, 0.0) if milestone is None else (milestone, -self.recorded[milestone][trial])
+
+    def least_promising(self, trials: Iterable[int]) -> int:
+        """Of ``trials`` (paused here), the one to end first: lowest rung, then worst loss there."""
+        return min(trials, key=self.promise)

@@ -44,10 +44,36 @@ class TrialScheduler:
         """The decision for ``trial`` after it reported ``metrics`` at ``step`` (with ``params``)."""
         raise NotImplementedError
 
-    def rebuild(self, reports: Iterable[StoredReport], params: Mapping[int, Mapping[str, Any]]) -> None:
-        """Restore the state of an earlier run: replay its reports in arrival order."""
+    def rebuild(self, reports: Iterable[StoredReport], params: Mapping[int, Mapping[str, Any]],
+                promoted: Iterable[tuple[int, int]] = ()) -> None:
+        """Restore the state of an earlier run: replay its reports in arrival order, then its
+        promotions (``(trial, step it paused at)``, in order)."""
         for report in reports:
             self.on_report(report.trial, report.step, report.metrics, params.get(report.trial, {}))
+        for trial, step in promoted:
+            self.was_promoted(trial, step)
+
+    # -- promotions (ASHA's promotion variant): trials that paused and wait on the optimizer rank --
+    #: the parameter a promoted task's resource is written to (``None``: its parameters stay)
+    resource: str | None = None
+
+    def promotable(self) -> list[int]:
+        """Paused trials that may now continue, the first to run first (none by default)."""
+        return []
+
+    def promote(self, trial: int) -> int | None:
+        """``trial`` runs again from its checkpoint; returns the resource it gets (``None``: unchanged)."""
+        return None
+
+    def was_promoted(self, trial: int, step: int) -> None:
+        """Rebuilding: ``trial``, paused at ``step``, was promoted in the earlier run."""
+
+    def release(self, trial: int) -> None:
+        """``trial`` ends where it paused (its result so far is final): it is never promoted."""
+
+    def least_promising(self, trials: Iterable[int]) -> int:
+        """Of the paused ``trials``, the one to end first when nothing else can run (default: the oldest)."""
+        return min(trials)
 
     def check(self) -> None:
         """Raise ValueError when the options cannot work together (called before a launch)."""

@@ -14,6 +14,7 @@ from emews.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_p
                                read_checkpoint, snapshot, write_atomic)
 from emews.runtime.trial_store import TrialStore
 from emews.training import CheckpointNote, Report
+from testutil import wait_until
 
 
 @given(st.recursive(st.none() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -85,6 +86,38 @@ def test_the_background_writer_returns_before_the_write_and_reports_it_done(tmp_
     writer.flush()
     assert writer.done() == (str(target),) and read_checkpoint(target) == "state"
 
+
+
+def test_a_local_tier_stages_the_file_then_flushes_it_to_the_experiment(tmp_path: Path) -> None:
+    """With ``local_dir`` the file is staged on the local tier; the flush thread (held on a gate
+    here) copies it to the experiment directory, and only then is it done (durable)."""
+    gate = threading.Event()
+    local, exp = tmp_path / "local", tmp_path / "exp"
+    writer = CheckpointWriter(local_dir=local)
+    staged = local / "000007" / "step-00000003-000.ckpt"
+    real_copy = writer._flush_files
+
+    def gated() -> None:
+        gate.wait(60)
+        real_copy()
+
+    writer._flush_files = gated
+    target = checkpoint_path(exp, 7, 3, 0)
+    writer.submit(target, *snapshot({"w": [1, 2, 3]}))
+    assert wait_until(staged.exists, timeout=60)          # staged locally: the memory is free
+    assert not target.exists() and writer.done() == ()      # not durable yet: never a restore candidate
+    gate.set()
+    writer.flush()
+    assert writer.done() == (str(target),) and read_checkpoint(target) == {"w": [1, 2, 3]}
+    assert not staged.exists()                              # the local copy is gone once flushed
+
+
+def test_a_flush_that_fails_never_makes_the_checkpoint_durable(tmp_path: Path) -> None:
+    (tmp_path / "exp").write_text("a file where the experiment's directory should be")
+    writer = CheckpointWriter(local_dir=tmp_path / "local")
+    writer.submit(tmp_path / "exp" / "000001" / "step-00000001-000.ckpt", *snapshot("state"))
+    writer.flush()
+    assert writer.done() == () and len(writer.failures()) == 1
 
 def test_only_checkpoints_whose_file_is_in_place_are_restore_candidates(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "results.db", isolation_level=None)

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emews.catalog import list_checkpoints, load_best
-from emews.retention import Retention
+from hypothesis import given, settings, strategies as st
+
+from emews.retention import Retainer, Retention
 from test_trial_runs import launch, query, trainer_workflow
 
 
@@ -29,6 +31,24 @@ def test_retention_hand_computed() -> None:
     assert Retention(keep_best_experiment=2).to_delete(rows, pinned=set()) == [1, 3]  # + each trial's newest
     assert Retention(keep_last=2).to_delete(rows, pinned=set()) == [1, 2]
 
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 4), st.one_of(st.none(), st.floats(0, 10))), min_size=1, max_size=60),
+       st.integers(1, 6), st.one_of(st.none(), st.integers(1, 3)), st.one_of(st.none(), st.integers(0, 3)),
+       st.one_of(st.none(), st.integers(0, 4)))
+def test_incremental_retention_keeps_what_the_whole_policy_keeps(rows, batch, last, best, top) -> None:
+    """Fed in batches as checkpoints become durable, the retainer keeps exactly what the policy
+    applied to every checkpoint at the end keeps (it never needs a rescan)."""
+    policy = Retention(last, best, top)
+    steps: dict[int, int] = {}
+    made = []
+    for i, (trial, loss) in enumerate(rows):
+        steps[trial] = steps.get(trial, 0) + 1
+        made.append(Row(i, trial, steps[trial], loss))
+    retainer, deleted = Retainer(policy), set()
+    for start in range(0, len(made), batch):
+        deleted.update(retainer.add(made[start:start + batch], set()))
+    assert deleted == set(policy.to_delete(made, set()))
 
 def test_an_experiment_keeps_what_the_policy_says_and_lists_and_loads_the_best(emews_cmd, tmp_path: Path) -> None:
     """The ASHA hand case (last steps 9, 9, 1, 3, 9; loss falls with each step) with keep_last 1,

@@ -88,6 +88,49 @@ def test_asha_promotion_hand_computed() -> None:
     assert asha.promotable() == [0, 5, 6]
 
 
+def test_asha_promotion_with_resource_pauses_at_every_rung_and_promotes_to_the_next() -> None:
+    """With ``resource`` a trial in the top is promotable at once (its task ends at each rung), a
+    promotion gives the next rung's steps (max_t after the last rung), highest rung first; the
+    least promising waiting trial is on the lowest rung with the worst loss there."""
+    asha = bound(ASHA(max_t=8, grace_period=1, reduction_factor=2, variant="promotion", resource="epochs"))
+    assert asha.on_report(0, 1, {"loss": 1.5}, {}).action is Action.PAUSE
+    assert asha.promotable() == []
+    assert asha.on_report(1, 1, {"loss": 1.1}, {}).action is Action.PAUSE   # top-1 of 2, yet its task ends
+    assert asha.promotable() == [1] and asha.promote(1) == 2
+    asha.on_report(1, 2, {"loss": 0.6}, {})
+    asha.on_report(2, 1, {"loss": 1.9}, {})
+    assert asha.least_promising([0, 1, 2]) == 2 and asha.least_promising([0, 1]) == 0
+    asha.on_report(3, 1, {"loss": 1.3}, {})
+    assert asha.promotable() == [3] and asha.promote(3) == 2
+    asha.on_report(3, 2, {"loss": 0.8}, {})
+    assert asha.promotable() == [1] and asha.promote(1) == 4
+    asha.on_report(1, 4, {"loss": 0.35}, {})
+    asha.on_report(4, 1, {"loss": 1.05}, {})
+    assert asha.promote(4) == 2
+    asha.on_report(4, 2, {"loss": 0.55}, {})
+    assert asha.promote(4) == 4
+    asha.on_report(4, 4, {"loss": 0.3}, {})
+    assert asha.promotable() == [4] and asha.promote(4) == 8
+    assert asha.on_report(4, 8, {"loss": 0.175}, {}).action is Action.STOP
+    assert asha.paused == {0: 1, 2: 1, 3: 2, 1: 4} and asha.promotable() == []
+
+
+def test_asha_rebuilt_with_its_promotions_has_the_same_waiting_trials() -> None:
+    live = bound(ASHA(max_t=8, grace_period=1, reduction_factor=2, variant="promotion", resource="epochs"))
+    stored, promoted = [], []
+    for trial, step, loss, promote in [(0, 1, 1.5, False), (1, 1, 1.1, True), (1, 2, 0.6, False),
+                                       (2, 1, 1.9, False), (3, 1, 1.3, True), (3, 2, 0.8, False)]:
+        live.on_report(trial, step, {"loss": loss}, {})
+        stored.append(StoredReport(len(stored), trial, step, {"loss": loss}, 0.0))
+        if promote:
+            promoted.append((trial, live.paused[trial]))
+            live.promote(trial)
+    rebuilt = bound(ASHA(max_t=8, grace_period=1, reduction_factor=2, variant="promotion", resource="epochs"))
+    rebuilt.rebuild(stored, {}, promoted)
+    assert rebuilt.paused == live.paused == {0: 1, 1: 2, 2: 1, 3: 2}
+    assert rebuilt.promotable() == live.promotable() == [1]
+
+
 def test_median_stopping_hand_computed() -> None:
     """At step 2 trial 3 (best 2.0) meets the other trials' means up to step 2: 1.5, 2.5, 3.5 ->
     median 2.5: continues. Trial 4 (best 3.0 > 2.5... and t3's mean 2.25 joins: median of

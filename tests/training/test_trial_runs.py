@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import signal
 import sqlite3
@@ -121,12 +122,15 @@ def test_reports_are_stored_before_the_scheduler_decides_and_the_optimizer_reads
     assert seen["one"] == [[1, s] for s in range(1, 5)]
 
 
-def test_a_killed_trial_runs_again_from_its_last_checkpoint(emews_cmd, tmp_path: Path) -> None:
+@pytest.mark.parametrize("tier", ["experiment", "local"])
+def test_a_killed_trial_runs_again_from_its_last_checkpoint(emews_cmd, tmp_path: Path, tier: str) -> None:
     """SIGKILL of the objective's process after step 4: with retries the trial restarts from the
-    step-4 checkpoint (not from scratch), and the store keeps the crashed attempt."""
+    step-4 checkpoint (not from scratch), and the store keeps the crashed attempt. With a local
+    tier the checkpoints are staged there and restored from the experiment directory."""
     log = tmp_path / "log.jsonl"
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_KILL_AT="4")
-    wf = trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process", "retries": 1})
+    kept = {"local_dir": str(tmp_path / "node-local")} if tier == "local" else {}
+    wf = trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process", "retries": 1}, checkpoints=kept)
     exp = launch(emews_cmd, wf)
     starts = [e for e in events(log) if e["event"] == "start"]
     assert [(s["restored"], s["trail"]) for s in starts] == [(0, []), (4, [1, 2, 3, 4])]
@@ -136,6 +140,10 @@ def test_a_killed_trial_runs_again_from_its_last_checkpoint(emews_cmd, tmp_path:
     assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == [("ok", 0.2 + 1 / 9)]
     attempts = query(exp, "SELECT task, attempt, status, error FROM attempts")
     assert [(t, a, s) for t, a, s, _ in attempts] == [(0, 1, "crashed")] and "SIGKILL" in attempts[0][3]
+    paths = [Path(p) for (p,) in query(exp, "SELECT path FROM checkpoints WHERE state = 'durable'")]
+    assert len(paths) == 9 and all(p.is_relative_to(exp) and p.is_file() for p in paths)
+    if tier == "local":
+        assert not [p for p in (tmp_path / "node-local").rglob("*") if p.is_file()]   # all flushed, none left
 
 
 def test_without_retries_a_killed_trial_is_a_crashed_result(emews_cmd, tmp_path: Path) -> None:
@@ -238,17 +246,22 @@ def test_trials_paused_before_the_walltime_continue_on_resume_with_the_rungs_reb
     assert sorted(r["id"] for r in stored_rows(exp)) == [0, 1, 2, 3, 4]
 
 
-def test_asha_promotion_pauses_end_their_tasks_with_a_result(emews_cmd, tmp_path: Path) -> None:
-    """Promotion rule (rf 3): a trial goes on only while among the best n // 3 at its rung. Trials
-    0-3 pause at step 1 (n // 3 is 0 or 1 and trial 1 holds that place), trial 4 (1.05) leads rung 1
-    and pauses at rung 3 (n = 1). Every paused task ends with its result; the run does not wait."""
+def test_asha_promotion_waiting_trials_end_when_the_optimizer_waits_for_them(emews_cmd, tmp_path: Path) -> None:
+    """Promotion rule (rf 3, no resource: a trial in the top goes on in its task), one worker, the
+    sweep keeping 2 points queued. t0 1.5 and t1 1.1 pause at rung 1 (n // 3 = 0); the sweep then
+    waits for a result, so the least promising, t0, ends with its result. t2 1.9 (n=3) puts t1 in
+    the top: t1 is promoted, resumes at step 1 and pauses at rung 3 (n=1); t2, then t3 (1.3) end as
+    the sweep waits. t4 (1.05) leads rung 1, goes on and pauses at rung 3 next to t1 (.433 > .383):
+    t1 ends, then t4. No pause is left for ``emews resume``."""
     wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
                           scheduler={"name": "asha", "options": {"max_t": 9, "variant": "promotion"}})
     exp = launch(emews_cmd, wf)
-    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
-    assert [last[t] for t in range(5)] == [1, 1, 1, 1, 3]
+    steps = {t: [s for (s,) in query(exp, f"SELECT step FROM reports WHERE trial = {t} ORDER BY seq")]
+             for t in range(5)}
+    assert steps == {0: [1], 1: [1, 2, 3], 2: [1], 3: [1], 4: [1, 2, 3]}
+    assert query(exp, "SELECT trial, step FROM promotions") == [(1, 1)]
     assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == \
-        [("ok", RATES[t] + 1 / last[t]) for t in range(5)]
+        [("ok", RATES[t] + 1 / steps[t][-1]) for t in range(5)]
     assert query(exp, "SELECT COUNT(*) FROM pauses") == [(0,)]
 
 
@@ -263,34 +276,112 @@ def test_a_report_that_does_not_wait_gets_its_decision_by_the_next_report(emews_
     assert (last[2], last[3]) == (2, 4)
 
 
-def test_sigterm_to_the_job_then_resume_continues_the_trial_at_its_step_with_the_rungs_rebuilt(
-        emews_cmd, tmp_path: Path) -> None:
-    """Trial 0 is held after its step-5 report; once its step-5 checkpoint is on disk the job gets
-    SIGTERM (as from scancel). ``emews resume`` runs it again from that checkpoint (steps 6-9 only),
-    then the other trials: ASHA's rung table and stops are those of the uninterrupted hand case."""
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continues_it(
+        emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """Trial 0 is held after its step-5 report; the job gets SIGTERM (as from scancel). Once rank 0
+    has logged that trials pause, the trial goes on: its step-6 report is answered with pause, it
+    checkpoints and returns, and the job ends cleanly (143). ``emews resume`` continues it from the
+    step-6 checkpoint (steps 7-9 only), then the other trials: ASHA's rung table and stops are those
+    of the uninterrupted hand case."""
     log, rungs = tmp_path / "log.jsonl", tmp_path / "rungs.json"
-    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_HOLD_AT="5", TRAINER_GATE=str(tmp_path / "never"))
+    gate = tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_HOLD_AT="5", TRAINER_GATE=str(gate))
     (tmp_path / "dumping.py").write_text(DUMPING_ASHA)
-    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+    wf = trainer_workflow(tmp_path, task={"isolation": isolation},
                           scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
-                                     "options": {"out": str(rungs), "max_t": 9}})
+                                     "options": {"out": str(rungs), "max_t": 9}},
+                          walltime={"grace": 100})
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
-    step5 = tmp_path / "exp" / "checkpoints" / "000000"
-    assert wait_until(lambda: list(step5.glob("step-00000005-*.ckpt")), timeout=120)
+    exp = tmp_path / "exp"
+    assert wait_until(lambda: log.exists() and [e for e in events(log) if e["event"] == "report" and e["step"] == 5],
+                      timeout=120)
     job.send_signal(signal.SIGTERM)
+    rank0_log = exp / "emews.log"
+    assert wait_until(lambda: rank0_log.exists() and "pause at their next report" in rank0_log.read_text(),
+                      timeout=120)
+    gate.touch()
     _, err = job.communicate(timeout=180)
     assert job.returncode == 143, err
-    exp = tmp_path / "exp"
+    assert [(e["step"], e["action"]) for e in events(log) if e["event"] == "report"][-2:] == \
+        [(5, "continue"), (6, "pause")]
+    assert query(exp, "SELECT task, step FROM pauses") == [(0, 6)]
+    assert query(exp, "SELECT COUNT(*) FROM attempts") == [(0,)]   # paused, not aborted
     assert stored_rows(exp) == []
+    status = emews_cmd("status", str(exp))
+    assert status.returncode == 0, status.stderr
+    assert "training: 1 trials reported; 0 ended (0 stopped by the scheduler), 0 running, 1 paused" in status.stdout
+    assert "  trial 0: step 6, loss 0.666667, paused" in status.stdout.splitlines()
 
     second = emews_cmd("resume", str(exp), timeout=240)
     assert second.returncode == 0, second.stderr
     starts = [(e["task"], e["restored"], e["trail"]) for e in events(log) if e["event"] == "start"]
-    assert starts[:2] == [(0, 0, []), (0, 5, [1, 2, 3, 4, 5])]
+    assert starts[:2] == [(0, 0, []), (0, 6, [1, 2, 3, 4, 5, 6])]
     reported = query(exp, "SELECT trial, step FROM reports ORDER BY seq")
     assert [s for t, s in reported if t == 0] == list(range(1, 10))   # no step trained twice
     last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
     assert [last[t] for t in range(5)] == [9, 9, 1, 3, 9]
     table = json.loads(rungs.read_text())
     assert table["1"] == {"0": 1.5, "1": 1.1, "2": 1.9, "3": 1.3, "4": 1.05}
+    with open(exp / "results.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["t:step"], r["t:decision"]) for r in rows] == [(str(last[t]), "stop") for t in range(5)]
     assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_asha_promotions_run_again_with_more_resource_from_their_checkpoints(emews_cmd, tmp_path: Path) -> None:
+    """Promotion rule with ``resource: epochs`` (rf 2, rungs 1, 2, 4, max_t 8), one worker, every
+    point queued at once (sweep backlog), each trial dispatched with epochs 1. By hand:
+    t0 1.5 waits (n=1).  t1 1.1 is the top-1 of 2: promoted to epochs 2, .6 waits at rung 2 (n=1).
+    t2 1.9 waits.  t3 1.3 is in the top-2 of 4: promoted, .8 at rung 2 is behind t1 (.6), which is
+    now promoted to epochs 4: .35 waits at rung 4 (n=1).  t4 1.05 leads rung 1, then rung 2 (.55),
+    then rung 4 (.3): promoted to 2, 4, then max_t 8, where it stops. Nothing else qualifies: the
+    waiting trials end with their results so far. Each promoted run restores the checkpoint of
+    the step it paused at, and its reports go on from there."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env["TRAINER_LOG"] = str(log)
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep", "options": {"backlog": 5}},
+        objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": RATES}, "epochs": {"type": "constant", "value": 1}},
+        budget={"evaluations": 5}, task={"isolation": "process"},
+        scheduler={"name": "asha", "options": {"max_t": 8, "grace_period": 1, "reduction_factor": 2,
+                                               "variant": "promotion", "resource": "epochs"}})
+    exp = launch(emews_cmd, wf)
+    steps = {t: [s for (s,) in query(exp, f"SELECT step FROM reports WHERE trial = {t} ORDER BY seq")]
+             for t in range(5)}
+    assert steps == {0: [1], 1: [1, 2, 3, 4], 2: [1], 3: [1, 2], 4: list(range(1, 9))}
+    assert query(exp, "SELECT trial, step, resource FROM promotions ORDER BY seq") == \
+        [(1, 1, 2), (3, 1, 2), (1, 2, 4), (4, 1, 2), (4, 2, 4), (4, 4, 8)]
+    starts = [(e["task"], e["restored"], e["trail"]) for e in events(log) if e["event"] == "start"]
+    assert starts == [(0, 0, []), (1, 0, []), (1, 1, [1]), (2, 0, []), (3, 0, []), (3, 1, [1]),
+                      (1, 2, [1, 2]), (4, 0, []), (4, 1, [1]), (4, 2, [1, 2]), (4, 4, [1, 2, 3, 4])]
+    results = {r["id"]: r for r in stored_rows(exp)}
+    assert {t: (r["status"], round(r["objective"], 9), json.loads(r["params"])["epochs"])
+            for t, r in results.items()} == {0: ("ok", 1.5, 1), 1: ("ok", 0.35, 4), 2: ("ok", 1.9, 1),
+                                             3: ("ok", 0.8, 2), 4: ("ok", 0.175, 8)}
+
+
+def test_median_stopping_under_mpiexec(emews_cmd, tmp_path: Path) -> None:
+    """Median rule (grace 2, min_samples 2), one worker, loss = rate + 1/step. At step 2 rate .9's
+    best (1.4) is worse than the median (1.05) of the means so far of rates .5 (1.25) and .1 (.85):
+    it stops there. Rate .3 (best .8 at step 2 against the median 1.25 of 1.25, .85, 1.65), and
+    every later one, stays at or under the median all the way: they train to 9."""
+    wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
+                          scheduler={"name": "median", "options": {"grace_period": 2, "min_samples": 2}})
+    exp = launch(emews_cmd, wf)
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [9, 9, 2, 9, 9]
+    assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == \
+        [("ok", RATES[t] + 1 / last[t]) for t in range(5)]
+
+
+def test_hyperband_brackets_stop_at_their_own_rungs_under_mpiexec(emews_cmd, tmp_path: Path) -> None:
+    """Hyperband (max_t 9, rf 3): brackets with rungs [1, 3], [3] and none take the trials in turn.
+    Bracket 0 holds rates .1 and .9: .9 (1.9 at step 1 > 1.1) stops at step 1. Bracket 1 holds .5
+    and .8: .8 (1.133 at step 3 > .833) stops at step 3. Bracket 2 (rate .2) never stops."""
+    wf = trainer_workflow(tmp_path, rates=[0.1, 0.5, 0.2, 0.9, 0.8], task={"isolation": "inline"},
+                          scheduler={"name": "hyperband", "options": {"max_t": 9, "reduction_factor": 3}})
+    exp = launch(emews_cmd, wf)
+    last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    assert [last[t] for t in range(5)] == [9, 9, 9, 1, 3]

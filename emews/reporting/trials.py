@@ -1,0 +1,43 @@
+"""Training trials in ``emews status``: how many reported, stopped early or paused, and where the
+trials that have not ended stand (their last step and metric)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from emews.report import open_store
+from emews.runtime.trial_store import TrialState, TrialStore
+
+#: at most this many trials that have not ended are listed
+LISTED = 10
+
+
+def trial_lines(exp_dir: Path, metric: str) -> list[str]:
+    """Status lines about the experiment's training trials (none when no task reported)."""
+    store = open_store(exp_dir)
+    if store is None:
+        return []
+    try:
+        trials = TrialStore(store.connection, readonly=True)
+        states = trials.trial_states()
+        if not states:
+            return []
+        finished = {i for (i,) in store.execute("SELECT id FROM results")}
+        paused = set(trials.pauses())
+    finally:
+        store.close()
+    open_ = [s for s in states.values() if s.trial not in finished]
+    stopped = sum(1 for s in states.values() if s.trial in finished and s.action == "stop")
+    waits = [s for s in open_ if s.trial in paused and s.action == "pause"]
+    lines = [f"training: {len(states)} trials reported; {len(states) - len(open_)} ended ({stopped} stopped by the "
+             f"scheduler), {len(open_) - len(waits)} running, {len(waits)} paused"
+             + (" (emews resume continues them)" if waits else "")]
+    for state in open_[-LISTED:]:
+        lines.append(f"  trial {state.trial}: step {state.step}, {metric} {_value(state, metric)}"
+                     + (", paused" if state in waits else ""))
+    return lines
+
+
+def _value(state: TrialState, metric: str) -> str:
+    value = state.metrics.get(metric)
+    return f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"

@@ -1,0 +1,55 @@
+"""A stop signal on a worker rank: a training trial gets a grace to pause, anything else is aborted."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from emews.runtime.interrupt import Interrupt, Interrupted
+from testutil import wait_until
+
+
+@pytest.fixture
+def restore_handlers():
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_without_grace_the_first_signal_aborts(restore_handlers) -> None:
+    interrupt = Interrupt().install()
+    with pytest.raises(Interrupted), interrupt.raising():
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(lambda: False, timeout=5)
+    assert interrupt() and interrupt.aborting()
+
+
+def test_a_deferred_signal_aborts_at_the_second_signal(restore_handlers) -> None:
+    interrupt = Interrupt(grace=600).install()
+    with interrupt.raising():
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert wait_until(interrupt, timeout=5)
+    assert not interrupt.aborting()       # the trial may go on to its next report
+    with pytest.raises(Interrupted), interrupt.raising():
+        os.kill(os.getpid(), signal.SIGINT)
+        wait_until(lambda: False, timeout=5)
+    assert interrupt.aborting()
+
+
+def test_the_grace_ends_in_an_abort_on_the_main_thread(restore_handlers) -> None:
+    interrupt = Interrupt(grace=0.2).install()
+    with pytest.raises(Interrupted), interrupt.raising():
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(lambda: False, timeout=30)   # interrupted by the expiry, long before the timeout
+    assert interrupt.aborting()
+
+
+def test_work_that_cannot_pause_is_aborted_at_once(restore_handlers) -> None:
+    interrupt = Interrupt(grace=600).install()
+    interrupt.defer = lambda: False   # the running task never reported
+    with pytest.raises(Interrupted), interrupt.raising():
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(lambda: False, timeout=5)
