@@ -10,7 +10,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.optimizer import Optimizer
@@ -32,6 +32,8 @@ from emews.runtime.walltime import PauseClock, WalltimeStop
 from emews.runtime.worker import Runner, worker_loop
 from emews.schedulers import TrialScheduler
 from emews.space import Space
+from emews.task_size import FixedSize, TaskSize
+from emews.team import Team
 
 
 @dataclass
@@ -59,6 +61,8 @@ class RunSpec:
     retention: Retention = field(default_factory=Retention)  # which checkpoints are kept
     walltime_end: float | None = None  # when the allocation ends (UNIX time): trials pause before it
     pause_margin: float = 300.0        # seconds before walltime_end that trials pause
+    task_size: TaskSize = field(default_factory=FixedSize)  # worker ranks per task (task.ranks)
+    backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
 
     @property
     def sign(self) -> float:
@@ -102,19 +106,22 @@ class OptimizerFailed(RuntimeError):
 
 
 def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
-                interrupt: Interrupt | None = None) -> Runner:
-    """The objective runner for one worker rank, per ``spec.isolation``."""
-    host, runs_root, background = socket.gethostname(), spec.runs_root, spec.checkpoint_async
+                interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> Runner:
+    """The objective runner for one worker rank, per ``spec.isolation``; ``team_comm`` makes a
+    multi-rank task's communicator (inline isolation under MPI)."""
+    host, runs_root, background, backend = socket.gethostname(), spec.runs_root, spec.checkpoint_async, spec.backend
 
     def make_context(task: Task) -> TaskContext:
         context = TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
         if not background:
             context.checkpoint_async = False
+        if backend != "gloo":
+            context.backend = backend
         return context
 
     if spec.isolation == "inline":
         return InlineRunner(spec.objective, timeout=spec.timeout if use_alarm else None,
-                            make_context=make_context, interrupt=interrupt)
+                            make_context=make_context, interrupt=interrupt, team_comm=team_comm)
     spool = None if spec.runs_root is None else spec.runs_root / ".spool" / f"rank{rank}"
     return ProcessRunner(spec.objective, timeout=spec.timeout, memory_limit=spec.memory_limit,
                          make_context=make_context, spool=spool)
@@ -186,8 +193,10 @@ def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeStat
 
 
 def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[int], *,
-                       interrupt: Interrupt | None = None) -> RunSummary:
+                       interrupt: Interrupt | None = None, nodes: Mapping[int, str] | None = None) -> RunSummary:
     """Rank 0: the optimizer on this thread, the distributor on a background thread.
+
+    ``nodes`` (worker rank -> host) places multi-rank tasks (``spec.task_size``) node by node.
 
     ``interrupt`` (a stop signal) ends the optimizer at once; what arrived is stored
     and the tasks still running are left for ``emews resume``.
@@ -201,7 +210,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     trials = trial_service(spec, store, earlier)
     reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
-                              store=store, trials=trials).start()
+                              store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes).start()
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
     error: BaseException | None = None
@@ -214,7 +223,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
                 evaluator = Evaluator(queues, space, workers=len(worker_ranks), budget=spec.budget,
                                       direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
                                       history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir,
-                                      observers=spec.observers, reports=reports)
+                                      observers=spec.observers, reports=reports, task_size=spec.task_size)
                 view = evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space,
                                                                                   spec.replicates)
                 spec.make_optimizer().run(view)
@@ -236,10 +245,11 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
 
 
 def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
-                    interrupt: Interrupt | None = None) -> int:
+                    interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> int:
     """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives)."""
     interrupt = interrupt or Interrupt()
-    runner = make_runner(spec, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt)
+    runner = make_runner(spec, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt,
+                         team_comm=team_comm)
     return worker_loop(transport, runner, interrupted=interrupt)
 
 

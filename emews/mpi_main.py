@@ -30,6 +30,7 @@ from emews.runtime.interrupt import Interrupt
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import MPITransport
+from emews.runtime.team_comm import TeamWorld
 from emews.site import Site, bind_gpus, load_site, local_rank
 from emews.site.walltime import parse_walltime
 from emews.site.jobs import batch_job_over
@@ -51,7 +52,7 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
                    checkpoint_async=kept.background, retries=task.retries,
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
-                   pause_margin=workflow.model.walltime.margin)
+                   pause_margin=workflow.model.walltime.margin, task_size=workflow.task_size)
 
 
 def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
@@ -87,7 +88,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         try:
             require_experiment(exp_dir)
             lease = acquire(exp_dir, "emews run", token=lease_token, job_done=batch_job_over(exp_dir))
-            load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
+            load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).check_task_size(comm.Get_size() - 1)
         except ConfigError as exc:
             problem = str(exc)
     problem = comm.bcast(problem, root=0)
@@ -97,17 +98,21 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         return EXIT_CONFIG
     workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
     spec = run_spec(workflow, exp_dir)
+    teams = TeamWorld(comm) if spec.task_size.gang else None  # collective: every rank
     if comm.Get_rank() != 0:
         site = load_site(str(exp_dir / SITE_FILE))
         gpu_ids = bind_gpus(site, local_rank())
         limit_threads(cores_per_worker(ranks_on_node, site.config.node.cores))
-        run_worker_rank(spec, MPITransport(comm), gpu_ids, interrupt=interrupt)
+        spec.backend = site.config.node.distributed_backend
+        run_worker_rank(spec, MPITransport(comm), gpu_ids, interrupt=interrupt,
+                        team_comm=None if teams is None else teams.communicator)
         return EXIT_OK
     assert lease is not None
     spec.walltime_end = allocation_end(workflow, load_site(str(exp_dir / SITE_FILE)), time.time())
     try:
         spare_core = len(node_cores) > ranks_on_node
-        return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core)
+        return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core,
+                               nodes=None if teams is None else teams.nodes)
     except BaseException as exc:  # never leave the workers waiting for a stop that does not come
         log.exception("the optimizer rank failed")
         print(f"emews: the optimizer rank failed: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE})",
@@ -120,7 +125,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
 
 
 def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt, *,
-                    spare_core: bool) -> int:
+                    spare_core: bool, nodes: dict[int, str] | None = None) -> int:
     logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     transport = MPITransport(comm, threads=True)
@@ -132,7 +137,7 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     follow = spare_core and not workflow.space.open
     csv_follower = CsvFollower(exp_dir, workflow.space.names) if follow else None
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
-    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt)
+    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes)
     if summary.resumed or summary.requeued:
         line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
                 f"{summary.requeued} interrupted tasks run again")

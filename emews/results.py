@@ -46,6 +46,7 @@ class Task:
     seed: int
     submitted: float
     attempt: int = 0  # > 0: re-run after the run that started it stopped (already in the store)
+    ranks: int = 1    # worker ranks it runs on at once (see emews.task_size)
 
 
 @_pickled_by_fields

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections import deque
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from emews.queues import QueuePair
 from emews.results import Outcome, Result, Task
@@ -13,6 +14,7 @@ from emews.runtime.backoff import Backoff
 from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
+from emews.runtime.teams import TeamDispatch, TeamEvent
 from emews.runtime.transport import Message, Tag, Transport
 from emews.runtime.trials import Afterwards, TrialService
 from emews.runtime.worker import WorkerStopped
@@ -26,6 +28,10 @@ class Distributor:
     spins briefly, then sleeps with back-off (woken early by new tasks); while tasks
     run, its sleeps stay under a small share of their run time, so a result is
     answered with the next task promptly.
+
+    With ``gang`` (tasks may need several ranks, ``task.ranks``) tasks are placed by a
+    :class:`~emews.runtime.teams.TeamDispatch` over the workers' ``nodes`` (rank -> host) instead:
+    one task per rank at a time, node-aligned, EASY backfill; single-rank runs keep the slots.
     """
 
     #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
@@ -51,7 +57,8 @@ class Distributor:
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None,
-                 trials: TrialService | None = None) -> None:
+                 trials: TrialService | None = None, gang: bool = False,
+                 nodes: Mapping[int, str] | None = None) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -67,6 +74,8 @@ class Distributor:
         self._received: list[Result] = []   # not yet stored nor delivered
         self._dispatched: deque[tuple[float, Task]] = deque()  # (when, task) not yet recorded
         self._slots = WorkerSlots(self._workers, prefetch=self.prefetch)
+        host = socket.gethostname()
+        self._teams = TeamDispatch({r: (nodes or {}).get(r, host) for r in self._workers}) if gang else None
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
         #: shutdown problems reported by workers (teardown errors), by rank
@@ -131,6 +140,8 @@ class Distributor:
 
     def _handle(self, msg: Message) -> bool:
         """Take one message from a worker; whether it carried results."""
+        if self._teams is not None and msg.tag in (Tag.OUTCOME, Tag.STOPPED) and not self._closing_teams(msg):
+            return msg.tag is Tag.OUTCOME
         if msg.tag is Tag.OUTCOME:
             in_flight, received, slots = self._in_flight, self._received, self._slots
             intercepts = self._trials.intercepts
@@ -160,6 +171,42 @@ class Distributor:
                 self._transport.send(reply, msg.source, Tag.TRIAL_REPLY)
         return False
 
+    def _closing_teams(self, msg: Message) -> bool:
+        """Gang mode: a member's outcome, or a worker that stopped (whether the message still needs
+        the single-rank handling: a stop once the run closes)."""
+        teams = self._teams
+        assert teams is not None
+        if msg.tag is Tag.OUTCOME:
+            for outcome in msg.payload:
+                self._team_event(teams.member_done(msg.source, outcome))
+            return False
+        if self._closing:
+            return True
+        stopped: WorkerStopped = msg.payload
+        self.stopped_workers.add(msg.source)
+        if stopped.error:
+            self.worker_errors[msg.source] = stopped.error
+        events, too_large = teams.stopped(msg.source)
+        for event in events:
+            self._team_event(event)
+        for outcome in too_large:
+            self._received.append(Result.from_outcome(teams.task(outcome.task_id), outcome, self._sign))
+        return False
+
+    def _team_event(self, event: TeamEvent | None) -> None:
+        """Cancel a failing team's other members; record (or requeue) a task all members ended."""
+        if event is None:
+            return
+        for rank in event.cancel:
+            self._transport.send(event.task_id, rank, Tag.CANCEL)
+        if event.outcome is None:
+            return
+        task = self._in_flight.pop(event.task_id)
+        if event.requeue:
+            self._queues.tasks.appendleft(task)
+        elif not (self._trials.intercepts and self._set_aside(task, event.outcome)):
+            self._received.append(Result.from_outcome(task, event.outcome, self._sign))
+
     def _set_aside(self, task: Task, outcome: Outcome) -> bool:
         """A retried task goes back to the queue's front; a paused one is recorded as unfinished
         (``emews resume`` continues it). Whether ``outcome`` was set aside (it is no result)."""
@@ -173,7 +220,7 @@ class Distributor:
     @property
     def idle(self) -> bool:
         """No task runs and none waits to be dispatched."""
-        return not self._in_flight and not self._queues.tasks
+        return not self._in_flight and not self._queues.tasks and not (self._teams and self._teams.waiting)
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks
@@ -188,8 +235,10 @@ class Distributor:
             while (msg := transport.poll()) is not None:
                 if self._handle(msg):
                     progressed = True
+            if self._teams is not None:
+                progressed = self._dispatch_teams(tasks) or progressed
             queues.capacity = slots.capacity
-            while slots and tasks and not self._abort:
+            while slots and tasks and not self._abort and self._teams is None:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
                 now = clock()
@@ -199,11 +248,13 @@ class Distributor:
                         self._dispatched.append((now, task))
                 transport.send(batch, rank, Tag.TASK)
                 progressed = True
-            self._progress.busy = min(len(in_flight), len(self._workers))
+            self._progress.busy = min(len(in_flight), len(self._workers)) if self._teams is None \
+                else self._teams.busy
             received = self._received
             if received and not first_pending:
                 first_pending = clock()
-            starving = bool(slots) and not tasks  # workers wait for the optimizer's next points
+            starving = (bool(slots) if self._teams is None else self._teams.busy < len(self._workers)) \
+                and not tasks  # workers wait for the optimizer's next points
             if (received and (starving or not in_flight or len(received) >= self.commit_rows
                               or clock() - first_pending >= self.commit_interval)) \
                     or (self._dispatched and clock() - self._dispatched[0][0] >= self.record_after):
@@ -214,12 +265,33 @@ class Distributor:
             if progressed:
                 backoff.reset()
                 continue
-            if self._closing and (self._abort or (not in_flight and not tasks)):
+            if self._closing and (self._abort or (not in_flight and not tasks
+                                                  and not (self._teams and self._teams.waiting))):
                 return
             if self.all_stopped:
                 raise WorkersGone(f"every worker stopped with {len(in_flight)} tasks in flight")
             backoff.max_delay = self._poll_interval(slots.mean_run) if in_flight else self.poll_latency_max
             backoff.idle()
+
+    def _dispatch_teams(self, tasks: deque[Task]) -> bool:
+        """Gang mode: queued tasks to the scheduler, and what may start now to its ranks."""
+        teams = self._teams
+        assert teams is not None
+        progressed = False
+        if tasks:
+            for outcome in teams.take(tasks):
+                self._received.append(Result.from_outcome(teams.task(outcome.task_id), outcome, self._sign))
+            progressed = True
+        if self._abort:
+            return progressed
+        send = self._transport.send
+        now = time.perf_counter()
+        for task in teams.dispatch(lambda payload, rank: send(payload, rank, Tag.TASK)):
+            self._in_flight[task.id] = task
+            if not task.attempt:
+                self._dispatched.append((now, task))
+            progressed = True
+        return progressed
 
     @classmethod
     def _poll_interval(cls, mean_run: float | None) -> float:

@@ -17,6 +17,7 @@ from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStop
 from emews.objective import ObjectiveSpec, TaskContext
 from emews.runtime.processes import become_subreaper, kill_trees, strays
 from emews.runtime.subprocess_channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
+from emews.team import Team
 from emews.training import LinkClosed
 
 if TYPE_CHECKING:
@@ -73,8 +74,18 @@ class ProcessRunner:
         if self._owns_process:
             become_subreaper()
 
-    def run(self, task: Task, should_abort: "TaskInbox") -> Outcome | None:
+    def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None:
+        """Run ``task`` in the child; a member of a multi-rank task whose part failed replaces its
+        child (its collective state is broken once a peer failed)."""
+        outcome = self._run(task, should_abort, team)
+        if team is not None and (outcome is None or outcome.status is not Status.OK):
+            self._kill()
+        return outcome
+
+    def _run(self, task: Task, should_abort: "TaskInbox", team: Team | None) -> Outcome | None:
         context = self._make_context(task)
+        if team is not None:
+            context.team = team
         where = dict(rank=context.rank, host=context.host)
         started = time.time()
         if self._child is None:
