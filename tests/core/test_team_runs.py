@@ -40,16 +40,19 @@ def test_mixed_sizes_complete_with_a_communicator_of_their_own_ranks(emews_cmd, 
     assert emews_cmd.leftovers_after_exit() == []
 
 
-def test_a_member_that_segfaults_fails_its_task_and_its_ranks_serve_later_tasks(emews_cmd, tmp_path: Path) -> None:
+def test_a_member_that_segfaults_or_hangs_fails_its_task_and_its_ranks_serve_later_tasks(emews_cmd,
+                                                                                        tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the test extra installs torch")
     wf = write_workflow(
         tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "members"},
-        space={"mode": {"type": "categorical", "values": ["ok", "segv", "after1", "after2", "after3"]}},
-        budget={"evaluations": 5}, task={"timeout": 120, "isolation": "process", "ranks": 4})
+        space={"mode": {"type": "categorical", "values": ["segv", "hang", "after"]}},
+        budget={"evaluations": 3}, task={"timeout": 30, "isolation": "process", "ranks": 4})
     proc = emews_cmd("launch", str(wf), "--workers", "5", "--exp-dir", "exp", timeout=600)
     assert proc.returncode == 0, proc.stderr
     exp = tmp_path / "exp"
     by_mode = {json.loads(r["params"])["mode"]: r for r in stored_rows(exp)}
+    hung = by_mode.pop("hang")
+    assert hung["status"] == "timeout" and "team rank 1 of 4" in hung["error"], hung["error"]
     crashed = by_mode.pop("segv")
     assert crashed["status"] == "crashed"
     assert "team rank 1 of 4" in crashed["error"] and "SIGSEGV" in crashed["error"]

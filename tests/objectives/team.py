@@ -5,13 +5,15 @@
                must never be the recorded value).
 ``allreduce``  inline under MPI: the sum of ``team_rank + 1`` over ``ctx.comm``.
 ``members``    process isolation: joins ``ctx.process_group()``, all-reduces, writes its pid and
-               team rank into the run dir; with ``mode: segv`` team rank 1 dies of SIGSEGV first.
+               team rank into the run dir; with ``mode: segv`` team rank 1 dies of SIGSEGV first, with
+               ``mode: hang`` it sleeps past any timeout.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 
@@ -35,6 +37,8 @@ def members(params: dict, ctx: Any) -> dict:
     (ctx.run_dir / f"member{ctx.team_rank}.pid").write_text(f"{os.getpid()} {ctx.rank}")
     if params.get("mode") == "segv" and ctx.team_rank == 1:
         os.kill(os.getpid(), signal.SIGSEGV)
+    if params.get("mode") == "hang" and ctx.team_rank == 1:
+        time.sleep(3600)
     ctx.process_group()
     value = torch.tensor([float(ctx.team_rank + 1)])
     dist.all_reduce(value)
