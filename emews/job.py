@@ -106,17 +106,23 @@ class OptimizerFailed(RuntimeError):
 
 
 def make_runner(spec: RunSpec, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
-                interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> Runner:
+                interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None,
+                launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> Runner:
     """The objective runner for one worker rank, per ``spec.isolation``; ``team_comm`` makes a
-    multi-rank task's communicator (inline isolation under MPI)."""
+    multi-rank task's communicator (inline isolation under MPI), ``launch_line`` the site's launch
+    line over a team's hosts (``ctx.launch``)."""
     host, runs_root, background, backend = socket.gethostname(), spec.runs_root, spec.checkpoint_async, spec.backend
 
-    def make_context(task: Task) -> TaskContext:
+    def make_context(task: Task, team: Team | None = None) -> TaskContext:
         context = TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
         if not background:
             context.checkpoint_async = False
         if backend != "gloo":
             context.backend = backend
+        if team is not None:
+            context.team = team
+        if launch_line is not None:
+            context.launch_line = launch_line(team.hosts if team is not None else (host,))
         return context
 
     if spec.isolation == "inline":
@@ -245,11 +251,12 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
 
 
 def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
-                    interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> int:
+                    interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None,
+                    launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> int:
     """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives)."""
     interrupt = interrupt or Interrupt()
     runner = make_runner(spec, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt,
-                         team_comm=team_comm)
+                         team_comm=team_comm, launch_line=launch_line)
     return worker_loop(transport, runner, interrupted=interrupt)
 
 

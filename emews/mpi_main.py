@@ -18,6 +18,7 @@ import sys
 import termios
 import time
 from pathlib import Path
+from typing import Callable
 
 from emews.errors import ConfigError
 from emews.csvfollow import CsvFollower
@@ -53,6 +54,16 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    checkpoint_async=kept.background, retries=task.retries,
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
                    pause_margin=workflow.model.walltime.margin, task_size=workflow.task_size)
+
+
+def _team_launch(site: Site) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
+    """``ctx.launch``'s command line over a team's hosts: the site's launcher and GPU binding."""
+    node = site.config.node
+
+    def line(hosts: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(site.launcher.team_line(hosts, local=site.is_local, gpus_per_rank=node.gpus_per_worker,
+                                             gpu_binding=node.gpu_binding))
+    return line
 
 
 def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
@@ -105,7 +116,8 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         limit_threads(cores_per_worker(ranks_on_node, site.config.node.cores))
         spec.backend = site.config.node.distributed_backend
         run_worker_rank(spec, MPITransport(comm), gpu_ids, interrupt=interrupt,
-                        team_comm=None if teams is None else teams.communicator)
+                        team_comm=None if teams is None else teams.communicator,
+                        launch_line=None if teams is None else _team_launch(site))
         return EXIT_OK
     assert lease is not None
     spec.walltime_end = allocation_end(workflow, load_site(str(exp_dir / SITE_FILE)), time.time())

@@ -63,6 +63,7 @@ class TaskContext:
     team = None              # emews.team.Team | None: the members of a multi-rank task (task.ranks > 1)
     comm = None              # mpi4py communicator of the team's ranks only (inline isolation, size > 1)
     backend = "gloo"         # torch.distributed backend the site names (node.distributed_backend)
+    launch_line: tuple[str, ...] = ()  # the site's launcher over the team's hosts ({ranks}: the count)
     _group = False           # whether ctx.process_group() initialised torch.distributed
 
     @property
@@ -85,6 +86,27 @@ class TaskContext:
         group = init_process_group(team, backend or self.backend, timeout)
         self._group = True
         return group
+
+    def launch(self, argv: list[str], *, ranks: int | None = None, **run: Any) -> Any:
+        """Run the MPI program ``argv`` on ``ranks`` ranks (default: the team's size) over the team's
+        hosts with the site's launcher (srun, mpiexec, jsrun, aprun) and an environment without the
+        job's own process-manager variables; return its ``subprocess.CompletedProcess`` (``run``:
+        more ``subprocess.run`` arguments, e.g. ``capture_output=True``, ``timeout``). Team rank 0
+        launches; the other members get ``None`` at once, and their ranks stay the team's until the
+        task ends."""
+        import subprocess
+
+        from emews.team import RANKS, scrubbed_environ
+
+        if self.team_rank:
+            return None
+        count = self.team_size if ranks is None else ranks
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"ctx.launch needs a positive number of ranks, got {count!r}")
+        env = scrubbed_environ(os.environ)
+        env.update(run.pop("env", None) or {})
+        line = [part.replace(RANKS, str(count)) for part in self.launch_line]
+        return subprocess.run([*line, *argv], env=env, **run)
 
     def end_team(self) -> None:
         """After the task: destroy the process group ``process_group`` made."""

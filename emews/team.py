@@ -13,7 +13,17 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Mapping
+
+#: environment variables of the MPI process manager that a rank inherits: a process the rank starts
+#: must not see them (it would join the job's process manager as that rank)
+PROCESS_MANAGER_PREFIXES = ("PMI_", "PMIX_", "HYDRA_")
+#: ... and what a program launched from inside the job (``ctx.launch``) must not see either: Open MPI
+#: refuses a nested launch under OMPI_*, PALS and Slurm's per-step values would override its own
+LAUNCH_SCRUBBED_PREFIXES = (*PROCESS_MANAGER_PREFIXES, "OMPI_", "PALS_", "SLURM_STEP_", "SLURM_NTASKS",
+                            "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_CPU_BIND")
+#: the place of the rank count in a launch line (``ctx.launch``)
+RANKS = "{ranks}"
 
 #: torch.distributed backends a site may name (``node.distributed_backend``): gloo on CPUs, NCCL on
 #: NVIDIA GPUs and on AMD GPUs (RCCL ships under that name in ROCm builds), XCCL / oneCCL on Intel GPUs
@@ -91,3 +101,8 @@ def destroy_process_group() -> None:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def scrubbed_environ(environ: Mapping[str, str], prefixes: tuple[str, ...] = LAUNCH_SCRUBBED_PREFIXES) -> dict[str, str]:
+    """``environ`` without the variables whose names start with one of ``prefixes``."""
+    return {k: v for k, v in environ.items() if not k.startswith(prefixes)}

@@ -45,7 +45,7 @@ class InlineRunner:
     """
 
     def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
-                 make_context: Callable[[Task], TaskContext], interrupt: Interrupt | None = None,
+                 make_context: Callable[..., TaskContext], interrupt: Interrupt | None = None,
                  team_comm: Callable[[Team | None], Any] | None = None) -> None:
         self._ref = ref
         self._team_comm = team_comm
@@ -68,7 +68,7 @@ class InlineRunner:
         self._lifelong = set(strays(os.getpid())) if self._can_alarm else set()  # started by setup
 
     def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None:
-        context = self._make_context(task)
+        context = self._make_context(task) if team is None else self._make_context(task, team)
         context.link = should_abort
         if team is None and self._team_comm is None:
             return self._run(task, context)
@@ -80,7 +80,6 @@ class InlineRunner:
         if team is None:
             context.comm = None if self._team_comm is None else self._team_comm(None)
             return self._run(task, context)
-        context.team = team
         if self._team_comm is not None:
             context.comm = self._team_comm(team)
         try:

@@ -58,7 +58,7 @@ class ProcessRunner:
     """
 
     def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
-                 memory_limit: int | None = None, make_context: Callable[[Task], TaskContext],
+                 memory_limit: int | None = None, make_context: Callable[..., TaskContext],
                  spool: Path | None = None) -> None:
         self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool))
         self._timeout = timeout
@@ -83,9 +83,7 @@ class ProcessRunner:
         return outcome
 
     def _run(self, task: Task, should_abort: "TaskInbox", team: Team | None) -> Outcome | None:
-        context = self._make_context(task)
-        if team is not None:
-            context.team = team
+        context = self._make_context(task) if team is None else self._make_context(task, team)
         where = dict(rank=context.rank, host=context.host)
         started = time.time()
         if self._child is None:

@@ -72,3 +72,18 @@ def test_a_member_that_segfaults_or_hangs_fails_its_task_and_its_ranks_serve_lat
              for p in task_run_dir(exp / "runs", row["id"]).glob("member*.pid")}
     assert set(members) & later
     assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_ctx_launch_runs_an_mpi_program_of_its_own_from_team_rank_0(emews_cmd, tmp_path: Path) -> None:
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "launcher"},
+        space={"x": {"type": "constant", "value": 1}}, budget={"evaluations": 1},
+        task={"timeout": 120, "isolation": "process", "ranks": 2})
+    proc = emews_cmd("launch", str(wf), "--workers", "4", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = stored_rows(tmp_path / "exp")
+    metrics = json.loads(row["metrics"])
+    assert row["status"] == "ok" and row["objective"] == 0.0, metrics  # the program exited 0
+    # a world of its own (2 ranks, not the job's 5), with the environment the objective gave it
+    assert metrics["lines"] == ["0 2 yes", "1 2 yes"], metrics
+    assert emews_cmd.leftovers_after_exit() == []

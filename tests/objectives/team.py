@@ -45,3 +45,19 @@ def members(params: dict, ctx: Any) -> dict:
     env = {k: os.environ[k] for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     return {"value": float(value.item()), "size": dist.get_world_size(), "env_rank": int(env["RANK"]),
             "world_size": int(env["WORLD_SIZE"])}
+
+
+PROGRAM = ("from mpi4py import MPI; import os; c = MPI.COMM_WORLD; "
+           "print(c.Get_rank(), c.Get_size(), os.environ.get('EMEWS_LAUNCHED'), flush=True)")
+
+
+def launcher(params: dict, ctx: Any) -> dict:
+    """Team rank 0 launches a 2-rank MPI program with ``ctx.launch``; the others return at once."""
+    import sys
+
+    done = ctx.launch([sys.executable, "-c", PROGRAM], ranks=int(params.get("program_ranks", ctx.team_size)),
+                      capture_output=True, text=True, timeout=120, env={"EMEWS_LAUNCHED": "yes"})
+    if done is None:
+        return {"value": -1.0}
+    lines = sorted(done.stdout.split("\n")[:-1])
+    return {"value": float(done.returncode), "lines": lines, "stderr": done.stderr[-500:]}
