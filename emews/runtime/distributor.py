@@ -140,8 +140,14 @@ class Distributor:
 
     def _handle(self, msg: Message) -> bool:
         """Take one message from a worker; whether it carried results."""
-        if self._teams is not None and msg.tag in (Tag.OUTCOME, Tag.STOPPED) and not self._closing_teams(msg):
-            return msg.tag is Tag.OUTCOME
+        if self._teams is not None:
+            if msg.tag is Tag.OUTCOME:
+                for outcome in msg.payload:
+                    self._team_event(self._teams.member_done(msg.source, outcome))
+                return True
+            if msg.tag is Tag.STOPPED and not self._closing:
+                self._team_worker_stopped(msg.source, msg.payload)
+                return False
         if msg.tag is Tag.OUTCOME:
             in_flight, received, slots = self._in_flight, self._received, self._slots
             intercepts = self._trials.intercepts
@@ -171,27 +177,19 @@ class Distributor:
                 self._transport.send(reply, msg.source, Tag.TRIAL_REPLY)
         return False
 
-    def _closing_teams(self, msg: Message) -> bool:
-        """Gang mode: a member's outcome, or a worker that stopped (whether the message still needs
-        the single-rank handling: a stop once the run closes)."""
+    def _team_worker_stopped(self, rank: int, stopped: WorkerStopped) -> None:
+        """Gang mode: a worker stopped on its own; its team's task runs again, queued tasks now
+        too large for the ranks left fail."""
         teams = self._teams
         assert teams is not None
-        if msg.tag is Tag.OUTCOME:
-            for outcome in msg.payload:
-                self._team_event(teams.member_done(msg.source, outcome))
-            return False
-        if self._closing:
-            return True
-        stopped: WorkerStopped = msg.payload
-        self.stopped_workers.add(msg.source)
+        self.stopped_workers.add(rank)
         if stopped.error:
-            self.worker_errors[msg.source] = stopped.error
-        events, too_large = teams.stopped(msg.source)
+            self.worker_errors[rank] = stopped.error
+        events, too_large = teams.stopped(rank)
         for event in events:
             self._team_event(event)
         for outcome in too_large:
             self._received.append(Result.from_outcome(teams.task(outcome.task_id), outcome, self._sign))
-        return False
 
     def _team_event(self, event: TeamEvent | None) -> None:
         """Cancel a failing team's other members; record (or requeue) a task all members ended."""
@@ -202,7 +200,9 @@ class Distributor:
         if event.outcome is None:
             return
         task = self._in_flight.pop(event.task_id)
-        if event.requeue:
+        if event.requeue:  # recorded as dispatched (``emews resume`` reruns it), then queued again
+            if self._store is not None and not task.attempt:
+                self._store.commit([task])
             self._queues.tasks.appendleft(task)
         elif not (self._trials.intercepts and self._set_aside(task, event.outcome)):
             self._received.append(Result.from_outcome(task, event.outcome, self._sign))

@@ -124,3 +124,21 @@ def test_a_team_that_succeeds_reports_its_leaders_value_over_its_whole_span() ->
     done = dispatch.member_done(1, Outcome(0, Status.OK, 3.0, {"acc": 1}, started=2.0, finished=8.0, rank=1))
     assert (done.outcome.value, done.outcome.metrics, done.outcome.rank) == (3.0, {"acc": 1}, 1)
     assert (done.outcome.started, done.outcome.finished) == (1.0, 9.0)
+
+
+def test_a_worker_that_stops_on_its_own_requeues_its_teams_task_and_fails_what_no_longer_fits() -> None:
+    dispatch, sent = _dispatch([2, 4])
+    assert dispatch.waiting == 1                                      # the 4-rank task waits
+    events, too_large = dispatch.stopped(2)
+    assert [o.task_id for o in too_large] == [1] and "only 3 worker ranks" in too_large[0].error
+    (event,) = events
+    assert event.cancel == (1,) and event.outcome is None             # its team mate is told to stop
+    done = dispatch.member_done(1, Outcome(0, Status.FAILED, error="cancelled", rank=1))
+    assert done.requeue and done.outcome is not None                  # run it again, not a result
+    assert dispatch.task(1).ranks == 4
+    assert dispatch.dispatch(lambda payload, rank: None) == []       # nothing queued to start
+    queue = deque([Task(5, {"x": 0}, 0, 0.0, ranks=3)])
+    assert dispatch.take(queue) == []
+    placed: dict[int, list] = defaultdict(list)
+    dispatch.dispatch(lambda payload, rank: placed[rank].append(payload))
+    assert sorted(placed) == [1, 3, 4]                                # never the stopped rank
