@@ -224,7 +224,7 @@ class Distributor:
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks
-        in_flight, slots = self._in_flight, self._slots
+        in_flight, slots, teams = self._in_flight, self._slots, self._teams
         wakeup = queues.new_tasks
         first_pending = 0.0  # when the oldest row not yet committed arrived
         backoff = Backoff(sleep=wakeup.wait)
@@ -235,10 +235,10 @@ class Distributor:
             while (msg := transport.poll()) is not None:
                 if self._handle(msg):
                     progressed = True
-            if self._teams is not None:
+            if teams is not None:
                 progressed = self._dispatch_teams(tasks) or progressed
             queues.capacity = slots.capacity
-            while slots and tasks and not self._abort and self._teams is None:
+            while slots and tasks and not self._abort and teams is None:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
                 now = clock()
@@ -248,12 +248,11 @@ class Distributor:
                         self._dispatched.append((now, task))
                 transport.send(batch, rank, Tag.TASK)
                 progressed = True
-            self._progress.busy = min(len(in_flight), len(self._workers)) if self._teams is None \
-                else self._teams.busy
+            self._progress.busy = min(len(in_flight), len(self._workers)) if teams is None else teams.busy
             received = self._received
             if received and not first_pending:
                 first_pending = clock()
-            starving = (bool(slots) if self._teams is None else self._teams.busy < len(self._workers)) \
+            starving = (bool(slots) if teams is None else teams.busy < len(self._workers)) \
                 and not tasks  # workers wait for the optimizer's next points
             if (received and (starving or not in_flight or len(received) >= self.commit_rows
                               or clock() - first_pending >= self.commit_interval)) \
@@ -266,7 +265,7 @@ class Distributor:
                 backoff.reset()
                 continue
             if self._closing and (self._abort or (not in_flight and not tasks
-                                                  and not (self._teams and self._teams.waiting))):
+                                                  and not (teams and teams.waiting))):
                 return
             if self.all_stopped:
                 raise WorkersGone(f"every worker stopped with {len(in_flight)} tasks in flight")

@@ -221,6 +221,7 @@ def _run_team(runner: Runner, item: TeamTask, inbox: Inbox, transport: Transport
     member; a cancel (another member failed) ends it with a cancelled outcome, not a stop."""
     task = item.task
     inbox.current = task.id
+    _forget_other_tasks(inbox, task.id)
     try:
         team = join_team(item, transport, inbox)
         outcome = None if team is None else _run_guarded(runner, task, inbox, transport.rank, team)
@@ -232,6 +233,14 @@ def _run_team(runner: Runner, item: TeamTask, inbox: Inbox, transport: Transport
         inbox.current = None
         inbox.cancelled.discard(task.id)
         inbox.rendezvous.pop(task.id, None)
+
+
+def _forget_other_tasks(inbox: Inbox, task_id: int) -> None:
+    """Drop ports and cancels of earlier tasks that arrived after this rank's part ended (a rank runs
+    one multi-rank task at a time: only the current task's can still matter)."""
+    for stale in [i for i in inbox.rendezvous if i != task_id]:
+        del inbox.rendezvous[stale]
+    inbox.cancelled.intersection_update((task_id,))
 
 
 def join_team(item: TeamTask, transport: Transport, inbox: Inbox) -> Team | None:
