@@ -71,10 +71,10 @@ class Inbox:
         if self.stop is not None:
             return self.stop
         msg = self._transport.poll()
-        if msg is not None and msg.tag in _ASIDE:
-            self._aside(msg)
-            return None
-        return msg
+        if msg is None or msg.tag is Tag.TASK or msg.tag is Tag.STOP:
+            return msg
+        self._aside(msg)
+        return None
 
     def receive(self) -> None:
         """Take one waiting message (if any) into the inbox."""
