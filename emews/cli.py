@@ -111,6 +111,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     workflow = load_workflow(args.workflow, wf_overrides)
     site = load_site(args.site, site_overrides)
     workers = site.total_workers(args.workers)
+    workflow.check_task_size(workers)
     target = (args.exp_dir or next_numbered(Path("experiments"), workflow.name)).absolute()
     if not site.is_local:
         script = site.render_batch_script(target, workers, job_command(target))  # validates before any write

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from emews.queues import QueuePair
 from emews.results import Result, Task
 from emews.space import Space, SpaceError
+from emews.task_size import FixedSize, TaskSize, TaskSizeError, whole_ranks
 from emews.training import StoredReport
 
 
@@ -50,14 +51,18 @@ class Evaluator:
     ``first_id`` the next task id; ids never collide with earlier ones.
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     ``reports``  reads the training reports stored so far (see :meth:`reports`).
+    ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
     """
 
     def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int,
                  direction: str = "minimize", seed: int = 0, first_id: int = 0,
                  history: Sequence[Result] = (), requeue: Sequence[Task] = (),
                  exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = (),
-                 reports: Callable[[int | None], list[StoredReport]] | None = None) -> None:
+                 reports: Callable[[int | None], list[StoredReport]] | None = None,
+                 task_size: TaskSize | None = None) -> None:
         self.space = space
+        self.task_size = task_size or FixedSize(1)
+        self._gang = self.task_size.gang
         self.observers: list[EvaluatorObserver] = list(observers)
         self.workers = workers
         self.budget = budget
@@ -76,6 +81,9 @@ class Evaluator:
         self._submitted = len(self.requeued)
         self._handed_out = 0
         self._ready: dict[int, Result] = {}
+        if self.task_size.gang:
+            for task in self.requeued:  # an optimizer's own sizes are not stored: the workflow's apply
+                task.ranks = self._size(task.params)
         if self.requeued:
             queues.submit(self.requeued)
 
@@ -105,9 +113,14 @@ class Evaluator:
         each is on disk before the trial scheduler saw it. Empty when the run keeps no store."""
         return [] if self._read_reports is None else self._read_reports(trial)
 
-    def put(self, points: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Queue ``points`` for evaluation; return their task ids (results carry them as ``.id``)."""
+    def put(self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None) -> list[int]:
+        """Queue ``points`` for evaluation; return their task ids (results carry them as ``.id``).
+
+        ``ranks``: the worker ranks each task runs on (one number for all, or one per point),
+        instead of the workflow's ``task.ranks`` (which must then be other than 1, e.g. ``optimizer``).
+        """
         points = list(points)
+        sizes = self._given_sizes(ranks, len(points))
         if len(points) > self.remaining:
             raise BudgetExhausted(
                 f"{len(points)} evaluations asked for, {self.remaining} left of a budget of {self.budget}")
@@ -120,7 +133,12 @@ class Evaluator:
                 params = self.space.validate(point)
             except SpaceError as exc:
                 raise ValueError(f"optimizer proposed an invalid point {dict(point)!r}: {exc}") from None
-            tasks.append(Task(self._next_id, params, self._task_seed(self._next_id), now))
+            task = Task(self._next_id, params, self._task_seed(self._next_id), now)
+            if sizes is not None:
+                task.ranks = sizes[len(tasks)]
+            elif self._gang:
+                task.ranks = self._size(params)
+            tasks.append(task)
             self._next_id += 1
         self._submitted += len(tasks)
         if tasks:
@@ -128,6 +146,27 @@ class Evaluator:
             for observer in self.observers:
                 observer.submitted(tasks)
         return [t.id for t in tasks]
+
+    def _size(self, params: Mapping[str, Any]) -> int:
+        try:
+            return self.task_size(params)
+        except TaskSizeError as exc:
+            raise ValueError(f"cannot size the task of point {dict(params)!r}: {exc}") from None
+
+    def _given_sizes(self, ranks: int | Sequence[int] | None, count: int) -> list[int] | None:
+        """The optimizer's sizes for ``count`` points (``None``: the workflow's ``task.ranks``)."""
+        if ranks is None:
+            return None
+        if not self.task_size.gang:
+            raise ValueError("the optimizer gave task sizes (put(..., ranks=...)) but the workflow runs "
+                             "single-rank tasks: set task.ranks (e.g. task.ranks: optimizer)")
+        given = [ranks] * count if isinstance(ranks, int) or not isinstance(ranks, abc.Sequence) else list(ranks)
+        if len(given) != count:
+            raise ValueError(f"put got {count} points but {len(given)} task sizes")
+        try:
+            return [whole_ranks(r, "the optimizer") for r in given]
+        except TaskSizeError as exc:
+            raise ValueError(str(exc)) from None
 
     def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
         """Wait until ``n`` results are ready (or ``timeout``), then return all ready ones.

@@ -10,7 +10,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.optimizer import Optimizer
@@ -31,6 +31,8 @@ from emews.runtime.walltime import PauseClock, WalltimeStop
 from emews.runtime.worker_rank import WorkerPlan, serve
 from emews.schedulers import TrialScheduler
 from emews.space import Space
+from emews.task_size import FixedSize, TaskSize
+from emews.team import Team
 
 log = logging.getLogger("emews")
 
@@ -62,12 +64,16 @@ class RunSpec:
     walltime_end: float | None = None  # when the allocation ends (UNIX time): trials pause before it
     pause_margin: float = 300.0        # seconds before walltime_end that trials pause
     pause_grace: float = 0.0           # seconds a stop signal leaves running trials to pause
+    task_size: TaskSize = field(default_factory=FixedSize)  # worker ranks per task (task.ranks)
+    backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
 
-    def worker_plan(self, gpus: GpuBinding | None = None, node_cores: int | None = None) -> WorkerPlan:
-        """What the worker ranks need of this spec."""
+    def worker_plan(self, gpus: GpuBinding | None = None, node_cores: int | None = None,
+                    launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> WorkerPlan:
+        """What the worker ranks need of this spec (``launch_line``: the site's, for ``ctx.launch``)."""
         return WorkerPlan(self.objective, self.isolation, self.timeout, self.memory_limit, self.runs_root,
                           self.checkpoint_async, self.checkpoint_local_dir, self.pause_grace,
-                          gpus or GpuBinding(), node_cores)
+                          gpus or GpuBinding(), node_cores, backend=self.backend, gang=self.task_size.gang,
+                          launch_line=launch_line)
 
     @property
     def sign(self) -> float:
@@ -177,8 +183,10 @@ def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeStat
 
 
 def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[int], *,
-                       interrupt: Interrupt | None = None) -> RunSummary:
+                       interrupt: Interrupt | None = None, nodes: Mapping[int, str] | None = None) -> RunSummary:
     """Rank 0: the optimizer on this thread, the distributor on a background thread.
+
+    ``nodes`` (worker rank -> host) places multi-rank tasks (``spec.task_size``) node by node.
 
     ``interrupt`` (a stop signal) ends the optimizer at once; what arrived is stored
     and the tasks still running are left for ``emews resume``.
@@ -192,7 +200,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     trials = trial_service(spec, store, earlier, interrupt)
     reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
-                              store=store, trials=trials).start()
+                              store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes).start()
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
     error: BaseException | None = None
@@ -205,7 +213,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
                 evaluator = Evaluator(queues, space, workers=len(worker_ranks), budget=spec.budget,
                                       direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
                                       history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir,
-                                      observers=spec.observers, reports=reports)
+                                      observers=spec.observers, reports=reports, task_size=spec.task_size)
                 view = evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space,
                                                                                   spec.replicates)
                 spec.make_optimizer().run(view)
@@ -231,9 +239,11 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
 
 
 def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
-                    interrupt: Interrupt | None = None) -> int:
-    """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives)."""
-    return serve(spec.worker_plan(), transport, gpu_ids, use_alarm=use_alarm, interrupt=interrupt)
+                    interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> int:
+    """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives); ``team_comm``
+    makes a multi-rank task's communicator (inline isolation under MPI)."""
+    return serve(spec.worker_plan(), transport, gpu_ids, use_alarm=use_alarm, interrupt=interrupt,
+                 team_comm=team_comm)
 
 
 def run_in_threads(spec: RunSpec, workers: int = 3) -> RunSummary:

@@ -18,6 +18,7 @@ from pathlib import Path
 from emews.errors import EXIT_CONFIG, EXIT_OK
 from emews.runtime.backoff import Backoff, spin_for
 from emews.runtime.interrupt import Interrupt
+from emews.runtime.team_comm import TeamWorld
 from emews.runtime.transport import MPITransport
 from emews.runtime.worker_rank import WorkerPlan, serve_on_node
 
@@ -42,5 +43,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
     plan: WorkerPlan | None = comm.bcast(None, root=0)
     if plan is None:  # rank 0 refused the run and says why
         return EXIT_CONFIG
-    serve_on_node(plan, MPITransport(comm), ranks_on_node, interrupt)
+    teams = TeamWorld(comm) if plan.gang else None  # collective: rank 0 makes its own
+    serve_on_node(plan, MPITransport(comm), ranks_on_node, interrupt,
+                  team_comm=None if teams is None else teams.communicator)
     return EXIT_OK

@@ -18,7 +18,7 @@ from emews.imports import UserImportError, import_user_module
 from emews.model_defaults import ModelDefaultsError, read_model_defaults
 from emews.results import Outcome, Status
 from emews.space import plain_value, to_builtin
-from emews.training import Decision
+from emews.training import CONTINUE, Decision
 
 
 class ObjectiveLoadError(ImportError):
@@ -61,6 +61,60 @@ class TaskContext:
     checkpoint_async = True  # write checkpoints on a background thread (False: in the report call)
     checkpoint_local_dir: str | None = None  # a node-local tier checkpoints are staged in first
     _session = None          # TrialSession | None: created by the first report or restore
+    team = None              # emews.team.Team | None: the members of a multi-rank task (task.ranks > 1)
+    comm = None              # mpi4py communicator of the team's ranks only (inline isolation, size > 1)
+    backend = "gloo"         # torch.distributed backend the site names (node.distributed_backend)
+    launch_line: tuple[str, ...] = ()  # the site's launcher over the team's hosts ({ranks}: the count)
+    _group = False           # whether ctx.process_group() initialised torch.distributed
+
+    @property
+    def team_rank(self) -> int:
+        """This member's rank in its task's team (0 for a single-rank task)."""
+        return 0 if self.team is None else self.team.rank
+
+    @property
+    def team_size(self) -> int:
+        """Ranks the task runs on (``task.ranks``)."""
+        return 1 if self.team is None else self.team.size
+
+    def process_group(self, backend: str | None = None, timeout: float | None = None) -> Any:
+        """Initialise ``torch.distributed`` over the task's team (MASTER_ADDR/PORT, RANK, WORLD_SIZE
+        and LOCAL_RANK are set) and return its default group; a single-rank task gets a group of one.
+        ``backend`` overrides the site's (gloo here; NCCL/RCCL/XCCL on GPU sites). Ended with the task."""
+        from emews.team import init_process_group, solo_team
+
+        team = self.team if self.team is not None else solo_team(self.task_id)
+        group = init_process_group(team, backend or self.backend, timeout)
+        self._group = True
+        return group
+
+    def launch(self, argv: list[str], *, ranks: int | None = None, **run: Any) -> Any:
+        """Run the MPI program ``argv`` on ``ranks`` ranks (default: the team's size) over the team's
+        hosts with the site's launcher (srun, mpiexec, jsrun, aprun) and an environment without the
+        job's own process-manager variables; return its ``subprocess.CompletedProcess`` (``run``:
+        more ``subprocess.run`` arguments, e.g. ``capture_output=True``, ``timeout``). Team rank 0
+        launches; the other members get ``None`` at once, and their ranks stay the team's until the
+        task ends."""
+        import subprocess
+
+        from emews.team import RANKS, scrubbed_environ
+
+        if self.team_rank:
+            return None
+        count = self.team_size if ranks is None else ranks
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"ctx.launch needs a positive number of ranks, got {count!r}")
+        env = scrubbed_environ(os.environ)
+        env.update(run.pop("env", None) or {})
+        line = [part.replace(RANKS, str(count)) for part in self.launch_line]
+        return subprocess.run([*line, *argv], env=env, **run)
+
+    def end_team(self) -> None:
+        """After the task: destroy the process group ``process_group`` made."""
+        self._group = False
+        from emews.team import destroy_process_group
+
+        destroy_process_group()
 
     @property
     def checkpoints_root(self) -> Path | None:
@@ -80,13 +134,36 @@ class TaskContext:
         """Send a training step's ``metrics`` (and optionally a ``checkpoint``: any picklable
         object, or a ``pathlib.Path`` to a file written) to the optimizer rank; return its
         :class:`~emews.training.Decision` (check ``.stop``). ``wait=False`` returns at once
-        (with the previous report's decision): this one's comes with the next report."""
-        return self._trial().report(step, metrics, checkpoint, wait=wait)
+        (with the previous report's decision): this one's comes with the next report.
+
+        In a multi-rank task only team rank 0's report counts; every member gets its decision
+        (shared over ``ctx.comm`` or the ``ctx.process_group()`` group; without either, the
+        other members get "continue")."""
+        if self.team_rank:
+            return self._from_leader(None, CONTINUE)
+        decision = self._trial().report(step, metrics, checkpoint, wait=wait)
+        return decision if self.team is None else self._from_leader(decision, CONTINUE)
 
     def restore(self, default: Any = None) -> Any:
         """``(checkpoint, step)`` of this trial's newest durable checkpoint (after a retry, a
-        resume, or of the trial it was cloned from), else ``default``."""
-        return self._trial().restore(default)
+        resume, or of the trial it was cloned from), else ``default``. In a multi-rank task team
+        rank 0 restores and the others get its answer (as for :meth:`report`)."""
+        if self.team_rank:
+            return self._from_leader(None, default)
+        restored = self._trial().restore(default)
+        return restored if self.team is None else self._from_leader(restored, default)
+
+    def _from_leader(self, value: Any, fallback: Any) -> Any:
+        """Team rank 0's ``value`` on every member (``fallback`` where no channel joins them)."""
+        if self.comm is not None:
+            return self.comm.bcast(value, root=0)
+        if self._group:
+            import torch.distributed as dist
+
+            box = [value]
+            dist.broadcast_object_list(box, src=0)
+            return box[0]
+        return fallback if self.team_rank else value
 
     def _trial(self) -> Any:
         if self._session is None:
@@ -236,6 +313,8 @@ class LoadedObjective:
             return returned
         finally:
             _current.reset(token)
+            if context._group:
+                context.end_team()
 
 
 def outcome_from_exception(task_id: int, exc: BaseException, **where: Any) -> Outcome:

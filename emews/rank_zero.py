@@ -25,6 +25,7 @@ from emews.lease import acquire
 from emews.retention import Retention
 from emews.report import export_csv, open_store, summary_text, totals
 from emews.runtime.interrupt import Interrupt
+from emews.runtime.team_comm import TeamWorld
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.runtime.transport import MPITransport
 from emews.site import Site, load_site
@@ -48,7 +49,8 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
                    checkpoint_async=kept.background, checkpoint_local_dir=kept.local_dir, retries=task.retries,
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
-                   pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace)
+                   pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace,
+                   task_size=workflow.task_size)
 
 
 def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
@@ -75,14 +77,20 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
     try:
         try:
             workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
+            workflow.check_task_size(comm.Get_size() - 1)
             site = load_site(str(exp_dir / SITE_FILE))
         except ConfigError as exc:
             return _refuse(comm, exc)
         spec = run_spec(workflow, exp_dir)
         spec.walltime_end = allocation_end(workflow, site, time.time())
-        comm.bcast(spec.worker_plan(gpu_binding(site), site.config.node.cores), root=0)
+        spec.backend = site.config.node.distributed_backend
+        gang = spec.task_size.gang
+        comm.bcast(spec.worker_plan(gpu_binding(site), site.config.node.cores,
+                                    launch_line=site.team_launch_line if gang else None), root=0)
+        teams = TeamWorld(comm) if gang else None  # collective: every rank
         try:
-            return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core)
+            return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core,
+                                   nodes=None if teams is None else teams.nodes)
         except BaseException as exc:  # never leave the workers waiting for a stop that does not come
             log.exception("the optimizer rank failed")
             print(f"emews: the optimizer rank failed: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE})",
@@ -102,7 +110,7 @@ def _refuse(comm: Any, problem: ConfigError) -> int:
 
 
 def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt, *,
-                    spare_core: bool) -> int:
+                    spare_core: bool, nodes: dict[int, str] | None = None) -> int:
     logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     transport = MPITransport(comm, threads=True)
@@ -114,7 +122,7 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     niceness = int(os.environ.get("EMEWS_CSV_NICE", "0" if spare_core else "19"))
     csv_follower = None if workflow.space.open else CsvFollower(exp_dir, workflow.space.names, niceness=niceness)
     log.info("results.csv %s", "is written at the end" if csv_follower is None else "follows the store")
-    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt)
+    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes)
     if summary.resumed or summary.requeued:
         line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
                 f"{summary.requeued} interrupted tasks run again")

@@ -17,8 +17,9 @@ _T = TypeVar("_T")
 
 def _pickled_by_fields(cls: type[_T]) -> type[_T]:
     """Pickle ``cls`` as its constructor and field values: half the cost of the default for a
-    slotted dataclass, and these cross between ranks once per evaluation."""
-    values = attrgetter(*(f.name for f in fields(cls)))
+    slotted dataclass, and these cross between ranks once per evaluation. Fields marked
+    ``metadata={"local": True}`` (last, with defaults) stay on the rank that made the object."""
+    values = attrgetter(*(f.name for f in fields(cls) if not f.metadata.get("local")))
 
     def __reduce__(self: Any) -> tuple:
         return cls, values(self)
@@ -46,6 +47,9 @@ class Task:
     seed: int
     submitted: float
     attempt: int = 0  # > 0: re-run after the run that started it stopped (already in the store)
+    #: worker ranks it runs on at once (emews.task_size); the distributor's alone: a member of a
+    #: multi-rank task learns its team from a TeamTask, so the wire format of a task is unchanged
+    ranks: int = field(default=1, metadata={"local": True})
 
 
 @_pickled_by_fields

@@ -22,6 +22,7 @@ from emews.plugins import (OptimizerNotFound, SchedulerNotFound, available_optim
                            resolve_optimizer, resolve_scheduler, validate_options)
 from emews.objective import ObjectiveLoadError, ObjectiveRef
 from emews.replicates import REPLICATE
+from emews.task_size import ALLOWED as TASK_SIZE_ALLOWED, FunctionSize, TaskSize, TaskSizeError, parse_task_size
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.site.walltime import WALLTIME_FORMS, parse_walltime
 from emews.validation import config_error
@@ -220,6 +221,17 @@ class TaskSection(_Strict):
     memory_limit: int | None = None
     #: a crashed or timed-out task runs again this many times (resuming from its last durable checkpoint)
     retries: StrictInt = Field(0, ge=0)
+    #: worker ranks per task: a number, a parameter, module:function of the point, or "optimizer"
+    ranks: StrictInt | str = 1
+
+    @field_validator("ranks")
+    @classmethod
+    def _ranks(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise KeyedValueError(None, f"a task needs at least 1 rank, got {value}", TASK_SIZE_ALLOWED)
+        if isinstance(value, str) and not value.strip():
+            raise KeyedValueError(None, "is empty", TASK_SIZE_ALLOWED)
+        return value
 
     @field_validator("memory_limit", mode="before")
     @classmethod
@@ -277,6 +289,14 @@ class Workflow:
         self.model = model
         self.source = source
         self.space = space
+        self.task_size: TaskSize = parse_task_size(model.task.ranks, space)
+
+    def check_task_size(self, workers: int) -> None:
+        """Raise a ConfigError when ``task.ranks`` cannot fit a job of ``workers`` worker ranks."""
+        problem = self.task_size.check(workers, self.space)
+        if problem is not None:
+            raise ConfigError(problem, file=str(self.source), key="task.ranks",
+                              allowed=f"sizes from 1 to {workers} (the job's worker ranks)")
 
     @property
     def name(self) -> str:
@@ -428,11 +448,28 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
         _check_replicates(model, space, file)
     _resolve_objective(model.objective, path.parent, file)
     _resolve_optimizer_file(model.optimizer, path.parent)
+    _resolve_task_size(model, space, path.parent, file)
     workflow = Workflow(model, path, space)
     _check_scheduler(workflow, file)
     if check_imports:
         check_workflow(workflow)
     return workflow
+
+
+def _resolve_task_size(model: WorkflowModel, space: Space, workflow_dir: Path, file: str) -> None:
+    """``task.ranks`` names a parameter, a function (its file made absolute) or a number."""
+    try:
+        size = parse_task_size(model.task.ranks, space)
+    except TaskSizeError as exc:
+        raise ConfigError(str(exc), file=file, key="task.ranks", allowed=TASK_SIZE_ALLOWED) from None
+    if isinstance(size, FunctionSize):
+        module, _, name = size.ref.rpartition(":")
+        if module.endswith(".py") or "/" in module:
+            found = _resolve_path(module, workflow_dir)
+            if found is None:
+                raise ConfigError(f"task size file {module} does not exist", file=file, key="task.ranks",
+                                  allowed=TASK_SIZE_ALLOWED)
+            model.task.ranks = f"{found}:{name}"
 
 
 def _check_scheduler(workflow: Workflow, file: str) -> None:
@@ -523,6 +560,11 @@ def check_workflow(workflow: Workflow) -> Any:
     except ObjectiveLoadError as exc:
         raise ConfigError(str(exc), file=file, key=_objective_key(section, str(exc))) from None
     _check_placeholders(section, workflow.space, loaded.defaults, file)
+    if isinstance(workflow.task_size, FunctionSize):
+        try:
+            workflow.task_size.load()
+        except TaskSizeError as exc:
+            raise ConfigError(str(exc), file=file, key="task.ranks", allowed=TASK_SIZE_ALLOWED) from None
     cls = _optimizer_class(workflow, file)
     _check_options(workflow, cls, file)
     try:

@@ -27,6 +27,8 @@ LAYERS: dict[str, tuple[int, str]] = {
     # training trials: messages, the objective's session, checkpoint files, the trial schedulers
     "emews.training": (0, "core"), "emews.trial_session": (0, "core"), "emews.checkpoints": (0, "core"),
     "emews.schedulers": (0, "core"), "emews.retention": (0, "core"),
+    # multi-rank tasks: their size per point, a member's view of its team
+    "emews.task_size": (0, "core"), "emews.team": (0, "core"),
     # configuration: files and command-line values -> validated objects; experiment directories
     "emews.yamlio": (1, "config"), "emews.validation": (1, "config"), "emews.plugins": (1, "config"),
     "emews.workflow": (1, "config"), "emews.site": (1, "config"), "emews.experiment": (1, "config"),

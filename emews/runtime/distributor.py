@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections import deque
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from emews.queues import QueuePair
 from emews.results import Outcome, Result, Task
@@ -13,6 +14,7 @@ from emews.runtime.backoff import Backoff
 from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
+from emews.runtime.teams import TeamDispatch, TeamEvent
 from emews.runtime.transport import Message, Tag, Transport
 from emews.runtime.trials import Afterwards, TrialService
 from emews.runtime.worker import WorkerStopped
@@ -26,6 +28,10 @@ class Distributor:
     spins briefly, then sleeps with back-off (woken early by new tasks); while tasks
     run, its sleeps stay under a small share of their run time, so a result is
     answered with the next task promptly.
+
+    With ``gang`` (tasks may need several ranks, ``task.ranks``) tasks are placed by a
+    :class:`~emews.runtime.teams.TeamDispatch` over the workers' ``nodes`` (rank -> host) instead:
+    one task per rank at a time, node-aligned, EASY backfill; single-rank runs keep the slots.
     """
 
     #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
@@ -51,7 +57,8 @@ class Distributor:
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None,
-                 trials: TrialService | None = None) -> None:
+                 trials: TrialService | None = None, gang: bool = False,
+                 nodes: Mapping[int, str] | None = None) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -71,6 +78,8 @@ class Distributor:
         self._waiting: dict[int, tuple[Task, Outcome]] = {}
         # training trials are long, and a promotion must not queue behind a prefetched task
         self._slots = WorkerSlots(self._workers, prefetch=1 if self._trials.scheduler else self.prefetch)
+        host = socket.gethostname()
+        self._teams = TeamDispatch({r: (nodes or {}).get(r, host) for r in self._workers}) if gang else None
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
         #: shutdown problems reported by workers (teardown errors), by rank
@@ -142,6 +151,14 @@ class Distributor:
 
     def _handle(self, msg: Message) -> bool:
         """Take one message from a worker; whether it carried results."""
+        if self._teams is not None:
+            if msg.tag is Tag.OUTCOME:
+                for outcome in msg.payload:
+                    self._team_event(self._teams.member_done(msg.source, outcome))
+                return True
+            if msg.tag is Tag.STOPPED and not self._closing:
+                self._team_worker_stopped(msg.source, msg.payload)
+                return False
         if msg.tag is Tag.OUTCOME:
             in_flight, received, slots = self._in_flight, self._received, self._slots
             intercepts = self._trials.intercepts
@@ -172,6 +189,36 @@ class Distributor:
             if reply is not None:
                 self._transport.send(reply, msg.source, Tag.TRIAL_REPLY)
         return False
+
+    def _team_worker_stopped(self, rank: int, stopped: WorkerStopped) -> None:
+        """Gang mode: a worker stopped on its own; its team's task runs again, queued tasks now
+        too large for the ranks left fail."""
+        teams = self._teams
+        assert teams is not None
+        self.stopped_workers.add(rank)
+        if stopped.error:
+            self.worker_errors[rank] = stopped.error
+        events, too_large = teams.stopped(rank)
+        for event in events:
+            self._team_event(event)
+        for outcome in too_large:
+            self._received.append(Result.from_outcome(teams.task(outcome.task_id), outcome, self._sign))
+
+    def _team_event(self, event: TeamEvent | None) -> None:
+        """Cancel a failing team's other members; record (or requeue) a task all members ended."""
+        if event is None:
+            return
+        for rank in event.cancel:
+            self._transport.send(event.task_id, rank, Tag.CANCEL)
+        if event.outcome is None:
+            return
+        task = self._in_flight.pop(event.task_id)
+        if event.requeue:  # recorded as dispatched (``emews resume`` reruns it), then queued again
+            if self._store is not None and not task.attempt:
+                self._store.commit([task])
+            self._queues.tasks.appendleft(task)
+        elif not (self._trials.intercepts and self._set_aside(task, event.outcome)):
+            self._received.append(Result.from_outcome(task, event.outcome, self._sign))
 
     def _set_aside(self, task: Task, outcome: Outcome) -> bool:
         """A retried task goes back to the queue's front; a paused one is recorded as unfinished
@@ -209,11 +256,12 @@ class Distributor:
     @property
     def idle(self) -> bool:
         """No task runs, none waits to be dispatched and no trial waits for a promotion."""
-        return not self._in_flight and not self._queues.tasks and not self._waiting
+        return not self._in_flight and not self._queues.tasks and not self._waiting \
+            and not (self._teams and self._teams.waiting)
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks
-        in_flight, slots = self._in_flight, self._slots
+        in_flight, slots, teams = self._in_flight, self._slots, self._teams
         wakeup = queues.new_tasks
         first_pending = 0.0  # when the oldest row not yet committed arrived
         backoff = Backoff(sleep=wakeup.wait)
@@ -230,8 +278,10 @@ class Distributor:
                     and (self._closing or (queues.optimizer_waits and not self._received)):
                 self._release(every=self._closing)
                 progressed = True
+            if teams is not None and self._drain_until is None:
+                progressed = self._dispatch_teams(tasks) or progressed
             queues.capacity = slots.capacity
-            while slots and tasks and not self._abort and self._drain_until is None:
+            while slots and tasks and not self._abort and self._drain_until is None and teams is None:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
                 now = clock()
@@ -241,11 +291,12 @@ class Distributor:
                         self._dispatched.append((now, task))
                 transport.send(batch, rank, Tag.TASK)
                 progressed = True
-            self._progress.busy = min(len(in_flight), len(self._workers))
+            self._progress.busy = min(len(in_flight), len(self._workers)) if teams is None else teams.busy
             received = self._received
             if received and not first_pending:
                 first_pending = clock()
-            starving = bool(slots) and not tasks  # workers wait for the optimizer's next points
+            starving = (bool(slots) if teams is None else teams.busy < len(self._workers)) \
+                and not tasks  # workers wait for the optimizer's next points
             if (received and (starving or not in_flight or len(received) >= self.commit_rows
                               or clock() - first_pending >= self.commit_interval)) \
                     or (self._dispatched and clock() - self._dispatched[0][0] >= self.record_after):
@@ -256,7 +307,8 @@ class Distributor:
             if progressed:
                 backoff.reset()
                 continue
-            if self._closing and (self._abort or (not in_flight and (not tasks or self._drain_until is not None))):
+            queued = bool(tasks) or bool(teams and teams.waiting)
+            if self._closing and (self._abort or (not in_flight and (not queued or self._drain_until is not None))):
                 return
             if self._drain_until is not None and time.monotonic() >= self._drain_until:
                 self._abort = True  # the grace of a stop signal is over: what still runs is aborted
@@ -265,6 +317,26 @@ class Distributor:
                 raise WorkersGone(f"every worker stopped with {len(in_flight)} tasks in flight")
             backoff.max_delay = self._poll_interval(slots.mean_run) if in_flight else self.poll_latency_max
             backoff.idle()
+
+    def _dispatch_teams(self, tasks: deque[Task]) -> bool:
+        """Gang mode: queued tasks to the scheduler, and what may start now to its ranks."""
+        teams = self._teams
+        assert teams is not None
+        progressed = False
+        if tasks:
+            for outcome in teams.take(tasks):
+                self._received.append(Result.from_outcome(teams.task(outcome.task_id), outcome, self._sign))
+            progressed = True
+        if self._abort:
+            return progressed
+        send = self._transport.send
+        now = time.perf_counter()
+        for task in teams.dispatch(lambda payload, rank: send(payload, rank, Tag.TASK)):
+            self._in_flight[task.id] = task
+            if not task.attempt:
+                self._dispatched.append((now, task))
+            progressed = True
+        return progressed
 
     @classmethod
     def _poll_interval(cls, mean_run: float | None) -> float:

@@ -207,6 +207,7 @@ class GangScheduler:
         self._running: dict[Hashable, _Running] = {}
         self._counter = itertools.count()
         self._reservation: Reservation | None = None
+        self._retired: set[int] = set()
 
     @property
     def layout(self) -> NodeLayout:
@@ -243,7 +244,7 @@ class GangScheduler:
         """Queue task ``key`` of ``size`` ranks; ``estimate`` (seconds) overrides the moving mean."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"task size must be a positive number of ranks, got {size!r}")
-        if size > self.workers:
+        if size > self.workers - len(self._retired):
             raise ValueError(f"task size {size} is larger than the job's {self.workers} worker ranks")
         if key in self._keys:
             raise ValueError(f"task {key!r} is already queued or running")
@@ -282,9 +283,22 @@ class GangScheduler:
         if run is None:
             raise KeyError(f"task {key!r} is not running")
         self._keys.discard(key)
-        self._idle.update(run.ranks)
+        self._idle.update(r for r in run.ranks if r not in self._retired)
         self._estimate.record(run.size, max(0.0, now - run.start))
         return run.ranks
+
+    def retire(self, rank: int) -> None:
+        """``rank`` takes no more tasks (its worker stopped); a task running on it still ends by ``release``."""
+        self._retired.add(rank)
+        self._idle.discard(rank)
+
+    def withdraw_larger(self, size: int) -> list[Hashable]:
+        """Remove the queued tasks larger than ``size`` ranks (after retirements); their keys."""
+        gone = [q for q in self._queue if q.size > size]
+        for q in gone:
+            self._queue.remove(q)
+            self._keys.discard(q.key)
+        return [q.key for q in gone]
 
     def _ordered(self) -> list[_Queued]:
         self._queue.sort(key=_Queued.sort_key)

@@ -13,13 +13,14 @@ import signal
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from emews.results import Outcome, Status, Task
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.objective import (Objective, ObjectiveSpec, TaskContext, exit_if_forked,
                              outcome_from_exception, outcome_from_return)
 from emews.runtime.processes import become_subreaper, has_children, kill_trees, strays
+from emews.team import Team
 from emews.training import LinkClosed
 
 if TYPE_CHECKING:
@@ -36,11 +37,18 @@ class _TaskTimedOut(BaseException):
 
 
 class InlineRunner:
-    """Calls the objective directly; a timeout uses SIGALRM when on the main thread."""
+    """Calls the objective directly; a timeout uses SIGALRM when on the main thread.
+
+    A member of a multi-rank task gets ``ctx.comm``, a communicator of the team's ranks only,
+    from ``team_comm`` (freed when the task ends); a team's members cannot be cancelled here (a
+    fault of one member is not isolated either: use process isolation for that).
+    """
 
     def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
-                 make_context: Callable[[Task], TaskContext], interrupt: Interrupt | None = None) -> None:
+                 make_context: Callable[..., TaskContext], interrupt: Interrupt | None = None,
+                 team_comm: Callable[[Team | None], Any] | None = None) -> None:
         self._ref = ref
+        self._team_comm = team_comm
         self._timeout = timeout
         self._interrupt = interrupt or Interrupt()
         self._lifelong: set[int] = set()
@@ -59,10 +67,29 @@ class InlineRunner:
             self._setup_error = "objective setup failed:\n" + traceback.format_exc()
         self._lifelong = set(strays(os.getpid())) if self._can_alarm else set()  # started by setup
 
-    def run(self, task: Task, should_abort: "TaskInbox") -> Outcome | None:
-        context = self._make_context(task)
+    def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None:
+        context = self._make_context(task) if team is None else self._make_context(task, team)
         context.link = should_abort
         self._interrupt.defer = lambda: should_abort.reported  # a stop signal pauses a training trial
+        if team is None and self._team_comm is None:
+            return self._run(task, context)
+        return self._run_member(task, context, team)
+
+    def _run_member(self, task: Task, context: TaskContext, team: Team | None) -> Outcome | None:
+        """A task of a multi-rank run: ``ctx.comm`` is the team's communicator while it runs
+        (``COMM_SELF`` for a single-rank task, so the same code runs at any size)."""
+        if team is None:
+            context.comm = None if self._team_comm is None else self._team_comm(None)
+            return self._run(task, context)
+        if self._team_comm is not None:
+            context.comm = self._team_comm(team)
+        try:
+            return self._run(task, context)
+        finally:
+            if context.comm is not None:
+                context.comm.Free()
+
+    def _run(self, task: Task, context: TaskContext) -> Outcome | None:
         where = dict(rank=context.rank, host=context.host)
         started = time.time()
         if self._setup_error or self._objective is None:

@@ -17,6 +17,7 @@ from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStop
 from emews.objective import ObjectiveSpec, TaskContext
 from emews.runtime.processes import become_subreaper, kill_trees, strays
 from emews.runtime.subprocess_channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
+from emews.team import Team
 from emews.training import LinkClosed
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class ProcessRunner:
     """
 
     def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
-                 memory_limit: int | None = None, make_context: Callable[[Task], TaskContext],
+                 memory_limit: int | None = None, make_context: Callable[..., TaskContext],
                  spool: Path | None = None) -> None:
         self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool))
         self._timeout = timeout
@@ -73,8 +74,16 @@ class ProcessRunner:
         if self._owns_process:
             become_subreaper()
 
-    def run(self, task: Task, should_abort: "TaskInbox") -> Outcome | None:
-        context = self._make_context(task)
+    def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None:
+        """Run ``task`` in the child; a member of a multi-rank task whose part failed replaces its
+        child (its collective state is broken once a peer failed)."""
+        outcome = self._run(task, should_abort, team)
+        if team is not None and (outcome is None or outcome.status is not Status.OK):
+            self._kill()
+        return outcome
+
+    def _run(self, task: Task, should_abort: "TaskInbox", team: Team | None) -> Outcome | None:
+        context = self._make_context(task) if team is None else self._make_context(task, team)
         where = dict(rank=context.rank, host=context.host)
         started = time.time()
         if self._child is None:

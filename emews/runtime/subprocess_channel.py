@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Mapping
 
 from emews.runtime.processes import descendants, die_with, kill_trees
+from emews.team import PROCESS_MANAGER_PREFIXES, scrubbed_environ
 
 #: how often a waiting parent checks whether the child died or it should stop waiting
 POLL_SLICE = 0.05
@@ -36,7 +37,6 @@ POLL_SLICE = 0.05
 EXIT_GRACE = 5.0
 # run through ``-c`` (not ``-m``) so the classes of the child's module pickle under their real module
 _BOOT = "import sys; from emews.runtime.subprocess_channel import child_main; child_main(sys.argv[1:])"
-_MPI_PREFIXES = ("PMI_", "PMIX_", "HYDRA_")
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Aborted(Exception):
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment without the MPI process-manager variables, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_MPI_PREFIXES)}
+    env = scrubbed_environ(os.environ, PROCESS_MANAGER_PREFIXES)
     env.update(extra or {})
     return env
 

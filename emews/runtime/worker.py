@@ -11,14 +11,16 @@ from typing import Callable, Protocol
 
 from emews.results import Outcome, Status, Task
 from emews.runtime.backoff import Backoff
+from emews.runtime.teams import Rendezvous, TeamTask
 from emews.runtime.transport import Message, Tag, Transport
+from emews.team import Team, free_port
 from emews.training import LinkClosed, Reply, Report, TrialLink
 
 
 class Runner(Protocol):
     def start(self) -> None: ...
 
-    def run(self, task: Task, should_abort: "TaskInbox") -> Outcome | None: ...
+    def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None: ...
 
     def close(self) -> None: ...
 
@@ -48,8 +50,10 @@ class Inbox:
     Tasks that arrive while one runs (prefetched) are kept, in order, for later.
     ``interrupted`` (a signal arrived) counts as an abort, except for a training trial (a task
     that has reported): it goes on to its next report, where the optimizer rank pauses it,
-    until ``aborting`` (the signal's grace is over). It is also the running trial's
-    :class:`~emews.training.TrialLink` to the optimizer rank (``post`` / ``take``).
+    until ``aborting`` (the signal's grace is over). A cancel of the multi-rank task running now
+    (``current``; another member failed) is an abort too. It is also the running trial's
+    :class:`~emews.training.TrialLink` to the optimizer rank (``post`` / ``take``). Team ports
+    (``rendezvous``) and cancels are kept by task id.
     """
 
     def __init__(self, transport: Transport, interrupted: Callable[[], bool] = lambda: False,
@@ -62,13 +66,21 @@ class Inbox:
         self.replies: deque[Reply] = deque()
         self.stop: Message | None = None
         self.reported = False  # the running task has sent a training report
+        self.rendezvous: dict[int, int] = {}
+        self.cancelled: set[int] = set()
+        self.current: int | None = None
 
     def next(self) -> Message | None:
+        """The next task or stop message (``None``: none now; other kinds are kept aside)."""
         if self.held:
             return self.held.popleft()
         if self.stop is not None:
             return self.stop
-        return self._transport.poll()
+        msg = self._transport.poll()
+        if msg is None or msg.tag is Tag.TASK or msg.tag is Tag.STOP:
+            return msg
+        self._aside(msg)
+        return None
 
     def receive(self) -> None:
         """Take one waiting message (if any) into the inbox."""
@@ -77,10 +89,18 @@ class Inbox:
             if msg is not None:
                 if msg.tag is Tag.STOP:
                     self.stop = msg
-                elif msg.tag is Tag.TRIAL_REPLY:
-                    self.replies.append(msg.payload)
+                elif msg.tag in _ASIDE:
+                    self._aside(msg)
                 else:
                     self.held.append(msg)
+
+    def _aside(self, msg: Message) -> None:
+        if msg.tag is Tag.TRIAL_REPLY:
+            self.replies.append(msg.payload)
+        elif msg.tag is Tag.RENDEZVOUS:
+            self.rendezvous[msg.payload.task_id] = msg.payload.port
+        else:
+            self.cancelled.add(msg.payload)
 
     def post(self, message: object) -> None:
         """Send a trial message to the optimizer rank."""
@@ -105,11 +125,17 @@ class Inbox:
             backoff.idle()
 
     def __call__(self) -> bool:
-        """Whether the running task must be abandoned (an abort or a signal arrived)."""
+        """Whether the running task must be abandoned (an abort, a signal or its cancel arrived)."""
         self.receive()
         if self.stop is not None and bool(self.stop.payload):
             return True
+        if self.current is not None and self.current in self.cancelled:
+            return True
         return self._aborting() or (not self.reported and self._interrupted())
+
+
+#: messages a worker keeps aside by kind rather than queueing them as work
+_ASIDE = frozenset((Tag.TRIAL_REPLY, Tag.RENDEZVOUS, Tag.CANCEL))
 
 
 #: outcomes of short tasks run back to back travel together, but none waits longer than this
@@ -139,7 +165,9 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
         runner.start()
         while not interrupted():
             if queued:
-                outcome = _run_guarded(runner, queued[0], inbox, transport.rank)
+                item = queued[0]
+                outcome = _run_team(runner, item, inbox, transport) if type(item) is TeamTask \
+                    else _run_guarded(runner, item, inbox, transport.rank)
                 if outcome is None:  # aborted mid-task: it stays among the unfinished
                     break
                 queued.popleft()
@@ -176,10 +204,14 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
     return served
 
 
-def _unfinished(queued: deque[Task], inbox: Inbox) -> tuple[int, ...]:
+def _unfinished(queued: deque[Task | TeamTask], inbox: Inbox) -> tuple[int, ...]:
     """Ids of the tasks this worker holds and did not run: queued, or still in its inbox."""
-    waiting = [t.id for msg in inbox.held if msg.tag is Tag.TASK for t in msg.payload]
-    return tuple(t.id for t in queued) + tuple(waiting)
+    waiting = [_task_of(t).id for msg in inbox.held if msg.tag is Tag.TASK for t in msg.payload]
+    return tuple(_task_of(t).id for t in queued) + tuple(waiting)
+
+
+def _task_of(item: Task | TeamTask) -> Task:
+    return item.task if type(item) is TeamTask else item  # type: ignore[union-attr,return-value]
 
 
 #: how long a stopping worker waits for the optimizer rank to take its last messages
@@ -194,11 +226,56 @@ def _settle(transport: Transport, inbox: Inbox, backoff: Backoff, deadline: floa
     backoff.reset()
 
 
-def _run_guarded(runner: Runner, task: Task, inbox: Inbox, rank: int) -> Outcome | None:
+def _run_team(runner: Runner, item: TeamTask, inbox: Inbox, transport: Transport) -> Outcome | None:
+    """This rank's part of a multi-rank task: learn the team's port, run the objective as its
+    member; a cancel (another member failed) ends it with a cancelled outcome, not a stop."""
+    task = item.task
+    inbox.current = task.id
+    _forget_other_tasks(inbox, task.id)
+    try:
+        team = join_team(item, transport, inbox)
+        outcome = None if team is None else _run_guarded(runner, task, inbox, transport.rank, team)
+        if outcome is None and task.id in inbox.cancelled:
+            outcome = Outcome(task.id, Status.FAILED, error="cancelled: another member of the team failed",
+                              rank=transport.rank, host=socket.gethostname(), finished=time.time())
+        return outcome
+    finally:
+        inbox.current = None
+        inbox.cancelled.discard(task.id)
+        inbox.rendezvous.pop(task.id, None)
+
+
+def _forget_other_tasks(inbox: Inbox, task_id: int) -> None:
+    """Drop ports and cancels of earlier tasks that arrived after this rank's part ended (a rank runs
+    one multi-rank task at a time: only the current task's can still matter)."""
+    for stale in [i for i in inbox.rendezvous if i != task_id]:
+        del inbox.rendezvous[stale]
+    inbox.cancelled.intersection_update((task_id,))
+
+
+def join_team(item: TeamTask, transport: Transport, inbox: Inbox) -> Team | None:
+    """Team rank 0 picks a free port on its host and sends it to the others, who wait for it
+    (``None``: the task was cancelled or the worker is stopping meanwhile)."""
+    me = item.ranks.index(transport.rank)
+    task_id = item.task.id
+    if me == 0:
+        port = free_port()
+        for rank in item.ranks[1:]:
+            transport.send(Rendezvous(task_id, port), rank, Tag.RENDEZVOUS)
+    else:
+        backoff = Backoff()
+        while (port := inbox.rendezvous.pop(task_id, None)) is None:  # type: ignore[assignment]
+            if inbox():
+                return None
+            backoff.idle()
+    return Team(task_id, item.ranks, item.hosts, me, port)
+
+
+def _run_guarded(runner: Runner, task: Task, inbox: Inbox, rank: int, team: Team | None = None) -> Outcome | None:
     """Run one task; a fault in the runner itself becomes a failed result, not a dead worker."""
     inbox.reported = False
     try:
-        return runner.run(task, inbox)
+        return runner.run(task, inbox) if team is None else runner.run(task, inbox, team)
     except Exception:
         return Outcome(task.id, Status.FAILED, error="worker error:\n" + traceback.format_exc(),
                        rank=rank, host=socket.gethostname(), finished=time.time())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from emews.gpu_binding import GpuBinding, local_rank
 from emews.objective import ObjectiveSpec, TaskContext
@@ -20,6 +21,7 @@ from emews.runtime.isolated import ProcessRunner
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import Transport
 from emews.runtime.worker import Runner, worker_loop
+from emews.team import Team
 
 
 @dataclass(frozen=True)
@@ -36,40 +38,55 @@ class WorkerPlan:
     pause_grace: float = 0.0        # seconds a stop signal leaves a running trial to pause at a report
     gpus: GpuBinding = field(default_factory=GpuBinding)
     node_cores: int | None = None   # the site's cores per node (None: what this process may use)
+    backend: str = "gloo"           # torch.distributed backend of ctx.process_group() (the site's)
+    gang: bool = False              # tasks may span several ranks (every rank joins the TeamWorld)
+    #: ``ctx.launch``'s command line over a team's hosts (the site's launcher); None: single-rank runs
+    launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
 
 
 def make_runner(plan: WorkerPlan, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
-                interrupt: Interrupt | None = None) -> Runner:
-    """The objective runner for one worker rank, per ``plan.isolation``."""
-    host, runs_root, background = socket.gethostname(), plan.runs_root, plan.checkpoint_async
+                interrupt: Interrupt | None = None,
+                team_comm: Callable[[Team | None], Any] | None = None) -> Runner:
+    """The objective runner for one worker rank, per ``plan.isolation``; ``team_comm`` makes a
+    multi-rank task's communicator (inline isolation under MPI)."""
+    host, runs_root, background, backend = socket.gethostname(), plan.runs_root, plan.checkpoint_async, plan.backend
+    launch_line = plan.launch_line
 
-    def make_context(task: Task) -> TaskContext:
+    def make_context(task: Task, team: Team | None = None) -> TaskContext:
         context = TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
         if not background:
             context.checkpoint_async = False
         if plan.checkpoint_local_dir:
             context.checkpoint_local_dir = plan.checkpoint_local_dir
+        if backend != "gloo":
+            context.backend = backend
+        if team is not None:
+            context.team = team
+        if launch_line is not None:
+            context.launch_line = launch_line(team.hosts if team is not None else (host,))
         return context
 
     if plan.isolation == "inline":
         return InlineRunner(plan.objective, timeout=plan.timeout if use_alarm else None,
-                            make_context=make_context, interrupt=interrupt)
+                            make_context=make_context, interrupt=interrupt, team_comm=team_comm)
     spool = None if runs_root is None else runs_root / ".spool" / f"rank{rank}"
     return ProcessRunner(plan.objective, timeout=plan.timeout, memory_limit=plan.memory_limit,
                          make_context=make_context, spool=spool)
 
 
 def serve(plan: WorkerPlan, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
-          interrupt: Interrupt | None = None) -> int:
+          interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> int:
     """Serve tasks until the distributor says stop (or a stop signal arrives); the count served."""
     interrupt = interrupt or Interrupt()
-    runner = make_runner(plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt)
+    runner = make_runner(plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt,
+                         team_comm=team_comm)
     return worker_loop(transport, runner, interrupted=interrupt, aborting=interrupt.aborting)
 
 
-def serve_on_node(plan: WorkerPlan, transport: Transport, ranks_on_node: int, interrupt: Interrupt) -> int:
+def serve_on_node(plan: WorkerPlan, transport: Transport, ranks_on_node: int, interrupt: Interrupt,
+                  team_comm: Callable[[Team | None], Any] | None = None) -> int:
     """A worker rank of an MPI job: bind its GPUs, share the node's cores, serve."""
     gpu_ids = plan.gpus.bind(local_rank())
     interrupt.grace = plan.pause_grace  # a stop signal pauses a running trial at its next report
     limit_threads(cores_per_worker(ranks_on_node, plan.node_cores))
-    return serve(plan, transport, gpu_ids, interrupt=interrupt)
+    return serve(plan, transport, gpu_ids, interrupt=interrupt, team_comm=team_comm)

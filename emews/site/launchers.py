@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
 from emews.errors import ConfigError
 from emews.site.layout import Layout
 from emews.site.schema import LauncherConfig
+from emews.team import RANKS
 
 
 def python_bin() -> str:
@@ -40,6 +41,21 @@ class Launcher(ABC):
         head = [exe, *self.placement(layout)] if exe else []
         return [*head, *self.config.args, *command]
 
+    def team_line(self, hosts: Sequence[str], *, local: bool, gpus_per_rank: int = 0,
+                  gpu_binding: str = "env") -> list[str]:
+        """The launch line (before the program) that starts ``{ranks}`` ranks of a program on a
+        multi-rank task's ``hosts``, from inside the job (``ctx.launch``); ``local``: one machine,
+        no host list."""
+        exe = self.executable()
+        if not exe:
+            return []
+        nodes = list(dict.fromkeys(hosts))
+        return [exe, *self.team_placement(nodes, local, gpus_per_rank, gpu_binding), *self.config.args]
+
+    def team_placement(self, nodes: list[str], local: bool, gpus_per_rank: int, gpu_binding: str) -> list[str]:
+        """Flags that place ``{ranks}`` ranks on ``nodes``."""
+        return ["-n", RANKS]
+
 
 class MpiexecLauncher(Launcher):
     """MPICH Hydra or HPE PALS ``mpiexec`` (``-n``, ``--ppn``)."""
@@ -52,6 +68,9 @@ class MpiexecLauncher(Launcher):
         if layout.ranks_per_node:
             flags += ["--ppn", str(layout.ranks_per_node)]
         return flags
+
+    def team_placement(self, nodes: list[str], local: bool, gpus_per_rank: int, gpu_binding: str) -> list[str]:
+        return ["-n", RANKS] if local else ["-n", RANKS, "--hosts", ",".join(nodes)]
 
 
 class SrunLauncher(Launcher):
@@ -68,6 +87,13 @@ class SrunLauncher(Launcher):
             flags += [f"--gpus-per-task={layout.gpus_per_rank}", "--gpu-bind=closest"]
         elif layout.gpus_per_rank:
             flags += [f"--gpus-per-node={layout.gpus_per_node}"]
+        return flags
+
+    def team_placement(self, nodes: list[str], local: bool, gpus_per_rank: int, gpu_binding: str) -> list[str]:
+        """A new step on the team's nodes that shares their resources with the waiting ranks (``--overlap``)."""
+        flags = ["--overlap", "-N", str(len(nodes)), "-n", RANKS, f"--nodelist={','.join(nodes)}"]
+        if gpus_per_rank and gpu_binding == "launcher":
+            flags += [f"--gpus-per-task={gpus_per_rank}", "--gpu-bind=closest"]
         return flags
 
 
@@ -89,6 +115,10 @@ class JsrunLauncher(Launcher):
             flags += ["-c", str(layout.cores_per_rank)]
         flags += ["-g", str(layout.gpus_per_rank)]
         return flags
+
+    def team_placement(self, nodes: list[str], local: bool, gpus_per_rank: int, gpu_binding: str) -> list[str]:
+        """Resource sets anywhere in the job (jsrun takes no host list without an ERF file)."""
+        return ["-n", RANKS, "-a", "1", "-g", str(gpus_per_rank)]
 
 
 class AprunLauncher(Launcher):

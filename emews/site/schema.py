@@ -137,6 +137,9 @@ class NodeConfig(_Part):
     gpu_binding: GpuBinding = "env"
     gpu_env: GpuEnv = "CUDA_VISIBLE_DEVICES"
     gpu_ids: list[str] | None = None  # names written to gpu_env, default "0".."gpus-1"
+    #: torch.distributed backend of a multi-rank task's ctx.process_group(): gloo (CPU), nccl
+    #: (NVIDIA; AMD GPUs too, as RCCL under that name), xccl / ccl (Intel GPUs), mpi
+    distributed_backend: Literal["gloo", "nccl", "xccl", "ccl", "mpi"] = "gloo"
 
     @field_validator("gpu_ids", mode="before")
     @classmethod

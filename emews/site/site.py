@@ -36,6 +36,13 @@ class Site:
     def is_local(self) -> bool:
         return self.config.scheduler.type == "local"
 
+    def team_launch_line(self, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        """``ctx.launch``'s command line over a team's hosts: this site's launcher and GPU binding
+        (a bound method of a site pickles: rank 0 sends it to the workers in their plan)."""
+        node = self.config.node
+        return tuple(self.launcher.team_line(hosts, local=self.is_local, gpus_per_rank=node.gpus_per_worker,
+                                             gpu_binding=node.gpu_binding))
+
     def to_dict(self) -> dict[str, Any]:
         """The resolved site as plain data; ``load_site`` of it written as YAML round-trips."""
         return self.config.model_dump(mode="json")

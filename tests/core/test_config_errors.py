@@ -55,6 +55,10 @@ BROKEN = {
     "unknown optimizer": (dict(optimizer={"name": "simulated-annealing"}), "optimizer.name", "random"),
     "unknown optimizer option": (dict(optimizer={"name": "random", "options": {"sede": 1}}),
                                  "optimizer.options", "seed"),
+    "zero ranks per task": (dict(task={"ranks": 0}), "task.ranks", "a number of ranks"),
+    "ranks naming nothing": (dict(task={"ranks": "model_size"}), "task.ranks", "a parameter whose value"),
+    "ranks function file missing": (dict(task={"ranks": "nowhere/size.py:ranks"}), "task.ranks", None),
+    "ranks function missing": (dict(task={"ranks": f"{FAULTY}:no_such_function"}), "task.ranks", None),
 }
 
 
@@ -143,3 +147,22 @@ def test_yaml_scientific_notation_without_dot_is_a_number(tmp_path: Path, capsys
                            "budget": {"evaluations": 3}})
     path.write_text(text + "space:\n  lr: {type: float, lower: 1e-5, upper: 1e-1, log: true}\n")
     assert main(["check", str(path)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ranks, space", [
+    (3, None),                                                   # a fixed size above --workers 2
+    ("k", {"k": {"type": "int", "lower": 1, "upper": 4}}),        # a size parameter that can exceed it
+    ("k", {"k": {"type": "ordered", "values": [1, 2.5]}}),       # a size that is no whole number
+])
+def test_task_sizes_the_job_cannot_run_are_refused_at_launch(ranks, space, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    path = write_workflow(tmp_path, task={"ranks": ranks}, **({"space": _space(**space)} if space else {}))
+    assert main(["check", str(path)]) == 0  # the worker count is known only at launch
+    capsys.readouterr()
+    code = main(["launch", str(path), "--site", "local", "--workers", "2"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(path) in lines[0] and "task.ranks" in lines[0], err
+    assert "Traceback" not in err
+    assert not (tmp_path / "experiments").exists()

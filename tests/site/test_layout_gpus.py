@@ -121,3 +121,20 @@ def test_bind_gpus_sets_os_environ_by_default(in_tmp: Path,
     monkeypatch.delenv("ROCR_VISIBLE_DEVICES", raising=False)
     assert bind_gpus(load_site("frontier"), 5) == [5]
     assert os.environ["ROCR_VISIBLE_DEVICES"] == "5"
+
+
+def test_a_teams_launch_line_names_its_hosts_per_launcher(in_tmp: Path) -> None:
+    """``ctx.launch``: the site's launcher over the team's nodes, ``{ranks}`` filled in per call."""
+    hosts = ("nid1", "nid1", "nid2")
+    frontier = load_site("frontier").launcher.team_line(hosts, local=False)
+    assert frontier == ["srun", "--overlap", "-N", "2", "-n", "{ranks}", "--nodelist=nid1,nid2",
+                        "--cpus-per-task=7"]
+    perlmutter = load_site("perlmutter").launcher.team_line(hosts, local=False, gpus_per_rank=1,
+                                                            gpu_binding="launcher")
+    assert "--gpus-per-task=1" in perlmutter and "--overlap" in perlmutter
+    polaris = load_site("polaris").launcher.team_line(hosts, local=False)
+    assert polaris[1:5] == ["-n", "{ranks}", "--hosts", "nid1,nid2"] and "--cpu-bind" in polaris
+    summit = load_site("summit").launcher.team_line(hosts, local=False, gpus_per_rank=1)
+    assert summit == ["jsrun", "-n", "{ranks}", "-a", "1", "-g", "1"]
+    local = load_site("local").launcher.team_line(("vm",), local=True)
+    assert local == [str(Path(sys.executable).parent / "mpiexec"), "-n", "{ranks}"]

@@ -1,0 +1,89 @@
+"""Multi-rank tasks (``task.ranks``) under a real ``mpiexec`` with 6 ranks: team communicators in
+inline mode, gang scheduling of mixed sizes with the budget exact, and a member that segfaults."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from emews.objective import task_run_dir
+from testutil import TESTS, stored_rows, write_workflow
+
+TEAM = str(TESTS / "objectives" / "team.py")
+
+
+def test_mixed_sizes_complete_with_a_communicator_of_their_own_ranks(emews_cmd, tmp_path: Path) -> None:
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "random", "options": {"seed": 4}},
+        objective={"module": TEAM, "function": "allreduce"},
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+               "k": {"type": "ordered", "values": [1, 2, 4]}},
+        budget={"evaluations": 30}, task={"timeout": 60, "isolation": "inline", "ranks": "k"})
+    proc = emews_cmd("launch", str(wf), "--workers", "5", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert len(rows) == 30 and sorted(r["id"] for r in rows) == list(range(30))  # the budget, exactly
+    sizes = set()
+    for row in rows:
+        k = json.loads(row["params"])["k"]
+        metrics = json.loads(row["metrics"])
+        sizes.add(k)
+        assert row["status"] == "ok", row["error"]
+        assert row["objective"] == k * (k + 1) / 2          # allreduce over the team's ranks only
+        assert metrics["size"] == k and len(set(metrics["world_ranks"])) == k
+        assert row["rank"] == metrics["world_ranks"][0]       # team rank 0's result, recorded once
+        assert set(metrics["world_ranks"]) <= {1, 2, 3, 4, 5}
+    assert sizes == {1, 2, 4}
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_a_member_that_segfaults_or_hangs_fails_its_task_and_its_ranks_serve_later_tasks(emews_cmd,
+                                                                                        tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="the test extra installs torch")
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "members"},
+        space={"mode": {"type": "categorical", "values": ["segv", "hang", "after"]}},
+        budget={"evaluations": 3}, task={"timeout": 30, "isolation": "process", "ranks": 4})
+    proc = emews_cmd("launch", str(wf), "--workers", "5", "--exp-dir", "exp", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    exp = tmp_path / "exp"
+    by_mode = {json.loads(r["params"])["mode"]: r for r in stored_rows(exp)}
+    hung = by_mode.pop("hang")
+    assert hung["status"] == "timeout" and "team rank 1 of 4" in hung["error"], hung["error"]
+    crashed = by_mode.pop("segv")
+    assert crashed["status"] == "crashed"
+    assert "team rank 1 of 4" in crashed["error"] and "SIGSEGV" in crashed["error"]
+    assert f"on {crashed['host']})" in crashed["error"] and crashed["host"]
+    run_dir = task_run_dir(exp / "runs", crashed["id"])
+    members = {}
+    for team_rank in range(4):
+        pid, rank = map(int, (run_dir / f"member{team_rank}.pid").read_text().split())
+        members[rank] = pid
+    assert crashed["rank"] in members
+    for rank, pid in members.items():   # every member's child of the failed task is gone
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    for mode, row in by_mode.items():   # later tasks ran, on the same ranks among others
+        assert row["status"] == "ok", row["error"]
+        assert row["objective"] == 10.0 and json.loads(row["metrics"])["world_size"] == 4
+    later = {int(p.read_text().split()[1]) for row in by_mode.values() if row["id"] > crashed["id"]
+             for p in task_run_dir(exp / "runs", row["id"]).glob("member*.pid")}
+    assert set(members) & later
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_ctx_launch_runs_an_mpi_program_of_its_own_from_team_rank_0(emews_cmd, tmp_path: Path) -> None:
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "launcher"},
+        space={"x": {"type": "constant", "value": 1}}, budget={"evaluations": 1},
+        task={"timeout": 120, "isolation": "process", "ranks": 2})
+    proc = emews_cmd("launch", str(wf), "--workers", "4", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = stored_rows(tmp_path / "exp")
+    metrics = json.loads(row["metrics"])
+    assert row["status"] == "ok" and row["objective"] == 0.0, metrics  # the program exited 0
+    # a world of its own (2 ranks, not the job's 5), with the environment the objective gave it
+    assert metrics["lines"] == ["0 2 yes", "1 2 yes"], metrics
+    assert emews_cmd.leftovers_after_exit() == []

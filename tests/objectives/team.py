@@ -1,0 +1,63 @@
+"""Test objectives for multi-rank tasks (``task.ranks``): every member runs them; team rank 0's value counts.
+
+``run``        records (task id, team rank, team size, rank) in the shared event log when run in
+               worker threads, and returns ``x`` (other members return a different number, which
+               must never be the recorded value).
+``allreduce``  inline under MPI: the sum of ``team_rank + 1`` over ``ctx.comm``.
+``members``    process isolation: joins ``ctx.process_group()``, all-reduces, writes its pid and
+               team rank into the run dir; with ``mode: segv`` team rank 1 dies of SIGSEGV first, with
+               ``mode: hang`` it sleeps past any timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+
+def run(params: dict, ctx: Any) -> float:
+    from testutil import EVENTS
+
+    EVENTS.record("member", (ctx.task_id, ctx.team_rank, ctx.team_size, ctx.rank))
+    return float(params["x"]) if ctx.team_rank == 0 else -1000.0 - ctx.team_rank
+
+
+def allreduce(params: dict, ctx: Any) -> dict:
+    total = ctx.comm.allreduce(ctx.team_rank + 1)
+    ranks = ctx.comm.allgather(ctx.rank)
+    return {"value": float(total), "size": ctx.comm.Get_size(), "world_ranks": ranks}
+
+
+def members(params: dict, ctx: Any) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    (ctx.run_dir / f"member{ctx.team_rank}.pid").write_text(f"{os.getpid()} {ctx.rank}")
+    if params.get("mode") == "segv" and ctx.team_rank == 1:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if params.get("mode") == "hang" and ctx.team_rank == 1:
+        time.sleep(3600)
+    ctx.process_group()
+    value = torch.tensor([float(ctx.team_rank + 1)])
+    dist.all_reduce(value)
+    env = {k: os.environ[k] for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    return {"value": float(value.item()), "size": dist.get_world_size(), "env_rank": int(env["RANK"]),
+            "world_size": int(env["WORLD_SIZE"])}
+
+
+PROGRAM = ("from mpi4py import MPI; import os; c = MPI.COMM_WORLD; "
+           "print(c.Get_rank(), c.Get_size(), os.environ.get('EMEWS_LAUNCHED'), flush=True)")
+
+
+def launcher(params: dict, ctx: Any) -> dict:
+    """Team rank 0 launches a 2-rank MPI program with ``ctx.launch``; the others return at once."""
+    import sys
+
+    done = ctx.launch([sys.executable, "-c", PROGRAM], ranks=int(params.get("program_ranks", ctx.team_size)),
+                      capture_output=True, text=True, timeout=120, env={"EMEWS_LAUNCHED": "yes"})
+    if done is None:
+        return {"value": -1.0}
+    lines = sorted(done.stdout.split("\n")[:-1])
+    return {"value": float(done.returncode), "lines": lines, "stderr": done.stderr[-500:]}
