@@ -11,7 +11,6 @@ fails, :meth:`finish` says so and the caller exports the whole file itself.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -30,7 +29,6 @@ class FollowConfig:
     exp_dir: Path
     param_names: tuple[str, ...]
     interval: float = 0.25
-    niceness: int = 0  # added to the child's nice value: > 0 lets it use only cores the ranks leave idle
 
 
 @dataclass(frozen=True)
@@ -41,12 +39,10 @@ class Finish:
 class CsvFollower:
     """The optimizer rank's side: start at the beginning of a run, :meth:`finish` at its end."""
 
-    def __init__(self, exp_dir: Path, param_names: Sequence[str], interval: float = 0.25, *,
-                 niceness: int = 0) -> None:
+    def __init__(self, exp_dir: Path, param_names: Sequence[str], interval: float = 0.25) -> None:
         self._child: ChildProcess | None
         try:
-            self._child = ChildProcess(__name__, FollowConfig(Path(exp_dir), tuple(param_names), interval,
-                                                              niceness))
+            self._child = ChildProcess(__name__, FollowConfig(Path(exp_dir), tuple(param_names), interval))
         except OSError as exc:
             log.warning("results.csv will be written at the end: the CSV child did not start (%s)", exc)
             self._child = None
@@ -70,8 +66,6 @@ class CsvFollower:
 
 def serve(conn: Connection, config: FollowConfig) -> int:
     """The child's side: follow the store until :class:`Finish` (or the parent is gone)."""
-    if config.niceness:
-        os.nice(config.niceness)
     conn.send(Ready())
     csv_file = CsvFile(config.exp_dir / CSV_FILE, config.param_names)
     store: ResultsStore | None = None

@@ -116,12 +116,13 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
-    # results.csv written as results arrive, by a child; on a node without a core the ranks leave
-    # free it runs at the lowest priority, on the CPU time they leave idle (an open space's
-    # columns are known only at the end: the file is written then)
-    niceness = int(os.environ.get("EMEWS_CSV_NICE", "0" if spare_core else "19"))
-    csv_follower = None if workflow.space.open else CsvFollower(exp_dir, workflow.space.names, niceness=niceness)
-    log.info("results.csv %s", "is written at the end" if csv_follower is None else "follows the store")
+    # results.csv written as results arrive, by a child on a core the ranks leave free. Not on a
+    # full node: there it slows the run, and at its lowest priority it can starve while a stop
+    # signal leaves seconds to write the file (srun kills the step ~1 s after scancel). An open
+    # space's columns are known only at the end.
+    follow = spare_core and not workflow.space.open
+    csv_follower = CsvFollower(exp_dir, workflow.space.names) if follow else None
+    log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes)
     if summary.resumed or summary.requeued:
         line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
