@@ -4,7 +4,6 @@ inline mode, gang scheduling of mixed sizes with the budget exact, and a member 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -3,10 +3,8 @@ run-time size errors, and how a team's members' outcomes become the task's."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections import deque
+from collections import defaultdict, deque
 
-import pytest
 
 from testutil import TESTS
 from emews import Optimizer
