@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-
 from testutil import TESTS
 from emews import Optimizer
 from emews.job import RunSpec, run_in_threads
