@@ -3,10 +3,7 @@ run-time size errors, and how a team's members' outcomes become the task's."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections import deque
-
-import pytest
+from collections import defaultdict, deque
 
 from testutil import TESTS
 from emews import Optimizer
