@@ -2,7 +2,8 @@
 
 Each run is ``emews launch`` (local site, 1 worker, inline isolation) of one trial that trains
 ``--epochs`` epochs of fixed numpy work and reports after each with a checkpoint of ``--mb`` MB
-(``checkpoints.background`` false = sync, true = async; no checkpoint = baseline). The objective
+(``checkpoints.background`` false = sync, true = async; local = async staged through
+``checkpoints.local_dir``, here on the same disk; no checkpoint = baseline). The objective
 times its own loop; the overhead is the loop's extra time over the baseline, as a share of the
 baseline's time per epoch. Modes alternate within each repeat (one process tree, side by side)
 and medians over ``--repeats`` are printed, with the time one checkpoint write takes in the
@@ -29,7 +30,7 @@ from typing import Any
 
 import yaml
 
-MODES = ("none", "sync", "async")
+MODES = ("none", "sync", "async", "local")
 
 
 def run(params: dict, ctx: Any) -> dict:
@@ -62,7 +63,8 @@ def launch(folder: Path, mode: str, mb: int, epochs: int, work: int) -> dict:
                   "epochs": {"type": "constant", "value": epochs}, "work": {"type": "constant", "value": work}},
         "budget": {"evaluations": 1},
         "task": {"isolation": "inline"},
-        "checkpoints": {"background": mode == "async"},
+        "checkpoints": {"background": mode in ("async", "local"),
+                        **({"local_dir": str(folder / "node-local")} if mode == "local" else {})},
     }))
     exp = folder / f"exp-{mode}-{time.monotonic_ns()}"
     proc = subprocess.run([sys.executable, "-m", "emews", "launch", str(wf), "--workers", "1",

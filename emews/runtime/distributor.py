@@ -272,9 +272,10 @@ class Distributor:
             while (msg := transport.poll()) is not None:
                 if self._handle(msg):
                     progressed = True
-            if self._waiting and progressed:
+            draining = self._drain_until is not None  # a stop signal: nothing more starts
+            if self._waiting and progressed and not draining:
                 self._promote()
-            if self._waiting and not in_flight and not tasks and not self._promote() \
+            if self._waiting and not in_flight and not tasks and (draining or not self._promote()) \
                     and (self._closing or (queues.optimizer_waits and not self._received)):
                 self._release(every=self._closing)
                 progressed = True
