@@ -16,7 +16,7 @@ often it was at least 3x worse than the best optimizer of that problem.
     python bench/quality.py --suite bbob --functions 1,8,15,21 --dims 2,5 --instances 1-2
     python bench/quality.py --suite bbob                     # f1,3,8,10,15,17,20,21 x 2,5,10-D x 5
     python bench/quality.py --timing                         # optimizer time per result at 1,000 obs.
-    python bench/quality.py --optimizers ga --save ga.json   # then: --rank all.json ga.json
+    python bench/quality.py --optimizers ga --save ga.json   # then: --rank all.json ga.json [--markdown]
 
 Run it under ``nice`` on a shared machine; the figures are medians, ranks need no timing.
 """
@@ -151,6 +151,21 @@ def ranks(medians: dict[str, dict[str, float]]) -> None:
     if "bayes" in names and "tpe" in names:
         far = [p for p, row in medians.items() if max(row["bayes"], SOLVED) >= 3 * max(row["tpe"], SOLVED)]
         print(f"bayes >= 3x worse than TPE's median on: {', '.join(far) or 'none'}")
+    if "random" in names:
+        for name in (n for n in names if n != "random"):
+            lost = [p for p, row in medians.items() if row[name] > row["random"]]
+            print(f"{name} worse than random on: {', '.join(lost) or 'none'}")
+
+
+def markdown(medians: dict[str, dict[str, float]]) -> None:
+    """The medians as a Markdown table (bold: best of the row), for the README."""
+    names = list(next(iter(medians.values())))
+    print("| problem | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for group, row in medians.items():
+        best = min(row.values())
+        cells = [f"**{v:.3g}**" if v == best else f"{v:.3g}" for v in (row[n] for n in names)]
+        print(f"| {group} | " + " | ".join(cells) + " |")
 
 
 def _cpu_seconds() -> float:
@@ -218,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mbo", action="store_true", help="add the R-based mbo (slow to start)")
     ap.add_argument("--timing", action="store_true", help="only: optimizer time per result at 1,000 observations")
     ap.add_argument("--save", help="also write the medians to this JSON file")
+    ap.add_argument("--markdown", action="store_true", help="also print the medians as a Markdown table")
     ap.add_argument("--rank", nargs="+", metavar="JSON", help="only: rank the optimizers of saved runs together")
     args = ap.parse_args(argv)
     if args.timing:
@@ -229,11 +245,15 @@ def main(argv: list[str] | None = None) -> int:
             for group, row in json.loads(Path(path).read_text()).items():
                 merged.setdefault(group, {}).update(row)
         ranks(merged)
+        if args.markdown:
+            markdown(merged)
         return 0
     medians = benchmark(args)
     if args.save:
         Path(args.save).write_text(json.dumps(medians, indent=1) + "\n")
     ranks(medians)
+    if args.markdown:
+        markdown(medians)
     return 0
 
 
