@@ -16,7 +16,7 @@ often it was at least 3x worse than the best optimizer of that problem.
     python bench/quality.py --suite bbob --functions 1,8,15,21 --dims 2,5 --instances 1-2
     python bench/quality.py --suite bbob                     # f1,3,8,10,15,17,20,21 x 2,5,10-D x 5
     python bench/quality.py --timing                         # optimizer time per result at 1,000 obs.
-    python bench/quality.py --optimizers ga --save ga.json   # then: --rank all.json ga.json
+    python bench/quality.py --optimizers ga --save ga.json   # then: --rank all.json ga.json [--markdown]
 
 Run it under ``nice`` on a shared machine; the figures are medians, ranks need no timing.
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -150,21 +151,59 @@ def ranks(medians: dict[str, dict[str, float]]) -> None:
     if "bayes" in names and "tpe" in names:
         far = [p for p, row in medians.items() if max(row["bayes"], SOLVED) >= 3 * max(row["tpe"], SOLVED)]
         print(f"bayes >= 3x worse than TPE's median on: {', '.join(far) or 'none'}")
+    if "random" in names:
+        for name in (n for n in names if n != "random"):
+            lost = [p for p, row in medians.items() if row[name] > row["random"]]
+            print(f"{name} worse than random on: {', '.join(lost) or 'none'}")
+
+
+def markdown(medians: dict[str, dict[str, float]]) -> None:
+    """The medians as a Markdown table (bold: best of the row), for the README."""
+    names = list(next(iter(medians.values())))
+    print("| problem | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for group, row in medians.items():
+        best = min(row.values())
+        cells = [f"**{v:.3g}**" if v == best else f"{v:.3g}" for v in (row[n] for n in names)]
+        print(f"| {group} | " + " | ".join(cells) + " |")
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process (all threads) and of its live children (a model process),
+    the children counted only where ``psutil`` is installed."""
+    total = time.process_time()
+    try:
+        import psutil
+    except ImportError:
+        return total
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def timing(n: int = 1000, workers: int = 4) -> None:
     """Optimizer time per result around ``n`` observations (free objective, defaults): the wall
     time between results ``n - 100`` and ``n + 100`` (the objective costs nothing, so it is all
-    the optimizer's), for every model-based optimizer."""
+    the optimizer's and the runtime's), and the CPU time spent meanwhile (this process and its
+    model process: what a loaded machine does not inflate), for every model-based optimizer."""
     from emews.optimizers.bayes import BayesianOptimizer
     from emews.optimizers.hyperspace import HyperSpace
 
+    lo, hi = n - 100, n + 99
     for label, make in (("bayes", lambda: BayesianOptimizer(seed=0)), ("hyperspace", lambda: HyperSpace(seed=0))):
         stamps: list[float] = []
+        cpu: dict[int, float] = {}
 
         class _Stamp(EvaluatorObserver):
             def received(self, results: Any) -> None:
-                stamps.extend(time.perf_counter() for _ in results)
+                for _ in results:
+                    stamps.append(time.perf_counter())
+                    if len(stamps) - 1 in (lo, hi):
+                        cpu[len(stamps) - 1] = _cpu_seconds()
 
         problem = problems.problem("hartmann6")
         spec = RunSpec(space=problem.space, make_optimizer=make, objective=ObjectiveRef(PROBLEMS_FILE, "free"),
@@ -172,10 +211,11 @@ def timing(n: int = 1000, workers: int = 4) -> None:
         t0 = time.perf_counter()
         run_in_threads(spec, workers)
         total = time.perf_counter() - t0
-        lo, hi = n - 100, min(n + 99, len(stamps) - 1)
-        print(f"{label} (defaults) on hartmann6, {workers} workers, free objective: "
-              f"{1000 * (stamps[hi] - stamps[lo]) / (hi - lo):.1f} ms per result between observations "
-              f"{lo} and {hi}; {1000 * total / (n + 100):.1f} ms per result over the run", flush=True)
+        print(f"{label} (defaults) on hartmann6, {workers} workers, free objective, observations {lo} to {hi}: "
+              f"{1000 * (stamps[hi] - stamps[lo]) / (hi - lo):.1f} ms wall per result, "
+              f"{1000 * (cpu[hi] - cpu[lo]) / (hi - lo):.1f} ms CPU per result; "
+              f"{1000 * total / (n + 100):.1f} ms wall per result over the run; "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mbo", action="store_true", help="add the R-based mbo (slow to start)")
     ap.add_argument("--timing", action="store_true", help="only: optimizer time per result at 1,000 observations")
     ap.add_argument("--save", help="also write the medians to this JSON file")
+    ap.add_argument("--markdown", action="store_true", help="also print the medians as a Markdown table")
     ap.add_argument("--rank", nargs="+", metavar="JSON", help="only: rank the optimizers of saved runs together")
     args = ap.parse_args(argv)
     if args.timing:
@@ -204,11 +245,15 @@ def main(argv: list[str] | None = None) -> int:
             for group, row in json.loads(Path(path).read_text()).items():
                 merged.setdefault(group, {}).update(row)
         ranks(merged)
+        if args.markdown:
+            markdown(merged)
         return 0
     medians = benchmark(args)
     if args.save:
         Path(args.save).write_text(json.dumps(medians, indent=1) + "\n")
     ranks(medians)
+    if args.markdown:
+        markdown(medians)
     return 0
 
 

@@ -5,8 +5,8 @@ Options (``optimizer: {name: ga, options: {...}}``):
 ``population`` (None: about a tenth of the budget, 8 to 100, a multiple of the workers),
 ``generations`` (None: until the budget ends; DEAP's
 ``ngen``, generations after the initial population), ``cxpb`` (0.5),
-``mutpb`` (0.5), ``indpb`` per-gene mutation probability (None: 1 / free
-parameters), ``cx_indpb`` per-gene swap probability of uniform crossover
+``mutpb`` (0.5), ``indpb`` per-gene mutation probability (None: 0.5, as EMEWS/CANDLE's
+``deap_ga.py``), ``cx_indpb`` per-gene swap probability of uniform crossover
 (0.5), ``tournament`` size (3), ``seed`` (None: the run's seed),
 ``strategy`` ``simple`` | ``mu_plus_lambda`` | ``async`` (None: ``simple``, CANDLE's
 eaSimple; ``async`` from 8 workers on), ``elitism`` (1: the best individuals of a

@@ -13,8 +13,9 @@ the dimension's unit scale, log for log dimensions); their combinations make ``2
 Each subspace has a Bayesian optimizer of its own (the ``bayes`` engine: GP, EI, constant liar
 for its pending points), all on the optimizer rank. A free worker gets the next proposal of the
 subspace whose turn it is (round robin), and every result is told to every subspace that
-contains the point, so results in overlapping regions are shared. ``m`` defaults to the
-largest with ``2^m`` at most the workers (at least 1, at most 3 and the numeric dimensions):
+contains the point, so results in overlapping regions are shared. Workers freed together
+(short tasks) get one batch from the subspace whose turn it is (one fit for all of them).
+``m`` defaults to the largest with ``2^m`` at most the workers (at least 1, at most 3 and the numeric dimensions):
 one subspace per worker, as in the paper, where each subspace had an MPI rank.
 
 After the run ``subspaces`` holds, per subspace, its bounds, the results it saw and the best
@@ -158,17 +159,17 @@ class HyperSpace(AskTellOptimizer):
             self._report(evaluator.exp_dir)
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
-        """``n`` proposals, one per subspace in turn (each conditioned on its pending points)."""
-        points, self._fresh = [], []
-        for _ in range(n):
-            k = self._turn % len(self.subspaces)
-            self._turn += 1
-            sub = self.subspaces[k]
-            pending = [x for j, x in self._pending.values() if j == k] + [x for j, x in self._fresh if j == k]
-            x = sub.engine.propose(1, pending)[0]
-            self._fresh.append((k, x))
-            points.append(sub.map.from_skopt(x))
-        return points
+        """``n`` proposals from the subspace whose turn it is: one fit, a constant-liar batch
+        conditioned on that subspace's pending points. One worker freed at a time (tasks that
+        take time) gets one proposal per subspace in turn; workers freed together share one
+        fit instead of one each (free tasks at 1,000 observations: 4 results per fit, not 1)."""
+        k = self._turn % len(self.subspaces)
+        self._turn += 1
+        sub = self.subspaces[k]
+        pending = [x for j, x in self._pending.values() if j == k]
+        xs = sub.engine.propose(n, pending)
+        self._fresh = [(k, x) for x in xs]
+        return [sub.map.from_skopt(x) for x in xs]
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
         super().submitted(ids, points)

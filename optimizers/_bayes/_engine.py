@@ -20,17 +20,21 @@ The engine is not thread-safe; one thread at a time owns it.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any, Sequence
 
 import numpy as np
 from scipy.linalg import solve_triangular
+from scipy.spatial.distance import cdist
 from scipy.stats import norm
 from sklearn.base import clone
-from threadpoolctl import threadpool_limits
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern, Product, Sum
+from threadpoolctl import ThreadpoolController
 from skopt.learning.gaussian_process.gpr import _param_for_white_kernel_in_Sum
 from skopt.learning.gaussian_process.kernels import WhiteKernel
+from skopt.space import Real
 from skopt.utils import cook_estimator, cook_initial_point_generator
 
 from .._failures import FailureImputation
@@ -81,6 +85,9 @@ class Engine:
         self._kernel = None               # last optimized GP kernel (white noise included)
         self._kernel_n = 0                # observations at the last hyperparameter fit
         self._initial: list[list[Any]] = []
+        #: every dimension a plain range: a uniform point of the unit cube is a point of the space
+        self._continuous = self.sk is not None and all(isinstance(d, Real) for d in self.sk.dimensions)
+        self._gp_template: Any = None     # cook_estimator("GP") once; each fit clones it
         if self.sk is not None and initial_point_generator != "random" and n_initial_points > 1:
             gen = cook_initial_point_generator(initial_point_generator)
             with warnings.catch_warnings():
@@ -111,7 +118,7 @@ class Engine:
         BLAS runs single-threaded meanwhile: the matrices are small, and OpenBLAS threads
         spin against the workers on a busy node (a 300-point Cholesky took 0.8 s instead of 20 ms).
         """
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _blas_controller().limit(limits=1, user_api="blas"):
             return self._propose(n, pending)
 
     def _propose(self, n: int, pending: Sequence[list[Any]]) -> list[list[Any]]:
@@ -142,13 +149,11 @@ class Engine:
         name = self.estimator_name()
         if name == "GP" and len(y) > self.max_gp_points:
             X, y = _window(X, y, self.max_gp_points)
-        model = self._fit(name, X, y)
         y_opt = float(np.min(y))
-        cands = self._candidates(X, y)
         Pt = np.asarray(self.sk.transform(pending), dtype=float) if pending else np.empty((0, X.shape[1]))
         # pending points: a GP learns them as lies; trees keep the new picks away from them
-        if name == "GP" and len(Pt):
-            model = self._fixed_gp(model, np.vstack([X, Pt]), np.concatenate([y, np.full(len(Pt), y_opt)]))
+        model = self._fit(name, X, y, Pt)
+        cands = self._candidates(X, y)
         taken = np.vstack([X, Pt]) if len(Pt) else X   # exact duplicates are never proposed
         radius = 0.05 * math.sqrt(X.shape[1])
         raw = self._acquisition(model, cands, y_opt)
@@ -243,7 +248,9 @@ class Engine:
         return out
 
     # -- surrogates ---------------------------------------------------------------------------
-    def _fit(self, name: str, X: np.ndarray, y: np.ndarray) -> Any:
+    def _fit(self, name: str, X: np.ndarray, y: np.ndarray, lies: np.ndarray | None = None) -> Any:
+        """The surrogate on ``X, y``; a GP also learns that the pending points ``lies``
+        scored the best value so far (one fit: the kernel is fixed then)."""
         self.fits += 1
         seed = int(self.rng.randint(0, 2**31 - 1))
         if name != "GP":
@@ -252,7 +259,7 @@ class Engine:
             return model
         grown = self.n_told >= self._kernel_n * (1.0 + self.hyperfit_growth)
         if self._kernel is None or grown:
-            model = cook_estimator("GP", space=self.sk, random_state=seed)
+            model = self._new_gp(seed)
             if self._kernel is not None:  # warm start from the last optimum, no restarts
                 model.set_params(kernel=self._kernel, n_restarts_optimizer=0)
             # hyperparameters from a bounded window: their cost grows with the cube of its size
@@ -263,9 +270,11 @@ class Engine:
             self._kernel = _with_noise(model)
             self._kernel_n = self.n_told
             self.hyperfits += 1
-            if len(yh) == len(y):
+            if len(yh) == len(y) and (lies is None or not len(lies)):
                 return model
-        model = cook_estimator("GP", space=self.sk, random_state=seed)
+        if lies is not None and len(lies):
+            X, y = np.vstack([X, lies]), np.concatenate([y, np.full(len(lies), np.min(y))])
+        model = self._new_gp(seed)
         model.set_params(kernel=self._kernel, optimizer=None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -295,9 +304,11 @@ class Engine:
         return (y_opt - mu - self.xi) * norm.cdf(z) + std * norm.pdf(z)
 
     def _candidates(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """Random candidates plus Gaussian perturbations of the best observed points."""
-        n_rand = self.n_candidates
-        rand = np.asarray(self.sk.transform(self.sk.rvs(n_rand, random_state=self.rng)), dtype=float)
+        """Random candidates plus Gaussian perturbations of the best observed points, drawn in
+        the unit cube the model sees and snapped onto the space (uniform in the cube is the
+        space's prior there: every dimension is normalized, log ones in log scale; a one-hot
+        block snaps to its largest entry, uniformly over the categories)."""
+        rand = self.rng.uniform(0.0, 1.0, size=(self.n_candidates, X.shape[1]))
         order = np.argsort(y)[:5]
         per = max(self.n_candidates // 20, 10)
         local = []
@@ -305,10 +316,26 @@ class Engine:
             for scale in (0.1, 0.02):
                 noise = self.rng.normal(0.0, scale, size=(per, X.shape[1]))
                 local.append(np.clip(X[i] + noise, 0.0, 1.0))
-        local_t = np.vstack(local)
-        # snap onto the space (integers rounded, one-hot blocks re-encoded)
-        local_t = np.asarray(self.sk.transform(self.sk.inverse_transform(local_t)), dtype=float)
-        return np.vstack([rand, local_t])
+        return self._snap(np.vstack([rand] + local))
+
+    def _snap(self, Xt: np.ndarray) -> np.ndarray:
+        """Unit-cube points onto the space: integers rounded, one-hot blocks re-encoded (a
+        space of plain ranges needs nothing)."""
+        if self._continuous:
+            return Xt
+        return np.asarray(self.sk.transform(self.sk.inverse_transform(Xt)), dtype=float)
+
+    def _new_gp(self, seed: int) -> Any:
+        """An unfitted skopt GP for this space (``cook_estimator`` once, cloned after)."""
+        if self._gp_template is None:
+            self._gp_template = cook_estimator("GP", space=self.sk, random_state=0)
+        return clone(self._gp_template).set_params(random_state=seed)
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """The process's thread pools, found once (a lookup reads ``/proc/self/maps``: 5 ms)."""
+    return ThreadpoolController()
 
 
 def _gp_parts(model: Any) -> tuple[float, float]:
@@ -336,11 +363,37 @@ def _predict(model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             mu, std = model.predict(X, return_std=True)
         return np.asarray(mu, dtype=float).ravel(), np.asarray(std, dtype=float).ravel()
     y_std, y_mean = _gp_parts(model)
-    K_trans = model.kernel_(X, model.X_train_)
+    K_trans = _cross_kernel(model.kernel_, X, model.X_train_)
     mu = K_trans @ np.ravel(model.alpha_) * y_std + y_mean
     v = _inverse_factor(model) @ K_trans.T   # BLAS, which lets go of the GIL; a solve does not
     var = model.kernel_.diag(X) - np.einsum("ij,ij->j", v, v)
     return mu, np.sqrt(np.maximum(var, 0.0)) * y_std
+
+
+def _cross_kernel(kernel: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``kernel(X, Y)`` for ``X`` apart from ``Y`` (white noise adds nothing there).
+
+    skopt's GP kernel (a constant times a Matern 5/2, plus white noise) is computed in place:
+    scikit-learn's allocates a fresh matrix per operation, 2x slower for the 3,000 x 200 matrix
+    of every acquisition; any other kernel is called as is.
+    """
+    if isinstance(kernel, Sum) and isinstance(kernel.k2, WhiteKernel):
+        kernel = kernel.k1
+    if not (isinstance(kernel, Product) and isinstance(kernel.k1, ConstantKernel)
+            and isinstance(kernel.k2, Matern) and kernel.k2.nu == 2.5):
+        return kernel(X, Y)
+    scale = np.asarray(kernel.k2.length_scale, dtype=float)
+    d = cdist(X / scale, Y / scale)
+    d *= math.sqrt(5.0)
+    K = d * d
+    K *= 1.0 / 3.0
+    K += d
+    K += 1.0
+    np.negative(d, out=d)
+    np.exp(d, out=d)
+    K *= d
+    K *= kernel.k1.constant_value
+    return K
 
 
 def _inverse_factor(model: Any) -> np.ndarray:
@@ -362,7 +415,7 @@ def _posterior(model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, float
     """A fitted GP's posterior mean and covariance at ``X`` and its observation noise
     variance, in the units of the targets."""
     y_std, y_mean = _gp_parts(model)
-    K_trans = model.kernel_(X, model.X_train_)
+    K_trans = _cross_kernel(model.kernel_, X, model.X_train_)
     mu = K_trans @ np.ravel(model.alpha_) * y_std + y_mean
     v = solve_triangular(model.L_, K_trans.T, lower=True, check_finite=False)
     cov = (model.kernel_(X) - v.T @ v) * y_std ** 2

@@ -23,6 +23,10 @@ from ._engine import Engine
 from ._remote import ModelProcess, ModelProcessError, RemoteEngine, log
 
 
+#: a fit about to start waits this fraction of the last fit for the tasks still out
+GATHER = 0.25
+
+
 class Proposer:
     def __init__(self, engine: Engine, *, max_ahead: int = 0, min_cycle: float = 0.0,
                  safety: float = 2.0, staleness: float = 0.25, longer_than_tasks: bool = False,
@@ -104,6 +108,10 @@ class Proposer:
             now = time.monotonic()
             self._arrivals.extend(now for _ in ids)
             self._told += len(ids)
+            # each result frees a worker: the main thread's next ``request`` will say so, but a
+            # fit starting before it would propose for the stale demand (free tasks: 2 results
+            # per fit at 1,000 observations instead of one fit per round of the workers)
+            self._demand += len(ids)
             for i, x, y in zip(ids, xs, ys):
                 self._pending.pop(i, None)
                 if (started := self._started.pop(i, None)) is not None:
@@ -196,6 +204,17 @@ class Proposer:
             return bool(self._durations) and cycle > statistics.median(self._durations)
         return True
 
+    def _gather_seconds(self) -> float:
+        """How long a fit about to start waits for the tasks still out: ``GATHER`` of the last
+        fit (0 while speculating: the reserve feeds the workers then). A task that comes back
+        meanwhile is learned by this fit, and its worker gets a point of this batch instead of
+        waiting for a fit of its own. Tasks that are short next to a fit come back: one fit
+        then serves every worker (free tasks at 1,000 observations: 4 results per fit, not 2);
+        long ones do not, and their workers lose at most that fraction of a fit."""
+        if not self._pending or not self._cycles or self._speculating():
+            return 0.0
+        return GATHER * self._cycles[-1]
+
     def _wanted(self, low: bool = False) -> int:
         """Proposals to hold ready: the demand plus the reserve, within what can still be used.
         ``low``: the low-water mark that starts a refit (the demand plus half the reserve), so
@@ -211,6 +230,8 @@ class Proposer:
                 with self._cond:
                     while not self._stop and self._wanted(low=True) <= len(self._buffer):
                         self._cond.wait()
+                    if (gather := self._gather_seconds()) > 0:
+                        self._cond.wait_for(lambda: self._stop or not self._pending, timeout=gather)
                     if self._stop:
                         return
                     new_x, new_y = self._new_x, self._new_y

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+import threading
 import time
 
 import numpy as np
@@ -440,3 +441,52 @@ def test_hyperparameters_are_optimized_on_a_bounded_window():
     assert model.optimizer is None   # the whole window is fitted with the kernel found on 20 points
     with pytest.raises(ValueError, match="max_hyperfit_points"):
         BayesianOptimizer(max_hyperfit_points=3)
+
+
+def test_a_fit_waits_briefly_for_the_tasks_still_out():
+    """Tasks short next to a fit: the fit that a result starts waits (a quarter of the last fit)
+    for the other tasks out, learns all their results and proposes for every freed worker."""
+    from emews.optimizers._bayes._proposer import Proposer
+
+    space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
+    smap = SpaceMap(space)
+    engine = _engine.Engine(smap, seed=0, n_initial_points=2, n_candidates=100)
+    calls = []
+    propose = engine.propose
+
+    def recorded(n, pending=()):
+        calls.append((engine.n_told, n))
+        if len(calls) == 1:
+            time.sleep(1.0)   # a slow first fit: the next one waits up to 0.25 s for the rest
+        return propose(n, pending)
+
+    engine.propose = recorded
+    proposer = Proposer(engine)
+    deciding = threading.Event()   # the model thread decides how long to wait (lock held)
+    gather = proposer._gather_seconds
+
+    def observed():
+        if proposer._pending:
+            deciding.set()
+        return gather()
+
+    proposer._gather_seconds = observed
+    proposer.start()
+    try:
+        rng = np.random.RandomState(0)
+        first = [list(x) for x in rng.uniform(-1, 1, (4, 3))]
+        proposer.submitted([0, 1, 2, 3], first)
+        proposer.tell([0, 1, 2, 3], first, [float(sum(v * v for v in x)) for x in first])
+        proposer.request(4)
+        proposer.wait_ready(4)
+        batch = proposer.take(4)
+        proposer.submitted([4, 5, 6, 7], batch)
+        proposer.tell([4], [batch[0]], [float(sum(v * v for v in batch[0]))])   # starts a fit
+        assert deciding.wait(60)
+        for i, x in zip([5, 6, 7], batch[1:]):   # the other three come back at once
+            proposer.tell([i], [x], [float(sum(v * v for v in x))])
+        proposer.wait_ready(4)
+    finally:
+        proposer.close()
+    assert calls[0] == (4, 4)
+    assert calls[1] == (8, 4), calls   # one fit on all 8 results, a point for each freed worker

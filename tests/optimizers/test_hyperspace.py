@@ -74,16 +74,18 @@ def test_round_robin_and_shared_results(tmp_path):
     suggest = opt.suggest
 
     def recorded(n):
-        before = opt._turn
+        k = opt._turn % len(opt.subspaces)
         points = suggest(n)
-        proposals.extend(k % len(opt.subspaces) for k in range(before, opt._turn))
+        proposals.append((k, len(points)))
+        assert all(opt.subspaces[k].space.contains(p) for p in points)
         return points
 
     opt.suggest = recorded
     _run(opt, budget=24)
     assert len(opt.subspaces) == 4    # 4 workers: m = 2
-    # every subspace proposed in turn: the i-th proposal came from subspace i mod 4
-    assert proposals == [i % 4 for i in range(24)]
+    # every subspace proposed in turn: the i-th batch came from subspace i mod 4, all 24 points
+    assert [k for k, _ in proposals] == [i % 4 for i in range(len(proposals))]
+    assert sum(n for _, n in proposals) == 24
     # results in the overlaps were shared: the subspaces saw more results than were evaluated
     assert sum(sub.results for sub in opt.subspaces) > 24
     assert all(sub.results >= 24 // 4 for sub in opt.subspaces)
