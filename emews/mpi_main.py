@@ -39,11 +39,14 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
     if comm.Get_rank() == 0:
         from emews.rank_zero import lead  # the optimizer's role: configuration, store, reports
 
-        return lead(exp_dir.absolute(), comm, lease_token, interrupt, spare_core=len(node_cores) > ranks_on_node)
+        status = lead(exp_dir.absolute(), comm, lease_token, interrupt, spare_core=len(node_cores) > ranks_on_node)
+        interrupt.ignore_from_now()
+        return status
     plan: WorkerPlan | None = comm.bcast(None, root=0)
     if plan is None:  # rank 0 refused the run and says why
         return EXIT_CONFIG
     teams = TeamWorld(comm) if plan.gang else None  # collective: rank 0 makes its own
     serve_on_node(plan, MPITransport(comm), ranks_on_node, interrupt,
                   team_comm=None if teams is None else teams.communicator)
+    interrupt.ignore_from_now()  # a late signal must not kill this rank while rank 0 writes its outputs
     return EXIT_OK

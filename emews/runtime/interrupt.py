@@ -55,6 +55,18 @@ class Interrupt:
     def __call__(self) -> bool:
         return self.signum is not None
 
+    def ignore_from_now(self) -> None:
+        """This process's work is done: ignore further stop signals (main thread only).
+
+        CPython resets a Python-level handler to the default while the interpreter shuts
+        down, so a late SIGTERM (the batch system's, after the launcher's) would kill a rank
+        that already finished; mpiexec reports that rank as failed and kills the ranks still
+        writing their outputs. An ignored signal stays ignored through the shutdown.
+        """
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+
     def aborting(self) -> bool:
         """Whether running work must be abandoned now (not only wound down)."""
         return self._aborting

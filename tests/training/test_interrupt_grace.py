@@ -53,3 +53,24 @@ def test_work_that_cannot_pause_is_aborted_at_once(restore_handlers) -> None:
     with pytest.raises(Interrupted), interrupt.raising():
         os.kill(os.getpid(), signal.SIGTERM)
         wait_until(lambda: False, timeout=5)
+
+
+
+@pytest.mark.parametrize("ignore", [True, False])
+def test_a_rank_whose_work_is_done_survives_a_late_stop_signal(ignore: bool, tmp_path) -> None:
+    """CPython resets a Python signal handler to the default while the interpreter shuts down, so
+    a late SIGTERM kills a rank waiting in MPI_Finalize and mpiexec reports it as failed (and kills
+    the ranks still writing their outputs); ``ignore_from_now`` keeps the signal ignored."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    script = str(Path(__file__).resolve().parents[1] / "core" / "late_signal_rank.py")
+    done = subprocess.run([mpiexec, "-n", "2", sys.executable, script, "ignore" if ignore else "keep",
+                           str(tmp_path / "exiting")],
+                          capture_output=True, text=True, timeout=120)
+    if ignore:
+        assert done.returncode == 0 and "BAD TERMINATION" not in done.stdout, (done.stdout, done.stderr)
+    else:  # the hazard the fix removes is real
+        assert done.returncode != 0 and "BAD TERMINATION" in done.stdout + done.stderr
