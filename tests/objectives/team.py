@@ -47,8 +47,10 @@ def members(params: dict, ctx: Any) -> dict:
             "world_size": int(env["WORLD_SIZE"])}
 
 
+# one write(2) per line: ``print`` with several arguments writes in pieces, and mpiexec interleaves
+# the pieces of its ranks' outputs ("1" + "0 2 yes\n" + " 2 yes\n" was seen in CI)
 PROGRAM = ("from mpi4py import MPI; import os; c = MPI.COMM_WORLD; "
-           "print(c.Get_rank(), c.Get_size(), os.environ.get('EMEWS_LAUNCHED'), flush=True)")
+           "os.write(1, f'{c.Get_rank()} {c.Get_size()} {os.environ.get(\"EMEWS_LAUNCHED\")}\\n'.encode())")
 
 
 def launcher(params: dict, ctx: Any) -> dict:
