@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from emews.errors import EXIT_CONFIG, EXIT_OK
 from emews.runtime.backoff import Backoff, spin_for
@@ -39,14 +40,31 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
     if comm.Get_rank() == 0:
         from emews.rank_zero import lead  # the optimizer's role: configuration, store, reports
 
-        status = lead(exp_dir.absolute(), comm, lease_token, interrupt, spare_core=len(node_cores) > ranks_on_node)
-        interrupt.ignore_from_now()
-        return status
+        try:
+            return lead(exp_dir.absolute(), comm, lease_token, interrupt, spare_core=len(node_cores) > ranks_on_node)
+        finally:
+            interrupt.ignore_from_now()
+            leave_together(comm)
     plan: WorkerPlan | None = comm.bcast(None, root=0)
     if plan is None:  # rank 0 refused the run and says why
+        leave_together(comm)
         return EXIT_CONFIG
     teams = TeamWorld(comm) if plan.gang else None  # collective: rank 0 makes its own
     serve_on_node(plan, MPITransport(comm), ranks_on_node, interrupt,
                   team_comm=None if teams is None else teams.communicator)
     interrupt.ignore_from_now()  # a late signal must not kill this rank while rank 0 writes its outputs
+    leave_together(comm)
     return EXIT_OK
+
+
+def leave_together(comm: Any) -> None:
+    """Return only once every rank is done, rank 0's outputs (store, ``summary.json``, CSV) written.
+
+    After a stop signal, mpiexec (Hydra) SIGKILLs a job's remaining ranks as soon as one of
+    them exits, even with status 0: a worker that left first killed rank 0 mid-write. The
+    wait is a non-blocking barrier polled with back-off, so the waiting ranks do not spin.
+    """
+    request = comm.Ibarrier()
+    backoff = Backoff(max_delay=10e-3)
+    while not request.Test():
+        backoff.idle()

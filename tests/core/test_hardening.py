@@ -138,14 +138,15 @@ def test_resume_of_a_finished_experiment_has_nothing_to_do(emews_cmd, tmp_path: 
 
 
 # --------------------------------------------------------------------------- stop signals
+@pytest.mark.parametrize("grace", ["20", "0"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signal_stores_what_arrived_and_resume_reruns_the_interrupted(emews_cmd, tmp_path: Path,
-                                                                            gate, sig) -> None:
+                                                                            gate, sig, grace: str) -> None:
     """2e, 2f: the signal to ``emews launch`` stops the job (nothing orphaned), one line, 128+N;
     summary and CSV are written; resume runs the interrupted tasks again, with their ids."""
     events, gate_file = gate
     wf = rugged(tmp_path, "wait", 10)
-    job = emews_cmd.popen("launch", str(wf), "--workers", "3", "--exp-dir", "exp")
+    job = emews_cmd.popen("launch", str(wf), "--workers", "3", "--exp-dir", "exp", "--set", f"walltime.grace={grace}")
     assert wait_until(lambda: len(started(events)) >= 3, timeout=120)
     in_flight = started(events)
     job.send_signal(sig)
