@@ -81,9 +81,8 @@ class Evaluator:
         self._submitted = len(self.requeued)
         self._handed_out = 0
         self._ready: dict[int, Result] = {}
-        if self.task_size.gang:
-            for task in self.requeued:  # an optimizer's own sizes are not stored: the workflow's apply
-                task.ranks = self._size(task.params)
+        for task in self.requeued:  # sized again by task.ranks, which may keep the size the store has
+            task.ranks = self._size(task.params, stored=task.ranks)
         if self.requeued:
             queues.submit(self.requeued)
 
@@ -147,9 +146,9 @@ class Evaluator:
                 observer.submitted(tasks)
         return [t.id for t in tasks]
 
-    def _size(self, params: Mapping[str, Any]) -> int:
+    def _size(self, params: Mapping[str, Any], stored: int | None = None) -> int:
         try:
-            return self.task_size(params)
+            return self.task_size(params) if stored is None else self.task_size.on_resume(params, stored)
         except TaskSizeError as exc:
             raise ValueError(f"cannot size the task of point {dict(params)!r}: {exc}") from None
 

@@ -51,6 +51,11 @@ class TaskSize:
         """Why this size cannot fit a job of ``workers`` worker ranks (``None``: it may)."""
         return None
 
+    def on_resume(self, params: Mapping[str, Any], stored: int) -> int:
+        """The size of a task run again on resume; ``stored`` is the size it had (the workflow's
+        ``task.ranks`` decides again: it may have been changed with ``--set``)."""
+        return self(params)
+
 
 @dataclass(frozen=True)
 class FixedSize(TaskSize):
@@ -73,6 +78,10 @@ class OptimizerSize(TaskSize):
 
     def __call__(self, params: Mapping[str, Any]) -> int:
         return 1
+
+    def on_resume(self, params: Mapping[str, Any], stored: int) -> int:
+        """The size the optimizer gave it (kept in the store)."""
+        return stored
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The durable results store: SQLite, one row per dispatched task and per finished evaluation.
 
-Two tables: ``tasks`` (every task handed to a worker: id, point, seed, attempt) and
+Two tables: ``tasks`` (every task handed to a worker: id, point, seed, attempt, ranks) and
 ``results`` (every finished evaluation). A task without a result was running when
 the run stopped; ``emews resume`` runs it again, once. Rows are only ever
 inserted: a colliding id is an error, never a silent replacement.
@@ -43,14 +43,15 @@ CREATE TABLE IF NOT EXISTS tasks (
     params TEXT NOT NULL,
     seed INTEGER NOT NULL,
     submitted REAL,
-    attempt INTEGER NOT NULL DEFAULT 0
+    attempt INTEGER NOT NULL DEFAULT 0,
+    ranks INTEGER NOT NULL DEFAULT 1
 );
 """
 COLUMNS = ("id", "status", "objective", "loss", "params", "metrics", "error", "rank", "host",
            "submitted", "started", "finished")
 _INSERT_RESULT = f"INSERT INTO results VALUES ({','.join('?' * len(COLUMNS))})"
 # a task's row may be written twice (a task handed to another worker): the same facts, kept once
-_INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted) VALUES (?,?,?,?)"
+_INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted, ranks) VALUES (?,?,?,?,?)"
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -79,6 +80,8 @@ class ResultsStore:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
         db.executescript(_SCHEMA)
+        if "ranks" not in _column_names(db, "tasks"):  # a store written before tasks had sizes
+            db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
         return db
 
     # -- writing (the distributor thread only) --------------------------------
@@ -89,7 +92,7 @@ class ResultsStore:
         with self._db:
             self._db.execute("BEGIN")
             if tasks:
-                self._db.executemany(_INSERT_TASK, [(t.id, dumps_point(t.params), t.seed, t.submitted)
+                self._db.executemany(_INSERT_TASK, [(t.id, dumps_point(t.params), t.seed, t.submitted, t.ranks)
                                                     for t in tasks])
             if results:
                 self._db.executemany(_INSERT_RESULT, [_result_row(r) for r in results])
@@ -114,12 +117,14 @@ class ResultsStore:
                          rank=rank, host=host, submitted=submitted, started=started, finished=finished)
 
     def unfinished(self) -> list[tuple[Task, int]]:
-        """Tasks that were dispatched but have no result, with how often they were re-run."""
+        """Tasks that were dispatched but have no result (with the ranks they ran on), and how
+        often they were re-run."""
         if not self._has_table("tasks"):
             return []
-        rows = self._db.execute("SELECT t.id, t.params, t.seed, t.submitted, t.attempt FROM tasks t "
+        ranks = "t.ranks" if "ranks" in _column_names(self._db, "tasks") else "1"
+        rows = self._db.execute(f"SELECT t.id, t.params, t.seed, t.submitted, t.attempt, {ranks} FROM tasks t "
                                 "LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL ORDER BY t.id")
-        return [(Task(i, loads_point(p), s, sub), attempt) for i, p, s, sub, attempt in rows]
+        return [(Task(i, loads_point(p), s, sub, ranks=size), attempt) for i, p, s, sub, attempt, size in rows]
 
     def next_id(self) -> int:
         """One more than the largest task id ever issued in this experiment."""
@@ -168,6 +173,10 @@ class ResultsStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _column_names(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
 
 
 def _result_row(r: Result) -> tuple:

@@ -139,3 +139,42 @@ def test_a_worker_that_stops_on_its_own_requeues_its_teams_task_and_fails_what_n
     placed: dict[int, list] = defaultdict(list)
     dispatch.dispatch(lambda payload, rank: placed[rank].append(payload))
     assert sorted(placed) == [1, 3, 4]                                # never the stopped rank
+
+
+def test_resume_runs_an_interrupted_task_again_on_the_ranks_its_optimizer_gave_it(tmp_path) -> None:
+    """The store keeps each task's size: an optimizer's own sizes survive a stop (the workflow's
+    ``task.ranks`` otherwise decides again, so ``--set task.ranks=...`` applies on resume)."""
+    from emews.evaluator import Evaluator
+    from emews.job import resume_state
+    from emews.queues import QueuePair
+    from emews.runtime.store import ResultsStore
+
+    store = ResultsStore(tmp_path / "results.db")
+    store.commit(tasks=[Task(0, {"x": 0.1}, 7, 1.0, ranks=3), Task(1, {"x": 0.2}, 8, 1.0, ranks=2)])
+    earlier = resume_state(store)
+    assert [(t.id, t.ranks) for t in earlier.requeue] == [(0, 3), (1, 2)]
+    space = Space({"x": Float(0.0, 1.0)})
+    by_optimizer = Evaluator(QueuePair(), space, workers=4, budget=5, requeue=earlier.requeue,
+                             task_size=OptimizerSize())
+    assert [t.ranks for t in by_optimizer.requeued] == [3, 2]
+    again = [Task(t.id, t.params, t.seed, t.submitted, t.attempt, ranks=size) for t, size in zip(earlier.requeue, (3, 2))]
+    by_workflow = Evaluator(QueuePair(), space, workers=4, budget=5, requeue=again, task_size=FixedSize(4))
+    assert [t.ranks for t in by_workflow.requeued] == [4, 4]
+
+
+def test_a_store_from_before_task_sizes_resumes_its_tasks_on_one_rank(tmp_path) -> None:
+    import sqlite3
+
+    from emews.runtime import store as store_module
+    from emews.runtime.store import ResultsStore
+
+    path = tmp_path / "results.db"
+    old_schema = store_module._SCHEMA.replace(",\n    ranks INTEGER NOT NULL DEFAULT 1", "")
+    assert old_schema != store_module._SCHEMA
+    with sqlite3.connect(path) as db:   # the tables as releases before task sizes wrote them
+        db.executescript(old_schema)
+        db.execute("INSERT INTO tasks VALUES (0, '{\"x\":0.5}', 1, 1.0, 0)")
+    assert [(t.id, t.ranks) for t, _ in ResultsStore(path, readonly=True).unfinished()] == [(0, 1)]
+    store = ResultsStore(path)   # opened to write: the column is added
+    store.commit(tasks=[Task(1, {"x": 0.25}, 2, 2.0, ranks=2)])
+    assert [(t.id, t.ranks) for t, _ in store.unfinished()] == [(0, 1), (1, 2)]
