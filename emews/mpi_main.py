@@ -6,13 +6,14 @@ rank imports only what its role needs: the workers neither read a file nor load 
 configuration layer, so they start at once. A stop signal (walltime, ``scancel``,
 Ctrl-C) makes every rank wind down: rank 0 stores what arrived, writes ``summary.json``
 and ``results.csv``, and exits with 128 + the signal number; ``emews resume``
-continues. Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
+continues. The ranks leave together, after rank 0's outputs are written (:func:`leave_together`). Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,27 +45,38 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
             return lead(exp_dir.absolute(), comm, lease_token, interrupt, spare_core=len(node_cores) > ranks_on_node)
         finally:
             interrupt.ignore_from_now()
-            leave_together(comm)
+            leave_together(comm, patience=LEAVE_PATIENCE)
     plan: WorkerPlan | None = comm.bcast(None, root=0)
     if plan is None:  # rank 0 refused the run and says why
         leave_together(comm)
         return EXIT_CONFIG
     teams = TeamWorld(comm) if plan.gang else None  # collective: rank 0 makes its own
-    serve_on_node(plan, MPITransport(comm), ranks_on_node, interrupt,
-                  team_comm=None if teams is None else teams.communicator)
-    interrupt.ignore_from_now()  # a late signal must not kill this rank while rank 0 writes its outputs
-    leave_together(comm)
+    try:
+        serve_on_node(plan, MPITransport(comm), ranks_on_node, interrupt,
+                      team_comm=None if teams is None else teams.communicator)
+    finally:
+        interrupt.ignore_from_now()  # a late signal must not kill this rank while rank 0 writes its outputs
+        leave_together(comm)
     return EXIT_OK
 
 
-def leave_together(comm: Any) -> None:
-    """Return only once every rank is done, rank 0's outputs (store, ``summary.json``, CSV) written.
+#: seconds rank 0, its outputs written, waits for the workers to leave with it
+LEAVE_PATIENCE = 30.0
+
+
+def leave_together(comm: Any, patience: float | None = None) -> None:
+    """Return once every rank is done, rank 0's outputs (store, ``summary.json``, CSV) written.
 
     After a stop signal, mpiexec (Hydra) SIGKILLs a job's remaining ranks as soon as one of
     them exits, even with status 0: a worker that left first killed rank 0 mid-write. The
     wait is a non-blocking barrier polled with back-off, so the waiting ranks do not spin.
+    A worker waits for rank 0 however long it takes (rank 0 always arrives); rank 0, whose
+    work is saved, gives up after ``patience`` seconds (a worker that died never arrives).
     """
     request = comm.Ibarrier()
     backoff = Backoff(max_delay=10e-3)
+    deadline = None if patience is None else time.monotonic() + patience
     while not request.Test():
+        if deadline is not None and time.monotonic() > deadline:
+            return
         backoff.idle()
