@@ -1,8 +1,8 @@
 """Early stopping on a real learning curve: ASHA vs no stopping vs Optuna's pruners.
 
-The same ``--configs`` configurations (drawn from ``workflows/asha.yaml``'s space with the seed)
-are trained with the same per-trial seeds on the PyTorch digits model
-(``objectives/digits_torch.py``, one report per epoch, up to ``--epochs`` epochs):
+Configurations are drawn from ``workflows/asha.yaml``'s space with the seed and trained with the
+same per-trial seeds on the PyTorch digits model (``objectives/digits_torch.py``, one report per
+epoch, up to ``--epochs`` epochs):
 
 ``none``              ``emews launch``, every trial trains all epochs (the reference result)
 ``asha``              ``emews launch`` with ``scheduler: asha`` (max_t = epochs, grace 1, rf 3)
@@ -10,10 +10,15 @@ are trained with the same per-trial seeds on the PyTorch digits model
                       (min_resource 1, reduction_factor 3)
 ``optuna-hyperband``  Optuna with HyperbandPruner (min_resource 1, max_resource epochs, rf 3)
 
-All methods get the same configurations (an equal budget of trials, not of wall-clock: the emews
-runs use ``--workers`` ranks, Optuna runs serially; wall time is printed for information). Printed
-per method, medians over ``--seeds``: the best validation loss found, epochs trained, epochs as a
-share of ``none``'s, and wall time. Target: ASHA reaches the ``none`` result with <= 1/3 of the epochs.
+``none`` trains ``--configs`` configurations fully. The early-stopping methods get the same compute
+budget, ``none``'s epochs: they take configurations in the same order (``none``'s first, then
+more of the same draw) until that many epochs are spent (trials running then finish, or are
+stopped early), the setting early stopping is for. Optuna runs serially in this process, without
+checkpoints or MPI start-up; wall time is printed for information. Printed per method, medians
+over ``--seeds``: the best validation loss found, the epochs trained, the epochs trained until
+the method first held a result as good as ``none``'s best of that seed ("to match"; ``-`` if it
+never did), both as shares of ``none``'s epochs, and wall time. A trial stopped early counts with
+the last loss it reported. Target: ASHA reaches the ``none`` result with <= 1/3 of the epochs.
 
     nice -n 19 python bench/early_stopping.py                 # 27 configs x 27 epochs, 3 seeds
     nice -n 19 python bench/early_stopping.py --quick         # 9 configs x 9 epochs, 1 seed
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sqlite3
 import statistics
@@ -46,14 +52,21 @@ WORKFLOW = REPO / "workflows" / "asha.yaml"
 
 
 class FixedConfigs(Optimizer):
-    """Evaluates the configurations in ``configs`` (a JSON list), all submitted at once, in order."""
+    """Evaluates the configurations in ``configs`` (a JSON list) in order, one per free worker, until
+    ``epochs`` (training reports, the compute budget) have been spent or the list is done."""
 
-    def __init__(self, configs: Path) -> None:
+    def __init__(self, configs: Path, epochs: int | None = None) -> None:
         self.configs = json.loads(Path(configs).read_text())
+        self.epochs = epochs
 
     def run(self, evaluator: Any) -> None:
-        evaluator.put(self.configs)
-        while evaluator.pending:
+        queue = list(self.configs)
+        while True:
+            spent = self.epochs is not None and len(evaluator.reports()) >= self.epochs
+            while queue and not spent and evaluator.pending < evaluator.workers:
+                evaluator.put([queue.pop(0)])
+            if not evaluator.pending:
+                return
             evaluator.get(1)
 
 
@@ -66,11 +79,12 @@ def draw_configs(count: int, epochs: int, seed: int) -> list[dict]:
 
 
 def run_emews(folder: Path, name: str, configs: list[dict], seed: int, workers: int, epochs: int,
-              scheduler: dict | None) -> dict:
+              scheduler: dict | None, budget: int | None = None) -> dict:
     listing = folder / f"{name}-configs.json"
     listing.write_text(json.dumps(configs))
     data = yaml.safe_load(WORKFLOW.read_text())
-    data.update(optimizer={"name": f"{Path(__file__).resolve()}:FixedConfigs", "options": {"configs": str(listing)}},
+    data.update(optimizer={"name": f"{Path(__file__).resolve()}:FixedConfigs",
+                           "options": {"configs": str(listing), "epochs": budget}},
                 budget={"evaluations": len(configs)}, seed=seed, checkpoints={"keep_last": 1})
     data["objective"]["module"] = str(OBJECTIVE)
     data["space"]["epochs"] = {"type": "constant", "value": epochs}
@@ -89,8 +103,12 @@ def run_emews(folder: Path, name: str, configs: list[dict], seed: int, workers: 
     db = sqlite3.connect(exp / "results.db")
     best = db.execute("SELECT MIN(objective) FROM results WHERE status = 'ok'").fetchone()[0]
     spent = db.execute("SELECT COUNT(*) FROM reports").fetchone()[0]
+    # the epochs spent when each result arrived, in arrival order: what it took to hold that loss
+    arrivals = [(objective, db.execute("SELECT COUNT(*) FROM reports WHERE time <= ?", (finished,)).fetchone()[0])
+                for objective, finished in db.execute(
+                    "SELECT objective, finished FROM results WHERE status = 'ok' ORDER BY finished")]
     db.close()
-    return {"best": best, "epochs": spent, "wall": wall}
+    return {"best": best, "epochs": spent, "wall": wall, "arrivals": arrivals}
 
 
 class _OptunaContext:
@@ -110,7 +128,7 @@ class _OptunaContext:
         return Decision(Action.STOP) if self.trial.should_prune() else CONTINUE
 
 
-def run_optuna(configs: list[dict], seed: int, pruner: Any) -> dict:
+def run_optuna(configs: list[dict], seed: int, pruner: Any, budget: int) -> dict:
     import optuna
 
     from emews.imports import import_user_module
@@ -131,11 +149,30 @@ def run_optuna(configs: list[dict], seed: int, pruner: Any) -> dict:
             raise optuna.TrialPruned()
         return metrics["val_loss"]
 
+    arrivals: list[tuple[float, int]] = []
+
+    def arrived(study: Any, trial: Any) -> None:
+        arrivals.append((trial.value if trial.value is not None else trial.user_attrs.get("val_loss"), spent))
+        if spent >= budget:
+            study.stop()
+
     started = time.perf_counter()
-    study.optimize(optimize, n_trials=len(configs))
+    study.optimize(optimize, n_trials=len(configs), callbacks=[arrived])
     wall = time.perf_counter() - started
-    values = [t.value if t.value is not None else t.user_attrs.get("val_loss") for t in study.trials]
-    return {"best": min(v for v in values if v is not None), "epochs": spent, "wall": wall}
+    return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "wall": wall, "arrivals": arrivals}
+
+
+def _losses(arrivals: list[tuple[float | None, int]]) -> list[float]:
+    """The finite losses of ``arrivals`` (a diverged trial reports NaN; it never counts as best)."""
+    return [loss for loss, _ in arrivals if loss is not None and math.isfinite(loss)]
+
+
+def epochs_to_match(arrivals: list[tuple[float | None, int]], target: float) -> float:
+    """The epochs spent when a result at least as good as ``target`` first arrived (inf: never)."""
+    for loss, epochs in arrivals:
+        if loss is not None and math.isfinite(loss) and loss <= target:
+            return epochs
+    return math.inf
 
 
 def main() -> None:
@@ -155,29 +192,40 @@ def main() -> None:
         for seed in range(1, args.seeds + 1):
             folder = Path(tmp) / f"seed{seed}"
             folder.mkdir()
-            configs = draw_configs(args.configs, args.epochs, seed)
+            pool = draw_configs(args.configs * args.epochs, args.epochs, seed)  # more than any budget takes
+            configs, budget = pool[:args.configs], args.configs * args.epochs
             asha = {"name": "asha", "options": {"max_t": args.epochs, "grace_period": 1, "reduction_factor": 3}}
             methods = {
                 "none": lambda: run_emews(folder, "none", configs, seed, args.workers, args.epochs, None),
-                "asha": lambda: run_emews(folder, "asha", configs, seed, args.workers, args.epochs, asha),
-                "optuna-sha": lambda: run_optuna(configs, seed, optuna.pruners.SuccessiveHalvingPruner(
-                    min_resource=1, reduction_factor=3)),
-                "optuna-hyperband": lambda: run_optuna(configs, seed, optuna.pruners.HyperbandPruner(
-                    min_resource=1, max_resource=args.epochs, reduction_factor=3)),
+                "asha": lambda: run_emews(folder, "asha", pool, seed, args.workers, args.epochs, asha, budget),
+                "optuna-sha": lambda: run_optuna(pool, seed, optuna.pruners.SuccessiveHalvingPruner(
+                    min_resource=1, reduction_factor=3), budget),
+                "optuna-hyperband": lambda: run_optuna(pool, seed, optuna.pruners.HyperbandPruner(
+                    min_resource=1, max_resource=args.epochs, reduction_factor=3), budget),
             }
             for name, method in methods.items():
-                runs.setdefault(name, []).append(method())
-                print(f"# seed {seed} {name}: {runs[name][-1]}", flush=True)
-    print(f"# {args.configs} configs x up to {args.epochs} epochs, digits MLP (torch, CPU), {args.seeds} seeds, "
-          f"emews with {args.workers} workers, Optuna serial; medians; machine shared (noisy wall times)")
+                run = method()
+                target = runs["none"][-1]["best"] if name != "none" else run["best"]
+                run["to_match"] = epochs_to_match(run.pop("arrivals"), target)
+                runs.setdefault(name, []).append(run)
+                print(f"# seed {seed} {name}: {run}", flush=True)
+    print(f"# none: {args.configs} configs x {args.epochs} epochs; the others: configs until that many epochs; "
+          f"digits MLP (torch, CPU), {args.seeds} seeds, emews with {args.workers} workers, Optuna serial; medians")
     reference = statistics.median(r["epochs"] for r in runs["none"])
-    print(f"{'method':>17} {'best val_loss':>14} {'epochs':>8} {'of none':>8} {'wall s':>8}")
+    print(f"{'method':>17} {'best val_loss':>14} {'epochs':>8} {'of none':>8} {'to match':>9} {'of none':>8} "
+          f"{'wall s':>8}")
     for name, results in runs.items():
         epochs = statistics.median(r["epochs"] for r in results)
+        to_match = statistics.median(r["to_match"] for r in results)
+        shown = "-" if math.isinf(to_match) else f"{to_match:.0f}"
         print(f"{name:>17} {statistics.median(r['best'] for r in results):>14.4f} {epochs:>8.0f} "
-              f"{epochs / reference:>8.2f} {statistics.median(r['wall'] for r in results):>8.1f}")
-    gaps = [a["best"] - n["best"] for a, n in zip(runs["asha"], runs["none"])]
-    print(f"# asha best - none best per seed: {', '.join(f'{g:+.4f}' for g in gaps)}")
+              f"{epochs / reference:>8.2f} {shown:>9} {to_match / reference:>8.2f} "
+              f"{statistics.median(r['wall'] for r in results):>8.1f}")
+    for name in runs:
+        if name != "none":
+            shares = ", ".join("never" if math.isinf(r["to_match"]) else f"{r['to_match'] / n['epochs']:.2f}"
+                               for r, n in zip(runs[name], runs["none"]))
+            print(f"# {name}: epochs to match none's best, per seed, as a share of none's: {shares}")
 
 
 if __name__ == "__main__":
