@@ -5,8 +5,9 @@
 
 A discrete-event simulation on a simulated clock (no MPI, no sleeping): the policy is
 ``emews.runtime.gang.GangScheduler`` with its defaults (node-aware placement, one reservation,
-EASY backfill with a moving mean of run time per size). It is not wired into the distributor
-yet, so this is not the ``emews launch`` path: the figures are the policy's alone.
+EASY backfill with a moving mean of run time per size), the one the distributor drives through
+``emews/runtime/teams.py`` for tasks with ``task.ranks > 1``. Only the policy is simulated
+(no MPI, no messages, no start-up cost): the figures are the policy's alone.
 
 Workload: ``--tasks`` tasks with sizes drawn from ``--mix`` and log-normal run times of mean 1
 (log-sd ``--sigma``, one table each), independent of size. An asynchronous optimizer keeps ``--depth`` tasks
