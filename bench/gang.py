@@ -4,9 +4,11 @@
                          [--mix 1:0.70,2:0.25,4:0.05] [--depth WORKERS]
 
 A discrete-event simulation on a simulated clock (no MPI, no sleeping): the policy is
-``emews.runtime.gang.GangScheduler`` with its defaults (node-aware placement, one reservation,
-EASY backfill with a moving mean of run time per size). It is not wired into the distributor
-yet, so this is not the ``emews launch`` path: the figures are the policy's alone.
+``emews.runtime.gang.GangScheduler`` with its defaults (node-aware placement, one reservation held
+early for the widest of the first 8 queued tasks, EASY backfill with a moving mean of run time per
+size), the one the distributor drives through
+``emews/runtime/teams.py`` for tasks with ``task.ranks > 1``. Only the policy is simulated
+(no MPI, no messages, no start-up cost): the figures are the policy's alone.
 
 Workload: ``--tasks`` tasks with sizes drawn from ``--mix`` and log-normal run times of mean 1
 (log-sd ``--sigma``, one table each), independent of size. An asynchronous optimizer keeps ``--depth`` tasks
@@ -15,6 +17,7 @@ meets the same tasks in the same order; workers sit ``--per-node`` to a node.
 
 Contenders, all placing ranks with the same ``NodeLayout.place``:
   * ``gang (EASY)``: this project's policy;
+  * ``plain EASY``: the same with ``lookahead=1``: the reservation only ever for the head;
   * ``first-fit``: scan the queue in order, start every task that fits now (no reservation);
   * ``smallest-first``: the same, smallest tasks first;
   * ``fifo (no backfill)``: ``GangScheduler(backfill=False)``, strict order: nothing passes a
@@ -176,6 +179,7 @@ def simulate(policy: Policy, tasks: list[Task], workers: int, depth: int) -> Fig
 
 POLICIES: dict[str, Callable[[dict[int, int]], Policy]] = {
     "gang (EASY)": lambda nodes: GangScheduler(nodes),
+    "plain EASY": lambda nodes: GangScheduler(nodes, lookahead=1),
     "first-fit": lambda nodes: Greedy(nodes, order=lambda task: (task.seq,)),
     "smallest-first": lambda nodes: Greedy(nodes, order=lambda task: (task.size, task.seq)),
     "fifo (no backfill)": lambda nodes: GangScheduler(nodes, backfill=False),

@@ -10,13 +10,19 @@ caller passes ``now`` (the distributor's monotonic clock, or a simulated one in 
   whole for large tasks), in a node-aligned block (offset a multiple of ``k`` in the node,
   inside the ``2k`` block with the fewest idle ranks); otherwise from as few nodes as possible.
 * **Order**: higher ``priority`` first, then submission order.
-* **One reservation, EASY backfill**: when the head task does not fit, it gets the one
-  reservation: the *shadow time* at which enough ranks will be idle, from the expected end
-  of the running tasks. A later task starts now only if it fits in the idle ranks and does not
-  delay the reservation: it ends by the shadow time even on its cautious estimate, or it only
-  uses ranks that are spare after the head starts even if the running tasks take their cautious
-  estimates. Estimates are a moving mean (and spread) of run time per size (``RunTimeEstimate``;
-  cautious = mean + one standard deviation) unless the task brings its own, exact, estimate.
+* **One reservation, EASY backfill**: when the task holding the reservation does not fit, it
+  gets the *shadow time* at which enough ranks will be idle, from the expected end of the running
+  tasks. Any other task starts now only if it fits in the idle ranks and does not delay the
+  reservation: it ends by the shadow time even on its cautious estimate, or it only uses ranks
+  that are spare after the holder starts even if the running tasks take their cautious estimates.
+  Estimates are a moving mean (and spread) of run time per size (``RunTimeEstimate``; cautious =
+  mean + one standard deviation) unless the task brings its own, exact, estimate.
+* **Early reservation for wide tasks**: the holder is the widest of the first ``lookahead`` queued
+  tasks of the head's priority (the oldest among equals; it starts at once if it fits), so ranks
+  drain for a wide task while the smaller tasks ahead of it are still queued, instead of only once
+  it is first in line. The head takes the reservation back once it is *due*: first in line for
+  ``patience`` times its own expected run time, or passed by ``passes`` wider tasks (so the wait
+  moved to it stays short). ``lookahead=1`` is plain EASY; without backfill there is none.
 * **Release**: ``release(key, now)`` returns all ranks of a group to the pool together.
 """
 
@@ -55,6 +61,19 @@ class _Queued:
 
     def sort_key(self) -> tuple[float, int]:
         return (-self.priority, self.order)
+
+
+@dataclass(slots=True)
+class _Head:
+    """The task first in line: since when, and how many wider tasks have started before it."""
+
+    key: Hashable
+    since: float
+    passed: int = 0
+
+    def due(self, now: float, patience: float, passes: int) -> bool:
+        """It has waited ``patience`` seconds first in line, or been passed ``passes`` times."""
+        return now - self.since >= patience or self.passed >= passes
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,14 +212,22 @@ class GangScheduler:
 
     ``submit`` tasks, call ``schedule(now)`` after every change (a submission, a release),
     start the returned placements, and ``release(key, now)`` each when it ends. With
-    ``backfill=False`` nothing passes a blocked head task (strict priority order).
+    ``backfill=False`` nothing passes a blocked head task (strict priority order). ``lookahead``,
+    ``patience`` (in the head's expected run times) and ``passes``: see the module docstring.
     """
 
     def __init__(self, nodes: Mapping[int, Hashable], *, estimate: RunTimeEstimate | None = None,
-                 backfill: bool = True) -> None:
+                 backfill: bool = True, lookahead: int = 8, patience: float = 0.35, passes: int = 2) -> None:
+        if lookahead < 1 or passes < 0 or patience < 0:
+            raise ValueError(f"need lookahead >= 1, patience >= 0, passes >= 0; "
+                             f"got {lookahead}, {patience}, {passes}")
         self._layout = NodeLayout(nodes)
         self._estimate = estimate if estimate is not None else RunTimeEstimate()
         self._backfill = backfill
+        self._lookahead = lookahead if backfill else 1
+        self._patience = patience
+        self._passes = passes
+        self._head: _Head | None = None
         self._idle: set[int] = set(self._layout.ranks)
         self._queue: list[_Queued] = []
         self._keys: set[Hashable] = set()
@@ -236,7 +263,8 @@ class GangScheduler:
 
     @property
     def reservation(self) -> Reservation | None:
-        """The head task's reservation after the last ``schedule`` (``None``: the head started)."""
+        """The reservation after the last ``schedule``: the head's, or a wider task's among the first
+        ``lookahead`` (``None``: nothing waits for ranks)."""
         return self._reservation
 
     def submit(self, key: Hashable, size: int = 1, *, priority: float = 0.0,
@@ -252,28 +280,22 @@ class GangScheduler:
         self._queue.append(_Queued(key, size, priority, next(self._counter), estimate))
 
     def schedule(self, now: float) -> list[Placement]:
-        """Start what may start now: the queue head while it fits, then backfill (EASY)."""
+        """Start what may start now: the reservation holder while it fits, then backfill (EASY)."""
         started: list[Placement] = []
         reservation: Reservation | None = None
-        spare = 0
-        for task in self._ordered():
-            fits = task.size <= len(self._idle)
-            if reservation is None:
-                if fits:
-                    started.append(self._start(task, now))
-                    continue
-                reservation = self._reserve(task, now)
-                spare = reservation.extra
-                if not self._backfill:
-                    break
+        while self._queue:
+            ordered = self._ordered()
+            holder = self._holder(ordered, now)
+            if holder.size <= len(self._idle):
+                if holder is not ordered[0]:
+                    assert self._head is not None
+                    self._head.passed += 1
+                started.append(self._start(holder, now))
                 continue
-            if not fits:
-                continue
-            if now + self._cautious(task) <= reservation.shadow:
-                started.append(self._start(task, now))
-            elif task.size <= spare:
-                spare -= task.size
-                started.append(self._start(task, now))
+            reservation = self._reserve(holder, now)
+            if self._backfill:
+                started.extend(self._fill(ordered, holder, reservation, now))
+            break
         self._reservation = reservation
         return started
 
@@ -299,6 +321,30 @@ class GangScheduler:
             self._queue.remove(q)
             self._keys.discard(q.key)
         return [q.key for q in gone]
+
+    def _holder(self, ordered: list[_Queued], now: float) -> _Queued:
+        """The head if it is due, else the widest of the first ``lookahead`` of its priority."""
+        head = ordered[0]
+        if self._head is None or self._head.key != head.key:
+            self._head = _Head(head.key, now)
+        if self._head.due(now, self._patience * self._expected(head), self._passes):
+            return head
+        window = [t for t in ordered[:self._lookahead] if t.priority == head.priority]
+        return max(window, key=lambda t: (t.size, -t.order))
+
+    def _fill(self, ordered: list[_Queued], holder: _Queued, reservation: Reservation,
+              now: float) -> list[Placement]:
+        """Backfill: the tasks that fit now and end by the shadow time, or fit in the spare ranks."""
+        started, spare = [], reservation.extra
+        for task in ordered:
+            if task is holder or task.size > len(self._idle):
+                continue
+            if now + self._cautious(task) <= reservation.shadow:
+                started.append(self._start(task, now))
+            elif task.size <= spare:
+                spare -= task.size
+                started.append(self._start(task, now))
+        return started
 
     def _ordered(self) -> list[_Queued]:
         self._queue.sort(key=_Queued.sort_key)

@@ -78,7 +78,7 @@ def test_priority_order_then_submission_order() -> None:
 
 
 def test_group_ranks_are_released_together_and_reused_by_the_waiting_task() -> None:
-    gang = GangScheduler(nodes_of(4))
+    gang = GangScheduler(nodes_of(4), lookahead=1)  # plain EASY: the quad does not go first
     gang.submit("pair", 2)
     gang.submit("pair2", 2)
     gang.submit("quad", 4)
@@ -206,6 +206,75 @@ def test_release_records_run_time_for_later_estimates() -> None:
     assert gang.reservation.shadow == 8.0
 
 
+# --- early reservation for wide tasks (8 workers, 2 nodes of 4) -----------------------------
+
+def small_ahead_of_wide(**options: float) -> GangScheduler:
+    """Six 1-rank tasks run (ending at 2, 3, 4, 5, 6, 7); "small" (1 rank, 10 s), then "wide" (4)."""
+    gang = GangScheduler(nodes_of(8), **options)
+    for i, end in enumerate([2.0, 3.0, 4.0, 5.0, 6.0, 7.0]):
+        gang.submit(f"run{i}", 1, estimate=end)
+    assert len(gang.schedule(0.0)) == 6
+    gang.submit("small", 1, estimate=10.0)
+    gang.submit("wide", 4)
+    return gang
+
+
+def test_plain_easy_starts_the_small_head_and_the_wide_task_waits_longer() -> None:
+    gang = small_ahead_of_wide(lookahead=1)
+    assert [p.key for p in gang.schedule(0.0)] == ["small"]
+    assert (gang.reservation.key, gang.reservation.shadow) == ("wide", 4.0)  # 1 idle + ends at 2, 3, 4
+
+
+def test_ranks_drain_for_a_wide_task_before_it_is_first_in_line() -> None:
+    gang = small_ahead_of_wide()
+    # "wide" holds the reservation: 2 idle + ends at 2 and 3; "small" (10 s) would delay it
+    assert gang.schedule(0.0) == []
+    assert (gang.reservation.key, gang.reservation.shadow, gang.reservation.extra) == ("wide", 3.0, 0)
+    assert gang.queued == ["small", "wide"]
+    gang.release("run0", 2.0)
+    assert gang.schedule(2.0) == []  # 3 idle, held; "small" has waited 2 s of its patience 3.5
+    gang.release("run1", 3.0)
+    assert gang.schedule(3.0) == [Placement("wide", (1, 2, 7, 8))]  # at 3.0, not 4.0 as with plain EASY
+    assert gang.reservation.key == "small"  # passed once: not due yet, but no wider task is queued
+
+
+def test_a_head_waiting_its_patience_takes_the_reservation_back() -> None:
+    gang = small_ahead_of_wide(patience=0.1)  # 0.1 x its 10 s estimate: due after 1 s first in line
+    assert gang.schedule(0.0) == []
+    assert gang.schedule(0.5) == []
+    assert [p.key for p in gang.schedule(1.0)] == ["small"]  # no release needed, only the clock
+    assert (gang.reservation.key, gang.reservation.shadow) == ("wide", 4.0)
+
+
+def test_a_head_passed_by_as_many_wider_tasks_as_allowed_takes_the_reservation_back() -> None:
+    gang = small_ahead_of_wide(passes=1)
+    gang.submit("wide2", 4)
+    gang.schedule(0.0)
+    gang.release("run0", 2.0)
+    gang.release("run1", 3.0)
+    assert [p.key for p in gang.schedule(3.0)] == ["wide"]  # "small" passed once: due now
+    assert gang.reservation.key == "small"
+    gang.release("run2", 4.0)
+    assert [p.key for p in gang.schedule(4.0)] == ["small"]  # not "wide2", the widest in line
+
+
+def test_a_wider_task_of_lower_priority_does_not_take_the_head_reservation() -> None:
+    gang = GangScheduler(nodes_of(8))
+    for i in range(8):
+        gang.submit(f"run{i}", 1, estimate=float(i + 1))
+    gang.schedule(0.0)
+    gang.submit("urgent", 1, priority=1, estimate=10.0)
+    gang.submit("wide", 4)
+    gang.release("run0", 1.0)
+    assert [p.key for p in gang.schedule(1.0)] == ["urgent"]
+
+
+def test_early_reservation_options_are_checked() -> None:
+    for bad in ({"lookahead": 0}, {"patience": -1.0}, {"passes": -1}):
+        with pytest.raises(ValueError, match="lookahead"):
+            GangScheduler(nodes_of(2), **bad)
+
+
 # --- properties over simulated runs ---------------------------------------------------------
 
 @dataclass
@@ -217,7 +286,7 @@ class Run:
     first_shadow: dict[str, float] = field(default_factory=dict)
 
 
-def simulate(gang: GangScheduler, tasks: list[tuple[float, int, float]], *, exact: bool) -> Run:
+def simulate(gang: GangScheduler, tasks: list[tuple[float, int, float]], *, exact: bool, lookahead: int = 8) -> Run:
     """Tasks ``(arrival, size, duration)``; checks the invariants at every step of the clock."""
     arrivals = sorted((a, i) for i, (a, _, _) in enumerate(tasks))
     ending: list[tuple[float, str]] = []
@@ -245,7 +314,9 @@ def simulate(gang: GangScheduler, tasks: list[tuple[float, int, float]], *, exac
             heapq.heappush(ending, (now + duration, placement.key))
         res = gang.reservation
         if gang.queued:
-            assert res is not None and res.key == gang.queued[0], "a blocked head always holds the reservation"
+            head = gang.queued[0]
+            assert res is not None and res.key in gang.queued[:lookahead], "a waiting task holds the reservation"
+            assert tasks[int(res.key)][1] >= tasks[int(head)][1], "only a wider task takes it from the head"
             run.first_shadow.setdefault(res.key, res.shadow)
         assert gang.idle == set(gang.layout.ranks) - busy_before
     raise AssertionError("the simulated run did not finish")
@@ -273,11 +344,23 @@ def test_every_task_starts_once_and_ends_once_and_no_rank_is_shared(work, exact:
 @settings(deadline=None, max_examples=150)
 @given(workloads())
 def test_head_starts_by_its_first_shadow_time_when_estimates_are_exact(work) -> None:
-    """Backfill never delays the reserved head: it starts no later than enough ranks free up."""
+    """Plain EASY: backfill never delays the reserved head: it starts no later than enough ranks free up."""
     nodes, tasks = work
-    run = simulate(GangScheduler(nodes), tasks, exact=True)
+    run = simulate(GangScheduler(nodes, lookahead=1), tasks, exact=True, lookahead=1)
     for key, shadow in run.first_shadow.items():
         assert run.starts[key] <= shadow
+
+
+@settings(deadline=None, max_examples=150)
+@given(workloads(), st.integers(1, 8), st.integers(0, 3), st.floats(0, 2))
+def test_early_reservation_starts_every_task_whatever_the_options(work, lookahead: int, passes: int,
+                                                                  patience: float) -> None:
+    """No starvation; the holder is always among the first ``lookahead`` and at least as wide as the head."""
+    nodes, tasks = work
+    gang = GangScheduler(nodes, lookahead=lookahead, passes=passes, patience=patience)
+    run = simulate(gang, tasks, exact=False, lookahead=lookahead)
+    assert sorted(run.starts) == sorted(str(i) for i in range(len(tasks)))
+    assert sorted(run.ends) == sorted(run.starts)
 
 
 @settings(deadline=None, max_examples=100)

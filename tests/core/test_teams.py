@@ -124,7 +124,9 @@ def test_a_team_that_succeeds_reports_its_leaders_value_over_its_whole_span() ->
 
 
 def test_a_worker_that_stops_on_its_own_requeues_its_teams_task_and_fails_what_no_longer_fits() -> None:
-    dispatch, sent = _dispatch([2, 4])
+    dispatch, sent = _dispatch([2])                                   # (queued together, the 4-rank task
+    assert dispatch.take(deque([Task(1, {"x": 0}, 0, 0.0, ranks=4)])) == []  # would start first)
+    assert dispatch.dispatch(lambda payload, rank: None) == []
     assert dispatch.waiting == 1                                      # the 4-rank task waits
     events, too_large = dispatch.stopped(2)
     assert [o.task_id for o in too_large] == [1] and "only 3 worker ranks" in too_large[0].error
