@@ -6,7 +6,8 @@ rank imports only what its role needs: the workers neither read a file nor load 
 configuration layer, so they start at once. A stop signal (walltime, ``scancel``,
 Ctrl-C) makes every rank wind down: rank 0 stores what arrived, writes ``summary.json``
 and ``results.csv``, and exits with 128 + the signal number; ``emews resume``
-continues. The ranks leave together, after rank 0's outputs are written (:func:`leave_together`). Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
+continues. The ranks leave together, once rank 0's outputs are written
+(:func:`leave_together`). Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
 """
 
 from __future__ import annotations
