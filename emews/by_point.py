@@ -15,7 +15,8 @@ from typing import Any
 
 from emews.experiment import require_experiment
 from emews.replicates import Aggregate, point_label, point_of
-from emews.report import csv_cell, open_store
+from emews.csvrows import csv_cell
+from emews.report import open_store
 
 BY_POINT_FILE = "results_by_point.csv"
 

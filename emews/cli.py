@@ -190,7 +190,7 @@ STOP_GRACE_SECONDS = 120.0
 
 def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     """Run the job here; a SIGTERM/SIGINT to this process is forwarded once, then we wait for it."""
-    from emews.rank_zero import run_exit_status
+    from emews.experiment import run_exit_status
     from emews.runtime.processes import stop_with
     from emews.site.jobs import job_command
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from emews.experiment import read_workflow, require_experiment
-from emews.report import csv_cell, open_store
+from emews.csvrows import csv_cell
+from emews.report import open_store
 
 DEEPHYPER_FILE = "results_deephyper.csv"
 TIMESTAMPS = ("timestamp_submit", "timestamp_start", "timestamp_end", "timestamp_gather")

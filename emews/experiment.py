@@ -121,3 +121,15 @@ def require_experiment(exp_dir: Path) -> Path:
 
 def _dump_yaml(path: Path, data: dict[str, Any]) -> None:
     path.write_text(dump_yaml(data), encoding="utf-8")
+
+
+def run_exit_status(exp_dir: Path, since: float) -> int | None:
+    """The exit status the run that finished after ``since`` recorded (``None``: no such run)."""
+    try:
+        data = json.loads((exp_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("finished"), (int, float)) or data["finished"] < since:
+        return None
+    status = data.get("exit_status")
+    return status if isinstance(status, int) else None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from emews.errors import EXIT_CONFIG, EXIT_OK
 from emews.runtime.backoff import Backoff, spin_for
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.team_comm import TeamWorld
-from emews.runtime.transport import MPITransport
+from emews.runtime.transport import MPITransport, quiet_barrier, quiet_bcast
 from emews.runtime.worker_rank import WorkerPlan, serve_on_node
 
 
@@ -47,7 +46,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
         finally:
             interrupt.ignore_from_now()
             leave_together(comm, patience=LEAVE_PATIENCE)
-    plan: WorkerPlan | None = comm.bcast(None, root=0)
+    plan: WorkerPlan | None = quiet_bcast(comm)
     if plan is None:  # rank 0 refused the run and says why
         leave_together(comm)
         return EXIT_CONFIG
@@ -74,10 +73,4 @@ def leave_together(comm: Any, patience: float | None = None) -> None:
     A worker waits for rank 0 however long it takes (rank 0 always arrives); rank 0, whose
     work is saved, gives up after ``patience`` seconds (a worker that died never arrives).
     """
-    request = comm.Ibarrier()
-    backoff = Backoff(max_delay=10e-3)
-    deadline = None if patience is None else time.monotonic() + patience
-    while not request.Test():
-        if deadline is not None and time.monotonic() > deadline:
-            return
-        backoff.idle()
+    quiet_barrier(comm, patience)

@@ -27,7 +27,7 @@ from emews.report import export_csv, open_store, summary_text, totals
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.team_comm import TeamWorld
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
-from emews.runtime.transport import MPITransport
+from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import Site, load_site
 from emews.site.gpus import gpu_binding
 from emews.site.job_end import job_end_time
@@ -85,8 +85,8 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         spec.walltime_end = allocation_end(workflow, site, time.time())
         spec.backend = site.config.node.distributed_backend
         gang = spec.task_size.gang
-        comm.bcast(spec.worker_plan(gpu_binding(site), site.config.node.cores,
-                                    launch_line=site.team_launch_line if gang else None), root=0)
+        quiet_bcast(comm, spec.worker_plan(gpu_binding(site), site.config.node.cores,
+                                           launch_line=site.team_launch_line if gang else None))
         teams = TeamWorld(comm) if gang else None  # collective: every rank
         try:
             return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core,
@@ -104,7 +104,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
 
 def _refuse(comm: Any, problem: ConfigError) -> int:
     """Tell the workers not to start, and the user why."""
-    comm.bcast(None, root=0)
+    quiet_bcast(comm, None)
     print(f"emews: error: {problem}", file=sys.stderr)
     return EXIT_CONFIG
 
@@ -219,15 +219,3 @@ def write_summary(exp_dir: Path, data: dict) -> None:
     tmp = path.with_name(f".{SUMMARY_FILE}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
-
-
-def run_exit_status(exp_dir: Path, since: float) -> int | None:
-    """The exit status the run that finished after ``since`` recorded (``None``: no such run)."""
-    try:
-        data = json.loads((exp_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("finished"), (int, float)) or data["finished"] < since:
-        return None
-    status = data.get("exit_status")
-    return status if isinstance(status, int) else None

@@ -16,10 +16,10 @@ from typing import Any, Sequence
 
 from emews.errors import ConfigError
 from emews.experiment import CSV_FILE, STORE_FILE, require_experiment
-from emews.jsoncodec import loads_point
+from emews.csvpart import CsvPart
+from emews.csvrows import Columns, write_rows
 from emews.results import Result, Status
 from emews.runtime.store import ResultsStore
-from emews.runtime.trial_store import TrialState, TrialStore
 
 
 @dataclass(frozen=True)
@@ -46,27 +46,25 @@ def totals(store: ResultsStore | None) -> Totals:
     return Totals(store.status_counts(), store.best())
 
 
-def _ts(column: str) -> str:
-    """SQL for ISO-8601 UTC with milliseconds, as ``datetime.isoformat`` writes it."""
-    return (f"CASE WHEN {column} IS NULL THEN '' ELSE "
-            f"strftime('%Y-%m-%dT%H:%M:%f', {column}, 'unixepoch') || '+00:00' END")
-
-
-_SELECT_FROM = (f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
-                f"{_ts('submitted')}, {_ts('started')}, {_ts('finished')} FROM results WHERE id >= ? ORDER BY id")
-
-
-def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str]) -> int:
+def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str], *,
+              parallel_from: int | None = None) -> int:
     """Write ``results.csv`` (id, status, objective, p:*, m:*, error, rank, host, times) from the store.
 
     Rows go straight from SQLite to the CSV writer (no Result objects) into a private
     temp file that replaces ``path`` atomically; returns the row count.
     """
-    csv_file = CsvFile(path, param_names)
+    csv_file = CsvFile(path, param_names, parallel_from=parallel_from)
     try:
         return csv_file.finish(store)
     finally:
         csv_file.discard()
+
+
+#: rows left to write from which :meth:`CsvFile.finish` has a child write the upper part
+#: (:mod:`emews.csvpart`), when this process may use more than one core
+PARALLEL_ROWS = 20_000
+#: the child's share of those rows: less than half, as it starts about 0.1 s late
+CHILD_SHARE = 0.45
 
 
 class CsvFile:
@@ -74,32 +72,42 @@ class CsvFile:
     run goes on (:meth:`follow` after each batch of results, then :meth:`finish`), with the same bytes.
 
     Following writes the rows whose ids run on without a gap from the last one written (a lower
-    id may still be running); :meth:`finish` writes all the rest. A metric that first appears
-    after rows were written changes the header: the file is then started again.
+    id may still be running); :meth:`finish` writes all the rest, from ``parallel_from`` rows on
+    (default :data:`PARALLEL_ROWS`) with a child process writing the upper part beside it. A
+    metric that first appears after rows were written changes the header: the file is then
+    started again.
     """
 
-    def __init__(self, path: Path, param_names: Sequence[str]) -> None:
+    def __init__(self, path: Path, param_names: Sequence[str], *, parallel_from: int | None = None) -> None:
         self.path = path
-        self._params = list(param_names)
-        self._metrics: list[str] | None = None
+        self._params = tuple(param_names)
+        self._columns: Columns | None = None
+        self._parallel_from = PARALLEL_ROWS if parallel_from is None else parallel_from
         self._fh: Any = None
         self._tmp: str | None = None
         self._next_id = 0
         self.rows = 0
-        self._trained = False
 
     def follow(self, store: ResultsStore) -> None:
         """Write the rows that continue the file without a gap."""
-        if self._metrics is None:
-            self._start(store.metric_names(), _trained(store))
+        if self._columns is None:
+            self._start(Columns.of(store, self._params))
         self._write(store, contiguous=True)
 
     def finish(self, store: ResultsStore) -> int:
         """Write every row not written yet and put the file in place; return the row count."""
-        metrics, trained = store.metric_names(), _trained(store)
-        if self._metrics != metrics or self._trained != trained:
-            self._start(metrics, trained)
-        self._write(store, contiguous=False)
+        columns = Columns.of(store, self._params)
+        if self._columns != columns:
+            self._start(columns)
+        split = self._split_id(store)
+        part = None if split is None else CsvPart(store, self.path.parent, columns, split)
+        self._write(store, contiguous=False, end_id=split)
+        if part is not None:
+            rows = part.append_to(self._fh)
+            if rows is None:
+                self._write(store, contiguous=False)  # the child failed: the rest written here
+            else:
+                self.rows += rows
         self._fh.close()
         self._fh = None
         try:
@@ -119,7 +127,18 @@ class CsvFile:
             Path(self._tmp).unlink(missing_ok=True)
             self._tmp = None
 
-    def _start(self, metric_names: list[str], trained: bool) -> None:
+    def _split_id(self, store: ResultsStore) -> int | None:
+        """The first id the child writes, or ``None`` when the rest is written here alone."""
+        if len(os.sched_getaffinity(0)) < 2:
+            return None
+        (left,), = store.execute("SELECT COUNT(*) FROM results WHERE id >= ?", (self._next_id,))
+        if left < max(self._parallel_from, 2):
+            return None
+        row = store.execute("SELECT id FROM results WHERE id >= ? ORDER BY id LIMIT 1 OFFSET ?",
+                            (self._next_id, left - int(left * CHILD_SHARE))).fetchone()
+        return None if row is None else row[0]
+
+    def _start(self, columns: Columns) -> None:
         self.discard()
         try:
             fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
@@ -127,68 +146,17 @@ class CsvFile:
             raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(self.path)) from None
         self._fh = os.fdopen(fd, "w", newline="")
         self._writer = csv.writer(self._fh)
-        self._metrics = list(metric_names)
-        self._trained = trained
-        self._writer.writerow(["id", "status", "objective"] + [f"p:{p}" for p in self._params]
-                              + [f"m:{m}" for m in self._metrics] + (list(TRIAL_COLUMNS) if trained else [])
-                              + ["error", "rank", "host", "submitted", "started", "finished"])
+        self._columns = columns
+        self._writer.writerow(columns.header())
         self._next_id = 0
         self.rows = 0
 
-    def _write(self, store: ResultsStore, *, contiguous: bool) -> None:
-        params, metrics, writer = self._params, self._metrics or [], self._writer
-        known = set(metrics)
-        load_metrics, load_point, empty, plain = json.JSONDecoder().decode, loads_point, {}, _PLAIN
-        out: list[list[Any]] = []
-        states = TrialStore(store.connection, readonly=True).trial_states(self._next_id) if self._trained else None
-        cursor = store.execute(_SELECT_FROM, (self._next_id,))
-        for id_, status, objective, p_json, m_json, *tail in cursor:
-            if contiguous and id_ != self._next_id:
-                break  # a lower id is still running
-            m = load_metrics(m_json) if m_json != "{}" else empty
-            if contiguous and not m.keys() <= known:
-                break  # a new metric: finish() writes the file again with it in the header
-            p = load_point(p_json)
-            out.append([id_, status, objective,
-                        *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
-                        *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
-                        *(() if states is None else _trial_cells(states.get(id_))),
-                        *tail])
-            self._next_id = id_ + 1
-            if len(out) == 4096:
-                writer.writerows(out)
-                self.rows += len(out)
-                out = []
-        cursor.close()
-        writer.writerows(out)
-        self.rows += len(out)
+    def _write(self, store: ResultsStore, *, contiguous: bool, end_id: int | None = None) -> None:
+        assert self._columns is not None
+        written = write_rows(store, self._writer, self._columns, self._next_id, end_id, contiguous=contiguous)
+        self._next_id = written.next_id if end_id is None or contiguous else max(written.next_id, end_id)
+        self.rows += written.rows
         self._fh.flush()
-
-
-#: training trials' columns: the last step reported, and the last answer to it other than continue
-TRIAL_COLUMNS = ("t:step", "t:decision")
-
-
-def _trained(store: ResultsStore) -> bool:
-    """Whether the experiment's tasks reported training steps (its CSV then has ``TRIAL_COLUMNS``)."""
-    return TrialStore(store.connection, readonly=True).has_reports()
-
-
-def _trial_cells(state: TrialState | None) -> tuple[Any, str]:
-    return ("", "") if state is None else (state.step, state.action)
-
-
-#: values the CSV writer takes as they are
-_PLAIN = frozenset((int, float, str, bool))
-
-
-def csv_cell(value: object) -> object:
-    """A parameter or metric value as a CSV cell: ``None`` empty, lists and dicts as JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return value
 
 
 def _umask() -> int:

@@ -37,7 +37,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.runtime": (1, "engine"), "emews.runtime.gang": (1, "engine"),
     # wiring one run from configuration and engine; reading results back
     "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.rank_zero": (2, "wiring"), "emews.report": (2, "wiring"),
-    "emews.csvfollow": (2, "wiring"),
+    "emews.csvfollow": (2, "wiring"), "emews.csvrows": (2, "wiring"), "emews.csvpart": (2, "wiring"),
     "emews.by_point": (2, "wiring"), "emews.deephyper_csv": (2, "wiring"),
     "emews.reporting": (2, "wiring"),
     "emews.catalog": (2, "wiring"),

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import pickle
 import queue
+import time
 from enum import IntEnum
 from typing import Any, NamedTuple, Protocol
+
+from emews.runtime.backoff import Backoff
 
 
 class Tag(IntEnum):
@@ -27,6 +30,27 @@ class Tag(IntEnum):
 
 
 _TAGS = {int(tag): tag for tag in Tag}
+
+
+def quiet_barrier(comm: Any, patience: float | None = None) -> bool:
+    """A barrier whose waiting ranks sleep (a non-blocking barrier polled with back-off) instead
+    of spinning in MPI's progress engine, which on a full node takes the core of the rank that
+    has work; ``False`` when ``patience`` seconds passed first."""
+    request = comm.Ibarrier()
+    backoff = Backoff(max_delay=10e-3)
+    deadline = None if patience is None else time.monotonic() + patience
+    while not request.Test():
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+        backoff.idle()
+    return True
+
+
+def quiet_bcast(comm: Any, value: Any = None, root: int = 0) -> Any:
+    """``comm.bcast`` whose receivers sleep until the root is ready (:func:`quiet_barrier`): the
+    workers wait for rank 0's plan while rank 0 loads the configuration on the same cores."""
+    quiet_barrier(comm)
+    return comm.bcast(value, root=root)
 
 
 class Message(NamedTuple):

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 from pathlib import Path
+
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -79,4 +83,63 @@ def test_the_csv_child_follows_a_store_being_written_and_finishes_with_the_bytes
     assert write_csv(store, tmp_path / "once.csv", PARAMS) == 60
     assert followed == (tmp_path / "once.csv").read_bytes()
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+    store.close()
+
+
+def trained_store(folder: Path, n: int) -> ResultsStore:
+    """A store of ``n`` results, some with metrics, failures and quoted strings, and training reports."""
+    from emews.runtime.trial_store import TrialStore
+    from emews.training import Report
+
+    rng = random.Random(7)
+    store = ResultsStore(folder / "results.db")
+    store.commit(results=[result(i, rng, n // 2) for i in range(n) if i % 97 != 5])  # gaps in the ids
+    trials = TrialStore(store.connection)
+    for i in range(0, n, 13):
+        trials.add_report(Report(trial=i, session=0, step=i % 7, metrics={"val_loss": 0.5}, time=1.7e9 + i), 0.5, 0.5)
+        if i % 2:
+            trials.add_decision(i, i % 7, "stop")
+    return store
+
+
+@pytest.mark.parametrize("n", [2, 3, 50, 400])
+def test_a_large_export_split_with_a_child_writes_the_bytes_of_one_process(tmp_path: Path, n: int) -> None:
+    store = trained_store(tmp_path, n)
+    rows = write_csv(store, tmp_path / "alone.csv", PARAMS, parallel_from=10**9)
+    assert write_csv(store, tmp_path / "split.csv", PARAMS, parallel_from=2) == rows == n - len(range(5, n, 97))
+    assert (tmp_path / "split.csv").read_bytes() == (tmp_path / "alone.csv").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp or part file left
+    store.close()
+
+
+def test_the_rows_after_the_split_are_written_by_the_child(tmp_path: Path) -> None:
+    from emews.csvpart import CsvPart
+    from emews.csvrows import Columns
+
+    store = trained_store(tmp_path, 40)
+    part = CsvPart(store, tmp_path, Columns.of(store, PARAMS), first_id=30)
+    assert part._child is not None
+    with open(tmp_path / "tail.csv", "w", newline="") as fh:
+        assert part.append_to(fh) == 10
+    write_csv(store, tmp_path / "whole.csv", PARAMS, parallel_from=10**9)
+    whole = (tmp_path / "whole.csv").read_bytes().split(b"\r\n")
+    assert (tmp_path / "tail.csv").read_bytes().split(b"\r\n") == whole[-11:]  # the last 10 rows and the end
+    store.close()
+
+
+def test_a_child_that_dies_leaves_its_rows_to_the_parent(tmp_path: Path, monkeypatch) -> None:
+    import emews.report
+    from emews.csvpart import CsvPart
+
+    class KilledAtOnce(CsvPart):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            os.kill(self._child.pid, signal.SIGKILL)
+
+    store = trained_store(tmp_path, 300)
+    expected = write_csv(store, tmp_path / "alone.csv", PARAMS, parallel_from=10**9)
+    monkeypatch.setattr(emews.report, "CsvPart", KilledAtOnce)
+    assert write_csv(store, tmp_path / "split.csv", PARAMS, parallel_from=2) == expected
+    assert (tmp_path / "split.csv").read_bytes() == (tmp_path / "alone.csv").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     store.close()
