@@ -185,7 +185,7 @@ def _cpu_seconds() -> float:
     return total
 
 
-def timing(n: int = 1000, workers: int = 4) -> None:
+def timing(n: int = 1000, workers: int = 4, mbo: bool = False) -> None:
     """Optimizer time per result around ``n`` observations (free objective, defaults): the wall
     time between results ``n - 100`` and ``n + 100`` (the objective costs nothing, so it is all
     the optimizer's and the runtime's), and the CPU time spent meanwhile (this process and its
@@ -194,7 +194,11 @@ def timing(n: int = 1000, workers: int = 4) -> None:
     from emews.optimizers.hyperspace import HyperSpace
 
     lo, hi = n - 100, n + 99
-    for label, make in (("bayes", lambda: BayesianOptimizer(seed=0)), ("hyperspace", lambda: HyperSpace(seed=0))):
+    makers: list[tuple[str, Callable[[], Optimizer]]] = [("bayes", lambda: BayesianOptimizer(seed=0)),
+                                                         ("hyperspace", lambda: HyperSpace(seed=0))]
+    if mbo:
+        makers.append(("mbo", lambda: _mbo(0)))
+    for label, make in makers:
         stamps: list[float] = []
         cpu: dict[int, float] = {}
 
@@ -237,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rank", nargs="+", metavar="JSON", help="only: rank the optimizers of saved runs together")
     args = ap.parse_args(argv)
     if args.timing:
-        timing()
+        timing(mbo=args.mbo)
         return 0
     if args.rank:
         merged: dict[str, dict[str, float]] = {}

@@ -300,18 +300,18 @@ emews_mbo <- function(evaluator, space, options) {
   list(mean = as.numeric(pred$aggregate), se = se)
 }
 
-.mbo_select <- function(ctx, n, mu, se, Cu, avoid, ymin) {
+# one string per row of a [0, 1]^d matrix: rows closer than 1e-9 in every coordinate share it
+.mbo_keys <- function(M) {
+  if (is.null(M) || nrow(M) == 0L) return(character(0))
+  do.call(paste, c(lapply(seq_len(ncol(M)), function(j) round(M[, j], 9)), sep = "/"))
+}
+
+.mbo_select <- function(ctx, n, mu, se, Cu, avoid, ymin, keys = .mbo_keys(Cu)) {
   opts <- ctx$opts
   d <- ncol(Cu)
   taken <- rep(FALSE, nrow(Cu))
   # never propose (numerically) the same point twice, unless nothing else is left
-  near <- function(ref, r) {
-    if (is.null(ref) || nrow(ref) == 0L) return(rep(FALSE, nrow(Cu)))
-    out <- rep(FALSE, nrow(Cu))
-    for (i in seq_len(nrow(ref))) out <- out | (rowSums(sweep(Cu, 2, ref[i, ])^2) < r^2)
-    out
-  }
-  dup <- near(avoid, 1e-9)
+  dup <- keys %in% .mbo_keys(avoid)
   radius <- 0.1 * sqrt(d)
   penalty <- rep(1, nrow(Cu))
   pending <- attr(avoid, "pending")
@@ -335,12 +335,19 @@ emews_mbo <- function(evaluator, space, options) {
     j <- which.min(score)
     chosen <- c(chosen, j)
     taken[j] <- TRUE
-    dup <- dup | near(Cu[j, , drop = FALSE], 1e-9)
+    dup <- dup | keys == keys[j]
     if (opts$infill == "ei")
       penalty <- penalty * (1 - exp(-rowSums(sweep(Cu, 2, Cu[j, ])^2) / radius^2))
   }
   chosen
 }
+
+# refit the forest once this many results arrived since the last fit (n observations): after
+# every result up to about 160 observations (budgets of that size see no change), then less
+# often as a fit grows dearer (about 0.8 s at 1,000 points here): every 10 at 500, every 40 at
+# 1,000, at most every 100 (a fit's 2,000 candidates would be used up); the proposals in between
+# come from the last fit's candidates and predictions
+.mbo_refit_after <- function(n) min(100, max(1, as.numeric(n)^2 %/% 25000))
 
 .mbo_run_fallback <- function(ctx) {
   ev <- ctx$evaluator
@@ -366,29 +373,41 @@ emews_mbo <- function(evaluator, space, options) {
       if (is.null(row)) .mbo_encode(ctx, res[i, , drop = FALSE]) else row
     })
     pending[as.character(res$id)] <<- NULL
-    X <<- rbind(X, do.call(rbind, got))
+    rows <- do.call(rbind, got)
+    X <<- rbind(X, rows)
+    Xu <<- rbind(Xu, .mbo_unit(ctx, rows, bounds))
     y <<- c(y, res$loss)
   }
-  propose_points <- function(n) {
-    yi <- .mbo_impute(y)
-    if (is.null(yi) || length(y) < 3L) return(.mbo_design(ctx, n))
+  model <- NULL               # the last fit: candidates, their predictions, observations it saw
+  Xu <- NULL                  # X in [0, 1]^d, kept as X grows
+  fit <- function(yi, n) {
     nc <- max(opts$candidates, 2L * n)
     # local candidates: half around the best point, half around the five best
     top <- X[order(yi)[c(rep(1L, min(5L, nrow(X))), seq_len(min(5L, nrow(X))))], , drop = FALSE]
     C <- rbind(.mbo_normalize(ctx, .mbo_random(ctx, nc - nc %/% 2L, bounds)),
                .mbo_normalize(ctx, .mbo_local(ctx, top, nc %/% 2L, bounds)))
-    pr <- .mbo_fit_predict(ctx, X, .mbo_transform(yi, opts$transform), C)
+    yt <- .mbo_transform(yi, opts$transform)
+    pr <- .mbo_fit_predict(ctx, X, yt, C)
     Cu <- .mbo_unit(ctx, C, bounds)
+    refits <<- refits + 1L
+    list(C = C, Cu = Cu, keys = .mbo_keys(Cu), mu = pr$mean, se = pr$se, ymin = min(yt), seen = length(y))
+  }
+  propose_points <- function(n) {
+    yi <- .mbo_impute(y)
+    if (is.null(yi) || length(y) < 3L) return(.mbo_design(ctx, n))
+    if (is.null(model) || length(y) - model$seen >= .mbo_refit_after(length(y))) model <<- fit(yi, n)
     P <- if (length(pending)) do.call(rbind, pending) else NULL
-    avoid <- .mbo_unit(ctx, if (is.null(P)) X else rbind(X, P), bounds)
-    attr(avoid, "pending") <- if (is.null(P)) NULL else .mbo_unit(ctx, P, bounds)
-    j <- .mbo_select(ctx, n, pr$mean, pr$se, Cu, avoid, min(.mbo_transform(yi, opts$transform)))
-    C[j, , drop = FALSE]
+    Pu <- if (is.null(P)) NULL else .mbo_unit(ctx, P, bounds)
+    avoid <- rbind(Xu, Pu)
+    attr(avoid, "pending") <- Pu
+    j <- .mbo_select(ctx, n, model$mu, model$se, model$Cu, avoid, model$ymin, model$keys)
+    model$C[j, , drop = FALSE]
   }
 
+  if (!is.null(X)) Xu <- .mbo_unit(ctx, X, bounds)
+  refits <- 0L
   n0 <- .mbo_n_initial(ctx) - length(y)
   if (n0 > 0L) submit(.mbo_design(ctx, n0))
-  refits <- 0L
   repeat {
     if (ev$pending() > 0L) {
       absorb(ev$get(1L))
@@ -396,10 +415,7 @@ emews_mbo <- function(evaluator, space, options) {
       break
     }
     want <- min(workers - ev$pending(), ev$remaining())
-    if (want > 0L) {
-      submit(propose_points(want))
-      refits <- refits + 1L
-    }
+    if (want > 0L) submit(propose_points(want))
   }
   c(.mbo_summary(ctx, X, y), list(refits = refits))
 }

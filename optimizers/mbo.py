@@ -10,7 +10,10 @@ The algorithm lives in ``mbo.R`` (next to this file) and runs through
   or ``ei``: expected improvement) optimized over ``candidates`` random and locally perturbed points,
 * with the mlrMBO package: ``initSMBO`` / ``proposePoints`` / ``updateSMBO`` in batches of
   ``workers`` points; without it (the fallback): an asynchronous loop that refills every idle
-  worker as soon as results arrive, refitting the forest once per batch of arrivals.
+  worker as soon as results arrive, refitting the forest once per batch of arrivals up to about
+  160 observations, then less often as a fit grows dearer (every 40 results at 1,000
+  observations, at most every 100), with the proposals in between taken from the last fit's
+  candidates: about 21 ms of optimizer time per result at 1,000 observations instead of 240.
 
 Failed evaluations (loss ``inf``) are kept in the model with their loss imputed as the worst
 finite loss seen so far, so the surrogate steers away from them; until something succeeds,

@@ -199,6 +199,38 @@ def test_asking_for_mlrmbo_where_it_is_missing(tmp_path):
     assert opt.implementation == FALLBACK
 
 
+def refit_after(n: int) -> int:
+    """mbo.R's policy: refit after every result up to about 160 observations, then after n^2 / 25,000
+    results (10 at 500, 40 at 1,000), at most 100."""
+    return min(100, max(1, n * n // 25000))
+
+
+def test_large_histories_refit_the_forest_less_often_and_never_repeat_a_point(tmp_path):
+    # one worker: every proposal round follows exactly one result, so the fits are countable
+    quad = write_objective(tmp_path, "quad2", 'return (params["x"] - 0.3) ** 2 + (params["y"] + 0.2) ** 2')
+    space = Space({"x": Float(-1.0, 1.0), "y": Float(-1.0, 1.0)})
+    points = []
+
+    class Recording(MBO):
+        def run(self, evaluator):
+            put = evaluator.put
+            evaluator.put = lambda batch: put(points.extend(batch) or batch)
+            super().run(evaluator)
+
+    n0, budget = 4, 320
+    summary, opt = run(lambda: Recording(seed=3, n_initial=n0, candidates=300, ntree=10, implementation="fallback"),
+                       space, quad,
+                       budget=budget, workers=1)
+    fits, seen = 0, None
+    for n in range(n0, budget):  # observations when each proposal is made
+        if seen is None or n - seen >= refit_after(n):
+            fits, seen = fits + 1, n
+    assert summary.completed == budget
+    assert opt.value["refits"] == fits < budget - n0  # fewer fits than proposals once the history is large
+    assert len({(p["x"], p["y"]) for p in points}) == budget  # proposals from a kept fit never repeat a point
+    assert summary.best.loss < 0.01
+
+
 def test_beats_random_search_on_branin(tmp_path):
     branin = write_objective(tmp_path, "branin", BRANIN)
     space = Space({"x1": Float(-5.0, 10.0), "x2": Float(0.0, 15.0)})
