@@ -2,7 +2,7 @@
 
 Options (``optimizer: {name: ga, options: {...}}``):
 
-``population`` (None: about a tenth of the budget, 8 to 100, a multiple of the workers),
+``population`` (None: about a 25th of the budget, 8 to 100, a multiple of the workers),
 ``generations`` (None: until the budget ends; DEAP's
 ``ngen``, generations after the initial population), ``cxpb`` (0.5),
 ``mutpb`` (0.5), ``indpb`` per-gene mutation probability (None: 0.5, as EMEWS/CANDLE's
@@ -13,7 +13,9 @@ eaSimple; ``async`` from 8 workers on), ``elitism`` (1: the best individuals of 
 generation that ``simple`` keeps; 0 is CANDLE's eaSimple exactly), ``sigma_decay`` (1: ``sigma``
 fixed, as CANDLE; below 1 the Gaussian mutation step shrinks geometrically with the budget
 spent, to this fraction of ``sigma`` at its end: it helps on smooth unimodal problems and hurt
-on Ackley-4, median of 7 seeds 11.9 against 6.4 fixed), ``mu`` /
+on Ackley-4, median of 7 seeds 11.9 against 6.4 fixed), ``sigma_adapt`` (true: the step
+adapts by the 1/5th success rule between a thousandth of ``sigma`` and ``sigma``, see
+``_ga.step``; false: ``sigma`` fixed, as CANDLE), ``mu`` /
 ``lambda_`` (default: population), ``failure`` ``penalty`` | ``worst`` |
 ``mean`` with ``penalty`` (inf), ``hall_of_fame`` size (10),
 ``replacement`` ``worst`` | ``tournament`` and ``in_flight`` (default: one
@@ -65,13 +67,16 @@ class GeneticAlgorithm(Optimizer):
                  tournament: int = 3, seed: int | None = None, strategy: str | None = None,
                  mu: int | None = None, lambda_: int | None = None, failure: str = "penalty",
                  penalty: float = math.inf, hall_of_fame: int = 10, replacement: str = "worst",
-                 in_flight: int | None = None, elitism: int = 1, sigma_decay: float = 1.0) -> None:
+                 in_flight: int | None = None, elitism: int = 1, sigma_decay: float = 1.0,
+                 sigma_adapt: bool = True) -> None:
         self.options = GAOptions(population, generations, cxpb, mutpb, indpb, cx_indpb, tournament, seed,
                                  strategy, mu, lambda_, failure, penalty, hall_of_fame, replacement,
-                                 in_flight, elitism, sigma_decay)
+                                 in_flight, elitism, sigma_decay, sigma_adapt)
         self.population: list[Individual] = []
         self.hall_of_fame: list[Individual] = []
         self.logbook: Any = None
+        #: the mutation step's factor after each generation (``sigma_adapt``; 1 throughout when off)
+        self.step_scales: list[float] = []
 
     def run(self, evaluator: Evaluator) -> None:
         #: the options this run used, the run-dependent defaults filled in
@@ -85,6 +90,7 @@ class GeneticAlgorithm(Optimizer):
                 self.population = run_generational(engine)
         finally:
             self.hall_of_fame = list(engine.hall_of_fame)
+            self.step_scales = engine.step.history
             archive.save(self.population, self.hall_of_fame, evaluator.exp_dir)
 
     @property

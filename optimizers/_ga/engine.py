@@ -14,6 +14,7 @@ from .failures import FailurePolicy
 from .individual import Individual
 from .operators import Mutator, cx_uniform, sel_tournament
 from .options import GAOptions
+from .step import StepAdaptation
 
 if TYPE_CHECKING:
     from emews.evaluator import Evaluator
@@ -30,7 +31,8 @@ class Engine:
         self.hall_of_fame = tools.HallOfFame(options.hall_of_fame)
         self.logbook = tools.Logbook()
         self.logbook.header = ["gen", "nevals", "failed", "min", "mean", "best"]
-        self.toolbox = make_toolbox(options, evaluator, self.rng)
+        self.step = StepAdaptation(options.sigma_adapt)
+        self.toolbox = make_toolbox(options, evaluator, self.rng, self.step)
 
     def earlier(self) -> list[Individual]:
         """The earlier runs' evaluations (``evaluator.history``) as scored individuals, best first.
@@ -58,12 +60,12 @@ class Engine:
         """Steady-state breeding: tournament parents, crossover with ``cxpb``, mutation with ``mutpb``."""
         opts, toolbox = self.options, self.toolbox
         first, second = (toolbox.clone(p) for p in toolbox.select(population, 2))
+        first.bred()
         child = first
         if self.rng.random() < opts.cxpb:
             child, _ = toolbox.mate(first, second)
         if self.rng.random() < opts.mutpb or dict(child) in (dict(p) for p in population):
             child, = toolbox.mutate(child)
-        del child.fitness.values
         child.result = None
         return child
 
@@ -83,14 +85,16 @@ class Engine:
 DEFAULT_INDPB = 0.5
 
 
-def make_toolbox(options: GAOptions, evaluator: "Evaluator", rng: random.Random) -> base.Toolbox:
+def make_toolbox(options: GAOptions, evaluator: "Evaluator", rng: random.Random,
+                 step: StepAdaptation | None = None) -> base.Toolbox:
     """The DEAP toolbox; ``map`` sends a whole batch through ``evaluator.map`` (as EMEWS did)."""
     space = evaluator.space
     free = list(space.free)
     indpb = options.indpb if options.indpb is not None else DEFAULT_INDPB
     toolbox = base.Toolbox()
     toolbox.register("mate", cx_uniform, indpb=options.cx_indpb, names=free, rng=rng)
-    toolbox.register("mutate", Mutator(space, indpb, rng, functools.partial(sigma_scale, options, evaluator)))
+    step = step or StepAdaptation(enabled=False)
+    toolbox.register("mutate", Mutator(space, indpb, rng, lambda: sigma_scale(options, evaluator) * step.scale))
     toolbox.register("select", sel_tournament, tournsize=options.tournament, rng=rng)
     toolbox.register("evaluate", _evaluated_remotely)
     toolbox.register("map", functools.partial(_queue_map, evaluator))

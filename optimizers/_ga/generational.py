@@ -49,6 +49,7 @@ def run_generational(engine: "Engine") -> list[Individual]:
             offspring = var_or(population, toolbox, opts.lambda_, opts.cxpb, opts.mutpb, rng)
         before = engine.evaluator.submitted
         offspring = evaluate_valid(engine, offspring, gen=gen)
+        engine.step.adapt()
         empty = empty + 1 if engine.evaluator.submitted == before else 0
         if opts.strategy == "simple":
             missing = opts.population - len(offspring)
@@ -81,5 +82,6 @@ def evaluate_valid(engine: "Engine", individuals: list[Individual], gen: int) ->
     if batch:
         results = engine.toolbox.map(engine.toolbox.evaluate, batch)
         engine.policy.assign(batch, results)
+        engine.step.observe(batch)
         engine.record(batch, gen)
     return [ind for ind in individuals if ind.fitness.valid]

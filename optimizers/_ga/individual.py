@@ -26,6 +26,14 @@ class Individual(dict):
         super().__init__(*args, **kwargs)
         self.fitness = LossFitness()
         self.result: Result | None = None
+        #: the weighted fitness of the parent this individual was bred from (``None``: not bred)
+        self.parent_fitness: tuple[float, ...] | None = None
+
+    def bred(self) -> None:
+        """Mark this clone of a parent as a new child: remember the parent's fitness, drop its own."""
+        if self.fitness.valid:
+            self.parent_fitness = self.fitness.wvalues
+            del self.fitness.values
 
     @property
     def ok(self) -> bool:

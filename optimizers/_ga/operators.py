@@ -51,7 +51,8 @@ def scaled_step(dim: Dimension, scale: float) -> Dimension:
 
 class Mutator:
     """``toolbox.mutate``: each free gene mutates with probability ``indpb``, numeric ones by a
-    Gaussian step of ``sigma`` times ``step_scale()`` (the decay of the run, 1 for CANDLE's)."""
+    Gaussian step of ``sigma`` times ``step_scale()`` (the decay and the adaptation of the run,
+    1 for CANDLE's)."""
 
     def __init__(self, space: Space, indpb: float, rng: random.Random,
                  step_scale: Callable[[], float] = lambda: 1.0) -> None:
@@ -96,12 +97,13 @@ def var_and(population: Sequence[Individual], toolbox: base.Toolbox, cxpb: float
     offspring = [toolbox.clone(ind) for ind in population]
     for i in range(1, len(offspring), 2):
         if rng.random() < cxpb:
+            offspring[i - 1].bred()
+            offspring[i].bred()
             offspring[i - 1], offspring[i] = toolbox.mate(offspring[i - 1], offspring[i])
-            del offspring[i - 1].fitness.values, offspring[i].fitness.values
     for i in range(len(offspring)):
         if rng.random() < mutpb:
+            offspring[i].bred()
             offspring[i], = toolbox.mutate(offspring[i])
-            del offspring[i].fitness.values
     return offspring
 
 
@@ -113,12 +115,13 @@ def var_or(population: Sequence[Individual], toolbox: base.Toolbox, lambda_: int
         choice = rng.random()
         if choice < cxpb and len(population) >= 2:
             ind1, ind2 = (toolbox.clone(i) for i in rng.sample(list(population), 2))
+            ind1.bred()
             ind1, _ = toolbox.mate(ind1, ind2)
-            del ind1.fitness.values
             offspring.append(ind1)
         elif choice < cxpb + mutpb:
-            ind, = toolbox.mutate(toolbox.clone(rng.choice(population)))
-            del ind.fitness.values
+            ind = toolbox.clone(rng.choice(population))
+            ind.bred()
+            ind, = toolbox.mutate(ind)
             offspring.append(ind)
         else:
             offspring.append(toolbox.clone(rng.choice(population)))

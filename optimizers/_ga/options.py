@@ -16,8 +16,11 @@ STRATEGIES = ("simple", "mu_plus_lambda", "async")
 #: from this many workers on, the default strategy is ``async`` (steady state): a generation
 #: of a synchronous GA would leave most of them idle at its end
 STEADY_STATE_WORKERS = 8
-#: the default population: about this many generations fit the budget (within 8..100)
-GENERATIONS_IN_BUDGET = 10
+#: the default population: about this many generations fit the budget (within 8..100). At 10
+#: (populations of 8, 12 and 20 for BBOB's budgets of 20 x D in 2, 5 and 10-D) the GA was within
+#: 3x of the best of TPE, TPE multivariate and CMA-ES on 14 of 24 problems; at 25 (8 for all
+#: three) on 17, and on 19 with the step adapting (bench/quality.py, instances 1-5)
+GENERATIONS_IN_BUDGET = 25
 REPLACEMENTS = ("worst", "tournament")
 
 
@@ -41,9 +44,10 @@ class GAOptions:
     in_flight: int | None = None
     elitism: int = 1
     sigma_decay: float = 1.0
+    sigma_adapt: bool = True
 
     def resolved(self, budget: int, workers: int) -> "GAOptions":
-        """The options with the run-dependent defaults filled in: ``population`` about a tenth
+        """The options with the run-dependent defaults filled in: ``population`` about a 25th
         of the budget (8..100, a multiple of the workers when that fits), ``strategy`` ``async``
         from ``STEADY_STATE_WORKERS`` workers on, else ``simple`` (CANDLE's eaSimple)."""
         population = self.population
@@ -65,6 +69,8 @@ class GAOptions:
         if isinstance(self.sigma_decay, bool) or not isinstance(self.sigma_decay, (int, float)) \
                 or not 0.0 < self.sigma_decay <= 1.0:
             raise ValueError(f"sigma_decay: must be a number in (0, 1], got {self.sigma_decay!r}")
+        if not isinstance(self.sigma_adapt, bool):
+            raise ValueError(f"sigma_adapt: must be true or false, got {self.sigma_adapt!r}")
         if self.generations is not None:
             _int_at_least("generations", self.generations, 0)
         for name in ("cxpb", "mutpb", "cx_indpb") + (("indpb",) if self.indpb is not None else ()):

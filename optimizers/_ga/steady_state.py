@@ -60,12 +60,14 @@ def run_steady_state(engine: "Engine") -> list[Individual]:
             insert(engine, population, child, result)
             state["arrived"] += 1
             if state["arrived"] % opts.population == 0:
+                engine.step.adapt()
                 engine.record_population(population, state["arrived"] // opts.population)
 
 
 def insert(engine: "Engine", population: list[Individual], ind: Individual, result: "Result") -> None:
     """Score ``ind`` and add it; drop one member when the population is over size."""
     engine.policy.assign([ind], [result], cohort=population)
+    engine.step.observe([ind])
     engine.record([ind], gen=None)
     population.append(ind)
     if len(population) > engine.options.population:

@@ -424,3 +424,76 @@ def test_sigma_decays_with_the_budget_spent(spent: int, extra: int, decay: float
     assert scaled_step(dim, scale).mutation_sigma() == pytest.approx(2.0 * scale)
     assert scaled_step(Int(0, 5), 0.01).mutation_sigma() == 1.0          # linear ints: at least 1
     assert scaled_step(Categorical(("a", "b")), 0.5) == Categorical(("a", "b"))
+
+
+def _bred(parent_loss: float, child_loss: float) -> Individual:
+    """A scored child of a parent that scored ``parent_loss``."""
+    child = Individual({"x": 0.0})
+    child.fitness.values = (parent_loss,)
+    child.bred()
+    child.fitness.values = (child_loss,)
+    return child
+
+
+@settings(max_examples=60)
+@given(successes=st.integers(0, 20), failures=st.integers(0, 20))
+def test_the_step_grows_when_more_than_a_fifth_of_the_children_improve_and_shrinks_when_fewer(
+        successes: int, failures: int) -> None:
+    from emews.optimizers._ga.step import MAX_SCALE, MIN_SCALE, StepAdaptation
+
+    step = StepAdaptation()
+    step.observe([_bred(1.0, 2.0)] * 4)  # no child improved: the step shrinks below sigma
+    step.adapt()
+    start = step.scale
+    assert MIN_SCALE <= start < MAX_SCALE == 1.0
+    step.observe([_bred(1.0, 0.5)] * successes + [_bred(1.0, 2.0)] * failures)
+    step.observe([Individual({"x": 1.0})])  # not bred (a random or initial point): not counted
+    step.adapt()
+    children = successes + failures
+    if children == 0 or 5 * successes == children:
+        assert step.scale == pytest.approx(start)
+    elif 5 * successes > children:
+        assert start < step.scale <= MAX_SCALE
+    else:
+        assert MIN_SCALE <= step.scale < start
+    again = step.scale
+    step.adapt()  # nothing observed since: no change
+    assert step.scale == again
+
+
+def test_the_step_never_exceeds_sigma() -> None:
+    from emews.optimizers._ga.step import StepAdaptation
+
+    step = StepAdaptation()
+    for _ in range(5):
+        step.observe([_bred(1.0, 0.5)] * 10)  # every child improves
+        step.adapt()
+    assert step.history == [1.0] * 5
+
+
+def test_candles_fixed_sigma_does_not_adapt() -> None:
+    from emews.optimizers._ga.step import StepAdaptation
+
+    step = StepAdaptation(enabled=False)
+    step.observe([_bred(1.0, 0.5)] * 10)
+    step.adapt()
+    assert step.scale == 1.0
+
+
+@pytest.mark.parametrize("strategy,workers", [("simple", 2), ("async", 8)])
+def test_near_an_optimum_the_mutation_step_shrinks_and_candle_settings_keep_it(strategy: str, workers: int) -> None:
+    branin = Space({"x1": Float(-5.0, 10.0), "x2": Float(0.0, 15.0)})
+    objective = ObjectiveRef("emews.objectives.benchmarks", "branin")
+    adapted = ga_run(budget=160, workers=workers, space=branin, objective=objective, strategy=strategy, population=8)
+    fixed = ga_run(budget=160, workers=workers, space=branin, objective=objective, strategy=strategy, population=8,
+                   sigma_adapt=False)
+    steps = adapted.optimizer.step_scales
+    assert len(steps) >= 5 and len(set(steps)) > 1
+    if strategy == "simple":  # generations are batches: the trajectory is the seed's (async's follows arrival order)
+        assert steps[-1] < 0.5  # few children beat their parents near the optimum: smaller steps
+    assert set(fixed.optimizer.step_scales) == {1.0}
+
+
+def test_sigma_adapt_must_be_a_boolean() -> None:
+    with pytest.raises(ValueError, match="sigma_adapt: must be true or false"):
+        GeneticAlgorithm(sigma_adapt="yes")  # type: ignore[arg-type]
