@@ -15,6 +15,8 @@ often it was at least 3x worse than the best optimizer of that problem.
     python bench/quality.py --timed                          # tasks take 0.2-1 s
     python bench/quality.py --suite bbob --functions 1,8,15,21 --dims 2,5 --instances 1-2
     python bench/quality.py --suite bbob                     # f1,3,8,10,15,17,20,21 x 2,5,10-D x 5
+    python bench/quality.py --suite mixint --dims 5,10       # COCO bbob-mixint, same functions
+    python bench/quality.py --suite hpo --seeds 5            # two scikit-learn searches, 40 evaluations
     python bench/quality.py --timing                         # optimizer time per result at 1,000 obs.
     python bench/quality.py --optimizers ga --save ga.json   # then: --rank all.json ga.json [--markdown]
 
@@ -42,6 +44,8 @@ PROBLEMS_FILE = str(Path(__file__).with_name("problems.py"))
 problems = import_objective_module(PROBLEMS_FILE)
 
 CLASSIC = {"branin": 40, "hartmann6": 80, "ackley5": 80, "mixed": 50}
+#: evaluations of each scikit-learn search (``--suite hpo``)
+HPO_BUDGET = 40
 BBOB_FUNCTIONS = [1, 3, 8, 10, 15, 17, 20, 21]
 #: precision below this counts as solved (ratios of two solved runs are not "3x worse")
 SOLVED = 1e-8
@@ -112,9 +116,12 @@ def benchmark(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     if args.mbo:
         table["mbo"] = _mbo
     names = [n for n in args.optimizers.split(",") if n] if args.optimizers else list(table)
-    if args.suite == "bbob":
-        groups = {f"f{f}-{d}d": (problems.bbob_names([f], [d], _instances(args.instances)), 20 * d)
+    if args.suite in ("bbob", "mixint"):
+        suite, prefix = ("bbob", "") if args.suite == "bbob" else ("bbob-mixint", "mixint-")
+        groups = {f"{prefix}f{f}-{d}d": (problems.bbob_names([f], [d], _instances(args.instances), suite), 20 * d)
                   for f in [int(v) for v in args.functions.split(",")] for d in [int(v) for v in args.dims.split(",")]}
+    elif args.suite == "hpo":
+        groups = {p: ([p], HPO_BUDGET) for p in problems.HPO}
     else:
         groups = {p: ([p], CLASSIC[p]) for p in args.problems.split(",")}
     print(f"# {args.suite}: {len(groups)} problems, seeds {args.seeds} per instance, {args.workers} workers, "
@@ -224,7 +231,9 @@ def timing(n: int = 1000, workers: int = 4, mbo: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--suite", choices=("classic", "bbob"), default="classic")
+    ap.add_argument("--suite", choices=("classic", "bbob", "mixint", "hpo"), default="classic",
+                    help="the project's four problems, COCO bbob, COCO bbob-mixint (dims 5, 10, ...), "
+                         "or two scikit-learn searches")
     ap.add_argument("--problems", default=",".join(CLASSIC), help="classic problems")
     ap.add_argument("--functions", default=",".join(map(str, BBOB_FUNCTIONS)), help="BBOB function numbers")
     ap.add_argument("--dims", default="2,5,10", help="BBOB dimensions")
