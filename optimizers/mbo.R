@@ -300,13 +300,13 @@ emews_mbo <- function(evaluator, space, options) {
   list(mean = as.numeric(pred$aggregate), se = se)
 }
 
-# one string per row of a [0, 1]^d matrix: rows closer than 1e-9 in every coordinate share it
+# one string per row of a [0, 1]^d matrix: rows equal to 9 decimals share it (the "same point" test)
 .mbo_keys <- function(M) {
   if (is.null(M) || nrow(M) == 0L) return(character(0))
   do.call(paste, c(lapply(seq_len(ncol(M)), function(j) round(M[, j], 9)), sep = "/"))
 }
 
-.mbo_select <- function(ctx, n, mu, se, Cu, avoid, ymin, keys = .mbo_keys(Cu)) {
+.mbo_select <- function(ctx, n, mu, se, Cu, avoid, ymin, keys) {
   opts <- ctx$opts
   d <- ncol(Cu)
   taken <- rep(FALSE, nrow(Cu))
