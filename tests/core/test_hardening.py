@@ -7,6 +7,7 @@ Synchronisation is by events (files the objective writes, processes seen), never
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -175,7 +176,8 @@ def test_kill_minus_nine_then_resume_reruns_in_flight_tasks_once(emews_cmd, tmp_
     os.killpg(job.pid, signal.SIGKILL)
     job.wait()
     for pid in tagged_pids(emews_cmd.token):  # the ranks live in process groups of their own
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended since it was listed
+            os.kill(pid, signal.SIGKILL)
     assert wait_until(lambda: not emews_cmd.leftover_processes(), timeout=60)
     gate_file.touch()
     proc = emews_cmd("resume", "exp", timeout=300)
