@@ -196,13 +196,16 @@ def timing(n: int = 1000, workers: int = 4, mbo: bool = False) -> None:
     """Optimizer time per result around ``n`` observations (free objective, defaults): the wall
     time between results ``n - 100`` and ``n + 100`` (the objective costs nothing, so it is all
     the optimizer's and the runtime's), and the CPU time spent meanwhile (this process and its
-    model process: what a loaded machine does not inflate), for every model-based optimizer."""
+    model process: what a loaded machine does not inflate), for every model-based optimizer
+    (the GA's children are screened by a model)."""
     from emews.optimizers.bayes import BayesianOptimizer
+    from emews.optimizers.ga import GeneticAlgorithm
     from emews.optimizers.hyperspace import HyperSpace
 
     lo, hi = n - 100, n + 99
     makers: list[tuple[str, Callable[[], Optimizer]]] = [("bayes", lambda: BayesianOptimizer(seed=0)),
-                                                         ("hyperspace", lambda: HyperSpace(seed=0))]
+                                                         ("hyperspace", lambda: HyperSpace(seed=0)),
+                                                         ("ga", lambda: GeneticAlgorithm(seed=0))]
     if mbo:
         makers.append(("mbo", lambda: _mbo(0)))
     for label, make in makers:

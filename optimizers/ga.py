@@ -68,10 +68,10 @@ class GeneticAlgorithm(Optimizer):
                  mu: int | None = None, lambda_: int | None = None, failure: str = "penalty",
                  penalty: float = math.inf, hall_of_fame: int = 10, replacement: str = "worst",
                  in_flight: int | None = None, elitism: int = 1, sigma_decay: float = 1.0,
-                 sigma_adapt: bool = True) -> None:
+                 sigma_adapt: bool = True, screen: int = 5) -> None:
         self.options = GAOptions(population, generations, cxpb, mutpb, indpb, cx_indpb, tournament, seed,
                                  strategy, mu, lambda_, failure, penalty, hall_of_fame, replacement,
-                                 in_flight, elitism, sigma_decay, sigma_adapt)
+                                 in_flight, elitism, sigma_decay, sigma_adapt, screen)
         self.population: list[Individual] = []
         self.hall_of_fame: list[Individual] = []
         self.logbook: Any = None

@@ -38,6 +38,7 @@ from skopt.space import Real
 from skopt.utils import cook_estimator, cook_initial_point_generator
 
 from .._failures import FailureImputation
+from .._training_set import window
 from ._space import SpaceMap
 
 ESTIMATORS = ("GP", "RF", "ET")
@@ -148,7 +149,7 @@ class Engine:
         X, y = self._training_set()
         name = self.estimator_name()
         if name == "GP" and len(y) > self.max_gp_points:
-            X, y = _window(X, y, self.max_gp_points)
+            X, y = window(X, y, self.max_gp_points)
         y_opt = float(np.min(y))
         Pt = np.asarray(self.sk.transform(pending), dtype=float) if pending else np.empty((0, X.shape[1]))
         # pending points: a GP learns them as lies; trees keep the new picks away from them
@@ -263,7 +264,7 @@ class Engine:
             if self._kernel is not None:  # warm start from the last optimum, no restarts
                 model.set_params(kernel=self._kernel, n_restarts_optimizer=0)
             # hyperparameters from a bounded window: their cost grows with the cube of its size
-            Xh, yh = (X, y) if len(y) <= self.max_hyperfit_points else _window(X, y, self.max_hyperfit_points)
+            Xh, yh = (X, y) if len(y) <= self.max_hyperfit_points else window(X, y, self.max_hyperfit_points)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 model.fit(Xh, yh)
@@ -431,18 +432,6 @@ def _with_noise(model: Any) -> Any:
     if present and noise is not None:
         kernel.set_params(**{param: WhiteKernel(noise_level=max(float(noise), 1e-10))})
     return kernel
-
-
-def _window(X: np.ndarray, y: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The best ``size // 2`` observations plus the most recent ones, ``size`` in all."""
-    best = np.argsort(y, kind="stable")[: size // 2]
-    keep = set(best.tolist())
-    for i in range(len(y) - 1, -1, -1):
-        if len(keep) >= size:
-            break
-        keep.add(i)
-    idx = np.array(sorted(keep))
-    return X[idx], y[idx]
 
 
 def _min_dist(A: np.ndarray, B: np.ndarray) -> np.ndarray:

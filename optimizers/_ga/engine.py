@@ -6,7 +6,7 @@ import functools
 import math
 import random
 from statistics import fmean
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from deap import base, tools
 
@@ -14,6 +14,7 @@ from .failures import FailurePolicy
 from .individual import Individual
 from .operators import Mutator, cx_uniform, sel_tournament
 from .options import GAOptions
+from .screen import SurrogateScreen
 from .step import StepAdaptation
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class Engine:
         self.logbook = tools.Logbook()
         self.logbook.header = ["gen", "nevals", "failed", "min", "mean", "best"]
         self.step = StepAdaptation(options.sigma_adapt)
+        self.screen = SurrogateScreen(options.screen, self.space)
         self.toolbox = make_toolbox(options, evaluator, self.rng, self.step)
 
     def earlier(self) -> list[Individual]:
@@ -49,8 +51,30 @@ class Engine:
     def record(self, scored: Sequence[Individual], gen: int | None) -> None:
         """Hall of fame update for newly scored individuals; a log line per generation."""
         self.hall_of_fame.update([ind for ind in scored if ind.ok])
+        self.screen.observe(scored)
         if gen is not None:
             self._log(gen, scored, len(scored))
+
+    def screened(self, breed: Callable[[], list[Individual]]) -> list[Individual]:
+        """One generation's offspring from ``breed``; with screening, its new children replaced by
+        the most promising of ``screen`` breedings' new children (see ``_ga.screen``)."""
+        offspring = breed()
+        new = [i for i, ind in enumerate(offspring) if not ind.fitness.valid]
+        if not self.screen.active or not new:
+            return offspring
+        pool = [offspring[i] for i in new]
+        for _ in range(self.screen.factor - 1):
+            pool += [ind for ind in breed() if not ind.fitness.valid]
+        picks = self.screen.pick(pool, len(new))
+        for i, child in zip(new, picks):
+            offspring[i] = child
+        return offspring
+
+    def children(self, population: Sequence[Individual], n: int) -> list[Individual]:
+        """Steady-state breeding of ``n`` children (:meth:`child`), screened like :meth:`screened`."""
+        if not self.screen.active:
+            return [self.child(population) for _ in range(n)]
+        return self.screen.pick([self.child(population) for _ in range(n * self.screen.factor)], n)
 
     def record_population(self, population: Sequence[Individual], gen: int) -> None:
         """Steady-state mode: a log line each ``population`` results, over the current population."""

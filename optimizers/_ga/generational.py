@@ -6,6 +6,9 @@ pay for a whole generation, the generation is *truncated*: its first
 ``remaining`` new children are evaluated, the others are dropped, and (in
 ``simple``) their places are kept by the best parents. The run then ends.
 
+Screening (``screen``, see ``_ga.screen``): each generation's new children are the most
+promising of ``screen`` breedings' (``screen: 1``: every child as bred).
+
 Elitism (``elitism``, default 1): in ``simple`` the best individuals of a generation that
 are not in the next one take the places of its worst (CANDLE's eaSimple: ``elitism: 0``).
 
@@ -43,10 +46,11 @@ def run_generational(engine: "Engine") -> list[Individual]:
            and engine.evaluator.remaining > 0 and empty < MAX_EMPTY_GENERATIONS and population):
         gen += 1
         if opts.strategy == "simple":
-            parents = toolbox.select(population, opts.population)
-            offspring = var_and(parents, toolbox, opts.cxpb, opts.mutpb, rng)
+            offspring = engine.screened(lambda: var_and(toolbox.select(population, opts.population),
+                                                        toolbox, opts.cxpb, opts.mutpb, rng))
         else:
-            offspring = var_or(population, toolbox, opts.lambda_, opts.cxpb, opts.mutpb, rng)
+            offspring = engine.screened(lambda: var_or(population, toolbox, opts.lambda_,
+                                                       opts.cxpb, opts.mutpb, rng))
         before = engine.evaluator.submitted
         offspring = evaluate_valid(engine, offspring, gen=gen)
         engine.step.adapt()

@@ -45,6 +45,7 @@ class GAOptions:
     elitism: int = 1
     sigma_decay: float = 1.0
     sigma_adapt: bool = True
+    screen: int = 5
 
     def resolved(self, budget: int, workers: int) -> "GAOptions":
         """The options with the run-dependent defaults filled in: ``population`` about a 25th
@@ -65,6 +66,7 @@ class GAOptions:
         if self.population is not None:
             _int_at_least("population", self.population, 2)
         _int_at_least("elitism", self.elitism, 0)
+        _int_at_least("screen", self.screen, 1)
         object.__setattr__(self, "sigma_decay", _number("sigma_decay", self.sigma_decay))
         if isinstance(self.sigma_decay, bool) or not isinstance(self.sigma_decay, (int, float)) \
                 or not 0.0 < self.sigma_decay <= 1.0:

@@ -7,7 +7,8 @@ size by removing the worst member (``replacement: worst``) or the loser of a
 tournament (``replacement: tournament``), and one new child is bred (two
 tournament-selected parents, uniform crossover with ``cxpb``, mutation with
 ``mutpb``, or always when crossover left the child a copy of its parent) and
-submitted. ``generations`` caps the run at ``population * (generations + 1)``
+submitted (with ``screen`` above 1: the most promising of ``screen`` children bred, see
+``_ga.screen``). ``generations`` caps the run at ``population * (generations + 1)``
 evaluations; the budget always caps it.
 
 Resuming: the population starts as the best ``population`` individuals of the earlier
@@ -38,18 +39,18 @@ def run_steady_state(engine: "Engine") -> list[Individual]:
     in_flight: dict[int, Individual] = {}
     state = {"random": len(population), "submitted": len(earlier), "arrived": len(earlier)}
 
-    def breed() -> Individual:
-        if state["random"] < opts.population or len(population) < 2:
-            state["random"] += 1
-            return Individual(engine.space.sample(engine.rng))
-        return engine.child(population)
+    def breed(n: int) -> list[Individual]:
+        randoms = max(min(n, opts.population - state["random"]), n if len(population) < 2 else 0)
+        state["random"] += randoms
+        children = [Individual(engine.space.sample(engine.rng)) for _ in range(randoms)]
+        return children + (engine.children(population, n - randoms) if n > randoms else [])
 
     while True:
         want = min(target - evaluator.pending, evaluator.remaining)
         if cap is not None:
             want = min(want, cap - state["submitted"])
         if want > 0:
-            children = [breed() for _ in range(want)]
+            children = breed(want)
             for task_id, child in zip(evaluator.put([dict(c) for c in children]), children):
                 in_flight[task_id] = child
             state["submitted"] += want

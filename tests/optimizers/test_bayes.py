@@ -18,6 +18,7 @@ from emews.evaluator import EvaluatorObserver
 from emews.optimizer import AskTellOptimizer
 from emews.optimizers._bayes import _engine
 from emews.optimizers._bayes._space import SpaceMap
+from emews.optimizers._training_set import window
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers.random import RandomSearch
 from emews.results import Result, Status
@@ -156,7 +157,7 @@ def test_switch_and_window():
     opt.start(space, 1)
     rng = np.random.RandomState(0)
     opt.ingest([_result(i, {"x": float(a), "y": float(b)}, float(a + b)) for i, (a, b) in enumerate(rng.rand(25, 2))])
-    X, y = _engine._window(*opt.engine._training_set(), 20)
+    X, y = window(*opt.engine._training_set(), 20)
     assert len(y) == 20 and min(y) == min(opt.engine.y)
     assert opt.engine.estimator_name() == "GP" and len(opt.suggest(2)) == 2
     opt.ingest([_result(100 + i, {"x": float(a), "y": float(b)}, float(a + b)) for i, (a, b) in enumerate(rng.rand(10, 2))])

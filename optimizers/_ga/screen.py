@@ -1,0 +1,116 @@
+"""Surrogate pre-screening: breed ``screen`` times the children needed, evaluate the most promising.
+
+With ``screen: k`` (k > 1) every generation (in ``async``: every batch of children) is bred ``k``
+times over by the GA's own operators; a Gaussian process fitted on the evaluations so far
+(Matern 5/2 with one length scale per parameter, in the space's unit coordinates) ranks the
+children by their lower confidence bound, mean minus ``KAPPA`` standard deviations, and the best
+ranked are the ones evaluated. Children that repeat an evaluated or submitted point come last
+(they are evaluated only when too few children are new). Breeding, selection and replacement stay the GA's; the screen only chooses among
+children the GA would have produced. ``screen: 1`` evaluates every child as bred (CANDLE's GA).
+
+Cost: the kernel's hyperparameters are re-optimized when the evaluations grew by a tenth since
+the last time, on at most ``MAX_POINTS`` of them (the best half plus the most recent); in
+between the model is refitted with the kernel fixed (one Cholesky factorization).
+
+On BBOB (``bench/quality.py``, f1, 3, 8, 10, 15, 17, 20, 21 in 2, 5, 10-D, budget 20 x D, 4
+workers, instances 1-5, 2 seeds) ``screen: 5`` put the GA within 3x of the best of Optuna's
+TPE, TPE multivariate and CMA-ES on 23 of 24 problems, against 19 without it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+import numpy as np
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import ConstantKernel, Kernel, Matern, WhiteKernel
+
+from emews.space import Space
+
+from .._training_set import window
+from .individual import Individual
+
+#: evaluations the model needs before it screens (fewer: the first children bred are taken)
+MIN_OBSERVATIONS = 5
+#: the most evaluations the model is fitted on (the best half plus the most recent)
+MAX_POINTS = 200
+#: the lower confidence bound's weight on the standard deviation
+KAPPA = 1.0
+#: growth of the evaluations since the last hyperparameter fit that triggers the next one
+HYPERFIT_GROWTH = 0.1
+
+
+class SurrogateScreen:
+    """Remembers the evaluations (:meth:`observe`) and picks the most promising children (:meth:`pick`)."""
+
+    def __init__(self, factor: int, space: Space) -> None:
+        self.factor = factor
+        self.space = space
+        self._X: list[list[float]] = []
+        self._y: list[float] = []
+        self._taken: set[tuple[float, ...]] = set()
+        self._kernel: Kernel | None = None
+        self._hyperfit_at = 0
+        #: how many times the model was fitted, and with its hyperparameters re-optimized
+        self.fits = 0
+        self.hyperfits = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether children are screened at all (``screen`` above 1)."""
+        return self.factor > 1
+
+    def observe(self, individuals: Sequence[Individual]) -> None:
+        """Learn the scored individuals; failed evaluations only mark their points as taken."""
+        for ind in individuals:
+            coords = self.space.to_unit(ind)
+            self._taken.add(tuple(coords))
+            if ind.ok and ind.loss is not None and np.isfinite(ind.loss):
+                self._X.append(coords)
+                self._y.append(float(ind.loss))
+
+    def pick(self, candidates: Sequence[Individual], n: int) -> list[Individual]:
+        """``n`` of the ``candidates``: the new ones best predicted first (before the model has
+        ``MIN_OBSERVATIONS`` evaluations, in their order), then, when fewer than ``n`` are new,
+        repeats in their order. The picks count as taken: they are about to be evaluated."""
+        fresh: dict[tuple[float, ...], Individual] = {}
+        repeats: list[Individual] = []
+        for child in candidates:
+            key = tuple(self.space.to_unit(child))
+            if key in self._taken or key in fresh:
+                repeats.append(child)
+            else:
+                fresh[key] = child
+        keys = list(fresh)
+        if len(keys) > n and len(self._y) >= MIN_OBSERVATIONS:
+            mean, std = self._model().predict(np.array(keys), return_std=True)
+            keys = [keys[i] for i in np.argsort(mean - KAPPA * std, kind="stable")]
+        keys = keys[:n]
+        self._taken.update(keys)
+        return [fresh[key] for key in keys] + repeats[:n - len(keys)]
+
+    def _model(self) -> GaussianProcessRegressor:
+        X, y = np.array(self._X), np.array(self._y)
+        if len(y) > MAX_POINTS:
+            X, y = window(X, y, MAX_POINTS)
+        hyperfit = self._kernel is None or len(self._y) >= self._hyperfit_at * (1 + HYPERFIT_GROWTH)
+        model = GaussianProcessRegressor(
+            self._new_kernel(X.shape[1]) if hyperfit else self._kernel,
+            normalize_y=True, optimizer="fmin_l_bfgs_b" if hyperfit else None)
+        with warnings.catch_warnings():  # hyperparameters at their bounds: a valid model still
+            warnings.simplefilter("ignore")
+            model.fit(X, y)
+        self.fits += 1
+        if hyperfit:
+            self.hyperfits += 1
+            self._kernel = model.kernel_
+            self._hyperfit_at = len(self._y)
+        return model
+
+    def _new_kernel(self, dims: int) -> Kernel:
+        start = self._kernel  # warm start from the last fit
+        if start is not None:
+            return start
+        return (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(np.ones(dims), (1e-2, 1e2), nu=2.5)
+                + WhiteKernel(1e-4, (1e-8, 1e-1)))
