@@ -189,4 +189,8 @@ def child_main(argv: list[str]) -> None:
         config = conn.recv()
     except (EOFError, OSError):
         sys.exit(1)   # the parent gave up before sending it
-    sys.exit(importlib.import_module(module).serve(conn, config))
+    try:
+        status = importlib.import_module(module).serve(conn, config)
+    except (BrokenPipeError, ConnectionResetError):
+        os._exit(0)   # the parent closed the connection (the run ended first): nothing to say
+    sys.exit(status)

@@ -11,6 +11,8 @@ def serve(conn, config: str) -> int:
     if config == "cannot start":
         conn.send(Ready("no licence for this model"))
         return 3
+    if config == "ready after the parent left":
+        conn.poll(None)   # returns on end-of-file: the parent closed its end
     conn.send(Ready())
     while True:
         try:

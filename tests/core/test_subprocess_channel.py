@@ -32,6 +32,15 @@ def test_ready_then_request_and_reply_then_exit_on_close():
     assert child.pid not in children(os.getpid())
 
 
+def test_a_child_whose_parent_closed_first_exits_quietly(capfd):
+    """A run that ended before its model process was ready: the child's ``Ready`` finds the
+    connection closed; it exits 0 without a traceback on the run's stderr."""
+    child = _child("ready after the parent left")
+    child.close(timeout=120)
+    assert child.returncode == 0
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_a_child_that_cannot_start_says_why():
     child = _child("cannot start")
     try:
