@@ -15,11 +15,16 @@ fixed, as CANDLE; below 1 the Gaussian mutation step shrinks geometrically with 
 spent, to this fraction of ``sigma`` at its end: it helps on smooth unimodal problems and hurt
 on Ackley-4, median of 7 seeds 11.9 against 6.4 fixed), ``sigma_adapt`` (true: the step
 adapts by the 1/5th success rule between a thousandth of ``sigma`` and ``sigma``, see
-``_ga.step``; false: ``sigma`` fixed, as CANDLE), ``mu`` /
+``_ga.step``; false: ``sigma`` fixed, as CANDLE), ``screen`` (5: each generation, in
+``async`` each batch of children, is bred five times over and a Gaussian process fitted on the
+evaluations so far picks the children to evaluate, by lower confidence bound, see
+``_ga.screen``; 1: every child as bred, as CANDLE), ``mu`` /
 ``lambda_`` (default: population), ``failure`` ``penalty`` | ``worst`` |
 ``mean`` with ``penalty`` (inf), ``hall_of_fame`` size (10),
 ``replacement`` ``worst`` | ``tournament`` and ``in_flight`` (default: one
 per worker) for ``async``.
+
+CANDLE Supervisor's GA exactly: ``strategy: simple, elitism: 0, sigma_adapt: false, screen: 1``.
 
 Mutation is type-aware: Gaussian with the dimension's ``sigma`` (default 10%
 of its range, in decades for log dimensions, at least 1 for ints), clipped
