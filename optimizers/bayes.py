@@ -110,6 +110,8 @@ class BayesianOptimizer(AskTellOptimizer):
     acq_func                 EI | PI | LCB (EI); ``xi`` (0.01) and ``kappa`` (1.96) tune them
     n_candidates             random candidates per acquisition maximization (2000), plus
                              perturbations of the five best points
+    output_warp              fit the GP on Yeo-Johnson transformed losses (true; see
+                             ``optimizers._output_warp``); false: on the losses as they are
     max_gp_points            most observations a GP is trained on (200)
     max_hyperfit_points      most observations its hyperparameters are optimized on (200): a
                              larger ``max_gp_points`` then costs one Cholesky per fit, not an
@@ -138,7 +140,8 @@ class BayesianOptimizer(AskTellOptimizer):
     def __init__(self, seed: int | None = None, n_initial_points: AtLeast[1] = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
                  acq_func: str = "EI", xi: NonNegative = 0.01, kappa: NonNegative = 1.96,
-                 n_candidates: AtLeast[10] = 2000, max_gp_points: AtLeast[10] = 200,
+                 n_candidates: AtLeast[10] = 2000, output_warp: bool = True,
+                 max_gp_points: AtLeast[10] = 200,
                  max_hyperfit_points: AtLeast[10] = 200, hyperfit_growth: NonNegative = 0.1,
                  switch_after: AtLeast[0] | None = None, fallback_estimator: str = "ET",
                  failure_penalty: Literal["worst", "skip"] | Finite = "worst",
@@ -165,7 +168,7 @@ class BayesianOptimizer(AskTellOptimizer):
             base_estimator=_choice("base_estimator", base_estimator, ESTIMATORS),
             fallback_estimator=_choice("fallback_estimator", fallback_estimator, ESTIMATORS),
             acq_func=_choice("acq_func", acq_func, ACQ_FUNCS), xi=float(xi), kappa=float(kappa),
-            n_candidates=int(n_candidates), max_gp_points=max_gp_points,
+            n_candidates=int(n_candidates), output_warp=output_warp, max_gp_points=max_gp_points,
             max_hyperfit_points=max_hyperfit_points,
             hyperfit_growth=float(hyperfit_growth), switch_after=switch_after,
             failures=FailureImputation.from_option(failure_penalty))

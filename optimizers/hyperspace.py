@@ -108,20 +108,22 @@ class HyperSpace(AskTellOptimizer):
     (m, the dimensions split; default: ``2^m`` <= workers, at most 3); ``split`` (names of the
     dimensions to split; default the first ``m`` numeric ones); ``n_initial_points`` per
     subspace (3; results shared from overlapping subspaces count); ``n_candidates`` (1000);
-    ``max_gp_points`` per subspace (200); ``failure_penalty`` (worst | skip | a number, as bayes).
+    ``max_gp_points`` per subspace (200); ``output_warp`` (true: GPs fitted on Yeo-Johnson
+    transformed losses, as bayes); ``failure_penalty`` (worst | skip | a number, as bayes).
     """
 
     def __init__(self, seed: int | None = None, overlap: Annotated[float, Field(ge=0, lt=1)] = 0.25,
                  splits: Annotated[int, Field(ge=1, le=6)] | None = None, split: list[str] | None = None,
                  n_initial_points: Annotated[int, Field(ge=1)] = 3,
                  n_candidates: Annotated[int, Field(ge=10)] = 1000,
-                 max_gp_points: Annotated[int, Field(ge=10)] = 200,
+                 max_gp_points: Annotated[int, Field(ge=10)] = 200, output_warp: bool = True,
                  failure_penalty: Literal["worst", "skip"] | Annotated[float, Field(allow_inf_nan=False)] = "worst",
                  ) -> None:
         validate_options(HyperSpace, {k: v for k, v in locals().items() if k != "self"})
         self.seed, self.overlap, self.splits, self.split = seed, overlap, splits, split
         self.engine_options = dict(n_initial_points=n_initial_points, n_candidates=n_candidates,
-                                   max_gp_points=max_gp_points, max_hyperfit_points=max_gp_points)
+                                   max_gp_points=max_gp_points, max_hyperfit_points=max_gp_points,
+                                   output_warp=output_warp)
         self.failure_penalty = failure_penalty
         self.subspaces: list[Subspace] = []
         self._turn = 0

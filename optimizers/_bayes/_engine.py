@@ -12,6 +12,7 @@ a Matern kernel, RF and ET with ``return_std``) and acquisition formulas, but
 * bounds the GP's training set (``max_gp_points``: the best half plus the most recent) and the
   set its hyperparameters are optimized on (``max_hyperfit_points``, the same way), and can
   switch to a tree ensemble above ``switch_after`` observations;
+* fits a GP on power-transformed losses (``output_warp``, see ``optimizers._output_warp``);
 * maximizes the acquisition over random candidates plus perturbations of the best points,
   and picks batches by constant liar (GP) or by spreading the picks apart (trees).
 
@@ -38,6 +39,7 @@ from skopt.space import Real
 from skopt.utils import cook_estimator, cook_initial_point_generator
 
 from .._failures import FailureImputation
+from .._output_warp import power_warp
 from .._training_set import window
 from ._space import SpaceMap
 
@@ -57,7 +59,7 @@ class Engine:
                  max_gp_points: int = 200, max_hyperfit_points: int = 200,
                  hyperfit_growth: float = 0.1, acq_func: str = "EI",
                  xi: float = 0.01, kappa: float = 1.96, n_candidates: int = 2000,
-                 failures: FailureImputation | None = None) -> None:
+                 output_warp: bool = True, failures: FailureImputation | None = None) -> None:
         self.map = space
         self.sk = space.skopt
         self.rng = np.random.RandomState(seed)
@@ -72,6 +74,7 @@ class Engine:
         self.xi = xi
         self.kappa = kappa
         self.n_candidates = n_candidates
+        self.output_warp = output_warp
         self.failures = failures or FailureImputation()
         self.X: list[np.ndarray] = []     # transformed observations
         self.y: list[float] = []          # losses, inf for failures
@@ -150,6 +153,8 @@ class Engine:
         name = self.estimator_name()
         if name == "GP" and len(y) > self.max_gp_points:
             X, y = window(X, y, self.max_gp_points)
+        if name == "GP" and self.output_warp:   # the acquisition and the lies work in these units
+            y = power_warp(y)
         y_opt = float(np.min(y))
         Pt = np.asarray(self.sk.transform(pending), dtype=float) if pending else np.empty((0, X.shape[1]))
         # pending points: a GP learns them as lies; trees keep the new picks away from them
