@@ -47,6 +47,8 @@ CLASSIC = {"branin": 40, "hartmann6": 80, "ackley5": 80, "mixed": 50}
 #: evaluations of each scikit-learn search (``--suite hpo``)
 HPO_BUDGET = 40
 BBOB_FUNCTIONS = [1, 3, 8, 10, 15, 17, 20, 21]
+#: the baselines the issue's targets compare with (the best of them per problem)
+COMPETITORS = ("tpe", "tpe-mv", "cmaes")
 #: precision below this counts as solved (ratios of two solved runs are not "3x worse")
 SOLVED = 1e-8
 
@@ -158,6 +160,12 @@ def ranks(medians: dict[str, dict[str, float]]) -> None:
     if "bayes" in names and "tpe" in names:
         far = [p for p, row in medians.items() if max(row["bayes"], SOLVED) >= 3 * max(row["tpe"], SOLVED)]
         print(f"bayes >= 3x worse than TPE's median on: {', '.join(far) or 'none'}")
+    rivals = [n for n in COMPETITORS if n in names]
+    for name in (n for n in names if rivals and n not in COMPETITORS and n != "random"):
+        far = [p for p, row in medians.items()
+               if max(row[name], SOLVED) >= 3 * max(min(row[r] for r in rivals), SOLVED)]
+        print(f"{name} within 3x of the best competitor ({', '.join(rivals)}) on "
+              f"{len(medians) - len(far)} of {len(medians)}; not on: {', '.join(far) or 'none'}")
     if "random" in names:
         for name in (n for n in names if n != "random"):
             lost = [p for p, row in medians.items() if row[name] > row["random"]]

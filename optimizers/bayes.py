@@ -110,8 +110,10 @@ class BayesianOptimizer(AskTellOptimizer):
     acq_func                 EI | PI | LCB (EI); ``xi`` (0.01) and ``kappa`` (1.96) tune them
     n_candidates             random candidates per acquisition maximization (2000), plus
                              perturbations of the five best points
-    output_warp              fit the GP on Yeo-Johnson transformed losses (true; see
-                             ``optimizers._output_warp``); false: on the losses as they are
+    output_warp              auto (default): at each hyperparameter fit, a GP on the losses
+                             and one on their Yeo-Johnson transform compete by likelihood and
+                             the likelier is used (see ``optimizers._output_warp``); true:
+                             always the transform; false: always the losses
     max_gp_points            most observations a GP is trained on (200)
     max_hyperfit_points      most observations its hyperparameters are optimized on (200): a
                              larger ``max_gp_points`` then costs one Cholesky per fit, not an
@@ -140,7 +142,7 @@ class BayesianOptimizer(AskTellOptimizer):
     def __init__(self, seed: int | None = None, n_initial_points: AtLeast[1] = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
                  acq_func: str = "EI", xi: NonNegative = 0.01, kappa: NonNegative = 1.96,
-                 n_candidates: AtLeast[10] = 2000, output_warp: bool = True,
+                 n_candidates: AtLeast[10] = 2000, output_warp: bool | Literal["auto"] = "auto",
                  max_gp_points: AtLeast[10] = 200,
                  max_hyperfit_points: AtLeast[10] = 200, hyperfit_growth: NonNegative = 0.1,
                  switch_after: AtLeast[0] | None = None, fallback_estimator: str = "ET",

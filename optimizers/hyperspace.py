@@ -108,15 +108,15 @@ class HyperSpace(AskTellOptimizer):
     (m, the dimensions split; default: ``2^m`` <= workers, at most 3); ``split`` (names of the
     dimensions to split; default the first ``m`` numeric ones); ``n_initial_points`` per
     subspace (3; results shared from overlapping subspaces count); ``n_candidates`` (1000);
-    ``max_gp_points`` per subspace (200); ``output_warp`` (true: GPs fitted on Yeo-Johnson
-    transformed losses, as bayes); ``failure_penalty`` (worst | skip | a number, as bayes).
+    ``max_gp_points`` per subspace (200); ``output_warp`` (auto | true | false: GPs fitted on
+    the losses or their Yeo-Johnson transform, as bayes); ``failure_penalty`` (worst | skip | a number, as bayes).
     """
 
     def __init__(self, seed: int | None = None, overlap: Annotated[float, Field(ge=0, lt=1)] = 0.25,
                  splits: Annotated[int, Field(ge=1, le=6)] | None = None, split: list[str] | None = None,
                  n_initial_points: Annotated[int, Field(ge=1)] = 3,
                  n_candidates: Annotated[int, Field(ge=10)] = 1000,
-                 max_gp_points: Annotated[int, Field(ge=10)] = 200, output_warp: bool = True,
+                 max_gp_points: Annotated[int, Field(ge=10)] = 200, output_warp: bool | Literal["auto"] = "auto",
                  failure_penalty: Literal["worst", "skip"] | Annotated[float, Field(allow_inf_nan=False)] = "worst",
                  ) -> None:
         validate_options(HyperSpace, {k: v for k, v in locals().items() if k != "self"})

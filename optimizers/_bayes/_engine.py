@@ -12,7 +12,8 @@ a Matern kernel, RF and ET with ``return_std``) and acquisition formulas, but
 * bounds the GP's training set (``max_gp_points``: the best half plus the most recent) and the
   set its hyperparameters are optimized on (``max_hyperfit_points``, the same way), and can
   switch to a tree ensemble above ``switch_after`` observations;
-* fits a GP on power-transformed losses (``output_warp``, see ``optimizers._output_warp``);
+* fits a GP on the losses or on their power transform, whichever explains them better
+  (``output_warp``, see ``optimizers._output_warp``);
 * maximizes the acquisition over random candidates plus perturbations of the best points,
   and picks batches by constant liar (GP) or by spreading the picks apart (trees).
 
@@ -59,7 +60,7 @@ class Engine:
                  max_gp_points: int = 200, max_hyperfit_points: int = 200,
                  hyperfit_growth: float = 0.1, acq_func: str = "EI",
                  xi: float = 0.01, kappa: float = 1.96, n_candidates: int = 2000,
-                 output_warp: bool = True, failures: FailureImputation | None = None) -> None:
+                 output_warp: bool | str = "auto", failures: FailureImputation | None = None) -> None:
         self.map = space
         self.sk = space.skopt
         self.rng = np.random.RandomState(seed)
@@ -75,6 +76,10 @@ class Engine:
         self.kappa = kappa
         self.n_candidates = n_candidates
         self.output_warp = output_warp
+        self._warped = False              # output_warp auto: the last hyperparameter fit chose the warp
+        self._kernels: dict[bool, Any] = {}   # auto: the last kernel of each model (warm starts)
+        #: output_warp auto: whether each choice (one per hyperparameter fit) took the warp
+        self.warp_choices: list[bool] = []
         self.failures = failures or FailureImputation()
         self.X: list[np.ndarray] = []     # transformed observations
         self.y: list[float] = []          # losses, inf for failures
@@ -153,8 +158,8 @@ class Engine:
         name = self.estimator_name()
         if name == "GP" and len(y) > self.max_gp_points:
             X, y = window(X, y, self.max_gp_points)
-        if name == "GP" and self.output_warp:   # the acquisition and the lies work in these units
-            y = power_warp(y)
+        if name == "GP":   # the acquisition and the lies work in the units the GP is fitted in
+            y = self._gp_targets(X, y)
         y_opt = float(np.min(y))
         Pt = np.asarray(self.sk.transform(pending), dtype=float) if pending else np.empty((0, X.shape[1]))
         # pending points: a GP learns them as lies; trees keep the new picks away from them
@@ -263,16 +268,9 @@ class Engine:
             model = cook_estimator(name, random_state=seed, n_jobs=1)
             model.fit(X, y)
             return model
-        grown = self.n_told >= self._kernel_n * (1.0 + self.hyperfit_growth)
-        if self._kernel is None or grown:
-            model = self._new_gp(seed)
-            if self._kernel is not None:  # warm start from the last optimum, no restarts
-                model.set_params(kernel=self._kernel, n_restarts_optimizer=0)
-            # hyperparameters from a bounded window: their cost grows with the cube of its size
-            Xh, yh = (X, y) if len(y) <= self.max_hyperfit_points else window(X, y, self.max_hyperfit_points)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model.fit(Xh, yh)
+        if self._hyperfit_due():
+            Xh, yh = self._hyperfit_window(X, y)
+            model = self._hyperfit(Xh, yh, self._kernel, seed)
             self._kernel = _with_noise(model)
             self._kernel_n = self.n_told
             self.hyperfits += 1
@@ -286,6 +284,53 @@ class Engine:
             warnings.simplefilter("ignore")
             model.fit(X, y)
         return model
+
+    def _hyperfit_due(self) -> bool:
+        """Whether the next GP fit re-optimizes the kernel: none yet, or the history grew by
+        ``hyperfit_growth`` since the last time."""
+        return self._kernel is None or self.n_told >= self._kernel_n * (1.0 + self.hyperfit_growth)
+
+    def _hyperfit_window(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The observations the kernel is optimized on: its cost grows with the cube of their number."""
+        return (X, y) if len(y) <= self.max_hyperfit_points else window(X, y, self.max_hyperfit_points)
+
+    def _hyperfit(self, X: np.ndarray, y: np.ndarray, start: Any, seed: int) -> Any:
+        """A GP with its kernel optimized on ``X, y``, warm-started from ``start`` (no restarts)."""
+        model = self._new_gp(seed)
+        if start is not None:
+            model.set_params(kernel=start, n_restarts_optimizer=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(X, y)
+        return model
+
+    def _gp_targets(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """What the GP is fitted on: the losses ``y`` or their warp (``output_warp``; ``auto``:
+        the likelier of the two models, chosen anew at each hyperparameter fit)."""
+        if self.output_warp == "auto" and self._hyperfit_due():
+            self._warped = self._choose_warp(*self._hyperfit_window(X, y))
+        warped = self.output_warp is True or (self.output_warp == "auto" and self._warped)
+        return power_warp(y).values if warped else y
+
+    def _choose_warp(self, X: np.ndarray, y: np.ndarray) -> bool:
+        """Fit the kernel to the raw and to the warped losses; whether the warped GP explains
+        the losses better (marginal likelihood plus the warp's log-Jacobian, both as densities
+        of ``y``). The winner's kernel is the one the next fits use."""
+        warp = power_warp(y)
+        if not warp.applied:   # too few or equal losses: nothing to choose
+            return False
+        seed = int(self.rng.randint(0, 2**31 - 1))
+        models = {False: self._hyperfit(X, y, self._kernels.get(False), seed),
+                  True: self._hyperfit(X, warp.values, self._kernels.get(True), seed)}
+        evidence = {False: _evidence(models[False], y, 0.0),
+                    True: _evidence(models[True], warp.values, warp.log_jacobian)}
+        self._kernels = {k: _with_noise(m) for k, m in models.items()}
+        warped = evidence[True] > evidence[False]
+        self.warp_choices.append(warped)
+        self._kernel = self._kernels[warped]
+        self._kernel_n = self.n_told
+        self.hyperfits += 1
+        return warped
 
     def _fixed_gp(self, model: Any, X: np.ndarray, y: np.ndarray) -> Any:
         lie = clone(model)
@@ -427,6 +472,14 @@ def _posterior(model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, float
     cov = (model.kernel_(X) - v.T @ v) * y_std ** 2
     noise = float(getattr(model, "noise_", None) or 0.0) * y_std ** 2
     return mu, cov, max(noise, 1e-10 * y_std ** 2)
+
+
+def _evidence(model: Any, targets: np.ndarray, log_jacobian: float) -> float:
+    """The log-likelihood of the losses under a GP fitted on ``targets`` made from them: its
+    marginal likelihood (of the targets it normalized by their standard deviation) turned into
+    a density of the losses by the normalization's and the warp's log-Jacobians."""
+    spread = float(np.std(targets)) or 1.0
+    return float(model.log_marginal_likelihood_value_) - len(targets) * math.log(spread) + log_jacobian
 
 
 def _with_noise(model: Any) -> Any:
