@@ -15,8 +15,8 @@ fixed, as CANDLE; below 1 the Gaussian mutation step shrinks geometrically with 
 spent, to this fraction of ``sigma`` at its end: it helps on smooth unimodal problems and hurt
 on Ackley-4, median of 7 seeds 11.9 against 6.4 fixed), ``sigma_adapt`` (true: the step
 adapts by the 1/5th success rule between a thousandth of ``sigma`` and ``sigma``, see
-``_ga.step``; false: ``sigma`` fixed, as CANDLE), ``screen`` (5: each generation, in
-``async`` each batch of children, is bred five times over and a Gaussian process fitted on the
+``_ga.step``; false: ``sigma`` fixed, as CANDLE), ``screen`` (10: each generation, in
+``async`` each batch of children, is bred ten times over and a Gaussian process fitted on the
 evaluations so far picks the children to evaluate, by lower confidence bound, see
 ``_ga.screen``; 1: every child as bred, as CANDLE), ``mu`` /
 ``lambda_`` (default: population), ``failure`` ``penalty`` | ``worst`` |
@@ -73,7 +73,7 @@ class GeneticAlgorithm(Optimizer):
                  mu: int | None = None, lambda_: int | None = None, failure: str = "penalty",
                  penalty: float = math.inf, hall_of_fame: int = 10, replacement: str = "worst",
                  in_flight: int | None = None, elitism: int = 1, sigma_decay: float = 1.0,
-                 sigma_adapt: bool = True, screen: int = 5) -> None:
+                 sigma_adapt: bool = True, screen: int = 10) -> None:
         self.options = GAOptions(population, generations, cxpb, mutpb, indpb, cx_indpb, tournament, seed,
                                  strategy, mu, lambda_, failure, penalty, hall_of_fame, replacement,
                                  in_flight, elitism, sigma_decay, sigma_adapt, screen)

@@ -68,10 +68,12 @@ class EventLog:
         ends = self.seqs(end)
         return sorted((seq, ends[key]) for key, seq in self.seqs(begin).items() if key in ends)
 
-    def wait_for(self, kind: str, timeout: float = 60.0) -> bool:
-        """Block until a ``kind`` event was recorded (or ``timeout``); whether it was."""
+    def wait_for(self, kind: str, timeout: float = 60.0, after: int = -1) -> bool:
+        """Block until a ``kind`` event was recorded after sequence number ``after`` (or
+        ``timeout``); whether it was."""
         with self._cond:
-            return self._cond.wait_for(lambda: any(k == kind for k, _ in self.events), timeout)
+            return self._cond.wait_for(
+                lambda: any(k == kind for k, _ in self.events[after + 1:]), timeout)
 
 
 #: the log that objectives run in worker threads (``run_in_threads``) and the test share

@@ -45,7 +45,7 @@ class GAOptions:
     elitism: int = 1
     sigma_decay: float = 1.0
     sigma_adapt: bool = True
-    screen: int = 5
+    screen: int = 10
 
     def resolved(self, budget: int, workers: int) -> "GAOptions":
         """The options with the run-dependent defaults filled in: ``population`` about a 25th

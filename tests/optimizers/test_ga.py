@@ -484,9 +484,11 @@ def test_candles_fixed_sigma_does_not_adapt() -> None:
 def test_near_an_optimum_the_mutation_step_shrinks_and_candle_settings_keep_it(strategy: str, workers: int) -> None:
     branin = Space({"x1": Float(-5.0, 10.0), "x2": Float(0.0, 15.0)})
     objective = ObjectiveRef("emews.objectives.benchmarks", "branin")
-    adapted = ga_run(budget=160, workers=workers, space=branin, objective=objective, strategy=strategy, population=8)
+    # screen 1: every child as bred, so that the success rate is the operators' (screening picks likely winners)
+    adapted = ga_run(budget=160, workers=workers, space=branin, objective=objective, strategy=strategy, population=8,
+                     screen=1)
     fixed = ga_run(budget=160, workers=workers, space=branin, objective=objective, strategy=strategy, population=8,
-                   sigma_adapt=False)
+                   sigma_adapt=False, screen=1)
     steps = adapted.optimizer.step_scales
     assert len(steps) >= 5 and len(set(steps)) > 1
     if strategy == "simple":  # generations are batches: the trajectory is the seed's (async's follows arrival order)

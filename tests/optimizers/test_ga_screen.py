@@ -13,6 +13,7 @@ import pytest
 from emews.objective import ObjectiveRef
 from emews.optimizers._ga.individual import Individual
 from emews.optimizers._ga.screen import MIN_OBSERVATIONS, SurrogateScreen
+from emews.optimizers._ga.options import GAOptions
 from emews.optimizers.ga import GeneticAlgorithm
 from emews.results import Result, Status
 from emews.space import Categorical, Float, Int, Space
@@ -124,6 +125,7 @@ def test_a_space_smaller_than_the_budget_is_run_to_the_end(strategy: str, worker
 def test_screening_finds_better_points_on_a_smooth_problem() -> None:
     """Sphere in 5-D, budget 100: the median best of five seeds, screened (the default) against
     CANDLE's evaluate-every-child (``screen: 1``)."""
+    assert GeneticAlgorithm().options.screen == GAOptions().screen > 1
     space = Space({f"x{i}": Float(-5.0, 5.0) for i in range(5)})
 
     def best(screen: int, seed: int) -> float:
@@ -131,7 +133,7 @@ def test_screening_finds_better_points_on_a_smooth_problem() -> None:
                            budget=100, workers=4, space=space, objective=ObjectiveRef(HERE, "sphere"))
         return trace.summary.best.loss
 
-    screened = statistics.median(best(5, seed) for seed in range(5))
+    screened = statistics.median(best(GAOptions().screen, seed) for seed in range(5))
     plain = statistics.median(best(1, seed) for seed in range(5))
     assert screened < plain / 3, (screened, plain)
 
