@@ -41,6 +41,7 @@ from skopt.utils import cook_estimator, cook_initial_point_generator
 
 from .._failures import FailureImputation
 from .._output_warp import power_warp
+from .._quiet import quiet_model_fits
 from .._training_set import window
 from ._space import SpaceMap
 
@@ -61,6 +62,7 @@ class Engine:
                  hyperfit_growth: float = 0.1, acq_func: str = "EI",
                  xi: float = 0.01, kappa: float = 1.96, n_candidates: int = 2000,
                  output_warp: bool | str = "auto", failures: FailureImputation | None = None) -> None:
+        quiet_model_fits()
         self.map = space
         self.sk = space.skopt
         self.rng = np.random.RandomState(seed)

@@ -20,7 +20,6 @@ on 19 of 24 problems without screening, 22 with ``screen: 5`` and 24 with ``scre
 
 from __future__ import annotations
 
-import warnings
 from typing import Sequence
 
 import numpy as np
@@ -29,6 +28,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Kernel, Matern, Whi
 
 from emews.space import Space
 
+from .._quiet import quiet_model_fits
 from .._training_set import window
 from .individual import Individual
 
@@ -46,6 +46,7 @@ class SurrogateScreen:
     """Remembers the evaluations (:meth:`observe`) and picks the most promising children (:meth:`pick`)."""
 
     def __init__(self, factor: int, space: Space) -> None:
+        quiet_model_fits()
         self.factor = factor
         self.space = space
         self._X: list[list[float]] = []
@@ -99,9 +100,7 @@ class SurrogateScreen:
         model = GaussianProcessRegressor(
             self._new_kernel(X.shape[1]) if hyperfit else self._kernel,
             normalize_y=True, optimizer="fmin_l_bfgs_b" if hyperfit else None)
-        with warnings.catch_warnings():  # hyperparameters at their bounds: a valid model still
-            warnings.simplefilter("ignore")
-            model.fit(X, y)
+        model.fit(X, y)   # hyperparameters at their bounds: a valid model still (warning silenced)
         self.fits += 1
         if hyperfit:
             self.hyperfits += 1

@@ -1,0 +1,54 @@
+"""Surrogate fits keep scikit-learn's GP convergence warnings off the output, with threads about
+(``optimizers._quiet``), and leave every other warning alone."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF
+
+from emews.optimizers._bayes._engine import Engine
+from emews.optimizers._bayes._space import SpaceMap
+from emews.optimizers._ga.screen import SurrogateScreen
+from emews.optimizers._quiet import quiet_model_fits
+from emews.space import Float, Space
+
+PLANE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
+
+
+def _fit_at_a_bound() -> None:
+    """A GP whose length scale ends at its upper bound (a constant function): sklearn warns."""
+    X = np.linspace(0, 1, 8)[:, None]
+    GaussianProcessRegressor(RBF(1.0, (1e-2, 1.0))).fit(X, np.ones(8) + 1e-3 * X.ravel())
+
+
+def _caught(action) -> list[warnings.WarningMessage]:
+    """The warnings ``action`` shows with the default filters (plus what it installs)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        action()
+    return caught
+
+
+def test_a_fit_at_a_bound_warns_unless_quieted_and_other_warnings_stay():
+    assert any(issubclass(w.category, ConvergenceWarning) for w in _caught(_fit_at_a_bound))
+
+    def quieted():
+        quiet_model_fits()
+        quiet_model_fits()                      # idempotent: one filter each
+        _fit_at_a_bound()
+        warnings.warn("a user's model did not converge", ConvergenceWarning)
+    caught = _caught(quieted)
+    assert [str(w.message) for w in caught] == ["a user's model did not converge"]
+
+
+def test_the_optimizers_quiet_their_fits_themselves():
+    for make in (lambda: SurrogateScreen(10, PLANE), lambda: Engine(SpaceMap(PLANE), seed=0)):
+        def built_then_fit(make=make):
+            make()
+            _fit_at_a_bound()
+        assert not any(issubclass(w.category, ConvergenceWarning) for w in _caught(built_then_fit))
