@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 
 import numpy as np
@@ -13,6 +14,7 @@ from sklearn.gaussian_process.kernels import RBF
 from emews.optimizers._bayes._engine import Engine
 from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers._ga.screen import SurrogateScreen
+from emews.optimizers import _quiet
 from emews.optimizers._quiet import quiet_model_fits
 from emews.space import Float, Space
 
@@ -52,3 +54,17 @@ def test_the_optimizers_quiet_their_fits_themselves():
             make()
             _fit_at_a_bound()
         assert not any(issubclass(w.category, ConvergenceWarning) for w in _caught(built_then_fit))
+
+
+def test_a_worker_threads_catch_warnings_does_not_undo_the_filter():
+    """An objective in a worker thread enters ``catch_warnings`` (saving the filter list), the
+    optimizer starts and adds its filters, the objective's block ends (restoring the saved list):
+    the filters hold, because importing the module added them before any worker started."""
+    def interleaved():
+        importlib.reload(_quiet)                   # the optimizers' import, before the workers
+        block = warnings.catch_warnings()
+        block.__enter__()                          # a worker's objective enters its block
+        Engine(SpaceMap(PLANE), seed=0)            # the optimizer starts meanwhile
+        block.__exit__(None, None, None)           # the worker's block ends
+        _fit_at_a_bound()
+    assert not any(issubclass(w.category, ConvergenceWarning) for w in _caught(interleaved))
