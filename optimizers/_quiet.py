@@ -7,8 +7,8 @@ it swaps the process-wide filter list on entry and restores it on exit, so an ob
 worker thread that enters it too (scikit-learn's own model selection does) puts back a list
 without the "ignore" while a fit runs, and the fit's warnings reach stderr (98 lines in one
 ``bench/quality.py --suite hpo`` run). :func:`quiet_model_fits` instead adds filters for exactly
-those warnings, raised in ``sklearn.gaussian_process``, to the process's list; every other
-warning, a user's scikit-learn models' included, is shown as before. Importing this module adds
+those warnings, raised in scikit-learn's and scikit-optimize's ``gaussian_process``, to the
+process's list; every other warning, a user's scikit-learn models' included, is shown as before. Importing this module adds
 them, before any worker thread starts, so that every list a thread saves and restores holds
 them; the optimizers add them again when they start (after a ``warnings.resetwarnings()``).
 """
@@ -20,7 +20,7 @@ import warnings
 from sklearn.exceptions import ConvergenceWarning
 
 #: the modules whose warnings are silenced (the warnings' ``module``, a regular expression)
-GP_MODULES = r"sklearn\.gaussian_process\."
+GP_MODULES = r"(sklearn|skopt\.learning)\.gaussian_process\."
 
 
 def quiet_model_fits() -> None:
