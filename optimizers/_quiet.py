@@ -8,9 +8,10 @@ worker thread that enters it too (scikit-learn's own model selection does) puts 
 without the "ignore" while a fit runs, and the fit's warnings reach stderr (98 lines in one
 ``bench/quality.py --suite hpo`` run). :func:`quiet_model_fits` instead adds filters for exactly
 those warnings, raised in scikit-learn's and scikit-optimize's ``gaussian_process``, to the
-process's list; every other warning, a user's scikit-learn models' included, is shown as before. Importing this module adds
-them, before any worker thread starts, so that every list a thread saves and restores holds
-them; the optimizers add them again when they start (after a ``warnings.resetwarnings()``).
+process's list; every other warning, a user's scikit-learn models' included, is shown as
+before. Importing this module adds them, before any worker thread starts, so that every list a
+thread saves and restores holds them; the optimizers add them again when they start (after a
+``warnings.resetwarnings()``).
 """
 
 from __future__ import annotations
