@@ -19,6 +19,7 @@ the engine falls back to the in-process copy, which has been told every observat
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 from typing import Any, Sequence
 
@@ -71,7 +72,13 @@ class ModelProcess:
         return self._state == "failed"
 
     def adopt(self, engine: Engine) -> "RemoteEngine":
-        """Hand ``engine`` over to the child; the returned engine proposes there from now on."""
+        """Hand ``engine`` over to the child; the returned engine proposes there from now on.
+        Raises ``ModelProcessError`` when the engine cannot be sent (a part of it that pickle
+        cannot carry, such as a local function): nothing reached the child then."""
+        try:
+            pickle.dumps(engine)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise ModelProcessError(f"the model cannot be sent to the model process: {exc}") from exc
         self.call("adopt", engine)
         self._state = "adopted"
         return RemoteEngine(self, engine)

@@ -113,6 +113,24 @@ def test_falls_back_to_the_local_engine_when_the_process_dies(caplog):
         process.close()
 
 
+def test_an_engine_pickle_cannot_carry_stays_here_and_the_process_goes_on_serving():
+    """A part of the engine that pickle cannot carry (a local function, as a patched fit): the
+    handover raises ``ModelProcessError`` before anything is sent, so the proposer keeps the
+    model in its own thread (as for a process that failed to start)."""
+    engine, _ = _engine_with_history()
+    fit = engine._fit
+    engine._fit = lambda *args, **kwargs: fit(*args, **kwargs)
+    process = _ready(ModelProcess())
+    try:
+        with pytest.raises(ModelProcessError, match="cannot be sent"):
+            process.adopt(engine)
+        assert len(engine.propose(1)) == 1                    # the local engine is untouched
+        del engine._fit
+        assert len(process.adopt(engine).propose(1)) == 1      # the channel is still clean
+    finally:
+        process.close()
+
+
 def test_an_error_in_the_engine_is_reported_with_the_child_traceback():
     engine, _ = _engine_with_history()
     process = _ready(ModelProcess())
@@ -186,10 +204,12 @@ class _FitsTake(BayesianOptimizer):
 
 
 @pytest.mark.parametrize("process_after, extra, states", [(3600.0, 0.0, {"none"}),
-                                                          (0.05, 0.1, {"starting", "running"})])
+                                                          (0.05, 0.1, {"starting", "failed"})])
 def test_auto_starts_a_process_once_a_fit_took_process_after(process_after, extra, states):
     """``auto``: no model process while every fit is quicker than ``process_after`` (out of reach
-    here, however loaded the machine); one once a fit took longer (fits made slower than it)."""
+    here, however loaded the machine); one once a fit took longer (fits made slower than it).
+    The slowed fit is a local function, which cannot be handed over: when the process is ready
+    before the run ends, the handover fails and the run goes on with the model in its thread."""
     opt = _FitsTake(extra, seed=1, n_initial_points=4, n_candidates=200, process_after=process_after)
     spec = RunSpec(space=SPACE, make_optimizer=lambda: opt, objective=ObjectiveRef(HERE, "quick_quadratic"), budget=20,
                    isolation="inline", seed=1, show_progress=False)
