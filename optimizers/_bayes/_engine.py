@@ -282,9 +282,7 @@ class Engine:
             X, y = np.vstack([X, lies]), np.concatenate([y, np.full(len(lies), _pending_lie(y))])
         model = self._new_gp(seed)
         model.set_params(kernel=self._kernel, optimizer=None)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model.fit(X, y)
+        model.fit(X, y)   # convergence warnings: silenced by optimizers._quiet
         return model
 
     def _hyperfit_due(self) -> bool:
@@ -301,9 +299,7 @@ class Engine:
         model = self._new_gp(seed)
         if start is not None:
             model.set_params(kernel=start, n_restarts_optimizer=0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model.fit(X, y)
+        model.fit(X, y)   # convergence warnings: silenced by optimizers._quiet
         return model
 
     def _gp_targets(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -337,9 +333,7 @@ class Engine:
     def _fixed_gp(self, model: Any, X: np.ndarray, y: np.ndarray) -> Any:
         lie = clone(model)
         lie.set_params(kernel=_with_noise(model), optimizer=None)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lie.fit(X, y)
+        lie.fit(X, y)   # convergence warnings: silenced by optimizers._quiet
         return lie
 
     def _acquisition(self, model: Any, Xc: np.ndarray, y_opt: float) -> np.ndarray:
