@@ -460,6 +460,40 @@ def test_hyperparameters_are_optimized_on_a_bounded_window():
         BayesianOptimizer(max_hyperfit_points=3)
 
 
+def test_points_still_pending_are_learned_as_the_mean_loss_and_a_batchs_picks_as_the_best():
+    """Constant liar: a point pending from an earlier fit is told the mean of the losses (an
+    optimistic lie for every pending point drew the next proposals around them), the picks of
+    one batch the best loss so far."""
+    plane = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
+    engine = _engine.Engine(SpaceMap(plane), seed=0, n_initial_points=2, n_candidates=100, output_warp=False)
+    xs = np.random.RandomState(1).uniform(0, 1, (20, 2))
+    losses = xs @ np.array([3.0, 1.0])
+    engine.tell([list(x) for x in xs], list(losses))
+    engine.n_proposed = 20                           # the initial design is done: the model proposes
+    fitted = []                                      # the targets of each GP fit, in loss units
+    fit, fixed_gp = engine._fit, engine._fixed_gp
+
+    def targets(model):
+        std, mean = _engine._gp_parts(model)
+        return np.ravel(model.y_train_) * std + mean
+
+    def spy_fit(name, X, y, lies=None):
+        model = fit(name, X, y, lies)
+        fitted.append(targets(model))
+        return model
+
+    def spy_fixed(model, X, y):
+        fitted.append(np.asarray(y, dtype=float))
+        return fixed_gp(model, X, y)
+
+    engine._fit, engine._fixed_gp = spy_fit, spy_fixed
+    assert len(engine.propose(2, [[0.5, 0.5], [0.9, 0.1]])) == 2
+    with_pending, with_pick = fitted[0], fitted[1]
+    np.testing.assert_allclose(with_pending[:20], losses)
+    np.testing.assert_allclose(with_pending[20:], [np.mean(losses)] * 2)
+    np.testing.assert_allclose(with_pick[-1], np.min(losses))
+
+
 def test_a_fit_waits_briefly_for_the_tasks_still_out():
     """Tasks short next to a fit: the fit that a result starts waits (a quarter of the last fit)
     for the other tasks out, learns all their results and proposes for every freed worker."""

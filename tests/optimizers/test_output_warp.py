@@ -120,32 +120,3 @@ def test_the_option_is_checked_and_reaches_every_engine():
     assert opt.subspaces and all(s.engine.output_warp is False for s in opt.subspaces)
     with pytest.raises(ValueError, match="output_warp"):
         HyperSpace(output_warp=[1])
-
-
-def test_points_still_pending_are_learned_as_the_mean_loss_and_a_batchs_picks_as_the_best():
-    """Constant liar: a point pending from an earlier fit is told the mean of the losses (an
-    optimistic lie for every pending point drew the next proposals around them), the picks of
-    one batch the best loss so far."""
-    engine, losses = _engine_told(_plane, False, n=20)
-    fitted = []
-    fixed_gp = engine._fixed_gp
-
-    def spy(model, X, y):
-        fitted.append(np.asarray(y, dtype=float))
-        return fixed_gp(model, X, y)
-
-    engine._fixed_gp = spy
-    fit = engine._fit
-
-    def spy_fit(name, X, y, lies=None):
-        model = fit(name, X, y, lies)
-        fitted.append(np.ravel(model.y_train_) * _engine._gp_parts(model)[0] + _engine._gp_parts(model)[1])
-        return model
-
-    engine._fit = spy_fit
-    pending = [[0.5, 0.5], [0.9, 0.1]]
-    assert len(engine.propose(2, pending)) == 2
-    with_pending, with_pick = fitted[0], fitted[1]
-    np.testing.assert_allclose(with_pending[:20], losses)
-    np.testing.assert_allclose(with_pending[20:], [np.mean(losses)] * 2)
-    np.testing.assert_allclose(with_pick[-1], np.min(losses))
