@@ -76,10 +76,10 @@ class ModelProcess:
         Raises ``ModelProcessError`` when the engine cannot be sent (a part of it that pickle
         cannot carry, such as a local function): nothing reached the child then."""
         try:
-            pickle.dumps(engine)
+            state = pickle.dumps(engine)   # here, so that a failure leaves the channel unused
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise ModelProcessError(f"the model cannot be sent to the model process: {exc}") from exc
-        self.call("adopt", engine)
+        self.call("adopt", state)
         self._state = "adopted"
         return RemoteEngine(self, engine)
 

@@ -4,7 +4,7 @@ Started by :class:`~._remote.ModelProcess` through
 :class:`emews.runtime.subprocess_channel.ChildProcess`, which calls :func:`serve`. It imports
 the engine (the slow part), says it is ready, then serves requests until its connection closes:
 
-* ``("adopt", engine)``: the engine to carry on with (pickled, with all its state);
+* ``("adopt", state)``: the engine to carry on with, pickled by the optimizer (all its state);
 * ``("propose", xs, ys, n, pending)``: tell the observations, propose ``n`` points.
 
 Every reply is ``("ok", payload)`` or ``("error", traceback text)``.
@@ -13,6 +13,7 @@ Every reply is ``("ok", payload)`` or ``("error", traceback text)``.
 from __future__ import annotations
 
 import os
+import pickle
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -45,7 +46,7 @@ def serve(conn: Connection, config: None) -> int:
             os._exit(0)   # nothing to clean up; finalizing scipy and friends takes 0.2 s
         try:
             if kind == "adopt":
-                engine = args[0]
+                engine = pickle.loads(args[0])
                 reply: Any = None
             elif kind == "propose":
                 reply = _propose(engine, *args)
