@@ -82,7 +82,7 @@ class Evaluator:
         self._handed_out = 0
         self._ready: dict[int, Result] = {}
         for task in self.requeued:  # sized again by task.ranks, which may keep the size the store has
-            task.ranks = self._size(task.params, stored=task.ranks)
+            self._size(task, stored=task.ranks)
         if self.requeued:
             queues.submit(self.requeued)
 
@@ -136,7 +136,7 @@ class Evaluator:
             if sizes is not None:
                 task.ranks = sizes[len(tasks)]
             elif self._gang:
-                task.ranks = self._size(params)
+                self._size(task)
             tasks.append(task)
             self._next_id += 1
         self._submitted += len(tasks)
@@ -146,11 +146,13 @@ class Evaluator:
                 observer.submitted(tasks)
         return [t.id for t in tasks]
 
-    def _size(self, params: Mapping[str, Any], stored: int | None = None) -> int:
+    def _size(self, task: Task, stored: int | None = None) -> None:
+        """Size ``task`` by the workflow's ``task.ranks``; a size function that fails or gives no
+        whole number fails that task alone (``task.refused``: the distributor's result says why)."""
         try:
-            return self.task_size(params) if stored is None else self.task_size.on_resume(params, stored)
+            task.ranks = self.task_size(task.params) if stored is None else self.task_size.on_resume(task.params, stored)
         except TaskSizeError as exc:
-            raise ValueError(f"cannot size the task of point {dict(params)!r}: {exc}") from None
+            task.refused = f"cannot size the task: {exc}"
 
     def _given_sizes(self, ranks: int | Sequence[int] | None, count: int) -> list[int] | None:
         """The optimizer's sizes for ``count`` points (``None``: the workflow's ``task.ranks``)."""

@@ -50,6 +50,8 @@ class Task:
     #: worker ranks it runs on at once (emews.task_size); the distributor's alone: a member of a
     #: multi-rank task learns its team from a TeamTask, so the wire format of a task is unchanged
     ranks: int = field(default=1, metadata={"local": True})
+    #: why it cannot run (its ``task.ranks`` gave no size): the distributor fails it with this cause
+    refused: str | None = field(default=None, metadata={"local": True})
 
 
 @_pickled_by_fields

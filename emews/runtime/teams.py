@@ -109,8 +109,8 @@ class TeamDispatch:
         refused = []
         while tasks:
             task = tasks.popleft()
-            if type(task.ranks) is not int or not 1 <= task.ranks <= len(self._live):
-                refused.append(Outcome(task.id, Status.FAILED, error=(
+            if task.refused or type(task.ranks) is not int or not 1 <= task.ranks <= len(self._live):
+                refused.append(Outcome(task.id, Status.FAILED, error=task.refused or (
                     f"task size {task.ranks!r} ranks: this job has {len(self._live)} worker ranks "
                     f"(task.ranks allows 1 to {len(self._live)})"), finished=time.time()))
                 self._waiting[task.id] = task

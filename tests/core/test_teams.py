@@ -44,6 +44,17 @@ def test_mixed_sizes_run_on_that_many_ranks_and_record_team_rank_0s_value(events
     assert summary.best is not None and summary.best.objective >= 0  # never a non-leader's value
 
 
+class Points(Optimizer):
+    """Puts the points it is given as one batch."""
+
+    def __init__(self, points: list[dict]) -> None:
+        self.points = points
+        self.results = []
+
+    def run(self, evaluator) -> None:
+        self.results = evaluator.map(self.points)
+
+
 class Sized(Optimizer):
     """Puts points with sizes of its own (``evaluator.put(points, ranks=...)``)."""
 
@@ -80,6 +91,21 @@ def test_sizes_from_a_function_of_the_point(events) -> None:
     for task_id, members in teams.items():
         assert len(members) == members[0][1]
     assert summary.failed == 20 - len(teams) > 0  # x < 0.1: 99 ranks, failed with its cause
+
+
+def test_a_size_function_that_gives_no_whole_number_fails_only_that_task(events) -> None:
+    optimizer = Points([{"x": 0.5, "k": k} for k in (1, 5, 2, 6, 7)])
+    spec = RunSpec(Space({"x": Float(0.0, 1.0), "k": Int(1, 7)}), lambda: optimizer, TEAM, budget=5,
+                   isolation="inline", show_progress=False,
+                   task_size=FunctionSize(f"{TESTS / 'objectives' / 'team_size.py'}:odd_types"))
+    summary = run_in_threads(spec, workers=3)
+    assert summary.error is None and summary.completed == 5
+    by_k = {r.params["k"]: r for r in optimizer.results}
+    assert "gave '2', not a whole number of ranks" in by_k[5].error and by_k[5].status is Status.FAILED
+    assert "gave True, not a whole number of ranks" in by_k[6].error and by_k[6].status is Status.FAILED
+    assert [by_k[k].status for k in (1, 2, 7)] == [Status.OK] * 3
+    teams = members_by_task(events)
+    assert [len(teams[by_k[k].id]) for k in (1, 2, 7)] == [1, 2, 2]  # 2.0 is 2 ranks
 
 
 def test_sizes_given_to_a_single_rank_run_are_refused() -> None:
