@@ -7,13 +7,20 @@ command is an argv list, never run through a shell (a user who wants one writes 
 Parameters reach the program one of three ways (``params:``):
 
 ``flags``  CANDLE style ``--name value``: ``True`` as a bare ``--name`` (``False`` left out),
-           a list as ``--name v1 v2``, ``None`` left out (the default);
+           a list as ``--name v1 v2``, ``None`` left out (the default); a value that starts
+           with ``-`` as ``--name=value``, so that a parser reads it as a value, not an option;
 ``env``    one environment variable per parameter, named as the parameter;
 ``file``   a JSON or YAML file in the run dir (``params_file``), its path in ``{params_file}``.
 
 ``{name}`` in an argument is replaced by that parameter's value (it is then not also passed as a
 flag), and ``{run_dir}``, ``{params_file}``, ``{seed}``, ``{task_id}`` by the task's. Strings
-are passed as they are, other values as JSON (``true``, ``0.001``, ``[128, 64]``).
+are passed as they are, other values as JSON (``true``, ``0.001``, ``[128, 64]``). In the
+string a shell runs (``[sh, -c, "..."]``, :mod:`emews.shellscript`) each value is quoted for
+its place: one literal word, never code.
+
+Every file the command objective names in the run dir (``params_file``, ``result_file``, its
+records) stays inside it: a name that leaves it is refused (:func:`run_dir_name`), and at run
+time a link that leads out of it is neither written, deleted nor read (:func:`in_run_dir`).
 
 The result (``result:``) is read from ``stdout`` (the last line ``<metric> <value>``,
 ``<metric>: <value>``, ``<metric>=<value>`` or a JSON object holding the metric), from a
@@ -35,18 +42,22 @@ any objective: a second attempt appends to the same output files and reads only 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
-from emews.objective import (EvaluationFailed, ObjectiveLoadError, TaskContext, load_defaults, record_params,
-                             with_defaults)
+from emews.failure_cause import error_line, meaningful_line
+from emews.objective import (PARAMS_RECORD, EvaluationFailed, ObjectiveLoadError, TaskContext, load_defaults,
+                             record_params, with_defaults)
 from emews.results import Status
+from emews.shellscript import find_script, quoter
 
 ParamsStyle = Literal["flags", "env", "file"]
 ResultSource = Literal["stdout", "file", "output_dir"]
@@ -62,6 +73,10 @@ TAIL_LINES = 20
 #: what CANDLE Supervisor's model.sh reads from the model's output directory
 CANDLE_RESULT_FILE = "result.txt"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: what argparse reads as a negative number rather than an option (its own rule)
+NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+#: what a file the command objective names in the run dir may be
+RUN_DIR_FILE_ALLOWED = "a relative path inside the task's run dir (not absolute, no '..' leaving it)"
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,11 @@ class CommandRef:
         return {m for arg in self.command for m in PLACEHOLDER.findall(arg)}
 
     @property
+    def script_index(self) -> int | None:
+        """Where the string a shell runs is in the command (``[sh, -c, STRING]``), if it is there."""
+        return find_script(self.command)
+
+    @property
     def result_path(self) -> str | None:
         """The file in the run dir that holds the result (``None``: stdout)."""
         if self.result == "output_dir":
@@ -111,7 +131,8 @@ def as_text(value: Any) -> str:
 
 
 def as_flags(params: Mapping[str, Any]) -> list[str]:
-    """CANDLE-style ``--name value`` arguments (booleans as bare flags, lists as repeated values)."""
+    """CANDLE-style ``--name value`` arguments (booleans as bare flags, lists as repeated values);
+    a value that starts with ``-`` as ``--name=value``, so that a parser cannot take it for an option."""
     argv: list[str] = []
     for name, value in params.items():
         if value is None or value is False:
@@ -119,15 +140,53 @@ def as_flags(params: Mapping[str, Any]) -> list[str]:
         if value is True:
             argv.append(f"--{name}")
         elif isinstance(value, (list, tuple)):
-            argv += [f"--{name}", *(as_text(v) for v in value)]
+            argv += [f"--{name}", *(list_item(name, v) for v in value)]
         else:
-            argv += [f"--{name}", as_text(value)]
+            text = as_text(value)
+            argv += [f"--{name}={text}"] if text.startswith("-") else [f"--{name}", text]
     return argv
 
 
-def substitute(arg: str, values: Mapping[str, Any]) -> str:
-    """Replace each ``{name}`` that ``values`` holds; other braces stay as written."""
-    return PLACEHOLDER.sub(lambda m: as_text(values[m[1]]) if m[1] in values else m[0], arg)
+def list_item(name: str, value: Any) -> str:
+    """One value of a list flag: a negative number in the form argparse reads as a number
+    (``-0.00001``, not ``-1e-05``); an EvaluationFailed for a word that would read as an option."""
+    if isinstance(value, float) and value < 0 and math.isfinite(value):
+        text = format(Decimal(repr(value)), "f")
+    else:
+        text = as_text(value)
+    if text.startswith("-") and not NEGATIVE_NUMBER.match(text):
+        raise EvaluationFailed(f"parameter {name!r}: list item {text!r} starts with '-' and would be read as an "
+                               "option; pass it with params: file or params: env")
+    return text
+
+
+def substitute(arg: str, values: Mapping[str, Any],
+               quote: Callable[[str, int], str] = lambda text, at: text) -> str:
+    """Replace each ``{name}`` that ``values`` holds, its text passed through ``quote(text, at)``
+    (``at``: where the placeholder is in ``arg``); other braces stay as written."""
+    return PLACEHOLDER.sub(lambda m: quote(as_text(values[m[1]]), m.start()) if m[1] in values else m[0], arg)
+
+
+def run_dir_name(name: str) -> str:
+    """``name`` if it is a path relative to the run dir that stays inside it; a ValueError if not."""
+    normal = os.path.normpath(name) if name else ""
+    if not name or os.path.isabs(name) or normal in (".", "..") or normal.startswith("../"):
+        raise ValueError(f"{name!r} is not a file inside the task's run dir")
+    return name
+
+
+def in_run_dir(run_dir: Path, name: str) -> Path:
+    """The real path of ``name`` in ``run_dir``: an EvaluationFailed when the name or a link on
+    its way (one an earlier attempt or the command left) leads out of the run dir."""
+    try:
+        run_dir_name(name)
+    except ValueError as exc:
+        raise EvaluationFailed(str(exc)) from None
+    root = Path(os.path.realpath(run_dir))
+    real = Path(os.path.realpath(run_dir / name))
+    if root not in real.parents:
+        raise EvaluationFailed(f"{name} in {run_dir} leads to {real}, outside the run dir: not touched")
+    return real
 
 
 class CommandObjective:
@@ -146,7 +205,9 @@ class CommandObjective:
     def argv(self, params: Mapping[str, Any], task: Mapping[str, Any]) -> list[str]:
         """The command line for ``params`` (defaults merged) and the task's own values."""
         values = {**params, **task}
-        argv = [substitute(arg, values) for arg in self.ref.command]
+        script = self.ref.script_index
+        argv = [substitute(arg, values, quoter(arg)) if i == script else substitute(arg, values)
+                for i, arg in enumerate(self.ref.command)]
         if self.ref.params == "flags":
             used = self.ref.placeholders
             argv += as_flags({k: v for k, v in params.items() if k not in used})
@@ -173,23 +234,27 @@ class CommandObjective:
         merged = with_defaults(self.defaults, params)
         if self.ref.result == "output_dir":
             merged["output_dir"] = str(run_dir)
+        in_run_dir(run_dir, PARAMS_RECORD)
         record_params(run_dir, merged)
         task: dict[str, Any] = {"run_dir": str(run_dir), "seed": context.seed, "task_id": context.task_id}
         if self.ref.params == "file" or "params_file" in self.ref.placeholders:
-            task["params_file"] = str(write_params_file(run_dir / self.ref.params_file, merged))
-        result_path = None if self.ref.result_path is None else run_dir / self.ref.result_path
-        if result_path is not None:
-            result_path.unlink(missing_ok=True)  # an earlier attempt's result is not this one's
+            params_path = in_run_dir(run_dir, self.ref.params_file)
+            params_path.parent.mkdir(parents=True, exist_ok=True)
+            write_params_file(params_path, merged)
+            task["params_file"] = str(run_dir / self.ref.params_file)
+        result_name = self.ref.result_path
+        if result_name is not None:
+            in_run_dir(run_dir, result_name).unlink(missing_ok=True)  # an earlier attempt's result is not this one's
         argv = self.argv(merged, task)
         output = CapturedOutput(run_dir)
         returncode = output.run(argv, self.environment(merged, task))
         if returncode != 0:
             raise EvaluationFailed(*_describe_exit(argv[0], returncode, output))
-        found = (parse_result(output.stdout(), self.ref.metric, bare_number=False) if result_path is None
-                 else read_result_file(result_path, self.ref.metric))
+        found = (parse_result(output.stdout(), self.ref.metric, bare_number=False) if result_name is None
+                 else read_result_file(in_run_dir(run_dir, result_name), self.ref.metric))
         if found is None:
-            where = "stdout" if result_path is None else f"{result_path.name} in {run_dir}"
-            tail = output.tail("stdout") if result_path is None else ""
+            where = "stdout" if result_name is None else f"{result_name} in {run_dir}"
+            tail = output.tail("stdout") if result_name is None else ""
             raise EvaluationFailed(f"command {argv[0]} exited 0 but reported no {self.ref.metric!r} in {where}"
                                    + (f"; last lines of stdout:\n{tail}" if tail else ""))
         return found
@@ -199,7 +264,8 @@ class CapturedOutput:
     """The command's stdout and stderr, appended to the run dir's files; this attempt's part read back."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.paths = {name: run_dir / f"{name}.txt" for name in ("stdout", "stderr")}
+        self.run_dir = run_dir
+        self.paths = {name: in_run_dir(run_dir, f"{name}.txt") for name in ("stdout", "stderr")}
         self.offsets = {name: path.stat().st_size if path.exists() else 0 for name, path in self.paths.items()}
 
     def run(self, argv: list[str], env: dict[str, str]) -> int:
@@ -210,7 +276,7 @@ class CapturedOutput:
         """
         with self.paths["stdout"].open("ab") as out, self.paths["stderr"].open("ab") as err:
             try:
-                proc = subprocess.Popen(argv, cwd=self.paths["stdout"].parent, env=env, stdin=subprocess.DEVNULL,
+                proc = subprocess.Popen(argv, cwd=self.run_dir, env=env, stdin=subprocess.DEVNULL,
                                         stdout=out, stderr=err, start_new_session=True)
             except OSError as exc:
                 raise EvaluationFailed(f"cannot run command {argv[0]}: {exc.strerror or exc}") from None
@@ -247,7 +313,12 @@ def _describe_exit(program: str, returncode: int, output: CapturedOutput) -> tup
         message, status = f"command {program} exited with status {returncode}", Status.FAILED
     stream = "stderr" if output.read("stderr").strip() else "stdout"
     tail = output.tail(stream)
-    return (message + (f"; last lines of {stream}:\n{tail}" if tail else f" and wrote nothing to {stream}"), status)
+    if not tail:
+        return message + f" and wrote nothing to {stream}", status
+    # the first line names the cause (argparse's "prog: error: ..."), as reports and fail fast read it;
+    # after a signal it is the signal, unless the program named an error
+    named = error_line(tail) if returncode < 0 else meaningful_line(tail)
+    return (f"{named}\n" if named else "") + f"{message}; last lines of {stream}:\n{tail}", status
 
 
 def write_params_file(path: Path, params: Mapping[str, Any]) -> Path:

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import pandas as pd
 
+from emews.failure_cause import cause as named_cause, clip
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, colour, new_figure
 
 #: causes shown in the plot (all of them are in the table)
 TOP_CAUSES = 12
-MAX_CAUSE_CHARS = 120
 
 
 def cause(error: object) -> str:
-    """The line that names an error: its first line, or the exception line ending a traceback."""
-    lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
-    if not lines:
-        return "(no message)"
-    line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
-    return line if len(line) <= MAX_CAUSE_CHARS else line[: MAX_CAUSE_CHARS - 3] + "..."
+    """The line that names an error (:func:`emews.failure_cause.cause`), cut to a table cell's width."""
+    return clip(named_cause(error))
 
 
 def causes(data: ExperimentData) -> pd.DataFrame:

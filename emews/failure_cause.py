@@ -1,0 +1,96 @@
+"""What names a failure: the one line of an error text that says why an evaluation failed.
+
+A Python objective's error is its traceback, which the exception's line ends; a failed command's
+error starts with the line of its stderr that names the problem (argparse's ``prog: error: ...``,
+see :func:`meaningful_line`); any other error says it in its first line. Failures of one cause
+differ at most in the values they quote (a point's numbers, a task's name): :func:`cause_key`
+masks those, so that they count as one cause (fail fast, the end-of-run summary).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+#: longest cause shown where space is short (a table cell, a plot label)
+MAX_CAUSE_CHARS = 120
+#: a line that names an error: ``prog: error: ...``, ``ValueError: ...``, ``Fatal ...``, ``Exception ...``
+_NAMES_ERROR = re.compile(r"error|exception|fatal|abort|denied|not found|no such|cannot|can't|"
+                          r"^[A-Za-z_][\w.]*(Interrupt|Exit|Iteration)\b", re.IGNORECASE)
+#: a traceback's lines that do not name the error: its header, frames and carets
+_NOISE = re.compile(r"^(Traceback \(most recent call last\):|During handling of the above|"
+                    r"The above exception was|File \"|[~^]+$)")
+#: quoted values and numbers (signed, decimal, exponent): what differs between failures of one cause
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def meaningful_line(text: str) -> str | None:
+    """The line of a program's output that says what went wrong: the last line that names an error
+    (argparse's ``prog: error: ...``, a Python exception line), else the last non-blank line that is
+    not part of a traceback; ``None`` for blank output."""
+    lines = _told(text)
+    return error_line(text) or (lines[-1] if lines else None)
+
+
+def error_line(text: str) -> str | None:
+    """The last line of ``text`` that names an error (``None``: none does)."""
+    return next((line for line in reversed(_told(text)) if _NAMES_ERROR.search(line)), None)
+
+
+def _told(text: str) -> list[str]:
+    """The non-blank lines of ``text`` without a traceback's header, frames and source lines."""
+    lines, frame = [], False
+    for raw in text.splitlines():
+        line = raw.strip()
+        source, frame = frame and raw.startswith("    "), line.startswith('File "')  # a frame's source line
+        if line and not source and not _NOISE.match(line):
+            lines.append(line)
+    return lines
+
+
+def cause(error: object) -> str:
+    """The line that names a recorded error: the exception line ending a traceback, else its first line."""
+    lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
+    if not lines:
+        return "(no message)"
+    return lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+
+
+def cause_key(line: str) -> str:
+    """``line`` with its quoted values and numbers masked: two failures of one cause share it
+    (``invalid int value: '500 100'`` and ``... '100 50'``, ``x=0.3`` and ``x=-1.5``)."""
+    return _NUMBER.sub("#", _QUOTED.sub("'…'", line))
+
+
+def clip(line: str, width: int = MAX_CAUSE_CHARS) -> str:
+    """``line`` cut to ``width`` characters (``...`` marks a cut)."""
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+@dataclass(frozen=True)
+class CommonCause:
+    """The most frequent cause among failures: the first error's line of it, and how many share it."""
+
+    line: str
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.count}x {self.line}"
+
+
+def most_frequent(errors: Iterable[object]) -> CommonCause | None:
+    """The cause most of ``errors`` share (ties: the one seen first); ``None`` without errors."""
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for error in errors:
+        line = cause(error)
+        key = cause_key(line)
+        counts[key] += 1
+        first.setdefault(key, line)
+    if not counts:
+        return None
+    key, count = max(counts.items(), key=lambda item: item[1])  # max keeps the first of equal counts
+    return CommonCause(first[key], count)

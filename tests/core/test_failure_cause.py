@@ -1,0 +1,75 @@
+"""What names a failure (issue 24): a command's argparse ``error:`` line, a traceback's exception line,
+and failures that differ only in the values they quote counted as one cause."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from emews.command import CommandRef
+from emews.failure_cause import cause, cause_key, meaningful_line, most_frequent
+from emews.objective import TaskContext, outcome_from_exception
+from emews.results import Status
+from testutil import TESTS
+
+MODEL = TESTS / "models" / "candle_model.py"
+PYTHON = os.environ.get("PYTHON", "python3")
+
+
+def failed_command(tmp_path: Path, params: dict, command: tuple = (PYTHON, str(MODEL))) -> str:
+    """The recorded error of one real run of ``command`` that fails."""
+    context = TaskContext(0, 1, 7, [], "here", tmp_path / "runs")
+    try:
+        CommandRef(command, metric="loss").load().call(params, context)
+    except Exception as exc:
+        outcome = outcome_from_exception(0, exc)
+    assert outcome.status in (Status.FAILED, Status.CRASHED)
+    return outcome.error
+
+
+def test_a_failed_commands_cause_is_argparses_error_line_not_its_exit_status(tmp_path: Path) -> None:
+    error = failed_command(tmp_path, {"epochs": "many"})
+    assert cause(error) == "candle_model.py: error: argument --epochs: invalid int value: 'many'"
+    assert "exited with status 2" in error  # the status and stderr's last lines stay in the record
+    assert error.count("usage: candle_model.py") == 1
+
+
+def test_a_command_that_cannot_start_its_script_names_the_missing_file(tmp_path: Path) -> None:
+    error = failed_command(tmp_path, {}, command=(PYTHON, "nt3_baseline.py"))  # relative: not in the run dir
+    assert cause(error).startswith("python") and "can't open file" in cause(error)
+    assert "nt3_baseline.py" in cause(error)
+
+
+def test_a_silent_failure_says_so(tmp_path: Path) -> None:
+    error = failed_command(tmp_path, {}, command=("false",))
+    assert cause(error) == "command false exited with status 1 and wrote nothing to stdout"
+
+
+def test_meaningful_line_of_a_traceback_is_its_exception_even_when_it_names_no_error() -> None:
+    text = ('Traceback (most recent call last):\n  File "m.py", line 3, in <module>\n'
+            '    raise SystemExit("error: not this line")\n    ^^^^^^^^^^^^^^^^\nKeyboardInterrupt\n')
+    assert meaningful_line(text) == "KeyboardInterrupt"
+    assert meaningful_line("epoch 1\nepoch 2\nsrun: error: task 0: Exited with exit code 2\n") == \
+        "srun: error: task 0: Exited with exit code 2"
+    assert meaningful_line("loading\nepoch 3\n") == "epoch 3"
+    assert meaningful_line(" \n") is None
+
+
+def test_failures_that_differ_in_their_values_are_one_cause() -> None:
+    grid = ["nt3: error: argument --conv: invalid int value: '100 100 1'",
+            "nt3: error: argument --conv: invalid int value: '50 1'"]
+    assert cause_key(grid[0]) == cause_key(grid[1])
+    assert cause_key("RuntimeError: bad parameters x=0.25") == cause_key("RuntimeError: bad parameters x=-1.5e-3")
+    assert cause_key("ValueError: lr too large") != cause_key("ValueError: batch too large")
+    tracebacks = [f"Traceback (most recent call last):\n  File \"o.py\", line 1\nRuntimeError: bad x={x}"
+                  for x in (1, 2)]
+    found = most_frequent(["objective returned NaN", *tracebacks, "objective returned NaN", tracebacks[0]])
+    assert (found.line, found.count) == ("RuntimeError: bad x=1", 3)
+    assert most_frequent([]) is None
+
+
+def test_a_command_killed_by_a_signal_is_named_by_the_signal_unless_it_named_an_error(tmp_path: Path) -> None:
+    quiet = failed_command(tmp_path, {}, command=("sh", "-c", "echo epoch 3 >&2; kill -9 $$"))
+    assert cause(quiet) == "command sh died of signal SIGKILL; last lines of stderr:"
+    told = failed_command(tmp_path, {}, command=("sh", "-c", "echo 'Fatal error: out of memory' >&2; kill -9 $$"))
+    assert cause(told) == "Fatal error: out of memory"
