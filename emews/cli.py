@@ -168,9 +168,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
     try:
-        store = open_store(exp_dir)  # a corrupt store is a clear error now, not a hung job
+        store = open_store(exp_dir)  # a corrupt or incompatible store is a clear error now, not a failed job
         if store is not None:
-            store.close()
+            with store:
+                store.verify(writing=True)
         if wf_overrides:
             update_budget(exp_dir, wf_overrides)
     except BaseException:
@@ -253,6 +254,8 @@ def cmd_results(args: argparse.Namespace) -> int:
     names = list(read_workflow(exp_dir).get("space", {}))
     store = open_store(exp_dir)
     try:
+        if store is not None:
+            store.verify()
         path, rows = export_csv(exp_dir, names, store, with_stored_keys=True)
         print(summary_text(totals(store), None))
     finally:

@@ -19,6 +19,7 @@ from emews.replicates import ReplicatingEvaluator, replicated_space
 from emews.results import Outcome, Result, Status, Task
 from emews.retention import Retention
 from emews.runtime.distributor import Distributor
+from emews.runtime.fail_fast import FailFast
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.objective import ObjectiveSpec
 from emews.gpu_binding import GpuBinding
@@ -66,6 +67,7 @@ class RunSpec:
     pause_grace: float = 0.0           # seconds a stop signal leaves running trials to pause
     task_size: TaskSize = field(default_factory=FixedSize)  # worker ranks per task (task.ranks)
     backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
+    fail_fast: int = 0  # stop when the first this many results all failed with one cause (0: never)
 
     def worker_plan(self, gpus: GpuBinding | None = None, node_cores: int | None = None,
                     launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> WorkerPlan:
@@ -200,6 +202,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     trials = trial_service(spec, store, earlier, interrupt)
     reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
+                              fail_fast=FailFast(spec.fail_fast),
                               store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes).start()
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
@@ -222,7 +225,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
         except Interrupted as exc:
             error = exc
         except BaseException as exc:
-            error = exc if distributor.error is not None else OptimizerFailed(exc)
+            error = distributor.error if distributor.error is not None else OptimizerFailed(exc)
         if isinstance(error, Interrupted) and spec.pause_grace > 0:
             log.info("%s: running trials pause at their next report (at most %g s)", error, spec.pause_grace)
             distributor.close(pause=spec.pause_grace)

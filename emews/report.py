@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from emews.errors import ConfigError
+from emews.failure_cause import CommonCause, most_frequent
 from emews.experiment import CSV_FILE, STORE_FILE, require_experiment
 from emews.csvpart import CsvPart
 from emews.csvrows import Columns, write_rows
@@ -28,6 +29,7 @@ class Totals:
 
     counts: dict[str, int]
     best: Result | None
+    failure: CommonCause | None = None  # the most frequent cause of the failed evaluations
 
     @property
     def done(self) -> int:
@@ -43,7 +45,8 @@ def open_store(exp_dir: Path) -> ResultsStore | None:
 def totals(store: ResultsStore | None) -> Totals:
     if store is None:
         return Totals({}, None)
-    return Totals(store.status_counts(), store.best())
+    failed = store.execute("SELECT error FROM results WHERE status != ? ORDER BY id", (Status.OK.value,))
+    return Totals(store.status_counts(), store.best(), most_frequent(error for (error,) in failed))
 
 
 def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str], *,
@@ -205,4 +208,6 @@ def summary_text(total: Totals, budget: int | None, elapsed: float | None = None
     else:
         lines.append(f"best objective {best.objective:.6g} (task {best.id}) with parameters:")
         lines.append("  " + json.dumps(dict(best.params), sort_keys=False))
+    if total.failure is not None:
+        lines.append(f"most frequent failure: {total.failure}")
     return "\n".join(lines)

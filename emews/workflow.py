@@ -211,8 +211,17 @@ class ObjectiveSection(_Strict):
         return ObjectiveRef(self.module, self.function or "run", self.metric, self.defaults)
 
 
+#: alike failures that stop a run (``budget.fail_fast``). A broken set-up (an argv its parser
+#: rejects, a path, an import) fails every evaluation alike; a sound one whose points fail half the
+#: time, alike, starts so in 1 run of 32; and with five or more workers the first five results come
+#: with the first wave of tasks, which a longer wait would not save
+DEFAULT_FAIL_FAST = 5
+
+
 class BudgetSection(_Strict):
     evaluations: StrictInt = Field(gt=0)
+    #: stop the run (exit 1) when its first this many evaluations all fail with one cause; 0: never
+    fail_fast: StrictInt = Field(DEFAULT_FAIL_FAST, ge=0)
 
 
 class TaskSection(_Strict):

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 from emews.queues import QueuePair
 from emews.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
+from emews.runtime.fail_fast import FailFast
 from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
@@ -59,6 +60,7 @@ class Distributor:
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
                  sign: float, progress: Progress, store: ResultsStore | None = None,
+                 fail_fast: FailFast | None = None,
                  trials: TrialService | None = None, gang: bool = False,
                  nodes: Mapping[int, str] | None = None) -> None:
         self._transport = transport
@@ -67,6 +69,7 @@ class Distributor:
         self._sign = sign
         self._progress = progress
         self._store = store
+        self._fail_fast = fail_fast  # stops the run when its first results all failed alike
         #: answers training trials' reports and restore requests (Tag.TRIAL)
         self._trials = trials or TrialService(None)
         self._closing = False
@@ -357,6 +360,8 @@ class Distributor:
             self._store.commit(running, results)
         if results:
             self._progress.record(results, min(busy, len(self._workers)))
+            if self._fail_fast is not None and not self._closing:
+                self._fail_fast.see(results)  # FailedFast: stored, not delivered; the run stops
             self._queues.deliver(results)
 
 

@@ -4,6 +4,12 @@ Two tables: ``tasks`` (every task handed to a worker: id, point, seed, attempt, 
 ``results`` (every finished evaluation). A task without a result was running when
 the run stopped; ``emews resume`` runs it again, once. Rows are only ever
 inserted: a colliding id is an error, never a silent replacement.
+
+The schema's version is the database's ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`), checked
+whenever a store is opened: an older store is migrated when opened for writing, a newer one is
+refused, and so is a table that lacks a column this version reads (or has one it cannot fill).
+Every ``INSERT`` names its columns, so the columns a newer version adds are left to their defaults.
+A change of the schema bumps :data:`SCHEMA_VERSION` and adds its step to ``_migrate``.
 """
 
 from __future__ import annotations
@@ -49,7 +55,11 @@ CREATE TABLE IF NOT EXISTS tasks (
 """
 COLUMNS = ("id", "status", "objective", "loss", "params", "metrics", "error", "rank", "host",
            "submitted", "started", "finished")
-_INSERT_RESULT = f"INSERT INTO results VALUES ({','.join('?' * len(COLUMNS))})"
+#: the columns of ``tasks`` this version reads (``ranks``: added by the migration from version 0)
+_TASK_COLUMNS = ("id", "params", "seed", "submitted", "attempt")
+#: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``
+SCHEMA_VERSION = 1
+_INSERT_RESULT = f"INSERT INTO results ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})"
 # a task's row may be written twice (a task handed to another worker): the same facts, kept once
 _INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted, ranks) VALUES (?,?,?,?,?)"
 
@@ -58,6 +68,14 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 class StoreUnreadable(ConfigError):
     """The results store cannot be opened or is not a database."""
+
+
+class StoreIncompatible(StoreUnreadable):
+    """The store was written by a newer emews, or its tables lack what this version reads."""
+
+
+class StoreCorrupt(StoreUnreadable):
+    """A row of the store that this version cannot read (an unknown status, a point that is not JSON)."""
 
 
 class ResultsStore:
@@ -71,18 +89,76 @@ class ResultsStore:
         self.path = Path(path)
         try:
             self._db = _connect_readonly(self.path) if readonly else self._connect(durability)
-            self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         except sqlite3.Error as exc:
             raise StoreUnreadable(f"cannot open the results store: {exc}", file=self.path) from None
+        try:
+            self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            self._check_version()
+            if not readonly:
+                self._migrate()
+            self._check_columns(writing=not readonly)
+        except BaseException as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnreadable(f"cannot open the results store: {exc}", file=self.path) from None
+            raise
 
     def _connect(self, durability: Durability) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
-        db.executescript(_SCHEMA)
-        if "ranks" not in _column_names(db, "tasks"):  # a store written before tasks had sizes
-            db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
         return db
+
+    # -- the schema ------------------------------------------------------------
+    def _check_version(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreIncompatible(f"written by a newer emews (schema {version}; this one reads up to "
+                                    f"{SCHEMA_VERSION}): use that version", file=self.path)
+
+    def _migrate(self) -> None:
+        """Create what is missing and bring an older store to :data:`SCHEMA_VERSION`."""
+        self._db.executescript(_SCHEMA)
+        if "ranks" not in _column_names(self._db, "tasks"):  # version 0: before tasks had sizes
+            self._db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
+        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _check_columns(self, *, writing: bool) -> None:
+        """Every column this version reads is there; when ``writing``, every other one can be left
+        to its default (a column of a newer version)."""
+        for table, needed in (("results", COLUMNS), ("tasks", _TASK_COLUMNS)):
+            info = self._db.execute(f"PRAGMA table_info({table})").fetchall()
+            if not info:
+                continue  # a table an older store lacks: created when writing, read as empty
+            present = {row[1] for row in info}
+            missing = [c for c in needed if c not in present]
+            if missing:
+                raise StoreIncompatible(f"table {table} has no column {missing[0]} (a store of another "
+                                        "emews version?)", file=self.path)
+            unfillable = [row[1] for row in info if row[1] not in needed
+                          and row[3] and row[4] is None and not row[5]]  # NOT NULL, no default, not the key
+            if writing and unfillable:
+                raise StoreIncompatible(f"table {table} has a column {unfillable[0]} that this emews cannot "
+                                        "fill (NOT NULL without a default: a store of a newer version?)",
+                                        file=self.path)
+
+    def verify(self, *, writing: bool = False) -> None:
+        """What opening checks, and a scan of every row (before a command that reads them all, or
+        writes): :class:`StoreIncompatible` for a column this version cannot fill when ``writing``,
+        :class:`StoreCorrupt` naming the first row it cannot read."""
+        self._check_columns(writing=writing)
+        statuses = ",".join(f"'{s.value}'" for s in Status)
+        row = self._db.execute(f"SELECT id, status FROM results WHERE status NOT IN ({statuses}) "
+                               "ORDER BY id LIMIT 1").fetchone()
+        if row is not None:
+            raise _unknown_status(self.path, *row)
+        for table, column in (("results", "params"), ("results", "metrics"), ("tasks", "params")):
+            if table == "tasks" and not self._has_table("tasks"):
+                continue
+            row = self._db.execute(f"SELECT id FROM {table} WHERE CASE WHEN json_valid({column}) THEN "
+                                   f"json_type({column}) END IS NOT 'object' ORDER BY id LIMIT 1").fetchone()
+            if row is not None:
+                raise StoreCorrupt(f"{column} is not a JSON object", file=self.path, key=f"{table} row id {row[0]}")
 
     # -- writing (the distributor thread only) --------------------------------
     def commit(self, tasks: Sequence[Task] = (), results: Sequence[Result] = ()) -> None:
@@ -110,11 +186,8 @@ class ResultsStore:
     # -- reading ---------------------------------------------------------------
     def __iter__(self) -> Iterator[Result]:
         cursor = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results ORDER BY id")
-        for (id_, status, objective, loss, params, metrics, error, rank, host,
-             submitted, started, finished) in cursor:
-            yield Result(id=id_, params=loads_point(params), status=Status(status), objective=objective,
-                         loss=math.inf if loss is None else loss, metrics=json.loads(metrics), error=error,
-                         rank=rank, host=host, submitted=submitted, started=started, finished=finished)
+        for row in cursor:
+            yield self._result(row)
 
     def unfinished(self) -> list[tuple[Task, int]]:
         """Tasks that were dispatched but have no result (with the ranks they ran on), and how
@@ -139,11 +212,23 @@ class ResultsStore:
         """The successful evaluation with the smallest loss."""
         row = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results WHERE status = 'ok' "
                                "AND loss IS NOT NULL ORDER BY loss, id LIMIT 1").fetchone()
-        if row is None:
-            return None
-        rec = dict(zip(COLUMNS, row))
-        return Result(id=rec["id"], params=loads_point(rec["params"]), status=Status(rec["status"]),
-                      objective=rec["objective"], loss=rec["loss"], metrics=json.loads(rec["metrics"]))
+        return None if row is None else self._result(row)
+
+    def _result(self, row: Sequence) -> Result:
+        """A row of ``results`` (:data:`COLUMNS`) as a :class:`Result` (:class:`StoreCorrupt` if it cannot be)."""
+        (id_, status, objective, loss, params, metrics, error, rank, host, submitted, started, finished) = row
+        try:
+            status = Status(status)
+        except ValueError:
+            raise _unknown_status(self.path, id_, status) from None
+        try:
+            point, extra = loads_point(params), json.loads(metrics)
+        except ValueError as exc:
+            raise StoreCorrupt(f"params or metrics is not JSON: {exc}", file=self.path,
+                               key=f"results row id {id_}") from None
+        return Result(id=id_, params=point, status=status, objective=objective,
+                      loss=math.inf if loss is None else loss, metrics=extra, error=error,
+                      rank=rank, host=host, submitted=submitted, started=started, finished=finished)
 
     def metric_names(self) -> list[str]:
         """Every metric key in the store, in order of first appearance."""
@@ -173,6 +258,11 @@ class ResultsStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unknown_status(path: Path, id_: object, status: object) -> StoreCorrupt:
+    return StoreCorrupt(f"unknown status {status!r}", file=path, key=f"results row id {id_}",
+                        allowed=", ".join(s.value for s in Status))
 
 
 def _column_names(db: sqlite3.Connection, table: str) -> set[str]:

@@ -169,7 +169,8 @@ class TrialStore:
         """Keep a failed attempt of a task that is run again (``task.retries``)."""
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?)",
+            self._db.execute("INSERT INTO attempts (task, attempt, status, error, rank, host, started, finished) "
+                             "VALUES (?,?,?,?,?,?,?,?)",
                              (task, attempt, outcome.status.value, outcome.error, outcome.rank, outcome.host,
                               outcome.started, outcome.finished))
 
@@ -177,13 +178,14 @@ class TrialStore:
         """``task`` paused (walltime, scheduler) at ``step``: ``emews resume`` continues it."""
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT INTO pauses VALUES (?,?,?)", (task, step, time.time()))
+            self._db.execute("INSERT INTO pauses (task, step, time) VALUES (?,?,?)", (task, step, time.time()))
 
     def add_decision(self, trial: int, step: int, action: str) -> None:
         """A report of ``trial`` at ``step`` was answered with ``action`` (not continue)."""
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT INTO decisions VALUES (?,?,?,?)", (trial, step, action, time.time()))
+            self._db.execute("INSERT INTO decisions (trial, step, action, time) VALUES (?,?,?,?)",
+                             (trial, step, action, time.time()))
 
     def trial_states(self, first: int = 0) -> dict[int, TrialState]:
         """Each trial (task id >= ``first``) that reported: its last step and metrics, and how it

@@ -1,0 +1,79 @@
+"""Fail fast (issue 24) under a real ``emews launch`` (mpiexec): a run whose first evaluations all fail
+with one cause stops with exit 1 and one line naming the cause and the first failed task's run dir;
+runs whose failures differ, or that also succeed, go on; ``budget.fail_fast: 0`` runs the whole budget;
+the end-of-run summary names the most frequent failure cause with its count."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from emews.objective import task_run_dir
+from testutil import stored_rows, write_workflow
+
+#: fails for most points with one cause, for every third with another, or succeeds there (``mode``)
+OBJECTIVE = '''
+def run(params):
+    x = int(params["x"])
+    if params["mode"] == "always":
+        raise RuntimeError(f"bad parameters x={x}")
+    if x % 3 == 0:
+        if params["mode"] == "some_ok":
+            return float(x)
+        raise ValueError("batch too small")
+    raise ValueError(f"lr {x / 1000} too large")
+'''
+
+
+def launch(emews_cmd, tmp_path: Path, mode: str, budget: dict, workers: int = 1):
+    """Sweep x = 1, 2, ... (in order with one worker) over the objective in ``mode``."""
+    (tmp_path / "objective.py").write_text(OBJECTIVE)
+    count = budget["evaluations"]
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"}, objective={"module": "objective.py"},
+                        space={"x": {"type": "ordered", "values": list(range(1, count + 1))},
+                               "mode": {"type": "constant", "value": mode}},
+                        budget=budget, task={"timeout": 60, "isolation": "process"})
+    proc = emews_cmd("launch", str(wf), "--workers", str(workers), "--exp-dir", "exp", timeout=240)
+    exp = tmp_path / "exp"
+    return proc, exp, json.loads((exp / "summary.json").read_text())
+
+
+def test_a_run_whose_first_evaluations_all_fail_alike_stops_with_exit_1_and_one_line(emews_cmd, tmp_path) -> None:
+    proc, exp, summary = launch(emews_cmd, tmp_path, "always", {"evaluations": 200}, workers=2)
+    assert proc.returncode == 1, proc.stderr
+    rows = stored_rows(exp)
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert len(failed) >= 5 and len(rows) < 200  # stopped: most of the budget never ran
+    assert {r["status"] for r in rows} == {"failed"}
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("emews: stopped: the first 5 evaluations all failed: RuntimeError: bad parameters x=")
+    first = next(r for r in failed if f"x={json.loads(r['params'])['x']} " in line + " ")
+    assert f"(first failed task's run dir: {task_run_dir(exp / 'runs', first['id'])})" in line
+    assert "budget.fail_fast: 0" in line  # how to run on regardless
+    assert summary["exit_status"] == 1 and summary["error"].startswith("the first 5 evaluations all failed")
+    assert summary["failure_cause"]["count"] == len(failed)
+    assert summary["failure_cause"]["cause"].startswith("RuntimeError: bad parameters x=")
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_failures_of_different_causes_go_on_and_the_summary_names_the_most_frequent(emews_cmd, tmp_path) -> None:
+    proc, exp, summary = launch(emews_cmd, tmp_path, "differ", {"evaluations": 12})
+    assert proc.returncode == 0, proc.stderr
+    assert len(stored_rows(exp)) == 12
+    assert "most frequent failure: 8x ValueError: lr 0.001 too large" in proc.stderr
+    assert summary["failure_cause"] == {"cause": "ValueError: lr 0.001 too large", "count": 8}
+    assert summary["error"] is None and summary["exit_status"] == 0
+
+
+def test_a_run_where_some_evaluations_succeed_goes_on(emews_cmd, tmp_path) -> None:
+    proc, exp, summary = launch(emews_cmd, tmp_path, "some_ok", {"evaluations": 12, "fail_fast": 3})
+    assert proc.returncode == 0, proc.stderr  # x=1 and x=2 fail alike, then x=3 succeeds
+    assert [r["status"] for r in stored_rows(exp)].count("ok") == 4 and len(stored_rows(exp)) == 12
+
+
+def test_fail_fast_0_runs_the_whole_budget(emews_cmd, tmp_path) -> None:
+    proc, exp, summary = launch(emews_cmd, tmp_path, "always", {"evaluations": 12, "fail_fast": 0})
+    assert proc.returncode == 0, proc.stderr
+    assert [r["status"] for r in stored_rows(exp)] == ["failed"] * 12
+    assert "most frequent failure: 12x RuntimeError: bad parameters x=1" in proc.stderr
+    assert summary["failure_cause"] == {"cause": "RuntimeError: bad parameters x=1", "count": 12}

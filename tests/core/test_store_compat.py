@@ -1,0 +1,125 @@
+"""Stores of another schema version, or with rows this version cannot read (finding 8 of
+``shared/findings/reliability-2026-11-26.md``): every bad store is built with sqlite3 from a real
+small run's, and each command refuses it at the start with one line (exit 2), or works."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from emews.runtime.store import SCHEMA_VERSION
+from testutil import EmewsCommand, stored_rows, write_workflow
+
+READERS = ("results", "status", "report")
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("store")
+    wf = write_workflow(folder, budget={"evaluations": 6}, task={"timeout": 30, "isolation": "inline"})
+    EmewsCommand(folder)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=180, check=True)
+    return folder / "exp"
+
+
+@pytest.fixture
+def exp(small_run: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "exp"
+    shutil.copytree(small_run, copy)
+    return copy
+
+
+def alter(exp: Path, script: str) -> None:
+    db = sqlite3.connect(exp / "results.db")
+    db.executescript(script)
+    db.close()
+
+
+def user_version(exp: Path) -> int:
+    db = sqlite3.connect(exp / "results.db")
+    try:
+        return db.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        db.close()
+
+
+def fingerprint(exp: Path) -> tuple:
+    """What a refused command must leave as it was: the rows, the CSV, no lease."""
+    return (stored_rows(exp), hashlib.sha256((exp / "results.csv").read_bytes()).hexdigest(),
+            (exp / "lease.json").exists())
+
+
+def refused(emews_cmd: EmewsCommand, exp: Path, command: str, *fragments: str) -> None:
+    before = fingerprint(exp)
+    proc = emews_cmd(command, str(exp), timeout=180)
+    assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"emews: error: {exp / 'results.db'}: "), (command, lines)
+    for fragment in fragments:
+        assert fragment in lines[0], (command, lines[0])
+    assert fingerprint(exp) == before, command
+
+
+def test_a_new_store_has_the_schema_version_and_a_column_of_a_newer_version_keeps_its_results(emews_cmd,
+                                                                                             exp: Path) -> None:
+    """The insert named no columns: results run after resume were lost (13 columns, 12 values)."""
+    assert user_version(exp) == SCHEMA_VERSION
+    alter(exp, "ALTER TABLE results ADD COLUMN future_col TEXT; ALTER TABLE tasks ADD COLUMN future_col TEXT")
+    proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=9", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(exp)
+    assert [r["id"] for r in rows] == list(range(9)) and {r["future_col"] for r in rows} == {None}
+    assert all(r["status"] == "ok" for r in rows)
+
+
+def test_a_store_of_a_newer_schema_is_refused_by_every_command_before_anything_runs(emews_cmd, exp: Path) -> None:
+    alter(exp, f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    for command in ("resume", *READERS):
+        refused(emews_cmd, exp, command,
+                f"written by a newer emews (schema {SCHEMA_VERSION + 5}; this one reads up to {SCHEMA_VERSION})")
+
+
+@pytest.mark.parametrize("column", ["loss", "host"])
+def test_a_results_table_without_a_column_this_version_reads_is_one_line(emews_cmd, exp: Path, column: str) -> None:
+    """``emews results`` printed an sqlite3.OperationalError traceback; resume ended in MPI_Abort."""
+    alter(exp, f"ALTER TABLE results DROP COLUMN {column}")
+    for command in ("resume", *READERS):
+        refused(emews_cmd, exp, command, f"table results has no column {column}")
+
+
+def test_a_column_this_version_cannot_fill_refuses_resume_and_reading_goes_on(emews_cmd, exp: Path) -> None:
+    db = sqlite3.connect(exp / "results.db")
+    create = db.execute("SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]
+    db.close()
+    alter(exp, create.replace("CREATE TABLE results (", "CREATE TABLE newer (future TEXT NOT NULL, ") +
+          "; INSERT INTO newer SELECT 'x', * FROM results; DROP TABLE results; ALTER TABLE newer RENAME TO results")
+    refused(emews_cmd, exp, "resume", "table results has a column future that this emews cannot fill")
+    assert emews_cmd("results", str(exp)).returncode == 0
+
+
+def test_a_row_whose_point_is_not_json_is_one_line_naming_it(emews_cmd, exp: Path) -> None:
+    alter(exp, "UPDATE results SET params = 'not json {' WHERE id = 3")
+    for command in ("resume", "results"):
+        refused(emews_cmd, exp, command, "results row id 3: params is not a JSON object")
+
+
+def test_a_row_with_an_unknown_status_is_one_line_naming_it(emews_cmd, exp: Path) -> None:
+    """resume failed deep inside with ``'weird' is not a valid Status``, exit 1."""
+    alter(exp, "UPDATE results SET status = 'weird' WHERE id = 2")
+    for command in ("resume", "results"):
+        refused(emews_cmd, exp, command, "results row id 2: unknown status 'weird' (allowed: ok, failed, crashed, "
+                                         "timeout)")
+
+
+def test_a_store_written_before_schema_versions_is_migrated_by_resume(emews_cmd, exp: Path) -> None:
+    alter(exp, "ALTER TABLE tasks DROP COLUMN ranks; PRAGMA user_version = 0")
+    proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=8", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["id"] for r in stored_rows(exp)] == list(range(8))
+    assert user_version(exp) == SCHEMA_VERSION
+    db = sqlite3.connect(exp / "results.db")
+    assert "ranks" in {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
+    db.close()
