@@ -22,9 +22,11 @@ from emews.csvfollow import CsvFollower
 from emews.experiment import (CSV_FILE, LOG_FILE, SITE_FILE, STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE,
                               require_experiment)
 from emews.lease import acquire
+from emews.objective import task_run_dir
 from emews.retention import Retention
 from emews.report import export_csv, open_store, summary_text, totals
 from emews.runtime.interrupt import Interrupt
+from emews.runtime.fail_fast import FailedFast
 from emews.runtime.team_comm import TeamWorld
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.runtime.transport import MPITransport, quiet_bcast
@@ -50,7 +52,7 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    checkpoint_async=kept.background, checkpoint_local_dir=kept.local_dir, retries=task.retries,
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
                    pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace,
-                   task_size=workflow.task_size)
+                   task_size=workflow.task_size, fail_fast=workflow.model.budget.fail_fast)
 
 
 def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
@@ -189,6 +191,8 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         "interrupted": None if stopped is None else stopped.args[0],
         "worker_errors": {str(rank): text for rank, text in problems.items()},
         "error": None if summary.error is None else str(summary.error),
+        "failure_cause": None if total.failure is None else {"cause": total.failure.line,
+                                                             "count": total.failure.count},
         "exit_status": status, "finished": time.time()})
     if csv_follower is None or csv_follower.finish() is None:
         export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
@@ -206,11 +210,21 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         print(f"emews: worker rank {rank}: {lines[0].rstrip(':')}: {lines[-1].strip()} "
               f"(details in {exp_dir / LOG_FILE})", file=sys.stderr)
-    if summary.error is not None:
+    if isinstance(summary.error, FailedFast):
+        line = fail_fast_line(summary.error, spec.runs_root)
+        log.error(line)
+        print(f"emews: {line}", file=sys.stderr)
+    elif summary.error is not None:
         detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
         log.error("run failed: %s\n%s", summary.error, detail)
         print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
     return status
+
+
+def fail_fast_line(stop: FailedFast, runs_root: Path | None) -> str:
+    """One line: why the run stopped early, where to look, and how to run on regardless."""
+    where = "" if runs_root is None else f" (first failed task's run dir: {task_run_dir(runs_root, stop.first_task)})"
+    return f"stopped: {stop}{where}; set budget.fail_fast: 0 to run on regardless"
 
 
 def write_summary(exp_dir: Path, data: dict) -> None:
