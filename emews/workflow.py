@@ -16,12 +16,14 @@ from typing import Annotated, Any, ClassVar, Literal, Mapping, Union
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator,
                       model_validator)
 
-from emews.command import CommandRef, ParamsStyle, ResultSource, TASK_PLACEHOLDERS
+from emews.command import (RUN_DIR_FILE_ALLOWED, CommandRef, ParamsStyle, ResultSource, TASK_PLACEHOLDERS,
+                           run_dir_name)
 from emews.errors import ConfigError, KeyedValueError, brief
 from emews.plugins import (OptimizerNotFound, SchedulerNotFound, available_optimizers, options_model, path_options,
                            resolve_optimizer, resolve_scheduler, validate_options)
 from emews.objective import ObjectiveLoadError, ObjectiveRef
 from emews.replicates import REPLICATE
+from emews.shellscript import find_script, rewrite_words
 from emews.task_size import ALLOWED as TASK_SIZE_ALLOWED, FunctionSize, TaskSize, TaskSizeError, parse_task_size
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.site.walltime import WALLTIME_FORMS, parse_walltime
@@ -199,6 +201,13 @@ class ObjectiveSection(_Strict):
         if self.params_file is not None and not self.params_file.endswith((".json", ".yaml", ".yml")):
             raise KeyedValueError("objective.params_file", f"{self.params_file!r} is neither JSON nor YAML",
                                   "a file name ending in .json, .yaml or .yml")
+        named = {key: getattr(self, key) for key in ("params_file", "result_file")}
+        for key, name in named.items():
+            try:
+                if name is not None:
+                    run_dir_name(name)
+            except ValueError as exc:
+                raise KeyedValueError(f"objective.{key}", str(exc), RUN_DIR_FILE_ALLOWED) from None
         return self
 
     def ref(self) -> ObjectiveRef | CommandRef:
@@ -514,7 +523,11 @@ def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: st
                               "relative to the current or the workflow's folder")
         objective.defaults = str(found)
     if objective.command is not None:
-        objective.command = [_resolve_argument(arg, workflow_dir) for arg in objective.command]
+        command = [_resolve_argument(arg, workflow_dir) for arg in objective.command]
+        script = find_script(command)
+        if script is not None:  # the files a shell's command string names, as argv items
+            command[script] = rewrite_words(command[script], lambda word: _resolve_argument(word, workflow_dir))
+        objective.command = command
         return
     module = objective.module
     assert module is not None

@@ -220,3 +220,186 @@ def test_numbers_in_the_command_are_arguments(tmp_path: Path) -> None:
     assert ref.command[2:] == ("--epochs", "5", "--x", "0.5")
     outcome, _ = evaluate(tmp_path, ref, {"mode": "stdout"})
     assert outcome.status is Status.OK and outcome.value == pytest.approx(loss_of(0.5, 5))
+
+
+# --- the run dir is the command's only playground (reliability round 3, finding 2) ---
+
+LEAVING = [("result_file", "../../../results.db"), ("result_file", "ABSOLUTE"), ("result_file", "a/../../x.json"),
+           ("params_file", "../../../workflow.yaml"), ("params_file", "ABSOLUTE")]
+
+
+@pytest.mark.parametrize("key, name", LEAVING)
+def test_files_named_outside_the_run_dir_are_refused_at_check_and_launch(emews_cmd, tmp_path: Path, key: str,
+                                                                         name: str) -> None:
+    victim = tmp_path / ("victim.yaml" if key == "params_file" else "victim.txt")
+    victim.write_text("precious\n")
+    name = str(victim) if name == "ABSOLUTE" else name
+    wf = write_workflow(tmp_path, objective={"command": [PYTHON, str(MODEL)], "metric": "loss", key: name,
+                                             **({"result": "file"} if key == "result_file" else {"params": "file"})},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 2})
+    for verb in (("check", str(wf)), ("launch", str(wf), "--workers", "1", "--exp-dir", "exp")):
+        proc = emews_cmd(*verb)
+        assert proc.returncode == 2, (verb, proc.stdout, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr
+        assert f"{wf}: objective.{key}: " in lines[0] and "inside the task's run dir" in lines[0]
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "exp").exists()
+
+
+def planted(run_dir: Path, name: str, target: Path) -> None:
+    """A symlink ``name`` in the run dir pointing out of it, as an earlier attempt may leave one."""
+    (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+    (run_dir / name).symlink_to(target)
+
+
+def test_a_params_file_linked_out_of_the_run_dir_is_not_written(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious\n")
+    run_dir = task_run_dir(tmp_path / "runs", 0)
+    planted(run_dir, "in.json", victim)
+    ref = CommandRef((PYTHON, str(MODEL), "--params", "{params_file}"), metric="loss", params="file",
+                     params_file="in.json")
+    outcome, _ = evaluate(tmp_path, ref, {"x": 1.0, "mode": "stdout"})
+    assert outcome.status is Status.FAILED
+    assert "in.json" in outcome.error and "outside the run dir" in outcome.error
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_result_file_behind_a_link_out_of_the_run_dir_is_neither_deleted_nor_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "result.json").write_text('{"loss": 0.0001}')
+    run_dir = task_run_dir(tmp_path / "runs", 0)
+    planted(run_dir, "out", outside)  # a linked folder: unlinking out/result.json would delete the target
+    ref = CommandRef((PYTHON, str(MODEL)), metric="loss", result="file", result_file="out/result.json")
+    outcome, _ = evaluate(tmp_path, ref, {"x": 1.0, "mode": "noresult"})
+    assert outcome.status is Status.FAILED and "outside the run dir" in outcome.error
+    assert (outside / "result.json").read_text() == '{"loss": 0.0001}'
+    # a link the command itself leaves as its result is not read either
+    forged = CommandRef(("sh", "-c", f"ln -s {outside / 'result.json'} result.json"), metric="loss",
+                        result="file", result_file="result.json")
+    outcome, _ = evaluate(tmp_path, forged, {}, task_id=1)
+    assert outcome.status is Status.FAILED and "outside the run dir" in outcome.error
+
+
+def test_a_retry_does_not_write_through_a_link_the_first_attempt_left(emews_cmd, tmp_path: Path) -> None:
+    """Under `emews launch`: attempt 1 plants `in.json -> victim` and dies of SIGKILL; the retry
+    refuses to write the parameters through it, and says so."""
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious\n")
+    script = f"if [ -e first ]; then echo loss 1; else touch first; ln -sf {victim} in.json; kill -KILL $$; fi"
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"},
+                        objective={"command": ["sh", "-c", script], "metric": "loss", "params": "file",
+                                   "params_file": "in.json"},
+                        space={"x": {"type": "constant", "value": 1.0}}, budget={"evaluations": 1},
+                        task={"timeout": 60, "isolation": "process", "retries": 1})
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    [row] = stored_rows(tmp_path / "exp")
+    assert row["status"] == "failed" and "outside the run dir" in row["error"]
+    assert victim.read_text() == "precious\n"
+    assert (task_run_dir(tmp_path / "exp" / "runs", row["id"]) / "first").is_file()  # attempt 1 did run
+
+
+# --- values in a shell's command string, and values that look like options (finding 12) ---
+
+HOSTILE = ["$(touch PWNED)", "x;echo loss 0.0001", "a b", "it's \"quoted\" `touch PWNED` \\ $HOME", ""]
+
+
+@pytest.mark.parametrize("form", ["{act}", '"{act}"', "'{act}'", "--activation={act}"])
+@pytest.mark.parametrize("shell", [("sh", "-c"), ("bash", "-lc"), ("bash", "-e", "-o", "pipefail", "-c")],
+                         ids=["sh-c", "bash-lc", "bash-o-c"])
+def test_values_in_a_shell_string_are_one_literal_word(tmp_path: Path, form: str, shell: tuple) -> None:
+    option = "" if form.startswith("--") else "--activation "
+    script = f"{PYTHON} {MODEL} --x {{x}} {option}{form} --mode json"
+    ref = CommandRef((*shell, script), metric="loss")
+    for task_id, value in enumerate(HOSTILE):
+        outcome, run_dir = evaluate(tmp_path, ref, {"x": -0.5, "act": value}, task_id=task_id)
+        assert outcome.status is Status.OK, (value, outcome.error)
+        assert outcome.value == pytest.approx(loss_of(-0.5, 1))  # not forged
+        assert outcome.metrics["seen"]["activation"] == value
+        assert not (run_dir / "PWNED").exists()
+
+
+def test_a_shell_string_passes_its_other_arguments_as_argv(tmp_path: Path) -> None:
+    ref = CommandRef(("sh", "-c", 'echo "loss $1"', "{act}", "{x}"), metric="loss")
+    assert ref.load().argv({"act": "a b", "x": 2}, {}) == ["sh", "-c", 'echo "loss $1"', "a b", "2"]
+
+
+def test_under_launch_a_shell_string_runs_the_model_with_quoted_values(emews_cmd, tmp_path: Path) -> None:
+    """The documented `[sh, -c, "python3 model.py --lr {lr}"]` form: model.py (relative to the
+    workflow) is found from the run dir, and no value runs as code or forges the metric."""
+    (tmp_path / "model.py").write_text(MODEL.read_text())
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"},
+        objective={"command": ["sh", "-c", f"{PYTHON} model.py --x {{x}} --activation {{act}} --mode json"],
+                   "metric": "loss"},
+        space={"act": {"type": "categorical", "values": HOSTILE[:4]}, "x": {"type": "constant", "value": 2.0}},
+        budget={"evaluations": 4}, task={"timeout": 60, "isolation": "process"})
+    assert emews_cmd("check", str(wf)).returncode == 0
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert sorted(json.loads(r["params"])["act"] for r in rows) == sorted(HOSTILE[:4])
+    for r in rows:
+        assert r["status"] == "ok", r["error"]
+        assert r["objective"] == pytest.approx(loss_of(2.0, 1))
+    assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_files_named_in_a_shell_string_are_made_absolute(tmp_path: Path) -> None:
+    from emews.workflow import load_workflow
+
+    (tmp_path / "model.py").write_text("")
+    wf = write_workflow(tmp_path, objective={
+        "command": ["bash", "-lc", "cd /tmp && python3 model.py --in 'model.py' \"model.py\" model.pyc;model.py"],
+        "metric": "loss"})
+    script = load_workflow(str(wf)).objective.command[2]
+    model = tmp_path / "model.py"
+    assert script == f"cd /tmp && python3 {model} --in 'model.py' \"model.py\" model.pyc;{model}"
+
+
+def test_flags_that_look_like_options_reach_a_strict_argparse_model_as_values(tmp_path: Path) -> None:
+    script = tmp_path / "strict.py"
+    script.write_text(
+        "import argparse, json\n"
+        "p = argparse.ArgumentParser()\n"
+        "p.add_argument('--lr', type=float, required=True)\n"
+        "p.add_argument('--act', required=True)\n"
+        "p.add_argument('--dense', type=float, nargs='+', required=True)\n"
+        "print(json.dumps({'loss': 0.0, 'seen': vars(p.parse_args())}))\n")
+    ref = CommandRef((PYTHON, str(script)), metric="loss")
+    cases = [(-1e-05, "-rf", [-1e-05, 2.0]), (-0.5, "--output_dir=/etc", [-0.5, -3.0]), (1e-05, "relu", [1e-300])]
+    for task_id, (lr, act, dense) in enumerate(cases):
+        outcome, _ = evaluate(tmp_path, ref, {"lr": lr, "act": act, "dense": dense}, task_id=task_id)
+        assert outcome.status is Status.OK, outcome.error
+        assert outcome.metrics["seen"] == {"lr": lr, "act": act, "dense": dense}
+
+
+def test_flags_with_option_like_values_use_the_equals_form() -> None:
+    assert as_flags({"lr": -1e-05, "act": "-rf", "n": 3, "dense": [-1e-05, 5]}) == \
+        ["--lr=-1e-05", "--act=-rf", "--n", "3", "--dense", "-0.00001", "5"]
+
+
+def test_a_list_item_that_looks_like_an_option_fails_the_task_clearly(tmp_path: Path) -> None:
+    outcome, _ = evaluate(tmp_path, CommandRef((PYTHON, str(MODEL)), metric="loss"), {"names": ["a", "-rf"]})
+    assert outcome.status is Status.FAILED
+    assert "names" in outcome.error and "'-rf'" in outcome.error and "Traceback" not in outcome.error
+
+
+def test_under_launch_negative_and_dash_values_reach_the_model(emews_cmd, tmp_path: Path) -> None:
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"},
+        objective={"command": [PYTHON, str(MODEL)], "metric": "loss"},
+        space={"x": {"type": "categorical", "values": [-1e-05, -0.5]},
+               "activation": {"type": "categorical", "values": ["-rf", "--output_dir=/etc"]},
+               "mode": {"type": "constant", "value": "json"}},
+        budget={"evaluations": 4}, task={"timeout": 60, "isolation": "process"})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert len(rows) == 4
+    for r in rows:
+        assert r["status"] == "ok", r["error"]
+        assert r["objective"] == pytest.approx(loss_of(json.loads(r["params"])["x"], 1))
