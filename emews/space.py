@@ -724,8 +724,8 @@ _REQUIRED = {"int": ("lower", "upper"), "float": ("lower", "upper"), "categorica
 def candle_dimension(entry: Mapping[str, Any]) -> Dimension:
     """Build one dimension from a CANDLE GA JSON entry; anything odd is a ValueError saying what is allowed."""
     kind = entry.get("type")
-    if kind not in CANDLE_KEYS:
-        raise ValueError(f"unknown type {kind!r}; allowed: {', '.join(CANDLE_TYPES)}")
+    if not isinstance(kind, str) or kind not in CANDLE_KEYS:
+        raise ValueError(f"unknown type {brief(kind)}; allowed: {', '.join(CANDLE_TYPES)}")
     allowed = (*_COMMON_KEYS, *CANDLE_KEYS[kind])
     unknown = [k for k in entry if k not in allowed]
     if unknown:
@@ -792,8 +792,8 @@ def _logical(value: Any) -> bool:
 def _cast_element(value: Any, element_type: str | None) -> Value:
     casts = {"int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
              "float": float, "string": str, "str": str, "logical": _logical, None: lambda v: v}
-    if element_type not in casts:
-        raise ValueError(f"unknown element_type {element_type!r}; allowed: int, float, string, logical")
+    if not isinstance(element_type, (str, type(None))) or element_type not in casts:
+        raise ValueError(f"unknown element_type {brief(element_type)}; allowed: int, float, string, logical")
     try:
         return casts[element_type](value)
     except (TypeError, ValueError):

@@ -414,8 +414,9 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points
         try:
             spec = _PARAM.validate_python(entry)
         except ValidationError as exc:
-            raise config_error(exc, _PARAM_MODELS.get(entry.get("type")), file, ("space", str(name)),
-                               skip=1 if entry.get("type") in _PARAM_MODELS else 0) from None
+            kind = entry.get("type")  # any YAML value: a mapping or a list is no type (and unhashable)
+            model = _PARAM_MODELS.get(kind) if isinstance(kind, str) else None
+            raise config_error(exc, model, file, ("space", str(name)), skip=1 if model else 0) from None
         try:
             dims[name] = spec.dimension()
         except (ValueError, TypeError) as exc:

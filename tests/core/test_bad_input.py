@@ -8,10 +8,13 @@ from typing import Callable
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from testutil import FAULTY, write_workflow
 from emews.cli import main
 from emews.errors import ConfigError
+from emews.space import CANDLE_TYPES
 from emews.workflow import load_workflow
 
 
@@ -166,6 +169,11 @@ CANDLE = {
     "nan bound": (_entry(upper=float("nan")), "x1", "finite"),
     "bad element": ([{"name": "b", "type": "ordered", "element_type": "int", "values": [1, "two"]}], "b",
                     "not of element_type int"),
+    # finding 11 of reliability-2026-11-26: "x1: unhashable type: 'list'"
+    "type list": (_entry(type=["float"]), "x1", "unknown type ['float']; allowed: int, float, categorical"),
+    "type mapping": (_entry(type={"a": 1}), "x1", "unknown type {'a': 1}; allowed: int, float, categorical"),
+    "element_type list": ([{"name": "b", "type": "ordered", "element_type": ["int"], "values": [1]}], "b",
+                          "unknown element_type ['int']; allowed: int, float"),
 }
 
 
@@ -180,6 +188,36 @@ def test_malformed_candle_json_names_the_json_and_entry(case: str, tmp_path: Pat
     path = write_workflow(tmp_path, space={"file": "params.json"})
     line = _refused(capsys, path)
     assert f"{tmp_path / 'params.json'}: {key}" in line and text in line, line
+
+
+@pytest.mark.parametrize("kind", [{"a": 1}, ["float"], [], {}], ids=["mapping", "list", "empty list", "empty mapping"])
+def test_a_mapping_or_list_as_a_parameter_type_is_one_line(kind: object, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    """Finding 11 of reliability-2026-11-26: ``TypeError: unhashable type: 'dict'``, two tracebacks, exit 1."""
+    path = write_workflow(tmp_path, space={"x": {"type": kind, "lower": 0, "upper": 1}})
+    line = _refused(capsys, path)
+    assert f"{path}: space.x.type: invalid value" in line and "(allowed: 'int', 'float', 'categorical'" in line, line
+
+
+JSON_LIKE = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                     max_size=3), max_leaves=6)
+
+
+@given(kind=JSON_LIKE.filter(lambda v: v not in CANDLE_TYPES), candle=st.booleans())
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_value_as_a_parameter_type_is_one_line_never_a_traceback(tmp_path_factory: pytest.TempPathFactory,
+                                                                     capsys: pytest.CaptureFixture,
+                                                                     kind: object, candle: bool) -> None:
+    folder = tmp_path_factory.mktemp("kind")
+    if candle:
+        (folder / "params.json").write_text(json.dumps(_entry(type=kind)))
+    path = write_workflow(folder, space={"file": "params.json"} if candle else
+                          {"x1": {"type": kind, "lower": 0, "upper": 1}})
+    code = main(["check", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("emews: error: "), err
+    assert (f"{folder / 'params.json'}: x1: unknown type" if candle else f"{path}: space.x1.type") in err, err
 
 
 def test_numeric_string_sigma_is_converted(tmp_path: Path) -> None:
