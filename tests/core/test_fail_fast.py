@@ -13,9 +13,13 @@ from testutil import stored_rows, write_workflow
 
 #: fails for most points with one cause, for every third with another, or succeeds there (``mode``)
 OBJECTIVE = '''
+import time
+
+
 def run(params):
     x = int(params["x"])
     if params["mode"] == "always":
+        time.sleep(0.05)  # work of some length: the workers are handed one task at a time, not a batch
         raise RuntimeError(f"bad parameters x={x}")
     if x % 3 == 0:
         if params["mode"] == "some_ok":
