@@ -115,8 +115,13 @@ def parse_yaml(text: str, *, source: str) -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = exc.problem or exc.context or "invalid YAML"
         raise ConfigError(f"malformed YAML: {where}{problem}", file=source) from None
+    except yaml.reader.ReaderError as exc:  # a control character such as NUL: where it is, on one line
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - text.rfind("\n", 0, exc.position)
+        raise ConfigError(f"malformed YAML: line {line}, column {column}: unacceptable character "
+                          f"#x{exc.character:04x} ({exc.reason})", file=source) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"malformed YAML: {exc}", file=source) from None
+        raise ConfigError(f"malformed YAML: {' '.join(str(exc).split())}", file=source) from None
 
 
 def dump_yaml(data: Any) -> str:

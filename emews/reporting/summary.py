@@ -88,7 +88,8 @@ def totals(data: ExperimentData) -> Totals:
     counts = {str(k): int(v) for k, v in data.results["status"].value_counts().items()}
     if best is None:
         return Totals(counts, None)
-    return Totals(counts, Result(id=int(best["id"]), params=data.params.loc[best.name].to_dict(),
+    point = data.params.loc[[best.name]].to_dict("records")[0]  # each column's own type: 1, not 1.0
+    return Totals(counts, Result(id=int(best["id"]), params=point,
                                  status=Status.OK, objective=float(best["objective"]), loss=float(best["loss"])))
 
 

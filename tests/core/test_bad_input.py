@@ -84,6 +84,14 @@ def test_non_utf8_workflow_names_file_and_offset(tmp_path: Path, capsys: pytest.
     assert str(path) in line and f"byte 0xe9 at offset {len(text)}" in line
 
 
+def test_a_nul_byte_is_one_line_naming_the_file_line_and_column(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Finding 13 of reliability-2026-11-26: a second line ``in "<unicode string>", position N``."""
+    path = tmp_path / "nul.yaml"
+    path.write_bytes((HEAD + X1 + 'description: "a').encode() + b'\x00b"\n')
+    line = _refused(capsys, path)
+    assert f"{path}: malformed YAML: line 6, column 16: unacceptable character #x0000" in line, line
+
+
 def test_non_utf8_space_file_names_the_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     (tmp_path / "s.json").write_bytes(b"\xff\xfe[]")
     path = write_workflow(tmp_path, space={"file": "s.json"})
@@ -133,6 +141,18 @@ def test_bad_values_are_refused(case: str, tmp_path: Path, capsys: pytest.Captur
     path = write_workflow(tmp_path, task={"timeout": 30, "isolation": "process", "memory_limit": "1GB"})
     line = _refused(capsys, path, "--set", item)
     assert f"{path}: {key}" in line and text in line, line
+
+
+@pytest.mark.parametrize("ranks", [2, "optimizer"])
+def test_inline_multi_rank_tasks_need_a_timeout(ranks: int | str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture) -> None:
+    """A member blocked in ``ctx.comm`` cannot be interrupted: only ``task.timeout`` ends such a team."""
+    path = write_workflow(tmp_path, task={"isolation": "inline", "ranks": ranks})
+    line = _refused(capsys, path)
+    assert f"{path}: task.timeout: inline multi-rank tasks" in line and "isolation: process" in line, line
+    for task in ({"isolation": "inline", "ranks": ranks, "timeout": 60}, {"isolation": "process", "ranks": ranks},
+                 {"isolation": "inline"}):
+        load_workflow(str(write_workflow(tmp_path, task=task)))
 
 
 NON_FINITE = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -24,6 +25,22 @@ def test_status_of_a_finished_run_matches_the_store(faulty_exp: Path) -> None:
     assert lines[2] == f"best objective {best:.6g} (task {best_id}) with parameters:"
     failed = done - counts["ok"]
     assert lines[4].startswith(f"{failed} failed; workers busy: 0/3; rate ") and lines[4].endswith("ETA -")
+
+
+def test_the_best_points_integers_are_integers(tmp_path: Path) -> None:
+    """Finding 13 of reliability-2026-11-26: ``"mb": 1.0, "epochs": 12.0`` where results.csv has 1 and 12."""
+    wf = write_workflow(tmp_path, space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
+                                         "mb": {"type": "int", "lower": 1, "upper": 4},
+                                         "epochs": {"type": "constant", "value": 12}},
+                        budget={"evaluations": 4}, task={"timeout": 30, "isolation": "inline"})
+    emews = EmewsCommand(tmp_path)
+    emews("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180, check=True)
+    proc = emews("status", str(tmp_path / "exp"), check=True)
+    lines = proc.stdout.splitlines()
+    with sqlite3.connect(tmp_path / "exp" / "results.db") as db:
+        (params,), = db.execute("SELECT params FROM results WHERE status = 'ok' ORDER BY loss, id LIMIT 1")
+    assert lines[2].endswith("with parameters:")
+    assert lines[3].strip() == json.dumps(json.loads(params)) and '"epochs": 12' in lines[3], lines[3]
 
 
 def test_watch_of_a_finished_run_prints_once_and_ends(faulty_exp: Path) -> None:
