@@ -203,7 +203,8 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
                               fail_fast=FailFast(spec.fail_fast),
-                              store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes).start()
+                              store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes,
+                              inline_timeout=spec.timeout if spec.isolation == "inline" else None).start()
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
     error: BaseException | None = None

@@ -28,6 +28,7 @@ from emews.report import export_csv, open_store, summary_text, totals
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.fail_fast import FailedFast
 from emews.runtime.team_comm import TeamWorld
+from emews.runtime.teams import TeamStranded
 from emews.job import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import Site, load_site
@@ -214,6 +215,10 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         line = fail_fast_line(summary.error, spec.runs_root)
         log.error(line)
         print(f"emews: {line}", file=sys.stderr)
+    elif isinstance(summary.error, TeamStranded):  # the job has to end: one line, and how to go on
+        log.error("%s", summary.error)
+        print(f"emews: {summary.error}; {total.done}/{spec.budget} evaluations stored; continue with: "
+              f"emews resume {exp_dir}", file=sys.stderr)
     elif summary.error is not None:
         detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
         log.error("run failed: %s\n%s", summary.error, detail)

@@ -469,6 +469,7 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     _resolve_optimizer_file(model.optimizer, path.parent)
     _resolve_task_size(model, space, path.parent, file)
     workflow = Workflow(model, path, space)
+    _check_inline_teams(workflow, file)
     _check_scheduler(workflow, file)
     if check_imports:
         check_workflow(workflow)
@@ -489,6 +490,16 @@ def _resolve_task_size(model: WorkflowModel, space: Space, workflow_dir: Path, f
                 raise ConfigError(f"task size file {module} does not exist", file=file, key="task.ranks",
                                   allowed=TASK_SIZE_ALLOWED)
             model.task.ranks = f"{found}:{name}"
+
+
+def _check_inline_teams(workflow: Workflow, file: str) -> None:
+    """Inline multi-rank tasks need ``task.timeout``: a member blocked in ``ctx.comm`` cannot be
+    interrupted, and only the timeout tells the job to end (``runtime.teams.TeamStranded``)."""
+    task = workflow.model.task
+    if task.isolation == "inline" and task.timeout is None and workflow.task_size.gang:
+        raise ConfigError("inline multi-rank tasks (task.ranks) need a timeout: a member blocked in ctx.comm "
+                          "cannot be interrupted, and the job ends when a team has not ended after it",
+                          file=file, key="task.timeout", allowed="a number of seconds > 0, or isolation: process")
 
 
 def _check_scheduler(workflow: Workflow, file: str) -> None:

@@ -62,7 +62,8 @@ class Distributor:
                  sign: float, progress: Progress, store: ResultsStore | None = None,
                  fail_fast: FailFast | None = None,
                  trials: TrialService | None = None, gang: bool = False,
-                 nodes: Mapping[int, str] | None = None) -> None:
+                 nodes: Mapping[int, str] | None = None,
+                 inline_timeout: float | None = None) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -84,7 +85,9 @@ class Distributor:
         # training trials are long, and a promotion must not queue behind a prefetched task
         self._slots = WorkerSlots(self._workers, prefetch=1 if self._trials.scheduler else self.prefetch)
         host = socket.gethostname()
-        self._teams = TeamDispatch({r: (nodes or {}).get(r, host) for r in self._workers}) if gang else None
+        # ``inline_timeout``: members run in the worker ranks with this timeout; a team that cannot end ends the job
+        self._teams = TeamDispatch({r: (nodes or {}).get(r, host) for r in self._workers},
+                                   inline_timeout=inline_timeout) if gang else None
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
         #: shutdown problems reported by workers (teardown errors), by rank
@@ -325,9 +328,15 @@ class Distributor:
             backoff.idle()
 
     def _dispatch_teams(self, tasks: deque[Task]) -> bool:
-        """Gang mode: queued tasks to the scheduler, and what may start now to its ranks."""
+        """Gang mode: queued tasks to the scheduler, and what may start now to its ranks. An inline
+        team stranded past its timeout is recorded, then ends the job (:class:`TeamStranded`)."""
         teams = self._teams
         assert teams is not None
+        events, stranded = teams.stranded()
+        for event in events:
+            self._team_event(event)
+        if stranded is not None:
+            raise stranded
         progressed = False
         if tasks:
             for outcome in teams.take(tasks):

@@ -4,6 +4,7 @@ inline mode, gang scheduling of mixed sizes with the budget exact, and a member 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -112,4 +113,41 @@ def test_ctx_launch_runs_an_mpi_program_of_its_own_from_team_rank_0(emews_cmd, t
     assert row["status"] == "ok" and row["objective"] == 0.0, metrics  # the program exited 0
     # a world of its own (2 ranks, not the job's 5), with the environment the objective gave it
     assert metrics["lines"] == ["0 2 yes", "1 2 yes"], metrics
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_resume_goes_on(
+        emews_cmd, tmp_path: Path) -> None:
+    """Team rank 0 waits in ``ctx.comm.allreduce`` for a member that raised, returned or sleeps:
+    MPI cannot interrupt it, so the job ends by itself (the task recorded as timed out, one line
+    naming the task and the stuck member) and ``emews resume`` goes on with the next point."""
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "stranded"},
+        space={"mode": {"type": "categorical", "values": ["raise", "early", "hang", "ok"]}},
+        budget={"evaluations": 4}, task={"timeout": 5, "isolation": "inline", "ranks": 2})
+    exp = tmp_path / "exp"
+    try:
+        proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+        for count in (1, 2, 3):   # one stranded team per run ends it
+            assert proc.returncode == 1, proc.stderr
+            rows = stored_rows(exp)
+            assert len(rows) == count, rows   # its task is stored: resume does not run it again
+            row = rows[-1]
+            lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(f"emews: task {row['id']}: ")]
+            assert len(lines) == 1, proc.stderr
+            assert re.search(rf"team rank 0 of 2 \(rank [12] on {re.escape(row['host'])}\) did not end", lines[0])
+            assert lines[0].endswith(f"continue with: emews resume {exp}"), lines[0]
+            assert "Traceback" not in proc.stderr, proc.stderr
+            proc = emews_cmd("resume", "exp", timeout=300)
+    finally:
+        emews_cmd.kill_all()   # only a guard: each run above ends by itself
+    assert proc.returncode == 0, proc.stderr
+    by_mode = {json.loads(r["params"])["mode"]: r for r in stored_rows(exp)}
+    assert by_mode.pop("ok")["objective"] == 3.0
+    for mode, row in by_mode.items():
+        assert row["status"] == "timeout", (mode, row["error"])
+    assert "team rank 0 of 2" in by_mode["raise"]["error"] and "RuntimeError: member 1 failed" in by_mode["raise"]["error"]
+    assert "team rank 0 of 2" in by_mode["early"]["error"] and "team rank 1 returned" in by_mode["early"]["error"]
+    hung = by_mode["hang"]["error"]   # the member whose timer fired is named
+    assert hung.startswith("team rank 1 of 2") and "ran past the task timeout of 5 s" in hung, hung
     assert emews_cmd.leftovers_after_exit() == []

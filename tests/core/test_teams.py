@@ -11,7 +11,7 @@ from emews.job import RunSpec, run_in_threads
 from emews.objective import ObjectiveRef
 from emews.optimizers.random import RandomSearch
 from emews.results import Outcome, Status, Task
-from emews.runtime.teams import TeamDispatch
+from emews.runtime.teams import STRANDED_GRACE, TeamDispatch, TeamStranded
 from emews.space import Float, Int, Space
 from emews.task_size import FixedSize, FunctionSize, OptimizerSize, ParameterSize
 
@@ -138,6 +138,31 @@ def test_a_crashed_member_is_the_teams_cause_and_the_others_are_cancelled_once()
     assert "team rank 1 of 4 (rank 2 on node0)" in done.outcome.error and "SIGSEGV" in done.outcome.error
     assert dispatch.busy == 0
     assert dispatch.member_done(4, Outcome(0, Status.OK, 1.0)) is None  # late or repeated: ignored
+
+
+def test_an_inline_team_still_running_after_its_timeout_and_grace_is_stranded_with_its_stuck_member_named() -> None:
+    now = [0.0]
+    dispatch = TeamDispatch({r: "node0" for r in (1, 2, 3, 4)}, clock=lambda: now[0], inline_timeout=5.0)
+    assert dispatch.take(deque([Task(0, {"x": 0}, 0, 0.0, ranks=2), Task(1, {"x": 0}, 0, 0.0, ranks=2)])) == []
+    dispatch.dispatch(lambda payload, rank: None)
+    dispatch.member_done(2, Outcome(0, Status.FAILED, error="Traceback ...\nRuntimeError: member 1 failed", rank=2))
+    dispatch.member_done(3, Outcome(1, Status.OK, 1.0, rank=3))
+    dispatch.member_done(4, Outcome(1, Status.OK, 2.0, rank=4))
+    now[0] = 5.0 + STRANDED_GRACE - 0.1
+    assert dispatch.stranded() == ([], None)                         # within the grace: it may still end
+    now[0] = 5.0 + STRANDED_GRACE
+    (event,), error = dispatch.stranded()
+    assert isinstance(error, TeamStranded)
+    assert str(error).startswith(f"task 0: team rank 0 of 2 (rank 1 on node0) did not end {STRANDED_GRACE:g} s "
+                                 "after the task timeout of 5 s"), error
+    assert event.task_id == 0 and event.cancel == () and event.outcome.status is Status.TIMEOUT
+    assert event.outcome.error.startswith("team rank 0 of 2 (rank 1 on node0) timeout: did not end")
+    assert event.outcome.error.endswith("; team rank 1 failed: RuntimeError: member 1 failed"), event.outcome.error
+    assert dispatch.busy == 0 and dispatch.stranded() == ([], None)  # recorded once
+    process = TeamDispatch({1: "a", 2: "a"}, clock=lambda: now[0])  # no inline timeout: never stranded
+    assert process.take(deque([Task(2, {"x": 0}, 0, 0.0, ranks=2)])) == [] and process.dispatch(lambda p, r: None)
+    now[0] = 1e9
+    assert process.stranded() == ([], None)
 
 
 def test_a_team_that_succeeds_reports_its_leaders_value_over_its_whole_span() -> None:

@@ -4,6 +4,8 @@
                worker threads, and returns ``x`` (other members return a different number, which
                must never be the recorded value).
 ``allreduce``  inline under MPI: the sum of ``team_rank + 1`` over ``ctx.comm``.
+``stranded``   inline under MPI: team rank 1 raises, returns early or sleeps past any timeout
+               (``mode``; ``ok`` does none of these) while team rank 0 waits for it in ``ctx.comm``.
 ``members``    process isolation: joins ``ctx.process_group()``, all-reduces, writes its pid and
                team rank into the run dir; with ``mode: segv`` team rank 1 dies of SIGSEGV first, with
                ``mode: hang`` it sleeps past any timeout.
@@ -28,6 +30,17 @@ def allreduce(params: dict, ctx: Any) -> dict:
     total = ctx.comm.allreduce(ctx.team_rank + 1)
     ranks = ctx.comm.allgather(ctx.rank)
     return {"value": float(total), "size": ctx.comm.Get_size(), "world_ranks": ranks}
+
+
+def stranded(params: dict, ctx: Any) -> float:
+    mode = params["mode"]
+    if ctx.team_rank == 1 and mode == "raise":
+        raise RuntimeError("member 1 failed")
+    if ctx.team_rank == 1 and mode == "early":
+        return 0.0
+    if ctx.team_rank == 1 and mode == "hang":
+        time.sleep(3600)
+    return float(ctx.comm.allreduce(ctx.team_rank + 1))
 
 
 def members(params: dict, ctx: Any) -> dict:
