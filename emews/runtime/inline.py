@@ -41,7 +41,8 @@ class InlineRunner:
 
     A member of a multi-rank task gets ``ctx.comm``, a communicator of the team's ranks only,
     from ``team_comm`` (freed when the task ends); a team's members cannot be cancelled here (a
-    fault of one member is not isolated either: use process isolation for that).
+    fault of one member is not isolated either: use process isolation for that), and one blocked in
+    ``ctx.comm`` not even by the timer: the optimizer rank ends the job (``teams.TeamStranded``).
     """
 
     def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
