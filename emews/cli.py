@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("workflow")
     check.add_argument("--site", help="also validate this site")
     check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    check.add_argument("--try", dest="try_one", action="store_true",
+                       help="also ask the optimizer for its first point and evaluate it once here (a scratch "
+                            "directory, the task's timeout): exit 0 when it succeeds, 1 when it fails")
 
     resume = sub.add_parser("resume", help="continue a stopped experiment: the optimizer gets the earlier "
                                            "results, interrupted tasks run again, the budget is the total")
@@ -243,6 +246,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         site = load_site(args.site, site_overrides)
         print(f"site {site.name}: ok")
+    if args.try_one:
+        from emews.first_try import try_workflow
+
+        outcome = try_workflow(workflow)
+        print("\n".join(outcome.lines()))
+        return outcome.exit_status
     return EXIT_OK
 
 

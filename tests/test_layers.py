@@ -40,7 +40,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.csvfollow": (2, "wiring"), "emews.csvrows": (2, "wiring"), "emews.csvpart": (2, "wiring"),
     "emews.by_point": (2, "wiring"), "emews.deephyper_csv": (2, "wiring"),
     "emews.reporting": (2, "wiring"),
-    "emews.catalog": (2, "wiring"),
+    "emews.catalog": (2, "wiring"), "emews.first_try": (2, "wiring"),
     # front ends and plug-ins
     "emews": (3, "front"), "emews.cli": (3, "front"), "emews.__main__": (3, "front"),
     "emews.testing": (3, "front"), "emews.contrib": (3, "front"), "emews.rbridge": (3, "front"),

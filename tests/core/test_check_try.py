@@ -1,0 +1,145 @@
+"""``emews check WORKFLOW --try`` (issue 24): the optimizer's first point, evaluated once here with the
+objective's real runner, before anything is submitted; real processes throughout (``python -m emews``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from testutil import write_workflow
+
+#: a CANDLE-style model whose parser rejects what it is given (``--lr 0.01`` for an int)
+STRICT_MODEL = '''
+import argparse
+parser = argparse.ArgumentParser(prog="nt3_baseline")
+parser.add_argument("--lr", type=int)
+args = parser.parse_args()
+print("loss", args.lr)
+'''
+
+
+@pytest.fixture
+def scratch(emews_cmd, tmp_path: Path) -> Path:
+    """Where the try's scratch directories go (TMPDIR of the command)."""
+    folder = tmp_path / "scratch"
+    folder.mkdir()
+    emews_cmd.env["TMPDIR"] = str(folder)
+    return folder
+
+
+def check_try(emews_cmd, wf: Path):
+    proc = emews_cmd("check", str(wf), "--try", timeout=240)
+    lines = {line.split(":", 2)[1].strip(): line.split(":", 2)[2].strip()
+             for line in proc.stdout.splitlines() if line.startswith("try: ") and line.count(":") >= 2}
+    return proc, lines
+
+
+def point_of(proc) -> dict:
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("try: point "))
+    return json.loads(line[len("try: point "):])
+
+
+def test_a_working_objective_shows_the_point_and_its_metric_and_leaves_nothing(emews_cmd, tmp_path, scratch) -> None:
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "obj.py"), "metric": "loss"},
+                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}})
+    (tmp_path / "obj.py").write_text("def run(p):\n    return {'loss': p['x'] ** 2, 'other': 1}\n")
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    x = point_of(proc)["x"]
+    assert -2.0 <= x <= 2.0
+    assert proc.stdout.splitlines()[-1].startswith(f"try: ok: loss {x * x:.6g} (in ")
+    assert list(scratch.iterdir()) == []  # the scratch directory is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["obj.py", "scratch", "wf.yaml"]  # no experiment
+
+
+def test_a_failing_python_objective_shows_its_exception_and_keeps_the_run_dir(emews_cmd, tmp_path, scratch) -> None:
+    wf = write_workflow(tmp_path, space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
+                                         "mode": {"type": "constant", "value": "raise"}})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert lines["failed"] == f"RuntimeError: bad parameters x={point_of(proc)['x']}"
+    kept = Path(lines["run dir (kept)"])
+    assert kept.is_dir() and kept.is_relative_to(scratch)
+    assert "Traceback" not in proc.stdout  # the line that names the problem, not the traceback
+
+
+def test_a_failing_argparse_command_shows_argparses_error_line_and_its_run_dir(emews_cmd, tmp_path, scratch) -> None:
+    (tmp_path / "nt3_baseline.py").write_text(STRICT_MODEL)
+    wf = write_workflow(tmp_path, objective={"command": ["python3", "nt3_baseline.py"], "metric": "loss"},
+                        space={"lr": {"type": "categorical", "values": [0.01]}})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert lines["failed"] == "nt3_baseline: error: argument --lr: invalid int value: '0.01'"
+    run_dir = Path(lines["run dir (kept)"])
+    assert "usage: nt3_baseline" in (run_dir / "stderr.txt").read_text()  # the command's own output, kept
+
+
+def test_a_relative_path_inside_a_shell_string_fails_the_try_with_its_cause(emews_cmd, tmp_path, scratch) -> None:
+    """The command runs in the task's run dir, as in a job: a path only the launch folder has fails here too."""
+    wf = write_workflow(tmp_path, objective={"command": ["sh", "-c", "exec python3 ./missing_model.py"]},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "can't open file" in lines["failed"] and "missing_model.py" in lines["failed"]
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_a_point_that_runs_past_the_task_timeout_says_it_timed_out(emews_cmd, tmp_path, scratch, isolation) -> None:
+    wf = write_workflow(tmp_path, space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                                         "mode": {"type": "constant", "value": "hang"}},
+                        task={"timeout": 1, "isolation": isolation})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert lines["timeout"].startswith("ran past the task timeout of 1 s")
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+OPTIMIZERS = {
+    "random": {"name": "random", "options": {"seed": 3}},
+    "ga": {"name": "ga", "options": {"population": 6, "generations": 2, "seed": 3}},
+    "bayes": {"name": "bayes", "options": {"n_initial_points": 3, "seed": 3}},
+    "mbo": {"name": "mbo", "options": {"n_initial": 4, "seed": 3}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_each_kind_of_optimizer_gives_its_first_point(emews_cmd, tmp_path, scratch, name) -> None:
+    wf = write_workflow(tmp_path, optimizer=OPTIMIZERS[name], budget={"evaluations": 12},
+                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
+                               "k": {"type": "int", "lower": 1, "upper": 4},
+                               "mode": {"type": "constant", "value": "ok"}})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    point = point_of(proc)
+    assert -2.0 <= point["x"] <= 2.0 and point["k"] in (1, 2, 3, 4) and point["mode"] == "ok"
+    assert lines["ok"].startswith(f"value {point['x'] ** 2:.6g}")
+
+
+def test_a_file_sweep_tries_the_files_first_line(emews_cmd, tmp_path, scratch) -> None:
+    (tmp_path / "points.txt").write_text('{"x": 0.5, "mode": "ok", "id": "RUN000"}\n{"x": 1.5, "mode": "raise"}\n')
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": "points.txt"}}, space={})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert point_of(proc) == {"x": 0.5, "mode": "ok", "id": "RUN000"} and lines["ok"].startswith("value 0.25")
+
+
+def test_an_optimizer_that_cannot_start_is_named_with_exit_1(emews_cmd, tmp_path, scratch) -> None:
+    (tmp_path / "broken.py").write_text(
+        "from emews.optimizer import Optimizer\n\n\nclass Broken(Optimizer):\n"
+        "    def run(self, evaluator):\n        import cmaes_not_installed\n")
+    wf = write_workflow(tmp_path, optimizer={"name": "broken.py:Broken"})
+    proc, _ = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == \
+        "emews: the optimizer raised ModuleNotFoundError: No module named 'cmaes_not_installed'"
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_configuration_error_is_exit_2_and_nothing_runs(emews_cmd, tmp_path, scratch) -> None:
+    wf = write_workflow(tmp_path, budget={"evaluations": 10, "fail_fast": -1})
+    proc, _ = check_try(emews_cmd, wf)
+    assert proc.returncode == 2 and "budget.fail_fast" in proc.stderr and "try:" not in proc.stdout
+    assert list(scratch.iterdir()) == [] and sorted(os.listdir(tmp_path)) == ["scratch", "wf.yaml"]
