@@ -10,7 +10,10 @@ Parameters reach the program one of three ways (``params:``):
            a list as ``--name v1 v2``, ``None`` left out (the default); a value that starts
            with ``-`` as ``--name=value``, so that a parser reads it as a value, not an option;
 ``env``    one environment variable per parameter, named as the parameter;
-``file``   a JSON or YAML file in the run dir (``params_file``), its path in ``{params_file}``.
+``file``   a JSON or YAML file in the run dir (``params_file``), its path in ``{params_file}``;
+``candle`` as a CANDLE Benchmarks model reads them (:mod:`emews.candle_params`): ``--config_file``
+           names a per-task ``[Global_Params]`` file of the defaults and the point, and the
+           point's values for keys the defaults define follow as flags (booleans ``True``/``False``).
 
 ``{name}`` in an argument is replaced by that parameter's value (it is then not also passed as a
 flag), and ``{run_dir}``, ``{params_file}``, ``{seed}``, ``{task_id}`` by the task's. Strings
@@ -56,13 +59,14 @@ from typing import Any, Callable, Literal, Mapping
 from emews.failure_cause import error_line, meaningful_line
 from emews.objective import (PARAMS_RECORD, EvaluationFailed, ObjectiveLoadError, TaskContext, load_defaults,
                              record_params, with_defaults)
+from emews.candle_params import CONFIG_FILE, CONFIG_OPTION, candle_point, model_flags, write_config
 from emews.results import Status
 from emews.shellscript import find_script, quoter
 
-ParamsStyle = Literal["flags", "env", "file"]
+ParamsStyle = Literal["flags", "env", "file", "candle"]
 ResultSource = Literal["stdout", "file", "output_dir"]
 
-PARAMS_STYLES: tuple[str, ...] = ("flags", "env", "file")
+PARAMS_STYLES: tuple[str, ...] = ("flags", "env", "file", "candle")
 RESULT_SOURCES: tuple[str, ...] = ("stdout", "file", "output_dir")
 #: placeholders every command may use besides the parameters' names
 TASK_PLACEHOLDERS = ("run_dir", "params_file", "seed", "task_id")
@@ -130,14 +134,17 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def as_flags(params: Mapping[str, Any]) -> list[str]:
-    """CANDLE-style ``--name value`` arguments (booleans as bare flags, lists as repeated values);
-    a value that starts with ``-`` as ``--name=value``, so that a parser cannot take it for an option."""
+def as_flags(params: Mapping[str, Any], *, bool_values: bool = False) -> list[str]:
+    """CANDLE-style ``--name value`` arguments (booleans as bare flags, or with ``bool_values`` as
+    ``--name True``/``--name False``; lists as repeated values); a value that starts with ``-`` as
+    ``--name=value``, so that a parser cannot take it for an option."""
     argv: list[str] = []
     for name, value in params.items():
-        if value is None or value is False:
+        if isinstance(value, bool) and bool_values:
+            argv += [f"--{name}", str(value)]
+        elif value is None or value is False:
             continue
-        if value is True:
+        elif value is True:
             argv.append(f"--{name}")
         elif isinstance(value, (list, tuple)):
             argv += [f"--{name}", *(list_item(name, v) for v in value)]
@@ -202,15 +209,20 @@ class CommandObjective:
     def teardown(self) -> None:
         """Nothing to release."""
 
-    def argv(self, params: Mapping[str, Any], task: Mapping[str, Any]) -> list[str]:
-        """The command line for ``params`` (defaults merged) and the task's own values."""
+    def argv(self, params: Mapping[str, Any], task: Mapping[str, Any],
+             point: Mapping[str, Any] | None = None) -> list[str]:
+        """The command line for ``params`` (defaults merged) and the task's own values; ``point``
+        (the values before the defaults; default ``params``) is what ``params: candle`` passes as flags."""
         values = {**params, **task}
         script = self.ref.script_index
         argv = [substitute(arg, values, quoter(arg)) if i == script else substitute(arg, values)
                 for i, arg in enumerate(self.ref.command)]
+        used = self.ref.placeholders
         if self.ref.params == "flags":
-            used = self.ref.placeholders
             argv += as_flags({k: v for k, v in params.items() if k not in used})
+        elif self.ref.params == "candle":
+            flags = model_flags(params if point is None else point, self.defaults, used)
+            argv += [CONFIG_OPTION, str(Path(task["run_dir"]) / CONFIG_FILE), *as_flags(flags, bool_values=True)]
         return argv
 
     def environment(self, params: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, str]:
@@ -231,7 +243,8 @@ class CommandObjective:
         """Run the command for one evaluation; return what it reported (a number or a dict)."""
         context.pid = os.getpid()
         run_dir = context.run_dir
-        merged = with_defaults(self.defaults, params)
+        point = candle_point(params, self.defaults) if self.ref.params == "candle" else params
+        merged = with_defaults(self.defaults, point)
         if self.ref.result == "output_dir":
             merged["output_dir"] = str(run_dir)
         in_run_dir(run_dir, PARAMS_RECORD)
@@ -242,10 +255,12 @@ class CommandObjective:
             params_path.parent.mkdir(parents=True, exist_ok=True)
             write_params_file(params_path, merged)
             task["params_file"] = str(run_dir / self.ref.params_file)
+        if self.ref.params == "candle":
+            write_config(in_run_dir(run_dir, CONFIG_FILE), merged)
         result_name = self.ref.result_path
         if result_name is not None:
             in_run_dir(run_dir, result_name).unlink(missing_ok=True)  # an earlier attempt's result is not this one's
-        argv = self.argv(merged, task)
+        argv = self.argv(merged, task, point)
         output = CapturedOutput(run_dir)
         returncode = output.run(argv, self.environment(merged, task))
         if returncode != 0:

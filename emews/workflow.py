@@ -198,6 +198,10 @@ class ObjectiveSection(_Strict):
         elif self.function is not None:
             raise KeyedValueError("objective.function", "a command objective has no function",
                                   ", ".join(k for k in self.model_fields if k not in ("module", "function")))
+        if self.params == "candle" and self.defaults is None:
+            raise KeyedValueError("objective.defaults", "params: candle hands the model a config file built "
+                                  "from its defaults, and none are named",
+                                  "a CANDLE default model file ([Global_Params]), as *_default_model.txt")
         if self.params_file is not None and not self.params_file.endswith((".json", ".yaml", ".yml")):
             raise KeyedValueError("objective.params_file", f"{self.params_file!r} is neither JSON nor YAML",
                                   "a file name ending in .json, .yaml or .yml")

@@ -23,7 +23,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "emews.objective": (0, "core"), "emews.imports": (0, "core"), "emews.queues": (0, "core"),
     "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"), "emews.jsoncodec": (0, "core"),
     "emews.gpu_binding": (0, "core"), "emews.failure_cause": (0, "core"),
-    "emews.command": (0, "core"), "emews.shellscript": (0, "core"), "emews.model_defaults": (0, "core"), "emews.replicates": (0, "core"),
+    "emews.command": (0, "core"), "emews.shellscript": (0, "core"), "emews.candle_params": (0, "core"), "emews.model_defaults": (0, "core"), "emews.replicates": (0, "core"),
     # training trials: messages, the objective's session, checkpoint files, the trial schedulers
     "emews.training": (0, "core"), "emews.trial_session": (0, "core"), "emews.checkpoints": (0, "core"),
     "emews.schedulers": (0, "core"), "emews.retention": (0, "core"),

@@ -193,7 +193,7 @@ def test_a_shell_model_under_mpiexec(emews_cmd, tmp_path: Path) -> None:
     ({"command": [PYTHON, "m.py", "--e", "{epochz}"]}, "objective.command", "{epochz} names no parameter"),
     ({"command": ["no-such-program-here"]}, "objective.command", "not found on PATH"),
     ({"command": [PYTHON], "module": "m.py"}, "objective", "either module"),
-    ({"command": [PYTHON], "params": "argv"}, "objective.params", "'flags', 'env' or 'file'"),
+    ({"command": [PYTHON], "params": "argv"}, "objective.params", "'flags', 'env', 'file' or 'candle'"),
     ({"command": [PYTHON], "params_file": "p.txt"}, "objective.params_file", ".json, .yaml or .yml"),
     ({"module": "m.py", "result": "stdout"}, "objective.result", "only a command objective"),
     ({"command": [PYTHON], "defaults": "missing_default_model.txt"}, "objective.defaults", "does not exist"),

@@ -1,0 +1,116 @@
+"""``params: candle``: a CANDLE Benchmarks model run unchanged as a command (issue 24, deliverable 1).
+
+The model is NT3 with CANDLE's real parameter handling (``tests/data/candle``: ``default_utils.py``
+and ``nt3.py`` as in ECP-CANDLE/Benchmarks; ``parse_args``, ``str2bool``, nargs lists, required
+keys), fed the real Supervisor GA file and UPF files (``tests/data/supervisor``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from emews.command import CommandRef
+from emews.space import load_candle_json
+from test_command_objective import PYTHON, evaluate
+from testutil import TESTS, stored_rows, write_workflow
+
+NT3 = TESTS / "data" / "candle" / "nt3_parse_only.py"
+SUPERVISOR = TESTS / "data" / "supervisor"
+DEFAULTS = SUPERVISOR / "nt3_default_model.txt"
+NT3_GA = SUPERVISOR / "ga" / "nt3_param_space_ga.json"
+UPF_FILES = sorted((SUPERVISOR / "upf").glob("*.txt"))
+
+
+def candle_ref(*extra: str) -> CommandRef:
+    return CommandRef((PYTHON, str(NT3), *extra), metric="val_loss", params="candle", defaults=str(DEFAULTS))
+
+
+def as_candle_reads(value):
+    """What CANDLE's model should see for a point's value: a string of numbers is a list (Supervisor's rule)."""
+    if isinstance(value, str) and len(value.split()) > 1:
+        return [int(v) for v in value.split()]
+    return value
+
+
+def parsed(outcome) -> tuple[dict, list[str]]:
+    assert outcome.status.value == "ok", outcome.error
+    return outcome.metrics["parsed"], outcome.metrics["argv"]
+
+
+def test_every_nt3_ga_point_is_parsed_by_candles_own_parser(tmp_path: Path) -> None:
+    space = load_candle_json(NT3_GA)
+    rng = random.Random(3)
+    ref = candle_ref()
+    for task_id in range(12):
+        point = space.sample(rng)
+        params, argv = parsed(evaluate(tmp_path, ref, point, task_id=task_id)[0])
+        for key, value in point.items():  # keys NT3 does not define (clipnorm, nesterov, ...) ride in the file
+            assert params[key] == as_candle_reads(value), key
+        assert params["pool"] == [1, 10] and params["classes"] == 2  # the defaults, not re-passed as flags
+        assert "--pool" not in argv and "--nesterov" not in argv and "--clipnorm" not in argv
+        assert argv[0] == "--config_file"
+
+
+@pytest.mark.parametrize("path", UPF_FILES, ids=lambda p: p.name)
+def test_every_upf_line_is_parsed_by_candles_own_parser(tmp_path: Path, path: Path) -> None:
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    ref = candle_ref("--run_id", "{id}") if all("id" in line for line in lines) else candle_ref()
+    for task_id, line in enumerate(lines):
+        params, argv = parsed(evaluate(tmp_path, ref, line, task_id=task_id)[0])
+        assert "--id" not in argv  # bookkeeping, never a model flag
+        for key, value in line.items():
+            if key != "id":
+                assert params[key.lower()] == value, key
+        if "id" in line:
+            assert params["run_id"] == line["id"]  # the {id} placeholder still works
+
+
+def test_candle_flags_booleans_lists_and_negative_numbers(tmp_path: Path) -> None:
+    point = {"add_noise": True, "noise_gaussian": False, "dense": "300 -20", "conv": [64, 32, 1],
+             "learning_rate": -1e-05, "std_dev": -0.5, "activation": "-rf", "id": "x", "replicate": 2}
+    params, argv = parsed(evaluate(tmp_path, candle_ref(), point)[0])
+    assert params["add_noise"] is True and params["noise_gaussian"] is False  # str2bool: --name True/False
+    assert "--add_noise" in argv and argv[argv.index("--add_noise") + 1] == "True"
+    assert params["dense"] == [300, -20] and params["conv"] == [64, 32, 1]
+    assert params["learning_rate"] == -1e-05 and params["std_dev"] == -0.5 and params["activation"] == "-rf"
+    assert "--id" not in argv and "--replicate" not in argv
+    config_file = Path(argv[1])
+    assert config_file.parent.name == "000000"  # in the task's run dir
+    config = config_file.read_text()
+    assert config.startswith("[Global_Params]\n")
+    assert "pool = [1, 10]\n" in config and "id = 'x'\n" in config  # defaults and the point, as CANDLE reads them
+
+
+def test_candle_needs_the_model_defaults(emews_cmd, tmp_path: Path) -> None:
+    wf = write_workflow(tmp_path, objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle"},
+                        space={"epochs": {"type": "int", "lower": 1, "upper": 3}})
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{wf}: objective.defaults: " in proc.stderr and "params: candle" in proc.stderr
+
+
+def test_under_launch_the_nt3_ga_and_a_upf_run_unchanged(emews_cmd, tmp_path: Path) -> None:
+    ga = write_workflow(tmp_path, "ga", optimizer={"name": "ga", "options": {"seed": 1}},
+                        objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle",
+                                   "defaults": str(DEFAULTS)},
+                        space={"file": str(NT3_GA)}, budget={"evaluations": 6}, task={"timeout": 120})
+    proc = emews_cmd("launch", str(ga), "--workers", "2", "--exp-dir", "ga", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "ga")
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows]
+    for r in rows:
+        p = json.loads(r["params"])
+        assert r["objective"] == pytest.approx(p["learning_rate"] * sum(as_candle_reads(p["dense"])) + p["epochs"] / 1000)
+    upf = SUPERVISOR / "upf" / "templates-upf3.txt"
+    sweep = write_workflow(tmp_path, "upf", optimizer={"name": "sweep", "options": {"file": str(upf)}},
+                           objective={"command": [PYTHON, str(NT3), "--run_id", "{id}"], "metric": "val_loss",
+                                      "params": "candle", "defaults": str(DEFAULTS)},
+                           space={}, budget={"evaluations": 7}, task={"timeout": 120})
+    proc = emews_cmd("launch", str(sweep), "--workers", "2", "--exp-dir", "upf", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "upf")
+    assert len(rows) == 7 and {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows]
