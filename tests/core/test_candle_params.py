@@ -114,3 +114,29 @@ def test_under_launch_the_nt3_ga_and_a_upf_run_unchanged(emews_cmd, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     rows = stored_rows(tmp_path / "upf")
     assert len(rows) == 7 and {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows]
+
+
+def test_the_in_process_wrapper_route_runs_the_ga_file(emews_cmd, tmp_path: Path) -> None:
+    """README's Supervisor `model_runner` route: the model's own parameters, the point over them."""
+    (tmp_path / "nt3_runner.py").write_text(f"""
+import sys
+sys.path[:0] = [{str(NT3.parent)!r}]
+import nt3_parse_only as nt3
+from emews.candle_params import candle_point
+
+def run(params):
+    sys.argv = ["nt3"]
+    gParameters = nt3.initialize_parameters()
+    gParameters.update(candle_point(params, gParameters))
+    return {{"val_loss": gParameters["learning_rate"] * sum(gParameters["dense"]) + gParameters["epochs"] / 1000}}
+""")
+    wf = write_workflow(tmp_path, optimizer={"name": "ga", "options": {"seed": 2}},
+                        objective={"module": "nt3_runner.py", "metric": "val_loss"},
+                        space={"file": str(NT3_GA)}, budget={"evaluations": 4}, task={"timeout": 120})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows]
+    for r in rows:
+        p = json.loads(r["params"])
+        assert r["objective"] == pytest.approx(p["learning_rate"] * sum(as_candle_reads(p["dense"])) + p["epochs"] / 1000)
