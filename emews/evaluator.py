@@ -48,6 +48,8 @@ class Evaluator:
                  submitted again at once with their ids (``evaluator.requeued``),
                  count as submitted and pending, and their results arrive through
                  ``get`` like any other.
+    ``waiting``  tasks of earlier runs whose trials wait for a promotion (ASHA): as ``requeue``
+                 (in ``evaluator.requeued``, pending) but not submitted: the distributor holds them.
     ``first_id`` the next task id; ids never collide with earlier ones.
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     ``reports``  reads the training reports stored so far (see :meth:`reports`).
@@ -56,7 +58,7 @@ class Evaluator:
 
     def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int,
                  direction: str = "minimize", seed: int = 0, first_id: int = 0,
-                 history: Sequence[Result] = (), requeue: Sequence[Task] = (),
+                 history: Sequence[Result] = (), requeue: Sequence[Task] = (), waiting: Sequence[Task] = (),
                  exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = (),
                  reports: Callable[[int | None], list[StoredReport]] | None = None,
                  task_size: TaskSize | None = None) -> None:
@@ -70,7 +72,7 @@ class Evaluator:
         self.seed = seed
         self.exp_dir = None if exp_dir is None else Path(exp_dir)
         self.history: tuple[Result, ...] = tuple(history)
-        self.requeued: tuple[Task, ...] = tuple(requeue)
+        self.requeued: tuple[Task, ...] = (*requeue, *waiting)
         self._queues = queues
         self._read_reports = reports
         earlier = [r.id for r in self.history] + [t.id for t in self.requeued]
@@ -83,8 +85,8 @@ class Evaluator:
         self._ready: dict[int, Result] = {}
         for task in self.requeued:  # sized again by task.ranks, which may keep the size the store has
             self._size(task, stored=task.ranks)
-        if self.requeued:
-            queues.submit(self.requeued)
+        if requeue:
+            queues.submit(requeue)
 
     @property
     def remaining(self) -> int:

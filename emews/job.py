@@ -27,7 +27,7 @@ from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.store import Durability, ResultsStore
 from emews.runtime.transport import ThreadHub, Transport
 from emews.runtime.trial_store import ReportReader, TrialStore
-from emews.runtime.trials import TrialService
+from emews.runtime.trials import TrialService, WaitingTrial
 from emews.runtime.walltime import PauseClock, WalltimeStop
 from emews.runtime.worker_rank import WorkerPlan, serve
 from emews.schedulers import TrialScheduler
@@ -141,21 +141,28 @@ class ResumeState:
     history: list[Result]
     requeue: list[Task]
     next_id: int
+    waiting: list[WaitingTrial] = field(default_factory=list)  # trials held again, for a promotion
 
 
 #: a task is run again at most this many times after runs that stopped while it ran
 REQUEUE_LIMIT = 1
 
 
-def resume_state(store: ResultsStore | None) -> ResumeState:
+def resume_state(store: ResultsStore | None,
+                 waits: Callable[[Task], WaitingTrial | None] = lambda task: None) -> ResumeState:
     """Finished work, and the tasks to run again: those that were running when the last run
-    stopped (once; a task caught by a stop twice is recorded as failed)."""
+    stopped (once; a task caught by a stop twice is recorded as failed). A trial that ``waits``
+    for a promotion (``TrialService.resumed_wait``) is held again instead, however often."""
     if store is None:
         return ResumeState([], [], 0)
-    requeue, given_up = [], []
+    requeue, given_up, waiting = [], [], []
     pauses = TrialStore(store.connection).pauses()  # a paused trial may be continued any number of times
     for task, attempt in store.unfinished():
-        if attempt < REQUEUE_LIMIT + pauses.get(task.id, 0):
+        held = waits(task)
+        if held is not None:
+            task.attempt = attempt
+            waiting.append(held)
+        elif attempt < REQUEUE_LIMIT + pauses.get(task.id, 0):
             task.attempt = attempt + 1
             requeue.append(task)
         else:
@@ -166,10 +173,10 @@ def resume_state(store: ResultsStore | None) -> ResumeState:
         store.add(given_up)
     if requeue:
         store.mark_attempted([t.id for t in requeue])
-    return ResumeState(list(store), requeue, store.next_id())
+    return ResumeState(list(store), requeue, store.next_id(), waiting)
 
 
-def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeState,
+def trial_service(spec: RunSpec, store: ResultsStore | None,
                   stopping: Callable[[], bool] = lambda: False) -> TrialService:
     """What answers training reports: the store's training tables and the workflow's scheduler,
     its state rebuilt from the reports of earlier runs."""
@@ -180,7 +187,7 @@ def trial_service(spec: RunSpec, store: ResultsStore | None, earlier: ResumeStat
     service = TrialService(None if store is None else TrialStore(store.connection), scheduler,
                            metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
                            retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping))
-    service.rebuild({**{r.id: r.params for r in earlier.history}, **{t.id: t.params for t in earlier.requeue}})
+    service.rebuild()
     return service
 
 
@@ -197,13 +204,14 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     queues = QueuePair()
     progress = Progress(budget=spec.budget, workers=len(worker_ranks))
     store = ResultsStore(spec.store_path, durability=spec.durability) if spec.store_path else None
-    earlier = resume_state(store)
+    trials = trial_service(spec, store, interrupt)
+    earlier = resume_state(store, trials.resumed_wait)
     progress.record(earlier.history, 0)
-    trials = trial_service(spec, store, earlier, interrupt)
     reports = ReportReader(spec.store_path) if spec.store_path else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
                               fail_fast=FailFast(spec.fail_fast),
                               store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes,
+                              waiting=earlier.waiting,
                               inline_timeout=spec.timeout if spec.isolation == "inline" else None).start()
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
@@ -216,7 +224,8 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
                 space = spec.space if spec.replicates == 1 else replicated_space(spec.space, spec.replicates)
                 evaluator = Evaluator(queues, space, workers=len(worker_ranks), budget=spec.budget,
                                       direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
-                                      history=earlier.history, requeue=earlier.requeue, exp_dir=spec.exp_dir,
+                                      history=earlier.history, requeue=earlier.requeue,
+                                      waiting=[w.task for w in earlier.waiting], exp_dir=spec.exp_dir,
                                       observers=spec.observers, reports=reports, task_size=spec.task_size)
                 view = evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space,
                                                                                   spec.replicates)

@@ -23,7 +23,7 @@ def trial_lines(exp_dir: Path, metric: str) -> list[str]:
         if not states:
             return []
         finished = {i for (i,) in store.execute("SELECT id FROM results")}
-        paused = set(trials.pauses())
+        paused = set(trials.pauses()) | trials.waits()  # for a walltime, or for a promotion
     finally:
         store.close()
     open_ = [s for s in states.values() if s.trial not in finished]

@@ -17,7 +17,7 @@ from emews.runtime.slots import WorkerSlots
 from emews.runtime.store import ResultsStore
 from emews.runtime.teams import TeamDispatch, TeamEvent
 from emews.runtime.transport import Message, Tag, Transport
-from emews.runtime.trials import Afterwards, TrialService
+from emews.runtime.trials import Afterwards, TrialService, WaitingTrial
 from emews.runtime.worker import WorkerStopped
 
 
@@ -52,7 +52,8 @@ class Distributor:
     #: long ones cost the optimizer rank almost no CPU
     #: a task is recorded in the store's tasks table once it has run this long (seconds), so
     #: short tasks cost one row, not two; a task dispatched less than this before a kill -9 is
-    #: not re-run by ``emews resume`` (a stop signal records every running task)
+    #: not re-run by ``emews resume`` (a stop signal records every running task). A training
+    #: trial is recorded earlier, with its first report (``TrialService``)
     record_after = 0.5
     poll_latency_share = 0.0025
     poll_latency_min = 100e-6
@@ -62,7 +63,7 @@ class Distributor:
                  sign: float, progress: Progress, store: ResultsStore | None = None,
                  fail_fast: FailFast | None = None,
                  trials: TrialService | None = None, gang: bool = False,
-                 nodes: Mapping[int, str] | None = None,
+                 nodes: Mapping[int, str] | None = None, waiting: Sequence[WaitingTrial] = (),
                  inline_timeout: float | None = None) -> None:
         self._transport = transport
         self._queues = queues
@@ -82,6 +83,9 @@ class Distributor:
         self._dispatched: deque[tuple[float, Task]] = deque()  # (when, task) not yet recorded
         #: trials paused by their scheduler, waiting for a promotion: task id -> (task, outcome so far)
         self._waiting: dict[int, tuple[Task, Outcome]] = {}
+        for trial in waiting:  # an earlier run's (``emews resume``)
+            self._waiting[trial.task.id] = (trial.task, trial.outcome)
+            self._trials.hold(trial.task.id, trial.step)
         # training trials are long, and a promotion must not queue behind a prefetched task
         self._slots = WorkerSlots(self._workers, prefetch=1 if self._trials.scheduler else self.prefetch)
         host = socket.gethostname()
@@ -150,9 +154,9 @@ class Distributor:
             backoff.idle()
 
     def _flush_received(self) -> None:
-        """Store everything that arrived and every task still running (``emews resume`` reruns those);
-        trials waiting for a promotion end with their results so far."""
-        self._release(every=True)
+        """Store everything that arrived and every task still running (``emews resume`` reruns those).
+        Trials still waiting for a promotion stay waiting (a stop: ``emews resume`` holds them again;
+        at the end of the budget the loop has released them)."""
         if self._received or self._dispatched:
             received, self._received = self._received, []
             self._commit(received, 0, every_task=True)
@@ -263,9 +267,15 @@ class Distributor:
 
     @property
     def idle(self) -> bool:
-        """No task runs, none waits to be dispatched and no trial waits for a promotion."""
-        return not self._in_flight and not self._queues.tasks and not self._waiting \
-            and not (self._teams and self._teams.waiting)
+        """No task runs, none waits to be dispatched and no trial waits for a promotion (once trials
+        pause, waiting trials do not count: they wait across the stop)."""
+        return not self._in_flight and not self._queues.tasks and not (self._teams and self._teams.waiting) \
+            and (not self._waiting or self._trials.clock.due())
+
+    def _stopping(self) -> bool:
+        """A stop signal or the walltime: waiting trials are neither promoted nor released (they stay
+        waiting for ``emews resume``); only the end of the budget ends them."""
+        return self._drain_until is not None or self._abort or self._trials.clock.due()
 
     def _loop(self) -> None:
         transport, queues, tasks = self._transport, self._queues, self._queues.tasks
@@ -280,10 +290,9 @@ class Distributor:
             while (msg := transport.poll()) is not None:
                 if self._handle(msg):
                     progressed = True
-            draining = self._drain_until is not None  # a stop signal: nothing more starts
-            if self._waiting and progressed and not draining:
+            if self._waiting and progressed and not self._stopping():
                 self._promote()
-            if self._waiting and not in_flight and not tasks and (draining or not self._promote()) \
+            if self._waiting and not in_flight and not tasks and not self._stopping() and not self._promote() \
                     and (self._closing or (queues.optimizer_waits and not self._received)):
                 self._release(every=self._closing)
                 progressed = True

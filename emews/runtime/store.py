@@ -18,7 +18,7 @@ import json
 import math
 import sqlite3
 from pathlib import Path
-from typing import Iterator, Literal, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 from urllib.parse import quote
 
 from emews.errors import ConfigError
@@ -62,6 +62,11 @@ SCHEMA_VERSION = 1
 _INSERT_RESULT = f"INSERT INTO results ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})"
 # a task's row may be written twice (a task handed to another worker): the same facts, kept once
 _INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted, ranks) VALUES (?,?,?,?,?)"
+#: every column that holds task ids, the training tables' (``runtime.trial_store``) included: an id
+#: that any of them holds is never issued again (a trial reports and checkpoints from its start)
+TASK_ID_COLUMNS = (("results", "id"), ("tasks", "id"), ("reports", "trial"), ("checkpoints", "trial"),
+                   ("attempts", "task"), ("pauses", "task"), ("waits", "task"), ("lineage", "trial"),
+                   ("lineage", "donor"), ("decisions", "trial"), ("promotions", "trial"))
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -168,8 +173,7 @@ class ResultsStore:
         with self._db:
             self._db.execute("BEGIN")
             if tasks:
-                self._db.executemany(_INSERT_TASK, [(t.id, dumps_point(t.params), t.seed, t.submitted, t.ranks)
-                                                    for t in tasks])
+                record_tasks(self._db, tasks)
             if results:
                 self._db.executemany(_INSERT_RESULT, [_result_row(r) for r in results])
 
@@ -200,9 +204,10 @@ class ResultsStore:
         return [(Task(i, loads_point(p), s, sub, ranks=size), attempt) for i, p, s, sub, attempt, size in rows]
 
     def next_id(self) -> int:
-        """One more than the largest task id ever issued in this experiment."""
-        tables = ["results"] + (["tasks"] if self._has_table("tasks") else [])
-        top = max((self._db.execute(f"SELECT MAX(id) FROM {t}").fetchone()[0] or -1) for t in tables)
+        """One more than the largest task id ever issued in this experiment (:data:`TASK_ID_COLUMNS`)."""
+        present = {t for t, _ in TASK_ID_COLUMNS if self._has_table(t)}
+        top = max((self._db.execute(f"SELECT MAX({c}) FROM {t}").fetchone()[0] or -1)
+                  for t, c in TASK_ID_COLUMNS if t in present)
         return top + 1
 
     def status_counts(self) -> dict[str, int]:
@@ -263,6 +268,17 @@ class ResultsStore:
 def _unknown_status(path: Path, id_: object, status: object) -> StoreCorrupt:
     return StoreCorrupt(f"unknown status {status!r}", file=path, key=f"results row id {id_}",
                         allowed=", ".join(s.value for s in Status))
+
+
+def record_tasks(db: sqlite3.Connection, tasks: Sequence[Task]) -> None:
+    """Write the ``tasks`` rows of ``tasks`` (kept if there already), inside the caller's transaction."""
+    db.executemany(_INSERT_TASK, [(t.id, dumps_point(t.params), t.seed, t.submitted, t.ranks) for t in tasks])
+
+
+def set_task_params(db: sqlite3.Connection, task_id: int, params: Mapping[str, Any]) -> None:
+    """The task now runs with ``params`` (a PBT exploit, a promotion's resource): what ``emews resume``
+    runs it again with; inside the caller's transaction."""
+    db.execute("UPDATE tasks SET params = ? WHERE id = ?", (dumps_point(params), task_id))
 
 
 def _column_names(db: sqlite3.Connection, table: str) -> set[str]:

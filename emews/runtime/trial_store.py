@@ -6,6 +6,12 @@
 ``lineage``      every PBT exploit: which trial cloned which checkpoint, with old and new parameters.
 ``decisions``    every answer to a report other than continue (stop, pause, exploit), by trial and step.
 ``promotions``   every ASHA promotion: the trial, the step it had paused at, the resource it got.
+``waits``        every trial its scheduler paused to wait for a promotion: the step, and the outcome
+                 its task ended with (its result if it is never promoted); it waits across a stop.
+
+A trial's ``tasks`` row (``runtime.store``) is written with its first report, before anything of it
+is kept here, and follows its parameters (PBT exploits, promotions' resource): ``emews resume``
+runs it again under its id with what it was running with.
 
 Written by the distributor thread on the optimizer rank; read by ``evaluator.reports()``
 through a read-only connection of its own, and by ``emews checkpoints``.
@@ -20,7 +26,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from emews.results import Outcome
+from emews.jsoncodec import loads_point
+from emews.results import Outcome, Status, Task
+from emews.runtime.store import record_tasks, set_task_params
 from emews.training import Report, Restorable, StoredReport
 
 _SCHEMA = """
@@ -78,6 +86,18 @@ CREATE TABLE IF NOT EXISTS decisions (
     action TEXT NOT NULL,
     time REAL
 );
+CREATE TABLE IF NOT EXISTS waits (
+    task INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    value REAL,
+    metrics TEXT NOT NULL,
+    rank INTEGER,
+    host TEXT,
+    started REAL,
+    finished REAL,
+    time REAL
+);
 CREATE TABLE IF NOT EXISTS promotions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     trial INTEGER NOT NULL,
@@ -126,11 +146,13 @@ class TrialStore:
             db.executescript(_SCHEMA)
 
     # -- writing (the distributor thread) ----------------------------------
-    def add_report(self, report: Report, metric: float | None, loss: float | None) -> int:
-        """Store ``report`` (and stage its checkpoint, mark the durable ones) in one transaction;
-        return its sequence number."""
+    def add_report(self, report: Report, metric: float | None, loss: float | None, task: Task | None = None) -> int:
+        """Store ``report`` (and stage its checkpoint, mark the durable ones, record ``task``, the
+        reporting task not yet in ``tasks``) in one transaction; return its sequence number."""
         with self._db:
             self._db.execute("BEGIN")
+            if task is not None:
+                record_tasks(self._db, [task])
             seq = self._db.execute("INSERT INTO reports (trial, step, metrics, time) VALUES (?,?,?,?)",
                                    (report.trial, report.step, _encode(report.metrics), report.time)).lastrowid
             if report.checkpoint is not None:
@@ -164,14 +186,16 @@ class TrialStore:
                              "time) VALUES (?,?,?,?,?,?,?,?)",
                              (trial, step, donor, checkpoint, _encode(dict(old)), _encode(dict(new)), report,
                               time.time()))
+            set_task_params(self._db, trial, new)
 
-    def add_attempt(self, task: int, attempt: int, outcome: Outcome) -> None:
-        """Keep a failed attempt of a task that is run again (``task.retries``)."""
+    def add_attempt(self, task: Task, attempt: int, outcome: Outcome) -> None:
+        """Keep a failed attempt of a task that is run again (``task.retries``), the task recorded."""
         with self._db:
             self._db.execute("BEGIN")
+            record_tasks(self._db, [task])
             self._db.execute("INSERT INTO attempts (task, attempt, status, error, rank, host, started, finished) "
                              "VALUES (?,?,?,?,?,?,?,?)",
-                             (task, attempt, outcome.status.value, outcome.error, outcome.rank, outcome.host,
+                             (task.id, attempt, outcome.status.value, outcome.error, outcome.rank, outcome.host,
                               outcome.started, outcome.finished))
 
     def add_pause(self, task: int, step: int | None) -> None:
@@ -202,12 +226,52 @@ class TrialStore:
                 actions[(trial, step)] = action
         return {t: TrialState(t, step, json.loads(m), actions.get((t, step), "")) for t, step, m in rows}
 
-    def add_promotion(self, trial: int, step: int, resource: int | None) -> None:
-        """``trial``, paused by its scheduler at ``step``, runs again (with ``resource`` steps)."""
+    def add_promotion(self, trial: int, step: int, resource: int | None,
+                      params: Mapping[str, Any] | None = None) -> None:
+        """``trial``, paused by its scheduler at ``step``, runs again (with ``resource`` steps, and
+        ``params``, its parameters with that resource, when they changed)."""
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute("INSERT INTO promotions (trial, step, resource, time) VALUES (?,?,?,?)",
                              (trial, step, resource, time.time()))
+            if params is not None:
+                set_task_params(self._db, trial, params)
+
+    def add_wait(self, task: int, step: int, outcome: Outcome) -> None:
+        """``task`` waits for a promotion since ``step``; ``outcome`` becomes its result if it never is."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO waits (task, step, status, value, metrics, rank, host, started, finished, "
+                             "time) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                             (task, step, outcome.status.value, outcome.value, _encode(dict(outcome.metrics)),
+                              outcome.rank, outcome.host, outcome.started, outcome.finished, time.time()))
+
+    def last_wait(self, trial: int) -> tuple[int, Outcome] | None:
+        """The step ``trial`` last began to wait at, and the outcome its task ended with then."""
+        if not self._has("waits"):
+            return None
+        row = self._db.execute("SELECT step, status, value, metrics, rank, host, started, finished FROM waits "
+                               "WHERE task = ? ORDER BY rowid DESC LIMIT 1", (trial,)).fetchone()
+        if row is None:
+            return None
+        step, status, value, metrics, rank, host, started, finished = row
+        return step, Outcome(trial, Status(status), value, json.loads(metrics), None, rank, host, started, finished)
+
+    def waits(self) -> set[int]:
+        """Trials that ever waited for a promotion."""
+        return {t for (t,) in self._db.execute("SELECT DISTINCT task FROM waits")} if self._has("waits") else set()
+
+    def started_params(self) -> dict[int, Any]:
+        """Trial -> the parameters it started with (what the scheduler saw at its first report): its
+        first PBT exploit's old parameters, else its ``tasks`` (or ``results``) row's."""
+        if not self._has("reports"):
+            return {}
+        rows = self._db.execute("SELECT r.trial, COALESCE(t.params, s.params) FROM (SELECT DISTINCT trial FROM reports) r "
+                                "LEFT JOIN tasks t ON t.id = r.trial LEFT JOIN results s ON s.id = r.trial")
+        params = {trial: loads_point(p) for trial, p in rows if p is not None}
+        for row in reversed(self.lineage()):
+            params[row["trial"]] = row["old_params"]
+        return params
 
     def promotions(self) -> list[tuple[int, int]]:
         """``(trial, step it paused at)`` of every promotion, in order."""

@@ -5,13 +5,16 @@ report is stored first (the ``reports`` table), then the scheduler decides. A PB
 is turned into a lineage row and the running task's new parameters, provided the trial it
 clones has a durable checkpoint (otherwise the trial simply continues). A trial the scheduler
 pauses (ASHA's promotion rule) ends its task and *waits*: the distributor holds its outcome
-until the scheduler promotes it (it runs again, from its checkpoint) or releases it.
+until the scheduler promotes it (it runs again, from its checkpoint) or releases it. A waiting
+trial stays waiting across a stop (walltime, stop signal, ``kill -9``): its outcome is stored
+(``waits``) and ``emews resume`` holds it again (:meth:`TrialService.resumed_wait`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from emews.results import Outcome, Status, Task
@@ -33,6 +36,16 @@ class Afterwards(Enum):
 PAUSE = Decision(Action.PAUSE)
 
 
+@dataclass(slots=True)
+class WaitingTrial:
+    """A trial of an earlier run that waits for a promotion: its task, the outcome its task ended
+    with (its result if it is never promoted) and the step it paused at."""
+
+    task: Task
+    outcome: Outcome
+    step: int
+
+
 class TrialService:
     """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
 
@@ -47,6 +60,9 @@ class TrialService:
         self.waiting: dict[int, int] = {}  # task -> the step its scheduler paused it at
         self._held: dict[int, int] = {}   # trials that wait on the optimizer rank -> their step
         self.scheduler = scheduler
+        self._objective_metric = metric
+        self._recorded: set[int] = set()  # tasks this run wrote to ``tasks`` with a report
+        self._waited: set[int] = set()    # trials the rebuilt scheduler has waiting for a promotion
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
                               else direction == "maximize") else 1.0
@@ -55,15 +71,38 @@ class TrialService:
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
             Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
 
-    def rebuild(self, params: dict[int, Any]) -> int:
-        """Replay the stored reports into the scheduler (``emews resume``); how many there were."""
+    def rebuild(self) -> int:
+        """Replay the stored reports into the scheduler (``emews resume``), each trial with the
+        parameters it started with; how many there were."""
         if self.store is None or self.scheduler is None:
             return 0
-        for row in reversed(self.store.lineage()):  # a PBT trial started with its first old parameters
-            params[row["trial"]] = row["old_params"]
         reports = self.store.reports()
-        self.scheduler.rebuild(reports, params, self.store.promotions())
+        self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions())
+        self._waited = set(self.scheduler.waiting())
         return len(reports)
+
+    def resumed_wait(self, task: Task) -> WaitingTrial | None:
+        """Whether ``task``, unfinished in the store, waits for a promotion (the rebuilt scheduler has
+        it paused): then it is held again, not run. Its outcome is the one its task ended with, or,
+        when the run stopped before that arrived, its last report's metrics."""
+        if self.store is None or task.id not in self._waited:
+            return None
+        reports = self.store.reports(task.id)
+        if not reports:
+            return None
+        last, stored = reports[-1], self.store.last_wait(task.id)
+        if stored is not None and stored[0] >= last.step:
+            return WaitingTrial(task, stored[1], stored[0])
+        value = last.metrics.get(self._objective_metric)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        outcome = Outcome(task.id, Status.OK, float(value), dict(last.metrics)) if number else \
+            Outcome(task.id, Status.FAILED, error=f"the run stopped as this trial paused; its last report "
+                                                  f"has no number {self._objective_metric!r}")
+        return WaitingTrial(task, outcome, last.step)
+
+    def hold(self, trial: int, step: int) -> None:
+        """``trial`` (of an earlier run) waits for a promotion since ``step``, its task held by the distributor."""
+        self._held[trial] = step
 
     #: how an attempt may end and still be run again (``task.retries``)
     RETRYABLE = (Status.CRASHED, Status.TIMEOUT)
@@ -83,6 +122,8 @@ class TrialService:
             return Afterwards.PAUSED
         if waits is not None and outcome.status is Status.OK:
             self._held[task.id] = waits
+            if self.store is not None:
+                self.store.add_wait(task.id, waits, outcome)
             return Afterwards.WAITS
         if self.retries and self._retry(task, outcome, self.retries):
             return Afterwards.RETRY
@@ -101,7 +142,7 @@ class TrialService:
             return False
         self._attempts[task.id] = done + 1
         if self.store is not None:
-            self.store.add_attempt(task.id, done + 1, outcome)
+            self.store.add_attempt(task, done + 1, outcome)
         return True
 
     def handle(self, message: Any, task: Task | None) -> Reply | None:
@@ -113,22 +154,26 @@ class TrialService:
         number = isinstance(metric, (int, float)) and not isinstance(metric, bool)
         seq = 0
         if self.store is not None:
+            # a task not yet in ``tasks`` is recorded with its first report: its id is taken from now on
+            record = task if task is not None and not task.attempt and task.id not in self._recorded else None
             seq = self.store.add_report(report, float(metric) if number else None,
-                                        self._sign * metric if number else None)
+                                        self._sign * metric if number else None, record)
+            if record is not None:
+                self._recorded.add(record.id)
             if report.durable:
                 self._retain(report.durable)
         decision = CONTINUE
         if self.scheduler is not None:
             decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
                                                 {} if task is None else task.params)
-        if self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
+        if decision.action is Action.PAUSE:  # waits for a promotion, across a stop too
+            self.waiting[report.trial] = report.step
+        elif self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT):
             # the allocation ends soon: the task stays unfinished and ``emews resume`` continues it
             self.paused[report.trial] = report.step
             decision = PAUSE
         elif decision.action is Action.EXPLOIT:
             decision = self._exploit(report, decision, task, seq)
-        elif decision.action is Action.PAUSE:
-            self.waiting[report.trial] = report.step
         if decision.action is not Action.CONTINUE and self.store is not None:
             self.store.add_decision(report.trial, report.step, decision.action.value)
         return Reply(report.session, decision)
@@ -147,10 +192,11 @@ class TrialService:
         step = self._held.pop(task.id)
         resource = self.scheduler.promote(task.id)
         name = self.scheduler.resource
-        if name is not None and resource is not None:
+        raised = name is not None and resource is not None
+        if raised:
             task.params = {**task.params, name: resource}
         if self.store is not None:
-            self.store.add_promotion(task.id, step, resource)
+            self.store.add_promotion(task.id, step, resource, task.params if raised else None)
 
     def least_promising(self) -> int:
         """The held trial to end first when nothing else can run."""

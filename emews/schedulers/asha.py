@@ -88,6 +88,9 @@ class ASHA(TrialScheduler):
         """Paused trials now among the best of their rung (promotion variant), highest rung first."""
         return [t for t, m in sorted(self.paused.items(), key=lambda item: -item[1]) if self._in_top(m, t)]
 
+    def waiting(self) -> list[int]:
+        return list(self.paused)
+
     def promote(self, trial: int) -> int | None:
         """``trial`` continues from its checkpoint: it no longer waits. Returns the step it now
         trains to (the next rung, or ``max_t``)."""

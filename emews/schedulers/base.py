@@ -61,6 +61,11 @@ class TrialScheduler:
         """Paused trials that may now continue, the first to run first (none by default)."""
         return []
 
+    def waiting(self) -> list[int]:
+        """Paused trials that wait for a promotion (none by default): after a rebuild, those an
+        earlier run left waiting (``emews resume`` holds them again instead of running them)."""
+        return []
+
     def promote(self, trial: int) -> int | None:
         """``trial`` runs again from its checkpoint; returns the resource it gets (``None``: unchanged)."""
         return None

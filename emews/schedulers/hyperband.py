@@ -50,6 +50,9 @@ class Hyperband(TrialScheduler):
         """Each bracket's promotable trials, the brackets taken in turn."""
         return [t for bracket in self.brackets for t in bracket.promotable()]
 
+    def waiting(self) -> list[int]:
+        return [t for bracket in self.brackets for t in bracket.waiting()]
+
     def promote(self, trial: int) -> int | None:
         return self._bracket(trial).promote(trial)
 

@@ -1,7 +1,8 @@
 """A test training objective with a known learning curve: ``loss(step) = rate + 1 / step``.
 
-It reports every step with a checkpoint ``{"step", "rate", "trail"}`` (``trail`` lists the
-steps this lineage trained, so a test sees what was restored) and stops when told. Knobs
+It reports every step with a checkpoint ``{"step", "rate", "trail", "trial"}`` (``trail`` lists the
+steps this lineage trained, ``trial`` the task that wrote it, so a test sees what was restored) and
+stops when told. Knobs
 (environment, so they work in worker threads and isolated children alike):
 
 ``TRAINER_LOG``      append one JSON line per event (start, restored, report) to this file
@@ -9,7 +10,15 @@ steps this lineage trained, so a test sees what was restored) and stops when tol
 ``TRAINER_CORRUPT``  with ``TRAINER_KILL_AT``: truncate that step's checkpoint before the kill
 ``TRAINER_WAIT``     report without waiting for the decision (``wait=False``)
 ``TRAINER_HOLD_AT``  after reporting that step, on the first attempt of task 0, wait (up to 120 s)
-                     until the file ``TRAINER_GATE`` exists: holds a trial mid-training
+                     until the file ``TRAINER_GATE`` exists: holds a trial mid-training (it
+                     touches ``TRAINER_GATE.held`` first)
+``TRAINER_WAIT_HELD`` every task but 0 waits (up to 120 s) until task 0 holds, before it trains
+``TRAINER_GATE_AT``  before reporting that step or a later one, every trial waits until the file
+                     ``TRAINER_GATE`` exists (up to 120 s)
+``TRAINER_GO_AT``    ``TASK:STEP``: that task, on its first run, waits before reporting that step until
+                     the file ``TRAINER_GATE.go`` exists (up to 120 s)
+``TRAINER_HOLD_CLONES`` a run that restored another trial's checkpoint (a PBT clone) waits after its
+                     first report until ``TRAINER_GATE`` exists (up to 120 s)
 """
 
 from __future__ import annotations
@@ -30,17 +39,33 @@ def _log(**event) -> None:
             fh.write(json.dumps(event) + "\n")
 
 
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def run(params: dict, ctx) -> dict:
     rate, epochs = float(params["rate"]), int(params.get("epochs", 9))
-    state, start = ctx.restore(default=({"step": 0, "rate": rate, "trail": []}, 0))
+    state, start = ctx.restore(default=({"step": 0, "rate": rate, "trail": [], "trial": ctx.task_id}, 0))
     _log(event="start", task=ctx.task_id, pid=os.getpid(), restored=start, trail=state["trail"],
-         rate=rate, from_rate=state["rate"])
+         rate=rate, from_rate=state["rate"], from_trial=state.get("trial"))
+    gate = Path(os.environ.get("TRAINER_GATE", "/nonexistent"))
+    if os.environ.get("TRAINER_WAIT_HELD") and ctx.task_id != 0:
+        _wait_for(gate.with_name(gate.name + ".held"))
+    gate_at = int(os.environ.get("TRAINER_GATE_AT", "0"))
+    clone = os.environ.get("TRAINER_HOLD_CLONES") and state.get("trial", ctx.task_id) != ctx.task_id
+    go_task, _, go_step = os.environ.get("TRAINER_GO_AT", "-1:0").partition(":")
     kill_at = int(os.environ.get("TRAINER_KILL_AT", "0"))
     wait = not os.environ.get("TRAINER_WAIT")
     loss = rate + 1.0 / max(start, 1)
     for step in range(start + 1, epochs + 1):
         loss = rate + 1.0 / step
-        state = {"step": step, "rate": rate, "trail": [*state["trail"], step]}
+        if gate_at and step >= gate_at:
+            _wait_for(gate)
+        if ctx.task_id == int(go_task) and step == int(go_step) and start == 0:
+            _wait_for(gate.with_name(gate.name + ".go"))
+        state = {"step": step, "rate": rate, "trail": [*state["trail"], step], "trial": ctx.task_id}
         decision = ctx.report(step=step, metrics={"loss": loss, "step": step}, checkpoint=state, wait=wait)
         _log(event="report", task=ctx.task_id, step=step, loss=loss, action=decision.action.value)
         if kill_at and step == kill_at and start == 0:
@@ -51,9 +76,10 @@ def run(params: dict, ctx) -> dict:
                     path.write_bytes(data[: len(data) // 2])
             os.kill(os.getpid(), signal.SIGKILL)
         if step == int(os.environ.get("TRAINER_HOLD_AT", "0")) and start == 0 and ctx.task_id == 0:
-            deadline = time.monotonic() + 120
-            while not Path(os.environ["TRAINER_GATE"]).exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
+            gate.with_name(gate.name + ".held").touch()
+            _wait_for(gate)
+        if clone and step == start + 1:
+            _wait_for(gate)
         if decision.stop:
             break
     return {"loss": loss, "steps": state["step"]}

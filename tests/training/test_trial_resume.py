@@ -1,0 +1,221 @@
+"""Training trials across stops (reliability round 3, findings 3, 4 and 6): ``kill -9`` of the whole
+job or a walltime stop, then ``emews resume``, under a real ``mpiexec``.
+
+What the objective itself logs (``tests/objectives/trainer.py``: each checkpoint names the trial and
+the rate that trained it) and the store's rows are the evidence: no trial restores another's
+checkpoint, no id is issued twice, every trial that reported ends with a result, a PBT trial goes on
+with the parameters it explored, and an ASHA trial waiting at a rung stays waiting until promoted.
+Everything is synchronized on store rows (read-only) and log lines, never on sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from testutil import TESTS, stored_rows, wait_until, write_workflow
+
+TRAINER = TESTS / "objectives" / "trainer.py"
+PROMOTION = {"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3,
+                                         "variant": "promotion"}}
+#: trials paused at rung 1 (not for the walltime), never promoted from it, that still reported a later
+#: step (finding 6's query)
+TRAINED_ON_WITHOUT_PROMOTION = (
+    "SELECT trial FROM decisions d WHERE action = 'pause' AND step = 1 AND NOT EXISTS (SELECT 1 FROM promotions p "
+    "WHERE p.trial = d.trial AND p.step = 1) AND NOT EXISTS (SELECT 1 FROM pauses w WHERE w.task = d.trial "
+    "AND w.step = 1) AND (SELECT MAX(step) FROM reports r WHERE r.trial = d.trial) > 1")
+
+
+def read_only(exp: Path, sql: str) -> list[tuple]:
+    """Rows of ``sql`` on a live run's store, opened read-only (``[]`` while there is no such table yet)."""
+    path = exp / "results.db"
+    if not path.exists():
+        return []
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return db.execute(sql).fetchall()
+        finally:
+            db.close()
+    except sqlite3.OperationalError:
+        return []
+
+
+def query(exp: Path, sql: str) -> list[tuple]:
+    db = sqlite3.connect(exp / "results.db")
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def write_points(path: Path, rates: list[float]) -> None:
+    path.write_text("".join(json.dumps({"rate": r}) + "\n" for r in rates))
+
+
+def trainer_space(epochs: int) -> dict:
+    return {"rate": {"type": "float", "lower": 0.0, "upper": 1.0}, "epochs": {"type": "constant", "value": epochs}}
+
+
+def kill_job(emews_cmd, job) -> None:
+    """kill -9 of every process of the job at once, as a node loss."""
+    emews_cmd.kill_all()
+    job.wait()
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def assert_one_rate_per_trial(exp: Path) -> None:
+    """Every trial's reports follow ``loss = rate + 1/step`` with the one rate its result carries."""
+    params = {r["id"]: json.loads(r["params"]) for r in stored_rows(exp)}
+    for trial, step, metrics in query(exp, "SELECT trial, step, metrics FROM reports ORDER BY seq"):
+        assert json.loads(metrics)["loss"] - 1 / step == pytest.approx(params[trial]["rate"]), (trial, step)
+
+
+def test_kill_9_while_trials_wait_at_a_rung_reuses_no_id_and_they_stay_waiting(emews_cmd, tmp_path: Path) -> None:
+    """ASHA promotion (rf 3), one worker, rates .1 .5 .6: each trial pauses at rung 1 (one step, well
+    under the half second after which a running task is recorded); with three there, t0 is promoted
+    and holds at a gate before step 2. kill -9 of the whole job; the resume runs new points (the
+    points file changed). t1 and t2 were recorded with their first report, so the new points get new
+    ids (before: ids 1 and 2 again, restoring t1's and t2's checkpoints at other rates), and they wait
+    at rung 1 again (before: lost, or re-run as interrupted and trained on without a promotion)."""
+    log, gate, points = tmp_path / "log.jsonl", tmp_path / "gate", tmp_path / "points.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_GATE_AT="2")
+    write_points(points, [0.1, 0.5, 0.6, 0.7, 0.8])
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": str(points), "backlog": 4}},
+                        objective={"module": str(TRAINER), "metric": "loss"}, space=trainer_space(9),
+                        budget={"evaluations": 5}, task={"isolation": "process", "timeout": 600},
+                        scheduler=PROMOTION)
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
+    held = lambda: sorted(e["task"] for e in events(log) if e["event"] == "start" and e["restored"] == 1)  # noqa: E731
+    assert wait_until(lambda: held() == [0] or job.poll() is not None, timeout=240) and job.poll() is None, \
+        job.communicate()
+    assert read_only(exp, "SELECT DISTINCT trial FROM reports ORDER BY trial") == [(0,), (1,), (2,)]
+    assert wait_until(lambda: read_only(exp, "SELECT id FROM tasks WHERE id = 0"), timeout=60)  # t0 runs on
+    kill_job(emews_cmd, job)
+    assert query(exp, "SELECT DISTINCT trial FROM reports WHERE trial NOT IN (SELECT id FROM tasks)") == []
+    assert stored_rows(exp) == []
+
+    gate.touch()
+    write_points(points, [0.1, 0.02, 0.03])   # other points than the lost run's
+    second = emews_cmd("resume", "exp", timeout=300)
+    assert second.returncode == 0, second.stderr
+    starts = [e for e in events(log) if e["event"] == "start" and e["restored"]]
+    foreign = [e for e in starts if e["from_trial"] != e["task"] or e["from_rate"] != e["rate"]]
+    assert foreign == []
+    results = stored_rows(exp)
+    assert [(r["id"], json.loads(r["params"])["rate"]) for r in results] == \
+        [(0, 0.1), (1, 0.5), (2, 0.6), (3, 0.02), (4, 0.03)]
+    assert {t for (t,) in query(exp, "SELECT DISTINCT trial FROM reports")} == set(range(5))
+    assert_one_rate_per_trial(exp)
+    assert query(exp, TRAINED_ON_WITHOUT_PROMOTION) == []
+
+
+def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, tmp_path: Path) -> None:
+    """PBT (interval 3, bottom quarter), 2 workers: t0 (rate .1) holds at step 6 while t1 (.2) and t2
+    (.3) train to 12 on the other worker; t3 (.9), once its task is recorded, is the worst at step 3
+    and clones t0 with an explored rate, reports once from the clone and holds. kill -9 of the whole
+    job. The task row of t3 holds the explored rate, and the resumed t3 trains with it (before: with
+    .9, from a checkpoint trained at the explored rate); every later lineage row starts from the rate
+    before."""
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_HOLD_AT="6", TRAINER_WAIT_HELD="1",
+                         TRAINER_HOLD_CLONES="1", TRAINER_GO_AT="3:3")
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": [0.1, 0.2, 0.3, 0.9]}, "epochs": {"type": "constant", "value": 12}},
+        budget={"evaluations": 4}, task={"isolation": "process", "timeout": 600},
+        scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+                                              "resample_probability": 0.0, "mutations": ["rate"]}})
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: read_only(exp, "SELECT id FROM tasks WHERE id = 3") or job.poll() is not None,
+                      timeout=240) and job.poll() is None, job.communicate()
+    gate.with_name("gate.go").touch()   # t3 was recorded before its exploit
+    cloned_and_reported = ("SELECT COUNT(*) FROM reports r JOIN lineage l ON l.trial = r.trial AND r.seq > l.report "
+                           "WHERE r.trial = 3")
+    assert wait_until(lambda: read_only(exp, cloned_and_reported) not in ([], [(0,)]) or job.poll() is not None,
+                      timeout=240) and job.poll() is None, job.communicate()
+    kill_job(emews_cmd, job)
+    [(trial, donor, old, new)] = query(exp, "SELECT trial, donor, old_params, new_params FROM lineage")
+    old, new = json.loads(old), json.loads(new)
+    assert (trial, donor, old["rate"]) == (3, 0, 0.9) and new["rate"] != 0.9
+    [(params,)] = query(exp, "SELECT params FROM tasks WHERE id = 3")
+    assert json.loads(params) == new                    # the tasks row followed the exploit
+
+    gate.touch()
+    second = emews_cmd("resume", "exp", timeout=300)
+    assert second.returncode == 0, second.stderr
+    resumed = [e for e in events(log) if e["event"] == "start" and e["task"] == 3][2:]  # after first run, clone
+    assert resumed and resumed[0]["rate"] == new["rate"] and resumed[0]["restored"] >= 6
+    lineage = query(exp, "SELECT old_params, new_params FROM lineage WHERE trial = 3 ORDER BY seq")
+    for (_, before), (after, _) in zip(lineage, lineage[1:]):
+        assert json.loads(after) == json.loads(before)  # each exploit starts from what the trial ran with
+    final = {r["id"]: json.loads(r["params"]) for r in stored_rows(exp)}
+    assert sorted(final) == [0, 1, 2, 3] and final[3] == json.loads(lineage[-1][1])
+    report = query(exp, "SELECT report FROM lineage WHERE trial = 3 ORDER BY seq LIMIT 1")[0][0]
+    since = query(exp, f"SELECT step, metrics FROM reports WHERE trial = 3 AND seq > {report} ORDER BY seq")
+    rates = {round(json.loads(m)["loss"] - 1 / s, 9) for s, m in since}
+    assert rates <= {round(json.loads(n)["rate"], 9) for _, n in lineage}   # never trained again at .9
+
+
+def test_a_walltime_stop_keeps_trials_waiting_and_the_resumed_run_promotes_them(emews_cmd, tmp_path: Path) -> None:
+    """ASHA promotion (rf 3), one worker, a margin longer than the limit: every report comes after
+    the pause time. Rates .5 .1 .9 .3 wait at rung 1; .05 leads it and pauses for the walltime. The
+    run stops (143) with no result: the waiting trials stay waiting (table ``waits``), not ended.
+    The resume adds .95 .96 .97 .98: t4 goes on to rung 3; with 6 trials at rung 1, t1 is promoted
+    across the boundary, with 9, t3; at rung 3 t4 is promoted and trains to max_t. t0 and t2 are
+    never promoted and never train past step 1; they end with the results they paused with."""
+    points = tmp_path / "points.jsonl"
+    rates = [0.5, 0.1, 0.9, 0.3, 0.05]
+    write_points(points, rates)
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": str(points), "backlog": 10}},
+                        objective={"module": str(TRAINER), "metric": "loss"}, space=trainer_space(9),
+                        budget={"evaluations": 5}, task={"isolation": "process"}, scheduler=PROMOTION,
+                        walltime={"limit": "00:10:00", "margin": 3600})
+    first = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert first.returncode == 143, first.stderr
+    exp = tmp_path / "exp"
+    assert stored_rows(exp) == []
+    assert query(exp, "SELECT task, step FROM waits ORDER BY task") == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    assert query(exp, "SELECT task, step FROM pauses") == [(4, 1)]
+    status = emews_cmd("status", "exp")
+    assert status.returncode == 0, status.stderr
+    assert "0 running, 5 paused" in status.stdout
+
+    write_points(points, [*rates, 0.95, 0.96, 0.97, 0.98])
+    second = emews_cmd("resume", "exp", "--set", "walltime.margin=0", "--set", "budget.evaluations=9", timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert query(exp, "SELECT trial, step FROM promotions ORDER BY seq") == [(1, 1), (3, 1), (4, 3)]
+    steps = {t: [s for (s,) in query(exp, f"SELECT step FROM reports WHERE trial = {t} ORDER BY seq")]
+             for t in range(9)}
+    assert steps == {0: [1], 1: [1, 2, 3], 2: [1], 3: [1, 2, 3], 4: list(range(1, 10)),
+                     5: [1], 6: [1], 7: [1], 8: [1]}
+    results = {r["id"]: r for r in stored_rows(exp)}
+    assert {t: (r["status"], round(r["objective"], 9)) for t, r in results.items()} == \
+        {t: ("ok", round(rate + 1 / steps[t][-1], 9)) for t, rate in enumerate([*rates, 0.95, 0.96, 0.97, 0.98])}
+    assert query(exp, TRAINED_ON_WITHOUT_PROMOTION) == []
+
+
+def test_next_id_passes_every_id_the_training_tables_hold(tmp_path: Path) -> None:
+    """A trial that reported, checkpointed or was cloned from holds its id, with or without a tasks row."""
+    from emews.runtime.store import ResultsStore
+    from emews.runtime.trial_store import TrialStore
+    from emews.training import Report
+
+    with ResultsStore(tmp_path / "results.db") as store:
+        trials = TrialStore(store.connection)
+        assert store.next_id() == 0
+        trials.add_report(Report(trial=4, session=0, step=1, metrics={"loss": 1.0}, time=0.0), 1.0, 1.0)
+        assert store.next_id() == 5
+        trials.add_decision(9, 1, "pause")
+        assert store.next_id() == 10
+        trials.add_lineage(2, 3, 12, 1, {"rate": 0.1}, {"rate": 0.2}, 1)
+        assert store.next_id() == 13
