@@ -110,7 +110,7 @@ class TryOutcome:
         return EXIT_OK if self.result is not None and self.result.ok else EXIT_FAILED
 
     def lines(self) -> list[str]:
-        out = [f"try: point {json.dumps(self.point)}"] + ([f"try: {self.note}"] if self.note else [])
+        out = [f"try: point {json.dumps(self.point, default=str)}"] + ([f"try: {self.note}"] if self.note else [])
         result = self.result
         if result is not None and result.ok:
             seconds = (result.finished or 0.0) - (result.started or 0.0)

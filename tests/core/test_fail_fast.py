@@ -81,3 +81,21 @@ def test_fail_fast_0_runs_the_whole_budget(emews_cmd, tmp_path) -> None:
     assert [r["status"] for r in stored_rows(exp)] == ["failed"] * 12
     assert "most frequent failure: 12x RuntimeError: bad parameters x=1" in proc.stderr
     assert summary["failure_cause"] == {"cause": "RuntimeError: bad parameters x=1", "count": 12}
+
+
+def test_a_command_model_whose_parser_rejects_its_argv_stops_with_argparses_error_line(emews_cmd, tmp_path) -> None:
+    """The first try of a CANDLE-style model: every evaluation dies in argparse, and the stop names
+    the parser's own line (not "exited with status 2") and a run dir holding the model's stderr."""
+    (tmp_path / "nt3_baseline.py").write_text(
+        "import argparse, time\ntime.sleep(0.05)\nparser = argparse.ArgumentParser(prog='nt3_baseline')\n"
+        "parser.add_argument('--lr', type=int)\nprint('loss', parser.parse_args().lr)\n")
+    wf = write_workflow(tmp_path, objective={"command": ["python3", "nt3_baseline.py"], "metric": "loss"},
+                        space={"lr": {"type": "float", "lower": 0.001, "upper": 0.1}}, budget={"evaluations": 100})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 1, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("emews: stopped: the first 5 evaluations all failed: "
+                           "nt3_baseline: error: argument --lr: invalid int value: '0.")
+    run_dir = Path(line.split("(first failed task's run dir: ")[1].split(")")[0])
+    assert "usage: nt3_baseline" in (run_dir / "stderr.txt").read_text()
+    assert len(stored_rows(tmp_path / "exp")) < 100
