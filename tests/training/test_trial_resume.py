@@ -11,6 +11,7 @@ Everything is synchronized on store rows (read-only) and log lines, never on sle
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -78,13 +79,17 @@ def assert_one_rate_per_trial(exp: Path) -> None:
         assert json.loads(metrics)["loss"] - 1 / step == pytest.approx(params[trial]["rate"]), (trial, step)
 
 
-def test_kill_9_while_trials_wait_at_a_rung_reuses_no_id_and_they_stay_waiting(emews_cmd, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", ["kill -9", "SIGTERM"])
+def test_a_stop_while_trials_wait_at_a_rung_reuses_no_id_and_they_stay_waiting(emews_cmd, tmp_path: Path,
+                                                                              stop: str) -> None:
     """ASHA promotion (rf 3), one worker, rates .1 .5 .6: each trial pauses at rung 1 (one step, well
     under the half second after which a running task is recorded); with three there, t0 is promoted
-    and holds at a gate before step 2. kill -9 of the whole job; the resume runs new points (the
-    points file changed). t1 and t2 were recorded with their first report, so the new points get new
-    ids (before: ids 1 and 2 again, restoring t1's and t2's checkpoints at other rates), and they wait
-    at rung 1 again (before: lost, or re-run as interrupted and trained on without a promotion)."""
+    and holds at a gate before step 2. kill -9 of the whole job (or SIGTERM: t0 has not reported
+    since its promotion and is aborted); the resume runs new points (the points file changed). t1
+    and t2 were recorded with their first report, so the new points get new ids (before: ids 1 and 2
+    again, restoring t1's and t2's checkpoints at other rates), and they wait at rung 1 again
+    (before: lost, re-run as interrupted and trained on without a promotion, or, at a SIGTERM,
+    ended with their rung-1 results)."""
     log, gate, points = tmp_path / "log.jsonl", tmp_path / "gate", tmp_path / "points.jsonl"
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_GATE_AT="2")
     write_points(points, [0.1, 0.5, 0.6, 0.7, 0.8])
@@ -99,7 +104,14 @@ def test_kill_9_while_trials_wait_at_a_rung_reuses_no_id_and_they_stay_waiting(e
         job.communicate()
     assert read_only(exp, "SELECT DISTINCT trial FROM reports ORDER BY trial") == [(0,), (1,), (2,)]
     assert wait_until(lambda: read_only(exp, "SELECT id FROM tasks WHERE id = 0"), timeout=60)  # t0 runs on
-    kill_job(emews_cmd, job)
+    if stop == "SIGTERM":
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=180)
+        assert job.returncode == 143, err
+        assert emews_cmd.leftovers_after_exit() == []
+        assert query(exp, "SELECT task, step FROM waits ORDER BY task") == [(0, 1), (1, 1), (2, 1)]
+    else:
+        kill_job(emews_cmd, job)
     assert query(exp, "SELECT DISTINCT trial FROM reports WHERE trial NOT IN (SELECT id FROM tasks)") == []
     assert stored_rows(exp) == []
 
@@ -219,3 +231,29 @@ def test_next_id_passes_every_id_the_training_tables_hold(tmp_path: Path) -> Non
         assert store.next_id() == 10
         trials.add_lineage(2, 3, 12, 1, {"rate": 0.1}, {"rate": 0.2}, 1)
         assert store.next_id() == 13
+
+
+def test_a_trial_the_run_stopped_as_it_paused_waits_again_with_its_last_reported_result(tmp_path: Path) -> None:
+    """The scheduler's replay says who waits: a trial whose task ended after its pause (its outcome
+    stored in ``waits``) waits again with that outcome; one the stop caught before its outcome arrived
+    waits with its last report's metric. A trial its rebuilt scheduler does not pause is not held."""
+    from emews.results import Outcome, Status, Task
+    from emews.runtime.store import ResultsStore
+    from emews.runtime.trial_store import TrialStore
+    from emews.runtime.trials import TrialService
+    from emews.schedulers.asha import ASHA
+    from emews.training import Report
+
+    with ResultsStore(tmp_path / "results.db") as store:
+        trials = TrialStore(store.connection)
+        for trial, loss in ((0, 1.5), (1, 1.1), (2, 1.05)):
+            trials.add_report(Report(trial=trial, session=0, step=1, metrics={"loss": loss}, time=0.0), loss, loss,
+                              Task(trial, {"rate": loss - 1}, 0, 0.0))
+        trials.add_wait(0, 1, Outcome(0, Status.OK, 1.5, {"loss": 1.5, "steps": 1}))
+        service = TrialService(trials, ASHA(max_t=9, reduction_factor=3, variant="promotion").bind(
+            metric="loss", direction="minimize"), metric="loss")
+        service.rebuild()   # t0 and t1 paused at rung 1 (n // 3 = 0); t2 is the top 1 of 3
+        held = {task.id: service.resumed_wait(task) for task, _ in store.unfinished()}
+        assert (held[0].step, held[0].outcome.value, held[0].outcome.metrics) == (1, 1.5, {"loss": 1.5, "steps": 1})
+        assert (held[1].step, held[1].outcome.status, held[1].outcome.value) == (1, Status.OK, 1.1)
+        assert held[2] is None
