@@ -12,11 +12,18 @@ constants (gest-api requires ``upper > lower``); with nothing to search no gener
 always minimized: it is the result's loss (a maximized metric arrives negated). A failed
 evaluation is ingested with ``NaN``. Generators that return ``_id`` get it back with the result
 of that point, as the standard asks; points of earlier runs are ingested without one.
+
+``initial_points: N``: the first N points of the experiment are drawn from the space (``seed``)
+before the generator is asked, and it is asked only once it holds a result: Xopt's Bayesian
+generators cannot suggest without data. ``emews check`` builds the generator on the workflow's
+space, so one whose ``_validate_vocs`` refuses the space's types (Xopt's CNSGA and discrete
+variables) is refused before launch.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from typing import Any, Literal, Mapping, Sequence
 
 from gest_api.vocs import VOCS, ContinuousVariable, DiscreteVariable
@@ -48,10 +55,12 @@ def space_vocs(space: Space, objective: str, indices: bool = False) -> VOCS:
 class GestGenerator(AskTellOptimizer):
     """``generator``: ``package.module:Class`` or ``file.py:Class`` of a gest-api ``Generator``;
     ``options``: its keyword arguments (besides ``vocs``); ``categories: indices`` sends categorical
-    values as their positions (Xopt takes numeric discrete values only)."""
+    values as their positions (Xopt takes numeric discrete values only); ``initial_points``: points
+    drawn from the space (``seed``) before the generator is asked."""
 
     def __init__(self, generator: str, options: Mapping[str, Any] | None = None, objective: str = "f",
-                 categories: Literal["values", "indices"] = "values") -> None:
+                 categories: Literal["values", "indices"] = "values", initial_points: int = 0,
+                 seed: int | None = None) -> None:
         module, sep, name = generator.rpartition(":")
         if not sep:
             raise ValueError(f"generator {generator!r}: expected package.module:Class or file.py:Class")
@@ -61,19 +70,49 @@ class GestGenerator(AskTellOptimizer):
         self.options = dict(options or {})
         self.objective = objective
         self.indices = categories == "indices"
+        if initial_points < 0:
+            raise ValueError(f"initial_points: must be 0 or more, got {initial_points}")
+        self.initial_points = initial_points
+        self.rng = random.Random(seed)
         self.ids: dict[int, Any] = {}  # task id -> the generator's _id
         self._fresh: list[Any] = []
+        self._design = 0        # initial points still to draw from the space
+        self._has_data = False  # the generator has ingested a result
+
+    def check(self, space: Space) -> None:
+        """Build the generator on ``space``'s VOCS: one that cannot handle its variables says so here."""
+        self._generator(space)
+
+    def _generator(self, space: Space) -> Any:
+        """The generator for ``space`` (``None``: nothing to search, every point is the same); a
+        ``ValueError`` in one line when the generator refuses the VOCS."""
+        vocs = space_vocs(space, self.objective, self.indices)
+        if not vocs.variables:
+            return None
+        try:
+            return self.generator_class(vocs=vocs, **self.options)
+        except Exception as exc:  # gest-api's _validate_vocs raises ValueError; Xopt's, pydantic's errors
+            errors = getattr(exc, "errors", None)
+            detail = errors()[0]["msg"] if callable(errors) and errors() else str(exc)
+            raise ValueError(f"generator {self.generator_class.__name__} cannot take this space: "
+                             f"{' '.join(str(detail).split())}") from None
+
+    def run(self, evaluator: Any) -> None:
+        earlier = len(evaluator.history) + len(evaluator.requeued)
+        self._design = max(self.initial_points - earlier, 0)
+        super().run(evaluator)
 
     def start(self, space: Space, workers: int) -> None:
         super().start(space, workers)
-        vocs = space_vocs(space, self.objective, self.indices)
-        # nothing to search (constants only): every point is the same, no generator needed
-        self.generator = self.generator_class(vocs=vocs, **self.options) if vocs.variables else None
+        self.generator = self._generator(space)
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
-        raw = self.generator.suggest(n) if self.generator is not None else [{}] * n
-        self._fresh = [p.get(ID) for p in raw]
-        return [self._point(p) for p in raw]
+        drawn = [self.space.sample(self.rng) for _ in range(min(n, self._design))]
+        self._design -= len(drawn)
+        asked = n - len(drawn) if self._design == 0 and (self._has_data or not self.initial_points) else 0
+        raw = (self.generator.suggest(asked) if self.generator is not None else [{}] * asked) if asked else []
+        self._fresh = [None] * len(drawn) + [p.get(ID) for p in raw]
+        return drawn + [self._point(p) for p in raw]
 
     def _point(self, suggested: Mapping[str, Any]) -> dict[str, Any]:
         point = {}
@@ -107,3 +146,4 @@ class GestGenerator(AskTellOptimizer):
             records.append(record)
         if records and self.generator is not None:
             self.generator.ingest(records)
+            self._has_data = True

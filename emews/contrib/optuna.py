@@ -2,6 +2,8 @@
 
     optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESampler, seed: 1}}
 """
+import importlib
+
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
@@ -17,8 +19,17 @@ DISTRIBUTIONS = {
 }
 
 
+#: what a sampler needs besides Optuna (pip install 'emews-mpi[optuna]'): refused by emews check, not mid-run
+NEEDS = {"CmaEsSampler": ["cmaes"], "GPSampler": ["torch", "scipy"], "QMCSampler": ["scipy"]}
+
+
 class OptunaSampler(AskTellOptimizer):
     def __init__(self, seed=None, sampler="TPESampler", **options):
+        for package in NEEDS.get(sampler, []):
+            try:
+                importlib.import_module(package)
+            except ImportError as exc:
+                raise ValueError(f"{sampler} needs {package} ({exc}): pip install 'emews-mpi[optuna]'") from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(sampler=getattr(optuna.samplers, sampler)(seed=seed, **options))
         self.trials = {}  # task id -> the trial waiting for its result

@@ -1,0 +1,144 @@
+"""Plug-ins that start (issue 24, deliverable 6): every Optuna sampler the adapter offers runs, the
+extras install what they need and a missing one is refused by ``emews check``; ``GestGenerator``'s
+initial design lets generators that need data start; a generator that cannot handle the space's
+types is refused by ``emews check`` (one line, exit 2)."""
+
+from __future__ import annotations
+
+import configparser
+import re
+from pathlib import Path
+
+import pytest
+
+from emews.optimizer import Optimizer
+from emews.testing import OptimizerConformance, mixed_space, run_traced
+from testutil import REPO, write_workflow
+
+pytest.importorskip("gest_api")
+optuna = pytest.importorskip("optuna")
+
+from emews.contrib.gest import GestGenerator  # noqa: E402
+import emews.contrib.optuna as adapter  # noqa: E402
+from emews.contrib.optuna import OptunaSampler  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+LIMITED = HERE / "gest_limited.py"
+
+#: every sampler of ``optuna.samplers`` that OptunaSampler(sampler=NAME) builds without other options
+SAMPLERS = ["TPESampler", "CmaEsSampler", "GPSampler", "QMCSampler", "RandomSampler", "NSGAIISampler",
+            "NSGAIIISampler"]
+
+
+def test_every_sampler_the_adapter_offers_is_listed() -> None:
+    """A sampler Optuna adds is tried here too (those needing options of their own aside)."""
+    # options of their own (search_space; fixed_params and a base sampler), or a finite space (a float
+    # needs a step, which emews' floats do not have)
+    needing_options = {"GridSampler", "PartialFixedSampler", "BruteForceSampler"}
+    offered = {name for name in optuna.samplers.__all__ if name.endswith("Sampler") and not name.startswith("Base")}
+    assert offered - needing_options == set(SAMPLERS)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_each_optuna_sampler_runs_past_its_startup_trials(sampler: str) -> None:
+    """Past the random startup trials, where CMA-ES needs cmaes and GP torch (12 > GPSampler's 10)."""
+    trace = run_traced(lambda seed: OptunaSampler(seed=seed, sampler=sampler), budget=14, workers=2,
+                       timeout=300)
+    assert not trace.hung and trace.summary is not None and trace.summary.error is None, \
+        trace.summary and trace.summary.error
+    assert len(trace.points) == 14
+
+
+def _extra(name: str) -> set[str]:
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg")
+    lines = parser["options.extras_require"][name].split("\n")
+    return {re.split(r"[<>=;\[ ]", line.strip(), maxsplit=1)[0].lower() for line in lines if line.strip()}
+
+
+@pytest.mark.parametrize("extra", ["optuna", "contrib", "all"])
+def test_the_extras_install_what_every_sampler_needs(extra: str) -> None:
+    needed = {"optuna", *(package for packages in adapter.NEEDS.values() for package in packages)}
+    assert needed <= _extra(extra), needed - _extra(extra)
+
+
+def test_the_readme_names_the_extra() -> None:
+    assert "pip install 'emews-mpi[optuna]'" in (REPO / "README.md").read_text()
+    assert "emews-mpi[optuna]" in (REPO / "emews" / "contrib" / "optuna.py").read_text()
+
+
+def test_a_sampler_whose_package_is_missing_is_refused_by_check(emews_cmd, tmp_path: Path) -> None:
+    """cmaes hidden (a module that fails to import, as an absent one does): check says so, not the run."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "cmaes.py").write_text("raise ModuleNotFoundError(\"No module named 'cmaes'\", name='cmaes')\n")
+    emews_cmd.env["PYTHONPATH"] = f"{hidden}:{emews_cmd.env.get('PYTHONPATH', '')}"
+    wf = write_workflow(tmp_path, optimizer={"name": "emews.contrib.optuna:OptunaSampler",
+                                             "options": {"sampler": "CmaEsSampler", "seed": 1}})
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "optimizer.options" in lines[0] and "cmaes" in lines[0] and "emews-mpi[optuna]" in lines[0]
+
+
+# -- GestGenerator: an initial design, and spaces a generator cannot handle ----------------------
+
+class TestGestInitialDesign(OptimizerConformance):
+    """A generator that cannot suggest before it has data, started by ``initial_points``."""
+
+    def make_optimizer(self, seed: int) -> Optimizer:
+        return GestGenerator(f"{LIMITED}:NeedsData", {"seed": seed}, initial_points=4, seed=seed)
+
+    def test_the_design_comes_first_and_the_generator_is_asked_only_with_data(self) -> None:
+        made: list[GestGenerator] = []
+
+        def factory(seed: int) -> Optimizer:
+            made.append(self.make_optimizer(seed))
+            return made[-1]
+
+        trace = run_traced(factory, budget=12, workers=3)
+        assert trace.summary is not None and trace.summary.error is None, trace.summary.error
+        generator = made[0].generator
+        assert len(trace.points) == 12 and generator.asked_without_data == 0
+        assert len(generator.ingested) == 12  # the design's results too
+
+
+def test_gest_without_an_initial_design_cannot_start_a_generator_that_needs_data() -> None:
+    """What the option is for: without it the run fails on the generator's first suggest."""
+    trace = run_traced(lambda seed: GestGenerator(f"{LIMITED}:NeedsData", {"seed": seed}), budget=4)
+    assert trace.summary is not None and "no data contained in generator" in str(trace.summary.error)
+
+
+def test_xopt_expected_improvement_runs_with_an_initial_design() -> None:
+    pytest.importorskip("xopt")
+    from emews.space import Float, Space
+
+    space = Space({"x": Float(-2.0, 2.0), "y": Float(-1.0, 1.0)})
+    trace = run_traced(lambda seed: GestGenerator(
+        "xopt.generators.bayesian.expected_improvement:ExpectedImprovementGenerator",
+        initial_points=3, seed=seed), budget=5, workers=1, space=space, timeout=300)
+    assert trace.summary is not None and trace.summary.error is None, trace.summary.error
+    assert len(trace.points) == 5
+
+
+@pytest.mark.parametrize("generator", [f"{LIMITED}:ContinuousOnly",
+                                       "xopt.generators.ga.cnsga:CNSGAGenerator"], ids=["declared", "xopt-cnsga"])
+def test_check_refuses_a_generator_that_cannot_handle_the_spaces_types(emews_cmd, tmp_path: Path,
+                                                                     generator: str) -> None:
+    if generator.startswith("xopt"):
+        pytest.importorskip("xopt")
+    space = {"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+             "act": {"type": "categorical", "values": ["relu", "tanh"]}}
+    wf = write_workflow(tmp_path, optimizer={"name": "emews.contrib.gest:GestGenerator",
+                                             "options": {"generator": generator, "categories": "indices"}},
+                        space=space)
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "optimizer.options" in lines[0] and ("discrete" in lines[0] or "act" in lines[0]), lines[0]
+    continuous = write_workflow(tmp_path, name="continuous", optimizer={
+        "name": "emews.contrib.gest:GestGenerator", "options": {"generator": generator}},
+        space={"x": space["x"], "y": {"type": "int", "lower": 1, "upper": 4}})
+    assert emews_cmd("check", str(continuous)).returncode == 0
