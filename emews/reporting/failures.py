@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from emews.failure_cause import cause as named_cause, clip
+from emews.failure_cause import cause, cause_key, clip
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, colour, new_figure
 
@@ -12,18 +12,16 @@ from emews.reporting.figures import Plot, colour, new_figure
 TOP_CAUSES = 12
 
 
-def cause(error: object) -> str:
-    """The line that names an error (:func:`emews.failure_cause.cause`), cut to a table cell's width."""
-    return clip(named_cause(error))
-
-
 def causes(data: ExperimentData) -> pd.DataFrame:
-    """(status, cause, count) of the evaluations that did not succeed, most frequent first."""
+    """(status, cause, count) of the evaluations that did not succeed, most frequent first; failures
+    whose causes differ only in the values they quote are one row, named by the first
+    (:func:`emews.failure_cause.cause_key`, as the end-of-run summary counts them)."""
     bad = data.results[data.results["status"] != "ok"]
-    frame = pd.DataFrame({"status": bad["status"], "cause": bad["error"].map(cause)})
-    counted = frame.value_counts(["status", "cause"], sort=False).rename("count").reset_index()
-    return counted.sort_values(["count", "status", "cause"], ascending=[False, True, True],
-                               kind="stable").reset_index(drop=True)
+    named = bad["error"].map(cause)
+    frame = pd.DataFrame({"status": bad["status"], "key": named.map(cause_key), "cause": named.map(clip)})
+    counted = frame.groupby(["status", "key"], sort=False).agg(cause=("cause", "first"), count=("cause", "size"))
+    return counted.reset_index()[["status", "cause", "count"]].sort_values(
+        ["count", "status", "cause"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
 
 
 def plot(data: ExperimentData) -> Plot | None:
@@ -50,6 +48,7 @@ def plot(data: ExperimentData) -> Plot | None:
         by_cause.set_xlabel("evaluations")
         by_cause.set_title(f"by cause (the {len(shown)} most frequent of {len(found)})")
     return Plot("failures", "Failures", fig,
-                "Evaluations by status, and the failures by cause: the first line of each error (for a "
-                "traceback, its last line, which names the exception).",
+                "Evaluations by status, and the failures by cause: the line that names each error (a "
+                "traceback's exception line, a command's error line from its stderr); errors that differ "
+                "only in the values they quote count as one cause.",
                 table=found.rename(columns={"count": "evaluations"}))
