@@ -26,7 +26,7 @@ def list_checkpoints(exp_dir: str | Path, best: int | None = None) -> list[Check
     if store is None:
         return []
     try:
-        rows = TrialStore(store.connection, readonly=True).checkpoints((DURABLE,)) \
+        rows = TrialStore(store.connection, readonly=True, root=Path(exp_dir)).checkpoints((DURABLE,)) \
             if _has_checkpoints(store.connection) else []
     finally:
         store.close()

@@ -17,11 +17,15 @@ from __future__ import annotations
 import os
 import pickle
 import queue
+import re
 import struct
+import sys
 import threading
 import zlib
-from pathlib import Path
-from typing import Any, Iterable
+from pathlib import Path, PurePath
+from typing import Any
+
+from emews.textfiles import write_atomic, writer_pid
 
 MAGIC = b"EMEWSCK1"
 _HEADER = struct.Struct(">8sBQI")   # magic, kind, payload length, crc32 of kind + payload
@@ -29,6 +33,8 @@ _HEADER = struct.Struct(">8sBQI")   # magic, kind, payload length, crc32 of kind
 WRITER_NICENESS = 10
 KIND_OBJECT, KIND_FILE = 0, 1
 SUFFIX = ".ckpt"
+#: the experiment's checkpoint folder (``EXP/checkpoints``), laid out by :func:`checkpoint_path`
+CHECKPOINTS_DIR = "checkpoints"
 #: bytes copied at a time from the local tier to the experiment directory
 CHUNK = 1 << 22
 
@@ -40,6 +46,65 @@ class CorruptCheckpoint(ValueError):
 def checkpoint_path(root: Path, trial: int, step: int, serial: int) -> Path:
     """``ROOT/TRIAL/step-STEP-SERIAL.ckpt`` (``serial`` tells apart two checkpoints of one step)."""
     return root / f"{trial:06d}" / f"step-{step:08d}-{serial:03d}{SUFFIX}"
+
+
+def in_experiment(path: str) -> str | None:
+    """``checkpoints/TRIAL/NAME``: where a checkpoint path of any experiment directory lies in its
+    experiment (the layout of :func:`checkpoint_path`); ``None`` for a path not so laid out."""
+    parts = PurePath(path).parts
+    return "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3] == CHECKPOINTS_DIR else None
+
+
+def remove_inside(path: str | Path, root: Path) -> bool:
+    """Delete ``path`` if it lies inside ``root`` (the experiment directory; compared after ``..``
+    is resolved); whether it does. Retention's guard: an experiment only deletes its own files."""
+    target = Path(os.path.abspath(path))
+    if not target.is_relative_to(os.path.abspath(root)):
+        return False
+    target.unlink(missing_ok=True)
+    return True
+
+
+def remove_dead_temps(root: Path) -> int:
+    """Remove the temporary files that checkpoint writers no longer alive left under ``root``
+    (``EXP/checkpoints``: a ``kill -9`` mid-write); how many. A writer's process id is in the name."""
+    removed = 0
+    for path in root.glob("*/.*.tmp"):
+        pid = writer_pid(path.name)
+        if pid is not None and not _alive(pid):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+_VARIABLE = re.compile(r"\$(\w+|\{([^}]*)\})")
+
+
+def unset_variables(text: str) -> list[str]:
+    """The environment variables ``text`` names (``$NAME``, ``${NAME}``) that are not set here."""
+    names = (found[2] if found[2] is not None else found[1] for found in _VARIABLE.finditer(text))
+    return [name for name in names if name not in os.environ]
+
+
+def local_tier(local_dir: str) -> Path | None:
+    """``checkpoints.local_dir`` with its environment variables expanded; ``None`` (no local tier,
+    said on stderr) when one is not set in this process: never a literal ``$NAME`` directory."""
+    unset = unset_variables(local_dir)
+    if unset:
+        print(f"emews: checkpoints.local_dir {local_dir!r}: environment variable {unset[0]} is not set here; "
+              "checkpoints are written to the experiment directory directly", file=sys.stderr)
+        return None
+    return Path(os.path.expandvars(local_dir))
 
 
 def snapshot(checkpoint: Any) -> tuple[int, bytes, str | None]:
@@ -67,23 +132,6 @@ def framed_size(kind: int, payload: bytes, name: str | None = None) -> int:
 def _digest(kind: int, payload: bytes | memoryview) -> int:
     """CRC-32 over the kind and the payload: a flipped bit in either is caught."""
     return zlib.crc32(payload, zlib.crc32(bytes([kind])))
-
-
-def write_atomic(path: Path, pieces: Iterable[bytes]) -> None:
-    """Write, fsync, rename, fsync the directory: the final name appears only when complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as fh:
-        for piece in pieces:
-            fh.write(piece)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_checkpoint(path: str | Path, extract_to: Path | None = None) -> Any:
@@ -209,6 +257,7 @@ class CheckpointWriter:
                 for piece in frame(kind, payload, name):
                     fh.write(piece)
         except OSError:
+            _discard(local)  # a full tier keeps no partial file
             return False
         with self._lock:
             self._pending += 1  # the flush is pending work too (``flush`` waits for it)
@@ -226,13 +275,20 @@ class CheckpointWriter:
             try:
                 with open(local, "rb") as fh:
                     write_atomic(path, iter(lambda: fh.read(CHUNK), b""))  # streamed, not held in memory
-                local.unlink(missing_ok=True)
             except OSError as exc:
                 self._fail(path, exc)
             else:
                 with self._lock:
                     self._done.append(str(path))
             finally:
+                _discard(local)  # flushed, or lost: either way the tier keeps nothing
                 with self._idle:
                     self._pending -= 1
                     self._idle.notify_all()
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass

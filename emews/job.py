@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from emews.checkpoints import CHECKPOINTS_DIR, remove_dead_temps
 from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.optimizer import Optimizer
 from emews.queues import QueuePair
@@ -184,7 +185,9 @@ def trial_service(spec: RunSpec, store: ResultsStore | None,
     if spec.make_scheduler is not None:
         scheduler = spec.make_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
                                                space=spec.space, seed=spec.seed)
-    service = TrialService(None if store is None else TrialStore(store.connection), scheduler,
+    if spec.exp_dir is not None:
+        remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
+    service = TrialService(None if store is None else TrialStore(store.connection, root=spec.exp_dir), scheduler,
                            metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
                            retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping))
     service.rebuild()

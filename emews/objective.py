@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping, Protocol
 
+from emews.checkpoints import CHECKPOINTS_DIR
 from emews.imports import UserImportError, import_user_module
 from emews.model_defaults import ModelDefaultsError, read_model_defaults
 from emews.results import Outcome, Status
@@ -119,7 +120,7 @@ class TaskContext:
     @property
     def checkpoints_root(self) -> Path | None:
         """``EXP/checkpoints``, beside ``EXP/runs``."""
-        return None if self.runs_root is None else self.runs_root.parent / "checkpoints"
+        return None if self.runs_root is None else self.runs_root.parent / CHECKPOINTS_DIR
 
     @property
     def run_dir(self) -> Path:

@@ -10,21 +10,21 @@ import array
 import fcntl
 import json
 import logging
-import os
 import sys
 import termios
 import time
 from pathlib import Path
 from typing import Any
 
-from emews.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError
+from emews.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
+from emews.checkpoints import unset_variables
 from emews.csvfollow import CsvFollower
 from emews.experiment import (CSV_FILE, LOG_FILE, SITE_FILE, STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE,
                               require_experiment)
 from emews.lease import acquire
 from emews.objective import task_run_dir
 from emews.retention import Retention
-from emews.report import export_csv, open_store, summary_text, totals
+from emews.report import Totals, export_csv, open_store, summary_text, totals
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.fail_fast import FailedFast
 from emews.runtime.team_comm import TeamWorld
@@ -36,6 +36,7 @@ from emews.site.gpus import gpu_binding
 from emews.site.job_end import job_end_time
 from emews.site.walltime import parse_walltime
 from emews.site.jobs import batch_job_over
+from emews.textfiles import write_atomic
 from emews.workflow import Workflow, load_workflow
 
 log = logging.getLogger("emews")
@@ -54,6 +55,17 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
                    pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace,
                    task_size=workflow.task_size, fail_fast=workflow.model.budget.fail_fast)
+
+
+def check_local_dir(workflow: Workflow) -> None:
+    """``checkpoints.local_dir`` names only environment variables set where the job runs (it is
+    expanded on each worker: an unset one is a ConfigError here, never a literal ``$NAME`` folder)."""
+    local_dir = workflow.model.checkpoints.local_dir
+    unset = [] if local_dir is None else unset_variables(local_dir)
+    if unset:
+        raise ConfigError(f"environment variable {unset[0]} is not set in the job's environment ({local_dir!r})",
+                          file=workflow.source, key="checkpoints.local_dir",
+                          allowed="a path; $NAME only for a variable the job's environment sets")
 
 
 def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
@@ -81,6 +93,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         try:
             workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
             workflow.check_task_size(comm.Get_size() - 1)
+            check_local_dir(workflow)
             site = load_site(str(exp_dir / SITE_FILE))
         except ConfigError as exc:
             return _refuse(comm, exc)
@@ -116,6 +129,7 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
                     spare_core: bool, nodes: dict[int, str] | None = None) -> int:
     logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
+    logging.raiseExceptions = False  # a log line the disk has no room for is lost, not a traceback on stderr
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
@@ -182,23 +196,19 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         status = EXIT_FAILED
     else:
         status = EXIT_OK
-    write_summary(exp_dir, {
-        "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
-        "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
-                     "resumed": summary.resumed, "requeued": summary.requeued},
-        "elapsed": summary.elapsed,
-        "best": None if total.best is None else {"id": total.best.id, "objective": total.best.objective,
-                                                 "params": dict(total.best.params)},
-        "interrupted": None if stopped is None else stopped.args[0],
-        "worker_errors": {str(rank): text for rank, text in problems.items()},
-        "error": None if summary.error is None else str(summary.error),
-        "failure_cause": None if total.failure is None else {"cause": total.failure.line,
-                                                             "count": total.failure.count},
-        "exit_status": status, "finished": time.time()})
-    if csv_follower is None or csv_follower.finish() is None:
-        export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
+    full = None if summary.error is None else storage_problem(summary.error)
+    try:
+        _write_summary_and_csv(spec, workflow, exp_dir, summary, total, status, csv_follower)
+    except (OSError, EmewsError) as exc:  # a full disk: the results are in the store (emews results writes the CSV)
+        log.exception("cannot write the run's summary or CSV")
+        full, status = full or storage_problem(exc) or str(exc), status or EXIT_FAILED
     text = summary_text(total, spec.budget, summary.elapsed)
     log.info("finished: %s", text.replace("\n", " | "))
+    if full is not None:
+        log.error("run stopped: cannot write the experiment: %s", full, exc_info=summary.error)
+        print(f"emews: cannot write the experiment: {full}; {total.done}/{spec.budget} evaluations stored; "
+              f"free space, then continue with: emews resume {exp_dir}", file=sys.stderr)
+        return status
     if stopped is not None:
         log.warning("%s: results so far are stored", stopped)
         print(f"emews: {stopped}: {total.done}/{spec.budget} evaluations stored; continue with: "
@@ -232,9 +242,26 @@ def fail_fast_line(stop: FailedFast, runs_root: Path | None) -> str:
     return f"stopped: {stop}{where}; set budget.fail_fast: 0 to run on regardless"
 
 
+def _write_summary_and_csv(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary, total: Totals,
+                           status: int, csv_follower: CsvFollower | None) -> None:
+    stopped, problems = summary.interrupted, summary.worker_errors
+    write_summary(exp_dir, {
+        "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
+        "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
+                     "resumed": summary.resumed, "requeued": summary.requeued},
+        "elapsed": summary.elapsed,
+        "best": None if total.best is None else {"id": total.best.id, "objective": total.best.objective,
+                                                 "params": dict(total.best.params)},
+        "interrupted": None if stopped is None else stopped.args[0],
+        "worker_errors": {str(rank): text for rank, text in problems.items()},
+        "error": None if summary.error is None else str(summary.error),
+        "failure_cause": None if total.failure is None else {"cause": total.failure.line,
+                                                             "count": total.failure.count},
+        "exit_status": status, "finished": time.time()})
+    if csv_follower is None or csv_follower.finish() is None:
+        export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
+
+
 def write_summary(exp_dir: Path, data: dict) -> None:
     """Replace ``summary.json`` atomically."""
-    path = exp_dir / SUMMARY_FILE
-    tmp = path.with_name(f".{SUMMARY_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(exp_dir / SUMMARY_FILE, [(json.dumps(data, indent=2) + "\n").encode()])

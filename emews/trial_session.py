@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from emews.checkpoints import CheckpointWriter, CorruptCheckpoint, checkpoint_path, framed_size, read_checkpoint, snapshot
+from emews.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, framed_size, local_tier,
+                               read_checkpoint, snapshot)
 from emews.training import (CONTINUE, Action, CheckpointNote, CheckpointsDurable, Decision, Reply, Report,
                             RestoreRequest, TrialLink)
 
@@ -27,7 +28,8 @@ def process_writer(background: bool, local_dir: str | None = None) -> Checkpoint
     ``LOCAL_DIR/emews-PID``, environment variables expanded) flushed to the experiment directory."""
     writer = _WRITERS.get((background, local_dir))
     if writer is None:
-        local = None if local_dir is None else Path(os.path.expandvars(local_dir)) / f"emews-{os.getpid()}"
+        tier = None if local_dir is None else local_tier(local_dir)
+        local = None if tier is None else tier / f"emews-{os.getpid()}"
         writer = _WRITERS[(background, local_dir)] = CheckpointWriter(background=background, local_dir=local)
     return writer
 

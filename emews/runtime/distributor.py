@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from emews.queues import QueuePair
 from emews.results import Outcome, Result, Task
@@ -76,6 +76,9 @@ class Distributor:
         self._trials = trials or TrialService(None)
         self._closing = False
         self._abort = False
+        #: STOP is the last message a worker reads: one sent after it stays unmatched, and MPI_Finalize
+        #: fails on it (mpiexec then kills the job); a report that arrives meanwhile is stored, not answered
+        self._stops_sent = False
         self._drain_until: float | None = None  # a stop signal: no new dispatch, running trials pause
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
         self._in_flight: dict[int, Task] = {}
@@ -119,28 +122,33 @@ class Distributor:
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        """Serve, then stop the workers and store what arrived: each step runs whatever the one
+        before raised, and no error escapes the thread (the first is :attr:`error`, for the run's
+        summary; a full disk, for one, is reported there in one line, not as a thread traceback)."""
+        for step in (self._loop, self._stop_workers, self._flush_received):
+            self._noting(step)
+
+    def _noting(self, step: Callable[..., object], *args: object) -> None:
+        """Run ``step``; an error it raises becomes :attr:`error` (the first one), reaches the
+        optimizer through the queue pair, and aborts what still runs."""
         try:
-            self._loop()
-        except BaseException as exc:  # surfaced to the optimizer through the queue pair
-            self.error = exc
-            self._queues.fail(exc)
+            step(*args)
+        except BaseException as exc:
+            if self.error is None:
+                self.error = exc
+                self._queues.fail(exc)
             self._abort = True
-        finally:
-            try:
-                self._stop_workers()
-            except BaseException as exc:
-                self.error = self.error or exc
-            finally:
-                self._flush_received()
 
     def _stop_workers(self) -> None:
         """Tell every worker to stop and wait (bounded) for each to confirm.
 
         Results that arrive meanwhile (tasks that ended before the stop reached
-        their worker) are still stored.
+        their worker) are still stored; a message that cannot be (the disk is full) does not
+        keep the others from being taken, nor the stops from being sent.
         """
         for rank in self._workers:
             self._transport.send(self._abort, rank, Tag.STOP)
+        self._stops_sent = True
         deadline = time.monotonic() + (self.abort_grace if self._abort else self.stop_grace)
         backoff = Backoff()
         while not self.all_stopped and time.monotonic() < deadline:
@@ -148,8 +156,8 @@ class Distributor:
             if msg is None:
                 backoff.idle()
             else:
-                self._handle(msg)
-        self._flush_received()
+                self._noting(self._handle, msg)
+        self._noting(self._flush_received)
         while self._transport.sending and time.monotonic() < deadline:  # let the STOPs be taken
             backoff.idle()
 
@@ -198,7 +206,7 @@ class Distributor:
                 self._queues.tasks.extendleft(reversed(dropped))
         elif msg.tag is Tag.TRIAL:
             reply = self._trials.handle(msg.payload, self._in_flight.get(msg.payload.trial))
-            if reply is not None:
+            if reply is not None and not self._stops_sent:
                 self._transport.send(reply, msg.source, Tag.TRIAL_REPLY)
         return False
 
@@ -220,7 +228,7 @@ class Distributor:
         """Cancel a failing team's other members; record (or requeue) a task all members ended."""
         if event is None:
             return
-        for rank in event.cancel:
+        for rank in event.cancel if not self._stops_sent else ():
             self._transport.send(event.task_id, rank, Tag.CANCEL)
         if event.outcome is None:
             return

@@ -15,17 +15,24 @@ runs it again under its id with what it was running with.
 
 Written by the distributor thread on the optimizer rank; read by ``evaluator.reports()``
 through a read-only connection of its own, and by ``emews checkpoints``.
+
+Checkpoint paths are kept relative to the experiment directory and resolved against the one the
+store is opened from (``root``), so a copied or moved experiment reads and deletes its own files
+only. The absolute paths of older stores are read as their place in the experiment
+(``checkpoints/TRIAL/NAME``), and rewritten relative when the store is opened for writing.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from emews.checkpoints import in_experiment
 from emews.jsoncodec import loads_point
 from emews.results import Outcome, Status, Task
 from emews.runtime.store import record_tasks, set_task_params
@@ -138,12 +145,51 @@ class TrialState:
 
 
 class TrialStore:
-    """The training tables over one SQLite connection (the results store's)."""
+    """The training tables over one SQLite connection (the results store's); ``root``: the
+    experiment directory checkpoint paths are relative to (``None``: paths kept as given)."""
 
-    def __init__(self, db: sqlite3.Connection, *, readonly: bool = False) -> None:
+    def __init__(self, db: sqlite3.Connection, *, readonly: bool = False, root: Path | None = None) -> None:
         self._db = db
+        self.root = None if root is None else Path(os.path.abspath(root))
         if not readonly:
             db.executescript(_SCHEMA)
+            self._relocate()
+
+    # -- checkpoint paths ----------------------------------------------------
+    def _stored(self, path: str) -> str:
+        """How the store keeps ``path``: relative to the experiment directory when inside it."""
+        if self.root is None or not os.path.isabs(path):
+            return path
+        full = Path(os.path.normpath(path))
+        return full.relative_to(self.root).as_posix() if full.is_relative_to(self.root) else path
+
+    def _resolved(self, stored: str) -> str:
+        """The file a stored path names in this experiment directory (an absolute path of an
+        older store, written where the experiment was, is read at its place in this one)."""
+        if self.root is None:
+            return stored
+        if not os.path.isabs(stored):
+            return str(self.root / stored)
+        if Path(os.path.normpath(stored)).is_relative_to(self.root):
+            return stored
+        moved = in_experiment(stored)
+        return stored if moved is None else str(self.root / moved)
+
+    def _relocate(self) -> None:
+        """Rewrite the absolute checkpoint paths an older store holds relative (once per store)."""
+        if self.root is None:
+            return
+        rows = self._db.execute("SELECT id, path FROM checkpoints WHERE path LIKE '/%'").fetchall()
+        changed = [(new, id_) for id_, path in rows if (new := self._stored(self._resolved(path))) != path]
+        if changed:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executemany("UPDATE OR IGNORE checkpoints SET path = ? WHERE id = ?", changed)
+
+    def _row(self, row: Sequence[Any]) -> CheckpointRow:
+        """A ``checkpoints`` row (``_CHECKPOINT_COLUMNS``), its path resolved in this experiment."""
+        checkpoint = CheckpointRow(*row)
+        return replace(checkpoint, path=self._resolved(checkpoint.path))
 
     # -- writing (the distributor thread) ----------------------------------
     def add_report(self, report: Report, metric: float | None, loss: float | None, task: Task | None = None) -> int:
@@ -158,8 +204,8 @@ class TrialStore:
             if report.checkpoint is not None:
                 self._db.execute("INSERT OR IGNORE INTO checkpoints (trial, step, path, size, metric, loss, state, "
                                  "report, created) VALUES (?,?,?,?,?,?,?,?,?)",
-                                 (report.trial, report.step, report.checkpoint.path, report.checkpoint.size,
-                                  metric, loss, STAGED, seq, time.time()))
+                                 (report.trial, report.step, self._stored(report.checkpoint.path),
+                                  report.checkpoint.size, metric, loss, STAGED, seq, time.time()))
             self._durable(report.durable)
         return int(seq)
 
@@ -171,7 +217,7 @@ class TrialStore:
 
     def _durable(self, paths: Iterable[str]) -> None:
         self._db.executemany("UPDATE checkpoints SET state = ? WHERE path = ? AND state = ?",
-                             [(DURABLE, p, STAGED) for p in paths])
+                             [(DURABLE, self._stored(p), STAGED) for p in paths])
 
     def mark_deleted(self, ids: Sequence[int]) -> None:
         with self._db:
@@ -312,7 +358,7 @@ class TrialStore:
     def _own(self, trial: int, after: int | None) -> Iterable[CheckpointRow]:
         rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial = ? AND state != ? "
                                 "AND report > ? ORDER BY step DESC, id DESC", (trial, DELETED, after or 0))
-        for row in [CheckpointRow(*r) for r in rows]:
+        for row in [self._row(r) for r in rows]:
             if row.state == STAGED:
                 if not Path(row.path).is_file():
                     continue
@@ -322,22 +368,22 @@ class TrialStore:
 
     def checkpoint(self, id_: int) -> CheckpointRow | None:
         row = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?", (id_,)).fetchone()
-        return None if row is None else CheckpointRow(*row)
+        return None if row is None else self._row(row)
 
     def checkpoints(self, states: Sequence[str] = (STAGED, DURABLE)) -> list[CheckpointRow]:
         marks = ",".join("?" * len(states))
         rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) "
                                 "ORDER BY trial, step, id", tuple(states))
-        return [CheckpointRow(*r) for r in rows]
+        return [self._row(r) for r in rows]
 
     def durable_at(self, paths: Sequence[str]) -> list[CheckpointRow]:
         """The durable checkpoints written at ``paths``."""
         out: list[CheckpointRow] = []
         for start in range(0, len(paths), 500):
-            chunk = list(paths[start:start + 500])
+            chunk = [self._stored(p) for p in paths[start:start + 500]]
             rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? AND path IN "
                                     f"({','.join('?' * len(chunk))})", (DURABLE, *chunk))
-            out.extend(CheckpointRow(*r) for r in rows)
+            out.extend(self._row(r) for r in rows)
         return out
 
     def checkpoints_by_id(self, ids: Iterable[int]) -> list[CheckpointRow]:
@@ -347,7 +393,7 @@ class TrialStore:
             chunk = wanted[start:start + 500]
             rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN "
                                     f"({','.join('?' * len(chunk))})", chunk)
-            out.extend(CheckpointRow(*r) for r in rows)
+            out.extend(self._row(r) for r in rows)
         return out
 
     def pinned(self) -> set[int]:

@@ -12,17 +12,20 @@ trial stays waiting across a stop (walltime, stop signal, ``kill -9``): its outc
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from emews.checkpoints import remove_inside
 from emews.results import Outcome, Status, Task
 from emews.retention import Retainer, Retention
 from emews.runtime.trial_store import DURABLE, TrialStore
 from emews.runtime.walltime import PauseClock
 from emews.schedulers import TrialScheduler
 from emews.training import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
+
+log = logging.getLogger("emews")
 
 
 class Afterwards(Enum):
@@ -247,5 +250,7 @@ class TrialService:
         if not doomed:
             return
         for row in self.store.checkpoints_by_id(doomed):
-            Path(row.path).unlink(missing_ok=True)
+            if self.store.root is None or not remove_inside(row.path, self.store.root):
+                log.warning("retention: not deleting %s: outside the experiment directory %s", row.path,
+                            self.store.root)
         self.store.mark_deleted(sorted(doomed))

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
 
-from emews.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, framed_size,
-                               read_checkpoint, snapshot, write_atomic)
+from emews.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, framed_size, local_tier,
+                               read_checkpoint, remove_dead_temps, remove_inside, snapshot, unset_variables,
+                               write_atomic)
 from emews.runtime.trial_store import TrialStore
 from emews.training import CheckpointNote, Report
 from testutil import wait_until
@@ -130,3 +135,104 @@ def test_only_checkpoints_whose_file_is_in_place_are_restore_candidates(tmp_path
     write_atomic(paths[1], frame(*snapshot("two")))  # step 3 staged: its write never finished
     assert [c.step for c in store.candidates(0)] == [2, 1]
     assert {r.step: r.state for r in store.checkpoints()} == {1: "durable", 2: "durable", 3: "staged"}
+
+
+# -- file hygiene: nothing partial is left behind -------------------------------------------------
+
+#: run in a child whose files may not grow past 64 KiB (RLIMIT_FSIZE; SIGXFSZ ignored, so a write
+#: past it fails with EFBIG, as a full disk fails with ENOSPC); prints the error's errno
+_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, resource.RLIM_INFINITY))
+from pathlib import Path
+folder = Path(sys.argv[1])
+{body}
+"""
+
+
+def run_limited(folder: Path, body: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", _LIMITED.format(body=textwrap.dedent(body)), str(folder)], cwd=folder,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("writer", ["checkpoint", "summary"])
+def test_a_write_that_fails_leaves_no_temporary_file(tmp_path: Path, writer: str) -> None:
+    """The disk fills up mid-write: the error goes on, and neither the checkpoint's temp file
+    (``.step-*.ckpt.PID.TID.tmp``) nor ``.summary.json.PID.tmp`` stays behind (one helper)."""
+    call = {"checkpoint": "write_atomic(folder / 'ck' / 'a.ckpt', [b'x' * 50_000, b'y' * 50_000])",
+            "summary": "write_summary(folder, {'blob': 'x' * 100_000})"}[writer]
+    out = run_limited(tmp_path, f"""
+        from emews.rank_zero import write_summary
+        from emews.textfiles import write_atomic
+        try:
+            {call}
+        except OSError as exc:
+            print(exc.errno)
+        """)
+    assert out == str(errno.EFBIG)
+    assert files_under(tmp_path) == []
+
+
+def test_a_failed_staging_leaves_nothing_on_the_local_tier(tmp_path: Path) -> None:
+    """The local tier is full: the partial staged file is removed (the write falls back to the
+    experiment directory, full too here: no temp file there either) and the checkpoint is failed."""
+    out = run_limited(tmp_path, """
+        from emews.checkpoints import CheckpointWriter, checkpoint_path, snapshot
+        writer = CheckpointWriter(local_dir=folder / "local")
+        writer.submit(checkpoint_path(folder / "exp", 1, 1, 0), *snapshot(b"w" * 200_000))
+        writer.flush()
+        print(len(writer.failures()), len(writer.done()))
+        """)
+    assert out == "1 0"
+    assert files_under(tmp_path) == []
+
+
+def test_a_flush_that_fails_leaves_nothing_on_the_local_tier(tmp_path: Path) -> None:
+    (tmp_path / "exp").write_text("a file where the experiment's directory should be")
+    writer = CheckpointWriter(local_dir=tmp_path / "local")
+    writer.submit(tmp_path / "exp" / "000001" / "step-00000001-000.ckpt", *snapshot("state"))
+    writer.flush()
+    assert len(writer.failures()) == 1 and files_under(tmp_path / "local") == []
+
+
+def test_only_the_temp_files_of_dead_writers_are_removed(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead_pid = int(dead.stdout)
+    names = {"dead": f".step-00000003-000.ckpt.{dead_pid}.140213.tmp",
+             "alive": f".step-00000004-000.ckpt.{os.getpid()}.140213.tmp",
+             "checkpoint": "step-00000002-000.ckpt", "other": ".notes.tmp"}
+    for name in names.values():
+        (tmp_path / "000007").mkdir(exist_ok=True)
+        (tmp_path / "000007" / name).write_bytes(b"partial")
+    assert remove_dead_temps(tmp_path) == 1
+    assert sorted(p.name for p in (tmp_path / "000007").iterdir()) == sorted(
+        names[k] for k in ("alive", "checkpoint", "other"))
+
+
+def test_retention_deletes_nothing_outside_its_experiment(tmp_path: Path) -> None:
+    exp, other = tmp_path / "exp", tmp_path / "other"
+    for folder in (exp, other):
+        (folder / "checkpoints" / "000001").mkdir(parents=True)
+        (folder / "checkpoints" / "000001" / "a.ckpt").write_bytes(b"x")
+    assert not remove_inside(other / "checkpoints" / "000001" / "a.ckpt", exp)
+    assert not remove_inside(exp / ".." / "other" / "checkpoints" / "000001" / "a.ckpt", exp)
+    assert (other / "checkpoints" / "000001" / "a.ckpt").exists()
+    assert remove_inside(exp / "checkpoints" / "000001" / "a.ckpt", exp)
+    assert not (exp / "checkpoints" / "000001" / "a.ckpt").exists()
+
+
+@pytest.mark.parametrize("text, unset", [("$NOPE_UNSET/stage", ["NOPE_UNSET"]), ("${NOPE_UNSET}/x", ["NOPE_UNSET"]),
+                                         ("$HOME/stage", []), ("/plain/path", [])])
+def test_unset_variables_in_a_local_tier_are_named(monkeypatch, text: str, unset: list[str]) -> None:
+    monkeypatch.delenv("NOPE_UNSET", raising=False)
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert unset_variables(text) == unset
+    assert (local_tier(text) is None) == bool(unset)

@@ -59,9 +59,8 @@ def test_an_experiment_keeps_what_the_policy_says_and_lists_and_loads_the_best(e
     exp = launch(emews_cmd, wf)
     kept = {(t, s) for t, s in query(exp, "SELECT trial, step FROM checkpoints WHERE state = 'durable'")}
     assert kept == {(0, 9), (1, 9), (2, 1), (3, 3), (4, 8), (4, 9)}
-    on_disk = {p.relative_to(exp / "checkpoints").as_posix() for p in (exp / "checkpoints").rglob("*") if p.is_file()}
-    assert on_disk == {Path(p).relative_to(exp / "checkpoints").as_posix()
-                       for (p,) in query(exp, "SELECT path FROM checkpoints WHERE state = 'durable'")}
+    on_disk = {p.relative_to(exp).as_posix() for p in (exp / "checkpoints").rglob("*") if p.is_file()}
+    assert on_disk == {p for (p,) in query(exp, "SELECT path FROM checkpoints WHERE state = 'durable'")}
     assert query(exp, "SELECT COUNT(*) FROM checkpoints WHERE state = 'deleted'") == [(31 - 6,)]
 
     best = load_best(exp, k=2)
