@@ -166,7 +166,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     wf_overrides, site_overrides = _split_overrides(args.set)
     if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in wf_overrides):
         raise ConfigError("resume can only change the budget and the walltime settings", key="--set",
-                          allowed="budget.evaluations=N, walltime.limit=HH:MM:SS, walltime.margin=SECONDS")
+                          allowed="budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS, "
+                                  "walltime.limit=HH:MM:SS, walltime.margin=SECONDS")
     site = load_site(str(exp_dir / SITE_FILE))
     workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
@@ -240,7 +241,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     wf_overrides, site_overrides = _split_overrides(args.set)
     workflow = load_workflow(args.workflow, wf_overrides)
     print(f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
-          f"{len(workflow.space)} parameters, budget {workflow.model.budget.evaluations}")
+          f"{len(workflow.space)} parameters, budget {workflow.model.budget.describe()}")
     if args.site:
         from emews.site import load_site
 

@@ -21,6 +21,10 @@ class BudgetExhausted(RuntimeError):
     """
 
 
+#: the evaluation budget of a run that only steps or time limit: more than any run submits
+UNLIMITED = 2**62
+
+
 class EvaluatorObserver:
     """Sees what passes through an evaluator, in order (tests, benchmarks, live views):
     subclass and override what you need; add it with ``evaluator.observers.append``."""
@@ -56,7 +60,7 @@ class Evaluator:
     ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
     """
 
-    def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int,
+    def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int | None,
                  direction: str = "minimize", seed: int = 0, first_id: int = 0,
                  history: Sequence[Result] = (), requeue: Sequence[Task] = (), waiting: Sequence[Task] = (),
                  exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = (),
@@ -67,7 +71,8 @@ class Evaluator:
         self._gang = self.task_size.gang
         self.observers: list[EvaluatorObserver] = list(observers)
         self.workers = workers
-        self.budget = budget
+        #: the evaluations the run may make (:data:`UNLIMITED` when only steps or time limit it)
+        self.budget = UNLIMITED if budget is None else budget
         self.direction = direction
         self.seed = seed
         self.exp_dir = None if exp_dir is None else Path(exp_dir)

@@ -19,6 +19,7 @@ from emews.queues import QueuePair
 from emews.replicates import ReplicatingEvaluator, replicated_space
 from emews.results import Outcome, Result, Status, Task
 from emews.retention import Retention
+from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.interrupt import Interrupt, Interrupted
@@ -46,7 +47,7 @@ class RunSpec:
     space: Space
     make_optimizer: Callable[[], Optimizer]
     objective: ObjectiveSpec
-    budget: int
+    budget: int | None  # evaluations (None: only ``steps`` or ``time`` end the run)
     direction: str = "minimize"
     seed: int = 0
     isolation: str = "process"
@@ -69,6 +70,8 @@ class RunSpec:
     task_size: TaskSize = field(default_factory=FixedSize)  # worker ranks per task (task.ranks)
     backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
     fail_fast: int = 0  # stop when the first this many results all failed with one cause (0: never)
+    steps: int | None = None    # end the run once the trials reported this many steps (runtime.compute_budget)
+    time: float | None = None   # ... or once the experiment's runs took this many seconds
 
     def worker_plan(self, gpus: GpuBinding | None = None, node_cores: int | None = None,
                     launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> WorkerPlan:
@@ -104,6 +107,7 @@ class RunSummary:
     resumed: int = 0           # finished evaluations of earlier runs of this experiment
     requeued: int = 0          # tasks that were running when the earlier run stopped, run again
     worker_errors: dict[int, str] = field(default_factory=dict)  # shutdown problems reported by workers, by rank
+    budget_reached: str | None = None  # the line saying the step or time budget ended the run
 
     @property
     def interrupted(self) -> Interrupted | None:
@@ -178,9 +182,9 @@ def resume_state(store: ResultsStore | None,
 
 
 def trial_service(spec: RunSpec, store: ResultsStore | None,
-                  stopping: Callable[[], bool] = lambda: False) -> TrialService:
+                  stopping: Callable[[], bool] = lambda: False, budget: ComputeBudget | None = None) -> TrialService:
     """What answers training reports: the store's training tables and the workflow's scheduler,
-    its state rebuilt from the reports of earlier runs."""
+    its state rebuilt from the reports of earlier runs; ``budget`` counts the steps reported."""
     scheduler = None
     if spec.make_scheduler is not None:
         scheduler = spec.make_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
@@ -189,7 +193,8 @@ def trial_service(spec: RunSpec, store: ResultsStore | None,
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
     service = TrialService(None if store is None else TrialStore(store.connection, root=spec.exp_dir), scheduler,
                            metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
-                           retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping))
+                           retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping),
+                           budget=budget)
     service.rebuild()
     return service
 
@@ -207,7 +212,10 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     queues = QueuePair()
     progress = Progress(budget=spec.budget, workers=len(worker_ranks))
     store = ResultsStore(spec.store_path, durability=spec.durability) if spec.store_path else None
-    trials = trial_service(spec, store, interrupt)
+    budget = ComputeBudget(spec.steps, spec.time)  # its clock starts now
+    if store is not None and budget.limited:
+        budget.resume(store.connection)
+    trials = trial_service(spec, store, interrupt, budget)
     earlier = resume_state(store, trials.resumed_wait)
     progress.record(earlier.history, 0)
     reports = ReportReader(spec.store_path) if spec.store_path else None
@@ -215,7 +223,8 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
                               fail_fast=FailFast(spec.fail_fast),
                               store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes,
                               waiting=earlier.waiting,
-                              inline_timeout=spec.timeout if spec.isolation == "inline" else None).start()
+                              inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+                              budget=budget).start()
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
     error: BaseException | None = None
@@ -251,7 +260,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
         store.close()
     return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,
                       error or distributor.error, distributor.all_stopped, len(earlier.history),
-                      len(earlier.requeue), distributor.worker_errors)
+                      len(earlier.requeue), distributor.worker_errors, distributor.budget_reached)
 
 
 def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,

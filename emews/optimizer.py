@@ -36,6 +36,12 @@ class Optimizer(abc.ABC):
         not list (a sweep over a CANDLE points file); the workflow then opens its space. Default: no."""
         return False
 
+    @classmethod
+    def planned_evaluations(cls, options: Mapping[str, Any], space: "Space") -> int | None:
+        """How many points the optimizer evaluates with these options, when they say (a sweep: its
+        points); the workflow's evaluation budget when it gives none. Default: ``None`` (not known)."""
+        return None
+
     def check(self, space: "Space") -> None:
         """Check the options against ``space`` before launch; raise ``ValueError`` saying what is wrong.
 

@@ -27,6 +27,7 @@ class QueuePair:
         self._results: deque[Result] = deque()
         self._arrived = threading.Condition(threading.Lock())
         self._failure: BaseException | None = None
+        self._end: BaseException | None = None  # nothing more will run: raised once the results are taken
         #: tasks the workers can hold at present (written by the distributor)
         self.capacity = 0
         self._waiting = 0  # optimizer threads blocked in ``collect``
@@ -41,11 +42,14 @@ class QueuePair:
         with self._arrived:
             self._waiting += 1
             try:
-                self._arrived.wait_for(lambda: self._results or self._failure is not None, timeout)
+                self._arrived.wait_for(lambda: self._results or self._failure is not None or self._end is not None,
+                                       timeout)
             finally:
                 self._waiting -= 1
             if self._failure is not None and not self._results:
                 raise DistributorFailed(str(self._failure)) from self._failure
+            if self._end is not None and not self._results:
+                raise self._end
             taken = list(self._results)
             self._results.clear()
         return taken
@@ -61,6 +65,13 @@ class QueuePair:
         with self._arrived:
             self._results.extend(results)
             self._arrived.notify()
+
+    def end(self, reason: BaseException) -> None:
+        """Nothing more will run (the compute budget is spent): ``collect`` raises ``reason`` once
+        the results delivered so far are taken."""
+        with self._arrived:
+            self._end = reason
+            self._arrived.notify_all()
 
     def fail(self, error: BaseException) -> None:
         """Wake the optimizer with ``error``: the distributor cannot continue."""

@@ -54,7 +54,8 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    checkpoint_async=kept.background, checkpoint_local_dir=kept.local_dir, retries=task.retries,
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
                    pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace,
-                   task_size=workflow.task_size, fail_fast=workflow.model.budget.fail_fast)
+                   task_size=workflow.task_size, fail_fast=workflow.model.budget.fail_fast,
+                   steps=workflow.model.budget.steps, time=workflow.model.budget.seconds)
 
 
 def check_local_dir(workflow: Workflow) -> None:
@@ -132,7 +133,8 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     logging.raiseExceptions = False  # a log line the disk has no room for is lost, not a traceback on stderr
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
-    log.info("start: %s workers, optimizer %s, budget %d", len(workers), workflow.model.optimizer.name, spec.budget)
+    log.info("start: %s workers, optimizer %s, budget %s", len(workers), workflow.model.optimizer.name,
+             workflow.model.budget.describe())
     # results.csv written as results arrive, by a child on a core the ranks leave free. Not on a
     # full node: there it slows the run, and at its lowest priority it can starve while a stop
     # signal leaves seconds to write the file (srun kills the step ~1 s after scancel). An open
@@ -203,6 +205,7 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         log.exception("cannot write the run's summary or CSV")
         full, status = full or storage_problem(exc) or str(exc), status or EXIT_FAILED
     text = summary_text(total, spec.budget, summary.elapsed)
+    stored = f"{total.done}{'' if spec.budget is None else f'/{spec.budget}'} evaluations stored"
     log.info("finished: %s", text.replace("\n", " | "))
     if full is not None:
         log.error("run stopped: cannot write the experiment: %s", full, exc_info=summary.error)
@@ -211,10 +214,13 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         return status
     if stopped is not None:
         log.warning("%s: results so far are stored", stopped)
-        print(f"emews: {stopped}: {total.done}/{spec.budget} evaluations stored; continue with: "
+        print(f"emews: {stopped}: {stored}; continue with: "
               f"emews resume {exp_dir}", file=sys.stderr)
         return status
     print(text, file=sys.stderr)
+    if summary.budget_reached is not None:
+        log.info(summary.budget_reached)
+        print(summary.budget_reached, file=sys.stderr)
     print(f"results: {exp_dir / STORE_FILE} and {csv_path}", file=sys.stderr)
     for rank, text in sorted(problems.items()):
         log.error("worker %d: %s", rank, text)
@@ -227,7 +233,7 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
         print(f"emews: {line}", file=sys.stderr)
     elif isinstance(summary.error, TeamStranded):  # the job has to end: one line, and how to go on
         log.error("%s", summary.error)
-        print(f"emews: {summary.error}; {total.done}/{spec.budget} evaluations stored; continue with: "
+        print(f"emews: {summary.error}; {stored}; continue with: "
               f"emews resume {exp_dir}", file=sys.stderr)
     elif summary.error is not None:
         detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
@@ -253,6 +259,7 @@ def _write_summary_and_csv(spec: RunSpec, workflow: Workflow, exp_dir: Path, sum
         "best": None if total.best is None else {"id": total.best.id, "objective": total.best.objective,
                                                  "params": dict(total.best.params)},
         "interrupted": None if stopped is None else stopped.args[0],
+        "budget_reached": summary.budget_reached,
         "worker_errors": {str(rank): text for rank, text in problems.items()},
         "error": None if summary.error is None else str(summary.error),
         "failure_cause": None if total.failure is None else {"cause": total.failure.line,

@@ -26,7 +26,7 @@ from emews.replicates import REPLICATE
 from emews.shellscript import find_script, rewrite_words
 from emews.task_size import ALLOWED as TASK_SIZE_ALLOWED, FunctionSize, TaskSize, TaskSizeError, parse_task_size
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
-from emews.site.walltime import WALLTIME_FORMS, parse_walltime
+from emews.site.walltime import WALLTIME_FORMS, format_hms, parse_walltime
 from emews.validation import config_error
 from emews.yamlio import load_mapping, set_dotted
 
@@ -148,15 +148,21 @@ class WalltimeSection(_Strict):
     @field_validator("limit", mode="before")
     @classmethod
     def _limit(cls, value: Any) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise KeyedValueError(None, f"must be a quoted string, not {value!r}", WALLTIME_FORMS)
-        try:
-            parse_walltime(value)
-        except ValueError as exc:
-            raise KeyedValueError(None, str(exc), WALLTIME_FORMS) from None
-        return value
+        return _duration(value)
+
+
+def _duration(value: Any) -> str | None:
+    """A walltime-style duration (``HH:MM:SS`` or ``HH:MM``) as text; a bare number is refused (seconds
+    or hours: it does not say)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise KeyedValueError(None, f"must be a quoted string, not {value!r}", WALLTIME_FORMS)
+    try:
+        parse_walltime(value)
+    except ValueError as exc:
+        raise KeyedValueError(None, str(exc), WALLTIME_FORMS) from None
+    return value
 
 
 class ObjectiveSection(_Strict):
@@ -231,10 +237,40 @@ class ObjectiveSection(_Strict):
 DEFAULT_FAIL_FAST = 5
 
 
+#: what ``budget`` takes; at least one of evaluations, steps and time
+BUDGET_ALLOWED = ("evaluations: N, steps: N (training steps reported, summed over trials), time: 'HH:MM:SS' "
+                  "(wall time of the experiment's runs); whichever is reached first ends the run "
+                  "(a sweep's evaluations default to its number of points)")
+
+
 class BudgetSection(_Strict):
-    evaluations: StrictInt = Field(gt=0)
+    """When the run ends: ``evaluations``, ``steps`` (``ctx.report`` steps, each trial's highest,
+    summed over trials) or ``time`` (wall time, the experiment's runs together), whichever first."""
+
+    evaluations: StrictInt | None = Field(None, gt=0)
+    steps: StrictInt | None = Field(None, gt=0)
+    time: str | None = None
     #: stop the run (exit 1) when its first this many evaluations all fail with one cause; 0: never
     fail_fast: StrictInt = Field(DEFAULT_FAIL_FAST, ge=0)
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> str | None:
+        return _duration(value)
+
+    @property
+    def seconds(self) -> int | None:
+        """``time`` in seconds (``None``: no time budget)."""
+        return None if self.time is None else parse_walltime(self.time)
+
+    def describe(self) -> str:
+        """``12``, or what each given limit is: ``12 evaluations or 20 steps or 00:30:00``."""
+        if self.steps is None and self.time is None:
+            return str(self.evaluations)
+        parts = [f"{self.evaluations} evaluations" if self.evaluations is not None else None,
+                 f"{self.steps} steps" if self.steps is not None else None,
+                 None if self.seconds is None else format_hms(self.seconds)]
+        return " or ".join(p for p in parts if p is not None)
 
 
 class TaskSection(_Strict):
@@ -274,7 +310,7 @@ class WorkflowModel(_Strict):
     optimizer: OptimizerSection
     objective: ObjectiveSection
     space: dict[str, Any] = Field(default_factory=dict)
-    budget: BudgetSection
+    budget: BudgetSection = Field(default_factory=BudgetSection)  # a sweep's defaults to its points
     replicates: StrictInt = Field(1, ge=1)  # each point runs this many times (emews.replicates)
     task: TaskSection = Field(default_factory=TaskSection)
     store: StoreSection = Field(default_factory=StoreSection)
@@ -437,7 +473,7 @@ def _check_replicates(model: WorkflowModel, space: Space, file: str) -> None:
     if REPLICATE in space.dimensions:
         raise ConfigError(f"the parameter name {REPLICATE!r} is the replicate index when replicates > 1",
                           file=file, key=f"space.{REPLICATE}", allowed="another name")
-    if model.budget.evaluations < model.replicates:
+    if model.budget.evaluations is not None and model.budget.evaluations < model.replicates:
         raise ConfigError(f"a budget of {model.budget.evaluations} evaluations cannot run one point "
                           f"{model.replicates} times", file=file, key="budget.evaluations",
                           allowed=f"at least replicates ({model.replicates}); each point costs that many")
@@ -477,7 +513,23 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     _check_scheduler(workflow, file)
     if check_imports:
         check_workflow(workflow)
+    _resolve_budget(workflow, file)
     return workflow
+
+
+def _resolve_budget(workflow: Workflow, file: str) -> None:
+    """Without ``budget.evaluations`` a sweep runs its points (each ``replicates`` times); a budget
+    needs one of evaluations, steps and time."""
+    budget, model = workflow.model.budget, workflow.model
+    if budget.evaluations is None:
+        try:
+            points = workflow.optimizer_class().planned_evaluations(model.optimizer.options, workflow.space)
+        except Exception:  # an optimizer that cannot be loaded, a bad points file: reported by check_workflow
+            points = None
+        if points:
+            budget.evaluations = points * model.replicates
+    if budget.evaluations is None and budget.steps is None and budget.time is None:
+        raise ConfigError("no budget: the run would not end", file=file, key="budget", allowed=BUDGET_ALLOWED)
 
 
 def _resolve_task_size(model: WorkflowModel, space: Space, workflow_dir: Path, file: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -38,6 +39,15 @@ class Sweep(AskTellOptimizer):
         """A points file is run as Supervisor runs a UPF: lines may leave out parameters and carry
         others (the space, optional, checks and types what it lists)."""
         return options.get("file") is not None
+
+    @classmethod
+    def planned_evaluations(cls, options: Mapping[str, Any], space: Space) -> int | None:
+        """The points file's points, or the grid's (the budget when the workflow gives none)."""
+        file = options.get("file")
+        if file is not None:
+            return sum(1 for _ in read_points_file(Path(file), space))
+        levels = options.get("levels", 5)
+        return math.prod(len(space[name].grid(levels)) for name in space.names)
 
     def check(self, space: Space) -> None:
         """Read the whole points file: the first bad line raises ``ValueError`` ("file:line: ...")."""

@@ -11,6 +11,7 @@ from typing import Callable, Mapping, Sequence
 from emews.queues import QueuePair
 from emews.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
+from emews.runtime.compute_budget import BudgetReached, ComputeBudget
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
@@ -64,7 +65,7 @@ class Distributor:
                  fail_fast: FailFast | None = None,
                  trials: TrialService | None = None, gang: bool = False,
                  nodes: Mapping[int, str] | None = None, waiting: Sequence[WaitingTrial] = (),
-                 inline_timeout: float | None = None) -> None:
+                 inline_timeout: float | None = None, budget: ComputeBudget | None = None) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -80,6 +81,9 @@ class Distributor:
         #: fails on it (mpiexec then kills the job); a report that arrives meanwhile is stored, not answered
         self._stops_sent = False
         self._drain_until: float | None = None  # a stop signal: no new dispatch, running trials pause
+        self._budget = budget if budget is not None and budget.limited else None  # steps, time
+        self._spent = False  # the compute budget is spent: nothing new is dispatched
+        self._ended = False  # ... and the optimizer was told
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
         self._in_flight: dict[int, Task] = {}
         self._received: list[Result] = []   # not yet stored nor delivered
@@ -90,7 +94,9 @@ class Distributor:
             self._waiting[trial.task.id] = (trial.task, trial.outcome)
             self._trials.hold(trial.task.id, trial.step)
         # training trials are long, and a promotion must not queue behind a prefetched task
-        self._slots = WorkerSlots(self._workers, prefetch=1 if self._trials.scheduler else self.prefetch)
+        # (and under a step or time budget: a prefetched task would start after the budget is spent)
+        self._slots = WorkerSlots(self._workers,
+                                  prefetch=1 if self._trials.scheduler or self._budget else self.prefetch)
         host = socket.gethostname()
         # ``inline_timeout``: members run in the worker ranks with this timeout; a team that cannot end ends the job
         self._teams = TeamDispatch({r: (nodes or {}).get(r, host) for r in self._workers},
@@ -103,6 +109,11 @@ class Distributor:
     def start(self) -> "Distributor":
         self._thread.start()
         return self
+
+    @property
+    def budget_reached(self) -> str | None:
+        """The line saying the compute budget (steps, time) ended the run; ``None`` if it did not."""
+        return self._budget.reached() if self._budget is not None and self._spent else None
 
     @property
     def all_stopped(self) -> bool:
@@ -254,7 +265,9 @@ class Distributor:
 
     def _promote(self) -> bool:
         """Waiting trials the scheduler promotes go to the front of the queue (ASHA's ``get_job``:
-        a promotion before a new point); whether there were any."""
+        a promotion before a new point; none once the compute budget is spent); whether there were any."""
+        if self._spent:
+            return False
         promoted = self._trials.promotable()
         for trial in reversed(promoted):
             task, _ = self._waiting.pop(trial)
@@ -298,6 +311,8 @@ class Distributor:
             while (msg := transport.poll()) is not None:
                 if self._handle(msg):
                     progressed = True
+            if self._budget is not None and self._spend():
+                progressed = True
             if self._waiting and progressed and not self._stopping():
                 self._promote()
             if self._waiting and not in_flight and not tasks and not self._stopping() and not self._promote() \
@@ -307,7 +322,9 @@ class Distributor:
             if teams is not None and self._drain_until is None:
                 progressed = self._dispatch_teams(tasks) or progressed
             queues.capacity = slots.capacity
-            while slots and tasks and not self._abort and self._drain_until is None and teams is None:
+            # ``_spent`` again: the optimizer may have queued a task since ``_spend`` dropped them
+            while slots and tasks and not self._abort and self._drain_until is None and not self._spent \
+                    and teams is None:
                 rank, count = slots.take(len(tasks))
                 batch = [tasks.popleft() for _ in range(count)]
                 now = clock()
@@ -334,7 +351,8 @@ class Distributor:
                 backoff.reset()
                 continue
             queued = bool(tasks) or bool(teams and teams.waiting)
-            if self._closing and (self._abort or (not in_flight and (not queued or self._drain_until is not None))):
+            if self._closing and (self._abort or (not in_flight and (not queued or self._drain_until is not None
+                                                                       or self._spent))):
                 return
             if self._drain_until is not None and time.monotonic() >= self._drain_until:
                 self._abort = True  # the grace of a stop signal is over: what still runs is aborted
@@ -359,7 +377,7 @@ class Distributor:
             for outcome in teams.take(tasks):
                 self._received.append(Result.from_outcome(teams.task(outcome.task_id), outcome, self._sign))
             progressed = True
-        if self._abort:
+        if self._abort or self._spent:
             return progressed
         send = self._transport.send
         now = time.perf_counter()
@@ -369,6 +387,26 @@ class Distributor:
                 self._dispatched.append((now, task))
             progressed = True
         return progressed
+
+    def _spend(self) -> bool:
+        """Once the compute budget (steps, time) is spent: drop what is queued (nothing new is
+        dispatched, no waiting trial promoted; running trials stop at their next report); once nothing
+        runs, end the waiting trials with their results, then tell the optimizer (:class:`BudgetReached`
+        in its next wait, after the results). Whether it did something."""
+        budget = self._budget
+        reached = None if budget is None or self._ended else budget.reached()
+        if reached is None:
+            return False
+        self._spent = True
+        self._queues.tasks.clear()
+        if self._in_flight or self._received:
+            return False
+        if self._waiting:
+            self._release(every=True)
+        else:
+            self._ended = True
+            self._queues.end(BudgetReached(reached))
+        return True
 
     @classmethod
     def _poll_interval(cls, mean_run: float | None) -> float:

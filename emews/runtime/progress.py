@@ -16,7 +16,7 @@ from emews.results import Result
 class Progress:
     """Counters written by the distributor thread only; read by the reporter."""
 
-    budget: int
+    budget: int | None  # evaluations (None: only steps or time limit the run)
     workers: int
     done: int = 0
     failed: int = 0
@@ -36,7 +36,8 @@ class Progress:
     def line(self) -> str:
         best = "-" if self.best is None else f"{self.best.objective:.6g}"
         rate = self.done / max(time.monotonic() - self.started, 1e-9)
-        return (f"{self.done}/{self.budget} evaluations, {self.failed} failed, best {best}, "
+        done = self.done if self.budget is None else f"{self.done}/{self.budget}"
+        return (f"{done} evaluations, {self.failed} failed, best {best}, "
                 f"{self.busy}/{self.workers} workers busy, {rate:,.{0 if rate >= 10 else 2}f}/s")
 
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from emews.checkpoints import remove_inside
 from emews.results import Outcome, Status, Task
 from emews.retention import Retainer, Retention
+from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.trial_store import DURABLE, TrialStore
 from emews.runtime.walltime import PauseClock
 from emews.schedulers import TrialScheduler
@@ -37,6 +38,7 @@ class Afterwards(Enum):
 
 
 PAUSE = Decision(Action.PAUSE)
+STOP = Decision(Action.STOP)
 
 
 @dataclass(slots=True)
@@ -54,8 +56,9 @@ class TrialService:
 
     def __init__(self, store: TrialStore | None, scheduler: TrialScheduler | None = None, *,
                  metric: str = "value", direction: str = "minimize", retention: Retention = Retention(),
-                 retries: int = 0, clock: PauseClock | None = None) -> None:
+                 retries: int = 0, clock: PauseClock | None = None, budget: ComputeBudget | None = None) -> None:
         self.store = store
+        self.budget = budget  # counts the steps reported; once it is spent, every trial stops
         self.retention = retention
         self.retries = retries
         self.clock = clock or PauseClock(None)
@@ -165,11 +168,16 @@ class TrialService:
                 self._recorded.add(record.id)
             if report.durable:
                 self._retain(report.durable)
+        if self.budget is not None:
+            self.budget.count(report.trial, report.step)
         decision = CONTINUE
         if self.scheduler is not None:
             decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
                                                 {} if task is None else task.params)
-        if decision.action is Action.PAUSE:  # waits for a promotion, across a stop too
+        if self.budget is not None and self.budget.reached() is not None \
+                and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
+            decision = STOP  # the run's compute budget is spent: the trial ends with its result so far
+        elif decision.action is Action.PAUSE:  # waits for a promotion, across a stop too
             self.waiting[report.trial] = report.step
         elif self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT):
             # the allocation ends soon: the task stays unfinished and ``emews resume`` continues it

@@ -1,0 +1,99 @@
+"""The run's budget in compute: training steps reported, summed over trials, and wall time.
+
+``budget: {steps: N}`` counts, for each trial, the highest step it reported (a trial continued from a
+checkpoint, after a retry, a promotion or ``emews resume``, counts its steps once), summed over the
+experiment's trials. ``budget: {time: HH:MM:SS}`` is the experiment's, not one job's: this run's wall
+time since it started, plus, for earlier runs, the time during which their evaluations ran (the
+store's start and finish times, and the report times of trials without a result; a queue wait
+between runs is not counted, and a run killed with ``kill -9`` counts up to what it stored).
+
+Once either is reached the distributor dispatches nothing new, running trials are told to stop at
+their next report (``TrialService``), trials waiting for a promotion end with their results, and,
+once nothing runs, the optimizer's next wait raises :class:`BudgetReached`: the run ends normally.
+Tasks that report nothing run to their end.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Callable
+
+from emews.evaluator import BudgetExhausted
+
+
+class BudgetReached(BudgetExhausted):
+    """The compute budget is spent and nothing runs any more (raised in the optimizer's wait)."""
+
+
+class ComputeBudget:
+    """Steps and seconds spent against ``steps`` and ``seconds`` (``None``: no such limit).
+
+    Used on the distributor thread only (reports are counted as they are stored)."""
+
+    def __init__(self, steps: int | None = None, seconds: float | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.steps = steps
+        self.seconds = seconds
+        self.steps_spent = 0
+        self.earlier_seconds = 0.0
+        self._top: dict[int, int] = {}  # trial -> the highest step it reported
+        self._clock = clock
+        self._start = clock()
+        self._reached: str | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether there is a step or a time budget at all."""
+        return self.steps is not None or self.seconds is not None
+
+    @property
+    def seconds_spent(self) -> float:
+        return self.earlier_seconds + self._clock() - self._start
+
+    def resume(self, db: sqlite3.Connection) -> None:
+        """Count what earlier runs of the experiment spent, from its store."""
+        self._top = dict(_rows(db, "reports", "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+        self.steps_spent = sum(self._top.values())
+        self.earlier_seconds = _busy_seconds(db)
+
+    def count(self, trial: int, step: int) -> None:
+        """``trial`` reported ``step``."""
+        top = self._top.get(trial, 0)
+        if step > top:
+            self.steps_spent += step - top
+            self._top[trial] = step
+
+    def reached(self) -> str | None:
+        """The line that says which budget is spent, ``None`` while neither is; once reached, it stays."""
+        if self._reached is None:
+            if self.steps is not None and self.steps_spent >= self.steps:
+                self._reached = f"step budget reached: {self.steps_spent} steps reported of {self.steps}"
+            elif self.seconds is not None and self.seconds_spent >= self.seconds:
+                self._reached = f"time budget reached: {self.seconds_spent:.0f} s of {self.seconds:.0f} s"
+        return self._reached
+
+
+def _rows(db: sqlite3.Connection, table: str, sql: str) -> list[tuple]:
+    """``sql``'s rows, none when ``table`` is not in the store (no trial has reported yet)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone() is None:
+        return []
+    return db.execute(sql).fetchall()
+
+
+def _busy_seconds(db: sqlite3.Connection) -> float:
+    """How long at least one evaluation ran: the union of the results' [started, finished] and of the
+    report times of trials that have no result."""
+    spans = _rows(db, "results", "SELECT started, finished FROM results "
+                                 "WHERE started IS NOT NULL AND finished IS NOT NULL")
+    spans += _rows(db, "reports", "SELECT MIN(time), MAX(time) FROM reports WHERE time IS NOT NULL "
+                                  "AND trial NOT IN (SELECT id FROM results) GROUP BY trial")
+    total, end = 0.0, None
+    for start, finish in sorted(spans):
+        if end is None or start > end:
+            total += finish - start
+            end = finish
+        elif finish > end:
+            total += finish - end
+            end = finish
+    return total
