@@ -209,7 +209,7 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
     log.info("finished: %s", text.replace("\n", " | "))
     if full is not None:
         log.error("run stopped: cannot write the experiment: %s", full, exc_info=summary.error)
-        print(f"emews: cannot write the experiment: {full}; {total.done}/{spec.budget} evaluations stored; "
+        print(f"emews: cannot write the experiment: {full}; {stored}; "
               f"free space, then continue with: emews resume {exp_dir}", file=sys.stderr)
         return status
     if stopped is not None:
