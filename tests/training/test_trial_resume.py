@@ -131,49 +131,48 @@ def test_a_stop_while_trials_wait_at_a_rung_reuses_no_id_and_they_stay_waiting(e
 
 
 def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, tmp_path: Path) -> None:
-    """PBT (interval 3, bottom quarter), 2 workers: t0 (rate .1) holds at step 6 while t1 (.2) and t2
-    (.3) train to 12 on the other worker; t3 (.9), once its task is recorded, is the worst at step 3
-    and clones t0 with an explored rate, reports once from the clone and holds. kill -9 of the whole
-    job. The task row of t3 holds the explored rate, and the resumed t3 trains with it (before: with
-    .9, from a checkpoint trained at the explored rate); every later lineage row starts from the rate
-    before."""
+    """PBT (interval 3, bottom half), 2 workers: t0 (rate .1) holds at step 6; t1 (.9) starts once t0
+    holds and, once its task is recorded, is the worse at step 3: it clones t0 with an explored rate,
+    reports once from the clone and holds. kill -9 of the whole job. The task row of t1 holds the
+    explored rate, and the resumed t1 trains with it (before: with .9, from a checkpoint trained at
+    the explored rate); every later lineage row starts from the rate before."""
     log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_HOLD_AT="6", TRAINER_WAIT_HELD="1",
-                         TRAINER_HOLD_CLONES="1", TRAINER_GO_AT="3:3")
+                         TRAINER_HOLD_CLONES="1", TRAINER_GO_AT="1:3")
     wf = write_workflow(
         tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": [0.1, 0.2, 0.3, 0.9]}, "epochs": {"type": "constant", "value": 12}},
-        budget={"evaluations": 4}, task={"isolation": "process", "timeout": 600},
-        scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+        space={"rate": {"type": "ordered", "values": [0.1, 0.9]}, "epochs": {"type": "constant", "value": 12}},
+        budget={"evaluations": 2}, task={"isolation": "process", "timeout": 600},
+        scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.5,
                                               "resample_probability": 0.0, "mutations": ["rate"]}})
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
-    assert wait_until(lambda: read_only(exp, "SELECT id FROM tasks WHERE id = 3") or job.poll() is not None,
+    assert wait_until(lambda: read_only(exp, "SELECT id FROM tasks WHERE id = 1") or job.poll() is not None,
                       timeout=240) and job.poll() is None, job.communicate()
-    gate.with_name("gate.go").touch()   # t3 was recorded before its exploit
+    gate.with_name("gate.go").touch()   # t1 was recorded before its exploit
     cloned_and_reported = ("SELECT COUNT(*) FROM reports r JOIN lineage l ON l.trial = r.trial AND r.seq > l.report "
-                           "WHERE r.trial = 3")
+                           "WHERE r.trial = 1")
     assert wait_until(lambda: read_only(exp, cloned_and_reported) not in ([], [(0,)]) or job.poll() is not None,
                       timeout=240) and job.poll() is None, job.communicate()
     kill_job(emews_cmd, job)
     [(trial, donor, old, new)] = query(exp, "SELECT trial, donor, old_params, new_params FROM lineage")
     old, new = json.loads(old), json.loads(new)
-    assert (trial, donor, old["rate"]) == (3, 0, 0.9) and new["rate"] != 0.9
-    [(params,)] = query(exp, "SELECT params FROM tasks WHERE id = 3")
+    assert (trial, donor, old["rate"]) == (1, 0, 0.9) and new["rate"] != 0.9
+    [(params,)] = query(exp, "SELECT params FROM tasks WHERE id = 1")
     assert json.loads(params) == new                    # the tasks row followed the exploit
 
     gate.touch()
     second = emews_cmd("resume", "exp", timeout=300)
     assert second.returncode == 0, second.stderr
-    resumed = [e for e in events(log) if e["event"] == "start" and e["task"] == 3][2:]  # after first run, clone
+    resumed = [e for e in events(log) if e["event"] == "start" and e["task"] == 1][2:]  # after first run, clone
     assert resumed and resumed[0]["rate"] == new["rate"] and resumed[0]["restored"] >= 6
-    lineage = query(exp, "SELECT old_params, new_params FROM lineage WHERE trial = 3 ORDER BY seq")
+    lineage = query(exp, "SELECT old_params, new_params FROM lineage WHERE trial = 1 ORDER BY seq")
     for (_, before), (after, _) in zip(lineage, lineage[1:]):
         assert json.loads(after) == json.loads(before)  # each exploit starts from what the trial ran with
     final = {r["id"]: json.loads(r["params"]) for r in stored_rows(exp)}
-    assert sorted(final) == [0, 1, 2, 3] and final[3] == json.loads(lineage[-1][1])
-    report = query(exp, "SELECT report FROM lineage WHERE trial = 3 ORDER BY seq LIMIT 1")[0][0]
-    since = query(exp, f"SELECT step, metrics FROM reports WHERE trial = 3 AND seq > {report} ORDER BY seq")
+    assert sorted(final) == [0, 1] and final[1] == json.loads(lineage[-1][1])
+    report = query(exp, "SELECT report FROM lineage WHERE trial = 1 ORDER BY seq LIMIT 1")[0][0]
+    since = query(exp, f"SELECT step, metrics FROM reports WHERE trial = 1 AND seq > {report} ORDER BY seq")
     rates = {round(json.loads(m)["loss"] - 1 / s, 9) for s, m in since}
     assert rates <= {round(json.loads(n)["rate"], 9) for _, n in lineage}   # never trained again at .9
 
