@@ -1,7 +1,7 @@
 """The checkpoints an experiment kept, for a later job: list them, load the best K.
 
     from emews.catalog import load_best
-    for row, state in load_best("experiments/asha-001", k=5):   # UQ ensemble, fine-tuning
+    for row, state in load_best("experiments/asha-001", k=5):   # 5 trials: UQ ensemble, fine-tuning
         ...
 
 ``emews checkpoints DIR`` prints the same list. Only durable checkpoints are listed, and each
@@ -19,9 +19,10 @@ from emews.report import open_store
 from emews.runtime.trial_store import DURABLE, CheckpointRow, TrialStore
 
 
-def list_checkpoints(exp_dir: str | Path, best: int | None = None) -> list[CheckpointRow]:
-    """The durable checkpoints of an experiment, by trial and step (``best``: the best that many,
-    best first, by the scheduler's metric)."""
+def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bool = True) -> list[CheckpointRow]:
+    """The durable checkpoints of an experiment, by trial and step. ``best``: the best checkpoint of
+    each of the ``best`` best trials, best first, by the scheduler's metric (``per_trial`` false:
+    the ``best`` best checkpoints, several of which may be one trial's)."""
     store = open_store(Path(exp_dir))
     if store is None:
         return []
@@ -32,12 +33,21 @@ def list_checkpoints(exp_dir: str | Path, best: int | None = None) -> list[Check
         store.close()
     if best is None:
         return rows
-    return sorted(rows, key=lambda r: (math.inf if r.loss is None else r.loss, r.id))[:best]
+    ranked = sorted(rows, key=lambda r: (math.inf if r.loss is None else r.loss, r.id))
+    if per_trial:
+        firsts: dict[int, CheckpointRow] = {}
+        for row in ranked:
+            firsts.setdefault(row.trial, row)
+        ranked = list(firsts.values())  # insertion order: best first
+    return ranked[:best]
 
 
-def load_best(exp_dir: str | Path, k: int = 1, extract_to: Path | None = None) -> list[tuple[CheckpointRow, Any]]:
-    """The ``k`` best checkpoints of an experiment with what they hold, best first."""
-    return [(row, read_checkpoint(row.path, extract_to)) for row in list_checkpoints(exp_dir, best=k)]
+def load_best(exp_dir: str | Path, k: int = 1, extract_to: Path | None = None,
+              per_trial: bool = True) -> list[tuple[CheckpointRow, Any]]:
+    """The best checkpoint of each of the ``k`` best trials of an experiment with what it holds,
+    best first (``per_trial`` false: the ``k`` best checkpoints, whichever trials they are of)."""
+    return [(row, read_checkpoint(row.path, extract_to))
+            for row in list_checkpoints(exp_dir, best=k, per_trial=per_trial)]
 
 
 def format_table(rows: list[CheckpointRow]) -> str:

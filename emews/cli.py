@@ -76,7 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     checkpoints = sub.add_parser("checkpoints", help="list the durable checkpoints of an experiment "
                                                      "(trial, step, metric, size, path)")
     checkpoints.add_argument("exp_dir", type=Path)
-    checkpoints.add_argument("--best", type=int, metavar="K", help="only the best K, best first")
+    checkpoints.add_argument("--best", type=int, metavar="K",
+                             help="only the best checkpoint of each of the best K trials, best first")
+    checkpoints.add_argument("--per-checkpoint", action="store_true",
+                             help="with --best: the best K checkpoints, several of which may be one trial's")
 
     cancel = sub.add_parser("cancel", help="cancel an experiment's batch job")
     cancel.add_argument("exp_dir", type=Path)
@@ -328,7 +331,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
     if args.best is not None and args.best < 1:
         raise ConfigError(f"must be at least 1, got {args.best}", key="--best")
-    rows = list_checkpoints(args.exp_dir.absolute(), best=args.best)
+    rows = list_checkpoints(args.exp_dir.absolute(), best=args.best, per_trial=not args.per_checkpoint)
     print(format_table(rows))
     print(f"{len(rows)} checkpoints", file=sys.stderr)
     return EXIT_OK

@@ -14,8 +14,9 @@ from emews.jsoncodec import loads_point
 from emews.runtime.store import ResultsStore
 from emews.runtime.trial_store import TrialState, TrialStore
 
-#: training trials' columns: the last step reported, and the last answer to it other than continue
-TRIAL_COLUMNS = ("t:step", "t:decision")
+#: training trials' columns: the last step reported, the last answer to it other than continue, how
+#: a trial with a successful result ended (:class:`~emews.training.Ending`), the PBT clones it was made from
+TRIAL_COLUMNS = ("t:step", "t:decision", "t:ended", "t:cloned")
 
 #: values the CSV writer takes as they are
 _PLAIN = frozenset((int, float, str, bool))
@@ -96,7 +97,7 @@ def write_rows(store: ResultsStore, writer: Any, columns: Columns, first_id: int
         out.append([id_, status, objective,
                     *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
                     *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
-                    *(() if states is None else _trial_cells(states.get(id_))),
+                    *(() if states is None else _trial_cells(states.get(id_), status)),
                     *tail])
         done.next_id = id_ + 1
         if len(out) == _CHUNK:
@@ -109,5 +110,8 @@ def write_rows(store: ResultsStore, writer: Any, columns: Columns, first_id: int
     return done
 
 
-def _trial_cells(state: TrialState | None) -> tuple[Any, str]:
-    return ("", "") if state is None else (state.step, state.action)
+def _trial_cells(state: TrialState | None, status: str) -> tuple[Any, str, str, str]:
+    if state is None:
+        return "", "", "", ""
+    ending = state.ending(status)
+    return state.step, state.action, "" if ending is None else ending.value, state.cloned

@@ -37,6 +37,7 @@ from emews.site.job_end import job_end_time
 from emews.site.walltime import parse_walltime
 from emews.site.jobs import batch_job_over
 from emews.textfiles import write_atomic
+from emews.training import Ending
 from emews.workflow import Workflow, load_workflow
 
 log = logging.getLogger("emews")
@@ -242,17 +243,12 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
     return status
 
 
-def fail_fast_line(stop: FailedFast, runs_root: Path | None) -> str:
-    """One line: why the run stopped early, where to look, and how to run on regardless."""
-    where = "" if runs_root is None else f" (first failed task's run dir: {task_run_dir(runs_root, stop.first_task)})"
-    return f"stopped: {stop}{where}; set budget.fail_fast: 0 to run on regardless"
-
-
 def _write_summary_and_csv(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary, total: Totals,
                            status: int, csv_follower: CsvFollower | None) -> None:
     stopped, problems = summary.interrupted, summary.worker_errors
     write_summary(exp_dir, {
         "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
+        "endings": {e.value: total.endings[e.value] for e in Ending if e.value in total.endings},
         "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
                      "resumed": summary.resumed, "requeued": summary.requeued},
         "elapsed": summary.elapsed,
@@ -267,6 +263,12 @@ def _write_summary_and_csv(spec: RunSpec, workflow: Workflow, exp_dir: Path, sum
         "exit_status": status, "finished": time.time()})
     if csv_follower is None or csv_follower.finish() is None:
         export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
+
+
+def fail_fast_line(stop: FailedFast, runs_root: Path | None) -> str:
+    """One line: why the run stopped early, where to look, and how to run on regardless."""
+    where = "" if runs_root is None else f" (first failed task's run dir: {task_run_dir(runs_root, stop.first_task)})"
+    return f"stopped: {stop}{where}; set budget.fail_fast: 0 to run on regardless"
 
 
 def write_summary(exp_dir: Path, data: dict) -> None:

@@ -10,9 +10,10 @@ import csv
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from emews.errors import ConfigError
 from emews.failure_cause import CommonCause, most_frequent
@@ -21,15 +22,19 @@ from emews.csvpart import CsvPart
 from emews.csvrows import Columns, write_rows
 from emews.results import Result, Status
 from emews.runtime.store import ResultsStore
+from emews.runtime.trial_store import TrialStore
+from emews.training import endings_text
 
 
 @dataclass(frozen=True)
 class Totals:
-    """What a summary needs: counts by status and the best evaluation."""
+    """What a summary needs: counts by status and the best evaluation (and, of training trials
+    with a successful result, counts by how they ended: :class:`~emews.training.Ending`)."""
 
     counts: dict[str, int]
     best: Result | None
     failure: CommonCause | None = None  # the most frequent cause of the failed evaluations
+    endings: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def done(self) -> int:
@@ -46,7 +51,8 @@ def totals(store: ResultsStore | None) -> Totals:
     if store is None:
         return Totals({}, None)
     failed = store.execute("SELECT error FROM results WHERE status != ? ORDER BY id", (Status.OK.value,))
-    return Totals(store.status_counts(), store.best(), most_frequent(error for (error,) in failed))
+    return Totals(store.status_counts(), store.best(), most_frequent(error for (error,) in failed),
+                  Counter(e.value for e in TrialStore(store.connection, readonly=True).endings().values()))
 
 
 def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str], *,
@@ -196,9 +202,20 @@ def export_csv(exp_dir: Path, param_names: Sequence[str], store: ResultsStore | 
             store.close()
 
 
+def counts_text(total: Totals) -> str:
+    """``27 ok (9 stopped early, 18 completed), 1 failed``: counts by status (emews' own first),
+    the successful training trials by how they ended."""
+    known = [s.value for s in Status]
+    ended = endings_text(total.endings)
+    return ", ".join(f"{n} {status}" + (f" ({ended})" if status == Status.OK.value and ended else "")
+                     for status in known + [k for k in total.counts if k not in known]
+                     if (n := total.counts.get(status, 0)))
+
+
 def summary_text(total: Totals, budget: int | None, elapsed: float | None = None) -> str:
-    """A few lines: counts by status, the best evaluation and its parameters."""
-    counts = ", ".join(f"{n} {s.value}" for s in Status if (n := total.counts.get(s.value, 0)))
+    """A few lines: counts by status (``27 ok (9 stopped early, 18 completed), 1 failed``), the best
+    evaluation and its parameters."""
+    counts = counts_text(total)
     lines = [f"{total.done}{'/' + str(budget) if budget else ''} evaluations"
              + (f": {counts}" if counts else "")
              + (f" in {elapsed:.1f} s" if elapsed is not None else "")]

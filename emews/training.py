@@ -19,7 +19,8 @@ class Action(str, Enum):
     """What a trial does after a report."""
 
     CONTINUE = "continue"
-    STOP = "stop"        # early-stopped: the objective returns its metrics now
+    STOP = "stop"        # stopped early: the objective returns its metrics now
+    COMPLETE = "complete"  # the trial reached its scheduler's budget (``max_t``): it returns now
     PAUSE = "pause"      # stop now, checkpoint kept: ``emews resume`` (or a promotion) continues it
     EXPLOIT = "exploit"  # PBT: stop, then run again with ``params`` from the clone's checkpoint
 
@@ -38,6 +39,24 @@ class Decision:
 
 
 CONTINUE = Decision()
+
+
+class Ending(str, Enum):
+    """How a training trial with a successful result ended: the one vocabulary of ``results.csv``
+    (``t:ended``), ``emews status``, ``emews report`` and the end-of-run line."""
+
+    STOPPED_EARLY = "stopped early"  # its scheduler stopped it (``stop``)
+    COMPLETED = "completed"          # it trained its full course: reached ``max_t``, or returned on its own
+
+    @classmethod
+    def after(cls, action: str) -> "Ending":
+        """The ending of a trial whose last answer at its last step was ``action`` (``""``: continue)."""
+        return cls.STOPPED_EARLY if action == Action.STOP.value else cls.COMPLETED
+
+
+def endings_text(counts: Mapping[str, int]) -> str:
+    """``72 stopped early, 28 completed`` (endings with no trial left out; ``""`` when none)."""
+    return ", ".join(f"{counts[e.value]} {e.value}" for e in Ending if counts.get(e.value))
 
 
 @dataclass(slots=True)

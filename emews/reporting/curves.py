@@ -1,9 +1,9 @@
 """Learning curves: each trial's reported metric against its step, coloured by outcome.
 
-Drawn only when the store keeps per-step reports (a ``reports`` table). A trial's outcome is
-``completed`` when it succeeded and reached the largest step any trial reached,
-``early-stopped`` when it succeeded (or was stopped) short of it, ``running`` while it has no
-result, and its status (failed, crashed, timeout) otherwise.
+Drawn only when the store keeps per-step reports (a ``reports`` table). A trial's outcome is how
+it ended when it succeeded (:class:`~emews.training.Ending`: ``stopped early`` by its scheduler, else
+``completed``), ``running`` while it has no result, and its status (failed, crashed, timeout)
+otherwise; a status of another tool's store that says it was stopped or pruned is ``stopped early``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pandas as pd
 
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, colour, new_figure
+from emews.training import Ending
 
 #: at most this many curves are drawn (the best ones, then a sample of the rest)
 MAX_CURVES = 300
-OUTCOME_ORDER = ("completed", "early-stopped", "running", "failed", "crashed", "timeout")
+OUTCOME_ORDER = (Ending.COMPLETED.value, Ending.STOPPED_EARLY.value, "running", "failed", "crashed", "timeout")
 
 
 def metric_name(data: ExperimentData) -> str | None:
@@ -34,16 +35,15 @@ def metric_name(data: ExperimentData) -> str | None:
 def outcomes(data: ExperimentData, last_step: pd.Series) -> pd.Series:
     """trial -> outcome (see the module docstring)."""
     status = data.results.set_index("id")["status"]
-    top = last_step.max()
 
     def outcome(trial: object) -> str:
         s = status.get(trial)
         if s is None:
             return "running"
         if "stop" in s or "prun" in s:
-            return "early-stopped"
+            return Ending.STOPPED_EARLY.value
         if s == "ok":
-            return "completed" if last_step[trial] >= top else "early-stopped"
+            return data.endings.get(int(trial), Ending.COMPLETED.value)  # type: ignore[call-overload]
         return str(s)
 
     return pd.Series({trial: outcome(trial) for trial in last_step.index})

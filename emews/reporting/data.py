@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from emews.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, 
 from emews.jsoncodec import loads_point
 from emews.report import open_store
 from emews.runtime.store import ResultsStore
+from emews.runtime.trial_store import TrialStore
 from emews.yamlio import load_mapping
 
 #: columns of the results frame, as the store names them
@@ -48,6 +49,8 @@ class ExperimentData:
     unfinished: int
     #: per-step metrics (``trial``, ``step``, ``value``, ``time``) when the store keeps reports
     reports: pd.DataFrame | None
+    #: trial -> how it ended (:class:`~emews.training.Ending`), for trials with a successful result
+    endings: dict[int, str] = field(default_factory=dict)
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
@@ -98,9 +101,10 @@ def load(exp_dir: Path) -> ExperimentData:
             results, params = _results(store, names)
             unfinished = _count_unfinished(store)
             reports = _reports(store)
+            endings = _endings(store) if reports is not None else {}
     except (sqlite3.Error, ValueError) as exc:  # ValueError: a row whose JSON does not decode
         raise ConfigError(f"cannot read the results store: {exc}", file=store.path) from None
-    return ExperimentData(exp_dir, workflow, site, info, summary, results, params, unfinished, reports)
+    return ExperimentData(exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings)
 
 
 def tables(store: ResultsStore) -> set[str]:
@@ -176,6 +180,13 @@ def _reports(store: ResultsStore) -> pd.DataFrame | None:
                           "time": [r[3] for r in rows]})
     frame["metrics"] = metrics
     return frame
+
+
+def _endings(store: ResultsStore) -> dict[int, str]:
+    """How each trained trial with a successful result ended, when the reports are emews' own."""
+    if not {"trial", "step", "metrics"} <= set(columns(store, "reports")):
+        return {}
+    return {t: e.value for t, e in TrialStore(store.connection, readonly=True).endings().items()}
 
 
 def _empty_results() -> pd.DataFrame:

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 import pandas as pd
 from matplotlib.figure import Figure
 
+from emews.training import Ending
+
 #: every PNG is this many pixels wide and high
 WIDTH_PX, HEIGHT_PX = 1100, 480
 DPI = 100
 #: one colour per evaluation status (and per learning-curve outcome)
 STATUS_COLOURS = {"ok": "#2b8cbe", "failed": "#e34a33", "crashed": "#7a0177", "timeout": "#fdae61",
-                  "completed": "#2b8cbe", "early-stopped": "#999999"}
+                  Ending.COMPLETED.value: "#2b8cbe", Ending.STOPPED_EARLY.value: "#999999"}
 OTHER_COLOUR = "#444444"
 #: more marks than this in one scatter are drawn as a raster (the file stays small)
 RASTER_ABOVE = 5_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -11,7 +12,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from emews.experiment import emews_version
-from emews.report import Totals, summary_text
+from emews.report import Totals, counts_text, summary_text
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
 from emews.results import Result, Status
@@ -39,7 +40,6 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
     objective = wf.get("objective", {})
     use = timeline.utilization(res, data.workers)
     spans = timeline.runs(res)
-    counts = res["status"].value_counts()
     done = len(res)
     best = best_row(data)
     rows = [
@@ -49,7 +49,7 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
         ("site", str(data.info.get("site") or data.site.get("name") or "-")),
         ("optimizer", f"{optimizer.get('name', '?')} {json.dumps(optimizer.get('options') or {}, sort_keys=True)}"),
         ("budget", f"{done}/{data.budget if data.budget is not None else '-'} evaluations: "
-                   + ", ".join(f"{int(counts[s])} {s}" for s in counts.index)),
+                   + counts_text(totals(data))),
         ("best", "-" if best is None else f"{best['objective']:.6g} (task {int(best['id'])})"),
         ("elapsed", f"{duration(use.elapsed)} in {len(spans)} run{'s' if len(spans) != 1 else ''}"
                     + (f", {_when(spans[0][0])} to {_when(spans[-1][1])}" if spans else "")),
@@ -86,11 +86,12 @@ def totals(data: ExperimentData) -> Totals:
     """Counts by status and the best evaluation, as ``emews results`` prints them."""
     best = best_row(data)
     counts = {str(k): int(v) for k, v in data.results["status"].value_counts().items()}
+    endings = Counter(data.endings.values())
     if best is None:
-        return Totals(counts, None)
+        return Totals(counts, None, endings=endings)
     point = data.params.loc[[best.name]].to_dict("records")[0]  # each column's own type: 1, not 1.0
-    return Totals(counts, Result(id=int(best["id"]), params=point,
-                                 status=Status.OK, objective=float(best["objective"]), loss=float(best["loss"])))
+    return Totals(counts, Result(id=int(best["id"]), params=point, status=Status.OK, objective=float(best["objective"]),
+                                 loss=float(best["loss"])), endings=endings)
 
 
 @dataclass(frozen=True)

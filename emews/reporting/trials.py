@@ -1,12 +1,15 @@
-"""Training trials in ``emews status``: how many reported, stopped early or paused, and where the
-trials that have not ended stand (their last step and metric)."""
+"""Training trials in ``emews status``: how many reported and how those that ended did (stopped
+early, completed, failed), how many are paused, and where the trials that have not ended stand
+(their last step and metric)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from emews.report import open_store
 from emews.runtime.trial_store import TrialState, TrialStore
+from emews.training import endings_text
 
 #: at most this many trials that have not ended are listed
 LISTED = 10
@@ -23,14 +26,18 @@ def trial_lines(exp_dir: Path, metric: str) -> list[str]:
         if not states:
             return []
         finished = {i for (i,) in store.execute("SELECT id FROM results")}
+        endings = trials.endings()
         paused = set(trials.pauses()) | trials.waits()  # for a walltime, or for a promotion
     finally:
         store.close()
     open_ = [s for s in states.values() if s.trial not in finished]
-    stopped = sum(1 for s in states.values() if s.trial in finished and s.action == "stop")
+    ended = len(states) - len(open_)
+    failed = ended - len(endings)
+    how = ", ".join(part for part in (endings_text(Counter(e.value for e in endings.values())),
+                                      f"{failed} failed" if failed else "") if part)
     waits = [s for s in open_ if s.trial in paused and s.action == "pause"]
-    lines = [f"training: {len(states)} trials reported; {len(states) - len(open_)} ended ({stopped} stopped by the "
-             f"scheduler), {len(open_) - len(waits)} running, {len(waits)} paused"
+    lines = [f"training: {len(states)} trials reported; {ended} ended" + (f" ({how})" if how else "")
+             + f", {len(open_) - len(waits)} running, {len(waits)} paused"
              + (" (emews resume continues them)" if waits else "")]
     for state in open_[-LISTED:]:
         lines.append(f"  trial {state.trial}: step {state.step}, {metric} {_value(state, metric)}"

@@ -4,7 +4,7 @@
 ``checkpoints``  every checkpoint a report handed in: ``staged`` (being written), ``durable``
                  (complete on disk: only these are restored or cloned), ``deleted`` (retention).
 ``lineage``      every PBT exploit: which trial cloned which checkpoint, with old and new parameters.
-``decisions``    every answer to a report other than continue (stop, pause, exploit), by trial and step.
+``decisions``    every answer to a report other than continue (stop, complete, pause, exploit), by trial and step.
 ``promotions``   every ASHA promotion: the trial, the step it had paused at, the resource it got.
 ``waits``        every trial its scheduler paused to wait for a promotion: the step, and the outcome
                  its task ended with (its result if it is never promoted); it waits across a stop.
@@ -36,7 +36,7 @@ from emews.checkpoints import in_experiment
 from emews.jsoncodec import loads_point
 from emews.results import Outcome, Status, Task
 from emews.runtime.store import record_tasks, set_task_params
-from emews.training import Report, Restorable, StoredReport
+from emews.training import Ending, Report, Restorable, StoredReport
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS reports (
@@ -136,12 +136,23 @@ _CHECKPOINT_COLUMNS = "id, trial, step, path, size, metric, loss, state"
 
 @dataclass(frozen=True, slots=True)
 class TrialState:
-    """Where a training trial stands: its last report, and the answer it got (``""``: continue)."""
+    """Where a training trial stands: its last report, the answer it got (``""``: continue), and
+    the PBT clones it was made from (``(donor trial, step of the cloned checkpoint)``, in order)."""
 
     trial: int
     step: int
     metrics: Mapping[str, Any]
     action: str
+    clones: tuple[tuple[int, int], ...] = ()
+
+    def ending(self, status: str) -> Ending | None:
+        """How the trial ended, given its result's ``status`` (``None`` unless ``ok``)."""
+        return Ending.after(self.action) if status == Status.OK.value else None
+
+    @property
+    def cloned(self) -> str:
+        """The clones as ``results.csv`` writes them: ``DONOR@STEP`` each, space-separated."""
+        return " ".join(f"{donor}@{step}" for donor, step in self.clones)
 
 
 class TrialStore:
@@ -258,8 +269,9 @@ class TrialStore:
                              (trial, step, action, time.time()))
 
     def trial_states(self, first: int = 0) -> dict[int, TrialState]:
-        """Each trial (task id >= ``first``) that reported: its last step and metrics, and how it
-        was last answered at that step (``stop``, ``pause``, ``exploit``; ``""``: continue)."""
+        """Each trial (task id >= ``first``) that reported: its last step and metrics, how it was
+        last answered at that step (``stop``, ``complete``, ``pause``, ``exploit``; ``""``: continue),
+        and the PBT clones it was made from."""
         if not self._has("reports"):
             return {}
         rows = self._db.execute(
@@ -270,7 +282,21 @@ class TrialStore:
             for trial, step, action in self._db.execute(
                     "SELECT trial, step, action FROM decisions WHERE trial >= ? ORDER BY rowid", (first,)):
                 actions[(trial, step)] = action
-        return {t: TrialState(t, step, json.loads(m), actions.get((t, step), "")) for t, step, m in rows}
+        clones: dict[int, list[tuple[int, int]]] = {}
+        if self._has("lineage"):
+            for trial, donor, step in self._db.execute(
+                    "SELECT l.trial, l.donor, COALESCE(c.step, -1) FROM lineage l LEFT JOIN checkpoints c "
+                    "ON c.id = l.checkpoint WHERE l.trial >= ? ORDER BY l.seq", (first,)):
+                clones.setdefault(trial, []).append((donor, step))
+        return {t: TrialState(t, step, json.loads(m), actions.get((t, step), ""), tuple(clones.get(t, ())))
+                for t, step, m in rows}
+
+    def endings(self) -> dict[int, Ending]:
+        """Trial -> how it ended, for the trials that reported and have a successful result."""
+        if not self._has("reports"):
+            return {}
+        ok = {i for (i,) in self._db.execute("SELECT id FROM results WHERE status = ?", (Status.OK.value,))}
+        return {t: Ending.after(state.action) for t, state in self.trial_states().items() if t in ok}
 
     def add_promotion(self, trial: int, step: int, resource: int | None,
                       params: Mapping[str, Any] | None = None) -> None:
@@ -318,6 +344,13 @@ class TrialStore:
         for row in reversed(self.lineage()):
             params[row["trial"]] = row["old_params"]
         return params
+
+    def ended(self) -> list[int]:
+        """Trials that reported and whose task ended with a result, by id."""
+        if not self._has("reports"):
+            return []
+        return [t for (t,) in self._db.execute("SELECT DISTINCT r.trial FROM reports r JOIN results s ON s.id = r.trial "
+                                                "ORDER BY r.trial")]
 
     def promotions(self) -> list[tuple[int, int]]:
         """``(trial, step it paused at)`` of every promotion, in order."""

@@ -83,7 +83,7 @@ class TrialService:
         if self.store is None or self.scheduler is None:
             return 0
         reports = self.store.reports()
-        self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions())
+        self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions(), self.store.ended())
         self._waited = set(self.scheduler.waiting())
         return len(reports)
 
@@ -115,8 +115,9 @@ class TrialService:
 
     @property
     def intercepts(self) -> bool:
-        """Whether some outcomes may not be results (retries configured, or trials paused)."""
-        return bool(self.retries or self.paused or self.waiting)
+        """Whether outcomes are to be seen here: some may not be results (retries configured, trials
+        paused), or a scheduler is told which trials ended."""
+        return bool(self.retries or self.paused or self.waiting or self.scheduler is not None)
 
     def intercept(self, task: Task, outcome: Outcome) -> Afterwards | None:
         """``None``: the outcome is the task's result; else what happens to the task instead."""
@@ -133,6 +134,8 @@ class TrialService:
             return Afterwards.WAITS
         if self.retries and self._retry(task, outcome, self.retries):
             return Afterwards.RETRY
+        if self.scheduler is not None:
+            self.scheduler.ended(task.id)
         return None
 
     def _retry(self, task: Task, outcome: Outcome, limit: int) -> bool:

@@ -16,7 +16,8 @@ trial reaches a rung its metric is recorded there, highest rung first:
                the task, and a promoted task is dispatched with that parameter raised to the next
                rung (or ``max_t``): each run of a trial trains from one rung to the next.
 
-A trial that reaches ``max_t`` steps is stopped: it has had its full budget.
+A trial that reaches ``max_t`` steps is told to complete (``complete``, not ``stop``): it has had
+its full budget, and is counted ``completed``, not stopped early.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from emews.schedulers.base import Mode, TrialScheduler, quantile
 from emews.training import CONTINUE, Action, Decision
 
 STOP = Decision(Action.STOP)
+COMPLETE = Decision(Action.COMPLETE)
 PAUSE = Decision(Action.PAUSE)
 
 
@@ -60,7 +62,7 @@ class ASHA(TrialScheduler):
         if loss is None:
             return CONTINUE
         if step >= self.max_t:
-            return STOP
+            return COMPLETE
         for milestone in reversed(self.rungs):
             rung = self.recorded[milestone]
             if step < milestone or trial in rung:

@@ -44,14 +44,19 @@ class TrialScheduler:
         """The decision for ``trial`` after it reported ``metrics`` at ``step`` (with ``params``)."""
         raise NotImplementedError
 
+    def ended(self, trial: int) -> None:
+        """``trial``'s task ended with its result: it reports no more (nothing to do by default)."""
+
     def rebuild(self, reports: Iterable[StoredReport], params: Mapping[int, Mapping[str, Any]],
-                promoted: Iterable[tuple[int, int]] = ()) -> None:
+                promoted: Iterable[tuple[int, int]] = (), ended: Iterable[int] = ()) -> None:
         """Restore the state of an earlier run: replay its reports in arrival order, then its
-        promotions (``(trial, step it paused at)``, in order)."""
+        promotions (``(trial, step it paused at)``, in order), then the trials that ended."""
         for report in reports:
             self.on_report(report.trial, report.step, report.metrics, params.get(report.trial, {}))
         for trial, step in promoted:
             self.was_promoted(trial, step)
+        for trial in ended:
+            self.ended(trial)
 
     # -- promotions (ASHA's promotion variant): trials that paused and wait on the optimizer rank --
     #: the parameter a promoted task's resource is written to (``None``: its parameters stay)

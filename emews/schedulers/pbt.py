@@ -1,17 +1,24 @@
 """Population-based training (Jaderberg et al., 2017): exploit and explore at fixed intervals.
 
-Every ``perturbation_interval`` steps of a trial, the trials are ranked by their latest loss.
-A trial in the bottom ``quantile_fraction`` *exploits*: it clones the newest durable checkpoint
-of a trial drawn from the top ``quantile_fraction`` and *explores* that trial's parameters:
+Every ``perturbation_interval`` steps of a trial, its *peers* (the trials whose latest report is
+within one interval of its step, itself included) are ranked by their latest loss. A trial in the
+bottom ``quantile_fraction`` of its peers (rounded up, at most half of them, as Ray Tune's PBT)
+*exploits*: it clones the newest durable checkpoint of a trial drawn from the top
+``quantile_fraction`` that has not ended, and *explores* that trial's parameters:
 each mutable parameter is resampled with ``resample_probability``, else moved by
 ``perturb_step`` of its range up or down (in the space's unit scale, so a log range moves in
 log scale, an ordered choice to a neighbour). The optimizer rank records the lineage; the
 trial goes on with the new parameters from the clone's step (its ``ctx.restore()`` returns
 the cloned checkpoint).
+
+Only peers are compared and cloned, so with more trials than workers a new trial is never ranked
+against (nor clones) trials that trained far longer, and a trial whose task ended is never a
+donor: no clone lands on a finished trial's final checkpoint with nothing left to train.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any, Mapping
 
@@ -39,6 +46,7 @@ class PBT(TrialScheduler):
         self.latest: dict[int, tuple[int, float]] = {}     # trial -> (step, loss) of its last report
         self.last_perturbed: dict[int, int] = {}           # trial -> step of its last exploit check
         self.params: dict[int, dict[str, Any]] = {}        # trial -> the parameters it runs with
+        self.done: set[int] = set()                        # trials whose task ended (never donors)
 
     def bind(self, **kwargs: Any) -> "PBT":
         super().bind(**kwargs)
@@ -58,17 +66,28 @@ class PBT(TrialScheduler):
         if step - self.last_perturbed.get(trial, 0) < self.interval:
             return CONTINUE
         self.last_perturbed[trial] = step
-        ranked = sorted(self.latest, key=lambda t: (self.latest[t][1], t))  # best first
-        count = int(len(ranked) * self.fraction)
+        peers = [t for t, (at, _) in self.latest.items() if abs(at - step) <= self.interval]
+        ranked = sorted(peers, key=lambda t: (self.latest[t][1], t))  # best first
+        count = self.quantile_size(len(ranked))
         if count == 0 or trial not in ranked[-count:]:
             return CONTINUE
-        donor = self.rng.choice(ranked[:count])
+        donors = [t for t in ranked[:count] if t not in self.done]
+        if not donors:
+            return CONTINUE
+        donor = self.rng.choice(donors)
         explored = self.explore(self.params[donor])
         self.params[trial] = explored
         donor_step = self.latest[donor][0]
         self.latest[trial] = (donor_step, self.latest[donor][1])
         self.last_perturbed[trial] = donor_step
         return Decision(Action.EXPLOIT, params=explored, clone_from=donor)
+
+    def quantile_size(self, peers: int) -> int:
+        """How many of ``peers`` trials make the top (and the bottom) quantile."""
+        return min(math.ceil(peers * self.fraction), peers // 2)
+
+    def ended(self, trial: int) -> None:
+        self.done.add(trial)
 
     def explore(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of ``params`` with each mutable parameter resampled or moved one step."""

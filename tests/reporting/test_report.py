@@ -166,8 +166,8 @@ def test_report_of_a_resumed_run(resumed_exp: Path, tmp_path: Path) -> None:
 
 def add_training_tables(exp: Path) -> dict[int, str]:
     """What training-aware tasks add to a store, written through the store's own training API:
-    per-step reports and durable checkpoints. Every other successful trial stops after 2 of 5
-    steps (early-stopped)."""
+    per-step reports and durable checkpoints. Every other successful trial is stopped early by its
+    scheduler after 2 of 5 steps (a ``stop`` decision)."""
     from emews.runtime.trial_store import TrialStore
     from emews.training import CheckpointNote, Report
 
@@ -184,6 +184,8 @@ def add_training_tables(exp: Path) -> dict[int, str]:
                                      checkpoint=CheckpointNote(path, 1000)), metric=value, loss=value)
             trials.mark_durable([path])
             paths[trial] = path
+        if steps < 5:
+            trials.add_decision(trial, steps, "stop")
     db.close()
     return paths
 
@@ -209,7 +211,7 @@ def test_learning_curve_outcomes(faulty_exp: Path, tmp_path: Path) -> None:
     frame = loaded.reports
     last = frame.groupby("trial")["step"].max()
     kinds = curves.outcomes(loaded, last)
-    assert set(kinds[last == 5]) == {"completed"} and set(kinds[last == 2]) == {"early-stopped"}
+    assert set(kinds[last == 5]) == {"completed"} and set(kinds[last == 2]) == {"stopped early"}
     assert curves.metric_name(loaded) == "value"
 
 

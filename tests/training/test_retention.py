@@ -63,12 +63,17 @@ def test_an_experiment_keeps_what_the_policy_says_and_lists_and_loads_the_best(e
     assert on_disk == {p for (p,) in query(exp, "SELECT path FROM checkpoints WHERE state = 'durable'")}
     assert query(exp, "SELECT COUNT(*) FROM checkpoints WHERE state = 'deleted'") == [(31 - 6,)]
 
-    best = load_best(exp, k=2)
-    assert [(row.trial, row.step) for row, _ in best] == [(4, 9), (4, 8)]
-    assert [state["trail"] for _, state in best] == [list(range(1, 10)), list(range(1, 9))]
+    best = load_best(exp, k=3)   # distinct trials: each one's best checkpoint (before: 4:s9, 4:s8, 1:s9)
+    assert [(row.trial, row.step) for row, _ in best] == [(4, 9), (1, 9), (0, 9)]
+    assert [state["trail"] for _, state in best] == [list(range(1, 10))] * 3
+    per_checkpoint = load_best(exp, k=2, per_trial=False)
+    assert [(row.trial, row.step) for row, _ in per_checkpoint] == [(4, 9), (4, 8)]
+    assert [state["trail"] for _, state in per_checkpoint] == [list(range(1, 10)), list(range(1, 9))]
     assert [(r.trial, r.step) for r in list_checkpoints(exp)] == sorted(kept)
 
     listing = emews_cmd("checkpoints", str(exp), "--best", "2", check=True).stdout.splitlines()
     assert listing[0].split() == ["trial", "step", "metric", "size", "path"]
+    assert [line.split()[:3] for line in listing[1:]] == [["4", "9", "0.161111"], ["1", "9", "0.211111"]]
+    listing = emews_cmd("checkpoints", str(exp), "--best", "2", "--per-checkpoint", check=True).stdout.splitlines()
     assert [line.split()[:3] for line in listing[1:]] == [["4", "9", "0.161111"], ["4", "8", "0.175"]]
     assert emews_cmd("checkpoints", str(exp), "--best", "0").returncode == 2

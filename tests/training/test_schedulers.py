@@ -12,7 +12,7 @@ from emews.schedulers.hyperband import Hyperband
 from emews.schedulers.median import MedianStopping
 from emews.schedulers.pbt import PBT
 from emews.space import Categorical, Float, Int, Space
-from emews.training import Action, StoredReport
+from emews.training import CONTINUE, Action, StoredReport
 
 
 def bound(scheduler, space=None, direction="minimize", seed=0):
@@ -111,7 +111,7 @@ def test_asha_promotion_with_resource_pauses_at_every_rung_and_promotes_to_the_n
     assert asha.promote(4) == 4
     asha.on_report(4, 4, {"loss": 0.3}, {})
     assert asha.promotable() == [4] and asha.promote(4) == 8
-    assert asha.on_report(4, 8, {"loss": 0.175}, {}).action is Action.STOP
+    assert asha.on_report(4, 8, {"loss": 0.175}, {}).action is Action.COMPLETE
     assert asha.paused == {0: 1, 2: 1, 3: 2, 1: 4} and asha.promotable() == []
 
 
@@ -174,6 +174,49 @@ def test_pbt_bottom_quantile_exploits_a_top_trial() -> None:
         moved = abs(space[name].to_unit(decision.params[name]) - space[name].to_unit(params[0][name]))
         assert abs(moved - 0.2) < 0.05, (name, moved)
     assert pbt.params[3] == decision.params and pbt.latest[3] == (2, 0.0)
+
+
+def test_asha_completes_trials_that_reach_max_t_and_stops_the_others_early() -> None:
+    """The hand case above: rates .5 .1 .05 reach max_t 9 (complete), .9 and .3 are stopped early."""
+    asha = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3))
+    last = {}
+    for trial, rate in enumerate([0.5, 0.1, 0.9, 0.3, 0.05]):
+        for step in range(1, 10):
+            decision = asha.on_report(trial, step, curve(rate, step), {"rate": rate})
+            if decision.stop:
+                last[trial] = (step, decision.action)
+                break
+    assert last == {0: (9, Action.COMPLETE), 1: (9, Action.COMPLETE), 2: (1, Action.STOP), 3: (3, Action.STOP),
+                    4: (9, Action.COMPLETE)}
+
+
+def test_pbt_never_clones_a_trial_at_a_step_far_from_the_recipients() -> None:
+    """More trials than workers: trials 0-3 trained to step 12 and ended; trial 4, new, is the
+    worst at its step 3, but no trial is within one interval (3) of it: it continues (before, it
+    cloned a finished trial's step-12 checkpoint and trained zero more steps). Trial 5, at step 3
+    too and better, is its peer: trial 4 then clones it."""
+    space = Space({"rate": Float(0.0, 1.0)})
+    pbt = bound(PBT(perturbation_interval=3, quantile_fraction=0.25, resample_probability=0.0), space, seed=1)
+    for trial in range(4):
+        for step in range(1, 13):
+            pbt.on_report(trial, step, curve(trial / 10, step), {"rate": trial / 10})
+        pbt.ended(trial)
+    assert pbt.on_report(4, 3, curve(0.9, 3), {"rate": 0.9}) == CONTINUE
+    assert pbt.on_report(5, 3, curve(0.2, 3), {"rate": 0.2}) == CONTINUE
+    decision = pbt.on_report(4, 6, curve(0.9, 6), {"rate": 0.9})
+    assert decision.action is Action.EXPLOIT and decision.clone_from == 5
+
+
+def test_pbt_never_clones_a_trial_that_ended() -> None:
+    """Four trials at step 3; the best (0) ended there (its final checkpoint). The worst (3) is due
+    and clones the best trial still running (1), never trial 0."""
+    space = Space({"rate": Float(0.0, 1.0)})
+    pbt = bound(PBT(perturbation_interval=3, quantile_fraction=0.5, resample_probability=0.0), space, seed=1)
+    for trial in range(3):
+        pbt.on_report(trial, 3, curve(trial / 10, 3), {"rate": trial / 10})
+    pbt.ended(0)
+    decision = pbt.on_report(3, 3, curve(0.9, 3), {"rate": 0.9})
+    assert decision.action is Action.EXPLOIT and decision.clone_from == 1
 
 
 @given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 10)), min_size=1, max_size=60))

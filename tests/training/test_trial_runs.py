@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from testutil import TESTS, stored_rows, wait_until, write_workflow
+from test_trial_resume import read_only
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
@@ -57,13 +58,52 @@ def test_asha_stops_the_trials_of_the_hand_computed_case(emews_cmd, tmp_path: Pa
     reported = [(e["task"], e["step"], e["loss"]) for e in events(log) if e["event"] == "report"]
     stored = [(t, s, json.loads(m)["loss"]) for t, s, m in query(exp, "SELECT trial, step, metrics FROM reports ORDER BY seq")]
     assert stored == reported                       # every report stored, in the order made
-    stops = [(e["task"], e["step"]) for e in events(log) if e["event"] == "report" and e["action"] == "stop"]
-    assert stops == [(0, 9), (1, 9), (2, 1), (3, 3), (4, 9)]   # the objective saw each decision
+    stops = [(e["task"], e["step"], e["action"]) for e in events(log) if e["event"] == "report" and e["action"] != "continue"]
+    assert stops == [(0, 9, "complete"), (1, 9, "complete"), (2, 1, "stop"), (3, 3, "stop"),
+                     (4, 9, "complete")]   # the objective saw each decision
     results = {r["id"]: r for r in stored_rows(exp)}
     assert [results[t]["objective"] for t in range(5)] == [RATES[t] + 1 / last[t] for t in range(5)]
     states = query(exp, "SELECT trial, step, state FROM checkpoints ORDER BY trial, step")
     assert [(t, s) for t, s, _ in states] == [(t, s) for t in range(5) for s in range(1, last[t] + 1)]
     assert {state for _, _, state in states} == {"durable"}
+
+
+def test_trials_that_reach_max_t_are_completed_and_the_others_stopped_early_everywhere(emews_cmd,
+                                                                                       tmp_path: Path) -> None:
+    """The ASHA hand case (rates .5 .1 .05 reach max_t 9, .9 and .3 are stopped at steps 1 and 3):
+    results.csv, ``emews status``, the report's header and curves, ``summary.json`` and the
+    end-of-run line all say ``completed`` for the first and ``stopped early`` for the others, and
+    the counts add up to the successful evaluations (before: every trial ``stop``, "5 stopped by
+    the scheduler")."""
+    from emews.reporting import curves, data, summary
+
+    wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
+                          scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
+                                                                 "reduction_factor": 3}})
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    exp = tmp_path / "exp"
+    assert "5/5 evaluations: 5 ok (2 stopped early, 3 completed) in " in proc.stderr
+    with open(exp / "results.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["id"], r["t:step"], r["t:decision"], r["t:ended"]) for r in rows] == [
+        ("0", "9", "complete", "completed"), ("1", "9", "complete", "completed"), ("2", "1", "stop", "stopped early"),
+        ("3", "3", "stop", "stopped early"), ("4", "9", "complete", "completed")]
+    assert json.loads((exp / "summary.json").read_text())["endings"] == {"stopped early": 2, "completed": 3}
+
+    status = emews_cmd("status", str(exp))
+    assert status.returncode == 0, status.stderr
+    assert "5/5 evaluations: 5 ok (2 stopped early, 3 completed)" in status.stdout
+    assert "training: 5 trials reported; 5 ended (2 stopped early, 3 completed), 0 running, 0 paused" \
+        in status.stdout
+    results = emews_cmd("results", str(exp))
+    assert "5 evaluations: 5 ok (2 stopped early, 3 completed)" in results.stdout
+
+    loaded = data.load(exp)
+    assert dict(summary.header(loaded))["budget"] == "5/5 evaluations: 5 ok (2 stopped early, 3 completed)"
+    last = loaded.reports.groupby("trial")["step"].max()
+    assert dict(curves.outcomes(loaded, last)) == {0: "completed", 1: "completed", 2: "stopped early",
+                                                   3: "stopped early", 4: "completed"}
 
 
 CHECKING_SCHEDULER = '''
@@ -164,33 +204,47 @@ def test_a_corrupt_checkpoint_is_never_restored(emews_cmd, tmp_path: Path) -> No
     assert [r["status"] for r in stored_rows(exp)] == ["ok"]
 
 
-@pytest.mark.parametrize("isolation", ["inline", "process"])
-def test_pbt_clones_a_better_trials_checkpoint_and_records_the_lineage(emews_cmd, tmp_path: Path,
-                                                                       isolation: str) -> None:
-    """One worker: trials 0-2 train to step 9; trial 3 (rate .9) is the worst at its step 3 and
-    exploits trial 0 (the best): it goes on from trial 0's step-9 checkpoint with explored params."""
-    log = tmp_path / "log.jsonl"
-    emews_cmd.env["TRAINER_LOG"] = str(log)
+def test_pbt_with_more_trials_than_workers_clones_only_peers_that_still_train(emews_cmd, tmp_path: Path) -> None:
+    """8 trials, 2 workers, interval 3, bottom quarter (rounded up, as Ray Tune). t0 (rate .5) holds
+    after its step 6 while the other worker runs t1-t7 (9 steps each) one after the other; then t0
+    trains on. By hand: t1 (.1) and t2 (.2) beat t0 at their steps 3 and 6; t3-t7 (.7-.95) are
+    each, at step 3, the worst of their peers (t0 at 6 and themselves; the finished trials at step 9
+    are no peers) and clone t0's checkpoint, so each trains on from it. t0, at its step 9, is among
+    the finished trials, none of which is a donor: it does not exploit. Before: t3 cloned t1's final
+    step-9 checkpoint and trained zero steps, reporting t1's loss under new parameters.
+    Every clone is marked in results.csv (``t:cloned``: donor@step)."""
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_HOLD_AT="6", TRAINER_WAIT_HELD="1")
+    rates = [0.5, 0.1, 0.2, 0.9, 0.8, 0.7, 0.95, 0.85]
     wf = write_workflow(
         tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": [0.1, 0.2, 0.3, 0.9]},
-               "epochs": {"type": "constant", "value": 9}},
-        budget={"evaluations": 4}, task={"isolation": isolation},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 9}},
+        budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
         scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
-                                              "resample_probability": 0.0}})
-    exp = launch(emews_cmd, wf)
-    lineage = query(exp, "SELECT trial, step, donor, checkpoint, old_params, new_params FROM lineage")
-    assert len(lineage) == 1
-    trial, step, donor, checkpoint, old, new = lineage[0]
-    assert (trial, step, donor) == (3, 3, 0)
-    assert query(exp, f"SELECT trial, step FROM checkpoints WHERE id = {checkpoint}") == [(0, 9)]
-    old, new = json.loads(old), json.loads(new)
-    assert old == {"rate": 0.9, "epochs": 9} and new["rate"] in (0.1, 0.2, 0.3) and new["rate"] != 0.1
-    starts = [e for e in events(log) if e["event"] == "start" and e["task"] == 3]
-    assert [(s["restored"], s["rate"], s["from_rate"]) for s in starts] == [(0, 0.9, 0.9), (9, new["rate"], 0.1)]
-    assert starts[1]["trail"] == list(range(1, 10))   # trial 0's training, cloned
-    final = {r["id"]: r for r in stored_rows(exp)}[3]
-    assert json.loads(final["params"]) == new         # the result carries the parameters it ended with
+                                              "resample_probability": 0.0, "mutations": ["rate"]}})
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: read_only(exp, "SELECT COUNT(*) FROM results") == [(7,)] or job.poll() is not None,
+                      timeout=240) and job.poll() is None, job.communicate()
+    gate.touch()   # t1-t7 have ended: t0 trains on
+    _, err = job.communicate(timeout=240)
+    assert job.returncode == 0, err
+
+    lineage = query(exp, "SELECT l.trial, l.step, l.donor, c.step, l.report, l.new_params FROM lineage l "
+                         "JOIN checkpoints c ON c.id = l.checkpoint ORDER BY l.seq")
+    assert [(trial, step, donor) for trial, step, donor, *_ in lineage] == [(t, 3, 0) for t in range(3, 8)]
+    reports = query(exp, "SELECT trial, step, seq FROM reports ORDER BY seq")
+    for trial, _, _, cloned_step, seq, _ in lineage:
+        assert cloned_step in (5, 6)   # t0's own checkpoint while it held at step 6, never a final one
+        after = [step for t, step, at in reports if t == trial and at > seq]
+        assert after == list(range(cloned_step + 1, 10)), (trial, after)   # it trained on from the clone
+    assert [step for t, step, _ in reports if t == 0] == list(range(1, 10))
+    with open(exp / "results.csv", newline="") as fh:
+        rows = {int(r["id"]): r for r in csv.DictReader(fh)}
+    assert {t: r["t:cloned"] for t, r in rows.items()} == \
+        {**{t: "" for t in range(3)}, **{t: f"0@{c}" for t, _, _, c, _, _ in lineage}}
+    assert {t: json.loads(p) for t, *_, p in lineage} == \
+        {t: {"rate": float(rows[t]["p:rate"]), "epochs": 9} for t in range(3, 8)}   # results carry the new params
 
 
 DUMPING_ASHA = '''
@@ -310,7 +364,7 @@ def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continue
     assert stored_rows(exp) == []
     status = emews_cmd("status", str(exp))
     assert status.returncode == 0, status.stderr
-    assert "training: 1 trials reported; 0 ended (0 stopped by the scheduler), 0 running, 1 paused" in status.stdout
+    assert "training: 1 trials reported; 0 ended, 0 running, 1 paused" in status.stdout
     assert "  trial 0: step 6, loss 0.666667, paused" in status.stdout.splitlines()
 
     second = emews_cmd("resume", str(exp), timeout=240)
@@ -325,7 +379,8 @@ def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continue
     assert table["1"] == {"0": 1.5, "1": 1.1, "2": 1.9, "3": 1.3, "4": 1.05}
     with open(exp / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert [(r["t:step"], r["t:decision"]) for r in rows] == [(str(last[t]), "stop") for t in range(5)]
+    assert [(r["t:step"], r["t:decision"]) for r in rows] == \
+        [(str(last[t]), "stop" if last[t] < 9 else "complete") for t in range(5)]
     assert emews_cmd.leftovers_after_exit() == []
 
 
