@@ -235,7 +235,7 @@ def test_pbt_with_more_trials_than_workers_clones_only_peers_that_still_train(em
     assert [(trial, step, donor) for trial, step, donor, *_ in lineage] == [(t, 3, 0) for t in range(3, 8)]
     reports = query(exp, "SELECT trial, step, seq FROM reports ORDER BY seq")
     for trial, _, _, cloned_step, seq, _ in lineage:
-        assert cloned_step in (5, 6)   # t0's own checkpoint while it held at step 6, never a final one
+        assert 1 <= cloned_step <= 6   # t0's newest durable one while it held at step 6, never a final one
         after = [step for t, step, at in reports if t == trial and at > seq]
         assert after == list(range(cloned_step + 1, 10)), (trial, after)   # it trained on from the clone
     assert [step for t, step, _ in reports if t == 0] == list(range(1, 10))
