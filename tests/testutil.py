@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -142,6 +143,35 @@ def stored_rows(exp: Path) -> list[dict]:
     out = [dict(r) for r in db.execute("SELECT * FROM results ORDER BY id")]
     db.close()
     return out
+
+
+def query(exp: Path, sql: str) -> list[tuple]:
+    """Rows of ``sql`` on an experiment's store."""
+    db = sqlite3.connect(exp / "results.db")
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+def read_only(exp: Path, sql: str) -> list[tuple]:
+    """Rows of ``sql`` on a live run's store, opened read-only (``[]`` while there is no such table yet)."""
+    path = exp / "results.db"
+    if not path.exists():
+        return []
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return db.execute(sql).fetchall()
+        finally:
+            db.close()
+    except sqlite3.OperationalError:
+        return []
+
+
+def events(path: Path) -> list[dict]:
+    """The JSON lines an objective logged (``[]`` before the file exists)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def write_workflow(folder: Path, name: str = "wf", **sections: Any) -> Path:

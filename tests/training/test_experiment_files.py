@@ -5,9 +5,7 @@ one clear line."""
 from __future__ import annotations
 
 import hashlib
-import os
 import resource
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -16,8 +14,8 @@ from pathlib import Path
 from emews.catalog import load_best
 from emews.checkpoints import frame, read_checkpoint, snapshot, write_atomic
 from emews.runtime.trial_store import TrialStore
-from test_trial_runs import events, launch, query, trainer_workflow
-from testutil import stored_rows, wait_until
+from test_trial_runs import launch, trainer_workflow
+from testutil import events, query, stored_rows, wait_until
 
 
 def checkpoint_files(exp: Path) -> dict[str, str]:

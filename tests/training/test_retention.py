@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from emews.catalog import list_checkpoints, load_best
 from hypothesis import given, settings, strategies as st
 
+from emews.catalog import list_checkpoints, load_best
 from emews.retention import Retainer, Retention
-from test_trial_runs import launch, query, trainer_workflow
+from test_trial_runs import launch, trainer_workflow
+from testutil import query
 
 
 @dataclass

@@ -11,8 +11,7 @@ import pytest
 from emews.catalog import load_best
 from emews.imports import import_user_module
 from emews.schedulers.asha import ASHA
-from testutil import REPO, stored_rows
-from test_trial_runs import query
+from testutil import REPO, query, stored_rows
 
 torch = pytest.importorskip("torch", reason="the test extra installs torch")
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, stored_rows, wait_until, write_workflow
+from testutil import TESTS, events, query, read_only, stored_rows, wait_until, write_workflow
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 PROMOTION = {"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3,
@@ -28,33 +27,6 @@ TRAINED_ON_WITHOUT_PROMOTION = (
     "SELECT trial FROM decisions d WHERE action = 'pause' AND step = 1 AND NOT EXISTS (SELECT 1 FROM promotions p "
     "WHERE p.trial = d.trial AND p.step = 1) AND NOT EXISTS (SELECT 1 FROM pauses w WHERE w.task = d.trial "
     "AND w.step = 1) AND (SELECT MAX(step) FROM reports r WHERE r.trial = d.trial) > 1")
-
-
-def read_only(exp: Path, sql: str) -> list[tuple]:
-    """Rows of ``sql`` on a live run's store, opened read-only (``[]`` while there is no such table yet)."""
-    path = exp / "results.db"
-    if not path.exists():
-        return []
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            return db.execute(sql).fetchall()
-        finally:
-            db.close()
-    except sqlite3.OperationalError:
-        return []
-
-
-def query(exp: Path, sql: str) -> list[tuple]:
-    db = sqlite3.connect(exp / "results.db")
-    try:
-        return db.execute(sql).fetchall()
-    finally:
-        db.close()
-
-
-def events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def write_points(path: Path, rates: list[float]) -> None:

@@ -5,13 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import signal
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, stored_rows, wait_until, write_workflow
-from test_trial_resume import read_only
+from testutil import TESTS, events, query, read_only, stored_rows, wait_until, write_workflow
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
@@ -23,18 +21,6 @@ def trainer_workflow(folder: Path, rates=RATES, epochs=9, name="wf", **sections)
         objective={"module": str(TRAINER), "metric": "loss"},
         space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": epochs}},
         budget={"evaluations": len(rates)}, **sections)
-
-
-def query(exp: Path, sql: str) -> list[tuple]:
-    db = sqlite3.connect(exp / "results.db")
-    try:
-        return db.execute(sql).fetchall()
-    finally:
-        db.close()
-
-
-def events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def launch(emews_cmd, wf: Path, workers: int = 1, exp: str = "exp"):
@@ -107,7 +93,6 @@ def test_trials_that_reach_max_t_are_completed_and_the_others_stopped_early_ever
 
 
 CHECKING_SCHEDULER = '''
-import sqlite3
 from emews.schedulers import TrialScheduler
 from emews.training import Decision, Action, CONTINUE
 
