@@ -110,7 +110,17 @@ def test_gest_without_an_initial_design_cannot_start_a_generator_that_needs_data
     assert trace.summary is not None and "no data contained in generator" in str(trace.summary.error)
 
 
-def test_xopt_expected_improvement_runs_with_an_initial_design() -> None:
+@pytest.fixture
+def torch_default_dtype():
+    """Xopt's Bayesian generators set torch's default dtype to float64 when imported: put it back, so
+    that later tests in this process (the torch digits model) build float32 models as users' do."""
+    torch = pytest.importorskip("torch")
+    dtype = torch.get_default_dtype()
+    yield
+    torch.set_default_dtype(dtype)
+
+
+def test_xopt_expected_improvement_runs_with_an_initial_design(torch_default_dtype) -> None:
     pytest.importorskip("xopt")
     from emews.space import Float, Space
 
