@@ -93,6 +93,7 @@ def test_trials_that_reach_max_t_are_completed_and_the_others_stopped_early_ever
 
 
 CHECKING_SCHEDULER = '''
+import sqlite3
 from emews.schedulers import TrialScheduler
 from emews.training import Decision, Action, CONTINUE
 
