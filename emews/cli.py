@@ -169,7 +169,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     wf_overrides, site_overrides = _split_overrides(args.set)
     if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in wf_overrides):
         raise ConfigError("resume can only change the budget and the walltime settings", key="--set",
-                          allowed="budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS, "
+                          allowed="budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS|2h, "
                                   "walltime.limit=HH:MM:SS, walltime.margin=SECONDS")
     site = load_site(str(exp_dir / SITE_FILE))
     workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))

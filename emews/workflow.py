@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Mapping, Union
+from typing import Annotated, Any, Callable, ClassVar, Literal, Mapping, Union
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator,
                       model_validator)
@@ -26,7 +26,7 @@ from emews.replicates import REPLICATE
 from emews.shellscript import find_script, rewrite_words
 from emews.task_size import ALLOWED as TASK_SIZE_ALLOWED, FunctionSize, TaskSize, TaskSizeError, parse_task_size
 from emews.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
-from emews.site.walltime import WALLTIME_FORMS, format_hms, parse_walltime
+from emews.site.walltime import DURATION_FORMS, WALLTIME_FORMS, format_hms, parse_duration, parse_walltime
 from emews.validation import config_error
 from emews.yamlio import load_mapping, set_dotted
 
@@ -151,17 +151,17 @@ class WalltimeSection(_Strict):
         return _duration(value)
 
 
-def _duration(value: Any) -> str | None:
-    """A walltime-style duration (``HH:MM:SS`` or ``HH:MM``) as text; a bare number is refused (seconds
-    or hours: it does not say)."""
+def _duration(value: Any, parse: Callable[[str], int] = parse_walltime, forms: str = WALLTIME_FORMS) -> str | None:
+    """A duration as text (``HH:MM:SS`` or ``HH:MM``; with ``parse_duration`` also ``2h``); a bare
+    number is refused (seconds or hours: it does not say)."""
     if value is None:
         return None
     if not isinstance(value, str):
-        raise KeyedValueError(None, f"must be a quoted string, not {value!r}", WALLTIME_FORMS)
+        raise KeyedValueError(None, f"must be a quoted string, not {value!r}", forms)
     try:
-        parse_walltime(value)
+        parse(value)
     except ValueError as exc:
-        raise KeyedValueError(None, str(exc), WALLTIME_FORMS) from None
+        raise KeyedValueError(None, str(exc), forms) from None
     return value
 
 
@@ -238,7 +238,7 @@ DEFAULT_FAIL_FAST = 5
 
 
 #: what ``budget`` takes; at least one of evaluations, steps and time
-BUDGET_ALLOWED = ("evaluations: N, steps: N (training steps reported, summed over trials), time: 'HH:MM:SS' "
+BUDGET_ALLOWED = ("evaluations: N, steps: N (training steps reported, summed over trials), time: 'HH:MM:SS' or '2h' "
                   "(wall time of the experiment's runs); whichever is reached first ends the run "
                   "(a sweep's evaluations default to its number of points)")
 
@@ -256,12 +256,12 @@ class BudgetSection(_Strict):
     @field_validator("time", mode="before")
     @classmethod
     def _time(cls, value: Any) -> str | None:
-        return _duration(value)
+        return _duration(value, parse_duration, DURATION_FORMS)
 
     @property
     def seconds(self) -> int | None:
         """``time`` in seconds (``None``: no time budget)."""
-        return None if self.time is None else parse_walltime(self.time)
+        return None if self.time is None else parse_duration(self.time)
 
     def describe(self) -> str:
         """``12``, or what each given limit is: ``12 evaluations or 20 steps or 00:30:00``."""

@@ -1,4 +1,5 @@
-"""Walltime strings: ``HH:MM:SS`` or ``HH:MM`` in, seconds and scheduler formats out."""
+"""Walltime strings: ``HH:MM:SS`` or ``HH:MM`` in, seconds and scheduler formats out; durations
+(``budget.time``) also in units: ``2h``, ``90m``, ``1h30m``, ``45s``, ``1d``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,26 @@ def parse_walltime(text: str) -> int:
     total = hours * 3600 + minutes * 60 + seconds
     if total <= 0:
         raise ValueError(f"walltime {text!r} is zero")
+    return total
+
+
+DURATION_FORMS = f"{WALLTIME_FORMS}, or units: 2h, 90m, 1h30m, 45s, 1d"
+_UNITS_RX = re.compile(r"^(?=\d)(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str) -> int:
+    """A duration in seconds: a walltime (:func:`parse_walltime`) or days, hours, minutes and seconds
+    with units (``2h``, ``1h30m``); ValueError when it is neither or is zero."""
+    match = _UNITS_RX.match(text.strip().lower()) if isinstance(text, str) else None
+    if not match:
+        try:
+            return parse_walltime(text)
+        except ValueError:
+            raise ValueError(f"malformed duration {text!r}") from None
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise ValueError(f"duration {text!r} is zero")
     return total
 
 

@@ -142,6 +142,8 @@ def test_a_points_file_sweep_without_a_budget_runs_every_point(emews_cmd, tmp_pa
     ({"time": "banana"}, "budget.time", "HH:MM:SS"),
     ({"time": 7200}, "budget.time", "quoted string"),
     ({"time": "0:00"}, "budget.time", "HH:MM:SS"),
+    ({"time": "0h"}, "budget.time", "2h"),
+    ({"time": "2 hours"}, "budget.time", "2h"),
     ({}, "budget", "steps"),
     ({"fail_fast": 3}, "budget", "evaluations"),
 ])
@@ -171,3 +173,13 @@ def test_the_budget_counts_what_earlier_runs_spent_from_the_store(tmp_path: Path
     assert budget.reached() is None
     budget.count(1, 4)
     assert budget.steps_spent == 10 and "step budget reached" in budget.reached()
+
+
+@pytest.mark.parametrize("text, seconds", [("2h", 7200), ("90m", 5400), ("1h30m", 5400), ("45s", 45), ("1d", 86400),
+                                           ("02:00:00", 7200), ("01:30", 5400), ("1H", 3600)])
+def test_a_time_budget_takes_walltime_forms_and_units(tmp_path: Path, text: str, seconds: int) -> None:
+    """``budget: {time: 2h}`` as the issue writes it, beside the walltime forms."""
+    from emews.workflow import load_workflow
+
+    wf = write_workflow(tmp_path, budget={"time": text})
+    assert load_workflow(str(wf)).model.budget.seconds == seconds
