@@ -109,14 +109,16 @@ class Inbox:
 
     def take(self, session: int, block: bool = True) -> Reply | None:
         """The next reply for ``session`` (replies to earlier, abandoned sessions are dropped).
-        Raises :class:`~emews.training.LinkClosed` when the task must be abandoned meanwhile."""
+        Raises :class:`~emews.training.LinkClosed` when the task must be abandoned meanwhile, or
+        once STOP arrived: the optimizer rank answers nothing after it (a reply sent before it was
+        received before it)."""
         backoff = Backoff()
         while True:
             while self.replies:
                 reply = self.replies.popleft()
                 if reply.session == session:
                     return reply
-            if self():
+            if self() or self.stop is not None:
                 raise LinkClosed("the worker is stopping")
             if self.replies:
                 continue
