@@ -88,12 +88,12 @@ def run_cli(args: argparse.Namespace, tasks: int | None = None) -> dict[str, flo
 def child_emews(tasks: int, latency_tasks: int, idle_seconds: float) -> None:
     from mpi4py import MPI
 
-    from emews.optimizer import Optimizer
+    from emews.core.optimizer import Optimizer
     from emews.optimizers.random import RandomSearch
-    from emews.job import RunSpec, run_optimizer_rank, run_worker_rank
-    from emews.objective import ObjectiveRef
+    from emews.job.wiring import RunSpec, run_optimizer_rank, run_worker_rank
+    from emews.objective.function import ObjectiveRef
     from emews.runtime.transport import MPITransport
-    from emews.space import Float, Space
+    from emews.core.space import Float, Space
 
     comm = MPI.COMM_WORLD
     transport = MPITransport(comm)

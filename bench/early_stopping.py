@@ -44,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from emews.optimizer import Optimizer
+from emews.core.optimizer import Optimizer
 
 REPO = Path(__file__).resolve().parents[1]
 OBJECTIVE = REPO / "objectives" / "digits_torch.py"
@@ -71,7 +71,7 @@ class FixedConfigs(Optimizer):
 
 
 def draw_configs(count: int, epochs: int, seed: int) -> list[dict]:
-    from emews.workflow import load_workflow
+    from emews.config.workflow import load_workflow
 
     space = load_workflow(str(WORKFLOW), check_imports=False).space
     rng = random.Random(seed)
@@ -121,7 +121,7 @@ class _OptunaContext:
         return default
 
     def report(self, step: int, metrics: dict, checkpoint: Any = None, wait: bool = True) -> Any:
-        from emews.training import CONTINUE, Action, Decision
+        from emews.training.messages import CONTINUE, Action, Decision
 
         self.epochs += 1
         self.trial.report(metrics["val_loss"], step)
@@ -131,7 +131,7 @@ class _OptunaContext:
 def run_optuna(configs: list[dict], seed: int, pruner: Any, budget: int) -> dict:
     import optuna
 
-    from emews.imports import import_user_module
+    from emews.core.imports import import_user_module
 
     objective = import_user_module(str(OBJECTIVE), what="objective")
     optuna.logging.set_verbosity(optuna.logging.WARNING)

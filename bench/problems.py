@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from emews.objectives.benchmarks import PROBLEMS
-from emews.space import Categorical, Constant, Float, Int, Space
+from emews.core.space import Categorical, Constant, Float, Int, Space
 
 #: seconds a ``timed`` task takes, uniform in this range
 TASK_SECONDS = (0.2, 1.0)

@@ -38,10 +38,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from emews.evaluator import EvaluatorObserver
-from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef, import_objective_module
-from emews.optimizer import Optimizer
+from emews.core.evaluator import EvaluatorObserver
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef, import_objective_module
+from emews.core.optimizer import Optimizer
 
 PROBLEMS_FILE = str(Path(__file__).with_name("problems.py"))
 problems = import_objective_module(PROBLEMS_FILE)

@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from emews.experiment import create_experiment
-from emews.results import Result, Status, Task
-from emews.runtime.store import ResultsStore
-from emews.workflow import load_workflow
+from emews.config.experiment import create_experiment
+from emews.core.results import Result, Status, Task
+from emews.store.results_store import ResultsStore
+from emews.config.workflow import load_workflow
 
 FAILURES = ((Status.FAILED, 0.05, "Traceback (most recent call last):\n  File \"model.py\", line 3\n"
                                    "ValueError: diverged at epoch {epoch}"),

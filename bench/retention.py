@@ -1,5 +1,5 @@
 """Cost of checkpoint retention per report on the optimizer rank: a rescan of every durable
-checkpoint (what emews did before) against the incremental :class:`emews.retention.Retainer`.
+checkpoint (what emews did before) against the incremental :class:`emews.training.retention.Retainer`.
 
 A real results store (SQLite, WAL) gets ``--trials`` trials of ``--steps`` reports each, every
 report with a checkpoint that becomes durable at once (as the background writer reports it),
@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emews.retention import Retainer, Retention  # noqa: E402
-from emews.runtime.store import ResultsStore  # noqa: E402
-from emews.runtime.trial_store import DURABLE, TrialStore  # noqa: E402
-from emews.training import CheckpointNote, Report  # noqa: E402
+from emews.training.retention import Retainer, Retention  # noqa: E402
+from emews.store.results_store import ResultsStore  # noqa: E402
+from emews.store.trial_store import DURABLE, TrialStore  # noqa: E402
+from emews.training.messages import CheckpointNote, Report  # noqa: E402
 
 POLICY = Retention(keep_last=1, keep_best=1, keep_best_experiment=5)
 

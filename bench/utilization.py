@@ -97,12 +97,12 @@ def _factory(name: str, args: argparse.Namespace) -> Callable[[int], Any]:
 def child(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
-    from emews.evaluator import Evaluator
-    from emews.optimizer import Optimizer
-    from emews.job import RunSpec, run_optimizer_rank, run_worker_rank
-    from emews.objective import ObjectiveRef
+    from emews.core.evaluator import Evaluator
+    from emews.core.optimizer import Optimizer
+    from emews.job.wiring import RunSpec, run_optimizer_rank, run_worker_rank
+    from emews.objective.function import ObjectiveRef
     from emews.runtime.transport import MPITransport
-    from emews.space import Constant, Float, Space
+    from emews.core.space import Constant, Float, Space
 
     comm = MPI.COMM_WORLD
     transport = MPITransport(comm)

@@ -5,11 +5,11 @@ and talk to an :class:`Evaluator`; objectives may call :func:`current_task` for
 their :class:`TaskContext`.
 """
 
-from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
-from emews.optimizer import AskTellOptimizer, Optimizer
-from emews.results import Result, Status
-from emews.objective import TaskContext, current_task
-from emews.space import Categorical, Constant, Float, Int, Ordered, Space
+from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
+from emews.core.optimizer import AskTellOptimizer, Optimizer
+from emews.core.results import Result, Status
+from emews.objective.function import TaskContext, current_task
+from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space
 
 __all__ = ["AskTellOptimizer", "BudgetExhausted", "Categorical", "Constant", "Evaluator", "EvaluatorObserver", "Float", "Int",
            "Optimizer", "Ordered", "Result", "Space", "Status", "TaskContext", "current_task"]

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from emews.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
+from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 
 SITE_SECTIONS = ("scheduler", "launcher", "node", "environment", "extends", "requires_account")
 #: ``--set`` keys of the workflow's trial scheduler; every other ``scheduler.*`` is the site's batch scheduler
@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
-    from emews.yamlio import parse_override
+    from emews.config.yamlio import parse_override
 
     workflow: dict[str, Any] = {}
     site: list[str] = []
@@ -105,11 +105,11 @@ def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from emews.experiment import create_experiment, next_numbered
-    from emews.lease import acquire
+    from emews.config.experiment import create_experiment, next_numbered
+    from emews.config.lease import acquire
     from emews.site import load_site
     from emews.site.jobs import job_command
-    from emews.workflow import load_workflow
+    from emews.config.workflow import load_workflow
 
     if args.workers is not None and args.workers < 1:
         raise ConfigError("must be at least 1", key="--workers")
@@ -159,9 +159,9 @@ def _submit(site: Any, exp_dir: Path, workers: int, lease: Any) -> str:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from emews.experiment import SITE_FILE, read_info, require_experiment, update_budget
-    from emews.lease import acquire
-    from emews.report import open_store
+    from emews.config.experiment import SITE_FILE, read_info, require_experiment, update_budget
+    from emews.config.lease import acquire
+    from emews.output.export import open_store
     from emews.site.jobs import batch_job_over
     from emews.site import load_site
 
@@ -198,8 +198,8 @@ STOP_GRACE_SECONDS = 120.0
 
 def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
     """Run the job here; a SIGTERM/SIGINT to this process is forwarded once, then we wait for it."""
-    from emews.experiment import run_exit_status
-    from emews.runtime.processes import stop_with
+    from emews.config.experiment import run_exit_status
+    from emews.processes.tree import stop_with
     from emews.site.jobs import job_command
 
     command = site.local_command(workers + 1, [*job_command(exp_dir), "--lease", lease_token])
@@ -239,7 +239,7 @@ def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from emews.workflow import load_workflow
+    from emews.config.workflow import load_workflow
 
     wf_overrides, site_overrides = _split_overrides(args.set)
     workflow = load_workflow(args.workflow, wf_overrides)
@@ -251,7 +251,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         site = load_site(args.site, site_overrides)
         print(f"site {site.name}: ok")
     if args.try_one:
-        from emews.first_try import try_workflow
+        from emews.job.first_try import try_workflow
 
         outcome = try_workflow(workflow)
         print("\n".join(outcome.lines()))
@@ -260,8 +260,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from emews.experiment import read_workflow
-    from emews.report import export_csv, open_store, summary_text, totals
+    from emews.config.experiment import read_workflow
+    from emews.output.export import export_csv, open_store, summary_text, totals
 
     exp_dir = args.exp_dir.absolute()
     names = list(read_workflow(exp_dir).get("space", {}))
@@ -276,12 +276,12 @@ def cmd_results(args: argparse.Namespace) -> int:
             store.close()
     print(f"wrote {rows} rows to {path}")
     if args.by_point:
-        from emews.by_point import write_by_point_csv
+        from emews.output.by_point import write_by_point_csv
 
         path, rows = write_by_point_csv(exp_dir)
         print(f"wrote {rows} points to {path}")
     if args.format == "deephyper":
-        from emews.deephyper_csv import write_deephyper_csv
+        from emews.output.deephyper_csv import write_deephyper_csv
 
         path, rows = write_deephyper_csv(exp_dir)
         print(f"wrote {rows} rows in DeepHyper's format to {path}")
@@ -289,7 +289,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from emews.experiment import require_experiment
+    from emews.config.experiment import require_experiment
     from emews.reporting import status
 
     exp_dir = require_experiment(args.exp_dir.absolute())
@@ -303,7 +303,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from emews.experiment import require_experiment
+    from emews.config.experiment import require_experiment
 
     try:
         from emews.reporting import data, render
@@ -318,7 +318,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from emews.experiment import require_experiment
+    from emews.config.experiment import require_experiment
     from emews.site.jobs import cancel_experiment
 
     cancel_experiment(require_experiment(args.exp_dir))
@@ -327,7 +327,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from emews.catalog import format_table, list_checkpoints
+    from emews.output.catalog import format_table, list_checkpoints
 
     if args.best is not None and args.best < 1:
         raise ConfigError(f"must be at least 1, got {args.best}", key="--best")
@@ -338,7 +338,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from emews.mpi_main import run_experiment
+    from emews.job.mpi_main import run_experiment
 
     return run_experiment(args.exp_dir, args.lease)
 

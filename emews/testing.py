@@ -48,12 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from emews.evaluator import BudgetExhausted, Evaluator
-from emews.optimizer import AskTellOptimizer, Optimizer
-from emews.results import Result
-from emews.job import RunSpec, RunSummary, run_in_threads
-from emews.objective import ObjectiveRef
-from emews.space import Categorical, Constant, Float, Int, Ordered, Space
+from emews.core.evaluator import BudgetExhausted, Evaluator
+from emews.core.optimizer import AskTellOptimizer, Optimizer
+from emews.core.results import Result
+from emews.job.wiring import RunSpec, RunSummary, run_in_threads
+from emews.objective.function import ObjectiveRef
+from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space
 
 __all__ = [
     "ConformanceError", "OptimizerConformance", "Trace", "check_optimizer", "mixed_space",
@@ -506,7 +506,7 @@ class OptimizerConformance:
     """Base class for pytest: subclass it, define ``make_optimizer(seed)``, get the tests.
 
     Tune with class attributes: ``budget``, ``workers``, ``seed``, ``space``
-    (a :class:`~emews.space.Space`; default :func:`mixed_space`),
+    (a :class:`~emews.core.space.Space`; default :func:`mixed_space`),
     ``full_budget``, ``deterministic``, ``strict_budget``, ``timeout``, and
     ``main_thread`` (run the optimizer on pytest's main thread, e.g. for rpy2).
     Runs are cached per class, so the tests share them.

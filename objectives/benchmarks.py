@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from emews.space import Categorical, Float, Int, Ordered, Space
+from emews.core.space import Categorical, Float, Int, Ordered, Space
 
 _H6_A = np.array([[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14],
                   [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]])

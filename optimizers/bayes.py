@@ -59,10 +59,10 @@ from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import Field
 
-from emews.optimizer import AskTellOptimizer
-from emews.plugins import validate_options
-from emews.results import Result
-from emews.space import Space
+from emews.core.optimizer import AskTellOptimizer
+from emews.config.plugins import validate_options
+from emews.core.results import Result
+from emews.core.space import Space
 
 from ._failures import FailureImputation
 from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, Engine

@@ -50,8 +50,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from emews.evaluator import Evaluator
-from emews.optimizer import Optimizer
+from emews.core.evaluator import Evaluator
+from emews.core.optimizer import Optimizer
 
 from ._ga import archive
 from ._ga.engine import Engine

@@ -36,10 +36,10 @@ from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import Field
 
-from emews.optimizer import AskTellOptimizer
-from emews.plugins import validate_options
-from emews.results import Result
-from emews.space import Float, Int, Space
+from emews.core.optimizer import AskTellOptimizer
+from emews.config.plugins import validate_options
+from emews.core.results import Result
+from emews.core.space import Float, Int, Space
 
 from ._bayes._engine import Engine
 from ._bayes._space import SpaceMap

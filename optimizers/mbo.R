@@ -1,4 +1,4 @@
-# Model-based optimization (mlrMBO style) for emews, run through emews.rbridge.
+# Model-based optimization (mlrMBO style) for emews, run through emews.contrib.rbridge.
 #
 # Entry: emews_mbo(evaluator, space, options). See optimizers/mbo.py for the options.
 #

@@ -1,7 +1,7 @@
 """Model-based optimization in R: mlrMBO where installed, else the same loop from mlr + randomForest.
 
 The algorithm lives in ``mbo.R`` (next to this file) and runs through
-:class:`emews.rbridge.ROptimizer` on the optimizer rank's main thread:
+:class:`emews.contrib.rbridge.ROptimizer` on the optimizer rank's main thread:
 
 * a Latin hypercube initial design of ``n_initial`` points (default ``max(4 * d, workers)``),
 * a random-forest surrogate with standard errors (mlr ``regr.randomForest``, ``predict.type = "se"``),
@@ -34,11 +34,11 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from emews.rbridge import ROptimizer, RUnavailable, missing_r_packages
-from emews.space import Space
+from emews.contrib.rbridge import ROptimizer, RUnavailable, missing_r_packages
+from emews.core.space import Space
 
 if TYPE_CHECKING:
-    from emews.evaluator import Evaluator
+    from emews.core.evaluator import Evaluator
 
 log = logging.getLogger("emews.optimizers.mbo")
 

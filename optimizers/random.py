@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any, Sequence
 
-from emews.optimizer import AskTellOptimizer
-from emews.results import Result
+from emews.core.optimizer import AskTellOptimizer
+from emews.core.results import Result
 
 
 class RandomSearch(AskTellOptimizer):

@@ -9,9 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from emews.optimizer import AskTellOptimizer
-from emews.results import Result
-from emews.space import Space
+from emews.core.optimizer import AskTellOptimizer
+from emews.core.results import Result
+from emews.core.space import Space
 
 
 class Sweep(AskTellOptimizer):

@@ -16,36 +16,27 @@ import pytest
 
 from testutil import REPO
 
-#: (rank, group) per module prefix; the longest matching prefix wins
+#: (rank, group) per folder of ``emews`` (and the optimizers and objectives shipped inside it);
+#: the longest matching prefix wins. A module imports from its own group and lower ranks only.
 LAYERS: dict[str, tuple[int, str]] = {
-    # core: the contracts every layer uses (points, results, objectives, the optimizer's view)
-    "emews.errors": (0, "core"), "emews.results": (0, "core"), "emews.space": (0, "core"), "emews.textfiles": (0, "core"),
-    "emews.objective": (0, "core"), "emews.imports": (0, "core"), "emews.queues": (0, "core"),
-    "emews.evaluator": (0, "core"), "emews.optimizer": (0, "core"), "emews.jsoncodec": (0, "core"),
-    "emews.gpu_binding": (0, "core"), "emews.failure_cause": (0, "core"),
-    "emews.command": (0, "core"), "emews.shellscript": (0, "core"), "emews.candle_params": (0, "core"), "emews.model_defaults": (0, "core"), "emews.replicates": (0, "core"),
-    # training trials: messages, the objective's session, checkpoint files, the trial schedulers
-    "emews.training": (0, "core"), "emews.trial_session": (0, "core"), "emews.checkpoints": (0, "core"),
-    "emews.schedulers": (0, "core"), "emews.retention": (0, "core"),
-    # multi-rank tasks: their size per point, a member's view of its team
-    "emews.task_size": (0, "core"), "emews.team": (0, "core"),
-    # configuration: files and command-line values -> validated objects; experiment directories
-    "emews.yamlio": (1, "config"), "emews.validation": (1, "config"), "emews.plugins": (1, "config"),
-    "emews.workflow": (1, "config"), "emews.site": (1, "config"), "emews.experiment": (1, "config"),
-    "emews.lease": (1, "config"),
-    # engine: ranks, messages, runners, child processes, the results store
-    "emews.runtime": (1, "engine"), "emews.runtime.gang": (1, "engine"),
-    # wiring one run from configuration and engine; reading results back
-    "emews.job": (2, "wiring"), "emews.mpi_main": (2, "wiring"), "emews.rank_zero": (2, "wiring"), "emews.report": (2, "wiring"),
-    "emews.csvfollow": (2, "wiring"), "emews.csvrows": (2, "wiring"), "emews.csvpart": (2, "wiring"),
-    "emews.by_point": (2, "wiring"), "emews.deephyper_csv": (2, "wiring"),
-    "emews.reporting": (2, "wiring"),
-    "emews.catalog": (2, "wiring"), "emews.first_try": (2, "wiring"),
-    # front ends and plug-ins
-    "emews": (3, "front"), "emews.cli": (3, "front"), "emews.__main__": (3, "front"),
-    "emews.testing": (3, "front"), "emews.contrib": (3, "front"), "emews.rbridge": (3, "front"),
-    "emews.optimizers": (3, "front"), "emews.objectives": (3, "front"),
+    "emews.core": (0, "core"),              # errors, spaces, results, queues, evaluator, optimizer contract
+    "emews.processes": (1, "processes"),    # the one child-process toolkit
+    "emews.training": (1, "training"),      # training messages, session, checkpoints, trial schedulers
+    "emews.objective": (2, "objective"),    # function and command objectives, the task context, teams
+    "emews.store": (2, "store"),            # the results store and its training tables
+    "emews.config": (3, "config"),          # workflow files, validation, plug-ins, experiment dirs
+    "emews.site": (3, "config"),            # sites: schedulers, launchers
+    "emews.runtime": (3, "engine"),         # ranks, messages, runners, the distributor
+    "emews.output": (4, "output"),          # results.csv, by point, DeepHyper export, best checkpoints
+    "emews.optimizers": (4, "plugins"),     # built-in optimizers
+    "emews.contrib": (4, "plugins"),        # adapters: Optuna, Nevergrad, gest-api, R (rpy2)
+    "emews.objectives": (4, "plugins"),     # shipped example objectives
+    "emews.job": (5, "wiring"),             # one run wired together: entry point, rank 0
+    "emews.reporting": (5, "reporting"),    # emews report and emews status
+    "emews": (6, "front"),                  # the package, the command line, the test kits
 }
+#: groups that never import the engine, whatever their rank
+NEVER_THE_ENGINE = {"config", "output", "plugins", "reporting"}
 #: where the source of each top-level package lives (setup.cfg's package_dir)
 SOURCES = {"emews": REPO / "emews", "emews.optimizers": REPO / "optimizers", "emews.objectives": REPO / "objectives"}
 
@@ -87,6 +78,8 @@ def imports_of(module: str, path: Path) -> list[str]:
 
 
 def allowed(source: tuple[int, str], target: tuple[int, str]) -> bool:
+    if target[1] == "engine" and source[1] in NEVER_THE_ENGINE:
+        return False
     if target[0] < source[0]:
         return True
     return target == source
@@ -111,8 +104,26 @@ def test_worker_ranks_start_without_the_configuration_layer() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, emews.mpi_main, emews.runtime.worker_rank\n"
+    code = ("import sys, emews.job.mpi_main, emews.runtime.worker_rank\n"
             "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'sqlite3')\n"
-            "      or m.startswith(('emews.site', 'emews.workflow', 'emews.rank_zero', 'emews.job')))))")
+            "      or m.startswith(('emews.site', 'emews.config', 'emews.store', 'emews.job.rank_zero', 'emews.job.wiring')))))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert loaded == []
+
+
+def test_training_knows_no_mpi() -> None:
+    """Training logic (messages, session, checkpoints, trial schedulers) runs in any process: it
+    imports neither mpi4py nor the engine that speaks MPI."""
+    for module, path in modules().items():
+        if module.startswith("emews.training"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+            names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+            assert not [n for n in names if n.split(".")[0] == "mpi4py"], module
+
+
+def test_the_layer_map_is_short_and_the_top_level_small() -> None:
+    """The map is drawn over folders, and ``emews/`` keeps at most five modules of its own."""
+    assert len(LAYERS) <= 15
+    top = sorted(p.name for p in (REPO / "emews").glob("*.py"))
+    assert len(top) <= 5, top

@@ -36,4 +36,4 @@ def test_wheel_install_runs_a_builtin_workflow(tmp_path: Path) -> None:
                                cwd=work, env=env, capture_output=True, text=True, timeout=120)
         assert check.returncode == 0, check.stderr
     shipped = {p.relative_to(target).as_posix() for p in target.rglob("*.R")}
-    assert {"emews/rbridge.R", "emews/optimizers/mbo.R"} <= shipped, shipped  # R code ships too
+    assert {"emews/contrib/rbridge.R", "emews/optimizers/mbo.R"} <= shipped, shipped  # R code ships too

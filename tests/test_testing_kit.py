@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from emews.evaluator import Evaluator
-from emews.optimizer import AskTellOptimizer, Optimizer
+from emews.core.evaluator import Evaluator
+from emews.core.optimizer import AskTellOptimizer, Optimizer
 from emews.optimizers.ga import GeneticAlgorithm
 from emews.optimizers.random import RandomSearch
 from emews.optimizers.sweep import Sweep
-from emews.space import Constant, Int, Space
+from emews.core.space import Constant, Int, Space
 from emews.testing import (
     FLAKY, ConformanceError, OptimizerConformance, check_budget, check_clean_stop, check_deterministic,
     check_failures_handled, check_optimizer, check_points_in_space, check_resumes, mixed_space,

@@ -28,10 +28,11 @@ from typing import Any, Literal, Mapping, Sequence
 
 from gest_api.vocs import VOCS, ContinuousVariable, DiscreteVariable
 
-from emews import AskTellOptimizer, Categorical, Float, Int
-from emews.imports import import_user_module
-from emews.results import Result
-from emews.space import Space, registered, to_builtin
+from emews.core.optimizer import AskTellOptimizer
+from emews.core.space import Categorical, Float, Int
+from emews.core.imports import import_user_module
+from emews.core.results import Result
+from emews.core.space import Space, registered, to_builtin
 
 ID = "_id"
 

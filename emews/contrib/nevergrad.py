@@ -16,9 +16,10 @@ from typing import Any, Sequence
 
 import nevergrad as ng
 
-from emews import AskTellOptimizer, Categorical, Float, Int, Ordered
-from emews.results import Result
-from emews.space import Space, registered, to_builtin
+from emews.core.optimizer import AskTellOptimizer
+from emews.core.space import Categorical, Float, Int, Ordered
+from emews.core.results import Result
+from emews.core.space import Space, registered, to_builtin
 
 #: the Nevergrad parameter of each emews dimension type (with more than one possible value)
 PARAMETERS = {

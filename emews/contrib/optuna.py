@@ -8,8 +8,9 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
-from emews import AskTellOptimizer, Categorical, Float, Int
-from emews.space import registered
+from emews.core.optimizer import AskTellOptimizer
+from emews.core.space import Categorical, Float, Int
+from emews.core.space import registered
 
 #: the Optuna distribution of each emews dimension type (ordered ones as categorical)
 DISTRIBUTIONS = {

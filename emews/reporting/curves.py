@@ -1,7 +1,7 @@
 """Learning curves: each trial's reported metric against its step, coloured by outcome.
 
 Drawn only when the store keeps per-step reports (a ``reports`` table). A trial's outcome is how
-it ended when it succeeded (:class:`~emews.training.Ending`: ``stopped early`` by its scheduler, else
+it ended when it succeeded (:class:`~emews.training.messages.Ending`: ``stopped early`` by its scheduler, else
 ``completed``), ``running`` while it has no result, and its status (failed, crashed, timeout)
 otherwise; a status of another tool's store that says it was stopped or pruned is ``stopped early``.
 """
@@ -13,7 +13,7 @@ import pandas as pd
 
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, colour, new_figure
-from emews.training import Ending
+from emews.training.messages import Ending
 
 #: at most this many curves are drawn (the best ones, then a sample of the rest)
 MAX_CURVES = 300

@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from emews.errors import ConfigError
-from emews.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, require_experiment
-from emews.jsoncodec import loads_point
-from emews.report import open_store
-from emews.runtime.store import ResultsStore
-from emews.runtime.trial_store import TrialStore
-from emews.yamlio import load_mapping
+from emews.core.errors import ConfigError
+from emews.config.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, require_experiment
+from emews.core.jsoncodec import loads_point
+from emews.output.export import open_store
+from emews.store.results_store import ResultsStore
+from emews.store.trial_store import TrialStore
+from emews.config.yamlio import load_mapping
 
 #: columns of the results frame, as the store names them
 RESULT_COLUMNS = ("id", "status", "objective", "loss", "error", "rank", "host", "submitted", "started",
@@ -49,7 +49,7 @@ class ExperimentData:
     unfinished: int
     #: per-step metrics (``trial``, ``step``, ``value``, ``time``) when the store keeps reports
     reports: pd.DataFrame | None
-    #: trial -> how it ended (:class:`~emews.training.Ending`), for trials with a successful result
+    #: trial -> how it ended (:class:`~emews.training.messages.Ending`), for trials with a successful result
     endings: dict[int, str] = field(default_factory=dict)
 
     @property

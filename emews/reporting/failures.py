@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from emews.failure_cause import cause, cause_key, clip
+from emews.core.failure_cause import cause, cause_key, clip
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, colour, new_figure
 
@@ -15,7 +15,7 @@ TOP_CAUSES = 12
 def causes(data: ExperimentData) -> pd.DataFrame:
     """(status, cause, count) of the evaluations that did not succeed, most frequent first; failures
     whose causes differ only in the values they quote are one row, named by the first
-    (:func:`emews.failure_cause.cause_key`, as the end-of-run summary counts them)."""
+    (:func:`emews.core.failure_cause.cause_key`, as the end-of-run summary counts them)."""
     bad = data.results[data.results["status"] != "ok"]
     named = bad["error"].map(cause)
     frame = pd.DataFrame({"status": bad["status"], "key": named.map(cause_key), "cause": named.map(clip)})

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 from matplotlib.figure import Figure
 
-from emews.training import Ending
+from emews.training.messages import Ending
 
 #: every PNG is this many pixels wide and high
 WIDTH_PX, HEIGHT_PX = 1100, 480

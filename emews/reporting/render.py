@@ -15,7 +15,7 @@ from typing import Callable, Literal
 
 from matplotlib.figure import Figure
 
-from emews.errors import ConfigError
+from emews.core.errors import ConfigError
 from emews.reporting import curves, failures, gantt, html, load, parameters, summary, trajectory
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import DPI, Plot

@@ -17,7 +17,7 @@ LIVE_STATES = ("queued", "running")
 
 def job_state(exp_dir: Path) -> tuple[str, bool]:
     """(the state in words, whether the run goes on) of a batch job or a local run."""
-    from emews.lease import LEASE_FILE, LeaseRecord
+    from emews.config.lease import LEASE_FILE, LeaseRecord
     from emews.site.jobs import JOB_RECORD, job_status
 
     if (exp_dir / JOB_RECORD).exists():

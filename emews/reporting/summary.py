@@ -11,11 +11,11 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from emews.experiment import emews_version
-from emews.report import Totals, counts_text, summary_text
+from emews.config.experiment import emews_version
+from emews.output.export import Totals, counts_text, summary_text
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
-from emews.results import Result, Status
+from emews.core.results import Result, Status
 
 
 def _when(seconds: float | None) -> str:

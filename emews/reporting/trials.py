@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from emews.report import open_store
-from emews.runtime.trial_store import TrialState, TrialStore
-from emews.training import endings_text
+from emews.output.export import open_store
+from emews.store.trial_store import TrialState, TrialStore
+from emews.training.messages import endings_text
 
 #: at most this many trials that have not ended are listed
 LISTED = 10

@@ -1,7 +1,7 @@
 """The isolated child process: imports the objective once, then runs tasks sent over a pipe.
 
 Started by :class:`emews.runtime.isolated.ProcessRunner` through
-:class:`emews.runtime.subprocess_channel.ChildProcess`, which calls :func:`serve`.
+:class:`emews.processes.channel.ChildProcess`, which calls :func:`serve`.
 Its stdout and stderr go to spool files; after a task that wrote something they
 are copied into that task's run directory (a task that writes nothing gets no
 directory). Processes the objective started during a task are killed when the
@@ -21,15 +21,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from emews.results import Outcome
-from emews.objective import (ObjectiveSpec, TaskContext, exit_if_forked, outcome_from_exception,
+from emews.core.results import Outcome
+from emews.objective.function import (ObjectiveSpec, TaskContext, exit_if_forked, outcome_from_exception,
                              outcome_from_return, task_run_dir)
-from emews.runtime.processes import become_subreaper, kill_trees, strays
-from emews.runtime.subprocess_channel import Ready
-from emews.training import Reply
+from emews.processes.tree import become_subreaper, kill_trees, strays
+from emews.processes.channel import Ready
+from emews.training.messages import Reply
 
 if TYPE_CHECKING:
-    from emews.runtime.subprocess_channel import ChildProcess
+    from emews.processes.channel import ChildProcess
     from emews.runtime.worker import TaskInbox
 
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
@@ -73,7 +73,7 @@ class ChildTake:
 
 
 class ChildLink:
-    """The objective's :class:`~emews.training.TrialLink` in the child: through the parent."""
+    """The objective's :class:`~emews.training.messages.TrialLink` in the child: through the parent."""
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn

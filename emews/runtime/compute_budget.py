@@ -19,7 +19,7 @@ import sqlite3
 import time
 from typing import Callable
 
-from emews.evaluator import BudgetExhausted
+from emews.core.evaluator import BudgetExhausted
 
 
 class BudgetReached(BudgetExhausted):

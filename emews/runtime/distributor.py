@@ -8,17 +8,17 @@ import time
 from collections import deque
 from typing import Callable, Mapping, Sequence
 
-from emews.queues import QueuePair
-from emews.results import Outcome, Result, Task
+from emews.core.queues import QueuePair
+from emews.core.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.compute_budget import BudgetReached, ComputeBudget
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
-from emews.runtime.store import ResultsStore
+from emews.store.results_store import ResultsStore
 from emews.runtime.teams import TeamDispatch, TeamEvent
 from emews.runtime.transport import Message, Tag, Transport
-from emews.runtime.trials import Afterwards, TrialService, WaitingTrial
+from emews.runtime.trial_reports import Afterwards, TrialService, WaitingTrial
 from emews.runtime.worker import WorkerStopped
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from emews.errors import EmewsError
-from emews.failure_cause import cause, cause_key
-from emews.results import Result
+from emews.core.errors import EmewsError
+from emews.core.failure_cause import cause, cause_key
+from emews.core.results import Result
 
 
 class FailedFast(EmewsError):
@@ -25,7 +25,7 @@ class FailedFast(EmewsError):
 
 class FailFast:
     """Raises :class:`FailedFast` once the first ``limit`` results all failed with one cause
-    (:func:`~emews.failure_cause.cause_key`); ``limit`` 0: never."""
+    (:func:`~emews.core.failure_cause.cause_key`); ``limit`` 0: never."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

@@ -15,13 +15,13 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Callable
 
-from emews.results import Outcome, Status, Task
+from emews.core.results import Outcome, Status, Task
 from emews.runtime.interrupt import Interrupt, Interrupted
-from emews.objective import (Objective, ObjectiveSpec, TaskContext, exit_if_forked,
+from emews.objective.function import (Objective, ObjectiveSpec, TaskContext, exit_if_forked,
                              outcome_from_exception, outcome_from_return)
-from emews.runtime.processes import become_subreaper, has_children, kill_trees, strays
-from emews.team import Team
-from emews.training import LinkClosed
+from emews.processes.tree import become_subreaper, has_children, kill_trees, strays
+from emews.objective.team import Team
+from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
     from emews.runtime.worker import TaskInbox

@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from emews.results import Outcome, Status, Task
+from emews.core.results import Outcome, Status, Task
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask, keep_output
-from emews.objective import ObjectiveSpec, TaskContext
-from emews.runtime.processes import become_subreaper, kill_trees, strays
-from emews.runtime.subprocess_channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
-from emews.team import Team
-from emews.training import LinkClosed
+from emews.objective.function import ObjectiveSpec, TaskContext
+from emews.processes.tree import become_subreaper, kill_trees, strays
+from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
+from emews.objective.team import Team
+from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
     from emews.runtime.worker import TaskInbox

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence, TextIO
 
-from emews.results import Result
+from emews.core.results import Result
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from emews.team import Team
+from emews.objective.team import Team
 
 
 class TeamThreadLevel(RuntimeError):

@@ -22,8 +22,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from emews.errors import EmewsError
-from emews.results import Outcome, Status, Task
+from emews.core.errors import EmewsError
+from emews.core.results import Outcome, Status, Task
 from emews.runtime.gang import GangScheduler
 
 #: seconds after the task timeout that an inline team's members may take to end before it is stranded

@@ -23,7 +23,7 @@ class Tag(IntEnum):
     OUTCOME = 2   # worker -> distributor: a list of Outcomes
     STOP = 3      # distributor -> worker: finish (payload: True to abort running work)
     STOPPED = 4   # worker -> distributor: the worker has finished (payload: tasks served)
-    TRIAL = 5     # worker -> distributor: a training trial's report / restore request (emews.training)
+    TRIAL = 5     # worker -> distributor: a training trial's report / restore request (emews.training.messages)
     TRIAL_REPLY = 6  # distributor -> worker: the answer (a training.Reply)
     RENDEZVOUS = 7   # team rank 0 -> the other members of a multi-rank task: its port (teams.Rendezvous)
     CANCEL = 8       # distributor -> worker: abandon this multi-rank task (payload: task id), a member failed

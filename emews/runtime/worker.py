@@ -9,12 +9,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from emews.results import Outcome, Status, Task
+from emews.core.results import Outcome, Status, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.teams import Rendezvous, TeamTask
 from emews.runtime.transport import Message, Tag, Transport
-from emews.team import Team, free_port
-from emews.training import LinkClosed, Reply, Report, TrialLink
+from emews.objective.team import Team, free_port
+from emews.training.messages import LinkClosed, Reply, Report, TrialLink
 
 
 class Runner(Protocol):
@@ -52,7 +52,7 @@ class Inbox:
     that has reported): it goes on to its next report, where the optimizer rank pauses it,
     until ``aborting`` (the signal's grace is over). A cancel of the multi-rank task running now
     (``current``; another member failed) is an abort too. It is also the running trial's
-    :class:`~emews.training.TrialLink` to the optimizer rank (``post`` / ``take``). Team ports
+    :class:`~emews.training.messages.TrialLink` to the optimizer rank (``post`` / ``take``). Team ports
     (``rendezvous``) and cancels are kept by task id.
     """
 
@@ -109,7 +109,7 @@ class Inbox:
 
     def take(self, session: int, block: bool = True) -> Reply | None:
         """The next reply for ``session`` (replies to earlier, abandoned sessions are dropped).
-        Raises :class:`~emews.training.LinkClosed` when the task must be abandoned meanwhile, or
+        Raises :class:`~emews.training.messages.LinkClosed` when the task must be abandoned meanwhile, or
         once STOP arrived: the optimizer rank answers nothing after it (a reply sent before it was
         received before it)."""
         backoff = Backoff()

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from emews.gpu_binding import GpuBinding, local_rank
-from emews.objective import ObjectiveSpec, TaskContext
-from emews.results import Task
+from emews.core.gpu_binding import GpuBinding, local_rank
+from emews.objective.function import ObjectiveSpec, TaskContext
+from emews.core.results import Task
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.isolated import ProcessRunner
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import Transport
 from emews.runtime.worker import Runner, worker_loop
-from emews.team import Team
+from emews.objective.team import Team
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ environment variables are ``EMEWS_ACCOUNT`` (scheduler.account), ``EMEWS_QUEUE``
 (scheduler.queue), ``EMEWS_WALLTIME`` (scheduler.walltime), ``EMEWS_NODES``
 (scheduler.nodes), ``EMEWS_WORKERS_PER_NODE`` (launcher.workers_per_node) and
 ``EMEWS_GPUS_PER_WORKER`` (node.gpus_per_worker).  Unknown keys, bad choices and
-malformed values raise :class:`emews.errors.ConfigError` naming the file (or the
+malformed values raise :class:`emews.core.errors.ConfigError` naming the file (or the
 ``--set``/``$VAR`` that set it), the dotted key and what is allowed.
 
 Only ``scheduler.directives`` (one line each), ``environment.setup`` and

@@ -1,4 +1,4 @@
-"""The site's GPU binding (:class:`emews.gpu_binding.GpuBinding`) from its ``node`` section."""
+"""The site's GPU binding (:class:`emews.core.gpu_binding.GpuBinding`) from its ``node`` section."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from emews.errors import ConfigError
-from emews.gpu_binding import LOCAL_RANK_VARS, GpuBinding, local_rank
+from emews.core.errors import ConfigError
+from emews.core.gpu_binding import LOCAL_RANK_VARS, GpuBinding, local_rank
 from emews.site.schema import SiteConfig
 
 __all__ = ["LOCAL_RANK_VARS", "GpuBinding", "bind_gpus", "gpu_binding", "local_rank"]

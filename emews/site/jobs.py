@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from emews.errors import EmewsError
+from emews.core.errors import EmewsError
 from emews.site.schedulers import DONE, UNKNOWN, SCHEDULERS
 from emews.site.schema import SchedulerConfig
 from emews.site.site import Site

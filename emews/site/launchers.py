@@ -7,10 +7,10 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar, Sequence
 
-from emews.errors import ConfigError
+from emews.core.errors import ConfigError
 from emews.site.layout import Layout
 from emews.site.schema import LauncherConfig
-from emews.team import RANKS
+from emews.objective.team import RANKS
 
 
 def python_bin() -> str:

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from emews.errors import ConfigError
-from emews.validation import config_error
-from emews.yamlio import load_mapping, parse_override, parse_yaml, set_dotted
+from emews.core.errors import ConfigError
+from emews.config.validation import config_error
+from emews.config.yamlio import load_mapping, parse_override, parse_yaml, set_dotted
 from emews.site.schema import SiteConfig
 
 #: Environment variables that override one site key each.

@@ -11,8 +11,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-from emews.errors import ConfigError, EmewsError
-from emews.site._proc import run_tool
+from emews.core.errors import ConfigError, EmewsError
+from emews.processes.tools import run_tool
 from emews.site.layout import Layout
 from emews.site.schema import SchedulerConfig, control_char
 from emews.site.walltime import format_hm

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from emews.errors import KeyedValueError
+from emews.core.errors import KeyedValueError
 from emews.site.walltime import WALLTIME_FORMS, format_hms, parse_walltime
 
 SchedulerType = Literal["lsf", "slurm", "pbs", "local"]

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from emews.errors import ConfigError
+from emews.core.errors import ConfigError
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
 from emews.site.loader import resolve_site

@@ -9,7 +9,7 @@ import random
 import time
 from typing import Any
 
-from emews.space import Space
+from emews.core.space import Space
 
 from ._proposer import Proposer
 from ._space import SpaceMap

@@ -11,7 +11,7 @@ in-process :class:`~._engine.Engine`; at the first fit after that, the engine (o
 kernel, random state, everything) is pickled over and the child carries on from exactly there.
 Nothing waits on the start-up, and no proposal is lost or repeated at the handover.
 
-The child is a :class:`~emews.runtime.subprocess_channel.ChildProcess`: it dies with the optimizer
+The child is a :class:`~emews.processes.channel.ChildProcess`: it dies with the optimizer
 rank (parent-death signal, and end-of-file on its connection). If it fails or dies during the run,
 the engine falls back to the in-process copy, which has been told every observation all along.
 """
@@ -23,7 +23,7 @@ import pickle
 import time
 from typing import Any, Sequence
 
-from emews.runtime.subprocess_channel import ChildExited, ChildProcess
+from emews.processes.channel import ChildExited, ChildProcess
 
 from ._engine import Engine
 

@@ -1,7 +1,7 @@
 """The model process: hosts a bayes :class:`~._engine.Engine` for the optimizer rank.
 
 Started by :class:`~._remote.ModelProcess` through
-:class:`emews.runtime.subprocess_channel.ChildProcess`, which calls :func:`serve`. It imports
+:class:`emews.processes.channel.ChildProcess`, which calls :func:`serve`. It imports
 the engine (the slow part), says it is ready, then serves requests until its connection closes:
 
 * ``("adopt", state)``: the engine to carry on with, pickled by the optimizer (all its state);
@@ -18,7 +18,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from emews.runtime.subprocess_channel import Ready
+from emews.processes.channel import Ready
 
 
 def _propose(engine: Any, xs: list, ys: list, n: int, pending: list) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Mapping an emews :class:`~emews.space.Space` to scikit-optimize dimensions and back.
+"""Mapping an emews :class:`~emews.core.space.Space` to scikit-optimize dimensions and back.
 
 * ``Int``          -> ``Integer`` (``prior="log-uniform"`` when ``log``)
 * ``Float``        -> ``Real`` (``prior="log-uniform"`` when ``log``)
@@ -20,7 +20,7 @@ from skopt.space import Real as SkReal
 from skopt.space import Space as SkSpace
 from skopt.utils import normalize_dimensions
 
-from emews.space import Categorical, Float, Int, Ordered, Space, registered, to_builtin
+from emews.core.space import Categorical, Float, Int, Ordered, Space, registered, to_builtin
 
 
 def _prior(dim: Int | Float) -> str:

@@ -18,8 +18,8 @@ from .screen import SurrogateScreen
 from .step import StepAdaptation
 
 if TYPE_CHECKING:
-    from emews.evaluator import Evaluator
-    from emews.results import Result
+    from emews.core.evaluator import Evaluator
+    from emews.core.results import Result
 
 
 class Engine:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from emews.results import Result
+from emews.core.results import Result
 
 from .._failures import FailureImputation
 from .individual import Individual

@@ -7,7 +7,7 @@ from typing import Any
 
 from deap import base
 
-from emews.results import Result
+from emews.core.results import Result
 
 
 class LossFitness(base.Fitness):

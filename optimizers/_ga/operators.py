@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from deap import base
 
-from emews.space import Dimension, Float, Int, Space
+from emews.core.space import Dimension, Float, Int, Space
 
 from .individual import Individual
 

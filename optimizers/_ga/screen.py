@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Kernel, Matern, WhiteKernel
 
-from emews.space import Space
+from emews.core.space import Space
 
 from .._quiet import quiet_model_fits
 from .._training_set import window

@@ -25,7 +25,7 @@ from .individual import Individual
 from .operators import tournament_loser
 
 if TYPE_CHECKING:
-    from emews.results import Result
+    from emews.core.results import Result
 
     from .engine import Engine
 

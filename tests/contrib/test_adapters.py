@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emews.optimizer import Optimizer
+from emews.core.optimizer import Optimizer
 from emews.testing import OptimizerConformance, degenerate_space
 from testutil import stored_rows, write_workflow
 

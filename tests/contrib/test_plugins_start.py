@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from emews.optimizer import Optimizer
+from emews.core.optimizer import Optimizer
 from emews.testing import OptimizerConformance, mixed_space, run_traced
 from testutil import REPO, write_workflow
 
@@ -122,7 +122,7 @@ def torch_default_dtype():
 
 def test_xopt_expected_improvement_runs_with_an_initial_design(torch_default_dtype) -> None:
     pytest.importorskip("xopt")
-    from emews.space import Float, Space
+    from emews.core.space import Float, Space
 
     space = Space({"x": Float(-2.0, 2.0), "y": Float(-1.0, 1.0)})
     trace = run_traced(lambda seed: GestGenerator(

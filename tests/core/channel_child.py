@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from emews.runtime.subprocess_channel import Ready
+from emews.processes.channel import Ready
 
 
 def serve(conn, config: str) -> int:

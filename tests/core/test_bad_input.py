@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from testutil import FAULTY, write_workflow
 from emews.cli import main
-from emews.errors import ConfigError
-from emews.space import CANDLE_TYPES
-from emews.workflow import load_workflow
+from emews.core.errors import ConfigError
+from emews.core.space import CANDLE_TYPES
+from emews.config.workflow import load_workflow
 
 
 @pytest.fixture(autouse=True)
@@ -249,7 +249,7 @@ def test_numeric_string_sigma_is_converted(tmp_path: Path) -> None:
 PLUGIN = """\
 from pathlib import Path
 
-from emews.optimizer import Optimizer
+from emews.core.optimizer import Optimizer
 
 
 class Plug(Optimizer):
@@ -300,7 +300,7 @@ def test_path_options_are_resolved_from_the_workflow_folder(tmp_path: Path,
     recorded = load_workflow(str(path)).to_dict()["optimizer"]["options"]
     assert recorded == {"points": str(tmp_path / "wf" / "points.txt"), "population": 3}
     # the copy an experiment records loads from anywhere (a batch job cd's into the experiment)
-    from emews.experiment import create_experiment
+    from emews.config.experiment import create_experiment
 
     exp = create_experiment(tmp_path / "exp", name="p", workflow=load_workflow(str(path)).to_dict(), site={},
                             info={})
@@ -344,7 +344,7 @@ def test_yaml_merge_keys_still_work(tmp_path: Path) -> None:
 
 
 def test_yaml_dump_load_is_lossless_for_tricky_strings() -> None:
-    from emews.yamlio import dump_yaml, parse_yaml
+    from emews.config.yamlio import dump_yaml, parse_yaml
 
     data = {"s": ["1e5", "0x1f", "1:00:00", "yes", "null", "~", ".inf", "1_000", "caf\u00e9"], "f": [1e-5, 1e300]}
     assert parse_yaml(dump_yaml(data), source="x") == data

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from testutil import FAULTY
-from emews.errors import ConfigError
-from emews.workflow import load_workflow
-from emews.yamlio import dump_yaml
+from emews.core.errors import ConfigError
+from emews.config.workflow import load_workflow
+from emews.config.yamlio import dump_yaml
 
 TRICKY = st.sampled_from(["1e5", "0x1f", "1:00:00", "yes", "no", "null", "~", ".inf", ".nan", "1_000", "-0",
                           "010", "true", "", " ", "a: b", "- x", "#", "caf\u00e9", "\u2028"])

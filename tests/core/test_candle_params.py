@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from emews.command import CommandRef
-from emews.space import load_candle_json
+from emews.objective.command import CommandRef
+from emews.core.space import load_candle_json
 from test_command_objective import PYTHON, evaluate
 from testutil import TESTS, stored_rows, write_workflow
 
@@ -122,7 +122,7 @@ def test_the_in_process_wrapper_route_runs_the_ga_file(emews_cmd, tmp_path: Path
 import sys
 sys.path[:0] = [{str(NT3.parent)!r}]
 import nt3_parse_only as nt3
-from emews.candle_params import candle_point
+from emews.objective.candle_params import candle_point
 
 def run(params):
     sys.argv = ["nt3"]

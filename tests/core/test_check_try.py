@@ -128,7 +128,7 @@ def test_a_file_sweep_tries_the_files_first_line(emews_cmd, tmp_path, scratch) -
 
 def test_an_optimizer_that_cannot_start_is_named_with_exit_1(emews_cmd, tmp_path, scratch) -> None:
     (tmp_path / "broken.py").write_text(
-        "from emews.optimizer import Optimizer\n\n\nclass Broken(Optimizer):\n"
+        "from emews.core.optimizer import Optimizer\n\n\nclass Broken(Optimizer):\n"
         "    def run(self, evaluator):\n        import cmaes_not_installed\n")
     wf = write_workflow(tmp_path, optimizer={"name": "broken.py:Broken"})
     proc, _ = check_try(emews_cmd, wf)

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from hypothesis import given, strategies as st
 
-from emews.command import CommandRef, as_flags, parse_result
-from emews.objective import TaskContext, outcome_from_exception, outcome_from_return, task_run_dir
-from emews.results import Status
+from emews.objective.command import CommandRef, as_flags, parse_result
+from emews.objective.function import TaskContext, outcome_from_exception, outcome_from_return, task_run_dir
+from emews.core.results import Status
 from testutil import TESTS, stored_rows, write_workflow
 
 MODEL = TESTS / "models" / "candle_model.py"
@@ -211,7 +211,7 @@ def test_bad_command_objectives_are_one_clear_message(emews_cmd, tmp_path: Path,
 
 
 def test_numbers_in_the_command_are_arguments(tmp_path: Path) -> None:
-    from emews.workflow import load_workflow
+    from emews.config.workflow import load_workflow
 
     wf = write_workflow(tmp_path, objective={"command": [PYTHON, str(MODEL), "--epochs", 5, "--x", 0.5],
                                              "metric": "loss"},
@@ -349,7 +349,7 @@ def test_under_launch_a_shell_string_runs_the_model_with_quoted_values(emews_cmd
 
 
 def test_files_named_in_a_shell_string_are_made_absolute(tmp_path: Path) -> None:
-    from emews.workflow import load_workflow
+    from emews.config.workflow import load_workflow
 
     (tmp_path / "model.py").write_text("")
     wf = write_workflow(tmp_path, objective={

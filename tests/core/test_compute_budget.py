@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from emews.results import Outcome, Result, Status, Task
+from emews.core.results import Outcome, Result, Status, Task
 from emews.runtime.compute_budget import ComputeBudget
-from emews.runtime.store import ResultsStore
-from emews.runtime.trial_store import TrialStore
-from emews.training import Report
+from emews.store.results_store import ResultsStore
+from emews.store.trial_store import TrialStore
+from emews.training.messages import Report
 from testutil import TESTS, stored_rows, write_workflow
 
 STRIDED = TESTS / "objectives" / "strided.py"
@@ -179,7 +179,7 @@ def test_the_budget_counts_what_earlier_runs_spent_from_the_store(tmp_path: Path
                                            ("02:00:00", 7200), ("01:30", 5400), ("1H", 3600)])
 def test_a_time_budget_takes_walltime_forms_and_units(tmp_path: Path, text: str, seconds: int) -> None:
     """``budget: {time: 2h}`` as the issue writes it, beside the walltime forms."""
-    from emews.workflow import load_workflow
+    from emews.config.workflow import load_workflow
 
     wf = write_workflow(tmp_path, budget={"time": text})
     assert load_workflow(str(wf)).model.budget.seconds == seconds

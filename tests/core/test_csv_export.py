@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emews.report import CsvFile, write_csv
-from emews.results import Result, Status
-from emews.runtime.store import ResultsStore
+from emews.output.export import CsvFile, write_csv
+from emews.core.results import Result, Status
+from emews.store.results_store import ResultsStore
 
 PARAMS = ["x", "act", "units"]
 
@@ -68,8 +68,8 @@ def test_a_gap_holds_the_rows_after_it_back(tmp_path: Path) -> None:
 
 
 def test_the_csv_child_follows_a_store_being_written_and_finishes_with_the_bytes_of_one_export(tmp_path: Path) -> None:
-    from emews.csvfollow import CsvFollower
-    from emews.experiment import CSV_FILE, STORE_FILE, WORKFLOW_FILE
+    from emews.output.csvfollow import CsvFollower
+    from emews.config.experiment import CSV_FILE, STORE_FILE, WORKFLOW_FILE
 
     (tmp_path / WORKFLOW_FILE).write_text("{}\n")  # what makes a folder an experiment directory
     rng = random.Random(5)
@@ -88,8 +88,8 @@ def test_the_csv_child_follows_a_store_being_written_and_finishes_with_the_bytes
 
 def trained_store(folder: Path, n: int) -> ResultsStore:
     """A store of ``n`` results, some with metrics, failures and quoted strings, and training reports."""
-    from emews.runtime.trial_store import TrialStore
-    from emews.training import Report
+    from emews.store.trial_store import TrialStore
+    from emews.training.messages import Report
 
     rng = random.Random(7)
     store = ResultsStore(folder / "results.db")
@@ -113,8 +113,8 @@ def test_a_large_export_split_with_a_child_writes_the_bytes_of_one_process(tmp_p
 
 
 def test_the_rows_after_the_split_are_written_by_the_child(tmp_path: Path) -> None:
-    from emews.csvpart import CsvPart
-    from emews.csvrows import Columns
+    from emews.output.csvpart import CsvPart
+    from emews.output.csvrows import Columns
 
     store = trained_store(tmp_path, 40)
     part = CsvPart(store, tmp_path, Columns.of(store, PARAMS), first_id=30)
@@ -128,8 +128,8 @@ def test_the_rows_after_the_split_are_written_by_the_child(tmp_path: Path) -> No
 
 
 def test_a_child_that_dies_leaves_its_rows_to_the_parent(tmp_path: Path, monkeypatch) -> None:
-    import emews.report
-    from emews.csvpart import CsvPart
+    import emews.output.export
+    from emews.output.csvpart import CsvPart
 
     class KilledAtOnce(CsvPart):
         def __init__(self, *args, **kwargs) -> None:
@@ -138,7 +138,7 @@ def test_a_child_that_dies_leaves_its_rows_to_the_parent(tmp_path: Path, monkeyp
 
     store = trained_store(tmp_path, 300)
     expected = write_csv(store, tmp_path / "alone.csv", PARAMS, parallel_from=10**9)
-    monkeypatch.setattr(emews.report, "CsvPart", KilledAtOnce)
+    monkeypatch.setattr(emews.output.export, "CsvPart", KilledAtOnce)
     assert write_csv(store, tmp_path / "split.csv", PARAMS, parallel_from=2) == expected
     assert (tmp_path / "split.csv").read_bytes() == (tmp_path / "alone.csv").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

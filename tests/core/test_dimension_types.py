@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from emews.space import Categorical, Constant, Float, Int, Ordered, Space, _Dim, registered
-from emews.workflow import _build_space
+from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space, _Dim, registered
+from emews.config.workflow import _build_space
 
 EXAMPLES = {
     Int: Int(1, 64, log=True, sigma=0.5),
@@ -57,7 +57,7 @@ def test_the_yaml_form_reads_back_as_the_same_space():
 
 def test_optional_library_registries_cover_every_type():
     from emews.optimizers._bayes._space import SKOPT_DIMENSIONS
-    from emews.rbridge import R_TYPES
+    from emews.contrib.rbridge import R_TYPES
     optuna = pytest.importorskip("emews.contrib.optuna")
     for dim in EXAMPLES.values():
         registered(R_TYPES, dim)

@@ -9,13 +9,13 @@ import pytest
 
 from testutil import FAULTY
 from emews import Optimizer
-from emews.queues import DistributorFailed
-from emews.results import Outcome, Result, Status, Task
-from emews.job import RunSpec, resume_state, run_optimizer_rank, run_worker_rank
-from emews.objective import ObjectiveRef
-from emews.runtime.store import ResultsStore
+from emews.core.queues import DistributorFailed
+from emews.core.results import Outcome, Result, Status, Task
+from emews.job.wiring import RunSpec, resume_state, run_optimizer_rank, run_worker_rank
+from emews.objective.function import ObjectiveRef
+from emews.store.results_store import ResultsStore
 from emews.runtime.transport import Tag, ThreadHub
-from emews.space import Constant, Float, Space
+from emews.core.space import Constant, Float, Space
 
 SPACE = Space({"x": Float(0.0, 1.0), "mode": Constant("ok")})
 

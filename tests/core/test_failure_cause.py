@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from emews.command import CommandRef
-from emews.failure_cause import cause, cause_key, meaningful_line, most_frequent
-from emews.objective import TaskContext, outcome_from_exception
-from emews.results import Status
+from emews.objective.command import CommandRef
+from emews.core.failure_cause import cause, cause_key, meaningful_line, most_frequent
+from emews.objective.function import TaskContext, outcome_from_exception
+from emews.core.results import Status
 from testutil import TESTS
 
 MODEL = TESTS / "models" / "candle_model.py"

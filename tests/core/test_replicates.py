@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from emews.by_point import results_by_point
+from emews.output.by_point import results_by_point
 from testutil import stored_rows, write_workflow
 
 NOISY = '''
@@ -88,10 +88,10 @@ def test_the_ensemble_workflow_trains_on_bootstrap_samples(emews_cmd) -> None:
 @given(replicates=st.integers(1, 4), points=st.integers(1, 5), workers=st.integers(1, 3))
 def test_the_optimizer_sees_one_aggregated_result_per_point(replicates: int, points: int, workers: int) -> None:
     """Thread backend: N rows per point in the store's view, one mean per point for the optimizer."""
-    from emews.job import RunSpec, run_in_threads
-    from emews.objective import ObjectiveRef
+    from emews.job.wiring import RunSpec, run_in_threads
+    from emews.objective.function import ObjectiveRef
     from emews.optimizers.random import RandomSearch
-    from emews.space import Float, Space
+    from emews.core.space import Float, Space
 
     seen: list = []
 

@@ -11,11 +11,11 @@ import pytest
 from testutil import FAULTY, GATED, REPO, wait_until
 from emews import AskTellOptimizer, BudgetExhausted, EvaluatorObserver, Optimizer
 from emews.runtime.backoff import DEFAULT_SPIN, Backoff, spin_for
-from emews.job import OptimizerFailed, RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
+from emews.job.wiring import OptimizerFailed, RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
 from emews.runtime.slots import WorkerSlots
-from emews.runtime.store import ResultsStore
-from emews.space import Categorical, Float, Space
+from emews.store.results_store import ResultsStore
+from emews.core.space import Categorical, Float, Space
 
 SPACE = Space({"x": Float(-2.0, 2.0), "mode": Categorical(("ok", "raise"))})
 SLOW = ObjectiveRef(str(REPO / "tests" / "objectives" / "slow.py"))
@@ -254,7 +254,7 @@ def test_distributor_looks_for_results_within_a_small_share_of_a_task() -> None:
 def test_progress_line_shows_done_budget_failures_best_and_busy_workers() -> None:
     import io
 
-    from emews.results import Outcome, Result, Status, Task
+    from emews.core.results import Outcome, Result, Status, Task
     from emews.runtime.progress import Progress, ProgressReporter
 
     def result(i: int, status: Status, value: float | None) -> Result:

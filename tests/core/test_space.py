@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emews.jsoncodec import dumps_point, loads_point
-from emews.space import (INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, SpaceError,
+from emews.core.jsoncodec import dumps_point, loads_point
+from emews.core.space import (INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, SpaceError,
                          load_candle_json, to_builtin)
 
 finite = st.floats(-1e6, 1e6, allow_nan=False)

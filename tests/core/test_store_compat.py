@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from emews.runtime.store import SCHEMA_VERSION
+from emews.store.results_store import SCHEMA_VERSION
 from testutil import EmewsCommand, stored_rows, write_workflow
 
 READERS = ("results", "status", "report")

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from emews.runtime.processes import children
-from emews.runtime.subprocess_channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
+from emews.processes.tree import children
+from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 from testutil import TESTS
 
 ENV = {"PYTHONPATH": os.pathsep.join([str(TESTS / "core"), os.environ.get("PYTHONPATH", "")])}
@@ -78,7 +78,7 @@ def test_a_child_whose_parent_died_before_the_death_signal_was_armed_exits():
     """The getppid race: the parent is gone before ``die_with`` runs, so no signal would ever come."""
     script = textwrap.dedent("""
         import os, time
-        from emews.runtime.processes import die_with
+        from emews.processes.tree import die_with
         parent = os.getpid()
         r, w = os.pipe()
         if os.fork() == 0:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from emews.optimizers.sweep import read_points_file
-from emews.space import Categorical, load_candle_json
-from emews.workflow import load_workflow
+from emews.core.space import Categorical, load_candle_json
+from emews.config.workflow import load_workflow
 from testutil import TESTS, stored_rows, write_workflow
 
 DATA = TESTS / "data" / "supervisor"

@@ -10,10 +10,10 @@ import pytest
 from testutil import FAULTY, write_workflow
 from emews.cli import main
 from emews.optimizers.sweep import Sweep
-from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
-from emews.runtime.store import ResultsStore
-from emews.space import Categorical, Constant, Float, Space
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
+from emews.store.results_store import ResultsStore
+from emews.core.space import Categorical, Constant, Float, Space
 
 SPACE = Space({"x": Float(-2.0, 2.0), "mode": Categorical(("ok", "dict")), "tag": Constant("t")})
 

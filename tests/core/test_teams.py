@@ -7,13 +7,13 @@ from collections import defaultdict, deque
 
 from testutil import TESTS
 from emews import Optimizer
-from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
 from emews.optimizers.random import RandomSearch
-from emews.results import Outcome, Status, Task
+from emews.core.results import Outcome, Status, Task
 from emews.runtime.teams import STRANDED_GRACE, TeamDispatch, TeamStranded
-from emews.space import Float, Int, Space
-from emews.task_size import FixedSize, FunctionSize, OptimizerSize, ParameterSize
+from emews.core.space import Float, Int, Space
+from emews.core.task_size import FixedSize, FunctionSize, OptimizerSize, ParameterSize
 
 TEAM = ObjectiveRef(str(TESTS / "objectives" / "team.py"))
 
@@ -197,10 +197,10 @@ def test_a_worker_that_stops_on_its_own_requeues_its_teams_task_and_fails_what_n
 def test_resume_runs_an_interrupted_task_again_on_the_ranks_its_optimizer_gave_it(tmp_path) -> None:
     """The store keeps each task's size: an optimizer's own sizes survive a stop (the workflow's
     ``task.ranks`` otherwise decides again, so ``--set task.ranks=...`` applies on resume)."""
-    from emews.evaluator import Evaluator
-    from emews.job import resume_state
-    from emews.queues import QueuePair
-    from emews.runtime.store import ResultsStore
+    from emews.core.evaluator import Evaluator
+    from emews.job.wiring import resume_state
+    from emews.core.queues import QueuePair
+    from emews.store.results_store import ResultsStore
 
     store = ResultsStore(tmp_path / "results.db")
     store.commit(tasks=[Task(0, {"x": 0.1}, 7, 1.0, ranks=3), Task(1, {"x": 0.2}, 8, 1.0, ranks=2)])
@@ -218,8 +218,8 @@ def test_resume_runs_an_interrupted_task_again_on_the_ranks_its_optimizer_gave_i
 def test_a_store_from_before_task_sizes_resumes_its_tasks_on_one_rank(tmp_path) -> None:
     import sqlite3
 
-    from emews.runtime import store as store_module
-    from emews.runtime.store import ResultsStore
+    from emews.store import results_store as store_module
+    from emews.store.results_store import ResultsStore
 
     path = tmp_path / "results.db"
     old_schema = store_module._SCHEMA.replace(",\n    ranks INTEGER NOT NULL DEFAULT 1", "")

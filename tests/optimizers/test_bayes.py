@@ -14,17 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import emews
-from emews.evaluator import EvaluatorObserver
-from emews.optimizer import AskTellOptimizer
+from emews.core.evaluator import EvaluatorObserver
+from emews.core.optimizer import AskTellOptimizer
 from emews.optimizers._bayes import _engine
 from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers._training_set import window
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers.random import RandomSearch
-from emews.results import Result, Status
-from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
-from emews.space import Categorical, Constant, Float, Int, Ordered, Space
+from emews.core.results import Result, Status
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
+from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space
 from emews.testing import OptimizerConformance
 from testutil import EVENTS
 

@@ -20,9 +20,9 @@ from emews.optimizers._bayes._engine import Engine
 from emews.optimizers._bayes._remote import ModelProcess, ModelProcessError
 from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers.bayes import BayesianOptimizer
-from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
-from emews.space import Categorical, Float, Int, Space
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
+from emews.core.space import Categorical, Float, Int, Space
 from testutil import wait_until
 
 HERE = __file__

@@ -14,8 +14,8 @@ from emews.optimizers._failures import FailureImputation
 from emews.optimizers._ga.failures import FailurePolicy
 from emews.optimizers._ga.individual import Individual
 from emews.optimizers.bayes import BayesianOptimizer
-from emews.results import Result, Status
-from emews.space import Float, Space
+from emews.core.results import Result, Status
+from emews.core.space import Float, Space
 
 losses = st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.inf)), min_size=1, max_size=30)
 

@@ -14,17 +14,17 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emews.evaluator import Evaluator
-from emews.optimizer import Optimizer
+from emews.core.evaluator import Evaluator
+from emews.core.optimizer import Optimizer
 from emews.optimizers._ga.failures import FailurePolicy
 from emews.optimizers._ga.individual import Individual
 from emews.optimizers._ga.operators import Mutator, cx_uniform, mutate_value, mutation_sigma
 from emews.optimizers.ga import GeneticAlgorithm
 from emews.optimizers.random import RandomSearch
-from emews.results import Result, Status
-from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
-from emews.space import INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, candle_dimension
+from emews.core.results import Result, Status
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
+from emews.core.space import INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, candle_dimension
 from emews.testing import FLAKY, mixed_space, run_traced
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -344,7 +344,7 @@ def test_numbers_written_as_yaml_strings_are_accepted() -> None:
 
 
 def test_registry_name_resolves() -> None:
-    from emews.plugins import resolve_optimizer
+    from emews.config.plugins import resolve_optimizer
     assert resolve_optimizer("ga") is GeneticAlgorithm
 
 

@@ -10,13 +10,13 @@ from typing import Any, Mapping
 
 import pytest
 
-from emews.objective import ObjectiveRef
+from emews.objective.function import ObjectiveRef
 from emews.optimizers._ga.individual import Individual
 from emews.optimizers._ga.screen import MIN_OBSERVATIONS, SurrogateScreen
 from emews.optimizers._ga.options import GAOptions
 from emews.optimizers.ga import GeneticAlgorithm
-from emews.results import Result, Status
-from emews.space import Categorical, Float, Int, Space
+from emews.core.results import Result, Status
+from emews.core.space import Categorical, Float, Int, Space
 from emews.testing import run_traced
 
 HERE = str(Path(__file__).resolve())

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
 from emews.optimizers.hyperspace import HyperSpace, split_space
 from emews.optimizers.random import RandomSearch
-from emews.space import Categorical, Float, Int, Space
+from emews.core.space import Categorical, Float, Int, Space
 from emews.testing import OptimizerConformance, run_traced
 
 HERE = __file__

@@ -14,9 +14,9 @@ import pytest
 
 from emews.optimizers.mbo import FALLBACK, MLRMBO, MBO
 from emews.optimizers.random import RandomSearch
-from emews.job import RunSpec, run_in_threads
-from emews.objective import ObjectiveRef
-from emews.space import Categorical, Constant, Float, Space
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
+from emews.core.space import Categorical, Constant, Float, Space
 from emews.testing import OptimizerConformance
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ ACKLEY = ObjectiveRef(str(ROOT / "objectives" / "ackley.py"))
 
 @pytest.fixture(scope="module", autouse=True)
 def r_available():
-    from emews import rbridge
+    from emews.contrib import rbridge
     try:
         rbridge.helpers()
     except rbridge.RUnavailable as exc:
@@ -90,7 +90,7 @@ def test_options_are_validated():
 
 
 def test_workflow_file_loads():
-    from emews.workflow import check_workflow, load_workflow
+    from emews.config.workflow import check_workflow, load_workflow
     wf = load_workflow(str(ROOT / "workflows" / "mbo.yaml"))
     check_workflow(wf)
     opt = wf.make_optimizer()
@@ -166,7 +166,7 @@ def test_all_failures_still_use_the_budget(tmp_path):
 
 
 def test_variants_and_edge_spaces(tmp_path):
-    from emews.space import Int, Ordered
+    from emews.core.space import Int, Ordered
     space = Space({"k": Int(1, 6), "lr": Float(1e-4, 1.0, log=True), "b": Ordered((8, 16, 32)),
                    "flag": Categorical((True, False))})
     quad = write_objective(tmp_path, "quad", 'return (params["k"] - 4) ** 2 + abs(math.log10(params["lr"]) + 2)'
@@ -186,7 +186,7 @@ def test_asking_for_mlrmbo_where_it_is_missing(tmp_path):
                            budget=10, workers=2)
         assert opt.implementation == MLRMBO and summary.completed == 10
         return
-    from emews.rbridge import RError
+    from emews.contrib.rbridge import RError
     box = {}
     spec = RunSpec(space=ackley_space(), make_optimizer=lambda: box.setdefault("o", MBO(implementation="mlrMBO")),
                    objective=ACKLEY, budget=5, isolation="inline", show_progress=False)

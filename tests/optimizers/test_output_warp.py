@@ -13,7 +13,7 @@ from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers._output_warp import MIN_POINTS, power_warp
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers.hyperspace import HyperSpace
-from emews.space import Float, Space
+from emews.core.space import Float, Space
 
 LOSSES = st.lists(st.floats(-1e9, 1e9, allow_nan=False, allow_infinity=False), min_size=0, max_size=60)
 PLANE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})

@@ -16,7 +16,7 @@ from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers._ga.screen import SurrogateScreen
 from emews.optimizers import _quiet
 from emews.optimizers._quiet import quiet_model_fits
-from emews.space import Float, Space
+from emews.core.space import Float, Space
 
 PLANE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
 

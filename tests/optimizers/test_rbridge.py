@@ -1,4 +1,4 @@
-"""emews.rbridge under real R (rpy2): round trips, conversions, errors, budget, threads.
+"""emews.contrib.rbridge under real R (rpy2): round trips, conversions, errors, budget, threads.
 
 These tests need R and rpy2 (tools/install-r.sh; pip install -e '.[r]'). They fail, with the
 reason, when R is missing: they are never skipped.
@@ -17,14 +17,14 @@ import pytest
 
 from emews.testing import mixed_space
 
-from emews.job import OptimizerFailed, RunSpec, run_in_threads
-from emews.space import Float, Int, Space
+from emews.job.wiring import OptimizerFailed, RunSpec, run_in_threads
+from emews.core.space import Float, Int, Space
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _require_r():
-    from emews import rbridge
+    from emews.contrib import rbridge
     try:
         rbridge.helpers()
     except rbridge.RUnavailable as exc:
@@ -56,8 +56,8 @@ def write_r(tmp_path: Path, code: str, name: str = "opt.R") -> Path:
 
 def run_r(tmp_path: Path, script: Path, *, budget: int = 12, workers: int = 3, space: Space | None = None,
           objective: str | None = None, entry: str | None = None, **options):
-    from emews.rbridge import ROptimizer
-    from emews.objective import ObjectiveRef
+    from emews.contrib.rbridge import ROptimizer
+    from emews.objective.function import ObjectiveRef
 
     box = {}
 
@@ -230,7 +230,7 @@ def test_r_error_becomes_python_exception_with_message_and_trace(rb, tmp_path):
 
 
 def test_script_errors_are_reported(rb, tmp_path):
-    from emews.rbridge import ROptimizer, RError
+    from emews.contrib.rbridge import ROptimizer, RError
     syntax = write_r(tmp_path, "emews_optimize <- function(evaluator, space, options) {\n", "bad.R")
     summary, _ = run_r(tmp_path, syntax)
     assert isinstance(summary.error.error, RError) and "cannot load" in str(summary.error.error)
@@ -305,7 +305,7 @@ def test_seed_get_timeout_and_warnings(rb, tmp_path, caplog):
                seed = evaluator$seed(), direction = evaluator$direction(), workers = evaluator$workers())
         }
     ''')
-    with caplog.at_level(logging.WARNING, logger="emews.rbridge"):
+    with caplog.at_level(logging.WARNING, logger="emews.contrib.rbridge"):
         _, first = run_r(tmp_path, script, budget=2, workers=2)
         _, second = run_r(tmp_path, script, budget=2, workers=2)
     assert first.value["early"] == 0 and first.value["got"] == [True, True]
@@ -317,7 +317,7 @@ def test_seed_get_timeout_and_warnings(rb, tmp_path, caplog):
 
 
 def test_off_main_thread_is_refused(rb, tmp_path):
-    from emews.rbridge import ROptimizer
+    from emews.contrib.rbridge import ROptimizer
     script = write_r(tmp_path, RANDOM_SEARCH_R)
     box = {}
 

@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from emews.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
-from emews.optimizer import Optimizer
+from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
+from emews.core.optimizer import Optimizer
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers._ga import archive
 from emews.optimizers._ga.failures import FailurePolicy
@@ -20,9 +20,9 @@ from emews.optimizers._ga.individual import Individual
 from emews.optimizers.ga import GeneticAlgorithm
 from emews.optimizers.random import RandomSearch
 from emews.optimizers.sweep import Sweep
-from emews.queues import QueuePair
-from emews.results import Result, Status, Task
-from emews.space import Constant, Float, Int, Space
+from emews.core.queues import QueuePair
+from emews.core.results import Result, Status, Task
+from emews.core.space import Constant, Float, Int, Space
 from emews.testing import run_traced, smooth_objective
 
 SPACE = Space({"x": Float(-5.0, 5.0, sigma=0.01), "n": Int(0, 8), "tag": Constant("t")})

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from emews.cli import main
-from emews.evaluator import Evaluator
+from emews.core.evaluator import Evaluator
 from emews.optimizers.mbo import MBO
-from emews.queues import QueuePair
+from emews.core.queues import QueuePair
 from emews.optimizers.sweep import Sweep
-from emews.plugins import path_options
-from emews.rbridge import ROptimizer
-from emews.space import Categorical, Float, Int, Space
+from emews.config.plugins import path_options
+from emews.contrib.rbridge import ROptimizer
+from emews.core.space import Categorical, Float, Int, Space
 
 from test_resume import SPACE, Answerer, history, result, resumed_run, task
 

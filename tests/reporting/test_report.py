@@ -168,8 +168,8 @@ def add_training_tables(exp: Path) -> dict[int, str]:
     """What training-aware tasks add to a store, written through the store's own training API:
     per-step reports and durable checkpoints. Every other successful trial is stopped early by its
     scheduler after 2 of 5 steps (a ``stop`` decision)."""
-    from emews.runtime.trial_store import TrialStore
-    from emews.training import CheckpointNote, Report
+    from emews.store.trial_store import TrialStore
+    from emews.training.messages import CheckpointNote, Report
 
     db = sqlite3.connect(exp / "results.db", isolation_level=None)
     trials = TrialStore(db)
@@ -238,7 +238,7 @@ def test_report_of_a_folder_that_is_no_experiment(tmp_path: Path) -> None:
 
 
 def test_report_of_an_experiment_before_its_first_result(tmp_path: Path) -> None:
-    from emews.experiment import create_experiment
+    from emews.config.experiment import create_experiment
 
     exp = create_experiment(tmp_path / "exp", name="early", site={"name": "local"}, info={"workers": 2},
                             workflow={"space": {"x": {"type": "float", "lower": 0, "upper": 1}},

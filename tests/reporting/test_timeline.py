@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from hypothesis import given, strategies as st
 
-from emews.experiment import create_experiment
+from emews.config.experiment import create_experiment
 from emews.reporting import data, timeline
 from emews.reporting.load import resample
-from emews.results import Result, Status, Task
-from emews.runtime.store import ResultsStore
+from emews.core.results import Result, Status, Task
+from emews.store.results_store import ResultsStore
 
 T0 = 1_700_000_000.0
 SPACE = {"x": {"type": "float", "lower": 0.0, "upper": 1.0}}

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import emews.cli
 import emews.site.launchers
-from emews.errors import ConfigError
+from emews.core.errors import ConfigError
 from emews.site import builtin_site_dir, load_site
 from emews.site.jobs import job_command
 from site_helpers import LOOPBACK_SITE

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from emews.errors import ConfigError
+from emews.core.errors import ConfigError
 from emews.site import bind_gpus, load_site, local_rank
 from emews.site.gpus import LOCAL_RANK_VARS
 

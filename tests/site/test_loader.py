@@ -9,7 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emews.errors import ConfigError
+from emews.core.errors import ConfigError
 from emews.site import ENV_OVERRIDES, available_sites, load_site
 from emews.site.loader import builtin_site_dir
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from site_helpers import LOOPBACK_SITE
-from emews.errors import ConfigError
+from emews.core.errors import ConfigError
 from emews.site import load_site
 from emews.site.launchers import python_bin
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from site_helpers import FakeTools
-from emews.errors import ConfigError, EmewsError
+from emews.core.errors import ConfigError, EmewsError
 from emews.site import load_site
 from emews.site.jobs import (JOB_RECORD, JOB_SCRIPT, cancel_experiment, job_command, job_status,
                              read_job, submit_experiment)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emews.errors import ConfigError
-from emews.yamlio import parse_yaml
+from emews.core.errors import ConfigError
+from emews.config.yamlio import parse_yaml
 from emews.site.walltime import format_hm, format_hms, parse_walltime
 
 hours = st.integers(0, 500)

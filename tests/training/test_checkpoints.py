@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from emews.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, framed_size, local_tier,
+from emews.training.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, framed_size, local_tier,
                                read_checkpoint, remove_dead_temps, remove_inside, snapshot, unset_variables,
                                write_atomic)
-from emews.runtime.trial_store import TrialStore
-from emews.training import CheckpointNote, Report
+from emews.store.trial_store import TrialStore
+from emews.training.messages import CheckpointNote, Report
 from testutil import wait_until
 
 
@@ -169,8 +169,8 @@ def test_a_write_that_fails_leaves_no_temporary_file(tmp_path: Path, writer: str
     call = {"checkpoint": "write_atomic(folder / 'ck' / 'a.ckpt', [b'x' * 50_000, b'y' * 50_000])",
             "summary": "write_summary(folder, {'blob': 'x' * 100_000})"}[writer]
     out = run_limited(tmp_path, f"""
-        from emews.rank_zero import write_summary
-        from emews.textfiles import write_atomic
+        from emews.job.rank_zero import write_summary
+        from emews.core.textfiles import write_atomic
         try:
             {call}
         except OSError as exc:
@@ -184,7 +184,7 @@ def test_a_failed_staging_leaves_nothing_on_the_local_tier(tmp_path: Path) -> No
     """The local tier is full: the partial staged file is removed (the write falls back to the
     experiment directory, full too here: no temp file there either) and the checkpoint is failed."""
     out = run_limited(tmp_path, """
-        from emews.checkpoints import CheckpointWriter, checkpoint_path, snapshot
+        from emews.training.checkpoints import CheckpointWriter, checkpoint_path, snapshot
         writer = CheckpointWriter(local_dir=folder / "local")
         writer.submit(checkpoint_path(folder / "exp", 1, 1, 0), *snapshot(b"w" * 200_000))
         writer.flush()

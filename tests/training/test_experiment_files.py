@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from emews.catalog import load_best
-from emews.checkpoints import frame, read_checkpoint, snapshot, write_atomic
-from emews.runtime.trial_store import TrialStore
+from emews.output.catalog import load_best
+from emews.training.checkpoints import frame, read_checkpoint, snapshot, write_atomic
+from emews.store.trial_store import TrialStore
 from test_trial_runs import launch, trainer_workflow
 from testutil import events, query, stored_rows, wait_until
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from emews.catalog import list_checkpoints, load_best
-from emews.retention import Retainer, Retention
+from emews.output.catalog import list_checkpoints, load_best
+from emews.training.retention import Retainer, Retention
 from test_trial_runs import launch, trainer_workflow
 from testutil import query
 

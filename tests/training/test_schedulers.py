@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from emews.schedulers.asha import ASHA
-from emews.schedulers.base import quantile
-from emews.schedulers.hyperband import Hyperband
-from emews.schedulers.median import MedianStopping
-from emews.schedulers.pbt import PBT
-from emews.space import Categorical, Float, Int, Space
-from emews.training import CONTINUE, Action, StoredReport
+from emews.training.schedulers.asha import ASHA
+from emews.training.schedulers.base import quantile
+from emews.training.schedulers.hyperband import Hyperband
+from emews.training.schedulers.median import MedianStopping
+from emews.training.schedulers.pbt import PBT
+from emews.core.space import Categorical, Float, Int, Space
+from emews.training.messages import CONTINUE, Action
+from emews.core.results import StoredReport
 
 
 def bound(scheduler, space=None, direction="minimize", seed=0):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from emews.catalog import load_best
-from emews.imports import import_user_module
-from emews.schedulers.asha import ASHA
+from emews.output.catalog import load_best
+from emews.core.imports import import_user_module
+from emews.training.schedulers.asha import ASHA
 from testutil import REPO, query, stored_rows
 
 torch = pytest.importorskip("torch", reason="the test extra installs torch")

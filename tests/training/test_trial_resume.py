@@ -189,9 +189,9 @@ def test_a_walltime_stop_keeps_trials_waiting_and_the_resumed_run_promotes_them(
 
 def test_next_id_passes_every_id_the_training_tables_hold(tmp_path: Path) -> None:
     """A trial that reported, checkpointed or was cloned from holds its id, with or without a tasks row."""
-    from emews.runtime.store import ResultsStore
-    from emews.runtime.trial_store import TrialStore
-    from emews.training import Report
+    from emews.store.results_store import ResultsStore
+    from emews.store.trial_store import TrialStore
+    from emews.training.messages import Report
 
     with ResultsStore(tmp_path / "results.db") as store:
         trials = TrialStore(store.connection)
@@ -208,12 +208,12 @@ def test_a_trial_the_run_stopped_as_it_paused_waits_again_with_its_last_reported
     """The scheduler's replay says who waits: a trial whose task ended after its pause (its outcome
     stored in ``waits``) waits again with that outcome; one the stop caught before its outcome arrived
     waits with its last report's metric. A trial its rebuilt scheduler does not pause is not held."""
-    from emews.results import Outcome, Status, Task
-    from emews.runtime.store import ResultsStore
-    from emews.runtime.trial_store import TrialStore
-    from emews.runtime.trials import TrialService
-    from emews.schedulers.asha import ASHA
-    from emews.training import Report
+    from emews.core.results import Outcome, Status, Task
+    from emews.store.results_store import ResultsStore
+    from emews.store.trial_store import TrialStore
+    from emews.runtime.trial_reports import TrialService
+    from emews.training.schedulers.asha import ASHA
+    from emews.training.messages import Report
 
     with ResultsStore(tmp_path / "results.db") as store:
         trials = TrialStore(store.connection)

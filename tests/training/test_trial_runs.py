@@ -94,8 +94,8 @@ def test_trials_that_reach_max_t_are_completed_and_the_others_stopped_early_ever
 
 CHECKING_SCHEDULER = '''
 import sqlite3
-from emews.schedulers import TrialScheduler
-from emews.training import Decision, Action, CONTINUE
+from emews.training.schedulers import TrialScheduler
+from emews.training.messages import Decision, Action, CONTINUE
 
 class StoredFirst(TrialScheduler):
     """Stops a trial when its report is not yet in the store (it must always be)."""
@@ -235,7 +235,7 @@ def test_pbt_with_more_trials_than_workers_clones_only_peers_that_still_train(em
 
 DUMPING_ASHA = '''
 import json
-from emews.schedulers.asha import ASHA
+from emews.training.schedulers.asha import ASHA
 
 class Dumping(ASHA):
     """ASHA that writes its rung table after every decision."""

@@ -1,0 +1,1 @@
+"""Configuration: workflow files, YAML, validation messages, plug-in resolution, experiment directories and their lease."""

@@ -1,0 +1,135 @@
+"""Experiment directories: created whole or not at all.
+
+Layout::
+
+    EXP/workflow.yaml    the resolved workflow (space inlined, paths absolute)
+    EXP/site.yaml        the resolved site
+    EXP/experiment.json  workers, creation time, emews version, the command line
+    EXP/results.db       SQLite results store, one row per finished evaluation
+    EXP/results.csv      written at the end of the run and by ``emews results``
+    EXP/runs/NNNNNN/     per-task run dirs (stdout.txt / stderr.txt of the isolated child)
+    EXP/emews.log        the optimizer rank's log
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from emews.core.errors import ConfigError
+from emews.config.yamlio import dump_yaml
+
+WORKFLOW_FILE = "workflow.yaml"
+SITE_FILE = "site.yaml"
+INFO_FILE = "experiment.json"
+STORE_FILE = "results.db"
+CSV_FILE = "results.csv"
+LOG_FILE = "emews.log"
+SUMMARY_FILE = "summary.json"
+
+
+def emews_version() -> str:
+    try:
+        return version("emews-mpi")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def next_numbered(root: Path, stem: str) -> Path:
+    """``root/stem-001``, ``-002``, ...: the first that does not exist yet."""
+    n = 1
+    while (root / f"{stem}-{n:03d}").exists():
+        n += 1
+    return root / f"{stem}-{n:03d}"
+
+
+def create_experiment(exp_dir: Path | None, *, name: str, workflow: dict[str, Any], site: dict[str, Any],
+                      info: dict[str, Any]) -> Path:
+    """Write a new experiment directory atomically (a temp dir renamed into place)."""
+    target = exp_dir if exp_dir is not None else next_numbered(Path("experiments"), name)
+    target = target.absolute()
+    taken = ConfigError(f"{target} already exists and is not empty", key="--exp-dir",
+                        allowed="a new or empty directory")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise taken
+    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+        (staging / "runs").mkdir()
+        _dump_yaml(staging / WORKFLOW_FILE, workflow)
+        _dump_yaml(staging / SITE_FILE, site)
+        meta = {"name": name, "created": time.time(), "emews_version": emews_version(),
+                "python": sys.executable, "command": sys.argv, **info}
+        (staging / INFO_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        try:
+            if target.exists():
+                target.rmdir()
+            staging.rename(target)
+        except OSError:  # another launch created it first
+            raise taken from None
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ConfigError(f"cannot create the experiment directory: {exc.strerror or exc}", file=str(target),
+                          key="--exp-dir", allowed="a writable location") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def read_workflow(exp_dir: Path) -> dict[str, Any]:
+    """The experiment's resolved workflow, as plain data."""
+    from emews.config.yamlio import load_mapping
+
+    return load_mapping(require_experiment(exp_dir) / WORKFLOW_FILE)
+
+
+def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
+    """Apply ``budget.*`` overrides to the experiment's workflow.yaml (validated, replaced atomically)."""
+    from emews.config.workflow import load_workflow
+    from emews.config.yamlio import set_dotted
+
+    data = read_workflow(exp_dir)
+    for key, value in overrides.items():
+        set_dotted(data, key, value, f"--set {key}")
+    path = exp_dir / WORKFLOW_FILE
+    tmp = path.with_name(f".{WORKFLOW_FILE}.{os.getpid()}.tmp")
+    _dump_yaml(tmp, data)
+    try:
+        load_workflow(str(tmp), check_imports=False)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_info(exp_dir: Path) -> dict[str, Any]:
+    return json.loads((exp_dir / INFO_FILE).read_text())
+
+
+def require_experiment(exp_dir: Path) -> Path:
+    if not (exp_dir / WORKFLOW_FILE).is_file():
+        raise ConfigError("not an experiment directory (no workflow.yaml)", file=str(exp_dir))
+    return exp_dir
+
+
+def _dump_yaml(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(dump_yaml(data), encoding="utf-8")
+
+
+def run_exit_status(exp_dir: Path, since: float) -> int | None:
+    """The exit status the run that finished after ``since`` recorded (``None``: no such run)."""
+    try:
+        data = json.loads((exp_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("finished"), (int, float)) or data["finished"] < since:
+        return None
+    status = data.get("exit_status")
+    return status if isinstance(status, int) else None

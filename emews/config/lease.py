@@ -1,0 +1,197 @@
+"""One owner per experiment: an exclusive lease file that ``launch``/``resume`` and the job take.
+
+``EXP/lease.json`` names its owners (host, pid and the pid's start time, so a
+recycled pid is not mistaken for the owner), the batch job id when there is one,
+and a token. The job started for a lease presents the token (``emews run EXP
+--lease TOKEN``) and joins it; anyone else finds it held and gets exit status 2
+naming the holder. A lease whose owners are all dead and whose job (if any) is
+over is stale and is taken over. Creation is a hard link of a private temp file
+(atomic, also on NFS); a take-over first renames the stale file away, which
+only one contender can do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from emews.core.errors import ConfigError
+
+LEASE_FILE = "lease.json"
+
+
+class LeaseHeld(ConfigError):
+    """Another live launch, resume or job owns the experiment."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A process that holds the lease."""
+
+    host: str
+    pid: int
+    started: float  # the process's start time (clock ticks since boot), to tell a recycled pid
+
+    @classmethod
+    def me(cls) -> "Owner":
+        return cls(socket.gethostname(), os.getpid(), _start_time(os.getpid()))
+
+    def alive(self) -> bool | None:
+        """Whether the process still runs (``None``: it runs on another host, so we cannot tell)."""
+        if self.host != socket.gethostname():
+            return None
+        return _start_time(self.pid) == self.started
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}"
+
+
+@dataclass
+class LeaseRecord:
+    token: str
+    owners: list[Owner] = field(default_factory=list)
+    job_id: str | None = None
+    command: str = ""
+    since: float = field(default_factory=time.time)
+
+    @classmethod
+    def read(cls, path: Path) -> "LeaseRecord | None":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(token=data["token"], owners=[Owner(**o) for o in data.get("owners", [])],
+                       job_id=data.get("job_id"), command=data.get("command", ""), since=data.get("since", 0.0))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError):
+            return cls(token="unreadable", command="an unreadable lease file")  # owners unknown: stale
+
+    def describe(self) -> str:
+        who = ", ".join(o.describe() for o in self.owners) or "no running process"
+        job = f", batch job {self.job_id}" if self.job_id else ""
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
+        return f"{self.command or 'emews'} ({who}{job}, since {when})"
+
+
+#: asks the batch system whether a job is over (``emews.site.jobs`` supplies one)
+JobDone = Callable[[str], bool]
+
+
+class Lease:
+    """The experiment's lease, held by this process."""
+
+    def __init__(self, exp_dir: Path, record: LeaseRecord) -> None:
+        self.exp_dir = exp_dir
+        self.record = record
+
+    @property
+    def path(self) -> Path:
+        return self.exp_dir / LEASE_FILE
+
+    @property
+    def token(self) -> str:
+        return self.record.token
+
+    def update(self, *, job_id: str | None = None, owners: list[Owner] | None = None) -> None:
+        """Record the batch job (and who owns the lease now)."""
+        if job_id is not None:
+            self.record.job_id = job_id
+        if owners is not None:
+            self.record.owners = owners
+        _write_atomically(self.path, self.record)
+
+    def release(self) -> None:
+        """Give the lease up, if it is still ours."""
+        current = LeaseRecord.read(self.path)
+        if current is not None and current.token == self.token:
+            self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: JobDone | None = None) -> Lease:
+    """Take the lease of ``exp_dir`` (or join it with its ``token``); raise :class:`LeaseHeld`."""
+    path = exp_dir / LEASE_FILE
+    for _ in range(5):
+        current = LeaseRecord.read(path)
+        if current is not None and token is not None and current.token == token:
+            current.owners = [o for o in current.owners if o.alive() is not False] + [Owner.me()]
+            _write_atomically(path, current)
+            return Lease(exp_dir, current)
+        if current is not None:
+            if not _stale(current, job_done):
+                raise LeaseHeld(f"the experiment is in use by {current.describe()}", file=str(exp_dir),
+                                allowed="one launch, resume or job at a time: wait for it to end, or stop it "
+                                        f"(emews cancel {exp_dir}, or kill its process)")
+            try:  # claim the stale lease: only one contender's rename succeeds
+                os.rename(path, path.with_name(f".{LEASE_FILE}.stale-{uuid.uuid4().hex}"))
+            except FileNotFoundError:
+                continue
+        record = LeaseRecord(token=token or uuid.uuid4().hex, owners=[Owner.me()], command=command)
+        if _create(path, record):
+            _remove_stale_copies(exp_dir)
+            return Lease(exp_dir, record)
+    raise LeaseHeld("the experiment's lease keeps changing hands", file=str(exp_dir))
+
+
+def _stale(record: LeaseRecord, job_done: JobDone | None) -> bool:
+    """No owner alive here, and either no owner elsewhere or the batch job is over."""
+    states = [owner.alive() for owner in record.owners]
+    if any(state is True for state in states):
+        return False
+    if record.job_id and job_done is not None:
+        return job_done(record.job_id)
+    return not record.job_id and all(state is False for state in states)
+
+
+def _create(path: Path, record: LeaseRecord) -> bool:
+    """Create ``path`` holding ``record`` unless it exists (atomic: link of a private temp file)."""
+    tmp = path.with_name(f".{LEASE_FILE}.{uuid.uuid4().hex}")
+    try:
+        tmp.write_text(_dump(record), encoding="utf-8")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    except OSError as exc:
+        raise ConfigError(f"cannot write the experiment's lease: {exc.strerror}", file=str(path)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_atomically(path: Path, record: LeaseRecord) -> None:
+    tmp = path.with_name(f".{LEASE_FILE}.{uuid.uuid4().hex}")
+    tmp.write_text(_dump(record), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _remove_stale_copies(exp_dir: Path) -> None:
+    for old in exp_dir.glob(f".{LEASE_FILE}.stale-*"):
+        old.unlink(missing_ok=True)
+
+
+def _dump(record: LeaseRecord) -> str:
+    data: dict[str, Any] = asdict(record)
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _start_time(pid: int) -> float:
+    """The start time of ``pid`` in clock ticks since boot (0 when it does not exist)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X"):
+            return 0.0
+        return float(fields[19])
+    except (OSError, IndexError, ValueError):
+        return 0.0

@@ -1,0 +1,163 @@
+# The R side of emews's R bridge (emews/contrib/rbridge.py): helper functions, defined once per
+# process in an environment whose parent is globalenv(); the value of this file is that environment.
+local({
+  .emews_signal <- function(r) {
+    stop(structure(class = c(as.character(r$class), "emews_error", "error", "condition"),
+                   list(message = as.character(r$message), call = NULL)))
+  }
+  .emews_call <- function(f, ...) {
+    r <- f(...)
+    if (inherits(r, "emews_py_error")) .emews_signal(r)
+    r
+  }
+  .emews_make_evaluator <- function(py) {
+    list(
+      put = function(points) .emews_call(py$put, points),
+      get = function(n = 1L, timeout = NULL) .emews_call(py$get, n, timeout),
+      map = function(points) .emews_call(py$map, points),
+      remaining = function() .emews_call(py$remaining),
+      pending = function() .emews_call(py$pending),
+      workers = function() .emews_call(py$workers),
+      seed = function() .emews_call(py$seed),
+      direction = function() .emews_call(py$direction),
+      history = function() .emews_call(py$history),
+      log = function(..., level = "info") {
+        invisible(.emews_call(py$log, as.character(level), paste0(..., collapse = "")))
+      },
+      set_info = function(key, value) invisible(.emews_call(py$set_info, as.character(key), value))
+    )
+  }
+  .emews_df <- function(cols) {
+    df <- as.data.frame(cols, stringsAsFactors = FALSE, optional = TRUE)
+    if (length(cols) > 0 && ncol(df) == length(cols)) names(df) <- names(cols)
+    df
+  }
+  .emews_points_columns <- function(points) {
+    if (is.data.frame(points)) {
+      cols <- as.list(points)
+      n <- nrow(points)
+    } else if (is.list(points)) {
+      if (length(points) > 0 && !is.null(names(points)) && !any(vapply(points, is.list, NA)))
+        points <- list(points)  # a single point given as a named list
+      if (!all(vapply(points, function(p) is.list(p) || is.atomic(p), NA)))
+        stop("points must be a data.frame or a list of named lists (one per point)")
+      n <- length(points)
+      keys <- unique(unlist(lapply(points, names)))
+      cols <- list()
+      for (k in keys) {
+        vals <- vector("list", n)
+        for (i in seq_len(n)) {
+          v <- points[[i]][[k]]
+          if (is.null(v) || length(v) != 1L)
+            stop(sprintf("point %d has no single value for parameter '%s'", i, k))
+          if (is.factor(v)) v <- as.character(v)
+          vals[[i]] <- v
+        }
+        cols[[k]] <- unlist(vals)
+      }
+    } else {
+      stop("points must be a data.frame or a list of named lists (one per point), not ",
+           paste(class(points), collapse = "/"))
+    }
+    for (k in names(cols)) {
+      col <- cols[[k]]
+      if (is.factor(col)) col <- as.character(col)
+      if (is.list(col)) stop(sprintf("column '%s' of points is a list; use an atomic column", k))
+      bad <- which(is.na(col))
+      if (length(bad) > 0) stop(sprintf("point %d has NA for parameter '%s'", bad[1], k))
+      cols[[k]] <- col
+    }
+    list(n = as.integer(n), cols = cols)
+  }
+  .emews_trace <- function(calls) {
+    at <- 0L
+    for (i in seq_along(calls)) {
+      f <- calls[[i]][[1L]]
+      if (is.name(f) && identical(as.character(f), "withCallingHandlers")) { at <- i; break }
+    }
+    calls <- if (at > 0L) calls[-seq_len(at)] else calls
+    lines <- character(0)
+    for (cl in calls) {
+      f <- cl[[1L]]
+      fname <- if (is.name(f)) as.character(f) else ""
+      if (fname %in% c(".handleSimpleError", "h", "stop", ".emews_signal", "simpleError")) next
+      text <- paste(deparse(cl, width.cutoff = 100L, nlines = 1L), collapse = " ")
+      if (nchar(text) > 120L) text <- paste0(substr(text, 1L, 117L), "...")
+      sr <- attr(cl, "srcref")
+      if (!is.null(sr)) {
+        sf <- attr(sr, "srcfile")
+        file <- if (!is.null(sf) && !is.null(sf$filename)) basename(sf$filename) else "?"
+        text <- sprintf("%s  [%s#%d]", text, file, sr[1L])
+      }
+      lines <- c(lines, text)
+    }
+    if (length(lines) > 30L) lines <- c(lines[1:10], "...", utils::tail(lines, 19L))
+    lines
+  }
+  .emews_run <- function(fn, evaluator, space, options, on_warning) {
+    trace <- character(0)
+    tryCatch({
+      value <- withCallingHandlers(fn(evaluator, space, options),
+        error = function(e) trace <<- .emews_trace(sys.calls()),
+        warning = function(w) {
+          on_warning(conditionMessage(w))
+          invokeRestart("muffleWarning")
+        })
+      list(ok = TRUE, value = value)
+    }, error = function(e) {
+      cl <- conditionCall(e)
+      list(ok = FALSE, message = conditionMessage(e),
+           call = if (is.null(cl)) NA_character_ else paste(deparse(cl, nlines = 1L), collapse = " "),
+           classes = class(e), trace = trace)
+    })
+  }
+  .emews_source <- function(path, entry, parent) {
+    env <- new.env(parent = parent)
+    tryCatch({
+      source(path, local = env, keep.source = TRUE, echo = FALSE)
+      if (!exists(entry, envir = env, inherits = FALSE) || !is.function(get(entry, envir = env)))
+        return(list(ok = FALSE, message = sprintf("%s does not define a function named '%s'", path, entry)))
+      list(ok = TRUE, fn = get(entry, envir = env))
+    }, error = function(e) list(ok = FALSE, message = conditionMessage(e)))
+  }
+
+  emews_param_set <- function(space) {
+    if (!requireNamespace("ParamHelpers", quietly = TRUE))
+      stop("emews_param_set needs the R package ParamHelpers (apt-get install r-cran-paramhelpers)")
+    params <- list()
+    for (p in space) {
+      id <- p$name
+      par <- switch(p$type,
+        float = if (isTRUE(p$log)) ParamHelpers::makeNumericParam(id, log(p$lower), log(p$upper))
+                else ParamHelpers::makeNumericParam(id, p$lower, p$upper),
+        int = if (isTRUE(p$log)) ParamHelpers::makeNumericParam(id, log(p$lower), log(p$upper + 1) - 1e-9)
+              else ParamHelpers::makeIntegerParam(id, p$lower, p$upper),
+        ordered = ParamHelpers::makeIntegerParam(id, 1L, length(p$values)),
+        categorical = ParamHelpers::makeDiscreteParam(id, values = as.character(p$values)),
+        constant = NULL,
+        stop("unknown parameter type ", p$type))
+      if (!is.null(par)) params[[length(params) + 1L]] <- par
+    }
+    do.call(ParamHelpers::makeParamSet, params)
+  }
+  .emews_columns <- function(space, df, convert) {
+    out <- list()
+    for (p in space) {
+      if (p$type == "constant") next
+      out[[p$name]] <- convert(p, df[[p$name]])
+    }
+    .emews_df(out)
+  }
+  emews_decode <- function(space, df) .emews_columns(space, df, function(p, x) switch(p$type,
+    float = if (isTRUE(p$log)) pmin(pmax(exp(x), p$lower), p$upper) else pmin(pmax(x, p$lower), p$upper),
+    int = if (isTRUE(p$log)) as.integer(pmin(pmax(floor(exp(x)), p$lower), p$upper))
+          else as.integer(pmin(pmax(round(x), p$lower), p$upper)),
+    ordered = p$values[pmin(pmax(as.integer(round(x)), 1L), length(p$values))],
+    categorical = p$values[match(as.character(x), as.character(p$values))]))
+  emews_encode <- function(space, df) .emews_columns(space, df, function(p, x) switch(p$type,
+    float = if (isTRUE(p$log)) log(x) else as.numeric(x),
+    int = if (isTRUE(p$log)) log(x) + 0.5 * (log(x + 1) - log(x)) else as.integer(x),
+    ordered = match(as.character(x), as.character(p$values)),
+    categorical = factor(as.character(x), levels = as.character(p$values))))
+  environment()
+}, envir = new.env(parent = globalenv()))

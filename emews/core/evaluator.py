@@ -1,0 +1,216 @@
+"""The optimizer's view of the task-distribution layer."""
+
+from __future__ import annotations
+
+import time
+from collections import abc
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from emews.core.queues import QueuePair
+from emews.core.results import Result, Task
+from emews.core.space import Space, SpaceError
+from emews.core.task_size import FixedSize, TaskSize, TaskSizeError, whole_ranks
+from emews.core.results import StoredReport
+
+
+class BudgetExhausted(RuntimeError):
+    """More evaluations were asked for than the budget has left.
+
+    Raised out of ``Optimizer.run`` it ends the run normally.
+    """
+
+
+#: the evaluation budget of a run that only steps or time limit: more than any run submits
+UNLIMITED = 2**62
+
+
+class EvaluatorObserver:
+    """Sees what passes through an evaluator, in order (tests, benchmarks, live views):
+    subclass and override what you need; add it with ``evaluator.observers.append``."""
+
+    def submitted(self, tasks: Sequence[Task]) -> None:
+        """``tasks`` were queued (their ids, validated points and submit times)."""
+
+    def received(self, results: Sequence[Result]) -> None:
+        """``results`` are being handed to the optimizer (by ``get`` or ``map``)."""
+
+
+class Evaluator:
+    """Submit points and collect results; the budget is enforced here.
+
+    ``put`` never blocks; ``get`` blocks until results arrive; ``map``
+    evaluates a batch and returns its results in order (the seam that
+    DEAP's ``toolbox.map`` plugs into).
+
+    When the run continues an earlier one (``emews resume``):
+
+    ``history``  the finished evaluations of the earlier runs (in id order), as
+                 ``evaluator.history``; they count against the budget, and an
+                 optimizer learns them before its first proposal.
+    ``requeue``  the tasks that were running when the earlier run stopped: they are
+                 submitted again at once with their ids (``evaluator.requeued``),
+                 count as submitted and pending, and their results arrive through
+                 ``get`` like any other.
+    ``waiting``  tasks of earlier runs whose trials wait for a promotion (ASHA): as ``requeue``
+                 (in ``evaluator.requeued``, pending) but not submitted: the distributor holds them.
+    ``first_id`` the next task id; ids never collide with earlier ones.
+    ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
+    ``reports``  reads the training reports stored so far (see :meth:`reports`).
+    ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
+    """
+
+    def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int | None,
+                 direction: str = "minimize", seed: int = 0, first_id: int = 0,
+                 history: Sequence[Result] = (), requeue: Sequence[Task] = (), waiting: Sequence[Task] = (),
+                 exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = (),
+                 reports: Callable[[int | None], list[StoredReport]] | None = None,
+                 task_size: TaskSize | None = None) -> None:
+        self.space = space
+        self.task_size = task_size or FixedSize(1)
+        self._gang = self.task_size.gang
+        self.observers: list[EvaluatorObserver] = list(observers)
+        self.workers = workers
+        #: the evaluations the run may make (:data:`UNLIMITED` when only steps or time limit it)
+        self.budget = UNLIMITED if budget is None else budget
+        self.direction = direction
+        self.seed = seed
+        self.exp_dir = None if exp_dir is None else Path(exp_dir)
+        self.history: tuple[Result, ...] = tuple(history)
+        self.requeued: tuple[Task, ...] = (*requeue, *waiting)
+        self._queues = queues
+        self._read_reports = reports
+        earlier = [r.id for r in self.history] + [t.id for t in self.requeued]
+        self._next_id = max([first_id, *(i + 1 for i in earlier)])
+        #: points earlier runs put (one id each, in order, also those lost at a kill -9): an
+        #: optimizer that draws its points from a seeded sequence skips this many draws on resume
+        self.earlier_points = self._next_id
+        self._submitted = len(self.requeued)
+        self._handed_out = 0
+        self._ready: dict[int, Result] = {}
+        for task in self.requeued:  # sized again by task.ranks, which may keep the size the store has
+            self._size(task, stored=task.ranks)
+        if requeue:
+            queues.submit(requeue)
+
+    @property
+    def remaining(self) -> int:
+        """Evaluations the budget still allows to be submitted (earlier runs' included)."""
+        return max(self.budget - len(self.history) - self._submitted, 0)
+
+    @property
+    def pending(self) -> int:
+        """Submitted evaluations whose results the optimizer has not yet received."""
+        return self._submitted - self._handed_out
+
+    @property
+    def capacity(self) -> int:
+        """Tasks the workers can hold right now: ``workers`` for long tasks, more when
+        tasks are short and each worker gets its next ones ahead (prefetch)."""
+        return max(self._queues.capacity, self.workers)
+
+    @property
+    def submitted(self) -> int:
+        """Evaluations submitted in this run (requeued ones included)."""
+        return self._submitted
+
+    def reports(self, trial: int | None = None) -> list[StoredReport]:
+        """The training reports stored so far (of one trial, a task id, or of all), in arrival order;
+        each is on disk before the trial scheduler saw it. Empty when the run keeps no store."""
+        return [] if self._read_reports is None else self._read_reports(trial)
+
+    def put(self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None) -> list[int]:
+        """Queue ``points`` for evaluation; return their task ids (results carry them as ``.id``).
+
+        ``ranks``: the worker ranks each task runs on (one number for all, or one per point),
+        instead of the workflow's ``task.ranks`` (which must then be other than 1, e.g. ``optimizer``).
+        """
+        points = list(points)
+        sizes = self._given_sizes(ranks, len(points))
+        if len(points) > self.remaining:
+            raise BudgetExhausted(
+                f"{len(points)} evaluations asked for, {self.remaining} left of a budget of {self.budget}")
+        tasks = []
+        now = time.time()
+        for point in points:
+            if type(point) is not dict and not isinstance(point, abc.Mapping):
+                raise ValueError(f"optimizer proposed {point!r}, not a point (a dict keyed by parameter name)")
+            try:
+                params = self.space.validate(point)
+            except SpaceError as exc:
+                raise ValueError(f"optimizer proposed an invalid point {dict(point)!r}: {exc}") from None
+            task = Task(self._next_id, params, self._task_seed(self._next_id), now)
+            if sizes is not None:
+                task.ranks = sizes[len(tasks)]
+            elif self._gang:
+                self._size(task)
+            tasks.append(task)
+            self._next_id += 1
+        self._submitted += len(tasks)
+        if tasks:
+            self._queues.submit(tasks)
+            for observer in self.observers:
+                observer.submitted(tasks)
+        return [t.id for t in tasks]
+
+    def _size(self, task: Task, stored: int | None = None) -> None:
+        """Size ``task`` by the workflow's ``task.ranks``; a size function that fails or gives no
+        whole number fails that task alone (``task.refused``: the distributor's result says why)."""
+        try:
+            task.ranks = self.task_size(task.params) if stored is None else self.task_size.on_resume(task.params, stored)
+        except TaskSizeError as exc:
+            task.refused = f"cannot size the task: {exc}"
+
+    def _given_sizes(self, ranks: int | Sequence[int] | None, count: int) -> list[int] | None:
+        """The optimizer's sizes for ``count`` points (``None``: the workflow's ``task.ranks``)."""
+        if ranks is None:
+            return None
+        if not self.task_size.gang:
+            raise ValueError("the optimizer gave task sizes (put(..., ranks=...)) but the workflow runs "
+                             "single-rank tasks: set task.ranks (e.g. task.ranks: optimizer)")
+        given = [ranks] * count if isinstance(ranks, int) or not isinstance(ranks, abc.Sequence) else list(ranks)
+        if len(given) != count:
+            raise ValueError(f"put got {count} points but {len(given)} task sizes")
+        try:
+            return [whole_ranks(r, "the optimizer") for r in given]
+        except TaskSizeError as exc:
+            raise ValueError(str(exc)) from None
+
+    def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
+        """Wait until ``n`` results are ready (or ``timeout``), then return all ready ones.
+
+        Returns at least ``min(n, pending)`` results unless the timeout passes first;
+        returns ``[]`` at once when nothing is pending.
+        """
+        n = min(n, self.pending)
+        if n <= 0:
+            return []
+        self._wait(lambda: len(self._ready) >= n, timeout)
+        results = list(self._ready.values())
+        self._ready.clear()
+        self._handed_out += len(results)
+        return self._hand_out(results)
+
+    def map(self, points: Sequence[Mapping[str, Any]]) -> list[Result]:
+        """Evaluate ``points`` and return their results in the same order."""
+        ids = self.put(points)
+        self._wait(lambda: all(i in self._ready for i in ids), None)
+        self._handed_out += len(ids)
+        return self._hand_out([self._ready.pop(i) for i in ids])
+
+    def _hand_out(self, results: list[Result]) -> list[Result]:
+        for observer in self.observers:
+            observer.received(results)
+        return results
+
+    def _wait(self, done: Any, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not done():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            for result in self._queues.collect(left):
+                self._ready[result.id] = result
+
+    def _task_seed(self, task_id: int) -> int:
+        return (self.seed * 1_000_003 + task_id) % (2**31 - 1)

@@ -1,0 +1,75 @@
+"""Which GPUs a worker rank uses, as plain data a worker can apply without reading the site file.
+
+The site (``emews.site``) builds a :class:`GpuBinding` from its ``node`` section; rank 0 sends it
+to the workers, which only call :meth:`GpuBinding.bind`. Slots follow :mod:`emews.site.layout`:
+on a batch site slot = node-local rank, on the local site slot = rank - 1 (rank 0, the optimizer,
+gets none).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Literal
+
+from emews.core.errors import ConfigError
+
+#: Variables that launchers set to a rank's index on its node, in lookup order.
+LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "PMI_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                   "SLURM_LOCALID", "JSM_NAMESPACE_LOCAL_RANK", "PALS_LOCAL_RANKID")
+
+
+def local_rank(environ: Mapping[str, str] | None = None) -> int:
+    """This process's node-local rank from the launcher's environment (0 when none is set)."""
+    environ = os.environ if environ is None else environ
+    for var in LOCAL_RANK_VARS:
+        value = environ.get(var, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+@dataclass(frozen=True)
+class GpuBinding:
+    """A node's GPUs and how each worker gets its share.
+
+    ``env`` binding writes the rank's devices to ``env_var`` (the ``names``, e.g. Aurora
+    tiles ``0.0``); ``launcher`` binding reads what the launcher set there.
+    """
+
+    gpus: int = 0
+    per_worker: int = 0
+    mode: Literal["env", "launcher"] = "env"
+    env_var: str = "CUDA_VISIBLE_DEVICES"
+    names: tuple[str, ...] = ()
+    optimizer_on_slot_zero: bool = False  # the local site: rank 0 (the optimizer) is node-local rank 0
+
+    def bind(self, local_rank: int, environ: MutableMapping[str, str] | None = None) -> list[int]:
+        """Bind this rank's GPUs and return their indices on the node (``[]``: none, env untouched)."""
+        environ = os.environ if environ is None else environ
+        if not self.per_worker or not self.gpus:
+            return []
+        names = list(self.names) or [str(i) for i in range(self.gpus)]
+        if self.mode == "launcher":
+            return _parse_ids(environ.get(self.env_var, ""), names)
+        slot = local_rank - 1 if self.optimizer_on_slot_zero else local_rank
+        if slot < 0:
+            return []
+        ids = list(range(slot * self.per_worker, slot * self.per_worker + self.per_worker))
+        if ids[-1] >= self.gpus:
+            raise ConfigError(f"node-local rank {local_rank} needs GPUs {ids[0]}..{ids[-1]} but the "
+                              f"node has {self.gpus}", key="launcher.workers_per_node",
+                              allowed=f"at most {self.gpus // self.per_worker} GPU slots per node")
+        environ[self.env_var] = ",".join(names[i] for i in ids)
+        return ids
+
+
+def _parse_ids(value: str, names: list[str]) -> list[int]:
+    ids = []
+    for item in (v.strip() for v in value.split(",")):
+        if item in names:
+            ids.append(names.index(item))
+        elif item.isdigit():
+            ids.append(int(item))
+    return ids

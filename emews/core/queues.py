@@ -1,0 +1,80 @@
+"""The queue pair: the single hand-off point between optimizer and distributor.
+
+The optimizer thread appends tasks and collects results; the distributor
+thread (the only code that talks MPI) takes tasks and delivers results.
+Nothing else crosses between the two threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Iterable
+
+from emews.core.results import Result, Task
+
+
+class DistributorFailed(RuntimeError):
+    """The task-distribution layer stopped; the optimizer cannot go on."""
+
+
+class QueuePair:
+    """A task deque (optimizer -> distributor) and a result deque (distributor -> optimizer)."""
+
+    def __init__(self) -> None:
+        self.tasks: deque[Task] = deque()
+        self.new_tasks = threading.Event()
+        self._results: deque[Result] = deque()
+        self._arrived = threading.Condition(threading.Lock())
+        self._failure: BaseException | None = None
+        self._end: BaseException | None = None  # nothing more will run: raised once the results are taken
+        #: tasks the workers can hold at present (written by the distributor)
+        self.capacity = 0
+        self._waiting = 0  # optimizer threads blocked in ``collect``
+
+    # optimizer side -------------------------------------------------------
+    def submit(self, tasks: Iterable[Task]) -> None:
+        self.tasks.extend(tasks)
+        self.new_tasks.set()
+
+    def collect(self, timeout: float | None = None) -> list[Result]:
+        """Wait until at least one result is there (or ``timeout``), then take them all."""
+        with self._arrived:
+            self._waiting += 1
+            try:
+                self._arrived.wait_for(lambda: self._results or self._failure is not None or self._end is not None,
+                                       timeout)
+            finally:
+                self._waiting -= 1
+            if self._failure is not None and not self._results:
+                raise DistributorFailed(str(self._failure)) from self._failure
+            if self._end is not None and not self._results:
+                raise self._end
+            taken = list(self._results)
+            self._results.clear()
+        return taken
+
+    # distributor side -----------------------------------------------------
+    @property
+    def optimizer_waits(self) -> bool:
+        """The optimizer is blocked waiting for a result and none is on its way to it."""
+        with self._arrived:
+            return self._waiting > 0 and not self._results
+
+    def deliver(self, results: list[Result]) -> None:
+        with self._arrived:
+            self._results.extend(results)
+            self._arrived.notify()
+
+    def end(self, reason: BaseException) -> None:
+        """Nothing more will run (the compute budget is spent): ``collect`` raises ``reason`` once
+        the results delivered so far are taken."""
+        with self._arrived:
+            self._end = reason
+            self._arrived.notify_all()
+
+    def fail(self, error: BaseException) -> None:
+        """Wake the optimizer with ``error``: the distributor cannot continue."""
+        with self._arrived:
+            self._failure = error
+            self._arrived.notify_all()

@@ -1,0 +1,118 @@
+"""What travels between the optimizer, the distributor and the workers.
+
+Plain slotted dataclasses: they are built once per evaluation on the hot path,
+where a frozen dataclass costs several times as much to create.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from operator import attrgetter
+from typing import Any, Mapping, TypeVar
+
+_T = TypeVar("_T")
+
+
+def _pickled_by_fields(cls: type[_T]) -> type[_T]:
+    """Pickle ``cls`` as its constructor and field values: half the cost of the default for a
+    slotted dataclass, and these cross between ranks once per evaluation. Fields marked
+    ``metadata={"local": True}`` (last, with defaults) stay on the rank that made the object."""
+    values = attrgetter(*(f.name for f in fields(cls) if not f.metadata.get("local")))
+
+    def __reduce__(self: Any) -> tuple:
+        return cls, values(self)
+
+    cls.__reduce__ = __reduce__  # type: ignore[method-assign]
+    return cls
+
+
+class Status(str, Enum):
+    """How an evaluation ended."""
+
+    OK = "ok"
+    FAILED = "failed"      # the objective raised, or returned NaN / a non-number
+    CRASHED = "crashed"    # the process running the objective died (segfault, OOM kill)
+    TIMEOUT = "timeout"    # the objective ran past the task timeout and was killed
+
+
+@_pickled_by_fields
+@dataclass(slots=True)
+class Task:
+    """One evaluation to run: a point of the space and its bookkeeping."""
+
+    id: int
+    params: Mapping[str, Any]
+    seed: int
+    submitted: float
+    attempt: int = 0  # > 0: re-run after the run that started it stopped (already in the store)
+    #: worker ranks it runs on at once (emews.core.task_size); the distributor's alone: a member of a
+    #: multi-rank task learns its team from a TeamTask, so the wire format of a task is unchanged
+    ranks: int = field(default=1, metadata={"local": True})
+    #: why it cannot run (its ``task.ranks`` gave no size): the distributor fails it with this cause
+    refused: str | None = field(default=None, metadata={"local": True})
+
+
+@_pickled_by_fields
+@dataclass(slots=True)
+class Outcome:
+    """What a worker reports for one task (before the optimizer's view is added)."""
+
+    task_id: int
+    status: Status
+    value: float | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    rank: int | None = None
+    host: str | None = None
+    started: float | None = None
+    finished: float | None = None
+
+
+@dataclass(slots=True)
+class Result:
+    """A finished evaluation as the optimizer sees it.
+
+    ``objective`` is the metric as the objective returned it; ``loss`` is the
+    same number signed so that smaller is always better (``inf`` when the
+    evaluation did not succeed), which is what optimizers minimize.
+    """
+
+    id: int
+    params: Mapping[str, Any]
+    status: Status
+    objective: float | None
+    loss: float
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    rank: int | None = None
+    host: str | None = None
+    submitted: float | None = None
+    started: float | None = None
+    finished: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @classmethod
+    def from_outcome(cls, task: Task, outcome: Outcome, sign: float) -> "Result":
+        ok = outcome.status is Status.OK and outcome.value is not None and math.isfinite(outcome.value)
+        return cls(
+            id=task.id, params=task.params, status=outcome.status, objective=outcome.value,
+            loss=sign * outcome.value if ok else math.inf, metrics=outcome.metrics,
+            error=outcome.error, rank=outcome.rank, host=outcome.host, submitted=task.submitted,
+            started=outcome.started, finished=outcome.finished,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredReport:
+    """A report as the store keeps it (``evaluator.reports()``; what schedulers are rebuilt from)."""
+
+    seq: int          # arrival order over the whole experiment
+    trial: int
+    step: int
+    metrics: Mapping[str, Any]
+    time: float

@@ -1,0 +1,65 @@
+"""Files: reading the ones users hand us (bounded in size, UTF-8, one clear error when they are
+not) and writing ours whole (:func:`write_atomic`: the final name appears only when complete)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Iterable
+
+from emews.core.errors import ConfigError
+
+#: the largest file read as configuration or data (bytes)
+MAX_FILE_BYTES = 4 * 2**20
+
+
+def read_text(path: Path, *, limit: int = MAX_FILE_BYTES) -> str:
+    """The UTF-8 text of ``path``; a file that is too big, unreadable or not UTF-8 is a ConfigError."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read file: {exc.strerror}", file=path) from None
+    if len(raw) > limit:
+        raise ConfigError(f"file is larger than the limit of {limit // 2**20} MiB", file=path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+                          file=path, allowed="UTF-8 encoded text") from None
+
+
+#: the temporary name :func:`write_atomic` writes ``NAME`` under: ``.NAME.PID.THREAD.tmp``
+_TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<thread>\d+)\.tmp")
+
+
+def write_atomic(path: Path, pieces: Iterable[bytes]) -> None:
+    """Write, fsync, rename, fsync the directory: the final name appears only when complete.
+    On any error (a full disk) the temporary file is removed before the error goes on."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            for piece in pieces:
+                fh.write(piece)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def writer_pid(name: str) -> int | None:
+    """The process id in a temporary name of :func:`write_atomic` (``None``: not such a name)."""
+    found = _TEMP.fullmatch(name)
+    return None if found is None else int(found["pid"])

@@ -1,0 +1,165 @@
+"""``emews check WORKFLOW --try``: the optimizer's first point, evaluated once here, before anything is submitted.
+
+The optimizer starts as in a run: its own ``run`` against an evaluator with the workflow's budget
+(R, the GA, the model-based and the sweeps alike). Its first ``put`` hands over the point:
+:class:`FirstPoint` validates it as a run would, keeps it and ends ``run`` with
+:class:`PointTaken`, a :class:`~emews.core.evaluator.BudgetExhausted` (which optimizers already treat
+as the end of a run, and whose ``finally`` blocks stop their helper threads and processes).
+
+The point then runs once through the engine as a job runs it (the distributor, the worker's runner
+with the task's isolation, timeout and memory limit; a command or a Python function alike), the
+worker on this process's main thread (the timer of an inline objective needs it) and the optimizer
+rank on another, without MPI. It runs in a scratch directory, removed after a success and kept (and
+named) after a failure; nothing is written into an experiment directory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from emews.core.errors import EXIT_FAILED, EXIT_OK, EmewsError
+from emews.core.evaluator import BudgetExhausted, Evaluator
+from emews.core.failure_cause import cause
+from emews.job.wiring import RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
+from emews.objective.function import task_run_dir
+from emews.core.optimizer import Optimizer
+from emews.core.queues import QueuePair
+from emews.job.rank_zero import run_spec
+from emews.core.replicates import ReplicatingEvaluator, replicated_space
+from emews.core.results import Result
+from emews.runtime.interrupt import Interrupt, Interrupted
+from emews.runtime.transport import ThreadHub
+from emews.core.space import Space
+from emews.core.task_size import FixedSize
+from emews.config.workflow import Workflow
+
+
+class PointTaken(BudgetExhausted):
+    """The try has its point: the optimizer's ``run`` ends here."""
+
+
+class OptimizerCannotStart(EmewsError):
+    """The optimizer raised, or proposed nothing, before its first point."""
+
+
+class FirstPoint(Evaluator):
+    """An evaluator whose first ``put`` validates the first point, keeps it (:attr:`point`) and
+    raises :class:`PointTaken`; so does every later ``put``."""
+
+    point: dict[str, Any] | None = None
+
+    def put(self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None) -> list[int]:
+        first = list(points)[:1]
+        if self.point is None and first:
+            super().put(first)
+            self.point = dict(self._queues.tasks[0].params)
+        raise PointTaken("emews check --try evaluates one point")
+
+
+def first_point(workflow: Workflow) -> tuple[Space, dict[str, Any]]:
+    """The space tasks are validated against (replicates included) and the optimizer's first point."""
+    replicates = workflow.model.replicates
+    space = workflow.space if replicates == 1 else replicated_space(workflow.space, replicates)
+    evaluator = FirstPoint(QueuePair(), space, workers=1, budget=workflow.model.budget.evaluations,
+                           direction=workflow.model.objective.direction, seed=workflow.seed)
+    view = evaluator if replicates == 1 else ReplicatingEvaluator(evaluator, workflow.space, replicates)
+    try:
+        workflow.make_optimizer().run(view)
+    except BudgetExhausted:
+        pass
+    except Exception as exc:
+        raise OptimizerCannotStart(f"the optimizer raised {type(exc).__name__}: {exc}") from exc
+    if evaluator.point is None:
+        raise OptimizerCannotStart("the optimizer ended without proposing a point")
+    return space, evaluator.point
+
+
+class OnePoint(Optimizer):
+    """Evaluates ``point`` and keeps its :attr:`result`."""
+
+    def __init__(self, point: Mapping[str, Any]) -> None:
+        self.point = dict(point)
+        self.result: Result | None = None
+
+    def run(self, evaluator: Evaluator) -> None:
+        self.result = evaluator.map([self.point])[0]
+
+
+@dataclass
+class TryOutcome:
+    """What ``--try`` found: the point, and its result or why there is none."""
+
+    point: dict[str, Any]
+    result: Result | None
+    metric: str
+    run_dir: Path | None  # kept after a failure
+    error: str | None = None  # the run itself failed (no result)
+    note: str | None = None
+    stopped: Interrupted | None = None  # a stop signal (Ctrl-C) ended the try
+
+    @property
+    def exit_status(self) -> int:
+        if self.stopped is not None:
+            return self.stopped.exit_status
+        return EXIT_OK if self.result is not None and self.result.ok else EXIT_FAILED
+
+    def lines(self) -> list[str]:
+        out = [f"try: point {json.dumps(self.point, default=str)}"] + ([f"try: {self.note}"] if self.note else [])
+        result = self.result
+        if result is not None and result.ok:
+            seconds = (result.finished or 0.0) - (result.started or 0.0)
+            return out + [f"try: ok: {self.metric} {result.objective:.6g} (in {seconds:.3g} s)"]
+        if self.stopped is not None:
+            out.append(f"try: {self.stopped}")
+        elif result is not None:
+            out.append(f"try: {result.status.value}: {cause(result.error)}")
+        else:
+            out.append(f"try: the run failed: {self.error}")
+        if self.run_dir is not None:
+            out.append(f"try: run dir (kept): {self.run_dir}")
+        return out
+
+
+def try_workflow(workflow: Workflow) -> TryOutcome:
+    """Ask the optimizer for its first point and evaluate it once in a scratch directory."""
+    space, point = first_point(workflow)
+    scratch = Path(tempfile.mkdtemp(prefix="emews-try-"))
+    try:
+        one = OnePoint(point)
+        spec = replace(run_spec(workflow, scratch), space=space, make_optimizer=lambda: one, budget=1,
+                       replicates=1, retries=0, make_scheduler=None, show_progress=False, fail_fast=0,
+                       task_size=FixedSize(1))
+        summary, stopped = _run_here(spec)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    result = one.result
+    run_dir: Path | None = None
+    if result is not None and result.ok and stopped is None:
+        shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        run_dir = task_run_dir(scratch / "runs", 0)  # the first task of a fresh store
+        run_dir = run_dir if run_dir.is_dir() else scratch
+    note = "task.ranks: the try runs the point on one rank" if workflow.task_size.gang else None
+    return TryOutcome(point, result, spec.objective.metric, run_dir,
+                      None if summary.error is None else str(summary.error), note, stopped)
+
+
+def _run_here(spec: RunSpec) -> tuple[RunSummary, Interrupted | None]:
+    """One worker on this (main) thread, the optimizer rank on another; a stop signal ends both."""
+    hub = ThreadHub(2)
+    interrupt = Interrupt().install()
+    done: list[RunSummary] = []
+    optimizer_rank = threading.Thread(
+        target=lambda: done.append(run_optimizer_rank(spec, hub.endpoint(0), [1], interrupt=interrupt)),
+        name="emews-try-optimizer", daemon=True)
+    optimizer_rank.start()
+    run_worker_rank(spec, hub.endpoint(1), [], interrupt=interrupt)
+    optimizer_rank.join()
+    return done[0], interrupt.error

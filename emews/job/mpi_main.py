@@ -1,0 +1,76 @@
+"""The in-job entry point, ``emews run EXP_DIR``: every rank of the MPI job runs this.
+
+Rank 0 takes (or, with the launch's token, joins) the experiment's lease, reads the
+workflow and site, and broadcasts what the workers need (:mod:`emews.job.rank_zero`). Each
+rank imports only what its role needs: the workers neither read a file nor load the
+configuration layer, so they start at once. A stop signal (walltime, ``scancel``,
+Ctrl-C) makes every rank wind down: rank 0 stores what arrived, writes ``summary.json``
+and ``results.csv``, and exits with 128 + the signal number; ``emews resume``
+continues. The ranks leave together, once rank 0's outputs are written
+(:func:`leave_together`). Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from emews.core.errors import EXIT_CONFIG, EXIT_OK
+from emews.runtime.backoff import Backoff, spin_for
+from emews.runtime.interrupt import Interrupt
+from emews.runtime.team_comm import TeamWorld
+from emews.runtime.transport import MPITransport, quiet_barrier, quiet_bcast
+from emews.runtime.worker_rank import WorkerPlan, serve_on_node
+
+
+def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
+    """Run this rank's part of the experiment; return the process exit status."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    interrupt = Interrupt().install()
+    if comm.Get_size() < 2:
+        print("emews run: needs at least 2 MPI ranks (1 optimizer + workers)", file=sys.stderr)
+        return EXIT_CONFIG
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks_on_node = node.Get_size()
+    node_cores = set().union(*node.allgather(sorted(os.sched_getaffinity(0))))
+    Backoff.spin_default = spin_for(ranks_on_node, len(node_cores))  # no polling when oversubscribed
+    if comm.Get_rank() == 0:
+        from emews.job.rank_zero import lead  # the optimizer's role: configuration, store, reports
+
+        try:
+            return lead(exp_dir.absolute(), comm, lease_token, interrupt, spare_core=len(node_cores) > ranks_on_node)
+        finally:
+            interrupt.ignore_from_now()
+            leave_together(comm, patience=LEAVE_PATIENCE)
+    plan: WorkerPlan | None = quiet_bcast(comm)
+    if plan is None:  # rank 0 refused the run and says why
+        leave_together(comm)
+        return EXIT_CONFIG
+    teams = TeamWorld(comm) if plan.gang else None  # collective: rank 0 makes its own
+    try:
+        serve_on_node(plan, MPITransport(comm), ranks_on_node, interrupt,
+                      team_comm=None if teams is None else teams.communicator)
+    finally:
+        interrupt.ignore_from_now()  # a late signal must not kill this rank while rank 0 writes its outputs
+        leave_together(comm)
+    return EXIT_OK
+
+
+#: seconds rank 0, its outputs written, waits for the workers to leave with it
+LEAVE_PATIENCE = 30.0
+
+
+def leave_together(comm: Any, patience: float | None = None) -> None:
+    """Return once every rank is done, rank 0's outputs (store, ``summary.json``, CSV) written.
+
+    After a stop signal, mpiexec (Hydra) SIGKILLs a job's remaining ranks as soon as one of
+    them exits, even with status 0: a worker that left first killed rank 0 mid-write. The
+    wait is a non-blocking barrier polled with back-off, so the waiting ranks do not spin.
+    A worker waits for rank 0 however long it takes (rank 0 always arrives); rank 0, whose
+    work is saved, gives up after ``patience`` seconds (a worker that died never arrives).
+    """
+    quiet_barrier(comm, patience)

@@ -1,0 +1,276 @@
+"""Rank 0 of ``emews run``: the lease, the workflow, the run itself, then ``summary.json`` and ``results.csv``.
+
+It reads the workflow and site once and broadcasts a :class:`~emews.runtime.worker_rank.WorkerPlan`
+(or ``None``: the run is refused) to the workers (see :mod:`emews.job.mpi_main`).
+"""
+
+from __future__ import annotations
+
+import array
+import fcntl
+import json
+import logging
+import sys
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
+from emews.training.checkpoints import unset_variables
+from emews.output.csvfollow import CsvFollower
+from emews.config.experiment import (CSV_FILE, LOG_FILE, SITE_FILE, STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE,
+                              require_experiment)
+from emews.config.lease import acquire
+from emews.objective.function import task_run_dir
+from emews.training.retention import Retention
+from emews.output.export import Totals, export_csv, open_store, summary_text, totals
+from emews.runtime.interrupt import Interrupt
+from emews.runtime.fail_fast import FailedFast
+from emews.runtime.team_comm import TeamWorld
+from emews.runtime.teams import TeamStranded
+from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
+from emews.runtime.transport import MPITransport, quiet_bcast
+from emews.site import Site, load_site
+from emews.site.gpus import gpu_binding
+from emews.site.job_end import job_end_time
+from emews.site.walltime import parse_walltime
+from emews.site.jobs import batch_job_over
+from emews.core.textfiles import write_atomic
+from emews.training.messages import Ending
+from emews.config.workflow import Workflow, load_workflow
+
+log = logging.getLogger("emews")
+
+
+
+def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
+    task, kept = workflow.model.task, workflow.model.checkpoints
+    return RunSpec(space=workflow.space, make_optimizer=workflow.make_optimizer, objective=workflow.objective,
+                   budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
+                   seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
+                   memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
+                   durability=workflow.model.store.durability, replicates=workflow.model.replicates,
+                   make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
+                   checkpoint_async=kept.background, checkpoint_local_dir=kept.local_dir, retries=task.retries,
+                   retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
+                   pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace,
+                   task_size=workflow.task_size, fail_fast=workflow.model.budget.fail_fast,
+                   steps=workflow.model.budget.steps, time=workflow.model.budget.seconds)
+
+
+def check_local_dir(workflow: Workflow) -> None:
+    """``checkpoints.local_dir`` names only environment variables set where the job runs (it is
+    expanded on each worker: an unset one is a ConfigError here, never a literal ``$NAME`` folder)."""
+    local_dir = workflow.model.checkpoints.local_dir
+    unset = [] if local_dir is None else unset_variables(local_dir)
+    if unset:
+        raise ConfigError(f"environment variable {unset[0]} is not set in the job's environment ({local_dir!r})",
+                          file=workflow.source, key="checkpoints.local_dir",
+                          allowed="a path; $NAME only for a variable the job's environment sets")
+
+
+def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
+    """When this job's allocation ends (UNIX time): the workflow's ``walltime.limit`` from the job's
+    start, else what the batch system says (Slurm, PBS, LSF: :mod:`emews.site.job_end`), else the
+    batch site's walltime; ``None`` on a local site without a limit."""
+    limit = workflow.model.walltime.limit
+    if limit:
+        return started + parse_walltime(limit)
+    end = job_end_time(started)
+    if end is not None:
+        return end
+    return None if site.is_local else started + site.config.scheduler.walltime_seconds
+
+
+def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt, *, spare_core: bool) -> int:
+    """Rank 0's whole part: take (or join) the lease, read the workflow and site, tell the
+    workers what to run (``None``: refused), run the optimizer; return the exit status."""
+    try:
+        require_experiment(exp_dir)
+        lease = acquire(exp_dir, "emews run", token=lease_token, job_done=batch_job_over(exp_dir))
+    except ConfigError as exc:
+        return _refuse(comm, exc)
+    try:
+        try:
+            workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
+            workflow.check_task_size(comm.Get_size() - 1)
+            check_local_dir(workflow)
+            site = load_site(str(exp_dir / SITE_FILE))
+        except ConfigError as exc:
+            return _refuse(comm, exc)
+        spec = run_spec(workflow, exp_dir)
+        spec.walltime_end = allocation_end(workflow, site, time.time())
+        spec.backend = site.config.node.distributed_backend
+        gang = spec.task_size.gang
+        quiet_bcast(comm, spec.worker_plan(gpu_binding(site), site.config.node.cores,
+                                           launch_line=site.team_launch_line if gang else None))
+        teams = TeamWorld(comm) if gang else None  # collective: every rank
+        try:
+            return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core,
+                                   nodes=None if teams is None else teams.nodes)
+        except BaseException as exc:  # never leave the workers waiting for a stop that does not come
+            log.exception("the optimizer rank failed")
+            print(f"emews: the optimizer rank failed: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE})",
+                  file=sys.stderr)
+            sys.stderr.flush()
+            comm.Abort(EXIT_FAILED)
+            return EXIT_FAILED
+    finally:
+        lease.release()
+
+
+def _refuse(comm: Any, problem: ConfigError) -> int:
+    """Tell the workers not to start, and the user why."""
+    quiet_bcast(comm, None)
+    print(f"emews: error: {problem}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt, *,
+                    spare_core: bool, nodes: dict[int, str] | None = None) -> int:
+    logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    logging.raiseExceptions = False  # a log line the disk has no room for is lost, not a traceback on stderr
+    transport = MPITransport(comm, threads=True)
+    workers = list(range(1, transport.size))
+    log.info("start: %s workers, optimizer %s, budget %s", len(workers), workflow.model.optimizer.name,
+             workflow.model.budget.describe())
+    # results.csv written as results arrive, by a child on a core the ranks leave free. Not on a
+    # full node: there it slows the run, and at its lowest priority it can starve while a stop
+    # signal leaves seconds to write the file (srun kills the step ~1 s after scancel). An open
+    # space's columns are known only at the end.
+    follow = spare_core and not workflow.space.open
+    csv_follower = CsvFollower(exp_dir, workflow.space.names) if follow else None
+    log.info("results.csv %s", "follows the store" if follow else "is written at the end")
+    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes)
+    if summary.resumed or summary.requeued:
+        line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
+                f"{summary.requeued} interrupted tasks run again")
+        log.info(line)
+        print(line, file=sys.stderr)
+    status = _write_outputs(spec, workflow, exp_dir, summary, csv_follower)
+    if not summary.all_stopped:
+        log.error("workers did not confirm their stop; aborting the job")
+        _let_output_drain()
+        comm.Abort(status or EXIT_FAILED)  # type: ignore[attr-defined]
+    # The run's status is in summary.json (``emews launch`` exits with it). To MPI this rank
+    # exits 0: a rank that exits non-zero makes mpiexec SIGKILL the ranks still finishing.
+    return EXIT_OK
+
+
+def _let_output_drain(limit: float = 2.0) -> None:
+    """Wait (at most ``limit`` seconds) until the launcher has read what this rank wrote to its
+    stdout and stderr: MPI_Abort kills the process that forwards it, and with it the last lines."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    unread = array.array("i", [0])
+    deadline = time.monotonic() + limit
+    for fd in (1, 2):
+        while time.monotonic() < deadline:
+            try:
+                fcntl.ioctl(fd, termios.FIONREAD, unread, True)  # bytes still in the pipe
+            except OSError:
+                break  # not a pipe (a file or a terminal): nothing to wait for
+            if unread[0] == 0:
+                break
+            time.sleep(0.01)
+
+
+def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary,
+                   csv_follower: CsvFollower | None) -> int:
+    """summary.json, then results.csv, then the closing lines; return the run's exit status.
+
+    The summary goes first: after a stop signal the batch system may kill the job soon after
+    (Slurm's srun does within a second), and the summary holds the run's status.
+    """
+    csv_path = exp_dir / CSV_FILE
+    store = open_store(exp_dir)
+    try:
+        total = totals(store)
+    finally:
+        if store is not None:
+            store.close()
+    stopped = summary.interrupted
+    problems = summary.worker_errors
+    if stopped is not None:
+        status = stopped.exit_status
+    elif summary.error is not None or problems:
+        status = EXIT_FAILED
+    else:
+        status = EXIT_OK
+    full = None if summary.error is None else storage_problem(summary.error)
+    try:
+        _write_summary_and_csv(spec, workflow, exp_dir, summary, total, status, csv_follower)
+    except (OSError, EmewsError) as exc:  # a full disk: the results are in the store (emews results writes the CSV)
+        log.exception("cannot write the run's summary or CSV")
+        full, status = full or storage_problem(exc) or str(exc), status or EXIT_FAILED
+    text = summary_text(total, spec.budget, summary.elapsed)
+    stored = f"{total.done}{'' if spec.budget is None else f'/{spec.budget}'} evaluations stored"
+    log.info("finished: %s", text.replace("\n", " | "))
+    if full is not None:
+        log.error("run stopped: cannot write the experiment: %s", full, exc_info=summary.error)
+        print(f"emews: cannot write the experiment: {full}; {stored}; "
+              f"free space, then continue with: emews resume {exp_dir}", file=sys.stderr)
+        return status
+    if stopped is not None:
+        log.warning("%s: results so far are stored", stopped)
+        print(f"emews: {stopped}: {stored}; continue with: "
+              f"emews resume {exp_dir}", file=sys.stderr)
+        return status
+    print(text, file=sys.stderr)
+    if summary.budget_reached is not None:
+        log.info(summary.budget_reached)
+        print(summary.budget_reached, file=sys.stderr)
+    print(f"results: {exp_dir / STORE_FILE} and {csv_path}", file=sys.stderr)
+    for rank, text in sorted(problems.items()):
+        log.error("worker %d: %s", rank, text)
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        print(f"emews: worker rank {rank}: {lines[0].rstrip(':')}: {lines[-1].strip()} "
+              f"(details in {exp_dir / LOG_FILE})", file=sys.stderr)
+    if isinstance(summary.error, FailedFast):
+        line = fail_fast_line(summary.error, spec.runs_root)
+        log.error(line)
+        print(f"emews: {line}", file=sys.stderr)
+    elif isinstance(summary.error, TeamStranded):  # the job has to end: one line, and how to go on
+        log.error("%s", summary.error)
+        print(f"emews: {summary.error}; {stored}; continue with: "
+              f"emews resume {exp_dir}", file=sys.stderr)
+    elif summary.error is not None:
+        detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
+        log.error("run failed: %s\n%s", summary.error, detail)
+        print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
+    return status
+
+
+def _write_summary_and_csv(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary, total: Totals,
+                           status: int, csv_follower: CsvFollower | None) -> None:
+    stopped, problems = summary.interrupted, summary.worker_errors
+    write_summary(exp_dir, {
+        "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
+        "endings": {e.value: total.endings[e.value] for e in Ending if e.value in total.endings},
+        "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
+                     "resumed": summary.resumed, "requeued": summary.requeued},
+        "elapsed": summary.elapsed,
+        "best": None if total.best is None else {"id": total.best.id, "objective": total.best.objective,
+                                                 "params": dict(total.best.params)},
+        "interrupted": None if stopped is None else stopped.args[0],
+        "budget_reached": summary.budget_reached,
+        "worker_errors": {str(rank): text for rank, text in problems.items()},
+        "error": None if summary.error is None else str(summary.error),
+        "failure_cause": None if total.failure is None else {"cause": total.failure.line,
+                                                             "count": total.failure.count},
+        "exit_status": status, "finished": time.time()})
+    if csv_follower is None or csv_follower.finish() is None:
+        export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
+
+
+def fail_fast_line(stop: FailedFast, runs_root: Path | None) -> str:
+    """One line: why the run stopped early, where to look, and how to run on regardless."""
+    where = "" if runs_root is None else f" (first failed task's run dir: {task_run_dir(runs_root, stop.first_task)})"
+    return f"stopped: {stop}{where}; set budget.fail_fast: 0 to run on regardless"
+
+
+def write_summary(exp_dir: Path, data: dict) -> None:
+    """Replace ``summary.json`` atomically."""
+    write_atomic(exp_dir / SUMMARY_FILE, [(json.dumps(data, indent=2) + "\n").encode()])

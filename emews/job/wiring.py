@@ -1,0 +1,285 @@
+"""Wiring one run together: the optimizer rank, the worker ranks, and the two backends."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from emews.training.checkpoints import CHECKPOINTS_DIR, remove_dead_temps
+from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
+from emews.core.optimizer import Optimizer
+from emews.core.queues import QueuePair
+from emews.core.replicates import ReplicatingEvaluator, replicated_space
+from emews.core.results import Outcome, Result, Status, Task
+from emews.training.retention import Retention
+from emews.runtime.compute_budget import ComputeBudget
+from emews.runtime.distributor import Distributor
+from emews.runtime.fail_fast import FailFast
+from emews.runtime.interrupt import Interrupt, Interrupted
+from emews.objective.function import ObjectiveSpec
+from emews.core.gpu_binding import GpuBinding
+from emews.runtime.progress import Progress, ProgressReporter
+from emews.store.results_store import Durability, ResultsStore
+from emews.runtime.transport import ThreadHub, Transport
+from emews.store.trial_store import ReportReader, TrialStore
+from emews.runtime.trial_reports import TrialService, WaitingTrial
+from emews.runtime.walltime_pause import PauseClock, WalltimeStop
+from emews.runtime.worker_rank import WorkerPlan, serve
+from emews.training.schedulers import TrialScheduler
+from emews.core.space import Space
+from emews.core.task_size import FixedSize, TaskSize
+from emews.objective.team import Team
+
+log = logging.getLogger("emews")
+
+
+@dataclass
+class RunSpec:
+    """Everything a run needs, independent of where its settings came from."""
+
+    space: Space
+    make_optimizer: Callable[[], Optimizer]
+    objective: ObjectiveSpec
+    budget: int | None  # evaluations (None: only ``steps`` or ``time`` end the run)
+    direction: str = "minimize"
+    seed: int = 0
+    isolation: str = "process"
+    timeout: float | None = None
+    memory_limit: int | None = None
+    exp_dir: Path | None = None
+    progress_interval: float | None = None
+    show_progress: bool = True
+    durability: Durability = "normal"
+    observers: tuple[EvaluatorObserver, ...] = ()  # see what the optimizer submits and receives
+    replicates: int = 1  # each point runs this many times (UQ ensembles), see emews.core.replicates
+    make_scheduler: Callable[[], TrialScheduler] | None = None  # decides on training reports
+    checkpoint_async: bool = True  # write ctx.report checkpoints on a background thread
+    checkpoint_local_dir: str | None = None  # stage checkpoints on this node-local directory first
+    retries: int = 0  # a crashed or timed-out task runs again (from its checkpoint) this many times
+    retention: Retention = field(default_factory=Retention)  # which checkpoints are kept
+    walltime_end: float | None = None  # when the allocation ends (UNIX time): trials pause before it
+    pause_margin: float = 300.0        # seconds before walltime_end that trials pause
+    pause_grace: float = 0.0           # seconds a stop signal leaves running trials to pause
+    task_size: TaskSize = field(default_factory=FixedSize)  # worker ranks per task (task.ranks)
+    backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
+    fail_fast: int = 0  # stop when the first this many results all failed with one cause (0: never)
+    steps: int | None = None    # end the run once the trials reported this many steps (runtime.compute_budget)
+    time: float | None = None   # ... or once the experiment's runs took this many seconds
+
+    def worker_plan(self, gpus: GpuBinding | None = None, node_cores: int | None = None,
+                    launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> WorkerPlan:
+        """What the worker ranks need of this spec (``launch_line``: the site's, for ``ctx.launch``)."""
+        return WorkerPlan(self.objective, self.isolation, self.timeout, self.memory_limit, self.runs_root,
+                          self.checkpoint_async, self.checkpoint_local_dir, self.pause_grace,
+                          gpus or GpuBinding(), node_cores, backend=self.backend, gang=self.task_size.gang,
+                          launch_line=launch_line)
+
+    @property
+    def sign(self) -> float:
+        return -1.0 if self.direction == "maximize" else 1.0
+
+    @property
+    def runs_root(self) -> Path | None:
+        return None if self.exp_dir is None else self.exp_dir / "runs"
+
+    @property
+    def store_path(self) -> Path | None:
+        return None if self.exp_dir is None else self.exp_dir / "results.db"
+
+
+@dataclass
+class RunSummary:
+    """What a finished run reports."""
+
+    completed: int
+    failed: int
+    best: Result | None
+    elapsed: float
+    error: BaseException | None = None
+    all_stopped: bool = True   # every worker confirmed its stop
+    resumed: int = 0           # finished evaluations of earlier runs of this experiment
+    requeued: int = 0          # tasks that were running when the earlier run stopped, run again
+    worker_errors: dict[int, str] = field(default_factory=dict)  # shutdown problems reported by workers, by rank
+    budget_reached: str | None = None  # the line saying the step or time budget ended the run
+
+    @property
+    def interrupted(self) -> Interrupted | None:
+        return self.error if isinstance(self.error, Interrupted) else None
+
+
+class OptimizerFailed(RuntimeError):
+    """The optimizer raised; carries its formatted traceback."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.traceback = "".join(traceback.format_exception(error))
+        super().__init__(f"the optimizer raised {type(error).__name__}: {error}")
+
+
+@contextlib.contextmanager
+def short_gil_switches(interval: float = 2e-4) -> Iterator[None]:
+    """Let the optimizer and distributor threads hand the GIL over within ``interval``.
+
+    With CPython's default 5 ms a thread that keeps the GIL busy (the distributor
+    polling, the optimizer computing) holds the other off for up to 5 ms per
+    hand-off; 200 us tripled no-op throughput here (bench/dispatch.py).
+    """
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, interval))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
+
+
+@dataclass
+class ResumeState:
+    """What earlier runs of an experiment left in its store."""
+
+    history: list[Result]
+    requeue: list[Task]
+    next_id: int
+    waiting: list[WaitingTrial] = field(default_factory=list)  # trials held again, for a promotion
+
+
+#: a task is run again at most this many times after runs that stopped while it ran
+REQUEUE_LIMIT = 1
+
+
+def resume_state(store: ResultsStore | None,
+                 waits: Callable[[Task], WaitingTrial | None] = lambda task: None) -> ResumeState:
+    """Finished work, and the tasks to run again: those that were running when the last run
+    stopped (once; a task caught by a stop twice is recorded as failed). A trial that ``waits``
+    for a promotion (``TrialService.resumed_wait``) is held again instead, however often."""
+    if store is None:
+        return ResumeState([], [], 0)
+    requeue, given_up, waiting = [], [], []
+    pauses = TrialStore(store.connection).pauses()  # a paused trial may be continued any number of times
+    for task, attempt in store.unfinished():
+        held = waits(task)
+        if held is not None:
+            task.attempt = attempt
+            waiting.append(held)
+        elif attempt < REQUEUE_LIMIT + pauses.get(task.id, 0):
+            task.attempt = attempt + 1
+            requeue.append(task)
+        else:
+            given_up.append(Result.from_outcome(task, Outcome(
+                task.id, Status.FAILED, error=f"the run stopped {attempt + 1} times while this task ran; "
+                "not run again"), 1.0))
+    if given_up:
+        store.add(given_up)
+    if requeue:
+        store.mark_attempted([t.id for t in requeue])
+    return ResumeState(list(store), requeue, store.next_id(), waiting)
+
+
+def trial_service(spec: RunSpec, store: ResultsStore | None,
+                  stopping: Callable[[], bool] = lambda: False, budget: ComputeBudget | None = None) -> TrialService:
+    """What answers training reports: the store's training tables and the workflow's scheduler,
+    its state rebuilt from the reports of earlier runs; ``budget`` counts the steps reported."""
+    scheduler = None
+    if spec.make_scheduler is not None:
+        scheduler = spec.make_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
+                                               space=spec.space, seed=spec.seed)
+    if spec.exp_dir is not None:
+        remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
+    service = TrialService(None if store is None else TrialStore(store.connection, root=spec.exp_dir), scheduler,
+                           metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
+                           retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping),
+                           budget=budget)
+    service.rebuild()
+    return service
+
+
+def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[int], *,
+                       interrupt: Interrupt | None = None, nodes: Mapping[int, str] | None = None) -> RunSummary:
+    """Rank 0: the optimizer on this thread, the distributor on a background thread.
+
+    ``nodes`` (worker rank -> host) places multi-rank tasks (``spec.task_size``) node by node.
+
+    ``interrupt`` (a stop signal) ends the optimizer at once; what arrived is stored
+    and the tasks still running are left for ``emews resume``.
+    """
+    interrupt = interrupt or Interrupt()
+    queues = QueuePair()
+    progress = Progress(budget=spec.budget, workers=len(worker_ranks))
+    store = ResultsStore(spec.store_path, durability=spec.durability) if spec.store_path else None
+    budget = ComputeBudget(spec.steps, spec.time)  # its clock starts now
+    if store is not None and budget.limited:
+        budget.resume(store.connection)
+    trials = trial_service(spec, store, interrupt, budget)
+    earlier = resume_state(store, trials.resumed_wait)
+    progress.record(earlier.history, 0)
+    reports = ReportReader(spec.store_path) if spec.store_path else None
+    distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
+                              fail_fast=FailFast(spec.fail_fast),
+                              store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes,
+                              waiting=earlier.waiting,
+                              inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+                              budget=budget).start()
+    walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
+    start = time.monotonic()
+    error: BaseException | None = None
+    reporter = ProgressReporter(progress, interval=spec.progress_interval) if spec.show_progress \
+        else contextlib.nullcontext()
+    with short_gil_switches(), reporter:
+        try:
+            with interrupt.raising():
+                space = spec.space if spec.replicates == 1 else replicated_space(spec.space, spec.replicates)
+                evaluator = Evaluator(queues, space, workers=len(worker_ranks), budget=spec.budget,
+                                      direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
+                                      history=earlier.history, requeue=earlier.requeue,
+                                      waiting=[w.task for w in earlier.waiting], exp_dir=spec.exp_dir,
+                                      observers=spec.observers, reports=reports, task_size=spec.task_size)
+                view = evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space,
+                                                                                  spec.replicates)
+                spec.make_optimizer().run(view)
+        except BudgetExhausted:
+            pass
+        except Interrupted as exc:
+            error = exc
+        except BaseException as exc:
+            error = distributor.error if distributor.error is not None else OptimizerFailed(exc)
+        if isinstance(error, Interrupted) and spec.pause_grace > 0:
+            log.info("%s: running trials pause at their next report (at most %g s)", error, spec.pause_grace)
+            distributor.close(pause=spec.pause_grace)
+        else:
+            distributor.close(abort=error is not None)
+    walltime.close()
+    if reports is not None:
+        reports.close()
+    if store is not None:
+        store.close()
+    return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,
+                      error or distributor.error, distributor.all_stopped, len(earlier.history),
+                      len(earlier.requeue), distributor.worker_errors, distributor.budget_reached)
+
+
+def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
+                    interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> int:
+    """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives); ``team_comm``
+    makes a multi-rank task's communicator (inline isolation under MPI)."""
+    return serve(spec.worker_plan(), transport, gpu_ids, use_alarm=use_alarm, interrupt=interrupt,
+                 team_comm=team_comm)
+
+
+def run_in_threads(spec: RunSpec, workers: int = 3) -> RunSummary:
+    """The whole runtime in one process, workers as threads (no MPI needed)."""
+    hub = ThreadHub(workers + 1)
+    threads = [threading.Thread(target=run_worker_rank, args=(spec, hub.endpoint(r), []),
+                                kwargs={"use_alarm": False}, name=f"emews-worker-{r}", daemon=True)
+               for r in range(1, workers + 1)]
+    for t in threads:
+        t.start()
+    summary = run_optimizer_rank(spec, hub.endpoint(0), list(range(1, workers + 1)))
+    for t in threads:
+        t.join(timeout=30)
+    return summary

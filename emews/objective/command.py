@@ -1,0 +1,390 @@
+"""Command objectives: each evaluation runs an external program (a CANDLE ``model.py`` or ``model.sh``).
+
+``objective: {command: [python3, model.py], metric: loss}`` runs ``python3 model.py --name value ...``
+in the task's run dir and reads the last ``loss <value>`` (or JSON) line of its stdout. The
+command is an argv list, never run through a shell (a user who wants one writes ``sh -c``).
+
+Parameters reach the program one of three ways (``params:``):
+
+``flags``  CANDLE style ``--name value``: ``True`` as a bare ``--name`` (``False`` left out),
+           a list as ``--name v1 v2``, ``None`` left out (the default); a value that starts
+           with ``-`` as ``--name=value``, so that a parser reads it as a value, not an option;
+``env``    one environment variable per parameter, named as the parameter;
+``file``   a JSON or YAML file in the run dir (``params_file``), its path in ``{params_file}``;
+``candle`` as a CANDLE Benchmarks model reads them (:mod:`emews.objective.candle_params`): ``--config_file``
+           names a per-task ``[Global_Params]`` file of the defaults and the point, and the
+           point's values for keys the defaults define follow as flags (booleans ``True``/``False``).
+
+``{name}`` in an argument is replaced by that parameter's value (it is then not also passed as a
+flag), and ``{run_dir}``, ``{params_file}``, ``{seed}``, ``{task_id}`` by the task's. Strings
+are passed as they are, other values as JSON (``true``, ``0.001``, ``[128, 64]``). In the
+string a shell runs (``[sh, -c, "..."]``, :mod:`emews.objective.shellscript`) each value is quoted for
+its place: one literal word, never code.
+
+Every file the command objective names in the run dir (``params_file``, ``result_file``, its
+records) stays inside it: a name that leaves it is refused (:func:`run_dir_name`), and at run
+time a link that leads out of it is neither written, deleted nor read (:func:`in_run_dir`).
+
+The result (``result:``) is read from ``stdout`` (the last line ``<metric> <value>``,
+``<metric>: <value>``, ``<metric>=<value>`` or a JSON object holding the metric), from a
+``file`` the command writes in its run dir (``result_file``: JSON, ``KEY value`` lines or a bare
+number), or from a CANDLE ``output_dir`` (``--output_dir RUN_DIR`` is passed, ``result.txt`` read,
+as CANDLE Supervisor's ``model.sh`` does).
+
+The process runs in its own session with the worker's environment (and so its GPU binding),
+plus ``EMEWS_TASK_ID``, ``EMEWS_SEED``, ``EMEWS_RUN_DIR`` and ``EMEWS_PARAMS_FILE``. Its stdout
+and stderr are appended to ``stdout.txt``/``stderr.txt`` in the run dir. The task timeout is the
+runner's: it kills the command's whole process tree (``emews.processes.tree``). A non-zero
+exit, a signal or a missing result raise :class:`~emews.objective.function.EvaluationFailed` with the
+exit status and the last lines of stderr (or stdout).
+
+Retries (``task.retries``) and checkpoints apply around :meth:`CommandObjective.call` as for
+any objective: a second attempt appends to the same output files and reads only its own output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping
+
+from emews.core.failure_cause import error_line, meaningful_line
+from emews.objective.function import (PARAMS_RECORD, EvaluationFailed, ObjectiveLoadError, TaskContext, load_defaults,
+                             record_params, with_defaults)
+from emews.objective.candle_params import CONFIG_FILE, CONFIG_OPTION, candle_point, model_flags, write_config
+from emews.core.results import Status
+from emews.objective.shellscript import find_script, quoter
+
+ParamsStyle = Literal["flags", "env", "file", "candle"]
+ResultSource = Literal["stdout", "file", "output_dir"]
+
+PARAMS_STYLES: tuple[str, ...] = ("flags", "env", "file", "candle")
+RESULT_SOURCES: tuple[str, ...] = ("stdout", "file", "output_dir")
+#: placeholders every command may use besides the parameters' names
+TASK_PLACEHOLDERS = ("run_dir", "params_file", "seed", "task_id")
+#: ``{name}``, but not the shell's ``${name}``
+PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: how many lines of stderr (or stdout) a failure's error quotes
+TAIL_LINES = 20
+#: what CANDLE Supervisor's model.sh reads from the model's output directory
+CANDLE_RESULT_FILE = "result.txt"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: what argparse reads as a negative number rather than an option (its own rule)
+NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+#: what a file the command objective names in the run dir may be
+RUN_DIR_FILE_ALLOWED = "a relative path inside the task's run dir (not absolute, no '..' leaving it)"
+
+
+@dataclass(frozen=True)
+class CommandRef:
+    """What to run for each evaluation and how to talk to it (see the module docstring)."""
+
+    command: tuple[str, ...]
+    metric: str = "value"
+    params: ParamsStyle = "flags"
+    params_file: str = "params.json"
+    result: ResultSource = "stdout"
+    result_file: str | None = None
+    defaults: str | None = None
+
+    def load(self) -> "CommandObjective":
+        """Check that the program exists and read the model defaults (an ObjectiveLoadError if not)."""
+        program = self.command[0]
+        if not PLACEHOLDER.search(program) and _find_program(program) is None:
+            raise ObjectiveLoadError(f"command program {program!r} not found"
+                                     + ("" if "/" in program else " on PATH"))
+        return CommandObjective(self, load_defaults(self.defaults))
+
+    @property
+    def placeholders(self) -> set[str]:
+        """Names used as ``{name}`` in the command's arguments."""
+        return {m for arg in self.command for m in PLACEHOLDER.findall(arg)}
+
+    @property
+    def script_index(self) -> int | None:
+        """Where the string a shell runs is in the command (``[sh, -c, STRING]``), if it is there."""
+        return find_script(self.command)
+
+    @property
+    def result_path(self) -> str | None:
+        """The file in the run dir that holds the result (``None``: stdout)."""
+        if self.result == "output_dir":
+            return self.result_file or CANDLE_RESULT_FILE
+        if self.result == "file":
+            return self.result_file or "result.json"
+        return None
+
+
+def _find_program(program: str) -> str | None:
+    if "/" in program:
+        return program if os.access(program, os.X_OK) and Path(program).is_file() else None
+    return shutil.which(program)
+
+
+def as_text(value: Any) -> str:
+    """A value as one argument or variable: strings as they are, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def as_flags(params: Mapping[str, Any], *, bool_values: bool = False) -> list[str]:
+    """CANDLE-style ``--name value`` arguments (booleans as bare flags, or with ``bool_values`` as
+    ``--name True``/``--name False``; lists as repeated values); a value that starts with ``-`` as
+    ``--name=value``, so that a parser cannot take it for an option."""
+    argv: list[str] = []
+    for name, value in params.items():
+        if isinstance(value, bool) and bool_values:
+            argv += [f"--{name}", str(value)]
+        elif value is None or value is False:
+            continue
+        elif value is True:
+            argv.append(f"--{name}")
+        elif isinstance(value, (list, tuple)):
+            argv += [f"--{name}", *(list_item(name, v) for v in value)]
+        else:
+            text = as_text(value)
+            argv += [f"--{name}={text}"] if text.startswith("-") else [f"--{name}", text]
+    return argv
+
+
+def list_item(name: str, value: Any) -> str:
+    """One value of a list flag: a negative number in the form argparse reads as a number
+    (``-0.00001``, not ``-1e-05``); an EvaluationFailed for a word that would read as an option."""
+    if isinstance(value, float) and value < 0 and math.isfinite(value):
+        text = format(Decimal(repr(value)), "f")
+    else:
+        text = as_text(value)
+    if text.startswith("-") and not NEGATIVE_NUMBER.match(text):
+        raise EvaluationFailed(f"parameter {name!r}: list item {text!r} starts with '-' and would be read as an "
+                               "option; pass it with params: file or params: env")
+    return text
+
+
+def substitute(arg: str, values: Mapping[str, Any],
+               quote: Callable[[str, int], str] = lambda text, at: text) -> str:
+    """Replace each ``{name}`` that ``values`` holds, its text passed through ``quote(text, at)``
+    (``at``: where the placeholder is in ``arg``); other braces stay as written."""
+    return PLACEHOLDER.sub(lambda m: quote(as_text(values[m[1]]), m.start()) if m[1] in values else m[0], arg)
+
+
+def run_dir_name(name: str) -> str:
+    """``name`` if it is a path relative to the run dir that stays inside it; a ValueError if not."""
+    normal = os.path.normpath(name) if name else ""
+    if not name or os.path.isabs(name) or normal in (".", "..") or normal.startswith("../"):
+        raise ValueError(f"{name!r} is not a file inside the task's run dir")
+    return name
+
+
+def in_run_dir(run_dir: Path, name: str) -> Path:
+    """The real path of ``name`` in ``run_dir``: an EvaluationFailed when the name or a link on
+    its way (one an earlier attempt or the command left) leads out of the run dir."""
+    try:
+        run_dir_name(name)
+    except ValueError as exc:
+        raise EvaluationFailed(str(exc)) from None
+    root = Path(os.path.realpath(run_dir))
+    real = Path(os.path.realpath(run_dir / name))
+    if root not in real.parents:
+        raise EvaluationFailed(f"{name} in {run_dir} leads to {real}, outside the run dir: not touched")
+    return real
+
+
+class CommandObjective:
+    """A loaded command objective: the objective interface (``setup``/``call``/``teardown``)."""
+
+    def __init__(self, ref: CommandRef, defaults: Mapping[str, Any]) -> None:
+        self.ref = ref
+        self.defaults = dict(defaults)
+
+    def setup(self, context: TaskContext | None = None) -> None:
+        """Nothing to prepare: the program starts per evaluation."""
+
+    def teardown(self) -> None:
+        """Nothing to release."""
+
+    def argv(self, params: Mapping[str, Any], task: Mapping[str, Any],
+             point: Mapping[str, Any] | None = None) -> list[str]:
+        """The command line for ``params`` (defaults merged) and the task's own values; ``point``
+        (the values before the defaults; default ``params``) is what ``params: candle`` passes as flags."""
+        values = {**params, **task}
+        script = self.ref.script_index
+        argv = [substitute(arg, values, quoter(arg)) if i == script else substitute(arg, values)
+                for i, arg in enumerate(self.ref.command)]
+        used = self.ref.placeholders
+        if self.ref.params == "flags":
+            argv += as_flags({k: v for k, v in params.items() if k not in used})
+        elif self.ref.params == "candle":
+            flags = model_flags(params if point is None else point, self.defaults, used)
+            argv += [CONFIG_OPTION, str(Path(task["run_dir"]) / CONFIG_FILE), *as_flags(flags, bool_values=True)]
+        return argv
+
+    def environment(self, params: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(EMEWS_TASK_ID=str(task["task_id"]), EMEWS_SEED=str(task["seed"]),
+                   EMEWS_RUN_DIR=str(task["run_dir"]))
+        if "params_file" in task:
+            env["EMEWS_PARAMS_FILE"] = str(task["params_file"])
+        if self.ref.params == "env":
+            bad = [name for name in params if not ENV_NAME.match(name)]
+            if bad:
+                raise EvaluationFailed(f"parameters {', '.join(map(repr, bad))} cannot be environment "
+                                       "variables (allowed: letters, digits and _, not first a digit)")
+            env.update({name: as_text(value) for name, value in params.items() if value is not None})
+        return env
+
+    def call(self, params: Mapping[str, Any], context: TaskContext) -> Any:
+        """Run the command for one evaluation; return what it reported (a number or a dict)."""
+        context.pid = os.getpid()
+        run_dir = context.run_dir
+        point = candle_point(params, self.defaults) if self.ref.params == "candle" else params
+        merged = with_defaults(self.defaults, point)
+        if self.ref.result == "output_dir":
+            merged["output_dir"] = str(run_dir)
+        in_run_dir(run_dir, PARAMS_RECORD)
+        record_params(run_dir, merged)
+        task: dict[str, Any] = {"run_dir": str(run_dir), "seed": context.seed, "task_id": context.task_id}
+        if self.ref.params == "file" or "params_file" in self.ref.placeholders:
+            params_path = in_run_dir(run_dir, self.ref.params_file)
+            params_path.parent.mkdir(parents=True, exist_ok=True)
+            write_params_file(params_path, merged)
+            task["params_file"] = str(run_dir / self.ref.params_file)
+        if self.ref.params == "candle":
+            write_config(in_run_dir(run_dir, CONFIG_FILE), merged)
+        result_name = self.ref.result_path
+        if result_name is not None:
+            in_run_dir(run_dir, result_name).unlink(missing_ok=True)  # an earlier attempt's result is not this one's
+        argv = self.argv(merged, task, point)
+        output = CapturedOutput(run_dir)
+        returncode = output.run(argv, self.environment(merged, task))
+        if returncode != 0:
+            raise EvaluationFailed(*_describe_exit(argv[0], returncode, output))
+        found = (parse_result(output.stdout(), self.ref.metric, bare_number=False) if result_name is None
+                 else read_result_file(in_run_dir(run_dir, result_name), self.ref.metric))
+        if found is None:
+            where = "stdout" if result_name is None else f"{result_name} in {run_dir}"
+            tail = output.tail("stdout") if result_name is None else ""
+            raise EvaluationFailed(f"command {argv[0]} exited 0 but reported no {self.ref.metric!r} in {where}"
+                                   + (f"; last lines of stdout:\n{tail}" if tail else ""))
+        return found
+
+
+class CapturedOutput:
+    """The command's stdout and stderr, appended to the run dir's files; this attempt's part read back."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.paths = {name: in_run_dir(run_dir, f"{name}.txt") for name in ("stdout", "stderr")}
+        self.offsets = {name: path.stat().st_size if path.exists() else 0 for name, path in self.paths.items()}
+
+    def run(self, argv: list[str], env: dict[str, str]) -> int:
+        """Run ``argv`` to its end in its own session; return its exit status (``-N``: signal N).
+
+        An exception while waiting (the task timer, a stop) kills its process group before it
+        propagates; what escaped the group is the runner's to kill (``emews.processes.tree``).
+        """
+        with self.paths["stdout"].open("ab") as out, self.paths["stderr"].open("ab") as err:
+            try:
+                proc = subprocess.Popen(argv, cwd=self.run_dir, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=out, stderr=err, start_new_session=True)
+            except OSError as exc:
+                raise EvaluationFailed(f"cannot run command {argv[0]}: {exc.strerror or exc}") from None
+        try:
+            return proc.wait()
+        finally:
+            if proc.returncode is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+
+    def read(self, name: str) -> str:
+        with self.paths[name].open("rb") as fh:
+            fh.seek(self.offsets[name])
+            return fh.read().decode("utf-8", errors="replace")
+
+    def stdout(self) -> str:
+        return self.read("stdout")
+
+    def tail(self, name: str, lines: int = TAIL_LINES) -> str:
+        return "\n".join(self.read(name).rstrip().splitlines()[-lines:])
+
+
+def _describe_exit(program: str, returncode: int, output: CapturedOutput) -> tuple[str, Status]:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        message, status = f"command {program} died of signal {name}", Status.CRASHED
+    else:
+        message, status = f"command {program} exited with status {returncode}", Status.FAILED
+    stream = "stderr" if output.read("stderr").strip() else "stdout"
+    tail = output.tail(stream)
+    if not tail:
+        return message + f" and wrote nothing to {stream}", status
+    # the first line names the cause (argparse's "prog: error: ..."), as reports and fail fast read it;
+    # after a signal it is the signal, unless the program named an error
+    named = error_line(tail) if returncode < 0 else meaningful_line(tail)
+    return (f"{named}\n" if named else "") + f"{message}; last lines of {stream}:\n{tail}", status
+
+
+def write_params_file(path: Path, params: Mapping[str, Any]) -> Path:
+    """The parameters as JSON (``.json``) or YAML (``.yaml``/``.yml``) for the command to read."""
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        path.write_text(yaml.safe_dump(dict(params), sort_keys=False))
+    else:
+        path.write_text(json.dumps(dict(params), indent=1) + "\n")
+    return path
+
+
+def parse_result(text: str, metric: str, *, bare_number: bool) -> Any:
+    """The last line of ``text`` that reports ``metric``: ``{metric: value, ...}`` from a JSON object
+    (its other keys kept as metrics), or the number of a ``metric value`` line; a line that is only a
+    number counts when ``bare_number``. ``None`` when no line does."""
+    pattern = re.compile(rf"^\s*{re.escape(metric)}\s*[:=]?\s*(\S+)\s*$")
+    for line in reversed(text.splitlines()):
+        stripped = line.strip()
+        if stripped.startswith("{"):
+            try:
+                data = json.loads(stripped)
+            except json.JSONDecodeError:
+                data = None
+            if isinstance(data, dict) and metric in data:
+                return data
+        match = pattern.match(line)
+        number = _number(match[1]) if match else (_number(stripped) if bare_number else None)
+        if number is not None:
+            return {metric: number}
+    return None
+
+
+def read_result_file(path: Path, metric: str) -> Any:
+    """A result file: a JSON object with ``metric``, a JSON number, or text as :func:`parse_result` reads it."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return parse_result(text, metric, bare_number=True)
+    if isinstance(data, dict):
+        return data if metric in data else None
+    return {metric: data} if isinstance(data, (int, float)) and not isinstance(data, bool) else None
+
+
+def _number(token: str) -> float | None:
+    try:
+        return float(token)
+    except ValueError:
+        return None

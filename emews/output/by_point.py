@@ -1,0 +1,68 @@
+"""Results per point: the replicates of each point (``replicates: N``) summarised.
+
+``emews results EXP --by-point`` writes ``results_by_point.csv`` with these rows; from Python,
+:func:`results_by_point` returns them. Rows of one point share its parameters (the replicate index
+left out); the statistics are over the replicates that succeeded.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from emews.config.experiment import require_experiment
+from emews.core.replicates import Aggregate, point_label, point_of
+from emews.output.csvrows import csv_cell
+from emews.output.export import open_store
+
+BY_POINT_FILE = "results_by_point.csv"
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """One point and what its replicates gave."""
+
+    point: dict[str, Any]
+    stats: Aggregate
+    task_ids: tuple[int, ...]
+
+
+def results_by_point(exp_dir: Path) -> list[PointResult]:
+    """Every point of the experiment (in the order of its first task) with its statistics."""
+    store = open_store(Path(exp_dir))
+    if store is None:
+        return []
+    try:
+        rows = store.execute("SELECT id, status, objective, params FROM results ORDER BY id").fetchall()
+    finally:
+        store.close()
+    groups: dict[str, list[tuple[int, float | None, dict]]] = {}
+    for id_, status, objective, params in rows:
+        decoded = json.loads(params)
+        groups.setdefault(point_label(decoded), []).append((id_, objective if status == "ok" else None, decoded))
+    return [PointResult(point_of(members[0][2]), Aggregate.of(m[1] for m in members), tuple(m[0] for m in members))
+            for members in groups.values()]
+
+
+def write_by_point_csv(exp_dir: Path) -> tuple[Path, int]:
+    """Write ``results_by_point.csv`` (``p:*``, count, failed, mean, std, min, max); its path and row count."""
+    exp_dir = require_experiment(Path(exp_dir))
+    points = results_by_point(exp_dir)
+    names: list[str] = []
+    for p in points:
+        names += [k for k in p.point if k not in names]
+    path = exp_dir / BY_POINT_FILE
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([f"p:{n}" for n in names] + ["count", "failed", "mean", "std", "min", "max"])
+        for p in points:
+            cells = [csv_cell(p.point.get(n)) for n in names]
+            s = p.stats
+            writer.writerow(cells + [s.count, s.failed, *("" if v is None else v for v in (s.mean, s.std, s.min, s.max))])
+    tmp.replace(path)
+    return path, len(points)
+

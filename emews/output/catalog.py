@@ -1,0 +1,73 @@
+"""The checkpoints an experiment kept, for a later job: list them, load the best K.
+
+    from emews.output.catalog import load_best
+    for row, state in load_best("experiments/asha-001", k=5):   # 5 trials: UQ ensemble, fine-tuning
+        ...
+
+``emews checkpoints DIR`` prints the same list. Only durable checkpoints are listed, and each
+is verified when loaded (a corrupt file raises :class:`~emews.training.checkpoints.CorruptCheckpoint`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from emews.training.checkpoints import read_checkpoint
+from emews.output.export import open_store
+from emews.store.trial_store import DURABLE, CheckpointRow, TrialStore
+
+
+def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bool = True) -> list[CheckpointRow]:
+    """The durable checkpoints of an experiment, by trial and step. ``best``: the best checkpoint of
+    each of the ``best`` best trials, best first, by the scheduler's metric (``per_trial`` false:
+    the ``best`` best checkpoints, several of which may be one trial's)."""
+    store = open_store(Path(exp_dir))
+    if store is None:
+        return []
+    try:
+        rows = TrialStore(store.connection, readonly=True, root=Path(exp_dir)).checkpoints((DURABLE,)) \
+            if _has_checkpoints(store.connection) else []
+    finally:
+        store.close()
+    if best is None:
+        return rows
+    ranked = sorted(rows, key=lambda r: (math.inf if r.loss is None else r.loss, r.id))
+    if per_trial:
+        firsts: dict[int, CheckpointRow] = {}
+        for row in ranked:
+            firsts.setdefault(row.trial, row)
+        ranked = list(firsts.values())  # insertion order: best first
+    return ranked[:best]
+
+
+def load_best(exp_dir: str | Path, k: int = 1, extract_to: Path | None = None,
+              per_trial: bool = True) -> list[tuple[CheckpointRow, Any]]:
+    """The best checkpoint of each of the ``k`` best trials of an experiment with what it holds,
+    best first (``per_trial`` false: the ``k`` best checkpoints, whichever trials they are of)."""
+    return [(row, read_checkpoint(row.path, extract_to))
+            for row in list_checkpoints(exp_dir, best=k, per_trial=per_trial)]
+
+
+def format_table(rows: list[CheckpointRow]) -> str:
+    """``trial step metric size path`` lines, as ``emews checkpoints`` prints them."""
+    lines = [f"{'trial':>6} {'step':>6} {'metric':>12} {'size':>10}  path"]
+    for r in rows:
+        metric = "" if r.metric is None else f"{r.metric:.6g}"
+        lines.append(f"{r.trial:>6} {r.step:>6} {metric:>12} {_size(r.size):>10}  {r.path}")
+    return "\n".join(lines)
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
+
+
+def _has_checkpoints(db: Any) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name = 'checkpoints'").fetchone() is not None

@@ -1,0 +1,91 @@
+"""``results.csv`` kept up to date while a run goes on, so the end of a long run does not wait for it.
+
+The optimizer rank starts a :class:`CsvFollower`: a child process (the one child toolkit,
+:mod:`emews.processes.channel`) that reads the store read-only every
+``interval`` seconds and appends the rows that continue the file (:class:`~emews.output.export.CsvFile`).
+At the end :meth:`CsvFollower.finish` asks it to write the rest and put the file in place: the
+same bytes as a full export, at the cost of the last rows only. If the child cannot start or
+fails, :meth:`finish` says so and the caller exports the whole file itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Sequence
+
+from emews.config.experiment import CSV_FILE
+from emews.output.export import CsvFile, open_store
+from emews.store.results_store import ResultsStore
+from emews.processes.channel import ChildExited, ChildProcess, Ready
+
+log = logging.getLogger("emews")
+
+
+@dataclass(frozen=True)
+class FollowConfig:
+    exp_dir: Path
+    param_names: tuple[str, ...]
+    interval: float = 0.25
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Write the rest and put the file in place; the reply is the row count."""
+
+
+class CsvFollower:
+    """The optimizer rank's side: start at the beginning of a run, :meth:`finish` at its end."""
+
+    def __init__(self, exp_dir: Path, param_names: Sequence[str], interval: float = 0.25) -> None:
+        self._child: ChildProcess | None
+        try:
+            self._child = ChildProcess(__name__, FollowConfig(Path(exp_dir), tuple(param_names), interval))
+        except OSError as exc:
+            log.warning("results.csv will be written at the end: the CSV child did not start (%s)", exc)
+            self._child = None
+
+    def finish(self) -> int | None:
+        """Rows in the finished ``results.csv``, or ``None`` when the child did not write it."""
+        if self._child is None:
+            return None
+        try:
+            ready = self._child.wait_ready(None)
+            reply = ready.error if ready is not None and ready.error else self._child.request(Finish())
+        except (ChildExited, OSError) as exc:
+            reply = f"the CSV child stopped: {exc}"
+        finally:
+            self._child.close(timeout=0)  # its work is done (or failed): no wait for its exit
+        if not isinstance(reply, int):
+            log.warning("results.csv is written at the end instead: %s", reply)
+            return None
+        return reply
+
+
+def serve(conn: Connection, config: FollowConfig) -> int:
+    """The child's side: follow the store until :class:`Finish` (or the parent is gone)."""
+    conn.send(Ready())
+    csv_file = CsvFile(config.exp_dir / CSV_FILE, config.param_names)
+    store: ResultsStore | None = None
+    try:
+        while not conn.poll(config.interval):
+            store = store or open_store(config.exp_dir)
+            if store is not None:
+                csv_file.follow(store)
+        if not isinstance(conn.recv(), Finish):
+            return 1
+        store = store or open_store(config.exp_dir)
+        rows = csv_file.finish(store) if store is not None else 0
+    except (EOFError, OSError):
+        return 1  # the parent is gone
+    except Exception as exc:  # the parent writes the file itself
+        conn.send(f"{type(exc).__name__}: {exc}")
+        return 1
+    finally:
+        csv_file.discard()
+        if store is not None:
+            store.close()
+    conn.send(rows)
+    return 0

@@ -1,0 +1,72 @@
+"""Results as DeepHyper writes them, so its analysis tools (``deephyper.analysis.hpo``) read them right.
+
+DeepHyper's conventions (checked against a real DeepHyper 0.13 ``results.csv``):
+
+- ``p:<name>`` per hyperparameter, sorted by name; constants of the space are left out;
+- ``objective`` is **maximized**: a minimized metric is written negated;
+- a failed evaluation has a string starting with ``F`` as its objective (``F_failed``,
+  ``F_timeout``, ...) and ``job_status`` ``DONE`` like every finished job;
+- ``job_id``, then ``m:<metric>`` columns, including ``m:timestamp_submit``, ``m:timestamp_start``,
+  ``m:timestamp_end`` and ``m:timestamp_gather``: seconds since the first submission;
+- rows in the order results were gathered (completion order).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from emews.config.experiment import read_workflow, require_experiment
+from emews.output.csvrows import csv_cell
+from emews.output.export import open_store
+
+DEEPHYPER_FILE = "results_deephyper.csv"
+TIMESTAMPS = ("timestamp_submit", "timestamp_start", "timestamp_end", "timestamp_gather")
+
+
+def deephyper_rows(exp_dir: Path) -> tuple[list[str], list[list[Any]]]:
+    """The header and rows of the DeepHyper CSV of an experiment."""
+    workflow = read_workflow(exp_dir)
+    space = workflow.get("space", {})
+    constants = {name for name, spec in space.items() if isinstance(spec, dict) and spec.get("type") == "constant"}
+    maximize = workflow.get("objective", {}).get("direction", "minimize") == "maximize"
+    store = open_store(exp_dir)
+    if store is None:
+        return ["job_id", "objective", "job_status"], []
+    try:
+        rows = store.execute("SELECT id, status, objective, params, metrics, submitted, started, finished "
+                             "FROM results ORDER BY COALESCE(finished, submitted), id").fetchall()
+    finally:
+        store.close()
+    decoded = [(id_, status, objective, json.loads(params), json.loads(metrics), times)
+               for id_, status, objective, params, metrics, *times in rows]
+    names = sorted({k for d in decoded for k in d[3]} - constants)
+    metric_names = sorted({k for d in decoded for k in d[4]} - set(TIMESTAMPS))
+    origin = min((t[0] for *_, t in decoded if t[0] is not None), default=0.0)
+    header = [*(f"p:{n}" for n in names), "objective", "job_id", "job_status",
+              *(f"m:{m}" for m in metric_names), *(f"m:{t}" for t in TIMESTAMPS)]
+    out = []
+    for id_, status, objective, params, metrics, (submitted, started, finished) in decoded:
+        value: Any = f"F_{status}" if status != "ok" or objective is None else (objective if maximize else -objective)
+        stamps = [submitted, started, finished, finished]
+        out.append([*(csv_cell(params.get(n)) for n in names), value, id_, "DONE",
+                    *(csv_cell(metrics.get(m)) for m in metric_names),
+                    *("" if t is None else round(t - origin, 6) for t in stamps)])
+    return header, out
+
+
+def write_deephyper_csv(exp_dir: Path, path: Path | None = None) -> tuple[Path, int]:
+    """Write the DeepHyper CSV (``results_deephyper.csv`` by default); its path and row count."""
+    exp_dir = require_experiment(Path(exp_dir))
+    path = path or exp_dir / DEEPHYPER_FILE
+    header, rows = deephyper_rows(exp_dir)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+    tmp.replace(path)
+    return path, len(rows)
+

@@ -1,0 +1,230 @@
+"""Reading an experiment's results back: CSV export and the end-of-run summary.
+
+Everything here opens the store read-only and writes only its own private temp
+file, so any number of ``emews results`` / ``status`` may run beside a live job.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from emews.core.errors import ConfigError
+from emews.core.failure_cause import CommonCause, most_frequent
+from emews.config.experiment import CSV_FILE, STORE_FILE, require_experiment
+from emews.output.csvpart import CsvPart
+from emews.output.csvrows import Columns, write_rows
+from emews.core.results import Result, Status
+from emews.store.results_store import ResultsStore
+from emews.store.trial_store import TrialStore
+from emews.training.messages import endings_text
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What a summary needs: counts by status and the best evaluation (and, of training trials
+    with a successful result, counts by how they ended: :class:`~emews.training.messages.Ending`)."""
+
+    counts: dict[str, int]
+    best: Result | None
+    failure: CommonCause | None = None  # the most frequent cause of the failed evaluations
+    endings: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.values())
+
+
+def open_store(exp_dir: Path) -> ResultsStore | None:
+    """The experiment's store, read-only (``None`` before the first result)."""
+    path = require_experiment(exp_dir) / STORE_FILE
+    return ResultsStore(path, readonly=True) if path.exists() else None
+
+
+def totals(store: ResultsStore | None) -> Totals:
+    if store is None:
+        return Totals({}, None)
+    failed = store.execute("SELECT error FROM results WHERE status != ? ORDER BY id", (Status.OK.value,))
+    return Totals(store.status_counts(), store.best(), most_frequent(error for (error,) in failed),
+                  Counter(e.value for e in TrialStore(store.connection, readonly=True).endings().values()))
+
+
+def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str], *,
+              parallel_from: int | None = None) -> int:
+    """Write ``results.csv`` (id, status, objective, p:*, m:*, error, rank, host, times) from the store.
+
+    Rows go straight from SQLite to the CSV writer (no Result objects) into a private
+    temp file that replaces ``path`` atomically; returns the row count.
+    """
+    csv_file = CsvFile(path, param_names, parallel_from=parallel_from)
+    try:
+        return csv_file.finish(store)
+    finally:
+        csv_file.discard()
+
+
+#: rows left to write from which :meth:`CsvFile.finish` has a child write the upper part
+#: (:mod:`emews.output.csvpart`), when this process may use more than one core
+PARALLEL_ROWS = 20_000
+#: the child's share of those rows: less than half, as it starts about 0.1 s late
+CHILD_SHARE = 0.45
+
+
+class CsvFile:
+    """``results.csv`` written from the store in id order: in one go (:meth:`finish`), or while a
+    run goes on (:meth:`follow` after each batch of results, then :meth:`finish`), with the same bytes.
+
+    Following writes the rows whose ids run on without a gap from the last one written (a lower
+    id may still be running); :meth:`finish` writes all the rest, from ``parallel_from`` rows on
+    (default :data:`PARALLEL_ROWS`) with a child process writing the upper part beside it. A
+    metric that first appears after rows were written changes the header: the file is then
+    started again.
+    """
+
+    def __init__(self, path: Path, param_names: Sequence[str], *, parallel_from: int | None = None) -> None:
+        self.path = path
+        self._params = tuple(param_names)
+        self._columns: Columns | None = None
+        self._parallel_from = PARALLEL_ROWS if parallel_from is None else parallel_from
+        self._fh: Any = None
+        self._tmp: str | None = None
+        self._next_id = 0
+        self.rows = 0
+
+    def follow(self, store: ResultsStore) -> None:
+        """Write the rows that continue the file without a gap."""
+        if self._columns is None:
+            self._start(Columns.of(store, self._params))
+        self._write(store, contiguous=True)
+
+    def finish(self, store: ResultsStore) -> int:
+        """Write every row not written yet and put the file in place; return the row count."""
+        columns = Columns.of(store, self._params)
+        if self._columns != columns:
+            self._start(columns)
+        split = self._split_id(store)
+        part = None if split is None else CsvPart(store, self.path.parent, columns, split)
+        self._write(store, contiguous=False, end_id=split)
+        if part is not None:
+            rows = part.append_to(self._fh)
+            if rows is None:
+                self._write(store, contiguous=False)  # the child failed: the rest written here
+            else:
+                self.rows += rows
+        self._fh.close()
+        self._fh = None
+        try:
+            os.chmod(self._tmp, 0o666 & ~_umask())  # type: ignore[arg-type]
+            os.replace(self._tmp, self.path)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(self.path)) from None
+        self._tmp = None
+        return self.rows
+
+    def discard(self) -> None:
+        """Remove the temp file, if one is left (after a failure)."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._tmp is not None:
+            Path(self._tmp).unlink(missing_ok=True)
+            self._tmp = None
+
+    def _split_id(self, store: ResultsStore) -> int | None:
+        """The first id the child writes, or ``None`` when the rest is written here alone."""
+        if len(os.sched_getaffinity(0)) < 2:
+            return None
+        (left,), = store.execute("SELECT COUNT(*) FROM results WHERE id >= ?", (self._next_id,))
+        if left < max(self._parallel_from, 2):
+            return None
+        row = store.execute("SELECT id FROM results WHERE id >= ? ORDER BY id LIMIT 1 OFFSET ?",
+                            (self._next_id, left - int(left * CHILD_SHARE))).fetchone()
+        return None if row is None else row[0]
+
+    def _start(self, columns: Columns) -> None:
+        self.discard()
+        try:
+            fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        except OSError as exc:
+            raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(self.path)) from None
+        self._fh = os.fdopen(fd, "w", newline="")
+        self._writer = csv.writer(self._fh)
+        self._columns = columns
+        self._writer.writerow(columns.header())
+        self._next_id = 0
+        self.rows = 0
+
+    def _write(self, store: ResultsStore, *, contiguous: bool, end_id: int | None = None) -> None:
+        assert self._columns is not None
+        written = write_rows(store, self._writer, self._columns, self._next_id, end_id, contiguous=contiguous)
+        self._next_id = written.next_id if end_id is None or contiguous else max(written.next_id, end_id)
+        self.rows += written.rows
+        self._fh.flush()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def stored_param_names(store: ResultsStore, listed: Sequence[str] = ()) -> list[str]:
+    """``listed``, then every other parameter name the stored points hold, in order of first appearance
+    (points of an open space, a CANDLE points file, differ in their keys)."""
+    rows = store.execute("SELECT j.key FROM results, json_each(results.params) AS j "
+                         "GROUP BY j.key ORDER BY MIN(results.id), MIN(j.id)").fetchall()
+    seen = set(listed)
+    return [*listed, *(key for (key,) in rows if key not in seen)]
+
+
+def export_csv(exp_dir: Path, param_names: Sequence[str], store: ResultsStore | None = None, *,
+               with_stored_keys: bool = False) -> tuple[Path, int]:
+    """(Re)write ``results.csv`` of ``exp_dir``; return its path and row count. ``with_stored_keys``:
+    also a column for each parameter the stored points hold beyond ``param_names``."""
+    exp_dir = require_experiment(exp_dir)
+    path = exp_dir / CSV_FILE
+    own = store is None
+    store = store or open_store(exp_dir)
+    if store is None:
+        return path, 0
+    try:
+        if with_stored_keys:
+            param_names = stored_param_names(store, param_names)
+        return path, write_csv(store, path, param_names)
+    finally:
+        if own:
+            store.close()
+
+
+def counts_text(total: Totals) -> str:
+    """``27 ok (9 stopped early, 18 completed), 1 failed``: counts by status (emews' own first),
+    the successful training trials by how they ended."""
+    known = [s.value for s in Status]
+    ended = endings_text(total.endings)
+    return ", ".join(f"{n} {status}" + (f" ({ended})" if status == Status.OK.value and ended else "")
+                     for status in known + [k for k in total.counts if k not in known]
+                     if (n := total.counts.get(status, 0)))
+
+
+def summary_text(total: Totals, budget: int | None, elapsed: float | None = None) -> str:
+    """A few lines: counts by status (``27 ok (9 stopped early, 18 completed), 1 failed``), the best
+    evaluation and its parameters."""
+    counts = counts_text(total)
+    lines = [f"{total.done}{'/' + str(budget) if budget else ''} evaluations"
+             + (f": {counts}" if counts else "")
+             + (f" in {elapsed:.1f} s" if elapsed is not None else "")]
+    best = total.best
+    if best is None:
+        lines.append("no successful evaluation")
+    else:
+        lines.append(f"best objective {best.objective:.6g} (task {best.id}) with parameters:")
+        lines.append("  " + json.dumps(dict(best.params), sort_keys=False))
+    if total.failure is not None:
+        lines.append(f"most frequent failure: {total.failure}")
+    return "\n".join(lines)

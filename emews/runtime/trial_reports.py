@@ -1,0 +1,267 @@
+"""The optimizer rank's side of training trials: store each report, ask the scheduler, answer.
+
+Runs on the distributor thread (it is called from the distributor's message handler): a
+report is stored first (the ``reports`` table), then the scheduler decides. A PBT exploit
+is turned into a lineage row and the running task's new parameters, provided the trial it
+clones has a durable checkpoint (otherwise the trial simply continues). A trial the scheduler
+pauses (ASHA's promotion rule) ends its task and *waits*: the distributor holds its outcome
+until the scheduler promotes it (it runs again, from its checkpoint) or releases it. A waiting
+trial stays waiting across a stop (walltime, stop signal, ``kill -9``): its outcome is stored
+(``waits``) and ``emews resume`` holds it again (:meth:`TrialService.resumed_wait`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable, Sequence
+
+from emews.training.checkpoints import remove_inside
+from emews.core.results import Outcome, Status, Task
+from emews.training.retention import Retainer, Retention
+from emews.runtime.compute_budget import ComputeBudget
+from emews.store.trial_store import DURABLE, TrialStore
+from emews.runtime.walltime_pause import PauseClock
+from emews.training.schedulers import TrialScheduler
+from emews.training.messages import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
+
+log = logging.getLogger("emews")
+
+
+class Afterwards(Enum):
+    """What becomes of a task whose outcome is not a result."""
+
+    RETRY = "retry"     # crashed or timed out: it runs again, from its checkpoint
+    PAUSED = "paused"   # paused at a report: it stays unfinished, for ``emews resume``
+    WAITS = "waits"     # paused by the scheduler: it waits for a promotion (or its release)
+
+
+PAUSE = Decision(Action.PAUSE)
+STOP = Decision(Action.STOP)
+
+
+@dataclass(slots=True)
+class WaitingTrial:
+    """A trial of an earlier run that waits for a promotion: its task, the outcome its task ended
+    with (its result if it is never promoted) and the step it paused at."""
+
+    task: Task
+    outcome: Outcome
+    step: int
+
+
+class TrialService:
+    """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
+
+    def __init__(self, store: TrialStore | None, scheduler: TrialScheduler | None = None, *,
+                 metric: str = "value", direction: str = "minimize", retention: Retention = Retention(),
+                 retries: int = 0, clock: PauseClock | None = None, budget: ComputeBudget | None = None) -> None:
+        self.store = store
+        self.budget = budget  # counts the steps reported; once it is spent, every trial stops
+        self.retention = retention
+        self.retries = retries
+        self.clock = clock or PauseClock(None)
+        self.paused: dict[int, int] = {}  # task -> the step it paused at (walltime, stop signal)
+        self.waiting: dict[int, int] = {}  # task -> the step its scheduler paused it at
+        self._held: dict[int, int] = {}   # trials that wait on the optimizer rank -> their step
+        self.scheduler = scheduler
+        self._objective_metric = metric
+        self._recorded: set[int] = set()  # tasks this run wrote to ``tasks`` with a report
+        self._waited: set[int] = set()    # trials the rebuilt scheduler has waiting for a promotion
+        self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
+        self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
+                              else direction == "maximize") else 1.0
+        self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
+        self._retainer: Retainer | None = None
+        self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
+            Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
+
+    def rebuild(self) -> int:
+        """Replay the stored reports into the scheduler (``emews resume``), each trial with the
+        parameters it started with; how many there were."""
+        if self.store is None or self.scheduler is None:
+            return 0
+        reports = self.store.reports()
+        self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions(), self.store.ended())
+        self._waited = set(self.scheduler.waiting())
+        return len(reports)
+
+    def resumed_wait(self, task: Task) -> WaitingTrial | None:
+        """Whether ``task``, unfinished in the store, waits for a promotion (the rebuilt scheduler has
+        it paused): then it is held again, not run. Its outcome is the one its task ended with, or,
+        when the run stopped before that arrived, its last report's metrics."""
+        if self.store is None or task.id not in self._waited:
+            return None
+        reports = self.store.reports(task.id)
+        if not reports:
+            return None
+        last, stored = reports[-1], self.store.last_wait(task.id)
+        if stored is not None and stored[0] >= last.step:
+            return WaitingTrial(task, stored[1], stored[0])
+        value = last.metrics.get(self._objective_metric)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        outcome = Outcome(task.id, Status.OK, float(value), dict(last.metrics)) if number else \
+            Outcome(task.id, Status.FAILED, error=f"the run stopped as this trial paused; its last report "
+                                                  f"has no number {self._objective_metric!r}")
+        return WaitingTrial(task, outcome, last.step)
+
+    def hold(self, trial: int, step: int) -> None:
+        """``trial`` (of an earlier run) waits for a promotion since ``step``, its task held by the distributor."""
+        self._held[trial] = step
+
+    #: how an attempt may end and still be run again (``task.retries``)
+    RETRYABLE = (Status.CRASHED, Status.TIMEOUT)
+
+    @property
+    def intercepts(self) -> bool:
+        """Whether outcomes are to be seen here: some may not be results (retries configured, trials
+        paused), or a scheduler is told which trials ended."""
+        return bool(self.retries or self.paused or self.waiting or self.scheduler is not None)
+
+    def intercept(self, task: Task, outcome: Outcome) -> Afterwards | None:
+        """``None``: the outcome is the task's result; else what happens to the task instead."""
+        waits = self.waiting.pop(task.id, None)
+        step = self.paused.pop(task.id, None)
+        if step is not None:
+            if self.store is not None:
+                self.store.add_pause(task.id, step)
+            return Afterwards.PAUSED
+        if waits is not None and outcome.status is Status.OK:
+            self._held[task.id] = waits
+            if self.store is not None:
+                self.store.add_wait(task.id, waits, outcome)
+            return Afterwards.WAITS
+        if self.retries and self._retry(task, outcome, self.retries):
+            return Afterwards.RETRY
+        if self.scheduler is not None:
+            self.scheduler.ended(task.id)
+        return None
+
+    def _retry(self, task: Task, outcome: Outcome, limit: int) -> bool:
+        """Whether ``task`` runs again after ``outcome`` (crashed or timed out, fewer than ``limit``
+        retries so far); the failed attempt is kept in the store. Its ``ctx.restore()`` then
+        returns its newest durable checkpoint."""
+        if outcome.status not in self.RETRYABLE:
+            return False
+        done = self._attempts.get(task.id)
+        if done is None:
+            done = 0 if self.store is None else self.store.attempts(task.id)
+        if done >= limit:
+            return False
+        self._attempts[task.id] = done + 1
+        if self.store is not None:
+            self.store.add_attempt(task, done + 1, outcome)
+        return True
+
+    def handle(self, message: Any, task: Task | None) -> Reply | None:
+        """The reply to send back (``None``: the message wants none)."""
+        return self._handlers[type(message)](message, task)
+
+    def _report(self, report: Report, task: Task | None) -> Reply:
+        metric = report.metrics.get(self._metric)
+        number = isinstance(metric, (int, float)) and not isinstance(metric, bool)
+        seq = 0
+        if self.store is not None:
+            # a task not yet in ``tasks`` is recorded with its first report: its id is taken from now on
+            record = task if task is not None and not task.attempt and task.id not in self._recorded else None
+            seq = self.store.add_report(report, float(metric) if number else None,
+                                        self._sign * metric if number else None, record)
+            if record is not None:
+                self._recorded.add(record.id)
+            if report.durable:
+                self._retain(report.durable)
+        if self.budget is not None:
+            self.budget.count(report.trial, report.step)
+        decision = CONTINUE
+        if self.scheduler is not None:
+            decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
+                                                {} if task is None else task.params)
+        if self.budget is not None and self.budget.reached() is not None \
+                and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
+            decision = STOP  # the run's compute budget is spent: the trial ends with its result so far
+        elif decision.action is Action.PAUSE:  # waits for a promotion, across a stop too
+            self.waiting[report.trial] = report.step
+        elif self.clock.due() and decision.action in (Action.CONTINUE, Action.EXPLOIT):
+            # the allocation ends soon: the task stays unfinished and ``emews resume`` continues it
+            self.paused[report.trial] = report.step
+            decision = PAUSE
+        elif decision.action is Action.EXPLOIT:
+            decision = self._exploit(report, decision, task, seq)
+        if decision.action is not Action.CONTINUE and self.store is not None:
+            self.store.add_decision(report.trial, report.step, decision.action.value)
+        return Reply(report.session, decision)
+
+    # -- trials that wait for a promotion (the distributor holds their tasks) -----
+    def promotable(self) -> list[int]:
+        """Held trials the scheduler promotes now, the first to run first."""
+        if self.scheduler is None or not self._held:
+            return []
+        return [t for t in self.scheduler.promotable() if t in self._held]
+
+    def promote(self, task: Task) -> None:
+        """``task`` runs again from its checkpoint; with the scheduler's ``resource`` its
+        parameter is raised to what the promotion gives it."""
+        assert self.scheduler is not None
+        step = self._held.pop(task.id)
+        resource = self.scheduler.promote(task.id)
+        name = self.scheduler.resource
+        raised = name is not None and resource is not None
+        if raised:
+            task.params = {**task.params, name: resource}
+        if self.store is not None:
+            self.store.add_promotion(task.id, step, resource, task.params if raised else None)
+
+    def least_promising(self) -> int:
+        """The held trial to end first when nothing else can run."""
+        assert self.scheduler is not None
+        return self.scheduler.least_promising(self._held)
+
+    def release(self, trial: int) -> None:
+        """``trial`` ends where it paused: its outcome becomes its result."""
+        self._held.pop(trial, None)
+        if self.scheduler is not None:
+            self.scheduler.release(trial)
+
+    def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
+        donor = None if self.store is None or decision.clone_from is None \
+            else self.store.latest_durable(decision.clone_from)
+        if donor is None or task is None or decision.params is None:
+            return CONTINUE
+        assert self.store is not None
+        self.store.add_lineage(report.trial, report.step, donor.trial, donor.id, task.params, decision.params, seq)
+        task.params = dict(decision.params)
+        return decision
+
+    def _restore(self, request: RestoreRequest, task: Task | None) -> Reply:
+        if self.store is None:
+            return Reply(request.session)
+        self.store.mark_durable(request.durable)
+        if request.durable:
+            self._retain(request.durable)
+        return Reply(request.session, candidates=self.store.candidates(request.trial))
+
+    def _durable(self, message: CheckpointsDurable, task: Task | None) -> None:
+        if self.store is not None and message.durable:
+            self.store.mark_durable(message.durable)
+            self._retain(message.durable)
+        return None
+
+    def _retain(self, paths: Sequence[str]) -> None:
+        """Delete the durable checkpoints the retention policy no longer keeps, looking at the newly
+        durable ``paths`` (and, the first time, at what earlier runs left)."""
+        if self.retention.keeps_all or self.store is None:
+            return
+        if self._retainer is None:
+            self._retainer = Retainer(self.retention)
+            rows = self.store.checkpoints((DURABLE,))
+        else:
+            rows = self.store.durable_at(paths)
+        doomed = set(self._retainer.add(rows, self.store.pinned()))
+        if not doomed:
+            return
+        for row in self.store.checkpoints_by_id(doomed):
+            if self.store.root is None or not remove_inside(row.path, self.store.root):
+                log.warning("retention: not deleting %s: outside the experiment directory %s", row.path,
+                            self.store.root)
+        self.store.mark_deleted(sorted(doomed))

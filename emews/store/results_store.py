@@ -1,0 +1,304 @@
+"""The durable results store: SQLite, one row per dispatched task and per finished evaluation.
+
+Two tables: ``tasks`` (every task handed to a worker: id, point, seed, attempt, ranks) and
+``results`` (every finished evaluation). A task without a result was running when
+the run stopped; ``emews resume`` runs it again, once. Rows are only ever
+inserted: a colliding id is an error, never a silent replacement.
+
+The schema's version is the database's ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`), checked
+whenever a store is opened: an older store is migrated when opened for writing, a newer one is
+refused, and so is a table that lacks a column this version reads (or has one it cannot fill).
+Every ``INSERT`` names its columns, so the columns a newer version adds are left to their defaults.
+A change of the schema bumps :data:`SCHEMA_VERSION` and adds its step to ``_migrate``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterator, Literal, Mapping, Sequence
+from urllib.parse import quote
+
+from emews.core.errors import ConfigError
+from emews.core.jsoncodec import dumps_point, loads_point
+from emews.core.results import Result, Status, Task
+
+Durability = Literal["normal", "full", "off"]
+#: ``PRAGMA synchronous`` per durability mode (WAL journal in every mode)
+_SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY,
+    status TEXT NOT NULL,
+    objective REAL,
+    loss REAL,
+    params TEXT NOT NULL,
+    metrics TEXT NOT NULL,
+    error TEXT,
+    rank INTEGER,
+    host TEXT,
+    submitted REAL,
+    started REAL,
+    finished REAL
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    id INTEGER PRIMARY KEY,
+    params TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    submitted REAL,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    ranks INTEGER NOT NULL DEFAULT 1
+);
+"""
+COLUMNS = ("id", "status", "objective", "loss", "params", "metrics", "error", "rank", "host",
+           "submitted", "started", "finished")
+#: the columns of ``tasks`` this version reads (``ranks``: added by the migration from version 0)
+_TASK_COLUMNS = ("id", "params", "seed", "submitted", "attempt")
+#: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``
+SCHEMA_VERSION = 1
+_INSERT_RESULT = f"INSERT INTO results ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})"
+# a task's row may be written twice (a task handed to another worker): the same facts, kept once
+_INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted, ranks) VALUES (?,?,?,?,?)"
+#: every column that holds task ids, the training tables' (``runtime.trial_store``) included: an id
+#: that any of them holds is never issued again (a trial reports and checkpoints from its start)
+TASK_ID_COLUMNS = (("results", "id"), ("tasks", "id"), ("reports", "trial"), ("checkpoints", "trial"),
+                   ("attempts", "task"), ("pauses", "task"), ("waits", "task"), ("lineage", "trial"),
+                   ("lineage", "donor"), ("decisions", "trial"), ("promotions", "trial"))
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+class StoreUnreadable(ConfigError):
+    """The results store cannot be opened or is not a database."""
+
+
+class StoreIncompatible(StoreUnreadable):
+    """The store was written by a newer emews, or its tables lack what this version reads."""
+
+
+class StoreCorrupt(StoreUnreadable):
+    """A row of the store that this version cannot read (an unknown status, a point that is not JSON)."""
+
+
+class ResultsStore:
+    """SQLite in WAL mode: a killed job loses at most the results not yet received.
+
+    ``readonly`` opens without writing anything (``status``/``results`` on a running
+    or read-only experiment); otherwise the schema is created if needed.
+    """
+
+    def __init__(self, path: str | Path, *, durability: Durability = "normal", readonly: bool = False) -> None:
+        self.path = Path(path)
+        try:
+            self._db = _connect_readonly(self.path) if readonly else self._connect(durability)
+        except sqlite3.Error as exc:
+            raise StoreUnreadable(f"cannot open the results store: {exc}", file=self.path) from None
+        try:
+            self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            self._check_version()
+            if not readonly:
+                self._migrate()
+            self._check_columns(writing=not readonly)
+        except BaseException as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnreadable(f"cannot open the results store: {exc}", file=self.path) from None
+            raise
+
+    def _connect(self, durability: Durability) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
+        return db
+
+    # -- the schema ------------------------------------------------------------
+    def _check_version(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreIncompatible(f"written by a newer emews (schema {version}; this one reads up to "
+                                    f"{SCHEMA_VERSION}): use that version", file=self.path)
+
+    def _migrate(self) -> None:
+        """Create what is missing and bring an older store to :data:`SCHEMA_VERSION`."""
+        self._db.executescript(_SCHEMA)
+        if "ranks" not in _column_names(self._db, "tasks"):  # version 0: before tasks had sizes
+            self._db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
+        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _check_columns(self, *, writing: bool) -> None:
+        """Every column this version reads is there; when ``writing``, every other one can be left
+        to its default (a column of a newer version)."""
+        for table, needed in (("results", COLUMNS), ("tasks", _TASK_COLUMNS)):
+            info = self._db.execute(f"PRAGMA table_info({table})").fetchall()
+            if not info:
+                continue  # a table an older store lacks: created when writing, read as empty
+            present = {row[1] for row in info}
+            missing = [c for c in needed if c not in present]
+            if missing:
+                raise StoreIncompatible(f"table {table} has no column {missing[0]} (a store of another "
+                                        "emews version?)", file=self.path)
+            unfillable = [row[1] for row in info if row[1] not in needed
+                          and row[3] and row[4] is None and not row[5]]  # NOT NULL, no default, not the key
+            if writing and unfillable:
+                raise StoreIncompatible(f"table {table} has a column {unfillable[0]} that this emews cannot "
+                                        "fill (NOT NULL without a default: a store of a newer version?)",
+                                        file=self.path)
+
+    def verify(self, *, writing: bool = False) -> None:
+        """What opening checks, and a scan of every row (before a command that reads them all, or
+        writes): :class:`StoreIncompatible` for a column this version cannot fill when ``writing``,
+        :class:`StoreCorrupt` naming the first row it cannot read."""
+        self._check_columns(writing=writing)
+        statuses = ",".join(f"'{s.value}'" for s in Status)
+        row = self._db.execute(f"SELECT id, status FROM results WHERE status NOT IN ({statuses}) "
+                               "ORDER BY id LIMIT 1").fetchone()
+        if row is not None:
+            raise _unknown_status(self.path, *row)
+        for table, column in (("results", "params"), ("results", "metrics"), ("tasks", "params")):
+            if table == "tasks" and not self._has_table("tasks"):
+                continue
+            row = self._db.execute(f"SELECT id FROM {table} WHERE CASE WHEN json_valid({column}) THEN "
+                                   f"json_type({column}) END IS NOT 'object' ORDER BY id LIMIT 1").fetchone()
+            if row is not None:
+                raise StoreCorrupt(f"{column} is not a JSON object", file=self.path, key=f"{table} row id {row[0]}")
+
+    # -- writing (the distributor thread only) --------------------------------
+    def commit(self, tasks: Sequence[Task] = (), results: Sequence[Result] = ()) -> None:
+        """Record dispatched ``tasks`` and finished ``results`` in one transaction."""
+        if not tasks and not results:
+            return
+        with self._db:
+            self._db.execute("BEGIN")
+            if tasks:
+                record_tasks(self._db, tasks)
+            if results:
+                self._db.executemany(_INSERT_RESULT, [_result_row(r) for r in results])
+
+    def add(self, results: Sequence[Result]) -> None:
+        """Write ``results`` in one transaction."""
+        self.commit(results=results)
+
+    def mark_attempted(self, ids: Sequence[int]) -> None:
+        """Count one more attempt of each task in ``ids`` (they are being run again)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("UPDATE tasks SET attempt = attempt + 1 WHERE id = ?", [(i,) for i in ids])
+
+    # -- reading ---------------------------------------------------------------
+    def __iter__(self) -> Iterator[Result]:
+        cursor = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results ORDER BY id")
+        for row in cursor:
+            yield self._result(row)
+
+    def unfinished(self) -> list[tuple[Task, int]]:
+        """Tasks that were dispatched but have no result (with the ranks they ran on), and how
+        often they were re-run."""
+        if not self._has_table("tasks"):
+            return []
+        ranks = "t.ranks" if "ranks" in _column_names(self._db, "tasks") else "1"
+        rows = self._db.execute(f"SELECT t.id, t.params, t.seed, t.submitted, t.attempt, {ranks} FROM tasks t "
+                                "LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL ORDER BY t.id")
+        return [(Task(i, loads_point(p), s, sub, ranks=size), attempt) for i, p, s, sub, attempt, size in rows]
+
+    def next_id(self) -> int:
+        """One more than the largest task id ever issued in this experiment (:data:`TASK_ID_COLUMNS`)."""
+        present = {t for t, _ in TASK_ID_COLUMNS if self._has_table(t)}
+        top = max((self._db.execute(f"SELECT MAX({c}) FROM {t}").fetchone()[0] or -1)
+                  for t, c in TASK_ID_COLUMNS if t in present)
+        return top + 1
+
+    def status_counts(self) -> dict[str, int]:
+        return dict(self._db.execute("SELECT status, COUNT(*) FROM results GROUP BY status"))
+
+    def best(self) -> Result | None:
+        """The successful evaluation with the smallest loss."""
+        row = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results WHERE status = 'ok' "
+                               "AND loss IS NOT NULL ORDER BY loss, id LIMIT 1").fetchone()
+        return None if row is None else self._result(row)
+
+    def _result(self, row: Sequence) -> Result:
+        """A row of ``results`` (:data:`COLUMNS`) as a :class:`Result` (:class:`StoreCorrupt` if it cannot be)."""
+        (id_, status, objective, loss, params, metrics, error, rank, host, submitted, started, finished) = row
+        try:
+            status = Status(status)
+        except ValueError:
+            raise _unknown_status(self.path, id_, status) from None
+        try:
+            point, extra = loads_point(params), json.loads(metrics)
+        except ValueError as exc:
+            raise StoreCorrupt(f"params or metrics is not JSON: {exc}", file=self.path,
+                               key=f"results row id {id_}") from None
+        return Result(id=id_, params=point, status=status, objective=objective,
+                      loss=math.inf if loss is None else loss, metrics=extra, error=error,
+                      rank=rank, host=host, submitted=submitted, started=started, finished=finished)
+
+    def metric_names(self) -> list[str]:
+        """Every metric key in the store, in order of first appearance."""
+        names: dict[str, None] = {}
+        for (metrics,) in self._db.execute("SELECT metrics FROM results WHERE metrics != '{}' ORDER BY id"):
+            names.update(dict.fromkeys(json.loads(metrics)))
+        return list(names)
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection (the training tables of ``runtime.trial_store`` live beside these)."""
+        return self._db
+
+    def execute(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
+        """A read query on the store (used by the CSV export)."""
+        return self._db.execute(sql, args)
+
+    def _has_table(self, name: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                (name,)).fetchone() is not None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "ResultsStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _unknown_status(path: Path, id_: object, status: object) -> StoreCorrupt:
+    return StoreCorrupt(f"unknown status {status!r}", file=path, key=f"results row id {id_}",
+                        allowed=", ".join(s.value for s in Status))
+
+
+def record_tasks(db: sqlite3.Connection, tasks: Sequence[Task]) -> None:
+    """Write the ``tasks`` rows of ``tasks`` (kept if there already), inside the caller's transaction."""
+    db.executemany(_INSERT_TASK, [(t.id, dumps_point(t.params), t.seed, t.submitted, t.ranks) for t in tasks])
+
+
+def set_task_params(db: sqlite3.Connection, task_id: int, params: Mapping[str, Any]) -> None:
+    """The task now runs with ``params`` (a PBT exploit, a promotion's resource): what ``emews resume``
+    runs it again with; inside the caller's transaction."""
+    db.execute("UPDATE tasks SET params = ? WHERE id = ?", (dumps_point(params), task_id))
+
+
+def _column_names(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _result_row(r: Result) -> tuple:
+    return (r.id, r.status.value, r.objective, None if math.isinf(r.loss) else r.loss,
+            dumps_point(r.params), _encode(r.metrics) if r.metrics else "{}", r.error, r.rank, r.host,
+            r.submitted, r.started, r.finished)
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open without any write: ``mode=ro``, or ``immutable`` when even the WAL index cannot be made."""
+    if not path.is_file():
+        raise sqlite3.OperationalError("no such file")
+    uri = "file:" + quote(str(path.absolute()))
+    try:
+        db = sqlite3.connect(uri + "?mode=ro", uri=True, check_same_thread=False)
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        return sqlite3.connect(uri + "?immutable=1", uri=True, check_same_thread=False)

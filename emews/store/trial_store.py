@@ -1,0 +1,478 @@
+"""The training tables of the results store: reports, checkpoints and PBT lineage.
+
+``reports``      every ``ctx.report`` as it arrived (seq gives the arrival order).
+``checkpoints``  every checkpoint a report handed in: ``staged`` (being written), ``durable``
+                 (complete on disk: only these are restored or cloned), ``deleted`` (retention).
+``lineage``      every PBT exploit: which trial cloned which checkpoint, with old and new parameters.
+``decisions``    every answer to a report other than continue (stop, complete, pause, exploit), by trial and step.
+``promotions``   every ASHA promotion: the trial, the step it had paused at, the resource it got.
+``waits``        every trial its scheduler paused to wait for a promotion: the step, and the outcome
+                 its task ended with (its result if it is never promoted); it waits across a stop.
+
+A trial's ``tasks`` row (``runtime.store``) is written with its first report, before anything of it
+is kept here, and follows its parameters (PBT exploits, promotions' resource): ``emews resume``
+runs it again under its id with what it was running with.
+
+Written by the distributor thread on the optimizer rank; read by ``evaluator.reports()``
+through a read-only connection of its own, and by ``emews checkpoints``.
+
+Checkpoint paths are kept relative to the experiment directory and resolved against the one the
+store is opened from (``root``), so a copied or moved experiment reads and deletes its own files
+only. The absolute paths of older stores are read as their place in the experiment
+(``checkpoints/TRIAL/NAME``), and rewritten relative when the store is opened for writing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from emews.training.checkpoints import in_experiment
+from emews.core.jsoncodec import loads_point
+from emews.core.results import Outcome, Status, Task
+from emews.store.results_store import record_tasks, set_task_params
+from emews.training.messages import Ending, Report, Restorable
+from emews.core.results import StoredReport
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS reports (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    metrics TEXT NOT NULL,
+    time REAL
+);
+CREATE INDEX IF NOT EXISTS reports_by_trial ON reports (trial, seq);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    path TEXT NOT NULL UNIQUE,
+    size INTEGER,
+    metric REAL,
+    loss REAL,
+    state TEXT NOT NULL,
+    report INTEGER,
+    created REAL
+);
+CREATE INDEX IF NOT EXISTS checkpoints_by_trial ON checkpoints (trial, state);
+CREATE TABLE IF NOT EXISTS lineage (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    donor INTEGER NOT NULL,
+    checkpoint INTEGER NOT NULL,
+    old_params TEXT NOT NULL,
+    new_params TEXT NOT NULL,
+    report INTEGER NOT NULL,
+    time REAL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    task INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    rank INTEGER,
+    host TEXT,
+    started REAL,
+    finished REAL,
+    PRIMARY KEY (task, attempt)
+);
+CREATE TABLE IF NOT EXISTS pauses (
+    task INTEGER NOT NULL,
+    step INTEGER,
+    time REAL
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    time REAL
+);
+CREATE TABLE IF NOT EXISTS waits (
+    task INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    value REAL,
+    metrics TEXT NOT NULL,
+    rank INTEGER,
+    host TEXT,
+    started REAL,
+    finished REAL,
+    time REAL
+);
+CREATE TABLE IF NOT EXISTS promotions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    resource INTEGER,
+    time REAL
+);
+"""
+STAGED, DURABLE, DELETED = "staged", "durable", "deleted"
+_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRow:
+    """One tracked checkpoint (``emews checkpoints``, retention, the load-best API)."""
+
+    id: int
+    trial: int
+    step: int
+    path: str
+    size: int | None
+    metric: float | None
+    loss: float | None
+    state: str
+
+
+_CHECKPOINT_COLUMNS = "id, trial, step, path, size, metric, loss, state"
+
+
+@dataclass(frozen=True, slots=True)
+class TrialState:
+    """Where a training trial stands: its last report, the answer it got (``""``: continue), and
+    the PBT clones it was made from (``(donor trial, step of the cloned checkpoint)``, in order)."""
+
+    trial: int
+    step: int
+    metrics: Mapping[str, Any]
+    action: str
+    clones: tuple[tuple[int, int], ...] = ()
+
+    def ending(self, status: str) -> Ending | None:
+        """How the trial ended, given its result's ``status`` (``None`` unless ``ok``)."""
+        return Ending.after(self.action) if status == Status.OK.value else None
+
+    @property
+    def cloned(self) -> str:
+        """The clones as ``results.csv`` writes them: ``DONOR@STEP`` each, space-separated."""
+        return " ".join(f"{donor}@{step}" for donor, step in self.clones)
+
+
+class TrialStore:
+    """The training tables over one SQLite connection (the results store's); ``root``: the
+    experiment directory checkpoint paths are relative to (``None``: paths kept as given)."""
+
+    def __init__(self, db: sqlite3.Connection, *, readonly: bool = False, root: Path | None = None) -> None:
+        self._db = db
+        self.root = None if root is None else Path(os.path.abspath(root))
+        if not readonly:
+            db.executescript(_SCHEMA)
+            self._relocate()
+
+    # -- checkpoint paths ----------------------------------------------------
+    def _stored(self, path: str) -> str:
+        """How the store keeps ``path``: relative to the experiment directory when inside it."""
+        if self.root is None or not os.path.isabs(path):
+            return path
+        full = Path(os.path.normpath(path))
+        return full.relative_to(self.root).as_posix() if full.is_relative_to(self.root) else path
+
+    def _resolved(self, stored: str) -> str:
+        """The file a stored path names in this experiment directory (an absolute path of an
+        older store, written where the experiment was, is read at its place in this one)."""
+        if self.root is None:
+            return stored
+        if not os.path.isabs(stored):
+            return str(self.root / stored)
+        if Path(os.path.normpath(stored)).is_relative_to(self.root):
+            return stored
+        moved = in_experiment(stored)
+        return stored if moved is None else str(self.root / moved)
+
+    def _relocate(self) -> None:
+        """Rewrite the absolute checkpoint paths an older store holds relative (once per store)."""
+        if self.root is None:
+            return
+        rows = self._db.execute("SELECT id, path FROM checkpoints WHERE path LIKE '/%'").fetchall()
+        changed = [(new, id_) for id_, path in rows if (new := self._stored(self._resolved(path))) != path]
+        if changed:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executemany("UPDATE OR IGNORE checkpoints SET path = ? WHERE id = ?", changed)
+
+    def _row(self, row: Sequence[Any]) -> CheckpointRow:
+        """A ``checkpoints`` row (``_CHECKPOINT_COLUMNS``), its path resolved in this experiment."""
+        checkpoint = CheckpointRow(*row)
+        return replace(checkpoint, path=self._resolved(checkpoint.path))
+
+    # -- writing (the distributor thread) ----------------------------------
+    def add_report(self, report: Report, metric: float | None, loss: float | None, task: Task | None = None) -> int:
+        """Store ``report`` (and stage its checkpoint, mark the durable ones, record ``task``, the
+        reporting task not yet in ``tasks``) in one transaction; return its sequence number."""
+        with self._db:
+            self._db.execute("BEGIN")
+            if task is not None:
+                record_tasks(self._db, [task])
+            seq = self._db.execute("INSERT INTO reports (trial, step, metrics, time) VALUES (?,?,?,?)",
+                                   (report.trial, report.step, _encode(report.metrics), report.time)).lastrowid
+            if report.checkpoint is not None:
+                self._db.execute("INSERT OR IGNORE INTO checkpoints (trial, step, path, size, metric, loss, state, "
+                                 "report, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                                 (report.trial, report.step, self._stored(report.checkpoint.path),
+                                  report.checkpoint.size, metric, loss, STAGED, seq, time.time()))
+            self._durable(report.durable)
+        return int(seq)
+
+    def mark_durable(self, paths: Sequence[str]) -> None:
+        if paths:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._durable(paths)
+
+    def _durable(self, paths: Iterable[str]) -> None:
+        self._db.executemany("UPDATE checkpoints SET state = ? WHERE path = ? AND state = ?",
+                             [(DURABLE, self._stored(p), STAGED) for p in paths])
+
+    def mark_deleted(self, ids: Sequence[int]) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("UPDATE checkpoints SET state = ? WHERE id = ?", [(DELETED, i) for i in ids])
+
+    def add_lineage(self, trial: int, step: int, donor: int, checkpoint: int, old: Mapping[str, Any],
+                    new: Mapping[str, Any], report: int) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO lineage (trial, step, donor, checkpoint, old_params, new_params, report, "
+                             "time) VALUES (?,?,?,?,?,?,?,?)",
+                             (trial, step, donor, checkpoint, _encode(dict(old)), _encode(dict(new)), report,
+                              time.time()))
+            set_task_params(self._db, trial, new)
+
+    def add_attempt(self, task: Task, attempt: int, outcome: Outcome) -> None:
+        """Keep a failed attempt of a task that is run again (``task.retries``), the task recorded."""
+        with self._db:
+            self._db.execute("BEGIN")
+            record_tasks(self._db, [task])
+            self._db.execute("INSERT INTO attempts (task, attempt, status, error, rank, host, started, finished) "
+                             "VALUES (?,?,?,?,?,?,?,?)",
+                             (task.id, attempt, outcome.status.value, outcome.error, outcome.rank, outcome.host,
+                              outcome.started, outcome.finished))
+
+    def add_pause(self, task: int, step: int | None) -> None:
+        """``task`` paused (walltime, scheduler) at ``step``: ``emews resume`` continues it."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO pauses (task, step, time) VALUES (?,?,?)", (task, step, time.time()))
+
+    def add_decision(self, trial: int, step: int, action: str) -> None:
+        """A report of ``trial`` at ``step`` was answered with ``action`` (not continue)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO decisions (trial, step, action, time) VALUES (?,?,?,?)",
+                             (trial, step, action, time.time()))
+
+    def trial_states(self, first: int = 0) -> dict[int, TrialState]:
+        """Each trial (task id >= ``first``) that reported: its last step and metrics, how it was
+        last answered at that step (``stop``, ``complete``, ``pause``, ``exploit``; ``""``: continue),
+        and the PBT clones it was made from."""
+        if not self._has("reports"):
+            return {}
+        rows = self._db.execute(
+            "SELECT r.trial, r.step, r.metrics FROM reports r JOIN (SELECT trial, MAX(seq) AS seq FROM reports "
+            "WHERE trial >= ? GROUP BY trial) last ON last.seq = r.seq ORDER BY r.trial", (first,)).fetchall()
+        actions: dict[tuple[int, int], str] = {}
+        if self._has("decisions"):
+            for trial, step, action in self._db.execute(
+                    "SELECT trial, step, action FROM decisions WHERE trial >= ? ORDER BY rowid", (first,)):
+                actions[(trial, step)] = action
+        clones: dict[int, list[tuple[int, int]]] = {}
+        if self._has("lineage"):
+            for trial, donor, step in self._db.execute(
+                    "SELECT l.trial, l.donor, COALESCE(c.step, -1) FROM lineage l LEFT JOIN checkpoints c "
+                    "ON c.id = l.checkpoint WHERE l.trial >= ? ORDER BY l.seq", (first,)):
+                clones.setdefault(trial, []).append((donor, step))
+        return {t: TrialState(t, step, json.loads(m), actions.get((t, step), ""), tuple(clones.get(t, ())))
+                for t, step, m in rows}
+
+    def endings(self) -> dict[int, Ending]:
+        """Trial -> how it ended, for the trials that reported and have a successful result."""
+        if not self._has("reports"):
+            return {}
+        ok = {i for (i,) in self._db.execute("SELECT id FROM results WHERE status = ?", (Status.OK.value,))}
+        return {t: Ending.after(state.action) for t, state in self.trial_states().items() if t in ok}
+
+    def add_promotion(self, trial: int, step: int, resource: int | None,
+                      params: Mapping[str, Any] | None = None) -> None:
+        """``trial``, paused by its scheduler at ``step``, runs again (with ``resource`` steps, and
+        ``params``, its parameters with that resource, when they changed)."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO promotions (trial, step, resource, time) VALUES (?,?,?,?)",
+                             (trial, step, resource, time.time()))
+            if params is not None:
+                set_task_params(self._db, trial, params)
+
+    def add_wait(self, task: int, step: int, outcome: Outcome) -> None:
+        """``task`` waits for a promotion since ``step``; ``outcome`` becomes its result if it never is."""
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO waits (task, step, status, value, metrics, rank, host, started, finished, "
+                             "time) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                             (task, step, outcome.status.value, outcome.value, _encode(dict(outcome.metrics)),
+                              outcome.rank, outcome.host, outcome.started, outcome.finished, time.time()))
+
+    def last_wait(self, trial: int) -> tuple[int, Outcome] | None:
+        """The step ``trial`` last began to wait at, and the outcome its task ended with then."""
+        if not self._has("waits"):
+            return None
+        row = self._db.execute("SELECT step, status, value, metrics, rank, host, started, finished FROM waits "
+                               "WHERE task = ? ORDER BY rowid DESC LIMIT 1", (trial,)).fetchone()
+        if row is None:
+            return None
+        step, status, value, metrics, rank, host, started, finished = row
+        return step, Outcome(trial, Status(status), value, json.loads(metrics), None, rank, host, started, finished)
+
+    def waits(self) -> set[int]:
+        """Trials that ever waited for a promotion."""
+        return {t for (t,) in self._db.execute("SELECT DISTINCT task FROM waits")} if self._has("waits") else set()
+
+    def started_params(self) -> dict[int, Any]:
+        """Trial -> the parameters it started with (what the scheduler saw at its first report): its
+        first PBT exploit's old parameters, else its ``tasks`` (or ``results``) row's."""
+        if not self._has("reports"):
+            return {}
+        rows = self._db.execute("SELECT r.trial, COALESCE(t.params, s.params) FROM (SELECT DISTINCT trial FROM reports) r "
+                                "LEFT JOIN tasks t ON t.id = r.trial LEFT JOIN results s ON s.id = r.trial")
+        params = {trial: loads_point(p) for trial, p in rows if p is not None}
+        for row in reversed(self.lineage()):
+            params[row["trial"]] = row["old_params"]
+        return params
+
+    def ended(self) -> list[int]:
+        """Trials that reported and whose task ended with a result, by id."""
+        if not self._has("reports"):
+            return []
+        return [t for (t,) in self._db.execute("SELECT DISTINCT r.trial FROM reports r JOIN results s ON s.id = r.trial "
+                                                "ORDER BY r.trial")]
+
+    def promotions(self) -> list[tuple[int, int]]:
+        """``(trial, step it paused at)`` of every promotion, in order."""
+        if not self._has("promotions"):
+            return []
+        return [(t, s) for t, s in self._db.execute("SELECT trial, step FROM promotions ORDER BY seq")]
+
+    def pauses(self) -> dict[int, int]:
+        """Task id -> how often it paused."""
+        return dict(self._db.execute("SELECT task, COUNT(*) FROM pauses GROUP BY task"))
+
+    def attempts(self, task: int) -> int:
+        """How many failed attempts of ``task`` are kept."""
+        return self._db.execute("SELECT COUNT(*) FROM attempts WHERE task = ?", (task,)).fetchone()[0]
+
+    # -- reading -------------------------------------------------------------
+    def latest_durable(self, trial: int) -> CheckpointRow | None:
+        """What a PBT clone of ``trial`` starts from: the checkpoint ``ctx.restore`` would give it."""
+        rows = self._restorable(trial)
+        return rows[0] if rows else None
+
+    def candidates(self, trial: int) -> list[Restorable]:
+        """What ``ctx.restore`` may load for ``trial``, newest first: its own checkpoints (since its
+        last PBT clone), then the clone's source. A staged one whose file is in place counts as
+        durable (the final name appears only after fsync and rename)."""
+        return [Restorable(r.path, r.step) for r in self._restorable(trial)]
+
+    def _restorable(self, trial: int) -> list[CheckpointRow]:
+        clone = self._db.execute("SELECT checkpoint, report FROM lineage WHERE trial = ? ORDER BY seq DESC LIMIT 1",
+                                 (trial,)).fetchone()
+        out = list(self._own(trial, after=None if clone is None else clone[1]))
+        if clone is not None:
+            row = self.checkpoint(clone[0])
+            if row is not None and row.state == DURABLE:
+                out.append(row)
+        return out
+
+    def _own(self, trial: int, after: int | None) -> Iterable[CheckpointRow]:
+        rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial = ? AND state != ? "
+                                "AND report > ? ORDER BY step DESC, id DESC", (trial, DELETED, after or 0))
+        for row in [self._row(r) for r in rows]:
+            if row.state == STAGED:
+                if not Path(row.path).is_file():
+                    continue
+                self.mark_durable([row.path])
+                row = replace(row, state=DURABLE)
+            yield row
+
+    def checkpoint(self, id_: int) -> CheckpointRow | None:
+        row = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?", (id_,)).fetchone()
+        return None if row is None else self._row(row)
+
+    def checkpoints(self, states: Sequence[str] = (STAGED, DURABLE)) -> list[CheckpointRow]:
+        marks = ",".join("?" * len(states))
+        rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) "
+                                "ORDER BY trial, step, id", tuple(states))
+        return [self._row(r) for r in rows]
+
+    def durable_at(self, paths: Sequence[str]) -> list[CheckpointRow]:
+        """The durable checkpoints written at ``paths``."""
+        out: list[CheckpointRow] = []
+        for start in range(0, len(paths), 500):
+            chunk = [self._stored(p) for p in paths[start:start + 500]]
+            rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? AND path IN "
+                                    f"({','.join('?' * len(chunk))})", (DURABLE, *chunk))
+            out.extend(self._row(r) for r in rows)
+        return out
+
+    def checkpoints_by_id(self, ids: Iterable[int]) -> list[CheckpointRow]:
+        wanted = list(ids)
+        out: list[CheckpointRow] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN "
+                                    f"({','.join('?' * len(chunk))})", chunk)
+            out.extend(self._row(r) for r in rows)
+        return out
+
+    def pinned(self) -> set[int]:
+        """Checkpoints a PBT clone was made from (kept while lineage may restore them)."""
+        return {i for (i,) in self._db.execute("SELECT DISTINCT checkpoint FROM lineage")}
+
+    def has_reports(self) -> bool:
+        return self._has("reports") and self._db.execute("SELECT 1 FROM reports LIMIT 1").fetchone() is not None
+
+    def reports(self, trial: int | None = None) -> list[StoredReport]:
+        if not self._has("reports"):
+            return []
+        sql = "SELECT seq, trial, step, metrics, time FROM reports"
+        rows = self._db.execute(sql + " ORDER BY seq" if trial is None else sql + " WHERE trial = ? ORDER BY seq",
+                                () if trial is None else (trial,))
+        return [StoredReport(seq, t, step, json.loads(m), when) for seq, t, step, m, when in rows]
+
+    def lineage(self) -> list[dict[str, Any]]:
+        if not self._has("lineage"):
+            return []
+        rows = self._db.execute("SELECT trial, step, donor, checkpoint, old_params, new_params FROM lineage ORDER BY seq")
+        return [{"trial": t, "step": s, "donor": d, "checkpoint": c, "old_params": json.loads(o),
+                 "new_params": json.loads(n)} for t, s, d, c, o, n in rows]
+
+    def _has(self, table: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                (table,)).fetchone() is not None
+
+
+class ReportReader:
+    """``evaluator.reports()``: reads the reports table on a read-only connection of its own
+    (the optimizer thread's), opened on first use."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._db: sqlite3.Connection | None = None
+
+    def __call__(self, trial: int | None = None) -> list[StoredReport]:
+        if self._db is None:
+            from emews.store.results_store import ResultsStore
+
+            self._db = ResultsStore(self._path, readonly=True).connection
+        return TrialStore(self._db, readonly=True).reports(trial)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

@@ -1,0 +1,20 @@
+"""Trial schedulers: early stopping and population-based training, decided from reports.
+
+A scheduler is a plain object with pure decision logic (no I/O, no clock): the optimizer rank
+calls ``on_report`` for every stored report and sends the :class:`~emews.training.messages.Decision`
+back to the trial. Its state is rebuilt on ``emews resume`` by replaying the stored reports.
+Composable with any optimizer: ``scheduler: {name: asha, options: {...}}`` in a workflow.
+(Not to be confused with the batch schedulers of ``emews.site``: Slurm, PBS, LSF.)
+"""
+
+from emews.training.schedulers.base import TrialScheduler, quantile
+
+#: built-in trial schedulers by short name (``module:Class`` under ``emews.training.schedulers``)
+BUILTIN_SCHEDULERS = {
+    "asha": "emews.training.schedulers.asha:ASHA",
+    "hyperband": "emews.training.schedulers.hyperband:Hyperband",
+    "median": "emews.training.schedulers.median:MedianStopping",
+    "pbt": "emews.training.schedulers.pbt:PBT",
+}
+
+__all__ = ["BUILTIN_SCHEDULERS", "TrialScheduler", "quantile"]

@@ -1,0 +1,120 @@
+"""Asynchronous successive halving (ASHA; Li et al., MLSys 2020), stopping and promotion variants.
+
+Rungs sit at ``grace_period * reduction_factor**k`` steps below ``max_t``. The first time a
+trial reaches a rung its metric is recorded there, highest rung first:
+
+``stopping``   (as Ray Tune's ASHAScheduler) the trial stops when its loss is worse than the
+               ``1/reduction_factor`` quantile of the losses recorded earlier at that rung.
+``promotion``  (the paper's rule) the trial continues only if it is among the best
+               ``n // reduction_factor`` of the ``n`` trials recorded at that rung, else it
+               pauses: its task ends, it waits on the optimizer rank with its checkpoint, and
+               the distributor runs it again as soon as :meth:`ASHA.promotable` names it (it has
+               since become good enough; the highest rung is promoted first, as the paper's
+               ``get_job``). The promoted trial resumes from its checkpoint (``ctx.restore()``)
+               and its reports go on at the step it reached. With ``resource`` (the name of the
+               parameter that says how many steps a task trains, e.g. ``epochs``) every rung ends
+               the task, and a promoted task is dispatched with that parameter raised to the next
+               rung (or ``max_t``): each run of a trial trains from one rung to the next.
+
+A trial that reaches ``max_t`` steps is told to complete (``complete``, not ``stop``): it has had
+its full budget, and is counted ``completed``, not stopped early.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Literal, Mapping
+
+from emews.training.schedulers.base import Mode, TrialScheduler, quantile
+from emews.training.messages import CONTINUE, Action, Decision
+
+STOP = Decision(Action.STOP)
+COMPLETE = Decision(Action.COMPLETE)
+PAUSE = Decision(Action.PAUSE)
+
+
+class ASHA(TrialScheduler):
+    def __init__(self, max_t: int = 81, grace_period: int = 1, reduction_factor: int = 3,
+                 variant: Literal["stopping", "promotion"] = "stopping",
+                 metric: str | None = None, mode: Mode | None = None, resource: str | None = None) -> None:
+        super().__init__(metric, mode)
+        if grace_period < 1 or max_t < grace_period:
+            raise ValueError(f"need 1 <= grace_period <= max_t, got grace_period={grace_period}, max_t={max_t}")
+        if reduction_factor < 2:
+            raise ValueError(f"reduction_factor must be at least 2, got {reduction_factor}")
+        if resource is not None and variant != "promotion":
+            raise ValueError("resource needs variant: promotion (only promoted trials get more resource)")
+        self.max_t = max_t
+        self.reduction_factor = reduction_factor
+        self.variant = variant
+        self.resource = resource
+        self.rungs: list[int] = []
+        milestone = grace_period
+        while milestone < max_t:
+            self.rungs.append(milestone)
+            milestone *= reduction_factor
+        #: rung milestone -> trial -> loss recorded there, in arrival order
+        self.recorded: dict[int, dict[int, float]] = {m: {} for m in self.rungs}
+        #: promotion variant: paused trial -> the rung it waits at
+        self.paused: dict[int, int] = {}
+
+    def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
+        loss = self.loss(metrics)
+        if loss is None:
+            return CONTINUE
+        if step >= self.max_t:
+            return COMPLETE
+        for milestone in reversed(self.rungs):
+            rung = self.recorded[milestone]
+            if step < milestone or trial in rung:
+                continue
+            earlier = list(rung.values())
+            rung[trial] = loss
+            if self.variant == "stopping":
+                cutoff = quantile(earlier, 1 / self.reduction_factor)
+                return STOP if cutoff is not None and loss > cutoff else CONTINUE
+            if self.resource is None and self._in_top(milestone, trial):
+                self.paused.pop(trial, None)
+                return CONTINUE
+            self.paused[trial] = milestone  # with ``resource`` a trial in the top is promotable at once
+            return PAUSE
+        return CONTINUE
+
+    def _in_top(self, milestone: int, trial: int) -> bool:
+        """Whether ``trial`` is among the best ``n // reduction_factor`` recorded at ``milestone``
+        (ties go to the trial recorded first)."""
+        rung = self.recorded[milestone]
+        ranked = sorted(rung, key=lambda t: rung[t])  # stable: arrival order breaks ties
+        return trial in ranked[:len(ranked) // self.reduction_factor]
+
+    def promotable(self) -> list[int]:
+        """Paused trials now among the best of their rung (promotion variant), highest rung first."""
+        return [t for t, m in sorted(self.paused.items(), key=lambda item: -item[1]) if self._in_top(m, t)]
+
+    def waiting(self) -> list[int]:
+        return list(self.paused)
+
+    def promote(self, trial: int) -> int | None:
+        """``trial`` continues from its checkpoint: it no longer waits. Returns the step it now
+        trains to (the next rung, or ``max_t``)."""
+        milestone = self.paused.pop(trial, None)
+        if milestone is None:
+            return None
+        higher = [m for m in self.rungs if m > milestone]
+        return higher[0] if higher else self.max_t
+
+    def was_promoted(self, trial: int, milestone: int) -> None:
+        if self.paused.get(trial) == milestone:
+            del self.paused[trial]
+
+    def release(self, trial: int) -> None:
+        """``trial`` ends where it paused: it is no longer a candidate for promotion."""
+        self.paused.pop(trial, None)
+
+    def promise(self, trial: int) -> tuple[int, float]:
+        """How far ``trial`` got, to order paused trials: its rung, then minus its loss there."""
+        milestone = self.paused.get(trial)
+        return (-1, 0.0) if milestone is None else (milestone, -self.recorded[milestone][trial])
+
+    def least_promising(self, trials: Iterable[int]) -> int:
+        """Of ``trials`` (paused here), the one to end first: lowest rung, then worst loss there."""
+        return min(trials, key=self.promise)

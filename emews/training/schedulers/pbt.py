@@ -1,0 +1,105 @@
+"""Population-based training (Jaderberg et al., 2017): exploit and explore at fixed intervals.
+
+Every ``perturbation_interval`` steps of a trial, its *peers* (the trials whose latest report is
+within one interval of its step, itself included) are ranked by their latest loss. A trial in the
+bottom ``quantile_fraction`` of its peers (rounded up, at most half of them, as Ray Tune's PBT)
+*exploits*: it clones the newest durable checkpoint of a trial drawn from the top
+``quantile_fraction`` that has not ended, and *explores* that trial's parameters:
+each mutable parameter is resampled with ``resample_probability``, else moved by
+``perturb_step`` of its range up or down (in the space's unit scale, so a log range moves in
+log scale, an ordered choice to a neighbour). The optimizer rank records the lineage; the
+trial goes on with the new parameters from the clone's step (its ``ctx.restore()`` returns
+the cloned checkpoint).
+
+Only peers are compared and cloned, so with more trials than workers a new trial is never ranked
+against (nor clones) trials that trained far longer, and a trial whose task ended is never a
+donor: no clone lands on a finished trial's final checkpoint with nothing left to train.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, Mapping
+
+from emews.training.schedulers.base import Mode, TrialScheduler
+from emews.training.messages import CONTINUE, Action, Decision
+
+
+class PBT(TrialScheduler):
+    def __init__(self, perturbation_interval: int = 4, quantile_fraction: float = 0.25,
+                 resample_probability: float = 0.25, perturb_step: float = 0.2,
+                 mutations: list[str] | None = None, metric: str | None = None, mode: Mode | None = None) -> None:
+        super().__init__(metric, mode)
+        if perturbation_interval < 1:
+            raise ValueError(f"perturbation_interval must be at least 1, got {perturbation_interval}")
+        if not 0 < quantile_fraction <= 0.5:
+            raise ValueError(f"quantile_fraction must be in (0, 0.5], got {quantile_fraction}")
+        if not 0 <= resample_probability <= 1:
+            raise ValueError(f"resample_probability must be in [0, 1], got {resample_probability}")
+        self.interval = perturbation_interval
+        self.fraction = quantile_fraction
+        self.resample_probability = resample_probability
+        self.perturb_step = perturb_step
+        self.mutations = mutations
+        self.rng = random.Random(0)
+        self.latest: dict[int, tuple[int, float]] = {}     # trial -> (step, loss) of its last report
+        self.last_perturbed: dict[int, int] = {}           # trial -> step of its last exploit check
+        self.params: dict[int, dict[str, Any]] = {}        # trial -> the parameters it runs with
+        self.done: set[int] = set()                        # trials whose task ended (never donors)
+
+    def bind(self, **kwargs: Any) -> "PBT":
+        super().bind(**kwargs)
+        self.rng = random.Random(self.seed)
+        if self.space is not None and self.mutations:
+            unknown = sorted(set(self.mutations) - set(self.space.free))
+            if unknown:
+                raise ValueError(f"mutations name parameters the space does not search: {', '.join(unknown)}")
+        return self
+
+    def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
+        loss = self.loss(metrics)
+        self.params.setdefault(trial, dict(params))
+        if loss is None:
+            return CONTINUE
+        self.latest[trial] = (step, loss)
+        if step - self.last_perturbed.get(trial, 0) < self.interval:
+            return CONTINUE
+        self.last_perturbed[trial] = step
+        peers = [t for t, (at, _) in self.latest.items() if abs(at - step) <= self.interval]
+        ranked = sorted(peers, key=lambda t: (self.latest[t][1], t))  # best first
+        count = self.quantile_size(len(ranked))
+        if count == 0 or trial not in ranked[-count:]:
+            return CONTINUE
+        donors = [t for t in ranked[:count] if t not in self.done]
+        if not donors:
+            return CONTINUE
+        donor = self.rng.choice(donors)
+        explored = self.explore(self.params[donor])
+        self.params[trial] = explored
+        donor_step = self.latest[donor][0]
+        self.latest[trial] = (donor_step, self.latest[donor][1])
+        self.last_perturbed[trial] = donor_step
+        return Decision(Action.EXPLOIT, params=explored, clone_from=donor)
+
+    def quantile_size(self, peers: int) -> int:
+        """How many of ``peers`` trials make the top (and the bottom) quantile."""
+        return min(math.ceil(peers * self.fraction), peers // 2)
+
+    def ended(self, trial: int) -> None:
+        self.done.add(trial)
+
+    def explore(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy of ``params`` with each mutable parameter resampled or moved one step."""
+        new = dict(params)
+        if self.space is None:
+            return new
+        names = self.mutations or list(self.space.free)
+        for name in names:
+            dim = self.space[name]
+            if self.rng.random() < self.resample_probability:
+                new[name] = dim.sample(self.rng)
+            else:
+                shift = self.perturb_step if self.rng.random() < 0.5 else -self.perturb_step
+                new[name] = dim.from_unit(min(1.0, max(0.0, dim.to_unit(params[name]) + shift)))
+        return new

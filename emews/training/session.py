@@ -1,0 +1,121 @@
+"""The objective's side of a training trial: ``ctx.report`` and ``ctx.restore`` for one task.
+
+Created on the first call of either (an objective that never calls them costs nothing). A
+report with a checkpoint takes an in-memory snapshot, hands it to the process's background
+:class:`~emews.training.checkpoints.CheckpointWriter` and returns; the files written since the last
+message travel with the next one, so the optimizer rank learns which checkpoints are durable.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from emews.training.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, framed_size, local_tier,
+                               read_checkpoint, snapshot)
+from emews.training.messages import (CONTINUE, Action, CheckpointNote, CheckpointsDurable, Decision, Reply, Report,
+                            RestoreRequest, TrialLink)
+
+#: one writer per process, mode and local tier, so its threads serve every task the process runs
+_WRITERS: dict[tuple[bool, str | None], CheckpointWriter] = {}
+
+
+def process_writer(background: bool, local_dir: str | None = None) -> CheckpointWriter:
+    """The process's writer; ``local_dir``: a node-local tier (files staged under
+    ``LOCAL_DIR/emews-PID``, environment variables expanded) flushed to the experiment directory."""
+    writer = _WRITERS.get((background, local_dir))
+    if writer is None:
+        tier = None if local_dir is None else local_tier(local_dir)
+        local = None if tier is None else tier / f"emews-{os.getpid()}"
+        writer = _WRITERS[(background, local_dir)] = CheckpointWriter(background=background, local_dir=local)
+    return writer
+
+
+class TrialSession:
+    """Reports and restores of one task (one attempt); ``end`` closes it when ``run`` returns."""
+
+    def __init__(self, trial: int, link: TrialLink | None, *, checkpoints_root: Path | None,
+                 run_dir: Path | None, background: bool = True, local_dir: str | None = None) -> None:
+        self.trial = trial
+        self.id = int.from_bytes(os.urandom(6), "big")
+        self._link = link
+        self._root = checkpoints_root
+        self._run_dir = run_dir
+        self._writer = process_writer(background, local_dir)
+        self._serial = 0
+        self._outstanding = 0            # reports posted whose reply has not been taken
+        self._unseen: Decision = CONTINUE  # the first stop-like decision not yet returned
+        self._restart: Mapping[str, Any] | None = None
+
+    def report(self, step: int, metrics: Mapping[str, Any], checkpoint: Any = None, *,
+               wait: bool = True) -> Decision:
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"ctx.report: step must be an int, got {step!r}")
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"ctx.report: metrics must be a dict, got {type(metrics).__name__}")
+        note = None if checkpoint is None else self._stage(step, checkpoint)
+        if self._link is None:
+            return CONTINUE
+        if not wait:  # the previous report's decision is due now (it had a whole step to come)
+            self._collect()
+        self._link.post(Report(self.trial, self.id, step, dict(metrics), time.time(), note, self._writer.done()))
+        self._outstanding += 1
+        if wait:
+            self._collect()
+        decision, self._unseen = self._unseen, CONTINUE
+        if decision.action is Action.EXPLOIT:
+            self._restart = decision.params
+        return decision
+
+    def restore(self, default: Any = None) -> Any:
+        """``(checkpoint, step)`` of the newest durable checkpoint that verifies, else ``default``."""
+        if self._link is None:
+            return default
+        self._link.post(RestoreRequest(self.trial, self.id, self._writer.done()))
+        self._collect()
+        reply = self._take(block=True)
+        assert reply is not None
+        for candidate in reply.candidates:
+            try:
+                return read_checkpoint(candidate.path, self._run_dir), candidate.step
+            except CorruptCheckpoint as exc:
+                print(f"emews: not restoring {exc}", file=sys.stderr)
+        return default
+
+    def end(self) -> Mapping[str, Any] | None:
+        """The objective returned: wait for the checkpoint writes, say which are durable, take
+        the replies still due. Returns the parameters to run again with (PBT exploit) or ``None``."""
+        self._writer.flush()
+        for failure in self._writer.failures():
+            print(f"emews: checkpoint not written: {failure}", file=sys.stderr)
+        if self._link is not None:
+            self._link.post(CheckpointsDurable(self.trial, self.id, self._writer.done()))
+            self._collect()
+        restart, self._restart = self._restart, None
+        self._unseen = CONTINUE
+        return restart
+
+    def _stage(self, step: int, checkpoint: Any) -> CheckpointNote:
+        if self._root is None:
+            raise RuntimeError("ctx.report(checkpoint=...): this run has no experiment directory")
+        kind, payload, name = snapshot(checkpoint)
+        path = checkpoint_path(self._root, self.trial, step, self._serial)
+        self._serial += 1
+        self._writer.submit(path, kind, payload, name)
+        return CheckpointNote(str(path), framed_size(kind, payload, name))
+
+    def _collect(self) -> None:
+        """Wait for the replies to every report posted."""
+        while self._outstanding:
+            reply = self._take(block=True)
+            assert reply is not None
+            self._outstanding -= 1
+            if self._unseen.action is Action.CONTINUE:
+                self._unseen = reply.decision
+
+    def _take(self, block: bool) -> Reply | None:
+        assert self._link is not None
+        return self._link.take(self.id, block)
