@@ -117,7 +117,7 @@ def test_under_launch_the_nt3_ga_and_a_upf_run_unchanged(emews_cmd, tmp_path: Pa
 
 
 def test_the_in_process_wrapper_route_runs_the_ga_file(emews_cmd, tmp_path: Path) -> None:
-    """README's Supervisor `model_runner` route: the model's own parameters, the point over them."""
+    """docs/coming-from-candle.md's `model_runner` route: the model's own parameters, the point over them."""
     (tmp_path / "nt3_runner.py").write_text(f"""
 import sys
 sys.path[:0] = [{str(NT3.parent)!r}]
