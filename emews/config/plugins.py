@@ -1,19 +1,114 @@
-"""Finding optimizers (built-in short names, entry points, ``pkg.module:Class`` or ``file.py:Class``)
-and the schema of their options."""
+"""Plug-ins: the class a workflow names, found one way for every kind, and the schema of its options.
+
+Each kind a workflow names by class is a :class:`PluginKind`: :data:`OPTIMIZERS` (the
+``optimizer:`` section, contract :class:`~emews.core.optimizer.Optimizer`) and
+:data:`TRIAL_SCHEDULERS` (the trial-scheduler section, contract
+:class:`~emews.training.schedulers.TrialScheduler`). :meth:`PluginKind.resolve` reads every
+form of reference the same way:
+
+``name``                   a built-in (``random``, ``asha``), else an entry point of the kind's group
+``package.module:Class``   a class of an importable module
+``path/to/file.py:Class``  a class of a file (a relative path is also tried under the workflow's folder)
+
+and returns a concrete subclass of the kind's contract (an ABC), or raises :class:`PluginNotFound`
+in one line. A package makes its classes known by name through the entry-point groups
+``emews.optimizers`` and ``emews.trial_schedulers``::
+
+    [options.entry_points]
+    emews.optimizers =
+        my-search = my_package.search:MySearch
+    emews.trial_schedulers =
+        my-rule = my_package.rules:MyRule
+
+A class's options are its constructor's keywords: :func:`options_model` checks a workflow's
+``options:`` against them before launch.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import types
-from importlib.metadata import entry_points
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Mapping, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
-from emews.core.imports import UserImportError, import_user_module
+from emews.core.errors import EmewsError
+from emews.core.imports import UserImportError, import_user_module, is_file_ref
 from emews.core.optimizer import Optimizer
+from emews.training.schedulers import TrialScheduler
+
+#: what a reference may be besides a name, for messages
+CLASS_FORMS = "package.module:Class or file.py:Class"
+
+
+class PluginNotFound(EmewsError, LookupError):
+    """A reference that names no class of its kind that can be loaded (the message says why)."""
+
+
+@dataclass(frozen=True)
+class PluginKind:
+    """One kind of plug-in: its name in messages, its contract, its built-ins and its entry-point group."""
+
+    what: str                     # "optimizer", "trial scheduler"
+    contract: type                # the ABC every class of the kind derives from
+    group: str                    # the entry-point group that names classes of installed packages
+    builtins: Mapping[str, str]   # short name -> ``package.module:Class``
+
+    def entry_points(self) -> dict[str, list[EntryPoint]]:
+        """The group's entry points by name (several when installed packages disagree)."""
+        found: dict[str, list[EntryPoint]] = {}
+        for point in entry_points(group=self.group):
+            found.setdefault(point.name, []).append(point)
+        return found
+
+    def names(self) -> list[str]:
+        """Every short name: the built-ins and the entry points."""
+        return sorted({*self.builtins, *self.entry_points()})
+
+    def allowed(self) -> str:
+        """What a reference may be, for messages."""
+        return f"{', '.join(self.names())}, {CLASS_FORMS}"
+
+    def resolve(self, ref: str, base_dir: Path | None = None) -> type:
+        """The class ``ref`` names (``base_dir``: where a relative ``file.py`` is also looked for)."""
+        target = self._target(ref)
+        module_ref, _, attribute = target.rpartition(":")
+        if not module_ref or not attribute:
+            raise PluginNotFound(f"{self.what} {ref!r}: expected a name, {CLASS_FORMS}")
+        try:
+            module = import_user_module(module_ref, what=self.what, base_dir=base_dir)
+        except UserImportError as exc:
+            raise PluginNotFound(str(exc)) from exc
+        found: Any = module
+        for part in attribute.split("."):
+            found = getattr(found, part, None)
+        name = self.contract.__name__
+        if not (isinstance(found, type) and issubclass(found, self.contract)):
+            raise PluginNotFound(f"{module_ref} has no {name} subclass named {attribute!r}")
+        if inspect.isabstract(found):
+            missing = ", ".join(sorted(getattr(found, "__abstractmethods__", ())))
+            raise PluginNotFound(f"{module_ref}:{attribute} does not implement {missing} of {name}")
+        return found
+
+    def _target(self, ref: str) -> str:
+        """``ref`` as ``module:Class``: a built-in's or an entry point's, else ``ref`` itself."""
+        if ref in self.builtins:
+            return self.builtins[ref]
+        if ":" in ref or is_file_ref(ref):
+            return ref
+        points = self.entry_points().get(ref, [])
+        if not points:
+            raise PluginNotFound(f"unknown {self.what} {ref!r}")
+        targets = sorted({f"{point.module}:{point.attr}" for point in points})
+        if len(targets) > 1:
+            raise PluginNotFound(f"{self.what} {ref!r} is named by several installed packages "
+                                 f"({', '.join(targets)}): name one as package.module:Class")
+        return targets[0]
+
 
 #: built-in optimizers by short name
 BUILTIN_OPTIMIZERS = {
@@ -24,64 +119,18 @@ BUILTIN_OPTIMIZERS = {
     "mbo": "emews.optimizers.mbo:MBO",
     "hyperspace": "emews.optimizers.hyperspace:HyperSpace",
 }
-ENTRY_POINT_GROUP = "emews.optimizers"
+#: built-in trial schedulers by short name
+BUILTIN_TRIAL_SCHEDULERS = {
+    "asha": "emews.training.schedulers.asha:ASHA",
+    "hyperband": "emews.training.schedulers.hyperband:Hyperband",
+    "median": "emews.training.schedulers.median:MedianStopping",
+    "pbt": "emews.training.schedulers.pbt:PBT",
+}
 
-
-class OptimizerNotFound(LookupError):
-    """The optimizer reference names nothing that can be loaded."""
-
-
-class SchedulerNotFound(LookupError):
-    """The trial-scheduler reference names nothing that can be loaded."""
-
-
-def resolve_scheduler(ref: str, base_dir: Path | None = None) -> type:
-    """The trial-scheduler class ``ref`` names: a built-in name, ``package.module:Class`` or ``file.py:Class``."""
-    from emews.training.schedulers import BUILTIN_SCHEDULERS, TrialScheduler
-
-    target = BUILTIN_SCHEDULERS.get(ref, ref)
-    module_ref, sep, class_name = target.rpartition(":")
-    if not sep:
-        raise SchedulerNotFound(f"unknown scheduler {ref!r}")
-    try:
-        module = import_user_module(module_ref, what="scheduler", base_dir=base_dir)
-    except UserImportError as exc:
-        raise SchedulerNotFound(str(exc)) from exc
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, TrialScheduler)):
-        raise SchedulerNotFound(f"{module_ref} has no TrialScheduler subclass named {class_name!r}")
-    return cls
-
-
-def available_optimizers() -> list[str]:
-    names = set(BUILTIN_OPTIMIZERS)
-    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-    return sorted(names)
-
-
-def resolve_optimizer(ref: str, base_dir: Path | None = None) -> type[Optimizer]:
-    """Return the optimizer class that ``ref`` names."""
-    if ref in BUILTIN_OPTIMIZERS:
-        target = BUILTIN_OPTIMIZERS[ref]
-    else:
-        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == ref]
-        target = found[0].value if found else ref
-    if ":" not in target:
-        raise OptimizerNotFound(f"unknown optimizer {ref!r}; use a built-in name "
-                                f"({', '.join(available_optimizers())}), package.module:Class or file.py:Class")
-    module_ref, _, class_name = target.rpartition(":")
-    module = _import(module_ref, base_dir)
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Optimizer)):
-        raise OptimizerNotFound(f"{module_ref} has no Optimizer subclass named {class_name!r}")
-    return cls
-
-
-def _import(module_ref: str, base_dir: Path | None) -> Any:
-    try:
-        return import_user_module(module_ref, what="optimizer", base_dir=base_dir)
-    except UserImportError as exc:
-        raise OptimizerNotFound(str(exc)) from exc
+OPTIMIZERS = PluginKind("optimizer", Optimizer, "emews.optimizers", BUILTIN_OPTIMIZERS)
+TRIAL_SCHEDULERS = PluginKind("trial scheduler", TrialScheduler, "emews.trial_schedulers", BUILTIN_TRIAL_SCHEDULERS)
+#: every pluggable kind
+KINDS = (OPTIMIZERS, TRIAL_SCHEDULERS)
 
 
 @functools.lru_cache(maxsize=None)

@@ -19,8 +19,8 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeA
 from emews.objective.command import (RUN_DIR_FILE_ALLOWED, CommandRef, ParamsStyle, ResultSource, TASK_PLACEHOLDERS,
                            run_dir_name)
 from emews.core.errors import ConfigError, KeyedValueError, brief
-from emews.config.plugins import (OptimizerNotFound, SchedulerNotFound, available_optimizers, options_model, path_options,
-                           resolve_optimizer, resolve_scheduler, validate_options)
+from emews.config.plugins import (OPTIMIZERS, TRIAL_SCHEDULERS, PluginNotFound, options_model, path_options,
+                                  validate_options)
 from emews.objective.function import ObjectiveLoadError, ObjectiveRef
 from emews.core.replicates import REPLICATE
 from emews.objective.shellscript import find_script, rewrite_words
@@ -372,7 +372,7 @@ class Workflow:
         return self.model.objective.ref()
 
     def optimizer_class(self) -> type:
-        return resolve_optimizer(self.model.optimizer.name)
+        return OPTIMIZERS.resolve(self.model.optimizer.name)
 
     def make_optimizer(self) -> Any:
         """The optimizer, built from the options validated against its signature (Paths as ``Path``)."""
@@ -384,7 +384,7 @@ class Workflow:
         section = self.model.scheduler
         if section is None:
             return None
-        cls = resolve_scheduler(section.name, self.source.parent)
+        cls = TRIAL_SCHEDULERS.resolve(section.name, self.source.parent)
         return cls(**validate_options(cls, section.options))
 
     def to_dict(self) -> dict[str, Any]:
@@ -483,7 +483,7 @@ def _takes_open_points(optimizer: OptimizerSection) -> bool:
     """Whether the optimizer, with its options, runs points that need no complete space (a UPF sweep).
     An optimizer that cannot be loaded is reported later, by :func:`check_workflow`."""
     try:
-        return bool(resolve_optimizer(optimizer.name).takes_open_points(optimizer.options))
+        return bool(OPTIMIZERS.resolve(optimizer.name).takes_open_points(optimizer.options))
     except Exception:
         return False
 
@@ -563,13 +563,11 @@ def _check_scheduler(workflow: Workflow, file: str) -> None:
     section = workflow.model.scheduler
     if section is None:
         return
-    from emews.training.schedulers import BUILTIN_SCHEDULERS
-
     try:
-        cls = resolve_scheduler(section.name, workflow.source.parent)
-    except SchedulerNotFound as exc:
+        cls = TRIAL_SCHEDULERS.resolve(section.name, workflow.source.parent)
+    except PluginNotFound as exc:
         raise ConfigError(str(exc), file=file, key="scheduler.name",
-                          allowed=", ".join(sorted(BUILTIN_SCHEDULERS)) + ", package.module:Class or file.py:Class") from None
+                          allowed=TRIAL_SCHEDULERS.allowed()) from None
     try:
         validate_options(cls, section.options)
     except ValidationError as exc:
@@ -677,9 +675,8 @@ def _objective_key(section: ObjectiveSection, message: str) -> str:
 def _optimizer_class(workflow: Workflow, file: str) -> type:
     try:
         return workflow.optimizer_class()
-    except OptimizerNotFound as exc:
-        raise ConfigError(str(exc), file=file, key="optimizer.name",
-                          allowed=", ".join(available_optimizers()) + ", package.module:Class or file.py:Class") from None
+    except PluginNotFound as exc:
+        raise ConfigError(str(exc), file=file, key="optimizer.name", allowed=OPTIMIZERS.allowed()) from None
     except Exception as exc:  # the optimizer module itself failed to import
         raise ConfigError(f"cannot load optimizer {workflow.model.optimizer.name!r}: "
                           f"{type(exc).__name__}: {exc}", file=file, key="optimizer.name") from None

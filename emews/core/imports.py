@@ -23,7 +23,7 @@ def import_user_module(ref: str, *, what: str, base_dir: Path | None = None) -> 
     """Import ``ref``: a path to a ``.py`` file (relative ones also tried under ``base_dir``)
     or a dotted module name. A file's folder goes on ``sys.path`` so its sibling modules import;
     it is registered as ``emews_<what>_<stem>`` so pickling by reference works. ``what`` names
-    the kind of code in messages ("objective", "optimizer")."""
+    the kind of code in messages ("objective", "optimizer", "trial scheduler")."""
     if not is_file_ref(ref):
         try:
             return importlib.import_module(ref)
@@ -34,7 +34,7 @@ def import_user_module(ref: str, *, what: str, base_dir: Path | None = None) -> 
         path = base_dir / path
     if not path.is_file():
         raise UserImportError(f"{what} file {ref} does not exist")
-    name = f"emews_{what}_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+    name = f"emews_{_identifier(what)}_{_identifier(path.stem)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise UserImportError(f"cannot import {ref}")
@@ -49,3 +49,8 @@ def import_user_module(ref: str, *, what: str, base_dir: Path | None = None) -> 
         sys.modules.pop(name, None)
         raise UserImportError(f"importing {ref} failed: {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def _identifier(text: str) -> str:
+    """``text`` with every character that cannot be in a module name made ``_``."""
+    return "".join(c if c.isalnum() else "_" for c in text)

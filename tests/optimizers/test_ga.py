@@ -344,8 +344,8 @@ def test_numbers_written_as_yaml_strings_are_accepted() -> None:
 
 
 def test_registry_name_resolves() -> None:
-    from emews.config.plugins import resolve_optimizer
-    assert resolve_optimizer("ga") is GeneticAlgorithm
+    from emews.config.plugins import OPTIMIZERS
+    assert OPTIMIZERS.resolve("ga") is GeneticAlgorithm
 
 
 def test_workflow_file_runs() -> None:

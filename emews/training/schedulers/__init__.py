@@ -9,12 +9,4 @@ Composable with any optimizer: ``scheduler: {name: asha, options: {...}}`` in a 
 
 from emews.training.schedulers.base import TrialScheduler, quantile
 
-#: built-in trial schedulers by short name (``module:Class`` under ``emews.training.schedulers``)
-BUILTIN_SCHEDULERS = {
-    "asha": "emews.training.schedulers.asha:ASHA",
-    "hyperband": "emews.training.schedulers.hyperband:Hyperband",
-    "median": "emews.training.schedulers.median:MedianStopping",
-    "pbt": "emews.training.schedulers.pbt:PBT",
-}
-
-__all__ = ["BUILTIN_SCHEDULERS", "TrialScheduler", "quantile"]
+__all__ = ["TrialScheduler", "quantile"]
