@@ -1,4 +1,4 @@
-"""A conformance kit for optimizers: tests for free for plug-in authors.
+"""Conformance kits for optimizers and trial schedulers: tests for free for plug-in authors.
 
 Subclass :class:`OptimizerConformance` in a test module and say how to build
 your optimizer::
@@ -35,6 +35,32 @@ Outside pytest, :func:`check_optimizer` runs every check and raises
 :class:`ConformanceError` listing all that failed. The test objectives live
 in this module (``emews.testing:smooth_objective`` and
 ``emews.testing:flaky_objective``) so that ``ObjectiveRef`` can import them.
+
+Trial schedulers have their kit too: subclass :class:`SchedulerConformance` and say how to
+build yours (unbound: the kit binds it to its metric, direction, space and seed)::
+
+    from emews.testing import SchedulerConformance
+
+    class TestMyRule(SchedulerConformance):
+        def make_scheduler(self):
+            return MyRule(grace_period=2)
+
+pytest then drives it through simulated training runs
+(:mod:`emews.training.schedulers.conformance`: trials on worker slots, reports interleaved,
+each answer acted on as the optimizer rank acts on it):
+
+``test_decisions_valid``       every answer is a ``Decision``; an exploit clones another trial that
+                               reported, with a point of the space; a paused trial is listed by
+                               ``waiting()`` until promoted or released; ``promotable()`` names
+                               waiting trials only; ``least_promising`` one of those given; the run ends
+``test_state_rebuilt_by_replaying_reports``  at cuts through the run, a scheduler rebuilt from
+                               what the store held (``rebuild``) waits for and promotes the same trials
+``test_resumes``               ... and answers the rest of the run as the uninterrupted one did
+``test_deterministic_under_seed``  the same seed, the same answers
+``test_direction_mirrors``     ``maximize`` with the metric negated answers as ``minimize``
+``test_report_without_metric_continues``  a report without a usable metric continues
+
+:func:`check_scheduler` runs them all outside pytest.
 """
 
 from __future__ import annotations
@@ -44,29 +70,42 @@ import math
 import threading
 import time
 import zlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
+from emews.core.errors import EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator
 from emews.core.optimizer import AskTellOptimizer, Optimizer
 from emews.core.results import Result
+from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space
 from emews.job.wiring import RunSpec, RunSummary, run_in_threads
 from emews.objective.function import ObjectiveRef
-from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space
+from emews.training.schedulers import TrialScheduler
+from emews.training.schedulers.conformance import (
+    SimulatedRun,
+    mirrored,
+    missing_metric_problems,
+    rebuild_problems,
+    resume_problems,
+    same_calls_problems,
+    simulate,
+    valid_problems,
+)
 
 __all__ = [
     "ConformanceError", "OptimizerConformance", "Trace", "check_optimizer", "mixed_space",
     "run_traced", "smooth_objective", "flaky_objective", "SMOOTH", "FLAKY", "degenerate_space",
     "constants_space", "DEGENERATE_SPACES", "check_degenerate_spaces",
     "check_budget", "check_points_in_space", "check_failures_handled", "check_deterministic",
-    "check_clean_stop", "check_resumes",
+    "check_clean_stop", "check_resumes", "SchedulerConformance", "check_scheduler",
 ]
 
 OptimizerFactory = Callable[[int], Optimizer]
 
 
-class ConformanceError(AssertionError):
+class ConformanceError(EmewsError, AssertionError):
     """An optimizer broke the optimizer contract; the message says how."""
 
 
@@ -577,6 +616,77 @@ class OptimizerConformance:
         """Resumes: ingests history before proposing; a resumed finished run proposes nothing."""
         check_resumes(self.trace("resumed"), self.trace("finished"),
                       full_budget=self.full_budget, strict=self.strict_budget)
+
+
+# --------------------------------------------------------------------------- trial schedulers
+
+SchedulerFactory = Callable[[], TrialScheduler]
+
+
+def check_scheduler(factory: SchedulerFactory, *, trials: int = 16, workers: int = 4, steps: int = 12,
+                    space: Space | None = None, seed: int = 0) -> SimulatedRun:
+    """Run every trial-scheduler check on ``factory() -> TrialScheduler`` (unbound); raise listing
+    all failures. Returns the minimizing run."""
+    kw: dict[str, Any] = dict(trials=trials, workers=workers, steps=steps, space=space, seed=seed)
+    run, again, maximized = simulate(factory, **kw), simulate(factory, **kw), \
+        simulate(factory, direction="maximize", **kw)
+    checks = {"decisions": valid_problems(run), "rebuilt state": rebuild_problems(run, factory),
+              "resume": resume_problems(run, factory),
+              "determinism": same_calls_problems(run.calls, again.calls, "same seed"),
+              "direction": same_calls_problems(mirrored(run), maximized.calls, "maximize, metric negated"),
+              "no metric": missing_metric_problems(factory, space, seed)}
+    problems = [f"[{name}] {problem}" for name, found in checks.items() for problem in found]
+    if problems:
+        raise ConformanceError("trial scheduler failed conformance:\n" + "\n".join(problems))
+    return run
+
+
+class SchedulerConformance:
+    """Base class for pytest: subclass it, define ``make_scheduler()`` (unbound), get the tests.
+
+    Tune with class attributes: ``trials``, ``workers``, ``steps`` (each trial's course), ``seed``
+    and ``space`` (a :class:`~emews.core.space.Space`; default
+    :func:`~emews.training.schedulers.conformance.training_space`). Runs are cached per class.
+    """
+
+    trials: int = 16
+    workers: int = 4
+    steps: int = 12
+    seed: int = 0
+    space: Space | None = None
+
+    _run_cache: dict[tuple[type, str], SimulatedRun] = {}
+
+    def make_scheduler(self) -> TrialScheduler:
+        raise NotImplementedError("define make_scheduler(self) to return the trial scheduler under test")
+
+    def simulated(self, kind: str = "minimize") -> SimulatedRun:
+        """The simulated run of ``kind`` (``minimize``, ``again``, ``maximize``), run on first use."""
+        key = (type(self), kind)
+        if key not in self._run_cache:
+            self._run_cache[key] = simulate(
+                self.make_scheduler, trials=self.trials, workers=self.workers, steps=self.steps,
+                space=self.space, seed=self.seed, direction="maximize" if kind == "maximize" else "minimize")
+        return self._run_cache[key]
+
+    def test_decisions_valid(self) -> None:
+        _fail(valid_problems(self.simulated()))
+
+    def test_state_rebuilt_by_replaying_reports(self) -> None:
+        _fail(rebuild_problems(self.simulated(), self.make_scheduler))
+
+    def test_resumes(self) -> None:
+        _fail(resume_problems(self.simulated(), self.make_scheduler))
+
+    def test_deterministic_under_seed(self) -> None:
+        _fail(same_calls_problems(self.simulated().calls, self.simulated("again").calls, "same seed"))
+
+    def test_direction_mirrors(self) -> None:
+        _fail(same_calls_problems(mirrored(self.simulated()), self.simulated("maximize").calls,
+                                  "maximize, metric negated"))
+
+    def test_report_without_metric_continues(self) -> None:
+        _fail(missing_metric_problems(self.make_scheduler, self.space, self.seed))
 
 
 def _skip(reason: str) -> None:

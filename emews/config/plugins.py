@@ -29,10 +29,11 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Annotated, Any, Mapping, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
@@ -133,7 +134,7 @@ TRIAL_SCHEDULERS = PluginKind("trial scheduler", TrialScheduler, "emews.trial_sc
 KINDS = (OPTIMIZERS, TRIAL_SCHEDULERS)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def options_model(cls: type) -> type[BaseModel]:
     """A pydantic model of ``cls``'s keyword options, built from ``__init__``'s signature and type hints.
 

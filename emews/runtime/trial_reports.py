@@ -83,7 +83,8 @@ class TrialService:
         if self.store is None or self.scheduler is None:
             return 0
         reports = self.store.reports()
-        self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions(), self.store.ended())
+        self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions(), self.store.ended(),
+                               self.store.exploits())
         self._waited = set(self.scheduler.waiting())
         return len(reports)
 

@@ -163,7 +163,7 @@ def test_hyperband_deals_trials_to_brackets_with_growing_grace() -> None:
 def test_pbt_bottom_quantile_exploits_a_top_trial() -> None:
     space = Space({"lr": Float(1e-4, 1e-1, log=True), "units": Int(8, 64), "act": Categorical(("relu", "tanh"))})
     pbt = bound(PBT(perturbation_interval=2, quantile_fraction=0.25, resample_probability=0.0), space, seed=3)
-    params = {t: {"lr": 0.01 * (t + 1), "units": 16, "act": "relu"} for t in range(4)}
+    params = {t: {"lr": 0.01 * (t + 1), "units": 36, "act": "relu"} for t in range(4)}  # inside: no move is clipped
     for t in range(4):  # losses 0, 1, 2, 3 at step 1: nobody is due yet
         assert not pbt.on_report(t, 1, {"loss": float(t)}, params[t]).stop
     assert not pbt.on_report(0, 2, {"loss": 0.0}, params[0]).stop          # the best trial continues
@@ -221,7 +221,8 @@ def test_pbt_never_clones_a_trial_that_ended() -> None:
 
 @given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 10)), min_size=1, max_size=60))
 def test_rebuilding_from_reports_gives_the_same_state(reports) -> None:
-    """Replaying stored reports (emews resume) rebuilds rung tables, brackets and populations."""
+    """Replaying stored reports (emews resume), with the exploits the run made, rebuilds rung tables,
+    brackets and populations."""
     steps: dict[int, int] = {}
     stored = []
     for seq, (trial, loss) in enumerate(reports):
@@ -233,7 +234,8 @@ def test_rebuilding_from_reports_gives_the_same_state(reports) -> None:
                  lambda: PBT(perturbation_interval=2)):
         live, rebuilt = bound(make(), space, seed=7), bound(make(), space, seed=7)
         live_decisions = [live.on_report(r.trial, r.step, r.metrics, params[r.trial]) for r in stored]
-        rebuilt.rebuild(stored, params)
+        exploits = {r.seq: d for r, d in zip(stored, live_decisions) if d.action is Action.EXPLOIT}
+        rebuilt.rebuild(stored, params, exploits=exploits)
         state = {k: v for k, v in vars(live).items() if k not in ("rng", "brackets")}
         assert state == {k: v for k, v in vars(rebuilt).items() if k not in ("rng", "brackets")}
         if isinstance(live, Hyperband):

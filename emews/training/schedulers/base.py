@@ -1,7 +1,16 @@
-"""The trial-scheduler contract: reports in, decisions out."""
+"""The trial-scheduler contract: reports in, decisions out.
+
+A trial scheduler is a subclass of :class:`TrialScheduler` that implements :meth:`~TrialScheduler.on_report`;
+the other methods have defaults that fit a rule that only stops early (median stopping). A rule
+that pauses trials for later promotion (ASHA's promotion variant) overrides the promotion methods;
+one that changes a trial's parameters (PBT) answers ``exploit`` and overrides
+:meth:`~TrialScheduler.replay`. Its ``__init__`` keywords are its workflow options, listed in its class
+docstring. ``emews.testing.SchedulerConformance`` checks a scheduler against this contract.
+"""
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Any, Iterable, Literal, Mapping
 
@@ -12,12 +21,14 @@ from emews.core.results import StoredReport
 Mode = Literal["min", "max"]
 
 
-class TrialScheduler:
+class TrialScheduler(abc.ABC):
     """Decides from a trial's reports whether it continues, stops, pauses or exploits.
 
-    ``metric`` (default: the objective's metric) is read from each report; ``mode`` (default:
-    the objective's direction) says whether smaller or larger is better. Subclasses implement
-    :meth:`on_report`; their ``__init__`` keywords are their workflow options.
+    Pure decision logic: no I/O, no clock, no randomness but what ``seed`` gives, so that the
+    reports of an earlier run rebuild its state (:meth:`rebuild`). ``metric`` (default: the
+    objective's metric) is read from each report; ``mode`` (default: the objective's direction)
+    says whether smaller or larger is better (:meth:`loss` turns a report into a loss).
+    Subclasses implement :meth:`on_report`; their ``__init__`` keywords are their workflow options.
     """
 
     def __init__(self, metric: str | None = None, mode: Mode | None = None) -> None:
@@ -41,23 +52,35 @@ class TrialScheduler:
             return None
         return -float(value) if self.mode == "max" else float(value)
 
+    @abc.abstractmethod
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
-        """The decision for ``trial`` after it reported ``metrics`` at ``step`` (with ``params``)."""
-        raise NotImplementedError
+        """The decision for ``trial`` after it reported ``metrics`` at ``step`` (with ``params``, the
+        parameters it runs with). A report without a usable metric (:meth:`loss` is ``None``) continues."""
 
     def ended(self, trial: int) -> None:
-        """``trial``'s task ended with its result: it reports no more (nothing to do by default)."""
+        """``trial``'s task ended with its result: it reports no more and waits for nothing
+        (default: :meth:`release`)."""
+        self.release(trial)
 
     def rebuild(self, reports: Iterable[StoredReport], params: Mapping[int, Mapping[str, Any]],
-                promoted: Iterable[tuple[int, int]] = (), ended: Iterable[int] = ()) -> None:
-        """Restore the state of an earlier run: replay its reports in arrival order, then its
-        promotions (``(trial, step it paused at)``, in order), then the trials that ended."""
+                promoted: Iterable[tuple[int, int]] = (), ended: Iterable[int] = (),
+                exploits: Mapping[int, Decision] | None = None) -> None:
+        """Restore the state of an earlier run: :meth:`replay` its reports in arrival order (each
+        trial with the parameters it started with; ``exploits``: the exploits the run made, by the
+        seq of the report they answered), then its promotions (``(trial, step it paused at)``, in
+        order), then the trials that ended."""
         for report in reports:
-            self.on_report(report.trial, report.step, report.metrics, params.get(report.trial, {}))
+            self.replay(report, params.get(report.trial, {}), (exploits or {}).get(report.seq))
         for trial, step in promoted:
             self.was_promoted(trial, step)
         for trial in ended:
             self.ended(trial)
+
+    def replay(self, report: StoredReport, params: Mapping[str, Any], exploit: Decision | None) -> None:
+        """Rebuilding: take in one report of an earlier run (``exploit``: the exploit that answered
+        it). Default: :meth:`on_report`, its decision dropped; a scheduler that exploits applies the
+        recorded exploit instead of drawing a new one."""
+        self.on_report(report.trial, report.step, report.metrics, params)
 
     # -- promotions (ASHA's promotion variant): trials that paused and wait on the optimizer rank --
     #: the parameter a promoted task's resource is written to (``None``: its parameters stay)
@@ -76,17 +99,17 @@ class TrialScheduler:
         """``trial`` runs again from its checkpoint; returns the resource it gets (``None``: unchanged)."""
         return None
 
-    def was_promoted(self, trial: int, step: int) -> None:
+    def was_promoted(self, trial: int, step: int) -> None:  # noqa: B027 - a hook, nothing by default
         """Rebuilding: ``trial``, paused at ``step``, was promoted in the earlier run."""
 
-    def release(self, trial: int) -> None:
+    def release(self, trial: int) -> None:  # noqa: B027 - a hook, nothing by default
         """``trial`` ends where it paused (its result so far is final): it is never promoted."""
 
     def least_promising(self, trials: Iterable[int]) -> int:
         """Of the paused ``trials``, the one to end first when nothing else can run (default: the oldest)."""
         return min(trials)
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 - a hook, nothing by default
         """Raise ValueError when the options cannot work together (called before a launch)."""
 
 

@@ -20,13 +20,31 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from emews.training.schedulers.base import Mode, TrialScheduler
+from emews.core.results import StoredReport
 from emews.training.messages import CONTINUE, Action, Decision
+from emews.training.schedulers.base import Mode, TrialScheduler
 
 
 class PBT(TrialScheduler):
+    """Population-based training.
+
+    Options (workflow ``trial_scheduler.options``):
+
+    perturbation_interval  steps between a trial's exploit checks (4)
+    quantile_fraction      the share of its peers that makes the top and the bottom, in (0, 0.5] (0.25)
+    resample_probability   the chance that an explored parameter is drawn anew rather than moved (0.25)
+    perturb_step           how far a parameter moves, as a fraction of its range in unit scale (0.2)
+    mutations              the parameters explored (default: every parameter the space searches)
+    metric                 the reported metric that ranks trials (default: the objective's metric)
+    mode                   min | max (default: the objective's direction)
+
+    Its draws come from the workflow's seed and the number of reports seen, so that a rebuilt
+    PBT (``emews resume``) draws what the uninterrupted run would have drawn.
+    """
+
     def __init__(self, perturbation_interval: int = 4, quantile_fraction: float = 0.25,
                  resample_probability: float = 0.25, perturb_step: float = 0.2,
                  mutations: list[str] | None = None, metric: str | None = None, mode: Mode | None = None) -> None:
@@ -42,15 +60,14 @@ class PBT(TrialScheduler):
         self.resample_probability = resample_probability
         self.perturb_step = perturb_step
         self.mutations = mutations
-        self.rng = random.Random(0)
+        self.reports = 0                                   # reports seen (each draw's seed)
         self.latest: dict[int, tuple[int, float]] = {}     # trial -> (step, loss) of its last report
         self.last_perturbed: dict[int, int] = {}           # trial -> step of its last exploit check
         self.params: dict[int, dict[str, Any]] = {}        # trial -> the parameters it runs with
         self.done: set[int] = set()                        # trials whose task ended (never donors)
 
-    def bind(self, **kwargs: Any) -> "PBT":
+    def bind(self, **kwargs: Any) -> PBT:
         super().bind(**kwargs)
-        self.rng = random.Random(self.seed)
         if self.space is not None and self.mutations:
             unknown = sorted(set(self.mutations) - set(self.space.free))
             if unknown:
@@ -58,14 +75,8 @@ class PBT(TrialScheduler):
         return self
 
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
-        loss = self.loss(metrics)
-        self.params.setdefault(trial, dict(params))
-        if loss is None:
+        if not self._take(trial, step, metrics, params):
             return CONTINUE
-        self.latest[trial] = (step, loss)
-        if step - self.last_perturbed.get(trial, 0) < self.interval:
-            return CONTINUE
-        self.last_perturbed[trial] = step
         peers = [t for t, (at, _) in self.latest.items() if abs(at - step) <= self.interval]
         ranked = sorted(peers, key=lambda t: (self.latest[t][1], t))  # best first
         count = self.quantile_size(len(ranked))
@@ -74,13 +85,37 @@ class PBT(TrialScheduler):
         donors = [t for t in ranked[:count] if t not in self.done]
         if not donors:
             return CONTINUE
-        donor = self.rng.choice(donors)
-        explored = self.explore(self.params[donor])
+        rng = random.Random(f"pbt:{self.seed}:{self.reports}")
+        donor = rng.choice(donors)
+        return self._exploit(trial, donor, self.explore(self.params[donor], rng))
+
+    def _take(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+        """Note a report; whether ``trial`` is due for an exploit check now."""
+        self.reports += 1
+        loss = self.loss(metrics)
+        self.params.setdefault(trial, dict(params))
+        if loss is None:
+            return False
+        self.latest[trial] = (step, loss)
+        if step - self.last_perturbed.get(trial, 0) < self.interval:
+            return False
+        self.last_perturbed[trial] = step
+        return True
+
+    def _exploit(self, trial: int, donor: int, explored: dict[str, Any]) -> Decision:
+        """``trial`` goes on from ``donor``'s step with ``explored`` parameters."""
         self.params[trial] = explored
         donor_step = self.latest[donor][0]
         self.latest[trial] = (donor_step, self.latest[donor][1])
         self.last_perturbed[trial] = donor_step
         return Decision(Action.EXPLOIT, params=explored, clone_from=donor)
+
+    def replay(self, report: StoredReport, params: Mapping[str, Any], exploit: Decision | None) -> None:
+        """Rebuilding: the report as the run took it, and the exploit it answered with as it was made
+        (the donors and draws of that moment are not drawn again: trials that ended later were donors then)."""
+        due = self._take(report.trial, report.step, report.metrics, params)
+        if due and exploit is not None and exploit.clone_from in self.latest and exploit.params is not None:
+            self._exploit(report.trial, exploit.clone_from, dict(exploit.params))
 
     def quantile_size(self, peers: int) -> int:
         """How many of ``peers`` trials make the top (and the bottom) quantile."""
@@ -89,17 +124,17 @@ class PBT(TrialScheduler):
     def ended(self, trial: int) -> None:
         self.done.add(trial)
 
-    def explore(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """A copy of ``params`` with each mutable parameter resampled or moved one step."""
+    def explore(self, params: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+        """A copy of ``params`` with each mutable parameter resampled or moved one step (draws from ``rng``)."""
         new = dict(params)
         if self.space is None:
             return new
         names = self.mutations or list(self.space.free)
         for name in names:
             dim = self.space[name]
-            if self.rng.random() < self.resample_probability:
-                new[name] = dim.sample(self.rng)
+            if rng.random() < self.resample_probability:
+                new[name] = dim.sample(rng)
             else:
-                shift = self.perturb_step if self.rng.random() < 0.5 else -self.perturb_step
+                shift = self.perturb_step if rng.random() < 0.5 else -self.perturb_step
                 new[name] = dim.from_unit(min(1.0, max(0.0, dim.to_unit(params[name]) + shift)))
         return new
