@@ -8,7 +8,7 @@ their :class:`TaskContext`.
 from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.core.optimizer import AskTellOptimizer, Optimizer
 from emews.core.results import Result, Status
-from emews.objective.function import TaskContext, current_task
+from emews.objective.context import TaskContext, current_task
 from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space
 
 __all__ = ["AskTellOptimizer", "BudgetExhausted", "Categorical", "Constant", "Evaluator", "EvaluatorObserver", "Float", "Int",

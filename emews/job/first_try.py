@@ -27,7 +27,7 @@ from emews.core.errors import EXIT_FAILED, EXIT_OK, EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator
 from emews.core.failure_cause import cause
 from emews.job.wiring import RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
-from emews.objective.function import task_run_dir
+from emews.objective.context import task_run_dir
 from emews.core.optimizer import Optimizer
 from emews.core.queues import QueuePair
 from emews.job.rank_zero import run_spec

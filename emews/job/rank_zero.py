@@ -22,7 +22,7 @@ from emews.output.csvfollow import CsvFollower
 from emews.config.experiment import (CSV_FILE, LOG_FILE, SITE_FILE, STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE,
                               require_experiment)
 from emews.config.lease import acquire
-from emews.objective.function import task_run_dir
+from emews.objective.context import task_run_dir
 from emews.training.retention import Retention
 from emews.output.export import Totals, export_csv, open_store, summary_text, totals
 from emews.runtime.interrupt import Interrupt

@@ -16,14 +16,14 @@ import shutil
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from emews.core.results import Outcome
-from emews.objective.function import (ObjectiveSpec, TaskContext, exit_if_forked, outcome_from_exception,
-                             outcome_from_return, task_run_dir)
+from emews.objective.context import TaskContext, exit_if_forked, task_run_dir
+from emews.objective.function import ObjectiveSpec, outcome_from_exception, outcome_from_return
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.processes.channel import Ready
 from emews.training.messages import Reply
@@ -167,8 +167,7 @@ def serve(conn: Connection, config: ChildConfig) -> None:
 
 
 def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Outcome:
-    ctx = job.context
-    ctx.link = ChildLink(conn)
+    ctx = replace(job.context, link=ChildLink(conn))  # the worker's context, its trial link through the parent
     where = dict(rank=ctx.rank, host=ctx.host)
     started = time.time()
     try:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from emews.core.results import Outcome, Status, Task
 from emews.runtime.interrupt import Interrupt, Interrupted
-from emews.objective.function import (Objective, ObjectiveSpec, TaskContext, exit_if_forked,
-                             outcome_from_exception, outcome_from_return)
+from emews.objective.context import TaskContext, exit_if_forked
+from emews.objective.function import Objective, ObjectiveSpec, outcome_from_exception, outcome_from_return
 from emews.processes.tree import become_subreaper, has_children, kill_trees, strays
 from emews.objective.team import Team
 from emews.training.messages import LinkClosed
@@ -69,26 +69,16 @@ class InlineRunner:
         self._lifelong = set(strays(os.getpid())) if self._can_alarm else set()  # started by setup
 
     def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None:
-        context = self._make_context(task) if team is None else self._make_context(task, team)
-        context.link = should_abort
+        """Run ``task``; the context gets ``should_abort`` as its trial link and, in a multi-rank
+        run, ``ctx.comm``: the team's communicator while it runs (``COMM_SELF`` for a single-rank
+        task, so the same code runs at any size; a team's is freed when the task ends)."""
         self._interrupt.defer = lambda: should_abort.reported  # a stop signal pauses a training trial
-        if team is None and self._team_comm is None:
-            return self._run(task, context)
-        return self._run_member(task, context, team)
-
-    def _run_member(self, task: Task, context: TaskContext, team: Team | None) -> Outcome | None:
-        """A task of a multi-rank run: ``ctx.comm`` is the team's communicator while it runs
-        (``COMM_SELF`` for a single-rank task, so the same code runs at any size)."""
-        if team is None:
-            context.comm = None if self._team_comm is None else self._team_comm(None)
-            return self._run(task, context)
-        if self._team_comm is not None:
-            context.comm = self._team_comm(team)
+        comm = None if self._team_comm is None else self._team_comm(team)
         try:
-            return self._run(task, context)
+            return self._run(task, self._make_context(task, team, link=should_abort, comm=comm))
         finally:
-            if context.comm is not None:
-                context.comm.Free()
+            if team is not None and comm is not None:
+                comm.Free()
 
     def _run(self, task: Task, context: TaskContext) -> Outcome | None:
         where = dict(rank=context.rank, host=context.host)

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Callable
 
 from emews.core.results import Outcome, Status, Task
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask, keep_output
-from emews.objective.function import ObjectiveSpec, TaskContext
+from emews.objective.context import TaskContext
+from emews.objective.function import ObjectiveSpec
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 from emews.objective.team import Team
@@ -83,7 +84,7 @@ class ProcessRunner:
         return outcome
 
     def _run(self, task: Task, should_abort: "TaskInbox", team: Team | None) -> Outcome | None:
-        context = self._make_context(task) if team is None else self._make_context(task, team)
+        context = self._make_context(task, team)  # its trial link is the child's (ChildLink)
         where = dict(rank=context.rank, host=context.host)
         started = time.time()
         if self._child is None:

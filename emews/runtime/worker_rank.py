@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from emews.core.gpu_binding import GpuBinding, local_rank
-from emews.objective.function import ObjectiveSpec, TaskContext
+from emews.objective.context import TaskContext
+from emews.objective.function import ObjectiveSpec
 from emews.core.results import Task
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt
@@ -22,6 +23,7 @@ from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import Transport
 from emews.runtime.worker import Runner, worker_loop
 from emews.objective.team import Team
+from emews.training.messages import TrialLink
 
 
 @dataclass(frozen=True)
@@ -49,22 +51,16 @@ def make_runner(plan: WorkerPlan, rank: int, gpu_ids: list[int], *, use_alarm: b
                 team_comm: Callable[[Team | None], Any] | None = None) -> Runner:
     """The objective runner for one worker rank, per ``plan.isolation``; ``team_comm`` makes a
     multi-rank task's communicator (inline isolation under MPI)."""
-    host, runs_root, background, backend = socket.gethostname(), plan.runs_root, plan.checkpoint_async, plan.backend
-    launch_line = plan.launch_line
+    host, runs_root, launch_line = socket.gethostname(), plan.runs_root, plan.launch_line
 
-    def make_context(task: Task, team: Team | None = None) -> TaskContext:
-        context = TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root)
-        if not background:
-            context.checkpoint_async = False
-        if plan.checkpoint_local_dir:
-            context.checkpoint_local_dir = plan.checkpoint_local_dir
-        if backend != "gloo":
-            context.backend = backend
-        if team is not None:
-            context.team = team
-        if launch_line is not None:
-            context.launch_line = launch_line(team.hosts if team is not None else (host,))
-        return context
+    def make_context(task: Task, team: Team | None = None, *, link: TrialLink | None = None,
+                     comm: Any = None) -> TaskContext:
+        """The task's context: what this worker holds, and the channels its runner hands in."""
+        hosts = team.hosts if team is not None else (host,)
+        return TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root, team=team,
+                           backend=plan.backend, launch_line=() if launch_line is None else launch_line(hosts),
+                           checkpoint_async=plan.checkpoint_async,
+                           checkpoint_local_dir=plan.checkpoint_local_dir or None, link=link, comm=comm)
 
     if plan.isolation == "inline":
         return InlineRunner(plan.objective, timeout=plan.timeout if use_alarm else None,

@@ -12,7 +12,8 @@ import yaml
 from hypothesis import given, strategies as st
 
 from emews.objective.command import CommandRef, as_flags, parse_result
-from emews.objective.function import TaskContext, outcome_from_exception, outcome_from_return, task_run_dir
+from emews.objective.context import TaskContext, task_run_dir
+from emews.objective.function import outcome_from_exception, outcome_from_return
 from emews.core.results import Status
 from testutil import TESTS, stored_rows, write_workflow
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from emews.objective.function import task_run_dir
+from emews.objective.context import task_run_dir
 from testutil import stored_rows, write_workflow
 
 #: fails for most points with one cause, for every third with another, or succeeds there (``mode``)

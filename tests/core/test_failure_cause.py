@@ -8,7 +8,8 @@ from pathlib import Path
 
 from emews.objective.command import CommandRef
 from emews.core.failure_cause import cause, cause_key, meaningful_line, most_frequent
-from emews.objective.function import TaskContext, outcome_from_exception
+from emews.objective.context import TaskContext
+from emews.objective.function import outcome_from_exception
 from emews.core.results import Status
 from testutil import TESTS
 

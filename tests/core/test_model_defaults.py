@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from emews.objective.model_defaults import ModelDefaultsError, read_model_defaults
-from emews.objective.function import task_run_dir
+from emews.objective.context import task_run_dir
 from testutil import TESTS, stored_rows, write_workflow
 
 NT3 = TESTS / "data" / "supervisor" / "nt3_default_model.txt"

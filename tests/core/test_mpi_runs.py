@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from emews.objective.function import task_run_dir
+from emews.objective.context import task_run_dir
 from testutil import GATED, wait_until, write_workflow, stored_rows as rows
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from emews.objective.function import task_run_dir
+from emews.objective.context import task_run_dir
 from emews.site.jobs import job_status
 from site_helpers import LOOPBACK_SITE
 from slurm_loopback import LoopbackSlurm
