@@ -1,30 +1,6 @@
 """Genetic algorithm on DEAP, with CANDLE Supervisor semantics, plus an asynchronous steady-state mode.
 
-Options (``optimizer: {name: ga, options: {...}}``):
-
-``population`` (None: about a 25th of the budget, 8 to 100, a multiple of the workers),
-``generations`` (None: until the budget ends; DEAP's
-``ngen``, generations after the initial population), ``cxpb`` (0.5),
-``mutpb`` (0.5), ``indpb`` per-gene mutation probability (None: 0.5, as EMEWS/CANDLE's
-``deap_ga.py``), ``cx_indpb`` per-gene swap probability of uniform crossover
-(0.5), ``tournament`` size (3), ``seed`` (None: the run's seed),
-``strategy`` ``simple`` | ``mu_plus_lambda`` | ``async`` (None: ``simple``, CANDLE's
-eaSimple; ``async`` from 8 workers on), ``elitism`` (1: the best individuals of a
-generation that ``simple`` keeps; 0 is CANDLE's eaSimple exactly), ``sigma_decay`` (1: ``sigma``
-fixed, as CANDLE; below 1 the Gaussian mutation step shrinks geometrically with the budget
-spent, to this fraction of ``sigma`` at its end: it helps on smooth unimodal problems and hurt
-on Ackley-4, median of 7 seeds 11.9 against 6.4 fixed), ``sigma_adapt`` (true: the step
-adapts by the 1/5th success rule between a thousandth of ``sigma`` and ``sigma``, see
-``_ga.step``; false: ``sigma`` fixed, as CANDLE), ``screen`` (10: each generation, in
-``async`` each batch of children, is bred ten times over and a Gaussian process fitted on the
-evaluations so far picks the children to evaluate, by lower confidence bound, see
-``_ga.screen``; 1: every child as bred, as CANDLE), ``mu`` /
-``lambda_`` (default: population), ``failure`` ``penalty`` | ``worst`` |
-``mean`` with ``penalty`` (inf), ``hall_of_fame`` size (10),
-``replacement`` ``worst`` | ``tournament`` and ``in_flight`` (default: one
-per worker) for ``async``.
-
-CANDLE Supervisor's GA exactly: ``strategy: simple, elitism: 0, sigma_adapt: false, screen: 1``.
+Options (``optimizer: {name: ga, options: {...}}``): see :class:`GeneticAlgorithm`.
 
 Mutation is type-aware: Gaussian with the dimension's ``sigma`` (default 10%
 of its range, in decades for log dimensions, at least 1 for ints), clipped
@@ -65,7 +41,42 @@ __all__ = ["GeneticAlgorithm", "GAOptions", "Individual", "mutate_value", "mutat
 
 
 class GeneticAlgorithm(Optimizer):
-    """DEAP GA: ``simple`` (eaSimple), ``mu_plus_lambda`` (eaMuPlusLambda) or ``async`` (steady state)."""
+    """DEAP GA: ``simple`` (eaSimple), ``mu_plus_lambda`` (eaMuPlusLambda) or ``async`` (steady state).
+
+    Options (workflow ``optimizer.options``):
+
+    population    individuals per generation (None: about a 25th of the budget, 8 to 100, a
+                  multiple of the workers)
+    generations   generations after the initial population, DEAP's ``ngen`` (None: until the
+                  budget ends)
+    cxpb, mutpb   crossover and mutation probabilities (0.5, 0.5)
+    indpb         per-gene mutation probability (None: 0.5, as EMEWS/CANDLE's ``deap_ga.py``)
+    cx_indpb      per-gene swap probability of uniform crossover (0.5)
+    tournament    tournament size (3)
+    seed          random seed (None: the run's seed)
+    strategy      simple | mu_plus_lambda | async (None: ``simple``, CANDLE's eaSimple; ``async``
+                  from 8 workers on)
+    mu, lambda_   ``mu_plus_lambda``'s parents and children per generation (default: population)
+    elitism       the best individuals of a generation that ``simple`` keeps (1; 0 is CANDLE's
+                  eaSimple exactly)
+    sigma_decay   1: ``sigma`` fixed, as CANDLE; below 1 the Gaussian mutation step shrinks
+                  geometrically with the budget spent, to this fraction of ``sigma`` at its end
+                  (it helps on smooth unimodal problems and hurt on Ackley-4, median of 7
+                  seeds 11.9 against 6.4 fixed)
+    sigma_adapt   true: the step adapts by the 1/5th success rule between a thousandth of
+                  ``sigma`` and ``sigma`` (see ``_ga.step``); false: ``sigma`` fixed, as CANDLE (true)
+    screen        each generation (in ``async`` each batch of children) is bred this many times
+                  over and a Gaussian process fitted on the evaluations so far picks the
+                  children to evaluate, by lower confidence bound (see ``_ga.screen``); 1: every
+                  child as bred, as CANDLE (10)
+    failure       what a failed evaluation scores: penalty | worst | mean (penalty)
+    penalty       the loss of a failed evaluation under ``failure: penalty`` (inf)
+    hall_of_fame  how many of the best individuals are kept (10)
+    replacement   ``async``: the individual a child replaces, worst | tournament (worst)
+    in_flight     ``async``: evaluations kept outstanding (default: one per worker)
+
+    CANDLE Supervisor's GA exactly: ``strategy: simple, elitism: 0, sigma_adapt: false, screen: 1``.
+    """
 
     def __init__(self, population: int | None = None, generations: int | None = None, cxpb: float = 0.5,
                  mutpb: float = 0.5, indpb: float | None = None, cx_indpb: float = 0.5,

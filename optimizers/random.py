@@ -12,6 +12,9 @@ from emews.core.results import Result
 class RandomSearch(AskTellOptimizer):
     """Samples the space at random, keeping ``backlog`` times the workers' capacity queued ahead.
 
+    Options (workflow ``optimizer.options``): ``seed`` (None: an unseeded sequence, different in
+    each run) and ``backlog`` (2).
+
     A resumed run continues the seeded sequence: the draws of every id the earlier runs
     issued are skipped (finished, requeued, and lost at a kill), so no point of the sequence
     is proposed twice.

@@ -17,6 +17,11 @@ from emews.core.space import Space
 class Sweep(AskTellOptimizer):
     """Evaluates every point of a grid (``levels`` per numeric parameter) or of a points file.
 
+    Options (workflow ``optimizer.options``): ``levels`` (5: the grid's values per numeric
+    parameter; categorical and ordered ones take each of their values), ``file`` (a points file,
+    one JSON point per line, CANDLE's UPF, instead of the grid; relative to the current or the
+    workflow's folder) and ``backlog`` (2: points kept queued, in times the workers' capacity).
+
     Points come in order; the budget caps how many are evaluated. A resumed sweep skips
     the points an earlier run evaluated or left running (each earlier evaluation cancels
     one occurrence of its point) and finishes the rest.

@@ -50,9 +50,10 @@ class PluginNotFound(EmewsError, LookupError):
     """A reference that names no class of its kind that can be loaded (the message says why)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PluginKind:
-    """One kind of plug-in: its name in messages, its contract, its built-ins and its entry-point group."""
+    """One kind of plug-in: its name in messages, its contract, its built-ins and its entry-point group
+    (each kind is one object, compared and hashed as such)."""
 
     what: str                     # "optimizer", "trial scheduler"
     contract: type                # the ABC every class of the kind derives from

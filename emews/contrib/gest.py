@@ -57,7 +57,8 @@ class GestGenerator(AskTellOptimizer):
     """``generator``: ``package.module:Class`` or ``file.py:Class`` of a gest-api ``Generator``;
     ``options``: its keyword arguments (besides ``vocs``); ``categories: indices`` sends categorical
     values as their positions (Xopt takes numeric discrete values only); ``initial_points``: points
-    drawn from the space (``seed``) before the generator is asked."""
+    drawn from the space (``seed``) before the generator is asked; ``objective``: the name of the
+    VOCS objective the losses are told as (``f``)."""
 
     def __init__(self, generator: str, options: Mapping[str, Any] | None = None, objective: str = "f",
                  categories: Literal["values", "indices"] = "values", initial_points: int = 0,

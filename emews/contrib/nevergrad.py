@@ -31,7 +31,8 @@ PARAMETERS = {
 
 
 class NevergradOptimizer(AskTellOptimizer):
-    """``optimizer``: a name in ``nevergrad.optimizers.registry`` (NGOpt, CMA, TwoPointsDE, ...)."""
+    """``optimizer``: a name in ``nevergrad.optimizers.registry`` (NGOpt, CMA, TwoPointsDE, ...;
+    default TwoPointsDE); ``seed``: the parametrization's random seed (None: unseeded)."""
 
     def __init__(self, optimizer: str = "TwoPointsDE", seed: int | None = None) -> None:
         if optimizer not in ng.optimizers.registry:

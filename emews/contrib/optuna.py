@@ -25,6 +25,14 @@ NEEDS = {"CmaEsSampler": ["cmaes"], "GPSampler": ["torch", "scipy"], "QMCSampler
 
 
 class OptunaSampler(AskTellOptimizer):
+    """Optuna's ask/tell API behind :class:`~emews.core.optimizer.AskTellOptimizer`.
+
+    Options (workflow ``optimizer.options``): ``sampler`` (a class of ``optuna.samplers``:
+    TPESampler, the default, CmaEsSampler, GPSampler, QMCSampler, RandomSampler, NSGAIISampler,
+    NSGAIIISampler), ``seed`` (the sampler's seed; None: unseeded) and any other keyword of the
+    sampler's constructor (``n_startup_trials``, ``multivariate``, ...).
+    """
+
     def __init__(self, seed=None, sampler="TPESampler", **options):
         for package in NEEDS.get(sampler, []):
             try:

@@ -33,6 +33,21 @@ PAUSE = Decision(Action.PAUSE)
 
 
 class ASHA(TrialScheduler):
+    """Asynchronous successive halving.
+
+    Options (workflow ``trial_scheduler.options``):
+
+    max_t             the steps a trial trains at most: at ``max_t`` it completes (81)
+    grace_period      the first rung, in steps (1)
+    reduction_factor  rungs ``grace_period * reduction_factor**k`` apart; the share of a rung
+                      that goes on is ``1/reduction_factor`` (3)
+    variant           stopping | promotion (stopping)
+    resource          promotion only: the parameter that says how many steps a task trains; each
+                      rung ends the task and a promotion raises it to the next rung (None)
+    metric            the reported metric the rungs compare (default: the objective's metric)
+    mode              min | max (default: the objective's direction)
+    """
+
     def __init__(self, max_t: int = 81, grace_period: int = 1, reduction_factor: int = 3,
                  variant: Literal["stopping", "promotion"] = "stopping",
                  metric: str | None = None, mode: Mode | None = None, resource: str | None = None) -> None:

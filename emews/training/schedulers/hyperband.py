@@ -16,6 +16,15 @@ from emews.training.messages import Decision
 
 
 class Hyperband(TrialScheduler):
+    """Asynchronous Hyperband: ASHA brackets with growing grace periods.
+
+    Options (workflow ``trial_scheduler.options``): ``brackets`` (how many; default: every
+    bracket whose first rung is below ``max_t``, ``floor(log(max_t / grace_period,
+    reduction_factor)) + 1``), and ASHA's ``max_t`` (81), ``grace_period`` (1, bracket 0's
+    first rung), ``reduction_factor`` (3), ``variant`` (stopping | promotion), ``resource``,
+    ``metric`` and ``mode``, for every bracket.
+    """
+
     def __init__(self, max_t: int = 81, grace_period: int = 1, reduction_factor: int = 3,
                  brackets: int | None = None, variant: Literal["stopping", "promotion"] = "stopping",
                  metric: str | None = None, mode: Mode | None = None, resource: str | None = None) -> None:

@@ -17,6 +17,13 @@ STOP = Decision(Action.STOP)
 
 
 class MedianStopping(TrialScheduler):
+    """The median stopping rule.
+
+    Options (workflow ``trial_scheduler.options``): ``grace_period`` (1: the first step a trial
+    may be stopped at), ``min_samples`` (3: the other trials needed to judge), ``metric``
+    (default: the objective's metric) and ``mode`` (min | max; default: the objective's direction).
+    """
+
     def __init__(self, grace_period: int = 1, min_samples: int = 3, metric: str | None = None,
                  mode: Mode | None = None) -> None:
         super().__init__(metric, mode)
