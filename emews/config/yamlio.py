@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from emews.core.errors import ConfigError
+from emews.core.errors import ConfigError, EmewsError
 from emews.core.textfiles import read_text
 
 #: the most nodes a YAML document may hold once aliases are expanded
@@ -29,7 +29,7 @@ _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 
 
-class _TooLarge(Exception):
+class _TooLarge(EmewsError):
     """A document that expands to more than MAX_NODES nodes."""
 
 

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from emews.core.errors import EmewsError
 from emews.core.evaluator import BudgetExhausted
 from emews.core.optimizer import Optimizer
 from emews.core.space import Categorical, Constant, Float, Int, Space, registered, to_builtin
@@ -86,11 +87,11 @@ INSTALL_HINT = ("install R and rpy2 with tools/install-r.sh and pip install -e '
                 "(rpy2>=3.5,<3.6 for Debian's R 4.2)")
 
 
-class RUnavailable(RuntimeError):
+class RUnavailable(EmewsError, RuntimeError):
     """R or rpy2 cannot be loaded."""
 
 
-class RError(RuntimeError):
+class RError(EmewsError, RuntimeError):
     """An error raised by R code, with R's message, the failing call and the R call stack."""
 
     def __init__(self, message: str, *, call: str | None = None, trace: Sequence[str] = (),

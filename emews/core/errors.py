@@ -20,7 +20,14 @@ def brief(value: Any) -> str:
 
 
 class EmewsError(Exception):
-    """Base class of the framework's own errors."""
+    """Base class of the framework's own errors.
+
+    An error callers may catch as a builtin names that builtin as its second base (``class
+    SpaceError(EmewsError, ValueError)``). Only signals and notices that must get past an
+    objective's ``except Exception`` are ``BaseException`` instead, on purpose: a stop signal
+    (``runtime.interrupt.Interrupted``), the task timer (``runtime.inline._TaskTimedOut``) and an
+    abandoned trial (``training.messages.LinkClosed``); ``tests/core/test_error_root.py`` holds the list.
+    """
 
 
 class ConfigError(EmewsError):
@@ -42,7 +49,7 @@ class ConfigError(EmewsError):
         return text
 
 
-class KeyedValueError(ValueError):
+class KeyedValueError(EmewsError, ValueError):
     """Raised inside a schema validator: the message, what is allowed and, for checks across
     fields, the dotted key to blame (``None``: the key the validator ran on)."""
 

@@ -7,6 +7,7 @@ from collections import abc
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
 from emews.core.results import Result, Task
 from emews.core.space import Space, SpaceError
@@ -14,7 +15,7 @@ from emews.core.task_size import FixedSize, TaskSize, TaskSizeError, whole_ranks
 from emews.core.results import StoredReport
 
 
-class BudgetExhausted(RuntimeError):
+class BudgetExhausted(EmewsError, RuntimeError):
     """More evaluations were asked for than the budget has left.
 
     Raised out of ``Optimizer.run`` it ends the run normally.

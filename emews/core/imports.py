@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from emews.core.errors import EmewsError
 
-class UserImportError(ImportError):
+
+class UserImportError(EmewsError, ImportError):
     """User code named in a workflow cannot be found or fails while importing."""
 
 

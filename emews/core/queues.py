@@ -11,10 +11,11 @@ import threading
 from collections import deque
 from typing import Iterable
 
+from emews.core.errors import EmewsError
 from emews.core.results import Result, Task
 
 
-class DistributorFailed(RuntimeError):
+class DistributorFailed(EmewsError, RuntimeError):
     """The task-distribution layer stopped; the optimizer cannot go on."""
 
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence, TypeVar, Union
 
-from emews.core.errors import brief
+from emews.core.errors import EmewsError, brief
 
 Value = Union[int, float, str, bool, None]
 
 
-class SpaceError(ValueError):
+class SpaceError(EmewsError, ValueError):
     """An invalid parameter space; ``key`` names the offending entry."""
 
     def __init__(self, key: str, message: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module, is_file_ref
 from emews.core.space import Categorical, Constant, Int, Space, to_builtin
 
@@ -24,7 +25,7 @@ from emews.core.space import Categorical, Constant, Int, Space, to_builtin
 OPTIMIZER = "optimizer"
 
 
-class TaskSizeError(ValueError):
+class TaskSizeError(EmewsError, ValueError):
     """A task size that is not a whole number of ranks, or a size function that failed."""
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from emews.training.checkpoints import CHECKPOINTS_DIR, remove_dead_temps
+from emews.core.errors import EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.core.optimizer import Optimizer
 from emews.core.queues import QueuePair
@@ -114,7 +115,7 @@ class RunSummary:
         return self.error if isinstance(self.error, Interrupted) else None
 
 
-class OptimizerFailed(RuntimeError):
+class OptimizerFailed(EmewsError, RuntimeError):
     """The optimizer raised; carries its formatted traceback."""
 
     def __init__(self, error: BaseException) -> None:

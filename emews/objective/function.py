@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping, Protocol
 
+from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module
 from emews.core.results import Outcome, Status
 from emews.core.space import plain_value, to_builtin
@@ -20,11 +21,11 @@ from emews.objective.context import TaskContext, running
 from emews.objective.model_defaults import ModelDefaultsError, read_model_defaults
 
 
-class ObjectiveLoadError(ImportError):
+class ObjectiveLoadError(EmewsError, ImportError):
     """The objective module or function cannot be loaded."""
 
 
-class EvaluationFailed(Exception):
+class EvaluationFailed(EmewsError):
     """An evaluation that ended badly for a reason the objective knows, said without a traceback.
 
     ``status`` is how it is recorded: a command that died of a signal is ``CRASHED``, one that

@@ -13,8 +13,10 @@ import configparser
 from pathlib import Path
 from typing import Any
 
+from emews.core.errors import EmewsError
 
-class ModelDefaultsError(ValueError):
+
+class ModelDefaultsError(EmewsError, ValueError):
     """The defaults file cannot be read; the message names the file and the line or key."""
 
 

@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Mapping
 
 from emews.processes.tree import descendants, die_with, kill_trees
+from emews.core.errors import EmewsError
 from emews.processes.environ import PROCESS_MANAGER_PREFIXES, scrubbed_environ
 
 #: how often a waiting parent checks whether the child died or it should stop waiting
@@ -46,7 +47,7 @@ class Ready:
     error: str | None = None
 
 
-class ChildExited(EOFError):
+class ChildExited(EmewsError, EOFError):
     """The child process is gone (an ``EOFError``, as for a closed connection)."""
 
     def __init__(self, returncode: int) -> None:
@@ -54,11 +55,11 @@ class ChildExited(EOFError):
         self.returncode = returncode
 
 
-class ReplyTimeout(Exception):
+class ReplyTimeout(EmewsError):
     """No message from the child within the time given."""
 
 
-class Aborted(Exception):
+class Aborted(EmewsError):
     """``should_abort`` said to stop waiting."""
 
 

@@ -8,6 +8,7 @@ import time
 from collections import deque
 from typing import Callable, Mapping, Sequence
 
+from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
 from emews.core.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
@@ -442,5 +443,5 @@ class Distributor:
         return out
 
 
-class WorkersGone(RuntimeError):
+class WorkersGone(EmewsError, RuntimeError):
     """Every worker stopped on its own (signals) while the run still had work."""

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Status, Task
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask, keep_output
 from emews.objective.context import TaskContext
@@ -46,7 +47,7 @@ def describe_exit(returncode: int) -> str:
 _LIVE_CHILDREN: set[int] = set()
 
 
-class TeardownFailed(RuntimeError):
+class TeardownFailed(EmewsError, RuntimeError):
     """The objective's ``teardown`` raised, hung, or its process died while stopping."""
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from emews.core.errors import EmewsError
 from emews.objective.team import Team
 
 
-class TeamThreadLevel(RuntimeError):
+class TeamThreadLevel(EmewsError, RuntimeError):
     """The objective would call MPI from a thread the MPI library was not initialised for."""
 
 

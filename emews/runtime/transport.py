@@ -13,6 +13,7 @@ import time
 from enum import IntEnum
 from typing import Any, NamedTuple, Protocol
 
+from emews.core.errors import EmewsError
 from emews.runtime.backoff import Backoff
 
 
@@ -74,7 +75,7 @@ class Transport(Protocol):
         """Sends started but not yet complete (the receiver has not taken them)."""
 
 
-class ThreadLevelTooLow(RuntimeError):
+class ThreadLevelTooLow(EmewsError, RuntimeError):
     """MPI was initialised without the thread support the optimizer rank needs."""
 
 

@@ -25,6 +25,7 @@ import zlib
 from pathlib import Path, PurePath
 from typing import Any
 
+from emews.core.errors import EmewsError
 from emews.core.textfiles import write_atomic, writer_pid
 
 MAGIC = b"EMEWSCK1"
@@ -39,7 +40,7 @@ CHECKPOINTS_DIR = "checkpoints"
 CHUNK = 1 << 22
 
 
-class CorruptCheckpoint(ValueError):
+class CorruptCheckpoint(EmewsError, ValueError):
     """The file is not a complete checkpoint (truncated, altered, or not a checkpoint at all)."""
 
 

@@ -23,6 +23,7 @@ import pickle
 import time
 from typing import Any, Sequence
 
+from emews.core.errors import EmewsError
 from emews.processes.channel import ChildExited, ChildProcess
 
 from ._engine import Engine
@@ -33,7 +34,7 @@ log = logging.getLogger("emews.optimizers.bayes")
 _EXIT_WAIT = 5.0
 
 
-class ModelProcessError(RuntimeError):
+class ModelProcessError(EmewsError, RuntimeError):
     """The engine raised in the model process (the child's traceback is in the message)."""
 
 
