@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextvars
 import os
 import socket
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from emews.training.checkpoints import CHECKPOINTS_DIR
 from emews.training.messages import CONTINUE, Decision
@@ -128,8 +129,7 @@ class TaskContext:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def report(self, step: int, metrics: Mapping[str, Any], checkpoint: Any = None, *,
-               wait: bool = True) -> Decision:
+    def report(self, step: int, metrics: Mapping[str, Any], checkpoint: Any = None, *, wait: bool = True) -> Decision:
         """Send a training step's ``metrics`` (and optionally a ``checkpoint``: any picklable
         object, or a ``pathlib.Path`` to a file written) to the optimizer rank; return its
         :class:`~emews.training.messages.Decision` (check ``.stop``). ``wait=False`` returns at once
@@ -169,9 +169,14 @@ class TaskContext:
             from emews.training.session import TrialSession
 
             run_dir = None if self.runs_root is None else task_run_dir(self.runs_root, self.task_id)
-            self._session = TrialSession(self.task_id, self.link, checkpoints_root=self.checkpoints_root,
-                                         run_dir=run_dir, background=self.checkpoint_async,
-                                         local_dir=self.checkpoint_local_dir)
+            self._session = TrialSession(
+                self.task_id,
+                self.link,
+                checkpoints_root=self.checkpoints_root,
+                run_dir=run_dir,
+                background=self.checkpoint_async,
+                local_dir=self.checkpoint_local_dir,
+            )
         return self._session
 
     def end_attempt(self) -> Mapping[str, Any] | None:

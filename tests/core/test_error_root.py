@@ -28,8 +28,9 @@ SIGNALS = {
     "emews.training.messages.LinkClosed": "the task is abandoned while it waits for the optimizer rank",
 }
 #: builtin exception names: a class whose bases are only these is outside the root
-BUILTIN_ERRORS = {name for name, value in vars(builtins).items()
-                  if inspect.isclass(value) and issubclass(value, BaseException)}
+BUILTIN_ERRORS = {
+    name for name, value in vars(builtins).items() if inspect.isclass(value) and issubclass(value, BaseException)
+}
 
 
 @functools.cache
@@ -54,8 +55,9 @@ def defined_exceptions() -> tuple[dict[str, type[BaseException]], list[str]]:
 
 def test_every_error_derives_from_emews_error() -> None:
     found, _ = defined_exceptions()
-    outside = sorted(name for name, cls in found.items()
-                     if issubclass(cls, Exception) and not issubclass(cls, EmewsError))
+    outside = sorted(
+        name for name, cls in found.items() if issubclass(cls, Exception) and not issubclass(cls, EmewsError)
+    )
     assert not outside, f"not an EmewsError: {', '.join(outside)}"
     assert len(found) > 30  # the walk saw the package, not an empty list
 
