@@ -4,8 +4,8 @@ A point is a plain ``dict`` keyed by parameter name. Every dimension can
 sample itself, check membership, and map to and from the unit interval so
 that model-based optimizers can work on ``[0, 1]^d`` whatever the types.
 
-Per-type behaviour lives on the dimension classes (see :class:`_Dim`): the
-YAML form (:meth:`~_Dim.to_spec`), the model encoding (``encode``/``decode``),
+Per-type behaviour lives on the dimension classes (the contract: :class:`DimensionType`): the
+YAML form (:meth:`~DimensionType.to_spec`), the model encoding (``encode``/``decode``),
 GA mutation (``mutate``). Conversions that belong to an optional library (R,
 skopt, Optuna) are one registry per library, keyed by dimension type, next
 to that library's code and read through :func:`registered`; a new parameter
@@ -14,6 +14,7 @@ type is one class here plus one entry per such registry.
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 import random
@@ -65,63 +66,69 @@ def plain_value(value: Any, otherwise: Callable[[Any], Any] | None = None) -> An
 DEFAULT_SIGMA_FRACTION = 0.1
 
 
-class _Dim:
-    """What every dimension type provides (the subclasses below implement it)."""
+class DimensionType(abc.ABC):
+    """What every dimension type provides: the contract of :class:`Int`, :class:`Float`,
+    :class:`Categorical`, :class:`Ordered` and :class:`Constant` (frozen dataclasses)."""
 
     #: the ``type:`` of the dimension in a workflow file
     kind: ClassVar[str]
     #: whether optimizers search over it (a constant is not searched)
     free: ClassVar[bool] = True
 
+    @abc.abstractmethod
     def sample(self, rng: random.Random) -> Any:
-        raise NotImplementedError
+        """One value drawn from ``rng`` (uniformly, or log-uniformly for a ``log`` range)."""
 
+    @abc.abstractmethod
     def contains(self, value: Any) -> bool:
-        raise NotImplementedError
+        """Whether ``value`` is one of the dimension's values."""
 
     def holds_as_is(self, value: Any) -> bool:
         """A quick yes for a value :meth:`Space.validate` would keep unchanged (a plain Python
         value of the dimension's own type, inside it); ``False`` means "take the full check"."""
         return False
 
+    @abc.abstractmethod
     def to_unit(self, value: Any) -> float:
-        raise NotImplementedError
+        """``value`` mapped into [0, 1] (log scale for a ``log`` range, positions for choices)."""
 
+    @abc.abstractmethod
     def from_unit(self, u: float) -> Any:
-        raise NotImplementedError
+        """The value at ``u`` in [0, 1], the inverse of :meth:`to_unit`."""
 
+    @abc.abstractmethod
     def grid(self, n: int) -> list[Any]:
-        raise NotImplementedError
+        """At most ``n`` values spread over the dimension (every value of a choice)."""
 
+    @abc.abstractmethod
     def to_spec(self) -> dict[str, Any]:
         """The dimension as written under ``space:`` in the resolved workflow.yaml."""
-        raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def is_single(self) -> bool:
         """Whether exactly one value is possible (nothing to search)."""
-        raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def first(self) -> Any:
         """The lowest (or first listed) value: the only one when :attr:`is_single`."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def encode(self, value: Any) -> Any:
         """``value`` as a model coordinate: numbers stay numbers, choices become their index."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def decode(self, x: Any) -> Any:
         """Inverse of :meth:`encode`, clipped into the dimension."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def mutate(self, value: Any, rng: random.Random) -> Any:
         """One GA-mutated value, always inside the dimension."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
-class _Range(_Dim):
+class _Range(DimensionType):
     """A numeric range ``[lower, upper]``, uniform or (``log``) log-uniform; ``sigma`` is for mutation."""
 
     lower: float
@@ -292,7 +299,7 @@ class Float(_Range):
 
 
 @dataclass(frozen=True)
-class Categorical(_Dim):
+class Categorical(DimensionType):
     """One of an unordered set of values."""
 
     values: tuple[Value, ...]
@@ -420,7 +427,7 @@ class Ordered(Categorical):
 
 
 @dataclass(frozen=True)
-class Constant(_Dim):
+class Constant(DimensionType):
     """A fixed value passed to every evaluation."""
 
     value: Value

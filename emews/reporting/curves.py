@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from emews.reporting.data import ExperimentData
-from emews.reporting.figures import Plot, colour, new_figure
+from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
 from emews.training.messages import Ending
 
 #: at most this many curves are drawn (the best ones, then a sample of the rest)
@@ -49,42 +49,47 @@ def outcomes(data: ExperimentData, last_step: pd.Series) -> pd.Series:
     return pd.Series({trial: outcome(trial) for trial in last_step.index})
 
 
-def plot(data: ExperimentData, seed: int = 0) -> Plot | None:
-    if data.reports is None or data.reports.empty:
-        return None
-    name = metric_name(data)
-    if name is None:
-        return None
-    frame = data.reports.assign(value=pd.to_numeric(data.reports["metrics"].map(lambda m: m.get(name)),
-                                                    errors="coerce")).dropna(subset=["value"])
-    if frame.empty:
-        return None
-    by_trial = frame.groupby("trial", sort=True)
-    last_step = by_trial["step"].max()
-    kind = outcomes(data, last_step)
-    trials = list(last_step.index)
-    if len(trials) > MAX_CURVES:
-        final = by_trial["value"].last().sort_values(ascending=data.direction != "maximize")
-        best = list(final.index[: MAX_CURVES // 2])
-        rest = [t for t in trials if t not in set(best)]
-        rng = np.random.default_rng(seed)
-        trials = best + list(rng.choice(rest, MAX_CURVES - len(best), replace=False))
-    fig, ax = new_figure()
-    groups = dict(list(by_trial))
-    seen: set[str] = set()
-    for trial in trials:
-        rows = groups[trial]
-        label = kind[trial]
-        ax.plot(rows["step"], rows["value"], color=colour(label), alpha=0.6, linewidth=1,
-                label=None if label in seen else label)
-        seen.add(label)
-    ax.set_xlabel("step")
-    ax.set_ylabel(name)
-    handles, labels = ax.get_legend_handles_labels()
-    rank = {o: i for i, o in enumerate(OUTCOME_ORDER)}
-    pairs = sorted(zip(labels, handles), key=lambda p: rank.get(p[0], len(rank)))
-    ax.legend([h for _, h in pairs], [f"{l} ({int((kind == l).sum())})" for l, _ in pairs], fontsize=8)
-    ax.grid(alpha=0.3)
-    ax.set_title(f"{len(trials)} of {len(last_step)} trials")
-    return Plot("curves", "Learning curves", fig,
-                f"Each line is one trial's reported {name} against its step, coloured by how the trial ended.")
+class Curves(ReportPlot):
+    """Learning curves: each trial's reported metric against its steps."""
+
+    name = "curves"
+
+    def make(self, data: ExperimentData, seed: int = 0) -> Plot | None:
+        if data.reports is None or data.reports.empty:
+            return None
+        name = metric_name(data)
+        if name is None:
+            return None
+        frame = data.reports.assign(value=pd.to_numeric(data.reports["metrics"].map(lambda m: m.get(name)),
+                                                        errors="coerce")).dropna(subset=["value"])
+        if frame.empty:
+            return None
+        by_trial = frame.groupby("trial", sort=True)
+        last_step = by_trial["step"].max()
+        kind = outcomes(data, last_step)
+        trials = list(last_step.index)
+        if len(trials) > MAX_CURVES:
+            final = by_trial["value"].last().sort_values(ascending=data.direction != "maximize")
+            best = list(final.index[: MAX_CURVES // 2])
+            rest = [t for t in trials if t not in set(best)]
+            rng = np.random.default_rng(seed)
+            trials = best + list(rng.choice(rest, MAX_CURVES - len(best), replace=False))
+        fig, ax = new_figure()
+        groups = dict(list(by_trial))
+        seen: set[str] = set()
+        for trial in trials:
+            rows = groups[trial]
+            label = kind[trial]
+            ax.plot(rows["step"], rows["value"], color=colour(label), alpha=0.6, linewidth=1,
+                    label=None if label in seen else label)
+            seen.add(label)
+        ax.set_xlabel("step")
+        ax.set_ylabel(name)
+        handles, labels = ax.get_legend_handles_labels()
+        rank = {o: i for i, o in enumerate(OUTCOME_ORDER)}
+        pairs = sorted(zip(labels, handles), key=lambda p: rank.get(p[0], len(rank)))
+        ax.legend([h for _, h in pairs], [f"{l} ({int((kind == l).sum())})" for l, _ in pairs], fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{len(trials)} of {len(last_step)} trials")
+        return Plot(self.name, "Learning curves", fig,
+                    f"Each line is one trial's reported {name} against its step, coloured by how the trial ended.")

@@ -1,4 +1,5 @@
-"""What every plot shares: its size, its colours, and the ``Plot`` each plot module returns.
+"""What every plot shares: its size, its colours, the contract of a plot (:class:`ReportPlot`) and
+the ``Plot`` each one makes.
 
 Figures are plain ``matplotlib.figure.Figure`` objects drawn by the Agg renderer (no pyplot,
 no display, no server: what a login node has).
@@ -6,13 +7,18 @@ no display, no server: what a login node has).
 
 from __future__ import annotations
 
+import abc
 import io
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from emews.training.messages import Ending
+
+if TYPE_CHECKING:
+    from emews.reporting.data import ExperimentData
 
 #: every PNG is this many pixels wide and high
 WIDTH_PX, HEIGHT_PX = 1100, 480
@@ -50,3 +56,18 @@ class Plot:
         buffer = io.BytesIO()
         self.figure.savefig(buffer, format="png", dpi=DPI)
         return buffer.getvalue()
+
+
+class ReportPlot(abc.ABC):
+    """A plot ``emews report`` draws: its ``name`` and how it is made from an experiment's data.
+
+    ``emews.reporting.render.PLOTS`` lists them in page order; :meth:`make` returns ``None`` when
+    the experiment has nothing to show for it (yet), and the report says so.
+    """
+
+    #: the PNG's stem and the HTML section's id (``plot-<name>``): the ``Plot``'s name
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def make(self, data: ExperimentData) -> Plot | None:
+        """The plot of ``data``, or ``None`` when there is nothing to show."""

@@ -9,7 +9,7 @@ from matplotlib.patches import Patch
 
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
-from emews.reporting.figures import RASTER_ABOVE, WIDTH_PX, Plot, colour, new_figure
+from emews.reporting.figures import RASTER_ABOVE, WIDTH_PX, Plot, ReportPlot, colour, new_figure
 from emews.reporting.trajectory import time_unit
 
 
@@ -25,38 +25,43 @@ def merged_bars(rank: np.ndarray, start: np.ndarray, end: np.ndarray, status: np
     return rank[first], start[first], np.maximum.reduceat(end, first), status[first]
 
 
-def plot(data: ExperimentData) -> Plot | None:
-    ran = timeline.timed(data.results)
-    ran = ran[ran["rank"].notna()]
-    if ran.empty:
-        return None
-    t0 = float(ran["ready"].min())
-    scale, unit = time_unit(float(ran["finished"].max()) - t0)
-    ranks = np.sort(ran["rank"].unique())
-    row = np.searchsorted(ranks, ran["rank"].to_numpy())
-    a = (ran["started"].to_numpy(float) - t0) / scale
-    b = (ran["finished"].to_numpy(float) - t0) / scale
-    statuses = ran["status"].to_numpy().astype(str)
-    if len(ran) > RASTER_ABOVE:  # too many bars to tell apart: merge those a pixel cannot separate
-        row, a, b, statuses = merged_bars(row, a, b, statuses, resolution=float(b.max()) / WIDTH_PX)
-    lo, hi = row - 0.4, row + 0.4
-    verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
-    palette = {s: colour(s) for s in set(statuses)}
-    bars = PolyCollection(verts, facecolors=pd.Series(statuses).map(palette).to_list(), edgecolors="white",
-                          linewidths=0.3 if len(a) < 2_000 else 0.0, rasterized=len(a) > RASTER_ABOVE)
-    fig, ax = new_figure()
-    ax.add_collection(bars)
-    ax.set_xlim(0, max(float(b.max()), 1e-9) * 1.01)
-    ax.set_ylim(-0.6, len(ranks) - 0.4)
-    step = max(1, len(ranks) // 25)
-    ax.set_yticks(np.arange(0, len(ranks), step), [str(int(r)) for r in ranks[::step]])
-    ax.set_ylabel("worker rank")
-    ax.set_xlabel(f"wall time since the first submission ({unit})")
-    present = [s for s in ("ok", "failed", "crashed", "timeout") if s in set(statuses)]
-    present += sorted(set(statuses) - set(present))
-    ax.legend(handles=[Patch(color=colour(s), label=s) for s in present], loc="upper right", fontsize=8)
-    ax.grid(axis="x", alpha=0.3)
-    return Plot("gantt", "Tasks per worker", fig,
-                f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
-                f"{len(ranks)} workers), coloured by status"
-                + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else "."))
+class Gantt(ReportPlot):
+    """A timeline per worker: each task a bar from its start to its end."""
+
+    name = "gantt"
+
+    def make(self, data: ExperimentData) -> Plot | None:
+        ran = timeline.timed(data.results)
+        ran = ran[ran["rank"].notna()]
+        if ran.empty:
+            return None
+        t0 = float(ran["ready"].min())
+        scale, unit = time_unit(float(ran["finished"].max()) - t0)
+        ranks = np.sort(ran["rank"].unique())
+        row = np.searchsorted(ranks, ran["rank"].to_numpy())
+        a = (ran["started"].to_numpy(float) - t0) / scale
+        b = (ran["finished"].to_numpy(float) - t0) / scale
+        statuses = ran["status"].to_numpy().astype(str)
+        if len(ran) > RASTER_ABOVE:  # too many bars to tell apart: merge those a pixel cannot separate
+            row, a, b, statuses = merged_bars(row, a, b, statuses, resolution=float(b.max()) / WIDTH_PX)
+        lo, hi = row - 0.4, row + 0.4
+        verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
+        palette = {s: colour(s) for s in set(statuses)}
+        bars = PolyCollection(verts, facecolors=pd.Series(statuses).map(palette).to_list(), edgecolors="white",
+                              linewidths=0.3 if len(a) < 2_000 else 0.0, rasterized=len(a) > RASTER_ABOVE)
+        fig, ax = new_figure()
+        ax.add_collection(bars)
+        ax.set_xlim(0, max(float(b.max()), 1e-9) * 1.01)
+        ax.set_ylim(-0.6, len(ranks) - 0.4)
+        step = max(1, len(ranks) // 25)
+        ax.set_yticks(np.arange(0, len(ranks), step), [str(int(r)) for r in ranks[::step]])
+        ax.set_ylabel("worker rank")
+        ax.set_xlabel(f"wall time since the first submission ({unit})")
+        present = [s for s in ("ok", "failed", "crashed", "timeout") if s in set(statuses)]
+        present += sorted(set(statuses) - set(present))
+        ax.legend(handles=[Patch(color=colour(s), label=s) for s in present], loc="upper right", fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        return Plot(self.name, "Tasks per worker", fig,
+                    f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
+                    f"{len(ranks)} workers), coloured by status"
+                    + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else "."))

@@ -17,7 +17,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from emews.reporting.data import ExperimentData
-from emews.reporting.figures import Plot, new_figure
+from emews.reporting.figures import Plot, ReportPlot, new_figure
 
 #: the forest sees at most this many evaluations (a random sample of them beyond)
 MAX_FIT = 1_000
@@ -79,38 +79,43 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
-def plot_parallel(data: ExperimentData, top: int = 50) -> Plot | None:
-    ok = data.ok
-    names = free_parameters(data)
-    if len(ok) < 2 or not names:
-        return None
-    chosen = ok.index[np.argsort(ok["loss"].to_numpy(float), kind="stable")[:top]]
-    ok, objective = ok.loc[chosen], ok.loc[chosen, "objective"].to_numpy(float)
-    lo, hi = float(objective.min()), float(objective.max())
-    best = np.arange(len(ok))
-    axes = [axis(n, data.params.loc[ok.index, n], data.space.get(n, {})) for n in names]
-    obj_unit = (objective - lo) / (hi - lo) if hi > lo else np.full(len(objective), 0.5)
-    columns = [a.unit for a in axes] + [obj_unit]
-    fig, ax = new_figure()
-    norm = Normalize(lo, hi)
-    colours = colormaps["viridis_r" if data.direction == "minimize" else "viridis"]
-    x = np.arange(len(columns))
-    for i in best[::-1]:  # the best drawn last, on top
-        ax.plot(x, [c[i] for c in columns], color=colours(norm(objective[i])), alpha=0.7, linewidth=1.2)
-    for j, a in enumerate(axes + [None]):
-        ax.axvline(j, color="black", linewidth=0.8)
-        ticks = a.ticks if a is not None else [(0.0, _fmt(lo)), (1.0, _fmt(hi))]
-        for pos, label in ticks:
-            ax.annotate(label, (j, pos), xytext=(3, 0), textcoords="offset points", fontsize=7, va="center")
-    ax.set_xticks(x, [a.name for a in axes] + [data.metric])
-    ax.set_yticks([])
-    ax.set_xlim(-0.2, len(columns) - 0.6)
-    ax.set_ylim(-0.05, 1.05)
-    fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label=data.metric)
-    ax.set_title(f"the {len(best)} best of {len(data.ok)} successful evaluations (colour: {data.metric})")
-    return Plot("parallel", "Parallel coordinates of the best evaluations", fig,
-                "One line per evaluation through its parameter values (each axis from its smallest to its "
-                "largest value; log-scaled parameters on a log axis) to its objective.")
+class Parallel(ReportPlot):
+    """Parallel coordinates of the best evaluations."""
+
+    name = "parallel"
+
+    def make(self, data: ExperimentData, top: int = 50) -> Plot | None:
+        ok = data.ok
+        names = free_parameters(data)
+        if len(ok) < 2 or not names:
+            return None
+        chosen = ok.index[np.argsort(ok["loss"].to_numpy(float), kind="stable")[:top]]
+        ok, objective = ok.loc[chosen], ok.loc[chosen, "objective"].to_numpy(float)
+        lo, hi = float(objective.min()), float(objective.max())
+        best = np.arange(len(ok))
+        axes = [axis(n, data.params.loc[ok.index, n], data.space.get(n, {})) for n in names]
+        obj_unit = (objective - lo) / (hi - lo) if hi > lo else np.full(len(objective), 0.5)
+        columns = [a.unit for a in axes] + [obj_unit]
+        fig, ax = new_figure()
+        norm = Normalize(lo, hi)
+        colours = colormaps["viridis_r" if data.direction == "minimize" else "viridis"]
+        x = np.arange(len(columns))
+        for i in best[::-1]:  # the best drawn last, on top
+            ax.plot(x, [c[i] for c in columns], color=colours(norm(objective[i])), alpha=0.7, linewidth=1.2)
+        for j, a in enumerate(axes + [None]):
+            ax.axvline(j, color="black", linewidth=0.8)
+            ticks = a.ticks if a is not None else [(0.0, _fmt(lo)), (1.0, _fmt(hi))]
+            for pos, label in ticks:
+                ax.annotate(label, (j, pos), xytext=(3, 0), textcoords="offset points", fontsize=7, va="center")
+        ax.set_xticks(x, [a.name for a in axes] + [data.metric])
+        ax.set_yticks([])
+        ax.set_xlim(-0.2, len(columns) - 0.6)
+        ax.set_ylim(-0.05, 1.05)
+        fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label=data.metric)
+        ax.set_title(f"the {len(best)} best of {len(data.ok)} successful evaluations (colour: {data.metric})")
+        return Plot(self.name, "Parallel coordinates of the best evaluations", fig,
+                    "One line per evaluation through its parameter values (each axis from its smallest to its "
+                    "largest value; log-scaled parameters on a log axis) to its objective.")
 
 
 def importances(data: ExperimentData, seed: int = 0) -> pd.DataFrame | None:
@@ -138,19 +143,24 @@ def importances(data: ExperimentData, seed: int = 0) -> pd.DataFrame | None:
     return frame.sort_values("importance", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def plot_importance(data: ExperimentData) -> Plot | None:
-    found = importances(data)
-    if found is None:
-        return None
-    fig, ax = new_figure()
-    order = found.iloc[::-1]
-    ax.barh(order["parameter"], order["importance"], xerr=order["std"], color="#2b8cbe")
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlabel("drop of R^2 when the parameter is shuffled")
-    ax.set_title(IMPORTANCE_METHOD)
-    ax.grid(axis="x", alpha=0.3)
-    return Plot("importance", "Parameter importance", fig,
-                f"Estimator: {IMPORTANCE_METHOD} (sklearn.inspection.permutation_importance on a "
-                f"RandomForestRegressor of 40 trees fitted to at most {MAX_FIT:,} evaluations, 5 shuffles per "
-                "parameter, a quarter of the evaluations held out when there are 40 or more). Bars show the mean "
-                "drop, whiskers its standard deviation.")
+class Importance(ReportPlot):
+    """How much each parameter explains the objective."""
+
+    name = "importance"
+
+    def make(self, data: ExperimentData) -> Plot | None:
+        found = importances(data)
+        if found is None:
+            return None
+        fig, ax = new_figure()
+        order = found.iloc[::-1]
+        ax.barh(order["parameter"], order["importance"], xerr=order["std"], color="#2b8cbe")
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_xlabel("drop of R^2 when the parameter is shuffled")
+        ax.set_title(IMPORTANCE_METHOD)
+        ax.grid(axis="x", alpha=0.3)
+        return Plot(self.name, "Parameter importance", fig,
+                    f"Estimator: {IMPORTANCE_METHOD} (sklearn.inspection.permutation_importance on a "
+                    f"RandomForestRegressor of 40 trees fitted to at most {MAX_FIT:,} evaluations, 5 shuffles per "
+                    "parameter, a quarter of the evaluations held out when there are 40 or more). Bars show the mean "
+                    "drop, whiskers its standard deviation.")

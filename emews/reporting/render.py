@@ -18,14 +18,13 @@ from matplotlib.figure import Figure
 from emews.core.errors import ConfigError
 from emews.reporting import curves, failures, gantt, html, load, parameters, summary, trajectory
 from emews.reporting.data import ExperimentData
-from emews.reporting.figures import DPI, Plot
+from emews.reporting.figures import DPI, Plot, ReportPlot
 
 Format = Literal["html", "png", "pdf"]
 FORMATS: tuple[Format, ...] = ("html", "png", "pdf")
-#: the plots of a report by name, in page order (each returns ``None`` when it has nothing to show)
-PLOTS: dict[str, Callable[[ExperimentData], Plot | None]] = {
-    "trajectory": trajectory.plot, "load": load.plot, "gantt": gantt.plot, "parallel": parameters.plot_parallel,
-    "importance": parameters.plot_importance, "failures": failures.plot, "curves": curves.plot}
+#: the plots of a report, in page order (each makes ``None`` when it has nothing to show)
+PLOTS: tuple[ReportPlot, ...] = (trajectory.Trajectory(), load.Load(), gantt.Gantt(), parameters.Parallel(),
+                                 parameters.Importance(), failures.Failures(), curves.Curves())
 
 
 @dataclass(frozen=True)
@@ -49,10 +48,10 @@ def png_folder(out: Path) -> Path:
 def plots(data: ExperimentData) -> tuple[list[Plot], list[str]]:
     """The plots that have something to show, and the names of those that had not."""
     made, skipped = [], []
-    for name, make in PLOTS.items():
-        plot = make(data)
+    for kind in PLOTS:
+        plot = kind.make(data)
         if plot is None:
-            skipped.append(name)
+            skipped.append(kind.name)
         else:
             made.append(plot)
     return made, skipped

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.transforms import blended_transform_factory
 
 from emews.reporting.data import ExperimentData
-from emews.reporting.figures import RASTER_ABOVE, Plot, colour, new_figure
+from emews.reporting.figures import RASTER_ABOVE, Plot, ReportPlot, colour, new_figure
 
 #: at most this many evaluations are drawn as points (a random sample beyond, every improvement kept)
 MAX_POINTS = 20_000
@@ -30,42 +30,47 @@ def time_unit(seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
-def plot(data: ExperimentData) -> Plot | None:
-    res = data.results
-    if res.empty:
-        return None
-    order = np.lexsort((res["id"].to_numpy(), res["finished"].fillna(np.inf).to_numpy()))
-    done = res.iloc[order]
-    n = np.arange(1, len(done) + 1)
-    loss = done["loss"].fillna(np.inf).to_numpy(float)
-    sign = -1.0 if data.direction == "maximize" else 1.0
-    best = np.minimum.accumulate(loss) * sign
-    t0 = float(np.nanmin(res[["submitted", "started"]].to_numpy(float))) if res["started"].notna().any() else 0.0
-    when = done["finished"].to_numpy(float) - t0
-    scale, unit = time_unit(float(np.nanmax(when)) if np.isfinite(when).any() else 0.0)
-    improved = np.append(True, best[1:] != best[:-1])
-    drawn = shown(len(done), improved)
-    fig, (by_n, by_t) = new_figure(ncols=2, sharey=True)
-    for ax, x, label in ((by_n, n, "evaluations (in the order they finished)"),
-                         (by_t, when / scale, f"wall time since the first submission ({unit})")):
-        ok = np.isfinite(loss) & np.isfinite(x) & drawn
-        ax.scatter(x[ok], (loss * sign)[ok], s=6, alpha=0.5, color=colour("ok"), label="ok",
-                   rasterized=ok.sum() > RASTER_ABOVE)
-        finite = np.isfinite(best) & np.isfinite(x)
-        ax.step(x[finite], best[finite], where="post", color="black", linewidth=1.5, label="best so far")
-        edge = blended_transform_factory(ax.transData, ax.transAxes)
-        for status in sorted(set(done["status"]) - {"ok"}):
-            failed = (done["status"] == status).to_numpy() & np.isfinite(x)
-            mask = failed & drawn
-            ax.scatter(x[mask], np.full(mask.sum(), 0.02), transform=edge, marker="x", s=18, color=colour(status),
-                       label=f"{status} ({failed.sum()})", clip_on=False, rasterized=mask.sum() > RASTER_ABOVE)
-        ax.set_xlabel(label)
-        ax.grid(alpha=0.3)
-    by_n.set_ylabel(f"{data.metric} ({data.direction})")
-    by_n.legend(loc="upper right", fontsize=8)
-    fig.suptitle("Search trajectory")
-    return Plot("trajectory", "Best so far", fig,
-                "Each point is one evaluation; the line is the best objective found so far. Failed, crashed "
-                "and timed-out evaluations (no objective) are the crosses along the bottom edge"
-                + (f"; {MAX_POINTS:,} of the {len(done):,} evaluations are drawn (a random sample, and every "
-                   "improvement)." if len(done) > MAX_POINTS else "."))
+class Trajectory(ReportPlot):
+    """The best objective so far against wall time."""
+
+    name = "trajectory"
+
+    def make(self, data: ExperimentData) -> Plot | None:
+        res = data.results
+        if res.empty:
+            return None
+        order = np.lexsort((res["id"].to_numpy(), res["finished"].fillna(np.inf).to_numpy()))
+        done = res.iloc[order]
+        n = np.arange(1, len(done) + 1)
+        loss = done["loss"].fillna(np.inf).to_numpy(float)
+        sign = -1.0 if data.direction == "maximize" else 1.0
+        best = np.minimum.accumulate(loss) * sign
+        t0 = float(np.nanmin(res[["submitted", "started"]].to_numpy(float))) if res["started"].notna().any() else 0.0
+        when = done["finished"].to_numpy(float) - t0
+        scale, unit = time_unit(float(np.nanmax(when)) if np.isfinite(when).any() else 0.0)
+        improved = np.append(True, best[1:] != best[:-1])
+        drawn = shown(len(done), improved)
+        fig, (by_n, by_t) = new_figure(ncols=2, sharey=True)
+        for ax, x, label in ((by_n, n, "evaluations (in the order they finished)"),
+                             (by_t, when / scale, f"wall time since the first submission ({unit})")):
+            ok = np.isfinite(loss) & np.isfinite(x) & drawn
+            ax.scatter(x[ok], (loss * sign)[ok], s=6, alpha=0.5, color=colour("ok"), label="ok",
+                       rasterized=ok.sum() > RASTER_ABOVE)
+            finite = np.isfinite(best) & np.isfinite(x)
+            ax.step(x[finite], best[finite], where="post", color="black", linewidth=1.5, label="best so far")
+            edge = blended_transform_factory(ax.transData, ax.transAxes)
+            for status in sorted(set(done["status"]) - {"ok"}):
+                failed = (done["status"] == status).to_numpy() & np.isfinite(x)
+                mask = failed & drawn
+                ax.scatter(x[mask], np.full(mask.sum(), 0.02), transform=edge, marker="x", s=18, color=colour(status),
+                           label=f"{status} ({failed.sum()})", clip_on=False, rasterized=mask.sum() > RASTER_ABOVE)
+            ax.set_xlabel(label)
+            ax.grid(alpha=0.3)
+        by_n.set_ylabel(f"{data.metric} ({data.direction})")
+        by_n.legend(loc="upper right", fontsize=8)
+        fig.suptitle("Search trajectory")
+        return Plot(self.name, "Best so far", fig,
+                    "Each point is one evaluation; the line is the best objective found so far. Failed, crashed "
+                    "and timed-out evaluations (no objective) are the crosses along the bottom edge"
+                    + (f"; {MAX_POINTS:,} of the {len(done):,} evaluations are drawn (a random sample, and every "
+                       "improvement)." if len(done) > MAX_POINTS else "."))

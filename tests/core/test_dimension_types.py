@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space, _Dim, registered
+from emews.core.space import Categorical, Constant, DimensionType, Float, Int, Ordered, Space, registered
 from emews.config.workflow import _build_space
 
 EXAMPLES = {
@@ -30,7 +30,7 @@ def _types(base: type) -> set[type]:
 
 
 def test_every_dimension_type_has_an_example():
-    assert _types(_Dim) == set(EXAMPLES)
+    assert _types(DimensionType) == set(EXAMPLES)
 
 
 @pytest.mark.parametrize("dim", EXAMPLES.values(), ids=lambda d: type(d).__name__)
@@ -71,3 +71,16 @@ def test_registered_uses_the_nearest_base_class_and_names_what_it_lacks():
     assert registered(registry, Ordered((1, 2))) == "choice"
     with pytest.raises(TypeError, match="unsupported dimension"):
         registered(registry, Int(0, 1))
+
+
+def test_a_new_type_must_provide_the_whole_contract():
+    """``DimensionType`` is an ABC: a type that leaves a method out cannot be built."""
+
+    class Half(DimensionType):
+        kind = "half"
+
+        def sample(self, rng):
+            return 0.5
+
+    with pytest.raises(TypeError, match="abstract"):
+        Half()
