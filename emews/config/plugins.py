@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
@@ -145,11 +145,11 @@ def options_model(cls: type) -> type[BaseModel]:
     hint: ``Annotated[int, Field(ge=1)]``.
     """
     try:
-        hints = get_type_hints(cls.__init__, include_extras=True)
+        hints = get_type_hints(cls.__init__, include_extras=True)  # type: ignore[misc]
     except Exception:  # noqa: BLE001 - an unresolvable hint only loses checking, not loading
         hints = {}
     fields: dict[str, Any] = {}
-    extra = "forbid"
+    extra: Literal["allow", "forbid"] = "forbid"
     for name, param in inspect.signature(cls).parameters.items():
         if param.kind is param.VAR_KEYWORD:
             extra = "allow"
@@ -176,10 +176,10 @@ def path_options(cls: type) -> list[str]:
 def _strict(annotation: Any) -> Any:
     """``annotation`` with int, float, bool and str made strict, in unions too."""
     if get_origin(annotation) in (Union, types.UnionType):
-        return Union[tuple(_strict(arg) for arg in get_args(annotation))]
+        return Union[tuple(_strict(arg) for arg in get_args(annotation))]  # noqa: UP007 - built from a tuple
     if get_origin(annotation) is Annotated:
         base, *metadata = get_args(annotation)
-        return Annotated[(_strict(base), *metadata)]
+        return Annotated[tuple([_strict(base), *metadata])]
     return Annotated[annotation, Strict()] if annotation in (int, float, bool, str) else annotation
 
 

@@ -83,8 +83,10 @@ class TrialService:
         if self.store is None or self.scheduler is None:
             return 0
         reports = self.store.reports()
+        exploits = {row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"])
+                    for row in self.store.lineage()}  # PBT replays them as they were made
         self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions(), self.store.ended(),
-                               self.store.exploits())
+                               exploits)
         self._waited = set(self.scheduler.waiting())
         return len(reports)
 

@@ -36,7 +36,7 @@ from emews.training.checkpoints import in_experiment
 from emews.core.jsoncodec import loads_point
 from emews.core.results import Outcome, Status, Task
 from emews.store.results_store import record_tasks, set_task_params
-from emews.training.messages import Action, Decision, Ending, Report, Restorable
+from emews.training.messages import Ending, Report, Restorable
 from emews.core.results import StoredReport
 
 _SCHEMA = """
@@ -452,10 +452,6 @@ class TrialStore:
                                 "ORDER BY seq")
         return [{"trial": t, "step": s, "donor": d, "checkpoint": c, "old_params": json.loads(o),
                  "new_params": json.loads(n), "report": r} for t, s, d, c, o, n, r in rows]
-
-    def exploits(self) -> dict[int, Decision]:
-        """Every PBT exploit made, by the seq of the report it answered (what a rebuild replays)."""
-        return {row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"]) for row in self.lineage()}
 
     def _has(self, table: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",

@@ -277,8 +277,9 @@ def missing_metric_problems(factory: SchedulerFactory, space: Space | None = Non
     params = (space or training_space()).sample(random.Random(seed))
     for trial in range(4):
         scheduler.on_report(trial, 1, {METRIC: 1.0 + trial}, params)
-    for step, metrics in enumerate([{}, {METRIC: math.nan}, {METRIC: math.inf}, {METRIC: "0.5"},
-                                    {METRIC: True}, {"other": 0.1}], start=2):
+    unusable: list[dict[str, Any]] = [{}, {METRIC: math.nan}, {METRIC: math.inf}, {METRIC: "0.5"}, {METRIC: True},
+                                      {"other": 0.1}]
+    for step, metrics in enumerate(unusable, start=2):
         try:
             decision = scheduler.on_report(3, step, metrics, params)
         except Exception as exc:  # noqa: BLE001 - a breach to report
