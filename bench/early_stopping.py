@@ -5,7 +5,7 @@ same per-trial seeds on the PyTorch digits model (``objectives/digits_torch.py``
 epoch, up to ``--epochs`` epochs):
 
 ``none``              ``emews launch``, every trial trains all epochs (the reference result)
-``asha``              ``emews launch`` with ``scheduler: asha`` (max_t = epochs, grace 1, rf 3)
+``asha``              ``emews launch`` with ``trial_scheduler: asha`` (max_t = epochs, grace 1, rf 3)
 ``optuna-sha``        Optuna (in this process, one trial at a time) with SuccessiveHalvingPruner
                       (min_resource 1, reduction_factor 3)
 ``optuna-hyperband``  Optuna with HyperbandPruner (min_resource 1, max_resource epochs, rf 3)
@@ -88,9 +88,9 @@ def run_emews(folder: Path, name: str, configs: list[dict], seed: int, workers: 
                 budget={"evaluations": len(configs)}, seed=seed, checkpoints={"keep_last": 1})
     data["objective"]["module"] = str(OBJECTIVE)
     data["space"]["epochs"] = {"type": "constant", "value": epochs}
-    data.pop("scheduler", None)
+    data.pop("trial_scheduler", None)
     if scheduler:
-        data["scheduler"] = scheduler
+        data["trial_scheduler"] = scheduler
     wf = folder / f"{name}.yaml"
     wf.write_text(yaml.safe_dump(data))
     exp = folder / f"exp-{name}"

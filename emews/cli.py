@@ -19,9 +19,14 @@ from typing import Any, Sequence
 
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 
-SITE_SECTIONS = ("scheduler", "launcher", "node", "environment", "extends", "requires_account")
-#: ``--set`` keys of the workflow's trial scheduler; every other ``scheduler.*`` is the site's batch scheduler
-TRIAL_SCHEDULER_KEYS = ("scheduler.name", "scheduler.options")
+#: ``--set KEY=VALUE``: the key's first part says which file it changes, never a guess. These are the
+#: site's (``scheduler`` is its batch scheduler); the workflow's are its sections (``trial_scheduler``
+#: is its trial scheduler). ``workflow.KEY`` and ``site.KEY`` say it outright, and must for the keys
+#: both files have (``name``, ``description``).
+SITE_KEYS = ("scheduler", "launcher", "node", "environment", "extends", "requires_account", "name", "description")
+SET_HELP = ("override a key: the workflow's (budget.evaluations=50, trial_scheduler.options.max_t=9) or the "
+            "site's (scheduler.account=ABC, the batch scheduler; also launcher.*, node.*, environment.*); "
+            "prefix workflow. or site. to say which file outright (needed for name and description)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,14 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     launch.add_argument("--site", default="local", help="built-in site name or path to a site .yaml (default: local)")
     launch.add_argument("--workers", type=int, help="number of worker ranks")
     launch.add_argument("--exp-dir", type=Path, help="experiment directory (default: experiments/NAME-NNN)")
-    launch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a workflow or site key, e.g. budget.evaluations=50 scheduler.account=ABC")
+    launch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     launch.add_argument("--dry-run", action="store_true", help="print the batch script and submit command only")
 
     check = sub.add_parser("check", help="validate a workflow (and optionally a site) without running")
     check.add_argument("workflow")
     check.add_argument("--site", help="also validate this site")
-    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     check.add_argument("--try", dest="try_one", action="store_true",
                        help="also ask the optimizer for its first point and evaluate it once here (a scratch "
                             "directory, the task's timeout): exit 0 when it succeeds, 1 when it fails")
@@ -91,17 +95,42 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """``--set`` items: the workflow's (key -> value) and the site's (``KEY=VALUE`` as given, less
+    a ``site.`` prefix), each by the first part of its key (see :data:`SITE_KEYS`)."""
     from emews.config.yamlio import parse_override
 
     workflow: dict[str, Any] = {}
     site: list[str] = []
     for item in items:
         key, value = parse_override(item)
-        if key.split(".")[0] in SITE_SECTIONS and not key.startswith(TRIAL_SCHEDULER_KEYS):
-            site.append(item)
+        if _set_target(key) == "site":
+            site.append(f"{key.removeprefix('site.')}={item.partition('=')[2]}")
         else:
-            workflow[key] = value
+            workflow[key.removeprefix("workflow.")] = value
     return workflow, site
+
+
+def _set_target(key: str) -> str:
+    """``"workflow"`` or ``"site"``: the file a ``--set`` key changes. A ConfigError when its first part
+    names neither file's section, or both without a ``workflow.``/``site.`` prefix."""
+    from emews.config.workflow import WorkflowModel
+
+    head, _, rest = key.partition(".")
+    if head in ("workflow", "site") and rest:
+        return head
+    workflow_sections = tuple(WorkflowModel.model_fields)
+    in_workflow, in_site = head in workflow_sections, head in SITE_KEYS
+    if in_workflow and in_site:
+        raise ConfigError("a key of both the workflow and the site", file=f"--set {key}", key=head,
+                          allowed=f"workflow.{key} or site.{key}")
+    if head == "scheduler" and rest.split(".")[0] in ("name", "options"):
+        raise ConfigError("scheduler is the site's batch scheduler (account, queue, walltime, ...)",
+                          file=f"--set {key}", key=key, allowed=f"trial_{key} for the workflow's trial scheduler")
+    if not (in_workflow or in_site):
+        raise ConfigError("no section of the workflow or the site", file=f"--set {key}", key=head,
+                          allowed="the workflow's " + ", ".join(workflow_sections) + "; the site's "
+                          + ", ".join(SITE_KEYS) + "; or workflow.KEY, site.KEY")
+    return "workflow" if in_workflow else "site"
 
 
 def cmd_launch(args: argparse.Namespace) -> int:

@@ -93,13 +93,14 @@ def read_workflow(exp_dir: Path) -> dict[str, Any]:
 
 def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
     """Apply ``budget.*`` overrides to the experiment's workflow.yaml (validated, replaced atomically)."""
-    from emews.config.workflow import load_workflow
+    from emews.config.workflow import load_workflow, rename_old_keys
     from emews.config.yamlio import set_dotted
 
     data = read_workflow(exp_dir)
+    path = exp_dir / WORKFLOW_FILE
+    rename_old_keys(data, str(path))  # an older experiment's file is written back with the new names
     for key, value in overrides.items():
         set_dotted(data, key, value, f"--set {key}")
-    path = exp_dir / WORKFLOW_FILE
     tmp = path.with_name(f".{WORKFLOW_FILE}.{os.getpid()}.tmp")
     _dump_yaml(tmp, data)
     try:

@@ -62,7 +62,7 @@ def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str 
         key = f"{key}.{ctx.get('discriminator', 'type').strip(chr(39))}" if key else key
         message = f"invalid value {brief(ctx.get('tag'))}"
         allowed = str(ctx.get("expected_tags") or "") or None
-    elif err["type"] == "literal_error":
+    elif err["type"] in ("literal_error", "enum"):
         message = f"invalid value {brief(err['input'])}"
         allowed = str(ctx.get("expected") or ctx.get("expected_tags") or "") or None
     elif err["type"] == "missing":

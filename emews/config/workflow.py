@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import importlib.resources
 import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, ClassVar, Literal, Mapping, Union
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError,
+                      field_serializer, field_validator, model_validator)
 
 from emews.objective.command import (RUN_DIR_FILE_ALLOWED, CommandRef, ParamsStyle, ResultSource, TASK_PLACEHOLDERS,
                            run_dir_name)
+from emews.core.direction import Direction
 from emews.core.errors import ConfigError, KeyedValueError, brief
 from emews.config.plugins import (OPTIMIZERS, TRIAL_SCHEDULERS, PluginNotFound, options_model, path_options,
                                   validate_options)
@@ -116,8 +118,8 @@ class OptimizerSection(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class SchedulerSection(_Strict):
-    """The trial scheduler that decides on training reports (``emews.training.schedulers``)."""
+class TrialSchedulerSection(_Strict):
+    """``trial_scheduler:``, which decides on training reports (``emews.training.schedulers``)."""
 
     name: str
     options: dict[str, Any] = Field(default_factory=dict)
@@ -172,7 +174,7 @@ class ObjectiveSection(_Strict):
     function: str | None = None  # default "run"
     command: list[str] | None = Field(None, min_length=1)
     metric: str = "value"
-    direction: Literal["minimize", "maximize"] = "minimize"
+    direction: Direction = Direction.MINIMIZE
     params: ParamsStyle | None = None  # default flags
     params_file: str | None = None  # default params.json
     result: ResultSource | None = None  # default stdout
@@ -181,6 +183,10 @@ class ObjectiveSection(_Strict):
 
     #: keys that only a command objective reads
     COMMAND_KEYS: ClassVar[tuple[str, ...]] = ("params", "params_file", "result", "result_file")
+
+    @field_serializer("direction")
+    def _direction_name(self, direction: Direction) -> str:
+        return direction.value  # workflow.yaml holds the name
 
     @field_validator("command", mode="before")
     @classmethod
@@ -314,7 +320,7 @@ class WorkflowModel(_Strict):
     replicates: StrictInt = Field(1, ge=1)  # each point runs this many times (emews.core.replicates)
     task: TaskSection = Field(default_factory=TaskSection)
     store: StoreSection = Field(default_factory=StoreSection)
-    scheduler: SchedulerSection | None = None
+    trial_scheduler: TrialSchedulerSection | None = None
     checkpoints: CheckpointSection = Field(default_factory=CheckpointSection)
     walltime: WalltimeSection = Field(default_factory=WalltimeSection)
 
@@ -379,9 +385,9 @@ class Workflow:
         cls = self.optimizer_class()
         return cls(**validate_options(cls, self.model.optimizer.options))
 
-    def make_scheduler(self) -> Any:
+    def make_trial_scheduler(self) -> Any:
         """The trial scheduler (``None`` when the workflow has none), built from its validated options."""
-        section = self.model.scheduler
+        section = self.model.trial_scheduler
         if section is None:
             return None
         cls = TRIAL_SCHEDULERS.resolve(section.name, self.source.parent)
@@ -488,11 +494,33 @@ def _takes_open_points(optimizer: OptimizerSection) -> bool:
         return False
 
 
+#: workflow keys renamed: old -> new. The old key still loads, for one release, with a notice.
+RENAMED_KEYS = {"scheduler": "trial_scheduler"}
+_noticed: set[tuple[str, str]] = set()  # (file, old key): one notice per file and process
+
+
+def rename_old_keys(data: dict[str, Any], file: str) -> None:
+    """Rename the old keys of ``data`` (read from ``file``) in place, with a one-line notice on
+    stderr naming the file and the new key; the old and the new key together are an error."""
+    for old, new in RENAMED_KEYS.items():
+        if old not in data:
+            continue
+        if new in data:
+            raise ConfigError(f"both {old!r} and {new!r}: {old!r} is the old name of {new!r}", file=file,
+                              key=old, allowed=f"{new} only")
+        data[new] = data.pop(old)
+        if (file, old) not in _noticed:
+            _noticed.add((file, old))
+            print(f"emews: notice: {file}: {old!r} is now {new!r} (rename it; the old key is read until the "
+                  "next release)", file=sys.stderr)
+
+
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
     """Read, validate and resolve a workflow; raise ConfigError naming file and key."""
     path = find_workflow_file(ref)
     file = str(path)
     data = load_mapping(path)
+    rename_old_keys(data, file)
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value, f"--set {key}")
     try:
@@ -510,7 +538,7 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     _resolve_task_size(model, space, path.parent, file)
     workflow = Workflow(model, path, space)
     _check_inline_teams(workflow, file)
-    _check_scheduler(workflow, file)
+    _check_trial_scheduler(workflow, file)
     if check_imports:
         check_workflow(workflow)
     _resolve_budget(workflow, file)
@@ -558,26 +586,26 @@ def _check_inline_teams(workflow: Workflow, file: str) -> None:
                           file=file, key="task.timeout", allowed="a number of seconds > 0, or isolation: process")
 
 
-def _check_scheduler(workflow: Workflow, file: str) -> None:
-    """The ``scheduler:`` section names a scheduler whose options are valid together."""
-    section = workflow.model.scheduler
+def _check_trial_scheduler(workflow: Workflow, file: str) -> None:
+    """The ``trial_scheduler:`` section names a scheduler whose options are valid together."""
+    section = workflow.model.trial_scheduler
     if section is None:
         return
     try:
         cls = TRIAL_SCHEDULERS.resolve(section.name, workflow.source.parent)
     except PluginNotFound as exc:
-        raise ConfigError(str(exc), file=file, key="scheduler.name",
+        raise ConfigError(str(exc), file=file, key="trial_scheduler.name",
                           allowed=TRIAL_SCHEDULERS.allowed()) from None
     try:
         validate_options(cls, section.options)
     except ValidationError as exc:
-        raise config_error(exc, options_model(cls), file, ("scheduler", "options")) from None
+        raise config_error(exc, options_model(cls), file, ("trial_scheduler", "options")) from None
     try:
-        workflow.make_scheduler().bind(metric=workflow.model.objective.metric,
-                                       direction=workflow.model.objective.direction, space=workflow.space,
-                                       seed=workflow.seed).check()
+        workflow.make_trial_scheduler().bind(metric=workflow.model.objective.metric,
+                                             direction=workflow.model.objective.direction, space=workflow.space,
+                                             seed=workflow.seed).check()
     except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc), file=file, key="scheduler.options") from None
+        raise ConfigError(str(exc), file=file, key="trial_scheduler.options") from None
 
 
 def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: str) -> None:

@@ -7,6 +7,7 @@ from collections import abc
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from emews.core.direction import Direction
 from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
 from emews.core.results import Result, Task
@@ -62,7 +63,7 @@ class Evaluator:
     """
 
     def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int | None,
-                 direction: str = "minimize", seed: int = 0, first_id: int = 0,
+                 direction: str | Direction = Direction.MINIMIZE, seed: int = 0, first_id: int = 0,
                  history: Sequence[Result] = (), requeue: Sequence[Task] = (), waiting: Sequence[Task] = (),
                  exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = (),
                  reports: Callable[[int | None], list[StoredReport]] | None = None,
@@ -74,7 +75,7 @@ class Evaluator:
         self.workers = workers
         #: the evaluations the run may make (:data:`UNLIMITED` when only steps or time limit it)
         self.budget = UNLIMITED if budget is None else budget
-        self.direction = direction
+        self.direction = Direction.of(direction)
         self.seed = seed
         self.exp_dir = None if exp_dir is None else Path(exp_dir)
         self.history: tuple[Result, ...] = tuple(history)

@@ -17,6 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from emews.core.direction import Direction
 from emews.core.evaluator import BudgetExhausted, Evaluator
 from emews.core.results import Result, Status
 from emews.core.space import Int, Space
@@ -104,7 +105,7 @@ class ReplicatingEvaluator:
         self.inner = inner
         self.space = space
         self.replicates = replicates
-        self._sign = -1.0 if inner.direction == "maximize" else 1.0
+        self._sign = Direction.of(inner.direction).sign
         self._groups: dict[int, _Group] = {}
         self._group_of: dict[int, int] = {}
         self._ready: list[Result] = []

@@ -133,7 +133,7 @@ def try_workflow(workflow: Workflow) -> TryOutcome:
     try:
         one = OnePoint(point)
         spec = replace(run_spec(workflow, scratch), space=space, make_optimizer=lambda: one, budget=1,
-                       replicates=1, retries=0, make_scheduler=None, show_progress=False, fail_fast=0,
+                       replicates=1, retries=0, make_trial_scheduler=None, show_progress=False, fail_fast=0,
                        task_size=FixedSize(1))
         summary, stopped = _run_here(spec)
     except BaseException:

@@ -51,7 +51,7 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
                    seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
                    memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
                    durability=workflow.model.store.durability, replicates=workflow.model.replicates,
-                   make_scheduler=workflow.make_scheduler if workflow.model.scheduler else None,
+                   make_trial_scheduler=workflow.make_trial_scheduler if workflow.model.trial_scheduler else None,
                    checkpoint_async=kept.background, checkpoint_local_dir=kept.local_dir, retries=task.retries,
                    retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
                    pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from emews.training.checkpoints import CHECKPOINTS_DIR, remove_dead_temps
+from emews.core.direction import Direction
 from emews.core.errors import EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.core.optimizer import Optimizer
@@ -49,7 +50,7 @@ class RunSpec:
     make_optimizer: Callable[[], Optimizer]
     objective: ObjectiveSpec
     budget: int | None  # evaluations (None: only ``steps`` or ``time`` end the run)
-    direction: str = "minimize"
+    direction: Direction = Direction.MINIMIZE  # a plain "minimize"/"maximize" is read as one
     seed: int = 0
     isolation: str = "process"
     timeout: float | None = None
@@ -60,7 +61,7 @@ class RunSpec:
     durability: Durability = "normal"
     observers: tuple[EvaluatorObserver, ...] = ()  # see what the optimizer submits and receives
     replicates: int = 1  # each point runs this many times (UQ ensembles), see emews.core.replicates
-    make_scheduler: Callable[[], TrialScheduler] | None = None  # decides on training reports
+    make_trial_scheduler: Callable[[], TrialScheduler] | None = None  # decides on training reports
     checkpoint_async: bool = True  # write ctx.report checkpoints on a background thread
     checkpoint_local_dir: str | None = None  # stage checkpoints on this node-local directory first
     retries: int = 0  # a crashed or timed-out task runs again (from its checkpoint) this many times
@@ -82,9 +83,12 @@ class RunSpec:
                           gpus or GpuBinding(), node_cores, backend=self.backend, gang=self.task_size.gang,
                           launch_line=launch_line)
 
+    def __post_init__(self) -> None:
+        self.direction = Direction.of(self.direction)
+
     @property
     def sign(self) -> float:
-        return -1.0 if self.direction == "maximize" else 1.0
+        return self.direction.sign
 
     @property
     def runs_root(self) -> Path | None:
@@ -187,9 +191,9 @@ def trial_service(spec: RunSpec, store: ResultsStore | None,
     """What answers training reports: the store's training tables and the workflow's scheduler,
     its state rebuilt from the reports of earlier runs; ``budget`` counts the steps reported."""
     scheduler = None
-    if spec.make_scheduler is not None:
-        scheduler = spec.make_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
-                                               space=spec.space, seed=spec.seed)
+    if spec.make_trial_scheduler is not None:
+        scheduler = spec.make_trial_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
+                                                     space=spec.space, seed=spec.seed)
     if spec.exp_dir is not None:
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
     service = TrialService(None if store is None else TrialStore(store.connection, root=spec.exp_dir), scheduler,

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from emews.core.direction import Direction
 from emews.config.experiment import read_workflow, require_experiment
 from emews.output.csvrows import csv_cell
 from emews.output.export import open_store
@@ -31,7 +32,7 @@ def deephyper_rows(exp_dir: Path) -> tuple[list[str], list[list[Any]]]:
     workflow = read_workflow(exp_dir)
     space = workflow.get("space", {})
     constants = {name for name, spec in space.items() if isinstance(spec, dict) and spec.get("type") == "constant"}
-    maximize = workflow.get("objective", {}).get("direction", "minimize") == "maximize"
+    direction = Direction.of(workflow.get("objective", {}).get("direction"))
     store = open_store(exp_dir)
     if store is None:
         return ["job_id", "objective", "job_status"], []
@@ -49,7 +50,7 @@ def deephyper_rows(exp_dir: Path) -> tuple[list[str], list[list[Any]]]:
               *(f"m:{m}" for m in metric_names), *(f"m:{t}" for t in TIMESTAMPS)]
     out = []
     for id_, status, objective, params, metrics, (submitted, started, finished) in decoded:
-        value: Any = f"F_{status}" if status != "ok" or objective is None else (objective if maximize else -objective)
+        value: Any = f"F_{status}" if status != "ok" or objective is None else -direction.loss(objective)
         stamps = [submitted, started, finished, finished]
         out.append([*(csv_cell(params.get(n)) for n in names), value, id_, "DONE",
                     *(csv_cell(metrics.get(m)) for m in metric_names),

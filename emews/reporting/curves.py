@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from emews.core.direction import Direction
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
 from emews.training.messages import Ending
@@ -69,7 +70,7 @@ class Curves(ReportPlot):
         kind = outcomes(data, last_step)
         trials = list(last_step.index)
         if len(trials) > MAX_CURVES:
-            final = by_trial["value"].last().sort_values(ascending=data.direction != "maximize")
+            final = by_trial["value"].last().sort_values(ascending=data.direction is Direction.MINIMIZE)
             best = list(final.index[: MAX_CURVES // 2])
             rest = [t for t in trials if t not in set(best)]
             rng = np.random.default_rng(seed)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from emews.core.direction import Direction
 from emews.core.errors import ConfigError
 from emews.config.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, require_experiment
 from emews.core.jsoncodec import loads_point
@@ -61,8 +62,8 @@ class ExperimentData:
         return self.workflow.get("budget", {}).get("evaluations")
 
     @property
-    def direction(self) -> str:
-        return self.workflow.get("objective", {}).get("direction", "minimize")
+    def direction(self) -> Direction:
+        return Direction.of(self.workflow.get("objective", {}).get("direction"))
 
     @property
     def metric(self) -> str:

@@ -16,6 +16,7 @@ from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
+from emews.core.direction import Direction
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, new_figure
 
@@ -98,7 +99,7 @@ class Parallel(ReportPlot):
         columns = [a.unit for a in axes] + [obj_unit]
         fig, ax = new_figure()
         norm = Normalize(lo, hi)
-        colours = colormaps["viridis_r" if data.direction == "minimize" else "viridis"]
+        colours = colormaps["viridis_r" if data.direction is Direction.MINIMIZE else "viridis"]
         x = np.arange(len(columns))
         for i in best[::-1]:  # the best drawn last, on top
             ax.plot(x, [c[i] for c in columns], color=colours(norm(objective[i])), alpha=0.7, linewidth=1.2)

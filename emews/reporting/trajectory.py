@@ -43,7 +43,7 @@ class Trajectory(ReportPlot):
         done = res.iloc[order]
         n = np.arange(1, len(done) + 1)
         loss = done["loss"].fillna(np.inf).to_numpy(float)
-        sign = -1.0 if data.direction == "maximize" else 1.0
+        sign = data.direction.sign  # losses back to the metric's values
         best = np.minimum.accumulate(loss) * sign
         t0 = float(np.nanmin(res[["submitted", "started"]].to_numpy(float))) if res["started"].notna().any() else 0.0
         when = done["finished"].to_numpy(float) - t0

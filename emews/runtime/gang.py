@@ -77,7 +77,9 @@ class _Head:
 
 
 @dataclass(frozen=True, slots=True)
-class _Running:
+class _Started:
+    """A task this scheduler started: its ranks, when, and how long it should take."""
+
     key: Hashable
     size: int
     ranks: tuple[int, ...]
@@ -231,7 +233,7 @@ class GangScheduler:
         self._idle: set[int] = set(self._layout.ranks)
         self._queue: list[_Queued] = []
         self._keys: set[Hashable] = set()
-        self._running: dict[Hashable, _Running] = {}
+        self._running: dict[Hashable, _Started] = {}
         self._counter = itertools.count()
         self._reservation: Reservation | None = None
         self._retired: set[int] = set()
@@ -361,7 +363,7 @@ class GangScheduler:
         assert ranks is not None and len(ranks) == task.size
         self._idle.difference_update(ranks)
         self._queue.remove(task)
-        self._running[task.key] = _Running(task.key, task.size, ranks, now, self._expected(task), self._cautious(task))
+        self._running[task.key] = _Started(task.key, task.size, ranks, now, self._expected(task), self._cautious(task))
         return Placement(task.key, ranks)
 
     def _reserve(self, task: _Queued, now: float) -> Reservation:

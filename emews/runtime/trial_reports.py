@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, Callable, Sequence
 
 from emews.training.checkpoints import remove_inside
+from emews.core.direction import Direction
 from emews.core.results import Outcome, Status, Task
 from emews.training.retention import Retainer, Retention
 from emews.runtime.compute_budget import ComputeBudget
@@ -55,8 +56,9 @@ class TrialService:
     """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
 
     def __init__(self, store: TrialStore | None, scheduler: TrialScheduler | None = None, *,
-                 metric: str = "value", direction: str = "minimize", retention: Retention = Retention(),
-                 retries: int = 0, clock: PauseClock | None = None, budget: ComputeBudget | None = None) -> None:
+                 metric: str = "value", direction: str | Direction = Direction.MINIMIZE,
+                 retention: Retention = Retention(), retries: int = 0, clock: PauseClock | None = None,
+                 budget: ComputeBudget | None = None) -> None:
         self.store = store
         self.budget = budget  # counts the steps reported; once it is spent, every trial stops
         self.retention = retention
@@ -70,8 +72,7 @@ class TrialService:
         self._recorded: set[int] = set()  # tasks this run wrote to ``tasks`` with a report
         self._waited: set[int] = set()    # trials the rebuilt scheduler has waiting for a promotion
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
-        self._sign = -1.0 if (scheduler.mode == "max" if scheduler is not None and scheduler.mode
-                              else direction == "maximize") else 1.0
+        self._sign = Direction.of(scheduler.mode if scheduler is not None and scheduler.mode else direction).sign
         self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
         self._retainer: Retainer | None = None
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {

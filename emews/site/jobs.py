@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from emews.core.errors import EmewsError
-from emews.site.schedulers import DONE, UNKNOWN, SCHEDULERS
+from emews.site.batch_schedulers import BATCH_SCHEDULERS, DONE, UNKNOWN
 from emews.site.schema import SchedulerConfig
 from emews.site.site import Site
 
@@ -76,9 +76,9 @@ def read_job(exp_dir: Path) -> dict[str, Any]:
 
 def _scheduler(record: dict[str, Any]):
     kind = record.get("scheduler")
-    if kind not in SCHEDULERS:
+    if kind not in BATCH_SCHEDULERS:
         raise EmewsError(f"job record names an unknown scheduler {kind!r}")
-    return SCHEDULERS[kind](SchedulerConfig(type=kind))
+    return BATCH_SCHEDULERS[kind](SchedulerConfig(type=kind))
 
 
 def job_status(exp_dir: Path) -> str:

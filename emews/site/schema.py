@@ -2,7 +2,7 @@
 
 A site is data: ``scheduler`` (get nodes), ``launcher`` (start ranks), ``node``
 (hardware and GPU binding) and ``environment`` (shell setup), as Parsl splits
-providers and launchers.  Behaviour lives in :mod:`emews.site.schedulers` and
+providers and launchers.  Behaviour lives in :mod:`emews.site.batch_schedulers` and
 :mod:`emews.site.launchers`.
 """
 

@@ -11,7 +11,7 @@ from emews.core.errors import ConfigError
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
 from emews.site.loader import resolve_site
-from emews.site.schedulers import Scheduler, scheduler_for
+from emews.site.batch_schedulers import BatchScheduler, scheduler_for
 from emews.site.schema import SiteConfig
 
 
@@ -21,7 +21,7 @@ class Site:
     def __init__(self, config: SiteConfig, source: Path | None = None) -> None:
         self.config = config
         self.source = source
-        self.scheduler: Scheduler = scheduler_for(config.scheduler)
+        self.scheduler: BatchScheduler = scheduler_for(config.scheduler)
         self.launcher: Launcher = launcher_for(config.launcher)
 
     def __repr__(self) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from deap import base, tools
 
-from .failures import FailurePolicy
+from .failure_policy import FailurePolicy
 from .individual import Individual
 from .operators import Mutator, cx_uniform, sel_tournament
 from .options import GAOptions

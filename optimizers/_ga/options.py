@@ -10,7 +10,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .failures import FAILURE_POLICIES
+from .failure_policy import FAILURE_POLICIES
 
 STRATEGIES = ("simple", "mu_plus_lambda", "async")
 #: from this many workers on, the default strategy is ``async`` (steady state): a generation

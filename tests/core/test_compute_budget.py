@@ -72,7 +72,7 @@ def test_a_step_budget_ends_trials_waiting_at_an_asha_rung_with_their_results(em
     ends with its result so far, and no trial is left unfinished for ``emews resume``."""
     wf = training_workflow(tmp_path, evaluations=60, steps=24)
     data = yaml.safe_load(wf.read_text())
-    data["scheduler"] = {"name": "asha", "options": {"max_t": 8, "grace_period": 2, "reduction_factor": 2,
+    data["trial_scheduler"] = {"name": "asha", "options": {"max_t": 8, "grace_period": 2, "reduction_factor": 2,
                                                       "variant": "promotion"}}
     wf.write_text(yaml.safe_dump(data))
     proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=240)

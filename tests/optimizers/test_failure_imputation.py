@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emews.optimizers._failures import FailureImputation
-from emews.optimizers._ga.failures import FailurePolicy
+from emews.optimizers._ga.failure_policy import FailurePolicy
 from emews.optimizers._ga.individual import Individual
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.core.results import Result, Status

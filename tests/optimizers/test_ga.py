@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from emews.core.evaluator import Evaluator
 from emews.core.optimizer import Optimizer
-from emews.optimizers._ga.failures import FailurePolicy
+from emews.optimizers._ga.failure_policy import FailurePolicy
 from emews.optimizers._ga.individual import Individual
 from emews.optimizers._ga.operators import Mutator, cx_uniform, mutate_value, mutation_sigma
 from emews.optimizers.ga import GeneticAlgorithm

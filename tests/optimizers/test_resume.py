@@ -15,7 +15,7 @@ from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.core.optimizer import Optimizer
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers._ga import archive
-from emews.optimizers._ga.failures import FailurePolicy
+from emews.optimizers._ga.failure_policy import FailurePolicy
 from emews.optimizers._ga.individual import Individual
 from emews.optimizers.ga import GeneticAlgorithm
 from emews.optimizers.random import RandomSearch

@@ -22,7 +22,7 @@ from site_helpers import LOOPBACK_SITE
 from emews.site import load_site
 from emews.site.jobs import JOB_RECORD, cancel_experiment, job_status, submit_experiment
 from emews.site.launchers import python_bin
-from emews.site.schedulers import SlurmScheduler
+from emews.site.batch_schedulers import SlurmScheduler
 from emews.site.schema import SchedulerConfig
 from slurm_loopback import LoopbackSlurm
 

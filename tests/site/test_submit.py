@@ -14,7 +14,7 @@ from emews.core.errors import ConfigError, EmewsError
 from emews.site import load_site
 from emews.site.jobs import (JOB_RECORD, JOB_SCRIPT, cancel_experiment, job_command, job_status,
                              read_job, submit_experiment)
-from emews.site.schedulers import LsfScheduler, PbsScheduler, SlurmScheduler
+from emews.site.batch_schedulers import LsfScheduler, PbsScheduler, SlurmScheduler
 from emews.site.schema import SchedulerConfig
 
 

@@ -55,7 +55,7 @@ def test_an_experiment_keeps_what_the_policy_says_and_lists_and_loads_the_best(e
     """The ASHA hand case (last steps 9, 9, 1, 3, 9; loss falls with each step) with keep_last 1,
     keep_best 1 and the experiment's best 2: each trial's last step, and trial 4's steps 8 and 9."""
     wf = trainer_workflow(tmp_path, task={"isolation": "process"},
-                          scheduler={"name": "asha", "options": {"max_t": 9}},
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9}},
                           checkpoints={"keep_last": 1, "keep_best": 1, "keep_best_experiment": 2})
     exp = launch(emews_cmd, wf)
     kept = {(t, s) for t, s in query(exp, "SELECT trial, step FROM checkpoints WHERE state = 'durable'")}

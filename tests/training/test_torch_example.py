@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch", reason="the test extra installs torch")
 def test_asha_on_the_torch_digits_model(emews_cmd, tmp_path: Path) -> None:
     proc = emews_cmd("launch", str(REPO / "workflows" / "asha.yaml"), "--workers", "2", "--exp-dir", "exp",
                      "--set", "budget.evaluations=5", "--set", "space.epochs.value=9",
-                     "--set", "scheduler.options.max_t=9", timeout=600)
+                     "--set", "trial_scheduler.options.max_t=9", timeout=600)
     assert proc.returncode == 0, proc.stderr
     exp = tmp_path / "exp"
     reports = query(exp, "SELECT trial, step, metrics FROM reports ORDER BY seq")

@@ -36,16 +36,19 @@ def workflow(folder: Path, **sections) -> Path:
 
 
 CASES = {
-    "unknown scheduler": ({"scheduler": {"name": "ashaa"}}, "scheduler.name", "asha, hyperband, median, pbt"),
-    "unknown option": ({"scheduler": {"name": "asha", "options": {"max_tt": 9}}},
-                       "scheduler.options.max_tt", "max_t, grace_period"),
-    "option type": ({"scheduler": {"name": "asha", "options": {"max_t": "9"}}}, "scheduler.options.max_t", None),
-    "option choice": ({"scheduler": {"name": "asha", "options": {"variant": "halving"}}},
-                      "scheduler.options.variant", "stopping"),
-    "options together": ({"scheduler": {"name": "asha", "options": {"max_t": 3, "grace_period": 9}}},
-                         "scheduler.options", "grace_period"),
-    "pbt mutation": ({"scheduler": {"name": "pbt", "options": {"mutations": ["lr"]}}}, "scheduler.options", "lr"),
-    "missing name": ({"scheduler": {"options": {}}}, "scheduler.name", None),
+    "unknown scheduler": ({"trial_scheduler": {"name": "ashaa"}}, "trial_scheduler.name",
+                          "asha, hyperband, median, pbt"),
+    "unknown option": ({"trial_scheduler": {"name": "asha", "options": {"max_tt": 9}}},
+                       "trial_scheduler.options.max_tt", "max_t, grace_period"),
+    "option type": ({"trial_scheduler": {"name": "asha", "options": {"max_t": "9"}}},
+                    "trial_scheduler.options.max_t", None),
+    "option choice": ({"trial_scheduler": {"name": "asha", "options": {"variant": "halving"}}},
+                      "trial_scheduler.options.variant", "stopping"),
+    "options together": ({"trial_scheduler": {"name": "asha", "options": {"max_t": 3, "grace_period": 9}}},
+                         "trial_scheduler.options", "grace_period"),
+    "pbt mutation": ({"trial_scheduler": {"name": "pbt", "options": {"mutations": ["lr"]}}},
+                     "trial_scheduler.options", "lr"),
+    "missing name": ({"trial_scheduler": {"options": {}}}, "trial_scheduler.name", None),
     "negative retries": ({"task": {"retries": -1}}, "task.retries", None),
     "checkpoint mode": ({"checkpoints": {"background": "yes"}}, "checkpoints.background", None),
     "keep last zero": ({"checkpoints": {"keep_last": 0}}, "checkpoints.keep_last", None),
@@ -65,6 +68,6 @@ def test_bad_training_settings_are_refused(capsys, tmp_path: Path, case: str) ->
 
 
 def test_good_training_settings_pass(capsys, tmp_path: Path) -> None:
-    wf = workflow(tmp_path, scheduler={"name": "hyperband", "options": {"max_t": 27, "reduction_factor": 3}},
+    wf = workflow(tmp_path, trial_scheduler={"name": "hyperband", "options": {"max_t": 27, "reduction_factor": 3}},
                   task={"retries": 2}, checkpoints={"background": False})
     assert main(["check", str(wf)]) == 0, capsys.readouterr().err

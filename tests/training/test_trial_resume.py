@@ -68,7 +68,7 @@ def test_a_stop_while_trials_wait_at_a_rung_reuses_no_id_and_they_stay_waiting(e
     wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": str(points), "backlog": 4}},
                         objective={"module": str(TRAINER), "metric": "loss"}, space=trainer_space(9),
                         budget={"evaluations": 5}, task={"isolation": "process", "timeout": 600},
-                        scheduler=PROMOTION)
+                        trial_scheduler=PROMOTION)
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
     held = lambda: sorted(e["task"] for e in events(log) if e["event"] == "start" and e["restored"] == 1)  # noqa: E731
@@ -115,7 +115,7 @@ def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, 
         tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
         space={"rate": {"type": "ordered", "values": [0.1, 0.9]}, "epochs": {"type": "constant", "value": 12}},
         budget={"evaluations": 2}, task={"isolation": "process", "timeout": 600},
-        scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.5,
+        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.5,
                                               "resample_probability": 0.0, "mutations": ["rate"]}})
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
@@ -161,7 +161,7 @@ def test_a_walltime_stop_keeps_trials_waiting_and_the_resumed_run_promotes_them(
     write_points(points, rates)
     wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": str(points), "backlog": 10}},
                         objective={"module": str(TRAINER), "metric": "loss"}, space=trainer_space(9),
-                        budget={"evaluations": 5}, task={"isolation": "process"}, scheduler=PROMOTION,
+                        budget={"evaluations": 5}, task={"isolation": "process"}, trial_scheduler=PROMOTION,
                         walltime={"limit": "00:10:00", "margin": 3600})
     first = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
     assert first.returncode == 143, first.stderr

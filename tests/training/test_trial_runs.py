@@ -36,7 +36,7 @@ def test_asha_stops_the_trials_of_the_hand_computed_case(emews_cmd, tmp_path: Pa
     log = tmp_path / "log.jsonl"
     emews_cmd.env["TRAINER_LOG"] = str(log)
     wf = trainer_workflow(tmp_path, task={"isolation": isolation},
-                          scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
                                                                  "reduction_factor": 3}})
     exp = launch(emews_cmd, wf)
     last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
@@ -64,7 +64,7 @@ def test_trials_that_reach_max_t_are_completed_and_the_others_stopped_early_ever
     from emews.reporting import curves, data, summary
 
     wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
-                          scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
                                                                  "reduction_factor": 3}})
     proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
     assert proc.returncode == 0, proc.stderr
@@ -138,7 +138,7 @@ def test_reports_are_stored_before_the_scheduler_decides_and_the_optimizer_reads
         space={"rate": {"type": "float", "lower": 0.0, "upper": 1.0},
                "epochs": {"type": "int", "lower": 1, "upper": 9}},
         budget={"evaluations": 2}, task={"isolation": "process"},
-        scheduler={"name": f"{tmp_path / 'checking.py'}:StoredFirst",
+        trial_scheduler={"name": f"{tmp_path / 'checking.py'}:StoredFirst",
                    "options": {"store": str(tmp_path / "exp" / "results.db")}})
     exp = launch(emews_cmd, wf, workers=2)
     assert dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial")) == {0: 4, 1: 4}  # never stopped
@@ -206,7 +206,7 @@ def test_pbt_with_more_trials_than_workers_clones_only_peers_that_still_train(em
         tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
         space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 9}},
         budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
-        scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
                                               "resample_probability": 0.0, "mutations": ["rate"]}})
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
@@ -261,7 +261,7 @@ def test_trials_paused_before_the_walltime_continue_on_resume_with_the_rungs_reb
     emews_cmd.env["TRAINER_LOG"] = str(log)
     (tmp_path / "dumping.py").write_text(DUMPING_ASHA)
     wf = trainer_workflow(tmp_path, task={"isolation": "process"},
-                          scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
+                          trial_scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
                                      "options": {"out": str(rungs), "max_t": 9}},
                           walltime={"limit": "00:10:00", "margin": 3600})
     first = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
@@ -294,7 +294,7 @@ def test_asha_promotion_waiting_trials_end_when_the_optimizer_waits_for_them(eme
     the sweep waits. t4 (1.05) leads rung 1, goes on and pauses at rung 3 next to t1 (.433 > .383):
     t1 ends, then t4. No pause is left for ``emews resume``."""
     wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
-                          scheduler={"name": "asha", "options": {"max_t": 9, "variant": "promotion"}})
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9, "variant": "promotion"}})
     exp = launch(emews_cmd, wf)
     steps = {t: [s for (s,) in query(exp, f"SELECT step FROM reports WHERE trial = {t} ORDER BY seq")]
              for t in range(5)}
@@ -309,7 +309,8 @@ def test_a_report_that_does_not_wait_gets_its_decision_by_the_next_report(emews_
     """``wait=False``: the objective goes on at once and gets each decision at its next report, so
     ASHA's stop of rate .9 (at step 1) and of rate .3 (at step 3) reach them one step later."""
     emews_cmd.env["TRAINER_WAIT"] = "1"
-    wf = trainer_workflow(tmp_path, task={"isolation": "process"}, scheduler={"name": "asha", "options": {"max_t": 9}})
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9}})
     exp = launch(emews_cmd, wf)
     last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
     assert last[0] == last[1] == last[4] == 9
@@ -329,7 +330,7 @@ def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continue
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_HOLD_AT="5", TRAINER_GATE=str(gate))
     (tmp_path / "dumping.py").write_text(DUMPING_ASHA)
     wf = trainer_workflow(tmp_path, task={"isolation": isolation},
-                          scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
+                          trial_scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
                                      "options": {"out": str(rungs), "max_t": 9}},
                           walltime={"grace": 100})
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
@@ -386,7 +387,7 @@ def test_asha_promotions_run_again_with_more_resource_from_their_checkpoints(eme
         objective={"module": str(TRAINER), "metric": "loss"},
         space={"rate": {"type": "ordered", "values": RATES}, "epochs": {"type": "constant", "value": 1}},
         budget={"evaluations": 5}, task={"isolation": "process"},
-        scheduler={"name": "asha", "options": {"max_t": 8, "grace_period": 1, "reduction_factor": 2,
+        trial_scheduler={"name": "asha", "options": {"max_t": 8, "grace_period": 1, "reduction_factor": 2,
                                                "variant": "promotion", "resource": "epochs"}})
     exp = launch(emews_cmd, wf)
     steps = {t: [s for (s,) in query(exp, f"SELECT step FROM reports WHERE trial = {t} ORDER BY seq")]
@@ -409,7 +410,7 @@ def test_median_stopping_under_mpiexec(emews_cmd, tmp_path: Path) -> None:
     it stops there. Rate .3 (best .8 at step 2 against the median 1.25 of 1.25, .85, 1.65), and
     every later one, stays at or under the median all the way: they train to 9."""
     wf = trainer_workflow(tmp_path, task={"isolation": "inline"},
-                          scheduler={"name": "median", "options": {"grace_period": 2, "min_samples": 2}})
+                          trial_scheduler={"name": "median", "options": {"grace_period": 2, "min_samples": 2}})
     exp = launch(emews_cmd, wf)
     last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
     assert [last[t] for t in range(5)] == [9, 9, 2, 9, 9]
@@ -422,7 +423,7 @@ def test_hyperband_brackets_stop_at_their_own_rungs_under_mpiexec(emews_cmd, tmp
     Bracket 0 holds rates .1 and .9: .9 (1.9 at step 1 > 1.1) stops at step 1. Bracket 1 holds .5
     and .8: .8 (1.133 at step 3 > .833) stops at step 3. Bracket 2 (rate .2) never stops."""
     wf = trainer_workflow(tmp_path, rates=[0.1, 0.5, 0.2, 0.9, 0.8], task={"isolation": "inline"},
-                          scheduler={"name": "hyperband", "options": {"max_t": 9, "reduction_factor": 3}})
+                          trial_scheduler={"name": "hyperband", "options": {"max_t": 9, "reduction_factor": 3}})
     exp = launch(emews_cmd, wf)
     last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
     assert [last[t] for t in range(5)] == [9, 9, 9, 1, 3]

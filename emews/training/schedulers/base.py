@@ -14,6 +14,7 @@ import abc
 import math
 from typing import Any, Iterable, Literal, Mapping
 
+from emews.core.direction import Direction
 from emews.core.space import Space
 from emews.training.messages import CONTINUE, Decision
 from emews.core.results import StoredReport
@@ -37,10 +38,11 @@ class TrialScheduler(abc.ABC):
         self.space: Space | None = None
         self.seed = 0
 
-    def bind(self, *, metric: str, direction: str, space: Space | None = None, seed: int = 0) -> "TrialScheduler":
+    def bind(self, *, metric: str, direction: str | Direction, space: Space | None = None,
+             seed: int = 0) -> "TrialScheduler":
         """Fill the defaults from the workflow: metric, mode, the parameter space, the seed."""
         self.metric = self.metric or metric
-        self.mode = self.mode or ("max" if direction == "maximize" else "min")
+        self.mode = self.mode or Direction.of(direction).mode
         self.space = space
         self.seed = seed
         return self
@@ -50,7 +52,7 @@ class TrialScheduler(abc.ABC):
         value = metrics.get(self.metric or "value")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return None
-        return -float(value) if self.mode == "max" else float(value)
+        return Direction.of(self.mode).loss(float(value))
 
     @abc.abstractmethod
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from emews.core.direction import Direction
 from emews.core.results import StoredReport
 from emews.core.space import Categorical, Float, Int, Ordered, Space
 from emews.training.messages import Action, Decision
@@ -104,7 +105,7 @@ class _Driver:
         self.scheduler, self.run = scheduler, run
         self.workers, self.steps = workers, steps
         self.rng = random.Random(run.seed)
-        self.sign = -1.0 if scheduler.mode in ("max", "maximize") else 1.0
+        self.sign = Direction.of(scheduler.mode).sign
         self.params = {t: run.space.sample(self.rng) for t in range(trials)}
         self.queue: deque[int] = deque(range(trials))
         self.running: dict[int, int] = {}   # trial -> its last step

@@ -1,4 +1,5 @@
-"""Schedulers obtain nodes: directive template, submit, state and cancel per batch system.
+"""Batch schedulers obtain nodes (Slurm, LSF, PBS, local): directive template, submit, state and
+cancel per batch system (the site's ``scheduler:``; not the workflow's trial scheduler).
 
 Each class is a template of ``#PREFIX`` directives built from the site, plus the
 site's raw ``directives`` (with or without the prefix) appended verbatim.
@@ -20,7 +21,7 @@ from emews.site.walltime import format_hm
 QUEUED, RUNNING, DONE, UNKNOWN = "queued", "running", "done", "unknown"
 
 
-class Scheduler(ABC):
+class BatchScheduler(ABC):
     """One batch system."""
 
     type: ClassVar[str]
@@ -93,7 +94,7 @@ class Scheduler(ABC):
         return EmewsError(f"{self.submit_command(Path('job.sh'))[0]} printed no job id: {text}")
 
 
-class SlurmScheduler(Scheduler):
+class SlurmScheduler(BatchScheduler):
     """Slurm: ``sbatch`` / ``squeue`` (``sacct`` fallback) / ``scancel``."""
 
     type = "slurm"
@@ -160,7 +161,7 @@ class SlurmScheduler(Scheduler):
         return UNKNOWN
 
 
-class LsfScheduler(Scheduler):
+class LsfScheduler(BatchScheduler):
     """IBM LSF: ``bsub`` / ``bjobs`` / ``bkill`` (``-W`` is HH:MM, rounded up)."""
 
     type = "lsf"
@@ -199,7 +200,7 @@ class LsfScheduler(Scheduler):
         return self._map(words[0]) if proc.returncode == 0 and words else UNKNOWN
 
 
-class PbsScheduler(Scheduler):
+class PbsScheduler(BatchScheduler):
     """PBS Pro / OpenPBS: ``qsub`` / ``qstat -x -f`` / ``qdel``."""
 
     type = "pbs"
@@ -237,7 +238,7 @@ class PbsScheduler(Scheduler):
         return self._map(match.group(1)) if proc.returncode == 0 and match else UNKNOWN
 
 
-class LocalScheduler(Scheduler):
+class LocalScheduler(BatchScheduler):
     """No batch system: the script is a plain shell script; nothing can be submitted."""
 
     type = "local"
@@ -267,11 +268,11 @@ class LocalScheduler(Scheduler):
         return UNKNOWN
 
 
-SCHEDULERS: dict[str, type[Scheduler]] = {
+BATCH_SCHEDULERS: dict[str, type[BatchScheduler]] = {
     cls.type: cls for cls in (SlurmScheduler, LsfScheduler, PbsScheduler, LocalScheduler)
 }
 
 
-def scheduler_for(config: SchedulerConfig) -> Scheduler:
+def scheduler_for(config: SchedulerConfig) -> BatchScheduler:
     """The scheduler class for ``config.type``."""
-    return SCHEDULERS[config.type](config)
+    return BATCH_SCHEDULERS[config.type](config)

@@ -1,0 +1,198 @@
+"""One name per thing: the workflow's ``trial_scheduler:`` (the old ``scheduler:`` still loads, with
+a notice), ``--set`` keys that say which file they change, one ``Direction``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+from testutil import REPO, TESTS, write_workflow
+
+from emews.cli import _split_overrides, main
+from emews.config.experiment import WORKFLOW_FILE, update_budget
+from emews.config.workflow import load_workflow
+from emews.config.yamlio import dump_yaml
+from emews.core.direction import Direction
+from emews.core.errors import ConfigError
+
+TRAINER = TESTS / "objectives" / "trainer.py"
+ASHA = {"name": "asha", "options": {"max_t": 9}}
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def trainer(folder: Path, **sections) -> Path:
+    return write_workflow(folder, objective={"module": str(TRAINER), "metric": "loss"},
+                          space={"rate": {"type": "float", "lower": 0.0, "upper": 1.0}}, **sections)
+
+
+def test_the_old_scheduler_key_loads_with_one_notice(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = trainer(tmp_path, scheduler=ASHA)
+    assert main(["check", str(path)]) == 0
+    notices = [line for line in capsys.readouterr().err.splitlines() if "notice" in line]
+    assert len(notices) == 1 and str(path) in notices[0] and "'trial_scheduler'" in notices[0], notices
+    workflow = load_workflow(str(path))
+    assert workflow.model.trial_scheduler is not None and workflow.model.trial_scheduler.name == "asha"
+    written = workflow.to_dict()  # what the experiment directory gets: the new name only
+    assert written["trial_scheduler"]["name"] == "asha" and "scheduler" not in written
+
+
+def test_the_new_key_loads_without_a_notice(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["check", str(trainer(tmp_path, trial_scheduler=ASHA))]) == 0
+    assert "notice" not in capsys.readouterr().err
+
+
+def test_both_keys_at_once_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = trainer(tmp_path, scheduler=ASHA, trial_scheduler=ASHA)
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{path}: scheduler: both 'scheduler' and 'trial_scheduler'" in err, err
+
+
+def test_resume_writes_an_older_experiment_back_with_the_new_key(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    """An experiment launched before the rename holds ``scheduler:``; ``resume --set budget...``
+    rewrites its workflow.yaml, under the new name (one notice, naming that file)."""
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    old = yaml.safe_load(trainer(tmp_path, scheduler=ASHA).read_text())
+    (exp / WORKFLOW_FILE).write_text(yaml.safe_dump(old))
+    update_budget(exp, {"budget.evaluations": 12})
+    data = yaml.safe_load((exp / WORKFLOW_FILE).read_text())
+    assert data["trial_scheduler"] == ASHA and "scheduler" not in data and data["budget"]["evaluations"] == 12
+    notices = capsys.readouterr().err.splitlines()
+    assert len(notices) == 1 and str(exp / WORKFLOW_FILE) in notices[0], notices
+
+
+# --set KEY=VALUE -> (workflow overrides, site overrides)
+ROUTED = {
+    "workflow section": ("budget.evaluations=5", {"budget.evaluations": 5}, []),
+    "trial scheduler": ("trial_scheduler.options.max_t=9", {"trial_scheduler.options.max_t": 9}, []),
+    "batch scheduler": ("scheduler.account=ABC", {}, ["scheduler.account=ABC"]),
+    "launcher": ("launcher.args=-x", {}, ["launcher.args=-x"]),
+    "workflow prefix": ("workflow.name=mine", {"name": "mine"}, []),
+    "site prefix": ("site.name=cluster", {}, ["name=cluster"]),
+    "site prefix, section": ("site.scheduler.queue=debug", {}, ["scheduler.queue=debug"]),
+}
+
+
+@pytest.mark.parametrize("case", list(ROUTED))
+def test_set_keys_name_their_file(case: str) -> None:
+    item, workflow, site = ROUTED[case]
+    assert _split_overrides([item]) == (workflow, site)
+
+
+# --set KEY=VALUE -> (the key the message names, what it offers instead)
+UNROUTED = {
+    "in both files": ("name=x", "name", "workflow.name or site.name"),
+    "description in both": ("description=x", "description", "workflow.description or site.description"),
+    "trial scheduler as the old key": ("scheduler.options.max_t=9", "scheduler.options.max_t",
+                                       "trial_scheduler.options.max_t"),
+    "trial scheduler name": ("scheduler.name=asha", "scheduler.name", "trial_scheduler.name"),
+    "neither file": ("budgte.evaluations=5", "budgte", "trial_scheduler"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNROUTED))
+def test_set_keys_of_no_file_or_of_both_are_refused(case: str) -> None:
+    item, key, offered = UNROUTED[case]
+    with pytest.raises(ConfigError) as info:
+        _split_overrides([item])
+    assert info.value.file == f"--set {item.partition('=')[0]}" and info.value.key == key, info.value
+    assert offered in str(info.value.allowed), info.value
+
+
+def test_a_set_key_of_no_file_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = trainer(tmp_path, trial_scheduler=ASHA)
+    for argv in (["check", str(path)], ["launch", str(path), "--workers", "1", "--exp-dir", "exp"]):
+        assert main([*argv, "--set", "scheduler.options.max_t=9"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "trial_scheduler.options.max_t" in err, err
+    assert not (tmp_path / "exp").exists()
+
+
+def test_set_trial_scheduler_changes_an_older_files_section(tmp_path: Path) -> None:
+    """``--set trial_scheduler.*`` changes an older file's ``scheduler:`` section (renamed first)."""
+    workflow = load_workflow(str(trainer(tmp_path, scheduler=ASHA)), {"trial_scheduler.options.max_t": 3})
+    assert workflow.model.trial_scheduler.name == "asha" and workflow.model.trial_scheduler.options == {"max_t": 3}
+
+
+def test_launch_help_says_which_file_a_set_key_changes(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["launch", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("trial_scheduler.options.max_t", "scheduler.account", "batch scheduler", "workflow.", "site."):
+        assert words in text, text
+
+
+def test_direction_is_the_one_sign() -> None:
+    up, down = Direction.of("maximize"), Direction.of("minimize")
+    assert (up.sign, down.sign) == (-1.0, 1.0) and Direction.of(None) is down
+    assert Direction.of("max") is up and Direction.of("min") is down and (up.mode, down.mode) == ("max", "min")
+    assert up.loss(0.9) == -0.9 and up.from_loss(up.loss(0.9)) == 0.9 and down.loss(0.9) == 0.9
+    assert up == "maximize" and str(up) == f"{up}" == "maximize"
+    with pytest.raises(ValueError, match="allowed: minimize, maximize"):
+        Direction.of("up")
+
+
+def test_the_workflow_direction_is_checked_and_written_as_its_name(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    path = write_workflow(tmp_path, objective={"module": str(TRAINER), "metric": "loss", "direction": "up"})
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: objective.direction: invalid value 'up'" in err and "'minimize' or 'maximize'" in err, err
+    path = write_workflow(tmp_path, objective={"module": str(TRAINER), "metric": "loss", "direction": "maximize"})
+    workflow = load_workflow(str(path))
+    assert workflow.model.objective.direction is Direction.MAXIMIZE
+    assert "direction: maximize\n" in dump_yaml(workflow.to_dict())
+
+
+def _computes_a_sign(node: ast.AST) -> bool:
+    """``-1.0 if ... else 1.0``, or ``X if <a comparison with "maximize", "max", ...> else Y`` (not a
+    choice between two names)."""
+    if not isinstance(node, ast.IfExp):
+        return False
+    if all(isinstance(b, (ast.Constant, ast.UnaryOp)) and _number(b) in (1, -1) for b in (node.body, node.orelse)):
+        return True
+    names = {"maximize", "minimize", "max", "min"}
+    compares = any(isinstance(c, ast.Constant) and c.value in names
+                   for part in ast.walk(node.test) if isinstance(part, ast.Compare)
+                   for c in ast.walk(part))
+    labels = all(isinstance(b, ast.Constant) and isinstance(b.value, str) for b in (node.body, node.orelse))
+    return compares and not labels
+
+
+def _number(node: ast.AST) -> object:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def test_no_module_computes_the_sign_of_a_direction_again() -> None:
+    """The sign of minimize/maximize lives in ``emews.core.direction`` alone: no other module has a
+    ``-1.0 if ... else 1.0`` or picks a value by comparing with ``"maximize"``, ``"max"``, ..."""
+    found = []
+    for root in ("emews", "optimizers", "objectives"):
+        for path in (REPO / root).rglob("*.py"):
+            if path.name == "direction.py" and path.parent.name == "core":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if _computes_a_sign(node):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert found == [], found
+
+
+def test_each_module_basename_names_one_concept() -> None:
+    """No two modules of the package share a file name (``failures.py`` twice was two concepts)."""
+    seen: dict[str, list[str]] = {}
+    for root in ("emews", "optimizers"):
+        for path in (REPO / root).rglob("*.py"):
+            if path.name != "__init__.py":
+                seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
