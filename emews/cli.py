@@ -8,16 +8,11 @@ by signal N (130: Ctrl-C, 143: SIGTERM; ``emews resume`` continues), 1 otherwise
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
+from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, did_you_mean
 
 #: ``--set KEY=VALUE``: the key's first part says which file it changes, never a guess. These are the
 #: site's (``scheduler`` is its batch scheduler); the workflow's are its sections (``trial_scheduler``
@@ -127,144 +122,30 @@ def _set_target(key: str) -> str:
         raise ConfigError("scheduler is the site's batch scheduler (account, queue, walltime, ...)",
                           file=f"--set {key}", key=key, allowed=f"trial_{key} for the workflow's trial scheduler")
     if not (in_workflow or in_site):
-        raise ConfigError("no section of the workflow or the site", file=f"--set {key}", key=head,
+        raise ConfigError("no section of the workflow or the site" + did_you_mean(head, (*workflow_sections, *SITE_KEYS)),
+                          file=f"--set {key}", key=head,
                           allowed="the workflow's " + ", ".join(workflow_sections) + "; the site's "
                           + ", ".join(SITE_KEYS) + "; or workflow.KEY, site.KEY")
     return "workflow" if in_workflow else "site"
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from emews.config.experiment import create_experiment, next_numbered
-    from emews.config.lease import acquire
-    from emews.site import load_site
-    from emews.site.jobs import job_command
     from emews.config.workflow import load_workflow
+    from emews.job.launching import launch
+    from emews.site import load_site
 
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError("must be at least 1", key="--workers")
     wf_overrides, site_overrides = _split_overrides(args.set)
     workflow = load_workflow(args.workflow, wf_overrides)
     site = load_site(args.site, site_overrides)
-    workers = site.total_workers(args.workers)
-    workflow.check_task_size(workers)
-    target = (args.exp_dir or next_numbered(Path("experiments"), workflow.name)).absolute()
-    if not site.is_local:
-        script = site.render_batch_script(target, workers, job_command(target))  # validates before any write
-        if args.dry_run:
-            print(script)
-            print("# submit with: " + shlex.join(site.submit_command(target / "job.sh")))
-            return EXIT_OK
-    elif args.dry_run:
-        print(shlex.join(site.launch_command(workers + 1, job_command(target))))
-        return EXIT_OK
-    exp_dir = create_experiment(target, name=workflow.name, workflow=workflow.to_dict(), site=site.to_dict(),
-                                info={"workers": workers, "site": site.name})
-    lease = acquire(exp_dir, "emews launch")
-    if site.is_local:
-        with lease:
-            return _run_local(site, exp_dir, workers, lease.token)
-    try:
-        job_id = _submit(site, exp_dir, workers, lease)
-    except BaseException:
-        import shutil
-        shutil.rmtree(exp_dir, ignore_errors=True)
-        raise
-    print(f"submitted job {job_id} to {site.name}; results will appear in {exp_dir / 'results.db'}")
-    print(f"follow it with: emews status {exp_dir}")
-    return EXIT_OK
-
-
-def _submit(site: Any, exp_dir: Path, workers: int, lease: Any) -> str:
-    """Submit the job that will own ``lease``; the lease then names the job (not this process)."""
-    from emews.site.jobs import submit_experiment
-
-    try:
-        job_id = submit_experiment(site, exp_dir, workers, lease_token=lease.token)
-    except BaseException:
-        lease.release()
-        raise
-    lease.update(job_id=job_id, owners=[])
-    return job_id
+    return launch(workflow, site, workers=args.workers, exp_dir=args.exp_dir, dry_run=args.dry_run).status
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from emews.config.experiment import SITE_FILE, read_info, require_experiment, update_budget
-    from emews.config.lease import acquire
-    from emews.output.export import open_store
-    from emews.site.jobs import batch_job_over
-    from emews.site import load_site
+    from emews.job.launching import resume
 
-    exp_dir = require_experiment(args.exp_dir.absolute())
     wf_overrides, site_overrides = _split_overrides(args.set)
-    if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in wf_overrides):
-        raise ConfigError("resume can only change the budget and the walltime settings", key="--set",
-                          allowed="budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS|2h, "
-                                  "walltime.limit=HH:MM:SS, walltime.margin=SECONDS")
-    site = load_site(str(exp_dir / SITE_FILE))
-    workers = site.total_workers(args.workers or read_info(exp_dir).get("workers"))
-    lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
-    try:
-        store = open_store(exp_dir)  # a corrupt or incompatible store is a clear error now, not a failed job
-        if store is not None:
-            with store:
-                store.verify(writing=True)
-        if wf_overrides:
-            update_budget(exp_dir, wf_overrides)
-    except BaseException:
-        lease.release()
-        raise
-    if site.is_local:
-        with lease:
-            return _run_local(site, exp_dir, workers, lease.token)
-    job_id = _submit(site, exp_dir, workers, lease)
-    print(f"submitted job {job_id} to {site.name} to resume {exp_dir}")
-    return EXIT_OK
-
-
-#: how long ``launch`` waits for the job to wind down after it forwarded a stop signal
-STOP_GRACE_SECONDS = 120.0
-
-
-def _run_local(site: Any, exp_dir: Path, workers: int, lease_token: str) -> int:
-    """Run the job here; a SIGTERM/SIGINT to this process is forwarded once, then we wait for it."""
-    from emews.config.experiment import run_exit_status
-    from emews.processes.tree import stop_with
-    from emews.site.jobs import job_command
-
-    command = site.local_command(workers + 1, [*job_command(exp_dir), "--lease", lease_token])
-    print(f"experiment {exp_dir}: {workers} workers", file=sys.stderr)
-    env = {**os.environ, **site.environment_vars()}
-    if sys.stderr.isatty():
-        env["EMEWS_PROGRESS"] = "tty"
-    received: list[int] = []
-    since = time.time()
-    try:  # its own session: Ctrl-C reaches only us, and we forward exactly one stop
-        proc = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()))
-    except FileNotFoundError:
-        raise EmewsError(f"cannot start {command[0]}: not found (is the mpich wheel installed?)") from None
-
-    def forward(signum: int, frame: object) -> None:
-        if not received:
-            received.append(signum)
-            proc.send_signal(signal.SIGTERM)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        while True:
-            try:
-                status = proc.wait(timeout=STOP_GRACE_SECONDS if received else None)
-                break
-            except subprocess.TimeoutExpired:
-                proc.kill()  # the job did not wind down in time
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if received:
-        return 128 + received[0]
-    if status == 0:  # the ranks exit 0 to MPI; the run's own status is in summary.json
-        recorded = run_exit_status(exp_dir, since)
-        return EXIT_FAILED if recorded is None else recorded
-    return status if status >= 0 else 128 - status
+    return resume(args.exp_dir, workers=args.workers, workflow_overrides=wf_overrides,
+                  site_overrides=site_overrides).status
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -321,13 +202,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     from emews.config.experiment import require_experiment
     from emews.reporting import status
 
-    exp_dir = require_experiment(args.exp_dir.absolute())
     if not args.interval > 0 or args.interval == float("inf"):
         raise ConfigError(f"must be a finite number of seconds > 0, not {args.interval:g}", key="--interval")
-    if args.watch:
-        status.watch(exp_dir, args.interval)
+    if args.watch:  # waits for an experiment that does not exist yet
+        status.watch(args.exp_dir.absolute(), args.interval)
     else:
-        print(status.text(exp_dir)[0])
+        print(status.text(require_experiment(args.exp_dir.absolute()))[0])
     return EXIT_OK
 
 

@@ -30,14 +30,14 @@ import functools
 import inspect
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 
-from emews.core.errors import EmewsError
+from emews.core.errors import EmewsError, did_you_mean
 from emews.core.imports import UserImportError, import_user_module, is_file_ref
 from emews.core.optimizer import Optimizer
 from emews.training.schedulers import TrialScheduler
@@ -59,6 +59,8 @@ class PluginKind:
     contract: type                # the ABC every class of the kind derives from
     group: str                    # the entry-point group that names classes of installed packages
     builtins: Mapping[str, str]   # short name -> ``package.module:Class``
+    #: names people bring from other tools -> what to write instead (said when such a name is unknown)
+    elsewhere: Mapping[str, str] = field(default_factory=dict)
 
     def entry_points(self) -> dict[str, list[EntryPoint]]:
         """The group's entry points by name (several when installed packages disagree)."""
@@ -104,12 +106,18 @@ class PluginKind:
             return ref
         points = self.entry_points().get(ref, [])
         if not points:
-            raise PluginNotFound(f"unknown {self.what} {ref!r}")
+            raise PluginNotFound(f"unknown {self.what} {ref!r}" + self._suggestion(ref))
         targets = sorted({f"{point.module}:{point.attr}" for point in points})
         if len(targets) > 1:
             raise PluginNotFound(f"{self.what} {ref!r} is named by several installed packages "
                                  f"({', '.join(targets)}): name one as package.module:Class")
         return targets[0]
+
+
+    def _suggestion(self, ref: str) -> str:
+        """``; did you mean 'bayes'?`` (difflib over the names), or what a name from another tool is here."""
+        hint = self.elsewhere.get(ref.lower().replace("-", "").replace("_", ""))
+        return f"; {hint}" if hint else did_you_mean(ref, self.names())
 
 
 #: built-in optimizers by short name
@@ -129,8 +137,21 @@ BUILTIN_TRIAL_SCHEDULERS = {
     "pbt": "emews.training.schedulers.pbt:PBT",
 }
 
-OPTIMIZERS = PluginKind("optimizer", Optimizer, "emews.optimizers", BUILTIN_OPTIMIZERS)
-TRIAL_SCHEDULERS = PluginKind("trial scheduler", TrialScheduler, "emews.trial_schedulers", BUILTIN_TRIAL_SCHEDULERS)
+_OPTUNA = "emews.contrib.optuna:OptunaSampler with options: {{sampler: {}}} (pip install 'emews-mpi[optuna]')"
+_TRIAL_SCHEDULER = "{} is a trial scheduler: trial_scheduler: {{name: {}}}"
+OPTIMIZERS = PluginKind("optimizer", Optimizer, "emews.optimizers", BUILTIN_OPTIMIZERS, elsewhere={
+    "tpe": "TPE is Optuna's: " + _OPTUNA.format("TPESampler"),
+    "cmaes": "CMA-ES is Optuna's: " + _OPTUNA.format("CmaEsSampler") + ", or Nevergrad's "
+             "(emews.contrib.nevergrad:NevergradOptimizer)",
+    "grid": "a grid is the sweep optimizer: sweep", "gridsearch": "a grid is the sweep optimizer: sweep",
+    "randomsearch": "did you mean 'random'?", "bayesian": "did you mean 'bayes'?", "gp": "did you mean 'bayes'?",
+    "genetic": "did you mean 'ga'?", "deap": "did you mean 'ga'?",
+    **{name: _TRIAL_SCHEDULER.format(name, name) for name in BUILTIN_TRIAL_SCHEDULERS}})
+TRIAL_SCHEDULERS = PluginKind("trial scheduler", TrialScheduler, "emews.trial_schedulers", BUILTIN_TRIAL_SCHEDULERS,
+                              elsewhere={"successivehalving": "did you mean 'asha'?", "sha": "did you mean 'asha'?",
+                                         "medianstopping": "did you mean 'median'?",
+                                         **{name: f"{name} is an optimizer: optimizer: {{name: {name}}}"
+                                            for name in BUILTIN_OPTIMIZERS}})
 #: every pluggable kind
 KINDS = (OPTIMIZERS, TRIAL_SCHEDULERS)
 

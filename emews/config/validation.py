@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import types
-from typing import Any, Callable, Union, get_args, get_origin
+from collections.abc import Callable
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from emews.core.errors import ConfigError, KeyedValueError, brief
+from emews.core.errors import ConfigError, KeyedValueError, brief, did_you_mean
 
 
 def _model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
@@ -36,18 +39,59 @@ def _unwrap(annotation: Any, part: str) -> Any:
 
 def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str | Callable[[str | None], str],
                  prefix: tuple[str, ...] = (), skip: int = 0) -> ConfigError:
-    """The first error of ``exc`` as a ConfigError; later ones are counted in the message.
+    """Every error of ``exc`` as one ConfigError: the first, and the others in its ``more``.
 
-    Unknown keys are reported first (a misspelt key also makes a required one
-    "missing"). ``prefix`` is prepended to the key and the first ``skip`` parts
-    of pydantic's location dropped (a union's tag) when ``exc`` came from
-    validating a sub-part. ``file`` names the file, or finds it from the key (a site
-    merged from several files and overrides). A validator that raised
+    Unknown keys are reported first, each with the closest allowed key ("did you mean"); a required
+    key reported missing beside an unknown key that is its misspelling is left out (one mistake,
+    one line), and the members of a union that all refused a value are one line. ``prefix`` is
+    prepended to the key and the first ``skip`` parts of pydantic's location dropped (a union's tag)
+    when ``exc`` came from validating a sub-part. ``file`` names the file, or finds it from the key
+    (a site merged from several files and overrides). A validator that raised
     :class:`~emews.core.errors.KeyedValueError` supplies its own message, allowed values and key.
     """
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    err = errors[0]
+    errors = _without_echoes(errors, skip)
+    found = [_problem(group, model, file, prefix, skip) for group in _union_groups(errors, model, skip)]
+    first, *more = found
+    return ConfigError(first.message, file=first.file, key=first.key, allowed=first.allowed, more=more)
+
+
+def _without_echoes(errors: list[Any], skip: int) -> list[Any]:
+    """``errors`` less each "missing" key that an unknown key beside it misspells (``lowr``/``lower``)."""
+    unknown = [[str(p) for p in e["loc"]][skip:] for e in errors if e["type"] == "extra_forbidden"]
+
+    def echo(err: Any) -> bool:
+        loc = [str(p) for p in err["loc"]][skip:]
+        return err["type"] == "missing" and any(
+            u[:-1] == loc[:-1] and difflib.get_close_matches(loc[-1], [u[-1]], n=1, cutoff=0.6) for u in unknown)
+
+    return [e for e in errors if not echo(e)]
+
+
+def _union_groups(errors: list[Any], model: type[BaseModel] | None, skip: int) -> list[list[Any]]:
+    """The errors grouped by value: the members of a plain union that each refused the same value
+    (``task.ranks``: not an int, not a str) are one group; any other error is a group of its own."""
+    groups: dict[tuple[str, ...], list[Any]] = {}
+    for err in errors:
+        loc = tuple(str(p) for p in err["loc"])[skip:]
+        tagged = model is not None and len(loc) >= 2 and _is_union_member(model, list(loc))
+        groups.setdefault(loc[:-1] + ("|",) if tagged else loc + (str(len(groups)),), []).append(err)
+    return list(groups.values())
+
+
+def _is_union_member(model: type[BaseModel], loc: list[str]) -> bool:
+    holder = _model_at(model, loc[:-2])
+    field = holder.model_fields.get(loc[-2]) if holder is not None else None
+    return field is not None and get_origin(field.annotation) in (Union, types.UnionType)
+
+
+def _problem(group: list[Any], model: type[BaseModel] | None, file: str | Callable[[str | None], str],
+             prefix: tuple[str, ...], skip: int) -> ConfigError:
+    """One ConfigError for one error (or for the members of a union that all refused one value)."""
+    err = group[0]
     loc = [str(p) for p in err["loc"]][skip:]
+    if len(group) > 1:
+        loc = loc[:-1]
     key = ".".join([*prefix, *loc]) or None
     ctx = err.get("ctx") or {}
     allowed = None
@@ -55,20 +99,24 @@ def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str 
     if isinstance(inner, KeyedValueError):
         key, message, allowed = inner.key or key, inner.message, inner.allowed
     elif err["type"] == "extra_forbidden":
-        message = f"unknown key {loc[-1]!r}"
         holder = _model_at(model, loc[:-1]) if model is not None else None
+        message = f"unknown key {loc[-1]!r}" + (did_you_mean(loc[-1], holder.model_fields) if holder else "")
         allowed = ", ".join(holder.model_fields) if holder else None
     elif err["type"] == "union_tag_invalid":
         key = f"{key}.{ctx.get('discriminator', 'type').strip(chr(39))}" if key else key
-        message = f"invalid value {brief(ctx.get('tag'))}"
         allowed = str(ctx.get("expected_tags") or "") or None
+        message = f"invalid value {brief(ctx.get('tag'))}" + did_you_mean(ctx.get("tag"), _quoted(allowed))
     elif err["type"] in ("literal_error", "enum"):
-        message = f"invalid value {brief(err['input'])}"
         allowed = str(ctx.get("expected") or ctx.get("expected_tags") or "") or None
+        message = f"invalid value {brief(err['input'])}" + did_you_mean(err["input"], _quoted(allowed))
     elif err["type"] == "missing":
         message = "required key is missing"
     else:
-        message = str(err["msg"]).removeprefix("Value error, ")
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        messages = [str(e["msg"]).removeprefix("Value error, ") for e in group]
+        message = messages[0] + "".join(f" or {m.removeprefix('Input should be ')}" for m in messages[1:])
     return ConfigError(message, file=file(key) if callable(file) else file, key=key, allowed=allowed)
+
+
+def _quoted(text: str | None) -> list[str]:
+    """The quoted names in pydantic's ``'a', 'b' or 'c'``."""
+    return re.findall(r"'([^']*)'", text or "")

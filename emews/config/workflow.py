@@ -20,7 +20,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeA
 from emews.objective.command import (RUN_DIR_FILE_ALLOWED, CommandRef, ParamsStyle, ResultSource, TASK_PLACEHOLDERS,
                            run_dir_name)
 from emews.core.direction import Direction
-from emews.core.errors import ConfigError, KeyedValueError, brief
+from emews.core.errors import ConfigError, KeyedValueError, brief, did_you_mean
 from emews.config.plugins import (OPTIMIZERS, TRIAL_SCHEDULERS, PluginNotFound, options_model, path_options,
                                   validate_options)
 from emews.objective.function import ObjectiveLoadError, ObjectiveRef
@@ -349,17 +349,18 @@ def parse_memory(text: str | int | None) -> int | None:
 class Workflow:
     """A validated workflow with its paths resolved."""
 
-    def __init__(self, model: WorkflowModel, source: Path, space: Space) -> None:
+    def __init__(self, model: WorkflowModel, source: Path, space: Space, label: str | None = None) -> None:
         self.model = model
-        self.source = source
+        self.source = source  # relative paths were resolved against its folder
         self.space = space
+        self.label = label or str(source)  # what error messages call it: the file, or ``emews.run``
         self.task_size: TaskSize = parse_task_size(model.task.ranks, space)
 
     def check_task_size(self, workers: int) -> None:
         """Raise a ConfigError when ``task.ranks`` cannot fit a job of ``workers`` worker ranks."""
         problem = self.task_size.check(workers, self.space)
         if problem is not None:
-            raise ConfigError(problem, file=str(self.source), key="task.ranks",
+            raise ConfigError(problem, file=self.label, key="task.ranks",
                               allowed=f"sizes from 1 to {workers} (the job's worker ranks)")
 
     @property
@@ -422,7 +423,7 @@ def find_workflow_file(ref: str) -> Path:
         candidate = folder / f"{ref}.yaml"
         if candidate.is_file():
             return candidate.resolve()
-    raise ConfigError(f"unknown workflow {ref!r}", key="WORKFLOW",
+    raise ConfigError(f"unknown workflow {ref!r}" + did_you_mean(ref, available_workflows()), key="WORKFLOW",
                       allowed=", ".join(available_workflows()) + ", or a path to a .yaml file")
 
 
@@ -453,26 +454,37 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points
             raise ConfigError(exc.detail, file=str(path), key=exc.key) from None
         return space.opened() if open_points else space
     dims: dict[str, Dimension] = {}
+    problems: list[ConfigError] = []
     for name, entry in raw.items():
-        if not isinstance(entry, dict):
-            raise ConfigError(f"expected a mapping such as {{type: float, lower: 0, upper: 1}}, got {brief(entry)}",
-                              file=file, key=f"space.{name}")
         try:
-            spec = _PARAM.validate_python(entry)
-        except ValidationError as exc:
-            kind = entry.get("type")  # any YAML value: a mapping or a list is no type (and unhashable)
-            model = _PARAM_MODELS.get(kind) if isinstance(kind, str) else None
-            raise config_error(exc, model, file, ("space", str(name)), skip=1 if model else 0) from None
-        try:
-            dims[name] = spec.dimension()
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(str(exc), file=file, key=f"space.{name}") from None
+            dims[name] = _dimension(str(name), entry, file)
+        except ConfigError as exc:
+            problems.append(exc)  # every parameter's mistakes, not only the first one's
+    if problems:
+        raise ConfigError.together(problems)
     try:
         return Space(dims, open=open_points)
     except SpaceError as exc:
         raise ConfigError(exc.detail, file=file, key=exc.key,
                           allowed=None if open_points else "a space is optional only for a sweep over a points "
                           "file (optimizer: {name: sweep, options: {file: points.txt}})") from None
+
+
+def _dimension(name: str, entry: Any, file: str) -> Dimension:
+    """The dimension of one ``space`` entry (a ConfigError naming ``space.NAME``)."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"expected a mapping such as {{type: float, lower: 0, upper: 1}}, got {brief(entry)}",
+                          file=file, key=f"space.{name}")
+    try:
+        spec = _PARAM.validate_python(entry)
+    except ValidationError as exc:
+        kind = entry.get("type")  # any YAML value: a mapping or a list is no type (and unhashable)
+        model = _PARAM_MODELS.get(kind) if isinstance(kind, str) else None
+        raise config_error(exc, model, file, ("space", name), skip=1 if model else 0) from None
+    try:
+        return spec.dimension()
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc), file=file, key=f"space.{name}") from None
 
 
 def _check_replicates(model: WorkflowModel, space: Space, file: str) -> None:
@@ -518,15 +530,29 @@ def rename_old_keys(data: dict[str, Any], file: str) -> None:
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
     """Read, validate and resolve a workflow; raise ConfigError naming file and key."""
     path = find_workflow_file(ref)
-    file = str(path)
     data = load_mapping(path)
-    rename_old_keys(data, file)
+    rename_old_keys(data, str(path))
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value, f"--set {key}")
+    return workflow_from_mapping(data, path, check_imports=check_imports)
+
+
+def workflow_from_mapping(data: dict[str, Any], path: Path, *, label: str | None = None,
+                          check_imports: bool = True) -> Workflow:
+    """Validate and resolve a workflow given as data (a file's, or ``emews.run``'s arguments);
+    ``path``: the file it is (or stands for: relative paths are looked up in its folder and the
+    current one), ``label``: what messages call it (default: the path)."""
+    file = label or str(path)
     try:
         model = WorkflowModel.model_validate(data)
     except ValidationError as exc:
-        raise config_error(exc, WorkflowModel, file) from None
+        problems = [config_error(exc, WorkflowModel, file)]
+        if isinstance(data.get("space"), dict):  # its parameters' mistakes too, in the same message
+            try:
+                _build_space(data["space"], file, path.parent, open_points=True)
+            except ConfigError as more:
+                problems.append(more)
+        raise ConfigError.together(problems) from None
     if model.task.memory_limit is not None and model.task.isolation != "process":
         raise ConfigError("memory_limit needs isolation: process (an inline objective shares the worker's "
                           "memory)", file=file, key="task.memory_limit")
@@ -536,7 +562,7 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     _resolve_objective(model.objective, path.parent, file)
     _resolve_optimizer_file(model.optimizer, path.parent)
     _resolve_task_size(model, space, path.parent, file)
-    workflow = Workflow(model, path, space)
+    workflow = Workflow(model, path, space, file)
     _check_inline_teams(workflow, file)
     _check_trial_scheduler(workflow, file)
     if check_imports:
@@ -669,7 +695,7 @@ def check_workflow(workflow: Workflow) -> Any:
 
     Path options are made absolute here. Returns the optimizer that was built.
     """
-    file = str(workflow.source)
+    file = workflow.label
     section = workflow.model.objective
     try:
         loaded = workflow.objective.load()

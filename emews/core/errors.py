@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import reprlib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +33,34 @@ class EmewsError(Exception):
 
 
 class ConfigError(EmewsError):
-    """Bad user input: names the file, the key and what is allowed. Exit status 2."""
+    """Bad user input: names the file, the key and what is allowed. Exit status 2.
+
+    ``more``: the other problems found in the same pass (every mistake of a file is listed, one
+    line each, not only the first)."""
 
     def __init__(self, message: str, *, file: str | Path | None = None, key: str | None = None,
-                 allowed: str | None = None) -> None:
+                 allowed: str | None = None, more: Sequence[ConfigError] = ()) -> None:
         self.file = str(file) if file is not None else None
         self.key = key
         self.allowed = allowed
         self.message = message
+        self.more = tuple(more)
         super().__init__(self.describe())
+
+    @classmethod
+    def together(cls, problems: Sequence[ConfigError]) -> ConfigError:
+        """One error listing every problem of ``problems`` (and of their ``more``), in order."""
+        flat = [q for p in problems for q in (p, *p.more)]
+        first = flat[0]
+        return cls(first.message, file=first.file, key=first.key, allowed=first.allowed,
+                   more=[ConfigError(q.message, file=q.file, key=q.key, allowed=q.allowed) for q in flat[1:]])
 
     def describe(self) -> str:
         where = ": ".join(p for p in (self.file, self.key) if p)
         text = f"{where}: {self.message}" if where else self.message
         if self.allowed:
             text += f" (allowed: {self.allowed})"
-        return text
+        return "".join([text, *(f"\n  also: {other.describe()}" for other in self.more)])
 
 
 class KeyedValueError(EmewsError, ValueError):
@@ -56,6 +70,16 @@ class KeyedValueError(EmewsError, ValueError):
     def __init__(self, key: str | None, message: str, allowed: str | None = None) -> None:
         super().__init__(message)
         self.key, self.message, self.allowed = key, message, allowed
+
+
+def did_you_mean(name: object, choices: Iterable[str]) -> str:
+    """``"; did you mean 'lower'?"`` when ``name`` is close to one of ``choices`` (difflib), else ``""``:
+    the tail of a message about an unknown name."""
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(name), names, n=1, cutoff=0.6)
+    if not close and len(str(name)) >= 2:  # a prefix of one name only: ``min`` for ``minimize``
+        close = [c for c in names if c.startswith(str(name))]
+    return f"; did you mean {close[0]!r}?" if len(close) == 1 else ""
 
 
 def storage_problem(error: BaseException) -> str | None:

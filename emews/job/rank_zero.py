@@ -13,6 +13,7 @@ import logging
 import sys
 import termios
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -246,12 +247,13 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
 def _write_summary_and_csv(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary, total: Totals,
                            status: int, csv_follower: CsvFollower | None) -> None:
     stopped, problems = summary.interrupted, summary.worker_errors
+    earlier = earlier_runs(exp_dir)
     write_summary(exp_dir, {
         "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
         "endings": {e.value: total.endings[e.value] for e in Ending if e.value in total.endings},
         "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
                      "resumed": summary.resumed, "requeued": summary.requeued},
-        "elapsed": summary.elapsed,
+        "elapsed": earlier.elapsed + summary.elapsed, "runs": earlier.runs + 1,
         "best": None if total.best is None else {"id": total.best.id, "objective": total.best.objective,
                                                  "params": dict(total.best.params)},
         "interrupted": None if stopped is None else stopped.args[0],
@@ -263,6 +265,27 @@ def _write_summary_and_csv(spec: RunSpec, workflow: Workflow, exp_dir: Path, sum
         "exit_status": status, "finished": time.time()})
     if csv_follower is None or csv_follower.finish() is None:
         export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
+
+
+@dataclass(frozen=True)
+class EarlierRuns:
+    """What the summaries of an experiment's earlier runs add up to: their count and wall time."""
+
+    runs: int = 0
+    elapsed: float = 0.0
+
+
+def earlier_runs(exp_dir: Path) -> EarlierRuns:
+    """The runs before this one, as the last ``summary.json`` counts them (a run killed with
+    ``kill -9`` wrote none, and is not counted)."""
+    try:
+        data = json.loads((exp_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return EarlierRuns()
+    elapsed, runs = (data.get("elapsed"), data.get("runs", 1)) if isinstance(data, dict) else (None, None)
+    if not isinstance(elapsed, (int, float)) or not isinstance(runs, int):
+        return EarlierRuns()
+    return EarlierRuns(runs, float(elapsed))
 
 
 def fail_fast_line(stop: FailedFast, runs_root: Path | None) -> str:

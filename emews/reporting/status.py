@@ -37,15 +37,28 @@ def text(exp_dir: Path) -> tuple[str, bool]:
 
 
 def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
-    """Print the status every ``interval`` seconds until the run is over (or Ctrl-C)."""
+    """Print the status every ``interval`` seconds until the run is over (or Ctrl-C).
+
+    Started before the experiment exists (right after ``emews launch``, or before it), it waits
+    for the directory, then for the run to start: a run is over once it is not running and has
+    stored something or written its summary."""
+    from emews.config.experiment import STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE
+
     clear = stream.isatty()
     try:
+        if not (exp_dir / WORKFLOW_FILE).is_file():
+            stream.write(f"waiting for {exp_dir} to appear (Ctrl-C stops)\n")
+            stream.flush()
+            while not (exp_dir / WORKFLOW_FILE).is_file():
+                time.sleep(interval)
         while True:
             lines, running = text(exp_dir)
+            started = running or (exp_dir / SUMMARY_FILE).exists() or (exp_dir / STORE_FILE).exists()
             stamp = time.strftime("%H:%M:%S")
-            stream.write(("\033[H\033[J" if clear else "") + f"{lines}\n(at {stamp}; every {interval:g} s)\n")
+            waiting = "" if started else "; waiting for the run to start"
+            stream.write(("\033[H\033[J" if clear else "") + f"{lines}\n(at {stamp}; every {interval:g} s{waiting})\n")
             stream.flush()
-            if not running:
+            if started and not running:
                 return
             time.sleep(interval)
     except KeyboardInterrupt:

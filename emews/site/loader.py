@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from emews.core.errors import ConfigError
 from emews.config.validation import config_error
 from emews.config.yamlio import load_mapping, parse_override, parse_yaml, set_dotted
+from emews.core.errors import ConfigError, did_you_mean
 from emews.site.schema import SiteConfig
 
 #: Environment variables that override one site key each.
@@ -81,7 +81,7 @@ def find_site_file(ref: str, *, relative_to: Path | None = None,
             path = directory / f"{ref}{suffix}"
             if path.is_file() and path.resolve() not in skipped:
                 return path
-    raise ConfigError(f"unknown site {ref!r}", key="site",
+    raise ConfigError(f"unknown site {ref!r}" + did_you_mean(ref, available_sites()), key="site",
                       allowed=", ".join(available_sites()) or "(no site files found)")
 
 

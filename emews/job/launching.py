@@ -1,0 +1,199 @@
+"""Starting an experiment's job: what ``emews launch``, ``emews resume`` and ``emews.run`` share.
+
+One way to do each thing: the command line parses its arguments and calls :func:`launch` or
+:func:`resume`; ``emews.run`` builds the same :class:`~emews.config.workflow.Workflow` from its
+arguments and calls :func:`launch`. On the ``local`` site the launcher line (``mpiexec``) runs
+here, in its own session: a SIGTERM or SIGINT to this process is forwarded to it as it came, once
+(a second SIGINT too: ``mpiexec`` then aborts the job), and this process waits for the job. On
+another site ``job.sh`` is rendered and submitted, and the batch job owns the lease.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from emews.config.experiment import (
+    SITE_FILE,
+    create_experiment,
+    next_numbered,
+    read_info,
+    require_experiment,
+    run_exit_status,
+    update_budget,
+)
+from emews.config.lease import Lease, acquire
+from emews.config.workflow import Workflow
+from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
+from emews.processes.tree import stop_with
+from emews.site import Site, load_site
+from emews.site.jobs import batch_job_over, job_command, submit_experiment
+
+#: how long the launching process waits for the job to wind down after it forwarded a stop signal
+STOP_GRACE_SECONDS = 120.0
+#: what ``emews resume --set`` may change
+RESUME_ALLOWED = ("budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS|2h, "
+                  "walltime.limit=HH:MM:SS, walltime.margin=SECONDS")
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What a launch did: the experiment directory (``None`` after a dry run) and the exit status
+    (the run's on a local site; 0 once a batch job is submitted)."""
+
+    exp_dir: Path | None
+    status: int
+
+
+def launch(workflow: Workflow, site: Site, *, workers: int | None = None, exp_dir: Path | None = None,
+           dry_run: bool = False, relay: bool = False) -> Launched:
+    """Create the experiment of ``workflow`` and run it on ``site`` (here on a local site, as a
+    batch job elsewhere). ``relay``: the job's output goes through this process's ``sys.stdout`` and
+    ``sys.stderr`` (a notebook's cell output), not straight to its file descriptors."""
+    if workers is not None and workers < 1:
+        raise ConfigError("must be at least 1", key="--workers")
+    workers = site.total_workers(workers)
+    workflow.check_task_size(workers)
+    target = (exp_dir or next_numbered(Path("experiments"), workflow.name)).absolute()
+    if not site.is_local:
+        script = site.render_batch_script(target, workers, job_command(target))  # validates before any write
+        if dry_run:
+            print(script)
+            print("# submit with: " + shlex.join(site.submit_command(target / "job.sh")))
+            return Launched(None, EXIT_OK)
+    elif dry_run:
+        print(shlex.join(site.launch_command(workers + 1, job_command(target))))
+        return Launched(None, EXIT_OK)
+    created = create_experiment(target, name=workflow.name, workflow=workflow.to_dict(), site=site.to_dict(),
+                                info={"workers": workers, "site": site.name})
+    lease = acquire(created, "emews launch")
+    if site.is_local:
+        with lease:
+            return Launched(created, run_local(site, created, workers, lease.token, relay=relay))
+    try:
+        job_id = _submit(site, created, workers, lease)
+    except BaseException:
+        shutil.rmtree(created, ignore_errors=True)
+        raise
+    print(f"submitted job {job_id} to {site.name}; results will appear in {created / 'results.db'}")
+    print(f"follow it with: emews status {created}")
+    return Launched(created, EXIT_OK)
+
+
+def resume(exp_dir: Path, *, workers: int | None = None, workflow_overrides: Mapping[str, Any] | None = None,
+           site_overrides: Sequence[str] = (), relay: bool = False) -> Launched:
+    """Continue a stopped experiment (its budget and walltime settings may change first)."""
+    from emews.output.export import open_store
+
+    exp_dir = require_experiment(exp_dir.absolute())
+    overrides = dict(workflow_overrides or {})
+    if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in overrides):
+        raise ConfigError("resume can only change the budget and the walltime settings", key="--set",
+                          allowed=RESUME_ALLOWED)
+    site = load_site(str(exp_dir / SITE_FILE))
+    workers = site.total_workers(workers or read_info(exp_dir).get("workers"))
+    lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
+    try:
+        store = open_store(exp_dir)  # a corrupt or incompatible store is a clear error now, not a failed job
+        if store is not None:
+            with store:
+                store.verify(writing=True)
+        if overrides:
+            update_budget(exp_dir, overrides)
+    except BaseException:
+        lease.release()
+        raise
+    if site.is_local:
+        with lease:
+            return Launched(exp_dir, run_local(site, exp_dir, workers, lease.token, relay=relay))
+    job_id = _submit(site, exp_dir, workers, lease)
+    print(f"submitted job {job_id} to {site.name} to resume {exp_dir}")
+    return Launched(exp_dir, EXIT_OK)
+
+
+def _submit(site: Site, exp_dir: Path, workers: int, lease: Lease) -> str:
+    """Submit the job that will own ``lease``; the lease then names the job (not this process)."""
+    try:
+        job_id = submit_experiment(site, exp_dir, workers, lease_token=lease.token)
+    except BaseException:
+        lease.release()
+        raise
+    assert job_id is not None  # None only for a dry run
+    lease.update(job_id=job_id, owners=[])
+    return job_id
+
+
+def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, relay: bool = False) -> int:
+    """Run the job here and return its exit status; a SIGTERM or SIGINT to this process is
+    forwarded as it came (the job's stop line names it), then we wait for the job."""
+    command = site.local_command(workers + 1, [*job_command(exp_dir), "--lease", lease_token])
+    print(f"experiment {exp_dir}: {workers} workers", file=sys.stderr)
+    sys.stderr.flush()
+    env = {**os.environ, **site.environment_vars()}
+    if not relay and sys.stderr.isatty():
+        env["EMEWS_PROGRESS"] = "tty"
+    pipe = subprocess.PIPE if relay else None
+    received: list[int] = []
+    since = time.time()
+    try:  # its own session: Ctrl-C reaches only us, and we forward the stop
+        proc = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()),
+                                stdout=pipe, stderr=pipe)
+    except FileNotFoundError:
+        raise EmewsError(f"cannot start {command[0]}: not found (is the mpich wheel installed?)") from None
+    relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []
+
+    def forward(signum: int, frame: object) -> None:
+        if not received or (signum == signal.SIGINT == received[0] and len(received) == 1):
+            received.append(signum)  # a second Ctrl-C: mpiexec aborts the job, as it says it will
+            proc.send_signal(signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    try:
+        while True:
+            try:
+                status = proc.wait(timeout=STOP_GRACE_SECONDS if received else None)
+                break
+            except subprocess.TimeoutExpired:
+                proc.kill()  # the job did not wind down in time
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for thread in relays:
+            thread.join()
+    if received:
+        return 128 + received[0]
+    if status == 0:  # the ranks exit 0 to MPI; the run's own status is in summary.json
+        recorded = run_exit_status(exp_dir, since)
+        return EXIT_FAILED if recorded is None else recorded
+    return status if status >= 0 else 128 - status
+
+
+def _relay(source: IO[bytes] | None, target: TextIO) -> threading.Thread:
+    """Copy ``source`` to ``target`` as it comes, on a thread of its own (joined by the caller)."""
+
+    def copy() -> None:
+        assert source is not None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        with source:
+            for chunk in iter(lambda: source.read1(65536), b""):  # type: ignore[attr-defined]
+                try:
+                    target.write(decoder.decode(chunk))
+                    target.flush()
+                except (OSError, ValueError):  # the target went away: keep draining the pipe
+                    pass
+
+    thread = threading.Thread(target=copy, name="emews-relay", daemon=True)
+    thread.start()
+    return thread
