@@ -14,8 +14,8 @@ optimizer can go on learning from it. One policy for every built-in optimizer:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from statistics import fmean
-from typing import Iterable
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class FailureImputation:
         self.worst_seen: float | None = None
 
     @classmethod
-    def from_option(cls, value: str | float) -> "FailureImputation":
+    def from_option(cls, value: str | float) -> FailureImputation:
         """From a ``failure_penalty``-style option: a policy name or a fixed number."""
         if isinstance(value, str):
             return cls(value)

@@ -55,20 +55,21 @@ most informed points per evaluation, for objectives so cheap that idle workers c
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from emews.core.optimizer import AskTellOptimizer
 from emews.config.plugins import validate_options
+from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
 
-from ._failures import FailureImputation
 from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
 from ._bayes._space import SpaceMap
+from ._failures import FailureImputation
 
 __all__ = ["BayesianOptimizer"]
 
@@ -84,11 +85,10 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 SPECULATE_AFTER = 5.0
 
 
-class AtLeast:
-    """``AtLeast[n]``: an integer option >= n."""
-
-    def __class_getitem__(cls, low: int) -> Any:
-        return Annotated[int, Field(ge=low)]
+#: integer options with a lower bound
+AtLeast0 = Annotated[int, Field(ge=0)]
+AtLeast1 = Annotated[int, Field(ge=1)]
+AtLeast10 = Annotated[int, Field(ge=10)]
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
@@ -139,15 +139,15 @@ class BayesianOptimizer(AskTellOptimizer):
                              many seconds; false: every batch waits for a fit on all results
     """
 
-    def __init__(self, seed: int | None = None, n_initial_points: AtLeast[1] = 10,
+    def __init__(self, seed: int | None = None, n_initial_points: AtLeast1 = 10,
                  initial_point_generator: str = "random", base_estimator: str = "GP",
                  acq_func: str = "EI", xi: NonNegative = 0.01, kappa: NonNegative = 1.96,
-                 n_candidates: AtLeast[10] = 2000, output_warp: bool | Literal["auto"] = "auto",
-                 max_gp_points: AtLeast[10] = 200,
-                 max_hyperfit_points: AtLeast[10] = 200, hyperfit_growth: NonNegative = 0.1,
-                 switch_after: AtLeast[0] | None = None, fallback_estimator: str = "ET",
+                 n_candidates: AtLeast10 = 2000, output_warp: bool | Literal["auto"] = "auto",
+                 max_gp_points: AtLeast10 = 200,
+                 max_hyperfit_points: AtLeast10 = 200, hyperfit_growth: NonNegative = 0.1,
+                 switch_after: AtLeast0 | None = None, fallback_estimator: str = "ET",
                  failure_penalty: Literal["worst", "skip"] | Finite = "worst",
-                 lookahead: AtLeast[0] = 0, max_idle: NonNegative | None = None,
+                 lookahead: AtLeast0 = 0, max_idle: NonNegative | None = None,
                  model_process: bool | Literal["auto"] = "auto", process_after: NonNegative = 0.25,
                  speculate: bool | Literal["auto"] | NonNegative = "auto",
                  speculate_after: NonNegative = SPECULATE_AFTER) -> None:
@@ -160,10 +160,10 @@ class BayesianOptimizer(AskTellOptimizer):
         self.process_after = float(process_after)
         #: seconds a refit must take before speculating (inf: never); ``auto`` also waits for
         #: refits to take longer than tasks
-        self.speculate = {True: 0.0, False: math.inf, "auto": speculate_after}.get(speculate, speculate)
-        self.speculate = float(self.speculate)
+        by_word: dict[object, float] = {True: 0.0, False: math.inf, "auto": speculate_after}
+        self.speculate = float(by_word.get(speculate, speculate))
         self.speculate_auto = speculate == "auto"
-        self.options = dict(
+        self.options: dict[str, Any] = dict(
             n_initial_points=n_initial_points,
             initial_point_generator=_choice("initial_point_generator", initial_point_generator,
                                             INITIAL_GENERATORS),
@@ -189,14 +189,14 @@ class BayesianOptimizer(AskTellOptimizer):
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         """Fit on everything ingested and return ``n`` points (synchronous)."""
-        points = [self.map.from_skopt(x) for x in self.engine.propose(n, list(self._pending.values()))]
+        points = [self.map.from_skopt(x) for x in self._engine().propose(n, list(self._pending.values()))]
         self._fresh = [self.map.to_skopt(p) for p in points]
         self.stats["proposed"] += len(points)
         return points
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
         super().submitted(ids, points)
-        self._pending.update(zip(ids, self._fresh))
+        self._pending.update(zip(ids, self._fresh, strict=False))
         self._fresh = []
 
     def ingest(self, results: Sequence[Result]) -> None:
@@ -212,8 +212,13 @@ class BayesianOptimizer(AskTellOptimizer):
             if x is not None:
                 xs.append(x)
                 ys.append(r.loss)
-        self.engine.tell(xs, ys)
-        self.engine.n_proposed += foreign
+        engine = self._engine()
+        engine.tell(xs, ys)
+        engine.n_proposed += foreign
+
+    def _engine(self) -> Engine:
+        assert self.engine is not None, "start() makes the engine"
+        return self.engine
 
     def _x(self, result: Result) -> list[Any] | None:
         try:
@@ -229,15 +234,17 @@ class BayesianOptimizer(AskTellOptimizer):
         if evaluator.history:   # a resumed run: learn the earlier results first
             self.ingest(list(evaluator.history))
         target = self.in_flight
+        assert target is not None, "start() sets in_flight"
         workers = evaluator.workers
         speculate = math.isfinite(self.speculate) and workers > 1   # one worker: none, runs repeat
-        proposer_options = dict(max_ahead=4 * target if speculate else 0,
-                                min_cycle=self.speculate if speculate else 0.0,
-                                longer_than_tasks=self.speculate_auto)
+        engine = self._engine()
         if speculate:
-            self.engine.reserve_size = workers
-        process_after = {True: 0.0, False: math.inf}.get(self.model_process, self.process_after)
-        proposer = Proposer(self.engine, **proposer_options,
+            engine.reserve_size = workers
+        by_word: dict[object, float] = {True: 0.0, False: math.inf}
+        process_after = by_word.get(self.model_process, self.process_after)
+        proposer = Proposer(engine, max_ahead=4 * target if speculate else 0,
+                            min_cycle=self.speculate if speculate else 0.0,
+                            longer_than_tasks=self.speculate_auto,
                             process_after=process_after if speculate else math.inf).start()
         refill = Refill(self.space, self.map, proposer, workers=workers, speculate=speculate,
                         max_idle=self.max_idle, seed=self.seed, stats=self.stats)

@@ -31,13 +31,14 @@ import json
 import logging
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Sequence
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
-from emews.core.optimizer import AskTellOptimizer
 from emews.config.plugins import validate_options
+from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Float, Int, Space
 
@@ -48,6 +49,9 @@ from ._failures import FailureImputation
 __all__ = ["HyperSpace", "Subspace", "split_space"]
 
 log = logging.getLogger(__name__)
+
+#: a numeric dimension, the kind that can be split
+Numeric = TypeVar("Numeric", Int, Float)
 
 
 @dataclasses.dataclass
@@ -77,7 +81,7 @@ class Subspace:
                 "best_loss": best.loss if best else None, "best_point": dict(best.params) if best else None}
 
 
-def _halves(dim: Int | Float, overlap: float) -> tuple[Int | Float, Int | Float]:
+def _halves(dim: Numeric, overlap: float) -> tuple[Numeric, Numeric]:
     """The two overlapping halves of a numeric dimension (in its unit scale)."""
     low_end, high_start = (1.0 + overlap) / 2.0, (1.0 - overlap) / 2.0
     return (dataclasses.replace(dim, upper=dim.from_unit(low_end)),
@@ -92,13 +96,22 @@ def splittable(space: Space) -> list[str]:
 def split_space(space: Space, names: Sequence[str], overlap: float) -> list[tuple[Space, dict[str, tuple[Any, Any]]]]:
     """The ``2^len(names)`` overlapping subspaces of ``space`` split along ``names``, with the
     split dimensions' bounds of each."""
-    halves = {name: _halves(space[name], overlap) for name in names}
+    halves = {name: _split(space, name, overlap) for name in names}
     out = []
     for choice in itertools.product((0, 1), repeat=len(names)):
-        dims = dict(space.dimensions)
-        dims.update({name: halves[name][side] for name, side in zip(names, choice)})
-        out.append((Space(dims), {name: (dims[name].lower, dims[name].upper) for name in names}))
+        picked = {name: halves[name][side] for name, side in zip(names, choice, strict=True)}
+        dims = {**space.dimensions, **picked}
+        out.append((Space(dims), {name: (dim.lower, dim.upper) for name, dim in picked.items()}))
     return out
+
+
+def _split(space: Space, name: str, overlap: float) -> tuple[Int | Float, Int | Float]:
+    """The two halves of the numeric dimension ``name`` (see :func:`splittable`)."""
+    dim = space[name]
+    if isinstance(dim, Int):
+        return _halves(dim, overlap)
+    assert isinstance(dim, Float), f"{name}: only numeric dimensions are split (see splittable)"
+    return _halves(dim, overlap)
 
 
 class HyperSpace(AskTellOptimizer):
@@ -121,7 +134,7 @@ class HyperSpace(AskTellOptimizer):
                  ) -> None:
         validate_options(HyperSpace, {k: v for k, v in locals().items() if k != "self"})
         self.seed, self.overlap, self.splits, self.split = seed, overlap, splits, split
-        self.engine_options = dict(n_initial_points=n_initial_points, n_candidates=n_candidates,
+        self.engine_options: dict[str, Any] = dict(n_initial_points=n_initial_points, n_candidates=n_candidates,
                                    max_gp_points=max_gp_points, max_hyperfit_points=max_gp_points,
                                    output_warp=output_warp)
         self.failure_penalty = failure_penalty
@@ -175,7 +188,7 @@ class HyperSpace(AskTellOptimizer):
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
         super().submitted(ids, points)
-        self._pending.update(zip(ids, self._fresh))
+        self._pending.update(zip(ids, self._fresh, strict=False))
         self._fresh = []
 
     def ingest(self, results: Sequence[Result]) -> None:

@@ -110,7 +110,7 @@ class MBO(ROptimizer):
             log.info("mbo: running the %s implementation", self.implementation)
             self._write_report()
 
-    def run(self, evaluator: "Evaluator") -> None:
+    def run(self, evaluator: Evaluator) -> None:
         self._exp_dir = evaluator.exp_dir
         try:
             super().run(evaluator)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result

@@ -6,8 +6,9 @@ import itertools
 import json
 import math
 from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
@@ -97,7 +98,7 @@ def point_key(space: Space, point: Mapping[str, Any]) -> tuple:
     in an open space, every key and value of the point."""
     if space.open:
         return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in point.items()))
-    key = []
+    key: list[float | str] = []
     for name, dim in space.free.items():
         value = point.get(name)
         try:
@@ -112,7 +113,7 @@ def grid_points(space: Space, levels: int) -> Iterator[dict[str, Any]]:
     names = space.names
     axes = [space[name].grid(levels) for name in names]
     for combo in itertools.product(*axes):
-        yield dict(zip(names, combo))
+        yield dict(zip(names, combo, strict=True))
 
 
 def read_points_file(path: Path, space: Space) -> Iterator[dict[str, Any]]:

@@ -24,21 +24,21 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
 
 from gest_api.vocs import VOCS, ContinuousVariable, DiscreteVariable
 
-from emews.core.optimizer import AskTellOptimizer
-from emews.core.space import Categorical, Float, Int
 from emews.core.imports import import_user_module
+from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
-from emews.core.space import Space, registered, to_builtin
+from emews.core.space import Categorical, Float, Int, Space, registered, to_builtin
 
 ID = "_id"
 
 #: the VOCS variable of each emews dimension type (with more than one possible value); a categorical's
 #: values are its values, or their positions when the generator takes numbers only (``categories: indices``)
-VARIABLES = {
+VARIABLES: dict[type, Callable[[Any, bool], Any]] = {
     Categorical: lambda dim, indices: DiscreteVariable(values=set(range(len(dim.values)) if indices else dim.values)),
     Int: lambda dim, indices: ContinuousVariable(domain=[float(dim.lower), float(dim.upper)]),
     Float: lambda dim, indices: ContinuousVariable(domain=[float(dim.lower), float(dim.upper)]),
@@ -66,9 +66,10 @@ class GestGenerator(AskTellOptimizer):
         module, sep, name = generator.rpartition(":")
         if not sep:
             raise ValueError(f"generator {generator!r}: expected package.module:Class or file.py:Class")
-        self.generator_class = getattr(import_user_module(module, what="generator"), name, None)
-        if not isinstance(self.generator_class, type):
+        generator_class = getattr(import_user_module(module, what="generator"), name, None)
+        if not isinstance(generator_class, type):
             raise ValueError(f"{module} has no class {name!r}")
+        self.generator_class: type = generator_class
         self.options = dict(options or {})
         self.objective = objective
         self.indices = categories == "indices"
@@ -136,7 +137,7 @@ class GestGenerator(AskTellOptimizer):
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
         super().submitted(ids, points)
-        self.ids.update((i, g) for i, g in zip(ids, self._fresh) if g is not None)
+        self.ids.update((i, g) for i, g in zip(ids, self._fresh, strict=False) if g is not None)
 
     def ingest(self, results: Sequence[Result]) -> None:
         records = []

@@ -12,17 +12,17 @@ worse than any seen (Nevergrad clips ``inf`` with a warning).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import nevergrad as ng
 
 from emews.core.optimizer import AskTellOptimizer
-from emews.core.space import Categorical, Float, Int, Ordered
 from emews.core.results import Result
-from emews.core.space import Space, registered, to_builtin
+from emews.core.space import Categorical, Float, Int, Ordered, Space, registered, to_builtin
 
 #: the Nevergrad parameter of each emews dimension type (with more than one possible value)
-PARAMETERS = {
+PARAMETERS: dict[type, Callable[[Any], Any]] = {
     Ordered: lambda dim: ng.p.TransitionChoice(list(dim.values)),
     Categorical: lambda dim: ng.p.Choice(list(dim.values)),
     Int: lambda dim: (ng.p.Log if dim.log else ng.p.Scalar)(lower=dim.lower, upper=dim.upper).set_integer_casting(),
@@ -62,7 +62,7 @@ class NevergradOptimizer(AskTellOptimizer):
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
         super().submitted(ids, points)
-        self.candidates.update(zip(ids, self._fresh))
+        self.candidates.update(zip(ids, self._fresh, strict=False))
 
     def ingest(self, results: Sequence[Result]) -> None:
         if self.opt is None:

@@ -3,17 +3,18 @@
     optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESampler, seed: 1}}
 """
 import importlib
+from collections.abc import Callable
+from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
 from emews.core.optimizer import AskTellOptimizer
-from emews.core.space import Categorical, Float, Int
-from emews.core.space import registered
+from emews.core.space import Categorical, Float, Int, registered
 
 #: the Optuna distribution of each emews dimension type (ordered ones as categorical)
-DISTRIBUTIONS = {
+DISTRIBUTIONS: dict[type, Callable[[Any], BaseDistribution]] = {
     Categorical: lambda dim: CategoricalDistribution(dim.values),
     Int: lambda dim: IntDistribution(dim.lower, dim.upper, log=dim.log),
     Float: lambda dim: FloatDistribution(dim.lower, dim.upper, log=dim.log),
@@ -58,7 +59,7 @@ class OptunaSampler(AskTellOptimizer):
 
     def submitted(self, ids, points):
         super().submitted(ids, points)
-        self.trials.update(zip(ids, self.fresh))
+        self.trials.update(zip(ids, self.fresh, strict=False))
 
     def ingest(self, results):
         for r in results:

@@ -65,9 +65,10 @@ import math
 import os
 import struct
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from emews.core.errors import EmewsError
 from emews.core.evaluator import BudgetExhausted
@@ -193,7 +194,7 @@ def r_to_py(obj: Any, depth: int = 0) -> Any:
         names = None
     if isinstance(obj, ri.ListSexpVector):
         items = [r_to_py(v, depth + 1) for v in obj]
-        return dict(zip(names, items)) if names else items
+        return dict(zip(names, items, strict=False)) if names else items
     if isinstance(obj, (ri.IntSexpVector, ri.FloatSexpVector, ri.StrSexpVector, ri.BoolSexpVector)):
         rclass = list(obj.rclass) if obj.rclass is not ri.NULL else []
         if "factor" in rclass:
@@ -204,7 +205,7 @@ def r_to_py(obj: Any, depth: int = 0) -> Any:
             if isinstance(obj, ri.BoolSexpVector):
                 values = [None if v is None else bool(v) for v in values]
         if names:
-            return dict(zip(names, values))
+            return dict(zip(names, values, strict=False))
         return values[0] if len(values) == 1 else values
     return repr(obj)
 
@@ -313,7 +314,7 @@ def space_to_r(space: Space) -> Any:
     return _named_list(entries)
 
 
-def results_to_r(space: Space, results: Sequence["Result"]) -> Any:
+def results_to_r(space: Space, results: Sequence[Result]) -> Any:
     """Results as an R data.frame: id, one column per parameter, loss, objective, status, error."""
     cols: dict[str, Any] = {"id": _r_vector("integer", [r.id for r in results])}
     for name, dim in space.dimensions.items():
@@ -358,7 +359,7 @@ def points_from_r(space: Space, points: Any) -> list[dict[str, Any]]:
     cols_r = norm[1]
     names = [] if cols_r.names is ri.NULL else [str(k) for k in cols_r.names]
     cols: dict[str, list[Any]] = {}
-    for name, vec in zip(names, cols_r):
+    for name, vec in zip(names, cols_r, strict=False):
         if isinstance(vec, ri.BoolSexpVector):
             values = [bool(v) for v in vec]
         elif isinstance(vec, (ri.IntSexpVector, ri.FloatSexpVector, ri.StrSexpVector)):
@@ -421,9 +422,10 @@ class ROptimizer(Optimizer):
 
     # run ------------------------------------------------------------------------------------
 
-    def run(self, evaluator: "Evaluator") -> None:
+    def run(self, evaluator: Evaluator) -> None:
         require_main_thread(f"{type(self).__name__}.run")
         ri, _ = _r()
+        assert self.script is not None, "__init__ refuses an ROptimizer without a script"
         script = Path(self.script)
         if not script.is_file():
             raise FileNotFoundError(f"R script {script} does not exist")
@@ -477,7 +479,7 @@ class ROptimizer(Optimizer):
             log.warning("R warning from %s: %s", Path(str(self.script)).name, text)
         return _r_vector("logical", [True])
 
-    def _callbacks(self, evaluator: "Evaluator") -> Any:
+    def _callbacks(self, evaluator: Evaluator) -> Any:
         ri, _ = _r()
         space = evaluator.space
 

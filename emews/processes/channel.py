@@ -24,13 +24,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from emews.processes.tree import descendants, die_with, kill_trees
 from emews.core.errors import EmewsError
 from emews.processes.environ import PROCESS_MANAGER_PREFIXES, scrubbed_environ
+from emews.processes.tree import descendants, die_with, kill_trees
 
 #: how often a waiting parent checks whether the child died or it should stop waiting
 POLL_SLICE = 0.05

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 #: environment variables of the MPI process manager that a rank inherits: a process the rank starts
 #: must not see them (it would join the job's process manager as that rank)

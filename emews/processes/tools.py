@@ -13,8 +13,7 @@ def run_tool(argv: Sequence[str], *, stdin: str | None = None, timeout: float = 
     """Run a client command; EmewsError names it and carries its stderr when it fails."""
     try:
         proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True,
-                              timeout=timeout, check=False,
-                              **({} if stdin is not None else {"stdin": subprocess.DEVNULL}))
+                              timeout=timeout, check=False, stdin=None if stdin is not None else subprocess.DEVNULL)
     except FileNotFoundError:
         raise EmewsError(f"{argv[0]}: command not found "
                          "(is this a login node of the site?)") from None

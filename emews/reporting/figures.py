@@ -10,9 +10,10 @@ from __future__ import annotations
 import abc
 import io
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from emews.training.messages import Ending
@@ -35,8 +36,12 @@ def colour(status: str) -> str:
     return STATUS_COLOURS.get(status, OTHER_COLOUR)
 
 
-def new_figure(ncols: int = 1, nrows: int = 1, **kwargs: object) -> tuple[Figure, object]:
-    """A report-sized figure and its axes (``Figure.subplots``)."""
+@overload
+def new_figure(ncols: Literal[1] = 1, nrows: Literal[1] = 1, **kwargs: Any) -> tuple[Figure, Axes]: ...
+@overload
+def new_figure(ncols: int = 1, nrows: int = 1, **kwargs: Any) -> tuple[Figure, Any]: ...
+def new_figure(ncols: int = 1, nrows: int = 1, **kwargs: Any) -> tuple[Figure, Any]:
+    """A report-sized figure and its axes (``Figure.subplots``: one ``Axes``, or an array of them)."""
     fig = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, layout="constrained")
     return fig, fig.subplots(nrows, ncols, squeeze=True, **kwargs)
 

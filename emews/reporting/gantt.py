@@ -47,7 +47,9 @@ class Gantt(ReportPlot):
         lo, hi = row - 0.4, row + 0.4
         verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
         palette = {s: colour(s) for s in set(statuses)}
-        bars = PolyCollection(verts, facecolors=pd.Series(statuses).map(palette).to_list(), edgecolors="white",
+        # matplotlib's stubs want a sequence of vertex arrays; it takes the (n, 4, 2) array as well
+        bars = PolyCollection(verts,  # type: ignore[arg-type]
+                              facecolors=pd.Series(statuses).map(palette).to_list(), edgecolors="white",
                               linewidths=0.3 if len(a) < 2_000 else 0.0, rasterized=len(a) > RASTER_ABOVE)
         fig, ax = new_figure()
         ax.add_collection(bars)

@@ -46,7 +46,7 @@ class Load(ReportPlot):
         ax.step(x, np.minimum(waiting, data.workers), where="post", color="#fdae61", linewidth=1,
                 label="tasks ready, not yet started")
         ax.axhline(data.workers, color="black", linestyle="--", linewidth=1, label=f"workers ({data.workers})")
-        for a, b in timeline.runs(data.results)[1:]:
+        for a, _end in timeline.runs(data.results)[1:]:
             ax.axvline((a - t0) / scale, color="grey", linestyle=":", linewidth=1)
         ax.set_ylim(0, data.workers * 1.1 + 0.5)
         ax.set_xlabel(f"wall time since the first submission ({unit})")

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import pandas as pd
 
 from emews.config.experiment import emews_version
+from emews.core.results import Result, Status
 from emews.output.export import Totals, counts_text, summary_text
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
-from emews.core.results import Result, Status
 
 
 def _when(seconds: float | None) -> str:

@@ -69,7 +69,7 @@ def runs(results: pd.DataFrame) -> list[tuple[float, float]]:
     breaks = np.flatnonzero(lo[1:] - reach[:-1] > gap) + 1
     starts = np.concatenate(([0], breaks))
     ends = np.concatenate((breaks - 1, [len(lo) - 1]))
-    return [(float(lo[a]), float(reach[b])) for a, b in zip(starts, ends)]
+    return [(float(lo[a]), float(reach[b])) for a, b in zip(starts, ends, strict=True)]
 
 
 @dataclass(frozen=True)

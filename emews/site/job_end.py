@@ -22,7 +22,7 @@ import os
 import re
 import subprocess
 import time
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from emews.site.walltime import parse_walltime
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 from emews.core.errors import ConfigError
+from emews.objective.team import RANKS
 from emews.site.layout import Layout
 from emews.site.schema import LauncherConfig
-from emews.objective.team import RANKS
 
 
 def python_bin() -> str:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -33,11 +34,11 @@ from scipy.spatial.distance import cdist
 from scipy.stats import norm
 from sklearn.base import clone
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, Product, Sum
-from threadpoolctl import ThreadpoolController
 from skopt.learning.gaussian_process.gpr import _param_for_white_kernel_in_Sum
 from skopt.learning.gaussian_process.kernels import WhiteKernel
 from skopt.space import Real
 from skopt.utils import cook_estimator, cook_initial_point_generator
+from threadpoolctl import ThreadpoolController
 
 from .._failures import FailureImputation
 from .._output_warp import power_warp
@@ -163,7 +164,9 @@ class Engine:
         if name == "GP":   # the acquisition and the lies work in the units the GP is fitted in
             y = self._gp_targets(X, y)
         y_opt = float(np.min(y))
-        Pt = np.asarray(self.sk.transform(pending), dtype=float) if pending else np.empty((0, X.shape[1]))
+        sk = self.sk
+        assert sk is not None, "a model proposes only in a space with something free"
+        Pt = np.asarray(sk.transform(pending), dtype=float) if pending else np.empty((0, X.shape[1]))
         # pending points: a GP learns them as lies; trees keep the new picks away from them
         model = self._fit(name, X, y, Pt)
         cands = self._candidates(X, y)
@@ -183,8 +186,8 @@ class Engine:
         if self.reserve_size > 0:   # the runners-up this fit ranked, away from the batch
             picked = np.asarray(chosen)
             far = [x for x in reserve if _min_dist(x[None, :], picked)[0] >= radius][:n_reserve]
-            self.reserve = [[_plain(v) for v in x] for x in self.sk.inverse_transform(np.asarray(far))] if far else []
-        return self.sk.inverse_transform(np.asarray(chosen))
+            self.reserve = [[_plain(v) for v in x] for x in sk.inverse_transform(np.asarray(far))] if far else []
+        return sk.inverse_transform(np.asarray(chosen))
 
     def _liar_batch(self, model: Any, cands: np.ndarray, n: int, y_opt: float,
                     taken: np.ndarray) -> list[np.ndarray]:
@@ -253,7 +256,7 @@ class Engine:
         top = cands[order]
         ok = _min_dist(top, taken) >= radius
         out: list[np.ndarray] = []
-        for x, good in zip(top, ok):
+        for x, good in zip(top, ok, strict=True):
             if good and (not out or _min_dist(x[None, :], np.asarray(out))[0] >= radius):
                 out.append(x)
                 if len(out) >= k:
@@ -370,6 +373,7 @@ class Engine:
         space of plain ranges needs nothing)."""
         if self._continuous:
             return Xt
+        assert self.sk is not None, "candidates exist only in a space with something free"
         return np.asarray(self.sk.transform(self.sk.inverse_transform(Xt)), dtype=float)
 
     def _new_gp(self, seed: int) -> Any:

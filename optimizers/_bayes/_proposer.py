@@ -17,11 +17,11 @@ import statistics
 import threading
 import time
 from collections import deque
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ._engine import Engine
 from ._remote import ModelProcess, ModelProcessError, RemoteEngine, log
-
 
 #: a fit about to start waits this fraction of the last fit for the tasks still out
 GATHER = 0.25
@@ -67,7 +67,7 @@ class Proposer:
         self.busy_time = 0.0
         self._thread = threading.Thread(target=self._loop, name="emews-bayes-model", daemon=True)
 
-    def start(self) -> "Proposer":
+    def start(self) -> Proposer:
         if self.process_after <= 0:
             self._start_model_process()
         self._thread.start()
@@ -99,7 +99,7 @@ class Proposer:
 
     def submitted(self, ids: Sequence[int], xs: Sequence[list[Any]]) -> None:
         with self._cond:
-            self._pending.update(zip(ids, xs))
+            self._pending.update(zip(ids, xs, strict=False))
             now = time.monotonic()
             self._started.update((i, now) for i in ids)
 
@@ -112,7 +112,7 @@ class Proposer:
             # fit starting before it would propose for the stale demand (free tasks: 2 results
             # per fit at 1,000 observations instead of one fit per round of the workers)
             self._demand += len(ids)
-            for i, x, y in zip(ids, xs, ys):
+            for i, x, y in zip(ids, xs, ys, strict=False):
                 self._pending.pop(i, None)
                 if (started := self._started.pop(i, None)) is not None:
                     self._durations.append(now - started)
@@ -275,8 +275,10 @@ class Proposer:
             if process.failed:
                 self._process_state = "failed"
             return
+        engine = self.engine
+        assert isinstance(engine, Engine), "the engine moves once, from the 'starting' state"
         try:
-            remote = process.adopt(self.engine)
+            remote = process.adopt(engine)
         except (ModelProcessError, EOFError, OSError) as exc:
             log.warning("bayes: the model process could not take the model (%s); it stays here", exc)
             self._process_state = "failed"

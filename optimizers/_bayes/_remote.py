@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from emews.core.errors import EmewsError
 from emews.processes.channel import ChildExited, ChildProcess
@@ -72,7 +73,7 @@ class ModelProcess:
     def failed(self) -> bool:
         return self._state == "failed"
 
-    def adopt(self, engine: Engine) -> "RemoteEngine":
+    def adopt(self, engine: Engine) -> RemoteEngine:
         """Hand ``engine`` over to the child; the returned engine proposes there from now on.
         Raises ``ModelProcessError`` when the engine cannot be sent (a part of it that pickle
         cannot carry, such as a local function): nothing reached the child then."""

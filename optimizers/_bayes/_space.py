@@ -12,7 +12,8 @@ Points coming back are plain Python values (skopt hands out ``np.int64`` / ``np.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from skopt.space import Categorical as SkCategorical
 from skopt.space import Integer as SkInteger
@@ -57,6 +58,6 @@ class SpaceMap:
 
     def from_skopt(self, x: list[Any]) -> dict[str, Any]:
         """A skopt point as an emews point of plain Python values, constants re-added."""
-        free = dict(zip(self.names, x))
+        free = dict(zip(self.names, x, strict=False))
         return {name: self.fixed[name] if name in self.fixed else dim.decode(to_builtin(free[name]))
                 for name, dim in self.space.dimensions.items()}

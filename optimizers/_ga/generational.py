@@ -33,30 +33,32 @@ if TYPE_CHECKING:
 MAX_EMPTY_GENERATIONS = 100
 
 
-def run_generational(engine: "Engine") -> list[Individual]:
+def run_generational(engine: Engine) -> list[Individual]:
     opts, toolbox, rng = engine.options, engine.toolbox, engine.rng
+    size, lambda_ = opts.population, opts.lambda_
+    assert size is not None and lambda_ is not None, "the engine runs on GAOptions.resolved()"
     earlier = engine.earlier()
-    population = earlier[:opts.population]
-    fresh = [Individual(engine.space.sample(rng)) for _ in range(opts.population - len(population))]
+    population = earlier[:size]
+    fresh = [Individual(engine.space.sample(rng)) for _ in range(size - len(population))]
     population += evaluate_valid(engine, fresh, gen=0)
-    gen = generations_done(len(earlier), opts.population,
-                           opts.population if opts.strategy == "simple" else opts.lambda_)
+    gen = generations_done(len(earlier), size, size if opts.strategy == "simple" else lambda_)
     empty = 0
     while ((opts.generations is None or gen < opts.generations)
            and engine.evaluator.remaining > 0 and empty < MAX_EMPTY_GENERATIONS and population):
         gen += 1
         if opts.strategy == "simple":
-            offspring = engine.screened(lambda: var_and(toolbox.select(population, opts.population),
-                                                        toolbox, opts.cxpb, opts.mutpb, rng))
+            def breed(parents: list[Individual] = population) -> list[Individual]:
+                return var_and(toolbox.select(parents, size), toolbox, opts.cxpb, opts.mutpb, rng)
         else:
-            offspring = engine.screened(lambda: var_or(population, toolbox, opts.lambda_,
-                                                       opts.cxpb, opts.mutpb, rng))
+            def breed(parents: list[Individual] = population) -> list[Individual]:
+                return var_or(parents, toolbox, lambda_, opts.cxpb, opts.mutpb, rng)
+        offspring = engine.screened(breed)
         before = engine.evaluator.submitted
         offspring = evaluate_valid(engine, offspring, gen=gen)
         engine.step.adapt()
         empty = empty + 1 if engine.evaluator.submitted == before else 0
         if opts.strategy == "simple":
-            missing = opts.population - len(offspring)
+            missing = size - len(offspring)
             elite = [toolbox.clone(ind) for ind in tools.selBest(population, opts.elitism)]
             population = offspring + (tools.selBest(population, missing) if missing > 0 else [])
             population = keep_elite(population, elite)
@@ -79,7 +81,7 @@ def generations_done(evaluated: int, population: int, per_generation: int) -> in
     return max(-(-(evaluated - population) // max(per_generation, 1)), 0)
 
 
-def evaluate_valid(engine: "Engine", individuals: list[Individual], gen: int) -> list[Individual]:
+def evaluate_valid(engine: Engine, individuals: list[Individual], gen: int) -> list[Individual]:
     """Evaluate the individuals without a fitness (as many as the budget allows); keep the scored ones."""
     invalid = [ind for ind in individuals if not ind.fitness.valid]
     batch = invalid[:max(engine.evaluator.remaining, 0)]

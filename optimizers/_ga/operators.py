@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from deap import base
 
 from emews.core.space import Dimension, Float, Int, Space
 
 from .individual import Individual
+
 
 def mutation_sigma(dim: Int | Float) -> float:
     """The Gaussian step of ``dim``: its ``sigma``, else 10% of its range (ints: at least 1).

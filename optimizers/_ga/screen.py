@@ -20,7 +20,7 @@ on 19 of 24 problems without screening, 22 with ``screen: 5`` and 24 with ``scre
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor

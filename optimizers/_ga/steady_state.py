@@ -30,17 +30,19 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 
-def run_steady_state(engine: "Engine") -> list[Individual]:
+def run_steady_state(engine: Engine) -> list[Individual]:
     opts, evaluator = engine.options, engine.evaluator
-    cap = None if opts.generations is None else opts.population * (opts.generations + 1)
+    size = opts.population
+    assert size is not None, "the engine runs on GAOptions.resolved()"
+    cap = None if opts.generations is None else size * (opts.generations + 1)
     target = opts.in_flight or evaluator.workers
     earlier = engine.earlier()
-    population: list[Individual] = earlier[:opts.population]
+    population: list[Individual] = earlier[:size]
     in_flight: dict[int, Individual] = {}
     state = {"random": len(population), "submitted": len(earlier), "arrived": len(earlier)}
 
     def breed(n: int) -> list[Individual]:
-        randoms = max(min(n, opts.population - state["random"]), n if len(population) < 2 else 0)
+        randoms = max(min(n, size - state["random"]), n if len(population) < 2 else 0)
         state["random"] += randoms
         children = [Individual(engine.space.sample(engine.rng)) for _ in range(randoms)]
         return children + (engine.children(population, n - randoms) if n > randoms else [])
@@ -51,27 +53,27 @@ def run_steady_state(engine: "Engine") -> list[Individual]:
             want = min(want, cap - state["submitted"])
         if want > 0:
             children = breed(want)
-            for task_id, child in zip(evaluator.put([dict(c) for c in children]), children):
+            for task_id, child in zip(evaluator.put([dict(c) for c in children]), children, strict=False):
                 in_flight[task_id] = child
             state["submitted"] += want
         if evaluator.pending == 0:
             return population
         for result in evaluator.get(1):
-            child = in_flight.pop(result.id, None) or Individual(engine.space.validate(result.params))
-            insert(engine, population, child, result)
+            arrived = in_flight.pop(result.id, None) or Individual(engine.space.validate(result.params))
+            insert(engine, population, size, arrived, result)
             state["arrived"] += 1
-            if state["arrived"] % opts.population == 0:
+            if state["arrived"] % size == 0:
                 engine.step.adapt()
-                engine.record_population(population, state["arrived"] // opts.population)
+                engine.record_population(population, state["arrived"] // size)
 
 
-def insert(engine: "Engine", population: list[Individual], ind: Individual, result: "Result") -> None:
-    """Score ``ind`` and add it; drop one member when the population is over size."""
+def insert(engine: Engine, population: list[Individual], size: int, ind: Individual, result: Result) -> None:
+    """Score ``ind`` and add it; drop one member when the population is over ``size``."""
     engine.policy.assign([ind], [result], cohort=population)
     engine.step.observe([ind])
     engine.record([ind], gen=None)
     population.append(ind)
-    if len(population) > engine.options.population:
+    if len(population) > size:
         if engine.options.replacement == "worst":
             loser = min(range(len(population)), key=lambda i: population[i].fitness)
         else:

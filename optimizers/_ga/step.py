@@ -14,7 +14,7 @@ Schwefel, strode into its bounds: 178 against 3.8 in 10-D). CANDLE's GA keeps ``
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from .individual import Individual
 
