@@ -560,7 +560,9 @@ def workflow_from_mapping(data: dict[str, Any], path: Path, *, label: str | None
     if model.replicates > 1:
         _check_replicates(model, space, file)
     _resolve_objective(model.objective, path.parent, file)
-    _resolve_optimizer_file(model.optimizer, path.parent)
+    for section in (model.optimizer, model.trial_scheduler):
+        if section is not None:
+            _resolve_class_file(section, path.parent)
     _resolve_task_size(model, space, path.parent, file)
     workflow = Workflow(model, path, space, file)
     _check_inline_teams(workflow, file)
@@ -682,12 +684,14 @@ def _check_placeholders(objective: ObjectiveSection, space: Space, defaults: Map
                           allowed=", ".join(f"{{{n}}}" for n in [*space.dimensions, *TASK_PLACEHOLDERS]))
 
 
-def _resolve_optimizer_file(optimizer: OptimizerSection, workflow_dir: Path) -> None:
-    module, sep, cls = optimizer.name.rpartition(":")
+def _resolve_class_file(section: OptimizerSection | TrialSchedulerSection, workflow_dir: Path) -> None:
+    """A plug-in named as ``file.py:Class`` gets the file's absolute path, so that the workflow
+    written into the experiment (and read there by the job and by ``emews resume``) names the same file."""
+    module, sep, cls = section.name.rpartition(":")
     if sep and module.endswith(".py"):
         found = _resolve_path(module, workflow_dir)
         if found is not None:
-            optimizer.name = f"{found}:{cls}"
+            section.name = f"{found}:{cls}"
 
 
 def check_workflow(workflow: Workflow) -> Any:

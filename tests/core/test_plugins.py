@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from testutil import write_workflow
 
 from emews.cli import main
 from emews.config.plugins import KINDS, OPTIMIZERS, TRIAL_SCHEDULERS, PluginKind, PluginNotFound
+from emews.config.workflow import load_workflow
 from emews.core.errors import EmewsError
 from emews.core.optimizer import Optimizer
 from emews.training.schedulers import TrialScheduler
@@ -204,3 +206,40 @@ def test_each_builtin_docstring_lists_its_options(ref: str) -> None:
                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not n.startswith("_")]
     missing = [n for n in options if not re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", doc)]
     assert options and not missing, f"{ref}'s docstring does not list {missing}"
+
+
+def test_a_workflow_names_a_trial_scheduler_by_its_entry_point(site: Path, tmp_path: Path, capsys) -> None:
+    wf = write_workflow(tmp_path, trial_scheduler={"name": "patient"})
+    assert main(["check", str(wf)]) == 0, capsys.readouterr().err
+
+
+def test_an_unknown_trial_scheduler_is_one_line_naming_the_key_and_every_name(site: Path, tmp_path: Path,
+                                                                              capsys) -> None:
+    code = main(["check", str(write_workflow(tmp_path, trial_scheduler={"name": "ashaa"}))])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "wf.yaml: trial_scheduler.name: unknown trial scheduler 'ashaa'" in err
+    assert "(allowed: asha, hyperband, median, nested, patient, pbt, package.module:Class or file.py:Class)" in err
+
+
+def test_a_plugin_file_is_named_by_its_absolute_path_in_the_experiment(tmp_path: Path, monkeypatch) -> None:
+    """``file.py:Class`` relative to the workflow's folder, for an optimizer and a trial scheduler alike:
+    the resolved workflow (what the experiment keeps, and the job and ``emews resume`` read) names the
+    file absolutely, so it loads from any folder."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "plugins.py").write_text(SOURCE)
+    wf = write_workflow(folder, optimizer={"name": "plugins.py:Grid"},
+                        trial_scheduler={"name": "plugins.py:Patient"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    resolved = load_workflow(str(wf)).to_dict()
+    for key, cls in (("optimizer", "Grid"), ("trial_scheduler", "Patient")):
+        assert resolved[key]["name"] == f"{folder / 'plugins.py'}:{cls}"
+    copy = elsewhere / "exp" / "workflow.yaml"
+    copy.parent.mkdir()
+    copy.write_text(yaml.safe_dump(resolved))
+    again = load_workflow(str(copy))
+    assert again.make_trial_scheduler().__class__.__name__ == "Patient"
+    assert again.make_optimizer().__class__.__name__ == "Grid"
