@@ -14,6 +14,7 @@ import pandas as pd
 from emews.core.direction import Direction
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
+from emews.reporting.yrange import mark_clipped, robust
 from emews.training.messages import Ending
 
 #: at most this many curves are drawn (the best ones, then a sample of the rest)
@@ -23,10 +24,13 @@ OUTCOME_ORDER = (Ending.COMPLETED.value, Ending.STOPPED_EARLY.value, "running", 
 
 def metric_name(data: ExperimentData) -> str | None:
     """The workflow's metric when reports carry it, else the first numeric one reported."""
-    for metrics in data.reports["metrics"]:
+    reports = data.reports
+    if reports is None:
+        return None
+    for metrics in reports["metrics"]:
         if data.metric in metrics:
             return data.metric
-    for metrics in data.reports["metrics"]:
+    for metrics in reports["metrics"]:
         for key, value in metrics.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return key
@@ -75,8 +79,10 @@ class Curves(ReportPlot):
             rest = [t for t in trials if t not in set(best)]
             rng = np.random.default_rng(seed)
             trials = best + list(rng.choice(rest, MAX_CURVES - len(best), replace=False))
-        fig, ax = new_figure()
         groups = dict(list(by_trial))
+        yrange = robust(np.concatenate([groups[t]["value"].to_numpy(float) for t in trials]))
+        fig, ax = new_figure()
+        yrange.apply(ax)
         seen: set[str] = set()
         for trial in trials:
             rows = groups[trial]
@@ -84,13 +90,15 @@ class Curves(ReportPlot):
             ax.plot(rows["step"], rows["value"], color=colour(label), alpha=0.6, linewidth=1,
                     label=None if label in seen else label)
             seen.add(label)
+            mark_clipped(ax, yrange, rows["step"].to_numpy(float), rows["value"].to_numpy(float), label=False)
         ax.set_xlabel("step")
         ax.set_ylabel(name)
         handles, labels = ax.get_legend_handles_labels()
         rank = {o: i for i, o in enumerate(OUTCOME_ORDER)}
-        pairs = sorted(zip(labels, handles), key=lambda p: rank.get(p[0], len(rank)))
-        ax.legend([h for _, h in pairs], [f"{l} ({int((kind == l).sum())})" for l, _ in pairs], fontsize=8)
+        pairs = sorted(zip(labels, handles, strict=True), key=lambda p: rank.get(p[0], len(rank)))
+        ax.legend([h for _, h in pairs], [f"{o} ({int((kind == o).sum())})" for o, _ in pairs], fontsize=8)
         ax.grid(alpha=0.3)
         ax.set_title(f"{len(trials)} of {len(last_step)} trials")
         return Plot(self.name, "Learning curves", fig,
-                    f"Each line is one trial's reported {name} against its step, coloured by how the trial ended.")
+                    f"Each line is one trial's reported {name} against its step, coloured by how the trial ended."
+                    + yrange.note())

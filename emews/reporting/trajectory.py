@@ -7,6 +7,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import RASTER_ABOVE, Plot, ReportPlot, colour, new_figure
+from emews.reporting.yrange import mark_clipped, robust
 
 #: at most this many evaluations are drawn as points (a random sample beyond, every improvement kept)
 MAX_POINTS = 20_000
@@ -50,12 +51,17 @@ class Trajectory(ReportPlot):
         scale, unit = time_unit(float(np.nanmax(when)) if np.isfinite(when).any() else 0.0)
         improved = np.append(True, best[1:] != best[:-1])
         drawn = shown(len(done), improved)
+        values = loss * sign
+        yrange = robust(values)
         fig, (by_n, by_t) = new_figure(ncols=2, sharey=True)
+        yrange.apply(by_n)
         for ax, x, label in ((by_n, n, "evaluations (in the order they finished)"),
                              (by_t, when / scale, f"wall time since the first submission ({unit})")):
             ok = np.isfinite(loss) & np.isfinite(x) & drawn
-            ax.scatter(x[ok], (loss * sign)[ok], s=6, alpha=0.5, color=colour("ok"), label="ok",
-                       rasterized=ok.sum() > RASTER_ABOVE)
+            inside = ok & yrange.inside(values)
+            ax.scatter(x[inside], values[inside], s=6, alpha=0.5, color=colour("ok"), label="ok",
+                       rasterized=inside.sum() > RASTER_ABOVE)
+            mark_clipped(ax, yrange, x[ok], values[ok])
             finite = np.isfinite(best) & np.isfinite(x)
             ax.step(x[finite], best[finite], where="post", color="black", linewidth=1.5, label="best so far")
             edge = blended_transform_factory(ax.transData, ax.transAxes)
@@ -73,4 +79,4 @@ class Trajectory(ReportPlot):
                     "Each point is one evaluation; the line is the best objective found so far. Failed, crashed "
                     "and timed-out evaluations (no objective) are the crosses along the bottom edge"
                     + (f"; {MAX_POINTS:,} of the {len(done):,} evaluations are drawn (a random sample, and every "
-                       "improvement)." if len(done) > MAX_POINTS else "."))
+                       "improvement)." if len(done) > MAX_POINTS else ".") + yrange.note())

@@ -1,0 +1,95 @@
+"""Plots that survive real data (issue 25 point 1): y ranges of runs with a diverged evaluation.
+
+The stores come from short real sweeps (under a real ``mpiexec``) whose objective returns
+``x * x``: one point of 3.2e8 makes a loss of 1e17 beside losses near 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import browser
+from test_report import needs_chromium, report, screenshot_path
+from testutil import EmewsCommand, write_workflow
+
+from emews.reporting import data as report_data
+from emews.reporting.trajectory import Trajectory
+from emews.reporting.yrange import robust
+
+
+def sweep(folder: Path, xs: list[float]) -> Path:
+    wf = write_workflow(folder, optimizer={"name": "sweep"},
+                        space={"x": {"type": "ordered", "values": xs},
+                               "mode": {"type": "constant", "value": "ok"}},
+                        budget={"evaluations": len(xs)})
+    proc = EmewsCommand(folder)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return folder / "exp"
+
+
+@pytest.fixture(scope="module")
+def outlier_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Losses near 1 and one of about 1e17 (all positive: a log axis)."""
+    return sweep(tmp_path_factory.mktemp("outlier"), [0.5, 0.8, 1.0, 1.2, 1.5, 2.0, 3.2e8])
+
+
+@pytest.fixture(scope="module")
+def clipped_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Losses near 1..4 and one of 1e4 beside a zero (not all positive: a clipped linear axis)."""
+    return sweep(tmp_path_factory.mktemp("clipped"), [0.0, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 2.0, 100.0])
+
+
+def test_all_positive_values_over_three_decades_are_a_log_axis() -> None:
+    assert robust([1.0, 2.0, 1e17]).scale == "log"
+    assert robust([1.0, 2.0, 900.0]).scale == "linear"
+    assert robust([1.0, 2.0, np.nan, np.inf]).clipped == 0
+
+
+def test_an_outlier_among_values_with_a_zero_is_clipped_and_counted() -> None:
+    rng = robust([0.0] + [1.0 + i / 10 for i in range(20)] + [1e17])
+    assert rng.scale == "linear" and rng.above == 1 and rng.below == 0
+    assert rng.upper is not None and rng.upper < 10
+    assert "1 point outside it (1 above, 0 below)" in rng.note()
+
+
+def test_nothing_is_clipped_on_clean_data() -> None:
+    rng = robust([1.0 + i / 10 for i in range(20)])
+    assert rng.clipped == 0 and rng.lower is None and rng.note() == ""
+
+
+def test_a_1e17_outlier_puts_the_trajectory_on_a_log_axis(outlier_exp: Path) -> None:
+    plot = Trajectory().make(report_data.load(outlier_exp))
+    assert plot is not None
+    assert [ax.get_yscale() for ax in plot.figure.axes] == ["log", "log"]
+    low, high = plot.figure.axes[0].get_ylim()
+    assert low < 0.25 and high > 1e17  # every value inside the axis, the small ones not flattened
+    assert "logarithmic" in plot.caption
+
+
+def test_a_clipped_trajectory_marks_the_points_off_its_axis(clipped_exp: Path) -> None:
+    plot = Trajectory().make(report_data.load(clipped_exp))
+    assert plot is not None
+    ax = plot.figure.axes[0]
+    assert ax.get_yscale() == "linear"
+    assert ax.get_ylim()[1] < 1e4  # the 1e4 loss does not set the range
+    labels = ax.get_legend_handles_labels()[1]
+    assert "off the axis (1)" in labels
+    assert "1 point outside it (1 above, 0 below)" in plot.caption
+
+
+@needs_chromium
+@pytest.mark.parametrize("name", ["outlier", "clipped"])
+def test_the_page_says_how_the_y_axis_is_drawn(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    exp = request.getfixturevalue(f"{name}_exp")
+    report(exp)
+    page = browser.open_page(exp / "report.html", screenshot_path(tmp_path, f"report-{name}"))
+    assert page.errors() == []
+    assert "plot-trajectory" in page.section_ids
+    images = {i["id"]: i for i in page.images}
+    assert images["img-trajectory"]["complete"] and images["img-trajectory"]["width"] > 0
+    want = "The y axis is logarithmic: the values span 18 decades." if name == "outlier" else \
+        "1 point outside it (1 above, 0 below) are the triangles on its edges."
+    assert want in page.text
