@@ -5,6 +5,7 @@ temporary ``*.dist-info`` folder on ``sys.path``."""
 
 from __future__ import annotations
 
+import abc
 import inspect
 import re
 import sys
@@ -243,3 +244,17 @@ def test_a_plugin_file_is_named_by_its_absolute_path_in_the_experiment(tmp_path:
     again = load_workflow(str(copy))
     assert again.make_trial_scheduler().__class__.__name__ == "Patient"
     assert again.make_optimizer().__class__.__name__ == "Grid"
+
+
+def test_every_plugin_contract_is_an_abc() -> None:
+    """One way to write a plug-in: subclass the contract's ABC (no NotImplementedError bases, no
+    Protocols, no lists of functions)."""
+    from emews.core.optimizer import AskTellOptimizer
+    from emews.core.space import DimensionType
+    from emews.reporting.figures import ReportPlot
+    from emews.site.batch_schedulers import BatchScheduler
+    from emews.site.launchers import Launcher
+
+    for contract in (Optimizer, AskTellOptimizer, TrialScheduler, DimensionType, BatchScheduler, Launcher,
+                     ReportPlot):
+        assert isinstance(contract, abc.ABCMeta) and inspect.isabstract(contract), contract

@@ -239,3 +239,21 @@ def test_check_scheduler_lists_every_failure_by_check() -> None:
 def test_the_default_space_has_every_searched_type() -> None:
     kinds = {dim.kind for dim in training_space().dimensions.values()}
     assert kinds == {"float", "int", "categorical", "ordered"}
+
+
+def test_the_docs_example_passes_the_kit(tmp_path, monkeypatch) -> None:
+    """docs/training.md's ``Threshold`` (written as its block says) passes, and it stops some trials."""
+    import re
+    import sys
+
+    from testutil import REPO
+
+    text = (REPO / "docs" / "training.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "class Threshold" in b]
+    (tmp_path / "my_rules.py").write_text(block)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from my_rules import Threshold  # type: ignore[import-not-found]
+
+    run = check_scheduler(lambda: Threshold(limit=1.5))
+    assert any(c.answer.stop for c in run.calls if c.method == "on_report")
+    sys.modules.pop("my_rules", None)
