@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from emews.core.errors import EmewsError
 from emews.site.batch_schedulers import BATCH_SCHEDULERS, DONE, UNKNOWN

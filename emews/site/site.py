@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from emews.core.errors import ConfigError
+from emews.site.batch_schedulers import BatchScheduler, scheduler_for
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
 from emews.site.loader import resolve_site
-from emews.site.batch_schedulers import BatchScheduler, scheduler_for
 from emews.site.schema import SiteConfig
 
 

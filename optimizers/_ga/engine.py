@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import math
 import random
+from collections.abc import Callable, Sequence
 from statistics import fmean
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from deap import base, tools
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class Engine:
-    def __init__(self, options: GAOptions, evaluator: "Evaluator") -> None:
+    def __init__(self, options: GAOptions, evaluator: Evaluator) -> None:
         self.options = options
         self.evaluator = evaluator
         self.space = evaluator.space
@@ -66,7 +67,7 @@ class Engine:
         for _ in range(self.screen.factor - 1):
             pool += [ind for ind in breed() if not ind.fitness.valid]
         picks = self.screen.pick(pool, len(new))
-        for i, child in zip(new, picks):
+        for i, child in zip(new, picks, strict=False):
             offspring[i] = child
         return offspring
 
@@ -78,7 +79,9 @@ class Engine:
 
     def record_population(self, population: Sequence[Individual], gen: int) -> None:
         """Steady-state mode: a log line each ``population`` results, over the current population."""
-        self._log(gen, population, self.options.population)
+        size = self.options.population
+        assert size is not None, "the engine runs on GAOptions.resolved()"
+        self._log(gen, population, size)
 
     def child(self, population: Sequence[Individual]) -> Individual:
         """Steady-state breeding: tournament parents, crossover with ``cxpb``, mutation with ``mutpb``."""
@@ -94,7 +97,7 @@ class Engine:
         return child
 
     def _log(self, gen: int, individuals: Sequence[Individual], nevals: int) -> None:
-        losses = [ind.loss for ind in individuals if ind.ok]
+        losses = [loss for ind in individuals if ind.ok and (loss := ind.loss) is not None]
         best = self.hall_of_fame[0].loss if len(self.hall_of_fame) else None
         self.logbook.record(gen=gen, nevals=nevals, failed=sum(not ind.ok for ind in individuals),
                             min=min(losses) if losses else math.inf,
@@ -109,7 +112,7 @@ class Engine:
 DEFAULT_INDPB = 0.5
 
 
-def make_toolbox(options: GAOptions, evaluator: "Evaluator", rng: random.Random,
+def make_toolbox(options: GAOptions, evaluator: Evaluator, rng: random.Random,
                  step: StepAdaptation | None = None) -> base.Toolbox:
     """The DEAP toolbox; ``map`` sends a whole batch through ``evaluator.map`` (as EMEWS did)."""
     space = evaluator.space
@@ -125,14 +128,14 @@ def make_toolbox(options: GAOptions, evaluator: "Evaluator", rng: random.Random,
     return toolbox
 
 
-def sigma_scale(options: GAOptions, evaluator: "Evaluator") -> float:
+def sigma_scale(options: GAOptions, evaluator: Evaluator) -> float:
     """The mutation step's factor now: ``sigma_decay`` to the fraction of the budget spent
     (1 at the start, ``sigma_decay`` at the end)."""
     total = evaluator.submitted + evaluator.remaining
     return options.sigma_decay ** (evaluator.submitted / total) if total else 1.0
 
 
-def _queue_map(evaluator: "Evaluator", func: Any, individuals: Sequence[Individual]) -> list["Result"]:
+def _queue_map(evaluator: Evaluator, func: Any, individuals: Sequence[Individual]) -> list[Result]:
     """``toolbox.map``: one batch out through the evaluator, results back in order (``func`` unused)."""
     return evaluator.map([dict(ind) for ind in individuals])
 

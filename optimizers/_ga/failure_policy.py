@@ -6,7 +6,7 @@ individual it evaluated."""
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from emews.core.results import Result
 
@@ -30,8 +30,8 @@ class FailurePolicy(FailureImputation):
 
         ``cohort`` adds already-scored successful members to the ``mean`` policy's pool.
         """
-        ok_losses = [ind.loss for ind in cohort if ind.ok]
-        for ind, result in zip(individuals, results):
+        ok_losses = [loss for ind in cohort if ind.ok and (loss := ind.loss) is not None]
+        for ind, result in zip(individuals, results, strict=False):
             ind.result = result
             if result.ok:
                 ind.fitness.values = (result.loss,)

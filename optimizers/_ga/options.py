@@ -47,7 +47,7 @@ class GAOptions:
     sigma_adapt: bool = True
     screen: int = 10
 
-    def resolved(self, budget: int, workers: int) -> "GAOptions":
+    def resolved(self, budget: int, workers: int) -> GAOptions:
         """The options with the run-dependent defaults filled in: ``population`` about a 25th
         of the budget (8..100, a multiple of the workers when that fits), ``strategy`` ``async``
         from ``STEADY_STATE_WORKERS`` workers on, else ``simple`` (CANDLE's eaSimple)."""
