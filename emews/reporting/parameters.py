@@ -19,11 +19,22 @@ from matplotlib.colors import Normalize
 from emews.core.direction import Direction
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, new_figure
+from emews.reporting.yrange import robust
 
 #: the forest sees at most this many evaluations (a random sample of them beyond)
 MAX_FIT = 1_000
 IMPORTANCE_METHOD = ("permutation importance (scikit-learn) of a random forest fitted to the "
                      "successful evaluations")
+#: importance is withheld below this many successful evaluations ...
+MIN_IMPORTANCE = 30
+#: ... and below this many per free parameter
+PER_PARAMETER = 5
+#: parallel coordinates show at most this many parameters (the most important)
+MAX_PARALLEL = 8
+#: axis names and value labels are cut to this many characters
+LABEL_CHARS = 14
+#: at most this many value labels on one axis (0.47 in of 4.8 in each at 7 pt: they never touch)
+MAX_TICKS = 9
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,8 @@ class Axis:
     values: np.ndarray
     unit: np.ndarray
     ticks: list[tuple[float, str]]
+    #: values are the indices of named levels (``ticks`` names them)
+    categorical: bool = False
 
 
 def free_parameters(data: ExperimentData) -> list[str]:
@@ -73,7 +86,7 @@ def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
     levels += sorted(set(labels.unique()) - set(levels))
     codes = labels.map({v: i for i, v in enumerate(levels)}).to_numpy(float)
     span = max(len(levels) - 1, 1)
-    return Axis(name, codes, codes / span, [(i / span, v) for i, v in enumerate(levels)])
+    return Axis(name, codes, codes / span, [(i / span, v) for i, v in enumerate(levels)], categorical=True)
 
 
 def _fmt(value: float) -> str:
@@ -87,18 +100,21 @@ class Parallel(ReportPlot):
 
     def make(self, data: ExperimentData, top: int = 50) -> Plot | None:
         ok = data.ok
-        names = free_parameters(data)
+        every, why = ranked(data)
+        names = every[:MAX_PARALLEL]
         if len(ok) < 2 or not names:
             return None
         chosen = ok.index[np.argsort(ok["loss"].to_numpy(float), kind="stable")[:top]]
         ok, objective = ok.loc[chosen], ok.loc[chosen, "objective"].to_numpy(float)
-        lo, hi = float(objective.min()), float(objective.max())
+        clip = robust(objective)
+        lo = clip.lower if clip.lower is not None else float(objective.min())
+        hi = clip.upper if clip.upper is not None else float(objective.max())
         best = np.arange(len(ok))
         axes = [axis(n, data.params.loc[ok.index, n], data.space.get(n, {})) for n in names]
-        obj_unit = (objective - lo) / (hi - lo) if hi > lo else np.full(len(objective), 0.5)
+        obj_unit = np.clip((objective - lo) / (hi - lo), 0, 1) if hi > lo else np.full(len(objective), 0.5)
         columns = [a.unit for a in axes] + [obj_unit]
         fig, ax = new_figure()
-        norm = Normalize(lo, hi)
+        norm = Normalize(lo, hi, clip=True)
         colours = colormaps["viridis_r" if data.direction is Direction.MINIMIZE else "viridis"]
         x = np.arange(len(columns))
         for i in best[::-1]:  # the best drawn last, on top
@@ -106,9 +122,10 @@ class Parallel(ReportPlot):
         for j, a in enumerate(axes + [None]):
             ax.axvline(j, color="black", linewidth=0.8)
             ticks = a.ticks if a is not None else [(0.0, _fmt(lo)), (1.0, _fmt(hi))]
-            for pos, label in ticks:
-                ax.annotate(label, (j, pos), xytext=(3, 0), textcoords="offset points", fontsize=7, va="center")
-        ax.set_xticks(x, [a.name for a in axes] + [data.metric])
+            for pos, label in thin(ticks):
+                ax.annotate(label[:LABEL_CHARS], (j, pos), xytext=(3, 0), textcoords="offset points", fontsize=7,
+                            va="center")
+        ax.set_xticks(x, [short(a.name) for a in axes] + [short(data.metric)], rotation=20, ha="right", fontsize=8)
         ax.set_yticks([])
         ax.set_xlim(-0.2, len(columns) - 0.6)
         ax.set_ylim(-0.05, 1.05)
@@ -116,10 +133,65 @@ class Parallel(ReportPlot):
         ax.set_title(f"the {len(best)} best of {len(data.ok)} successful evaluations (colour: {data.metric})")
         return Plot(self.name, "Parallel coordinates of the best evaluations", fig,
                     "One line per evaluation through its parameter values (each axis from its smallest to its "
-                    "largest value; log-scaled parameters on a log axis) to its objective.")
+                    "largest value; log-scaled parameters on a log axis) to its objective"
+                    + (f"; the {len(names)} of {len(every)} parameters shown are {why}" if len(every) > len(names)
+                       else "")
+                    + (f". The objective's axis and colours are clipped to the bulk of its values ({clip.clipped} "
+                       "outside, drawn at its ends)." if clip.clipped else "."))
+
+
+def short(name: str) -> str:
+    """An axis name cut to :data:`LABEL_CHARS` characters (labels of neighbouring axes never meet)."""
+    return name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+def thin(ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """At most :data:`MAX_TICKS` of an axis's labels, evenly spread, the first and last kept."""
+    if len(ticks) <= MAX_TICKS:
+        return ticks
+    keep = np.unique(np.linspace(0, len(ticks) - 1, MAX_TICKS).round().astype(int))
+    return [ticks[i] for i in keep]
+
+
+def needed(n_parameters: int) -> int:
+    """How many successful evaluations importance needs for ``n_parameters`` free parameters."""
+    return max(MIN_IMPORTANCE, PER_PARAMETER * n_parameters)
+
+
+def withheld(data: ExperimentData) -> str | None:
+    """Why importance is not shown for ``data`` (a sentence), or ``None`` when it is."""
+    n, names = len(data.ok), free_parameters(data)
+    if not names or n >= needed(len(names)):
+        return None
+    return (f"Importance is withheld: {n} successful evaluation{'s' if n != 1 else ''} for {len(names)} "
+            f"parameter{'s' if len(names) != 1 else ''}, and it needs at least {needed(len(names))} "
+            f"({MIN_IMPORTANCE} in all and {PER_PARAMETER} per parameter); with fewer, a forest ranks "
+            "parameters by noise, even ones the run never varied in a way that mattered.")
+
+
+_cache: list[tuple[ExperimentData, pd.DataFrame | None]] = []
+
+
+def ranked(data: ExperimentData) -> tuple[list[str], str]:
+    """The free parameters, most important first, and a few words saying how they were ranked."""
+    names = free_parameters(data)
+    found = importances(data) if withheld(data) is None else None
+    if found is None:
+        return names, "the parameters in the space's order (too few evaluations to rank them by importance)"
+    return list(found["parameter"]), f"the parameters ranked by importance ({len(data.ok)} evaluations)"
 
 
 def importances(data: ExperimentData, seed: int = 0) -> pd.DataFrame | None:
+    """:func:`_importances`, computed once per ``data``."""
+    for seen, found in _cache:
+        if seen is data:
+            return found
+    found = _importances(data, seed)
+    _cache[:] = [(data, found)]
+    return found
+
+
+def _importances(data: ExperimentData, seed: int = 0) -> pd.DataFrame | None:
     """Permutation importance of each free parameter (mean and std of the R^2 drop), largest first."""
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.inspection import permutation_importance
@@ -150,6 +222,12 @@ class Importance(ReportPlot):
     name = "importance"
 
     def make(self, data: ExperimentData) -> Plot | None:
+        why = withheld(data)
+        if why is not None:
+            fig, ax = new_figure()
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True, fontsize=11)
+            return Plot(self.name, "Parameter importance", fig, why)
         found = importances(data)
         if found is None:
             return None
@@ -158,10 +236,10 @@ class Importance(ReportPlot):
         ax.barh(order["parameter"], order["importance"], xerr=order["std"], color="#2b8cbe")
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_xlabel("drop of R^2 when the parameter is shuffled")
-        ax.set_title(IMPORTANCE_METHOD)
+        ax.set_title(f"{IMPORTANCE_METHOD} (n = {len(data.ok)})")
         ax.grid(axis="x", alpha=0.3)
         return Plot(self.name, "Parameter importance", fig,
                     f"Estimator: {IMPORTANCE_METHOD} (sklearn.inspection.permutation_importance on a "
                     f"RandomForestRegressor of 40 trees fitted to at most {MAX_FIT:,} evaluations, 5 shuffles per "
                     "parameter, a quarter of the evaluations held out when there are 40 or more). Bars show the mean "
-                    "drop, whiskers its standard deviation.")
+                    f"drop, whiskers its standard deviation. n = {len(data.ok)} successful evaluations.")

@@ -17,7 +17,7 @@ from typing import Literal
 from matplotlib.figure import Figure
 
 from emews.core.errors import ConfigError
-from emews.reporting import curves, failures, gantt, html, load, parameters, summary, trajectory
+from emews.reporting import curves, failures, gantt, html, load, parameters, slices, summary, trajectory
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import DPI, Plot, ReportPlot
 
@@ -25,7 +25,8 @@ Format = Literal["html", "png", "pdf"]
 FORMATS: tuple[Format, ...] = ("html", "png", "pdf")
 #: the plots of a report, in page order (each makes ``None`` when it has nothing to show)
 PLOTS: tuple[ReportPlot, ...] = (trajectory.Trajectory(), load.Load(), gantt.Gantt(), parameters.Parallel(),
-                                 parameters.Importance(), failures.Failures(), curves.Curves())
+                                 parameters.Importance(), slices.Slices(), slices.Contour(), failures.Failures(),
+                                 curves.Curves())
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from emews.reporting.render import PLOTS
 
 def test_the_report_lists_each_plot_once_in_page_order() -> None:
     assert all(isinstance(plot, ReportPlot) for plot in PLOTS)
-    assert [plot.name for plot in PLOTS] == ["trajectory", "load", "gantt", "parallel", "importance", "failures",
-                                             "curves"]
+    assert [plot.name for plot in PLOTS] == ["trajectory", "load", "gantt", "parallel", "importance", "slices",
+                                             "contour", "failures", "curves"]
 
 
 def test_a_plot_must_implement_make() -> None:

@@ -19,7 +19,7 @@ import browser
 from testutil import EmewsCommand
 
 #: the plots every report of a run with successes and failures has (``curves`` needs reports)
-PLOTS = ["trajectory", "load", "gantt", "parallel", "importance", "failures"]
+PLOTS = ["trajectory", "load", "gantt", "parallel", "importance", "slices", "contour", "failures"]
 WIDTH, HEIGHT = 1100, 480
 #: where screenshots are kept besides pytest's tmp dir (CI may set it to collect them)
 ARTIFACTS = os.environ.get("EMEWS_TEST_ARTIFACTS")
@@ -246,5 +246,5 @@ def test_report_of_an_experiment_before_its_first_result(tmp_path: Path) -> None
     report(exp)
     page = (exp / "report.html").read_text()
     assert "No successful evaluation yet." in page and "<img" not in page
-    assert "Not shown (nothing to plot yet): trajectory, load, gantt, parallel, importance, failures, curves." in page
+    assert "Not shown (nothing to plot yet): trajectory, load, gantt, parallel, importance, slices, contour, failures, curves." in page
     assert list((exp / "report-plots").iterdir()) == []
