@@ -10,6 +10,7 @@ layers (configuration and engine) do not know each other. ARCHITECTURE.md draws 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,41 @@ def test_training_knows_no_mpi() -> None:
             names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
             names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
             assert not [n for n in names if n.split(".")[0] == "mpi4py"], module
+
+
+#: an SQL statement in a string (an f-string's parts included)
+SQL = re.compile(r"\b(SELECT\b.+\bFROM|INSERT\s+(OR\s+[A-Z]+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+                 r"CREATE\s+(TABLE|INDEX|VIEW)|ALTER\s+TABLE|DROP\s+(TABLE|INDEX)|PRAGMA\s+\w+)\b", re.S)
+
+
+def sql_of(path: Path) -> list[str]:
+    """Where ``path`` imports sqlite3 or holds an SQL statement: ``LINE: what``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"{node.lineno}: imports {n}" for n in names if n.split(".")[0] == "sqlite3"]
+        elif isinstance(node, ast.JoinedStr | ast.Constant):
+            text = _text(node)
+            if text is not None and (statement := SQL.search(text)):
+                found.append(f"{node.lineno}: {statement.group(0)[:40]!r}")
+    return found
+
+
+def _text(node: ast.JoinedStr | ast.Constant) -> str | None:
+    """A string's text, an f-string's with ``{}`` for each value."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+
+
+def test_every_sql_statement_is_in_the_store() -> None:
+    """The store is one layer behind one interface (``emews.store.Store``): no other module imports
+    sqlite3 or holds SQL, so a second backend replaces the store and nothing else."""
+    assert any(sql_of(path) for module, path in modules().items() if module.startswith("emews.store."))
+    outside = {module: sql for module, path in modules().items()
+               if not module.startswith("emews.store") and (sql := sql_of(path))}
+    assert not outside, outside
 
 
 def test_the_layer_map_is_short_and_the_top_level_small() -> None:

@@ -24,11 +24,11 @@ from typing import Any
 
 from emews.core.errors import ConfigError
 from emews.config.yamlio import dump_yaml
+from emews.store import STORE_FILE as STORE_FILE  # EXP/results.db, named where the store is opened
 
 WORKFLOW_FILE = "workflow.yaml"
 SITE_FILE = "site.yaml"
 INFO_FILE = "experiment.json"
-STORE_FILE = "results.db"
 CSV_FILE = "results.csv"
 LOG_FILE = "emews.log"
 SUMMARY_FILE = "summary.json"

@@ -28,9 +28,8 @@ from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.objective.function import ObjectiveSpec
 from emews.core.gpu_binding import GpuBinding
 from emews.runtime.progress import Progress, ProgressReporter
-from emews.store.results_store import Durability, ResultsStore
+from emews.store import Durability, ReportReader, Store, open_store
 from emews.runtime.transport import ThreadHub, Transport
-from emews.store.trial_store import ReportReader, TrialStore
 from emews.runtime.trial_reports import TrialService, WaitingTrial
 from emews.runtime.walltime_pause import PauseClock, WalltimeStop
 from emews.runtime.worker_rank import WorkerPlan, serve
@@ -94,10 +93,6 @@ class RunSpec:
     def runs_root(self) -> Path | None:
         return None if self.exp_dir is None else self.exp_dir / "runs"
 
-    @property
-    def store_path(self) -> Path | None:
-        return None if self.exp_dir is None else self.exp_dir / "results.db"
-
 
 @dataclass
 class RunSummary:
@@ -158,7 +153,7 @@ class ResumeState:
 REQUEUE_LIMIT = 1
 
 
-def resume_state(store: ResultsStore | None,
+def resume_state(store: Store | None,
                  waits: Callable[[Task], WaitingTrial | None] = lambda task: None) -> ResumeState:
     """Finished work, and the tasks to run again: those that were running when the last run
     stopped (once; a task caught by a stop twice is recorded as failed). A trial that ``waits``
@@ -166,7 +161,7 @@ def resume_state(store: ResultsStore | None,
     if store is None:
         return ResumeState([], [], 0)
     requeue, given_up, waiting = [], [], []
-    pauses = TrialStore(store.connection).pauses()  # a paused trial may be continued any number of times
+    pauses = store.pauses()  # a paused trial may be continued any number of times
     for task, attempt in store.unfinished():
         held = waits(task)
         if held is not None:
@@ -186,7 +181,7 @@ def resume_state(store: ResultsStore | None,
     return ResumeState(list(store), requeue, store.next_id(), waiting)
 
 
-def trial_service(spec: RunSpec, store: ResultsStore | None,
+def trial_service(spec: RunSpec, store: Store | None,
                   stopping: Callable[[], bool] = lambda: False, budget: ComputeBudget | None = None) -> TrialService:
     """What answers training reports: the store's training tables and the workflow's scheduler,
     its state rebuilt from the reports of earlier runs; ``budget`` counts the steps reported."""
@@ -196,7 +191,7 @@ def trial_service(spec: RunSpec, store: ResultsStore | None,
                                                      space=spec.space, seed=spec.seed)
     if spec.exp_dir is not None:
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
-    service = TrialService(None if store is None else TrialStore(store.connection, root=spec.exp_dir), scheduler,
+    service = TrialService(store, scheduler,
                            metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
                            retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping),
                            budget=budget)
@@ -216,14 +211,14 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     interrupt = interrupt or Interrupt()
     queues = QueuePair()
     progress = Progress(budget=spec.budget, workers=len(worker_ranks))
-    store = ResultsStore(spec.store_path, durability=spec.durability) if spec.store_path else None
+    store = open_store(spec.exp_dir, durability=spec.durability) if spec.exp_dir is not None else None
     budget = ComputeBudget(spec.steps, spec.time)  # its clock starts now
     if store is not None and budget.limited:
-        budget.resume(store.connection)
+        budget.resume(store)
     trials = trial_service(spec, store, interrupt, budget)
     earlier = resume_state(store, trials.resumed_wait)
     progress.record(earlier.history, 0)
-    reports = ReportReader(spec.store_path) if spec.store_path else None
+    reports = ReportReader(store.location) if store is not None else None
     distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
                               fail_fast=FailFast(spec.fail_fast),
                               store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes,

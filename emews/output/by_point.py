@@ -8,7 +8,6 @@ left out); the statistics are over the replicates that succeeded.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,13 +35,13 @@ def results_by_point(exp_dir: Path) -> list[PointResult]:
     if store is None:
         return []
     try:
-        rows = store.execute("SELECT id, status, objective, params FROM results ORDER BY id").fetchall()
+        rows = store.point_results()
     finally:
         store.close()
     groups: dict[str, list[tuple[int, float | None, dict]]] = {}
-    for id_, status, objective, params in rows:
-        decoded = json.loads(params)
-        groups.setdefault(point_label(decoded), []).append((id_, objective if status == "ok" else None, decoded))
+    for row in rows:
+        groups.setdefault(point_label(row.params), []).append(
+            (row.id, row.objective if row.status == "ok" else None, row.params))
     return [PointResult(point_of(members[0][2]), Aggregate.of(m[1] for m in members), tuple(m[0] for m in members))
             for members in groups.values()]
 

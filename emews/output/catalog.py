@@ -16,7 +16,7 @@ from typing import Any
 
 from emews.training.checkpoints import read_checkpoint
 from emews.output.export import open_store
-from emews.store.trial_store import DURABLE, CheckpointRow, TrialStore
+from emews.store import DURABLE, CheckpointRow
 
 
 def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bool = True) -> list[CheckpointRow]:
@@ -27,8 +27,7 @@ def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bo
     if store is None:
         return []
     try:
-        rows = TrialStore(store.connection, readonly=True, root=Path(exp_dir)).checkpoints((DURABLE,)) \
-            if _has_checkpoints(store.connection) else []
+        rows = store.checkpoints((DURABLE,))
     finally:
         store.close()
     if best is None:
@@ -67,7 +66,3 @@ def _size(size: int | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return str(size)
-
-
-def _has_checkpoints(db: Any) -> bool:
-    return db.execute("SELECT 1 FROM sqlite_master WHERE name = 'checkpoints'").fetchone() is not None

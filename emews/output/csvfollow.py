@@ -18,7 +18,7 @@ from typing import Sequence
 
 from emews.config.experiment import CSV_FILE
 from emews.output.export import CsvFile, open_store
-from emews.store.results_store import ResultsStore
+from emews.store import Store
 from emews.processes.channel import ChildExited, ChildProcess, Ready
 
 log = logging.getLogger("emews")
@@ -68,7 +68,7 @@ def serve(conn: Connection, config: FollowConfig) -> int:
     """The child's side: follow the store until :class:`Finish` (or the parent is gone)."""
     conn.send(Ready())
     csv_file = CsvFile(config.exp_dir / CSV_FILE, config.param_names)
-    store: ResultsStore | None = None
+    store: Store | None = None
     try:
         while not conn.poll(config.interval):
             store = store or open_store(config.exp_dir)

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import IO
 
 from emews.output.csvrows import Columns, write_rows
-from emews.store.results_store import ResultsStore
+from emews.store import Store, open_store
 from emews.processes.channel import ChildExited, ChildProcess, Ready
 
 
 @dataclass(frozen=True)
 class PartConfig:
-    store: Path
+    store: str  # the store's location (Store.location)
     folder: Path
     columns: Columns
     first_id: int
@@ -44,11 +44,11 @@ class PartWritten:
 class CsvPart:
     """The parent's side: start the child at once, :meth:`append_to` once the rows below are written."""
 
-    def __init__(self, store: ResultsStore, folder: Path, columns: Columns, first_id: int) -> None:
+    def __init__(self, store: Store, folder: Path, columns: Columns, first_id: int) -> None:
         self.first_id = first_id
         self._child: ChildProcess | None
         try:
-            self._child = ChildProcess(__name__, PartConfig(store.path, folder, columns, first_id))
+            self._child = ChildProcess(__name__, PartConfig(store.location, folder, columns, first_id))
         except OSError:
             self._child = None
 
@@ -84,7 +84,7 @@ def serve(conn: Connection, config: PartConfig) -> int:
     path: str | None = None
     try:
         fd, path = tempfile.mkstemp(dir=config.folder, prefix=".results.csv.", suffix=".part")
-        with os.fdopen(fd, "w", newline="") as fh, ResultsStore(config.store, readonly=True) as store:
+        with os.fdopen(fd, "w", newline="") as fh, open_store(location=config.store, readonly=True) as store:
             written = write_rows(store, csv.writer(fh), config.columns, config.first_id)
         conn.send(PartWritten(path, written.rows))
         path = None  # the parent's now

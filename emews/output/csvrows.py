@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from emews.core.jsoncodec import loads_point
-from emews.store.results_store import ResultsStore
-from emews.store.trial_store import TrialState, TrialStore
+from emews.store import Store, TrialState
 
 #: training trials' columns: the last step reported, the last answer to it other than continue, how
 #: a trial with a successful result ended (:class:`~emews.training.messages.Ending`), the PBT clones it was made from
@@ -33,19 +32,6 @@ def csv_cell(value: object) -> object:
     return value
 
 
-def _ts(column: str) -> str:
-    """SQL for ISO-8601 UTC with milliseconds, as ``datetime.isoformat`` writes it."""
-    return (f"CASE WHEN {column} IS NULL THEN '' ELSE "
-            f"strftime('%Y-%m-%dT%H:%M:%f', {column}, 'unixepoch') || '+00:00' END")
-
-
-_SELECT = (f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
-           f"{_ts('submitted')}, {_ts('started')}, {_ts('finished')} FROM results "
-           f"WHERE id >= ? AND id < ? ORDER BY id")
-#: an id above every stored one (SQLite's INTEGER is 64-bit)
-_NO_END = 2**63 - 1
-
-
 @dataclass(frozen=True)
 class Columns:
     """What decides a CSV's columns: the parameters, the metrics, and whether tasks reported training."""
@@ -55,9 +41,8 @@ class Columns:
     trained: bool
 
     @classmethod
-    def of(cls, store: ResultsStore, param_names: Sequence[str]) -> "Columns":
-        return cls(tuple(param_names), tuple(store.metric_names()),
-                   TrialStore(store.connection, readonly=True).has_reports())
+    def of(cls, store: Store, param_names: Sequence[str]) -> "Columns":
+        return cls(tuple(param_names), tuple(store.metric_names()), store.has_reports())
 
     def header(self) -> list[str]:
         return (["id", "status", "objective"] + [f"p:{p}" for p in self.params] + [f"m:{m}" for m in self.metrics]
@@ -73,7 +58,7 @@ class Written:
     next_id: int
 
 
-def write_rows(store: ResultsStore, writer: Any, columns: Columns, first_id: int, end_id: int | None = None, *,
+def write_rows(store: Store, writer: Any, columns: Columns, first_id: int, end_id: int | None = None, *,
                contiguous: bool = False) -> Written:
     """Write the rows with ``first_id <= id < end_id`` (no end: all) in id order.
 
@@ -83,28 +68,30 @@ def write_rows(store: ResultsStore, writer: Any, columns: Columns, first_id: int
     params, metrics = columns.params, columns.metrics
     known = set(metrics)
     load_metrics, load_point, empty, plain = json.JSONDecoder().decode, loads_point, {}, _PLAIN
-    states = TrialStore(store.connection, readonly=True).trial_states(first_id) if columns.trained else None
+    states = store.trial_states(first_id) if columns.trained else None
     done = Written(0, first_id)
     out: list[list[Any]] = []
-    cursor = store.execute(_SELECT, (first_id, _NO_END if end_id is None else end_id))
-    for id_, status, objective, p_json, m_json, *tail in cursor:
-        if contiguous and id_ != done.next_id:
-            break
-        m = load_metrics(m_json) if m_json != "{}" else empty
-        if contiguous and not m.keys() <= known:
-            break
-        p = load_point(p_json)
-        out.append([id_, status, objective,
-                    *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
-                    *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
-                    *(() if states is None else _trial_cells(states.get(id_), status)),
-                    *tail])
-        done.next_id = id_ + 1
-        if len(out) == _CHUNK:
-            writer.writerows(out)
-            done.rows += len(out)
-            out = []
-    cursor.close()
+    rows = store.csv_rows(first_id, end_id)
+    try:
+        for id_, status, objective, p_json, m_json, *tail in rows:
+            if contiguous and id_ != done.next_id:
+                break
+            m = load_metrics(m_json) if m_json != "{}" else empty
+            if contiguous and not m.keys() <= known:
+                break
+            p = load_point(p_json)
+            out.append([id_, status, objective,
+                        *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
+                        *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
+                        *(() if states is None else _trial_cells(states.get(id_), status)),
+                        *tail])
+            done.next_id = id_ + 1
+            if len(out) == _CHUNK:
+                writer.writerows(out)
+                done.rows += len(out)
+                out = []
+    finally:
+        rows.close()
     writer.writerows(out)
     done.rows += len(out)
     return done

@@ -14,7 +14,6 @@ DeepHyper's conventions (checked against a real DeepHyper 0.13 ``results.csv``):
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +36,10 @@ def deephyper_rows(exp_dir: Path) -> tuple[list[str], list[list[Any]]]:
     if store is None:
         return ["job_id", "objective", "job_status"], []
     try:
-        rows = store.execute("SELECT id, status, objective, params, metrics, submitted, started, finished "
-                             "FROM results ORDER BY COALESCE(finished, submitted), id").fetchall()
+        rows = store.results_by_completion()
     finally:
         store.close()
-    decoded = [(id_, status, objective, json.loads(params), json.loads(metrics), times)
-               for id_, status, objective, params, metrics, *times in rows]
+    decoded = [(r.id, r.status, r.objective, r.params, r.metrics, [r.submitted, r.started, r.finished]) for r in rows]
     names = sorted({k for d in decoded for k in d[3]} - constants)
     metric_names = sorted({k for d in decoded for k in d[4]} - set(TIMESTAMPS))
     origin = min((t[0] for *_, t in decoded if t[0] is not None), default=0.0)

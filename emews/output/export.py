@@ -17,12 +17,12 @@ from typing import Any, Mapping, Sequence
 
 from emews.core.errors import ConfigError
 from emews.core.failure_cause import CommonCause, most_frequent
-from emews.config.experiment import CSV_FILE, STORE_FILE, require_experiment
+from emews.config.experiment import CSV_FILE, require_experiment
 from emews.output.csvpart import CsvPart
 from emews.output.csvrows import Columns, write_rows
 from emews.core.results import Result, Status
-from emews.store.results_store import ResultsStore
-from emews.store.trial_store import TrialStore
+import emews.store as stores
+from emews.store import Store
 from emews.training.messages import endings_text
 
 
@@ -41,25 +41,24 @@ class Totals:
         return sum(self.counts.values())
 
 
-def open_store(exp_dir: Path) -> ResultsStore | None:
+def open_store(exp_dir: Path) -> Store | None:
     """The experiment's store, read-only (``None`` before the first result)."""
-    path = require_experiment(exp_dir) / STORE_FILE
-    return ResultsStore(path, readonly=True) if path.exists() else None
+    exp_dir = require_experiment(exp_dir)
+    return stores.open_store(exp_dir, readonly=True) if stores.store_exists(exp_dir) else None
 
 
-def totals(store: ResultsStore | None) -> Totals:
+def totals(store: Store | None) -> Totals:
     if store is None:
         return Totals({}, None)
-    failed = store.execute("SELECT error FROM results WHERE status != ? ORDER BY id", (Status.OK.value,))
-    return Totals(store.status_counts(), store.best(), most_frequent(error for (error,) in failed),
-                  Counter(e.value for e in TrialStore(store.connection, readonly=True).endings().values()))
+    return Totals(store.status_counts(), store.best(), most_frequent(store.failure_errors()),
+                  Counter(e.value for e in store.endings().values()))
 
 
-def write_csv(store: ResultsStore, path: Path, param_names: Sequence[str], *,
+def write_csv(store: Store, path: Path, param_names: Sequence[str], *,
               parallel_from: int | None = None) -> int:
     """Write ``results.csv`` (id, status, objective, p:*, m:*, error, rank, host, times) from the store.
 
-    Rows go straight from SQLite to the CSV writer (no Result objects) into a private
+    Rows go straight from the store to the CSV writer (no Result objects) into a private
     temp file that replaces ``path`` atomically; returns the row count.
     """
     csv_file = CsvFile(path, param_names, parallel_from=parallel_from)
@@ -97,13 +96,13 @@ class CsvFile:
         self._next_id = 0
         self.rows = 0
 
-    def follow(self, store: ResultsStore) -> None:
+    def follow(self, store: Store) -> None:
         """Write the rows that continue the file without a gap."""
         if self._columns is None:
             self._start(Columns.of(store, self._params))
         self._write(store, contiguous=True)
 
-    def finish(self, store: ResultsStore) -> int:
+    def finish(self, store: Store) -> int:
         """Write every row not written yet and put the file in place; return the row count."""
         columns = Columns.of(store, self._params)
         if self._columns != columns:
@@ -136,16 +135,14 @@ class CsvFile:
             Path(self._tmp).unlink(missing_ok=True)
             self._tmp = None
 
-    def _split_id(self, store: ResultsStore) -> int | None:
+    def _split_id(self, store: Store) -> int | None:
         """The first id the child writes, or ``None`` when the rest is written here alone."""
         if len(os.sched_getaffinity(0)) < 2:
             return None
-        (left,), = store.execute("SELECT COUNT(*) FROM results WHERE id >= ?", (self._next_id,))
+        left = store.count_results(self._next_id)
         if left < max(self._parallel_from, 2):
             return None
-        row = store.execute("SELECT id FROM results WHERE id >= ? ORDER BY id LIMIT 1 OFFSET ?",
-                            (self._next_id, left - int(left * CHILD_SHARE))).fetchone()
-        return None if row is None else row[0]
+        return store.result_id_at(self._next_id, left - int(left * CHILD_SHARE))
 
     def _start(self, columns: Columns) -> None:
         self.discard()
@@ -160,7 +157,7 @@ class CsvFile:
         self._next_id = 0
         self.rows = 0
 
-    def _write(self, store: ResultsStore, *, contiguous: bool, end_id: int | None = None) -> None:
+    def _write(self, store: Store, *, contiguous: bool, end_id: int | None = None) -> None:
         assert self._columns is not None
         written = write_rows(store, self._writer, self._columns, self._next_id, end_id, contiguous=contiguous)
         self._next_id = written.next_id if end_id is None or contiguous else max(written.next_id, end_id)
@@ -174,16 +171,14 @@ def _umask() -> int:
     return mask
 
 
-def stored_param_names(store: ResultsStore, listed: Sequence[str] = ()) -> list[str]:
+def stored_param_names(store: Store, listed: Sequence[str] = ()) -> list[str]:
     """``listed``, then every other parameter name the stored points hold, in order of first appearance
     (points of an open space, a CANDLE points file, differ in their keys)."""
-    rows = store.execute("SELECT j.key FROM results, json_each(results.params) AS j "
-                         "GROUP BY j.key ORDER BY MIN(results.id), MIN(j.id)").fetchall()
     seen = set(listed)
-    return [*listed, *(key for (key,) in rows if key not in seen)]
+    return [*listed, *(key for key in store.param_keys() if key not in seen)]
 
 
-def export_csv(exp_dir: Path, param_names: Sequence[str], store: ResultsStore | None = None, *,
+def export_csv(exp_dir: Path, param_names: Sequence[str], store: Store | None = None, *,
                with_stored_keys: bool = False) -> tuple[Path, int]:
     """(Re)write ``results.csv`` of ``exp_dir``; return its path and row count. ``with_stored_keys``:
     also a column for each parameter the stored points hold beyond ``param_names``."""

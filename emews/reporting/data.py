@@ -9,7 +9,6 @@ per-step metrics (learning curves) and checkpoint paths (a ``checkpoint`` column
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,17 +19,12 @@ import pandas as pd
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError
 from emews.config.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, require_experiment
-from emews.core.jsoncodec import loads_point
 from emews.output.export import open_store
-from emews.store.results_store import ResultsStore
-from emews.store.trial_store import TrialStore
+from emews.store import RESULT_FIELDS, Store, StoreUnreadable
 from emews.config.yamlio import load_mapping
 
 #: columns of the results frame, as the store names them
-RESULT_COLUMNS = ("id", "status", "objective", "loss", "error", "rank", "host", "submitted", "started",
-                  "finished")
-#: names a ``reports`` table may give its trial column, in order of preference
-TRIAL_COLUMNS = ("task_id", "trial", "trial_id", "id")
+RESULT_COLUMNS = RESULT_FIELDS
 
 
 @dataclass
@@ -100,94 +94,35 @@ def load(exp_dir: Path) -> ExperimentData:
     try:
         with store:
             results, params = _results(store, names)
-            unfinished = _count_unfinished(store)
+            unfinished = store.count_unfinished()
             reports = _reports(store)
-            endings = _endings(store) if reports is not None else {}
-    except (sqlite3.Error, ValueError) as exc:  # ValueError: a row whose JSON does not decode
-        raise ConfigError(f"cannot read the results store: {exc}", file=store.path) from None
+            endings = {t: e.value for t, e in store.report_endings().items()} if reports is not None else {}
+    except StoreUnreadable:
+        raise
+    except ValueError as exc:  # a row whose JSON does not decode
+        raise ConfigError(f"cannot read the results store: {exc}", file=store.location) from None
     return ExperimentData(exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings)
 
 
-def tables(store: ResultsStore) -> set[str]:
-    return {name for (name,) in store.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
-def columns(store: ResultsStore, table: str) -> list[str]:
-    return [row[1] for row in store.execute(f"PRAGMA table_info({table})")]
-
-
-def _results(store: ResultsStore, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    present = tables(store)
-    attempt, tasks_join = ("COALESCE(t.attempt, 0)", "LEFT JOIN tasks t ON t.id = r.id") \
-        if "tasks" in present else ("0", "")
-    checkpoint = _checkpoint_source(store, present)
-    select, checkpoint_join = (f", {checkpoint[0]}", checkpoint[1]) if checkpoint else ("", "")
-    cols = ", ".join(f"r.{c}" for c in RESULT_COLUMNS)
-    rows = store.execute(f"SELECT {cols}, r.params, {attempt}{select} FROM results r {tasks_join} "
-                         f"{checkpoint_join} ORDER BY r.id").fetchall()
-    frame = pd.DataFrame(rows, columns=[*RESULT_COLUMNS, "params", "attempt", *(["checkpoint"] if checkpoint else [])])
-    params = pd.DataFrame.from_records([loads_point(p) for p in frame.pop("params")], columns=names, index=frame.index)
+def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    table = store.report_results()
+    frame = pd.DataFrame(table.rows, columns=[*RESULT_COLUMNS, "params", "attempt",
+                                              *(["checkpoint"] if table.checkpoints else [])])
+    params = pd.DataFrame.from_records(list(frame.pop("params")), columns=names, index=frame.index)
     for col in ("objective", "loss", "submitted", "started", "finished"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     return frame, params
 
 
-def _checkpoint_source(store: ResultsStore, present: set[str]) -> tuple[str, str] | None:
-    """(select expression, join) for each result's checkpoint path: a ``checkpoint`` column of
-    ``results``, or the latest (durable, when states are kept) row of a ``checkpoints`` table."""
-    if "checkpoint" in columns(store, "results"):
-        return "r.checkpoint", ""
-    if "checkpoints" not in present:
-        return None
-    cols = columns(store, "checkpoints")
-    trial = next((c for c in TRIAL_COLUMNS if c in cols), None)
-    if trial is None or "path" not in cols:
-        return None
-    durable = "WHERE state = 'durable'" if "state" in cols else ""
-    if store.execute(f"SELECT 1 FROM checkpoints {durable} LIMIT 1").fetchone() is None:
-        return None  # the table of a store whose tasks kept no checkpoint
-    latest = "step" if "step" in cols else "rowid"
-    return "c.path", (f"LEFT JOIN (SELECT {trial} AS trial, path, MAX({latest}) FROM checkpoints {durable} "
-                      f"GROUP BY {trial}) c ON c.trial = r.id")
-
-
-def _count_unfinished(store: ResultsStore) -> int:
-    if "tasks" not in tables(store):
-        return 0
-    return store.execute("SELECT COUNT(*) FROM tasks t LEFT JOIN results r ON r.id = t.id "
-                         "WHERE r.id IS NULL").fetchone()[0]
-
-
-def _reports(store: ResultsStore) -> pd.DataFrame | None:
+def _reports(store: Store) -> pd.DataFrame | None:
     """Per-step metrics as (trial, step, metrics, time), or ``None`` when the store holds none."""
-    if "reports" not in tables(store):
+    curves = store.report_curves()
+    if curves is None:
         return None
-    cols = columns(store, "reports")
-    trial = next((c for c in TRIAL_COLUMNS if c in cols), None)
-    if trial is None or "step" not in cols or store.execute("SELECT 1 FROM reports LIMIT 1").fetchone() is None:
-        return None  # no table, or the table of a store whose tasks reported nothing
-    when = "time" if "time" in cols else "NULL"
-    if "metrics" in cols:  # one JSON object per report
-        rows = store.execute(f"SELECT {trial}, step, metrics, {when} FROM reports ORDER BY {trial}, step").fetchall()
-        decode = json.JSONDecoder().decode
-        metrics = [decode(m) if isinstance(m, str) else {} for _, _, m, _ in rows]
-    else:  # one numeric column per metric
-        names = [c for c in cols if c not in (trial, "step", "time", "rowid")]
-        rows = store.execute(f"SELECT {trial}, step, {', '.join(names) or 'NULL'}, {when} FROM reports "
-                             f"ORDER BY {trial}, step").fetchall()
-        metrics = [dict(zip(names, r[2:-1])) for r in rows]
-        rows = [(r[0], r[1], None, r[-1]) for r in rows]
-    frame = pd.DataFrame({"trial": [r[0] for r in rows], "step": [r[1] for r in rows],
-                          "time": [r[3] for r in rows]})
-    frame["metrics"] = metrics
+    frame = pd.DataFrame({"trial": [c.trial for c in curves], "step": [c.step for c in curves],
+                          "time": [c.time for c in curves]})
+    frame["metrics"] = [c.metrics for c in curves]
     return frame
-
-
-def _endings(store: ResultsStore) -> dict[int, str]:
-    """How each trained trial with a successful result ended, when the reports are emews' own."""
-    if not {"trial", "step", "metrics"} <= set(columns(store, "reports")):
-        return {}
-    return {t: e.value for t, e in TrialStore(store.connection, readonly=True).endings().items()}
 
 
 def _empty_results() -> pd.DataFrame:

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from emews.output.export import open_store
-from emews.store.trial_store import TrialState, TrialStore
+from emews.store import TrialState
 from emews.training.messages import endings_text
 
 #: at most this many trials that have not ended are listed
@@ -21,13 +21,12 @@ def trial_lines(exp_dir: Path, metric: str) -> list[str]:
     if store is None:
         return []
     try:
-        trials = TrialStore(store.connection, readonly=True)
-        states = trials.trial_states()
+        states = store.trial_states()
         if not states:
             return []
-        finished = {i for (i,) in store.execute("SELECT id FROM results")}
-        endings = trials.endings()
-        paused = set(trials.pauses()) | trials.waits()  # for a walltime, or for a promotion
+        finished = store.finished_ids()
+        endings = store.endings()
+        paused = set(store.pauses()) | store.waits()  # for a walltime, or for a promotion
     finally:
         store.close()
     open_ = [s for s in states.values() if s.trial not in finished]

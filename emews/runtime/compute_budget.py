@@ -15,11 +15,14 @@ Tasks that report nothing run to their end.
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from emews.core.evaluator import BudgetExhausted
+
+if TYPE_CHECKING:  # the worker ranks that import the engine never load the store
+    from emews.store import Store
 
 
 class BudgetReached(BudgetExhausted):
@@ -51,11 +54,11 @@ class ComputeBudget:
     def seconds_spent(self) -> float:
         return self.earlier_seconds + self._clock() - self._start
 
-    def resume(self, db: sqlite3.Connection) -> None:
+    def resume(self, store: Store) -> None:
         """Count what earlier runs of the experiment spent, from its store."""
-        self._top = dict(_rows(db, "reports", "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+        self._top = store.top_steps()
         self.steps_spent = sum(self._top.values())
-        self.earlier_seconds = _busy_seconds(db)
+        self.earlier_seconds = _busy_seconds(store.busy_spans())
 
     def count(self, trial: int, step: int) -> None:
         """``trial`` reported ``step``."""
@@ -74,20 +77,9 @@ class ComputeBudget:
         return self._reached
 
 
-def _rows(db: sqlite3.Connection, table: str, sql: str) -> list[tuple]:
-    """``sql``'s rows, none when ``table`` is not in the store (no trial has reported yet)."""
-    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone() is None:
-        return []
-    return db.execute(sql).fetchall()
-
-
-def _busy_seconds(db: sqlite3.Connection) -> float:
-    """How long at least one evaluation ran: the union of the results' [started, finished] and of the
-    report times of trials that have no result."""
-    spans = _rows(db, "results", "SELECT started, finished FROM results "
-                                 "WHERE started IS NOT NULL AND finished IS NOT NULL")
-    spans += _rows(db, "reports", "SELECT MIN(time), MAX(time) FROM reports WHERE time IS NOT NULL "
-                                  "AND trial NOT IN (SELECT id FROM results) GROUP BY trial")
+def _busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """How long at least one evaluation ran: the union of ``spans`` (the results' [started, finished]
+    and the report times of trials that have no result)."""
     total, end = 0.0, None
     for start, finish in sorted(spans):
         if end is None or start > end:

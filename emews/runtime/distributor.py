@@ -16,7 +16,7 @@ from emews.runtime.compute_budget import BudgetReached, ComputeBudget
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.progress import Progress
 from emews.runtime.slots import WorkerSlots
-from emews.store.results_store import ResultsStore
+from emews.store import Store
 from emews.runtime.teams import TeamDispatch, TeamEvent
 from emews.runtime.transport import Message, Tag, Transport
 from emews.runtime.trial_reports import Afterwards, TrialService, WaitingTrial
@@ -62,7 +62,7 @@ class Distributor:
     poll_latency_max = 1e-3
 
     def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
-                 sign: float, progress: Progress, store: ResultsStore | None = None,
+                 sign: float, progress: Progress, store: Store | None = None,
                  fail_fast: FailFast | None = None,
                  trials: TrialService | None = None, gang: bool = False,
                  nodes: Mapping[int, str] | None = None, waiting: Sequence[WaitingTrial] = (),

@@ -22,7 +22,7 @@ from emews.core.direction import Direction
 from emews.core.results import Outcome, Status, Task
 from emews.training.retention import Retainer, Retention
 from emews.runtime.compute_budget import ComputeBudget
-from emews.store.trial_store import DURABLE, TrialStore
+from emews.store import DURABLE, Store
 from emews.runtime.walltime_pause import PauseClock
 from emews.training.schedulers import TrialScheduler
 from emews.training.messages import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
@@ -55,7 +55,7 @@ class WaitingTrial:
 class TrialService:
     """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
 
-    def __init__(self, store: TrialStore | None, scheduler: TrialScheduler | None = None, *,
+    def __init__(self, store: Store | None, scheduler: TrialScheduler | None = None, *,
                  metric: str = "value", direction: str | Direction = Direction.MINIMIZE,
                  retention: Retention = Retention(), retries: int = 0, clock: PauseClock | None = None,
                  budget: ComputeBudget | None = None) -> None:

@@ -1,5 +1,9 @@
 """The durable results store: SQLite, one row per dispatched task and per finished evaluation.
 
+:class:`ResultsStore` is the SQLite backend of :class:`~emews.store.base.Store`: these two tables,
+the training tables beside them (:class:`~emews.store.trial_store.TrialStore`) and the reads of
+the exports and reports (:class:`~emews.store.queries.ReadQueries`), over one connection.
+
 Two tables: ``tasks`` (every task handed to a worker: id, point, seed, attempt, ranks) and
 ``results`` (every finished evaluation). A task without a result was running when
 the run stopped; ``emews resume`` runs it again, once. Rows are only ever
@@ -17,15 +21,17 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping, Sequence
 from urllib.parse import quote
 
-from emews.core.errors import ConfigError
 from emews.core.jsoncodec import dumps_point, loads_point
 from emews.core.results import Result, Status, Task
+from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable
+from emews.store.queries import ReadQueries
+from emews.store.tables import record_tasks
+from emews.store.trial_store import TrialStore
 
-Durability = Literal["normal", "full", "off"]
 #: ``PRAGMA synchronous`` per durability mode (WAL journal in every mode)
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
 
@@ -60,9 +66,7 @@ _TASK_COLUMNS = ("id", "params", "seed", "submitted", "attempt")
 #: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``
 SCHEMA_VERSION = 1
 _INSERT_RESULT = f"INSERT INTO results ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})"
-# a task's row may be written twice (a task handed to another worker): the same facts, kept once
-_INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted, ranks) VALUES (?,?,?,?,?)"
-#: every column that holds task ids, the training tables' (``runtime.trial_store``) included: an id
+#: every column that holds task ids, the training tables' (:mod:`emews.store.trial_store`) included: an id
 #: that any of them holds is never issued again (a trial reports and checkpoints from its start)
 TASK_ID_COLUMNS = (("results", "id"), ("tasks", "id"), ("reports", "trial"), ("checkpoints", "trial"),
                    ("attempts", "task"), ("pauses", "task"), ("waits", "task"), ("lineage", "trial"),
@@ -71,26 +75,17 @@ TASK_ID_COLUMNS = (("results", "id"), ("tasks", "id"), ("reports", "trial"), ("c
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
-class StoreUnreadable(ConfigError):
-    """The results store cannot be opened or is not a database."""
-
-
-class StoreIncompatible(StoreUnreadable):
-    """The store was written by a newer emews, or its tables lack what this version reads."""
-
-
-class StoreCorrupt(StoreUnreadable):
-    """A row of the store that this version cannot read (an unknown status, a point that is not JSON)."""
-
-
-class ResultsStore:
-    """SQLite in WAL mode: a killed job loses at most the results not yet received.
+class ResultsStore(TrialStore, ReadQueries, Store):
+    """The SQLite :class:`~emews.store.base.Store`: WAL mode, so a killed job loses at most the
+    results not yet received.
 
     ``readonly`` opens without writing anything (``status``/``results`` on a running
-    or read-only experiment); otherwise the schema is created if needed.
+    or read-only experiment); otherwise the schema (the training tables' too) is created or
+    migrated if needed. ``root``: the experiment directory checkpoint paths are relative to.
     """
 
-    def __init__(self, path: str | Path, *, durability: Durability = "normal", readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, durability: Durability = "normal", readonly: bool = False,
+                 root: Path | None = None) -> None:
         self.path = Path(path)
         try:
             self._db = _connect_readonly(self.path) if readonly else self._connect(durability)
@@ -102,11 +97,16 @@ class ResultsStore:
             if not readonly:
                 self._migrate()
             self._check_columns(writing=not readonly)
+            TrialStore.__init__(self, self._db, readonly=readonly, root=root)
         except BaseException as exc:
             self._db.close()
             if isinstance(exc, sqlite3.Error):
                 raise StoreUnreadable(f"cannot open the results store: {exc}", file=self.path) from None
             raise
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
 
     def _connect(self, durability: Durability) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -158,7 +158,7 @@ class ResultsStore:
         if row is not None:
             raise _unknown_status(self.path, *row)
         for table, column in (("results", "params"), ("results", "metrics"), ("tasks", "params")):
-            if table == "tasks" and not self._has_table("tasks"):
+            if table == "tasks" and not self._has("tasks"):
                 continue
             row = self._db.execute(f"SELECT id FROM {table} WHERE CASE WHEN json_valid({column}) THEN "
                                    f"json_type({column}) END IS NOT 'object' ORDER BY id LIMIT 1").fetchone()
@@ -177,10 +177,6 @@ class ResultsStore:
             if results:
                 self._db.executemany(_INSERT_RESULT, [_result_row(r) for r in results])
 
-    def add(self, results: Sequence[Result]) -> None:
-        """Write ``results`` in one transaction."""
-        self.commit(results=results)
-
     def mark_attempted(self, ids: Sequence[int]) -> None:
         """Count one more attempt of each task in ``ids`` (they are being run again)."""
         with self._db:
@@ -196,7 +192,7 @@ class ResultsStore:
     def unfinished(self) -> list[tuple[Task, int]]:
         """Tasks that were dispatched but have no result (with the ranks they ran on), and how
         often they were re-run."""
-        if not self._has_table("tasks"):
+        if not self._has("tasks"):
             return []
         ranks = "t.ranks" if "ranks" in _column_names(self._db, "tasks") else "1"
         rows = self._db.execute(f"SELECT t.id, t.params, t.seed, t.submitted, t.attempt, {ranks} FROM tasks t "
@@ -205,7 +201,7 @@ class ResultsStore:
 
     def next_id(self) -> int:
         """One more than the largest task id ever issued in this experiment (:data:`TASK_ID_COLUMNS`)."""
-        present = {t for t, _ in TASK_ID_COLUMNS if self._has_table(t)}
+        present = {t for t, _ in TASK_ID_COLUMNS if self._has(t)}
         top = max((self._db.execute(f"SELECT MAX({c}) FROM {t}").fetchone()[0] or -1)
                   for t, c in TASK_ID_COLUMNS if t in present)
         return top + 1
@@ -244,41 +240,19 @@ class ResultsStore:
 
     @property
     def connection(self) -> sqlite3.Connection:
-        """The SQLite connection (the training tables of ``runtime.trial_store`` live beside these)."""
+        """The SQLite connection (tests and benchmarks build stores of other versions through it)."""
         return self._db
-
-    def execute(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
-        """A read query on the store (used by the CSV export)."""
-        return self._db.execute(sql, args)
-
-    def _has_table(self, name: str) -> bool:
-        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                                (name,)).fetchone() is not None
 
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "ResultsStore":
+    def __enter__(self) -> ResultsStore:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _unknown_status(path: Path, id_: object, status: object) -> StoreCorrupt:
     return StoreCorrupt(f"unknown status {status!r}", file=path, key=f"results row id {id_}",
                         allowed=", ".join(s.value for s in Status))
-
-
-def record_tasks(db: sqlite3.Connection, tasks: Sequence[Task]) -> None:
-    """Write the ``tasks`` rows of ``tasks`` (kept if there already), inside the caller's transaction."""
-    db.executemany(_INSERT_TASK, [(t.id, dumps_point(t.params), t.seed, t.submitted, t.ranks) for t in tasks])
-
-
-def set_task_params(db: sqlite3.Connection, task_id: int, params: Mapping[str, Any]) -> None:
-    """The task now runs with ``params`` (a PBT exploit, a promotion's resource): what ``emews resume``
-    runs it again with; inside the caller's transaction."""
-    db.execute("UPDATE tasks SET params = ? WHERE id = ?", (dumps_point(params), task_id))
 
 
 def _column_names(db: sqlite3.Connection, table: str) -> set[str]:

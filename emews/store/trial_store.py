@@ -9,7 +9,7 @@
 ``waits``        every trial its scheduler paused to wait for a promotion: the step, and the outcome
                  its task ended with (its result if it is never promoted); it waits across a stop.
 
-A trial's ``tasks`` row (``runtime.store``) is written with its first report, before anything of it
+A trial's ``tasks`` row (:mod:`emews.store.tables`) is written with its first report, before anything of it
 is kept here, and follows its parameters (PBT exploits, promotions' resource): ``emews resume``
 runs it again under its id with what it was running with.
 
@@ -28,16 +28,17 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from emews.training.checkpoints import in_experiment
 from emews.core.jsoncodec import loads_point
-from emews.core.results import Outcome, Status, Task
-from emews.store.results_store import record_tasks, set_task_params
+from emews.core.results import Outcome, Status, StoredReport, Task
+from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, TrialState
+from emews.store.tables import record_tasks, set_task_params
+from emews.training.checkpoints import in_experiment
 from emews.training.messages import Ending, Report, Restorable
-from emews.core.results import StoredReport
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS reports (
@@ -114,51 +115,14 @@ CREATE TABLE IF NOT EXISTS promotions (
     time REAL
 );
 """
-STAGED, DURABLE, DELETED = "staged", "durable", "deleted"
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointRow:
-    """One tracked checkpoint (``emews checkpoints``, retention, the load-best API)."""
-
-    id: int
-    trial: int
-    step: int
-    path: str
-    size: int | None
-    metric: float | None
-    loss: float | None
-    state: str
-
-
 _CHECKPOINT_COLUMNS = "id, trial, step, path, size, metric, loss, state"
 
 
-@dataclass(frozen=True, slots=True)
-class TrialState:
-    """Where a training trial stands: its last report, the answer it got (``""``: continue), and
-    the PBT clones it was made from (``(donor trial, step of the cloned checkpoint)``, in order)."""
-
-    trial: int
-    step: int
-    metrics: Mapping[str, Any]
-    action: str
-    clones: tuple[tuple[int, int], ...] = ()
-
-    def ending(self, status: str) -> Ending | None:
-        """How the trial ended, given its result's ``status`` (``None`` unless ``ok``)."""
-        return Ending.after(self.action) if status == Status.OK.value else None
-
-    @property
-    def cloned(self) -> str:
-        """The clones as ``results.csv`` writes them: ``DONOR@STEP`` each, space-separated."""
-        return " ".join(f"{donor}@{step}" for donor, step in self.clones)
-
-
 class TrialStore:
-    """The training tables over one SQLite connection (the results store's); ``root``: the
-    experiment directory checkpoint paths are relative to (``None``: paths kept as given)."""
+    """The training tables over one SQLite connection: the training half of
+    :class:`~emews.store.results_store.ResultsStore` (the SQLite :class:`~emews.store.base.Store`);
+    ``root``: the experiment directory checkpoint paths are relative to (``None``: paths kept as given)."""
 
     def __init__(self, db: sqlite3.Connection, *, readonly: bool = False, root: Path | None = None) -> None:
         self._db = db
@@ -405,6 +369,8 @@ class TrialStore:
         return None if row is None else self._row(row)
 
     def checkpoints(self, states: Sequence[str] = (STAGED, DURABLE)) -> list[CheckpointRow]:
+        if not self._has("checkpoints"):
+            return []
         marks = ",".join("?" * len(states))
         rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) "
                                 "ORDER BY trial, step, id", tuple(states))
@@ -456,24 +422,3 @@ class TrialStore:
     def _has(self, table: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
                                 (table,)).fetchone() is not None
-
-
-class ReportReader:
-    """``evaluator.reports()``: reads the reports table on a read-only connection of its own
-    (the optimizer thread's), opened on first use."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._db: sqlite3.Connection | None = None
-
-    def __call__(self, trial: int | None = None) -> list[StoredReport]:
-        if self._db is None:
-            from emews.store.results_store import ResultsStore
-
-            self._db = ResultsStore(self._path, readonly=True).connection
-        return TrialStore(self._db, readonly=True).reports(trial)
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None

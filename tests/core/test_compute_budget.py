@@ -168,7 +168,7 @@ def test_the_budget_counts_what_earlier_runs_spent_from_the_store(tmp_path: Path
             store.add([Result.from_outcome(Task(id_, {"x": 1.0}, 0, start), Outcome(
                 id_, Status.OK, 1.0, started=start, finished=end), 1.0)])
         budget = ComputeBudget(steps=10, seconds=3600, clock=lambda: 0.0)
-        budget.resume(store.connection)
+        budget.resume(store)
     assert budget.steps_spent == 8 and budget.seconds_spent == 20.0 + 30.0
     assert budget.reached() is None
     budget.count(1, 4)

@@ -1,0 +1,30 @@
+"""SQLite helpers that the results and the training tables share: whether a table exists, and the
+writes of the ``tasks`` table (each inside the caller's transaction)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from emews.core.jsoncodec import dumps_point
+from emews.core.results import Task
+
+# a task's row may be written twice (a task handed to another worker): the same facts, kept once
+_INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted, ranks) VALUES (?,?,?,?,?)"
+
+
+def has_table(db: sqlite3.Connection, name: str) -> bool:
+    """Whether the store has table ``name`` (an older store may lack the newer ones)."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+
+
+def record_tasks(db: sqlite3.Connection, tasks: Sequence[Task]) -> None:
+    """Write the ``tasks`` rows of ``tasks`` (kept if there already), inside the caller's transaction."""
+    db.executemany(_INSERT_TASK, [(t.id, dumps_point(t.params), t.seed, t.submitted, t.ranks) for t in tasks])
+
+
+def set_task_params(db: sqlite3.Connection, task_id: int, params: Mapping[str, Any]) -> None:
+    """The task now runs with ``params`` (a PBT exploit, a promotion's resource): what ``emews resume``
+    runs it again with; inside the caller's transaction."""
+    db.execute("UPDATE tasks SET params = ? WHERE id = ?", (dumps_point(params), task_id))
