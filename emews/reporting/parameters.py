@@ -7,6 +7,7 @@ how much the forest's R^2 on held-out evaluations drops when one parameter's val
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,7 @@ PER_PARAMETER = 5
 #: parallel coordinates show at most this many parameters (the most important)
 MAX_PARALLEL = 8
 #: axis names and value labels are cut to this many characters
-LABEL_CHARS = 14
+LABEL_CHARS = 12
 #: at most this many value labels on one axis (0.47 in of 4.8 in each at 7 pt: they never touch)
 MAX_TICKS = 9
 
@@ -125,7 +126,7 @@ class Parallel(ReportPlot):
             for pos, label in thin(ticks):
                 ax.annotate(label[:LABEL_CHARS], (j, pos), xytext=(3, 0), textcoords="offset points", fontsize=7,
                             va="center")
-        ax.set_xticks(x, [short(a.name) for a in axes] + [short(data.metric)], rotation=20, ha="right", fontsize=8)
+        ax.set_xticks(x, [short(a.name) for a in axes] + [short(data.metric)], fontsize=8)
         ax.set_yticks([])
         ax.set_xlim(-0.2, len(columns) - 0.6)
         ax.set_ylim(-0.05, 1.05)
@@ -141,8 +142,21 @@ class Parallel(ReportPlot):
 
 
 def short(name: str) -> str:
-    """An axis name cut to :data:`LABEL_CHARS` characters (labels of neighbouring axes never meet)."""
-    return name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "\N{HORIZONTAL ELLIPSIS}"
+    """An axis name in lines of at most :data:`LABEL_CHARS` characters, broken after ``_ . - /``, at
+    most three (the first, an ellipsis, the last): neighbouring axes' names never meet."""
+    words = re.findall(r"[^_.\-/]*[_.\-/]?", name)
+    lines: list[str] = []
+    for word in (w for w in words if w):
+        while len(word) > LABEL_CHARS:
+            lines.append(word[:LABEL_CHARS])
+            word = word[LABEL_CHARS:]
+        if lines and len(lines[-1]) + len(word) <= LABEL_CHARS:
+            lines[-1] += word
+        else:
+            lines.append(word)
+    if len(lines) > 3:
+        lines = [lines[0], "\N{HORIZONTAL ELLIPSIS}", lines[-1]]
+    return "\n".join(lines)
 
 
 def thin(ticks: list[tuple[float, str]]) -> list[tuple[float, str]]:

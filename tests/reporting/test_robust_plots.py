@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import browser
 import numpy as np
 import pytest
-
-import browser
 from test_report import needs_chromium, report, screenshot_path
-from testutil import EmewsCommand, write_workflow
 
 from emews.reporting import data as report_data
+from emews.reporting import render
 from emews.reporting.trajectory import Trajectory
 from emews.reporting.yrange import robust
+from testutil import EmewsCommand, write_workflow
 
 
 def sweep(folder: Path, xs: list[float]) -> Path:
@@ -93,3 +93,76 @@ def test_the_page_says_how_the_y_axis_is_drawn(name: str, request: pytest.Fixtur
     want = "The y axis is logarithmic: the values span 18 decades." if name == "outlier" else \
         "1 point outside it (1 above, 0 below) are the triangles on its edges."
     assert want in page.text
+
+
+# ---------------------------------------------------------------- many parameters, slices, contour
+@pytest.fixture(scope="module")
+def wide_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 evaluations of 20 parameters (too few for importance), long parameter names."""
+    folder = tmp_path_factory.mktemp("wide")
+    space: dict = {"x": {"type": "float", "lower": -2.0, "upper": 2.0}, "mode": {"type": "constant", "value": "ok"}}
+    space |= {f"a_rather_long_parameter_name_{i:02d}": {"type": "float", "lower": 0.0, "upper": 1.0}
+              for i in range(19)}
+    wf = write_workflow(folder, space=space, budget={"evaluations": 12})
+    proc = EmewsCommand(folder)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return folder / "exp"
+
+
+@pytest.fixture(scope="module")
+def ranked_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """40 evaluations of two parameters, one of which (x) decides the objective."""
+    folder = tmp_path_factory.mktemp("ranked")
+    wf = write_workflow(folder, space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
+                                       "noise": {"type": "categorical", "values": ["a", "b", "c"]},
+                                       "mode": {"type": "constant", "value": "ok"}},
+                        budget={"evaluations": 40})
+    proc = EmewsCommand(folder)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return folder / "exp"
+
+
+def overlaps(labels: list) -> bool:
+    boxes = [t.get_window_extent() for t in labels if t.get_text()]
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_twenty_parameters(wide_exp: Path) -> None:
+    data = report_data.load(wide_exp)
+    made = {p.name: p for p in render.plots(data)[0]}
+    parallel = made["parallel"]
+    ax = parallel.figure.axes[0]
+    parallel.figure.canvas.draw()
+    names = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(names) == 9  # 8 parameters and the objective
+    assert not overlaps(ax.get_xticklabels())
+    assert "the 8 of 20 parameters shown" in parallel.caption
+    importance = made["importance"]
+    assert importance.caption.startswith("Importance is withheld: 12 successful evaluations for 20 parameters")
+    assert len(made["slices"].figure.axes) == 6
+    assert len(made["contour"].figure.axes) == 2  # the plot and its colour bar
+
+
+def test_importance_shows_n_and_ranks_the_parameter_that_matters(ranked_exp: Path) -> None:
+    data = report_data.load(ranked_exp)
+    made = {p.name: p for p in render.plots(data)[0]}
+    assert "n = 40" in made["importance"].figure.axes[0].get_title()
+    assert "n = 40 successful evaluations" in made["importance"].caption
+    slices = made["slices"].figure.axes
+    assert [ax.get_xlabel() for ax in slices] == ["x", "noise"]
+    assert [t.get_text() for t in slices[1].get_xticklabels()] == ["a", "b", "c"]
+    contour = made["contour"].figure.axes[0]
+    assert (contour.get_xlabel(), contour.get_ylabel()) == ("x", "noise")
+    assert "ranked by importance (40 evaluations)" in made["contour"].caption
+
+
+@needs_chromium
+def test_the_page_of_twenty_parameters(wide_exp: Path, tmp_path: Path) -> None:
+    report(wide_exp)
+    page = browser.open_page(wide_exp / "report.html", screenshot_path(tmp_path, "report-wide"))
+    assert page.errors() == []
+    for section in ("plot-parallel", "plot-importance", "plot-slices", "plot-contour"):
+        assert section in page.section_ids
+    assert "Importance is withheld: 12 successful evaluations for 20 parameters" in page.text
+    assert "the 8 of 20 parameters shown" in page.text
+    assert all(i["complete"] and i["width"] > 0 for i in page.images)
