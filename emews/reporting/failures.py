@@ -24,6 +24,14 @@ def causes(data: ExperimentData) -> pd.DataFrame:
         ["count", "status", "cause"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
 
 
+def none_line(data: ExperimentData) -> str | None:
+    """The failures section in one line when there are none, else ``None``."""
+    res = data.results
+    if res.empty or not (res["status"] == "ok").all():
+        return None
+    return f"Failures: none ({len(res)} evaluation{'s' if len(res) != 1 else ''}, all successful)."
+
+
 class Failures(ReportPlot):
     """Failed evaluations by cause."""
 
@@ -31,8 +39,8 @@ class Failures(ReportPlot):
 
     def make(self, data: ExperimentData) -> Plot | None:
         res = data.results
-        if res.empty:
-            return None
+        if res.empty or (res["status"] == "ok").all():
+            return None  # none: the report says so in one line (:func:`none_line`)
         counts = res["status"].value_counts()
         order = [s for s in ("ok", "failed", "crashed", "timeout") if s in counts] + \
             sorted(set(counts.index) - {"ok", "failed", "crashed", "timeout"})

@@ -79,7 +79,9 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Writte
     folder = out if fmt == "png" else png_folder(out)
     pngs = _write_pngs(folder, images)
     if fmt == "html":
-        notes = [f"Not shown (nothing to plot yet): {', '.join(skipped)}."] if skipped else []
+        none = failures.none_line(data)
+        empty = [name for name in skipped if not (name == "failures" and none)]
+        notes = ([none] if none else []) + ([f"Not shown (nothing to plot yet): {', '.join(empty)}."] if empty else [])
         text = html.page(f"emews report: {data.exp_dir.name}", summary.header(data), images,
                          summary.top_k(data, top), notes)
         _atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))

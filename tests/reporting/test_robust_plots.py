@@ -93,6 +93,9 @@ def test_the_page_says_how_the_y_axis_is_drawn(name: str, request: pytest.Fixtur
     want = "The y axis is logarithmic: the values span 18 decades." if name == "outlier" else \
         "1 point outside it (1 above, 0 below) are the triangles on its edges."
     assert want in page.text
+    assert "plot-failures" not in page.section_ids  # no failures: one line
+    n = 7 if name == "outlier" else 11
+    assert f"Failures: none ({n} evaluations, all successful)." in page.text
 
 
 # ---------------------------------------------------------------- many parameters, slices, contour
