@@ -14,9 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from emews.training.checkpoints import read_checkpoint
 from emews.output.export import open_store
 from emews.store import DURABLE, CheckpointRow
+from emews.training.checkpoints import read_checkpoint
 
 
 def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bool = True) -> list[CheckpointRow]:
@@ -61,8 +61,9 @@ def format_table(rows: list[CheckpointRow]) -> str:
 def _size(size: int | None) -> str:
     if size is None:
         return ""
+    scaled = float(size)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return str(size)
+        if scaled < 1024 or unit == "GiB":
+            return f"{scaled:.0f} {unit}" if unit == "B" else f"{scaled:.1f} {unit}"
+        scaled /= 1024
+    return str(scaled)

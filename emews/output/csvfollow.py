@@ -11,15 +11,15 @@ fails, :meth:`finish` says so and the caller exports the whole file itself.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Sequence
 
 from emews.config.experiment import CSV_FILE
 from emews.output.export import CsvFile, open_store
-from emews.store import Store
 from emews.processes.channel import ChildExited, ChildProcess, Ready
+from emews.store import Store
 
 log = logging.getLogger("emews")
 

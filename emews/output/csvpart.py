@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import IO
 
 from emews.output.csvrows import Columns, write_rows
-from emews.store import Store, open_store
 from emews.processes.channel import ChildExited, ChildProcess, Ready
+from emews.store import Store, open_store
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ upper part of a large file beside it (:mod:`emews.output.csvpart`), so both writ
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from emews.core.jsoncodec import loads_point
 from emews.store import Store, TrialState
@@ -41,7 +42,7 @@ class Columns:
     trained: bool
 
     @classmethod
-    def of(cls, store: Store, param_names: Sequence[str]) -> "Columns":
+    def of(cls, store: Store, param_names: Sequence[str]) -> Columns:
         return cls(tuple(param_names), tuple(store.metric_names()), store.has_reports())
 
     def header(self) -> list[str]:
@@ -67,7 +68,8 @@ def write_rows(store: Store, writer: Any, columns: Columns, first_id: int, end_i
     """
     params, metrics = columns.params, columns.metrics
     known = set(metrics)
-    load_metrics, load_point, empty, plain = json.JSONDecoder().decode, loads_point, {}, _PLAIN
+    empty: dict[str, Any] = {}
+    load_metrics, load_point, plain = json.JSONDecoder().decode, loads_point, _PLAIN
     states = store.trial_states(first_id) if columns.trained else None
     done = Written(0, first_id)
     out: list[list[Any]] = []

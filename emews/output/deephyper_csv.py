@@ -17,8 +17,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from emews.core.direction import Direction
 from emews.config.experiment import read_workflow, require_experiment
+from emews.core.direction import Direction
 from emews.output.csvrows import csv_cell
 from emews.output.export import open_store
 

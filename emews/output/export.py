@@ -11,17 +11,18 @@ import json
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+import emews.store as stores
+from emews.config.experiment import CSV_FILE, require_experiment
 from emews.core.errors import ConfigError
 from emews.core.failure_cause import CommonCause, most_frequent
-from emews.config.experiment import CSV_FILE, require_experiment
+from emews.core.results import Result, Status
 from emews.output.csvpart import CsvPart
 from emews.output.csvrows import Columns, write_rows
-from emews.core.results import Result, Status
-import emews.store as stores
 from emews.store import Store
 from emews.training.messages import endings_text
 

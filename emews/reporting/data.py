@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from emews.config.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, require_experiment
+from emews.config.yamlio import load_mapping
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError
-from emews.config.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, require_experiment
 from emews.output.export import open_store
 from emews.store import RESULT_FIELDS, Store, StoreUnreadable
-from emews.config.yamlio import load_mapping
 
 #: columns of the results frame, as the store names them
 RESULT_COLUMNS = RESULT_FIELDS
