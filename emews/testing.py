@@ -72,6 +72,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -423,7 +424,7 @@ def check_deterministic(first: Trace, second: Trace) -> None:
     """Two runs with the same seed on one worker proposed the same points in the same order."""
     problems = [e for e in (_run_error(first), _run_error(second)) if e]
     if not problems and first.points != second.points:
-        i = next((i for i, (a, b) in enumerate(zip(first.points, second.points)) if a != b),
+        i = next((i for i, (a, b) in enumerate(zip(first.points, second.points, strict=False)) if a != b),
                  min(len(first.points), len(second.points)))
         a = first.points[i] if i < len(first.points) else "<none>"
         b = second.points[i] if i < len(second.points) else "<none>"
@@ -485,10 +486,9 @@ def check_degenerate_spaces(factory: OptimizerFactory, *, seed: int = 0, budget:
     for name, make_space in DEGENERATE_SPACES.items():
         trace = run_traced(factory, seed=seed, budget=budget, workers=2, space=make_space(), timeout=timeout,
                            main_thread=main_thread)
-        for check in (lambda: check_clean_stop(trace), lambda: check_points_in_space(trace),
-                      lambda: check_budget(trace, full_budget=False)):
+        for check in (check_clean_stop, check_points_in_space, partial(check_budget, full_budget=False)):
             try:
-                check()
+                check(trace)
             except ConformanceError as exc:
                 problems.append(f"on a space with {name}: {exc}")
     if problems:

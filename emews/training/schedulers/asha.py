@@ -22,10 +22,11 @@ its full budget, and is counted ``completed``, not stopped early.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
-from emews.training.schedulers.base import Mode, TrialScheduler, quantile
 from emews.training.messages import CONTINUE, Action, Decision
+from emews.training.schedulers.base import Mode, TrialScheduler, quantile
 
 STOP = Decision(Action.STOP)
 COMPLETE = Decision(Action.COMPLETE)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import Any, Iterable, Literal, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 from emews.core.direction import Direction
+from emews.core.results import StoredReport
 from emews.core.space import Space
 from emews.training.messages import CONTINUE, Decision
-from emews.core.results import StoredReport
 
 Mode = Literal["min", "max"]
 
@@ -39,7 +40,7 @@ class TrialScheduler(abc.ABC):
         self.seed = 0
 
     def bind(self, *, metric: str, direction: str | Direction, space: Space | None = None,
-             seed: int = 0) -> "TrialScheduler":
+             seed: int = 0) -> TrialScheduler:
         """Fill the defaults from the workflow: metric, mode, the parameter space, the seed."""
         self.metric = self.metric or metric
         self.mode = self.mode or Direction.of(direction).mode

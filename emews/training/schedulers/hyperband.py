@@ -8,11 +8,12 @@ conservative early stopping share the budget (the hedge Hyperband makes).
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Literal, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
+from emews.training.messages import Decision
 from emews.training.schedulers.asha import ASHA
 from emews.training.schedulers.base import Mode, TrialScheduler
-from emews.training.messages import Decision
 
 
 class Hyperband(TrialScheduler):
@@ -42,7 +43,7 @@ class Hyperband(TrialScheduler):
         #: trial -> its bracket's index
         self.bracket_of: dict[int, int] = {}
 
-    def bind(self, **kwargs: Any) -> "Hyperband":
+    def bind(self, **kwargs: Any) -> Hyperband:
         super().bind(**kwargs)
         for bracket in self.brackets:
             bracket.metric, bracket.mode = self.metric, self.mode

@@ -8,10 +8,11 @@ their reports up to ``s``; it needs ``min_samples`` such trials to judge.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from emews.training.schedulers.base import Mode, TrialScheduler
 from emews.training.messages import CONTINUE, Action, Decision
+from emews.training.schedulers.base import Mode, TrialScheduler
 
 STOP = Decision(Action.STOP)
 
