@@ -44,14 +44,14 @@ def stranded(params: dict, ctx: Any) -> float:
 
 
 def members(params: dict, ctx: Any) -> dict:
-    import torch
-    import torch.distributed as dist
-
     (ctx.run_dir / f"member{ctx.team_rank}.pid").write_text(f"{os.getpid()} {ctx.rank}")
     if params.get("mode") == "segv" and ctx.team_rank == 1:
         os.kill(os.getpid(), signal.SIGSEGV)
     if params.get("mode") == "hang" and ctx.team_rank == 1:
         time.sleep(3600)
+    import torch   # after the faults: the faulty member has no use for its seconds of CPU
+    import torch.distributed as dist
+
     ctx.process_group()
     value = torch.tensor([float(ctx.team_rank + 1)])
     dist.all_reduce(value)
