@@ -319,7 +319,9 @@ def test_sigterm_to_rank_zero_alone_stops_the_run_cleanly(emews_cmd, tmp_path: P
     """A signal that reaches only the optimizer rank: it stops the workers, stores, summarises."""
     events, gate_file = gate
     wf = rugged(tmp_path, "wait", 6)
-    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    # the workers get no signal, so their tasks never end: rank 0 gives them walltime.grace (2 s
+    # here, not the default 20 s the test would sit out) to pause, then aborts them
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp", "--set", "walltime.grace=2")
     assert wait_until(lambda: len(started(events)) >= 2, timeout=120)
     rank0 = [pid for pid in tagged_pids(emews_cmd.token)
              if b"PMI_RANK=0\0" in Path(f"/proc/{pid}/environ").read_bytes()
