@@ -22,8 +22,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from emews.core.errors import ConfigError
 from emews.config.yamlio import dump_yaml
+from emews.core.errors import ConfigError
 from emews.store import STORE_FILE as STORE_FILE  # EXP/results.db, named where the store is opened
 
 WORKFLOW_FILE = "workflow.yaml"

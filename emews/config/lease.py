@@ -17,9 +17,10 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from emews.core.errors import ConfigError
 
@@ -39,7 +40,7 @@ class Owner:
     started: float  # the process's start time (clock ticks since boot), to tell a recycled pid
 
     @classmethod
-    def me(cls) -> "Owner":
+    def me(cls) -> Owner:
         return cls(socket.gethostname(), os.getpid(), _start_time(os.getpid()))
 
     def alive(self) -> bool | None:
@@ -61,7 +62,7 @@ class LeaseRecord:
     since: float = field(default_factory=time.time)
 
     @classmethod
-    def read(cls, path: Path) -> "LeaseRecord | None":
+    def read(cls, path: Path) -> LeaseRecord | None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return cls(token=data["token"], owners=[Owner(**o) for o in data.get("owners", [])],
@@ -111,7 +112,7 @@ class Lease:
         if current is not None and current.token == self.token:
             self.path.unlink(missing_ok=True)
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -8,29 +8,54 @@ load time, so the copy written into the experiment directory is self-contained.
 
 from __future__ import annotations
 
+import builtins
 import importlib.resources
 import re
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Callable, ClassVar, Literal, Mapping, Union
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError,
-                      field_serializer, field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
-from emews.objective.command import (RUN_DIR_FILE_ALLOWED, CommandRef, ParamsStyle, ResultSource, TASK_PLACEHOLDERS,
-                           run_dir_name)
-from emews.core.direction import Direction
-from emews.core.errors import ConfigError, KeyedValueError, brief, did_you_mean
-from emews.config.plugins import (OPTIMIZERS, TRIAL_SCHEDULERS, PluginNotFound, options_model, path_options,
-                                  validate_options)
-from emews.objective.function import ObjectiveLoadError, ObjectiveRef
-from emews.core.replicates import REPLICATE
-from emews.objective.shellscript import find_script, rewrite_words
-from emews.core.task_size import ALLOWED as TASK_SIZE_ALLOWED, FunctionSize, TaskSize, TaskSizeError, parse_task_size
-from emews.core.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
-from emews.site.walltime import DURATION_FORMS, WALLTIME_FORMS, format_hms, parse_duration, parse_walltime
+from emews.config.plugins import (
+    OPTIMIZERS,
+    TRIAL_SCHEDULERS,
+    PluginNotFound,
+    options_model,
+    path_options,
+    validate_options,
+)
 from emews.config.validation import config_error
 from emews.config.yamlio import load_mapping, set_dotted
+from emews.core.direction import Direction
+from emews.core.errors import ConfigError, KeyedValueError, brief, did_you_mean
+from emews.core.replicates import REPLICATE
+from emews.core.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
+from emews.core.task_size import ALLOWED as TASK_SIZE_ALLOWED
+from emews.core.task_size import FunctionSize, TaskSize, TaskSizeError, parse_task_size
+from emews.objective.command import (
+    RUN_DIR_FILE_ALLOWED,
+    TASK_PLACEHOLDERS,
+    CommandRef,
+    ParamsStyle,
+    ResultSource,
+    run_dir_name,
+)
+from emews.objective.function import ObjectiveLoadError, ObjectiveRef
+from emews.objective.shellscript import find_script, rewrite_words
+from emews.site.walltime import DURATION_FORMS, WALLTIME_FORMS, format_hms, parse_duration, parse_walltime
 
 
 class _Strict(BaseModel):
@@ -50,10 +75,10 @@ class _RangeParam(_Strict):
     log: StrictBool = False
     sigma: Number | None = None
 
-    dimension_type: ClassVar[type[Int] | type[Float]]
+    dimension_type: ClassVar[builtins.type[Int] | builtins.type[Float]]  # `type` is a field here
 
     def dimension(self) -> Dimension:
-        return self.dimension_type(self.lower, self.upper, self.log, self.sigma)
+        return self.dimension_type(self.lower, self.upper, self.log, self.sigma)  # type: ignore[arg-type]  # Int checks its bounds are integers
 
 
 class IntParam(_RangeParam):
@@ -76,7 +101,7 @@ class _ChoiceParam(_Strict):
     type: str
     values: list[Any]
 
-    dimension_type: ClassVar[type[Categorical]]
+    dimension_type: ClassVar[builtins.type[Categorical]]  # `type` is a field here
 
     def dimension(self) -> Dimension:
         return self.dimension_type(tuple(self.values))
@@ -106,7 +131,7 @@ class ConstantParam(_Strict):
         return Constant(self.value)
 
 
-ParamSpec = Annotated[Union[IntParam, FloatParam, CategoricalParam, OrderedParam, ConstantParam],
+ParamSpec = Annotated[IntParam | FloatParam | CategoricalParam | OrderedParam | ConstantParam,
                       Field(discriminator="type")]
 _PARAM_MODELS: dict[Any, type[BaseModel]] = {
     "int": IntParam, "float": FloatParam, "categorical": CategoricalParam, "ordered": OrderedParam,
@@ -197,7 +222,7 @@ class ObjectiveSection(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "ObjectiveSection":
+    def _one_kind(self) -> ObjectiveSection:
         if (self.module is None) == (self.command is None):
             raise KeyedValueError("objective", "give either module (a Python function) or command "
                                   "(a program to run), not both or neither",
@@ -438,7 +463,7 @@ def _resolve_path(text: str, workflow_dir: Path, builtin_dir: Path | None = None
     return next((c.resolve() for c in candidates if c.exists()), None)
 
 
-_PARAM = TypeAdapter(ParamSpec)
+_PARAM: TypeAdapter[Any] = TypeAdapter(ParamSpec)
 
 
 def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points: bool = False) -> Space:
@@ -501,7 +526,8 @@ def _takes_open_points(optimizer: OptimizerSection) -> bool:
     """Whether the optimizer, with its options, runs points that need no complete space (a UPF sweep).
     An optimizer that cannot be loaded is reported later, by :func:`check_workflow`."""
     try:
-        return bool(OPTIMIZERS.resolve(optimizer.name).takes_open_points(optimizer.options))
+        optimizer_class: Any = OPTIMIZERS.resolve(optimizer.name)  # an Optimizer subclass
+        return bool(optimizer_class.takes_open_points(optimizer.options))
     except Exception:
         return False
 
@@ -579,7 +605,8 @@ def _resolve_budget(workflow: Workflow, file: str) -> None:
     budget, model = workflow.model.budget, workflow.model
     if budget.evaluations is None:
         try:
-            points = workflow.optimizer_class().planned_evaluations(model.optimizer.options, workflow.space)
+            optimizer_class: Any = workflow.optimizer_class()  # an Optimizer subclass
+            points = optimizer_class.planned_evaluations(model.optimizer.options, workflow.space)
         except Exception:  # an optimizer that cannot be loaded, a bad points file: reported by check_workflow
             points = None
         if points:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 from collections import abc
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from emews.core.direction import Direction
 from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
-from emews.core.results import Result, Task
+from emews.core.results import Result, StoredReport, Task
 from emews.core.space import Space, SpaceError
 from emews.core.task_size import FixedSize, TaskSize, TaskSizeError, whole_ranks
-from emews.core.results import StoredReport
 
 
 class BudgetExhausted(EmewsError, RuntimeError):
@@ -132,7 +132,7 @@ class Evaluator:
         if len(points) > self.remaining:
             raise BudgetExhausted(
                 f"{len(points)} evaluations asked for, {self.remaining} left of a budget of {self.budget}")
-        tasks = []
+        tasks: list[Task] = []
         now = time.time()
         for point in points:
             if type(point) is not dict and not isinstance(point, abc.Mapping):

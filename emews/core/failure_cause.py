@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 #: longest cause shown where space is short (a table cell, a plot label)
 MAX_CAUSE_CHARS = 120

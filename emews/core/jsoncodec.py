@@ -9,7 +9,8 @@ Anything else (metrics, which may hold NaN) goes through the standard library.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 

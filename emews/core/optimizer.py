@@ -15,7 +15,8 @@ before its first proposal; a resumed run whose budget is spent proposes nothing.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from emews.core.evaluator import Evaluator
@@ -27,7 +28,7 @@ class Optimizer(abc.ABC):
     """Base class of every optimizer. Options come in as constructor keywords."""
 
     @abc.abstractmethod
-    def run(self, evaluator: "Evaluator") -> None:
+    def run(self, evaluator: Evaluator) -> None:
         """Explore the space through ``evaluator`` until done or out of budget."""
 
     @classmethod
@@ -37,12 +38,12 @@ class Optimizer(abc.ABC):
         return False
 
     @classmethod
-    def planned_evaluations(cls, options: Mapping[str, Any], space: "Space") -> int | None:
+    def planned_evaluations(cls, options: Mapping[str, Any], space: Space) -> int | None:
         """How many points the optimizer evaluates with these options, when they say (a sweep: its
         points); the workflow's evaluation budget when it gives none. Default: ``None`` (not known)."""
         return None
 
-    def check(self, space: "Space") -> None:
+    def check(self, space: Space) -> None:  # noqa: B027 (an optional hook: checks nothing by default)
         """Check the options against ``space`` before launch; raise ``ValueError`` saying what is wrong.
 
         Called by ``emews check`` / ``emews launch`` before anything is written. Default: nothing.
@@ -72,11 +73,11 @@ class AskTellOptimizer(Optimizer):
     #: evaluations to keep outstanding; ``None`` means one per worker
     in_flight: int | None = None
 
-    def target_in_flight(self, evaluator: "Evaluator") -> int:
+    def target_in_flight(self, evaluator: Evaluator) -> int:
         """How many evaluations to keep outstanding now."""
         return self.in_flight or evaluator.workers
 
-    def start(self, space: "Space", workers: int) -> None:
+    def start(self, space: Space, workers: int) -> None:
         """Called once before the first ``suggest``; store what you need."""
         self.space = space
 
@@ -85,18 +86,18 @@ class AskTellOptimizer(Optimizer):
         """Return up to ``n`` new points to evaluate."""
 
     @abc.abstractmethod
-    def ingest(self, results: Sequence["Result"]) -> None:
+    def ingest(self, results: Sequence[Result]) -> None:
         """Learn from finished evaluations (failed ones included, earlier runs' ones included)."""
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
         """The points of the last ``suggest`` went out as tasks ``ids`` (same order)."""
-        self.__dict__.setdefault("task_points", {}).update(zip(ids, points))
+        self.__dict__.setdefault("task_points", {}).update(zip(ids, points, strict=False))
 
     #: the evaluations the whole run may make (earlier runs' included); set before :meth:`start`,
     #: for libraries that plan with it (Nevergrad, CMA-ES schedules)
     budget: int | None = None
 
-    def run(self, evaluator: "Evaluator") -> None:
+    def run(self, evaluator: Evaluator) -> None:
         self.task_points: dict[int, dict[str, Any]] = {}
         self.budget = evaluator.budget
         self.start(evaluator.space, evaluator.workers)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
 
 from emews.core.errors import EmewsError
 from emews.core.results import Result, Task

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from emews.core.direction import Direction
 from emews.core.evaluator import BudgetExhausted, Evaluator
@@ -55,7 +56,7 @@ class Aggregate:
     max: float | None
 
     @classmethod
-    def of(cls, objectives: Iterable[float | None]) -> "Aggregate":
+    def of(cls, objectives: Iterable[float | None]) -> Aggregate:
         values = list(objectives)
         ok = [v for v in values if v is not None and math.isfinite(v)]
         if not ok:
@@ -177,7 +178,7 @@ class ReplicatingEvaluator:
     def map(self, points: Sequence[Mapping[str, Any]]) -> list[Result]:
         """Evaluate ``points`` (each ``replicates`` times); their aggregated results in the same order."""
         ids = self.put(points)
-        wanted, found = set(ids), {}
+        wanted, found = set(ids), dict[int, Any]()
         while True:
             found.update((r.id, r) for r in self._ready if r.id in wanted)
             self._ready = [r for r in self._ready if r.id not in wanted]

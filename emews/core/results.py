@@ -7,10 +7,11 @@ where a frozen dataclass costs several times as much to create.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from operator import attrgetter
-from typing import Any, Mapping, TypeVar
+from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
@@ -19,7 +20,7 @@ def _pickled_by_fields(cls: type[_T]) -> type[_T]:
     """Pickle ``cls`` as its constructor and field values: half the cost of the default for a
     slotted dataclass, and these cross between ranks once per evaluation. Fields marked
     ``metadata={"local": True}`` (last, with defaults) stay on the rank that made the object."""
-    values = attrgetter(*(f.name for f in fields(cls) if not f.metadata.get("local")))
+    values = attrgetter(*(f.name for f in fields(cls) if not f.metadata.get("local")))  # type: ignore[arg-type]  # a dataclass by use
 
     def __reduce__(self: Any) -> tuple:
         return cls, values(self)
@@ -97,11 +98,11 @@ class Result:
         return self.status is Status.OK
 
     @classmethod
-    def from_outcome(cls, task: Task, outcome: Outcome, sign: float) -> "Result":
+    def from_outcome(cls, task: Task, outcome: Outcome, sign: float) -> Result:
         ok = outcome.status is Status.OK and outcome.value is not None and math.isfinite(outcome.value)
         return cls(
             id=task.id, params=task.params, status=outcome.status, objective=outcome.value,
-            loss=sign * outcome.value if ok else math.inf, metrics=outcome.metrics,
+            loss=sign * outcome.value if ok and outcome.value is not None else math.inf, metrics=outcome.metrics,
             error=outcome.error, rank=outcome.rank, host=outcome.host, submitted=task.submitted,
             started=outcome.started, finished=outcome.finished,
         )

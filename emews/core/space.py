@@ -18,13 +18,14 @@ import abc
 import json
 import math
 import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence, TypeVar, Union
+from typing import Any, ClassVar, TypeVar
 
 from emews.core.errors import EmewsError, brief
 
-Value = Union[int, float, str, bool, None]
+Value = int | float | str | bool | None
 
 
 class SpaceError(EmewsError, ValueError):
@@ -148,8 +149,8 @@ class _Range(DimensionType):
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ValueError("lower and upper must be finite numbers")
         if self._integral:
-            _require_int_range(self.lower, "lower")
-            _require_int_range(self.upper, "upper")
+            _require_int_range(int(self.lower), "lower")
+            _require_int_range(int(self.upper), "upper")
         if self.sigma is not None and not (_is_number(self.sigma) and math.isfinite(self.sigma)):
             raise ValueError(f"sigma must be a finite number, got {self.sigma!r}")
         if self.lower > self.upper:
@@ -548,7 +549,7 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-Dimension = Union[Int, Float, Categorical, Ordered, Constant]
+Dimension = Int | Float | Categorical | Ordered | Constant
 
 _Entry = TypeVar("_Entry")
 
@@ -614,7 +615,7 @@ class Space:
         return set(point) == set(self.dimensions) and all(
             dim.contains(point[name]) for name, dim in self.dimensions.items())
 
-    def opened(self) -> "Space":
+    def opened(self) -> Space:
         """This space, open (see the class docstring)."""
         return Space(self.dimensions, open=True)
 
@@ -622,8 +623,8 @@ class Space:
         """Return ``point`` as plain Python values, or raise ``SpaceError`` naming the bad key."""
         if self.open:
             return self._validate_open(point)
-        if type(point) is dict and list(point) == self._names:  # the common case, checked quickly
-            for name, dim in self._items:
+        if type(point) is dict and list(point) == self._names:  # type: ignore[attr-defined]  # set in __post_init__  # the common case, checked quickly
+            for name, dim in self._items:  # type: ignore[attr-defined]  # set in __post_init__
                 if not dim.holds_as_is(point[name]):
                     break
             else:
@@ -797,7 +798,7 @@ def _logical(value: Any) -> bool:
 
 
 def _cast_element(value: Any, element_type: str | None) -> Value:
-    casts = {"int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
+    casts: dict[str | None, Callable[[Any], Any]] = {"int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
              "float": float, "string": str, "str": str, "logical": _logical, None: lambda v: v}
     if not isinstance(element_type, (str, type(None))) or element_type not in casts:
         raise ValueError(f"unknown element_type {brief(element_type)}; allowed: int, float, string, logical")

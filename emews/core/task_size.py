@@ -14,8 +14,9 @@ A size that is not a whole number raises :class:`TaskSizeError`; whether it fits
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module, is_file_ref
@@ -128,7 +129,7 @@ class FunctionSize(TaskSize):
 
     def load(self) -> Callable[[Mapping[str, Any]], Any]:
         """Import the function (raises :class:`TaskSizeError` naming what is wrong)."""
-        if self._fn is None:  # type: ignore[has-type]
+        if self._fn is None:  # type: ignore[attr-defined]  # set in __post_init__
             module_ref, _, name = self.ref.rpartition(":")
             try:
                 module = import_user_module(module_ref, what="task_size")
@@ -138,7 +139,7 @@ class FunctionSize(TaskSize):
             if not callable(fn):
                 raise TaskSizeError(f"{module_ref} has no function {name!r}")
             object.__setattr__(self, "_fn", fn)
-        return self._fn  # type: ignore[return-value]
+        return self._fn  # type: ignore[attr-defined,no-any-return]  # set above
 
     def __call__(self, params: Mapping[str, Any]) -> int:
         try:

@@ -7,8 +7,8 @@ import contextlib
 import os
 import re
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from emews.core.errors import ConfigError
 

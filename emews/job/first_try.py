@@ -19,25 +19,26 @@ import json
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
+from emews.config.workflow import Workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator
 from emews.core.failure_cause import cause
-from emews.job.wiring import RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
-from emews.objective.context import task_run_dir
 from emews.core.optimizer import Optimizer
 from emews.core.queues import QueuePair
-from emews.job.rank_zero import run_spec
 from emews.core.replicates import ReplicatingEvaluator, replicated_space
 from emews.core.results import Result
-from emews.runtime.interrupt import Interrupt, Interrupted
-from emews.runtime.transport import ThreadHub
 from emews.core.space import Space
 from emews.core.task_size import FixedSize
-from emews.config.workflow import Workflow
+from emews.job.rank_zero import run_spec
+from emews.job.wiring import RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
+from emews.objective.context import task_run_dir
+from emews.runtime.interrupt import Interrupt, Interrupted
+from emews.runtime.transport import ThreadHub
 
 
 class PointTaken(BudgetExhausted):

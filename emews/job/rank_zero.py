@@ -17,29 +17,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
-from emews.training.checkpoints import unset_variables
-from emews.output.csvfollow import CsvFollower
-from emews.config.experiment import (CSV_FILE, LOG_FILE, SITE_FILE, STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE,
-                              require_experiment)
+from emews.config.experiment import (
+    CSV_FILE,
+    LOG_FILE,
+    SITE_FILE,
+    STORE_FILE,
+    SUMMARY_FILE,
+    WORKFLOW_FILE,
+    require_experiment,
+)
 from emews.config.lease import acquire
+from emews.config.workflow import Workflow, load_workflow
+from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
+from emews.core.textfiles import write_atomic
+from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.objective.context import task_run_dir
-from emews.training.retention import Retention
+from emews.output.csvfollow import CsvFollower
 from emews.output.export import Totals, export_csv, open_store, summary_text, totals
-from emews.runtime.interrupt import Interrupt
 from emews.runtime.fail_fast import FailedFast
+from emews.runtime.interrupt import Interrupt
 from emews.runtime.team_comm import TeamWorld
 from emews.runtime.teams import TeamStranded
-from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import Site, load_site
 from emews.site.gpus import gpu_binding
 from emews.site.job_end import job_end_time
-from emews.site.walltime import parse_walltime
 from emews.site.jobs import batch_job_over
-from emews.core.textfiles import write_atomic
+from emews.site.walltime import parse_walltime
+from emews.training.checkpoints import unset_variables
 from emews.training.messages import Ending
-from emews.config.workflow import Workflow, load_workflow
+from emews.training.retention import Retention
 
 log = logging.getLogger("emews")
 

@@ -8,35 +8,36 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
-from emews.training.checkpoints import CHECKPOINTS_DIR, remove_dead_temps
 from emews.core.direction import Direction
 from emews.core.errors import EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
+from emews.core.gpu_binding import GpuBinding
 from emews.core.optimizer import Optimizer
 from emews.core.queues import QueuePair
 from emews.core.replicates import ReplicatingEvaluator, replicated_space
 from emews.core.results import Outcome, Result, Status, Task
-from emews.training.retention import Retention
+from emews.core.space import Space
+from emews.core.task_size import FixedSize, TaskSize
+from emews.objective.function import ObjectiveSpec
+from emews.objective.team import Team
 from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.interrupt import Interrupt, Interrupted
-from emews.objective.function import ObjectiveSpec
-from emews.core.gpu_binding import GpuBinding
 from emews.runtime.progress import Progress, ProgressReporter
-from emews.store import Durability, ReportReader, Store, open_store
 from emews.runtime.transport import ThreadHub, Transport
 from emews.runtime.trial_reports import TrialService, WaitingTrial
 from emews.runtime.walltime_pause import PauseClock, WalltimeStop
 from emews.runtime.worker_rank import WorkerPlan, serve
+from emews.store import Durability, ReportReader, Store, open_store
+from emews.training.checkpoints import CHECKPOINTS_DIR, remove_dead_temps
+from emews.training.retention import Retention
 from emews.training.schedulers import TrialScheduler
-from emews.core.space import Space
-from emews.core.task_size import FixedSize, TaskSize
-from emews.objective.team import Team
 
 log = logging.getLogger("emews")
 
@@ -241,7 +242,7 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
                                       observers=spec.observers, reports=reports, task_size=spec.task_size)
                 view = evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space,
                                                                                   spec.replicates)
-                spec.make_optimizer().run(view)
+                spec.make_optimizer().run(view)  # type: ignore[arg-type]  # replicas behind Evaluator's interface
         except BudgetExhausted:
             pass
         except Interrupted as exc:

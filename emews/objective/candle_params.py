@@ -14,8 +14,9 @@ are never flags.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Collection, Mapping
+from typing import Any
 
 #: the per-task file CANDLE reads through ``--config_file``: the model's defaults and the point
 CONFIG_FILE = "candle_params.txt"

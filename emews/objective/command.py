@@ -51,16 +51,24 @@ import re
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from emews.core.failure_cause import error_line, meaningful_line
-from emews.objective.function import (PARAMS_RECORD, EvaluationFailed, ObjectiveLoadError, TaskContext, load_defaults,
-                             record_params, with_defaults)
-from emews.objective.candle_params import CONFIG_FILE, CONFIG_OPTION, candle_point, model_flags, write_config
 from emews.core.results import Status
+from emews.objective.candle_params import CONFIG_FILE, CONFIG_OPTION, candle_point, model_flags, write_config
+from emews.objective.function import (
+    PARAMS_RECORD,
+    EvaluationFailed,
+    ObjectiveLoadError,
+    TaskContext,
+    load_defaults,
+    record_params,
+    with_defaults,
+)
 from emews.objective.shellscript import find_script, quoter
 
 ParamsStyle = Literal["flags", "env", "file", "candle"]
@@ -95,7 +103,7 @@ class CommandRef:
     result_file: str | None = None
     defaults: str | None = None
 
-    def load(self) -> "CommandObjective":
+    def load(self) -> CommandObjective:
         """Check that the program exists and read the model defaults (an ObjectiveLoadError if not)."""
         program = self.command[0]
         if not PLACEHOLDER.search(program) and _find_program(program) is None:

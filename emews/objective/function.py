@@ -8,10 +8,11 @@ import json
 import math
 import os
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module
@@ -46,9 +47,9 @@ class Objective(Protocol):
 
     defaults: dict[str, Any]
 
-    def setup(self, context: "TaskContext | None" = None) -> None: ...
+    def setup(self, context: TaskContext | None = None) -> None: ...
 
-    def call(self, params: Mapping[str, Any], context: "TaskContext") -> Any: ...
+    def call(self, params: Mapping[str, Any], context: TaskContext) -> Any: ...
 
     def teardown(self) -> None: ...
 
@@ -56,7 +57,8 @@ class Objective(Protocol):
 class ObjectiveSpec(Protocol):
     """Where an objective comes from (picklable: it travels to isolated children): ``load()`` it."""
 
-    metric: str
+    @property
+    def metric(self) -> str: ...
 
     def load(self) -> Objective: ...
 
@@ -70,7 +72,7 @@ class ObjectiveRef:
     metric: str = "value"
     defaults: str | None = None  # a CANDLE default model file merged under each point
 
-    def load(self) -> "LoadedObjective":
+    def load(self) -> LoadedObjective:
         module = import_objective_module(self.module)
         fn = getattr(module, self.function, None)
         if not callable(fn):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
-from typing import Callable, Sequence
 
 #: programs whose ``-c`` takes a command string
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash"})

@@ -13,8 +13,7 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping
-
+from typing import Any
 
 #: the place of the rank count in a launch line (``ctx.launch``)
 RANKS = "{ranks}"

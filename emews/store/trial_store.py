@@ -183,6 +183,7 @@ class TrialStore:
                                  (report.trial, report.step, self._stored(report.checkpoint.path),
                                   report.checkpoint.size, metric, loss, STAGED, seq, time.time()))
             self._durable(report.durable)
+        assert seq is not None  # an INSERT always sets lastrowid
         return int(seq)
 
     def mark_durable(self, paths: Sequence[str]) -> None:

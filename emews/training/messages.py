@@ -10,9 +10,10 @@ child through its parent).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 
 class Action(str, Enum):
@@ -49,7 +50,7 @@ class Ending(str, Enum):
     COMPLETED = "completed"          # it trained its full course: reached ``max_t``, or returned on its own
 
     @classmethod
-    def after(cls, action: str) -> "Ending":
+    def after(cls, action: str) -> Ending:
         """The ending of a trial whose last answer at its last step was ``action`` (``""``: continue)."""
         return cls.STOPPED_EARLY if action == Action.STOP.value else cls.COMPLETED
 

@@ -11,13 +11,30 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from emews.training.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, framed_size, local_tier,
-                               read_checkpoint, snapshot)
-from emews.training.messages import (CONTINUE, Action, CheckpointNote, CheckpointsDurable, Decision, Reply, Report,
-                            RestoreRequest, TrialLink)
+from emews.training.checkpoints import (
+    CheckpointWriter,
+    CorruptCheckpoint,
+    checkpoint_path,
+    framed_size,
+    local_tier,
+    read_checkpoint,
+    snapshot,
+)
+from emews.training.messages import (
+    CONTINUE,
+    Action,
+    CheckpointNote,
+    CheckpointsDurable,
+    Decision,
+    Reply,
+    Report,
+    RestoreRequest,
+    TrialLink,
+)
 
 #: one writer per process, mode and local tier, so its threads serve every task the process runs
 _WRITERS: dict[tuple[bool, str | None], CheckpointWriter] = {}
