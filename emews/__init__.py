@@ -4,29 +4,44 @@ The public API: optimizers implement :class:`Optimizer` (or :class:`AskTellOptim
 and talk to an :class:`Evaluator`; objectives may call :func:`current_task` for
 their :class:`TaskContext`. From Python or a notebook, :func:`run` runs a search as
 ``emews launch`` does and :func:`load` reads an experiment (:class:`Experiment`): both are
-imported on first use (``emews.api``), so a worker rank that imports ``emews`` loads neither
+imported on first use (``emews.api``), as are the checkpoint catalog, the results per point, the
+R bridge and the test kits, so a worker rank that imports ``emews`` loads neither
 pandas nor the configuration layer.
 """
 
+from importlib import import_module
 from typing import Any
 
+from emews.core.direction import Direction
+from emews.core.errors import ConfigError, EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.core.optimizer import AskTellOptimizer, Optimizer
 from emews.core.results import Result, Status
-from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space
+from emews.core.space import Categorical, Constant, DimensionType, Float, Int, Ordered, Space, registered
 from emews.objective.context import TaskContext, current_task
 
-__all__ = ["AskTellOptimizer", "BudgetExhausted", "Categorical", "Constant", "Evaluator", "EvaluatorObserver",
-           "Experiment", "Float", "Int", "Optimizer", "Ordered", "Result", "RunFailed", "Space", "Status",
-           "TaskContext", "current_task", "load", "run"]
+#: public names imported when first asked for (PEP 562): name -> module
+_LAZY = {
+    "run": "emews.api", "load": "emews.api", "Experiment": "emews.api", "RunFailed": "emews.api",
+    "TrialScheduler": "emews.training.schedulers.base",
+    "load_best": "emews.output.catalog", "list_checkpoints": "emews.output.catalog",
+    "results_by_point": "emews.output.by_point",
+    "ROptimizer": "emews.contrib.rbridge",
+    "OptimizerConformance": "emews.testing", "SchedulerConformance": "emews.testing",
+    "check_optimizer": "emews.testing", "check_scheduler": "emews.testing",
+}
 
-#: names of ``emews.api``, imported when first asked for (PEP 562)
-_LAZY = ("run", "load", "Experiment", "RunFailed")
+__all__ = sorted(["AskTellOptimizer", "BudgetExhausted", "Categorical", "ConfigError", "Constant", "DimensionType",
+                  "Direction", "EmewsError", "Evaluator", "EvaluatorObserver", "Float", "Int", "Optimizer",
+                  "Ordered", "Result", "Space", "Status", "TaskContext", "current_task", "registered", *_LAZY])
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import emews.api
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'emews' has no attribute {name!r}")
+    return getattr(import_module(module), name)
 
-        return getattr(emews.api, name)
-    raise AttributeError(f"module 'emews' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

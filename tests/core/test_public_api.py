@@ -1,0 +1,42 @@
+"""What users import comes from ``emews`` itself (issue 29 point 10)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import emews
+
+
+def test_every_public_name_resolves() -> None:
+    for name in emews.__all__:
+        assert getattr(emews, name) is not None, name
+    assert set(emews.__all__) <= set(dir(emews))
+
+
+def test_the_public_names_are_the_implementations() -> None:
+    from emews.output.catalog import load_best
+    from emews.testing import OptimizerConformance
+    from emews.training.schedulers.base import TrialScheduler
+
+    assert emews.load_best is load_best
+    assert emews.OptimizerConformance is OptimizerConformance
+    assert emews.TrialScheduler is TrialScheduler
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        emews.no_such_thing  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_thing" in str(exc)
+    else:
+        raise AssertionError("emews.no_such_thing resolved")
+
+
+def test_importing_emews_loads_no_heavy_layer() -> None:
+    """``import emews`` (what a worker rank does) imports neither pandas, the store nor the test kits."""
+    code = ("import sys, emews\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'sqlite3', 'pydantic')\n"
+            "      or m.startswith(('emews.testing', 'emews.output', 'emews.contrib', 'emews.api')))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []
