@@ -23,7 +23,7 @@ from emews.objective.context import TaskContext, current_task
 #: public names imported when first asked for (PEP 562): name -> module
 _LAZY = {
     "run": "emews.api", "load": "emews.api", "Experiment": "emews.api", "RunFailed": "emews.api",
-    "TrialScheduler": "emews.training.schedulers.base",
+    "TrialScheduler": "emews.training.schedulers.trial_scheduler",
     "load_best": "emews.output.catalog", "list_checkpoints": "emews.output.catalog",
     "results_by_point": "emews.output.by_point",
     "ROptimizer": "emews.contrib.rbridge",
@@ -31,9 +31,13 @@ _LAZY = {
     "check_optimizer": "emews.testing", "check_scheduler": "emews.testing",
 }
 
-__all__ = sorted(["AskTellOptimizer", "BudgetExhausted", "Categorical", "ConfigError", "Constant", "DimensionType",
-                  "Direction", "EmewsError", "Evaluator", "EvaluatorObserver", "Float", "Int", "Optimizer",
-                  "Ordered", "Result", "Space", "Status", "TaskContext", "current_task", "registered", *_LAZY])
+__all__ = [
+    "AskTellOptimizer", "BudgetExhausted", "Categorical", "ConfigError", "Constant", "DimensionType", "Direction",
+    "EmewsError", "Evaluator", "EvaluatorObserver", "Experiment", "Float", "Int", "OptimizerConformance",
+    "Optimizer", "Ordered", "ROptimizer", "Result", "RunFailed", "SchedulerConformance", "Space", "Status",
+    "TaskContext", "TrialScheduler", "check_optimizer", "check_scheduler", "current_task", "list_checkpoints",
+    "load", "load_best", "registered", "results_by_point", "run",
+]
 
 
 def __getattr__(name: str) -> Any:

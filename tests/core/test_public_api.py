@@ -17,7 +17,7 @@ def test_every_public_name_resolves() -> None:
 def test_the_public_names_are_the_implementations() -> None:
     from emews.output.catalog import load_best
     from emews.testing import OptimizerConformance
-    from emews.training.schedulers.base import TrialScheduler
+    from emews.training.schedulers.trial_scheduler import TrialScheduler
 
     assert emews.load_best is load_best
     assert emews.OptimizerConformance is OptimizerConformance
@@ -40,3 +40,7 @@ def test_importing_emews_loads_no_heavy_layer() -> None:
             "      or m.startswith(('emews.testing', 'emews.output', 'emews.contrib', 'emews.api')))))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert loaded == []
+
+
+def test_every_lazy_name_is_listed() -> None:
+    assert set(emews._LAZY) <= set(emews.__all__)
