@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from emews.training.schedulers.asha import ASHA
-from emews.training.schedulers.base import quantile
+from emews.training.schedulers.trial_scheduler import quantile
 from emews.training.schedulers.hyperband import Hyperband
 from emews.training.schedulers.median import MedianStopping
 from emews.training.schedulers.pbt import PBT

@@ -7,6 +7,6 @@ Composable with any optimizer: ``trial_scheduler: {name: asha, options: {...}}``
 (Not to be confused with the batch schedulers of ``emews.site``: Slurm, PBS, LSF.)
 """
 
-from emews.training.schedulers.base import TrialScheduler, quantile
+from emews.training.schedulers.trial_scheduler import TrialScheduler, quantile
 
 __all__ = ["TrialScheduler", "quantile"]

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from emews.training.messages import CONTINUE, Action, Decision
-from emews.training.schedulers.base import Mode, TrialScheduler, quantile
+from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler, quantile
 
 STOP = Decision(Action.STOP)
 COMPLETE = Decision(Action.COMPLETE)

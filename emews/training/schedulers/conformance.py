@@ -35,7 +35,7 @@ from emews.core.direction import Direction
 from emews.core.results import StoredReport
 from emews.core.space import Categorical, Float, Int, Ordered, Space
 from emews.training.messages import Action, Decision
-from emews.training.schedulers.base import TrialScheduler
+from emews.training.schedulers.trial_scheduler import TrialScheduler
 
 SchedulerFactory = Callable[[], TrialScheduler]
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from emews.training.messages import Decision
 from emews.training.schedulers.asha import ASHA
-from emews.training.schedulers.base import Mode, TrialScheduler
+from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler
 
 
 class Hyperband(TrialScheduler):

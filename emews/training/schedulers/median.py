@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from emews.training.messages import CONTINUE, Action, Decision
-from emews.training.schedulers.base import Mode, TrialScheduler
+from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler
 
 STOP = Decision(Action.STOP)
 

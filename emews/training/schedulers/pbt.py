@@ -25,7 +25,7 @@ from typing import Any
 
 from emews.core.results import StoredReport
 from emews.training.messages import CONTINUE, Action, Decision
-from emews.training.schedulers.base import Mode, TrialScheduler
+from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler
 
 
 class PBT(TrialScheduler):
