@@ -160,8 +160,13 @@ class BayesianOptimizer(AskTellOptimizer):
         self.process_after = float(process_after)
         #: seconds a refit must take before speculating (inf: never); ``auto`` also waits for
         #: refits to take longer than tasks
-        by_word: dict[object, float] = {True: 0.0, False: math.inf, "auto": speculate_after}
-        self.speculate = float(by_word.get(speculate, speculate))
+        # booleans by type: 1 == True in a dict lookup, and `speculate: 1` means one second
+        if isinstance(speculate, bool):
+            self.speculate = 0.0 if speculate else math.inf
+        elif speculate == "auto":
+            self.speculate = float(speculate_after)
+        else:
+            self.speculate = float(speculate)
         self.speculate_auto = speculate == "auto"
         self.options: dict[str, Any] = dict(
             n_initial_points=n_initial_points,

@@ -541,3 +541,9 @@ def test_a_fit_waits_briefly_for_the_tasks_still_out():
         proposer.close()
     assert calls[0] == (4, 4)
     assert calls[1] == (8, 4), calls   # one fit on all 8 results, a point for each freed worker
+
+
+@pytest.mark.parametrize(("option", "seconds"), [(True, 0.0), (False, math.inf), (1, 1.0), (0, 0.0), (2.5, 2.5)])
+def test_speculate_takes_numbers_as_seconds_and_booleans_as_words(option, seconds):
+    """``speculate: 1`` is one second, not ``true`` (1 == True in a dict lookup was the bug)."""
+    assert BayesianOptimizer(speculate=option).speculate == seconds
