@@ -1,9 +1,13 @@
-"""Which workers can take tasks now, with prefetch that adapts to task length."""
+"""Single-rank tasks: which workers can take tasks now, with prefetch that adapts to task length."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Sequence
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+
+from emews.core.results import Outcome, Task
+from emews.runtime.dispatch import Dispatch, Ended, Event, Send, Started, Unfinished
+from emews.runtime.transport import Tag
 
 
 class WorkerSlots:
@@ -99,3 +103,48 @@ class WorkerSlots:
             del self._free[rank]
         else:
             self._debt[rank] = self._debt.get(rank, 0) + 1
+
+
+class SlotDispatch(Dispatch):
+    """Single-rank tasks over :class:`WorkerSlots`: dynamic load balancing, each free slot of the
+    most recently active worker filled from the queue's front, batches of several tasks per
+    worker while tasks are short (``prefetch`` at most)."""
+
+    def __init__(self, ranks: Sequence[int], *, prefetch: int) -> None:
+        self._slots = WorkerSlots(ranks, prefetch=prefetch)
+        self._workers = len(ranks)
+
+    @property
+    def capacity(self) -> int:
+        return self._slots.capacity
+
+    @property
+    def has_room(self) -> bool:
+        return bool(self._slots)
+
+    @property
+    def mean_run(self) -> float | None:
+        return self._slots.mean_run
+
+    def busy(self, in_flight: int) -> int:
+        return min(in_flight, self._workers)
+
+    def place(self, tasks: deque[Task], *, start: bool) -> list[Event]:
+        events: list[Event] = []
+        slots = self._slots
+        while start and slots and tasks:
+            rank, count = slots.take(len(tasks))
+            batch = [tasks.popleft() for _ in range(count)]
+            events.append(Started(batch))
+            events.append(Send(rank, Tag.TASK, batch))
+        return events
+
+    def ended(self, rank: int, outcomes: Sequence[Outcome]) -> list[Event]:
+        release = self._slots.release
+        for outcome in outcomes:
+            release(rank, None if outcome.started is None else (outcome.finished or 0.0) - outcome.started)
+        return [Ended(outcomes)]
+
+    def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:
+        self._slots.retire(rank)  # it gets no more tasks; what it held runs elsewhere
+        return [Unfinished(unfinished)]

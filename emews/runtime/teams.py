@@ -1,7 +1,7 @@
 """Multi-rank tasks on the distributor: gang scheduling, the members' share, the team's one result.
 
-:class:`TeamDispatch` is what the distributor uses instead of :class:`~emews.runtime.slots.WorkerSlots`
-when tasks may be larger than one rank (``task.ranks``): queued tasks go to the
+:class:`TeamDispatch` is the distributor's :class:`~emews.runtime.dispatch.Dispatch` when tasks may be
+larger than one rank (``task.ranks``; :class:`~emews.runtime.slots.SlotDispatch` otherwise): queued tasks go to the
 :class:`~emews.runtime.gang.GangScheduler` (node-aligned placement, one reservation, EASY backfill);
 each placement is sent to its members (a :class:`TeamTask`, or the plain task for a size-1 task);
 every member reports an outcome; the first member that fails gets the others cancelled
@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Status, Task
+from emews.runtime.dispatch import Dispatch, Ended, Event, Fatal, Refused, Requeue, Send, Started, Unfinished
 from emews.runtime.gang import GangScheduler
+from emews.runtime.transport import Tag
 
 #: seconds after the task timeout that an inline team's members may take to end before it is stranded
 STRANDED_GRACE = 30.0
@@ -50,17 +52,6 @@ class Rendezvous:
 
     task_id: int
     port: int
-
-
-@dataclass(frozen=True)
-class TeamEvent:
-    """What a member's outcome means for its task: members to cancel, and the task's outcome once
-    every member reported (``requeue``: run it again instead, a member's worker stopped)."""
-
-    task_id: int
-    cancel: tuple[int, ...] = ()
-    outcome: Outcome | None = None
-    requeue: bool = False
 
 
 #: how a failing member's status ranks as the team's cause (a crash explains its peers' errors)
@@ -101,7 +92,7 @@ class _Running:
                        chosen.rank, chosen.host, min(started, default=None), max(finished, default=None))
 
 
-class TeamDispatch:
+class TeamDispatch(Dispatch):
     """Gang-scheduled tasks of any size; see the module docstring. Not thread-safe (distributor only)."""
 
     def __init__(self, nodes: Mapping[int, str], *, clock: Callable[[], float] = time.monotonic,
@@ -116,109 +107,146 @@ class TeamDispatch:
         self._live = set(self._hosts)
 
     @property
-    def busy(self) -> int:
-        """Worker ranks running a task now."""
-        return len(self._by_rank)
+    def capacity(self) -> int:
+        return len(self._hosts)
+
+    @property
+    def has_room(self) -> bool:
+        return len(self._by_rank) < len(self._hosts)
 
     @property
     def waiting(self) -> int:
-        """Tasks taken from the queue that have not started."""
         return len(self._waiting)
 
-    def take(self, tasks: deque[Task]) -> list[Outcome]:
-        """Move queued tasks to the scheduler; a size the job cannot run fails at once (returned)."""
-        refused = []
+    def busy(self, in_flight: int = 0) -> int:
+        """Worker ranks running a task now (whatever ``in_flight``)."""
+        return len(self._by_rank)
+
+    def place(self, tasks: deque[Task], *, start: bool) -> list[Event]:
+        """First the stranded teams (:meth:`stranded`: their tasks end, then :class:`Fatal`); then
+        queued tasks go to the scheduler (a size the job cannot run is refused at once) and, when
+        ``start``, what may start now goes to its ranks (a :class:`TeamTask` each member, or the
+        plain task for a size-1 task)."""
+        events = self.stranded()
+        if events and isinstance(events[-1], Fatal):
+            return events
+        events += self._take(tasks)
+        if start:
+            events += self._start()
+        return events
+
+    def ended(self, rank: int, outcomes: Sequence[Outcome]) -> list[Event]:
+        events: list[Event] = []
+        for outcome in outcomes:
+            events += self._member_done(rank, outcome)
+        return events
+
+    def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:
+        """Worker ``rank`` stopped: while the run is closing, what it held is only recorded. Before,
+        it stopped on its own: it takes no more tasks, its team's task runs again (its peers are
+        cancelled) and queued tasks now too large for the ranks left fail."""
+        if closing:
+            return [Unfinished(unfinished)]
+        self._live.discard(rank)
+        self._scheduler.retire(rank)
+        events: list[Event] = []
+        task_id = self._by_rank.get(rank)
+        if task_id is not None:
+            self._running[task_id].requeue = True
+            events += self._member_done(rank, Outcome(task_id, Status.FAILED, error=f"worker rank {rank} stopped"))
+        for key in self._scheduler.withdraw_larger(len(self._live)):
+            task = self._waiting.pop(key)  # type: ignore[call-overload]
+            events.append(Refused(task, Outcome(task.id, Status.FAILED, error=(
+                f"task size {task.ranks} ranks: only {len(self._live)} worker ranks are left"), finished=time.time())))
+        return events
+
+    def stranded(self) -> list[Event]:
+        """Inline teams still running :data:`STRANDED_GRACE` seconds after their timeout: each
+        member that has not reported times out (it is blocked where nothing can interrupt it), so
+        their tasks end; after those events, :class:`Fatal` with the error that ends the job."""
+        timeout = self._inline_timeout
+        if timeout is None:
+            return []
+        due = self._clock() - timeout - STRANDED_GRACE
+        events: list[Event] = []
+        first = None
+        for team in [t for t in self._running.values() if len(t.ranks) > 1 and t.started <= due]:
+            stuck = [r for r in team.ranks if r not in team.outcomes]
+            first = first or _stranded_error(team, stuck, timeout)
+            team.cancelled.update(stuck)
+            error = _stuck_error(team, timeout)
+            for rank in stuck:
+                events += self._member_done(rank, Outcome(team.task.id, Status.TIMEOUT, error=error, rank=rank,
+                                                          host=self._hosts[rank], finished=time.time()))
+        if first is not None:
+            events.append(Fatal(first))
+        return events
+
+    def _take(self, tasks: deque[Task]) -> list[Event]:
+        """Move queued tasks to the scheduler; a size the job cannot run fails at once."""
+        refused: list[Event] = []
         while tasks:
             task = tasks.popleft()
             if task.refused or type(task.ranks) is not int or not 1 <= task.ranks <= len(self._live):
-                refused.append(Outcome(task.id, Status.FAILED, error=task.refused or (
+                refused.append(Refused(task, Outcome(task.id, Status.FAILED, error=task.refused or (
                     f"task size {task.ranks!r} ranks: this job has {len(self._live)} worker ranks "
-                    f"(task.ranks allows 1 to {len(self._live)})"), finished=time.time()))
-                self._waiting[task.id] = task
+                    f"(task.ranks allows 1 to {len(self._live)})"), finished=time.time())))
                 continue
             self._waiting[task.id] = task
             self._scheduler.submit(task.id, task.ranks)
         return refused
 
-    def task(self, task_id: int) -> Task:
-        """A task given to :meth:`take` that has not started (or was refused)."""
-        return self._waiting.pop(task_id)
-
-    def dispatch(self, send: Callable[[object, int], None]) -> list[Task]:
-        """Start what the scheduler lets start now; ``send(payload, rank)`` each member's share."""
-        started = []
+    def _start(self) -> list[Event]:
+        """Start what the scheduler lets start now: each task, then each member's share."""
+        events: list[Event] = []
         for placement in self._scheduler.schedule(self._clock()):
             task = self._waiting.pop(placement.key)  # type: ignore[call-overload]
             ranks = placement.ranks
             hosts = tuple(self._hosts[r] for r in ranks)
             self._running[task.id] = _Running(task, ranks, hosts, started=self._clock())
             payload: object = [task] if len(ranks) == 1 else [TeamTask(task, ranks, hosts)]
+            events.append(Started([task]))
             for rank in ranks:
                 self._by_rank[rank] = task.id
-                send(payload, rank)
-            started.append(task)
-        return started
+                events.append(Send(rank, Tag.TASK, payload))
+        return events
 
-    def member_done(self, rank: int, outcome: Outcome) -> TeamEvent | None:
-        """A member's outcome (``None``: not one this dispatcher waits for)."""
+    def _member_done(self, rank: int, outcome: Outcome) -> list[Event]:
+        """A member's outcome: the members to cancel (its team's first failure), then the task's
+        outcome once every member reported (or :class:`Requeue`: a member's worker stopped).
+        Nothing for an outcome this dispatcher does not wait for (late, repeated)."""
         team = self._running.get(outcome.task_id)
         if team is None or rank not in team.ranks or rank in team.outcomes:
-            return None
+            return []
         team.outcomes[rank] = outcome
         self._by_rank.pop(rank, None)
-        cancel: tuple[int, ...] = ()
+        events: list[Event] = []
         if outcome.status is not Status.OK and not team.cancelled:
             cancel = tuple(r for r in team.ranks if r not in team.outcomes)
             team.cancelled.update(cancel)
+            events += [Send(r, Tag.CANCEL, outcome.task_id) for r in cancel]
         if len(team.outcomes) < len(team.ranks):
-            return TeamEvent(outcome.task_id, cancel)
+            return events
         del self._running[outcome.task_id]
         self._scheduler.release(outcome.task_id, self._clock())
-        return TeamEvent(outcome.task_id, cancel, team.outcome(), team.requeue)
+        events.append(Requeue(outcome.task_id) if team.requeue else Ended([team.outcome()]))
+        return events
 
-    def stranded(self) -> tuple[list[TeamEvent], TeamStranded | None]:
-        """Inline teams still running :data:`STRANDED_GRACE` seconds after their timeout: each
-        member that has not reported times out (it is blocked where nothing can interrupt it), so
-        their tasks end; returns those events and the error that must end the job (``None``: none)."""
-        timeout = self._inline_timeout
-        if timeout is None:
-            return [], None
-        due = self._clock() - timeout - STRANDED_GRACE
-        events, first = [], None
-        for team in [t for t in self._running.values() if len(t.ranks) > 1 and t.started <= due]:
-            stuck = [r for r in team.ranks if r not in team.outcomes]
-            others = "".join(f"; {_reported(team.ranks.index(r), o)}" for r, o in team.outcomes.items())
-            error = (f"did not end {STRANDED_GRACE:g} s after the task timeout of {timeout:g} s, blocked where "
-                     f"an inline member cannot be interrupted (an MPI call of ctx.comm?){others}")
-            if first is None:
-                more = f" (and {len(stuck) - 1} more)" if len(stuck) > 1 else ""
-                first = TeamStranded(
-                    f"task {team.task.id}: {team.member(stuck[0])}{more} did not end {STRANDED_GRACE:g} s after "
-                    f"the task timeout of {timeout:g} s; an inline member blocked in MPI cannot be interrupted, so "
-                    f"the job ends (the task is recorded as timed out; isolation: process keeps the job going)")
-            team.cancelled.update(stuck)
-            for rank in stuck:
-                event = self.member_done(rank, Outcome(team.task.id, Status.TIMEOUT, error=error, rank=rank,
-                                                       host=self._hosts[rank], finished=time.time()))
-                if event is not None and event.outcome is not None:
-                    events.append(event)
-        return events, first
 
-    def stopped(self, rank: int) -> tuple[list[TeamEvent | None], list[Outcome]]:
-        """Worker ``rank`` stopped on its own: it takes no more tasks; its team task is run again
-        (its peers cancelled). Returns what :meth:`member_done` returned for it, and the queued tasks
-        now too large for the ranks left (failed)."""
-        self._live.discard(rank)
-        self._scheduler.retire(rank)
-        events = []
-        task_id = self._by_rank.get(rank)
-        if task_id is not None:
-            self._running[task_id].requeue = True
-            events.append(self.member_done(rank, Outcome(task_id, Status.FAILED, error=f"worker rank {rank} stopped")))
-        too_large = [Outcome(key, Status.FAILED, error=(  # type: ignore[arg-type]
-            f"task size {self._waiting[key].ranks} ranks: only {len(self._live)} worker ranks are left"),
-            finished=time.time()) for key in self._scheduler.withdraw_larger(len(self._live))]
-        return events, too_large
+def _stranded_error(team: _Running, stuck: list[int], timeout: float) -> TeamStranded:
+    """The one line that ends the job, naming the task and its first stuck member."""
+    more = f" (and {len(stuck) - 1} more)" if len(stuck) > 1 else ""
+    return TeamStranded(
+        f"task {team.task.id}: {team.member(stuck[0])}{more} did not end {STRANDED_GRACE:g} s after "
+        f"the task timeout of {timeout:g} s; an inline member blocked in MPI cannot be interrupted, so "
+        f"the job ends (the task is recorded as timed out; isolation: process keeps the job going)")
+
+
+def _stuck_error(team: _Running, timeout: float) -> str:
+    """The error of a stuck member's timed-out outcome, with what the members that ended said."""
+    others = "".join(f"; {_reported(team.ranks.index(r), o)}" for r, o in team.outcomes.items())
+    return (f"did not end {STRANDED_GRACE:g} s after the task timeout of {timeout:g} s, blocked where "
+            f"an inline member cannot be interrupted (an MPI call of ctx.comm?){others}")
 
 
 def _reported(member: int, outcome: Outcome) -> str:

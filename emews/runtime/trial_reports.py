@@ -163,20 +163,31 @@ class TrialService:
         return self._handlers[type(message)](message, task)
 
     def _report(self, report: Report, task: Task | None) -> Reply:
-        metric = report.metrics.get(self._metric)
-        number = isinstance(metric, (int, float)) and not isinstance(metric, bool)
-        seq = 0
-        if self.store is not None:
-            # a task not yet in ``tasks`` is recorded with its first report: its id is taken from now on
-            record = task if task is not None and not task.attempt and task.id not in self._recorded else None
-            seq = self.store.add_report(report, float(metric) if number else None,
-                                        self._sign * metric if number else None, record)
-            if record is not None:
-                self._recorded.add(record.id)
-            if report.durable:
-                self._retain(report.durable)
+        seq = self._store_report(report, task)
         if self.budget is not None:
             self.budget.count(report.trial, report.step)
+        decision = self._decide(report, task, seq)
+        if decision.action is not Action.CONTINUE and self.store is not None:
+            self.store.add_decision(report.trial, report.step, decision.action.value)
+        return Reply(report.session, decision)
+
+    def _store_report(self, report: Report, task: Task | None) -> int:
+        """Store ``report`` (and its newly durable checkpoints); its sequence number (0: no store)."""
+        if self.store is None:
+            return 0
+        metric = report.metrics.get(self._metric)
+        value = float(metric) if isinstance(metric, (int, float)) and not isinstance(metric, bool) else None
+        # a task not yet in ``tasks`` is recorded with its first report: its id is taken from now on
+        record = task if task is not None and not task.attempt and task.id not in self._recorded else None
+        seq = self.store.add_report(report, value, None if value is None else self._sign * value, record)
+        if record is not None:
+            self._recorded.add(record.id)
+        if report.durable:
+            self._retain(report.durable)
+        return seq
+
+    def _decide(self, report: Report, task: Task | None, seq: int) -> Decision:
+        """The scheduler's decision on ``report``, overruled by a spent budget or the walltime."""
         decision = CONTINUE
         if self.scheduler is not None:
             decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
@@ -192,9 +203,7 @@ class TrialService:
             decision = PAUSE
         elif decision.action is Action.EXPLOIT:
             decision = self._exploit(report, decision, task, seq)
-        if decision.action is not Action.CONTINUE and self.store is not None:
-            self.store.add_decision(report.trial, report.step, decision.action.value)
-        return Reply(report.session, decision)
+        return decision
 
     # -- trials that wait for a promotion (the distributor holds their tasks) -----
     def promotable(self) -> list[int]:

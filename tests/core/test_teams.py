@@ -11,7 +11,10 @@ from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
 from emews.optimizers.random import RandomSearch
 from emews.core.results import Outcome, Status, Task
+from emews.runtime.dispatch import Ended, Fatal, Refused, Requeue, Send, Started, Unfinished
+from emews.runtime.slots import SlotDispatch
 from emews.runtime.teams import STRANDED_GRACE, TeamDispatch, TeamStranded
+from emews.runtime.transport import Tag
 from emews.core.space import Float, Int, Space
 from emews.core.task_size import FixedSize, FunctionSize, OptimizerSize, ParameterSize
 
@@ -115,83 +118,124 @@ def test_sizes_given_to_a_single_rank_run_are_refused() -> None:
     assert "task.ranks" in str(summary.error)
 
 
-def _dispatch(sizes: list[int], workers: int = 4) -> tuple[TeamDispatch, dict[int, list[int]]]:
+def _sent(events: list, tag: Tag = Tag.TASK) -> dict[int, list]:
+    """What the events send, by rank (the task batches by default)."""
+    sent: dict[int, list] = defaultdict(list)
+    for event in events:
+        if isinstance(event, Send) and event.tag is tag:
+            sent[event.rank].append(event.payload)
+    return sent
+
+
+def _ended(events: list) -> Outcome | None:
+    """The task outcome among the events (``None``: the task has not ended)."""
+    (outcome,) = [o for e in events if isinstance(e, Ended) for o in e.outcomes] or [None]
+    return outcome
+
+
+def _dispatch(sizes: list[int], workers: int = 4) -> tuple[TeamDispatch, dict[int, list]]:
     dispatch = TeamDispatch({r: "node0" if r <= 2 else "node1" for r in range(1, workers + 1)}, clock=lambda: 0.0)
     queue = deque(Task(i, {"x": 0}, 0, 0.0, ranks=k) for i, k in enumerate(sizes))
-    assert dispatch.take(queue) == []
-    sent: dict[int, list[int]] = defaultdict(list)
-    for task in dispatch.dispatch(lambda payload, rank: sent[rank].append(payload)):
-        pass
-    return dispatch, sent
+    events = dispatch.place(queue, start=True)
+    assert not queue and not [e for e in events if isinstance(e, Refused)]
+    assert [t.id for e in events if isinstance(e, Started) for t in e.tasks] == list(range(len(sizes)))
+    return dispatch, _sent(events)
 
 
 def test_a_crashed_member_is_the_teams_cause_and_the_others_are_cancelled_once() -> None:
     dispatch, sent = _dispatch([4])
     assert sorted(sent) == [1, 2, 3, 4] and sent[1][0][0].ranks == (1, 2, 3, 4)
-    first = dispatch.member_done(3, Outcome(0, Status.FAILED, error="gloo: connection reset", rank=3, host="b"))
-    assert first.cancel == (1, 2, 4) and first.outcome is None
-    crash = dispatch.member_done(2, Outcome(0, Status.CRASHED, error="died of SIGSEGV", rank=2, host="a"))
-    assert crash.cancel == () and crash.outcome is None
-    dispatch.member_done(1, Outcome(0, Status.FAILED, error="cancelled", rank=1, host="a"))
-    done = dispatch.member_done(4, Outcome(0, Status.FAILED, error="cancelled", rank=4, host="b"))
-    assert done.outcome.status is Status.CRASHED
-    assert "team rank 1 of 4 (rank 2 on node0)" in done.outcome.error and "SIGSEGV" in done.outcome.error
-    assert dispatch.busy == 0
-    assert dispatch.member_done(4, Outcome(0, Status.OK, 1.0)) is None  # late or repeated: ignored
+    first = dispatch.ended(3, [Outcome(0, Status.FAILED, error="gloo: connection reset", rank=3, host="b")])
+    assert _sent(first, Tag.CANCEL) == {1: [0], 2: [0], 4: [0]} and _ended(first) is None
+    crash = dispatch.ended(2, [Outcome(0, Status.CRASHED, error="died of SIGSEGV", rank=2, host="a")])
+    assert crash == []                                                # cancelled once, not ended yet
+    dispatch.ended(1, [Outcome(0, Status.FAILED, error="cancelled", rank=1, host="a")])
+    done = _ended(dispatch.ended(4, [Outcome(0, Status.FAILED, error="cancelled", rank=4, host="b")]))
+    assert done.status is Status.CRASHED
+    assert "team rank 1 of 4 (rank 2 on node0)" in done.error and "SIGSEGV" in done.error
+    assert dispatch.busy() == 0 and dispatch.has_room
+    assert dispatch.ended(4, [Outcome(0, Status.OK, 1.0)]) == []      # late or repeated: ignored
 
 
 def test_an_inline_team_still_running_after_its_timeout_and_grace_is_stranded_with_its_stuck_member_named() -> None:
     now = [0.0]
     dispatch = TeamDispatch({r: "node0" for r in (1, 2, 3, 4)}, clock=lambda: now[0], inline_timeout=5.0)
-    assert dispatch.take(deque([Task(0, {"x": 0}, 0, 0.0, ranks=2), Task(1, {"x": 0}, 0, 0.0, ranks=2)])) == []
-    dispatch.dispatch(lambda payload, rank: None)
-    dispatch.member_done(2, Outcome(0, Status.FAILED, error="Traceback ...\nRuntimeError: member 1 failed", rank=2))
-    dispatch.member_done(3, Outcome(1, Status.OK, 1.0, rank=3))
-    dispatch.member_done(4, Outcome(1, Status.OK, 2.0, rank=4))
+    started = dispatch.place(deque([Task(0, {"x": 0}, 0, 0.0, ranks=2), Task(1, {"x": 0}, 0, 0.0, ranks=2)]),
+                             start=True)
+    assert sorted(_sent(started)) == [1, 2, 3, 4]
+    dispatch.ended(2, [Outcome(0, Status.FAILED, error="Traceback ...\nRuntimeError: member 1 failed", rank=2)])
+    dispatch.ended(3, [Outcome(1, Status.OK, 1.0, rank=3)])
+    dispatch.ended(4, [Outcome(1, Status.OK, 2.0, rank=4)])
     now[0] = 5.0 + STRANDED_GRACE - 0.1
-    assert dispatch.stranded() == ([], None)                         # within the grace: it may still end
+    assert dispatch.place(deque(), start=True) == []                 # within the grace: it may still end
     now[0] = 5.0 + STRANDED_GRACE
-    (event,), error = dispatch.stranded()
+    queued = deque([Task(2, {"x": 0}, 0, 0.0, ranks=1)])
+    ended, fatal = dispatch.place(queued, start=True)
+    assert list(queued) and isinstance(fatal, Fatal)                  # the job ends: nothing more is taken
+    error = fatal.error
     assert isinstance(error, TeamStranded)
     assert str(error).startswith(f"task 0: team rank 0 of 2 (rank 1 on node0) did not end {STRANDED_GRACE:g} s "
                                  "after the task timeout of 5 s"), error
-    assert event.task_id == 0 and event.cancel == () and event.outcome.status is Status.TIMEOUT
-    assert event.outcome.error.startswith("team rank 0 of 2 (rank 1 on node0) timeout: did not end")
-    assert event.outcome.error.endswith("; team rank 1 failed: RuntimeError: member 1 failed"), event.outcome.error
-    assert dispatch.busy == 0 and dispatch.stranded() == ([], None)  # recorded once
+    (outcome,) = ended.outcomes
+    assert outcome.task_id == 0 and outcome.status is Status.TIMEOUT
+    assert outcome.error.startswith("team rank 0 of 2 (rank 1 on node0) timeout: did not end")
+    assert outcome.error.endswith("; team rank 1 failed: RuntimeError: member 1 failed"), outcome.error
+    assert dispatch.busy() == 0 and dispatch.stranded() == []          # recorded once
     process = TeamDispatch({1: "a", 2: "a"}, clock=lambda: now[0])  # no inline timeout: never stranded
-    assert process.take(deque([Task(2, {"x": 0}, 0, 0.0, ranks=2)])) == [] and process.dispatch(lambda p, r: None)
+    assert _sent(process.place(deque([Task(2, {"x": 0}, 0, 0.0, ranks=2)]), start=True))
     now[0] = 1e9
-    assert process.stranded() == ([], None)
+    assert process.stranded() == []
 
 
 def test_a_team_that_succeeds_reports_its_leaders_value_over_its_whole_span() -> None:
     dispatch, sent = _dispatch([2, 2])
     assert {r: p[0][0].task.id for r, p in sent.items()} == {1: 0, 2: 0, 3: 1, 4: 1}  # one node each
-    dispatch.member_done(2, Outcome(0, Status.OK, -5.0, started=1.0, finished=9.0))
-    done = dispatch.member_done(1, Outcome(0, Status.OK, 3.0, {"acc": 1}, started=2.0, finished=8.0, rank=1))
-    assert (done.outcome.value, done.outcome.metrics, done.outcome.rank) == (3.0, {"acc": 1}, 1)
-    assert (done.outcome.started, done.outcome.finished) == (1.0, 9.0)
+    assert dispatch.ended(2, [Outcome(0, Status.OK, -5.0, started=1.0, finished=9.0)]) == []
+    done = _ended(dispatch.ended(1, [Outcome(0, Status.OK, 3.0, {"acc": 1}, started=2.0, finished=8.0, rank=1)]))
+    assert (done.value, done.metrics, done.rank) == (3.0, {"acc": 1}, 1)
+    assert (done.started, done.finished) == (1.0, 9.0)
 
 
 def test_a_worker_that_stops_on_its_own_requeues_its_teams_task_and_fails_what_no_longer_fits() -> None:
     dispatch, sent = _dispatch([2])                                   # (queued together, the 4-rank task
-    assert dispatch.take(deque([Task(1, {"x": 0}, 0, 0.0, ranks=4)])) == []  # would start first)
-    assert dispatch.dispatch(lambda payload, rank: None) == []
+    assert dispatch.place(deque([Task(1, {"x": 0}, 0, 0.0, ranks=4)]), start=True) == []  # would start first)
     assert dispatch.waiting == 1                                      # the 4-rank task waits
-    events, too_large = dispatch.stopped(2)
-    assert [o.task_id for o in too_large] == [1] and "only 3 worker ranks" in too_large[0].error
-    (event,) = events
-    assert event.cancel == (1,) and event.outcome is None             # its team mate is told to stop
-    done = dispatch.member_done(1, Outcome(0, Status.FAILED, error="cancelled", rank=1))
-    assert done.requeue and done.outcome is not None                  # run it again, not a result
-    assert dispatch.task(1).ranks == 4
-    assert dispatch.dispatch(lambda payload, rank: None) == []       # nothing queued to start
-    queue = deque([Task(5, {"x": 0}, 0, 0.0, ranks=3)])
-    assert dispatch.take(queue) == []
-    placed: dict[int, list] = defaultdict(list)
-    dispatch.dispatch(lambda payload, rank: placed[rank].append(payload))
+    events = dispatch.stopped(2, (), closing=False)
+    assert _sent(events, Tag.CANCEL) == {1: [0]}                      # its team mate is told to stop
+    (refused,) = [e for e in events if isinstance(e, Refused)]
+    assert refused.task.ranks == 4 and "only 3 worker ranks" in refused.outcome.error
+    assert dispatch.waiting == 0 and _ended(events) is None
+    done = dispatch.ended(1, [Outcome(0, Status.FAILED, error="cancelled", rank=1)])
+    assert done == [Requeue(0)]                                       # run it again, not a result
+    assert dispatch.place(deque(), start=True) == []                  # nothing queued to start
+    placed = _sent(dispatch.place(deque([Task(5, {"x": 0}, 0, 0.0, ranks=3)]), start=True))
     assert sorted(placed) == [1, 3, 4]                                # never the stopped rank
+
+
+def test_a_worker_that_stops_while_the_run_closes_leaves_what_it_held_unfinished() -> None:
+    dispatch, _ = _dispatch([2])
+    assert dispatch.stopped(1, (0,), closing=True) == [Unfinished((0,))]
+
+
+def test_a_size_the_job_cannot_hold_is_refused_when_taken_and_never_started() -> None:
+    dispatch = TeamDispatch({1: "a", 2: "a"}, clock=lambda: 0.0)
+    queue = deque([Task(0, {"x": 0}, 0, 0.0, ranks=3), Task(1, {"x": 0}, 0, 0.0, ranks=2)])
+    refused, started, *sends = dispatch.place(queue, start=False) + dispatch.place(deque(), start=True)
+    assert isinstance(refused, Refused) and refused.task.id == 0 and "allows 1 to 2" in refused.outcome.error
+    assert isinstance(started, Started) and [t.id for t in started.tasks] == [1] and len(sends) == 2
+
+
+def test_slots_hand_batches_to_the_last_worker_that_reported_and_requeue_a_stopped_workers_tasks() -> None:
+    slots = SlotDispatch([1, 2], prefetch=4)
+    queue = deque(Task(i, {"x": 0}, 0, 0.0) for i in range(3))
+    assert slots.place(queue, start=False) == [] and len(queue) == 3  # nothing starts: nothing is taken
+    events = slots.place(queue, start=True)
+    assert [(e.rank, [t.id for t in e.payload]) for e in events if isinstance(e, Send)] == [(1, [0]), (2, [1])]
+    assert [t.id for t in queue] == [2] and not slots.has_room and slots.busy(2) == 2
+    assert slots.ended(2, [Outcome(1, Status.OK, 0.0)]) == [Ended([Outcome(1, Status.OK, 0.0)])]
+    assert [(e.rank, e.tag) for e in slots.place(queue, start=True) if isinstance(e, Send)] == [(2, Tag.TASK)]
+    assert slots.stopped(1, (0,), closing=False) == [Unfinished((0,))]
+    assert slots.capacity == 1 and slots.busy(5) == 2
 
 
 def test_resume_runs_an_interrupted_task_again_on_the_ranks_its_optimizer_gave_it(tmp_path) -> None:

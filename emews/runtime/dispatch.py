@@ -1,0 +1,117 @@
+"""Where the distributor's tasks run: one interface, two placements, and the events they return.
+
+:class:`Dispatch` places queued tasks on worker ranks and follows what they report. Its two
+implementations are :class:`~emews.runtime.slots.SlotDispatch` (single-rank tasks: free slots per
+worker, prefetch while tasks are short) and :class:`~emews.runtime.teams.TeamDispatch` (tasks of
+any size, ``task.ranks``: gang-scheduled, node-aligned, EASY backfill). A placement never calls
+back into the distributor and never sends a message: each method returns the *events* that
+follow from it, in order, and the distributor acts on them (sends, records, queues again).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from emews.core.results import Outcome, Task
+from emews.runtime.transport import Tag
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``payload`` to worker ``rank`` under ``tag`` (a task batch, a cancel)."""
+
+    rank: int
+    tag: Tag
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """These tasks were handed to workers: they are in flight from now on."""
+
+    tasks: Sequence[Task]
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """These in-flight tasks ended with these outcomes (a result each, unless set aside)."""
+
+    outcomes: Sequence[Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A task taken from the queue that cannot run (a size the job cannot hold): its outcome."""
+
+    task: Task
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """An in-flight task runs again (a member's worker stopped): recorded, then queued first."""
+
+    task_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unfinished:
+    """A worker stopped holding these tasks: recorded (``emews resume`` runs them) and, unless
+    the run is closing, queued again for the other workers."""
+
+    task_ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    """The job must end with ``error`` (an inline team that cannot be interrupted)."""
+
+    error: BaseException
+
+
+Event = Send | Started | Ended | Refused | Requeue | Unfinished | Fatal
+
+
+class Dispatch(ABC):
+    """How queued tasks are placed on worker ranks; not thread-safe (the distributor thread only)."""
+
+    @property
+    @abstractmethod
+    def capacity(self) -> int:
+        """Tasks the workers may hold together at present."""
+
+    @property
+    @abstractmethod
+    def has_room(self) -> bool:
+        """A worker could start a task now (if one were queued)."""
+
+    @property
+    def waiting(self) -> int:
+        """Tasks taken from the queue that have not started."""
+        return 0
+
+    @property
+    def mean_run(self) -> float | None:
+        """Moving average of task run time in seconds (``None``: not known)."""
+        return None
+
+    @abstractmethod
+    def busy(self, in_flight: int) -> int:
+        """Worker ranks running a task now, ``in_flight`` tasks being out."""
+
+    @abstractmethod
+    def place(self, tasks: deque[Task], *, start: bool) -> list[Event]:
+        """Take tasks from the front of ``tasks`` and hand out what may run now (nothing new
+        starts unless ``start``)."""
+
+    @abstractmethod
+    def ended(self, rank: int, outcomes: Sequence[Outcome]) -> list[Event]:
+        """Worker ``rank`` reported these outcomes."""
+
+    @abstractmethod
+    def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:
+        """Worker ``rank`` stopped, holding the tasks ``unfinished``; ``closing``: the run ends."""
