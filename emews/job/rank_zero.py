@@ -37,7 +37,7 @@ from emews.output.export import Totals, export_csv, open_store, summary_text, to
 from emews.runtime.fail_fast import FailedFast
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.team_comm import TeamWorld
-from emews.runtime.teams import TeamStranded
+from emews.runtime.teams import TeamStranded, stranded_grace
 from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import Site, load_site
 from emews.site.gpus import gpu_binding
@@ -103,6 +103,8 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         try:
             workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
             workflow.check_task_size(comm.Get_size() - 1)
+            if workflow.task_size.gang and workflow.model.task.isolation == "inline":
+                stranded_grace()  # EMEWS_STRANDED_GRACE, where set, is a number of seconds
             check_local_dir(workflow)
             site = load_site(str(exp_dir / SITE_FILE))
         except ConfigError as exc:

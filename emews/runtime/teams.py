@@ -11,18 +11,21 @@ together and the task's one outcome is team rank 0's, or the failing member's.
 Inline members cannot be cancelled, and one blocked in an MPI call of ``ctx.comm`` (waiting for a
 member that raised, returned or hangs) cannot be interrupted at all: MPICH offers no
 ``MPI_Comm_revoke`` (ULFM) to wake it. With ``inline_timeout`` a team still running
-:data:`STRANDED_GRACE` seconds after that timeout is *stranded* (:meth:`TeamDispatch.stranded`):
-its task is recorded as timed out and the distributor ends the job (:class:`TeamStranded`).
+:data:`STRANDED_GRACE` seconds (``EMEWS_STRANDED_GRACE``: :func:`stranded_grace`) after that timeout
+is *stranded* (:meth:`TeamDispatch.stranded`): its task is recorded as timed out and the
+distributor ends the job (:class:`TeamStranded`).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from emews.core.errors import EmewsError
+from emews.core.errors import ConfigError, EmewsError
 from emews.core.results import Outcome, Status, Task
 from emews.runtime.dispatch import Dispatch, Ended, Event, Fatal, Refused, Requeue, Send, Started, Unfinished
 from emews.runtime.gang import GangScheduler
@@ -30,6 +33,24 @@ from emews.runtime.transport import Tag
 
 #: seconds after the task timeout that an inline team's members may take to end before it is stranded
 STRANDED_GRACE = 30.0
+#: the environment variable that sets another grace for a job (the tests use a few seconds)
+STRANDED_GRACE_VARIABLE = "EMEWS_STRANDED_GRACE"
+
+
+def stranded_grace(environ: Mapping[str, str] = os.environ) -> float:
+    """This job's grace: ``EMEWS_STRANDED_GRACE`` seconds where it is set (a number >= 0), else
+    :data:`STRANDED_GRACE`; anything else is a :class:`ConfigError` naming the variable."""
+    text = environ.get(STRANDED_GRACE_VARIABLE, "").strip()
+    if not text:
+        return STRANDED_GRACE
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(f"{text!r} is not a number of seconds", key=STRANDED_GRACE_VARIABLE,
+                          allowed=f"a number of seconds >= 0; unset: {STRANDED_GRACE:g}")
+    return seconds
 
 
 class TeamStranded(EmewsError):
@@ -99,6 +120,7 @@ class TeamDispatch(Dispatch):
                  inline_timeout: float | None = None) -> None:
         self._hosts = dict(nodes)
         self._inline_timeout = inline_timeout  # members run inline with this task timeout
+        self._grace = stranded_grace() if inline_timeout is not None else STRANDED_GRACE
         self._scheduler = GangScheduler(self._hosts)
         self._clock = clock
         self._waiting: dict[int, Task] = {}
@@ -161,20 +183,20 @@ class TeamDispatch(Dispatch):
         return events
 
     def stranded(self) -> list[Event]:
-        """Inline teams still running :data:`STRANDED_GRACE` seconds after their timeout: each
+        """Inline teams still running the grace (:func:`stranded_grace`) after their timeout: each
         member that has not reported times out (it is blocked where nothing can interrupt it), so
         their tasks end; after those events, :class:`Fatal` with the error that ends the job."""
         timeout = self._inline_timeout
         if timeout is None:
             return []
-        due = self._clock() - timeout - STRANDED_GRACE
+        due = self._clock() - timeout - self._grace
         events: list[Event] = []
         first = None
         for team in [t for t in self._running.values() if len(t.ranks) > 1 and t.started <= due]:
             stuck = [r for r in team.ranks if r not in team.outcomes]
-            first = first or _stranded_error(team, stuck, timeout)
+            first = first or _stranded_error(team, stuck, timeout, self._grace)
             team.cancelled.update(stuck)
-            error = _stuck_error(team, timeout)
+            error = _stuck_error(team, timeout, self._grace)
             for rank in stuck:
                 events += self._member_done(rank, Outcome(team.task.id, Status.TIMEOUT, error=error, rank=rank,
                                                           host=self._hosts[rank], finished=time.time()))
@@ -233,19 +255,19 @@ class TeamDispatch(Dispatch):
         return events
 
 
-def _stranded_error(team: _Running, stuck: list[int], timeout: float) -> TeamStranded:
+def _stranded_error(team: _Running, stuck: list[int], timeout: float, grace: float) -> TeamStranded:
     """The one line that ends the job, naming the task and its first stuck member."""
     more = f" (and {len(stuck) - 1} more)" if len(stuck) > 1 else ""
     return TeamStranded(
-        f"task {team.task.id}: {team.member(stuck[0])}{more} did not end {STRANDED_GRACE:g} s after "
+        f"task {team.task.id}: {team.member(stuck[0])}{more} did not end {grace:g} s after "
         f"the task timeout of {timeout:g} s; an inline member blocked in MPI cannot be interrupted, so "
         f"the job ends (the task is recorded as timed out; isolation: process keeps the job going)")
 
 
-def _stuck_error(team: _Running, timeout: float) -> str:
+def _stuck_error(team: _Running, timeout: float, grace: float) -> str:
     """The error of a stuck member's timed-out outcome, with what the members that ended said."""
     others = "".join(f"; {_reported(team.ranks.index(r), o)}" for r, o in team.outcomes.items())
-    return (f"did not end {STRANDED_GRACE:g} s after the task timeout of {timeout:g} s, blocked where "
+    return (f"did not end {grace:g} s after the task timeout of {timeout:g} s, blocked where "
             f"an inline member cannot be interrupted (an MPI call of ctx.comm?){others}")
 
 

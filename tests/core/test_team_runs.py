@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from emews.core.errors import ConfigError
 from emews.objective.context import task_run_dir
-from testutil import TESTS, stored_rows, write_workflow
+from emews.runtime.teams import STRANDED_GRACE, stranded_grace
+from testutil import TESTS, read_only, stored_rows, write_workflow
 
 TEAM = str(TESTS / "objectives" / "team.py")
 TEAM_SIZE = str(TESTS / "objectives" / "team_size.py")
@@ -126,6 +128,9 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
         space={"mode": {"type": "categorical", "values": ["raise", "early", "hang", "ok"]}},
         budget={"evaluations": 4}, task={"timeout": 5, "isolation": "inline", "ranks": 2})
     exp = tmp_path / "exp"
+    # rank 0 is stranded 5 s after the timeout instead of 30: time enough for the other member's own
+    # timeout (the hanging one) to arrive first under load, and the message says so
+    emews_cmd.env["EMEWS_STRANDED_GRACE"] = "5"
     try:
         proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
         for count in (1, 2, 3):   # one stranded team per run ends it
@@ -135,7 +140,8 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
             row = rows[-1]
             lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(f"emews: task {row['id']}: ")]
             assert len(lines) == 1, proc.stderr
-            assert re.search(rf"team rank 0 of 2 \(rank [12] on {re.escape(row['host'])}\) did not end", lines[0])
+            assert re.search(rf"team rank 0 of 2 \(rank [12] on {re.escape(row['host'])}\) did not end 5 s after "
+                             r"the task timeout of 5 s", lines[0]), lines[0]
             assert lines[0].endswith(f"continue with: emews resume {exp}"), lines[0]
             assert "Traceback" not in proc.stderr, proc.stderr
             proc = emews_cmd("resume", "exp", timeout=300)
@@ -151,3 +157,30 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
     hung = by_mode["hang"]["error"]   # the member whose timer fired is named
     assert hung.startswith("team rank 1 of 2") and "ran past the task timeout of 5 s" in hung, hung
     assert emews_cmd.leftovers_after_exit() == []
+
+
+
+def test_a_stranded_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, tmp_path: Path) -> None:
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "allreduce"},
+        space={"x": {"type": "constant", "value": 1}}, budget={"evaluations": 1},
+        task={"timeout": 5, "isolation": "inline", "ranks": 2})
+    emews_cmd.env["EMEWS_STRANDED_GRACE"] = "-1"
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if "EMEWS_STRANDED_GRACE" in ln]
+    assert "EMEWS_STRANDED_GRACE: '-1' is not a number of seconds (allowed: a number of seconds >= 0" in line, line
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert read_only(tmp_path / "exp", "SELECT id FROM results") == []   # nothing ran
+
+
+@pytest.mark.parametrize("value, seconds", [(None, STRANDED_GRACE), ("", STRANDED_GRACE), ("0", 0.0), (" 2.5 ", 2.5),
+                                            ("soon", None), ("nan", None), ("inf", None), ("-0.1", None)])
+def test_the_stranded_grace_is_the_variables_number_of_seconds_or_the_default(value: str | None,
+                                                                              seconds: float | None) -> None:
+    environ = {} if value is None else {"EMEWS_STRANDED_GRACE": value}
+    if seconds is not None:
+        assert stranded_grace(environ) == seconds
+    else:
+        with pytest.raises(ConfigError, match="EMEWS_STRANDED_GRACE: .* is not a number of seconds"):
+            stranded_grace(environ)
