@@ -49,7 +49,7 @@ def members(params: dict, ctx: Any) -> dict:
         os.kill(os.getpid(), signal.SIGSEGV)
     if params.get("mode") == "hang" and ctx.team_rank == 1:
         time.sleep(3600)
-    import torch   # after the faults: the faulty member has no use for its seconds of CPU
+    import torch  # after the faults: the faulty member has no use for its seconds of CPU
     import torch.distributed as dist
 
     ctx.process_group()
