@@ -11,8 +11,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -172,6 +173,23 @@ def read_only(exp: Path, sql: str) -> list[tuple]:
 def events(path: Path) -> list[dict]:
     """The JSON lines an objective logged (``[]`` before the file exists)."""
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+RUGGED = TESTS / "objectives" / "rugged.py"
+
+
+def rugged_workflow(folder: Path, mode: str, budget: int, *, name: str = "wf", extra_space: dict | None = None,
+                    optimizer: dict | None = None, task: dict | None = None) -> Path:
+    """A workflow of ``objectives/rugged.py`` in ``mode`` (random search, seed 3); ``task`` replaces
+    the default task section when given."""
+    space = {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": mode},
+             **(extra_space or {})}
+    sections: dict[str, Any] = {"objective": {"module": str(RUGGED)}, "space": space,
+                                "optimizer": optimizer or {"name": "random", "options": {"seed": 3}},
+                                "budget": {"evaluations": budget}}
+    if task is not None:
+        sections["task"] = task
+    return write_workflow(folder, name, **sections)
 
 
 def write_workflow(folder: Path, name: str = "wf", **sections: Any) -> Path:

@@ -20,18 +20,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testutil import TESTS, EmewsCommand, wait_until, write_workflow, stored_rows as rows
-
-RUGGED = TESTS / "objectives" / "rugged.py"
+from testutil import rugged_workflow, wait_until
+from testutil import stored_rows as rows
 
 
 def rugged(folder: Path, mode: str, budget: int, *, isolation: str = "process", name: str = "wf",
            extra_space: dict | None = None, optimizer: dict | None = None, **task) -> Path:
-    space = {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": mode},
-             **(extra_space or {})}
-    return write_workflow(folder, name, objective={"module": str(RUGGED)}, space=space,
-                          optimizer=optimizer or {"name": "random", "options": {"seed": 3}},
-                          budget={"evaluations": budget}, task={"isolation": isolation, **task})
+    """The rugged workflow with a task section of ``isolation`` and ``task`` only (no timeout)."""
+    return rugged_workflow(folder, mode, budget, name=name, extra_space=extra_space, optimizer=optimizer,
+                           task={"isolation": isolation, **task})
 
 
 def tagged_pids(token: str) -> list[int]:
@@ -60,14 +57,6 @@ def recorded_tasks(exp: Path) -> int:
 
 def started(events: Path) -> set[int]:
     return {int(p.name.split("-")[1]) for p in events.glob("started-*")}
-
-
-@pytest.fixture
-def gate(emews_cmd: EmewsCommand, tmp_path: Path) -> tuple[Path, Path]:
-    events, gate_file = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    emews_cmd.env.update(RUGGED_EVENTS=str(events), RUGGED_GATE=str(gate_file))
-    return events, gate_file
 
 
 # --------------------------------------------------------------------------- wire protocol

@@ -16,23 +16,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from testutil import TESTS, EmewsCommand, wait_until, write_workflow
 
-RUGGED = TESTS / "objectives" / "rugged.py"
-
-
-def rugged(folder: Path, mode: str, budget: int) -> Path:
-    space = {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": mode}}
-    return write_workflow(folder, "wf", objective={"module": str(RUGGED)}, space=space,
-                          optimizer={"name": "random", "options": {"seed": 3}}, budget={"evaluations": budget})
-
-
-@pytest.fixture
-def gate(emews_cmd: EmewsCommand, tmp_path: Path) -> tuple[Path, Path]:
-    events, gate_file = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    emews_cmd.env.update(RUGGED_EVENTS=str(events), RUGGED_GATE=str(gate_file))
-    return events, gate_file
+from testutil import RUGGED, rugged_workflow, wait_until, write_workflow
 
 
 # --------------------------------------------------------------------------- status --watch
@@ -44,7 +29,7 @@ def test_status_watch_started_before_the_experiment_waits_for_it_and_its_run(eme
         first = watch.stdout.readline()
         assert "waiting for" in first and "exp" in first, first + watch.stderr.read()
         assert watch.poll() is None  # still waiting: the directory does not exist
-        launch = emews_cmd("launch", str(rugged(tmp_path, "ok", 4)), "--workers", "2", "--exp-dir", "exp",
+        launch = emews_cmd("launch", str(rugged_workflow(tmp_path, "ok", 4)), "--workers", "2", "--exp-dir", "exp",
                            timeout=300)
         assert launch.returncode == 0, launch.stderr
         assert watch.wait(timeout=120) == 0
@@ -63,7 +48,7 @@ def test_the_stop_line_names_the_signal_that_was_sent(emews_cmd, tmp_path: Path,
     """Ctrl-C (SIGINT) to ``emews launch`` says "stopped by SIGINT" (it said SIGTERM: the signal
     launch forwarded), in the line, in ``summary.json``, and as the exit status 128 + N."""
     events, gate_file = gate
-    job = emews_cmd.popen("launch", str(rugged(tmp_path, "wait", 6)), "--workers", "2", "--exp-dir", "exp")
+    job = emews_cmd.popen("launch", str(rugged_workflow(tmp_path, "wait", 6)), "--workers", "2", "--exp-dir", "exp")
     assert wait_until(lambda: len(list(events.glob("started-*"))) >= 2, timeout=120)
     job.send_signal(sig)
     assert job.wait(timeout=180) == 128 + sig
@@ -78,7 +63,7 @@ def test_the_stop_line_names_the_signal_that_was_sent(emews_cmd, tmp_path: Path,
 
 # --------------------------------------------------------------------------- elapsed over runs
 def test_summary_elapsed_counts_every_run_of_a_resumed_experiment(emews_cmd, tmp_path: Path) -> None:
-    first = emews_cmd("launch", str(rugged(tmp_path, "ok", 3)), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    first = emews_cmd("launch", str(rugged_workflow(tmp_path, "ok", 3)), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert first.returncode == 0, first.stderr
     before = json.loads((tmp_path / "exp" / "summary.json").read_text())
     assert before["runs"] == 1 and before["elapsed"] == before["this_run"]["elapsed"]
