@@ -9,21 +9,17 @@ through ``sys.stdout``/``sys.stderr``, so a notebook shows it under the cell.
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from emews.api.arguments import LABEL, workflow_data
 from emews.api.view import Experiment, load
 from emews.core.errors import EXIT_OK, ConfigError, EmewsError
+from emews.core.imports import importing_user_code
 
-#: modules only a process of a job (a rank, an objective's child, ``emews check --try``) imports
-_JOB_MODULES = ("emews.job.mpi_main", "emews.runtime.child", "emews.job.first_try")
 _GUARD = 'call emews.run under `if __name__ == "__main__":`'
-_building: list[bool] = []  # set while emews.run validates (which imports the objective's file)
 
 
 class RunFailed(EmewsError):
@@ -60,12 +56,11 @@ def run(objective: Any, space: Any = None, optimizer: Any = "bayes", budget: Any
     _refuse_inside_a_job()
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ConfigError(f"must be a number of worker ranks >= 1, not {workers!r}", file=LABEL, key="workers")
-    with _validating():
-        data = workflow_data(objective, space, optimizer, budget, trial_scheduler, metric, direction, options)
-        name = data.get("name")
-        stand_in = Path.cwd() / f"{name if isinstance(name, str) and name else 'experiment'}.yaml"
-        workflow = workflow_from_mapping(data, stand_in, label=LABEL)
-        target_site = load_site(site)
+    data = workflow_data(objective, space, optimizer, budget, trial_scheduler, metric, direction, options)
+    name = data.get("name")
+    stand_in = Path.cwd() / f"{name if isinstance(name, str) and name else 'experiment'}.yaml"
+    workflow = workflow_from_mapping(data, stand_in, label=LABEL)
+    target_site = load_site(site)
     launched = launch(workflow, target_site, workers=workers, exp_dir=None if exp_dir is None else Path(exp_dir),
                       relay=_relay_wanted())
     assert launched.exp_dir is not None
@@ -82,19 +77,10 @@ def run(objective: Any, space: Any = None, optimizer: Any = "bayes", budget: Any
 def _refuse_inside_a_job() -> None:
     """A script that defines its objective is imported again where the objective runs: there (and
     while ``run`` itself imports it to check it) a call to ``run`` is the script's missing guard."""
-    if _building or any(name in sys.modules for name in _JOB_MODULES):
+    if importing_user_code():
         raise EmewsError(f"emews.run was called while the objective's file was being imported (to check it, or "
                          f"where it runs): {_GUARD}, as multiprocessing asks, so that importing the file only "
                          "defines the objective")
-
-
-@contextlib.contextmanager
-def _validating() -> Iterator[None]:
-    _building.append(True)
-    try:
-        yield
-    finally:
-        _building.pop()
 
 
 def _relay_wanted() -> bool:

@@ -16,6 +16,15 @@ class UserImportError(EmewsError, ImportError):
     """User code named in a workflow cannot be found or fails while importing."""
 
 
+_importing: list[str] = []  # the user modules being imported now, innermost last
+
+
+def importing_user_code() -> bool:
+    """Whether user code (an objective's or optimizer's module) is being imported right now: its
+    top-level statements are running."""
+    return bool(_importing)
+
+
 def is_file_ref(ref: str) -> bool:
     """Whether ``ref`` names a file (``x.py`` or a path) rather than a dotted module."""
     return ref.endswith(".py") or "/" in ref
@@ -26,6 +35,14 @@ def import_user_module(ref: str, *, what: str, base_dir: Path | None = None) -> 
     or a dotted module name. A file's folder goes on ``sys.path`` so its sibling modules import;
     it is registered as ``emews_<what>_<stem>`` so pickling by reference works. ``what`` names
     the kind of code in messages ("objective", "optimizer", "trial scheduler")."""
+    _importing.append(ref)
+    try:
+        return _import(ref, what, base_dir)
+    finally:
+        _importing.pop()
+
+
+def _import(ref: str, what: str, base_dir: Path | None) -> ModuleType:
     if not is_file_ref(ref):
         try:
             return importlib.import_module(ref)

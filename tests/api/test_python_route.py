@@ -256,6 +256,24 @@ def test_emews_run_refuses_what_the_workflow_file_refuses_with_the_same_message(
     assert not (tmp_path / "experiments").exists()
 
 
+def test_a_process_that_imported_the_job_modules_may_still_call_run(tmp_path: Path) -> None:
+    """The guard asks whether user code is being imported now, not which emews modules a process has
+    imported: a session that ran ``emews check --try`` in-process (or imports the job's modules) can
+    still start a search."""
+    model = tmp_path / "model.py"
+    model.write_text(MODEL)
+    code = textwrap.dedent(f"""
+        import emews, emews.job.first_try, emews.job.mpi_main, emews.runtime.child
+        try:
+            emews.run({str(model) + ":train"!r}, space={{"lr": emews.Float(0.001, 0.1)}}, budget=4, tsk={{}})
+        except emews.ConfigError as exc:
+            print("refused:", exc)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "refused: emews.run: tsk: unknown key 'tsk'" in proc.stdout, proc.stdout + proc.stderr
+
+
 LIVE = '''
 import os
 import time
