@@ -66,7 +66,7 @@ def test_a_rank_whose_work_is_done_survives_a_late_stop_signal(ignore: bool, tmp
     from pathlib import Path
 
     mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    script = str(Path(__file__).resolve().parents[1] / "core" / "late_signal_rank.py")
+    script = str(Path(__file__).resolve().parents[1] / "runtime" / "late_signal_rank.py")
     done = subprocess.run([mpiexec, "-n", "2", sys.executable, script, "ignore" if ignore else "keep",
                            str(tmp_path / "exiting")],
                           capture_output=True, text=True, timeout=120)

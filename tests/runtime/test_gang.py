@@ -1,6 +1,6 @@
 """Gang scheduling of multi-rank tasks (issue 11): placement, one reservation, EASY backfill.
 
-    python -m pytest -q tests/core/test_gang.py
+    python -m pytest -q tests/runtime/test_gang.py
 
 Hand-computed cases first, then hypothesis properties over simulated runs (a simulated clock:
 the scheduler is pure, it never reads time).

@@ -13,7 +13,7 @@ from emews.processes.tree import children
 from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 from testutil import TESTS
 
-ENV = {"PYTHONPATH": os.pathsep.join([str(TESTS / "core"), os.environ.get("PYTHONPATH", "")])}
+ENV = {"PYTHONPATH": os.pathsep.join([str(TESTS / "processes"), os.environ.get("PYTHONPATH", "")])}
 
 
 def _child(config: str = "serve") -> ChildProcess:

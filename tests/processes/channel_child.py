@@ -1,4 +1,4 @@
-"""A child for tests/core/test_subprocess_channel.py: ``serve(conn, config)`` behaves as ``config`` says."""
+"""A child for tests/processes/test_subprocess_channel.py: ``serve(conn, config)`` behaves as ``config`` says."""
 
 from __future__ import annotations
 
