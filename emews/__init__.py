@@ -24,6 +24,8 @@ from emews.objective.context import TaskContext, current_task
 _LAZY = {
     "run": "emews.api", "load": "emews.api", "Experiment": "emews.api", "RunFailed": "emews.api",
     "TrialScheduler": "emews.training.schedulers.trial_scheduler",
+    "Decision": "emews.training.messages", "Action": "emews.training.messages", "CONTINUE": "emews.training.messages",
+    "candle_point": "emews.objective.candle_params",
     "load_best": "emews.output.catalog", "list_checkpoints": "emews.output.catalog",
     "results_by_point": "emews.output.by_point",
     "ROptimizer": "emews.contrib.rbridge",
@@ -32,10 +34,10 @@ _LAZY = {
 }
 
 __all__ = [
-    "AskTellOptimizer", "BudgetExhausted", "Categorical", "ConfigError", "Constant", "DimensionType", "Direction",
+    "CONTINUE", "Action", "AskTellOptimizer", "BudgetExhausted", "Categorical", "ConfigError", "Constant", "Decision", "DimensionType", "Direction",
     "EmewsError", "Evaluator", "EvaluatorObserver", "Experiment", "Float", "Int", "OptimizerConformance",
     "Optimizer", "Ordered", "ROptimizer", "Result", "RunFailed", "SchedulerConformance", "Space", "Status",
-    "TaskContext", "TrialScheduler", "check_optimizer", "check_scheduler", "current_task", "list_checkpoints",
+    "TaskContext", "TrialScheduler", "candle_point", "check_optimizer", "check_scheduler", "current_task", "list_checkpoints",
     "load", "load_best", "registered", "results_by_point", "run",
 ]
 
