@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from testutil import REPO
+from testutil import REPO, modules_loaded_by
 
 #: (rank, group) per folder of ``emews`` (and the optimizers and objectives shipped inside it);
 #: the longest matching prefix wins. A module imports from its own group and lower ranks only.
@@ -102,13 +102,8 @@ def test_imports_only_point_down(module: str) -> None:
 def test_worker_ranks_start_without_the_configuration_layer() -> None:
     """A worker rank imports only the runtime: no pydantic, YAML, site or workflow code, no SQLite
     (thousands of workers start from rank 0's broadcast plan, not by each reading the files)."""
-    import subprocess
-    import sys
-
-    code = ("import sys, emews.job.mpi_main, emews.runtime.worker_rank\n"
-            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'sqlite3')\n"
-            "      or m.startswith(('emews.site', 'emews.config', 'emews.store', 'emews.job.rank_zero', 'emews.job.wiring')))))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    loaded = modules_loaded_by("emews.job.mpi_main, emews.runtime.worker_rank", ("pydantic", "yaml", "sqlite3"),
+                               ("emews.site", "emews.config", "emews.store", "emews.job.rank_zero", "emews.job.wiring"))
     assert loaded == []
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import emews
+from testutil import modules_loaded_by
 
 
 def test_every_public_name_resolves() -> None:
@@ -35,10 +33,8 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 def test_importing_emews_loads_no_heavy_layer() -> None:
     """``import emews`` (what a worker rank does) imports neither pandas, the store nor the test kits."""
-    code = ("import sys, emews\n"
-            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'sqlite3', 'pydantic')\n"
-            "      or m.startswith(('emews.testing', 'emews.output', 'emews.contrib', 'emews.api')))))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    loaded = modules_loaded_by("emews", ("pandas", "sqlite3", "pydantic"),
+                               ("emews.testing", "emews.output", "emews.contrib", "emews.api"))
     assert loaded == []
 
 

@@ -206,3 +206,12 @@ def write_workflow(folder: Path, name: str = "wf", **sections: Any) -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def modules_loaded_by(imports: str, packages: tuple[str, ...], prefixes: tuple[str, ...]) -> list[str]:
+    """The modules a fresh Python holds after ``import {imports}`` whose top package is one of
+    ``packages`` or whose name starts with one of ``prefixes`` (what a rank or a worker would load)."""
+    code = (f"import sys, {imports}\n"
+            f"print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in {packages!r} "
+            f"or m.startswith({prefixes!r}))))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

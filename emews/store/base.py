@@ -88,13 +88,9 @@ class ResultRow:
 
 
 @dataclass(frozen=True, slots=True)
-class TimedResultRow:
+class TimedResultRow(ResultRow):
     """A finished evaluation with its metrics and times (the DeepHyper export)."""
 
-    id: int
-    status: str
-    objective: float | None
-    params: dict[str, Any]
     metrics: dict[str, Any]
     submitted: float | None
     started: float | None

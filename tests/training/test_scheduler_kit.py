@@ -13,18 +13,8 @@ from emews.core.results import StoredReport
 from emews.testing import ConformanceError, check_scheduler
 from emews.training.messages import CONTINUE, Action, Decision
 from emews.training.schedulers import TrialScheduler
+from emews.training.schedulers import conformance as kit
 from emews.training.schedulers.asha import ASHA
-from emews.training.schedulers.conformance import (
-    METRIC,
-    mirrored,
-    missing_metric_problems,
-    rebuild_problems,
-    resume_problems,
-    same_calls_problems,
-    simulate,
-    training_space,
-    valid_problems,
-)
 from emews.training.schedulers.pbt import PBT
 
 STOP = Decision(Action.STOP)
@@ -98,7 +88,7 @@ class IgnoresMode(TrialScheduler):
     """Stops a trial whose metric is above 2, whichever way is better."""
 
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
-        value = metrics.get(self.metric or METRIC)
+        value = metrics.get(self.metric or kit.METRIC)
         return STOP if isinstance(value, float) and value > 2.0 else CONTINUE
 
 
@@ -152,8 +142,8 @@ def first(problems: list[str]) -> str:
     (PicksOutsider, "gave -1, not one of them"),
 ])
 def test_promotion_breaches_are_caught(broken: type[ASHA], says: str) -> None:
-    run = simulate(lambda: broken(max_t=9, grace_period=1, reduction_factor=3, variant="promotion"))
-    assert says in first(valid_problems(run))
+    run = kit.simulate(lambda: broken(max_t=9, grace_period=1, reduction_factor=3, variant="promotion"))
+    assert says in first(kit.valid_problems(run))
 
 
 @pytest.mark.parametrize("broken, says", [
@@ -163,7 +153,7 @@ def test_promotion_breaches_are_caught(broken: type[ASHA], says: str) -> None:
     (ReturnsText, "on_report returned 'continue', not a Decision"),
 ])
 def test_invalid_decisions_are_caught(broken: type[TrialScheduler], says: str) -> None:
-    assert says in first(valid_problems(simulate(broken)))
+    assert says in first(kit.valid_problems(kit.simulate(broken)))
 
 
 def test_a_run_that_never_ends_is_caught() -> None:
@@ -183,36 +173,36 @@ def test_a_run_that_never_ends_is_caught() -> None:
         def waiting(self) -> list[int]:
             return [] if not self.paused else list(self.paused)
 
-    problems = valid_problems(simulate(Forever, trials=3, steps=4))
+    problems = kit.valid_problems(kit.simulate(Forever, trials=3, steps=4))
     assert any("did not end" in p for p in problems) or any("still lists it" in p for p in problems)
 
 
 def test_nondeterminism_is_caught() -> None:
-    assert "same seed" in first(same_calls_problems(simulate(Unseeded).calls, simulate(Unseeded).calls, "same seed"))
+    assert "same seed" in first(kit.same_calls_problems(kit.simulate(Unseeded).calls, kit.simulate(Unseeded).calls, "same seed"))
 
 
 def test_a_scheduler_blind_to_the_direction_is_caught() -> None:
-    problems = same_calls_problems(mirrored(simulate(IgnoresMode)), simulate(IgnoresMode, direction="maximize").calls,
+    problems = kit.same_calls_problems(kit.mirrored(kit.simulate(IgnoresMode)), kit.simulate(IgnoresMode, direction="maximize").calls,
                                    "maximize, metric negated")
     assert "maximize, metric negated: call" in first(problems)
 
 
 def test_stopping_on_a_report_without_metric_is_caught() -> None:
-    problems = missing_metric_problems(StopsWithoutMetric)
+    problems = kit.missing_metric_problems(StopsWithoutMetric)
     assert len(problems) == 6 and "a report of {} got" in problems[0] and "not continue" in problems[0]
 
 
 def test_state_lost_in_a_rebuild_is_caught() -> None:
-    run = simulate(promotion)
-    assert valid_problems(run) == [] and rebuild_problems(run, promotion) == []
-    assert "waiting() is [], the live run's [" in first(rebuild_problems(run, lambda: ForgetsRungsOnReplay(
+    run = kit.simulate(promotion)
+    assert kit.valid_problems(run) == [] and kit.rebuild_problems(run, promotion) == []
+    assert "waiting() is [], the live run's [" in first(kit.rebuild_problems(run, lambda: ForgetsRungsOnReplay(
         max_t=9, grace_period=1, reduction_factor=3, variant="promotion")))
 
 
 def test_a_resume_that_answers_otherwise_is_caught() -> None:
-    run = simulate(CountsEndings)
-    assert valid_problems(run) == [] and rebuild_problems(run, CountsEndings) == []
-    assert "answered Decision(action=<Action.CONTINUE" in first(resume_problems(run, CountsEndings))
+    run = kit.simulate(CountsEndings)
+    assert kit.valid_problems(run) == [] and kit.rebuild_problems(run, CountsEndings) == []
+    assert "answered Decision(action=<Action.CONTINUE" in first(kit.resume_problems(run, CountsEndings))
 
 
 def test_exploits_drawn_again_on_replay_are_caught() -> None:
@@ -221,9 +211,9 @@ def test_exploits_drawn_again_on_replay_are_caught() -> None:
     def make() -> PBT:
         return DrawsExploitsAgain(perturbation_interval=2, quantile_fraction=0.5)
 
-    run = simulate(make)
-    assert valid_problems(run) == []
-    assert resume_problems(run, make)
+    run = kit.simulate(make)
+    assert kit.valid_problems(run) == []
+    assert kit.resume_problems(run, make)
 
 
 def test_check_scheduler_lists_every_failure_by_check() -> None:
@@ -237,7 +227,7 @@ def test_check_scheduler_lists_every_failure_by_check() -> None:
 
 
 def test_the_default_space_has_every_searched_type() -> None:
-    kinds = {dim.kind for dim in training_space().dimensions.values()}
+    kinds = {dim.kind for dim in kit.training_space().dimensions.values()}
     assert kinds == {"float", "int", "categorical", "ordered"}
 
 
