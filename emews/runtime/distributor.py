@@ -194,12 +194,14 @@ class Distributor:
         return True
 
     def _on_stopped(self, rank: int, stopped: WorkerStopped) -> bool:
-        """A worker stopped: asked to, or on its own (a signal); then it gets no more tasks and the
-        tasks it held run again (see the dispatch's ``stopped``)."""
+        """A worker stopped: asked to (the run closes, or failed and sent the stops before it closed),
+        or on its own (a signal); then it gets no more tasks and the tasks it held run again (see
+        the dispatch's ``stopped``)."""
         self.stopped_workers.add(rank)
         if stopped.error:
             self.worker_errors[rank] = stopped.error
-        self._apply(self._dispatch.stopped(rank, stopped.unfinished, closing=self._closing))
+        asked = self._closing or self._stops_sent
+        self._apply(self._dispatch.stopped(rank, stopped.unfinished, closing=asked))
         return False
 
     def _on_trial(self, rank: int, message: Any) -> bool:

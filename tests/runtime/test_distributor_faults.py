@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from testutil import FAULTY
 from emews import Optimizer
 from emews.core.queues import DistributorFailed
 from emews.core.results import Outcome, Result, Status, Task
+from emews.core.space import Constant, Float, Space
+from emews.core.task_size import FixedSize
 from emews.job.wiring import RunSpec, resume_state, run_optimizer_rank, run_worker_rank
 from emews.objective.function import ObjectiveRef
-from emews.store.results_store import ResultsStore
 from emews.runtime.transport import Tag, ThreadHub
-from emews.core.space import Constant, Float, Space
+from emews.store.results_store import ResultsStore
+from testutil import FAULTY
 
 SPACE = Space({"x": Float(0.0, 1.0), "mode": Constant("ok")})
 
@@ -101,3 +102,42 @@ def test_resume_requeues_an_interrupted_task_once_then_records_it_as_failed(tmp_
     with pytest.raises(Exception):  # ids never collide: a second result for task 0 is refused
         store.add([Result.from_outcome(task, Outcome(0, Status.OK, 1.0), 1.0)])
     store.close()
+
+
+class Batch(Optimizer):
+    """Puts all its points at once and waits for every result; on a failure it first calls ``hold``
+    (the test waits there until the workers have stopped, so that they stop before the run closes)."""
+
+    def __init__(self, n: int, hold) -> None:
+        self.n, self.hold, self.error = n, hold, None
+
+    def run(self, evaluator) -> None:
+        try:
+            evaluator.map([{"x": i / self.n, "mode": "ok"} for i in range(self.n)])
+        except BaseException as exc:
+            self.error = exc
+            self.hold()
+            raise
+
+
+def test_workers_that_stop_because_the_run_failed_leave_queued_teams_for_resume(tmp_path: Path) -> None:
+    """After a distributor failure the workers stop because they are told to, even before the run
+    closes: the two-rank tasks still queued are not failed as "too large for the ranks left" (they
+    are for ``emews resume``)."""
+    import threading
+
+    hub, workers = BrokenHub(3, healthy=2), []
+    opt = Batch(8, hold=lambda: [t.join(timeout=60) for t in workers])
+    spec = RunSpec(SPACE, lambda: opt, ObjectiveRef(str(FAULTY)), budget=8, isolation="inline",
+                   show_progress=False, exp_dir=tmp_path, task_size=FixedSize(2))
+    workers += [threading.Thread(target=run_worker_rank, args=(spec, hub.endpoint(r), []),
+                                 kwargs={"use_alarm": False}, daemon=True) for r in (1, 2)]
+    for t in workers:
+        t.start()
+    summary = run_optimizer_rank(spec, hub.endpoint(0), [1, 2])
+    assert isinstance(opt.error, DistributorFailed) and "interconnect" in str(summary.error)
+    assert not any(t.is_alive() for t in workers)
+    with ResultsStore(tmp_path / "results.db") as store:
+        stored = list(store)
+    assert stored and not any("worker ranks are left" in (r.error or "") for r in stored), stored
+    assert {r.status for r in stored} == {Status.OK}

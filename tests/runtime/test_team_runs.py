@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,15 @@ from testutil import TESTS, read_only, stored_rows, write_workflow
 
 TEAM = str(TESTS / "objectives" / "team.py")
 TEAM_SIZE = str(TESTS / "objectives" / "team_size.py")
+
+
+ONE_POINT = {"x": {"type": "constant", "value": 1}}
+
+
+def team_sweep(tmp_path: Path, function: str, space: dict[str, Any], evaluations: int, *, task: dict[str, Any]) -> Path:
+    """A workflow sweeping ``space`` with ``function`` of objectives/team.py as its objective."""
+    return write_workflow(tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": function},
+                          space=space, budget={"evaluations": evaluations}, task=task)
 
 
 def test_mixed_sizes_complete_with_a_communicator_of_their_own_ranks(emews_cmd, tmp_path: Path) -> None:
@@ -46,10 +56,8 @@ def test_mixed_sizes_complete_with_a_communicator_of_their_own_ranks(emews_cmd, 
 def test_a_size_function_that_gives_no_whole_number_fails_that_task_and_the_job_goes_on(emews_cmd,
                                                                                        tmp_path: Path) -> None:
     """Finding 7 of reliability-2026-11-26: ``"2"`` from the size function aborted the run, 0 evaluations."""
-    wf = write_workflow(
-        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "allreduce"},
-        space={"k": {"type": "ordered", "values": [1, 5, 2, 7]}}, budget={"evaluations": 4},
-        task={"timeout": 60, "isolation": "inline", "ranks": f"{TEAM_SIZE}:odd_types"})
+    wf = team_sweep(tmp_path, "allreduce", {"k": {"type": "ordered", "values": [1, 5, 2, 7]}}, 4,
+                    task={"timeout": 60, "isolation": "inline", "ranks": f"{TEAM_SIZE}:odd_types"})
     proc = emews_cmd("launch", str(wf), "--workers", "3", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     by_k = {json.loads(r["params"])["k"]: r for r in stored_rows(tmp_path / "exp")}
@@ -65,10 +73,8 @@ def test_a_size_function_that_gives_no_whole_number_fails_that_task_and_the_job_
 def test_a_member_that_segfaults_or_hangs_fails_its_task_and_its_ranks_serve_later_tasks(emews_cmd,
                                                                                         tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the test extra installs torch")
-    wf = write_workflow(
-        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "members"},
-        space={"mode": {"type": "categorical", "values": ["segv", "hang", "after"]}},
-        budget={"evaluations": 3}, task={"timeout": 30, "isolation": "process", "ranks": 4})
+    wf = team_sweep(tmp_path, "members", {"mode": {"type": "categorical", "values": ["segv", "hang", "after"]}}, 3,
+                    task={"timeout": 30, "isolation": "process", "ranks": 4})
     proc = emews_cmd("launch", str(wf), "--workers", "5", "--exp-dir", "exp", timeout=600)
     assert proc.returncode == 0, proc.stderr
     exp = tmp_path / "exp"
@@ -86,9 +92,9 @@ def test_a_member_that_segfaults_or_hangs_fails_its_task_and_its_ranks_serve_lat
         pid, rank = map(int, path.read_text().split())
         members[rank] = pid
     assert (run_dir / "member1.pid").exists() and crashed["rank"] in members
-    for rank, pid in members.items():   # every member's child of the failed task is gone
+    for pid in members.values():   # every member's child of the failed task is gone
         assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    for mode, row in by_mode.items():   # later tasks ran, on the same ranks among others
+    for row in by_mode.values():   # later tasks ran, on the same ranks among others
         assert row["status"] == "ok", row["error"]
         assert row["objective"] == 10.0 and json.loads(row["metrics"])["world_size"] == 4
     later = {}     # rank -> pids of the children that ran its parts of later tasks
@@ -104,10 +110,7 @@ def test_a_member_that_segfaults_or_hangs_fails_its_task_and_its_ranks_serve_lat
 
 
 def test_ctx_launch_runs_an_mpi_program_of_its_own_from_team_rank_0(emews_cmd, tmp_path: Path) -> None:
-    wf = write_workflow(
-        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "launcher"},
-        space={"x": {"type": "constant", "value": 1}}, budget={"evaluations": 1},
-        task={"timeout": 120, "isolation": "process", "ranks": 2})
+    wf = team_sweep(tmp_path, "launcher", ONE_POINT, 1, task={"timeout": 120, "isolation": "process", "ranks": 2})
     proc = emews_cmd("launch", str(wf), "--workers", "4", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     (row,) = stored_rows(tmp_path / "exp")
@@ -123,10 +126,8 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
     """Team rank 0 waits in ``ctx.comm.allreduce`` for a member that raised, returned or sleeps:
     MPI cannot interrupt it, so the job ends by itself (the task recorded as timed out, one line
     naming the task and the stuck member) and ``emews resume`` goes on with the next point."""
-    wf = write_workflow(
-        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "stranded"},
-        space={"mode": {"type": "categorical", "values": ["raise", "early", "hang", "ok"]}},
-        budget={"evaluations": 4}, task={"timeout": 5, "isolation": "inline", "ranks": 2})
+    wf = team_sweep(tmp_path, "stranded", {"mode": {"type": "categorical", "values": ["raise", "early", "hang", "ok"]}},
+                    4, task={"timeout": 5, "isolation": "inline", "ranks": 2})
     exp = tmp_path / "exp"
     # rank 0 is stranded 5 s after the timeout instead of 30: time enough for the other member's own
     # timeout (the hanging one) to arrive first under load, and the message says so
@@ -161,10 +162,7 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
 
 
 def test_a_stranded_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, tmp_path: Path) -> None:
-    wf = write_workflow(
-        tmp_path, optimizer={"name": "sweep"}, objective={"module": TEAM, "function": "allreduce"},
-        space={"x": {"type": "constant", "value": 1}}, budget={"evaluations": 1},
-        task={"timeout": 5, "isolation": "inline", "ranks": 2})
+    wf = team_sweep(tmp_path, "allreduce", ONE_POINT, 1, task={"timeout": 5, "isolation": "inline", "ranks": 2})
     emews_cmd.env["EMEWS_STRANDED_GRACE"] = "-1"
     proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 2, proc.stderr
