@@ -45,7 +45,7 @@ import random
 import statistics
 from dataclasses import dataclass
 from collections.abc import Callable, Hashable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from emews.runtime.gang import GangScheduler, NodeLayout, Placement
 
@@ -97,14 +97,16 @@ class Greedy:
         return ranks
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(NamedTuple):
+    """A simulated task: its size in ranks and its run time."""
+
     size: int
     duration: float
 
 
-@dataclass(frozen=True, slots=True)
-class Figures:
+class Figures(NamedTuple):
+    """What one policy achieved on one workload."""
+
     busy: float
     head_wait_largest: float
     head_wait_any: float

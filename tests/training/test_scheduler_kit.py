@@ -4,7 +4,7 @@ owns it, and ``check_scheduler`` lists them all (the built-ins pass: test_schedu
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -135,25 +135,22 @@ def first(problems: list[str]) -> str:
     return problems[0]
 
 
-@pytest.mark.parametrize("broken, says", [
-    (ForgetsItPromoted, "was promoted but waiting() still lists it"),
-    (HidesWaiting, "but waiting() does not list it"),
-    (PromotesStrangers, "promotable() names trial 999, which does not wait"),
-    (PicksOutsider, "gave -1, not one of them"),
-])
-def test_promotion_breaches_are_caught(broken: type[ASHA], says: str) -> None:
-    run = kit.simulate(lambda: broken(max_t=9, grace_period=1, reduction_factor=3, variant="promotion"))
-    assert says in first(kit.valid_problems(run))
+def promoting(cls: type[ASHA]) -> Callable[[], ASHA]:
+    return lambda: cls(max_t=9, grace_period=1, reduction_factor=3, variant="promotion")
 
 
-@pytest.mark.parametrize("broken, says", [
+@pytest.mark.parametrize("make, says", [
+    (promoting(ForgetsItPromoted), "was promoted but waiting() still lists it"),
+    (promoting(HidesWaiting), "but waiting() does not list it"),
+    (promoting(PromotesStrangers), "promotable() names trial 999, which does not wait"),
+    (promoting(PicksOutsider), "gave -1, not one of them"),
     (ExploitsOutside, "exploit with parameters outside the space: lr"),
     (ClonesItself, "not another trial that reported"),
     (Raises, "the scheduler raised KeyError: 'epochs' (after on_report)"),
     (ReturnsText, "on_report returned 'continue', not a Decision"),
 ])
-def test_invalid_decisions_are_caught(broken: type[TrialScheduler], says: str) -> None:
-    assert says in first(kit.valid_problems(kit.simulate(broken)))
+def test_promotion_breaches_and_invalid_decisions_are_caught(make: Callable[[], TrialScheduler], says: str) -> None:
+    assert says in first(kit.valid_problems(kit.simulate(make)))
 
 
 def test_a_run_that_never_ends_is_caught() -> None:
