@@ -38,7 +38,8 @@ class ExperimentData:
     summary: dict[str, Any] | None
     #: one row per finished evaluation, ``RESULT_COLUMNS`` + ``attempt`` (+ ``checkpoint``), id order
     results: pd.DataFrame
-    #: the parameters of each row of ``results`` (same index), in space order
+    #: the parameters of each row of ``results`` (same index): the space's, in its order, then
+    #: those the stored points set that the space does not list (a points file without a space)
     params: pd.DataFrame
     #: dispatched tasks that have no result yet (running, or left by a stopped run)
     unfinished: int
@@ -108,10 +109,20 @@ def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame
     table = store.report_results()
     frame = pd.DataFrame(table.rows, columns=[*RESULT_COLUMNS, "params", "attempt",
                                               *(["checkpoint"] if table.checkpoints else [])])
-    params = pd.DataFrame.from_records(list(frame.pop("params")), columns=names, index=frame.index)
+    points = list(frame.pop("params"))
+    params = pd.DataFrame.from_records(points, columns=parameter_names(names, points), index=frame.index)
     for col in ("objective", "loss", "submitted", "started", "finished"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     return frame, params
+
+
+def parameter_names(space: list[str], points: list[dict[str, Any]]) -> list[str]:
+    """The space's parameters, then those the stored points set that it does not list, in the order
+    they are first seen (a sweep over a points file without a space: the ``p:`` columns)."""
+    names = dict.fromkeys(space)
+    for point in points:
+        names.update(dict.fromkeys(k for k in point if k not in names))
+    return list(names)
 
 
 def _reports(store: Store) -> pd.DataFrame | None:
