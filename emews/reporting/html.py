@@ -12,6 +12,7 @@ from html import escape
 import pandas as pd
 
 from emews.reporting.figures import HEIGHT_PX, WIDTH_PX, Plot
+from emews.reporting.numbers import number
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1160px; color: #222; }
@@ -34,9 +35,7 @@ def table(frame: pd.DataFrame, css_class: str = "") -> str:
 def _cell(value: object) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return ""
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+    return number(value)
 
 
 def section(plot: Plot, png: bytes) -> str:

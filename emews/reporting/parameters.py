@@ -20,6 +20,7 @@ from matplotlib.colors import Normalize
 from emews.core.direction import Direction
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, new_figure
+from emews.reporting.numbers import number
 from emews.reporting.yrange import robust
 
 #: the forest sees at most this many evaluations (a random sample of them beyond)
@@ -91,7 +92,7 @@ def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
 
 
 def _fmt(value: float) -> str:
-    return f"{value:.3g}"
+    return number(value, digits=3)
 
 
 class Parallel(ReportPlot):

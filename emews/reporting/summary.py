@@ -16,6 +16,7 @@ from emews.core.results import Result, Status
 from emews.output.export import Totals, counts_text, summary_text
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
+from emews.reporting.numbers import number
 
 
 def _when(seconds: float | None) -> str:
@@ -50,7 +51,7 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
         ("optimizer", f"{optimizer.get('name', '?')} {json.dumps(optimizer.get('options') or {}, sort_keys=True)}"),
         ("budget", f"{done}/{data.budget if data.budget is not None else '-'} evaluations: "
                    + counts_text(totals(data))),
-        ("best", "-" if best is None else f"{best['objective']:.6g} (task {int(best['id'])})"),
+        ("best", "-" if best is None else f"{number(best['objective'])} (task {int(best['id'])})"),
         ("elapsed", f"{duration(use.elapsed)} in {len(spans)} run{'s' if len(spans) != 1 else ''}"
                     + (f", {_when(spans[0][0])} to {_when(spans[-1][1])}" if spans else "")),
         ("workers", str(data.workers)),

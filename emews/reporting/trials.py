@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from emews.output.export import open_store
+from emews.reporting.numbers import number
 from emews.store import TrialState
 from emews.training.messages import endings_text
 
@@ -46,4 +47,4 @@ def trial_lines(exp_dir: Path, metric: str) -> list[str]:
 
 def _value(state: TrialState, metric: str) -> str:
     value = state.metrics.get(metric)
-    return f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+    return number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
