@@ -47,6 +47,9 @@ class ExperimentData:
     reports: pd.DataFrame | None
     #: trial -> how it ended (:class:`~emews.training.messages.Ending`), for trials with a successful result
     endings: dict[int, str] = field(default_factory=dict)
+    #: PBT exploits in order (``trial``, ``step``, ``donor``, ``old_params``, ``new_params``): at its
+    #: ``step``, ``trial`` cloned ``donor``'s checkpoint and trained on with ``new_params``
+    lineage: pd.DataFrame | None = None
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
@@ -98,11 +101,13 @@ def load(exp_dir: Path) -> ExperimentData:
             unfinished = store.count_unfinished()
             reports = _reports(store)
             endings = {t: e.value for t, e in store.report_endings().items()} if reports is not None else {}
+            lineage = _lineage(store) if reports is not None else None
     except StoreUnreadable:
         raise
     except ValueError as exc:  # a row whose JSON does not decode
         raise ConfigError(f"cannot read the results store: {exc}", file=store.location) from None
-    return ExperimentData(exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings)
+    return ExperimentData(exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings,
+                          lineage)
 
 
 def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -134,6 +139,14 @@ def _reports(store: Store) -> pd.DataFrame | None:
                           "time": [c.time for c in curves]})
     frame["metrics"] = [c.metrics for c in curves]
     return frame
+
+
+def _lineage(store: Store) -> pd.DataFrame | None:
+    """The PBT exploits of an emews store's training tables, ``None`` when there were none."""
+    rows = store.lineage()
+    if not rows:
+        return None
+    return pd.DataFrame(rows, columns=["trial", "step", "donor", "old_params", "new_params"])
 
 
 def _empty_results() -> pd.DataFrame:
