@@ -36,7 +36,8 @@ class ExperimentData:
     site: dict[str, Any]
     info: dict[str, Any]
     summary: dict[str, Any] | None
-    #: one row per finished evaluation, ``RESULT_COLUMNS`` + ``attempt`` (+ ``checkpoint``), id order
+    #: one row per finished evaluation, ``RESULT_COLUMNS`` + ``attempt`` + ``ranks`` (the worker ranks
+    #: it occupied, :func:`task_sizes`) (+ ``checkpoint``), id order
     results: pd.DataFrame
     #: the parameters of each row of ``results`` (same index): the space's, in its order, then
     #: those the stored points set that the space does not list (a points file without a space)
@@ -99,6 +100,7 @@ def load(exp_dir: Path) -> ExperimentData:
         with store:
             results, params = _results(store, names)
             unfinished = store.count_unfinished()
+            results["ranks"] = task_sizes(workflow, params)
             reports = _reports(store)
             endings = {t: e.value for t, e in store.report_endings().items()} if reports is not None else {}
             lineage = _lineage(store) if reports is not None else None
@@ -119,6 +121,21 @@ def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame
     for col in ("objective", "loss", "submitted", "started", "finished"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     return frame, params
+
+
+def task_sizes(workflow: dict[str, Any], params: pd.DataFrame) -> pd.Series:
+    """How many worker ranks each evaluation occupied (``task.ranks``): the workflow's number, or
+    the value of the parameter it names; 1 where the size is not in the experiment's files (a
+    size from a function or from the optimizer, a point without the parameter)."""
+    spec = (workflow.get("task") or {}).get("ranks", 1)
+    if isinstance(spec, bool) or not isinstance(spec, (int, str)):
+        return pd.Series(1, index=params.index, dtype=np.int64)
+    if isinstance(spec, int):
+        return pd.Series(max(spec, 1), index=params.index, dtype=np.int64)
+    if spec not in params.columns:
+        return pd.Series(1, index=params.index, dtype=np.int64)
+    sizes = pd.to_numeric(params[spec], errors="coerce").fillna(1)
+    return sizes.clip(lower=1).astype(np.int64)
 
 
 def parameter_names(space: list[str], points: list[dict[str, Any]]) -> list[str]:
@@ -153,6 +170,7 @@ def _empty_results() -> pd.DataFrame:
     frame = pd.DataFrame({c: pd.Series(dtype=float if c in ("objective", "loss", "submitted", "started",
                                                               "finished") else object) for c in RESULT_COLUMNS})
     frame["attempt"] = pd.Series(dtype=np.int64)
+    frame["ranks"] = pd.Series(dtype=np.int64)
     return frame
 
 
