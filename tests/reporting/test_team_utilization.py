@@ -68,3 +68,17 @@ def test_the_header_counts_every_rank_of_a_team(pairs_exp: Path, tmp_path: Path)
     use = timeline.utilization(report_data.load(pairs_exp).results, 3)
     busy = float(re.match(r"([\d.]+)% busy", page.header["utilization"]).group(1))
     assert busy == pytest.approx(100 * busy_rank_seconds(pairs_exp) / use.capacity, abs=0.051)
+
+
+def test_the_gantt_marks_multi_rank_tasks(mixed_exp: Path) -> None:
+    from emews.reporting.gantt import Gantt
+
+    data = report_data.load(mixed_exp)
+    gantt = Gantt().make(data)
+    assert gantt is not None
+    hatched = [c for c in gantt.figure.axes[0].collections if c.get_hatch()]
+    teams = int((data.results["ranks"] > 1).sum())
+    assert teams == 4 and len(hatched) == 1 and len(hatched[0].get_paths()) == teams
+    assert f"{teams} evaluations ran on several ranks (task.ranks): each is hatched on its team's rank 0" \
+        in gantt.caption
+    assert "multi-rank task" in [t.get_text() for t in gantt.figure.axes[0].get_legend().get_texts()]
