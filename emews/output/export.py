@@ -23,6 +23,7 @@ from emews.core.failure_cause import CommonCause, most_frequent
 from emews.core.results import Result, Status
 from emews.output.csvpart import CsvPart
 from emews.output.csvrows import Columns, write_rows
+from emews.output.numbers import number
 from emews.store import Store
 from emews.training.messages import endings_text
 
@@ -219,7 +220,7 @@ def summary_text(total: Totals, budget: int | None, elapsed: float | None = None
     if best is None:
         lines.append("no successful evaluation")
     else:
-        lines.append(f"best objective {best.objective:.6g} (task {best.id}) with parameters:")
+        lines.append(f"best objective {number(best.objective)} (task {best.id}) with parameters:")
         lines.append("  " + json.dumps(dict(best.params), sort_keys=False))
     if total.failure is not None:
         lines.append(f"most frequent failure: {total.failure}")

@@ -18,9 +18,9 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from emews.core.direction import Direction
+from emews.output.numbers import number
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
-from emews.reporting.numbers import number
 from emews.reporting.yrange import mark_clipped, robust
 from emews.training.messages import Ending
 

@@ -11,8 +11,8 @@ from html import escape
 
 import pandas as pd
 
+from emews.output.numbers import number
 from emews.reporting.figures import HEIGHT_PX, WIDTH_PX, Plot
-from emews.reporting.numbers import number
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1160px; color: #222; }

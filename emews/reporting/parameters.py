@@ -18,9 +18,9 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from emews.core.direction import Direction
+from emews.output.numbers import number
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, new_figure
-from emews.reporting.numbers import number
 from emews.reporting.yrange import robust
 
 #: the forest sees at most this many evaluations (a random sample of them beyond)

@@ -14,9 +14,9 @@ import pandas as pd
 from emews.config.experiment import emews_version
 from emews.core.results import Result, Status
 from emews.output.export import Totals, counts_text, summary_text
+from emews.output.numbers import number
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
-from emews.reporting.numbers import number
 
 
 def _when(seconds: float | None) -> str:

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from emews.output.export import open_store
-from emews.reporting.numbers import number
+from emews.output.numbers import number
 from emews.store import TrialState
 from emews.training.messages import endings_text
 

@@ -11,7 +11,7 @@ import browser
 import pytest
 from test_report import needs_chromium, report, screenshot_path
 
-from emews.reporting.numbers import number
+from emews.output.numbers import number
 from testutil import EmewsCommand, write_workflow
 
 BIG = 1234567
@@ -58,3 +58,10 @@ def test_status_prints_a_trials_integer_metric_in_full(counted_exp: Path, tmp_pa
     proc = EmewsCommand(tmp_path)("status", str(exp), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"  trial 7: step 4, value {BIG}" in proc.stdout.splitlines(), proc.stdout
+
+
+def test_status_and_the_end_of_run_summary_print_an_integer_best_in_full(counted_exp: Path, tmp_path: Path) -> None:
+    proc = EmewsCommand(tmp_path)("status", str(counted_exp), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"best objective {BIG} (task " in proc.stdout, proc.stdout
+    assert "e+06" not in proc.stdout, proc.stdout

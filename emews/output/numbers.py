@@ -1,5 +1,5 @@
-"""Numbers as the report and ``emews status`` print them: integers as integers (1234567, not
-1.23457e+06), other numbers to a few significant digits."""
+"""Numbers as `emews status`, the end-of-run summary and the report print them: integers as integers
+(1234567, not 1.23457e+06), other numbers to a few significant digits."""
 
 from __future__ import annotations
 
