@@ -35,9 +35,6 @@ def passes(proc: subprocess.CompletedProcess[str]) -> bool:
     return proc.returncode == 0
 
 
-@pytest.mark.xfail(reason="ruff lint and mypy are clean everywhere but emews/runtime, whose refactor (issue 29 point 3) "
-                   "is being finished",
-                   strict=True)
 def test_ruff_lint_passes() -> None:
     """Pyflakes, pycodestyle, import order, bugbear, the complexity limit (15) and pyupgrade."""
     assert passes(tool("ruff", "check", "--no-cache", "--output-format", "concise", *SOURCES))
@@ -52,19 +49,7 @@ def test_ruff_format_passes() -> None:
     assert passes(tool("ruff", "format", "--check", "--no-cache", *SOURCES))
 
 
-@pytest.mark.xfail(reason="ruff lint and mypy are clean everywhere but emews/runtime, whose refactor (issue 29 point 3) "
-                   "is being finished",
-                   strict=True)
 def test_mypy_passes() -> None:
     """The type checker, over the files and with the settings in ``[tool.mypy]``."""
     assert passes(tool("mypy"))
 
-
-#: the folders already clean: they stay clean while the rest is finished
-FINISHED = [str(p.relative_to(REPO)) for p in sorted((REPO / "emews").iterdir())
-            if p.name != "runtime" and (p.suffix == ".py" or (p / "__init__.py").exists())] + ["optimizers"]
-
-
-def test_ruff_lint_passes_where_finished() -> None:
-    """The folders made lint-clean stay clean."""
-    assert passes(tool("ruff", "check", "--no-cache", *FINISHED))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
-
+from collections.abc import Callable
 
 #: seconds an idle rank keeps polling (yielding its core) before it starts to sleep, when its node
 #: has a core for each rank; long enough to span a round trip

@@ -29,8 +29,8 @@ caller passes ``now`` (the distributor's monotonic clock, or a simulated one in 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence, TextIO
+from typing import TextIO
 
 from emews.core.results import Result
 
@@ -52,7 +53,7 @@ class ProgressReporter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="emews-progress", daemon=True)
 
-    def __enter__(self) -> "ProgressReporter":
+    def __enter__(self) -> ProgressReporter:
         self._thread.start()
         return self
 

@@ -140,7 +140,7 @@ class ThreadHub:
         self.size = size
         self.boxes: list[queue.SimpleQueue[Message]] = [queue.SimpleQueue() for _ in range(size)]
 
-    def endpoint(self, rank: int) -> "ThreadTransport":
+    def endpoint(self, rank: int) -> ThreadTransport:
         return ThreadTransport(self, rank)
 
 

@@ -13,19 +13,20 @@ trial stays waiting across a stop (walltime, stop signal, ``kill -9``): its outc
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from emews.training.checkpoints import remove_inside
 from emews.core.direction import Direction
 from emews.core.results import Outcome, Status, Task
-from emews.training.retention import Retainer, Retention
 from emews.runtime.compute_budget import ComputeBudget
-from emews.store import DURABLE, Store
 from emews.runtime.walltime_pause import PauseClock
+from emews.store import DURABLE, Store
+from emews.training.checkpoints import remove_inside
+from emews.training.messages import CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest
+from emews.training.retention import Retainer, Retention
 from emews.training.schedulers import TrialScheduler
-from emews.training.messages import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
 
 log = logging.getLogger("emews")
 
@@ -40,6 +41,8 @@ class Afterwards(Enum):
 
 PAUSE = Decision(Action.PAUSE)
 STOP = Decision(Action.STOP)
+#: the default retention: every checkpoint is kept
+KEEP_ALL = Retention()
 
 
 @dataclass(slots=True)
@@ -57,7 +60,7 @@ class TrialService:
 
     def __init__(self, store: Store | None, scheduler: TrialScheduler | None = None, *,
                  metric: str = "value", direction: str | Direction = Direction.MINIMIZE,
-                 retention: Retention = Retention(), retries: int = 0, clock: PauseClock | None = None,
+                 retention: Retention = KEEP_ALL, retries: int = 0, clock: PauseClock | None = None,
                  budget: ComputeBudget | None = None) -> None:
         self.store = store
         self.budget = budget  # counts the steps reported; once it is spent, every trial stops
@@ -104,10 +107,11 @@ class TrialService:
         if stored is not None and stored[0] >= last.step:
             return WaitingTrial(task, stored[1], stored[0])
         value = last.metrics.get(self._objective_metric)
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        outcome = Outcome(task.id, Status.OK, float(value), dict(last.metrics)) if number else \
-            Outcome(task.id, Status.FAILED, error=f"the run stopped as this trial paused; its last report "
-                                                  f"has no number {self._objective_metric!r}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            outcome = Outcome(task.id, Status.OK, float(value), dict(last.metrics))
+        else:
+            outcome = Outcome(task.id, Status.FAILED, error=f"the run stopped as this trial paused; its last "
+                                                            f"report has no number {self._objective_metric!r}")
         return WaitingTrial(task, outcome, last.step)
 
     def hold(self, trial: int, step: int) -> None:
@@ -219,11 +223,11 @@ class TrialService:
         step = self._held.pop(task.id)
         resource = self.scheduler.promote(task.id)
         name = self.scheduler.resource
-        raised = name is not None and resource is not None
-        if raised:
-            task.params = {**task.params, name: resource}
+        raised: dict[str, Any] | None = None  # the new parameters, when the promotion changed them
+        if name is not None and resource is not None:
+            task.params = raised = {**task.params, name: resource}
         if self.store is not None:
-            self.store.add_promotion(task.id, step, resource, task.params if raised else None)
+            self.store.add_promotion(task.id, step, resource, raised)
 
     def least_promising(self) -> int:
         """The held trial to end first when nothing else can run."""

@@ -6,21 +6,22 @@ import socket
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from emews.core.results import Outcome, Status, Task
+from emews.objective.team import Team, free_port
 from emews.runtime.backoff import Backoff
 from emews.runtime.teams import Rendezvous, TeamTask
 from emews.runtime.transport import Message, Tag, Transport
-from emews.objective.team import Team, free_port
 from emews.training.messages import LinkClosed, Reply, Report, TrialLink
 
 
 class Runner(Protocol):
     def start(self) -> None: ...
 
-    def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None: ...
+    def run(self, task: Task, should_abort: TaskInbox, team: Team | None = None) -> Outcome | None: ...
 
     def close(self) -> None: ...
 
@@ -158,7 +159,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
     """
     backoff = Backoff()
     inbox = Inbox(transport, interrupted, optimizer_rank, aborting)
-    queued: deque[Task] = deque()
+    queued: deque[Task | TeamTask] = deque()
     unsent: list[Outcome] = []
     oldest = 0.0
     served = 0
@@ -168,7 +169,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
         while not interrupted():
             if queued:
                 item = queued[0]
-                outcome = _run_team(runner, item, inbox, transport) if type(item) is TeamTask \
+                outcome = _run_team(runner, item, inbox, transport) if isinstance(item, TeamTask) \
                     else _run_guarded(runner, item, inbox, transport.rank)
                 if outcome is None:  # aborted mid-task: it stays among the unfinished
                     break
@@ -213,7 +214,7 @@ def _unfinished(queued: deque[Task | TeamTask], inbox: Inbox) -> tuple[int, ...]
 
 
 def _task_of(item: Task | TeamTask) -> Task:
-    return item.task if type(item) is TeamTask else item  # type: ignore[union-attr,return-value]
+    return item.task if isinstance(item, TeamTask) else item
 
 
 #: how long a stopping worker waits for the optimizer rank to take its last messages
@@ -266,10 +267,11 @@ def join_team(item: TeamTask, transport: Transport, inbox: Inbox) -> Team | None
             transport.send(Rendezvous(task_id, port), rank, Tag.RENDEZVOUS)
     else:
         backoff = Backoff()
-        while (port := inbox.rendezvous.pop(task_id, None)) is None:  # type: ignore[assignment]
+        while (sent := inbox.rendezvous.pop(task_id, None)) is None:
             if inbox():
                 return None
             backoff.idle()
+        port = sent
     return Team(task_id, item.ranks, item.hosts, me, port)
 
 

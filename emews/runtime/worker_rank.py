@@ -8,21 +8,22 @@ layer (pydantic, YAML), so thousands of workers start fast and from one broadcas
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from emews.core.gpu_binding import GpuBinding, local_rank
+from emews.core.results import Task
 from emews.objective.context import TaskContext
 from emews.objective.function import ObjectiveSpec
-from emews.core.results import Task
+from emews.objective.team import Team
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.isolated import ProcessRunner
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import Transport
 from emews.runtime.worker import Runner, worker_loop
-from emews.objective.team import Team
 from emews.training.messages import TrialLink
 
 

@@ -16,10 +16,16 @@ from typing import Protocol
 
 
 class Ranked(Protocol):
-    id: int
-    trial: int
-    step: int
-    loss: float | None
+    """A checkpoint as retention sees it (read-only: a frozen row such as ``CheckpointRow`` fits)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def trial(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def loss(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
