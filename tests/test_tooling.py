@@ -40,10 +40,6 @@ def test_ruff_lint_passes() -> None:
     assert passes(tool("ruff", "check", "--no-cache", "--output-format", "concise", *SOURCES))
 
 
-# The whole-tree `ruff format` lands last, in one commit, once nobody else edits the tree (issue 29
-# point 8): until then the check is expected to fail. `strict` turns the first passing run into a
-# failure, as a reminder to delete this mark in that commit.
-@pytest.mark.xfail(reason="the whole-tree `ruff format` has not landed yet (issue 29 point 8)", strict=True)
 def test_ruff_format_passes() -> None:
     """Every file is as `ruff format` writes it."""
     assert passes(tool("ruff", "format", "--check", "--no-cache", *SOURCES))

@@ -7,7 +7,7 @@ import math
 from numbers import Integral, Real
 
 #: integral floats up to this magnitude print as integers (beyond it a float holds no exact integer)
-EXACT_INTEGERS = 2.0 ** 53
+EXACT_INTEGERS = 2.0**53
 
 
 def number(value: object, digits: int = 6) -> str:

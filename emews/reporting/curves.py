@@ -71,10 +71,16 @@ def changed(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 def exploits_table(lineage: pd.DataFrame) -> pd.DataFrame:
     """One row per PBT exploit: the trial, its step, the trial it cloned, the parameters it changed."""
-    return pd.DataFrame({"trial": lineage["trial"].astype(int), "at step": lineage["step"].astype(int),
-                         "cloned trial": lineage["donor"].astype(int),
-                         "new parameters": [changed(o, n) for o, n in zip(lineage["old_params"],
-                                                                            lineage["new_params"], strict=True)]})
+    return pd.DataFrame(
+        {
+            "trial": lineage["trial"].astype(int),
+            "at step": lineage["step"].astype(int),
+            "cloned trial": lineage["donor"].astype(int),
+            "new parameters": [
+                changed(o, n) for o, n in zip(lineage["old_params"], lineage["new_params"], strict=True)
+            ],
+        }
+    )
 
 
 def _value_at(rows: pd.DataFrame, step: int) -> float | None:
@@ -95,8 +101,13 @@ def draw_exploits(ax: Axes, lineage: pd.DataFrame, groups: dict[Any, pd.DataFram
         start, end = _value_at(groups[donor], step), _value_at(groups[trial], step)
         if start is None or end is None:
             continue
-        ax.annotate("", xy=(step, end), xytext=(step, start), annotation_clip=False,
-                    arrowprops={"arrowstyle": "->", "color": EXPLOIT_COLOUR, "linestyle": "--", "linewidth": 1.2})
+        ax.annotate(
+            "",
+            xy=(step, end),
+            xytext=(step, start),
+            annotation_clip=False,
+            arrowprops={"arrowstyle": "->", "color": EXPLOIT_COLOUR, "linestyle": "--", "linewidth": 1.2},
+        )
         ax.plot([step], [start], marker="o", markersize=3, color=EXPLOIT_COLOUR)
         drawn += 1
     return drawn
@@ -113,8 +124,9 @@ class Curves(ReportPlot):
         name = metric_name(data)
         if name is None:
             return None
-        frame = data.reports.assign(value=pd.to_numeric(data.reports["metrics"].map(lambda m: m.get(name)),
-                                                        errors="coerce")).dropna(subset=["value"])
+        frame = data.reports.assign(
+            value=pd.to_numeric(data.reports["metrics"].map(lambda m: m.get(name)), errors="coerce")
+        ).dropna(subset=["value"])
         if frame.empty:
             return None
         by_trial = frame.groupby("trial", sort=True)
@@ -135,8 +147,14 @@ class Curves(ReportPlot):
         for trial in trials:
             rows = groups[trial]
             label = kind[trial]
-            ax.plot(rows["step"], rows["value"], color=colour(label), alpha=0.6, linewidth=1,
-                    label=None if label in seen else label)
+            ax.plot(
+                rows["step"],
+                rows["value"],
+                color=colour(label),
+                alpha=0.6,
+                linewidth=1,
+                label=None if label in seen else label,
+            )
             seen.add(label)
             mark_clipped(ax, yrange, rows["step"].to_numpy(float), rows["value"].to_numpy(float), label=False)
         lineage = data.lineage
@@ -152,10 +170,21 @@ class Curves(ReportPlot):
         ax.legend([h for h, _ in legend], [text for _, text in legend], fontsize=8)
         ax.grid(alpha=0.3)
         ax.set_title(f"{len(trials)} of {len(last_step)} trials")
-        exploited = "" if lineage is None else (
-            f" {len(lineage)} PBT exploit{'s' if len(lineage) != 1 else ''}: each dashed arrow runs from the curve "
-            "of the trial that was cloned to the trial that cloned its checkpoint, at the step it did so; the "
-            "table lists them with the parameters each clone trained on with.")
-        return Plot(self.name, "Learning curves", fig,
-                    f"Each line is one trial's reported {name} against its step, coloured by how the trial ended."
-                    + yrange.note() + exploited, table=None if lineage is None else exploits_table(lineage))
+        exploited = (
+            ""
+            if lineage is None
+            else (
+                f" {len(lineage)} PBT exploit{'s' if len(lineage) != 1 else ''}: each dashed arrow runs from the curve "
+                "of the trial that was cloned to the trial that cloned its checkpoint, at the step it did so; the "
+                "table lists them with the parameters each clone trained on with."
+            )
+        )
+        return Plot(
+            self.name,
+            "Learning curves",
+            fig,
+            f"Each line is one trial's reported {name} against its step, coloured by how the trial ended."
+            + yrange.note()
+            + exploited,
+            table=None if lineage is None else exploits_table(lineage),
+        )

@@ -94,8 +94,9 @@ def load(exp_dir: Path) -> ExperimentData:
     names = list(workflow.get("space", {}))
     store = open_store(exp_dir)
     if store is None:
-        return ExperimentData(exp_dir, workflow, site, info, summary, _empty_results(), pd.DataFrame(columns=names),
-                              0, None)
+        return ExperimentData(
+            exp_dir, workflow, site, info, summary, _empty_results(), pd.DataFrame(columns=names), 0, None
+        )
     try:
         with store:
             results, params = _results(store, names)
@@ -108,14 +109,16 @@ def load(exp_dir: Path) -> ExperimentData:
         raise
     except ValueError as exc:  # a row whose JSON does not decode
         raise ConfigError(f"cannot read the results store: {exc}", file=store.location) from None
-    return ExperimentData(exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings,
-                          lineage)
+    return ExperimentData(
+        exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings, lineage
+    )
 
 
 def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     table = store.report_results()
-    frame = pd.DataFrame(table.rows, columns=[*RESULT_COLUMNS, "params", "attempt",
-                                              *(["checkpoint"] if table.checkpoints else [])])
+    frame = pd.DataFrame(
+        table.rows, columns=[*RESULT_COLUMNS, "params", "attempt", *(["checkpoint"] if table.checkpoints else [])]
+    )
     points = list(frame.pop("params"))
     params = pd.DataFrame.from_records(points, columns=parameter_names(names, points), index=frame.index)
     for col in ("objective", "loss", "submitted", "started", "finished"):
@@ -152,8 +155,9 @@ def _reports(store: Store) -> pd.DataFrame | None:
     curves = store.report_curves()
     if curves is None:
         return None
-    frame = pd.DataFrame({"trial": [c.trial for c in curves], "step": [c.step for c in curves],
-                          "time": [c.time for c in curves]})
+    frame = pd.DataFrame(
+        {"trial": [c.trial for c in curves], "step": [c.step for c in curves], "time": [c.time for c in curves]}
+    )
     frame["metrics"] = [c.metrics for c in curves]
     return frame
 
@@ -167,8 +171,12 @@ def _lineage(store: Store) -> pd.DataFrame | None:
 
 
 def _empty_results() -> pd.DataFrame:
-    frame = pd.DataFrame({c: pd.Series(dtype=float if c in ("objective", "loss", "submitted", "started",
-                                                              "finished") else object) for c in RESULT_COLUMNS})
+    frame = pd.DataFrame(
+        {
+            c: pd.Series(dtype=float if c in ("objective", "loss", "submitted", "started", "finished") else object)
+            for c in RESULT_COLUMNS
+        }
+    )
     frame["attempt"] = pd.Series(dtype=np.int64)
     frame["ranks"] = pd.Series(dtype=np.int64)
     return frame

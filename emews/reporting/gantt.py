@@ -16,8 +16,9 @@ from emews.reporting.figures import RASTER_ABOVE, WIDTH_PX, Plot, ReportPlot, co
 from emews.reporting.trajectory import time_unit
 
 
-def merged_bars(rank: np.ndarray, start: np.ndarray, end: np.ndarray, status: np.ndarray,
-                resolution: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def merged_bars(
+    rank: np.ndarray, start: np.ndarray, end: np.ndarray, status: np.ndarray, resolution: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Back-to-back bars of one worker and one status, less than ``resolution`` apart, as one bar
     (what a screen pixel shows anyway): (rank, start, end, status) of the bars to draw. Not empty."""
     order = np.lexsort((start, rank))
@@ -60,10 +61,15 @@ class Gantt(ReportPlot):
             if not part.any():
                 continue
             # matplotlib's stubs want a sequence of vertex arrays; it takes the (n, 4, 2) array as well
-            bars = PolyCollection(verts[part],  # type: ignore[arg-type]
-                                  facecolors=pd.Series(statuses[part]).map(palette).to_list(), edgecolors="white",
-                                  linewidths=0.3 if len(a) < 2_000 else 0.0, rasterized=len(a) > RASTER_ABOVE,
-                                  hatch=hatch, label="team" if hatch else None)
+            bars = PolyCollection(
+                verts[part],  # type: ignore[arg-type]
+                facecolors=pd.Series(statuses[part]).map(palette).to_list(),
+                edgecolors="white",
+                linewidths=0.3 if len(a) < 2_000 else 0.0,
+                rasterized=len(a) > RASTER_ABOVE,
+                hatch=hatch,
+                label="team" if hatch else None,
+            )
             ax.add_collection(bars)
         ax.set_xlim(0, max(float(b.max()), 1e-9) * 1.01)
         ax.set_ylim(-0.6, len(ranks) - 0.4)
@@ -78,10 +84,18 @@ class Gantt(ReportPlot):
             handles.append(Patch(facecolor="white", edgecolor="grey", hatch="////", label="multi-rank task"))
         ax.legend(handles=handles, loc="upper right", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
-        return Plot(self.name, "Tasks per worker", fig,
-                    f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
-                    f"{len(ranks)} workers), coloured by status"
-                    + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else ".")
-                    + (f" {teams} evaluation{'s' if teams != 1 else ''} ran on several ranks (task.ranks): each is "
-                       "hatched on its team's rank 0; the store does not record the other ranks of its team, "
-                       "which the utilization counts as busy." if teams else ""))
+        return Plot(
+            self.name,
+            "Tasks per worker",
+            fig,
+            f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
+            f"{len(ranks)} workers), coloured by status"
+            + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else ".")
+            + (
+                f" {teams} evaluation{'s' if teams != 1 else ''} ran on several ranks (task.ranks): each is "
+                "hatched on its team's rank 0; the store does not record the other ranks of its team, "
+                "which the utilization counts as busy."
+                if teams
+                else ""
+            ),
+        )

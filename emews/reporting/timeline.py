@@ -29,7 +29,7 @@ class Utilization:
     """Worker-time of the runs, in seconds and as fractions of ``workers`` x ``elapsed``."""
 
     workers: int
-    elapsed: float        # the runs' total length
+    elapsed: float  # the runs' total length
     busy_seconds: float
     idle_optimizer_seconds: float
     idle_dispatch_seconds: float
@@ -78,8 +78,8 @@ class Load:
     """Step functions over time: ``busy[i]`` and ``waiting[i]`` hold from ``times[i]`` to ``times[i+1]``."""
 
     times: np.ndarray
-    busy: np.ndarray      # worker ranks running tasks
-    waiting: np.ndarray   # worker ranks the tasks submitted and not started yet need
+    busy: np.ndarray  # worker ranks running tasks
+    waiting: np.ndarray  # worker ranks the tasks submitted and not started yet need
 
 
 def ranks(results: pd.DataFrame) -> np.ndarray:

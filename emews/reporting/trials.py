@@ -33,15 +33,23 @@ def trial_lines(exp_dir: Path, metric: str) -> list[str]:
     open_ = [s for s in states.values() if s.trial not in finished]
     ended = len(states) - len(open_)
     failed = ended - len(endings)
-    how = ", ".join(part for part in (endings_text(Counter(e.value for e in endings.values())),
-                                      f"{failed} failed" if failed else "") if part)
+    how = ", ".join(
+        part
+        for part in (endings_text(Counter(e.value for e in endings.values())), f"{failed} failed" if failed else "")
+        if part
+    )
     waits = [s for s in open_ if s.trial in paused and s.action == "pause"]
-    lines = [f"training: {len(states)} trials reported; {ended} ended" + (f" ({how})" if how else "")
-             + f", {len(open_) - len(waits)} running, {len(waits)} paused"
-             + (" (emews resume continues them)" if waits else "")]
+    lines = [
+        f"training: {len(states)} trials reported; {ended} ended"
+        + (f" ({how})" if how else "")
+        + f", {len(open_) - len(waits)} running, {len(waits)} paused"
+        + (" (emews resume continues them)" if waits else "")
+    ]
     for state in open_[-LISTED:]:
-        lines.append(f"  trial {state.trial}: step {state.step}, {metric} {_value(state, metric)}"
-                     + (", paused" if state in waits else ""))
+        lines.append(
+            f"  trial {state.trial}: step {state.step}, {metric} {_value(state, metric)}"
+            + (", paused" if state in waits else "")
+        )
     return lines
 
 

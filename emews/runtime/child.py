@@ -173,8 +173,9 @@ def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Ou
     try:
         returned = objective.call(job.params, ctx)
         exit_if_forked(ctx)
-        outcome = outcome_from_return(job.task_id, returned, config.ref.metric,
-                                      started=started, finished=time.time(), **where)
+        outcome = outcome_from_return(
+            job.task_id, returned, config.ref.metric, started=started, finished=time.time(), **where
+        )
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
         exit_if_forked(ctx)
         outcome = outcome_from_exception(job.task_id, exc, started=started, finished=time.time(), **where)

@@ -46,9 +46,15 @@ class InlineRunner:
     ``ctx.comm`` not even by the timer: the optimizer rank ends the job (``teams.TeamStranded``).
     """
 
-    def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
-                 make_context: Callable[..., TaskContext], interrupt: Interrupt | None = None,
-                 team_comm: Callable[[Team | None], Any] | None = None) -> None:
+    def __init__(
+        self,
+        ref: ObjectiveSpec,
+        *,
+        timeout: float | None = None,
+        make_context: Callable[..., TaskContext],
+        interrupt: Interrupt | None = None,
+        team_comm: Callable[[Team | None], Any] | None = None,
+    ) -> None:
         self._ref = ref
         self._team_comm = team_comm
         self._timeout = timeout
@@ -85,8 +91,9 @@ class InlineRunner:
         where: dict[str, Any] = dict(rank=context.rank, host=context.host)  # Outcome's rank and host
         started = time.time()
         if self._setup_error or self._objective is None:
-            return Outcome(task.id, Status.FAILED, error=self._setup_error, started=started,
-                           finished=time.time(), **where)
+            return Outcome(
+                task.id, Status.FAILED, error=self._setup_error, started=started, finished=time.time(), **where
+            )
         try:
             try:
                 with self._interrupt.raising(), self._alarm(self._timeout):
@@ -97,12 +104,17 @@ class InlineRunner:
         except (Interrupted, LinkClosed):
             return None  # stopping: the task stays unfinished and is run again on resume
         except _TaskTimedOut:
-            return Outcome(task.id, Status.TIMEOUT, error=f"ran past the task timeout of {self._timeout:g} s",
-                           started=started, finished=time.time(), **where)
+            return Outcome(
+                task.id,
+                Status.TIMEOUT,
+                error=f"ran past the task timeout of {self._timeout:g} s",
+                started=started,
+                finished=time.time(),
+                **where,
+            )
         except Exception as exc:
             return outcome_from_exception(task.id, exc, started=started, finished=time.time(), **where)
-        return outcome_from_return(task.id, returned, self._ref.metric, started=started,
-                                   finished=time.time(), **where)
+        return outcome_from_return(task.id, returned, self._ref.metric, started=started, finished=time.time(), **where)
 
     def close(self) -> None:
         """Run ``teardown`` (bounded by a timer on the main thread), then kill what is left."""

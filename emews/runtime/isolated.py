@@ -60,9 +60,15 @@ class ProcessRunner:
     subreaper, so whatever the objective left behind is found and killed with it.
     """
 
-    def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
-                 memory_limit: int | None = None, make_context: Callable[..., TaskContext],
-                 spool: Path | None = None) -> None:
+    def __init__(
+        self,
+        ref: ObjectiveSpec,
+        *,
+        timeout: float | None = None,
+        memory_limit: int | None = None,
+        make_context: Callable[..., TaskContext],
+        spool: Path | None = None,
+    ) -> None:
         self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool))
         self._timeout = timeout
         self._make_context = make_context
@@ -104,8 +110,14 @@ class ProcessRunner:
         except ReplyTimeout:
             self._kill()
             self._keep_output(context)
-            return Outcome(task.id, Status.TIMEOUT, error=f"ran past the task timeout of {self._timeout:g} s; "
-                           "its process was killed", started=started, finished=time.time(), **where)
+            return Outcome(
+                task.id,
+                Status.TIMEOUT,
+                error=f"ran past the task timeout of {self._timeout:g} s; its process was killed",
+                started=started,
+                finished=time.time(),
+                **where,
+            )
         except (ChildExited, OSError):
             return self._crashed(task, context, started, where)
 
@@ -145,8 +157,9 @@ class ProcessRunner:
         code = self._child.wait_exit()
         self._kill()  # whatever it left behind
         self._keep_output(context)
-        return Outcome(task.id, Status.CRASHED, error=describe_exit(code), started=started,
-                       finished=time.time(), **where)
+        return Outcome(
+            task.id, Status.CRASHED, error=describe_exit(code), started=started, finished=time.time(), **where
+        )
 
     def _keep_output(self, context: TaskContext) -> None:
         """What a killed or crashed child wrote for this task goes into the task's run dir."""
@@ -160,8 +173,9 @@ class ProcessRunner:
         except ChildExited as exc:
             self._setup_error = f"objective process failed to start: {describe_exit(exc.returncode)}"
             return
-        self._setup_error = (f"objective process did not start within {_STARTUP_TIMEOUT:g} s"
-                             if ready is None else ready.error)
+        self._setup_error = (
+            f"objective process did not start within {_STARTUP_TIMEOUT:g} s" if ready is None else ready.error
+        )
 
     def _kill(self) -> None:
         """Kill the child and every process below this worker (a subreaper: orphans are ours)."""

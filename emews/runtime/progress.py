@@ -38,8 +38,10 @@ class Progress:
         best = "-" if self.best is None else f"{self.best.objective:.6g}"
         rate = self.done / max(time.monotonic() - self.started, 1e-9)
         done = self.done if self.budget is None else f"{self.done}/{self.budget}"
-        return (f"{done} evaluations, {self.failed} failed, best {best}, "
-                f"{self.busy}/{self.workers} workers busy, {rate:,.{0 if rate >= 10 else 2}f}/s")
+        return (
+            f"{done} evaluations, {self.failed} failed, best {best}, "
+            f"{self.busy}/{self.workers} workers busy, {rate:,.{0 if rate >= 10 else 2}f}/s"
+        )
 
 
 class ProgressReporter:

@@ -34,9 +34,9 @@ log = logging.getLogger("emews")
 class Afterwards(Enum):
     """What becomes of a task whose outcome is not a result."""
 
-    RETRY = "retry"     # crashed or timed out: it runs again, from its checkpoint
-    PAUSED = "paused"   # paused at a report: it stays unfinished, for ``emews resume``
-    WAITS = "waits"     # paused by the scheduler: it waits for a promotion (or its release)
+    RETRY = "retry"  # crashed or timed out: it runs again, from its checkpoint
+    PAUSED = "paused"  # paused at a report: it stays unfinished, for ``emews resume``
+    WAITS = "waits"  # paused by the scheduler: it waits for a promotion (or its release)
 
 
 PAUSE = Decision(Action.PAUSE)
@@ -58,10 +58,18 @@ class WaitingTrial:
 class TrialService:
     """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
 
-    def __init__(self, store: Store | None, scheduler: TrialScheduler | None = None, *,
-                 metric: str = "value", direction: str | Direction = Direction.MINIMIZE,
-                 retention: Retention = KEEP_ALL, retries: int = 0, clock: PauseClock | None = None,
-                 budget: ComputeBudget | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | None,
+        scheduler: TrialScheduler | None = None,
+        *,
+        metric: str = "value",
+        direction: str | Direction = Direction.MINIMIZE,
+        retention: Retention = KEEP_ALL,
+        retries: int = 0,
+        clock: PauseClock | None = None,
+        budget: ComputeBudget | None = None,
+    ) -> None:
         self.store = store
         self.budget = budget  # counts the steps reported; once it is spent, every trial stops
         self.retention = retention
@@ -69,17 +77,20 @@ class TrialService:
         self.clock = clock or PauseClock(None)
         self.paused: dict[int, int] = {}  # task -> the step it paused at (walltime, stop signal)
         self.waiting: dict[int, int] = {}  # task -> the step its scheduler paused it at
-        self._held: dict[int, int] = {}   # trials that wait on the optimizer rank -> their step
+        self._held: dict[int, int] = {}  # trials that wait on the optimizer rank -> their step
         self.scheduler = scheduler
         self._objective_metric = metric
         self._recorded: set[int] = set()  # tasks this run wrote to ``tasks`` with a report
-        self._waited: set[int] = set()    # trials the rebuilt scheduler has waiting for a promotion
+        self._waited: set[int] = set()  # trials the rebuilt scheduler has waiting for a promotion
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = Direction.of(scheduler.mode if scheduler is not None and scheduler.mode else direction).sign
         self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
         self._retainer: Retainer | None = None
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
-            Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
+            Report: self._report,
+            RestoreRequest: self._restore,
+            CheckpointsDurable: self._durable,
+        }
 
     def rebuild(self) -> int:
         """Replay the stored reports into the scheduler (``emews resume``), each trial with the
@@ -87,10 +98,12 @@ class TrialService:
         if self.store is None or self.scheduler is None:
             return 0
         reports = self.store.reports()
-        exploits = {row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"])
-                    for row in self.store.lineage()}  # PBT replays them as they were made
-        self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions(), self.store.ended(),
-                               exploits)
+        exploits = {
+            row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"]) for row in self.store.lineage()
+        }  # PBT replays them as they were made
+        self.scheduler.rebuild(
+            reports, self.store.started_params(), self.store.promotions(), self.store.ended(), exploits
+        )
         self._waited = set(self.scheduler.waiting())
         return len(reports)
 
@@ -110,8 +123,11 @@ class TrialService:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             outcome = Outcome(task.id, Status.OK, float(value), dict(last.metrics))
         else:
-            outcome = Outcome(task.id, Status.FAILED, error=f"the run stopped as this trial paused; its last "
-                                                            f"report has no number {self._objective_metric!r}")
+            outcome = Outcome(
+                task.id,
+                Status.FAILED,
+                error=f"the run stopped as this trial paused; its last report has no number {self._objective_metric!r}",
+            )
         return WaitingTrial(task, outcome, last.step)
 
     def hold(self, trial: int, step: int) -> None:
@@ -194,10 +210,14 @@ class TrialService:
         """The scheduler's decision on ``report``, overruled by a spent budget or the walltime."""
         decision = CONTINUE
         if self.scheduler is not None:
-            decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
-                                                {} if task is None else task.params)
-        if self.budget is not None and self.budget.reached() is not None \
-                and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
+            decision = self.scheduler.on_report(
+                report.trial, report.step, report.metrics, {} if task is None else task.params
+            )
+        if (
+            self.budget is not None
+            and self.budget.reached() is not None
+            and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE)
+        ):
             decision = STOP  # the run's compute budget is spent: the trial ends with its result so far
         elif decision.action is Action.PAUSE:  # waits for a promotion, across a stop too
             self.waiting[report.trial] = report.step
@@ -241,8 +261,11 @@ class TrialService:
             self.scheduler.release(trial)
 
     def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
-        donor = None if self.store is None or decision.clone_from is None \
+        donor = (
+            None
+            if self.store is None or decision.clone_from is None
             else self.store.latest_durable(decision.clone_from)
+        )
         if donor is None or task is None or decision.params is None:
             return CONTINUE
         assert self.store is not None
@@ -279,6 +302,7 @@ class TrialService:
             return
         for row in self.store.checkpoints_by_id(doomed):
             if self.store.root is None or not remove_inside(row.path, self.store.root):
-                log.warning("retention: not deleting %s: outside the experiment directory %s", row.path,
-                            self.store.root)
+                log.warning(
+                    "retention: not deleting %s: outside the experiment directory %s", row.path, self.store.root
+                )
         self.store.mark_deleted(sorted(doomed))

@@ -57,8 +57,13 @@ class Inbox:
     (``rendezvous``) and cancels are kept by task id.
     """
 
-    def __init__(self, transport: Transport, interrupted: Callable[[], bool] = lambda: False,
-                 optimizer_rank: int = 0, aborting: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        interrupted: Callable[[], bool] = lambda: False,
+        optimizer_rank: int = 0,
+        aborting: Callable[[], bool] | None = None,
+    ) -> None:
         self._transport = transport
         self._interrupted = interrupted
         self._aborting = aborting or interrupted
@@ -145,8 +150,14 @@ _ASIDE = frozenset((Tag.TRIAL_REPLY, Tag.RENDEZVOUS, Tag.CANCEL))
 OUTCOME_BATCH_SECONDS = 100e-6
 
 
-def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0,
-                interrupted: Callable[[], bool] = lambda: False, aborting: Callable[[], bool] | None = None) -> int:
+def worker_loop(
+    transport: Transport,
+    runner: Runner,
+    *,
+    optimizer_rank: int = 0,
+    interrupted: Callable[[], bool] = lambda: False,
+    aborting: Callable[[], bool] | None = None,
+) -> int:
     """Serve tasks until told to stop (or ``interrupted``); return the number of tasks run.
 
     Tasks handed over ahead of time (prefetch) wait in a local queue. An
@@ -169,8 +180,11 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
         while not interrupted():
             if queued:
                 item = queued[0]
-                outcome = _run_team(runner, item, inbox, transport) if isinstance(item, TeamTask) \
+                outcome = (
+                    _run_team(runner, item, inbox, transport)
+                    if isinstance(item, TeamTask)
                     else _run_guarded(runner, item, inbox, transport.rank)
+                )
                 if outcome is None:  # aborted mid-task: it stays among the unfinished
                     break
                 queued.popleft()
@@ -198,8 +212,11 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
         try:
             runner.close()
         except BaseException:
-            error = (error or "") + f"teardown failed on rank {transport.rank} ({socket.gethostname()}):\n" \
+            error = (
+                (error or "")
+                + f"teardown failed on rank {transport.rank} ({socket.gethostname()}):\n"
                 + traceback.format_exc()
+            )
         if unsent:
             transport.send(unsent, optimizer_rank, Tag.OUTCOME)
         transport.send(WorkerStopped(served, error, _unfinished(queued, inbox)), optimizer_rank, Tag.STOPPED)
@@ -239,8 +256,14 @@ def _run_team(runner: Runner, item: TeamTask, inbox: Inbox, transport: Transport
         team = join_team(item, transport, inbox)
         outcome = None if team is None else _run_guarded(runner, task, inbox, transport.rank, team)
         if outcome is None and task.id in inbox.cancelled:
-            outcome = Outcome(task.id, Status.FAILED, error="cancelled: another member of the team failed",
-                              rank=transport.rank, host=socket.gethostname(), finished=time.time())
+            outcome = Outcome(
+                task.id,
+                Status.FAILED,
+                error="cancelled: another member of the team failed",
+                rank=transport.rank,
+                host=socket.gethostname(),
+                finished=time.time(),
+            )
         return outcome
     finally:
         inbox.current = None
@@ -281,5 +304,11 @@ def _run_guarded(runner: Runner, task: Task, inbox: Inbox, rank: int, team: Team
     try:
         return runner.run(task, inbox) if team is None else runner.run(task, inbox, team)
     except Exception:
-        return Outcome(task.id, Status.FAILED, error="worker error:\n" + traceback.format_exc(),
-                       rank=rank, host=socket.gethostname(), finished=time.time())
+        return Outcome(
+            task.id,
+            Status.FAILED,
+            error="worker error:\n" + traceback.format_exc(),
+            rank=rank,
+            host=socket.gethostname(),
+            finished=time.time(),
+        )
