@@ -56,12 +56,28 @@ def _told(text: str) -> list[str]:
     return lines
 
 
+#: a failed command's record that starts with its exit, not with the line that names the problem
+#: (as stores written before the record led with that line hold it): the program's output follows
+_COMMAND_EXIT = re.compile(
+    r"^command .+ (?:exited with status -?\d+|(?P<signal>died of signal \S+)); last lines of (?:stderr|stdout):$"
+)
+
+
 def cause(error: object) -> str:
-    """The line that names a recorded error: the exception line ending a traceback, else its first line."""
+    """The line that names a recorded error: the exception line ending a traceback, else its first line;
+    a command's record that starts with its exit status (stores written before the record led with the
+    meaningful line) is named by the line of its output that says what went wrong (argparse's
+    ``prog: error: ...``; after a signal, the signal unless the output names an error)."""
     lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
     if not lines:
         return "(no message)"
-    return lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    if lines[0].startswith("Traceback (most recent call last)"):
+        return lines[-1]
+    exit_ = _COMMAND_EXIT.match(lines[0])
+    if exit_ is None:
+        return lines[0]
+    output = "\n".join(lines[1:])
+    return (error_line(output) if exit_["signal"] else meaningful_line(output)) or lines[0]
 
 
 def cause_key(line: str) -> str:

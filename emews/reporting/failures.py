@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
-from emews.core.failure_cause import cause, cause_key, clip, error_line, meaningful_line
+from emews.core.failure_cause import cause, cause_key, clip
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
 
@@ -14,33 +12,12 @@ from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
 TOP_CAUSES = 12
 
 
-#: a failed command's record that starts with its exit, not with the line that names the problem
-#: (as stores written before the record led with that line hold it): the program's output follows
-_COMMAND_EXIT = re.compile(
-    r"^command .+ (?:exited with status -?\d+|(?P<signal>died of signal \S+)); "
-    r"last lines of (?:stderr|stdout):$"
-)
-
-
-def named_cause(error: object) -> str:
-    """The line that names ``error``'s cause (:func:`emews.core.failure_cause.cause`); a command's
-    record that starts with its exit status is named by the line of its output that says what went
-    wrong (argparse's ``prog: error: ...``), as the command objective names it when it records one
-    (after a signal: the signal, unless the output names an error)."""
-    line = cause(error)
-    exit_ = _COMMAND_EXIT.match(line)
-    if exit_ is None:
-        return line
-    output = str(error).strip().split("\n", 1)[1] if "\n" in str(error).strip() else ""
-    return (error_line(output) if exit_["signal"] else meaningful_line(output)) or line
-
-
 def causes(data: ExperimentData) -> pd.DataFrame:
     """(status, cause, count) of the evaluations that did not succeed, most frequent first; failures
     whose causes differ only in the values they quote are one row, named by the first
     (:func:`emews.core.failure_cause.cause_key`, as the end-of-run summary counts them)."""
     bad = data.results[data.results["status"] != "ok"]
-    named = bad["error"].map(named_cause)
+    named = bad["error"].map(cause)
     frame = pd.DataFrame({"status": bad["status"], "key": named.map(cause_key), "cause": named.map(clip)})
     counted = frame.groupby(["status", "key"], sort=False).agg(cause=("cause", "first"), count=("cause", "size"))
     return (

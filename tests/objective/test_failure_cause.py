@@ -74,3 +74,15 @@ def test_a_command_killed_by_a_signal_is_named_by_the_signal_unless_it_named_an_
     assert cause(quiet) == "command sh died of signal SIGKILL; last lines of stderr:"
     told = failed_command(tmp_path, {}, command=("sh", "-c", "echo 'Fatal error: out of memory' >&2; kill -9 $$"))
     assert cause(told) == "Fatal error: out of memory"
+
+
+def test_an_older_command_record_that_leads_with_its_exit_is_named_by_its_error_line() -> None:
+    """Stores written before a command's record led with its meaningful line: the report, the summary
+    and fail fast all name it by the output's argparse line (one rule, in ``cause``); after a signal,
+    the signal unless the output names an error."""
+    old = ("command python3 exited with status 2; last lines of stderr:\n"
+           "usage: nt3 [-h] [--epochs EPOCHS]\nnt3: error: argument --epochs: invalid int value: '5.5'")
+    assert cause(old) == "nt3: error: argument --epochs: invalid int value: '5.5'"
+    killed = "command python3 died of signal SIGKILL; last lines of stderr:\nloading data"
+    assert cause(killed) == "command python3 died of signal SIGKILL; last lines of stderr:"
+    assert most_frequent([old, old.replace("'5.5'", "'7.5'")]).count == 2
