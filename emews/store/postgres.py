@@ -111,6 +111,7 @@ class PostgresStore(ResultsStore):
     def __init__(self, url: str, schema: str, *, readonly: bool = False, root: Path | None = None,
                  durability: Durability = "normal") -> None:
         self.url, self.schema = url, schema
+        self._present: set[str] = set()
         self.path = Path(self.location)  # messages name the store by its location
         raw = connect(url)
         self._db = PgConnection(raw)  # type: ignore[assignment]
@@ -220,7 +221,13 @@ class PostgresStore(ResultsStore):
 
     # -- the catalogue and the reads written in each dialect --------------------------
     def _has(self, table: str) -> bool:
-        return self._db.raw.execute(q.HAS_TABLE, (table,)).fetchone() is not None  # type: ignore[attr-defined]
+        """Whether the experiment's schema has ``table`` (a table once there stays: remembered)."""
+        if table in self._present:
+            return True
+        found = self._db.raw.execute(q.HAS_TABLE, (table,)).fetchone() is not None  # type: ignore[attr-defined]
+        if found:
+            self._present.add(table)
+        return found
 
     def _tables(self) -> set[str]:
         return {name for (name,) in self._db.raw.execute(q.TABLES)}  # type: ignore[attr-defined]

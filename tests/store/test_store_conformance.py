@@ -173,3 +173,32 @@ def test_newer_schema_is_refused(store: Store) -> None:
         store.connection.execute("UPDATE emews_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreIncompatible, match="newer emews"):
         open_store(location=store.location, readonly=True)
+
+
+def test_postgres_migrates_an_older_schema(pg_server: PgServer, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store of version 1 opened by an emews of version 2 runs that version's migration, once,
+    and records it; opened read-only it is read as it is."""
+    from emews.store import postgres_queries as q
+    from emews.store.postgres import PostgresStore
+
+    with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as old:
+        old.add([_result(0)])
+    monkeypatch.setattr(q, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(q, "MIGRATIONS", {2: ("ALTER TABLE results ADD COLUMN note TEXT",)})
+    with PostgresStore(pg_server.url(), "t_migrate", readonly=True) as reader:
+        assert "note" not in reader._columns("results") and [r.id for r in reader] == [0]
+    with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as new:
+        assert "note" in new._columns("results")
+        assert new.connection.execute(q.GET_VERSION).fetchone()[0] == "2"
+        new.add([_result(1)])
+    with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as again:  # not run twice
+        assert [r.id for r in again] == [0, 1]
+
+
+def test_postgres_readonly_needs_the_schema(pg_server: PgServer) -> None:
+    from emews.store import StoreUnreadable
+    from emews.store.postgres import PostgresStore
+
+    with pytest.raises(StoreUnreadable, match="no schema t_never"):
+        PostgresStore(pg_server.url(), "t_never", readonly=True)
