@@ -13,7 +13,7 @@ from typing import Any
 
 from emews.core.errors import ConfigError
 from emews.core.results import StoredReport
-from emews.store.base import Durability, Store
+from emews.store.base import Durability, Store, StoreUnreadable
 from emews.store.postgres_url import URL_ALLOWED, URL_VARIABLE, check_url, chosen_url, is_url, new_schema
 from emews.store.results_store import ResultsStore
 
@@ -52,7 +52,12 @@ def open_store(exp_dir: str | Path | None = None, *, location: str | None = None
         else:
             url, _, schema = str(location).rpartition("#")
         root = Path(exp_dir) if exp_dir is not None else None
-        return PostgresStore(url, schema, readonly=readonly, root=root, durability=durability)
+        try:
+            return PostgresStore(url, schema, readonly=readonly, root=root, durability=durability)
+        except StoreUnreadable as exc:  # named as the experiment recorded it
+            if root is None or exc.file is not None:
+                raise
+            raise type(exc)(exc.message, file=root / _INFO_FILE, key=exc.key, allowed=exc.allowed) from None
     path = Path(exp_dir) / STORE_FILE if exp_dir is not None else Path(str(location))
     return ResultsStore(path, durability=durability, readonly=readonly, root=path.parent)
 

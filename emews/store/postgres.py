@@ -121,8 +121,8 @@ class PostgresStore(ResultsStore):
         except BaseException as exc:
             raw.close()
             if isinstance(exc, psycopg.Error):
-                raise StoreUnreadable(f"cannot open the results store: {' '.join(str(exc).split())}",
-                                      file=self.location) from None
+                raise StoreUnreadable(f"cannot open the results store {self.location}: "
+                                      f"{' '.join(str(exc).split())}", key="store.url") from None
             raise
 
     def _open(self, readonly: bool, durability: Durability) -> None:

@@ -125,4 +125,19 @@ def test_an_unreachable_server_is_one_line(tmp_path: Path, pg_run: Path) -> None
     for command in ("results", "status", "resume"):
         proc = cmd(command, "moved", timeout=60)
         assert proc.returncode == 2 and "cannot connect" in proc.stderr, (command, proc.stderr)
+        assert "experiment.json: store.url" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
         assert "Traceback" not in proc.stderr
+
+
+def test_missing_rights_are_one_line(pg_server: PgServer, tmp_path: Path) -> None:
+    """A role that may connect but not create the experiment's schema: refused before anything runs."""
+    import psycopg
+
+    with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+        admin.execute("DROP ROLE IF EXISTS visitor")
+        admin.execute("CREATE ROLE visitor LOGIN")
+    url = pg_server.url().replace("postgres@", "visitor@")
+    wf = write_workflow(tmp_path, store={"url": url}, **SMALL)
+    proc = EmewsCommand(tmp_path)("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=60)
+    assert proc.returncode == 2 and "store.url" in proc.stderr and "permission denied" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "exp").exists()
