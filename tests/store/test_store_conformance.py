@@ -202,3 +202,11 @@ def test_postgres_readonly_needs_the_schema(pg_server: PgServer) -> None:
 
     with pytest.raises(StoreUnreadable, match="no schema t_never"):
         PostgresStore(pg_server.url(), "t_never", readonly=True)
+
+
+def test_psycopg_is_loaded_only_for_a_postgresql_store() -> None:
+    """SQLite users neither need nor load the driver: the commands and the store package import
+    without it (it is imported when a PostgreSQL store is opened)."""
+    from testutil import modules_loaded_by
+
+    assert modules_loaded_by("emews, emews.store, emews.cli, emews.job.launching", ("psycopg",), ()) == []
