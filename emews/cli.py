@@ -20,9 +20,11 @@ from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, Em
 #: is its trial scheduler). ``workflow.KEY`` and ``site.KEY`` say it outright, and must for the keys
 #: both files have (``name``, ``description``).
 SITE_KEYS = ("scheduler", "launcher", "node", "environment", "extends", "requires_account", "name", "description")
-SET_HELP = ("override a key: the workflow's (budget.evaluations=50, trial_scheduler.options.max_t=9) or the "
-            "site's (scheduler.account=ABC, the batch scheduler; also launcher.*, node.*, environment.*); "
-            "prefix workflow. or site. to say which file outright (needed for name and description)")
+SET_HELP = (
+    "override a key: the workflow's (budget.evaluations=50, trial_scheduler.options.max_t=9) or the "
+    "site's (scheduler.account=ABC, the batch scheduler; also launcher.*, node.*, environment.*); "
+    "prefix workflow. or site. to say which file outright (needed for name and description)"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,45 +43,75 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("workflow")
     check.add_argument("--site", help="also validate this site")
     check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
-    check.add_argument("--try", dest="try_one", action="store_true",
-                       help="also ask the optimizer for its first point and evaluate it once here (a scratch "
-                            "directory, the task's timeout): exit 0 when it succeeds, 1 when it fails")
+    check.add_argument(
+        "--try",
+        dest="try_one",
+        action="store_true",
+        help="also ask the optimizer for its first point and evaluate it once here (a scratch "
+        "directory, the task's timeout): exit 0 when it succeeds, 1 when it fails",
+    )
 
-    resume = sub.add_parser("resume", help="continue a stopped experiment: the optimizer gets the earlier "
-                                           "results, interrupted tasks run again, the budget is the total")
+    resume = sub.add_parser(
+        "resume",
+        help="continue a stopped experiment: the optimizer gets the earlier "
+        "results, interrupted tasks run again, the budget is the total",
+    )
     resume.add_argument("exp_dir", type=Path)
     resume.add_argument("--workers", type=int, help="number of worker ranks (default: as before)")
-    resume.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="change the budget or walltime before resuming, e.g. budget.evaluations=400")
+    resume.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change the budget or walltime before resuming, e.g. budget.evaluations=400",
+    )
 
     results = sub.add_parser("results", help="write results.csv of an experiment and print its summary")
     results.add_argument("exp_dir", type=Path)
-    results.add_argument("--by-point", action="store_true",
-                         help="also results_by_point.csv: mean, std, min, max and count of each point's replicates")
-    results.add_argument("--format", choices=("emews", "deephyper"), default="emews",
-                         help="deephyper: results_deephyper.csv as DeepHyper's analysis tools read it "
-                              "(objective maximized, failures as F_<status>, m:timestamp_* columns)")
+    results.add_argument(
+        "--by-point",
+        action="store_true",
+        help="also results_by_point.csv: mean, std, min, max and count of each point's replicates",
+    )
+    results.add_argument(
+        "--format",
+        choices=("emews", "deephyper"),
+        default="emews",
+        help="deephyper: results_deephyper.csv as DeepHyper's analysis tools read it "
+        "(objective maximized, failures as F_<status>, m:timestamp_* columns)",
+    )
 
     status = sub.add_parser("status", help="scheduler state and progress of an experiment")
     status.add_argument("exp_dir", type=Path)
     status.add_argument("--watch", action="store_true", help="refresh until the run is over (Ctrl-C stops)")
-    status.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
-                        help="seconds between refreshes with --watch (default 2)")
+    status.add_argument(
+        "--interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between refreshes with --watch (default 2)",
+    )
 
     report = sub.add_parser("report", help="plots and tables of an experiment: one HTML file, PNGs or a PDF")
     report.add_argument("exp_dir", type=Path)
-    report.add_argument("--out", type=Path, help="output file (default: DIR/report.html, DIR/report-plots "
-                                                 "for png, DIR/report.pdf)")
+    report.add_argument(
+        "--out", type=Path, help="output file (default: DIR/report.html, DIR/report-plots for png, DIR/report.pdf)"
+    )
     report.add_argument("--format", choices=("html", "png", "pdf"), default="html")
     report.add_argument("--top", type=int, default=10, help="rows of the top evaluations table (default 10)")
 
-    checkpoints = sub.add_parser("checkpoints", help="list the durable checkpoints of an experiment "
-                                                     "(trial, step, metric, size, path)")
+    checkpoints = sub.add_parser(
+        "checkpoints", help="list the durable checkpoints of an experiment (trial, step, metric, size, path)"
+    )
     checkpoints.add_argument("exp_dir", type=Path)
-    checkpoints.add_argument("--best", type=int, metavar="K",
-                             help="only the best checkpoint of each of the best K trials, best first")
-    checkpoints.add_argument("--per-checkpoint", action="store_true",
-                             help="with --best: the best K checkpoints, several of which may be one trial's")
+    checkpoints.add_argument(
+        "--best", type=int, metavar="K", help="only the best checkpoint of each of the best K trials, best first"
+    )
+    checkpoints.add_argument(
+        "--per-checkpoint",
+        action="store_true",
+        help="with --best: the best K checkpoints, several of which may be one trial's",
+    )
 
     cancel = sub.add_parser("cancel", help="cancel an experiment's batch job")
     cancel.add_argument("exp_dir", type=Path)
@@ -117,16 +149,30 @@ def _set_target(key: str) -> str:
     workflow_sections = tuple(WorkflowModel.model_fields)
     in_workflow, in_site = head in workflow_sections, head in SITE_KEYS
     if in_workflow and in_site:
-        raise ConfigError("a key of both the workflow and the site", file=f"--set {key}", key=head,
-                          allowed=f"workflow.{key} or site.{key}")
+        raise ConfigError(
+            "a key of both the workflow and the site",
+            file=f"--set {key}",
+            key=head,
+            allowed=f"workflow.{key} or site.{key}",
+        )
     if head == "scheduler" and rest.split(".")[0] in ("name", "options"):
-        raise ConfigError("scheduler is the site's batch scheduler (account, queue, walltime, ...)",
-                          file=f"--set {key}", key=key, allowed=f"trial_{key} for the workflow's trial scheduler")
+        raise ConfigError(
+            "scheduler is the site's batch scheduler (account, queue, walltime, ...)",
+            file=f"--set {key}",
+            key=key,
+            allowed=f"trial_{key} for the workflow's trial scheduler",
+        )
     if not (in_workflow or in_site):
-        raise ConfigError("no section of the workflow or the site" + did_you_mean(head, (*workflow_sections, *SITE_KEYS)),
-                          file=f"--set {key}", key=head,
-                          allowed="the workflow's " + ", ".join(workflow_sections) + "; the site's "
-                          + ", ".join(SITE_KEYS) + "; or workflow.KEY, site.KEY")
+        raise ConfigError(
+            "no section of the workflow or the site" + did_you_mean(head, (*workflow_sections, *SITE_KEYS)),
+            file=f"--set {key}",
+            key=head,
+            allowed="the workflow's "
+            + ", ".join(workflow_sections)
+            + "; the site's "
+            + ", ".join(SITE_KEYS)
+            + "; or workflow.KEY, site.KEY",
+        )
     return "workflow" if in_workflow else "site"
 
 
@@ -145,8 +191,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from emews.job.launching import resume
 
     wf_overrides, site_overrides = _split_overrides(args.set)
-    return resume(args.exp_dir, workers=args.workers, workflow_overrides=wf_overrides,
-                  site_overrides=site_overrides).status
+    return resume(
+        args.exp_dir, workers=args.workers, workflow_overrides=wf_overrides, site_overrides=site_overrides
+    ).status
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -154,8 +201,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     wf_overrides, site_overrides = _split_overrides(args.set)
     workflow = load_workflow(args.workflow, wf_overrides)
-    print(f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
-          f"{len(workflow.space)} parameters, budget {workflow.model.budget.describe()}")
+    print(
+        f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
+        f"{len(workflow.space)} parameters, budget {workflow.model.budget.describe()}"
+    )
     if args.site:
         from emews.site import load_site
 
@@ -222,8 +271,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     exp_dir = require_experiment(args.exp_dir.absolute())
     out = args.out or render.default_output(exp_dir, args.format)
     written = render.write(data.load(exp_dir), out, args.format, top=args.top)
-    print(f"wrote {written.path}" + (f" and {len(written.pngs)} plots in {render.png_folder(written.path)}"
-                                      if args.format == "html" else ""))
+    print(
+        f"wrote {written.path}"
+        + (f" and {len(written.pngs)} plots in {render.png_folder(written.path)}" if args.format == "html" else "")
+    )
     return EXIT_OK
 
 
@@ -253,8 +304,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_experiment(args.exp_dir, args.lease)
 
 
-COMMANDS = {"launch": cmd_launch, "resume": cmd_resume, "check": cmd_check, "results": cmd_results, "status": cmd_status,
-            "report": cmd_report, "cancel": cmd_cancel, "run": cmd_run, "checkpoints": cmd_checkpoints}
+COMMANDS = {
+    "launch": cmd_launch,
+    "resume": cmd_resume,
+    "check": cmd_check,
+    "results": cmd_results,
+    "status": cmd_status,
+    "report": cmd_report,
+    "cancel": cmd_cancel,
+    "run": cmd_run,
+    "checkpoints": cmd_checkpoints,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

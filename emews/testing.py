@@ -96,11 +96,28 @@ from emews.training.schedulers.conformance import (
 )
 
 __all__ = [
-    "ConformanceError", "OptimizerConformance", "Trace", "check_optimizer", "mixed_space",
-    "run_traced", "smooth_objective", "flaky_objective", "SMOOTH", "FLAKY", "degenerate_space",
-    "constants_space", "DEGENERATE_SPACES", "check_degenerate_spaces",
-    "check_budget", "check_points_in_space", "check_failures_handled", "check_deterministic",
-    "check_clean_stop", "check_resumes", "SchedulerConformance", "check_scheduler",
+    "ConformanceError",
+    "OptimizerConformance",
+    "Trace",
+    "check_optimizer",
+    "mixed_space",
+    "run_traced",
+    "smooth_objective",
+    "flaky_objective",
+    "SMOOTH",
+    "FLAKY",
+    "degenerate_space",
+    "constants_space",
+    "DEGENERATE_SPACES",
+    "check_degenerate_spaces",
+    "check_budget",
+    "check_points_in_space",
+    "check_failures_handled",
+    "check_deterministic",
+    "check_clean_stop",
+    "check_resumes",
+    "SchedulerConformance",
+    "check_scheduler",
 ]
 
 OptimizerFactory = Callable[[int], Optimizer]
@@ -112,31 +129,36 @@ class ConformanceError(EmewsError, AssertionError):
 
 # --------------------------------------------------------------------------- space and objectives
 
+
 def mixed_space() -> Space:
     """A space with every dimension type (what the kit explores by default)."""
-    return Space({
-        "x": Float(-5.0, 5.0, sigma=1.0),
-        "lr": Float(1e-4, 1.0, log=True),
-        "units": Int(1, 64),
-        "width": Int(1, 1024, log=True),
-        "activation": Categorical(("relu", "tanh", "sigmoid")),
-        "batch": Ordered((16, 32, 64, 128)),
-        "shuffle": Categorical((True, False)),
-        "optimizer": Constant("adam"),
-    })
+    return Space(
+        {
+            "x": Float(-5.0, 5.0, sigma=1.0),
+            "lr": Float(1e-4, 1.0, log=True),
+            "units": Int(1, 64),
+            "width": Int(1, 1024, log=True),
+            "activation": Categorical(("relu", "tanh", "sigmoid")),
+            "batch": Ordered((16, 32, 64, 128)),
+            "shuffle": Categorical((True, False)),
+            "optimizer": Constant("adam"),
+        }
+    )
 
 
 def degenerate_space() -> Space:
     """What real CANDLE files hold beside ordinary ranges: ``lower == upper`` (adrp's ``epochs``
     200..200), one-value lists and constants, next to one searchable parameter."""
-    return Space({
-        "x": Float(-5.0, 5.0),
-        "epochs": Int(200, 200),
-        "rate": Float(0.1, 0.1),
-        "activation": Categorical(("relu",)),
-        "batch": Ordered((32,)),
-        "model": Constant("nt3"),
-    })
+    return Space(
+        {
+            "x": Float(-5.0, 5.0),
+            "epochs": Int(200, 200),
+            "rate": Float(0.1, 0.1),
+            "activation": Categorical(("relu",)),
+            "batch": Ordered((32,)),
+            "model": Constant("nt3"),
+        }
+    )
 
 
 def constants_space() -> Space:
@@ -146,7 +168,9 @@ def constants_space() -> Space:
 
 #: the degenerate spaces every optimizer must run on (name -> space)
 DEGENERATE_SPACES: dict[str, Callable[[], Space]] = {
-    "lower == upper and one-value lists": degenerate_space, "constants only": constants_space}
+    "lower == upper and one-value lists": degenerate_space,
+    "constants only": constants_space,
+}
 
 
 def smooth_objective(params: Mapping[str, Any]) -> float:
@@ -178,6 +202,7 @@ FLAKY = ObjectiveRef("emews.testing", "flaky_objective")
 
 # --------------------------------------------------------------------------- one traced run
 
+
 @dataclass
 class Trace:
     """What one run under the kit showed."""
@@ -186,18 +211,18 @@ class Trace:
     workers: int
     seed: int
     space: Space
-    points: list[dict[str, Any]] = field(default_factory=list)      # submitted, in order
-    results: list[Result] = field(default_factory=list)             # handed to the optimizer
-    over_budget: list[str] = field(default_factory=list)            # puts beyond ``remaining``
-    invalid: list[str] = field(default_factory=list)                # points outside the space
+    points: list[dict[str, Any]] = field(default_factory=list)  # submitted, in order
+    results: list[Result] = field(default_factory=list)  # handed to the optimizer
+    over_budget: list[str] = field(default_factory=list)  # puts beyond ``remaining``
+    invalid: list[str] = field(default_factory=list)  # points outside the space
     summary: RunSummary | None = None
     elapsed: float = 0.0
     hung: bool = False
     threads_left: list[str] = field(default_factory=list)
     optimizer: Optimizer | None = None
-    history: list[Result] = field(default_factory=list)             # given as evaluator.history
-    events: list[tuple[str, Any]] = field(default_factory=list)     # ("history"|"put"|"suggest"|"ingest", detail)
-    over_budget_puts: int = 0                                       # puts refused (BudgetExhausted)
+    history: list[Result] = field(default_factory=list)  # given as evaluator.history
+    events: list[tuple[str, Any]] = field(default_factory=list)  # ("history"|"put"|"suggest"|"ingest", detail)
+    over_budget_puts: int = 0  # puts refused (BudgetExhausted)
 
 
 class _Recorder:
@@ -238,7 +263,8 @@ class _Recorder:
         if len(points) > evaluator.remaining:
             trace.over_budget.append(
                 f"put {len(points)} points with {evaluator.remaining} left of the budget "
-                f"(after {evaluator.submitted} submitted)")
+                f"(after {evaluator.submitted} submitted)"
+            )
             return points
         for point in points:
             try:
@@ -272,10 +298,16 @@ class _Traced(Optimizer):
         trace = self.trace
         if trace.history or self.exp_dir is not None:
             evaluator = Evaluator(
-                evaluator._queues, evaluator.space, workers=evaluator.workers, budget=evaluator.budget,
-                direction=evaluator.direction, seed=evaluator.seed,
+                evaluator._queues,
+                evaluator.space,
+                workers=evaluator.workers,
+                budget=evaluator.budget,
+                direction=evaluator.direction,
+                seed=evaluator.seed,
                 first_id=max((r.id + 1 for r in trace.history), default=0),
-                history=trace.history, exp_dir=self.exp_dir)
+                history=trace.history,
+                exp_dir=self.exp_dir,
+            )
         if isinstance(self.inner, AskTellOptimizer):
             _record_ask_tell(self.inner, trace)
         self.inner.run(_Recorder(evaluator, trace))  # type: ignore[arg-type]
@@ -296,10 +328,19 @@ def _record_ask_tell(optimizer: AskTellOptimizer, trace: Trace) -> None:
     optimizer.suggest, optimizer.ingest = traced_suggest, traced_ingest  # type: ignore[method-assign]
 
 
-def run_traced(factory: OptimizerFactory, *, seed: int = 0, budget: int = 24, workers: int = 3,
-               space: Space | None = None, objective: ObjectiveRef = SMOOTH,
-               timeout: float = 60.0, main_thread: bool = False, history: Sequence[Result] = (),
-               exp_dir: Path | None = None) -> Trace:
+def run_traced(
+    factory: OptimizerFactory,
+    *,
+    seed: int = 0,
+    budget: int = 24,
+    workers: int = 3,
+    space: Space | None = None,
+    objective: ObjectiveRef = SMOOTH,
+    timeout: float = 60.0,
+    main_thread: bool = False,
+    history: Sequence[Result] = (),
+    exp_dir: Path | None = None,
+) -> Trace:
     """Run ``factory(seed)`` through the real runtime (worker threads, inline objective) and record it.
 
     ``history``: results of an earlier run, given to the optimizer as ``evaluator.history``
@@ -317,8 +358,15 @@ def run_traced(factory: OptimizerFactory, *, seed: int = 0, budget: int = 24, wo
         trace.optimizer = factory(seed)
         return _Traced(trace.optimizer, trace, exp_dir)
 
-    spec = RunSpec(space=space, make_optimizer=make, objective=objective, budget=budget, seed=seed,
-                   isolation="inline", show_progress=False)
+    spec = RunSpec(
+        space=space,
+        make_optimizer=make,
+        objective=objective,
+        budget=budget,
+        seed=seed,
+        isolation="inline",
+        show_progress=False,
+    )
     before = set(threading.enumerate())
     box: dict[str, Any] = {}
 
@@ -354,6 +402,7 @@ def run_traced(factory: OptimizerFactory, *, seed: int = 0, budget: int = 24, wo
 
 # --------------------------------------------------------------------------- the checks
 
+
 def _fail(problems: list[str]) -> None:
     if problems:
         raise ConformanceError("\n".join(problems))
@@ -372,7 +421,7 @@ def _run_error(trace: Trace) -> str | None:
 def check_budget(trace: Trace, *, full_budget: bool = True, strict: bool = True) -> None:
     """Never more evaluations than the budget; with ``full_budget``, exactly the budget."""
     problems = []
-    if (err := _run_error(trace)):
+    if err := _run_error(trace):
         problems.append(err)
     n = len(trace.points)
     if n > trace.budget:
@@ -383,8 +432,10 @@ def check_budget(trace: Trace, *, full_budget: bool = True, strict: bool = True)
     if strict and trace.over_budget:
         problems.append("asked for more evaluations than the budget had left: " + "; ".join(trace.over_budget))
     if full_budget and not trace.hung and n < trace.budget:
-        problems.append(f"used {n} of a budget of {trace.budget} evaluations "
-                        "(set full_budget = False if the optimizer ends early by design)")
+        problems.append(
+            f"used {n} of a budget of {trace.budget} evaluations "
+            "(set full_budget = False if the optimizer ends early by design)"
+        )
     _fail(problems)
 
 
@@ -404,19 +455,22 @@ def check_points_in_space(trace: Trace) -> None:
 def check_failures_handled(trace: Trace, *, full_budget: bool = True) -> None:
     """Run against the flaky objective: it completes, and failed results reach the optimizer."""
     problems = []
-    if (err := _run_error(trace)):
+    if err := _run_error(trace):
         problems.append(f"with an objective that fails on some points, {err}")
     failed = [r for r in trace.results if not r.ok]
     if not problems and trace.summary and trace.summary.failed == 0:
         problems.append("the flaky objective failed on no point of this space; use a larger budget")
     elif not problems and not failed:
-        problems.append(f"{trace.summary.failed if trace.summary else 0} evaluations failed "
-                        "but the optimizer received none of them")
+        problems.append(
+            f"{trace.summary.failed if trace.summary else 0} evaluations failed but the optimizer received none of them"
+        )
     if not problems and any(not math.isinf(r.loss) for r in failed):
         problems.append("a failed result did not carry an infinite loss")
     if not problems and full_budget and len(trace.points) < trace.budget:
-        problems.append(f"stopped after {len(trace.points)} of {trace.budget} evaluations when "
-                        "some failed (set full_budget = False if it ends early by design)")
+        problems.append(
+            f"stopped after {len(trace.points)} of {trace.budget} evaluations when "
+            "some failed (set full_budget = False if it ends early by design)"
+        )
     _fail(problems)
 
 
@@ -424,13 +478,17 @@ def check_deterministic(first: Trace, second: Trace) -> None:
     """Two runs with the same seed on one worker proposed the same points in the same order."""
     problems = [e for e in (_run_error(first), _run_error(second)) if e]
     if not problems and first.points != second.points:
-        i = next((i for i, (a, b) in enumerate(zip(first.points, second.points, strict=False)) if a != b),
-                 min(len(first.points), len(second.points)))
+        i = next(
+            (i for i, (a, b) in enumerate(zip(first.points, second.points, strict=False)) if a != b),
+            min(len(first.points), len(second.points)),
+        )
         a = first.points[i] if i < len(first.points) else "<none>"
         b = second.points[i] if i < len(second.points) else "<none>"
-        problems.append(f"same seed ({first.seed}), different points: evaluation {i} was {a!r} "
-                        f"in the first run and {b!r} in the second "
-                        "(use random.Random(seed), not the global random module)")
+        problems.append(
+            f"same seed ({first.seed}), different points: evaluation {i} was {a!r} "
+            f"in the first run and {b!r} in the second "
+            "(use random.Random(seed), not the global random module)"
+        )
     _fail(problems)
 
 
@@ -450,8 +508,9 @@ def check_resumes(resumed: Trace, finished: Trace, *, full_budget: bool = True, 
     ``resumed`` ran with part of an earlier run's results as history, ``finished`` with a
     history that spent the whole budget.
     """
-    problems = [f"resumed with {len(t.history)} earlier results, {e}"
-                for t in (resumed, finished) if (e := _run_error(t))]
+    problems = [
+        f"resumed with {len(t.history)} earlier results, {e}" for t in (resumed, finished) if (e := _run_error(t))
+    ]
     events = resumed.events
     first_put = next((i for i, (kind, _) in enumerate(events) if kind == "put"), len(events))
     if not any(kind == "history" for kind, _ in events[:first_put]):
@@ -461,31 +520,40 @@ def check_resumes(resumed: Trace, finished: Trace, *, full_budget: bool = True, 
         told = {i for kind, ids in events[:first_suggest] if kind == "ingest" for i in ids}
         missing = {r.id for r in resumed.history} - told
         if missing:
-            problems.append(f"{len(missing)} of {len(resumed.history)} earlier results were not "
-                            "ingested before the first suggest")
+            problems.append(
+                f"{len(missing)} of {len(resumed.history)} earlier results were not ingested before the first suggest"
+            )
     left = resumed.budget - len(resumed.history)
     if len(resumed.points) > left:
-        problems.append(f"resumed with {len(resumed.history)} of a budget of {resumed.budget} spent, "
-                        f"it submitted {len(resumed.points)} (more than the {left} left)")
+        problems.append(
+            f"resumed with {len(resumed.history)} of a budget of {resumed.budget} spent, "
+            f"it submitted {len(resumed.points)} (more than the {left} left)"
+        )
     elif full_budget and not resumed.hung and len(resumed.points) < left:
         problems.append(f"resumed with {left} evaluations left, it submitted only {len(resumed.points)}")
     if strict and (resumed.over_budget or finished.over_budget):
-        problems.append("asked for more evaluations than the budget had left: "
-                        + "; ".join(resumed.over_budget + finished.over_budget))
+        problems.append(
+            "asked for more evaluations than the budget had left: "
+            + "; ".join(resumed.over_budget + finished.over_budget)
+        )
     if finished.points:
-        problems.append(f"resumed after the whole budget ({finished.budget}) was spent, it still "
-                        f"submitted {len(finished.points)} points")
+        problems.append(
+            f"resumed after the whole budget ({finished.budget}) was spent, it still "
+            f"submitted {len(finished.points)} points"
+        )
     _fail(problems)
 
 
-def check_degenerate_spaces(factory: OptimizerFactory, *, seed: int = 0, budget: int = 8,
-                            timeout: float = 60.0, main_thread: bool = False) -> None:
+def check_degenerate_spaces(
+    factory: OptimizerFactory, *, seed: int = 0, budget: int = 8, timeout: float = 60.0, main_thread: bool = False
+) -> None:
     """On each of :data:`DEGENERATE_SPACES` the optimizer runs, stops cleanly, stays within the budget
     and proposes only points of the space (it may end early: there may be one point only)."""
     problems = []
     for name, make_space in DEGENERATE_SPACES.items():
-        trace = run_traced(factory, seed=seed, budget=budget, workers=2, space=make_space(), timeout=timeout,
-                           main_thread=main_thread)
+        trace = run_traced(
+            factory, seed=seed, budget=budget, workers=2, space=make_space(), timeout=timeout, main_thread=main_thread
+        )
         for check in (check_clean_stop, check_points_in_space, partial(check_budget, full_budget=False)):
             try:
                 check(trace)
@@ -498,19 +566,32 @@ def check_degenerate_spaces(factory: OptimizerFactory, *, seed: int = 0, budget:
 def resume_histories(trace: Trace) -> tuple[list[Result], list[Result]]:
     """From a run's results: the first half (a run killed midway) and all of them (a finished run)."""
     results = sorted(trace.results, key=lambda r: r.id)
-    return results[:len(results) // 2], results
+    return results[: len(results) // 2], results
 
 
 # --------------------------------------------------------------------------- all at once
 
-def check_optimizer(factory: OptimizerFactory, *, budget: int = 24, workers: int = 3,
-                    space: Space | None = None, seed: int = 0, full_budget: bool = True,
-                    deterministic: bool = True, strict_budget: bool = True, resumes: bool = True,
-                    degenerate: bool = True, timeout: float = 60.0) -> dict[str, Trace]:
+
+def check_optimizer(
+    factory: OptimizerFactory,
+    *,
+    budget: int = 24,
+    workers: int = 3,
+    space: Space | None = None,
+    seed: int = 0,
+    full_budget: bool = True,
+    deterministic: bool = True,
+    strict_budget: bool = True,
+    resumes: bool = True,
+    degenerate: bool = True,
+    timeout: float = 60.0,
+) -> dict[str, Trace]:
     """Run every conformance check on ``factory(seed) -> Optimizer``; raise listing all failures."""
     kw: dict[str, Any] = dict(seed=seed, budget=budget, space=space, timeout=timeout)
-    traces = {"smooth": run_traced(factory, workers=workers, **kw),
-              "flaky": run_traced(factory, workers=workers, objective=FLAKY, **kw)}
+    traces = {
+        "smooth": run_traced(factory, workers=workers, **kw),
+        "flaky": run_traced(factory, workers=workers, objective=FLAKY, **kw),
+    }
     checks: list[tuple[str, Callable[[], None]]] = [
         ("budget", lambda: check_budget(traces["smooth"], full_budget=full_budget, strict=strict_budget)),
         ("space", lambda: check_points_in_space(traces["smooth"])),
@@ -526,10 +607,15 @@ def check_optimizer(factory: OptimizerFactory, *, budget: int = 24, workers: int
     if resumes:
         half, whole = resume_histories(traces["smooth"])
         traces["resumed"] = run_traced(factory, workers=workers, history=half, **kw)
-        traces["finished"] = run_traced(factory, workers=workers, history=whole,
-                                        **{**kw, "budget": len(whole)})
-        checks.append(("resumes", lambda: check_resumes(traces["resumed"], traces["finished"],
-                                                        full_budget=full_budget, strict=strict_budget)))
+        traces["finished"] = run_traced(factory, workers=workers, history=whole, **{**kw, "budget": len(whole)})
+        checks.append(
+            (
+                "resumes",
+                lambda: check_resumes(
+                    traces["resumed"], traces["finished"], full_budget=full_budget, strict=strict_budget
+                ),
+            )
+        )
     problems = []
     for name, check in checks:
         try:
@@ -581,9 +667,16 @@ class OptimizerConformance:
                 history = half if kind == "resumed" else whole
                 budget = budget if kind == "resumed" else len(whole)
             self._trace_cache[key] = run_traced(
-                self.make_optimizer, seed=self.seed, budget=budget, workers=workers,
-                space=self.space, objective=objective, timeout=self.timeout, main_thread=self.main_thread,
-                history=history)
+                self.make_optimizer,
+                seed=self.seed,
+                budget=budget,
+                workers=workers,
+                space=self.space,
+                objective=objective,
+                timeout=self.timeout,
+                main_thread=self.main_thread,
+                history=history,
+            )
         return self._trace_cache[key]
 
     def test_budget_respected(self) -> None:
@@ -609,13 +702,13 @@ class OptimizerConformance:
         if not self.degenerate:
             _skip("degenerate = False")
             return
-        check_degenerate_spaces(self.make_optimizer, seed=self.seed, timeout=self.timeout,
-                                main_thread=self.main_thread)
+        check_degenerate_spaces(self.make_optimizer, seed=self.seed, timeout=self.timeout, main_thread=self.main_thread)
 
     def test_resumes(self) -> None:
         """Resumes: ingests history before proposing; a resumed finished run proposes nothing."""
-        check_resumes(self.trace("resumed"), self.trace("finished"),
-                      full_budget=self.full_budget, strict=self.strict_budget)
+        check_resumes(
+            self.trace("resumed"), self.trace("finished"), full_budget=self.full_budget, strict=self.strict_budget
+        )
 
 
 # --------------------------------------------------------------------------- trial schedulers
@@ -623,18 +716,31 @@ class OptimizerConformance:
 SchedulerFactory = Callable[[], TrialScheduler]
 
 
-def check_scheduler(factory: SchedulerFactory, *, trials: int = 16, workers: int = 4, steps: int = 12,
-                    space: Space | None = None, seed: int = 0) -> SimulatedRun:
+def check_scheduler(
+    factory: SchedulerFactory,
+    *,
+    trials: int = 16,
+    workers: int = 4,
+    steps: int = 12,
+    space: Space | None = None,
+    seed: int = 0,
+) -> SimulatedRun:
     """Run every trial-scheduler check on ``factory() -> TrialScheduler`` (unbound); raise listing
     all failures. Returns the minimizing run."""
     kw: dict[str, Any] = dict(trials=trials, workers=workers, steps=steps, space=space, seed=seed)
-    run, again, maximized = simulate(factory, **kw), simulate(factory, **kw), \
-        simulate(factory, direction="maximize", **kw)
-    checks = {"decisions": valid_problems(run), "rebuilt state": rebuild_problems(run, factory),
-              "resume": resume_problems(run, factory),
-              "determinism": same_calls_problems(run.calls, again.calls, "same seed"),
-              "direction": same_calls_problems(mirrored(run), maximized.calls, "maximize, metric negated"),
-              "no metric": missing_metric_problems(factory, space, seed)}
+    run, again, maximized = (
+        simulate(factory, **kw),
+        simulate(factory, **kw),
+        simulate(factory, direction="maximize", **kw),
+    )
+    checks = {
+        "decisions": valid_problems(run),
+        "rebuilt state": rebuild_problems(run, factory),
+        "resume": resume_problems(run, factory),
+        "determinism": same_calls_problems(run.calls, again.calls, "same seed"),
+        "direction": same_calls_problems(mirrored(run), maximized.calls, "maximize, metric negated"),
+        "no metric": missing_metric_problems(factory, space, seed),
+    }
     problems = [f"[{name}] {problem}" for name, found in checks.items() for problem in found]
     if problems:
         raise ConformanceError("trial scheduler failed conformance:\n" + "\n".join(problems))
@@ -665,8 +771,14 @@ class SchedulerConformance:
         key = (type(self), kind)
         if key not in self._run_cache:
             self._run_cache[key] = simulate(
-                self.make_scheduler, trials=self.trials, workers=self.workers, steps=self.steps,
-                space=self.space, seed=self.seed, direction="maximize" if kind == "maximize" else "minimize")
+                self.make_scheduler,
+                trials=self.trials,
+                workers=self.workers,
+                steps=self.steps,
+                space=self.space,
+                seed=self.seed,
+                direction="maximize" if kind == "maximize" else "minimize",
+            )
         return self._run_cache[key]
 
     def test_decisions_valid(self) -> None:
@@ -682,8 +794,11 @@ class SchedulerConformance:
         _fail(same_calls_problems(self.simulated().calls, self.simulated("again").calls, "same seed"))
 
     def test_direction_mirrors(self) -> None:
-        _fail(same_calls_problems(mirrored(self.simulated()), self.simulated("maximize").calls,
-                                  "maximize, metric negated"))
+        _fail(
+            same_calls_problems(
+                mirrored(self.simulated()), self.simulated("maximize").calls, "maximize, metric negated"
+            )
+        )
 
     def test_report_without_metric_continues(self) -> None:
         _fail(missing_metric_problems(self.make_scheduler, self.space, self.seed))

@@ -49,7 +49,7 @@ def power_warp(y: np.ndarray) -> Warp:
         return Warp(y)
     z = (y - float(np.mean(y))) / spread
     transformer = PowerTransformer(method="yeo-johnson")
-    with warnings.catch_warnings():   # lambda at its search bounds: still an increasing map
+    with warnings.catch_warnings():  # lambda at its search bounds: still an increasing map
         warnings.simplefilter("ignore")
         try:
             out = transformer.fit_transform(z[:, None]).ravel()

@@ -28,8 +28,9 @@ def quiet_model_fits() -> None:
     """Silence the convergence and negative-variance warnings of scikit-learn's GPs in this
     process (idempotent: a filter added again replaces itself)."""
     warnings.filterwarnings("ignore", category=ConvergenceWarning, module=GP_MODULES)
-    warnings.filterwarnings("ignore", message="Predicted variances smaller than 0", category=UserWarning,
-                            module=GP_MODULES)
+    warnings.filterwarnings(
+        "ignore", message="Predicted variances smaller than 0", category=UserWarning, module=GP_MODULES
+    )
 
 
 quiet_model_fits()

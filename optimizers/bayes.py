@@ -139,18 +139,30 @@ class BayesianOptimizer(AskTellOptimizer):
                              many seconds; false: every batch waits for a fit on all results
     """
 
-    def __init__(self, seed: int | None = None, n_initial_points: AtLeast1 = 10,
-                 initial_point_generator: str = "random", base_estimator: str = "GP",
-                 acq_func: str = "EI", xi: NonNegative = 0.01, kappa: NonNegative = 1.96,
-                 n_candidates: AtLeast10 = 2000, output_warp: bool | Literal["auto"] = "auto",
-                 max_gp_points: AtLeast10 = 200,
-                 max_hyperfit_points: AtLeast10 = 200, hyperfit_growth: NonNegative = 0.1,
-                 switch_after: AtLeast0 | None = None, fallback_estimator: str = "ET",
-                 failure_penalty: Literal["worst", "skip"] | Finite = "worst",
-                 lookahead: AtLeast0 = 0, max_idle: NonNegative | None = None,
-                 model_process: bool | Literal["auto"] = "auto", process_after: NonNegative = 0.25,
-                 speculate: bool | Literal["auto"] | NonNegative = "auto",
-                 speculate_after: NonNegative = SPECULATE_AFTER) -> None:
+    def __init__(
+        self,
+        seed: int | None = None,
+        n_initial_points: AtLeast1 = 10,
+        initial_point_generator: str = "random",
+        base_estimator: str = "GP",
+        acq_func: str = "EI",
+        xi: NonNegative = 0.01,
+        kappa: NonNegative = 1.96,
+        n_candidates: AtLeast10 = 2000,
+        output_warp: bool | Literal["auto"] = "auto",
+        max_gp_points: AtLeast10 = 200,
+        max_hyperfit_points: AtLeast10 = 200,
+        hyperfit_growth: NonNegative = 0.1,
+        switch_after: AtLeast0 | None = None,
+        fallback_estimator: str = "ET",
+        failure_penalty: Literal["worst", "skip"] | Finite = "worst",
+        lookahead: AtLeast0 = 0,
+        max_idle: NonNegative | None = None,
+        model_process: bool | Literal["auto"] = "auto",
+        process_after: NonNegative = 0.25,
+        speculate: bool | Literal["auto"] | NonNegative = "auto",
+        speculate_after: NonNegative = SPECULATE_AFTER,
+    ) -> None:
         # the same schema the workflow's options are checked against (``plugins.options_model``)
         validate_options(BayesianOptimizer, {k: v for k, v in locals().items() if k != "self"})
         self.seed = seed
@@ -170,19 +182,24 @@ class BayesianOptimizer(AskTellOptimizer):
         self.speculate_auto = speculate == "auto"
         self.options: dict[str, Any] = dict(
             n_initial_points=n_initial_points,
-            initial_point_generator=_choice("initial_point_generator", initial_point_generator,
-                                            INITIAL_GENERATORS),
+            initial_point_generator=_choice("initial_point_generator", initial_point_generator, INITIAL_GENERATORS),
             base_estimator=_choice("base_estimator", base_estimator, ESTIMATORS),
             fallback_estimator=_choice("fallback_estimator", fallback_estimator, ESTIMATORS),
-            acq_func=_choice("acq_func", acq_func, ACQ_FUNCS), xi=float(xi), kappa=float(kappa),
-            n_candidates=int(n_candidates), output_warp=output_warp, max_gp_points=max_gp_points,
+            acq_func=_choice("acq_func", acq_func, ACQ_FUNCS),
+            xi=float(xi),
+            kappa=float(kappa),
+            n_candidates=int(n_candidates),
+            output_warp=output_warp,
+            max_gp_points=max_gp_points,
             max_hyperfit_points=max_hyperfit_points,
-            hyperfit_growth=float(hyperfit_growth), switch_after=switch_after,
-            failures=FailureImputation.from_option(failure_penalty))
+            hyperfit_growth=float(hyperfit_growth),
+            switch_after=switch_after,
+            failures=FailureImputation.from_option(failure_penalty),
+        )
         self.engine: Engine | None = None
         self.stats: dict[str, Any] = {}
-        self._pending: dict[int, list[Any]] = {}   # suggest/ingest bookkeeping: task id -> skopt point
-        self._fresh: list[list[Any]] = []          # the last suggest's points, not yet submitted
+        self._pending: dict[int, list[Any]] = {}  # suggest/ingest bookkeeping: task id -> skopt point
+        self._fresh: list[list[Any]] = []  # the last suggest's points, not yet submitted
 
     # -- ask/tell API ---------------------------------------------------------------------------
     def start(self, space: Space, workers: int) -> None:
@@ -236,29 +253,39 @@ class BayesianOptimizer(AskTellOptimizer):
         if self.seed is None:
             self.seed = evaluator.seed
         self.start(evaluator.space, evaluator.workers)
-        if evaluator.history:   # a resumed run: learn the earlier results first
+        if evaluator.history:  # a resumed run: learn the earlier results first
             self.ingest(list(evaluator.history))
         target = self.in_flight
         assert target is not None, "start() sets in_flight"
         workers = evaluator.workers
-        speculate = math.isfinite(self.speculate) and workers > 1   # one worker: none, runs repeat
+        speculate = math.isfinite(self.speculate) and workers > 1  # one worker: none, runs repeat
         engine = self._engine()
         if speculate:
             engine.reserve_size = workers
         by_word: dict[object, float] = {True: 0.0, False: math.inf}
         process_after = by_word.get(self.model_process, self.process_after)
-        proposer = Proposer(engine, max_ahead=4 * target if speculate else 0,
-                            min_cycle=self.speculate if speculate else 0.0,
-                            longer_than_tasks=self.speculate_auto,
-                            process_after=process_after if speculate else math.inf).start()
-        refill = Refill(self.space, self.map, proposer, workers=workers, speculate=speculate,
-                        max_idle=self.max_idle, seed=self.seed, stats=self.stats)
+        proposer = Proposer(
+            engine,
+            max_ahead=4 * target if speculate else 0,
+            min_cycle=self.speculate if speculate else 0.0,
+            longer_than_tasks=self.speculate_auto,
+            process_after=process_after if speculate else math.inf,
+        ).start()
+        refill = Refill(
+            self.space,
+            self.map,
+            proposer,
+            workers=workers,
+            speculate=speculate,
+            max_idle=self.max_idle,
+            seed=self.seed,
+            stats=self.stats,
+        )
         poll = 0.002
         try:
             if evaluator.history and evaluator.remaining > 0:
                 # a resumed run's first proposals come from a model of the earlier results, not fillers
-                proposer.request(max(min(target - evaluator.pending, evaluator.remaining), 1),
-                                 evaluator.remaining)
+                proposer.request(max(min(target - evaluator.pending, evaluator.remaining), 1), evaluator.remaining)
                 proposer.wait_ready(1)
             while True:
                 room = min(target - evaluator.pending, evaluator.remaining)
@@ -275,16 +302,14 @@ class BayesianOptimizer(AskTellOptimizer):
                         return
                     proposer.wait_ready(1, timeout=self.max_idle)
                     continue
-                if room > 0:   # the model is working on points we could submit: look back soon
+                if room > 0:  # the model is working on points we could submit: look back soon
                     results = evaluator.get(1, timeout=poll)
                     poll = min(poll * 1.5, 0.02)
                 else:
                     results = evaluator.get(1)
                 if results:
                     poll = 0.002
-                    proposer.tell([r.id for r in results], [self._x(r) for r in results],
-                                  [r.loss for r in results])
+                    proposer.tell([r.id for r in results], [self._x(r) for r in results], [r.loss for r in results])
         finally:
             proposer.close()
             self.stats.update(proposer.summary())
-

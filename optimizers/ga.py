@@ -78,16 +78,51 @@ class GeneticAlgorithm(Optimizer):
     CANDLE Supervisor's GA exactly: ``strategy: simple, elitism: 0, sigma_adapt: false, screen: 1``.
     """
 
-    def __init__(self, population: int | None = None, generations: int | None = None, cxpb: float = 0.5,
-                 mutpb: float = 0.5, indpb: float | None = None, cx_indpb: float = 0.5,
-                 tournament: int = 3, seed: int | None = None, strategy: str | None = None,
-                 mu: int | None = None, lambda_: int | None = None, failure: str = "penalty",
-                 penalty: float = math.inf, hall_of_fame: int = 10, replacement: str = "worst",
-                 in_flight: int | None = None, elitism: int = 1, sigma_decay: float = 1.0,
-                 sigma_adapt: bool = True, screen: int = 10) -> None:
-        self.options = GAOptions(population, generations, cxpb, mutpb, indpb, cx_indpb, tournament, seed,
-                                 strategy, mu, lambda_, failure, penalty, hall_of_fame, replacement,
-                                 in_flight, elitism, sigma_decay, sigma_adapt, screen)
+    def __init__(
+        self,
+        population: int | None = None,
+        generations: int | None = None,
+        cxpb: float = 0.5,
+        mutpb: float = 0.5,
+        indpb: float | None = None,
+        cx_indpb: float = 0.5,
+        tournament: int = 3,
+        seed: int | None = None,
+        strategy: str | None = None,
+        mu: int | None = None,
+        lambda_: int | None = None,
+        failure: str = "penalty",
+        penalty: float = math.inf,
+        hall_of_fame: int = 10,
+        replacement: str = "worst",
+        in_flight: int | None = None,
+        elitism: int = 1,
+        sigma_decay: float = 1.0,
+        sigma_adapt: bool = True,
+        screen: int = 10,
+    ) -> None:
+        self.options = GAOptions(
+            population,
+            generations,
+            cxpb,
+            mutpb,
+            indpb,
+            cx_indpb,
+            tournament,
+            seed,
+            strategy,
+            mu,
+            lambda_,
+            failure,
+            penalty,
+            hall_of_fame,
+            replacement,
+            in_flight,
+            elitism,
+            sigma_decay,
+            sigma_adapt,
+            screen,
+        )
         self.population: list[Individual] = []
         self.hall_of_fame: list[Individual] = []
         self.logbook: Any = None

@@ -59,7 +59,7 @@ class Subspace:
     """One region of the search and the Bayesian optimizer that searches it."""
 
     space: Space
-    bounds: dict[str, tuple[Any, Any]]   # the split dimensions' bounds in this subspace
+    bounds: dict[str, tuple[Any, Any]]  # the split dimensions' bounds in this subspace
     engine: Engine
     map: SpaceMap
     results: int = 0
@@ -77,15 +77,21 @@ class Subspace:
 
     def summary(self) -> dict[str, Any]:
         best = self.best
-        return {"bounds": {k: list(v) for k, v in self.bounds.items()}, "results": self.results,
-                "best_loss": best.loss if best else None, "best_point": dict(best.params) if best else None}
+        return {
+            "bounds": {k: list(v) for k, v in self.bounds.items()},
+            "results": self.results,
+            "best_loss": best.loss if best else None,
+            "best_point": dict(best.params) if best else None,
+        }
 
 
 def _halves(dim: Numeric, overlap: float) -> tuple[Numeric, Numeric]:
     """The two overlapping halves of a numeric dimension (in its unit scale)."""
     low_end, high_start = (1.0 + overlap) / 2.0, (1.0 - overlap) / 2.0
-    return (dataclasses.replace(dim, upper=dim.from_unit(low_end)),
-            dataclasses.replace(dim, lower=dim.from_unit(high_start)))
+    return (
+        dataclasses.replace(dim, upper=dim.from_unit(low_end)),
+        dataclasses.replace(dim, lower=dim.from_unit(high_start)),
+    )
 
 
 def splittable(space: Space) -> list[str]:
@@ -125,31 +131,42 @@ class HyperSpace(AskTellOptimizer):
     the losses or their Yeo-Johnson transform, as bayes); ``failure_penalty`` (worst | skip | a number, as bayes).
     """
 
-    def __init__(self, seed: int | None = None, overlap: Annotated[float, Field(ge=0, lt=1)] = 0.25,
-                 splits: Annotated[int, Field(ge=1, le=6)] | None = None, split: list[str] | None = None,
-                 n_initial_points: Annotated[int, Field(ge=1)] = 3,
-                 n_candidates: Annotated[int, Field(ge=10)] = 1000,
-                 max_gp_points: Annotated[int, Field(ge=10)] = 200, output_warp: bool | Literal["auto"] = "auto",
-                 failure_penalty: Literal["worst", "skip"] | Annotated[float, Field(allow_inf_nan=False)] = "worst",
-                 ) -> None:
+    def __init__(
+        self,
+        seed: int | None = None,
+        overlap: Annotated[float, Field(ge=0, lt=1)] = 0.25,
+        splits: Annotated[int, Field(ge=1, le=6)] | None = None,
+        split: list[str] | None = None,
+        n_initial_points: Annotated[int, Field(ge=1)] = 3,
+        n_candidates: Annotated[int, Field(ge=10)] = 1000,
+        max_gp_points: Annotated[int, Field(ge=10)] = 200,
+        output_warp: bool | Literal["auto"] = "auto",
+        failure_penalty: Literal["worst", "skip"] | Annotated[float, Field(allow_inf_nan=False)] = "worst",
+    ) -> None:
         validate_options(HyperSpace, {k: v for k, v in locals().items() if k != "self"})
         self.seed, self.overlap, self.splits, self.split = seed, overlap, splits, split
-        self.engine_options: dict[str, Any] = dict(n_initial_points=n_initial_points, n_candidates=n_candidates,
-                                   max_gp_points=max_gp_points, max_hyperfit_points=max_gp_points,
-                                   output_warp=output_warp)
+        self.engine_options: dict[str, Any] = dict(
+            n_initial_points=n_initial_points,
+            n_candidates=n_candidates,
+            max_gp_points=max_gp_points,
+            max_hyperfit_points=max_gp_points,
+            output_warp=output_warp,
+        )
         self.failure_penalty = failure_penalty
         self.subspaces: list[Subspace] = []
         self._turn = 0
-        self._pending: dict[int, tuple[int, list[Any]]] = {}   # task id -> (subspace, skopt point)
-        self._fresh: list[tuple[int, list[Any]]] = []          # the last suggest's, not yet submitted
+        self._pending: dict[int, tuple[int, list[Any]]] = {}  # task id -> (subspace, skopt point)
+        self._fresh: list[tuple[int, list[Any]]] = []  # the last suggest's, not yet submitted
 
     def check(self, space: Space) -> None:
         """Before launch: the dimensions named in ``split`` exist and can be split."""
         names = splittable(space)
         for name in self.split or ():
             if name not in names:
-                raise ValueError(f"split: {name!r} is not a numeric dimension of the space with more "
-                                 f"than one value; allowed: {', '.join(names) or 'none'}")
+                raise ValueError(
+                    f"split: {name!r} is not a numeric dimension of the space with more "
+                    f"than one value; allowed: {', '.join(names) or 'none'}"
+                )
 
     def start(self, space: Space, workers: int) -> None:
         super().start(space, workers)
@@ -161,8 +178,9 @@ class HyperSpace(AskTellOptimizer):
         for i, (sub, bounds) in enumerate(split_space(space, chosen, self.overlap)):
             smap = SpaceMap(sub)
             seed = None if self.seed is None else self.seed * 1000 + i
-            engine = Engine(smap, seed=seed, failures=FailureImputation.from_option(self.failure_penalty),
-                            **self.engine_options)
+            engine = Engine(
+                smap, seed=seed, failures=FailureImputation.from_option(self.failure_penalty), **self.engine_options
+            )
             self.subspaces.append(Subspace(sub, bounds, engine, smap))
 
     def run(self, evaluator: Any) -> None:
@@ -203,8 +221,13 @@ class HyperSpace(AskTellOptimizer):
     def _report(self, exp_dir: str | os.PathLike[str] | None) -> None:
         report = [sub.summary() for sub in self.subspaces]
         for i, entry in enumerate(report):
-            log.info("hyperspace subspace %d %s: %d results, best %s", i, entry["bounds"],
-                     entry["results"], entry["best_loss"])
+            log.info(
+                "hyperspace subspace %d %s: %d results, best %s",
+                i,
+                entry["bounds"],
+                entry["results"],
+                entry["best_loss"],
+            )
         if exp_dir is not None and report:
             path = Path(exp_dir) / "hyperspace.json"
             tmp = path.with_suffix(".json.tmp")

@@ -64,10 +64,17 @@ class MBO(ROptimizer):
     script = Path(__file__).with_name("mbo.R")
     entry = "emews_mbo"
 
-    def __init__(self, seed: int | None = None, n_initial: int | None = None, infill: str = "cb",
-                 candidates: int = 2000, ntree: int = 200, transform: str = "log",
-                 implementation: str = "auto",
-                 **extra: Any) -> None:
+    def __init__(
+        self,
+        seed: int | None = None,
+        n_initial: int | None = None,
+        infill: str = "cb",
+        candidates: int = 2000,
+        ntree: int = 200,
+        transform: str = "log",
+        implementation: str = "auto",
+        **extra: Any,
+    ) -> None:
         lam = extra.pop("lambda", extra.pop("lambda_", 1.0))
         if extra:
             raise ValueError(f"mbo: unknown option {sorted(extra)[0]!r} (allowed: {', '.join(OPTIONS)})")
@@ -77,17 +84,23 @@ class MBO(ROptimizer):
             raise ValueError(f"mbo: transform must be log, rank or none, not {transform!r}")
         if implementation not in ("auto", "mlrMBO", "fallback"):
             raise ValueError(f"mbo: implementation must be auto, mlrMBO or fallback, not {implementation!r}")
-        if n_initial is not None and (not isinstance(n_initial, int) or isinstance(n_initial, bool)
-                                      or n_initial < 1):
+        if n_initial is not None and (not isinstance(n_initial, int) or isinstance(n_initial, bool) or n_initial < 1):
             raise ValueError(f"mbo: n_initial must be a positive integer, not {n_initial!r}")
         for name, value in (("candidates", candidates), ("ntree", ntree)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"mbo: {name} must be a positive integer, not {value!r}")
         if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam) or lam < 0:
             raise ValueError(f"mbo: lambda must be a non-negative number, not {lam!r}")
-        options = {"seed": seed, "n_initial": n_initial, "infill": infill, "lambda": float(lam),
-                   "candidates": candidates, "ntree": ntree, "transform": transform,
-                   "implementation": implementation}
+        options = {
+            "seed": seed,
+            "n_initial": n_initial,
+            "infill": infill,
+            "lambda": float(lam),
+            "candidates": candidates,
+            "ntree": ntree,
+            "transform": transform,
+            "implementation": implementation,
+        }
         super().__init__(options={k: v for k, v in options.items() if v is not None})
         self.implementation: str | None = None
         self._exp_dir: Path | None = None
@@ -101,8 +114,7 @@ class MBO(ROptimizer):
         except RUnavailable as exc:
             raise ValueError(f"{INSTALL} ({exc})") from None
         if missing:
-            raise ValueError(f"{INSTALL} (R lacks the package{'s' if len(missing) > 1 else ''} "
-                             f"{', '.join(missing)})")
+            raise ValueError(f"{INSTALL} (R lacks the package{'s' if len(missing) > 1 else ''} {', '.join(missing)})")
 
     def on_info(self, key: str, value: Any) -> None:
         if key == "implementation":

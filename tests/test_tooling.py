@@ -35,36 +35,17 @@ def passes(proc: subprocess.CompletedProcess[str]) -> bool:
     return proc.returncode == 0
 
 
-@pytest.mark.xfail(reason="ruff lint and mypy are clean everywhere but emews/runtime, whose refactor (issue 29 point 3) "
-                   "is being finished",
-                   strict=True)
 def test_ruff_lint_passes() -> None:
     """Pyflakes, pycodestyle, import order, bugbear, the complexity limit (15) and pyupgrade."""
     assert passes(tool("ruff", "check", "--no-cache", "--output-format", "concise", *SOURCES))
 
 
-# The whole-tree `ruff format` lands last, in one commit, once nobody else edits the tree (issue 29
-# point 8): until then the check is expected to fail. `strict` turns the first passing run into a
-# failure, as a reminder to delete this mark in that commit.
-@pytest.mark.xfail(reason="the whole-tree `ruff format` has not landed yet (issue 29 point 8)", strict=True)
 def test_ruff_format_passes() -> None:
     """Every file is as `ruff format` writes it."""
     assert passes(tool("ruff", "format", "--check", "--no-cache", *SOURCES))
 
 
-@pytest.mark.xfail(reason="ruff lint and mypy are clean everywhere but emews/runtime, whose refactor (issue 29 point 3) "
-                   "is being finished",
-                   strict=True)
 def test_mypy_passes() -> None:
     """The type checker, over the files and with the settings in ``[tool.mypy]``."""
     assert passes(tool("mypy"))
 
-
-#: the folders already clean: they stay clean while the rest is finished
-FINISHED = [str(p.relative_to(REPO)) for p in sorted((REPO / "emews").iterdir())
-            if p.name != "runtime" and (p.suffix == ".py" or (p / "__init__.py").exists())] + ["optimizers"]
-
-
-def test_ruff_lint_passes_where_finished() -> None:
-    """The folders made lint-clean stay clean."""
-    assert passes(tool("ruff", "check", "--no-cache", *FINISHED))

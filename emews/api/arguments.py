@@ -34,12 +34,22 @@ from emews.core.space import DimensionType
 #: what messages call a workflow given as arguments (where a file name would be)
 LABEL = "emews.run"
 #: what ``objective=`` may be
-OBJECTIVE_FORMS = ("a function of a module or script file, 'model.py:function', 'model.py' (its run), "
-                   "'package.module:function', a command list ['python3', 'train.py'], or an objective mapping")
+OBJECTIVE_FORMS = (
+    "a function of a module or script file, 'model.py:function', 'model.py' (its run), "
+    "'package.module:function', a command list ['python3', 'train.py'], or an objective mapping"
+)
 
 
-def workflow_data(objective: Any, space: Any, optimizer: Any, budget: Any, trial_scheduler: Any,
-                  metric: str | None, direction: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
+def workflow_data(
+    objective: Any,
+    space: Any,
+    optimizer: Any,
+    budget: Any,
+    trial_scheduler: Any,
+    metric: str | None,
+    direction: str | None,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
     """The workflow mapping of ``emews.run``'s arguments (``options``: the workflow's other keys)."""
     section = objective_section(objective)
     if metric is not None:
@@ -53,8 +63,9 @@ def workflow_data(objective: Any, space: Any, optimizer: Any, budget: Any, trial
     if budget is not None:
         data["budget"] = _budget(budget)
     if trial_scheduler is not None:
-        data["trial_scheduler"] = ({"name": trial_scheduler} if isinstance(trial_scheduler, str)
-                                   else _mapping(trial_scheduler))
+        data["trial_scheduler"] = (
+            {"name": trial_scheduler} if isinstance(trial_scheduler, str) else _mapping(trial_scheduler)
+        )
     return data
 
 
@@ -71,8 +82,9 @@ def objective_section(objective: Any) -> dict[str, Any]:
         return {"module": module, "function": function}
     if callable(objective):
         return _function_section(objective)
-    raise ConfigError(f"cannot run {type(objective).__name__} {objective!r}", file=LABEL, key="objective",
-                      allowed=OBJECTIVE_FORMS)
+    raise ConfigError(
+        f"cannot run {type(objective).__name__} {objective!r}", file=LABEL, key="objective", allowed=OBJECTIVE_FORMS
+    )
 
 
 def _function_section(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -82,17 +94,25 @@ def _function_section(fn: Callable[..., Any]) -> dict[str, Any]:
     module_name = getattr(fn, "__module__", None)
     module = sys.modules.get(module_name or "")
     if name == "<lambda>" or qualname != name:
-        raise ConfigError(f"{qualname} is not a module-level function, which the worker processes could import",
-                          file=LABEL, key="objective",
-                          allowed="a function defined with def at the top of a module or script file")
+        raise ConfigError(
+            f"{qualname} is not a module-level function, which the worker processes could import",
+            file=LABEL,
+            key="objective",
+            allowed="a function defined with def at the top of a module or script file",
+        )
     source = getattr(module, "__file__", None)
     if module is None or source is None or not Path(source).is_file():  # a cell, <stdin>, a REPL
-        raise ConfigError(f"the function {name} is defined in a notebook or an interactive session, which the "
-                          "worker processes cannot import; write it to a file (in a notebook: a cell starting "
-                          f"with %%writefile model.py) and pass objective='model.py:{name}'",
-                          file=LABEL, key="objective", allowed=OBJECTIVE_FORMS)
-    packaged = "." in (module_name or "") or any(part in ("site-packages", "dist-packages")
-                                                 for part in Path(source).parts)
+        raise ConfigError(
+            f"the function {name} is defined in a notebook or an interactive session, which the "
+            "worker processes cannot import; write it to a file (in a notebook: a cell starting "
+            f"with %%writefile model.py) and pass objective='model.py:{name}'",
+            file=LABEL,
+            key="objective",
+            allowed=OBJECTIVE_FORMS,
+        )
+    packaged = "." in (module_name or "") or any(
+        part in ("site-packages", "dist-packages") for part in Path(source).parts
+    )
     if packaged and module_name != "__main__":
         return {"module": module_name, "function": name}  # by reference, as pickle does
     return {"module": str(Path(source).resolve()), "function": name}
@@ -106,9 +126,13 @@ def space_section(space: Any) -> dict[str, Any]:
     if isinstance(space, (str, Path)):
         return {"file": str(space)}
     if not isinstance(space, Mapping):
-        raise ConfigError(f"expected a mapping of parameters, not {type(space).__name__}", file=LABEL, key="space",
-                          allowed="{name: {type: float, lower: 0, upper: 1}} or {name: emews.Float(0, 1)}, "
-                                  "or a CANDLE GA parameter file")
+        raise ConfigError(
+            f"expected a mapping of parameters, not {type(space).__name__}",
+            file=LABEL,
+            key="space",
+            allowed="{name: {type: float, lower: 0, upper: 1}} or {name: emews.Float(0, 1)}, "
+            "or a CANDLE GA parameter file",
+        )
     return {str(name): spec.to_spec() if isinstance(spec, DimensionType) else spec for name, spec in space.items()}
 
 
@@ -134,4 +158,3 @@ def _default_name(objective: Any, section: Mapping[str, Any]) -> str:
     if isinstance(module, str):
         return Path(module).stem.rpartition(".")[2] or "experiment"
     return "experiment"
-

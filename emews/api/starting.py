@@ -30,9 +30,20 @@ class RunFailed(EmewsError):
         self.experiment, self.exit_status = experiment, exit_status
 
 
-def run(objective: Any, space: Any = None, optimizer: Any = "bayes", budget: Any = None, workers: int | None = None,
-        site: str = "local", trial_scheduler: Any = None, *, metric: str | None = None, direction: str | None = None,
-        exp_dir: str | Path | None = None, **options: Any) -> Experiment:
+def run(
+    objective: Any,
+    space: Any = None,
+    optimizer: Any = "bayes",
+    budget: Any = None,
+    workers: int | None = None,
+    site: str = "local",
+    trial_scheduler: Any = None,
+    *,
+    metric: str | None = None,
+    direction: str | None = None,
+    exp_dir: str | Path | None = None,
+    **options: Any,
+) -> Experiment:
     """Run a search as ``emews launch`` would run its workflow file, and return the experiment.
 
     ``objective``: a module-level function (of a module, or of this script: then call ``run`` under
@@ -61,26 +72,37 @@ def run(objective: Any, space: Any = None, optimizer: Any = "bayes", budget: Any
     stand_in = Path.cwd() / f"{name if isinstance(name, str) and name else 'experiment'}.yaml"
     workflow = workflow_from_mapping(data, stand_in, label=LABEL)
     target_site = load_site(site)
-    launched = launch(workflow, target_site, workers=workers, exp_dir=None if exp_dir is None else Path(exp_dir),
-                      relay=_relay_wanted())
+    launched = launch(
+        workflow,
+        target_site,
+        workers=workers,
+        exp_dir=None if exp_dir is None else Path(exp_dir),
+        relay=_relay_wanted(),
+    )
     assert launched.exp_dir is not None
     experiment = load(launched.exp_dir)
     if launched.status == EXIT_OK:
         return experiment
     if launched.status == 128 + signal.SIGINT:
         raise KeyboardInterrupt
-    raise RunFailed(f"the run of {launched.exp_dir} ended with exit status {launched.status} (its lines above say "
-                    f"why); emews.load({str(launched.exp_dir)!r}) reads what it stored, and emews resume "
-                    f"{launched.exp_dir} continues it", experiment, launched.status)
+    raise RunFailed(
+        f"the run of {launched.exp_dir} ended with exit status {launched.status} (its lines above say "
+        f"why); emews.load({str(launched.exp_dir)!r}) reads what it stored, and emews resume "
+        f"{launched.exp_dir} continues it",
+        experiment,
+        launched.status,
+    )
 
 
 def _refuse_inside_a_job() -> None:
     """A script that defines its objective is imported again where the objective runs: there (and
     while ``run`` itself imports it to check it) a call to ``run`` is the script's missing guard."""
     if importing_user_code():
-        raise EmewsError(f"emews.run was called while the objective's file was being imported (to check it, or "
-                         f"where it runs): {_GUARD}, as multiprocessing asks, so that importing the file only "
-                         "defines the objective")
+        raise EmewsError(
+            f"emews.run was called while the objective's file was being imported (to check it, or "
+            f"where it runs): {_GUARD}, as multiprocessing asks, so that importing the file only "
+            "defines the objective"
+        )
 
 
 def _relay_wanted() -> bool:

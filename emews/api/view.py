@@ -87,9 +87,15 @@ class Experiment:
         from emews.output.catalog import list_checkpoints
 
         rows = list_checkpoints(self.path)
-        return pd.DataFrame({"trial": typed([r.trial for r in rows]), "step": typed([r.step for r in rows]),
-                             "metric": typed([r.metric for r in rows], float),
-                             "size": typed([r.size for r in rows]), "path": typed([r.path for r in rows])})
+        return pd.DataFrame(
+            {
+                "trial": typed([r.trial for r in rows]),
+                "step": typed([r.step for r in rows]),
+                "metric": typed([r.metric for r in rows], float),
+                "size": typed([r.size for r in rows]),
+                "path": typed([r.path for r in rows]),
+            }
+        )
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -120,8 +126,9 @@ class Experiment:
 
         kinds = {kind.name: kind for kind in _report_plots()}
         if name is not None and name not in kinds:
-            raise ConfigError(f"unknown plot {name!r}" + did_you_mean(name, kinds), key="plot",
-                              allowed=", ".join(kinds))
+            raise ConfigError(
+                f"unknown plot {name!r}" + did_you_mean(name, kinds), key="plot", allowed=", ".join(kinds)
+            )
         loaded = data.load(self.path)
         if name is not None:
             made = kinds[name].make(loaded)

@@ -49,13 +49,15 @@ def next_numbered(root: Path, stem: str) -> Path:
     return root / f"{stem}-{n:03d}"
 
 
-def create_experiment(exp_dir: Path | None, *, name: str, workflow: dict[str, Any], site: dict[str, Any],
-                      info: dict[str, Any]) -> Path:
+def create_experiment(
+    exp_dir: Path | None, *, name: str, workflow: dict[str, Any], site: dict[str, Any], info: dict[str, Any]
+) -> Path:
     """Write a new experiment directory atomically (a temp dir renamed into place)."""
     target = exp_dir if exp_dir is not None else next_numbered(Path("experiments"), name)
     target = target.absolute()
-    taken = ConfigError(f"{target} already exists and is not empty", key="--exp-dir",
-                        allowed="a new or empty directory")
+    taken = ConfigError(
+        f"{target} already exists and is not empty", key="--exp-dir", allowed="a new or empty directory"
+    )
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise taken
     staging = target.parent / f".{target.name}.partial-{os.getpid()}"
@@ -65,8 +67,14 @@ def create_experiment(exp_dir: Path | None, *, name: str, workflow: dict[str, An
         (staging / "runs").mkdir()
         _dump_yaml(staging / WORKFLOW_FILE, workflow)
         _dump_yaml(staging / SITE_FILE, site)
-        meta = {"name": name, "created": time.time(), "emews_version": emews_version(),
-                "python": sys.executable, "command": sys.argv, **info}
+        meta = {
+            "name": name,
+            "created": time.time(),
+            "emews_version": emews_version(),
+            "python": sys.executable,
+            "command": sys.argv,
+            **info,
+        }
         (staging / INFO_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         try:
             if target.exists():
@@ -76,8 +84,12 @@ def create_experiment(exp_dir: Path | None, *, name: str, workflow: dict[str, An
             raise taken from None
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise ConfigError(f"cannot create the experiment directory: {exc.strerror or exc}", file=str(target),
-                          key="--exp-dir", allowed="a writable location") from None
+        raise ConfigError(
+            f"cannot create the experiment directory: {exc.strerror or exc}",
+            file=str(target),
+            key="--exp-dir",
+            allowed="a writable location",
+        ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

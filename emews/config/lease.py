@@ -65,8 +65,13 @@ class LeaseRecord:
     def read(cls, path: Path) -> LeaseRecord | None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(token=data["token"], owners=[Owner(**o) for o in data.get("owners", [])],
-                       job_id=data.get("job_id"), command=data.get("command", ""), since=data.get("since", 0.0))
+            return cls(
+                token=data["token"],
+                owners=[Owner(**o) for o in data.get("owners", [])],
+                job_id=data.get("job_id"),
+                command=data.get("command", ""),
+                since=data.get("since", 0.0),
+            )
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError):
@@ -130,9 +135,12 @@ def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: 
             return Lease(exp_dir, current)
         if current is not None:
             if not _stale(current, job_done):
-                raise LeaseHeld(f"the experiment is in use by {current.describe()}", file=str(exp_dir),
-                                allowed="one launch, resume or job at a time: wait for it to end, or stop it "
-                                        f"(emews cancel {exp_dir}, or kill its process)")
+                raise LeaseHeld(
+                    f"the experiment is in use by {current.describe()}",
+                    file=str(exp_dir),
+                    allowed="one launch, resume or job at a time: wait for it to end, or stop it "
+                    f"(emews cancel {exp_dir}, or kill its process)",
+                )
             try:  # claim the stale lease: only one contender's rename succeeds
                 os.rename(path, path.with_name(f".{LEASE_FILE}.stale-{uuid.uuid4().hex}"))
             except FileNotFoundError:

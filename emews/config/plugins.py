@@ -55,10 +55,10 @@ class PluginKind:
     """One kind of plug-in: its name in messages, its contract, its built-ins and its entry-point group
     (each kind is one object, compared and hashed as such)."""
 
-    what: str                     # "optimizer", "trial scheduler"
-    contract: type                # the ABC every class of the kind derives from
-    group: str                    # the entry-point group that names classes of installed packages
-    builtins: Mapping[str, str]   # short name -> ``package.module:Class``
+    what: str  # "optimizer", "trial scheduler"
+    contract: type  # the ABC every class of the kind derives from
+    group: str  # the entry-point group that names classes of installed packages
+    builtins: Mapping[str, str]  # short name -> ``package.module:Class``
     #: names people bring from other tools -> what to write instead (said when such a name is unknown)
     elsewhere: Mapping[str, str] = field(default_factory=dict)
 
@@ -109,10 +109,11 @@ class PluginKind:
             raise PluginNotFound(f"unknown {self.what} {ref!r}" + self._suggestion(ref))
         targets = sorted({f"{point.module}:{point.attr}" for point in points})
         if len(targets) > 1:
-            raise PluginNotFound(f"{self.what} {ref!r} is named by several installed packages "
-                                 f"({', '.join(targets)}): name one as package.module:Class")
+            raise PluginNotFound(
+                f"{self.what} {ref!r} is named by several installed packages "
+                f"({', '.join(targets)}): name one as package.module:Class"
+            )
         return targets[0]
-
 
     def _suggestion(self, ref: str) -> str:
         """``; did you mean 'bayes'?`` (difflib over the names), or what a name from another tool is here."""
@@ -139,19 +140,37 @@ BUILTIN_TRIAL_SCHEDULERS = {
 
 _OPTUNA = "emews.contrib.optuna:OptunaSampler with options: {{sampler: {}}} (pip install 'emews-mpi[optuna]')"
 _TRIAL_SCHEDULER = "{} is a trial scheduler: trial_scheduler: {{name: {}}}"
-OPTIMIZERS = PluginKind("optimizer", Optimizer, "emews.optimizers", BUILTIN_OPTIMIZERS, elsewhere={
-    "tpe": "TPE is Optuna's: " + _OPTUNA.format("TPESampler"),
-    "cmaes": "CMA-ES is Optuna's: " + _OPTUNA.format("CmaEsSampler") + ", or Nevergrad's "
-             "(emews.contrib.nevergrad:NevergradOptimizer)",
-    "grid": "a grid is the sweep optimizer: sweep", "gridsearch": "a grid is the sweep optimizer: sweep",
-    "randomsearch": "did you mean 'random'?", "bayesian": "did you mean 'bayes'?", "gp": "did you mean 'bayes'?",
-    "genetic": "did you mean 'ga'?", "deap": "did you mean 'ga'?",
-    **{name: _TRIAL_SCHEDULER.format(name, name) for name in BUILTIN_TRIAL_SCHEDULERS}})
-TRIAL_SCHEDULERS = PluginKind("trial scheduler", TrialScheduler, "emews.trial_schedulers", BUILTIN_TRIAL_SCHEDULERS,
-                              elsewhere={"successivehalving": "did you mean 'asha'?", "sha": "did you mean 'asha'?",
-                                         "medianstopping": "did you mean 'median'?",
-                                         **{name: f"{name} is an optimizer: optimizer: {{name: {name}}}"
-                                            for name in BUILTIN_OPTIMIZERS}})
+OPTIMIZERS = PluginKind(
+    "optimizer",
+    Optimizer,
+    "emews.optimizers",
+    BUILTIN_OPTIMIZERS,
+    elsewhere={
+        "tpe": "TPE is Optuna's: " + _OPTUNA.format("TPESampler"),
+        "cmaes": "CMA-ES is Optuna's: " + _OPTUNA.format("CmaEsSampler") + ", or Nevergrad's "
+        "(emews.contrib.nevergrad:NevergradOptimizer)",
+        "grid": "a grid is the sweep optimizer: sweep",
+        "gridsearch": "a grid is the sweep optimizer: sweep",
+        "randomsearch": "did you mean 'random'?",
+        "bayesian": "did you mean 'bayes'?",
+        "gp": "did you mean 'bayes'?",
+        "genetic": "did you mean 'ga'?",
+        "deap": "did you mean 'ga'?",
+        **{name: _TRIAL_SCHEDULER.format(name, name) for name in BUILTIN_TRIAL_SCHEDULERS},
+    },
+)
+TRIAL_SCHEDULERS = PluginKind(
+    "trial scheduler",
+    TrialScheduler,
+    "emews.trial_schedulers",
+    BUILTIN_TRIAL_SCHEDULERS,
+    elsewhere={
+        "successivehalving": "did you mean 'asha'?",
+        "sha": "did you mean 'asha'?",
+        "medianstopping": "did you mean 'median'?",
+        **{name: f"{name} is an optimizer: optimizer: {{name: {name}}}" for name in BUILTIN_OPTIMIZERS},
+    },
+)
 #: every pluggable kind
 KINDS = (OPTIMIZERS, TRIAL_SCHEDULERS)
 

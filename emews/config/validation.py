@@ -37,8 +37,13 @@ def _unwrap(annotation: Any, part: str) -> Any:
     return annotation
 
 
-def config_error(exc: ValidationError, model: type[BaseModel] | None, file: str | Callable[[str | None], str],
-                 prefix: tuple[str, ...] = (), skip: int = 0) -> ConfigError:
+def config_error(
+    exc: ValidationError,
+    model: type[BaseModel] | None,
+    file: str | Callable[[str | None], str],
+    prefix: tuple[str, ...] = (),
+    skip: int = 0,
+) -> ConfigError:
     """Every error of ``exc`` as one ConfigError: the first, and the others in its ``more``.
 
     Unknown keys are reported first, each with the closest allowed key ("did you mean"); a required
@@ -63,7 +68,8 @@ def _without_echoes(errors: list[Any], skip: int) -> list[Any]:
     def echo(err: Any) -> bool:
         loc = [str(p) for p in err["loc"]][skip:]
         return err["type"] == "missing" and any(
-            u[:-1] == loc[:-1] and difflib.get_close_matches(loc[-1], [u[-1]], n=1, cutoff=0.6) for u in unknown)
+            u[:-1] == loc[:-1] and difflib.get_close_matches(loc[-1], [u[-1]], n=1, cutoff=0.6) for u in unknown
+        )
 
     return [e for e in errors if not echo(e)]
 
@@ -85,8 +91,13 @@ def _is_union_member(model: type[BaseModel], loc: list[str]) -> bool:
     return field is not None and get_origin(field.annotation) in (Union, types.UnionType)
 
 
-def _problem(group: list[Any], model: type[BaseModel] | None, file: str | Callable[[str | None], str],
-             prefix: tuple[str, ...], skip: int) -> ConfigError:
+def _problem(
+    group: list[Any],
+    model: type[BaseModel] | None,
+    file: str | Callable[[str | None], str],
+    prefix: tuple[str, ...],
+    skip: int,
+) -> ConfigError:
     """One ConfigError for one error (or for the members of a union that all refused one value)."""
     err = group[0]
     loc = [str(p) for p in err["loc"]][skip:]

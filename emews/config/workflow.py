@@ -132,11 +132,16 @@ class ConstantParam(_Strict):
         return Constant(self.value)
 
 
-ParamSpec = Annotated[IntParam | FloatParam | CategoricalParam | OrderedParam | ConstantParam,
-                      Field(discriminator="type")]
+ParamSpec = Annotated[
+    IntParam | FloatParam | CategoricalParam | OrderedParam | ConstantParam, Field(discriminator="type")
+]
 _PARAM_MODELS: dict[Any, type[BaseModel]] = {
-    "int": IntParam, "float": FloatParam, "categorical": CategoricalParam, "ordered": OrderedParam,
-    "constant": ConstantParam}
+    "int": IntParam,
+    "float": FloatParam,
+    "categorical": CategoricalParam,
+    "ordered": OrderedParam,
+    "constant": ConstantParam,
+}
 
 
 class OptimizerSection(_Strict):
@@ -225,24 +230,37 @@ class ObjectiveSection(_Strict):
     @model_validator(mode="after")
     def _one_kind(self) -> ObjectiveSection:
         if (self.module is None) == (self.command is None):
-            raise KeyedValueError("objective", "give either module (a Python function) or command "
-                                  "(a program to run), not both or neither",
-                                  "module: FILE.py | package.module, or command: [program, arg, ...]")
+            raise KeyedValueError(
+                "objective",
+                "give either module (a Python function) or command (a program to run), not both or neither",
+                "module: FILE.py | package.module, or command: [program, arg, ...]",
+            )
         if self.module is not None:
             extra = [k for k in self.COMMAND_KEYS if getattr(self, k) is not None]
             if extra:
-                raise KeyedValueError(f"objective.{extra[0]}", "only a command objective takes this key",
-                                      "module, function, metric, direction, defaults")
+                raise KeyedValueError(
+                    f"objective.{extra[0]}",
+                    "only a command objective takes this key",
+                    "module, function, metric, direction, defaults",
+                )
         elif self.function is not None:
-            raise KeyedValueError("objective.function", "a command objective has no function",
-                                  ", ".join(k for k in self.model_fields if k not in ("module", "function")))
+            raise KeyedValueError(
+                "objective.function",
+                "a command objective has no function",
+                ", ".join(k for k in self.model_fields if k not in ("module", "function")),
+            )
         if self.params == "candle" and self.defaults is None:
-            raise KeyedValueError("objective.defaults", "params: candle hands the model a config file built "
-                                  "from its defaults, and none are named",
-                                  "a CANDLE default model file ([Global_Params]), as *_default_model.txt")
+            raise KeyedValueError(
+                "objective.defaults",
+                "params: candle hands the model a config file built from its defaults, and none are named",
+                "a CANDLE default model file ([Global_Params]), as *_default_model.txt",
+            )
         if self.params_file is not None and not self.params_file.endswith((".json", ".yaml", ".yml")):
-            raise KeyedValueError("objective.params_file", f"{self.params_file!r} is neither JSON nor YAML",
-                                  "a file name ending in .json, .yaml or .yml")
+            raise KeyedValueError(
+                "objective.params_file",
+                f"{self.params_file!r} is neither JSON nor YAML",
+                "a file name ending in .json, .yaml or .yml",
+            )
         named = {key: getattr(self, key) for key in ("params_file", "result_file")}
         for key, name in named.items():
             try:
@@ -255,9 +273,15 @@ class ObjectiveSection(_Strict):
     def ref(self) -> ObjectiveRef | CommandRef:
         """What the runners load: the module's function, or the command."""
         if self.command is not None:
-            return CommandRef(tuple(self.command), self.metric, self.params or "flags",
-                              self.params_file or "params.json", self.result or "stdout", self.result_file,
-                              self.defaults)
+            return CommandRef(
+                tuple(self.command),
+                self.metric,
+                self.params or "flags",
+                self.params_file or "params.json",
+                self.result or "stdout",
+                self.result_file,
+                self.defaults,
+            )
         assert self.module is not None
         return ObjectiveRef(self.module, self.function or "run", self.metric, self.defaults)
 
@@ -270,9 +294,11 @@ DEFAULT_FAIL_FAST = 5
 
 
 #: what ``budget`` takes; at least one of evaluations, steps and time
-BUDGET_ALLOWED = ("evaluations: N, steps: N (training steps reported, summed over trials), time: 'HH:MM:SS' or '2h' "
-                  "(wall time of the experiment's runs); whichever is reached first ends the run "
-                  "(a sweep's evaluations default to its number of points)")
+BUDGET_ALLOWED = (
+    "evaluations: N, steps: N (training steps reported, summed over trials), time: 'HH:MM:SS' or '2h' "
+    "(wall time of the experiment's runs); whichever is reached first ends the run "
+    "(a sweep's evaluations default to its number of points)"
+)
 
 
 class BudgetSection(_Strict):
@@ -299,9 +325,11 @@ class BudgetSection(_Strict):
         """``12``, or what each given limit is: ``12 evaluations or 20 steps or 00:30:00``."""
         if self.steps is None and self.time is None:
             return str(self.evaluations)
-        parts = [f"{self.evaluations} evaluations" if self.evaluations is not None else None,
-                 f"{self.steps} steps" if self.steps is not None else None,
-                 None if self.seconds is None else format_hms(self.seconds)]
+        parts = [
+            f"{self.evaluations} evaluations" if self.evaluations is not None else None,
+            f"{self.steps} steps" if self.steps is not None else None,
+            None if self.seconds is None else format_hms(self.seconds),
+        ]
         return " or ".join(p for p in parts if p is not None)
 
 
@@ -377,8 +405,9 @@ def parse_memory(text: str | int | None) -> int | None:
     elif match:
         size = int(float(match.group(1)) * _UNITS[(match.group(2) or "").upper()[:1]])
     else:
-        raise ValueError(f"cannot read {text!r} as a memory size; allowed: a byte count or a size "
-                         "such as 2GB or 512MiB")
+        raise ValueError(
+            f"cannot read {text!r} as a memory size; allowed: a byte count or a size such as 2GB or 512MiB"
+        )
     if size <= 0:
         raise ValueError(f"must be more than 0 bytes, got {text!r}")
     return size
@@ -398,8 +427,12 @@ class Workflow:
         """Raise a ConfigError when ``task.ranks`` cannot fit a job of ``workers`` worker ranks."""
         problem = self.task_size.check(workers, self.space)
         if problem is not None:
-            raise ConfigError(problem, file=self.label, key="task.ranks",
-                              allowed=f"sizes from 1 to {workers} (the job's worker ranks)")
+            raise ConfigError(
+                problem,
+                file=self.label,
+                key="task.ranks",
+                allowed=f"sizes from 1 to {workers} (the job's worker ranks)",
+            )
 
     @property
     def name(self) -> str:
@@ -461,8 +494,11 @@ def find_workflow_file(ref: str) -> Path:
         candidate = folder / f"{ref}.yaml"
         if candidate.is_file():
             return candidate.resolve()
-    raise ConfigError(f"unknown workflow {ref!r}" + did_you_mean(ref, available_workflows()), key="WORKFLOW",
-                      allowed=", ".join(available_workflows()) + ", or a path to a .yaml file")
+    raise ConfigError(
+        f"unknown workflow {ref!r}" + did_you_mean(ref, available_workflows()),
+        key="WORKFLOW",
+        allowed=", ".join(available_workflows()) + ", or a path to a .yaml file",
+    )
 
 
 def _resolve_path(text: str, workflow_dir: Path, builtin_dir: Path | None = None) -> Path | None:
@@ -503,16 +539,25 @@ def _build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points
     try:
         return Space(dims, open=open_points)
     except SpaceError as exc:
-        raise ConfigError(exc.detail, file=file, key=exc.key,
-                          allowed=None if open_points else "a space is optional only for a sweep over a points "
-                          "file (optimizer: {name: sweep, options: {file: points.txt}})") from None
+        raise ConfigError(
+            exc.detail,
+            file=file,
+            key=exc.key,
+            allowed=None
+            if open_points
+            else "a space is optional only for a sweep over a points "
+            "file (optimizer: {name: sweep, options: {file: points.txt}})",
+        ) from None
 
 
 def _dimension(name: str, entry: Any, file: str) -> Dimension:
     """The dimension of one ``space`` entry (a ConfigError naming ``space.NAME``)."""
     if not isinstance(entry, dict):
-        raise ConfigError(f"expected a mapping such as {{type: float, lower: 0, upper: 1}}, got {brief(entry)}",
-                          file=file, key=f"space.{name}")
+        raise ConfigError(
+            f"expected a mapping such as {{type: float, lower: 0, upper: 1}}, got {brief(entry)}",
+            file=file,
+            key=f"space.{name}",
+        )
     try:
         spec = _PARAM.validate_python(entry)
     except ValidationError as exc:
@@ -527,12 +572,19 @@ def _dimension(name: str, entry: Any, file: str) -> Dimension:
 
 def _check_replicates(model: WorkflowModel, space: Space, file: str) -> None:
     if REPLICATE in space.dimensions:
-        raise ConfigError(f"the parameter name {REPLICATE!r} is the replicate index when replicates > 1",
-                          file=file, key=f"space.{REPLICATE}", allowed="another name")
+        raise ConfigError(
+            f"the parameter name {REPLICATE!r} is the replicate index when replicates > 1",
+            file=file,
+            key=f"space.{REPLICATE}",
+            allowed="another name",
+        )
     if model.budget.evaluations is not None and model.budget.evaluations < model.replicates:
-        raise ConfigError(f"a budget of {model.budget.evaluations} evaluations cannot run one point "
-                          f"{model.replicates} times", file=file, key="budget.evaluations",
-                          allowed=f"at least replicates ({model.replicates}); each point costs that many")
+        raise ConfigError(
+            f"a budget of {model.budget.evaluations} evaluations cannot run one point {model.replicates} times",
+            file=file,
+            key="budget.evaluations",
+            allowed=f"at least replicates ({model.replicates}); each point costs that many",
+        )
 
 
 def _takes_open_points(optimizer: OptimizerSection) -> bool:
@@ -557,13 +609,20 @@ def rename_old_keys(data: dict[str, Any], file: str) -> None:
         if old not in data:
             continue
         if new in data:
-            raise ConfigError(f"both {old!r} and {new!r}: {old!r} is the old name of {new!r}", file=file,
-                              key=old, allowed=f"{new} only")
+            raise ConfigError(
+                f"both {old!r} and {new!r}: {old!r} is the old name of {new!r}",
+                file=file,
+                key=old,
+                allowed=f"{new} only",
+            )
         data[new] = data.pop(old)
         if (file, old) not in _noticed:
             _noticed.add((file, old))
-            print(f"emews: notice: {file}: {old!r} is now {new!r} (rename it; the old key is read until the "
-                  "next release)", file=sys.stderr)
+            print(
+                f"emews: notice: {file}: {old!r} is now {new!r} (rename it; the old key is read until the "
+                "next release)",
+                file=sys.stderr,
+            )
 
 
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
@@ -576,8 +635,9 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     return workflow_from_mapping(data, path, check_imports=check_imports)
 
 
-def workflow_from_mapping(data: dict[str, Any], path: Path, *, label: str | None = None,
-                          check_imports: bool = True) -> Workflow:
+def workflow_from_mapping(
+    data: dict[str, Any], path: Path, *, label: str | None = None, check_imports: bool = True
+) -> Workflow:
     """Validate and resolve a workflow given as data (a file's, or ``emews.run``'s arguments);
     ``path``: the file it is (or stands for: relative paths are looked up in its folder and the
     current one), ``label``: what messages call it (default: the path)."""
@@ -593,8 +653,11 @@ def workflow_from_mapping(data: dict[str, Any], path: Path, *, label: str | None
                 problems.append(more)
         raise ConfigError.together(problems) from None
     if model.task.memory_limit is not None and model.task.isolation != "process":
-        raise ConfigError("memory_limit needs isolation: process (an inline objective shares the worker's "
-                          "memory)", file=file, key="task.memory_limit")
+        raise ConfigError(
+            "memory_limit needs isolation: process (an inline objective shares the worker's memory)",
+            file=file,
+            key="task.memory_limit",
+        )
     space = _build_space(model.space, file, path.parent, _takes_open_points(model.optimizer))
     if model.replicates > 1:
         _check_replicates(model, space, file)
@@ -639,8 +702,9 @@ def _resolve_task_size(model: WorkflowModel, space: Space, workflow_dir: Path, f
         if module.endswith(".py") or "/" in module:
             found = _resolve_path(module, workflow_dir)
             if found is None:
-                raise ConfigError(f"task size file {module} does not exist", file=file, key="task.ranks",
-                                  allowed=TASK_SIZE_ALLOWED)
+                raise ConfigError(
+                    f"task size file {module} does not exist", file=file, key="task.ranks", allowed=TASK_SIZE_ALLOWED
+                )
             model.task.ranks = f"{found}:{name}"
 
 
@@ -649,9 +713,13 @@ def _check_inline_teams(workflow: Workflow, file: str) -> None:
     interrupted, and only the timeout tells the job to end (``runtime.teams.TeamStranded``)."""
     task = workflow.model.task
     if task.isolation == "inline" and task.timeout is None and workflow.task_size.gang:
-        raise ConfigError("inline multi-rank tasks (task.ranks) need a timeout: a member blocked in ctx.comm "
-                          "cannot be interrupted, and the job ends when a team has not ended after it",
-                          file=file, key="task.timeout", allowed="a number of seconds > 0, or isolation: process")
+        raise ConfigError(
+            "inline multi-rank tasks (task.ranks) need a timeout: a member blocked in ctx.comm "
+            "cannot be interrupted, and the job ends when a team has not ended after it",
+            file=file,
+            key="task.timeout",
+            allowed="a number of seconds > 0, or isolation: process",
+        )
 
 
 def _check_trial_scheduler(workflow: Workflow, file: str) -> None:
@@ -662,16 +730,18 @@ def _check_trial_scheduler(workflow: Workflow, file: str) -> None:
     try:
         cls = TRIAL_SCHEDULERS.resolve(section.name, workflow.source.parent)
     except PluginNotFound as exc:
-        raise ConfigError(str(exc), file=file, key="trial_scheduler.name",
-                          allowed=TRIAL_SCHEDULERS.allowed()) from None
+        raise ConfigError(str(exc), file=file, key="trial_scheduler.name", allowed=TRIAL_SCHEDULERS.allowed()) from None
     try:
         validate_options(cls, section.options)
     except ValidationError as exc:
         raise config_error(exc, options_model(cls), file, ("trial_scheduler", "options")) from None
     try:
-        workflow.make_trial_scheduler().bind(metric=workflow.model.objective.metric,
-                                             direction=workflow.model.objective.direction, space=workflow.space,
-                                             seed=workflow.seed).check()
+        workflow.make_trial_scheduler().bind(
+            metric=workflow.model.objective.metric,
+            direction=workflow.model.objective.direction,
+            space=workflow.space,
+            seed=workflow.seed,
+        ).check()
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc), file=file, key="trial_scheduler.options") from None
 
@@ -680,9 +750,13 @@ def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: st
     if objective.defaults is not None:
         found = _resolve_path(objective.defaults, workflow_dir)
         if found is None or not found.is_file():
-            raise ConfigError(f"model defaults file {objective.defaults} does not exist", file=file,
-                              key="objective.defaults", allowed="a CANDLE default model file ([Global_Params]) "
-                              "relative to the current or the workflow's folder")
+            raise ConfigError(
+                f"model defaults file {objective.defaults} does not exist",
+                file=file,
+                key="objective.defaults",
+                allowed="a CANDLE default model file ([Global_Params]) "
+                "relative to the current or the workflow's folder",
+            )
         objective.defaults = str(found)
     if objective.command is not None:
         command = [_resolve_argument(arg, workflow_dir) for arg in objective.command]
@@ -697,9 +771,13 @@ def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: st
         builtin = Path(str(importlib.resources.files("emews.objectives")))
         found = _resolve_path(module, workflow_dir, builtin)
         if found is None:
-            raise ConfigError(f"objective file {module} does not exist", file=file, key="objective.module",
-                              allowed="a path to a .py file (relative to the current or the workflow's "
-                                      "folder) or an importable module name")
+            raise ConfigError(
+                f"objective file {module} does not exist",
+                file=file,
+                key="objective.module",
+                allowed="a path to a .py file (relative to the current or the workflow's "
+                "folder) or an importable module name",
+            )
         objective.module = str(found)
 
 
@@ -720,8 +798,12 @@ def _check_placeholders(objective: ObjectiveSection, space: Space, defaults: Map
     known = set(space.names) | set(space.dimensions) | set(defaults) | set(TASK_PLACEHOLDERS)
     unknown = sorted(objective.ref().placeholders - known)  # type: ignore[union-attr]
     if unknown:
-        raise ConfigError(f"{{{unknown[0]}}} names no parameter", file=file, key="objective.command",
-                          allowed=", ".join(f"{{{n}}}" for n in [*space.dimensions, *TASK_PLACEHOLDERS]))
+        raise ConfigError(
+            f"{{{unknown[0]}}} names no parameter",
+            file=file,
+            key="objective.command",
+            allowed=", ".join(f"{{{n}}}" for n in [*space.dimensions, *TASK_PLACEHOLDERS]),
+        )
 
 
 def _resolve_class_file(section: OptimizerSection | TrialSchedulerSection, workflow_dir: Path) -> None:
@@ -776,8 +858,11 @@ def _optimizer_class(workflow: Workflow, file: str) -> type:
     except PluginNotFound as exc:
         raise ConfigError(str(exc), file=file, key="optimizer.name", allowed=OPTIMIZERS.allowed()) from None
     except Exception as exc:  # the optimizer module itself failed to import
-        raise ConfigError(f"cannot load optimizer {workflow.model.optimizer.name!r}: "
-                          f"{type(exc).__name__}: {exc}", file=file, key="optimizer.name") from None
+        raise ConfigError(
+            f"cannot load optimizer {workflow.model.optimizer.name!r}: {type(exc).__name__}: {exc}",
+            file=file,
+            key="optimizer.name",
+        ) from None
 
 
 def _check_options(workflow: Workflow, cls: type, file: str) -> None:
@@ -792,6 +877,10 @@ def _check_options(workflow: Workflow, cls: type, file: str) -> None:
             continue
         found = _resolve_path(str(options[name]), workflow.source.parent)
         if found is None:
-            raise ConfigError(f"file {options[name]} does not exist", file=file, key=f"optimizer.options.{name}",
-                              allowed="a path relative to the current folder or the workflow's folder")
+            raise ConfigError(
+                f"file {options[name]} does not exist",
+                file=file,
+                key=f"optimizer.options.{name}",
+                allowed="a path relative to the current folder or the workflow's folder",
+            )
         options[name] = str(found)

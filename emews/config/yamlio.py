@@ -49,8 +49,11 @@ class _Loader(yaml.SafeLoader):
             ident = (key_node.tag, key_node.value)
             if ident in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key_node.value!r} (first given on line {seen[ident].line + 1})",
-                    key_node.start_mark)
+                    None,
+                    None,
+                    f"duplicate key {key_node.value!r} (first given on line {seen[ident].line + 1})",
+                    key_node.start_mark,
+                )
             seen[ident] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
@@ -83,14 +86,24 @@ _Dumper.add_representer(str, _Dumper.represent_str)
 
 
 def _resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
-    table = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
-             for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    table = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
     numbers = [
         (_INT, re.compile(r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0x[0-9a-fA-F_]+)$"), "-+0123456789"),
-        (_FLOAT, re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)
+        (
+            _FLOAT,
+            re.compile(
+                r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)
                  |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
                  |[-+]?\.(?:inf|Inf|INF)
-                 |\.(?:nan|NaN|NAN))$""", re.X), "-+0123456789.")]
+                 |\.(?:nan|NaN|NAN))$""",
+                re.X,
+            ),
+            "-+0123456789.",
+        ),
+    ]
     for tag, rx, firsts in numbers:
         for first in firsts:
             table.setdefault(first, []).append((tag, rx))
@@ -106,8 +119,9 @@ def parse_yaml(text: str, *, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
     except _TooLarge:
-        raise ConfigError(f"the document expands to more than {MAX_NODES:,} values (aliases counted "
-                          "at every use)", file=source) from None
+        raise ConfigError(
+            f"the document expands to more than {MAX_NODES:,} values (aliases counted at every use)", file=source
+        ) from None
     except RecursionError:
         raise ConfigError("malformed YAML: nested too deeply", file=source) from None
     except yaml.MarkedYAMLError as exc:
@@ -118,8 +132,11 @@ def parse_yaml(text: str, *, source: str) -> Any:
     except yaml.reader.ReaderError as exc:  # a control character such as NUL: where it is, on one line
         line = text.count("\n", 0, exc.position) + 1
         column = exc.position - text.rfind("\n", 0, exc.position)
-        raise ConfigError(f"malformed YAML: line {line}, column {column}: unacceptable character "
-                          f"#x{exc.character:04x} ({exc.reason})", file=source) from None
+        raise ConfigError(
+            f"malformed YAML: line {line}, column {column}: unacceptable character "
+            f"#x{exc.character:04x} ({exc.reason})",
+            file=source,
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"malformed YAML: {' '.join(str(exc).split())}", file=source) from None
 
@@ -162,7 +179,6 @@ def set_dotted(data: dict[str, Any], key: str, value: Any, source: str) -> None:
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"{'.'.join(parts[:i + 1])!r} is a value, not a section",
-                              file=source, key=key)
+            raise ConfigError(f"{'.'.join(parts[: i + 1])!r} is a value, not a section", file=source, key=key)
         node = child
     node[parts[-1]] = value

@@ -47,8 +47,9 @@ VARIABLES: dict[type, Callable[[Any, bool], Any]] = {
 
 def space_vocs(space: Space, objective: str, indices: bool = False) -> VOCS:
     """The VOCS of ``space``: searched parameters as variables, single-valued ones as constants."""
-    variables = {n: registered(VARIABLES, d)(d, indices) for n, d in space.dimensions.items()
-                 if d.free and not d.is_single}
+    variables = {
+        n: registered(VARIABLES, d)(d, indices) for n, d in space.dimensions.items() if d.free and not d.is_single
+    }
     constants = {n: d.first for n, d in space.dimensions.items() if not d.free or d.is_single}
     return VOCS(variables=variables, constants=constants, objectives={objective: "MINIMIZE"})
 
@@ -60,9 +61,15 @@ class GestGenerator(AskTellOptimizer):
     drawn from the space (``seed``) before the generator is asked; ``objective``: the name of the
     VOCS objective the losses are told as (``f``)."""
 
-    def __init__(self, generator: str, options: Mapping[str, Any] | None = None, objective: str = "f",
-                 categories: Literal["values", "indices"] = "values", initial_points: int = 0,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self,
+        generator: str,
+        options: Mapping[str, Any] | None = None,
+        objective: str = "f",
+        categories: Literal["values", "indices"] = "values",
+        initial_points: int = 0,
+        seed: int | None = None,
+    ) -> None:
         module, sep, name = generator.rpartition(":")
         if not sep:
             raise ValueError(f"generator {generator!r}: expected package.module:Class or file.py:Class")
@@ -79,7 +86,7 @@ class GestGenerator(AskTellOptimizer):
         self.rng = random.Random(seed)
         self.ids: dict[int, Any] = {}  # task id -> the generator's _id
         self._fresh: list[Any] = []
-        self._design = 0        # initial points still to draw from the space
+        self._design = 0  # initial points still to draw from the space
         self._has_data = False  # the generator has ingested a result
 
     def check(self, space: Space) -> None:
@@ -97,8 +104,9 @@ class GestGenerator(AskTellOptimizer):
         except Exception as exc:  # gest-api's _validate_vocs raises ValueError; Xopt's, pydantic's errors
             errors = getattr(exc, "errors", None)
             detail = errors()[0]["msg"] if callable(errors) and errors() else str(exc)
-            raise ValueError(f"generator {self.generator_class.__name__} cannot take this space: "
-                             f"{' '.join(str(detail).split())}") from None
+            raise ValueError(
+                f"generator {self.generator_class.__name__} cannot take this space: {' '.join(str(detail).split())}"
+            ) from None
 
     def run(self, evaluator: Any) -> None:
         earlier = len(evaluator.history) + len(evaluator.requeued)

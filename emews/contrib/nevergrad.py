@@ -73,6 +73,5 @@ class NevergradOptimizer(AskTellOptimizer):
             loss = r.loss if r.ok and math.isfinite(r.loss) else abs(self._worst) * 2 + 1.0
             candidate = self.candidates.pop(r.id, None)
             if candidate is None:  # an earlier run's result: told as a point Nevergrad did not ask for
-                candidate = self.opt.parametrization.spawn_child(
-                    new_value={n: r.params[n] for n in self.searched})
+                candidate = self.opt.parametrization.spawn_child(new_value={n: r.params[n] for n in self.searched})
             self.opt.tell(candidate, loss)

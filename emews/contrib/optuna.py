@@ -1,7 +1,8 @@
 """Any Optuna sampler as an emews optimizer, through Optuna's ask/tell API.
 
-    optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESampler, seed: 1}}
+optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESampler, seed: 1}}
 """
+
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -54,8 +55,10 @@ class OptunaSampler(AskTellOptimizer):
 
     def suggest(self, n):
         self.fresh = [self.study.ask(self.dists) for _ in range(n)]
-        return [{name: t.params.get(name, getattr(dim, "value", None)) for name, dim in self.space.dimensions.items()}
-                for t in self.fresh]
+        return [
+            {name: t.params.get(name, getattr(dim, "value", None)) for name, dim in self.space.dimensions.items()}
+            for t in self.fresh
+        ]
 
     def submitted(self, ids, points):
         super().submitted(ids, points)
@@ -66,8 +69,13 @@ class OptunaSampler(AskTellOptimizer):
             state = TrialState.COMPLETE if r.ok else TrialState.FAIL
             trial = self.trials.pop(r.id, None)
             if trial is None:  # an earlier run's result: add it as a finished trial
-                self.study.add_trial(create_trial(
-                    params={k: r.params[k] for k in self.dists}, distributions=self.dists,
-                    value=r.loss if r.ok else None, state=state))
+                self.study.add_trial(
+                    create_trial(
+                        params={k: r.params[k] for k in self.dists},
+                        distributions=self.dists,
+                        value=r.loss if r.ok else None,
+                        state=state,
+                    )
+                )
             else:
                 self.study.tell(trial, r.loss if r.ok else None, state=state)

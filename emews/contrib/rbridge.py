@@ -84,8 +84,9 @@ log = logging.getLogger("emews.contrib.rbridge")
 #: result columns added next to the parameter columns
 RESULT_COLUMNS = ("id", "loss", "objective", "status", "error")
 
-INSTALL_HINT = ("install R and rpy2 with tools/install-r.sh and pip install -e '.[r]' "
-                "(rpy2>=3.5,<3.6 for Debian's R 4.2)")
+INSTALL_HINT = (
+    "install R and rpy2 with tools/install-r.sh and pip install -e '.[r]' (rpy2>=3.5,<3.6 for Debian's R 4.2)"
+)
 
 
 class RUnavailable(EmewsError, RuntimeError):
@@ -95,8 +96,15 @@ class RUnavailable(EmewsError, RuntimeError):
 class RError(EmewsError, RuntimeError):
     """An error raised by R code, with R's message, the failing call and the R call stack."""
 
-    def __init__(self, message: str, *, call: str | None = None, trace: Sequence[str] = (),
-                 classes: Sequence[str] = (), script: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        call: str | None = None,
+        trace: Sequence[str] = (),
+        classes: Sequence[str] = (),
+        script: str | None = None,
+    ) -> None:
         self.r_message = message
         self.call = call
         self.trace = list(trace)
@@ -138,8 +146,7 @@ def _r() -> tuple[Any, Any]:
     except ImportError as exc:
         raise RUnavailable(f"rpy2 is not importable ({exc}); {INSTALL_HINT}") from exc
     except Exception as exc:  # rpy2 found no usable R
-        raise RUnavailable(f"R cannot be started through rpy2 ({type(exc).__name__}: {exc}); "
-                           f"{INSTALL_HINT}") from exc
+        raise RUnavailable(f"R cannot be started through rpy2 ({type(exc).__name__}: {exc}); {INSTALL_HINT}") from exc
     finally:
         if saved is None:
             os.environ.pop("LD_LIBRARY_PATH", None)
@@ -159,13 +166,16 @@ def helpers() -> Any:
 
 def require_main_thread(what: str = "R") -> None:
     if threading.current_thread() is not threading.main_thread():
-        raise RuntimeError(f"{what} must run on the main thread (R is single threaded and rpy2 "
-                           f"calls from another thread can crash the process); called from "
-                           f"thread {threading.current_thread().name!r}")
+        raise RuntimeError(
+            f"{what} must run on the main thread (R is single threaded and rpy2 "
+            f"calls from another thread can crash the process); called from "
+            f"thread {threading.current_thread().name!r}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # conversions
+
 
 def _is_na_real(x: float) -> bool:
     # R's NA_real_ is a NaN whose low word is 1954
@@ -265,8 +275,11 @@ def _int_column(dim: Int) -> str:
 
 
 def _range_fields(dim: Int | Float, kind: str) -> dict[str, Any]:
-    return {"lower": _r_vector(kind, [dim.lower]), "upper": _r_vector(kind, [dim.upper]),
-            "log": _r_vector("logical", [dim.log])}
+    return {
+        "lower": _r_vector(kind, [dim.lower]),
+        "upper": _r_vector(kind, [dim.upper]),
+        "log": _r_vector("logical", [dim.log]),
+    }
 
 
 def _int_from_r(dim: Int, value: Any) -> Any:
@@ -281,21 +294,25 @@ def _float_from_r(dim: Float, value: Any) -> Any:
 class RType:
     """How one dimension type crosses into R and back."""
 
-    column: Callable[[Any], str]                   # the R vector type of its values
-    fields: Callable[[Any, str], dict[str, Any]]   # its entry's fields besides name and type
-    from_r: Callable[[Any, Any], Any]              # a value that came from R, as the space's own
+    column: Callable[[Any], str]  # the R vector type of its values
+    fields: Callable[[Any, str], dict[str, Any]]  # its entry's fields besides name and type
+    from_r: Callable[[Any, Any], Any]  # a value that came from R, as the space's own
 
 
 #: the R form of each dimension type (``Ordered`` uses ``Categorical``'s; its ``type`` is ``dim.kind``)
 R_TYPES: dict[type, RType] = {
     Int: RType(_int_column, _range_fields, _int_from_r),
     Float: RType(lambda dim: "double", _range_fields, _float_from_r),
-    Categorical: RType(lambda dim: _element_kind(dim.values),
-                       lambda dim, kind: {"values": _r_vector(kind, list(dim.values))},
-                       lambda dim, value: _match_choice(dim.values, value)),
-    Constant: RType(lambda dim: _element_kind([dim.value]),
-                    lambda dim, kind: {"value": _r_vector(kind, [dim.value])},
-                    lambda dim, value: _match_choice((dim.value,), value)),
+    Categorical: RType(
+        lambda dim: _element_kind(dim.values),
+        lambda dim, kind: {"values": _r_vector(kind, list(dim.values))},
+        lambda dim, value: _match_choice(dim.values, value),
+    ),
+    Constant: RType(
+        lambda dim: _element_kind([dim.value]),
+        lambda dim, kind: {"value": _r_vector(kind, [dim.value])},
+        lambda dim, value: _match_choice((dim.value,), value),
+    ),
 }
 
 
@@ -308,8 +325,11 @@ def space_to_r(space: Space) -> Any:
     entries = {}
     for name, dim in space.dimensions.items():
         rtype = registered(R_TYPES, dim)
-        entry = {"name": _r_vector("character", [name]), "type": _r_vector("character", [dim.kind]),
-                 **rtype.fields(dim, rtype.column(dim))}
+        entry = {
+            "name": _r_vector("character", [name]),
+            "type": _r_vector("character", [dim.kind]),
+            **rtype.fields(dim, rtype.column(dim)),
+        }
         entries[name] = _named_list(entry)
     return _named_list(entries)
 
@@ -320,9 +340,13 @@ def results_to_r(space: Space, results: Sequence[Result]) -> Any:
     for name, dim in space.dimensions.items():
         cols[name] = _r_vector(_dimension_kind(dim), [to_builtin(r.params.get(name)) for r in results])
     cols["loss"] = _r_vector("double", [float(r.loss) for r in results])
-    cols["objective"] = _r_vector("double", [
-        None if r.objective is None or not isinstance(r.objective, (int, float)) else float(r.objective)
-        for r in results])
+    cols["objective"] = _r_vector(
+        "double",
+        [
+            None if r.objective is None or not isinstance(r.objective, (int, float)) else float(r.objective)
+            for r in results
+        ],
+    )
     cols["status"] = _r_vector("character", [getattr(r.status, "value", str(r.status)) for r in results])
     cols["error"] = _r_vector("character", [r.error for r in results])
     return helpers()[".emews_df"](_named_list(cols))
@@ -400,8 +424,13 @@ class ROptimizer(Optimizer):
     script: Path | None = None
     entry: str = "emews_optimize"
 
-    def __init__(self, script: Path | None = None, entry: str | None = None,
-                 options: Mapping[str, Any] | None = None, **extra: Any) -> None:
+    def __init__(
+        self,
+        script: Path | None = None,
+        entry: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> None:
         if script is not None:
             self.script = Path(script)
         if entry is not None:
@@ -433,10 +462,11 @@ class ROptimizer(Optimizer):
         space = evaluator.space
         clash = sorted(set(space.names) & set(RESULT_COLUMNS))
         if clash:
-            raise ValueError(f"parameter name {clash[0]!r} clashes with a result column "
-                             f"({', '.join(RESULT_COLUMNS)}); rename it to use an R optimizer")
-        sourced = env[".emews_source"](ri.StrSexpVector([str(script.resolve())]),
-                                        ri.StrSexpVector([self.entry]), env)
+            raise ValueError(
+                f"parameter name {clash[0]!r} clashes with a result column "
+                f"({', '.join(RESULT_COLUMNS)}); rename it to use an R optimizer"
+            )
+        sourced = env[".emews_source"](ri.StrSexpVector([str(script.resolve())]), ri.StrSexpVector([self.entry]), env)
         if not sourced[0][0]:
             raise RError(f"cannot load {script}: {sourced[1][0]}", script=str(script))
         fn = sourced[1]
@@ -465,8 +495,9 @@ class ROptimizer(Optimizer):
             raise self._error
         trace = result.get("trace") or []
         trace = [trace] if isinstance(trace, str) else list(trace)
-        error = RError(str(result.get("message")), call=result.get("call"), trace=trace,
-                       classes=classes, script=str(script))
+        error = RError(
+            str(result.get("message")), call=result.get("call"), trace=trace, classes=classes, script=str(script)
+        )
         if self._error is not None:
             raise error from self._error
         raise error
@@ -485,7 +516,11 @@ class ROptimizer(Optimizer):
 
         def _int(x: Any, what: str) -> int:
             vals = list(x) if x is not ri.NULL else []
-            if len(vals) != 1 or vals[0] is ri.NA_Integer or (isinstance(vals[0], float) and not math.isfinite(vals[0])):
+            if (
+                len(vals) != 1
+                or vals[0] is ri.NA_Integer
+                or (isinstance(vals[0], float) and not math.isfinite(vals[0]))
+            ):
                 raise ValueError(f"{what} must be a single number")
             return int(vals[0])
 
@@ -514,7 +549,11 @@ class ROptimizer(Optimizer):
             return _r_vector("logical", [True])
 
         fns: dict[str, Callable[..., Any]] = {
-            "put": put, "get": get, "map": map_, "log": log_, "set_info": set_info,
+            "put": put,
+            "get": get,
+            "map": map_,
+            "log": log_,
+            "set_info": set_info,
             "remaining": lambda: _r_vector("integer", [evaluator.remaining]),
             "pending": lambda: _r_vector("integer", [evaluator.pending]),
             "workers": lambda: _r_vector("integer", [evaluator.workers]),
@@ -536,10 +575,12 @@ class ROptimizer(Optimizer):
             except BaseException as exc:  # noqa: BLE001 - re-raised in Python after R unwinds
                 self._error = exc
                 cls = next((c for t, c in _ERROR_CLASSES if isinstance(exc, t)), "emews_python_error")
-                marker = _named_list({"class": ri.StrSexpVector([cls]),
-                                      "message": ri.StrSexpVector([f"{type(exc).__name__}: {exc}"])})
+                marker = _named_list(
+                    {"class": ri.StrSexpVector([cls]), "message": ri.StrSexpVector([f"{type(exc).__name__}: {exc}"])}
+                )
                 marker.do_slot_assign("class", ri.StrSexpVector(["emews_py_error"]))
                 return marker
+
         return call
 
 
@@ -560,8 +601,9 @@ def missing_r_packages(packages: Sequence[str]) -> list[str]:
     import sys
 
     try:
-        done = subprocess.run([sys.executable, "-c", _PACKAGES_PROBE, *packages], capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", _PACKAGES_PROBE, *packages], capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RUnavailable(f"R cannot be started through rpy2 ({exc})") from exc
     if done.returncode != 0:

@@ -38,8 +38,15 @@ class ConfigError(EmewsError):
     ``more``: the other problems found in the same pass (every mistake of a file is listed, one
     line each, not only the first)."""
 
-    def __init__(self, message: str, *, file: str | Path | None = None, key: str | None = None,
-                 allowed: str | None = None, more: Sequence[ConfigError] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        key: str | None = None,
+        allowed: str | None = None,
+        more: Sequence[ConfigError] = (),
+    ) -> None:
         self.file = str(file) if file is not None else None
         self.key = key
         self.allowed = allowed
@@ -52,8 +59,13 @@ class ConfigError(EmewsError):
         """One error listing every problem of ``problems`` (and of their ``more``), in order."""
         flat = [q for p in problems for q in (p, *p.more)]
         first = flat[0]
-        return cls(first.message, file=first.file, key=first.key, allowed=first.allowed,
-                   more=[ConfigError(q.message, file=q.file, key=q.key, allowed=q.allowed) for q in flat[1:]])
+        return cls(
+            first.message,
+            file=first.file,
+            key=first.key,
+            allowed=first.allowed,
+            more=[ConfigError(q.message, file=q.file, key=q.key, allowed=q.allowed) for q in flat[1:]],
+        )
 
     def describe(self) -> str:
         where = ": ".join(p for p in (self.file, self.key) if p)

@@ -62,12 +62,24 @@ class Evaluator:
     ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
     """
 
-    def __init__(self, queues: QueuePair, space: Space, *, workers: int, budget: int | None,
-                 direction: str | Direction = Direction.MINIMIZE, seed: int = 0, first_id: int = 0,
-                 history: Sequence[Result] = (), requeue: Sequence[Task] = (), waiting: Sequence[Task] = (),
-                 exp_dir: Path | None = None, observers: Sequence[EvaluatorObserver] = (),
-                 reports: Callable[[int | None], list[StoredReport]] | None = None,
-                 task_size: TaskSize | None = None) -> None:
+    def __init__(
+        self,
+        queues: QueuePair,
+        space: Space,
+        *,
+        workers: int,
+        budget: int | None,
+        direction: str | Direction = Direction.MINIMIZE,
+        seed: int = 0,
+        first_id: int = 0,
+        history: Sequence[Result] = (),
+        requeue: Sequence[Task] = (),
+        waiting: Sequence[Task] = (),
+        exp_dir: Path | None = None,
+        observers: Sequence[EvaluatorObserver] = (),
+        reports: Callable[[int | None], list[StoredReport]] | None = None,
+        task_size: TaskSize | None = None,
+    ) -> None:
         self.space = space
         self.task_size = task_size or FixedSize(1)
         self._gang = self.task_size.gang
@@ -131,7 +143,8 @@ class Evaluator:
         sizes = self._given_sizes(ranks, len(points))
         if len(points) > self.remaining:
             raise BudgetExhausted(
-                f"{len(points)} evaluations asked for, {self.remaining} left of a budget of {self.budget}")
+                f"{len(points)} evaluations asked for, {self.remaining} left of a budget of {self.budget}"
+            )
         tasks: list[Task] = []
         now = time.time()
         for point in points:
@@ -159,7 +172,9 @@ class Evaluator:
         """Size ``task`` by the workflow's ``task.ranks``; a size function that fails or gives no
         whole number fails that task alone (``task.refused``: the distributor's result says why)."""
         try:
-            task.ranks = self.task_size(task.params) if stored is None else self.task_size.on_resume(task.params, stored)
+            task.ranks = (
+                self.task_size(task.params) if stored is None else self.task_size.on_resume(task.params, stored)
+            )
         except TaskSizeError as exc:
             task.refused = f"cannot size the task: {exc}"
 
@@ -168,8 +183,10 @@ class Evaluator:
         if ranks is None:
             return None
         if not self.task_size.gang:
-            raise ValueError("the optimizer gave task sizes (put(..., ranks=...)) but the workflow runs "
-                             "single-rank tasks: set task.ranks (e.g. task.ranks: optimizer)")
+            raise ValueError(
+                "the optimizer gave task sizes (put(..., ranks=...)) but the workflow runs "
+                "single-rank tasks: set task.ranks (e.g. task.ranks: optimizer)"
+            )
         given = [ranks] * count if isinstance(ranks, int) or not isinstance(ranks, abc.Sequence) else list(ranks)
         if len(given) != count:
             raise ValueError(f"put got {count} points but {len(given)} task sizes")

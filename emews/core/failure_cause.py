@@ -17,11 +17,16 @@ from dataclasses import dataclass
 #: longest cause shown where space is short (a table cell, a plot label)
 MAX_CAUSE_CHARS = 120
 #: a line that names an error: ``prog: error: ...``, ``ValueError: ...``, ``Fatal ...``, ``Exception ...``
-_NAMES_ERROR = re.compile(r"error|exception|fatal|abort|denied|not found|no such|cannot|can't|"
-                          r"^[A-Za-z_][\w.]*(Interrupt|Exit|Iteration)\b", re.IGNORECASE)
+_NAMES_ERROR = re.compile(
+    r"error|exception|fatal|abort|denied|not found|no such|cannot|can't|"
+    r"^[A-Za-z_][\w.]*(Interrupt|Exit|Iteration)\b",
+    re.IGNORECASE,
+)
 #: a traceback's lines that do not name the error: its header, frames and carets
-_NOISE = re.compile(r"^(Traceback \(most recent call last\):|During handling of the above|"
-                    r"The above exception was|File \"|[~^]+$)")
+_NOISE = re.compile(
+    r"^(Traceback \(most recent call last\):|During handling of the above|"
+    r"The above exception was|File \"|[~^]+$)"
+)
 #: quoted values and numbers (signed, decimal, exponent): what differs between failures of one cause
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")

@@ -16,8 +16,14 @@ from typing import Literal
 from emews.core.errors import ConfigError
 
 #: Variables that launchers set to a rank's index on its node, in lookup order.
-LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "PMI_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                   "SLURM_LOCALID", "JSM_NAMESPACE_LOCAL_RANK", "PALS_LOCAL_RANKID")
+LOCAL_RANK_VARS = (
+    "MPI_LOCALRANKID",
+    "PMI_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+    "JSM_NAMESPACE_LOCAL_RANK",
+    "PALS_LOCAL_RANKID",
+)
 
 
 def local_rank(environ: Mapping[str, str] | None = None) -> int:
@@ -58,9 +64,11 @@ class GpuBinding:
             return []
         ids = list(range(slot * self.per_worker, slot * self.per_worker + self.per_worker))
         if ids[-1] >= self.gpus:
-            raise ConfigError(f"node-local rank {local_rank} needs GPUs {ids[0]}..{ids[-1]} but the "
-                              f"node has {self.gpus}", key="launcher.workers_per_node",
-                              allowed=f"at most {self.gpus // self.per_worker} GPU slots per node")
+            raise ConfigError(
+                f"node-local rank {local_rank} needs GPUs {ids[0]}..{ids[-1]} but the node has {self.gpus}",
+                key="launcher.workers_per_node",
+                allowed=f"at most {self.gpus // self.per_worker} GPU slots per node",
+            )
         environ[self.env_var] = ",".join(names[i] for i in ids)
         return ids
 

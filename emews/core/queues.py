@@ -43,8 +43,9 @@ class QueuePair:
         with self._arrived:
             self._waiting += 1
             try:
-                self._arrived.wait_for(lambda: self._results or self._failure is not None or self._end is not None,
-                                       timeout)
+                self._arrived.wait_for(
+                    lambda: self._results or self._failure is not None or self._end is not None, timeout
+                )
             finally:
                 self._waiting -= 1
             if self._failure is not None and not self._results:

@@ -61,8 +61,14 @@ class Aggregate:
         ok = [v for v in values if v is not None and math.isfinite(v)]
         if not ok:
             return cls(0, len(values), None, None, None, None)
-        return cls(len(ok), len(values) - len(ok), statistics.fmean(ok),
-                   statistics.stdev(ok) if len(ok) > 1 else 0.0, min(ok), max(ok))
+        return cls(
+            len(ok),
+            len(values) - len(ok),
+            statistics.fmean(ok),
+            statistics.stdev(ok) if len(ok) > 1 else 0.0,
+            min(ok),
+            max(ok),
+        )
 
 
 @dataclass
@@ -82,14 +88,28 @@ class _Group:
         first = ordered[0]
         status = Status.OK if stats.mean is not None else first.status
         errors = [r.error for r in ordered if r.error]
-        metrics = {"replicates": len(ordered), "count": stats.count, "std": stats.std, "min": stats.min,
-                   "max": stats.max, "replicate_ids": list(self.ids)}
-        return Result(id=self.ids[0], params=self.point, status=status, objective=stats.mean,
-                      loss=sign * stats.mean if stats.mean is not None else math.inf, metrics=metrics,
-                      error=errors[0] if status is not Status.OK and errors else None, rank=first.rank,
-                      host=first.host, submitted=first.submitted,
-                      started=min((r.started for r in ordered if r.started), default=None),
-                      finished=max((r.finished for r in ordered if r.finished), default=None))
+        metrics = {
+            "replicates": len(ordered),
+            "count": stats.count,
+            "std": stats.std,
+            "min": stats.min,
+            "max": stats.max,
+            "replicate_ids": list(self.ids),
+        }
+        return Result(
+            id=self.ids[0],
+            params=self.point,
+            status=status,
+            objective=stats.mean,
+            loss=sign * stats.mean if stats.mean is not None else math.inf,
+            metrics=metrics,
+            error=errors[0] if status is not Status.OK and errors else None,
+            rank=first.rank,
+            host=first.host,
+            submitted=first.submitted,
+            started=min((r.started for r in ordered if r.started), default=None),
+            finished=max((r.finished for r in ordered if r.finished), default=None),
+        )
 
 
 class ReplicatingEvaluator:
@@ -149,8 +169,10 @@ class ReplicatingEvaluator:
     def put(self, points: Iterable[Mapping[str, Any]]) -> list[int]:
         points = [dict(p) for p in points]
         if len(points) > self.remaining:
-            raise BudgetExhausted(f"{len(points)} points asked for, {self.remaining} left of a budget of "
-                                  f"{self.budget} points ({self.replicates} replicates each)")
+            raise BudgetExhausted(
+                f"{len(points)} points asked for, {self.remaining} left of a budget of "
+                f"{self.budget} points ({self.replicates} replicates each)"
+            )
         ids = []
         for point in points:
             if REPLICATE in point:

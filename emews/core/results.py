@@ -33,9 +33,9 @@ class Status(str, Enum):
     """How an evaluation ended."""
 
     OK = "ok"
-    FAILED = "failed"      # the objective raised, or returned NaN / a non-number
-    CRASHED = "crashed"    # the process running the objective died (segfault, OOM kill)
-    TIMEOUT = "timeout"    # the objective ran past the task timeout and was killed
+    FAILED = "failed"  # the objective raised, or returned NaN / a non-number
+    CRASHED = "crashed"  # the process running the objective died (segfault, OOM kill)
+    TIMEOUT = "timeout"  # the objective ran past the task timeout and was killed
 
 
 @_pickled_by_fields
@@ -101,10 +101,18 @@ class Result:
     def from_outcome(cls, task: Task, outcome: Outcome, sign: float) -> Result:
         ok = outcome.status is Status.OK and outcome.value is not None and math.isfinite(outcome.value)
         return cls(
-            id=task.id, params=task.params, status=outcome.status, objective=outcome.value,
-            loss=sign * outcome.value if ok and outcome.value is not None else math.inf, metrics=outcome.metrics,
-            error=outcome.error, rank=outcome.rank, host=outcome.host, submitted=task.submitted,
-            started=outcome.started, finished=outcome.finished,
+            id=task.id,
+            params=task.params,
+            status=outcome.status,
+            objective=outcome.value,
+            loss=sign * outcome.value if ok and outcome.value is not None else math.inf,
+            metrics=outcome.metrics,
+            error=outcome.error,
+            rank=outcome.rank,
+            host=outcome.host,
+            submitted=task.submitted,
+            started=outcome.started,
+            finished=outcome.finished,
         )
 
 
@@ -112,7 +120,7 @@ class Result:
 class StoredReport:
     """A report as the store keeps it (``evaluator.reports()``; what schedulers are rebuilt from)."""
 
-    seq: int          # arrival order over the whole experiment
+    seq: int  # arrival order over the whole experiment
     trial: int
     step: int
     metrics: Mapping[str, Any]

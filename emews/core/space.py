@@ -217,7 +217,7 @@ class _Range(DimensionType):
         if self.log:
             lo, hi = math.log10(self.lower), math.log10(self.upper)
             x = min(max(math.log10(value) + rng.gauss(0.0, sigma), lo), hi)
-            return self.decode(10.0 ** x)
+            return self.decode(10.0**x)
         return self.decode(value + rng.gauss(0.0, sigma))
 
 
@@ -248,8 +248,7 @@ class Int(_Range):
 
     def from_unit(self, u: float) -> int:
         # linear: equal-width bins, one per integer
-        raw = self._scale(u, self.lower, self.upper) if self.log else \
-            self._scale(u, self.lower - 0.5, self.upper + 0.5)
+        raw = self._scale(u, self.lower, self.upper) if self.log else self._scale(u, self.lower - 0.5, self.upper + 0.5)
         return int(min(max(round(raw), self.lower), self.upper))
 
     def grid(self, n: int) -> list[int]:
@@ -284,8 +283,7 @@ class Float(_Range):
         return type(value) is float and self.lower <= value <= self.upper
 
     def contains(self, value: Any) -> bool:
-        return (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and self.lower <= value <= self.upper)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and self.lower <= value <= self.upper
 
     def from_unit(self, u: float) -> float:
         return min(max(self._scale(u, self.lower, self.upper), self.lower), self.upper)
@@ -506,13 +504,14 @@ def _extent(value: Any) -> tuple[int, int]:
 
 
 #: integers a space may hold: 64-bit, as SQLite, R, numpy and the store's JSON codec hold them
-INT_RANGE = (-2**63, 2**63 - 1)
+INT_RANGE = (-(2**63), 2**63 - 1)
 
 
 def _require_int_range(value: int, what: str) -> None:
     if not INT_RANGE[0] <= value <= INT_RANGE[1]:
-        raise ValueError(f"{what} must not hold {value!r}: integers must fit in 64 bits "
-                         f"({INT_RANGE[0]} to {INT_RANGE[1]})")
+        raise ValueError(
+            f"{what} must not hold {value!r}: integers must fit in 64 bits ({INT_RANGE[0]} to {INT_RANGE[1]})"
+        )
 
 
 def _require_finite(value: Any, what: str) -> None:
@@ -522,8 +521,7 @@ def _require_finite(value: Any, what: str) -> None:
     while stack:
         item = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
-            raise ValueError(f"{what} must not hold {item!r} (NaN and infinities cannot be compared "
-                             "or stored as JSON)")
+            raise ValueError(f"{what} must not hold {item!r} (NaN and infinities cannot be compared or stored as JSON)")
         if type(item) is int:
             _require_int_range(item, what)
         if isinstance(item, (list, tuple)):
@@ -582,8 +580,11 @@ class Space:
         object.__setattr__(self, "_items", tuple(self.dimensions.items()))
         items, chars = _extent([getattr(d, "values", getattr(d, "value", None)) for d in self.dimensions.values()])
         if items > MAX_VALUES or chars > MAX_TEXT:
-            raise SpaceError("space", f"holds {items:,} values and {chars:,} characters of text; the limits are "
-                                      f"{MAX_VALUES:,} values and {MAX_TEXT:,} characters")
+            raise SpaceError(
+                "space",
+                f"holds {items:,} values and {chars:,} characters of text; the limits are "
+                f"{MAX_VALUES:,} values and {MAX_TEXT:,} characters",
+            )
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.dimensions)
@@ -613,7 +614,8 @@ class Space:
 
     def contains(self, point: Mapping[str, Any]) -> bool:
         return set(point) == set(self.dimensions) and all(
-            dim.contains(point[name]) for name, dim in self.dimensions.items())
+            dim.contains(point[name]) for name, dim in self.dimensions.items()
+        )
 
     def opened(self) -> Space:
         """This space, open (see the class docstring)."""
@@ -680,8 +682,9 @@ class Space:
         if len(coords) != len(self.free):
             raise ValueError(f"expected {len(self.free)} coordinates, got {len(coords)}")
         free_coords = iter(coords)
-        return {name: dim.from_unit(next(free_coords)) if dim.free else dim.first
-                for name, dim in self.dimensions.items()}
+        return {
+            name: dim.from_unit(next(free_coords)) if dim.free else dim.first for name, dim in self.dimensions.items()
+        }
 
 
 def load_candle_json(path: str | Path) -> Space:
@@ -722,11 +725,21 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 CANDLE_TYPES = ("int", "float", "categorical", "ordered", "logical", "constant")
 _COMMON_KEYS = ("name", "type", "comment", "description")
 CANDLE_KEYS = {
-    "int": ("lower", "upper", "sigma", "log"), "float": ("lower", "upper", "sigma", "log"),
-    "categorical": ("values", "element_type", "sigma"), "ordered": ("values", "element_type", "sigma"),
-    "logical": (), "constant": ("value",)}
-_REQUIRED = {"int": ("lower", "upper"), "float": ("lower", "upper"), "categorical": ("values",),
-             "ordered": ("values",), "logical": (), "constant": ("value",)}
+    "int": ("lower", "upper", "sigma", "log"),
+    "float": ("lower", "upper", "sigma", "log"),
+    "categorical": ("values", "element_type", "sigma"),
+    "ordered": ("values", "element_type", "sigma"),
+    "logical": (),
+    "constant": ("value",),
+}
+_REQUIRED = {
+    "int": ("lower", "upper"),
+    "float": ("lower", "upper"),
+    "categorical": ("values",),
+    "ordered": ("values",),
+    "logical": (),
+    "constant": ("value",),
+}
 
 
 def candle_dimension(entry: Mapping[str, Any]) -> Dimension:
@@ -745,8 +758,9 @@ def candle_dimension(entry: Mapping[str, Any]) -> Dimension:
     if not isinstance(log, bool):
         raise ValueError(f"log must be true or false, got {log!r}")
     if kind == "int":
-        return Int(_integral(entry["lower"], "lower"), _integral(entry["upper"], "upper"), log,
-                   _sigma(entry.get("sigma")))
+        return Int(
+            _integral(entry["lower"], "lower"), _integral(entry["upper"], "upper"), log, _sigma(entry.get("sigma"))
+        )
     if kind == "float":
         return Float(_real(entry["lower"]), _real(entry["upper"]), log, _sigma(entry.get("sigma")))
     if kind in ("categorical", "ordered"):
@@ -798,8 +812,14 @@ def _logical(value: Any) -> bool:
 
 
 def _cast_element(value: Any, element_type: str | None) -> Value:
-    casts: dict[str | None, Callable[[Any], Any]] = {"int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
-             "float": float, "string": str, "str": str, "logical": _logical, None: lambda v: v}
+    casts: dict[str | None, Callable[[Any], Any]] = {
+        "int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
+        "float": float,
+        "string": str,
+        "str": str,
+        "logical": _logical,
+        None: lambda v: v,
+    }
     if not isinstance(element_type, (str, type(None))) or element_type not in casts:
         raise ValueError(f"unknown element_type {brief(element_type)}; allowed: int, float, string, logical")
     try:

@@ -94,8 +94,9 @@ class ParameterSize(TaskSize):
 
     def __call__(self, params: Mapping[str, Any]) -> int:
         if self.name not in params:
-            raise TaskSizeError(f"task.ranks names parameter {self.name!r}, which the point "
-                                f"{dict(params)!r} does not have")
+            raise TaskSizeError(
+                f"task.ranks names parameter {self.name!r}, which the point {dict(params)!r} does not have"
+            )
         return whole_ranks(params[self.name], f"parameter {self.name!r}")
 
     def check(self, workers: int, space: Space | None = None) -> str | None:
@@ -108,8 +109,12 @@ class ParameterSize(TaskSize):
         elif isinstance(dim, Categorical):  # ordered too
             values = tuple(dim.values)
         else:
-            return None if dim is None else f"parameter {self.name!r} is not an int, constant, " \
+            return (
+                None
+                if dim is None
+                else f"parameter {self.name!r} is not an int, constant, "
                 "categorical or ordered parameter of whole numbers"
+            )
         try:
             sizes = [whole_ranks(v, f"parameter {self.name!r}") for v in values]
         except TaskSizeError as exc:
@@ -170,8 +175,12 @@ def parse_task_size(value: Any, space: Space | None = None) -> TaskSize:
     if value == OPTIMIZER:
         return OptimizerSize()
     module, sep, name = value.rpartition(":")
-    if sep and module and name.isidentifier() and (is_file_ref(module) or all(
-            p.isidentifier() for p in module.split("."))):
+    if (
+        sep
+        and module
+        and name.isidentifier()
+        and (is_file_ref(module) or all(p.isidentifier() for p in module.split(".")))
+    ):
         return FunctionSize(value)
     if space is None:
         return ParameterSize(value)
@@ -179,5 +188,7 @@ def parse_task_size(value: Any, space: Space | None = None) -> TaskSize:
 
 
 #: what the ``task.ranks`` key accepts, for messages
-ALLOWED = ("a number of ranks (default 1), a parameter whose value is the size, "
-           "package.module:function or file.py:function of the point, or 'optimizer'")
+ALLOWED = (
+    "a number of ranks (default 1), a parameter whose value is the size, "
+    "package.module:function or file.py:function of the point, or 'optimizer'"
+)

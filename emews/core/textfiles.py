@@ -28,8 +28,11 @@ def read_text(path: Path, *, limit: int = MAX_FILE_BYTES) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
-                          file=path, allowed="UTF-8 encoded text") from None
+        raise ConfigError(
+            f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+            file=path,
+            allowed="UTF-8 encoded text",
+        ) from None
 
 
 #: the temporary name :func:`write_atomic` writes ``NAME`` under: ``.NAME.PID.THREAD.tmp``

@@ -67,8 +67,14 @@ def first_point(workflow: Workflow) -> tuple[Space, dict[str, Any]]:
     """The space tasks are validated against (replicates included) and the optimizer's first point."""
     replicates = workflow.model.replicates
     space = workflow.space if replicates == 1 else replicated_space(workflow.space, replicates)
-    evaluator = FirstPoint(QueuePair(), space, workers=1, budget=workflow.model.budget.evaluations,
-                           direction=workflow.model.objective.direction, seed=workflow.seed)
+    evaluator = FirstPoint(
+        QueuePair(),
+        space,
+        workers=1,
+        budget=workflow.model.budget.evaluations,
+        direction=workflow.model.objective.direction,
+        seed=workflow.seed,
+    )
     view = evaluator if replicates == 1 else ReplicatingEvaluator(evaluator, workflow.space, replicates)
     try:
         workflow.make_optimizer().run(view)
@@ -133,9 +139,18 @@ def try_workflow(workflow: Workflow) -> TryOutcome:
     scratch = Path(tempfile.mkdtemp(prefix="emews-try-"))
     try:
         one = OnePoint(point)
-        spec = replace(run_spec(workflow, scratch), space=space, make_optimizer=lambda: one, budget=1,
-                       replicates=1, retries=0, make_trial_scheduler=None, show_progress=False, fail_fast=0,
-                       task_size=FixedSize(1))
+        spec = replace(
+            run_spec(workflow, scratch),
+            space=space,
+            make_optimizer=lambda: one,
+            budget=1,
+            replicates=1,
+            retries=0,
+            make_trial_scheduler=None,
+            show_progress=False,
+            fail_fast=0,
+            task_size=FixedSize(1),
+        )
         summary, stopped = _run_here(spec)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -148,8 +163,15 @@ def try_workflow(workflow: Workflow) -> TryOutcome:
         run_dir = task_run_dir(scratch / "runs", 0)  # the first task of a fresh store
         run_dir = run_dir if run_dir.is_dir() else scratch
     note = "task.ranks: the try runs the point on one rank" if workflow.task_size.gang else None
-    return TryOutcome(point, result, spec.objective.metric, run_dir,
-                      None if summary.error is None else str(summary.error), note, stopped)
+    return TryOutcome(
+        point,
+        result,
+        spec.objective.metric,
+        run_dir,
+        None if summary.error is None else str(summary.error),
+        note,
+        stopped,
+    )
 
 
 def _run_here(spec: RunSpec) -> tuple[RunSummary, Interrupted | None]:
@@ -159,7 +181,9 @@ def _run_here(spec: RunSpec) -> tuple[RunSummary, Interrupted | None]:
     done: list[RunSummary] = []
     optimizer_rank = threading.Thread(
         target=lambda: done.append(run_optimizer_rank(spec, hub.endpoint(0), [1], interrupt=interrupt)),
-        name="emews-try-optimizer", daemon=True)
+        name="emews-try-optimizer",
+        daemon=True,
+    )
     optimizer_rank.start()
     run_worker_rank(spec, hub.endpoint(1), [], interrupt=interrupt)
     optimizer_rank.join()

@@ -44,8 +44,9 @@ from emews.store import opening as stores
 #: how long the launching process waits for the job to wind down after it forwarded a stop signal
 STOP_GRACE_SECONDS = 120.0
 #: what ``emews resume --set`` may change
-RESUME_ALLOWED = ("budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS|2h, "
-                  "walltime.limit=HH:MM:SS, walltime.margin=SECONDS")
+RESUME_ALLOWED = (
+    "budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS|2h, walltime.limit=HH:MM:SS, walltime.margin=SECONDS"
+)
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,15 @@ class Launched:
     status: int
 
 
-def launch(workflow: Workflow, site: Site, *, workers: int | None = None, exp_dir: Path | None = None,
-           dry_run: bool = False, relay: bool = False) -> Launched:
+def launch(
+    workflow: Workflow,
+    site: Site,
+    *,
+    workers: int | None = None,
+    exp_dir: Path | None = None,
+    dry_run: bool = False,
+    relay: bool = False,
+) -> Launched:
     """Create the experiment of ``workflow`` and run it on ``site`` (here on a local site, as a
     batch job elsewhere). ``relay``: the job's output goes through this process's ``sys.stdout`` and
     ``sys.stderr`` (a notebook's cell output), not straight to its file descriptors."""
@@ -76,9 +84,16 @@ def launch(workflow: Workflow, site: Site, *, workers: int | None = None, exp_di
     elif dry_run:
         print(shlex.join(site.launch_command(workers + 1, job_command(target))))
         return Launched(None, EXIT_OK)
-    store = stores.new_store(workflow.model.store.url, workflow.name)  # a database that answers, before anything is made
-    created = create_experiment(target, name=workflow.name, workflow=workflow.to_dict(), site=site.to_dict(),
-                                info={"workers": workers, "site": site.name, **({"store": store} if store else {})})
+    store = stores.new_store(
+        workflow.model.store.url, workflow.name
+    )  # a database that answers, before anything is made
+    created = create_experiment(
+        target,
+        name=workflow.name,
+        workflow=workflow.to_dict(),
+        site=site.to_dict(),
+        info={"workers": workers, "site": site.name, **({"store": store} if store else {})},
+    )
     if store is not None:
         try:
             stores.open_store(created).close()  # the experiment's schema and tables: the rights to make them, now
@@ -99,16 +114,23 @@ def launch(workflow: Workflow, site: Site, *, workers: int | None = None, exp_di
     return Launched(created, EXIT_OK)
 
 
-def resume(exp_dir: Path, *, workers: int | None = None, workflow_overrides: Mapping[str, Any] | None = None,
-           site_overrides: Sequence[str] = (), relay: bool = False) -> Launched:
+def resume(
+    exp_dir: Path,
+    *,
+    workers: int | None = None,
+    workflow_overrides: Mapping[str, Any] | None = None,
+    site_overrides: Sequence[str] = (),
+    relay: bool = False,
+) -> Launched:
     """Continue a stopped experiment (its budget and walltime settings may change first)."""
     from emews.output.export import open_store
 
     exp_dir = require_experiment(exp_dir.absolute())
     overrides = dict(workflow_overrides or {})
     if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in overrides):
-        raise ConfigError("resume can only change the budget and the walltime settings", key="--set",
-                          allowed=RESUME_ALLOWED)
+        raise ConfigError(
+            "resume can only change the budget and the walltime settings", key="--set", allowed=RESUME_ALLOWED
+        )
     site = load_site(str(exp_dir / SITE_FILE))
     workers = site.total_workers(workers or read_info(exp_dir).get("workers"))
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
@@ -155,8 +177,9 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     received: list[int] = []
     since = time.time()
     try:  # its own session: Ctrl-C reaches only us, and we forward the stop
-        proc = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()),
-                                stdout=pipe, stderr=pipe)
+        proc = subprocess.Popen(
+            command, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()), stdout=pipe, stderr=pipe
+        )
     except FileNotFoundError:
         raise EmewsError(f"cannot start {command[0]}: not found (is the mpich wheel installed?)") from None
     relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []

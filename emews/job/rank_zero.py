@@ -51,20 +51,33 @@ from emews.training.retention import Retention
 log = logging.getLogger("emews")
 
 
-
 def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
     task, kept = workflow.model.task, workflow.model.checkpoints
-    return RunSpec(space=workflow.space, make_optimizer=workflow.make_optimizer, objective=workflow.objective,
-                   budget=workflow.model.budget.evaluations, direction=workflow.model.objective.direction,
-                   seed=workflow.seed, isolation=task.isolation, timeout=task.timeout,
-                   memory_limit=task.memory_limit, exp_dir=exp_dir,  # type: ignore[arg-type]
-                   durability=workflow.model.store.durability, replicates=workflow.model.replicates,
-                   make_trial_scheduler=workflow.make_trial_scheduler if workflow.model.trial_scheduler else None,
-                   checkpoint_async=kept.background, checkpoint_local_dir=kept.local_dir, retries=task.retries,
-                   retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
-                   pause_margin=workflow.model.walltime.margin, pause_grace=workflow.model.walltime.grace,
-                   task_size=workflow.task_size, fail_fast=workflow.model.budget.fail_fast,
-                   steps=workflow.model.budget.steps, time=workflow.model.budget.seconds)
+    return RunSpec(
+        space=workflow.space,
+        make_optimizer=workflow.make_optimizer,
+        objective=workflow.objective,
+        budget=workflow.model.budget.evaluations,
+        direction=workflow.model.objective.direction,
+        seed=workflow.seed,
+        isolation=task.isolation,
+        timeout=task.timeout,
+        memory_limit=task.memory_limit,
+        exp_dir=exp_dir,  # type: ignore[arg-type]
+        durability=workflow.model.store.durability,
+        replicates=workflow.model.replicates,
+        make_trial_scheduler=workflow.make_trial_scheduler if workflow.model.trial_scheduler else None,
+        checkpoint_async=kept.background,
+        checkpoint_local_dir=kept.local_dir,
+        retries=task.retries,
+        retention=Retention(kept.keep_last, kept.keep_best, kept.keep_best_experiment),
+        pause_margin=workflow.model.walltime.margin,
+        pause_grace=workflow.model.walltime.grace,
+        task_size=workflow.task_size,
+        fail_fast=workflow.model.budget.fail_fast,
+        steps=workflow.model.budget.steps,
+        time=workflow.model.budget.seconds,
+    )
 
 
 def check_local_dir(workflow: Workflow) -> None:
@@ -73,9 +86,12 @@ def check_local_dir(workflow: Workflow) -> None:
     local_dir = workflow.model.checkpoints.local_dir
     unset = [] if local_dir is None else unset_variables(local_dir)
     if unset:
-        raise ConfigError(f"environment variable {unset[0]} is not set in the job's environment ({local_dir!r})",
-                          file=workflow.source, key="checkpoints.local_dir",
-                          allowed="a path; $NAME only for a variable the job's environment sets")
+        raise ConfigError(
+            f"environment variable {unset[0]} is not set in the job's environment ({local_dir!r})",
+            file=workflow.source,
+            key="checkpoints.local_dir",
+            allowed="a path; $NAME only for a variable the job's environment sets",
+        )
 
 
 def allocation_end(workflow: Workflow, site: Site, started: float) -> float | None:
@@ -113,16 +129,29 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         spec.walltime_end = allocation_end(workflow, site, time.time())
         spec.backend = site.config.node.distributed_backend
         gang = spec.task_size.gang
-        quiet_bcast(comm, spec.worker_plan(gpu_binding(site), site.config.node.cores,
-                                           launch_line=site.team_launch_line if gang else None))
+        quiet_bcast(
+            comm,
+            spec.worker_plan(
+                gpu_binding(site), site.config.node.cores, launch_line=site.team_launch_line if gang else None
+            ),
+        )
         teams = TeamWorld(comm) if gang else None  # collective: every rank
         try:
-            return _optimizer_rank(spec, workflow, comm, exp_dir, interrupt, spare_core=spare_core,
-                                   nodes=None if teams is None else teams.nodes)
+            return _optimizer_rank(
+                spec,
+                workflow,
+                comm,
+                exp_dir,
+                interrupt,
+                spare_core=spare_core,
+                nodes=None if teams is None else teams.nodes,
+            )
         except BaseException as exc:  # never leave the workers waiting for a stop that does not come
             log.exception("the optimizer rank failed")
-            print(f"emews: the optimizer rank failed: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE})",
-                  file=sys.stderr)
+            print(
+                f"emews: the optimizer rank failed: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE})",
+                file=sys.stderr,
+            )
             sys.stderr.flush()
             comm.Abort(EXIT_FAILED)
             return EXIT_FAILED
@@ -137,15 +166,26 @@ def _refuse(comm: Any, problem: ConfigError) -> int:
     return EXIT_CONFIG
 
 
-def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Path, interrupt: Interrupt, *,
-                    spare_core: bool, nodes: dict[int, str] | None = None) -> int:
-    logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(message)s")
+def _optimizer_rank(
+    spec: RunSpec,
+    workflow: Workflow,
+    comm: object,
+    exp_dir: Path,
+    interrupt: Interrupt,
+    *,
+    spare_core: bool,
+    nodes: dict[int, str] | None = None,
+) -> int:
+    logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.raiseExceptions = False  # a log line the disk has no room for is lost, not a traceback on stderr
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
-    log.info("start: %s workers, optimizer %s, budget %s", len(workers), workflow.model.optimizer.name,
-             workflow.model.budget.describe())
+    log.info(
+        "start: %s workers, optimizer %s, budget %s",
+        len(workers),
+        workflow.model.optimizer.name,
+        workflow.model.budget.describe(),
+    )
     # results.csv written as results arrive, by a child on a core the ranks leave free. Not on a
     # full node: there it slows the run, and at its lowest priority it can starve while a stop
     # signal leaves seconds to write the file (srun kills the step ~1 s after scancel). An open
@@ -155,8 +195,10 @@ def _optimizer_rank(spec: RunSpec, workflow: Workflow, comm: object, exp_dir: Pa
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes)
     if summary.resumed or summary.requeued:
-        line = (f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
-                f"{summary.requeued} interrupted tasks run again")
+        line = (
+            f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
+            f"{summary.requeued} interrupted tasks run again"
+        )
         log.info(line)
         print(line, file=sys.stderr)
     status = _write_outputs(spec, workflow, exp_dir, summary, csv_follower)
@@ -187,8 +229,9 @@ def _let_output_drain(limit: float = 2.0) -> None:
             time.sleep(0.01)
 
 
-def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary,
-                   csv_follower: CsvFollower | None) -> int:
+def _write_outputs(
+    spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary, csv_follower: CsvFollower | None
+) -> int:
     """summary.json, then results.csv, then the closing lines; return the run's exit status.
 
     The summary goes first: after a stop signal the batch system may kill the job soon after
@@ -220,13 +263,15 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
     log.info("finished: %s", text.replace("\n", " | "))
     if full is not None:
         log.error("run stopped: cannot write the experiment: %s", full, exc_info=summary.error)
-        print(f"emews: cannot write the experiment: {full}; {stored}; "
-              f"free space, then continue with: emews resume {exp_dir}", file=sys.stderr)
+        print(
+            f"emews: cannot write the experiment: {full}; {stored}; "
+            f"free space, then continue with: emews resume {exp_dir}",
+            file=sys.stderr,
+        )
         return status
     if stopped is not None:
         log.warning("%s: results so far are stored", stopped)
-        print(f"emews: {stopped}: {stored}; continue with: "
-              f"emews resume {exp_dir}", file=sys.stderr)
+        print(f"emews: {stopped}: {stored}; continue with: emews resume {exp_dir}", file=sys.stderr)
         return status
     print(text, file=sys.stderr)
     if summary.budget_reached is not None:
@@ -236,16 +281,17 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
     for rank, text in sorted(problems.items()):
         log.error("worker %d: %s", rank, text)
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        print(f"emews: worker rank {rank}: {lines[0].rstrip(':')}: {lines[-1].strip()} "
-              f"(details in {exp_dir / LOG_FILE})", file=sys.stderr)
+        print(
+            f"emews: worker rank {rank}: {lines[0].rstrip(':')}: {lines[-1].strip()} (details in {exp_dir / LOG_FILE})",
+            file=sys.stderr,
+        )
     if isinstance(summary.error, FailedFast):
         line = fail_fast_line(summary.error, spec.runs_root)
         log.error(line)
         print(f"emews: {line}", file=sys.stderr)
     elif isinstance(summary.error, TeamStranded):  # the job has to end: one line, and how to go on
         log.error("%s", summary.error)
-        print(f"emews: {summary.error}; {stored}; continue with: "
-              f"emews resume {exp_dir}", file=sys.stderr)
+        print(f"emews: {summary.error}; {stored}; continue with: emews resume {exp_dir}", file=sys.stderr)
     elif summary.error is not None:
         detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
         log.error("run failed: %s\n%s", summary.error, detail)
@@ -253,25 +299,45 @@ def _write_outputs(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: Ru
     return status
 
 
-def _write_summary_and_csv(spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary, total: Totals,
-                           status: int, csv_follower: CsvFollower | None) -> None:
+def _write_summary_and_csv(
+    spec: RunSpec,
+    workflow: Workflow,
+    exp_dir: Path,
+    summary: RunSummary,
+    total: Totals,
+    status: int,
+    csv_follower: CsvFollower | None,
+) -> None:
     stopped, problems = summary.interrupted, summary.worker_errors
     earlier = earlier_runs(exp_dir)
-    write_summary(exp_dir, {
-        "completed": total.done, "failed": total.done - total.counts.get("ok", 0),
-        "endings": {e.value: total.endings[e.value] for e in Ending if e.value in total.endings},
-        "this_run": {"completed": summary.completed - summary.resumed, "elapsed": summary.elapsed,
-                     "resumed": summary.resumed, "requeued": summary.requeued},
-        "elapsed": earlier.elapsed + summary.elapsed, "runs": earlier.runs + 1,
-        "best": None if total.best is None else {"id": total.best.id, "objective": total.best.objective,
-                                                 "params": dict(total.best.params)},
-        "interrupted": None if stopped is None else stopped.args[0],
-        "budget_reached": summary.budget_reached,
-        "worker_errors": {str(rank): text for rank, text in problems.items()},
-        "error": None if summary.error is None else str(summary.error),
-        "failure_cause": None if total.failure is None else {"cause": total.failure.line,
-                                                             "count": total.failure.count},
-        "exit_status": status, "finished": time.time()})
+    write_summary(
+        exp_dir,
+        {
+            "completed": total.done,
+            "failed": total.done - total.counts.get("ok", 0),
+            "endings": {e.value: total.endings[e.value] for e in Ending if e.value in total.endings},
+            "this_run": {
+                "completed": summary.completed - summary.resumed,
+                "elapsed": summary.elapsed,
+                "resumed": summary.resumed,
+                "requeued": summary.requeued,
+            },
+            "elapsed": earlier.elapsed + summary.elapsed,
+            "runs": earlier.runs + 1,
+            "best": None
+            if total.best is None
+            else {"id": total.best.id, "objective": total.best.objective, "params": dict(total.best.params)},
+            "interrupted": None if stopped is None else stopped.args[0],
+            "budget_reached": summary.budget_reached,
+            "worker_errors": {str(rank): text for rank, text in problems.items()},
+            "error": None if summary.error is None else str(summary.error),
+            "failure_cause": None
+            if total.failure is None
+            else {"cause": total.failure.line, "count": total.failure.count},
+            "exit_status": status,
+            "finished": time.time(),
+        },
+    )
     if csv_follower is None or csv_follower.finish() is None:
         export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
 

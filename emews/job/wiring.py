@@ -67,21 +67,36 @@ class RunSpec:
     retries: int = 0  # a crashed or timed-out task runs again (from its checkpoint) this many times
     retention: Retention = field(default_factory=Retention)  # which checkpoints are kept
     walltime_end: float | None = None  # when the allocation ends (UNIX time): trials pause before it
-    pause_margin: float = 300.0        # seconds before walltime_end that trials pause
-    pause_grace: float = 0.0           # seconds a stop signal leaves running trials to pause
+    pause_margin: float = 300.0  # seconds before walltime_end that trials pause
+    pause_grace: float = 0.0  # seconds a stop signal leaves running trials to pause
     task_size: TaskSize = field(default_factory=FixedSize)  # worker ranks per task (task.ranks)
     backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
     fail_fast: int = 0  # stop when the first this many results all failed with one cause (0: never)
-    steps: int | None = None    # end the run once the trials reported this many steps (runtime.compute_budget)
-    time: float | None = None   # ... or once the experiment's runs took this many seconds
+    steps: int | None = None  # end the run once the trials reported this many steps (runtime.compute_budget)
+    time: float | None = None  # ... or once the experiment's runs took this many seconds
 
-    def worker_plan(self, gpus: GpuBinding | None = None, node_cores: int | None = None,
-                    launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None) -> WorkerPlan:
+    def worker_plan(
+        self,
+        gpus: GpuBinding | None = None,
+        node_cores: int | None = None,
+        launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
+    ) -> WorkerPlan:
         """What the worker ranks need of this spec (``launch_line``: the site's, for ``ctx.launch``)."""
-        return WorkerPlan(self.objective, self.isolation, self.timeout, self.memory_limit, self.runs_root,
-                          self.checkpoint_async, self.checkpoint_local_dir, self.pause_grace,
-                          gpus or GpuBinding(), node_cores, backend=self.backend, gang=self.task_size.gang,
-                          launch_line=launch_line)
+        return WorkerPlan(
+            self.objective,
+            self.isolation,
+            self.timeout,
+            self.memory_limit,
+            self.runs_root,
+            self.checkpoint_async,
+            self.checkpoint_local_dir,
+            self.pause_grace,
+            gpus or GpuBinding(),
+            node_cores,
+            backend=self.backend,
+            gang=self.task_size.gang,
+            launch_line=launch_line,
+        )
 
     def __post_init__(self) -> None:
         self.direction = Direction.of(self.direction)
@@ -104,9 +119,9 @@ class RunSummary:
     best: Result | None
     elapsed: float
     error: BaseException | None = None
-    all_stopped: bool = True   # every worker confirmed its stop
-    resumed: int = 0           # finished evaluations of earlier runs of this experiment
-    requeued: int = 0          # tasks that were running when the earlier run stopped, run again
+    all_stopped: bool = True  # every worker confirmed its stop
+    resumed: int = 0  # finished evaluations of earlier runs of this experiment
+    requeued: int = 0  # tasks that were running when the earlier run stopped, run again
     worker_errors: dict[int, str] = field(default_factory=dict)  # shutdown problems reported by workers, by rank
     budget_reached: str | None = None  # the line saying the step or time budget ended the run
 
@@ -154,8 +169,7 @@ class ResumeState:
 REQUEUE_LIMIT = 1
 
 
-def resume_state(store: Store | None,
-                 waits: Callable[[Task], WaitingTrial | None] = lambda task: None) -> ResumeState:
+def resume_state(store: Store | None, waits: Callable[[Task], WaitingTrial | None] = lambda task: None) -> ResumeState:
     """Finished work, and the tasks to run again: those that were running when the last run
     stopped (once; a task caught by a stop twice is recorded as failed). A trial that ``waits``
     for a promotion (``TrialService.resumed_wait``) is held again instead, however often."""
@@ -172,9 +186,17 @@ def resume_state(store: Store | None,
             task.attempt = attempt + 1
             requeue.append(task)
         else:
-            given_up.append(Result.from_outcome(task, Outcome(
-                task.id, Status.FAILED, error=f"the run stopped {attempt + 1} times while this task ran; "
-                "not run again"), 1.0))
+            given_up.append(
+                Result.from_outcome(
+                    task,
+                    Outcome(
+                        task.id,
+                        Status.FAILED,
+                        error=f"the run stopped {attempt + 1} times while this task ran; not run again",
+                    ),
+                    1.0,
+                )
+            )
     if given_up:
         store.add(given_up)
     if requeue:
@@ -182,26 +204,43 @@ def resume_state(store: Store | None,
     return ResumeState(list(store), requeue, store.next_id(), waiting)
 
 
-def trial_service(spec: RunSpec, store: Store | None,
-                  stopping: Callable[[], bool] = lambda: False, budget: ComputeBudget | None = None) -> TrialService:
+def trial_service(
+    spec: RunSpec,
+    store: Store | None,
+    stopping: Callable[[], bool] = lambda: False,
+    budget: ComputeBudget | None = None,
+) -> TrialService:
     """What answers training reports: the store's training tables and the workflow's scheduler,
     its state rebuilt from the reports of earlier runs; ``budget`` counts the steps reported."""
     scheduler = None
     if spec.make_trial_scheduler is not None:
-        scheduler = spec.make_trial_scheduler().bind(metric=spec.objective.metric, direction=spec.direction,
-                                                     space=spec.space, seed=spec.seed)
+        scheduler = spec.make_trial_scheduler().bind(
+            metric=spec.objective.metric, direction=spec.direction, space=spec.space, seed=spec.seed
+        )
     if spec.exp_dir is not None:
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
-    service = TrialService(store, scheduler,
-                           metric=spec.objective.metric, direction=spec.direction, retention=spec.retention,
-                           retries=spec.retries, clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping),
-                           budget=budget)
+    service = TrialService(
+        store,
+        scheduler,
+        metric=spec.objective.metric,
+        direction=spec.direction,
+        retention=spec.retention,
+        retries=spec.retries,
+        clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping),
+        budget=budget,
+    )
     service.rebuild()
     return service
 
 
-def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[int], *,
-                       interrupt: Interrupt | None = None, nodes: Mapping[int, str] | None = None) -> RunSummary:
+def run_optimizer_rank(
+    spec: RunSpec,
+    transport: Transport,
+    worker_ranks: list[int],
+    *,
+    interrupt: Interrupt | None = None,
+    nodes: Mapping[int, str] | None = None,
+) -> RunSummary:
     """Rank 0: the optimizer on this thread, the distributor on a background thread.
 
     ``nodes`` (worker rank -> host) places multi-rank tasks (``spec.task_size``) node by node.
@@ -220,28 +259,50 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
     earlier = resume_state(store, trials.resumed_wait)
     progress.record(earlier.history, 0)
     reports = ReportReader(store.location) if store is not None else None
-    distributor = Distributor(transport, queues, worker_ranks, sign=spec.sign, progress=progress,
-                              fail_fast=FailFast(spec.fail_fast),
-                              store=store, trials=trials, gang=spec.task_size.gang, nodes=nodes,
-                              waiting=earlier.waiting,
-                              inline_timeout=spec.timeout if spec.isolation == "inline" else None,
-                              budget=budget).start()
+    distributor = Distributor(
+        transport,
+        queues,
+        worker_ranks,
+        sign=spec.sign,
+        progress=progress,
+        fail_fast=FailFast(spec.fail_fast),
+        store=store,
+        trials=trials,
+        gang=spec.task_size.gang,
+        nodes=nodes,
+        waiting=earlier.waiting,
+        inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+        budget=budget,
+    ).start()
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
     error: BaseException | None = None
-    reporter = ProgressReporter(progress, interval=spec.progress_interval) if spec.show_progress \
-        else contextlib.nullcontext()
+    reporter = (
+        ProgressReporter(progress, interval=spec.progress_interval) if spec.show_progress else contextlib.nullcontext()
+    )
     with short_gil_switches(), reporter:
         try:
             with interrupt.raising():
                 space = spec.space if spec.replicates == 1 else replicated_space(spec.space, spec.replicates)
-                evaluator = Evaluator(queues, space, workers=len(worker_ranks), budget=spec.budget,
-                                      direction=spec.direction, seed=spec.seed, first_id=earlier.next_id,
-                                      history=earlier.history, requeue=earlier.requeue,
-                                      waiting=[w.task for w in earlier.waiting], exp_dir=spec.exp_dir,
-                                      observers=spec.observers, reports=reports, task_size=spec.task_size)
-                view = evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space,
-                                                                                  spec.replicates)
+                evaluator = Evaluator(
+                    queues,
+                    space,
+                    workers=len(worker_ranks),
+                    budget=spec.budget,
+                    direction=spec.direction,
+                    seed=spec.seed,
+                    first_id=earlier.next_id,
+                    history=earlier.history,
+                    requeue=earlier.requeue,
+                    waiting=[w.task for w in earlier.waiting],
+                    exp_dir=spec.exp_dir,
+                    observers=spec.observers,
+                    reports=reports,
+                    task_size=spec.task_size,
+                )
+                view = (
+                    evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space, spec.replicates)
+                )
                 spec.make_optimizer().run(view)  # type: ignore[arg-type]  # replicas behind Evaluator's interface
         except BudgetExhausted:
             pass
@@ -259,25 +320,47 @@ def run_optimizer_rank(spec: RunSpec, transport: Transport, worker_ranks: list[i
         reports.close()
     if store is not None:
         store.close()
-    return RunSummary(progress.done, progress.failed, progress.best, time.monotonic() - start,
-                      error or distributor.error, distributor.all_stopped, len(earlier.history),
-                      len(earlier.requeue), distributor.worker_errors, distributor.budget_reached)
+    return RunSummary(
+        progress.done,
+        progress.failed,
+        progress.best,
+        time.monotonic() - start,
+        error or distributor.error,
+        distributor.all_stopped,
+        len(earlier.history),
+        len(earlier.requeue),
+        distributor.worker_errors,
+        distributor.budget_reached,
+    )
 
 
-def run_worker_rank(spec: RunSpec, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
-                    interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> int:
+def run_worker_rank(
+    spec: RunSpec,
+    transport: Transport,
+    gpu_ids: list[int],
+    *,
+    use_alarm: bool = True,
+    interrupt: Interrupt | None = None,
+    team_comm: Callable[[Team | None], Any] | None = None,
+) -> int:
     """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives); ``team_comm``
     makes a multi-rank task's communicator (inline isolation under MPI)."""
-    return serve(spec.worker_plan(), transport, gpu_ids, use_alarm=use_alarm, interrupt=interrupt,
-                 team_comm=team_comm)
+    return serve(spec.worker_plan(), transport, gpu_ids, use_alarm=use_alarm, interrupt=interrupt, team_comm=team_comm)
 
 
 def run_in_threads(spec: RunSpec, workers: int = 3) -> RunSummary:
     """The whole runtime in one process, workers as threads (no MPI needed)."""
     hub = ThreadHub(workers + 1)
-    threads = [threading.Thread(target=run_worker_rank, args=(spec, hub.endpoint(r), []),
-                                kwargs={"use_alarm": False}, name=f"emews-worker-{r}", daemon=True)
-               for r in range(1, workers + 1)]
+    threads = [
+        threading.Thread(
+            target=run_worker_rank,
+            args=(spec, hub.endpoint(r), []),
+            kwargs={"use_alarm": False},
+            name=f"emews-worker-{r}",
+            daemon=True,
+        )
+        for r in range(1, workers + 1)
+    ]
     for t in threads:
         t.start()
     summary = run_optimizer_rank(spec, hub.endpoint(0), list(range(1, workers + 1)))

@@ -44,8 +44,11 @@ def candle_point(point: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[
 
 def model_flags(point: Mapping[str, Any], defaults: Mapping[str, Any], skip: Collection[str] = ()) -> dict[str, Any]:
     """The point's values that go as flags: keys the model's defaults define, not bookkeeping, not ``skip``."""
-    return {name: value for name, value in point.items()
-            if name in defaults and name not in BOOKKEEPING and name not in skip}
+    return {
+        name: value
+        for name, value in point.items()
+        if name in defaults and name not in BOOKKEEPING and name not in skip
+    }
 
 
 def write_config(path: Path, params: Mapping[str, Any]) -> Path:

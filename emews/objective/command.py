@@ -107,8 +107,7 @@ class CommandRef:
         """Check that the program exists and read the model defaults (an ObjectiveLoadError if not)."""
         program = self.command[0]
         if not PLACEHOLDER.search(program) and _find_program(program) is None:
-            raise ObjectiveLoadError(f"command program {program!r} not found"
-                                     + ("" if "/" in program else " on PATH"))
+            raise ObjectiveLoadError(f"command program {program!r} not found" + ("" if "/" in program else " on PATH"))
         return CommandObjective(self, load_defaults(self.defaults))
 
     @property
@@ -170,13 +169,14 @@ def list_item(name: str, value: Any) -> str:
     else:
         text = as_text(value)
     if text.startswith("-") and not NEGATIVE_NUMBER.match(text):
-        raise EvaluationFailed(f"parameter {name!r}: list item {text!r} starts with '-' and would be read as an "
-                               "option; pass it with params: file or params: env")
+        raise EvaluationFailed(
+            f"parameter {name!r}: list item {text!r} starts with '-' and would be read as an "
+            "option; pass it with params: file or params: env"
+        )
     return text
 
 
-def substitute(arg: str, values: Mapping[str, Any],
-               quote: Callable[[str, int], str] = lambda text, at: text) -> str:
+def substitute(arg: str, values: Mapping[str, Any], quote: Callable[[str, int], str] = lambda text, at: text) -> str:
     """Replace each ``{name}`` that ``values`` holds, its text passed through ``quote(text, at)``
     (``at``: where the placeholder is in ``arg``); other braces stay as written."""
     return PLACEHOLDER.sub(lambda m: quote(as_text(values[m[1]]), m.start()) if m[1] in values else m[0], arg)
@@ -217,14 +217,17 @@ class CommandObjective:
     def teardown(self) -> None:
         """Nothing to release."""
 
-    def argv(self, params: Mapping[str, Any], task: Mapping[str, Any],
-             point: Mapping[str, Any] | None = None) -> list[str]:
+    def argv(
+        self, params: Mapping[str, Any], task: Mapping[str, Any], point: Mapping[str, Any] | None = None
+    ) -> list[str]:
         """The command line for ``params`` (defaults merged) and the task's own values; ``point``
         (the values before the defaults; default ``params``) is what ``params: candle`` passes as flags."""
         values = {**params, **task}
         script = self.ref.script_index
-        argv = [substitute(arg, values, quoter(arg)) if i == script else substitute(arg, values)
-                for i, arg in enumerate(self.ref.command)]
+        argv = [
+            substitute(arg, values, quoter(arg)) if i == script else substitute(arg, values)
+            for i, arg in enumerate(self.ref.command)
+        ]
         used = self.ref.placeholders
         if self.ref.params == "flags":
             argv += as_flags({k: v for k, v in params.items() if k not in used})
@@ -235,15 +238,16 @@ class CommandObjective:
 
     def environment(self, params: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(EMEWS_TASK_ID=str(task["task_id"]), EMEWS_SEED=str(task["seed"]),
-                   EMEWS_RUN_DIR=str(task["run_dir"]))
+        env.update(EMEWS_TASK_ID=str(task["task_id"]), EMEWS_SEED=str(task["seed"]), EMEWS_RUN_DIR=str(task["run_dir"]))
         if "params_file" in task:
             env["EMEWS_PARAMS_FILE"] = str(task["params_file"])
         if self.ref.params == "env":
             bad = [name for name in params if not ENV_NAME.match(name)]
             if bad:
-                raise EvaluationFailed(f"parameters {', '.join(map(repr, bad))} cannot be environment "
-                                       "variables (allowed: letters, digits and _, not first a digit)")
+                raise EvaluationFailed(
+                    f"parameters {', '.join(map(repr, bad))} cannot be environment "
+                    "variables (allowed: letters, digits and _, not first a digit)"
+                )
             env.update({name: as_text(value) for name, value in params.items() if value is not None})
         return env
 
@@ -273,13 +277,18 @@ class CommandObjective:
         returncode = output.run(argv, self.environment(merged, task))
         if returncode != 0:
             raise EvaluationFailed(*_describe_exit(argv[0], returncode, output))
-        found = (parse_result(output.stdout(), self.ref.metric, bare_number=False) if result_name is None
-                 else read_result_file(in_run_dir(run_dir, result_name), self.ref.metric))
+        found = (
+            parse_result(output.stdout(), self.ref.metric, bare_number=False)
+            if result_name is None
+            else read_result_file(in_run_dir(run_dir, result_name), self.ref.metric)
+        )
         if found is None:
             where = "stdout" if result_name is None else f"{result_name} in {run_dir}"
             tail = output.tail("stdout") if result_name is None else ""
-            raise EvaluationFailed(f"command {argv[0]} exited 0 but reported no {self.ref.metric!r} in {where}"
-                                   + (f"; last lines of stdout:\n{tail}" if tail else ""))
+            raise EvaluationFailed(
+                f"command {argv[0]} exited 0 but reported no {self.ref.metric!r} in {where}"
+                + (f"; last lines of stdout:\n{tail}" if tail else "")
+            )
         return found
 
 
@@ -299,8 +308,15 @@ class CapturedOutput:
         """
         with self.paths["stdout"].open("ab") as out, self.paths["stderr"].open("ab") as err:
             try:
-                proc = subprocess.Popen(argv, cwd=self.run_dir, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=out, stderr=err, start_new_session=True)
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=self.run_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 raise EvaluationFailed(f"cannot run command {argv[0]}: {exc.strerror or exc}") from None
         try:

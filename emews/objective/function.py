@@ -76,11 +76,15 @@ class ObjectiveRef:
         module = import_objective_module(self.module)
         fn = getattr(module, self.function, None)
         if not callable(fn):
-            names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
-                           and getattr(v, "__module__", None) == module.__name__)
+            names = sorted(
+                n
+                for n, v in vars(module).items()
+                if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
+            )
             raise ObjectiveLoadError(
                 f"{self.module} has no function {self.function!r}"
-                + (f"; it defines: {', '.join(names)}" if names else ""))
+                + (f"; it defines: {', '.join(names)}" if names else "")
+            )
         return LoadedObjective(self, module, fn, load_defaults(self.defaults))
 
 
@@ -117,8 +121,9 @@ def import_objective_module(ref: str) -> ModuleType:
 class LoadedObjective:
     """An imported objective: ``setup``/``teardown`` hooks and the call itself."""
 
-    def __init__(self, ref: ObjectiveRef, module: ModuleType, fn: Callable[..., Any],
-                 defaults: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, ref: ObjectiveRef, module: ModuleType, fn: Callable[..., Any], defaults: Mapping[str, Any] | None = None
+    ) -> None:
         self.ref = ref
         self.module = module
         self.fn = fn
@@ -166,16 +171,25 @@ def outcome_from_return(task_id: int, returned: Any, metric: str, **where: Any) 
     if isinstance(returned, Mapping):
         metrics = {str(k): plain_value(v, repr) for k, v in returned.items()}
         if metric not in metrics:
-            return Outcome(task_id, Status.FAILED, metrics=metrics, **where,
-                           error=f"objective returned a dict without the metric {metric!r} "
-                                 f"(keys: {', '.join(metrics) or 'none'})")
+            return Outcome(
+                task_id,
+                Status.FAILED,
+                metrics=metrics,
+                **where,
+                error=f"objective returned a dict without the metric {metric!r} (keys: {', '.join(metrics) or 'none'})",
+            )
         value = metrics.pop(metric)
     else:
         value = returned
     value = to_builtin(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return Outcome(task_id, Status.FAILED, metrics=metrics, **where,
-                       error=f"objective returned {type(value).__name__} {value!r}, not a number")
+        return Outcome(
+            task_id,
+            Status.FAILED,
+            metrics=metrics,
+            **where,
+            error=f"objective returned {type(value).__name__} {value!r}, not a number",
+        )
     if math.isnan(value):
         return Outcome(task_id, Status.FAILED, metrics=metrics, error="objective returned NaN", **where)
     return Outcome(task_id, Status.OK, float(value), metrics=metrics, **where)

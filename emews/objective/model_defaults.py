@@ -30,8 +30,9 @@ def read_model_defaults(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ModelDefaultsError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except configparser.Error as exc:
-        raise ModelDefaultsError(f"{path}: not an INI file with [Global_Params]: {exc.message.splitlines()[0]}") \
-            from None
+        raise ModelDefaultsError(
+            f"{path}: not an INI file with [Global_Params]: {exc.message.splitlines()[0]}"
+        ) from None
     sections = sorted(parser.sections(), key=lambda name: name != "Global_Params")
     if not sections:
         raise ModelDefaultsError(f"{path}: no section; expected [Global_Params] followed by name = value lines")

@@ -93,7 +93,7 @@ def rewrite_words(script: str, replace: Callable[[str], str]) -> str:
 
     def one(match: re.Match[str]) -> str:
         word = match[0]
-        if any(places[match.start():match.end()]) or "$" in word or "`" in word:
+        if any(places[match.start() : match.end()]) or "$" in word or "`" in word:
             return word
         new = replace(word)
         return word if new == word else shlex.quote(new)

@@ -28,10 +28,10 @@ class Team:
     """The members of one multi-rank task, from one member's point of view."""
 
     task_id: int
-    ranks: tuple[int, ...]   # world ranks of the members, in team-rank order (team rank 0 first)
-    hosts: tuple[str, ...]   # host of each member
-    rank: int                # this member's team rank
-    port: int = 0            # rendezvous port on hosts[0] (0: not known yet)
+    ranks: tuple[int, ...]  # world ranks of the members, in team-rank order (team rank 0 first)
+    hosts: tuple[str, ...]  # host of each member
+    rank: int  # this member's team rank
+    port: int = 0  # rendezvous port on hosts[0] (0: not known yet)
 
     @property
     def size(self) -> int:
@@ -45,7 +45,7 @@ class Team:
     def local_rank(self) -> int:
         """This member's index among the members on its host."""
         mine = self.hosts[self.rank]
-        return sum(host == mine for host in self.hosts[:self.rank])
+        return sum(host == mine for host in self.hosts[: self.rank])
 
     @property
     def local_size(self) -> int:
@@ -53,9 +53,14 @@ class Team:
 
     def environ(self) -> dict[str, str]:
         """The variables torch.distributed's ``env://`` rendezvous (and torchrun users) expect."""
-        return {"MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.port), "RANK": str(self.rank),
-                "WORLD_SIZE": str(self.size), "LOCAL_RANK": str(self.local_rank),
-                "LOCAL_WORLD_SIZE": str(self.local_size)}
+        return {
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.port),
+            "RANK": str(self.rank),
+            "WORLD_SIZE": str(self.size),
+            "LOCAL_RANK": str(self.local_rank),
+            "LOCAL_WORLD_SIZE": str(self.local_size),
+        }
 
 
 def free_port(host: str = "") -> int:
@@ -77,13 +82,16 @@ def init_process_group(team: Team, backend: str = "gloo", timeout: float | None 
 
     os.environ.update(team.environ())
     if dist.is_initialized():
-        raise RuntimeError("torch.distributed is already initialised in this process: call "
-                           "ctx.process_group() once per task (emews destroys it when the task ends)")
+        raise RuntimeError(
+            "torch.distributed is already initialised in this process: call "
+            "ctx.process_group() once per task (emews destroys it when the task ends)"
+        )
     kwargs: dict[str, Any] = {}
     if timeout is not None:
         kwargs["timeout"] = timedelta(seconds=timeout)
-    dist.init_process_group(backend, init_method=f"tcp://{team.master_addr}:{team.port}",
-                            rank=team.rank, world_size=team.size, **kwargs)
+    dist.init_process_group(
+        backend, init_method=f"tcp://{team.master_addr}:{team.port}", rank=team.rank, world_size=team.size, **kwargs
+    )
     return dist.group.WORLD
 
 
@@ -94,5 +102,3 @@ def destroy_process_group() -> None:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_initialized():
         dist.destroy_process_group()
-
-

@@ -41,9 +41,12 @@ def results_by_point(exp_dir: Path) -> list[PointResult]:
     groups: dict[str, list[tuple[int, float | None, dict]]] = {}
     for row in rows:
         groups.setdefault(point_label(row.params), []).append(
-            (row.id, row.objective if row.status == "ok" else None, row.params))
-    return [PointResult(point_of(members[0][2]), Aggregate.of(m[1] for m in members), tuple(m[0] for m in members))
-            for members in groups.values()]
+            (row.id, row.objective if row.status == "ok" else None, row.params)
+        )
+    return [
+        PointResult(point_of(members[0][2]), Aggregate.of(m[1] for m in members), tuple(m[0] for m in members))
+        for members in groups.values()
+    ]
 
 
 def write_by_point_csv(exp_dir: Path) -> tuple[Path, int]:
@@ -61,7 +64,8 @@ def write_by_point_csv(exp_dir: Path) -> tuple[Path, int]:
         for p in points:
             cells = [csv_cell(p.point.get(n)) for n in names]
             s = p.stats
-            writer.writerow(cells + [s.count, s.failed, *("" if v is None else v for v in (s.mean, s.std, s.min, s.max))])
+            writer.writerow(
+                cells + [s.count, s.failed, *("" if v is None else v for v in (s.mean, s.std, s.min, s.max))]
+            )
     tmp.replace(path)
     return path, len(points)
-

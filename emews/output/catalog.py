@@ -41,12 +41,14 @@ def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bo
     return ranked[:best]
 
 
-def load_best(exp_dir: str | Path, k: int = 1, extract_to: Path | None = None,
-              per_trial: bool = True) -> list[tuple[CheckpointRow, Any]]:
+def load_best(
+    exp_dir: str | Path, k: int = 1, extract_to: Path | None = None, per_trial: bool = True
+) -> list[tuple[CheckpointRow, Any]]:
     """The best checkpoint of each of the ``k`` best trials of an experiment with what it holds,
     best first (``per_trial`` false: the ``k`` best checkpoints, whichever trials they are of)."""
-    return [(row, read_checkpoint(row.path, extract_to))
-            for row in list_checkpoints(exp_dir, best=k, per_trial=per_trial)]
+    return [
+        (row, read_checkpoint(row.path, extract_to)) for row in list_checkpoints(exp_dir, best=k, per_trial=per_trial)
+    ]
 
 
 def format_table(rows: list[CheckpointRow]) -> str:

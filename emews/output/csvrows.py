@@ -46,9 +46,13 @@ class Columns:
         return cls(tuple(param_names), tuple(store.metric_names()), store.has_reports())
 
     def header(self) -> list[str]:
-        return (["id", "status", "objective"] + [f"p:{p}" for p in self.params] + [f"m:{m}" for m in self.metrics]
-                + (list(TRIAL_COLUMNS) if self.trained else [])
-                + ["error", "rank", "host", "submitted", "started", "finished"])
+        return (
+            ["id", "status", "objective"]
+            + [f"p:{p}" for p in self.params]
+            + [f"m:{m}" for m in self.metrics]
+            + (list(TRIAL_COLUMNS) if self.trained else [])
+            + ["error", "rank", "host", "submitted", "started", "finished"]
+        )
 
 
 @dataclass
@@ -59,8 +63,9 @@ class Written:
     next_id: int
 
 
-def write_rows(store: Store, writer: Any, columns: Columns, first_id: int, end_id: int | None = None, *,
-               contiguous: bool = False) -> Written:
+def write_rows(
+    store: Store, writer: Any, columns: Columns, first_id: int, end_id: int | None = None, *, contiguous: bool = False
+) -> Written:
     """Write the rows with ``first_id <= id < end_id`` (no end: all) in id order.
 
     ``contiguous``: stop at the first gap in the ids (a lower id may still be running) or at a
@@ -82,11 +87,17 @@ def write_rows(store: Store, writer: Any, columns: Columns, first_id: int, end_i
             if contiguous and not m.keys() <= known:
                 break
             p = load_point(p_json)
-            out.append([id_, status, objective,
-                        *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
-                        *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
-                        *(() if states is None else _trial_cells(states.get(id_), status)),
-                        *tail])
+            out.append(
+                [
+                    id_,
+                    status,
+                    objective,
+                    *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
+                    *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
+                    *(() if states is None else _trial_cells(states.get(id_), status)),
+                    *tail,
+                ]
+            )
             done.next_id = id_ + 1
             if len(out) == _CHUNK:
                 writer.writerows(out)

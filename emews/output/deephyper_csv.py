@@ -43,15 +43,28 @@ def deephyper_rows(exp_dir: Path) -> tuple[list[str], list[list[Any]]]:
     names = sorted({k for d in decoded for k in d[3]} - constants)
     metric_names = sorted({k for d in decoded for k in d[4]} - set(TIMESTAMPS))
     origin = min((t[0] for *_, t in decoded if t[0] is not None), default=0.0)
-    header = [*(f"p:{n}" for n in names), "objective", "job_id", "job_status",
-              *(f"m:{m}" for m in metric_names), *(f"m:{t}" for t in TIMESTAMPS)]
+    header = [
+        *(f"p:{n}" for n in names),
+        "objective",
+        "job_id",
+        "job_status",
+        *(f"m:{m}" for m in metric_names),
+        *(f"m:{t}" for t in TIMESTAMPS),
+    ]
     out = []
     for id_, status, objective, params, metrics, (submitted, started, finished) in decoded:
         value: Any = f"F_{status}" if status != "ok" or objective is None else -direction.loss(objective)
         stamps = [submitted, started, finished, finished]
-        out.append([*(csv_cell(params.get(n)) for n in names), value, id_, "DONE",
-                    *(csv_cell(metrics.get(m)) for m in metric_names),
-                    *("" if t is None else round(t - origin, 6) for t in stamps)])
+        out.append(
+            [
+                *(csv_cell(params.get(n)) for n in names),
+                value,
+                id_,
+                "DONE",
+                *(csv_cell(metrics.get(m)) for m in metric_names),
+                *("" if t is None else round(t - origin, 6) for t in stamps),
+            ]
+        )
     return header, out
 
 
@@ -67,4 +80,3 @@ def write_deephyper_csv(exp_dir: Path, path: Path | None = None) -> tuple[Path, 
         writer.writerows(rows)
     tmp.replace(path)
     return path, len(rows)
-

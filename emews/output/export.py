@@ -23,6 +23,7 @@ from emews.core.failure_cause import CommonCause, most_frequent
 from emews.core.results import Result, Status
 from emews.output.csvpart import CsvPart
 from emews.output.csvrows import Columns, write_rows
+from emews.output.numbers import number
 from emews.store import Store
 from emews.training.messages import endings_text
 
@@ -51,12 +52,15 @@ def open_store(exp_dir: Path) -> Store | None:
 def totals(store: Store | None) -> Totals:
     if store is None:
         return Totals({}, None)
-    return Totals(store.status_counts(), store.best(), most_frequent(store.failure_errors()),
-                  Counter(e.value for e in store.endings().values()))
+    return Totals(
+        store.status_counts(),
+        store.best(),
+        most_frequent(store.failure_errors()),
+        Counter(e.value for e in store.endings().values()),
+    )
 
 
-def write_csv(store: Store, path: Path, param_names: Sequence[str], *,
-              parallel_from: int | None = None) -> int:
+def write_csv(store: Store, path: Path, param_names: Sequence[str], *, parallel_from: int | None = None) -> int:
     """Write ``results.csv`` (id, status, objective, p:*, m:*, error, rank, host, times) from the store.
 
     Rows go straight from the store to the CSV writer (no Result objects) into a private
@@ -179,8 +183,9 @@ def stored_param_names(store: Store, listed: Sequence[str] = ()) -> list[str]:
     return [*listed, *(key for key in store.param_keys() if key not in seen)]
 
 
-def export_csv(exp_dir: Path, param_names: Sequence[str], store: Store | None = None, *,
-               with_stored_keys: bool = False) -> tuple[Path, int]:
+def export_csv(
+    exp_dir: Path, param_names: Sequence[str], store: Store | None = None, *, with_stored_keys: bool = False
+) -> tuple[Path, int]:
     """(Re)write ``results.csv`` of ``exp_dir``; return its path and row count. ``with_stored_keys``:
     also a column for each parameter the stored points hold beyond ``param_names``."""
     exp_dir = require_experiment(exp_dir)
@@ -203,23 +208,27 @@ def counts_text(total: Totals) -> str:
     the successful training trials by how they ended."""
     known = [s.value for s in Status]
     ended = endings_text(total.endings)
-    return ", ".join(f"{n} {status}" + (f" ({ended})" if status == Status.OK.value and ended else "")
-                     for status in known + [k for k in total.counts if k not in known]
-                     if (n := total.counts.get(status, 0)))
+    return ", ".join(
+        f"{n} {status}" + (f" ({ended})" if status == Status.OK.value and ended else "")
+        for status in known + [k for k in total.counts if k not in known]
+        if (n := total.counts.get(status, 0))
+    )
 
 
 def summary_text(total: Totals, budget: int | None, elapsed: float | None = None) -> str:
     """A few lines: counts by status (``27 ok (9 stopped early, 18 completed), 1 failed``), the best
     evaluation and its parameters."""
     counts = counts_text(total)
-    lines = [f"{total.done}{'/' + str(budget) if budget else ''} evaluations"
-             + (f": {counts}" if counts else "")
-             + (f" in {elapsed:.1f} s" if elapsed is not None else "")]
+    lines = [
+        f"{total.done}{'/' + str(budget) if budget else ''} evaluations"
+        + (f": {counts}" if counts else "")
+        + (f" in {elapsed:.1f} s" if elapsed is not None else "")
+    ]
     best = total.best
     if best is None:
         lines.append("no successful evaluation")
     else:
-        lines.append(f"best objective {best.objective:.6g} (task {best.id}) with parameters:")
+        lines.append(f"best objective {number(best.objective)} (task {best.id}) with parameters:")
         lines.append("  " + json.dumps(dict(best.params), sort_keys=False))
     if total.failure is not None:
         lines.append(f"most frequent failure: {total.failure}")

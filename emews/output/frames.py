@@ -73,8 +73,10 @@ def typed(values: Sequence[Any], kind: type | None = None) -> pd.Series:
         return pd.Series(values, dtype="boolean" if len(present) < len(values) else bool)
     if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
         try:
-            return pd.Series([None if v is None or v != v else v for v in values],
-                             dtype="Int64" if len(present) < len(values) else "int64")
+            return pd.Series(
+                [None if v is None or v != v else v for v in values],
+                dtype="Int64" if len(present) < len(values) else "int64",
+            )
         except OverflowError:  # beyond 64 bits: Python's integers, as objects
             return pd.Series(values, dtype=object)
     if present and numbers:
@@ -95,9 +97,13 @@ def reports_frame(store: Store) -> pd.DataFrame:
     names: dict[str, None] = {}
     for report in rows:
         names.update(dict.fromkeys(report.metrics))
-    frame = pd.DataFrame({"trial": typed([r.trial for r in rows]), "step": typed([r.step for r in rows]),
-                          "time": pd.to_datetime(pd.Series([r.time for r in rows], dtype="float64"), unit="s",
-                                                 utc=True)})
+    frame = pd.DataFrame(
+        {
+            "trial": typed([r.trial for r in rows]),
+            "step": typed([r.step for r in rows]),
+            "time": pd.to_datetime(pd.Series([r.time for r in rows], dtype="float64"), unit="s", utc=True),
+        }
+    )
     for metric in names:
         frame[metric] = typed([r.metrics.get(metric) for r in rows])
     if frame.empty:

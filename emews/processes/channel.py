@@ -83,8 +83,11 @@ class ChildProcess:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, module, str(os.getpid()), str(child_end.fileno())],
-                pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, env=child_environment(env),
-                start_new_session=True)
+                pass_fds=(child_end.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=child_environment(env),
+                start_new_session=True,
+            )
         except BaseException:
             parent_end.close()
             raise
@@ -126,8 +129,9 @@ class ChildProcess:
         except (EOFError, OSError):
             raise ChildExited(self.wait_exit()) from None
 
-    def request(self, message: Any, timeout: float | None = None,
-                should_abort: Callable[[], bool] | None = None) -> Any:
+    def request(
+        self, message: Any, timeout: float | None = None, should_abort: Callable[[], bool] | None = None
+    ) -> Any:
         """Send ``message`` and return the reply; raises as :meth:`send` and :meth:`receive`."""
         self.send(message)
         return self.receive(timeout, should_abort)
@@ -190,9 +194,9 @@ def child_main(argv: list[str]) -> None:
     try:
         config = conn.recv()
     except (EOFError, OSError):
-        sys.exit(1)   # the parent gave up before sending it
+        sys.exit(1)  # the parent gave up before sending it
     try:
         status = importlib.import_module(module).serve(conn, config)
     except (BrokenPipeError, ConnectionResetError):
-        os._exit(0)   # the parent closed the connection (the run ended first): nothing to say
+        os._exit(0)  # the parent closed the connection (the run ended first): nothing to say
     sys.exit(status)

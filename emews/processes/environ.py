@@ -9,10 +9,20 @@ from collections.abc import Mapping
 PROCESS_MANAGER_PREFIXES = ("PMI_", "PMIX_", "HYDRA_")
 #: ... and what a program launched from inside the job (``ctx.launch``) must not see either: Open MPI
 #: refuses a nested launch under OMPI_*, PALS and Slurm's per-step values would override its own
-LAUNCH_SCRUBBED_PREFIXES = (*PROCESS_MANAGER_PREFIXES, "OMPI_", "PALS_", "SLURM_STEP_", "SLURM_NTASKS",
-                            "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_CPU_BIND")
+LAUNCH_SCRUBBED_PREFIXES = (
+    *PROCESS_MANAGER_PREFIXES,
+    "OMPI_",
+    "PALS_",
+    "SLURM_STEP_",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_CPU_BIND",
+)
 
 
-def scrubbed_environ(environ: Mapping[str, str], prefixes: tuple[str, ...] = LAUNCH_SCRUBBED_PREFIXES) -> dict[str, str]:
+def scrubbed_environ(
+    environ: Mapping[str, str], prefixes: tuple[str, ...] = LAUNCH_SCRUBBED_PREFIXES
+) -> dict[str, str]:
     """``environ`` without the variables whose names start with one of ``prefixes``."""
     return {k: v for k, v in environ.items() if not k.startswith(prefixes)}

@@ -4,14 +4,21 @@ Drawn only when the store keeps per-step reports (a ``reports`` table). A trial'
 it ended when it succeeded (:class:`~emews.training.messages.Ending`: ``stopped early`` by its scheduler, else
 ``completed``), ``running`` while it has no result, and its status (failed, crashed, timeout)
 otherwise; a status of another tool's store that says it was stopped or pruned is ``stopped early``.
+PBT exploits are drawn as arrows from the donor's curve to the trial that cloned it, at the step of
+the exploit, and listed under the plot with the parameters each clone went on with.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 
 from emews.core.direction import Direction
+from emews.output.numbers import number
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
 from emews.reporting.yrange import mark_clipped, robust
@@ -19,6 +26,8 @@ from emews.training.messages import Ending
 
 #: at most this many curves are drawn (the best ones, then a sample of the rest)
 MAX_CURVES = 300
+#: the colour of PBT exploit arrows
+EXPLOIT_COLOUR = "#7b3294"
 OUTCOME_ORDER = (Ending.COMPLETED.value, Ending.STOPPED_EARLY.value, "running", "failed", "crashed", "timeout")
 
 
@@ -54,6 +63,56 @@ def outcomes(data: ExperimentData, last_step: pd.Series) -> pd.Series:
     return pd.Series({trial: outcome(trial) for trial in last_step.index})
 
 
+def changed(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The parameters a PBT clone went on with, as ``rate 0.9 -> 0.6, ...`` (those it changed)."""
+    keys = [k for k in new if old.get(k) != new[k]]
+    return ", ".join(f"{k} {number(old[k]) if k in old else '-'} -> {number(new[k])}" for k in keys) or "unchanged"
+
+
+def exploits_table(lineage: pd.DataFrame) -> pd.DataFrame:
+    """One row per PBT exploit: the trial, its step, the trial it cloned, the parameters it changed."""
+    return pd.DataFrame(
+        {
+            "trial": lineage["trial"].astype(int),
+            "at step": lineage["step"].astype(int),
+            "cloned trial": lineage["donor"].astype(int),
+            "new parameters": [
+                changed(o, n) for o, n in zip(lineage["old_params"], lineage["new_params"], strict=True)
+            ],
+        }
+    )
+
+
+def _value_at(rows: pd.DataFrame, step: int) -> float | None:
+    """A curve's value at ``step``, or at the last step before it it reported (first report of that step)."""
+    before = rows[rows["step"] <= step]
+    if before.empty:
+        return None
+    return float(before[before["step"] == before["step"].max()]["value"].iloc[0])
+
+
+def draw_exploits(ax: Axes, lineage: pd.DataFrame, groups: dict[Any, pd.DataFrame]) -> int:
+    """An arrow per exploit from the donor's curve to the cloning trial's, at the exploit's step;
+    how many were drawn (both curves shown)."""
+    drawn = 0
+    for trial, step, donor in lineage[["trial", "step", "donor"]].itertuples(index=False, name=None):
+        if trial not in groups or donor not in groups:
+            continue
+        start, end = _value_at(groups[donor], step), _value_at(groups[trial], step)
+        if start is None or end is None:
+            continue
+        ax.annotate(
+            "",
+            xy=(step, end),
+            xytext=(step, start),
+            annotation_clip=False,
+            arrowprops={"arrowstyle": "->", "color": EXPLOIT_COLOUR, "linestyle": "--", "linewidth": 1.2},
+        )
+        ax.plot([step], [start], marker="o", markersize=3, color=EXPLOIT_COLOUR)
+        drawn += 1
+    return drawn
+
+
 class Curves(ReportPlot):
     """Learning curves: each trial's reported metric against its steps."""
 
@@ -65,8 +124,9 @@ class Curves(ReportPlot):
         name = metric_name(data)
         if name is None:
             return None
-        frame = data.reports.assign(value=pd.to_numeric(data.reports["metrics"].map(lambda m: m.get(name)),
-                                                        errors="coerce")).dropna(subset=["value"])
+        frame = data.reports.assign(
+            value=pd.to_numeric(data.reports["metrics"].map(lambda m: m.get(name)), errors="coerce")
+        ).dropna(subset=["value"])
         if frame.empty:
             return None
         by_trial = frame.groupby("trial", sort=True)
@@ -87,18 +147,44 @@ class Curves(ReportPlot):
         for trial in trials:
             rows = groups[trial]
             label = kind[trial]
-            ax.plot(rows["step"], rows["value"], color=colour(label), alpha=0.6, linewidth=1,
-                    label=None if label in seen else label)
+            ax.plot(
+                rows["step"],
+                rows["value"],
+                color=colour(label),
+                alpha=0.6,
+                linewidth=1,
+                label=None if label in seen else label,
+            )
             seen.add(label)
             mark_clipped(ax, yrange, rows["step"].to_numpy(float), rows["value"].to_numpy(float), label=False)
+        lineage = data.lineage
+        arrows = draw_exploits(ax, lineage, groups) if lineage is not None else 0
         ax.set_xlabel("step")
         ax.set_ylabel(name)
         handles, labels = ax.get_legend_handles_labels()
         rank = {o: i for i, o in enumerate(OUTCOME_ORDER)}
         pairs = sorted(zip(labels, handles, strict=True), key=lambda p: rank.get(p[0], len(rank)))
-        ax.legend([h for _, h in pairs], [f"{o} ({int((kind == o).sum())})" for o, _ in pairs], fontsize=8)
+        legend = [(h, f"{o} ({int((kind == o).sum())})") for o, h in pairs]
+        if arrows:
+            legend.append((Line2D([], [], color=EXPLOIT_COLOUR, linestyle="--"), f"PBT exploit ({arrows})"))
+        ax.legend([h for h, _ in legend], [text for _, text in legend], fontsize=8)
         ax.grid(alpha=0.3)
         ax.set_title(f"{len(trials)} of {len(last_step)} trials")
-        return Plot(self.name, "Learning curves", fig,
-                    f"Each line is one trial's reported {name} against its step, coloured by how the trial ended."
-                    + yrange.note())
+        exploited = (
+            ""
+            if lineage is None
+            else (
+                f" {len(lineage)} PBT exploit{'s' if len(lineage) != 1 else ''}: each dashed arrow runs from the curve "
+                "of the trial that was cloned to the trial that cloned its checkpoint, at the step it did so; the "
+                "table lists them with the parameters each clone trained on with."
+            )
+        )
+        return Plot(
+            self.name,
+            "Learning curves",
+            fig,
+            f"Each line is one trial's reported {name} against its step, coloured by how the trial ended."
+            + yrange.note()
+            + exploited,
+            table=None if lineage is None else exploits_table(lineage),
+        )

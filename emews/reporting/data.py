@@ -36,9 +36,11 @@ class ExperimentData:
     site: dict[str, Any]
     info: dict[str, Any]
     summary: dict[str, Any] | None
-    #: one row per finished evaluation, ``RESULT_COLUMNS`` + ``attempt`` (+ ``checkpoint``), id order
+    #: one row per finished evaluation, ``RESULT_COLUMNS`` + ``attempt`` + ``ranks`` (the worker ranks
+    #: it occupied, :func:`task_sizes`) (+ ``checkpoint``), id order
     results: pd.DataFrame
-    #: the parameters of each row of ``results`` (same index), in space order
+    #: the parameters of each row of ``results`` (same index): the space's, in its order, then
+    #: those the stored points set that the space does not list (a points file without a space)
     params: pd.DataFrame
     #: dispatched tasks that have no result yet (running, or left by a stopped run)
     unfinished: int
@@ -46,6 +48,9 @@ class ExperimentData:
     reports: pd.DataFrame | None
     #: trial -> how it ended (:class:`~emews.training.messages.Ending`), for trials with a successful result
     endings: dict[int, str] = field(default_factory=dict)
+    #: PBT exploits in order (``trial``, ``step``, ``donor``, ``old_params``, ``new_params``): at its
+    #: ``step``, ``trial`` cloned ``donor``'s checkpoint and trained on with ``new_params``
+    lineage: pd.DataFrame | None = None
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
@@ -89,29 +94,60 @@ def load(exp_dir: Path) -> ExperimentData:
     names = list(workflow.get("space", {}))
     store = open_store(exp_dir)
     if store is None:
-        return ExperimentData(exp_dir, workflow, site, info, summary, _empty_results(), pd.DataFrame(columns=names),
-                              0, None)
+        return ExperimentData(
+            exp_dir, workflow, site, info, summary, _empty_results(), pd.DataFrame(columns=names), 0, None
+        )
     try:
         with store:
             results, params = _results(store, names)
             unfinished = store.count_unfinished()
+            results["ranks"] = task_sizes(workflow, params)
             reports = _reports(store)
             endings = {t: e.value for t, e in store.report_endings().items()} if reports is not None else {}
+            lineage = _lineage(store) if reports is not None else None
     except StoreUnreadable:
         raise
     except ValueError as exc:  # a row whose JSON does not decode
         raise ConfigError(f"cannot read the results store: {exc}", file=store.location) from None
-    return ExperimentData(exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings)
+    return ExperimentData(
+        exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings, lineage
+    )
 
 
 def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     table = store.report_results()
-    frame = pd.DataFrame(table.rows, columns=[*RESULT_COLUMNS, "params", "attempt",
-                                              *(["checkpoint"] if table.checkpoints else [])])
-    params = pd.DataFrame.from_records(list(frame.pop("params")), columns=names, index=frame.index)
+    frame = pd.DataFrame(
+        table.rows, columns=[*RESULT_COLUMNS, "params", "attempt", *(["checkpoint"] if table.checkpoints else [])]
+    )
+    points = list(frame.pop("params"))
+    params = pd.DataFrame.from_records(points, columns=parameter_names(names, points), index=frame.index)
     for col in ("objective", "loss", "submitted", "started", "finished"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     return frame, params
+
+
+def task_sizes(workflow: dict[str, Any], params: pd.DataFrame) -> pd.Series:
+    """How many worker ranks each evaluation occupied (``task.ranks``): the workflow's number, or
+    the value of the parameter it names; 1 where the size is not in the experiment's files (a
+    size from a function or from the optimizer, a point without the parameter)."""
+    spec = (workflow.get("task") or {}).get("ranks", 1)
+    if isinstance(spec, bool) or not isinstance(spec, (int, str)):
+        return pd.Series(1, index=params.index, dtype=np.int64)
+    if isinstance(spec, int):
+        return pd.Series(max(spec, 1), index=params.index, dtype=np.int64)
+    if spec not in params.columns:
+        return pd.Series(1, index=params.index, dtype=np.int64)
+    sizes = pd.to_numeric(params[spec], errors="coerce").fillna(1)
+    return sizes.clip(lower=1).astype(np.int64)
+
+
+def parameter_names(space: list[str], points: list[dict[str, Any]]) -> list[str]:
+    """The space's parameters, then those the stored points set that it does not list, in the order
+    they are first seen (a sweep over a points file without a space: the ``p:`` columns)."""
+    names = dict.fromkeys(space)
+    for point in points:
+        names.update(dict.fromkeys(k for k in point if k not in names))
+    return list(names)
 
 
 def _reports(store: Store) -> pd.DataFrame | None:
@@ -119,16 +155,30 @@ def _reports(store: Store) -> pd.DataFrame | None:
     curves = store.report_curves()
     if curves is None:
         return None
-    frame = pd.DataFrame({"trial": [c.trial for c in curves], "step": [c.step for c in curves],
-                          "time": [c.time for c in curves]})
+    frame = pd.DataFrame(
+        {"trial": [c.trial for c in curves], "step": [c.step for c in curves], "time": [c.time for c in curves]}
+    )
     frame["metrics"] = [c.metrics for c in curves]
     return frame
 
 
+def _lineage(store: Store) -> pd.DataFrame | None:
+    """The PBT exploits of an emews store's training tables, ``None`` when there were none."""
+    rows = store.lineage()
+    if not rows:
+        return None
+    return pd.DataFrame(rows, columns=["trial", "step", "donor", "old_params", "new_params"])
+
+
 def _empty_results() -> pd.DataFrame:
-    frame = pd.DataFrame({c: pd.Series(dtype=float if c in ("objective", "loss", "submitted", "started",
-                                                              "finished") else object) for c in RESULT_COLUMNS})
+    frame = pd.DataFrame(
+        {
+            c: pd.Series(dtype=float if c in ("objective", "loss", "submitted", "started", "finished") else object)
+            for c in RESULT_COLUMNS
+        }
+    )
     frame["attempt"] = pd.Series(dtype=np.int64)
+    frame["ranks"] = pd.Series(dtype=np.int64)
     return frame
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
-from emews.core.failure_cause import cause, cause_key, clip
+from emews.core.failure_cause import cause, cause_key, clip, error_line, meaningful_line
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
 
@@ -12,16 +14,40 @@ from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
 TOP_CAUSES = 12
 
 
+#: a failed command's record that starts with its exit, not with the line that names the problem
+#: (as stores written before the record led with that line hold it): the program's output follows
+_COMMAND_EXIT = re.compile(
+    r"^command .+ (?:exited with status -?\d+|(?P<signal>died of signal \S+)); "
+    r"last lines of (?:stderr|stdout):$"
+)
+
+
+def named_cause(error: object) -> str:
+    """The line that names ``error``'s cause (:func:`emews.core.failure_cause.cause`); a command's
+    record that starts with its exit status is named by the line of its output that says what went
+    wrong (argparse's ``prog: error: ...``), as the command objective names it when it records one
+    (after a signal: the signal, unless the output names an error)."""
+    line = cause(error)
+    exit_ = _COMMAND_EXIT.match(line)
+    if exit_ is None:
+        return line
+    output = str(error).strip().split("\n", 1)[1] if "\n" in str(error).strip() else ""
+    return (error_line(output) if exit_["signal"] else meaningful_line(output)) or line
+
+
 def causes(data: ExperimentData) -> pd.DataFrame:
     """(status, cause, count) of the evaluations that did not succeed, most frequent first; failures
     whose causes differ only in the values they quote are one row, named by the first
     (:func:`emews.core.failure_cause.cause_key`, as the end-of-run summary counts them)."""
     bad = data.results[data.results["status"] != "ok"]
-    named = bad["error"].map(cause)
+    named = bad["error"].map(named_cause)
     frame = pd.DataFrame({"status": bad["status"], "key": named.map(cause_key), "cause": named.map(clip)})
     counted = frame.groupby(["status", "key"], sort=False).agg(cause=("cause", "first"), count=("cause", "size"))
-    return counted.reset_index()[["status", "cause", "count"]].sort_values(
-        ["count", "status", "cause"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
+    return (
+        counted.reset_index()[["status", "cause", "count"]]
+        .sort_values(["count", "status", "cause"], ascending=[False, True, True], kind="stable")
+        .reset_index(drop=True)
+    )
 
 
 def none_line(data: ExperimentData) -> str | None:
@@ -42,8 +68,9 @@ class Failures(ReportPlot):
         if res.empty or (res["status"] == "ok").all():
             return None  # none: the report says so in one line (:func:`none_line`)
         counts = res["status"].value_counts()
-        order = [s for s in ("ok", "failed", "crashed", "timeout") if s in counts] + \
-            sorted(set(counts.index) - {"ok", "failed", "crashed", "timeout"})
+        order = [s for s in ("ok", "failed", "crashed", "timeout") if s in counts] + sorted(
+            set(counts.index) - {"ok", "failed", "crashed", "timeout"}
+        )
         found = causes(data)
         fig, (by_status, by_cause) = new_figure(ncols=2, width_ratios=[1, 2.2])
         bars = by_status.bar(order, [int(counts[s]) for s in order], color=[colour(s) for s in order])
@@ -60,8 +87,12 @@ class Failures(ReportPlot):
             by_cause.set_yticks(range(len(shown)), labels, fontsize=7)
             by_cause.set_xlabel("evaluations")
             by_cause.set_title(f"by cause (the {len(shown)} most frequent of {len(found)})")
-        return Plot(self.name, "Failures", fig,
-                    "Evaluations by status, and the failures by cause: the line that names each error (a "
-                    "traceback's exception line, a command's error line from its stderr); errors that differ "
-                    "only in the values they quote count as one cause.",
-                    table=found.rename(columns={"count": "evaluations"}))
+        return Plot(
+            self.name,
+            "Failures",
+            fig,
+            "Evaluations by status, and the failures by cause: the line that names each error (a "
+            "traceback's exception line, a command's error line from its stderr); errors that differ "
+            "only in the values they quote count as one cause.",
+            table=found.rename(columns={"count": "evaluations"}),
+        )

@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 WIDTH_PX, HEIGHT_PX = 1100, 480
 DPI = 100
 #: one colour per evaluation status (and per learning-curve outcome)
-STATUS_COLOURS = {"ok": "#2b8cbe", "failed": "#e34a33", "crashed": "#7a0177", "timeout": "#fdae61",
-                  Ending.COMPLETED.value: "#2b8cbe", Ending.STOPPED_EARLY.value: "#999999"}
+STATUS_COLOURS = {
+    "ok": "#2b8cbe",
+    "failed": "#e34a33",
+    "crashed": "#7a0177",
+    "timeout": "#fdae61",
+    Ending.COMPLETED.value: "#2b8cbe",
+    Ending.STOPPED_EARLY.value: "#999999",
+}
 OTHER_COLOUR = "#444444"
 #: more marks than this in one scatter are drawn as a raster (the file stays small)
 RASTER_ABOVE = 5_000
@@ -50,7 +56,7 @@ def new_figure(ncols: int = 1, nrows: int = 1, **kwargs: Any) -> tuple[Figure, A
 class Plot:
     """One named plot of the report: its figure and the words around it."""
 
-    name: str            # the PNG's stem and the HTML section's id (``plot-<name>``)
+    name: str  # the PNG's stem and the HTML section's id (``plot-<name>``)
     title: str
     figure: Figure
     caption: str = ""

@@ -1,4 +1,7 @@
-"""A timeline per worker (Gantt chart): each task a bar from its start to its end, coloured by status."""
+"""A timeline per worker (Gantt chart): each task a bar from its start to its end, coloured by status.
+
+A multi-rank task (``task.ranks``) is drawn hatched on its team's rank 0, the rank its result names:
+the store does not record which other ranks its team held."""
 
 from __future__ import annotations
 
@@ -13,8 +16,9 @@ from emews.reporting.figures import RASTER_ABOVE, WIDTH_PX, Plot, ReportPlot, co
 from emews.reporting.trajectory import time_unit
 
 
-def merged_bars(rank: np.ndarray, start: np.ndarray, end: np.ndarray, status: np.ndarray,
-                resolution: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def merged_bars(
+    rank: np.ndarray, start: np.ndarray, end: np.ndarray, status: np.ndarray, resolution: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Back-to-back bars of one worker and one status, less than ``resolution`` apart, as one bar
     (what a screen pixel shows anyway): (rank, start, end, status) of the bars to draw. Not empty."""
     order = np.lexsort((start, rank))
@@ -42,17 +46,31 @@ class Gantt(ReportPlot):
         a = (ran["started"].to_numpy(float) - t0) / scale
         b = (ran["finished"].to_numpy(float) - t0) / scale
         statuses = ran["status"].to_numpy().astype(str)
+        team = timeline.ranks(ran) > 1
+        teams = int(team.sum())
         if len(ran) > RASTER_ABOVE:  # too many bars to tell apart: merge those a pixel cannot separate
-            row, a, b, statuses = merged_bars(row, a, b, statuses, resolution=float(b.max()) / WIDTH_PX)
+            keys = np.char.add(statuses, np.where(team, "|team", ""))
+            row, a, b, keys = merged_bars(row, a, b, keys, resolution=float(b.max()) / WIDTH_PX)
+            team = np.char.endswith(keys.astype(str), "|team")
+            statuses = np.char.replace(keys.astype(str), "|team", "")
         lo, hi = row - 0.4, row + 0.4
         verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
         palette = {s: colour(s) for s in set(statuses)}
-        # matplotlib's stubs want a sequence of vertex arrays; it takes the (n, 4, 2) array as well
-        bars = PolyCollection(verts,  # type: ignore[arg-type]
-                              facecolors=pd.Series(statuses).map(palette).to_list(), edgecolors="white",
-                              linewidths=0.3 if len(a) < 2_000 else 0.0, rasterized=len(a) > RASTER_ABOVE)
         fig, ax = new_figure()
-        ax.add_collection(bars)
+        for part, hatch in ((~team, None), (team, "////")):
+            if not part.any():
+                continue
+            # matplotlib's stubs want a sequence of vertex arrays; it takes the (n, 4, 2) array as well
+            bars = PolyCollection(
+                verts[part],  # type: ignore[arg-type]
+                facecolors=pd.Series(statuses[part]).map(palette).to_list(),
+                edgecolors="white",
+                linewidths=0.3 if len(a) < 2_000 else 0.0,
+                rasterized=len(a) > RASTER_ABOVE,
+                hatch=hatch,
+                label="team" if hatch else None,
+            )
+            ax.add_collection(bars)
         ax.set_xlim(0, max(float(b.max()), 1e-9) * 1.01)
         ax.set_ylim(-0.6, len(ranks) - 0.4)
         step = max(1, len(ranks) // 25)
@@ -61,9 +79,23 @@ class Gantt(ReportPlot):
         ax.set_xlabel(f"wall time since the first submission ({unit})")
         present = [s for s in ("ok", "failed", "crashed", "timeout") if s in set(statuses)]
         present += sorted(set(statuses) - set(present))
-        ax.legend(handles=[Patch(color=colour(s), label=s) for s in present], loc="upper right", fontsize=8)
+        handles = [Patch(color=colour(s), label=s) for s in present]
+        if teams:
+            handles.append(Patch(facecolor="white", edgecolor="grey", hatch="////", label="multi-rank task"))
+        ax.legend(handles=handles, loc="upper right", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
-        return Plot(self.name, "Tasks per worker", fig,
-                    f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
-                    f"{len(ranks)} workers), coloured by status"
-                    + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else "."))
+        return Plot(
+            self.name,
+            "Tasks per worker",
+            fig,
+            f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
+            f"{len(ranks)} workers), coloured by status"
+            + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else ".")
+            + (
+                f" {teams} evaluation{'s' if teams != 1 else ''} ran on several ranks (task.ranks): each is "
+                "hatched on its team's rank 0; the store does not record the other ranks of its team, "
+                "which the utilization counts as busy."
+                if teams
+                else ""
+            ),
+        )

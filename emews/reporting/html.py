@@ -11,6 +11,7 @@ from html import escape
 
 import pandas as pd
 
+from emews.output.numbers import number
 from emews.reporting.figures import HEIGHT_PX, WIDTH_PX, Plot
 
 STYLE = """
@@ -26,37 +27,42 @@ nav a { margin-right: 1em; }
 
 def table(frame: pd.DataFrame, css_class: str = "") -> str:
     head = "".join(f"<th>{escape(str(c))}</th>" for c in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{escape(_cell(v))}</td>" for v in row) + "</tr>"
-                   for row in frame.itertuples(index=False, name=None))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(_cell(v))}</td>" for v in row) + "</tr>"
+        for row in frame.itertuples(index=False, name=None)
+    )
     return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _cell(value: object) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return ""
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+    return number(value)
 
 
 def section(plot: Plot, png: bytes) -> str:
     data = base64.b64encode(png).decode("ascii")
     extra = table(plot.table.head(50), "causes") if plot.table is not None and not plot.table.empty else ""
-    return (f'<section id="plot-{plot.name}" class="plot"><h2>{escape(plot.title)}</h2>'
-            f'<img id="img-{plot.name}" alt="{escape(plot.title)}" width="{WIDTH_PX}" height="{HEIGHT_PX}" '
-            f'src="data:image/png;base64,{data}">'
-            f'<p class="caption">{escape(plot.caption)}</p>{extra}</section>')
+    return (
+        f'<section id="plot-{plot.name}" class="plot"><h2>{escape(plot.title)}</h2>'
+        f'<img id="img-{plot.name}" alt="{escape(plot.title)}" width="{WIDTH_PX}" height="{HEIGHT_PX}" '
+        f'src="data:image/png;base64,{data}">'
+        f'<p class="caption">{escape(plot.caption)}</p>{extra}</section>'
+    )
 
 
-def page(title: str, header: list[tuple[str, str]], plots: list[tuple[Plot, bytes]], top: pd.DataFrame,
-         notes: list[str]) -> str:
+def page(
+    title: str, header: list[tuple[str, str]], plots: list[tuple[Plot, bytes]], top: pd.DataFrame, notes: list[str]
+) -> str:
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in header)
     nav = "".join(f'<a href="#plot-{p.name}">{escape(p.title)}</a>' for p, _ in plots)
     top_html = table(top, "top-k") if not top.empty else "<p>No successful evaluation yet.</p>"
-    note_html = "".join(f"<p class=\"caption\">{escape(n)}</p>" for n in notes)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f'<link rel="icon" href="data:,"><style>{STYLE}</style></head><body>'
-            f'<h1>{escape(title)}</h1><section id="header"><table class="header">{rows}</table></section>'
-            f'<nav>{nav}<a href="#top-k">Top evaluations</a></nav>'
-            + "".join(section(p, png) for p, png in plots)
-            + f'<section id="top-k"><h2>Top evaluations</h2>{top_html}</section>{note_html}</body></html>\n')
+    note_html = "".join(f'<p class="caption">{escape(n)}</p>' for n in notes)
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<link rel="icon" href="data:,"><style>{STYLE}</style></head><body>'
+        f'<h1>{escape(title)}</h1><section id="header"><table class="header">{rows}</table></section>'
+        f'<nav>{nav}<a href="#top-k">Top evaluations</a></nav>'
+        + "".join(section(p, png) for p, png in plots)
+        + f'<section id="top-k"><h2>Top evaluations</h2>{top_html}</section>{note_html}</body></html>\n'
+    )

@@ -43,8 +43,14 @@ class Load(ReportPlot):
         fig, ax = new_figure()
         ax.fill_between(x, busy, step="post", alpha=0.35, color="#2b8cbe", linewidth=0)
         ax.step(x, busy, where="post", color="#2b8cbe", linewidth=1, label="busy workers")
-        ax.step(x, np.minimum(waiting, data.workers), where="post", color="#fdae61", linewidth=1,
-                label="tasks ready, not yet started")
+        ax.step(
+            x,
+            np.minimum(waiting, data.workers),
+            where="post",
+            color="#fdae61",
+            linewidth=1,
+            label="tasks ready, not yet started",
+        )
         ax.axhline(data.workers, color="black", linestyle="--", linewidth=1, label=f"workers ({data.workers})")
         for a, _end in timeline.runs(data.results)[1:]:
             ax.axvline((a - t0) / scale, color="grey", linestyle=":", linewidth=1)
@@ -53,10 +59,16 @@ class Load(ReportPlot):
         ax.set_ylabel("workers")
         ax.legend(loc="lower right", fontsize=8)
         ax.grid(alpha=0.3)
-        ax.set_title(f"utilization {use.busy:.1%}: idle {use.idle_optimizer:.1%} waiting for the optimizer, "
-                     f"{use.idle_dispatch:.1%} in dispatch")
-        return Plot(self.name, "Load over time", fig,
-                    "Busy workers against time. Utilization is busy worker-time over workers x the runs' length; "
-                    "idle time is waiting for the optimizer (no task was ready) or dispatch (a task was ready but "
-                    "not yet running: on its way to a worker, queued behind another task the worker holds, or "
-                    "waiting for the worker's process to start). Dotted lines mark where a resumed run began.")
+        ax.set_title(
+            f"utilization {use.busy:.1%}: idle {use.idle_optimizer:.1%} waiting for the optimizer, "
+            f"{use.idle_dispatch:.1%} in dispatch"
+        )
+        return Plot(
+            self.name,
+            "Load over time",
+            fig,
+            "Busy workers against time. Utilization is busy worker-time over workers x the runs' length; "
+            "idle time is waiting for the optimizer (no task was ready) or dispatch (a task was ready but "
+            "not yet running: on its way to a worker, queued behind another task the worker holds, or "
+            "waiting for the worker's process to start). Dotted lines mark where a resumed run began.",
+        )

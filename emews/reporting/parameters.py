@@ -18,14 +18,14 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from emews.core.direction import Direction
+from emews.output.numbers import number
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, new_figure
 from emews.reporting.yrange import robust
 
 #: the forest sees at most this many evaluations (a random sample of them beyond)
 MAX_FIT = 1_000
-IMPORTANCE_METHOD = ("permutation importance (scikit-learn) of a random forest fitted to the "
-                     "successful evaluations")
+IMPORTANCE_METHOD = "permutation importance (scikit-learn) of a random forest fitted to the successful evaluations"
 #: importance is withheld below this many successful evaluations ...
 MIN_IMPORTANCE = 30
 #: ... and below this many per free parameter
@@ -70,12 +70,19 @@ def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
     """``column`` as numbers: numeric parameters as they are (log10 when the space says log),
     others as the index of their value. The axis spans the space's bounds when it has them."""
     numeric = pd.to_numeric(column, errors="coerce") if column.dtype != bool else None
-    if numeric is not None and numeric.notna().all() and spec.get("type") != "categorical" \
-            and not any(isinstance(v, bool) for v in spec.get("values", ())):
+    if (
+        numeric is not None
+        and numeric.notna().all()
+        and spec.get("type") != "categorical"
+        and not any(isinstance(v, bool) for v in spec.get("values", ()))
+    ):
         raw = numeric.to_numpy(float)
         log = bool(spec.get("log")) and (raw > 0).all()
-        bounds = [spec["lower"], spec["upper"]] if "lower" in spec and "upper" in spec else \
-            [float(v) for v in spec.get("values", ())] or [raw.min(), raw.max()]
+        bounds = (
+            [spec["lower"], spec["upper"]]
+            if "lower" in spec and "upper" in spec
+            else [float(v) for v in spec.get("values", ())] or [raw.min(), raw.max()]
+        )
         bounds = [min(min(bounds), raw.min()), max(max(bounds), raw.max())]
         values = np.log10(raw) if log else raw
         lo, hi = (float(np.log10(b)) if log else float(b) for b in bounds)
@@ -91,7 +98,7 @@ def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
 
 
 def _fmt(value: float) -> str:
-    return f"{value:.3g}"
+    return number(value, digits=3)
 
 
 class Parallel(ReportPlot):
@@ -124,21 +131,29 @@ class Parallel(ReportPlot):
             ax.axvline(j, color="black", linewidth=0.8)
             ticks = a.ticks if a is not None else [(0.0, _fmt(lo)), (1.0, _fmt(hi))]
             for pos, label in thin(ticks):
-                ax.annotate(label[:LABEL_CHARS], (j, pos), xytext=(3, 0), textcoords="offset points", fontsize=7,
-                            va="center")
+                ax.annotate(
+                    label[:LABEL_CHARS], (j, pos), xytext=(3, 0), textcoords="offset points", fontsize=7, va="center"
+                )
         ax.set_xticks(x, [short(a.name) for a in axes] + [short(data.metric)], fontsize=8)
         ax.set_yticks([])
         ax.set_xlim(-0.2, len(columns) - 0.6)
         ax.set_ylim(-0.05, 1.05)
         fig.colorbar(ScalarMappable(norm=norm, cmap=colours), ax=ax, label=data.metric)
         ax.set_title(f"the {len(best)} best of {len(data.ok)} successful evaluations (colour: {data.metric})")
-        return Plot(self.name, "Parallel coordinates of the best evaluations", fig,
-                    "One line per evaluation through its parameter values (each axis from its smallest to its "
-                    "largest value; log-scaled parameters on a log axis) to its objective"
-                    + (f"; the {len(names)} of {len(every)} parameters shown are {why}" if len(every) > len(names)
-                       else "")
-                    + (f". The objective's axis and colours are clipped to the bulk of its values ({clip.clipped} "
-                       "outside, drawn at its ends)." if clip.clipped else "."))
+        return Plot(
+            self.name,
+            "Parallel coordinates of the best evaluations",
+            fig,
+            "One line per evaluation through its parameter values (each axis from its smallest to its "
+            "largest value; log-scaled parameters on a log axis) to its objective"
+            + (f"; the {len(names)} of {len(every)} parameters shown are {why}" if len(every) > len(names) else "")
+            + (
+                f". The objective's axis and colours are clipped to the bulk of its values ({clip.clipped} "
+                "outside, drawn at its ends)."
+                if clip.clipped
+                else "."
+            ),
+        )
 
 
 def short(name: str) -> str:
@@ -177,10 +192,12 @@ def withheld(data: ExperimentData) -> str | None:
     n, names = len(data.ok), free_parameters(data)
     if not names or n >= needed(len(names)):
         return None
-    return (f"Importance is withheld: {n} successful evaluation{'s' if n != 1 else ''} for {len(names)} "
-            f"parameter{'s' if len(names) != 1 else ''}, and it needs at least {needed(len(names))} "
-            f"({MIN_IMPORTANCE} in all and {PER_PARAMETER} per parameter); with fewer, a forest ranks "
-            "parameters by noise, even ones the run never varied in a way that mattered.")
+    return (
+        f"Importance is withheld: {n} successful evaluation{'s' if n != 1 else ''} for {len(names)} "
+        f"parameter{'s' if len(names) != 1 else ''}, and it needs at least {needed(len(names))} "
+        f"({MIN_IMPORTANCE} in all and {PER_PARAMETER} per parameter); with fewer, a forest ranks "
+        "parameters by noise, even ones the run never varied in a way that mattered."
+    )
 
 
 _cache: list[tuple[ExperimentData, pd.DataFrame | None]] = []
@@ -221,8 +238,9 @@ def _importances(data: ExperimentData, seed: int = 0) -> pd.DataFrame | None:
     y = ok["loss"].to_numpy(float)
     if np.ptp(y) == 0:
         return None
-    X_fit, X_test, y_fit, y_test = train_test_split(X, y, test_size=0.25, random_state=seed) if len(y) >= 40 \
-        else (X, X, y, y)
+    X_fit, X_test, y_fit, y_test = (
+        train_test_split(X, y, test_size=0.25, random_state=seed) if len(y) >= 40 else (X, X, y, y)
+    )
     forest = RandomForestRegressor(n_estimators=40, min_samples_leaf=2, random_state=seed, n_jobs=1)
     forest.fit(X_fit, y_fit)
     found = permutation_importance(forest, X_test, y_test, n_repeats=5, random_state=seed, n_jobs=1)
@@ -252,8 +270,12 @@ class Importance(ReportPlot):
         ax.set_xlabel("drop of R^2 when the parameter is shuffled")
         ax.set_title(f"{IMPORTANCE_METHOD} (n = {len(data.ok)})")
         ax.grid(axis="x", alpha=0.3)
-        return Plot(self.name, "Parameter importance", fig,
-                    f"Estimator: {IMPORTANCE_METHOD} (sklearn.inspection.permutation_importance on a "
-                    f"RandomForestRegressor of 40 trees fitted to at most {MAX_FIT:,} evaluations, 5 shuffles per "
-                    "parameter, a quarter of the evaluations held out when there are 40 or more). Bars show the mean "
-                    f"drop, whiskers its standard deviation. n = {len(data.ok)} successful evaluations.")
+        return Plot(
+            self.name,
+            "Parameter importance",
+            fig,
+            f"Estimator: {IMPORTANCE_METHOD} (sklearn.inspection.permutation_importance on a "
+            f"RandomForestRegressor of 40 trees fitted to at most {MAX_FIT:,} evaluations, 5 shuffles per "
+            "parameter, a quarter of the evaluations held out when there are 40 or more). Bars show the mean "
+            f"drop, whiskers its standard deviation. n = {len(data.ok)} successful evaluations.",
+        )

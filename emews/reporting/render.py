@@ -24,9 +24,17 @@ from emews.reporting.figures import DPI, Plot, ReportPlot
 Format = Literal["html", "png", "pdf"]
 FORMATS: tuple[Format, ...] = ("html", "png", "pdf")
 #: the plots of a report, in page order (each makes ``None`` when it has nothing to show)
-PLOTS: tuple[ReportPlot, ...] = (trajectory.Trajectory(), load.Load(), gantt.Gantt(), parameters.Parallel(),
-                                 parameters.Importance(), slices.Slices(), slices.Contour(), failures.Failures(),
-                                 curves.Curves())
+PLOTS: tuple[ReportPlot, ...] = (
+    trajectory.Trajectory(),
+    load.Load(),
+    gantt.Gantt(),
+    parameters.Parallel(),
+    parameters.Importance(),
+    slices.Slices(),
+    slices.Contour(),
+    failures.Failures(),
+    curves.Curves(),
+)
 
 
 @dataclass(frozen=True)
@@ -82,8 +90,9 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Writte
         none = failures.none_line(data)
         empty = [name for name in skipped if not (name == "failures" and none)]
         notes = ([none] if none else []) + ([f"Not shown (nothing to plot yet): {', '.join(empty)}."] if empty else [])
-        text = html.page(f"emews report: {data.exp_dir.name}", summary.header(data), images,
-                         summary.top_k(data, top), notes)
+        text = html.page(
+            f"emews report: {data.exp_dir.name}", summary.header(data), images, summary.top_k(data, top), notes
+        )
         _atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return Written(out, pngs, skipped)
 
@@ -133,8 +142,9 @@ def _text_page(data: ExperimentData, top: int) -> Figure:
     fig = Figure(figsize=(11, 8.5), dpi=DPI)
     lines = [f"emews report: {data.exp_dir.name}", ""] + [f"{k:>16}  {v}" for k, v in summary.header(data)]
     table = summary.top_k(data, top)
-    lines += ["", "Top evaluations", ""] + (table.to_string(index=False).splitlines() if not table.empty
-                                            else ["no successful evaluation yet"])
+    lines += ["", "Top evaluations", ""] + (
+        table.to_string(index=False).splitlines() if not table.empty else ["no successful evaluation yet"]
+    )
     fig.text(0.03, 0.97, "\n".join(line[:150] for line in lines), family="monospace", fontsize=7, va="top")
     return fig
 

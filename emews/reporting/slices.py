@@ -50,9 +50,12 @@ class Slices(ReportPlot):
             ax.grid(alpha=0.3)
         panels[0].set_ylabel(f"{data.metric} ({data.direction})")
         fig.suptitle(f"{data.metric} against each parameter ({len(ok)} successful evaluations)")
-        return Plot(self.name, "Slices", fig,
-                    f"The objective of each successful evaluation against one parameter at a time: {why}."
-                    + yrange.note())
+        return Plot(
+            self.name,
+            "Slices",
+            fig,
+            f"The objective of each successful evaluation against one parameter at a time: {why}." + yrange.note(),
+        )
 
 
 class Contour(ReportPlot):
@@ -80,8 +83,9 @@ class Contour(ReportPlot):
         filled = False
         if len(np.unique(x)) > 1 and len(np.unique(y)) > 1:
             try:
-                ax.tricontourf(x, y, np.clip(objective, norm.vmin, norm.vmax), levels=12, cmap=cmap, norm=norm,
-                               alpha=0.6)
+                ax.tricontourf(
+                    x, y, np.clip(objective, norm.vmin, norm.vmax), levels=12, cmap=cmap, norm=norm, alpha=0.6
+                )
                 filled = True
             except (ValueError, RuntimeError):  # collinear points: no triangulation
                 pass
@@ -93,9 +97,12 @@ class Contour(ReportPlot):
         ax.set_xlabel(first.name + (" (log10)" if data.space.get(first.name, {}).get("log") else ""))
         ax.set_ylabel(second.name + (" (log10)" if data.space.get(second.name, {}).get("log") else ""))
         ax.set_title(f"{data.metric} over {first.name} and {second.name}")
-        return Plot(self.name, "Contour of the top two parameters", fig,
-                    f"Each dot is a successful evaluation, coloured by its {data.metric}"
-                    + ("; the filled contour interpolates between them" if filled else "")
-                    + f". The two parameters: {why}."
-                    + (f" Colours are clipped to the bulk of the values ({yrange.clipped} outside)."
-                       if yrange.clipped else ""))
+        return Plot(
+            self.name,
+            "Contour of the top two parameters",
+            fig,
+            f"Each dot is a successful evaluation, coloured by its {data.metric}"
+            + ("; the filled contour interpolates between them" if filled else "")
+            + f". The two parameters: {why}."
+            + (f" Colours are clipped to the bulk of the values ({yrange.clipped} outside)." if yrange.clipped else ""),
+        )

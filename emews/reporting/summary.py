@@ -14,6 +14,7 @@ import pandas as pd
 from emews.config.experiment import emews_version
 from emews.core.results import Result, Status
 from emews.output.export import Totals, counts_text, summary_text
+from emews.output.numbers import number
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
 
@@ -44,18 +45,29 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
     best = best_row(data)
     rows = [
         ("experiment", str(data.exp_dir)),
-        ("workflow", f"{data.info.get('name', data.exp_dir.name)}: {objective.get('module', '?')}:"
-                     f"{objective.get('function', 'run')}, {data.metric} ({data.direction})"),
+        (
+            "workflow",
+            f"{data.info.get('name', data.exp_dir.name)}: {objective.get('module', '?')}:"
+            f"{objective.get('function', 'run')}, {data.metric} ({data.direction})",
+        ),
         ("site", str(data.info.get("site") or data.site.get("name") or "-")),
         ("optimizer", f"{optimizer.get('name', '?')} {json.dumps(optimizer.get('options') or {}, sort_keys=True)}"),
-        ("budget", f"{done}/{data.budget if data.budget is not None else '-'} evaluations: "
-                   + counts_text(totals(data))),
-        ("best", "-" if best is None else f"{best['objective']:.6g} (task {int(best['id'])})"),
-        ("elapsed", f"{duration(use.elapsed)} in {len(spans)} run{'s' if len(spans) != 1 else ''}"
-                    + (f", {_when(spans[0][0])} to {_when(spans[-1][1])}" if spans else "")),
+        (
+            "budget",
+            f"{done}/{data.budget if data.budget is not None else '-'} evaluations: " + counts_text(totals(data)),
+        ),
+        ("best", "-" if best is None else f"{number(best['objective'])} (task {int(best['id'])})"),
+        (
+            "elapsed",
+            f"{duration(use.elapsed)} in {len(spans)} run{'s' if len(spans) != 1 else ''}"
+            + (f", {_when(spans[0][0])} to {_when(spans[-1][1])}" if spans else ""),
+        ),
         ("workers", str(data.workers)),
-        ("utilization", f"{use.busy:.1%} busy; idle {use.idle_optimizer:.1%} waiting for the optimizer, "
-                        f"{use.idle_dispatch:.1%} in dispatch"),
+        (
+            "utilization",
+            f"{use.busy:.1%} busy; idle {use.idle_optimizer:.1%} waiting for the optimizer, "
+            f"{use.idle_dispatch:.1%} in dispatch",
+        ),
         ("emews version", f"{data.info.get('emews_version', '?')} (run), {emews_version()} (this report)"),
     ]
     if data.summary and data.summary.get("error"):
@@ -90,8 +102,17 @@ def totals(data: ExperimentData) -> Totals:
     if best is None:
         return Totals(counts, None, endings=endings)
     point = data.params.loc[[best.name]].to_dict("records")[0]  # each column's own type: 1, not 1.0
-    return Totals(counts, Result(id=int(best["id"]), params=point, status=Status.OK, objective=float(best["objective"]),
-                                 loss=float(best["loss"])), endings=endings)
+    return Totals(
+        counts,
+        Result(
+            id=int(best["id"]),
+            params=point,
+            status=Status.OK,
+            objective=float(best["objective"]),
+            loss=float(best["loss"]),
+        ),
+        endings=endings,
+    )
 
 
 @dataclass(frozen=True)
@@ -102,8 +123,8 @@ class Headline:
     budget: int | None
     busy: int
     workers: int
-    rate: float | None      # evaluations per second in the latest run
-    eta: float | None       # seconds until the budget is spent at that rate
+    rate: float | None  # evaluations per second in the latest run
+    eta: float | None  # seconds until the budget is spent at that rate
 
     @property
     def failed(self) -> int:
@@ -112,8 +133,10 @@ class Headline:
     def lines(self) -> list[str]:
         rate = "-" if self.rate is None else f"{self.rate:.3g}/s"
         eta = "-" if self.eta is None else duration(self.eta)
-        return [summary_text(self.totals, self.budget),
-                f"{self.failed} failed; workers busy: {self.busy}/{self.workers}; rate {rate}; ETA {eta}"]
+        return [
+            summary_text(self.totals, self.budget),
+            f"{self.failed} failed; workers busy: {self.busy}/{self.workers}; rate {rate}; ETA {eta}",
+        ]
 
 
 def headline(data: ExperimentData, running: bool, now: float | None = None) -> Headline:
@@ -129,5 +152,11 @@ def headline(data: ExperimentData, running: bool, now: float | None = None) -> H
         rate = in_run / (end - start) if end > start else None
     if running and rate and data.budget is not None:
         eta = max(data.budget - len(res), 0) / rate
-    return Headline(totals(data), data.budget, busy=min(data.unfinished, data.workers) if running else 0,
-                    workers=data.workers, rate=rate, eta=eta)
+    return Headline(
+        totals(data),
+        data.budget,
+        busy=min(data.unfinished, data.workers) if running else 0,
+        workers=data.workers,
+        rate=rate,
+        eta=eta,
+    )

@@ -7,9 +7,10 @@ Pure arithmetic on the results frame (numpy), shared by the load plot, the heade
   start) to its end. The *runs* of an experiment are the stretches in which some task was in
   flight, where a stretch of nothing in flight longer than ``RUN_GAP`` seconds (and ten times
   the median task) separates two runs: the time between a stop and ``emews resume``.
-* *Utilization* is busy worker-time over ``workers`` x the runs' length. Its complement, idle
+* *Utilization* is busy worker-time over ``workers`` x the runs' length; a multi-rank task
+  (``task.ranks``: its ``ranks`` column) is busy on each of its ranks. Its complement, idle
   worker-time, is split at every instant into *dispatch* (a submitted task had not started
-  yet: it was on its way to a worker) and *waiting for the optimizer* (no task was ready).
+  yet: it was on its way to its ranks) and *waiting for the optimizer* (no task was ready).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class Utilization:
     """Worker-time of the runs, in seconds and as fractions of ``workers`` x ``elapsed``."""
 
     workers: int
-    elapsed: float        # the runs' total length
+    elapsed: float  # the runs' total length
     busy_seconds: float
     idle_optimizer_seconds: float
     idle_dispatch_seconds: float
@@ -77,16 +78,24 @@ class Load:
     """Step functions over time: ``busy[i]`` and ``waiting[i]`` hold from ``times[i]`` to ``times[i+1]``."""
 
     times: np.ndarray
-    busy: np.ndarray      # tasks running
-    waiting: np.ndarray   # tasks submitted and not started yet
+    busy: np.ndarray  # worker ranks running tasks
+    waiting: np.ndarray  # worker ranks the tasks submitted and not started yet need
+
+
+def ranks(results: pd.DataFrame) -> np.ndarray:
+    """The worker ranks each row occupied (1 for a frame without a ``ranks`` column)."""
+    if "ranks" not in results.columns:
+        return np.ones(len(results))
+    return results["ranks"].to_numpy(float)
 
 
 def load(results: pd.DataFrame) -> Load:
     ran = timed(results)
     queued = ran[ran["ready"] < ran["started"]]
+    size, queued_size = ranks(ran), ranks(queued)
     times = np.concatenate((ran["started"], ran["finished"], queued["ready"], queued["started"]))
-    busy_step = np.concatenate((np.ones(len(ran)), -np.ones(len(ran)), np.zeros(2 * len(queued))))
-    wait_step = np.concatenate((np.zeros(2 * len(ran)), np.ones(len(queued)), -np.ones(len(queued))))
+    busy_step = np.concatenate((size, -size, np.zeros(2 * len(queued))))
+    wait_step = np.concatenate((np.zeros(2 * len(ran)), queued_size, -queued_size))
     order = np.argsort(times, kind="stable")
     times, busy_step, wait_step = times[order], busy_step[order], wait_step[order]
     keep = np.append(times[1:] != times[:-1], True) if len(times) else np.zeros(0, bool)  # last of each instant
@@ -97,7 +106,7 @@ def utilization(results: pd.DataFrame, workers: int) -> Utilization:
     spans = runs(results)
     ran = timed(results)
     elapsed = sum(b - a for a, b in spans)
-    busy = float((ran["finished"] - ran["started"]).clip(lower=0).sum())
+    busy = float(((ran["finished"] - ran["started"]).clip(lower=0) * ranks(ran)).sum())
     curve = load(results)
     if len(curve.times) < 2:
         return Utilization(workers, elapsed, busy, 0.0, 0.0)

@@ -55,12 +55,21 @@ class Trajectory(ReportPlot):
         yrange = robust(values)
         fig, (by_n, by_t) = new_figure(ncols=2, sharey=True)
         yrange.apply(by_n)
-        for ax, x, label in ((by_n, n, "evaluations (in the order they finished)"),
-                             (by_t, when / scale, f"wall time since the first submission ({unit})")):
+        for ax, x, label in (
+            (by_n, n, "evaluations (in the order they finished)"),
+            (by_t, when / scale, f"wall time since the first submission ({unit})"),
+        ):
             ok = np.isfinite(loss) & np.isfinite(x) & drawn
             inside = ok & yrange.inside(values)
-            ax.scatter(x[inside], values[inside], s=6, alpha=0.5, color=colour("ok"), label="ok",
-                       rasterized=inside.sum() > RASTER_ABOVE)
+            ax.scatter(
+                x[inside],
+                values[inside],
+                s=6,
+                alpha=0.5,
+                color=colour("ok"),
+                label="ok",
+                rasterized=inside.sum() > RASTER_ABOVE,
+            )
             mark_clipped(ax, yrange, x[ok], values[ok])
             finite = np.isfinite(best) & np.isfinite(x)
             ax.step(x[finite], best[finite], where="post", color="black", linewidth=1.5, label="best so far")
@@ -68,15 +77,32 @@ class Trajectory(ReportPlot):
             for status in sorted(set(done["status"]) - {"ok"}):
                 failed = (done["status"] == status).to_numpy() & np.isfinite(x)
                 mask = failed & drawn
-                ax.scatter(x[mask], np.full(mask.sum(), 0.02), transform=edge, marker="x", s=18, color=colour(status),
-                           label=f"{status} ({failed.sum()})", clip_on=False, rasterized=mask.sum() > RASTER_ABOVE)
+                ax.scatter(
+                    x[mask],
+                    np.full(mask.sum(), 0.02),
+                    transform=edge,
+                    marker="x",
+                    s=18,
+                    color=colour(status),
+                    label=f"{status} ({failed.sum()})",
+                    clip_on=False,
+                    rasterized=mask.sum() > RASTER_ABOVE,
+                )
             ax.set_xlabel(label)
             ax.grid(alpha=0.3)
         by_n.set_ylabel(f"{data.metric} ({data.direction})")
         by_n.legend(loc="upper right", fontsize=8)
         fig.suptitle("Search trajectory")
-        return Plot(self.name, "Best so far", fig,
-                    "Each point is one evaluation; the line is the best objective found so far. Failed, crashed "
-                    "and timed-out evaluations (no objective) are the crosses along the bottom edge"
-                    + (f"; {MAX_POINTS:,} of the {len(done):,} evaluations are drawn (a random sample, and every "
-                       "improvement)." if len(done) > MAX_POINTS else ".") + yrange.note())
+        return Plot(
+            self.name,
+            "Best so far",
+            fig,
+            "Each point is one evaluation; the line is the best objective found so far. Failed, crashed "
+            "and timed-out evaluations (no objective) are the crosses along the bottom edge"
+            + (
+                f"; {MAX_POINTS:,} of the {len(done):,} evaluations are drawn (a random sample, and every improvement)."
+                if len(done) > MAX_POINTS
+                else "."
+            )
+            + yrange.note(),
+        )

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from emews.output.export import open_store
+from emews.output.numbers import number
 from emews.store import TrialState
 from emews.training.messages import endings_text
 
@@ -32,18 +33,26 @@ def trial_lines(exp_dir: Path, metric: str) -> list[str]:
     open_ = [s for s in states.values() if s.trial not in finished]
     ended = len(states) - len(open_)
     failed = ended - len(endings)
-    how = ", ".join(part for part in (endings_text(Counter(e.value for e in endings.values())),
-                                      f"{failed} failed" if failed else "") if part)
+    how = ", ".join(
+        part
+        for part in (endings_text(Counter(e.value for e in endings.values())), f"{failed} failed" if failed else "")
+        if part
+    )
     waits = [s for s in open_ if s.trial in paused and s.action == "pause"]
-    lines = [f"training: {len(states)} trials reported; {ended} ended" + (f" ({how})" if how else "")
-             + f", {len(open_) - len(waits)} running, {len(waits)} paused"
-             + (" (emews resume continues them)" if waits else "")]
+    lines = [
+        f"training: {len(states)} trials reported; {ended} ended"
+        + (f" ({how})" if how else "")
+        + f", {len(open_) - len(waits)} running, {len(waits)} paused"
+        + (" (emews resume continues them)" if waits else "")
+    ]
     for state in open_[-LISTED:]:
-        lines.append(f"  trial {state.trial}: step {state.step}, {metric} {_value(state, metric)}"
-                     + (", paused" if state in waits else ""))
+        lines.append(
+            f"  trial {state.trial}: step {state.step}, {metric} {_value(state, metric)}"
+            + (", paused" if state in waits else "")
+        )
     return lines
 
 
 def _value(state: TrialState, metric: str) -> str:
     value = state.metrics.get(metric)
-    return f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+    return number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"

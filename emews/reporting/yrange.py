@@ -60,9 +60,11 @@ class YRange:
         if self.scale == "log":
             return f" The y axis is logarithmic: the values span {self.decades:.0f} decades."
         if self.clipped:
-            return (f" The y axis shows the bulk of the values; {self.clipped} point"
-                    f"{'s' if self.clipped != 1 else ''} outside it ({self.above} above, {self.below} below) "
-                    "are the triangles on its edges.")
+            return (
+                f" The y axis shows the bulk of the values; {self.clipped} point"
+                f"{'s' if self.clipped != 1 else ''} outside it ({self.above} above, {self.below} below) "
+                "are the triangles on its edges."
+            )
         return ""
 
 
@@ -99,7 +101,15 @@ def mark_clipped(ax: Axes, rng: YRange, x: np.ndarray, y: np.ndarray, label: boo
     for mask, at, marker in ((y > rng.upper, 0.98, "^"), (y < rng.lower, 0.02, "v")):
         mask = mask & np.isfinite(x)
         if mask.any():
-            ax.scatter(x[mask], np.full(mask.sum(), at), transform=edge, marker=marker, s=30,
-                       color=CLIPPED_COLOUR, clip_on=False, zorder=5,
-                       label=f"off the axis ({rng.clipped})" if label else None)
+            ax.scatter(
+                x[mask],
+                np.full(mask.sum(), at),
+                transform=edge,
+                marker=marker,
+                s=30,
+                color=CLIPPED_COLOUR,
+                clip_on=False,
+                zorder=5,
+                label=f"off the axis ({rng.clipped})" if label else None,
+            )
             label = False

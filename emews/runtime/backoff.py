@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
-
+from collections.abc import Callable
 
 #: seconds an idle rank keeps polling (yielding its core) before it starts to sleep, when its node
 #: has a core for each rank; long enough to span a round trip
@@ -33,8 +32,13 @@ class Backoff:
     #: the polling window of backoffs made without one (set once per process: :func:`spin_for`)
     spin_default: float = DEFAULT_SPIN
 
-    def __init__(self, spin: float | None = None, min_delay: float = 50e-6, max_delay: float = 1e-3,
-                 sleep: Callable[[float], object] = time.sleep) -> None:
+    def __init__(
+        self,
+        spin: float | None = None,
+        min_delay: float = 50e-6,
+        max_delay: float = 1e-3,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
         self.spin = self.spin_default if spin is None else spin
         self.min_delay = min_delay
         self.max_delay = max_delay

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from emews.core.results import Outcome
 from emews.objective.context import TaskContext, exit_if_forked, task_run_dir
 from emews.objective.function import ObjectiveSpec, outcome_from_exception, outcome_from_return
-from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.processes.channel import Ready
+from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.training.messages import Reply
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class ChildPost:
 
     message: object
 
-    def forward(self, inbox: "TaskInbox", child: "ChildProcess") -> None:
+    def forward(self, inbox: TaskInbox, child: ChildProcess) -> None:
         inbox.post(self.message)
 
 
@@ -68,7 +68,7 @@ class ChildTake:
     session: int
     block: bool
 
-    def forward(self, inbox: "TaskInbox", child: "ChildProcess") -> None:
+    def forward(self, inbox: TaskInbox, child: ChildProcess) -> None:
         child.send(inbox.take(self.session, self.block))
 
 
@@ -121,7 +121,7 @@ def _redirect_output(spool: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.makedirs(spool, exist_ok=True)
-    for fd, path in zip((1, 2), spool_paths(spool)):
+    for fd, path in zip((1, 2), spool_paths(spool), strict=True):  # stdout, stderr
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o666)
         os.dup2(target, fd)
         os.close(target)
@@ -173,8 +173,9 @@ def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Ou
     try:
         returned = objective.call(job.params, ctx)
         exit_if_forked(ctx)
-        outcome = outcome_from_return(job.task_id, returned, config.ref.metric,
-                                      started=started, finished=time.time(), **where)
+        outcome = outcome_from_return(
+            job.task_id, returned, config.ref.metric, started=started, finished=time.time(), **where
+        )
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
         exit_if_forked(ctx)
         outcome = outcome_from_exception(job.task_id, exc, started=started, finished=time.time(), **where)

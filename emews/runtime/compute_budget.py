@@ -34,8 +34,9 @@ class ComputeBudget:
 
     Used on the distributor thread only (reports are counted as they are stored)."""
 
-    def __init__(self, steps: int | None = None, seconds: float | None = None, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, steps: int | None = None, seconds: float | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.steps = steps
         self.seconds = seconds
         self.steps_spent = 0

@@ -57,12 +57,23 @@ class Distributor:
     poll_latency_min = 100e-6
     poll_latency_max = 1e-3
 
-    def __init__(self, transport: Transport, queues: QueuePair, worker_ranks: Sequence[int], *,
-                 sign: float, progress: Progress, store: Store | None = None,
-                 fail_fast: FailFast | None = None,
-                 trials: TrialService | None = None, gang: bool = False,
-                 nodes: Mapping[int, str] | None = None, waiting: Sequence[WaitingTrial] = (),
-                 inline_timeout: float | None = None, budget: ComputeBudget | None = None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        queues: QueuePair,
+        worker_ranks: Sequence[int],
+        *,
+        sign: float,
+        progress: Progress,
+        store: Store | None = None,
+        fail_fast: FailFast | None = None,
+        trials: TrialService | None = None,
+        gang: bool = False,
+        nodes: Mapping[int, str] | None = None,
+        waiting: Sequence[WaitingTrial] = (),
+        inline_timeout: float | None = None,
+        budget: ComputeBudget | None = None,
+    ) -> None:
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -90,10 +101,19 @@ class Distributor:
             self._trials.hold(trial.task.id, trial.step)
         self._dispatch = self._placement(gang, nodes, inline_timeout)
         self._handlers: dict[Tag, Callable[[int, Any], bool]] = {
-            Tag.OUTCOME: self._on_outcome, Tag.STOPPED: self._on_stopped, Tag.TRIAL: self._on_trial}
+            Tag.OUTCOME: self._on_outcome,
+            Tag.STOPPED: self._on_stopped,
+            Tag.TRIAL: self._on_trial,
+        }
         self._effects: dict[type, Callable[[Any], None]] = {
-            Send: self._send, Started: self._started, Ended: self._ended_tasks, Refused: self._refused,
-            Requeue: self._requeue, Unfinished: self._unfinished, Fatal: self._fatal}
+            Send: self._send,
+            Started: self._started,
+            Ended: self._ended_tasks,
+            Refused: self._refused,
+            Requeue: self._requeue,
+            Unfinished: self._unfinished,
+            Fatal: self._fatal,
+        }
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
         #: shutdown problems reported by workers (teardown errors), by rank
@@ -311,8 +331,12 @@ class Distributor:
     def idle(self) -> bool:
         """No task runs, none waits to be dispatched and no trial waits for a promotion (once trials
         pause, waiting trials do not count: they wait across the stop)."""
-        return not self._in_flight and not self._queues.tasks and not self._dispatch.waiting \
+        return (
+            not self._in_flight
+            and not self._queues.tasks
+            and not self._dispatch.waiting
             and (not self._waiting or self._trials.clock.due())
+        )
 
     def _stopping(self) -> bool:
         """A stop signal or the walltime: waiting trials are neither promoted nor released (they stay
@@ -335,8 +359,9 @@ class Distributor:
                 continue
             if self.all_stopped:
                 raise WorkersGone(f"every worker stopped with {len(self._in_flight)} tasks in flight")
-            backoff.max_delay = self._poll_interval(self._dispatch.mean_run) if self._in_flight \
-                else self.poll_latency_max
+            backoff.max_delay = (
+                self._poll_interval(self._dispatch.mean_run) if self._in_flight else self.poll_latency_max
+            )
             backoff.idle()
 
     def _step(self) -> bool:

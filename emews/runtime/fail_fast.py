@@ -8,7 +8,7 @@ in the order they were stored; the first success, or a second cause, disarms it 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from emews.core.errors import EmewsError
 from emews.core.failure_cause import cause, cause_key

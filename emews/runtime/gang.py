@@ -29,8 +29,8 @@ caller passes ``now`` (the distributor's monotonic clock, or a simulated one in 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ class NodeLayout:
 def _aligned(node: tuple[int, ...], free: list[int], size: int) -> list[int]:
     """Offsets (in the node) of fully idle blocks of ``size`` ranks starting at a multiple of ``size``."""
     idle = set(free)
-    return [o for o in range(0, len(node) - size + 1, size) if all(r in idle for r in node[o:o + size])]
+    return [o for o in range(0, len(node) - size + 1, size) if all(r in idle for r in node[o : o + size])]
 
 
 def _block(node: tuple[int, ...], free: list[int], size: int) -> list[int]:
@@ -160,10 +160,10 @@ def _block(node: tuple[int, ...], free: list[int], size: int) -> list[int]:
 
     def idle_around(offset: int) -> int:
         start = offset // (2 * size) * (2 * size)
-        return sum(r in idle for r in node[start:start + 2 * size])
+        return sum(r in idle for r in node[start : start + 2 * size])
 
     best = min(offsets, key=lambda o: (idle_around(o), o))
-    return list(node[best:best + size])
+    return list(node[best : best + size])
 
 
 class RunTimeEstimate:
@@ -195,7 +195,7 @@ class RunTimeEstimate:
     def cautious(self, size: int) -> float:
         """Mean plus ``caution`` standard deviations of the run time of a task of ``size`` ranks."""
         mean, variance = self._moments(size)
-        return mean + self._caution * variance ** 0.5
+        return mean + self._caution * variance**0.5
 
     def _moments(self, size: int) -> tuple[float, float]:
         known = self._by_size.get(size, self._overall)
@@ -218,11 +218,18 @@ class GangScheduler:
     ``patience`` (in the head's expected run times) and ``passes``: see the module docstring.
     """
 
-    def __init__(self, nodes: Mapping[int, Hashable], *, estimate: RunTimeEstimate | None = None,
-                 backfill: bool = True, lookahead: int = 8, patience: float = 0.35, passes: int = 2) -> None:
+    def __init__(
+        self,
+        nodes: Mapping[int, Hashable],
+        *,
+        estimate: RunTimeEstimate | None = None,
+        backfill: bool = True,
+        lookahead: int = 8,
+        patience: float = 0.35,
+        passes: int = 2,
+    ) -> None:
         if lookahead < 1 or passes < 0 or patience < 0:
-            raise ValueError(f"need lookahead >= 1, patience >= 0, passes >= 0; "
-                             f"got {lookahead}, {patience}, {passes}")
+            raise ValueError(f"need lookahead >= 1, patience >= 0, passes >= 0; got {lookahead}, {patience}, {passes}")
         self._layout = NodeLayout(nodes)
         self._estimate = estimate if estimate is not None else RunTimeEstimate()
         self._backfill = backfill
@@ -269,8 +276,7 @@ class GangScheduler:
         ``lookahead`` (``None``: nothing waits for ranks)."""
         return self._reservation
 
-    def submit(self, key: Hashable, size: int = 1, *, priority: float = 0.0,
-               estimate: float | None = None) -> None:
+    def submit(self, key: Hashable, size: int = 1, *, priority: float = 0.0, estimate: float | None = None) -> None:
         """Queue task ``key`` of ``size`` ranks; ``estimate`` (seconds) overrides the moving mean."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"task size must be a positive number of ranks, got {size!r}")
@@ -331,11 +337,10 @@ class GangScheduler:
             self._head = _Head(head.key, now)
         if self._head.due(now, self._patience * self._expected(head), self._passes):
             return head
-        window = [t for t in ordered[:self._lookahead] if t.priority == head.priority]
+        window = [t for t in ordered[: self._lookahead] if t.priority == head.priority]
         return max(window, key=lambda t: (t.size, -t.order))
 
-    def _fill(self, ordered: list[_Queued], holder: _Queued, reservation: Reservation,
-              now: float) -> list[Placement]:
+    def _fill(self, ordered: list[_Queued], holder: _Queued, reservation: Reservation, now: float) -> list[Placement]:
         """Backfill: the tasks that fit now and end by the shadow time, or fit in the spare ranks."""
         started, spare = [], reservation.extra
         for task in ordered:

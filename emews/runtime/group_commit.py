@@ -28,8 +28,15 @@ class GroupCommit:
     interval = 1e-3
     record_after = 0.5
 
-    def __init__(self, queues: QueuePair, progress: Progress, workers: int, *,
-                 store: Store | None = None, fail_fast: FailFast | None = None) -> None:
+    def __init__(
+        self,
+        queues: QueuePair,
+        progress: Progress,
+        workers: int,
+        *,
+        store: Store | None = None,
+        fail_fast: FailFast | None = None,
+    ) -> None:
         self._queues = queues
         self._progress = progress
         self._workers = workers
@@ -60,8 +67,7 @@ class GroupCommit:
         results = self.results
         if results and not self._first:
             self._first = clock()
-        if results and (starving or not running or len(results) >= self.rows
-                        or clock() - self._first >= self.interval):
+        if results and (starving or not running or len(results) >= self.rows or clock() - self._first >= self.interval):
             return True
         return bool(self._dispatched) and clock() - self._dispatched[0][0] >= self.record_after
 

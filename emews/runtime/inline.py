@@ -13,14 +13,15 @@ import signal
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from emews.core.results import Outcome, Status, Task
-from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import Objective, ObjectiveSpec, outcome_from_exception, outcome_from_return
-from emews.processes.tree import become_subreaper, has_children, kill_trees, strays
 from emews.objective.team import Team
+from emews.processes.tree import become_subreaper, has_children, kill_trees, strays
+from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
@@ -45,9 +46,15 @@ class InlineRunner:
     ``ctx.comm`` not even by the timer: the optimizer rank ends the job (``teams.TeamStranded``).
     """
 
-    def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
-                 make_context: Callable[..., TaskContext], interrupt: Interrupt | None = None,
-                 team_comm: Callable[[Team | None], Any] | None = None) -> None:
+    def __init__(
+        self,
+        ref: ObjectiveSpec,
+        *,
+        timeout: float | None = None,
+        make_context: Callable[..., TaskContext],
+        interrupt: Interrupt | None = None,
+        team_comm: Callable[[Team | None], Any] | None = None,
+    ) -> None:
         self._ref = ref
         self._team_comm = team_comm
         self._timeout = timeout
@@ -68,7 +75,7 @@ class InlineRunner:
             self._setup_error = "objective setup failed:\n" + traceback.format_exc()
         self._lifelong = set(strays(os.getpid())) if self._can_alarm else set()  # started by setup
 
-    def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None:
+    def run(self, task: Task, should_abort: TaskInbox, team: Team | None = None) -> Outcome | None:
         """Run ``task``; the context gets ``should_abort`` as its trial link and, in a multi-rank
         run, ``ctx.comm``: the team's communicator while it runs (``COMM_SELF`` for a single-rank
         task, so the same code runs at any size; a team's is freed when the task ends)."""
@@ -81,11 +88,12 @@ class InlineRunner:
                 comm.Free()
 
     def _run(self, task: Task, context: TaskContext) -> Outcome | None:
-        where = dict(rank=context.rank, host=context.host)
+        where: dict[str, Any] = dict(rank=context.rank, host=context.host)  # Outcome's rank and host
         started = time.time()
         if self._setup_error or self._objective is None:
-            return Outcome(task.id, Status.FAILED, error=self._setup_error, started=started,
-                           finished=time.time(), **where)
+            return Outcome(
+                task.id, Status.FAILED, error=self._setup_error, started=started, finished=time.time(), **where
+            )
         try:
             try:
                 with self._interrupt.raising(), self._alarm(self._timeout):
@@ -96,12 +104,17 @@ class InlineRunner:
         except (Interrupted, LinkClosed):
             return None  # stopping: the task stays unfinished and is run again on resume
         except _TaskTimedOut:
-            return Outcome(task.id, Status.TIMEOUT, error=f"ran past the task timeout of {self._timeout:g} s",
-                           started=started, finished=time.time(), **where)
+            return Outcome(
+                task.id,
+                Status.TIMEOUT,
+                error=f"ran past the task timeout of {self._timeout:g} s",
+                started=started,
+                finished=time.time(),
+                **where,
+            )
         except Exception as exc:
             return outcome_from_exception(task.id, exc, started=started, finished=time.time(), **where)
-        return outcome_from_return(task.id, returned, self._ref.metric, started=started,
-                                   finished=time.time(), **where)
+        return outcome_from_return(task.id, returned, self._ref.metric, started=started, finished=time.time(), **where)
 
     def close(self) -> None:
         """Run ``teardown`` (bounded by a timer on the main thread), then kill what is left."""
@@ -121,7 +134,7 @@ class InlineRunner:
         if self._can_alarm and has_children():
             kill_trees(strays(os.getpid(), keep=keep))
 
-    def _alarm(self, seconds: float | None) -> "_Alarm":
+    def _alarm(self, seconds: float | None) -> _Alarm:
         usable = self._can_alarm and seconds is not None and seconds < MAX_ALARM_SECONDS
         return _Alarm(seconds if usable else None)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -45,7 +45,7 @@ class Interrupt:
         #: whether the running work may use the grace (a worker: its task is a training trial)
         self.defer: Callable[[], bool] = lambda: True
 
-    def install(self) -> "Interrupt":
+    def install(self) -> Interrupt:
         """Handle the stop signals in this process (call on the main thread)."""
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
@@ -75,7 +75,7 @@ class Interrupt:
     def error(self) -> Interrupted | None:
         return None if self.signum is None else Interrupted(self.signum)
 
-    def raising(self) -> "_Raising":
+    def raising(self) -> _Raising:
         """While inside, the abort raises :class:`Interrupted` on the main thread
         (a plain context manager: it wraps every inline task)."""
         return self._guard

@@ -9,17 +9,18 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any
 
 from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Status, Task
-from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask, keep_output
 from emews.objective.context import TaskContext
 from emews.objective.function import ObjectiveSpec
-from emews.processes.tree import become_subreaper, kill_trees, strays
-from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 from emews.objective.team import Team
+from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
+from emews.processes.tree import become_subreaper, kill_trees, strays
+from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask, keep_output
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
@@ -59,9 +60,15 @@ class ProcessRunner:
     subreaper, so whatever the objective left behind is found and killed with it.
     """
 
-    def __init__(self, ref: ObjectiveSpec, *, timeout: float | None = None,
-                 memory_limit: int | None = None, make_context: Callable[..., TaskContext],
-                 spool: Path | None = None) -> None:
+    def __init__(
+        self,
+        ref: ObjectiveSpec,
+        *,
+        timeout: float | None = None,
+        memory_limit: int | None = None,
+        make_context: Callable[..., TaskContext],
+        spool: Path | None = None,
+    ) -> None:
         self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool))
         self._timeout = timeout
         self._make_context = make_context
@@ -76,7 +83,7 @@ class ProcessRunner:
         if self._owns_process:
             become_subreaper()
 
-    def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None:
+    def run(self, task: Task, should_abort: TaskInbox, team: Team | None = None) -> Outcome | None:
         """Run ``task`` in the child; a member of a multi-rank task whose part failed replaces its
         child (its collective state is broken once a peer failed)."""
         outcome = self._run(task, should_abort, team)
@@ -84,9 +91,9 @@ class ProcessRunner:
             self._kill()
         return outcome
 
-    def _run(self, task: Task, should_abort: "TaskInbox", team: Team | None) -> Outcome | None:
+    def _run(self, task: Task, should_abort: TaskInbox, team: Team | None) -> Outcome | None:
         context = self._make_context(task, team)  # its trial link is the child's (ChildLink)
-        where = dict(rank=context.rank, host=context.host)
+        where: dict[str, Any] = dict(rank=context.rank, host=context.host)  # Outcome's rank and host
         started = time.time()
         if self._child is None:
             self._spawn()
@@ -103,12 +110,18 @@ class ProcessRunner:
         except ReplyTimeout:
             self._kill()
             self._keep_output(context)
-            return Outcome(task.id, Status.TIMEOUT, error=f"ran past the task timeout of {self._timeout:g} s; "
-                           "its process was killed", started=started, finished=time.time(), **where)
+            return Outcome(
+                task.id,
+                Status.TIMEOUT,
+                error=f"ran past the task timeout of {self._timeout:g} s; its process was killed",
+                started=started,
+                finished=time.time(),
+                **where,
+            )
         except (ChildExited, OSError):
             return self._crashed(task, context, started, where)
 
-    def _serve(self, job: ChildTask, inbox: "TaskInbox") -> Outcome:
+    def _serve(self, job: ChildTask, inbox: TaskInbox) -> Outcome:
         """Send the task; pass the trial messages the objective sends on to the optimizer rank
         (and their replies back) until the outcome comes. The task timeout covers it all."""
         assert self._child is not None
@@ -139,13 +152,14 @@ class ProcessRunner:
         if error:
             raise TeardownFailed(error)
 
-    def _crashed(self, task: Task, context: TaskContext, started: float, where: dict) -> Outcome:
+    def _crashed(self, task: Task, context: TaskContext, started: float, where: dict[str, Any]) -> Outcome:
         assert self._child is not None
         code = self._child.wait_exit()
         self._kill()  # whatever it left behind
         self._keep_output(context)
-        return Outcome(task.id, Status.CRASHED, error=describe_exit(code), started=started,
-                       finished=time.time(), **where)
+        return Outcome(
+            task.id, Status.CRASHED, error=describe_exit(code), started=started, finished=time.time(), **where
+        )
 
     def _keep_output(self, context: TaskContext) -> None:
         """What a killed or crashed child wrote for this task goes into the task's run dir."""
@@ -159,8 +173,9 @@ class ProcessRunner:
         except ChildExited as exc:
             self._setup_error = f"objective process failed to start: {describe_exit(exc.returncode)}"
             return
-        self._setup_error = (f"objective process did not start within {_STARTUP_TIMEOUT:g} s"
-                             if ready is None else ready.error)
+        self._setup_error = (
+            f"objective process did not start within {_STARTUP_TIMEOUT:g} s" if ready is None else ready.error
+        )
 
     def _kill(self) -> None:
         """Kill the child and every process below this worker (a subreaper: orphans are ours)."""

@@ -6,8 +6,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence, TextIO
+from typing import TextIO
 
 from emews.core.results import Result
 
@@ -37,8 +38,10 @@ class Progress:
         best = "-" if self.best is None else f"{self.best.objective:.6g}"
         rate = self.done / max(time.monotonic() - self.started, 1e-9)
         done = self.done if self.budget is None else f"{self.done}/{self.budget}"
-        return (f"{done} evaluations, {self.failed} failed, best {best}, "
-                f"{self.busy}/{self.workers} workers busy, {rate:,.{0 if rate >= 10 else 2}f}/s")
+        return (
+            f"{done} evaluations, {self.failed} failed, best {best}, "
+            f"{self.busy}/{self.workers} workers busy, {rate:,.{0 if rate >= 10 else 2}f}/s"
+        )
 
 
 class ProgressReporter:
@@ -52,7 +55,7 @@ class ProgressReporter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="emews-progress", daemon=True)
 
-    def __enter__(self) -> "ProgressReporter":
+    def __enter__(self) -> ProgressReporter:
         self._thread.start()
         return self
 

@@ -39,7 +39,8 @@ class TeamWorld:
         if mpi.Query_thread() < mpi.THREAD_SERIALIZED and not mpi.Is_thread_main():
             raise TeamThreadLevel(
                 f"ctx.comm needs MPI_THREAD_SERIALIZED or better to be used off the main thread; MPI was "
-                f"initialised with level {mpi.Query_thread()} (leave mpi4py.rc.thread_level at its default)")
+                f"initialised with level {mpi.Query_thread()} (leave mpi4py.rc.thread_level at its default)"
+            )
         group = self._comm.Get_group()
         members = group.Incl(list(team.ranks))
         try:

@@ -48,8 +48,11 @@ def stranded_grace(environ: Mapping[str, str] = os.environ) -> float:
     except ValueError:
         seconds = math.nan
     if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigError(f"{text!r} is not a number of seconds", key=STRANDED_GRACE_VARIABLE,
-                          allowed=f"a number of seconds >= 0; unset: {STRANDED_GRACE:g}")
+        raise ConfigError(
+            f"{text!r} is not a number of seconds",
+            key=STRANDED_GRACE_VARIABLE,
+            allowed=f"a number of seconds >= 0; unset: {STRANDED_GRACE:g}",
+        )
     return seconds
 
 
@@ -63,7 +66,7 @@ class TeamTask:
     """Distributor -> each member of a multi-rank task: the task and who runs it."""
 
     task: Task
-    ranks: tuple[int, ...]   # world ranks, team rank 0 (the leader) first
+    ranks: tuple[int, ...]  # world ranks, team rank 0 (the leader) first
     hosts: tuple[str, ...]
 
 
@@ -85,9 +88,9 @@ class _Running:
     ranks: tuple[int, ...]
     hosts: tuple[str, ...]
     outcomes: dict[int, Outcome] = field(default_factory=dict)
-    cancelled: set[int] = field(default_factory=set)   # members told to stop
-    requeue: bool = False                               # a member's worker stopped: run it again
-    started: float = 0.0                                # the dispatcher's clock at dispatch
+    cancelled: set[int] = field(default_factory=set)  # members told to stop
+    requeue: bool = False  # a member's worker stopped: run it again
+    started: float = 0.0  # the dispatcher's clock at dispatch
 
     def member(self, rank: int) -> str:
         """``team rank 1 of 4 (rank 3 on node7)``."""
@@ -105,19 +108,33 @@ class _Running:
         if not failing:
             chosen, error = leader, leader.error
         else:  # the worst status; among equals, a member that was not cancelled
-            rank, chosen = min(failing, key=lambda f: (_SEVERITY[f[1].status], f[0] in self.cancelled,
-                                                       self.ranks.index(f[0])))
+            rank, chosen = min(
+                failing, key=lambda f: (_SEVERITY[f[1].status], f[0] in self.cancelled, self.ranks.index(f[0]))
+            )
             error = f"{self.member(rank)} {chosen.status.value}: {chosen.error or ''}".rstrip(": ")
-        return Outcome(self.task.id, chosen.status, leader.value if chosen is leader else None,
-                       leader.metrics if chosen is leader else chosen.metrics, error,
-                       chosen.rank, chosen.host, min(started, default=None), max(finished, default=None))
+        return Outcome(
+            self.task.id,
+            chosen.status,
+            leader.value if chosen is leader else None,
+            leader.metrics if chosen is leader else chosen.metrics,
+            error,
+            chosen.rank,
+            chosen.host,
+            min(started, default=None),
+            max(finished, default=None),
+        )
 
 
 class TeamDispatch(Dispatch):
     """Gang-scheduled tasks of any size; see the module docstring. Not thread-safe (distributor only)."""
 
-    def __init__(self, nodes: Mapping[int, str], *, clock: Callable[[], float] = time.monotonic,
-                 inline_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        nodes: Mapping[int, str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        inline_timeout: float | None = None,
+    ) -> None:
         self._hosts = dict(nodes)
         self._inline_timeout = inline_timeout  # members run inline with this task timeout
         self._grace = stranded_grace() if inline_timeout is not None else STRANDED_GRACE
@@ -125,7 +142,7 @@ class TeamDispatch(Dispatch):
         self._clock = clock
         self._waiting: dict[int, Task] = {}
         self._running: dict[int, _Running] = {}
-        self._by_rank: dict[int, int] = {}   # member rank -> task id it runs
+        self._by_rank: dict[int, int] = {}  # member rank -> task id it runs
         self._live = set(self._hosts)
 
     @property
@@ -178,8 +195,17 @@ class TeamDispatch(Dispatch):
             events += self._member_done(rank, Outcome(task_id, Status.FAILED, error=f"worker rank {rank} stopped"))
         for key in self._scheduler.withdraw_larger(len(self._live)):
             task = self._waiting.pop(key)  # type: ignore[call-overload]
-            events.append(Refused(task, Outcome(task.id, Status.FAILED, error=(
-                f"task size {task.ranks} ranks: only {len(self._live)} worker ranks are left"), finished=time.time())))
+            events.append(
+                Refused(
+                    task,
+                    Outcome(
+                        task.id,
+                        Status.FAILED,
+                        error=(f"task size {task.ranks} ranks: only {len(self._live)} worker ranks are left"),
+                        finished=time.time(),
+                    ),
+                )
+            )
         return events
 
     def stranded(self) -> list[Event]:
@@ -198,8 +224,17 @@ class TeamDispatch(Dispatch):
             team.cancelled.update(stuck)
             error = _stuck_error(team, timeout, self._grace)
             for rank in stuck:
-                events += self._member_done(rank, Outcome(team.task.id, Status.TIMEOUT, error=error, rank=rank,
-                                                          host=self._hosts[rank], finished=time.time()))
+                events += self._member_done(
+                    rank,
+                    Outcome(
+                        team.task.id,
+                        Status.TIMEOUT,
+                        error=error,
+                        rank=rank,
+                        host=self._hosts[rank],
+                        finished=time.time(),
+                    ),
+                )
         if first is not None:
             events.append(Fatal(first))
         return events
@@ -210,9 +245,21 @@ class TeamDispatch(Dispatch):
         while tasks:
             task = tasks.popleft()
             if task.refused or type(task.ranks) is not int or not 1 <= task.ranks <= len(self._live):
-                refused.append(Refused(task, Outcome(task.id, Status.FAILED, error=task.refused or (
-                    f"task size {task.ranks!r} ranks: this job has {len(self._live)} worker ranks "
-                    f"(task.ranks allows 1 to {len(self._live)})"), finished=time.time())))
+                refused.append(
+                    Refused(
+                        task,
+                        Outcome(
+                            task.id,
+                            Status.FAILED,
+                            error=task.refused
+                            or (
+                                f"task size {task.ranks!r} ranks: this job has {len(self._live)} worker ranks "
+                                f"(task.ranks allows 1 to {len(self._live)})"
+                            ),
+                            finished=time.time(),
+                        ),
+                    )
+                )
                 continue
             self._waiting[task.id] = task
             self._scheduler.submit(task.id, task.ranks)
@@ -261,14 +308,17 @@ def _stranded_error(team: _Running, stuck: list[int], timeout: float, grace: flo
     return TeamStranded(
         f"task {team.task.id}: {team.member(stuck[0])}{more} did not end {grace:g} s after "
         f"the task timeout of {timeout:g} s; an inline member blocked in MPI cannot be interrupted, so "
-        f"the job ends (the task is recorded as timed out; isolation: process keeps the job going)")
+        f"the job ends (the task is recorded as timed out; isolation: process keeps the job going)"
+    )
 
 
 def _stuck_error(team: _Running, timeout: float, grace: float) -> str:
     """The error of a stuck member's timed-out outcome, with what the members that ended said."""
     others = "".join(f"; {_reported(team.ranks.index(r), o)}" for r, o in team.outcomes.items())
-    return (f"did not end {grace:g} s after the task timeout of {timeout:g} s, blocked where "
-            f"an inline member cannot be interrupted (an MPI call of ctx.comm?){others}")
+    return (
+        f"did not end {grace:g} s after the task timeout of {timeout:g} s, blocked where "
+        f"an inline member cannot be interrupted (an MPI call of ctx.comm?){others}"
+    )
 
 
 def _reported(member: int, outcome: Outcome) -> str:

@@ -20,14 +20,14 @@ from emews.runtime.backoff import Backoff
 class Tag(IntEnum):
     """Message kinds; the MPI tag of each message."""
 
-    TASK = 1      # distributor -> worker: a list of Tasks, to run in order
-    OUTCOME = 2   # worker -> distributor: a list of Outcomes
-    STOP = 3      # distributor -> worker: finish (payload: True to abort running work)
-    STOPPED = 4   # worker -> distributor: the worker has finished (payload: tasks served)
-    TRIAL = 5     # worker -> distributor: a training trial's report / restore request (emews.training.messages)
+    TASK = 1  # distributor -> worker: a list of Tasks, to run in order
+    OUTCOME = 2  # worker -> distributor: a list of Outcomes
+    STOP = 3  # distributor -> worker: finish (payload: True to abort running work)
+    STOPPED = 4  # worker -> distributor: the worker has finished (payload: tasks served)
+    TRIAL = 5  # worker -> distributor: a training trial's report / restore request (emews.training.messages)
     TRIAL_REPLY = 6  # distributor -> worker: the answer (a training.Reply)
-    RENDEZVOUS = 7   # team rank 0 -> the other members of a multi-rank task: its port (teams.Rendezvous)
-    CANCEL = 8       # distributor -> worker: abandon this multi-rank task (payload: task id), a member failed
+    RENDEZVOUS = 7  # team rank 0 -> the other members of a multi-rank task: its port (teams.Rendezvous)
+    CANCEL = 8  # distributor -> worker: abandon this multi-rank task (payload: task id), a member failed
 
 
 _TAGS = {int(tag): tag for tag in Tag}
@@ -95,7 +95,8 @@ class MPITransport:
             raise ThreadLevelTooLow(
                 "the optimizer rank calls MPI from its distributor thread and needs MPI_THREAD_SERIALIZED "
                 f"or better; this MPI was initialised with level {MPI.Query_thread()} "
-                "(do not set mpi4py.rc.thread_level below 'serialized')")
+                "(do not set mpi4py.rc.thread_level below 'serialized')"
+            )
         self._comm = comm
         self._status = MPI.Status()
         self._any_source = MPI.ANY_SOURCE
@@ -140,7 +141,7 @@ class ThreadHub:
         self.size = size
         self.boxes: list[queue.SimpleQueue[Message]] = [queue.SimpleQueue() for _ in range(size)]
 
-    def endpoint(self, rank: int) -> "ThreadTransport":
+    def endpoint(self, rank: int) -> ThreadTransport:
         return ThreadTransport(self, rank)
 
 

@@ -13,19 +13,20 @@ trial stays waiting across a stop (walltime, stop signal, ``kill -9``): its outc
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from emews.training.checkpoints import remove_inside
 from emews.core.direction import Direction
 from emews.core.results import Outcome, Status, Task
-from emews.training.retention import Retainer, Retention
 from emews.runtime.compute_budget import ComputeBudget
-from emews.store import DURABLE, Store
 from emews.runtime.walltime_pause import PauseClock
+from emews.store import DURABLE, Store
+from emews.training.checkpoints import remove_inside
+from emews.training.messages import CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest
+from emews.training.retention import Retainer, Retention
 from emews.training.schedulers import TrialScheduler
-from emews.training.messages import (CONTINUE, Action, CheckpointsDurable, Decision, Reply, Report, RestoreRequest)
 
 log = logging.getLogger("emews")
 
@@ -33,13 +34,15 @@ log = logging.getLogger("emews")
 class Afterwards(Enum):
     """What becomes of a task whose outcome is not a result."""
 
-    RETRY = "retry"     # crashed or timed out: it runs again, from its checkpoint
-    PAUSED = "paused"   # paused at a report: it stays unfinished, for ``emews resume``
-    WAITS = "waits"     # paused by the scheduler: it waits for a promotion (or its release)
+    RETRY = "retry"  # crashed or timed out: it runs again, from its checkpoint
+    PAUSED = "paused"  # paused at a report: it stays unfinished, for ``emews resume``
+    WAITS = "waits"  # paused by the scheduler: it waits for a promotion (or its release)
 
 
 PAUSE = Decision(Action.PAUSE)
 STOP = Decision(Action.STOP)
+#: the default retention: every checkpoint is kept
+KEEP_ALL = Retention()
 
 
 @dataclass(slots=True)
@@ -55,10 +58,18 @@ class WaitingTrial:
 class TrialService:
     """Answers the trial messages of running tasks (``store`` ``None``: nothing is kept)."""
 
-    def __init__(self, store: Store | None, scheduler: TrialScheduler | None = None, *,
-                 metric: str = "value", direction: str | Direction = Direction.MINIMIZE,
-                 retention: Retention = Retention(), retries: int = 0, clock: PauseClock | None = None,
-                 budget: ComputeBudget | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | None,
+        scheduler: TrialScheduler | None = None,
+        *,
+        metric: str = "value",
+        direction: str | Direction = Direction.MINIMIZE,
+        retention: Retention = KEEP_ALL,
+        retries: int = 0,
+        clock: PauseClock | None = None,
+        budget: ComputeBudget | None = None,
+    ) -> None:
         self.store = store
         self.budget = budget  # counts the steps reported; once it is spent, every trial stops
         self.retention = retention
@@ -66,17 +77,20 @@ class TrialService:
         self.clock = clock or PauseClock(None)
         self.paused: dict[int, int] = {}  # task -> the step it paused at (walltime, stop signal)
         self.waiting: dict[int, int] = {}  # task -> the step its scheduler paused it at
-        self._held: dict[int, int] = {}   # trials that wait on the optimizer rank -> their step
+        self._held: dict[int, int] = {}  # trials that wait on the optimizer rank -> their step
         self.scheduler = scheduler
         self._objective_metric = metric
         self._recorded: set[int] = set()  # tasks this run wrote to ``tasks`` with a report
-        self._waited: set[int] = set()    # trials the rebuilt scheduler has waiting for a promotion
+        self._waited: set[int] = set()  # trials the rebuilt scheduler has waiting for a promotion
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = Direction.of(scheduler.mode if scheduler is not None and scheduler.mode else direction).sign
         self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
         self._retainer: Retainer | None = None
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
-            Report: self._report, RestoreRequest: self._restore, CheckpointsDurable: self._durable}
+            Report: self._report,
+            RestoreRequest: self._restore,
+            CheckpointsDurable: self._durable,
+        }
 
     def rebuild(self) -> int:
         """Replay the stored reports into the scheduler (``emews resume``), each trial with the
@@ -84,10 +98,12 @@ class TrialService:
         if self.store is None or self.scheduler is None:
             return 0
         reports = self.store.reports()
-        exploits = {row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"])
-                    for row in self.store.lineage()}  # PBT replays them as they were made
-        self.scheduler.rebuild(reports, self.store.started_params(), self.store.promotions(), self.store.ended(),
-                               exploits)
+        exploits = {
+            row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"]) for row in self.store.lineage()
+        }  # PBT replays them as they were made
+        self.scheduler.rebuild(
+            reports, self.store.started_params(), self.store.promotions(), self.store.ended(), exploits
+        )
         self._waited = set(self.scheduler.waiting())
         return len(reports)
 
@@ -104,10 +120,14 @@ class TrialService:
         if stored is not None and stored[0] >= last.step:
             return WaitingTrial(task, stored[1], stored[0])
         value = last.metrics.get(self._objective_metric)
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        outcome = Outcome(task.id, Status.OK, float(value), dict(last.metrics)) if number else \
-            Outcome(task.id, Status.FAILED, error=f"the run stopped as this trial paused; its last report "
-                                                  f"has no number {self._objective_metric!r}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            outcome = Outcome(task.id, Status.OK, float(value), dict(last.metrics))
+        else:
+            outcome = Outcome(
+                task.id,
+                Status.FAILED,
+                error=f"the run stopped as this trial paused; its last report has no number {self._objective_metric!r}",
+            )
         return WaitingTrial(task, outcome, last.step)
 
     def hold(self, trial: int, step: int) -> None:
@@ -190,10 +210,14 @@ class TrialService:
         """The scheduler's decision on ``report``, overruled by a spent budget or the walltime."""
         decision = CONTINUE
         if self.scheduler is not None:
-            decision = self.scheduler.on_report(report.trial, report.step, report.metrics,
-                                                {} if task is None else task.params)
-        if self.budget is not None and self.budget.reached() is not None \
-                and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE):
+            decision = self.scheduler.on_report(
+                report.trial, report.step, report.metrics, {} if task is None else task.params
+            )
+        if (
+            self.budget is not None
+            and self.budget.reached() is not None
+            and decision.action in (Action.CONTINUE, Action.EXPLOIT, Action.PAUSE)
+        ):
             decision = STOP  # the run's compute budget is spent: the trial ends with its result so far
         elif decision.action is Action.PAUSE:  # waits for a promotion, across a stop too
             self.waiting[report.trial] = report.step
@@ -219,11 +243,11 @@ class TrialService:
         step = self._held.pop(task.id)
         resource = self.scheduler.promote(task.id)
         name = self.scheduler.resource
-        raised = name is not None and resource is not None
-        if raised:
-            task.params = {**task.params, name: resource}
+        raised: dict[str, Any] | None = None  # the new parameters, when the promotion changed them
+        if name is not None and resource is not None:
+            task.params = raised = {**task.params, name: resource}
         if self.store is not None:
-            self.store.add_promotion(task.id, step, resource, task.params if raised else None)
+            self.store.add_promotion(task.id, step, resource, raised)
 
     def least_promising(self) -> int:
         """The held trial to end first when nothing else can run."""
@@ -237,8 +261,11 @@ class TrialService:
             self.scheduler.release(trial)
 
     def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
-        donor = None if self.store is None or decision.clone_from is None \
+        donor = (
+            None
+            if self.store is None or decision.clone_from is None
             else self.store.latest_durable(decision.clone_from)
+        )
         if donor is None or task is None or decision.params is None:
             return CONTINUE
         assert self.store is not None
@@ -275,6 +302,7 @@ class TrialService:
             return
         for row in self.store.checkpoints_by_id(doomed):
             if self.store.root is None or not remove_inside(row.path, self.store.root):
-                log.warning("retention: not deleting %s: outside the experiment directory %s", row.path,
-                            self.store.root)
+                log.warning(
+                    "retention: not deleting %s: outside the experiment directory %s", row.path, self.store.root
+                )
         self.store.mark_deleted(sorted(doomed))

@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class PauseClock:
@@ -44,7 +44,7 @@ class WalltimeStop:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="emews-walltime", daemon=True)
 
-    def start(self) -> "WalltimeStop":
+    def start(self) -> WalltimeStop:
         if self._clock.end is not None:
             self._thread.start()
         return self

@@ -6,21 +6,22 @@ import socket
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from emews.core.results import Outcome, Status, Task
+from emews.objective.team import Team, free_port
 from emews.runtime.backoff import Backoff
 from emews.runtime.teams import Rendezvous, TeamTask
 from emews.runtime.transport import Message, Tag, Transport
-from emews.objective.team import Team, free_port
 from emews.training.messages import LinkClosed, Reply, Report, TrialLink
 
 
 class Runner(Protocol):
     def start(self) -> None: ...
 
-    def run(self, task: Task, should_abort: "TaskInbox", team: Team | None = None) -> Outcome | None: ...
+    def run(self, task: Task, should_abort: TaskInbox, team: Team | None = None) -> Outcome | None: ...
 
     def close(self) -> None: ...
 
@@ -56,8 +57,13 @@ class Inbox:
     (``rendezvous``) and cancels are kept by task id.
     """
 
-    def __init__(self, transport: Transport, interrupted: Callable[[], bool] = lambda: False,
-                 optimizer_rank: int = 0, aborting: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        interrupted: Callable[[], bool] = lambda: False,
+        optimizer_rank: int = 0,
+        aborting: Callable[[], bool] | None = None,
+    ) -> None:
         self._transport = transport
         self._interrupted = interrupted
         self._aborting = aborting or interrupted
@@ -144,8 +150,14 @@ _ASIDE = frozenset((Tag.TRIAL_REPLY, Tag.RENDEZVOUS, Tag.CANCEL))
 OUTCOME_BATCH_SECONDS = 100e-6
 
 
-def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0,
-                interrupted: Callable[[], bool] = lambda: False, aborting: Callable[[], bool] | None = None) -> int:
+def worker_loop(
+    transport: Transport,
+    runner: Runner,
+    *,
+    optimizer_rank: int = 0,
+    interrupted: Callable[[], bool] = lambda: False,
+    aborting: Callable[[], bool] | None = None,
+) -> int:
     """Serve tasks until told to stop (or ``interrupted``); return the number of tasks run.
 
     Tasks handed over ahead of time (prefetch) wait in a local queue. An
@@ -158,7 +170,7 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
     """
     backoff = Backoff()
     inbox = Inbox(transport, interrupted, optimizer_rank, aborting)
-    queued: deque[Task] = deque()
+    queued: deque[Task | TeamTask] = deque()
     unsent: list[Outcome] = []
     oldest = 0.0
     served = 0
@@ -168,8 +180,11 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
         while not interrupted():
             if queued:
                 item = queued[0]
-                outcome = _run_team(runner, item, inbox, transport) if type(item) is TeamTask \
+                outcome = (
+                    _run_team(runner, item, inbox, transport)
+                    if isinstance(item, TeamTask)
                     else _run_guarded(runner, item, inbox, transport.rank)
+                )
                 if outcome is None:  # aborted mid-task: it stays among the unfinished
                     break
                 queued.popleft()
@@ -197,8 +212,11 @@ def worker_loop(transport: Transport, runner: Runner, *, optimizer_rank: int = 0
         try:
             runner.close()
         except BaseException:
-            error = (error or "") + f"teardown failed on rank {transport.rank} ({socket.gethostname()}):\n" \
+            error = (
+                (error or "")
+                + f"teardown failed on rank {transport.rank} ({socket.gethostname()}):\n"
                 + traceback.format_exc()
+            )
         if unsent:
             transport.send(unsent, optimizer_rank, Tag.OUTCOME)
         transport.send(WorkerStopped(served, error, _unfinished(queued, inbox)), optimizer_rank, Tag.STOPPED)
@@ -213,7 +231,7 @@ def _unfinished(queued: deque[Task | TeamTask], inbox: Inbox) -> tuple[int, ...]
 
 
 def _task_of(item: Task | TeamTask) -> Task:
-    return item.task if type(item) is TeamTask else item  # type: ignore[union-attr,return-value]
+    return item.task if isinstance(item, TeamTask) else item
 
 
 #: how long a stopping worker waits for the optimizer rank to take its last messages
@@ -238,8 +256,14 @@ def _run_team(runner: Runner, item: TeamTask, inbox: Inbox, transport: Transport
         team = join_team(item, transport, inbox)
         outcome = None if team is None else _run_guarded(runner, task, inbox, transport.rank, team)
         if outcome is None and task.id in inbox.cancelled:
-            outcome = Outcome(task.id, Status.FAILED, error="cancelled: another member of the team failed",
-                              rank=transport.rank, host=socket.gethostname(), finished=time.time())
+            outcome = Outcome(
+                task.id,
+                Status.FAILED,
+                error="cancelled: another member of the team failed",
+                rank=transport.rank,
+                host=socket.gethostname(),
+                finished=time.time(),
+            )
         return outcome
     finally:
         inbox.current = None
@@ -266,10 +290,11 @@ def join_team(item: TeamTask, transport: Transport, inbox: Inbox) -> Team | None
             transport.send(Rendezvous(task_id, port), rank, Tag.RENDEZVOUS)
     else:
         backoff = Backoff()
-        while (port := inbox.rendezvous.pop(task_id, None)) is None:  # type: ignore[assignment]
+        while (sent := inbox.rendezvous.pop(task_id, None)) is None:
             if inbox():
                 return None
             backoff.idle()
+        port = sent
     return Team(task_id, item.ranks, item.hosts, me, port)
 
 
@@ -279,5 +304,11 @@ def _run_guarded(runner: Runner, task: Task, inbox: Inbox, rank: int, team: Team
     try:
         return runner.run(task, inbox) if team is None else runner.run(task, inbox, team)
     except Exception:
-        return Outcome(task.id, Status.FAILED, error="worker error:\n" + traceback.format_exc(),
-                       rank=rank, host=socket.gethostname(), finished=time.time())
+        return Outcome(
+            task.id,
+            Status.FAILED,
+            error="worker error:\n" + traceback.format_exc(),
+            rank=rank,
+            host=socket.gethostname(),
+            finished=time.time(),
+        )

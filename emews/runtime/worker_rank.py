@@ -8,21 +8,22 @@ layer (pydantic, YAML), so thousands of workers start fast and from one broadcas
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from emews.core.gpu_binding import GpuBinding, local_rank
+from emews.core.results import Task
 from emews.objective.context import TaskContext
 from emews.objective.function import ObjectiveSpec
-from emews.core.results import Task
+from emews.objective.team import Team
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.isolated import ProcessRunner
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import Transport
 from emews.runtime.worker import Runner, worker_loop
-from emews.objective.team import Team
 from emews.training.messages import TrialLink
 
 
@@ -35,52 +36,87 @@ class WorkerPlan:
     timeout: float | None = None
     memory_limit: int | None = None
     runs_root: Path | None = None
-    checkpoint_async: bool = True   # ctx.report checkpoints are written on a background thread
+    checkpoint_async: bool = True  # ctx.report checkpoints are written on a background thread
     checkpoint_local_dir: str | None = None  # stage checkpoints on this node-local directory first
-    pause_grace: float = 0.0        # seconds a stop signal leaves a running trial to pause at a report
+    pause_grace: float = 0.0  # seconds a stop signal leaves a running trial to pause at a report
     gpus: GpuBinding = field(default_factory=GpuBinding)
-    node_cores: int | None = None   # the site's cores per node (None: what this process may use)
-    backend: str = "gloo"           # torch.distributed backend of ctx.process_group() (the site's)
-    gang: bool = False              # tasks may span several ranks (every rank joins the TeamWorld)
+    node_cores: int | None = None  # the site's cores per node (None: what this process may use)
+    backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
+    gang: bool = False  # tasks may span several ranks (every rank joins the TeamWorld)
     #: ``ctx.launch``'s command line over a team's hosts (the site's launcher); None: single-rank runs
     launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
 
 
-def make_runner(plan: WorkerPlan, rank: int, gpu_ids: list[int], *, use_alarm: bool = True,
-                interrupt: Interrupt | None = None,
-                team_comm: Callable[[Team | None], Any] | None = None) -> Runner:
+def make_runner(
+    plan: WorkerPlan,
+    rank: int,
+    gpu_ids: list[int],
+    *,
+    use_alarm: bool = True,
+    interrupt: Interrupt | None = None,
+    team_comm: Callable[[Team | None], Any] | None = None,
+) -> Runner:
     """The objective runner for one worker rank, per ``plan.isolation``; ``team_comm`` makes a
     multi-rank task's communicator (inline isolation under MPI)."""
     host, runs_root, launch_line = socket.gethostname(), plan.runs_root, plan.launch_line
 
-    def make_context(task: Task, team: Team | None = None, *, link: TrialLink | None = None,
-                     comm: Any = None) -> TaskContext:
+    def make_context(
+        task: Task, team: Team | None = None, *, link: TrialLink | None = None, comm: Any = None
+    ) -> TaskContext:
         """The task's context: what this worker holds, and the channels its runner hands in."""
         hosts = team.hosts if team is not None else (host,)
-        return TaskContext(task.id, rank, task.seed, list(gpu_ids), host, runs_root, team=team,
-                           backend=plan.backend, launch_line=() if launch_line is None else launch_line(hosts),
-                           checkpoint_async=plan.checkpoint_async,
-                           checkpoint_local_dir=plan.checkpoint_local_dir or None, link=link, comm=comm)
+        return TaskContext(
+            task.id,
+            rank,
+            task.seed,
+            list(gpu_ids),
+            host,
+            runs_root,
+            team=team,
+            backend=plan.backend,
+            launch_line=() if launch_line is None else launch_line(hosts),
+            checkpoint_async=plan.checkpoint_async,
+            checkpoint_local_dir=plan.checkpoint_local_dir or None,
+            link=link,
+            comm=comm,
+        )
 
     if plan.isolation == "inline":
-        return InlineRunner(plan.objective, timeout=plan.timeout if use_alarm else None,
-                            make_context=make_context, interrupt=interrupt, team_comm=team_comm)
+        return InlineRunner(
+            plan.objective,
+            timeout=plan.timeout if use_alarm else None,
+            make_context=make_context,
+            interrupt=interrupt,
+            team_comm=team_comm,
+        )
     spool = None if runs_root is None else runs_root / ".spool" / f"rank{rank}"
-    return ProcessRunner(plan.objective, timeout=plan.timeout, memory_limit=plan.memory_limit,
-                         make_context=make_context, spool=spool)
+    return ProcessRunner(
+        plan.objective, timeout=plan.timeout, memory_limit=plan.memory_limit, make_context=make_context, spool=spool
+    )
 
 
-def serve(plan: WorkerPlan, transport: Transport, gpu_ids: list[int], *, use_alarm: bool = True,
-          interrupt: Interrupt | None = None, team_comm: Callable[[Team | None], Any] | None = None) -> int:
+def serve(
+    plan: WorkerPlan,
+    transport: Transport,
+    gpu_ids: list[int],
+    *,
+    use_alarm: bool = True,
+    interrupt: Interrupt | None = None,
+    team_comm: Callable[[Team | None], Any] | None = None,
+) -> int:
     """Serve tasks until the distributor says stop (or a stop signal arrives); the count served."""
     interrupt = interrupt or Interrupt()
-    runner = make_runner(plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt,
-                         team_comm=team_comm)
+    runner = make_runner(plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt, team_comm=team_comm)
     return worker_loop(transport, runner, interrupted=interrupt, aborting=interrupt.aborting)
 
 
-def serve_on_node(plan: WorkerPlan, transport: Transport, ranks_on_node: int, interrupt: Interrupt,
-                  team_comm: Callable[[Team | None], Any] | None = None) -> int:
+def serve_on_node(
+    plan: WorkerPlan,
+    transport: Transport,
+    ranks_on_node: int,
+    interrupt: Interrupt,
+    team_comm: Callable[[Team | None], Any] | None = None,
+) -> int:
     """A worker rank of an MPI job: bind its GPUs, share the node's cores, serve."""
     gpu_ids = plan.gpus.bind(local_rank())
     interrupt.grace = plan.pause_grace  # a stop signal pauses a running trial at its next report

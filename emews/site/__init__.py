@@ -58,5 +58,13 @@ from emews.site.gpus import LOCAL_RANK_VARS, bind_gpus, local_rank
 from emews.site.loader import ENV_OVERRIDES, available_sites, builtin_site_dir
 from emews.site.site import Site, load_site
 
-__all__ = ["ENV_OVERRIDES", "LOCAL_RANK_VARS", "Site", "available_sites", "bind_gpus",
-           "builtin_site_dir", "load_site", "local_rank"]
+__all__ = [
+    "ENV_OVERRIDES",
+    "LOCAL_RANK_VARS",
+    "Site",
+    "available_sites",
+    "bind_gpus",
+    "builtin_site_dir",
+    "load_site",
+    "local_rank",
+]

@@ -28,8 +28,9 @@ class BatchScheduler(ABC):
     prefix: ClassVar[str] = ""
     output_name: ClassVar[str] = "job.out"
     #: What :meth:`output_path` accepts, for the error message.
-    path_allowed: ClassVar[str] = ("a path without whitespace, quotes, backslashes or # "
-                                   "(directives are not parsed by a shell)")
+    path_allowed: ClassVar[str] = (
+        "a path without whitespace, quotes, backslashes or # (directives are not parsed by a shell)"
+    )
     states: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: SchedulerConfig) -> None:
@@ -49,9 +50,11 @@ class BatchScheduler(ABC):
         text = str(exp_dir)
         bad = control_char(text) or next((c for c in text if not self._path_char_ok(c)), None)
         if bad is not None:
-            raise ConfigError(f"the experiment directory {text!r} contains {bad!r}, which a "
-                              f"{self.prefix} directive cannot carry", key="--exp-dir",
-                              allowed=self.path_allowed)
+            raise ConfigError(
+                f"the experiment directory {text!r} contains {bad!r}, which a {self.prefix} directive cannot carry",
+                key="--exp-dir",
+                allowed=self.path_allowed,
+            )
         return f"{text}/{self.output_name}"
 
     def _path_char_ok(self, char: str) -> bool:
@@ -100,13 +103,27 @@ class SlurmScheduler(BatchScheduler):
     type = "slurm"
     prefix = "#SBATCH"
     output_name = "job-%j.out"
-    states = {s: QUEUED for s in ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD",
-                                  "RESV_DEL_HOLD", "REQUEUE_FED", "SUSPENDED")}
-    states |= {s: RUNNING for s in ("RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING",
-                                    "RESIZING", "STOPPED")}
-    states |= {s: DONE for s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
-                                 "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
-                                 "SPECIAL_EXIT", "REVOKED")}
+    states = {
+        s: QUEUED
+        for s in ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "REQUEUE_FED", "SUSPENDED")
+    }
+    states |= {s: RUNNING for s in ("RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED")}
+    states |= {
+        s: DONE
+        for s in (
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+            "TIMEOUT",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+            "PREEMPTED",
+            "BOOT_FAIL",
+            "DEADLINE",
+            "SPECIAL_EXIT",
+            "REVOKED",
+        )
+    }
 
     def template(self, layout: Layout, exp_dir: Path) -> list[str]:
         c = self.config
@@ -142,8 +159,7 @@ class SlurmScheduler(BatchScheduler):
 
     def parse_job_id(self, stdout: str) -> str:
         for line in stdout.splitlines():
-            match = re.match(r"^\s*(\d+)(?:;\S+)?\s*$", line) or \
-                re.search(r"Submitted batch job (\d+)", line)
+            match = re.match(r"^\s*(\d+)(?:;\S+)?\s*$", line) or re.search(r"Submitted batch job (\d+)", line)
             if match:
                 return match.group(1)
         raise self._bad_output(stdout)
@@ -167,8 +183,18 @@ class LsfScheduler(BatchScheduler):
     type = "lsf"
     prefix = "#BSUB"
     output_name = "job-%J.out"
-    states = {"PEND": QUEUED, "PSUSP": QUEUED, "WAIT": QUEUED, "RUN": RUNNING, "USUSP": RUNNING,
-              "SSUSP": RUNNING, "PROV": RUNNING, "DONE": DONE, "EXIT": DONE, "ZOMBI": DONE}
+    states = {
+        "PEND": QUEUED,
+        "PSUSP": QUEUED,
+        "WAIT": QUEUED,
+        "RUN": RUNNING,
+        "USUSP": RUNNING,
+        "SSUSP": RUNNING,
+        "PROV": RUNNING,
+        "DONE": DONE,
+        "EXIT": DONE,
+        "ZOMBI": DONE,
+    }
 
     def template(self, layout: Layout, exp_dir: Path) -> list[str]:
         c = self.config
@@ -178,8 +204,7 @@ class LsfScheduler(BatchScheduler):
         args.append(f"-J {c.job_name}")
         if c.queue:
             args.append(f"-q {c.queue}")
-        args += [f"-W {format_hm(c.walltime_seconds)}", f"-nnodes {c.nodes}",
-                 f"-o {self.output_path(exp_dir)}"]
+        args += [f"-W {format_hm(c.walltime_seconds)}", f"-nnodes {c.nodes}", f"-o {self.output_path(exp_dir)}"]
         return args
 
     def submit_command(self, script: Path) -> list[str]:
@@ -205,8 +230,20 @@ class PbsScheduler(BatchScheduler):
 
     type = "pbs"
     prefix = "#PBS"
-    states = {"Q": QUEUED, "H": QUEUED, "W": QUEUED, "T": QUEUED, "S": QUEUED, "U": QUEUED,
-              "R": RUNNING, "E": RUNNING, "B": RUNNING, "X": DONE, "F": DONE, "M": DONE}
+    states = {
+        "Q": QUEUED,
+        "H": QUEUED,
+        "W": QUEUED,
+        "T": QUEUED,
+        "S": QUEUED,
+        "U": QUEUED,
+        "R": RUNNING,
+        "E": RUNNING,
+        "B": RUNNING,
+        "X": DONE,
+        "F": DONE,
+        "M": DONE,
+    }
 
     def template(self, layout: Layout, exp_dir: Path) -> list[str]:
         c = self.config
@@ -215,8 +252,7 @@ class PbsScheduler(BatchScheduler):
             args.append(f"-A {c.account}")
         if c.queue:
             args.append(f"-q {c.queue}")
-        args += [f"-l select={c.nodes}", f"-l walltime={c.walltime}",
-                 f"-o {self.output_path(exp_dir)}", "-j oe"]
+        args += [f"-l select={c.nodes}", f"-l walltime={c.walltime}", f"-o {self.output_path(exp_dir)}", "-j oe"]
         return args
 
     def submit_command(self, script: Path) -> list[str]:

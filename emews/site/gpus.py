@@ -30,12 +30,16 @@ def gpu_binding(site: Any) -> GpuBinding:
     """The site's GPU binding as plain data (what worker ranks receive from rank 0)."""
     config = _config(site)
     node = config.node
-    return GpuBinding(gpus=node.gpus, per_worker=node.gpus_per_worker, mode=node.gpu_binding,
-                      env_var=node.gpu_env, names=tuple(node.device_names()),
-                      optimizer_on_slot_zero=config.scheduler.type == "local")
+    return GpuBinding(
+        gpus=node.gpus,
+        per_worker=node.gpus_per_worker,
+        mode=node.gpu_binding,
+        env_var=node.gpu_env,
+        names=tuple(node.device_names()),
+        optimizer_on_slot_zero=config.scheduler.type == "local",
+    )
 
 
-def bind_gpus(site: Any, local_rank: int,
-              environ: MutableMapping[str, str] | None = None) -> list[int]:
+def bind_gpus(site: Any, local_rank: int, environ: MutableMapping[str, str] | None = None) -> list[int]:
     """Bind this rank's GPUs and return their indices on the node (see :class:`GpuBinding`)."""
     return gpu_binding(site).bind(local_rank, environ)

@@ -33,8 +33,9 @@ Query = Callable[[Sequence[str]], "str | None"]
 def query_tool(argv: Sequence[str], timeout: float = 20.0) -> str | None:
     """Standard output of ``argv``; ``None`` when it is missing, fails or hangs."""
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None

@@ -42,8 +42,9 @@ def write_script(path: Path, text: str) -> None:
         raise
 
 
-def submit_experiment(site: Site, exp_dir: Path, workers: int, dry_run: bool = False,
-                      lease_token: str | None = None) -> str | None:
+def submit_experiment(
+    site: Site, exp_dir: Path, workers: int, dry_run: bool = False, lease_token: str | None = None
+) -> str | None:
     """Write ``exp_dir/job.sh`` and, unless ``dry_run``, submit it and record ``job.json``.
 
     Every ConfigError (account, walltime, sizes, GPUs) is raised before anything
@@ -57,9 +58,13 @@ def submit_experiment(site: Site, exp_dir: Path, workers: int, dry_run: bool = F
     if dry_run:
         return None
     job_id = site.submit(script)
-    record = {"job_id": job_id, "site": site.name, "scheduler": site.config.scheduler.type,
-              "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "submit_command": site.submit_command(script)}
+    record = {
+        "job_id": job_id,
+        "site": site.name,
+        "scheduler": site.config.scheduler.type,
+        "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "submit_command": site.submit_command(script),
+    }
     (exp_dir / JOB_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return job_id
 
@@ -91,8 +96,10 @@ def job_status(exp_dir: Path) -> str:
 
 def batch_job_over(exp_dir: Path) -> Callable[[str], bool]:
     """For a lease held by a batch job: whether that job (the one ``job.json`` records) is over."""
+
     def over(job_id: str) -> bool:
         return _scheduler(read_job(exp_dir)).job_state(job_id) == DONE
+
     return over
 
 

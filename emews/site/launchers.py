@@ -42,8 +42,9 @@ class Launcher(ABC):
         head = [exe, *self.placement(layout)] if exe else []
         return [*head, *self.config.args, *command]
 
-    def team_line(self, hosts: Sequence[str], *, local: bool, gpus_per_rank: int = 0,
-                  gpu_binding: str = "env") -> list[str]:
+    def team_line(
+        self, hosts: Sequence[str], *, local: bool, gpus_per_rank: int = 0, gpu_binding: str = "env"
+    ) -> list[str]:
         """The launch line (before the program) that starts ``{ranks}`` ranks of a program on a
         multi-rank task's ``hosts``, from inside the job (``ctx.launch``); ``local``: one machine,
         no host list."""
@@ -106,8 +107,11 @@ class JsrunLauncher(Launcher):
 
     def placement(self, layout: Layout) -> list[str]:
         if layout.gpus_per_rank and layout.gpu_binding != "launcher":
-            raise ConfigError("jsrun gives GPUs to resource sets; env binding is not supported",
-                              key="node.gpu_binding", allowed="launcher")
+            raise ConfigError(
+                "jsrun gives GPUs to resource sets; env binding is not supported",
+                key="node.gpu_binding",
+                allowed="launcher",
+            )
         flags = ["-n", str(layout.ranks)]
         if layout.ranks_per_node:
             flags += ["-r", str(layout.ranks_per_node)]
@@ -146,8 +150,7 @@ class NoLauncher(Launcher):
 
 
 LAUNCHERS: dict[str, type[Launcher]] = {
-    cls.type: cls
-    for cls in (MpiexecLauncher, SrunLauncher, JsrunLauncher, AprunLauncher, NoLauncher)
+    cls.type: cls for cls in (MpiexecLauncher, SrunLauncher, JsrunLauncher, AprunLauncher, NoLauncher)
 }
 
 

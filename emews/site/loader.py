@@ -34,10 +34,12 @@ ENV_OVERRIDES: dict[str, str] = {
 USER_SITE_DIR = "site-configs"
 _SUFFIXES = (".yaml", ".yml")
 
+
 def builtin_site_dir() -> Path:
     """Directory of the site files shipped with emews (``emews.site_configs``)."""
     try:
         from importlib.resources import files
+
         return Path(str(files("emews.site_configs")))
     except (ImportError, ModuleNotFoundError, TypeError):
         return Path(__file__).resolve().parents[2] / "site-configs"
@@ -49,8 +51,13 @@ def _search_dirs() -> list[Path]:
 
 def available_sites() -> list[str]:
     """Names of the sites that :func:`find_site_file` can find, sorted."""
-    names = {p.stem for d in _search_dirs() if d.is_dir() for p in d.iterdir()
-             if p.suffix in _SUFFIXES and not p.stem.startswith("_")}
+    names = {
+        p.stem
+        for d in _search_dirs()
+        if d.is_dir()
+        for p in d.iterdir()
+        if p.suffix in _SUFFIXES and not p.stem.startswith("_")
+    }
     return sorted(names)
 
 
@@ -58,8 +65,7 @@ def _looks_like_path(ref: str) -> bool:
     return ref.endswith(_SUFFIXES) or os.sep in ref or "/" in ref
 
 
-def find_site_file(ref: str, *, relative_to: Path | None = None,
-                   skip: Iterable[Path] = ()) -> Path:
+def find_site_file(ref: str, *, relative_to: Path | None = None, skip: Iterable[Path] = ()) -> Path:
     """Resolve a site name or a path to a YAML file.
 
     A path (``*.yaml`` or containing ``/``) is taken as is (relative to
@@ -81,8 +87,11 @@ def find_site_file(ref: str, *, relative_to: Path | None = None,
             path = directory / f"{ref}{suffix}"
             if path.is_file() and path.resolve() not in skipped:
                 return path
-    raise ConfigError(f"unknown site {ref!r}" + did_you_mean(ref, available_sites()), key="site",
-                      allowed=", ".join(available_sites()) or "(no site files found)")
+    raise ConfigError(
+        f"unknown site {ref!r}" + did_you_mean(ref, available_sites()),
+        key="site",
+        allowed=", ".join(available_sites()) or "(no site files found)",
+    )
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,8 +105,7 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def _record(origins: dict[str, str], data: Mapping[str, Any], source: str,
-            prefix: str = "") -> None:
+def _record(origins: dict[str, str], data: Mapping[str, Any], source: str, prefix: str = "") -> None:
     """Remember which source set each dotted key (for error messages)."""
     for key, value in data.items():
         dotted = f"{prefix}{key}"
@@ -116,8 +124,7 @@ def _read_chain(path: Path, origins: dict[str, str], chain: list[Path]) -> dict[
     merged: dict[str, Any] = {}
     if base_ref is not None:
         if not isinstance(base_ref, str) or not base_ref:
-            raise ConfigError(f"extends must name a site or a .yaml path, not {base_ref!r}",
-                              file=path, key="extends")
+            raise ConfigError(f"extends must name a site or a .yaml path, not {base_ref!r}", file=path, key="extends")
         try:
             base_path = find_site_file(base_ref, relative_to=path.parent, skip=[*chain, path])
         except ConfigError as exc:
@@ -127,8 +134,7 @@ def _read_chain(path: Path, origins: dict[str, str], chain: list[Path]) -> dict[
     return deep_merge(merged, data)
 
 
-def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any,
-           source: str) -> None:
+def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any, source: str) -> None:
     set_dotted(data, key, value, source)
     origins[key] = source
     if isinstance(value, Mapping):
@@ -144,8 +150,9 @@ def _origin(origins: Mapping[str, str], key: str, default: str) -> str:
     return default
 
 
-def resolve_site(ref: str | Path, overrides: Iterable[str] = (),
-                 environ: Mapping[str, str] | None = None) -> tuple[SiteConfig, Path]:
+def resolve_site(
+    ref: str | Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None
+) -> tuple[SiteConfig, Path]:
     """Load, merge, override and validate a site; return it with its file."""
     path = find_site_file(str(ref))
     origins: dict[str, str] = {}

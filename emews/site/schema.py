@@ -21,8 +21,7 @@ from emews.site.walltime import WALLTIME_FORMS, format_hms, parse_walltime
 SchedulerType = Literal["lsf", "slurm", "pbs", "local"]
 LauncherType = Literal["jsrun", "srun", "mpiexec", "aprun", "none"]
 GpuBinding = Literal["launcher", "env"]
-GpuEnv = Literal["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-                 "ZE_AFFINITY_MASK"]
+GpuEnv = Literal["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"]
 
 #: Launchers that can give each rank its own GPUs from their own flags.
 GPU_BINDING_LAUNCHERS = ("jsrun", "srun")
@@ -44,8 +43,9 @@ def control_char(text: str) -> str | None:
 def _one_line(value: object, what: str) -> object:
     """Refuse control characters (a newline would start a new line of job.sh)."""
     if isinstance(value, str) and (bad := control_char(value)) is not None:
-        raise KeyedValueError(None, f"{what} {value!r} contains the control character {bad!r}",
-                          "one line of printable text")
+        raise KeyedValueError(
+            None, f"{what} {value!r} contains the control character {bad!r}", "one line of printable text"
+        )
     return value
 
 
@@ -92,8 +92,7 @@ class SchedulerConfig(_Part):
     def _word(cls, value: str | None) -> str | None:
         """Rendered unquoted into directives: one safe word, or the scheduler reads more."""
         if value is not None and not WORD.fullmatch(value):
-            raise KeyedValueError(None, f"{value!r} cannot be written into a batch directive",
-                              WORD_ALLOWED)
+            raise KeyedValueError(None, f"{value!r} cannot be written into a batch directive", WORD_ALLOWED)
         return value
 
     @field_validator("directives", mode="before")
@@ -149,12 +148,17 @@ class NodeConfig(_Part):
     @model_validator(mode="after")
     def _check(self) -> NodeConfig:
         if self.gpus_per_worker > self.gpus:
-            raise KeyedValueError("node.gpus_per_worker",
-                              f"{self.gpus_per_worker} GPUs per worker is more than the node "
-                              f"has (node.gpus: {self.gpus})", f"0..{self.gpus}")
+            raise KeyedValueError(
+                "node.gpus_per_worker",
+                f"{self.gpus_per_worker} GPUs per worker is more than the node has (node.gpus: {self.gpus})",
+                f"0..{self.gpus}",
+            )
         if self.gpu_ids is not None and len(self.gpu_ids) != self.gpus:
-            raise KeyedValueError("node.gpu_ids", f"lists {len(self.gpu_ids)} ids for "
-                              f"{self.gpus} gpus", f"exactly node.gpus ({self.gpus}) ids")
+            raise KeyedValueError(
+                "node.gpu_ids",
+                f"lists {len(self.gpu_ids)} ids for {self.gpus} gpus",
+                f"exactly node.gpus ({self.gpus}) ids",
+            )
         return self
 
     def device_names(self) -> list[str]:
@@ -179,8 +183,10 @@ class EnvironmentConfig(_Part):
     @classmethod
     def _vars(cls, value: object) -> object:
         if isinstance(value, dict):
-            return {str(k): ("" if v is None else str(v).lower() if isinstance(v, bool) else str(v))
-                    for k, v in value.items()}
+            return {
+                str(k): ("" if v is None else str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in value.items()
+            }
         return value
 
     @field_validator("vars", mode="after")
@@ -189,11 +195,9 @@ class EnvironmentConfig(_Part):
         """Names are rendered as ``export NAME=...``: shell identifiers only (values are quoted)."""
         for name, text in value.items():
             if not IDENTIFIER.fullmatch(name):
-                raise KeyedValueError(None, f"variable name {name!r} is not a shell identifier",
-                                  IDENTIFIER_ALLOWED)
+                raise KeyedValueError(None, f"variable name {name!r} is not a shell identifier", IDENTIFIER_ALLOWED)
             if "\0" in text:
-                raise KeyedValueError(None, f"the value of {name} contains a NUL byte",
-                                  "any text without NUL bytes")
+                raise KeyedValueError(None, f"the value of {name} contains a NUL byte", "any text without NUL bytes")
         return value
 
 
@@ -216,12 +220,12 @@ class SiteConfig(_Part):
     @model_validator(mode="after")
     def _check(self) -> SiteConfig:
         node, launcher = self.node, self.launcher
-        if node.gpus_per_worker and node.gpu_binding == "launcher" \
-                and launcher.type not in GPU_BINDING_LAUNCHERS:
-            raise KeyedValueError("node.gpu_binding",
-                              f"launcher {launcher.type!r} cannot bind GPUs itself",
-                              "env, or launcher with " + " or ".join(GPU_BINDING_LAUNCHERS))
+        if node.gpus_per_worker and node.gpu_binding == "launcher" and launcher.type not in GPU_BINDING_LAUNCHERS:
+            raise KeyedValueError(
+                "node.gpu_binding",
+                f"launcher {launcher.type!r} cannot bind GPUs itself",
+                "env, or launcher with " + " or ".join(GPU_BINDING_LAUNCHERS),
+            )
         if node.gpus_per_worker and node.gpu_binding == "env" and launcher.type == "jsrun":
-            raise KeyedValueError("node.gpu_binding", "jsrun hands GPUs to resource sets itself",
-                              "launcher")
+            raise KeyedValueError("node.gpu_binding", "jsrun hands GPUs to resource sets itself", "launcher")
         return self

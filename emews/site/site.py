@@ -25,8 +25,7 @@ class Site:
         self.launcher: Launcher = launcher_for(config.launcher)
 
     def __repr__(self) -> str:
-        return f"Site({self.name!r}, scheduler={self.config.scheduler.type!r}, " \
-               f"launcher={self.config.launcher.type!r})"
+        return f"Site({self.name!r}, scheduler={self.config.scheduler.type!r}, launcher={self.config.launcher.type!r})"
 
     @property
     def name(self) -> str:
@@ -40,8 +39,11 @@ class Site:
         """``ctx.launch``'s command line over a team's hosts: this site's launcher and GPU binding
         (a bound method of a site pickles: rank 0 sends it to the workers in their plan)."""
         node = self.config.node
-        return tuple(self.launcher.team_line(hosts, local=self.is_local, gpus_per_rank=node.gpus_per_worker,
-                                             gpu_binding=node.gpu_binding))
+        return tuple(
+            self.launcher.team_line(
+                hosts, local=self.is_local, gpus_per_rank=node.gpus_per_worker, gpu_binding=node.gpu_binding
+            )
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved site as plain data; ``load_site`` of it written as YAML round-trips."""
@@ -65,8 +67,7 @@ class Site:
         """
         total = self._default_workers() if workers is None else workers
         if not isinstance(total, int) or total < 1:
-            raise ConfigError(f"need at least one worker, got {workers!r}", key="workers",
-                              allowed="an integer >= 1")
+            raise ConfigError(f"need at least one worker, got {workers!r}", key="workers", allowed="an integer >= 1")
         if self.is_local:
             self._check_local_gpus(total)
         else:
@@ -82,9 +83,11 @@ class Site:
         node = self.config.node
         gpw = node.gpus_per_worker
         if gpw and total * gpw > node.gpus:
-            raise ConfigError(f"{total} workers x {gpw} GPUs need {total * gpw} GPUs; "
-                              f"this machine has {node.gpus}", key="workers",
-                              allowed=f"1..{node.gpus // gpw}")
+            raise ConfigError(
+                f"{total} workers x {gpw} GPUs need {total * gpw} GPUs; this machine has {node.gpus}",
+                key="workers",
+                allowed=f"1..{node.gpus // gpw}",
+            )
 
     def _check_node_gpus(self) -> None:
         """Every rank slot of a node (the optimizer's included) gets its GPUs."""
@@ -94,24 +97,33 @@ class Site:
             raise ConfigError(
                 f"{slots} rank slots per node ({launcher.workers_per_node} workers + 1 for the "
                 f"optimizer) x {gpw} GPUs need {slots * gpw} GPUs; a node has {node.gpus}",
-                file=self.source, key="launcher.workers_per_node",
-                allowed=f"1..{node.gpus // gpw - 1}" if node.gpus // gpw > 1 else None)
+                file=self.source,
+                key="launcher.workers_per_node",
+                allowed=f"1..{node.gpus // gpw - 1}" if node.gpus // gpw > 1 else None,
+            )
 
     def _check_capacity(self, total: int) -> None:
         slots = self.ranks_per_node or 1
         capacity = self.nodes * slots
         if total + 1 > capacity:
             raise ConfigError(
-                f"{total} workers + 1 optimizer rank do not fit {self.nodes} node(s) x "
-                f"{slots} rank slots", key="workers", allowed=f"1..{capacity - 1}, "
-                "or more scheduler.nodes / launcher.workers_per_node")
+                f"{total} workers + 1 optimizer rank do not fit {self.nodes} node(s) x {slots} rank slots",
+                key="workers",
+                allowed=f"1..{capacity - 1}, or more scheduler.nodes / launcher.workers_per_node",
+            )
 
     def layout(self, ranks: int) -> Layout:
         """Placement of ``ranks`` ranks (optimizer included) on this site."""
         node = self.config.node
-        return Layout(nodes=self.nodes, ranks=ranks, ranks_per_node=self.ranks_per_node,
-                      cores_per_node=node.cores, gpus_per_node=node.gpus,
-                      gpus_per_rank=node.gpus_per_worker, gpu_binding=node.gpu_binding)
+        return Layout(
+            nodes=self.nodes,
+            ranks=ranks,
+            ranks_per_node=self.ranks_per_node,
+            cores_per_node=node.cores,
+            gpus_per_node=node.gpus,
+            gpus_per_rank=node.gpus_per_worker,
+            gpu_binding=node.gpu_binding,
+        )
 
     # -- commands -----------------------------------------------------------
     def launch_command(self, ranks: int, command: list[str]) -> list[str]:
@@ -141,8 +153,10 @@ class Site:
         if self.config.requires_account and not self.config.scheduler.account:
             raise ConfigError(
                 f"site {self.name!r} needs an account/project to charge",
-                file=self.source, key="scheduler.account",
-                allowed="--set scheduler.account=PROJECT or $EMEWS_ACCOUNT")
+                file=self.source,
+                key="scheduler.account",
+                allowed="--set scheduler.account=PROJECT or $EMEWS_ACCOUNT",
+            )
 
     def render_batch_script(self, exp_dir: Path, workers: int, command: list[str]) -> str:
         """A complete batch script: directives, environment, the launcher line."""
@@ -152,8 +166,9 @@ class Site:
         layout = self.layout(total + 1)
         env = self.config.environment
         lines = ["#!/bin/bash", *self.scheduler.directives(layout, exp_dir)]
-        lines.append(f"# emews site {self.name}: {total} workers + 1 optimizer = "
-                     f"{layout.ranks} ranks on {layout.nodes} node(s)")
+        lines.append(
+            f"# emews site {self.name}: {total} workers + 1 optimizer = {layout.ranks} ranks on {layout.nodes} node(s)"
+        )
         lines += env.setup
         lines += [f"export {key}={shlex.quote(value)}" for key, value in env.vars.items()]
         lines.append(f"cd {shlex.quote(str(exp_dir))}")
@@ -175,8 +190,7 @@ class Site:
         self.scheduler.cancel(job_id)
 
 
-def load_site(ref: str | Path, overrides: Iterable[str] = (),
-              environ: Mapping[str, str] | None = None) -> Site:
+def load_site(ref: str | Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> Site:
     """Load a site by name (``./site-configs/`` first, then built-ins) or by YAML path.
 
     ``overrides`` are ``--set`` items (``"scheduler.nodes=2"``); ``environ``

@@ -22,6 +22,25 @@ from emews.store.base import (
 )
 from emews.store.opening import STORE_FILE, ReportReader, open_store, store_exists
 
-__all__ = ["DELETED", "DURABLE", "RESULT_FIELDS", "STAGED", "STORE_FILE", "CheckpointRow", "CsvRow", "CurvePoint",
-           "Durability", "ReportReader", "ResultRow", "ResultTable", "Store", "StoreCorrupt", "StoreIncompatible",
-           "StoreUnreadable", "TimedResultRow", "TrialState", "open_store", "store_exists"]
+__all__ = [
+    "DELETED",
+    "DURABLE",
+    "RESULT_FIELDS",
+    "STAGED",
+    "STORE_FILE",
+    "CheckpointRow",
+    "CsvRow",
+    "CurvePoint",
+    "Durability",
+    "ReportReader",
+    "ResultRow",
+    "ResultTable",
+    "Store",
+    "StoreCorrupt",
+    "StoreIncompatible",
+    "StoreUnreadable",
+    "TimedResultRow",
+    "TrialState",
+    "open_store",
+    "store_exists",
+]

@@ -236,8 +236,16 @@ class Store(ABC):
         """Retention removed the checkpoints ``ids``."""
 
     @abstractmethod
-    def add_lineage(self, trial: int, step: int, donor: int, checkpoint: int, old: Mapping[str, Any],
-                    new: Mapping[str, Any], report: int) -> None:
+    def add_lineage(
+        self,
+        trial: int,
+        step: int,
+        donor: int,
+        checkpoint: int,
+        old: Mapping[str, Any],
+        new: Mapping[str, Any],
+        report: int,
+    ) -> None:
         """A PBT exploit: ``trial`` cloned ``donor``'s ``checkpoint`` and now runs with ``new``."""
 
     @abstractmethod
@@ -253,8 +261,9 @@ class Store(ABC):
         """A report of ``trial`` at ``step`` was answered with ``action`` (not continue)."""
 
     @abstractmethod
-    def add_promotion(self, trial: int, step: int, resource: int | None,
-                      params: Mapping[str, Any] | None = None) -> None:
+    def add_promotion(
+        self, trial: int, step: int, resource: int | None, params: Mapping[str, Any] | None = None
+    ) -> None:
         """``trial``, paused by its scheduler at ``step``, runs again (with ``resource`` steps, and
         ``params`` when they changed)."""
 

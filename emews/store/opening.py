@@ -34,8 +34,13 @@ def recorded_store(exp_dir: str | Path) -> dict[str, str] | None:
     return store if isinstance(store, dict) and store.get("url") else None
 
 
-def open_store(exp_dir: str | Path | None = None, *, location: str | None = None, readonly: bool = False,
-               durability: Durability = "normal") -> Store:
+def open_store(
+    exp_dir: str | Path | None = None,
+    *,
+    location: str | None = None,
+    readonly: bool = False,
+    durability: Durability = "normal",
+) -> Store:
     """The store of the experiment directory ``exp_dir``, or the one at ``location`` (a
     :attr:`Store.location`: a second connection to a store already open, for a reader thread or a
     child process). Opened for writing, the schema is created or migrated and checkpoint paths are

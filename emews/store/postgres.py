@@ -108,8 +108,15 @@ class PostgresStore(ResultsStore):
     and overrides what differs: the schema, the catalogue and a few reads. ``readonly``: the
     session is read-only and nothing is created."""
 
-    def __init__(self, url: str, schema: str, *, readonly: bool = False, root: Path | None = None,
-                 durability: Durability = "normal") -> None:
+    def __init__(
+        self,
+        url: str,
+        schema: str,
+        *,
+        readonly: bool = False,
+        root: Path | None = None,
+        durability: Durability = "normal",
+    ) -> None:
         self.url, self.schema = url, schema
         self._present: set[str] = set()
         self.path = Path(self.location)  # messages name the store by its location
@@ -121,16 +128,18 @@ class PostgresStore(ResultsStore):
         except BaseException as exc:
             raw.close()
             if isinstance(exc, psycopg.Error):
-                raise StoreUnreadable(f"cannot open the results store {self.location}: "
-                                      f"{' '.join(str(exc).split())}", key="store.url") from None
+                raise StoreUnreadable(
+                    f"cannot open the results store {self.location}: {' '.join(str(exc).split())}", key="store.url"
+                ) from None
             raise
 
     def _open(self, readonly: bool, durability: Durability) -> None:
         raw = self._db.raw  # type: ignore[attr-defined]
         exists = raw.execute(q.SCHEMA_EXISTS, (self.schema,)).fetchone() is not None
         if not exists and readonly:
-            raise StoreUnreadable(f"the database has no schema {self.schema} (the experiment's store)",
-                                  file=self.location)
+            raise StoreUnreadable(
+                f"the database has no schema {self.schema} (the experiment's store)", file=self.location
+            )
         if not exists:
             raw.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.schema)))
         raw.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
@@ -162,8 +171,11 @@ class PostgresStore(ResultsStore):
     def _check_version(self) -> None:
         version = self._version()
         if version is not None and version > q.SCHEMA_VERSION:
-            raise StoreIncompatible(f"written by a newer emews (schema {version}; this one reads up to "
-                                    f"{q.SCHEMA_VERSION}): use that version", file=self.location)
+            raise StoreIncompatible(
+                f"written by a newer emews (schema {version}; this one reads up to "
+                f"{q.SCHEMA_VERSION}): use that version",
+                file=self.location,
+            )
 
     def _migrate(self) -> None:
         """Create what is missing and bring an older schema to :data:`~emews.store.postgres_queries.SCHEMA_VERSION`
@@ -187,14 +199,16 @@ class PostgresStore(ResultsStore):
                 continue
             missing = [c for c in needed if c not in {name for name, *_ in info}]
             if missing:
-                raise StoreIncompatible(f"table {table} has no column {missing[0]} (a store of another "
-                                        "emews version?)", file=self.location)
-            unfillable = [name for name, not_null, default in info
-                          if name not in needed and not_null and not default]
+                raise StoreIncompatible(
+                    f"table {table} has no column {missing[0]} (a store of another emews version?)", file=self.location
+                )
+            unfillable = [name for name, not_null, default in info if name not in needed and not_null and not default]
             if writing and unfillable:
-                raise StoreIncompatible(f"table {table} has a column {unfillable[0]} that this emews cannot "
-                                        "fill (NOT NULL without a default: a store of a newer version?)",
-                                        file=self.location)
+                raise StoreIncompatible(
+                    f"table {table} has a column {unfillable[0]} that this emews cannot "
+                    "fill (NOT NULL without a default: a store of a newer version?)",
+                    file=self.location,
+                )
 
     def verify(self, *, writing: bool = False) -> None:
         self._check_columns(writing=writing)
@@ -202,8 +216,12 @@ class PostgresStore(ResultsStore):
             return
         row = self._db.raw.execute(q.UNKNOWN_STATUS, ([s.value for s in Status],)).fetchone()  # type: ignore[attr-defined]
         if row is not None:
-            raise StoreCorrupt(f"unknown status {row[1]!r}", file=self.location, key=f"results row id {row[0]}",
-                               allowed=", ".join(s.value for s in Status))
+            raise StoreCorrupt(
+                f"unknown status {row[1]!r}",
+                file=self.location,
+                key=f"results row id {row[0]}",
+                allowed=", ".join(s.value for s in Status),
+            )
         for table, column in (("results", "params"), ("results", "metrics"), ("tasks", "params")):
             if not self._has(table):
                 continue
@@ -213,8 +231,9 @@ class PostgresStore(ResultsStore):
                 except ValueError:
                     ok = False
                 if not ok:
-                    raise StoreCorrupt(f"{column} is not a JSON object", file=self.location,
-                                       key=f"{table} row id {id_}")
+                    raise StoreCorrupt(
+                        f"{column} is not a JSON object", file=self.location, key=f"{table} row id {id_}"
+                    )
 
     def _relocate(self) -> None:
         """Nothing to rewrite: a PostgreSQL store keeps checkpoint paths relative from its start."""

@@ -58,16 +58,22 @@ CREATE TABLE IF NOT EXISTS promotions (
 
 SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
 GET_VERSION = "SELECT value FROM emews_meta WHERE key = 'schema_version'"
-SET_VERSION = ("INSERT INTO emews_meta (key, value) VALUES ('schema_version', %s) "
-               "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
+SET_VERSION = (
+    "INSERT INTO emews_meta (key, value) VALUES ('schema_version', %s) "
+    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
 TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
 HAS_TABLE = TABLES + " AND table_name = %s"
 #: name, NOT NULL, default (or identity) of each column of a table, in order
-COLUMNS = ("SELECT column_name, is_nullable = 'NO', column_default IS NOT NULL OR is_identity = 'YES' "
-           "FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = %s "
-           "ORDER BY ordinal_position")
-PARAM_KEYS = ("SELECT j.key FROM results, json_each(results.params::json) WITH ORDINALITY AS j(key, value, n) "
-              "GROUP BY j.key ORDER BY MIN(results.id), MIN(j.n)")
+COLUMNS = (
+    "SELECT column_name, is_nullable = 'NO', column_default IS NOT NULL OR is_identity = 'YES' "
+    "FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = %s "
+    "ORDER BY ordinal_position"
+)
+PARAM_KEYS = (
+    "SELECT j.key FROM results, json_each(results.params::json) WITH ORDINALITY AS j(key, value, n) "
+    "GROUP BY j.key ORDER BY MIN(results.id), MIN(j.n)"
+)
 UNKNOWN_STATUS = "SELECT id, status FROM results WHERE status <> ALL(%s) ORDER BY id LIMIT 1"
 LAST_SEQ = "SELECT lastval()"
 
@@ -75,16 +81,22 @@ LAST_SEQ = "SELECT lastval()"
 def iso(column: str) -> str:
     """SQL for ``column`` (seconds since the epoch) in ISO 8601 UTC with milliseconds, as SQLite's
     ``strftime('%Y-%m-%dT%H:%M:%f')`` writes it (``''`` when NULL)."""
-    return (f"CASE WHEN {column} IS NULL THEN '' ELSE to_char(to_timestamp(round(({column} * 1000)::numeric) / 1000) "
-            f"AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS') || '+00:00' END")
+    return (
+        f"CASE WHEN {column} IS NULL THEN '' ELSE to_char(to_timestamp(round(({column} * 1000)::numeric) / 1000) "
+        f"AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS') || '+00:00' END"
+    )
 
 
-CSV_SELECT = (f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
-              f"{iso('submitted')}, {iso('started')}, {iso('finished')} FROM results "
-              f"WHERE id >= %s AND id < %s ORDER BY id")
+CSV_SELECT = (
+    f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
+    f"{iso('submitted')}, {iso('started')}, {iso('finished')} FROM results "
+    f"WHERE id >= %s AND id < %s ORDER BY id"
+)
 
 
 def latest_checkpoint(durable: str) -> str:
     """The join of each result to its trial's latest checkpoint (``durable``: a WHERE clause or ``''``)."""
-    return (f"LEFT JOIN (SELECT DISTINCT ON (trial) trial, path FROM checkpoints {durable} "
-            f"ORDER BY trial, step DESC, id DESC) c ON c.trial = r.id")
+    return (
+        f"LEFT JOIN (SELECT DISTINCT ON (trial) trial, path FROM checkpoints {durable} "
+        f"ORDER BY trial, step DESC, id DESC) c ON c.trial = r.id"
+    )

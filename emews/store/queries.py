@@ -32,23 +32,28 @@ _T = TypeVar("_T")
 
 def _ts(column: str) -> str:
     """SQL for ISO-8601 UTC with milliseconds, as ``datetime.isoformat`` writes it."""
-    return (f"CASE WHEN {column} IS NULL THEN '' ELSE "
-            f"strftime('%Y-%m-%dT%H:%M:%f', {column}, 'unixepoch') || '+00:00' END")
+    return (
+        f"CASE WHEN {column} IS NULL THEN '' ELSE strftime('%Y-%m-%dT%H:%M:%f', {column}, 'unixepoch') || '+00:00' END"
+    )
 
 
-_CSV_SELECT = (f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
-               f"{_ts('submitted')}, {_ts('started')}, {_ts('finished')} FROM results "
-               f"WHERE id >= ? AND id < ? ORDER BY id")
+_CSV_SELECT = (
+    f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
+    f"{_ts('submitted')}, {_ts('started')}, {_ts('finished')} FROM results "
+    f"WHERE id >= ? AND id < ? ORDER BY id"
+)
 
 
 def _reading(method: Callable[..., _T]) -> Callable[..., _T]:
     """An SQLite error of ``method`` as :class:`StoreUnreadable` naming the store."""
+
     @functools.wraps(method)
     def read(self: ReadQueries, *args: Any) -> _T:
         try:
             return method(self, *args)
         except sqlite3.Error as exc:
             raise StoreUnreadable(f"cannot read the results store: {exc}", file=self.path) from None
+
     return read
 
 
@@ -65,22 +70,24 @@ class ReadQueries:
         return {i for (i,) in self._db.execute("SELECT id FROM results")}
 
     def failure_errors(self) -> Iterator[str | None]:
-        for (error,) in self._db.execute("SELECT error FROM results WHERE status != ? ORDER BY id",
-                                         (Status.OK.value,)):
+        for (error,) in self._db.execute("SELECT error FROM results WHERE status != ? ORDER BY id", (Status.OK.value,)):
             yield error
 
     def param_keys(self) -> list[str]:
-        rows = self._db.execute("SELECT j.key FROM results, json_each(results.params) AS j "
-                                "GROUP BY j.key ORDER BY MIN(results.id), MIN(j.id)").fetchall()
+        rows = self._db.execute(
+            "SELECT j.key FROM results, json_each(results.params) AS j "
+            "GROUP BY j.key ORDER BY MIN(results.id), MIN(j.id)"
+        ).fetchall()
         return [key for (key,) in rows]
 
     def count_results(self, first_id: int = 0) -> int:
-        (count,), = self._db.execute("SELECT COUNT(*) FROM results WHERE id >= ?", (first_id,))
+        ((count,),) = self._db.execute("SELECT COUNT(*) FROM results WHERE id >= ?", (first_id,))
         return int(count)
 
     def result_id_at(self, first_id: int, offset: int) -> int | None:
-        row = self._db.execute("SELECT id FROM results WHERE id >= ? ORDER BY id LIMIT 1 OFFSET ?",
-                               (first_id, offset)).fetchone()
+        row = self._db.execute(
+            "SELECT id FROM results WHERE id >= ? ORDER BY id LIMIT 1 OFFSET ?", (first_id, offset)
+        ).fetchone()
         return None if row is None else int(row[0])
 
     def csv_rows(self, first_id: int, end_id: int | None = None) -> Generator[CsvRow, None, None]:
@@ -95,10 +102,14 @@ class ReadQueries:
         return [ResultRow(id_, status, objective, json.loads(params)) for id_, status, objective, params in rows]
 
     def results_by_completion(self) -> list[TimedResultRow]:
-        rows = self._db.execute("SELECT id, status, objective, params, metrics, submitted, started, finished "
-                                "FROM results ORDER BY COALESCE(finished, submitted), id").fetchall()
-        return [TimedResultRow(id_, status, objective, json.loads(params), json.loads(metrics), *times)
-                for id_, status, objective, params, metrics, *times in rows]
+        rows = self._db.execute(
+            "SELECT id, status, objective, params, metrics, submitted, started, finished "
+            "FROM results ORDER BY COALESCE(finished, submitted), id"
+        ).fetchall()
+        return [
+            TimedResultRow(id_, status, objective, json.loads(params), json.loads(metrics), *times)
+            for id_, status, objective, params, metrics, *times in rows
+        ]
 
     # -- what earlier runs spent (the compute budget of a resumed run) -------------------------
     def top_steps(self) -> dict[int, int]:
@@ -109,33 +120,41 @@ class ReadQueries:
     def busy_spans(self) -> list[tuple[float, float]]:
         spans: list[tuple[float, float]] = []
         if self._has("results"):
-            spans += self._db.execute("SELECT started, finished FROM results "
-                                      "WHERE started IS NOT NULL AND finished IS NOT NULL").fetchall()
+            spans += self._db.execute(
+                "SELECT started, finished FROM results WHERE started IS NOT NULL AND finished IS NOT NULL"
+            ).fetchall()
         if self._has("reports"):
-            spans += self._db.execute("SELECT MIN(time), MAX(time) FROM reports WHERE time IS NOT NULL "
-                                      "AND trial NOT IN (SELECT id FROM results) GROUP BY trial").fetchall()
+            spans += self._db.execute(
+                "SELECT MIN(time), MAX(time) FROM reports WHERE time IS NOT NULL "
+                "AND trial NOT IN (SELECT id FROM results) GROUP BY trial"
+            ).fetchall()
         return spans
 
     # -- emews report ----------------------------------------------------------------------
     @_reading
     def report_results(self) -> ResultTable:
         present = self._tables()
-        attempt, tasks_join = ("COALESCE(t.attempt, 0)", "LEFT JOIN tasks t ON t.id = r.id") \
-            if "tasks" in present else ("0", "")
+        attempt, tasks_join = (
+            ("COALESCE(t.attempt, 0)", "LEFT JOIN tasks t ON t.id = r.id") if "tasks" in present else ("0", "")
+        )
         checkpoint = self._checkpoint_source(present)
         select, checkpoint_join = (f", {checkpoint[0]}", checkpoint[1]) if checkpoint else ("", "")
         cols = ", ".join(f"r.{c}" for c in RESULT_FIELDS)
-        rows = self._db.execute(f"SELECT {cols}, r.params, {attempt}{select} FROM results r {tasks_join} "
-                                f"{checkpoint_join} ORDER BY r.id").fetchall()
+        rows = self._db.execute(
+            f"SELECT {cols}, r.params, {attempt}{select} FROM results r {tasks_join} {checkpoint_join} ORDER BY r.id"
+        ).fetchall()
         n = len(RESULT_FIELDS)
-        return ResultTable([(*r[:n], loads_point(r[n]), *r[n + 1:]) for r in rows], checkpoint is not None)
+        return ResultTable([(*r[:n], loads_point(r[n]), *r[n + 1 :]) for r in rows], checkpoint is not None)
 
     @_reading
     def count_unfinished(self) -> int:
         if "tasks" not in self._tables():
             return 0
-        return int(self._db.execute("SELECT COUNT(*) FROM tasks t LEFT JOIN results r ON r.id = t.id "
-                                    "WHERE r.id IS NULL").fetchone()[0])
+        return int(
+            self._db.execute(
+                "SELECT COUNT(*) FROM tasks t LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL"
+            ).fetchone()[0]
+        )
 
     @_reading
     def report_curves(self) -> list[CurvePoint] | None:
@@ -147,13 +166,15 @@ class ReadQueries:
             return None  # the table of a store whose tasks reported nothing, or not a table of reports
         when = "time" if "time" in cols else "NULL"
         if "metrics" in cols:  # one JSON object per report
-            rows = self._db.execute(f"SELECT {trial}, step, metrics, {when} FROM reports "
-                                    f"ORDER BY {trial}, step").fetchall()
+            rows = self._db.execute(
+                f"SELECT {trial}, step, metrics, {when} FROM reports ORDER BY {trial}, step"
+            ).fetchall()
             decode = json.JSONDecoder().decode
             return [CurvePoint(t, step, decode(m) if isinstance(m, str) else {}, at) for t, step, m, at in rows]
         names = [c for c in cols if c not in (trial, "step", "time", "rowid")]  # one numeric column per metric
-        rows = self._db.execute(f"SELECT {trial}, step, {', '.join(names) or 'NULL'}, {when} FROM reports "
-                                f"ORDER BY {trial}, step").fetchall()
+        rows = self._db.execute(
+            f"SELECT {trial}, step, {', '.join(names) or 'NULL'}, {when} FROM reports ORDER BY {trial}, step"
+        ).fetchall()
         return [CurvePoint(r[0], r[1], dict(zip(names, r[2:-1], strict=False)), r[-1]) for r in rows]
 
     @_reading
@@ -183,5 +204,7 @@ class ReadQueries:
         if self._db.execute(f"SELECT 1 FROM checkpoints {durable} LIMIT 1").fetchone() is None:
             return None  # the table of a store whose tasks kept no checkpoint
         latest = "step" if "step" in cols else "rowid"
-        return "c.path", (f"LEFT JOIN (SELECT {trial} AS trial, path, MAX({latest}) FROM checkpoints {durable} "
-                          f"GROUP BY {trial}) c ON c.trial = r.id")
+        return "c.path", (
+            f"LEFT JOIN (SELECT {trial} AS trial, path, MAX({latest}) FROM checkpoints {durable} "
+            f"GROUP BY {trial}) c ON c.trial = r.id"
+        )

@@ -59,8 +59,20 @@ CREATE TABLE IF NOT EXISTS tasks (
     ranks INTEGER NOT NULL DEFAULT 1
 );
 """
-COLUMNS = ("id", "status", "objective", "loss", "params", "metrics", "error", "rank", "host",
-           "submitted", "started", "finished")
+COLUMNS = (
+    "id",
+    "status",
+    "objective",
+    "loss",
+    "params",
+    "metrics",
+    "error",
+    "rank",
+    "host",
+    "submitted",
+    "started",
+    "finished",
+)
 #: the columns of ``tasks`` this version reads (``ranks``: added by the migration from version 0)
 _TASK_COLUMNS = ("id", "params", "seed", "submitted", "attempt")
 #: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``
@@ -68,9 +80,19 @@ SCHEMA_VERSION = 1
 _INSERT_RESULT = f"INSERT INTO results ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})"
 #: every column that holds task ids, the training tables' (:mod:`emews.store.trial_store`) included: an id
 #: that any of them holds is never issued again (a trial reports and checkpoints from its start)
-TASK_ID_COLUMNS = (("results", "id"), ("tasks", "id"), ("reports", "trial"), ("checkpoints", "trial"),
-                   ("attempts", "task"), ("pauses", "task"), ("waits", "task"), ("lineage", "trial"),
-                   ("lineage", "donor"), ("decisions", "trial"), ("promotions", "trial"))
+TASK_ID_COLUMNS = (
+    ("results", "id"),
+    ("tasks", "id"),
+    ("reports", "trial"),
+    ("checkpoints", "trial"),
+    ("attempts", "task"),
+    ("pauses", "task"),
+    ("waits", "task"),
+    ("lineage", "trial"),
+    ("lineage", "donor"),
+    ("decisions", "trial"),
+    ("promotions", "trial"),
+)
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -84,8 +106,9 @@ class ResultsStore(TrialStore, ReadQueries, Store):
     migrated if needed. ``root``: the experiment directory checkpoint paths are relative to.
     """
 
-    def __init__(self, path: str | Path, *, durability: Durability = "normal", readonly: bool = False,
-                 root: Path | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, durability: Durability = "normal", readonly: bool = False, root: Path | None = None
+    ) -> None:
         self.path = Path(path)
         try:
             self._db = _connect_readonly(self.path) if readonly else self._connect(durability)
@@ -118,8 +141,10 @@ class ResultsStore(TrialStore, ReadQueries, Store):
     def _check_version(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise StoreIncompatible(f"written by a newer emews (schema {version}; this one reads up to "
-                                    f"{SCHEMA_VERSION}): use that version", file=self.path)
+            raise StoreIncompatible(
+                f"written by a newer emews (schema {version}; this one reads up to {SCHEMA_VERSION}): use that version",
+                file=self.path,
+            )
 
     def _migrate(self) -> None:
         """Create what is missing and bring an older store to :data:`SCHEMA_VERSION`."""
@@ -138,14 +163,18 @@ class ResultsStore(TrialStore, ReadQueries, Store):
             present = {row[1] for row in info}
             missing = [c for c in needed if c not in present]
             if missing:
-                raise StoreIncompatible(f"table {table} has no column {missing[0]} (a store of another "
-                                        "emews version?)", file=self.path)
-            unfillable = [row[1] for row in info if row[1] not in needed
-                          and row[3] and row[4] is None and not row[5]]  # NOT NULL, no default, not the key
+                raise StoreIncompatible(
+                    f"table {table} has no column {missing[0]} (a store of another emews version?)", file=self.path
+                )
+            unfillable = [
+                row[1] for row in info if row[1] not in needed and row[3] and row[4] is None and not row[5]
+            ]  # NOT NULL, no default, not the key
             if writing and unfillable:
-                raise StoreIncompatible(f"table {table} has a column {unfillable[0]} that this emews cannot "
-                                        "fill (NOT NULL without a default: a store of a newer version?)",
-                                        file=self.path)
+                raise StoreIncompatible(
+                    f"table {table} has a column {unfillable[0]} that this emews cannot "
+                    "fill (NOT NULL without a default: a store of a newer version?)",
+                    file=self.path,
+                )
 
     def verify(self, *, writing: bool = False) -> None:
         """What opening checks, and a scan of every row (before a command that reads them all, or
@@ -153,15 +182,18 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         :class:`StoreCorrupt` naming the first row it cannot read."""
         self._check_columns(writing=writing)
         statuses = ",".join(f"'{s.value}'" for s in Status)
-        row = self._db.execute(f"SELECT id, status FROM results WHERE status NOT IN ({statuses}) "
-                               "ORDER BY id LIMIT 1").fetchone()
+        row = self._db.execute(
+            f"SELECT id, status FROM results WHERE status NOT IN ({statuses}) ORDER BY id LIMIT 1"
+        ).fetchone()
         if row is not None:
             raise _unknown_status(self.path, *row)
         for table, column in (("results", "params"), ("results", "metrics"), ("tasks", "params")):
             if table == "tasks" and not self._has("tasks"):
                 continue
-            row = self._db.execute(f"SELECT id FROM {table} WHERE CASE WHEN json_valid({column}) THEN "
-                                   f"json_type({column}) END IS NOT 'object' ORDER BY id LIMIT 1").fetchone()
+            row = self._db.execute(
+                f"SELECT id FROM {table} WHERE CASE WHEN json_valid({column}) THEN "
+                f"json_type({column}) END IS NOT 'object' ORDER BY id LIMIT 1"
+            ).fetchone()
             if row is not None:
                 raise StoreCorrupt(f"{column} is not a JSON object", file=self.path, key=f"{table} row id {row[0]}")
 
@@ -195,15 +227,20 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         if not self._has("tasks"):
             return []
         ranks = "t.ranks" if "ranks" in self._columns("tasks") else "1"
-        rows = self._db.execute(f"SELECT t.id, t.params, t.seed, t.submitted, t.attempt, {ranks} FROM tasks t "
-                                "LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL ORDER BY t.id")
+        rows = self._db.execute(
+            f"SELECT t.id, t.params, t.seed, t.submitted, t.attempt, {ranks} FROM tasks t "
+            "LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL ORDER BY t.id"
+        )
         return [(Task(i, loads_point(p), s, sub, ranks=size), attempt) for i, p, s, sub, attempt, size in rows]
 
     def next_id(self) -> int:
         """One more than the largest task id ever issued in this experiment (:data:`TASK_ID_COLUMNS`)."""
         present = {t for t, _ in TASK_ID_COLUMNS if self._has(t)}
-        top = max((self._db.execute(f"SELECT MAX({c}) FROM {t}").fetchone()[0] or -1)
-                  for t, c in TASK_ID_COLUMNS if t in present)
+        top = max(
+            (self._db.execute(f"SELECT MAX({c}) FROM {t}").fetchone()[0] or -1)
+            for t, c in TASK_ID_COLUMNS
+            if t in present
+        )
         return top + 1
 
     def status_counts(self) -> dict[str, int]:
@@ -211,8 +248,10 @@ class ResultsStore(TrialStore, ReadQueries, Store):
 
     def best(self) -> Result | None:
         """The successful evaluation with the smallest loss."""
-        row = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results WHERE status = 'ok' "
-                               "AND loss IS NOT NULL ORDER BY loss, id LIMIT 1").fetchone()
+        row = self._db.execute(
+            f"SELECT {','.join(COLUMNS)} FROM results WHERE status = 'ok' "
+            "AND loss IS NOT NULL ORDER BY loss, id LIMIT 1"
+        ).fetchone()
         return None if row is None else self._result(row)
 
     def _result(self, row: Sequence) -> Result:
@@ -225,11 +264,23 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         try:
             point, extra = loads_point(params), json.loads(metrics)
         except ValueError as exc:
-            raise StoreCorrupt(f"params or metrics is not JSON: {exc}", file=self.path,
-                               key=f"results row id {id_}") from None
-        return Result(id=id_, params=point, status=status, objective=objective,
-                      loss=math.inf if loss is None else loss, metrics=extra, error=error,
-                      rank=rank, host=host, submitted=submitted, started=started, finished=finished)
+            raise StoreCorrupt(
+                f"params or metrics is not JSON: {exc}", file=self.path, key=f"results row id {id_}"
+            ) from None
+        return Result(
+            id=id_,
+            params=point,
+            status=status,
+            objective=objective,
+            loss=math.inf if loss is None else loss,
+            metrics=extra,
+            error=error,
+            rank=rank,
+            host=host,
+            submitted=submitted,
+            started=started,
+            finished=finished,
+        )
 
     def metric_names(self) -> list[str]:
         """Every metric key in the store, in order of first appearance."""
@@ -251,8 +302,9 @@ class ResultsStore(TrialStore, ReadQueries, Store):
 
 
 def _unknown_status(path: Path, id_: object, status: object) -> StoreCorrupt:
-    return StoreCorrupt(f"unknown status {status!r}", file=path, key=f"results row id {id_}",
-                        allowed=", ".join(s.value for s in Status))
+    return StoreCorrupt(
+        f"unknown status {status!r}", file=path, key=f"results row id {id_}", allowed=", ".join(s.value for s in Status)
+    )
 
 
 def _column_names(db: sqlite3.Connection, table: str) -> set[str]:
@@ -260,9 +312,20 @@ def _column_names(db: sqlite3.Connection, table: str) -> set[str]:
 
 
 def _result_row(r: Result) -> tuple:
-    return (r.id, r.status.value, r.objective, None if math.isinf(r.loss) else r.loss,
-            dumps_point(r.params), _encode(r.metrics) if r.metrics else "{}", r.error, r.rank, r.host,
-            r.submitted, r.started, r.finished)
+    return (
+        r.id,
+        r.status.value,
+        r.objective,
+        None if math.isinf(r.loss) else r.loss,
+        dumps_point(r.params),
+        _encode(r.metrics) if r.metrics else "{}",
+        r.error,
+        r.rank,
+        r.host,
+        r.submitted,
+        r.started,
+        r.finished,
+    )
 
 
 def _connect_readonly(path: Path) -> sqlite3.Connection:

@@ -175,13 +175,26 @@ class TrialStore:
             self._db.execute("BEGIN")
             if task is not None:
                 record_tasks(self._db, [task])
-            seq = self._db.execute("INSERT INTO reports (trial, step, metrics, time) VALUES (?,?,?,?)",
-                                   (report.trial, report.step, _encode(report.metrics), report.time)).lastrowid
+            seq = self._db.execute(
+                "INSERT INTO reports (trial, step, metrics, time) VALUES (?,?,?,?)",
+                (report.trial, report.step, _encode(report.metrics), report.time),
+            ).lastrowid
             if report.checkpoint is not None:
-                self._db.execute("INSERT OR IGNORE INTO checkpoints (trial, step, path, size, metric, loss, state, "
-                                 "report, created) VALUES (?,?,?,?,?,?,?,?,?)",
-                                 (report.trial, report.step, self._stored(report.checkpoint.path),
-                                  report.checkpoint.size, metric, loss, STAGED, seq, time.time()))
+                self._db.execute(
+                    "INSERT OR IGNORE INTO checkpoints (trial, step, path, size, metric, loss, state, "
+                    "report, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        report.trial,
+                        report.step,
+                        self._stored(report.checkpoint.path),
+                        report.checkpoint.size,
+                        metric,
+                        loss,
+                        STAGED,
+                        seq,
+                        time.time(),
+                    ),
+                )
             self._durable(report.durable)
         assert seq is not None  # an INSERT always sets lastrowid
         return int(seq)
@@ -193,22 +206,33 @@ class TrialStore:
                 self._durable(paths)
 
     def _durable(self, paths: Iterable[str]) -> None:
-        self._db.executemany("UPDATE checkpoints SET state = ? WHERE path = ? AND state = ?",
-                             [(DURABLE, self._stored(p), STAGED) for p in paths])
+        self._db.executemany(
+            "UPDATE checkpoints SET state = ? WHERE path = ? AND state = ?",
+            [(DURABLE, self._stored(p), STAGED) for p in paths],
+        )
 
     def mark_deleted(self, ids: Sequence[int]) -> None:
         with self._db:
             self._db.execute("BEGIN")
             self._db.executemany("UPDATE checkpoints SET state = ? WHERE id = ?", [(DELETED, i) for i in ids])
 
-    def add_lineage(self, trial: int, step: int, donor: int, checkpoint: int, old: Mapping[str, Any],
-                    new: Mapping[str, Any], report: int) -> None:
+    def add_lineage(
+        self,
+        trial: int,
+        step: int,
+        donor: int,
+        checkpoint: int,
+        old: Mapping[str, Any],
+        new: Mapping[str, Any],
+        report: int,
+    ) -> None:
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT INTO lineage (trial, step, donor, checkpoint, old_params, new_params, report, "
-                             "time) VALUES (?,?,?,?,?,?,?,?)",
-                             (trial, step, donor, checkpoint, _encode(dict(old)), _encode(dict(new)), report,
-                              time.time()))
+            self._db.execute(
+                "INSERT INTO lineage (trial, step, donor, checkpoint, old_params, new_params, report, "
+                "time) VALUES (?,?,?,?,?,?,?,?)",
+                (trial, step, donor, checkpoint, _encode(dict(old)), _encode(dict(new)), report, time.time()),
+            )
             set_task_params(self._db, trial, new)
 
     def add_attempt(self, task: Task, attempt: int, outcome: Outcome) -> None:
@@ -216,10 +240,20 @@ class TrialStore:
         with self._db:
             self._db.execute("BEGIN")
             record_tasks(self._db, [task])
-            self._db.execute("INSERT INTO attempts (task, attempt, status, error, rank, host, started, finished) "
-                             "VALUES (?,?,?,?,?,?,?,?)",
-                             (task.id, attempt, outcome.status.value, outcome.error, outcome.rank, outcome.host,
-                              outcome.started, outcome.finished))
+            self._db.execute(
+                "INSERT INTO attempts (task, attempt, status, error, rank, host, started, finished) "
+                "VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    task.id,
+                    attempt,
+                    outcome.status.value,
+                    outcome.error,
+                    outcome.rank,
+                    outcome.host,
+                    outcome.started,
+                    outcome.finished,
+                ),
+            )
 
     def add_pause(self, task: int, step: int | None) -> None:
         """``task`` paused (walltime, scheduler) at ``step``: ``emews resume`` continues it."""
@@ -231,8 +265,9 @@ class TrialStore:
         """A report of ``trial`` at ``step`` was answered with ``action`` (not continue)."""
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT INTO decisions (trial, step, action, time) VALUES (?,?,?,?)",
-                             (trial, step, action, time.time()))
+            self._db.execute(
+                "INSERT INTO decisions (trial, step, action, time) VALUES (?,?,?,?)", (trial, step, action, time.time())
+            )
 
     def trial_states(self, first: int = 0) -> dict[int, TrialState]:
         """Each trial (task id >= ``first``) that reported: its last step and metrics, how it was
@@ -242,20 +277,27 @@ class TrialStore:
             return {}
         rows = self._db.execute(
             "SELECT r.trial, r.step, r.metrics FROM reports r JOIN (SELECT trial, MAX(seq) AS seq FROM reports "
-            "WHERE trial >= ? GROUP BY trial) last ON last.seq = r.seq ORDER BY r.trial", (first,)).fetchall()
+            "WHERE trial >= ? GROUP BY trial) last ON last.seq = r.seq ORDER BY r.trial",
+            (first,),
+        ).fetchall()
         actions: dict[tuple[int, int], str] = {}
         if self._has("decisions"):
             for trial, step, action in self._db.execute(
-                    "SELECT trial, step, action FROM decisions WHERE trial >= ? ORDER BY rowid", (first,)):
+                "SELECT trial, step, action FROM decisions WHERE trial >= ? ORDER BY rowid", (first,)
+            ):
                 actions[(trial, step)] = action
         clones: dict[int, list[tuple[int, int]]] = {}
         if self._has("lineage"):
             for trial, donor, step in self._db.execute(
-                    "SELECT l.trial, l.donor, COALESCE(c.step, -1) FROM lineage l LEFT JOIN checkpoints c "
-                    "ON c.id = l.checkpoint WHERE l.trial >= ? ORDER BY l.seq", (first,)):
+                "SELECT l.trial, l.donor, COALESCE(c.step, -1) FROM lineage l LEFT JOIN checkpoints c "
+                "ON c.id = l.checkpoint WHERE l.trial >= ? ORDER BY l.seq",
+                (first,),
+            ):
                 clones.setdefault(trial, []).append((donor, step))
-        return {t: TrialState(t, step, json.loads(m), actions.get((t, step), ""), tuple(clones.get(t, ())))
-                for t, step, m in rows}
+        return {
+            t: TrialState(t, step, json.loads(m), actions.get((t, step), ""), tuple(clones.get(t, ())))
+            for t, step, m in rows
+        }
 
     def endings(self) -> dict[int, Ending]:
         """Trial -> how it ended, for the trials that reported and have a successful result."""
@@ -264,14 +306,17 @@ class TrialStore:
         ok = {i for (i,) in self._db.execute("SELECT id FROM results WHERE status = ?", (Status.OK.value,))}
         return {t: Ending.after(state.action) for t, state in self.trial_states().items() if t in ok}
 
-    def add_promotion(self, trial: int, step: int, resource: int | None,
-                      params: Mapping[str, Any] | None = None) -> None:
+    def add_promotion(
+        self, trial: int, step: int, resource: int | None, params: Mapping[str, Any] | None = None
+    ) -> None:
         """``trial``, paused by its scheduler at ``step``, runs again (with ``resource`` steps, and
         ``params``, its parameters with that resource, when they changed)."""
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT INTO promotions (trial, step, resource, time) VALUES (?,?,?,?)",
-                             (trial, step, resource, time.time()))
+            self._db.execute(
+                "INSERT INTO promotions (trial, step, resource, time) VALUES (?,?,?,?)",
+                (trial, step, resource, time.time()),
+            )
             if params is not None:
                 set_task_params(self._db, trial, params)
 
@@ -279,17 +324,32 @@ class TrialStore:
         """``task`` waits for a promotion since ``step``; ``outcome`` becomes its result if it never is."""
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT INTO waits (task, step, status, value, metrics, rank, host, started, finished, "
-                             "time) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                             (task, step, outcome.status.value, outcome.value, _encode(dict(outcome.metrics)),
-                              outcome.rank, outcome.host, outcome.started, outcome.finished, time.time()))
+            self._db.execute(
+                "INSERT INTO waits (task, step, status, value, metrics, rank, host, started, finished, "
+                "time) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    task,
+                    step,
+                    outcome.status.value,
+                    outcome.value,
+                    _encode(dict(outcome.metrics)),
+                    outcome.rank,
+                    outcome.host,
+                    outcome.started,
+                    outcome.finished,
+                    time.time(),
+                ),
+            )
 
     def last_wait(self, trial: int) -> tuple[int, Outcome] | None:
         """The step ``trial`` last began to wait at, and the outcome its task ended with then."""
         if not self._has("waits"):
             return None
-        row = self._db.execute("SELECT step, status, value, metrics, rank, host, started, finished FROM waits "
-                               "WHERE task = ? ORDER BY rowid DESC LIMIT 1", (trial,)).fetchone()
+        row = self._db.execute(
+            "SELECT step, status, value, metrics, rank, host, started, finished FROM waits "
+            "WHERE task = ? ORDER BY rowid DESC LIMIT 1",
+            (trial,),
+        ).fetchone()
         if row is None:
             return None
         step, status, value, metrics, rank, host, started, finished = row
@@ -304,8 +364,10 @@ class TrialStore:
         first PBT exploit's old parameters, else its ``tasks`` (or ``results``) row's."""
         if not self._has("reports"):
             return {}
-        rows = self._db.execute("SELECT r.trial, COALESCE(t.params, s.params) FROM (SELECT DISTINCT trial FROM reports) r "
-                                "LEFT JOIN tasks t ON t.id = r.trial LEFT JOIN results s ON s.id = r.trial")
+        rows = self._db.execute(
+            "SELECT r.trial, COALESCE(t.params, s.params) FROM (SELECT DISTINCT trial FROM reports) r "
+            "LEFT JOIN tasks t ON t.id = r.trial LEFT JOIN results s ON s.id = r.trial"
+        )
         params = {trial: loads_point(p) for trial, p in rows if p is not None}
         for row in reversed(self.lineage()):
             params[row["trial"]] = row["old_params"]
@@ -315,8 +377,12 @@ class TrialStore:
         """Trials that reported and whose task ended with a result, by id."""
         if not self._has("reports"):
             return []
-        return [t for (t,) in self._db.execute("SELECT DISTINCT r.trial FROM reports r JOIN results s ON s.id = r.trial "
-                                                "ORDER BY r.trial")]
+        return [
+            t
+            for (t,) in self._db.execute(
+                "SELECT DISTINCT r.trial FROM reports r JOIN results s ON s.id = r.trial ORDER BY r.trial"
+            )
+        ]
 
     def promotions(self) -> list[tuple[int, int]]:
         """``(trial, step it paused at)`` of every promotion, in order."""
@@ -345,8 +411,9 @@ class TrialStore:
         return [Restorable(r.path, r.step) for r in self._restorable(trial)]
 
     def _restorable(self, trial: int) -> list[CheckpointRow]:
-        clone = self._db.execute("SELECT checkpoint, report FROM lineage WHERE trial = ? ORDER BY seq DESC LIMIT 1",
-                                 (trial,)).fetchone()
+        clone = self._db.execute(
+            "SELECT checkpoint, report FROM lineage WHERE trial = ? ORDER BY seq DESC LIMIT 1", (trial,)
+        ).fetchone()
         out = list(self._own(trial, after=None if clone is None else clone[1]))
         if clone is not None:
             row = self.checkpoint(clone[0])
@@ -355,8 +422,11 @@ class TrialStore:
         return out
 
     def _own(self, trial: int, after: int | None) -> Iterable[CheckpointRow]:
-        rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial = ? AND state != ? "
-                                "AND report > ? ORDER BY step DESC, id DESC", (trial, DELETED, after or 0))
+        rows = self._db.execute(
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial = ? AND state != ? "
+            "AND report > ? ORDER BY step DESC, id DESC",
+            (trial, DELETED, after or 0),
+        )
         for row in [self._row(r) for r in rows]:
             if row.state == STAGED:
                 if not Path(row.path).is_file():
@@ -373,17 +443,22 @@ class TrialStore:
         if not self._has("checkpoints"):
             return []
         marks = ",".join("?" * len(states))
-        rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) "
-                                "ORDER BY trial, step, id", tuple(states))
+        rows = self._db.execute(
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) ORDER BY trial, step, id",
+            tuple(states),
+        )
         return [self._row(r) for r in rows]
 
     def durable_at(self, paths: Sequence[str]) -> list[CheckpointRow]:
         """The durable checkpoints written at ``paths``."""
         out: list[CheckpointRow] = []
         for start in range(0, len(paths), 500):
-            chunk = [self._stored(p) for p in paths[start:start + 500]]
-            rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? AND path IN "
-                                    f"({','.join('?' * len(chunk))})", (DURABLE, *chunk))
+            chunk = [self._stored(p) for p in paths[start : start + 500]]
+            rows = self._db.execute(
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? AND path IN "
+                f"({','.join('?' * len(chunk))})",
+                (DURABLE, *chunk),
+            )
             out.extend(self._row(r) for r in rows)
         return out
 
@@ -391,9 +466,10 @@ class TrialStore:
         wanted = list(ids)
         out: list[CheckpointRow] = []
         for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN "
-                                    f"({','.join('?' * len(chunk))})", chunk)
+            chunk = wanted[start : start + 500]
+            rows = self._db.execute(
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            )
             out.extend(self._row(r) for r in rows)
         return out
 
@@ -408,18 +484,33 @@ class TrialStore:
         if not self._has("reports"):
             return []
         sql = "SELECT seq, trial, step, metrics, time FROM reports"
-        rows = self._db.execute(sql + " ORDER BY seq" if trial is None else sql + " WHERE trial = ? ORDER BY seq",
-                                () if trial is None else (trial,))
+        rows = self._db.execute(
+            sql + " ORDER BY seq" if trial is None else sql + " WHERE trial = ? ORDER BY seq",
+            () if trial is None else (trial,),
+        )
         return [StoredReport(seq, t, step, json.loads(m), when) for seq, t, step, m, when in rows]
 
     def lineage(self) -> list[dict[str, Any]]:
         if not self._has("lineage"):
             return []
-        rows = self._db.execute("SELECT trial, step, donor, checkpoint, old_params, new_params, report FROM lineage "
-                                "ORDER BY seq")
-        return [{"trial": t, "step": s, "donor": d, "checkpoint": c, "old_params": json.loads(o),
-                 "new_params": json.loads(n), "report": r} for t, s, d, c, o, n, r in rows]
+        rows = self._db.execute(
+            "SELECT trial, step, donor, checkpoint, old_params, new_params, report FROM lineage ORDER BY seq"
+        )
+        return [
+            {
+                "trial": t,
+                "step": s,
+                "donor": d,
+                "checkpoint": c,
+                "old_params": json.loads(o),
+                "new_params": json.loads(n),
+                "report": r,
+            }
+            for t, s, d, c, o, n, r in rows
+        ]
 
     def _has(self, table: str) -> bool:
-        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                                (table,)).fetchone() is not None
+        return (
+            self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone()
+            is not None
+        )

@@ -29,7 +29,7 @@ from emews.core.errors import EmewsError
 from emews.core.textfiles import write_atomic, writer_pid
 
 MAGIC = b"EMEWSCK1"
-_HEADER = struct.Struct(">8sBQI")   # magic, kind, payload length, crc32 of kind + payload
+_HEADER = struct.Struct(">8sBQI")  # magic, kind, payload length, crc32 of kind + payload
 #: the writer thread's niceness above the training thread's (Linux: per thread)
 WRITER_NICENESS = 10
 KIND_OBJECT, KIND_FILE = 0, 1
@@ -102,8 +102,11 @@ def local_tier(local_dir: str) -> Path | None:
     said on stderr) when one is not set in this process: never a literal ``$NAME`` directory."""
     unset = unset_variables(local_dir)
     if unset:
-        print(f"emews: checkpoints.local_dir {local_dir!r}: environment variable {unset[0]} is not set here; "
-              "checkpoints are written to the experiment directory directly", file=sys.stderr)
+        print(
+            f"emews: checkpoints.local_dir {local_dir!r}: environment variable {unset[0]} is not set here; "
+            "checkpoints are written to the experiment directory directly",
+            file=sys.stderr,
+        )
         return None
     return Path(os.path.expandvars(local_dir))
 
@@ -146,17 +149,19 @@ def read_checkpoint(path: str | Path, extract_to: Path | None = None) -> Any:
     if len(data) < _HEADER.size:
         raise CorruptCheckpoint(f"{path}: shorter than a checkpoint header")
     magic, kind, length, digest = _HEADER.unpack_from(data)
-    payload = memoryview(data)[_HEADER.size:]
+    payload = memoryview(data)[_HEADER.size :]
     if magic != MAGIC:
         raise CorruptCheckpoint(f"{path}: not an emews checkpoint")
     if len(payload) != length or kind not in (KIND_OBJECT, KIND_FILE) or _digest(kind, payload) != digest:
-        raise CorruptCheckpoint(f"{path}: truncated or corrupt ({len(payload)} of {length} bytes, or checksum mismatch)")
+        raise CorruptCheckpoint(
+            f"{path}: truncated or corrupt ({len(payload)} of {length} bytes, or checksum mismatch)"
+        )
     if kind == KIND_OBJECT:
         return pickle.loads(payload)
     (size,) = struct.unpack_from(">H", payload)
-    name = bytes(payload[2:2 + size]).decode()
+    name = bytes(payload[2 : 2 + size]).decode()
     target = (extract_to or path.parent) / name
-    write_atomic(target, [bytes(payload[2 + size:])])
+    write_atomic(target, [bytes(payload[2 + size :])])
     return target
 
 
@@ -219,8 +224,9 @@ class CheckpointWriter:
 
     def _serve(self) -> None:
         try:  # yield the CPU to training: writing may take longer, training should not
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
-                           os.getpriority(os.PRIO_PROCESS, 0) + WRITER_NICENESS)
+            os.setpriority(
+                os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + WRITER_NICENESS
+            )
         except (AttributeError, OSError):
             pass
         while (job := self._queue.get()) is not None:
@@ -263,8 +269,7 @@ class CheckpointWriter:
         with self._lock:
             self._pending += 1  # the flush is pending work too (``flush`` waits for it)
             if self._flusher is None:
-                self._flusher = threading.Thread(target=self._flush_files, name="emews-checkpoint-flush",
-                                                 daemon=True)
+                self._flusher = threading.Thread(target=self._flush_files, name="emews-checkpoint-flush", daemon=True)
                 self._flusher.start()
         self._flushes.put((local, path))
         return True

@@ -20,9 +20,9 @@ class Action(str, Enum):
     """What a trial does after a report."""
 
     CONTINUE = "continue"
-    STOP = "stop"        # stopped early: the objective returns its metrics now
+    STOP = "stop"  # stopped early: the objective returns its metrics now
     COMPLETE = "complete"  # the trial reached its scheduler's budget (``max_t``): it returns now
-    PAUSE = "pause"      # stop now, checkpoint kept: ``emews resume`` (or a promotion) continues it
+    PAUSE = "pause"  # stop now, checkpoint kept: ``emews resume`` (or a promotion) continues it
     EXPLOIT = "exploit"  # PBT: stop, then run again with ``params`` from the clone's checkpoint
 
 
@@ -31,8 +31,8 @@ class Decision:
     """The scheduler's answer to one report. ``stop`` is what the objective checks."""
 
     action: Action = Action.CONTINUE
-    params: Mapping[str, Any] | None = None   # EXPLOIT: the explored parameters to run with
-    clone_from: int | None = None             # EXPLOIT: the trial whose checkpoint is cloned
+    params: Mapping[str, Any] | None = None  # EXPLOIT: the explored parameters to run with
+    clone_from: int | None = None  # EXPLOIT: the trial whose checkpoint is cloned
 
     @property
     def stop(self) -> bool:
@@ -47,7 +47,7 @@ class Ending(str, Enum):
     (``t:ended``), ``emews status``, ``emews report`` and the end-of-run line."""
 
     STOPPED_EARLY = "stopped early"  # its scheduler stopped it (``stop``)
-    COMPLETED = "completed"          # it trained its full course: reached ``max_t``, or returned on its own
+    COMPLETED = "completed"  # it trained its full course: reached ``max_t``, or returned on its own
 
     @classmethod
     def after(cls, action: str) -> Ending:
@@ -135,4 +135,3 @@ class TrialLink(Protocol):
 class LinkClosed(BaseException):
     """The task is being abandoned (a stop or an abort) while it waited for the optimizer rank
     (a BaseException, so that the objective's ``except Exception`` does not swallow it)."""
-

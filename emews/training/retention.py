@@ -16,10 +16,16 @@ from typing import Protocol
 
 
 class Ranked(Protocol):
-    id: int
-    trial: int
-    step: int
-    loss: float | None
+    """A checkpoint as retention sees it (read-only: a frozen row such as ``CheckpointRow`` fits)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def trial(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def loss(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -45,9 +51,9 @@ class Retention:
             by_trial.setdefault(row.trial, []).append(row)
         for own in by_trial.values():
             newest = sorted(own, key=lambda r: (r.step, r.id), reverse=True)
-            keep.update(r.id for r in newest[:max(1, self.keep_last or 0)])
-            keep.update(r.id for r in sorted(own, key=_rank)[:self.keep_best or 0])
-        keep.update(r.id for r in sorted(rows, key=_rank)[:self.keep_best_experiment or 0])
+            keep.update(r.id for r in newest[: max(1, self.keep_last or 0)])
+            keep.update(r.id for r in sorted(own, key=_rank)[: self.keep_best or 0])
+        keep.update(r.id for r in sorted(rows, key=_rank)[: self.keep_best_experiment or 0])
         return [r.id for r in rows if r.id not in keep]
 
 
@@ -84,8 +90,12 @@ class Retainer:
         for trial in touched:
             own = self._by_trial.get(trial, [])
             newest = sorted(own, key=lambda r: (r.step, r.id), reverse=True)
-            keep = best | pinned | {r.id for r in newest[:max(1, self.policy.keep_last or 0)]} \
-                | {r.id for r in sorted(own, key=_rank)[:self.policy.keep_best or 0]}
+            keep = (
+                best
+                | pinned
+                | {r.id for r in newest[: max(1, self.policy.keep_last or 0)]}
+                | {r.id for r in sorted(own, key=_rank)[: self.policy.keep_best or 0]}
+            )
             self._by_trial[trial] = [r for r in own if r.id in keep]
             doomed.extend(r.id for r in own if r.id not in keep)
         return doomed

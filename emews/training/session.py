@@ -54,8 +54,16 @@ def process_writer(background: bool, local_dir: str | None = None) -> Checkpoint
 class TrialSession:
     """Reports and restores of one task (one attempt); ``end`` closes it when ``run`` returns."""
 
-    def __init__(self, trial: int, link: TrialLink | None, *, checkpoints_root: Path | None,
-                 run_dir: Path | None, background: bool = True, local_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        trial: int,
+        link: TrialLink | None,
+        *,
+        checkpoints_root: Path | None,
+        run_dir: Path | None,
+        background: bool = True,
+        local_dir: str | None = None,
+    ) -> None:
         self.trial = trial
         self.id = int.from_bytes(os.urandom(6), "big")
         self._link = link
@@ -63,12 +71,11 @@ class TrialSession:
         self._run_dir = run_dir
         self._writer = process_writer(background, local_dir)
         self._serial = 0
-        self._outstanding = 0            # reports posted whose reply has not been taken
+        self._outstanding = 0  # reports posted whose reply has not been taken
         self._unseen: Decision = CONTINUE  # the first stop-like decision not yet returned
         self._restart: Mapping[str, Any] | None = None
 
-    def report(self, step: int, metrics: Mapping[str, Any], checkpoint: Any = None, *,
-               wait: bool = True) -> Decision:
+    def report(self, step: int, metrics: Mapping[str, Any], checkpoint: Any = None, *, wait: bool = True) -> Decision:
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"ctx.report: step must be an int, got {step!r}")
         if not isinstance(metrics, Mapping):

@@ -56,13 +56,26 @@ REFIT_LIES = 4
 class Engine:
     """Holds the observations and turns them into proposals (skopt points)."""
 
-    def __init__(self, space: SpaceMap, *, seed: int | None, n_initial_points: int = 10,
-                 initial_point_generator: str = "random", base_estimator: str = "GP",
-                 fallback_estimator: str = "ET", switch_after: int | None = None,
-                 max_gp_points: int = 200, max_hyperfit_points: int = 200,
-                 hyperfit_growth: float = 0.1, acq_func: str = "EI",
-                 xi: float = 0.01, kappa: float = 1.96, n_candidates: int = 2000,
-                 output_warp: bool | str = "auto", failures: FailureImputation | None = None) -> None:
+    def __init__(
+        self,
+        space: SpaceMap,
+        *,
+        seed: int | None,
+        n_initial_points: int = 10,
+        initial_point_generator: str = "random",
+        base_estimator: str = "GP",
+        fallback_estimator: str = "ET",
+        switch_after: int | None = None,
+        max_gp_points: int = 200,
+        max_hyperfit_points: int = 200,
+        hyperfit_growth: float = 0.1,
+        acq_func: str = "EI",
+        xi: float = 0.01,
+        kappa: float = 1.96,
+        n_candidates: int = 2000,
+        output_warp: bool | str = "auto",
+        failures: FailureImputation | None = None,
+    ) -> None:
         quiet_model_fits()
         self.map = space
         self.sk = space.skopt
@@ -79,13 +92,13 @@ class Engine:
         self.kappa = kappa
         self.n_candidates = n_candidates
         self.output_warp = output_warp
-        self._warped = False              # output_warp auto: the last hyperparameter fit chose the warp
-        self._kernels: dict[bool, Any] = {}   # auto: the last kernel of each model (warm starts)
+        self._warped = False  # output_warp auto: the last hyperparameter fit chose the warp
+        self._kernels: dict[bool, Any] = {}  # auto: the last kernel of each model (warm starts)
         #: output_warp auto: whether each choice (one per hyperparameter fit) took the warp
         self.warp_choices: list[bool] = []
         self.failures = failures or FailureImputation()
-        self.X: list[np.ndarray] = []     # transformed observations
-        self.y: list[float] = []          # losses, inf for failures
+        self.X: list[np.ndarray] = []  # transformed observations
+        self.y: list[float] = []  # losses, inf for failures
         self.n_proposed = 0
         self.fits = 0
         self.hyperfits = 0
@@ -94,12 +107,12 @@ class Engine:
         #: did not take, spread apart, for workers that would otherwise wait on the next fit
         self.reserve_size = 0
         self.reserve: list[list[Any]] = []
-        self._kernel = None               # last optimized GP kernel (white noise included)
-        self._kernel_n = 0                # observations at the last hyperparameter fit
+        self._kernel = None  # last optimized GP kernel (white noise included)
+        self._kernel_n = 0  # observations at the last hyperparameter fit
         self._initial: list[list[Any]] = []
         #: every dimension a plain range: a uniform point of the unit cube is a point of the space
         self._continuous = self.sk is not None and all(isinstance(d, Real) for d in self.sk.dimensions)
-        self._gp_template: Any = None     # cook_estimator("GP") once; each fit clones it
+        self._gp_template: Any = None  # cook_estimator("GP") once; each fit clones it
         if self.sk is not None and initial_point_generator != "random" and n_initial_points > 1:
             gen = cook_initial_point_generator(initial_point_generator)
             with warnings.catch_warnings():
@@ -114,7 +127,7 @@ class Engine:
         Xt = self.sk.transform([list(x) for x in xs])
         self.X.extend(np.asarray(Xt, dtype=float))
         self.y.extend(float(v) for v in ys)
-        self.failures.observe(self.y[-len(xs):])
+        self.failures.observe(self.y[-len(xs) :])
 
     @property
     def n_told(self) -> int:
@@ -161,7 +174,7 @@ class Engine:
         name = self.estimator_name()
         if name == "GP" and len(y) > self.max_gp_points:
             X, y = window(X, y, self.max_gp_points)
-        if name == "GP":   # the acquisition and the lies work in the units the GP is fitted in
+        if name == "GP":  # the acquisition and the lies work in the units the GP is fitted in
             y = self._gp_targets(X, y)
         y_opt = float(np.min(y))
         sk = self.sk
@@ -170,27 +183,26 @@ class Engine:
         # pending points: a GP learns them as lies; trees keep the new picks away from them
         model = self._fit(name, X, y, Pt)
         cands = self._candidates(X, y)
-        taken = np.vstack([X, Pt]) if len(Pt) else X   # exact duplicates are never proposed
+        taken = np.vstack([X, Pt]) if len(Pt) else X  # exact duplicates are never proposed
         radius = 0.05 * math.sqrt(X.shape[1])
         raw = self._acquisition(model, cands, y_opt)
-        n_reserve = min(self.reserve_size, len(y) // 4)   # runners-up: stale, early points are few
+        n_reserve = min(self.reserve_size, len(y) // 4)  # runners-up: stale, early points are few
         reserve = self._spread_top(cands, raw, n_reserve + n, taken, radius) if n_reserve else []
-        if len(cands) > max(256, 16 * n):   # the batch comes from the best candidates
-            keep = np.argsort(-raw)[:max(256, 16 * n)]
+        if len(cands) > max(256, 16 * n):  # the batch comes from the best candidates
+            keep = np.argsort(-raw)[: max(256, 16 * n)]
             cands, raw = cands[keep], raw[keep]
         if name == "GP":
             chosen = self._liar_batch(model, cands, n, y_opt, taken)
         else:
             chosen = self._spread_batch(cands, raw, n, taken, Pt, radius, X, y)
         self.n_proposed += n
-        if self.reserve_size > 0:   # the runners-up this fit ranked, away from the batch
+        if self.reserve_size > 0:  # the runners-up this fit ranked, away from the batch
             picked = np.asarray(chosen)
             far = [x for x in reserve if _min_dist(x[None, :], picked)[0] >= radius][:n_reserve]
             self.reserve = [[_plain(v) for v in x] for x in sk.inverse_transform(np.asarray(far))] if far else []
         return sk.inverse_transform(np.asarray(chosen))
 
-    def _liar_batch(self, model: Any, cands: np.ndarray, n: int, y_opt: float,
-                    taken: np.ndarray) -> list[np.ndarray]:
+    def _liar_batch(self, model: Any, cands: np.ndarray, n: int, y_opt: float, taken: np.ndarray) -> list[np.ndarray]:
         """Constant liar: after each pick the GP learns that the pick scored ``y_opt``.
 
         The first ``REFIT_LIES`` lies of a batch refit the GP with the kernel fixed (one
@@ -228,8 +240,17 @@ class Engine:
                 cov = cov - np.outer(s, s / denom)
         return chosen
 
-    def _spread_batch(self, cands: np.ndarray, raw: np.ndarray, n: int, taken: np.ndarray,
-                      spread: np.ndarray, radius: float, X: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    def _spread_batch(
+        self,
+        cands: np.ndarray,
+        raw: np.ndarray,
+        n: int,
+        taken: np.ndarray,
+        spread: np.ndarray,
+        radius: float,
+        X: np.ndarray,
+        y: np.ndarray,
+    ) -> list[np.ndarray]:
         """Trees (the model does not change within a batch): best candidates, kept apart from
         each other and from the pending points."""
         chosen: list[np.ndarray] = []
@@ -248,11 +269,12 @@ class Engine:
                 raw = np.zeros(len(cands))
         return chosen
 
-    def _spread_top(self, cands: np.ndarray, score: np.ndarray, k: int, taken: np.ndarray,
-                    radius: float) -> list[np.ndarray]:
+    def _spread_top(
+        self, cands: np.ndarray, score: np.ndarray, k: int, taken: np.ndarray, radius: float
+    ) -> list[np.ndarray]:
         """Up to ``k`` candidates by decreasing ``score``, each ``radius`` away from ``taken``
         and from each other (greedy)."""
-        order = np.argsort(-score)[:max(32 * k, 256)]
+        order = np.argsort(-score)[: max(32 * k, 256)]
         top = cands[order]
         ok = _min_dist(top, taken) >= radius
         out: list[np.ndarray] = []
@@ -285,7 +307,7 @@ class Engine:
             X, y = np.vstack([X, lies]), np.concatenate([y, np.full(len(lies), _pending_lie(y))])
         model = self._new_gp(seed)
         model.set_params(kernel=self._kernel, optimizer=None)
-        model.fit(X, y)   # convergence warnings: silenced by optimizers._quiet
+        model.fit(X, y)  # convergence warnings: silenced by optimizers._quiet
         return model
 
     def _hyperfit_due(self) -> bool:
@@ -302,7 +324,7 @@ class Engine:
         model = self._new_gp(seed)
         if start is not None:
             model.set_params(kernel=start, n_restarts_optimizer=0)
-        model.fit(X, y)   # convergence warnings: silenced by optimizers._quiet
+        model.fit(X, y)  # convergence warnings: silenced by optimizers._quiet
         return model
 
     def _gp_targets(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -318,13 +340,17 @@ class Engine:
         the losses better (marginal likelihood plus the warp's log-Jacobian, both as densities
         of ``y``). The winner's kernel is the one the next fits use."""
         warp = power_warp(y)
-        if not warp.applied:   # too few or equal losses: nothing to choose
+        if not warp.applied:  # too few or equal losses: nothing to choose
             return False
         seed = int(self.rng.randint(0, 2**31 - 1))
-        models = {False: self._hyperfit(X, y, self._kernels.get(False), seed),
-                  True: self._hyperfit(X, warp.values, self._kernels.get(True), seed)}
-        evidence = {False: _evidence(models[False], y, 0.0),
-                    True: _evidence(models[True], warp.values, warp.log_jacobian)}
+        models = {
+            False: self._hyperfit(X, y, self._kernels.get(False), seed),
+            True: self._hyperfit(X, warp.values, self._kernels.get(True), seed),
+        }
+        evidence = {
+            False: _evidence(models[False], y, 0.0),
+            True: _evidence(models[True], warp.values, warp.log_jacobian),
+        }
         self._kernels = {k: _with_noise(m) for k, m in models.items()}
         warped = evidence[True] > evidence[False]
         self.warp_choices.append(warped)
@@ -336,7 +362,7 @@ class Engine:
     def _fixed_gp(self, model: Any, X: np.ndarray, y: np.ndarray) -> Any:
         lie = clone(model)
         lie.set_params(kernel=_with_noise(model), optimizer=None)
-        lie.fit(X, y)   # convergence warnings: silenced by optimizers._quiet
+        lie.fit(X, y)  # convergence warnings: silenced by optimizers._quiet
         return lie
 
     def _acquisition(self, model: Any, Xc: np.ndarray, y_opt: float) -> np.ndarray:
@@ -416,7 +442,7 @@ def _predict(model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     y_std, y_mean = _gp_parts(model)
     K_trans = _cross_kernel(model.kernel_, X, model.X_train_)
     mu = K_trans @ np.ravel(model.alpha_) * y_std + y_mean
-    v = _inverse_factor(model) @ K_trans.T   # BLAS, which lets go of the GIL; a solve does not
+    v = _inverse_factor(model) @ K_trans.T  # BLAS, which lets go of the GIL; a solve does not
     var = model.kernel_.diag(X) - np.einsum("ij,ij->j", v, v)
     return mu, np.sqrt(np.maximum(var, 0.0)) * y_std
 
@@ -430,8 +456,12 @@ def _cross_kernel(kernel: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """
     if isinstance(kernel, Sum) and isinstance(kernel.k2, WhiteKernel):
         kernel = kernel.k1
-    if not (isinstance(kernel, Product) and isinstance(kernel.k1, ConstantKernel)
-            and isinstance(kernel.k2, Matern) and kernel.k2.nu == 2.5):
+    if not (
+        isinstance(kernel, Product)
+        and isinstance(kernel.k1, ConstantKernel)
+        and isinstance(kernel.k2, Matern)
+        and kernel.k2.nu == 2.5
+    ):
         return kernel(X, Y)
     scale = np.asarray(kernel.k2.length_scale, dtype=float)
     d = cdist(X / scale, Y / scale)
@@ -469,9 +499,9 @@ def _posterior(model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, float
     K_trans = _cross_kernel(model.kernel_, X, model.X_train_)
     mu = K_trans @ np.ravel(model.alpha_) * y_std + y_mean
     v = solve_triangular(model.L_, K_trans.T, lower=True, check_finite=False)
-    cov = (model.kernel_(X) - v.T @ v) * y_std ** 2
-    noise = float(getattr(model, "noise_", None) or 0.0) * y_std ** 2
-    return mu, cov, max(noise, 1e-10 * y_std ** 2)
+    cov = (model.kernel_(X) - v.T @ v) * y_std**2
+    noise = float(getattr(model, "noise_", None) or 0.0) * y_std**2
+    return mu, cov, max(noise, 1e-10 * y_std**2)
 
 
 def _evidence(model: Any, targets: np.ndarray, log_jacobian: float) -> float:

@@ -28,9 +28,17 @@ GATHER = 0.25
 
 
 class Proposer:
-    def __init__(self, engine: Engine, *, max_ahead: int = 0, min_cycle: float = 0.0,
-                 safety: float = 2.0, staleness: float = 0.25, longer_than_tasks: bool = False,
-                 process_after: float = math.inf) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_ahead: int = 0,
+        min_cycle: float = 0.0,
+        safety: float = 2.0,
+        staleness: float = 0.25,
+        longer_than_tasks: bool = False,
+        process_after: float = math.inf,
+    ) -> None:
         """``max_ahead``: most proposals kept ready beyond the demand; none until a fit took
         ``min_cycle`` seconds or more, and with ``longer_than_tasks`` none while a fit is shorter
         than a task (see :attr:`speculating`). ``staleness``: the reserve stays under this fraction of
@@ -41,26 +49,26 @@ class Proposer:
         self.engine: Engine | RemoteEngine = engine
         self.process_after = process_after
         self._model_process: ModelProcess | None = None
-        self._process_state = "none"   # none | starting | running | failed
+        self._process_state = "none"  # none | starting | running | failed
         self.max_ahead = max_ahead
         self.min_cycle = min_cycle
         self.longer_than_tasks = longer_than_tasks
-        self._started: dict[int, float] = {}               # task id -> when it was submitted
-        self._durations: deque[float] = deque(maxlen=32)   # seconds recent tasks took
+        self._started: dict[int, float] = {}  # task id -> when it was submitted
+        self._durations: deque[float] = deque(maxlen=32)  # seconds recent tasks took
         self.safety = safety
         self.staleness = staleness
         self._told = 0
-        self._fitted_on = 0      # results the last model fit saw (0: none fitted yet)
-        self._arrivals: deque[float] = deque(maxlen=64)   # when results came in
-        self._cycles: deque[float] = deque(maxlen=4)      # seconds the last fits + proposals took
+        self._fitted_on = 0  # results the last model fit saw (0: none fitted yet)
+        self._arrivals: deque[float] = deque(maxlen=64)  # when results came in
+        self._cycles: deque[float] = deque(maxlen=4)  # seconds the last fits + proposals took
         self._cond = threading.Condition()
         self._new_x: list[list[Any]] = []
         self._new_y: list[float] = []
-        self._pending: dict[int, list[Any]] = {}   # task id -> skopt point, submitted, untold
+        self._pending: dict[int, list[Any]] = {}  # task id -> skopt point, submitted, untold
         self._buffer: list[list[Any]] = []
-        self._fallback: list[list[Any]] = []        # the last fit's runners-up
+        self._fallback: list[list[Any]] = []  # the last fit's runners-up
         self._demand = 0
-        self._limit: int | None = None             # most points that can still be used
+        self._limit: int | None = None  # most points that can still be used
         self._busy = False
         self._stop = False
         self.error: BaseException | None = None
@@ -77,7 +85,7 @@ class Proposer:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        self._thread.join(timeout=60.0)   # a fit in progress is left to finish on its own
+        self._thread.join(timeout=60.0)  # a fit in progress is left to finish on its own
         if self._model_process is not None:
             self._model_process.close()
 
@@ -153,11 +161,16 @@ class Proposer:
 
     def summary(self) -> dict:
         """Counters of the finished run."""
-        out = {"fits": self.engine.fits, "hyperfits": self.engine.hyperfits, "model_time": self.busy_time,
-               "estimator": self.engine.estimator_name(), "model_process": self._process_state}
+        out = {
+            "fits": self.engine.fits,
+            "hyperfits": self.engine.hyperfits,
+            "model_time": self.busy_time,
+            "estimator": self.engine.estimator_name(),
+            "model_process": self._process_state,
+        }
         if isinstance(self.engine, RemoteEngine):
             out["remote_fits"] = self.engine.remote_fits
-            out["remote_from"] = self.engine.adopted_at   # results told before the handover
+            out["remote_from"] = self.engine.adopted_at  # results told before the handover
         return out
 
     @property

@@ -18,8 +18,18 @@ from ._space import SpaceMap
 class Refill:
     """The refill policy of one run; counts what it handed out in ``stats``."""
 
-    def __init__(self, space: Space, space_map: SpaceMap, proposer: Proposer, *, workers: int,
-                 speculate: bool, max_idle: float | None, seed: Any, stats: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        space: Space,
+        space_map: SpaceMap,
+        proposer: Proposer,
+        *,
+        workers: int,
+        speculate: bool,
+        max_idle: float | None,
+        seed: Any,
+        stats: dict[str, Any],
+    ) -> None:
         self._space, self._map, self._proposer = space, space_map, proposer
         self._workers, self._speculate, self._max_idle = workers, speculate, max_idle
         self._rng = random.Random(f"{seed}-fill")
@@ -47,7 +57,7 @@ class Refill:
     def _runners_up(self, idle: int) -> list[dict[str, Any]]:
         backup = [self._map.from_skopt(x) for x in self._proposer.take_fallback(idle)]
         self._stats["runners_up"] += len(backup)
-        if not self._proposer.fitted:   # no model yet: more initial points, one wave at most
+        if not self._proposer.fitted:  # no model yet: more initial points, one wave at most
             extra = max(min(idle - len(backup), self._workers - self._stats["random_fillers"]), 0)
             backup += self._random(extra)
         return backup

@@ -46,13 +46,14 @@ class ModelProcess:
         try:
             self._proc: ChildProcess | None = ChildProcess(
                 "emews.optimizers._bayes._server",
-                env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+                env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+            )
         except OSError as exc:
             log.warning("bayes: could not start the model process (%s); the model stays in this process", exc)
             self._proc = None
         self._state = "starting" if self._proc is not None else "failed"
         self.started_at = time.monotonic()
-        self.ready_after: float | None = None   # seconds from start to ready
+        self.ready_after: float | None = None  # seconds from start to ready
 
     def ready(self) -> bool:
         """Whether the child has imported the engine and waits for one (never blocks)."""
@@ -78,7 +79,7 @@ class ModelProcess:
         Raises ``ModelProcessError`` when the engine cannot be sent (a part of it that pickle
         cannot carry, such as a local function): nothing reached the child then."""
         try:
-            state = pickle.dumps(engine)   # here, so that a failure leaves the channel unused
+            state = pickle.dumps(engine)  # here, so that a failure leaves the channel unused
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise ModelProcessError(f"the model cannot be sent to the model process: {exc}") from exc
         self.call("adopt", state)
@@ -152,7 +153,7 @@ class RemoteEngine:
         self.remote_fits += reply["fits"] - self.fits
         self.fits, self.hyperfits = reply["fits"], reply["hyperfits"]
         self.reserve, self._estimator = reply["reserve"], reply["estimator"]
-        self.local.n_proposed = reply["n_proposed"]   # the local copy would go on from here
+        self.local.n_proposed = reply["n_proposed"]  # the local copy would go on from here
         return reply["points"]
 
     def _propose_locally(self, n: int, pending: Sequence[list[Any]]) -> list[list[Any]]:

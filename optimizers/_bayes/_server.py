@@ -24,9 +24,14 @@ from emews.processes.channel import Ready
 def _propose(engine: Any, xs: list, ys: list, n: int, pending: list) -> dict[str, Any]:
     engine.tell(xs, ys)
     points = engine.propose(n, pending)
-    return {"points": points, "reserve": engine.reserve, "fits": engine.fits,
-            "hyperfits": engine.hyperfits, "estimator": engine.estimator_name(),
-            "n_proposed": engine.n_proposed}
+    return {
+        "points": points,
+        "reserve": engine.reserve,
+        "fits": engine.fits,
+        "hyperfits": engine.hyperfits,
+        "estimator": engine.estimator_name(),
+        "n_proposed": engine.n_proposed,
+    }
 
 
 def serve(conn: Connection, config: None) -> int:
@@ -41,9 +46,9 @@ def serve(conn: Connection, config: None) -> int:
     while True:
         try:
             kind, *args = conn.recv()
-        except (EOFError, OSError):   # the optimizer is done (or gone)
+        except (EOFError, OSError):  # the optimizer is done (or gone)
             conn.close()
-            os._exit(0)   # nothing to clean up; finalizing scipy and friends takes 0.2 s
+            os._exit(0)  # nothing to clean up; finalizing scipy and friends takes 0.2 s
         try:
             if kind == "adopt":
                 engine = pickle.loads(args[0])

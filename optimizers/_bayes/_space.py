@@ -59,5 +59,7 @@ class SpaceMap:
     def from_skopt(self, x: list[Any]) -> dict[str, Any]:
         """A skopt point as an emews point of plain Python values, constants re-added."""
         free = dict(zip(self.names, x, strict=False))
-        return {name: self.fixed[name] if name in self.fixed else dim.decode(to_builtin(free[name]))
-                for name, dim in self.space.dimensions.items()}
+        return {
+            name: self.fixed[name] if name in self.fixed else dim.decode(to_builtin(free[name]))
+            for name, dim in self.space.dimensions.items()
+        }

@@ -15,8 +15,9 @@ POPULATION_FILE = "ga_population.json"
 HALL_OF_FAME_FILE = "ga_hall_of_fame.json"
 
 
-def save(population: Sequence[Individual], hall_of_fame: Sequence[Individual],
-         exp_dir: str | os.PathLike[str] | None) -> list[Path]:
+def save(
+    population: Sequence[Individual], hall_of_fame: Sequence[Individual], exp_dir: str | os.PathLike[str] | None
+) -> list[Path]:
     """Write both files into ``exp_dir`` (atomically); without one, write nothing."""
     if exp_dir is None:
         return []

@@ -92,17 +92,21 @@ class Engine:
         if self.rng.random() < opts.cxpb:
             child, _ = toolbox.mate(first, second)
         if self.rng.random() < opts.mutpb or dict(child) in (dict(p) for p in population):
-            child, = toolbox.mutate(child)
+            (child,) = toolbox.mutate(child)
         child.result = None
         return child
 
     def _log(self, gen: int, individuals: Sequence[Individual], nevals: int) -> None:
         losses = [loss for ind in individuals if ind.ok and (loss := ind.loss) is not None]
         best = self.hall_of_fame[0].loss if len(self.hall_of_fame) else None
-        self.logbook.record(gen=gen, nevals=nevals, failed=sum(not ind.ok for ind in individuals),
-                            min=min(losses) if losses else math.inf,
-                            mean=fmean(losses) if losses else math.inf,
-                            best=math.inf if best is None else best)
+        self.logbook.record(
+            gen=gen,
+            nevals=nevals,
+            failed=sum(not ind.ok for ind in individuals),
+            min=min(losses) if losses else math.inf,
+            mean=fmean(losses) if losses else math.inf,
+            best=math.inf if best is None else best,
+        )
 
 
 #: per-gene mutation probability unless ``indpb`` is set: EMEWS/CANDLE's ``deap_ga.py`` value
@@ -112,8 +116,9 @@ class Engine:
 DEFAULT_INDPB = 0.5
 
 
-def make_toolbox(options: GAOptions, evaluator: Evaluator, rng: random.Random,
-                 step: StepAdaptation | None = None) -> base.Toolbox:
+def make_toolbox(
+    options: GAOptions, evaluator: Evaluator, rng: random.Random, step: StepAdaptation | None = None
+) -> base.Toolbox:
     """The DEAP toolbox; ``map`` sends a whole batch through ``evaluator.map`` (as EMEWS did)."""
     space = evaluator.space
     free = list(space.free)

@@ -24,8 +24,9 @@ class FailurePolicy(FailureImputation):
             raise ValueError(f"failure: unknown policy {kind!r}; allowed: {', '.join(FAILURE_POLICIES)}")
         super().__init__(kind, penalty)
 
-    def assign(self, individuals: Sequence[Individual], results: Sequence[Result],
-               cohort: Iterable[Individual] = ()) -> None:
+    def assign(
+        self, individuals: Sequence[Individual], results: Sequence[Result], cohort: Iterable[Individual] = ()
+    ) -> None:
         """Score ``individuals`` with their ``results``; failures get the policy's loss.
 
         ``cohort`` adds already-scored successful members to the ``mean`` policy's pool.

@@ -43,15 +43,22 @@ def run_generational(engine: Engine) -> list[Individual]:
     population += evaluate_valid(engine, fresh, gen=0)
     gen = generations_done(len(earlier), size, size if opts.strategy == "simple" else lambda_)
     empty = 0
-    while ((opts.generations is None or gen < opts.generations)
-           and engine.evaluator.remaining > 0 and empty < MAX_EMPTY_GENERATIONS and population):
+    while (
+        (opts.generations is None or gen < opts.generations)
+        and engine.evaluator.remaining > 0
+        and empty < MAX_EMPTY_GENERATIONS
+        and population
+    ):
         gen += 1
         if opts.strategy == "simple":
+
             def breed(parents: list[Individual] = population) -> list[Individual]:
                 return var_and(toolbox.select(parents, size), toolbox, opts.cxpb, opts.mutpb, rng)
         else:
+
             def breed(parents: list[Individual] = population) -> list[Individual]:
                 return var_or(parents, toolbox, lambda_, opts.cxpb, opts.mutpb, rng)
+
         offspring = engine.screened(breed)
         before = engine.evaluator.submitted
         offspring = evaluate_valid(engine, offspring, gen=gen)
@@ -84,7 +91,7 @@ def generations_done(evaluated: int, population: int, per_generation: int) -> in
 def evaluate_valid(engine: Engine, individuals: list[Individual], gen: int) -> list[Individual]:
     """Evaluate the individuals without a fitness (as many as the budget allows); keep the scored ones."""
     invalid = [ind for ind in individuals if not ind.fitness.valid]
-    batch = invalid[:max(engine.evaluator.remaining, 0)]
+    batch = invalid[: max(engine.evaluator.remaining, 0)]
     if batch:
         results = engine.toolbox.map(engine.toolbox.evaluate, batch)
         engine.policy.assign(batch, results)

@@ -56,8 +56,9 @@ class Mutator:
     Gaussian step of ``sigma`` times ``step_scale()`` (the decay and the adaptation of the run,
     1 for CANDLE's)."""
 
-    def __init__(self, space: Space, indpb: float, rng: random.Random,
-                 step_scale: Callable[[], float] = lambda: 1.0) -> None:
+    def __init__(
+        self, space: Space, indpb: float, rng: random.Random, step_scale: Callable[[], float] = lambda: 1.0
+    ) -> None:
         self.free = space.free
         self.indpb = indpb
         self.rng = rng
@@ -71,8 +72,9 @@ class Mutator:
         return (ind,)
 
 
-def cx_uniform(ind1: Individual, ind2: Individual, indpb: float, names: Sequence[str],
-               rng: random.Random) -> tuple[Individual, Individual]:
+def cx_uniform(
+    ind1: Individual, ind2: Individual, indpb: float, names: Sequence[str], rng: random.Random
+) -> tuple[Individual, Individual]:
     """``tools.cxUniform`` for dict individuals: swap each gene in ``names`` with probability ``indpb``."""
     for name in names:
         if rng.random() < indpb:
@@ -80,11 +82,9 @@ def cx_uniform(ind1: Individual, ind2: Individual, indpb: float, names: Sequence
     return ind1, ind2
 
 
-def sel_tournament(individuals: Sequence[Individual], k: int, tournsize: int,
-                   rng: random.Random) -> list[Individual]:
+def sel_tournament(individuals: Sequence[Individual], k: int, tournsize: int, rng: random.Random) -> list[Individual]:
     """``tools.selTournament``: ``k`` times, the fittest of ``tournsize`` drawn with replacement."""
-    return [max((rng.choice(individuals) for _ in range(tournsize)), key=attrgetter("fitness"))
-            for _ in range(k)]
+    return [max((rng.choice(individuals) for _ in range(tournsize)), key=attrgetter("fitness")) for _ in range(k)]
 
 
 def tournament_loser(individuals: Sequence[Individual], tournsize: int, rng: random.Random) -> int:
@@ -93,8 +93,9 @@ def tournament_loser(individuals: Sequence[Individual], tournsize: int, rng: ran
     return min(drawn, key=lambda i: individuals[i].fitness)
 
 
-def var_and(population: Sequence[Individual], toolbox: base.Toolbox, cxpb: float, mutpb: float,
-            rng: random.Random) -> list[Individual]:
+def var_and(
+    population: Sequence[Individual], toolbox: base.Toolbox, cxpb: float, mutpb: float, rng: random.Random
+) -> list[Individual]:
     """``algorithms.varAnd``: clone, mate neighbours with ``cxpb``, then mutate each with ``mutpb``."""
     offspring = [toolbox.clone(ind) for ind in population]
     for i in range(1, len(offspring), 2):
@@ -105,12 +106,13 @@ def var_and(population: Sequence[Individual], toolbox: base.Toolbox, cxpb: float
     for i in range(len(offspring)):
         if rng.random() < mutpb:
             offspring[i].bred()
-            offspring[i], = toolbox.mutate(offspring[i])
+            (offspring[i],) = toolbox.mutate(offspring[i])
     return offspring
 
 
-def var_or(population: Sequence[Individual], toolbox: base.Toolbox, lambda_: int, cxpb: float,
-           mutpb: float, rng: random.Random) -> list[Individual]:
+def var_or(
+    population: Sequence[Individual], toolbox: base.Toolbox, lambda_: int, cxpb: float, mutpb: float, rng: random.Random
+) -> list[Individual]:
     """``algorithms.varOr``: ``lambda_`` children, each from crossover, mutation or reproduction."""
     offspring = []
     for _ in range(lambda_):
@@ -123,7 +125,7 @@ def var_or(population: Sequence[Individual], toolbox: base.Toolbox, lambda_: int
         elif choice < cxpb + mutpb:
             ind = toolbox.clone(rng.choice(population))
             ind.bred()
-            ind, = toolbox.mutate(ind)
+            (ind,) = toolbox.mutate(ind)
             offspring.append(ind)
         else:
             offspring.append(toolbox.clone(rng.choice(population)))

@@ -57,8 +57,9 @@ class GAOptions:
             if workers > 1 and population >= workers:
                 population = -(-population // workers) * workers
         strategy = self.strategy or ("async" if workers >= STEADY_STATE_WORKERS else "simple")
-        return dataclasses.replace(self, population=population, strategy=strategy,
-                                   elitism=min(self.elitism, population - 1))
+        return dataclasses.replace(
+            self, population=population, strategy=strategy, elitism=min(self.elitism, population - 1)
+        )
 
     def __post_init__(self) -> None:
         for name in ("cxpb", "mutpb", "indpb", "cx_indpb", "penalty"):
@@ -68,8 +69,11 @@ class GAOptions:
         _int_at_least("elitism", self.elitism, 0)
         _int_at_least("screen", self.screen, 1)
         object.__setattr__(self, "sigma_decay", _number("sigma_decay", self.sigma_decay))
-        if isinstance(self.sigma_decay, bool) or not isinstance(self.sigma_decay, (int, float)) \
-                or not 0.0 < self.sigma_decay <= 1.0:
+        if (
+            isinstance(self.sigma_decay, bool)
+            or not isinstance(self.sigma_decay, (int, float))
+            or not 0.0 < self.sigma_decay <= 1.0
+        ):
             raise ValueError(f"sigma_decay: must be a number in (0, 1], got {self.sigma_decay!r}")
         if not isinstance(self.sigma_adapt, bool):
             raise ValueError(f"sigma_adapt: must be true or false, got {self.sigma_adapt!r}")

@@ -90,7 +90,7 @@ class SurrogateScreen:
             keys = [keys[i] for i in np.argsort(mean - KAPPA * std, kind="stable")]
         keys = keys[:n]
         self._taken.update(keys)
-        return [fresh[key] for key in keys] + repeats[:n - len(keys)]
+        return [fresh[key] for key in keys] + repeats[: n - len(keys)]
 
     def _model(self) -> GaussianProcessRegressor:
         X, y = np.array(self._X), np.array(self._y)
@@ -99,8 +99,10 @@ class SurrogateScreen:
         hyperfit = self._kernel is None or len(self._y) >= self._hyperfit_at * (1 + HYPERFIT_GROWTH)
         model = GaussianProcessRegressor(
             self._new_kernel(X.shape[1]) if hyperfit else self._kernel,
-            normalize_y=True, optimizer="fmin_l_bfgs_b" if hyperfit else None)
-        model.fit(X, y)   # hyperparameters at their bounds: a valid model still (warning silenced)
+            normalize_y=True,
+            optimizer="fmin_l_bfgs_b" if hyperfit else None,
+        )
+        model.fit(X, y)  # hyperparameters at their bounds: a valid model still (warning silenced)
         self.fits += 1
         if hyperfit:
             self.hyperfits += 1
@@ -112,5 +114,6 @@ class SurrogateScreen:
         start = self._kernel  # warm start from the last fit
         if start is not None:
             return start
-        return (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(np.ones(dims), (1e-2, 1e2), nu=2.5)
-                + WhiteKernel(1e-4, (1e-8, 1e-1)))
+        return ConstantKernel(1.0, (1e-3, 1e3)) * Matern(np.ones(dims), (1e-2, 1e2), nu=2.5) + WhiteKernel(
+            1e-4, (1e-8, 1e-1)
+        )

@@ -183,3 +183,28 @@ def test_a_time_budget_takes_walltime_forms_and_units(tmp_path: Path, text: str,
 
     wf = write_workflow(tmp_path, budget={"time": text})
     assert load_workflow(str(wf)).model.budget.seconds == seconds
+
+
+@pytest.mark.parametrize("budget, ends", [({"evaluations": 100000, "time": "0:00:02"}, "time"),
+                                          ({"evaluations": 5, "time": "2h"}, "evaluations"),
+                                          ({"evaluations": 4, "steps": 10000}, "evaluations")])
+def test_a_compute_budget_beside_evaluations_ends_the_run_at_whichever_comes_first(
+        emews_cmd, tmp_path: Path, budget: dict, ends: str) -> None:
+    """``time`` or ``steps`` beside ``evaluations``: the run ends at the first of them reached."""
+    objective = {"module": str(SLOW)} if "time" in budget else {"module": str(STRIDED), "metric": "loss"}
+    space = {"x": {"type": "float", "lower": 0.0, "upper": 1.0}}
+    if "steps" in budget:
+        space.update(stride={"type": "constant", "value": STRIDE}, reports={"type": "constant", "value": 2})
+    wf = write_workflow(tmp_path, objective=objective, space=space, budget=budget,
+                        task={"timeout": 60, "isolation": "inline"})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    exp = tmp_path / "exp"
+    rows = stored_rows(exp)
+    assert rows and {r["status"] for r in rows} == {"ok"}
+    if ends == "time":
+        assert "time budget reached" in proc.stderr and "time budget reached" in summary(exp)["budget_reached"]
+        assert len(rows) < budget["evaluations"]
+    else:
+        assert len(rows) == budget["evaluations"] and f"{len(rows)}/{len(rows)} evaluations" in proc.stderr
+        assert "budget reached" not in proc.stderr, proc.stderr

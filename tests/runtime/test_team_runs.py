@@ -55,15 +55,17 @@ def test_mixed_sizes_complete_with_a_communicator_of_their_own_ranks(emews_cmd, 
 
 def test_a_size_function_that_gives_no_whole_number_fails_that_task_and_the_job_goes_on(emews_cmd,
                                                                                        tmp_path: Path) -> None:
-    """Finding 7 of reliability-2026-11-26: ``"2"`` from the size function aborted the run, 0 evaluations."""
-    wf = team_sweep(tmp_path, "allreduce", {"k": {"type": "ordered", "values": [1, 5, 2, 7]}}, 4,
+    """Finding 7 of reliability-2026-11-26: ``"2"`` (or ``True``) from the size function aborted the
+    run, 0 evaluations."""
+    wf = team_sweep(tmp_path, "allreduce", {"k": {"type": "ordered", "values": [1, 5, 2, 6, 7]}}, 5,
                     task={"timeout": 60, "isolation": "inline", "ranks": f"{TEAM_SIZE}:odd_types"})
     proc = emews_cmd("launch", str(wf), "--workers", "3", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     by_k = {json.loads(r["params"])["k"]: r for r in stored_rows(tmp_path / "exp")}
-    assert sorted(by_k) == [1, 2, 5, 7]
-    refused = by_k.pop(5)
-    assert refused["status"] == "failed" and "gave '2', not a whole number of ranks" in refused["error"]
+    assert sorted(by_k) == [1, 2, 5, 6, 7]
+    for k, given in ((5, "'2'"), (6, "True")):
+        refused = by_k.pop(k)
+        assert refused["status"] == "failed" and f"gave {given}, not a whole number of ranks" in refused["error"]
     for k, row in by_k.items():   # 2.0 (k == 7) is 2 ranks
         assert row["status"] == "ok", row["error"]
         assert json.loads(row["metrics"])["size"] == min(k, 2)

@@ -56,8 +56,9 @@ def starts(log: Path) -> dict[int, dict]:
 
 
 def test_resuming_a_copy_of_a_killed_experiment_never_touches_the_original(emews_cmd, tmp_path: Path) -> None:
-    """Finding 1. Trial 0 is held after its step-4 report (steps 1-3 durable; ``keep_last: 1``),
-    the whole job is killed (kill -9), the experiment copied (``cp -a``). Resuming the copy
+    """Finding 1. Trial 0 is held after its step-4 report (``keep_last: 1``; a checkpoint is known
+    durable with the next report, so step 2's is, step 3's may be), the whole job is killed
+    (kill -9), the experiment copied (``cp -a``). Resuming the copy
     restores trial 0 from the copy's files (marked), removes the temp file a writer killed
     mid-write left, and deletes none of the original's files; resuming the original then
     continues trial 0 from its own step, never from scratch."""
@@ -67,7 +68,11 @@ def test_resuming_a_copy_of_a_killed_experiment_never_touches_the_original(emews
     orig, copy = tmp_path / "orig", tmp_path / "copy"
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "orig")
     durable_step = "SELECT MAX(step) FROM checkpoints WHERE trial = 0 AND state = 'durable'"
-    assert wait_until(lambda: count(orig, durable_step) >= 3, timeout=180), job.communicate(timeout=60)
+    # held, not past the hold: waiting for step 3's checkpoint to be durable sat out the trainer's
+    # 120 s hold whenever its write ended after report 4 (nothing announces it until report 5)
+    held = gate.with_name("gate.held")
+    assert wait_until(lambda: held.exists() and count(orig, durable_step) >= 2, timeout=180), \
+        job.communicate(timeout=60)
     emews_cmd.kill_all()
     job.wait()
     assert emews_cmd.leftovers_after_exit() == []

@@ -102,10 +102,12 @@ def test_a_stop_while_trials_wait_at_a_rung_reuses_no_id_and_they_stay_waiting(e
     assert query(exp, TRAINED_ON_WITHOUT_PROMOTION) == []
 
 
-def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", ["kill -9", "SIGTERM"])
+def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, tmp_path: Path, stop: str) -> None:
     """PBT (interval 3, bottom half), 2 workers: t0 (rate .1) holds at step 6; t1 (.9) starts once t0
     holds and, once its task is recorded, is the worse at step 3: it clones t0 with an explored rate,
-    reports once from the clone and holds. kill -9 of the whole job. The task row of t1 holds the
+    reports once from the clone and holds. kill -9 of the whole job (or SIGTERM: both held trials
+    are aborted after the grace and re-queued as a walltime pause would be). The task row of t1 holds the
     explored rate, and the resumed t1 trains with it (before: with .9, from a checkpoint trained at
     the explored rate); every later lineage row starts from the rate before."""
     log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
@@ -116,7 +118,8 @@ def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, 
         space={"rate": {"type": "ordered", "values": [0.1, 0.9]}, "epochs": {"type": "constant", "value": 12}},
         budget={"evaluations": 2}, task={"isolation": "process", "timeout": 600},
         trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.5,
-                                              "resample_probability": 0.0, "mutations": ["rate"]}})
+                                              "resample_probability": 0.0, "mutations": ["rate"]}},
+        **({"walltime": {"grace": 2}} if stop == "SIGTERM" else {}))   # held trials are aborted after 2 s
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
     assert wait_until(lambda: read_only(exp, "SELECT id FROM tasks WHERE id = 1") or job.poll() is not None,
@@ -126,7 +129,13 @@ def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, 
                            "WHERE r.trial = 1")
     assert wait_until(lambda: read_only(exp, cloned_and_reported) not in ([], [(0,)]) or job.poll() is not None,
                       timeout=240) and job.poll() is None, job.communicate()
-    kill_job(emews_cmd, job)
+    if stop == "SIGTERM":
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=180)
+        assert job.returncode == 143, err
+        assert emews_cmd.leftovers_after_exit() == []
+    else:
+        kill_job(emews_cmd, job)
     [(trial, donor, old, new)] = query(exp, "SELECT trial, donor, old_params, new_params FROM lineage")
     old, new = json.loads(old), json.loads(new)
     assert (trial, donor, old["rate"]) == (1, 0, 0.9) and new["rate"] != 0.9

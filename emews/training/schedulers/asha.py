@@ -49,9 +49,16 @@ class ASHA(TrialScheduler):
     mode              min | max (default: the objective's direction)
     """
 
-    def __init__(self, max_t: int = 81, grace_period: int = 1, reduction_factor: int = 3,
-                 variant: Literal["stopping", "promotion"] = "stopping",
-                 metric: str | None = None, mode: Mode | None = None, resource: str | None = None) -> None:
+    def __init__(
+        self,
+        max_t: int = 81,
+        grace_period: int = 1,
+        reduction_factor: int = 3,
+        variant: Literal["stopping", "promotion"] = "stopping",
+        metric: str | None = None,
+        mode: Mode | None = None,
+        resource: str | None = None,
+    ) -> None:
         super().__init__(metric, mode)
         if grace_period < 1 or max_t < grace_period:
             raise ValueError(f"need 1 <= grace_period <= max_t, got grace_period={grace_period}, max_t={max_t}")
@@ -100,7 +107,7 @@ class ASHA(TrialScheduler):
         (ties go to the trial recorded first)."""
         rung = self.recorded[milestone]
         ranked = sorted(rung, key=lambda t: rung[t])  # stable: arrival order breaks ties
-        return trial in ranked[:len(ranked) // self.reduction_factor]
+        return trial in ranked[: len(ranked) // self.reduction_factor]
 
     def promotable(self) -> list[int]:
         """Paused trials now among the best of their rung (promotion variant), highest rung first."""

@@ -45,8 +45,14 @@ METRIC = "loss"
 
 def training_space() -> Space:
     """The default space of the simulated trials: a log float, an int, a categorical, an ordered one."""
-    return Space({"lr": Float(1e-4, 1e-1, log=True), "units": Int(8, 64),
-                  "activation": Categorical(("relu", "tanh", "sigmoid")), "batch": Ordered((16, 32, 64, 128))})
+    return Space(
+        {
+            "lr": Float(1e-4, 1e-1, log=True),
+            "units": Int(8, 64),
+            "activation": Categorical(("relu", "tanh", "sigmoid")),
+            "batch": Ordered((16, 32, 64, 128)),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -68,8 +74,8 @@ class Stored:
     promoted: tuple[tuple[int, int], ...]
     ended: tuple[int, ...]
     exploits: dict[int, Decision]  # report seq -> the exploit that answered it
-    waiting: list[int]             # what the live scheduler's ``waiting()`` said then, sorted
-    promotable: list[int]          # and its ``promotable()``
+    waiting: list[int]  # what the live scheduler's ``waiting()`` said then, sorted
+    promotable: list[int]  # and its ``promotable()``
 
 
 @dataclass
@@ -108,9 +114,9 @@ class _Driver:
         self.sign = Direction.of(scheduler.mode).sign
         self.params = {t: run.space.sample(self.rng) for t in range(trials)}
         self.queue: deque[int] = deque(range(trials))
-        self.running: dict[int, int] = {}   # trial -> its last step
-        self.held: dict[int, int] = {}      # trial -> the step it paused at
-        self.at: dict[int, int] = {}        # trial -> its last reported step
+        self.running: dict[int, int] = {}  # trial -> its last step
+        self.held: dict[int, int] = {}  # trial -> the step it paused at
+        self.at: dict[int, int] = {}  # trial -> its last reported step
         self.started: dict[int, dict[str, Any]] = {}
         self.promoted: list[tuple[int, int]] = []
         self.ended: list[int] = []
@@ -132,8 +138,9 @@ class _Driver:
             else:
                 self.report(self.rng.choice(sorted(self.running)))
             if len(self.run.reports) > self.limit:
-                self.run.problems.append(f"the run did not end after {self.limit} reports "
-                                         f"(waiting: {sorted(self.held)})")
+                self.run.problems.append(
+                    f"the run did not end after {self.limit} reports (waiting: {sorted(self.held)})"
+                )
                 return
 
     def report(self, trial: int) -> None:
@@ -146,9 +153,18 @@ class _Driver:
         decision = self.call("on_report", trial, step, dict(metrics), dict(params))
         self.act(trial, step, decision)
         self.promote()
-        self.run.stored.append(Stored(len(self.run.calls), len(self.run.reports), dict(self.started),
-                                      tuple(self.promoted), tuple(self.ended), dict(self.exploits),
-                                      sorted(self.scheduler.waiting()), list(self.scheduler.promotable())))
+        self.run.stored.append(
+            Stored(
+                len(self.run.calls),
+                len(self.run.reports),
+                dict(self.started),
+                tuple(self.promoted),
+                tuple(self.ended),
+                dict(self.exploits),
+                sorted(self.scheduler.waiting()),
+                list(self.scheduler.promotable()),
+            )
+        )
 
     def act(self, trial: int, step: int, decision: Any) -> None:
         problem = decision_problem(decision, trial, self.at, self.run.space)
@@ -233,8 +249,16 @@ def decision_problem(decision: Any, trial: int, reported: Mapping[int, int], spa
     return f"exploit with parameters that leave out {', '.join(missing)}" if missing else None
 
 
-def simulate(factory: SchedulerFactory, *, trials: int = 16, workers: int = 4, steps: int = 12,
-             space: Space | None = None, direction: str = "minimize", seed: int = 0) -> SimulatedRun:
+def simulate(
+    factory: SchedulerFactory,
+    *,
+    trials: int = 16,
+    workers: int = 4,
+    steps: int = 12,
+    space: Space | None = None,
+    direction: str = "minimize",
+    seed: int = 0,
+) -> SimulatedRun:
     """Drive a new scheduler from ``factory`` through one simulated run; a method that raises ends
     the run with a problem naming it."""
     run = SimulatedRun(space or training_space(), direction, seed)
@@ -248,6 +272,7 @@ def simulate(factory: SchedulerFactory, *, trials: int = 16, workers: int = 4, s
 
 # --------------------------------------------------------------------------- the checks
 
+
 def valid_problems(run: SimulatedRun) -> list[str]:
     """Decisions valid, promotions and releases consistent with ``waiting()``, every trial ended."""
     return list(run.problems)
@@ -257,8 +282,10 @@ def same_calls_problems(first: Sequence[Call], second: Sequence[Call], why: str)
     """Where the calls of two runs that should go alike (``why``) first differ."""
     for i, (a, b) in enumerate(zip(first, second, strict=False)):  # a length apart is said below
         if a != b:
-            return [f"{why}: call {i} ({a.method}{_args(a)}) answered {a.answer!r}, then "
-                    f"{b.method}{_args(b)} answered {b.answer!r}"]
+            return [
+                f"{why}: call {i} ({a.method}{_args(a)}) answered {a.answer!r}, then "
+                f"{b.method}{_args(b)} answered {b.answer!r}"
+            ]
     if len(first) != len(second):
         return [f"{why}: {len(first)} calls in one run, {len(second)} in the other"]
     return []
@@ -266,8 +293,12 @@ def same_calls_problems(first: Sequence[Call], second: Sequence[Call], why: str)
 
 def mirrored(run: SimulatedRun) -> list[Call]:
     """``run``'s calls with every report's metric negated (what the other direction sees)."""
-    return [Call(c.method, (*c.args[:2], {k: -v for k, v in c.args[2].items()}, *c.args[3:]), c.answer)
-            if c.method == "on_report" else c for c in run.calls]
+    return [
+        Call(c.method, (*c.args[:2], {k: -v for k, v in c.args[2].items()}, *c.args[3:]), c.answer)
+        if c.method == "on_report"
+        else c
+        for c in run.calls
+    ]
 
 
 def missing_metric_problems(factory: SchedulerFactory, space: Space | None = None, seed: int = 0) -> list[str]:
@@ -278,8 +309,14 @@ def missing_metric_problems(factory: SchedulerFactory, space: Space | None = Non
     params = (space or training_space()).sample(random.Random(seed))
     for trial in range(4):
         scheduler.on_report(trial, 1, {METRIC: 1.0 + trial}, params)
-    unusable: list[dict[str, Any]] = [{}, {METRIC: math.nan}, {METRIC: math.inf}, {METRIC: "0.5"}, {METRIC: True},
-                                      {"other": 0.1}]
+    unusable: list[dict[str, Any]] = [
+        {},
+        {METRIC: math.nan},
+        {METRIC: math.inf},
+        {METRIC: "0.5"},
+        {METRIC: True},
+        {"other": 0.1},
+    ]
     for step, metrics in enumerate(unusable, start=2):
         try:
             decision = scheduler.on_report(3, step, metrics, params)
@@ -294,7 +331,7 @@ def missing_metric_problems(factory: SchedulerFactory, space: Space | None = Non
 def rebuilt(run: SimulatedRun, factory: SchedulerFactory, held: Stored) -> TrialScheduler:
     """A new scheduler rebuilt from what the store ``held`` (as ``emews resume`` rebuilds one)."""
     scheduler = bound(factory, run.space, run.direction, run.seed)
-    scheduler.rebuild(run.reports[:held.reports], held.started, held.promoted, held.ended, held.exploits)
+    scheduler.rebuild(run.reports[: held.reports], held.started, held.promoted, held.ended, held.exploits)
     return scheduler
 
 
@@ -331,11 +368,13 @@ def resume_problems(run: SimulatedRun, factory: SchedulerFactory, cuts: int = 9)
         where = f"rebuilt from {held.reports} of {len(run.reports)} reports"
         try:
             scheduler = rebuilt(run, factory, held)
-            for i, call in enumerate(run.calls[held.calls:], start=held.calls):
+            for i, call in enumerate(run.calls[held.calls :], start=held.calls):
                 answer = _recorded(call.method, getattr(scheduler, call.method)(*call.args))
                 if answer != call.answer:
-                    problems.append(f"{where}: call {i} ({call.method}{_args(call)}) answered {answer!r}, "
-                                    f"the live run {call.answer!r}")
+                    problems.append(
+                        f"{where}: call {i} ({call.method}{_args(call)}) answered {answer!r}, "
+                        f"the live run {call.answer!r}"
+                    )
                     break
         except Exception as exc:  # noqa: BLE001 - a breach to report
             problems.append(f"{where}: raised {type(exc).__name__}: {exc}")

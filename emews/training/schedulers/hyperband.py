@@ -26,19 +26,31 @@ class Hyperband(TrialScheduler):
     ``metric`` and ``mode``, for every bracket.
     """
 
-    def __init__(self, max_t: int = 81, grace_period: int = 1, reduction_factor: int = 3,
-                 brackets: int | None = None, variant: Literal["stopping", "promotion"] = "stopping",
-                 metric: str | None = None, mode: Mode | None = None, resource: str | None = None) -> None:
+    def __init__(
+        self,
+        max_t: int = 81,
+        grace_period: int = 1,
+        reduction_factor: int = 3,
+        brackets: int | None = None,
+        variant: Literal["stopping", "promotion"] = "stopping",
+        metric: str | None = None,
+        mode: Mode | None = None,
+        resource: str | None = None,
+    ) -> None:
         super().__init__(metric, mode)
         if grace_period < 1 or max_t < grace_period or reduction_factor < 2:
             raise ValueError("need 1 <= grace_period <= max_t and reduction_factor >= 2")
         most = int(math.floor(math.log(max_t / grace_period, reduction_factor) + 1e-9)) + 1
         count = most if brackets is None else brackets
         if not 1 <= count <= most:
-            raise ValueError(f"brackets must be between 1 and {most} for these max_t, grace_period and "
-                             f"reduction_factor, got {brackets}")
-        self.brackets = [ASHA(max_t, grace_period * reduction_factor ** b, reduction_factor, variant, metric, mode,
-                              resource) for b in range(count)]
+            raise ValueError(
+                f"brackets must be between 1 and {most} for these max_t, grace_period and "
+                f"reduction_factor, got {brackets}"
+            )
+        self.brackets = [
+            ASHA(max_t, grace_period * reduction_factor**b, reduction_factor, variant, metric, mode, resource)
+            for b in range(count)
+        ]
         self.resource = resource
         #: trial -> its bracket's index
         self.bracket_of: dict[int, int] = {}

@@ -25,8 +25,9 @@ class MedianStopping(TrialScheduler):
     (default: the objective's metric) and ``mode`` (min | max; default: the objective's direction).
     """
 
-    def __init__(self, grace_period: int = 1, min_samples: int = 3, metric: str | None = None,
-                 mode: Mode | None = None) -> None:
+    def __init__(
+        self, grace_period: int = 1, min_samples: int = 3, metric: str | None = None, mode: Mode | None = None
+    ) -> None:
         super().__init__(metric, mode)
         if min_samples < 1:
             raise ValueError(f"min_samples must be at least 1, got {min_samples}")

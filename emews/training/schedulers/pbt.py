@@ -45,9 +45,16 @@ class PBT(TrialScheduler):
     PBT (``emews resume``) draws what the uninterrupted run would have drawn.
     """
 
-    def __init__(self, perturbation_interval: int = 4, quantile_fraction: float = 0.25,
-                 resample_probability: float = 0.25, perturb_step: float = 0.2,
-                 mutations: list[str] | None = None, metric: str | None = None, mode: Mode | None = None) -> None:
+    def __init__(
+        self,
+        perturbation_interval: int = 4,
+        quantile_fraction: float = 0.25,
+        resample_probability: float = 0.25,
+        perturb_step: float = 0.2,
+        mutations: list[str] | None = None,
+        metric: str | None = None,
+        mode: Mode | None = None,
+    ) -> None:
         super().__init__(metric, mode)
         if perturbation_interval < 1:
             raise ValueError(f"perturbation_interval must be at least 1, got {perturbation_interval}")
@@ -60,11 +67,11 @@ class PBT(TrialScheduler):
         self.resample_probability = resample_probability
         self.perturb_step = perturb_step
         self.mutations = mutations
-        self.reports = 0                                   # reports seen (each draw's seed)
-        self.latest: dict[int, tuple[int, float]] = {}     # trial -> (step, loss) of its last report
-        self.last_perturbed: dict[int, int] = {}           # trial -> step of its last exploit check
-        self.params: dict[int, dict[str, Any]] = {}        # trial -> the parameters it runs with
-        self.done: set[int] = set()                        # trials whose task ended (never donors)
+        self.reports = 0  # reports seen (each draw's seed)
+        self.latest: dict[int, tuple[int, float]] = {}  # trial -> (step, loss) of its last report
+        self.last_perturbed: dict[int, int] = {}  # trial -> step of its last exploit check
+        self.params: dict[int, dict[str, Any]] = {}  # trial -> the parameters it runs with
+        self.done: set[int] = set()  # trials whose task ended (never donors)
 
     def bind(self, **kwargs: Any) -> PBT:
         super().bind(**kwargs)

@@ -39,8 +39,9 @@ class TrialScheduler(abc.ABC):
         self.space: Space | None = None
         self.seed = 0
 
-    def bind(self, *, metric: str, direction: str | Direction, space: Space | None = None,
-             seed: int = 0) -> TrialScheduler:
+    def bind(
+        self, *, metric: str, direction: str | Direction, space: Space | None = None, seed: int = 0
+    ) -> TrialScheduler:
         """Fill the defaults from the workflow: metric, mode, the parameter space, the seed."""
         self.metric = self.metric or metric
         self.mode = self.mode or Direction.of(direction).mode
@@ -65,9 +66,14 @@ class TrialScheduler(abc.ABC):
         (default: :meth:`release`)."""
         self.release(trial)
 
-    def rebuild(self, reports: Iterable[StoredReport], params: Mapping[int, Mapping[str, Any]],
-                promoted: Iterable[tuple[int, int]] = (), ended: Iterable[int] = (),
-                exploits: Mapping[int, Decision] | None = None) -> None:
+    def rebuild(
+        self,
+        reports: Iterable[StoredReport],
+        params: Mapping[int, Mapping[str, Any]],
+        promoted: Iterable[tuple[int, int]] = (),
+        ended: Iterable[int] = (),
+        exploits: Mapping[int, Decision] | None = None,
+    ) -> None:
         """Restore the state of an earlier run: :meth:`replay` its reports in arrival order (each
         trial with the parameters it started with; ``exploits``: the exploits the run made, by the
         seq of the report they answered), then its promotions (``(trial, step it paused at)``, in
