@@ -215,3 +215,29 @@ def modules_loaded_by(imports: str, packages: tuple[str, ...], prefixes: tuple[s
             f"print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in {packages!r} "
             f"or m.startswith({prefixes!r}))))")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
+def pbt_workflow(folder: Path, rates: list[float]) -> Path:
+    """A PBT search over ``rates`` with objectives/trainer.py (9 epochs, an exploit every 3 steps,
+    the bottom quarter clones the top quarter and mutates ``rate``), one trial per rate."""
+    return write_workflow(
+        folder, optimizer={"name": "sweep"}, objective={"module": str(TESTS / "objectives" / "trainer.py"),
+                                                        "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 9}},
+        budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
+        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+                                                    "resample_probability": 0.0, "mutations": ["rate"]}})
+
+
+#: a CANDLE GA parameter file's entries (NT3's kinds: categorical, ordered, float with sigma, int)
+CANDLE_GA = [
+    {"name": "activation", "type": "categorical", "element_type": "string",
+     "values": ["softmax", "elu", "softplus", "softsign", "relu", "tanh", "sigmoid", "hard_sigmoid", "linear"]},
+    {"name": "optimizer", "type": "categorical", "element_type": "string", "values": ["adam", "rmsprop"]},
+    {"name": "dropout", "type": "float", "lower": 0, "upper": 0.9, "sigma": 0.045},
+    {"name": "batch_size", "type": "ordered", "element_type": "int", "values": [16, 32, 64, 128, 256],
+     "sigma": 1},
+    {"name": "epochs", "type": "constant", "value": 5},
+    {"name": "dense", "type": "int", "lower": 10, "upper": 500, "sigma": 50},
+    {"name": "use_bn", "type": "logical"},
+]

@@ -512,6 +512,25 @@ def _resolve_path(text: str, workflow_dir: Path, builtin_dir: Path | None = None
     return next((c.resolve() for c in candidates if c.exists()), None)
 
 
+def _existing_path(
+    text: str,
+    workflow_dir: Path,
+    *,
+    what: str,
+    file: str,
+    key: str,
+    allowed: str,
+    builtin_dir: Path | None = None,
+    file_only: bool = False,
+) -> Path:
+    """:func:`_resolve_path` (a file when ``file_only``), or the ConfigError that names ``key``:
+    "``what`` TEXT does not exist"."""
+    found = _resolve_path(text, workflow_dir, builtin_dir)
+    if found is None or (file_only and not found.is_file()):
+        raise ConfigError(f"{what} {text} does not exist", file=file, key=key, allowed=allowed)
+    return found
+
+
 _PARAM: TypeAdapter[Any] = TypeAdapter(ParamSpec)
 
 
@@ -700,11 +719,9 @@ def _resolve_task_size(model: WorkflowModel, space: Space, workflow_dir: Path, f
     if isinstance(size, FunctionSize):
         module, _, name = size.ref.rpartition(":")
         if module.endswith(".py") or "/" in module:
-            found = _resolve_path(module, workflow_dir)
-            if found is None:
-                raise ConfigError(
-                    f"task size file {module} does not exist", file=file, key="task.ranks", allowed=TASK_SIZE_ALLOWED
-                )
+            found = _existing_path(
+                module, workflow_dir, what="task size file", file=file, key="task.ranks", allowed=TASK_SIZE_ALLOWED
+            )
             model.task.ranks = f"{found}:{name}"
 
 
@@ -748,15 +765,15 @@ def _check_trial_scheduler(workflow: Workflow, file: str) -> None:
 
 def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: str) -> None:
     if objective.defaults is not None:
-        found = _resolve_path(objective.defaults, workflow_dir)
-        if found is None or not found.is_file():
-            raise ConfigError(
-                f"model defaults file {objective.defaults} does not exist",
-                file=file,
-                key="objective.defaults",
-                allowed="a CANDLE default model file ([Global_Params]) "
-                "relative to the current or the workflow's folder",
-            )
+        found = _existing_path(
+            objective.defaults,
+            workflow_dir,
+            what="model defaults file",
+            file=file,
+            key="objective.defaults",
+            allowed="a CANDLE default model file ([Global_Params]) relative to the current or the workflow's folder",
+            file_only=True,
+        )
         objective.defaults = str(found)
     if objective.command is not None:
         command = [_resolve_argument(arg, workflow_dir) for arg in objective.command]
@@ -769,15 +786,16 @@ def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: st
     assert module is not None
     if module.endswith(".py") or "/" in module:
         builtin = Path(str(importlib.resources.files("emews.objectives")))
-        found = _resolve_path(module, workflow_dir, builtin)
-        if found is None:
-            raise ConfigError(
-                f"objective file {module} does not exist",
-                file=file,
-                key="objective.module",
-                allowed="a path to a .py file (relative to the current or the workflow's "
-                "folder) or an importable module name",
-            )
+        found = _existing_path(
+            module,
+            workflow_dir,
+            what="objective file",
+            file=file,
+            key="objective.module",
+            allowed="a path to a .py file (relative to the current or the workflow's folder) or an importable "
+            "module name",
+            builtin_dir=builtin,
+        )
         objective.module = str(found)
 
 
@@ -875,12 +893,12 @@ def _check_options(workflow: Workflow, cls: type, file: str) -> None:
     for name in path_options(cls):
         if options.get(name) is None:
             continue
-        found = _resolve_path(str(options[name]), workflow.source.parent)
-        if found is None:
-            raise ConfigError(
-                f"file {options[name]} does not exist",
-                file=file,
-                key=f"optimizer.options.{name}",
-                allowed="a path relative to the current folder or the workflow's folder",
-            )
+        found = _existing_path(
+            str(options[name]),
+            workflow.source.parent,
+            what="file",
+            file=file,
+            key=f"optimizer.options.{name}",
+            allowed="a path relative to the current folder or the workflow's folder",
+        )
         options[name] = str(found)

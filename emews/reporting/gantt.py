@@ -84,18 +84,15 @@ class Gantt(ReportPlot):
             handles.append(Patch(facecolor="white", edgecolor="grey", hatch="////", label="multi-rank task"))
         ax.legend(handles=handles, loc="upper right", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
-        return Plot(
-            self.name,
-            "Tasks per worker",
-            fig,
+        caption = (
             f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
             f"{len(ranks)} workers), coloured by status"
             + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else ".")
-            + (
+        )
+        if teams:
+            caption += (
                 f" {teams} evaluation{'s' if teams != 1 else ''} ran on several ranks (task.ranks): each is "
                 "hatched on its team's rank 0; the store does not record the other ranks of its team, "
                 "which the utilization counts as busy."
-                if teams
-                else ""
-            ),
-        )
+            )
+        return Plot(self.name, "Tasks per worker", fig, caption)

@@ -132,7 +132,7 @@ def test_set_overrides_workflow_keys(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_space_file_takes_a_candle_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from test_space import CANDLE_GA
+    from testutil import CANDLE_GA
     import json
 
     (tmp_path / "params.json").write_text(json.dumps(CANDLE_GA))

@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testutil import CANDLE_GA
+
 from emews.core.jsoncodec import dumps_point, loads_point
 from emews.core.space import (INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, SpaceError,
                          load_candle_json, to_builtin)
@@ -97,17 +99,6 @@ def test_booleans_are_not_integers() -> None:
     assert to_builtin(np.bool_(True)) is True
 
 
-CANDLE_GA = [
-    {"name": "activation", "type": "categorical", "element_type": "string",
-     "values": ["softmax", "elu", "softplus", "softsign", "relu", "tanh", "sigmoid", "hard_sigmoid", "linear"]},
-    {"name": "optimizer", "type": "categorical", "element_type": "string", "values": ["adam", "rmsprop"]},
-    {"name": "dropout", "type": "float", "lower": 0, "upper": 0.9, "sigma": 0.045},
-    {"name": "batch_size", "type": "ordered", "element_type": "int", "values": [16, 32, 64, 128, 256],
-     "sigma": 1},
-    {"name": "epochs", "type": "constant", "value": 5},
-    {"name": "dense", "type": "int", "lower": 10, "upper": 500, "sigma": 50},
-    {"name": "use_bn", "type": "logical"},
-]
 
 
 def test_candle_ga_json_loads_unchanged(tmp_path: Path) -> None:

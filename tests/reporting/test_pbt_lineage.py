@@ -14,7 +14,7 @@ from test_report import needs_chromium, report, screenshot_path
 
 from emews.reporting import data as report_data
 from emews.reporting import render
-from testutil import TESTS, EmewsCommand, wait_until, write_workflow
+from testutil import TESTS, EmewsCommand, pbt_workflow, wait_until
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 RATES = [0.5, 0.1, 0.2, 0.9, 0.8, 0.7, 0.95, 0.85]
@@ -27,12 +27,7 @@ def pbt_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cmd = EmewsCommand(folder)
     cmd.env.update(TRAINER_LOG=str(folder / "log.jsonl"), TRAINER_GATE=str(gate), TRAINER_HOLD_AT="6",
                    TRAINER_WAIT_HELD="1")
-    wf = write_workflow(
-        folder, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": RATES}, "epochs": {"type": "constant", "value": 9}},
-        budget={"evaluations": len(RATES)}, task={"isolation": "process", "timeout": 600},
-        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
-                                                    "resample_probability": 0.0, "mutations": ["rate"]}})
+    wf = pbt_workflow(folder, RATES)
     exp = folder / "exp"
     job = cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
     assert wait_until(lambda: count(exp, "SELECT COUNT(*) FROM results") == 7 or job.poll() is not None,

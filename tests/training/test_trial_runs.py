@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, events, query, read_only, stored_rows, wait_until, write_workflow
+from testutil import TESTS, events, pbt_workflow, query, read_only, stored_rows, wait_until, write_workflow
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
@@ -202,12 +202,7 @@ def test_pbt_with_more_trials_than_workers_clones_only_peers_that_still_train(em
     log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_HOLD_AT="6", TRAINER_WAIT_HELD="1")
     rates = [0.5, 0.1, 0.2, 0.9, 0.8, 0.7, 0.95, 0.85]
-    wf = write_workflow(
-        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 9}},
-        budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
-        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
-                                              "resample_probability": 0.0, "mutations": ["rate"]}})
+    wf = pbt_workflow(tmp_path, rates)
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
     assert wait_until(lambda: read_only(exp, "SELECT COUNT(*) FROM results") == [(7,)] or job.poll() is not None,
