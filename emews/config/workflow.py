@@ -56,6 +56,7 @@ from emews.objective.command import (
 from emews.objective.function import ObjectiveLoadError, ObjectiveRef
 from emews.objective.shellscript import find_script, rewrite_words
 from emews.site.walltime import DURATION_FORMS, WALLTIME_FORMS, format_hms, parse_duration, parse_walltime
+from emews.store.postgres_url import URL_ALLOWED, check_url
 
 
 class _Strict(BaseModel):
@@ -357,9 +358,21 @@ class TaskSection(_Strict):
 
 
 class StoreSection(_Strict):
-    """How hard the results store (SQLite, WAL) pushes commits to disk."""
+    """Where the results store is (``url``: a PostgreSQL database, docs/postgres.md; none: SQLite
+    in the experiment directory, or ``EMEWS_STORE_URL``) and how hard it pushes commits to disk."""
 
     durability: Literal["normal", "full", "off"] = "normal"
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check_url(value)
+        except ValueError as exc:
+            raise KeyedValueError(None, str(exc), URL_ALLOWED) from None
 
 
 class WorkflowModel(_Strict):

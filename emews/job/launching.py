@@ -39,6 +39,7 @@ from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.processes.tree import stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import batch_job_over, job_command, submit_experiment
+from emews.store import opening as stores
 
 #: how long the launching process waits for the job to wind down after it forwarded a stop signal
 STOP_GRACE_SECONDS = 120.0
@@ -83,13 +84,22 @@ def launch(
     elif dry_run:
         print(shlex.join(site.launch_command(workers + 1, job_command(target))))
         return Launched(None, EXIT_OK)
+    store = stores.new_store(
+        workflow.model.store.url, workflow.name
+    )  # a database that answers, before anything is made
     created = create_experiment(
         target,
         name=workflow.name,
         workflow=workflow.to_dict(),
         site=site.to_dict(),
-        info={"workers": workers, "site": site.name},
+        info={"workers": workers, "site": site.name, **({"store": store} if store else {})},
     )
+    if store is not None:
+        try:
+            stores.open_store(created).close()  # the experiment's schema and tables: the rights to make them, now
+        except BaseException:
+            shutil.rmtree(created, ignore_errors=True)
+            raise
     lease = acquire(created, "emews launch")
     if site.is_local:
         with lease:
@@ -99,7 +109,7 @@ def launch(
     except BaseException:
         shutil.rmtree(created, ignore_errors=True)
         raise
-    print(f"submitted job {job_id} to {site.name}; results will appear in {created / 'results.db'}")
+    print(f"submitted job {job_id} to {site.name}; results will appear in {stores.store_place(created)}")
     print(f"follow it with: emews status {created}")
     return Launched(created, EXIT_OK)
 

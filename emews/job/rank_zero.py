@@ -21,7 +21,6 @@ from emews.config.experiment import (
     CSV_FILE,
     LOG_FILE,
     SITE_FILE,
-    STORE_FILE,
     SUMMARY_FILE,
     WORKFLOW_FILE,
     require_experiment,
@@ -44,6 +43,7 @@ from emews.site.gpus import gpu_binding
 from emews.site.job_end import job_end_time
 from emews.site.jobs import batch_job_over
 from emews.site.walltime import parse_walltime
+from emews.store.opening import store_place
 from emews.training.checkpoints import unset_variables
 from emews.training.messages import Ending
 from emews.training.retention import Retention
@@ -277,7 +277,7 @@ def _write_outputs(
     if summary.budget_reached is not None:
         log.info(summary.budget_reached)
         print(summary.budget_reached, file=sys.stderr)
-    print(f"results: {exp_dir / STORE_FILE} and {csv_path}", file=sys.stderr)
+    print(f"results: {store_place(exp_dir)} and {csv_path}", file=sys.stderr)
     for rank, text in sorted(problems.items()):
         log.error("worker %d: %s", rank, text)
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]

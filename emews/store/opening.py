@@ -1,16 +1,37 @@
-"""Opening an experiment's store: the one place that picks the backend (SQLite, the experiment
-directory's ``results.db``, for now), and ``evaluator.reports()``'s reader beside a live run."""
+"""Opening an experiment's store: the one place that picks the backend, and
+``evaluator.reports()``'s reader beside a live run.
+
+The backend is what the experiment recorded when it was created (``experiment.json``'s
+``store``: a PostgreSQL URL and the experiment's schema there, see :mod:`emews.store.postgres`);
+without it, SQLite in the experiment directory's ``results.db``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+from emews.core.errors import ConfigError
 from emews.core.results import StoredReport
-from emews.store.base import Durability, Store
+from emews.store.base import Durability, Store, StoreUnreadable
+from emews.store.postgres_url import URL_ALLOWED, URL_VARIABLE, check_url, chosen_url, is_url, new_schema
 from emews.store.results_store import ResultsStore
 
 #: the SQLite store's file in the experiment directory
 STORE_FILE = "results.db"
+#: the experiment's facts (emews.config.experiment.INFO_FILE), where a PostgreSQL store is recorded
+_INFO_FILE = "experiment.json"
+
+
+def recorded_store(exp_dir: str | Path) -> dict[str, str] | None:
+    """The PostgreSQL store the experiment recorded (``{"url": ..., "schema": ...}``), or ``None``
+    (SQLite in the experiment directory)."""
+    try:
+        info: Any = json.loads((Path(exp_dir) / _INFO_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    store = info.get("store") if isinstance(info, dict) else None
+    return store if isinstance(store, dict) and store.get("url") else None
 
 
 def open_store(
@@ -27,13 +48,29 @@ def open_store(
     :class:`~emews.store.base.StoreUnreadable` when it cannot be opened."""
     if (exp_dir is None) == (location is None):
         raise TypeError("open_store takes an experiment directory or a location, one of them")
+    recorded = recorded_store(exp_dir) if exp_dir is not None else None
+    if recorded is not None or (location is not None and is_url(location)):
+        from emews.store.postgres import PostgresStore  # psycopg only where PostgreSQL is used
+
+        if recorded is not None:
+            url, schema = recorded["url"], recorded["schema"]
+        else:
+            url, _, schema = str(location).rpartition("#")
+        root = Path(exp_dir) if exp_dir is not None else None
+        try:
+            return PostgresStore(url, schema, readonly=readonly, root=root, durability=durability)
+        except StoreUnreadable as exc:  # named as the experiment recorded it
+            if root is None or exc.file is not None:
+                raise
+            raise type(exc)(exc.message, file=root / _INFO_FILE, key=exc.key, allowed=exc.allowed) from None
     path = Path(exp_dir) / STORE_FILE if exp_dir is not None else Path(str(location))
     return ResultsStore(path, durability=durability, readonly=readonly, root=path.parent)
 
 
 def store_exists(exp_dir: str | Path) -> bool:
-    """Whether the experiment has a store yet (none before its first run stored anything)."""
-    return (Path(exp_dir) / STORE_FILE).exists()
+    """Whether the experiment has a store yet (none before its first run stored anything; a
+    PostgreSQL store is created when the experiment is)."""
+    return recorded_store(exp_dir) is not None or (Path(exp_dir) / STORE_FILE).exists()
 
 
 class ReportReader:
@@ -53,3 +90,31 @@ class ReportReader:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+
+def new_store(workflow_url: str | None, name: str) -> dict[str, str] | None:
+    """The store of a new experiment called ``name``, checked before anything is created or
+    submitted: ``{"url": ..., "schema": ...}`` (a PostgreSQL database that answered, the
+    experiment's new schema in it) for ``experiment.json``, or ``None`` (SQLite). A bad
+    ``EMEWS_STORE_URL`` or an unreachable server is a :class:`~emews.core.errors.ConfigError`."""
+    url = chosen_url(workflow_url)
+    if url is None:
+        return None
+    if workflow_url is None:
+        try:
+            check_url(url)
+        except ValueError as exc:
+            raise ConfigError(str(exc), key=URL_VARIABLE, allowed=URL_ALLOWED) from None
+    from emews.store.postgres import connect
+
+    connect(url).close()
+    return {"url": url, "schema": new_schema(name)}
+
+
+def store_place(exp_dir: str | Path) -> str:
+    """Where the experiment's results are stored, for a person: the SQLite file, or the
+    PostgreSQL URL and schema."""
+    recorded = recorded_store(exp_dir)
+    if recorded is None:
+        return str(Path(exp_dir) / STORE_FILE)
+    return f"{recorded['url']} (schema {recorded.get('schema')})"

@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 from emews.core.jsoncodec import loads_point
 from emews.core.results import Status
 from emews.store.base import RESULT_FIELDS, CsvRow, CurvePoint, ResultRow, ResultTable, StoreUnreadable, TimedResultRow
-from emews.store.tables import has_table
 from emews.training.messages import Ending
 
 #: names a ``reports`` table may give its trial column, in order of preference
@@ -64,6 +63,7 @@ class ReadQueries:
 
     _db: sqlite3.Connection
     path: Path
+    _has: Callable[[str], bool]  # whether the store has a table (the training half's, TrialStore._has)
 
     # -- results.csv and the other exports -------------------------------------------------
     def finished_ids(self) -> set[int]:
@@ -113,17 +113,17 @@ class ReadQueries:
 
     # -- what earlier runs spent (the compute budget of a resumed run) -------------------------
     def top_steps(self) -> dict[int, int]:
-        if not has_table(self._db, "reports"):
+        if not self._has("reports"):
             return {}
         return dict(self._db.execute("SELECT trial, MAX(step) FROM reports GROUP BY trial"))
 
     def busy_spans(self) -> list[tuple[float, float]]:
         spans: list[tuple[float, float]] = []
-        if has_table(self._db, "results"):
+        if self._has("results"):
             spans += self._db.execute(
                 "SELECT started, finished FROM results WHERE started IS NOT NULL AND finished IS NOT NULL"
             ).fetchall()
-        if has_table(self._db, "reports"):
+        if self._has("reports"):
             spans += self._db.execute(
                 "SELECT MIN(time), MAX(time) FROM reports WHERE time IS NOT NULL "
                 "AND trial NOT IN (SELECT id FROM results) GROUP BY trial"

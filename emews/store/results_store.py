@@ -226,7 +226,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         often they were re-run."""
         if not self._has("tasks"):
             return []
-        ranks = "t.ranks" if "ranks" in _column_names(self._db, "tasks") else "1"
+        ranks = "t.ranks" if "ranks" in self._columns("tasks") else "1"
         rows = self._db.execute(
             f"SELECT t.id, t.params, t.seed, t.submitted, t.attempt, {ranks} FROM tasks t "
             "LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL ORDER BY t.id"

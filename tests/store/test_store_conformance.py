@@ -1,0 +1,212 @@
+"""The Store conformance: the same test functions run against the SQLite store and a PostgreSQL
+store on a real server (tests/store/conftest.py), each on a fresh store, and answer the same."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pgserver import PgServer
+
+from emews.core.results import Outcome, Result, Status, Task
+from emews.store import DELETED, DURABLE, STAGED, Store, StoreIncompatible, open_store
+from emews.store.results_store import ResultsStore
+from emews.training.messages import CheckpointNote, Ending, Report
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def _new_store(backend: str, request: pytest.FixtureRequest, folder: Path) -> Store:
+    if backend == "sqlite":
+        return ResultsStore(folder / "results.db", root=folder)
+    from emews.store.postgres import PostgresStore
+
+    server: PgServer = request.getfixturevalue("pg_server")
+    schema = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+    return PostgresStore(server.url(), schema, root=folder)
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    opened = _new_store(request.param, request, tmp_path)
+    yield opened
+    opened.close()
+
+
+def _task(i: int, **params: Any) -> Task:
+    return Task(i, {"x": i / 4, "name": f"p{i}", **params}, 100 + i, 1000.0 + i)
+
+
+def _result(i: int, status: Status = Status.OK, loss: float | None = None, **metrics: Any) -> Result:
+    value = float(i) if loss is None else loss
+    return Result(id=i, params={"x": i / 4, "name": f"p{i}"}, status=status,
+                  objective=value if status == Status.OK else None,
+                  loss=value if status == Status.OK else math.inf, metrics=metrics,
+                  error=None if status == Status.OK else f"boom {i}", rank=1 + i % 2, host="node",
+                  submitted=1000.0 + i, started=1000.5 + i, finished=1001.2345 + i)
+
+
+def test_commit_add_iterate(store: Store) -> None:
+    store.commit([_task(i) for i in range(4)], [_result(0, m=1), _result(1, Status.FAILED)])
+    store.add([_result(2, loss=-1.0, m=2, extra="a")])
+    assert [r.id for r in store] == [0, 1, 2]
+    assert list(store)[2] == _result(2, loss=-1.0, m=2, extra="a")
+    assert store.status_counts() == {"ok": 2, "failed": 1}
+    assert store.finished_ids() == {0, 1, 2}
+    assert list(store.failure_errors()) == ["boom 1"]
+    assert store.metric_names() == ["m", "extra"]
+    assert store.param_keys() == ["x", "name"]
+    assert store.count_results() == 3 and store.count_results(1) == 2
+    assert store.result_id_at(0, 2) == 2 and store.result_id_at(0, 3) is None
+    assert [r.id for r in store.point_results()] == [0, 1, 2]
+    assert [r.id for r in store.results_by_completion()] == [0, 1, 2]
+
+
+def test_best_and_next_id(store: Store) -> None:
+    assert store.best() is None and store.next_id() == 0
+    store.commit([_task(i) for i in range(5)], [_result(3, loss=0.5), _result(1, loss=0.5), _result(2, Status.FAILED)])
+    best = store.best()
+    assert best is not None and best.id == 1
+    assert store.next_id() == 5
+    store.add_report(Report(9, 0, 1, {"loss": 1.0}, 5.0), 1.0, 1.0)
+    assert store.next_id() == 10  # a trial's report holds its id from its start
+
+
+def test_duplicate_result_is_an_error(store: Store) -> None:
+    store.add([_result(0)])
+    with pytest.raises(Exception):  # noqa: B017, PT011 - each backend's own integrity error
+        store.add([_result(0)])
+    assert [r.id for r in store] == [0]
+
+
+def test_unfinished_and_attempts(store: Store) -> None:
+    store.commit([_task(0), _task(1), Task(2, {"x": 1}, 5, 1.0, ranks=3)], [_result(0)])
+    store.commit([_task(1)])  # written twice: kept once
+    store.mark_attempted([1])
+    unfinished = store.unfinished()
+    assert [(t.id, t.ranks, n) for t, n in unfinished] == [(1, 1, 1), (2, 3, 0)]
+    assert unfinished[0][0].params == {"x": 0.25, "name": "p1"}
+    assert store.count_unfinished() == 2
+    store.add_attempt(_task(1), 0, Outcome(1, Status.CRASHED, error="segfault", rank=1, host="h"))
+    assert store.attempts(1) == 1 and store.attempts(0) == 0
+    store.add_pause(2, 7)
+    store.add_pause(2, 9)
+    assert store.pauses() == {2: 2}
+
+
+def test_csv_rows(store: Store) -> None:
+    store.add([_result(0, m=1), _result(1, Status.FAILED)])
+    rows = list(store.csv_rows(0))
+    assert rows[0] == (0, "ok", 0.0, '{"x":0.0,"name":"p0"}', '{"m":1}', "", 1, "node",
+                       "1970-01-01T00:16:40.000+00:00", "1970-01-01T00:16:40.500+00:00", "1970-01-01T00:16:41.235+00:00")
+    assert rows[1][5] == "boom 1" and rows[1][4] == "{}"
+    assert [r[0] for r in store.csv_rows(1, 2)] == [1]
+
+
+def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
+    ckpt = tmp_path / "checkpoints" / "0" / "step-2.pt"
+    task0 = _task(0)
+    seq1 = store.add_report(Report(0, 0, 1, {"loss": 3.0}, 10.0), 3.0, 3.0, task=task0)
+    seq2 = store.add_report(Report(0, 0, 2, {"loss": 2.0}, 11.0, CheckpointNote(str(ckpt), 123)), 2.0, 2.0)
+    assert seq2 > seq1
+    assert [c.state for c in store.checkpoints()] == [STAGED]
+    assert store.checkpoints()[0].path == str(ckpt)  # kept relative, read back in this experiment
+    store.mark_durable([str(ckpt)])
+    [row] = store.checkpoints((DURABLE,))
+    assert (row.trial, row.step, row.size, row.metric) == (0, 2, 123, 2.0)
+    assert store.latest_durable(0) == row and store.checkpoint(row.id) == row
+    assert [c.path for c in store.candidates(0)] == [str(ckpt)]
+    assert store.durable_at([str(ckpt)]) == [row] and store.checkpoints_by_id([row.id]) == [row]
+    store.add_report(Report(1, 0, 1, {"loss": 5.0}, 12.0), 5.0, 5.0, task=_task(1))
+    store.add_lineage(1, 1, 0, row.id, {"x": 0.25}, {"x": 0.5}, seq2)
+    assert store.pinned() == {row.id}
+    assert store.lineage()[0]["new_params"] == {"x": 0.5} and store.lineage()[0]["donor"] == 0
+    assert store.unfinished()[1][0].params == {"x": 0.5}  # the exploit's parameters run on resume
+    store.add_decision(0, 2, "stop")
+    store.add([_result(0)])
+    states = store.trial_states()
+    assert states[0].step == 2 and states[0].action == "stop" and states[1].clones == ((0, 2),)
+    assert store.endings() == {0: Ending.after("stop")} and store.report_endings() == store.endings()
+    assert store.started_params()[1] == {"x": 0.25}
+    assert store.ended() == [0]
+    assert store.top_steps() == {0: 2, 1: 1}
+    assert [(r.trial, r.step) for r in store.reports()] == [(0, 1), (0, 2), (1, 1)]
+    assert [r.step for r in store.reports(0)] == [1, 2] and store.has_reports()
+    curves = store.report_curves()
+    assert curves is not None and [(c.trial, c.step, c.metrics) for c in curves][:2] == [(0, 1, {"loss": 3.0}),
+                                                                                      (0, 2, {"loss": 2.0})]
+    table = store.report_results()
+    assert table.checkpoints and table.rows[0][-1] in (str(ckpt), "checkpoints/0/step-2.pt")
+    assert sorted(store.busy_spans()) == [(12.0, 12.0), (1000.5, 1001.2345)]
+    store.mark_deleted([row.id])
+    assert store.checkpoints() == [] and store.checkpoints((DELETED,))[0].id == row.id
+
+
+def test_promotions_and_waits(store: Store) -> None:
+    store.add_report(Report(4, 0, 3, {"loss": 1.0}, 1.0), 1.0, 1.0, task=_task(4))
+    store.add_wait(4, 3, Outcome(4, Status.OK, 1.0, {"loss": 1.0}, None, 1, "h", 1.0, 2.0))
+    store.add_wait(4, 6, Outcome(4, Status.OK, 0.5, {"loss": 0.5}, None, 1, "h", 3.0, 4.0))
+    last = store.last_wait(4)
+    assert last is not None and last[0] == 6 and last[1].value == 0.5 and last[1].metrics == {"loss": 0.5}
+    assert store.waits() == {4} and store.last_wait(5) is None
+    store.add_promotion(4, 3, 9, {"x": 1.0, "steps": 9})
+    assert store.promotions() == [(4, 3)]
+    assert store.unfinished()[0][0].params == {"x": 1.0, "steps": 9}
+
+
+def test_readonly_second_opening(store: Store) -> None:
+    store.commit([_task(0)], [_result(0)])
+    with open_store(location=store.location, readonly=True) as reader:
+        assert [r.id for r in reader] == [0]
+        assert reader.best() == store.best()
+        reader.verify()
+    store.verify(writing=True)
+
+
+def test_newer_schema_is_refused(store: Store) -> None:
+    if isinstance(store, ResultsStore) and type(store) is ResultsStore:
+        store.connection.execute("PRAGMA user_version=99")
+    else:
+        store.connection.execute("UPDATE emews_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreIncompatible, match="newer emews"):
+        open_store(location=store.location, readonly=True)
+
+
+def test_postgres_migrates_an_older_schema(pg_server: PgServer, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store of version 1 opened by an emews of version 2 runs that version's migration, once,
+    and records it; opened read-only it is read as it is."""
+    from emews.store import postgres_queries as q
+    from emews.store.postgres import PostgresStore
+
+    with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as old:
+        old.add([_result(0)])
+    monkeypatch.setattr(q, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(q, "MIGRATIONS", {2: ("ALTER TABLE results ADD COLUMN note TEXT",)})
+    with PostgresStore(pg_server.url(), "t_migrate", readonly=True) as reader:
+        assert "note" not in reader._columns("results") and [r.id for r in reader] == [0]
+    with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as new:
+        assert "note" in new._columns("results")
+        assert new.connection.execute(q.GET_VERSION).fetchone()[0] == "2"
+        new.add([_result(1)])
+    with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as again:  # not run twice
+        assert [r.id for r in again] == [0, 1]
+
+
+def test_postgres_readonly_needs_the_schema(pg_server: PgServer) -> None:
+    from emews.store import StoreUnreadable
+    from emews.store.postgres import PostgresStore
+
+    with pytest.raises(StoreUnreadable, match="no schema t_never"):
+        PostgresStore(pg_server.url(), "t_never", readonly=True)
+
+
+def test_psycopg_is_loaded_only_for_a_postgresql_store() -> None:
+    """SQLite users neither need nor load the driver: the commands and the store package import
+    without it (it is imported when a PostgreSQL store is opened)."""
+    from testutil import modules_loaded_by
+
+    assert modules_loaded_by("emews, emews.store, emews.cli, emews.job.launching", ("psycopg",), ()) == []
