@@ -11,8 +11,7 @@ from __future__ import annotations
 import contextvars
 import os
 import socket
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -195,17 +194,24 @@ def current_task() -> TaskContext | None:
     return _current.get()
 
 
-@contextmanager
-def running(context: TaskContext) -> Iterator[TaskContext]:
-    """While the objective runs: :func:`current_task` answers ``context``; after, the process
-    group ``ctx.process_group()`` made is destroyed."""
-    token = _current.set(context)
-    try:
-        yield context
-    finally:
-        _current.reset(token)
-        if context._group:
-            context.end_team()
+class Running:
+    """``with Running(context):`` while the objective runs, :func:`current_task` answers
+    ``context``; after, the process group ``ctx.process_group()`` made is destroyed. (A class,
+    not a generator: it is on every task's path.)"""
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, context: TaskContext) -> None:
+        self._context = context
+
+    def __enter__(self) -> TaskContext:
+        self._token = _current.set(self._context)
+        return self._context
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+        if self._context._group:
+            self._context.end_team()
 
 
 def exit_if_forked(context: TaskContext) -> None:

@@ -18,7 +18,7 @@ from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module
 from emews.core.results import Outcome, Status
 from emews.core.space import plain_value, to_builtin
-from emews.objective.context import TaskContext, running
+from emews.objective.context import Running, TaskContext
 from emews.objective.model_defaults import ModelDefaultsError, read_model_defaults
 
 
@@ -148,7 +148,7 @@ class LoadedObjective:
             params = with_defaults(self.defaults, params)
             if context.runs_root is not None:
                 record_params(context.run_dir, params)
-        with running(context):
+        with Running(context):
             returned = self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
             while (again := context.end_attempt()) is not None:  # no report, no restore: None at once
                 returned = self.fn(dict(again), context)

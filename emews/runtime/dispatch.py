@@ -79,6 +79,10 @@ Event = Send | Started | Ended | Refused | Requeue | Unfinished | Fatal
 class Dispatch(ABC):
     """How queued tasks are placed on worker ranks; not thread-safe (the distributor thread only)."""
 
+    #: :meth:`place` has work on every pass, even with nothing queued (it holds tasks of its own
+    #: or watches running ones); ``False`` lets the distributor skip it while the queue is empty
+    watches_running: bool = True
+
     @property
     @abstractmethod
     def capacity(self) -> int:

@@ -347,6 +347,7 @@ class Distributor:
     def _loop(self) -> None:
         wakeup = self._queues.new_tasks
         backoff = Backoff(sleep=wakeup.wait)
+        self._queues.capacity = self._dispatch.capacity  # then kept up to date by the passes that change it
         while True:
             wakeup.clear()
             if self._step():
@@ -375,13 +376,15 @@ class Distributor:
             progressed = True
         if self._waiting and self._serve_waiting(progressed):
             progressed = True
-        if self._drain_until is None and self._place():
+        dispatch, in_flight, tasks, group = self._dispatch, self._in_flight, self._queues.tasks, self._group
+        if (tasks or dispatch.watches_running) and self._drain_until is None and self._place():
             progressed = True
-        dispatch, in_flight, tasks = self._dispatch, self._in_flight, self._queues.tasks
-        self._queues.capacity = dispatch.capacity
-        self._progress.busy = dispatch.busy(len(in_flight))
-        if self._group.due(starving=dispatch.has_room and not tasks, running=len(in_flight)):
-            self._group.commit(in_flight, len(in_flight), closing=self._closing)
+        if progressed:  # what the workers hold changed
+            self._queues.capacity = dispatch.capacity
+            self._progress.busy = dispatch.busy(len(in_flight))
+        # ``pending`` first: a pass with nothing received and nothing unrecorded stays cheap
+        if group.pending and group.due(starving=dispatch.has_room and not tasks, running=len(in_flight)):
+            group.commit(in_flight, len(in_flight), closing=self._closing)
             progressed = True
         return progressed
 
@@ -392,7 +395,8 @@ class Distributor:
         queued = len(tasks)
         # ``_spent`` again: the optimizer may have queued a task since ``_spend`` dropped them
         events = self._dispatch.place(tasks, start=not self._abort and not self._spent)
-        self._apply(events)
+        if events:
+            self._apply(events)
         return bool(events) or len(tasks) != queued
 
     def _finished(self) -> bool:

@@ -110,6 +110,8 @@ class SlotDispatch(Dispatch):
     most recently active worker filled from the queue's front, batches of several tasks per
     worker while tasks are short (``prefetch`` at most)."""
 
+    watches_running = False  # nothing of its own: queued tasks are all it places
+
     def __init__(self, ranks: Sequence[int], *, prefetch: int) -> None:
         self._slots = WorkerSlots(ranks, prefetch=prefetch)
         self._workers = len(ranks)
@@ -130,8 +132,10 @@ class SlotDispatch(Dispatch):
         return min(in_flight, self._workers)
 
     def place(self, tasks: deque[Task], *, start: bool) -> list[Event]:
-        events: list[Event] = []
         slots = self._slots
+        if not (start and slots and tasks):
+            return []  # the idle pass: nothing to place
+        events: list[Event] = []
         while start and slots and tasks:
             rank, count = slots.take(len(tasks))
             batch = [tasks.popleft() for _ in range(count)]
