@@ -141,8 +141,9 @@ class Distributor:
 
     @property
     def all_stopped(self) -> bool:
-        """Whether every worker confirmed that it finished."""
-        return self.stopped_workers.issuperset(self._workers)
+        """Whether every worker confirmed that it finished (only worker ranks send STOPPED: a
+        count, not a set comparison, on every idle pass at any width)."""
+        return len(self.stopped_workers) >= len(self._workers)
 
     def close(self, *, abort: bool = False, timeout: float | None = None, pause: float | None = None) -> None:
         """Finish: drain submitted work (or drop it when ``abort``), stop the workers, join.

@@ -22,7 +22,7 @@ class WorkerSlots:
     """
 
     def __init__(self, ranks: Sequence[int], *, prefetch: int = 32, short_task: float = 0.005) -> None:
-        self._ranks = list(ranks)
+        self._ranks = dict.fromkeys(ranks)  # an ordered set: membership in O(1) at any width
         self._free: OrderedDict[int, int] = OrderedDict((r, 1) for r in reversed(self._ranks))
         self._prefetch = max(1, prefetch)
         self._short_task = short_task
@@ -62,8 +62,7 @@ class WorkerSlots:
     def retire(self, rank: int) -> None:
         """``rank`` takes no more tasks (it stopped)."""
         self._free.pop(rank, None)
-        if rank in self._ranks:
-            self._ranks.remove(rank)
+        self._ranks.pop(rank, None)
         self._debt.pop(rank, None)
 
     def release(self, rank: int, run_seconds: float | None) -> None:

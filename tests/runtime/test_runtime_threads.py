@@ -208,6 +208,15 @@ def test_worker_slots_hand_work_to_the_last_worker_that_reported_in_batches() ->
     assert slots.take(limit=2) == (2, 2)
 
 
+def test_a_retired_worker_gets_no_slot_back_and_leaves_the_capacity() -> None:
+    slots = WorkerSlots([1, 2, 3], prefetch=1)
+    drain(slots)
+    slots.retire(2)
+    slots.release(2, 0.5)  # its last outcome arrives after it stopped: no slot for it
+    slots.release(1, 0.5)
+    assert slots.capacity == 2 and drain(slots) == [1]
+
+
 def test_backoff_spins_then_sleeps_with_growing_delays() -> None:
     delays: list[float] = []
     backoff = Backoff(spin=0.0, min_delay=1e-4, max_delay=8e-4, sleep=delays.append)

@@ -1,0 +1,297 @@
+"""Scale benchmark: the real rank-0 path at simulated width (issue 27).
+
+    python bench/scale.py [--workers 1000,10000,100000] [--optimizers random,sweep,ga]
+                          [--sizes one|mixed] [--demand 2000] [--rounds 2] [--max-seconds 300]
+                          [--profile]
+
+Rank 0 runs as in a job (``run_optimizer_rank``: the optimizer thread, the evaluator, the queue
+pair, the distributor with its slot or team placement, group commit and the real SQLite store in
+a temporary experiment directory); only the transport is simulated: N virtual workers, each
+running the tasks sent to it one after another, every task a log-normal time (sigma 0.5) around
+``N / demand`` seconds, so the workers together ask ``demand`` tasks/s of rank 0 (2,000/s: 100k
+workers on 50 s tasks; 1k workers on 0.5 s tasks). Clocks are real: what rank 0 cannot keep up
+with shows as idle workers.
+
+Per cell it prints: the busy fraction of the workers between the moment every worker got its
+first task and the last dispatch (what a job pays for), the time from a worker freeing to its
+next task starting (p50, p99; 0 when a prefetched task was waiting), rank-0 CPU per task (the
+simulator's own time taken out), peak RSS, results stored per second and the store's time per
+commit; ``--profile`` adds the distributor thread's ten most expensive functions.
+``--sizes mixed``: tasks of 1, 2 and 4 ranks (70/25/5%, nodes of 4 workers) through the gang
+placement. A cell that runs past ``--max-seconds`` is stopped like a job (SIGINT) and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import heapq
+import io
+import itertools
+import os
+import pstats
+import resource
+import signal
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from emews.config.plugins import OPTIMIZERS
+from emews.core.results import Outcome, Status
+from emews.core.space import Categorical, Float, Int, Space
+from emews.core.task_size import FixedSize, TaskSize
+from emews.job.wiring import RunSpec, run_optimizer_rank
+from emews.objective.function import ObjectiveRef
+from emews.runtime import distributor as distributor_module
+from emews.runtime.interrupt import Interrupt
+from emews.runtime.teams import TeamTask
+from emews.runtime.transport import Message, Tag
+from emews.runtime.worker import WorkerStopped
+from emews.store.results_store import ResultsStore
+
+HERE = Path(__file__).resolve()
+SIGMA = 0.5
+WORKERS_PER_NODE = 4
+OPTIONS: dict[str, dict[str, Any]] = {
+    "random": {"seed": 1},
+    "sweep": {"levels": 10},
+    "ga": {"seed": 1, "strategy": "async"},
+    "bayes": {"seed": 1},
+    "hyperspace": {"seed": 1},
+    "mbo": {"seed": 1},
+}
+SPACE = Space(
+    {
+        "lr": Float(1e-5, 1e-1, log=True),
+        "dropout": Float(0.0, 0.5),
+        "units": Int(8, 512),
+        "act": Categorical(["relu", "tanh", "sigmoid"]),
+    }
+)
+
+
+def noop(_: object = None) -> float:
+    return 0.0
+
+
+class MixedSize(TaskSize):
+    """1, 2 or 4 ranks (70/25/5%), drawn from the point (so a task keeps its size on resume)."""
+
+    gang = True
+
+    def __call__(self, params: Any) -> int:
+        u = zlib.crc32(repr(sorted(params.items())).encode()) / 2**32
+        return 1 if u < 0.70 else 2 if u < 0.95 else 4
+
+
+@dataclass
+class SimulatedWorkers:
+    """Rank 0's transport to ``n`` virtual workers (ranks 1..n) on the real clock."""
+
+    n: int
+    mean: float
+    seed: int = 0
+    rank: int = 0
+    sending: int = 0
+    size: int = field(init=False)
+    #: the simulator's own time (taken out of rank 0's CPU per task)
+    overhead: float = 0.0
+    spans: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of every task run
+    gaps: list[float] = field(default_factory=list)  # a worker's idle time before each next task
+    first_task: dict[int, float] = field(default_factory=dict)
+    last_dispatch: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.size = self.n + 1
+        self._free_at = [0.0] * self.size
+        self._served = [0] * self.size
+        self._due: list[tuple[float, int, int, Outcome]] = []
+        self._ready: deque[Message] = deque()
+        self._seq = itertools.count()
+        self._wall = time.time() - time.perf_counter()
+        mu = np.log(self.mean) - SIGMA**2 / 2  # log-normal with this mean
+        self._draws = np.random.default_rng(self.seed).lognormal(mu, SIGMA, size=1 << 20)
+
+    def send(self, payload: Any, dest: int, tag: Tag) -> None:
+        t0 = time.perf_counter()
+        if tag == Tag.TASK:
+            self._start(payload, dest, t0)
+        elif tag == Tag.STOP:
+            self._ready.append(Message(dest, Tag.STOPPED, WorkerStopped(self._served[dest])))
+        # CANCEL, TRIAL_REPLY: every simulated task succeeds and reports nothing
+        self.overhead += time.perf_counter() - t0
+
+    def _start(self, items: list[Any], rank: int, now: float) -> None:
+        self.last_dispatch = now
+        self.first_task.setdefault(rank, now)
+        for item in items:
+            task = item.task if isinstance(item, TeamTask) else item
+            free = self._free_at[rank]
+            start = max(now, free)
+            if free:
+                self.gaps.append(start - free)
+            duration = float(self._draws[task.id % len(self._draws)])  # team members agree
+            end = start + duration
+            self._free_at[rank] = end
+            self.spans.append((start, end))
+            outcome = Outcome(
+                task.id, Status.OK, value=duration, rank=rank, host=f"node{(rank - 1) // WORKERS_PER_NODE}",
+                started=start + self._wall, finished=end + self._wall,
+            )
+            heapq.heappush(self._due, (end, next(self._seq), rank, outcome))
+
+    def poll(self) -> Message | None:
+        if self._ready:
+            return self._ready.popleft()
+        due = self._due
+        if not due:
+            return None
+        t0 = time.perf_counter()
+        message = None
+        if due[0][0] <= t0:
+            _, _, rank, outcome = heapq.heappop(due)
+            self._served[rank] += 1
+            message = Message(rank, Tag.OUTCOME, [outcome])
+        self.overhead += time.perf_counter() - t0
+        return message
+
+
+@dataclass
+class StoreTimer:
+    """Time and rows of every store commit (wrapping :meth:`ResultsStore.commit`)."""
+
+    seconds: float = 0.0
+    commits: int = 0
+    rows: int = 0
+
+    def __enter__(self) -> StoreTimer:
+        self._original = ResultsStore.commit
+        timer = self
+
+        def commit(store: Any, tasks: Any = (), results: Any = ()) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return timer._original(store, tasks, results)
+            finally:
+                timer.seconds += time.perf_counter() - t0
+                timer.commits += 1
+                timer.rows += len(results)
+
+        ResultsStore.commit = commit  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ResultsStore.commit = self._original  # type: ignore[method-assign]
+
+
+class ProfiledDistributor:
+    """cProfile of the distributor thread while inside (``--profile``)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.stats = ""
+
+    def __enter__(self) -> ProfiledDistributor:
+        self._original = distributor_module.Distributor._run
+        if not self.enabled:
+            return self
+        holder = self
+
+        def run(distributor: Any) -> None:
+            profile = cProfile.Profile()
+            profile.enable()
+            try:
+                holder._original(distributor)
+            finally:
+                profile.disable()
+                out = io.StringIO()
+                pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(10)
+                holder.stats = out.getvalue()
+
+        distributor_module.Distributor._run = run  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        distributor_module.Distributor._run = self._original  # type: ignore[method-assign]
+
+
+def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    mean = workers / args.demand
+    sim = SimulatedWorkers(workers, mean, seed=1)
+    optimizer_class = OPTIMIZERS.resolve(name)
+    size: TaskSize = MixedSize() if args.sizes == "mixed" else FixedSize()
+    nodes = {r: f"node{(r - 1) // WORKERS_PER_NODE}" for r in range(1, workers + 1)}
+    interrupt = Interrupt().install()
+    stopper = threading.Timer(args.max_seconds, lambda: os.kill(os.getpid(), signal.SIGINT))
+    stopper.daemon = True
+    with tempfile.TemporaryDirectory() as tmp, StoreTimer() as store, ProfiledDistributor(args.profile) as prof:
+        spec = RunSpec(
+            SPACE, lambda: optimizer_class(**OPTIONS[name]), ObjectiveRef(str(HERE), function="noop"),
+            budget=args.rounds * workers, isolation="inline", exp_dir=Path(tmp), show_progress=False,
+            task_size=size,
+        )
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        stopper.start()
+        summary = run_optimizer_rank(spec, sim, list(range(1, workers + 1)), interrupt=interrupt, nodes=nodes)
+        stopper.cancel()
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    done = max(summary.completed, 1)
+    window = (max(sim.first_task.values(), default=t0), sim.last_dispatch)
+    spans = np.array(sim.spans) if sim.spans else np.zeros((0, 2))
+    busy = np.clip(spans, *window)
+    width = max(window[1] - window[0], 1e-9)
+    gaps = sim.gaps or [0.0]
+    return {
+        "optimizer": name,
+        "workers": workers,
+        "task_s": mean,
+        "done": summary.completed,
+        "stopped": summary.error is not None,
+        "elapsed_s": elapsed,
+        "busy": float((busy[:, 1] - busy[:, 0]).sum()) / (workers * width) if len(busy) else 0.0,
+        "gap_p50_ms": 1e3 * float(np.percentile(gaps, 50)),
+        "gap_p99_ms": 1e3 * float(np.percentile(gaps, 99)),
+        "cpu_us_per_task": 1e6 * max(cpu - sim.overhead, 0.0) / done,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "stored_per_s": store.rows / elapsed,
+        "ms_per_commit": 1e3 * store.seconds / max(store.commits, 1),
+        "profile": prof.stats,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", default="1000,10000,100000")
+    parser.add_argument("--optimizers", default="random,sweep,ga")
+    parser.add_argument("--sizes", choices=["one", "mixed"], default="one")
+    parser.add_argument("--demand", type=float, default=2000.0, help="tasks/s the workers ask of rank 0")
+    parser.add_argument("--rounds", type=int, default=2, help="evaluations per worker")
+    parser.add_argument("--max-seconds", type=float, default=300.0)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    print(f"rank 0 at simulated width: {args.demand:g} tasks/s asked, {args.rounds} tasks per worker, "
+          f"task sizes {args.sizes}, {os.cpu_count()} cores", flush=True)
+    print(f"{'optimizer':11} {'workers':>8} {'task s':>7} {'done':>8} {'busy':>6} {'gap p50':>8} {'gap p99':>8} "
+          f"{'cpu/task':>9} {'RSS MB':>7} {'stored/s':>9} {'ms/commit':>9}")
+    for name in args.optimizers.split(","):
+        for workers in (int(w) for w in args.workers.split(",")):
+            row = run_cell(name, workers, args)
+            note = "  (stopped at --max-seconds)" if row["stopped"] else ""
+            print(f"{name:11} {workers:8,d} {row['task_s']:7.2f} {row['done']:8,d} {row['busy']:6.1%} "
+                  f"{row['gap_p50_ms']:6.1f}ms {row['gap_p99_ms']:6.1f}ms {row['cpu_us_per_task']:7.0f}us "
+                  f"{row['rss_mb']:7.0f} {row['stored_per_s']:9,.0f} {row['ms_per_commit']:9.2f}{note}", flush=True)
+            if row["profile"]:
+                print(row["profile"], flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
