@@ -28,6 +28,7 @@ caller passes ``now`` (the distributor's monotonic clock, or a simulated one in 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -166,6 +167,73 @@ def _block(node: tuple[int, ...], free: list[int], size: int) -> list[int]:
     return list(node[best : best + size])
 
 
+class IdleRanks:
+    """The idle ranks of a :class:`NodeLayout`, kept per node as they change, so that placing a
+    task looks at the nodes with enough idle ranks only, not at every rank of the job: the same
+    choice as :meth:`NodeLayout.place` over :attr:`ranks`, at any width."""
+
+    def __init__(self, layout: NodeLayout, ranks: Iterable[int]) -> None:
+        self._layout = layout
+        self._nodes = layout.nodes
+        self._node_of = {r: n for n, node in enumerate(self._nodes) for r in node}
+        self._free: list[set[int]] = [set() for _ in self._nodes]
+        #: idle count -> the nodes with that many idle ranks (counts above 0 only)
+        self._by_count: dict[int, set[int]] = {}
+        self.ranks: set[int] = set()
+        self.add(ranks)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def add(self, ranks: Iterable[int]) -> None:
+        for rank in ranks:
+            if rank not in self.ranks:
+                self.ranks.add(rank)
+                self._move(self._node_of[rank], +1, rank)
+
+    def remove(self, ranks: Iterable[int]) -> None:
+        for rank in ranks:
+            if rank in self.ranks:
+                self.ranks.discard(rank)
+                self._move(self._node_of[rank], -1, rank)
+
+    def _move(self, node: int, step: int, rank: int) -> None:
+        free = self._free[node]
+        before = len(free)
+        if step > 0:
+            free.add(rank)
+        else:
+            free.discard(rank)
+        if before:
+            bucket = self._by_count[before]
+            bucket.discard(node)
+            if not bucket:
+                del self._by_count[before]
+        if free:
+            self._by_count.setdefault(len(free), set()).add(node)
+
+    def place(self, size: int) -> tuple[int, ...] | None:
+        """``size`` idle ranks, chosen as :meth:`NodeLayout.place` chooses them."""
+        if len(self.ranks) < size:
+            return None
+        for count in sorted(c for c in self._by_count if c >= size):
+            nodes = self._by_count[count]
+            first = min(nodes)
+            best = first if self._aligned(first, size) else None
+            if best is None:
+                best = next((n for n in sorted(nodes) if self._aligned(n, size)), first)
+            node = self._nodes[best]
+            return tuple(sorted(_block(node, self._free_list(best), size)))
+        return self._layout.place(size, self.ranks)  # no node holds it: spread over several (rare)
+
+    def _free_list(self, node: int) -> list[int]:
+        free = self._free[node]
+        return [r for r in self._nodes[node] if r in free]
+
+    def _aligned(self, node: int, size: int) -> bool:
+        return bool(_aligned(self._nodes[node], self._free_list(node), size))
+
+
 class RunTimeEstimate:
     """Moving mean and spread of run time per task size (exponential, weight ``alpha`` on the newest).
 
@@ -237,13 +305,14 @@ class GangScheduler:
         self._patience = patience
         self._passes = passes
         self._head: _Head | None = None
-        self._idle: set[int] = set(self._layout.ranks)
+        self._idle = IdleRanks(self._layout, self._layout.ranks)
         self._queue: list[_Queued] = []
         self._keys: set[Hashable] = set()
         self._running: dict[Hashable, _Started] = {}
         self._counter = itertools.count()
         self._reservation: Reservation | None = None
         self._retired: set[int] = set()
+        self._explicit = 0  # queued tasks with their own estimate
 
     @property
     def layout(self) -> NodeLayout:
@@ -258,7 +327,7 @@ class GangScheduler:
     @property
     def idle(self) -> frozenset[int]:
         """Ranks running nothing now."""
-        return frozenset(self._idle)
+        return frozenset(self._idle.ranks)
 
     @property
     def queued(self) -> list[Hashable]:
@@ -285,14 +354,16 @@ class GangScheduler:
         if key in self._keys:
             raise ValueError(f"task {key!r} is already queued or running")
         self._keys.add(key)
-        self._queue.append(_Queued(key, size, priority, next(self._counter), estimate))
+        self._explicit += estimate is not None
+        # kept in order as it grows (higher priority first, then submission order): never sorted again
+        bisect.insort(self._queue, _Queued(key, size, priority, next(self._counter), estimate), key=_Queued.sort_key)
 
     def schedule(self, now: float) -> list[Placement]:
         """Start what may start now: the reservation holder while it fits, then backfill (EASY)."""
         started: list[Placement] = []
         reservation: Reservation | None = None
         while self._queue:
-            ordered = self._ordered()
+            ordered = self._queue  # in order; only _fill needs a copy (it starts tasks as it goes)
             holder = self._holder(ordered, now)
             if holder.size <= len(self._idle):
                 if holder is not ordered[0]:
@@ -302,7 +373,7 @@ class GangScheduler:
                 continue
             reservation = self._reserve(holder, now)
             if self._backfill:
-                started.extend(self._fill(ordered, holder, reservation, now))
+                started.extend(self._fill(self._ordered(), holder, reservation, now))
             break
         self._reservation = reservation
         return started
@@ -313,21 +384,22 @@ class GangScheduler:
         if run is None:
             raise KeyError(f"task {key!r} is not running")
         self._keys.discard(key)
-        self._idle.update(r for r in run.ranks if r not in self._retired)
+        self._idle.add(r for r in run.ranks if r not in self._retired)
         self._estimate.record(run.size, max(0.0, now - run.start))
         return run.ranks
 
     def retire(self, rank: int) -> None:
         """``rank`` takes no more tasks (its worker stopped); a task running on it still ends by ``release``."""
         self._retired.add(rank)
-        self._idle.discard(rank)
+        self._idle.remove((rank,))
 
     def withdraw_larger(self, size: int) -> list[Hashable]:
         """Remove the queued tasks larger than ``size`` ranks (after retirements); their keys."""
         gone = [q for q in self._queue if q.size > size]
+        self._queue = [q for q in self._queue if q.size <= size]
         for q in gone:
-            self._queue.remove(q)
             self._keys.discard(q.key)
+            self._explicit -= q.estimate is not None
         return [q.key for q in gone]
 
     def _holder(self, ordered: list[_Queued], now: float) -> _Queued:
@@ -343,19 +415,28 @@ class GangScheduler:
     def _fill(self, ordered: list[_Queued], holder: _Queued, reservation: Reservation, now: float) -> list[Placement]:
         """Backfill: the tasks that fit now and end by the shadow time, or fit in the spare ranks."""
         started, spare = [], reservation.extra
+        # a size without its own estimate that could not start cannot start later in this pass
+        # (its cautious estimate, the shadow: fixed; the idle and spare ranks: only fewer), so
+        # once every size that fits the idle ranks failed, the rest of a long queue is not read
+        failed: set[int] = set()
+        explicit = self._explicit
         for task in ordered:
-            if task is holder or task.size > len(self._idle):
+            idle = len(self._idle)
+            if not idle or (not explicit and len(failed) >= idle and failed.issuperset(range(1, idle + 1))):
+                break
+            if task is holder or task.size > idle or (task.estimate is None and task.size in failed):
                 continue
             if now + self._cautious(task) <= reservation.shadow:
                 started.append(self._start(task, now))
             elif task.size <= spare:
                 spare -= task.size
                 started.append(self._start(task, now))
+            elif task.estimate is None:
+                failed.add(task.size)
         return started
 
     def _ordered(self) -> list[_Queued]:
-        self._queue.sort(key=_Queued.sort_key)
-        return list(self._queue)
+        return list(self._queue)  # a copy: starting a task takes it out of the queue
 
     def _expected(self, task: _Queued) -> float:
         return task.estimate if task.estimate is not None else self._estimate(task.size)
@@ -364,10 +445,12 @@ class GangScheduler:
         return task.estimate if task.estimate is not None else self._estimate.cautious(task.size)
 
     def _start(self, task: _Queued, now: float) -> Placement:
-        ranks = self._layout.place(task.size, self._idle)
+        ranks = self._idle.place(task.size)
         assert ranks is not None and len(ranks) == task.size
-        self._idle.difference_update(ranks)
-        self._queue.remove(task)
+        self._idle.remove(ranks)
+        queue = self._queue
+        del queue[bisect.bisect_left(queue, task.sort_key(), key=_Queued.sort_key)]
+        self._explicit -= task.estimate is not None
         self._running[task.key] = _Started(task.key, task.size, ranks, now, self._expected(task), self._cautious(task))
         return Placement(task.key, ranks)
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emews.runtime.gang import GangScheduler, NodeLayout, Placement, RunTimeEstimate
+from emews.runtime.gang import GangScheduler, IdleRanks, NodeLayout, Placement, RunTimeEstimate
 
 
 def nodes_of(workers: int, per_node: int = 4, first: int = 1) -> dict[int, int]:
@@ -24,6 +24,31 @@ def nodes_of(workers: int, per_node: int = 4, first: int = 1) -> dict[int, int]:
 
 
 # --- placement ------------------------------------------------------------------------------
+
+@settings(deadline=None, max_examples=300)
+@given(
+    per_node=st.sampled_from([1, 2, 4, 6, 8]),
+    nodes=st.integers(1, 6),
+    steps=st.lists(st.tuples(st.booleans(), st.integers(1, 8), st.integers(0, 10**6)), max_size=40),
+)
+def test_idle_ranks_kept_per_node_place_as_the_layout_does(per_node: int, nodes: int, steps: list) -> None:
+    """The scheduler's incremental idle ranks (placing at any width without reading every rank)
+    choose exactly the ranks NodeLayout.place chooses from the same idle set, after any
+    sequence of placements and releases."""
+    layout = NodeLayout(nodes_of(per_node * nodes, per_node))
+    idle = IdleRanks(layout, layout.ranks)
+    busy: list[tuple[int, ...]] = []
+    for place, size, pick in steps:
+        if place or not busy:
+            expected = layout.place(size, set(idle.ranks))
+            assert idle.place(size) == expected
+            if expected is not None:
+                idle.remove(expected)
+                busy.append(expected)
+        else:
+            idle.add(busy.pop(pick % len(busy)))
+        assert len(idle) == len(idle.ranks)
+
 
 def test_small_tasks_fill_the_busiest_node_so_whole_nodes_stay_whole() -> None:
     layout = NodeLayout(nodes_of(8))
