@@ -218,7 +218,13 @@ class TeamDispatch(Dispatch):
         due = self._clock() - timeout - self._grace
         events: list[Event] = []
         first = None
-        for team in [t for t in self._running.values() if len(t.ranks) > 1 and t.started <= due]:
+        overdue = []
+        for team in self._running.values():  # in start order: stop at the first one not yet due
+            if team.started > due:
+                break
+            if len(team.ranks) > 1:
+                overdue.append(team)
+        for team in overdue:
             stuck = [r for r in team.ranks if r not in team.outcomes]
             first = first or _stranded_error(team, stuck, timeout, self._grace)
             team.cancelled.update(stuck)
