@@ -3,8 +3,15 @@
 Rungs sit at ``grace_period * reduction_factor**k`` steps below ``max_t``. The first time a
 trial reaches a rung its metric is recorded there, highest rung first:
 
-``stopping``   (as Ray Tune's ASHAScheduler) the trial stops when its loss is worse than the
-               ``1/reduction_factor`` quantile of the losses recorded earlier at that rung.
+``stopping``   (``rule: rank``, the default) the trial goes on only while it ranks among the
+               best ``ceil(n / reduction_factor)`` of the ``n`` trials recorded at the highest rung
+               it reached, itself counted (ties go on). The rank is checked again at each of its
+               later reports until the next rung: a trial that passed a rung while few others had
+               reached it (the first trials' free pass) stops as soon as trials that reached the
+               rung after it outrank it. No trial waits for others.
+               ``rule: quantile`` is Ray Tune's ASHAScheduler: the trial stops when its loss is
+               worse than the ``1/reduction_factor`` quantile of the losses recorded *earlier* at
+               that rung, once (a trial alone at a rung passes it for good).
 ``promotion``  (the paper's rule) the trial continues only if it is among the best
                ``n // reduction_factor`` of the ``n`` trials recorded at that rung, else it
                pauses: its task ends, it waits on the optimizer rank with its checkpoint, and
@@ -43,6 +50,8 @@ class ASHA(TrialScheduler):
     reduction_factor  rungs ``grace_period * reduction_factor**k`` apart; the share of a rung
                       that goes on is ``1/reduction_factor`` (3)
     variant           stopping | promotion (stopping)
+    rule              stopping only: rank (the best ``ceil(n / reduction_factor)`` of the
+                      rung go on, checked at every report) | quantile (Ray Tune's rule) (rank)
     resource          promotion only: the parameter that says how many steps a task trains; each
                       rung ends the task and a promotion raises it to the next rung (None)
     metric            the reported metric the rungs compare (default: the objective's metric)
@@ -58,6 +67,7 @@ class ASHA(TrialScheduler):
         metric: str | None = None,
         mode: Mode | None = None,
         resource: str | None = None,
+        rule: Literal["rank", "quantile"] = "rank",
     ) -> None:
         super().__init__(metric, mode)
         if grace_period < 1 or max_t < grace_period:
@@ -66,10 +76,13 @@ class ASHA(TrialScheduler):
             raise ValueError(f"reduction_factor must be at least 2, got {reduction_factor}")
         if resource is not None and variant != "promotion":
             raise ValueError("resource needs variant: promotion (only promoted trials get more resource)")
+        if rule not in ("rank", "quantile"):
+            raise ValueError(f"rule must be rank or quantile, got {rule!r}")
         self.max_t = max_t
         self.reduction_factor = reduction_factor
         self.variant = variant
         self.resource = resource
+        self.rule = rule
         self.rungs: list[int] = []
         milestone = grace_period
         while milestone < max_t:
@@ -86,6 +99,8 @@ class ASHA(TrialScheduler):
             return CONTINUE
         if step >= self.max_t:
             return COMPLETE
+        if self.variant == "stopping" and self.rule == "rank":
+            return self._rank(trial, step, loss)
         for milestone in reversed(self.rungs):
             rung = self.recorded[milestone]
             if step < milestone or trial in rung:
@@ -101,6 +116,17 @@ class ASHA(TrialScheduler):
             self.paused[trial] = milestone  # with ``resource`` a trial in the top is promotable at once
             return PAUSE
         return CONTINUE
+
+    def _rank(self, trial: int, step: int, loss: float) -> Decision:
+        """The rank rule: recorded at the highest rung ``step`` reached (once), ``trial`` goes on
+        while it ranks among the best ``ceil(n / reduction_factor)`` recorded there."""
+        reached = [m for m in self.rungs if m <= step]
+        if not reached:
+            return CONTINUE
+        rung = self.recorded[reached[-1]]
+        mine = rung.setdefault(trial, loss)
+        better = sum(1 for other in rung.values() if other < mine)  # ties go on, as Optuna's
+        return CONTINUE if better < -(-len(rung) // self.reduction_factor) else STOP
 
     def _in_top(self, milestone: int, trial: int) -> bool:
         """Whether ``trial`` is among the best ``n // reduction_factor`` recorded at ``milestone``

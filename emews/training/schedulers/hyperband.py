@@ -22,8 +22,8 @@ class Hyperband(TrialScheduler):
     Options (workflow ``trial_scheduler.options``): ``brackets`` (how many; default: every
     bracket whose first rung is below ``max_t``, ``floor(log(max_t / grace_period,
     reduction_factor)) + 1``), and ASHA's ``max_t`` (81), ``grace_period`` (1, bracket 0's
-    first rung), ``reduction_factor`` (3), ``variant`` (stopping | promotion), ``resource``,
-    ``metric`` and ``mode``, for every bracket.
+    first rung), ``reduction_factor`` (3), ``variant`` (stopping | promotion), ``rule`` (rank |
+    quantile), ``resource``, ``metric`` and ``mode``, for every bracket.
     """
 
     def __init__(
@@ -36,6 +36,7 @@ class Hyperband(TrialScheduler):
         metric: str | None = None,
         mode: Mode | None = None,
         resource: str | None = None,
+        rule: Literal["rank", "quantile"] = "rank",
     ) -> None:
         super().__init__(metric, mode)
         if grace_period < 1 or max_t < grace_period or reduction_factor < 2:
@@ -48,7 +49,7 @@ class Hyperband(TrialScheduler):
                 f"reduction_factor, got {brackets}"
             )
         self.brackets = [
-            ASHA(max_t, grace_period * reduction_factor**b, reduction_factor, variant, metric, mode, resource)
+            ASHA(max_t, grace_period * reduction_factor**b, reduction_factor, variant, metric, mode, resource, rule)
             for b in range(count)
         ]
         self.resource = resource

@@ -1,0 +1,104 @@
+"""ASHA's default stopping rule (``rule: rank``) on hand-made report sequences.
+
+The rule: a trial goes on while it ranks among the best ``ceil(n / reduction_factor)`` of the ``n``
+trials recorded at the highest rung it reached, itself counted, checked again at each report until
+its next rung. Ray Tune's rule (``rule: quantile``, the default before) compared a trial once, on
+arrival, with the 1/rf quantile of the trials recorded *earlier*: a trial alone at a rung passed it
+for good, and so did a trial between the two best of three. Each case below decides differently
+under the old rule.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from emews.training.messages import Action
+from emews.training.schedulers.asha import ASHA
+from emews.training.schedulers.hyperband import Hyperband
+
+C, S = Action.CONTINUE, Action.STOP
+
+
+def bound(scheduler):
+    return scheduler.bind(metric="loss", direction="minimize")
+
+
+def actions(scheduler, reports) -> list[Action]:
+    """The action answered to each ``(trial, step, loss)`` report, in order."""
+    return [scheduler.on_report(trial, step, {"loss": loss}, {}).action for trial, step, loss in reports]
+
+
+def test_a_trial_at_chance_level_that_passed_the_first_rung_alone_stops_once_a_better_trial_reached_it() -> None:
+    """Two workers: trial 0 (loss 2.30, chance level on 10 classes, for ever) reaches rung 1 first and
+    alone, so it goes on; trial 1 reaches rung 1 better; trial 0's next report is a stop (the old
+    rule let it train all 9 steps)."""
+    asha = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3))
+    reports = [(0, 1, 2.30), (1, 1, 1.50), (0, 2, 2.30), (1, 2, 1.00), (1, 3, 0.70)]
+    assert actions(asha, reports) == [C, C, S, C, C]
+    assert asha.recorded == {1: {0: 2.30, 1: 1.50}, 3: {1: 0.70}}
+
+    old = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3, rule="quantile"))
+    chance = [(0, step, 2.30) for step in range(2, 10)]
+    assert set(actions(old, reports[:2] + chance)) == {C, Action.COMPLETE}  # Ray's rule: all 9 steps
+
+
+def test_a_trial_is_judged_at_the_highest_rung_it_reached_and_again_at_each_report_in_order() -> None:
+    """rf 3, rungs 1 and 3. Trial 0 passes rungs 1 and 3 alone; trials 3 and 4 are worse at rung 1
+    (best 1 of 2, of 3); with 4 and 5 trials there the best 2 go on (1, 2), and each is checked again
+    at step 2. At rung 3 trial 1 is best of 2, trial 2 second of 3 (stops); trial 0, first at rung 3
+    but now behind trials 1 and 2, stops at its step-4 report, before rung 9."""
+    asha = bound(ASHA(max_t=27, grace_period=1, reduction_factor=3))
+    reports = [(0, 1, 2.0), (0, 2, 1.5), (0, 3, 0.9),
+               (3, 1, 2.2), (4, 1, 2.3), (1, 1, 1.7), (2, 1, 1.75),
+               (1, 2, 1.2), (2, 2, 1.25), (1, 3, 0.5), (2, 3, 0.6),
+               (0, 4, 0.85), (1, 4, 0.45)]
+    assert actions(asha, reports) == [C, C, C, S, S, C, C, C, C, C, S, S, C]
+    assert asha.recorded[3] == {0: 0.9, 1: 0.5, 2: 0.6}
+
+    old = bound(ASHA(max_t=27, grace_period=1, reduction_factor=3, rule="quantile"))
+    assert actions(old, reports) == [C, C, C, S, S, C, C, C, C, C, C, C, C]  # trials 0 and 2 went on
+
+
+def test_the_trial_counts_itself_a_trial_between_the_two_best_of_three_stops() -> None:
+    """One worker: 1.5 and 1.1 at rung 1, then 1.2: second of 3, outside the best ceil(3/3) = 1. Ray's
+    rule compares it with the 1/3 quantile of the two earlier (1.233) and lets it go on."""
+    reports = [(0, 1, 1.5), (1, 1, 1.1), (2, 1, 1.2)]
+    assert actions(bound(ASHA(max_t=9)), reports) == [C, C, S]
+    assert actions(bound(ASHA(max_t=9, rule="quantile")), reports) == [C, C, C]
+
+
+def test_the_share_that_goes_on_grows_with_the_rung_best_ceil_n_over_rf() -> None:
+    """Six trials at rung 1 in order of arrival, each worse than all before but the first: with rf 3
+    the best 1 of 1-3, 2 of 4-6 go on, so the 2nd and 3rd stop and the 4th goes on."""
+    asha = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3))
+    reports = [(0, 1, 1.0), (1, 1, 2.0), (2, 1, 3.0), (3, 1, 0.5), (4, 1, 1.5), (5, 1, 0.9)]
+    assert actions(asha, reports) == [C, S, S, C, S, C]
+    assert actions(asha, [(0, 2, 0.8)]) == [S]  # trials 3 and 5 are better at rung 1 now
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 10)), min_size=1, max_size=60))
+def test_the_best_trial_of_its_rung_is_never_stopped_and_no_trial_waits(reports) -> None:
+    """Any order of reports: every answer is continue, stop or complete (nothing pauses), and a
+    trial whose loss at its highest rung is the best recorded there goes on."""
+    asha = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3))
+    steps: dict[int, int] = {}
+    for trial, loss in reports:
+        steps[trial] = steps.get(trial, 0) + 1
+        action = asha.on_report(trial, steps[trial], {"loss": loss}, {}).action
+        assert action in (C, S, Action.COMPLETE)
+        rung = asha.recorded[max(m for m in asha.rungs if m <= steps[trial])] if steps[trial] < 9 else None
+        if rung is not None and rung[trial] == min(rung.values()):
+            assert action is C
+
+
+def test_hyperband_brackets_take_the_rule() -> None:
+    assert {b.rule for b in Hyperband(max_t=9).brackets} == {"rank"}
+    assert {b.rule for b in Hyperband(max_t=9, rule="quantile").brackets} == {"quantile"}
+
+
+def test_an_unknown_rule_is_one_clear_error() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="rule must be rank or quantile, got 'median'"):
+        ASHA(rule="median")  # type: ignore[arg-type]
