@@ -12,8 +12,8 @@ running the tasks sent to it one after another, every task a log-normal time (si
 workers on 50 s tasks; 1k workers on 0.5 s tasks). Clocks are real: what rank 0 cannot keep up
 with shows as idle workers.
 
-Per cell it prints: the busy fraction of the workers between the moment every worker got its
-first task and the last dispatch (what a job pays for), the time from a worker freeing to its
+Per cell it prints: the busy fraction of the workers from the first dispatch to the last (what a
+job pays for, the first round included), the time from a worker freeing to its
 next task starting (p50, p99; 0 when a prefetched task was waiting), rank-0 CPU per task (the
 simulator's own time taken out), peak RSS, results stored per second and the store's time per
 commit; ``--profile`` adds the distributor thread's ten most expensive functions.
@@ -245,7 +245,7 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     signal.signal(signal.SIGINT, signal.default_int_handler)
     done = max(summary.completed, 1)
-    window = (max(sim.first_task.values(), default=t0), sim.last_dispatch)
+    window = (min(sim.first_task.values(), default=t0), sim.last_dispatch)
     spans = np.array(sim.spans) if sim.spans else np.zeros((0, 2))
     busy = np.clip(spans, *window)
     width = max(window[1] - window[0], 1e-9)

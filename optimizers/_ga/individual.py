@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -28,6 +29,16 @@ class Individual(dict):
         self.result: Result | None = None
         #: the weighted fitness of the parent this individual was bred from (``None``: not bred)
         self.parent_fitness: tuple[float, ...] | None = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Individual:
+        """DEAP's ``clone``: the point and the fitness copied, the scoring ``result`` shared (it is
+        never changed, only replaced), not deep-copied with its parameters and metrics for every
+        parent of every child bred (most of the GA's time at 1,000 workers, ``bench/scale.py``)."""
+        twin = Individual(copy.deepcopy(dict(self), memo))
+        twin.fitness = copy.deepcopy(self.fitness, memo)
+        twin.result = self.result
+        twin.parent_fitness = self.parent_fitness
+        return twin
 
     def bred(self) -> None:
         """Mark this clone of a parent as a new child: remember the parent's fitness, drop its own."""
