@@ -1,8 +1,8 @@
 """ASHA's default stopping rule (``rule: rank``) on hand-made report sequences.
 
-The rule: a trial goes on while it ranks among the best ``ceil(n / reduction_factor)`` of the ``n``
-trials recorded at the highest rung it reached, itself counted, checked again at each report until
-its next rung. Ray Tune's rule (``rule: quantile``, the default before) compared a trial once, on
+The rule: a trial arriving at a rung goes on if it ranks among the best ``ceil(n / reduction_factor)``
+of the ``n`` trials recorded there, itself counted; the first trial at a rung (alone there) is
+checked again at each of its reports until its next rung. Ray Tune's rule (``rule: quantile``, the default before) compared a trial once, on
 arrival, with the 1/rf quantile of the trials recorded *earlier*: a trial alone at a rung passed it
 for good, and so did a trial between the two best of three. Each case below decides differently
 under the old rule.
@@ -45,9 +45,9 @@ def test_a_trial_at_chance_level_that_passed_the_first_rung_alone_stops_once_a_b
 
 def test_a_trial_is_judged_at_the_highest_rung_it_reached_and_again_at_each_report_in_order() -> None:
     """rf 3, rungs 1 and 3. Trial 0 passes rungs 1 and 3 alone; trials 3 and 4 are worse at rung 1
-    (best 1 of 2, of 3); with 4 and 5 trials there the best 2 go on (1, 2), and each is checked again
-    at step 2. At rung 3 trial 1 is best of 2, trial 2 second of 3 (stops); trial 0, first at rung 3
-    but now behind trials 1 and 2, stops at its step-4 report, before rung 9."""
+    (best 1 of 2, of 3); with 4 and 5 trials there the best 2 go on (1, 2), judged once. At rung 3
+    trial 1 is best of 2, trial 2 second of 3 (stops); trial 0, alone at rung 3 when it passed and
+    now behind trial 1, stops at its step-4 report, before rung 9."""
     asha = bound(ASHA(max_t=27, grace_period=1, reduction_factor=3))
     reports = [(0, 1, 2.0), (0, 2, 1.5), (0, 3, 0.9),
                (3, 1, 2.2), (4, 1, 2.3), (1, 1, 1.7), (2, 1, 1.75),
@@ -69,12 +69,14 @@ def test_the_trial_counts_itself_a_trial_between_the_two_best_of_three_stops() -
 
 
 def test_the_share_that_goes_on_grows_with_the_rung_best_ceil_n_over_rf() -> None:
-    """Six trials at rung 1 in order of arrival, each worse than all before but the first: with rf 3
-    the best 1 of 1-3, 2 of 4-6 go on, so the 2nd and 3rd stop and the 4th goes on."""
+    """Six trials at rung 1 in order of arrival: with rf 3 the best 1 of 1-3, 2 of 4-6 go on, so the
+    2nd and 3rd stop and the 4th goes on. Trial 0, alone there when it passed, is third of 6 at its
+    step 2 and stops; trial 4, judged on arrival with others, is not judged again."""
     asha = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3))
     reports = [(0, 1, 1.0), (1, 1, 2.0), (2, 1, 3.0), (3, 1, 0.5), (4, 1, 1.5), (5, 1, 0.9)]
     assert actions(asha, reports) == [C, S, S, C, S, C]
     assert actions(asha, [(0, 2, 0.8)]) == [S]  # trials 3 and 5 are better at rung 1 now
+    assert actions(asha, [(3, 2, 0.4), (5, 2, 0.7)]) == [C, C]
 
 
 @given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 10)), min_size=1, max_size=60))

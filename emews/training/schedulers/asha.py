@@ -3,12 +3,11 @@
 Rungs sit at ``grace_period * reduction_factor**k`` steps below ``max_t``. The first time a
 trial reaches a rung its metric is recorded there, highest rung first:
 
-``stopping``   (``rule: rank``, the default) the trial goes on only while it ranks among the
-               best ``ceil(n / reduction_factor)`` of the ``n`` trials recorded at the highest rung
-               it reached, itself counted (ties go on). The rank is checked again at each of its
-               later reports until the next rung: a trial that passed a rung while few others had
-               reached it (the first trials' free pass) stops as soon as trials that reached the
-               rung after it outrank it. No trial waits for others.
+``stopping``   (``rule: rank``, the default) a trial arriving at a rung goes on if it ranks among
+               the best ``ceil(n / reduction_factor)`` of the ``n`` trials recorded there, itself
+               counted (ties go on). The first trial at a rung passes it alone (the free pass):
+               its rank is checked again at each of its later reports until its next rung, so it
+               stops as soon as trials that reached the rung after it outrank it. No trial waits.
                ``rule: quantile`` is Ray Tune's ASHAScheduler: the trial stops when its loss is
                worse than the ``1/reduction_factor`` quantile of the losses recorded *earlier* at
                that rung, once (a trial alone at a rung passes it for good).
@@ -51,7 +50,8 @@ class ASHA(TrialScheduler):
                       that goes on is ``1/reduction_factor`` (3)
     variant           stopping | promotion (stopping)
     rule              stopping only: rank (the best ``ceil(n / reduction_factor)`` of the
-                      rung go on, checked at every report) | quantile (Ray Tune's rule) (rank)
+                      rung go on; the first at a rung is checked again at each report until
+                      its next rung) | quantile (Ray Tune's rule) (rank)
     resource          promotion only: the parameter that says how many steps a task trains; each
                       rung ends the task and a promotion raises it to the next rung (None)
     metric            the reported metric the rungs compare (default: the objective's metric)
@@ -119,11 +119,14 @@ class ASHA(TrialScheduler):
 
     def _rank(self, trial: int, step: int, loss: float) -> Decision:
         """The rank rule: recorded at the highest rung ``step`` reached (once), ``trial`` goes on
-        while it ranks among the best ``ceil(n / reduction_factor)`` recorded there."""
+        if it ranks among the best ``ceil(n / reduction_factor)`` recorded there; checked on
+        arrival, and at every report for the trial recorded first (it arrived alone)."""
         reached = [m for m in self.rungs if m <= step]
         if not reached:
             return CONTINUE
         rung = self.recorded[reached[-1]]
+        if trial in rung and trial != next(iter(rung)):
+            return CONTINUE  # judged on arrival, with others there
         mine = rung.setdefault(trial, loss)
         better = sum(1 for other in rung.values() if other < mine)  # ties go on, as Optuna's
         return CONTINUE if better < -(-len(rung) // self.reduction_factor) else STOP
