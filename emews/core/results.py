@@ -69,6 +69,9 @@ class Outcome:
     host: str | None = None
     started: float | None = None
     finished: float | None = None
+    #: the world ranks a multi-rank task's team held, team rank 0 first (set by the distributor;
+    #: ``None``: the task ran on ``rank`` alone)
+    team: tuple[int, ...] | None = field(default=None, metadata={"local": True})
 
 
 @dataclass(slots=True)
@@ -92,6 +95,7 @@ class Result:
     submitted: float | None = None
     started: float | None = None
     finished: float | None = None
+    team: tuple[int, ...] | None = None  # the ranks a multi-rank task's team held (``Outcome.team``)
 
     @property
     def ok(self) -> bool:
@@ -113,6 +117,7 @@ class Result:
             submitted=task.submitted,
             started=outcome.started,
             finished=outcome.finished,
+            team=outcome.team,
         )
 
 

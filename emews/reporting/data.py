@@ -36,8 +36,10 @@ class ExperimentData:
     site: dict[str, Any]
     info: dict[str, Any]
     summary: dict[str, Any] | None
-    #: one row per finished evaluation, ``RESULT_COLUMNS`` + ``attempt`` + ``ranks`` (the worker ranks
-    #: it occupied, :func:`task_sizes`) (+ ``checkpoint``), id order
+    #: one row per finished evaluation, ``RESULT_COLUMNS`` + ``attempt`` + ``team_ranks`` (the world
+    #: ranks a multi-rank task's team held, team rank 0 first, or ``None``: ``rank`` alone or not
+    #: recorded) + ``ranks`` (how many worker ranks it occupied: its team's, else :func:`task_sizes`)
+    #: (+ ``checkpoint``), id order
     results: pd.DataFrame
     #: the parameters of each row of ``results`` (same index): the space's, in its order, then
     #: those the stored points set that the space does not list (a points file without a space)
@@ -71,7 +73,7 @@ class ExperimentData:
     @property
     def workers(self) -> int:
         """Worker ranks: as launched, or as many as ran tasks when a resume used more."""
-        seen = int(self.results["rank"].nunique()) if len(self.results) else 0
+        seen = len(held_ranks(self.results))
         return max(int(self.info.get("workers") or 0), seen, 1)
 
     @property
@@ -101,7 +103,7 @@ def load(exp_dir: Path) -> ExperimentData:
         with store:
             results, params = _results(store, names)
             unfinished = store.count_unfinished()
-            results["ranks"] = task_sizes(workflow, params)
+            results["ranks"] = team_sizes(results["team_ranks"], task_sizes(workflow, params))
             reports = _reports(store)
             endings = {t: e.value for t, e in store.report_endings().items()} if reports is not None else {}
             lineage = _lineage(store) if reports is not None else None
@@ -117,7 +119,8 @@ def load(exp_dir: Path) -> ExperimentData:
 def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     table = store.report_results()
     frame = pd.DataFrame(
-        table.rows, columns=[*RESULT_COLUMNS, "params", "attempt", *(["checkpoint"] if table.checkpoints else [])]
+        table.rows,
+        columns=[*RESULT_COLUMNS, "params", "attempt", "team_ranks", *(["checkpoint"] if table.checkpoints else [])],
     )
     points = list(frame.pop("params"))
     params = pd.DataFrame.from_records(points, columns=parameter_names(names, points), index=frame.index)
@@ -139,6 +142,20 @@ def task_sizes(workflow: dict[str, Any], params: pd.DataFrame) -> pd.Series:
         return pd.Series(1, index=params.index, dtype=np.int64)
     sizes = pd.to_numeric(params[spec], errors="coerce").fillna(1)
     return sizes.clip(lower=1).astype(np.int64)
+
+
+def team_sizes(teams: pd.Series, sizes: pd.Series) -> pd.Series:
+    """How many worker ranks each evaluation occupied: its recorded team's, else ``sizes``."""
+    recorded = teams.map(lambda t: len(t) if isinstance(t, tuple) else 0).astype(np.int64)
+    return recorded.where(recorded > 0, sizes).astype(np.int64)
+
+
+def held_ranks(results: pd.DataFrame) -> set[int]:
+    """Every worker rank that ran a task: each result's ``rank`` and its team's."""
+    held = {int(r) for r in results["rank"].dropna()}
+    if "team_ranks" in results.columns:
+        held.update(r for team in results["team_ranks"] if isinstance(team, tuple) for r in team)
+    return held
 
 
 def parameter_names(space: list[str], points: list[dict[str, Any]]) -> list[str]:
@@ -178,6 +195,7 @@ def _empty_results() -> pd.DataFrame:
         }
     )
     frame["attempt"] = pd.Series(dtype=np.int64)
+    frame["team_ranks"] = pd.Series(dtype=object)
     frame["ranks"] = pd.Series(dtype=np.int64)
     return frame
 

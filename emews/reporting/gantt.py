@@ -1,7 +1,8 @@
 """A timeline per worker (Gantt chart): each task a bar from its start to its end, coloured by status.
 
-A multi-rank task (``task.ranks``) is drawn hatched on its team's rank 0, the rank its result names:
-the store does not record which other ranks its team held."""
+A multi-rank task (``task.ranks``) is drawn hatched on every rank its team held (the store's
+``team_ranks``); a store written before teams were recorded names only the team's rank 0, where
+such a task is drawn alone."""
 
 from __future__ import annotations
 
@@ -41,14 +42,19 @@ class Gantt(ReportPlot):
             return None
         t0 = float(ran["ready"].min())
         scale, unit = time_unit(float(ran["finished"].max()) - t0)
-        ranks = np.sort(ran["rank"].unique())
-        row = np.searchsorted(ranks, ran["rank"].to_numpy())
-        a = (ran["started"].to_numpy(float) - t0) / scale
-        b = (ran["finished"].to_numpy(float) - t0) / scale
-        statuses = ran["status"].to_numpy().astype(str)
-        team = timeline.ranks(ran) > 1
-        teams = int(team.sum())
-        if len(ran) > RASTER_ABOVE:  # too many bars to tell apart: merge those a pixel cannot separate
+        held = held_ranks(ran)
+        each = np.repeat(np.arange(len(ran)), [len(h) for h in held])  # one bar per rank an evaluation held
+        on = np.fromiter((r for h in held for r in h), np.int64, len(each))
+        ranks = np.unique(on)
+        row = np.searchsorted(ranks, on)
+        a = ((ran["started"].to_numpy(float) - t0) / scale)[each]
+        b = ((ran["finished"].to_numpy(float) - t0) / scale)[each]
+        statuses = ran["status"].to_numpy().astype(str)[each]
+        multi = timeline.ranks(ran) > 1
+        team = multi[each]
+        teams = int(multi.sum())
+        unrecorded = int((multi & np.array([len(h) == 1 for h in held])).sum())  # stores before team_ranks
+        if len(a) > RASTER_ABOVE:  # too many bars to tell apart: merge those a pixel cannot separate
             keys = np.char.add(statuses, np.where(team, "|team", ""))
             row, a, b, keys = merged_bars(row, a, b, keys, resolution=float(b.max()) / WIDTH_PX)
             team = np.char.endswith(keys.astype(str), "|team")
@@ -87,12 +93,26 @@ class Gantt(ReportPlot):
         caption = (
             f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
             f"{len(ranks)} workers), coloured by status"
-            + ("; bars closer than a pixel are drawn as one." if len(ran) > RASTER_ABOVE else ".")
+            + ("; bars closer than a pixel are drawn as one." if len(each) > RASTER_ABOVE else ".")
         )
         if teams:
             caption += (
                 f" {teams} evaluation{'s' if teams != 1 else ''} ran on several ranks (task.ranks): each is "
-                "hatched on its team's rank 0; the store does not record the other ranks of its team, "
-                "which the utilization counts as busy."
+                "hatched on every rank of its team."
+            )
+        if unrecorded:
+            caption += (
+                f" This store does not record which ranks a team held: {unrecorded} of them "
+                f"{'are' if unrecorded != 1 else 'is'} drawn on {'their' if unrecorded != 1 else 'its'} "
+                "team's rank 0 alone, although the utilization counts every rank of a team as busy."
             )
         return Plot(self.name, "Tasks per worker", fig, caption)
+
+
+def held_ranks(ran: pd.DataFrame) -> list[tuple[int, ...]]:
+    """The worker ranks each evaluation held: its team's when recorded, else its ``rank``."""
+    teams = ran["team_ranks"] if "team_ranks" in ran.columns else pd.Series(None, index=ran.index, dtype=object)
+    return [
+        team if isinstance(team, tuple) and team else (int(rank),)
+        for team, rank in zip(teams, ran["rank"], strict=True)
+    ]

@@ -122,6 +122,7 @@ class _Running:
             chosen.host,
             min(started, default=None),
             max(finished, default=None),
+            team=self.ranks,
         )
 
 

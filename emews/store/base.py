@@ -100,8 +100,10 @@ class TimedResultRow(ResultRow):
 @dataclass(frozen=True)
 class ResultTable:
     """Every finished evaluation as ``emews report`` reads it, in id order: each row holds
-    :data:`RESULT_FIELDS`, then the point (a dict), the attempt (0: its first run) and, when
-    ``checkpoints``, the path of its trial's latest (durable) checkpoint as stored."""
+    :data:`RESULT_FIELDS`, then the point (a dict), the attempt (0: its first run), the world ranks
+    its team held (a tuple, team rank 0 first; ``None`` for a task that ran on ``rank`` alone, or
+    a store that does not record them) and, when ``checkpoints``, the path of its trial's latest
+    (durable) checkpoint as stored."""
 
     rows: list[tuple[Any, ...]]
     checkpoints: bool

@@ -10,11 +10,12 @@ name no experiment and cannot read another's rows.
 
 from __future__ import annotations
 
-#: the schema version this emews writes (``emews_meta``); 1: the tables of SQLite's version 1
-SCHEMA_VERSION = 1
+#: the schema version this emews writes (``emews_meta``); 1: the tables of SQLite's version 1;
+#: 2: ``results.team_ranks`` (SQLite's version 2)
+SCHEMA_VERSION = 2
 
 #: the migrations: version N -> the statements that bring a store of version N - 1 to N
-MIGRATIONS: dict[int, tuple[str, ...]] = {}
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: ("ALTER TABLE results ADD COLUMN IF NOT EXISTS team_ranks TEXT",)}
 
 # ``rowid`` columns stand in for SQLite's implicit rowid (the shared reads order by it)
 SCHEMA = """
@@ -22,7 +23,7 @@ CREATE TABLE IF NOT EXISTS emews_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS results (
     id BIGINT PRIMARY KEY, status TEXT NOT NULL, objective DOUBLE PRECISION, loss DOUBLE PRECISION,
     params TEXT NOT NULL, metrics TEXT NOT NULL, error TEXT, rank BIGINT, host TEXT,
-    submitted DOUBLE PRECISION, started DOUBLE PRECISION, finished DOUBLE PRECISION);
+    submitted DOUBLE PRECISION, started DOUBLE PRECISION, finished DOUBLE PRECISION, team_ranks TEXT);
 CREATE TABLE IF NOT EXISTS tasks (
     id BIGINT PRIMARY KEY, params TEXT NOT NULL, seed BIGINT NOT NULL, submitted DOUBLE PRECISION,
     attempt BIGINT NOT NULL DEFAULT 0, ranks BIGINT NOT NULL DEFAULT 1);

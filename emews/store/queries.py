@@ -44,6 +44,11 @@ _CSV_SELECT = (
 )
 
 
+def _team(stored: str | None) -> tuple[int, ...] | None:
+    """A ``team_ranks`` value (a JSON list of world ranks) as a tuple; ``None`` when NULL."""
+    return None if stored is None else tuple(int(r) for r in json.loads(stored))
+
+
 def _reading(method: Callable[..., _T]) -> Callable[..., _T]:
     """An SQLite error of ``method`` as :class:`StoreUnreadable` naming the store."""
 
@@ -140,11 +145,15 @@ class ReadQueries:
         checkpoint = self._checkpoint_source(present)
         select, checkpoint_join = (f", {checkpoint[0]}", checkpoint[1]) if checkpoint else ("", "")
         cols = ", ".join(f"r.{c}" for c in RESULT_FIELDS)
+        team = "r.team_ranks" if "team_ranks" in self._columns("results") else "NULL"  # none before version 2
         rows = self._db.execute(
-            f"SELECT {cols}, r.params, {attempt}{select} FROM results r {tasks_join} {checkpoint_join} ORDER BY r.id"
+            f"SELECT {cols}, r.params, {attempt}, {team}{select} FROM results r {tasks_join} {checkpoint_join} "
+            "ORDER BY r.id"
         ).fetchall()
         n = len(RESULT_FIELDS)
-        return ResultTable([(*r[:n], loads_point(r[n]), *r[n + 1 :]) for r in rows], checkpoint is not None)
+        return ResultTable(
+            [(*r[:n], loads_point(r[n]), r[n + 1], _team(r[n + 2]), *r[n + 3 :]) for r in rows], checkpoint is not None
+        )
 
     @_reading
     def count_unfinished(self) -> int:

@@ -5,9 +5,10 @@ the training tables beside them (:class:`~emews.store.trial_store.TrialStore`) a
 the exports and reports (:class:`~emews.store.queries.ReadQueries`), over one connection.
 
 Two tables: ``tasks`` (every task handed to a worker: id, point, seed, attempt, ranks) and
-``results`` (every finished evaluation). A task without a result was running when
-the run stopped; ``emews resume`` runs it again, once. Rows are only ever
-inserted: a colliding id is an error, never a silent replacement.
+``results`` (every finished evaluation; ``team_ranks``: the world ranks a multi-rank task's team
+held, a JSON list with team rank 0 first, NULL for a task that ran on ``rank`` alone). A task
+without a result was running when the run stopped; ``emews resume`` runs it again, once. Rows are
+only ever inserted: a colliding id is an error, never a silent replacement.
 
 The schema's version is the database's ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`), checked
 whenever a store is opened: an older store is migrated when opened for writing, a newer one is
@@ -48,7 +49,8 @@ CREATE TABLE IF NOT EXISTS results (
     host TEXT,
     submitted REAL,
     started REAL,
-    finished REAL
+    finished REAL,
+    team_ranks TEXT
 );
 CREATE TABLE IF NOT EXISTS tasks (
     id INTEGER PRIMARY KEY,
@@ -75,9 +77,12 @@ COLUMNS = (
 )
 #: the columns of ``tasks`` this version reads (``ranks``: added by the migration from version 0)
 _TASK_COLUMNS = ("id", "params", "seed", "submitted", "attempt")
-#: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``
-SCHEMA_VERSION = 1
-_INSERT_RESULT = f"INSERT INTO results ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})"
+#: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``;
+#: 2: ``results.team_ranks`` (read when present: a store without it is read as before)
+SCHEMA_VERSION = 2
+#: the columns a result is written to: :data:`COLUMNS` and ``team_ranks``
+WRITTEN_COLUMNS = (*COLUMNS, "team_ranks")
+_INSERT_RESULT = f"INSERT INTO results ({','.join(WRITTEN_COLUMNS)}) VALUES ({','.join('?' * len(WRITTEN_COLUMNS))})"
 #: every column that holds task ids, the training tables' (:mod:`emews.store.trial_store`) included: an id
 #: that any of them holds is never issued again (a trial reports and checkpoints from its start)
 TASK_ID_COLUMNS = (
@@ -151,6 +156,8 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         self._db.executescript(_SCHEMA)
         if "ranks" not in _column_names(self._db, "tasks"):  # version 0: before tasks had sizes
             self._db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
+        if "team_ranks" not in _column_names(self._db, "results"):  # version 1: before teams were recorded
+            self._db.execute("ALTER TABLE results ADD COLUMN team_ranks TEXT")
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _check_columns(self, *, writing: bool) -> None:
@@ -325,6 +332,7 @@ def _result_row(r: Result) -> tuple:
         r.submitted,
         r.started,
         r.finished,
+        _encode(list(r.team)) if r.team is not None and len(r.team) > 1 else None,
     )
 
 

@@ -29,14 +29,16 @@ class PageCheck:
     top_k: list[dict[str, str]]   # the rows of the top evaluations table, by column name
     text: str                     # the page's visible text
     screenshot: Path
+    measured: object = None       # what open_page's ``script`` returned
 
     def errors(self) -> list[dict]:
         """Console messages at warning level or worse."""
         return [m for m in self.console if m.get("level") in ("SEVERE", "WARNING")]
 
 
-def open_page(path: Path, screenshot: Path, width: int = 1280) -> PageCheck:
-    """Load ``path`` (a file) in headless Chromium; screenshot the whole page to ``screenshot``."""
+def open_page(path: Path, screenshot: Path, width: int = 1280, script: str | None = None) -> PageCheck:
+    """Load ``path`` (a file) in headless Chromium; screenshot the whole page to ``screenshot``.
+    ``script``: JavaScript run on the loaded page (images decoded), its ``return`` kept as ``measured``."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -65,9 +67,10 @@ def open_page(path: Path, screenshot: Path, width: int = 1280) -> PageCheck:
             "return [...t.querySelectorAll('tbody tr')].map(r => Object.fromEntries("
             "[...r.querySelectorAll('td')].map((d, i) => [cols[i], d.textContent])));")
         text = driver.execute_script("return document.body.innerText;")
+        measured = driver.execute_script(script) if script else None
         shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
         screenshot.write_bytes(base64.b64decode(shot["data"]))
         console = driver.get_log("browser")
     finally:
         driver.quit()
-    return PageCheck(console, section_ids, images, header, top_k, text, screenshot)
+    return PageCheck(console, section_ids, images, header, top_k, text, screenshot, measured)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from pgserver import PgServer
 
 from emews.core.results import Outcome, Result, Status, Task
-from emews.store import DELETED, DURABLE, STAGED, Store, StoreIncompatible, open_store
+from emews.store import DELETED, DURABLE, RESULT_FIELDS, STAGED, Store, StoreIncompatible, open_store
 from emews.store.results_store import ResultsStore
 from emews.training.messages import CheckpointNote, Ending, Report
 
@@ -166,6 +167,38 @@ def test_readonly_second_opening(store: Store) -> None:
     store.verify(writing=True)
 
 
+def _teams(store: Store) -> list[tuple[int, ...] | None]:
+    """The ranks each result's team held, as ``emews report`` reads them."""
+    return [row[len(RESULT_FIELDS) + 2] for row in store.report_results().rows]
+
+
+def test_the_ranks_of_a_team_are_recorded(store: Store) -> None:
+    """A multi-rank task's result keeps every world rank its team held, team rank 0 first; a
+    task of one rank keeps none (its ``rank`` says it all)."""
+    store.commit([_task(i) for i in range(3)],
+                 [replace(_result(0), rank=3, team=(3, 1, 2)), _result(1), replace(_result(2), team=(2,))])
+    assert _teams(store) == [(3, 1, 2), None, None]
+    with open_store(location=store.location, readonly=True) as reader:
+        assert _teams(reader) == [(3, 1, 2), None, None]
+
+
+def test_a_store_without_team_ranks_is_read_and_migrated(store: Store) -> None:
+    """A store of schema 1 (no ``team_ranks``): read as it is (no team known), and given the column
+    when opened for writing."""
+    store.add([_result(0)])
+    if type(store) is ResultsStore:
+        store.connection.executescript("ALTER TABLE results DROP COLUMN team_ranks; PRAGMA user_version=1")
+    else:
+        store.connection.execute("ALTER TABLE results DROP COLUMN team_ranks")
+        store.connection.execute("UPDATE emews_meta SET value = '1' WHERE key = 'schema_version'")
+    with open_store(location=store.location, readonly=True) as reader:
+        assert "team_ranks" not in reader._columns("results")  # type: ignore[attr-defined]
+        assert [r.id for r in reader] == [0] and _teams(reader) == [None]
+    with open_store(location=store.location) as writer:
+        writer.add([replace(_result(1), team=(1, 2))])
+        assert _teams(writer) == [None, (1, 2)]
+
+
 def test_newer_schema_is_refused(store: Store) -> None:
     if isinstance(store, ResultsStore) and type(store) is ResultsStore:
         store.connection.execute("PRAGMA user_version=99")
@@ -177,20 +210,21 @@ def test_newer_schema_is_refused(store: Store) -> None:
 
 def test_postgres_migrates_an_older_schema(pg_server: PgServer, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """A store of version 1 opened by an emews of version 2 runs that version's migration, once,
+    """A store of version N opened by an emews of version N + 1 runs that version's migration, once,
     and records it; opened read-only it is read as it is."""
     from emews.store import postgres_queries as q
     from emews.store.postgres import PostgresStore
 
     with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as old:
         old.add([_result(0)])
-    monkeypatch.setattr(q, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(q, "MIGRATIONS", {2: ("ALTER TABLE results ADD COLUMN note TEXT",)})
+    new_version = q.SCHEMA_VERSION + 1
+    monkeypatch.setattr(q, "SCHEMA_VERSION", new_version)
+    monkeypatch.setattr(q, "MIGRATIONS", {new_version: ("ALTER TABLE results ADD COLUMN note TEXT",)})
     with PostgresStore(pg_server.url(), "t_migrate", readonly=True) as reader:
         assert "note" not in reader._columns("results") and [r.id for r in reader] == [0]
     with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as new:
         assert "note" in new._columns("results")
-        assert new.connection.execute(q.GET_VERSION).fetchone()[0] == "2"
+        assert new.connection.execute(q.GET_VERSION).fetchone()[0] == str(new_version)
         new.add([_result(1)])
     with PostgresStore(pg_server.url(), "t_migrate", root=tmp_path) as again:  # not run twice
         assert [r.id for r in again] == [0, 1]
