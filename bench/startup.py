@@ -1,0 +1,161 @@
+"""Start-up at width (issue 27 item 4): a real ``emews launch`` of 64, 128, 256 ranks.
+
+    python bench/startup.py [--ranks 64,128,256] [--task-seconds 0.2] [--tasks-per-worker 4] [--trace]
+
+For each size, ``emews launch`` (the user's path: the local site's ``mpiexec``, progress on) of a
+workflow whose objective sleeps ``--task-seconds``, budget ``tasks-per-worker`` x workers. From
+the store's results it prints the time from the launch command to the first task starting and to
+every worker running its first task, the whole command's time, and, from ``/proc`` while the job
+runs, each rank's peak RSS (median and max). With ``--trace`` the job runs under
+``strace -f -e trace=openat``: the files each rank opens successfully and their bytes (what a
+parallel file system serves at start-up: the import storm), as the median over ranks, rank 0
+apart. The machine's 2 cores are oversubscribed: the times are an upper bound of a node's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from emews.store import STORE_FILE
+
+HERE = Path(__file__).resolve()
+WORKFLOW = """\
+optimizer: {{name: random, options: {{seed: 1}}}}
+objective: {{module: {module}, function: nap}}
+space:
+  x: {{type: float, lower: 0, upper: 1}}
+budget: {{evaluations: {tasks}}}
+task: {{isolation: inline}}
+"""
+OPENAT = re.compile(r'^(\d+)\s+openat\([^"]*"([^"]+)"[^)]*\)\s+=\s+(\d+)')
+
+
+def nap(params: dict) -> float:
+    time.sleep(float(os.environ.get("EMEWS_BENCH_NAP", "0.2")))
+    return params["x"]
+
+
+def rank_pids(exp: Path) -> list[int]:
+    """The job's ranks: processes running ``emews run EXP``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"run" in cmd and str(exp).encode() in cmd and not cmd[0].endswith(b"mpiexec"):
+                found.append(int(entry.name))
+    return found
+
+
+def peak_rss_mb(pids: list[int]) -> list[float]:
+    out = []
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        match = re.search(r"VmHWM:\s+(\d+) kB", status)
+        if match:
+            out.append(int(match.group(1)) / 1024)
+    return out
+
+
+def opened_files(trace: Path) -> dict[int, set[str]]:
+    """Files each process opened successfully (``strace -f`` lines start with the pid)."""
+    files: dict[int, set[str]] = defaultdict(set)
+    for line in trace.read_text(errors="replace").splitlines():
+        match = OPENAT.match(line)
+        if match:
+            files[int(match.group(1))].add(match.group(2))
+    return files
+
+
+def bytes_of(paths: set[str]) -> int:
+    total = 0
+    for path in paths:
+        try:
+            if os.path.isfile(path):
+                total += os.path.getsize(path)
+        except OSError:
+            pass
+    return total
+
+
+def run(ranks: int, args: argparse.Namespace) -> dict[str, float]:
+    workers = ranks - 1
+    with tempfile.TemporaryDirectory() as tmp:
+        wf, exp = Path(tmp) / "wf.yaml", Path(tmp) / "exp"
+        wf.write_text(WORKFLOW.format(module=HERE, tasks=args.tasks_per_worker * workers))
+        cmd = [sys.executable, "-m", "emews", "launch", str(wf), "--workers", str(workers), "--exp-dir", str(exp)]
+        trace = Path(tmp) / "trace"
+        if args.trace:
+            cmd = ["strace", "-f", "-qq", "-e", "trace=openat", "-e", "signal=none", "-o", str(trace), *cmd]
+        env = {**os.environ, "EMEWS_BENCH_NAP": str(args.task_seconds)}
+        t0 = time.time()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        rss: dict[int, float] = {}
+        while proc.poll() is None:  # sample each rank's peak RSS while it lives
+            for pid, mb in zip(pids := rank_pids(exp), peak_rss_mb(pids), strict=False):
+                rss[pid] = max(rss.get(pid, 0.0), mb)
+            time.sleep(0.5)
+        whole = time.time() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"{ranks} ranks: emews launch failed ({proc.returncode}): {proc.stderr[-1500:]}")
+        with sqlite3.connect(exp / STORE_FILE) as db:
+            rows = db.execute("SELECT rank, MIN(started) FROM results GROUP BY rank").fetchall()
+        firsts = [started for _, started in rows if started is not None]
+        row = {
+            "ranks": ranks,
+            "first_task_s": min(firsts) - t0,
+            "all_busy_s": max(firsts) - t0,
+            "workers_seen": len(firsts),
+            "whole_s": whole,
+            "rss_median_mb": statistics.median(rss.values()) if rss else float("nan"),
+            "rss_max_mb": max(rss.values(), default=float("nan")),
+        }
+        if args.trace:
+            files = opened_files(trace)
+            per_rank = [f for pid, f in files.items() if any(p.endswith(".py") or ".so" in p for p in f)]
+            counts = sorted(len(f) for f in per_rank)
+            sizes = sorted(bytes_of(f) for f in per_rank)
+            row["files_median"] = statistics.median(counts) if counts else 0
+            row["mb_read_median"] = statistics.median(sizes) / 2**20 if sizes else 0
+        return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", default="64,128,256")
+    parser.add_argument("--task-seconds", type=float, default=0.2)
+    parser.add_argument("--tasks-per-worker", type=int, default=4)
+    parser.add_argument("--trace", action="store_true", help="count the files each process opens (strace)")
+    args = parser.parse_args()
+    print(f"emews launch at width on {os.cpu_count()} cores; tasks of {args.task_seconds:g} s, "
+          f"{args.tasks_per_worker} per worker", flush=True)
+    header = f"{'ranks':>6} {'first task':>11} {'all busy':>9} {'whole':>8} {'RSS med':>8} {'RSS max':>8}"
+    print(header + (f" {'files/proc':>10} {'MB/proc':>8}" if args.trace else ""), flush=True)
+    for ranks in (int(r) for r in args.ranks.split(",")):
+        row = run(ranks, args)
+        line = (f"{row['ranks']:6d} {row['first_task_s']:9.2f} s {row['all_busy_s']:7.2f} s {row['whole_s']:6.1f} s "
+                f"{row['rss_median_mb']:6.0f}MB {row['rss_max_mb']:6.0f}MB")
+        if args.trace:
+            line += f" {row['files_median']:10.0f} {row['mb_read_median']:8.1f}"
+        if row["workers_seen"] < ranks - 1:
+            line += f"  ({row['workers_seen']} of {ranks - 1} workers ran a task)"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
