@@ -1,0 +1,172 @@
+"""The shared task queue of an experiment's worker pools (PostgreSQL only; docs/postgres.md, "Pools").
+
+The optimizer's side queues tasks (:meth:`PoolQueue.enqueue`); each pool registers
+(:meth:`PoolQueue.register`), claims batches under a lease (:meth:`PoolQueue.claim`: ``FOR UPDATE
+SKIP LOCKED``, so two pools never get the same task), keeps its lease alive by heartbeat
+(:meth:`PoolQueue.renew`) and writes outcomes back (:meth:`PoolQueue.complete`), which stores one
+result per task id, whoever sends it first, and notifies the experiment's channel so a listener
+learns of results without polling (:meth:`PoolQueue.wait`). A lease that ends unrenewed returns
+its tasks to the queue under the same ids (:meth:`PoolQueue.requeue_expired`, and
+:meth:`PoolQueue.claim` takes such tasks itself). Times are the server's clock, so pools on hosts
+whose clocks differ agree on when a lease ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from emews.core.jsoncodec import dumps_point, loads_point
+from emews.core.results import Result, Task
+from emews.store.postgres import PostgresStore
+from emews.store.results_store import WRITTEN_COLUMNS, _result_row
+
+_NOW = "extract(epoch from clock_timestamp())::double precision"
+
+_ENQUEUE = (
+    "INSERT INTO tasks (id, params, seed, submitted, attempt, ranks, state, priority) "
+    "VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s) ON CONFLICT (id) DO NOTHING"
+)
+_REGISTER = (
+    f"INSERT INTO pools (site, job_id, host, workers, started, heartbeat) "
+    f"VALUES (%s, %s, %s, %s, {_NOW}, {_NOW}) RETURNING id"
+)
+# a leased task whose lease ended is claimable as a queued one; claiming it counts one more attempt
+_CLAIM = f"""
+UPDATE tasks t SET state = 'leased', pool = %(pool)s, lease_until = {_NOW} + %(lease)s,
+    attempt = CASE WHEN t.state = 'leased' THEN t.attempt + 1 ELSE t.attempt END
+FROM (SELECT id FROM tasks WHERE state = 'queued' OR (state = 'leased' AND lease_until < {_NOW})
+      ORDER BY priority DESC, id LIMIT %(n)s FOR UPDATE SKIP LOCKED) c
+WHERE t.id = c.id
+RETURNING t.id, t.params, t.seed, t.submitted, t.attempt, t.ranks, t.priority
+"""
+_RENEW_POOL = f"UPDATE pools SET heartbeat = {_NOW} WHERE id = %s"
+_RENEW_TASKS = f"UPDATE tasks SET lease_until = {_NOW} + %s WHERE pool = %s AND state = 'leased'"
+_REQUEUE = (
+    f"UPDATE tasks SET state = 'queued', pool = NULL, lease_until = NULL, attempt = attempt + 1 "
+    f"WHERE state = 'leased' AND lease_until < {_NOW} RETURNING id"
+)
+_DONE = "UPDATE tasks SET state = 'done', pool = COALESCE(pool, %s), lease_until = NULL WHERE id = %s"
+_COUNT = "UPDATE pools SET tasks_done = tasks_done + %s, heartbeat = " + _NOW + " WHERE id = %s"
+_STOP = f"UPDATE pools SET stopped = {_NOW} WHERE id = %s"
+_POOLS = "SELECT id, site, job_id, host, workers, tasks_done, started, heartbeat, stopped FROM pools ORDER BY id"
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """One pool of the experiment, as the ``pools`` table has it."""
+
+    id: int
+    site: str
+    job_id: str | None
+    host: str | None
+    workers: int
+    tasks_done: int
+    started: float | None
+    heartbeat: float | None
+    stopped: float | None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A task a pool holds under lease, how often it was started before, and its priority."""
+
+    task: Task
+    attempt: int
+    priority: float
+
+
+class PoolQueue:
+    """The queue/lease operations on one experiment's PostgreSQL store (one connection each:
+    a pool's distributor and the optimizer's listener hold their own)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        if not isinstance(store, PostgresStore):
+            raise TypeError("worker pools need a PostgreSQL store (store.url)")
+        self.store = store
+        self._raw: Any = store.connection
+        self.channel = store.schema  # one NOTIFY channel per experiment schema
+
+    # -- the optimizer's side ----------------------------------------------------
+    def enqueue(self, tasks: Sequence[Task], priority: float = 0.0) -> None:
+        """Queue ``tasks`` for any pool (a task id already recorded is left as it is)."""
+        rows = [(t.id, dumps_point(t.params), t.seed, t.submitted, t.attempt, t.ranks, priority) for t in tasks]
+        with self._raw.transaction(), self._raw.cursor() as cursor:
+            cursor.executemany(_ENQUEUE, rows)
+
+    def listen(self) -> None:
+        """Receive this experiment's result notifications on this connection (see :meth:`wait`)."""
+        self._raw.execute(f'LISTEN "{self.channel}"')
+
+    def wait(self, timeout: float) -> list[int]:
+        """The task ids of results stored since the last call, waiting up to ``timeout`` seconds for
+        the first notification (after :meth:`listen`); ``[]`` when none came."""
+        ids: list[int] = []
+        for note in self._raw.notifies(timeout=timeout, stop_after=1):
+            ids += [int(i) for i in note.payload.split(",") if i]
+        for note in self._raw.notifies(timeout=0):
+            ids += [int(i) for i in note.payload.split(",") if i]
+        return ids
+
+    # -- a pool's side -------------------------------------------------------------
+    def register(self, site: str, workers: int, job_id: str | None = None, host: str | None = None) -> int:
+        """Add a pool of ``workers`` on ``site``; its id."""
+        return int(self._raw.execute(_REGISTER, (site, job_id, host, workers)).fetchone()[0])
+
+    def claim(self, pool: int, n: int, lease_s: float) -> list[Claimed]:
+        """Lease up to ``n`` claimable tasks to ``pool`` for ``lease_s`` seconds, highest priority
+        first, then oldest id; tasks another transaction holds are skipped, never waited for."""
+        with self._raw.transaction():
+            rows = self._raw.execute(_CLAIM, {"pool": pool, "lease": lease_s, "n": n}).fetchall()
+        rows.sort(key=lambda r: (-r[6], r[0]))
+        return [
+            Claimed(Task(i, loads_point(p), s, sub, attempt, ranks=size), attempt, prio)
+            for i, p, s, sub, attempt, size, prio in rows
+        ]
+
+    def renew(self, pool: int, lease_s: float) -> int:
+        """Heartbeat ``pool`` and extend the leases of the tasks it holds by ``lease_s`` seconds
+        from now; how many it holds."""
+        with self._raw.transaction():
+            self._raw.execute(_RENEW_POOL, (pool,))
+            return int(self._raw.execute(_RENEW_TASKS, (lease_s, pool)).rowcount)
+
+    def requeue_expired(self) -> list[int]:
+        """Return the tasks whose lease ended to the queue (same ids, one more attempt); their ids."""
+        with self._raw.transaction():
+            return sorted(int(i) for (i,) in self._raw.execute(_REQUEUE).fetchall())
+
+    def complete(self, pool: int, results: Iterable[Result]) -> list[int]:
+        """Store ``results`` written by ``pool``: one result per task id (a second one, e.g. from a
+        pool presumed dead whose task ran again elsewhere, is ignored); mark the tasks done, count
+        them for the pool and notify the experiment's channel. The ids stored now."""
+        stored: list[int] = []
+        with self._raw.transaction():
+            for result in results:
+                row = (*_result_row(result), pool)
+                cursor = self._raw.execute(_insert_once(), row)
+                if cursor.rowcount:
+                    stored.append(result.id)
+                self._raw.execute(_DONE, (pool, result.id))
+            if stored:
+                self._raw.execute(_COUNT, (len(stored), pool))
+                self._raw.execute("SELECT pg_notify(%s, %s)", (self.channel, ",".join(map(str, stored))))
+        return stored
+
+    def stop(self, pool: int) -> None:
+        """Record that ``pool`` ended (its leased tasks, if any, return when their leases end)."""
+        self._raw.execute(_STOP, (pool,))
+
+    def pools(self) -> list[PoolRow]:
+        """Every pool of the experiment, in the order they registered."""
+        return [PoolRow(*row) for row in self._raw.execute(_POOLS).fetchall()]
+
+
+def _insert_once() -> str:
+    """The result INSERT with the pool column, ignoring a second result for the same task id."""
+    columns = (*WRITTEN_COLUMNS, "pool")
+    return (
+        f"INSERT INTO results ({','.join(columns)}) VALUES ({','.join(['%s'] * len(columns))}) "
+        "ON CONFLICT (id) DO NOTHING"
+    )

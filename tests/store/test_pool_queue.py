@@ -1,0 +1,160 @@
+"""The pools' shared queue on a real PostgreSQL server (tests/store/conftest.py): claims never
+overlap, an expired lease is claimed again under the same id, a second result for a task is
+ignored, and a listener learns of results by notification."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pgserver import PgServer
+
+from emews.core.results import Result, Status, Task
+from emews.store.pool_queue import PoolQueue
+from emews.store.postgres import PostgresStore
+
+_LEASE = 600.0  # long enough never to end during a test
+_ENDED = -1.0  # a lease that has already ended
+
+
+@pytest.fixture
+def schema(request: pytest.FixtureRequest) -> str:
+    return "q_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+
+
+@pytest.fixture
+def stores(pg_server: PgServer, schema: str, tmp_path: Path) -> Iterator[list[PostgresStore]]:
+    """Three connections to one experiment's store (an optimizer and two pools)."""
+    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(3)]
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def _task(i: int) -> Task:
+    return Task(i, {"x": i / 4}, 100 + i, 1000.0 + i)
+
+
+def _result(i: int, value: float) -> Result:
+    return Result(id=i, params={"x": i / 4}, status=Status.OK, objective=value, loss=value, metrics={},
+                  error=None, rank=1, host="node", submitted=1000.0 + i, started=1000.5 + i,
+                  finished=1001.0 + i)
+
+
+def test_two_claimers_never_get_the_same_task(stores: list[PostgresStore]) -> None:
+    optimizer, *pools = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(i) for i in range(200)])
+    ids = [q.register("local", workers=2) for q in pools]
+    got: list[list[int]] = [[], []]
+    start = threading.Barrier(2)
+
+    def drain(k: int) -> None:
+        start.wait()
+        while batch := pools[k].claim(ids[k], 3, _LEASE):
+            got[k] += [c.task.id for c in batch]
+
+    threads = [threading.Thread(target=drain, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not set(got[0]) & set(got[1])
+    assert sorted(got[0] + got[1]) == list(range(200))
+    assert len(got[0]) == len(set(got[0])) and len(got[1]) == len(set(got[1]))
+
+
+def test_claim_takes_priority_then_id(stores: list[PostgresStore]) -> None:
+    optimizer, pool, _ = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(i) for i in range(4)])
+    optimizer.enqueue([_task(i) for i in range(4, 6)], priority=5.0)
+    me = pool.register("local", workers=1)
+    assert [c.task.id for c in pool.claim(me, 3, _LEASE)] == [4, 5, 0]
+    assert [c.priority for c in pool.claim(me, 1, _LEASE)] == [0.0]
+
+
+def test_an_expired_lease_is_claimed_again(stores: list[PostgresStore]) -> None:
+    optimizer, dead, alive = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(i) for i in range(3)])
+    a, b = dead.register("local", workers=1), alive.register("local", workers=1)
+    assert [c.task.id for c in dead.claim(a, 2, _ENDED)] == [0, 1]
+    again = alive.claim(b, 5, _LEASE)  # the dead pool's tasks, same ids, one more attempt
+    assert [(c.task.id, c.attempt) for c in again] == [(0, 1), (1, 1), (2, 0)]
+    assert alive.claim(b, 5, _LEASE) == []
+
+
+def test_requeue_and_renew(stores: list[PostgresStore]) -> None:
+    optimizer, pool, other = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(i) for i in range(2)])
+    me, you = pool.register("local", workers=1), other.register("local", workers=1)
+    pool.claim(me, 2, _ENDED)
+    assert pool.renew(me, _LEASE) == 2  # renewed in time: nothing to requeue or claim
+    assert optimizer.requeue_expired() == [] and other.claim(you, 2, _LEASE) == []
+    pool.renew(me, _ENDED)
+    assert optimizer.requeue_expired() == [0, 1]
+    assert [(c.task.id, c.attempt) for c in other.claim(you, 2, _LEASE)] == [(0, 1), (1, 1)]
+
+
+def test_a_duplicate_result_is_ignored(stores: list[PostgresStore]) -> None:
+    optimizer, dead, alive = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(0), _task(1)])
+    a, b = dead.register("local", workers=1), alive.register("local", workers=1)
+    dead.claim(a, 1, _ENDED)
+    alive.claim(b, 1, _LEASE)  # task 0 again
+    assert alive.complete(b, [_result(0, 1.5)]) == [0]
+    assert dead.complete(a, [_result(0, 9.0)]) == []  # the presumed-dead pool's late result
+    rows = stores[0].connection.execute("SELECT id, objective, pool FROM results ORDER BY id").fetchall()
+    assert rows == [(0, 1.5, b)]
+    assert [r.objective for r in stores[0]] == [1.5]
+    done = {p.id: p.tasks_done for p in optimizer.pools()}
+    assert done == {a: 0, b: 1}
+    assert [c.task.id for c in alive.claim(b, 5, _LEASE)] == [1]  # a done task is never claimed
+
+
+def test_a_listener_learns_of_results(stores: list[PostgresStore]) -> None:
+    optimizer, pool, _ = (PoolQueue(s) for s in stores)
+    optimizer.listen()
+    optimizer.enqueue([_task(i) for i in range(3)])
+    me = pool.register("local", workers=3)
+    pool.claim(me, 3, _LEASE)
+    pool.complete(me, [_result(0, 0.0), _result(1, 1.0)])
+    pool.complete(me, [_result(2, 2.0)])
+    seen: list[int] = []
+    while len(seen) < 3:
+        news = optimizer.wait(timeout=30.0)
+        assert news, "no notification within 30 s"
+        seen += news
+    assert sorted(seen) == [0, 1, 2]
+    assert not math.isnan(optimizer.pools()[0].heartbeat or math.nan)
+
+
+def test_pools_need_postgresql(tmp_path: Path) -> None:
+    from emews.store.results_store import ResultsStore
+
+    with ResultsStore(tmp_path / "results.db", root=tmp_path) as sqlite, pytest.raises(TypeError, match="PostgreSQL"):
+        PoolQueue(sqlite)  # type: ignore[arg-type]
+
+
+def test_a_version_2_store_gains_the_queue(pg_server: PgServer, schema: str, tmp_path: Path) -> None:
+    """A store written before pools (schema version 2) is migrated when opened for writing; its
+    tasks keep state NULL (recorded by a single job), so no pool claims them."""
+    from emews.store import postgres_queries as q
+
+    with PostgresStore(pg_server.url(), schema, root=tmp_path) as old:
+        raw = old.connection
+        raw.execute("DROP TABLE pools")
+        for table, column in (("tasks", "state"), ("tasks", "priority"), ("tasks", "pool"),
+                              ("tasks", "lease_until"), ("results", "pool")):
+            raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        raw.execute(q.SET_VERSION, ("2",))
+        old.commit([_task(0)], [])
+    with PostgresStore(pg_server.url(), schema, root=tmp_path) as new:
+        assert {"state", "priority", "pool", "lease_until"} <= set(new._columns("tasks"))
+        assert new.connection.execute(q.GET_VERSION).fetchone()[0] == "3"
+        queue = PoolQueue(new)
+        me = queue.register("local", workers=1)
+        assert queue.claim(me, 5, _LEASE) == []
+        queue.enqueue([_task(1)])
+        assert [c.task.id for c in queue.claim(me, 5, _LEASE)] == [1]
