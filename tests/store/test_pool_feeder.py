@@ -1,0 +1,142 @@
+"""Two pools' feeders on one experiment's real PostgreSQL store (tests/store/conftest.py): each feeds
+its own queue pair, drained by a thread that evaluates tasks as a distributor's workers would; the
+optimizer's side queues the tasks and learns every result by notification."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pgserver import PgServer
+
+from emews.core.queues import QueuePair
+from emews.core.results import Result, Status, Task
+from emews.runtime.pool_feeder import PoolFeeder
+from emews.store.pool_queue import PoolQueue
+from emews.store.postgres import PostgresStore
+
+TASKS = 40
+
+
+@pytest.fixture
+def stores(pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[PostgresStore]]:
+    schema = "f_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(3)]
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def _result(task: Task, value: float, host: str, when: float) -> Result:
+    return Result(
+        id=task.id,
+        params=task.params,
+        status=Status.OK,
+        objective=value,
+        loss=value,
+        metrics={},
+        error=None,
+        rank=1,
+        host=host,
+        submitted=task.submitted,
+        started=when,
+        finished=when,
+    )
+
+
+def _evaluate(queues: QueuePair, host: str, stop: threading.Event, first: threading.Barrier | None = None) -> None:
+    """Stands in for a distributor and its workers: each task queued is run and its result delivered
+    (with ``first``, not before every pool has a task: a pool holds a few, so each gets some)."""
+    while not stop.is_set():
+        if not queues.tasks:
+            queues.new_tasks.wait(0.05)
+            queues.new_tasks.clear()
+            continue
+        task: Task = queues.tasks.popleft()
+        if first is not None:
+            first.wait(timeout=60.0)
+            first = None
+        x = float(task.params["x"])
+        queues.deliver([_result(task, x * x, host, time.time())])
+
+
+def _collect_all(optimizer: PoolQueue) -> list[int]:
+    seen: list[int] = []
+    while len(seen) < TASKS:
+        news = optimizer.wait(timeout=60.0)
+        assert news, f"no result notified within 60 s ({len(seen)} of {TASKS} seen)"
+        seen += news
+    return seen
+
+
+def _pool(store: PostgresStore, host: str, lease_s: float) -> tuple[PoolFeeder, QueuePair]:
+    queue = PoolQueue(store)
+    queues = QueuePair()
+    return PoolFeeder(queue, queues, queue.register("local", workers=2, host=host), hold=3, lease_s=lease_s), queues
+
+
+def test_two_pools_share_an_experiment(stores: list[PostgresStore]) -> None:
+    optimizer = PoolQueue(stores[0])
+    optimizer.listen()
+    pools = [_pool(stores[k], f"host{k}", lease_s=60.0) for k in (1, 2)]
+    stop = threading.Event()
+    threads = [threading.Thread(target=f.run, args=(stop,)) for f, _ in pools]
+    both = threading.Barrier(2)
+    threads += [threading.Thread(target=_evaluate, args=(q, f"host{k}", stop, both)) for k, (_, q) in enumerate(pools)]
+    for t in threads:
+        t.start()
+    try:
+        optimizer.enqueue([Task(i, {"x": i / 8}, i, 1000.0 + i) for i in range(TASKS)])
+        seen = _collect_all(optimizer)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert sorted(seen) == list(range(TASKS))
+    rows = stores[0].connection.execute("SELECT id, pool, host FROM results ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == list(range(TASKS))  # every task stored exactly once
+    by_pool = {f.pool: f.stored for f, _ in pools}
+    assert all(by_pool.values()), f"a pool ran nothing: {by_pool}"
+    assert {r[0]: r[1] for r in rows} == {i: p for p, ids in by_pool.items() for i in ids}
+    listed = optimizer.pools()
+    assert [p.tasks_done for p in listed] == [len(by_pool[p.id]) for p in listed]
+    assert all(p.stopped is not None for p in listed)
+
+
+def test_a_lost_pools_tasks_run_elsewhere(stores: list[PostgresStore]) -> None:
+    """A pool that claims and then stops answering (as after kill -9): once its short leases end the
+    other pool runs those tasks; its late results are then ignored. 0 lost, 0 duplicates."""
+    optimizer = PoolQueue(stores[0])
+    optimizer.listen()
+    optimizer.enqueue([Task(i, {"x": i / 8}, i, 1000.0 + i) for i in range(TASKS)])
+    lost, lost_queues = _pool(stores[1], "lost", lease_s=1.0)
+    lost.step()  # claims 3 tasks into its queue, which nothing will run
+    held = [t.id for t in lost_queues.tasks]
+    assert len(held) == 3
+    alive, queues = _pool(stores[2], "alive", lease_s=60.0)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=alive.run, args=(stop,)),
+        threading.Thread(target=_evaluate, args=(queues, "alive", stop)),
+    ]
+    for t in threads:
+        t.start()
+    try:
+        seen = _collect_all(optimizer)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert sorted(seen) == list(range(TASKS)) and sorted(alive.stored) == list(range(TASKS))
+    attempts = dict(stores[0].connection.execute("SELECT id, attempt FROM tasks").fetchall())
+    assert all(attempts[i] == 1 for i in held)
+    # the lost pool wakes up and sends its (late) results: ignored, the first ones stand
+    for task in list(lost_queues.tasks):
+        lost_queues.deliver([_result(task, -1.0, "lost", 0.0)])
+    lost.step()
+    assert sorted(lost.late) == sorted(held) and lost.stored == []
+    rows = stores[0].connection.execute("SELECT id, host FROM results ORDER BY id").fetchall()
+    assert rows == [(i, "alive") for i in range(TASKS)]
