@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from procs import pids_running
+
 HERE = Path(__file__).resolve()
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 
@@ -162,16 +164,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _rank_pids(tag: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if str(HERE).encode() in cmd and tag.encode() in cmd and b"mpiexec" not in cmd[0]:
-                pids.append(int(entry.name))
-    return pids
+    return pids_running(str(HERE), tag)
 
 
 def run_child(kind: str, args: argparse.Namespace, idle: float = 0.0) -> tuple[dict, float | None]:

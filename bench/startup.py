@@ -26,6 +26,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from procs import pids_running
+
 from emews.store import STORE_FILE
 
 HERE = Path(__file__).resolve()
@@ -47,16 +49,7 @@ def nap(params: dict) -> float:
 
 def rank_pids(exp: Path) -> list[int]:
     """The job's ranks: processes running ``emews run EXP``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"run" in cmd and str(exp).encode() in cmd and not cmd[0].endswith(b"mpiexec"):
-                found.append(int(entry.name))
-    return found
+    return pids_running("run", str(exp))
 
 
 def peak_rss_mb(pids: list[int]) -> list[float]:

@@ -189,42 +189,39 @@ class IdleRanks:
         for rank in ranks:
             if rank not in self.ranks:
                 self.ranks.add(rank)
-                self._move(self._node_of[rank], +1, rank)
+                node = self._node_of[rank]
+                self._free[node].add(rank)
+                self._rebucket(node, len(self._free[node]) - 1)
 
     def remove(self, ranks: Iterable[int]) -> None:
         for rank in ranks:
             if rank in self.ranks:
                 self.ranks.discard(rank)
-                self._move(self._node_of[rank], -1, rank)
+                node = self._node_of[rank]
+                self._free[node].discard(rank)
+                self._rebucket(node, len(self._free[node]) + 1)
 
-    def _move(self, node: int, step: int, rank: int) -> None:
-        free = self._free[node]
-        before = len(free)
-        if step > 0:
-            free.add(rank)
-        else:
-            free.discard(rank)
+    def _rebucket(self, node: int, before: int) -> None:
+        """The node had ``before`` idle ranks: move it to the bucket of its count now."""
         if before:
             bucket = self._by_count[before]
             bucket.discard(node)
             if not bucket:
                 del self._by_count[before]
-        if free:
-            self._by_count.setdefault(len(free), set()).add(node)
+        if now := len(self._free[node]):
+            self._by_count.setdefault(now, set()).add(node)
 
     def place(self, size: int) -> tuple[int, ...] | None:
-        """``size`` idle ranks, chosen as :meth:`NodeLayout.place` chooses them."""
-        if len(self.ranks) < size:
-            return None
-        for count in sorted(c for c in self._by_count if c >= size):
-            nodes = self._by_count[count]
-            first = min(nodes)
-            best = first if self._aligned(first, size) else None
-            if best is None:
-                best = next((n for n in sorted(nodes) if self._aligned(n, size)), first)
-            node = self._nodes[best]
-            return tuple(sorted(_block(node, self._free_list(best), size)))
-        return self._layout.place(size, self.ranks)  # no node holds it: spread over several (rare)
+        """``size`` idle ranks, chosen as :meth:`NodeLayout.place` chooses them: among the nodes
+        with the fewest idle ranks that hold ``size``, the first with an aligned block, else the first."""
+        counts = [c for c in self._by_count if c >= size]
+        if not counts:
+            return None if len(self.ranks) < size else self._layout.place(size, self.ranks)  # over several nodes
+        nodes = self._by_count[min(counts)]
+        best = min(nodes)
+        if not self._aligned(best, size):  # the lowest node usually has one; else look in order
+            best = next((n for n in sorted(nodes) if self._aligned(n, size)), best)
+        return tuple(sorted(_block(self._nodes[best], self._free_list(best), size)))
 
     def _free_list(self, node: int) -> list[int]:
         free = self._free[node]

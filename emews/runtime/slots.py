@@ -132,8 +132,6 @@ class SlotDispatch(Dispatch):
 
     def place(self, tasks: deque[Task], *, start: bool) -> list[Event]:
         slots = self._slots
-        if not (start and slots and tasks):
-            return []  # the idle pass: nothing to place
         events: list[Event] = []
         while start and slots and tasks:
             rank, count = slots.take(len(tasks))

@@ -56,6 +56,11 @@ def stranded_grace(environ: Mapping[str, str] = os.environ) -> float:
     return seconds
 
 
+#: seconds between two questions to the gang scheduler while nothing changed (each reads the
+#: running tasks when a wide task waits: at 10,000 workers, every pass would)
+SCHEDULE_RECHECK = 0.005
+
+
 class TeamStranded(EmewsError):
     """An inline team did not end after its timeout (a member is blocked where nothing can
     interrupt it): the job must end. The message is one line naming the task and the member."""
@@ -145,6 +150,8 @@ class TeamDispatch(Dispatch):
         self._running: dict[int, _Running] = {}
         self._by_rank: dict[int, int] = {}  # member rank -> task id it runs
         self._live = set(self._hosts)
+        self._changed = True  # submitted, released or retired since the scheduler was last asked
+        self._recheck_at = 0.0
 
     @property
     def capacity(self) -> int:
@@ -189,6 +196,7 @@ class TeamDispatch(Dispatch):
             return [Unfinished(unfinished)]
         self._live.discard(rank)
         self._scheduler.retire(rank)
+        self._changed = True
         events: list[Event] = []
         task_id = self._by_rank.get(rank)
         if task_id is not None:
@@ -270,12 +278,20 @@ class TeamDispatch(Dispatch):
                 continue
             self._waiting[task.id] = task
             self._scheduler.submit(task.id, task.ranks)
+            self._changed = True
         return refused
 
     def _start(self) -> list[Event]:
-        """Start what the scheduler lets start now: each task, then each member's share."""
+        """Start what the scheduler lets start now: each task, then each member's share. With
+        nothing submitted, released or retired since it was last asked, the scheduler is asked
+        again only after :data:`SCHEDULE_RECHECK` (time alone changes its answer only through the
+        head's patience and overrunning tasks, on the scale of run times)."""
+        now = self._clock()
+        if not self._changed and now < self._recheck_at:
+            return []
+        self._changed, self._recheck_at = False, now + SCHEDULE_RECHECK
         events: list[Event] = []
-        for placement in self._scheduler.schedule(self._clock()):
+        for placement in self._scheduler.schedule(now):
             task = self._waiting.pop(placement.key)  # type: ignore[call-overload]
             ranks = placement.ranks
             hosts = tuple(self._hosts[r] for r in ranks)
@@ -305,6 +321,7 @@ class TeamDispatch(Dispatch):
             return events
         del self._running[outcome.task_id]
         self._scheduler.release(outcome.task_id, self._clock())
+        self._changed = True
         events.append(Requeue(outcome.task_id) if team.requeue else Ended([team.outcome()]))
         return events
 

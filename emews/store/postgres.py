@@ -22,7 +22,7 @@ from typing import Any
 from emews.core.results import Status
 from emews.store import postgres_queries as q
 from emews.store.base import CsvRow, Durability, StoreCorrupt, StoreIncompatible, StoreUnreadable
-from emews.store.results_store import _TASK_COLUMNS, COLUMNS, ResultsStore
+from emews.store.results_store import ResultsStore
 from emews.store.trial_store import TrialStore
 
 _NO_END = 2**63 - 1
@@ -192,23 +192,9 @@ class PostgresStore(ResultsStore):
                     raw.execute(statement)
                 raw.execute(q.SET_VERSION, (str(step),))
 
-    def _check_columns(self, *, writing: bool) -> None:
-        for table, needed in (("results", COLUMNS), ("tasks", _TASK_COLUMNS)):
-            info = self._db.raw.execute(q.COLUMNS, (table,)).fetchall()  # type: ignore[attr-defined]
-            if not info:
-                continue
-            missing = [c for c in needed if c not in {name for name, *_ in info}]
-            if missing:
-                raise StoreIncompatible(
-                    f"table {table} has no column {missing[0]} (a store of another emews version?)", file=self.location
-                )
-            unfillable = [name for name, not_null, default in info if name not in needed and not_null and not default]
-            if writing and unfillable:
-                raise StoreIncompatible(
-                    f"table {table} has a column {unfillable[0]} that this emews cannot "
-                    "fill (NOT NULL without a default: a store of a newer version?)",
-                    file=self.location,
-                )
+    def _column_info(self, table: str) -> list[tuple[str, bool]]:
+        rows = self._db.raw.execute(q.COLUMNS, (table,)).fetchall()  # type: ignore[attr-defined]
+        return [(name, bool(not_null and not default)) for name, not_null, default in rows]
 
     def verify(self, *, writing: bool = False) -> None:
         self._check_columns(writing=writing)

@@ -160,27 +160,33 @@ class ResultsStore(TrialStore, ReadQueries, Store):
             self._db.execute("ALTER TABLE results ADD COLUMN team_ranks TEXT")
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
+    def _column_info(self, table: str) -> list[tuple[str, bool]]:
+        """``(name, must be filled)`` for each column of ``table`` (empty: no such table): a
+        column must be filled when it is NOT NULL without a default and not the key. The one
+        catalogue read a backend overrides; :meth:`_check_columns` judges what it finds."""
+        info = self._db.execute(f"PRAGMA table_info({table})").fetchall()
+        return [(row[1], bool(row[3] and row[4] is None and not row[5])) for row in info]
+
     def _check_columns(self, *, writing: bool) -> None:
         """Every column this version reads is there; when ``writing``, every other one can be left
         to its default (a column of a newer version)."""
         for table, needed in (("results", COLUMNS), ("tasks", _TASK_COLUMNS)):
-            info = self._db.execute(f"PRAGMA table_info({table})").fetchall()
+            info = self._column_info(table)
             if not info:
                 continue  # a table an older store lacks: created when writing, read as empty
-            present = {row[1] for row in info}
+            present = {name for name, _ in info}
             missing = [c for c in needed if c not in present]
             if missing:
                 raise StoreIncompatible(
-                    f"table {table} has no column {missing[0]} (a store of another emews version?)", file=self.path
+                    f"table {table} has no column {missing[0]} (a store of another emews version?)",
+                    file=self.location,
                 )
-            unfillable = [
-                row[1] for row in info if row[1] not in needed and row[3] and row[4] is None and not row[5]
-            ]  # NOT NULL, no default, not the key
+            unfillable = [name for name, must_fill in info if must_fill and name not in needed]
             if writing and unfillable:
                 raise StoreIncompatible(
                     f"table {table} has a column {unfillable[0]} that this emews cannot "
                     "fill (NOT NULL without a default: a store of a newer version?)",
-                    file=self.path,
+                    file=self.location,
                 )
 
     def verify(self, *, writing: bool = False) -> None:
