@@ -38,6 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     launch.add_argument("--exp-dir", type=Path, help="experiment directory (default: experiments/NAME-NNN)")
     launch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     launch.add_argument("--dry-run", action="store_true", help="print the batch script and submit command only")
+    launch.add_argument(
+        "--pools",
+        type=int,
+        metavar="K",
+        help="run the tasks through the PostgreSQL store's shared queue, on K jobs of --workers each "
+        "(more join with emews attach; docs/postgres.md)",
+    )
 
     check = sub.add_parser("check", help="validate a workflow (and optionally a site) without running")
     check.add_argument("workflow")
@@ -116,9 +123,19 @@ def _parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="cancel an experiment's batch job")
     cancel.add_argument("exp_dir", type=Path)
 
+    attach = sub.add_parser(
+        "attach", help="add a pool of workers to an experiment launched with --pools (now on local, as a batch job elsewhere)"
+    )
+    attach.add_argument("exp_dir", type=Path)
+    attach.add_argument("--site", help="built-in site name or path to a site .yaml (default: the experiment's)")
+    attach.add_argument("--workers", type=int, help="number of worker ranks (default: the site's, else the experiment's)")
+    attach.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="change a key of the site")
+    attach.add_argument("--dry-run", action="store_true", help="print the batch script and submit command only")
+
     run = sub.add_parser("run", help="(inside the MPI job) run this rank's part of an experiment")
     run.add_argument("exp_dir", type=Path)
     run.add_argument("--lease", help=argparse.SUPPRESS)  # the token of the launch that started the job
+    run.add_argument("--pool", type=Path, help=argparse.SUPPRESS)  # an attached pool's folder (emews attach)
     return parser
 
 
@@ -184,7 +201,15 @@ def cmd_launch(args: argparse.Namespace) -> int:
     wf_overrides, site_overrides = _split_overrides(args.set)
     workflow = load_workflow(args.workflow, wf_overrides)
     site = load_site(args.site, site_overrides)
-    return launch(workflow, site, workers=args.workers, exp_dir=args.exp_dir, dry_run=args.dry_run).status
+    return launch(
+        workflow, site, workers=args.workers, exp_dir=args.exp_dir, dry_run=args.dry_run, pools=args.pools
+    ).status
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from emews.job.attaching import attach
+
+    return attach(args.exp_dir, site=args.site, workers=args.workers, site_overrides=args.set, dry_run=args.dry_run)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -301,7 +326,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from emews.job.mpi_main import run_experiment
 
-    return run_experiment(args.exp_dir, args.lease)
+    return run_experiment(args.exp_dir, args.lease, pool_dir=args.pool)
 
 
 COMMANDS = {
@@ -313,6 +338,7 @@ COMMANDS = {
     "report": cmd_report,
     "cancel": cmd_cancel,
     "run": cmd_run,
+    "attach": cmd_attach,
     "checkpoints": cmd_checkpoints,
 }
 

@@ -66,12 +66,17 @@ def launch(
     exp_dir: Path | None = None,
     dry_run: bool = False,
     relay: bool = False,
+    pools: int | None = None,
 ) -> Launched:
     """Create the experiment of ``workflow`` and run it on ``site`` (here on a local site, as a
     batch job elsewhere). ``relay``: the job's output goes through this process's ``sys.stdout`` and
-    ``sys.stderr`` (a notebook's cell output), not straight to its file descriptors."""
+    ``sys.stderr`` (a notebook's cell output), not straight to its file descriptors. ``pools``: the
+    tasks go through the PostgreSQL store's shared queue, run by this many jobs of ``workers`` each
+    (the first also runs the optimizer; the others are ``emews attach``'s)."""
     if workers is not None and workers < 1:
         raise ConfigError("must be at least 1", key="--workers")
+    if pools is not None:
+        check_pools(workflow, pools)
     workers = site.total_workers(workers)
     workflow.check_task_size(workers)
     target = (exp_dir or next_numbered(Path("experiments"), workflow.name)).absolute()
@@ -92,26 +97,96 @@ def launch(
         name=workflow.name,
         workflow=workflow.to_dict(),
         site=site.to_dict(),
-        info={"workers": workers, "site": site.name, **({"store": store} if store else {})},
+        info={
+            "workers": workers,
+            "site": site.name,
+            **({"store": store} if store else {}),
+            **({"pools": pools} if pools else {}),
+        },
     )
     if store is not None:
         try:
-            stores.open_store(created).close()  # the experiment's schema and tables: the rights to make them, now
+            with stores.open_store(created) as opened:  # the schema and tables: the rights to make them, now
+                if pools:
+                    from emews.store.pool_queue import PoolQueue
+
+                    PoolQueue(opened).enable()  # type: ignore[arg-type]  # a PostgreSQL store (check_pools)
         except BaseException:
             shutil.rmtree(created, ignore_errors=True)
             raise
     lease = acquire(created, "emews launch")
     if site.is_local:
-        with lease:
-            return Launched(created, run_local(site, created, workers, lease.token, relay=relay))
+        with lease, LocalPools(created, workers, (pools or 1) - 1) as others:
+            status = run_local(site, created, workers, lease.token, relay=relay)
+            others.end(stop=status != EXIT_OK)
+            return Launched(created, status)
     try:
         job_id = _submit(site, created, workers, lease)
     except BaseException:
         shutil.rmtree(created, ignore_errors=True)
         raise
     print(f"submitted job {job_id} to {site.name}; results will appear in {stores.store_place(created)}")
+    if pools and pools > 1:
+        from emews.job.attaching import attach
+
+        for _ in range(pools - 1):
+            attach(created, site=site, workers=workers)
     print(f"follow it with: emews status {created}")
     return Launched(created, EXIT_OK)
+
+
+def check_pools(workflow: Workflow, pools: int) -> None:
+    """``--pools K``: K >= 1, a PostgreSQL store, no trial scheduler (not across pools yet)."""
+    if pools < 1:
+        raise ConfigError("must be at least 1", key="--pools", allowed="1, 2, ... jobs sharing the experiment's queue")
+    if not (workflow.model.store.url or os.environ.get("EMEWS_STORE_URL")):
+        raise ConfigError(
+            "worker pools need a PostgreSQL store",
+            file=workflow.label,
+            key="store.url",
+            allowed="a postgresql:// URL in the workflow or EMEWS_STORE_URL (docs/postgres.md)",
+        )
+    if workflow.model.trial_scheduler is not None:
+        raise ConfigError(
+            "a trial scheduler's decisions do not span pools yet",
+            file=workflow.label,
+            key="trial_scheduler",
+            allowed="no trial_scheduler with --pools, or run without --pools",
+        )
+
+
+class LocalPools:
+    """``count`` attached pools of ``workers`` each, started here beside an experiment's first job
+    (``emews attach``, each in its own session, stopped if this process dies)."""
+
+    def __init__(self, exp_dir: Path, workers: int, count: int) -> None:
+        self._command = [sys.executable or "python3", "-m", "emews", "attach", str(exp_dir), "--workers", str(workers)]
+        self._count = count
+        self._children: list[subprocess.Popen] = []
+
+    def __enter__(self) -> LocalPools:
+        self._children = [
+            subprocess.Popen(self._command, start_new_session=True, preexec_fn=stop_with(os.getpid()))
+            for _ in range(self._count)
+        ]
+        return self
+
+    def end(self, *, stop: bool) -> None:
+        """Wait for the pools (they end once the experiment is finished); ``stop``: the first job
+        did not finish it, so stop them first (the queue stays for ``emews resume``)."""
+        for child in self._children:
+            if stop:
+                child.send_signal(signal.SIGTERM)
+        for child in self._children:
+            try:
+                child.wait(timeout=STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        self._children = []
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.end(stop=True)
 
 
 def resume(
@@ -167,21 +242,34 @@ def _submit(site: Site, exp_dir: Path, workers: int, lease: Lease) -> str:
 def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, relay: bool = False) -> int:
     """Run the job here and return its exit status; a SIGTERM or SIGINT to this process is
     forwarded as it came (the job's stop line names it), then we wait for the job."""
-    command = site.local_command(workers + 1, [*job_command(exp_dir), "--lease", lease_token])
     print(f"experiment {exp_dir}: {workers} workers", file=sys.stderr)
     sys.stderr.flush()
+    since = time.time()
+    status, received = run_here(site, [*job_command(exp_dir), "--lease", lease_token], workers, relay=relay)
+    if received:
+        return 128 + received
+    if status == 0:  # the ranks exit 0 to MPI; the run's own status is in summary.json
+        recorded = run_exit_status(exp_dir, since)
+        return EXIT_FAILED if recorded is None else recorded
+    return status
+
+
+def run_here(site: Site, command: list[str], workers: int, *, relay: bool = False) -> tuple[int, int | None]:
+    """Run ``command`` on ``workers`` + 1 ranks here (the site's launcher line) in a session of its
+    own, forwarding a SIGTERM or SIGINT to it as it came; its exit status (128 + N: killed by
+    signal N) and the signal forwarded, if one was."""
+    launcher = site.local_command(workers + 1, command)
     env = {**os.environ, **site.environment_vars()}
     if not relay and sys.stderr.isatty():
         env["EMEWS_PROGRESS"] = "tty"
     pipe = subprocess.PIPE if relay else None
     received: list[int] = []
-    since = time.time()
     try:  # its own session: Ctrl-C reaches only us, and we forward the stop
         proc = subprocess.Popen(
-            command, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()), stdout=pipe, stderr=pipe
+            launcher, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()), stdout=pipe, stderr=pipe
         )
     except FileNotFoundError:
-        raise EmewsError(f"cannot start {command[0]}: not found (is the mpich wheel installed?)") from None
+        raise EmewsError(f"cannot start {launcher[0]}: not found (is the mpich wheel installed?)") from None
     relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []
 
     def forward(signum: int, frame: object) -> None:
@@ -203,12 +291,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
             signal.signal(sig, handler)
         for thread in relays:
             thread.join()
-    if received:
-        return 128 + received[0]
-    if status == 0:  # the ranks exit 0 to MPI; the run's own status is in summary.json
-        recorded = run_exit_status(exp_dir, since)
-        return EXIT_FAILED if recorded is None else recorded
-    return status if status >= 0 else 128 - status
+    return (status if status >= 0 else 128 - status), (received[0] if received else None)
 
 
 def _relay(source: IO[bytes] | None, target: TextIO) -> threading.Thread:

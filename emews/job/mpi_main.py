@@ -25,8 +25,9 @@ from emews.runtime.transport import MPITransport, quiet_barrier, quiet_bcast
 from emews.runtime.worker_rank import WorkerPlan, serve_on_node
 
 
-def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
-    """Run this rank's part of the experiment; return the process exit status."""
+def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: Path | None = None) -> int:
+    """Run this rank's part of the experiment (of one of its pools, with ``pool_dir``: ``emews
+    attach``); return the process exit status."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -38,6 +39,14 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None) -> int:
     ranks_on_node = node.Get_size()
     node_cores = set().union(*node.allgather(sorted(os.sched_getaffinity(0))))
     Backoff.spin_default = spin_for(ranks_on_node, len(node_cores))  # no polling when oversubscribed
+    if comm.Get_rank() == 0 and pool_dir is not None:
+        from emews.job.pool_lead import lead_pool  # a pool's distributor, fed from the store
+
+        try:
+            return lead_pool(exp_dir.absolute(), pool_dir.absolute(), comm, interrupt)
+        finally:
+            interrupt.ignore_from_now()
+            leave_together(comm, patience=LEAVE_PATIENCE)
     if comm.Get_rank() == 0:
         from emews.job.rank_zero import lead  # the optimizer's role: configuration, store, reports
 

@@ -23,6 +23,7 @@ from emews.config.experiment import (
     SITE_FILE,
     SUMMARY_FILE,
     WORKFLOW_FILE,
+    read_info,
     require_experiment,
 )
 from emews.config.lease import acquire
@@ -77,6 +78,7 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
         fail_fast=workflow.model.budget.fail_fast,
         steps=workflow.model.budget.steps,
         time=workflow.model.budget.seconds,
+        pool_lease=workflow.model.store.lease,
     )
 
 
@@ -114,7 +116,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         require_experiment(exp_dir)
         lease = acquire(exp_dir, "emews run", token=lease_token, job_done=batch_job_over(exp_dir))
     except ConfigError as exc:
-        return _refuse(comm, exc)
+        return refuse(comm, exc)
     try:
         try:
             workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
@@ -124,8 +126,10 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             check_local_dir(workflow)
             site = load_site(str(exp_dir / SITE_FILE))
         except ConfigError as exc:
-            return _refuse(comm, exc)
+            return refuse(comm, exc)
         spec = run_spec(workflow, exp_dir)
+        spec.pools = bool(read_info(exp_dir).get("pools"))
+        spec.site_name = site.name
         spec.walltime_end = allocation_end(workflow, site, time.time())
         spec.backend = site.config.node.distributed_backend
         gang = spec.task_size.gang
@@ -159,7 +163,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         lease.release()
 
 
-def _refuse(comm: Any, problem: ConfigError) -> int:
+def refuse(comm: Any, problem: ConfigError) -> int:
     """Tell the workers not to start, and the user why."""
     quiet_bcast(comm, None)
     print(f"emews: error: {problem}", file=sys.stderr)

@@ -74,6 +74,9 @@ class RunSpec:
     fail_fast: int = 0  # stop when the first this many results all failed with one cause (0: never)
     steps: int | None = None  # end the run once the trials reported this many steps (runtime.compute_budget)
     time: float | None = None  # ... or once the experiment's runs took this many seconds
+    pools: bool = False  # tasks go through the store's shared queue to pools (docs/postgres.md, "Pools")
+    pool_lease: float = 60.0  # seconds a pool's claim lasts unrenewed (store.lease)
+    site_name: str = "local"  # the site this job runs on (a pool's row names it)
 
     def worker_plan(
         self,
@@ -169,12 +172,18 @@ class ResumeState:
 REQUEUE_LIMIT = 1
 
 
-def resume_state(store: Store | None, waits: Callable[[Task], WaitingTrial | None] = lambda task: None) -> ResumeState:
+def resume_state(
+    store: Store | None, waits: Callable[[Task], WaitingTrial | None] = lambda task: None, *, pooled: bool = False
+) -> ResumeState:
     """Finished work, and the tasks to run again: those that were running when the last run
     stopped (once; a task caught by a stop twice is recorded as failed). A trial that ``waits``
-    for a promotion (``TrialService.resumed_wait``) is held again instead, however often."""
+    for a promotion (``TrialService.resumed_wait``) is held again instead, however often.
+    ``pooled``: every unfinished task is waited for again as it is (the shared queue and its leases
+    count the attempts; a task may still be running on a pool)."""
     if store is None:
         return ResumeState([], [], 0)
+    if pooled:
+        return ResumeState(list(store), [task for task, _ in store.unfinished()], store.next_id())
     requeue, given_up, waiting = [], [], []
     pauses = store.pauses()  # a paused trial may be continued any number of times
     for task, attempt in store.unfinished():
@@ -256,24 +265,29 @@ def run_optimizer_rank(
     if store is not None and budget.limited:
         budget.resume(store)
     trials = trial_service(spec, store, interrupt, budget)
-    earlier = resume_state(store, trials.resumed_wait)
+    earlier = resume_state(store, trials.resumed_wait, pooled=spec.pools)
     progress.record(earlier.history, 0)
     reports = ReportReader(store.location) if store is not None else None
-    distributor = Distributor(
-        transport,
-        queues,
-        worker_ranks,
-        sign=spec.sign,
-        progress=progress,
-        fail_fast=FailFast(spec.fail_fast),
-        store=store,
-        trials=trials,
-        gang=spec.task_size.gang,
-        nodes=nodes,
-        waiting=earlier.waiting,
-        inline_timeout=spec.timeout if spec.isolation == "inline" else None,
-        budget=budget,
-    ).start()
+    pools = SharedQueue(spec, store, queues, transport, worker_ranks, progress, nodes) if spec.pools else None
+    distributor = (
+        pools.run.distributor
+        if pools is not None
+        else Distributor(
+            transport,
+            queues,
+            worker_ranks,
+            sign=spec.sign,
+            progress=progress,
+            fail_fast=FailFast(spec.fail_fast),
+            store=store,
+            trials=trials,
+            gang=spec.task_size.gang,
+            nodes=nodes,
+            waiting=earlier.waiting,
+            inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+            budget=budget,
+        ).start()
+    )
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
     start = time.monotonic()
     error: BaseException | None = None
@@ -310,7 +324,9 @@ def run_optimizer_rank(
             error = exc
         except BaseException as exc:
             error = distributor.error if distributor.error is not None else OptimizerFailed(exc)
-        if isinstance(error, Interrupted) and spec.pause_grace > 0:
+        if pools is not None:
+            pools.close(error)
+        elif isinstance(error, Interrupted) and spec.pause_grace > 0:
             log.info("%s: running trials pause at their next report (at most %g s)", error, spec.pause_grace)
             distributor.close(pause=spec.pause_grace)
         else:
@@ -332,6 +348,64 @@ def run_optimizer_rank(
         distributor.worker_errors,
         distributor.budget_reached,
     )
+
+
+class SharedQueue:
+    """The first job of an experiment run through pools: the optimizer's queue pair bridged to the
+    store's shared queue, and this job's workers as one more pool (each on its own connection)."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        store: Store | None,
+        queues: QueuePair,
+        transport: Transport,
+        worker_ranks: list[int],
+        progress: Progress,
+        nodes: Mapping[int, str] | None,
+    ) -> None:
+        from emews.job.pool_run import PoolRun  # PostgreSQL's modules only where pools run
+        from emews.runtime.pool_bridge import PoolBridge
+        from emews.store.pool_queue import PoolQueue
+
+        if store is None:
+            raise EmewsError("pools need the experiment's PostgreSQL store")
+        self._connections = [open_store(location=store.location) for _ in range(3)]
+        submitter, listener, feeder = (PoolQueue(c) for c in self._connections)  # type: ignore[arg-type]
+        submitter.enable()
+        self.run = PoolRun(
+            feeder,
+            transport,
+            worker_ranks,
+            site=spec.site_name,
+            sign=spec.sign,
+            lease_s=spec.pool_lease,
+            gang=spec.task_size.gang,
+            nodes=nodes,
+            inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+            fail_fast=spec.fail_fast,
+        ).start()
+        self.bridge = PoolBridge(
+            queues,
+            submitter,
+            listener,
+            record=lambda results: progress.record(results, min(self.bridge.waiting, progress.workers)),
+            lease_s=spec.pool_lease,
+        ).start()
+
+    def close(self, error: BaseException | None) -> None:
+        """The optimizer ended: when it finished, say so (pools end once they hold nothing) and
+        let this job's pool store what it holds; when it failed or was stopped, stop at once (the
+        queue stays for the other pools and ``emews resume``)."""
+        finished = error is None
+        self.bridge.close(finished=finished)
+        if finished:
+            self.run.join()
+        else:
+            self.run.stop()
+        self.run.close(abort=not finished)
+        for connection in self._connections:
+            connection.close()
 
 
 def run_worker_rank(

@@ -1,31 +1,69 @@
 """A pool's feeder: the optimizer side of an attached pool's distributor (docs/postgres.md, "Pools").
 
-An attached pool's rank 0 runs today's :class:`~emews.runtime.distributor.Distributor` over a
-:class:`~emews.core.queues.QueuePair` whose other end is not an optimizer but this feeder: it
-claims batches from the experiment's shared queue (:class:`~emews.store.pool_queue.PoolQueue`)
-into the pair, writes the outcomes the distributor delivers back to the store (one result per
-task id), and renews the pool's leases by heartbeat while it works.
+A pool's rank 0 runs today's :class:`~emews.runtime.distributor.Distributor` over a
+:class:`PoolQueuePair` whose other end is not an optimizer but this feeder: it claims batches from
+the experiment's shared queue (:class:`~emews.store.pool_queue.PoolQueue`) into the pair, writes
+the outcomes the distributor delivers back to the store (one result per task id), and renews the
+pool's leases by heartbeat while it works. It sleeps in one ``select`` on the store's socket (a
+task was queued: ``LISTEN``) and the pair's pipe (a result came), never in a polling loop.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 import time
+from collections.abc import Callable
 
 from emews.core.queues import QueuePair
+from emews.core.results import Result
 from emews.store.pool_queue import PoolQueue
+
+
+class PoolQueuePair(QueuePair):
+    """A queue pair whose deliveries also make a pipe readable, so the feeder can wait for the
+    distributor's results and the store's notifications in one ``select``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+
+    def deliver(self, results: list[Result]) -> None:
+        super().deliver(results)
+        self.poke()
+
+    def poke(self) -> None:
+        """Wake the feeder (a result came, or it should look at the time)."""
+        try:
+            os.write(self._write, b"\0")
+        except BlockingIOError:  # the pipe is full: the feeder is awake already
+            pass
+
+    def fileno(self) -> int:
+        return self._read
+
+    def drain(self) -> None:
+        """Forget the wake-ups read so far."""
+        try:
+            while os.read(self._read, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            os.close(fd)
 
 
 class PoolFeeder:
     """Keeps up to ``hold`` claimed tasks in the distributor's queue or running, stores their
-    results, and heartbeats every third of ``lease_s``.
+    results, and heartbeats every third of ``lease_s`` (when idle it wakes for that, too, and then
+    claims again: a task another pool lost comes back to the queue when its lease ends, unannounced)."""
 
-    While nothing is claimable the store is asked again every ``idle_s`` seconds (the feeder waits
-    on the distributor's results in between, so a result wakes it at once)."""
-
-    def __init__(
-        self, queue: PoolQueue, queues: QueuePair, pool: int, *, hold: int, lease_s: float, idle_s: float = 0.5
-    ) -> None:
+    def __init__(self, queue: PoolQueue, queues: PoolQueuePair, pool: int, *, hold: int, lease_s: float) -> None:
         if hold < 1 or lease_s <= 0:
             raise ValueError(f"a pool holds at least one task under a positive lease (hold={hold}, lease_s={lease_s})")
         self._queue = queue
@@ -33,44 +71,58 @@ class PoolFeeder:
         self.pool = pool
         self._hold = hold
         self._lease = lease_s
-        self._idle = idle_s
         self._held: set[int] = set()  # claimed, result not yet stored
         self._renewed = time.monotonic()
         #: task ids whose result this pool stored / sent too late (another pool's stood)
         self.stored: list[int] = []
         self.late: list[int] = []
+        self._stopping = threading.Event()
+        queue.listen_tasks()
 
     @property
     def held(self) -> int:
         """Tasks claimed by this pool whose result it has not stored yet."""
         return len(self._held)
 
-    def step(self) -> int:
-        """One round: heartbeat if due, claim what fits, wait briefly for results and store them;
-        how many tasks were claimed."""
+    def step(self) -> bool:
+        """One round: heartbeat if due, store the results that came, claim what fits; whether
+        anything happened (else the caller may :meth:`sleep`)."""
         if time.monotonic() - self._renewed >= self._lease / 3:
             self._queue.renew(self.pool, self._lease)
             self._renewed = time.monotonic()
-        claimed = (
-            self._queue.claim(self.pool, self._hold - len(self._held), self._lease) if self.held < self._hold else []
-        )
-        if claimed:
-            self._held.update(c.task.id for c in claimed)
-            self._queues.submit([c.task for c in claimed])
-        wait = min(self._idle, self._lease / 3)
-        results = self._queues.collect(timeout=0 if claimed else wait)
+        results = self._queues.collect(timeout=0)
         if results:
             stored = set(self._queue.complete(self.pool, results))
             for result in results:
                 self._held.discard(result.id)
                 (self.stored if result.id in stored else self.late).append(result.id)
-        return len(claimed)
+        claimed = self._queue.claim(self.pool, self._hold - self.held, self._lease) if self.held < self._hold else []
+        if claimed:
+            self._held.update(c.task.id for c in claimed)
+            self._queues.submit([c.task for c in claimed])
+        return bool(results or claimed)
 
-    def run(self, stop: threading.Event) -> None:
-        """Feed until ``stop`` is set, then record that the pool ended (tasks it still held come
-        back to the queue when their leases end)."""
+    def sleep(self) -> None:
+        """Wait until a task is queued, a result comes, or the next heartbeat is due."""
+        if self._queue.pending():  # notifications read while the last statements ran
+            return
+        due = self._renewed + self._lease / 3 - time.monotonic()
+        select.select([self._queue.fileno(), self._queues.fileno()], [], [], max(due, 0.0))
+        self._queues.drain()
+
+    def run(self, until: Callable[[], bool] = lambda: False) -> None:
+        """Feed until :meth:`stop` is called or ``until()`` (asked when idle) says so, then record
+        that the pool ended (tasks it still held come back to the queue when their leases end)."""
         try:
-            while not stop.is_set():
-                self.step()
+            while not self._stopping.is_set():
+                if not self.step():
+                    if until():
+                        break
+                    self.sleep()
         finally:
             self._queue.stop(self.pool)
+
+    def stop(self) -> None:
+        """End :meth:`run` (from another thread) at its next wake-up, which this causes."""
+        self._stopping.set()
+        self._queues.poke()

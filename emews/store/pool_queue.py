@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from emews.core.errors import ConfigError
 from emews.core.jsoncodec import dumps_point, loads_point
 from emews.core.results import Result, Task
+from emews.store.base import Store
 from emews.store.postgres import PostgresStore
 from emews.store.results_store import WRITTEN_COLUMNS, _result_row
 
@@ -26,7 +29,9 @@ _NOW = "extract(epoch from clock_timestamp())::double precision"
 
 _ENQUEUE = (
     "INSERT INTO tasks (id, params, seed, submitted, attempt, ranks, state, priority) "
-    "VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s) ON CONFLICT (id) DO NOTHING"
+    "VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s) "
+    "ON CONFLICT (id) DO UPDATE SET state = 'queued', priority = EXCLUDED.priority "
+    "WHERE tasks.state IS NULL OR tasks.state = 'cancelled'"
 )
 _REGISTER = (
     f"INSERT INTO pools (site, job_id, host, workers, started, heartbeat) "
@@ -51,6 +56,14 @@ _DONE = "UPDATE tasks SET state = 'done', pool = COALESCE(pool, %s), lease_until
 _COUNT = "UPDATE pools SET tasks_done = tasks_done + %s, heartbeat = " + _NOW + " WHERE id = %s"
 _STOP = f"UPDATE pools SET stopped = {_NOW} WHERE id = %s"
 _POOLS = "SELECT id, site, job_id, host, workers, tasks_done, started, heartbeat, stopped FROM pools ORDER BY id"
+_SET_META = "INSERT INTO emews_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+_GET_META = "SELECT value FROM emews_meta WHERE key = %s"
+_DEL_META = "DELETE FROM emews_meta WHERE key = %s"
+_QUEUED = "SELECT count(*) FROM tasks WHERE state = 'queued' OR state = 'leased'"
+_CANCEL_QUEUED = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued'"
+_LIVE_WORKERS = f"SELECT COALESCE(SUM(workers), 0) FROM pools WHERE stopped IS NULL AND heartbeat > {_NOW} - %s"
+#: ``emews_meta`` keys: the experiment runs its tasks through pools; its optimizer finished
+POOL_MODE, FINISHED = "pools", "pools_finished"
 
 
 @dataclass(frozen=True)
@@ -86,18 +99,69 @@ class PoolQueue:
             raise TypeError("worker pools need a PostgreSQL store (store.url)")
         self.store = store
         self._raw: Any = store.connection
-        self.channel = store.schema  # one NOTIFY channel per experiment schema
+        self.channel = store.schema  # one NOTIFY channel per experiment schema: results stored
+        self.tasks_channel = f"{store.schema}.tasks"  # ... and tasks queued
+
+    def fileno(self) -> int:
+        """The connection's socket: readable when a notification may have come (see :meth:`pending`)."""
+        return int(self._raw.fileno())
+
+    # -- the experiment's mode ---------------------------------------------------------
+    def enable(self) -> None:
+        """Mark the experiment as one whose tasks run through pools (``emews launch --pools``), and
+        not finished (a resumed optimizer queues again)."""
+        with self._raw.transaction():
+            self._raw.execute(_SET_META, (POOL_MODE, "1"))
+            self._raw.execute(_DEL_META, (FINISHED,))
+
+    def enabled(self) -> bool:
+        """Whether the experiment was launched with pools."""
+        return self._raw.execute(_GET_META, (POOL_MODE,)).fetchone() is not None
+
+    def finish(self) -> None:
+        """The optimizer is done: tasks still queued are cancelled, and pools stop once they hold
+        nothing; wake them to see it."""
+        with self._raw.transaction():
+            self._raw.execute(_SET_META, (FINISHED, "1"))
+            self._raw.execute(_CANCEL_QUEUED)
+            self._raw.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))
+
+    def finished(self) -> bool:
+        """Whether the optimizer said it is done (:meth:`finish`) since it last started."""
+        return self._raw.execute(_GET_META, (FINISHED,)).fetchone() is not None
+
+    def live_workers(self, lease_s: float) -> int:
+        """Workers of the pools not stopped whose last heartbeat is less than ``lease_s`` old."""
+        return int(self._raw.execute(_LIVE_WORKERS, (lease_s,)).fetchone()[0])
+
+    def outstanding(self) -> int:
+        """Tasks queued or leased (not done)."""
+        return int(self._raw.execute(_QUEUED).fetchone()[0])
 
     # -- the optimizer's side ----------------------------------------------------
     def enqueue(self, tasks: Sequence[Task], priority: float = 0.0) -> None:
-        """Queue ``tasks`` for any pool (a task id already recorded is left as it is)."""
+        """Queue ``tasks`` for any pool (a task id already queued, leased or done is left as it is;
+        one cancelled, or recorded by a run without pools, is queued again: a resumed optimizer's)."""
         rows = [(t.id, dumps_point(t.params), t.seed, t.submitted, t.attempt, t.ranks, priority) for t in tasks]
         with self._raw.transaction(), self._raw.cursor() as cursor:
             cursor.executemany(_ENQUEUE, rows)
+            cursor.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))  # pools waiting for work wake
 
     def listen(self) -> None:
         """Receive this experiment's result notifications on this connection (see :meth:`wait`)."""
         self._raw.execute(f'LISTEN "{self.channel}"')
+
+    def listen_tasks(self) -> None:
+        """Receive a notification on this connection whenever tasks are queued (see :meth:`pending`)."""
+        self._raw.execute(f'LISTEN "{self.tasks_channel}"')
+
+    def pending(self) -> bool:
+        """Consume the notifications received so far, without waiting; whether there were any."""
+        return any(True for _ in self._raw.notifies(timeout=0))
+
+    def results(self, ids: Sequence[int]) -> list[Result]:
+        """The stored results among ``ids`` (by id)."""
+        return self.store.results_by_id(ids)
 
     def wait(self, timeout: float) -> list[int]:
         """The task ids of results stored since the last call, waiting up to ``timeout`` seconds for
@@ -161,6 +225,29 @@ class PoolQueue:
     def pools(self) -> list[PoolRow]:
         """Every pool of the experiment, in the order they registered."""
         return [PoolRow(*row) for row in self._raw.execute(_POOLS).fetchall()]
+
+
+def pool_queue_of(store: Store, exp_dir: Path) -> PoolQueue:
+    """``store``'s shared queue; :class:`ConfigError` naming ``store.url`` (SQLite) or ``--pools``
+    (an experiment launched without pools), the store closed, when it has none."""
+    if not isinstance(store, PostgresStore):
+        store.close()
+        raise ConfigError(
+            "worker pools need a PostgreSQL store; this experiment's is SQLite",
+            file=str(exp_dir / "workflow.yaml"),
+            key="store.url",
+            allowed="a postgresql:// URL (docs/postgres.md), set when the experiment is launched",
+        )
+    queue = PoolQueue(store)
+    if not queue.enabled():
+        store.close()
+        raise ConfigError(
+            "this experiment was launched without pools: its optimizer hands tasks to its own job only",
+            file=str(exp_dir),
+            key="--pools",
+            allowed="an experiment started with emews launch --pools K",
+        )
+    return queue
 
 
 def _insert_once() -> str:

@@ -234,6 +234,18 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         for row in cursor:
             yield self._result(row)
 
+    def results_by_id(self, ids: Sequence[int]) -> list[Result]:
+        """The stored results among ``ids``, by id (read in chunks: a statement's parameters are bounded)."""
+        found: list[Result] = []
+        unique = sorted(set(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            cursor = self._db.execute(
+                f"SELECT {','.join(COLUMNS)} FROM results WHERE id IN ({','.join('?' * len(chunk))}) ORDER BY id", chunk
+            )
+            found += [self._result(row) for row in cursor]
+        return found
+
     def unfinished(self) -> list[tuple[Task, int]]:
         """Tasks that were dispatched but have no result (with the ranks they ran on), and how
         often they were re-run."""

@@ -14,7 +14,7 @@ from pgserver import PgServer
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result, Status, Task
-from emews.runtime.pool_feeder import PoolFeeder
+from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
 from emews.store.pool_queue import PoolQueue
 from emews.store.postgres import PostgresStore
 
@@ -72,9 +72,9 @@ def _collect_all(optimizer: PoolQueue) -> list[int]:
     return seen
 
 
-def _pool(store: PostgresStore, host: str, lease_s: float) -> tuple[PoolFeeder, QueuePair]:
+def _pool(store: PostgresStore, host: str, lease_s: float) -> tuple[PoolFeeder, PoolQueuePair]:
     queue = PoolQueue(store)
-    queues = QueuePair()
+    queues = PoolQueuePair()
     return PoolFeeder(queue, queues, queue.register("local", workers=2, host=host), hold=3, lease_s=lease_s), queues
 
 
@@ -83,7 +83,7 @@ def test_two_pools_share_an_experiment(stores: list[PostgresStore]) -> None:
     optimizer.listen()
     pools = [_pool(stores[k], f"host{k}", lease_s=60.0) for k in (1, 2)]
     stop = threading.Event()
-    threads = [threading.Thread(target=f.run, args=(stop,)) for f, _ in pools]
+    threads = [threading.Thread(target=f.run) for f, _ in pools]
     both = threading.Barrier(2)
     threads += [threading.Thread(target=_evaluate, args=(q, f"host{k}", stop, both)) for k, (_, q) in enumerate(pools)]
     for t in threads:
@@ -93,6 +93,8 @@ def test_two_pools_share_an_experiment(stores: list[PostgresStore]) -> None:
         seen = _collect_all(optimizer)
     finally:
         stop.set()
+        for f, _ in pools:
+            f.stop()
         for t in threads:
             t.join()
     assert sorted(seen) == list(range(TASKS))
@@ -119,7 +121,7 @@ def test_a_lost_pools_tasks_run_elsewhere(stores: list[PostgresStore]) -> None:
     alive, queues = _pool(stores[2], "alive", lease_s=60.0)
     stop = threading.Event()
     threads = [
-        threading.Thread(target=alive.run, args=(stop,)),
+        threading.Thread(target=alive.run),
         threading.Thread(target=_evaluate, args=(queues, "alive", stop)),
     ]
     for t in threads:
@@ -128,6 +130,7 @@ def test_a_lost_pools_tasks_run_elsewhere(stores: list[PostgresStore]) -> None:
         seen = _collect_all(optimizer)
     finally:
         stop.set()
+        alive.stop()
         for t in threads:
             t.join()
     assert sorted(seen) == list(range(TASKS)) and sorted(alive.stored) == list(range(TASKS))

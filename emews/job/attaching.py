@@ -1,0 +1,89 @@
+"""``emews attach EXP``: one more pool of workers for an experiment launched with ``--pools``
+(docs/postgres.md, "Pools").
+
+The pool gets a folder of its own, ``EXP/pools/pool-NNN`` (its site, its batch script and job
+record, its log); on the ``local`` site its job runs here, elsewhere it is submitted. Everything
+that can be refused is refused before a folder is made or a job submitted: an experiment whose
+store is SQLite or that was launched without pools, a database that does not answer, a site or a
+size that does not fit.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from emews.config.experiment import SITE_FILE, WORKFLOW_FILE, next_numbered, read_info, require_experiment
+from emews.config.workflow import load_workflow
+from emews.config.yamlio import dump_yaml
+from emews.core.errors import EXIT_OK, ConfigError
+from emews.job.launching import run_here
+from emews.site import Site, load_site
+from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
+from emews.store import open_store
+from emews.store.pool_queue import pool_queue_of
+
+#: where an experiment's attached pools keep their folders
+POOLS_DIR = "pools"
+
+
+def pool_command(exp_dir: Path, pool_dir: Path) -> list[str]:
+    """What every rank of an attached pool's job runs."""
+    return [*job_command(exp_dir), "--pool", str(pool_dir)]
+
+
+def attach(
+    exp_dir: Path,
+    *,
+    site: str | Site | None = None,
+    workers: int | None = None,
+    site_overrides: Sequence[str] = (),
+    dry_run: bool = False,
+    relay: bool = False,
+) -> int:
+    """Start a pool for ``exp_dir`` on ``site`` (default: the experiment's); the exit status (the
+    pool job's on a local site, 0 once a batch job is submitted)."""
+    exp_dir = require_experiment(Path(exp_dir).absolute())
+    if workers is not None and workers < 1:
+        raise ConfigError("must be at least 1", key="--workers")
+    pool_queue_of(open_store(exp_dir), exp_dir).store.close()  # SQLite, no pools, no database: refused now
+    chosen = site if isinstance(site, Site) else load_site(site or str(exp_dir / SITE_FILE), list(site_overrides))
+    workers = chosen.total_workers(workers or read_info(exp_dir).get("workers"))
+    load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).check_task_size(workers)
+    pool_dir = next_numbered(exp_dir / POOLS_DIR, "pool")
+    command = pool_command(exp_dir, pool_dir)
+    script = None if chosen.is_local else chosen.render_batch_script(pool_dir, workers, command)  # validates
+    if dry_run:
+        if script is None:
+            print(shlex.join(chosen.launch_command(workers + 1, command)))
+        else:
+            print(script)
+            print("# submit with: " + shlex.join(chosen.submit_command(pool_dir / JOB_SCRIPT)))
+        return EXIT_OK
+    pool_dir.mkdir(parents=True)
+    (pool_dir / SITE_FILE).write_text(dump_yaml(chosen.to_dict()), encoding="utf-8")
+    if script is None:
+        print(f"pool for {exp_dir}: {workers} workers on {chosen.name} (folder {pool_dir})", file=sys.stderr)
+        status, received = run_here(chosen, command, workers, relay=relay)
+        return 128 + received if received else status
+    try:
+        write_script(pool_dir / JOB_SCRIPT, script)
+        job_id = chosen.submit(pool_dir / JOB_SCRIPT)
+    except BaseException:
+        shutil.rmtree(pool_dir, ignore_errors=True)
+        raise
+    record = {
+        "job_id": job_id,
+        "site": chosen.name,
+        "scheduler": chosen.config.scheduler.type,
+        "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "submit_command": chosen.submit_command(pool_dir / JOB_SCRIPT),
+    }
+    (pool_dir / JOB_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(f"submitted pool job {job_id} to {chosen.name} for {exp_dir} (folder {pool_dir})")
+    return EXIT_OK

@@ -1,0 +1,85 @@
+"""Rank 0 of a job started by ``emews attach``: one more pool for a running experiment
+(docs/postgres.md, "Pools").
+
+It reads the experiment's workflow (what the workers run) and the pool's own site (where it runs:
+``EXP/pools/NNN/site.yaml``), tells its workers what to run, registers the pool in the store and
+feeds its workers from the shared queue until the optimizer says it is done and the pool holds
+nothing, or a stop signal comes (then what it held returns to the queue when its leases end). It
+takes no lease on the experiment: any number of pools work for it at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_experiment
+from emews.config.workflow import load_workflow
+from emews.core.errors import EXIT_OK, ConfigError
+from emews.job.pool_run import PoolRun
+from emews.job.rank_zero import refuse, run_spec
+from emews.runtime.interrupt import Interrupt, Interrupted
+from emews.runtime.team_comm import TeamWorld
+from emews.runtime.transport import MPITransport, quiet_bcast
+from emews.site import load_site
+from emews.site.gpus import gpu_binding
+from emews.store import open_store
+from emews.store.pool_queue import pool_queue_of
+
+log = logging.getLogger("emews")
+
+
+def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) -> int:
+    """The pool's whole part on rank 0; the process exit status (0 unless refused)."""
+    try:
+        require_experiment(exp_dir)
+        workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
+        workflow.check_task_size(comm.Get_size() - 1)
+        site = load_site(str(pool_dir / SITE_FILE))
+        queue = pool_queue_of(open_store(exp_dir), exp_dir)
+    except ConfigError as exc:
+        return refuse(comm, exc)
+    spec = run_spec(workflow, exp_dir)
+    gang = spec.task_size.gang
+    plan = spec.worker_plan(
+        gpu_binding(site), site.config.node.cores, launch_line=site.team_launch_line if gang else None
+    )
+    quiet_bcast(comm, plan)
+    teams = TeamWorld(comm) if gang else None  # collective: every rank
+    logging.basicConfig(
+        filename=pool_dir / LOG_FILE, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    transport = MPITransport(comm, threads=True)
+    workers = list(range(1, transport.size))
+    run = PoolRun(
+        queue,
+        transport,
+        workers,
+        site=site.name,
+        sign=spec.sign,
+        lease_s=workflow.model.store.lease,
+        gang=gang,
+        nodes=None if teams is None else teams.nodes,
+        inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+        fail_fast=spec.fail_fast,
+    )
+    print(f"pool {run.pool} of {exp_dir}: {len(workers)} workers on {site.name}", file=sys.stderr, flush=True)
+    log.info("pool %s: %s workers on %s", run.pool, len(workers), site.name)
+    stopped: Interrupted | None = None
+    try:
+        with interrupt.raising():
+            run.run()
+    except Interrupted as exc:
+        stopped = exc
+        run.stop()
+    finally:
+        run.close(abort=stopped is not None)
+        queue.store.close()
+    line = f"pool {run.pool}: {len(run.feeder.stored)} results stored" + (
+        f", {len(run.feeder.late)} late (another pool's stood)" if run.feeder.late else ""
+    )
+    print(line + ("" if stopped is None else f"; {stopped}"), file=sys.stderr, flush=True)
+    log.info(line)
+    return EXIT_OK

@@ -1,0 +1,99 @@
+"""One pool's rank 0: a distributor for this job's workers fed from the experiment's shared queue
+(docs/postgres.md, "Pools").
+
+The first job of an experiment launched with ``--pools`` runs one of these beside its optimizer
+(:func:`emews.job.wiring.run_optimizer_rank`); a job started by ``emews attach`` runs only this
+(:mod:`emews.job.pool_lead`). The distributor is today's, over a
+:class:`~emews.runtime.pool_feeder.PoolQueuePair`; it writes nothing to the store itself: the
+feeder stores each outcome once (:meth:`~emews.store.pool_queue.PoolQueue.complete`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Mapping, Sequence
+
+from emews.runtime.distributor import Distributor
+from emews.runtime.fail_fast import FailFast
+from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
+from emews.runtime.progress import Progress
+from emews.runtime.transport import Transport
+from emews.store.pool_queue import PoolQueue
+
+#: the batch systems' variables that name the job a pool runs in (``emews status`` shows it)
+JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOBID")
+
+
+def current_job_id(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The batch job this process runs in, if any."""
+    return next((environ[v] for v in JOB_ID_VARIABLES if environ.get(v)), None)
+
+
+class PoolRun:
+    """This job's distributor and its feeder, registered as one pool of the experiment.
+
+    ``queue`` is the feeder's own connection; the pool holds up to twice its workers in tasks
+    (one running and one on its way per worker) under leases of ``lease_s`` seconds."""
+
+    def __init__(
+        self,
+        queue: PoolQueue,
+        transport: Transport,
+        worker_ranks: Sequence[int],
+        *,
+        site: str,
+        sign: float,
+        lease_s: float,
+        gang: bool = False,
+        nodes: Mapping[int, str] | None = None,
+        inline_timeout: float | None = None,
+        fail_fast: int = 0,
+    ) -> None:
+        self.queue = queue
+        self.pool = queue.register(site, len(worker_ranks), job_id=current_job_id(), host=socket.gethostname())
+        self.queues = PoolQueuePair()
+        self.progress = Progress(budget=None, workers=len(worker_ranks))
+        self.distributor = Distributor(
+            transport,
+            self.queues,
+            worker_ranks,
+            sign=sign,
+            progress=self.progress,
+            fail_fast=FailFast(fail_fast),
+            gang=gang,
+            nodes=nodes,
+            inline_timeout=inline_timeout,
+        ).start()
+        self.feeder = PoolFeeder(queue, self.queues, self.pool, hold=2 * len(worker_ranks), lease_s=lease_s)
+        self._thread: threading.Thread | None = None
+
+    def until_finished(self) -> bool:
+        """Whether this pool may end: the optimizer said it is done and the pool holds nothing."""
+        return self.feeder.held == 0 and self.queue.finished()
+
+    def run(self) -> None:
+        """Feed on this thread until the experiment is finished (or :meth:`stop`)."""
+        self.feeder.run(until=self.until_finished)
+
+    def start(self) -> PoolRun:
+        """Feed on a thread of its own (beside the optimizer, in the first job)."""
+        self._thread = threading.Thread(target=self.run, name="emews-pool-feeder", daemon=True)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def stop(self) -> None:
+        """Stop claiming and storing now (a stop signal); what the pool held returns to the queue
+        when its leases end."""
+        self.feeder.stop()
+        self.join()
+
+    def close(self, *, abort: bool = False, pause: float | None = None) -> None:
+        """Stop the workers (after :meth:`run` ended or :meth:`stop`)."""
+        self.distributor.close(abort=abort, pause=pause)
+        self.queues.close()

@@ -1,0 +1,117 @@
+"""The optimizer's end of an experiment run through pools (docs/postgres.md, "Pools").
+
+With pools the optimizer's queue pair is not drained by a distributor on the same rank: this bridge
+puts the tasks the optimizer submits into the experiment's shared queue
+(:meth:`~emews.store.pool_queue.PoolQueue.enqueue`) and hands back the results any pool stores, as
+the store announces them (``LISTEN``): two threads, each blocked on its own event (new tasks; a
+notification), never polling. When nothing was announced for ``recheck_s`` it reads the results of
+the tasks it still waits for (a notification lost with a connection is then only late) and the
+workers of the pools alive (the evaluator's capacity).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from emews.core.queues import QueuePair
+from emews.core.results import Result
+from emews.store.pool_queue import PoolQueue
+
+log = logging.getLogger("emews")
+
+
+class PoolBridge:
+    """Moves tasks from ``queues`` to the shared queue (through ``submitter``'s connection) and the
+    stored results back (through ``listener``'s); ``record`` sees each batch of results."""
+
+    def __init__(
+        self,
+        queues: QueuePair,
+        submitter: PoolQueue,
+        listener: PoolQueue,
+        *,
+        record: Callable[[Sequence[Result]], None] = lambda results: None,
+        recheck_s: float = 5.0,
+        lease_s: float = 60.0,
+    ) -> None:
+        self._queues = queues
+        self._submitter = submitter
+        self._listener = listener
+        self._record = record
+        self._recheck = recheck_s
+        self._lease = lease_s
+        self._waiting: set[int] = set()  # submitted, result not handed back yet
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self.error: BaseException | None = None
+        self._threads = [
+            threading.Thread(target=self._guard, args=(self._forward,), name="emews-pool-submit", daemon=True),
+            threading.Thread(target=self._guard, args=(self._receive,), name="emews-pool-receive", daemon=True),
+        ]
+
+    def start(self) -> PoolBridge:
+        self._listener.listen()  # before the first task is queued: no result goes unannounced
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    @property
+    def waiting(self) -> int:
+        """Tasks queued whose result has not come back yet."""
+        with self._lock:
+            return len(self._waiting)
+
+    def _guard(self, loop: Callable[[], None]) -> None:
+        try:
+            loop()
+        except BaseException as exc:  # the optimizer must not wait for results that cannot come
+            if not self._closing.is_set():
+                log.exception("the pools' bridge failed")
+                self.error = exc
+                self._queues.fail(exc)
+
+    def _forward(self) -> None:
+        while not self._closing.is_set():
+            self._queues.new_tasks.wait()
+            self._queues.new_tasks.clear()
+            tasks = []
+            while self._queues.tasks:
+                tasks.append(self._queues.tasks.popleft())
+            if tasks:
+                with self._lock:
+                    self._waiting.update(t.id for t in tasks)
+                self._submitter.enqueue(tasks)
+
+    def _receive(self) -> None:
+        self._queues.capacity = self._submitter_capacity()
+        while not self._closing.is_set():
+            announced = self._listener.wait(self._recheck)
+            with self._lock:
+                wanted = self._waiting.intersection(announced) if announced else set(self._waiting)
+            if not announced:
+                self._queues.capacity = self._submitter_capacity()
+            if not wanted:
+                continue
+            results = self._listener.results(sorted(wanted))
+            if results:
+                with self._lock:
+                    self._waiting.difference_update(r.id for r in results)
+                self._record(results)
+                self._queues.deliver(results)
+
+    def _submitter_capacity(self) -> int:
+        """Workers of the pools that heartbeat within a lease (the evaluator's capacity)."""
+        return self._listener.live_workers(self._lease)
+
+    def close(self, *, finished: bool) -> None:
+        """Stop both threads; ``finished``: the optimizer is done, so pools stop once they hold
+        nothing and tasks still queued are cancelled (an interrupted optimizer leaves its queue to
+        the pools and to ``emews resume``)."""
+        self._closing.set()
+        self._queues.new_tasks.set()
+        for thread in self._threads:
+            thread.join(timeout=self._recheck + 5.0)
+        if finished:
+            self._submitter.finish()
