@@ -34,8 +34,9 @@ def current_job_id(environ: Mapping[str, str] = os.environ) -> str | None:
 class PoolRun:
     """This job's distributor and its feeder, registered as one pool of the experiment.
 
-    ``queue`` is the feeder's own connection; the pool holds up to twice its workers in tasks
-    (one running and one on its way per worker) under leases of ``lease_s`` seconds."""
+    ``queue`` is the feeder's own connection; the pool holds a task per worker and a quarter more
+    on their way (at least one), under leases of ``lease_s`` seconds: enough that a freed worker
+    finds its next task here, few enough that other pools find work in the queue."""
 
     def __init__(
         self,
@@ -66,7 +67,9 @@ class PoolRun:
             nodes=nodes,
             inline_timeout=inline_timeout,
         ).start()
-        self.feeder = PoolFeeder(queue, self.queues, self.pool, hold=2 * len(worker_ranks), lease_s=lease_s)
+        self.feeder = PoolFeeder(
+            queue, self.queues, self.pool, hold=len(worker_ranks) + max(1, len(worker_ranks) // 4), lease_s=lease_s
+        )
         self._thread: threading.Thread | None = None
 
     def until_finished(self) -> bool:

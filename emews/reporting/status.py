@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from emews.reporting import data as store_data
+from emews.reporting.pool_status import pool_lines
 from emews.reporting.summary import headline
 from emews.reporting.trials import trial_lines
 
@@ -33,7 +34,8 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     state, running = job_state(exp_dir)
     data = store_data.load(exp_dir)
     figures = headline(data, running=running)
-    return "\n".join([f"job: {state}", *figures.lines(), *trial_lines(exp_dir, data.metric)]), running
+    pools = pool_lines(exp_dir)
+    return "\n".join([f"job: {state}", *figures.lines(), *pools, *trial_lines(exp_dir, data.metric)]), running
 
 
 def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:

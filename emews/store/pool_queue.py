@@ -176,7 +176,10 @@ class PoolQueue:
     # -- a pool's side -------------------------------------------------------------
     def register(self, site: str, workers: int, job_id: str | None = None, host: str | None = None) -> int:
         """Add a pool of ``workers`` on ``site``; its id."""
-        return int(self._raw.execute(_REGISTER, (site, job_id, host, workers)).fetchone()[0])
+        with self._raw.transaction():
+            pool = int(self._raw.execute(_REGISTER, (site, job_id, host, workers)).fetchone()[0])
+            self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))  # the optimizer counts its workers
+        return pool
 
     def claim(self, pool: int, n: int, lease_s: float) -> list[Claimed]:
         """Lease up to ``n`` claimable tasks to ``pool`` for ``lease_s`` seconds, highest priority
@@ -220,7 +223,18 @@ class PoolQueue:
 
     def stop(self, pool: int) -> None:
         """Record that ``pool`` ended (its leased tasks, if any, return when their leases end)."""
-        self._raw.execute(_STOP, (pool,))
+        with self._raw.transaction():
+            self._raw.execute(_STOP, (pool,))
+            self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))
+
+    def state_counts(self) -> dict[str, int]:
+        """How many tasks are in each state of the shared queue (queued, leased, done, cancelled)."""
+        rows = self._raw.execute("SELECT state, count(*) FROM tasks WHERE state IS NOT NULL GROUP BY state")
+        return {state: int(n) for state, n in rows.fetchall()}
+
+    def server_time(self) -> float:
+        """The database server's clock (seconds since the epoch): what leases and heartbeats use."""
+        return float(self._raw.execute(f"SELECT {_NOW}").fetchone()[0])
 
     def pools(self) -> list[PoolRow]:
         """Every pool of the experiment, in the order they registered."""

@@ -1,0 +1,47 @@
+"""``emews status``'s lines about an experiment's worker pools (docs/postgres.md, "Pools"): each
+pool's site, job, host, workers, tasks done and last heartbeat, and the shared queue's counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from emews.store import open_store
+from emews.store.opening import recorded_store
+
+#: the queue's states, in the order the line names them
+QUEUE_STATES = ("queued", "leased", "done", "cancelled")
+
+
+def pool_lines(exp_dir: Path) -> list[str]:
+    """The lines (none for an experiment without pools); a pool whose heartbeat is older than the
+    workflow's ``store.lease`` and that did not say it stopped is *lost* (its tasks return to the
+    queue when their leases end)."""
+    if recorded_store(exp_dir) is None:
+        return []
+    from emews.config.experiment import WORKFLOW_FILE
+    from emews.config.workflow import load_workflow
+    from emews.store.pool_queue import PoolQueue  # PostgreSQL's modules only for such a store
+
+    lease_s = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.store.lease
+
+    with open_store(exp_dir, readonly=True) as store:
+        queue = PoolQueue(store)  # type: ignore[arg-type]
+        if not queue.enabled():
+            return []
+        pools, counts = queue.pools(), queue.state_counts()
+        now = queue.server_time()
+    lines = ["queue: " + ", ".join(f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES)]
+    lines.append(f"pools: {len(pools)}")
+    for pool in pools:
+        if pool.stopped is not None:
+            state = "stopped"
+        elif pool.heartbeat is not None and now - pool.heartbeat <= lease_s:
+            state = "running"
+        else:
+            state = "lost"
+        beat = "-" if pool.heartbeat is None else f"{max(now - pool.heartbeat, 0.0):.0f} s ago"
+        lines.append(
+            f"  pool {pool.id}: {state}, {pool.site}, job {pool.job_id or '-'}, host {pool.host or '-'}, "
+            f"{pool.workers} workers, {pool.tasks_done} tasks done, heartbeat {beat}"
+        )
+    return lines

@@ -1,0 +1,147 @@
+"""Worker pools end to end on a real PostgreSQL (tests/store/conftest.py) and real mpiexec jobs:
+``emews launch --pools`` (the optimizer's job is one pool) and ``emews attach`` (one more job
+feeding the same experiment); a pool killed with SIGKILL mid-task loses nothing and duplicates
+nothing; ``emews status`` lists the pools; what cannot have pools is refused in one line, exit 2,
+before anything is made (docs/postgres.md, "Pools")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pgserver import PgServer
+
+from emews.store import open_store
+from testutil import TESTS, EmewsCommand, wait_until, write_workflow
+
+MARKED = TESTS / "objectives" / "marked.py"
+BUDGET = 12
+
+
+def _workflow(folder: Path, url: str | None, **extra: object) -> Path:
+    return write_workflow(
+        folder,
+        objective={"module": str(MARKED), "function": "run"},
+        budget={"evaluations": BUDGET},
+        task={"timeout": 120, "isolation": "inline"},
+        **({"store": {"url": url, "lease": 2}} if url else {}),
+        **extra,
+    )
+
+
+def _rows(exp: Path, sql: str) -> list[tuple]:
+    with open_store(exp, readonly=True) as store:
+        return [tuple(r) for r in store.connection.execute(sql).fetchall()]  # type: ignore[attr-defined]
+
+
+def _seen(exp: Path, sql: str) -> list[tuple]:
+    """``_rows`` while the job may still be making the store: nothing until it is there."""
+    try:
+        return _rows(exp, sql)
+    except Exception:  # the experiment's schema or tables are not made yet
+        return []
+
+
+def _gated(folder: Path) -> EmewsCommand:
+    cmd = EmewsCommand(folder)
+    (folder / "marks").mkdir(exist_ok=True)
+    cmd.env.update(GATE_FILE=str(folder / "open"), MARK_DIR=str(folder / "marks"))
+    return cmd
+
+
+def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: PgServer, tmp_path: Path) -> None:
+    """The first job (optimizer + a pool of 2 workers) and an attached pool of 2 share one queue;
+    the attached pool is killed with SIGKILL while its worker runs a task. Once that task's lease
+    ends the first pool runs it again under the same id (attempt 1): every evaluation is stored
+    exactly once, none by the dead pool, and ``emews status`` shows that pool as lost."""
+    wf = _workflow(tmp_path, pg_server.url())
+    first, second = _gated(tmp_path), _gated(tmp_path)
+    launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        # the first pool holds what it can (2 running, 1 on its way); the rest waits in the queue
+        assert wait_until(lambda: _seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        attached = second.popen("attach", "exp", "--workers", "2")
+        held = wait_until(
+            lambda: [
+                i
+                for (i,) in _seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
+                if (tmp_path / "marks" / str(i)).exists()
+            ],
+            120,
+        )
+        assert held, "the attached pool never ran a task"
+        second.kill_all()  # kill -9 of the whole job: mpiexec and every rank
+        assert attached.wait(timeout=60) != 0
+        (tmp_path / "open").touch()
+        out, err = launch.communicate(timeout=300)
+    finally:
+        (tmp_path / "open").touch()
+        first.kill_all()
+        second.kill_all()
+    assert launch.returncode == 0, err
+    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    assert [i for i, _ in results] == list(range(BUDGET))  # 0 lost, 0 duplicates
+    assert all(pool == 1 for i, pool in results if i in held)  # the dead pool stored nothing
+    attempts = dict(_rows(exp, "SELECT id, attempt FROM tasks"))
+    assert all(attempts[i] == 1 for i in held)
+    assert _rows(exp, "SELECT DISTINCT state FROM tasks") == [("done",)]
+    status = first("status", "exp", timeout=120, check=True).stdout
+    assert "pools: 2" in status
+    assert "pool 1: stopped" in status and "pool 2: lost" in status, status
+
+
+def test_launch_with_two_pools_runs_on_both(pg_server: PgServer, tmp_path: Path) -> None:
+    """``--pools 2`` on the local site: the launch starts the second pool itself (``emews attach``)
+    and waits for it; both run evaluations, each stored once with the pool that ran it."""
+    wf = _workflow(tmp_path, pg_server.url())
+    cmd = _gated(tmp_path)
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        both = wait_until(lambda: len(_seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
+        assert both, _rows(exp, "SELECT id, state, pool FROM tasks")
+        (tmp_path / "open").touch()
+        out, err = launch.communicate(timeout=300)
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    assert launch.returncode == 0, err
+    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    assert [i for i, _ in results] == list(range(BUDGET))
+    assert {pool for _, pool in results} == {1, 2}
+    pools = _rows(exp, "SELECT id, tasks_done, stopped IS NOT NULL FROM pools ORDER BY id")
+    assert [(p, n) for p, n, _ in pools] == [(p, sum(1 for _, q in results if q == p)) for p in (1, 2)]
+    assert all(stopped for *_, stopped in pools)  # both ended once the optimizer had finished
+    assert cmd.leftovers_after_exit() == []
+
+
+def test_pools_need_a_postgresql_store(tmp_path: Path) -> None:
+    wf = _workflow(tmp_path, None)
+    cmd = EmewsCommand(tmp_path)
+    refused = cmd("launch", str(wf), "--workers", "1", "--pools", "2", "--exp-dir", "exp")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "store.url" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "exp").exists()
+    cmd.env["GATE_FILE"] = str(tmp_path / "wf.yaml")  # open from the start
+    cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240, check=True)  # a SQLite experiment
+    attach = cmd("attach", "exp")
+    assert attach.returncode == 2 and "store.url" in attach.stderr and "Traceback" not in attach.stderr
+    assert not (tmp_path / "exp" / "pools").exists()
+
+
+@pytest.mark.parametrize("pools", ["0", "-1"])
+def test_pools_must_be_positive(tmp_path: Path, pools: str) -> None:
+    refused = EmewsCommand(tmp_path)("launch", str(_workflow(tmp_path, None)), "--pools", pools)
+    assert refused.returncode == 2 and "--pools" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_attach_needs_an_experiment_launched_with_pools(pg_server: PgServer, tmp_path: Path) -> None:
+    wf = _workflow(tmp_path, pg_server.url())
+    cmd = EmewsCommand(tmp_path)
+    cmd.env["GATE_FILE"] = str(wf)
+    cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240, check=True)
+    attach = cmd("attach", "exp")
+    assert attach.returncode == 2 and "--pools" in attach.stderr and "Traceback" not in attach.stderr
+    assert len(attach.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "exp" / "pools").exists()
