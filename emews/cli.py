@@ -124,11 +124,14 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("exp_dir", type=Path)
 
     attach = sub.add_parser(
-        "attach", help="add a pool of workers to an experiment launched with --pools (now on local, as a batch job elsewhere)"
+        "attach",
+        help="add a pool of workers to an experiment launched with --pools (now on local, as a batch job elsewhere)",
     )
     attach.add_argument("exp_dir", type=Path)
     attach.add_argument("--site", help="built-in site name or path to a site .yaml (default: the experiment's)")
-    attach.add_argument("--workers", type=int, help="number of worker ranks (default: the site's, else the experiment's)")
+    attach.add_argument(
+        "--workers", type=int, help="number of worker ranks (default: the site's, else the experiment's)"
+    )
     attach.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="change a key of the site")
     attach.add_argument("--dry-run", action="store_true", help="print the batch script and submit command only")
 

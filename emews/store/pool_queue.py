@@ -165,7 +165,8 @@ class PoolQueue:
 
     def wait(self, timeout: float) -> list[int]:
         """The task ids of results stored since the last call, waiting up to ``timeout`` seconds for
-        the first notification (after :meth:`listen`); ``[]`` when none came."""
+        the first notification (after :meth:`listen`); ``[]`` when none came, or only a pool's
+        start or end was announced (the workers changed)."""
         ids: list[int] = []
         for note in self._raw.notifies(timeout=timeout, stop_after=1):
             ids += [int(i) for i in note.payload.split(",") if i]

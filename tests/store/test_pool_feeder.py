@@ -65,10 +65,10 @@ def _evaluate(queues: QueuePair, host: str, stop: threading.Event, first: thread
 
 def _collect_all(optimizer: PoolQueue) -> list[int]:
     seen: list[int] = []
+    deadline = time.monotonic() + 120.0  # a safety net against a hang, not a measurement
     while len(seen) < TASKS:
-        news = optimizer.wait(timeout=60.0)
-        assert news, f"no result notified within 60 s ({len(seen)} of {TASKS} seen)"
-        seen += news
+        assert time.monotonic() < deadline, f"{len(seen)} of {TASKS} results notified"
+        seen += optimizer.wait(timeout=5.0)  # [] also when a pool's start or end was announced
     return seen
 
 
