@@ -133,12 +133,19 @@ class Evaluator:
         each is on disk before the trial scheduler saw it. Empty when the run keeps no store."""
         return [] if self._read_reports is None else self._read_reports(trial)
 
-    def put(self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None) -> list[int]:
+    def put(
+        self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None, priority: float = 0.0
+    ) -> list[int]:
         """Queue ``points`` for evaluation; return their task ids (results carry them as ``.id``).
 
         ``ranks``: the worker ranks each task runs on (one number for all, or one per point),
         instead of the workflow's ``task.ranks`` (which must then be other than 1, e.g. ``optimizer``).
+        ``priority``: with pools (``emews launch --pools``) a pool always takes the highest priority
+        queued first, in the order put within a priority; a job without pools runs its tasks in
+        the order put.
         """
+        if not isinstance(priority, (int, float)) or priority != priority or priority in (float("inf"), -float("inf")):
+            raise ValueError(f"priority must be a finite number, not {priority!r}")
         points = list(points)
         sizes = self._given_sizes(ranks, len(points))
         if len(points) > self.remaining:
@@ -154,7 +161,7 @@ class Evaluator:
                 params = self.space.validate(point)
             except SpaceError as exc:
                 raise ValueError(f"optimizer proposed an invalid point {dict(point)!r}: {exc}") from None
-            task = Task(self._next_id, params, self._task_seed(self._next_id), now)
+            task = Task(self._next_id, params, self._task_seed(self._next_id), now, priority=float(priority))
             if sizes is not None:
                 task.ranks = sizes[len(tasks)]
             elif self._gang:

@@ -166,7 +166,7 @@ class ReplicatingEvaluator:
     def capacity(self) -> int:
         return max(self.inner.capacity // self.replicates, 1)
 
-    def put(self, points: Iterable[Mapping[str, Any]]) -> list[int]:
+    def put(self, points: Iterable[Mapping[str, Any]], *, priority: float = 0.0) -> list[int]:
         points = [dict(p) for p in points]
         if len(points) > self.remaining:
             raise BudgetExhausted(
@@ -177,7 +177,7 @@ class ReplicatingEvaluator:
         for point in points:
             if REPLICATE in point:
                 raise ValueError(f"optimizer proposed {point!r}: {REPLICATE!r} is the replicate index, not a parameter")
-            task_ids = self.inner.put([{**point, REPLICATE: r} for r in range(self.replicates)])
+            task_ids = self.inner.put([{**point, REPLICATE: r} for r in range(self.replicates)], priority=priority)
             group = _Group(point_of(self.space.validate(point)), task_ids)
             self._groups[task_ids[0]] = group
             self._group_of.update((i, task_ids[0]) for i in task_ids)

@@ -53,6 +53,8 @@ class Task:
     ranks: int = field(default=1, metadata={"local": True})
     #: why it cannot run (its ``task.ranks`` gave no size): the distributor fails it with this cause
     refused: str | None = field(default=None, metadata={"local": True})
+    #: higher first, in the order put within one priority (the pools' shared queue orders by it)
+    priority: float = field(default=0.0, metadata={"local": True})
 
 
 @_pickled_by_fields

@@ -139,10 +139,13 @@ class PoolQueue:
         return int(self._raw.execute(_QUEUED).fetchone()[0])
 
     # -- the optimizer's side ----------------------------------------------------
-    def enqueue(self, tasks: Sequence[Task], priority: float = 0.0) -> None:
+    def enqueue(self, tasks: Sequence[Task], priority: float | None = None) -> None:
         """Queue ``tasks`` for any pool (a task id already queued, leased or done is left as it is;
         one cancelled, or recorded by a run without pools, is queued again: a resumed optimizer's)."""
-        rows = [(t.id, dumps_point(t.params), t.seed, t.submitted, t.attempt, t.ranks, priority) for t in tasks]
+        rows = [
+            (t.id, dumps_point(t.params), t.seed, t.submitted, t.attempt, t.ranks, t.priority if priority is None else priority)
+            for t in tasks
+        ]
         with self._raw.transaction(), self._raw.cursor() as cursor:
             cursor.executemany(_ENQUEUE, rows)
             cursor.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))  # pools waiting for work wake
@@ -189,7 +192,7 @@ class PoolQueue:
             rows = self._raw.execute(_CLAIM, {"pool": pool, "lease": lease_s, "n": n}).fetchall()
         rows.sort(key=lambda r: (-r[6], r[0]))
         return [
-            Claimed(Task(i, loads_point(p), s, sub, attempt, ranks=size), attempt, prio)
+            Claimed(Task(i, loads_point(p), s, sub, attempt, ranks=size, priority=prio), attempt, prio)
             for i, p, s, sub, attempt, size, prio in rows
         ]
 

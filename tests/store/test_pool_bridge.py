@@ -1,0 +1,97 @@
+"""The optimizer's end of a pooled experiment on a real PostgreSQL (tests/store/conftest.py): the
+evaluator's tasks reach the shared queue with their priorities, every result any pool stores comes
+back to the evaluator once, and a result whose notification was lost comes back too."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pgserver import PgServer
+
+from emews.core.evaluator import Evaluator
+from emews.core.queues import QueuePair
+from emews.core.results import Result, Status, Task
+from emews.core.space import Float, Space
+from emews.runtime.pool_bridge import PoolBridge
+from emews.store.pool_queue import PoolQueue
+from emews.store.postgres import PostgresStore
+from emews.store.results_store import WRITTEN_COLUMNS, _result_row
+
+
+@pytest.fixture
+def stores(pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[PostgresStore]]:
+    schema = "b_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(3)]
+    PoolQueue(opened[0]).enable()
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def _ok(task: Task) -> Result:
+    x = float(task.params["x"])
+    return Result(task.id, task.params, Status.OK, x, x, {}, None, 1, "h", task.submitted, 1.0, 2.0)
+
+
+def _queued(store: PostgresStore, n: int) -> bool:
+    return store.connection.execute("SELECT count(*) FROM tasks WHERE state = 'queued'").fetchone()[0] >= n
+
+
+def _until(done, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout  # a safety net against a hang, not a measurement
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_priorities_reach_the_queue_and_results_come_back(stores: list[PostgresStore]) -> None:
+    queues = QueuePair()
+    received: list[int] = []
+    bridge = PoolBridge(
+        queues,
+        PoolQueue(stores[0]),
+        PoolQueue(stores[1]),
+        record=lambda results: received.extend(r.id for r in results),
+    ).start()
+    try:
+        evaluator = Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=2, budget=None)
+        low = evaluator.put([{"x": 0.1}, {"x": 0.2}])
+        high = evaluator.put([{"x": 0.3}, {"x": 0.4}], priority=5)
+        middle = evaluator.put([{"x": 0.5}], priority=1)
+        _until(lambda: _queued(stores[2], 5), "the bridge never queued the 5 tasks")
+        pool = PoolQueue(stores[2])
+        pool_id = pool.register("local", workers=1)
+        claimed = pool.claim(pool_id, 5, lease_s=60.0)
+        assert [c.task.id for c in claimed] == [*high, *middle, *low]
+        assert [c.priority for c in claimed] == [5.0, 5.0, 1.0, 0.0, 0.0]
+        pool.complete(pool_id, [_ok(c.task) for c in claimed])
+        results = evaluator.get(5, timeout=60.0)
+    finally:
+        bridge.close(finished=True)
+    assert sorted(r.id for r in results) == sorted([*low, *high, *middle])
+    assert sorted(received) == sorted(r.id for r in results)  # each handed back once
+    assert PoolQueue(stores[2]).finished()
+
+
+def test_a_result_whose_notification_was_lost_comes_back(stores: list[PostgresStore]) -> None:
+    """A result stored without its NOTIFY (as when the listener's connection dropped at that
+    moment) reaches the evaluator at the bridge's next re-read of the tasks it waits for."""
+    queues = QueuePair()
+    bridge = PoolBridge(queues, PoolQueue(stores[0]), PoolQueue(stores[1]), recheck_s=0.2).start()
+    try:
+        evaluator = Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=1, budget=None)
+        (task_id,) = evaluator.put([{"x": 0.25}])
+        _until(lambda: _queued(stores[2], 1), "the bridge never queued the task")
+        task = Task(task_id, {"x": 0.25}, 0, 1.0)
+        row = _result_row(_ok(task))
+        stores[2].connection.execute(  # stored quietly: no pg_notify
+            f"INSERT INTO results ({','.join(WRITTEN_COLUMNS)}) VALUES ({','.join(['%s'] * len(row))})", row
+        )
+        (result,) = evaluator.get(1, timeout=60.0)
+    finally:
+        bridge.close(finished=False)
+    assert result.id == task_id and result.objective == 0.25
+    assert not PoolQueue(stores[2]).finished()
