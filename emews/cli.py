@@ -135,6 +135,11 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="change a key of the site")
     attach.add_argument("--dry-run", action="store_true", help="print the batch script and submit command only")
 
+    serve = sub.add_parser(
+        "serve", help="run the optimizer of an experiment launched with --pools here, without workers"
+    )
+    serve.add_argument("exp_dir", type=Path)
+
     run = sub.add_parser("run", help="(inside the MPI job) run this rank's part of an experiment")
     run.add_argument("exp_dir", type=Path)
     run.add_argument("--lease", help=argparse.SUPPRESS)  # the token of the launch that started the job
@@ -207,6 +212,12 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return launch(
         workflow, site, workers=args.workers, exp_dir=args.exp_dir, dry_run=args.dry_run, pools=args.pools
     ).status
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from emews.job.serving import serve
+
+    return serve(args.exp_dir)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
@@ -342,6 +353,7 @@ COMMANDS = {
     "cancel": cmd_cancel,
     "run": cmd_run,
     "attach": cmd_attach,
+    "serve": cmd_serve,
     "checkpoints": cmd_checkpoints,
 }
 

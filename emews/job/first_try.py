@@ -55,7 +55,9 @@ class FirstPoint(Evaluator):
 
     point: dict[str, Any] | None = None
 
-    def put(self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None) -> list[int]:
+    def put(
+        self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None, priority: float = 0.0
+    ) -> list[int]:
         first = list(points)[:1]
         if self.point is None and first:
             super().put(first)

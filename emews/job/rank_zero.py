@@ -125,11 +125,13 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
                 stranded_grace()  # EMEWS_STRANDED_GRACE, where set, is a number of seconds
             check_local_dir(workflow)
             site = load_site(str(exp_dir / SITE_FILE))
+            spec = run_spec(workflow, exp_dir)
+            spec.pools = bool(read_info(exp_dir).get("pools"))
+            spec.site_name = site.name
+            if spec.pools:
+                check_no_optimizer(exp_dir)
         except ConfigError as exc:
             return refuse(comm, exc)
-        spec = run_spec(workflow, exp_dir)
-        spec.pools = bool(read_info(exp_dir).get("pools"))
-        spec.site_name = site.name
         spec.walltime_end = allocation_end(workflow, site, time.time())
         spec.backend = site.config.node.distributed_backend
         gang = spec.task_size.gang
@@ -161,6 +163,20 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             return EXIT_FAILED
     finally:
         lease.release()
+
+
+def check_no_optimizer(exp_dir: Path) -> None:
+    """:class:`~emews.store.pool_queue.OptimizerRunning` when another optimizer serves this pooled
+    experiment (on any host: the store's lock), before any worker is told to start."""
+    from emews.store import open_store
+    from emews.store.pool_queue import pool_queue_of
+
+    queue = pool_queue_of(open_store(exp_dir), exp_dir)
+    try:
+        if queue.optimizer_running():
+            queue.lock_optimizer()  # raises, naming the experiment's store
+    finally:
+        queue.store.close()
 
 
 def refuse(comm: Any, problem: ConfigError) -> int:
@@ -205,7 +221,7 @@ def _optimizer_rank(
         )
         log.info(line)
         print(line, file=sys.stderr)
-    status = _write_outputs(spec, workflow, exp_dir, summary, csv_follower)
+    status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)
     if not summary.all_stopped:
         log.error("workers did not confirm their stop; aborting the job")
         _let_output_drain()
@@ -233,7 +249,7 @@ def _let_output_drain(limit: float = 2.0) -> None:
             time.sleep(0.01)
 
 
-def _write_outputs(
+def write_outputs(
     spec: RunSpec, workflow: Workflow, exp_dir: Path, summary: RunSummary, csv_follower: CsvFollower | None
 ) -> int:
     """summary.json, then results.csv, then the closing lines; return the run's exit status.

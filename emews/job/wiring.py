@@ -244,7 +244,7 @@ def trial_service(
 
 def run_optimizer_rank(
     spec: RunSpec,
-    transport: Transport,
+    transport: Transport | None,
     worker_ranks: list[int],
     *,
     interrupt: Interrupt | None = None,
@@ -270,10 +270,10 @@ def run_optimizer_rank(
     reports = ReportReader(store.location) if store is not None else None
     pools = SharedQueue(spec, store, queues, transport, worker_ranks, progress, nodes) if spec.pools else None
     distributor = (
-        pools.run.distributor
+        pools.distributor
         if pools is not None
         else Distributor(
-            transport,
+            transport,  # type: ignore[arg-type]  # a job without pools has its workers and their transport
             queues,
             worker_ranks,
             sign=spec.sign,
@@ -301,7 +301,7 @@ def run_optimizer_rank(
                 evaluator = Evaluator(
                     queues,
                     space,
-                    workers=len(worker_ranks),
+                    workers=len(worker_ranks) or 1,  # emews serve: the pools' workers are counted as they come
                     budget=spec.budget,
                     direction=spec.direction,
                     seed=spec.seed,
@@ -351,15 +351,16 @@ def run_optimizer_rank(
 
 
 class SharedQueue:
-    """The first job of an experiment run through pools: the optimizer's queue pair bridged to the
-    store's shared queue, and this job's workers as one more pool (each on its own connection)."""
+    """An experiment run through pools, on the optimizer's side: its queue pair bridged to the
+    store's shared queue, and this job's workers as one more pool (none under ``emews serve``).
+    Each part has its own connection; the bridge's holds the experiment's optimizer lock."""
 
     def __init__(
         self,
         spec: RunSpec,
         store: Store | None,
         queues: QueuePair,
-        transport: Transport,
+        transport: Transport | None,
         worker_ranks: list[int],
         progress: Progress,
         nodes: Mapping[int, str] | None,
@@ -370,21 +371,31 @@ class SharedQueue:
 
         if store is None:
             raise EmewsError("pools need the experiment's PostgreSQL store")
-        self._connections = [open_store(location=store.location) for _ in range(3)]
-        submitter, listener, feeder = (PoolQueue(c) for c in self._connections)  # type: ignore[arg-type]
-        submitter.enable()
-        self.run = PoolRun(
-            feeder,
-            transport,
-            worker_ranks,
-            site=spec.site_name,
-            sign=spec.sign,
-            lease_s=spec.pool_lease,
-            gang=spec.task_size.gang,
-            nodes=nodes,
-            inline_timeout=spec.timeout if spec.isolation == "inline" else None,
-            fail_fast=spec.fail_fast,
-        ).start()
+        self._connections = [open_store(location=store.location) for _ in range(3 if worker_ranks else 2)]
+        submitter, listener, *feeder = (PoolQueue(c) for c in self._connections)  # type: ignore[arg-type]
+        try:
+            submitter.lock_optimizer()
+            submitter.enable()
+            self.run = (
+                PoolRun(
+                    feeder[0],
+                    transport,  # type: ignore[arg-type]  # a job with workers has its transport
+                    worker_ranks,
+                    site=spec.site_name,
+                    sign=spec.sign,
+                    lease_s=spec.pool_lease,
+                    gang=spec.task_size.gang,
+                    nodes=nodes,
+                    inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+                    fail_fast=spec.fail_fast,
+                ).start()
+                if worker_ranks
+                else None
+            )
+        except BaseException:
+            for connection in self._connections:
+                connection.close()
+            raise
         self.bridge = PoolBridge(
             queues,
             submitter,
@@ -393,19 +404,41 @@ class SharedQueue:
             lease_s=spec.pool_lease,
         ).start()
 
+    @property
+    def distributor(self) -> Distributor | NoWorkersHere:
+        """What stands for the distributor in the run's summary: this job's pool's, if it has one."""
+        return self.run.distributor if self.run is not None else NoWorkersHere()
+
     def close(self, error: BaseException | None) -> None:
         """The optimizer ended: when it finished, say so (pools end once they hold nothing) and
         let this job's pool store what it holds; when it failed or was stopped, stop at once (the
         queue stays for the other pools and ``emews resume``)."""
         finished = error is None
         self.bridge.close(finished=finished)
-        if finished:
-            self.run.join()
-        else:
-            self.run.stop()
-        self.run.close(abort=not finished)
+        if self.run is not None:
+            if finished:
+                self.run.join()
+            else:
+                self.run.stop()
+            self.run.close(abort=not finished)
         for connection in self._connections:
             connection.close()
+
+
+class NoWorkersHere:
+    """The distributor's part under ``emews serve``: the optimizer's node runs no workers, so
+    nothing is ever busy, failed, or left to stop here."""
+
+    idle = True
+    error: BaseException | None = None
+    all_stopped = True
+    budget_reached: str | None = None
+
+    def __init__(self) -> None:
+        self.worker_errors: dict[int, str] = {}
+
+    def close(self, **_: object) -> None:
+        """Nothing runs here to close."""
 
 
 def run_worker_rank(

@@ -66,6 +66,10 @@ _LIVE_WORKERS = f"SELECT COALESCE(SUM(workers), 0) FROM pools WHERE stopped IS N
 POOL_MODE, FINISHED = "pools", "pools_finished"
 
 
+class OptimizerRunning(ConfigError):
+    """Another optimizer serves this experiment (its connection holds the experiment's lock)."""
+
+
 @dataclass(frozen=True)
 class PoolRow:
     """One pool of the experiment, as the ``pools`` table has it."""
@@ -114,6 +118,27 @@ class PoolQueue:
             self._raw.execute(_SET_META, (POOL_MODE, "1"))
             self._raw.execute(_DEL_META, (FINISHED,))
 
+    def lock_optimizer(self) -> None:
+        """Hold the experiment's optimizer lock for as long as this connection lives (a session
+        advisory lock: the server releases it when the connection ends, however it ends);
+        :class:`OptimizerRunning` when another connection holds it."""
+        if not self._raw.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.channel,)).fetchone()[0]:
+            raise OptimizerRunning(
+                "another optimizer serves this experiment (emews launch, resume or serve on some host)",
+                file=self.store.location,
+                key="--pools",
+                allowed="one optimizer per experiment; pools join with emews attach",
+            )
+
+    def optimizer_running(self) -> bool:
+        """Whether another connection holds the optimizer lock (asked without keeping it)."""
+        try:
+            self.lock_optimizer()
+        except OptimizerRunning:
+            return True
+        self._raw.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.channel,))
+        return False
+
     def enabled(self) -> bool:
         """Whether the experiment was launched with pools."""
         return self._raw.execute(_GET_META, (POOL_MODE,)).fetchone() is not None
@@ -143,7 +168,15 @@ class PoolQueue:
         """Queue ``tasks`` for any pool (a task id already queued, leased or done is left as it is;
         one cancelled, or recorded by a run without pools, is queued again: a resumed optimizer's)."""
         rows = [
-            (t.id, dumps_point(t.params), t.seed, t.submitted, t.attempt, t.ranks, t.priority if priority is None else priority)
+            (
+                t.id,
+                dumps_point(t.params),
+                t.seed,
+                t.submitted,
+                t.attempt,
+                t.ranks,
+                t.priority if priority is None else priority,
+            )
             for t in tasks
         ]
         with self._raw.transaction(), self._raw.cursor() as cursor:

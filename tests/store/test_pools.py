@@ -6,8 +6,10 @@ before anything is made (docs/postgres.md, "Pools")."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
+import psycopg
 import pytest
 from pgserver import PgServer
 
@@ -145,3 +147,50 @@ def test_attach_needs_an_experiment_launched_with_pools(pg_server: PgServer, tmp
     assert attach.returncode == 2 and "--pools" in attach.stderr and "Traceback" not in attach.stderr
     assert len(attach.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "exp" / "pools").exists()
+
+
+def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServer, tmp_path: Path) -> None:
+    """The first job (optimizer + pool 1) is stopped with SIGTERM while an attached pool runs
+    tasks; that pool finishes them and keeps the queue's work going with no optimizer; ``emews
+    serve`` then brings the optimizer back from the store on this node, without workers: the
+    budget completes on the attached pool, each evaluation stored once. While it serves, another
+    optimizer for the experiment (here: a connection holding the store's lock) is refused."""
+    wf = _workflow(tmp_path, pg_server.url())
+    first, second = _gated(tmp_path), _gated(tmp_path)
+    launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        assert wait_until(lambda: _seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        attached = second.popen("attach", "exp", "--workers", "2")
+        running = wait_until(
+            lambda: [
+                i
+                for (i,) in _seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
+                if (tmp_path / "marks" / str(i)).exists()
+            ],
+            120,
+        )
+        assert running, "the attached pool never ran a task"
+        launch.send_signal(signal.SIGTERM)
+        assert launch.wait(timeout=120) == 143
+        (tmp_path / "open").touch()  # the attached pool finishes its tasks with no optimizer running
+        assert wait_until(
+            lambda: all(_seen(exp, f"SELECT 1 FROM results WHERE id = {i} AND pool = 2") for i in running), 120
+        )
+        with open_store(exp, readonly=True) as store:
+            schema = store.schema  # type: ignore[attr-defined]
+        with psycopg.connect(pg_server.url(), autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(hashtext(%s))", (schema,))
+            refused = first("serve", "exp", timeout=120)
+        assert refused.returncode == 2 and "another optimizer" in refused.stderr, refused.stderr
+        served = first("serve", "exp", timeout=300)
+        assert served.returncode == 0, served.stderr
+        assert attached.wait(timeout=120) == 0  # the pool ended once the optimizer had finished
+    finally:
+        (tmp_path / "open").touch()
+        first.kill_all()
+        second.kill_all()
+    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    assert [i for i, _ in results] == list(range(BUDGET))
+    assert all(pool == 2 for i, pool in results if i in running)
+    assert "12/12 evaluations" in served.stdout + served.stderr

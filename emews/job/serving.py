@@ -1,0 +1,45 @@
+"""``emews serve EXP``: an experiment's optimizer on a node without workers (a login or workflow
+node) while pools run its tasks (docs/postgres.md, "Pools").
+
+It is ``emews resume`` less the job: the experiment's lease here, the store's optimizer lock on any
+host, the optimizer rebuilt from the store, results learnt by ``LISTEN``, and ``summary.json`` and
+``results.csv`` written at the end. Pools keep running queued work while no optimizer serves.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from emews.config.experiment import LOG_FILE, WORKFLOW_FILE, require_experiment
+from emews.config.lease import acquire
+from emews.config.workflow import load_workflow
+from emews.job.rank_zero import check_no_optimizer, run_spec, write_outputs
+from emews.job.wiring import run_optimizer_rank
+from emews.runtime.interrupt import Interrupt
+from emews.site.jobs import batch_job_over
+
+#: what a pool's row and the log call the optimizer's place under ``emews serve``
+SERVE_SITE = "serve"
+
+
+def serve(exp_dir: Path) -> int:
+    """Run the optimizer of the pooled experiment ``exp_dir`` here until it finishes (or a stop
+    signal); the run's exit status, as ``emews resume`` gives it."""
+    exp_dir = require_experiment(Path(exp_dir).absolute())
+    check_no_optimizer(exp_dir)  # SQLite, no pools, or an optimizer elsewhere: refused now
+    workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=True)
+    with acquire(exp_dir, "emews serve", job_done=batch_job_over(exp_dir)):
+        spec = run_spec(workflow, exp_dir)
+        spec.pools, spec.site_name = True, SERVE_SITE
+        logging.basicConfig(
+            filename=exp_dir / LOG_FILE, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+        )
+        print(f"serving {exp_dir}: the pools run its tasks (emews attach adds one)", file=sys.stderr, flush=True)
+        interrupt = Interrupt().install()
+        try:
+            summary = run_optimizer_rank(spec, None, [], interrupt=interrupt)
+        finally:
+            interrupt.ignore_from_now()
+        return write_outputs(spec, workflow, exp_dir, summary, None)
