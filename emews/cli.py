@@ -120,8 +120,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with --best: the best K checkpoints, several of which may be one trial's",
     )
 
-    cancel = sub.add_parser("cancel", help="cancel an experiment's batch job")
+    cancel = sub.add_parser("cancel", help="cancel an experiment's batch job (or, with --queued, its queued tasks)")
     cancel.add_argument("exp_dir", type=Path)
+    cancel.add_argument(
+        "--queued",
+        action="store_true",
+        help="cancel the tasks of a pooled experiment that no pool has claimed (while no optimizer runs)",
+    )
 
     attach = sub.add_parser(
         "attach",
@@ -321,7 +326,14 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     from emews.config.experiment import require_experiment
     from emews.site.jobs import cancel_experiment
 
-    cancel_experiment(require_experiment(args.exp_dir))
+    exp_dir = require_experiment(args.exp_dir.absolute())
+    if args.queued:
+        from emews.job.cancelling import cancel_queued
+
+        cancelled = cancel_queued(exp_dir)
+        print(f"cancelled {len(cancelled)} queued tasks of {args.exp_dir}")
+        return EXIT_OK
+    cancel_experiment(exp_dir)
     print(f"cancelled the job of {args.exp_dir}")
     return EXIT_OK
 

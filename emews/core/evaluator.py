@@ -202,6 +202,15 @@ class Evaluator:
         except TaskSizeError as exc:
             raise ValueError(str(exc)) from None
 
+    def cancel(self, ids: Iterable[int]) -> list[int]:
+        """Cancel the tasks among ``ids`` that have not started (in this job's queue, or with pools
+        in the shared queue, unclaimed); return their ids. No result comes for them, and they
+        count neither as pending nor against the budget. The others run to their end: their
+        results come as usual."""
+        cancelled = self._queues.cancel(ids)
+        self._submitted -= len(cancelled)
+        return cancelled
+
     def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
         """Wait until ``n`` results are ready (or ``timeout``), then return all ready ones.
 

@@ -38,6 +38,20 @@ class QueuePair:
         self.tasks.extend(tasks)
         self.new_tasks.set()
 
+    def cancel(self, ids: Iterable[int]) -> list[int]:
+        """Take back the tasks among ``ids`` that no worker has been given yet; their ids (the
+        others run to their end). Each removal is one atomic deque operation: a task the
+        distributor takes meanwhile is simply not among them."""
+        wanted = set(ids)
+        taken = []
+        for task in [t for t in list(self.tasks) if t.id in wanted]:
+            try:
+                self.tasks.remove(task)
+            except ValueError:  # given to a worker meanwhile
+                continue
+            taken.append(task.id)
+        return taken
+
     def collect(self, timeout: float | None = None) -> list[Result]:
         """Wait until at least one result is there (or ``timeout``), then take them all."""
         with self._arrived:

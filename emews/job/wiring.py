@@ -183,7 +183,10 @@ def resume_state(
     if store is None:
         return ResumeState([], [], 0)
     if pooled:
-        return ResumeState(list(store), [task for task, _ in store.unfinished()], store.next_id())
+        from emews.store.pool_queue import PoolQueue  # a pooled experiment's store is PostgreSQL
+
+        cancelled = PoolQueue(store).cancelled()  # type: ignore[arg-type]
+        return ResumeState(list(store), [t for t, _ in store.unfinished() if t.id not in cancelled], store.next_id())
     requeue, given_up, waiting = [], [], []
     pauses = store.pauses()  # a paused trial may be continued any number of times
     for task, attempt in store.unfinished():
@@ -258,7 +261,7 @@ def run_optimizer_rank(
     and the tasks still running are left for ``emews resume``.
     """
     interrupt = interrupt or Interrupt()
-    queues = QueuePair()
+    queues = QueuePair() if not spec.pools else pooled_queue_pair()
     progress = Progress(budget=spec.budget, workers=len(worker_ranks))
     store = open_store(spec.exp_dir, durability=spec.durability) if spec.exp_dir is not None else None
     budget = ComputeBudget(spec.steps, spec.time)  # its clock starts now
@@ -348,6 +351,13 @@ def run_optimizer_rank(
         distributor.worker_errors,
         distributor.budget_reached,
     )
+
+
+def pooled_queue_pair() -> QueuePair:
+    """The optimizer's queue pair of a pooled run (cancels in the shared queue, too)."""
+    from emews.runtime.pool_bridge import PooledQueuePair
+
+    return PooledQueuePair()
 
 
 class SharedQueue:

@@ -13,13 +13,28 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result
 from emews.store.pool_queue import PoolQueue
 
 log = logging.getLogger("emews")
+
+
+class PooledQueuePair(QueuePair):
+    """The optimizer's queue pair when its tasks go to pools: a task already in the shared queue
+    is cancelled there (if no pool has claimed it yet) by :attr:`bridge`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bridge: PoolBridge | None = None
+
+    def cancel(self, ids: Iterable[int]) -> list[int]:
+        wanted = list(ids)
+        taken = super().cancel(wanted)
+        rest = sorted(set(wanted) - set(taken))
+        return taken + (self.bridge.cancel(rest) if rest and self.bridge is not None else [])
 
 
 class PoolBridge:
@@ -46,6 +61,8 @@ class PoolBridge:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self.error: BaseException | None = None
+        if isinstance(queues, PooledQueuePair):
+            queues.bridge = self
         self._threads = [
             threading.Thread(target=self._guard, args=(self._forward,), name="emews-pool-submit", daemon=True),
             threading.Thread(target=self._guard, args=(self._receive,), name="emews-pool-receive", daemon=True),
@@ -76,13 +93,13 @@ class PoolBridge:
         while not self._closing.is_set():
             self._queues.new_tasks.wait()
             self._queues.new_tasks.clear()
-            tasks = []
-            while self._queues.tasks:
-                tasks.append(self._queues.tasks.popleft())
-            if tasks:
-                with self._lock:
+            with self._lock:  # a task is in the deque or in the shared queue for cancel(), never between
+                tasks = []
+                while self._queues.tasks:
+                    tasks.append(self._queues.tasks.popleft())
+                if tasks:
                     self._waiting.update(t.id for t in tasks)
-                self._submitter.enqueue(tasks)
+                    self._submitter.enqueue(tasks)
 
     def _receive(self) -> None:
         self._queues.capacity = self._submitter_capacity()
@@ -100,6 +117,13 @@ class PoolBridge:
                     self._waiting.difference_update(r.id for r in results)
                 self._record(results)
                 self._queues.deliver(results)
+
+    def cancel(self, ids: Sequence[int]) -> list[int]:
+        """Cancel the tasks among ``ids`` still queued (no pool claimed them); their ids."""
+        with self._lock:
+            cancelled = self._submitter.cancel(ids)
+            self._waiting.difference_update(cancelled)
+        return cancelled
 
     def _submitter_capacity(self) -> int:
         """Workers of the pools that heartbeat within a lease (the evaluator's capacity)."""

@@ -30,8 +30,7 @@ _NOW = "extract(epoch from clock_timestamp())::double precision"
 _ENQUEUE = (
     "INSERT INTO tasks (id, params, seed, submitted, attempt, ranks, state, priority) "
     "VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s) "
-    "ON CONFLICT (id) DO UPDATE SET state = 'queued', priority = EXCLUDED.priority "
-    "WHERE tasks.state IS NULL OR tasks.state = 'cancelled'"
+    "ON CONFLICT (id) DO UPDATE SET state = 'queued', priority = EXCLUDED.priority WHERE tasks.state IS NULL"
 )
 _REGISTER = (
     f"INSERT INTO pools (site, job_id, host, workers, started, heartbeat) "
@@ -60,7 +59,9 @@ _SET_META = "INSERT INTO emews_meta (key, value) VALUES (%s, %s) ON CONFLICT (ke
 _GET_META = "SELECT value FROM emews_meta WHERE key = %s"
 _DEL_META = "DELETE FROM emews_meta WHERE key = %s"
 _QUEUED = "SELECT count(*) FROM tasks WHERE state = 'queued' OR state = 'leased'"
-_CANCEL_QUEUED = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued'"
+_CANCEL_QUEUED = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' RETURNING id"
+_CANCEL_IDS = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' AND id = ANY(%s) RETURNING id"
+_CANCELLED = "SELECT id FROM tasks WHERE state = 'cancelled'"
 _LIVE_WORKERS = f"SELECT COALESCE(SUM(workers), 0) FROM pools WHERE stopped IS NULL AND heartbeat > {_NOW} - %s"
 #: ``emews_meta`` keys: the experiment runs its tasks through pools; its optimizer finished
 POOL_MODE, FINISHED = "pools", "pools_finished"
@@ -165,8 +166,8 @@ class PoolQueue:
 
     # -- the optimizer's side ----------------------------------------------------
     def enqueue(self, tasks: Sequence[Task], priority: float | None = None) -> None:
-        """Queue ``tasks`` for any pool (a task id already queued, leased or done is left as it is;
-        one cancelled, or recorded by a run without pools, is queued again: a resumed optimizer's)."""
+        """Queue ``tasks`` for any pool (a task id already queued, leased, done or cancelled is left
+        as it is; one recorded by a run without pools is queued)."""
         rows = [
             (
                 t.id,
@@ -182,6 +183,20 @@ class PoolQueue:
         with self._raw.transaction(), self._raw.cursor() as cursor:
             cursor.executemany(_ENQUEUE, rows)
             cursor.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))  # pools waiting for work wake
+
+    def cancel(self, ids: Sequence[int] | None = None) -> list[int]:
+        """Cancel the queued tasks among ``ids`` (every queued task: ``None``); a task a pool has
+        claimed runs to its end. The ids cancelled, which no pool will run and no resume queues."""
+        with self._raw.transaction():
+            if ids is None:
+                rows = self._raw.execute(_CANCEL_QUEUED).fetchall()
+            else:
+                rows = self._raw.execute(_CANCEL_IDS, (list(ids),)).fetchall()
+        return sorted(int(i) for (i,) in rows)
+
+    def cancelled(self) -> set[int]:
+        """The ids of every cancelled task."""
+        return {int(i) for (i,) in self._raw.execute(_CANCELLED).fetchall()}
 
     def listen(self) -> None:
         """Receive this experiment's result notifications on this connection (see :meth:`wait`)."""

@@ -15,7 +15,7 @@ from emews.core.evaluator import Evaluator
 from emews.core.queues import QueuePair
 from emews.core.results import Result, Status, Task
 from emews.core.space import Float, Space
-from emews.runtime.pool_bridge import PoolBridge
+from emews.runtime.pool_bridge import PoolBridge, PooledQueuePair
 from emews.store.pool_queue import PoolQueue
 from emews.store.postgres import PostgresStore
 from emews.store.results_store import WRITTEN_COLUMNS, _result_row
@@ -95,3 +95,27 @@ def test_a_result_whose_notification_was_lost_comes_back(stores: list[PostgresSt
         bridge.close(finished=False)
     assert result.id == task_id and result.objective == 0.25
     assert not PoolQueue(stores[2]).finished()
+
+
+def test_cancel_reaches_the_shared_queue(stores: list[PostgresStore]) -> None:
+    """A task a pool claimed runs to its end; the queued ones are cancelled in the store (no pool
+    claims them) and the evaluator no longer waits for them."""
+    queues = PooledQueuePair()
+    bridge = PoolBridge(queues, PoolQueue(stores[0]), PoolQueue(stores[1])).start()
+    try:
+        evaluator = Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=1, budget=4)
+        ids = evaluator.put([{"x": i / 10} for i in range(4)])
+        _until(lambda: _queued(stores[2], 4), "the bridge never queued the 4 tasks")
+        pool = PoolQueue(stores[2])
+        pool_id = pool.register("local", workers=1)
+        (claimed,) = pool.claim(pool_id, 1, lease_s=60.0)
+        assert evaluator.cancel(ids[:3]) == ids[1:3]  # ids[0] was claimed: it runs
+        assert evaluator.pending == 2 and evaluator.remaining == 2
+        rest = pool.claim(pool_id, 4, lease_s=60.0)
+        assert [c.task.id for c in rest] == [ids[3]]
+        pool.complete(pool_id, [_ok(claimed.task), _ok(rest[0].task)])
+        results = evaluator.get(2, timeout=60.0)
+    finally:
+        bridge.close(finished=False)
+    assert sorted(r.id for r in results) == [ids[0], ids[3]]
+    assert PoolQueue(stores[2]).cancelled() == set(ids[1:3])

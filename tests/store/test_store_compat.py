@@ -48,8 +48,11 @@ def user_version(exp: Path) -> int:
 
 def fingerprint(exp: Path) -> tuple:
     """What a refused command must leave as it was: the rows, the CSV, no lease."""
-    return (stored_rows(exp), hashlib.sha256((exp / "results.csv").read_bytes()).hexdigest(),
-            (exp / "lease.json").exists())
+    return (
+        stored_rows(exp),
+        hashlib.sha256((exp / "results.csv").read_bytes()).hexdigest(),
+        (exp / "lease.json").exists(),
+    )
 
 
 def refused(emews_cmd: EmewsCommand, exp: Path, command: str, *fragments: str) -> None:
@@ -63,8 +66,9 @@ def refused(emews_cmd: EmewsCommand, exp: Path, command: str, *fragments: str) -
     assert fingerprint(exp) == before, command
 
 
-def test_a_new_store_has_the_schema_version_and_a_column_of_a_newer_version_keeps_its_results(emews_cmd,
-                                                                                             exp: Path) -> None:
+def test_a_new_store_has_the_schema_version_and_a_column_of_a_newer_version_keeps_its_results(
+    emews_cmd, exp: Path
+) -> None:
     """The insert named no columns: results run after resume were lost (13 columns, 12 values)."""
     assert user_version(exp) == SCHEMA_VERSION
     alter(exp, "ALTER TABLE results ADD COLUMN future_col TEXT; ALTER TABLE tasks ADD COLUMN future_col TEXT")
@@ -78,8 +82,12 @@ def test_a_new_store_has_the_schema_version_and_a_column_of_a_newer_version_keep
 def test_a_store_of_a_newer_schema_is_refused_by_every_command_before_anything_runs(emews_cmd, exp: Path) -> None:
     alter(exp, f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
     for command in ("resume", *READERS):
-        refused(emews_cmd, exp, command,
-                f"written by a newer emews (schema {SCHEMA_VERSION + 5}; this one reads up to {SCHEMA_VERSION})")
+        refused(
+            emews_cmd,
+            exp,
+            command,
+            f"written by a newer emews (schema {SCHEMA_VERSION + 5}; this one reads up to {SCHEMA_VERSION})",
+        )
 
 
 @pytest.mark.parametrize("column", ["loss", "host"])
@@ -94,8 +102,11 @@ def test_a_column_this_version_cannot_fill_refuses_resume_and_reading_goes_on(em
     db = sqlite3.connect(exp / "results.db")
     create = db.execute("SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]
     db.close()
-    alter(exp, create.replace("CREATE TABLE results (", "CREATE TABLE newer (future TEXT NOT NULL, ") +
-          "; INSERT INTO newer SELECT 'x', * FROM results; DROP TABLE results; ALTER TABLE newer RENAME TO results")
+    alter(
+        exp,
+        create.replace("CREATE TABLE results (", "CREATE TABLE newer (future TEXT NOT NULL, ")
+        + "; INSERT INTO newer SELECT 'x', * FROM results; DROP TABLE results; ALTER TABLE newer RENAME TO results",
+    )
     refused(emews_cmd, exp, "resume", "table results has a column future that this emews cannot fill")
     assert emews_cmd("results", str(exp)).returncode == 0
 
@@ -110,8 +121,9 @@ def test_a_row_with_an_unknown_status_is_one_line_naming_it(emews_cmd, exp: Path
     """resume failed deep inside with ``'weird' is not a valid Status``, exit 1."""
     alter(exp, "UPDATE results SET status = 'weird' WHERE id = 2")
     for command in ("resume", "results"):
-        refused(emews_cmd, exp, command, "results row id 2: unknown status 'weird' (allowed: ok, failed, crashed, "
-                                         "timeout)")
+        refused(
+            emews_cmd, exp, command, "results row id 2: unknown status 'weird' (allowed: ok, failed, crashed, timeout)"
+        )
 
 
 def test_a_store_written_before_schema_versions_is_migrated_by_resume(emews_cmd, exp: Path) -> None:

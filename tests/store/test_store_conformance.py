@@ -43,11 +43,20 @@ def _task(i: int, **params: Any) -> Task:
 
 def _result(i: int, status: Status = Status.OK, loss: float | None = None, **metrics: Any) -> Result:
     value = float(i) if loss is None else loss
-    return Result(id=i, params={"x": i / 4, "name": f"p{i}"}, status=status,
-                  objective=value if status == Status.OK else None,
-                  loss=value if status == Status.OK else math.inf, metrics=metrics,
-                  error=None if status == Status.OK else f"boom {i}", rank=1 + i % 2, host="node",
-                  submitted=1000.0 + i, started=1000.5 + i, finished=1001.2345 + i)
+    return Result(
+        id=i,
+        params={"x": i / 4, "name": f"p{i}"},
+        status=status,
+        objective=value if status == Status.OK else None,
+        loss=value if status == Status.OK else math.inf,
+        metrics=metrics,
+        error=None if status == Status.OK else f"boom {i}",
+        rank=1 + i % 2,
+        host="node",
+        submitted=1000.0 + i,
+        started=1000.5 + i,
+        finished=1001.2345 + i,
+    )
 
 
 def test_commit_add_iterate(store: Store) -> None:
@@ -101,8 +110,19 @@ def test_unfinished_and_attempts(store: Store) -> None:
 def test_csv_rows(store: Store) -> None:
     store.add([_result(0, m=1), _result(1, Status.FAILED)])
     rows = list(store.csv_rows(0))
-    assert rows[0] == (0, "ok", 0.0, '{"x":0.0,"name":"p0"}', '{"m":1}', "", 1, "node",
-                       "1970-01-01T00:16:40.000+00:00", "1970-01-01T00:16:40.500+00:00", "1970-01-01T00:16:41.235+00:00")
+    assert rows[0] == (
+        0,
+        "ok",
+        0.0,
+        '{"x":0.0,"name":"p0"}',
+        '{"m":1}',
+        "",
+        1,
+        "node",
+        "1970-01-01T00:16:40.000+00:00",
+        "1970-01-01T00:16:40.500+00:00",
+        "1970-01-01T00:16:41.235+00:00",
+    )
     assert rows[1][5] == "boom 1" and rows[1][4] == "{}"
     assert [r[0] for r in store.csv_rows(1, 2)] == [1]
 
@@ -137,8 +157,10 @@ def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     assert [(r.trial, r.step) for r in store.reports()] == [(0, 1), (0, 2), (1, 1)]
     assert [r.step for r in store.reports(0)] == [1, 2] and store.has_reports()
     curves = store.report_curves()
-    assert curves is not None and [(c.trial, c.step, c.metrics) for c in curves][:2] == [(0, 1, {"loss": 3.0}),
-                                                                                      (0, 2, {"loss": 2.0})]
+    assert curves is not None and [(c.trial, c.step, c.metrics) for c in curves][:2] == [
+        (0, 1, {"loss": 3.0}),
+        (0, 2, {"loss": 2.0}),
+    ]
     table = store.report_results()
     assert table.checkpoints and table.rows[0][-1] in (str(ckpt), "checkpoints/0/step-2.pt")
     assert sorted(store.busy_spans()) == [(12.0, 12.0), (1000.5, 1001.2345)]
@@ -175,8 +197,10 @@ def _teams(store: Store) -> list[tuple[int, ...] | None]:
 def test_the_ranks_of_a_team_are_recorded(store: Store) -> None:
     """A multi-rank task's result keeps every world rank its team held, team rank 0 first; a
     task of one rank keeps none (its ``rank`` says it all)."""
-    store.commit([_task(i) for i in range(3)],
-                 [replace(_result(0), rank=3, team=(3, 1, 2)), _result(1), replace(_result(2), team=(2,))])
+    store.commit(
+        [_task(i) for i in range(3)],
+        [replace(_result(0), rank=3, team=(3, 1, 2)), _result(1), replace(_result(2), team=(2,))],
+    )
     assert _teams(store) == [(3, 1, 2), None, None]
     with open_store(location=store.location, readonly=True) as reader:
         assert _teams(reader) == [(3, 1, 2), None, None]
@@ -208,8 +232,9 @@ def test_newer_schema_is_refused(store: Store) -> None:
         open_store(location=store.location, readonly=True)
 
 
-def test_postgres_migrates_an_older_schema(pg_server: PgServer, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_postgres_migrates_an_older_schema(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A store of version N opened by an emews of version N + 1 runs that version's migration, once,
     and records it; opened read-only it is read as it is."""
     from emews.store import postgres_queries as q

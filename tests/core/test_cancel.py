@@ -1,0 +1,21 @@
+"""``evaluator.cancel``: tasks no worker was given are taken back (no result comes for them; they
+leave ``pending`` and the budget); a task already given runs to its end."""
+
+from __future__ import annotations
+
+from emews.core.evaluator import Evaluator
+from emews.core.queues import QueuePair
+from emews.core.space import Float, Space
+
+
+def test_cancel_takes_back_what_no_worker_has() -> None:
+    queues = QueuePair()
+    evaluator = Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=1, budget=5)
+    ids = evaluator.put([{"x": i / 10} for i in range(5)])
+    given = queues.tasks.popleft()  # the distributor gave the first one to a worker
+    assert evaluator.remaining == 0
+    cancelled = evaluator.cancel([given.id, ids[1], ids[3], 99])
+    assert cancelled == [ids[1], ids[3]]
+    assert [t.id for t in queues.tasks] == [ids[2], ids[4]]
+    assert evaluator.pending == 3 and evaluator.remaining == 2  # the budget gets them back
+    assert evaluator.cancel([ids[1]]) == []  # cancelled once
