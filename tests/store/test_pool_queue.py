@@ -39,20 +39,9 @@ def _task(i: int) -> Task:
 
 
 def _result(i: int, value: float) -> Result:
-    return Result(
-        id=i,
-        params={"x": i / 4},
-        status=Status.OK,
-        objective=value,
-        loss=value,
-        metrics={},
-        error=None,
-        rank=1,
-        host="node",
-        submitted=1000.0 + i,
-        started=1000.5 + i,
-        finished=1001.0 + i,
-    )
+    return Result(id=i, params={"x": i / 4}, status=Status.OK, objective=value, loss=value, metrics={},
+                  error=None, rank=1, host="node", submitted=1000.0 + i, started=1000.5 + i,
+                  finished=1001.0 + i)
 
 
 def test_two_claimers_never_get_the_same_task(stores: list[PostgresStore]) -> None:
@@ -156,13 +145,8 @@ def test_a_version_2_store_gains_the_queue(pg_server: PgServer, schema: str, tmp
     with PostgresStore(pg_server.url(), schema, root=tmp_path) as old:
         raw = old.connection
         raw.execute("DROP TABLE pools")
-        for table, column in (
-            ("tasks", "state"),
-            ("tasks", "priority"),
-            ("tasks", "pool"),
-            ("tasks", "lease_until"),
-            ("results", "pool"),
-        ):
+        for table, column in (("tasks", "state"), ("tasks", "priority"), ("tasks", "pool"),
+                              ("tasks", "lease_until"), ("results", "pool")):
             raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         raw.execute(q.SET_VERSION, ("2",))
         old.commit([_task(0)], [])

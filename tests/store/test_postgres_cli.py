@@ -58,7 +58,8 @@ def test_readers_work_on_postgres(pg_run: Path) -> None:
     assert "0 checkpoints" in checkpoints.stdout + checkpoints.stderr
 
 
-def test_resume_runs_the_unfinished_task_and_the_new_budget(pg_run: Path, tmp_path: Path, pg_server: PgServer) -> None:
+def test_resume_runs_the_unfinished_task_and_the_new_budget(pg_run: Path, tmp_path: Path,
+                                                            pg_server: PgServer) -> None:
     cmd = EmewsCommand(pg_run.parent)
     wf = write_workflow(tmp_path, store={"url": pg_server.url()}, **SMALL)
     EmewsCommand(tmp_path)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=240, check=True)
@@ -87,14 +88,11 @@ def test_two_experiments_share_one_database(pg_run: Path, pg_server: PgServer, t
     assert "3 evaluations: 3 ok" in cmd("results", "other", timeout=120, check=True).stdout
 
 
-@pytest.mark.parametrize(
-    ("url", "said"),
-    [
-        ("postgresql://me:secret@127.0.0.1/db", "holds a password"),
-        ("mysql://127.0.0.1/db", "must start with postgresql://"),
-        ("postgresql://127.0.0.1", "names no database"),
-    ],
-)
+@pytest.mark.parametrize(("url", "said"), [
+    ("postgresql://me:secret@127.0.0.1/db", "holds a password"),
+    ("mysql://127.0.0.1/db", "must start with postgresql://"),
+    ("postgresql://127.0.0.1", "names no database"),
+])
 def test_a_bad_url_is_one_line(tmp_path: Path, url: str, said: str) -> None:
     wf = write_workflow(tmp_path, store={"url": url}, **SMALL)
     proc = EmewsCommand(tmp_path)("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=60)

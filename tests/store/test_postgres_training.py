@@ -18,15 +18,11 @@ RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
 
 def test_asha_on_postgres(pg_server: PgServer, tmp_path: Path) -> None:
     wf = write_workflow(
-        tmp_path,
-        optimizer={"name": "sweep"},
-        objective={"module": str(TRAINER), "metric": "loss"},
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TRAINER), "metric": "loss"},
         space={"rate": {"type": "ordered", "values": RATES}, "epochs": {"type": "constant", "value": 9}},
-        budget={"evaluations": len(RATES)},
-        task={"isolation": "inline", "timeout": 120},
+        budget={"evaluations": len(RATES)}, task={"isolation": "inline", "timeout": 120},
         store={"url": pg_server.url()},
-        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3}},
-    )
+        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3}})
     cmd = EmewsCommand(tmp_path)
     proc = cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
     assert proc.returncode == 0, proc.stderr
@@ -41,12 +37,7 @@ def test_asha_on_postgres(pg_server: PgServer, tmp_path: Path) -> None:
     with open(exp / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["id"], r["t:step"], r["t:decision"]) for r in rows] == [
-        ("0", "9", "complete"),
-        ("1", "9", "complete"),
-        ("2", "1", "stop"),
-        ("3", "3", "stop"),
-        ("4", "9", "complete"),
-    ]
+        ("0", "9", "complete"), ("1", "9", "complete"), ("2", "1", "stop"), ("3", "3", "stop"), ("4", "9", "complete")]
     listed = cmd("checkpoints", "exp", timeout=120, check=True)
     assert f"{len(kept)} checkpoints" in listed.stdout + listed.stderr
     status = cmd("status", "exp", timeout=120, check=True)
