@@ -364,6 +364,7 @@ class StoreSection(_Strict):
     durability: Literal["normal", "full", "off"] = "normal"
     url: str | None = None
     lease: float = Field(60.0, gt=0)  # seconds a pool's claim on a task lasts without a heartbeat
+    retry: float = Field(120.0, gt=0)  # seconds a lost connection to a pooled store is tried again
 
     @field_validator("url")
     @classmethod

@@ -17,7 +17,7 @@ from typing import Any
 
 from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_experiment
 from emews.config.workflow import load_workflow
-from emews.core.errors import EXIT_OK, ConfigError
+from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.job.pool_run import PoolRun
 from emews.job.rank_zero import refuse, run_spec
 from emews.runtime.interrupt import Interrupt, Interrupted
@@ -26,7 +26,7 @@ from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import load_site
 from emews.site.gpus import gpu_binding
 from emews.store import open_store
-from emews.store.pool_queue import pool_queue_of
+from emews.store.pool_queue import StoreLost, pool_queue_of
 
 log = logging.getLogger("emews")
 
@@ -41,6 +41,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         queue = pool_queue_of(open_store(exp_dir), exp_dir)
     except ConfigError as exc:
         return refuse(comm, exc)
+    queue.retry_s = workflow.model.store.retry
     spec = run_spec(workflow, exp_dir)
     gang = spec.task_size.gang
     plan = spec.worker_plan(
@@ -67,19 +68,22 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     )
     print(f"pool {run.pool} of {exp_dir}: {len(workers)} workers on {site.name}", file=sys.stderr, flush=True)
     log.info("pool %s: %s workers on %s", run.pool, len(workers), site.name)
-    stopped: Interrupted | None = None
+    stopped: Interrupted | StoreLost | None = None
     try:
         with interrupt.raising():
             run.run()
     except Interrupted as exc:
         stopped = exc
         run.stop()
+    except StoreLost as exc:  # what it had stored stays stored; what it held returns when its leases end
+        stopped = exc
+        log.error("%s", exc)
     finally:
         run.close(abort=stopped is not None)
         queue.store.close()
     line = f"pool {run.pool}: {len(run.feeder.stored)} results stored" + (
         f", {len(run.feeder.late)} late (another pool's stood)" if run.feeder.late else ""
     )
-    print(line + ("" if stopped is None else f"; {stopped}"), file=sys.stderr, flush=True)
+    print(line + ("" if stopped is None else f"; stopped: {stopped}"), file=sys.stderr, flush=True)
     log.info(line)
-    return EXIT_OK
+    return EXIT_FAILED if isinstance(stopped, StoreLost) else EXIT_OK

@@ -10,6 +10,7 @@ feeder stores each outcome once (:meth:`~emews.store.pool_queue.PoolQueue.comple
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -21,6 +22,8 @@ from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
 from emews.runtime.progress import Progress
 from emews.runtime.transport import Transport
 from emews.store.pool_queue import PoolQueue
+
+log = logging.getLogger("emews")
 
 #: the batch systems' variables that name the job a pool runs in (``emews status`` shows it)
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOBID")
@@ -71,6 +74,8 @@ class PoolRun:
             queue, self.queues, self.pool, hold=len(worker_ranks) + max(1, len(worker_ranks) // 4), lease_s=lease_s
         )
         self._thread: threading.Thread | None = None
+        #: what ended a feeder running on its own thread (the store lost for good, say)
+        self.error: BaseException | None = None
 
     def until_finished(self) -> bool:
         """Whether this pool may end: the optimizer said it is done and the pool holds nothing."""
@@ -82,9 +87,16 @@ class PoolRun:
 
     def start(self) -> PoolRun:
         """Feed on a thread of its own (beside the optimizer, in the first job)."""
-        self._thread = threading.Thread(target=self.run, name="emews-pool-feeder", daemon=True)
+        self._thread = threading.Thread(target=self._run_noting, name="emews-pool-feeder", daemon=True)
         self._thread.start()
         return self
+
+    def _run_noting(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # the optimizer's side learns it from the bridge's own connection
+            log.error("pool %s stopped: %s", self.pool, exc)
+            self.error = exc
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:

@@ -79,6 +79,7 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
         steps=workflow.model.budget.steps,
         time=workflow.model.budget.seconds,
         pool_lease=workflow.model.store.lease,
+        pool_retry=workflow.model.store.retry,
     )
 
 

@@ -76,6 +76,7 @@ class RunSpec:
     time: float | None = None  # ... or once the experiment's runs took this many seconds
     pools: bool = False  # tasks go through the store's shared queue to pools (docs/postgres.md, "Pools")
     pool_lease: float = 60.0  # seconds a pool's claim lasts unrenewed (store.lease)
+    pool_retry: float = 120.0  # seconds a lost connection to the store is tried again (store.retry)
     site_name: str = "local"  # the site this job runs on (a pool's row names it)
 
     def worker_plan(
@@ -382,7 +383,10 @@ class SharedQueue:
         if store is None:
             raise EmewsError("pools need the experiment's PostgreSQL store")
         self._connections = [open_store(location=store.location) for _ in range(3 if worker_ranks else 2)]
-        submitter, listener, *feeder = (PoolQueue(c) for c in self._connections)  # type: ignore[arg-type]
+        submitter, listener, *feeder = (
+            PoolQueue(c, retry_s=spec.pool_retry)  # type: ignore[arg-type]  # a pooled store is PostgreSQL
+            for c in self._connections
+        )
         try:
             submitter.lock_optimizer()
             submitter.enable()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result
-from emews.store.pool_queue import PoolQueue
+from emews.store.pool_queue import PoolQueue, StoreLost
 
 
 class PoolQueuePair(QueuePair):
@@ -113,14 +113,19 @@ class PoolFeeder:
     def run(self, until: Callable[[], bool] = lambda: False) -> None:
         """Feed until :meth:`stop` is called or ``until()`` (asked when idle) says so, then record
         that the pool ended (tasks it still held come back to the queue when their leases end)."""
+        lost = False
         try:
             while not self._stopping.is_set():
                 if not self.step():
                     if until():
                         break
                     self.sleep()
+        except StoreLost:
+            lost = True  # nothing can be recorded any more; the leases end by themselves
+            raise
         finally:
-            self._queue.stop(self.pool)
+            if not lost:
+                self._queue.stop(self.pool)
 
     def stop(self) -> None:
         """End :meth:`run` (from another thread) at its next wake-up, which this causes."""

@@ -13,17 +13,22 @@ whose clocks differ agree on when a lease ends.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from emews.core.errors import ConfigError
+from emews.core.errors import ConfigError, EmewsError
 from emews.core.jsoncodec import dumps_point, loads_point
 from emews.core.results import Result, Task
-from emews.store.base import Store
+from emews.store.base import Store, StoreUnreadable
 from emews.store.postgres import PostgresStore
 from emews.store.results_store import WRITTEN_COLUMNS, _result_row
+
+log = logging.getLogger("emews")
 
 _NOW = "extract(epoch from clock_timestamp())::double precision"
 
@@ -67,6 +72,52 @@ _LIVE_WORKERS = f"SELECT COALESCE(SUM(workers), 0) FROM pools WHERE stopped IS N
 POOL_MODE, FINISHED = "pools", "pools_finished"
 
 
+class StoreLost(EmewsError):
+    """The connection to the store was lost and could not be made again within the retry time."""
+
+
+_T = TypeVar("_T")
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    import psycopg
+
+    return (psycopg.OperationalError, psycopg.InterfaceError, StoreUnreadable)
+
+
+def retried(operation: Callable[..., _T]) -> Callable[..., _T]:
+    """Run a :class:`PoolQueue` operation again on a new connection when the connection is lost
+    (a server restart, a network cut, a terminated backend), backing off from 0.1 s to 5 s, until
+    the queue's ``retry_s`` has passed: then :class:`StoreLost`. Every operation may run twice:
+    inserts are keyed by task id, updates set states, a claim whose answer was lost expires."""
+
+    @functools.wraps(operation)
+    def again(self: PoolQueue, *args: Any, **kwargs: Any) -> _T:
+        lost = _connection_errors()
+        deadline: float | None = None
+        delay = 0.1
+        while True:
+            try:
+                return operation(self, *args, **kwargs)
+            except lost as exc:
+                now = time.monotonic()
+                deadline = now + self.retry_s if deadline is None else deadline
+                if now >= deadline:
+                    raise StoreLost(
+                        f"lost the connection to the store {self.store.location} for {self.retry_s:g} s: "
+                        + (" ".join(str(exc).split()) or type(exc).__name__)
+                    ) from None
+                log.warning("store connection lost (%s); connecting again in %.1f s", type(exc).__name__, delay)
+                time.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, 5.0)
+                try:
+                    self.reconnect()
+                except lost:
+                    continue
+
+    return again
+
+
 class OptimizerRunning(ConfigError):
     """Another optimizer serves this experiment (its connection holds the experiment's lock)."""
 
@@ -99,19 +150,27 @@ class PoolQueue:
     """The queue/lease operations on one experiment's PostgreSQL store (one connection each:
     a pool's distributor and the optimizer's listener hold their own)."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, *, retry_s: float = 120.0) -> None:
         if not isinstance(store, PostgresStore):
             raise TypeError("worker pools need a PostgreSQL store (store.url)")
         self.store = store
-        self._raw: Any = store.connection
+        self._listening: list[str] = []  # channels to LISTEN on again after a reconnect
+        self._locked = False  # this connection holds the optimizer lock (taken again after a reconnect)
+        #: seconds a lost connection is tried again before :class:`StoreLost`
+        self.retry_s = retry_s
         self.channel = store.schema  # one NOTIFY channel per experiment schema: results stored
         self.tasks_channel = f"{store.schema}.tasks"  # ... and tasks queued
+
+    @property
+    def _raw(self) -> Any:
+        return self.store.connection
 
     def fileno(self) -> int:
         """The connection's socket: readable when a notification may have come (see :meth:`pending`)."""
         return int(self._raw.fileno())
 
     # -- the experiment's mode ---------------------------------------------------------
+    @retried
     def enable(self) -> None:
         """Mark the experiment as one whose tasks run through pools (``emews launch --pools``), and
         not finished (a resumed optimizer queues again)."""
@@ -123,7 +182,10 @@ class PoolQueue:
         """Hold the experiment's optimizer lock for as long as this connection lives (a session
         advisory lock: the server releases it when the connection ends, however it ends);
         :class:`OptimizerRunning` when another connection holds it."""
-        if not self._raw.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.channel,)).fetchone()[0]:
+        self._locked = bool(
+            self._raw.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.channel,)).fetchone()[0]
+        )
+        if not self._locked:
             raise OptimizerRunning(
                 "another optimizer serves this experiment (emews launch, resume or serve on some host)",
                 file=self.store.location,
@@ -138,12 +200,15 @@ class PoolQueue:
         except OptimizerRunning:
             return True
         self._raw.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.channel,))
+        self._locked = False
         return False
 
+    @retried
     def enabled(self) -> bool:
         """Whether the experiment was launched with pools."""
         return self._raw.execute(_GET_META, (POOL_MODE,)).fetchone() is not None
 
+    @retried
     def finish(self) -> None:
         """The optimizer is done: tasks still queued are cancelled, and pools stop once they hold
         nothing; wake them to see it."""
@@ -152,19 +217,23 @@ class PoolQueue:
             self._raw.execute(_CANCEL_QUEUED)
             self._raw.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))
 
+    @retried
     def finished(self) -> bool:
         """Whether the optimizer said it is done (:meth:`finish`) since it last started."""
         return self._raw.execute(_GET_META, (FINISHED,)).fetchone() is not None
 
+    @retried
     def live_workers(self, lease_s: float) -> int:
         """Workers of the pools not stopped whose last heartbeat is less than ``lease_s`` old."""
         return int(self._raw.execute(_LIVE_WORKERS, (lease_s,)).fetchone()[0])
 
+    @retried
     def outstanding(self) -> int:
         """Tasks queued or leased (not done)."""
         return int(self._raw.execute(_QUEUED).fetchone()[0])
 
     # -- the optimizer's side ----------------------------------------------------
+    @retried
     def enqueue(self, tasks: Sequence[Task], priority: float | None = None) -> None:
         """Queue ``tasks`` for any pool (a task id already queued, leased, done or cancelled is left
         as it is; one recorded by a run without pools is queued)."""
@@ -184,6 +253,7 @@ class PoolQueue:
             cursor.executemany(_ENQUEUE, rows)
             cursor.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))  # pools waiting for work wake
 
+    @retried
     def cancel(self, ids: Sequence[int] | None = None) -> list[int]:
         """Cancel the queued tasks among ``ids`` (every queued task: ``None``); a task a pool has
         claimed runs to its end. The ids cancelled, which no pool will run and no resume queues."""
@@ -194,26 +264,45 @@ class PoolQueue:
                 rows = self._raw.execute(_CANCEL_IDS, (list(ids),)).fetchall()
         return sorted(int(i) for (i,) in rows)
 
+    @retried
     def cancelled(self) -> set[int]:
         """The ids of every cancelled task."""
         return {int(i) for (i,) in self._raw.execute(_CANCELLED).fetchall()}
 
+    @retried
     def listen(self) -> None:
         """Receive this experiment's result notifications on this connection (see :meth:`wait`)."""
-        self._raw.execute(f'LISTEN "{self.channel}"')
+        self._listen(self.channel)
 
+    @retried
     def listen_tasks(self) -> None:
         """Receive a notification on this connection whenever tasks are queued (see :meth:`pending`)."""
-        self._raw.execute(f'LISTEN "{self.tasks_channel}"')
+        self._listen(self.tasks_channel)
 
+    def _listen(self, channel: str) -> None:
+        self._raw.execute(f'LISTEN "{channel}"')
+        if channel not in self._listening:
+            self._listening.append(channel)
+
+    def reconnect(self) -> None:
+        """A new connection in place of a lost one, listening where this one listened."""
+        self.store.reconnect()
+        for channel in self._listening:
+            self._raw.execute(f'LISTEN "{channel}"')
+        if self._locked:
+            self.lock_optimizer()  # the lock ended with the old connection: another optimizer may have it now
+
+    @retried
     def pending(self) -> bool:
         """Consume the notifications received so far, without waiting; whether there were any."""
         return any(True for _ in self._raw.notifies(timeout=0))
 
+    @retried
     def results(self, ids: Sequence[int]) -> list[Result]:
         """The stored results among ``ids`` (by id)."""
         return self.store.results_by_id(ids)
 
+    @retried
     def wait(self, timeout: float) -> list[int]:
         """The task ids of results stored since the last call, waiting up to ``timeout`` seconds for
         the first notification (after :meth:`listen`); ``[]`` when none came, or only a pool's
@@ -226,6 +315,7 @@ class PoolQueue:
         return ids
 
     # -- a pool's side -------------------------------------------------------------
+    @retried
     def register(self, site: str, workers: int, job_id: str | None = None, host: str | None = None) -> int:
         """Add a pool of ``workers`` on ``site``; its id."""
         with self._raw.transaction():
@@ -233,6 +323,7 @@ class PoolQueue:
             self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))  # the optimizer counts its workers
         return pool
 
+    @retried
     def claim(self, pool: int, n: int, lease_s: float) -> list[Claimed]:
         """Lease up to ``n`` claimable tasks to ``pool`` for ``lease_s`` seconds, highest priority
         first, then oldest id; tasks another transaction holds are skipped, never waited for."""
@@ -244,6 +335,7 @@ class PoolQueue:
             for i, p, s, sub, attempt, size, prio in rows
         ]
 
+    @retried
     def renew(self, pool: int, lease_s: float) -> int:
         """Heartbeat ``pool`` and extend the leases of the tasks it holds by ``lease_s`` seconds
         from now; how many it holds."""
@@ -251,11 +343,13 @@ class PoolQueue:
             self._raw.execute(_RENEW_POOL, (pool,))
             return int(self._raw.execute(_RENEW_TASKS, (lease_s, pool)).rowcount)
 
+    @retried
     def requeue_expired(self) -> list[int]:
         """Return the tasks whose lease ended to the queue (same ids, one more attempt); their ids."""
         with self._raw.transaction():
             return sorted(int(i) for (i,) in self._raw.execute(_REQUEUE).fetchall())
 
+    @retried
     def complete(self, pool: int, results: Iterable[Result]) -> list[int]:
         """Store ``results`` written by ``pool``: one result per task id (a second one, e.g. from a
         pool presumed dead whose task ran again elsewhere, is ignored); mark the tasks done, count
@@ -273,21 +367,25 @@ class PoolQueue:
                 self._raw.execute("SELECT pg_notify(%s, %s)", (self.channel, ",".join(map(str, stored))))
         return stored
 
+    @retried
     def stop(self, pool: int) -> None:
         """Record that ``pool`` ended (its leased tasks, if any, return when their leases end)."""
         with self._raw.transaction():
             self._raw.execute(_STOP, (pool,))
             self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
+    @retried
     def state_counts(self) -> dict[str, int]:
         """How many tasks are in each state of the shared queue (queued, leased, done, cancelled)."""
         rows = self._raw.execute("SELECT state, count(*) FROM tasks WHERE state IS NOT NULL GROUP BY state")
         return {state: int(n) for state, n in rows.fetchall()}
 
+    @retried
     def server_time(self) -> float:
         """The database server's clock (seconds since the epoch): what leases and heartbeats use."""
         return float(self._raw.execute(f"SELECT {_NOW}").fetchone()[0])
 
+    @retried
     def pools(self) -> list[PoolRow]:
         """Every pool of the experiment, in the order they registered."""
         return [PoolRow(*row) for row in self._raw.execute(_POOLS).fetchall()]

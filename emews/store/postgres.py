@@ -156,6 +156,22 @@ class PostgresStore(ResultsStore):
     def location(self) -> str:
         return f"{self.url}#{self.schema}"
 
+    def reconnect(self) -> None:
+        """Replace a lost connection by a new one to the same schema (nothing else of the session
+        is restored: a caller that LISTENed listens again). :class:`StoreUnreadable` when the
+        server cannot be reached."""
+        try:
+            self._db.raw.close()  # type: ignore[attr-defined]
+        except Exception:  # already broken: nothing to close cleanly
+            pass
+        raw = connect(self.url)
+        try:
+            raw.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
+        except BaseException:
+            raw.close()
+            raise
+        self._db = PgConnection(raw)  # type: ignore[assignment]
+
     @property
     def connection(self) -> Any:  # type: ignore[override]
         """The psycopg connection (tests build stores of other versions through it)."""

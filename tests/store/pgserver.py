@@ -51,10 +51,14 @@ class PgServer:
         data = self.folder / "data"
         self._run([str(self.bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                    "--no-sync"], timeout=120)
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off"
-        self._run([str(self.bin / "pg_ctl"), "-D", str(data), "-l", str(self.folder / "log.txt"), "-w", "-t", "60",
-                   "-o", options, "start"], timeout=90)
+        self.restart()
         self._run([str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "emews"])
+
+    def restart(self) -> None:
+        """Start the server on its existing data (after :meth:`stop`)."""
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off"
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-l", str(self.folder / "log.txt"),
+                   "-w", "-t", "60", "-o", options, "start"], timeout=90)
 
     def stop(self) -> None:
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"])

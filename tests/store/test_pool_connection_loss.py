@@ -1,0 +1,125 @@
+"""A pooled experiment's connections lost mid-run, on a real PostgreSQL: every backend of the
+experiment terminated by the server (as a restart or a network cut does) is reconnected with
+back-off, listening again, and the run completes with each result stored once; a server that stays
+away past ``store.retry`` ends the pool with :class:`StoreLost` and what it stored kept."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from pgserver import PgServer, start_server
+
+from emews.core.evaluator import Evaluator
+from emews.core.results import Result, Status, Task
+from emews.core.space import Float, Space
+from emews.runtime.pool_bridge import PoolBridge, PooledQueuePair
+from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
+from emews.store.pool_queue import PoolQueue, StoreLost
+from emews.store.postgres import PostgresStore
+
+TASKS = 30
+
+
+def _ok(task: Task) -> Result:
+    x = float(task.params["x"])
+    return Result(task.id, task.params, Status.OK, x, x, {}, None, 1, "h", task.submitted, 1.0, 2.0)
+
+
+def _schema(request: pytest.FixtureRequest) -> str:
+    return "c_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+
+
+def test_terminated_connections_are_made_again(pg_server: PgServer, request: pytest.FixtureRequest,
+                                               tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The optimizer's bridge (its submitting and listening connections) and a pool's feeder lose
+    every connection halfway; each is made again and the evaluator gets all its results."""
+    stores = [PostgresStore(pg_server.url(), _schema(request), root=tmp_path) for _ in range(3)]
+    submitter, listener, pool = (PoolQueue(s, retry_s=60.0) for s in stores)
+    submitter.enable()
+    queues, work = PooledQueuePair(), PoolQueuePair()
+    bridge = PoolBridge(queues, submitter, listener, recheck_s=1.0).start()
+    feeder = PoolFeeder(pool, work, pool.register("local", workers=2), hold=3, lease_s=30.0)
+    half, go_on = threading.Event(), threading.Event()
+
+    def evaluate() -> None:  # the pool's distributor and workers: half the tasks, then wait for the cut
+        done = 0
+        while done < TASKS:
+            if not work.tasks:
+                work.new_tasks.wait(0.05)
+                work.new_tasks.clear()
+                continue
+            work.deliver([_ok(work.tasks.popleft())])
+            done += 1
+            if done == TASKS // 2:
+                half.set()
+                go_on.wait(60.0)
+
+    threads = [threading.Thread(target=feeder.run), threading.Thread(target=evaluate)]
+    for t in threads:
+        t.start()
+    results: list[Result] = []
+    try:
+        evaluator = Evaluator(queues, Space({"x": Float(0.0, 4.0)}), workers=2, budget=TASKS)
+        evaluator.put([{"x": i / 8} for i in range(TASKS)])
+        assert half.wait(60.0)
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'emews' AND pid <> pg_backend_pid()"
+            ).fetchall()
+        assert len(killed) >= 3  # the bridge's two connections and the pool's, at least
+        go_on.set()
+        deadline = time.monotonic() + 120.0  # a safety net against a hang, not a measurement
+        while evaluator.pending and time.monotonic() < deadline:
+            results += evaluator.get(evaluator.pending, timeout=5.0)
+    finally:
+        go_on.set()
+        feeder.stop()
+        bridge.close(finished=True)
+        for t in threads:
+            t.join(60.0)
+    assert sorted(r.id for r in results) == list(range(TASKS))
+    assert len([r for r in caplog.records if "store connection lost" in r.getMessage()]) >= 3  # each reconnected
+    rows = stores[0].connection.execute("SELECT id FROM results ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == list(range(TASKS))  # each once, none lost
+    assert sorted(feeder.stored) == list(range(TASKS)) and feeder.late == []
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture
+def own_server() -> Iterator[PgServer]:
+    top = Path(tempfile.mkdtemp(prefix="emews-pg-lost-"))
+    server = start_server(top / "pg")
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        except Exception:  # stopped by the test already
+            pass
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_server_away_past_the_retry_time_ends_the_pool(own_server: PgServer, tmp_path: Path) -> None:
+    store = PostgresStore(own_server.url(), "lost", root=tmp_path)
+    queue = PoolQueue(store, retry_s=1.0)
+    queue.enqueue([Task(i, {"x": i / 8}, i, 1000.0 + i) for i in range(4)])
+    pool = queue.register("local", workers=1)
+    first = queue.claim(pool, 2, lease_s=60.0)
+    assert queue.complete(pool, [_ok(c.task) for c in first]) == [0, 1]
+    own_server.stop()
+    with pytest.raises(StoreLost, match="lost the connection to the store"):
+        queue.claim(pool, 2, lease_s=60.0)
+    store.close()
+    own_server.restart()
+    with PostgresStore(own_server.url(), "lost", root=tmp_path) as again:
+        assert [r.id for r in again] == [0, 1]  # what the pool stored before the loss stays stored
+        assert PoolQueue(again).state_counts() == {"done": 2, "queued": 2}
