@@ -1,0 +1,93 @@
+"""A worker pool submitted to the real loopback Slurm (issue 26): an experiment launched here with
+``--pools`` (its optimizer and a pool of 2 workers) and ``emews attach EXP --site <slurm>`` whose
+batch job joins it from Slurm; both pools run evaluations, each stored once, the Slurm pool's row
+names its job, and the batch job ends once the optimizer has finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from emews.site.jobs import JOB_RECORD
+from emews.store import open_store
+from site_helpers import LOOPBACK_SITE
+from slurm_loopback import LoopbackSlurm
+from test_slurm_loopback import wait_for
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests/store/pgserver.py)
+sys.path.insert(0, str(TESTS))
+from pgserver import PgServer, start_server  # noqa: E402
+from testutil import EmewsCommand, wait_until, write_workflow  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PgServer]:
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    top = Path(tempfile.mkdtemp(prefix="emews-pg-slurm-"))
+    server = start_server(top / "pg")
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _jobs_import_this_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    old = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(TESTS.parent) + (os.pathsep + old if old else ""))
+
+
+def _rows(exp: Path, sql: str) -> list[tuple]:
+    try:
+        with open_store(exp, readonly=True) as store:
+            return [tuple(r) for r in store.connection.execute(sql).fetchall()]  # type: ignore[attr-defined]
+    except Exception:  # the store is not made yet
+        return []
+
+
+def test_a_pool_on_slurm_joins_an_experiment(slurm_cluster: LoopbackSlurm, postgres: PgServer,
+                                             tmp_path: Path) -> None:
+    wf = write_workflow(tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
+                        budget={"evaluations": 10}, task={"timeout": 120, "isolation": "inline"},
+                        store={"url": postgres.url(), "lease": 5})
+    cmd = EmewsCommand(tmp_path)
+    (tmp_path / "marks").mkdir()
+    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(tmp_path / "marks"))
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        assert wait_until(lambda: _rows(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
+        assert attached.returncode == 0, attached.stderr
+        pool_dir = exp / "pools" / "pool-001"
+        record = json.loads((pool_dir / JOB_RECORD).read_text())
+        assert f"submitted pool job {record['job_id']}" in attached.stdout
+        ran = wait_until(lambda: _rows(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'"), 240)
+        assert ran, (pool_dir / "emews.log").read_text() if (pool_dir / "emews.log").exists() else "no pool log"
+        (tmp_path / "open").touch()
+        out, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+        assert wait_for(lambda: slurm_cluster_state(record["job_id"]), "done", 120) == "done"
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    assert [i for i, _ in results] == list(range(10)) and {p for _, p in results} == {1, 2}
+    pools = _rows(exp, "SELECT id, site, job_id, stopped IS NOT NULL FROM pools ORDER BY id")
+    assert pools[1][1:] == ("slurm-loopback", record["job_id"], True), pools
+
+
+def slurm_cluster_state(job_id: str) -> str:
+    from emews.site.batch_schedulers import BATCH_SCHEDULERS
+    from emews.site.schema import SchedulerConfig
+
+    return BATCH_SCHEDULERS["slurm"](SchedulerConfig(type="slurm")).job_state(job_id)
