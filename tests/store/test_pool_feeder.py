@@ -118,7 +118,7 @@ def test_a_lost_pools_tasks_run_elsewhere(stores: list[PostgresStore]) -> None:
     lost.step()  # claims 3 tasks into its queue, which nothing will run
     held = [t.id for t in lost_queues.tasks]
     assert len(held) == 3
-    alive, queues = _pool(stores[2], "alive", lease_s=60.0)
+    alive, queues = _pool(stores[2], "alive", lease_s=6.0)  # idle, it claims again at each heartbeat (2 s)
     stop = threading.Event()
     threads = [
         threading.Thread(target=alive.run),
