@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_
 from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.job.pool_run import PoolRun
-from emews.job.rank_zero import refuse, run_spec
+from emews.job.rank_zero import allocation_end, refuse, run_spec
+from emews.job.wiring import pool_trials
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.team_comm import TeamWorld
 from emews.runtime.transport import MPITransport, quiet_bcast
@@ -54,6 +56,8 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     )
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
+    spec.walltime_end = allocation_end(workflow, site, time.time())
+    trial_store = open_store(location=queue.store.location)  # the distributor thread's own connection
     run = PoolRun(
         queue,
         transport,
@@ -65,6 +69,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         nodes=None if teams is None else teams.nodes,
         inline_timeout=spec.timeout if spec.isolation == "inline" else None,
         fail_fast=spec.fail_fast,
+        trials=pool_trials(spec, trial_store),
     )
     print(f"pool {run.pool} of {exp_dir}: {len(workers)} workers on {site.name}", file=sys.stderr, flush=True)
     log.info("pool %s: %s workers on %s", run.pool, len(workers), site.name)
@@ -81,6 +86,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     finally:
         run.close(abort=stopped is not None)
         queue.store.close()
+        trial_store.close()
     line = f"pool {run.pool}: {len(run.feeder.stored)} results stored" + (
         f", {len(run.feeder.late)} late (another pool's stood)" if run.feeder.late else ""
     )

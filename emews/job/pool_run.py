@@ -21,6 +21,7 @@ from emews.runtime.fail_fast import FailFast
 from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
 from emews.runtime.progress import Progress
 from emews.runtime.transport import Transport
+from emews.runtime.trial_reports import TrialService
 from emews.store.pool_queue import PoolQueue
 
 log = logging.getLogger("emews")
@@ -54,6 +55,7 @@ class PoolRun:
         nodes: Mapping[int, str] | None = None,
         inline_timeout: float | None = None,
         fail_fast: int = 0,
+        trials: TrialService | None = None,
     ) -> None:
         self.queue = queue
         self.pool = queue.register(site, len(worker_ranks), job_id=current_job_id(), host=socket.gethostname())
@@ -69,6 +71,7 @@ class PoolRun:
             gang=gang,
             nodes=nodes,
             inline_timeout=inline_timeout,
+            trials=trials,
         ).start()
         self.feeder = PoolFeeder(
             queue, self.queues, self.pool, hold=len(worker_ranks) + max(1, len(worker_ranks) // 4), lease_s=lease_s

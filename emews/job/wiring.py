@@ -246,6 +246,21 @@ def trial_service(
     return service
 
 
+def pool_trials(spec: RunSpec, store: Store) -> TrialService:
+    """What answers a pool's training reports: stored in the shared store (learning curves,
+    checkpoints, retries from them); no trial scheduler (``--pools`` refuses one). Unlike a job's,
+    it leaves the checkpoint folder's temporary files alone: another pool's writers may be alive."""
+    return TrialService(
+        store,
+        None,
+        metric=spec.objective.metric,
+        direction=spec.direction,
+        retention=spec.retention,
+        retries=spec.retries,
+        clock=PauseClock(spec.walltime_end, spec.pause_margin, lambda: False),
+    )
+
+
 def run_optimizer_rank(
     spec: RunSpec,
     transport: Transport | None,
@@ -382,10 +397,10 @@ class SharedQueue:
 
         if store is None:
             raise EmewsError("pools need the experiment's PostgreSQL store")
-        self._connections = [open_store(location=store.location) for _ in range(3 if worker_ranks else 2)]
+        self._connections = [open_store(location=store.location) for _ in range(4 if worker_ranks else 2)]
         submitter, listener, *feeder = (
             PoolQueue(c, retry_s=spec.pool_retry)  # type: ignore[arg-type]  # a pooled store is PostgreSQL
-            for c in self._connections
+            for c in self._connections[:3]
         )
         try:
             submitter.lock_optimizer()
@@ -402,6 +417,7 @@ class SharedQueue:
                     nodes=nodes,
                     inline_timeout=spec.timeout if spec.isolation == "inline" else None,
                     fail_fast=spec.fail_fast,
+                    trials=pool_trials(spec, self._connections[3]),
                 ).start()
                 if worker_ranks
                 else None

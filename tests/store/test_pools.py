@@ -6,6 +6,7 @@ before anything is made (docs/postgres.md, "Pools")."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -202,3 +203,28 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
     assert len(results) == BUDGET and not {i for i, _ in results} & set(gone)
     assert all(pool == 2 for i, pool in results if i in running)
     assert "12/12 evaluations" in served.stdout + served.stderr
+
+
+def test_a_training_objective_reports_and_retries_inside_a_pool(pg_server: PgServer, tmp_path: Path) -> None:
+    """Training tasks through pools: every report and checkpoint is recorded in the shared store,
+    and a trial killed mid-training (SIGKILL after step 3, first attempt) is retried by its pool
+    from its last checkpoint, not from the start."""
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(TESTS / "objectives" / "trainer.py"), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": [0.1, 0.2, 0.3]}, "epochs": {"type": "constant", "value": 6}},
+        budget={"evaluations": 3},
+        task={"isolation": "process", "timeout": 300, "retries": 1},
+        store={"url": pg_server.url(), "lease": 30},
+    )
+    cmd = EmewsCommand(tmp_path)
+    cmd.env.update(TRAINER_KILL_AT="3", TRAINER_LOG=str(tmp_path / "trainer.log"))
+    cmd("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp", timeout=300, check=True)
+    exp = tmp_path / "exp"
+    assert _rows(exp, "SELECT DISTINCT status FROM results") == [("ok",)]
+    steps = _rows(exp, "SELECT trial, max(step) FROM reports GROUP BY trial ORDER BY trial")
+    assert steps == [(0, 6), (1, 6), (2, 6)]
+    events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
+    starts = sorted((e["task"], e["restored"]) for e in events if e["event"] == "start")
+    assert starts == [(0, 0), (0, 3), (1, 0), (1, 3), (2, 0), (2, 3)], starts  # retried from step 3's checkpoint
