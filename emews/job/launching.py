@@ -146,12 +146,13 @@ def check_pools(workflow: Workflow, pools: int) -> None:
             key="store.url",
             allowed="a postgresql:// URL in the workflow or EMEWS_STORE_URL (docs/postgres.md)",
         )
-    if workflow.model.trial_scheduler is not None:
+    if workflow.model.trial_scheduler is not None and not workflow.make_trial_scheduler().spans_pools:
         raise ConfigError(
-            "a trial scheduler's decisions do not span pools yet",
+            f"{workflow.model.trial_scheduler.name}'s decisions do not span pools yet (promotions, "
+            "exploits and waits happen in one job)",
             file=workflow.label,
             key="trial_scheduler",
-            allowed="no trial_scheduler with --pools, or run without --pools",
+            allowed="asha (variant: stopping, the default) or median with --pools; any scheduler without",
         )
 
 

@@ -248,17 +248,28 @@ def trial_service(
 
 def pool_trials(spec: RunSpec, store: Store) -> TrialService:
     """What answers a pool's training reports: stored in the shared store (learning curves,
-    checkpoints, retries from them); no trial scheduler (``--pools`` refuses one). Unlike a job's,
-    it leaves the checkpoint folder's temporary files alone: another pool's writers may be alive."""
-    return TrialService(
+    checkpoints, retries from them), decided by the workflow's scheduler, which also learns every
+    other pool's reports (:class:`~emews.runtime.shared_trials.SharedTrials`; ``--pools`` accepts
+    only a scheduler that :attr:`~emews.training.schedulers.TrialScheduler.spans_pools`). Unlike a
+    job's, it leaves the checkpoint folder's temporary files alone: another pool's writers may live."""
+    from emews.runtime.shared_trials import SharedTrials
+
+    scheduler = None
+    if spec.make_trial_scheduler is not None:
+        scheduler = spec.make_trial_scheduler().bind(
+            metric=spec.objective.metric, direction=spec.direction, space=spec.space, seed=spec.seed
+        )
+    service = SharedTrials(
         store,
-        None,
+        scheduler,
         metric=spec.objective.metric,
         direction=spec.direction,
         retention=spec.retention,
         retries=spec.retries,
         clock=PauseClock(spec.walltime_end, spec.pause_margin, lambda: False),
     )
+    service.rebuild()  # a pool that joins late starts from every report so far
+    return service
 
 
 def run_optimizer_rank(

@@ -344,6 +344,14 @@ class Store(ABC):
         """Every report (of ``trial``), in arrival order."""
 
     @abstractmethod
+    def reports_between(self, after: int, before: int) -> list[StoredReport]:
+        """The reports whose seq lies strictly between ``after`` and ``before``, in seq order."""
+
+    @abstractmethod
+    def task_params(self, ids: Sequence[int]) -> dict[int, Any]:
+        """Task id -> the parameters its ``tasks`` row holds, for the ids among ``ids`` it has."""
+
+    @abstractmethod
     def lineage(self) -> list[dict[str, Any]]:
         """Every PBT exploit in order: trial, step, donor, checkpoint, old_params, new_params and
         report (the seq of the report it answered: a rebuilt PBT replays the exploit there)."""

@@ -490,6 +490,25 @@ class TrialStore:
         )
         return [StoredReport(seq, t, step, json.loads(m), when) for seq, t, step, m, when in rows]
 
+    def reports_between(self, after: int, before: int) -> list[StoredReport]:
+        """The reports whose seq lies strictly between ``after`` and ``before``, in seq order."""
+        if not self._has("reports"):
+            return []
+        rows = self._db.execute(
+            "SELECT seq, trial, step, metrics, time FROM reports WHERE seq > ? AND seq < ? ORDER BY seq",
+            (after, before),
+        )
+        return [StoredReport(seq, t, step, json.loads(m), when) for seq, t, step, m, when in rows]
+
+    def task_params(self, ids: Sequence[int]) -> dict[int, Any]:
+        """Task id -> the parameters its ``tasks`` row holds, for the ids among ``ids`` it has."""
+        found: dict[int, Any] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            rows = self._db.execute(f"SELECT id, params FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            found.update({i: loads_point(p) for i, p in rows})
+        return found
+
     def lineage(self) -> list[dict[str, Any]]:
         if not self._has("lineage"):
             return []

@@ -228,3 +228,40 @@ def test_a_training_objective_reports_and_retries_inside_a_pool(pg_server: PgSer
     events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
     starts = sorted((e["task"], e["restored"]) for e in events if e["event"] == "start")
     assert starts == [(0, 0), (0, 3), (1, 0), (1, 3), (2, 0), (2, 3)], starts  # retried from step 3's checkpoint
+
+
+def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> None:
+    """``--pools 2`` with ASHA (its default, stopping variant): both pools train trials (every
+    trial waits before its step 2 until both pools hold one), each pool's scheduler decides on its
+    trials with every pool's reports, and the run completes with each trial stored once and the
+    trials that were stopped ended before the last step."""
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(TESTS / "objectives" / "trainer.py"), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": [0.1, 0.5, 0.2, 0.6, 0.3, 0.7]},
+               "epochs": {"type": "constant", "value": 9}},
+        budget={"evaluations": 6},
+        task={"isolation": "inline", "timeout": 300},
+        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3}},
+        store={"url": pg_server.url(), "lease": 30},
+    )
+    cmd = EmewsCommand(tmp_path)
+    cmd.env.update(TRAINER_GATE=str(tmp_path / "open"), TRAINER_GATE_AT="2")
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        both = wait_until(lambda: len(_seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
+        assert both, _seen(exp, "SELECT id, state, pool FROM tasks")
+        (tmp_path / "open").touch()
+        out, err = launch.communicate(timeout=300)
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    assert launch.returncode == 0, err
+    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    assert [i for i, _ in results] == list(range(6)) and {p for _, p in results} == {1, 2}
+    stopped = {t for (t,) in _rows(exp, "SELECT trial FROM decisions WHERE action = 'stop'")}
+    assert stopped, "ASHA stopped no trial"
+    last = dict(_rows(exp, "SELECT trial, max(step) FROM reports GROUP BY trial"))
+    assert all(last[t] < 9 for t in stopped) and all(last[t] == 9 for t in range(6) if t not in stopped)

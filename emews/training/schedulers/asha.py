@@ -93,6 +93,11 @@ class ASHA(TrialScheduler):
         #: promotion variant: paused trial -> the rung it waits at
         self.paused: dict[int, int] = {}
 
+    @property
+    def spans_pools(self) -> bool:
+        """The stopping variant decides from the rungs' reports alone; promotions wait in one place."""
+        return self.variant == "stopping"
+
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
         loss = self.loss(metrics)
         if loss is None:

@@ -36,6 +36,11 @@ class MedianStopping(TrialScheduler):
         #: trial -> [(step, loss)] in arrival order
         self.history: dict[int, list[tuple[int, float]]] = {}
 
+    @property
+    def spans_pools(self) -> bool:
+        """It decides from the reports alone."""
+        return True
+
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
         loss = self.loss(metrics)
         if loss is None:

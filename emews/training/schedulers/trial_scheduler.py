@@ -49,6 +49,13 @@ class TrialScheduler(abc.ABC):
         self.seed = seed
         return self
 
+    @property
+    def spans_pools(self) -> bool:
+        """Whether its decisions follow from the reports alone, in order, so that each worker pool
+        may run one that replays the others' reports (docs/postgres.md, "Pools"); not by default
+        (promotions, exploits and waits happen in one place)."""
+        return False
+
     def loss(self, metrics: Mapping[str, Any]) -> float | None:
         """The report's metric signed so that smaller is better; ``None`` when missing or not finite."""
         value = metrics.get(self.metric or "value")

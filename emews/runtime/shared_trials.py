@@ -1,0 +1,65 @@
+"""A pool's trial service: its scheduler decides with every pool's reports (docs/postgres.md, "Pools").
+
+Each pool's distributor answers its own trials' reports (no round trip to the optimizer's node);
+before deciding on one, the scheduler takes in, in the store's order, the reports other pools
+stored since it last looked (:meth:`~emews.training.schedulers.TrialScheduler.replay`, as a
+resumed run does), so a rung holds every pool's trials. A scheduler whose decisions depend on
+more than the reports (promotions, PBT's exploits) does not span pools
+(:attr:`~emews.training.schedulers.TrialScheduler.spans_pools`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emews.core.results import Task
+from emews.runtime.trial_reports import TrialService
+from emews.training.messages import Decision, Report
+
+
+class SharedTrials(TrialService):
+    """A :class:`TrialService` on the shared store whose scheduler also learns other pools' reports."""
+
+    #: a missing seq this far below the newest is taken as an insert rolled back, not one in flight
+    GAP_PATIENCE = 1000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._low = 0  # every report with a seq up to this one is in the scheduler
+        self._known: set[int] = set()  # seqs above ``_low`` in the scheduler (a gap: one not committed yet)
+        self._params: dict[int, Any] = {}  # trial -> the parameters it started with (other pools' trials)
+
+    def rebuild(self) -> int:
+        count = super().rebuild()
+        if self.store is not None:
+            self._low = max((r.seq for r in self.store.reports()), default=0)
+        return count
+
+    def _decide(self, report: Report, task: Task | None, seq: int) -> Decision:
+        self._catch_up(seq)
+        decision = super()._decide(report, task, seq)
+        self._mark(seq)
+        return decision
+
+    def _catch_up(self, upto: int) -> None:
+        """Replay the reports other pools stored before ``upto`` that the scheduler has not seen:
+        those after the last seq it saw, and any that were not yet committed when it last looked."""
+        if self.store is None or self.scheduler is None:
+            return
+        foreign = [r for r in self.store.reports_between(self._low, upto) if r.seq not in self._known]
+        unknown = sorted({r.trial for r in foreign} - self._params.keys())
+        if unknown:
+            self._params.update(self.store.task_params(unknown))
+        for stored in foreign:
+            self.scheduler.replay(stored, self._params.get(stored.trial, {}), None)
+            self._mark(stored.seq)
+        if upto - self._low > self.GAP_PATIENCE:  # long-missing seqs were rolled back
+            self._known = {s for s in self._known if s > upto - self.GAP_PATIENCE}
+            self._low = upto - self.GAP_PATIENCE
+
+    def _mark(self, seq: int) -> None:
+        """``seq`` is in the scheduler; move the low-water mark over every seq known in a row."""
+        self._known.add(seq)
+        while self._low + 1 in self._known:
+            self._low += 1
+            self._known.discard(self._low)

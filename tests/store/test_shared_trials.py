@@ -1,0 +1,89 @@
+"""Trial schedulers across pools on a real PostgreSQL (tests/store/conftest.py): two pools' trial
+services on one experiment's store, each deciding on its own trials' reports; before a decision
+each takes in the other's reports, so a rung holds every pool's trials."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pgserver import PgServer
+
+from emews.core.direction import Direction
+from emews.core.results import Task
+from emews.core.space import Float, Space
+from emews.runtime.shared_trials import SharedTrials
+from emews.store.postgres import PostgresStore
+from emews.training.messages import Action, Report
+from emews.training.schedulers.asha import ASHA
+from emews.training.schedulers.median import MedianStopping
+
+
+@pytest.fixture
+def stores(pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[PostgresStore]]:
+    schema = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(2)]
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def _service(store: PostgresStore) -> SharedTrials:
+    scheduler = ASHA(max_t=9, grace_period=1, reduction_factor=3).bind(
+        metric="loss", direction=Direction.MINIMIZE, space=Space({"rate": Float(0.0, 1.0)}), seed=0
+    )
+    service = SharedTrials(store, scheduler, metric="loss")
+    service.rebuild()
+    return service
+
+
+def _report(service: SharedTrials, trial: int, step: int, loss: float) -> Action:
+    task = Task(trial, {"rate": loss}, trial, time.time())
+    reply = service.handle(Report(trial, 1, step, {"loss": loss}, time.time()), task)
+    assert reply is not None
+    return reply.decision.action
+
+
+def test_a_pool_stops_a_trial_that_ranks_low_among_every_pools_trials(stores: list[PostgresStore]) -> None:
+    first, second = _service(stores[0]), _service(stores[1])
+    assert _report(first, 0, 1, 0.20) is Action.CONTINUE  # alone at rung 1 in the experiment
+    assert _report(first, 1, 1, 0.10) is Action.CONTINUE  # the best of 2: in the best ceil(2/3) = 1
+    # the second pool's first trial arrives at rung 1 with the worst loss: among all three it is
+    # not in the best ceil(3/3) = 1, so it stops; alone in its own pool it would go on (below)
+    assert _report(second, 2, 1, 0.90) is Action.STOP
+    # and the first pool learns the second's reports as well
+    assert _report(first, 3, 1, 0.95) is Action.STOP
+
+
+def test_alone_in_its_pool_a_trial_would_go_on(stores: list[PostgresStore]) -> None:
+    """The control: the same report with no other pool's reports stored goes on."""
+    second = _service(stores[1])
+    assert _report(second, 2, 1, 0.90) is Action.CONTINUE
+
+
+def test_a_pool_that_joins_late_starts_from_every_report(stores: list[PostgresStore]) -> None:
+    first = _service(stores[0])
+    for trial, loss in enumerate([0.1, 0.2, 0.3]):
+        _report(first, trial, 1, loss)
+    late = _service(stores[1])  # rebuilt from the three stored reports
+    assert _report(late, 3, 1, 0.5) is Action.STOP
+
+
+def test_which_schedulers_span_pools() -> None:
+    assert ASHA().spans_pools and MedianStopping().spans_pools
+    assert not ASHA(variant="promotion").spans_pools
+
+
+def test_a_report_committed_late_is_taken_in_at_the_next_decision(stores: list[PostgresStore]) -> None:
+    """A report another pool committed after a later seq was decided on (its insert was still in
+    flight) is not skipped: the next decision replays it."""
+    first, second = _service(stores[0]), _service(stores[1])
+    raw = stores[1].connection
+    with raw.transaction():  # the second pool's report gets its seq now, commits after the first pool decides
+        raw.execute("INSERT INTO reports (trial, step, metrics, time) VALUES (7, 1, %s, 0)", ('{"loss": 0.05}',))
+        assert _report(first, 0, 1, 0.20) is Action.CONTINUE  # alone: trial 7's report is not visible yet
+    # now visible: rung 1 holds 0.20 (trial 0), 0.05 (trial 7); trial 1 at 0.15 ranks 2nd of 3, out of
+    # the best ceil(3/3) = 1 (without trial 7 it would be the best of 2 and go on)
+    assert _report(first, 1, 1, 0.15) is Action.STOP
