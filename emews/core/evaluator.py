@@ -140,9 +140,9 @@ class Evaluator:
 
         ``ranks``: the worker ranks each task runs on (one number for all, or one per point),
         instead of the workflow's ``task.ranks`` (which must then be other than 1, e.g. ``optimizer``).
-        ``priority``: with pools (``emews launch --pools``) a pool always takes the highest priority
-        queued first, in the order put within a priority; a job without pools runs its tasks in
-        the order put.
+        ``priority``: tasks of a higher priority start first, in the order put within a priority
+        (in this job's queue, and with pools, ``emews launch --pools``, in the shared queue: a pool
+        always claims the highest priority queued). Multi-rank tasks are placed by size, not priority.
         """
         if not isinstance(priority, (int, float)) or priority != priority or priority in (float("inf"), -float("inf")):
             raise ValueError(f"priority must be a finite number, not {priority!r}")

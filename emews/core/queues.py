@@ -35,8 +35,39 @@ class QueuePair:
 
     # optimizer side -------------------------------------------------------
     def submit(self, tasks: Iterable[Task]) -> None:
-        self.tasks.extend(tasks)
+        """Queue ``tasks``: higher ``priority`` first, in the order submitted within a priority.
+
+        Tasks of one priority (the usual case) are appended in one deque operation. A task that
+        outranks the tail is inserted before the first lower one; the distributor may take tasks
+        from the head meanwhile (every deque call is atomic), which at worst places it one
+        position late, never twice or lost."""
+        batch = list(tasks)
+        if batch and self._in_order(batch):
+            self.tasks.extend(batch)
+        else:
+            for task in batch:
+                self._insert(task)
         self.new_tasks.set()
+
+    def _in_order(self, batch: list[Task]) -> bool:
+        """Whether appending ``batch`` keeps the queue ordered by priority."""
+        try:
+            tail = self.tasks[-1].priority
+        except IndexError:
+            tail = float("inf")
+        return all(a.priority >= b.priority for a, b in zip(batch, batch[1:])) and batch[0].priority <= tail
+
+    def _insert(self, task: Task) -> None:
+        position = len(self.tasks)
+        while position > 0:
+            try:
+                if self.tasks[position - 1].priority >= task.priority:
+                    break
+            except IndexError:  # the distributor took tasks meanwhile
+                position = min(position, len(self.tasks))
+                continue
+            position -= 1
+        self.tasks.insert(position, task)
 
     def cancel(self, ids: Iterable[int]) -> list[int]:
         """Take back the tasks among ``ids`` that no worker has been given yet; their ids (the
