@@ -96,15 +96,17 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _rank0(exp: Path) -> int | None:
-    """The first job's rank 0 (``emews run EXP`` with ``PMI_RANK=0``)."""
+    """The first job's rank 0 (``emews run EXP`` with ``PMI_RANK=0``; an attached pool's ranks run
+    ``emews run EXP --pool ...``)."""
     from procs import pids_running
 
     for pid in pids_running("run", str(exp)):
         try:
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"PMI_RANK=0" in env or b"OMPI_COMM_WORLD_RANK=0" in env:
+        if b"--pool" not in command and (b"PMI_RANK=0" in env or b"OMPI_COMM_WORLD_RANK=0" in env):
             return pid
     return None
 
