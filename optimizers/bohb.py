@@ -24,12 +24,17 @@ Proposals never wait: each is made from the reports stored when a worker needs o
 reported (a plain objective) are the budget above every step, so without a trial scheduler
 ``bohb`` is a TPE-like search on the final results. A resumed run rebuilds the model from the
 stored reports and the earlier runs' results; its random draws continue past the earlier ones.
+In a run with an experiment directory, ``bohb.json`` says at the end how many proposals were random
+and how many came from the model at each budget (a step, or ``final``).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -40,7 +45,7 @@ from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
 
-from ._fidelities import Fidelities
+from ._fidelities import FINAL, Fidelities
 from ._kde import KDE, Encoding, propose, split
 
 __all__ = ["BOHB"]
@@ -96,11 +101,31 @@ class BOHB(AskTellOptimizer):
         self._sign = 1.0  # the objective's direction: losses are sign * metric
         #: how proposals were made: ``random``, ``model`` and the budget of the last model
         self.stats: dict[str, Any] = {"random": 0, "model": 0, "budget": None}
+        #: budget -> model-based proposals made from it
+        self.modelled: dict[float, int] = {}
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, evaluator: Any) -> None:
         self.attach(evaluator)
-        super().run(evaluator)
+        try:
+            super().run(evaluator)
+        finally:
+            self._write_stats(evaluator.exp_dir)
+
+    def _write_stats(self, exp_dir: Path | None) -> None:
+        """``EXP/bohb.json``: how many proposals were random and model-based, and at which budgets."""
+        if exp_dir is None:
+            return
+        name = lambda budget: "final" if budget == FINAL else f"{budget:g}"  # noqa: E731
+        stats = {
+            "random": self.stats["random"],
+            "model": self.stats["model"],
+            "budgets": {name(k): v for k, v in sorted(self.modelled.items())},
+        }
+        path = Path(exp_dir) / "bohb.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(stats, indent=2, allow_nan=False, default=str) + "\n")
+        os.replace(tmp, path)
 
     def attach(self, evaluator: Any) -> None:
         """Read reports through ``evaluator``: its seed, metric and direction unless given, and the
@@ -137,6 +162,7 @@ class BOHB(AskTellOptimizer):
                 )
                 points.append(point)
                 self.stats["model"] += 1
+                self.modelled[self.stats["budget"]] = self.modelled.get(self.stats["budget"], 0) + 1
         return points
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:

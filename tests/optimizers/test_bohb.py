@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from emews.core.evaluator import Evaluator
 from emews.core.queues import QueuePair
@@ -21,6 +23,7 @@ from emews.testing import OptimizerConformance
 from emews.training.schedulers.asha import ASHA
 
 HERE = __file__
+REPO = Path(__file__).resolve().parents[2]
 SPACE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
 OPTIMUM = (0.25, 0.7)
 
@@ -209,3 +212,22 @@ def test_with_asha_the_model_reads_the_rungs_and_a_resumed_run_rebuilds_it(tmp_p
     assert again == budget
     np.testing.assert_array_equal(good, model[0].data)
     np.testing.assert_array_equal(bad, model[1].data)
+
+
+def test_emews_launch_trains_digits_under_asha_with_bohb(emews_cmd, tmp_path: Path) -> None:
+    """The user's route: ``optimizer: bohb`` with ``trial_scheduler: asha`` on the torch MLP;
+    ``bohb.json`` says the model proposed points (from which rungs depends on the timing: two
+    asynchronous workers; the in-process ASHA run above checks a rung above the first)."""
+    pytest.importorskip("torch")
+    workflow = yaml.safe_load((REPO / "workflows" / "asha.yaml").read_text())
+    workflow.update(optimizer={"name": "bohb", "options": {"seed": 1}}, budget={"evaluations": 14},
+                    task={"isolation": "inline"}, trial_scheduler={"name": "asha", "options": {"max_t": 9}})
+    workflow["objective"]["module"] = str(REPO / "objectives" / "digits_torch.py")
+    workflow["space"]["epochs"]["value"] = 9
+    (tmp_path / "wf.yaml").write_text(yaml.safe_dump(workflow))
+    proc = emews_cmd("launch", "wf.yaml", "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "14/14 evaluations: 14 ok" in proc.stderr and "stopped early" in proc.stderr
+    stats = json.loads((tmp_path / "exp" / "bohb.json").read_text())
+    assert stats["random"] + stats["model"] == 14 and stats["model"] > 0
+    assert sum(stats["budgets"].values()) == stats["model"]
