@@ -21,6 +21,7 @@ from emews.objective.function import ObjectiveRef
 from emews.optimizers.bohb import BOHB
 from emews.testing import OptimizerConformance
 from emews.training.schedulers.asha import ASHA
+from emews.training.schedulers.hyperband import Hyperband
 
 HERE = __file__
 REPO = Path(__file__).resolve().parents[2]
@@ -186,27 +187,32 @@ class FirstModel(BOHB):
         return super().suggest(n)
 
 
-def asha_run(exp: Path, optimizer: BOHB, budget: int) -> None:
+SCHEDULERS = {"asha": lambda: ASHA(max_t=9, grace_period=1, reduction_factor=3),
+              "hyperband": lambda: Hyperband(max_t=9, grace_period=1, reduction_factor=3)}
+
+
+def asha_run(exp: Path, optimizer: BOHB, budget: int, scheduler: str = "asha") -> None:
     spec = RunSpec(space=SPACE, make_optimizer=lambda: optimizer, objective=ObjectiveRef(HERE, "trainer", "loss"),
                    budget=budget, seed=1, isolation="inline", show_progress=False, exp_dir=exp,
-                   make_trial_scheduler=lambda: ASHA(max_t=9, grace_period=1, reduction_factor=3))
+                   make_trial_scheduler=SCHEDULERS[scheduler])
     summary = run_in_threads(spec, workers=2)
     assert summary.error is None, summary.error
 
 
-def test_with_asha_the_model_reads_the_rungs_and_a_resumed_run_rebuilds_it(tmp_path: Path) -> None:
-    """A real run under ASHA models a rung above the first; a resumed run's first proposal comes
-    from the same model, rebuilt from the stored reports and results."""
+@pytest.mark.parametrize("scheduler", ["asha", "hyperband"])
+def test_with_asha_the_model_reads_the_rungs_and_a_resumed_run_rebuilds_it(tmp_path: Path, scheduler: str) -> None:
+    """A real run under ASHA (or Hyperband) models a rung above the first; a resumed run's first
+    proposal comes from the same model, rebuilt from the stored reports and results."""
     exp = tmp_path / "exp"
     exp.mkdir()
     first = BOHB(seed=1)
-    asha_run(exp, first, budget=30)
+    asha_run(exp, first, budget=30, scheduler=scheduler)
     assert first.stats["model"] > 0 and first.stats["budget"] > 1.0  # the metric came from the evaluator
     model = first._model()
     assert model is not None
     budget = first.stats["budget"]
     FirstModel.first = None
-    asha_run(exp, FirstModel(seed=1), budget=34)
+    asha_run(exp, FirstModel(seed=1), budget=34, scheduler=scheduler)
     assert FirstModel.first is not None
     again, good, bad = FirstModel.first
     assert again == budget
