@@ -33,7 +33,7 @@ from procs import pids_running
 
 from emews.store import STORE_FILE
 
-HERE = Path(__file__).resolve()
+NAP = Path(__file__).resolve().parent / "startup_nap.py"  # the objective: imports nothing of ours
 WORKFLOW = """\
 optimizer: {{name: random, options: {{seed: 1}}}}
 objective: {{module: {module}, function: nap}}
@@ -50,11 +50,6 @@ CLONE_UNFINISHED = re.compile(r"^(\d+)\s+(clone3?)\((.*)<unfinished \.\.\.>$")
 CLONE_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. clone3? resumed>.*\)\s+=\s+(\d+)")
 EXECVE = re.compile(r'^(\d+)\s+execve\("[^"]*", \[(.*?)\], .*?(?:=\s+(-?\d+).*|<unfinished \.\.\.>)$')
 EXECVE_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. execve resumed>.*=\s+(-?\d+)")
-
-
-def nap(params: dict) -> float:
-    time.sleep(float(os.environ.get("EMEWS_BENCH_NAP", "0.2")))
-    return params["x"]
 
 
 def rank_pids(exp: Path) -> list[int]:
@@ -143,7 +138,7 @@ def run(ranks: int, args: argparse.Namespace) -> dict[str, float]:
     workers = ranks - 1
     with tempfile.TemporaryDirectory() as tmp:
         wf, exp = Path(tmp) / "wf.yaml", Path(tmp) / "exp"
-        wf.write_text(WORKFLOW.format(module=HERE, tasks=args.tasks_per_worker * workers))
+        wf.write_text(WORKFLOW.format(module=NAP, tasks=args.tasks_per_worker * workers))
         cmd = [sys.executable, "-m", "emews", "launch", str(wf), "--workers", str(workers), "--exp-dir", str(exp)]
         trace = Path(tmp) / "trace"
         if args.trace:
