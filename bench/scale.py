@@ -13,7 +13,7 @@ workers on 50 s tasks; 1k workers on 0.5 s tasks). Clocks are real: what rank 0 
 with shows as idle workers.
 
 Per cell it prints: the busy fraction of the workers from the first dispatch to the last (what a
-job pays for, the first round included), the time from a worker freeing to its
+job pays for, the first round included; to the stop for a cell stopped at ``--max-seconds``), the time from a worker freeing to its
 next task starting (p50, p99; 0 when a prefetched task was waiting), rank-0 CPU per task (the
 simulator's own time taken out), peak RSS, results stored per second and the store's time per
 commit; ``--profile`` adds the distributor thread's ten most expensive functions.
@@ -245,7 +245,9 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     signal.signal(signal.SIGINT, signal.default_int_handler)
     done = max(summary.completed, 1)
-    window = (min(sim.first_task.values(), default=t0), sim.last_dispatch)
+    # a cell stopped at --max-seconds counts to the stop: workers left waiting on the optimizer are idle
+    end = t0 + elapsed if summary.error is not None else sim.last_dispatch
+    window = (min(sim.first_task.values(), default=t0), end)
     spans = np.array(sim.spans) if sim.spans else np.zeros((0, 2))
     busy = np.clip(spans, *window)
     width = max(window[1] - window[0], 1e-9)

@@ -195,14 +195,29 @@ class HyperSpace(AskTellOptimizer):
         """``n`` proposals from the subspace whose turn it is: one fit, a constant-liar batch
         conditioned on that subspace's pending points. One worker freed at a time (tasks that
         take time) gets one proposal per subspace in turn; workers freed together share one
-        fit instead of one each (free tasks at 1,000 observations: 4 results per fit, not 1)."""
-        k = self._turn % len(self.subspaces)
-        self._turn += 1
-        sub = self.subspaces[k]
-        pending = [x for j, x in self._pending.values() if j == k]
-        xs = sub.engine.propose(n, pending)
-        self._fresh = [(k, x) for x in xs]
-        return [sub.map.from_skopt(x) for x in xs]
+        fit instead of one each (free tasks at 1,000 observations: 4 results per fit, not 1);
+        ``n`` of at least twice the subspaces (thousands of workers freed together) is shared out
+        among all of them, one fit each, so that no region takes a whole wave. Each fit's work
+        is bounded in the points in flight (see ``optimizers._bayes._engine``)."""
+        count = len(self.subspaces)
+        if n >= 2 * count:  # many workers freed at once: every subspace proposes its share
+            shares = [n // count + (i < n % count) for i in range(count)]
+            turns = [(self._turn + i) % count for i in range(count)]
+            self._turn += count
+        else:
+            shares, turns = [n], [self._turn % count]
+            self._turn += 1
+        pending: dict[int, list[list[Any]]] = {k: [] for k in turns}
+        for j, x in self._pending.values():
+            if j in pending:
+                pending[j].append(x)
+        self._fresh, points = [], []
+        for k, share in zip(turns, shares, strict=True):
+            sub = self.subspaces[k]
+            xs = sub.engine.propose(share, pending[k])
+            self._fresh += [(k, x) for x in xs]
+            points += [sub.map.from_skopt(x) for x in xs]
+        return points
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
         super().submitted(ids, points)
