@@ -42,7 +42,7 @@ from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Float, Int, Space
 
-from ._bayes._engine import Engine
+from ._bayes._engine import LIAR_PICKS, Engine
 from ._bayes._space import SpaceMap
 from ._failures import FailureImputation
 
@@ -196,11 +196,13 @@ class HyperSpace(AskTellOptimizer):
         conditioned on that subspace's pending points. One worker freed at a time (tasks that
         take time) gets one proposal per subspace in turn; workers freed together share one
         fit instead of one each (free tasks at 1,000 observations: 4 results per fit, not 1);
-        ``n`` of at least twice the subspaces (thousands of workers freed together) is shared out
-        among all of them, one fit each, so that no region takes a whole wave. Each fit's work
-        is bounded in the points in flight (see ``optimizers._bayes._engine``)."""
+        ``n`` of at least ``LIAR_PICKS`` (64) per subspace (the first wave of thousands of
+        workers) is shared out among all of them, one fit each, so that no region takes a whole
+        wave; smaller batches keep one fit per suggestion (the optimizer thread fits while
+        workers wait). Each fit's work is bounded in the points in flight (see
+        ``optimizers._bayes._engine``)."""
         count = len(self.subspaces)
-        if n >= 2 * count:  # many workers freed at once: every subspace proposes its share
+        if n >= LIAR_PICKS * count:  # a wave of thousands of workers: every subspace proposes its share
             shares = [n // count + (i < n % count) for i in range(count)]
             turns = [(self._turn + i) % count for i in range(count)]
             self._turn += count

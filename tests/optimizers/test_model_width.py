@@ -177,29 +177,33 @@ def _result(i: int, params: dict) -> Result:
 
 
 def test_hyperspace_shares_a_wide_batch_among_its_subspaces_and_learns_every_result():
-    """64 workers (8 subspaces): a batch of 64 is 8 from each subspace; with the lie bound
-    lowered to 8, each fit learns at most 8 of its subspace's pending points while more are
-    out, and every result reaches every subspace that contains it."""
+    """512 workers (8 subspaces): the first wave of 512 is 64 from each subspace, later batches
+    of 64 come from one subspace in turn; with the lie bound lowered to 8, each fit learns at
+    most 8 of its subspace's pending points while more are out, and every result reaches every
+    subspace that contains it."""
     opt = HyperSpace(seed=0, n_candidates=100, n_initial_points=2, output_warp=False)
-    opt.start(SPACE, 64)
+    opt.start(SPACE, 512)
     assert len(opt.subspaces) == 8
     for sub in opt.subspaces:
         sub.engine.max_lies = 8
     ids = iter(range(10**6))
-    points = opt.suggest(64)
+    points = opt.suggest(512)
     opt.submitted([next(ids) for _ in points], points)
-    assert [sub.engine.n_proposed for sub in opt.subspaces] == [8] * 8
+    assert [sub.engine.n_proposed for sub in opt.subspaces] == [64] * 8
     pending = dict(opt.task_points)
     told, lies = 0, []
-    for _ in range(3):  # a third of what is out comes back, the rest stays pending and grows
-        back = sorted(pending)[: len(pending) // 3]
+    for _ in range(3):  # the newest third of what is out comes back, the rest stays pending
+        back = sorted(pending)[-(len(pending) // 3):]
         opt.ingest([_result(i, pending.pop(i)) for i in back])
         told += len(back)
+        proposed = [sub.engine.n_proposed for sub in opt.subspaces]
         points = opt.suggest(64)
+        grew = [sub.engine.n_proposed - before for sub, before in zip(opt.subspaces, proposed, strict=True)]
+        assert sorted(grew) == [0] * 7 + [64]  # one subspace, one fit
         new = [next(ids) for _ in points]
         opt.submitted(new, points)
         pending.update(zip(new, points, strict=True))
-        lies += [sub.engine.last_work["lies"] for sub in opt.subspaces]
+        lies += [sub.engine.last_work.get("lies", 0) for sub in opt.subspaces]
     assert max(lies) == 8  # bounded, and reached: more than 8 were pending in a subspace
     # every result told to every subspace containing it: the sum counts the overlaps
     assert all(sub.results == sub.engine.n_told for sub in opt.subspaces)
@@ -212,8 +216,8 @@ def _told_points(opt: HyperSpace, pending: dict) -> list:
 
 
 def test_hyperspace_few_workers_keep_one_subspace_per_batch():
-    """4 workers (4 subspaces): a batch of up to 4 still comes from the one subspace whose turn
-    it is, as before."""
+    """4 workers (4 subspaces): a batch of up to 4 comes from the one subspace whose turn it
+    is, as before."""
     opt = HyperSpace(seed=0, n_candidates=200)
     opt.start(SPACE, 4)
     points = opt.suggest(4)
