@@ -224,6 +224,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--methods", default="none,asha,optuna-sha,optuna-hyperband,bohb,optuna-tpe-sha",
                         help="comma-separated rows to run (none is always run: the reference)")
+    parser.add_argument("--bohb-options", default="{}", help="JSON: bohb's options besides the seed")
     args = parser.parse_args()
     chosen = {"none", *args.methods.split(",")}
     if args.quick:
@@ -246,7 +247,8 @@ def main() -> None:
                 "optuna-hyperband": lambda: run_optuna(pool, seed, optuna.pruners.HyperbandPruner(
                     min_resource=1, max_resource=args.epochs, reduction_factor=3), budget),
                 "bohb": lambda: run_emews(folder, "bohb", [], seed, args.workers, args.epochs, asha, budget,
-                                          optimizer={"name": "bohb", "options": {"seed": seed}}),
+                                          optimizer={"name": "bohb", "options": {
+                                              "seed": seed, **json.loads(args.bohb_options)}}),
                 "optuna-tpe-sha": lambda: run_optuna(None, seed, optuna.pruners.SuccessiveHalvingPruner(
                     min_resource=1, reduction_factor=3), budget, args.epochs),
             }
