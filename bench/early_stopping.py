@@ -10,6 +10,13 @@ epoch, up to ``--epochs`` epochs):
                       (min_resource 1, reduction_factor 3)
 ``optuna-hyperband``  Optuna with HyperbandPruner (min_resource 1, max_resource epochs, rf 3)
 
+The model-based rows choose their configurations themselves (from the same space), with the same
+epochs budget:
+
+``bohb``              ``emews launch`` with ``optimizer: bohb`` and ``trial_scheduler: asha`` (as
+                      above), ``budget: {steps: none's epochs}``, defaults otherwise
+``optuna-tpe-sha``    Optuna's TPESampler (defaults, seeded) with SuccessiveHalvingPruner (as above)
+
 ``none`` trains ``--configs`` configurations fully. The early-stopping methods get the same compute
 budget, ``none``'s epochs: they take configurations in the same order (``none``'s first, then
 more of the same draw) until that many epochs are spent (trials running then finish, or are
@@ -22,6 +29,7 @@ the last loss it reported. Target: ASHA reaches the ``none`` result with <= 1/3 
 
     nice -n 19 python bench/early_stopping.py                 # 27 configs x 27 epochs, 3 seeds
     nice -n 19 python bench/early_stopping.py --quick         # 9 configs x 9 epochs, 1 seed
+    nice -n 19 python bench/early_stopping.py --methods none,bohb,optuna-tpe-sha   # some rows only
 
 Needs torch (``pip install emews-mpi[torch]``) and optuna. This file also holds the optimizer
 the emews runs use (``FixedConfigs``: submits the given configurations in order).
@@ -79,13 +87,19 @@ def draw_configs(count: int, epochs: int, seed: int) -> list[dict]:
 
 
 def run_emews(folder: Path, name: str, configs: list[dict], seed: int, workers: int, epochs: int,
-              scheduler: dict | None, budget: int | None = None) -> dict:
-    listing = folder / f"{name}-configs.json"
-    listing.write_text(json.dumps(configs))
+              scheduler: dict | None, budget: int | None = None, optimizer: dict | None = None) -> dict:
+    """``configs`` in order (``FixedConfigs``), or ``optimizer`` choosing them until ``budget``
+    epochs (``budget: {steps: N}``)."""
     data = yaml.safe_load(WORKFLOW.read_text())
-    data.update(optimizer={"name": f"{Path(__file__).resolve()}:FixedConfigs",
-                           "options": {"configs": str(listing), "epochs": budget}},
-                budget={"evaluations": len(configs)}, seed=seed, checkpoints={"keep_last": 1})
+    if optimizer is None:
+        listing = folder / f"{name}-configs.json"
+        listing.write_text(json.dumps(configs))
+        data.update(optimizer={"name": f"{Path(__file__).resolve()}:FixedConfigs",
+                               "options": {"configs": str(listing), "epochs": budget}},
+                    budget={"evaluations": len(configs)})
+    else:
+        data.update(optimizer=optimizer, budget={"steps": budget})
+    data.update(seed=seed, checkpoints={"keep_last": 1})
     data["objective"]["module"] = str(OBJECTIVE)
     data["space"]["epochs"] = {"type": "constant", "value": epochs}
     data.pop("trial_scheduler", None)
@@ -128,19 +142,24 @@ class _OptunaContext:
         return Decision(Action.STOP) if self.trial.should_prune() else CONTINUE
 
 
-def run_optuna(configs: list[dict], seed: int, pruner: Any, budget: int) -> dict:
+def run_optuna(configs: list[dict] | None, seed: int, pruner: Any, budget: int, epochs: int = 0) -> dict:
+    """Optuna on ``configs`` in order, or (``configs`` None) with TPE choosing them from the workflow's
+    space until ``budget`` epochs."""
     import optuna
 
     from emews.core.imports import import_user_module
 
     objective = import_user_module(str(OBJECTIVE), what="objective")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed))
+    sampler = optuna.samplers.RandomSampler(seed) if configs is not None else optuna.samplers.TPESampler(seed=seed)
+    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=sampler)
+    space = _space()
     spent = 0
 
     def optimize(trial: Any) -> float:
         nonlocal spent
-        params = configs[trial.number]  # the pruner sees only the reported values; the configs are fixed
+        # fixed configs: the pruner sees only the reported values; else TPE chooses from the space
+        params = configs[trial.number] if configs is not None else {**_suggest(trial, space), "epochs": epochs}
         ctx = _OptunaContext(trial, (seed * 1_000_003 + trial.number) % (2**31 - 1))
         metrics = objective.run(params, ctx)
         spent += ctx.epochs
@@ -157,9 +176,30 @@ def run_optuna(configs: list[dict], seed: int, pruner: Any, budget: int) -> dict
             study.stop()
 
     started = time.perf_counter()
-    study.optimize(optimize, n_trials=len(configs), callbacks=[arrived])
+    study.optimize(optimize, n_trials=len(configs) if configs is not None else None, callbacks=[arrived])
     wall = time.perf_counter() - started
     return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "wall": wall, "arrivals": arrivals}
+
+
+def _space() -> Any:
+    from emews.config.workflow import load_workflow
+
+    return load_workflow(str(WORKFLOW), check_imports=False).space
+
+
+def _suggest(trial: Any, space: Any) -> dict:
+    """A point of ``space`` from an Optuna trial (ordered lists as categorical, as emews.contrib.optuna)."""
+    from emews.core.space import Categorical, Float, Int
+
+    point = {}
+    for name, dim in space.free.items():
+        if isinstance(dim, Float):
+            point[name] = trial.suggest_float(name, dim.lower, dim.upper, log=dim.log)
+        elif isinstance(dim, Int):
+            point[name] = trial.suggest_int(name, dim.lower, dim.upper, log=dim.log)
+        elif isinstance(dim, Categorical):
+            point[name] = trial.suggest_categorical(name, list(dim.values))
+    return point
 
 
 def _losses(arrivals: list[tuple[float | None, int]]) -> list[float]:
@@ -182,7 +222,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--methods", default="none,asha,optuna-sha,optuna-hyperband,bohb,optuna-tpe-sha",
+                        help="comma-separated rows to run (none is always run: the reference)")
+    parser.add_argument("--bohb-options", default="{}", help="JSON: bohb's options besides the seed")
     args = parser.parse_args()
+    chosen = {"none", *args.methods.split(",")}
     if args.quick:
         args.configs, args.epochs, args.seeds = 9, 9, 1
     import optuna
@@ -202,8 +246,18 @@ def main() -> None:
                     min_resource=1, reduction_factor=3), budget),
                 "optuna-hyperband": lambda: run_optuna(pool, seed, optuna.pruners.HyperbandPruner(
                     min_resource=1, max_resource=args.epochs, reduction_factor=3), budget),
+                "bohb": lambda: run_emews(folder, "bohb", [], seed, args.workers, args.epochs, asha, budget,
+                                          optimizer={"name": "bohb", "options": {
+                                              "seed": seed, **json.loads(args.bohb_options)}}),
+                "optuna-tpe-sha": lambda: run_optuna(None, seed, optuna.pruners.SuccessiveHalvingPruner(
+                    min_resource=1, reduction_factor=3), budget, args.epochs),
             }
+            unknown = chosen - set(methods)
+            if unknown:
+                raise SystemExit(f"--methods: unknown {', '.join(sorted(unknown))}; allowed: {', '.join(methods)}")
             for name, method in methods.items():
+                if name not in chosen:
+                    continue
                 run = method()
                 target = runs["none"][-1]["best"] if name != "none" else run["best"]
                 run["to_match"] = epochs_to_match(run.pop("arrivals"), target)

@@ -13,10 +13,14 @@ workers on 50 s tasks; 1k workers on 0.5 s tasks). Clocks are real: what rank 0 
 with shows as idle workers.
 
 Per cell it prints: the busy fraction of the workers from the first dispatch to the last (what a
-job pays for, the first round included), the time from a worker freeing to its
+job pays for, the first round included; to the stop for a cell stopped at ``--max-seconds`` before
+its budget was dispatched), the time from a worker freeing to its
 next task starting (p50, p99; 0 when a prefetched task was waiting), rank-0 CPU per task (the
 simulator's own time taken out), peak RSS, results stored per second and the store's time per
-commit; ``--profile`` adds the distributor thread's ten most expensive functions.
+commit, and the search's quality per evaluation: every simulated task reports a made-up loss of
+its point (``loss``, minimum 0), and the cell prints the best found and the median loss of the
+tasks after the first wave (one per worker: the points a model chose); ``--profile`` adds the
+distributor thread's ten most expensive functions.
 ``--sizes mixed``: tasks of 1, 2 and 4 ranks (70/25/5%, nodes of 4 workers) through the gang
 placement. A cell that runs past ``--max-seconds`` is stopped like a job (SIGINT) and says so.
 """
@@ -28,6 +32,7 @@ import cProfile
 import heapq
 import io
 import itertools
+import math
 import os
 import pstats
 import resource
@@ -82,6 +87,13 @@ def noop(_: object = None) -> float:
     return 0.0
 
 
+def loss(params: Any) -> float:
+    """What a simulated task reports (a made-up validation loss, minimum 0 at lr 1e-3, dropout
+    0.2, 128 units, relu): the search quality per evaluation at width, against random."""
+    return float((np.log10(params["lr"]) + 3.0) ** 2 / 4.0 + (params["dropout"] - 0.2) ** 2 * 4.0
+                 + ((params["units"] - 128) / 256) ** 2 + (params["act"] != "relu") * 0.5)
+
+
 class MixedSize(TaskSize):
     """1, 2 or 4 ranks (70/25/5%), drawn from the point (so a task keeps its size on resume)."""
 
@@ -108,6 +120,8 @@ class SimulatedWorkers:
     gaps: list[float] = field(default_factory=list)  # a worker's idle time before each next task
     first_task: dict[int, float] = field(default_factory=dict)
     last_dispatch: float = 0.0
+    losses: list[float] = field(default_factory=list)  # every task's loss, in dispatch order
+    started: set[int] = field(default_factory=set)  # ids of the tasks dispatched (a team's once)
 
     def __post_init__(self) -> None:
         self.size = self.n + 1
@@ -142,8 +156,12 @@ class SimulatedWorkers:
             end = start + duration
             self._free_at[rank] = end
             self.spans.append((start, end))
+            value = loss(task.params)
+            if task.id not in self.started:
+                self.started.add(task.id)
+                self.losses.append(value)
             outcome = Outcome(
-                task.id, Status.OK, value=duration, rank=rank, host=f"node{(rank - 1) // WORKERS_PER_NODE}",
+                task.id, Status.OK, value=value, rank=rank, host=f"node{(rank - 1) // WORKERS_PER_NODE}",
                 started=start + self._wall, finished=end + self._wall,
             )
             heapq.heappush(self._due, (end, next(self._seq), rank, outcome))
@@ -245,7 +263,11 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     signal.signal(signal.SIGINT, signal.default_int_handler)
     done = max(summary.completed, 1)
-    window = (min(sim.first_task.values(), default=t0), sim.last_dispatch)
+    # a cell stopped at --max-seconds before its budget was dispatched counts to the stop: the
+    # workers left waiting on the optimizer were idle
+    starved = summary.error is not None and len(sim.started) < spec.budget
+    end = t0 + elapsed if starved else sim.last_dispatch
+    window = (min(sim.first_task.values(), default=t0), end)
     spans = np.array(sim.spans) if sim.spans else np.zeros((0, 2))
     busy = np.clip(spans, *window)
     width = max(window[1] - window[0], 1e-9)
@@ -255,6 +277,7 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         "workers": workers,
         "task_s": mean,
         "done": summary.completed,
+        "dispatched": len(sim.started),
         "stopped": summary.error is not None,
         "elapsed_s": elapsed,
         "busy": float((busy[:, 1] - busy[:, 0]).sum()) / (workers * width) if len(busy) else 0.0,
@@ -265,6 +288,9 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         "stored_per_s": store.rows / elapsed,
         "ms_per_commit": 1e3 * store.seconds / max(store.commits, 1),
         "profile": prof.stats,
+        # quality per evaluation: the best loss found, the median loss of the tasks after the first wave
+        "best": min(sim.losses, default=math.nan),
+        "later_median": float(np.median(sim.losses[workers:])) if len(sim.losses) > workers else math.nan,
     }
 
 
@@ -281,14 +307,15 @@ def main() -> None:
     print(f"rank 0 at simulated width: {args.demand:g} tasks/s asked, {args.rounds} tasks per worker, "
           f"task sizes {args.sizes}, {os.cpu_count()} cores", flush=True)
     print(f"{'optimizer':11} {'workers':>8} {'task s':>7} {'done':>8} {'busy':>6} {'gap p50':>8} {'gap p99':>8} "
-          f"{'cpu/task':>9} {'RSS MB':>7} {'stored/s':>9} {'ms/commit':>9}")
+          f"{'cpu/task':>9} {'RSS MB':>7} {'stored/s':>9} {'ms/commit':>9} {'best':>7} {'median 2+':>9}")
     for name in args.optimizers.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
             row = run_cell(name, workers, args)
-            note = "  (stopped at --max-seconds)" if row["stopped"] else ""
+            note = f"  (stopped at --max-seconds, {row['dispatched']:,} dispatched)" if row["stopped"] else ""
             print(f"{name:11} {workers:8,d} {row['task_s']:7.2f} {row['done']:8,d} {row['busy']:6.1%} "
                   f"{row['gap_p50_ms']:6.1f}ms {row['gap_p99_ms']:6.1f}ms {row['cpu_us_per_task']:7.0f}us "
-                  f"{row['rss_mb']:7.0f} {row['stored_per_s']:9,.0f} {row['ms_per_commit']:9.2f}{note}", flush=True)
+                  f"{row['rss_mb']:7.0f} {row['stored_per_s']:9,.0f} {row['ms_per_commit']:9.2f} {row['best']:7.4f} "
+                  f"{row['later_median']:9.4f}{note}", flush=True)
             if row["profile"]:
                 print(row["profile"], flush=True)
 

@@ -48,6 +48,14 @@ Failed evaluations (``loss == inf``) are told as the worst finite loss of the ru
 (``failure_penalty: worst``, so the region looks bad without distorting the scale), or left
 out (``skip``), or told as a fixed number: the policy the GA shares (``_failures``).
 
+At width (more than ``WIDE`` = 128 workers, as many in flight) the work of a proposal is
+bounded whatever the points in flight (the engine learns at most 64 of them as lies, picks at most
+64 points of a batch by constant liar and the rest by Thompson sampling over at most 1,024 of the
+best candidates: ``optimizers._bayes._engine``), and the reserve is kept from the first timed fit
+on, however short next to a task, so that freed workers take points from stock instead of waiting
+on a refit. With at most 64 points in flight and asked nothing of the bounds engages (the same
+proposals as without them), and the early reserve only above 128 workers.
+
 With one worker a seeded run is reproducible (no speculation then). ``speculate: false`` makes every batch wait for a fit on all results back so far: the
 most informed points per evaluation, for objectives so cheap that idle workers cost nothing.
 """
@@ -65,7 +73,7 @@ from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
 
-from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, Engine
+from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, MAX_LIES, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
 from ._bayes._space import SpaceMap
@@ -83,6 +91,11 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 #: speculation loses (BBOB f1 5-D, 100 evaluations: precision 0.2-0.7 speculating under load,
 #: 0.004 waiting)
 SPECULATE_AFTER = 5.0
+
+
+#: more workers than this (twice the pending points a fit learns): a wide run, which keeps a
+#: reserve of proposals from the first timed fit on (``Proposer.wide``)
+WIDE = 2 * MAX_LIES
 
 
 #: integer options with a lower bound
@@ -270,6 +283,7 @@ class BayesianOptimizer(AskTellOptimizer):
             min_cycle=self.speculate if speculate else 0.0,
             longer_than_tasks=self.speculate_auto,
             process_after=process_after if speculate else math.inf,
+            wide=speculate and workers > WIDE,
         ).start()
         refill = Refill(
             self.space,

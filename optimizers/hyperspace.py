@@ -42,7 +42,7 @@ from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Float, Int, Space
 
-from ._bayes._engine import Engine
+from ._bayes._engine import LIAR_PICKS, Engine
 from ._bayes._space import SpaceMap
 from ._failures import FailureImputation
 
@@ -74,6 +74,19 @@ class Subspace:
         if result.ok and (self.best is None or result.loss < self.best.loss):
             self.best = result
         return True
+
+    def tell_many(self, results: Sequence[Result]) -> list[bool]:
+        """:meth:`tell` for several results at once (one transform for all); whether each was
+        learned."""
+        inside = [self.space.contains(r.params) for r in results]
+        mine = [r for r, ok in zip(results, inside, strict=True) if ok]
+        if mine:
+            self.engine.tell([self.map.to_skopt(r.params) for r in mine], [r.loss for r in mine])
+            self.results += len(mine)
+            for r in mine:
+                if r.ok and (self.best is None or r.loss < self.best.loss):
+                    self.best = r
+        return inside
 
     def summary(self) -> dict[str, Any]:
         best = self.best
@@ -195,14 +208,31 @@ class HyperSpace(AskTellOptimizer):
         """``n`` proposals from the subspace whose turn it is: one fit, a constant-liar batch
         conditioned on that subspace's pending points. One worker freed at a time (tasks that
         take time) gets one proposal per subspace in turn; workers freed together share one
-        fit instead of one each (free tasks at 1,000 observations: 4 results per fit, not 1)."""
-        k = self._turn % len(self.subspaces)
-        self._turn += 1
-        sub = self.subspaces[k]
-        pending = [x for j, x in self._pending.values() if j == k]
-        xs = sub.engine.propose(n, pending)
-        self._fresh = [(k, x) for x in xs]
-        return [sub.map.from_skopt(x) for x in xs]
+        fit instead of one each (free tasks at 1,000 observations: 4 results per fit, not 1);
+        ``n`` of at least ``LIAR_PICKS`` (64) per subspace (the first wave of thousands of
+        workers) is shared out among all of them, one fit each, so that no region takes a whole
+        wave; smaller batches keep one fit per suggestion (the optimizer thread fits while
+        workers wait). Each fit's work is bounded in the points in flight (see
+        ``optimizers._bayes._engine``)."""
+        count = len(self.subspaces)
+        if n >= LIAR_PICKS * count:  # a wave of thousands of workers: every subspace proposes its share
+            shares = [n // count + (i < n % count) for i in range(count)]
+            turns = [(self._turn + i) % count for i in range(count)]
+            self._turn += count
+        else:
+            shares, turns = [n], [self._turn % count]
+            self._turn += 1
+        pending: dict[int, list[list[Any]]] = {k: [] for k in turns}
+        for j, x in self._pending.values():
+            if j in pending:
+                pending[j].append(x)
+        self._fresh, points = [], []
+        for k, share in zip(turns, shares, strict=True):
+            sub = self.subspaces[k]
+            xs = sub.engine.propose(share, pending[k])
+            self._fresh += [(k, x) for x in xs]
+            points += [sub.map.from_skopt(x) for x in xs]
+        return points
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:
         super().submitted(ids, points)
@@ -212,11 +242,10 @@ class HyperSpace(AskTellOptimizer):
     def ingest(self, results: Sequence[Result]) -> None:
         """Tell every subspace that contains a result's point; results of points a subspace did
         not propose (other subspaces', earlier runs') count towards its initial design."""
-        for result in results:
-            proposer = self._pending.pop(result.id, (None, None))[0]
-            for k, sub in enumerate(self.subspaces):
-                if sub.tell(result) and k != proposer:
-                    sub.engine.n_proposed += 1
+        proposers = [self._pending.pop(result.id, (None, None))[0] for result in results]
+        for k, sub in enumerate(self.subspaces):  # one tell per subspace: thousands of results at width
+            learned = sub.tell_many(results)
+            sub.engine.n_proposed += sum(ok and k != j for ok, j in zip(learned, proposers, strict=True))
 
     def _report(self, exp_dir: str | os.PathLike[str] | None) -> None:
         report = [sub.summary() for sub in self.subspaces]

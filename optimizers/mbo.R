@@ -306,15 +306,25 @@ emews_mbo <- function(evaluator, space, options) {
   do.call(paste, c(lapply(seq_len(ncol(M)), function(j) round(M[, j], 9)), sep = "/"))
 }
 
-.mbo_select <- function(ctx, n, mu, se, Cu, avoid, ymin, keys) {
+# the rows of M when there are at most `most`, else `most` of them evenly spaced (first and last kept)
+.mbo_evenly <- function(M, most) {
+  if (is.null(M) || nrow(M) <= most) return(M)
+  M[unique(round(seq(1, nrow(M), length.out = most))), , drop = FALSE]
+}
+
+# pending points an EI batch is kept away from (a penalty per point and candidate): more than this
+# many in flight (thousands of workers), an evenly spaced subset, so a proposal's work is bounded
+MBO_MAX_PENALIZED <- 64L
+
+.mbo_select <- function(ctx, n, mu, se, Cu, avoid_keys, pending, ymin, keys) {
   opts <- ctx$opts
   d <- ncol(Cu)
   taken <- rep(FALSE, nrow(Cu))
   # never propose (numerically) the same point twice, unless nothing else is left
-  dup <- keys %in% .mbo_keys(avoid)
+  dup <- keys %in% avoid_keys
   radius <- 0.1 * sqrt(d)
   penalty <- rep(1, nrow(Cu))
-  pending <- attr(avoid, "pending")
+  pending <- .mbo_evenly(pending, MBO_MAX_PENALIZED)
   if (opts$infill == "ei" && !is.null(pending) && nrow(pending) > 0L)
     for (i in seq_len(nrow(pending)))
       penalty <- penalty * (1 - exp(-rowSums(sweep(Cu, 2, pending[i, ])^2) / radius^2))
@@ -349,6 +359,20 @@ emews_mbo <- function(evaluator, space, options) {
 # come from the last fit's candidates and predictions
 .mbo_refit_after <- function(n) min(100, max(1, as.numeric(n)^2 %/% 25000))
 
+# most observations a forest is fitted on (the best half and the most recent half beyond), and most
+# candidates a fit ranks: a fit's work stays bounded at thousands of results and workers
+MBO_MAX_FIT_ROWS <- 2000L
+MBO_MAX_CANDIDATES <- 10000L
+
+.mbo_fit_rows <- function(yi) {
+  n <- length(yi)
+  if (n <= MBO_MAX_FIT_ROWS) return(seq_len(n))
+  half <- MBO_MAX_FIT_ROWS %/% 2L
+  best <- order(yi)[seq_len(half)]
+  recent <- setdiff(rev(seq_len(n)), best)[seq_len(MBO_MAX_FIT_ROWS - half)]
+  sort(c(best, recent))
+}
+
 .mbo_run_fallback <- function(ctx) {
   ev <- ctx$evaluator
   opts <- ctx$opts
@@ -359,35 +383,50 @@ emews_mbo <- function(evaluator, space, options) {
   hist <- .mbo_history(ctx)
   X <- hist$X                 # encoded rows evaluated so far (the earlier runs' first)
   y <- hist$y                 # their losses (Inf = failed)
-  pending <- list()           # task id -> encoded row
+  # pending tasks, by id (hashed: thousands of workers): the encoded row and its [0, 1]^d row
+  pending <- new.env(hash = TRUE)
+  pending_unit <- new.env(hash = TRUE)
 
   submit <- function(rows) {
     ids <- ev$put(.mbo_decode(ctx, rows))
-    for (i in seq_along(ids)) pending[[as.character(ids[i])]] <<- rows[i, , drop = FALSE]
+    unit <- .mbo_unit(ctx, rows, bounds)
+    for (i in seq_along(ids)) {
+      key <- as.character(ids[i])
+      assign(key, rows[i, , drop = FALSE], envir = pending)
+      assign(key, unit[i, ], envir = pending_unit)
+    }
   }
   absorb <- function(res) {
     if (nrow(res) == 0L) return(invisible())
+    keys <- as.character(res$id)
     # a task an earlier run left running was not submitted here: encode its point
     got <- lapply(seq_len(nrow(res)), function(i) {
-      row <- pending[[as.character(res$id[i])]]
+      row <- pending[[keys[i]]]
       if (is.null(row)) .mbo_encode(ctx, res[i, , drop = FALSE]) else row
     })
-    pending[as.character(res$id)] <<- NULL
+    known <- keys[vapply(keys, exists, logical(1), envir = pending, inherits = FALSE)]
+    if (length(known)) {
+      rm(list = known, envir = pending)
+      rm(list = known, envir = pending_unit)
+    }
     rows <- do.call(rbind, got)
+    unit <- .mbo_unit(ctx, rows, bounds)
     X <<- rbind(X, rows)
-    Xu <<- rbind(Xu, .mbo_unit(ctx, rows, bounds))
+    Xu <<- rbind(Xu, unit)
+    Xkeys <<- c(Xkeys, .mbo_keys(unit))
     y <<- c(y, res$loss)
   }
   model <- NULL               # the last fit: candidates, their predictions, observations it saw
   Xu <- NULL                  # X in [0, 1]^d, kept as X grows
   fit <- function(yi, n) {
-    nc <- max(opts$candidates, 2L * n)
+    nc <- max(opts$candidates, min(2L * n, MBO_MAX_CANDIDATES))
     # local candidates: half around the best point, half around the five best
     top <- X[order(yi)[c(rep(1L, min(5L, nrow(X))), seq_len(min(5L, nrow(X))))], , drop = FALSE]
     C <- rbind(.mbo_normalize(ctx, .mbo_random(ctx, nc - nc %/% 2L, bounds)),
                .mbo_normalize(ctx, .mbo_local(ctx, top, nc %/% 2L, bounds)))
     yt <- .mbo_transform(yi, opts$transform)
-    pr <- .mbo_fit_predict(ctx, X, yt, C)
+    rows <- .mbo_fit_rows(yi)
+    pr <- .mbo_fit_predict(ctx, X[rows, , drop = FALSE], yt[rows], C)
     Cu <- .mbo_unit(ctx, C, bounds)
     refits <<- refits + 1L
     list(C = C, Cu = Cu, keys = .mbo_keys(Cu), mu = pr$mean, se = pr$se, ymin = min(yt), seen = length(y))
@@ -396,15 +435,18 @@ emews_mbo <- function(evaluator, space, options) {
     yi <- .mbo_impute(y)
     if (is.null(yi) || length(y) < 3L) return(.mbo_design(ctx, n))
     if (is.null(model) || length(y) - model$seen >= .mbo_refit_after(length(y))) model <<- fit(yi, n)
-    P <- if (length(pending)) do.call(rbind, pending) else NULL
-    Pu <- if (is.null(P)) NULL else .mbo_unit(ctx, P, bounds)
-    avoid <- rbind(Xu, Pu)
-    attr(avoid, "pending") <- Pu
-    j <- .mbo_select(ctx, n, model$mu, model$se, model$Cu, avoid, model$ymin, model$keys)
+    ids <- ls(pending_unit)
+    ids <- ids[order(as.numeric(ids))]  # in submission order
+    Pu <- if (length(ids)) do.call(rbind, mget(ids, envir = pending_unit)) else NULL
+    j <- .mbo_select(ctx, n, model$mu, model$se, model$Cu, c(Xkeys, .mbo_keys(Pu)), Pu, model$ymin, model$keys)
     model$C[j, , drop = FALSE]
   }
 
-  if (!is.null(X)) Xu <- .mbo_unit(ctx, X, bounds)
+  Xkeys <- character(0)       # .mbo_keys(Xu), kept as X grows
+  if (!is.null(X)) {
+    Xu <- .mbo_unit(ctx, X, bounds)
+    Xkeys <- .mbo_keys(Xu)
+  }
   refits <- 0L
   n0 <- .mbo_n_initial(ctx) - length(y)
   if (n0 > 0L) submit(.mbo_design(ctx, n0))

@@ -129,6 +129,7 @@ BUILTIN_OPTIMIZERS = {
     "bayes": "emews.optimizers.bayes:BayesianOptimizer",
     "mbo": "emews.optimizers.mbo:MBO",
     "hyperspace": "emews.optimizers.hyperspace:HyperSpace",
+    "bohb": "emews.optimizers.bohb:BOHB",
 }
 #: built-in trial schedulers by short name
 BUILTIN_TRIAL_SCHEDULERS = {

@@ -60,6 +60,8 @@ class Evaluator:
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     ``reports``  reads the training reports stored so far (see :meth:`reports`).
     ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
+    ``metric``   the name of the objective's metric: what the reports' metrics hold it under
+                 (``None`` when not known).
     """
 
     def __init__(
@@ -79,8 +81,10 @@ class Evaluator:
         observers: Sequence[EvaluatorObserver] = (),
         reports: Callable[[int | None], list[StoredReport]] | None = None,
         task_size: TaskSize | None = None,
+        metric: str | None = None,
     ) -> None:
         self.space = space
+        self.metric = metric
         self.task_size = task_size or FixedSize(1)
         self._gang = self.task_size.gang
         self.observers: list[EvaluatorObserver] = list(observers)

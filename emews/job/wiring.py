@@ -343,6 +343,7 @@ def run_optimizer_rank(
                     observers=spec.observers,
                     reports=reports,
                     task_size=spec.task_size,
+                    metric=spec.objective.metric,
                 )
                 view = (
                     evaluator if spec.replicates == 1 else ReplicatingEvaluator(evaluator, spec.space, spec.replicates)

@@ -15,7 +15,13 @@ a Matern kernel, RF and ET with ``return_std``) and acquisition formulas, but
 * fits a GP on the losses or on their power transform, whichever explains them better
   (``output_warp``, see ``optimizers._output_warp``);
 * maximizes the acquisition over random candidates plus perturbations of the best points,
-  and picks batches by constant liar (GP) or by spreading the picks apart (trees).
+  and picks batches by constant liar (GP) or by spreading the picks apart (trees);
+* keeps a proposal's work bounded in the points in flight (thousands of workers): a GP learns
+  at most ``MAX_LIES`` pending points as lies (evenly spaced over them when more are out; every
+  pending point is still never proposed again), a batch takes at most ``LIAR_PICKS`` points by
+  constant liar and the rest by Thompson sampling from the lied posterior over a bounded set of
+  the best candidates. With at most that many points pending and asked (a few workers), the
+  proposals are the same as without the bounds.
 
 The engine is not thread-safe; one thread at a time owns it.
 """
@@ -51,6 +57,12 @@ ACQ_FUNCS = ("EI", "PI", "LCB")
 INITIAL_GENERATORS = ("random", "lhs", "sobol", "halton", "hammersly")
 #: lies per batch learned by a GP refit; later ones by a rank-one update (see ``_liar_batch``)
 REFIT_LIES = 4
+#: pending points a GP fit learns as lies; more pending: an evenly spaced subset of them
+MAX_LIES = 64
+#: picks per batch by constant liar; a larger batch's others are Thompson samples (``_thompson``)
+LIAR_PICKS = 64
+#: most candidates a batch is picked from (the best by acquisition)
+MAX_BATCH_CANDIDATES = 16 * LIAR_PICKS
 
 
 class Engine:
@@ -75,6 +87,8 @@ class Engine:
         n_candidates: int = 2000,
         output_warp: bool | str = "auto",
         failures: FailureImputation | None = None,
+        max_lies: float = MAX_LIES,
+        liar_picks: float = LIAR_PICKS,
     ) -> None:
         quiet_model_fits()
         self.map = space
@@ -92,7 +106,12 @@ class Engine:
         self.kappa = kappa
         self.n_candidates = n_candidates
         self.output_warp = output_warp
-        self._warped = False  # output_warp auto: the last hyperparameter fit chose the warp
+        #: the bounds on a proposal's work (see the module's docstring; ``inf``: unbounded)
+        self.max_lies = max_lies
+        self.liar_picks = liar_picks
+        #: the work of the last model proposal: points the GP was fitted on (lies included),
+        #: pending points learned as lies, candidates the batch was picked from, Thompson picks
+        self.last_work: dict[str, int] = {}  # output_warp auto: the last hyperparameter fit chose the warp
         self._kernels: dict[bool, Any] = {}  # auto: the last kernel of each model (warm starts)
         #: output_warp auto: whether each choice (one per hyperparameter fit) took the warp
         self.warp_choices: list[bool] = []
@@ -179,18 +198,25 @@ class Engine:
         y_opt = float(np.min(y))
         sk = self.sk
         assert sk is not None, "a model proposes only in a space with something free"
-        Pt = np.asarray(sk.transform(pending), dtype=float) if pending else np.empty((0, X.shape[1]))
+        P_all = np.asarray(sk.transform(pending), dtype=float) if pending else np.empty((0, X.shape[1]))
+        Pt = _evenly(P_all, self.max_lies)  # bounded: all of them while few are out
         # pending points: a GP learns them as lies; trees keep the new picks away from them
         model = self._fit(name, X, y, Pt)
         cands = self._candidates(X, y)
         taken = np.vstack([X, Pt]) if len(Pt) else X  # exact duplicates are never proposed
         radius = 0.05 * math.sqrt(X.shape[1])
         raw = self._acquisition(model, cands, y_opt)
+        if len(Pt) < len(P_all):  # the pending points not learned: still never proposed again
+            raw = np.where(_same_rows(cands, P_all), -np.inf, raw)
         n_reserve = min(self.reserve_size, len(y) // 4)  # runners-up: stale, early points are few
         reserve = self._spread_top(cands, raw, n_reserve + n, taken, radius) if n_reserve else []
-        if len(cands) > max(256, 16 * n):  # the batch comes from the best candidates
-            keep = np.argsort(-raw)[: max(256, 16 * n)]
+        width = int(min(max(256, 16 * n), MAX_BATCH_CANDIDATES if n > self.liar_picks else math.inf))
+        if len(cands) > width:  # the batch comes from the best candidates
+            keep = np.argsort(-raw)[:width]
             cands, raw = cands[keep], raw[keep]
+        if len(Pt) < len(P_all) and np.isfinite(raw).any():
+            cands, raw = cands[np.isfinite(raw)], raw[np.isfinite(raw)]
+        self.last_work = {"fit_points": len(y) + len(Pt), "lies": len(Pt), "candidates": len(cands), "thompson": 0}
         if name == "GP":
             chosen = self._liar_batch(model, cands, n, y_opt, taken)
         else:
@@ -219,6 +245,9 @@ class Engine:
         used = np.zeros(len(cands), dtype=bool)
         chosen: list[np.ndarray] = []
         for j in range(n):
+            if j >= self.liar_picks:  # the rest of a large batch: Thompson samples
+                chosen += self._thompson(mu, cov, cands, n - j, used | (dmin < 1e-9))
+                break
             if used.all():
                 used[:] = False
             std = np.sqrt(np.maximum(np.diag(cov), 0.0))
@@ -239,6 +268,39 @@ class Engine:
                 mu = mu + s * ((y_opt - mu[best]) / denom)
                 cov = cov - np.outer(s, s / denom)
         return chosen
+
+    def _thompson(self, mu: np.ndarray, cov: np.ndarray, cands: np.ndarray, n: int, blocked: np.ndarray) -> list[np.ndarray]:
+        """``n`` picks, each the best candidate of one joint draw from the posterior (``mu``,
+        ``cov`` over ``cands``, conditioned on the batch's lies so far) among those not yet
+        taken: a matrix product per block of draws, no update per pick. When every candidate
+        is taken, the rest are uniform points of the space (exploration)."""
+        jitter = 1e-9 * max(float(np.mean(np.diag(cov))), 1e-12)
+        factor = None
+        for _ in range(4):
+            try:
+                factor = np.linalg.cholesky(cov + jitter * np.eye(len(cov)))
+                break
+            except np.linalg.LinAlgError:
+                jitter *= 100.0
+        if factor is None:  # independent draws then
+            factor = np.diag(np.sqrt(np.maximum(np.diag(cov), 0.0)))
+        blocked = blocked.copy()
+        # identical candidates (a discrete space) are one: only the first of each can be picked
+        first = np.unique(np.round(cands, 9) + 0.0, axis=0, return_index=True)[1]
+        blocked[np.setdiff1d(np.arange(len(cands)), first)] = True
+        out: list[np.ndarray] = []
+        while len(out) < n and not blocked.all():
+            draws = mu[:, None] + factor @ self.rng.standard_normal((len(cands), min(n - len(out), 1024)))
+            for column in draws.T:
+                if blocked.all():
+                    break
+                best = int(np.argmin(np.where(blocked, np.inf, column)))
+                blocked[best] = True
+                out.append(cands[best])
+        self.last_work["thompson"] = len(out)
+        if len(out) < n:
+            out += list(self._snap(self.rng.uniform(0.0, 1.0, size=(n - len(out), cands.shape[1]))))
+        return out
 
     def _spread_batch(
         self,
@@ -277,12 +339,14 @@ class Engine:
         order = np.argsort(-score)[: max(32 * k, 256)]
         top = cands[order]
         ok = _min_dist(top, taken) >= radius
+        near = np.full(len(top), np.inf)  # each candidate's distance to the nearest taken so far
         out: list[np.ndarray] = []
-        for x, good in zip(top, ok, strict=True):
-            if good and (not out or _min_dist(x[None, :], np.asarray(out))[0] >= radius):
-                out.append(x)
+        for i in range(len(top)):
+            if ok[i] and near[i] >= radius:
+                out.append(top[i])
                 if len(out) >= k:
                     break
+                near = np.minimum(near, _min_dist(top, top[i][None, :]))  # linear per pick, not in picks
         return out
 
     # -- surrogates ---------------------------------------------------------------------------
@@ -534,6 +598,20 @@ def _with_noise(model: Any) -> Any:
     if present and noise is not None:
         kernel.set_params(**{param: WhiteKernel(noise_level=max(float(noise), 1e-10))})
     return kernel
+
+
+def _evenly(P: np.ndarray, most: float) -> np.ndarray:
+    """All rows of ``P`` when there are at most ``most``, else ``most`` of them evenly spaced
+    (the first and the last included: the oldest and the newest pending points)."""
+    if len(P) <= most:
+        return P
+    return P[np.unique(np.linspace(0, len(P) - 1, int(most)).round().astype(int))]
+
+
+def _same_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Which rows of ``A`` equal a row of ``B`` (to 1e-9): a hash per row, linear in both."""
+    seen = {row.tobytes() for row in np.round(B, 9) + 0.0}  # + 0.0: -0.0 hashes as 0.0
+    return np.fromiter((row.tobytes() in seen for row in np.round(A, 9) + 0.0), dtype=bool, count=len(A))
 
 
 def _min_dist(A: np.ndarray, B: np.ndarray) -> np.ndarray:

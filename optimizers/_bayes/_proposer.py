@@ -38,6 +38,7 @@ class Proposer:
         staleness: float = 0.25,
         longer_than_tasks: bool = False,
         process_after: float = math.inf,
+        wide: bool = False,
     ) -> None:
         """``max_ahead``: most proposals kept ready beyond the demand; none until a fit took
         ``min_cycle`` seconds or more, and with ``longer_than_tasks`` none while a fit is shorter
@@ -45,7 +46,10 @@ class Proposer:
         the results told (early results are too informative to propose without).
         See :meth:`_ahead`. ``process_after``: once a fit (with its proposals) took this many
         seconds, start a model process and hand the engine over to it when it is ready
-        (0: start it at once; ``inf``: never; see :mod:`._remote`)."""
+        (0: start it at once; ``inf``: never; see :mod:`._remote`). ``wide``: more workers than
+        a fit learns pending points (thousands): speculate from the first timed fit, whatever
+        its length next to a task (a reserve's few stale points cost nothing next to the
+        thousands out, and a worker waiting on every refit costs the refit)."""
         self.engine: Engine | RemoteEngine = engine
         self.process_after = process_after
         self._model_process: ModelProcess | None = None
@@ -53,6 +57,7 @@ class Proposer:
         self.max_ahead = max_ahead
         self.min_cycle = min_cycle
         self.longer_than_tasks = longer_than_tasks
+        self.wide = wide
         self._started: dict[int, float] = {}  # task id -> when it was submitted
         self._durations: deque[float] = deque(maxlen=32)  # seconds recent tasks took
         self.safety = safety
@@ -210,6 +215,8 @@ class Proposer:
     def _speculating(self) -> bool:
         if self.max_ahead <= 0 or not self._cycles:
             return False
+        if self.wide:
+            return True
         cycle = max(self._cycles)
         if cycle < self.min_cycle:
             return False

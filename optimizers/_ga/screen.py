@@ -21,16 +21,18 @@ on 19 of 24 problems without screening, 22 with ``screen: 5`` and 24 with ``scre
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import ConstantKernel, Kernel, Matern, WhiteKernel
 
 from emews.core.space import Space
 
-from .._quiet import quiet_model_fits
 from .._training_set import window
 from .individual import Individual
+
+if TYPE_CHECKING:  # scikit-learn is imported by a screen that fits (``emews check`` never does)
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import Kernel
 
 #: evaluations the model needs before it screens (fewer: the first children bred are taken)
 MIN_OBSERVATIONS = 5
@@ -46,7 +48,10 @@ class SurrogateScreen:
     """Remembers the evaluations (:meth:`observe`) and picks the most promising children (:meth:`pick`)."""
 
     def __init__(self, factor: int, space: Space) -> None:
-        quiet_model_fits()
+        if factor > 1:  # the filters go in now, before any worker runs (see ``optimizers._quiet``)
+            from .._quiet import quiet_model_fits
+
+            quiet_model_fits()
         self.factor = factor
         self.space = space
         self._X: list[list[float]] = []
@@ -93,6 +98,8 @@ class SurrogateScreen:
         return [fresh[key] for key in keys] + repeats[: n - len(keys)]
 
     def _model(self) -> GaussianProcessRegressor:
+        from sklearn.gaussian_process import GaussianProcessRegressor
+
         X, y = np.array(self._X), np.array(self._y)
         if len(y) > MAX_POINTS:
             X, y = window(X, y, MAX_POINTS)
@@ -111,6 +118,8 @@ class SurrogateScreen:
         return model
 
     def _new_kernel(self, dims: int) -> Kernel:
+        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
         start = self._kernel  # warm start from the last fit
         if start is not None:
             return start

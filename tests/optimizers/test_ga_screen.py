@@ -18,6 +18,7 @@ from emews.optimizers.ga import GeneticAlgorithm
 from emews.core.results import Result, Status
 from emews.core.space import Categorical, Float, Int, Space
 from emews.testing import run_traced
+from testutil import modules_loaded_by
 
 HERE = str(Path(__file__).resolve())
 PLANE = Space({"x": Float(-5.0, 5.0), "y": Float(-5.0, 5.0)})
@@ -142,3 +143,14 @@ def test_screening_finds_better_points_on_a_smooth_problem() -> None:
 def test_screen_must_be_a_positive_integer(value: Any) -> None:
     with pytest.raises(ValueError, match="screen: must be an integer >= 1"):
         GeneticAlgorithm(screen=value)
+
+
+def test_scikit_learn_is_imported_by_a_screen_that_fits_not_by_the_ga_module() -> None:
+    """``emews check`` of a GA workflow imports the GA (its options' signature), never its model:
+    scikit-learn took seconds of each check. A screen of 1 (CANDLE's GA) never imports it."""
+    assert modules_loaded_by("emews.optimizers.ga", ("sklearn",), ()) == []
+    space = "emews.core.space as s; p = s.Space({'x': s.Float(0.0, 1.0)})"
+    screen = "emews.optimizers._ga.screen as g"
+    assert modules_loaded_by(f"{space}; import {screen}; g.SurrogateScreen(1, p)", ("sklearn",), ()) == []
+    assert "sklearn.exceptions" in modules_loaded_by(f"{space}; import {screen}; g.SurrogateScreen(10, p)",
+                                                     ("sklearn",), ())
