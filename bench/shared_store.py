@@ -90,6 +90,7 @@ def percentile(values: list[float], q: float) -> float:
 
 # --- emews: emews launch --pools K ----------------------------------------------------------------
 
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -151,9 +152,23 @@ def launch(url: str, tmp: Path, name: str, pools: int, workers: int, tasks: int,
     sampler.start()
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "emews", "launch", str(wf), "--workers", str(workers),
-         *(["--pools", str(pools)] if pools else []), "--exp-dir", str(exp)],
-        capture_output=True, text=True, timeout=1800, env=user_environment(), cwd=folder,
+        [
+            sys.executable,
+            "-m",
+            "emews",
+            "launch",
+            str(wf),
+            "--workers",
+            str(workers),
+            *(["--pools", str(pools)] if pools else []),
+            "--exp-dir",
+            str(exp),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=user_environment(),
+        cwd=folder,
     )
     whole = time.perf_counter() - t0
     sampler.done.set()
@@ -162,9 +177,14 @@ def launch(url: str, tmp: Path, name: str, pools: int, workers: int, tasks: int,
         raise SystemExit(f"emews launch (pools: {pools}) failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     first, last, n = _span(exp)
     cpu = sampler.samples[-1][1] if sampler.samples else float("nan")
-    return {"whole_per_s": tasks / whole, "in_run_per_s": n / (last - first),
-            "rank0_cpu_ms": 1e3 * sampler.between(first, last) / n, "rank0_cpu_total_s": cpu,
-            "exp": str(exp), "folder": str(folder)}
+    return {
+        "whole_per_s": tasks / whole,
+        "in_run_per_s": n / (last - first),
+        "rank0_cpu_ms": 1e3 * sampler.between(first, last) / n,
+        "rank0_cpu_total_s": cpu,
+        "exp": str(exp),
+        "folder": str(folder),
+    }
 
 
 def _span(exp: Path) -> tuple[float, float, int]:
@@ -172,7 +192,8 @@ def _span(exp: Path) -> tuple[float, float, int]:
 
     with open_store(exp, readonly=True) as store:
         row = store.connection.execute(  # type: ignore[attr-defined]
-            "SELECT min(submitted), max(finished), count(*) FROM results").fetchone()
+            "SELECT min(submitted), max(finished), count(*) FROM results"
+        ).fetchone()
     return float(row[0]), float(row[1]), int(row[2])
 
 
@@ -184,6 +205,7 @@ def round_trips(url: str, tmp: Path, n: int, workers: int) -> list[float]:
 
 
 # --- the store's time per result at 10k / 100k / 1M rows -----------------------------------------
+
 
 def time_per_result(exp: Path, levels: list[int], batch: int, batches: int) -> dict[int, float]:
     """Seconds per result of ``PoolQueue.complete`` (batches of ``batch``) once the results and
@@ -207,11 +229,14 @@ def time_per_result(exp: Path, levels: list[int], batch: int, batches: int) -> d
                     db.execute(
                         "INSERT INTO tasks (id, params, seed, submitted, attempt, ranks, state, pool) "
                         "SELECT g, '{\"x\": 0.5}', g, 0, 0, 1, 'done', %s FROM generate_series(%s::bigint, %s) g",
-                        (pool, lo, hi))
+                        (pool, lo, hi),
+                    )
                     db.execute(
                         "INSERT INTO results (id, status, objective, loss, params, metrics, submitted, started, "
                         "finished, pool) SELECT g, 'ok', 0, 0, '{\"x\": 0.5}', '{}', 0, 0, 0, %s "
-                        "FROM generate_series(%s::bigint, %s) g", (pool, lo, hi))
+                        "FROM generate_series(%s::bigint, %s) g",
+                        (pool, lo, hi),
+                    )
                 db.execute("ANALYZE results")
                 db.execute("ANALYZE tasks")
                 have = level
@@ -223,8 +248,10 @@ def time_per_result(exp: Path, levels: list[int], batch: int, batches: int) -> d
                 next_id += batch
                 queue.enqueue(tasks)
                 claimed = queue.claim(pool, batch, 60.0)
-                results = [Result(c.task.id, c.task.params, Status.OK, 0.0, 0.0, submitted=now, started=now,
-                                  finished=now) for c in claimed]
+                results = [
+                    Result(c.task.id, c.task.params, Status.OK, 0.0, 0.0, submitted=now, started=now, finished=now)
+                    for c in claimed
+                ]
                 t0 = time.perf_counter()
                 queue.complete(pool, results)
                 spent += time.perf_counter() - t0
@@ -248,6 +275,7 @@ def server_round_trip(url: str, n: int = 500) -> float:
 
 # --- eqsql (child process in its own venv) ------------------------------------------------------
 
+
 def eqsql_python(venv: Path) -> Path:
     """The venv's python with eqsql and psycopg2 (made on first use; eqsql's own dependencies are
     not installed: local_queue and db_tools need psycopg2 alone)."""
@@ -257,8 +285,10 @@ def eqsql_python(venv: Path) -> Path:
         return python
     print(f"making {venv} (eqsql {EQSQL_VERSION}, psycopg2-binary) ...", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", f"eqsql=={EQSQL_VERSION}",
-                    "psycopg2-binary"], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", f"eqsql=={EQSQL_VERSION}", "psycopg2-binary"],
+        check=True,
+    )
     subprocess.run(probe, check=True)
     return python
 
@@ -270,16 +300,36 @@ def eqsql_database(server: Any, python: Path, name: str) -> None:
     with psycopg.connect(server.url("postgres"), autocommit=True) as db:
         db.execute(f"DROP DATABASE IF EXISTS {name}")
         db.execute(f"CREATE DATABASE {name}")
-    sql = subprocess.run([str(python), "-c", "from importlib import resources; "
-                          "print(resources.files('eqsql').joinpath('workflow.sql').read_text())"],
-                         capture_output=True, text=True, check=True).stdout
+    sql = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "from importlib import resources; print(resources.files('eqsql').joinpath('workflow.sql').read_text())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     with psycopg.connect(server.url(name), autocommit=True) as db:
         db.execute(sql)
 
 
 def run_eqsql(python: Path, server: Any, name: str, tasks: int, workers: int, trips: int) -> dict:
-    args = [str(python), str(HERE), "--eqsql-child", "--port", str(server.port), "--db", name,
-            "--tasks", str(tasks), "--workers", str(workers), "--round-trips", str(trips)]
+    args = [
+        str(python),
+        str(HERE),
+        "--eqsql-child",
+        "--port",
+        str(server.port),
+        "--db",
+        name,
+        "--tasks",
+        str(tasks),
+        "--workers",
+        str(workers),
+        "--round-trips",
+        str(trips),
+    ]
     env = {**os.environ, "USER": os.environ.get("USER", "postgres")}  # eqsql's db_tools reads $USER on import
     proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=env)
     if proc.returncode != 0:
@@ -309,8 +359,10 @@ def eqsql_child(args: argparse.Namespace) -> None:
     from eqsql.task_queues import local_queue
 
     queue = local_queue.init_task_queue("127.0.0.1", "postgres", args.port, args.db)
-    procs = [multiprocessing.Process(target=_eqsql_worker, args=(args.port, args.db, f"pool{i}"))
-             for i in range(args.workers)]
+    procs = [
+        multiprocessing.Process(target=_eqsql_worker, args=(args.port, args.db, f"pool{i}"))
+        for i in range(args.workers)
+    ]
     for p in procs:
         p.start()
     payload = json.dumps({"x": 0.5})
@@ -337,6 +389,7 @@ def eqsql_child(args: argparse.Namespace) -> None:
 
 
 # --- driver ---------------------------------------------------------------------------------------
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -372,9 +425,12 @@ def main() -> None:
         tmp = Path(tmp_name)
         server = start_server(tmp / "pg")
         try:
-            print(f"PostgreSQL on 127.0.0.1:{server.port}; {os.cpu_count()} cores (shared: every process of "
-                  f"both systems and the server run on them); {args.workers} workers per pool, {args.tasks} "
-                  f"no-op tasks per launch, {args.round_trips} round trips; {args.repeats} repeats", flush=True)
+            print(
+                f"PostgreSQL on 127.0.0.1:{server.port}; {os.cpu_count()} cores (shared: every process of "
+                f"both systems and the server run on them); {args.workers} workers per pool, {args.tasks} "
+                f"no-op tasks per launch, {args.round_trips} round trips; {args.repeats} repeats",
+                flush=True,
+            )
             url = server.url()
             runs: dict[int, list[dict]] = {k: [] for k in pool_counts}
             eq_runs: list[dict] = []
@@ -382,16 +438,21 @@ def main() -> None:
             for i in range(args.repeats):
                 line = []
                 for k in pool_counts:
-                    row = launch(url, tmp, f"r{i}-k{k}", k, args.workers, args.tasks,
-                                 '{name: random, options: {seed: 1}}')
+                    row = launch(
+                        url, tmp, f"r{i}-k{k}", k, args.workers, args.tasks, "{name: random, options: {seed: 1}}"
+                    )
                     runs[k].append(row)
-                    line.append(f"{k or 'SQLite, no'} pools {row['whole_per_s']:,.0f}/s whole, {row['in_run_per_s']:,.0f}/s in run, "
-                                f"rank 0 {row['rank0_cpu_ms']:.2f} ms CPU/task ({row['rank0_cpu_total_s']:.1f} s)")
+                    line.append(
+                        f"{k or 'SQLite, no'} pools {row['whole_per_s']:,.0f}/s whole, {row['in_run_per_s']:,.0f}/s in run, "
+                        f"rank 0 {row['rank0_cpu_ms']:.2f} ms CPU/task ({row['rank0_cpu_total_s']:.1f} s)"
+                    )
                 name = f"eqsql_{i}"
                 eqsql_database(server, python, name)
                 eq = run_eqsql(python, server, name, args.tasks, eq_workers, args.round_trips)
                 eq_runs.append(eq)
-                line.append(f"eqsql ({eq_workers} workers) {eq['tasks_per_s']:,.0f}/s, {eq['in_db_per_s']:,.0f}/s in db")
+                line.append(
+                    f"eqsql ({eq_workers} workers) {eq['tasks_per_s']:,.0f}/s, {eq['in_db_per_s']:,.0f}/s in db"
+                )
                 print(f"  repeat {i + 1}: " + " | ".join(line), flush=True)
             folder = tmp / "roundtrip-run"
             folder.mkdir()
@@ -407,24 +468,41 @@ def main() -> None:
 
     eq_rate = statistics.median(r["tasks_per_s"] for r in eq_runs)
     print()
-    print(f"no-op tasks through PostgreSQL: emews launch --workers {args.workers} --pools K, {args.tasks} evaluations "
-          "(progress on, CSV and summary included); SQLite: the same launch without store.url and --pools")
-    print(f"{'pools':<8}{'whole cmd/s':>14}{'in run/s':>12}{'rank 0 CPU ms/task (in run)':>30}{'rank 0 CPU s (all)':>20}")
+    print(
+        f"no-op tasks through PostgreSQL: emews launch --workers {args.workers} --pools K, {args.tasks} evaluations "
+        "(progress on, CSV and summary included); SQLite: the same launch without store.url and --pools"
+    )
+    print(
+        f"{'pools':<8}{'whole cmd/s':>14}{'in run/s':>12}{'rank 0 CPU ms/task (in run)':>30}{'rank 0 CPU s (all)':>20}"
+    )
     for k in pool_counts:
-        print(f"{k or 'SQLite':<8}{med(k, 'whole_per_s'):>14,.0f}{med(k, 'in_run_per_s'):>12,.0f}{med(k, 'rank0_cpu_ms'):>30.2f}"
-              f"{med(k, 'rank0_cpu_total_s'):>20.1f}")
-    print(f"eqsql {EQSQL_VERSION}, {eq_workers} Python workers: {eq_rate:,.0f} tasks/s (submit to last result), "
-          f"{statistics.median(r['in_db_per_s'] for r in eq_runs):,.0f}/s in the database")
+        print(
+            f"{k or 'SQLite':<8}{med(k, 'whole_per_s'):>14,.0f}{med(k, 'in_run_per_s'):>12,.0f}{med(k, 'rank0_cpu_ms'):>30.2f}"
+            f"{med(k, 'rank0_cpu_total_s'):>20.1f}"
+        )
+    print(
+        f"eqsql {EQSQL_VERSION}, {eq_workers} Python workers: {eq_rate:,.0f} tasks/s (submit to last result), "
+        f"{statistics.median(r['in_db_per_s'] for r in eq_runs):,.0f}/s in the database"
+    )
     if 2 in runs:
-        print(f"emews 2 pools / eqsql: {med(2, 'whole_per_s') / eq_rate:.2f}x (whole command), "
-              f"{med(2, 'in_run_per_s') / eq_rate:.2f}x (in run)   [target >= 5x, >= 10,000/s]")
-    print(f"single-task round trip: emews (1 pool) p50 {1e3 * percentile(trips, 50):.1f} ms, p99 "
-          f"{1e3 * percentile(trips, 99):.1f} ms; eqsql p50 {1e3 * percentile(eq_trips, 50):.1f} ms, p99 "
-          f"{1e3 * percentile(eq_trips, 99):.1f} ms   [target p50 <= 10 ms]")
-    print(f"server round trip (SELECT 1, one connection): p50 {1e6 * ping:.0f} us; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end")
-    print(f"store time per result (PoolQueue.complete, batches of {args.batch}):  " + ",  ".join(
-        f"{n:,} rows {1e6 * s:.0f} us" for n, s in per_result.items()) + "   [target: flat]")
+        print(
+            f"emews 2 pools / eqsql: {med(2, 'whole_per_s') / eq_rate:.2f}x (whole command), "
+            f"{med(2, 'in_run_per_s') / eq_rate:.2f}x (in run)   [target >= 5x, >= 10,000/s]"
+        )
+    print(
+        f"single-task round trip: emews (1 pool) p50 {1e3 * percentile(trips, 50):.1f} ms, p99 "
+        f"{1e3 * percentile(trips, 99):.1f} ms; eqsql p50 {1e3 * percentile(eq_trips, 50):.1f} ms, p99 "
+        f"{1e3 * percentile(eq_trips, 99):.1f} ms   [target p50 <= 10 ms]"
+    )
+    print(
+        f"server round trip (SELECT 1, one connection): p50 {1e6 * ping:.0f} us; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end"
+    )
+    print(
+        f"store time per result (PoolQueue.complete, batches of {args.batch}):  "
+        + ",  ".join(f"{n:,} rows {1e6 * s:.0f} us" for n, s in per_result.items())
+        + "   [target: flat]"
+    )
 
 
 if __name__ == "__main__":
