@@ -55,7 +55,9 @@ class QueuePair:
             tail = self.tasks[-1].priority
         except IndexError:
             tail = float("inf")
-        return all(a.priority >= b.priority for a, b in zip(batch, batch[1:])) and batch[0].priority <= tail
+        return (
+            all(a.priority >= b.priority for a, b in zip(batch, batch[1:], strict=False)) and batch[0].priority <= tail
+        )
 
     def _insert(self, task: Task) -> None:
         position = len(self.tasks)

@@ -35,12 +35,17 @@ def current_job_id(environ: Mapping[str, str] = os.environ) -> str | None:
     return next((environ[v] for v in JOB_ID_VARIABLES if environ.get(v)), None)
 
 
+#: a pool of short tasks holds up to this many per worker (its read-ahead grows to it as needed)
+READ_AHEAD = 64
+
+
 class PoolRun:
     """This job's distributor and its feeder, registered as one pool of the experiment.
 
     ``queue`` is the feeder's own connection; the pool holds a task per worker and a quarter more
     on their way (at least one), under leases of ``lease_s`` seconds: enough that a freed worker
-    finds its next task here, few enough that other pools find work in the queue."""
+    finds its next task here, few enough that other pools find work in the queue. For tasks
+    shorter than a claim's round trip the read-ahead grows, up to :data:`READ_AHEAD` per worker."""
 
     def __init__(
         self,
@@ -58,7 +63,10 @@ class PoolRun:
         trials: TrialService | None = None,
     ) -> None:
         self.queue = queue
-        self.pool = queue.register(site, len(worker_ranks), job_id=current_job_id(), host=socket.gethostname())
+        hold = len(worker_ranks) + max(1, len(worker_ranks) // 4)
+        self.pool = queue.register(
+            site, len(worker_ranks), job_id=current_job_id(), host=socket.gethostname(), hold=hold
+        )
         self.queues = PoolQueuePair()
         self.progress = Progress(budget=None, workers=len(worker_ranks))
         self.distributor = Distributor(
@@ -74,7 +82,7 @@ class PoolRun:
             trials=trials,
         ).start()
         self.feeder = PoolFeeder(
-            queue, self.queues, self.pool, hold=len(worker_ranks) + max(1, len(worker_ranks) // 4), lease_s=lease_s
+            queue, self.queues, self.pool, hold=hold, lease_s=lease_s, max_hold=READ_AHEAD * len(worker_ranks)
         )
         self._thread: threading.Thread | None = None
         #: what ended a feeder running on its own thread (the store lost for good, say)

@@ -126,8 +126,8 @@ class PoolBridge:
         return cancelled
 
     def _submitter_capacity(self) -> int:
-        """Workers of the pools that heartbeat within a lease (the evaluator's capacity)."""
-        return self._listener.live_workers(self._lease)
+        """Tasks the pools that heartbeat within a lease hold at most (the evaluator's capacity)."""
+        return self._listener.live_capacity(self._lease)
 
     def close(self, *, finished: bool) -> None:
         """Stop both threads; ``finished``: the optimizer is done, so pools stop once they hold

@@ -59,17 +59,33 @@ class PoolQueuePair(QueuePair):
 
 
 class PoolFeeder:
-    """Keeps up to ``hold`` claimed tasks in the distributor's queue or running, stores their
+    """Keeps up to :attr:`hold` claimed tasks in the distributor's queue or running, stores their
     results, and heartbeats every third of ``lease_s`` (when idle it wakes for that, too, and then
-    claims again: a task another pool lost comes back to the queue when its lease ends, unannounced)."""
+    claims again: a task another pool lost comes back to the queue when its lease ends, unannounced).
 
-    def __init__(self, queue: PoolQueue, queues: PoolQueuePair, pool: int, *, hold: int, lease_s: float) -> None:
+    ``hold`` is where it starts; with ``max_hold`` above it, the read-ahead doubles whenever the
+    pool turned over everything it held and its workers then found the distributor's queue empty
+    (tasks shorter than a claim's round trip), up to ``max_hold``, and the store is told
+    (:meth:`~emews.store.pool_queue.PoolQueue.set_hold`: the optimizer keeps that many in flight)."""
+
+    def __init__(
+        self,
+        queue: PoolQueue,
+        queues: PoolQueuePair,
+        pool: int,
+        *,
+        hold: int,
+        lease_s: float,
+        max_hold: int | None = None,
+    ) -> None:
         if hold < 1 or lease_s <= 0:
             raise ValueError(f"a pool holds at least one task under a positive lease (hold={hold}, lease_s={lease_s})")
         self._queue = queue
         self._queues = queues
         self.pool = pool
-        self._hold = hold
+        self.hold = hold
+        self._max_hold = max(hold, max_hold or hold)
+        self._turned_over = 0  # results stored since the hold last grew
         self._lease = lease_s
         self._held: set[int] = set()  # claimed, result not yet stored
         self._renewed = time.monotonic()
@@ -96,11 +112,21 @@ class PoolFeeder:
             for result in results:
                 self._held.discard(result.id)
                 (self.stored if result.id in stored else self.late).append(result.id)
-        claimed = self._queue.claim(self.pool, self._hold - self.held, self._lease) if self.held < self._hold else []
+            self._turned_over += len(results)
+            self._grow()
+        claimed = self._queue.claim(self.pool, self.hold - self.held, self._lease) if self.held < self.hold else []
         if claimed:
             self._held.update(c.task.id for c in claimed)
             self._queues.submit([c.task for c in claimed])
         return bool(results or claimed)
+
+    def _grow(self) -> None:
+        """Double the read-ahead when the workers drained it: everything held turned over and
+        nothing waits in the distributor's queue."""
+        if self.hold < self._max_hold and self._turned_over >= self.hold and not self._queues.tasks:
+            self.hold = min(2 * self.hold, self._max_hold)
+            self._turned_over = 0
+            self._queue.set_hold(self.pool, self.hold)
 
     def sleep(self) -> None:
         """Wait until a task is queued, a result comes, or the next heartbeat is due."""

@@ -38,8 +38,8 @@ _ENQUEUE = (
     "ON CONFLICT (id) DO UPDATE SET state = 'queued', priority = EXCLUDED.priority WHERE tasks.state IS NULL"
 )
 _REGISTER = (
-    f"INSERT INTO pools (site, job_id, host, workers, started, heartbeat) "
-    f"VALUES (%s, %s, %s, %s, {_NOW}, {_NOW}) RETURNING id"
+    f"INSERT INTO pools (site, job_id, host, workers, hold, started, heartbeat) "
+    f"VALUES (%s, %s, %s, %s, %s, {_NOW}, {_NOW}) RETURNING id"
 )
 # a leased task whose lease ended is claimable as a queued one; claiming it counts one more attempt
 _CLAIM = f"""
@@ -51,12 +51,13 @@ WHERE t.id = c.id
 RETURNING t.id, t.params, t.seed, t.submitted, t.attempt, t.ranks, t.priority
 """
 _RENEW_POOL = f"UPDATE pools SET heartbeat = {_NOW} WHERE id = %s"
+_SET_HOLD = "UPDATE pools SET hold = %s WHERE id = %s"
 _RENEW_TASKS = f"UPDATE tasks SET lease_until = {_NOW} + %s WHERE pool = %s AND state = 'leased'"
 _REQUEUE = (
     f"UPDATE tasks SET state = 'queued', pool = NULL, lease_until = NULL, attempt = attempt + 1 "
     f"WHERE state = 'leased' AND lease_until < {_NOW} RETURNING id"
 )
-_DONE = "UPDATE tasks SET state = 'done', pool = COALESCE(pool, %s), lease_until = NULL WHERE id = %s"
+_DONE = "UPDATE tasks SET state = 'done', pool = COALESCE(pool, %s), lease_until = NULL WHERE id = ANY(%s)"
 _COUNT = "UPDATE pools SET tasks_done = tasks_done + %s, heartbeat = " + _NOW + " WHERE id = %s"
 _STOP = f"UPDATE pools SET stopped = {_NOW} WHERE id = %s"
 _POOLS = "SELECT id, site, job_id, host, workers, tasks_done, started, heartbeat, stopped FROM pools ORDER BY id"
@@ -67,7 +68,10 @@ _QUEUED = "SELECT count(*) FROM tasks WHERE state = 'queued' OR state = 'leased'
 _CANCEL_QUEUED = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' RETURNING id"
 _CANCEL_IDS = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' AND id = ANY(%s) RETURNING id"
 _CANCELLED = "SELECT id FROM tasks WHERE state = 'cancelled'"
-_LIVE_WORKERS = f"SELECT COALESCE(SUM(workers), 0) FROM pools WHERE stopped IS NULL AND heartbeat > {_NOW} - %s"
+_LIVE_HOLD = (
+    f"SELECT COALESCE(SUM(GREATEST(workers, COALESCE(hold, workers))), 0) FROM pools "
+    f"WHERE stopped IS NULL AND heartbeat > {_NOW} - %s"
+)
 #: ``emews_meta`` keys: the experiment runs its tasks through pools; its optimizer finished
 POOL_MODE, FINISHED = "pools", "pools_finished"
 
@@ -223,9 +227,10 @@ class PoolQueue:
         return self._raw.execute(_GET_META, (FINISHED,)).fetchone() is not None
 
     @retried
-    def live_workers(self, lease_s: float) -> int:
-        """Workers of the pools not stopped whose last heartbeat is less than ``lease_s`` old."""
-        return int(self._raw.execute(_LIVE_WORKERS, (lease_s,)).fetchone()[0])
+    def live_capacity(self, lease_s: float) -> int:
+        """Tasks the pools not stopped, whose last heartbeat is less than ``lease_s`` old, hold at
+        most (their workers and the read-ahead each grew for short tasks)."""
+        return int(self._raw.execute(_LIVE_HOLD, (lease_s,)).fetchone()[0])
 
     @retried
     def outstanding(self) -> int:
@@ -316,19 +321,21 @@ class PoolQueue:
 
     # -- a pool's side -------------------------------------------------------------
     @retried
-    def register(self, site: str, workers: int, job_id: str | None = None, host: str | None = None) -> int:
-        """Add a pool of ``workers`` on ``site``; its id."""
+    def register(
+        self, site: str, workers: int, job_id: str | None = None, host: str | None = None, hold: int | None = None
+    ) -> int:
+        """Add a pool of ``workers`` on ``site`` (holding up to ``hold`` tasks); its id."""
         with self._raw.transaction():
-            pool = int(self._raw.execute(_REGISTER, (site, job_id, host, workers)).fetchone()[0])
+            pool = int(self._raw.execute(_REGISTER, (site, job_id, host, workers, hold or workers)).fetchone()[0])
             self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))  # the optimizer counts its workers
         return pool
 
     @retried
     def claim(self, pool: int, n: int, lease_s: float) -> list[Claimed]:
         """Lease up to ``n`` claimable tasks to ``pool`` for ``lease_s`` seconds, highest priority
-        first, then oldest id; tasks another transaction holds are skipped, never waited for."""
-        with self._raw.transaction():
-            rows = self._raw.execute(_CLAIM, {"pool": pool, "lease": lease_s, "n": n}).fetchall()
+        first, then oldest id; tasks another transaction holds are skipped, never waited for (one
+        statement: its own transaction, one round trip)."""
+        rows = self._raw.execute(_CLAIM, {"pool": pool, "lease": lease_s, "n": n}).fetchall()
         rows.sort(key=lambda r: (-r[6], r[0]))
         return [
             Claimed(Task(i, loads_point(p), s, sub, attempt, ranks=size, priority=prio), attempt, prio)
@@ -344,6 +351,13 @@ class PoolQueue:
             return int(self._raw.execute(_RENEW_TASKS, (lease_s, pool)).rowcount)
 
     @retried
+    def set_hold(self, pool: int, hold: int) -> None:
+        """``pool`` now holds up to ``hold`` tasks; the optimizer's side recounts the capacity."""
+        with self._raw.transaction():
+            self._raw.execute(_SET_HOLD, (hold, pool))
+            self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))
+
+    @retried
     def requeue_expired(self) -> list[int]:
         """Return the tasks whose lease ended to the queue (same ids, one more attempt); their ids."""
         with self._raw.transaction():
@@ -354,14 +368,17 @@ class PoolQueue:
         """Store ``results`` written by ``pool``: one result per task id (a second one, e.g. from a
         pool presumed dead whose task ran again elsewhere, is ignored); mark the tasks done, count
         them for the pool and notify the experiment's channel. The ids stored now."""
+        batch = list({r.id: r for r in results}.values())
+        if not batch:
+            return []
         stored: list[int] = []
         with self._raw.transaction():
-            for result in results:
-                row = (*_result_row(result), pool)
-                cursor = self._raw.execute(_insert_once(), row)
-                if cursor.rowcount:
-                    stored.append(result.id)
-                self._raw.execute(_DONE, (pool, result.id))
+            for start in range(0, len(batch), 1000):  # a statement takes at most 65,535 parameters
+                chunk = batch[start : start + 1000]
+                rows = [value for result in chunk for value in (*_result_row(result), pool)]
+                stored += [int(i) for (i,) in self._raw.execute(_insert_once(len(chunk)), rows).fetchall()]
+            stored.sort()
+            self._raw.execute(_DONE, (pool, [r.id for r in batch]))
             if stored:
                 self._raw.execute(_COUNT, (len(stored), pool))
                 self._raw.execute("SELECT pg_notify(%s, %s)", (self.channel, ",".join(map(str, stored))))
@@ -414,10 +431,12 @@ def pool_queue_of(store: Store, exp_dir: Path) -> PoolQueue:
     return queue
 
 
-def _insert_once() -> str:
-    """The result INSERT with the pool column, ignoring a second result for the same task id."""
+def _insert_once(count: int) -> str:
+    """The INSERT of ``count`` results with the pool column, ignoring a second result for a task
+    id; it returns the ids inserted."""
     columns = (*WRITTEN_COLUMNS, "pool")
+    row = f"({','.join(['%s'] * len(columns))})"
     return (
-        f"INSERT INTO results ({','.join(columns)}) VALUES ({','.join(['%s'] * len(columns))}) "
-        "ON CONFLICT (id) DO NOTHING"
+        f"INSERT INTO results ({','.join(columns)}) VALUES {','.join([row] * count)} "
+        "ON CONFLICT (id) DO NOTHING RETURNING id"
     )
