@@ -143,3 +143,35 @@ def test_a_lost_pools_tasks_run_elsewhere(stores: list[PostgresStore]) -> None:
     assert sorted(lost.late) == sorted(held) and lost.stored == []
     rows = stores[0].connection.execute("SELECT id, host FROM results ORDER BY id").fetchall()
     assert rows == [(i, "alive") for i in range(TASKS)]
+
+
+def test_the_read_ahead_grows_for_short_tasks_only(stores: list[PostgresStore]) -> None:
+    """Tasks done at once drain what the pool holds: its hold doubles (up to its maximum) and the
+    store's row says so; a pool whose tasks are still running keeps its first hold."""
+    optimizer = PoolQueue(stores[0])
+    optimizer.enqueue([Task(i, {"x": i / 8}, i, 1000.0 + i) for i in range(TASKS)])
+    queue = PoolQueue(stores[1])
+    queues = PoolQueuePair()
+    short = PoolFeeder(queue, queues, queue.register("local", workers=2, hold=2), hold=2, lease_s=60.0, max_hold=16)
+    stop = threading.Event()
+    worker = threading.Thread(target=_evaluate, args=(queues, "h", stop))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 120.0  # a safety net against a hang, not a measurement
+        while len(short.stored) < TASKS and time.monotonic() < deadline:
+            if not short.step():
+                short.sleep()
+    finally:
+        stop.set()
+        worker.join()
+    assert sorted(short.stored) == list(range(TASKS))
+    assert short.hold > 2
+    holds = dict(stores[0].connection.execute("SELECT id, hold FROM pools").fetchall())
+    assert holds[short.pool] == short.hold
+    assert optimizer.live_capacity(60.0) == short.hold
+    optimizer.enqueue([Task(i, {"x": 0.5}, i, 2000.0) for i in range(TASKS, TASKS + 10)])
+    busy = PoolFeeder(queue, PoolQueuePair(), queue.register("local", workers=2, hold=2), hold=2, lease_s=60.0,
+                      max_hold=16)
+    for _ in range(5):  # nothing runs its tasks: nothing turns over
+        busy.step()
+    assert busy.hold == 2 and busy.held == 2
