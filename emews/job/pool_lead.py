@@ -73,16 +73,16 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     )
     print(f"pool {run.pool} of {exp_dir}: {len(workers)} workers on {site.name}", file=sys.stderr, flush=True)
     log.info("pool %s: %s workers on %s", run.pool, len(workers), site.name)
-    stopped: Interrupted | StoreLost | None = None
+    stopped: BaseException | None = None
     try:
         with interrupt.raising():
             run.run()
     except Interrupted as exc:
         stopped = exc
         run.stop()
-    except StoreLost as exc:  # what it had stored stays stored; what it held returns when its leases end
+    except Exception as exc:  # the store lost for good, the distributor failed: one line, what it stored kept
         stopped = exc
-        log.error("%s", exc)
+        log.error("pool %s stopped: %s", run.pool, exc, exc_info=not isinstance(exc, StoreLost))
     finally:
         run.close(abort=stopped is not None)
         queue.store.close()
@@ -92,4 +92,4 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     )
     print(line + ("" if stopped is None else f"; stopped: {stopped}"), file=sys.stderr, flush=True)
     log.info(line)
-    return EXIT_FAILED if isinstance(stopped, StoreLost) else EXIT_OK
+    return EXIT_OK if stopped is None or isinstance(stopped, Interrupted) else EXIT_FAILED

@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
@@ -35,6 +35,8 @@ def current_job_id(environ: Mapping[str, str] = os.environ) -> str | None:
     return next((environ[v] for v in JOB_ID_VARIABLES if environ.get(v)), None)
 
 
+#: seconds a stopping pool waits for its feeder (a batch system's kill grace is short)
+STOP_PATIENCE = 10.0
 #: a pool of short tasks holds up to this many per worker (its read-ahead grows to it as needed)
 READ_AHEAD = 64
 
@@ -61,6 +63,7 @@ class PoolRun:
         inline_timeout: float | None = None,
         fail_fast: int = 0,
         trials: TrialService | None = None,
+        on_error: Callable[[BaseException], None] = lambda error: None,
     ) -> None:
         self.queue = queue
         hold = len(worker_ranks) + max(1, len(worker_ranks) // 4)
@@ -82,8 +85,15 @@ class PoolRun:
             trials=trials,
         ).start()
         self.feeder = PoolFeeder(
-            queue, self.queues, self.pool, hold=hold, lease_s=lease_s, max_hold=READ_AHEAD * len(worker_ranks)
+            queue,
+            self.queues,
+            self.pool,
+            hold=hold,
+            lease_s=lease_s,
+            max_hold=READ_AHEAD * len(worker_ranks),
+            fits=len(worker_ranks),
         )
+        self._on_error = on_error
         self._thread: threading.Thread | None = None
         #: what ended a feeder running on its own thread (the store lost for good, say)
         self.error: BaseException | None = None
@@ -105,9 +115,10 @@ class PoolRun:
     def _run_noting(self) -> None:
         try:
             self.run()
-        except BaseException as exc:  # the optimizer's side learns it from the bridge's own connection
+        except BaseException as exc:
             log.error("pool %s stopped: %s", self.pool, exc)
             self.error = exc
+            self._on_error(exc)  # the first job's optimizer must not wait for results that cannot come
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
@@ -115,9 +126,10 @@ class PoolRun:
 
     def stop(self) -> None:
         """Stop claiming and storing now (a stop signal); what the pool held returns to the queue
-        when its leases end."""
+        when its leases end. Waits for the feeder at most :data:`STOP_PATIENCE` seconds (it may be
+        retrying a lost connection)."""
         self.feeder.stop()
-        self.join()
+        self.join(STOP_PATIENCE)
 
     def close(self, *, abort: bool = False, pause: float | None = None) -> None:
         """Stop the workers (after :meth:`run` ended or :meth:`stop`)."""

@@ -187,7 +187,10 @@ def resume_state(
         from emews.store.pool_queue import PoolQueue  # a pooled experiment's store is PostgreSQL
 
         cancelled = PoolQueue(store).cancelled()  # type: ignore[arg-type]
-        return ResumeState(list(store), [t for t, _ in store.unfinished() if t.id not in cancelled], store.next_id())
+        unfinished = [t for t, _ in store.unfinished() if t.id not in cancelled]
+        history = list(store)  # read second: a result stored meanwhile is here, not lost between the two
+        done = {r.id for r in history}
+        return ResumeState(history, [t for t in unfinished if t.id not in done], store.next_id())
     requeue, given_up, waiting = [], [], []
     pauses = store.pauses()  # a paused trial may be continued any number of times
     for task, attempt in store.unfinished():
@@ -230,7 +233,7 @@ def trial_service(
         scheduler = spec.make_trial_scheduler().bind(
             metric=spec.objective.metric, direction=spec.direction, space=spec.space, seed=spec.seed
         )
-    if spec.exp_dir is not None:
+    if spec.exp_dir is not None and not spec.pools:  # with pools, writers on other hosts look dead here
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
     service = TrialService(
         store,
@@ -430,6 +433,7 @@ class SharedQueue:
                     inline_timeout=spec.timeout if spec.isolation == "inline" else None,
                     fail_fast=spec.fail_fast,
                     trials=pool_trials(spec, self._connections[3]),
+                    on_error=queues.fail,
                 ).start()
                 if worker_ranks
                 else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from emews.core.queues import QueuePair
@@ -103,12 +104,15 @@ class PoolBridge:
 
     def _receive(self) -> None:
         self._queues.capacity = self._submitter_capacity()
+        rechecked = time.monotonic()
         while not self._closing.is_set():
             announced = self._listener.wait(self._recheck)
+            due = time.monotonic() - rechecked >= self._recheck  # even while announcements keep coming
             with self._lock:
-                wanted = self._waiting.intersection(announced) if announced else set(self._waiting)
-            if not announced:
+                wanted = self._waiting.intersection(announced) if announced and not due else set(self._waiting)
+            if not announced or due:
                 self._queues.capacity = self._submitter_capacity()
+                rechecked = time.monotonic()
             if not wanted:
                 continue
             results = self._listener.results(sorted(wanted))
@@ -121,7 +125,7 @@ class PoolBridge:
     def cancel(self, ids: Sequence[int]) -> list[int]:
         """Cancel the tasks among ``ids`` still queued (no pool claimed them); their ids."""
         with self._lock:
-            cancelled = self._submitter.cancel(ids)
+            cancelled = [i for i in self._submitter.cancel(ids) if i in self._waiting]  # each id once
             self._waiting.difference_update(cancelled)
         return cancelled
 

@@ -11,7 +11,7 @@ task was queued: ``LISTEN``) and the pair's pipe (a result came), never in a pol
 from __future__ import annotations
 
 import os
-import select
+import selectors
 import threading
 import time
 from collections.abc import Callable
@@ -77,6 +77,7 @@ class PoolFeeder:
         hold: int,
         lease_s: float,
         max_hold: int | None = None,
+        fits: int = 2**31 - 1,
     ) -> None:
         if hold < 1 or lease_s <= 0:
             raise ValueError(f"a pool holds at least one task under a positive lease (hold={hold}, lease_s={lease_s})")
@@ -84,7 +85,9 @@ class PoolFeeder:
         self._queues = queues
         self.pool = pool
         self.hold = hold
+        self._base_hold = hold
         self._max_hold = max(hold, max_hold or hold)
+        self._fits = fits  # the largest task (in ranks) this pool's workers can run
         self._turned_over = 0  # results stored since the hold last grew
         self._lease = lease_s
         self._held: set[int] = set()  # claimed, result not yet stored
@@ -104,8 +107,9 @@ class PoolFeeder:
         """One round: heartbeat if due, store the results that came, claim what fits; whether
         anything happened (else the caller may :meth:`sleep`)."""
         if time.monotonic() - self._renewed >= self._lease / 3:
-            self._queue.renew(self.pool, self._lease)
+            self._queue.renew(self.pool, self._lease, sorted(self._held))
             self._renewed = time.monotonic()
+            self._shrink()
         results = self._queues.collect(timeout=0)
         if results:
             stored = set(self._queue.complete(self.pool, results))
@@ -114,7 +118,13 @@ class PoolFeeder:
                 (self.stored if result.id in stored else self.late).append(result.id)
             self._turned_over += len(results)
             self._grow()
-        claimed = self._queue.claim(self.pool, self.hold - self.held, self._lease) if self.held < self.hold else []
+        claimed = (
+            self._queue.claim(self.pool, self.hold - self.held, self._lease, self._fits)
+            if self.held < self.hold
+            else []
+        )
+        # a task of its own whose lease ended while the store was away is still running here: not twice
+        claimed = [c for c in claimed if c.task.id not in self._held]
         if claimed:
             self._held.update(c.task.id for c in claimed)
             self._queues.submit([c.task for c in claimed])
@@ -128,12 +138,23 @@ class PoolFeeder:
             self._turned_over = 0
             self._queue.set_hold(self.pool, self.hold)
 
+    def _shrink(self) -> None:
+        """Halve the read-ahead (not below where it started) when, at a heartbeat, more tasks wait
+        in the distributor's queue than it started with: tasks got longer, and other pools should
+        find them in the shared queue instead."""
+        if self.hold > self._base_hold and len(self._queues.tasks) > self._base_hold:
+            self.hold = max(self._base_hold, self.hold // 2)
+            self._queue.set_hold(self.pool, self.hold)
+
     def sleep(self) -> None:
         """Wait until a task is queued, a result comes, or the next heartbeat is due."""
         if self._queue.pending():  # notifications read while the last statements ran
             return
         due = self._renewed + self._lease / 3 - time.monotonic()
-        select.select([self._queue.fileno(), self._queues.fileno()], [], [], max(due, 0.0))
+        with selectors.DefaultSelector() as waiting:  # not select(): descriptors past 1023 too
+            waiting.register(self._queue.fileno(), selectors.EVENT_READ)
+            waiting.register(self._queues.fileno(), selectors.EVENT_READ)
+            waiting.select(max(due, 0.0))
         self._queues.drain()
 
     def run(self, until: Callable[[], bool] = lambda: False) -> None:

@@ -45,18 +45,19 @@ _REGISTER = (
 _CLAIM = f"""
 UPDATE tasks t SET state = 'leased', pool = %(pool)s, lease_until = {_NOW} + %(lease)s,
     attempt = CASE WHEN t.state = 'leased' THEN t.attempt + 1 ELSE t.attempt END
-FROM (SELECT id FROM tasks WHERE state = 'queued' OR (state = 'leased' AND lease_until < {_NOW})
-      ORDER BY priority DESC, id LIMIT %(n)s FOR UPDATE SKIP LOCKED) c
+FROM (SELECT id FROM tasks WHERE (state = 'queued' OR (state = 'leased' AND lease_until < {_NOW}))
+      AND ranks <= %(fits)s ORDER BY priority DESC, id LIMIT %(n)s FOR UPDATE SKIP LOCKED) c
 WHERE t.id = c.id
 RETURNING t.id, t.params, t.seed, t.submitted, t.attempt, t.ranks, t.priority
 """
 _RENEW_POOL = f"UPDATE pools SET heartbeat = {_NOW} WHERE id = %s"
 _SET_HOLD = "UPDATE pools SET hold = %s WHERE id = %s"
-_RENEW_TASKS = f"UPDATE tasks SET lease_until = {_NOW} + %s WHERE pool = %s AND state = 'leased'"
+_RENEW_TASKS = f"UPDATE tasks SET lease_until = {_NOW} + %s WHERE pool = %s AND state = 'leased' AND id = ANY(%s)"
 _REQUEUE = (
     f"UPDATE tasks SET state = 'queued', pool = NULL, lease_until = NULL, attempt = attempt + 1 "
     f"WHERE state = 'leased' AND lease_until < {_NOW} RETURNING id"
 )
+_STORED_BY = "SELECT id FROM results WHERE id = ANY(%s) AND pool = %s"
 _DONE = "UPDATE tasks SET state = 'done', pool = COALESCE(pool, %s), lease_until = NULL WHERE id = ANY(%s)"
 _COUNT = "UPDATE pools SET tasks_done = tasks_done + %s, heartbeat = " + _NOW + " WHERE id = %s"
 _STOP = f"UPDATE pools SET stopped = {_NOW} WHERE id = %s"
@@ -66,7 +67,13 @@ _GET_META = "SELECT value FROM emews_meta WHERE key = %s"
 _DEL_META = "DELETE FROM emews_meta WHERE key = %s"
 _QUEUED = "SELECT count(*) FROM tasks WHERE state = 'queued' OR state = 'leased'"
 _CANCEL_QUEUED = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' RETURNING id"
-_CANCEL_IDS = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' AND id = ANY(%s) RETURNING id"
+_CANCEL_LEFT = (
+    f"UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' OR (state = 'leased' AND lease_until < {_NOW})"
+)
+#: the optimizer's lock: emews' key and the experiment schema's oid (unique in the database)
+_LOCK_KEY = "(SELECT 7468 AS a, oid::int AS b FROM pg_namespace WHERE nspname = %s) k"
+_CANCEL_IDS = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' AND id = ANY(%s)"
+_CANCELLED_AMONG = "SELECT id FROM tasks WHERE state = 'cancelled' AND id = ANY(%s)"
 _CANCELLED = "SELECT id FROM tasks WHERE state = 'cancelled'"
 _LIVE_HOLD = (
     f"SELECT COALESCE(SUM(GREATEST(workers, COALESCE(hold, workers))), 0) FROM pools "
@@ -187,7 +194,7 @@ class PoolQueue:
         advisory lock: the server releases it when the connection ends, however it ends);
         :class:`OptimizerRunning` when another connection holds it."""
         self._locked = bool(
-            self._raw.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.channel,)).fetchone()[0]
+            self._raw.execute(f"SELECT pg_try_advisory_lock(k.a, k.b) FROM {_LOCK_KEY}", (self.channel,)).fetchone()[0]
         )
         if not self._locked:
             raise OptimizerRunning(
@@ -203,7 +210,7 @@ class PoolQueue:
             self.lock_optimizer()
         except OptimizerRunning:
             return True
-        self._raw.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.channel,))
+        self._raw.execute(f"SELECT pg_advisory_unlock(k.a, k.b) FROM {_LOCK_KEY}", (self.channel,))
         self._locked = False
         return False
 
@@ -218,7 +225,7 @@ class PoolQueue:
         nothing; wake them to see it."""
         with self._raw.transaction():
             self._raw.execute(_SET_META, (FINISHED, "1"))
-            self._raw.execute(_CANCEL_QUEUED)
+            self._raw.execute(_CANCEL_LEFT)
             self._raw.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))
 
     @retried
@@ -261,12 +268,14 @@ class PoolQueue:
     @retried
     def cancel(self, ids: Sequence[int] | None = None) -> list[int]:
         """Cancel the queued tasks among ``ids`` (every queued task: ``None``); a task a pool has
-        claimed runs to its end. The ids cancelled, which no pool will run and no resume queues."""
+        claimed runs to its end. The ids cancelled (with ``ids``: those among them cancelled now
+        or before), which no pool will run and no resume queues."""
         with self._raw.transaction():
             if ids is None:
                 rows = self._raw.execute(_CANCEL_QUEUED).fetchall()
-            else:
-                rows = self._raw.execute(_CANCEL_IDS, (list(ids),)).fetchall()
+            else:  # the cancelled among ids, whenever (a retry after a lost commit finds them too)
+                self._raw.execute(_CANCEL_IDS, (list(ids),))
+                rows = self._raw.execute(_CANCELLED_AMONG, (list(ids),)).fetchall()
         return sorted(int(i) for (i,) in rows)
 
     @retried
@@ -331,11 +340,11 @@ class PoolQueue:
         return pool
 
     @retried
-    def claim(self, pool: int, n: int, lease_s: float) -> list[Claimed]:
-        """Lease up to ``n`` claimable tasks to ``pool`` for ``lease_s`` seconds, highest priority
-        first, then oldest id; tasks another transaction holds are skipped, never waited for (one
-        statement: its own transaction, one round trip)."""
-        rows = self._raw.execute(_CLAIM, {"pool": pool, "lease": lease_s, "n": n}).fetchall()
+    def claim(self, pool: int, n: int, lease_s: float, fits: int = 2**31 - 1) -> list[Claimed]:
+        """Lease up to ``n`` claimable tasks of at most ``fits`` ranks to ``pool`` for ``lease_s``
+        seconds, highest priority first, then oldest id; tasks another transaction holds are
+        skipped, never waited for (one statement: its own transaction, one round trip)."""
+        rows = self._raw.execute(_CLAIM, {"pool": pool, "lease": lease_s, "n": n, "fits": fits}).fetchall()
         rows.sort(key=lambda r: (-r[6], r[0]))
         return [
             Claimed(Task(i, loads_point(p), s, sub, attempt, ranks=size, priority=prio), attempt, prio)
@@ -343,12 +352,13 @@ class PoolQueue:
         ]
 
     @retried
-    def renew(self, pool: int, lease_s: float) -> int:
-        """Heartbeat ``pool`` and extend the leases of the tasks it holds by ``lease_s`` seconds
-        from now; how many it holds."""
+    def renew(self, pool: int, lease_s: float, held: Sequence[int]) -> int:
+        """Heartbeat ``pool`` and extend by ``lease_s`` seconds from now the leases of the tasks it
+        ``held`` (only those: a task leased to it by a claim whose answer was lost is not among
+        them, and its lease ends so that a pool runs it); how many were extended."""
         with self._raw.transaction():
             self._raw.execute(_RENEW_POOL, (pool,))
-            return int(self._raw.execute(_RENEW_TASKS, (lease_s, pool)).rowcount)
+            return int(self._raw.execute(_RENEW_TASKS, (lease_s, pool, list(held))).rowcount)
 
     @retried
     def set_hold(self, pool: int, hold: int) -> None:
@@ -371,17 +381,19 @@ class PoolQueue:
         batch = list({r.id: r for r in results}.values())
         if not batch:
             return []
-        stored: list[int] = []
+        ids = [r.id for r in batch]
         with self._raw.transaction():
             for start in range(0, len(batch), 1000):  # a statement takes at most 65,535 parameters
                 chunk = batch[start : start + 1000]
                 rows = [value for result in chunk for value in (*_result_row(result), pool)]
-                stored += [int(i) for (i,) in self._raw.execute(_insert_once(len(chunk)), rows).fetchall()]
-            stored.sort()
-            self._raw.execute(_DONE, (pool, [r.id for r in batch]))
+                self._raw.execute(_insert_once(len(chunk)), rows)
+            # this pool's rows among them (not RETURNING: a retry after a lost commit finds them too)
+            stored = sorted(int(i) for (i,) in self._raw.execute(_STORED_BY, (ids, pool)).fetchall())
+            self._raw.execute(_DONE, (pool, ids))
             if stored:
                 self._raw.execute(_COUNT, (len(stored), pool))
-                self._raw.execute("SELECT pg_notify(%s, %s)", (self.channel, ",".join(map(str, stored))))
+                for payload in _payloads(stored):
+                    self._raw.execute("SELECT pg_notify(%s, %s)", (self.channel, payload))
         return stored
 
     @retried
@@ -431,12 +443,20 @@ def pool_queue_of(store: Store, exp_dir: Path) -> PoolQueue:
     return queue
 
 
+def _payloads(ids: Sequence[int], limit: int = 7900) -> list[str]:
+    """``ids`` as comma-separated notification payloads under PostgreSQL's 8,000 bytes each."""
+    payloads, current = [], ""
+    for text in map(str, ids):
+        if current and len(current) + 1 + len(text) > limit:
+            payloads.append(current)
+            current = ""
+        current = f"{current},{text}" if current else text
+    return [*payloads, current] if current else payloads
+
+
 def _insert_once(count: int) -> str:
     """The INSERT of ``count`` results with the pool column, ignoring a second result for a task
-    id; it returns the ids inserted."""
+    id."""
     columns = (*WRITTEN_COLUMNS, "pool")
     row = f"({','.join(['%s'] * len(columns))})"
-    return (
-        f"INSERT INTO results ({','.join(columns)}) VALUES {','.join([row] * count)} "
-        "ON CONFLICT (id) DO NOTHING RETURNING id"
-    )
+    return f"INSERT INTO results ({','.join(columns)}) VALUES {','.join([row] * count)} ON CONFLICT (id) DO NOTHING"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,9 +91,9 @@ def test_requeue_and_renew(stores: list[PostgresStore]) -> None:
     optimizer.enqueue([_task(i) for i in range(2)])
     me, you = pool.register("local", workers=1), other.register("local", workers=1)
     pool.claim(me, 2, _ENDED)
-    assert pool.renew(me, _LEASE) == 2  # renewed in time: nothing to requeue or claim
+    assert pool.renew(me, _LEASE, [0, 1]) == 2  # renewed in time: nothing to requeue or claim
     assert optimizer.requeue_expired() == [] and other.claim(you, 2, _LEASE) == []
-    pool.renew(me, _ENDED)
+    pool.renew(me, _ENDED, [0, 1])
     assert optimizer.requeue_expired() == [0, 1]
     assert [(c.task.id, c.attempt) for c in other.claim(you, 2, _LEASE)] == [(0, 1), (1, 1)]
 
@@ -158,3 +159,48 @@ def test_a_version_2_store_gains_the_queue(pg_server: PgServer, schema: str, tmp
         assert queue.claim(me, 5, _LEASE) == []
         queue.enqueue([_task(1)])
         assert [c.task.id for c in queue.claim(me, 5, _LEASE)] == [1]
+
+
+def test_a_claim_whose_answer_was_lost_is_not_kept_alive(stores: list[PostgresStore]) -> None:
+    """Tasks leased to a pool that never learnt of them (the claim committed, its answer lost with
+    the connection) are not renewed by its heartbeats: their lease ends and another pool runs them."""
+    optimizer, pool, other = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(i) for i in range(4)])
+    me, you = pool.register("local", workers=1), other.register("local", workers=1)
+    pool.claim(me, 2, 1.0)  # tasks 0 and 1: the answer "lost"
+    held = pool.claim(me, 2, _LEASE)  # the retry got 2 and 3
+    assert [c.task.id for c in held] == [2, 3]
+    got: list[int] = []
+    deadline = time.monotonic() + 30.0  # a safety net: the lost claim's 1 s lease ends long before
+    while not got and time.monotonic() < deadline:
+        assert pool.renew(me, 1.0, [c.task.id for c in held]) == 2  # heartbeats keep only 2 and 3
+        got = [c.task.id for c in other.claim(you, 4, _LEASE)]
+        time.sleep(0.05)
+    assert got == [0, 1]
+
+
+def test_a_task_too_large_for_a_pool_is_left_to_another(stores: list[PostgresStore]) -> None:
+    optimizer, small, large = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([Task(0, {"x": 0.0}, 0, 1.0, ranks=8), _task(1)])
+    s, big = small.register("local", workers=4), large.register("local", workers=8)
+    assert [c.task.id for c in small.claim(s, 5, _LEASE, fits=4)] == [1]
+    assert [c.task.id for c in large.claim(big, 5, _LEASE, fits=8)] == [0]
+
+
+def test_big_batches_are_stored_and_announced(stores: list[PostgresStore]) -> None:
+    """More results than one statement's parameters or one notification's 8,000 bytes hold."""
+    optimizer, pool = PoolQueue(stores[0]), PoolQueue(stores[1])
+    optimizer.listen()
+    tasks = [_task(i) for i in range(10_000_000, 10_002_500)]
+    optimizer.enqueue(tasks)
+    me = pool.register("local", workers=1)
+    claimed = pool.claim(me, 3000, _LEASE)
+    results = [Result(c.task.id, c.task.params, Status.OK, 1.0, 1.0, {}, None, 1, "h", 0.0, 1.0, 2.0) for c in claimed]
+    assert pool.complete(me, results) == [t.id for t in tasks]
+    assert pool.complete(me, results) == [t.id for t in tasks]  # a retry of the same batch: the same answer
+    announced: set[int] = set()  # each once per complete (the bridge takes each result once)
+    while len(announced) < len(tasks):
+        got = optimizer.wait(5.0)
+        assert got, f"{len(announced)} of {len(tasks)} announced"
+        announced.update(got)
+    assert sorted(announced) == [t.id for t in tasks]

@@ -187,7 +187,7 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
         with open_store(exp, readonly=True) as store:
             schema = store.schema  # type: ignore[attr-defined]
         with psycopg.connect(pg_server.url(), autocommit=True) as other:
-            other.execute("SELECT pg_advisory_lock(hashtext(%s))", (schema,))
+            other.execute("SELECT pg_advisory_lock(7468, oid::int) FROM pg_namespace WHERE nspname = %s", (schema,))
             refused = first("serve", "exp", timeout=120)
             busy = first("cancel", "exp", "--queued", timeout=120)
         assert refused.returncode == 2 and "another optimizer" in refused.stderr, refused.stderr
@@ -232,7 +232,7 @@ def test_a_training_objective_reports_and_retries_inside_a_pool(pg_server: PgSer
 
 def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> None:
     """``--pools 2`` with ASHA (its default, stopping variant): both pools train trials (every
-    trial waits before its step 2 until both pools hold one), each pool's scheduler decides on its
+    trial waits before its first report until both pools hold one), each pool's scheduler decides on its
     trials with every pool's reports, and the run completes with each trial stored once and the
     trials that were stopped ended before the last step."""
     wf = write_workflow(
@@ -247,7 +247,7 @@ def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> N
         store={"url": pg_server.url(), "lease": 30},
     )
     cmd = EmewsCommand(tmp_path)
-    cmd.env.update(TRAINER_GATE=str(tmp_path / "open"), TRAINER_GATE_AT="2")
+    cmd.env.update(TRAINER_GATE=str(tmp_path / "open"), TRAINER_GATE_AT="1")
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
