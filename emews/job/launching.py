@@ -36,7 +36,7 @@ from emews.config.experiment import (
 from emews.config.lease import Lease, acquire
 from emews.config.workflow import Workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
-from emews.processes.tree import stop_with
+from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import batch_job_over, job_command, submit_experiment
 from emews.store import opening as stores
@@ -182,7 +182,7 @@ class LocalPools:
             try:
                 child.wait(timeout=STOP_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
-                child.kill()
+                kill_trees([child.pid])  # its mpiexec and ranks too: they run in a session of their own
                 child.wait()
         self._children = []
 
