@@ -166,6 +166,14 @@ class ReplicatingEvaluator:
     def capacity(self) -> int:
         return max(self.inner.capacity // self.replicates, 1)
 
+    def cancel(self, ids: Iterable[int]) -> list[int]:
+        """Not with replicates: a point is several tasks, some of which may have started, and a
+        point whose replicates were partly cancelled could never be aggregated."""
+        raise ValueError(
+            f"evaluator.cancel is not available with replicates ({self.replicates} per point): "
+            "run without replicates to cancel tasks"
+        )
+
     def put(self, points: Iterable[Mapping[str, Any]], *, priority: float = 0.0) -> list[int]:
         points = [dict(p) for p in points]
         if len(points) > self.remaining:

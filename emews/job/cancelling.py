@@ -6,7 +6,7 @@ from pathlib import Path
 
 from emews.core.errors import ConfigError
 from emews.store import open_store
-from emews.store.pool_queue import pool_queue_of
+from emews.store.pool_queue import OptimizerRunning, pool_queue_of
 
 
 def cancel_queued(exp_dir: Path) -> list[int]:
@@ -15,13 +15,15 @@ def cancel_queued(exp_dir: Path) -> list[int]:
     from it (``evaluator.cancel``) or stop it first."""
     queue = pool_queue_of(open_store(exp_dir), exp_dir)
     try:
-        if queue.optimizer_running():
+        try:
+            queue.lock_optimizer()  # held while cancelling: no optimizer starts meanwhile
+        except OptimizerRunning:
             raise ConfigError(
                 "the experiment's optimizer is running and waits for its queued tasks",
                 file=str(exp_dir),
                 key="--queued",
                 allowed="evaluator.cancel(ids) from the optimizer, or emews cancel EXP --queued once it stopped",
-            )
+            ) from None
         return queue.cancel()
     finally:
-        queue.store.close()
+        queue.store.close()  # ends the session, and the lock with it

@@ -31,8 +31,7 @@ class SharedTrials(TrialService):
 
     def rebuild(self) -> int:
         count = super().rebuild()
-        if self.store is not None:
-            self._low = max((r.seq for r in self.store.reports()), default=0)
+        self._low = self.rebuilt_seq  # from the same read (a report committed after it comes by catching up)
         return count
 
     def _decide(self, report: Report, task: Task | None, seq: int) -> Decision:

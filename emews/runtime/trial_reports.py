@@ -85,6 +85,7 @@ class TrialService:
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
         self._sign = Direction.of(scheduler.mode if scheduler is not None and scheduler.mode else direction).sign
         self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
+        self.rebuilt_seq = 0  # the seq of the last report :meth:`rebuild` replayed
         self._retainer: Retainer | None = None
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
             Report: self._report,
@@ -98,6 +99,7 @@ class TrialService:
         if self.store is None or self.scheduler is None:
             return 0
         reports = self.store.reports()
+        self.rebuilt_seq = reports[-1].seq if reports else 0  # the last report the scheduler took in
         exploits = {
             row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"]) for row in self.store.lineage()
         }  # PBT replays them as they were made

@@ -134,6 +134,7 @@ class PostgresStore(ResultsStore):
             raise
 
     def _open(self, readonly: bool, durability: Durability) -> None:
+        self._session = (readonly, durability)  # what :meth:`reconnect` sets again
         raw = self._db.raw  # type: ignore[attr-defined]
         exists = raw.execute(q.SCHEMA_EXISTS, (self.schema,)).fetchone() is not None
         if not exists and readonly:
@@ -157,16 +158,21 @@ class PostgresStore(ResultsStore):
         return f"{self.url}#{self.schema}"
 
     def reconnect(self) -> None:
-        """Replace a lost connection by a new one to the same schema (nothing else of the session
-        is restored: a caller that LISTENed listens again). :class:`StoreUnreadable` when the
-        server cannot be reached."""
+        """Replace a lost connection by a new one to the same schema, with the session's settings
+        (durability, read-only); a caller that LISTENed listens again. :class:`StoreUnreadable`
+        when the server cannot be reached."""
         try:
             self._db.raw.close()  # type: ignore[attr-defined]
         except Exception:  # already broken: nothing to close cleanly
             pass
         raw = connect(self.url)
+        readonly, durability = self._session
         try:
             raw.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
+            if durability == "off":
+                raw.execute("SET synchronous_commit TO off")
+            if readonly:
+                raw.execute("SET default_transaction_read_only TO on")
         except BaseException:
             raw.close()
             raise

@@ -19,3 +19,18 @@ def test_cancel_takes_back_what_no_worker_has() -> None:
     assert [t.id for t in queues.tasks] == [ids[2], ids[4]]
     assert evaluator.pending == 3 and evaluator.remaining == 2  # the budget gets them back
     assert evaluator.cancel([ids[1]]) == []  # cancelled once
+
+
+def test_cancel_is_refused_with_replicates() -> None:
+    from emews.core.replicates import ReplicatingEvaluator, replicated_space
+
+    space = Space({"x": Float(0.0, 1.0)})
+    inner = Evaluator(QueuePair(), replicated_space(space, 2), workers=1, budget=4)
+    view = ReplicatingEvaluator(inner, space, 2)
+    (point,) = view.put([{"x": 0.5}])
+    try:
+        view.cancel([point])
+    except ValueError as exc:
+        assert "replicates" in str(exc)
+    else:
+        raise AssertionError("cancel with replicates accepted")

@@ -123,3 +123,13 @@ def test_a_server_away_past_the_retry_time_ends_the_pool(own_server: PgServer, t
     with PostgresStore(own_server.url(), "lost", root=tmp_path) as again:
         assert [r.id for r in again] == [0, 1]  # what the pool stored before the loss stays stored
         assert PoolQueue(again).state_counts() == {"done": 2, "queued": 2}
+
+
+def test_a_new_connection_keeps_the_sessions_settings(pg_server: PgServer, tmp_path: Path) -> None:
+    store = PostgresStore(pg_server.url(), "settings", root=tmp_path, durability="off")
+    try:
+        store.reconnect()
+        assert store.connection.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+        assert store.connection.execute("SHOW search_path").fetchone()[0] == "settings"
+    finally:
+        store.close()
