@@ -21,7 +21,7 @@ from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.job.pool_run import PoolRun
 from emews.job.rank_zero import allocation_end, refuse, run_spec
-from emews.job.wiring import pool_trials
+from emews.job.wiring import trial_service
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.team_comm import TeamWorld
 from emews.runtime.transport import MPITransport, quiet_bcast
@@ -69,7 +69,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         nodes=None if teams is None else teams.nodes,
         inline_timeout=spec.timeout if spec.isolation == "inline" else None,
         fail_fast=spec.fail_fast,
-        trials=pool_trials(spec, trial_store),
+        trials=trial_service(spec, trial_store, shared=True),
     )
     print(f"pool {run.pool} of {exp_dir}: {len(workers)} workers on {site.name}", file=sys.stderr, flush=True)
     log.info("pool %s: %s workers on %s", run.pool, len(workers), site.name)

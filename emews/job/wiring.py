@@ -225,17 +225,30 @@ def trial_service(
     store: Store | None,
     stopping: Callable[[], bool] = lambda: False,
     budget: ComputeBudget | None = None,
+    *,
+    shared: bool = False,
 ) -> TrialService:
     """What answers training reports: the store's training tables and the workflow's scheduler,
-    its state rebuilt from the reports of earlier runs; ``budget`` counts the steps reported."""
+    its state rebuilt from the reports of earlier runs; ``budget`` counts the steps reported.
+
+    ``shared``: a pool's, on the shared store, whose scheduler also learns every other pool's
+    reports (:class:`~emews.runtime.shared_trials.SharedTrials`; ``--pools`` accepts only a
+    scheduler that :attr:`~emews.training.schedulers.TrialScheduler.spans_pools`). With pools the
+    checkpoint folder's temporary files are left alone: writers on other hosts look dead here."""
     scheduler = None
     if spec.make_trial_scheduler is not None:
         scheduler = spec.make_trial_scheduler().bind(
             metric=spec.objective.metric, direction=spec.direction, space=spec.space, seed=spec.seed
         )
-    if spec.exp_dir is not None and not spec.pools:  # with pools, writers on other hosts look dead here
+    if spec.exp_dir is not None and not (spec.pools or shared):
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
-    service = TrialService(
+    if shared:
+        from emews.runtime.shared_trials import SharedTrials  # pools only
+
+        kind: type[TrialService] = SharedTrials
+    else:
+        kind = TrialService
+    service = kind(
         store,
         scheduler,
         metric=spec.objective.metric,
@@ -244,32 +257,6 @@ def trial_service(
         retries=spec.retries,
         clock=PauseClock(spec.walltime_end, spec.pause_margin, stopping),
         budget=budget,
-    )
-    service.rebuild()
-    return service
-
-
-def pool_trials(spec: RunSpec, store: Store) -> TrialService:
-    """What answers a pool's training reports: stored in the shared store (learning curves,
-    checkpoints, retries from them), decided by the workflow's scheduler, which also learns every
-    other pool's reports (:class:`~emews.runtime.shared_trials.SharedTrials`; ``--pools`` accepts
-    only a scheduler that :attr:`~emews.training.schedulers.TrialScheduler.spans_pools`). Unlike a
-    job's, it leaves the checkpoint folder's temporary files alone: another pool's writers may live."""
-    from emews.runtime.shared_trials import SharedTrials
-
-    scheduler = None
-    if spec.make_trial_scheduler is not None:
-        scheduler = spec.make_trial_scheduler().bind(
-            metric=spec.objective.metric, direction=spec.direction, space=spec.space, seed=spec.seed
-        )
-    service = SharedTrials(
-        store,
-        scheduler,
-        metric=spec.objective.metric,
-        direction=spec.direction,
-        retention=spec.retention,
-        retries=spec.retries,
-        clock=PauseClock(spec.walltime_end, spec.pause_margin, lambda: False),
     )
     service.rebuild()  # a pool that joins late starts from every report so far
     return service
@@ -432,7 +419,7 @@ class SharedQueue:
                     nodes=nodes,
                     inline_timeout=spec.timeout if spec.isolation == "inline" else None,
                     fail_fast=spec.fail_fast,
-                    trials=pool_trials(spec, self._connections[3]),
+                    trials=trial_service(spec, self._connections[3], shared=True),
                     on_error=queues.fail,
                 ).start()
                 if worker_ranks
