@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -52,6 +53,25 @@ def _gated(folder: Path) -> EmewsCommand:
     return cmd
 
 
+def _attach_once_queued(cmd: EmewsCommand, exp: Path) -> tuple[subprocess.Popen, list[int]]:
+    """Once the first pool holds what it can (2 running, 1 on its way) and a task waits in the
+    queue, attach a pool of 2 workers; wait until one of its workers runs a task (its mark is
+    there); that pool's job and the tasks it runs."""
+    assert wait_until(lambda: _seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+    attached = cmd.popen("attach", "exp", "--workers", "2")
+    marks = exp.parent / "marks"
+    running = wait_until(
+        lambda: [
+            i
+            for (i,) in _seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
+            if (marks / str(i)).exists()
+        ],
+        120,
+    )
+    assert running, "the attached pool never ran a task"
+    return attached, running
+
+
 def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: PgServer, tmp_path: Path) -> None:
     """The first job (optimizer + a pool of 2 workers) and an attached pool of 2 share one queue;
     the attached pool is killed with SIGKILL while its worker runs a task. Once that task's lease
@@ -62,18 +82,7 @@ def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: P
     launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        # the first pool holds what it can (2 running, 1 on its way); the rest waits in the queue
-        assert wait_until(lambda: _seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
-        attached = second.popen("attach", "exp", "--workers", "2")
-        held = wait_until(
-            lambda: [
-                i
-                for (i,) in _seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
-                if (tmp_path / "marks" / str(i)).exists()
-            ],
-            120,
-        )
-        assert held, "the attached pool never ran a task"
+        attached, held = _attach_once_queued(second, exp)
         second.kill_all()  # kill -9 of the whole job: mpiexec and every rank
         assert attached.wait(timeout=60) != 0
         (tmp_path / "open").touch()
@@ -163,17 +172,7 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
     launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: _seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
-        attached = second.popen("attach", "exp", "--workers", "2")
-        running = wait_until(
-            lambda: [
-                i
-                for (i,) in _seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
-                if (tmp_path / "marks" / str(i)).exists()
-            ],
-            120,
-        )
-        assert running, "the attached pool never ran a task"
+        attached, running = _attach_once_queued(second, exp)
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
         # what no pool claimed is cancelled: never run, never queued again by the next optimizer
