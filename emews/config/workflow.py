@@ -363,8 +363,18 @@ class StoreSection(_Strict):
 
     durability: Literal["normal", "full", "off"] = "normal"
     url: str | None = None
-    lease: float = Field(60.0, gt=0)  # seconds a pool's claim on a task lasts without a heartbeat
-    retry: float = Field(120.0, gt=0)  # seconds a lost connection to a pooled store is tried again
+    lease: float | None = Field(None, gt=0)  # seconds a pool's claim lasts without a heartbeat (60)
+    retry: float | None = Field(None, gt=0)  # seconds a lost connection to a pooled store is tried again (120)
+
+    @property
+    def lease_seconds(self) -> float:
+        """``lease``, or its default: 60 s."""
+        return 60.0 if self.lease is None else self.lease
+
+    @property
+    def retry_seconds(self) -> float:
+        """``retry``, or its default: 120 s."""
+        return 120.0 if self.retry is None else self.retry
 
     @field_validator("url")
     @classmethod

@@ -43,7 +43,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         queue = pool_queue_of(open_store(exp_dir), exp_dir)
     except ConfigError as exc:
         return refuse(comm, exc)
-    queue.retry_s = workflow.model.store.retry
+    queue.retry_s = workflow.model.store.retry_seconds
     spec = run_spec(workflow, exp_dir)
     gang = spec.task_size.gang
     plan = spec.worker_plan(
@@ -64,7 +64,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         workers,
         site=site.name,
         sign=spec.sign,
-        lease_s=workflow.model.store.lease,
+        lease_s=workflow.model.store.lease_seconds,
         gang=gang,
         nodes=None if teams is None else teams.nodes,
         inline_timeout=spec.timeout if spec.isolation == "inline" else None,

@@ -78,8 +78,8 @@ def run_spec(workflow: Workflow, exp_dir: Path) -> RunSpec:
         fail_fast=workflow.model.budget.fail_fast,
         steps=workflow.model.budget.steps,
         time=workflow.model.budget.seconds,
-        pool_lease=workflow.model.store.lease,
-        pool_retry=workflow.model.store.retry,
+        pool_lease=workflow.model.store.lease_seconds,
+        pool_retry=workflow.model.store.retry_seconds,
     )
 
 

@@ -22,7 +22,7 @@ def pool_lines(exp_dir: Path) -> list[str]:
     from emews.config.workflow import load_workflow
     from emews.store.pool_queue import PoolQueue  # PostgreSQL's modules only for such a store
 
-    lease_s = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.store.lease
+    lease_s = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.store.lease_seconds
 
     with open_store(exp_dir, readonly=True) as store:
         queue = PoolQueue(store)  # type: ignore[arg-type]
