@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -25,15 +26,20 @@ def test_status_watch_started_before_the_experiment_waits_for_it_and_its_run(eme
     """Right after ``emews launch`` (or before it) the directory does not exist yet: ``--watch``
     says it waits, then follows the run to its end (exit 0), instead of "not an experiment directory"."""
     watch = emews_cmd.popen("status", "exp", "--watch", "--interval", "0.1")
+    lines: list[str] = []
+    # drained as it comes: a refresh every 0.1 s through a slow (loaded) run fills a pipe's 64 KiB
+    drain = threading.Thread(target=lambda: lines.extend(iter(watch.stdout.readline, "")), daemon=True)
     try:
         first = watch.stdout.readline()
         assert "waiting for" in first and "exp" in first, first + watch.stderr.read()
         assert watch.poll() is None  # still waiting: the directory does not exist
+        drain.start()
         launch = emews_cmd("launch", str(rugged_workflow(tmp_path, "ok", 4)), "--workers", "2", "--exp-dir", "exp",
                            timeout=300)
         assert launch.returncode == 0, launch.stderr
         assert watch.wait(timeout=120) == 0
-        out = watch.stdout.read()
+        drain.join(timeout=60)
+        out = "".join(lines)
     finally:
         if watch.poll() is None:
             watch.kill()
