@@ -269,7 +269,9 @@ class Engine:
                 cov = cov - np.outer(s, s / denom)
         return chosen
 
-    def _thompson(self, mu: np.ndarray, cov: np.ndarray, cands: np.ndarray, n: int, blocked: np.ndarray) -> list[np.ndarray]:
+    def _thompson(
+        self, mu: np.ndarray, cov: np.ndarray, cands: np.ndarray, n: int, blocked: np.ndarray
+    ) -> list[np.ndarray]:
         """``n`` picks, each the best candidate of one joint draw from the posterior (``mu``,
         ``cov`` over ``cands``, conditioned on the batch's lies so far) among those not yet
         taken: a matrix product per block of draws, no update per pick. When every candidate
