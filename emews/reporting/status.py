@@ -11,6 +11,7 @@ from emews.reporting import data as store_data
 from emews.reporting.pool_status import pool_lines
 from emews.reporting.summary import headline
 from emews.reporting.trials import trial_lines
+from emews.store.base import StoreUnreadable
 
 #: scheduler states in which the run has not ended
 LIVE_STATES = ("queued", "running")
@@ -54,7 +55,13 @@ def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
             while not (exp_dir / WORKFLOW_FILE).is_file():
                 time.sleep(interval)
         while True:
-            lines, running = text(exp_dir)
+            try:
+                lines, running = text(exp_dir)
+            except StoreUnreadable:  # the job is making the store right now (its file is there, not its tables)
+                state, running = job_state(exp_dir)
+                if not running:
+                    raise
+                lines = f"job: {state}; the results store is being made"
             started = running or (exp_dir / SUMMARY_FILE).exists() or (exp_dir / STORE_FILE).exists()
             stamp = time.strftime("%H:%M:%S")
             waiting = "" if started else "; waiting for the run to start"

@@ -37,7 +37,7 @@ def test_status_watch_started_before_the_experiment_waits_for_it_and_its_run(eme
         launch = emews_cmd("launch", str(rugged_workflow(tmp_path, "ok", 4)), "--workers", "2", "--exp-dir", "exp",
                            timeout=300)
         assert launch.returncode == 0, launch.stderr
-        assert watch.wait(timeout=120) == 0
+        assert watch.wait(timeout=120) == 0, watch.stderr.read()
         drain.join(timeout=60)
         out = "".join(lines)
     finally:
