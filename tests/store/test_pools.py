@@ -103,23 +103,29 @@ def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: P
     assert "pool 1: stopped" in status and "pool 2: lost" in status, status
 
 
+def _launch_on_two_pools(cmd: EmewsCommand, wf: Path, folder: Path) -> tuple[Path, list[tuple]]:
+    """``emews launch WF --workers 2 --pools 2``, its gate (``folder/open``) opened once both pools
+    hold a task; the experiment and its ``(id, pool)`` results, once the launch ended with 0."""
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp")
+    exp = folder / "exp"
+    try:
+        both = wait_until(lambda: len(_seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
+        assert both, _seen(exp, "SELECT id, state, pool FROM tasks")
+        (folder / "open").touch()
+        out, err = launch.communicate(timeout=300)
+    finally:
+        (folder / "open").touch()
+        cmd.kill_all()
+    assert launch.returncode == 0, err
+    return exp, _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+
+
 def test_launch_with_two_pools_runs_on_both(pg_server: PgServer, tmp_path: Path) -> None:
     """``--pools 2`` on the local site: the launch starts the second pool itself (``emews attach``)
     and waits for it; both run evaluations, each stored once with the pool that ran it."""
     wf = _workflow(tmp_path, pg_server.url())
     cmd = _gated(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
-        both = wait_until(lambda: len(_seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
-        assert both, _rows(exp, "SELECT id, state, pool FROM tasks")
-        (tmp_path / "open").touch()
-        out, err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
-    assert launch.returncode == 0, err
-    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    exp, results = _launch_on_two_pools(cmd, wf, tmp_path)
     assert [i for i, _ in results] == list(range(BUDGET))
     assert {pool for _, pool in results} == {1, 2}
     pools = _rows(exp, "SELECT id, tasks_done, stopped IS NOT NULL FROM pools ORDER BY id")
@@ -247,18 +253,7 @@ def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> N
     )
     cmd = EmewsCommand(tmp_path)
     cmd.env.update(TRAINER_GATE=str(tmp_path / "open"), TRAINER_GATE_AT="1")
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
-        both = wait_until(lambda: len(_seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
-        assert both, _seen(exp, "SELECT id, state, pool FROM tasks")
-        (tmp_path / "open").touch()
-        out, err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
-    assert launch.returncode == 0, err
-    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    exp, results = _launch_on_two_pools(cmd, wf, tmp_path)
     assert [i for i, _ in results] == list(range(6)) and {p for _, p in results} == {1, 2}
     stopped = {t for (t,) in _rows(exp, "SELECT trial FROM decisions WHERE action = 'stop'")}
     assert stopped, "ASHA stopped no trial"
