@@ -44,6 +44,10 @@ How it keeps workers busy when it speculates:
 A resumed run (``evaluator.history``) tells the model every earlier result before its first
 proposal; they count towards ``n_initial_points``.
 
+A training trial stopped early by its trial scheduler is told the loss of its last report (the
+rule of ``optimizers._stopped``: an upper bound of what it would have reached, told as it is),
+also when its objective returns nothing after the stop.
+
 Failed evaluations (``loss == inf``) are told as the worst finite loss of the run so far
 (``failure_penalty: worst``, so the region looks bad without distorting the scale), or left
 out (``skip``), or told as a fixed number: the policy the GA shares (``_failures``).
@@ -78,6 +82,7 @@ from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
 from ._bayes._space import SpaceMap
 from ._failures import FailureImputation
+from ._stopped import StoppedTrials
 
 __all__ = ["BayesianOptimizer"]
 
@@ -213,6 +218,8 @@ class BayesianOptimizer(AskTellOptimizer):
         self.stats: dict[str, Any] = {}
         self._pending: dict[int, list[Any]] = {}  # suggest/ingest bookkeeping: task id -> skopt point
         self._fresh: list[list[Any]] = []  # the last suggest's points, not yet submitted
+        #: what the model is told about trials stopped early (``optimizers._stopped``)
+        self.stopped = StoppedTrials(None)
 
     # -- ask/tell API ---------------------------------------------------------------------------
     def start(self, space: Space, workers: int) -> None:
@@ -242,7 +249,7 @@ class BayesianOptimizer(AskTellOptimizer):
 
     def _tell(self, results: Sequence[Result], foreign: int = 0) -> None:
         xs, ys = [], []
-        for r in results:
+        for r in self.stopped.results(results):
             x = self._x(r)
             if x is not None:
                 xs.append(x)
@@ -265,6 +272,7 @@ class BayesianOptimizer(AskTellOptimizer):
     def run(self, evaluator: Any) -> None:
         if self.seed is None:
             self.seed = evaluator.seed
+        self.stopped = StoppedTrials(evaluator)
         self.start(evaluator.space, evaluator.workers)
         if evaluator.history:  # a resumed run: learn the earlier results first
             self.ingest(list(evaluator.history))
@@ -323,7 +331,8 @@ class BayesianOptimizer(AskTellOptimizer):
                     results = evaluator.get(1)
                 if results:
                     poll = 0.002
-                    proposer.tell([r.id for r in results], [self._x(r) for r in results], [r.loss for r in results])
+                    told = self.stopped.results(results)
+                    proposer.tell([r.id for r in told], [self._x(r) for r in told], [r.loss for r in told])
         finally:
             proposer.close()
             self.stats.update(proposer.summary())

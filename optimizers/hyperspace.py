@@ -45,6 +45,7 @@ from emews.core.space import Float, Int, Space
 from ._bayes._engine import LIAR_PICKS, Engine
 from ._bayes._space import SpaceMap
 from ._failures import FailureImputation
+from ._stopped import StoppedTrials
 
 __all__ = ["HyperSpace", "Subspace", "split_space"]
 
@@ -170,6 +171,8 @@ class HyperSpace(AskTellOptimizer):
         self._turn = 0
         self._pending: dict[int, tuple[int, list[Any]]] = {}  # task id -> (subspace, skopt point)
         self._fresh: list[tuple[int, list[Any]]] = []  # the last suggest's, not yet submitted
+        #: what the subspaces are told about trials stopped early (``optimizers._stopped``)
+        self.stopped = StoppedTrials(None)
 
     def check(self, space: Space) -> None:
         """Before launch: the dimensions named in ``split`` exist and can be split."""
@@ -199,6 +202,7 @@ class HyperSpace(AskTellOptimizer):
     def run(self, evaluator: Any) -> None:
         if self.seed is None:
             self.seed = evaluator.seed
+        self.stopped = StoppedTrials(evaluator)
         try:
             super().run(evaluator)
         finally:
@@ -241,7 +245,9 @@ class HyperSpace(AskTellOptimizer):
 
     def ingest(self, results: Sequence[Result]) -> None:
         """Tell every subspace that contains a result's point; results of points a subspace did
-        not propose (other subspaces', earlier runs') count towards its initial design."""
+        not propose (other subspaces', earlier runs') count towards its initial design. A trial
+        stopped early counts with its last report's loss (``optimizers._stopped``)."""
+        results = self.stopped.results(results)
         proposers = [self._pending.pop(result.id, (None, None))[0] for result in results]
         for k, sub in enumerate(self.subspaces):  # one tell per subspace: thousands of results at width
             learned = sub.tell_many(results)

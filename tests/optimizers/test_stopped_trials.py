@@ -1,0 +1,94 @@
+"""bayes and hyperspace under ASHA: every trial stopped early reaches the model with its last report's loss."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emews.core.space import Float, Space
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
+from emews.optimizers.bayes import BayesianOptimizer
+from emews.optimizers.hyperspace import HyperSpace
+from emews.training.schedulers.asha import ASHA
+
+HERE = __file__
+SPACE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
+
+
+def curve(params: dict, ctx: Any) -> dict | None:
+    """A falling learning curve that ends near the distance to (0.25, 0.7); reported each step until stopped."""
+    metrics: dict = {}
+    for step in range(1, 10):
+        metrics = {"loss": math.dist((params["x"], params["y"]), (0.25, 0.7)) + 1.0 / step}
+        if ctx.report(step=step, metrics=metrics).stop and step < 9:
+            return None  # an objective that returns nothing once stopped early
+    return metrics
+
+
+def returns_last_metrics(params: dict, ctx: Any) -> dict:
+    """The examples' objectives: the last epoch's metrics, stopped or not."""
+    metrics: dict = {}
+    for step in range(1, 10):
+        metrics = {"loss": math.dist((params["x"], params["y"]), (0.25, 0.7)) + 1.0 / step}
+        if ctx.report(step=step, metrics=metrics).stop:
+            break
+    return metrics
+
+
+def asha_run(tmp_path: Path, optimizer: Any, objective: str) -> dict[int, float]:
+    """A real run under ASHA (max_t 9, rf 3, 2 workers, 18 trials); each stopped trial's last reported loss."""
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    spec = RunSpec(space=SPACE, make_optimizer=lambda: optimizer, objective=ObjectiveRef(HERE, objective, "loss"),
+                   budget=18, seed=1, isolation="inline", show_progress=False, exp_dir=exp,
+                   make_trial_scheduler=lambda: ASHA(max_t=9, grace_period=1, reduction_factor=3))
+    summary = run_in_threads(spec, workers=2)
+    assert summary.error is None, summary.error
+    db = sqlite3.connect(exp / "results.db")
+    stopped = {trial for (trial,) in db.execute("SELECT trial FROM decisions WHERE action = 'stop'")}
+    last = {trial: json.loads(metrics)["loss"]
+            for trial, metrics in db.execute("SELECT trial, metrics FROM reports ORDER BY seq")}
+    db.close()
+    assert stopped, "ASHA stopped no trial: the test would show nothing"
+    return {trial: last[trial] for trial in stopped}
+
+
+@pytest.mark.parametrize("objective", ["curve", "returns_last_metrics"])
+@pytest.mark.parametrize("make", [lambda: BayesianOptimizer(seed=1, n_initial_points=4),
+                                  lambda: HyperSpace(seed=1, n_initial_points=2)], ids=["bayes", "hyperspace"])
+def test_every_stopped_trial_reaches_the_model_with_its_last_loss(tmp_path: Path, make: Any, objective: str) -> None:
+    optimizer = make()
+    stopped = asha_run(tmp_path, optimizer, objective)
+    told = optimizer.stopped.told
+    assert len(told) == 18  # every result was told
+    assert {t: told[t] for t in stopped} == pytest.approx(stopped)
+    assert optimizer.stopped.from_reports == (len(stopped) if objective == "curve" else 0)
+
+
+def test_a_trial_whose_last_report_diverged_stays_a_failure() -> None:
+    from emews.core.results import Result, Status, StoredReport
+    from emews.optimizers._stopped import StoppedTrials
+
+    reports = {0: [StoredReport(0, 0, 1, {"loss": 2.0}, 0.0), StoredReport(1, 0, 2, {"loss": float("nan")}, 0.0)],
+               1: [StoredReport(2, 1, 1, {"loss": 3.0}, 0.0)]}
+
+    class Reading:
+        metric = "loss"
+        direction = None
+
+        def reports(self, trial: int | None = None) -> list[StoredReport]:
+            return reports.get(trial, [])
+
+    stopped = StoppedTrials(Reading())
+    results = [Result(i, {}, status, None, math.inf) for i, status in
+               [(0, Status.FAILED), (1, Status.CRASHED), (2, Status.FAILED)]]
+    results.append(Result(3, {}, Status.FAILED, None, math.inf))
+    reports[3] = [StoredReport(3, 3, 1, {"loss": 1.5}, 0.0)]
+    assert stopped.losses(results) == [math.inf, math.inf, math.inf, 1.5]
+    assert stopped.from_reports == 1
