@@ -2,7 +2,7 @@
 same server in the same run as the anchor (issue 26, docs/postgres.md "Pools").
 
     python bench/shared_store.py [--tasks 1000] [--workers 2] [--pools 1,2,4] [--round-trips 100]
-                                 [--rows 10000,100000,1000000] [--repeats 3] [--quick]
+                                 [--rows 10000,100000,1000000] [--repeats 3] [--quick] [--baseline TREE]
 
 Starts its own PostgreSQL server (``initdb`` + ``pg_ctl`` on loopback, tests/store/pgserver.py,
 ``fsync=off`` as in the tests) and prints, as medians over the repeats:
@@ -22,6 +22,9 @@ Starts its own PostgreSQL server (``initdb`` + ``pg_ctl`` on loopback, tests/sto
     single-task round trip (``submit_task`` + ``Future.result()``). eqsql and psycopg2 go into a
     separate venv (``--eqsql-venv``, made on first use) and run as a child process of this one.
 The emews and eqsql measurements alternate within each repeat, so machine noise falls on both.
+``--baseline TREE`` (a source tree of another emews, e.g. ``git archive COMMIT | tar -x -C TREE``)
+runs each launch a second time with that tree's emews (``PYTHONPATH``), right after this one's:
+before and after a change under the same load, in one run.
 """
 
 from __future__ import annotations
@@ -137,7 +140,11 @@ class Rank0Cpu(threading.Thread):
         return inside[-1] - inside[0] if len(inside) > 1 else float("nan")
 
 
-def launch(url: str, tmp: Path, name: str, pools: int, workers: int, tasks: int, optimizer: str) -> dict:
+def launch(
+    url: str, tmp: Path, name: str, pools: int, workers: int, tasks: int, optimizer: str, tree: str | None = None
+) -> dict:
+    """``emews launch`` of ``tasks`` no-op evaluations through ``pools`` pools (SQLite without
+    pools: 0); ``tree``: the emews of that source tree instead of this one."""
     from dispatch import user_environment
 
     folder = tmp / name
@@ -167,7 +174,7 @@ def launch(url: str, tmp: Path, name: str, pools: int, workers: int, tasks: int,
         capture_output=True,
         text=True,
         timeout=1800,
-        env=user_environment(),
+        env={**user_environment(), **({"PYTHONPATH": tree} if tree else {})},
         cwd=folder,
     )
     whole = time.perf_counter() - t0
@@ -403,6 +410,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="300 tasks, 30 round trips, 1 repeat, up to 100k rows")
     parser.add_argument("--eqsql-venv", default="/tmp/emews-bench-eqsql")
+    parser.add_argument("--baseline", help="a source tree of another emews: each launch runs with it too, alternating")
     parser.add_argument("--eqsql-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
@@ -433,6 +441,7 @@ def main() -> None:
             )
             url = server.url()
             runs: dict[int, list[dict]] = {k: [] for k in pool_counts}
+            base_runs: dict[int, list[dict]] = {k: [] for k in pool_counts}
             eq_runs: list[dict] = []
             trips: list[float] = []
             for i in range(args.repeats):
@@ -446,6 +455,22 @@ def main() -> None:
                         f"{k or 'SQLite, no'} pools {row['whole_per_s']:,.0f}/s whole, {row['in_run_per_s']:,.0f}/s in run, "
                         f"rank 0 {row['rank0_cpu_ms']:.2f} ms CPU/task ({row['rank0_cpu_total_s']:.1f} s)"
                     )
+                    if args.baseline:
+                        row = launch(
+                            url,
+                            tmp,
+                            f"r{i}-k{k}-base",
+                            k,
+                            args.workers,
+                            args.tasks,
+                            "{name: random, options: {seed: 1}}",
+                            tree=args.baseline,
+                        )
+                        base_runs[k].append(row)
+                        line.append(
+                            f"baseline {row['whole_per_s']:,.0f}/s whole, {row['in_run_per_s']:,.0f}/s in run, "
+                            f"rank 0 {row['rank0_cpu_ms']:.2f} ms CPU/task"
+                        )
                 name = f"eqsql_{i}"
                 eqsql_database(server, python, name)
                 eq = run_eqsql(python, server, name, args.tasks, eq_workers, args.round_trips)
@@ -463,8 +488,8 @@ def main() -> None:
         finally:
             server.stop()
 
-    def med(k: int, key: str) -> float:
-        return statistics.median(r[key] for r in runs[k])
+    def med(k: int, key: str, of: dict[int, list[dict]] = runs) -> float:
+        return statistics.median(r[key] for r in of[k])
 
     eq_rate = statistics.median(r["tasks_per_s"] for r in eq_runs)
     print()
@@ -480,6 +505,13 @@ def main() -> None:
             f"{k or 'SQLite':<8}{med(k, 'whole_per_s'):>14,.0f}{med(k, 'in_run_per_s'):>12,.0f}{med(k, 'rank0_cpu_ms'):>30.2f}"
             f"{med(k, 'rank0_cpu_total_s'):>20.1f}"
         )
+    if args.baseline:
+        print(f"baseline ({args.baseline}), the same launches alternating with the above:")
+        for k in pool_counts:
+            print(
+                f"{k or 'SQLite':<8}{med(k, 'whole_per_s', base_runs):>14,.0f}{med(k, 'in_run_per_s', base_runs):>12,.0f}"
+                f"{med(k, 'rank0_cpu_ms', base_runs):>30.2f}{med(k, 'rank0_cpu_total_s', base_runs):>20.1f}"
+            )
     print(
         f"eqsql {EQSQL_VERSION}, {eq_workers} Python workers: {eq_rate:,.0f} tasks/s (submit to last result), "
         f"{statistics.median(r['in_db_per_s'] for r in eq_runs):,.0f}/s in the database"

@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result
-from emews.store.pool_queue import PoolQueue
+from emews.store.pool_queue import PoolQueue, StoreLost
 
 log = logging.getLogger("emews")
 
@@ -58,7 +59,7 @@ class PoolBridge:
         self._record = record
         self._recheck = recheck_s
         self._lease = lease_s
-        self._waiting: set[int] = set()  # submitted, result not handed back yet
+        self._waiting: dict[int, Mapping[str, Any]] = {}  # submitted, result not handed back yet: its point
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self.error: BaseException | None = None
@@ -99,7 +100,7 @@ class PoolBridge:
                 while self._queues.tasks:
                     tasks.append(self._queues.tasks.popleft())
                 if tasks:
-                    self._waiting.update(t.id for t in tasks)
+                    self._waiting.update((t.id, t.params) for t in tasks)
                     self._submitter.enqueue(tasks)
 
     def _receive(self) -> None:
@@ -107,18 +108,24 @@ class PoolBridge:
         rechecked = time.monotonic()
         while not self._closing.is_set():
             announced = self._listener.wait(self._recheck)
+            if self._closing.is_set():
+                break
             due = time.monotonic() - rechecked >= self._recheck  # even while announcements keep coming
             with self._lock:
-                wanted = self._waiting.intersection(announced) if announced and not due else set(self._waiting)
+                if announced and not due:
+                    points = {i: self._waiting[i] for i in announced if i in self._waiting}
+                else:
+                    points = dict(self._waiting)
             if not announced or due:
                 self._queues.capacity = self._submitter_capacity()
                 rechecked = time.monotonic()
-            if not wanted:
+            if not points:
                 continue
-            results = self._listener.results(sorted(wanted))
+            results = self._listener.results(list(points), points)
             if results:
                 with self._lock:
-                    self._waiting.difference_update(r.id for r in results)
+                    for result in results:
+                        self._waiting.pop(result.id, None)
                 self._record(results)
                 self._queues.deliver(results)
 
@@ -126,12 +133,17 @@ class PoolBridge:
         """Cancel the tasks among ``ids`` still queued (no pool claimed them); their ids."""
         with self._lock:
             cancelled = [i for i in self._submitter.cancel(ids) if i in self._waiting]  # each id once
-            self._waiting.difference_update(cancelled)
+            for i in cancelled:
+                del self._waiting[i]
         return cancelled
 
     def _submitter_capacity(self) -> int:
-        """Tasks the pools that heartbeat within a lease hold at most (the evaluator's capacity)."""
-        return self._listener.live_capacity(self._lease)
+        """The evaluator's capacity: the tasks the pools that heartbeat within a lease hold at
+        most, and as many again as the largest of them holds queued ahead, so that a pool that
+        joins, or one that turned over all it held, finds work in the shared queue at once instead
+        of after the optimizer's next proposal."""
+        total, largest = self._listener.live_holds(self._lease)
+        return total + largest
 
     def close(self, *, finished: bool) -> None:
         """Stop both threads; ``finished``: the optimizer is done, so pools stop once they hold
@@ -139,7 +151,11 @@ class PoolBridge:
         the pools and to ``emews resume``)."""
         self._closing.set()
         self._queues.new_tasks.set()
-        for thread in self._threads:
-            thread.join(timeout=self._recheck + 5.0)
+        self._threads[0].join(timeout=self._recheck + 5.0)  # the submitter's connection is free then
+        try:
+            self._submitter.announce()  # the receiving thread waits for a notification: one comes now
+        except StoreLost:
+            pass  # it wakes at its next recheck
+        self._threads[1].join(timeout=self._recheck + 5.0)
         if finished:
             self._submitter.finish()

@@ -15,28 +15,38 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
+
 from emews.core.errors import ConfigError, EmewsError
 from emews.core.jsoncodec import dumps_point, loads_point
-from emews.core.results import Result, Task
+from emews.core.results import Result, Status, Task
 from emews.store.base import Store, StoreUnreadable
 from emews.store.postgres import PostgresStore
-from emews.store.results_store import WRITTEN_COLUMNS, _result_row
+from emews.store.results_store import COLUMNS, WRITTEN_COLUMNS, _result_row
 
 log = logging.getLogger("emews")
 
 _NOW = "extract(epoch from clock_timestamp())::double precision"
 
-_ENQUEUE = (
-    "INSERT INTO tasks (id, params, seed, submitted, attempt, ranks, state, priority) "
-    "VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s) "
-    "ON CONFLICT (id) DO UPDATE SET state = 'queued', priority = EXCLUDED.priority WHERE tasks.state IS NULL"
-)
+#: a whole batch in one statement (its rows as one JSON array: one parameter, parsed by the server)
+#: and one NOTIFY: pools waiting for work wake
+_ENQUEUE = """
+WITH queued AS (
+    INSERT INTO tasks (id, params, seed, submitted, attempt, ranks, state, priority)
+    SELECT (e->>0)::bigint, e->>1, (e->>2)::bigint, (e->>3)::float8, (e->>4)::bigint, (e->>5)::bigint, 'queued',
+        (e->>6)::float8
+    FROM jsonb_array_elements(%s::jsonb) e
+    ON CONFLICT (id) DO UPDATE SET state = 'queued', priority = EXCLUDED.priority WHERE tasks.state IS NULL
+    RETURNING 1)
+SELECT pg_notify(%s, ''), (SELECT count(*) FROM queued)
+"""
 _REGISTER = (
     f"INSERT INTO pools (site, job_id, host, workers, hold, started, heartbeat) "
     f"VALUES (%s, %s, %s, %s, %s, {_NOW}, {_NOW}) RETURNING id"
@@ -57,9 +67,41 @@ _REQUEUE = (
     f"UPDATE tasks SET state = 'queued', pool = NULL, lease_until = NULL, attempt = attempt + 1 "
     f"WHERE state = 'leased' AND lease_until < {_NOW} RETURNING id"
 )
-_STORED_BY = "SELECT id FROM results WHERE id = ANY(%s) AND pool = %s"
-_DONE = "UPDATE tasks SET state = 'done', pool = COALESCE(pool, %s), lease_until = NULL WHERE id = ANY(%s)"
-_COUNT = "UPDATE pools SET tasks_done = tasks_done + %s, heartbeat = " + _NOW + " WHERE id = %s"
+#: ids per notification: PostgreSQL's payloads end at 8,000 bytes (300 ids of up to 19 digits and a comma)
+NOTIFY_IDS = 300
+_RESULT_TYPES = {
+    "id": "bigint", "status": "text", "objective": "float8", "loss": "float8", "params": "text", "metrics": "text",
+    "error": "text", "rank": "bigint", "host": "text", "submitted": "float8", "started": "float8",
+    "finished": "float8", "team_ranks": "text",
+}  # fmt: skip
+if tuple(_RESULT_TYPES) != WRITTEN_COLUMNS:  # the arrays of _COMPLETE follow _result_row's columns
+    raise ImportError(f"pool_queue's result columns {tuple(_RESULT_TYPES)} differ from the store's {WRITTEN_COLUMNS}")
+_RESULT_COLUMNS = ", ".join(f"(e->>{i})::{kind} AS {name}" for i, (name, kind) in enumerate(_RESULT_TYPES.items()))
+#: a batch of results in one statement: the rows (one JSON array; the first result per id stands),
+#: the tasks done, the pool's count and heartbeat, and one notification per NOTIFY_IDS stored ids.
+#: The ids stored by this pool: those inserted now and those it stored before (a retry after a lost
+#: commit finds them too; ``before`` reads the table as it was when the statement began)
+_COMPLETE = f"""
+WITH incoming AS (SELECT {_RESULT_COLUMNS} FROM jsonb_array_elements(%(rows)s::jsonb) e),
+inserted AS (
+    INSERT INTO results ({", ".join(_RESULT_TYPES)}, pool) SELECT *, %(pool)s FROM incoming
+    ON CONFLICT (id) DO NOTHING RETURNING id),
+before AS (SELECT id FROM results WHERE id = ANY(%(ids)s::bigint[]) AND pool = %(pool)s),
+stored AS (SELECT id FROM inserted UNION SELECT id FROM before),
+done AS (
+    UPDATE tasks SET state = 'done', pool = COALESCE(pool, %(pool)s), lease_until = NULL
+    WHERE id = ANY(%(ids)s::bigint[])),
+counted AS (
+    UPDATE pools SET tasks_done = tasks_done + (SELECT count(*) FROM inserted), heartbeat = {_NOW}
+    WHERE id = %(pool)s),
+notified AS (
+    SELECT pg_notify(%(channel)s, string_agg(id::text, ',' ORDER BY id)) FROM
+        (SELECT id, (row_number() OVER (ORDER BY id) - 1) / {NOTIFY_IDS} AS part FROM stored) s GROUP BY part)
+SELECT (SELECT array_agg(id ORDER BY id) FROM stored), (SELECT count(*) FROM notified)
+"""
+#: the results of the ids given as one array literal
+_RESULTS = f"SELECT {', '.join(COLUMNS)} FROM results WHERE id = ANY(%s::bigint[]) ORDER BY id"
+_STATUS = {status.value: status for status in Status}
 _STOP = f"UPDATE pools SET stopped = {_NOW} WHERE id = %s"
 _POOLS = "SELECT id, site, job_id, host, workers, tasks_done, started, heartbeat, stopped FROM pools ORDER BY id"
 _SET_META = "INSERT INTO emews_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
@@ -76,8 +118,8 @@ _CANCEL_IDS = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' AND i
 _CANCELLED_AMONG = "SELECT id FROM tasks WHERE state = 'cancelled' AND id = ANY(%s)"
 _CANCELLED = "SELECT id FROM tasks WHERE state = 'cancelled'"
 _LIVE_HOLD = (
-    f"SELECT COALESCE(SUM(GREATEST(workers, COALESCE(hold, workers))), 0) FROM pools "
-    f"WHERE stopped IS NULL AND heartbeat > {_NOW} - %s"
+    f"SELECT COALESCE(SUM(h), 0), COALESCE(MAX(h), 0) FROM (SELECT GREATEST(workers, COALESCE(hold, workers)) AS h "
+    f"FROM pools WHERE stopped IS NULL AND heartbeat > {_NOW} - %s) p"
 )
 #: ``emews_meta`` keys: the experiment runs its tasks through pools; its optimizer finished
 POOL_MODE, FINISHED = "pools", "pools_finished"
@@ -237,7 +279,18 @@ class PoolQueue:
     def live_capacity(self, lease_s: float) -> int:
         """Tasks the pools not stopped, whose last heartbeat is less than ``lease_s`` old, hold at
         most (their workers and the read-ahead each grew for short tasks)."""
-        return int(self._raw.execute(_LIVE_HOLD, (lease_s,)).fetchone()[0])
+        return self.live_holds(lease_s)[0]
+
+    @retried
+    def live_holds(self, lease_s: float) -> tuple[int, int]:
+        """What :meth:`live_capacity` counts, and the largest one pool holds."""
+        total, largest = self._raw.execute(_LIVE_HOLD, (lease_s,)).fetchone()
+        return int(total), int(largest)
+
+    @retried
+    def announce(self) -> None:
+        """An empty notification on the results channel: a listener's :meth:`wait` returns at once."""
+        self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
     @retried
     def outstanding(self) -> int:
@@ -249,21 +302,22 @@ class PoolQueue:
     def enqueue(self, tasks: Sequence[Task], priority: float | None = None) -> None:
         """Queue ``tasks`` for any pool (a task id already queued, leased, done or cancelled is left
         as it is; one recorded by a run without pools is queued)."""
+        batch = list({t.id: t for t in reversed(tasks)}.values())[::-1]  # the first of an id stands
+        if not batch:
+            return
         rows = [
-            (
-                t.id,
+            [
+                int(t.id),
                 dumps_point(t.params),
-                t.seed,
-                t.submitted,
-                t.attempt,
-                t.ranks,
-                t.priority if priority is None else priority,
-            )
-            for t in tasks
+                None if t.seed is None else int(t.seed),
+                _number(t.submitted),
+                int(t.attempt),
+                int(t.ranks),
+                _number(t.priority if priority is None else priority),
+            ]
+            for t in batch
         ]
-        with self._raw.transaction(), self._raw.cursor() as cursor:
-            cursor.executemany(_ENQUEUE, rows)
-            cursor.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))  # pools waiting for work wake
+        self._raw.execute(_ENQUEUE, (orjson.dumps(rows).decode(), self.tasks_channel)).fetchone()
 
     @retried
     def cancel(self, ids: Sequence[int] | None = None) -> list[int]:
@@ -312,9 +366,35 @@ class PoolQueue:
         return any(True for _ in self._raw.notifies(timeout=0))
 
     @retried
-    def results(self, ids: Sequence[int]) -> list[Result]:
-        """The stored results among ``ids`` (by id)."""
-        return self.store.results_by_id(ids)
+    def results(self, ids: Sequence[int], params: Mapping[int, Mapping[str, Any]] | None = None) -> list[Result]:
+        """The stored results among ``ids`` (by id), in one statement; a result's point is taken
+        from ``params`` where it has the id (the point the optimizer put: not decoded again)."""
+        known = params or {}
+        found = []
+        for row in self._raw.execute(_RESULTS, (_array(sorted(set(ids))),)):
+            id_, status, objective, loss, point, metrics, error, rank, host, submitted, started, finished = row
+            if status not in _STATUS or id_ not in known or metrics != "{}":
+                found.append(self.store._result(row))  # the store's reader, its errors included
+                if id_ in known:
+                    found[-1].params = known[id_]
+                continue
+            found.append(
+                Result(
+                    id=id_,
+                    params=known[id_],
+                    status=_STATUS[status],
+                    objective=objective,
+                    loss=math.inf if loss is None else loss,
+                    metrics={},
+                    error=error,
+                    rank=rank,
+                    host=host,
+                    submitted=submitted,
+                    started=started,
+                    finished=finished,
+                )
+            )
+        return found
 
     @retried
     def wait(self, timeout: float) -> list[int]:
@@ -381,20 +461,16 @@ class PoolQueue:
         batch = list({r.id: r for r in results}.values())
         if not batch:
             return []
-        ids = [r.id for r in batch]
-        with self._raw.transaction():
-            for start in range(0, len(batch), 1000):  # a statement takes at most 65,535 parameters
-                chunk = batch[start : start + 1000]
-                rows = [value for result in chunk for value in (*_result_row(result), pool)]
-                self._raw.execute(_insert_once(len(chunk)), rows)
-            # this pool's rows among them (not RETURNING: a retry after a lost commit finds them too)
-            stored = sorted(int(i) for (i,) in self._raw.execute(_STORED_BY, (ids, pool)).fetchall())
-            self._raw.execute(_DONE, (pool, ids))
-            if stored:
-                self._raw.execute(_COUNT, (len(stored), pool))
-                for payload in _payloads(stored):
-                    self._raw.execute("SELECT pg_notify(%s, %s)", (self.channel, payload))
-        return stored
+        kinds = tuple(_RESULT_TYPES.values())
+        rows = [[_typed(value, kind) for value, kind in zip(_result_row(r), kinds, strict=True)] for r in batch]
+        parameters = {
+            "rows": orjson.dumps(rows).decode(),
+            "ids": _array(r.id for r in batch),  # the tasks by their index, not by a join the planner may scan for
+            "pool": pool,
+            "channel": self.channel,
+        }
+        stored = self._raw.execute(_COMPLETE, parameters).fetchone()[0]
+        return [int(i) for i in stored or ()]
 
     @retried
     def stop(self, pool: int) -> None:
@@ -443,20 +519,22 @@ def pool_queue_of(store: Store, exp_dir: Path) -> PoolQueue:
     return queue
 
 
-def _payloads(ids: Sequence[int], limit: int = 7900) -> list[str]:
-    """``ids`` as comma-separated notification payloads under PostgreSQL's 8,000 bytes each."""
-    payloads, current = [], ""
-    for text in map(str, ids):
-        if current and len(current) + 1 + len(text) > limit:
-            payloads.append(current)
-            current = ""
-        current = f"{current},{text}" if current else text
-    return [*payloads, current] if current else payloads
+def _number(value: Any) -> Any:
+    """A float for a JSON row: a finite one as a number, infinity and NaN as text (which JSON has
+    no number for and the server's ``float8`` reads), ``None`` as null."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else repr(value)
 
 
-def _insert_once(count: int) -> str:
-    """The INSERT of ``count`` results with the pool column, ignoring a second result for a task
-    id."""
-    columns = (*WRITTEN_COLUMNS, "pool")
-    row = f"({','.join(['%s'] * len(columns))})"
-    return f"INSERT INTO results ({','.join(columns)}) VALUES {','.join([row] * count)} ON CONFLICT (id) DO NOTHING"
+def _typed(value: Any, kind: str) -> Any:
+    """``value`` as its column's JSON: a plain int, float (:func:`_number`) or string."""
+    if value is None:
+        return None
+    return int(value) if kind == "bigint" else _number(value) if kind == "float8" else str(value)
+
+
+def _array(ids: Iterable[int]) -> str:
+    """``ids`` as a PostgreSQL array literal (one text parameter, cast to ``bigint[]``)."""
+    return "{" + ",".join(str(int(i)) for i in ids) + "}"

@@ -119,3 +119,23 @@ def test_cancel_reaches_the_shared_queue(stores: list[PostgresStore]) -> None:
         bridge.close(finished=False)
     assert sorted(r.id for r in results) == [ids[0], ids[3]]
     assert PoolQueue(stores[2]).cancelled() == set(ids[1:3])
+
+
+def test_a_pool_that_joins_finds_work_queued(stores: list[PostgresStore]) -> None:
+    """The optimizer keeps as many tasks queued beyond what the pools hold as the largest pool
+    holds, so a pool that joins claims work at once, before the optimizer's next proposal."""
+    pools = PoolQueue(stores[2])
+    first = pools.register("local", workers=2, hold=4)
+    queues = QueuePair()
+    bridge = PoolBridge(queues, PoolQueue(stores[0]), PoolQueue(stores[1])).start()
+    try:
+        _until(lambda: queues.capacity == 8, "the capacity is never the pool's hold and as many queued ahead")
+        evaluator = Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=1, budget=None)
+        evaluator.put([{"x": i / 10} for i in range(evaluator.capacity)])
+        _until(lambda: _queued(stores[2], 8), "the bridge never queued the 8 tasks")
+        assert len(pools.claim(first, 4, lease_s=60.0)) == 4
+        joined = pools.register("elsewhere", workers=2, hold=4)
+        assert len(pools.claim(joined, 4, lease_s=60.0)) == 4  # at once: nothing was proposed meanwhile
+        _until(lambda: queues.capacity == 12, "the capacity never counts the pool that joined")
+    finally:
+        bridge.close(finished=False)

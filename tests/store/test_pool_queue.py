@@ -204,3 +204,29 @@ def test_big_batches_are_stored_and_announced(stores: list[PostgresStore]) -> No
         assert got, f"{len(announced)} of {len(tasks)} announced"
         announced.update(got)
     assert sorted(announced) == [t.id for t in tasks]
+
+
+def test_values_json_cannot_hold_come_back_as_written(stores: list[PostgresStore]) -> None:
+    """A batch travels as one JSON document: infinity and NaN, quotes, backslashes and non-ASCII
+    text, nulls and metrics come back from the store as they were written."""
+    optimizer, pool, _ = (PoolQueue(s) for s in stores)
+    params = {"name": 'a "quoted" \\ path é ✓', "x": 0.1}
+    optimizer.enqueue([Task(0, params, 7, 1000.0, priority=2), Task(1, {"x": 1e-300}, 8, 1001.0), Task(0, {}, 9, 0.0)])
+    me = pool.register("local", workers=2)
+    claimed = pool.claim(me, 5, _LEASE)
+    assert [(c.task.id, c.task.params, c.task.seed, c.priority) for c in claimed] == [
+        (0, params, 7, 2.0),  # the first of an id in a batch stands
+        (1, {"x": 1e-300}, 8, 0.0),
+    ]
+    written = [
+        Result(0, params, Status.OK, math.inf, 1.5, {"m": math.nan, "s": "é"}, None, 1, "h", 1.0, 2.0, 3.0),
+        Result(1, {"x": 1e-300}, Status.FAILED, None, math.inf, {}, 'boom: "x" \\ ✓', None, None, None, None, None),
+    ]
+    assert pool.complete(me, written) == [0, 1]
+    ok, failed = optimizer.results([0, 1])
+    assert (ok.objective, ok.loss, ok.params, ok.metrics["s"]) == (math.inf, 1.5, params, "é")
+    assert math.isnan(ok.metrics["m"])
+    assert (failed.status, failed.objective, failed.loss, failed.error) == (Status.FAILED, None, math.inf, written[1].error)
+    assert failed.rank is None and failed.submitted is None
+    known = optimizer.results([1], {1: {"x": "as put"}})  # the optimizer's own point is not read again
+    assert known[0].params == {"x": "as put"} and known[0].status is Status.FAILED
