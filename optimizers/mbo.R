@@ -288,7 +288,11 @@ emews_mbo <- function(evaluator, space, options) {
 .mbo_fit_predict <- function(ctx, X, y, C) {
   data <- X
   data$y_ <- y
-  task <- mlr::makeRegrTask(id = "emews_mbo", data = data, target = "y_")
+  # fixup.data "no" (and no check, which refuses empty levels): a categorical value no result has
+  # yet keeps its level; mlr would drop it, and the forest could then not rank candidates that
+  # have it (the first fits of a wide run, on a few results, ended the run)
+  task <- mlr::makeRegrTask(id = "emews_mbo", data = data, target = "y_", fixup.data = "no",
+                            check.data = FALSE)
   model <- mlr::train(ctx$learner, task)
   # mlr's se.method = "sd" is the spread of the per-tree predictions; computed here without
   # mlr's row-wise apply(), which costs more than fitting the forest
@@ -316,18 +320,21 @@ emews_mbo <- function(evaluator, space, options) {
 # many in flight (thousands of workers), an evenly spaced subset, so a proposal's work is bounded
 MBO_MAX_PENALIZED <- 64L
 
-.mbo_select <- function(ctx, n, mu, se, Cu, avoid_keys, pending, ymin, keys) {
+# the rows of the model's candidates to propose: n picks by the infill criterion, never one of the
+# candidates already `used` (a point evaluated, in flight or picked since the fit) unless nothing else
+# is left; with ei each pick multiplies the distance penalty around it into `penalty`. The work is
+# O(candidates) per pick whatever the results and points in flight (those are looked at once per fit,
+# in .mbo_mark). Returns list(j = the rows, penalty = the updated penalty).
+.mbo_select <- function(ctx, n, model) {
   opts <- ctx$opts
+  Cu <- model$Cu
+  mu <- model$mu
+  se <- model$se
   d <- ncol(Cu)
-  taken <- rep(FALSE, nrow(Cu))
-  # never propose (numerically) the same point twice, unless nothing else is left
-  dup <- keys %in% avoid_keys
+  used <- model$used
+  penalty <- model$penalty
   radius <- 0.1 * sqrt(d)
-  penalty <- rep(1, nrow(Cu))
-  pending <- .mbo_evenly(pending, MBO_MAX_PENALIZED)
-  if (opts$infill == "ei" && !is.null(pending) && nrow(pending) > 0L)
-    for (i in seq_len(nrow(pending)))
-      penalty <- penalty * (1 - exp(-rowSums(sweep(Cu, 2, pending[i, ])^2) / radius^2))
+  taken <- rep(FALSE, nrow(Cu))
   chosen <- integer(0)
   for (k in seq_len(n)) {
     if (opts$infill == "cb") {
@@ -335,21 +342,36 @@ MBO_MAX_PENALIZED <- 64L
       score <- mu - lam * se
     } else {
       s <- pmax(se, 1e-12)
-      z <- (ymin - mu) / s
-      score <- -((ymin - mu) * stats::pnorm(z) + s * stats::dnorm(z)) * penalty
+      z <- (model$ymin - mu) / s
+      score <- -((model$ymin - mu) * stats::pnorm(z) + s * stats::dnorm(z)) * penalty
     }
-    blocked <- taken | dup
+    blocked <- used
     if (all(blocked)) blocked <- taken
     if (all(blocked)) blocked <- rep(FALSE, nrow(Cu))
     score[blocked] <- Inf
     j <- which.min(score)
     chosen <- c(chosen, j)
     taken[j] <- TRUE
-    dup <- dup | keys == keys[j]
+    used <- used | model$keys == model$keys[j]
     if (opts$infill == "ei")
       penalty <- penalty * (1 - exp(-rowSums(sweep(Cu, 2, Cu[j, ])^2) / radius^2))
   }
-  chosen
+  list(j = chosen, penalty = penalty)
+}
+
+# once per fit: which candidates are (numerically) a point evaluated or in flight (`avoid_keys`),
+# and the ei distance penalty around at most MBO_MAX_PENALIZED of the points in flight (`pending`,
+# unit rows in submission order)
+.mbo_mark <- function(ctx, model, avoid_keys, pending) {
+  model$used <- model$keys %in% avoid_keys
+  penalty <- rep(1, nrow(model$Cu))
+  pending <- .mbo_evenly(pending, MBO_MAX_PENALIZED)
+  radius <- 0.1 * sqrt(ncol(model$Cu))
+  if (ctx$opts$infill == "ei" && !is.null(pending) && nrow(pending) > 0L)
+    for (i in seq_len(nrow(pending)))
+      penalty <- penalty * (1 - exp(-rowSums(sweep(model$Cu, 2, pending[i, ])^2) / radius^2))
+  model$penalty <- penalty
+  model
 }
 
 # refit the forest once this many results arrived since the last fit (n observations): after
@@ -382,18 +404,22 @@ MBO_MAX_CANDIDATES <- 10000L
                                   ntree = opts$ntree, nodesize = opts$nodesize)
   hist <- .mbo_history(ctx)
   X <- hist$X                 # encoded rows evaluated so far (the earlier runs' first)
+  Xnew <- list()              # rows evaluated since X was last bound (bound once per fit, not per result)
   y <- hist$y                 # their losses (Inf = failed)
-  # pending tasks, by id (hashed: thousands of workers): the encoded row and its [0, 1]^d row
+  # pending tasks, by id (hashed: thousands of workers): the encoded row, its [0, 1]^d row and key
   pending <- new.env(hash = TRUE)
   pending_unit <- new.env(hash = TRUE)
+  pending_key <- new.env(hash = TRUE)
 
   submit <- function(rows) {
     ids <- ev$put(.mbo_decode(ctx, rows))
     unit <- .mbo_unit(ctx, rows, bounds)
+    keys <- .mbo_keys(unit)
     for (i in seq_along(ids)) {
       key <- as.character(ids[i])
       assign(key, rows[i, , drop = FALSE], envir = pending)
       assign(key, unit[i, ], envir = pending_unit)
+      assign(key, keys[i], envir = pending_key)
     }
   }
   absorb <- function(res) {
@@ -408,17 +434,23 @@ MBO_MAX_CANDIDATES <- 10000L
     if (length(known)) {
       rm(list = known, envir = pending)
       rm(list = known, envir = pending_unit)
+      rm(list = known, envir = pending_key)
     }
     rows <- do.call(rbind, got)
-    unit <- .mbo_unit(ctx, rows, bounds)
-    X <<- rbind(X, rows)
-    Xu <<- rbind(Xu, unit)
-    Xkeys <<- c(Xkeys, .mbo_keys(unit))
+    Xnew[[length(Xnew) + 1L]] <<- rows
+    Xkeys[[length(Xkeys) + 1L]] <<- .mbo_keys(.mbo_unit(ctx, rows, bounds))
     y <<- c(y, res$loss)
   }
-  model <- NULL               # the last fit: candidates, their predictions, observations it saw
-  Xu <- NULL                  # X in [0, 1]^d, kept as X grows
+  bind <- function() {
+    if (length(Xnew)) {
+      X <<- do.call(rbind, c(list(X), Xnew))
+      Xnew <<- list()
+    }
+    X
+  }
+  model <- NULL               # the last fit: candidates, their predictions, which are used, observations it saw
   fit <- function(yi, n) {
+    X <- bind()
     nc <- max(opts$candidates, min(2L * n, MBO_MAX_CANDIDATES))
     # local candidates: half around the best point, half around the five best
     top <- X[order(yi)[c(rep(1L, min(5L, nrow(X))), seq_len(min(5L, nrow(X))))], , drop = FALSE]
@@ -429,25 +461,32 @@ MBO_MAX_CANDIDATES <- 10000L
     pr <- .mbo_fit_predict(ctx, X[rows, , drop = FALSE], yt[rows], C)
     Cu <- .mbo_unit(ctx, C, bounds)
     refits <<- refits + 1L
-    list(C = C, Cu = Cu, keys = .mbo_keys(Cu), mu = pr$mean, se = pr$se, ymin = min(yt), seen = length(y))
+    fitted_rows <<- c(fitted_rows, length(rows))
+    Xkeys <<- list(unlist(Xkeys, use.names = FALSE))
+    ids <- ls(pending_unit)
+    ids <- ids[order(as.numeric(ids))]  # in submission order
+    kept <- .mbo_evenly(matrix(seq_along(ids), ncol = 1L), MBO_MAX_PENALIZED)
+    Pu <- if (length(ids)) do.call(rbind, mget(ids[kept[, 1L]], envir = pending_unit)) else NULL
+    avoid <- c(Xkeys[[1L]], unlist(mget(ids, envir = pending_key), use.names = FALSE))
+    .mbo_mark(ctx, list(C = C, Cu = Cu, keys = .mbo_keys(Cu), mu = pr$mean, se = pr$se, ymin = min(yt),
+                        seen = length(y)), avoid, Pu)
   }
   propose_points <- function(n) {
     yi <- .mbo_impute(y)
     if (is.null(yi) || length(y) < 3L) return(.mbo_design(ctx, n))
     if (is.null(model) || length(y) - model$seen >= .mbo_refit_after(length(y))) model <<- fit(yi, n)
-    ids <- ls(pending_unit)
-    ids <- ids[order(as.numeric(ids))]  # in submission order
-    Pu <- if (length(ids)) do.call(rbind, mget(ids, envir = pending_unit)) else NULL
-    j <- .mbo_select(ctx, n, model$mu, model$se, model$Cu, c(Xkeys, .mbo_keys(Pu)), Pu, model$ymin, model$keys)
-    model$C[j, , drop = FALSE]
+    picked <- .mbo_select(ctx, n, model)
+    model$used[picked$j] <<- TRUE
+    model$penalty <<- picked$penalty
+    proposals <<- proposals + 1L
+    model$C[picked$j, , drop = FALSE]
   }
 
-  Xkeys <- character(0)       # .mbo_keys(Xu), kept as X grows
-  if (!is.null(X)) {
-    Xu <- .mbo_unit(ctx, X, bounds)
-    Xkeys <- .mbo_keys(Xu)
-  }
+  Xkeys <- list()             # .mbo_keys of the evaluated rows, in chunks joined at each fit
+  if (!is.null(X)) Xkeys <- list(.mbo_keys(.mbo_unit(ctx, X, bounds)))
   refits <- 0L
+  proposals <- 0L
+  fitted_rows <- integer(0)   # rows each forest was fitted on
   n0 <- .mbo_n_initial(ctx) - length(y)
   if (n0 > 0L) submit(.mbo_design(ctx, n0))
   repeat {
@@ -459,5 +498,6 @@ MBO_MAX_CANDIDATES <- 10000L
     want <- min(workers - ev$pending(), ev$remaining())
     if (want > 0L) submit(propose_points(want))
   }
-  c(.mbo_summary(ctx, X, y), list(refits = refits))
+  c(.mbo_summary(ctx, bind(), y), list(refits = refits, proposals = proposals,
+                                       max_fit_rows = if (length(fitted_rows)) max(fitted_rows) else 0L))
 }
