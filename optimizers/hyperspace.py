@@ -18,6 +18,15 @@ contains the point, so results in overlapping regions are shared. Workers freed 
 ``m`` defaults to the largest with ``2^m`` at most the workers (at least 1, at most 3 and the numeric dimensions):
 one subspace per worker, as in the paper, where each subspace had an MPI rank.
 
+At width (more than ``WIDE`` = 128 workers) the subspaces propose in a background thread, as
+``bayes``' model does (``optimizers._bayes._proposer``): the thread keeps the demand plus a
+reserve of proposals ready (what the workers take during the next fit), each fit absorbs every
+result that arrived since the last, and a worker that would wait on a fit gets one of the last
+fit's runners-up. Subspaces take turns per fit as above; a subspace's pending points are the
+points in flight inside it. The optimizer thread only hands out points and results, so workers
+freed while a subspace refits are not held up by it. With at most 128 workers the loop is the
+synchronous one above (seeded proposals as before).
+
 After the run ``subspaces`` holds, per subspace, its bounds, the results it saw and the best
 of them, which tells which regions are good and which are bad; in a run with an experiment
 directory it is also written there as ``hyperspace.json`` and logged.
@@ -42,14 +51,28 @@ from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Float, Int, Space
 
-from ._bayes._engine import LIAR_PICKS, Engine
+from ._bayes._engine import LIAR_PICKS, MAX_LIES, Engine
+from ._bayes._proposer import Proposer
+from ._bayes._refill import Refill
 from ._bayes._space import SpaceMap
+from ._bayes._subspaces import Subspaces
 from ._failures import FailureImputation
 from ._stopped import StoppedTrials
 
 __all__ = ["HyperSpace", "Subspace", "split_space"]
 
 log = logging.getLogger(__name__)
+
+#: more workers than this (as bayes' ``WIDE``): the subspaces propose in a model thread that keeps
+#: a reserve of proposals, so that freed workers take points from stock instead of waiting on a fit
+WIDE = 2 * MAX_LIES
+
+#: at width a subspace re-optimizes its GP kernel when its history grew 4x (10% below WIDE)
+WIDE_HYPERFIT_GROWTH = 3.0
+
+#: at width, once a fit took this many seconds the subspaces move to a model process of their
+#: own (as bayes' ``process_after``): their fits then never hold the optimizer rank's GIL
+PROCESS_AFTER = 0.25
 
 #: a numeric dimension, the kind that can be split
 Numeric = TypeVar("Numeric", Int, Float)
@@ -204,9 +227,82 @@ class HyperSpace(AskTellOptimizer):
             self.seed = evaluator.seed
         self.stopped = StoppedTrials(evaluator)
         try:
-            super().run(evaluator)
+            if evaluator.workers > WIDE:
+                self._run_wide(evaluator)
+            else:
+                super().run(evaluator)
         finally:
             self._report(evaluator.exp_dir)
+
+    def _run_wide(self, evaluator: Any) -> None:
+        """The asynchronous loop at width: a model thread proposes for the subspaces in turn and
+        keeps a reserve (see the module docstring); this thread submits and hands results over."""
+        self.task_points = {}
+        self.budget = evaluator.budget
+        self.start(evaluator.space, evaluator.workers)
+        workers = evaluator.workers
+        full = SpaceMap(evaluator.space)
+        for sub in self.subspaces:
+            sub.engine.reserve_size = max(workers // len(self.subspaces), 1)
+            # results arrive by hundreds a second: a kernel re-optimized at every 10% of growth
+            # was most of the model's time (two GP hyperfits with output_warp auto, per fit)
+            sub.engine.hyperfit_growth = max(sub.engine.hyperfit_growth, WIDE_HYPERFIT_GROWTH)
+        self.model = Subspaces([s.engine for s in self.subspaces], [s.bounds for s in self.subspaces], full)
+        self.stats: dict[str, Any] = {"proposed": 0, "runners_up": 0, "random_fillers": 0}
+        proposer = Proposer(  # type: ignore[arg-type]
+            self.model, max_ahead=4 * workers, wide=True, process_after=PROCESS_AFTER
+        ).start()
+        refill = Refill(self.space, full, proposer, workers=workers, speculate=True, max_idle=None,
+                        seed=self.seed, stats=self.stats)
+
+        def learn(results: Sequence[Result]) -> None:
+            xs = [full.to_skopt(r.params) if self.space.contains(r.params) else None for r in results]
+            proposer.tell([r.id for r in results], xs, [r.loss for r in results])
+            self._note(results, xs)
+
+        poll = 0.002
+        try:
+            if evaluator.history:
+                learn(list(evaluator.history))
+            while True:
+                room = min(workers - evaluator.pending, evaluator.remaining)
+                if room > 0:
+                    points = refill.points(room, evaluator.pending)
+                    if points:
+                        ids = evaluator.put(points)
+                        proposer.submitted(ids, [full.to_skopt(p) for p in points])
+                        self.stats["proposed"] += len(points)
+                        room -= len(points)
+                proposer.request(max(room, 0), evaluator.remaining)
+                if evaluator.pending == 0:
+                    if evaluator.remaining == 0:
+                        return
+                    proposer.wait_ready(1)
+                    continue
+                if room > 0:  # the model is working on points we could submit: look back soon
+                    results = evaluator.get(1, timeout=poll)
+                    poll = min(poll * 1.5, 0.02)
+                else:
+                    results = evaluator.get(1)
+                if results:
+                    poll = 0.002
+                    learn(results)
+        finally:
+            proposer.close()
+            self.stats.update(proposer.summary())
+
+    def _note(self, results: Sequence[Result], xs: Sequence[list[Any] | None]) -> None:
+        """Count the results each subspace saw and keep its best (the report), at width."""
+        known = [(r, x) for r, x in zip(results, xs, strict=True) if x is not None]
+        if not known:
+            return
+        for k, sub in enumerate(self.subspaces):
+            inside = self.model.inside(k, [x for _, x in known])
+            for (r, _), ok in zip(known, inside, strict=True):
+                if ok:
+                    sub.results += 1
+                    if r.ok and (sub.best is None or r.loss < sub.best.loss):
+                        sub.best = r
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         """``n`` proposals from the subspace whose turn it is: one fit, a constant-liar batch

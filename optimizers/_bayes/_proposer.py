@@ -296,7 +296,8 @@ class Proposer:
                 self._process_state = "failed"
             return
         engine = self.engine
-        assert isinstance(engine, Engine), "the engine moves once, from the 'starting' state"
+        # an Engine, or hyperspace's Subspaces (which has the interface the child calls)
+        assert not isinstance(engine, RemoteEngine), "the engine moves once, from the 'starting' state"
         try:
             remote = process.adopt(engine)
         except (ModelProcessError, EOFError, OSError) as exc:
