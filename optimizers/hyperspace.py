@@ -24,7 +24,10 @@ reserve of proposals ready (what the workers take during the next fit), each fit
 result that arrived since the last, and a worker that would wait on a fit gets one of the last
 fit's runners-up. Subspaces take turns per fit as above; a subspace's pending points are the
 points in flight inside it. The optimizer thread only hands out points and results, so workers
-freed while a subspace refits are not held up by it. With at most 128 workers the loop is the
+freed while a subspace refits are not held up by it; once a fit took 0.25 s the subspaces move
+to a model process of their own (as ``bayes``' ``model_process``), off the optimizer rank's GIL.
+The subspaces then share one GP kernel, re-optimized by the subspace whose turn it is once the
+results grew 4x (``optimizers._bayes._subspaces``). With at most 128 workers the loop is the
 synchronous one above (seeded proposals as before).
 
 After the run ``subspaces`` holds, per subspace, its bounds, the results it saw and the best
@@ -249,11 +252,15 @@ class HyperSpace(AskTellOptimizer):
             sub.engine.hyperfit_growth = max(sub.engine.hyperfit_growth, WIDE_HYPERFIT_GROWTH)
         self.model = Subspaces([s.engine for s in self.subspaces], [s.bounds for s in self.subspaces], full)
         self.stats: dict[str, Any] = {"proposed": 0, "runners_up": 0, "random_fillers": 0}
-        proposer = Proposer(  # type: ignore[arg-type]
-            self.model, max_ahead=4 * workers, wide=True, process_after=PROCESS_AFTER
+        proposer = Proposer(
+            self.model,  # type: ignore[arg-type]
+            max_ahead=4 * workers,
+            wide=True,
+            process_after=PROCESS_AFTER,
         ).start()
-        refill = Refill(self.space, full, proposer, workers=workers, speculate=True, max_idle=None,
-                        seed=self.seed, stats=self.stats)
+        refill = Refill(
+            self.space, full, proposer, workers=workers, speculate=True, max_idle=None, seed=self.seed, stats=self.stats
+        )
 
         def learn(results: Sequence[Result]) -> None:
             xs = [full.to_skopt(r.params) if self.space.contains(r.params) else None for r in results]

@@ -176,7 +176,9 @@ class Engine:
         while len(out) < n and (self.n_proposed < self.n_initial_points or n_finite < 2):
             if self.n_proposed < len(self._initial):
                 out.append(list(self._initial[self.n_proposed]))
-            elif (k := n - len(out) if n_finite < 2 else min(n - len(out), self.n_initial_points - self.n_proposed)) > LIAR_PICKS:
+            elif (
+                k := n - len(out) if n_finite < 2 else min(n - len(out), self.n_initial_points - self.n_proposed)
+            ) > LIAR_PICKS:
                 # a random wave of thousands of workers: one draw for all (skopt draws a point
                 # at a time in 1 ms); a few workers' draws stay one by one, as seeded before
                 out.extend(self.sk.rvs(k, random_state=self.rng))

@@ -85,8 +85,9 @@ class Subspaces:
         for k, engine in enumerate(self.engines):
             mask = self.inside(k, xs)
             if mask.any():
-                engine.tell([x for x, ok in zip(xs, mask, strict=True) if ok],
-                            [y for y, ok in zip(ys, mask, strict=True) if ok])
+                engine.tell(
+                    [x for x, ok in zip(xs, mask, strict=True) if ok], [y for y, ok in zip(ys, mask, strict=True) if ok]
+                )
                 self.told[k] += int(mask.sum())
 
     def propose(self, n: int, pending: Sequence[list[Any]] = ()) -> list[list[Any]]:
