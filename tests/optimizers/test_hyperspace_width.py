@@ -25,10 +25,14 @@ from emews.optimizers.hyperspace import HyperSpace
 
 HERE = __file__
 
-SPACE = Space({
-    "lr": Float(1e-5, 1e-1, log=True), "dropout": Float(0.0, 0.5), "units": Int(8, 512),
-    "act": Categorical(["relu", "tanh", "sigmoid"]),
-})
+SPACE = Space(
+    {
+        "lr": Float(1e-5, 1e-1, log=True),
+        "dropout": Float(0.0, 0.5),
+        "units": Int(8, 512),
+        "act": Categorical(["relu", "tanh", "sigmoid"]),
+    }
+)
 
 
 def recorded_quadratic(params) -> float:
@@ -75,6 +79,8 @@ def test_every_result_reaches_every_subspace_that_contains_it_and_a_batch_is_one
         assert opt.subspaces[k].engine.last_work["lies"] == min(inside, _engine.MAX_LIES)
         assert all(opt.subspaces[k].space.contains(full.from_skopt(x)) for x in xs)
         pending = pending + xs
+    fits = model.fits
+    assert len(model.propose(600, pending)) == 600 and model.fits == fits + 1  # a large batch after the wave: one fit
 
 
 def test_the_subspaces_share_one_kernel_reoptimized_as_the_results_grow():
@@ -122,8 +128,15 @@ def test_a_wide_run_proposes_in_the_model_thread_and_learns_every_result(monkeyp
 
     log = tmp_path / "evaluated.jsonl"
     monkeypatch.setenv("HYPERSPACE_WIDTH_LOG", str(log))
-    spec = RunSpec(space=SPACE, make_optimizer=make, objective=ObjectiveRef(HERE, "recorded_quadratic"), budget=80,
-                   isolation="inline", seed=0, show_progress=False)
+    spec = RunSpec(
+        space=SPACE,
+        make_optimizer=make,
+        objective=ObjectiveRef(HERE, "recorded_quadratic"),
+        budget=80,
+        isolation="inline",
+        seed=0,
+        show_progress=False,
+    )
     summary = run_in_threads(spec, 12)
     assert summary.error is None, summary.error
     opt = holder["opt"]
@@ -131,6 +144,7 @@ def test_a_wide_run_proposes_in_the_model_thread_and_learns_every_result(monkeyp
     assert opt.stats["proposed"] == 80 and opt.stats["fits"] >= 1
     evaluated = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(evaluated) == 80
-    assert [sub.results for sub in opt.subspaces] == [sum(sub.space.contains(p) for p in evaluated)
-                                                      for sub in opt.subspaces]
+    assert [sub.results for sub in opt.subspaces] == [
+        sum(sub.space.contains(p) for p in evaluated) for sub in opt.subspaces
+    ]
     assert 80 - 2 * 12 <= opt.model.n_told <= 80
