@@ -14,16 +14,21 @@ defaults:
            perturbation_interval, hyperparam_mutations={lr: loguniform, momentum: uniform})``, the
            population as ``points_to_evaluate``, stopped at ``training_iteration`` = epochs, one CPU
            per member (all members train at once, as emews' workers)
+``fixed``  (``--methods``) ``emews launch`` without a trial scheduler: each member keeps its initial
+           ``lr`` and ``momentum`` throughout (what PBT's schedules are measured against)
 
 Ray Tune runs as a child process with ``/tmp/emews-bench-ray/bin/python`` (made on first use:
 ``python -m venv --system-site-packages`` and ``pip install "ray[tune]"``; ``--ray-python``
 names another). Printed per seed and as medians over ``--seeds``: the best member's final
 validation loss (the target: emews no worse than Ray's), the population's median final loss, the
-epochs trained (the budget: members x epochs, plus what exploits retrain) and wall time.
+epochs trained (the budget: members x epochs, give or take what a clone retrains or skips) and
+wall time. Ray checkpoints every ``--interval`` epochs and at the last (its PBT examples' practice),
+emews at every report (its objective contract).
 
     nice -n 10 python bench/pbt.py                       # 4 members x 20 epochs, interval 4, 3 seeds
     nice -n 10 python bench/pbt.py --seeds 1 --epochs 12 # quicker
     nice -n 10 python bench/pbt.py --methods emews       # one side only
+    nice -n 10 python bench/pbt.py --first-seed 4 --seeds 2 --methods emews,ray,fixed
 
 This file is also the objective both sides train (``run(params, ctx)``, the emews objective
 contract; the Ray side adapts ``ctx`` to ``ray.tune.report`` / ``get_checkpoint``).
@@ -137,7 +142,10 @@ def population(size: int, seed: int) -> list[dict[str, float]]:
     return [{name: dim.sample(rng) for name, dim in dims.items()} for _ in range(size)]
 
 
-def run_emews(folder: Path, members: list[dict], seed: int, epochs: int, interval: int) -> dict:
+def run_emews(folder: Path, members: list[dict], seed: int, epochs: int, interval: int, pbt: bool = True,
+              options: dict | None = None) -> dict:
+    """``emews launch`` of the population with ``trial_scheduler: pbt`` (``options`` besides the interval;
+    ``pbt`` false: none, the members train with their initial parameters throughout)."""
     import yaml
 
     points = folder / "population.jsonl"
@@ -149,9 +157,11 @@ def run_emews(folder: Path, members: list[dict], seed: int, epochs: int, interva
         "space": {**SPACE, "epochs": {"type": "constant", "value": epochs}},
         "budget": {"evaluations": len(members)},
         "task": {"timeout": 1800, "isolation": "process"},
-        "trial_scheduler": {"name": "pbt", "options": {"perturbation_interval": interval}},
+        "trial_scheduler": {"name": "pbt", "options": {"perturbation_interval": interval, **(options or {})}},
         "checkpoints": {"keep_last": 2},
     }
+    if not pbt:
+        del workflow["trial_scheduler"]
     path = folder / "pbt.yaml"
     path.write_text(yaml.safe_dump(workflow))
     exp = folder / "exp-emews"
@@ -164,7 +174,7 @@ def run_emews(folder: Path, members: list[dict], seed: int, epochs: int, interva
     db = sqlite3.connect(exp / "results.db")
     finals = [row[0] for row in db.execute("SELECT objective FROM results WHERE status = 'ok'")]
     spent = db.execute("SELECT COUNT(*) FROM reports").fetchone()[0]
-    exploits = db.execute("SELECT COUNT(*) FROM lineage").fetchone()[0]
+    exploits = db.execute("SELECT COUNT(*) FROM lineage").fetchone()[0] if pbt else 0
     db.close()
     return {"best": min(finals), "median": statistics.median(finals), "epochs": spent, "exploits": exploits,
             "wall": wall}
@@ -281,22 +291,27 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=20, help="epochs each member trains")
     parser.add_argument("--interval", type=int, default=4, help="perturbation interval, in epochs")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--methods", default="emews,ray", help="comma-separated: emews, ray")
+    parser.add_argument("--first-seed", type=int, default=1, help="seeds run: first-seed, first-seed + 1, ...")
+    parser.add_argument("--methods", default="emews,ray",
+                        help="comma-separated: emews, ray, fixed (emews without PBT: the initial parameters throughout)")
+    parser.add_argument("--pbt-options", default="{}", help="JSON: emews pbt's options besides the interval")
     parser.add_argument("--ray-python", default=None, help="an interpreter with ray[tune] (default: the bench venv)")
     args = parser.parse_args()
     chosen = args.methods.split(",")
-    if set(chosen) - {"emews", "ray"}:
-        raise SystemExit(f"--methods: unknown {', '.join(sorted(set(chosen) - {'emews', 'ray'}))}; allowed: emews, ray")
+    unknown = set(chosen) - {"emews", "ray", "fixed"}
+    if unknown:
+        raise SystemExit(f"--methods: unknown {', '.join(sorted(unknown))}; allowed: emews, ray, fixed")
     python = ray_python(args.ray_python) if "ray" in chosen else ""
     runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="emews-pbt-bench-") as tmp:
-        for seed in range(1, args.seeds + 1):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             members = population(args.members, seed)
             for name in chosen:
                 folder = Path(tmp) / f"seed{seed}-{name}"
                 folder.mkdir()
-                if name == "emews":
-                    result = run_emews(folder, members, seed, args.epochs, args.interval)
+                if name in ("emews", "fixed"):
+                    result = run_emews(folder, members, seed, args.epochs, args.interval, pbt=name == "emews",
+                                       options=json.loads(args.pbt_options))
                 else:
                     result = run_ray(folder, members, seed, args.epochs, args.interval, python)
                 runs.setdefault(name, []).append(result)
@@ -309,7 +324,7 @@ def main() -> None:
               f"{statistics.median(r['median'] for r in results):>14.4f} "
               f"{statistics.median(r['epochs'] for r in results):>7.0f} "
               f"{statistics.median(r['wall'] for r in results):>7.1f}")
-    if len(runs) == 2:
+    if "emews" in runs and "ray" in runs:
         print("# best final val_loss per seed, emews vs ray: " + ", ".join(
             f"{e['best']:.4f} vs {r['best']:.4f}" for e, r in zip(runs["emews"], runs["ray"], strict=True)))
 
