@@ -73,9 +73,10 @@ class Engine:
 
     def children(self, population: Sequence[Individual], n: int) -> list[Individual]:
         """Steady-state breeding of ``n`` children (:meth:`child`), screened like :meth:`screened`."""
+        members = PointSet(population)  # once per batch, not once per child bred
         if not self.screen.active:
-            return [self.child(population) for _ in range(n)]
-        return self.screen.pick([self.child(population) for _ in range(n * self.screen.factor)], n)
+            return [self.child(population, members) for _ in range(n)]
+        return self.screen.pick([self.child(population, members) for _ in range(n * self.screen.factor)], n)
 
     def record_population(self, population: Sequence[Individual], gen: int) -> None:
         """Steady-state mode: a log line each ``population`` results, over the current population."""
@@ -83,15 +84,17 @@ class Engine:
         assert size is not None, "the engine runs on GAOptions.resolved()"
         self._log(gen, population, size)
 
-    def child(self, population: Sequence[Individual]) -> Individual:
-        """Steady-state breeding: tournament parents, crossover with ``cxpb``, mutation with ``mutpb``."""
+    def child(self, population: Sequence[Individual], members: PointSet | None = None) -> Individual:
+        """Steady-state breeding: tournament parents, crossover with ``cxpb``, mutation with ``mutpb``
+        (and whenever the child repeats a member of ``population``; ``members``: its points, if known)."""
         opts, toolbox = self.options, self.toolbox
+        members = PointSet(population) if members is None else members
         first, second = (toolbox.clone(p) for p in toolbox.select(population, 2))
         first.bred()
         child = first
         if self.rng.random() < opts.cxpb:
             child, _ = toolbox.mate(first, second)
-        if self.rng.random() < opts.mutpb or dict(child) in (dict(p) for p in population):
+        if self.rng.random() < opts.mutpb or child in members:
             (child,) = toolbox.mutate(child)
         child.result = None
         return child
@@ -107,6 +110,27 @@ class Engine:
             mean=fmean(losses) if losses else math.inf,
             best=math.inf if best is None else best,
         )
+
+
+class PointSet:
+    """The points of a population, for membership tests in constant time (a linear scan when a
+    point holds an unhashable value)."""
+
+    def __init__(self, population: Sequence[Individual]) -> None:
+        self._population = population
+        try:
+            self._keys: set[frozenset[tuple[str, Any]]] | None = {frozenset(p.items()) for p in population}
+        except TypeError:
+            self._keys = None
+
+    def __contains__(self, point: object) -> bool:
+        assert isinstance(point, dict)
+        if self._keys is not None:
+            try:
+                return frozenset(point.items()) in self._keys
+            except TypeError:
+                pass
+        return any(point == dict(p) for p in self._population)
 
 
 #: per-gene mutation probability unless ``indpb`` is set: EMEWS/CANDLE's ``deap_ga.py`` value

@@ -31,13 +31,15 @@ class FailurePolicy(FailureImputation):
 
         ``cohort`` adds already-scored successful members to the ``mean`` policy's pool.
         """
-        ok_losses = [loss for ind in cohort if ind.ok and (loss := ind.loss) is not None]
         for ind, result in zip(individuals, results, strict=False):
             ind.result = result
             if result.ok:
                 ind.fitness.values = (result.loss,)
-                ok_losses.append(result.loss)
         self.observe(r.loss for r in results if r.ok)
-        for ind in individuals:
-            if not ind.ok:
-                ind.fitness.values = (self.loss(ok_losses),)
+        failed = [ind for ind in individuals if not ind.ok]
+        if not failed:
+            return  # the cohort is read only to score failures (once per result: O(population))
+        ok_losses = [loss for ind in cohort if ind.ok and (loss := ind.loss) is not None]
+        ok_losses += [r.loss for r in results if r.ok]
+        for ind in failed:
+            ind.fitness.values = (self.loss(ok_losses),)

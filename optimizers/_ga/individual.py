@@ -10,6 +10,9 @@ from deap import base
 
 from emews.core.results import Result
 
+#: the value types of a point that a clone shares instead of copying
+_IMMUTABLE = frozenset({int, float, str, bool, type(None)})
+
 
 class LossFitness(base.Fitness):
     """A single-objective DEAP fitness over ``Result.loss`` (smaller is better)."""
@@ -34,8 +37,14 @@ class Individual(dict):
         """DEAP's ``clone``: the point and the fitness copied, the scoring ``result`` shared (it is
         never changed, only replaced), not deep-copied with its parameters and metrics for every
         parent of every child bred (most of the GA's time at 1,000 workers, ``bench/scale.py``)."""
-        twin = Individual(copy.deepcopy(dict(self), memo))
-        twin.fitness = copy.deepcopy(self.fitness, memo)
+        twin = Individual.__new__(Individual)  # no throwaway fitness: DEAP's __init__ costs an ABC check
+        if all(type(value) in _IMMUTABLE for value in self.values()):
+            dict.update(twin, self)  # a point of numbers and strings: nothing to copy deeper
+        else:
+            dict.update(twin, copy.deepcopy(dict(self), memo))
+        fitness = LossFitness.__new__(LossFitness)
+        fitness.wvalues = self.fitness.wvalues  # a tuple of floats, as DEAP's own Fitness.__deepcopy__
+        twin.fitness = fitness
         twin.result = self.result
         twin.parent_fitness = self.parent_fitness
         return twin

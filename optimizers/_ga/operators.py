@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable, Sequence
-from operator import attrgetter
 from typing import Any
 
 from deap import base
@@ -63,13 +62,21 @@ class Mutator:
         self.indpb = indpb
         self.rng = rng
         self.step_scale = step_scale
+        self._scaled: tuple[float, dict[str, Dimension]] = (1.0, dict(self.free))
 
     def __call__(self, ind: Individual) -> tuple[Individual]:
-        scale = self.step_scale()
-        for name, dim in self.free.items():
+        dims = self._dimensions(self.step_scale())
+        for name in self.free:
             if self.rng.random() < self.indpb:
-                ind[name] = mutate_value(scaled_step(dim, scale), ind[name], self.rng)
+                ind[name] = mutate_value(dims[name], ind[name], self.rng)
         return (ind,)
+
+    def _dimensions(self, scale: float) -> dict[str, Dimension]:
+        """The free dimensions with their steps scaled, made again only when the scale changed
+        (it moves once per adaptation, not per child)."""
+        if self._scaled[0] != scale:
+            self._scaled = (scale, {name: scaled_step(dim, scale) for name, dim in self.free.items()})
+        return self._scaled[1]
 
 
 def cx_uniform(
@@ -84,13 +91,18 @@ def cx_uniform(
 
 def sel_tournament(individuals: Sequence[Individual], k: int, tournsize: int, rng: random.Random) -> list[Individual]:
     """``tools.selTournament``: ``k`` times, the fittest of ``tournsize`` drawn with replacement."""
-    return [max((rng.choice(individuals) for _ in range(tournsize)), key=attrgetter("fitness")) for _ in range(k)]
+    return [max((rng.choice(individuals) for _ in range(tournsize)), key=_weighted) for _ in range(k)]
+
+
+def _weighted(individual: Individual) -> tuple[float, ...]:
+    """The order DEAP's ``Fitness`` comparisons define (its weighted values), without their Python calls."""
+    return individual.fitness.wvalues
 
 
 def tournament_loser(individuals: Sequence[Individual], tournsize: int, rng: random.Random) -> int:
     """Index of the least fit of ``tournsize`` distinct members drawn at random."""
     drawn = rng.sample(range(len(individuals)), min(tournsize, len(individuals)))
-    return min(drawn, key=lambda i: individuals[i].fitness)
+    return min(drawn, key=lambda i: individuals[i].fitness.wvalues)
 
 
 def var_and(

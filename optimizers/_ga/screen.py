@@ -9,8 +9,9 @@ ranked are the ones evaluated. Children that repeat an evaluated or submitted po
 children the GA would have produced. ``screen: 1`` evaluates every child as bred (CANDLE's GA).
 
 Cost: the kernel's hyperparameters are re-optimized when the evaluations grew by a tenth since
-the last time, on at most ``MAX_POINTS`` of them (the best half plus the most recent); in
-between the model is refitted with the kernel fixed (one Cholesky factorization).
+the last time (once there are more than ``MAX_POINTS``: doubled), on at most ``MAX_POINTS`` of them (the best half plus the most recent); in
+between the model is refitted with the kernel fixed (one Cholesky factorization). BLAS runs
+on one thread meanwhile (``optimizers._blas``).
 
 On BBOB (``bench/quality.py``, f1, 3, 8, 10, 15, 17, 20, 21 in 2, 5, 10-D, budget 20 x D, 4
 workers, 2 seeds) the GA was within 3x of the best of Optuna's TPE, TPE multivariate and CMA-ES
@@ -27,6 +28,7 @@ import numpy as np
 
 from emews.core.space import Space
 
+from .._blas import one_blas_thread
 from .._training_set import window
 from .individual import Individual
 
@@ -42,6 +44,10 @@ MAX_POINTS = 200
 KAPPA = 1.0
 #: growth of the evaluations since the last hyperparameter fit that triggers the next one
 HYPERFIT_GROWTH = 0.1
+#: the same once the last fit already had ``MAX_POINTS``: the fit's size stays the same from
+#: then on, and a tenth more of 200,000 results (``bench/scale.py`` at 100,000 workers) was a
+#: 1-2 s hyperparameter fit in the optimizer's thread every few seconds
+WINDOW_HYPERFIT_GROWTH = 1.0
 
 
 class SurrogateScreen:
@@ -70,6 +76,8 @@ class SurrogateScreen:
 
     def observe(self, individuals: Sequence[Individual]) -> None:
         """Learn the scored individuals; failed evaluations only mark their points as taken."""
+        if not self.active:
+            return  # nothing is ever picked
         for ind in individuals:
             coords = self.space.to_unit(ind)
             self._taken.add(tuple(coords))
@@ -91,7 +99,8 @@ class SurrogateScreen:
                 fresh[key] = child
         keys = list(fresh)
         if len(keys) > n and len(self._y) >= MIN_OBSERVATIONS:
-            mean, std = self._model().predict(np.array(keys), return_std=True)
+            with one_blas_thread():
+                mean, std = self._model().predict(np.array(keys), return_std=True)
             keys = [keys[i] for i in np.argsort(mean - KAPPA * std, kind="stable")]
         keys = keys[:n]
         self._taken.update(keys)
@@ -103,7 +112,8 @@ class SurrogateScreen:
         X, y = np.array(self._X), np.array(self._y)
         if len(y) > MAX_POINTS:
             X, y = window(X, y, MAX_POINTS)
-        hyperfit = self._kernel is None or len(self._y) >= self._hyperfit_at * (1 + HYPERFIT_GROWTH)
+        growth = HYPERFIT_GROWTH if self._hyperfit_at < MAX_POINTS else WINDOW_HYPERFIT_GROWTH
+        hyperfit = self._kernel is None or len(self._y) >= self._hyperfit_at * (1 + growth)
         model = GaussianProcessRegressor(
             self._new_kernel(X.shape[1]) if hyperfit else self._kernel,
             normalize_y=True,

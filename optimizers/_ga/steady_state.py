@@ -75,7 +75,8 @@ def insert(engine: Engine, population: list[Individual], size: int, ind: Individ
     population.append(ind)
     if len(population) > size:
         if engine.options.replacement == "worst":
-            loser = min(range(len(population)), key=lambda i: population[i].fitness)
+            fitness = [member.fitness.wvalues for member in population]
+            loser = fitness.index(min(fitness))  # the first of the worst, as DEAP's comparisons order them
         else:
             loser = tournament_loser(population, engine.options.tournament, engine.rng)
         del population[loser]
