@@ -21,6 +21,12 @@ commit, and the search's quality per evaluation: every simulated task reports a 
 its point (``loss``, minimum 0), and the cell prints the best found and the median loss of the
 tasks after the first wave (one per worker: the points a model chose); ``--profile`` adds the
 distributor thread's ten most expensive functions.
+For the model-based optimizers a second line gives their model's counters (fits,
+hyperparameter fits, whether the model process ran, runners-up and random fillers handed out); a
+cell that stopped early says why (``--max-seconds``, or the optimizer's error).
+``--optimizers decentralized``: the anchor of issue 27 item 3, DeepHyper-style decentralized
+search (16 Bayesian optimizers on the shared results, each with its own points in flight; see
+:class:`Decentralized`), for its quality per evaluation against the others.
 ``--sizes mixed``: tasks of 1, 2 and 4 ranks (70/25/5%, nodes of 4 workers) through the gang
 placement. A cell that runs past ``--max-seconds`` is stopped like a job (SIGINT) and says so.
 """
@@ -50,11 +56,14 @@ from typing import Any
 import numpy as np
 
 from emews.config.plugins import OPTIMIZERS
-from emews.core.results import Outcome, Status
+from emews.core.optimizer import AskTellOptimizer
+from emews.core.results import Outcome, Result, Status
 from emews.core.space import Categorical, Float, Int, Space
 from emews.core.task_size import FixedSize, TaskSize
 from emews.job.wiring import RunSpec, run_optimizer_rank
 from emews.objective.function import ObjectiveRef
+from emews.optimizers._bayes._engine import Engine
+from emews.optimizers._bayes._space import SpaceMap
 from emews.runtime import distributor as distributor_module
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.teams import TeamTask
@@ -72,6 +81,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "bayes": {"seed": 1},
     "hyperspace": {"seed": 1},
     "mbo": {"seed": 1},
+    "decentralized": {"seed": 1},
 }
 SPACE = Space(
     {
@@ -92,6 +102,57 @@ def loss(params: Any) -> float:
     0.2, 128 units, relu): the search quality per evaluation at width, against random."""
     return float((np.log10(params["lr"]) + 3.0) ** 2 / 4.0 + (params["dropout"] - 0.2) ** 2 * 4.0
                  + ((params["units"] - 128) / 256) ** 2 + (params["act"] != "relu") * 0.5)
+
+
+class Decentralized(AskTellOptimizer):
+    """DeepHyper-style decentralized search, the anchor of issue 27 item 3: ``groups`` Bayesian
+    optimizers (the ``bayes`` engine, GP + EI, each its own seed), each standing for the workers
+    of one group, all learning every result (one shared table of observations, as DeepHyper's
+    workers share their results' storage), each conditioned only on its own points in flight
+    (DeepHyper's workers do not see each other's pending points). A batch of freed workers is
+    served by the group whose turn it is (one fit). Bounded: 16 groups, not one model per
+    worker (10,000 GP fits per round of a 10,000-worker run would not fit on this machine);
+    each group's work per fit is bounded as ``bayes``' (200-point GP window, 64 lies)."""
+
+    def __init__(self, seed: int = 1, groups: int = 16) -> None:
+        self.seed, self.groups = seed, groups
+        self._turn = 0
+        self._owner: dict[int, int] = {}  # task id -> the group that proposed it
+        self._own: list[dict[int, list[Any]]] = []  # per group: its points in flight
+        self._fresh: list[list[Any]] = []
+        self._fresh_group = 0
+
+    def start(self, space: Space, workers: int) -> None:
+        super().start(space, workers)
+        self.map = SpaceMap(space)
+        count = max(1, min(self.groups, workers))
+        self.engines = [Engine(self.map, seed=self.seed * 1000 + g) for g in range(count)]
+        shared = self.engines[0]
+        for engine in self.engines[1:]:  # one table of observations: a result told once reaches all
+            engine.X, engine.y, engine.failures = shared.X, shared.y, shared.failures
+        self._own = [{} for _ in self.engines]
+
+    def suggest(self, n: int) -> list[dict[str, Any]]:
+        g = self._turn % len(self.engines)
+        self._turn += 1
+        xs = self.engines[g].propose(n, list(self._own[g].values()))
+        self._fresh, self._fresh_group = xs, g
+        return [self.map.from_skopt(x) for x in xs]
+
+    def submitted(self, ids: Any, points: Any) -> None:
+        super().submitted(ids, points)
+        for i, x in zip(ids, self._fresh, strict=False):
+            self._own[self._fresh_group][i] = x
+            self._owner[i] = self._fresh_group
+        self._fresh = []
+
+    def ingest(self, results: Any) -> None:
+        rows = [r for r in results if isinstance(r, Result)]
+        for r in rows:
+            g = self._owner.pop(r.id, None)
+            if g is not None:
+                self._own[g].pop(r.id, None)
+        self.engines[0].tell([self.map.to_skopt(r.params) for r in rows], [r.loss for r in rows])
 
 
 class MixedSize(TaskSize):
@@ -244,15 +305,21 @@ class ProfiledDistributor:
 def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any]:
     mean = workers / args.demand
     sim = SimulatedWorkers(workers, mean, seed=1)
-    optimizer_class = OPTIMIZERS.resolve(name)
+    optimizer_class = Decentralized if name == "decentralized" else OPTIMIZERS.resolve(name)
     size: TaskSize = MixedSize() if args.sizes == "mixed" else FixedSize()
     nodes = {r: f"node{(r - 1) // WORKERS_PER_NODE}" for r in range(1, workers + 1)}
     interrupt = Interrupt().install()
     stopper = threading.Timer(args.max_seconds, lambda: os.kill(os.getpid(), signal.SIGINT))
     stopper.daemon = True
     with tempfile.TemporaryDirectory() as tmp, StoreTimer() as store, ProfiledDistributor(args.profile) as prof:
+        made: list[Any] = []
+
+        def make() -> Any:
+            made.append(optimizer_class(**OPTIONS[name]))
+            return made[-1]
+
         spec = RunSpec(
-            SPACE, lambda: optimizer_class(**OPTIONS[name]), ObjectiveRef(str(HERE), function="noop"),
+            SPACE, make, ObjectiveRef(str(HERE), function="noop"),
             budget=args.rounds * workers, isolation="inline", exp_dir=Path(tmp), show_progress=False,
             task_size=size,
         )
@@ -279,6 +346,7 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         "done": summary.completed,
         "dispatched": len(sim.started),
         "stopped": summary.error is not None,
+        "error": None if summary.error is None else f"{type(summary.error).__name__}: {summary.error}"[:300],
         "elapsed_s": elapsed,
         "busy": float((busy[:, 1] - busy[:, 0]).sum()) / (workers * width) if len(busy) else 0.0,
         "gap_p50_ms": 1e3 * float(np.percentile(gaps, 50)),
@@ -288,6 +356,8 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         "stored_per_s": store.rows / elapsed,
         "ms_per_commit": 1e3 * store.seconds / max(store.commits, 1),
         "profile": prof.stats,
+        "model": {k: v for k, v in getattr(made[0], "stats", {}).items()
+                  if k in ("fits", "hyperfits", "model_process", "runners_up", "random_fillers")} if made else {},
         # quality per evaluation: the best loss found, the median loss of the tasks after the first wave
         "best": min(sim.losses, default=math.nan),
         "later_median": float(np.median(sim.losses[workers:])) if len(sim.losses) > workers else math.nan,
@@ -311,11 +381,13 @@ def main() -> None:
     for name in args.optimizers.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
             row = run_cell(name, workers, args)
-            note = f"  (stopped at --max-seconds, {row['dispatched']:,} dispatched)" if row["stopped"] else ""
+            note = f"  (stopped: {row['error']}; {row['dispatched']:,} dispatched)" if row["stopped"] else ""
             print(f"{name:11} {workers:8,d} {row['task_s']:7.2f} {row['done']:8,d} {row['busy']:6.1%} "
                   f"{row['gap_p50_ms']:6.1f}ms {row['gap_p99_ms']:6.1f}ms {row['cpu_us_per_task']:7.0f}us "
                   f"{row['rss_mb']:7.0f} {row['stored_per_s']:9,.0f} {row['ms_per_commit']:9.2f} {row['best']:7.4f} "
                   f"{row['later_median']:9.4f}{note}", flush=True)
+            if row["model"]:
+                print(f"{'':11} model: {row['model']}", flush=True)
             if row["profile"]:
                 print(row["profile"], flush=True)
 
