@@ -73,7 +73,8 @@ class GeneticAlgorithm(Optimizer):
     penalty       the loss of a failed evaluation under ``failure: penalty`` (inf)
     hall_of_fame  how many of the best individuals are kept (10)
     replacement   ``async``: the individual a child replaces, worst | tournament (worst)
-    in_flight     ``async``: evaluations kept outstanding (default: one per worker)
+    in_flight     ``async``: evaluations kept outstanding (default: one per worker; above 128
+                  workers 1/64 more, queued for the workers that free next)
 
     CANDLE Supervisor's GA exactly: ``strategy: simple, elitism: 0, sigma_adapt: false, screen: 1``.
     """

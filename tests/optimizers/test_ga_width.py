@@ -8,6 +8,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from threadpoolctl import threadpool_info
 
 from emews.core.results import Result, Status
@@ -119,3 +120,22 @@ def test_a_clone_shares_nothing_a_child_changes() -> None:
     nested_twin = copy.deepcopy(nested)
     nested_twin["layers"].append(16)
     assert nested["layers"] == [64, 32]
+
+
+def _async_ga(seed: int) -> Any:
+    from emews.optimizers.ga import GeneticAlgorithm
+
+    return GeneticAlgorithm(seed=seed, strategy="async", screen=1)
+
+
+@pytest.mark.parametrize(("workers", "first_batch"), [(4, 4), (128, 128), (192, 195)])
+def test_above_128_workers_the_ga_keeps_a_reserve_queued(workers: int, first_batch: int) -> None:
+    """Up to 128 workers one child per worker is out; above, 1/64 more wait queued, so a worker
+    that frees takes one at once instead of waiting for its result to be bred from."""
+    from emews.testing import run_traced
+
+    trace = run_traced(_async_ga, workers=workers, budget=2 * workers, timeout=300)
+    assert not trace.hung
+    puts = [n for kind, n in trace.events if kind == "put"]
+    assert puts[0] == first_batch
+    assert len(trace.results) == 2 * workers
