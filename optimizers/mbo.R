@@ -384,7 +384,16 @@ MBO_MAX_PENALIZED <- 64L
 # most observations a forest is fitted on (the best half and the most recent half beyond), and most
 # candidates a fit ranks: a fit's work stays bounded at thousands of results and workers
 MBO_MAX_FIT_ROWS <- 2000L
+# more workers than this (as bayes' WIDE): a fit waits, beyond .mbo_refit_after, until the time since
+# the last one ended is MBO_WIDE_REST times that fit's length. R proposes on the optimizer rank's main
+# thread, so a worker freed during a fit waits for it; at 10,000 workers results (167/s) outran the
+# 100 of .mbo_refit_after during every fit, R fitted all the time and workers waited a fit each
+# (65% busy). Time-based, so only where that many workers make a seeded run irreproducible anyway.
+MBO_WIDE <- 128L
+MBO_WIDE_REST <- 2
 MBO_MAX_CANDIDATES <- 10000L
+
+.mbo_now <- function() proc.time()[["elapsed"]]
 
 .mbo_fit_rows <- function(yi) {
   n <- length(yi)
@@ -474,7 +483,15 @@ MBO_MAX_CANDIDATES <- 10000L
   propose_points <- function(n) {
     yi <- .mbo_impute(y)
     if (is.null(yi) || length(y) < 3L) return(.mbo_design(ctx, n))
-    if (is.null(model) || length(y) - model$seen >= .mbo_refit_after(length(y))) model <<- fit(yi, n)
+    due <- is.null(model) || length(y) - model$seen >= .mbo_refit_after(length(y))
+    if (due && !is.null(model) && workers > MBO_WIDE)
+      due <- .mbo_now() - model$ended >= MBO_WIDE_REST * model$took
+    if (due) {
+      started <- .mbo_now()
+      model <<- fit(yi, n)
+      model$ended <<- .mbo_now()
+      model$took <<- model$ended - started
+    }
     picked <- .mbo_select(ctx, n, model)
     model$used[picked$j] <<- TRUE
     model$penalty <<- picked$penalty
