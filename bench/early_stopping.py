@@ -1,45 +1,57 @@
-"""Early stopping on a real learning curve: ASHA vs no stopping vs Optuna's pruners.
+"""Early stopping on real learning curves: emews' ASHA vs no stopping, Optuna's pruners and Ray Tune's ASHA.
 
-Configurations are drawn from ``workflows/asha.yaml``'s space with the seed and trained with the
-same per-trial seeds on the PyTorch digits model (``objectives/digits_torch.py``, one report per
-epoch, up to ``--epochs`` epochs):
+Three training problems of different shape (``bench/es_problems.py``): ``mlp`` (a PyTorch MLP on
+scikit-learn's digits, 27 epochs), ``cnn`` (a small CNN on the digits as 8x8 images, 9 epochs)
+and ``hgb`` (HistGradientBoosting on the breast-cancer table, 27 steps of 4 boosting rounds, whose
+validation loss turns up as it overfits). For each problem and seed, configurations are drawn
+from the problem's space with the seed, each trained with its own seed, so a configuration's
+learning curve is the same whichever method trains it. Every method is used with its defaults,
+told only the metric and the most steps a trial trains:
 
-``none``              ``emews launch``, every trial trains all epochs (the reference result)
-``asha``              ``emews launch`` with ``trial_scheduler: asha`` (max_t = epochs, grace 1, rf 3)
-``optuna-sha``        Optuna (in this process, one trial at a time) with SuccessiveHalvingPruner
-                      (min_resource 1, reduction_factor 3)
-``optuna-hyperband``  Optuna with HyperbandPruner (min_resource 1, max_resource epochs, rf 3)
+``none``              every trial trains all steps (the reference)
+``asha``              emews' ``trial_scheduler: asha`` (``emews.training.schedulers.ASHA(max_t=steps)``:
+                      grace 1, reduction factor 3, ``rule: rank``)
+``optuna-sha``        Optuna's ``SuccessiveHalvingPruner()`` (min_resource auto, reduction factor 4)
+``optuna-hyperband``  Optuna's ``HyperbandPruner()``
+``ray-asha``          Ray Tune's ``ASHAScheduler(max_t=steps)`` (grace 1, reduction factor 4), run
+                      by Ray's interpreter (``--ray-python``; a venv made on first use)
 
-The model-based rows choose their configurations themselves (from the same space), with the same
-epochs budget:
+Equal compute, same configurations in the same order: ``none`` trains the first ``--configs``
+configurations fully; every other method gets ``none``'s steps as its budget and takes
+configurations in the same order (``none``'s first, then more of the same draw) until that many
+steps are spent (trials running then finish, or are stopped early). Printed per problem (medians
+over seeds) and over all problems and seeds: the best validation loss at the end, the steps
+spent, and the steps spent until the method first held a result as good as ``none``'s best of that
+seed ("to match"; a stopped trial counts with its last loss; ``never`` counts as infinite), as a
+share of ``none``'s steps.
 
-``bohb``              ``emews launch`` with ``optimizer: bohb`` and ``trial_scheduler: asha`` (as
-                      above), ``budget: {steps: none's epochs}``, defaults otherwise
-``optuna-tpe-sha``    Optuna's TPESampler (defaults, seeded) with SuccessiveHalvingPruner (as above)
+Replay (the default): each configuration's curve is trained once, step by step as far as some
+method asks, and kept in ``--cache`` (a JSON file per problem and seed, with each step's
+measured seconds); every method's scheduler (the libraries' own objects: emews' ``ASHA``, an
+Optuna study with its pruner, Ray's ``AsyncHyperBandScheduler``) then decides on those curves.
+The emews and Ray rows run ``--workers`` asynchronous workers, each step taking the seconds it
+took when trained, and a free worker takes the next configuration while budget is left, as
+``emews launch`` with ``FixedConfigs`` does; Optuna runs one trial at a time, as in the real run.
+``--real`` instead trains through ``emews launch`` (emews rows) and Optuna's study in this process
+(none, asha, optuna-sha, optuna-hyperband; wall times printed), slower and noisier.
 
-``none`` trains ``--configs`` configurations fully. The early-stopping methods get the same compute
-budget, ``none``'s epochs: they take configurations in the same order (``none``'s first, then
-more of the same draw) until that many epochs are spent (trials running then finish, or are
-stopped early), the setting early stopping is for. Optuna runs serially in this process, without
-checkpoints or MPI start-up; wall time is printed for information. Printed per method, medians
-over ``--seeds``: the best validation loss found, the epochs trained, the epochs trained until
-the method first held a result as good as ``none``'s best of that seed ("to match"; ``-`` if it
-never did), both as shares of ``none``'s epochs, and wall time. A trial stopped early counts with
-the last loss it reported. Target: ASHA reaches the ``none`` result with <= 1/3 of the epochs.
+    nice -n 10 python bench/early_stopping.py                          # 3 problems x 5 seeds, replay
+    nice -n 10 python bench/early_stopping.py --problems mlp --seeds 2 --methods none,asha,optuna-sha
+    nice -n 10 python bench/early_stopping.py --asha '{"rule": "quantile"}'   # asha with options
+    nice -n 10 python bench/early_stopping.py --real --problems mlp --seeds 1 --quick
 
-    nice -n 19 python bench/early_stopping.py                 # 27 configs x 27 epochs, 3 seeds
-    nice -n 19 python bench/early_stopping.py --quick         # 9 configs x 9 epochs, 1 seed
-    nice -n 19 python bench/early_stopping.py --methods none,bohb,optuna-tpe-sha   # some rows only
-
-Needs torch (``pip install emews-mpi[torch]``) and optuna. This file also holds the optimizer
-the emews runs use (``FixedConfigs``: submits the given configurations in order).
+Needs torch (``pip install emews-mpi[torch]``), optuna and scikit-learn; ``ray-asha`` makes a venv
+(``--ray-python``) with ``ray[tune]``. This file also holds the optimizer the real emews runs use
+(``FixedConfigs``: submits the given configurations in order).
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import math
+import os
 import random
 import sqlite3
 import statistics
@@ -47,16 +59,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import es_problems  # noqa: E402
 
-from emews.core.optimizer import Optimizer
+from emews.core.optimizer import Optimizer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-OBJECTIVE = REPO / "objectives" / "digits_torch.py"
+OBJECTIVE = Path(es_problems.__file__).resolve()
 WORKFLOW = REPO / "workflows" / "asha.yaml"
+METHODS = ("none", "asha", "optuna-sha", "optuna-hyperband", "ray-asha")
+#: configurations ``none`` trains fully, per problem
+CONFIGS = {"mlp": 16, "cnn": 20, "hgb": 18}
+RAY_SPEC = "ray[tune]"
 
 
 class FixedConfigs(Optimizer):
@@ -78,30 +96,209 @@ class FixedConfigs(Optimizer):
             evaluator.get(1)
 
 
-def draw_configs(count: int, epochs: int, seed: int) -> list[dict]:
-    from emews.config.workflow import load_workflow
+def space(problem: str) -> Any:
+    from emews.config.workflow import _build_space
 
-    space = load_workflow(str(WORKFLOW), check_imports=False).space
+    return _build_space(es_problems.SPACES[problem], "bench/es_problems.py", REPO)
+
+
+def draw_configs(problem: str, count: int, steps: int, seed: int) -> list[dict]:
     rng = random.Random(seed)
-    return [{**space.sample(rng), "epochs": epochs} for _ in range(count)]
+    drawn = space(problem)
+    return [{**drawn.sample(rng), "problem": problem, "epochs": steps} for _ in range(count)]
 
 
-def run_emews(folder: Path, name: str, configs: list[dict], seed: int, workers: int, epochs: int,
-              scheduler: dict | None, budget: int | None = None, optimizer: dict | None = None) -> dict:
-    """``configs`` in order (``FixedConfigs``), or ``optimizer`` choosing them until ``budget``
-    epochs (``budget: {steps: N}``)."""
+def trial_seed(seed: int, index: int) -> int:
+    """The seed configuration ``index`` of ``seed``'s draw trains with, in every method."""
+    return (seed * 1_000_003 + index) % (2**31 - 1)
+
+
+# --- replay ----------------------------------------------------------------------------------------
+
+
+class Curves:
+    """The learning curves of a draw: ``at(i, k)`` is ``(loss, seconds)`` of configuration ``i``'s
+    step ``k``, trained as far as asked (once; kept in ``path``)."""
+
+    def __init__(self, path: Path, pool: list[dict], seed: int) -> None:
+        self.path, self.pool, self.seed = path, pool, seed
+        self.known: dict[str, list[list[float]]] = json.loads(path.read_text()) if path.exists() else {}
+        self.live: dict[int, tuple[Any, int]] = {}  # i -> (steps generator, steps it yielded)
+        self.trained = 0
+
+    def at(self, i: int, k: int) -> tuple[float, float]:
+        curve = self.known.setdefault(str(i), [])
+        while len(curve) < k:
+            steps, done = self.live.get(i) or (es_problems.steps(self.pool[i], trial_seed(self.seed, i)), 0)
+            started = time.perf_counter()
+            metrics = next(steps)
+            done += 1
+            self.live[i] = (steps, done)
+            self.trained += 1
+            if done > len(curve):  # a curve cut short by a new process is retrained from its start
+                loss = metrics["val_loss"]
+                curve.append([loss if math.isfinite(loss) else math.inf, time.perf_counter() - started])
+        loss, seconds = curve[k - 1]
+        return loss, seconds
+
+    def save(self) -> None:
+        temp = self.path.with_suffix(".tmp")
+        temp.write_text(json.dumps(self.known))
+        os.replace(temp, self.path)
+
+
+def simulate(curves: Curves, count: int, budget: int, steps: int, workers: int,
+             decide: Callable[[int, int, float], bool], ended: Callable[[int, int, float], None] | None = None) -> dict:
+    """``workers`` asynchronous workers train configurations ``0..count-1`` in order while fewer than
+    ``budget`` steps have been reported, each step taking its recorded seconds; ``decide(trial,
+    step, loss)`` is True to stop the trial. Returns the best loss, the steps spent, the arrivals
+    ``(last loss, steps spent then)`` in the order trials ended, and each trial's steps."""
+    events: list[tuple[float, int, int, int]] = []  # (time, worker, trial, step)
+    state = {"next": 0, "spent": 0}
+    arrivals: list[tuple[float, int]] = []
+    lengths: dict[int, int] = {}
+    order: list[int] = []  # the trials in the order they ended
+
+    def start(worker: int, now: float) -> None:
+        if state["spent"] >= budget or state["next"] >= count:
+            return
+        trial = state["next"]
+        state["next"] += 1
+        heapq.heappush(events, (now + curves.at(trial, 1)[1], worker, trial, 1))
+
+    for worker in range(workers):
+        start(worker, 0.0)
+    while events:
+        now, worker, trial, step = heapq.heappop(events)
+        loss = curves.at(trial, step)[0]
+        state["spent"] += 1
+        if step >= steps or decide(trial, step, loss):
+            arrivals.append((loss, state["spent"]))
+            order.append(trial)
+            lengths[trial] = step
+            if ended is not None:
+                ended(trial, step, loss)
+            start(worker, now)
+        else:
+            heapq.heappush(events, (now + curves.at(trial, step + 1)[1], worker, trial, step + 1))
+    return {"best": min(_losses(arrivals), default=math.nan), "epochs": state["spent"], "arrivals": arrivals,
+            "lengths": [lengths[t] for t in sorted(lengths)], "order": order}
+
+
+def replay_none(curves: Curves, count: int, steps: int, workers: int) -> dict:
+    return simulate(curves, count, count * steps, steps, workers, lambda *_: False)
+
+
+def replay_asha(curves: Curves, budget: int, steps: int, workers: int, options: dict) -> dict:
+    from emews.training.schedulers.asha import ASHA
+
+    scheduler = ASHA(**{"max_t": steps, **options})
+    scheduler.bind(metric="val_loss", direction="minimize")
+    return simulate(curves, len(curves.pool), budget, steps, workers,
+                    lambda trial, step, loss: scheduler.on_report(trial, step, {"val_loss": loss}, {}).stop,
+                    lambda trial, step, loss: scheduler.ended(trial))
+
+
+def replay_optuna(curves: Curves, budget: int, steps: int, pruner: Any) -> dict:
+    """An Optuna study (one trial at a time) on the curves in order, until ``budget`` steps."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(0))
+    spent, arrivals, lengths = 0, [], []
+    while spent < budget and len(lengths) < len(curves.pool):
+        trial = study.ask()
+        loss = math.nan
+        for step in range(1, steps + 1):
+            loss = curves.at(trial.number, step)[0]
+            spent += 1
+            trial.report(loss, step)
+            if step < steps and trial.should_prune():
+                break
+        lengths.append(step)
+        arrivals.append((loss, spent))
+        if step < steps:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, loss if math.isfinite(loss) else None,
+                       state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
+    return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "arrivals": arrivals,
+            "lengths": lengths, "order": list(range(len(lengths)))}
+
+
+def replay_ray(curves: Curves, budget: int, steps: int, workers: int) -> dict:
+    """Ray Tune's ``ASHAScheduler`` (defaults but ``max_t``) deciding on the curves (in Ray's venv)."""
+    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+    scheduler = ASHAScheduler(metric="val_loss", mode="min", max_t=steps)
+
+    class _Trial:  # what the scheduler reads of a trial
+        def __init__(self, trial_id: str) -> None:
+            self.trial_id = trial_id
+
+    trials: dict[int, _Trial] = {}
+
+    def decide(trial: int, step: int, loss: float) -> bool:
+        if trial not in trials:
+            trials[trial] = _Trial(str(trial))
+            scheduler.on_trial_add(None, trials[trial])
+        result = {"training_iteration": step, "val_loss": loss}
+        return scheduler.on_trial_result(None, trials[trial], result) == TrialScheduler.STOP
+
+    def ended(trial: int, step: int, loss: float) -> None:
+        scheduler.on_trial_complete(None, trials[trial], {"training_iteration": step, "val_loss": loss})
+
+    return simulate(curves, len(curves.pool), budget, steps, workers, decide, ended)
+
+
+def ray_python(venv: Path) -> Path:
+    """The venv's python with Ray Tune (made on first use, seeing this interpreter's packages)."""
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", "import ray.tune, emews, torch, sklearn"]
+    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    print(f"making {venv} ({RAY_SPEC}) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", RAY_SPEC], check=True)
+    subprocess.run(probe, check=True)
+    return python
+
+
+def ray_child(request: dict) -> None:
+    """``--ray-child``: the ray-asha row of one problem and seed, printed as JSON."""
+    pool = draw_configs(request["problem"], request["pool"], request["steps"], request["seed"])
+    curves = Curves(Path(request["cache"]), pool, request["seed"])
+    run = replay_ray(curves, request["budget"], request["steps"], request["workers"])
+    curves.save()
+    print(json.dumps({**run, "trained": curves.trained}))
+
+
+def run_ray(python: Path, request: dict) -> dict:
+    proc = subprocess.run([str(python), __file__, "--ray-child", json.dumps(request)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"ray-asha ({request['problem']}, seed {request['seed']}) failed:\n{proc.stderr[-3000:]}")
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    run["arrivals"] = [tuple(a) for a in run["arrivals"]]
+    return run
+
+
+# --- real runs (--real) ----------------------------------------------------------------------------
+
+
+def run_emews(folder: Path, name: str, problem: str, configs: list[dict], seed: int, workers: int, steps: int,
+              scheduler: dict | None, budget: int | None = None) -> dict:
+    """``emews launch`` of ``configs`` in order (``FixedConfigs``) until ``budget`` steps."""
+    import yaml
+
+    listing = folder / f"{name}-configs.json"
+    listing.write_text(json.dumps(configs))
     data = yaml.safe_load(WORKFLOW.read_text())
-    if optimizer is None:
-        listing = folder / f"{name}-configs.json"
-        listing.write_text(json.dumps(configs))
-        data.update(optimizer={"name": f"{Path(__file__).resolve()}:FixedConfigs",
-                               "options": {"configs": str(listing), "epochs": budget}},
-                    budget={"evaluations": len(configs)})
-    else:
-        data.update(optimizer=optimizer, budget={"steps": budget})
-    data.update(seed=seed, checkpoints={"keep_last": 1})
+    data.update(optimizer={"name": f"{Path(__file__).resolve()}:FixedConfigs",
+                           "options": {"configs": str(listing), "epochs": budget}},
+                budget={"evaluations": len(configs)}, seed=seed, checkpoints={"keep_last": 1})
     data["objective"]["module"] = str(OBJECTIVE)
-    data["space"]["epochs"] = {"type": "constant", "value": epochs}
+    data["space"] = {**es_problems.SPACES[problem], "problem": {"type": "constant", "value": problem},
+                     "epochs": {"type": "constant", "value": steps}}
     data.pop("trial_scheduler", None)
     if scheduler:
         data["trial_scheduler"] = scheduler
@@ -117,7 +314,7 @@ def run_emews(folder: Path, name: str, configs: list[dict], seed: int, workers: 
     db = sqlite3.connect(exp / "results.db")
     best = db.execute("SELECT MIN(objective) FROM results WHERE status = 'ok'").fetchone()[0]
     spent = db.execute("SELECT COUNT(*) FROM reports").fetchone()[0]
-    # the epochs spent when each result arrived, in arrival order: what it took to hold that loss
+    # the steps spent when each result arrived, in arrival order: what it took to hold that loss
     arrivals = [(objective, db.execute("SELECT COUNT(*) FROM reports WHERE time <= ?", (finished,)).fetchone()[0])
                 for objective, finished in db.execute(
                     "SELECT objective, finished FROM results WHERE status = 'ok' ORDER BY finished")]
@@ -131,9 +328,6 @@ class _OptunaContext:
     def __init__(self, trial: Any, seed: int) -> None:
         self.trial, self.seed, self.epochs = trial, seed, 0
 
-    def restore(self, default: Any = None) -> Any:
-        return default
-
     def report(self, step: int, metrics: dict, checkpoint: Any = None, wait: bool = True) -> Any:
         from emews.training.messages import CONTINUE, Action, Decision
 
@@ -142,26 +336,19 @@ class _OptunaContext:
         return Decision(Action.STOP) if self.trial.should_prune() else CONTINUE
 
 
-def run_optuna(configs: list[dict] | None, seed: int, pruner: Any, budget: int, epochs: int = 0) -> dict:
-    """Optuna on ``configs`` in order, or (``configs`` None) with TPE choosing them from the workflow's
-    space until ``budget`` epochs."""
+def run_optuna(configs: list[dict], seed: int, pruner: Any, budget: int) -> dict:
+    """Optuna (one trial at a time, in this process) on ``configs`` in order until ``budget`` steps."""
     import optuna
 
-    from emews.core.imports import import_user_module
-
-    objective = import_user_module(str(OBJECTIVE), what="objective")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.RandomSampler(seed) if configs is not None else optuna.samplers.TPESampler(seed=seed)
-    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=sampler)
-    space = _space()
+    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed))
     spent = 0
 
     def optimize(trial: Any) -> float:
         nonlocal spent
-        # fixed configs: the pruner sees only the reported values; else TPE chooses from the space
-        params = configs[trial.number] if configs is not None else {**_suggest(trial, space), "epochs": epochs}
-        ctx = _OptunaContext(trial, (seed * 1_000_003 + trial.number) % (2**31 - 1))
-        metrics = objective.run(params, ctx)
+        params = configs[trial.number]  # the pruner sees only the reported values
+        ctx = _OptunaContext(trial, trial_seed(seed, trial.number))
+        metrics = es_problems.run(params, ctx)
         spent += ctx.epochs
         if ctx.epochs < params["epochs"]:
             trial.set_user_attr("val_loss", metrics["val_loss"])
@@ -176,30 +363,12 @@ def run_optuna(configs: list[dict] | None, seed: int, pruner: Any, budget: int, 
             study.stop()
 
     started = time.perf_counter()
-    study.optimize(optimize, n_trials=len(configs) if configs is not None else None, callbacks=[arrived])
+    study.optimize(optimize, n_trials=len(configs), callbacks=[arrived])
     wall = time.perf_counter() - started
     return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "wall": wall, "arrivals": arrivals}
 
 
-def _space() -> Any:
-    from emews.config.workflow import load_workflow
-
-    return load_workflow(str(WORKFLOW), check_imports=False).space
-
-
-def _suggest(trial: Any, space: Any) -> dict:
-    """A point of ``space`` from an Optuna trial (ordered lists as categorical, as emews.contrib.optuna)."""
-    from emews.core.space import Categorical, Float, Int
-
-    point = {}
-    for name, dim in space.free.items():
-        if isinstance(dim, Float):
-            point[name] = trial.suggest_float(name, dim.lower, dim.upper, log=dim.log)
-        elif isinstance(dim, Int):
-            point[name] = trial.suggest_int(name, dim.lower, dim.upper, log=dim.log)
-        elif isinstance(dim, Categorical):
-            point[name] = trial.suggest_categorical(name, list(dim.values))
-    return point
+# --- the table -------------------------------------------------------------------------------------
 
 
 def _losses(arrivals: list[tuple[float | None, int]]) -> list[float]:
@@ -208,78 +377,159 @@ def _losses(arrivals: list[tuple[float | None, int]]) -> list[float]:
 
 
 def epochs_to_match(arrivals: list[tuple[float | None, int]], target: float) -> float:
-    """The epochs spent when a result at least as good as ``target`` first arrived (inf: never)."""
+    """The steps spent when a result at least as good as ``target`` first arrived (inf: never)."""
     for loss, epochs in arrivals:
         if loss is not None and math.isfinite(loss) and loss <= target:
             return epochs
     return math.inf
 
 
+def _share(value: float) -> str:
+    return "never" if math.isinf(value) else f"{value:.2f}"
+
+
+def report(runs: dict[str, dict[str, list[dict]]], methods: list[str]) -> None:
+    """The table: per problem, medians over seeds; then over every problem and seed."""
+    print(f"{'problem':>8} {'method':>17} {'best loss':>10} {'steps':>7} {'of none':>8} {'to match':>9} "
+          f"{'of none':>8}  per seed (to match, of none's steps)")
+    every: dict[str, list[float]] = {m: [] for m in methods}
+    for problem, by_method in runs.items():
+        none = by_method["none"]
+        for name in methods:
+            results = by_method.get(name)
+            if not results:
+                continue
+            shares = [r["to_match"] / n["epochs"] for r, n in zip(results, none)]
+            every[name] += shares
+            to_match = statistics.median(r["to_match"] for r in results)
+            print(f"{problem:>8} {name:>17} {statistics.median(r['best'] for r in results):>10.4f} "
+                  f"{statistics.median(r['epochs'] for r in results):>7.0f} "
+                  f"{statistics.median(r['epochs'] / n['epochs'] for r, n in zip(results, none)):>8.2f} "
+                  f"{'never' if math.isinf(to_match) else f'{to_match:.0f}':>9} "
+                  f"{_share(statistics.median(shares)):>8}  {', '.join(_share(s) for s in shares)}")
+    print("# over every problem and seed, median steps to match none's best as a share of none's steps:")
+    for name in methods:
+        if every[name]:
+            print(f"#   {name:>17}: {_share(statistics.median(every[name]))} "
+                  f"(matched in {sum(not math.isinf(s) for s in every[name])} of {len(every[name])})")
+
+
+def _seeds(text: str) -> list[int]:
+    """``N`` -> 1..N, ``A-B`` -> A..B, ``a,b,c`` -> those."""
+    if "-" in text:
+        low, high = (int(part) for part in text.split("-"))
+        seeds = list(range(low, high + 1))
+    elif "," in text:
+        seeds = [int(part) for part in text.split(",")]
+    else:
+        seeds = list(range(1, int(text) + 1))
+    if not seeds or min(seeds) < 1:
+        raise ValueError(text)
+    return seeds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--configs", type=int, default=27)
-    parser.add_argument("--epochs", type=int, default=27)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--methods", default="none,asha,optuna-sha,optuna-hyperband,bohb,optuna-tpe-sha",
-                        help="comma-separated rows to run (none is always run: the reference)")
-    parser.add_argument("--bohb-options", default="{}", help="JSON: bohb's options besides the seed")
+    parser.add_argument("--problems", default=",".join(es_problems.STEPS), help="comma-separated: mlp,cnn,hgb")
+    parser.add_argument("--seeds", default="5", help="N (seeds 1..N), A-B or a comma-separated list")
+    parser.add_argument("--workers", type=int, default=2, help="the emews and Ray rows' workers")
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help=f"comma-separated rows ({', '.join(METHODS)}; none is always run: the reference)")
+    parser.add_argument("--asha", default="{}", help="JSON: options of the asha row besides max_t (default none)")
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "emews-es-curves"),
+                        help="folder of the replay's learning curves")
+    parser.add_argument("--ray-python", default="/tmp/emews-bench-ray",
+                        help="the venv with ray[tune] (made on first use)")
+    parser.add_argument("--real", action="store_true",
+                        help="train through emews launch and Optuna (rows none, asha, optuna-*) instead of replaying")
+    parser.add_argument("--quick", action="store_true", help="9 configurations, 9 steps (a smoke run)")
+    parser.add_argument("--traces", help="write each run's trial lengths and arrivals here (JSON)")
+    parser.add_argument("--ray-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    chosen = {"none", *args.methods.split(",")}
-    if args.quick:
-        args.configs, args.epochs, args.seeds = 9, 9, 1
+    if args.ray_child:
+        return ray_child(json.loads(args.ray_child))
+    problems = args.problems.split(",")
+    try:
+        seeds = _seeds(args.seeds)
+    except ValueError:
+        print(f"--seeds: N, A-B or a comma-separated list of positive integers, got {args.seeds!r}", file=sys.stderr)
+        raise SystemExit(2) from None
+    methods = ["none", *[m for m in args.methods.split(",") if m != "none"]]
+    for key, chosen, allowed in (("--problems", problems, es_problems.STEPS), ("--methods", methods, METHODS)):
+        unknown = [c for c in chosen if c not in allowed]
+        if unknown:
+            print(f"{key}: unknown {', '.join(unknown)}; allowed: {', '.join(allowed)}", file=sys.stderr)
+            raise SystemExit(2)
+    if args.real and "ray-asha" in methods:
+        print("--real: ray-asha is replayed only; leave it out of --methods", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        asha_options = json.loads(args.asha)
+        assert isinstance(asha_options, dict)
+    except (ValueError, AssertionError):
+        print(f"--asha: a JSON object of ASHA options, got {args.asha!r}", file=sys.stderr)
+        raise SystemExit(2) from None
     import optuna
 
-    runs: dict[str, list[dict]] = {}
+    python = ray_python(Path(args.ray_python)) if "ray-asha" in methods else None
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, dict[str, list[dict]]] = {}
+    traces: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="emews-es-bench-") as tmp:
-        for seed in range(1, args.seeds + 1):
-            folder = Path(tmp) / f"seed{seed}"
-            folder.mkdir()
-            pool = draw_configs(args.configs * args.epochs, args.epochs, seed)  # more than any budget takes
-            configs, budget = pool[:args.configs], args.configs * args.epochs
-            asha = {"name": "asha", "options": {"max_t": args.epochs, "grace_period": 1, "reduction_factor": 3}}
-            methods = {
-                "none": lambda: run_emews(folder, "none", configs, seed, args.workers, args.epochs, None),
-                "asha": lambda: run_emews(folder, "asha", pool, seed, args.workers, args.epochs, asha, budget),
-                "optuna-sha": lambda: run_optuna(pool, seed, optuna.pruners.SuccessiveHalvingPruner(
-                    min_resource=1, reduction_factor=3), budget),
-                "optuna-hyperband": lambda: run_optuna(pool, seed, optuna.pruners.HyperbandPruner(
-                    min_resource=1, max_resource=args.epochs, reduction_factor=3), budget),
-                "bohb": lambda: run_emews(folder, "bohb", [], seed, args.workers, args.epochs, asha, budget,
-                                          optimizer={"name": "bohb", "options": {
-                                              "seed": seed, **json.loads(args.bohb_options)}}),
-                "optuna-tpe-sha": lambda: run_optuna(None, seed, optuna.pruners.SuccessiveHalvingPruner(
-                    min_resource=1, reduction_factor=3), budget, args.epochs),
-            }
-            unknown = chosen - set(methods)
-            if unknown:
-                raise SystemExit(f"--methods: unknown {', '.join(sorted(unknown))}; allowed: {', '.join(methods)}")
-            for name, method in methods.items():
-                if name not in chosen:
-                    continue
-                run = method()
-                target = runs["none"][-1]["best"] if name != "none" else run["best"]
-                run["to_match"] = epochs_to_match(run.pop("arrivals"), target)
-                runs.setdefault(name, []).append(run)
-                print(f"# seed {seed} {name}: {run}", flush=True)
-    print(f"# none: {args.configs} configs x {args.epochs} epochs; the others: configs until that many epochs; "
-          f"digits MLP (torch, CPU), {args.seeds} seeds, emews with {args.workers} workers, Optuna serial; medians")
-    reference = statistics.median(r["epochs"] for r in runs["none"])
-    print(f"{'method':>17} {'best val_loss':>14} {'epochs':>8} {'of none':>8} {'to match':>9} {'of none':>8} "
-          f"{'wall s':>8}")
-    for name, results in runs.items():
-        epochs = statistics.median(r["epochs"] for r in results)
-        to_match = statistics.median(r["to_match"] for r in results)
-        shown = "-" if math.isinf(to_match) else f"{to_match:.0f}"
-        print(f"{name:>17} {statistics.median(r['best'] for r in results):>14.4f} {epochs:>8.0f} "
-              f"{epochs / reference:>8.2f} {shown:>9} {to_match / reference:>8.2f} "
-              f"{statistics.median(r['wall'] for r in results):>8.1f}")
-    for name in runs:
-        if name != "none":
-            shares = ", ".join("never" if math.isinf(r["to_match"]) else f"{r['to_match'] / n['epochs']:.2f}"
-                               for r, n in zip(runs[name], runs["none"]))
-            print(f"# {name}: epochs to match none's best, per seed, as a share of none's: {shares}")
+        for problem in problems:
+            steps = 9 if args.quick else es_problems.STEPS[problem]
+            count = 9 if args.quick else CONFIGS[problem]
+            budget = count * steps
+            for seed in seeds:
+                pool = draw_configs(problem, budget, steps, seed)  # more than any budget takes
+                curves = Curves(cache / f"{problem}-{steps}-s{seed}.json", pool, seed)
+                folder = Path(tmp) / f"{problem}-{seed}"
+                folder.mkdir()
+                asha = {"name": "asha", "options": {"max_t": steps, **asha_options}}
+                if args.real:
+                    rows: dict[str, Callable[[], dict]] = {
+                        "none": lambda: run_emews(folder, "none", problem, pool[:count], seed, args.workers, steps, None),
+                        "asha": lambda: run_emews(folder, "asha", problem, pool, seed, args.workers, steps, asha,
+                                                  budget),
+                        "optuna-sha": lambda: run_optuna(pool, seed, optuna.pruners.SuccessiveHalvingPruner(), budget),
+                        "optuna-hyperband": lambda: run_optuna(pool, seed, optuna.pruners.HyperbandPruner(), budget),
+                    }
+                else:
+                    rows = {
+                        "none": lambda: replay_none(curves, count, steps, args.workers),
+                        "asha": lambda: replay_asha(curves, budget, steps, args.workers, asha_options),
+                        "optuna-sha": lambda: replay_optuna(curves, budget, steps,
+                                                            optuna.pruners.SuccessiveHalvingPruner()),
+                        "optuna-hyperband": lambda: replay_optuna(curves, budget, steps,
+                                                                  optuna.pruners.HyperbandPruner()),
+                        "ray-asha": lambda: (curves.save(), run_ray(python, {
+                            "problem": problem, "seed": seed, "pool": len(pool), "steps": steps, "budget": budget,
+                            "workers": args.workers, "cache": str(curves.path)}))[1],
+                    }
+                for name in methods:
+                    run = rows[name]()
+                    if name == "ray-asha":  # the child trained what it needed: read its curves
+                        curves = Curves(curves.path, pool, seed)
+                    target = runs.get(problem, {}).get("none", [{}])[-1].get("best") if name != "none" else run["best"]
+                    run["to_match"] = epochs_to_match(run["arrivals"], target)
+                    traces.append({"problem": problem, "seed": seed, "method": name, **run})
+                    run.pop("arrivals")
+                    run.pop("lengths", None)
+                    run.pop("order", None)
+                    runs.setdefault(problem, {}).setdefault(name, []).append(run)
+                    print(f"# {problem} seed {seed} {name}: {json.dumps(run)}", flush=True)
+                    if not args.real:
+                        curves.save()
+    how = "real runs (emews launch, Optuna serial)" if args.real else "replayed curves"
+    sizes = ", ".join(f"{p} {9 if args.quick else CONFIGS[p]} configs x {9 if args.quick else es_problems.STEPS[p]} steps"
+                      for p in problems)
+    print(f"# {how}; none: {sizes};"
+          f" the others: configurations in the same order until that many steps; seeds {args.seeds},"
+          f" {args.workers} workers (emews, Ray), Optuna one trial at a time; asha options {asha_options or 'default'}")
+    report(runs, methods)
+    if args.traces:
+        Path(args.traces).write_text(json.dumps(traces))
 
 
 if __name__ == "__main__":
