@@ -28,7 +28,6 @@ The engine is not thread-safe; one thread at a time owns it.
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -44,8 +43,8 @@ from skopt.learning.gaussian_process.gpr import _param_for_white_kernel_in_Sum
 from skopt.learning.gaussian_process.kernels import WhiteKernel
 from skopt.space import Real
 from skopt.utils import cook_estimator, cook_initial_point_generator
-from threadpoolctl import ThreadpoolController
 
+from .._blas import one_blas_thread
 from .._failures import FailureImputation
 from .._output_warp import power_warp
 from .._quiet import quiet_model_fits
@@ -162,7 +161,7 @@ class Engine:
         BLAS runs single-threaded meanwhile: the matrices are small, and OpenBLAS threads
         spin against the workers on a busy node (a 300-point Cholesky took 0.8 s instead of 20 ms).
         """
-        with _blas_controller().limit(limits=1, user_api="blas"):
+        with one_blas_thread():
             return self._propose(n, pending)
 
     def _propose(self, n: int, pending: Sequence[list[Any]]) -> list[list[Any]]:
@@ -480,12 +479,6 @@ class Engine:
         if self._gp_template is None:
             self._gp_template = cook_estimator("GP", space=self.sk, random_state=0)
         return clone(self._gp_template).set_params(random_state=seed)
-
-
-@functools.cache
-def _blas_controller() -> ThreadpoolController:
-    """The process's thread pools, found once (a lookup reads ``/proc/self/maps``: 5 ms)."""
-    return ThreadpoolController()
 
 
 def _gp_parts(model: Any) -> tuple[float, float]:
