@@ -225,7 +225,9 @@ def ray_child(spec: dict) -> None:
 
     def trainable(config: dict) -> None:
         params = {**config, "epochs": epochs}
-        run(params, _RayContext(spec["seed"] * 1000 + config["member"], counter, spec["interval"], epochs))
+        # member i trains with emews' seed of task i (Evaluator._task_seed): the same initial weights and batches
+        seed = (spec["seed"] * 1_000_003 + config["member"]) % (2**31 - 1)
+        run(params, _RayContext(seed, counter, spec["interval"], epochs))
 
     space = {"lr": tune.loguniform(SPACE["lr"]["lower"], SPACE["lr"]["upper"]),
              "momentum": tune.uniform(SPACE["momentum"]["lower"], SPACE["momentum"]["upper"])}
