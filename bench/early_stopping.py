@@ -1,8 +1,8 @@
 """Early stopping on real learning curves: emews' ASHA vs no stopping, Optuna's pruners and Ray Tune's ASHA.
 
 Three training problems of different shape (``bench/es_problems.py``): ``mlp`` (a PyTorch MLP on
-scikit-learn's digits, 27 epochs), ``cnn`` (a small CNN on the digits as 8x8 images, 9 epochs)
-and ``hgb`` (HistGradientBoosting on the breast-cancer table, 27 steps of 4 boosting rounds, whose
+scikit-learn's digits, 16 configurations x 27 epochs), ``cnn`` (a small CNN on the digits as 8x8 images, 20 x 9 epochs)
+and ``hgb`` (HistGradientBoosting on the breast-cancer table, 18 x 18 steps of 6 boosting rounds, whose
 validation loss turns up as it overfits). For each problem and seed, configurations are drawn
 from the problem's space with the seed, each trained with its own seed, so a configuration's
 learning curve is the same whichever method trains it. Every method is used with its defaults,
