@@ -263,6 +263,7 @@ class HyperSpace(AskTellOptimizer):
         )
 
         def learn(results: Sequence[Result]) -> None:
+            results = self.stopped.results(results)  # a trial stopped early: its last report's loss
             xs = [full.to_skopt(r.params) if self.space.contains(r.params) else None for r in results]
             proposer.tell([r.id for r in results], xs, [r.loss for r in results])
             self._note(results, xs)
