@@ -148,6 +148,7 @@ def make_toolbox(
     free = list(space.free)
     indpb = options.indpb if options.indpb is not None else DEFAULT_INDPB
     toolbox = base.Toolbox()
+    toolbox.register("clone", Individual.clone)
     toolbox.register("mate", cx_uniform, indpb=options.cx_indpb, names=free, rng=rng)
     step = step or StepAdaptation(enabled=False)
     toolbox.register("mutate", Mutator(space, indpb, rng, lambda: sigma_scale(options, evaluator) * step.scale))

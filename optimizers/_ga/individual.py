@@ -34,9 +34,14 @@ class Individual(dict):
         self.parent_fitness: tuple[float, ...] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Individual:
-        """DEAP's ``clone``: the point and the fitness copied, the scoring ``result`` shared (it is
-        never changed, only replaced), not deep-copied with its parameters and metrics for every
-        parent of every child bred (most of the GA's time at 1,000 workers, ``bench/scale.py``)."""
+        """``copy.deepcopy``: :meth:`clone`."""
+        return self.clone(memo)
+
+    def clone(self, memo: dict[int, Any] | None = None) -> Individual:
+        """DEAP's ``clone`` (the toolbox's, without ``copy.deepcopy``'s own bookkeeping): the point
+        and the fitness copied, the scoring ``result`` shared (it is never changed, only replaced),
+        not deep-copied with its parameters and metrics for every parent of every child bred (most
+        of the GA's time at 1,000 workers, ``bench/scale.py``)."""
         twin = Individual.__new__(Individual)  # no throwaway fitness: DEAP's __init__ costs an ABC check
         if all(type(value) in _IMMUTABLE for value in self.values()):
             dict.update(twin, self)  # a point of numbers and strings: nothing to copy deeper
