@@ -283,6 +283,7 @@ class BayesianOptimizer(AskTellOptimizer):
         engine = self._engine()
         if speculate:
             engine.reserve_size = workers
+        engine.wide_wave = workers > WIDE
         by_word: dict[object, float] = {True: 0.0, False: math.inf}
         process_after = by_word.get(self.model_process, self.process_after)
         proposer = Proposer(

@@ -250,6 +250,7 @@ class HyperSpace(AskTellOptimizer):
             # results arrive by hundreds a second: a kernel re-optimized at every 10% of growth
             # was most of the model's time (two GP hyperfits with output_warp auto, per fit)
             sub.engine.hyperfit_growth = max(sub.engine.hyperfit_growth, WIDE_HYPERFIT_GROWTH)
+            sub.engine.wide_wave = True
         self.model = Subspaces([s.engine for s in self.subspaces], [s.bounds for s in self.subspaces], full)
         self.stats: dict[str, Any] = {"proposed": 0, "runners_up": 0, "random_fillers": 0}
         proposer = Proposer(

@@ -486,6 +486,9 @@ MBO_MAX_CANDIDATES <- 10000L
     due <- is.null(model) || length(y) - model$seen >= .mbo_refit_after(length(y))
     if (due && !is.null(model) && workers > MBO_WIDE)
       due <- .mbo_now() - model$ended >= MBO_WIDE_REST * model$took
+    # fewer unused candidates than asked for: refit whatever the wait (else picks repeat points
+    # in flight or evaluated, as .mbo_select falls back to when every candidate is used)
+    if (!due && sum(!model$used) < n) due <- TRUE
     if (due) {
       started <- .mbo_now()
       model <<- fit(yi, n)

@@ -100,6 +100,9 @@ class Engine:
         self.max_gp_points = max_gp_points
         self.max_hyperfit_points = max_hyperfit_points
         self.hyperfit_growth = hyperfit_growth
+        #: a run of more than 128 workers (``bayes.WIDE``): a random wave of more than
+        #: ``LIAR_PICKS`` points is one draw; otherwise draws stay one by one, as seeded before
+        self.wide_wave = False
         self.acq_func = acq_func
         self.xi = xi
         self.kappa = kappa
@@ -177,7 +180,7 @@ class Engine:
                 out.append(list(self._initial[self.n_proposed]))
             elif (
                 k := n - len(out) if n_finite < 2 else min(n - len(out), self.n_initial_points - self.n_proposed)
-            ) > LIAR_PICKS:
+            ) > LIAR_PICKS and self.wide_wave:
                 # a random wave of thousands of workers: one draw for all (skopt draws a point
                 # at a time in 1 ms); a few workers' draws stay one by one, as seeded before
                 out.extend(self.sk.rvs(k, random_state=self.rng))

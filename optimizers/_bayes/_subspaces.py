@@ -40,7 +40,9 @@ class Subspaces:
         self._donor: int | None = None  # the subspace whose kernel was optimized last
         self._kernel_at = 0  # results told to all subspaces then
         self.reserve: list[list[Any]] = []
-        self.n_initial_points = self.engines[0].n_initial_points
+        #: the results the Proposer waits for before it calls the model fitted: every subspace's
+        #: initial points (``n_told`` counts the results of all of them)
+        self.n_initial_points = sum(e.n_initial_points for e in self.engines)
         #: per subspace, results told to it and proposals it made (for tests and the report)
         self.told = [0] * len(self.engines)
         self.proposed = [0] * len(self.engines)
