@@ -302,7 +302,13 @@ def main() -> None:
     chosen = args.methods.split(",")
     unknown = set(chosen) - {"emews", "ray", "fixed"}
     if unknown:
-        raise SystemExit(f"--methods: unknown {', '.join(sorted(unknown))}; allowed: emews, ray, fixed")
+        parser.error(f"--methods: unknown {', '.join(sorted(unknown))}; allowed: emews, ray, fixed")
+    try:
+        pbt_options = json.loads(args.pbt_options)
+    except json.JSONDecodeError as exc:
+        parser.error(f"--pbt-options: not JSON ({exc.msg}); allowed: a JSON object of pbt's options")
+    if not isinstance(pbt_options, dict):
+        parser.error("--pbt-options: allowed: a JSON object of pbt's options, e.g. '{\"perturb_step\": 0.03}'")
     python = ray_python(args.ray_python) if "ray" in chosen else ""
     runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="emews-pbt-bench-") as tmp:
@@ -313,7 +319,7 @@ def main() -> None:
                 folder.mkdir()
                 if name in ("emews", "fixed"):
                     result = run_emews(folder, members, seed, args.epochs, args.interval, pbt=name == "emews",
-                                       options=json.loads(args.pbt_options))
+                                       options=pbt_options)
                 else:
                     result = run_ray(folder, members, seed, args.epochs, args.interval, python)
                 runs.setdefault(name, []).append(result)

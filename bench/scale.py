@@ -374,12 +374,21 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
+    unknown = sorted(set(args.optimizers.split(",")) - OPTIONS.keys())
+    if unknown:
+        parser.error(f"--optimizers: unknown {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}")
+    try:
+        widths = [int(w) for w in args.workers.split(",")]
+    except ValueError:
+        parser.error(f"--workers: {args.workers!r} is not a comma-separated list of whole numbers")
+    if any(w < 1 for w in widths):
+        parser.error("--workers: every width must be at least 1")
     print(f"rank 0 at simulated width: {args.demand:g} tasks/s asked, {args.rounds} tasks per worker, "
           f"task sizes {args.sizes}, {os.cpu_count()} cores", flush=True)
     print(f"{'optimizer':11} {'workers':>8} {'task s':>7} {'done':>8} {'busy':>6} {'gap p50':>8} {'gap p99':>8} "
           f"{'cpu/task':>9} {'RSS MB':>7} {'stored/s':>9} {'ms/commit':>9} {'best':>7} {'median 2+':>9}")
     for name in args.optimizers.split(","):
-        for workers in (int(w) for w in args.workers.split(",")):
+        for workers in widths:
             row = run_cell(name, workers, args)
             note = f"  (stopped: {row['error']}; {row['dispatched']:,} dispatched)" if row["stopped"] else ""
             print(f"{name:11} {workers:8,d} {row['task_s']:7.2f} {row['done']:8,d} {row['busy']:6.1%} "

@@ -436,6 +436,8 @@ def main() -> None:
     if args.eqsql_child:
         eqsql_child(args)
         return
+    if args.baseline and not (Path(args.baseline) / "emews" / "__init__.py").is_file():
+        parser.error(f"--baseline: {args.baseline} is not an emews source tree (no emews/__init__.py in it)")
     if args.quick:
         args.tasks, args.round_trips, args.repeats, args.rows = 300, 30, 1, "10000,100000"
     pool_counts = [0] + [int(k) for k in args.pools.split(",")]  # 0: SQLite, no pools (today's path)
