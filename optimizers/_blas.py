@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Iterator
 
 from threadpoolctl import ThreadpoolController
@@ -21,8 +22,13 @@ def _controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+#: the limit is the process's: blocks on two threads would restore the sizes out of order
+_ONE_AT_A_TIME = threading.RLock()
+
+
 @contextlib.contextmanager
 def one_blas_thread() -> Iterator[None]:
-    """BLAS limited to one thread inside the block (the pools' own sizes restored after)."""
-    with _controller().limit(limits=1, user_api="blas"):
+    """BLAS limited to one thread inside the block (the pools' own sizes restored after); one
+    block at a time in the process (a model thread and the optimizer's take turns)."""
+    with _ONE_AT_A_TIME, _controller().limit(limits=1, user_api="blas"):
         yield
