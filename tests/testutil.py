@@ -70,6 +70,11 @@ class EventLog:
         ends = self.seqs(end)
         return sorted((seq, ends[key]) for key, seq in self.seqs(begin).items() if key in ends)
 
+    def wait_until(self, holds: Callable[[list[tuple[str, Any]]], bool], timeout: float = 60.0) -> bool:
+        """Block until ``holds(events)`` (or ``timeout``); whether it did."""
+        with self._cond:
+            return self._cond.wait_for(lambda: holds(self.events), timeout)
+
     def wait_for(self, kind: str, timeout: float = 60.0, after: int = -1) -> bool:
         """Block until a ``kind`` event was recorded after sequence number ``after`` (or
         ``timeout``); whether it was."""

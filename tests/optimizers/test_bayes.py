@@ -224,15 +224,24 @@ class _SlowFit(BayesianOptimizer):
 
 
 class _HeldFits(_SlowFit):
-    """Fits 2 to 5 last until a task started after they began (at most 5 s each): refits that
-    outlast a task whatever the load, so that the test sees whether tasks get out meanwhile.
-    (The first fits are left alone: speculation starts once a fit was timed, and the runners-up
-    a fit leaves, which feed the workers during the next, can all be too close to its picks.)"""
+    """Fits 4 to 7 last until a task submitted after they began has started (at most 20 s each):
+    refits that outlast a task whatever the load, so that the test sees whether tasks get out
+    meanwhile. (Released by any start, a hold could end before a task submitted during it
+    started, under load.) The first fits are left alone: speculation starts once a fit was
+    timed, and the reserve it keeps is at most a quarter of the results told (one point or none
+    while fewer than 8 are in)."""
 
     def pause(self, n: int) -> None:
-        if not 2 <= n <= 5:
+        if not 4 <= n <= 7:
             return super().pause(n)
-        EVENTS.wait_for("start", timeout=5.0, after=EVENTS.record("held-fit", n))
+        began = EVENTS.record("held-fit", n)
+
+        def fed(events):
+            later = events[began + 1:]
+            put = {task for kind, task in later if kind == "put"}
+            return any(kind == "start" and task in put for kind, task in later)
+
+        EVENTS.wait_until(fed, timeout=20.0)
 
 
 class _SlowFitSync(_SlowFit):
@@ -311,7 +320,7 @@ def test_workers_stay_busy_during_slow_refits(events):
     """The model refits on its own thread: tasks are submitted, and start, while a refit runs.
     Fitting on the main thread instead submits nothing until the fit is done."""
     kw = dict(seed=0, n_initial_points=4, n_candidates=300)
-    _sphere_run("slow_sphere", _Recording(_HeldFits, speculate=True, **kw), budget=32)
+    _sphere_run("slow_sphere", _Recording(_HeldFits, speculate=True, **kw), budget=48)
     put_during, fed_during, refits = _overlaps(events)
     assert fed_during, (len(refits), put_during)
     events.clear()
