@@ -58,7 +58,7 @@ from ._bayes._engine import LIAR_PICKS, MAX_LIES, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
 from ._bayes._space import SpaceMap
-from ._bayes._subspaces import Subspaces
+from ._bayes._subspaces import Subspaces, share_out
 from ._failures import FailureImputation
 from ._stopped import StoppedTrials
 
@@ -324,13 +324,8 @@ class HyperSpace(AskTellOptimizer):
         workers wait). Each fit's work is bounded in the points in flight (see
         ``optimizers._bayes._engine``)."""
         count = len(self.subspaces)
-        if n >= LIAR_PICKS * count:  # a wave of thousands of workers: every subspace proposes its share
-            shares = [n // count + (i < n % count) for i in range(count)]
-            turns = [(self._turn + i) % count for i in range(count)]
-            self._turn += count
-        else:
-            shares, turns = [n], [self._turn % count]
-            self._turn += 1
+        # a wave of thousands of workers: every subspace proposes its share
+        shares, turns, self._turn = share_out(n, count, self._turn, wave=n >= LIAR_PICKS * count)
         pending: dict[int, list[list[Any]]] = {k: [] for k in turns}
         for j, x in self._pending.values():
             if j in pending:

@@ -100,13 +100,7 @@ class Subspaces:
         if n <= 0:
             return []
         count = len(self.engines)
-        if n >= LIAR_PICKS * count and self.fits == 0:
-            shares = [n // count + (i < n % count) for i in range(count)]
-            turns = [(self._turn + i) % count for i in range(count)]
-            self._turn += count
-        else:
-            shares, turns = [n], [self._turn % count]
-            self._turn += 1
+        shares, turns, self._turn = share_out(n, count, self._turn, wave=n >= LIAR_PICKS * count and self.fits == 0)
         out: list[list[Any]] = []
         for k, share in zip(turns, shares, strict=True):
             mask = self.inside(k, pending)
@@ -140,3 +134,12 @@ class Subspaces:
         engine._kernel, engine._kernels = donor._kernel, dict(donor._kernels)
         engine._warped = getattr(donor, "_warped", False)  # the output warp the donor chose
         engine._kernel_n = max(engine.n_told, 1)
+
+
+def share_out(n: int, count: int, turn: int, *, wave: bool) -> tuple[list[int], list[int], int]:
+    """Who proposes ``n`` points among ``count`` subspaces taking turns from ``turn``: in a
+    ``wave`` every subspace its share, else the one whose turn it is; (shares, subspaces, next turn)."""
+    if wave:
+        shares = [n // count + (i < n % count) for i in range(count)]
+        return shares, [(turn + i) % count for i in range(count)], turn + count
+    return [n], [turn % count], turn + 1
