@@ -97,19 +97,15 @@ def _train(model: Any, params: Mapping[str, Any], seed: int, inputs: str) -> Ite
     import torch
     from torch.nn import functional
 
+    from emews.objectives.digits_torch import train_epoch
+
     data = _digits()
     (x_train, x_val), (y_train, y_val) = data[inputs], data["y"]
     order_rng = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=float(params["lr"]), momentum=float(params["momentum"]))
     batch = int(params["batch"])
     for _ in range(int(params["epochs"])):
-        model.train()
-        order = torch.randperm(len(x_train), generator=order_rng)
-        for i in range(0, len(order), batch):
-            index = order[i:i + batch]
-            optimizer.zero_grad()
-            functional.cross_entropy(model(x_train[index]), y_train[index]).backward()
-            optimizer.step()
+        train_epoch(model, optimizer, x_train, y_train, batch, order_rng)
         model.eval()
         with torch.no_grad():  # not across the yield: grad mode is global, other curves train meanwhile
             logits = model(x_val)

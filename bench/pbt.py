@@ -100,7 +100,8 @@ def run(params: Mapping[str, Any], ctx: Any) -> dict[str, float]:
     """Train from ``ctx.restore()`` (a PBT clone: the donor's weights and momentum buffers, this
     member's ``lr``/``momentum``) to ``params["epochs"]``, reporting each epoch with a checkpoint."""
     import torch
-    from torch.nn import functional
+
+    from emews.objectives.digits_torch import train_epoch
 
     if _DATA is None:
         setup()
@@ -116,13 +117,7 @@ def run(params: Mapping[str, Any], ctx: Any) -> dict[str, float]:
     x_train, _, y_train, _ = _DATA
     metrics = evaluate(model)
     for epoch in range(start, int(params["epochs"])):
-        model.train()
-        order = torch.randperm(len(x_train))
-        for i in range(0, len(order), 32):
-            index = order[i:i + 32]
-            optimizer.zero_grad()
-            functional.cross_entropy(model(x_train[index]), y_train[index]).backward()
-            optimizer.step()
+        train_epoch(model, optimizer, x_train, y_train, 32)
         model.eval()
         metrics = evaluate(model)
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}

@@ -66,9 +66,23 @@ def evaluate(model: Any) -> dict[str, float]:
                 "accuracy": float((logits.argmax(1) == y_val).float().mean())}
 
 
-def run(params: Mapping[str, Any], ctx: Any) -> dict[str, float]:
+def train_epoch(model: Any, optimizer: Any, x: Any, y: Any, batch: int, generator: Any = None) -> None:
+    """One epoch of minibatch training on cross-entropy, the rows shuffled (by ``generator``, else
+    torch's global one); the model left in training mode."""
     import torch
     from torch.nn import functional
+
+    model.train()
+    order = torch.randperm(len(x), generator=generator)
+    for i in range(0, len(order), batch):
+        index = order[i:i + batch]
+        optimizer.zero_grad()
+        functional.cross_entropy(model(x[index]), y[index]).backward()
+        optimizer.step()
+
+
+def run(params: Mapping[str, Any], ctx: Any) -> dict[str, float]:
+    import torch
 
     if _DATA is None:
         setup()
@@ -86,13 +100,7 @@ def run(params: Mapping[str, Any], ctx: Any) -> dict[str, float]:
     batch = int(params.get("batch", 32))
     metrics = evaluate(model)
     for epoch in range(start, int(params.get("epochs", 27))):
-        model.train()
-        order = torch.randperm(len(x_train))
-        for i in range(0, len(order), batch):
-            index = order[i:i + batch]
-            optimizer.zero_grad()
-            functional.cross_entropy(model(x_train[index]), y_train[index]).backward()
-            optimizer.step()
+        train_epoch(model, optimizer, x_train, y_train, batch)
         model.eval()
         metrics = evaluate(model)
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
