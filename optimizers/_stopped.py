@@ -12,10 +12,12 @@ far outside the completed trials' scale, which the surrogate then spends its fit
 
 In practice: a result with a finite loss is told as it is (a trial stopped early whose objective
 returns its last metrics, as the examples do, *is* its last report's loss). A result without one
-(an objective that returns nothing, or a dict without the metric, after the stop; a timeout after
-some reports) of a trial that reported a finite value of the metric is told its last report's loss
-instead of a failure's penalty. Crashed trials stay failures (their last loss may hide the
-crash's cause), and so do trials that never reported or whose last report has no finite value
+of a trial that reported a finite value of the metric is told its last report's loss instead of a
+failure's penalty when the trial did not fail on its own: its trial scheduler ended it (answered a
+report with stop or complete) and the objective then returned nothing, or a dict without the
+metric; or it ran past the task timeout after some reports. A trial that raised or returned no
+number without its scheduler ending it stays a failure (its last loss may hide what went wrong),
+as do crashed trials, trials that never reported, and trials whose last report has no finite value
 (a diverged trial).
 """
 
@@ -28,8 +30,6 @@ from typing import Any
 
 from emews.core.results import Result, Status
 
-#: the statuses whose trial's last report stands in for the missing result
-FROM_REPORTS = (Status.FAILED, Status.TIMEOUT)
 
 
 class StoppedTrials:
@@ -39,6 +39,7 @@ class StoppedTrials:
 
     def __init__(self, evaluator: Any) -> None:
         self._read = getattr(evaluator, "reports", None)  # a replicating evaluator keeps no reports
+        self._ended_by_scheduler = getattr(evaluator, "ended_by_scheduler", None)
         self._metric = getattr(evaluator, "metric", None)
         direction = getattr(evaluator, "direction", None)
         self._sign = float(direction.sign) if direction is not None else 1.0
@@ -54,13 +55,20 @@ class StoppedTrials:
 
     def _told(self, result: Result) -> Result:
         last = None
-        if not math.isfinite(result.loss) and result.status in FROM_REPORTS:
+        if not math.isfinite(result.loss) and self._stands_in(result):
             last = self.last_loss(result.id)
         if last is not None:
             self.from_reports += 1
             result = dataclasses.replace(result, loss=last)
         self.told[result.id] = result.loss
         return result
+
+    def _stands_in(self, result: Result) -> bool:
+        """Whether the last report stands in for ``result``'s missing loss (the module docstring)."""
+        if result.status == Status.TIMEOUT:
+            return True
+        ended = self._ended_by_scheduler
+        return result.status == Status.FAILED and ended is not None and ended(result.id)
 
     def last_loss(self, trial: int) -> float | None:
         """The signed metric of ``trial``'s last report, if that is a finite number (``None``: no report,

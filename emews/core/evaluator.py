@@ -59,6 +59,7 @@ class Evaluator:
     ``first_id`` the next task id; ids never collide with earlier ones.
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     ``reports``  reads the training reports stored so far (see :meth:`reports`).
+    ``ended_by_scheduler`` reads whether a trial's scheduler ended it (see :meth:`ended_by_scheduler`).
     ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
     ``metric``   the name of the objective's metric: what the reports' metrics hold it under
                  (``None`` when not known).
@@ -80,6 +81,7 @@ class Evaluator:
         exp_dir: Path | None = None,
         observers: Sequence[EvaluatorObserver] = (),
         reports: Callable[[int | None], list[StoredReport]] | None = None,
+        ended_by_scheduler: Callable[[int], bool] | None = None,
         task_size: TaskSize | None = None,
         metric: str | None = None,
     ) -> None:
@@ -98,6 +100,7 @@ class Evaluator:
         self.requeued: tuple[Task, ...] = (*requeue, *waiting)
         self._queues = queues
         self._read_reports = reports
+        self._ended_by_scheduler = ended_by_scheduler
         earlier = [r.id for r in self.history] + [t.id for t in self.requeued]
         self._next_id = max([first_id, *(i + 1 for i in earlier)])
         #: points earlier runs put (one id each, in order, also those lost at a kill -9): an
@@ -136,6 +139,11 @@ class Evaluator:
         """The training reports stored so far (of one trial, a task id, or of all), in arrival order;
         each is on disk before the trial scheduler saw it. Empty when the run keeps no store."""
         return [] if self._read_reports is None else self._read_reports(trial)
+
+    def ended_by_scheduler(self, trial: int) -> bool:
+        """Whether ``trial``'s trial scheduler ended it (answered a report with stop or complete);
+        ``False`` when the run keeps no store."""
+        return self._ended_by_scheduler is not None and self._ended_by_scheduler(trial)
 
     def put(
         self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None, priority: float = 0.0

@@ -332,6 +332,7 @@ def run_optimizer_rank(
                     exp_dir=spec.exp_dir,
                     observers=spec.observers,
                     reports=reports,
+                    ended_by_scheduler=None if reports is None else reports.ended_by_scheduler,
                     task_size=spec.task_size,
                     metric=spec.objective.metric,
                 )

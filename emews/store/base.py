@@ -344,6 +344,10 @@ class Store(ABC):
         """Every report (of ``trial``), in arrival order."""
 
     @abstractmethod
+    def ended_by_scheduler(self, trial: int) -> bool:
+        """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""
+
+    @abstractmethod
     def reports_between(self, after: int, before: int) -> list[StoredReport]:
         """The reports whose seq lies strictly between ``after`` and ``before``, in seq order."""
 

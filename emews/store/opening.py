@@ -82,9 +82,16 @@ class ReportReader:
         self._store: Store | None = None
 
     def __call__(self, trial: int | None = None) -> list[StoredReport]:
+        return self._opened().reports(trial)
+
+    def ended_by_scheduler(self, trial: int) -> bool:
+        """Whether ``trial``'s trial scheduler ended it (:meth:`Store.ended_by_scheduler`)."""
+        return self._opened().ended_by_scheduler(trial)
+
+    def _opened(self) -> Store:
         if self._store is None:
             self._store = open_store(location=self._location, readonly=True)
-        return self._store.reports(trial)
+        return self._store
 
     def close(self) -> None:
         if self._store is not None:

@@ -38,7 +38,7 @@ from emews.core.results import Outcome, Status, StoredReport, Task
 from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, TrialState
 from emews.store.tables import record_tasks, set_task_params
 from emews.training.checkpoints import in_experiment
-from emews.training.messages import Ending, Report, Restorable
+from emews.training.messages import Action, Ending, Report, Restorable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS reports (
@@ -489,6 +489,16 @@ class TrialStore:
             () if trial is None else (trial,),
         )
         return [StoredReport(seq, t, step, json.loads(m), when) for seq, t, step, m, when in rows]
+
+    def ended_by_scheduler(self, trial: int) -> bool:
+        """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""
+        if not self._has("decisions"):
+            return False
+        row = self._db.execute(
+            "SELECT 1 FROM decisions WHERE trial = ? AND action IN (?, ?) LIMIT 1",
+            (trial, Action.STOP.value, Action.COMPLETE.value),
+        ).fetchone()
+        return row is not None
 
     def reports_between(self, after: int, before: int) -> list[StoredReport]:
         """The reports whose seq lies strictly between ``after`` and ``before``, in seq order."""

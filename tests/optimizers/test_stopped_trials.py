@@ -71,12 +71,16 @@ def test_every_stopped_trial_reaches_the_model_with_its_last_loss(tmp_path: Path
     assert optimizer.stopped.from_reports == (len(stopped) if objective == "curve" else 0)
 
 
-def test_a_trial_whose_last_report_diverged_stays_a_failure() -> None:
+def test_only_trials_ended_by_their_scheduler_or_a_timeout_count_with_their_last_report() -> None:
     from emews.core.results import Result, Status, StoredReport
     from emews.optimizers._stopped import StoppedTrials
 
     reports = {0: [StoredReport(0, 0, 1, {"loss": 2.0}, 0.0), StoredReport(1, 0, 2, {"loss": float("nan")}, 0.0)],
-               1: [StoredReport(2, 1, 1, {"loss": 3.0}, 0.0)]}
+               1: [StoredReport(2, 1, 1, {"loss": 3.0}, 0.0)],
+               3: [StoredReport(3, 3, 1, {"loss": 1.5}, 0.0)],
+               4: [StoredReport(4, 4, 1, {"loss": 1.25}, 0.0)],
+               5: [StoredReport(5, 5, 1, {"loss": 1.75}, 0.0)]}
+    ended = {0, 1, 2, 3}  # the scheduler answered stop or complete; trial 4 raised on its own
 
     class Reading:
         metric = "loss"
@@ -85,10 +89,37 @@ def test_a_trial_whose_last_report_diverged_stays_a_failure() -> None:
         def reports(self, trial: int | None = None) -> list[StoredReport]:
             return reports.get(trial, [])
 
+        def ended_by_scheduler(self, trial: int) -> bool:
+            return trial in ended
+
     stopped = StoppedTrials(Reading())
     results = [Result(i, {}, status, None, math.inf) for i, status in
-               [(0, Status.FAILED), (1, Status.CRASHED), (2, Status.FAILED)]]
-    results.append(Result(3, {}, Status.FAILED, None, math.inf))
-    reports[3] = [StoredReport(3, 3, 1, {"loss": 1.5}, 0.0)]
-    assert stopped.losses(results) == [math.inf, math.inf, math.inf, 1.5]
-    assert stopped.from_reports == 1
+               [(0, Status.FAILED), (1, Status.CRASHED), (2, Status.FAILED), (3, Status.FAILED),
+                (4, Status.FAILED), (5, Status.TIMEOUT)]]
+    # 0 diverged, 1 crashed, 2 never reported, 4 failed without its scheduler ending it: failures
+    assert stopped.losses(results) == [math.inf, math.inf, math.inf, 1.5, math.inf, 1.75]
+    assert stopped.from_reports == 2
+
+
+def reports_then_raises(params: dict, ctx: Any) -> dict:
+    """Reports two falling losses, then fails on its own (no trial scheduler in the run)."""
+    for step in (1, 2):
+        ctx.report(step=step, metrics={"loss": params["x"] + 1.0 / step})
+    raise RuntimeError("the data loader broke")
+
+
+def test_a_trial_that_fails_after_reporting_without_a_scheduler_stays_a_failure(tmp_path: Path) -> None:
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    optimizer = BayesianOptimizer(seed=1, n_initial_points=2)
+    spec = RunSpec(space=SPACE, make_optimizer=lambda: optimizer,
+                   objective=ObjectiveRef(HERE, "reports_then_raises", "loss"), budget=4, seed=1,
+                   isolation="inline", show_progress=False, exp_dir=exp)
+    summary = run_in_threads(spec, workers=2)
+    assert summary.error is None, summary.error
+    db = sqlite3.connect(exp / "results.db")
+    reported = {trial for (trial,) in db.execute("SELECT DISTINCT trial FROM reports")}
+    db.close()
+    assert len(reported) == 4  # every trial reported before it failed: the rule had reports to use
+    assert optimizer.stopped.from_reports == 0
+    assert all(not math.isfinite(loss) for loss in optimizer.stopped.told.values())

@@ -151,6 +151,7 @@ def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     states = store.trial_states()
     assert states[0].step == 2 and states[0].action == "stop" and states[1].clones == ((0, 2),)
     assert store.endings() == {0: Ending.after("stop")} and store.report_endings() == store.endings()
+    assert store.ended_by_scheduler(0) and not store.ended_by_scheduler(1)
     assert store.started_params()[1] == {"x": 0.25}
     assert store.ended() == [0]
     assert store.top_steps() == {0: 2, 1: 1}
