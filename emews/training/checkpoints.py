@@ -9,7 +9,9 @@ cryptographic digest: it guards against torn and damaged writes at a fraction of
 
 :class:`CheckpointWriter` takes the in-memory snapshot (the bytes) and writes it on a
 background thread at a lower CPU priority, so training goes on while the file is framed and
-flushed (the DataStates lesson).
+flushed (the DataStates lesson). A checkpoint holding CUDA tensors is snapshotted by
+:mod:`emews.training.device_snapshot`: copied to pinned host buffers on a side stream, the
+writer thread waiting for the copies before it pickles them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 
 from emews.core.errors import EmewsError
 from emews.core.textfiles import write_atomic, writer_pid
+from emews.training import device_snapshot
+from emews.training.device_snapshot import DeviceSnapshot
 
 MAGIC = b"EMEWSCK1"
 _HEADER = struct.Struct(">8sBQI")  # magic, kind, payload length, crc32 of kind + payload
@@ -111,24 +115,42 @@ def local_tier(local_dir: str) -> Path | None:
     return Path(os.path.expandvars(local_dir))
 
 
-def snapshot(checkpoint: Any) -> tuple[int, bytes, str | None]:
-    """The bytes to write now: a path the objective wrote is read, anything else is pickled."""
+#: what a snapshot is: the bytes of a file or a pickle, or CUDA tensors on their way to the host
+Payload = bytes | DeviceSnapshot
+
+
+def snapshot(checkpoint: Any) -> tuple[int, Payload, str | None]:
+    """What to write, taken now: a path the objective wrote is read; a checkpoint with CUDA
+    tensors starts their copy to host memory (:mod:`~emews.training.device_snapshot`, no wait);
+    anything else is pickled."""
     if isinstance(checkpoint, os.PathLike):
         path = Path(checkpoint)
         return KIND_FILE, path.read_bytes(), path.name
+    device = device_snapshot.take(checkpoint)
+    if device is not None:
+        return KIND_OBJECT, device, None
     return KIND_OBJECT, pickle.dumps(checkpoint, protocol=pickle.HIGHEST_PROTOCOL), None
 
 
-def frame(kind: int, payload: bytes, name: str | None = None) -> list[bytes]:
-    """The pieces of a checkpoint file (a file's name travels in front of its bytes)."""
+def frame(kind: int, payload: Payload, name: str | None = None) -> list[Any]:
+    """The pieces of a checkpoint file (a file's name travels in front of its bytes). A device
+    snapshot is waited for here (the writer thread) and pickled into pieces without a copy."""
+    if isinstance(payload, DeviceSnapshot):
+        pieces = payload.pieces()
+        digest = zlib.crc32(bytes([kind]))
+        for piece in pieces:
+            digest = zlib.crc32(piece, digest)
+        return [_HEADER.pack(MAGIC, kind, sum(p.nbytes for p in pieces), digest), *pieces]
     if kind == KIND_FILE:
         encoded = (name or "checkpoint").encode()
         payload = struct.pack(">H", len(encoded)) + encoded + payload
     return [_HEADER.pack(MAGIC, kind, len(payload), _digest(kind, payload)), payload]
 
 
-def framed_size(kind: int, payload: bytes, name: str | None = None) -> int:
+def framed_size(kind: int, payload: Payload, name: str | None = None) -> int:
     """The size of the file :func:`frame` makes, without hashing anything."""
+    if isinstance(payload, DeviceSnapshot):
+        return _HEADER.size + payload.size
     extra = 2 + len((name or "checkpoint").encode()) if kind == KIND_FILE else 0
     return _HEADER.size + extra + len(payload)
 
@@ -184,7 +206,7 @@ class CheckpointWriter:
         self._flushes: queue.SimpleQueue[tuple[Path, Path] | None] = queue.SimpleQueue()
         self._flusher: threading.Thread | None = None
         self._slots = threading.BoundedSemaphore(max_pending)
-        self._queue: queue.SimpleQueue[tuple[Path, int, bytes, str | None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Path, int, Payload, str | None] | None] = queue.SimpleQueue()
         self._done: list[str] = []
         self._failed: list[str] = []
         self._lock = threading.Lock()
@@ -192,7 +214,7 @@ class CheckpointWriter:
         self._pending = 0
         self._thread: threading.Thread | None = None
 
-    def submit(self, path: Path, kind: int, payload: bytes, name: str | None = None) -> None:
+    def submit(self, path: Path, kind: int, payload: Payload, name: str | None = None) -> None:
         """Write a snapshot (``snapshot``'s kind, bytes and name) to ``path``, now or in the
         background (framing and hashing happen there too, off the training thread)."""
         if not self._background:
@@ -238,22 +260,32 @@ class CheckpointWriter:
                     self._pending -= 1
                     self._idle.notify_all()
 
-    def _write(self, path: Path, kind: int, payload: bytes, name: str | None) -> None:
-        if self._local is not None and self._stage_locally(path, kind, payload, name):
-            return
+    def _write(self, path: Path, kind: int, payload: Payload, name: str | None) -> None:
         try:
-            write_atomic(path, frame(kind, payload, name))
-        except OSError as exc:
-            self._fail(path, exc)
-            return
-        with self._lock:
-            self._done.append(str(path))
+            if isinstance(payload, DeviceSnapshot):
+                try:
+                    payload.wait()  # the copies to host memory (a CUDA error is this file's failure)
+                except RuntimeError as exc:
+                    self._fail(path, exc)
+                    return
+            if self._local is not None and self._stage_locally(path, kind, payload, name):
+                return
+            try:
+                write_atomic(path, frame(kind, payload, name))
+            except OSError as exc:
+                self._fail(path, exc)
+                return
+            with self._lock:
+                self._done.append(str(path))
+        finally:
+            if isinstance(payload, DeviceSnapshot):
+                payload.release()  # written (or failed): its host buffers take the next snapshot
 
-    def _fail(self, path: Path, exc: OSError) -> None:
+    def _fail(self, path: Path, exc: Exception) -> None:
         with self._lock:
             self._failed.append(f"{path}: {exc}")
 
-    def _stage_locally(self, path: Path, kind: int, payload: bytes, name: str | None) -> bool:
+    def _stage_locally(self, path: Path, kind: int, payload: Payload, name: str | None) -> bool:
         """Write to the local tier and hand the file to the flush thread; whether it was (a local
         tier that cannot be written falls back to writing ``path`` directly)."""
         assert self._local is not None
