@@ -16,6 +16,22 @@ told only the metric and the most steps a trial trains:
 ``ray-asha``          Ray Tune's ``ASHAScheduler(max_t=steps)`` (grace 1, reduction factor 4), run
                       by Ray's interpreter (``--ray-python``; a venv made on first use)
 
+The model-based rows choose their configurations themselves (from the problem's space), with the
+same budget of steps (``none``'s):
+
+``bohb``              emews' ``optimizer: bohb`` (seeded, defaults; ``--bohb`` for options) with
+                      emews' ``asha`` as above, ``--workers`` asynchronous workers: ``BOHB.run``
+                      itself (its ``suggest``/``ingest`` loop, reading ``evaluator.reports()`` at
+                      every proposal) against a replaying evaluator (``ReplayEvaluator``)
+``optuna-tpe-sha``    Optuna's ``TPESampler(seed=seed)`` (defaults) with ``SuccessiveHalvingPruner()``,
+                      one trial at a time (ordered lists suggested as categoricals)
+
+Their configurations' curves are trained as the rows ask and kept by configuration
+(``PROBLEM-STEPS-sSEED-chosen.json``; each configuration trains with a seed of the configuration
+and the problem's seed), so a rerun, or another row choosing the same configuration, replays it.
+Optuna studies are named per problem, seed and row (``study_name``): ``HyperbandPruner`` picks a
+trial's bracket from a hash of the study's name, which is random when left unnamed.
+
 Equal compute, same configurations in the same order: ``none`` trains the first ``--configs``
 configurations fully; every other method gets ``none``'s steps as its budget and takes
 configurations in the same order (``none``'s first, then more of the same draw) until that many
@@ -38,6 +54,7 @@ took when trained, and a free worker takes the next configuration while budget i
     nice -n 10 python bench/early_stopping.py                          # 3 problems x 5 seeds, replay
     nice -n 10 python bench/early_stopping.py --problems mlp --seeds 2 --methods none,asha,optuna-sha
     nice -n 10 python bench/early_stopping.py --asha '{"rule": "quantile"}'   # asha with options
+    nice -n 10 python bench/early_stopping.py --methods none,bohb,optuna-tpe-sha --problems hgb,mlp
     nice -n 10 python bench/early_stopping.py --real --problems mlp --seeds 1 --quick
 
 Needs torch (``pip install emews-mpi[torch]``), optuna and scikit-learn; ``ray-asha`` makes a venv
@@ -71,7 +88,9 @@ from emews.core.optimizer import Optimizer  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 OBJECTIVE = Path(es_problems.__file__).resolve()
 WORKFLOW = REPO / "workflows" / "asha.yaml"
-METHODS = ("none", "asha", "optuna-sha", "optuna-hyperband", "ray-asha")
+METHODS = ("none", "asha", "optuna-sha", "optuna-hyperband", "ray-asha", "bohb", "optuna-tpe-sha")
+#: the rows whose optimizer chooses the configurations (their curves: :class:`Chosen`)
+MODEL_BASED = ("bohb", "optuna-tpe-sha")
 #: configurations ``none`` trains fully, per problem
 CONFIGS = {"mlp": 16, "cnn": 20, "hgb": 18}
 RAY_SPEC = "ray[tune]"
@@ -199,12 +218,13 @@ def replay_asha(curves: Curves, budget: int, steps: int, workers: int, options: 
                     lambda trial, step, loss: scheduler.ended(trial))
 
 
-def replay_optuna(curves: Curves, budget: int, steps: int, pruner: Any) -> dict:
-    """An Optuna study (one trial at a time) on the curves in order, until ``budget`` steps."""
+def replay_optuna(curves: Curves, budget: int, steps: int, pruner: Any, name: str | None = None) -> dict:
+    """An Optuna study (one trial at a time, named ``name``) on the curves in order, until ``budget`` steps."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(0))
+    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(0),
+                                study_name=name)
     spent, arrivals, lengths = 0, [], []
     while spent < budget and len(lengths) < len(curves.pool):
         trial = study.ask()
@@ -224,6 +244,225 @@ def replay_optuna(curves: Curves, budget: int, steps: int, pruner: Any) -> dict:
                        state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
     return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "arrivals": arrivals,
             "lengths": lengths, "order": list(range(len(lengths)))}
+
+
+def study_name(problem: str, seed: int, method: str) -> str:
+    """The Optuna study's name: fixed per problem, seed and row, so that a rerun repeats
+    (``HyperbandPruner`` assigns trial ``n`` to a bracket by a hash of ``"{study_name}_{n}"``; a
+    study left unnamed gets a random name, hence other brackets, on every run)."""
+    return f"emews-es-{problem}-s{seed}-{method}"
+
+
+# --- model-based rows: the optimizer chooses the configurations --------------------------------------
+
+
+class Chosen:
+    """Learning curves of configurations an optimizer chose, keyed by configuration: ``at(params,
+    k)`` is ``(loss, seconds)`` of its step ``k``, trained as far as asked (once; kept in ``path``,
+    so reruns and the other model-based rows reuse it). A configuration trains with a seed of its
+    own (of the configuration and the problem's seed: :meth:`seed`), so its curve is the same
+    whichever row chose it, at whatever place in the run."""
+
+    def __init__(self, path: Path, seed: int) -> None:
+        self.path, self.seed = path, seed
+        self.known: dict[str, list[list[float]]] = json.loads(path.read_text()) if path.exists() else {}
+        self.live: dict[str, tuple[Any, int]] = {}
+        self.trained = 0
+
+    @staticmethod
+    def key(params: dict) -> str:
+        return json.dumps(params, sort_keys=True)
+
+    def seed_of(self, key: str) -> int:
+        import hashlib
+
+        return int.from_bytes(hashlib.sha256(f"{self.seed}:{key}".encode()).digest()[:4], "big") % (2**31 - 1)
+
+    def at(self, params: dict, k: int) -> tuple[float, float]:
+        key = self.key(params)
+        curve = self.known.setdefault(key, [])
+        while len(curve) < k:
+            steps, done = self.live.get(key) or (es_problems.steps(params, self.seed_of(key)), 0)
+            started = time.perf_counter()
+            metrics = next(steps)
+            done += 1
+            self.live[key] = (steps, done)
+            self.trained += 1
+            if done > len(curve):
+                loss = metrics["val_loss"]
+                curve.append([loss if math.isfinite(loss) else math.inf, time.perf_counter() - started])
+        loss, seconds = curve[k - 1]
+        return loss, seconds
+
+    def save(self) -> None:
+        temp = self.path.with_suffix(".tmp")
+        temp.write_text(json.dumps(self.known))
+        os.replace(temp, self.path)
+
+
+class ReplayEvaluator:
+    """What an emews optimizer sees of a run (``put``, ``get``, ``pending``, ``remaining``,
+    ``reports()``), backed by the replay: ``workers`` asynchronous workers train the points put,
+    each step taking its recorded seconds, the trial scheduler's object deciding at every report
+    as the runtime asks it; ``get`` advances the clock until a trial ends. New trials start while
+    fewer than ``budget`` steps have been reported (``budget: {steps: N}``; trials running then
+    finish or are stopped by the scheduler, as in the other replayed rows)."""
+
+    def __init__(self, chosen: Chosen, space: Any, budget: int, steps: int, workers: int, seed: int,
+                 scheduler: Any) -> None:
+        from emews.core.direction import Direction
+
+        self.chosen, self.space, self.steps, self.workers, self.seed = chosen, space, steps, workers, seed
+        self.step_budget, self.scheduler = budget, scheduler
+        self.metric, self.direction, self.exp_dir = "val_loss", Direction.MINIMIZE, None
+        self.budget, self.history, self.requeued, self.earlier_points = 2**62, (), (), 0
+        self.events: list[tuple[float, int, int]] = []  # (time, trial, step)
+        self.params: dict[int, dict] = {}
+        self.stored: list[Any] = []
+        self.done: list[Any] = []
+        self.now, self.spent, self.running = 0.0, 0, 0
+        self.arrivals: list[tuple[float, int]] = []
+        self.lengths: dict[int, int] = {}
+
+    @property
+    def remaining(self) -> int:
+        return 0 if self.spent >= self.step_budget else 2**62
+
+    @property
+    def pending(self) -> int:
+        return len(self.params) - len(self.lengths) + len(self.done)
+
+    def reports(self, trial: int | None = None) -> list[Any]:
+        return [r for r in self.stored if trial is None or r.trial == trial]
+
+    def put(self, points: list[dict]) -> list[int]:
+        ids = []
+        for point in points:
+            if self.running >= self.workers:
+                raise RuntimeError("more points put than free workers")
+            trial = len(self.params)
+            self.params[trial] = dict(point)
+            self.running += 1
+            heapq.heappush(self.events, (self.now + self.chosen.at(self.params[trial], 1)[1], trial, 1))
+            ids.append(trial)
+        return ids
+
+    def get(self, n: int = 1) -> list[Any]:
+        from emews.core.results import Result, Status, StoredReport
+
+        while not self.done:
+            self.now, trial, step = heapq.heappop(self.events)
+            params = self.params[trial]
+            loss = self.chosen.at(params, step)[0]
+            self.spent += 1
+            self.stored.append(StoredReport(len(self.stored), trial, step, {"val_loss": loss}, self.now))
+            decision = self.scheduler.on_report(trial, step, {"val_loss": loss}, params)
+            if step >= self.steps or decision.stop:
+                self.scheduler.ended(trial)
+                self.running -= 1
+                self.arrivals.append((loss, self.spent))
+                self.lengths[trial] = step
+                ok = math.isfinite(loss)
+                self.done.append(Result(id=trial, params=params, status=Status.OK if ok else Status.FAILED,
+                                        objective=loss if ok else None, loss=loss if ok else math.inf,
+                                        metrics={"val_loss": loss}))
+            else:
+                heapq.heappush(self.events, (self.now + self.chosen.at(params, step + 1)[1], trial, step + 1))
+        out, self.done = self.done[:n], self.done[n:]
+        return out
+
+
+def model_space(problem: str, steps: int) -> Any:
+    """The problem's space as the workflow gives it to the optimizer (``problem`` and ``epochs``
+    constants, as in ``--real``)."""
+    from emews.config.workflow import _build_space
+
+    raw = {**es_problems.SPACES[problem], "problem": {"type": "constant", "value": problem},
+           "epochs": {"type": "constant", "value": steps}}
+    return _build_space(raw, "bench/es_problems.py", REPO)
+
+
+def replay_bohb(chosen: Chosen, problem: str, budget: int, steps: int, workers: int, seed: int,
+                options: dict, asha_options: dict) -> dict:
+    """emews' ``bohb`` (seeded, ``options`` besides) choosing configurations, run by its own loop
+    (``BOHB.run``: asynchronous ``suggest``/``ingest``, ``evaluator.reports()`` at every proposal)
+    against :class:`ReplayEvaluator` with emews' ``ASHA`` (defaults but ``max_t``)."""
+    from emews.optimizers.bohb import BOHB
+    from emews.training.schedulers.asha import ASHA
+
+    scheduler = ASHA(**{"max_t": steps, **asha_options})
+    scheduler.bind(metric="val_loss", direction="minimize")
+    evaluator = ReplayEvaluator(chosen, model_space(problem, steps), budget, steps, workers, seed, scheduler)
+    origins: list[str] = []  # per trial: "random" or the budget its model was fitted at
+
+    class Traced(BOHB):
+        def suggest(self, n: int) -> list[dict]:
+            points = []
+            for _ in range(n):  # one at a time, so each point's origin is known
+                before = self.stats["random"]
+                points += super().suggest(1)
+                origins.append("random" if self.stats["random"] > before else f"{self.stats['budget']:g}")
+            return points
+
+    optimizer = Traced(**{"seed": seed, **options})
+    optimizer.run(evaluator)
+    lengths = [evaluator.lengths[t] for t in sorted(evaluator.lengths)]
+    return {"best": min(_losses(evaluator.arrivals), default=math.nan), "epochs": evaluator.spent,
+            "arrivals": evaluator.arrivals, "lengths": lengths, "order": list(evaluator.lengths),
+            "bohb": {"random": optimizer.stats["random"], "model": optimizer.stats["model"],
+                     "budgets": {f"{k:g}": v for k, v in sorted(optimizer.modelled.items())}},
+            "configs": [evaluator.params[t] for t in sorted(evaluator.params)], "origins": origins}
+
+
+def suggest_optuna(trial: Any, space: Any) -> dict:
+    """A point of ``space`` from an Optuna trial (an ordered list as a categorical, as a user of
+    Optuna writes it; a log range with ``log=True``)."""
+    from emews.core.space import Categorical, Float, Int
+
+    point = {}
+    for name, dim in space.free.items():
+        if isinstance(dim, Float):
+            point[name] = trial.suggest_float(name, dim.lower, dim.upper, log=dim.log)
+        elif isinstance(dim, Int):
+            point[name] = trial.suggest_int(name, dim.lower, dim.upper, log=dim.log)
+        elif isinstance(dim, Categorical):
+            point[name] = trial.suggest_categorical(name, list(dim.values))
+        else:
+            raise TypeError(f"{name}: {type(dim).__name__} has no Optuna suggest")
+    return point
+
+
+def replay_tpe(chosen: Chosen, problem: str, budget: int, steps: int, seed: int) -> dict:
+    """Optuna's ``TPESampler(seed=seed)`` (defaults) choosing configurations, one trial at a time,
+    with ``SuccessiveHalvingPruner()`` deciding at every report, until ``budget`` steps."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    drawn = model_space(problem, steps)
+    study = optuna.create_study(direction="minimize", pruner=optuna.pruners.SuccessiveHalvingPruner(),
+                                sampler=optuna.samplers.TPESampler(seed=seed),
+                                study_name=study_name(problem, seed, "optuna-tpe-sha"))
+    spent, arrivals, lengths, configs = 0, [], [], []
+    while spent < budget:
+        trial = study.ask()
+        params = {**suggest_optuna(trial, drawn), "problem": problem, "epochs": steps}
+        configs.append(params)
+        loss = math.nan
+        for step in range(1, steps + 1):
+            loss = chosen.at(params, step)[0]
+            spent += 1
+            trial.report(loss, step)
+            if step < steps and trial.should_prune():
+                break
+        lengths.append(step)
+        arrivals.append((loss, spent))
+        if step < steps:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, loss if math.isfinite(loss) else None,
+                       state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
+    return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "arrivals": arrivals,
+            "lengths": lengths, "order": list(range(len(lengths))), "configs": configs}
 
 
 def replay_ray(curves: Curves, budget: int, steps: int, workers: int) -> dict:
@@ -336,12 +575,13 @@ class _OptunaContext:
         return Decision(Action.STOP) if self.trial.should_prune() else CONTINUE
 
 
-def run_optuna(configs: list[dict], seed: int, pruner: Any, budget: int) -> dict:
+def run_optuna(configs: list[dict], seed: int, pruner: Any, budget: int, name: str | None = None) -> dict:
     """Optuna (one trial at a time, in this process) on ``configs`` in order until ``budget`` steps."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed))
+    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed),
+                                study_name=name)
     spent = 0
 
     def optimize(trial: Any) -> float:
@@ -436,6 +676,7 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS),
                         help=f"comma-separated rows ({', '.join(METHODS)}; none is always run: the reference)")
     parser.add_argument("--asha", default="{}", help="JSON: options of the asha row besides max_t (default none)")
+    parser.add_argument("--bohb", default="{}", help="JSON: options of the bohb row besides the seed (default none)")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "emews-es-curves"),
                         help="folder of the replay's learning curves")
     parser.add_argument("--ray-python", default="/tmp/emews-bench-ray",
@@ -460,15 +701,19 @@ def main() -> None:
         if unknown:
             print(f"{key}: unknown {', '.join(unknown)}; allowed: {', '.join(allowed)}", file=sys.stderr)
             raise SystemExit(2)
-    if args.real and "ray-asha" in methods:
-        print("--real: ray-asha is replayed only; leave it out of --methods", file=sys.stderr)
+    replayed_only = [m for m in methods if m in ("ray-asha", *MODEL_BASED)]
+    if args.real and replayed_only:
+        print(f"--real: {', '.join(replayed_only)} replayed only; leave them out of --methods", file=sys.stderr)
         raise SystemExit(2)
-    try:
-        asha_options = json.loads(args.asha)
-        assert isinstance(asha_options, dict)
-    except (ValueError, AssertionError):
-        print(f"--asha: a JSON object of ASHA options, got {args.asha!r}", file=sys.stderr)
-        raise SystemExit(2) from None
+    options = {}
+    for key in ("asha", "bohb"):
+        try:
+            options[key] = json.loads(getattr(args, key))
+            assert isinstance(options[key], dict)
+        except (ValueError, AssertionError):
+            print(f"--{key}: a JSON object of {key} options, got {getattr(args, key)!r}", file=sys.stderr)
+            raise SystemExit(2) from None
+    asha_options, bohb_options = options["asha"], options["bohb"]
     import optuna
 
     python = ray_python(Path(args.ray_python)) if "ray-asha" in methods else None
@@ -484,6 +729,7 @@ def main() -> None:
             for seed in seeds:
                 pool = draw_configs(problem, budget, steps, seed)  # more than any budget takes
                 curves = Curves(cache / f"{problem}-{steps}-s{seed}.json", pool, seed)
+                chosen = Chosen(cache / f"{problem}-{steps}-s{seed}-chosen.json", seed)
                 folder = Path(tmp) / f"{problem}-{seed}"
                 folder.mkdir()
                 asha = {"name": "asha", "options": {"max_t": steps, **asha_options}}
@@ -492,17 +738,24 @@ def main() -> None:
                         "none": lambda: run_emews(folder, "none", problem, pool[:count], seed, args.workers, steps, None),
                         "asha": lambda: run_emews(folder, "asha", problem, pool, seed, args.workers, steps, asha,
                                                   budget),
-                        "optuna-sha": lambda: run_optuna(pool, seed, optuna.pruners.SuccessiveHalvingPruner(), budget),
-                        "optuna-hyperband": lambda: run_optuna(pool, seed, optuna.pruners.HyperbandPruner(), budget),
+                        "optuna-sha": lambda: run_optuna(pool, seed, optuna.pruners.SuccessiveHalvingPruner(), budget,
+                                                         study_name(problem, seed, "optuna-sha")),
+                        "optuna-hyperband": lambda: run_optuna(pool, seed, optuna.pruners.HyperbandPruner(), budget,
+                                                               study_name(problem, seed, "optuna-hyperband")),
                     }
                 else:
                     rows = {
                         "none": lambda: replay_none(curves, count, steps, args.workers),
                         "asha": lambda: replay_asha(curves, budget, steps, args.workers, asha_options),
                         "optuna-sha": lambda: replay_optuna(curves, budget, steps,
-                                                            optuna.pruners.SuccessiveHalvingPruner()),
+                                                            optuna.pruners.SuccessiveHalvingPruner(),
+                                                            study_name(problem, seed, "optuna-sha")),
                         "optuna-hyperband": lambda: replay_optuna(curves, budget, steps,
-                                                                  optuna.pruners.HyperbandPruner()),
+                                                                  optuna.pruners.HyperbandPruner(),
+                                                                  study_name(problem, seed, "optuna-hyperband")),
+                        "bohb": lambda: replay_bohb(chosen, problem, budget, steps, args.workers, seed,
+                                                    bohb_options, asha_options),
+                        "optuna-tpe-sha": lambda: replay_tpe(chosen, problem, budget, steps, seed),
                         "ray-asha": lambda: (curves.save(), run_ray(python, {
                             "problem": problem, "seed": seed, "pool": len(pool), "steps": steps, "budget": budget,
                             "workers": args.workers, "cache": str(curves.path)}))[1],
@@ -517,16 +770,20 @@ def main() -> None:
                     run.pop("arrivals")
                     run.pop("lengths", None)
                     run.pop("order", None)
+                    run.pop("configs", None)
+                    run.pop("origins", None)
                     runs.setdefault(problem, {}).setdefault(name, []).append(run)
                     print(f"# {problem} seed {seed} {name}: {json.dumps(run)}", flush=True)
                     if not args.real:
                         curves.save()
+                        chosen.save()
     how = "real runs (emews launch, Optuna serial)" if args.real else "replayed curves"
     sizes = ", ".join(f"{p} {9 if args.quick else CONFIGS[p]} configs x {9 if args.quick else es_problems.STEPS[p]} steps"
                       for p in problems)
     print(f"# {how}; none: {sizes};"
           f" the others: configurations in the same order until that many steps; seeds {args.seeds},"
-          f" {args.workers} workers (emews, Ray), Optuna one trial at a time; asha options {asha_options or 'default'}")
+          f" {args.workers} workers (emews, Ray), Optuna one trial at a time; asha options {asha_options or 'default'},"
+          f" bohb options {bohb_options or 'default'}")
     report(runs, methods)
     if args.traces:
         Path(args.traces).write_text(json.dumps(traces))
