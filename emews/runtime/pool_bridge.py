@@ -19,7 +19,7 @@ from typing import Any
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result
-from emews.store.pool_queue import PoolQueue, StoreLost
+from emews.store.pool_queue import PoolQueue
 
 log = logging.getLogger("emews")
 
@@ -106,28 +106,34 @@ class PoolBridge:
     def _receive(self) -> None:
         self._queues.capacity = self._submitter_capacity()
         rechecked = time.monotonic()
-        while not self._closing.is_set():
-            announced = self._listener.wait(self._recheck)
-            if self._closing.is_set():
-                break
-            due = time.monotonic() - rechecked >= self._recheck  # even while announcements keep coming
+        while True:
+            closing = self._closing.is_set()
+            announced = [] if closing else self._listener.wait(self._recheck)
+            closing = closing or self._closing.is_set()
+            # closing: one last read of every task still waited for, so that a result stored (and
+            # announced) before the bridge closed is handed back, whether or not its notification
+            # was read before close() woke this thread
+            due = closing or time.monotonic() - rechecked >= self._recheck  # even while announcements keep coming
             with self._lock:
                 if announced and not due:
                     points = {i: self._waiting[i] for i in announced if i in self._waiting}
                 else:
                     points = dict(self._waiting)
-            if not announced or due:
+            if not closing and (not announced or due):
                 self._queues.capacity = self._submitter_capacity()
                 rechecked = time.monotonic()
-            if not points:
-                continue
-            results = self._listener.results(list(points), points)
-            if results:
-                with self._lock:
-                    for result in results:
-                        self._waiting.pop(result.id, None)
-                self._record(results)
-                self._queues.deliver(results)
+            if points:
+                self._hand_back(self._listener.results(list(points), points))
+            if closing:
+                return
+
+    def _hand_back(self, results: list[Result]) -> None:
+        if results:
+            with self._lock:
+                for result in results:
+                    self._waiting.pop(result.id, None)
+            self._record(results)
+            self._queues.deliver(results)
 
     def cancel(self, ids: Sequence[int]) -> list[int]:
         """Cancel the tasks among ``ids`` still queued (no pool claimed them); their ids."""
@@ -152,10 +158,9 @@ class PoolBridge:
         self._closing.set()
         self._queues.new_tasks.set()
         self._threads[0].join(timeout=self._recheck + 5.0)  # the submitter's connection is free then
-        try:
-            self._submitter.announce()  # the receiving thread waits for a notification: one comes now
-        except StoreLost:
-            pass  # it wakes at its next recheck
+        # the receiving thread waits for a notification: one comes now, tried once (closing never
+        # waits for a lost connection to come back: the thread wakes at its next recheck anyway)
+        self._submitter.wake()
         self._threads[1].join(timeout=self._recheck + 5.0)
         if finished:
             self._submitter.finish()

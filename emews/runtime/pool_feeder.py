@@ -111,18 +111,18 @@ class PoolFeeder:
             self._renewed = time.monotonic()
             self._shrink()
         results = self._queues.collect(timeout=0)
-        if results:
-            stored = set(self._queue.complete(self.pool, results))
+        wanted = self.hold - len(self._held - {r.id for r in results})  # what fits once these are stored
+        claimed = []
+        if results:  # the results and the next claim in one round trip
+            stored_now, claimed = self._queue.complete_and_claim(self.pool, results, wanted, self._lease, self._fits)
+            stored = set(stored_now)
             for result in results:
                 self._held.discard(result.id)
                 (self.stored if result.id in stored else self.late).append(result.id)
             self._turned_over += len(results)
             self._grow()
-        claimed = (
-            self._queue.claim(self.pool, self.hold - self.held, self._lease, self._fits)
-            if self.held < self.hold
-            else []
-        )
+        elif wanted > 0:
+            claimed = self._queue.claim(self.pool, wanted, self._lease, self._fits)
         # a task of its own whose lease ended while the store was away is still running here: not twice
         claimed = [c for c in claimed if c.task.id not in self._held]
         if claimed:

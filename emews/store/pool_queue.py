@@ -51,15 +51,28 @@ _REGISTER = (
     f"INSERT INTO pools (site, job_id, host, workers, hold, started, heartbeat) "
     f"VALUES (%s, %s, %s, %s, %s, {_NOW}, {_NOW}) RETURNING id"
 )
-# a leased task whose lease ended is claimable as a queued one; claiming it counts one more attempt
-_CLAIM = f"""
-UPDATE tasks t SET state = 'leased', pool = %(pool)s, lease_until = {_NOW} + %(lease)s,
-    attempt = CASE WHEN t.state = 'leased' THEN t.attempt + 1 ELSE t.attempt END
-FROM (SELECT id FROM tasks WHERE (state = 'queued' OR (state = 'leased' AND lease_until < {_NOW}))
-      AND ranks <= %(fits)s ORDER BY priority DESC, id LIMIT %(n)s FOR UPDATE SKIP LOCKED) c
-WHERE t.id = c.id
-RETURNING t.id, t.params, t.seed, t.submitted, t.attempt, t.ranks, t.priority
-"""
+#: the statement's start: stable within it, so that an index can take ``lease_until < now``
+_STARTED = "extract(epoch from statement_timestamp())::double precision"
+#: a claim, as common table expressions (``claimed``): the first ``n`` claimable tasks of at most
+#: ``fits`` ranks, highest priority first, then lowest id, locked or skipped (``SKIP LOCKED``). A
+#: leased task whose lease ended is claimable as a queued one; claiming it counts one more attempt.
+#: Each state has its index (``tasks_queued``, ``tasks_leases``), so neither part walks the tasks
+#: other pools hold. ``ids``: tasks this statement completes, never claimed by it.
+_CLAIMING = f"""
+queued AS (
+    SELECT id, priority FROM tasks WHERE state = 'queued' AND ranks <= %(fits)s AND id <> ALL(%(ids)s::bigint[])
+    ORDER BY priority DESC, id LIMIT %(n)s FOR UPDATE SKIP LOCKED),
+expired AS (
+    SELECT id, priority FROM tasks WHERE state = 'leased' AND lease_until < {_STARTED} AND ranks <= %(fits)s
+        AND id <> ALL(%(ids)s::bigint[])
+    ORDER BY priority DESC, id LIMIT %(n)s FOR UPDATE SKIP LOCKED),
+chosen AS (SELECT id FROM (SELECT * FROM queued UNION ALL SELECT * FROM expired) c ORDER BY priority DESC, id LIMIT %(n)s),
+claimed AS (
+    UPDATE tasks t SET state = 'leased', pool = %(pool)s, lease_until = {_NOW} + %(lease)s,
+        attempt = CASE WHEN t.state = 'leased' THEN t.attempt + 1 ELSE t.attempt END
+    FROM chosen c WHERE t.id = c.id
+    RETURNING t.id, t.params, t.seed, t.submitted, t.attempt, t.ranks, t.priority)"""
+_CLAIM = f"WITH {_CLAIMING}\nSELECT * FROM claimed"
 _RENEW_POOL = f"UPDATE pools SET heartbeat = {_NOW} WHERE id = %s"
 _SET_HOLD = "UPDATE pools SET hold = %s WHERE id = %s"
 _RENEW_TASKS = f"UPDATE tasks SET lease_until = {_NOW} + %s WHERE pool = %s AND state = 'leased' AND id = ANY(%s)"
@@ -81,7 +94,7 @@ _RESULT_COLUMNS = ", ".join(f"(e->>{i})::{kind} AS {name}" for i, (name, kind) i
 #: the tasks done, the pool's count and heartbeat, and one notification per NOTIFY_IDS stored ids.
 #: The ids stored by this pool: those inserted now and those it stored before (a retry after a lost
 #: commit finds them too; ``before`` reads the table as it was when the statement began)
-_COMPLETE = f"""
+_COMPLETING = f"""
 WITH incoming AS (SELECT {_RESULT_COLUMNS} FROM jsonb_array_elements(%(rows)s::jsonb) e),
 inserted AS (
     INSERT INTO results ({", ".join(_RESULT_TYPES)}, pool) SELECT *, %(pool)s FROM incoming
@@ -96,9 +109,14 @@ counted AS (
     WHERE id = %(pool)s),
 notified AS (
     SELECT pg_notify(%(channel)s, string_agg(id::text, ',' ORDER BY id)) FROM
-        (SELECT id, (row_number() OVER (ORDER BY id) - 1) / {NOTIFY_IDS} AS part FROM stored) s GROUP BY part)
-SELECT (SELECT array_agg(id ORDER BY id) FROM stored), (SELECT count(*) FROM notified)
-"""
+        (SELECT id, (row_number() OVER (ORDER BY id) - 1) / {NOTIFY_IDS} AS part FROM stored) s GROUP BY part)"""
+_COMPLETE = f"{_COMPLETING}\nSELECT (SELECT array_agg(id ORDER BY id) FROM stored), (SELECT count(*) FROM notified)"
+#: a batch of results and the next claim in one statement (one round trip): the stored ids and the
+#: number of notifications on every row, with one claimed task per row (none: one row of NULLs)
+_COMPLETE_CLAIM = f"""{_COMPLETING},{_CLAIMING}
+SELECT s.stored, s.notes, c.* FROM
+    (SELECT (SELECT array_agg(id ORDER BY id) FROM stored) AS stored, (SELECT count(*) FROM notified) AS notes) s
+    LEFT JOIN claimed c ON true"""
 #: the results of the ids given as one array literal
 _RESULTS = f"SELECT {', '.join(COLUMNS)} FROM results WHERE id = ANY(%s::bigint[]) ORDER BY id"
 _STATUS = {status.value: status for status in Status}
@@ -292,6 +310,15 @@ class PoolQueue:
         """An empty notification on the results channel: a listener's :meth:`wait` returns at once."""
         self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
+    def wake(self) -> bool:
+        """:meth:`announce` tried once, never again on a new connection (closing must not wait for
+        the store); whether the notification went out."""
+        try:
+            self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))
+        except _connection_errors():
+            return False
+        return True
+
     @retried
     def outstanding(self) -> int:
         """Tasks queued or leased (not done)."""
@@ -424,12 +451,8 @@ class PoolQueue:
         """Lease up to ``n`` claimable tasks of at most ``fits`` ranks to ``pool`` for ``lease_s``
         seconds, highest priority first, then oldest id; tasks another transaction holds are
         skipped, never waited for (one statement: its own transaction, one round trip)."""
-        rows = self._raw.execute(_CLAIM, {"pool": pool, "lease": lease_s, "n": n, "fits": fits}).fetchall()
-        rows.sort(key=lambda r: (-r[6], r[0]))
-        return [
-            Claimed(Task(i, loads_point(p), s, sub, attempt, ranks=size, priority=prio), attempt, prio)
-            for i, p, s, sub, attempt, size, prio in rows
-        ]
+        parameters = {"pool": pool, "lease": lease_s, "n": n, "fits": fits, "ids": "{}"}
+        return _claimed(self._raw.execute(_CLAIM, parameters).fetchall())
 
     @retried
     def renew(self, pool: int, lease_s: float, held: Sequence[int]) -> int:
@@ -458,19 +481,42 @@ class PoolQueue:
         """Store ``results`` written by ``pool``: one result per task id (a second one, e.g. from a
         pool presumed dead whose task ran again elsewhere, is ignored); mark the tasks done, count
         them for the pool and notify the experiment's channel. The ids stored now."""
+        parameters = self._completing(pool, results)
+        if parameters is None:
+            return []
+        stored = self._raw.execute(_COMPLETE, parameters).fetchone()[0]
+        return [int(i) for i in stored or ()]
+
+    @retried
+    def complete_and_claim(
+        self, pool: int, results: Iterable[Result], n: int, lease_s: float, fits: int = 2**31 - 1
+    ) -> tuple[list[int], list[Claimed]]:
+        """:meth:`complete` then :meth:`claim` in one statement (one round trip, one transaction):
+        the ids stored now and the tasks claimed (never one of ``results``' own)."""
+        parameters = self._completing(pool, results)
+        if parameters is None:
+            return [], (self.claim(pool, n, lease_s, fits) if n > 0 else [])
+        if n <= 0:
+            stored = self._raw.execute(_COMPLETE, parameters).fetchone()[0]
+            return [int(i) for i in stored or ()], []
+        parameters.update(n=n, lease=lease_s, fits=fits)
+        rows = self._raw.execute(_COMPLETE_CLAIM, parameters).fetchall()
+        stored = [int(i) for i in rows[0][0] or ()]
+        return stored, _claimed([row[2:] for row in rows if row[2] is not None])
+
+    def _completing(self, pool: int, results: Iterable[Result]) -> dict[str, Any] | None:
+        """The parameters that store ``results`` (the first of an id stands); ``None`` for none."""
         batch = list({r.id: r for r in results}.values())
         if not batch:
-            return []
+            return None
         kinds = tuple(_RESULT_TYPES.values())
         rows = [[_typed(value, kind) for value, kind in zip(_result_row(r), kinds, strict=True)] for r in batch]
-        parameters = {
+        return {
             "rows": orjson.dumps(rows).decode(),
             "ids": _array(r.id for r in batch),  # the tasks by their index, not by a join the planner may scan for
             "pool": pool,
             "channel": self.channel,
         }
-        stored = self._raw.execute(_COMPLETE, parameters).fetchone()[0]
-        return [int(i) for i in stored or ()]
 
     @retried
     def stop(self, pool: int) -> None:
@@ -517,6 +563,15 @@ def pool_queue_of(store: Store, exp_dir: Path) -> PoolQueue:
             allowed="an experiment started with emews launch --pools K",
         )
     return queue
+
+
+def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
+    """The claimed tasks of a claim's rows, highest priority first, then lowest id."""
+    ordered = sorted(rows, key=lambda r: (-r[6], r[0]))
+    return [
+        Claimed(Task(i, loads_point(p), s, sub, attempt, ranks=size, priority=prio), attempt, prio)
+        for i, p, s, sub, attempt, size, prio in ordered
+    ]
 
 
 def _number(value: Any) -> Any:

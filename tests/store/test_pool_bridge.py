@@ -4,8 +4,9 @@ back to the evaluator once, and a result whose notification was lost comes back 
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,35 @@ def test_a_pool_that_joins_finds_work_queued(stores: list[PostgresStore]) -> Non
         _until(lambda: queues.capacity == 12, "the capacity never counts the pool that joined")
     finally:
         bridge.close(finished=False)
+
+
+def test_results_stored_before_close_are_handed_back(stores: list[PostgresStore]) -> None:
+    """close() while the receiving thread is still handing back an earlier batch: a batch stored
+    (and announced) meanwhile is read and handed back before the thread ends, not skipped."""
+    queues = QueuePair()
+    first_seen, release = threading.Event(), threading.Event()
+    recorded: list[list[int]] = []
+
+    def record(results: Sequence[Result]) -> None:
+        recorded.append(sorted(r.id for r in results))
+        first_seen.set()
+        release.wait(60.0)  # held until close() has begun
+
+    bridge = PoolBridge(queues, PoolQueue(stores[0]), PoolQueue(stores[1]), record=record).start()
+    evaluator = Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=2, budget=None)
+    ids = evaluator.put([{"x": i / 10} for i in range(4)])
+    _until(lambda: _queued(stores[2], 4), "the bridge never queued the 4 tasks")
+    pool = PoolQueue(stores[2])
+    pool_id = pool.register("local", workers=2)
+    claimed = pool.claim(pool_id, 4, lease_s=60.0)
+    pool.complete(pool_id, [_ok(c.task) for c in claimed[:2]])
+    assert first_seen.wait(60.0), "the first batch never came back"
+    pool.complete(pool_id, [_ok(c.task) for c in claimed[2:]])  # announced while the thread is busy
+    closing = threading.Thread(target=bridge.close, kwargs={"finished": False})
+    closing.start()
+    assert bridge._closing.wait(60.0)
+    release.set()
+    closing.join(60.0)
+    assert not closing.is_alive()
+    assert sorted(i for batch in recorded for i in batch) == sorted(ids)
+    assert sorted(r.id for r in queues.collect(timeout=0)) == sorted(ids)  # delivered, each once

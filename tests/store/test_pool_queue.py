@@ -153,12 +153,44 @@ def test_a_version_2_store_gains_the_queue(pg_server: PgServer, schema: str, tmp
         old.commit([_task(0)], [])
     with PostgresStore(pg_server.url(), schema, root=tmp_path) as new:
         assert {"state", "priority", "pool", "lease_until"} <= set(new._columns("tasks"))
-        assert new.connection.execute(q.GET_VERSION).fetchone()[0] == "3"
+        assert new.connection.execute(q.GET_VERSION).fetchone()[0] == str(q.SCHEMA_VERSION)
         queue = PoolQueue(new)
         me = queue.register("local", workers=1)
         assert queue.claim(me, 5, _LEASE) == []
         queue.enqueue([_task(1)])
         assert [c.task.id for c in queue.claim(me, 5, _LEASE)] == [1]
+
+
+def _indexes(store: PostgresStore) -> set[str]:
+    rows = store.connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+    return {name for (name,) in rows}
+
+
+def test_a_version_3_store_gets_the_queued_only_index(pg_server: PgServer, schema: str, tmp_path: Path) -> None:
+    """A store of schema version 3 (one claim index over queued and leased tasks) is migrated when
+    opened for writing: that index goes, the queued-only and leases indexes come, and its queued
+    and expired tasks are claimed as before (the expired one with one more attempt)."""
+    from emews.store import postgres_queries as q
+
+    with PostgresStore(pg_server.url(), schema, root=tmp_path) as old:
+        raw = old.connection
+        raw.execute("DROP INDEX tasks_queued")
+        raw.execute("DROP INDEX tasks_leases")
+        raw.execute("CREATE INDEX tasks_queue ON tasks (priority DESC, id) WHERE state IN ('queued', 'leased')")
+        raw.execute(q.SET_VERSION, ("3",))
+        queue = PoolQueue(old)
+        me = queue.register("local", workers=1)
+        queue.enqueue([_task(i) for i in range(3)])
+        queue.claim(me, 1, _ENDED)  # task 0: its lease has ended
+    with PostgresStore(pg_server.url(), schema, root=tmp_path, readonly=True) as reader:
+        assert "tasks_queue" in _indexes(reader)  # read as it is
+    with PostgresStore(pg_server.url(), schema, root=tmp_path) as new:
+        assert new.connection.execute(q.GET_VERSION).fetchone()[0] == str(q.SCHEMA_VERSION)
+        assert {"tasks_queued", "tasks_leases"} <= _indexes(new) and "tasks_queue" not in _indexes(new)
+        queue = PoolQueue(new)
+        you = queue.register("local", workers=1)
+        got = queue.claim(you, 5, _LEASE)
+        assert [(c.task.id, c.attempt) for c in got] == [(0, 1), (1, 0), (2, 0)]
 
 
 def test_a_claim_whose_answer_was_lost_is_not_kept_alive(stores: list[PostgresStore]) -> None:
@@ -230,3 +262,23 @@ def test_values_json_cannot_hold_come_back_as_written(stores: list[PostgresStore
     assert failed.rank is None and failed.submitted is None
     known = optimizer.results([1], {1: {"x": "as put"}})  # the optimizer's own point is not read again
     assert known[0].params == {"x": "as put"} and known[0].status is Status.FAILED
+
+
+def test_complete_and_claim_stores_then_claims_in_one_statement(stores: list[PostgresStore]) -> None:
+    """A batch of results and the next claim together: the results stored once, the claim in
+    priority order, and a task being completed never claimed by the same statement, even when its
+    lease ended or it was queued again (a pool presumed dead that reports after all)."""
+    optimizer, pool, other = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(i) for i in range(6)])
+    me, you = pool.register("local", workers=1), other.register("local", workers=1)
+    assert [c.task.id for c in pool.claim(me, 2, _ENDED)] == [0, 1]  # both leases ended
+    assert optimizer.requeue_expired() == [0, 1]  # 0 and 1 queued again
+    stored, claimed = pool.complete_and_claim(me, [_result(0, 0.0), _result(1, 1.0)], 3, _LEASE)
+    assert stored == [0, 1] and [c.task.id for c in claimed] == [2, 3, 4]
+    stored, claimed = other.complete_and_claim(you, [_result(0, 9.0)], 5, _LEASE)
+    assert stored == [] and [c.task.id for c in claimed] == [5]  # the first result of 0 stands
+    stored, claimed = pool.complete_and_claim(me, [_result(2, 2.0)], 0, _LEASE)
+    assert stored == [2] and claimed == []
+    counts = optimizer.state_counts()
+    assert counts == {"done": 3, "leased": 3}
+    assert [r.objective for r in optimizer.results([0, 1, 2])] == [0.0, 1.0, 2.0]
