@@ -15,7 +15,7 @@ import termios
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emews.config.experiment import (
     CSV_FILE,
@@ -48,6 +48,9 @@ from emews.store.opening import store_place
 from emews.training.checkpoints import unset_variables
 from emews.training.messages import Ending
 from emews.training.retention import Retention
+
+if TYPE_CHECKING:
+    from emews.store.pool_queue import PoolQueue
 
 log = logging.getLogger("emews")
 
@@ -118,6 +121,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         lease = acquire(exp_dir, "emews run", token=lease_token, job_done=batch_job_over(exp_dir))
     except ConfigError as exc:
         return refuse(comm, exc)
+    spec: RunSpec | None = None
     try:
         try:
             workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
@@ -129,8 +133,8 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             spec = run_spec(workflow, exp_dir)
             spec.pools = bool(read_info(exp_dir).get("pools"))
             spec.site_name = site.name
-            if spec.pools:
-                check_no_optimizer(exp_dir)
+            if spec.pools:  # the lock itself is the check: held from now on, on the bridge's connection
+                spec.optimizer_lock = take_optimizer_lock(exp_dir)
         except ConfigError as exc:
             return refuse(comm, exc)
         spec.walltime_end = allocation_end(workflow, site, time.time())
@@ -163,21 +167,26 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             comm.Abort(EXIT_FAILED)
             return EXIT_FAILED
     finally:
+        if spec is not None and spec.optimizer_lock is not None:
+            spec.optimizer_lock.store.close()  # the server releases the lock (closed already after a run)
         lease.release()
 
 
-def check_no_optimizer(exp_dir: Path) -> None:
-    """:class:`~emews.store.pool_queue.OptimizerRunning` when another optimizer serves this pooled
-    experiment (on any host: the store's lock), before any worker is told to start."""
+def take_optimizer_lock(exp_dir: Path) -> PoolQueue:
+    """The optimizer lock of this pooled experiment, taken before any worker is told to start, on a
+    connection the run then keeps (its bridge's): :class:`~emews.store.pool_queue.OptimizerRunning`
+    when another optimizer serves it (on any host). Taking it is the one check, so of two
+    optimizers starting at once the second is refused here (exit 2), never the first later."""
     from emews.store import open_store
     from emews.store.pool_queue import pool_queue_of
 
     queue = pool_queue_of(open_store(exp_dir), exp_dir)
     try:
-        if queue.optimizer_running():
-            queue.lock_optimizer()  # raises, naming the experiment's store
-    finally:
+        queue.lock_optimizer()  # raises, naming the experiment's store
+    except BaseException:
         queue.store.close()
+        raise
+    return queue
 
 
 def refuse(comm: Any, problem: ConfigError) -> int:

@@ -11,14 +11,18 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from emews.config.experiment import LOG_FILE, WORKFLOW_FILE, require_experiment
 from emews.config.lease import acquire
 from emews.config.workflow import load_workflow
-from emews.job.rank_zero import check_no_optimizer, run_spec, write_outputs
+from emews.job.rank_zero import run_spec, take_optimizer_lock, write_outputs
 from emews.job.wiring import run_optimizer_rank
 from emews.runtime.interrupt import Interrupt
 from emews.site.jobs import batch_job_over
+
+if TYPE_CHECKING:
+    from emews.store.pool_queue import PoolQueue
 
 #: what a pool's row and the log call the optimizer's place under ``emews serve``
 SERVE_SITE = "serve"
@@ -28,11 +32,18 @@ def serve(exp_dir: Path) -> int:
     """Run the optimizer of the pooled experiment ``exp_dir`` here until it finishes (or a stop
     signal); the run's exit status, as ``emews resume`` gives it."""
     exp_dir = require_experiment(Path(exp_dir).absolute())
-    check_no_optimizer(exp_dir)  # SQLite, no pools, or an optimizer elsewhere: refused now
+    lock = take_optimizer_lock(exp_dir)  # SQLite, no pools, or an optimizer elsewhere: refused now
+    try:
+        return _serve(exp_dir, lock)
+    finally:
+        lock.store.close()  # the server releases the lock (closed already after a run)
+
+
+def _serve(exp_dir: Path, lock: PoolQueue) -> int:
     workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=True)
     with acquire(exp_dir, "emews serve", job_done=batch_job_over(exp_dir)):
         spec = run_spec(workflow, exp_dir)
-        spec.pools, spec.site_name = True, SERVE_SITE
+        spec.pools, spec.site_name, spec.optimizer_lock = True, SERVE_SITE, lock
         logging.basicConfig(
             filename=exp_dir / LOG_FILE, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
         )

@@ -78,6 +78,10 @@ class RunSpec:
     pool_lease: float = 60.0  # seconds a pool's claim lasts unrenewed (store.lease)
     pool_retry: float = 120.0  # seconds a lost connection to the store is tried again (store.retry)
     site_name: str = "local"  # the site this job runs on (a pool's row names it)
+    #: a PoolQueue whose connection holds the experiment's optimizer lock, taken before the
+    #: workers were told to start (:func:`emews.job.rank_zero.take_optimizer_lock`): the run's
+    #: shared queue keeps it (None: the shared queue takes the lock itself)
+    optimizer_lock: Any = None
 
     def worker_plan(
         self,
@@ -400,13 +404,19 @@ class SharedQueue:
 
         if store is None:
             raise EmewsError("pools need the experiment's PostgreSQL store")
-        self._connections = [open_store(location=store.location) for _ in range(4 if worker_ranks else 2)]
-        submitter, listener, *feeder = (
+        held: PoolQueue | None = spec.optimizer_lock  # the lock taken before the workers started
+        opened = [open_store(location=store.location) for _ in range((4 if worker_ranks else 2) - (held is not None))]
+        self._connections = ([] if held is None else [held.store]) + opened
+        made = [
             PoolQueue(c, retry_s=spec.pool_retry)  # type: ignore[arg-type]  # a pooled store is PostgreSQL
-            for c in self._connections[:3]
-        )
+            for c in self._connections[int(held is not None) : 3]
+        ]
+        submitter = held if held is not None else made.pop(0)
+        listener, *feeder = made
+        submitter.retry_s = spec.pool_retry
         try:
-            submitter.lock_optimizer()
+            if held is None:
+                submitter.lock_optimizer()
             submitter.enable()
             self.run = (
                 PoolRun(

@@ -1,0 +1,97 @@
+"""One optimizer per pooled experiment (docs/postgres.md, "Pools"), on a real PostgreSQL: taking
+the store's optimizer lock is the one check a job's rank 0 (``lead``) and ``emews serve`` make
+before their workers start, and the run keeps that very lock: of two optimizers starting at once
+the second is refused at its check (exit 2, before any worker starts), and the first never fails
+later for want of the lock."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from pgserver import PgServer
+
+from emews.config.workflow import load_workflow
+from emews.core.queues import QueuePair
+from emews.job.rank_zero import run_spec, take_optimizer_lock
+from emews.job.wiring import SharedQueue
+from emews.runtime.progress import Progress
+from emews.store import open_store
+from emews.store.pool_queue import OptimizerRunning, PoolQueue
+from testutil import TESTS, EmewsCommand, write_workflow
+
+RACES = 10
+
+
+@pytest.fixture(scope="module")
+def pooled(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pooled experiment (launched with one pool of one worker, run to its end)."""
+    folder = tmp_path_factory.mktemp("pooled")
+    wf = write_workflow(
+        folder,
+        objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
+        budget={"evaluations": 2},
+        task={"isolation": "inline"},
+        store={"url": pg_server.url()},
+    )
+    EmewsCommand(folder)("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp", timeout=300, check=True)
+    return folder / "exp"
+
+
+def _race(exp: Path) -> tuple[list[PoolQueue], list[BaseException]]:
+    """Two threads take the experiment's optimizer lock at the same moment (a barrier)."""
+    start = threading.Barrier(2)
+    won: list[PoolQueue] = []
+    refused: list[BaseException] = []
+
+    def optimizer() -> None:
+        start.wait(30.0)
+        try:
+            won.append(take_optimizer_lock(exp))
+        except OptimizerRunning as exc:
+            refused.append(exc)
+
+    threads = [threading.Thread(target=optimizer) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60.0)
+    return won, refused
+
+
+def test_of_two_optimizers_starting_at_once_one_is_refused_at_its_check(pooled: Path) -> None:
+    """Each of RACES races: exactly one takes the lock, the other is refused with the one-line
+    error (exit 2) naming the other optimizer; the winner builds its shared queue on the lock it
+    holds (the point where, when the check let go of the lock, the first optimizer could find it
+    taken and fail), and while that queue runs a third is refused too."""
+    workflow = load_workflow(str(pooled / "workflow.yaml"), check_imports=False)
+    for _ in range(RACES):
+        won, refused = _race(pooled)
+        assert len(won) == 1 and len(refused) == 1, (won, refused)
+        assert "another optimizer serves this experiment" in str(refused[0])
+        spec = run_spec(workflow, pooled)
+        spec.pools, spec.optimizer_lock = True, won[0]
+        store = open_store(pooled)
+        try:
+            shared = SharedQueue(spec, store, QueuePair(), None, [], Progress(budget=None, workers=0), None)
+            try:
+                with pytest.raises(OptimizerRunning):
+                    take_optimizer_lock(pooled)
+            finally:
+                shared.close(RuntimeError("stopped"))  # stopped, not finished: the queue stays as it is
+        finally:
+            store.close()
+        again = take_optimizer_lock(pooled)  # the lock went with the run's connection
+        again.store.close()
+
+
+def test_serve_is_refused_while_an_optimizer_holds_the_lock(pooled: Path) -> None:
+    """``emews serve`` while an optimizer holds the lock: one line naming it, exit 2."""
+    holder = take_optimizer_lock(pooled)
+    try:
+        refused = EmewsCommand(pooled.parent)("serve", "exp", timeout=120)
+    finally:
+        holder.store.close()
+    assert refused.returncode == 2 and "another optimizer" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
