@@ -261,3 +261,18 @@ def test_cuda_tensors_are_copied_on_a_side_stream_and_restored_on_their_device(t
     assert {h.data_ptr() for h in again.host} & {h.data_ptr() for h in payload.host}  # pinned buffers reused
     again.wait()
     again.release()
+
+
+def test_the_gpu_check_script_runs_its_cpu_smoke_version_and_says_when_there_is_no_gpu() -> None:
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    if not torch.cuda.is_available():
+        assert plain.stdout.startswith("gpu_check: no GPU here") and len(plain.stdout.splitlines()) == 1
+    smoke = subprocess.run([sys.executable, str(script), "--cpu"], capture_output=True, text=True, timeout=600)
+    assert smoke.returncode == 0, smoke.stderr + smoke.stdout
+    lines = smoke.stdout.splitlines()
+    assert sum(line.lstrip().startswith("rank ") for line in lines) == 4  # 2 workers bound, 2 team ranks
+    assert "    ok" in lines  # the all_reduce summed the ranks' numbers
+    rows = [line.split() for line in lines if line.split()[:1] in (["none"], ["gpu"], ["host"])]
+    assert [row[0] for row in rows if row[-1].endswith("%")] == ["none", "gpu", "host"]  # the overhead table
