@@ -357,7 +357,8 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         "ms_per_commit": 1e3 * store.seconds / max(store.commits, 1),
         "profile": prof.stats,
         "model": {k: v for k, v in getattr(made[0], "stats", {}).items()
-                  if k in ("fits", "hyperfits", "model_process", "runners_up", "random_fillers")} if made else {},
+                  if k in ("fits", "hyperfits", "model_process", "runners_up", "random_fillers", "batches",
+                          "screened", "from_stock", "unscreened", "bred", "factor")} if made else {},
         # quality per evaluation: the best loss found, the median loss of the tasks after the first wave
         "best": min(sim.losses, default=math.nan),
         "later_median": float(np.median(sim.losses[workers:])) if len(sim.losses) > workers else math.nan,

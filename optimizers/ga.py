@@ -74,7 +74,9 @@ class GeneticAlgorithm(Optimizer):
     hall_of_fame  how many of the best individuals are kept (10)
     replacement   ``async``: the individual a child replaces, worst | tournament (worst)
     in_flight     ``async``: evaluations kept outstanding (default: one per worker; above 128
-                  workers 1/64 more, queued for the workers that free next)
+                  workers 1/64 more, queued for the workers that free next; there, with the
+                  screen on, children are bred and screened ahead in a model process, see
+                  ``_ga.wide``)
 
     CANDLE Supervisor's GA exactly: ``strategy: simple, elitism: 0, sigma_adapt: false, screen: 1``.
     """
@@ -129,18 +131,26 @@ class GeneticAlgorithm(Optimizer):
         self.logbook: Any = None
         #: the mutation step's factor after each generation (``sigma_adapt``; 1 throughout when off)
         self.step_scales: list[float] = []
+        #: counters of the last run: the screen's model fits; in a wide ``async`` run (above 128
+        #: workers, the screen on) also the breeder's batches, children bred and screened there,
+        #: children bred unscreened on the optimizer thread when its stock ran short, where the
+        #: model ran (``model_process``) and its time (see ``_ga.wide``)
+        self.stats: dict[str, Any] = {}
 
     def run(self, evaluator: Evaluator) -> None:
         #: the options this run used, the run-dependent defaults filled in
         self.resolved = self.options.resolved(evaluator.submitted + evaluator.remaining, evaluator.workers)
         engine = Engine(self.resolved, evaluator)
         self.logbook = engine.logbook
+        self.stats = {}
         try:
             if self.resolved.strategy == "async":
-                self.population = run_steady_state(engine)
+                self.population = run_steady_state(engine, self.stats)
             else:
                 self.population = run_generational(engine)
         finally:
+            self.stats.setdefault("fits", engine.screen.fits)
+            self.stats.setdefault("hyperfits", engine.screen.hyperfits)
             self.hall_of_fame = list(engine.hall_of_fame)
             self.step_scales = engine.step.history
             archive.save(self.population, self.hall_of_fame, evaluator.exp_dir)

@@ -87,17 +87,7 @@ class Engine:
     def child(self, population: Sequence[Individual], members: PointSet | None = None) -> Individual:
         """Steady-state breeding: tournament parents, crossover with ``cxpb``, mutation with ``mutpb``
         (and whenever the child repeats a member of ``population``; ``members``: its points, if known)."""
-        opts, toolbox = self.options, self.toolbox
-        members = PointSet(population) if members is None else members
-        first, second = (toolbox.clone(p) for p in toolbox.select(population, 2))
-        first.bred()
-        child = first
-        if self.rng.random() < opts.cxpb:
-            child, _ = toolbox.mate(first, second)
-        if self.rng.random() < opts.mutpb or child in members:
-            (child,) = toolbox.mutate(child)
-        child.result = None
-        return child
+        return breed_child(self.options, self.toolbox, self.rng, population, members)
 
     def _log(self, gen: int, individuals: Sequence[Individual], nevals: int) -> None:
         losses = [loss for ind in individuals if ind.ok and (loss := ind.loss) is not None]
@@ -110,6 +100,26 @@ class Engine:
             mean=fmean(losses) if losses else math.inf,
             best=math.inf if best is None else best,
         )
+
+
+def breed_child(
+    opts: GAOptions,
+    toolbox: base.Toolbox,
+    rng: random.Random,
+    population: Sequence[Individual],
+    members: PointSet | None = None,
+) -> Individual:
+    """One steady-state child (:meth:`Engine.child`; also the wide breeder's, ``_ga.breeding``)."""
+    members = PointSet(population) if members is None else members
+    first, second = (toolbox.clone(p) for p in toolbox.select(population, 2))
+    first.bred()
+    child = first
+    if rng.random() < opts.cxpb:
+        child, _ = toolbox.mate(first, second)
+    if rng.random() < opts.mutpb or child in members:
+        (child,) = toolbox.mutate(child)
+    child.result = None
+    return child
 
 
 class PointSet:

@@ -79,11 +79,15 @@ class SurrogateScreen:
         if not self.active:
             return  # nothing is ever picked
         for ind in individuals:
-            coords = self.space.to_unit(ind)
-            self._taken.add(tuple(coords))
-            if ind.ok and ind.loss is not None and np.isfinite(ind.loss):
-                self._X.append(coords)
-                self._y.append(float(ind.loss))
+            self.learn(ind, ind.loss if ind.ok else None)
+
+    def learn(self, point: dict, loss: float | None) -> None:
+        """Learn one evaluation (``loss`` ``None``: failed, its point only marked as taken)."""
+        coords = self.space.to_unit(point)
+        self._taken.add(tuple(coords))
+        if loss is not None and np.isfinite(loss):
+            self._X.append(coords)
+            self._y.append(float(loss))
 
     def pick(self, candidates: Sequence[Individual], n: int) -> list[Individual]:
         """``n`` of the ``candidates``: the new ones best predicted first (before the model has

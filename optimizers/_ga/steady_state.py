@@ -12,6 +12,11 @@ submitted (with ``screen`` above 1: the most promising of ``screen`` children br
 ``_ga.screen``). ``generations`` caps the run at ``population * (generations + 1)``
 evaluations; the budget always caps it.
 
+Above ``WIDE_WORKERS`` workers with the screen on, the children are bred and screened in
+batches ahead, in a model process, and handed out from that stock (``_ga.wide``); when the
+stock runs short of the workers, children are bred here unscreened. Up to ``WIDE_WORKERS``
+workers, or with ``screen: 1``, nothing of this engages (seeded runs propose as before).
+
 Resuming: the population starts as the best ``population`` individuals of the earlier
 runs (``evaluator.history``, which also count towards ``generations``); breeding starts
 at once when there are enough of them. Results of tasks an earlier run left running
@@ -20,10 +25,13 @@ at once when there are enough of them. Results of tasks an earlier run left runn
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .engine import PointSet, sigma_scale
 from .individual import Individual
 from .operators import tournament_loser
+from .screen import SurrogateScreen
+from .wide import WideBreeder
 
 if TYPE_CHECKING:
     from emews.core.results import Result
@@ -31,23 +39,65 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 
-def run_steady_state(engine: Engine) -> list[Individual]:
+def run_steady_state(engine: Engine, stats: dict[str, Any] | None = None) -> list[Individual]:
+    """Run to the end of the budget (or ``generations``); the final population. ``stats``
+    gets the wide breeder's counters (:func:`wide_breeder`) and the children bred here."""
     opts, evaluator = engine.options, engine.evaluator
     size = opts.population
     assert size is not None, "the engine runs on GAOptions.resolved()"
+    stats = {} if stats is None else stats
     cap = None if opts.generations is None else size * (opts.generations + 1)
     target = opts.in_flight or evaluator.workers + reserve(evaluator.workers)
     earlier = engine.earlier()
     population: list[Individual] = earlier[:size]
     in_flight: dict[int, Individual] = {}
     state = {"random": len(population), "submitted": len(earlier), "arrived": len(earlier)}
+    breeder = wide_breeder(engine, population)
+    # a wide run keeps at least this many children out (half the reserve queued) with
+    # unscreened children bred here when the breeder's stock runs short
+    floor = evaluator.workers + reserve(evaluator.workers) // 2
+    stats.update(random=0, from_stock=0, unscreened=0)
 
     def breed(n: int) -> list[Individual]:
         randoms = max(min(n, size - state["random"]), n if len(population) < 2 else 0)
         state["random"] += randoms
+        stats["random"] += randoms
         children = [Individual(engine.space.sample(engine.rng)) for _ in range(randoms)]
-        return children + (engine.children(population, n - randoms) if n > randoms else [])
+        if n <= randoms:
+            return children
+        if breeder is None:
+            return children + engine.children(population, n - randoms)
+        stocked = breeder.take(n - randoms)
+        stats["from_stock"] += len(stocked)
+        children += stocked
+        short = min(n - len(children), floor - evaluator.pending - len(children))
+        if short > 0:  # the workers would run out of children: bred here, unscreened
+            members = PointSet(population)
+            children += [engine.child(population, members) for _ in range(short)]
+            stats["unscreened"] += short
+        return children
 
+    try:
+        return _loop(engine, population, in_flight, state, breed, breeder, target, cap)
+    finally:
+        if breeder is not None:
+            breeder.close()
+            stats.update(breeder.summary())
+
+
+def _loop(
+    engine: Engine,
+    population: list[Individual],
+    in_flight: dict[int, Individual],
+    state: dict[str, int],
+    breed: Any,
+    breeder: WideBreeder | None,
+    target: int,
+    cap: int | None,
+) -> list[Individual]:
+    opts, evaluator = engine.options, engine.evaluator
+    size = opts.population
+    assert size is not None
     while True:
         want = min(target - evaluator.pending, evaluator.remaining)
         if cap is not None:
@@ -59,13 +109,17 @@ def run_steady_state(engine: Engine) -> list[Individual]:
             state["submitted"] += want
         if evaluator.pending == 0:
             return population
+        scored = []
         for result in evaluator.get(1):
             arrived = in_flight.pop(result.id, None) or Individual(engine.space.validate(result.params))
             insert(engine, population, size, arrived, result)
+            scored.append(arrived)
             state["arrived"] += 1
             if state["arrived"] % size == 0:
                 engine.step.adapt()
                 engine.record_population(population, state["arrived"] // size)
+        if breeder is not None:
+            breeder.tell(scored, sigma_scale(opts, evaluator) * engine.step.scale, evaluator.remaining)
 
 
 #: from this many workers on, children are kept queued beyond one per worker (:func:`reserve`)
@@ -80,6 +134,19 @@ def reserve(workers: int) -> int:
     reach the GA and a child to be bred (at 100,000 workers on 60 s tasks, 1,562 children: a
     second of the demand, each bred from a population at most that much older)."""
     return int(workers * RESERVE_FRACTION) if workers > WIDE_WORKERS else 0
+
+
+def wide_breeder(engine: Engine, population: list[Individual]) -> WideBreeder | None:
+    """Above ``WIDE_WORKERS`` workers with the screen on, the breeder that breeds and screens
+    children off the optimizer thread (``_ga.wide``); the engine's own screen then learns
+    nothing. ``None`` otherwise: children are bred here, one batch per arrival, as always."""
+    opts, evaluator = engine.options, engine.evaluator
+    if evaluator.workers <= WIDE_WORKERS or not engine.screen.active:
+        return None
+    seed = evaluator.seed if opts.seed is None else opts.seed
+    engine.screen = SurrogateScreen(1, engine.space)
+    most = max(2 * reserve(evaluator.workers), 64)
+    return WideBreeder(opts, engine.space, seed, population, most=most).start()
 
 
 def insert(engine: Engine, population: list[Individual], size: int, ind: Individual, result: Result) -> None:

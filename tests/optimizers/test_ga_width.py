@@ -139,3 +139,152 @@ def test_above_128_workers_the_ga_keeps_a_reserve_queued(workers: int, first_bat
     puts = [n for kind, n in trace.events if kind == "put"]
     assert puts[0] == first_batch
     assert len(trace.results) == 2 * workers
+
+
+# -- the wide breeder: screened children bred ahead, off the optimizer thread --------------------
+
+
+def _simulate_breeder(rate: float, per_bred: float, screen: int, seconds: float = 120.0) -> dict[str, Any]:
+    """The breeder's stock and factor policies on a virtual clock: one result (and one child
+    taken) every ``1 / rate`` s; a batch of ``n`` children bred ``factor`` times over takes
+    20 ms plus ``per_bred`` s per child bred. Counts the results that found the stock empty
+    after the first three batches, and the factors used."""
+    from emews.optimizers._ga.wide import Factor, Stock
+
+    stock, factor = Stock(most=4096), Factor(screen)
+    now, have, batches, dry, empty_after_warmup = 0.0, 0, 0, False, 0
+    next_result, batch_end, batch_n, batch_s = 1 / rate, math.inf, 0, 0.0
+    factors: list[int] = []
+    while now < seconds:
+        if batch_end <= next_result:
+            now, batch_end = batch_end, math.inf
+            stock.bred(batch_s)
+            if batches:
+                factor.after_batch(dry)
+            batches += 1
+            have += batch_n
+        else:
+            now, next_result = next_result, next_result + 1 / rate
+            stock.arrived(now, 1)
+            if have:
+                have -= 1
+            elif batches:
+                dry = True
+                empty_after_warmup += batches >= 3
+        if batch_end == math.inf and have < stock.low(now):
+            batch_n, dry = max(stock.target(now) - have, 1), False
+            factors.append(factor.value)
+            batch_s = 0.02 + per_bred * factor.value * batch_n
+            batch_end = now + batch_s
+    return {"empty": empty_after_warmup, "factors": factors, "batches": batches}
+
+
+def test_the_stock_never_runs_dry_while_the_breeder_outpaces_the_results() -> None:
+    """1,667 results/s (100,000 workers on 60 s tasks) against a breeder that breeds a child in
+    20 us (ten per child screened: 200 us each, 5,000 screened children/s): after its first
+    batches the optimizer never finds the stock empty, and once settled every child is the
+    pick of ten."""
+    run = _simulate_breeder(rate=1667, per_bred=20e-6, screen=10)
+    assert run["empty"] == 0, run
+    assert set(run["factors"][len(run["factors"]) // 4 :]) == {10}
+    assert run["batches"] < 1667 * 120 / 50  # batches of about a hundred: a model fit each, not one per result
+
+
+def test_a_breeder_slower_than_the_results_screens_fewer_per_child() -> None:
+    """At 100 us per child bred, ten per child screened is 1,000 children/s against 1,667
+    results/s: the factor comes down to what keeps up (at most 5), and after that the stock
+    is empty for few results."""
+    run = _simulate_breeder(rate=1667, per_bred=100e-6, screen=10)
+    later = run["factors"][len(run["factors"]) // 2 :]
+    assert 2 <= min(later) and max(later) <= 6, run["factors"]
+    assert sorted(later)[len(later) // 2] <= 5, run["factors"]
+    assert run["empty"] < 0.05 * 1667 * 120, run["empty"]
+
+
+def _scored_population(n: int, seed: int) -> list[Individual]:
+    members = _bowl(random.Random(seed), n, 0)
+    return sorted(members, key=lambda m: m.fitness.wvalues, reverse=True)
+
+
+def _options(screen: int = 10) -> Any:
+    from emews.optimizers._ga.options import GAOptions
+
+    return GAOptions(seed=0, screen=screen).resolved(10_000, 1_000)
+
+
+@pytest.mark.parametrize("process", [True, False])
+def test_the_breeder_keeps_screened_children_in_stock(process: bool) -> None:
+    """Told results, the breeder fills its stock with children of the population: new points
+    of the space, no fitness yet, their parent's remembered; each batch is one model fit over
+    ``screen`` children bred per child kept (in the model process, or in this one)."""
+    from emews.optimizers._ga.wide import WideBreeder
+
+    population = _scored_population(30, 4)
+    breeder = WideBreeder(_options(), PLANE, 0, population, most=64, process=process).start()
+    try:
+        breeder.tell(population + _bowl(random.Random(5), 40, 100), 1.0, 1_000)
+        assert breeder.wait_stock(16, timeout=120) >= 16
+        children = breeder.take(16)
+        summary = breeder.summary()
+    finally:
+        breeder.close()
+    assert len(children) == 16
+    known = {(m["x"], m["y"]) for m in population}
+    for child in children:
+        assert PLANE.contains(dict(child)) and not child.fitness.valid and child.result is None
+        assert child.parent_fitness in {m.fitness.wvalues for m in population}
+    assert len({(c["x"], c["y"]) for c in children} - known) == 16
+    assert summary["model_process"] == ("running" if process else "none")
+    assert summary["fits"] <= summary["batches"] and summary["fits"] >= 1
+    assert summary["bred"] == 10 * summary["screened"] and summary["screened"] >= 16
+
+
+def test_the_breeder_goes_on_in_this_process_when_the_model_process_dies() -> None:
+    from emews.optimizers._ga.wide import WideBreeder
+
+    population = _scored_population(30, 6)
+    breeder = WideBreeder(_options(), PLANE, 0, population, most=64).start()
+    try:
+        breeder.tell(_bowl(random.Random(7), 40, 100), 1.0, 1_000)
+        breeder.wait_stock(16, timeout=120)
+        assert breeder.process_state == "running"
+        assert breeder._proc is not None
+        breeder._proc.kill()
+        breeder.take(64)
+        breeder.tell(_bowl(random.Random(8), 10, 200), 1.0, 1_000)
+        assert breeder.wait_stock(16, timeout=120) >= 16
+        summary = breeder.summary()
+    finally:
+        breeder.close()
+    assert summary["model_process"] == "failed"
+    assert summary["screened"] >= 32
+
+
+def _wide_ga(seed: int) -> Any:
+    from emews.optimizers.ga import GeneticAlgorithm
+
+    return GeneticAlgorithm(seed=seed, strategy="async", screen=10)
+
+
+def test_a_wide_run_takes_children_from_the_breeder_or_breeds_them_unscreened() -> None:
+    """Above 128 workers with the screen on, every child after the random ones comes from the
+    breeder's stock or, when the stock ran short of the workers, is bred unscreened on the
+    optimizer thread; the model fits once per batch, not once per result."""
+    from emews.testing import run_traced
+
+    trace = run_traced(_wide_ga, workers=192, budget=6 * 192, space=PLANE, timeout=300)
+    assert not trace.hung and trace.summary.error is None
+    assert len(trace.results) == 6 * 192
+    stats = trace.optimizer.stats
+    assert stats["random"] + stats["from_stock"] + stats["unscreened"] == 6 * 192, stats
+    assert stats["fits"] <= stats["batches"] < len(trace.results), stats
+    assert stats["model_process"] in ("running", "starting", "failed"), stats
+
+
+def test_up_to_128_workers_no_breeder_runs() -> None:
+    from emews.testing import run_traced
+
+    trace = run_traced(_wide_ga, workers=4, budget=40, space=PLANE, timeout=120)
+    stats = trace.optimizer.stats
+    assert "batches" not in stats and stats["from_stock"] == stats["unscreened"] == 0, stats
+    assert stats["fits"] >= 1
