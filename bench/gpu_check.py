@@ -18,6 +18,7 @@ bound to its GPU by the site's ``node.gpus`` / ``node.gpus_per_worker`` (``CUDA_
 
     python bench/gpu_check.py          # on a machine with GPUs: about 4 minutes, progress printed
     python bench/gpu_check.py --cpu    # without one: a small CPU smoke run of the same script
+    BENCH_DIR=/local/nvme python bench/gpu_check.py   # where the runs and checkpoints go (default: $TMPDIR)
 
 Without a GPU (and without ``--cpu``) it says so in one line and exits 0. This file is also
 the objectives the runs load (``binding``, ``nccl``, ``train``).
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,10 @@ def _device(params: dict) -> str:
 
 
 def _write(params: dict, name: str, record: dict) -> None:
-    (Path(params["out"]) / f"{name}.json").write_text(json.dumps(record))
+    """The task's record, under its final name only when complete (the script reads it as it lands)."""
+    tmp = Path(params["out"]) / f".{name}.tmp"
+    tmp.write_text(json.dumps(record))
+    tmp.replace(tmp.with_name(f"{name}.json"))
 
 
 def _rank() -> str:
@@ -78,11 +83,11 @@ def nccl(params: dict, ctx: Any) -> dict:
     import torch
     import torch.distributed as dist
 
-    ctx.process_group()
-    rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cpu") if params["cpu"] else torch.device("cuda", 0)  # the worker's own GPU
     if device.type == "cuda":
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(device)  # before the group: NCCL's communicator binds the current device
+    ctx.process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
     value = torch.full((1,), float(rank + 1), device=device)
     dist.all_reduce(value)
     big = torch.ones(int(params["mb"]) * 2**20 // 4, device=device)
@@ -161,7 +166,8 @@ def train(params: dict, ctx: Any) -> dict:
 
 
 def _launch(folder: Path, name: str, function: str, points: list[dict], constants: dict, workers: int,
-            site: list[str], task: dict, extra: dict | None = None) -> list[dict]:
+            site: list[str], task: dict, extra: dict | None = None,
+            progress: Callable[[dict], None] | None = None) -> list[dict]:
     """One ``emews launch`` of ``points`` (a sweep over ``job``); the records the tasks wrote."""
     out = folder / f"out-{name}"
     out.mkdir()
@@ -176,10 +182,24 @@ def _launch(folder: Path, name: str, function: str, points: list[dict], constant
     exp = folder / f"exp-{name}"
     command = [sys.executable, "-m", "emews", "launch", str(folder / f"{name}.yaml"), "--workers", str(workers),
                "--exp-dir", str(exp), *[arg for item in site for arg in ("--set", item)]]
-    proc = subprocess.run(command, capture_output=True, text=True)
+    log = folder / f"{name}.log"
+    shown: set[Path] = set()
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+        while True:  # progress: each task's record as it lands
+            try:
+                code = proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
+            for path in sorted(set(out.glob(f"{name}*.json")) - shown):
+                shown.add(path)
+                if progress is not None:
+                    progress(json.loads(path.read_text()))
+            if code is not None:
+                break
     shutil.rmtree(exp, ignore_errors=True)  # checkpoints of a 1 GB model fill a disk fast
-    if proc.returncode != 0:
-        raise SystemExit(f"gpu_check: {name}: emews launch failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    if code != 0:
+        raise SystemExit(f"gpu_check: {name}: emews launch failed (exit {code}):\n{log.read_text()[-4000:]}")
     return [json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.name != "points.json"]
 
 
@@ -248,17 +268,37 @@ def calibrate(args: argparse.Namespace) -> int:
     return max(1, round(args.epoch_seconds / per_step))
 
 
+def disk_seconds(folder: Path, size: int) -> float:
+    """Seconds to write ``size`` bytes and fsync them where the checkpoints go (what a write costs)."""
+    block = os.urandom(1 << 20) * 16
+    started = time.perf_counter()
+    with open(folder / "probe", "wb") as fh:
+        for _ in range(max(1, size // len(block))):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
+    seconds = time.perf_counter() - started
+    (folder / "probe").unlink()
+    return seconds
+
+
 def check_checkpoints(folder: Path, args: argparse.Namespace, gpus: int) -> None:
     steps = calibrate(args)
     params = args.layers * args.width * args.width
     print(f"(c) checkpoint overhead: {args.layers} x Linear({args.width}) = {params / 1e6:.0f}M fp32 parameters "
           f"({params * 4 / 1e9:.2f} GB), {args.epochs} epochs of {steps} steps (~{args.epoch_seconds:g} s), "
           f"a checkpoint every epoch; modes {', '.join(MODES)} alternating, {args.repeats} repeats", flush=True)
+    print(f"    the checkpoint's size written and fsynced in {folder}: {disk_seconds(folder, params * 4):.2f} s "
+          "(BENCH_DIR picks the folder)", flush=True)
     points = [{"mode": mode, "rep": rep} for rep in range(args.repeats) for mode in MODES]
     constants = {"cpu": args.cpu, "width": args.width, "layers": args.layers, "batch": args.batch,
                  "epochs": args.epochs, "steps": steps}
+    def progress(r: dict) -> None:
+        print(f"    [{len(points)} tasks] {r['mode']:>4} repeat {r['rep']}: {r['loop']:.2f} s for {r['epochs']} epochs, "
+              f"{1000 * r['in_report'] / r['epochs']:.1f} ms/epoch in report", flush=True)
+
     records = _launch(folder, "train", "_train_point", points, constants, 1, _site(min(gpus, 1)),
-                      {"isolation": "inline"}, {"checkpoints": {"background": True, "keep_last": 1}})
+                      {"isolation": "inline"}, {"checkpoints": {"background": True, "keep_last": 1}}, progress)
     base = statistics.median(r["loop"] for r in records if r["mode"] == "none")
     epoch = base / args.epochs
     print(f"    {'mode':>5} {'loop s (median)':>16} {'per epoch s':>12} {'in report ms/epoch':>19} "
@@ -272,6 +312,8 @@ def check_checkpoints(folder: Path, args: argparse.Namespace, gpus: int) -> None
         print(f"    {mode:>5} {loop:>16.2f} {loop / args.epochs:>12.3f} {in_report:>19.1f} {overhead[mode]:>22.1f}%",
               flush=True)
     verdict = "meets" if overhead["gpu"] <= 5 else "misses"
+    if args.cpu:
+        print("    (CPU smoke run: no device tensors, so `gpu` takes the plain path; the numbers mean nothing)")
     print(f"    overhead: gpu snapshots {overhead['gpu']:.1f}% of a {epoch:.2f} s epoch ({verdict} the <= 5% target); "
           f"host copies: {overhead['host']:.1f}%", flush=True)
 
