@@ -80,6 +80,7 @@ from emews.core.space import Space
 from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, MAX_LIES, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
+from ._bayes._serve import serve
 from ._bayes._space import SpaceMap
 from ._failures import FailureImputation
 from ._stopped import StoppedTrials
@@ -304,36 +305,22 @@ class BayesianOptimizer(AskTellOptimizer):
             seed=self.seed,
             stats=self.stats,
         )
-        poll = 0.002
+
+        def learn(results: Sequence[Result]) -> None:
+            told = self.stopped.results(results)  # a trial stopped early: its last report's loss
+            proposer.tell([r.id for r in told], [self._x(r) for r in told], [r.loss for r in told])
+
         try:
-            if evaluator.history and evaluator.remaining > 0:
-                # a resumed run's first proposals come from a model of the earlier results, not fillers
-                proposer.request(max(min(target - evaluator.pending, evaluator.remaining), 1), evaluator.remaining)
-                proposer.wait_ready(1)
-            while True:
-                room = min(target - evaluator.pending, evaluator.remaining)
-                if room > 0:
-                    points = refill.points(room, evaluator.pending)
-                    if points:
-                        ids = evaluator.put(points)
-                        proposer.submitted(ids, [self.map.to_skopt(p) for p in points])
-                        self.stats["proposed"] += len(points)
-                        room -= len(points)
-                proposer.request(max(room, 0), evaluator.remaining)
-                if evaluator.pending == 0:
-                    if evaluator.remaining == 0:
-                        return
-                    proposer.wait_ready(1, timeout=self.max_idle)
-                    continue
-                if room > 0:  # the model is working on points we could submit: look back soon
-                    results = evaluator.get(1, timeout=poll)
-                    poll = min(poll * 1.5, 0.02)
-                else:
-                    results = evaluator.get(1)
-                if results:
-                    poll = 0.002
-                    told = self.stopped.results(results)
-                    proposer.tell([r.id for r in told], [self._x(r) for r in told], [r.loss for r in told])
+            serve(
+                evaluator,
+                proposer,
+                refill,
+                target=target,
+                to_x=self.map.to_skopt,
+                learn=learn,
+                stats=self.stats,
+                max_idle=self.max_idle,
+            )
         finally:
             proposer.close()
             self.stats.update(proposer.summary())

@@ -57,6 +57,7 @@ from emews.core.space import Float, Int, Space
 from ._bayes._engine import LIAR_PICKS, MAX_LIES, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
+from ._bayes._serve import serve
 from ._bayes._space import SpaceMap
 from ._bayes._subspaces import Subspaces, share_out
 from ._failures import FailureImputation
@@ -269,33 +270,10 @@ class HyperSpace(AskTellOptimizer):
             proposer.tell([r.id for r in results], xs, [r.loss for r in results])
             self._note(results, xs)
 
-        poll = 0.002
         try:
             if evaluator.history:
                 learn(list(evaluator.history))
-            while True:
-                room = min(workers - evaluator.pending, evaluator.remaining)
-                if room > 0:
-                    points = refill.points(room, evaluator.pending)
-                    if points:
-                        ids = evaluator.put(points)
-                        proposer.submitted(ids, [full.to_skopt(p) for p in points])
-                        self.stats["proposed"] += len(points)
-                        room -= len(points)
-                proposer.request(max(room, 0), evaluator.remaining)
-                if evaluator.pending == 0:
-                    if evaluator.remaining == 0:
-                        return
-                    proposer.wait_ready(1)
-                    continue
-                if room > 0:  # the model is working on points we could submit: look back soon
-                    results = evaluator.get(1, timeout=poll)
-                    poll = min(poll * 1.5, 0.02)
-                else:
-                    results = evaluator.get(1)
-                if results:
-                    poll = 0.002
-                    learn(results)
+            serve(evaluator, proposer, refill, target=workers, to_x=full.to_skopt, learn=learn, stats=self.stats)
         finally:
             proposer.close()
             self.stats.update(proposer.summary())

@@ -172,6 +172,7 @@ class Proposer:
             "model_time": self.busy_time,
             "estimator": self.engine.estimator_name(),
             "model_process": self._process_state,
+            "results_told": self._told,  # handed to the model thread (it learns them at its next fit)
         }
         if isinstance(self.engine, RemoteEngine):
             out["remote_fits"] = self.engine.remote_fits

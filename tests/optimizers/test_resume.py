@@ -316,6 +316,26 @@ def test_bayes_tells_its_model_every_earlier_result_before_proposing() -> None:
     assert len(trace.points) == 6
 
 
+def test_a_wide_hyperspace_run_tells_its_model_every_earlier_result_before_proposing(monkeypatch) -> None:
+    """At width (more workers than hyperspace.WIDE, lowered to 8) the resumed run's first
+    proposals come from a model of the earlier results, as bayes' do (one loop: _bayes._serve)."""
+    import emews.optimizers.hyperspace as hyperspace_module
+
+    monkeypatch.setattr(hyperspace_module, "WIDE", 8)
+    monkeypatch.setattr(hyperspace_module, "PROCESS_AFTER", math.inf)  # counters read in this process
+    earlier = history(15)
+
+    def model_state(opt: Any) -> tuple[int, int]:
+        return opt.model.n_told, opt.stats["random_fillers"]
+
+    trace, probe = resumed_run(
+        lambda s: hyperspace_module.HyperSpace(seed=s, n_initial_points=2, n_candidates=100, output_warp=False),
+        earlier, budget=39, probe=model_state, workers=12)
+    told, fillers = probe.seen
+    assert told == 15 and fillers == 0       # the model had learned the history; nothing random was put first
+    assert len(trace.points) == 24
+
+
 def test_bayes_ask_tell_api_maps_results_by_task_id() -> None:
     """An int parameter that comes back as a float (3 -> 3.0) broke the old point keys."""
     opt = BayesianOptimizer(seed=0, n_initial_points=3)
