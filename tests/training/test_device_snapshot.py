@@ -276,3 +276,85 @@ def test_the_gpu_check_script_runs_its_cpu_smoke_version_and_says_when_there_is_
     assert "    ok" in lines  # the all_reduce summed the ranks' numbers
     rows = [line.split() for line in lines if line.split()[:1] in (["none"], ["gpu"], ["host"])]
     assert [row[0] for row in rows if row[-1].endswith("%")] == ["none", "gpu", "host"]  # the overhead table
+
+
+class _FakeCuda:
+    """``torch.cuda``'s streams and events as records, to check the order of the real copier's calls."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        log_ = log
+
+        class Stream:
+            def __init__(self, device: Any = None, name: str = "side") -> None:
+                self.name = name
+                log_.append(f"new stream on {device}")
+
+            def wait_stream(self, other: Any) -> None:
+                log_.append(f"{self.name} waits for {other.name}")
+
+            def wait_event(self, event: Any) -> None:
+                log_.append(f"{self.name} waits for event")
+
+        class Event:
+            def record(self, stream: Any) -> None:
+                log_.append(f"event recorded on {stream.name}")
+
+            def synchronize(self) -> None:
+                log_.append(f"event synchronized by {threading.current_thread().name}")
+
+        self.Stream, self.Event = Stream, Event
+        self.current = Stream(name="current")
+        log.clear()  # the training stream exists already
+
+    def current_stream(self, device: Any = None) -> Any:
+        return self.current
+
+    @staticmethod
+    def device(device: Any) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def stream(self, stream: Any) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def on() -> Any:
+            self.log.append(f"enter {stream.name}")
+            yield
+            self.log.append(f"leave {stream.name}")
+
+        return on()
+
+
+def test_the_cuda_copier_orders_the_copy_between_the_streams_without_blocking_the_host(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    log: list[str] = []
+    fake = _FakeCuda(log)
+    for name in ("Stream", "Event", "current_stream", "device", "stream"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    original_copy = torch.Tensor.copy_
+
+    def copy(self: Any, src: Any, non_blocking: bool = False) -> Any:
+        log.append(f"copy non_blocking={non_blocking}")
+        return original_copy(self, src, non_blocking=non_blocking)
+
+    monkeypatch.setattr(torch.Tensor, "copy_", copy)
+    copier = device_snapshot.CudaCopier(torch)  # pinning fails without a GPU: pageable buffers, same path
+    weights, bias = torch.randn(8, 8), torch.randn(8)
+    snap = device_snapshot.take({"w": weights, "b": bias}, copier=copier, on_device=_every)
+    assert snap is not None
+    log.append("report returned")
+    assert log == ["new stream on cpu", "side waits for current", "enter side", "copy non_blocking=True",
+                   "copy non_blocking=True", "event recorded on side", "leave side", "current waits for event",
+                   "report returned"]  # the host never synchronized: only the current stream waits
+    writer = CheckpointWriter()
+    writer.submit(tmp_path / "a.ckpt", KIND_OBJECT, snap)
+    writer.flush()
+    assert log[-1] == "event synchronized by emews-checkpoints"  # the writer thread waited for the copy
+    back = read_checkpoint(tmp_path / "a.ckpt")
+    assert _same_bits(back["w"], weights) and _same_bits(back["b"], bias)
+    snap_again = device_snapshot.take({"w": weights, "b": bias}, copier=copier, on_device=_every)
+    assert snap_again is not None and {h.data_ptr() for h in snap_again.host} == {h.data_ptr() for h in snap.host}
+    assert "new stream on cpu" not in log[log.index("report returned") + 1:]  # one side stream per device
