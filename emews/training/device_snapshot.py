@@ -158,8 +158,8 @@ class _Payload:
         for host, (device, grad, parameter) in zip(self.snap.host, self.snap.meta, strict=True):
             flat = host.reshape(-1)
             raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
-            tensors.append((pickle.PickleBuffer(raw.numpy()), str(host.dtype).removeprefix("torch."),
-                            tuple(host.shape), device, grad, parameter))
+            dtype = str(host.dtype).removeprefix("torch.")
+            tensors.append((pickle.PickleBuffer(raw.numpy()), dtype, tuple(host.shape), device, grad, parameter))
         return _assemble, (self.snap.skeleton, tensors)
 
 
@@ -205,8 +205,9 @@ def _device_here(torch: Any, device: str) -> bool:
         return True
     if not _warned:
         _warned = True
-        print(f"emews: checkpoint tensors saved on {device} are restored on the CPU: no such device here",
-              file=sys.stderr)
+        print(
+            f"emews: checkpoint tensors saved on {device} are restored on the CPU: no such device here", file=sys.stderr
+        )
     return False
 
 
