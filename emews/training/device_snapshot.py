@@ -62,7 +62,8 @@ def device_tensors(obj: Any, torch: Any, on_device: Callable[[Any], bool] | None
 
 
 def _is_cuda(tensor: Any) -> bool:
-    return tensor.device.type == "cuda"
+    """A dense CUDA tensor (sparse and quantized ones are left to torch's own pickling)."""
+    return tensor.device.type == "cuda" and str(tensor.layout) == "torch.strided" and not tensor.is_quantized
 
 
 @dataclass(eq=False)
