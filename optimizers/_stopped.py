@@ -31,7 +31,6 @@ from typing import Any
 from emews.core.results import Result, Status
 
 
-
 class StoppedTrials:
     """Reads the last report of a trial whose result carries no loss (through ``evaluator.reports``);
     ``told`` keeps the loss the model was told for each result (by trial), ``from_reports`` counts
