@@ -7,6 +7,8 @@ completes; the CUDA test runs the real path where a GPU is present (``bench/gpu_
 from __future__ import annotations
 
 import collections
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -263,16 +265,42 @@ def test_cuda_tensors_are_copied_on_a_side_stream_and_restored_on_their_device(t
     again.release()
 
 
-def test_the_gpu_check_script_runs_its_cpu_smoke_version_and_says_when_there_is_no_gpu() -> None:
+def _gpu_check() -> Any:
+    """``bench/gpu_check.py`` as a module: run in this process, whose torch is imported already."""
+    import importlib.util
+
     script = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
-    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert plain.returncode == 0, plain.stderr
-    if not torch.cuda.is_available():
-        assert plain.stdout.startswith("gpu_check: no GPU here") and len(plain.stdout.splitlines()) == 1
-    smoke = subprocess.run([sys.executable, str(script), "--cpu"], capture_output=True, text=True, timeout=600)
-    assert smoke.returncode == 0, smoke.stderr + smoke.stdout
-    lines = smoke.stdout.splitlines()
-    assert sum(line.lstrip().startswith("rank ") for line in lines) == 4  # 2 workers bound, 2 team ranks
+    spec = importlib.util.spec_from_file_location("gpu_check", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _main(module: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> list[str]:
+    monkeypatch.setattr(sys, "argv", ["gpu_check.py", *args])
+    module.main()
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the plain run is the 4-minute GPU check")
+def test_the_gpu_check_script_says_in_one_line_when_there_is_no_gpu(monkeypatch, capsys) -> None:
+    (line,) = _main(_gpu_check(), monkeypatch, capsys)
+    assert line.startswith("gpu_check: no GPU here")
+
+
+def test_the_gpu_check_scripts_cpu_smoke_run_forms_a_process_group_and_prints_the_overhead_table(
+        monkeypatch, capsys, tmp_path: Path) -> None:
+    """One ``--cpu`` run of checks (b) and (c) (two real ``emews launch`` runs: a 2-rank task's gloo
+    group, the training with checkpoints); (a)'s objective is called here: on a CPU its launch
+    would show nothing more than (b)'s and (c)'s do (workers running the script's objectives)."""
+    module = _gpu_check()
+    record = module.binding({"hold": 0, "cpu": True, "out": str(tmp_path), "job": 0}, None)
+    written = json.loads((tmp_path / "binding-0.json").read_text())
+    assert record == {"value": float(written["visible"])} and written["pid"] == os.getpid()
+    assert written["CUDA_VISIBLE_DEVICES"] == os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
+    lines = _main(module, monkeypatch, capsys, "--cpu", "--only", "nccl", "--only", "checkpoints")
+    assert sum(line.lstrip().startswith("rank ") for line in lines) == 2  # the task's 2 team ranks
     assert "    ok" in lines  # the all_reduce summed the ranks' numbers
     rows = [line.split() for line in lines if line.split()[:1] in (["none"], ["gpu"], ["host"])]
     assert [row[0] for row in rows if row[-1].endswith("%")] == ["none", "gpu", "host"]  # the overhead table
