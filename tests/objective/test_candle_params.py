@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,9 +56,28 @@ def test_every_nt3_ga_point_is_parsed_by_candles_own_parser(tmp_path: Path) -> N
         assert argv[0] == "--config_file"
 
 
+def _shape(value: Any) -> tuple:
+    """What CANDLE's parser does with a value depends on this only (its type, a string's words and
+    leading minus, a list's element types), not on the value itself."""
+    if isinstance(value, str):
+        return "str", len(value.split()) > 1, value.startswith("-"), value == ""
+    if isinstance(value, list):
+        return ("list", *sorted({type(v).__name__ for v in value}))
+    return type(value).__name__, isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0
+
+
+def one_line_per_shape(lines: list[dict]) -> list[dict]:
+    """The first line of each shape (keys and the shape of each value): the other lines (cp1's 25
+    differ in study names only) take the same path through the parser, a process each for nothing."""
+    seen: dict[tuple, dict] = {}
+    for line in lines:
+        seen.setdefault(tuple(sorted((key, _shape(value)) for key, value in line.items())), line)
+    return list(seen.values())
+
+
 @pytest.mark.parametrize("path", UPF_FILES, ids=lambda p: p.name)
-def test_every_upf_line_is_parsed_by_candles_own_parser(tmp_path: Path, path: Path) -> None:
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def test_every_shape_of_upf_line_is_parsed_by_candles_own_parser(tmp_path: Path, path: Path) -> None:
+    lines = one_line_per_shape([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
     ref = candle_ref("--run_id", "{id}") if all("id" in line for line in lines) else candle_ref()
     for task_id, line in enumerate(lines):
         params, argv = parsed(evaluate(tmp_path, ref, line, task_id=task_id)[0])
