@@ -19,7 +19,8 @@ next task starting (p50, p99; 0 when a prefetched task was waiting), rank-0 CPU 
 simulator's own time taken out), peak RSS, results stored per second and the store's time per
 commit, and the search's quality per evaluation: every simulated task reports a made-up loss of
 its point (``loss``, minimum 0), and the cell prints the best found and the median loss of the
-tasks after the first wave (one per worker: the points a model chose); ``--profile`` adds the
+tasks after the first wave (one per worker: the points a model chose), and how long the first
+wave took to reach every worker (each idle until then); ``--profile`` adds the
 distributor thread's ten most expensive functions.
 For the model-based optimizers a second line gives their model's counters (fits,
 hyperparameter fits, whether the model process ran, runners-up and random fillers handed out); a
@@ -360,6 +361,8 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
                   if k in ("fits", "hyperfits", "model_process", "runners_up", "random_fillers", "batches",
                           "screened", "from_stock", "unscreened", "bred", "factor")} if made else {},
         # quality per evaluation: the best loss found, the median loss of the tasks after the first wave
+        # the first wave: from the first worker's first task to the last one's (idle until then)
+        "ramp_s": (max(sim.first_task.values()) - min(sim.first_task.values())) if sim.first_task else 0.0,
         "best": min(sim.losses, default=math.nan),
         "later_median": float(np.median(sim.losses[workers:])) if len(sim.losses) > workers else math.nan,
     }
@@ -396,6 +399,7 @@ def main() -> None:
                   f"{row['gap_p50_ms']:6.1f}ms {row['gap_p99_ms']:6.1f}ms {row['cpu_us_per_task']:7.0f}us "
                   f"{row['rss_mb']:7.0f} {row['stored_per_s']:9,.0f} {row['ms_per_commit']:9.2f} {row['best']:7.4f} "
                   f"{row['later_median']:9.4f}{note}", flush=True)
+            print(f"{'':11} first wave: every worker had a task {row['ramp_s']:.2f} s after the first", flush=True)
             if row["model"]:
                 print(f"{'':11} model: {row['model']}", flush=True)
             if row["profile"]:

@@ -19,7 +19,7 @@ from emews.core.space import Space
 from .engine import DEFAULT_INDPB
 from .operators import Mutator
 from .options import GAOptions
-from .screen import SurrogateScreen
+from .screen import WINDOW_HYPERFIT_GROWTH, SurrogateScreen
 
 #: a population member as sent to the breeder: its point and DEAP's weighted fitness
 Member = tuple[dict[str, Any], tuple[float, ...]]
@@ -37,7 +37,10 @@ class Breeding:
         self.space = space
         self.rng = random.Random(f"{seed}-wide")
         self.scale = 1.0
-        self.screen = SurrogateScreen(options.screen, space)
+        # the kernel re-optimized each time the evaluations doubled: they arrive by the thousand
+        # between batches at width, and the first results come in slowly (a re-optimization at
+        # each tenth more was 23 of 45 batches at 100,000 workers, seconds each on a busy node)
+        self.screen = SurrogateScreen(options.screen, space, hyperfit_growth=WINDOW_HYPERFIT_GROWTH)
         indpb = options.indpb if options.indpb is not None else DEFAULT_INDPB
         self.mutate = Mutator(space, indpb, self.rng, lambda: self.scale)
         #: batches bred, children bred in all (``screen`` per child picked), children picked

@@ -53,13 +53,16 @@ WINDOW_HYPERFIT_GROWTH = 1.0
 class SurrogateScreen:
     """Remembers the evaluations (:meth:`observe`) and picks the most promising children (:meth:`pick`)."""
 
-    def __init__(self, factor: int, space: Space) -> None:
+    def __init__(self, factor: int, space: Space, hyperfit_growth: float = HYPERFIT_GROWTH) -> None:
+        """``hyperfit_growth``: the growth of the evaluations below ``MAX_POINTS`` that triggers
+        a hyperparameter fit (the wide breeder's: ``WINDOW_HYPERFIT_GROWTH``, see ``_ga.breeding``)."""
         if factor > 1:  # the filters go in now, before any worker runs (see ``optimizers._quiet``)
             from .._quiet import quiet_model_fits
 
             quiet_model_fits()
         self.factor = factor
         self.space = space
+        self.hyperfit_growth = hyperfit_growth
         self._X: list[list[float]] = []
         self._y: list[float] = []
         self._taken: set[tuple[float, ...]] = set()
@@ -116,7 +119,7 @@ class SurrogateScreen:
         X, y = np.array(self._X), np.array(self._y)
         if len(y) > MAX_POINTS:
             X, y = window(X, y, MAX_POINTS)
-        growth = HYPERFIT_GROWTH if self._hyperfit_at < MAX_POINTS else WINDOW_HYPERFIT_GROWTH
+        growth = self.hyperfit_growth if self._hyperfit_at < MAX_POINTS else WINDOW_HYPERFIT_GROWTH
         hyperfit = self._kernel is None or len(self._y) >= self._hyperfit_at * (1 + growth)
         model = GaussianProcessRegressor(
             self._new_kernel(X.shape[1]) if hyperfit else self._kernel,

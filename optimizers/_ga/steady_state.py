@@ -106,7 +106,7 @@ def _loop(
             children = breed(want)
             for task_id, child in zip(evaluator.put([dict(c) for c in children]), children, strict=False):
                 in_flight[task_id] = child
-            state["submitted"] += want
+            state["submitted"] += len(children)  # a wide run's breed may hand out fewer
         if evaluator.pending == 0:
             return population
         scored = []
