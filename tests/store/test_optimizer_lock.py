@@ -2,10 +2,12 @@
 the store's optimizer lock is the one check a job's rank 0 (``lead``) and ``emews serve`` make
 before their workers start, and the run keeps that very lock: of two optimizers starting at once
 the second is refused at its check (exit 2, before any worker starts), and the first never fails
-later for want of the lock."""
+later for want of the lock. Races in threads through a barrier, and two real ``emews serve``
+started together; no sleeps."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from emews.job.wiring import SharedQueue
 from emews.runtime.progress import Progress
 from emews.store import open_store
 from emews.store.pool_queue import OptimizerRunning, PoolQueue
-from testutil import TESTS, EmewsCommand, write_workflow
+from testutil import TESTS, EmewsCommand, wait_until, write_workflow
 
 RACES = 10
 
@@ -95,3 +97,39 @@ def test_serve_is_refused_while_an_optimizer_holds_the_lock(pooled: Path) -> Non
         holder.store.close()
     assert refused.returncode == 2 and "another optimizer" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_two_serves_started_together_one_serves_one_is_refused(pg_server: PgServer, tmp_path: Path) -> None:
+    """Two real ``emews serve`` of an experiment with work left, started together: whichever takes
+    the lock first serves (no pool runs, so it holds the lock until stopped); the other is refused
+    at its check, one line and exit 2. Stopped, the one serving ends as a stopped optimizer does,
+    never with "the optimizer rank failed"."""
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
+        budget={"evaluations": 6},
+        task={"isolation": "inline", "timeout": 120},
+        store={"url": pg_server.url(), "lease": 2},
+    )
+    cmd = EmewsCommand(tmp_path)
+    (tmp_path / "marks").mkdir()
+    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(tmp_path / "marks"))
+    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    try:
+        assert wait_until(lambda: any((tmp_path / "marks").iterdir()), 120), "no task ever started"
+        launch.send_signal(signal.SIGTERM)  # the optimizer stops with its budget not done
+        assert launch.wait(timeout=120) == 143
+        serves = [cmd.popen("serve", "exp") for _ in range(2)]
+        assert wait_until(lambda: any(s.poll() is not None for s in serves), 120), "neither serve ended"
+        (refused,) = [s for s in serves if s.poll() is not None]
+        (serving,) = [s for s in serves if s is not refused]
+        err = refused.stderr.read()  # type: ignore[union-attr]
+        assert refused.returncode == 2 and "another optimizer" in err and "Traceback" not in err, err
+        assert serving.poll() is None  # it holds the lock: no pool runs its tasks
+        serving.send_signal(signal.SIGTERM)
+        serving.wait(timeout=120)
+        out = serving.stderr.read()  # type: ignore[union-attr]
+        assert "optimizer rank failed" not in out and "another optimizer" not in out, out
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
