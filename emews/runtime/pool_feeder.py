@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result
-from emews.store.pool_queue import PoolQueue, StoreLost
+from emews.store.pool_queue import Claimed, PoolQueue, StoreLost
 
 
 class PoolQueuePair(QueuePair):
@@ -112,7 +112,7 @@ class PoolFeeder:
             self._shrink()
         results = self._queues.collect(timeout=0)
         wanted = self.hold - len(self._held - {r.id for r in results})  # what fits once these are stored
-        claimed = []
+        claimed: list[Claimed] = []
         if results:  # the results and the next claim in one round trip
             stored_now, claimed = self._queue.complete_and_claim(self.pool, results, wanted, self._lease, self._fits)
             stored = set(stored_now)

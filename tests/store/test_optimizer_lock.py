@@ -37,7 +37,9 @@ def pooled(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Pat
         task={"isolation": "inline"},
         store={"url": pg_server.url()},
     )
-    EmewsCommand(folder)("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp", timeout=300, check=True)
+    EmewsCommand(folder)(
+        "launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp", timeout=300, check=True
+    )
     return folder / "exp"
 
 
