@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from emews.core.errors import EmewsError
+from emews.core.errors import ConfigError, EmewsError
 from emews.core.queues import QueuePair
 from emews.core.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
@@ -23,6 +25,31 @@ from emews.runtime.transport import Message, Tag, Transport
 from emews.runtime.trial_reports import Afterwards, TrialService, WaitingTrial
 from emews.runtime.worker import WorkerStopped
 from emews.store import Store
+
+#: seconds the optimizer rank waits for the workers to confirm an abort (a worker that cannot, such
+#: as a member of a stranded inline team, costs the whole wait): the default
+ABORT_GRACE = 5.0
+#: the environment variable that sets another wait for a job (the tests use a fraction of a second)
+ABORT_GRACE_VARIABLE = "EMEWS_ABORT_GRACE"
+
+
+def abort_grace(environ: Mapping[str, str] = os.environ) -> float:
+    """This job's abort grace: ``EMEWS_ABORT_GRACE`` seconds where it is set (a number >= 0), else
+    :data:`ABORT_GRACE`; anything else is a :class:`ConfigError` naming the variable."""
+    text = environ.get(ABORT_GRACE_VARIABLE, "").strip()
+    if not text:
+        return ABORT_GRACE
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(
+            f"{text!r} is not a number of seconds",
+            key=ABORT_GRACE_VARIABLE,
+            allowed=f"a number of seconds >= 0; unset: {ABORT_GRACE:g}",
+        )
+    return seconds
 
 
 class Distributor:
@@ -43,8 +70,9 @@ class Distributor:
     """
 
     #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
+    #: (:func:`abort_grace`: ``EMEWS_ABORT_GRACE`` where set, read when the distributor is made)
     stop_grace = 60.0
-    abort_grace = 5.0
+    abort_grace = ABORT_GRACE
     #: most tasks a worker may hold while tasks are very short (see WorkerSlots: a worker holds
     #: about 5 ms of work, so this bound only applies to tasks shorter than 20 us). Deep enough
     #: that a worker on an oversubscribed node, which sleeps when idle rather than polling,
@@ -74,6 +102,7 @@ class Distributor:
         inline_timeout: float | None = None,
         budget: ComputeBudget | None = None,
     ) -> None:
+        self.abort_grace = abort_grace()
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)

@@ -12,6 +12,7 @@ import pytest
 
 from emews.core.errors import ConfigError
 from emews.objective.context import task_run_dir
+from emews.runtime.distributor import ABORT_GRACE, abort_grace
 from emews.runtime.teams import STRANDED_GRACE, stranded_grace
 from testutil import TESTS, read_only, stored_rows, write_workflow
 
@@ -129,11 +130,14 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
     MPI cannot interrupt it, so the job ends by itself (the task recorded as timed out, one line
     naming the task and the stuck member) and ``emews resume`` goes on with the next point."""
     wf = team_sweep(tmp_path, "stranded", {"mode": {"type": "categorical", "values": ["raise", "early", "hang", "ok"]}},
-                    4, task={"timeout": 5, "isolation": "inline", "ranks": 2})
+                    4, task={"timeout": 3, "isolation": "inline", "ranks": 2})
     exp = tmp_path / "exp"
     # rank 0 is stranded 5 s after the timeout instead of 30: time enough for the other member's own
-    # timeout (the hanging one) to arrive first under load, and the message says so
+    # timeout (the hanging one) to arrive first under load, and the message says so; the timeout is
+    # 3 s (each of the three stranded runs sits out timeout + grace; the ok point takes milliseconds)
     emews_cmd.env["EMEWS_STRANDED_GRACE"] = "5"
+    # the stuck rank never confirms the abort: the job waits 0.5 s for it, not 5 s (EMEWS_ABORT_GRACE)
+    emews_cmd.env["EMEWS_ABORT_GRACE"] = "0.5"
     try:
         proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
         for count in (1, 2, 3):   # one stranded team per run ends it
@@ -144,7 +148,7 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
             lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(f"emews: task {row['id']}: ")]
             assert len(lines) == 1, proc.stderr
             assert re.search(rf"team rank 0 of 2 \(rank [12] on {re.escape(row['host'])}\) did not end 5 s after "
-                             r"the task timeout of 5 s", lines[0]), lines[0]
+                             r"the task timeout of 3 s", lines[0]), lines[0]
             assert lines[0].endswith(f"continue with: emews resume {exp}"), lines[0]
             assert "Traceback" not in proc.stderr, proc.stderr
             proc = emews_cmd("resume", "exp", timeout=300)
@@ -158,18 +162,19 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
     assert "team rank 0 of 2" in by_mode["raise"]["error"] and "RuntimeError: member 1 failed" in by_mode["raise"]["error"]
     assert "team rank 0 of 2" in by_mode["early"]["error"] and "team rank 1 returned" in by_mode["early"]["error"]
     hung = by_mode["hang"]["error"]   # the member whose timer fired is named
-    assert hung.startswith("team rank 1 of 2") and "ran past the task timeout of 5 s" in hung, hung
+    assert hung.startswith("team rank 1 of 2") and "ran past the task timeout of 3 s" in hung, hung
     assert emews_cmd.leftovers_after_exit() == []
 
 
 
-def test_a_stranded_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, tmp_path: Path) -> None:
+@pytest.mark.parametrize("variable", ["EMEWS_STRANDED_GRACE", "EMEWS_ABORT_GRACE"])
+def test_a_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, tmp_path: Path, variable: str) -> None:
     wf = team_sweep(tmp_path, "allreduce", ONE_POINT, 1, task={"timeout": 5, "isolation": "inline", "ranks": 2})
-    emews_cmd.env["EMEWS_STRANDED_GRACE"] = "-1"
+    emews_cmd.env[variable] = "-1"
     proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 2, proc.stderr
-    (line,) = [ln for ln in proc.stderr.splitlines() if "EMEWS_STRANDED_GRACE" in ln]
-    assert "EMEWS_STRANDED_GRACE: '-1' is not a number of seconds (allowed: a number of seconds >= 0" in line, line
+    (line,) = [ln for ln in proc.stderr.splitlines() if variable in ln]
+    assert f"{variable}: '-1' is not a number of seconds (allowed: a number of seconds >= 0" in line, line
     assert "Traceback" not in proc.stderr, proc.stderr
     assert read_only(tmp_path / "exp", "SELECT id FROM results") == []   # nothing ran
 
@@ -184,3 +189,15 @@ def test_the_stranded_grace_is_the_variables_number_of_seconds_or_the_default(va
     else:
         with pytest.raises(ConfigError, match="EMEWS_STRANDED_GRACE: .* is not a number of seconds"):
             stranded_grace(environ)
+
+
+@pytest.mark.parametrize("value, seconds", [(None, ABORT_GRACE), ("", ABORT_GRACE), ("0", 0.0), (" 0.5 ", 0.5),
+                                            ("soon", None), ("nan", None), ("-1", None)])
+def test_the_abort_grace_is_the_variables_number_of_seconds_or_the_default(value: str | None,
+                                                                           seconds: float | None) -> None:
+    environ = {} if value is None else {"EMEWS_ABORT_GRACE": value}
+    if seconds is not None:
+        assert abort_grace(environ) == seconds
+    else:
+        with pytest.raises(ConfigError, match="EMEWS_ABORT_GRACE: .* is not a number of seconds"):
+            abort_grace(environ)
