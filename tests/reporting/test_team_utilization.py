@@ -36,6 +36,12 @@ def pairs_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def pairs_page(pairs_exp: Path) -> Path:
+    """``emews report`` of the pairs run, made once for the tests that read its page."""
+    return report(pairs_exp) / "report.html"
+
+
+@pytest.fixture(scope="module")
 def mixed_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Tasks sized by their parameter k: 1, 2 or 3 ranks."""
     return team_exp(tmp_path_factory.mktemp("mixed"), "k",
@@ -63,9 +69,8 @@ def test_a_multi_rank_task_is_busy_on_each_of_its_ranks(name: str, request: pyte
 
 
 @needs_chromium
-def test_the_header_counts_every_rank_of_a_team(pairs_exp: Path, tmp_path: Path) -> None:
-    report(pairs_exp)
-    page = browser.open_page(pairs_exp / "report.html", screenshot_path(tmp_path, "report-teams"))
+def test_the_header_counts_every_rank_of_a_team(pairs_exp: Path, pairs_page: Path, tmp_path: Path) -> None:
+    page = browser.open_page(pairs_page, screenshot_path(tmp_path, "report-teams"))
     assert page.errors() == []
     use = timeline.utilization(report_data.load(pairs_exp).results, 3)
     busy = float(re.match(r"([\d.]+)% busy", page.header["utilization"]).group(1))
@@ -148,13 +153,12 @@ def leaders_and_held(exp: Path) -> tuple[set[int], set[int]]:
 
 
 @needs_chromium
-def test_the_report_shows_bars_on_both_ranks_of_each_team(pairs_exp: Path, tmp_path: Path) -> None:
+def test_the_report_shows_bars_on_both_ranks_of_each_team(pairs_exp: Path, pairs_page: Path, tmp_path: Path) -> None:
     """In the page as Chromium draws it, the Gantt has a lane of bars for each rank the 2-rank teams
     held, not only for their rank 0."""
     leaders, held = leaders_and_held(pairs_exp)
     assert len(held) > len(leaders)  # some team rank is never a rank 0: before, its lane was empty
-    report(pairs_exp)
-    page = browser.open_page(pairs_exp / "report.html", screenshot_path(tmp_path, "report-team-gantt"),
+    page = browser.open_page(pairs_page, screenshot_path(tmp_path, "report-team-gantt"),
                              script=GANTT_ROWS)
     assert page.errors() == []
     assert bar_bands(page) == len(held)
