@@ -66,6 +66,11 @@ class Fidelities:
         """Parameters of trials that failed before any report: bad at every budget."""
         return [self.params[t] for t, loss in sorted(self.results.items()) if math.isinf(loss) and t not in self.curves]
 
+    def ended_below(self, budget: float) -> list[Mapping[str, Any]]:
+        """Parameters of trials that ended (stopped early, or failed) before reporting at ``budget``:
+        their trial scheduler judged them worse than the trials that went on."""
+        return [self.params[t] for t in sorted(self.results) if self.curves.get(t) and max(self.curves[t]) < budget]
+
     def budgets(self) -> dict[float, int]:
         """Each budget and how many trials have a finite loss there."""
         counts: dict[float, int] = {}

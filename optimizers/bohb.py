@@ -72,6 +72,10 @@ class BOHB(AskTellOptimizer):
     metric            the reported metric modelled (default: the objective's metric)
     in_flight         evaluations kept outstanding (default: one per worker, so that every
                       proposal sees the reports so far; more for ASHA's promotion variant)
+    stopped_as_bad    trials that ended below the modelled budget (stopped early by the trial
+                      scheduler) join its bad set (default false: BOHB's, only the observations at
+                      the budget count). Helps where early rungs rank configurations as the last
+                      ones do; hurts where they disagree (``docs/training.md``)
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class BOHB(AskTellOptimizer):
         min_bandwidth: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.1,
         metric: str | None = None,
         in_flight: Annotated[int, Field(ge=1)] | None = None,
+        stopped_as_bad: bool = False,
     ) -> None:
         validate_options(BOHB, {k: v for k, v in locals().items() if k != "self"})
         self.seed = seed
@@ -96,6 +101,7 @@ class BOHB(AskTellOptimizer):
         self.min_bandwidth = float(min_bandwidth)
         self.metric = metric
         self.in_flight = in_flight
+        self.stopped_as_bad = bool(stopped_as_bad)
         self.fidelities = Fidelities()
         self.evaluator: Any = None
         self._sign = 1.0  # the objective's direction: losses are sign * metric
@@ -185,6 +191,8 @@ class BOHB(AskTellOptimizer):
             return None
         seen = [(p, loss) for p, loss in self.fidelities.at(budget) if self._fits(p)]
         seen += [(p, float("inf")) for p in self.fidelities.failed_unreported() if self._fits(p)]
+        if self.stopped_as_bad and budget != FINAL:
+            seen += [(p, float("inf")) for p in self.fidelities.ended_below(budget) if self._fits(p)]
         seen.sort(key=lambda item: item[1])
         losses = [loss for _, loss in seen]
         n_good = split(losses, self.encoding.size, self.top_fraction)

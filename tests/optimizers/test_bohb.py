@@ -18,6 +18,7 @@ from emews.core.results import StoredReport
 from emews.core.space import Categorical, Float, Ordered, Space
 from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
+from emews.optimizers._kde import Encoding
 from emews.optimizers.bohb import BOHB
 from emews.testing import OptimizerConformance
 from emews.training.schedulers.asha import ASHA
@@ -125,6 +126,36 @@ def test_categorical_and_ordered_parameters_are_modelled() -> None:
     assert all(space.contains(p) for p in proposals)
     assert np.mean([p["k"] == "b" for p in proposals]) > 0.6
     assert np.mean([loss(p) for p in proposals]) < 0.6 * np.mean([loss(space.sample(rng)) for _ in range(200)])
+
+
+def test_stopped_as_bad_puts_trials_stopped_below_the_budget_in_the_bad_set() -> None:
+    """8 trials reach step 3 (the lower x, the better there), 6 were stopped at step 1 (small x,
+    y above 0.8) and 2 still run at step 1. BOHB's default models step 3's 8 only and proposes
+    some points in the stopped trials' region; with ``stopped_as_bad`` those 6 (not the running
+    ones) join the bad set, and proposals keep off their region."""
+    from emews.core.results import Result, Status
+
+    rng = random.Random(11)
+    promoted = [{"x": rng.uniform(0.0, 0.5), "y": rng.uniform(0.0, 1.0)} for _ in range(8)]
+    stopped = [{"x": rng.uniform(0.0, 0.2), "y": rng.uniform(0.8, 1.0)} for _ in range(6)]
+    running = [{"x": rng.uniform(0.0, 1.0), "y": rng.uniform(0.0, 1.0)} for _ in range(2)]
+    models, shares = {}, {}
+    for flag in (False, True):
+        reports: list[StoredReport] = []
+        bohb = attached(SPACE, reports, seed=12, random_fraction=0.0, stopped_as_bad=flag)
+        curves(bohb, promoted + stopped + running,
+               [[1.0, 0.9, p["x"]] for p in promoted] + [[0.5]] * 6 + [[0.7]] * 2, reports)
+        bohb.ingest([Result(i, p, Status.OK, 0.5, 0.5) for i, p in enumerate(stopped, start=8)])
+        models[flag] = bohb._model()
+        assert bohb.stats["budget"] == 3.0
+        shares[flag] = np.mean([p["y"] > 0.8 for p in bohb.suggest(300)])
+    (good, bad), (good_too, bad_more) = models[False], models[True]
+    np.testing.assert_array_equal(good.data, good_too.data)
+    assert len(good.data) == 3 and len(bad.data) == 5  # the 8 at step 3: the best d + 1, the rest
+    assert len(bad_more.data) == 11  # and the 6 stopped at step 1, not the 2 still running
+    stopped_rows = {tuple(Encoding.of(SPACE).encode(p)) for p in stopped}
+    assert stopped_rows <= {tuple(row) for row in bad_more.data}
+    assert shares[True] < shares[False] / 2
 
 
 @pytest.mark.parametrize("share", [0.0, 0.25, 1.0])
