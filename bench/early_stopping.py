@@ -703,7 +703,7 @@ def main() -> None:
             raise SystemExit(2)
     replayed_only = [m for m in methods if m in ("ray-asha", *MODEL_BASED)]
     if args.real and replayed_only:
-        print(f"--real: {', '.join(replayed_only)} replayed only; leave them out of --methods", file=sys.stderr)
+        print(f"--real: {', '.join(replayed_only)}: replayed only, leave out of --methods", file=sys.stderr)
         raise SystemExit(2)
     options = {}
     for key in ("asha", "bohb"):
@@ -714,6 +714,14 @@ def main() -> None:
             print(f"--{key}: a JSON object of {key} options, got {getattr(args, key)!r}", file=sys.stderr)
             raise SystemExit(2) from None
     asha_options, bohb_options = options["asha"], options["bohb"]
+    if "bohb" in methods:  # bad options say so before any work
+        from emews.optimizers.bohb import BOHB
+
+        try:
+            BOHB(**{"seed": 1, **bohb_options})
+        except Exception as exc:  # noqa: BLE001 (the option check's own message, on one line)
+            print(f"--bohb: {' '.join(str(exc).split())}", file=sys.stderr)
+            raise SystemExit(2) from None
     import optuna
 
     python = ray_python(Path(args.ray_python)) if "ray-asha" in methods else None
