@@ -395,6 +395,17 @@ MBO_MAX_CANDIDATES <- 10000L
 
 .mbo_now <- function() proc.time()[["elapsed"]]
 
+# more workers than MBO_WIDE: proposals put out ahead of the workers (queued behind the running
+# tasks), so that a worker freed while R fits takes one at once instead of waiting for the fit:
+# results/s x the last fit's length x 2, at least 1/64 of the workers (before a fit was timed),
+# at most 1/8. At 10,000 workers R's fits left workers waiting (93.4% busy, gap p99 19 s).
+.mbo_ahead <- function(workers, rate, took) {
+  if (workers <= MBO_WIDE) return(0L)
+  least <- workers %/% 64L
+  if (is.null(rate) || is.null(took)) return(as.integer(least))
+  as.integer(min(workers %/% 8L, max(least, ceiling(2 * rate * took))))
+}
+
 .mbo_fit_rows <- function(yi) {
   n <- length(yi)
   if (n <= MBO_MAX_FIT_ROWS) return(seq_len(n))
@@ -491,9 +502,13 @@ MBO_MAX_CANDIDATES <- 10000L
     if (!due && sum(!model$used) < n) due <- TRUE
     if (due) {
       started <- .mbo_now()
+      # results/s since the last fit began (how fast proposals are taken)
+      rate <- if (is.null(model)) NULL else
+        (length(y) - model$seen) / max(started - model$ended + model$took, 1e-3)
       model <<- fit(yi, n)
       model$ended <<- .mbo_now()
       model$took <<- model$ended - started
+      model$rate <<- rate
     }
     picked <- .mbo_select(ctx, n, model)
     model$used[picked$j] <<- TRUE
@@ -515,7 +530,7 @@ MBO_MAX_CANDIDATES <- 10000L
     } else if (ev$remaining() == 0L) {
       break
     }
-    want <- min(workers - ev$pending(), ev$remaining())
+    want <- min(workers + .mbo_ahead(workers, model$rate, model$took) - ev$pending(), ev$remaining())
     if (want > 0L) submit(propose_points(want))
   }
   c(.mbo_summary(ctx, bind(), y), list(refits = refits, proposals = proposals,

@@ -93,3 +93,14 @@ def test_a_proposal_takes_candidates_of_the_last_fit_never_one_used_since(r):
     assert len(set(picked)) == 30 and min(picked) > 20
     r(".w_sel <- .mbo_select(.w_ctx, 5L, .w_model)")  # every candidate used: the least bad again
     assert len(r(".w_sel$j")) == 5
+
+
+def test_above_128_workers_proposals_are_put_out_ahead_for_the_length_of_a_fit(r):
+    """Up to 128 workers nothing is queued beyond the workers (seeded runs as before); above,
+    1/64 of the workers before a fit was timed, then the results that arrive in two fits'
+    time, at most 1/8 of the workers: a worker freed while R fits takes a queued proposal."""
+    assert int(r(".mbo_ahead(128L, 50, 2)")[0]) == 0
+    assert int(r(".mbo_ahead(10000L, NULL, NULL)")[0]) == 156
+    assert int(r(".mbo_ahead(10000L, 167, 3)")[0]) == 1002
+    assert int(r(".mbo_ahead(10000L, 10, 0.5)")[0]) == 156
+    assert int(r(".mbo_ahead(10000L, 1000, 10)")[0]) == 1250
