@@ -84,7 +84,7 @@ class Breeding:
                     if rnd() < opts.cx_indpb:
                         child[name] = other[name]
             if rnd() < opts.mutpb or _repeats(child, keys, points):
-                mutate(child)
+                mutate(child)  # type: ignore[arg-type]  # a plain dict: Mutator only sets keys
             bred.append(child)
             parents[id(child)] = fitness[first]
         picks = self.screen.pick(bred, n) if factor > 1 else bred[:n]  # type: ignore[arg-type]
