@@ -1,10 +1,12 @@
 """One way to run a Python child process that talks to its parent: spawn, handshake, request/reply, kill.
 
-Serves the isolated objective child (:mod:`emews.runtime.child`) and the bayes model process
-(``emews.optimizers._bayes._server``); any later helper process (a report channel, say) should
-use it too. The parent side is :class:`ChildProcess`; the child side is :func:`child_main`,
+Serves the isolated objective child (:mod:`emews.runtime.child`) and the model processes of
+``bayes`` (``emews.optimizers._bayes._server``) and the wide GA
+(``emews.optimizers._ga.breeding_process``); any later helper process (a report channel, say)
+should use it too. The parent side is :class:`ChildProcess`; the child side is :func:`child_main`,
 which the parent runs as ``python -c ... MODULE PARENT_PID FD`` and which hands the connection
-and the config to ``MODULE.serve(conn, config)``.
+and the config to ``MODULE.serve(conn, config)``. A child that answers requests one by one
+serves them with :func:`serve_requests`.
 
 The child is a plain ``subprocess`` (no ``fork`` of an MPI rank, no re-import of the user's
 ``__main__`` as with ``multiprocessing``'s spawn), started in a session of its own, with the
@@ -24,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -173,6 +176,34 @@ class ChildProcess:
             kill_trees(descendants(self._proc.pid))
             self._proc.kill()
             self._proc.wait()
+
+
+def serve_requests(conn: Connection, setup: Callable[[], Mapping[str, Callable[..., Any]]]) -> int:
+    """The child side of a request/reply channel: ``setup()`` (the slow imports, the state) gives
+    the handler of each request kind; the child says :class:`Ready` (or why it could not start,
+    returning 1), then answers each ``(kind, *args)`` with ``("ok", handlers[kind](*args))`` or
+    ``("error", traceback text)`` until the parent closes the connection or is gone."""
+    try:
+        handlers = setup()
+    except BaseException:
+        conn.send(Ready(traceback.format_exc(limit=3)))
+        return 1
+    conn.send(Ready())
+    while True:
+        try:
+            kind, *args = conn.recv()
+        except (EOFError, OSError):  # the parent is done (or gone)
+            conn.close()
+            os._exit(0)  # nothing to clean up; finalizing scipy and friends takes 0.2 s
+        try:
+            handler = handlers.get(kind)
+            if handler is None:
+                raise ValueError(f"unknown request {kind!r}, not one of {sorted(handlers)}")
+            reply = handler(*args)
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+            continue
+        conn.send(("ok", reply))
 
 
 def _leave_stop_signals_to_the_parent() -> None:

@@ -2,7 +2,8 @@
 
 Started by :class:`~._remote.ModelProcess` through
 :class:`emews.processes.channel.ChildProcess`, which calls :func:`serve`. It imports
-the engine (the slow part), says it is ready, then serves requests until its connection closes:
+the engine (the slow part), says it is ready, then serves requests until its connection closes
+(:func:`emews.processes.channel.serve_requests`):
 
 * ``("adopt", state)``: the engine to carry on with, pickled by the optimizer (all its state);
 * ``("propose", xs, ys, n, pending)``: tell the observations, propose ``n`` points.
@@ -12,13 +13,12 @@ Every reply is ``("ok", payload)`` or ``("error", traceback text)``.
 
 from __future__ import annotations
 
-import os
 import pickle
-import traceback
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
-from emews.processes.channel import Ready
+from emews.processes.channel import serve_requests
 
 
 def _propose(engine: Any, xs: list, ys: list, n: int, pending: list) -> dict[str, Any]:
@@ -34,30 +34,20 @@ def _propose(engine: Any, xs: list, ys: list, n: int, pending: list) -> dict[str
     }
 
 
+def _handlers() -> Mapping[str, Callable[..., Any]]:
+    from emews.optimizers._bayes._engine import Engine  # noqa: F401  (the slow import)
+
+    held: dict[str, Any] = {}
+
+    def adopt(state: bytes) -> None:
+        held["engine"] = pickle.loads(state)
+
+    def propose(xs: list, ys: list, n: int, pending: list) -> dict[str, Any]:
+        return _propose(held["engine"], xs, ys, n, pending)
+
+    return {"adopt": adopt, "propose": propose}
+
+
 def serve(conn: Connection, config: None) -> int:
     """Serve engine requests until the optimizer closes the connection (or is gone)."""
-    try:
-        from emews.optimizers._bayes._engine import Engine  # noqa: F401  (the slow import)
-    except BaseException:
-        conn.send(Ready(traceback.format_exc(limit=3)))
-        return 1
-    conn.send(Ready())
-    engine: Any = None
-    while True:
-        try:
-            kind, *args = conn.recv()
-        except (EOFError, OSError):  # the optimizer is done (or gone)
-            conn.close()
-            os._exit(0)  # nothing to clean up; finalizing scipy and friends takes 0.2 s
-        try:
-            if kind == "adopt":
-                engine = pickle.loads(args[0])
-                reply: Any = None
-            elif kind == "propose":
-                reply = _propose(engine, *args)
-            else:
-                raise ValueError(f"unknown request {kind!r}")
-        except Exception:
-            conn.send(("error", traceback.format_exc()))
-            continue
-        conn.send(("ok", reply))
+    return serve_requests(conn, _handlers)

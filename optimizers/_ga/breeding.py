@@ -1,7 +1,7 @@
 """The wide GA's breeding and screening of a batch of children, apart from the optimizer thread.
 
 Above ``steady_state.WIDE_WORKERS`` workers with the screen on, the steady-state GA hands its
-breeding to :class:`Breeding`, in a model process (``_ga._server``; in the optimizer's own process
+breeding to :class:`Breeding`, in a model process (``_ga.breeding_process``; in the optimizer's own process
 only if that cannot start): one call breeds ``screen`` times the children asked for from a
 snapshot of the population, as :func:`~.engine.breed_child` breeds one, and lets the
 surrogate (:class:`~.screen.SurrogateScreen`, one fit per batch) pick the ones to evaluate. The

@@ -5,7 +5,7 @@ per child and screening them with the surrogate took 825 us of CPU per child in 
 thread, which shares its interpreter lock with the distributor: 69.5% busy (docs/benchmarks.md,
 "Rank 0 at width"). Above ``steady_state.WIDE_WORKERS`` workers with the screen on, a thread of
 :class:`WideBreeder` keeps a stock of screened children ready instead, bred in batches by a
-:class:`~.breeding.Breeding` in a model process (``_ga._server``: no interpreter lock shared
+:class:`~.breeding.Breeding` in a model process (``_ga.breeding_process``: no interpreter lock shared
 with the distributor), from a snapshot of the population and every result learned since the
 last batch. The optimizer thread only inserts results, tells them, and takes children from the
 stock; when the stock runs short of what the workers need, it breeds unscreened children itself
@@ -137,7 +137,7 @@ class WideBreeder:
         if process:
             try:
                 self._proc = ChildProcess(
-                    "emews.optimizers._ga._server",
+                    "emews.optimizers._ga.breeding_process",
                     config=self._config,
                     env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
                 )
