@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import threading
@@ -10,12 +9,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from emews.core.errors import ConfigError, EmewsError
+from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
 from emews.core.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.compute_budget import BudgetReached, ComputeBudget
 from emews.runtime.dispatch import Dispatch, Ended, Event, Fatal, Refused, Requeue, Send, Started, Unfinished
+from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.group_commit import GroupCommit
 from emews.runtime.progress import Progress
@@ -36,20 +36,7 @@ ABORT_GRACE_VARIABLE = "EMEWS_ABORT_GRACE"
 def abort_grace(environ: Mapping[str, str] = os.environ) -> float:
     """This job's abort grace: ``EMEWS_ABORT_GRACE`` seconds where it is set (a number >= 0), else
     :data:`ABORT_GRACE`; anything else is a :class:`ConfigError` naming the variable."""
-    text = environ.get(ABORT_GRACE_VARIABLE, "").strip()
-    if not text:
-        return ABORT_GRACE
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigError(
-            f"{text!r} is not a number of seconds",
-            key=ABORT_GRACE_VARIABLE,
-            allowed=f"a number of seconds >= 0; unset: {ABORT_GRACE:g}",
-        )
-    return seconds
+    return seconds_from_environment(ABORT_GRACE_VARIABLE, ABORT_GRACE, environ)
 
 
 class Distributor:

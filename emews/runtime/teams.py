@@ -18,16 +18,16 @@ distributor ends the job (:class:`TeamStranded`).
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from emews.core.errors import ConfigError, EmewsError
+from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Status, Task
 from emews.runtime.dispatch import Dispatch, Ended, Event, Fatal, Refused, Requeue, Send, Started, Unfinished
+from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.gang import GangScheduler
 from emews.runtime.transport import Tag
 
@@ -40,20 +40,7 @@ STRANDED_GRACE_VARIABLE = "EMEWS_STRANDED_GRACE"
 def stranded_grace(environ: Mapping[str, str] = os.environ) -> float:
     """This job's grace: ``EMEWS_STRANDED_GRACE`` seconds where it is set (a number >= 0), else
     :data:`STRANDED_GRACE`; anything else is a :class:`ConfigError` naming the variable."""
-    text = environ.get(STRANDED_GRACE_VARIABLE, "").strip()
-    if not text:
-        return STRANDED_GRACE
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigError(
-            f"{text!r} is not a number of seconds",
-            key=STRANDED_GRACE_VARIABLE,
-            allowed=f"a number of seconds >= 0; unset: {STRANDED_GRACE:g}",
-        )
-    return seconds
+    return seconds_from_environment(STRANDED_GRACE_VARIABLE, STRANDED_GRACE, environ)
 
 
 #: seconds between two questions to the gang scheduler while nothing changed (each reads the

@@ -181,25 +181,17 @@ def test_a_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, 
     assert read_only(tmp_path / "exp", "SELECT id FROM results") == []   # nothing ran
 
 
-@pytest.mark.parametrize("value, seconds", [(None, STRANDED_GRACE), ("", STRANDED_GRACE), ("0", 0.0), (" 2.5 ", 2.5),
+GRACES = [("EMEWS_STRANDED_GRACE", stranded_grace, STRANDED_GRACE), ("EMEWS_ABORT_GRACE", abort_grace, ABORT_GRACE)]
+
+
+@pytest.mark.parametrize("variable, grace, default", GRACES, ids=[g[0] for g in GRACES])
+@pytest.mark.parametrize("value, seconds", [(None, "default"), ("", "default"), ("0", 0.0), (" 2.5 ", 2.5),
                                             ("soon", None), ("nan", None), ("inf", None), ("-0.1", None)])
-def test_the_stranded_grace_is_the_variables_number_of_seconds_or_the_default(value: str | None,
-                                                                              seconds: float | None) -> None:
-    environ = {} if value is None else {"EMEWS_STRANDED_GRACE": value}
+def test_a_grace_is_the_variables_number_of_seconds_or_the_default(variable: str, grace, default: float,
+                                                                   value: str | None, seconds) -> None:
+    environ = {} if value is None else {variable: value}
     if seconds is not None:
-        assert stranded_grace(environ) == seconds
+        assert grace(environ) == (default if seconds == "default" else seconds)
     else:
-        with pytest.raises(ConfigError, match="EMEWS_STRANDED_GRACE: .* is not a number of seconds"):
-            stranded_grace(environ)
-
-
-@pytest.mark.parametrize("value, seconds", [(None, ABORT_GRACE), ("", ABORT_GRACE), ("0", 0.0), (" 0.5 ", 0.5),
-                                            ("soon", None), ("nan", None), ("-1", None)])
-def test_the_abort_grace_is_the_variables_number_of_seconds_or_the_default(value: str | None,
-                                                                           seconds: float | None) -> None:
-    environ = {} if value is None else {"EMEWS_ABORT_GRACE": value}
-    if seconds is not None:
-        assert abort_grace(environ) == seconds
-    else:
-        with pytest.raises(ConfigError, match="EMEWS_ABORT_GRACE: .* is not a number of seconds"):
-            abort_grace(environ)
+        with pytest.raises(ConfigError, match=f"{variable}: .* is not a number of seconds"):
+            grace(environ)
