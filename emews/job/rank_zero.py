@@ -34,6 +34,7 @@ from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer
 from emews.objective.context import task_run_dir
 from emews.output.csvfollow import CsvFollower
 from emews.output.export import Totals, export_csv, open_store, summary_text, totals
+from emews.runtime.backoff import spin_seconds
 from emews.runtime.distributor import abort_grace
 from emews.runtime.fail_fast import FailedFast
 from emews.runtime.interrupt import Interrupt
@@ -130,6 +131,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             if workflow.task_size.gang and workflow.model.task.isolation == "inline":
                 stranded_grace()  # EMEWS_STRANDED_GRACE, where set, is a number of seconds
             abort_grace()  # EMEWS_ABORT_GRACE too
+            spin_seconds()  # and EMEWS_SPIN_SECONDS (the workers took a bad one as unset)
             check_local_dir(workflow)
             site = load_site(str(exp_dir / SITE_FILE))
             spec = run_spec(workflow, exp_dir)

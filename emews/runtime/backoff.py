@@ -4,20 +4,34 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from emews.core.errors import ConfigError
+from emews.runtime.env_seconds import seconds_from_environment
+
+#: the environment variable that sets the polling window of every rank (seconds)
+SPIN_VARIABLE = "EMEWS_SPIN_SECONDS"
 #: seconds an idle rank keeps polling (yielding its core) before it starts to sleep, when its node
 #: has a core for each rank; long enough to span a round trip
 DEFAULT_SPIN = 1e-3
 
 
-def spin_for(ranks_on_node: int, cores: int) -> float:
+def spin_for(ranks_on_node: int, cores: int, environ: Mapping[str, str] = os.environ) -> float:
     """The polling window of this node's ranks: ``DEFAULT_SPIN`` with a core for each rank, none
     on an oversubscribed node (a polling rank would take the core of one with work);
-    ``EMEWS_SPIN_SECONDS`` overrides both."""
-    if "EMEWS_SPIN_SECONDS" in os.environ:
-        return float(os.environ["EMEWS_SPIN_SECONDS"])
-    return DEFAULT_SPIN if ranks_on_node <= cores else 0.0
+    ``EMEWS_SPIN_SECONDS`` overrides both. A value that is no number of seconds counts as unset
+    here: rank 0 refuses the run naming it (:func:`spin_seconds`), once, not on every rank."""
+    default = DEFAULT_SPIN if ranks_on_node <= cores else 0.0
+    try:
+        return seconds_from_environment(SPIN_VARIABLE, default, environ)
+    except ConfigError:
+        return default
+
+
+def spin_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """``EMEWS_SPIN_SECONDS`` as rank 0 checks it before a run: a :class:`ConfigError` naming the
+    variable unless it is unset or a number of seconds >= 0."""
+    return seconds_from_environment(SPIN_VARIABLE, DEFAULT_SPIN, environ)
 
 
 class Backoff:

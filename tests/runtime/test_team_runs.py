@@ -12,6 +12,7 @@ import pytest
 
 from emews.core.errors import ConfigError
 from emews.objective.context import task_run_dir
+from emews.runtime.backoff import DEFAULT_SPIN, spin_for, spin_seconds
 from emews.runtime.distributor import ABORT_GRACE, abort_grace
 from emews.runtime.teams import STRANDED_GRACE, stranded_grace
 from testutil import TESTS, read_only, stored_rows, write_workflow
@@ -169,19 +170,20 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
 
 
 
-@pytest.mark.parametrize("variable", ["EMEWS_STRANDED_GRACE", "EMEWS_ABORT_GRACE"])
+@pytest.mark.parametrize("variable", ["EMEWS_STRANDED_GRACE", "EMEWS_ABORT_GRACE", "EMEWS_SPIN_SECONDS"])
 def test_a_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, tmp_path: Path, variable: str) -> None:
     wf = team_sweep(tmp_path, "allreduce", ONE_POINT, 1, task={"timeout": 5, "isolation": "inline", "ranks": 2})
     emews_cmd.env[variable] = "-1"
     proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 2, proc.stderr
-    (line,) = [ln for ln in proc.stderr.splitlines() if variable in ln]
+    (line,) = [ln for ln in proc.stderr.splitlines() if variable in ln]  # one line, not one per rank
     assert f"{variable}: '-1' is not a number of seconds (allowed: a number of seconds >= 0" in line, line
     assert "Traceback" not in proc.stderr, proc.stderr
     assert read_only(tmp_path / "exp", "SELECT id FROM results") == []   # nothing ran
 
 
-GRACES = [("EMEWS_STRANDED_GRACE", stranded_grace, STRANDED_GRACE), ("EMEWS_ABORT_GRACE", abort_grace, ABORT_GRACE)]
+GRACES = [("EMEWS_STRANDED_GRACE", stranded_grace, STRANDED_GRACE), ("EMEWS_ABORT_GRACE", abort_grace, ABORT_GRACE),
+          ("EMEWS_SPIN_SECONDS", spin_seconds, DEFAULT_SPIN)]
 
 
 @pytest.mark.parametrize("variable, grace, default", GRACES, ids=[g[0] for g in GRACES])
@@ -195,3 +197,11 @@ def test_a_grace_is_the_variables_number_of_seconds_or_the_default(variable: str
     else:
         with pytest.raises(ConfigError, match=f"{variable}: .* is not a number of seconds"):
             grace(environ)
+
+
+@pytest.mark.parametrize("value, seconds", [(None, None), ("0.002", 0.002), ("soon", None), ("-1", None)])
+def test_a_workers_polling_window_takes_a_bad_value_as_unset(value: str | None, seconds: float | None) -> None:
+    """Every rank reads EMEWS_SPIN_SECONDS; a bad value is the default there (rank 0 refuses the run, once)."""
+    environ = {} if value is None else {"EMEWS_SPIN_SECONDS": value}
+    assert spin_for(2, 2, environ) == (DEFAULT_SPIN if seconds is None else seconds)
+    assert spin_for(4, 2, environ) == (0.0 if seconds is None else seconds)  # oversubscribed: no polling
