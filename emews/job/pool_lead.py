@@ -20,7 +20,7 @@ from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_
 from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.job.pool_run import PoolRun
-from emews.job.rank_zero import allocation_end, refuse, run_spec
+from emews.job.rank_zero import allocation_end, check_job_environment, refuse, run_spec
 from emews.job.wiring import trial_service
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.team_comm import TeamWorld
@@ -39,6 +39,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         require_experiment(exp_dir)
         workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
         workflow.check_task_size(comm.Get_size() - 1)
+        check_job_environment(workflow)
         site = load_site(str(pool_dir / SITE_FILE))
         queue = pool_queue_of(open_store(exp_dir), exp_dir)
     except ConfigError as exc:

@@ -115,6 +115,16 @@ def allocation_end(workflow: Workflow, site: Site, started: float) -> float | No
     return None if site.is_local else started + site.config.scheduler.walltime_seconds
 
 
+def check_job_environment(workflow: Workflow) -> None:
+    """The job's seconds from the environment, where set, are numbers of seconds (else a
+    :class:`ConfigError` naming the variable): ``EMEWS_STRANDED_GRACE`` (inline teams),
+    ``EMEWS_ABORT_GRACE`` and ``EMEWS_SPIN_SECONDS`` (which the workers took as unset)."""
+    if workflow.task_size.gang and workflow.model.task.isolation == "inline":
+        stranded_grace()
+    abort_grace()
+    spin_seconds()
+
+
 def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt, *, spare_core: bool) -> int:
     """Rank 0's whole part: take (or join) the lease, read the workflow and site, tell the
     workers what to run (``None``: refused), run the optimizer; return the exit status."""
@@ -128,10 +138,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         try:
             workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
             workflow.check_task_size(comm.Get_size() - 1)
-            if workflow.task_size.gang and workflow.model.task.isolation == "inline":
-                stranded_grace()  # EMEWS_STRANDED_GRACE, where set, is a number of seconds
-            abort_grace()  # EMEWS_ABORT_GRACE too
-            spin_seconds()  # and EMEWS_SPIN_SECONDS (the workers took a bad one as unset)
+            check_job_environment(workflow)
             check_local_dir(workflow)
             site = load_site(str(exp_dir / SITE_FILE))
             spec = run_spec(workflow, exp_dir)
