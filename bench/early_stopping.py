@@ -228,22 +228,32 @@ def replay_optuna(curves: Curves, budget: int, steps: int, pruner: Any, name: st
     spent, arrivals, lengths = 0, [], []
     while spent < budget and len(lengths) < len(curves.pool):
         trial = study.ask()
-        loss = math.nan
-        for step in range(1, steps + 1):
-            loss = curves.at(trial.number, step)[0]
-            spent += 1
-            trial.report(loss, step)
-            if step < steps and trial.should_prune():
-                break
+        loss, step = train_optuna_trial(study, trial, lambda step: curves.at(trial.number, step)[0], steps)
+        spent += step
         lengths.append(step)
         arrivals.append((loss, spent))
-        if step < steps:
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        else:
-            study.tell(trial, loss if math.isfinite(loss) else None,
-                       state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
     return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "arrivals": arrivals,
             "lengths": lengths, "order": list(range(len(lengths)))}
+
+
+def train_optuna_trial(study: Any, trial: Any, loss_at: Callable[[int], float], steps: int) -> tuple[float, int]:
+    """Report ``trial``'s curve (``loss_at(step)``) step by step until its pruner stops it, tell
+    the study how it ended (pruned, complete, or failed on a non-finite loss); the last loss and
+    the steps trained."""
+    import optuna
+
+    loss, step = math.nan, 0
+    for step in range(1, steps + 1):
+        loss = loss_at(step)
+        trial.report(loss, step)
+        if step < steps and trial.should_prune():
+            break
+    if step < steps:
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    else:
+        study.tell(trial, loss if math.isfinite(loss) else None,
+                   state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
+    return loss, step
 
 
 def study_name(problem: str, seed: int, method: str) -> str:
@@ -447,20 +457,10 @@ def replay_tpe(chosen: Chosen, problem: str, budget: int, steps: int, seed: int)
         trial = study.ask()
         params = {**suggest_optuna(trial, drawn), "problem": problem, "epochs": steps}
         configs.append(params)
-        loss = math.nan
-        for step in range(1, steps + 1):
-            loss = chosen.at(params, step)[0]
-            spent += 1
-            trial.report(loss, step)
-            if step < steps and trial.should_prune():
-                break
+        loss, step = train_optuna_trial(study, trial, lambda step: chosen.at(params, step)[0], steps)
+        spent += step
         lengths.append(step)
         arrivals.append((loss, spent))
-        if step < steps:
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        else:
-            study.tell(trial, loss if math.isfinite(loss) else None,
-                       state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
     return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "arrivals": arrivals,
             "lengths": lengths, "order": list(range(len(lengths))), "configs": configs}
 
