@@ -135,26 +135,28 @@ def trial_seed(seed: int, index: int) -> int:
 # --- replay ----------------------------------------------------------------------------------------
 
 
-class Curves:
-    """The learning curves of a draw: ``at(i, k)`` is ``(loss, seconds)`` of configuration ``i``'s
-    step ``k``, trained as far as asked (once; kept in ``path``)."""
+class CurveCache:
+    """Learning curves trained step by step as far as asked, once, kept in ``path`` (JSON: key ->
+    ``[loss, seconds]`` per step); a curve cut short by an earlier process is retrained from its
+    start up to where it stopped."""
 
-    def __init__(self, path: Path, pool: list[dict], seed: int) -> None:
-        self.path, self.pool, self.seed = path, pool, seed
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.known: dict[str, list[list[float]]] = json.loads(path.read_text()) if path.exists() else {}
-        self.live: dict[int, tuple[Any, int]] = {}  # i -> (steps generator, steps it yielded)
+        self.live: dict[str, tuple[Any, int]] = {}  # key -> (steps generator, steps it yielded)
         self.trained = 0
 
-    def at(self, i: int, k: int) -> tuple[float, float]:
-        curve = self.known.setdefault(str(i), [])
+    def _at(self, key: str, k: int, train: Callable[[], Any]) -> tuple[float, float]:
+        """``(loss, seconds)`` of step ``k`` of ``key``'s curve; ``train()`` starts its steps."""
+        curve = self.known.setdefault(key, [])
         while len(curve) < k:
-            steps, done = self.live.get(i) or (es_problems.steps(self.pool[i], trial_seed(self.seed, i)), 0)
+            steps, done = self.live.get(key) or (train(), 0)
             started = time.perf_counter()
             metrics = next(steps)
             done += 1
-            self.live[i] = (steps, done)
+            self.live[key] = (steps, done)
             self.trained += 1
-            if done > len(curve):  # a curve cut short by a new process is retrained from its start
+            if done > len(curve):
                 loss = metrics["val_loss"]
                 curve.append([loss if math.isfinite(loss) else math.inf, time.perf_counter() - started])
         loss, seconds = curve[k - 1]
@@ -164,6 +166,18 @@ class Curves:
         temp = self.path.with_suffix(".tmp")
         temp.write_text(json.dumps(self.known))
         os.replace(temp, self.path)
+
+
+class Curves(CurveCache):
+    """The learning curves of a draw: ``at(i, k)`` is ``(loss, seconds)`` of configuration ``i``'s
+    step ``k``, trained as far as asked (once; kept in ``path``)."""
+
+    def __init__(self, path: Path, pool: list[dict], seed: int) -> None:
+        super().__init__(path)
+        self.pool, self.seed = pool, seed
+
+    def at(self, i: int, k: int) -> tuple[float, float]:
+        return self._at(str(i), k, lambda: es_problems.steps(self.pool[i], trial_seed(self.seed, i)))
 
 
 def simulate(curves: Curves, count: int, budget: int, steps: int, workers: int,
@@ -266,7 +280,7 @@ def study_name(problem: str, seed: int, method: str) -> str:
 # --- model-based rows: the optimizer chooses the configurations --------------------------------------
 
 
-class Chosen:
+class Chosen(CurveCache):
     """Learning curves of configurations an optimizer chose, keyed by configuration: ``at(params,
     k)`` is ``(loss, seconds)`` of its step ``k``, trained as far as asked (once; kept in ``path``,
     so reruns and the other model-based rows reuse it). A configuration trains with a seed of its
@@ -274,10 +288,8 @@ class Chosen:
     whichever row chose it, at whatever place in the run."""
 
     def __init__(self, path: Path, seed: int) -> None:
-        self.path, self.seed = path, seed
-        self.known: dict[str, list[list[float]]] = json.loads(path.read_text()) if path.exists() else {}
-        self.live: dict[str, tuple[Any, int]] = {}
-        self.trained = 0
+        super().__init__(path)
+        self.seed = seed
 
     @staticmethod
     def key(params: dict) -> str:
@@ -290,24 +302,7 @@ class Chosen:
 
     def at(self, params: dict, k: int) -> tuple[float, float]:
         key = self.key(params)
-        curve = self.known.setdefault(key, [])
-        while len(curve) < k:
-            steps, done = self.live.get(key) or (es_problems.steps(params, self.seed_of(key)), 0)
-            started = time.perf_counter()
-            metrics = next(steps)
-            done += 1
-            self.live[key] = (steps, done)
-            self.trained += 1
-            if done > len(curve):
-                loss = metrics["val_loss"]
-                curve.append([loss if math.isfinite(loss) else math.inf, time.perf_counter() - started])
-        loss, seconds = curve[k - 1]
-        return loss, seconds
-
-    def save(self) -> None:
-        temp = self.path.with_suffix(".tmp")
-        temp.write_text(json.dumps(self.known))
-        os.replace(temp, self.path)
+        return self._at(key, k, lambda: es_problems.steps(params, self.seed_of(key)))
 
 
 class ReplayEvaluator:
