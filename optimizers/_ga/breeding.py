@@ -16,7 +16,7 @@ from typing import Any
 
 from emews.core.space import Space
 
-from .engine import DEFAULT_INDPB
+from .engine import DEFAULT_INDPB, PointSet
 from .operators import Mutator
 from .options import GAOptions
 from .screen import WINDOW_HYPERFIT_GROWTH, SurrogateScreen
@@ -67,7 +67,7 @@ class Breeding:
         points = [point for point, _ in members]
         fitness = [wvalues for _, wvalues in members]
         size, rounds = len(points), range(max(opts.tournament, 1))
-        keys = _keys(points)
+        known = PointSet(points)
 
         def parent() -> int:
             return max((int(rnd() * size) for _ in rounds), key=fitness.__getitem__)
@@ -83,7 +83,7 @@ class Breeding:
                 for name in free:
                     if rnd() < opts.cx_indpb:
                         child[name] = other[name]
-            if rnd() < opts.mutpb or _repeats(child, keys, points):
+            if rnd() < opts.mutpb or child in known:
                 mutate(child)  # type: ignore[arg-type]  # a plain dict: Mutator only sets keys
             bred.append(child)
             parents[id(child)] = fitness[first]
@@ -101,19 +101,3 @@ class Breeding:
             "fits": self.screen.fits,
             "hyperfits": self.screen.hyperfits,
         }
-
-
-def _keys(points: Sequence[dict[str, Any]]) -> set[frozenset[tuple[str, Any]]] | None:
-    try:
-        return {frozenset(point.items()) for point in points}
-    except TypeError:  # a value that does not hash: a linear scan
-        return None
-
-
-def _repeats(child: dict[str, Any], keys: set[frozenset[tuple[str, Any]]] | None, points: Sequence[dict]) -> bool:
-    if keys is not None:
-        try:
-            return frozenset(child.items()) in keys
-        except TypeError:
-            pass
-    return any(child == point for point in points)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
@@ -123,10 +123,10 @@ def breed_child(
 
 
 class PointSet:
-    """The points of a population, for membership tests in constant time (a linear scan when a
-    point holds an unhashable value)."""
+    """The points of a population (individuals, or plain dicts as the wide breeder keeps them), for
+    membership tests in constant time (a linear scan when a point holds an unhashable value)."""
 
-    def __init__(self, population: Sequence[Individual]) -> None:
+    def __init__(self, population: Sequence[Mapping[str, Any]]) -> None:
         self._population = population
         try:
             self._keys: set[frozenset[tuple[str, Any]]] | None = {frozenset(p.items()) for p in population}
