@@ -56,10 +56,9 @@ class Distributor:
     :class:`~emews.runtime.group_commit.GroupCommit`.
     """
 
-    #: seconds to wait for workers to confirm a stop (they may run teardown) / an abort
-    #: (:func:`abort_grace`: ``EMEWS_ABORT_GRACE`` where set, read when the distributor is made)
+    #: seconds to wait for workers to confirm a stop (they may run teardown); an abort waits
+    #: ``_abort_grace`` (:func:`abort_grace`: ``EMEWS_ABORT_GRACE`` where set, read when the distributor is made)
     stop_grace = 60.0
-    abort_grace = ABORT_GRACE
     #: most tasks a worker may hold while tasks are very short (see WorkerSlots: a worker holds
     #: about 5 ms of work, so this bound only applies to tasks shorter than 20 us). Deep enough
     #: that a worker on an oversubscribed node, which sleeps when idle rather than polling,
@@ -89,7 +88,7 @@ class Distributor:
         inline_timeout: float | None = None,
         budget: ComputeBudget | None = None,
     ) -> None:
-        self.abort_grace = abort_grace()
+        self._abort_grace = abort_grace()
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -201,7 +200,7 @@ class Distributor:
         for rank in self._workers:
             self._transport.send(self._abort, rank, Tag.STOP)
         self._stops_sent = True
-        deadline = time.monotonic() + (self.abort_grace if self._abort else self.stop_grace)
+        deadline = time.monotonic() + (self._abort_grace if self._abort else self.stop_grace)
         backoff = Backoff()
         while not self.all_stopped and time.monotonic() < deadline:
             msg = self._transport.poll()

@@ -111,7 +111,8 @@ class PoolFeeder:
             self._renewed = time.monotonic()
             self._shrink()
         results = self._queues.collect(timeout=0)
-        wanted = self.hold - len(self._held - {r.id for r in results})  # what fits once these are stored
+        # what fits once these are stored (without copying the held set each round)
+        wanted = self.hold - len(self._held) + len({r.id for r in results} & self._held)
         claimed: list[Claimed] = []
         if results:  # the results and the next claim in one round trip
             stored_now, claimed = self._queue.complete_and_claim(self.pool, results, wanted, self._lease, self._fits)

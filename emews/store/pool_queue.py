@@ -264,16 +264,6 @@ class PoolQueue:
                 allowed="one optimizer per experiment; pools join with emews attach",
             )
 
-    def optimizer_running(self) -> bool:
-        """Whether another connection holds the optimizer lock (asked without keeping it)."""
-        try:
-            self.lock_optimizer()
-        except OptimizerRunning:
-            return True
-        self._raw.execute(f"SELECT pg_advisory_unlock(k.a, k.b) FROM {_LOCK_KEY}", (self.channel,))
-        self._locked = False
-        return False
-
     @retried
     def enabled(self) -> bool:
         """Whether the experiment was launched with pools."""
