@@ -404,19 +404,17 @@ class SharedQueue:
 
         if store is None:
             raise EmewsError("pools need the experiment's PostgreSQL store")
-        held: PoolQueue | None = spec.optimizer_lock  # the lock taken before the workers started
-        opened = [open_store(location=store.location) for _ in range((4 if worker_ranks else 2) - (held is not None))]
-        self._connections = ([] if held is None else [held.store]) + opened
-        made = [
+        submitter: PoolQueue | None = spec.optimizer_lock  # the lock taken before the workers started
+        if submitter is None:
+            raise EmewsError("pools need the optimizer lock taken before the workers start (take_optimizer_lock)")
+        opened = [open_store(location=store.location) for _ in range(3 if worker_ranks else 1)]
+        self._connections = [submitter.store, *opened]
+        listener, *feeder = [
             PoolQueue(c, retry_s=spec.pool_retry)  # type: ignore[arg-type]  # a pooled store is PostgreSQL
-            for c in self._connections[int(held is not None) : 3]
+            for c in opened[:2]
         ]
-        submitter = held if held is not None else made.pop(0)
-        listener, *feeder = made
         submitter.retry_s = spec.pool_retry
         try:
-            if held is None:
-                submitter.lock_optimizer()
             submitter.enable()
             self.run = (
                 PoolRun(
