@@ -6,9 +6,11 @@
 ``allreduce``  inline under MPI: the sum of ``team_rank + 1`` over ``ctx.comm``.
 ``stranded``   inline under MPI: team rank 1 raises, returns early or sleeps past any timeout
                (``mode``; ``ok`` does none of these) while team rank 0 waits for it in ``ctx.comm``.
-``members``    process isolation: joins ``ctx.process_group()``, all-reduces, writes its pid and
-               team rank into the run dir; with ``mode: segv`` team rank 1 dies of SIGSEGV first, with
-               ``mode: hang`` it sleeps past any timeout.
+``members``    process isolation: writes its pid and team rank into the run dir, joins
+               ``ctx.process_group()`` and all-reduces; with ``mode: segv`` team rank 1 dies of SIGSEGV
+               first, with ``mode: hang`` it sleeps past any timeout, and in both the other members
+               wait past any timeout too (as in a collective with it), without importing torch;
+               ``mode: quick`` returns the team's size at once (no torch).
 """
 
 from __future__ import annotations
@@ -45,10 +47,13 @@ def stranded(params: dict, ctx: Any) -> float:
 
 def members(params: dict, ctx: Any) -> dict:
     (ctx.run_dir / f"member{ctx.team_rank}.pid").write_text(f"{os.getpid()} {ctx.rank}")
-    if params.get("mode") == "segv" and ctx.team_rank == 1:
+    mode = params.get("mode")
+    if mode == "segv" and ctx.team_rank == 1:
         os.kill(os.getpid(), signal.SIGSEGV)
-    if params.get("mode") == "hang" and ctx.team_rank == 1:
-        time.sleep(3600)
+    if mode in ("segv", "hang"):  # the faulty member, and the others stuck waiting for it: a team that
+        time.sleep(3600)          # never finishes costs no torch imports (4.5 s of CPU each)
+    if mode == "quick":
+        return {"value": float(ctx.team_size), "world_size": ctx.team_size}
     import torch  # after the faults: the faulty member has no use for its seconds of CPU
     import torch.distributed as dist
 

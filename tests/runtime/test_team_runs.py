@@ -77,17 +77,27 @@ def test_a_size_function_that_gives_no_whole_number_fails_that_task_and_the_job_
 def test_a_member_that_segfaults_or_hangs_fails_its_task_and_its_ranks_serve_later_tasks(emews_cmd,
                                                                                         tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the test extra installs torch")
-    # the hanging member costs the whole timeout: 20 s, where the "after" task (four fresh children
-    # importing torch) took 11 s at load 11 on 2 cores
-    wf = team_sweep(tmp_path, "members", {"mode": {"type": "categorical", "values": ["segv", "hang", "after"]}}, 3,
-                    task={"timeout": 20, "isolation": "process", "ranks": 4})
+    # two jobs: the hanging member costs the whole task timeout, so it runs where the timeout is 5 s and
+    # the task after it needs no torch; the task after the crash (four fresh children importing torch,
+    # 11 s at load 11 on 2 cores) runs under a timeout it never reaches
+    (tmp_path / "hang").mkdir()
+    hang_wf = team_sweep(tmp_path / "hang", "members", {"mode": {"type": "categorical", "values": ["hang", "quick"]}},
+                         2, task={"timeout": 5, "isolation": "process", "ranks": 2})
+    proc = emews_cmd("launch", str(hang_wf), "--workers", "2", "--exp-dir", "hang_exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    by_mode = {json.loads(r["params"])["mode"]: r for r in stored_rows(tmp_path / "hang_exp")}
+    hung = by_mode.pop("hang")  # the members waiting for it time out with it: the first timer to fire is named
+    assert hung["status"] == "timeout" and "of 2 (rank" in hung["error"], hung["error"]
+    assert "ran past the task timeout of 5 s" in hung["error"]
+    quick = by_mode.pop("quick")  # the hung team's ranks (both workers) serve the next task
+    assert quick["status"] == "ok" and quick["objective"] == 2.0 and quick["id"] > hung["id"], quick["error"]
+
+    wf = team_sweep(tmp_path, "members", {"mode": {"type": "categorical", "values": ["segv", "after"]}}, 2,
+                    task={"timeout": 300, "isolation": "process", "ranks": 4})
     proc = emews_cmd("launch", str(wf), "--workers", "5", "--exp-dir", "exp", timeout=600)
     assert proc.returncode == 0, proc.stderr
     exp = tmp_path / "exp"
     by_mode = {json.loads(r["params"])["mode"]: r for r in stored_rows(exp)}
-    hung = by_mode.pop("hang")  # the members waiting for it time out with it: the first timer to fire is named
-    assert hung["status"] == "timeout" and "of 4 (rank" in hung["error"], hung["error"]
-    assert "ran past the task timeout of 20 s" in hung["error"]
     crashed = by_mode.pop("segv")
     assert crashed["status"] == "crashed"
     assert "team rank 1 of 4" in crashed["error"] and "SIGSEGV" in crashed["error"]
