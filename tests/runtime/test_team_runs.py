@@ -145,25 +145,29 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
     wf = team_sweep(tmp_path, "stranded", {"mode": {"type": "categorical", "values": ["raise", "early", "hang", "ok"]}},
                     4, task={"timeout": 3, "isolation": "inline", "ranks": 2})
     exp = tmp_path / "exp"
-    # rank 0 is stranded 5 s after the timeout instead of 30: time enough for the other member's own
-    # timeout (the hanging one) to arrive first under load, and the message says so; the timeout is
-    # 3 s (each of the three stranded runs sits out timeout + grace; the ok point takes milliseconds)
-    emews_cmd.env["EMEWS_STRANDED_GRACE"] = "5"
+    # rank 0 is stranded 5 s after the timeout instead of 30 where the other member hangs: time enough
+    # for that member's own timeout to arrive first under load, and the message says so; 1 s where
+    # it raised or returned (its outcome is in already). The timeout is 3 s (each of the three
+    # stranded runs sits out timeout + grace; the ok point takes milliseconds). Points run in order.
+    graces = {"raise": "1", "early": "1", "hang": "5"}
+    emews_cmd.env["EMEWS_STRANDED_GRACE"] = graces["raise"]
     # the stuck rank never confirms the abort: the job waits 0.5 s for it, not 5 s (EMEWS_ABORT_GRACE)
     emews_cmd.env["EMEWS_ABORT_GRACE"] = "0.5"
     try:
         proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
-        for count in (1, 2, 3):   # one stranded team per run ends it
+        for count, after in ((1, "early"), (2, "hang"), (3, "ok")):   # one stranded team per run ends it
             assert proc.returncode == 1, proc.stderr
             rows = stored_rows(exp)
             assert len(rows) == count, rows   # its task is stored: resume does not run it again
             row = rows[-1]
+            grace = graces[json.loads(row["params"])["mode"]]
             lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(f"emews: task {row['id']}: ")]
             assert len(lines) == 1, proc.stderr
-            assert re.search(rf"team rank 0 of 2 \(rank [12] on {re.escape(row['host'])}\) did not end 5 s after "
-                             r"the task timeout of 3 s", lines[0]), lines[0]
+            assert re.search(rf"team rank 0 of 2 \(rank [12] on {re.escape(row['host'])}\) did not end {grace} s "
+                             r"after the task timeout of 3 s", lines[0]), lines[0]
             assert lines[0].endswith(f"continue with: emews resume {exp}"), lines[0]
             assert "Traceback" not in proc.stderr, proc.stderr
+            emews_cmd.env["EMEWS_STRANDED_GRACE"] = graces.get(after, "1")
             proc = emews_cmd("resume", "exp", timeout=300)
     finally:
         emews_cmd.kill_all()   # only a guard: each run above ends by itself
