@@ -13,11 +13,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 
+from emews.training import device_snapshot
 from emews.training.checkpoints import (
     KIND_OBJECT,
     CheckpointWriter,
@@ -27,10 +29,27 @@ from emews.training.checkpoints import (
     snapshot,
     write_atomic,
 )
+from emews.training.device_snapshot import DeviceSnapshot, PinnedPool, device_tensors
 
-torch = pytest.importorskip("torch", reason="the test extra installs torch")
-from emews.training import device_snapshot  # noqa: E402
-from emews.training.device_snapshot import DeviceSnapshot, PinnedPool, device_tensors  # noqa: E402
+# torch is looked up at collection and imported by the first test that runs: collecting this file
+# (every pytest process does, each xdist worker) need not import it (3-4 s of CPU)
+pytestmark = pytest.mark.skipif(find_spec("torch") is None, reason="the test extra installs torch")
+torch: Any = None  # the module, once :func:`_torch` ran
+
+
+@pytest.fixture(autouse=True)
+def _torch() -> None:
+    global torch
+    import torch as module
+
+    torch = module
+
+
+def _cuda() -> bool:
+    """Whether torch sees a CUDA GPU (a skip condition evaluated when the test runs)."""
+    import torch as module
+
+    return bool(module.cuda.is_available())
 
 
 class _Pair(NamedTuple):
@@ -237,7 +256,7 @@ def test_a_checkpoint_saved_on_a_missing_device_is_restored_on_the_cpu(tmp_path:
     assert "saved on cuda:99 are restored on the CPU" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif("not _cuda()", reason="needs a CUDA GPU")
 def test_cuda_tensors_are_copied_on_a_side_stream_and_restored_on_their_device(tmp_path: Path) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Linear(1024, 8)).cuda()
     optimizer = torch.optim.Adam(model.parameters())
@@ -283,7 +302,7 @@ def _main(module: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFi
     return capsys.readouterr().out.splitlines()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the plain run is the 4-minute GPU check")
+@pytest.mark.skipif("_cuda()", reason="with a GPU the plain run is the 4-minute GPU check")
 def test_the_gpu_check_script_says_in_one_line_when_there_is_no_gpu(monkeypatch, capsys) -> None:
     (line,) = _main(_gpu_check(), monkeypatch, capsys)
     assert line.startswith("gpu_check: no GPU here")
