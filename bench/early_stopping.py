@@ -415,7 +415,8 @@ def replay_bohb(chosen: Chosen, problem: str, budget: int, steps: int, workers: 
     return {"best": min(_losses(evaluator.arrivals), default=math.nan), "epochs": evaluator.spent,
             "arrivals": evaluator.arrivals, "lengths": lengths, "order": list(evaluator.lengths),
             "bohb": {"random": optimizer.stats["random"], "model": optimizer.stats["model"],
-                     "budgets": {f"{k:g}": v for k, v in sorted(optimizer.modelled.items())}},
+                     "budgets": {f"{k:g}": v for k, v in sorted(optimizer.modelled.items())},
+                     "with_stopped": optimizer.with_stopped},
             "configs": [evaluator.params[t] for t in sorted(evaluator.params)], "origins": origins}
 
 

@@ -71,6 +71,24 @@ class Fidelities:
         their trial scheduler judged them worse than the trials that went on."""
         return [self.params[t] for t in sorted(self.results) if self.curves.get(t) and max(self.curves[t]) < budget]
 
+    def stopped_at(self, budget: float) -> dict[float, list[Mapping[str, Any]]]:
+        """Each step below ``budget`` where trials ended (stopped early, or failed), and their
+        parameters, in trial order."""
+        groups: dict[float, list[Mapping[str, Any]]] = {}
+        for trial in sorted(self.results):
+            curve = self.curves.get(trial)
+            if curve and max(curve) < budget and trial in self.params:
+                groups.setdefault(max(curve), []).append(self.params[trial])
+        return dict(sorted(groups.items()))
+
+    def pairs(self, low: float, high: float) -> list[tuple[float, float]]:
+        """The (loss at ``low``, loss at ``high``) of every trial that reported finite losses at both."""
+        return [
+            (curve[low], curve[high])
+            for curve in self.curves.values()
+            if low in curve and high in curve and math.isfinite(curve[low]) and math.isfinite(curve[high])
+        ]
+
     def budgets(self) -> dict[float, int]:
         """Each budget and how many trials have a finite loss there."""
         counts: dict[float, int] = {}

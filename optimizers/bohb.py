@@ -19,6 +19,12 @@ report included). For each proposal:
    with the highest ``l(x) / g(x)`` is proposed;
 3. before any budget has enough observations, a random point.
 
+Trials the scheduler stopped below the modelled budget are not observed there; by default
+(``stopped_as_bad: auto``) those stopped at a rung join the bad set when the losses at that rung
+and at each rung above it rank the trials that reached both as the next rung does (Spearman
+``agreement``, 0.5): an MLP's epochs mostly do, a boosting model's rounds (whose curves cross)
+mostly do not, and BOHB's rule (only the observations at the budget) stays.
+
 Proposals never wait: each is made from the reports stored when a worker needs one (read through
 ``evaluator.reports()``), however few trials have reached a rung. Results of trials that never
 reported (a plain objective) are the budget above every step, so without a trial scheduler
@@ -35,10 +41,11 @@ import os
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
+from scipy.stats import spearmanr
 
 from emews.config.plugins import validate_options
 from emews.core.optimizer import AskTellOptimizer
@@ -72,10 +79,16 @@ class BOHB(AskTellOptimizer):
     metric            the reported metric modelled (default: the objective's metric)
     in_flight         evaluations kept outstanding (default: one per worker, so that every
                       proposal sees the reports so far; more for ASHA's promotion variant)
-    stopped_as_bad    trials that ended below the modelled budget (stopped early by the trial
-                      scheduler) join its bad set (default false: BOHB's, only the observations at
-                      the budget count). Helps where early rungs rank configurations as the last
-                      ones do; hurts where they disagree (``docs/training.md``)
+    stopped_as_bad    whether trials that ended below the modelled budget (stopped early by the
+                      trial scheduler) join its bad set: ``auto`` (default) those stopped at a rung
+                      whose losses rank trials as every rung above it does, up to the budget
+                      (``agreement``), re-checked at every proposal; ``false`` none (BOHB's: only
+                      the observations at the budget count); ``true`` all. Counting them helps
+                      where early rungs rank configurations as the last ones do and hurts where
+                      the curves cross (``docs/training.md``)
+    agreement         the Spearman correlation, over the trials that reported at both, from which
+                      a rung's losses rank as the next rung's (or the budget's) do (0.5; at least
+                      ``min_points`` trials)
     """
 
     def __init__(
@@ -89,7 +102,8 @@ class BOHB(AskTellOptimizer):
         min_bandwidth: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.1,
         metric: str | None = None,
         in_flight: Annotated[int, Field(ge=1)] | None = None,
-        stopped_as_bad: bool = False,
+        stopped_as_bad: bool | Literal["auto"] = "auto",
+        agreement: Annotated[float, Field(ge=-1.0, le=1.0)] = 0.5,
     ) -> None:
         validate_options(BOHB, {k: v for k, v in locals().items() if k != "self"})
         self.seed = seed
@@ -101,12 +115,16 @@ class BOHB(AskTellOptimizer):
         self.min_bandwidth = float(min_bandwidth)
         self.metric = metric
         self.in_flight = in_flight
-        self.stopped_as_bad = bool(stopped_as_bad)
+        self.stopped_as_bad = stopped_as_bad
+        self.agreement = float(agreement)
         self.fidelities = Fidelities()
         self.evaluator: Any = None
         self._sign = 1.0  # the objective's direction: losses are sign * metric
         #: how proposals were made: ``random``, ``model`` and the budget of the last model
         self.stats: dict[str, Any] = {"random": 0, "model": 0, "budget": None}
+        #: model-based proposals whose bad set held trials stopped below the budget
+        self.with_stopped = 0
+        self._stopped = 0  # how many stopped trials the last model's bad set held
         #: budget -> model-based proposals made from it
         self.modelled: dict[float, int] = {}
 
@@ -127,6 +145,7 @@ class BOHB(AskTellOptimizer):
             "random": self.stats["random"],
             "model": self.stats["model"],
             "budgets": {name(k): v for k, v in sorted(self.modelled.items())},
+            "with_stopped": self.with_stopped,
         }
         path = Path(exp_dir) / "bohb.json"
         tmp = path.with_suffix(".json.tmp")
@@ -168,6 +187,7 @@ class BOHB(AskTellOptimizer):
                 )
                 points.append(point)
                 self.stats["model"] += 1
+                self.with_stopped += self._stopped > 0
                 self.modelled[self.stats["budget"]] = self.modelled.get(self.stats["budget"], 0) + 1
         return points
 
@@ -191,8 +211,9 @@ class BOHB(AskTellOptimizer):
             return None
         seen = [(p, loss) for p, loss in self.fidelities.at(budget) if self._fits(p)]
         seen += [(p, float("inf")) for p in self.fidelities.failed_unreported() if self._fits(p)]
-        if self.stopped_as_bad and budget != FINAL:
-            seen += [(p, float("inf")) for p in self.fidelities.ended_below(budget) if self._fits(p)]
+        stopped = [p for p in self._stopped_bad(budget) if self._fits(p)]
+        self._stopped = len(stopped)
+        seen += [(p, float("inf")) for p in stopped]
         seen.sort(key=lambda item: item[1])
         losses = [loss for _, loss in seen]
         n_good = split(losses, self.encoding.size, self.top_fraction)
@@ -203,6 +224,34 @@ class BOHB(AskTellOptimizer):
         good = KDE(X[:n_good], self.encoding.choices, self.min_bandwidth)
         bad = KDE(X[n_good:], self.encoding.choices, self.min_bandwidth)
         return good, bad
+
+    def _stopped_bad(self, budget: float) -> list[Mapping[str, Any]]:
+        """The trials stopped below ``budget`` that count as bad there: none (``stopped_as_bad:
+        false``), all (``true``), or (``auto``) those stopped at a rung (a step where at least
+        ``enough`` trials stopped) from which every rung up to ``budget`` ranks as the next does:
+        the Spearman correlation of the losses at a rung and at the next one (or the budget), over
+        the trials that reported at both (at least ``enough``), is at least ``agreement``."""
+        if budget == FINAL or self.stopped_as_bad is False:
+            return []
+        if self.stopped_as_bad is True:
+            return self.fidelities.ended_below(budget)
+        groups = self.fidelities.stopped_at(budget)
+        rungs = [step for step, trials in groups.items() if len(trials) >= self.enough]
+        ladder = [*rungs, budget]
+        agrees = [self._agrees(low, high) for low, high in zip(ladder, ladder[1:], strict=False)]
+        bad: list[Mapping[str, Any]] = []
+        for i, step in enumerate(rungs):
+            if all(agrees[i:]):
+                bad += groups[step]
+        return bad
+
+    def _agrees(self, low: float, high: float) -> bool:
+        """Whether the losses at step ``low`` rank the trials as those at ``high`` do (see above)."""
+        pairs = self.fidelities.pairs(low, high)
+        if len(pairs) < self.enough or any(len(set(losses)) < 2 for losses in zip(*pairs, strict=True)):
+            return False  # too few, or one step's losses all equal (no ranking)
+        rho = spearmanr(*zip(*pairs, strict=True)).statistic
+        return bool(np.isfinite(rho) and rho >= self.agreement)
 
     def _fits(self, params: Mapping[str, Any]) -> bool:
         """Whether ``params`` is a point of this space (an earlier run's may not be)."""

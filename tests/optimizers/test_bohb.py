@@ -268,3 +268,49 @@ def test_emews_launch_trains_digits_under_asha_with_bohb(emews_cmd, tmp_path: Pa
     stats = json.loads((tmp_path / "exp" / "bohb.json").read_text())
     assert stats["random"] + stats["model"] == 14 and stats["model"] > 0
     assert sum(stats["budgets"].values()) == stats["model"]
+
+
+def stopped_run(agreeing: bool, promoted_count: int = 12) -> BOHB:
+    """``promoted_count`` trials reach step 3 (the lower x, the better there) and 8 were stopped at
+    step 1 (x above 0.8): their step-1 losses rank as step 3 does (``agreeing``: x + 0.1) or the
+    other way round (1.1 - x: a fast starter is a poor finisher)."""
+    from emews.core.results import Result, Status
+
+    rng = random.Random(21)
+    promoted = [{"x": rng.uniform(0.0, 0.8), "y": rng.uniform(0.0, 1.0)} for _ in range(promoted_count)]
+    stopped = [{"x": rng.uniform(0.8, 1.0), "y": rng.uniform(0.0, 1.0)} for _ in range(8)]
+    first = (lambda p: p["x"] + 0.1) if agreeing else (lambda p: 1.1 - p["x"])
+    reports: list[StoredReport] = []
+    bohb = attached(SPACE, reports, seed=22, random_fraction=0.0)
+    curves(bohb, promoted + stopped,
+           [[first(p), 0.5, p["x"]] for p in promoted] + [[first(p)] for p in stopped], reports)
+    bohb.ingest([Result(i, p, Status.OK, first(p), first(p)) for i, p in enumerate(stopped, start=promoted_count)])
+    return bohb
+
+
+def test_stopped_trials_count_as_bad_by_default_only_where_the_rungs_agree() -> None:
+    """The default (``stopped_as_bad: auto``): trials stopped at step 1 join step 3's bad set when
+    step-1 losses rank the promoted trials as step 3 does (Spearman >= 0.5 over them), and not
+    when they rank them the other way (boosting's crossing curves)."""
+    assert BOHB().stopped_as_bad == "auto"
+    for agreeing, expected in ((True, 12 + 8), (False, 12)):
+        bohb = stopped_run(agreeing)
+        good, bad = bohb._model()
+        assert bohb.stats["budget"] == 3.0
+        assert len(good.data) + len(bad.data) == expected
+        bohb.suggest(10)
+        assert bohb.with_stopped == (10 if agreeing else 0)
+
+
+def test_too_few_trials_at_both_steps_say_nothing_of_agreement() -> None:
+    """With fewer than ``min_points`` promoted trials to compare the rungs on (3 of 4), stopped
+    trials stay out of the bad set however the losses rank; with ``agreement: -1`` and enough
+    trials, crossing curves count too."""
+    few = stopped_run(True, promoted_count=3)
+    few._model()  # reads the reports: step 1 is modelled (3 + 8 trials), step 3 has 3
+    assert few.stats["budget"] == 1.0 and few.enough == 4
+    assert few._stopped_bad(3.0) == []
+    crossing = stopped_run(False)
+    crossing.agreement = -1.0
+    good, bad = crossing._model()
+    assert len(good.data) + len(bad.data) == 12 + 8
