@@ -2,7 +2,7 @@
 
     python bench/scale.py [--workers 1000,10000,100000] [--optimizers random,sweep,ga]
                           [--sizes one|mixed] [--demand 2000] [--rounds 2] [--max-seconds 300]
-                          [--profile]
+                          [--profile] [--trace DIR]
 
 Rank 0 runs as in a job (``run_optimizer_rank``: the optimizer thread, the evaluator, the queue
 pair, the distributor with its slot or team placement, group commit and the real SQLite store in
@@ -25,6 +25,11 @@ distributor thread's ten most expensive functions.
 For the model-based optimizers a second line gives their model's counters (fits,
 hyperparameter fits, whether the model process ran, runners-up and random fillers handed out); a
 cell that stopped early says why (``--max-seconds``, or the optimizer's error).
+``--trace DIR``: where the waits come from (issue 27, the GA's p99): per cell a JSON file of
+every gap over 50 ms (when the worker freed, how long it waited), the samples of a 10 ms sampler
+thread (its lateness, a stall of the whole interpreter; the tasks queued; the results on their
+way to the optimizer), the garbage collections (start, length, generation), the distributor's
+passes and the optimizer's ``put`` calls over 20 ms, and a summary printed under the cell.
 ``--optimizers decentralized``: the anchor of issue 27 item 3, DeepHyper-style decentralized
 search (16 Bayesian optimizers on the shared results, each with its own points in flight; see
 :class:`Decentralized`), for its quality per evaluation against the others.
@@ -36,9 +41,11 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import heapq
 import io
 import itertools
+import json
 import math
 import os
 import pstats
@@ -180,6 +187,7 @@ class SimulatedWorkers:
     overhead: float = 0.0
     spans: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of every task run
     gaps: list[float] = field(default_factory=list)  # a worker's idle time before each next task
+    waits: list[tuple[float, float]] = field(default_factory=list)  # (freed, gap) of the gaps over 50 ms
     first_task: dict[int, float] = field(default_factory=dict)
     last_dispatch: float = 0.0
     losses: list[float] = field(default_factory=list)  # every task's loss, in dispatch order
@@ -214,6 +222,8 @@ class SimulatedWorkers:
             start = max(now, free)
             if free:
                 self.gaps.append(start - free)
+                if start - free > Trace.GAP:
+                    self.waits.append((free, start - free))
             duration = float(self._draws[task.id % len(self._draws)])  # team members agree
             end = start + duration
             self._free_at[rank] = end
@@ -303,6 +313,144 @@ class ProfiledDistributor:
         distributor_module.Distributor._run = self._original  # type: ignore[method-assign]
 
 
+class Trace:
+    """What rank 0 did around the long gaps (``--trace``): a sampler thread, the garbage
+    collector's callbacks, the distributor's long passes and the optimizer's long ``put`` calls."""
+
+    GAP = 0.050  # gaps above this are listed
+    LONG = 0.020  # passes and puts above this are listed
+    PERIOD = 0.010  # the sampler's period
+
+    def __init__(self, directory: str | None) -> None:
+        self.directory = directory
+        self.gc: list[tuple[float, float, int, int]] = []  # (start, seconds, generation, collected)
+        self.samples: list[tuple[float, float, int, int, int]] = []  # (when, late, queued, to optimizer, stock)
+        self.passes: list[tuple[float, float]] = []  # (start, seconds) of distributor passes over LONG
+        self.puts: list[tuple[float, float, int]] = []  # (start, seconds, points) of puts over LONG
+        self.gets: list[tuple[float, float, int]] = []  # (start, seconds, results) of optimizer gets
+        self._gc_start = 0.0
+        self._stop = threading.Event()
+        self.distributor: Any = None
+        self.breeders: list[Any] = []
+        self.cpu: dict[str, float] = {}  # CPU seconds of each thread of rank 0, last seen by the sampler
+
+    def __enter__(self) -> Trace:
+        if self.directory is None:
+            return self
+        from emews.core.evaluator import Evaluator
+        from emews.optimizers._ga.wide import WideBreeder
+
+        trace = self
+        self._saved = [(distributor_module.Distributor, "__init__"), (distributor_module.Distributor, "_step"),
+                       (Evaluator, "put"), (Evaluator, "get"), (WideBreeder, "start")]
+        self._originals = [getattr(c, n) for c, n in self._saved]
+        init, step, put, get, start = self._originals
+
+        def d_init(d: Any, *a: Any, **k: Any) -> None:
+            init(d, *a, **k)
+            trace.distributor = d
+
+        def d_step(d: Any) -> bool:
+            t0 = time.perf_counter()
+            out = step(d)
+            if (dt := time.perf_counter() - t0) > trace.LONG:
+                trace.passes.append((t0, dt))
+            return out
+
+        def e_put(e: Any, points: Any, **k: Any) -> Any:
+            points = list(points)
+            t0 = time.perf_counter()
+            out = put(e, points, **k)
+            if (dt := time.perf_counter() - t0) > trace.LONG:
+                trace.puts.append((t0, dt, len(points)))
+            return out
+
+        def e_get(e: Any, *a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            out = get(e, *a, **k)
+            trace.gets.append((t0, time.perf_counter() - t0, len(out)))
+            return out
+
+        def b_start(b: Any) -> Any:
+            trace.breeders.append(b)
+            return start(b)
+
+        for (cls, name), fn in zip(self._saved, (d_init, d_step, e_put, e_get, b_start), strict=True):
+            setattr(cls, name, fn)
+        gc.callbacks.append(self._on_gc)
+        threading.Thread(target=self._sample, name="scale-trace", daemon=True).start()
+        return self
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.gc.append((self._gc_start, time.perf_counter() - self._gc_start, info["generation"], info["collected"]))
+
+    def _sample(self) -> None:
+        due = time.perf_counter()
+        while not self._stop.is_set():
+            due += self.PERIOD
+            time.sleep(max(due - time.perf_counter(), 0.0))
+            now = time.perf_counter()
+            d = self.distributor
+            queued = len(d._queues.tasks) if d is not None else 0
+            delivered = len(d._queues._results) + len(d._group.results) if d is not None else 0
+            stock = len(self.breeders[-1]._buffer) if self.breeders else -1
+            self.samples.append((now, now - due, queued, delivered, stock))
+            for thread in threading.enumerate():
+                try:
+                    self.cpu[thread.name] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
+                except (OSError, OverflowError):
+                    pass
+            due = max(due, now)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.directory is None:
+            return
+        self._stop.set()
+        gc.callbacks.remove(self._on_gc)
+        for (cls, name), fn in zip(self._saved, self._originals, strict=True):
+            setattr(cls, name, fn)
+
+    def report(self, name: str, workers: int, sim: SimulatedWorkers) -> str:
+        """Write the trace as JSON; a summary: the long gaps by stretch of the run, and what went on."""
+        if self.directory is None:
+            return ""
+        t0 = min(sim.first_task.values(), default=0.0)
+        waits = [(free - t0, gap) for free, gap in sim.waits if gap > self.GAP]
+        data = {
+            "t0": t0, "long_gaps": waits, "gc": [(s - t0, d, g, c) for s, d, g, c in self.gc],
+            "samples": [(t - t0, *rest) for t, *rest in self.samples],
+            "passes": [(s - t0, d) for s, d in self.passes], "puts": [(s - t0, d, n) for s, d, n in self.puts],
+            "gets": [(s - t0, d, n) for s, d, n in self.gets],
+        }
+        path = Path(self.directory) / f"{name}-{workers}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+        lines = [f"trace -> {path}: {len(waits):,} gaps over {self.GAP * 1e3:.0f} ms of {len(sim.gaps):,}"]
+        if waits:
+            frees = np.array([w[0] for w in waits])
+            for lo in np.unique(np.floor(frees / 5) * 5):
+                inside = [g for f, g in waits if lo <= f < lo + 5]
+                lines.append(f"  freed at {lo:5.0f}-{lo + 5:<4.0f} s: {len(inside):6,} gaps, longest {max(inside):.2f} s")
+        late = sorted(self.samples, key=lambda s: -s[1])[:5]
+        lines.append("  sampler late most: " + ", ".join(f"{lag * 1e3:.0f} ms at {t - t0:.1f} s" for t, lag, *_ in late))
+        big_gc = sorted(self.gc, key=lambda g: -g[1])[:5]
+        lines.append("  longest gc: " + ", ".join(f"{d * 1e3:.0f} ms gen{g} at {s - t0:.1f} s" for s, d, g, _ in big_gc))
+        lines.append(f"  gc total {sum(g[1] for g in self.gc):.2f} s in {len(self.gc)}; distributor passes over "
+                     f"{self.LONG * 1e3:.0f} ms: {len(self.passes)}, {sum(p[1] for p in self.passes):.2f} s, longest "
+                     f"{max((p[1] for p in self.passes), default=0):.2f} s; puts over it: {len(self.puts)}")
+        collector = getattr(self.distributor, "collector", None)
+        if collector is not None:
+            lines.append(f"  full collections frozen instead (distributor_gc): {collector.freezes}")
+        lines.append("  thread CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(self.cpu.items())))
+        empty = [t - t0 for t, _, q, *_ in self.samples if q == 0 and t > t0]
+        lines.append(f"  samples with no task queued: {len(empty)} of {len(self.samples)}"
+                     + (f", first at {empty[0]:.1f} s, last at {empty[-1]:.1f} s" if empty else ""))
+        return "\n".join(lines)
+
+
 def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any]:
     mean = workers / args.demand
     sim = SimulatedWorkers(workers, mean, seed=1)
@@ -312,7 +460,9 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
     interrupt = Interrupt().install()
     stopper = threading.Timer(args.max_seconds, lambda: os.kill(os.getpid(), signal.SIGINT))
     stopper.daemon = True
-    with tempfile.TemporaryDirectory() as tmp, StoreTimer() as store, ProfiledDistributor(args.profile) as prof:
+    trace = Trace(args.trace)
+    with (tempfile.TemporaryDirectory() as tmp, StoreTimer() as store, ProfiledDistributor(args.profile) as prof,
+          trace):
         made: list[Any] = []
 
         def make() -> Any:
@@ -357,6 +507,7 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         "stored_per_s": store.rows / elapsed,
         "ms_per_commit": 1e3 * store.seconds / max(store.commits, 1),
         "profile": prof.stats,
+        "trace": trace.report(name, workers, sim),
         "model": {k: v for k, v in getattr(made[0], "stats", {}).items()
                   if k in ("fits", "hyperfits", "model_process", "runners_up", "random_fillers", "batches",
                           "screened", "from_stock", "unscreened", "bred", "factor")} if made else {},
@@ -377,6 +528,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="evaluations per worker")
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--trace", metavar="DIR", help="write where the long gaps come from to DIR (see above)")
     args = parser.parse_args()
     unknown = sorted(set(args.optimizers.split(",")) - OPTIONS.keys())
     if unknown:
@@ -402,6 +554,8 @@ def main() -> None:
             print(f"{'':11} first wave: every worker had a task {row['ramp_s']:.2f} s after the first", flush=True)
             if row["model"]:
                 print(f"{'':11} model: {row['model']}", flush=True)
+            if row["trace"]:
+                print(row["trace"], flush=True)
             if row["profile"]:
                 print(row["profile"], flush=True)
 

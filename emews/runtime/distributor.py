@@ -15,6 +15,7 @@ from emews.core.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.compute_budget import BudgetReached, ComputeBudget
 from emews.runtime.dispatch import Dispatch, Ended, Event, Fatal, Refused, Requeue, Send, Started, Unfinished
+from emews.runtime.distributor_gc import WideCollector
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.group_commit import GroupCommit
@@ -106,6 +107,8 @@ class Distributor:
         self._spent = False  # the compute budget is spent: nothing new is dispatched
         self._ended = False  # ... and the optimizer was told
         self._thread = threading.Thread(target=self._run, name="emews-distributor", daemon=True)
+        #: no full garbage collections over the tasks in flight at width (engaged while the loop runs)
+        self.collector: WideCollector | None = None
         self._in_flight: dict[int, Task] = {}
         #: results on their way to the store, then the optimizer; tasks on their way to the store
         self._group = GroupCommit(queues, progress, len(self._workers), store=store, fail_fast=fail_fast)
@@ -176,8 +179,12 @@ class Distributor:
         """Serve, then stop the workers and store what arrived: each step runs whatever the one
         before raised, and no error escapes the thread (the first is :attr:`error`, for the run's
         summary; a full disk, for one, is reported there in one line, not as a thread traceback)."""
-        for step in (self._loop, self._stop_workers, self._flush):
-            self._noting(step)
+        self.collector = WideCollector(len(self._workers))
+        try:
+            for step in (self._loop, self._stop_workers, self._flush):
+                self._noting(step)
+        finally:
+            self.collector.close()
 
     def _noting(self, step: Callable[..., object], *args: object) -> None:
         """Run ``step``; an error it raises becomes :attr:`error` (the first one), reaches the

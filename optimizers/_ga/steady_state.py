@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .engine import PointSet, sigma_scale
+from .engine import sigma_scale
 from .individual import Individual
 from .operators import tournament_loser
 from .screen import SurrogateScreen
@@ -76,8 +76,7 @@ def run_steady_state(engine: Engine, stats: dict[str, Any] | None = None) -> lis
         children += stocked
         short = min(n - len(children), floor - evaluator.pending - len(children))
         if short > 0:  # the workers would run out of children: bred here, unscreened
-            members = PointSet(population)
-            children += [engine.child(population, members) for _ in range(short)]
+            children += breeder.unscreened(population, short, sigma_scale(opts, evaluator) * engine.step.scale)
             stats["unscreened"] += short
         return children
 
@@ -102,6 +101,7 @@ def _loop(
     opts, evaluator = engine.options, engine.evaluator
     size = opts.population
     assert size is not None
+    fitness = [member.fitness.wvalues for member in population]  # the members' own, kept beside them
     while True:
         want = min(target - evaluator.pending, evaluator.remaining)
         if cap is not None:
@@ -116,7 +116,7 @@ def _loop(
         scored = []
         for result in evaluator.get(1):
             arrived = in_flight.pop(result.id, None) or Individual(engine.space.validate(result.params))
-            insert(engine, population, size, arrived, result)
+            insert(engine, population, size, arrived, result, fitness)
             scored.append(arrived)
             state["arrived"] += 1
             if state["arrived"] % size == 0:
@@ -157,16 +157,32 @@ def wide_breeder(engine: Engine, population: list[Individual]) -> WideBreeder | 
     return WideBreeder(opts, engine.space, seed, population, most=most).start()
 
 
-def insert(engine: Engine, population: list[Individual], size: int, ind: Individual, result: Result) -> None:
-    """Score ``ind`` and add it; drop one member when the population is over ``size``."""
+def insert(
+    engine: Engine,
+    population: list[Individual],
+    size: int,
+    ind: Individual,
+    result: Result,
+    fitness: list[tuple[float, ...]] | None = None,
+) -> None:
+    """Score ``ind`` and add it; drop one member when the population is over ``size``.
+
+    ``fitness``: the members' weighted fitnesses, in their order, kept up to date here (a member's
+    fitness never changes once it is in): the worst is found in one pass over a list of tuples
+    instead of reading every member's fitness for every result (a quarter of the optimizer
+    thread's time at 20,000 workers, ``bench/scale.py``)."""
     engine.policy.assign([ind], [result], cohort=population)
     engine.step.observe([ind])
     engine.record([ind], gen=None)
     population.append(ind)
+    if fitness is None:
+        fitness = [member.fitness.wvalues for member in population]
+    else:
+        fitness.append(ind.fitness.wvalues)
     if len(population) > size:
         if engine.options.replacement == "worst":
-            fitness = [member.fitness.wvalues for member in population]
             loser = fitness.index(min(fitness))  # the first of the worst, as DEAP's comparisons order them
         else:
             loser = tournament_loser(population, engine.options.tournament, engine.rng)
         del population[loser]
+        del fitness[loser]
