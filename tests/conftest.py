@@ -3,6 +3,13 @@
 One hypothesis profile for the whole suite: no deadline and no "input generation is slow"
 health check, so that a machine whose cores are busy with other work does not fail a test
 (the suite must pass beside ``stress-ng --cpu 2``).
+
+The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup`` in setup.cfg): most of a
+test's time is spent waiting on child processes (``mpiexec`` jobs, R, PostgreSQL, Chromium), so a
+second worker fills the cores. Each test file is one unit of work (its module fixtures are built
+once), and tests that share one expensive thing across files share a unit: every test on the
+loopback Slurm (one cluster per session, one worker) and every report test of the shared
+experiments in ``tests/reporting/conftest.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,22 @@ from testutil import EVENTS, EmewsCommand, EventLog
 
 settings.register_profile("emews", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("emews")
+
+
+#: fixtures whose users must run on one xdist worker, and the unit of work they share
+SHARED_UNITS = {"slurm_cluster": "slurm", "faulty_exp": "report-runs", "resumed_exp": "report-runs"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group every test into its xdist unit of work (before xdist reads the marks)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        shared = sorted({SHARED_UNITS[name] for name in getattr(item, "fixturenames", ())
+                         if name in SHARED_UNITS})
+        unit = shared[0] if shared else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(unit))
 
 
 @pytest.fixture
