@@ -74,6 +74,9 @@ class Transport(Protocol):
     def sending(self) -> int:
         """Sends started but not yet complete (the receiver has not taken them)."""
 
+    def idle_backoff(self) -> Backoff:
+        """The back-off of this rank while it waits for its next message."""
+
 
 class ThreadLevelTooLow(EmewsError, RuntimeError):
     """MPI was initialised without the thread support the optimizer rank needs."""
@@ -122,6 +125,11 @@ class MPITransport:
             requests.clear()
         else:
             self._requests = [r for r in requests if not r.Test()]
+
+    def idle_backoff(self) -> Backoff:
+        """An MPI rank polls (only a probe sees a message): it spins briefly, then sleeps at most
+        1 ms between probes."""
+        return Backoff()
 
     def poll(self) -> Message | None:
         if self._requests:
@@ -180,6 +188,11 @@ class ThreadTransport:
         except queue.Empty:
             return None
 
+    def idle_backoff(self) -> Backoff:
+        """A thread endpoint sleeps on its mailbox at once (a message wakes it), ``THREAD_IDLE_WAIT``
+        at a time."""
+        return Backoff(spin=0.0, min_delay=THREAD_IDLE_WAIT, max_delay=THREAD_IDLE_WAIT, sleep=self.wait)
+
     def wait(self, seconds: float) -> None:
         """Sleep up to ``seconds``, or until a message for this rank arrives (the next
         :meth:`poll` returns it); a :class:`~emews.runtime.backoff.Backoff`'s ``sleep``."""
@@ -188,12 +201,3 @@ class ThreadTransport:
                 self._early = self._box.get(timeout=seconds)
             except queue.Empty:
                 pass
-
-
-def idle_backoff(transport: Transport) -> Backoff:
-    """The back-off of a rank waiting for its next message: a thread endpoint sleeps on its mailbox
-    at once (a message wakes it), ``THREAD_IDLE_WAIT`` at a time; an MPI rank polls (only a probe
-    sees a message), spinning briefly, then sleeping at most 1 ms in between."""
-    if isinstance(transport, ThreadTransport):
-        return Backoff(spin=0.0, min_delay=THREAD_IDLE_WAIT, max_delay=THREAD_IDLE_WAIT, sleep=transport.wait)
-    return Backoff()

@@ -14,7 +14,7 @@ from emews.core.results import Outcome, Status, Task
 from emews.objective.team import Team, free_port
 from emews.runtime.backoff import Backoff
 from emews.runtime.teams import Rendezvous, TeamTask
-from emews.runtime.transport import Message, Tag, Transport, idle_backoff
+from emews.runtime.transport import Message, Tag, Transport
 from emews.training.messages import LinkClosed, Reply, Report, TrialLink
 
 
@@ -118,7 +118,7 @@ class Inbox:
         Raises :class:`~emews.training.messages.LinkClosed` when the task must be abandoned meanwhile, or
         once STOP arrived: the optimizer rank answers nothing after it (a reply sent before it was
         received before it)."""
-        backoff = idle_backoff(self._transport)
+        backoff = self._transport.idle_backoff()
         while True:
             while self.replies:
                 reply = self.replies.popleft()
@@ -168,7 +168,7 @@ def worker_loop(
     so a large result reaches the optimizer rank while this rank is still in MPI.
     The last message is always :class:`WorkerStopped`, also when shutting down fails.
     """
-    backoff = idle_backoff(transport)
+    backoff = transport.idle_backoff()
     inbox = Inbox(transport, interrupted, optimizer_rank, aborting)
     queued: deque[Task | TeamTask] = deque()
     unsent: list[Outcome] = []
@@ -289,7 +289,7 @@ def join_team(item: TeamTask, transport: Transport, inbox: Inbox) -> Team | None
         for rank in item.ranks[1:]:
             transport.send(Rendezvous(task_id, port), rank, Tag.RENDEZVOUS)
     else:
-        backoff = idle_backoff(transport)
+        backoff = transport.idle_backoff()
         while (sent := inbox.rendezvous.pop(task_id, None)) is None:
             if inbox():
                 return None
