@@ -11,6 +11,7 @@ another site ``job.sh`` is rendered and submitted, and the batch job owns the le
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import shlex
 import shutil
@@ -22,10 +23,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from emews.config.experiment import (
+    CSV_FILE,
     SITE_FILE,
+    SUMMARY_FILE,
+    WORKFLOW_FILE,
     create_experiment,
     next_numbered,
     read_info,
@@ -34,12 +38,15 @@ from emews.config.experiment import (
     update_budget,
 )
 from emews.config.lease import Lease, acquire
-from emews.config.workflow import Workflow
+from emews.config.workflow import Workflow, load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import batch_job_over, job_command, submit_experiment
 from emews.store import opening as stores
+
+if TYPE_CHECKING:
+    from emews.store.base import Store
 
 #: how long the launching process waits for the job to wind down after it forwarded a stop signal
 STOP_GRACE_SECONDS = 120.0
@@ -210,22 +217,72 @@ def resume(
     site = load_site(str(exp_dir / SITE_FILE))
     workers = site.total_workers(workers or read_info(exp_dir).get("workers"))
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
+    stored: tuple[int, int] | None = None
     try:
         store = open_store(exp_dir)  # a corrupt or incompatible store is a clear error now, not a failed job
         if store is not None:
             with store:
                 store.verify(writing=True)
+                stored = _stored_and_unfinished(store)
         if overrides:
             update_budget(exp_dir, overrides)
+        done = _nothing_to_resume(exp_dir, stored)
     except BaseException:
         lease.release()
         raise
+    if done is not None:
+        lease.release()
+        line, status = done
+        print(f"emews: {line}", file=sys.stderr)
+        return Launched(exp_dir, status)
     if site.is_local:
         with lease:
             return Launched(exp_dir, run_local(site, exp_dir, workers, lease.token, relay=relay))
     job_id = _submit(site, exp_dir, workers, lease)
     print(f"submitted job {job_id} to {site.name} to resume {exp_dir}")
     return Launched(exp_dir, EXIT_OK)
+
+
+def _stored_and_unfinished(store: Store) -> tuple[int, int] | None:
+    """How many results ``store`` holds and how many dispatched tasks have none (``None``: unknown)."""
+    try:
+        return store.count_results(), store.count_unfinished()
+    except Exception:  # any engine's error: unknown, so the job runs and reports it as before
+        return None
+
+
+def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[str, int] | None:
+    """The line to print and the exit status the last run recorded when resuming would run nothing:
+    the store holds ``budget.evaluations`` results or more and no unfinished task (nothing to run
+    again, no paused or waiting trial), the experiment is not pooled, and ``summary.json`` is that
+    of the run that stored them (as many results) and ended on its own. ``None`` (run the job, as
+    before) when anything is uncertain: no store or summary, no evaluation budget, a stopped run."""
+    if stored is None:
+        return None
+    results, unfinished = stored
+    try:
+        if read_info(exp_dir).get("pools"):
+            return None  # the pools and the shared queue decide what is left
+        budget = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.budget.evaluations
+        summary = json.loads((exp_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (EmewsError, OSError, ValueError):
+        return None
+    if budget is None or results < budget or unfinished or not isinstance(summary, dict):
+        return None
+    status = summary.get("exit_status")
+    if (
+        not isinstance(status, int)
+        or summary.get("completed") != results  # a later run stored more and wrote no summary (kill -9)
+        or summary.get("interrupted") is not None
+        or not (exp_dir / CSV_FILE).is_file()
+    ):
+        return None
+    held = f"the {results} evaluations of its budget" if results == budget else f"{results} evaluations, over its budget"
+    return (
+        f"nothing to resume: {exp_dir} has {held} (budget.evaluations: {budget}); "
+        "raise it with --set budget.evaluations=N to go on",
+        status,
+    )
 
 
 def _submit(site: Site, exp_dir: Path, workers: int, lease: Lease) -> str:

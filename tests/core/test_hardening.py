@@ -117,17 +117,32 @@ def test_a_stale_lease_of_a_dead_run_is_taken_over(emews_cmd, tmp_path: Path) ->
 
 # --------------------------------------------------------------------------- resume
 def test_resume_of_a_finished_experiment_has_nothing_to_do(emews_cmd, tmp_path: Path) -> None:
-    """Issue 8 (2): a finished 16-evaluation bayes run resumed gave 22 rows. (Inline tasks: the
-    three jobs start no task processes, which the rows do not depend on.)"""
+    """Issue 8 (2): a finished 16-evaluation bayes run resumed gave 22 rows. Resumed as it is, it
+    says so in one line and starts no job: every file of the experiment (store, summary, CSV, the
+    log a job appends to) stays as it was; with a larger budget it goes on from the 16. (Inline
+    tasks: the jobs start no task processes, which the rows do not depend on.)"""
     wf = rugged(tmp_path, "ok", 16, isolation="inline", optimizer={"name": "bayes", "options": {"seed": 1}})
     assert emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300).returncode == 0
+    exp = tmp_path / "exp"
+    before = files_of(exp)
     proc = emews_cmd("resume", "exp", timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert len(rows(tmp_path / "exp")) == 16
-    assert "16 earlier evaluations" in proc.stderr
+    assert proc.returncode == 0, proc.stderr  # the status summary.json recorded
+    assert proc.stderr.splitlines() == [
+        f"emews: nothing to resume: {exp.absolute()} has the 16 evaluations of its budget "
+        "(budget.evaluations: 16); raise it with --set budget.evaluations=N to go on"
+    ]
+    assert files_of(exp) == before and not (exp / "lease.json").exists()
     extended = emews_cmd("resume", "exp", "--set", "budget.evaluations=20", timeout=300)
     assert extended.returncode == 0, extended.stderr
-    assert [r["id"] for r in rows(tmp_path / "exp")] == list(range(20))
+    assert [r["id"] for r in rows(exp)] == list(range(20))
+    assert "resumed: 16 earlier evaluations" in extended.stderr
+
+
+def files_of(exp: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``exp``: its size and modification time (ns); not SQLite's WAL index
+    (``results.db-shm``), which every reader of the store writes to."""
+    return {str(p.relative_to(exp)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in exp.rglob("*") if p.is_file() and not p.name.endswith("-shm")}
 
 
 # --------------------------------------------------------------------------- stop signals
