@@ -1,0 +1,61 @@
+"""``emews resume`` of an experiment with nothing left to run (its ``budget.evaluations`` all stored,
+no task unfinished) says so in one line, starts no job and exits with the status the last run
+recorded; when that is uncertain (no ``summary.json``) the job runs as before. Real ``emews launch``
+and ``emews resume`` (mpiexec). The finished case with a larger budget: tests/core/test_hardening.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from testutil import FAULTY, stored_rows, write_workflow
+
+
+def files_of(exp: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``exp``: its size and modification time (ns); not SQLite's WAL index
+    (``results.db-shm``), which every reader of the store writes to."""
+    return {str(p.relative_to(exp)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in exp.rglob("*") if p.is_file() and not p.name.endswith("-shm")}
+
+
+def launch(emews_cmd, tmp_path: Path, mode: str, budget: dict) -> Path:
+    """Sweep x = 1, 2, 3 over the faulty objective in ``mode`` (inline tasks, one worker)."""
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"}, objective={"module": str(FAULTY)},
+                        space={"x": {"type": "ordered", "values": [1, 2, 3]}, "mode": {"type": "constant", "value": mode}},
+                        budget=budget, task={"isolation": "inline"})
+    emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    return tmp_path / "exp"
+
+
+def test_a_failed_run_with_its_budget_spent_resumes_to_nothing_and_stays_failed(emews_cmd, tmp_path: Path) -> None:
+    exp = launch(emews_cmd, tmp_path, "raise", {"evaluations": 3, "fail_fast": 3})
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["exit_status"] == 1 and summary["completed"] == 3, summary  # stopped fast at its last evaluation
+    before = files_of(exp)
+    proc = emews_cmd("resume", "exp", timeout=240)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"emews: nothing to resume: {exp.absolute()} has the 3 evaluations of its budget (budget.evaluations: 3); "
+        "raise it with --set budget.evaluations=N to go on"
+    ]
+    assert files_of(exp) == before and not (exp / "lease.json").exists()
+
+
+def test_a_lowered_budget_resumes_to_nothing(emews_cmd, tmp_path: Path) -> None:
+    exp = launch(emews_cmd, tmp_path, "ok", {"evaluations": 3})
+    proc = emews_cmd("resume", "exp", "--set", "budget.evaluations=2", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "has 3 evaluations, over its budget (budget.evaluations: 2)" in proc.stderr
+    assert len(stored_rows(exp)) == 3
+
+
+def test_without_a_summary_the_job_runs_as_before(emews_cmd, tmp_path: Path) -> None:
+    exp = launch(emews_cmd, tmp_path, "ok", {"evaluations": 3})
+    (exp / "summary.json").unlink()  # as after a kill -9 of the first run's last moments
+    log = (exp / "emews.log").stat().st_size
+    proc = emews_cmd("resume", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to resume" not in proc.stderr and "resumed: 3 earlier evaluations" in proc.stderr
+    assert json.loads((exp / "summary.json").read_text())["completed"] == 3
+    assert (exp / "emews.log").stat().st_size > log  # the job ran and logged
+    assert len(stored_rows(exp)) == 3
