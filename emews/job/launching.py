@@ -277,7 +277,7 @@ def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[s
         or not (exp_dir / CSV_FILE).is_file()
     ):
         return None
-    held = f"the {results} evaluations of its budget" if results == budget else f"{results} evaluations, over its budget"
+    held = f"{results} evaluations, over its budget" if results > budget else f"the {results} evaluations of its budget"
     return (
         f"nothing to resume: {exp_dir} has {held} (budget.evaluations: {budget}); "
         "raise it with --set budget.evaluations=N to go on",

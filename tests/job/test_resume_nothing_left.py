@@ -21,7 +21,8 @@ def files_of(exp: Path) -> dict[str, tuple[int, int]]:
 def launch(emews_cmd, tmp_path: Path, mode: str, budget: dict) -> Path:
     """Sweep x = 1, 2, 3 over the faulty objective in ``mode`` (inline tasks, one worker)."""
     wf = write_workflow(tmp_path, optimizer={"name": "sweep"}, objective={"module": str(FAULTY)},
-                        space={"x": {"type": "ordered", "values": [1, 2, 3]}, "mode": {"type": "constant", "value": mode}},
+                        space={"x": {"type": "ordered", "values": [1, 2, 3]},
+                               "mode": {"type": "constant", "value": mode}},
                         budget=budget, task={"isolation": "inline"})
     emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
     return tmp_path / "exp"

@@ -1,0 +1,58 @@
+"""``emews resume`` of a finished batch experiment submits nothing, on the real loopback Slurm: one
+line says there is nothing to resume, the job record and every other file stay as they were."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from site_helpers import LOOPBACK_SITE
+from slurm_loopback import LoopbackSlurm
+
+from emews.site.jobs import JOB_RECORD, job_status
+
+RUGGED = Path(__file__).resolve().parents[1] / "objectives" / "rugged.py"
+
+
+def emews(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "emews", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def files_of(exp: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``exp``: its size and modification time (ns); not SQLite's WAL index."""
+    return {str(p.relative_to(exp)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in exp.rglob("*") if p.is_file() and not p.name.endswith("-shm")}
+
+
+def test_resume_of_a_finished_batch_experiment_submits_nothing(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    from test_slurm_loopback import wait_for
+
+    from testutil import wait_until
+
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(yaml.safe_dump({
+        "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},
+        "space": {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": "ok"}},
+        "budget": {"evaluations": 4}, "task": {"isolation": "inline"}}))
+    exp = tmp_path / "exp"
+    launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
+    assert launched.returncode == 0, launched.stderr
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    assert wait_until(lambda: (exp / "summary.json").exists() and not (exp / "lease.json").exists(), timeout=60)
+    before = files_of(exp)
+    assert JOB_RECORD in before
+
+    resumed = emews("resume", str(exp), cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "submitted job" not in resumed.stdout
+    assert resumed.stderr.splitlines() == [
+        f"emews: nothing to resume: {exp} has the 4 evaluations of its budget (budget.evaluations: 4); "
+        "raise it with --set budget.evaluations=N to go on"
+    ]
+    assert files_of(exp) == before  # the job record too: no job was submitted
