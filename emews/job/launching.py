@@ -11,6 +11,7 @@ another site ``job.sh`` is rendered and submitted, and the batch job owns the le
 from __future__ import annotations
 
 import codecs
+import csv
 import json
 import os
 import shlex
@@ -254,9 +255,10 @@ def _stored_and_unfinished(store: Store) -> tuple[int, int] | None:
 def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[str, int] | None:
     """The line to print and the exit status the last run recorded when resuming would run nothing:
     the store holds ``budget.evaluations`` results or more and no unfinished task (nothing to run
-    again, no paused or waiting trial), the experiment is not pooled, and ``summary.json`` is that
-    of the run that stored them (as many results) and ended on its own. ``None`` (run the job, as
-    before) when anything is uncertain: no store or summary, no evaluation budget, a stopped run."""
+    again, no paused or waiting trial), the experiment is not pooled, ``summary.json`` is that of the
+    run that stored them (as many results) and ended on its own, and ``results.csv`` has a row for
+    each. ``None`` (run the job, as before) when anything is uncertain: no store or summary, no
+    evaluation budget, a stopped run, a CSV of an earlier moment."""
     if stored is None:
         return None
     results, unfinished = stored
@@ -274,7 +276,7 @@ def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[s
         not isinstance(status, int)
         or summary.get("completed") != results  # a later run stored more and wrote no summary (kill -9)
         or summary.get("interrupted") is not None
-        or not (exp_dir / CSV_FILE).is_file()
+        or _csv_rows(exp_dir / CSV_FILE) != results  # the CSV of an earlier moment (a full disk at its writing)
     ):
         return None
     held = f"{results} evaluations, over its budget" if results > budget else f"the {results} evaluations of its budget"
@@ -283,6 +285,15 @@ def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[s
         "raise it with --set budget.evaluations=N to go on",
         status,
     )
+
+
+def _csv_rows(path: Path) -> int | None:
+    """The rows of ``results.csv`` below its header (``None``: no file, or one this cannot read)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return sum(1 for _ in csv.reader(fh)) - 1
+    except (OSError, ValueError, csv.Error):
+        return None
 
 
 def _submit(site: Site, exp_dir: Path, workers: int, lease: Lease) -> str:

@@ -1,12 +1,15 @@
 """``emews resume`` of an experiment with nothing left to run (its ``budget.evaluations`` all stored,
 no task unfinished) says so in one line, starts no job and exits with the status the last run
-recorded; when that is uncertain (no ``summary.json``) the job runs as before. Real ``emews launch``
-and ``emews resume`` (mpiexec). The finished case with a larger budget: tests/core/test_hardening.py."""
+recorded; when that is uncertain (no ``summary.json``, a ``results.csv`` short of rows) the job runs
+as before. Real ``emews launch`` and ``emews resume`` (mpiexec). The finished case resumed with a
+larger budget: tests/core/test_hardening.py."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from testutil import FAULTY, stored_rows, write_workflow
 
@@ -50,13 +53,25 @@ def test_a_lowered_budget_resumes_to_nothing(emews_cmd, tmp_path: Path) -> None:
     assert len(stored_rows(exp)) == 3
 
 
-def test_without_a_summary_the_job_runs_as_before(emews_cmd, tmp_path: Path) -> None:
+def drop_summary(exp: Path) -> None:
+    (exp / "summary.json").unlink()  # as after a kill -9 in the first run's last moments
+
+
+def drop_a_csv_row(exp: Path) -> None:
+    csv = exp / "results.csv"  # as after a full disk while the CSV was written (the summary says 0)
+    csv.write_text("".join(csv.read_text().splitlines(keepends=True)[:-1]))
+
+
+@pytest.mark.parametrize("uncertain", [drop_summary, drop_a_csv_row])
+def test_when_the_last_run_left_no_summary_or_an_old_csv_the_job_runs_as_before(emews_cmd, tmp_path: Path,
+                                                                               uncertain) -> None:
     exp = launch(emews_cmd, tmp_path, "ok", {"evaluations": 3})
-    (exp / "summary.json").unlink()  # as after a kill -9 of the first run's last moments
+    uncertain(exp)
     log = (exp / "emews.log").stat().st_size
     proc = emews_cmd("resume", "exp", timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert "nothing to resume" not in proc.stderr and "resumed: 3 earlier evaluations" in proc.stderr
     assert json.loads((exp / "summary.json").read_text())["completed"] == 3
+    assert len((exp / "results.csv").read_text().splitlines()) == 1 + 3
     assert (exp / "emews.log").stat().st_size > log  # the job ran and logged
     assert len(stored_rows(exp)) == 3
