@@ -76,3 +76,22 @@ def test_an_application_that_froze_objects_itself_is_left_alone() -> None:
     gc.collect()
     collector.close()
     assert gc.get_freeze_count() == frozen
+
+
+def test_one_full_collection_in_a_while_is_let_through() -> None:
+    """So that a long run does not keep every cycle that died in the old generation: once
+    ``FULL_EVERY`` seconds have passed, a full collection walks everything frozen so far."""
+    from emews.runtime import distributor_gc
+
+    now = [0.0]
+    collector = WideCollector(5000, width=1000, clock=lambda: now[0])
+    old = Cycle()
+    gc.collect()  # frozen
+    del old
+    assert gc.collect() == 0 and collector.full == 0
+    now[0] = distributor_gc.FULL_EVERY
+    assert gc.collect() >= 1  # let through: the frozen cycle is found
+    assert collector.full == 1 and gc.get_freeze_count() == 0
+    gc.collect()  # and the next one freezes again
+    assert gc.get_freeze_count() > 0 and collector.full == 1
+    collector.close()
