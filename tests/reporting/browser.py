@@ -60,7 +60,9 @@ def _browser(width: int) -> Any:
 
 
 @atexit.register
-def _quit_all() -> None:
+def quit_all() -> None:
+    """Quit every browser of this process (at the session's end: an xdist worker leaves without
+    running ``atexit`` handlers, which would leave its Chromium and chromedriver running)."""
     while _BROWSERS:
         _BROWSERS.popitem()[1].quit()
 

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stores import MODES, count
 from testutil import GATED, EmewsCommand, wait_until, write_workflow
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _browsers_quit_at_the_end() -> Iterator[None]:
+    """The session's headless browsers end with it (``browser.quit_all``)."""
+    yield
+    import browser
+
+    browser.quit_all()
 
 
 @pytest.fixture(scope="session")
