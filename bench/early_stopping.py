@@ -25,10 +25,20 @@ same budget of steps (``none``'s):
                       every proposal) against a replaying evaluator (``ReplayEvaluator``)
 ``optuna-tpe-sha``    Optuna's ``TPESampler(seed=seed)`` (defaults) with ``SuccessiveHalvingPruner()``,
                       one trial at a time (ordered lists suggested as categoricals)
+``ray-bohb``          Ray Tune's BOHB as Ray documents it: ``TuneBOHB(seed=seed)`` (hpbandster's BOHB;
+                      in a ``ConcurrencyLimiter`` of ``--workers``, the space given as Tune's domains,
+                      ordered lists as ``tune.choice``) with ``HyperBandForBOHB(max_t=steps)`` (reduction
+                      factor 3), defaults otherwise, ``--workers`` trials at a time; run by Ray's
+                      interpreter like ``ray-asha`` (``hpbandster`` and ``ConfigSpace`` installed into
+                      that venv on first use), its objects driven as Tune's ``TuneController`` drives
+                      them (:func:`replay_ray_bohb`)
 
 Their configurations' curves are trained as the rows ask and kept by configuration
 (``PROBLEM-STEPS-sSEED-chosen.json``; each configuration trains with a seed of the configuration
 and the problem's seed), so a rerun, or another row choosing the same configuration, replays it.
+``ray-bohb``'s ``HyperBandForBOHB`` pauses trials at its rungs and resumes the ones it promotes; a
+paused trial counts with its last loss when it pauses (as a stopped one does), and once the budget
+is spent no trial starts or resumes (those running go on until paused, stopped or done).
 Optuna studies are named per problem, seed and row (``study_name``): ``HyperbandPruner`` picks a
 trial's bracket from a hash of the study's name, which is random when left unnamed.
 
@@ -55,10 +65,11 @@ took when trained, and a free worker takes the next configuration while budget i
     nice -n 10 python bench/early_stopping.py --problems mlp --seeds 2 --methods none,asha,optuna-sha
     nice -n 10 python bench/early_stopping.py --asha '{"rule": "quantile"}'   # asha with options
     nice -n 10 python bench/early_stopping.py --methods none,bohb,optuna-tpe-sha --problems hgb,mlp
+    nice -n 10 python bench/early_stopping.py --methods none,bohb,optuna-tpe-sha,ray-bohb --seeds 1-10
     nice -n 10 python bench/early_stopping.py --real --problems mlp --seeds 1 --quick
 
 Needs torch (``pip install emews-mpi[torch]``), optuna and scikit-learn; ``ray-asha`` makes a venv
-(``--ray-python``) with ``ray[tune]``. This file also holds the optimizer the real emews runs use
+(``--ray-python``) with ``ray[tune]``, ``ray-bohb`` adds ``hpbandster`` and ``ConfigSpace`` to it. This file also holds the optimizer the real emews runs use
 (``FixedConfigs``: submits the given configurations in order).
 """
 
@@ -88,12 +99,16 @@ from emews.core.optimizer import Optimizer  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 OBJECTIVE = Path(es_problems.__file__).resolve()
 WORKFLOW = REPO / "workflows" / "asha.yaml"
-METHODS = ("none", "asha", "optuna-sha", "optuna-hyperband", "ray-asha", "bohb", "optuna-tpe-sha")
+METHODS = ("none", "asha", "optuna-sha", "optuna-hyperband", "ray-asha", "bohb", "optuna-tpe-sha", "ray-bohb")
 #: the rows whose optimizer chooses the configurations (their curves: :class:`Chosen`)
-MODEL_BASED = ("bohb", "optuna-tpe-sha")
+MODEL_BASED = ("bohb", "optuna-tpe-sha", "ray-bohb")
+#: the rows Ray's interpreter runs (``--ray-python``)
+RAY_ROWS = ("ray-asha", "ray-bohb")
 #: configurations ``none`` trains fully, per problem
 CONFIGS = {"mlp": 16, "cnn": 20, "hgb": 18}
 RAY_SPEC = "ray[tune]"
+#: what ``TuneBOHB`` needs besides Ray (``pip install hpbandster ConfigSpace``, as Ray's docs say)
+BOHB_SPECS = ("hpbandster", "ConfigSpace")
 
 
 class FixedConfigs(Optimizer):
@@ -486,6 +501,172 @@ def replay_ray(curves: Curves, budget: int, steps: int, workers: int) -> dict:
     return simulate(curves, len(curves.pool), budget, steps, workers, decide, ended)
 
 
+def tune_space(problem: str, steps: int) -> dict:
+    """The problem's space as Ray Tune's domains (a log range as ``loguniform``/``lograndint``, an
+    ordered list as ``choice``, as a user of Tune writes it; ``TuneBOHB`` turns it into a ConfigSpace)."""
+    from ray import tune
+
+    from emews.core.space import Categorical, Float, Int
+
+    domains: dict[str, Any] = {}
+    for name, dim in model_space(problem, steps).free.items():
+        if isinstance(dim, Float):
+            domains[name] = (tune.loguniform if dim.log else tune.uniform)(dim.lower, dim.upper)
+        elif isinstance(dim, Int):  # Tune's integer upper bound is exclusive
+            domains[name] = (tune.lograndint if dim.log else tune.randint)(dim.lower, dim.upper + 1)
+        elif isinstance(dim, Categorical):
+            domains[name] = tune.choice(list(dim.values))
+        else:
+            raise TypeError(f"{name}: {type(dim).__name__} has no Tune domain")
+    return domains
+
+
+class _RayTrial:
+    """What Ray's schedulers and searchers read of a trial (``trial_id``, ``status``, ``is_saving``)."""
+
+    def __init__(self, trial_id: str, params: dict, status: str) -> None:
+        self.trial_id, self.params, self.status = trial_id, params, status
+        self.is_saving = False
+        self.step = 0
+        self.last_result: dict = {}
+
+    def __str__(self) -> str:
+        return self.trial_id
+
+
+def replay_ray_bohb(chosen: Chosen, problem: str, budget: int, steps: int, workers: int, seed: int) -> dict:
+    """Ray Tune's BOHB choosing configurations (in Ray's venv): ``TuneBOHB(seed=seed)`` in a
+    ``ConcurrencyLimiter(max_concurrent=workers)`` with ``HyperBandForBOHB(max_t=steps)``, both
+    given the metric and the space as ``Tuner`` gives them, driven as Tune's ``TuneController``
+    drives them: new trials asked of the searcher while fewer than ``workers`` are pending (its
+    ``max_pending_trials`` under a limiter), a free worker takes the scheduler's
+    ``choose_trial_to_run`` or else the oldest pending trial, every report goes to the scheduler
+    and, unless it says STOP, to the searcher; PAUSE frees the worker (the trial resumes where it
+    was when the scheduler promotes it), STOP ends the trial (``stop_trial``). Steps take their
+    recorded seconds on ``workers`` workers; no trial starts or resumes once ``budget`` steps are spent."""
+    import logging
+
+    import numpy as np
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import HyperBandForBOHB, TrialScheduler
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.bohb import TuneBOHB
+
+    # hpbandster draws from numpy's global generator (TuneBOHB's seed seeds only the ConfigSpace):
+    # seeded too, so that a rerun repeats
+    np.random.seed(seed)
+    failures: list[str] = []  # hpbandster falls back to a random configuration on errors: count them
+
+    class _Failures(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING and "random configuration" in record.getMessage():
+                failures.append(record.getMessage().splitlines()[0])
+
+    bohb = TuneBOHB(seed=seed)
+    searcher = ConcurrencyLimiter(bohb, max_concurrent=workers)
+    searcher.set_search_properties("val_loss", "min", tune_space(problem, steps))
+    logging.getLogger("hpbandster").addHandler(_Failures())
+    bohb.bohber.logger.addHandler(_Failures())
+    picks = {"model": 0, "random": 0}
+    get_config = bohb.bohber.get_config
+
+    def counted(budget_: Any) -> tuple[dict, dict]:
+        config, info = get_config(budget_)
+        picks["model" if info.get("model_based_pick") else "random"] += 1
+        return config, info
+
+    bohb.bohber.get_config = counted
+    scheduler = HyperBandForBOHB(time_attr="training_iteration", max_t=steps)
+    scheduler.set_search_properties("val_loss", "min")
+    trials: list[_RayTrial] = []
+    events: list[tuple[float, int, str]] = []  # (time, trial, its step)
+    state = {"now": 0.0, "spent": 0, "running": 0, "paused": 0, "resumed": 0}
+    arrivals: list[tuple[float, int]] = []
+    order: list[int] = []
+
+    class Controller:  # what HyperBandForBOHB calls back
+        search_alg = type("SearchGenerator", (), {"searcher": searcher})()
+
+        def get_trials(self) -> list[_RayTrial]:
+            return trials
+
+        def stop_trial(self, trial: _RayTrial) -> None:  # TuneController.stop_trial
+            if trial.status in (Trial.ERROR, Trial.TERMINATED):
+                return
+            if trial.status in (Trial.PENDING, Trial.PAUSED):
+                scheduler.on_trial_remove(self, trial)
+                searcher.on_trial_complete(trial.trial_id)
+            else:
+                scheduler.on_trial_complete(self, trial, trial.last_result)
+                searcher.on_trial_complete(trial.trial_id, result=trial.last_result)
+            trial.status = Trial.TERMINATED
+            order.append(int(trial.trial_id))
+
+    controller = Controller()
+
+    def params_of(config: dict) -> dict:
+        plain = {k: v.item() if isinstance(v, np.generic) else v for k, v in config.items()}
+        return {**plain, "problem": problem, "epochs": steps}
+
+    def start(trial: _RayTrial) -> None:
+        if trial.status == Trial.PAUSED:
+            state["resumed"] += 1
+        trial.status = Trial.RUNNING
+        state["running"] += 1
+        heapq.heappush(events, (state["now"] + chosen.at(trial.params, trial.step + 1)[1], int(trial.trial_id),
+                                trial.trial_id))
+
+    def fill() -> None:
+        if state["spent"] >= budget:
+            return
+        while sum(t.status == Trial.PENDING for t in trials) < workers:  # _maybe_update_trial_queue
+            trial_id = f"{len(trials):05d}"
+            config = searcher.suggest(trial_id)
+            if config is None:
+                break
+            trials.append(_RayTrial(trial_id, params_of(config), Trial.PENDING))
+            scheduler.on_trial_add(controller, trials[-1])
+        while state["running"] < workers:  # _maybe_add_actors
+            trial = scheduler.choose_trial_to_run(controller) or next(
+                (t for t in trials if t.status == Trial.PENDING), None)
+            if trial is None:
+                return
+            if trial.step >= steps:  # nothing left to train (not seen so far): it ends
+                controller.stop_trial(trial)
+                continue
+            start(trial)
+
+    fill()
+    while events:
+        state["now"], _, trial_id = heapq.heappop(events)
+        trial = trials[int(trial_id)]
+        trial.step += 1
+        loss = chosen.at(trial.params, trial.step)[0]
+        state["spent"] += 1
+        trial.last_result = result = {"training_iteration": trial.step, "val_loss": loss, "trial_id": trial_id}
+        decision = scheduler.on_trial_result(controller, trial, result)
+        if decision != TrialScheduler.STOP:
+            searcher.on_trial_result(trial_id, result)
+        if decision == TrialScheduler.CONTINUE and trial.step < steps:
+            heapq.heappush(events, (state["now"] + chosen.at(trial.params, trial.step + 1)[1], int(trial_id),
+                                    trial_id))
+            continue
+        state["running"] -= 1
+        arrivals.append((loss, state["spent"]))  # the loss it holds now, stopped, done or paused
+        if decision == TrialScheduler.PAUSE:
+            trial.status = Trial.PAUSED
+            state["paused"] += 1
+        else:  # STOP, or its training loop ended
+            controller.stop_trial(trial)
+        fill()
+    return {"best": min(_losses(arrivals), default=math.nan), "epochs": state["spent"], "arrivals": arrivals,
+            "lengths": [t.step for t in trials if t.step], "order": order,
+            "ray_bohb": {"trials": len(trials), "model": picks["model"], "random": picks["random"],
+                         "paused": state["paused"], "resumed": state["resumed"], "fallbacks": len(failures),
+                         "brackets": scheduler.state()["num_brackets"]},
+            "configs": [t.params for t in trials]}
+
+
 def ray_python(venv: Path) -> Path:
     """The venv's python with Ray Tune (made on first use, seeing this interpreter's packages)."""
     python = venv / "bin" / "python"
@@ -499,8 +680,27 @@ def ray_python(venv: Path) -> Path:
     return python
 
 
+def ray_bohb_ready(python: Path) -> str | None:
+    """None when ``python`` (Ray's venv) imports ``TuneBOHB``'s packages, installing them into that
+    venv on first use; else why not (one line)."""
+    probe = [str(python), "-c", "import hpbandster, ConfigSpace; from ray.tune.search.bohb import TuneBOHB"]
+    if subprocess.run(probe, capture_output=True).returncode == 0:
+        return None
+    print(f"installing {' '.join(BOHB_SPECS)} into {python.parent.parent} ...", flush=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *BOHB_SPECS], capture_output=True)
+    proc = subprocess.run(probe, capture_output=True, text=True)
+    return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["import failed"])[-1]
+
+
 def ray_child(request: dict) -> None:
-    """``--ray-child``: the ray-asha row of one problem and seed, printed as JSON."""
+    """``--ray-child``: the ray-asha or ray-bohb row of one problem and seed, printed as JSON."""
+    if request.get("row") == "ray-bohb":
+        chosen = Chosen(Path(request["cache"]), request["seed"])
+        run = replay_ray_bohb(chosen, request["problem"], request["budget"], request["steps"], request["workers"],
+                              request["seed"])
+        chosen.save()
+        print(json.dumps({**run, "trained": chosen.trained}))
+        return
     pool = draw_configs(request["problem"], request["pool"], request["steps"], request["seed"])
     curves = Curves(Path(request["cache"]), pool, request["seed"])
     run = replay_ray(curves, request["budget"], request["steps"], request["workers"])
@@ -511,7 +711,8 @@ def ray_child(request: dict) -> None:
 def run_ray(python: Path, request: dict) -> dict:
     proc = subprocess.run([str(python), __file__, "--ray-child", json.dumps(request)], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"ray-asha ({request['problem']}, seed {request['seed']}) failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{request.get('row', 'ray-asha')} ({request['problem']}, seed {request['seed']}) failed:\n"
+                         f"{proc.stderr[-3000:]}")
     run = json.loads(proc.stdout.strip().splitlines()[-1])
     run["arrivals"] = [tuple(a) for a in run["arrivals"]]
     return run
@@ -720,7 +921,13 @@ def main() -> None:
             raise SystemExit(2) from None
     import optuna
 
-    python = ray_python(Path(args.ray_python)) if "ray-asha" in methods else None
+    python = ray_python(Path(args.ray_python)) if set(RAY_ROWS) & set(methods) else None
+    if "ray-bohb" in methods:
+        why = ray_bohb_ready(python)
+        if why:  # the bench says so and goes on without the row
+            print(f"ray-bohb: not run: {args.ray_python} lacks TuneBOHB's {' and '.join(BOHB_SPECS)} ({why})",
+                  file=sys.stderr)
+            methods.remove("ray-bohb")
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict[str, list[dict]]] = {}
@@ -763,11 +970,16 @@ def main() -> None:
                         "ray-asha": lambda: (curves.save(), run_ray(python, {
                             "problem": problem, "seed": seed, "pool": len(pool), "steps": steps, "budget": budget,
                             "workers": args.workers, "cache": str(curves.path)}))[1],
+                        "ray-bohb": lambda: (chosen.save(), run_ray(python, {
+                            "row": "ray-bohb", "problem": problem, "seed": seed, "steps": steps, "budget": budget,
+                            "workers": args.workers, "cache": str(chosen.path)}))[1],
                     }
                 for name in methods:
                     run = rows[name]()
                     if name == "ray-asha":  # the child trained what it needed: read its curves
                         curves = Curves(curves.path, pool, seed)
+                    if name == "ray-bohb":
+                        chosen = Chosen(chosen.path, seed)
                     target = runs.get(problem, {}).get("none", [{}])[-1].get("best") if name != "none" else run["best"]
                     run["to_match"] = epochs_to_match(run["arrivals"], target)
                     traces.append({"problem": problem, "seed": seed, "method": name, **run})
