@@ -543,7 +543,11 @@ def replay_ray_bohb(chosen: Chosen, problem: str, budget: int, steps: int, worke
     ``choose_trial_to_run`` or else the oldest pending trial, every report goes to the scheduler
     and, unless it says STOP, to the searcher; PAUSE frees the worker (the trial resumes where it
     was when the scheduler promotes it), STOP ends the trial (``stop_trial``). Steps take their
-    recorded seconds on ``workers`` workers; no trial starts or resumes once ``budget`` steps are spent."""
+    recorded seconds on ``workers`` workers; no trial starts or resumes once ``budget`` steps are spent.
+
+    ``arrivals``: each trial once, with its last loss, when it last left its worker (stopped, done,
+    or paused and never resumed), as the other rows count a trial; ``paused_arrivals`` also counts
+    the loss of every pause of a trial resumed later (its checkpoint holds that model)."""
     import logging
 
     import numpy as np
@@ -582,6 +586,8 @@ def replay_ray_bohb(chosen: Chosen, problem: str, budget: int, steps: int, worke
     events: list[tuple[float, int, str]] = []  # (time, trial, its step)
     state = {"now": 0.0, "spent": 0, "running": 0, "paused": 0, "resumed": 0}
     arrivals: list[tuple[float, int]] = []
+    held: dict[str, int] = {}  # trial -> its arrival when it paused
+    withdrawn: set[int] = set()  # the arrivals of pauses resumed later
     order: list[int] = []
 
     class Controller:  # what HyperBandForBOHB calls back
@@ -611,6 +617,7 @@ def replay_ray_bohb(chosen: Chosen, problem: str, budget: int, steps: int, worke
     def start(trial: _RayTrial) -> None:
         if trial.status == Trial.PAUSED:
             state["resumed"] += 1
+            withdrawn.add(held.pop(trial.trial_id))
         trial.status = Trial.RUNNING
         state["running"] += 1
         heapq.heappush(events, (state["now"] + chosen.at(trial.params, trial.step + 1)[1], int(trial.trial_id),
@@ -656,11 +663,13 @@ def replay_ray_bohb(chosen: Chosen, problem: str, budget: int, steps: int, worke
         if decision == TrialScheduler.PAUSE:
             trial.status = Trial.PAUSED
             state["paused"] += 1
+            held[trial_id] = len(arrivals) - 1
         else:  # STOP, or its training loop ended
             controller.stop_trial(trial)
         fill()
-    return {"best": min(_losses(arrivals), default=math.nan), "epochs": state["spent"], "arrivals": arrivals,
-            "lengths": [t.step for t in trials if t.step], "order": order,
+    last = [arrival for i, arrival in enumerate(arrivals) if i not in withdrawn]
+    return {"best": min(_losses(last), default=math.nan), "epochs": state["spent"], "arrivals": last,
+            "paused_arrivals": arrivals, "lengths": [t.step for t in trials if t.step], "order": order,
             "ray_bohb": {"trials": len(trials), "model": picks["model"], "random": picks["random"],
                          "paused": state["paused"], "resumed": state["resumed"], "fallbacks": len(failures),
                          "brackets": scheduler.state()["num_brackets"]},
@@ -699,6 +708,8 @@ def ray_child(request: dict) -> None:
         run = replay_ray_bohb(chosen, request["problem"], request["budget"], request["steps"], request["workers"],
                               request["seed"])
         chosen.save()
+        if request.get("target") is not None:  # counting every pause's loss too
+            run["to_match_at_pause"] = epochs_to_match(run["paused_arrivals"], request["target"])
         print(json.dumps({**run, "trained": chosen.trained}))
         return
     pool = draw_configs(request["problem"], request["pool"], request["steps"], request["seed"])
@@ -972,7 +983,8 @@ def main() -> None:
                             "workers": args.workers, "cache": str(curves.path)}))[1],
                         "ray-bohb": lambda: (chosen.save(), run_ray(python, {
                             "row": "ray-bohb", "problem": problem, "seed": seed, "steps": steps, "budget": budget,
-                            "workers": args.workers, "cache": str(chosen.path)}))[1],
+                            "workers": args.workers, "cache": str(chosen.path),
+                            "target": runs[problem]["none"][-1]["best"]}))[1],
                     }
                 for name in methods:
                     run = rows[name]()
@@ -988,6 +1000,7 @@ def main() -> None:
                     run.pop("order", None)
                     run.pop("configs", None)
                     run.pop("origins", None)
+                    run.pop("paused_arrivals", None)
                     runs.setdefault(problem, {}).setdefault(name, []).append(run)
                     print(f"# {problem} seed {seed} {name}: {json.dumps(run)}", flush=True)
                     if not args.real:
