@@ -45,9 +45,7 @@ _holders: list[WideCollector] = []  # engaged collectors in this process (a test
 class WideCollector:
     """While serving ``workers`` >= ``width``: full collections become freezes (see the module)."""
 
-    def __init__(
-        self, workers: int, *, width: int | None = None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, workers: int, *, width: int | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.engaged = False
         #: full collections turned into freezes, and those let through (one in ``FULL_EVERY`` s)
         self.freezes = 0
