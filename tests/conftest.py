@@ -4,9 +4,9 @@ One hypothesis profile for the whole suite: no deadline and no "input generation
 health check, so that a machine whose cores are busy with other work does not fail a test
 (the suite must pass beside ``stress-ng --cpu 2``).
 
-The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup`` in setup.cfg): most of a
+The suite runs on three pytest-xdist workers (``-n 3 --dist loadgroup`` in setup.cfg): much of a
 test's time is spent waiting on child processes (``mpiexec`` jobs, R, PostgreSQL, Chromium), so a
-second worker fills the cores. Each test file is one unit of work (its module fixtures are built
+third worker fills the cores. Each test file is one unit of work (its module fixtures are built
 once), and tests that share one expensive thing across files share a unit: every test on the
 loopback Slurm (one cluster per session, one worker) and every report test of the shared
 experiments in ``tests/reporting/conftest.py``.
