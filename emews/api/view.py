@@ -7,13 +7,12 @@ writes a file. The same experiment stays runnable from the command line (``emews
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from emews.config.experiment import SUMMARY_FILE, read_workflow, require_experiment
+from emews.config.experiment import read_summary, read_workflow, require_experiment
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError, EmewsError, did_you_mean
 from emews.output.csvrows import Columns
@@ -101,11 +100,7 @@ class Experiment:
     def summary(self) -> dict[str, Any]:
         """The last finished run's ``summary.json`` (counts, best, elapsed over every run, how it
         ended); ``{}`` before a run has finished."""
-        try:
-            data = json.loads((self.path / SUMMARY_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return read_summary(self.path)
 
     @property
     def running(self) -> bool:

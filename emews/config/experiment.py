@@ -136,13 +136,19 @@ def _dump_yaml(path: Path, data: dict[str, Any]) -> None:
     path.write_text(dump_yaml(data), encoding="utf-8")
 
 
+def read_summary(exp_dir: Path) -> dict[str, Any]:
+    """The last finished run's ``summary.json``; ``{}`` when there is none or it cannot be read."""
+    try:
+        data = json.loads((exp_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def run_exit_status(exp_dir: Path, since: float) -> int | None:
     """The exit status the run that finished after ``since`` recorded (``None``: no such run)."""
-    try:
-        data = json.loads((exp_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("finished"), (int, float)) or data["finished"] < since:
+    data = read_summary(exp_dir)
+    if not isinstance(data.get("finished"), (int, float)) or data["finished"] < since:
         return None
     status = data.get("exit_status")
     return status if isinstance(status, int) else None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import json
 import os
 import shlex
 import shutil
@@ -29,11 +28,11 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 from emews.config.experiment import (
     CSV_FILE,
     SITE_FILE,
-    SUMMARY_FILE,
     WORKFLOW_FILE,
     create_experiment,
     next_numbered,
     read_info,
+    read_summary,
     require_experiment,
     run_exit_status,
     update_budget,
@@ -266,10 +265,10 @@ def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[s
         if read_info(exp_dir).get("pools"):
             return None  # the pools and the shared queue decide what is left
         budget = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.budget.evaluations
-        summary = json.loads((exp_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
     except (EmewsError, OSError, ValueError):
         return None
-    if budget is None or results < budget or unfinished or not isinstance(summary, dict):
+    summary = read_summary(exp_dir)
+    if budget is None or results < budget or unfinished:
         return None
     status = summary.get("exit_status")
     if (

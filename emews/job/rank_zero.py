@@ -24,6 +24,7 @@ from emews.config.experiment import (
     SUMMARY_FILE,
     WORKFLOW_FILE,
     read_info,
+    read_summary,
     require_experiment,
 )
 from emews.config.lease import acquire
@@ -394,11 +395,8 @@ class EarlierRuns:
 def earlier_runs(exp_dir: Path) -> EarlierRuns:
     """The runs before this one, as the last ``summary.json`` counts them (a run killed with
     ``kill -9`` wrote none, and is not counted)."""
-    try:
-        data = json.loads((exp_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return EarlierRuns()
-    elapsed, runs = (data.get("elapsed"), data.get("runs", 1)) if isinstance(data, dict) else (None, None)
+    data = read_summary(exp_dir)
+    elapsed, runs = data.get("elapsed"), data.get("runs", 1)
     if not isinstance(elapsed, (int, float)) or not isinstance(runs, int):
         return EarlierRuns()
     return EarlierRuns(runs, float(elapsed))
