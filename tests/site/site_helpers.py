@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
 LOOPBACK_SITE = HERE / "slurm-loopback.yaml"
+RUGGED = HERE.parent / "objectives" / "rugged.py"
+REPO = HERE.parents[1]
+
+
+def repo_env(**extra: str) -> dict[str, str]:
+    """This environment with the repository first on ``PYTHONPATH`` (a batch job imports this emews)."""
+    return {**os.environ, **extra, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def emews(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``python -m emews ARGS`` in ``cwd``, its output captured."""
+    return subprocess.run([sys.executable, "-m", "emews", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 _FAKE = """#!/bin/bash
 # Fake {name}: records its name and args (one per line), the script file and stdin, then answers.

@@ -3,23 +3,13 @@ line says there is nothing to resume, the job record and every other file stay a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
-from site_helpers import LOOPBACK_SITE
+from site_helpers import LOOPBACK_SITE, RUGGED, emews, repo_env
 from slurm_loopback import LoopbackSlurm
 
 from emews.site.jobs import JOB_RECORD, job_status
-
-RUGGED = Path(__file__).resolve().parents[1] / "objectives" / "rugged.py"
-
-
-def emews(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emews", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 def files_of(exp: Path) -> dict[str, tuple[int, int]]:
@@ -33,8 +23,7 @@ def test_resume_of_a_finished_batch_experiment_submits_nothing(slurm_cluster: Lo
 
     from testutil import wait_until
 
-    repo = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = repo_env()
     wf = tmp_path / "wf.yaml"
     wf.write_text(yaml.safe_dump({
         "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},

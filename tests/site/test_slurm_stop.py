@@ -5,36 +5,25 @@ real loopback Slurm. Issue 8: "SIGTERM/SIGINT anywhere (launch, rank 0, batch jo
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
-
-from site_helpers import LOOPBACK_SITE
+from site_helpers import LOOPBACK_SITE, RUGGED, emews, repo_env
 from slurm_loopback import LoopbackSlurm
+
 from emews.site.jobs import job_status
-
-RUGGED = Path(__file__).resolve().parents[1] / "objectives" / "rugged.py"
-
-
-def emews(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emews", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_a_cancelled_batch_job_stores_what_arrived_and_resume_finishes(slurm_cluster: LoopbackSlurm,
                                                                        tmp_path: Path) -> None:
     from test_slurm_loopback import wait_for
+
     from testutil import wait_until
 
     events, gate = tmp_path / "events", tmp_path / "gate"
     events.mkdir()
-    repo = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "RUGGED_EVENTS": str(events), "RUGGED_GATE": str(gate),
-           "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = repo_env(RUGGED_EVENTS=str(events), RUGGED_GATE=str(gate))
     wf = tmp_path / "wf.yaml"
     wf.write_text(yaml.safe_dump({
         "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},
