@@ -19,6 +19,22 @@ def repo_env(**extra: str) -> dict[str, str]:
     return {**os.environ, **extra, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
+def launch_rugged(tmp_path: Path, env: dict[str, str], *, mode: str, evaluations: int, isolation: str) -> Path:
+    """``emews launch`` a random search of ``RUGGED`` (every task in ``mode``) on the loopback Slurm
+    site; the experiment's folder (``tmp_path / "exp"``) once the job is submitted."""
+    import yaml
+
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(yaml.safe_dump({
+        "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},
+        "space": {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": mode}},
+        "budget": {"evaluations": evaluations}, "task": {"isolation": isolation}}))
+    exp = tmp_path / "exp"
+    launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
+    assert launched.returncode == 0, launched.stderr
+    return exp
+
+
 def emews(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     """``python -m emews ARGS`` in ``cwd``, its output captured."""
     return subprocess.run([sys.executable, "-m", "emews", *args], cwd=cwd, env=env, capture_output=True,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-from site_helpers import LOOPBACK_SITE, RUGGED, emews, repo_env
+from site_helpers import emews, launch_rugged, repo_env
 from slurm_loopback import LoopbackSlurm
 
 from emews.site.jobs import JOB_RECORD, job_status
@@ -24,14 +23,7 @@ def test_resume_of_a_finished_batch_experiment_submits_nothing(slurm_cluster: Lo
     from testutil import wait_until
 
     env = repo_env()
-    wf = tmp_path / "wf.yaml"
-    wf.write_text(yaml.safe_dump({
-        "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},
-        "space": {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": "ok"}},
-        "budget": {"evaluations": 4}, "task": {"isolation": "inline"}}))
-    exp = tmp_path / "exp"
-    launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
-    assert launched.returncode == 0, launched.stderr
+    exp = launch_rugged(tmp_path, env, mode="ok", evaluations=4, isolation="inline")
     assert wait_for(lambda: job_status(exp), "done", 300) == "done"
     assert wait_until(lambda: (exp / "summary.json").exists() and not (exp / "lease.json").exists(), timeout=60)
     before = files_of(exp)

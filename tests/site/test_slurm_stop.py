@@ -8,8 +8,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-import yaml
-from site_helpers import LOOPBACK_SITE, RUGGED, emews, repo_env
+from site_helpers import emews, launch_rugged, repo_env
 from slurm_loopback import LoopbackSlurm
 
 from emews.site.jobs import job_status
@@ -24,14 +23,7 @@ def test_a_cancelled_batch_job_stores_what_arrived_and_resume_finishes(slurm_clu
     events, gate = tmp_path / "events", tmp_path / "gate"
     events.mkdir()
     env = repo_env(RUGGED_EVENTS=str(events), RUGGED_GATE=str(gate))
-    wf = tmp_path / "wf.yaml"
-    wf.write_text(yaml.safe_dump({
-        "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},
-        "space": {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": "wait"}},
-        "budget": {"evaluations": 8}, "task": {"isolation": "process"}}))
-    exp = tmp_path / "exp"
-    launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
-    assert launched.returncode == 0, launched.stderr
+    exp = launch_rugged(tmp_path, env, mode="wait", evaluations=8, isolation="process")
     assert wait_until(lambda: len(list(events.glob("started-*"))) >= 2, timeout=240)
 
     cancelled = emews("cancel", str(exp), cwd=tmp_path, env=env)
