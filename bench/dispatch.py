@@ -12,7 +12,11 @@ Prints, as medians over the repeats:
     (emews) and ``MPIPoolExecutor.map(chunksize=1)`` (mpi4py.futures);
   * median round trip of one task at a time (emews ``evaluator.map([p])``,
     futures ``submit(f).result()``);
-  * the CPU an idle rank burns (percent of one core) while the optimizer waits.
+  * the CPU an idle rank burns (percent of one core) while the optimizer waits;
+  * over the throughput phase, per task and summed over every thread of every rank: the CPU
+    used and the time spent runnable but without a core (``/proc/.../schedstat``). emews is
+    CPU-bound and mpi4py.futures sleep-bound, so on a loaded machine the tasks/s ratio drops
+    while the CPU ratio holds far better (docs/benchmarks.md, "Machine sensitivity").
 Each measurement runs under the ``mpiexec`` next to this Python, alternating the
 two systems so machine noise falls on both alike, with Python's bytecode cache on (as in a
 default environment) and after one uncounted warm-up launch.
@@ -27,10 +31,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from procs import pids_running
+from procs import counters_between, pids_running, thread_counters
 
 HERE = Path(__file__).resolve()
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -91,6 +96,7 @@ def child_emews(tasks: int, latency_tasks: int, idle_seconds: float) -> None:
     from mpi4py import MPI
 
     from emews.core.optimizer import Optimizer
+    from emews.runtime.backoff import Backoff, spin_seconds
     from emews.optimizers.random import RandomSearch
     from emews.job.wiring import RunSpec, run_optimizer_rank, run_worker_rank
     from emews.objective.function import ObjectiveRef
@@ -98,6 +104,10 @@ def child_emews(tasks: int, latency_tasks: int, idle_seconds: float) -> None:
     from emews.core.space import Float, Space
 
     comm = MPI.COMM_WORLD
+    pids = comm.allgather(os.getpid())  # each rank's threads are counted over the throughput phase
+    # idle ranks poll for 1 ms (``DEFAULT_SPIN``), unlike ``emews launch`` on an oversubscribed
+    # node, which does not poll; ``EMEWS_SPIN_SECONDS`` sets the window here as there
+    Backoff.spin_default = spin_seconds()
     transport = MPITransport(comm)
     space = Space({"x": Float(0.0, 1.0)})
     objective = ObjectiveRef(str(HERE), function="noop")
@@ -111,8 +121,11 @@ def child_emews(tasks: int, latency_tasks: int, idle_seconds: float) -> None:
             cpu_start = time.process_time()
             inner = RandomSearch(seed=1)
             evaluator.budget = tasks  # phase 1 uses the first `tasks` evaluations
+            threads = thread_counters(pids)
             inner.run(evaluator)
             report["tasks_per_s"] = tasks / (time.perf_counter() - start)
+            report["threads"] = counters_between(threads, thread_counters(pids))
+            report["main_thread"] = f"{os.getpid()}/{threading.get_native_id()}"
             report["rank0_cpu_us_per_task"] = 1e6 * (time.process_time() - cpu_start) / tasks
             evaluator.budget = tasks + latency_tasks
             trips = []
@@ -144,16 +157,24 @@ def child_futures(tasks: int, latency_tasks: int) -> None:
 
     with MPIPoolExecutor() as pool:
         list(pool.map(noop, range(200)))  # start the workers
+        pids = [os.getpid(), *set(pool.map(_pid, range(200)))]
+        threads = thread_counters(pids)
         start = time.perf_counter()
         list(pool.map(noop, range(tasks), chunksize=1))
         rate = tasks / (time.perf_counter() - start)
+        threads = counters_between(threads, thread_counters(pids))
         trips = []
         for _ in range(latency_tasks):
             t0 = time.perf_counter()
             pool.submit(noop).result()
             trips.append(time.perf_counter() - t0)
-    print("RESULT " + json.dumps({"tasks_per_s": rate, "round_trip_us": statistics.median(trips) * 1e6}),
+    print("RESULT " + json.dumps({"tasks_per_s": rate, "round_trip_us": statistics.median(trips) * 1e6,
+                                  "threads": threads, "main_thread": f"{os.getpid()}/{threading.get_native_id()}"}),
           flush=True)
+
+
+def _pid(_: object = None) -> int:
+    return os.getpid()
 
 
 # --- driver ---------------------------------------------------------------------------
@@ -183,7 +204,19 @@ def run_child(kind: str, args: argparse.Namespace, idle: float = 0.0) -> tuple[d
     if proc.returncode != 0:
         raise SystemExit(f"{kind} run failed with exit status {proc.returncode}")
     line = next(l for l in out.splitlines() if l.startswith("RESULT "))
-    return json.loads(line[7:]), idle_pct
+    result = json.loads(line[7:])
+    result.update(cpu_per_task(result.pop("threads"), args.tasks))
+    return result, idle_pct
+
+
+def cpu_per_task(threads: dict[str, dict[str, int]], tasks: int) -> dict[str, float]:
+    """Over the throughput phase, per task and summed over every thread of every rank: the CPU
+    used and the time spent runnable without a core (us). The first travels between machines of
+    one CPU model; the second is what a loaded or smaller machine adds."""
+    return {
+        "cpu_us": sum(t["run_ns"] for t in threads.values()) / tasks / 1e3,
+        "wait_us": sum(t["wait_ns"] for t in threads.values()) / tasks / 1e3,
+    }
 
 
 def _measure_idle_workers(proc: subprocess.Popen, tag: str, idle: float) -> float | None:
@@ -249,8 +282,9 @@ def main() -> None:
             idles.append(idle_pct)
         print(f"  repeat {i + 1}: launch {cli_row['whole_per_s']:,.0f}/s whole, {cli_row['in_run_per_s']:,.0f}/s "
               f"in run, results {cli_row['results_s']:.2f} s | runtime {emews_row['tasks_per_s']:,.0f}/s "
-              f"{emews_row['round_trip_us']:.0f} us | futures {futures_row['tasks_per_s']:,.0f}/s "
-              f"{futures_row['round_trip_us']:.0f} us", flush=True)
+              f"{emews_row['round_trip_us']:.0f} us {emews_row['cpu_us']:.1f}/{emews_row['wait_us']:.1f} cpu/wait us"
+              f" | futures {futures_row['tasks_per_s']:,.0f}/s {futures_row['round_trip_us']:.0f} us "
+              f"{futures_row['cpu_us']:.1f}/{futures_row['wait_us']:.1f} cpu/wait us", flush=True)
 
     def med(kind: str, key: str) -> float:
         return statistics.median(r[key] for r in rows[kind])
@@ -261,10 +295,14 @@ def main() -> None:
           f" tasks/s ({med('cli', 'whole_per_s') / med('futures', 'tasks_per_s'):.1f}x mpi4py.futures); "
           f"emews results of that store: {med('cli', 'results_s'):.2f} s")
     print("runtime called directly (no CLI), and mpi4py.futures:")
-    print(f"{'system':<22}{'tasks/s':>12}{'round trip (us)':>18}")
+    print(f"{'system':<22}{'tasks/s':>12}{'round trip (us)':>18}{'CPU us/task':>14}{'waited us/task':>16}")
     for kind, label in (("emews", "emews"), ("futures", "mpi4py.futures")):
-        print(f"{label:<22}{med(kind, 'tasks_per_s'):>12,.0f}{med(kind, 'round_trip_us'):>18.0f}")
-    print(f"speed-up (tasks/s): {med('emews', 'tasks_per_s') / med('futures', 'tasks_per_s'):.1f}x")
+        print(f"{label:<22}{med(kind, 'tasks_per_s'):>12,.0f}{med(kind, 'round_trip_us'):>18.0f}"
+              f"{med(kind, 'cpu_us'):>14.1f}{med(kind, 'wait_us'):>16.1f}")
+    print(f"speed-up (tasks/s): {med('emews', 'tasks_per_s') / med('futures', 'tasks_per_s'):.1f}x; "
+          f"CPU per task (all ranks; load moves it far less than tasks/s): "
+          f"{med('futures', 'cpu_us') / med('emews', 'cpu_us'):.1f}x less; load {os.getloadavg()[0]:.2f}")
+    print("  (CPU: every thread of every rank over the throughput phase; waited: runnable without a core)")
     if idles:
         print(f"idle worker rank CPU: {statistics.median(idles):.1f}% of a core (median of the busiest worker); "
               f"idle optimizer rank: {med('emews', 'rank0_idle_cpu_pct'):.1f}%")

@@ -12,11 +12,13 @@ continues. The ranks leave together, once rank 0's outputs are written
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from emews.core.cores import cpu_quota, usable_cores
 from emews.core.errors import EXIT_CONFIG, EXIT_OK
 from emews.runtime.backoff import Backoff, spin_for
 from emews.runtime.interrupt import Interrupt
@@ -37,8 +39,10 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: P
         return EXIT_CONFIG
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     ranks_on_node = node.Get_size()
-    node_cores = set().union(*node.allgather(sorted(os.sched_getaffinity(0))))
-    Backoff.spin_default = spin_for(ranks_on_node, len(node_cores))  # no polling when oversubscribed
+    node_cores, usable = node_usable_cores(node.allgather((sorted(os.sched_getaffinity(0)), cpu_quota())))
+    # no polling when the node has fewer cores than ranks; a CPU quota does not count here: under
+    # a 1-core quota, 2 ranks on 2 cores served 30% more no-op tasks polling (docs/benchmarks.md)
+    Backoff.spin_default = spin_for(ranks_on_node, node_cores)
     if comm.Get_rank() == 0 and pool_dir is not None:
         from emews.job.pool_lead import lead_pool  # a pool's distributor, fed from the store
 
@@ -51,7 +55,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: P
         from emews.job.rank_zero import lead  # the optimizer's role: configuration, store, reports
 
         try:
-            return lead(exp_dir.absolute(), comm, lease_token, interrupt, spare_core=len(node_cores) > ranks_on_node)
+            return lead(exp_dir.absolute(), comm, lease_token, interrupt, spare_core=usable > ranks_on_node)
         finally:
             interrupt.ignore_from_now()
             leave_together(comm, patience=LEAVE_PATIENCE)
@@ -68,6 +72,15 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: P
         interrupt.ignore_from_now()  # a late signal must not kill this rank while rank 0 writes its outputs
         leave_together(comm)
     return EXIT_OK
+
+
+def node_usable_cores(ranks: list[tuple[list[int], float | None]]) -> tuple[int, float]:
+    """The cores of a node's ranks, from each rank's (affinity, cgroup CPU quota): how many any of
+    them may run on, and how many they may keep busy together, capped by the tightest quota (the
+    ranks of a job share its cgroup)."""
+    cores = len(set().union(*(set(affinity) for affinity, _ in ranks)))
+    quotas = [quota for _, quota in ranks if quota is not None]
+    return cores, usable_cores(cores, min(quotas) if quotas else math.inf)
 
 
 #: seconds rank 0, its outputs written, waits for the workers to leave with it

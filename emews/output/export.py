@@ -18,6 +18,7 @@ from typing import Any
 
 import emews.store as stores
 from emews.config.experiment import CSV_FILE, require_experiment
+from emews.core.cores import usable_cores
 from emews.core.errors import ConfigError
 from emews.core.failure_cause import CommonCause, most_frequent
 from emews.core.results import Result, Status
@@ -142,7 +143,7 @@ class CsvFile:
 
     def _split_id(self, store: Store) -> int | None:
         """The first id the child writes, or ``None`` when the rest is written here alone."""
-        if len(os.sched_getaffinity(0)) < 2:
+        if usable_cores() < 2:
             return None
         left = store.count_results(self._next_id)
         if left < max(self._parallel_from, 2):

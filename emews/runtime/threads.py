@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from emews.core.cores import usable_cores, whole_cores
+
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
@@ -20,8 +22,9 @@ THREAD_VARIABLES = (
 
 def cores_per_worker(ranks_on_node: int, node_cores: int | None = None) -> int:
     """The cores one rank may use: the node's cores (the site's ``node.cores``, else the
-    cores this process may run on) shared among the ranks on the node, at least 1."""
-    cores = node_cores or len(os.sched_getaffinity(0))
+    cores this process may run on, capped by its cgroup's CPU quota) shared among the ranks on
+    the node, at least 1."""
+    cores = node_cores or whole_cores(usable_cores())
     return max(1, cores // max(1, ranks_on_node))
 
 
