@@ -19,9 +19,10 @@ job pays for, the first round included; to the stop for a cell stopped at ``--ma
 its budget was dispatched), the time from a worker freeing to its
 next task starting (p50, p99; 0 when a prefetched task was waiting), rank-0 CPU per task (the
 simulator's own time taken out), peak RSS, results stored per second and the store's time per
-commit, and the search's quality per evaluation: every simulated task reports a made-up loss of
-its point (``loss``, minimum 0), and the cell prints the best found and the median loss of the
-tasks after the first wave (one per worker: the points a model chose), and how long the first
+commit (under the first-wave line: its transactions, the results in each), and the search's
+quality per evaluation: every simulated task reports a made-up loss of its point (``loss``,
+minimum 0), and the cell prints the best found and the median loss of the tasks after the first
+wave (one per worker: the points a model chose), and how long the first
 wave took to reach every worker (each idle until then); ``--profile`` adds the
 distributor thread's ten most expensive functions.
 For the model-based optimizers a second line gives their model's counters (fits,
@@ -284,7 +285,7 @@ class StoreTimer:
                 return timer._original(store, tasks, results)
             finally:
                 timer.seconds += time.perf_counter() - t0
-                timer.commits += 1
+                timer.commits += bool(tasks or results)  # an empty one writes nothing
                 timer.rows += len(results)
 
         ResultsStore.commit = commit  # type: ignore[method-assign]
@@ -519,6 +520,8 @@ def run_cell(name: str, workers: int, args: argparse.Namespace) -> dict[str, Any
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "stored_per_s": store.rows / elapsed,
         "ms_per_commit": 1e3 * store.seconds / max(store.commits, 1),
+        "commits": store.commits,
+        "rows_per_commit": store.rows / max(store.commits, 1),
         "profile": prof.stats,
         "trace": trace.report(name, workers, sim),
         "model": {k: v for k, v in getattr(made[0], "stats", {}).items()
@@ -566,7 +569,8 @@ def main() -> None:
                   f"{row['rss_mb']:7.0f} {row['stored_per_s']:9,.0f} {row['ms_per_commit']:9.2f} {row['best']:7.4f} "
                   f"{row['later_median']:9.4f}{note}", flush=True)
             print(f"{'':11} first wave: every worker had a task {row['ramp_s']:.2f} s after the first "
-                  f"(the simulator's own time until then: {row['ramp_sim_s']:.2f} s)", flush=True)
+                  f"(the simulator's own time until then: {row['ramp_sim_s']:.2f} s); store: "
+                  f"{row['commits']:,} commits, {row['rows_per_commit']:.1f} results each", flush=True)
             if row["model"]:
                 print(f"{'':11} model: {row['model']}", flush=True)
             if row["trace"]:

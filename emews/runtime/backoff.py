@@ -71,6 +71,6 @@ class Backoff:
         if now - self._idle_since < self.spin:
             os.sched_yield()  # keep polling, but let a rank that has work use this core
             return
-        delay = min(self._delay, self.max_delay)
+        delay = min(max(self._delay, self.min_delay), self.max_delay)  # either bound may change meanwhile
         self._sleep(delay)
         self._delay = min(delay * 2, self.max_delay)

@@ -47,7 +47,8 @@ class Distributor:
     queued task in the same pass. When there is nothing to do the thread
     spins briefly, then sleeps with back-off (woken early by new tasks); while tasks
     run, its sleeps stay under a small share of their run time, so a result is
-    answered with the next task promptly.
+    answered with the next task promptly, and while they are long it sleeps without
+    spinning and commits larger groups (:meth:`_pace`).
 
     Where tasks run is the :class:`~emews.runtime.dispatch.Dispatch`'s to decide: free slots per
     worker (:class:`~emews.runtime.slots.SlotDispatch`), or with ``gang`` (tasks may need several
@@ -370,6 +371,7 @@ class Distributor:
     def _loop(self) -> None:
         wakeup = self._queues.new_tasks
         backoff = Backoff(sleep=wakeup.wait)
+        spin, first_sleep = backoff.spin, backoff.min_delay  # while tasks are short (or not yet known)
         self._queues.capacity = self._dispatch.capacity  # then kept up to date by the passes that change it
         while True:
             wakeup.clear()
@@ -383,10 +385,25 @@ class Distributor:
                 continue
             if self.all_stopped:
                 raise WorkersGone(f"every worker stopped with {len(self._in_flight)} tasks in flight")
-            backoff.max_delay = (
-                self._poll_interval(self._dispatch.mean_run) if self._in_flight else self.poll_latency_max
-            )
+            self._pace(backoff, spin, first_sleep)
             backoff.idle()
+
+    def _pace(self, backoff: Backoff, spin: float, first_sleep: float) -> None:
+        """How the idle loop waits for the next message, from the tasks' mean run time.
+
+        Short tasks (or none known): spin ``spin`` seconds, then sleep from ``first_sleep``
+        doubling up to :meth:`_poll_interval`, so that a round trip is answered at once. Long
+        tasks (the interval at :attr:`poll_latency_max`: a mean of 0.4 s or more): sleep that
+        interval at once, without spinning (at 100,000 workers a result comes every 0.6 ms,
+        so a spin never ended and took a core; a result waits at most 1 ms, 0.25% of its task).
+        Group commits gather up to a share of a task's run time (:meth:`GroupCommit.pace`)."""
+        mean = self._dispatch.mean_run if self._in_flight else None
+        interval = self._poll_interval(mean)
+        steady = mean is not None and interval >= self.poll_latency_max
+        backoff.max_delay = interval
+        backoff.min_delay = interval if steady else first_sleep
+        backoff.spin = 0.0 if steady else spin
+        self._group.pace(mean)
 
     def _step(self) -> bool:
         """One pass: take the workers' messages, watch the budget, serve waiting trials, place

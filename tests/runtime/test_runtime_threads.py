@@ -234,6 +234,10 @@ def test_backoff_spins_then_sleeps_with_growing_delays() -> None:
     backoff.idle()
     backoff.idle()
     assert delays[-2:] == [1.5e-4, 1.5e-4]
+    backoff.reset()
+    backoff.min_delay = backoff.max_delay = 1e-3  # both raised after the reset: obeyed at once
+    backoff.idle()
+    assert delays[-1] == 1e-3
 
 
 def test_idle_ranks_poll_only_when_each_has_a_core(monkeypatch) -> None:
@@ -258,6 +262,57 @@ def test_distributor_looks_for_results_within_a_small_share_of_a_task() -> None:
     assert interval(0.069) < Distributor.poll_latency_max
     assert interval(0.001) == Distributor.poll_latency_min
     assert interval(600.0) == Distributor.poll_latency_max
+
+
+def test_while_long_tasks_run_the_distributor_sleeps_without_spinning_and_commits_in_larger_groups() -> None:
+    """Long tasks (a mean of 0.4 s or more): the idle loop sleeps the poll interval at once, and a
+    group gathers results for a share of a task's run time (up to 20 ms); short ones, or none
+    known: the spin and the first sleep it was made with, groups of 1 ms."""
+    from emews.core.queues import QueuePair
+    from emews.core.results import Task
+    from emews.runtime.distributor import Distributor
+    from emews.runtime.group_commit import GroupCommit
+    from emews.runtime.progress import Progress
+
+    distributor = Distributor(None, QueuePair(), [1, 2], sign=1.0, progress=Progress(None, 2))  # type: ignore[arg-type]
+    slots, group = distributor._dispatch._slots, distributor._group
+    backoff = Backoff(spin=1e-3, min_delay=50e-6)
+    distributor._pace(backoff, 1e-3, 50e-6)  # nothing runs
+    assert (backoff.spin, backoff.min_delay, backoff.max_delay, group.interval) == (1e-3, 50e-6, 1e-3, 1e-3)
+    distributor._in_flight[0] = Task(0, {}, 0, 0.0)
+    cases = ((60.0, True, GroupCommit.interval_max), (6.0, True, 6.0 * GroupCommit.interval_share),
+             (0.01, False, GroupCommit.interval_min))
+    for mean, steady, commit in cases:
+        slots._mean_run = mean
+        distributor._pace(backoff, 1e-3, 50e-6)
+        interval = Distributor._poll_interval(mean)
+        assert backoff.max_delay == interval and group.interval == pytest.approx(commit)
+        assert (backoff.spin, backoff.min_delay) == ((0.0, interval) if steady else (1e-3, 50e-6))
+
+
+def test_a_group_waits_for_more_results_while_workers_starve_only_when_tasks_are_long(monkeypatch) -> None:
+    """Short tasks (or none known): a result goes at once when the workers wait for the optimizer;
+    long ones: it waits the group's interval like any other (20 ms of a 60 s task)."""
+    import time
+
+    from emews.core.queues import QueuePair
+    from emews.core.results import Outcome, Result, Status, Task
+    from emews.runtime.group_commit import GroupCommit
+    from emews.runtime.progress import Progress
+
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    group = GroupCommit(QueuePair(), Progress(None, 4), 4)
+    task = Task(1, {"x": 0.0}, 0, 0.0)
+    for mean, wait in ((None, 0.0), (0.5, 0.0), (60.0, GroupCommit.interval_max)):
+        group.pace(mean)
+        group.results.append(Result.from_outcome(task, Outcome(1, Status.OK, 1.0), 1.0))
+        assert group.due(starving=True, running=3) is (wait == 0.0)
+        assert not group.due(starving=False, running=3)
+        now[0] += wait + 1e-9
+        assert group.due(starving=True, running=3) and group.due(starving=False, running=3) is (wait > 0.0)
+        assert group.due(starving=False, running=0)  # nothing runs: at once
+        group.commit({}, 0, closing=False)
 
 
 def test_progress_line_shows_done_budget_failures_best_and_busy_workers() -> None:
