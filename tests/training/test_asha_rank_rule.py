@@ -49,10 +49,21 @@ def test_a_trial_is_judged_at_the_highest_rung_it_reached_and_again_at_each_repo
     trial 1 is best of 2, trial 2 second of 3 (stops); trial 0, alone at rung 3 when it passed and
     now behind trial 1, stops at its step-4 report, before rung 9."""
     asha = bound(ASHA(max_t=27, grace_period=1, reduction_factor=3))
-    reports = [(0, 1, 2.0), (0, 2, 1.5), (0, 3, 0.9),
-               (3, 1, 2.2), (4, 1, 2.3), (1, 1, 1.7), (2, 1, 1.75),
-               (1, 2, 1.2), (2, 2, 1.25), (1, 3, 0.5), (2, 3, 0.6),
-               (0, 4, 0.85), (1, 4, 0.45)]
+    reports = [
+        (0, 1, 2.0),
+        (0, 2, 1.5),
+        (0, 3, 0.9),
+        (3, 1, 2.2),
+        (4, 1, 2.3),
+        (1, 1, 1.7),
+        (2, 1, 1.75),
+        (1, 2, 1.2),
+        (2, 2, 1.25),
+        (1, 3, 0.5),
+        (2, 3, 0.6),
+        (0, 4, 0.85),
+        (1, 4, 0.45),
+    ]
     assert actions(asha, reports) == [C, C, C, S, S, C, C, C, C, C, S, S, C]
     assert asha.recorded[3] == {0: 0.9, 1: 0.5, 2: 0.6}
 
@@ -79,11 +90,15 @@ def test_the_share_that_goes_on_grows_with_the_rung_best_ceil_n_over_rf() -> Non
     assert actions(asha, [(3, 2, 0.4), (5, 2, 0.7)]) == [C, C]
 
 
-@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 10)), min_size=1, max_size=60))
-def test_the_best_trial_of_its_rung_is_never_stopped_and_no_trial_waits(reports) -> None:
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.floats(0, 10)), min_size=1, max_size=60),
+    st.sampled_from(["ranked", "improving"]),
+)
+def test_the_best_trial_of_its_rung_is_never_stopped_and_no_trial_waits(reports, free_pass) -> None:
     """Any order of reports: every answer is continue, stop or complete (nothing pauses), and a
-    trial whose loss at its highest rung is the best recorded there goes on."""
-    asha = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3))
+    trial whose loss at its highest rung is the best recorded there goes on (with ``free_pass:
+    improving``, unless it passed that rung alone and its loss is now worse than there)."""
+    asha = bound(ASHA(max_t=9, grace_period=1, reduction_factor=3, free_pass=free_pass))
     steps: dict[int, int] = {}
     for trial, loss in reports:
         steps[trial] = steps.get(trial, 0) + 1
@@ -91,12 +106,29 @@ def test_the_best_trial_of_its_rung_is_never_stopped_and_no_trial_waits(reports)
         assert action in (C, S, Action.COMPLETE)
         rung = asha.recorded[max(m for m in asha.rungs if m <= steps[trial])] if steps[trial] < 9 else None
         if rung is not None and rung[trial] == min(rung.values()):
-            assert action is C
+            rose = free_pass == "improving" and trial == next(iter(rung)) and loss > rung[trial]
+            assert action is (S if rose else C)
+
+
+def test_an_improving_free_pass_ends_when_the_loss_rises_above_the_rung_s() -> None:
+    """Boosting that overfits: trial 0 passes rung 1 alone (0.30) and improves (0.25); a loss back
+    at 0.30 goes on (ties go on), one above it (0.31) stops it under ``free_pass: improving``, while
+    ``ranked`` (nobody there outranks it) lets it train on. A trial judged on arrival with peers is
+    not judged again, however its loss moves, and the pass holder is still ranked at each report."""
+    improving = bound(ASHA(max_t=27, free_pass="improving"))
+    assert actions(improving, [(0, 1, 0.30), (0, 2, 0.25), (0, 2, 0.30), (0, 2, 0.31)]) == [C, C, C, S]
+    ranked = bound(ASHA(max_t=27, free_pass="ranked"))
+    assert actions(ranked, [(0, 1, 0.30), (0, 2, 0.31)]) == [C, C]
+
+    asha = bound(ASHA(max_t=27, free_pass="improving"))
+    reports = [(0, 1, 0.30), (1, 1, 0.10), (1, 2, 0.90), (0, 2, 0.28)]
+    assert actions(asha, reports) == [C, C, C, S]  # trial 1 goes on; trial 0 is outranked
 
 
 def test_hyperband_brackets_take_the_rule() -> None:
     assert {b.rule for b in Hyperband(max_t=9).brackets} == {"rank"}
     assert {b.rule for b in Hyperband(max_t=9, rule="quantile").brackets} == {"quantile"}
+    assert {b.free_pass for b in Hyperband(max_t=9, free_pass="improving").brackets} == {"improving"}
 
 
 def test_an_unknown_rule_is_one_clear_error() -> None:
@@ -104,3 +136,10 @@ def test_an_unknown_rule_is_one_clear_error() -> None:
 
     with pytest.raises(ValueError, match="rule must be rank or quantile, got 'median'"):
         ASHA(rule="median")  # type: ignore[arg-type]
+
+
+def test_an_unknown_free_pass_is_one_clear_error() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="free_pass must be ranked or improving, got 'forever'"):
+        ASHA(free_pass="forever")  # type: ignore[arg-type]

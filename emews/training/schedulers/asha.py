@@ -7,7 +7,11 @@ trial reaches a rung its metric is recorded there, highest rung first:
                the best ``ceil(n / reduction_factor)`` of the ``n`` trials recorded there, itself
                counted (ties go on). The first trial at a rung passes it alone (the free pass):
                its rank is checked again at each of its later reports until its next rung, so it
-               stops as soon as trials that reached the rung after it outrank it. No trial waits.
+               stops as soon as trials that reached the rung after it outrank it. With
+               ``free_pass: improving`` it also stops as soon as its loss is worse than its own
+               loss at that rung: alone there, its only peer is itself, and a loss that rose since
+               the rung (boosting that overfits, a diverging run) says it is past its best. No
+               trial waits.
                ``rule: quantile`` is Ray Tune's ASHAScheduler: the trial stops when its loss is
                worse than the ``1/reduction_factor`` quantile of the losses recorded *earlier* at
                that rung, once (a trial alone at a rung passes it for good).
@@ -37,6 +41,8 @@ from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler, quan
 STOP = Decision(Action.STOP)
 COMPLETE = Decision(Action.COMPLETE)
 PAUSE = Decision(Action.PAUSE)
+#: ``free_pass`` values: how long the first trial at a rung keeps passing it alone
+FREE_PASSES = ("ranked", "improving")
 
 
 class ASHA(TrialScheduler):
@@ -52,6 +58,10 @@ class ASHA(TrialScheduler):
     rule              stopping only: rank (the best ``ceil(n / reduction_factor)`` of the
                       rung go on; the first at a rung is checked again at each report until
                       its next rung) | quantile (Ray Tune's rule) (rank)
+    free_pass         rule rank only: how long the first trial at a rung keeps passing it alone:
+                      ranked (while it ranks among the best of the rung, checked at each report
+                      until its next rung) | improving (that, and while its loss is no worse than
+                      its own loss at the rung) (ranked)
     resource          promotion only: the parameter that says how many steps a task trains; each
                       rung ends the task and a promotion raises it to the next rung (None)
     metric            the reported metric the rungs compare (default: the objective's metric)
@@ -68,6 +78,7 @@ class ASHA(TrialScheduler):
         mode: Mode | None = None,
         resource: str | None = None,
         rule: Literal["rank", "quantile"] = "rank",
+        free_pass: Literal["ranked", "improving"] = "ranked",
     ) -> None:
         super().__init__(metric, mode)
         if grace_period < 1 or max_t < grace_period:
@@ -78,11 +89,14 @@ class ASHA(TrialScheduler):
             raise ValueError("resource needs variant: promotion (only promoted trials get more resource)")
         if rule not in ("rank", "quantile"):
             raise ValueError(f"rule must be rank or quantile, got {rule!r}")
+        if free_pass not in FREE_PASSES:
+            raise ValueError(f"free_pass must be {' or '.join(FREE_PASSES)}, got {free_pass!r}")
         self.max_t = max_t
         self.reduction_factor = reduction_factor
         self.variant = variant
         self.resource = resource
         self.rule = rule
+        self.free_pass = free_pass
         self.rungs: list[int] = []
         milestone = grace_period
         while milestone < max_t:
@@ -125,13 +139,17 @@ class ASHA(TrialScheduler):
     def _rank(self, trial: int, step: int, loss: float) -> Decision:
         """The rank rule: recorded at the highest rung ``step`` reached (once), ``trial`` goes on
         if it ranks among the best ``ceil(n / reduction_factor)`` recorded there; checked on
-        arrival, and at every report for the trial recorded first (it arrived alone)."""
+        arrival, and at every report for the trial recorded first (it arrived alone), which with
+        ``free_pass: improving`` also stops once its loss is worse than its own there."""
         reached = [m for m in self.rungs if m <= step]
         if not reached:
             return CONTINUE
         rung = self.recorded[reached[-1]]
-        if trial in rung and trial != next(iter(rung)):
-            return CONTINUE  # judged on arrival, with others there
+        if trial in rung:
+            if trial != next(iter(rung)):
+                return CONTINUE  # judged on arrival, with others there
+            if self.free_pass == "improving" and loss > rung[trial]:
+                return STOP  # the free pass lasts while it improves on its loss at the rung
         mine = rung.setdefault(trial, loss)
         better = sum(1 for other in rung.values() if other < mine)  # ties go on, as Optuna's
         return CONTINUE if better < -(-len(rung) // self.reduction_factor) else STOP

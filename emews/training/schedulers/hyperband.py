@@ -23,7 +23,8 @@ class Hyperband(TrialScheduler):
     bracket whose first rung is below ``max_t``, ``floor(log(max_t / grace_period,
     reduction_factor)) + 1``), and ASHA's ``max_t`` (81), ``grace_period`` (1, bracket 0's
     first rung), ``reduction_factor`` (3), ``variant`` (stopping | promotion), ``rule`` (rank |
-    quantile), ``resource``, ``metric`` and ``mode``, for every bracket.
+    quantile), ``free_pass`` (ranked | improving), ``resource``, ``metric`` and ``mode``, for every
+    bracket.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class Hyperband(TrialScheduler):
         mode: Mode | None = None,
         resource: str | None = None,
         rule: Literal["rank", "quantile"] = "rank",
+        free_pass: Literal["ranked", "improving"] = "ranked",
     ) -> None:
         super().__init__(metric, mode)
         if grace_period < 1 or max_t < grace_period or reduction_factor < 2:
@@ -49,7 +51,17 @@ class Hyperband(TrialScheduler):
                 f"reduction_factor, got {brackets}"
             )
         self.brackets = [
-            ASHA(max_t, grace_period * reduction_factor**b, reduction_factor, variant, metric, mode, resource, rule)
+            ASHA(
+                max_t,
+                grace_period * reduction_factor**b,
+                reduction_factor,
+                variant,
+                metric,
+                mode,
+                resource,
+                rule,
+                free_pass,
+            )
             for b in range(count)
         ]
         self.resource = resource
