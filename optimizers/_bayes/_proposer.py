@@ -7,7 +7,7 @@ second x recent fit time), so the next refit starts while points are still in st
 after they ran out. Each fit absorbs every result that arrived since the last one. After each
 fit the engine's runners-up (``Engine.reserve``) are kept as a fallback the main thread can take
 without waiting when even the stock ran dry. The thread never touches the evaluator, the queues
-or MPI.
+or MPI. How large the reserve is: :func:`reserve_size`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,36 @@ from ._remote import ModelProcess, ModelProcessError, RemoteEngine, log
 #: a fit about to start waits this fraction of the last fit for the tasks still out
 GATHER = 0.25
 
+#: a wide run keeps at least ``workers // WIDE_LEAST`` proposals in stock, and may keep up to
+#: ``workers // WIDE_MOST`` however few results were told (mbo's bounds, ``.mbo_ahead``)
+WIDE_LEAST, WIDE_MOST = 64, 8
+
+#: a wide run sizes its reserve for the longest of this many recent fits, not of the last 4: its
+#: kernel is re-optimized once the results doubled, a fit several times longer than the ones
+#: between, and a reserve sized for those ran dry during it (gaps of up to 1 s at 10,000 workers)
+WIDE_CYCLES = 32
+
+
+def reserve_size(
+    rate: float, cycle: float, *, safety: float, most: int, told: int, staleness: float, workers: int = 0
+) -> int:
+    """Proposals to keep in stock beyond the demand: what ``rate`` results per second free during
+    the next fit (``cycle`` seconds, the longest recent one) times ``safety``, at most ``most``.
+
+    A run of a few workers also keeps it under ``staleness`` x the results ``told`` (early
+    results are too informative to propose without). A wide run (``workers`` given: thousands
+    out) keeps at least ``workers // WIDE_LEAST`` and lets the stock reach ``workers //
+    WIDE_MOST`` however few results were told: right after a random first wave results arrive
+    by hundreds a second while ``told`` is small, and a stock capped by it ran dry during every
+    fit (each freed worker waited for the next one); a point proposed a fit early is one of
+    thousands out, chosen with a model all the same.
+    """
+    need = math.ceil(rate * cycle * safety) if rate * cycle * safety > 0 else 0
+    if workers <= 0:
+        return 0 if need <= 0 else int(min(need, most, told * staleness))
+    cap = max(told * staleness, workers // WIDE_MOST)
+    return int(min(max(workers // WIDE_LEAST, min(need, cap)), most))
+
 
 class Proposer:
     def __init__(
@@ -39,6 +69,7 @@ class Proposer:
         longer_than_tasks: bool = False,
         process_after: float = math.inf,
         wide: bool = False,
+        workers: int = 0,
     ) -> None:
         """``max_ahead``: most proposals kept ready beyond the demand; none until a fit took
         ``min_cycle`` seconds or more, and with ``longer_than_tasks`` none while a fit is shorter
@@ -49,7 +80,9 @@ class Proposer:
         (0: start it at once; ``inf``: never; see :mod:`._remote`). ``wide``: more workers than
         a fit learns pending points (thousands): speculate from the first timed fit, whatever
         its length next to a task (a reserve's few stale points cost nothing next to the
-        thousands out, and a worker waiting on every refit costs the refit)."""
+        thousands out, and a worker waiting on every refit costs the refit). ``workers``: with
+        ``wide``, the workers the reserve is sized for (:func:`reserve_size`; 0: sized as for a
+        few workers)."""
         self.engine: Engine | RemoteEngine = engine
         self.process_after = process_after
         self._model_process: ModelProcess | None = None
@@ -58,6 +91,7 @@ class Proposer:
         self.min_cycle = min_cycle
         self.longer_than_tasks = longer_than_tasks
         self.wide = wide
+        self.workers = workers if wide else 0
         self._started: dict[int, float] = {}  # task id -> when it was submitted
         self._durations: deque[float] = deque(maxlen=32)  # seconds recent tasks took
         self.safety = safety
@@ -65,7 +99,8 @@ class Proposer:
         self._told = 0
         self._fitted_on = 0  # results the last model fit saw (0: none fitted yet)
         self._arrivals: deque[float] = deque(maxlen=64)  # when results came in
-        self._cycles: deque[float] = deque(maxlen=4)  # seconds the last fits + proposals took
+        # seconds the last fits + proposals took
+        self._cycles: deque[float] = deque(maxlen=WIDE_CYCLES if self.workers else 4)
         self._cond = threading.Condition()
         self._new_x: list[list[Any]] = []
         self._new_y: list[float] = []
@@ -200,8 +235,8 @@ class Proposer:
         recent fit x ``safety``. (The demand refills the queue at the workers; this is on top.)
 
         Zero when the objective is slow next to the model (each fit then sees every result),
-        when fits are shorter than ``min_cycle``, or with ``max_ahead`` 0; at most ``max_ahead``
-        and ``staleness`` x the results told so far.
+        when fits are shorter than ``min_cycle``, or with ``max_ahead`` 0; otherwise
+        :func:`reserve_size`.
         """
         if len(self._arrivals) < 2 or not self._speculating():
             return 0
@@ -210,8 +245,15 @@ class Proposer:
         rate = (len(self._arrivals) - 1) / span if span > 0 else math.inf
         # results arriving now still count: a stretch without results lowers the rate
         rate = min(rate, (len(self._arrivals) - 1) / max(time.monotonic() - self._arrivals[0], 1e-9))
-        need = rate * cycle * self.safety
-        return 0 if need <= 0 else int(min(math.ceil(need), self.max_ahead, self._told * self.staleness))
+        return reserve_size(
+            rate,
+            cycle,
+            safety=self.safety,
+            most=self.max_ahead,
+            told=self._told,
+            staleness=self.staleness,
+            workers=self.workers,
+        )
 
     def _speculating(self) -> bool:
         if self.max_ahead <= 0 or not self._cycles:

@@ -28,10 +28,14 @@ from emews.optimizers.hyperspace import HyperSpace
 HERE = __file__
 
 #: bench/scale.py's space: a log range, a range, integers and a category
-SPACE = Space({
-    "lr": Float(1e-5, 1e-1, log=True), "dropout": Float(0.0, 0.5), "units": Int(8, 512),
-    "act": Categorical(["relu", "tanh", "sigmoid"]),
-})
+SPACE = Space(
+    {
+        "lr": Float(1e-5, 1e-1, log=True),
+        "dropout": Float(0.0, 0.5),
+        "units": Int(8, 512),
+        "act": Categorical(["relu", "tanh", "sigmoid"]),
+    }
+)
 #: a small discrete space (21 x 21 x 2 points): exact repeats are likely unless avoided
 GRID = Space({"a": Int(0, 20), "b": Int(0, 20), "c": Categorical(["x", "y"])})
 
@@ -158,8 +162,15 @@ def test_bayes_learns_every_result_while_the_lies_are_bounded():
         holder["opt"] = _Recorded(seed=0, n_initial_points=5, n_candidates=300)
         return holder["opt"]
 
-    spec = RunSpec(space=SPACE, make_optimizer=make, objective=ObjectiveRef(HERE, "slow_quadratic"), budget=120,
-                   isolation="inline", seed=0, show_progress=False)
+    spec = RunSpec(
+        space=SPACE,
+        make_optimizer=make,
+        objective=ObjectiveRef(HERE, "slow_quadratic"),
+        budget=120,
+        isolation="inline",
+        seed=0,
+        show_progress=False,
+    )
     summary = run_in_threads(spec, 30)
     assert summary.error is None, summary.error
     opt = holder["opt"]
@@ -193,7 +204,7 @@ def test_hyperspace_shares_a_wide_batch_among_its_subspaces_and_learns_every_res
     pending = dict(opt.task_points)
     told, lies = 0, []
     for _ in range(3):  # the newest third of what is out comes back, the rest stays pending
-        back = sorted(pending)[-(len(pending) // 3):]
+        back = sorted(pending)[-(len(pending) // 3) :]
         opt.ingest([_result(i, pending.pop(i)) for i in back])
         told += len(back)
         proposed = [sub.engine.n_proposed for sub in opt.subspaces]
@@ -237,3 +248,43 @@ def test_a_wide_run_keeps_a_reserve_even_when_fits_are_shorter_than_tasks(wide, 
     proposer._durations.extend([60.0] * 5)  # the tasks, submission to result
     assert proposer.speculating is speculates
 
+
+def test_the_reserve_of_a_wide_run_is_sized_for_its_workers_not_for_the_results_told():
+    """The stock of proposals: the results a fit's time frees (x2), capped by a quarter of the
+    results told for a few workers; a wide run keeps 1/64 of its workers at least and may keep
+    up to 1/8 of them right after its random first wave, when few results were told."""
+    from emews.optimizers._bayes._proposer import reserve_size
+
+    few = dict(safety=2.0, most=400, staleness=0.25)
+    assert reserve_size(10.0, 3.0, told=1000, **few) == 60  # 10/s x 3 s x 2
+    assert reserve_size(10.0, 3.0, told=100, **few) == 25  # a quarter of the told
+    assert reserve_size(0.0, 3.0, told=100, **few) == 0
+    wide = dict(safety=2.0, most=40_000, staleness=0.25, workers=10_000)
+    assert reserve_size(167.0, 3.0, told=100, **wide) == 1002  # not 25: the workers' 1/8 caps
+    assert reserve_size(167.0, 30.0, told=100, **wide) == 1250  # 1/8 of the workers
+    assert reserve_size(167.0, 30.0, told=8000, **wide) == 2000  # a quarter of the told
+    assert reserve_size(1.0, 0.5, told=10, **wide) == 156  # at least 1/64 of the workers
+    assert reserve_size(167.0, 3.0, told=100, **{**wide, "most": 500}) == 500
+
+
+@pytest.mark.parametrize("workers, growth", [(4, 0.1), (128, 0.1), (129, 1.0)])
+def test_a_wide_bayes_run_reoptimizes_its_kernel_once_the_results_doubled(monkeypatch, workers, growth):
+    """Above bayes.WIDE workers the GP kernel is re-optimized at each doubling of the results
+    (at the default 10% nearly every fit was one at 10,000 workers); a few workers keep 10%."""
+    from emews.optimizers import bayes
+
+    seen: dict[str, object] = {}
+
+    def stop(evaluator, proposer, refill, **kwargs):
+        seen["growth"] = proposer.engine.hyperfit_growth
+        seen["workers"] = proposer.workers
+
+    monkeypatch.setattr(bayes, "serve", stop)
+
+    class Evaluator:
+        seed, space, history = 1, SPACE, ()
+
+    Evaluator.workers = workers
+    bayes.BayesianOptimizer(seed=1).run(Evaluator())
+    assert seen["growth"] == growth
+    assert seen["workers"] == (workers if workers > bayes.WIDE else 0)
