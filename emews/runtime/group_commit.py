@@ -27,8 +27,8 @@ class GroupCommit:
     rows = 256
     #: seconds the oldest result waits for others at most: ``interval_min``, or while tasks
     #: are long ``interval_share`` of their mean run time, up to ``interval_max`` (:meth:`pace`)
-    interval = 1e-3
     interval_min = 1e-3
+    interval = interval_min
     interval_share = 5e-4
     interval_max = 20e-3
     record_after = 0.5

@@ -52,15 +52,15 @@ class Hyperband(TrialScheduler):
             )
         self.brackets = [
             ASHA(
-                max_t,
-                grace_period * reduction_factor**b,
-                reduction_factor,
-                variant,
-                metric,
-                mode,
-                resource,
-                rule,
-                free_pass,
+                max_t=max_t,
+                grace_period=grace_period * reduction_factor**b,
+                reduction_factor=reduction_factor,
+                variant=variant,
+                metric=metric,
+                mode=mode,
+                resource=resource,
+                rule=rule,
+                free_pass=free_pass,
             )
             for b in range(count)
         ]
