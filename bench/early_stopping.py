@@ -12,6 +12,9 @@ told only the metric and the most steps a trial trains:
 ``asha``              emews' ``trial_scheduler: asha`` (``emews.training.schedulers.ASHA(max_t=steps)``:
                       grace 1, reduction factor 3, ``rule: rank``)
 ``optuna-sha``        Optuna's ``SuccessiveHalvingPruner()`` (min_resource auto, reduction factor 4)
+``optuna-sha-parallel`` the same pruner with ``--workers`` trials at a time, as Optuna's ``n_jobs`` or
+                      several processes on one storage run it (:func:`replay_optuna_parallel`): the
+                      same asynchrony as the emews rows
 ``optuna-hyperband``  Optuna's ``HyperbandPruner()``
 ``ray-asha``          Ray Tune's ``ASHAScheduler(max_t=steps)`` (grace 1, reduction factor 4), run
                       by Ray's interpreter (``--ray-python``; a venv made on first use)
@@ -57,7 +60,8 @@ measured seconds); every method's scheduler (the libraries' own objects: emews' 
 Optuna study with its pruner, Ray's ``AsyncHyperBandScheduler``) then decides on those curves.
 The emews and Ray rows run ``--workers`` asynchronous workers, each step taking the seconds it
 took when trained, and a free worker takes the next configuration while budget is left, as
-``emews launch`` with ``FixedConfigs`` does; Optuna runs one trial at a time, as in the real run.
+``emews launch`` with ``FixedConfigs`` does; Optuna runs one trial at a time, as in the real run
+(``optuna-sha-parallel``: ``--workers`` at a time, through the same simulation).
 ``--real`` instead trains through ``emews launch`` (emews rows) and Optuna's study in this process
 (none, asha, optuna-sha, optuna-hyperband; wall times printed), slower and noisier.
 
@@ -99,7 +103,8 @@ from emews.core.optimizer import Optimizer  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 OBJECTIVE = Path(es_problems.__file__).resolve()
 WORKFLOW = REPO / "workflows" / "asha.yaml"
-METHODS = ("none", "asha", "optuna-sha", "optuna-hyperband", "ray-asha", "bohb", "optuna-tpe-sha", "ray-bohb")
+METHODS = ("none", "asha", "optuna-sha", "optuna-sha-parallel", "optuna-hyperband", "ray-asha", "bohb", "optuna-tpe-sha",
+           "ray-bohb")
 #: the rows whose optimizer chooses the configurations (their curves: :class:`Chosen`)
 MODEL_BASED = ("bohb", "optuna-tpe-sha", "ray-bohb")
 #: the rows Ray's interpreter runs (``--ray-python``)
@@ -263,6 +268,36 @@ def replay_optuna(curves: Curves, budget: int, steps: int, pruner: Any, name: st
         arrivals.append((loss, spent))
     return {"best": min(_losses(arrivals), default=math.nan), "epochs": spent, "arrivals": arrivals,
             "lengths": lengths, "order": list(range(len(lengths)))}
+
+
+def replay_optuna_parallel(curves: Curves, budget: int, steps: int, workers: int, pruner: Any,
+                           name: str | None = None) -> dict:
+    """An Optuna study with ``pruner`` and ``workers`` trials at a time on the curves in order, as
+    :func:`simulate` runs the emews rows: each trial reports every step and asks ``should_prune``
+    (what a worker of ``n_jobs`` or of several processes sharing a storage does), and is told when
+    it ends."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(0),
+                                study_name=name)
+    running: dict[int, Any] = {}
+
+    def decide(index: int, step: int, loss: float) -> bool:
+        trial = running.setdefault(index, study.ask()) if step == 1 else running[index]
+        trial.report(loss, step)
+        return trial.should_prune()
+
+    def ended(index: int, step: int, loss: float) -> None:
+        trial = running.pop(index, None) or study.ask()  # a one-step trial never asked decide
+        if step < steps:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            trial.report(loss, step)
+            study.tell(trial, loss if math.isfinite(loss) else None,
+                       state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
+
+    return simulate(curves, len(curves.pool), budget, steps, workers, decide, ended)
 
 
 def train_optuna_trial(study: Any, trial: Any, loss_at: Callable[[int], float], steps: int) -> tuple[float, int]:
@@ -909,7 +944,7 @@ def main() -> None:
         if unknown:
             print(f"{key}: unknown {', '.join(unknown)}; allowed: {', '.join(allowed)}", file=sys.stderr)
             raise SystemExit(2)
-    replayed_only = [m for m in methods if m in ("ray-asha", *MODEL_BASED)]
+    replayed_only = [m for m in methods if m in ("ray-asha", "optuna-sha-parallel", *MODEL_BASED)]
     if args.real and replayed_only:
         print(f"--real: {', '.join(replayed_only)}: replayed only, leave out of --methods", file=sys.stderr)
         raise SystemExit(2)
@@ -972,6 +1007,9 @@ def main() -> None:
                         "optuna-sha": lambda: replay_optuna(curves, budget, steps,
                                                             optuna.pruners.SuccessiveHalvingPruner(),
                                                             study_name(problem, seed, "optuna-sha")),
+                        "optuna-sha-parallel": lambda: replay_optuna_parallel(
+                            curves, budget, steps, args.workers, optuna.pruners.SuccessiveHalvingPruner(),
+                            study_name(problem, seed, "optuna-sha-parallel")),
                         "optuna-hyperband": lambda: replay_optuna(curves, budget, steps,
                                                                   optuna.pruners.HyperbandPruner(),
                                                                   study_name(problem, seed, "optuna-hyperband")),
@@ -1011,7 +1049,7 @@ def main() -> None:
                       for p in problems)
     print(f"# {how}; none: {sizes};"
           f" the others: configurations in the same order until that many steps; seeds {args.seeds},"
-          f" {args.workers} workers (emews, Ray), Optuna one trial at a time; asha options {asha_options or 'default'},"
+          f" {args.workers} workers (emews, Ray, optuna-sha-parallel), Optuna otherwise one trial at a time; asha options {asha_options or 'default'},"
           f" bohb options {bohb_options or 'default'}")
     report(runs, methods)
     if args.traces:
