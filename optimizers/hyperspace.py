@@ -20,15 +20,17 @@ one subspace per worker, as in the paper, where each subspace had an MPI rank.
 
 At width (more than ``WIDE`` = 128 workers) the subspaces propose in a background thread, as
 ``bayes``' model does (``optimizers._bayes._proposer``): the thread keeps the demand plus a
-reserve of proposals ready (what the workers take during the next fit), each fit absorbs every
-result that arrived since the last, and a worker that would wait on a fit gets one of the last
-fit's runners-up. Subspaces take turns per fit as above; a subspace's pending points are the
-points in flight inside it. The optimizer thread only hands out points and results, so workers
-freed while a subspace refits are not held up by it; once a fit took 0.25 s the subspaces move
-to a model process of their own (as ``bayes``' ``model_process``), off the optimizer rank's GIL.
-The subspaces then share one GP kernel, re-optimized by the subspace whose turn it is once the
-results grew 4x (``optimizers._bayes._subspaces``). With at most 128 workers the loop is the
-synchronous one above (seeded proposals as before).
+reserve of proposals ready (what the workers take during the next fit, sized for the workers by
+bayes' rule, ``_proposer.reserve_size``: at least 1/64 of them, up to 1/8 however few results
+were told), each fit absorbs every result that arrived since the last, and a worker that would
+wait on a fit gets one of the last fit's runners-up. Subspaces take turns per fit as above; a
+subspace's pending points are the points in flight inside it. The optimizer thread only hands
+out points and results, so workers freed while a subspace refits are not held up by it; once a
+fit took 0.25 s the subspaces move to a model process of their own (as ``bayes``'
+``model_process``), off the optimizer rank's GIL. The subspaces then share one GP kernel,
+re-optimized by the subspace whose turn it is once the results grew 4x
+(``optimizers._bayes._subspaces``). With at most 128 workers the loop is the synchronous one
+above (seeded proposals as before).
 
 After the run ``subspaces`` holds, per subspace, its bounds, the results it saw and the best
 of them, which tells which regions are good and which are bad; in a run with an experiment
@@ -258,6 +260,7 @@ class HyperSpace(AskTellOptimizer):
             self.model,  # type: ignore[arg-type]
             max_ahead=4 * workers,
             wide=True,
+            workers=workers,
             process_after=PROCESS_AFTER,
         ).start()
         refill = Refill(

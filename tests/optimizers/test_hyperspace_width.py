@@ -13,6 +13,8 @@ import math
 import os
 import random
 
+import pytest
+
 from emews.core.space import Categorical, Float, Int, Space
 from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
@@ -157,3 +159,32 @@ def test_a_wide_run_proposes_in_the_model_thread_and_learns_every_result(monkeyp
     # every result reached the model thread; it learned them up to its last fit (how many came
     # back after that depends on the machine's load: not asserted)
     assert opt.stats["results_told"] == 80 and 1 <= opt.model.n_told <= 80
+
+
+@pytest.mark.parametrize("workers", [128, 129, 10_000])
+def test_a_wide_run_sizes_its_stock_for_its_workers_by_the_bayes_rule(monkeypatch, workers):
+    """Above hyperspace.WIDE workers the model thread's stock of proposals is sized for the
+    workers by bayes' rule (``_proposer.reserve_size``: the Proposer is told the workers and keeps
+    the longest of its last WIDE_CYCLES fits); at most 128 workers the run is the synchronous
+    loop, with no model thread (seeded proposals as before)."""
+    from emews.core.optimizer import AskTellOptimizer
+    from emews.optimizers._bayes._proposer import WIDE_CYCLES
+
+    seen: dict[str, object] = {}
+
+    def stop(evaluator, proposer, refill, **kwargs):
+        seen["workers"], seen["cycles"] = proposer.workers, proposer._cycles.maxlen
+
+    monkeypatch.setattr(hyperspace_module, "serve", stop)
+    monkeypatch.setattr(hyperspace_module, "PROCESS_AFTER", math.inf)  # no model process to start
+    monkeypatch.setattr(AskTellOptimizer, "run", lambda self, evaluator: seen.setdefault("synchronous", True))
+
+    class Evaluator:
+        seed, space, history, budget, exp_dir = 1, SPACE, (), 100, None
+
+    Evaluator.workers = workers
+    HyperSpace(seed=1).run(Evaluator())
+    if workers > hyperspace_module.WIDE:
+        assert seen == {"workers": workers, "cycles": WIDE_CYCLES}
+    else:
+        assert seen == {"synchronous": True}
