@@ -208,9 +208,15 @@ class PostgresStore(ResultsStore):
 
     def _migrate(self) -> None:
         """Create what is missing and bring an older schema to :data:`~emews.store.postgres_queries.SCHEMA_VERSION`
-        (each step of :data:`~emews.store.postgres_queries.MIGRATIONS` in one transaction with the new version)."""
+        (each step of :data:`~emews.store.postgres_queries.MIGRATIONS` in one transaction with the new version).
+        A store of this version with every table runs no DDL: ``ALTER TABLE ... IF NOT EXISTS`` locks
+        its table exclusively even when there is nothing to add, so a pool that attached mid-run
+        stopped the other pools' statements and could deadlock with one (the server broke it after
+        ``deadlock_timeout``, 1 s, the statement then retried on a new connection)."""
         raw = self._db.raw  # type: ignore[attr-defined]
         version = self._version()
+        if version == q.SCHEMA_VERSION and set(q.TABLE_NAMES) <= self._tables():
+            return
         with raw.transaction():
             raw.execute(q.SCHEMA)
             if version is None:  # a new store: created at the current version

@@ -10,6 +10,8 @@ name no experiment and cannot read another's rows.
 
 from __future__ import annotations
 
+import re
+
 #: the schema version this emews writes (``emews_meta``); 1: the tables of SQLite's version 1;
 #: 2: ``results.team_ranks`` (SQLite's version 2); 3: the pools' queue (:data:`POOL_DDL`, PostgreSQL only);
 #: 4: the queue's index holds queued tasks only, leased ones have their own (:data:`QUEUE_INDEXES`)
@@ -88,6 +90,8 @@ CREATE TABLE IF NOT EXISTS promotions (
     resource BIGINT, time DOUBLE PRECISION);
 """ + "".join(f"{statement};\n" for statement in (*POOL_DDL, *QUEUE_INDEXES))
 
+#: the tables :data:`SCHEMA` creates
+TABLE_NAMES: tuple[str, ...] = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
 GET_VERSION = "SELECT value FROM emews_meta WHERE key = 'schema_version'"
 SET_VERSION = (

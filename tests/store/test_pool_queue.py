@@ -40,9 +40,31 @@ def _task(i: int) -> Task:
 
 
 def _result(i: int, value: float) -> Result:
-    return Result(id=i, params={"x": i / 4}, status=Status.OK, objective=value, loss=value, metrics={},
-                  error=None, rank=1, host="node", submitted=1000.0 + i, started=1000.5 + i,
-                  finished=1001.0 + i)
+    return Result(
+        id=i,
+        params={"x": i / 4},
+        status=Status.OK,
+        objective=value,
+        loss=value,
+        metrics={},
+        error=None,
+        rank=1,
+        host="node",
+        submitted=1000.0 + i,
+        started=1000.5 + i,
+        finished=1001.0 + i,
+    )
+
+
+def _announced_ids(listener: PoolQueue, n: int) -> list[int]:
+    """The ids of results ``listener`` is told of until ``n`` were (a pool's start, announced too
+    and maybe delivered first, adds none)."""
+    ids: list[int] = []
+    deadline = time.monotonic() + 60.0  # a safety net against a hang, not a measurement
+    while len(ids) < n:
+        assert time.monotonic() < deadline, f"{len(ids)} of {n} results announced"
+        ids += listener.wait(5.0)
+    return ids
 
 
 def test_two_claimers_never_get_the_same_task(stores: list[PostgresStore]) -> None:
@@ -122,12 +144,7 @@ def test_a_listener_learns_of_results(stores: list[PostgresStore]) -> None:
     pool.claim(me, 3, _LEASE)
     pool.complete(me, [_result(0, 0.0), _result(1, 1.0)])
     pool.complete(me, [_result(2, 2.0)])
-    seen: list[int] = []
-    while len(seen) < 3:
-        news = optimizer.wait(timeout=30.0)
-        assert news, "no notification within 30 s"
-        seen += news
-    assert sorted(seen) == [0, 1, 2]
+    assert sorted(_announced_ids(optimizer, 3)) == [0, 1, 2]
     assert not math.isnan(optimizer.pools()[0].heartbeat or math.nan)
 
 
@@ -146,8 +163,13 @@ def test_a_version_2_store_gains_the_queue(pg_server: PgServer, schema: str, tmp
     with PostgresStore(pg_server.url(), schema, root=tmp_path) as old:
         raw = old.connection
         raw.execute("DROP TABLE pools")
-        for table, column in (("tasks", "state"), ("tasks", "priority"), ("tasks", "pool"),
-                              ("tasks", "lease_until"), ("results", "pool")):
+        for table, column in (
+            ("tasks", "state"),
+            ("tasks", "priority"),
+            ("tasks", "pool"),
+            ("tasks", "lease_until"),
+            ("results", "pool"),
+        ):
             raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         raw.execute(q.SET_VERSION, ("2",))
         old.commit([_task(0)], [])
@@ -159,6 +181,25 @@ def test_a_version_2_store_gains_the_queue(pg_server: PgServer, schema: str, tmp
         assert queue.claim(me, 5, _LEASE) == []
         queue.enqueue([_task(1)])
         assert [c.task.id for c in queue.claim(me, 5, _LEASE)] == [1]
+
+
+def test_opening_a_current_store_waits_for_no_table_lock(
+    pg_server: PgServer, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of this version opened for writing (a pool attaching mid-run) runs no DDL: ALTER
+    TABLE ... IF NOT EXISTS waited for the running pools' statements (ROW EXCLUSIVE on results and
+    tasks) and could deadlock with one. Here such a statement's transaction stays open while the
+    store opens; a lock wait would end in the lock timeout set for the store's session."""
+    import psycopg
+
+    PostgresStore(pg_server.url(), schema, root=tmp_path).close()  # created at this version
+    with psycopg.connect(pg_server.url(), autocommit=True) as pool, pool.transaction():
+        pool.execute(f'SET LOCAL search_path TO "{schema}"')
+        pool.execute("LOCK TABLE results, tasks, pools IN ROW EXCLUSIVE MODE")
+        monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=10s")  # the store's session (libpq)
+        with PostgresStore(pg_server.url(), schema, root=tmp_path) as again:
+            assert again.connection.execute("SHOW lock_timeout").fetchone()[0] == "10s"
+            assert PoolQueue(again).state_counts() == {}
 
 
 def _indexes(store: PostgresStore) -> set[str]:
@@ -230,11 +271,7 @@ def test_big_batches_are_stored_and_announced(stores: list[PostgresStore]) -> No
     results = [Result(c.task.id, c.task.params, Status.OK, 1.0, 1.0, {}, None, 1, "h", 0.0, 1.0, 2.0) for c in claimed]
     assert pool.complete(me, results) == [t.id for t in tasks]
     assert pool.complete(me, results) == [t.id for t in tasks]  # a retry of the same batch: the same answer
-    announced: set[int] = set()  # each once per complete (the bridge takes each result once)
-    while len(announced) < len(tasks):
-        got = optimizer.wait(5.0)
-        assert got, f"{len(announced)} of {len(tasks)} announced"
-        announced.update(got)
+    announced = set(_announced_ids(optimizer, len(tasks)))  # each once per complete (the bridge takes each once)
     assert sorted(announced) == [t.id for t in tasks]
 
 
@@ -258,7 +295,12 @@ def test_values_json_cannot_hold_come_back_as_written(stores: list[PostgresStore
     ok, failed = optimizer.results([0, 1])
     assert (ok.objective, ok.loss, ok.params, ok.metrics["s"]) == (math.inf, 1.5, params, "é")
     assert math.isnan(ok.metrics["m"])
-    assert (failed.status, failed.objective, failed.loss, failed.error) == (Status.FAILED, None, math.inf, written[1].error)
+    assert (failed.status, failed.objective, failed.loss, failed.error) == (
+        Status.FAILED,
+        None,
+        math.inf,
+        written[1].error,
+    )
     assert failed.rank is None and failed.submitted is None
     known = optimizer.results([1], {1: {"x": "as put"}})  # the optimizer's own point is not read again
     assert known[0].params == {"x": "as put"} and known[0].status is Status.FAILED
