@@ -12,8 +12,11 @@ Starts its own PostgreSQL server (``initdb`` + ``pg_ctl`` on loopback, tests/sto
     last ``finished``);
   * the optimizer rank's CPU seconds per task in those runs (rank 0 of the first job, read from
     ``/proc`` every 50 ms; that rank also runs pool 1's distributor and feeder);
+  * the server's CPU per task in those runs (the postmaster's own and its reaped backends' CPU,
+    and its live processes', from ``/proc``, before and after each launch: the whole command);
   * the single-task round trip (p50, p99): an optimizer (``RoundTrip`` below) that puts one point
-    and waits for its result, one after the other, with ``--pools 1``;
+    and waits for its result, one after the other, with ``--pools 1`` (with ``--baseline``, one
+    launch per repeat with each emews, alternating);
   * the store's time per result (``PoolQueue.complete`` of batches) when the results table
     already holds 10k, 100k and 1M rows (filled with ``INSERT ... SELECT generate_series``);
   * eqsql 0.15 (``eqsql.task_queues.local_queue``) on the same server: ``submit_tasks`` +
@@ -115,6 +118,22 @@ def _rank0(exp: Path) -> int | None:
     return None
 
 
+def server_cpu(data: Path) -> float:
+    """CPU seconds the PostgreSQL server in ``data`` used so far: the postmaster's, the backends it
+    reaped (its children's times) and its processes still running (backends, writers)."""
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    fields = Path(f"/proc/{postmaster}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            rest = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile (its time is the postmaster's now, or lost: a few ticks)
+            continue
+        if int(rest[1]) == postmaster:
+            total += (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 class Rank0Cpu(threading.Thread):
     """Samples (wall clock, CPU seconds) of the first job's rank 0 every 50 ms until it ends."""
 
@@ -141,10 +160,19 @@ class Rank0Cpu(threading.Thread):
 
 
 def launch(
-    url: str, tmp: Path, name: str, pools: int, workers: int, tasks: int, optimizer: str, tree: str | None = None
+    url: str,
+    tmp: Path,
+    name: str,
+    pools: int,
+    workers: int,
+    tasks: int,
+    optimizer: str,
+    tree: str | None = None,
+    data: Path | None = None,
 ) -> dict:
     """``emews launch`` of ``tasks`` no-op evaluations through ``pools`` pools (SQLite without
-    pools: 0); ``tree``: the emews of that source tree instead of this one."""
+    pools: 0); ``tree``: the emews of that source tree instead of this one; ``data``: the server's
+    data folder (its CPU per task is measured)."""
     from dispatch import user_environment
 
     folder = tmp / name
@@ -157,6 +185,7 @@ def launch(
     exp = folder / "exp"
     sampler = Rank0Cpu(exp)
     sampler.start()
+    server0 = server_cpu(data) if data else float("nan")
     t0 = time.perf_counter()
     proc = subprocess.run(
         [
@@ -178,6 +207,7 @@ def launch(
         cwd=folder,
     )
     whole = time.perf_counter() - t0
+    server1 = server_cpu(data) if data else float("nan")
     sampler.done.set()
     sampler.join()
     if proc.returncode != 0:
@@ -192,6 +222,7 @@ def launch(
         "all_pools_per_s": float("nan") if joined is None else joined,
         "rank0_cpu_ms": 1e3 * sampler.between(first, last) / n,
         "rank0_cpu_total_s": cpu,
+        "server_cpu_ms": 1e3 * (server1 - server0) / tasks,
         "exp": str(exp),
         "folder": str(folder),
     }
@@ -222,10 +253,12 @@ def _span(exp: Path) -> tuple[float, float, int]:
     return float(row[0]), float(row[1]), int(row[2])
 
 
-def round_trips(url: str, tmp: Path, n: int, workers: int) -> list[float]:
+def round_trips(url: str, tmp: Path, n: int, workers: int, tree: str | None = None) -> list[float]:
+    """``n`` single-task round trips through one pool (``tree``: with that emews); seconds each."""
+    tmp.mkdir()
     out = tmp / "roundtrip.json"
     optimizer = json.dumps({"name": f"{HERE}:RoundTrip", "options": {"n": n, "out": str(out)}})
-    launch(url, tmp, "roundtrip", 1, workers, n, optimizer)
+    launch(url, tmp, "roundtrip", 1, workers, n, optimizer, tree=tree)
     return json.loads(out.read_text())
 
 
@@ -452,6 +485,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="emews-shared-store-") as tmp_name:
         tmp = Path(tmp_name)
         server = start_server(tmp / "pg")
+        data = tmp / "pg" / "data"
         try:
             print(
                 f"PostgreSQL on 127.0.0.1:{server.port}; {os.cpu_count()} cores (shared: every process of "
@@ -464,17 +498,20 @@ def main() -> None:
             base_runs: dict[int, list[dict]] = {k: [] for k in pool_counts}
             eq_runs: list[dict] = []
             trips: list[float] = []
+            base_trips: list[float] = []
             for i in range(args.repeats):
                 line = []
                 for k in pool_counts:
                     row = launch(
-                        url, tmp, f"r{i}-k{k}", k, args.workers, args.tasks, "{name: random, options: {seed: 1}}"
-                    )
+                        url, tmp, f"r{i}-k{k}", k, args.workers, args.tasks, "{name: random, options: {seed: 1}}",
+                        data=data,
+                    )  # fmt: skip
                     runs[k].append(row)
                     line.append(
                         f"{k or 'SQLite, no'} pools {row['whole_per_s']:,.0f}/s whole, {row['in_run_per_s']:,.0f}/s in run, "
                         f"{row['all_pools_per_s']:,.0f}/s with all pools running, "
-                        f"rank 0 {row['rank0_cpu_ms']:.2f} ms CPU/task ({row['rank0_cpu_total_s']:.1f} s)"
+                        f"rank 0 {row['rank0_cpu_ms']:.2f} ms CPU/task ({row['rank0_cpu_total_s']:.1f} s), "
+                        f"server {row['server_cpu_ms']:.2f} ms CPU/task"
                     )
                     if args.baseline:
                         row = launch(
@@ -486,12 +523,13 @@ def main() -> None:
                             args.tasks,
                             "{name: random, options: {seed: 1}}",
                             tree=args.baseline,
+                            data=data,
                         )
                         base_runs[k].append(row)
                         line.append(
                             f"baseline {row['whole_per_s']:,.0f}/s whole, {row['in_run_per_s']:,.0f}/s in run, "
                             f"{row['all_pools_per_s']:,.0f}/s with all pools running, "
-                            f"rank 0 {row['rank0_cpu_ms']:.2f} ms CPU/task"
+                            f"rank 0 {row['rank0_cpu_ms']:.2f} ms CPU/task, server {row['server_cpu_ms']:.2f} ms CPU/task"
                         )
                 name = f"eqsql_{i}"
                 eqsql_database(server, python, name)
@@ -501,9 +539,12 @@ def main() -> None:
                     f"eqsql ({eq_workers} workers) {eq['tasks_per_s']:,.0f}/s, {eq['in_db_per_s']:,.0f}/s in db"
                 )
                 print(f"  repeat {i + 1}: " + " | ".join(line), flush=True)
-            folder = tmp / "roundtrip-run"
-            folder.mkdir()
-            trips = round_trips(url, folder, args.round_trips, args.workers)
+            for i in range(args.repeats if args.baseline else 1):  # alternating, as the launches above
+                trips += round_trips(url, tmp / f"roundtrip-{i}", args.round_trips, args.workers)
+                if args.baseline:
+                    base_trips += round_trips(
+                        url, tmp / f"roundtrip-{i}-base", args.round_trips, args.workers, tree=args.baseline
+                    )
             eq_trips = [t for eq in eq_runs for t in eq["trips"]]
             per_result = time_per_result(Path(runs[pool_counts[1]][0]["exp"]), levels, args.batch, args.batches)
             ping = server_round_trip(url)
@@ -521,12 +562,13 @@ def main() -> None:
     )
     print(
         f"{'pools':<8}{'whole cmd/s':>14}{'in run/s':>12}{'all pools running/s':>22}{'rank 0 CPU ms/task (in run)':>30}"
-        f"{'rank 0 CPU s (all)':>20}"
+        f"{'rank 0 CPU s (all)':>20}{'server CPU ms/task':>20}"
     )
     for k in pool_counts:
         print(
             f"{k or 'SQLite':<8}{med(k, 'whole_per_s'):>14,.0f}{med(k, 'in_run_per_s'):>12,.0f}"
             f"{med(k, 'all_pools_per_s'):>22,.0f}{med(k, 'rank0_cpu_ms'):>30.2f}{med(k, 'rank0_cpu_total_s'):>20.1f}"
+            f"{med(k, 'server_cpu_ms'):>20.3f}"
         )
     if args.baseline:
         print(f"baseline ({args.baseline}), the same launches alternating with the above:")
@@ -534,7 +576,7 @@ def main() -> None:
             print(
                 f"{k or 'SQLite':<8}{med(k, 'whole_per_s', base_runs):>14,.0f}{med(k, 'in_run_per_s', base_runs):>12,.0f}"
                 f"{med(k, 'all_pools_per_s', base_runs):>22,.0f}{med(k, 'rank0_cpu_ms', base_runs):>30.2f}"
-                f"{med(k, 'rank0_cpu_total_s', base_runs):>20.1f}"
+                f"{med(k, 'rank0_cpu_total_s', base_runs):>20.1f}{med(k, 'server_cpu_ms', base_runs):>20.3f}"
             )
     print(
         f"eqsql {EQSQL_VERSION}, {eq_workers} Python workers: {eq_rate:,.0f} tasks/s (submit to last result), "
@@ -551,6 +593,12 @@ def main() -> None:
         f"{1e3 * percentile(trips, 99):.1f} ms; eqsql p50 {1e3 * percentile(eq_trips, 50):.1f} ms, p99 "
         f"{1e3 * percentile(eq_trips, 99):.1f} ms   [target p50 <= 10 ms]"
     )
+    if base_trips:
+        print(
+            f"single-task round trip, baseline ({args.baseline}; alternating with the above, "
+            f"{len(trips)} and {len(base_trips)} trips): p50 {1e3 * percentile(base_trips, 50):.1f} ms, "
+            f"p99 {1e3 * percentile(base_trips, 99):.1f} ms"
+        )
     print(
         f"server round trip (SELECT 1, one connection): p50 {1e6 * ping:.0f} us; load average "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end"
