@@ -16,7 +16,9 @@ Starts its own PostgreSQL server (``initdb`` + ``pg_ctl`` on loopback, tests/sto
     and its live processes', from ``/proc``, before and after each launch: the whole command);
   * the single-task round trip (p50, p99): an optimizer (``RoundTrip`` below) that puts one point
     and waits for its result, one after the other, with ``--pools 1`` (with ``--baseline``, one
-    launch per repeat with each emews, alternating);
+    launch per repeat with each emews, alternating), and its two legs from the store's times: put
+    to started (queued, claimed, sent to a worker), finished to the optimizer (stored, announced,
+    handed back);
   * the store's time per result (``PoolQueue.complete`` of batches) when the results table
     already holds 10k, 100k and 1M rows (filled with ``INSERT ... SELECT generate_series``);
   * eqsql 0.15 (``eqsql.task_queues.local_queue``) on the same server: ``submit_tasks`` +
@@ -253,13 +255,53 @@ def _span(exp: Path) -> tuple[float, float, int]:
     return float(row[0]), float(row[1]), int(row[2])
 
 
-def round_trips(url: str, tmp: Path, n: int, workers: int, tree: str | None = None) -> list[float]:
-    """``n`` single-task round trips through one pool (``tree``: with that emews); seconds each."""
+def round_trips(url: str, tmp: Path, n: int, workers: int, tree: str | None = None) -> dict[str, list[float]]:
+    """``n`` single-task round trips through one pool (``tree``: with that emews), seconds each
+    (``trip``), and their legs from the store's times: ``out``, the task put until its worker
+    started it (queued, claimed, sent), and ``back``, its worker's end until the optimizer had the
+    result (stored, announced, handed back)."""
+    from emews.store import open_store
+
     tmp.mkdir()
     out = tmp / "roundtrip.json"
     optimizer = json.dumps({"name": f"{HERE}:RoundTrip", "options": {"n": n, "out": str(out)}})
-    launch(url, tmp, "roundtrip", 1, workers, n, optimizer, tree=tree)
-    return json.loads(out.read_text())
+    row = launch(url, tmp, "roundtrip", 1, workers, n, optimizer, tree=tree)
+    trips = json.loads(out.read_text())
+    with open_store(Path(row["exp"]), readonly=True) as store:
+        times = store.connection.execute(  # type: ignore[attr-defined]
+            "SELECT submitted, started, finished FROM results ORDER BY id"
+        ).fetchall()
+    return {
+        "trip": trips,
+        "out": [started - put for put, started, _ in times],
+        "back": [trip - (finished - put) for trip, (put, _, finished) in zip(trips, times, strict=True)],
+    }
+
+
+def alternating_round_trips(
+    url: str, tmp: Path, args: argparse.Namespace
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """:func:`round_trips` with this emews, and with ``--baseline``'s right after it, once per
+    repeat (only this one's, once, without a baseline)."""
+    trips: dict[str, list[float]] = {"trip": [], "out": [], "back": []}
+    base: dict[str, list[float]] = {"trip": [], "out": [], "back": []}
+    for i in range(args.repeats if args.baseline else 1):
+        runs = [(trips, None), *([(base, args.baseline)] if args.baseline else [])]
+        for into, tree in runs:
+            got = round_trips(
+                url, tmp / f"roundtrip-{i}{'-base' if tree else ''}", args.round_trips, args.workers, tree=tree
+            )
+            for key, values in got.items():
+                into[key] += values
+    return trips, base
+
+
+def _legs(trips: dict[str, list[float]]) -> str:
+    """The p50 and p99 of a round trip's two legs (:func:`round_trips`), in ms."""
+    return ", ".join(
+        f"{what} p50 {1e3 * percentile(trips[key], 50):.2f} ms, p99 {1e3 * percentile(trips[key], 99):.2f} ms"
+        for key, what in (("out", "put to started"), ("back", "finished to the optimizer"))
+    )
 
 
 # --- the store's time per result at 10k / 100k / 1M rows -----------------------------------------
@@ -497,8 +539,6 @@ def main() -> None:
             runs: dict[int, list[dict]] = {k: [] for k in pool_counts}
             base_runs: dict[int, list[dict]] = {k: [] for k in pool_counts}
             eq_runs: list[dict] = []
-            trips: list[float] = []
-            base_trips: list[float] = []
             for i in range(args.repeats):
                 line = []
                 for k in pool_counts:
@@ -539,12 +579,7 @@ def main() -> None:
                     f"eqsql ({eq_workers} workers) {eq['tasks_per_s']:,.0f}/s, {eq['in_db_per_s']:,.0f}/s in db"
                 )
                 print(f"  repeat {i + 1}: " + " | ".join(line), flush=True)
-            for i in range(args.repeats if args.baseline else 1):  # alternating, as the launches above
-                trips += round_trips(url, tmp / f"roundtrip-{i}", args.round_trips, args.workers)
-                if args.baseline:
-                    base_trips += round_trips(
-                        url, tmp / f"roundtrip-{i}-base", args.round_trips, args.workers, tree=args.baseline
-                    )
+            trips, base_trips = alternating_round_trips(url, tmp, args)
             eq_trips = [t for eq in eq_runs for t in eq["trips"]]
             per_result = time_per_result(Path(runs[pool_counts[1]][0]["exp"]), levels, args.batch, args.batches)
             ping = server_round_trip(url)
@@ -589,16 +624,18 @@ def main() -> None:
             "running)   [target >= 5x, >= 10,000/s]"
         )
     print(
-        f"single-task round trip: emews (1 pool) p50 {1e3 * percentile(trips, 50):.1f} ms, p99 "
-        f"{1e3 * percentile(trips, 99):.1f} ms; eqsql p50 {1e3 * percentile(eq_trips, 50):.1f} ms, p99 "
+        f"single-task round trip: emews (1 pool) p50 {1e3 * percentile(trips['trip'], 50):.1f} ms, p99 "
+        f"{1e3 * percentile(trips['trip'], 99):.1f} ms; eqsql p50 {1e3 * percentile(eq_trips, 50):.1f} ms, p99 "
         f"{1e3 * percentile(eq_trips, 99):.1f} ms   [target p50 <= 10 ms]"
     )
-    if base_trips:
+    print(f"  its legs: {_legs(trips)}")
+    if base_trips["trip"]:
         print(
             f"single-task round trip, baseline ({args.baseline}; alternating with the above, "
-            f"{len(trips)} and {len(base_trips)} trips): p50 {1e3 * percentile(base_trips, 50):.1f} ms, "
-            f"p99 {1e3 * percentile(base_trips, 99):.1f} ms"
+            f"{len(trips['trip'])} and {len(base_trips['trip'])} trips): p50 "
+            f"{1e3 * percentile(base_trips['trip'], 50):.1f} ms, p99 {1e3 * percentile(base_trips['trip'], 99):.1f} ms"
         )
+        print(f"  its legs: {_legs(base_trips)}")
     print(
         f"server round trip (SELECT 1, one connection): p50 {1e6 * ping:.0f} us; load average "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end"
