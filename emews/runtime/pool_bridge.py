@@ -4,9 +4,10 @@ With pools the optimizer's queue pair is not drained by a distributor on the sam
 puts the tasks the optimizer submits into the experiment's shared queue
 (:meth:`~emews.store.pool_queue.PoolQueue.enqueue`) and hands back the results any pool stores, as
 the store announces them (``LISTEN``): two threads, each blocked on its own event (new tasks; a
-notification), never polling. When nothing was announced for ``recheck_s`` it reads the results of
+notification), never polling. A notification carries the results it announces (those that fit;
+the others are read by id). When nothing was announced for ``recheck_s`` it reads the results of
 the tasks it still waits for (a notification lost with a connection is then only late) and the
-workers of the pools alive (the evaluator's capacity).
+workers of the pools alive (the evaluator's capacity). Each result is handed back once.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from typing import Any
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result
-from emews.store.pool_queue import PoolQueue
+from emews.store.pool_queue import Announced, PoolQueue
 
 log = logging.getLogger("emews")
+
+_NOTHING = Announced({}, [])
+_GONE = object()  # not waited for (any more)
 
 
 class PooledQueuePair(QueuePair):
@@ -108,18 +112,23 @@ class PoolBridge:
         rechecked = time.monotonic()
         while True:
             closing = self._closing.is_set()
-            announced = [] if closing else self._listener.wait(self._recheck)
+            announced = _NOTHING if closing else self._listener.receive(self._recheck)
             closing = closing or self._closing.is_set()
             # closing: one last read of every task still waited for, so that a result stored (and
             # announced) before the bridge closed is handed back, whether or not its notification
             # was read before close() woke this thread
             due = closing or time.monotonic() - rechecked >= self._recheck  # even while announcements keep coming
             with self._lock:
-                if announced and not due:
-                    points = {i: self._waiting[i] for i in announced if i in self._waiting}
-                else:
+                carried = {i: self._waiting[i] for i in announced.rows if i in self._waiting}
+            if carried:  # the notifications carried these results: no read
+                self._hand_back(self._listener.carried(announced, carried))
+            nothing = not announced.rows and not announced.ids  # a timeout, or the workers changed
+            with self._lock:
+                if not nothing and not due:
+                    points = {i: self._waiting[i] for i in announced.ids if i in self._waiting}
+                else:  # every result still waited for: one whose notification was lost comes back now
                     points = dict(self._waiting)
-            if not closing and (not announced or due):
+            if not closing and (nothing or due):
                 self._queues.capacity = self._submitter_capacity()
                 rechecked = time.monotonic()
             if points:
@@ -128,12 +137,13 @@ class PoolBridge:
                 return
 
     def _hand_back(self, results: list[Result]) -> None:
-        if results:
-            with self._lock:
-                for result in results:
-                    self._waiting.pop(result.id, None)
-            self._record(results)
-            self._queues.deliver(results)
+        """Deliver the results still waited for, each once (one announced twice, or carried and
+        read again, is not handed back a second time)."""
+        with self._lock:
+            fresh = [r for r in results if self._waiting.pop(r.id, _GONE) is not _GONE]
+        if fresh:
+            self._record(fresh)
+            self._queues.deliver(fresh)
 
     def cancel(self, ids: Sequence[int]) -> list[int]:
         """Cancel the tasks among ``ids`` still queued (no pool claimed them); their ids."""

@@ -80,8 +80,15 @@ _REQUEUE = (
     f"UPDATE tasks SET state = 'queued', pool = NULL, lease_until = NULL, attempt = attempt + 1 "
     f"WHERE state = 'leased' AND lease_until < {_NOW} RETURNING id"
 )
-#: ids per notification: PostgreSQL's payloads end at 8,000 bytes (300 ids of up to 19 digits and a comma)
-NOTIFY_IDS = 300
+#: A notification of stored results carries them (:class:`Announced`): a JSON array whose items are
+#: each a result's row (:data:`COLUMNS`, as ``json_build_array`` writes it) or, for a row longer than
+#: NOTE_ROW_MAX bytes or one stored by an earlier try of the same batch, its id alone (the listener
+#: reads it). PostgreSQL's payloads end below 8,000 bytes: items go into a notification while the
+#: bytes before them are under NOTE_PART, so one holds at most NOTE_PART + NOTE_ROW_MAX + 1 bytes.
+NOTE_ROW_MAX = 2000
+NOTE_PART = 5990
+if NOTE_PART + NOTE_ROW_MAX + 1 >= 8000:
+    raise ImportError(f"a notification of {NOTE_PART} + {NOTE_ROW_MAX} + 1 bytes is over PostgreSQL's 8,000")
 _RESULT_TYPES = {
     "id": "bigint", "status": "text", "objective": "float8", "loss": "float8", "params": "text", "metrics": "text",
     "error": "text", "rank": "bigint", "host": "text", "submitted": "float8", "started": "float8",
@@ -91,16 +98,20 @@ if tuple(_RESULT_TYPES) != WRITTEN_COLUMNS:  # the arrays of _COMPLETE follow _r
     raise ImportError(f"pool_queue's result columns {tuple(_RESULT_TYPES)} differ from the store's {WRITTEN_COLUMNS}")
 _RESULT_COLUMNS = ", ".join(f"(e->>{i})::{kind} AS {name}" for i, (name, kind) in enumerate(_RESULT_TYPES.items()))
 #: a batch of results in one statement: the rows (one JSON array; the first result per id stands),
-#: the tasks done, the pool's count and heartbeat, and one notification per NOTIFY_IDS stored ids.
+#: the tasks done, the pool's count and heartbeat, and the stored results announced (NOTE_PART).
 #: The ids stored by this pool: those inserted now and those it stored before (a retry after a lost
-#: commit finds them too; ``before`` reads the table as it was when the statement began)
+#: commit finds them too; ``before`` reads the table as it was when the statement began, so the two
+#: never share an id; a result stored before is announced by id: this batch's row may not be it)
 _COMPLETING = f"""
 WITH incoming AS (SELECT {_RESULT_COLUMNS} FROM jsonb_array_elements(%(rows)s::jsonb) e),
 inserted AS (
     INSERT INTO results ({", ".join(_RESULT_TYPES)}, pool) SELECT *, %(pool)s FROM incoming
-    ON CONFLICT (id) DO NOTHING RETURNING id),
+    ON CONFLICT (id) DO NOTHING RETURNING id, json_build_array({", ".join(COLUMNS)})::text AS note),
 before AS (SELECT id FROM results WHERE id = ANY(%(ids)s::bigint[]) AND pool = %(pool)s),
 stored AS (SELECT id FROM inserted UNION SELECT id FROM before),
+items AS (
+    SELECT id, CASE WHEN octet_length(note) <= {NOTE_ROW_MAX} THEN note ELSE id::text END AS item FROM inserted
+    UNION ALL SELECT id, id::text FROM before),
 done AS (
     UPDATE tasks SET state = 'done', pool = COALESCE(pool, %(pool)s), lease_until = NULL
     WHERE id = ANY(%(ids)s::bigint[])),
@@ -108,8 +119,9 @@ counted AS (
     UPDATE pools SET tasks_done = tasks_done + (SELECT count(*) FROM inserted), heartbeat = {_NOW}
     WHERE id = %(pool)s),
 notified AS (
-    SELECT pg_notify(%(channel)s, string_agg(id::text, ',' ORDER BY id)) FROM
-        (SELECT id, (row_number() OVER (ORDER BY id) - 1) / {NOTIFY_IDS} AS part FROM stored) s GROUP BY part)"""
+    SELECT pg_notify(%(channel)s, '[' || string_agg(item, ',') || ']') FROM
+        (SELECT item, (sum(octet_length(item) + 1) OVER (ORDER BY id) - octet_length(item) - 1) / {NOTE_PART} AS part
+         FROM items) s GROUP BY part)"""
 _COMPLETE = f"{_COMPLETING}\nSELECT (SELECT array_agg(id ORDER BY id) FROM stored), (SELECT count(*) FROM notified)"
 #: a batch of results and the next claim in one statement (one round trip): the stored ids and the
 #: number of notifications on every row, with one claimed task per row (none: one row of NULLs)
@@ -206,6 +218,22 @@ class PoolRow:
     started: float | None
     heartbeat: float | None
     stopped: float | None
+
+
+@dataclass(frozen=True)
+class Announced:
+    """What the results channel announced (:meth:`PoolQueue.receive`): results carried whole, as
+    their stored rows by id (read with :meth:`PoolQueue.carried`), and the ids of results announced
+    without them (too long for a notification, or stored by an earlier try): read those with
+    :meth:`PoolQueue.results`. Nothing when a pool's start or end was announced."""
+
+    rows: Mapping[int, Sequence[Any]]
+    ids: Sequence[int]
+
+    @property
+    def every_id(self) -> list[int]:
+        """The ids of every result announced, carried or not."""
+        return [*self.rows, *self.ids]
 
 
 @dataclass(frozen=True)
@@ -387,43 +415,54 @@ class PoolQueue:
         """The stored results among ``ids`` (by id), in one statement; a result's point is taken
         from ``params`` where it has the id (the point the optimizer put: not decoded again)."""
         known = params or {}
-        found = []
-        for row in self._raw.execute(_RESULTS, (_array(sorted(set(ids))),)):
-            id_, status, objective, loss, point, metrics, error, rank, host, submitted, started, finished = row
-            if status not in _STATUS or id_ not in known or metrics != "{}":
-                found.append(self.store._result(row))  # the store's reader, its errors included
-                if id_ in known:
-                    found[-1].params = known[id_]
-                continue
-            found.append(
-                Result(
-                    id=id_,
-                    params=known[id_],
-                    status=_STATUS[status],
-                    objective=objective,
-                    loss=math.inf if loss is None else loss,
-                    metrics={},
-                    error=error,
-                    rank=rank,
-                    host=host,
-                    submitted=submitted,
-                    started=started,
-                    finished=finished,
-                )
-            )
-        return found
+        rows = self._raw.execute(_RESULTS, (_array(sorted(set(ids))),))
+        return [self._result(row, known) for row in rows]
+
+    def carried(self, announced: Announced, params: Mapping[int, Mapping[str, Any]]) -> list[Result]:
+        """The results ``announced`` carried whose ids ``params`` has, by id, each with its point
+        from ``params`` (the point the optimizer put); no statement runs."""
+        return [self._result(announced.rows[i], params) for i in sorted(params) if i in announced.rows]
+
+    def _result(self, row: Sequence[Any], known: Mapping[int, Mapping[str, Any]]) -> Result:
+        """A row of ``results`` (:data:`COLUMNS`) as a :class:`Result`, its point from ``known``
+        where that has the id."""
+        id_, status, objective, loss, point, metrics, error, rank, host, submitted, started, finished = row
+        if status not in _STATUS or id_ not in known or metrics != "{}":
+            result = self.store._result(row)  # the store's reader, its errors included
+            if id_ in known:
+                result.params = known[id_]
+            return result
+        return Result(
+            id=id_,
+            params=known[id_],
+            status=_STATUS[status],
+            objective=objective,
+            loss=math.inf if loss is None else loss,
+            metrics={},
+            error=error,
+            rank=rank,
+            host=host,
+            submitted=submitted,
+            started=started,
+            finished=finished,
+        )
 
     @retried
-    def wait(self, timeout: float) -> list[int]:
-        """The task ids of results stored since the last call, waiting up to ``timeout`` seconds for
-        the first notification (after :meth:`listen`); ``[]`` when none came, or only a pool's
-        start or end was announced (the workers changed)."""
+    def receive(self, timeout: float) -> Announced:
+        """The results announced since the last call, waiting up to ``timeout`` seconds for the
+        first notification (after :meth:`listen`); empty when none came, or only a pool's start or
+        end was announced (the workers changed)."""
+        rows: dict[int, Sequence[Any]] = {}
         ids: list[int] = []
         for note in self._raw.notifies(timeout=timeout, stop_after=1):
-            ids += [int(i) for i in note.payload.split(",") if i]
+            _decode_note(note.payload, rows, ids)
         for note in self._raw.notifies(timeout=0):
-            ids += [int(i) for i in note.payload.split(",") if i]
-        return ids
+            _decode_note(note.payload, rows, ids)
+        return Announced(rows, ids)
+
+    def wait(self, timeout: float) -> list[int]:
+        """The task ids of results stored since the last call (:meth:`receive`, their rows left)."""
+        return self.receive(timeout).every_id
 
     # -- a pool's side -------------------------------------------------------------
     @retried
@@ -562,6 +601,30 @@ def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
         Claimed(Task(i, loads_point(p), s, sub, attempt, ranks=size, priority=prio), attempt, prio)
         for i, p, s, sub, attempt, size, prio in ordered
     ]
+
+
+#: the positions in a carried row (:data:`COLUMNS`) of the ``float8`` columns: JSON has ``2`` for
+#: 2.0 and ``"Infinity"`` or ``"NaN"`` for what it has no number for; each is read back as a float
+_FLOATS_AT = tuple(i for i, name in enumerate(COLUMNS) if _RESULT_TYPES[name] == "float8")
+
+
+def _decode_note(payload: str, rows: dict[int, Sequence[Any]], ids: list[int]) -> None:
+    """Add a notification's results (a JSON array of rows and ids, :data:`NOTE_PART`) to ``rows``
+    and ``ids``; an empty payload (the workers changed) adds nothing."""
+    if not payload:
+        return
+    try:
+        items = orjson.loads(payload)
+        for item in items:
+            if isinstance(item, int):
+                ids.append(item)
+                continue
+            row = list(item)
+            for i in _FLOATS_AT:
+                row[i] = None if row[i] is None else float(row[i])
+            rows[int(row[0])] = tuple(row)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise EmewsError(f"a notification of stored results is not understood ({exc}): {payload[:200]!r}") from None
 
 
 def _number(value: Any) -> Any:

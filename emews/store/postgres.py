@@ -108,9 +108,12 @@ def _set_session(raw: Any, schema: str, readonly: bool, durability: Durability) 
     would then keep one generic plan for it: planned while the experiment's tables were empty, it
     reads them whole (a sequential scan for ``id = ANY(...)``: 22 ms per read of 100 results at
     20k rows in the pools' benchmark, where the index takes 0.1 ms), until an ANALYZE that a short
-    run never sees. A custom plan costs a fraction of a millisecond per batch statement."""
+    run never sees. A custom plan costs a fraction of a millisecond per batch statement. Floats
+    as text are exact whatever the server's default (``extra_float_digits``): the results a pool
+    announces travel as JSON text (:mod:`emews.store.pool_queue`)."""
     raw.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
     raw.execute("SET plan_cache_mode TO force_custom_plan")
+    raw.execute("SET extra_float_digits TO 3")
     if durability == "off":
         raw.execute("SET synchronous_commit TO off")
     if readonly:

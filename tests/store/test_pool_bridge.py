@@ -172,3 +172,43 @@ def test_results_stored_before_close_are_handed_back(stores: list[PostgresStore]
     assert not closing.is_alive()
     assert sorted(i for batch in recorded for i in batch) == sorted(ids)
     assert sorted(r.id for r in queues.collect(timeout=0)) == sorted(ids)  # delivered, each once
+
+
+def test_results_come_with_their_notification_and_a_long_one_is_read_once(
+    stores: list[PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Short results reach the evaluator from their notification alone (no read of the store); a
+    result too long for a notification is read, once, and handed back once, even when a retry of
+    its batch announces every result a second time."""
+    pool = PoolQueue(stores[2])
+    pool_id = pool.register("local", workers=3)  # before the bridge listens: no wake-up re-read
+    listener = PoolQueue(stores[1])
+    reads: list[list[int]] = []
+    read = listener.results
+
+    def counted(ids: Sequence[int], params: dict | None = None) -> list[Result]:  # type: ignore[type-arg]
+        reads.append(sorted(ids))
+        return read(ids, params)
+
+    monkeypatch.setattr(listener, "results", counted)
+    queues = QueuePair()
+    received: list[int] = []
+    bridge = PoolBridge(  # no re-read of the tasks waited for while the test runs
+        queues, PoolQueue(stores[0]), listener, record=lambda rs: received.extend(r.id for r in rs), recheck_s=600.0
+    ).start()
+    try:
+        evaluator = Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=3, budget=None)
+        ids = evaluator.put([{"x": 0.1}, {"x": 0.2}, {"x": 0.3}])
+        _until(lambda: _queued(stores[2], 3), "the bridge never queued the 3 tasks")
+        claimed = pool.claim(pool_id, 3, lease_s=60.0)
+        written = [_ok(c.task) for c in claimed]
+        written[2].metrics = {"curve": [i / 3 for i in range(1000)]}  # longer than a notification holds
+        assert pool.complete(pool_id, written) == ids
+        assert pool.complete(pool_id, written) == ids  # a retry: each announced again, by id
+        results = evaluator.get(3, timeout=60.0)
+    finally:
+        bridge.close(finished=False)
+    assert sorted(r.id for r in results) == ids
+    assert {r.id: r.metrics for r in results}[ids[2]] == written[2].metrics
+    assert reads == [[ids[2]]]  # the long one only, once
+    assert sorted(received) == ids and queues.collect(timeout=0) == []  # each handed back once

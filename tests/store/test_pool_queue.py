@@ -7,14 +7,15 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pgserver import PgServer
 
 from emews.core.results import Result, Status, Task
-from emews.store.pool_queue import PoolQueue
+from emews.store.pool_queue import NOTE_ROW_MAX, Announced, PoolQueue
 from emews.store.postgres import PostgresStore
 
 _LEASE = 600.0  # long enough never to end during a test
@@ -59,12 +60,7 @@ def _result(i: int, value: float) -> Result:
 def _announced_ids(listener: PoolQueue, n: int) -> list[int]:
     """The ids of results ``listener`` is told of until ``n`` were (a pool's start, announced too
     and maybe delivered first, adds none)."""
-    ids: list[int] = []
-    deadline = time.monotonic() + 60.0  # a safety net against a hang, not a measurement
-    while len(ids) < n:
-        assert time.monotonic() < deadline, f"{len(ids)} of {n} results announced"
-        ids += listener.wait(5.0)
-    return ids
+    return _announced(listener, n).every_id
 
 
 def test_two_claimers_never_get_the_same_task(stores: list[PostgresStore]) -> None:
@@ -324,3 +320,78 @@ def test_complete_and_claim_stores_then_claims_in_one_statement(stores: list[Pos
     counts = optimizer.state_counts()
     assert counts == {"done": 3, "leased": 3}
     assert [r.objective for r in optimizer.results([0, 1, 2])] == [0.0, 1.0, 2.0]
+
+
+def _announced(listener: PoolQueue, n: int) -> Announced:
+    """What ``listener`` is told until ``n`` results were announced (rows and ids gathered)."""
+    rows: dict[int, Sequence[Any]] = {}
+    ids: list[int] = []
+    deadline = time.monotonic() + 60.0  # a safety net against a hang, not a measurement
+    while len(rows) + len(ids) < n:
+        assert time.monotonic() < deadline, f"{len(rows) + len(ids)} of {n} results announced"
+        got = listener.receive(5.0)
+        rows.update(got.rows)
+        ids += got.ids
+    return Announced(rows, ids)
+
+
+def test_a_notification_carries_the_results_as_stored(stores: list[PostgresStore]) -> None:
+    """The results a pool stores travel with their notification, as the store reads them back
+    (what JSON has no number for, quotes, non-ASCII, nulls); one longer than NOTE_ROW_MAX, and
+    every one of a batch stored again (a retry after a lost commit), travel as ids to read."""
+    optimizer, pool, _ = (PoolQueue(s) for s in stores)
+    optimizer.listen()
+    params = {"name": 'a "quoted" \\ path é ✓', "x": 0.1}
+    optimizer.enqueue([Task(0, params, 7, 1000.0), Task(1, {"x": 1e-300}, 8, 1001.0), _task(2)])
+    me = pool.register("local", workers=3)
+    pool.claim(me, 3, _LEASE)
+    long = {"curve": [i / 3 for i in range(NOTE_ROW_MAX // 10)]}
+    written = [
+        Result(0, params, Status.OK, math.inf, 1.5, {"m": math.nan, "s": "é"}, None, 1, "h", 1.0, 2.0, 3.0),
+        Result(1, {"x": 1e-300}, Status.FAILED, None, math.inf, {}, 'boom: "x" \\ ✓', None, None, None, None, 2.0),
+        Result(2, {"x": 0.5}, Status.OK, 0.1 + 0.2, 2.0, long, None, 1, "h", 1.0, 2.0, 3.0),
+    ]
+    assert pool.complete(me, written) == [0, 1, 2]
+    announced = _announced(optimizer, 3)
+    assert sorted(announced.rows) == [0, 1] and list(announced.ids) == [2]
+    carried = optimizer.carried(announced, {0: params, 1: {"x": "as put"}, 2: {"x": 0.5}})
+    read = optimizer.results([0, 1], {1: {"x": "as put"}})
+    assert [repr(r) for r in carried] == [repr(r) for r in read]  # NaN included; 2 was not carried
+    assert carried[1].params == {"x": "as put"} and math.isinf(carried[0].objective or 0.0)
+    assert pool.complete(me, written) == [0, 1, 2]  # the retry: announced by id, read if still wanted
+    again = _announced(optimizer, 3)
+    assert not again.rows and sorted(again.ids) == [0, 1, 2]
+
+
+def test_notifications_stay_under_the_payload_limit(stores: list[PostgresStore]) -> None:
+    """Results of every length about NOTE_ROW_MAX in one batch: each notification fits under
+    PostgreSQL's 8,000 bytes (the statement would fail otherwise) and each result is announced once."""
+    optimizer, pool, _ = (PoolQueue(s) for s in stores)
+    optimizer.listen()
+    optimizer.enqueue([_task(i) for i in range(60)])
+    me = pool.register("local", workers=1)
+    pool.claim(me, 60, _LEASE)
+    written = [
+        Result(
+            i,
+            {"x": i / 4},
+            Status.FAILED,
+            None,
+            math.inf,
+            {},
+            "e" * (NOTE_ROW_MAX - 190 + 5 * i),
+            1,
+            "h",
+            1.0,
+            2.0,
+            3.0,
+        )
+        for i in range(60)
+    ]
+    assert pool.complete(me, written) == list(range(60))
+    announced = _announced(optimizer, 60)
+    assert sorted(announced.every_id) == list(range(60))
+    assert announced.rows and announced.ids  # some rows fit, some did not
+    assert [r.error for r in optimizer.carried(announced, {i: {} for i in range(60)})] == [
+        written[i].error for i in sorted(announced.rows)
+    ]
