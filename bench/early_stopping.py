@@ -28,6 +28,7 @@ same budget of steps (``none``'s):
                       every proposal) against a replaying evaluator (``ReplayEvaluator``)
 ``optuna-tpe-sha``    Optuna's ``TPESampler(seed=seed)`` (defaults) with ``SuccessiveHalvingPruner()``,
                       one trial at a time (ordered lists suggested as categoricals)
+``optuna-tpe-sha-parallel`` the same with ``--workers`` trials at a time (:func:`replay_tpe_parallel`)
 ``ray-bohb``          Ray Tune's BOHB as Ray documents it: ``TuneBOHB(seed=seed)`` (hpbandster's BOHB;
                       in a ``ConcurrencyLimiter`` of ``--workers``, the space given as Tune's domains,
                       ordered lists as ``tune.choice``) with ``HyperBandForBOHB(max_t=steps)`` (reduction
@@ -61,7 +62,7 @@ Optuna study with its pruner, Ray's ``AsyncHyperBandScheduler``) then decides on
 The emews and Ray rows run ``--workers`` asynchronous workers, each step taking the seconds it
 took when trained, and a free worker takes the next configuration while budget is left, as
 ``emews launch`` with ``FixedConfigs`` does; Optuna runs one trial at a time, as in the real run
-(``optuna-sha-parallel``: ``--workers`` at a time, through the same simulation).
+(the ``-parallel`` rows: ``--workers`` at a time, through the same simulation).
 ``--real`` instead trains through ``emews launch`` (emews rows) and Optuna's study in this process
 (none, asha, optuna-sha, optuna-hyperband; wall times printed), slower and noisier.
 
@@ -104,9 +105,9 @@ REPO = Path(__file__).resolve().parents[1]
 OBJECTIVE = Path(es_problems.__file__).resolve()
 WORKFLOW = REPO / "workflows" / "asha.yaml"
 METHODS = ("none", "asha", "optuna-sha", "optuna-sha-parallel", "optuna-hyperband", "ray-asha", "bohb", "optuna-tpe-sha",
-           "ray-bohb")
+           "optuna-tpe-sha-parallel", "ray-bohb")
 #: the rows whose optimizer chooses the configurations (their curves: :class:`Chosen`)
-MODEL_BASED = ("bohb", "optuna-tpe-sha", "ray-bohb")
+MODEL_BASED = ("bohb", "optuna-tpe-sha", "optuna-tpe-sha-parallel", "ray-bohb")
 #: the rows Ray's interpreter runs (``--ray-python``)
 RAY_ROWS = ("ray-asha", "ray-bohb")
 #: configurations ``none`` trains fully, per problem
@@ -270,34 +271,80 @@ def replay_optuna(curves: Curves, budget: int, steps: int, pruner: Any, name: st
             "lengths": lengths, "order": list(range(len(lengths)))}
 
 
-def replay_optuna_parallel(curves: Curves, budget: int, steps: int, workers: int, pruner: Any,
-                           name: str | None = None) -> dict:
-    """An Optuna study with ``pruner`` and ``workers`` trials at a time on the curves in order, as
-    :func:`simulate` runs the emews rows: each trial reports every step and asks ``should_prune``
-    (what a worker of ``n_jobs`` or of several processes sharing a storage does), and is told when
-    it ends."""
+class StudyTrials:
+    """The curves a replayed Optuna study trains, one trial per index: trial ``i`` is asked of
+    ``study`` when a worker starts it (its first ``at``), ``params_of(trial, i)`` gives its
+    configuration (a fixed one, or the sampler's suggestion) and ``curve_at(params, k)`` the
+    ``(loss, seconds)`` of its step ``k``."""
+
+    def __init__(self, study: Any, params_of: Callable[[Any, int], dict],
+                 curve_at: Callable[[dict, int], tuple[float, float]]) -> None:
+        self.study, self.params_of, self.curve_at = study, params_of, curve_at
+        self.trials: dict[int, Any] = {}
+        self.params: dict[int, dict] = {}
+
+    def at(self, index: int, k: int) -> tuple[float, float]:
+        if index not in self.trials:
+            self.trials[index] = self.study.ask()
+            self.params[index] = self.params_of(self.trials[index], index)
+        return self.curve_at(self.params[index], k)
+
+
+def replay_optuna_parallel(trials: StudyTrials, count: int, budget: int, steps: int, workers: int) -> dict:
+    """The study of ``trials`` with ``workers`` trials at a time, as :func:`simulate` runs the
+    emews rows: each trial reports every step and asks ``should_prune`` (what a worker of
+    ``n_jobs`` or of several processes sharing a storage does), and is told when it ends."""
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", pruner=pruner, sampler=optuna.samplers.RandomSampler(0),
-                                study_name=name)
-    running: dict[int, Any] = {}
-
     def decide(index: int, step: int, loss: float) -> bool:
-        trial = running.setdefault(index, study.ask()) if step == 1 else running[index]
+        trial = trials.trials[index]
         trial.report(loss, step)
         return trial.should_prune()
 
     def ended(index: int, step: int, loss: float) -> None:
-        trial = running.pop(index, None) or study.ask()  # a one-step trial never asked decide
+        trial = trials.trials[index]
         if step < steps:
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            trials.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
             trial.report(loss, step)
-            study.tell(trial, loss if math.isfinite(loss) else None,
-                       state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
+            trials.study.tell(trial, loss if math.isfinite(loss) else None,
+                              state=None if math.isfinite(loss) else optuna.trial.TrialState.FAIL)
 
-    return simulate(curves, len(curves.pool), budget, steps, workers, decide, ended)
+    run = simulate(trials, count, budget, steps, workers, decide, ended)
+    run["configs"] = [trials.params[i] for i in sorted(trials.params)]
+    return run
+
+
+def optuna_study(pruner: Any, sampler: Any, name: str) -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(direction="minimize", pruner=pruner, sampler=sampler, study_name=name)
+
+
+def replay_sha_parallel(curves: Curves, budget: int, steps: int, workers: int, name: str) -> dict:
+    """Optuna's ``SuccessiveHalvingPruner()`` on the curves in order, ``workers`` trials at a time."""
+    import optuna
+
+    study = optuna_study(optuna.pruners.SuccessiveHalvingPruner(), optuna.samplers.RandomSampler(0), name)
+    trials = StudyTrials(study, lambda trial, i: {"index": i}, lambda params, k: curves.at(params["index"], k))
+    run = replay_optuna_parallel(trials, len(curves.pool), budget, steps, workers)
+    run.pop("configs")
+    return run
+
+
+def replay_tpe_parallel(chosen: Chosen, problem: str, budget: int, steps: int, seed: int, workers: int) -> dict:
+    """Optuna's ``TPESampler(seed=seed)`` with ``SuccessiveHalvingPruner()``, ``workers`` trials at a
+    time: each configuration is suggested when a worker starts it (the sampler sees the trials
+    finished by then, its defaults otherwise, as with ``n_jobs``)."""
+    import optuna
+
+    drawn = model_space(problem, steps)
+    study = optuna_study(optuna.pruners.SuccessiveHalvingPruner(), optuna.samplers.TPESampler(seed=seed),
+                         study_name(problem, seed, "optuna-tpe-sha-parallel"))
+    trials = StudyTrials(study, lambda trial, i: {**suggest_optuna(trial, drawn), "problem": problem, "epochs": steps},
+                         chosen.at)
+    return replay_optuna_parallel(trials, 2**31, budget, steps, workers)
 
 
 def train_optuna_trial(study: Any, trial: Any, loss_at: Callable[[int], float], steps: int) -> tuple[float, int]:
@@ -1007,9 +1054,10 @@ def main() -> None:
                         "optuna-sha": lambda: replay_optuna(curves, budget, steps,
                                                             optuna.pruners.SuccessiveHalvingPruner(),
                                                             study_name(problem, seed, "optuna-sha")),
-                        "optuna-sha-parallel": lambda: replay_optuna_parallel(
-                            curves, budget, steps, args.workers, optuna.pruners.SuccessiveHalvingPruner(),
-                            study_name(problem, seed, "optuna-sha-parallel")),
+                        "optuna-sha-parallel": lambda: replay_sha_parallel(
+                            curves, budget, steps, args.workers, study_name(problem, seed, "optuna-sha-parallel")),
+                        "optuna-tpe-sha-parallel": lambda: replay_tpe_parallel(
+                            chosen, problem, budget, steps, seed, args.workers),
                         "optuna-hyperband": lambda: replay_optuna(curves, budget, steps,
                                                                   optuna.pruners.HyperbandPruner(),
                                                                   study_name(problem, seed, "optuna-hyperband")),
@@ -1049,7 +1097,7 @@ def main() -> None:
                       for p in problems)
     print(f"# {how}; none: {sizes};"
           f" the others: configurations in the same order until that many steps; seeds {args.seeds},"
-          f" {args.workers} workers (emews, Ray, optuna-sha-parallel), Optuna otherwise one trial at a time; asha options {asha_options or 'default'},"
+          f" {args.workers} workers (emews, Ray, optuna-*-parallel), Optuna otherwise one trial at a time; asha options {asha_options or 'default'},"
           f" bohb options {bohb_options or 'default'}")
     report(runs, methods)
     if args.traces:

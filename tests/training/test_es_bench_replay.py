@@ -1,5 +1,5 @@
 """``bench/early_stopping.py``'s replays of Optuna's pruner: one trial at a time, and several at once
-through the event simulation the emews rows use (``replay_optuna_parallel``)."""
+through the event simulation the emews rows use (``replay_sha_parallel``)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _pruner() -> Any:
 def test_one_worker_replays_what_the_serial_study_does(bench: Any) -> None:
     curves = SyntheticCurves(30)
     serial = bench.replay_optuna(curves, 10 * STEPS, STEPS, _pruner(), "serial")
-    parallel = bench.replay_optuna_parallel(curves, 10 * STEPS, STEPS, 1, _pruner(), "parallel")
+    parallel = bench.replay_sha_parallel(curves, 10 * STEPS, STEPS, 1, "parallel")
     assert parallel["lengths"] == serial["lengths"]
     assert parallel["arrivals"] == serial["arrivals"]
     assert any(length < STEPS for length in serial["lengths"])  # the pruner stopped some
@@ -56,7 +56,7 @@ def test_two_workers_judge_a_trial_only_against_rungs_recorded_before_it(bench: 
     anything completes, so trial 2 finds no rung recorded and trains to the end."""
     curves = SyntheticCurves(30)
     serial = bench.replay_optuna(curves, 10 * STEPS, STEPS, _pruner(), "serial2")
-    parallel = bench.replay_optuna_parallel(curves, 10 * STEPS, STEPS, 2, _pruner(), "parallel2")
+    parallel = bench.replay_sha_parallel(curves, 10 * STEPS, STEPS, 2, "parallel2")
     assert serial["lengths"][:3] == [STEPS, STEPS, 1]
     assert parallel["lengths"][:3] == [STEPS, STEPS, STEPS]
     assert parallel["order"][:2] == [1, 0]  # trial 1's steps are shorter: it ends first
