@@ -610,9 +610,17 @@ _FLOATS_AT = tuple(i for i, name in enumerate(COLUMNS) if _RESULT_TYPES[name] ==
 
 def _decode_note(payload: str, rows: dict[int, Sequence[Any]], ids: list[int]) -> None:
     """Add a notification's results (a JSON array of rows and ids, :data:`NOTE_PART`) to ``rows``
-    and ``ids``; an empty payload (the workers changed) adds nothing."""
+    and ``ids``; an empty payload (the workers changed) adds nothing. A pool of an emews before
+    results were carried announces comma-separated ids (``3,4,5``): read as ids, so an optimizer
+    updated mid-experiment still hears the pools it started with."""
     if not payload:
         return
+    if not payload.startswith("["):
+        try:
+            ids.extend(int(i) for i in payload.split(",") if i)
+            return
+        except ValueError:
+            raise EmewsError(f"a notification of stored results is not understood: {payload[:200]!r}") from None
     try:
         items = orjson.loads(payload)
         for item in items:

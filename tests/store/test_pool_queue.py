@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pgserver import PgServer
 
+from emews.core.errors import EmewsError
 from emews.core.results import Result, Status, Task
 from emews.store.pool_queue import NOTE_ROW_MAX, Announced, PoolQueue
 from emews.store.postgres import PostgresStore
@@ -395,3 +396,17 @@ def test_notifications_stay_under_the_payload_limit(stores: list[PostgresStore])
     assert [r.error for r in optimizer.carried(announced, {i: {} for i in range(60)})] == [
         written[i].error for i in sorted(announced.rows)
     ]
+
+
+def test_a_pool_of_an_earlier_emews_is_still_heard(stores: list[PostgresStore]) -> None:
+    """A pool started by an emews that announced comma-separated ids (before results travelled
+    with their notification) is heard by an optimizer updated since: its ids are read."""
+    optimizer, earlier = PoolQueue(stores[0]), stores[1]
+    optimizer.listen()
+    earlier.connection.execute("SELECT pg_notify(%s, %s)", (optimizer.channel, "3,4,11"))
+    earlier.connection.execute("SELECT pg_notify(%s, %s)", (optimizer.channel, "12"))
+    announced = _announced(optimizer, 4)
+    assert not announced.rows and sorted(announced.ids) == [3, 4, 11, 12]
+    earlier.connection.execute("SELECT pg_notify(%s, %s)", (optimizer.channel, "3,x"))
+    with pytest.raises(EmewsError, match="not understood"):
+        _announced(optimizer, 1)
