@@ -134,10 +134,20 @@ class EmewsCommand:
 
     def kill_all(self) -> None:
         """SIGKILL every process of the job at once (launch, mpiexec, ranks, objective children),
-        as a node failure or a walltime kill does."""
-        for pid in self.processes():
+        as a node failure or a walltime kill does. Every process is stopped (SIGSTOP) before any is
+        killed, so none sees another die first and reacts (a proxy that loses ``mpiexec`` sends its
+        ranks SIGTERM, which they handle as a clean stop)."""
+        stopped: set[int] = set()
+        while fresh := set(self.processes()) - stopped:  # until nothing new was started meanwhile
+            self._signal(fresh, signal.SIGSTOP)
+            stopped |= fresh
+        self._signal(stopped, signal.SIGKILL)
+
+    @staticmethod
+    def _signal(pids: set[int], sig: signal.Signals) -> None:
+        for pid in pids:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
             except ProcessLookupError:
                 pass
 
