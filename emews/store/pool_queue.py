@@ -168,11 +168,19 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     return (psycopg.OperationalError, psycopg.InterfaceError, StoreUnreadable)
 
 
+def _rolled_back(exc: BaseException) -> bool:
+    """Whether the server rolled the transaction back (a deadlock broken, a serialization
+    conflict: SQLSTATE class 40) and the connection is still good."""
+    return str(getattr(exc, "sqlstate", None) or "").startswith("40")
+
+
 def retried(operation: Callable[..., _T]) -> Callable[..., _T]:
     """Run a :class:`PoolQueue` operation again on a new connection when the connection is lost
     (a server restart, a network cut, a terminated backend), backing off from 0.1 s to 5 s, until
-    the queue's ``retry_s`` has passed: then :class:`StoreLost`. Every operation may run twice:
-    inserts are keyed by task id, updates set states, a claim whose answer was lost expires."""
+    the queue's ``retry_s`` has passed: then :class:`StoreLost`. A transaction the server rolled
+    back to break a deadlock or a serialization conflict (SQLSTATE class 40) runs again at once on
+    the same connection, which is fine. Every operation may run twice: inserts are keyed by task
+    id, updates set states, a claim whose answer was lost expires."""
 
     @functools.wraps(operation)
     def again(self: PoolQueue, *args: Any, **kwargs: Any) -> _T:
@@ -184,6 +192,10 @@ def retried(operation: Callable[..., _T]) -> Callable[..., _T]:
                 return operation(self, *args, **kwargs)
             except lost as exc:
                 now = time.monotonic()
+                if _rolled_back(exc) and (deadline is None or now < deadline):
+                    deadline = now + self.retry_s if deadline is None else deadline
+                    log.info("store transaction rolled back (%s); running it again", type(exc).__name__)
+                    continue
                 deadline = now + self.retry_s if deadline is None else deadline
                 if now >= deadline:
                     raise StoreLost(

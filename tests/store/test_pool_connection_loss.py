@@ -21,7 +21,7 @@ from emews.core.results import Result, Status, Task
 from emews.core.space import Float, Space
 from emews.runtime.pool_bridge import PoolBridge, PooledQueuePair
 from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
-from emews.store.pool_queue import PoolQueue, StoreLost
+from emews.store.pool_queue import PoolQueue, StoreLost, retried
 from emews.store.postgres import PostgresStore
 
 TASKS = 30
@@ -133,3 +133,35 @@ def test_a_new_connection_keeps_the_sessions_settings(pg_server: PgServer, tmp_p
         assert store.connection.execute("SHOW search_path").fetchone()[0] == "settings"
     finally:
         store.close()
+
+
+class _Conflicted(PoolQueue):
+    """A queue whose probe the server rolls back ``conflicts`` times (SQLSTATE 40P01, as when it
+    breaks a deadlock) before it answers."""
+
+    conflicts = 2
+    tries = 0
+
+    @retried
+    def probe(self) -> int:
+        self.tries += 1
+        if self.tries <= self.conflicts:
+            self.store.connection.execute(
+                "DO $$ BEGIN RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'; END $$"
+            )
+        return int(self.store.connection.execute("SELECT 42").fetchone()[0])
+
+
+def test_a_rolled_back_transaction_runs_again_on_the_same_connection(
+    pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadlock the server broke is not a lost connection: the operation runs again at once,
+    without reconnecting (which would drop the session's LISTENs and settings)."""
+    queue = _Conflicted(PostgresStore(pg_server.url(), _schema(request), root=tmp_path), retry_s=60.0)
+    reconnects: list[bool] = []
+    monkeypatch.setattr(queue, "reconnect", lambda: reconnects.append(True))
+    assert queue.probe() == 42
+    assert queue.tries == 3 and reconnects == []
+    queue.tries, queue.conflicts = 0, 0
+    with pytest.raises(psycopg.errors.UndefinedTable):  # any other error is the caller's
+        retried(lambda q: q.store.connection.execute("SELECT * FROM no_such_table"))(queue)
