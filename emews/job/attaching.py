@@ -25,8 +25,7 @@ from emews.core.errors import EXIT_OK, ConfigError
 from emews.job.launching import run_here
 from emews.site import Site, load_site
 from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
-from emews.store import open_store
-from emews.store.pool_queue import pool_queue_of
+from emews.store.pool_queue import queue_for_a_pool
 
 #: where an experiment's attached pools keep their folders
 POOLS_DIR = "pools"
@@ -51,7 +50,7 @@ def attach(
     exp_dir = require_experiment(Path(exp_dir).absolute())
     if workers is not None and workers < 1:
         raise ConfigError("must be at least 1", key="--workers")
-    pool_queue_of(open_store(exp_dir), exp_dir).store.close()  # SQLite, no pools, no database: refused now
+    queue_for_a_pool(exp_dir).store.close()  # SQLite, no pools, no database, an older optimizer: refused now
     chosen = site if isinstance(site, Site) else load_site(site or str(exp_dir / SITE_FILE), list(site_overrides))
     workers = chosen.total_workers(workers or read_info(exp_dir).get("workers"))
     load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).check_task_size(workers)

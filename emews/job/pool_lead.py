@@ -28,7 +28,7 @@ from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import load_site
 from emews.site.gpus import gpu_binding
 from emews.store import open_store
-from emews.store.pool_queue import StoreLost, pool_queue_of
+from emews.store.pool_queue import StoreLost, queue_for_a_pool
 
 log = logging.getLogger("emews")
 
@@ -41,7 +41,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         workflow.check_task_size(comm.Get_size() - 1)
         check_job_environment(workflow)
         site = load_site(str(pool_dir / SITE_FILE))
-        queue = pool_queue_of(open_store(exp_dir), exp_dir)
+        queue = queue_for_a_pool(exp_dir)
     except ConfigError as exc:
         return refuse(comm, exc)
     queue.retry_s = workflow.model.store.retry_seconds

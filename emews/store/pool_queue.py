@@ -27,6 +27,7 @@ import orjson
 from emews.core.errors import ConfigError, EmewsError
 from emews.core.jsoncodec import dumps_point, loads_point
 from emews.core.results import Result, Status, Task
+from emews.store import postgres_queries as q
 from emews.store.base import Store, StoreUnreadable
 from emews.store.postgres import PostgresStore
 from emews.store.results_store import COLUMNS, WRITTEN_COLUMNS, _result_row
@@ -302,6 +303,30 @@ class PoolQueue:
                 file=self.store.location,
                 key="--pools",
                 allowed="one optimizer per experiment; pools join with emews attach",
+            )
+
+    def optimizer_running(self) -> bool:
+        """Whether a connection holds the experiment's optimizer lock (:meth:`lock_optimizer`)."""
+        query = (
+            "SELECT EXISTS (SELECT 1 FROM pg_locks l, " + _LOCK_KEY + " WHERE l.locktype = 'advisory' "
+            "AND l.classid = k.a AND l.objid = k.b AND l.objsubid = 2 AND l.granted)"
+        )
+        return bool(self._raw.execute(query, (self.channel,)).fetchone()[0])
+
+    def require_current_optimizer(self) -> None:
+        """Refuse a pool of this emews for an experiment whose running optimizer is an older one,
+        which would not read what this pool announces: the store still has an older schema, and
+        the optimizer lock is held. With no optimizer running, the pool may bring the store up to
+        date (an older optimizer then refuses it)."""
+        version = self.store.schema_version
+        if version is not None and version < q.SCHEMA_VERSION and self.optimizer_running():
+            raise ConfigError(
+                f"the experiment's optimizer runs an older emews (its store has schema {version}; this "
+                f"emews writes {q.SCHEMA_VERSION}), which would not read what this pool stores",
+                file=self.store.location,
+                key="emews version",
+                allowed="attach with the emews that runs the optimizer, or stop it and continue with "
+                "emews resume or serve of this one",
             )
 
     @retried
@@ -604,6 +629,17 @@ def pool_queue_of(store: Store, exp_dir: Path) -> PoolQueue:
             allowed="an experiment started with emews launch --pools K",
         )
     return queue
+
+
+def queue_for_a_pool(exp_dir: Path) -> PoolQueue:
+    """The experiment's queue as a joining pool opens it: refused as :func:`pool_queue_of` does, and
+    while an older emews runs its optimizer (:meth:`PoolQueue.require_current_optimizer`, checked on
+    a read-only look first); only then opened for writing, which brings an older schema up to date."""
+    from emews.store.opening import open_store
+
+    with open_store(exp_dir, readonly=True) as peek:
+        pool_queue_of(peek, exp_dir).require_current_optimizer()
+    return pool_queue_of(open_store(exp_dir), exp_dir)
 
 
 def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:

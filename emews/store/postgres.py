@@ -200,6 +200,11 @@ class PostgresStore(ResultsStore):
         row = self._db.raw.execute(q.GET_VERSION).fetchone()  # type: ignore[attr-defined]
         return None if row is None else int(row[0])
 
+    @property
+    def schema_version(self) -> int | None:
+        """The version of the schema as stored (``None``: no tables yet)."""
+        return self._version()
+
     def _check_version(self) -> None:
         version = self._version()
         if version is not None and version > q.SCHEMA_VERSION:

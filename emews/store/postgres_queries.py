@@ -14,8 +14,10 @@ import re
 
 #: the schema version this emews writes (``emews_meta``); 1: the tables of SQLite's version 1;
 #: 2: ``results.team_ranks`` (SQLite's version 2); 3: the pools' queue (:data:`POOL_DDL`, PostgreSQL only);
-#: 4: the queue's index holds queued tasks only, leased ones have their own (:data:`QUEUE_INDEXES`)
-SCHEMA_VERSION = 4
+#: 4: the queue's index holds queued tasks only, leased ones have their own (:data:`QUEUE_INDEXES`);
+#: 5: no table changes: a result's notification carries the results (an optimizer of version 4 reads
+#: only ids, so an older emews refuses the store, and a pool of this one an older running optimizer)
+SCHEMA_VERSION = 5
 
 #: worker pools (docs/postgres.md, "Pools"): a task's place in the shared queue (``state``: NULL for a
 #: task the job's own distributor recorded as it dispatched it, else queued, leased or done), its
@@ -48,6 +50,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE results ADD COLUMN IF NOT EXISTS team_ranks TEXT",),
     3: POOL_DDL,
     4: (*QUEUE_INDEXES, "DROP INDEX IF EXISTS tasks_queue"),
+    5: (),
 }
 
 # ``rowid`` columns stand in for SQLite's implicit rowid (the shared reads order by it)

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from pgserver import PgServer
 
-from emews.core.errors import EmewsError
+from emews.core.errors import ConfigError, EmewsError
 from emews.core.results import Result, Status, Task
 from emews.store.pool_queue import NOTE_ROW_MAX, Announced, PoolQueue
 from emews.store.postgres import PostgresStore
+from emews.store.postgres_queries import SCHEMA_VERSION
 
 _LEASE = 600.0  # long enough never to end during a test
 _ENDED = -1.0  # a lease that has already ended
@@ -410,3 +411,30 @@ def test_a_pool_of_an_earlier_emews_is_still_heard(stores: list[PostgresStore]) 
     earlier.connection.execute("SELECT pg_notify(%s, %s)", (optimizer.channel, "3,x"))
     with pytest.raises(EmewsError, match="not understood"):
         _announced(optimizer, 1)
+
+
+def test_a_pool_refuses_an_older_running_optimizer(pg_server: PgServer, schema: str, tmp_path: Path) -> None:
+    """A store still at the schema before results travelled with their notification, while an
+    optimizer holds its lock: a pool of this emews is refused in one message (the optimizer would
+    not read what it announces). Once that optimizer is gone the pool may open it, which brings
+    the store up to date, and an older emews then refuses the store."""
+    older = PostgresStore(pg_server.url(), schema, root=tmp_path)
+    older.connection.execute(
+        "UPDATE emews_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),)
+    )
+    optimizer = PoolQueue(older)
+    optimizer.lock_optimizer()
+    peek = PostgresStore(pg_server.url(), schema, readonly=True, root=tmp_path)
+    pool = PoolQueue(peek)
+    assert pool.optimizer_running()
+    with pytest.raises(ConfigError, match="older emews") as refused:
+        pool.require_current_optimizer()
+    assert refused.value.key == "emews version" and str(SCHEMA_VERSION - 1) in str(refused.value)
+    older.close()  # the optimizer's connection ends: its lock with it
+    assert not pool.optimizer_running()
+    pool.require_current_optimizer()
+    peek.close()
+    current = PostgresStore(pg_server.url(), schema, root=tmp_path)
+    assert current.schema_version == SCHEMA_VERSION
+    PoolQueue(current).require_current_optimizer()  # up to date: no question asked
+    current.close()
