@@ -76,6 +76,17 @@ class Fatal:
 Event = Send | Started | Ended | Refused | Requeue | Unfinished | Fatal
 
 
+def moving_mean(mean: float | None, run_seconds: float) -> float:
+    """The moving average of task run time after a task that ran ``run_seconds`` (a tenth of
+    the weight on the newest; the first task's time while ``mean`` is ``None``)."""
+    return run_seconds if mean is None else 0.9 * mean + 0.1 * run_seconds
+
+
+def outcome_seconds(outcome: Outcome) -> float | None:
+    """How long the task of ``outcome`` ran, by the worker's clock (``None``: not known)."""
+    return None if outcome.started is None else (outcome.finished or 0.0) - outcome.started
+
+
 class Dispatch(ABC):
     """How queued tasks are placed on worker ranks; not thread-safe (the distributor thread only)."""
 

@@ -6,7 +6,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 
 from emews.core.results import Outcome, Task
-from emews.runtime.dispatch import Dispatch, Ended, Event, Send, Started, Unfinished
+from emews.runtime.dispatch import Dispatch, Ended, Event, Send, Started, Unfinished, moving_mean, outcome_seconds
 from emews.runtime.transport import Tag
 
 
@@ -78,7 +78,7 @@ class WorkerSlots:
             self._observe(run_seconds)
 
     def _observe(self, run_seconds: float) -> None:
-        mean = run_seconds if self._mean_run is None else 0.9 * self._mean_run + 0.1 * run_seconds
+        mean = moving_mean(self._mean_run, run_seconds)
         self._mean_run = mean
         target = min(self._prefetch, max(1, int(self._short_task / max(mean, 1e-9))))
         while self._depth < target:
@@ -143,7 +143,7 @@ class SlotDispatch(Dispatch):
     def ended(self, rank: int, outcomes: Sequence[Outcome]) -> list[Event]:
         release = self._slots.release
         for outcome in outcomes:
-            release(rank, None if outcome.started is None else (outcome.finished or 0.0) - outcome.started)
+            release(rank, outcome_seconds(outcome))
         return [Ended(outcomes)]
 
     def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:

@@ -26,7 +26,19 @@ from dataclasses import dataclass, field
 
 from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Status, Task
-from emews.runtime.dispatch import Dispatch, Ended, Event, Fatal, Refused, Requeue, Send, Started, Unfinished
+from emews.runtime.dispatch import (
+    Dispatch,
+    Ended,
+    Event,
+    Fatal,
+    Refused,
+    Requeue,
+    Send,
+    Started,
+    Unfinished,
+    moving_mean,
+    outcome_seconds,
+)
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.gang import GangScheduler
 from emews.runtime.transport import Tag
@@ -139,6 +151,7 @@ class TeamDispatch(Dispatch):
         self._live = set(self._hosts)
         self._changed = True  # submitted, released or retired since the scheduler was last asked
         self._recheck_at = 0.0
+        self._mean_run: float | None = None
 
     @property
     def capacity(self) -> int:
@@ -151,6 +164,13 @@ class TeamDispatch(Dispatch):
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+    @property
+    def mean_run(self) -> float | None:
+        """Moving average of the tasks' run time in seconds, first member's start to last
+        member's end (``None`` before the first task ended): the distributor paces its idle loop
+        and group commits by it, as for single-rank tasks."""
+        return self._mean_run
 
     def busy(self, in_flight: int = 0) -> int:
         """Worker ranks running a task now (whatever ``in_flight``)."""
@@ -309,7 +329,13 @@ class TeamDispatch(Dispatch):
         del self._running[outcome.task_id]
         self._scheduler.release(outcome.task_id, self._clock())
         self._changed = True
-        events.append(Requeue(outcome.task_id) if team.requeue else Ended([team.outcome()]))
+        if team.requeue:
+            events.append(Requeue(outcome.task_id))
+            return events
+        done = team.outcome()
+        if (seconds := outcome_seconds(done)) is not None:
+            self._mean_run = moving_mean(self._mean_run, seconds)
+        events.append(Ended([done]))
         return events
 
 

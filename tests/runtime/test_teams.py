@@ -196,6 +196,21 @@ def test_a_team_that_succeeds_reports_its_leaders_value_over_its_whole_span() ->
     assert (done.started, done.finished) == (1.0, 9.0)
 
 
+def test_the_teams_run_times_make_the_mean_the_distributor_paces_by() -> None:
+    """A task's run time, its first member's start to its last member's end, joins the moving mean
+    once the task ended (as SlotDispatch's): the distributor sleeps instead of polling, and commits
+    larger groups, while long team tasks run (issue 27: 100,000 workers of mixed sizes polled)."""
+    dispatch, _ = _dispatch([2, 2])
+    assert dispatch.mean_run is None
+    dispatch.ended(1, [Outcome(0, Status.OK, 1.0, started=1.0, finished=50.0)])
+    assert dispatch.mean_run is None                                  # one member: not ended yet
+    dispatch.ended(2, [Outcome(0, Status.OK, 1.0, started=0.0, finished=60.0)])
+    assert dispatch.mean_run == 60.0
+    dispatch.ended(3, [Outcome(1, Status.OK, 1.0, started=0.0, finished=20.0)])
+    dispatch.ended(4, [Outcome(1, Status.OK, 1.0, started=0.0, finished=20.0)])
+    assert abs(dispatch.mean_run - (0.9 * 60.0 + 0.1 * 20.0)) < 1e-9
+
+
 def test_a_worker_that_stops_on_its_own_requeues_its_teams_task_and_fails_what_no_longer_fits() -> None:
     dispatch, sent = _dispatch([2])                                   # (queued together, the 4-rank task
     assert dispatch.place(deque([Task(1, {"x": 0}, 0, 0.0, ranks=4)]), start=True) == []  # would start first)
