@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from emews.core.errors import ConfigError
-from emews.store import open_store
-from emews.store.pool_queue import OptimizerRunning, pool_queue_of
+from emews.store.pool_queue import OptimizerRunning, PoolQueue, queue_for_an_optimizer
 
 
 def cancel_queued(exp_dir: Path) -> list[int]:
     """Cancel every task of ``exp_dir``'s shared queue that no pool claimed; their ids. Refused
     while an optimizer serves the experiment: it waits for those tasks' results, so cancel them
     from it (``evaluator.cancel``) or stop it first."""
-    queue = pool_queue_of(open_store(exp_dir), exp_dir)
+    queue: PoolQueue | None = None
     try:
         try:
+            queue = queue_for_an_optimizer(exp_dir)  # refused before the store is written while one runs
             queue.lock_optimizer()  # held while cancelling: no optimizer starts meanwhile
         except OptimizerRunning:
             raise ConfigError(
@@ -26,4 +26,5 @@ def cancel_queued(exp_dir: Path) -> list[int]:
             ) from None
         return queue.cancel()
     finally:
-        queue.store.close()  # ends the session, and the lock with it
+        if queue is not None:
+            queue.store.close()  # ends the session, and the lock with it

@@ -189,10 +189,9 @@ def take_optimizer_lock(exp_dir: Path) -> PoolQueue:
     connection the run then keeps (its bridge's): :class:`~emews.store.pool_queue.OptimizerRunning`
     when another optimizer serves it (on any host). Taking it is the one check, so of two
     optimizers starting at once the second is refused here (exit 2), never the first later."""
-    from emews.store import open_store
-    from emews.store.pool_queue import pool_queue_of
+    from emews.store.pool_queue import queue_for_an_optimizer
 
-    queue = pool_queue_of(open_store(exp_dir), exp_dir)
+    queue = queue_for_an_optimizer(exp_dir)  # refused before the store is written while another serves it
     try:
         queue.lock_optimizer()  # raises, naming the experiment's store
     except BaseException:

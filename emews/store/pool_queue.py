@@ -298,12 +298,15 @@ class PoolQueue:
             self._raw.execute(f"SELECT pg_try_advisory_lock(k.a, k.b) FROM {_LOCK_KEY}", (self.channel,)).fetchone()[0]
         )
         if not self._locked:
-            raise OptimizerRunning(
-                "another optimizer serves this experiment (emews launch, resume or serve on some host)",
-                file=self.store.location,
-                key="--pools",
-                allowed="one optimizer per experiment; pools join with emews attach",
-            )
+            raise self._served()
+
+    def _served(self) -> OptimizerRunning:
+        return OptimizerRunning(
+            "another optimizer serves this experiment (emews launch, resume or serve on some host)",
+            file=self.store.location,
+            key="--pools",
+            allowed="one optimizer per experiment; pools join with emews attach",
+        )
 
     def optimizer_running(self) -> bool:
         """Whether a connection holds the experiment's optimizer lock (:meth:`lock_optimizer`)."""
@@ -313,13 +316,20 @@ class PoolQueue:
         )
         return bool(self._raw.execute(query, (self.channel,)).fetchone()[0])
 
+    def require_no_older_optimizer(self) -> None:
+        """:class:`OptimizerRunning` while an optimizer serves a store of an older schema (an older
+        emews): opened for writing, the store would be brought up to date under it, and a pool of
+        this emews then no longer refused (:meth:`require_current_optimizer`)."""
+        if self._older_version_served() is not None:
+            raise self._served()
+
     def require_current_optimizer(self) -> None:
         """Refuse a pool of this emews for an experiment whose running optimizer is an older one,
         which would not read what this pool announces: the store still has an older schema, and
         the optimizer lock is held. With no optimizer running, the pool may bring the store up to
         date (an older optimizer then refuses it)."""
-        version = self.store.schema_version
-        if version is not None and version < q.SCHEMA_VERSION and self.optimizer_running():
+        version = self._older_version_served()
+        if version is not None:
             raise ConfigError(
                 f"the experiment's optimizer runs an older emews (its store has schema {version}; this "
                 f"emews writes {q.SCHEMA_VERSION}), which would not read what this pool stores",
@@ -328,6 +338,12 @@ class PoolQueue:
                 allowed="attach with the emews that runs the optimizer, or stop it and continue with "
                 "emews resume or serve of this one",
             )
+
+    def _older_version_served(self) -> int | None:
+        """The store's schema version while it is older than this emews writes and an optimizer
+        holds the lock (that optimizer's emews is then an older one), else ``None``."""
+        version = self.store.schema_version
+        return version if version is not None and version < q.SCHEMA_VERSION and self.optimizer_running() else None
 
     @retried
     def enabled(self) -> bool:
@@ -613,12 +629,7 @@ def pool_queue_of(store: Store, exp_dir: Path) -> PoolQueue:
     (an experiment launched without pools), the store closed, when it has none."""
     if not isinstance(store, PostgresStore):
         store.close()
-        raise ConfigError(
-            "worker pools need a PostgreSQL store; this experiment's is SQLite",
-            file=str(exp_dir / "workflow.yaml"),
-            key="store.url",
-            allowed="a postgresql:// URL (docs/postgres.md), set when the experiment is launched",
-        )
+        raise _on_sqlite(exp_dir)
     queue = PoolQueue(store)
     if not queue.enabled():
         store.close()
@@ -631,15 +642,39 @@ def pool_queue_of(store: Store, exp_dir: Path) -> PoolQueue:
     return queue
 
 
-def queue_for_a_pool(exp_dir: Path) -> PoolQueue:
-    """The experiment's queue as a joining pool opens it: refused as :func:`pool_queue_of` does, and
-    while an older emews runs its optimizer (:meth:`PoolQueue.require_current_optimizer`, checked on
-    a read-only look first); only then opened for writing, which brings an older schema up to date."""
-    from emews.store.opening import open_store
+def _on_sqlite(exp_dir: Path) -> ConfigError:
+    return ConfigError(
+        "worker pools need a PostgreSQL store; this experiment's is SQLite",
+        file=str(exp_dir / "workflow.yaml"),
+        key="store.url",
+        allowed="a postgresql:// URL (docs/postgres.md), set when the experiment is launched",
+    )
 
+
+def _checked_then_opened(exp_dir: Path, check: Callable[[PoolQueue], None]) -> PoolQueue:
+    """The experiment's queue opened for writing (which brings an older schema up to date) once
+    ``check`` passed on a read-only look, so that a refusal leaves the store as it was; refused as
+    :func:`pool_queue_of` does, an experiment on SQLite without opening its store (none may exist yet)."""
+    from emews.store.opening import open_store, recorded_store
+
+    if recorded_store(exp_dir) is None:
+        raise _on_sqlite(exp_dir)
     with open_store(exp_dir, readonly=True) as peek:
-        pool_queue_of(peek, exp_dir).require_current_optimizer()
+        check(pool_queue_of(peek, exp_dir))
     return pool_queue_of(open_store(exp_dir), exp_dir)
+
+
+def queue_for_a_pool(exp_dir: Path) -> PoolQueue:
+    """The experiment's queue as a joining pool opens it: refused while an older emews runs its
+    optimizer (:meth:`PoolQueue.require_current_optimizer`), checked before anything is written."""
+    return _checked_then_opened(exp_dir, PoolQueue.require_current_optimizer)
+
+
+def queue_for_an_optimizer(exp_dir: Path) -> PoolQueue:
+    """The experiment's queue as an optimizer (or ``emews cancel``) opens it to take its lock next:
+    :class:`OptimizerRunning` while an older emews serves it (:meth:`PoolQueue.require_no_older_optimizer`),
+    checked before anything is written; otherwise taking the lock is the check."""
+    return _checked_then_opened(exp_dir, PoolQueue.require_no_older_optimizer)
 
 
 def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:

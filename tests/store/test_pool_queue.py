@@ -4,6 +4,7 @@ ignored, and a listener learns of results by notification."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -16,7 +17,9 @@ from pgserver import PgServer
 
 from emews.core.errors import ConfigError, EmewsError
 from emews.core.results import Result, Status, Task
-from emews.store.pool_queue import NOTE_ROW_MAX, Announced, PoolQueue
+from emews.job.cancelling import cancel_queued
+from emews.job.rank_zero import take_optimizer_lock
+from emews.store.pool_queue import NOTE_ROW_MAX, Announced, OptimizerRunning, PoolQueue, queue_for_a_pool
 from emews.store.postgres import PostgresStore
 from emews.store.postgres_queries import SCHEMA_VERSION
 
@@ -438,3 +441,34 @@ def test_a_pool_refuses_an_older_running_optimizer(pg_server: PgServer, schema: 
     assert current.schema_version == SCHEMA_VERSION
     PoolQueue(current).require_current_optimizer()  # up to date: no question asked
     current.close()
+
+
+def test_a_refused_optimizer_leaves_an_older_store_as_it_was(pg_server: PgServer, schema: str, tmp_path: Path) -> None:
+    """While an optimizer of an older emews serves the experiment (its store at the schema before,
+    its lock held), ``emews serve`` and ``emews cancel --queued`` of this emews are refused and
+    leave the store at its version: opened for writing first, it was brought up to date, and a
+    pool of this emews then passed its check and announced what that optimizer cannot read."""
+    (tmp_path / "experiment.json").write_text(json.dumps({"store": {"url": pg_server.url(), "schema": schema}}))
+    older = PostgresStore(pg_server.url(), schema, root=tmp_path)
+    optimizer = PoolQueue(older)
+    optimizer.enable()
+    older.connection.execute(
+        "UPDATE emews_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),)
+    )
+    optimizer.lock_optimizer()
+    with pytest.raises(OptimizerRunning):
+        take_optimizer_lock(tmp_path)  # emews serve, or a job's rank 0
+    with pytest.raises(ConfigError, match="optimizer is running"):
+        cancel_queued(tmp_path)
+    with pytest.raises(ConfigError, match="older emews"):
+        queue_for_a_pool(tmp_path).store.close()
+    assert older.schema_version == SCHEMA_VERSION - 1
+    older.close()
+
+
+def test_a_pool_for_an_experiment_not_run_yet_on_sqlite_is_refused_for_it(tmp_path: Path) -> None:
+    """An experiment with SQLite whose store does not exist yet (its job still queued): refused for
+    its store (``store.url``), with nothing created, as one that has run."""
+    with pytest.raises(ConfigError, match="PostgreSQL") as refused:
+        queue_for_a_pool(tmp_path)
+    assert refused.value.key == "store.url" and list(tmp_path.iterdir()) == []
