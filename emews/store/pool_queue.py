@@ -728,10 +728,14 @@ def _number(value: Any) -> Any:
 
 
 def _typed(value: Any, kind: str) -> Any:
-    """``value`` as its column's JSON: a plain int, float (:func:`_number`) or string."""
+    """``value`` as its column's JSON: a plain int, float (:func:`_number`) or string, a NUL in it
+    as U+FFFD (PostgreSQL's text has no NUL: the batch's statement would fail; an error quoting a
+    command's stderr may hold one)."""
     if value is None:
         return None
-    return int(value) if kind == "bigint" else _number(value) if kind == "float8" else str(value)
+    if kind == "bigint":
+        return int(value)
+    return _number(value) if kind == "float8" else str(value).replace("\x00", "\ufffd")
 
 
 def _array(ids: Iterable[int]) -> str:

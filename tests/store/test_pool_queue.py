@@ -472,3 +472,17 @@ def test_a_pool_for_an_experiment_not_run_yet_on_sqlite_is_refused_for_it(tmp_pa
     with pytest.raises(ConfigError, match="PostgreSQL") as refused:
         queue_for_a_pool(tmp_path)
     assert refused.value.key == "store.url" and list(tmp_path.iterdir()) == []
+
+
+def test_a_nul_in_a_result_text_does_not_lose_the_batch(stores: list[PostgresStore]) -> None:
+    """A command's error quotes its stderr, which may hold NUL bytes, which PostgreSQL's text
+    cannot: the batch is stored (the NUL as U+FFFD, as undecodable bytes are) instead of failing
+    the pool's statement, which lost every result of the batch and, the task run again, the next pool too."""
+    optimizer, pool, _ = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(0), _task(1)])
+    me = pool.register("local", workers=2)
+    pool.claim(me, 2, _LEASE)
+    bad = Result(0, {"x": 0.0}, Status.FAILED, None, math.inf, {}, "exit 1: a\x00b", 1, "h\x00", 1.0, 2.0, 3.0)
+    assert pool.complete(me, [bad, _result(1, 1.0)]) == [0, 1]
+    stored = optimizer.results([0, 1])
+    assert (stored[0].error, stored[0].host) == ("exit 1: a\ufffdb", "h\ufffd") and stored[1].objective == 1.0
