@@ -29,8 +29,9 @@ caller passes ``now`` (the distributor's monotonic clock, or a simulated one in 
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Generator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -88,18 +89,136 @@ class _Started:
     estimate: float
     cautious: float
 
-    def expected_end(self, now: float) -> float:
-        """When it should end; one that has overrun is given its estimate again from ``now``."""
-        return _end(self.start, self.estimate, now)
 
-    def cautious_end(self, now: float) -> float:
-        """When it ends unless it is slower than most of its size (the cautious estimate)."""
-        return _end(self.start, self.cautious, now)
+class _Ordered:
+    """A set of node indices whose smallest member is at hand (a heap with lazy deletion)."""
+
+    __slots__ = ("_heap", "members")
+
+    def __init__(self) -> None:
+        self.members: set[int] = set()
+        self._heap: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def add(self, node: int) -> None:
+        if node not in self.members:
+            self.members.add(node)
+            heapq.heappush(self._heap, node)
+
+    def discard(self, node: int) -> None:
+        self.members.discard(node)
+        if len(self._heap) > 2 * len(self.members) + 32:
+            self._heap = sorted(self.members)  # a sorted list is a heap
+
+    def first(self) -> int | None:
+        """The smallest member (``None``: empty)."""
+        heap = self._heap
+        while heap and heap[0] not in self.members:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
 
 
-def _end(start: float, duration: float, now: float) -> float:
-    end = start + duration
-    return end if end > now else now + duration
+_DUE, _OVER, _GONE = 0, 1, 2
+
+
+class _Ends:
+    """When the running tasks end under one estimate per task (the expected or the cautious one),
+    in order at any ``now``: the tasks not yet overrun in a heap by ``start + duration``, the
+    overrun ones (given their duration again from ``now``) in a heap by duration, so that reading
+    the first few ends costs their number times a logarithm, not a sort of every running task."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, list] = {}  # key -> [start + duration, duration, size, heap]
+        self._due: list[tuple[float, int, list]] = []  # (start + duration, seq, entry): ends after _now
+        self._over: list[tuple[float, int, list]] = []  # (duration, seq, entry): overrun by _now
+        self._now = float("-inf")
+        self._seq = itertools.count()
+
+    def add(self, key: Hashable, start: float, duration: float, size: int) -> None:
+        end = start + duration
+        entry = [end, duration, size, _DUE]
+        self._entries[key] = entry
+        self._push(entry, next(self._seq))
+
+    def discard(self, key: Hashable) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            entry[3] = _GONE
+            if len(self._due) + len(self._over) > 2 * len(self._entries) + 64:
+                self._rebuild()
+
+    def _push(self, entry: list, seq: int) -> None:
+        if entry[0] > self._now:
+            entry[3] = _DUE
+            heapq.heappush(self._due, (entry[0], seq, entry))
+        else:
+            entry[3] = _OVER
+            heapq.heappush(self._over, (entry[1], seq, entry))
+
+    def _rebuild(self) -> None:
+        entries = list(self._entries.values())
+        self._due, self._over = [], []
+        for seq, entry in enumerate(entries):  # fresh sequence numbers: only order among equals
+            self._push(entry, seq)
+        self._seq = itertools.count(len(entries))
+
+    def _advance(self, now: float) -> None:
+        """Move the tasks overrun by ``now`` to the overrun heap (all back first if time went back)."""
+        if now < self._now:
+            self._now = now
+            self._rebuild()
+            return
+        self._now = now
+        due = self._due
+        while due and due[0][0] <= now:
+            _, seq, entry = heapq.heappop(due)
+            if entry[3] == _DUE:
+                entry[3] = _OVER
+                heapq.heappush(self._over, (entry[1], seq, entry))
+
+    def ascending(self, now: float) -> Generator[tuple[float, int], None, None]:
+        """``(end, size)`` of the running tasks, earliest end first, where an overrun task ends at
+        ``now`` plus its duration; what was read is put back when the iteration ends or is closed."""
+        self._advance(now)
+        due, over = self._due, self._over
+        read_due: list[tuple[float, int, list]] = []
+        read_over: list[tuple[float, int, list]] = []
+        try:
+            while True:
+                while due and due[0][2][3] != _DUE:
+                    heapq.heappop(due)
+                while over and over[0][2][3] != _OVER:
+                    heapq.heappop(over)
+                if over and (not due or now + over[0][0] < due[0][0]):
+                    item = heapq.heappop(over)
+                    read_over.append(item)
+                    yield now + item[0], item[2][2]
+                elif due:
+                    item = heapq.heappop(due)
+                    read_due.append(item)
+                    yield item[0], item[2][2]
+                else:
+                    return
+        finally:
+            for item in read_due:
+                heapq.heappush(due, item)
+            for item in read_over:
+                heapq.heappush(over, item)
+
+    def size_ending_by(self, now: float, time: float) -> int:
+        """Ranks of the running tasks that end by ``time`` (ends as :meth:`ascending` gives them)."""
+        total = 0
+        walk = self.ascending(now)
+        try:
+            for end, size in walk:
+                if end > time:
+                    break
+                total += size
+        finally:
+            walk.close()
+        return total
 
 
 class NodeLayout:
@@ -170,7 +289,11 @@ def _block(node: tuple[int, ...], free: list[int], size: int) -> list[int]:
 class IdleRanks:
     """The idle ranks of a :class:`NodeLayout`, kept per node as they change, so that placing a
     task looks at the nodes with enough idle ranks only, not at every rank of the job: the same
-    choice as :meth:`NodeLayout.place` over :attr:`ranks`, at any width."""
+    choice as :meth:`NodeLayout.place` over :attr:`ranks`, at any width.
+
+    Nodes are indexed by their count of idle ranks, and, for each task size asked for, by whether
+    they hold an aligned idle block of that size; each index keeps its lowest node at hand. A
+    placement over several nodes detaches the nodes it takes from and puts them back after."""
 
     def __init__(self, layout: NodeLayout, ranks: Iterable[int]) -> None:
         self._layout = layout
@@ -178,7 +301,9 @@ class IdleRanks:
         self._node_of = {r: n for n, node in enumerate(self._nodes) for r in node}
         self._free: list[set[int]] = [set() for _ in self._nodes]
         #: idle count -> the nodes with that many idle ranks (counts above 0 only)
-        self._by_count: dict[int, set[int]] = {}
+        self._by_count: dict[int, _Ordered] = {}
+        #: size -> idle count -> the nodes with that count and an aligned idle block of that size
+        self._aligned_by: dict[int, dict[int, _Ordered]] = {}
         self.ranks: set[int] = set()
         self.add(ranks)
 
@@ -190,38 +315,81 @@ class IdleRanks:
             if rank not in self.ranks:
                 self.ranks.add(rank)
                 node = self._node_of[rank]
+                self._unindex(node, len(self._free[node]))
                 self._free[node].add(rank)
-                self._rebucket(node, len(self._free[node]) - 1)
+                self._index(node, len(self._free[node]))
 
     def remove(self, ranks: Iterable[int]) -> None:
         for rank in ranks:
             if rank in self.ranks:
                 self.ranks.discard(rank)
                 node = self._node_of[rank]
+                self._unindex(node, len(self._free[node]))
                 self._free[node].discard(rank)
-                self._rebucket(node, len(self._free[node]) + 1)
+                self._index(node, len(self._free[node]))
 
-    def _rebucket(self, node: int, before: int) -> None:
-        """The node had ``before`` idle ranks: move it to the bucket of its count now."""
-        if before:
-            bucket = self._by_count[before]
-            bucket.discard(node)
-            if not bucket:
-                del self._by_count[before]
-        if now := len(self._free[node]):
-            self._by_count.setdefault(now, set()).add(node)
+    def _index(self, node: int, count: int) -> None:
+        if not count:
+            return
+        self._by_count.setdefault(count, _Ordered()).add(node)
+        for size, by_count in self._aligned_by.items():
+            if size <= count and self._aligned(node, size):
+                by_count.setdefault(count, _Ordered()).add(node)
+
+    def _unindex(self, node: int, count: int) -> None:
+        if not count:
+            return
+        _drop(self._by_count, count, node)
+        for size, by_count in self._aligned_by.items():
+            if size <= count:
+                _drop(by_count, count, node)
 
     def place(self, size: int) -> tuple[int, ...] | None:
         """``size`` idle ranks, chosen as :meth:`NodeLayout.place` chooses them: among the nodes
-        with the fewest idle ranks that hold ``size``, the first with an aligned block, else the first."""
+        with the fewest idle ranks that hold ``size``, the first with an aligned block, else the
+        first; when no node holds ``size``, all the idle ranks of the widest node (the first of
+        the widest) and again for what remains."""
+        if len(self.ranks) < size:
+            return None
+        chosen: list[int] = []
+        detached: list[tuple[int, int]] = []
+        remaining = size
+        try:
+            while (node := self._fitting(remaining)) is None:
+                count = max(self._by_count)
+                widest = self._by_count[count].first()
+                assert widest is not None
+                chosen.extend(self._free_list(widest))
+                remaining -= count
+                self._unindex(widest, count)
+                detached.append((widest, count))
+            chosen.extend(_block(self._nodes[node], self._free_list(node), remaining))
+        finally:
+            for widest, count in detached:
+                self._index(widest, count)
+        return tuple(sorted(chosen))
+
+    def _fitting(self, size: int) -> int | None:
+        """The node of fewest idle ranks that holds ``size``: the first with an aligned block, else the first."""
         counts = [c for c in self._by_count if c >= size]
         if not counts:
-            return None if len(self.ranks) < size else self._layout.place(size, self.ranks)  # over several nodes
-        nodes = self._by_count[min(counts)]
-        best = min(nodes)
-        if not self._aligned(best, size):  # the lowest node usually has one; else look in order
-            best = next((n for n in sorted(nodes) if self._aligned(n, size)), best)
-        return tuple(sorted(_block(self._nodes[best], self._free_list(best), size)))
+            return None
+        count = min(counts)
+        aligned = self._aligned_index(size).get(count)
+        node = aligned.first() if aligned is not None else None
+        return node if node is not None else self._by_count[count].first()
+
+    def _aligned_index(self, size: int) -> dict[int, _Ordered]:
+        """The nodes with an aligned idle block of ``size`` by idle count (built the first time asked)."""
+        by_count = self._aligned_by.get(size)
+        if by_count is None:
+            by_count = self._aligned_by[size] = {}
+            for count, nodes in self._by_count.items():
+                if count >= size:
+                    for node in nodes.members:
+                        if self._aligned(node, size):
+                            by_count.setdefault(count, _Ordered()).add(node)
+        return by_count
 
     def _free_list(self, node: int) -> list[int]:
         free = self._free[node]
@@ -229,6 +397,15 @@ class IdleRanks:
 
     def _aligned(self, node: int, size: int) -> bool:
         return bool(_aligned(self._nodes[node], self._free_list(node), size))
+
+
+def _drop(index: dict[int, _Ordered], count: int, node: int) -> None:
+    """Take ``node`` out of ``index[count]``, and the count out of the index once it has no node."""
+    nodes = index.get(count)
+    if nodes is not None:
+        nodes.discard(node)
+        if not nodes:
+            del index[count]
 
 
 class RunTimeEstimate:
@@ -306,6 +483,8 @@ class GangScheduler:
         self._queue: list[_Queued] = []
         self._keys: set[Hashable] = set()
         self._running: dict[Hashable, _Started] = {}
+        self._expected_ends = _Ends()  # the running tasks' ends, in order, for the reservation
+        self._cautious_ends = _Ends()
         self._counter = itertools.count()
         self._reservation: Reservation | None = None
         self._retired: set[int] = set()
@@ -381,6 +560,8 @@ class GangScheduler:
         if run is None:
             raise KeyError(f"task {key!r} is not running")
         self._keys.discard(key)
+        self._expected_ends.discard(key)
+        self._cautious_ends.discard(key)
         self._idle.add(r for r in run.ranks if r not in self._retired)
         self._estimate.record(run.size, max(0.0, now - run.start))
         return run.ranks
@@ -448,17 +629,23 @@ class GangScheduler:
         queue = self._queue
         del queue[bisect.bisect_left(queue, task.sort_key(), key=_Queued.sort_key)]
         self._explicit -= task.estimate is not None
-        self._running[task.key] = _Started(task.key, task.size, ranks, now, self._expected(task), self._cautious(task))
+        run = _Started(task.key, task.size, ranks, now, self._expected(task), self._cautious(task))
+        self._running[task.key] = run
+        self._expected_ends.add(task.key, now, run.estimate, task.size)
+        self._cautious_ends.add(task.key, now, run.cautious, task.size)
         return Placement(task.key, ranks)
 
     def _reserve(self, task: _Queued, now: float) -> Reservation:
         """When enough ranks for ``task`` will be idle (expected ends of the running tasks), and
         how many are spare then even if those tasks take their cautious estimate."""
-        running = list(self._running.values())
         free, shadow = len(self._idle), now
-        for end, size in sorted((run.expected_end(now), run.size) for run in running):
-            if free >= task.size:
-                break
-            free, shadow = free + size, end
-        surely_free = len(self._idle) + sum(run.size for run in running if run.cautious_end(now) <= shadow)
+        walk = self._expected_ends.ascending(now)  # the first ends only, not a sort of every task
+        try:
+            for end, size in walk:
+                if free >= task.size:
+                    break
+                free, shadow = free + size, end
+        finally:
+            walk.close()
+        surely_free = len(self._idle) + self._cautious_ends.size_ending_by(now, shadow)
         return Reservation(task.key, task.size, shadow, max(0, surely_free - task.size))

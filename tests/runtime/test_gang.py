@@ -9,13 +9,14 @@ the scheduler is pure, it never reads time).
 from __future__ import annotations
 
 import heapq
+import random
 from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emews.runtime.gang import GangScheduler, IdleRanks, NodeLayout, Placement, RunTimeEstimate
+from emews.runtime.gang import GangScheduler, IdleRanks, NodeLayout, Placement, Reservation, RunTimeEstimate, _Ends
 
 
 def nodes_of(workers: int, per_node: int = 4, first: int = 1) -> dict[int, int]:
@@ -24,6 +25,7 @@ def nodes_of(workers: int, per_node: int = 4, first: int = 1) -> dict[int, int]:
 
 
 # --- placement ------------------------------------------------------------------------------
+
 
 @settings(deadline=None, max_examples=300)
 @given(
@@ -81,6 +83,7 @@ def test_placement_with_uneven_nodes_and_arbitrary_rank_numbers() -> None:
 
 # --- sizes, order, release ------------------------------------------------------------------
 
+
 def test_size_larger_than_the_job_is_an_error_naming_size_and_workers() -> None:
     gang = GangScheduler(nodes_of(6))
     with pytest.raises(ValueError, match=r"task size 7 .* 6 worker ranks"):
@@ -120,6 +123,7 @@ def test_group_ranks_are_released_together_and_reused_by_the_waiting_task() -> N
 
 
 # --- reservation and backfill (8 workers, 2 nodes of 4) -------------------------------------
+
 
 def blocked_head() -> GangScheduler:
     """Six 1-rank tasks run (ending at 2, 3, 4, 5, 6, 7), a 4-rank head waits: 2 ranks idle."""
@@ -233,6 +237,7 @@ def test_release_records_run_time_for_later_estimates() -> None:
 
 # --- early reservation for wide tasks (8 workers, 2 nodes of 4) -----------------------------
 
+
 def small_ahead_of_wide(**options: float) -> GangScheduler:
     """Six 1-rank tasks run (ending at 2, 3, 4, 5, 6, 7); "small" (1 rank, 10 s), then "wide" (4)."""
     gang = GangScheduler(nodes_of(8), **options)
@@ -301,6 +306,7 @@ def test_early_reservation_options_are_checked() -> None:
 
 
 # --- properties over simulated runs ---------------------------------------------------------
+
 
 @dataclass
 class Run:
@@ -378,8 +384,9 @@ def test_head_starts_by_its_first_shadow_time_when_estimates_are_exact(work) -> 
 
 @settings(deadline=None, max_examples=150)
 @given(workloads(), st.integers(1, 8), st.integers(0, 3), st.floats(0, 2))
-def test_early_reservation_starts_every_task_whatever_the_options(work, lookahead: int, passes: int,
-                                                                  patience: float) -> None:
+def test_early_reservation_starts_every_task_whatever_the_options(
+    work, lookahead: int, passes: int, patience: float
+) -> None:
     """No starvation; the holder is always among the first ``lookahead`` and at least as wide as the head."""
     nodes, tasks = work
     gang = GangScheduler(nodes, lookahead=lookahead, passes=passes, patience=patience)
@@ -413,3 +420,100 @@ def test_placement_uses_idle_ranks_on_as_few_nodes_as_possible(shape, data) -> N
     counts = sorted((len(idle.intersection(node)) for node in layout.nodes), reverse=True)
     fewest = next(m for m in range(1, len(counts) + 1) if sum(counts[:m]) >= size)
     assert sum(1 for node in layout.nodes if set(node) & set(ranks)) == fewest
+
+
+# --- the incremental structures against brute force (issue 27: flat at 100,000 workers) -----
+
+
+def _end(start: float, duration: float, now: float) -> float:
+    """The reference: a task's end at ``now``, given its duration again from ``now`` once overrun."""
+    end = start + duration
+    return end if end > now else now + duration
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.floats(0, 20), st.floats(0, 5), st.integers(1, 4), st.integers(0, 10**6)),
+        max_size=60,
+    )
+)
+def test_running_ends_read_in_order_as_a_sort_of_every_task_would(steps: list) -> None:
+    """``_Ends`` (heaps kept as tasks start and end) gives the ends a sort of all running tasks
+    gives, and the ranks ending by a time, after any starts, ends and clock moves (back too)."""
+    ends, running, now = _Ends(), {}, 0.0
+    for op, time, duration, size, pick in steps:
+        if op == 0 or not running:
+            key = len(running) + pick
+            if key not in running:
+                running[key] = (now, duration, size)
+                ends.add(key, now, duration, size)
+        elif op == 1:
+            key = sorted(running)[pick % len(running)]
+            del running[key]
+            ends.discard(key)
+        else:
+            now = time  # forward or back
+        expected = sorted((_end(s, d, now), z) for s, d, z in running.values())
+        seen = list(ends.ascending(now))
+        assert sorted(seen) == expected and [e for e, _ in seen] == [e for e, _ in expected]
+        first = next(iter(ends.ascending(now)), None)  # a walk left early puts back what it read
+        assert first == (expected[0] if expected else None) or first[0] == expected[0][0]
+        assert ends.size_ending_by(now, time) == sum(z for e, z in expected if e <= time)
+
+
+def brute_reservation(gang: GangScheduler, key: str, size: int, now: float) -> Reservation:
+    """The reservation as a sort of every running task computes it (the code before issue 27's pass)."""
+    running = list(gang._running.values())
+    free, shadow = len(gang.idle), now
+    for end, ranks in sorted((_end(r.start, r.estimate, now), r.size) for r in running):
+        if free >= size:
+            break
+        free, shadow = free + ranks, end
+    surely = len(gang.idle) + sum(r.size for r in running if _end(r.start, r.cautious, now) <= shadow)
+    return Reservation(key, size, shadow, max(0, surely - size))
+
+
+@settings(deadline=None, max_examples=100)
+@given(workloads(), st.booleans())
+def test_reservation_is_the_one_a_sort_of_every_running_task_gives(work, exact: bool) -> None:
+    nodes, tasks = work
+    gang = GangScheduler(nodes)
+    reserve = gang._reserve
+
+    def checked(task, now: float) -> Reservation:  # compared where it is made: before the backfill
+        made = reserve(task, now)
+        assert made == brute_reservation(gang, task.key, task.size, now)
+        return made
+
+    gang._reserve = checked  # type: ignore[method-assign]
+    simulate(gang, tasks, exact=exact)
+
+
+def test_long_runs_on_a_wider_job_place_and_reserve_as_brute_force_does() -> None:
+    """Thousands of starts and ends on 256 ranks (the indices compact their heaps on the way)."""
+    rng = random.Random(27)
+    layout = NodeLayout(nodes_of(256, 4))
+    idle, busy = IdleRanks(layout, layout.ranks), []
+    ends, running, now = _Ends(), {}, 0.0
+    for step in range(4000):
+        if rng.random() < 0.55 or not busy:
+            size = rng.choice([1, 1, 2, 4, 6])
+            expected = layout.place(size, set(idle.ranks))
+            assert idle.place(size) == expected
+            if expected is not None:
+                idle.remove(expected)
+                busy.append(expected)
+                running[step] = (now, rng.lognormvariate(2.5, 0.5), size)  # long: ends pile up
+                ends.add(step, *running[step])
+        else:
+            idle.add(busy.pop(rng.randrange(len(busy))))
+            key = rng.choice(sorted(running))
+            del running[key]
+            ends.discard(key)
+        now += rng.expovariate(50.0)
+        if step % 50 == 0:
+            expected_ends = sorted((_end(s, d, now), z) for s, d, z in running.values())
+            assert [e for e, _ in ends.ascending(now)] == [e for e, _ in expected_ends]
+            horizon = now + 10.0
+            assert ends.size_ending_by(now, horizon) == sum(z for e, z in expected_ends if e <= horizon)
