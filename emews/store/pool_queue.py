@@ -309,10 +309,12 @@ class PoolQueue:
         )
 
     def optimizer_running(self) -> bool:
-        """Whether a connection holds the experiment's optimizer lock (:meth:`lock_optimizer`)."""
+        """Whether a connection holds the experiment's optimizer lock (:meth:`lock_optimizer`): in
+        this database (a copy made from it has the same schema oids, so the same keys)."""
         query = (
             "SELECT EXISTS (SELECT 1 FROM pg_locks l, " + _LOCK_KEY + " WHERE l.locktype = 'advisory' "
-            "AND l.classid = k.a AND l.objid = k.b AND l.objsubid = 2 AND l.granted)"
+            "AND l.classid = k.a AND l.objid = k.b AND l.objsubid = 2 AND l.granted "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
         )
         return bool(self._raw.execute(query, (self.channel,)).fetchone()[0])
 

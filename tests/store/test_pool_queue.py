@@ -22,6 +22,7 @@ from emews.job.rank_zero import take_optimizer_lock
 from emews.store.pool_queue import NOTE_ROW_MAX, Announced, OptimizerRunning, PoolQueue, queue_for_a_pool
 from emews.store.postgres import PostgresStore
 from emews.store.postgres_queries import SCHEMA_VERSION
+from testutil import wait_until
 
 _LEASE = 600.0  # long enough never to end during a test
 _ENDED = -1.0  # a lease that has already ended
@@ -433,8 +434,8 @@ def test_a_pool_refuses_an_older_running_optimizer(pg_server: PgServer, schema: 
     with pytest.raises(ConfigError, match="older emews") as refused:
         pool.require_current_optimizer()
     assert refused.value.key == "emews version" and str(SCHEMA_VERSION - 1) in str(refused.value)
-    older.close()  # the optimizer's connection ends: its lock with it
-    assert not pool.optimizer_running()
+    older.close()  # the optimizer's connection ends: its lock with it, once the server has ended its session
+    assert wait_until(lambda: not pool.optimizer_running(), 30.0)
     pool.require_current_optimizer()
     peek.close()
     current = PostgresStore(pg_server.url(), schema, root=tmp_path)
@@ -486,3 +487,30 @@ def test_a_nul_in_a_result_text_does_not_lose_the_batch(stores: list[PostgresSto
     assert pool.complete(me, [bad, _result(1, 1.0)]) == [0, 1]
     stored = optimizer.results([0, 1])
     assert (stored[0].error, stored[0].host) == ("exit 1: a\ufffdb", "h\ufffd") and stored[1].objective == 1.0
+
+
+def test_an_optimizer_in_a_copy_of_the_database_is_not_this_ones(pg_server: PgServer, tmp_path: Path) -> None:
+    """A database made from another (``CREATE DATABASE ... TEMPLATE``: a staging copy) has the same
+    schema oids, so the same optimizer lock keys; advisory locks are per database, and so is the
+    look at ``pg_locks``: an optimizer of the copy is not one of the original's experiment."""
+    import psycopg
+
+    with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+        for name in ("lock_original", "lock_copy"):
+            admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute("CREATE DATABASE lock_original")
+        PostgresStore(pg_server.url("lock_original"), "exp", root=tmp_path).close()
+        admin.execute("CREATE DATABASE lock_copy TEMPLATE lock_original")
+    try:
+        copy = PoolQueue(PostgresStore(pg_server.url("lock_copy"), "exp", root=tmp_path))
+        copy.lock_optimizer()
+        original = PoolQueue(PostgresStore(pg_server.url("lock_original"), "exp", root=tmp_path))
+        assert not original.optimizer_running()
+        original.lock_optimizer()  # the server agrees: a lock of its own database
+        assert original.optimizer_running()
+        original.store.close()
+        copy.store.close()
+    finally:
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            for name in ("lock_original", "lock_copy"):
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
