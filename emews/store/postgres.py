@@ -220,17 +220,22 @@ class PostgresStore(ResultsStore):
         A store of this version with every table runs no DDL: ``ALTER TABLE ... IF NOT EXISTS`` locks
         its table exclusively even when there is nothing to add, so a pool that attached mid-run
         stopped the other pools' statements and could deadlock with one (the server broke it after
-        ``deadlock_timeout``, 1 s, the statement then retried on a new connection)."""
+        ``deadlock_timeout``, 1 s, the statement then retried on a new connection). Likewise a
+        store with every table whose pending steps change no table (version 5) only has its
+        version set: :data:`~emews.store.postgres_queries.SCHEMA` changes only with a step."""
         raw = self._db.raw  # type: ignore[attr-defined]
         version = self._version()
-        if version == q.SCHEMA_VERSION and set(q.TABLE_NAMES) <= self._tables():
+        complete = set(q.TABLE_NAMES) <= self._tables()
+        if version == q.SCHEMA_VERSION and complete:
             return
+        pending = range((version or 0) + 1, q.SCHEMA_VERSION + 1)
         with raw.transaction():
-            raw.execute(q.SCHEMA)
+            if version is None or not complete or any(q.MIGRATIONS.get(step) for step in pending):
+                raw.execute(q.SCHEMA)
             if version is None:  # a new store: created at the current version
                 raw.execute(q.SET_VERSION, (str(q.SCHEMA_VERSION),))
                 return
-            for step in range(version + 1, q.SCHEMA_VERSION + 1):
+            for step in pending:
                 for statement in q.MIGRATIONS.get(step, ()):
                     raw.execute(statement)
                 raw.execute(q.SET_VERSION, (str(step),))

@@ -185,16 +185,21 @@ def test_a_version_2_store_gains_the_queue(pg_server: PgServer, schema: str, tmp
         assert [c.task.id for c in queue.claim(me, 5, _LEASE)] == [1]
 
 
+@pytest.mark.parametrize("behind", [0, 1], ids=["current", "version-4"])
 def test_opening_a_current_store_waits_for_no_table_lock(
-    pg_server: PgServer, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_server: PgServer, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behind: int
 ) -> None:
     """A store of this version opened for writing (a pool attaching mid-run) runs no DDL: ALTER
     TABLE ... IF NOT EXISTS waited for the running pools' statements (ROW EXCLUSIVE on results and
-    tasks) and could deadlock with one. Here such a statement's transaction stays open while the
-    store opens; a lock wait would end in the lock timeout set for the store's session."""
+    tasks) and could deadlock with one. Nor does one of version 4 (the step to 5 changes no table:
+    only its version is set). Here such a statement's transaction stays open while the store
+    opens; a lock wait would end in the lock timeout set for the store's session."""
     import psycopg
 
-    PostgresStore(pg_server.url(), schema, root=tmp_path).close()  # created at this version
+    with PostgresStore(pg_server.url(), schema, root=tmp_path) as created:  # created at this version
+        created.connection.execute(
+            "UPDATE emews_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION - behind),)
+        )
     with psycopg.connect(pg_server.url(), autocommit=True) as pool, pool.transaction():
         pool.execute(f'SET LOCAL search_path TO "{schema}"')
         pool.execute("LOCK TABLE results, tasks, pools IN ROW EXCLUSIVE MODE")
@@ -202,6 +207,7 @@ def test_opening_a_current_store_waits_for_no_table_lock(
         with PostgresStore(pg_server.url(), schema, root=tmp_path) as again:
             assert again.connection.execute("SHOW lock_timeout").fetchone()[0] == "10s"
             assert PoolQueue(again).state_counts() == {}
+            assert again.schema_version == SCHEMA_VERSION
 
 
 def _indexes(store: PostgresStore) -> set[str]:
