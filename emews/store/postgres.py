@@ -54,6 +54,13 @@ class _Inserted:
         return int(self._cursor.connection.execute(q.LAST_SEQ).fetchone()[0])
 
 
+def _without_nul(params: Sequence[Any]) -> tuple[Any, ...]:
+    """``params`` with a NUL in a string written as U+FFFD, as undecodable bytes already are:
+    PostgreSQL's text has no NUL and would refuse the statement (an error quoting a command's
+    stderr may hold one); SQLite stores it as it is."""
+    return tuple(p.replace("\x00", "\ufffd") if isinstance(p, str) and "\x00" in p else p for p in params)
+
+
 class PgConnection:
     """A psycopg connection (autocommit: each statement its own transaction) driven like the
     ``sqlite3`` one: ``execute("BEGIN")`` opens a transaction that ``with conn:`` commits (rolls
@@ -68,12 +75,12 @@ class PgConnection:
             self.raw.execute("BEGIN")
             self._open = True
             return None
-        cursor = self.raw.execute(_translate(statement), tuple(params))
+        cursor = self.raw.execute(_translate(statement), _without_nul(params))
         return _Inserted(cursor) if statement.lstrip().upper().startswith("INSERT") else cursor
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> Any:
         cursor = self.raw.cursor()
-        rows = [tuple(r) for r in rows]
+        rows = [_without_nul(r) for r in rows]
         if rows:
             cursor.executemany(_translate(statement), rows)
         return cursor

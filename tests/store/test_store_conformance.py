@@ -75,6 +75,17 @@ def test_commit_add_iterate(store: Store) -> None:
     assert [r.id for r in store.results_by_completion()] == [0, 1, 2]
 
 
+def test_a_nul_in_a_failed_commands_error_is_stored(store: Store) -> None:
+    """A command's error quotes its stderr, NUL bytes included: SQLite keeps them, PostgreSQL
+    (whose text has no NUL) gets U+FFFD, as undecodable bytes do; nothing else is lost."""
+    failed = replace(_result(0, Status.FAILED), error="exit 1: a\x00b", host="no\x00de")
+    store.commit([_task(0), _task(1)], [failed, _result(1)])
+    stored = {r.id: r for r in store}
+    nul = "\ufffd" if store.location.startswith("postgres") else "\x00"
+    assert stored[0].error == f"exit 1: a{nul}b" and stored[0].host == f"no{nul}de"
+    assert stored[1] == _result(1)
+
+
 def test_best_and_next_id(store: Store) -> None:
     assert store.best() is None and store.next_id() == 0
     store.commit([_task(i) for i in range(5)], [_result(3, loss=0.5), _result(1, loss=0.5), _result(2, Status.FAILED)])
