@@ -86,8 +86,18 @@ def test_of_two_optimizers_starting_at_once_one_is_refused_at_its_check(pooled: 
                 shared.close(RuntimeError("stopped"))  # stopped, not finished: the queue stays as it is
         finally:
             store.close()
-        again = take_optimizer_lock(pooled)  # the lock went with the run's connection
+        assert _released(pooled)  # the lock went with the run's connection (the server ends the
+        again = take_optimizer_lock(pooled)  # session a moment after the client closed it)
         again.store.close()
+        assert _released(pooled)  # before the next race
+
+
+def _released(exp: Path) -> bool:
+    """Whether the experiment's optimizer lock is free within 30 s (a closed connection's session,
+    and its lock, end on the server a moment after the client closed it)."""
+    with open_store(exp, readonly=True) as store:
+        queue = PoolQueue(store)  # type: ignore[arg-type]
+        return wait_until(lambda: not queue.optimizer_running(), 30.0)
 
 
 def test_serve_is_refused_while_an_optimizer_holds_the_lock(pooled: Path) -> None:
