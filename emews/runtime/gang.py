@@ -125,47 +125,62 @@ _DUE, _OVER, _GONE = 0, 1, 2
 
 class _Ends:
     """When the running tasks end under one estimate per task (the expected or the cautious one),
-    in order at any ``now``: the tasks not yet overrun in a heap by ``start + duration``, the
-    overrun ones (given their duration again from ``now``) in a heap by duration, so that reading
-    the first few ends costs their number times a logarithm, not a sort of every running task."""
+    in order at any ``now``: the tasks not yet overrun in a heap by ``start + duration``; the
+    overrun ones, given their duration again from ``now``, as their ranks summed per duration
+    (a heap of the durations), so that reading the first ends costs their number times a
+    logarithm, not a sort of every running task, even when thousands share one estimate."""
 
     def __init__(self) -> None:
-        self._entries: dict[Hashable, list] = {}  # key -> [start + duration, duration, size, heap]
+        self._entries: dict[Hashable, list] = {}  # key -> [start + duration, duration, size, state]
         self._due: list[tuple[float, int, list]] = []  # (start + duration, seq, entry): ends after _now
-        self._over: list[tuple[float, int, list]] = []  # (duration, seq, entry): overrun by _now
+        self._over: list[float] = []  # durations of the overrun tasks (stale ones not in _over_size)
+        self._over_size: dict[float, int] = {}  # duration -> ranks of the overrun tasks
         self._now = float("-inf")
         self._seq = itertools.count()
 
     def add(self, key: Hashable, start: float, duration: float, size: int) -> None:
-        end = start + duration
-        entry = [end, duration, size, _DUE]
+        entry = [start + duration, duration, size, _DUE]
         self._entries[key] = entry
         self._push(entry, next(self._seq))
 
     def discard(self, key: Hashable) -> None:
         entry = self._entries.pop(key, None)
-        if entry is not None:
-            entry[3] = _GONE
-            if len(self._due) + len(self._over) > 2 * len(self._entries) + 64:
-                self._rebuild()
+        if entry is None:
+            return
+        if entry[3] == _OVER:
+            left = self._over_size[entry[1]] - entry[2]
+            if left:
+                self._over_size[entry[1]] = left
+            else:
+                del self._over_size[entry[1]]
+        entry[3] = _GONE
+        if len(self._due) + len(self._over) > 2 * len(self._entries) + 64:
+            self._rebuild()
 
     def _push(self, entry: list, seq: int) -> None:
         if entry[0] > self._now:
             entry[3] = _DUE
             heapq.heappush(self._due, (entry[0], seq, entry))
         else:
-            entry[3] = _OVER
-            heapq.heappush(self._over, (entry[1], seq, entry))
+            self._overrun(entry)
+
+    def _overrun(self, entry: list) -> None:
+        entry[3] = _OVER
+        duration = entry[1]
+        if duration not in self._over_size:
+            self._over_size[duration] = 0
+            heapq.heappush(self._over, duration)
+        self._over_size[duration] += entry[2]
 
     def _rebuild(self) -> None:
         entries = list(self._entries.values())
-        self._due, self._over = [], []
+        self._due, self._over, self._over_size = [], [], {}
         for seq, entry in enumerate(entries):  # fresh sequence numbers: only order among equals
             self._push(entry, seq)
         self._seq = itertools.count(len(entries))
 
     def _advance(self, now: float) -> None:
-        """Move the tasks overrun by ``now`` to the overrun heap (all back first if time went back)."""
+        """Move the tasks overrun by ``now`` to the overrun sums (all back first if time went back)."""
         if now < self._now:
             self._now = now
             self._rebuild()
@@ -173,28 +188,30 @@ class _Ends:
         self._now = now
         due = self._due
         while due and due[0][0] <= now:
-            _, seq, entry = heapq.heappop(due)
+            entry = heapq.heappop(due)[2]
             if entry[3] == _DUE:
-                entry[3] = _OVER
-                heapq.heappush(self._over, (entry[1], seq, entry))
+                self._overrun(entry)
 
     def ascending(self, now: float) -> Generator[tuple[float, int], None, None]:
-        """``(end, size)`` of the running tasks, earliest end first, where an overrun task ends at
-        ``now`` plus its duration; what was read is put back when the iteration ends or is closed."""
+        """``(end, ranks)`` of the running tasks, earliest end first, where an overrun task ends at
+        ``now`` plus its duration (overrun tasks of one duration together); what was read is put
+        back when the iteration ends or is closed."""
         self._advance(now)
-        due, over = self._due, self._over
+        due, over, over_size = self._due, self._over, self._over_size
         read_due: list[tuple[float, int, list]] = []
-        read_over: list[tuple[float, int, list]] = []
+        read_over: list[float] = []
         try:
             while True:
                 while due and due[0][2][3] != _DUE:
                     heapq.heappop(due)
-                while over and over[0][2][3] != _OVER:
+                while over and over[0] not in over_size:
                     heapq.heappop(over)
-                if over and (not due or now + over[0][0] < due[0][0]):
-                    item = heapq.heappop(over)
-                    read_over.append(item)
-                    yield now + item[0], item[2][2]
+                if over and (not due or now + over[0] < due[0][0]):
+                    duration = heapq.heappop(over)
+                    while over and over[0] == duration:  # a duration pushed again: once is enough
+                        heapq.heappop(over)
+                    read_over.append(duration)
+                    yield now + duration, over_size[duration]
                 elif due:
                     item = heapq.heappop(due)
                     read_due.append(item)
@@ -204,8 +221,8 @@ class _Ends:
         finally:
             for item in read_due:
                 heapq.heappush(due, item)
-            for item in read_over:
-                heapq.heappush(over, item)
+            for duration in read_over:
+                heapq.heappush(over, duration)
 
     def size_ending_by(self, now: float, time: float) -> int:
         """Ranks of the running tasks that end by ``time`` (ends as :meth:`ascending` gives them)."""
