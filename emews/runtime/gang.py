@@ -506,6 +506,7 @@ class GangScheduler:
         self._reservation: Reservation | None = None
         self._retired: set[int] = set()
         self._explicit = 0  # queued tasks with their own estimate
+        self._sizes: dict[int, int] = {}  # size -> queued tasks of that size
 
     @property
     def layout(self) -> NodeLayout:
@@ -548,6 +549,7 @@ class GangScheduler:
             raise ValueError(f"task {key!r} is already queued or running")
         self._keys.add(key)
         self._explicit += estimate is not None
+        self._sizes[size] = self._sizes.get(size, 0) + 1
         # kept in order as it grows (higher priority first, then submission order): never sorted again
         bisect.insort(self._queue, _Queued(key, size, priority, next(self._counter), estimate), key=_Queued.sort_key)
 
@@ -556,7 +558,7 @@ class GangScheduler:
         started: list[Placement] = []
         reservation: Reservation | None = None
         while self._queue:
-            ordered = self._queue  # in order; only _fill needs a copy (it starts tasks as it goes)
+            ordered = self._queue  # in order
             holder = self._holder(ordered, now)
             if holder.size <= len(self._idle):
                 if holder is not ordered[0]:
@@ -566,7 +568,7 @@ class GangScheduler:
                 continue
             reservation = self._reserve(holder, now)
             if self._backfill:
-                started.extend(self._fill(self._ordered(), holder, reservation, now))
+                started.extend(self._fill(holder, reservation, now))
             break
         self._reservation = reservation
         return started
@@ -595,6 +597,7 @@ class GangScheduler:
         for q in gone:
             self._keys.discard(q.key)
             self._explicit -= q.estimate is not None
+            self._unqueued(q.size)
         return [q.key for q in gone]
 
     def _holder(self, ordered: list[_Queued], now: float) -> _Queued:
@@ -607,31 +610,43 @@ class GangScheduler:
         window = [t for t in ordered[: self._lookahead] if t.priority == head.priority]
         return max(window, key=lambda t: (t.size, -t.order))
 
-    def _fill(self, ordered: list[_Queued], holder: _Queued, reservation: Reservation, now: float) -> list[Placement]:
+    def _fill(self, holder: _Queued, reservation: Reservation, now: float) -> list[Placement]:
         """Backfill: the tasks that fit now and end by the shadow time, or fit in the spare ranks."""
         started, spare = [], reservation.extra
         # a size without its own estimate that could not start cannot start later in this pass
         # (its cautious estimate, the shadow: fixed; the idle and spare ranks: only fewer), so
-        # once every size that fits the idle ranks failed, the rest of a long queue is not read
+        # once every queued size that fits the idle ranks failed, the rest of a long queue is not read
         failed: set[int] = set()
         explicit = self._explicit
-        for task in ordered:
-            idle = len(self._idle)
-            if not idle or (not explicit and len(failed) >= idle and failed.issuperset(range(1, idle + 1))):
-                break
+        queue, idle, at = self._queue, len(self._idle), 0  # read in place: a start deletes queue[at]
+        while idle and at < len(queue):
+            task = queue[at]
             if task is holder or task.size > idle or (task.estimate is None and task.size in failed):
+                at += 1
                 continue
-            if now + self._cautious(task) <= reservation.shadow:
+            by_shadow = now + self._cautious(task) <= reservation.shadow
+            if by_shadow or task.size <= spare:
+                spare -= 0 if by_shadow else task.size
                 started.append(self._start(task, now))
-            elif task.size <= spare:
-                spare -= task.size
-                started.append(self._start(task, now))
-            elif task.estimate is None:
+                idle -= task.size
+            else:
+                at += 1
+                if task.estimate is not None:
+                    continue
                 failed.add(task.size)
+            if not explicit and all(size > idle or size in failed for size in self._sizes):
+                break
         return started
 
     def _ordered(self) -> list[_Queued]:
-        return list(self._queue)  # a copy: starting a task takes it out of the queue
+        return list(self._queue)
+
+    def _unqueued(self, size: int) -> None:
+        left = self._sizes[size] - 1
+        if left:
+            self._sizes[size] = left
+        else:
+            del self._sizes[size]
 
     def _expected(self, task: _Queued) -> float:
         return task.estimate if task.estimate is not None else self._estimate(task.size)
@@ -646,6 +661,7 @@ class GangScheduler:
         queue = self._queue
         del queue[bisect.bisect_left(queue, task.sort_key(), key=_Queued.sort_key)]
         self._explicit -= task.estimate is not None
+        self._unqueued(task.size)
         run = _Started(task.key, task.size, ranks, now, self._expected(task), self._cautious(task))
         self._running[task.key] = run
         self._expected_ends.add(task.key, now, run.estimate, task.size)

@@ -8,6 +8,7 @@ the scheduler is pure, it never reads time).
 
 from __future__ import annotations
 
+import copy
 import heapq
 import random
 from dataclasses import dataclass, field
@@ -528,3 +529,36 @@ def test_long_runs_on_a_wider_job_place_and_reserve_as_brute_force_does() -> Non
             assert by_end(list(ends.ascending(now))) == by_end(expected_ends)
             horizon = now + 10.0
             assert ends.size_ending_by(now, horizon) == sum(z for e, z in expected_ends if e <= horizon)
+
+
+def brute_fill(gang: GangScheduler, holder_key: str, reservation: Reservation, now: float) -> list[Placement]:
+    """The backfill reading every queued task, on a copy of ``gang`` (the code before issue 27's pass)."""
+    gang = copy.deepcopy(gang)
+    started, spare = [], reservation.extra
+    for task in list(gang._queue):
+        if task.key == holder_key or task.size > len(gang._idle):
+            continue
+        if now + gang._cautious(task) <= reservation.shadow:
+            started.append(gang._start(task, now))
+        elif task.size <= spare:
+            spare -= task.size
+            started.append(gang._start(task, now))
+    return started
+
+
+@settings(deadline=None, max_examples=100)
+@given(workloads(), st.booleans())
+def test_backfill_starts_what_reading_every_queued_task_starts(work, exact: bool) -> None:
+    """The backfill's early stop and in-place read change no decision."""
+    nodes, tasks = work
+    gang = GangScheduler(nodes)
+    fill = gang._fill
+
+    def checked(holder, reservation: Reservation, now: float) -> list[Placement]:
+        expected = brute_fill(gang, holder.key, reservation, now)
+        made = fill(holder, reservation, now)
+        assert made == expected
+        return made
+
+    gang._fill = checked  # type: ignore[method-assign]
+    simulate(gang, tasks, exact=exact)
