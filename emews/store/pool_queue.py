@@ -29,7 +29,7 @@ from emews.core.jsoncodec import dumps_point, loads_point
 from emews.core.results import Result, Status, Task
 from emews.store import postgres_queries as q
 from emews.store.base import Store, StoreUnreadable
-from emews.store.postgres import PostgresStore
+from emews.store.postgres import PostgresStore, without_nul
 from emews.store.results_store import COLUMNS, WRITTEN_COLUMNS, _result_row
 
 log = logging.getLogger("emews")
@@ -737,7 +737,7 @@ def _typed(value: Any, kind: str) -> Any:
         return None
     if kind == "bigint":
         return int(value)
-    return _number(value) if kind == "float8" else str(value).replace("\x00", "\ufffd")
+    return _number(value) if kind == "float8" else without_nul(str(value))
 
 
 def _array(ids: Iterable[int]) -> str:

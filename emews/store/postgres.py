@@ -54,11 +54,16 @@ class _Inserted:
         return int(self._cursor.connection.execute(q.LAST_SEQ).fetchone()[0])
 
 
+def without_nul(text: str) -> str:
+    """``text`` with a NUL written as U+FFFD, as undecodable bytes already are: PostgreSQL's text
+    has no NUL and would refuse the statement (an error quoting a command's stderr may hold one);
+    SQLite stores it as it is. Every text the PostgreSQL store writes passes here."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 def _without_nul(params: Sequence[Any]) -> tuple[Any, ...]:
-    """``params`` with a NUL in a string written as U+FFFD, as undecodable bytes already are:
-    PostgreSQL's text has no NUL and would refuse the statement (an error quoting a command's
-    stderr may hold one); SQLite stores it as it is."""
-    return tuple(p.replace("\x00", "\ufffd") if isinstance(p, str) and "\x00" in p else p for p in params)
+    """``params`` with each string :func:`without_nul`."""
+    return tuple(without_nul(p) if isinstance(p, str) else p for p in params)
 
 
 class PgConnection:
