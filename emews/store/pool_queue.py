@@ -515,10 +515,6 @@ class PoolQueue:
             _decode_note(note.payload, rows, ids)
         return Announced(rows, ids)
 
-    def wait(self, timeout: float) -> list[int]:
-        """The task ids of results stored since the last call (:meth:`receive`, their rows left)."""
-        return self.receive(timeout).every_id
-
     # -- a pool's side -------------------------------------------------------------
     @retried
     def register(

@@ -68,7 +68,7 @@ def _collect_all(optimizer: PoolQueue) -> list[int]:
     deadline = time.monotonic() + 120.0  # a safety net against a hang, not a measurement
     while len(seen) < TASKS:
         assert time.monotonic() < deadline, f"{len(seen)} of {TASKS} results notified"
-        seen += optimizer.wait(timeout=5.0)  # [] also when a pool's start or end was announced
+        seen += optimizer.receive(timeout=5.0).every_id  # [] also when a pool's start or end was announced
     return seen
 
 
@@ -170,8 +170,9 @@ def test_the_read_ahead_grows_for_short_tasks_only(stores: list[PostgresStore]) 
     assert holds[short.pool] == short.hold
     assert optimizer.live_capacity(60.0) == short.hold
     optimizer.enqueue([Task(i, {"x": 0.5}, i, 2000.0) for i in range(TASKS, TASKS + 10)])
-    busy = PoolFeeder(queue, PoolQueuePair(), queue.register("local", workers=2, hold=2), hold=2, lease_s=60.0,
-                      max_hold=16)
+    busy = PoolFeeder(
+        queue, PoolQueuePair(), queue.register("local", workers=2, hold=2), hold=2, lease_s=60.0, max_hold=16
+    )
     for _ in range(5):  # nothing runs its tasks: nothing turns over
         busy.step()
     assert busy.hold == 2 and busy.held == 2
