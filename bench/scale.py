@@ -407,7 +407,8 @@ class Trace:
             time.sleep(max(due - time.perf_counter(), 0.0))
             now = time.perf_counter()
             d = self.distributor
-            queued = len(d._queues.tasks) if d is not None else 0
+            # queued: in the queue pair, and in the gang scheduler (--sizes mixed takes them at once)
+            queued = len(d._queues.tasks) + d._dispatch.waiting if d is not None else 0
             delivered = len(d._queues._results) + len(d._group.results) if d is not None else 0
             stock = len(self.breeders[-1]._buffer) if self.breeders else -1
             self.samples.append((now, now - due, queued, delivered, stock))
