@@ -30,7 +30,7 @@ from emews.core.results import Result, Status, Task
 from emews.store import postgres_queries as q
 from emews.store.base import Store, StoreUnreadable
 from emews.store.postgres import PostgresStore, without_nul
-from emews.store.results_store import COLUMNS, WRITTEN_COLUMNS, _result_row
+from emews.store.results_store import COLUMNS, WRITTEN_COLUMNS, _result_row, row_result
 
 log = logging.getLogger("emews")
 
@@ -481,26 +481,13 @@ class PoolQueue:
     def _result(self, row: Sequence[Any], known: Mapping[int, Mapping[str, Any]]) -> Result:
         """A row of ``results`` (:data:`COLUMNS`) as a :class:`Result`, its point from ``known``
         where that has the id."""
-        id_, status, objective, loss, point, metrics, error, rank, host, submitted, started, finished = row
+        id_, status, metrics = row[0], row[1], row[5]
         if status not in _STATUS or id_ not in known or metrics != "{}":
             result = self.store._result(row)  # the store's reader, its errors included
             if id_ in known:
                 result.params = known[id_]
             return result
-        return Result(
-            id=id_,
-            params=known[id_],
-            status=_STATUS[status],
-            objective=objective,
-            loss=math.inf if loss is None else loss,
-            metrics={},
-            error=error,
-            rank=rank,
-            host=host,
-            submitted=submitted,
-            started=started,
-            finished=finished,
-        )
+        return row_result(row, _STATUS[status], known[id_], {})
 
     @retried
     def receive(self, timeout: float) -> Announced:

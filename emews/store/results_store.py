@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from emews.core.jsoncodec import dumps_point, loads_point
@@ -75,6 +76,28 @@ COLUMNS = (
     "started",
     "finished",
 )
+
+
+def row_result(row: Sequence[Any], status: Status, params: Mapping[str, Any], metrics: dict[str, Any]) -> Result:
+    """A row of ``results`` (:data:`COLUMNS`) as a :class:`Result`, with its status, point and metrics
+    already decoded (the readers decode them their own way; a missing loss is ``inf``)."""
+    id_, _, objective, loss, _, _, error, rank, host, submitted, started, finished = row
+    return Result(
+        id=id_,
+        params=params,
+        status=status,
+        objective=objective,
+        loss=math.inf if loss is None else loss,
+        metrics=metrics,
+        error=error,
+        rank=rank,
+        host=host,
+        submitted=submitted,
+        started=started,
+        finished=finished,
+    )
+
+
 #: the columns of ``tasks`` this version reads (``ranks``: added by the migration from version 0)
 _TASK_COLUMNS = ("id", "params", "seed", "submitted", "attempt")
 #: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``;
@@ -281,7 +304,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
 
     def _result(self, row: Sequence) -> Result:
         """A row of ``results`` (:data:`COLUMNS`) as a :class:`Result` (:class:`StoreCorrupt` if it cannot be)."""
-        (id_, status, objective, loss, params, metrics, error, rank, host, submitted, started, finished) = row
+        id_, status, params, metrics = row[0], row[1], row[4], row[5]
         try:
             status = Status(status)
         except ValueError:
@@ -292,20 +315,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
             raise StoreCorrupt(
                 f"params or metrics is not JSON: {exc}", file=self.path, key=f"results row id {id_}"
             ) from None
-        return Result(
-            id=id_,
-            params=point,
-            status=status,
-            objective=objective,
-            loss=math.inf if loss is None else loss,
-            metrics=extra,
-            error=error,
-            rank=rank,
-            host=host,
-            submitted=submitted,
-            started=started,
-            finished=finished,
-        )
+        return row_result(row, status, point, extra)
 
     def metric_names(self) -> list[str]:
         """Every metric key in the store, in order of first appearance."""
