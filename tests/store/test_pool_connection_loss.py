@@ -158,6 +158,7 @@ def test_a_rolled_back_transaction_runs_again_on_the_same_connection(
     """A deadlock the server broke is not a lost connection: the operation runs again at once,
     without reconnecting (which would drop the session's LISTENs and settings)."""
     queue = _Conflicted(PostgresStore(pg_server.url(), _schema(request), root=tmp_path), retry_s=60.0)
+    request.addfinalizer(queue.store.close)
     reconnects: list[bool] = []
     monkeypatch.setattr(queue, "reconnect", lambda: reconnects.append(True))
     assert queue.probe() == 42
