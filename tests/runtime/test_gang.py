@@ -471,11 +471,15 @@ def test_running_ends_read_in_order_as_a_sort_of_every_task_would(steps: list) -
         assert by_end(list(ends.ascending(now))) == expected
         first = next(iter(ends.ascending(now)), None)  # a walk left early puts back what it read
         assert (first and first[0]) == (expected[0][0] if expected else None)
-        assert ends.size_ending_by(now, time) == sum(z for e, z in expected if e <= time)
+        total = sum(z for e, z in expected if e <= time)
+        assert ends.size_ending_by(now, time) == total
+        assert min(total, size) <= ends.size_ending_by(now, time, enough=size) <= total
 
 
-def brute_reservation(gang: GangScheduler, key: str, size: int, now: float) -> Reservation:
-    """The reservation as a sort of every running task computes it (the code before issue 27's pass)."""
+def brute_reservation(gang: GangScheduler, key: str, size: int, now: float, *, capped: bool = True) -> Reservation:
+    """The reservation as a sort of every running task computes it (the code before issue 27's
+    pass), its spare ranks counted among the ranks idle now (the only ones a backfill can take;
+    ``capped=False``: every rank spare at the shadow time, as before)."""
     running = list(gang._running.values())
     free, shadow = len(gang.idle), now
     for end, ranks in sorted((_end(r.start, r.estimate, now), r.size) for r in running):
@@ -483,7 +487,8 @@ def brute_reservation(gang: GangScheduler, key: str, size: int, now: float) -> R
             break
         free, shadow = free + ranks, end
     surely = len(gang.idle) + sum(r.size for r in running if _end(r.start, r.cautious, now) <= shadow)
-    return Reservation(key, size, shadow, max(0, surely - size))
+    spare = max(0, surely - size)
+    return Reservation(key, size, shadow, min(len(gang.idle), spare) if capped else spare)
 
 
 @settings(deadline=None, max_examples=100)
@@ -529,6 +534,10 @@ def test_long_runs_on_a_wider_job_place_and_reserve_as_brute_force_does() -> Non
             assert by_end(list(ends.ascending(now))) == by_end(expected_ends)
             horizon = now + 10.0
             assert ends.size_ending_by(now, horizon) == sum(z for e, z in expected_ends if e <= horizon)
+            enough = rng.randint(1, 8)
+            counted = ends.size_ending_by(now, horizon, enough=enough)
+            total = sum(z for e, z in expected_ends if e <= horizon)
+            assert min(total, enough) <= counted <= total  # stops once it has enough
 
 
 def brute_fill(gang: GangScheduler, holder_key: str, reservation: Reservation, now: float) -> list[Placement]:
@@ -549,13 +558,16 @@ def brute_fill(gang: GangScheduler, holder_key: str, reservation: Reservation, n
 @settings(deadline=None, max_examples=100)
 @given(workloads(), st.booleans())
 def test_backfill_starts_what_reading_every_queued_task_starts(work, exact: bool) -> None:
-    """The backfill's early stop and in-place read change no decision."""
+    """The backfill's early stop and in-place read change no decision, nor does counting the
+    spare ranks only among the ranks idle now."""
     nodes, tasks = work
     gang = GangScheduler(nodes)
     fill = gang._fill
 
     def checked(holder, reservation: Reservation, now: float) -> list[Placement]:
-        expected = brute_fill(gang, holder.key, reservation, now)
+        uncapped = brute_reservation(gang, holder.key, holder.size, now, capped=False)
+        assert uncapped.shadow == reservation.shadow
+        expected = brute_fill(gang, holder.key, uncapped, now)
         made = fill(holder, reservation, now)
         assert made == expected
         return made
