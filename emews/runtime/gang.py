@@ -175,10 +175,18 @@ class _Ends:
         self._over_size[duration] += entry[2]
 
     def _rebuild(self) -> None:
+        """The heaps again from the live entries only (one heapify, not a push per entry)."""
         entries = list(self._entries.values())
-        self._due, self._over, self._over_size = [], [], {}
+        due: list[tuple[float, int, list]] = []
+        self._over, self._over_size = [], {}
         for seq, entry in enumerate(entries):  # fresh sequence numbers: only order among equals
-            self._push(entry, seq)
+            if entry[0] > self._now:
+                entry[3] = _DUE
+                due.append((entry[0], seq, entry))
+            else:
+                self._overrun(entry)
+        heapq.heapify(due)
+        self._due = due
         self._seq = itertools.count(len(entries))
 
     def _advance(self, now: float) -> None:
