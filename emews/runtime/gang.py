@@ -159,10 +159,16 @@ class _Ends:
         if len(self._due) + len(self._over) > 2 * len(self._entries) + 64:
             self._rebuild()
 
-    def _push(self, entry: list, seq: int) -> None:
+    def _push(self, entry: list, seq: int, *, heap: bool = True) -> None:
+        """``entry`` among the due ends, or the overrun ones; ``heap=False``: appended to the
+        due list, which the caller heapifies once (:meth:`_rebuild`)."""
         if entry[0] > self._now:
             entry[3] = _DUE
-            heapq.heappush(self._due, (entry[0], seq, entry))
+            item = (entry[0], seq, entry)
+            if heap:
+                heapq.heappush(self._due, item)
+            else:
+                self._due.append(item)
         else:
             self._overrun(entry)
 
@@ -177,16 +183,10 @@ class _Ends:
     def _rebuild(self) -> None:
         """The heaps again from the live entries only (one heapify, not a push per entry)."""
         entries = list(self._entries.values())
-        due: list[tuple[float, int, list]] = []
-        self._over, self._over_size = [], {}
+        self._due, self._over, self._over_size = [], [], {}
         for seq, entry in enumerate(entries):  # fresh sequence numbers: only order among equals
-            if entry[0] > self._now:
-                entry[3] = _DUE
-                due.append((entry[0], seq, entry))
-            else:
-                self._overrun(entry)
-        heapq.heapify(due)
-        self._due = due
+            self._push(entry, seq, heap=False)
+        heapq.heapify(self._due)
         self._seq = itertools.count(len(entries))
 
     def _advance(self, now: float) -> None:
