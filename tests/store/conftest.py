@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,3 +23,16 @@ def pg_server() -> Iterator[PgServer]:
     finally:
         server.stop()
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_connection_left_open() -> Iterator[None]:
+    """A store test that leaves a PostgreSQL connection open fails here, in its own teardown, not
+    later in whichever test the garbage collector happens to run (psycopg's ResourceWarning once
+    reached a test that records every warning, on the same xdist worker)."""
+    yield
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    left = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning) and "psycopg" in str(w.message)]
+    assert not left, f"the test left connections open (close its stores): {left}"
