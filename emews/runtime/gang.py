@@ -340,22 +340,28 @@ class IdleRanks:
         return len(self.ranks)
 
     def add(self, ranks: Iterable[int]) -> None:
-        for rank in ranks:
-            if rank not in self.ranks:
-                self.ranks.add(rank)
-                node = self._node_of[rank]
-                self._unindex(node, len(self._free[node]))
-                self._free[node].add(rank)
-                self._index(node, len(self._free[node]))
+        self._change(ranks, idle=True)
 
     def remove(self, ranks: Iterable[int]) -> None:
+        self._change(ranks, idle=False)
+
+    def _change(self, ranks: Iterable[int], *, idle: bool) -> None:
+        """Mark ``ranks`` idle (or not), re-indexing each node they touch once, not once a rank
+        (a team's ranks mostly share a node)."""
+        by_node: dict[int, list[int]] = {}
         for rank in ranks:
-            if rank in self.ranks:
-                self.ranks.discard(rank)
-                node = self._node_of[rank]
-                self._unindex(node, len(self._free[node]))
-                self._free[node].discard(rank)
-                self._index(node, len(self._free[node]))
+            if (rank in self.ranks) != idle:
+                by_node.setdefault(self._node_of[rank], []).append(rank)
+        for node, changed in by_node.items():
+            free = self._free[node]
+            self._unindex(node, len(free))
+            if idle:
+                free.update(changed)
+                self.ranks.update(changed)
+            else:
+                free.difference_update(changed)
+                self.ranks.difference_update(changed)
+            self._index(node, len(free))
 
     def _index(self, node: int, count: int) -> None:
         if not count:
@@ -425,7 +431,9 @@ class IdleRanks:
         return [r for r in self._nodes[node] if r in free]
 
     def _aligned(self, node: int, size: int) -> bool:
-        return bool(_aligned(self._nodes[node], self._free_list(node), size))
+        """Whether ``node`` holds an aligned idle block of ``size`` (:func:`_aligned`, stopping at the first)."""
+        ranks, free = self._nodes[node], self._free[node]
+        return any(free.issuperset(ranks[o : o + size]) for o in range(0, len(ranks) - size + 1, size))
 
 
 def _drop(index: dict[int, _Ordered], count: int, node: int) -> None:
