@@ -64,7 +64,8 @@ _COMMAND_EXIT = re.compile(
 
 
 def cause(error: object) -> str:
-    """The line that names a recorded error: the exception line ending a traceback, else its first line;
+    """The line that names a recorded error: the exception line ending a traceback (after the heading
+    the traceback follows, as in ``objective setup failed:``), else its first line;
     a command's record that starts with its exit status (stores written before the record led with the
     meaningful line) is named by the line of its output that says what went wrong (argparse's
     ``prog: error: ...``; after a signal, the signal unless the output names an error)."""
@@ -73,6 +74,8 @@ def cause(error: object) -> str:
         return "(no message)"
     if lines[0].startswith("Traceback (most recent call last)"):
         return lines[-1]
+    if lines[0].endswith(":") and any(line.startswith("Traceback (most recent call last)") for line in lines[1:]):
+        return f"{lines[0]} {lines[-1]}"  # a heading over a traceback: "objective setup failed: RuntimeError: ..."
     exit_ = _COMMAND_EXIT.match(lines[0])
     if exit_ is None:
         return lines[0]

@@ -327,7 +327,7 @@ def write_outputs(
             file=sys.stderr,
         )
     if isinstance(summary.error, FailedFast):
-        line = fail_fast_line(summary.error, spec.runs_root)
+        line = fail_fast_line(summary.error, spec.runs_root, csv_path)
         log.error(line)
         print(f"emews: {line}", file=sys.stderr)
     elif isinstance(summary.error, TeamStranded):  # the job has to end: one line, and how to go on
@@ -401,10 +401,15 @@ def earlier_runs(exp_dir: Path) -> EarlierRuns:
     return EarlierRuns(runs, float(elapsed))
 
 
-def fail_fast_line(stop: FailedFast, runs_root: Path | None) -> str:
-    """One line: why the run stopped early, where to look, and how to run on regardless."""
-    where = "" if runs_root is None else f" (first failed task's run dir: {task_run_dir(runs_root, stop.first_task)})"
-    return f"stopped: {stop}{where}; set budget.fail_fast: 0 to run on regardless"
+def fail_fast_line(stop: FailedFast, runs_root: Path | None, results_csv: Path) -> str:
+    """One line: why the run stopped early, where to look (the first failed task's run directory
+    where it made one, else its row of ``results.csv``), and how to run on regardless."""
+    run_dir = None if runs_root is None else task_run_dir(runs_root, stop.first_task)
+    if run_dir is not None and run_dir.is_dir():
+        where = f"first failed task's run dir: {run_dir}"
+    else:
+        where = f"the first failed task is id {stop.first_task}, its whole error in {results_csv}"
+    return f"stopped: {stop} ({where}); set budget.fail_fast: 0 to run on regardless"
 
 
 def write_summary(exp_dir: Path, data: dict) -> None:

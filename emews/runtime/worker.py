@@ -132,10 +132,15 @@ class Inbox:
                 return None
             backoff.idle()
 
+    @property
+    def aborted(self) -> bool:
+        """A stop that aborts running work has arrived (the run failed or was cancelled)."""
+        return self.stop is not None and bool(self.stop.payload)
+
     def __call__(self) -> bool:
         """Whether the running task must be abandoned (an abort, a signal or its cancel arrived)."""
         self.receive()
-        if self.stop is not None and bool(self.stop.payload):
+        if self.aborted:
             return True
         if self.current is not None and self.current in self.cancelled:
             return True
@@ -179,6 +184,9 @@ def worker_loop(
         runner.start()
         while not interrupted():
             if queued:
+                inbox.receive()  # a message a task: an abort behind the tasks handed over ahead is seen
+                if inbox.aborted:  # and those are not started: they stay unfinished
+                    break
                 item = queued[0]
                 outcome = (
                     _run_team(runner, item, inbox, transport)

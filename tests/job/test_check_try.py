@@ -97,6 +97,19 @@ def test_a_point_that_runs_past_the_task_timeout_says_it_timed_out(emews_cmd, tm
     assert emews_cmd.leftovers_after_exit() == []
 
 
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_a_setup_that_raises_is_named_by_its_exception(emews_cmd, tmp_path, scratch, isolation) -> None:
+    """``setup()`` failing (no GPU, no data: a common first failure) names its exception, not only
+    the heading "objective setup failed:" above the traceback."""
+    (tmp_path / "obj.py").write_text(
+        "def setup():\n    raise RuntimeError('no GPU found')\n\n\ndef run(p):\n    return 1.0\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "obj.py")},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, task={"isolation": isolation})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert lines["failed"] == "objective setup failed: RuntimeError: no GPU found"
+
+
 OPTIMIZERS = {
     "random": {"name": "random", "options": {"seed": 3}},
     "ga": {"name": "ga", "options": {"population": 6, "generations": 2, "seed": 3}},

@@ -1,14 +1,21 @@
 """Fail fast (issue 24) under a real ``emews launch`` (mpiexec): a run whose first evaluations all fail
-with one cause stops with exit 1 and one line naming the cause and the first failed task's run dir;
+with one cause stops with exit 1 and one line naming the cause and the first failed task's run dir
+(or, for a Python objective, which makes none, its id and the file holding its error);
 runs whose failures differ, or that also succeed, go on; ``budget.fail_fast: 0`` runs the whole budget;
 the end-of-run summary names the most frequent failure cause with its count."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
+import pytest
+
+from emews.core.results import Outcome, Status, Task
 from emews.objective.context import task_run_dir
+from emews.runtime.transport import Tag, ThreadHub
+from emews.runtime.worker import WorkerStopped, worker_loop
 from testutil import stored_rows, write_workflow
 
 #: fails for most points with one cause, for every third with another, or succeeds there (``mode``)
@@ -52,7 +59,12 @@ def test_a_run_whose_first_evaluations_all_fail_alike_stops_with_exit_1_and_one_
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("emews: stopped: the first 5 evaluations all failed: RuntimeError: bad parameters x=")
     first = next(r for r in failed if f"x={json.loads(r['params'])['x']} " in line + " ")
-    assert f"(first failed task's run dir: {task_run_dir(exp / 'runs', first['id'])})" in line
+    # a Python objective makes no run dir: the line names the task and the file that holds its error
+    assert not task_run_dir(exp / "runs", first["id"]).exists()
+    assert f"(the first failed task is id {first['id']}, its whole error in {exp / 'results.csv'})" in line
+    with open(exp / "results.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["id"] == str(first["id"]))
+    assert "Traceback (most recent call last)" in row["error"] and "RuntimeError: bad parameters" in row["error"]
     assert "budget.fail_fast: 0" in line  # how to run on regardless
     assert summary["exit_status"] == 1 and summary["error"].startswith("the first 5 evaluations all failed")
     assert summary["failure_cause"]["count"] == len(failed)
@@ -99,3 +111,45 @@ def test_a_command_model_whose_parser_rejects_its_argv_stops_with_argparses_erro
     run_dir = Path(line.split("(first failed task's run dir: ")[1].split(")")[0])
     assert "usage: nt3_baseline" in (run_dir / "stderr.txt").read_text()
     assert len(stored_rows(tmp_path / "exp")) < 100
+
+
+class _Recording:
+    """A runner that fails every task at once, recording which it ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[int] = []
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def run(self, task, should_abort, team=None) -> Outcome:
+        self.ran.append(task.id)
+        return Outcome(task.id, Status.FAILED, error="ValueError: bad")
+
+
+@pytest.mark.parametrize("abort", [True, False])
+def test_an_aborting_stop_behind_tasks_handed_over_ahead_starts_none_of_them(abort: bool) -> None:
+    """Fast failures are handed to a worker in batches; the fail-fast stop (an abort) comes behind
+    them and must keep the worker from starting them (they went on to spend the budget: 20 of 20,
+    or 522 of 2,000 evaluations before a run stopped "after the first 5"), while a plain stop lets
+    the worker finish what it holds."""
+    hub = ThreadHub(2)
+    distributor, worker = hub.endpoint(0), hub.endpoint(1)
+    tasks = [Task(i, {"x": i}, seed=i, submitted=0.0) for i in range(3)]
+    distributor.send(tasks[:1], 1, Tag.TASK)
+    distributor.send(tasks[1:], 1, Tag.TASK)
+    distributor.send(abort, 1, Tag.STOP)
+    runner = _Recording()
+    served = worker_loop(worker, runner)
+    messages = []
+    while (msg := distributor.poll()) is not None:
+        messages.append(msg)
+    stopped = messages[-1].payload
+    assert messages[-1].tag is Tag.STOPPED and isinstance(stopped, WorkerStopped)
+    sent = [o.task_id for m in messages if m.tag is Tag.OUTCOME for o in m.payload]
+    if abort:  # the first task was running when the stop came in: the others never start
+        assert runner.ran == [0] and sent == [0] and served == 1
+        assert stopped.unfinished == (1, 2)
+    else:
+        assert runner.ran == sent == [0, 1, 2] and served == 3 and stopped.unfinished == ()
