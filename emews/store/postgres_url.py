@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 #: the environment variable naming the store when the workflow does not
 URL_VARIABLE = "EMEWS_STORE_URL"
 #: what a store URL may be (for messages)
 URL_ALLOWED = "postgresql://[user@]host[:port]/database[?sslmode=...]"
 _SCHEMES = ("postgresql", "postgres")
+#: query keys that carry a secret (libpq decodes the percent-escapes of a key: ``%70assword`` too)
+_SECRET_KEYS = frozenset(("password", "sslpassword"))
 
 
 def check_url(url: str) -> str:
@@ -31,11 +33,14 @@ def check_url(url: str) -> str:
         raise ValueError(f"is not a URL ({exc})") from None
     if parts.scheme not in _SCHEMES:
         raise ValueError(f"must start with postgresql:// (got {url.split(':', 1)[0]!r})")
-    if parts.password is not None or re.search(r"(^|&)password=", parts.query):
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))  # decoded, as libpq reads it
+    if parts.password is not None or _SECRET_KEYS & query.keys():
         raise ValueError("holds a password: put it in PGPASSWORD, ~/.pgpass or a service file instead")
+    if any("=" in value for value in (unquote(parts.path), query.get("dbname", ""))):
+        raise ValueError("names a database with '=' in it (a connection string inside the URL is not allowed)")
     if parts.fragment:
         raise ValueError("has a '#' part, which a store URL cannot have")
-    if not parts.path.strip("/") and "service=" not in parts.query and "dbname=" not in parts.query:
+    if not parts.path.strip("/") and not {"service", "dbname"} & query.keys():
         raise ValueError("names no database (postgresql://host/DATABASE)")
     if port is not None and not 0 < port < 65536:
         raise ValueError(f"port {port} is out of range")
