@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --best: the best K checkpoints, several of which may be one trial's",
     )
 
-    cancel = sub.add_parser("cancel", help="cancel an experiment's batch job (or, with --queued, its queued tasks)")
+    cancel = sub.add_parser("cancel", help="cancel an experiment's batch job and its attached pools' jobs (or, with --queued, its queued tasks)")
     cancel.add_argument("exp_dir", type=Path)
     cancel.add_argument(
         "--queued",
@@ -324,17 +324,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from emews.config.experiment import require_experiment
-    from emews.site.jobs import cancel_experiment
+    from emews.job.cancelling import cancel_jobs, cancel_queued
 
     exp_dir = require_experiment(args.exp_dir.absolute())
     if args.queued:
-        from emews.job.cancelling import cancel_queued
-
         cancelled = cancel_queued(exp_dir)
         print(f"cancelled {len(cancelled)} queued tasks of {args.exp_dir}")
         return EXIT_OK
-    cancel_experiment(exp_dir)
-    print(f"cancelled the job of {args.exp_dir}")
+    for line in cancel_jobs(exp_dir):
+        print(line)
     return EXIT_OK
 
 

@@ -1,11 +1,36 @@
-"""``emews cancel EXP --queued``: the queued tasks of a pooled experiment, cancelled (docs/postgres.md)."""
+"""``emews cancel EXP``: the experiment's batch job and its attached pools' jobs, cancelled; with
+``--queued``, the queued tasks of a pooled experiment (docs/postgres.md)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from emews.core.errors import ConfigError
+from emews.job.attaching import POOLS_DIR
+from emews.site.batch_schedulers import DONE
+from emews.site.jobs import JOB_RECORD, cancel_experiment, job_status, read_job
 from emews.store.pool_queue import OptimizerRunning, PoolQueue, queue_for_an_optimizer
+
+
+def cancel_jobs(exp_dir: Path) -> list[str]:
+    """Cancel the batch job of ``exp_dir`` and those of its attached pools (``EXP/pools/pool-NNN``)
+    that have not ended: a pool whose optimizer is gone would hold its allocation idle until its
+    walltime. One line each, saying what was cancelled or had ended already; ``EmewsError`` when
+    no batch job was ever submitted for the experiment."""
+    folders = [exp_dir, *sorted((exp_dir / POOLS_DIR).glob("pool-*"))]
+    recorded = [folder for folder in folders if (folder / JOB_RECORD).is_file()]
+    if not recorded:
+        read_job(exp_dir)  # raises: no batch job was submitted for this experiment
+    lines = []
+    for folder in recorded:
+        job_id = read_job(folder)["job_id"]
+        what = f"job {job_id} of {exp_dir.name}" if folder == exp_dir else f"pool job {job_id} ({folder.name})"
+        if job_status(folder) == DONE:
+            lines.append(f"{what} had ended")
+        else:
+            cancel_experiment(folder)
+            lines.append(f"cancelled {what}")
+    return lines
 
 
 def cancel_queued(exp_dir: Path) -> list[int]:

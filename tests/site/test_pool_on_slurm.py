@@ -91,3 +91,37 @@ def slurm_cluster_state(job_id: str) -> str:
     from emews.site.schema import SchedulerConfig
 
     return BATCH_SCHEDULERS["slurm"](SchedulerConfig(type="slurm")).job_state(job_id)
+
+
+def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
+        slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
+    """``emews cancel EXP`` cancels the pools' batch jobs too (a pool waits for queued work after its
+    optimizer is gone, holding its allocation until the walltime); the tasks it held run again on the
+    other pool once their lease lapses, each stored once; a second cancel says the job had ended."""
+    wf = write_workflow(tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
+                        budget={"evaluations": 8}, task={"timeout": 120, "isolation": "inline"},
+                        store={"url": postgres.url(), "lease": 5})
+    cmd = EmewsCommand(tmp_path)
+    (tmp_path / "marks").mkdir()
+    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(tmp_path / "marks"))
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        assert wait_until(lambda: _rows(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
+        assert attached.returncode == 0, attached.stderr
+        job_id = json.loads((exp / "pools" / "pool-001" / JOB_RECORD).read_text())["job_id"]
+        assert wait_until(lambda: _rows(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'"), 240)
+        cancelled = cmd("cancel", "exp", timeout=120)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert cancelled.stdout.splitlines() == [f"cancelled pool job {job_id} (pool-001)"]
+        assert wait_for(lambda: slurm_cluster_state(job_id), "done", 120) == "done"
+        again = cmd("cancel", "exp", timeout=120)
+        assert again.returncode == 0 and again.stdout.splitlines() == [f"pool job {job_id} (pool-001) had ended"]
+        (tmp_path / "open").touch()
+        out, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    assert [i for i, _ in _rows(exp, "SELECT id, pool FROM results ORDER BY id")] == list(range(8))
