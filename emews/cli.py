@@ -120,7 +120,10 @@ def _parser() -> argparse.ArgumentParser:
         help="with --best: the best K checkpoints, several of which may be one trial's",
     )
 
-    cancel = sub.add_parser("cancel", help="cancel an experiment's batch job and its attached pools' jobs (or, with --queued, its queued tasks)")
+    cancel = sub.add_parser(
+        "cancel",
+        help="cancel an experiment's batch job and its attached pools' jobs (or, with --queued, its queued tasks)",
+    )
     cancel.add_argument("exp_dir", type=Path)
     cancel.add_argument(
         "--queued",

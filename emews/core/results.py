@@ -33,7 +33,7 @@ class Status(str, Enum):
     """How an evaluation ended."""
 
     OK = "ok"
-    FAILED = "failed"  # the objective raised, or returned NaN / a non-number
+    FAILED = "failed"  # the objective raised, or returned NaN, inf or a non-number
     CRASHED = "crashed"  # the process running the objective died (segfault, OOM kill)
     TIMEOUT = "timeout"  # the objective ran past the task timeout and was killed
 

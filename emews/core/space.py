@@ -41,9 +41,12 @@ _PLAIN = frozenset((bool, int, float, str, type(None)))
 
 
 def to_builtin(value: Any) -> Any:
-    """Convert numpy scalars (``np.int64``, ``np.str_`` ...) to plain Python values."""
+    """Convert numpy scalars (``np.int64``, ``np.str_`` ...) to plain Python values, and arrays
+    and tensors of one or more dimensions to (nested) lists."""
     if type(value) in _PLAIN:
         return value
+    if getattr(value, "ndim", 0) and callable(getattr(value, "tolist", None)):
+        return value.tolist()
     item = getattr(value, "item", None)
     if callable(item):
         return item()

@@ -190,8 +190,9 @@ def outcome_from_return(task_id: int, returned: Any, metric: str, **where: Any) 
             **where,
             error=f"objective returned {type(value).__name__} {value!r}, not a number",
         )
-    if math.isnan(value):
-        return Outcome(task_id, Status.FAILED, metrics=metrics, error="objective returned NaN", **where)
+    if not math.isfinite(value):  # NaN, or inf (a diverged model): no optimizer can rank it as a loss
+        said = "NaN" if math.isnan(value) else f"{value:g}"
+        return Outcome(task_id, Status.FAILED, metrics=metrics, error=f"objective returned {said}", **where)
     return Outcome(task_id, Status.OK, float(value), metrics=metrics, **where)
 
 

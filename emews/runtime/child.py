@@ -138,7 +138,7 @@ def serve(conn: Connection, config: ChildConfig) -> None:
         objective = config.ref.load()
         objective.setup(None)
         conn.send(Ready())
-    except Exception:
+    except BaseException:  # sys.exit() in setup too: said as its exception, not as the process's exit status
         conn.send(Ready("objective setup failed:\n" + traceback.format_exc()))
         return
     me = os.getpid()

@@ -71,7 +71,7 @@ class InlineRunner:
         try:
             self._objective = self._ref.load()
             self._objective.setup(None)
-        except Exception:
+        except BaseException:  # sys.exit() too: it would end the worker, and the job with it
             self._setup_error = "objective setup failed:\n" + traceback.format_exc()
         self._lifelong = set(strays(os.getpid())) if self._can_alarm else set()  # started by setup
 
@@ -112,7 +112,8 @@ class InlineRunner:
                 finished=time.time(),
                 **where,
             )
-        except Exception as exc:
+        except BaseException as exc:  # sys.exit() and KeyboardInterrupt of the objective's own too (argparse
+            # exits on bad arguments): a failed result, not a dead worker (stop signals raise Interrupted)
             return outcome_from_exception(task.id, exc, started=started, finished=time.time(), **where)
         return outcome_from_return(task.id, returned, self._ref.metric, started=started, finished=time.time(), **where)
 

@@ -98,16 +98,18 @@ def test_a_point_that_runs_past_the_task_timeout_says_it_timed_out(emews_cmd, tm
 
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
-def test_a_setup_that_raises_is_named_by_its_exception(emews_cmd, tmp_path, scratch, isolation) -> None:
+@pytest.mark.parametrize(("raised", "named"), [("RuntimeError('no GPU found')", "RuntimeError: no GPU found"),
+                                               ("SystemExit(4)", "SystemExit: 4")])
+def test_a_setup_that_raises_is_named_by_its_exception(emews_cmd, tmp_path, scratch, isolation, raised, named) -> None:
     """``setup()`` failing (no GPU, no data: a common first failure) names its exception, not only
-    the heading "objective setup failed:" above the traceback."""
-    (tmp_path / "obj.py").write_text(
-        "def setup():\n    raise RuntimeError('no GPU found')\n\n\ndef run(p):\n    return 1.0\n")
+    the heading "objective setup failed:" above the traceback; a ``sys.exit()`` there too (it ended
+    an inline worker, and the job with it)."""
+    (tmp_path / "obj.py").write_text(f"def setup():\n    raise {raised}\n\n\ndef run(p):\n    return 1.0\n")
     wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "obj.py")},
                         space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, task={"isolation": isolation})
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert lines["failed"] == "objective setup failed: RuntimeError: no GPU found"
+    assert lines["failed"] == f"objective setup failed: {named}"
 
 
 OPTIMIZERS = {
