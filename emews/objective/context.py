@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.training.checkpoints import CHECKPOINTS_DIR
-from emews.training.messages import CONTINUE, Decision
+from emews.training.messages import CONTINUE, FOLLOWING, Decision
 
 if TYPE_CHECKING:
     from emews.objective.team import Team
@@ -138,6 +138,8 @@ class TaskContext:
         (shared over ``ctx.comm`` or the ``ctx.process_group()`` group; without either, the
         other members get "continue")."""
         if self.team_rank:
+            if self.link is not None:
+                self.link.post(FOLLOWING)  # a stop signal now waits for the leader's decision here
             return self._from_leader(None, CONTINUE)
         decision = self._trial().report(step, metrics, checkpoint, wait=wait)
         return decision if self.team is None else self._from_leader(decision, CONTINUE)

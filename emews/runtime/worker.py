@@ -15,7 +15,7 @@ from emews.objective.team import Team, free_port
 from emews.runtime.backoff import Backoff
 from emews.runtime.teams import Rendezvous, TeamTask
 from emews.runtime.transport import Message, Tag, Transport
-from emews.training.messages import LinkClosed, Reply, Report, TrialLink
+from emews.training.messages import Following, LinkClosed, Reply, Report, TrialLink
 
 
 class Runner(Protocol):
@@ -71,7 +71,7 @@ class Inbox:
         self.held: deque[Message] = deque()
         self.replies: deque[Reply] = deque()
         self.stop: Message | None = None
-        self.reported = False  # the running task has sent a training report
+        self.reported = False  # the running task is a training trial: it sent a report, or follows its leader's
         self.rendezvous: dict[int, int] = {}
         self.cancelled: set[int] = set()
         self.current: int | None = None
@@ -109,7 +109,10 @@ class Inbox:
             self.cancelled.add(msg.payload)
 
     def post(self, message: object) -> None:
-        """Send a trial message to the optimizer rank."""
+        """Send a trial message to the optimizer rank (a team member's :class:`Following` is kept here)."""
+        if isinstance(message, Following):
+            self.reported = True
+            return
         self.reported = self.reported or isinstance(message, Report)
         self._transport.send(message, self._optimizer_rank, Tag.TRIAL)
 

@@ -68,6 +68,16 @@ class CheckpointNote:
     size: int
 
 
+@dataclass(frozen=True, slots=True)
+class Following:
+    """``ctx.report`` on a team member other than rank 0: it takes part in its leader's report, so
+    the task is a training trial and a stop signal waits for the leader's decision at the next
+    report instead of abandoning the member (and the team with it). Kept by the worker, not sent on."""
+
+
+FOLLOWING = Following()
+
+
 @dataclass(slots=True)
 class Report:
     """``ctx.report``: one step of a trial. ``durable`` names checkpoints written since the last message."""

@@ -19,6 +19,8 @@ stops when told. Knobs
                      the file ``TRAINER_GATE.go`` exists (up to 120 s)
 ``TRAINER_HOLD_CLONES`` a run that restored another trial's checkpoint (a PBT clone) waits after its
                      first report until ``TRAINER_GATE`` exists (up to 120 s)
+``TRAINER_GROUP``    call ``ctx.process_group()`` first: the members of a multi-rank task under process
+                     isolation then share team rank 0's decisions (inline members share them over ``ctx.comm``)
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def _wait_for(path: Path) -> None:
 
 def run(params: dict, ctx) -> dict:
     rate, epochs = float(params["rate"]), int(params.get("epochs", 9))
+    if os.environ.get("TRAINER_GROUP"):
+        ctx.process_group()
     state, start = ctx.restore(default=({"step": 0, "rate": rate, "trail": [], "trial": ctx.task_id}, 0))
     _log(event="start", task=ctx.task_id, pid=os.getpid(), restored=start, trail=state["trail"],
          rate=rate, from_rate=state["rate"], from_trial=state.get("trial"))

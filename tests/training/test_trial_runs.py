@@ -369,6 +369,42 @@ def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continue
     assert emews_cmd.leftovers_after_exit() == []
 
 
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_sigterm_pauses_a_multi_rank_trial_at_its_next_report_and_resume_continues_it(
+        emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """The same stop for a trial on a team of 2 ranks: only team rank 0 reports, the other member
+    takes part in each report (and gets rank 0's decision). Both are held after step 5 and the job
+    gets SIGTERM: the member must not abandon the trial at the signal (which aborted the team and
+    lost step 6's checkpoint), but pause with rank 0 at step 6; resume trains steps 7-9 only."""
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_HOLD_AT="5", TRAINER_GATE=str(gate),
+                         **({"TRAINER_GROUP": "1"} if isolation == "process" else {}))
+    wf = trainer_workflow(tmp_path, rates=[0.5], task={"isolation": isolation, "ranks": 2, "timeout": 600},
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9}}, walltime={"grace": 100})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    assert wait_until(lambda: log.exists() and len([e for e in events(log) if e["event"] == "report"
+                                                    and e["step"] == 5]) == 2, timeout=120)  # both members
+    job.send_signal(signal.SIGTERM)
+    rank0_log = exp / "emews.log"
+    assert wait_until(lambda: rank0_log.exists() and "pause at their next report" in rank0_log.read_text(),
+                      timeout=120)
+    gate.touch()
+    _, err = job.communicate(timeout=180)
+    assert job.returncode == 143, err
+    assert [(e["step"], e["action"]) for e in events(log) if e["event"] == "report"][-4:] == \
+        [(5, "continue")] * 2 + [(6, "pause")] * 2
+    assert query(exp, "SELECT task, step FROM pauses") == [(0, 6)]
+    assert query(exp, "SELECT COUNT(*) FROM attempts") == [(0,)]   # paused, not aborted
+
+    second = emews_cmd("resume", str(exp), timeout=240)
+    assert second.returncode == 0, second.stderr
+    assert sorted({(e["restored"], tuple(e["trail"])) for e in events(log) if e["event"] == "start"}) == \
+        [(0, ()), (6, (1, 2, 3, 4, 5, 6))]
+    assert [s for _, s in query(exp, "SELECT trial, step FROM reports ORDER BY seq")] == list(range(1, 10))
+    assert emews_cmd.leftovers_after_exit() == []
+
+
 def test_asha_promotions_run_again_with_more_resource_from_their_checkpoints(emews_cmd, tmp_path: Path) -> None:
     """Promotion rule with ``resource: epochs`` (rf 2, rungs 1, 2, 4, max_t 8), one worker, every
     point queued at once (sweep backlog), each trial dispatched with epochs 1. By hand:
