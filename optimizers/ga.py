@@ -66,7 +66,8 @@ class GeneticAlgorithm(Optimizer):
     sigma_adapt   true: the step adapts by the 1/5th success rule between a thousandth of
                   ``sigma`` and ``sigma`` (see ``_ga.step``); false: ``sigma`` fixed, as CANDLE (true)
     screen        each generation (in ``async`` each batch of children) is bred this many times
-                  over and a Gaussian process fitted on the evaluations so far picks the
+                  over and a Gaussian process fitted on the evaluations so far (failures as
+                  ``failure`` scores them, an infinite loss as the worst loss seen) picks the
                   children to evaluate, by lower confidence bound (see ``_ga.screen``); 1: every
                   child as bred, as CANDLE (10)
     failure       what a failed evaluation scores: penalty | worst | mean (penalty)

@@ -23,7 +23,8 @@ from .screen import WINDOW_HYPERFIT_GROWTH, SurrogateScreen
 
 #: a population member as sent to the breeder: its point and DEAP's weighted fitness
 Member = tuple[dict[str, Any], tuple[float, ...]]
-#: an evaluation as the screen learns it: the point and its loss (``None``: it failed)
+#: an evaluation as the screen learns it: the point and the loss the GA selects on (a failure's:
+#: its policy's; ``None`` or not finite: learned as the worst loss, see ``_ga.screen``)
 Row = tuple[dict[str, Any], "float | None"]
 #: a child bred: its point and the weighted fitness of the parent it was cloned from
 Child = tuple[dict[str, Any], "tuple[float, ...] | None"]

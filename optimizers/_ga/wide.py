@@ -167,8 +167,8 @@ class WideBreeder:
     def tell(self, scored: Sequence[Individual], scale: float, limit: int) -> None:
         """``scored``: results just inserted; ``scale``: the mutation step's factor now;
         ``limit``: the most children that can still be used (the budget left)."""
-        # a scored individual's loss is its weighted fitness negated (``LossFitness.weights``: -1)
-        rows = [(dict(ind), -ind.fitness.wvalues[0] if ind.ok else None) for ind in scored]
+        # the loss the GA selects on, a failure's included (the screen learns failures, ``_ga.screen``)
+        rows = [(dict(ind), ind.loss) for ind in scored]
         with self._cond:
             self._raise()
             self._rows += rows
