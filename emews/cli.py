@@ -8,6 +8,8 @@ by signal N (130: Ctrl-C, 143: SIGTERM; ``emews resume`` continues), 1 otherwise
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,7 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--out", type=Path, help="output file (default: DIR/report.html, DIR/report-plots for png, DIR/report.pdf)"
     )
-    report.add_argument("--format", choices=("html", "png", "pdf"), default="html")
+    report.add_argument(
+        "--format", choices=("html", "png", "pdf"), help="default: named by --out's suffix (.pdf, .html), else html"
+    )
     report.add_argument("--top", type=int, default=10, help="rows of the top evaluations table (default 10)")
 
     checkpoints = sub.add_parser(
@@ -248,14 +252,22 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     wf_overrides, site_overrides = _split_overrides(args.set)
     workflow = load_workflow(args.workflow, wf_overrides)
+    site = None
+    if args.site:  # checked as launch checks it (an account, sizes, the batch script), before any "ok"
+        from emews.site import load_site
+        from emews.site.jobs import job_command
+
+        site = load_site(args.site, site_overrides)
+        workers = site.total_workers(None)
+        workflow.check_task_size(workers)
+        if not site.is_local:
+            where = Path("experiments") / workflow.name
+            site.render_batch_script(where.absolute(), workers, job_command(where.absolute()))
     print(
         f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
         f"{len(workflow.space)} parameters, budget {workflow.model.budget.describe()}"
     )
-    if args.site:
-        from emews.site import load_site
-
-        site = load_site(args.site, site_overrides)
+    if site is not None:
         print(f"site {site.name}: ok")
     if args.try_one:
         from emews.job.first_try import try_workflow
@@ -316,11 +328,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         raise EmewsError(f"emews report needs {exc.name}: pip install 'emews-mpi[report]'") from None
     exp_dir = require_experiment(args.exp_dir.absolute())
-    out = args.out or render.default_output(exp_dir, args.format)
-    written = render.write(data.load(exp_dir), out, args.format, top=args.top)
+    fmt = render.chosen_format(args.out, args.format)
+    out = args.out or render.default_output(exp_dir, fmt)
+    written = render.write(data.load(exp_dir), out, fmt, top=args.top)
     print(
         f"wrote {written.path}"
-        + (f" and {len(written.pngs)} plots in {render.png_folder(written.path)}" if args.format == "html" else "")
+        + (f" and {len(written.pngs)} plots in {render.png_folder(written.path)}" if fmt == "html" else "")
     )
     return EXIT_OK
 
@@ -374,7 +387,12 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a reader that went away (``| head``) is met here, not at the interpreter's exit
+        return status
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more reaches it, silently
+        return 128 + signal.SIGPIPE
     except ConfigError as exc:
         print(f"emews: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -29,7 +29,7 @@ def test_wheel_install_runs_a_builtin_workflow(tmp_path: Path) -> None:
     probe = subprocess.run([sys.executable, "-c", "import emews, emews.optimizers.ga, emews.optimizers.bayes, "
                             "emews.optimizers.mbo, emews.contrib.optuna; print(emews.__file__); "
                             "from emews.cli import main; "
-                            f"print([main(['check', 'ga', '--site', s]) for s in {SITES!r}])"],
+                            f"print([main(['check', 'ga', '--site', s, '--set', 'scheduler.account=ABC123']) for s in {SITES!r}])"],
                            cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.startswith(str(target))

@@ -62,7 +62,10 @@ def attach(
             print(shlex.join(chosen.launch_command(workers + 1, command)))
         else:
             print(script)
-            print("# submit with: " + shlex.join(chosen.submit_command(pool_dir / JOB_SCRIPT)))
+            print(
+                "# dry run: nothing written; emews attach writes it to job.sh and submits it with: "
+                + shlex.join(chosen.submit_command(pool_dir / JOB_SCRIPT))
+            )
         return EXIT_OK
     pool_dir.mkdir(parents=True)
     (pool_dir / SITE_FILE).write_text(dump_yaml(chosen.to_dict()), encoding="utf-8")

@@ -91,7 +91,10 @@ def launch(
         script = site.render_batch_script(target, workers, job_command(target))  # validates before any write
         if dry_run:
             print(script)
-            print("# submit with: " + shlex.join(site.submit_command(target / "job.sh")))
+            print(
+                "# dry run: nothing written; emews launch writes it to job.sh and submits it with: "
+                + shlex.join(site.submit_command(target / "job.sh"))
+            )
             return Launched(None, EXIT_OK)
     elif dry_run:
         print(shlex.join(site.launch_command(workers + 1, job_command(target))))
@@ -138,7 +141,7 @@ def launch(
 
         for _ in range(pools - 1):
             attach(created, site=site, workers=workers)
-    print(f"follow it with: emews status {created}")
+    print(f"follow it with: emews status {shlex.quote(str(created))}")
     return Launched(created, EXIT_OK)
 
 
@@ -209,6 +212,8 @@ def resume(
     from emews.output.export import open_store
 
     exp_dir = require_experiment(exp_dir.absolute())
+    if workers is not None and workers < 1:
+        raise ConfigError("must be at least 1", key="--workers")
     overrides = dict(workflow_overrides or {})
     if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in overrides):
         raise ConfigError(

@@ -10,6 +10,7 @@ import array
 import fcntl
 import json
 import logging
+import shlex
 import sys
 import termios
 import time
@@ -306,13 +307,13 @@ def write_outputs(
         log.error("run stopped: cannot write the experiment: %s", full, exc_info=summary.error)
         print(
             f"emews: cannot write the experiment: {full}; {stored}; "
-            f"free space, then continue with: emews resume {exp_dir}",
+            f"free space, then continue with: emews resume {shlex.quote(str(exp_dir))}",
             file=sys.stderr,
         )
         return status
     if stopped is not None:
         log.warning("%s: results so far are stored", stopped)
-        print(f"emews: {stopped}: {stored}; continue with: emews resume {exp_dir}", file=sys.stderr)
+        print(f"emews: {stopped}: {stored}; continue with: emews resume {shlex.quote(str(exp_dir))}", file=sys.stderr)
         return status
     print(text, file=sys.stderr)
     if summary.budget_reached is not None:
@@ -332,7 +333,10 @@ def write_outputs(
         print(f"emews: {line}", file=sys.stderr)
     elif isinstance(summary.error, TeamStranded):  # the job has to end: one line, and how to go on
         log.error("%s", summary.error)
-        print(f"emews: {summary.error}; {stored}; continue with: emews resume {exp_dir}", file=sys.stderr)
+        print(
+            f"emews: {summary.error}; {stored}; continue with: emews resume {shlex.quote(str(exp_dir))}",
+            file=sys.stderr,
+        )
     elif summary.error is not None:
         detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
         log.error("run failed: %s\n%s", summary.error, detail)

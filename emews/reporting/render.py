@@ -46,6 +46,23 @@ class Written:
     skipped: list[str]
 
 
+#: the file suffixes of the formats written to one file (``png`` writes a folder)
+SUFFIXES: dict[str, tuple[str, ...]] = {"html": (".html", ".htm"), "pdf": (".pdf",)}
+
+
+def chosen_format(out: Path | None, fmt: Format | None) -> Format:
+    """``fmt``, else the format ``out``'s suffix names (``report.pdf``: pdf), else html; an ``out``
+    whose suffix names another format than ``fmt`` is refused (``--out r.pdf`` wrote HTML into r.pdf)."""
+    suffix = "" if out is None else out.suffix.lower()
+    named = next((name for name, suffixes in SUFFIXES.items() if suffix in suffixes), None)
+    if fmt is None:
+        return named or "html"  # type: ignore[return-value]
+    if named is not None and named != fmt:
+        allowed = f"--format {named}, or an --out " + ("folder" if fmt == "png" else f"ending in {SUFFIXES[fmt][0]}")
+        raise ConfigError(f"names a {suffix} file, not {fmt}", key="--out", file=str(out), allowed=allowed)
+    return fmt
+
+
 def default_output(exp_dir: Path, fmt: Format) -> Path:
     return exp_dir / {"html": "report.html", "png": "report-plots", "pdf": "report.pdf"}[fmt]
 

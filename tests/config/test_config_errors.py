@@ -166,3 +166,40 @@ def test_task_sizes_the_job_cannot_run_are_refused_at_launch(ranks, space, tmp_p
     assert len(lines) == 1 and str(path) in lines[0] and "task.ranks" in lines[0], err
     assert "Traceback" not in err
     assert not (tmp_path / "experiments").exists()
+
+
+@pytest.mark.parametrize(("site", "key", "allowed"), [
+    ("frontier", "scheduler.account", "--set scheduler.account=PROJECT"),
+    ("locl", "site", "local"),
+])
+def test_check_refuses_a_site_as_launch_would_before_saying_ok(site: str, key: str, allowed: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``emews check WF --site S`` is the check before submitting: it said "site frontier: ok" and the
+    launch then refused the missing account; and it printed the workflow's "ok" before a site error."""
+    monkeypatch.delenv("EMEWS_ACCOUNT", raising=False)
+    path = write_workflow(tmp_path)
+    for command in (["check", str(path), "--site", site], ["launch", str(path), "--site", site, "--dry-run"]):
+        code = main(command)
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "", (out, err)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and key in lines[0] and allowed in lines[0], err
+    assert main(["check", str(path), "--site", site if site != "locl" else "local", "--set",
+                 "scheduler.account=ABC123"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("site ")
+
+
+@pytest.mark.parametrize("workers", ["0", "-1"])
+def test_resume_refuses_a_worker_count_below_one(workers: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``emews resume EXP --workers 0`` ran with the experiment's own count, silently."""
+    from emews.config.experiment import create_experiment
+
+    exp = create_experiment(tmp_path / "exp", name="early", site={"name": "local"}, info={"workers": 2},
+                            workflow={"space": {"x": {"type": "float", "lower": 0, "upper": 1}},
+                                      "budget": {"evaluations": 5}})
+    before = sorted(p.name for p in exp.iterdir())
+    assert main(["resume", str(exp), "--workers", workers]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--workers" in err and "at least 1" in err, err
+    assert sorted(p.name for p in exp.iterdir()) == before

@@ -153,6 +153,13 @@ def test_the_pdf_has_a_summary_page_and_one_page_per_plot(faulty_exp: Path) -> N
     assert not [p.name for p in faulty_exp.iterdir() if p.name.startswith(".")]  # no temp file left
 
 
+def test_the_format_is_named_by_the_out_files_suffix(faulty_exp: Path, tmp_path: Path) -> None:
+    """``--out r.pdf`` without ``--format`` writes a PDF (it wrote an HTML page named r.pdf)."""
+    proc = EmewsCommand(tmp_path)("report", str(faulty_exp), "--out", str(tmp_path / "r.pdf"), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF") and not (tmp_path / "r-plots").exists()
+
+
 @needs_chromium
 def test_report_of_a_resumed_run(resumed_exp: Path, tmp_path: Path) -> None:
     report(resumed_exp, "--out", str(tmp_path / "resumed.html"))
@@ -221,6 +228,8 @@ def test_learning_curve_outcomes(faulty_exp: Path, tmp_path: Path) -> None:
     (["--out", "{exp}/runs"], "--out"),                                 # a folder where a file goes
     (["--format", "png", "--out", "{exp}/workflow.yaml"], "--out"),     # a file where a folder goes
     (["--top", "0"], "--top"),
+    (["--format", "html", "--out", "{exp}/r.pdf"], "--out"),            # a suffix of another format
+    (["--format", "pdf", "--out", "{exp}/r.html"], "--out"),
 ])
 def test_bad_report_options_are_one_line_and_write_nothing(faulty_exp: Path, tmp_path: Path, args: list[str],
                                                            key: str) -> None:

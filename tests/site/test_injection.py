@@ -116,7 +116,8 @@ def test_hostile_value_is_refused_or_inert(site: str, field: str, fake_bin: Path
             script = loaded.render_batch_script(exp, loaded.total_workers(None), job_command(exp))
         else:
             script, hint = out.rstrip("\n").rsplit("\n", 1)
-            assert shlex.split(hint.removeprefix("# submit with: "))[-1] == str(exp / "job.sh")
+            said = "# dry run: nothing written; emews launch writes it to job.sh and submits it with: "
+            assert hint.startswith(said) and shlex.split(hint.removeprefix(said))[-1] == str(exp / "job.sh")
         proc = _run_script(script, exp, fake_bin)
         assert not marker.exists(), f"{field}={value!r} ran a command:\n{script}"
         if field != "launcher.command":
