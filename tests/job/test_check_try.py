@@ -133,6 +133,15 @@ def test_each_kind_of_optimizer_gives_its_first_point(emews_cmd, tmp_path, scrat
     assert lines["ok"].startswith(f"value {point['x'] ** 2:.6g}")
 
 
+@pytest.mark.parametrize("workflow", ["asha", "ddp", "digits", "ensemble", "pbt"])
+def test_the_built_in_training_workflows_pass_their_own_first_try(emews_cmd, tmp_path, scratch, workflow) -> None:
+    """What a user runs first: ``emews check pbt --try`` failed (its first point, lr 0.38 with
+    momentum 0.9, diverged: "objective returned NaN")."""
+    proc, lines = check_try(emews_cmd, workflow)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok" in lines
+
+
 def test_a_file_sweep_tries_the_files_first_line(emews_cmd, tmp_path, scratch) -> None:
     (tmp_path / "points.txt").write_text('{"x": 0.5, "mode": "ok", "id": "RUN000"}\n{"x": 1.5, "mode": "raise"}\n')
     wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": "points.txt"}}, space={})
