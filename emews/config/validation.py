@@ -122,10 +122,35 @@ def _problem(
         message = f"invalid value {brief(err['input'])}" + did_you_mean(err["input"], _quoted(allowed))
     elif err["type"] == "missing":
         message = "required key is missing"
+    elif len(group) == 1 and err["type"] in _KINDS:  # pydantic's "Input should be a valid ..." in plain words
+        message = f"must be {_KINDS[err['type']]}, not {_said(err['input'])}"
+        holder = _model_at(model, loc) if model is not None and err["type"] == "model_type" else None
+        allowed = f"a mapping with the keys {', '.join(holder.model_fields)}" if holder else None
     else:
         messages = [str(e["msg"]).removeprefix("Value error, ") for e in group]
         message = messages[0] + "".join(f" or {m.removeprefix('Input should be ')}" for m in messages[1:])
     return ConfigError(message, file=file(key) if callable(file) else file, key=key, allowed=allowed)
+
+
+#: what a value of pydantic's error type should have been, in the words of a YAML file
+_KINDS = {
+    "model_type": "a mapping (key: value)",
+    "dict_type": "a mapping (key: value)",
+    "list_type": "a list ([a, b], or one '- item' a line)",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "text",
+}
+
+
+def _said(value: Any) -> str:
+    """A value as the file gave it: its type and a short ``repr`` (``str '20'``, ``float 2.5``)."""
+    return f"{type(value).__name__} {brief(value)}"
 
 
 def _quoted(text: str | None) -> list[str]:

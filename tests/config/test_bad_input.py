@@ -117,10 +117,10 @@ def test_duplicate_yaml_keys_are_refused(case: str, tmp_path: Path, capsys: pyte
 
 # (--set KEY=VALUE, key in the message, text in the message)
 BAD_VALUES = {
-    "budget true": ("budget.evaluations=true", "budget.evaluations", "integer"),
-    "budget string": ("budget.evaluations='100'", "budget.evaluations", "integer"),
-    "budget fraction": ("budget.evaluations=10.5", "budget.evaluations", "integer"),
-    "seed true": ("seed=true", "seed", "integer"),
+    "budget true": ("budget.evaluations=true", "budget.evaluations", "whole number"),
+    "budget string": ("budget.evaluations='100'", "budget.evaluations", "whole number"),
+    "budget fraction": ("budget.evaluations=10.5", "budget.evaluations", "whole number"),
+    "seed true": ("seed=true", "seed", "whole number"),
     "timeout inf": ("task.timeout=.inf", "task.timeout", "finite"),
     "timeout overflow": ("task.timeout=1e400", "task.timeout", "finite"),
     "timeout nan": ("task.timeout=.nan", "task.timeout", "finite"),
@@ -271,11 +271,11 @@ def _plugin_workflow(folder: Path, **options: object) -> Path:
 
 
 OPTION_ERRORS: dict[str, tuple[dict[str, object], str, str]] = {
-    "int from word": ({"population": "abc"}, "optimizer.options.population", "valid integer"),
-    "int from bool": ({"population": True}, "optimizer.options.population", "valid integer"),
-    "int from string": ({"population": "100"}, "optimizer.options.population", "valid integer"),
-    "float from word": ({"rate": "fast"}, "optimizer.options.rate", "valid number"),
-    "str from int": ({"mode": 3}, "optimizer.options.mode", "valid string"),
+    "int from word": ({"population": "abc"}, "optimizer.options.population", "whole number"),
+    "int from bool": ({"population": True}, "optimizer.options.population", "whole number"),
+    "int from string": ({"population": "100"}, "optimizer.options.population", "whole number"),
+    "float from word": ({"rate": "fast"}, "optimizer.options.rate", "must be a number"),
+    "str from int": ({"mode": 3}, "optimizer.options.mode", "must be text"),
     "missing file": ({"points": "nowhere.txt"}, "optimizer.options.points", "nowhere.txt does not exist"),
     "unknown option": ({"popsize": 3}, "optimizer.options.popsize",
                        "(allowed: population, rate, points, mode)"),

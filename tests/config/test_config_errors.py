@@ -59,6 +59,12 @@ BROKEN = {
     "ranks naming nothing": (dict(task={"ranks": "model_size"}), "task.ranks", "a parameter whose value"),
     "ranks function file missing": (dict(task={"ranks": "nowhere/size.py:ranks"}), "task.ranks", None),
     "ranks function missing": (dict(task={"ranks": f"{FAULTY}:no_such_function"}), "task.ranks", None),
+    # what emews.run accepts (optimizer="bayes", budget=60) written into the file: plain words, not pydantic's
+    "optimizer as a word": (dict(optimizer="random"), "optimizer: must be a mapping (key: value), not str 'random'",
+                            "a mapping with the keys name, options"),
+    "budget as a number": (dict(budget=20), "budget: must be a mapping (key: value), not int 20", "evaluations"),
+    "command as one string": (dict(objective={"command": "python3 nt3.py"}),
+                              "objective.command: must be a list", None),
 }
 
 

@@ -198,7 +198,7 @@ def test_a_shell_model_under_mpiexec(emews_cmd, tmp_path: Path) -> None:
     ({"command": [PYTHON], "params_file": "p.txt"}, "objective.params_file", ".json, .yaml or .yml"),
     ({"module": "m.py", "result": "stdout"}, "objective.result", "only a command objective"),
     ({"command": [PYTHON], "defaults": "missing_default_model.txt"}, "objective.defaults", "does not exist"),
-    ({"command": [PYTHON, True]}, "objective.command.1", "valid string"),
+    ({"command": [PYTHON, True]}, "objective.command.1", "must be text"),
     ({"command": []}, "objective.command", "at least 1 item"),
 ])
 def test_bad_command_objectives_are_one_clear_message(emews_cmd, tmp_path: Path, objective: dict, key: str,

@@ -92,7 +92,7 @@ def test_unknown_policy_named():
     ("failure_penalty", "mean", "worst"),
     ("failure_penalty", ".inf", "worst"),
     ("lookahead", -1, "greater than or equal to 0"),
-    ("max_gp_points", "100", "integer"),
+    ("max_gp_points", "100", "whole number"),
 ])
 def test_bad_bayes_option_is_exit_2_naming_the_key(emews_cmd, option, value, allowed):
     workflow = emews_cmd.cwd / "wf.yaml"
