@@ -1,9 +1,11 @@
-"""YAML reading with YAML 1.2 number rules and errors that name the file and line.
+"""YAML reading with YAML 1.2 number and boolean rules and errors that name the file and line.
 
 PyYAML follows YAML 1.1: ``1e-5`` stays a string and ``1:00:00`` becomes the
 integer 3600 (base 60).  Site files are full of walltimes, so this loader only
 knows decimal/hex integers and floats (``1e-5`` included); everything else that
-looks numeric stays a string.
+looks numeric stays a string. Only ``true`` and ``false`` are booleans: YAML 1.1 also read
+``yes``, ``no``, ``on`` and ``off`` so, which turned a categorical ``values: [yes, no]`` into
+``[True, False]`` (and ``[yes, no, on]`` into a repeat).
 
 Input is bounded: files over :data:`emews.core.textfiles.MAX_FILE_BYTES` are refused, a document
 whose aliases expand to more than :data:`MAX_NODES` nodes is refused (alias
@@ -27,6 +29,7 @@ MAX_NODES = 1_000_000
 
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
+_BOOL = "tag:yaml.org,2002:bool"
 
 
 class _TooLarge(EmewsError):
@@ -85,11 +88,18 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(str, _Dumper.represent_str)
 
 
-def _resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+def _resolvers(yaml_1_1_bools: bool = False) -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    """YAML 1.2's numbers, and its booleans (``true``/``false`` only: ``yes``, ``no``, ``on`` and
+    ``off`` stay strings, as a categorical's values) unless ``yaml_1_1_bools``: the dumper keeps
+    YAML 1.1's, so that it quotes such strings for any other reader of the files it writes."""
+    dropped = (_INT, _FLOAT) if yaml_1_1_bools else (_INT, _FLOAT, _BOOL)
     table = {
-        first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+        first: [(tag, rx) for tag, rx in resolvers if tag not in dropped]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+    if not yaml_1_1_bools:
+        for first in "tTfF":
+            table.setdefault(first, []).append((_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")))
     numbers = [
         (_INT, re.compile(r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0x[0-9a-fA-F_]+)$"), "-+0123456789"),
         (
@@ -111,7 +121,7 @@ def _resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
 
 
 _Loader.yaml_implicit_resolvers = _resolvers()
-_Dumper.yaml_implicit_resolvers = _resolvers()
+_Dumper.yaml_implicit_resolvers = _resolvers(yaml_1_1_bools=True)
 
 
 def parse_yaml(text: str, *, source: str) -> Any:

@@ -48,8 +48,25 @@ def test_malformed_walltimes_are_rejected(bad: str) -> None:
 
 
 def test_yaml_keeps_walltimes_as_strings_and_reads_1e_minus_5_as_float() -> None:
-    data = parse_yaml("a: 1:00:00\nb: 1e-5\nc: 010\nd: 12\ne: 0x1f\nf: 2.5\ng: yes\n", source="x")
+    data = parse_yaml("a: 1:00:00\nb: 1e-5\nc: 010\nd: 12\ne: 0x1f\nf: 2.5\ng: true\n", source="x")
     assert data == {"a": "1:00:00", "b": 1e-5, "c": "010", "d": 12, "e": 31, "f": 2.5, "g": True}
+
+
+def test_only_true_and_false_are_booleans_and_the_dumper_quotes_the_words_yaml_1_1_read_so(tmp_path) -> None:
+    """A categorical ``values: [yes, no]`` reached the objective as True and False (YAML 1.1), and
+    ``[yes, no, on]`` was refused as a repeat."""
+    from emews.config.workflow import load_workflow
+    from emews.config.yamlio import dump_yaml
+
+    data = parse_yaml("values: [yes, no, on, off, Yes, true, False]\n", source="x")
+    assert data == {"values": ["yes", "no", "on", "off", "Yes", True, False]}
+    text = dump_yaml(data)
+    assert "'yes'" in text and "'off'" in text and parse_yaml(text, source="y") == data
+    wf = tmp_path / "wf.yaml"
+    wf.write_text("objective: {module: m.py}\noptimizer: {name: random}\n"
+                  "space: {opt: {type: categorical, values: [adam, off, on]}}\nbudget: {evaluations: 3}\n")
+    (tmp_path / "m.py").write_text("def run(p):\n    return 1.0\n")
+    assert tuple(load_workflow(str(wf)).space["opt"].values) == ("adam", "off", "on")
 
 
 def test_malformed_yaml_names_source_and_line() -> None:
