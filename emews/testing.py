@@ -50,7 +50,8 @@ pytest then drives it through simulated training runs
 each answer acted on as the optimizer rank acts on it):
 
 ``test_decisions_valid``       every answer is a ``Decision``; an exploit clones another trial that
-                               reported, with a point of the space; a paused trial is listed by
+                               reported (and has reported since its own last exploit), with a
+                               point of the space; a paused trial is listed by
                                ``waiting()`` until promoted or released; ``promotable()`` names
                                waiting trials only; ``least_promising`` one of those given; the run ends
 ``test_state_rebuilt_by_replaying_reports``  at cuts through the run, a scheduler rebuilt from

@@ -3,7 +3,8 @@
 Runs on the distributor thread (it is called from the distributor's message handler): a
 report is stored first (the ``reports`` table), then the scheduler decides. A PBT exploit
 is turned into a lineage row and the running task's new parameters, provided the trial it
-clones has a durable checkpoint (otherwise the trial simply continues). A trial the scheduler
+clones has a durable checkpoint of its own since its last clone (otherwise the trial simply
+continues, and the scheduler is told). A trial the scheduler
 pauses (ASHA's promotion rule) ends its task and *waits*: the distributor holds its outcome
 until the scheduler promotes it (it runs again, from its checkpoint) or releases it. A waiting
 trial stays waiting across a stop (walltime, stop signal, ``kill -9``): its outcome is stored
@@ -215,6 +216,7 @@ class TrialService:
             decision = self.scheduler.on_report(
                 report.trial, report.step, report.metrics, {} if task is None else task.params
             )
+        exploits = decision.action is Action.EXPLOIT
         if (
             self.budget is not None
             and self.budget.reached() is not None
@@ -229,6 +231,8 @@ class TrialService:
             decision = PAUSE
         elif decision.action is Action.EXPLOIT:
             decision = self._exploit(report, decision, task, seq)
+        if exploits and decision.action is not Action.EXPLOIT and self.scheduler is not None:
+            self.scheduler.exploit_dropped(report.trial)  # no lineage row: as a rebuild replays it
         return decision
 
     # -- trials that wait for a promotion (the distributor holds their tasks) -----
@@ -263,15 +267,17 @@ class TrialService:
             self.scheduler.release(trial)
 
     def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
-        donor = (
-            None
-            if self.store is None or decision.clone_from is None
-            else self.store.latest_durable(decision.clone_from)
-        )
-        if donor is None or task is None or decision.params is None:
+        """The exploit made (its lineage row stored), or ``CONTINUE`` where it cannot be: the donor
+        has no durable checkpoint of its own since its last clone. Its newest restorable one would
+        then be the checkpoint it was cloned from, another trial's (the exploiting trial's own, when
+        it was the donor's donor): never cloned."""
+        donor = decision.clone_from
+        if self.store is None or donor is None or donor == report.trial or task is None or decision.params is None:
             return CONTINUE
-        assert self.store is not None
-        self.store.add_lineage(report.trial, report.step, donor.trial, donor.id, task.params, decision.params, seq)
+        checkpoint = self.store.latest_durable(donor)
+        if checkpoint is None or checkpoint.trial != donor:
+            return CONTINUE
+        self.store.add_lineage(report.trial, report.step, donor, checkpoint.id, task.params, decision.params, seq)
         task.params = dict(decision.params)
         return decision
 

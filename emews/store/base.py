@@ -312,7 +312,8 @@ class Store(ABC):
 
     @abstractmethod
     def latest_durable(self, trial: int) -> CheckpointRow | None:
-        """What a PBT clone of ``trial`` starts from: the checkpoint ``ctx.restore`` would give it."""
+        """What a PBT clone of ``trial`` starts from: the newest durable checkpoint ``trial`` wrote
+        itself since its last PBT clone (``None``: it wrote none)."""
 
     @abstractmethod
     def candidates(self, trial: int) -> list[Restorable]:

@@ -400,9 +400,11 @@ class TrialStore:
 
     # -- reading -------------------------------------------------------------
     def latest_durable(self, trial: int) -> CheckpointRow | None:
-        """What a PBT clone of ``trial`` starts from: the checkpoint ``ctx.restore`` would give it."""
-        rows = self._restorable(trial)
-        return rows[0] if rows else None
+        """What a PBT clone of ``trial`` starts from: the newest durable checkpoint ``trial`` wrote
+        itself since its last PBT clone; ``None`` when it wrote none (the checkpoint it was cloned
+        from is another trial's, possibly the one that would clone it now)."""
+        clone = self._last_clone(trial)
+        return next(iter(self._own(trial, after=None if clone is None else clone[1])), None)
 
     def candidates(self, trial: int) -> list[Restorable]:
         """What ``ctx.restore`` may load for ``trial``, newest first: its own checkpoints (since its
@@ -410,10 +412,15 @@ class TrialStore:
         durable (the final name appears only after fsync and rename)."""
         return [Restorable(r.path, r.step) for r in self._restorable(trial)]
 
-    def _restorable(self, trial: int) -> list[CheckpointRow]:
-        clone = self._db.execute(
+    def _last_clone(self, trial: int) -> tuple[int, int] | None:
+        """``(checkpoint, report)`` of ``trial``'s last PBT clone."""
+        row = self._db.execute(
             "SELECT checkpoint, report FROM lineage WHERE trial = ? ORDER BY seq DESC LIMIT 1", (trial,)
         ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def _restorable(self, trial: int) -> list[CheckpointRow]:
+        clone = self._last_clone(trial)
         out = list(self._own(trial, after=None if clone is None else clone[1]))
         if clone is not None:
             row = self.checkpoint(clone[0])

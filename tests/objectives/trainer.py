@@ -17,6 +17,10 @@ stops when told. Knobs
                      ``TRAINER_GATE`` exists (up to 120 s)
 ``TRAINER_GO_AT``    ``TASK:STEP``: that task, on its first run, waits before reporting that step until
                      the file ``TRAINER_GATE.go`` exists (up to 120 s)
+``TRAINER_STEP_SLEEP`` sleep this many seconds before each report (trials on several workers then
+                     interleave their reports as real training does)
+``TRAINER_NOISE``    add up to this much to each reported loss, a fixed pseudo-random amount per
+                     (task, step), so that losses cross as in real training
 ``TRAINER_HOLD_CLONES`` a run that restored another trial's checkpoint (a PBT clone) waits after its
                      first report until ``TRAINER_GATE`` exists (up to 120 s)
 ``TRAINER_GROUP``    call ``ctx.process_group()`` first: the members of a multi-rank task under process
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import time
 from pathlib import Path
@@ -63,8 +68,14 @@ def run(params: dict, ctx) -> dict:
     kill_at = int(os.environ.get("TRAINER_KILL_AT", "0"))
     wait = not os.environ.get("TRAINER_WAIT")
     loss = rate + 1.0 / max(start, 1)
+    pace = float(os.environ.get("TRAINER_STEP_SLEEP", "0"))
+    noise = float(os.environ.get("TRAINER_NOISE", "0"))
     for step in range(start + 1, epochs + 1):
         loss = rate + 1.0 / step
+        if noise:
+            loss += noise * random.Random(f"{ctx.task_id}:{step}").random()
+        if pace:
+            time.sleep(pace)
         if gate_at and step >= gate_at:
             _wait_for(gate)
         if ctx.task_id == int(go_task) and step == int(go_step) and start == 0:

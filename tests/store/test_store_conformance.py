@@ -155,6 +155,8 @@ def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     store.add_report(Report(1, 0, 1, {"loss": 5.0}, 12.0), 5.0, 5.0, task=_task(1))
     store.add_lineage(1, 1, 0, row.id, {"x": 0.25}, {"x": 0.5}, seq2)
     assert store.pinned() == {row.id}
+    # trial 1 restores the checkpoint it cloned, but has none of its own to give a clone of it
+    assert [c.path for c in store.candidates(1)] == [str(ckpt)] and store.latest_durable(1) is None
     assert store.lineage()[0]["new_params"] == {"x": 0.5} and store.lineage()[0]["donor"] == 0
     assert store.unfinished()[1][0].params == {"x": 0.5}  # the exploit's parameters run on resume
     store.add_decision(0, 2, "stop")

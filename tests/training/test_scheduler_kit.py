@@ -65,6 +65,23 @@ class ClonesItself(PBT):
         return Decision(Action.EXPLOIT, decision.params, trial) if decision.action is Action.EXPLOIT else decision
 
 
+class ClonesFreshClones(PBT):
+    """Clones the trial that exploited last before it reported again: that trial has no checkpoint
+    of its own since its clone (its newest durable one is its donor's, or the exploiting trial's)."""
+
+    fresh: int | None = None
+
+    def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
+        if trial == self.fresh:
+            self.fresh = None
+        decision = super().on_report(trial, step, metrics, params)
+        if decision.action is Action.EXPLOIT:
+            if self.fresh is not None:
+                decision = Decision(Action.EXPLOIT, decision.params, self.fresh)
+            self.fresh = trial
+        return decision
+
+
 class Raises(TrialScheduler):
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
         if step == 3:
@@ -146,6 +163,8 @@ def promoting(cls: type[ASHA]) -> Callable[[], ASHA]:
     (promoting(PicksOutsider), "gave -1, not one of them"),
     (ExploitsOutside, "exploit with parameters outside the space: lr"),
     (ClonesItself, "not another trial that reported"),
+    (lambda: ClonesFreshClones(perturbation_interval=2, quantile_fraction=0.5),
+     "which has not reported since its own exploit"),
     (Raises, "the scheduler raised KeyError: 'epochs' (after on_report)"),
     (ReturnsText, "on_report returned 'continue', not a Decision"),
 ])
@@ -204,11 +223,11 @@ def test_a_resume_that_answers_otherwise_is_caught() -> None:
 
 def test_exploits_drawn_again_on_replay_are_caught() -> None:
     """PBT's replay applies the recorded exploits; drawing them again (with trials that ended later
-    among the donors) rebuilds another population."""
+    among the donors) rebuilds another population (8 slots: many trials end while others train)."""
     def make() -> PBT:
-        return DrawsExploitsAgain(perturbation_interval=2, quantile_fraction=0.5)
+        return DrawsExploitsAgain(perturbation_interval=3, quantile_fraction=0.5)
 
-    run = kit.simulate(make)
+    run = kit.simulate(make, workers=8)
     assert kit.valid_problems(run) == []
     assert kit.resume_problems(run, make)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+import pytest
 from hypothesis import given, strategies as st
 
 from emews.training.schedulers.asha import ASHA
@@ -173,7 +174,8 @@ def test_pbt_bottom_quantile_exploits_a_top_trial() -> None:
     for name in ("lr", "units"):  # each moved one perturb_step in unit scale from the donor's value
         moved = abs(space[name].to_unit(decision.params[name]) - space[name].to_unit(params[0][name]))
         assert abs(moved - 0.2) < 0.05, (name, moved)
-    assert pbt.params[3] == decision.params and pbt.latest[3] == (2, 0.0)
+    assert pbt.params[3] == decision.params
+    assert pbt.latest[3] == (2, 3.0)   # the donor's step, its own loss until it reports again (as Ray Tune)
 
 
 def test_asha_completes_trials_that_reach_max_t_and_stops_the_others_early() -> None:
@@ -209,14 +211,89 @@ def test_pbt_never_clones_a_trial_at_a_step_far_from_the_recipients() -> None:
 
 def test_pbt_never_clones_a_trial_that_ended() -> None:
     """Four trials at step 3; the best (0) ended there (its final checkpoint). The worst (3) is due
-    and clones the best trial still running (1), never trial 0."""
+    and clones the best trial still running (1), never trial 0. (Trials 2, 1, 0 report in that
+    order, each at the top of the peers so far: none of them exploits.)"""
     space = Space({"rate": Float(0.0, 1.0)})
     pbt = bound(PBT(perturbation_interval=3, quantile_fraction=0.5, resample_probability=0.0), space, seed=1)
-    for trial in range(3):
-        pbt.on_report(trial, 3, curve(trial / 10, 3), {"rate": trial / 10})
+    for trial in (2, 1, 0):
+        assert pbt.on_report(trial, 3, curve(trial / 10, 3), {"rate": trial / 10}) == CONTINUE
     pbt.ended(0)
     decision = pbt.on_report(3, 3, curve(0.9, 3), {"rate": 0.9})
     assert decision.action is Action.EXPLOIT and decision.clone_from == 1
+
+
+@pytest.mark.parametrize(("peers", "fraction", "size"), [
+    (1, 0.25, 0), (2, 0.25, 1), (3, 0.25, 1), (4, 0.25, 1), (5, 0.25, 2), (8, 0.25, 2), (9, 0.25, 3),
+    (2, 0.5, 1), (3, 0.5, 1), (4, 0.5, 2), (5, 0.5, 2), (3, 0.1, 1), (10, 0.1, 1)])
+def test_pbt_quantile_size_is_ray_tunes(peers: int, fraction: float, size: int) -> None:
+    """ceil(peers * fraction), at most half the peers (Ray Tune's ``PopulationBasedTraining._quantiles``):
+    three peers at 0.25 make one top and one bottom trial."""
+    assert PBT(quantile_fraction=fraction).quantile_size(peers) == size
+
+
+def pbt_of_three(seed: int = 3) -> PBT:
+    """Interval 2, the bottom quarter, no resampling: three trials report step 1 (losses 1.0, 0.5,
+    0.8), nobody is due yet."""
+    pbt = bound(PBT(perturbation_interval=2, quantile_fraction=0.25, resample_probability=0.0),
+                Space({"rate": Float(0.0, 1.0)}), seed=seed)
+    for trial, loss in enumerate((1.0, 0.5, 0.8)):
+        assert pbt.on_report(trial, 1, {"loss": loss}, {"rate": trial / 4}) == CONTINUE
+    return pbt
+
+
+def test_pbt_exploits_one_bottom_trial_of_three_peers_per_round() -> None:
+    """Three peers, quantile 0.25: one bottom trial. At step 2 trial 0 is the worst (3.0) and clones
+    trial 1 (the best); trials 1 (2.0) and 2 (2.5) then report their step 2. Trial 0 keeps its own
+    loss until it reports again (as Ray Tune), so it stays the bottom trial and 1 and 2 go on.
+    Before, trial 0 took trial 1's step-1 loss (0.5) and ranked first: trial 1 became the bottom and
+    cloned trial 0 (whose weights were trial 1's own older ones), then trial 2 cloned one of them:
+    all three exploited at step 2 from trial 1's step-1 checkpoint (the reviewer's run at step 9)."""
+    pbt = pbt_of_three()
+    decision = pbt.on_report(0, 2, {"loss": 3.0}, {"rate": 0.0})
+    assert decision.action is Action.EXPLOIT and decision.clone_from == 1
+    later = [pbt.on_report(1, 2, {"loss": 2.0}, {"rate": 0.25}), pbt.on_report(2, 2, {"loss": 2.5}, {"rate": 0.5})]
+    assert [(d.action, d.clone_from) for d in later] == [(Action.CONTINUE, None)] * 2
+    assert pbt.latest[0] == (1, 3.0)
+
+
+def test_pbt_never_clones_a_trial_that_has_not_reported_since_its_own_clone() -> None:
+    """Two peers, quantile 0.5. Trial 0 (5.0) clones trial 1 (1.0) at step 2; trial 1 then reports a
+    worse loss (9.0) than trial 0's last one: trial 1 is the bottom, but the top, trial 0, has no
+    checkpoint of its own since its clone (its newest durable one is trial 1's): trial 1 goes on.
+    Before, trial 1 cloned trial 0, i.e. rolled back to its own step-1 checkpoint."""
+    pbt = bound(PBT(perturbation_interval=2, quantile_fraction=0.5, resample_probability=0.0),
+                Space({"rate": Float(0.0, 1.0)}), seed=1)
+    pbt.on_report(0, 1, {"loss": 5.0}, {"rate": 0.9})
+    pbt.on_report(1, 1, {"loss": 1.0}, {"rate": 0.1})
+    decision = pbt.on_report(0, 2, {"loss": 5.0}, {"rate": 0.9})
+    assert decision.action is Action.EXPLOIT and decision.clone_from == 1
+    assert pbt.on_report(1, 2, {"loss": 9.0}, {"rate": 0.1}) == CONTINUE
+    assert pbt.on_report(0, 2, {"loss": 1.2}, decision.params) == CONTINUE   # trained from the clone
+    again = pbt.on_report(1, 4, {"loss": 9.0}, {"rate": 0.1})   # now trial 0 is a donor with its own weights
+    assert again.action is Action.EXPLOIT and again.clone_from == 0
+
+
+def test_pbt_a_dropped_exploit_leaves_the_state_a_rebuild_has() -> None:
+    """The runtime drops an exploit it cannot make (the donor has no durable checkpoint of its own
+    yet, or the budget or the walltime overrules it) and tells the scheduler: the trial goes on as
+    it was, with the state a rebuild from the stored reports (no lineage row for it) has, and the
+    same answers afterwards. Before, the live scheduler kept the explored parameters and the donor's
+    step for a trial that never changed."""
+    space = Space({"rate": Float(0.0, 1.0)})
+    reports = [StoredReport(0, 0, 1, {"loss": 1.0}, 0.0), StoredReport(1, 1, 1, {"loss": 0.5}, 0.0),
+               StoredReport(2, 2, 1, {"loss": 0.8}, 0.0), StoredReport(3, 0, 2, {"loss": 3.0}, 0.0)]
+    params = {t: {"rate": t / 4} for t in range(3)}
+    live = bound(PBT(perturbation_interval=2, resample_probability=0.0), space, seed=3)
+    decisions = [live.on_report(r.trial, r.step, r.metrics, params[r.trial]) for r in reports]
+    assert decisions[-1].action is Action.EXPLOIT
+    live.exploit_dropped(0)
+    rebuilt = bound(PBT(perturbation_interval=2, resample_probability=0.0), space, seed=3)
+    rebuilt.rebuild(reports, params, exploits={})
+    assert vars(live) == vars(rebuilt)
+    assert live.params[0] == params[0] and live.latest[0] == (2, 3.0) and live.last_perturbed[0] == 2
+    for trial, step, loss in ((1, 2, 2.0), (2, 2, 0.4), (0, 3, 3.5), (0, 4, 3.4)):
+        assert live.on_report(trial, step, {"loss": loss}, params[trial]) == \
+            rebuilt.on_report(trial, step, {"loss": loss}, params[trial])
 
 
 @given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 10)), min_size=1, max_size=60))

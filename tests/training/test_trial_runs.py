@@ -228,6 +228,33 @@ def test_pbt_with_more_trials_than_workers_clones_only_peers_that_still_train(em
         {t: {"rate": float(rows[t]["p:rate"]), "epochs": 9} for t in range(3, 8)}   # results carry the new params
 
 
+
+def test_pbt_clones_only_checkpoints_its_donors_wrote(emews_cmd, tmp_path: Path) -> None:
+    """The reviewer's shape: 3 workers, 6 trials, 12 steps, an exploit check every 2 steps, the bottom
+    quarter (one of three peers). Every exploit clones a checkpoint its donor wrote (never one of the
+    exploiting trial's own, nor the checkpoint a just-cloned donor got from someone else), written
+    before the exploit; each clone restarts from exactly that checkpoint. Before, a trial whose top
+    peer had just cloned it rolled back to its own older checkpoint, recorded as its own donor."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_STEP_SLEEP="0.1", TRAINER_NOISE="0.6")  # interleaved, crossing
+    rates = [0.9, 0.1, 0.5, 0.7, 0.3, 0.8]
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TESTS / "objectives" / "trainer.py"),
+                                                        "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 12}},
+        budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
+        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 2, "quantile_fraction": 0.25,
+                                                    "resample_probability": 0.0, "mutations": ["rate"]}})
+    exp = launch(emews_cmd, wf, workers=3)
+    lineage = query(exp, "SELECT l.trial, l.donor, c.trial, c.step, c.report, l.report FROM lineage l "
+                         "JOIN checkpoints c ON c.id = l.checkpoint ORDER BY l.seq")
+    assert lineage   # the worst of three peers exploits
+    for trial, donor, writer, _, written, at in lineage:
+        assert donor != trial and writer == donor and written < at, (trial, donor, writer)
+    clones = [(e["task"], e["from_trial"], e["restored"]) for e in events(log)
+              if e["event"] == "start" and e["from_trial"] != e["task"]]
+    assert sorted(clones) == sorted((trial, donor, step) for trial, donor, _, step, _, _ in lineage)
+
 DUMPING_ASHA = '''
 import json
 from emews.training.schedulers.asha import ASHA

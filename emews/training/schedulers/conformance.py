@@ -14,7 +14,8 @@ answer is acted on as the runtime acts on it:
                        :meth:`~TrialScheduler.promote` (whose resource, with ``resource``, is
                        their new step limit); when nothing else can run, the
                        :meth:`~TrialScheduler.least_promising` one is released
-``exploit``            it goes on from the clone's step with the explored parameters
+``exploit``            it goes on from the clone's step with the explored parameters (until it
+                       reports again it has no checkpoint of its own: it is no donor)
 
 Every call and its answer is recorded (:class:`Call`), with what the results store would hold
 at that moment: the reports, each trial's first parameters, the promotions, the trials that
@@ -121,6 +122,7 @@ class _Driver:
         self.promoted: list[tuple[int, int]] = []
         self.ended: list[int] = []
         self.exploits: dict[int, Decision] = {}
+        self.cloned: dict[int, int] = {}  # trial that exploited and has not reported since -> its donor
         self.limit = trials * steps * 4
 
     def call(self, method: str, *args: Any) -> Any:
@@ -149,6 +151,7 @@ class _Driver:
         metrics = {METRIC: self.sign * curve(self.run.space, params, step, trial)}
         self.started.setdefault(trial, dict(params))
         self.at[trial] = step
+        self.cloned.pop(trial, None)
         self.run.reports.append(StoredReport(len(self.run.reports), trial, step, metrics, 0.0))
         decision = self.call("on_report", trial, step, dict(metrics), dict(params))
         self.act(trial, step, decision)
@@ -167,7 +170,7 @@ class _Driver:
         )
 
     def act(self, trial: int, step: int, decision: Any) -> None:
-        problem = decision_problem(decision, trial, self.at, self.run.space)
+        problem = decision_problem(decision, trial, self.at, self.run.space, self.cloned)
         if problem:
             self.run.problems.append(f"trial {trial} at step {step}: {problem}")
             decision = Decision(Action.STOP)
@@ -179,6 +182,7 @@ class _Driver:
                 self.run.problems.append(f"trial {trial} paused at step {step} but waiting() does not list it")
         elif action is Action.EXPLOIT:
             self.exploits[len(self.run.reports) - 1] = decision
+            self.cloned[trial] = decision.clone_from
             self.params[trial] = dict(decision.params)
             self.running[trial] = self.at[decision.clone_from]
         elif action is Action.CONTINUE and step < self.step_limit(trial):
@@ -230,8 +234,11 @@ class _Driver:
         self.ended.append(chosen)  # its result so far is its result (the store has it)
 
 
-def decision_problem(decision: Any, trial: int, reported: Mapping[int, int], space: Space) -> str | None:
-    """What is wrong with ``decision`` for ``trial`` (``None``: nothing)."""
+def decision_problem(
+    decision: Any, trial: int, reported: Mapping[int, int], space: Space, cloned: Mapping[int, int] | None = None
+) -> str | None:
+    """What is wrong with ``decision`` for ``trial`` (``None``: nothing); ``cloned``: the trials that
+    exploited and have not reported since, with their donors."""
     if not isinstance(decision, Decision) or not isinstance(decision.action, Action):
         return f"on_report returned {decision!r}, not a Decision"
     if decision.action is not Action.EXPLOIT:
@@ -239,6 +246,11 @@ def decision_problem(decision: Any, trial: int, reported: Mapping[int, int], spa
     donor = decision.clone_from
     if not isinstance(donor, int) or donor == trial or donor not in reported:
         return f"exploit clones {donor!r}, not another trial that reported"
+    if cloned and donor in cloned:
+        return (
+            f"exploit clones trial {donor}, which has not reported since its own exploit (of trial "
+            f"{cloned[donor]}): it has no checkpoint of its own to clone"
+        )
     if not isinstance(decision.params, Mapping):
         return f"exploit without parameters ({decision.params!r})"
     try:

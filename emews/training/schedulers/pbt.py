@@ -2,14 +2,21 @@
 
 Every ``perturbation_interval`` steps of a trial, its *peers* (the trials whose latest report is
 within one interval of its step, itself included) are ranked by their latest loss. A trial in the
-bottom ``quantile_fraction`` of its peers (rounded up, at most half of them, as Ray Tune's PBT)
-*exploits*: it clones the newest durable checkpoint of a trial drawn from the top
-``quantile_fraction`` that has not ended, and *explores* that trial's parameters:
+bottom ``quantile_fraction`` of its peers (rounded up, at most half of them, as Ray Tune's PBT:
+one of three peers at 0.25) *exploits*: it clones the newest durable checkpoint of a trial drawn
+from the top ``quantile_fraction`` that has not ended, and *explores* that trial's parameters:
 each mutable parameter is resampled with ``resample_probability``, else moved by
 ``perturb_step`` of its range up or down (in the space's unit scale, so a log range moves in
 log scale, an ordered choice to a neighbour). The optimizer rank records the lineage; the
 trial goes on with the new parameters from the clone's step (its ``ctx.restore()`` returns
 the cloned checkpoint).
+
+A trial that exploited keeps its own last loss in the ranking until it reports again (as Ray
+Tune), so it stays the bottom one and the next trial to report is not pushed below it by a copy
+of the donor's loss; and until it reports again it is never a donor: it has no checkpoint of its
+own since the clone (its newest restorable one is its donor's, possibly the exploiting trial's
+own). The optimizer rank clones the donor's own newest durable checkpoint; where the donor has
+none it drops the exploit and says so (:meth:`exploit_dropped`): the trial goes on as it was.
 
 Only peers are compared and cloned, so with more trials than workers a new trial is never ranked
 against (nor clones) trials that trained far longer, and a trial whose task ended is never a
@@ -72,6 +79,9 @@ class PBT(TrialScheduler):
         self.last_perturbed: dict[int, int] = {}  # trial -> step of its last exploit check
         self.params: dict[int, dict[str, Any]] = {}  # trial -> the parameters it runs with
         self.done: set[int] = set()  # trials whose task ended (never donors)
+        self.cloned: set[int] = set()  # trials that exploited and have not reported since (never donors)
+        # the last exploit's trial and its state before it (what :meth:`exploit_dropped` restores)
+        self._before: tuple[int, dict[str, Any], tuple[int, float], int] | None = None
 
     def bind(self, **kwargs: Any) -> PBT:
         super().bind(**kwargs)
@@ -89,7 +99,7 @@ class PBT(TrialScheduler):
         count = self.quantile_size(len(ranked))
         if count == 0 or trial not in ranked[-count:]:
             return CONTINUE
-        donors = [t for t in ranked[:count] if t not in self.done]
+        donors = [t for t in ranked[:count] if t not in self.done and t not in self.cloned]
         if not donors:
             return CONTINUE
         rng = random.Random(f"pbt:{self.seed}:{self.reports}")
@@ -99,6 +109,8 @@ class PBT(TrialScheduler):
     def _take(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
         """Note a report; whether ``trial`` is due for an exploit check now."""
         self.reports += 1
+        self._before = None
+        self.cloned.discard(trial)  # it trained from its clone: what it writes now is its own
         loss = self.loss(metrics)
         self.params.setdefault(trial, dict(params))
         if loss is None:
@@ -110,12 +122,24 @@ class PBT(TrialScheduler):
         return True
 
     def _exploit(self, trial: int, donor: int, explored: dict[str, Any]) -> Decision:
-        """``trial`` goes on from ``donor``'s step with ``explored`` parameters."""
+        """``trial`` goes on from ``donor``'s step with ``explored`` parameters; until it reports again
+        it is ranked with its own last loss (as Ray Tune) and is no donor."""
+        self._before = (trial, self.params[trial], self.latest[trial], self.last_perturbed[trial])
         self.params[trial] = explored
         donor_step = self.latest[donor][0]
-        self.latest[trial] = (donor_step, self.latest[donor][1])
+        self.latest[trial] = (donor_step, self.latest[trial][1])
         self.last_perturbed[trial] = donor_step
+        self.cloned.add(trial)
         return Decision(Action.EXPLOIT, params=explored, clone_from=donor)
+
+    def exploit_dropped(self, trial: int) -> None:
+        """The exploit just answered to ``trial`` was not made: it goes on as it was, with the state a
+        rebuild (which replays no exploit for that report) has."""
+        if self._before is None or self._before[0] != trial:
+            return
+        _, self.params[trial], self.latest[trial], self.last_perturbed[trial] = self._before
+        self.cloned.discard(trial)
+        self._before = None
 
     def replay(self, report: StoredReport, params: Mapping[str, Any], exploit: Decision | None) -> None:
         """Rebuilding: the report as the run took it, and the exploit it answered with as it was made

@@ -4,7 +4,7 @@ A trial scheduler is a subclass of :class:`TrialScheduler` that implements :meth
 the other methods have defaults that fit a rule that only stops early (median stopping). A rule
 that pauses trials for later promotion (ASHA's promotion variant) overrides the promotion methods;
 one that changes a trial's parameters (PBT) answers ``exploit`` and overrides
-:meth:`~TrialScheduler.replay`. Its ``__init__`` keywords are its workflow options, listed in its class
+:meth:`~TrialScheduler.replay` and :meth:`~TrialScheduler.exploit_dropped`. Its ``__init__`` keywords are its workflow options, listed in its class
 docstring. ``emews.testing.SchedulerConformance`` checks a scheduler against this contract.
 """
 
@@ -97,6 +97,12 @@ class TrialScheduler(abc.ABC):
         it). Default: :meth:`on_report`, its decision dropped; a scheduler that exploits applies the
         recorded exploit instead of drawing a new one."""
         self.on_report(report.trial, report.step, report.metrics, params)
+
+    def exploit_dropped(self, trial: int) -> None:  # noqa: B027 - a hook, nothing by default
+        """The ``exploit`` just answered to ``trial`` was not made: the donor has no durable checkpoint
+        of its own (none yet, or none since its own last clone), or the run's budget or walltime
+        overruled it. The trial goes on with its parameters from where it is, and no lineage row is
+        stored, so a rebuild replays that report with no exploit: undo what the exploit changed."""
 
     # -- promotions (ASHA's promotion variant): trials that paused and wait on the optimizer rank --
     #: the parameter a promoted task's resource is written to (``None``: its parameters stay)
