@@ -24,10 +24,34 @@ def job_state(exp_dir: Path) -> tuple[str, bool]:
 
     if (exp_dir / JOB_RECORD).exists():
         state = job_status(exp_dir)
-        return state, state in LIVE_STATES
+        return state + (_how_it_ended(exp_dir) if state == "done" else ""), state in LIVE_STATES
     lease = LeaseRecord.read(exp_dir / LEASE_FILE)
     running = lease is not None and any(owner.alive() for owner in lease.owners)
     return ("local, running" if running else "local, not running"), running
+
+
+def _how_it_ended(exp_dir: Path) -> str:
+    """What emews' own summary says of a batch job that is over: a job that failed (a scheduler's
+    FAILED, a script that exited early) is "done" to the scheduler, but wrote no summary, or an
+    older one (a resumed experiment's), or one with a failing exit status."""
+    import json
+
+    from emews.config.experiment import SUMMARY_FILE
+    from emews.site.jobs import JOB_RECORD
+
+    summary = exp_dir / SUMMARY_FILE
+    try:
+        fresh = summary.stat().st_mtime >= (exp_dir / JOB_RECORD).stat().st_mtime
+        data = json.loads(summary.read_text(encoding="utf-8")) if fresh else None
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        return ", without a summary of its run: it ended before the run did (see its output file in the experiment)"
+    status = data.get("exit_status")
+    if not status:
+        return ", the run finished"
+    why = data.get("interrupted") or data.get("error")
+    return f", the run ended with exit status {status}" + (f": {why}" if why else "")
 
 
 def text(exp_dir: Path) -> tuple[str, bool]:

@@ -124,7 +124,24 @@ def test_emews_launch_random_on_slurm(slurm_cluster: LoopbackSlurm, tmp_path: Pa
     assert {rank for _, rank in rows} == {1, 2, 3}
     status = subprocess.run([sys.executable, "-m", "emews", "status", str(exp)], capture_output=True,
                             text=True, timeout=60)
-    assert status.returncode == 0 and "job: done" in status.stdout and "200/200" in status.stdout
+    assert status.returncode == 0 and "job: done, the run finished" in status.stdout and "200/200" in status.stdout
+
+
+def test_status_tells_a_failed_job_from_a_finished_run(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """A job Slurm ends FAILED before emews' run wrote its summary is "done" to the scheduler; the
+    status says that the run did not end (it said "job: done" and nothing else)."""
+    from emews.reporting.status import job_state
+
+    site = load_site(str(LOOPBACK_SITE), environ={})
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    script = failed / "job.sh"
+    script.write_text(site.render_batch_script(failed, 1, ["false"]))
+    job_id = site.submit(script)
+    (failed / JOB_RECORD).write_text(json.dumps({"job_id": job_id, "site": site.name, "scheduler": "slurm"}))
+    assert wait_for(lambda: job_status(failed), "done", 120) == "done"
+    state, running = job_state(failed)
+    assert not running and state.startswith("done, without a summary of its run"), state
 
 
 def scontrol_job(job_id: str) -> dict[str, str]:
