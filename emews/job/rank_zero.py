@@ -48,6 +48,7 @@ from emews.site.gpus import gpu_binding
 from emews.site.job_end import job_end_time
 from emews.site.jobs import batch_job_over
 from emews.site.walltime import parse_walltime
+from emews.store.base import StoreUnreadable
 from emews.store.opening import store_place
 from emews.training.checkpoints import unset_variables
 from emews.training.messages import Ending
@@ -280,12 +281,15 @@ def write_outputs(
     (Slurm's srun does within a second), and the summary holds the run's status.
     """
     csv_path = exp_dir / CSV_FILE
-    store = open_store(exp_dir)
     try:
-        total = totals(store)
-    finally:
-        if store is not None:
-            store.close()
+        store = open_store(exp_dir)
+        try:
+            total = totals(store)
+        finally:
+            if store is not None:
+                store.close()
+    except StoreUnreadable as exc:  # a PostgreSQL store away past store.retry: what it holds stays there
+        return _store_unreachable(exp_dir, summary, exc)
     stopped = summary.interrupted
     problems = summary.worker_errors
     if stopped is not None:
@@ -342,6 +346,35 @@ def write_outputs(
         log.error("run failed: %s\n%s", summary.error, detail)
         print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
     return status
+
+
+def _store_unreachable(exp_dir: Path, summary: RunSummary, exc: StoreUnreadable) -> int:
+    """The run's end when its store cannot be read to sum it up: the summary says so (without the
+    store's totals), one line says how to go on, exit status 1 (was: a traceback and MPI_Abort)."""
+    earlier = earlier_runs(exp_dir)
+    why = f"the results store cannot be read: {exc.message}"
+    try:
+        write_summary(
+            exp_dir,
+            {
+                "this_run": {"elapsed": summary.elapsed, "resumed": summary.resumed, "requeued": summary.requeued},
+                "elapsed": earlier.elapsed + summary.elapsed,
+                "runs": earlier.runs + 1,
+                "interrupted": None if summary.interrupted is None else summary.interrupted.args[0],
+                "error": why if summary.error is None else f"{summary.error}; {why}",
+                "exit_status": EXIT_FAILED,
+                "finished": time.time(),
+            },
+        )
+    except OSError:
+        log.exception("cannot write the run's summary")
+    log.error("run ended: %s (the run's own error: %s)", why, summary.error)
+    print(
+        f"emews: {why}; what it stored stays stored; once it can be, continue with: "
+        f"emews resume {shlex.quote(str(exp_dir))}",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED
 
 
 def _write_summary_and_csv(

@@ -1,0 +1,75 @@
+"""A pooled experiment whose PostgreSQL server goes away past ``store.retry`` (real server, real
+``emews launch --pools``): the run ends with exit status 1, one line saying the store cannot be read
+and how to go on, and a summary (it ended in a traceback and MPI_Abort, without summary.json);
+once the server is back, ``emews resume`` completes the budget with each result stored once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pgserver import PgServer, start_server
+
+from emews.store import open_store
+from testutil import TESTS, EmewsCommand, wait_until, write_workflow
+
+EVALUATIONS = 6
+
+
+@pytest.fixture
+def own_server() -> Iterator[PgServer]:
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    top = Path(tempfile.mkdtemp(prefix="emews-pg-away-"))
+    server = start_server(top / "pg")
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        except Exception:  # stopped by the test already
+            pass
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _leased(exp: Path) -> list[tuple]:
+    try:
+        with open_store(exp, readonly=True) as store:
+            return store.connection.execute("SELECT id FROM tasks WHERE state = 'leased'").fetchall()  # type: ignore[attr-defined]
+    except Exception:  # the store is not made yet
+        return []
+
+
+def test_a_store_away_past_the_retry_ends_the_run_in_one_line_and_resume_completes_it(
+        own_server: PgServer, tmp_path: Path) -> None:
+    wf = write_workflow(tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
+                        budget={"evaluations": EVALUATIONS}, task={"timeout": 120, "isolation": "inline"},
+                        store={"url": own_server.url(), "lease": 5, "retry": 2})
+    cmd = EmewsCommand(tmp_path)
+    (tmp_path / "marks").mkdir()
+    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(tmp_path / "marks"))
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        assert wait_until(lambda: len(list((tmp_path / "marks").iterdir())) == 2 and _leased(exp), 120)
+        own_server.stop()
+        (tmp_path / "open").touch()  # the tasks end, and their results cannot be stored
+        out, err = launch.communicate(timeout=300)
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    assert launch.returncode == 1, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("emews: the results store cannot be read: ") and last.endswith(f"emews resume {exp}"), err
+    assert "Traceback" not in err and "MPI_Abort" not in err
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["exit_status"] == 1 and "the results store cannot be read" in summary["error"]
+
+    own_server.restart()
+    resumed = cmd("resume", "exp", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    with open_store(exp, readonly=True) as store:
+        assert sorted(r.id for r in store) == list(range(EVALUATIONS))
