@@ -14,7 +14,7 @@ import os
 import selectors
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result
@@ -64,8 +64,8 @@ class PoolFeeder:
     claims again: a task another pool lost comes back to the queue when its lease ends, unannounced).
 
     ``hold`` is where it starts; with ``max_hold`` above it, the read-ahead doubles whenever the
-    pool turned over everything it held and its workers then found the distributor's queue empty
-    (tasks shorter than a claim's round trip), up to ``max_hold``, and the store is told
+    pool turned over everything it held, its workers then found the distributor's queue empty and
+    its tasks ran shorter than a claim's round trip (their recorded times), up to ``max_hold``, and the store is told
     (:meth:`~emews.store.pool_queue.PoolQueue.set_hold`: the optimizer keeps that many in flight)."""
 
     def __init__(
@@ -115,13 +115,15 @@ class PoolFeeder:
         wanted = self.hold - len(self._held) + len({r.id for r in results} & self._held)
         claimed: list[Claimed] = []
         if results:  # the results and the next claim in one round trip
+            sent = time.monotonic()
             stored_now, claimed = self._queue.complete_and_claim(self.pool, results, wanted, self._lease, self._fits)
+            round_trip = time.monotonic() - sent
             stored = set(stored_now)
             for result in results:
                 self._held.discard(result.id)
                 (self.stored if result.id in stored else self.late).append(result.id)
             self._turned_over += len(results)
-            self._grow()
+            self._grow(results, round_trip)
         elif wanted > 0:
             claimed = self._queue.claim(self.pool, wanted, self._lease, self._fits)
         # a task of its own whose lease ended while the store was away is still running here: not twice
@@ -131,9 +133,14 @@ class PoolFeeder:
             self._queues.submit([c.task for c in claimed])
         return bool(results or claimed)
 
-    def _grow(self) -> None:
-        """Double the read-ahead when the workers drained it: everything held turned over and
-        nothing waits in the distributor's queue."""
+    def _grow(self, results: Sequence[Result], round_trip: float) -> None:
+        """Double the read-ahead when the workers drained it: everything held turned over, nothing
+        waits in the distributor's queue, and the tasks ran shorter than this claim's round trip
+        (the queue is empty after a result of a long task too: its worker took the next task at
+        once, and a pool of 3 s tasks doubled its hold at every turn-over)."""
+        ran = sorted(r.finished - r.started for r in results if r.started is not None and r.finished is not None)
+        if ran and ran[len(ran) // 2] >= round_trip:
+            return
         if self.hold < self._max_hold and self._turned_over >= self.hold and not self._queues.tasks:
             self.hold = min(2 * self.hold, self._max_hold)
             self._turned_over = 0

@@ -176,3 +176,25 @@ def test_the_read_ahead_grows_for_short_tasks_only(stores: list[PostgresStore]) 
     for _ in range(5):  # nothing runs its tasks: nothing turns over
         busy.step()
     assert busy.hold == 2 and busy.held == 2
+
+
+def test_the_read_ahead_stays_for_tasks_longer_than_a_round_trip(stores: list[PostgresStore]) -> None:
+    """Tasks that ran 3 s each (their recorded times): every result turns over what the pool holds
+    and its worker takes the next task at once, so the distributor's queue is empty then too; the
+    hold must stay (it doubled at every turn-over: 3, 6, 12 with 2 workers on 3 s tasks)."""
+    optimizer = PoolQueue(stores[0])
+    optimizer.enqueue([Task(i, {"x": i / 8}, i, 1000.0 + i) for i in range(TASKS)])
+    queue = PoolQueue(stores[1])
+    queues = PoolQueuePair()
+    long = PoolFeeder(queue, queues, queue.register("local", workers=2, hold=2), hold=2, lease_s=60.0, max_hold=16)
+    for _ in range(4 * TASKS):  # a bound against a hang
+        if len(long.stored) == TASKS:
+            break
+        long.step()
+        done = []
+        while queues.tasks:  # the workers take every queued task, each running 3 s
+            result = _result(queues.tasks.popleft(), 0.5, "h", 103.0)
+            result.started = 100.0
+            done.append(result)
+        queues.deliver(done)
+    assert sorted(long.stored) == list(range(TASKS)) and long.hold == 2
