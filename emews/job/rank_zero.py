@@ -40,6 +40,7 @@ from emews.runtime.backoff import spin_seconds
 from emews.runtime.distributor import abort_grace
 from emews.runtime.fail_fast import FailedFast
 from emews.runtime.interrupt import Interrupt
+from emews.runtime.setup_bound import setup_seconds
 from emews.runtime.team_comm import TeamWorld
 from emews.runtime.teams import TeamStranded, stranded_grace
 from emews.runtime.transport import MPITransport, quiet_bcast
@@ -121,11 +122,12 @@ def allocation_end(workflow: Workflow, site: Site, started: float) -> float | No
 def check_job_environment(workflow: Workflow) -> None:
     """The job's seconds from the environment, where set, are numbers of seconds (else a
     :class:`ConfigError` naming the variable): ``EMEWS_STRANDED_GRACE`` (inline teams),
-    ``EMEWS_ABORT_GRACE`` and ``EMEWS_SPIN_SECONDS`` (which the workers took as unset)."""
+    ``EMEWS_ABORT_GRACE``, ``EMEWS_SPIN_SECONDS`` and ``EMEWS_SETUP_TIMEOUT`` (which the workers took as unset)."""
     if workflow.task_size.gang and workflow.model.task.isolation == "inline":
         stranded_grace()
     abort_grace()
     spin_seconds()
+    setup_seconds()
 
 
 def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt, *, spare_core: bool) -> int:

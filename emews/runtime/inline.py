@@ -22,6 +22,7 @@ from emews.objective.function import Objective, ObjectiveSpec, outcome_from_exce
 from emews.objective.team import Team
 from emews.processes.tree import become_subreaper, has_children, kill_trees, strays
 from emews.runtime.interrupt import Interrupt, Interrupted
+from emews.runtime.setup_bound import setup_bound
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
@@ -68,9 +69,13 @@ class InlineRunner:
     def start(self) -> None:
         if self._can_alarm:
             become_subreaper()  # what an objective's process leaves orphaned stays ours to kill
+        bound = setup_bound(self._timeout)
         try:
-            self._objective = self._ref.load()
-            self._objective.setup(None)
+            with self._alarm(bound):
+                self._objective = self._ref.load()
+                self._objective.setup(None)
+        except _TaskTimedOut:
+            self._setup_error = f"objective setup did not finish within {bound:g} s (EMEWS_SETUP_TIMEOUT, or the task timeout if longer)"
         except BaseException:  # sys.exit() too: it would end the worker, and the job with it
             self._setup_error = "objective setup failed:\n" + traceback.format_exc()
         self._lifelong = set(strays(os.getpid())) if self._can_alarm else set()  # started by setup

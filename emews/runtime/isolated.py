@@ -21,12 +21,12 @@ from emews.objective.team import Team
 from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask, keep_output
+from emews.runtime.setup_bound import setup_bound
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
     from emews.runtime.worker import TaskInbox
 
-_STARTUP_TIMEOUT = 300.0
 #: how long the child may take to run ``teardown`` and exit
 TEARDOWN_TIMEOUT = 60.0
 
@@ -169,13 +169,15 @@ class ProcessRunner:
         self._child = child = ChildProcess("emews.runtime.child", self._config)
         _LIVE_CHILDREN.add(child.pid)
         try:
-            ready = child.wait_ready(_STARTUP_TIMEOUT)
+            ready = child.wait_ready(bound := setup_bound(self._timeout))
         except ChildExited as exc:
             self._setup_error = f"objective process failed to start: {describe_exit(exc.returncode)}"
             return
-        self._setup_error = (
-            f"objective process did not start within {_STARTUP_TIMEOUT:g} s" if ready is None else ready.error
-        )
+        if ready is None:  # a setup that hangs: its process goes, and every task fails saying so
+            self._kill()
+            self._setup_error = f"objective setup did not finish within {bound:g} s (EMEWS_SETUP_TIMEOUT, or the task timeout if longer)"
+        else:
+            self._setup_error = ready.error
 
     def _kill(self) -> None:
         """Kill the child and every process below this worker (a subreaper: orphans are ours)."""

@@ -112,6 +112,22 @@ def test_a_setup_that_raises_is_named_by_its_exception(emews_cmd, tmp_path, scra
     assert lines["failed"] == f"objective setup failed: {named}"
 
 
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_a_setup_that_hangs_is_given_up_on(emews_cmd, tmp_path, scratch, isolation) -> None:
+    """A setup that never returns held its worker for good (inline) or 300 s (process) whatever the
+    task timeout; it is bounded by EMEWS_SETUP_TIMEOUT (or the task timeout if longer)."""
+    (tmp_path / "obj.py").write_text("import time\n\n\ndef setup():\n    time.sleep(3600)\n\n\n"
+                                     "def run(p):\n    return 1.0\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "obj.py")},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
+                        task={"isolation": isolation, "timeout": 1})
+    emews_cmd.env["EMEWS_SETUP_TIMEOUT"] = "2"
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert lines["failed"].startswith("objective setup did not finish within 2 s"), lines
+    assert emews_cmd.leftovers_after_exit() == []
+
+
 OPTIMIZERS = {
     "random": {"name": "random", "options": {"seed": 3}},
     "ga": {"name": "ga", "options": {"population": 6, "generations": 2, "seed": 3}},

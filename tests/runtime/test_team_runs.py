@@ -14,6 +14,7 @@ from emews.core.errors import ConfigError
 from emews.objective.context import task_run_dir
 from emews.runtime.backoff import DEFAULT_SPIN, spin_for, spin_seconds
 from emews.runtime.distributor import ABORT_GRACE, abort_grace
+from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
 from emews.runtime.teams import STRANDED_GRACE, stranded_grace
 from testutil import TESTS, read_only, stored_rows, write_workflow
 
@@ -184,7 +185,8 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
 
 
 
-@pytest.mark.parametrize("variable", ["EMEWS_STRANDED_GRACE", "EMEWS_ABORT_GRACE", "EMEWS_SPIN_SECONDS"])
+@pytest.mark.parametrize("variable", ["EMEWS_STRANDED_GRACE", "EMEWS_ABORT_GRACE", "EMEWS_SPIN_SECONDS",
+                                      "EMEWS_SETUP_TIMEOUT"])
 def test_a_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, tmp_path: Path, variable: str) -> None:
     wf = team_sweep(tmp_path, "allreduce", ONE_POINT, 1, task={"timeout": 5, "isolation": "inline", "ranks": 2})
     emews_cmd.env[variable] = "-1"
@@ -197,7 +199,7 @@ def test_a_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, 
 
 
 GRACES = [("EMEWS_STRANDED_GRACE", stranded_grace, STRANDED_GRACE), ("EMEWS_ABORT_GRACE", abort_grace, ABORT_GRACE),
-          ("EMEWS_SPIN_SECONDS", spin_seconds, DEFAULT_SPIN)]
+          ("EMEWS_SPIN_SECONDS", spin_seconds, DEFAULT_SPIN), ("EMEWS_SETUP_TIMEOUT", setup_seconds, SETUP_TIMEOUT)]
 
 
 @pytest.mark.parametrize("variable, grace, default", GRACES, ids=[g[0] for g in GRACES])
