@@ -12,7 +12,7 @@ import builtins
 import importlib.resources
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -789,6 +789,7 @@ def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: st
         objective.defaults = str(found)
     if objective.command is not None:
         command = [_resolve_argument(arg, workflow_dir) for arg in objective.command]
+        _check_interpreted_script(command, file)
         script = find_script(command)
         if script is not None:  # the files a shell's command string names, as argv items
             command[script] = rewrite_words(command[script], lambda word: _resolve_argument(word, workflow_dir))
@@ -809,6 +810,29 @@ def _resolve_objective(objective: ObjectiveSection, workflow_dir: Path, file: st
             builtin_dir=builtin,
         )
         objective.module = str(found)
+
+
+#: programs whose first argument that is not an option is the script they run
+_INTERPRETER = re.compile(r"^(?:python[0-9.]*|bash|sh|zsh|Rscript|perl|julia|ruby|node)$")
+_SCRIPT_SUFFIXES = (".py", ".sh", ".R", ".r", ".jl", ".pl", ".rb", ".js")
+
+
+def _check_interpreted_script(command: Sequence[str], file: str) -> None:
+    """``[python3, nt4.py]`` whose script exists nowhere is refused now (every task failed with
+    "can't open file" in its run dir, and only ``check --try`` said so): an interpreter's script
+    argument that :func:`_resolve_argument` did not find (it stays relative) or that is missing."""
+    if len(command) < 2 or not _INTERPRETER.match(Path(command[0]).name):
+        return
+    script = command[1]
+    if script.startswith("-") or "{" in script or not script.endswith(_SCRIPT_SUFFIXES):
+        return
+    if not Path(script).is_absolute() or not Path(script).is_file():
+        raise ConfigError(
+            f"the script {script!r} that {command[0]} runs does not exist",
+            file=file,
+            key="objective.command",
+            allowed="a script path relative to the current or the workflow's folder, or absolute",
+        )
 
 
 def _resolve_argument(arg: str, workflow_dir: Path) -> str:

@@ -65,6 +65,9 @@ BROKEN = {
     "budget as a number": (dict(budget=20), "budget: must be a mapping (key: value), not int 20", "evaluations"),
     "command as one string": (dict(objective={"command": "python3 nt3.py"}),
                               "objective.command: must be a list", None),
+    "command's script missing": (dict(objective={"command": ["python3", "nt4.py"]}),
+                                 "objective.command: the script 'nt4.py' that python3 runs does not exist",
+                                 "relative to the current or the workflow's folder"),
 }
 
 
