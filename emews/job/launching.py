@@ -258,8 +258,8 @@ def _stored_and_unfinished(store: Store) -> tuple[int, int] | None:
 
 def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[str, int] | None:
     """The line to print and the exit status the last run recorded when resuming would run nothing:
-    the store holds ``budget.evaluations`` results or more and no unfinished task (nothing to run
-    again, no paused or waiting trial), the experiment is not pooled, ``summary.json`` is that of the
+    the store holds ``budget.evaluations`` results or more, or the runs spent ``budget.time``, and
+    no unfinished task (nothing to run again, no paused or waiting trial), the experiment is not pooled, ``summary.json`` is that of the
     run that stored them (as many results) and ended on its own, and ``results.csv`` has a row for
     each. ``None`` (run the job, as before) when anything is uncertain: no store or summary, no
     evaluation budget, a stopped run, a CSV of an earlier moment."""
@@ -269,26 +269,38 @@ def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[s
     try:
         if read_info(exp_dir).get("pools"):
             return None  # the pools and the shared queue decide what is left
-        budget = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.budget.evaluations
+        budget = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.budget
     except (EmewsError, OSError, ValueError):
         return None
     summary = read_summary(exp_dir)
-    if budget is None or results < budget or unfinished:
-        return None
     status = summary.get("exit_status")
     if (
-        not isinstance(status, int)
+        unfinished
+        or not isinstance(status, int)
         or summary.get("completed") != results  # a later run stored more and wrote no summary (kill -9)
         or summary.get("interrupted") is not None
         or _csv_rows(exp_dir / CSV_FILE) != results  # the CSV of an earlier moment (a full disk at its writing)
     ):
         return None
-    held = f"{results} evaluations, over its budget" if results > budget else f"the {results} evaluations of its budget"
-    return (
-        f"nothing to resume: {exp_dir} has {held} (budget.evaluations: {budget}); "
-        "raise it with --set budget.evaluations=N to go on",
-        status,
-    )
+    evaluations, seconds, elapsed = budget.evaluations, budget.seconds, summary.get("elapsed")
+    if evaluations is not None and results >= evaluations:
+        held = (
+            f"{results} evaluations, over its budget"
+            if results > evaluations
+            else f"the {results} evaluations of its budget"
+        )
+        return (
+            f"nothing to resume: {exp_dir} has {held} (budget.evaluations: {evaluations}); "
+            "raise it with --set budget.evaluations=N to go on",
+            status,
+        )
+    if seconds is not None and isinstance(elapsed, (int, float)) and elapsed >= seconds:
+        return (
+            f"nothing to resume: {exp_dir} spent its time budget ({elapsed:.0f} s run, budget.time: {budget.time}); "
+            "raise it with --set budget.time=... to go on",
+            status,
+        )
+    return None
 
 
 def _csv_rows(path: Path) -> int | None:

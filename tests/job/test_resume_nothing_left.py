@@ -75,3 +75,25 @@ def test_when_the_last_run_left_no_summary_or_an_old_csv_the_job_runs_as_before(
     assert len((exp / "results.csv").read_text().splitlines()) == 1 + 3
     assert (exp / "emews.log").stat().st_size > log  # the job ran and logged
     assert len(stored_rows(exp)) == 3
+
+
+def test_a_run_that_spent_its_time_budget_resumes_to_nothing(emews_cmd, tmp_path: Path) -> None:
+    """``budget: {time: 2s}`` spent: resume started a job that did nothing; it says so in one line,
+    as for an evaluation budget, and how to raise it."""
+    (tmp_path / "slow.py").write_text("import time\n\n\ndef run(p):\n    time.sleep(0.3)\n    return p['x']\n")
+    wf = write_workflow(tmp_path, optimizer={"name": "random", "options": {"seed": 1}},
+                        objective={"module": str(tmp_path / "slow.py")},
+                        space={"x": {"type": "float", "lower": 0, "upper": 1}},
+                        budget={"time": "2s"}, task={"isolation": "inline"})
+    first = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert first.returncode == 0, first.stderr
+    exp = tmp_path / "exp"
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["budget_reached"] and summary["elapsed"] >= 2, summary
+    before = files_of(exp)
+    proc = emews_cmd("resume", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"emews: nothing to resume: {exp.absolute()} spent its time budget (") and \
+        line.endswith("budget.time: 2s); raise it with --set budget.time=... to go on"), line
+    assert files_of(exp) == before and not (exp / "lease.json").exists()
