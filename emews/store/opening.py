@@ -112,9 +112,15 @@ def new_store(workflow_url: str | None, name: str) -> dict[str, str] | None:
             check_url(url)
         except ValueError as exc:
             raise ConfigError(str(exc), key=URL_VARIABLE, allowed=URL_ALLOWED) from None
+    from emews.store.base import StoreUnreadable
     from emews.store.postgres import connect
 
-    connect(url).close()
+    try:
+        connect(url).close()
+    except StoreUnreadable as exc:
+        if workflow_url is not None:
+            raise
+        raise StoreUnreadable(exc.message, key=URL_VARIABLE) from None  # the URL came from there, not the workflow
     return {"url": url, "schema": new_schema(name)}
 
 

@@ -145,3 +145,16 @@ def test_missing_rights_are_one_line(pg_server: PgServer, tmp_path: Path) -> Non
     proc = EmewsCommand(tmp_path)("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=60)
     assert proc.returncode == 2 and "store.url" in proc.stderr and "permission denied" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "exp").exists()
+
+
+def test_an_unreachable_server_named_by_the_variable_is_blamed_on_the_variable(tmp_path: Path) -> None:
+    """A connection refused to ``EMEWS_STORE_URL``'s server named ``store.url``, which the workflow
+    does not hold."""
+    wf = write_workflow(tmp_path, **SMALL)
+    cmd = EmewsCommand(tmp_path)
+    cmd.env["EMEWS_STORE_URL"] = "postgresql://me@127.0.0.1:1/db"
+    proc = cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("emews: error: EMEWS_STORE_URL: cannot connect to ") and "store.url" not in line, line
+    assert not (tmp_path / "exp").exists()
