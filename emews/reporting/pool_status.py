@@ -30,7 +30,10 @@ def pool_lines(exp_dir: Path) -> list[str]:
             return []
         pools, counts = queue.pools(), queue.state_counts()
         now = queue.server_time()
-    lines = ["queue: " + ", ".join(f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES)]
+    said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
+    if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
+        said[1] += f" ({counts['expired']} of them past their lease: queued again at the next claim)"
+    lines = ["queue: " + ", ".join(said)]
     lines.append(f"pools: {len(pools)}")
     for pool in pools:
         if pool.stopped is not None:

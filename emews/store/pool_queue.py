@@ -594,9 +594,14 @@ class PoolQueue:
 
     @retried
     def state_counts(self) -> dict[str, int]:
-        """How many tasks are in each state of the shared queue (queued, leased, done, cancelled)."""
-        rows = self._raw.execute("SELECT state, count(*) FROM tasks WHERE state IS NOT NULL GROUP BY state")
-        return {state: int(n) for state, n in rows.fetchall()}
+        """How many tasks are in each state of the shared queue (queued, leased, done, cancelled),
+        and ``expired``: the leased ones whose lease has ended (their pool is gone: the next claim
+        takes them back to the queue)."""
+        rows = self._raw.execute(
+            "SELECT state, count(*) FROM tasks WHERE state IS NOT NULL GROUP BY state "
+            f"UNION ALL SELECT 'expired', count(*) FROM tasks WHERE state = 'leased' AND lease_until < {_NOW}"
+        )
+        return {state: int(n) for state, n in rows.fetchall() if n}
 
     @retried
     def server_time(self) -> float:

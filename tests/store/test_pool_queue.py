@@ -322,6 +322,7 @@ def test_complete_and_claim_stores_then_claims_in_one_statement(stores: list[Pos
     optimizer.enqueue([_task(i) for i in range(6)])
     me, you = pool.register("local", workers=1), other.register("local", workers=1)
     assert [c.task.id for c in pool.claim(me, 2, _ENDED)] == [0, 1]  # both leases ended
+    assert optimizer.state_counts() == {"queued": 4, "leased": 2, "expired": 2}  # as emews status says
     assert optimizer.requeue_expired() == [0, 1]  # 0 and 1 queued again
     stored, claimed = pool.complete_and_claim(me, [_result(0, 0.0), _result(1, 1.0)], 3, _LEASE)
     assert stored == [0, 1] and [c.task.id for c in claimed] == [2, 3, 4]
