@@ -39,7 +39,7 @@ from emews.config.experiment import (
 )
 from emews.config.lease import Lease, acquire
 from emews.config.workflow import Workflow, load_workflow
-from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
+from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import batch_job_over, job_command, submit_experiment
@@ -333,10 +333,20 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     status, received = run_here(site, [*job_command(exp_dir), "--lease", lease_token], workers, relay=relay)
     if received:
         return 128 + received
-    if status == 0:  # the ranks exit 0 to MPI; the run's own status is in summary.json
-        recorded = run_exit_status(exp_dir, since)
-        return EXIT_FAILED if recorded is None else recorded
-    return status
+    recorded = run_exit_status(exp_dir, since)  # the ranks exit 0 to MPI; the run's own status is there
+    if recorded is not None:  # also when mpiexec then reported a rank that ended badly after it
+        return recorded
+    if status in (EXIT_FAILED, EXIT_CONFIG):  # rank 0 said why itself (a configuration error in the job)
+        return status
+    # a rank killed (kill -9, the OOM killer, a segfault) or one that exited on its own (os._exit in an
+    # inline objective) ended the job before the run wrote its summary: mpiexec's status (9, 11) said nothing
+    print(
+        f"emews: the job ended before its run did (mpiexec exited with status {status}: a rank was killed "
+        "or exited; see emews.log); what it stored stays stored; continue with: "
+        f"emews resume {shlex.quote(str(exp_dir))}",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED
 
 
 def run_here(site: Site, command: list[str], workers: int, *, relay: bool = False) -> tuple[int, int | None]:

@@ -66,3 +66,30 @@ def test_inline_sys_exit_and_keyboard_interrupt_fail_their_task_and_the_run_goes
     assert {x: r["status"] for x, r in rows.items()} == {0: "ok", 1: "failed", 2: "failed", 3: "ok", 4: "ok", 5: "ok"}
     assert cause(rows[1]["error"]) == "SystemExit: 3" and cause(rows[2]["error"]) == "KeyboardInterrupt"
     assert emews_cmd.leftovers_after_exit() == []
+
+
+EXITS = '''
+import os
+
+
+def run(params):
+    if int(params["x"]) == 2:
+        os._exit(0)  # inline: the worker's process itself ends, and the job with it
+    return float(params["x"])
+'''
+
+
+def test_a_rank_that_ends_the_job_early_gets_one_line_and_exit_1(emews_cmd, tmp_path) -> None:
+    """An inline objective calling os._exit ends its worker rank and the job before the run writes
+    its summary: one line says so and how to go on (there was no message at all, or mpiexec's
+    status, 9 after a kill -9 of a rank, outside the documented exit statuses)."""
+    (tmp_path / "objective.py").write_text(EXITS)
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"}, objective={"module": "objective.py"},
+                        space={"x": {"type": "ordered", "values": list(range(6))}},
+                        budget={"evaluations": 6, "fail_fast": 0}, task={"timeout": 60, "isolation": "inline"})
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("emews: the job ended before its run did (mpiexec exited with status "), proc.stderr
+    assert last.endswith(f"continue with: emews resume {tmp_path / 'exp'}"), last
+    assert emews_cmd.leftovers_after_exit() == []
