@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from emews.site.jobs import JOB_RECORD
-from emews.store import open_store
 from site_helpers import LOOPBACK_SITE
 from slurm_loopback import LoopbackSlurm
 from test_slurm_loopback import wait_for
@@ -25,7 +24,8 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests/store/pgserver.py)
 sys.path.insert(0, str(TESTS))
 from pgserver import PgServer, start_server  # noqa: E402
-from testutil import EmewsCommand, wait_until, write_workflow  # noqa: E402
+from pooled import gated_command, gated_workflow, seen  # noqa: E402
+from testutil import wait_until  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -46,32 +46,20 @@ def _jobs_import_this_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(TESTS.parent) + (os.pathsep + old if old else ""))
 
 
-def _rows(exp: Path, sql: str) -> list[tuple]:
-    try:
-        with open_store(exp, readonly=True) as store:
-            return [tuple(r) for r in store.connection.execute(sql).fetchall()]  # type: ignore[attr-defined]
-    except Exception:  # the store is not made yet
-        return []
-
-
 def test_a_pool_on_slurm_joins_an_experiment(slurm_cluster: LoopbackSlurm, postgres: PgServer,
                                              tmp_path: Path) -> None:
-    wf = write_workflow(tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
-                        budget={"evaluations": 10}, task={"timeout": 120, "isolation": "inline"},
-                        store={"url": postgres.url(), "lease": 5})
-    cmd = EmewsCommand(tmp_path)
-    (tmp_path / "marks").mkdir()
-    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(tmp_path / "marks"))
+    wf = gated_workflow(tmp_path, postgres.url(), 10, store={"lease": 5})
+    cmd = gated_command(tmp_path)
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: _rows(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
         attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
         assert attached.returncode == 0, attached.stderr
         pool_dir = exp / "pools" / "pool-001"
         record = json.loads((pool_dir / JOB_RECORD).read_text())
         assert f"submitted pool job {record['job_id']}" in attached.stdout
-        ran = wait_until(lambda: _rows(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'"), 240)
+        ran = wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'"), 240)
         assert ran, (pool_dir / "emews.log").read_text() if (pool_dir / "emews.log").exists() else "no pool log"
         (tmp_path / "open").touch()
         out, err = launch.communicate(timeout=300)
@@ -80,9 +68,9 @@ def test_a_pool_on_slurm_joins_an_experiment(slurm_cluster: LoopbackSlurm, postg
     finally:
         (tmp_path / "open").touch()
         cmd.kill_all()
-    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    results = seen(exp, "SELECT id, pool FROM results ORDER BY id")
     assert [i for i, _ in results] == list(range(10)) and {p for _, p in results} == {1, 2}
-    pools = _rows(exp, "SELECT id, site, job_id, stopped IS NOT NULL FROM pools ORDER BY id")
+    pools = seen(exp, "SELECT id, site, job_id, stopped IS NOT NULL FROM pools ORDER BY id")
     assert pools[1][1:] == ("slurm-loopback", record["job_id"], True), pools
 
 
@@ -98,20 +86,16 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
     """``emews cancel EXP`` cancels the pools' batch jobs too (a pool waits for queued work after its
     optimizer is gone, holding its allocation until the walltime); the tasks it held run again on the
     other pool once their lease lapses, each stored once; a second cancel says the job had ended."""
-    wf = write_workflow(tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
-                        budget={"evaluations": 8}, task={"timeout": 120, "isolation": "inline"},
-                        store={"url": postgres.url(), "lease": 5})
-    cmd = EmewsCommand(tmp_path)
-    (tmp_path / "marks").mkdir()
-    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(tmp_path / "marks"))
+    wf = gated_workflow(tmp_path, postgres.url(), 8, store={"lease": 5})
+    cmd = gated_command(tmp_path)
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: _rows(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
         attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
         assert attached.returncode == 0, attached.stderr
         job_id = json.loads((exp / "pools" / "pool-001" / JOB_RECORD).read_text())["job_id"]
-        assert wait_until(lambda: _rows(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'"), 240)
+        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'"), 240)
         cancelled = cmd("cancel", "exp", timeout=120)
         assert cancelled.returncode == 0, cancelled.stderr
         assert cancelled.stdout.splitlines() == [f"cancelled pool job {job_id} (pool-001)"]
@@ -124,4 +108,4 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
     finally:
         (tmp_path / "open").touch()
         cmd.kill_all()
-    assert [i for i, _ in _rows(exp, "SELECT id, pool FROM results ORDER BY id")] == list(range(8))
+    assert [i for i, _ in seen(exp, "SELECT id, pool FROM results ORDER BY id")] == list(range(8))

@@ -25,6 +25,22 @@ def pg_server() -> Iterator[PgServer]:
         shutil.rmtree(top, ignore_errors=True)
 
 
+@pytest.fixture
+def own_server() -> Iterator[PgServer]:
+    """A PostgreSQL server of the test's own, which it may stop and restart."""
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    top = Path(tempfile.mkdtemp(prefix="emews-pg-own-"))
+    server = start_server(top / "pg")
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        except Exception:  # stopped by the test already
+            pass
+        shutil.rmtree(top, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
 def no_connection_left_open() -> Iterator[None]:
     """A store test that leaves a PostgreSQL connection open fails here, in its own teardown, not

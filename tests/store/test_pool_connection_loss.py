@@ -5,16 +5,13 @@ away past ``store.retry`` ends the pool with :class:`StoreLost` and what it stor
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from pgserver import PgServer, start_server
+from pgserver import PgServer
 
 from emews.core.evaluator import Evaluator
 from emews.core.results import Result, Status, Task
@@ -92,20 +89,6 @@ def test_terminated_connections_are_made_again(pg_server: PgServer, request: pyt
     assert sorted(feeder.stored) == list(range(TASKS)) and feeder.late == []
     for store in stores:
         store.close()
-
-
-@pytest.fixture
-def own_server() -> Iterator[PgServer]:
-    top = Path(tempfile.mkdtemp(prefix="emews-pg-lost-"))
-    server = start_server(top / "pg")
-    try:
-        yield server
-    finally:
-        try:
-            server.stop()
-        except Exception:  # stopped by the test already
-            pass
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_a_server_away_past_the_retry_time_ends_the_pool(own_server: PgServer, tmp_path: Path) -> None:

@@ -16,54 +16,27 @@ import pytest
 from pgserver import PgServer
 
 from emews.store import open_store
+from pooled import gated_command, gated_workflow, rows, seen
 from testutil import TESTS, EmewsCommand, wait_until, write_workflow
 
-MARKED = TESTS / "objectives" / "marked.py"
 BUDGET = 12
 
 
 def _workflow(folder: Path, url: str | None, **extra: object) -> Path:
-    return write_workflow(
-        folder,
-        objective={"module": str(MARKED), "function": "run"},
-        budget={"evaluations": BUDGET},
-        task={"timeout": 120, "isolation": "inline"},
-        **({"store": {"url": url, "lease": 2}} if url else {}),
-        **extra,
-    )
-
-
-def _rows(exp: Path, sql: str) -> list[tuple]:
-    with open_store(exp, readonly=True) as store:
-        return [tuple(r) for r in store.connection.execute(sql).fetchall()]  # type: ignore[attr-defined]
-
-
-def _seen(exp: Path, sql: str) -> list[tuple]:
-    """``_rows`` while the job may still be making the store: nothing until it is there."""
-    try:
-        return _rows(exp, sql)
-    except Exception:  # the experiment's schema or tables are not made yet
-        return []
-
-
-def _gated(folder: Path) -> EmewsCommand:
-    cmd = EmewsCommand(folder)
-    (folder / "marks").mkdir(exist_ok=True)
-    cmd.env.update(GATE_FILE=str(folder / "open"), MARK_DIR=str(folder / "marks"))
-    return cmd
+    return gated_workflow(folder, url, BUDGET, store={"lease": 2}, **extra)
 
 
 def _attach_once_queued(cmd: EmewsCommand, exp: Path) -> tuple[subprocess.Popen, list[int]]:
     """Once the first pool holds what it can (2 running, 1 on its way) and a task waits in the
     queue, attach a pool of 2 workers; wait until one of its workers runs a task (its mark is
     there); that pool's job and the tasks it runs."""
-    assert wait_until(lambda: _seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+    assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
     attached = cmd.popen("attach", "exp", "--workers", "2")
     marks = exp.parent / "marks"
     running = wait_until(
         lambda: [
             i
-            for (i,) in _seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
+            for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
             if (marks / str(i)).exists()
         ],
         120,
@@ -78,7 +51,7 @@ def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: P
     ends the first pool runs it again under the same id (attempt 1): every evaluation is stored
     exactly once, none by the dead pool, and ``emews status`` shows that pool as lost."""
     wf = _workflow(tmp_path, pg_server.url())
-    first, second = _gated(tmp_path), _gated(tmp_path)
+    first, second = gated_command(tmp_path), gated_command(tmp_path)
     launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
@@ -92,12 +65,12 @@ def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: P
         first.kill_all()
         second.kill_all()
     assert launch.returncode == 0, err
-    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    results = rows(exp, "SELECT id, pool FROM results ORDER BY id")
     assert [i for i, _ in results] == list(range(BUDGET))  # 0 lost, 0 duplicates
     assert all(pool == 1 for i, pool in results if i in held)  # the dead pool stored nothing
-    attempts = dict(_rows(exp, "SELECT id, attempt FROM tasks"))
+    attempts = dict(rows(exp, "SELECT id, attempt FROM tasks"))
     assert all(attempts[i] == 1 for i in held)
-    assert _rows(exp, "SELECT DISTINCT state FROM tasks") == [("done",)]
+    assert rows(exp, "SELECT DISTINCT state FROM tasks") == [("done",)]
     status = first("status", "exp", timeout=120, check=True).stdout
     assert "pools: 2" in status
     assert "pool 1: stopped" in status and "pool 2: lost" in status, status
@@ -109,26 +82,26 @@ def _launch_on_two_pools(cmd: EmewsCommand, wf: Path, folder: Path) -> tuple[Pat
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp")
     exp = folder / "exp"
     try:
-        both = wait_until(lambda: len(_seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
-        assert both, _seen(exp, "SELECT id, state, pool FROM tasks")
+        both = wait_until(lambda: len(seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
+        assert both, seen(exp, "SELECT id, state, pool FROM tasks")
         (folder / "open").touch()
         out, err = launch.communicate(timeout=300)
     finally:
         (folder / "open").touch()
         cmd.kill_all()
     assert launch.returncode == 0, err
-    return exp, _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    return exp, rows(exp, "SELECT id, pool FROM results ORDER BY id")
 
 
 def test_launch_with_two_pools_runs_on_both(pg_server: PgServer, tmp_path: Path) -> None:
     """``--pools 2`` on the local site: the launch starts the second pool itself (``emews attach``)
     and waits for it; both run evaluations, each stored once with the pool that ran it."""
     wf = _workflow(tmp_path, pg_server.url())
-    cmd = _gated(tmp_path)
+    cmd = gated_command(tmp_path)
     exp, results = _launch_on_two_pools(cmd, wf, tmp_path)
     assert [i for i, _ in results] == list(range(BUDGET))
     assert {pool for _, pool in results} == {1, 2}
-    pools = _rows(exp, "SELECT id, tasks_done, stopped IS NOT NULL FROM pools ORDER BY id")
+    pools = rows(exp, "SELECT id, tasks_done, stopped IS NOT NULL FROM pools ORDER BY id")
     assert [(p, n) for p, n, _ in pools] == [(p, sum(1 for _, q in results if q == p)) for p in (1, 2)]
     assert all(stopped for *_, stopped in pools)  # both ended once the optimizer had finished
     assert cmd.leftovers_after_exit() == []
@@ -174,7 +147,7 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
     budget completes on the attached pool, each evaluation stored once. While it serves, another
     optimizer for the experiment (here: a connection holding the store's lock) is refused."""
     wf = _workflow(tmp_path, pg_server.url())
-    first, second = _gated(tmp_path), _gated(tmp_path)
+    first, second = gated_command(tmp_path), gated_command(tmp_path)
     launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
@@ -183,11 +156,11 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
         assert launch.wait(timeout=120) == 143
         # what no pool claimed is cancelled: never run, never queued again by the next optimizer
         cancelled = first("cancel", "exp", "--queued", timeout=120, check=True)
-        gone = [i for (i,) in _rows(exp, "SELECT id FROM tasks WHERE state = 'cancelled' ORDER BY id")]
+        gone = [i for (i,) in rows(exp, "SELECT id FROM tasks WHERE state = 'cancelled' ORDER BY id")]
         assert f"cancelled {len(gone)} queued tasks" in cancelled.stdout
         (tmp_path / "open").touch()  # the attached pool finishes its tasks with no optimizer running
         assert wait_until(
-            lambda: all(_seen(exp, f"SELECT 1 FROM results WHERE id = {i} AND pool = 2") for i in running), 120
+            lambda: all(seen(exp, f"SELECT 1 FROM results WHERE id = {i} AND pool = 2") for i in running), 120
         )
         with open_store(exp, readonly=True) as store:
             schema = store.schema  # type: ignore[attr-defined]
@@ -204,7 +177,7 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
         (tmp_path / "open").touch()
         first.kill_all()
         second.kill_all()
-    results = _rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    results = rows(exp, "SELECT id, pool FROM results ORDER BY id")
     assert len(results) == BUDGET and not {i for i, _ in results} & set(gone)
     assert all(pool == 2 for i, pool in results if i in running)
     assert "12/12 evaluations" in served.stdout + served.stderr
@@ -227,8 +200,8 @@ def test_a_training_objective_reports_and_retries_inside_a_pool(pg_server: PgSer
     cmd.env.update(TRAINER_KILL_AT="3", TRAINER_LOG=str(tmp_path / "trainer.log"))
     cmd("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp", timeout=300, check=True)
     exp = tmp_path / "exp"
-    assert _rows(exp, "SELECT DISTINCT status FROM results") == [("ok",)]
-    steps = _rows(exp, "SELECT trial, max(step) FROM reports GROUP BY trial ORDER BY trial")
+    assert rows(exp, "SELECT DISTINCT status FROM results") == [("ok",)]
+    steps = rows(exp, "SELECT trial, max(step) FROM reports GROUP BY trial ORDER BY trial")
     assert steps == [(0, 6), (1, 6), (2, 6)]
     events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
     starts = sorted((e["task"], e["restored"]) for e in events if e["event"] == "start")
@@ -255,7 +228,7 @@ def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> N
     cmd.env.update(TRAINER_GATE=str(tmp_path / "open"), TRAINER_GATE_AT="1")
     exp, results = _launch_on_two_pools(cmd, wf, tmp_path)
     assert [i for i, _ in results] == list(range(6)) and {p for _, p in results} == {1, 2}
-    stopped = {t for (t,) in _rows(exp, "SELECT trial FROM decisions WHERE action = 'stop'")}
+    stopped = {t for (t,) in rows(exp, "SELECT trial FROM decisions WHERE action = 'stop'")}
     assert stopped, "ASHA stopped no trial"
-    last = dict(_rows(exp, "SELECT trial, max(step) FROM reports GROUP BY trial"))
+    last = dict(rows(exp, "SELECT trial, max(step) FROM reports GROUP BY trial"))
     assert all(last[t] < 9 for t in stopped) and all(last[t] == 9 for t in range(6) if t not in stopped)

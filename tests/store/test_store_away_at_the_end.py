@@ -6,55 +6,26 @@ once the server is back, ``emews resume`` completes the budget with each result 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from pgserver import PgServer, start_server
+from pgserver import PgServer
+from pooled import gated_command, gated_workflow, seen
 
 from emews.store import open_store
-from testutil import TESTS, EmewsCommand, wait_until, write_workflow
+from testutil import wait_until
 
 EVALUATIONS = 6
 
 
-@pytest.fixture
-def own_server() -> Iterator[PgServer]:
-    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
-    top = Path(tempfile.mkdtemp(prefix="emews-pg-away-"))
-    server = start_server(top / "pg")
-    try:
-        yield server
-    finally:
-        try:
-            server.stop()
-        except Exception:  # stopped by the test already
-            pass
-        shutil.rmtree(top, ignore_errors=True)
-
-
-def _leased(exp: Path) -> list[tuple]:
-    try:
-        with open_store(exp, readonly=True) as store:
-            return store.connection.execute("SELECT id FROM tasks WHERE state = 'leased'").fetchall()  # type: ignore[attr-defined]
-    except Exception:  # the store is not made yet
-        return []
-
-
 def test_a_store_away_past_the_retry_ends_the_run_in_one_line_and_resume_completes_it(
         own_server: PgServer, tmp_path: Path) -> None:
-    wf = write_workflow(tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
-                        budget={"evaluations": EVALUATIONS}, task={"timeout": 120, "isolation": "inline"},
-                        store={"url": own_server.url(), "lease": 5, "retry": 2})
-    cmd = EmewsCommand(tmp_path)
-    (tmp_path / "marks").mkdir()
-    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(tmp_path / "marks"))
+    wf = gated_workflow(tmp_path, own_server.url(), EVALUATIONS, store={"lease": 5, "retry": 2})
+    cmd = gated_command(tmp_path)
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: len(list((tmp_path / "marks").iterdir())) == 2 and _leased(exp), 120)
+        leased = "SELECT id FROM tasks WHERE state = 'leased'"
+        assert wait_until(lambda: len(list((tmp_path / "marks").iterdir())) == 2 and seen(exp, leased), 120)
         own_server.stop()
         (tmp_path / "open").touch()  # the tasks end, and their results cannot be stored
         out, err = launch.communicate(timeout=300)
