@@ -6,12 +6,13 @@ rank imports only what its role needs: the workers neither read a file nor load 
 configuration layer, so they start at once. A stop signal (walltime, ``scancel``,
 Ctrl-C) makes every rank wind down: rank 0 stores what arrived, writes ``summary.json``
 and ``results.csv``, and exits with 128 + the signal number; ``emews resume``
-continues. The ranks leave together, once rank 0's outputs are written
-(:func:`leave_together`). Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
+continues. The ranks leave together, once rank 0's outputs are written, each with nothing
+left unread, so each finalizes MPI and exits on its own (:func:`leave_together`). Exit status otherwise: 0 completed, 1 failed, 2 configuration error.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -23,7 +24,7 @@ from emews.core.errors import EXIT_CONFIG, EXIT_OK
 from emews.runtime.backoff import Backoff, spin_for
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.team_comm import TeamWorld
-from emews.runtime.transport import MPITransport, quiet_barrier, quiet_bcast
+from emews.runtime.transport import MPITransport, drop_unread, quiet_barrier, quiet_bcast
 from emews.runtime.worker_rank import WorkerPlan, serve_on_node
 
 
@@ -88,12 +89,22 @@ LEAVE_PATIENCE = 30.0
 
 
 def leave_together(comm: Any, patience: float | None = None) -> None:
-    """Return once every rank is done, rank 0's outputs (store, ``summary.json``, CSV) written.
+    """Return once every rank is done, rank 0's outputs (store, ``summary.json``, CSV) written,
+    with no message left unread for this rank.
 
-    After a stop signal, mpiexec (Hydra) SIGKILLs a job's remaining ranks as soon as one of
-    them exits, even with status 0: a worker that left first killed rank 0 mid-write. The
-    wait is a non-blocking barrier polled with back-off, so the waiting ranks do not spin.
-    A worker waits for rank 0 however long it takes (rank 0 always arrives); rank 0, whose
-    work is saved, gives up after ``patience`` seconds (a worker that died never arrives).
+    mpiexec (Hydra) SIGKILLs every rank still running as soon as one exits without having
+    finalized MPI, and MPICH's MPI_Finalize fails on a message still unmatched: a worker that
+    stopped on its own at a stop signal left the optimizer rank's STOP unread, failed to
+    finalize, and the job's other ranks, rank 0 among them while it wrote its outputs, were
+    killed ("BAD TERMINATION ... Killed (signal 9)"). Workers now read until their STOP
+    (:func:`emews.runtime.worker.await_stop`); what is still unread here is dropped
+    (:func:`~emews.runtime.transport.drop_unread`, noted in rank 0's log), and no rank leaves
+    before rank 0's outputs are written. The wait is a non-blocking barrier polled with
+    back-off, so the waiting ranks do not spin. A worker waits for rank 0 however long it
+    takes (rank 0 always arrives); rank 0, whose work is saved, gives up after ``patience``
+    seconds (a worker that died never arrives).
     """
     quiet_barrier(comm, patience)
+    dropped = drop_unread(comm)
+    if dropped:  # a worker has no log: this reaches rank 0's emews.log only
+        logging.getLogger("emews").info("rank %d: %d unread messages dropped before leaving", comm.Get_rank(), dropped)

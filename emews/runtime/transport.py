@@ -47,6 +47,25 @@ def quiet_barrier(comm: Any, patience: float | None = None) -> bool:
     return True
 
 
+def drop_unread(comm: Any) -> int:
+    """Receive, and drop unread, every message still waiting for this rank on ``comm``; how many.
+
+    For a rank whose part is over (after :func:`emews.job.mpi_main.leave_together`): MPICH's
+    MPI_Finalize fails on a message still unmatched ("Communicator being freed has 1 unmatched
+    message(s)"), the rank then exits without telling the process manager it finalized, and
+    mpiexec (Hydra) SIGKILLs every rank still running and prints BAD TERMINATION. No message
+    should be left (a worker reads until its STOP, rank 0 until every worker's STOPPED); this
+    keeps one that is anyway from killing the job. The bytes are not unpickled."""
+    from mpi4py import MPI
+
+    status = MPI.Status()
+    dropped = 0
+    while (message := comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)) is not None:
+        message.Recv([bytearray(max(status.Get_count(MPI.BYTE), 1)), MPI.BYTE])
+        dropped += 1
+    return dropped
+
+
 def quiet_bcast(comm: Any, value: Any = None, root: int = 0) -> Any:
     """``comm.bcast`` whose receivers sleep until the root is ready (:func:`quiet_barrier`): the
     workers wait for rank 0's plan while rank 0 loads the configuration on the same cores."""

@@ -83,6 +83,8 @@ class Inbox:
         if self.stop is not None:
             return self.stop
         msg = self._transport.poll()
+        if msg is not None and msg.tag is Tag.STOP:
+            self.stop = msg
         if msg is None or msg.tag is Tag.TASK or msg.tag is Tag.STOP:
             return msg
         self._aside(msg)
@@ -174,7 +176,9 @@ def worker_loop(
     ``OUTCOME_BATCH_SECONDS``, so short tasks cost the optimizer rank fewer messages.
     A send is complete before the next task starts (the inbox is drained meanwhile),
     so a large result reaches the optimizer rank while this rank is still in MPI.
-    The last message is always :class:`WorkerStopped`, also when shutting down fails.
+    The last message is always :class:`WorkerStopped`, also when shutting down fails. A worker
+    that stopped on its own (a stop signal) then still reads its messages until the STOP that
+    the optimizer rank sends every worker as its last message (:func:`await_stop`).
     """
     backoff = transport.idle_backoff()
     inbox = Inbox(transport, interrupted, optimizer_rank, aborting)
@@ -232,7 +236,27 @@ def worker_loop(
             transport.send(unsent, optimizer_rank, Tag.OUTCOME)
         transport.send(WorkerStopped(served, error, _unfinished(queued, inbox)), optimizer_rank, Tag.STOPPED)
         _settle(transport, inbox, backoff, deadline=time.monotonic() + FINAL_SEND_SECONDS)
+        await_stop(inbox)
     return served
+
+
+def await_stop(inbox: Inbox) -> None:
+    """Read this worker's messages until the optimizer rank's STOP, its last one to this worker.
+
+    A worker that stopped on its own (a stop signal reached it before the optimizer rank's STOP)
+    must not leave a message unread: MPI_Finalize fails on a message still unmatched at that
+    point (MPICH: "Communicator being freed has 1 unmatched message(s)"), the rank then exits
+    without telling the process manager it finalized, and mpiexec (Hydra) SIGKILLs every rank
+    still running, rank 0 among them while it writes its outputs ("BAD TERMINATION ... Killed
+    (signal 9)"). The optimizer rank sends STOP to every worker, also to one that stopped on its
+    own, and nothing after it, so STOP always comes; as long as rank 0 runs the worker waits for
+    it, as it would at the job's last barrier (:func:`emews.job.mpi_main.leave_together`),
+    sleeping up to 10 ms between polls.
+    """
+    backoff = Backoff(max_delay=10e-3)
+    while inbox.stop is None:
+        inbox.receive()
+        backoff.idle()
 
 
 def _unfinished(queued: deque[Task | TeamTask], inbox: Inbox) -> tuple[int, ...]:

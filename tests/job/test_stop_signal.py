@@ -1,0 +1,84 @@
+"""A stop signal to ``emews launch`` ends the job with every rank finalizing MPI and exiting on its
+own, in order: rank 0 writes its outputs, the ranks leave together, mpiexec kills nobody.
+
+Found in review: with 4 workers running training trials, SIGTERM ended with emews' own stop line and
+then mpiexec's "BAD TERMINATION ... EXIT CODE: 9 ... Killed (signal 9)" (6 of 7 runs), rank 0 killed
+in one of them. The cause: a worker the signal stopped first sent its last message and left, so the
+STOP the optimizer rank sends every worker stayed unread; MPICH's MPI_Finalize fails on an unmatched
+message ("Communicator being freed has 1 unmatched message(s)"), the rank exits without telling the
+process manager it finalized, and Hydra's proxy SIGKILLs every rank still running."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testutil import TESTS, events, query, stored_rows, wait_until, write_workflow
+
+TRAINER = TESTS / "objectives" / "trainer.py"
+RATES = [0.5, 0.1, 0.9, 0.3, 0.05, 0.7, 0.2, 0.4]
+
+
+def test_sigterm_with_four_workers_training_ends_without_a_kill(emews_cmd, tmp_path: Path) -> None:
+    """Four trials (one a worker) report steps 1 and 2 and wait at a gate before step 3 (ASHA decides
+    nothing before its grace period of 3). SIGTERM to ``emews launch`` once all four reported step 2;
+    once rank 0 logged that running trials pause, the gate opens: each trial's step-3 report is
+    answered with pause (or ASHA's stop). The launch exits 143 with emews' stop line last, no rank is killed (no
+    BAD TERMINATION), ``summary.json`` says the signal, and each trial is stored paused or ended at step 3."""
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_GATE_AT="3")
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"},
+                        objective={"module": str(TRAINER), "metric": "loss"},
+                        space={"rate": {"type": "ordered", "values": RATES},
+                               "epochs": {"type": "constant", "value": 9}},
+                        budget={"evaluations": len(RATES)}, task={"isolation": "process"},
+                        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 3}},
+                        walltime={"grace": 100})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "4", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+
+    def at_the_gate() -> set[int]:
+        return {e["task"] for e in events(log) if e["event"] == "report" and e["step"] == 2}
+
+    assert wait_until(lambda: len(at_the_gate()) == 4, timeout=180), events(log)
+    job.send_signal(signal.SIGTERM)
+    rank0_log = exp / "emews.log"
+    assert wait_until(lambda: "pause at their next report" in rank0_log.read_text(), timeout=120)
+    gate.touch()
+    out, err = job.communicate(timeout=240)
+    assert "BAD TERMINATION" not in out + err and "signal 9" not in out + err, (out, err)
+    assert job.returncode == 143, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("emews: stopped by SIGTERM: ") and "continue with: emews resume" in last, err
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["interrupted"] == "stopped by SIGTERM" and summary["exit_status"] == 143
+    assert (exp / "results.csv").is_file()
+    # each trial at the gate went on to step 3: paused there, or stopped by ASHA's rung 3 (a result)
+    paused = dict(query(exp, "SELECT task, step FROM pauses"))
+    ended = {r["id"] for r in stored_rows(exp)}
+    assert set(paused.values()) <= {3} and set(paused) | ended == at_the_gate() and not set(paused) & ended
+    assert "unread messages dropped" not in rank0_log.read_text()
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+@pytest.mark.parametrize("leave", ["drop", "keep"])
+def test_a_message_left_unread_is_dropped_before_the_ranks_leave(leave: str, tmp_path: Path) -> None:
+    """Rank 1 sends rank 0 a message nobody reads. Leaving with ``leave_together`` (``drop``) both
+    ranks finalize MPI and mpiexec exits 0. With a bare barrier (``keep``) rank 0's MPI_Finalize
+    fails on the unmatched message: the hazard the drop removes is real (rank 0 then exits
+    without finalizing, and Hydra kills rank 1 if it still runs)."""
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    script = str(Path(__file__).resolve().parent / "unread_message_rank.py")
+    done = subprocess.run([mpiexec, "-n", "2", sys.executable, script, leave, str(tmp_path)],
+                          capture_output=True, text=True, timeout=240)
+    said = done.stdout + done.stderr
+    if leave == "drop":
+        assert done.returncode == 0 and "BAD TERMINATION" not in said, said
+        assert [(tmp_path / f"rank-{r}").read_text() for r in (0, 1)] == ["finalized", "finalized"]
+    else:
+        assert "unmatched message" in (tmp_path / "rank-0").read_text(), said
