@@ -1,8 +1,9 @@
 """The ``emews`` command: launch, check, results, status, report, cancel, and the in-job ``run``.
 
 Exit status: 0 when a run completes (failed tasks included), 2 for
-configuration errors (and an experiment another run owns), 128 + N when stopped
-by signal N (130: Ctrl-C, 143: SIGTERM; ``emews resume`` continues), 1 otherwise.
+configuration errors (and an experiment another run owns), 3 when the run stopped
+itself at the walltime margin and 128 + N when stopped by signal N (130: Ctrl-C,
+143: SIGTERM; ``emews resume`` continues both), 1 otherwise.
 """
 
 from __future__ import annotations

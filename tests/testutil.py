@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -183,6 +184,18 @@ def read_only(exp: Path, sql: str) -> list[tuple]:
             db.close()
     except sqlite3.OperationalError:
         return []
+
+
+#: rank 0's log line once the walltime margin is reached, with the pause time (UNIX)
+WALLTIME_LINE = re.compile(r"walltime margin reached \(pause time ([0-9.]+)")
+
+
+def walltime_pause_time(exp: Path, timeout: float = 180.0) -> float | None:
+    """The pause time rank 0 logs when the walltime margin is reached (waits up to ``timeout``
+    for the line, a safety net; ``None`` without it)."""
+    log = exp / "emews.log"
+    found = wait_until(lambda: log.exists() and WALLTIME_LINE.search(log.read_text()), timeout=timeout)
+    return float(found.group(1)) if found else None
 
 
 def events(path: Path) -> list[dict]:

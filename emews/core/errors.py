@@ -10,6 +10,9 @@ from typing import Any
 
 #: exit statuses of every command: done, failed, configuration error (bad input)
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+#: a run that stopped itself at the walltime margin (``emews resume`` continues it); a stop signal
+#: is 128 + its number instead
+EXIT_WALLTIME = 3
 
 _BRIEF = reprlib.Repr()
 _BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = 4

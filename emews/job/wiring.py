@@ -312,7 +312,7 @@ def run_optimizer_rank(
             budget=budget,
         ).start()
     )
-    walltime = WalltimeStop(trials.clock, lambda: distributor.idle).start()
+    walltime = WalltimeStop(trials.clock, lambda: distributor.idle, interrupt.stop_at_walltime).start()
     start = time.monotonic()
     error: BaseException | None = None
     reporter = (

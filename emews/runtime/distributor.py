@@ -353,14 +353,14 @@ class Distributor:
 
     @property
     def idle(self) -> bool:
-        """No task runs, none waits to be dispatched and no trial waits for a promotion (once trials
-        pause, waiting trials do not count: they wait across the stop)."""
-        return (
-            not self._in_flight
-            and not self._queues.tasks
-            and not self._dispatch.waiting
-            and (not self._waiting or self._trials.clock.due())
-        )
+        """No task runs, none waits to be dispatched and no trial waits for a promotion. Once trials
+        pause (the walltime margin, a stop signal) only running tasks count: nothing queued starts
+        any more and waiting trials wait across the stop."""
+        if self._in_flight:
+            return False
+        if self._trials.clock.due():
+            return True
+        return not self._queues.tasks and not self._dispatch.waiting and not self._waiting
 
     def _stopping(self) -> bool:
         """A stop signal or the walltime: waiting trials are neither promoted nor released (they stay
@@ -430,11 +430,13 @@ class Distributor:
 
     def _place(self) -> bool:
         """Queued tasks to the dispatch, and what it starts to the workers (nothing new starts
-        once aborting or the compute budget is spent); whether anything moved."""
+        once aborting, the compute budget is spent or trials pause: the walltime margin or a
+        stop signal); whether anything moved."""
         tasks = self._queues.tasks
         queued = len(tasks)
         # ``_spent`` again: the optimizer may have queued a task since ``_spend`` dropped them
-        events = self._dispatch.place(tasks, start=not self._abort and not self._spent)
+        start = not self._abort and not self._spent and not self._trials.clock.due()
+        events = self._dispatch.place(tasks, start=start)
         if events:
             self._apply(events)
         return bool(events) or len(tasks) != queued

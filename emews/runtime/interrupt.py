@@ -7,6 +7,8 @@ that the loops check. Without a ``grace`` it is also an abort: inside
 optimizer (or an inline objective) out of its call. With a ``grace`` (worker ranks,
 whose training trials pause at their next report) the abort comes ``grace`` seconds
 later, or at a second signal; any further signal is ignored: shutdown is under way.
+The optimizer rank also stops itself this way at the walltime margin
+(:meth:`Interrupt.stop_at_walltime`): the same path, told apart as :class:`WalltimeReached`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+
+from emews.core.errors import EXIT_WALLTIME
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -31,6 +35,19 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+class WalltimeReached(Interrupted):
+    """The run stopped itself at the walltime margin (no signal came): nothing runs any more,
+    the running trials paused; ``emews resume`` continues. Exit status :data:`EXIT_WALLTIME`."""
+
+    def __init__(self) -> None:
+        BaseException.__init__(self, "stopped at the walltime margin")
+        self.signum = signal.SIGTERM  # delivered to the main thread as the stop signal it stands for
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_WALLTIME
+
+
 class Interrupt:
     """The process's stop flag, set by the first SIGTERM or SIGINT; ``aborting`` once the
     ``grace`` seconds after it have passed (at once without a grace) or a second signal came."""
@@ -42,6 +59,9 @@ class Interrupt:
         self._raising = 0
         self._guard = _Raising(self)
         self._timer: threading.Timer | None = None
+        self._installed = False
+        #: the stop is the walltime margin's (:meth:`stop_at_walltime`), not a signal from outside
+        self.walltime = False
         #: whether the running work may use the grace (a worker: its task is a training trial)
         self.defer: Callable[[], bool] = lambda: True
 
@@ -50,7 +70,19 @@ class Interrupt:
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 signal.signal(sig, self._handle)
+            self._installed = True
         return self
+
+    def stop_at_walltime(self) -> None:
+        """Stop as a first SIGTERM would, reported as :class:`WalltimeReached` (from any thread:
+        the walltime watcher's). Nothing when a stop signal came first: that one is the stop."""
+        if self.signum is not None:
+            return
+        self.walltime = True
+        if self._installed:  # the abort reaches the main thread, wherever the optimizer is
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+        else:  # no handler (workers as threads, in tests): the flag alone, which the loops read
+            self.signum, self._aborting = signal.SIGTERM, True
 
     def __call__(self) -> bool:
         return self.signum is not None
@@ -73,7 +105,9 @@ class Interrupt:
 
     @property
     def error(self) -> Interrupted | None:
-        return None if self.signum is None else Interrupted(self.signum)
+        if self.signum is None:
+            return None
+        return WalltimeReached() if self.walltime else Interrupted(self.signum)
 
     def raising(self) -> _Raising:
         """While inside, the abort raises :class:`Interrupted` on the main thread
@@ -92,7 +126,7 @@ class Interrupt:
                 return
         self._aborting = True
         if self._raising:
-            raise Interrupted(self.signum)
+            raise WalltimeReached() if self.walltime else Interrupted(self.signum)
 
     def _expire(self) -> None:
         """The grace is over: the abort arrives on the main thread as a second signal."""
@@ -109,8 +143,9 @@ class _Raising:
     def __enter__(self) -> None:
         interrupt = self._interrupt
         if interrupt._aborting:
-            assert interrupt.signum is not None
-            raise Interrupted(interrupt.signum)
+            error = interrupt.error
+            assert error is not None
+            raise error
         interrupt._raising += 1
 
     def __exit__(self, *exc: object) -> None:

@@ -1,18 +1,20 @@
 """Walltime awareness on the optimizer rank: pause running trials before the allocation ends.
 
-From ``margin`` seconds before the allocation's end (or from a stop signal), every report is answered with ``pause``
-(the trial's checkpoint is kept and its task stays unfinished); once no task runs or waits any
-more, the run stops as a batch system's SIGTERM would stop it, and ``emews resume`` continues
-the paused trials from their checkpoints at the step they reached.
+From ``margin`` seconds before the allocation's end (or from a stop signal), no new task starts
+and every report is answered with ``pause`` (the trial's checkpoint is kept and its task stays
+unfinished); once no task runs any more, the run stops as a batch system's SIGTERM would stop it,
+reported as the walltime's stop ("stopped at the walltime margin", exit status 3), and ``emews
+resume`` continues the paused trials from their checkpoints at the step they reached.
 """
 
 from __future__ import annotations
 
-import os
-import signal
+import logging
 import threading
 import time
 from collections.abc import Callable
+
+log = logging.getLogger("emews")
 
 
 class PauseClock:
@@ -33,13 +35,18 @@ class PauseClock:
 
 
 class WalltimeStop:
-    """A thread that stops the run (SIGTERM to this process: the stop path every batch kill takes)
-    once the pause time has come and ``idle()`` said twice in a row that no task runs or waits
-    (once could catch a task between the queue and a worker)."""
+    """A thread that, at the pause time, logs it (from then the distributor starts no task: it reads
+    the clock) and, once ``idle()`` said twice in a row that no task runs (once could catch a task
+    between the queue and a worker), stops the run with ``stop`` (the optimizer rank's
+    :meth:`~emews.runtime.interrupt.Interrupt.stop_at_walltime`: the path a stop signal takes,
+    reported as the walltime's)."""
 
-    def __init__(self, clock: PauseClock, idle: Callable[[], bool], poll: float = 0.05) -> None:
+    def __init__(
+        self, clock: PauseClock, idle: Callable[[], bool], stop: Callable[[], None], poll: float = 0.05
+    ) -> None:
         self._clock = clock
         self._idle = idle
+        self._stop = stop
         self._poll = poll
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="emews-walltime", daemon=True)
@@ -57,10 +64,16 @@ class WalltimeStop:
         assert pause_at is not None
         if self._done.wait(max(0.0, pause_at - time.time())):
             return
+        log.info(
+            "walltime margin reached (pause time %.6f, %g s before the end): no new task starts; "
+            "running trials pause at their next report",
+            pause_at,
+            self._clock.margin,
+        )
         idle_before = False
         while not self._done.wait(self._poll):
             idle = self._idle()
             if idle and idle_before:
-                os.kill(os.getpid(), signal.SIGTERM)
+                self._stop()
                 return
             idle_before = idle

@@ -1,6 +1,6 @@
 """A test training objective with a known learning curve: ``loss(step) = rate + 1 / step``.
 
-It reports every step with a checkpoint ``{"step", "rate", "trail", "trial"}`` (``trail`` lists the
+The start event carries ``time`` (UNIX), when the trial started. It reports every step with a checkpoint ``{"step", "rate", "trail", "trial"}`` (``trail`` lists the
 steps this lineage trained, ``trial`` the task that wrote it, so a test sees what was restored) and
 stops when told. Knobs
 (environment, so they work in worker threads and isolated children alike):
@@ -15,6 +15,8 @@ stops when told. Knobs
 ``TRAINER_WAIT_HELD`` every task but 0 waits (up to 120 s) until task 0 holds, before it trains
 ``TRAINER_GATE_AT``  before reporting that step or a later one, every trial waits until the file
                      ``TRAINER_GATE`` exists (up to 120 s)
+``TRAINER_IN_TURN``  with ``TRAINER_GATE_AT``: at that step, task N > 0 also waits (up to 120 s) until
+                     task N - 1's report of it was answered (in the log): the reports come in task order
 ``TRAINER_GO_AT``    ``TASK:STEP``: that task, on its first run, waits before reporting that step until
                      the file ``TRAINER_GATE.go`` exists (up to 120 s)
 ``TRAINER_STEP_SLEEP`` sleep this many seconds before each report (trials on several workers then
@@ -52,13 +54,25 @@ def _wait_for(path: Path) -> None:
         time.sleep(0.02)
 
 
+def _wait_for_turn(task: int, step: int) -> None:
+    """Until task ``task - 1``'s report of ``step`` is in the log (it was answered)."""
+    log = Path(os.environ.get("TRAINER_LOG", "/nonexistent"))
+    deadline = time.monotonic() + 120
+    while task > 0 and time.monotonic() < deadline:
+        lines = log.read_text().splitlines() if log.exists() else []
+        reported = [json.loads(line) for line in lines if line.endswith("}")]  # not a line still being written
+        if any(e["event"] == "report" and e["task"] == task - 1 and e["step"] == step for e in reported):
+            return
+        time.sleep(0.02)
+
+
 def run(params: dict, ctx) -> dict:
     rate, epochs = float(params["rate"]), int(params.get("epochs", 9))
     if os.environ.get("TRAINER_GROUP"):
         ctx.process_group()
     state, start = ctx.restore(default=({"step": 0, "rate": rate, "trail": [], "trial": ctx.task_id}, 0))
     _log(event="start", task=ctx.task_id, pid=os.getpid(), restored=start, trail=state["trail"],
-         rate=rate, from_rate=state["rate"], from_trial=state.get("trial"))
+         rate=rate, from_rate=state["rate"], from_trial=state.get("trial"), time=time.time())
     gate = Path(os.environ.get("TRAINER_GATE", "/nonexistent"))
     if os.environ.get("TRAINER_WAIT_HELD") and ctx.task_id != 0:
         _wait_for(gate.with_name(gate.name + ".held"))
@@ -78,6 +92,8 @@ def run(params: dict, ctx) -> dict:
             time.sleep(pace)
         if gate_at and step >= gate_at:
             _wait_for(gate)
+            if os.environ.get("TRAINER_IN_TURN") and step == gate_at:
+                _wait_for_turn(ctx.task_id, step)
         if ctx.task_id == int(go_task) and step == int(go_step) and start == 0:
             _wait_for(gate.with_name(gate.name + ".go"))
         state = {"step": step, "rate": rate, "trail": [*state["trail"], step], "trial": ctx.task_id}

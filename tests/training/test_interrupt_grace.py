@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import pytest
 
-from emews.runtime.interrupt import Interrupt, Interrupted
+from emews.core.errors import EXIT_WALLTIME
+from emews.runtime.interrupt import Interrupt, Interrupted, WalltimeReached
 from testutil import wait_until
 
 
@@ -45,6 +47,28 @@ def test_the_grace_ends_in_an_abort_on_the_main_thread(restore_handlers) -> None
         os.kill(os.getpid(), signal.SIGTERM)
         wait_until(lambda: False, timeout=30)   # interrupted by the expiry, long before the timeout
     assert interrupt.aborting()
+
+
+def test_the_walltime_stop_aborts_the_main_thread_as_the_walltimes_not_a_signal(restore_handlers) -> None:
+    """The walltime watcher, on a thread of its own, stops the run: the optimizer's call on the main
+    thread is interrupted as by a first SIGTERM, but as :class:`WalltimeReached` (exit status 3, its
+    own line), so a walltime pause is told apart from an outside kill."""
+    interrupt = Interrupt().install()
+    with pytest.raises(WalltimeReached) as stopped, interrupt.raising():
+        threading.Thread(target=interrupt.stop_at_walltime).start()
+        wait_until(lambda: False, timeout=30)   # interrupted long before the timeout
+    assert stopped.value.exit_status == EXIT_WALLTIME == 3
+    assert str(stopped.value) == "stopped at the walltime margin"
+    assert interrupt.aborting() and isinstance(interrupt.error, WalltimeReached)
+
+
+def test_a_stop_signal_before_the_walltime_stays_the_stop(restore_handlers) -> None:
+    interrupt = Interrupt().install()
+    with pytest.raises(Interrupted), interrupt.raising():
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(lambda: False, timeout=5)
+    interrupt.stop_at_walltime()
+    assert not isinstance(interrupt.error, WalltimeReached) and interrupt.error.exit_status == 143
 
 
 def test_work_that_cannot_pause_is_aborted_at_once(restore_handlers) -> None:

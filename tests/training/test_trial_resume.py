@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, events, query, read_only, stored_rows, wait_until, write_workflow
+from testutil import TESTS, events, query, read_only, stored_rows, wait_until, walltime_pause_time, write_workflow
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 PROMOTION = {"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3,
@@ -159,22 +159,29 @@ def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, 
 
 
 def test_a_walltime_stop_keeps_trials_waiting_and_the_resumed_run_promotes_them(emews_cmd, tmp_path: Path) -> None:
-    """ASHA promotion (rf 3), one worker, a margin longer than the limit: every report comes after
-    the pause time. Rates .5 .1 .9 .3 wait at rung 1; .05 leads it and pauses for the walltime. The
-    run stops (143) with no result: the waiting trials stay waiting (table ``waits``), not ended.
-    The resume adds .95 .96 .97 .98: t4 goes on to rung 3; with 6 trials at rung 1, t1 is promoted
+    """ASHA promotion (rf 3). Five workers start the five trials at once; each holds before its
+    step-1 report until rank 0 logged the pause time (25 s into the job), then they report in task
+    order, as one worker would, so no promotion is decided before the pause. Rates .5 .1 .9 .3 wait at
+    rung 1; .05 leads it and pauses for the walltime. The run stops itself at the walltime margin
+    (exit 3) with no result: the waiting trials stay waiting (table ``waits``), not ended. The resume
+    (one worker) adds .95 .96 .97 .98: t4 goes on to rung 3; with 6 trials at rung 1, t1 is promoted
     across the boundary, with 9, t3; at rung 3 t4 is promoted and trains to max_t. t0 and t2 are
     never promoted and never train past step 1; they end with the results they paused with."""
-    points = tmp_path / "points.jsonl"
+    points, gate = tmp_path / "points.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_GATE=str(gate), TRAINER_GATE_AT="1", TRAINER_IN_TURN="1",
+                         TRAINER_LOG=str(tmp_path / "log.jsonl"))
     rates = [0.5, 0.1, 0.9, 0.3, 0.05]
     write_points(points, rates)
     wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": str(points), "backlog": 10}},
                         objective={"module": str(TRAINER), "metric": "loss"}, space=trainer_space(9),
                         budget={"evaluations": 5}, task={"isolation": "process"}, trial_scheduler=PROMOTION,
-                        walltime={"limit": "00:10:00", "margin": 3600})
-    first = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
-    assert first.returncode == 143, first.stderr
+                        walltime={"limit": "00:00:45", "margin": 20})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "5", "--exp-dir", "exp")
     exp = tmp_path / "exp"
+    assert walltime_pause_time(exp) is not None, job.communicate(timeout=60)
+    gate.touch()
+    _, err = job.communicate(timeout=240)
+    assert job.returncode == 3, err
     assert stored_rows(exp) == []
     assert query(exp, "SELECT task, step FROM waits ORDER BY task") == [(0, 1), (1, 1), (2, 1), (3, 1)]
     assert query(exp, "SELECT task, step FROM pauses") == [(4, 1)]
@@ -183,7 +190,8 @@ def test_a_walltime_stop_keeps_trials_waiting_and_the_resumed_run_promotes_them(
     assert "0 running, 5 paused" in status.stdout
 
     write_points(points, [*rates, 0.95, 0.96, 0.97, 0.98])
-    second = emews_cmd("resume", "exp", "--set", "walltime.margin=0", "--set", "budget.evaluations=9", timeout=300)
+    second = emews_cmd("resume", "exp", "--workers", "1", "--set", "walltime.limit=00:10:00", "--set",
+                       "walltime.margin=0", "--set", "budget.evaluations=9", timeout=300)
     assert second.returncode == 0, second.stderr
     assert query(exp, "SELECT trial, step FROM promotions ORDER BY seq") == [(1, 1), (3, 1), (4, 3)]
     steps = {t: [s for (s,) in query(exp, f"SELECT step FROM reports WHERE trial = {t} ORDER BY seq")]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, events, pbt_workflow, query, read_only, stored_rows, wait_until, write_workflow
+from testutil import (TESTS, events, pbt_workflow, query, read_only, stored_rows, wait_until, walltime_pause_time,
+                      write_workflow)
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
@@ -273,31 +274,39 @@ class Dumping(ASHA):
 '''
 
 
-def test_trials_paused_before_the_walltime_continue_on_resume_with_the_rungs_rebuilt(
+def test_trials_paused_at_the_walltime_margin_continue_on_resume_with_the_rungs_rebuilt(
         emews_cmd, tmp_path: Path) -> None:
-    """A margin longer than the limit: every running trial pauses at its first report (the sweep then
-    waits for results, so the run goes idle) and the run stops as on SIGTERM. ``emews resume``
-    continues the paused trials at step 2 from their checkpoints, with ASHA's rungs rebuilt from the
-    stored reports: rung 1 holds the step-1 losses of run one, so at its step 2 ASHA's rank rule stops
-    trial 0 (it passed rung 1 alone, and is now outside the best ceil(n/3) of the n trials there; with
-    no rungs rebuilt it would be alone there again and go on); the others end as in the uninterrupted
-    hand-computed case."""
-    log, rungs = tmp_path / "log.jsonl", tmp_path / "rungs.json"
-    emews_cmd.env["TRAINER_LOG"] = str(log)
+    """Five workers start the five trials at once; each holds before its step-1 report until rank 0
+    logged the pause time (25 s into the job), then they report in task order, as one worker would:
+    every report is answered pause (ASHA's stop of trial 2 stays a stop), nothing new starts, and the
+    run stops itself at the walltime margin (exit 3). ``emews resume`` (one worker) continues the
+    paused trials at step 2 from their checkpoints, with ASHA's rungs rebuilt from the stored
+    reports: rung 1 holds the step-1 losses of run one, so at its step 2 ASHA's rank rule stops
+    trial 0 (it passed rung 1 alone, and is now outside the best ceil(n/3) of the n trials there;
+    with no rungs rebuilt it would be alone there again and go on); the others end as in the
+    uninterrupted hand-computed case."""
+    log, rungs, gate = tmp_path / "log.jsonl", tmp_path / "rungs.json", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_GATE_AT="1", TRAINER_IN_TURN="1")
     (tmp_path / "dumping.py").write_text(DUMPING_ASHA)
     wf = trainer_workflow(tmp_path, task={"isolation": "process"},
                           trial_scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
                                      "options": {"out": str(rungs), "max_t": 9}},
-                          walltime={"limit": "00:10:00", "margin": 3600})
-    first = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
-    assert first.returncode == 143, first.stderr
-    assert "emews resume" in first.stderr
+                          walltime={"limit": "00:00:45", "margin": 20})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "5", "--exp-dir", "exp")
     exp = tmp_path / "exp"
+    pause_at = walltime_pause_time(exp)
+    assert pause_at is not None, job.communicate(timeout=60)
+    gate.touch()
+    _, err = job.communicate(timeout=240)
+    assert job.returncode == 3, err
+    assert "stopped at the walltime margin" in err and "emews resume" in err
+    assert all(e["time"] < pause_at for e in events(log) if e["event"] == "start")
     paused = dict(query(exp, "SELECT task, step FROM pauses"))
-    assert paused and set(paused.values()) == {1}
-    assert stored_rows(exp) == [] or [r["id"] for r in stored_rows(exp)] == [2]  # only ASHA's stop is a result
+    assert paused == {0: 1, 1: 1, 3: 1, 4: 1}
+    assert [r["id"] for r in stored_rows(exp)] == [2]  # only ASHA's stop is a result
 
-    second = emews_cmd("resume", str(exp), "--set", "walltime.margin=0", timeout=240)
+    second = emews_cmd("resume", str(exp), "--workers", "1", "--set", "walltime.limit=00:10:00",
+                       "--set", "walltime.margin=0", timeout=240)
     assert second.returncode == 0, second.stderr
     starts = {e["task"]: e for e in events(log) if e["event"] == "start" and e["restored"]}
     assert {t: (e["restored"], e["trail"]) for t, e in starts.items()} == {t: (1, [1]) for t in paused}

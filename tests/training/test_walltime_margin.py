@@ -1,0 +1,57 @@
+"""The walltime margin under a real ``emews launch``: from the pause time no new task starts, the
+running trials pause, and the run stops itself, reported as the walltime's stop (not a signal).
+
+Found in review: with ``walltime: {limit: "00:00:30", margin: 15}`` tasks kept being dispatched after
+the pause time (each trained one epoch and paused), and the run ended as "stopped by SIGTERM" (exit
+143, ``summary.json`` too), although nobody sent a signal: the walltime watcher sent SIGTERM to its
+own process. Synchronized on rank 0's log line at the pause time and the objective's log, never on
+sleeps; the pause time itself is compared with the start times the trials logged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from testutil import TESTS, events, query, stored_rows, walltime_pause_time, write_workflow
+
+TRAINER = TESTS / "objectives" / "trainer.py"
+RATES = [0.5, 0.1, 0.9, 0.3, 0.05, 0.7, 0.2, 0.4]
+
+
+def test_no_task_starts_after_the_pause_time_and_the_stop_is_the_walltimes(emews_cmd, tmp_path: Path) -> None:
+    """Two workers, eight points (the sweep keeps more queued than the workers hold), the pause time
+    25 s into the job. Trials 0 and 1 start at once and hold before their step-2 report until rank 0
+    logged the pause time; then each step-2 report is answered pause. Nothing else starts (before the
+    fix tasks 2, 3, ... started after the pause time and paused at step 1). The run stops itself:
+    exit 3, last line "stopped at the walltime margin", ``summary.json`` says so; both trials are
+    stored paused at step 2, no result."""
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_GATE_AT="2")
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"},
+                        objective={"module": str(TRAINER), "metric": "loss"},
+                        space={"rate": {"type": "ordered", "values": RATES},
+                               "epochs": {"type": "constant", "value": 9}},
+                        budget={"evaluations": len(RATES)}, task={"isolation": "process"},
+                        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 3}},
+                        walltime={"limit": "00:00:45", "margin": 20})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    pause_at = walltime_pause_time(exp)
+    assert pause_at is not None, job.communicate(timeout=60)
+    gate.touch()
+    out, err = job.communicate(timeout=240)
+    assert job.returncode == 3, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("emews: stopped at the walltime margin: 0/8 evaluations stored; "
+                           "continue with: emews resume "), err
+    assert "SIGTERM" not in err and "BAD TERMINATION" not in out + err
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["interrupted"] == "stopped at the walltime margin" and summary["exit_status"] == 3
+    starts = [e for e in events(log) if e["event"] == "start"]
+    assert sorted(e["task"] for e in starts) == [0, 1]          # both started before the pause time ...
+    assert all(e["time"] < pause_at for e in starts), (pause_at, starts)
+    assert all(r["started"] < pause_at for r in stored_rows(exp))  # ... and nothing after it
+    assert sorted(query(exp, "SELECT task, step FROM pauses")) == [(0, 2), (1, 2)]
+    assert sorted(t for (t,) in query(exp, "SELECT id FROM tasks")) == [0, 1]
+    assert stored_rows(exp) == []
+    assert emews_cmd.leftovers_after_exit() == []
