@@ -20,7 +20,7 @@ from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_
 from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.job.pool_run import PoolRun
-from emews.job.rank_zero import allocation_end, check_job_environment, refuse, run_spec
+from emews.job.rank_zero import check_job_environment, refuse, run_spec, set_allocation
 from emews.job.wiring import trial_service
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.team_comm import TeamWorld
@@ -57,7 +57,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     )
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
-    spec.walltime_end = allocation_end(workflow, site, time.time())
+    set_allocation(spec, workflow, site, time.time())
     trial_store = open_store(location=queue.store.location)  # the distributor thread's own connection
     run = PoolRun(
         queue,

@@ -119,6 +119,15 @@ def allocation_end(workflow: Workflow, site: Site, started: float) -> float | No
     return None if site.is_local else started + site.config.scheduler.walltime_seconds
 
 
+def set_allocation(spec: RunSpec, workflow: Workflow, site: Site, started: float) -> None:
+    """When this job's allocation ends (:func:`allocation_end`) and the walltime margin it uses:
+    the workflow's, but at most half the allocation. From the pause time no task starts, so a margin
+    as long as the allocation (a 5-minute debug job with the default 300 s) would run nothing."""
+    spec.walltime_end = allocation_end(workflow, site, started)
+    if spec.walltime_end is not None:
+        spec.pause_margin = min(spec.pause_margin, max(0.0, spec.walltime_end - started) / 2)
+
+
 def check_job_environment(workflow: Workflow) -> None:
     """The job's seconds from the environment, where set, are numbers of seconds (else a
     :class:`ConfigError` naming the variable): ``EMEWS_STRANDED_GRACE`` (inline teams),
@@ -153,7 +162,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
                 spec.optimizer_lock = take_optimizer_lock(exp_dir)
         except ConfigError as exc:
             return refuse(comm, exc)
-        spec.walltime_end = allocation_end(workflow, site, time.time())
+        set_allocation(spec, workflow, site, time.time())
         spec.backend = site.config.node.distributed_backend
         gang = spec.task_size.gang
         quiet_bcast(

@@ -37,7 +37,8 @@ class Interrupted(BaseException):
 
 class WalltimeReached(Interrupted):
     """The run stopped itself at the walltime margin (no signal came): nothing runs any more,
-    the running trials paused; ``emews resume`` continues. Exit status :data:`EXIT_WALLTIME`."""
+    the running trials paused; ``emews resume`` continues. Exit status :data:`EXIT_WALLTIME`. A
+    BaseException, as the :class:`Interrupted` it is: it takes the optimizer out of its call."""
 
     def __init__(self) -> None:
         BaseException.__init__(self, "stopped at the walltime margin")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from testutil import TESTS, events, query, stored_rows, walltime_pause_time, write_workflow
 
 TRAINER = TESTS / "objectives" / "trainer.py"
@@ -55,3 +57,22 @@ def test_no_task_starts_after_the_pause_time_and_the_stop_is_the_walltimes(emews
     assert sorted(t for (t,) in query(exp, "SELECT id FROM tasks")) == [0, 1]
     assert stored_rows(exp) == []
     assert emews_cmd.leftovers_after_exit() == []
+
+
+@pytest.mark.parametrize(("limit", "margin", "used"), [("00:00:45", 20, 20.0), ("00:05:00", 300, 150.0),
+                                                       ("00:10:00", 3600, 300.0), (None, 300, 300.0)])
+def test_the_margin_takes_at_most_half_the_allocation(tmp_path: Path, limit: str | None, margin: float,
+                                                      used: float) -> None:
+    """From the pause time nothing starts, so a margin as long as the allocation (a 5-minute debug
+    job, the default margin of 300 s) would run nothing: it is cut to half the allocation."""
+    from emews.config.workflow import load_workflow
+    from emews.job.rank_zero import run_spec, set_allocation
+    from emews.site import load_site
+
+    walltime = {"margin": margin, **({"limit": limit} if limit else {})}
+    workflow = load_workflow(str(write_workflow(tmp_path, walltime=walltime)), check_imports=False)
+    spec = run_spec(workflow, tmp_path)
+    set_allocation(spec, workflow, load_site("local"), 1000.0)
+    assert spec.pause_margin == used
+    assert spec.walltime_end == (None if limit is None else 1000.0 + sum(
+        int(p) * f for p, f in zip(limit.split(":"), (3600, 60, 1))))
