@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
-from emews.core.results import Outcome, Task
+from emews.core.results import Outcome, Status, Task
 from emews.runtime.dispatch import Dispatch, Ended, Event, Send, Started, Unfinished, moving_mean, outcome_seconds
 from emews.runtime.transport import Tag
 
@@ -17,8 +17,11 @@ class WorkerSlots:
     never waits behind another. When tasks are short (moving average of run
     time well below ``short_task`` seconds) each worker may hold up to
     ``prefetch`` tasks, so its next task is already there when it finishes
-    one; as tasks grow long the extra slots are withdrawn again. Work goes to
-    the worker that reported last, which is still polling rather than asleep.
+    one; as tasks grow long the extra slots are withdrawn again. A failed task's
+    run time only ever lengthens the estimate: a failure that ends at once says
+    nothing about how long the tasks run (a run of instant failures made one worker
+    take every task ahead, slow ones included, while the others had none). Work goes
+    to the worker that reported last, which is still polling rather than asleep.
     """
 
     def __init__(self, ranks: Sequence[int], *, prefetch: int = 32, short_task: float = 0.005) -> None:
@@ -65,8 +68,9 @@ class WorkerSlots:
         self._ranks.pop(rank, None)
         self._debt.pop(rank, None)
 
-    def release(self, rank: int, run_seconds: float | None) -> None:
-        """``rank`` finished a task that ran ``run_seconds``: its slot is free again."""
+    def release(self, rank: int, run_seconds: float | None, failed: bool = False) -> None:
+        """``rank`` finished a task that ran ``run_seconds``: its slot is free again. A task
+        that ``failed`` counts only where it ran longer than the mean (not before one is known)."""
         if rank not in self._ranks:
             return
         if self._debt.get(rank):
@@ -74,7 +78,7 @@ class WorkerSlots:
         else:
             self._free[rank] = self._free.get(rank, 0) + 1
             self._free.move_to_end(rank)
-        if run_seconds is not None:
+        if run_seconds is not None and not (failed and (self._mean_run is None or run_seconds <= self._mean_run)):
             self._observe(run_seconds)
 
     def _observe(self, run_seconds: float) -> None:
@@ -141,9 +145,9 @@ class SlotDispatch(Dispatch):
         return events
 
     def ended(self, rank: int, outcomes: Sequence[Outcome]) -> list[Event]:
-        release = self._slots.release
+        release, ok = self._slots.release, Status.OK
         for outcome in outcomes:
-            release(rank, outcome_seconds(outcome))
+            release(rank, outcome_seconds(outcome), outcome.status is not ok)
         return [Ended(outcomes)]
 
     def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:
