@@ -67,13 +67,21 @@ class Unfinished:
 
 
 @dataclass(frozen=True, slots=True)
+class Returned:
+    """A busy worker gave back these tasks, which it held and had not started (a recall): recorded
+    (``emews resume`` runs them) and queued again, first, for the idle workers."""
+
+    task_ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
 class Fatal:
     """The job must end with ``error`` (an inline team that cannot be interrupted)."""
 
     error: BaseException
 
 
-Event = Send | Started | Ended | Refused | Requeue | Unfinished | Fatal
+Event = Send | Started | Ended | Refused | Requeue | Unfinished | Returned | Fatal
 
 
 def moving_mean(mean: float | None, run_seconds: float) -> float:
@@ -93,6 +101,9 @@ class Dispatch(ABC):
     #: :meth:`place` has work on every pass, even with nothing queued (it holds tasks of its own
     #: or watches running ones); ``False`` lets the distributor skip it while the queue is empty
     watches_running: bool = True
+    #: :meth:`rebalance` may take tasks back from a busy worker while another idles (it has work to
+    #: do on a pass with nothing queued)
+    rebalances: bool = False
 
     @property
     @abstractmethod
@@ -130,3 +141,12 @@ class Dispatch(ABC):
     @abstractmethod
     def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:
         """Worker ``rank`` stopped, holding the tasks ``unfinished``; ``closing``: the run ends."""
+
+    def rebalance(self) -> list[Event]:
+        """Nothing is queued: take back tasks a busy worker holds unstarted where another idles
+        (a recall, answered by :meth:`returned`)."""
+        return []
+
+    def returned(self, rank: int, task_ids: Sequence[int]) -> list[Event]:
+        """Worker ``rank`` answered a recall, giving back the tasks ``task_ids`` (never started)."""
+        return [Returned(task_ids)] if task_ids else []

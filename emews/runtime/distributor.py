@@ -14,7 +14,18 @@ from emews.core.queues import QueuePair
 from emews.core.results import Outcome, Result, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.compute_budget import BudgetReached, ComputeBudget
-from emews.runtime.dispatch import Dispatch, Ended, Event, Fatal, Refused, Requeue, Send, Started, Unfinished
+from emews.runtime.dispatch import (
+    Dispatch,
+    Ended,
+    Event,
+    Fatal,
+    Refused,
+    Requeue,
+    Returned,
+    Send,
+    Started,
+    Unfinished,
+)
 from emews.runtime.distributor_gc import WideCollector
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.fail_fast import FailFast
@@ -123,6 +134,7 @@ class Distributor:
             Tag.OUTCOME: self._on_outcome,
             Tag.STOPPED: self._on_stopped,
             Tag.TRIAL: self._on_trial,
+            Tag.RETURNED: self._on_returned,
         }
         self._effects: dict[type, Callable[[Any], None]] = {
             Send: self._send,
@@ -131,6 +143,7 @@ class Distributor:
             Refused: self._refused,
             Requeue: self._requeue,
             Unfinished: self._unfinished,
+            Returned: self._returned,
             Fatal: self._fatal,
         }
         self.error: BaseException | None = None
@@ -248,6 +261,12 @@ class Distributor:
         self._apply(self._dispatch.stopped(rank, stopped.unfinished, closing=asked))
         return False
 
+    def _on_returned(self, rank: int, task_ids: Sequence[int]) -> bool:
+        """A busy worker answered a recall with the tasks it had not started (see the dispatch's
+        ``rebalance``)."""
+        self._apply(self._dispatch.returned(rank, task_ids))
+        return False
+
     def _on_trial(self, rank: int, message: Any) -> bool:
         reply = self._trials.handle(message, self._in_flight.get(message.trial))
         if reply is not None and not self._stops_sent:
@@ -296,6 +315,13 @@ class Distributor:
         self._group.record([t for t in dropped if not t.attempt])
         if not self._closing:
             self._queues.tasks.extendleft(reversed(dropped))
+
+    def _returned(self, event: Returned) -> None:
+        """Tasks a worker gave back unstarted are recorded (``emews resume`` runs them) and queued
+        again, first and in order, for the idle workers (also while closing: the run drains them)."""
+        returned = [self._in_flight.pop(i) for i in event.task_ids if i in self._in_flight]
+        self._group.record([t for t in returned if not t.attempt])
+        self._queues.tasks.extendleft(reversed(returned))
 
     def _fatal(self, event: Fatal) -> None:
         raise event.error
@@ -419,6 +445,8 @@ class Distributor:
         dispatch, in_flight, tasks, group = self._dispatch, self._in_flight, self._queues.tasks, self._group
         if (tasks or dispatch.watches_running) and self._drain_until is None and self._place():
             progressed = True
+        elif not tasks and dispatch.rebalances and self._rebalance():
+            progressed = True
         if progressed:  # what the workers hold changed
             self._queues.capacity = dispatch.capacity
             self._progress.busy = dispatch.busy(len(in_flight))
@@ -440,6 +468,16 @@ class Distributor:
         if events:
             self._apply(events)
         return bool(events) or len(tasks) != queued
+
+    def _rebalance(self) -> bool:
+        """Nothing queued: where a worker idles while another holds tasks it has not started, ask
+        for them back (not once the run stops dispatching); whether a recall went out."""
+        if self._drain_until is not None or self._abort or self._spent:
+            return False
+        events = self._dispatch.rebalance()
+        if events:
+            self._apply(events)
+        return bool(events)
 
     def _finished(self) -> bool:
         """Closing, and nothing is left to wait for: aborting, or nothing runs and nothing queued

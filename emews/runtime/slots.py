@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from emews.core.results import Outcome, Status, Task
-from emews.runtime.dispatch import Dispatch, Ended, Event, Send, Started, Unfinished, moving_mean, outcome_seconds
+from emews.runtime.dispatch import (
+    Dispatch,
+    Ended,
+    Event,
+    Returned,
+    Send,
+    Started,
+    Unfinished,
+    moving_mean,
+    outcome_seconds,
+)
 from emews.runtime.transport import Tag
 
 
@@ -98,6 +109,11 @@ class WorkerSlots:
                 self._withdraw(rank)
             self._depth -= 1
 
+    def overran(self, seconds: float) -> None:
+        """A task has run ``seconds`` and not ended yet (a worker holding tasks ahead went quiet):
+        a sample of the estimate, the least the task takes, which withdraws the slots no longer due."""
+        self._observe(seconds)
+
     def _withdraw(self, rank: int) -> None:
         free = self._free.get(rank, 0)
         if free > 1:
@@ -111,13 +127,34 @@ class WorkerSlots:
 class SlotDispatch(Dispatch):
     """Single-rank tasks over :class:`WorkerSlots`: dynamic load balancing, each free slot of the
     most recently active worker filled from the queue's front, batches of several tasks per
-    worker while tasks are short (``prefetch`` at most)."""
+    worker while tasks are short (``prefetch`` at most).
+
+    Tasks handed out ahead were placed on an estimate, and the next ones may run far longer (fast
+    tasks first, slow ones after them). So when a worker has nothing while nothing is queued, and
+    another holds tasks ahead and has not been heard from for :attr:`recall_after` seconds, that
+    one is asked for the tasks it has not started (``Tag.RECALL``): it gives them back
+    (``Tag.RETURNED``, :meth:`returned`) and they are queued again, first, for the idle workers.
+    The time it was quiet counts as a sample of the run-time estimate (its task has run at least
+    that long), which takes prefetch down to one task per worker. The worker decides which tasks
+    it has not started, so none runs twice."""
 
     watches_running = False  # nothing of its own: queued tasks are all it places
+    rebalances = True
+    #: seconds a worker holding tasks ahead may go without reporting before they are taken back
+    #: for an idle worker: 20 times the most work prefetch hands a worker (5 ms), so short tasks
+    #: on a busy node are left alone (and a sample that long ends prefetch at once)
+    recall_after = 0.1
 
-    def __init__(self, ranks: Sequence[int], *, prefetch: int) -> None:
+    def __init__(self, ranks: Sequence[int], *, prefetch: int, clock: Callable[[], float] = time.perf_counter) -> None:
         self._slots = WorkerSlots(ranks, prefetch=prefetch)
         self._workers = len(ranks)
+        self._clock = clock
+        self._held: dict[int, int] = dict.fromkeys(ranks, 0)  # tasks each live worker has not reported
+        self._idle = len(self._held)  # live workers that hold no task
+        #: workers that hold two tasks or more (not being recalled), by when each was last heard from
+        #: (or came to hold them), the longest quiet first
+        self._ahead: OrderedDict[int, float] = OrderedDict()
+        self._recalling: set[int] = set()
 
     @property
     def capacity(self) -> int:
@@ -135,21 +172,69 @@ class SlotDispatch(Dispatch):
         return min(in_flight, self._workers)
 
     def place(self, tasks: deque[Task], *, start: bool) -> list[Event]:
-        slots = self._slots
+        slots, held, ahead = self._slots, self._held, self._ahead
         events: list[Event] = []
         while start and slots and tasks:
             rank, count = slots.take(len(tasks))
             batch = [tasks.popleft() for _ in range(count)]
             events.append(Started(batch))
             events.append(Send(rank, Tag.TASK, batch))
+            before = held[rank]
+            held[rank] = before + count
+            if not before:
+                self._idle -= 1
+            if before + count > 1 and rank not in ahead and rank not in self._recalling:
+                ahead[rank] = self._clock()
         return events
 
     def ended(self, rank: int, outcomes: Sequence[Outcome]) -> list[Event]:
         release, ok = self._slots.release, Status.OK
         for outcome in outcomes:
             release(rank, outcome_seconds(outcome), outcome.status is not ok)
+        self._heard(rank, len(outcomes))
         return [Ended(outcomes)]
+
+    def _heard(self, rank: int, reported: int) -> None:
+        """``rank`` reported ``reported`` of its tasks (ended, or given back)."""
+        held = self._held.get(rank)
+        if held is None:  # it stopped meanwhile
+            return
+        held -= reported
+        self._held[rank] = held
+        if not held and reported:  # it went idle now (an empty answer to a recall changes nothing)
+            self._idle += 1
+        if held > 1:
+            if rank not in self._recalling:
+                self._ahead[rank] = self._clock()
+                self._ahead.move_to_end(rank)
+        else:
+            self._ahead.pop(rank, None)
 
     def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:
         self._slots.retire(rank)  # it gets no more tasks; what it held runs elsewhere
+        if self._held.pop(rank, None) == 0:
+            self._idle -= 1
+        self._ahead.pop(rank, None)
+        self._recalling.discard(rank)
         return [Unfinished(unfinished)]
+
+    def rebalance(self) -> list[Event]:
+        ahead = self._ahead
+        if not ahead or not self._idle:
+            return []
+        rank, since = next(iter(ahead.items()))
+        quiet = self._clock() - since
+        if quiet < self.recall_after:
+            return []
+        del ahead[rank]
+        self._recalling.add(rank)
+        self._slots.overran(quiet)  # one task per worker from now on, until results say otherwise
+        return [Send(rank, Tag.RECALL, None)]
+
+    def returned(self, rank: int, task_ids: Sequence[int]) -> list[Event]:
+        self._recalling.discard(rank)
+        if rank in self._held:
+            for _ in task_ids:
+                self._slots.release(rank, None)
+        self._heard(rank, len(task_ids))
+        return [Returned(task_ids)] if task_ids else []

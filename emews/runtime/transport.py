@@ -28,6 +28,8 @@ class Tag(IntEnum):
     TRIAL_REPLY = 6  # distributor -> worker: the answer (a training.Reply)
     RENDEZVOUS = 7  # team rank 0 -> the other members of a multi-rank task: its port (teams.Rendezvous)
     CANCEL = 8  # distributor -> worker: abandon this multi-rank task (payload: task id), a member failed
+    RECALL = 9  # distributor -> worker: give back the tasks held that have not started (payload: None)
+    RETURNED = 10  # worker -> distributor: the answer, the ids of the tasks given back (a tuple, maybe empty)
 
 
 _TAGS = {int(tag): tag for tag in Tag}

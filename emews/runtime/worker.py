@@ -54,7 +54,8 @@ class Inbox:
     until ``aborting`` (the signal's grace is over). A cancel of the multi-rank task running now
     (``current``; another member failed) is an abort too. It is also the running trial's
     :class:`~emews.training.messages.TrialLink` to the optimizer rank (``post`` / ``take``). Team ports
-    (``rendezvous``) and cancels are kept by task id.
+    (``rendezvous``) and cancels are kept by task id. A recall is answered as it is received, also
+    while a task runs (:meth:`give_back`).
     """
 
     def __init__(
@@ -75,6 +76,9 @@ class Inbox:
         self.rendezvous: dict[int, int] = {}
         self.cancelled: set[int] = set()
         self.current: int | None = None
+        #: the worker's queue of tasks handed over (its first runs now, or next); ``None`` once it
+        #: stops, when recalls are no longer answered (its last message names what it held)
+        self.queued: deque[Task | TeamTask] | None = None
 
     def next(self) -> Message | None:
         """The next task or stop message (``None``: none now; other kinds are kept aside)."""
@@ -107,8 +111,30 @@ class Inbox:
             self.replies.append(msg.payload)
         elif msg.tag is Tag.RENDEZVOUS:
             self.rendezvous[msg.payload.task_id] = msg.payload.port
+        elif msg.tag is Tag.RECALL:
+            self.give_back()
         else:
             self.cancelled.add(msg.payload)
+
+    def give_back(self) -> None:
+        """Answer a recall: every task held that has not started goes back to the optimizer rank,
+        in order (all queued but the first, which runs or starts next, and those still in the
+        inbox); they are dropped here first, so none runs twice."""
+        queued = self.queued
+        if queued is None:
+            return
+        back: list[int] = []
+        while len(queued) > 1:
+            back.append(_task_of(queued.pop()).id)
+        back.reverse()
+        kept: deque[Message] = deque()
+        for msg in self.held:
+            if msg.tag is Tag.TASK:
+                back.extend(_task_of(t).id for t in msg.payload)
+            else:
+                kept.append(msg)
+        self.held = kept
+        self._transport.send(tuple(back), self._optimizer_rank, Tag.RETURNED)
 
     def post(self, message: object) -> None:
         """Send a trial message to the optimizer rank (a team member's :class:`Following` is kept here)."""
@@ -153,7 +179,7 @@ class Inbox:
 
 
 #: messages a worker keeps aside by kind rather than queueing them as work
-_ASIDE = frozenset((Tag.TRIAL_REPLY, Tag.RENDEZVOUS, Tag.CANCEL))
+_ASIDE = frozenset((Tag.TRIAL_REPLY, Tag.RENDEZVOUS, Tag.CANCEL, Tag.RECALL))
 
 
 #: outcomes of short tasks run back to back travel together, but none waits longer than this
@@ -170,7 +196,8 @@ def worker_loop(
 ) -> int:
     """Serve tasks until told to stop (or ``interrupted``); return the number of tasks run.
 
-    Tasks handed over ahead of time (prefetch) wait in a local queue. An
+    Tasks handed over ahead of time (prefetch) wait in a local queue; a recall takes back those
+    not started (:meth:`Inbox.give_back`, for an idle worker). An
     outcome is sent as soon as its task ends, unless more queued tasks follow
     at once: then outcomes are sent together, at least every
     ``OUTCOME_BATCH_SECONDS``, so short tasks cost the optimizer rank fewer messages.
@@ -183,6 +210,7 @@ def worker_loop(
     backoff = transport.idle_backoff()
     inbox = Inbox(transport, interrupted, optimizer_rank, aborting)
     queued: deque[Task | TeamTask] = deque()
+    inbox.queued = queued
     unsent: list[Outcome] = []
     oldest = 0.0
     served = 0
@@ -224,6 +252,7 @@ def worker_loop(
     except BaseException:
         error = f"worker rank {transport.rank} on {socket.gethostname()}: " + traceback.format_exc()
     finally:
+        inbox.queued = None  # what it holds now is named in WorkerStopped, not given back
         try:
             runner.close()
         except BaseException:
