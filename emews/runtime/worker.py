@@ -199,8 +199,9 @@ def worker_loop(
     Tasks handed over ahead of time (prefetch) wait in a local queue; a recall takes back those
     not started (:meth:`Inbox.give_back`, for an idle worker). An
     outcome is sent as soon as its task ends, unless more queued tasks follow
-    at once: then outcomes are sent together, at least every
-    ``OUTCOME_BATCH_SECONDS``, so short tasks cost the optimizer rank fewer messages.
+    at once: then outcomes are sent together, once ``OUTCOME_BATCH_SECONDS`` have passed since
+    the first of them started, so short tasks cost the optimizer rank fewer messages (and a
+    longer task's outcome is not held while the next one runs).
     A send is complete before the next task starts (the inbox is drained meanwhile),
     so a large result reaches the optimizer rank while this rank is still in MPI.
     The last message is always :class:`WorkerStopped`, also when shutting down fails. A worker
@@ -223,6 +224,8 @@ def worker_loop(
                 if inbox.aborted:  # and those are not started: they stay unfinished
                     break
                 item = queued[0]
+                if not unsent:  # a batch's age counts from its first task's start: the outcome
+                    oldest = time.perf_counter()  # of a task longer than the window goes at once
                 outcome = (
                     _run_team(runner, item, inbox, transport)
                     if isinstance(item, TeamTask)
@@ -231,8 +234,6 @@ def worker_loop(
                 if outcome is None:  # aborted mid-task: it stays among the unfinished
                     break
                 queued.popleft()
-                if not unsent:
-                    oldest = time.perf_counter()
                 unsent.append(outcome)
                 served += 1
                 if not queued or time.perf_counter() - oldest >= OUTCOME_BATCH_SECONDS:

@@ -9,6 +9,7 @@ worker that holds tasks ahead and goes quiet is asked to give back those it has 
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from emews.core.results import Outcome, Status, Task
 from emews.runtime.dispatch import Returned, Send
 from emews.runtime.slots import SlotDispatch, WorkerSlots
 from emews.runtime.transport import Tag, ThreadHub
-from emews.runtime.worker import WorkerStopped, worker_loop
+from emews.runtime.worker import OUTCOME_BATCH_SECONDS, WorkerStopped, worker_loop
 from testutil import TESTS, stored_rows, wait_until, write_workflow
 
 FAST_OR_GATED = TESTS / "objectives" / "fast_or_gated.py"
@@ -270,6 +271,28 @@ def test_a_stopping_worker_names_what_it_holds_instead_of_giving_it_back() -> No
     assert hub.boxes[1].empty()  # the recall was read
     messages = _messages(distributor)
     assert [m.tag for m in messages] == [Tag.STOPPED] and messages[0].payload.unfinished == (0, 1)
+
+
+def test_the_outcome_of_a_task_longer_than_the_batch_window_is_sent_before_the_next_queued_task_runs() -> None:
+    """Outcomes of back-to-back short tasks travel together, at most ``OUTCOME_BATCH_SECONDS``
+    apart; the window counted from the end of a batch's first task, so the outcome of a long task
+    with another queued behind it waited until that one ended too (a slow task's result reached
+    the optimizer a whole task late)."""
+    hub = ThreadHub(2)
+    distributor, worker = hub.endpoint(0), hub.endpoint(1)
+    seen: dict[int, list[int]] = {}
+
+    class _LongThenLook(_Polling):
+        def run(self, task, should_abort, team=None) -> Outcome:
+            if task.id == 0:
+                time.sleep(20 * OUTCOME_BATCH_SECONDS)
+            seen[task.id] = [o.task_id for m in _messages(distributor) if m.tag is Tag.OUTCOME for o in m.payload]
+            return outcome(task.id, 1e-5)
+
+    distributor.send([task(0), task(1)], 1, Tag.TASK)
+    distributor.send(False, 1, Tag.STOP)
+    assert worker_loop(worker, _LongThenLook()) == 2
+    assert seen == {0: [], 1: [0]}
 
 
 # -- both, for real ------------------------------------------------------------------------------
