@@ -262,6 +262,7 @@ def test_a_stopping_worker_names_what_it_holds_instead_of_giving_it_back() -> No
         def run(self, task, should_abort, team=None) -> Outcome | None:
             self.ran.append(task.id)
             distributor.send(None, 1, Tag.RECALL)  # arrives while the task ends, unread
+            distributor.send(False, 1, Tag.STOP)  # rank 0's last message to every worker (await_stop reads it)
             stopping.append(True)
             return None  # interrupted mid-task: it stays unfinished
 
