@@ -254,16 +254,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     wf_overrides, site_overrides = _split_overrides(args.set)
     workflow = load_workflow(args.workflow, wf_overrides)
     site = None
-    if args.site:  # checked as launch checks it (an account, sizes, the batch script), before any "ok"
+    if args.site:  # checked as launch checks it (an account, the batch script), before any "ok"
         from emews.site import load_site
         from emews.site.jobs import job_command
 
         site = load_site(args.site, site_overrides)
-        workers = site.total_workers(None)
-        workflow.check_task_size(workers)
-        if not site.is_local:
-            where = Path("experiments") / workflow.name
-            site.render_batch_script(where.absolute(), workers, job_command(where.absolute()))
+        if not site.is_local:  # its default size (launch may be given --workers; check is not)
+            where = (Path("experiments") / workflow.name).absolute()
+            site.render_batch_script(where, site.total_workers(None), job_command(where))
     print(
         f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
         f"{len(workflow.space)} parameters, budget {workflow.model.budget.describe()}"
