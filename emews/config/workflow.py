@@ -663,7 +663,26 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     rename_old_keys(data, str(path))
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value, f"--set {key}")
-    return workflow_from_mapping(data, path, check_imports=check_imports)
+    try:
+        return workflow_from_mapping(data, path, check_imports=check_imports)
+    except ConfigError as exc:
+        if not overrides:
+            raise
+        raise _blamed_on_overrides(exc, overrides) from None
+
+
+def _blamed_on_overrides(exc: ConfigError, overrides: Mapping[str, Any]) -> ConfigError:
+    """``exc`` with each problem whose key a ``--set`` gave (or lies under one) blamed on ``--set``,
+    not on the workflow file (``--set budget.evaluations=abc`` named the file)."""
+
+    def source(problem: ConfigError) -> str | None:
+        key = problem.key
+        given = key is not None and any(key == k or key.startswith(k + ".") for k in overrides)
+        return "--set" if given else problem.file
+
+    problems = [exc, *exc.more]
+    relabelled = [ConfigError(p.message, file=source(p), key=p.key, allowed=p.allowed) for p in problems]
+    return ConfigError.together(relabelled)
 
 
 def workflow_from_mapping(
