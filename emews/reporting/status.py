@@ -81,11 +81,11 @@ def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
         while True:
             try:
                 lines, running = text(exp_dir)
-            except StoreUnreadable:  # the job is making the store right now (its file is there, not its tables)
-                state, running = job_state(exp_dir)
+            except StoreUnreadable as exc:  # the job is making it (its file is there, not its tables), or
+                state, running = job_state(exp_dir)  # a PostgreSQL server is away for a while (store.retry)
                 if not running:
                     raise
-                lines = f"job: {state}; the results store is being made"
+                lines = f"job: {state}; the results store cannot be read now: {exc.message}"
             started = running or (exp_dir / SUMMARY_FILE).exists() or (exp_dir / STORE_FILE).exists()
             stamp = time.strftime("%H:%M:%S")
             waiting = "" if started else "; waiting for the run to start"

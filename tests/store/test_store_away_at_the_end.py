@@ -1,7 +1,8 @@
 """A pooled experiment whose PostgreSQL server goes away past ``store.retry`` (real server, real
 ``emews launch --pools``): the run ends with exit status 1, one line saying the store cannot be read
 and how to go on, and a summary (it ended in a traceback and MPI_Abort, without summary.json);
-once the server is back, ``emews resume`` completes the budget with each result stored once."""
+once the server is back, ``emews resume`` completes the budget with each result stored once. While it
+is away, ``emews status --watch`` says the store cannot be read now (it said "being made")."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ def test_a_store_away_past_the_retry_ends_the_run_in_one_line_and_resume_complet
         leased = "SELECT id FROM tasks WHERE state = 'leased'"
         assert wait_until(lambda: len(list((tmp_path / "marks").iterdir())) == 2 and seen(exp, leased), 120)
         own_server.stop()
+        watch = cmd.popen("status", "exp", "--watch", "--interval", "0.2")  # while the job runs
+        try:
+            first = watch.stdout.readline()
+        finally:
+            watch.kill()
+            watch.communicate()
+        assert first.startswith("job: local, running; the results store cannot be read now: cannot connect"), first
         (tmp_path / "open").touch()  # the tasks end, and their results cannot be stored
         out, err = launch.communicate(timeout=300)
     finally:
