@@ -21,6 +21,7 @@ import yaml
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FAULTY = TESTS / "objectives" / "faulty.py"
+TRAINER = TESTS / "objectives" / "trainer.py"
 GATED = TESTS / "objectives" / "gated.py"
 
 
@@ -234,6 +235,16 @@ def write_workflow(folder: Path, name: str = "wf", **sections: Any) -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def trainer_workflow(folder: Path, rates: list[float], epochs: int = 9, name: str = "wf", **sections: Any) -> Path:
+    """A sweep of the training objective (``tests/objectives/trainer.py``) over ``rates``, one
+    evaluation each, ``epochs`` steps per trial; ``sections`` add or replace workflow sections."""
+    return write_workflow(
+        folder, name=name, optimizer={"name": "sweep"},
+        objective={"module": str(TRAINER), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": epochs}},
+        budget={"evaluations": len(rates)}, **sections)
 
 
 def modules_loaded_by(imports: str, packages: tuple[str, ...], prefixes: tuple[str, ...]) -> list[str]:

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, events, query, stored_rows, wait_until, write_workflow
+from testutil import events, query, stored_rows, trainer_workflow, wait_until
 
-TRAINER = TESTS / "objectives" / "trainer.py"
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05, 0.7, 0.2, 0.4]
 
 
@@ -32,11 +31,7 @@ def test_sigterm_with_four_workers_training_ends_without_a_kill(emews_cmd, tmp_p
     BAD TERMINATION), ``summary.json`` says the signal, and each trial is stored paused or ended at step 3."""
     log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_GATE_AT="3")
-    wf = write_workflow(tmp_path, optimizer={"name": "sweep"},
-                        objective={"module": str(TRAINER), "metric": "loss"},
-                        space={"rate": {"type": "ordered", "values": RATES},
-                               "epochs": {"type": "constant", "value": 9}},
-                        budget={"evaluations": len(RATES)}, task={"isolation": "process"},
+    wf = trainer_workflow(tmp_path, RATES, task={"isolation": "process"},
                         trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 3}},
                         walltime={"grace": 100})
     job = emews_cmd.popen("launch", str(wf), "--workers", "4", "--exp-dir", "exp")

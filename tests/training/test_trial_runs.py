@@ -9,19 +9,16 @@ from pathlib import Path
 
 import pytest
 
+import testutil
 from testutil import (TESTS, events, pbt_workflow, query, read_only, stored_rows, wait_until, walltime_pause_time,
                       write_workflow)
 
-TRAINER = TESTS / "objectives" / "trainer.py"
+TRAINER = testutil.TRAINER
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05]
 
 
 def trainer_workflow(folder: Path, rates=RATES, epochs=9, name="wf", **sections) -> Path:
-    return write_workflow(
-        folder, name=name, optimizer={"name": "sweep"},
-        objective={"module": str(TRAINER), "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": epochs}},
-        budget={"evaluations": len(rates)}, **sections)
+    return testutil.trainer_workflow(folder, rates, epochs, name, **sections)
 
 
 def launch(emews_cmd, wf: Path, workers: int = 1, exp: str = "exp"):

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, events, query, stored_rows, walltime_pause_time, write_workflow
+from testutil import events, query, stored_rows, trainer_workflow, walltime_pause_time, write_workflow
 
-TRAINER = TESTS / "objectives" / "trainer.py"
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05, 0.7, 0.2, 0.4]
 
 
@@ -29,11 +28,7 @@ def test_no_task_starts_after_the_pause_time_and_the_stop_is_the_walltimes(emews
     stored paused at step 2, no result."""
     log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_GATE_AT="2")
-    wf = write_workflow(tmp_path, optimizer={"name": "sweep"},
-                        objective={"module": str(TRAINER), "metric": "loss"},
-                        space={"rate": {"type": "ordered", "values": RATES},
-                               "epochs": {"type": "constant", "value": 9}},
-                        budget={"evaluations": len(RATES)}, task={"isolation": "process"},
+    wf = trainer_workflow(tmp_path, RATES, task={"isolation": "process"},
                         trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 3}},
                         walltime={"limit": "00:00:45", "margin": 20})
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
