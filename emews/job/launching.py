@@ -228,18 +228,17 @@ def resume(
         if store is not None:
             with store:
                 store.verify(writing=True)
-                stored = _stored_and_unfinished(store)
+                stored = stored_and_unfinished(store)
         if overrides:
             update_budget(exp_dir, overrides)
-        done = _nothing_to_resume(exp_dir, stored)
+        done = nothing_left(exp_dir, stored)
     except BaseException:
         lease.release()
         raise
     if done is not None:
         lease.release()
-        line, status = done
-        print(f"emews: {line}", file=sys.stderr)
-        return Launched(exp_dir, status)
+        print(f"emews: nothing to resume: {done.why}; raise it with --set {done.setting} to go on", file=sys.stderr)
+        return Launched(exp_dir, done.status)
     if site.is_local:
         with lease:
             return Launched(exp_dir, run_local(site, exp_dir, workers, lease.token, relay=relay))
@@ -248,7 +247,7 @@ def resume(
     return Launched(exp_dir, EXIT_OK)
 
 
-def _stored_and_unfinished(store: Store) -> tuple[int, int] | None:
+def stored_and_unfinished(store: Store) -> tuple[int, int] | None:
     """How many results ``store`` holds and how many dispatched tasks have none (``None``: unknown)."""
     try:
         return store.count_results(), store.count_unfinished()
@@ -256,19 +255,27 @@ def _stored_and_unfinished(store: Store) -> tuple[int, int] | None:
         return None
 
 
-def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[str, int] | None:
-    """The line to print and the exit status the last run recorded when resuming would run nothing:
-    the store holds ``budget.evaluations`` results or more, or the runs spent ``budget.time``, and
-    no unfinished task (nothing to run again, no paused or waiting trial), the experiment is not pooled, ``summary.json`` is that of the
-    run that stored them (as many results) and ended on its own, and ``results.csv`` has a row for
-    each. ``None`` (run the job, as before) when anything is uncertain: no store or summary, no
-    evaluation budget, a stopped run, a CSV of an earlier moment."""
+@dataclass(frozen=True)
+class NothingLeft:
+    """Why resuming (or serving) an experiment would run nothing: ``why``, the budget ``setting``
+    that would let it go on (``--set`` of ``emews resume``) and the exit status the last run recorded."""
+
+    why: str
+    setting: str
+    status: int
+
+
+def nothing_left(exp_dir: Path, stored: tuple[int, int] | None) -> NothingLeft | None:
+    """Whether resuming (or serving) would run nothing: the store holds ``budget.evaluations``
+    results or more, or the runs spent ``budget.time``, and no unfinished task (nothing to run
+    again, no paused or waiting trial; in a pooled experiment none queued or leased either),
+    ``summary.json`` is that of the run that stored them (as many results) and ended on its own,
+    and ``results.csv`` has a row for each. ``None`` (run the job, as before) when anything is
+    uncertain: no store or summary, no evaluation budget, a stopped run, a CSV of an earlier moment."""
     if stored is None:
         return None
     results, unfinished = stored
     try:
-        if read_info(exp_dir).get("pools"):
-            return None  # the pools and the shared queue decide what is left
         budget = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.budget
     except (EmewsError, OSError, ValueError):
         return None
@@ -289,15 +296,11 @@ def _nothing_to_resume(exp_dir: Path, stored: tuple[int, int] | None) -> tuple[s
             if results > evaluations
             else f"the {results} evaluations of its budget"
         )
-        return (
-            f"nothing to resume: {exp_dir} has {held} (budget.evaluations: {evaluations}); "
-            "raise it with --set budget.evaluations=N to go on",
-            status,
-        )
+        return NothingLeft(f"{exp_dir} has {held} (budget.evaluations: {evaluations})", "budget.evaluations=N", status)
     if seconds is not None and isinstance(elapsed, (int, float)) and elapsed >= seconds:
-        return (
-            f"nothing to resume: {exp_dir} spent its time budget ({elapsed:.0f} s run, budget.time: {budget.time}); "
-            "raise it with --set budget.time=... to go on",
+        return NothingLeft(
+            f"{exp_dir} spent its time budget ({elapsed:.0f} s run, budget.time: {budget.time})",
+            "budget.time=...",
             status,
         )
     return None

@@ -9,6 +9,7 @@ host, the optimizer rebuilt from the store, results learnt by ``LISTEN``, and ``
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from emews.config.experiment import LOG_FILE, WORKFLOW_FILE, require_experiment
 from emews.config.lease import acquire
 from emews.config.workflow import load_workflow
+from emews.job.launching import nothing_left, stored_and_unfinished
 from emews.job.rank_zero import run_spec, take_optimizer_lock, write_outputs
 from emews.job.wiring import run_optimizer_rank
 from emews.runtime.interrupt import Interrupt
@@ -42,6 +44,11 @@ def serve(exp_dir: Path) -> int:
 def _serve(exp_dir: Path, lock: PoolQueue) -> int:
     workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=True)
     with acquire(exp_dir, "emews serve", job_done=batch_job_over(exp_dir)):
+        done = nothing_left(exp_dir, stored_and_unfinished(lock.store))
+        if done is not None:  # every evaluation stored, none queued or leased
+            hint = shlex.join(["emews", "resume", str(exp_dir), "--set", done.setting])
+            print(f"emews: nothing to serve: {done.why}; raise it with {hint} to go on", file=sys.stderr)
+            return done.status
         spec = run_spec(workflow, exp_dir)
         spec.pools, spec.site_name, spec.optimizer_lock = True, SERVE_SITE, lock
         logging.basicConfig(

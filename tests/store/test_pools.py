@@ -107,6 +107,34 @@ def test_launch_with_two_pools_runs_on_both(pg_server: PgServer, tmp_path: Path)
     assert cmd.leftovers_after_exit() == []
 
 
+def test_a_finished_pooled_experiment_resumes_to_nothing(pg_server: PgServer, tmp_path: Path) -> None:
+    """Every evaluation of the budget stored by two pools, the queue empty: ``emews resume`` says
+    there is nothing to resume in one line (it ran a job that printed "12 ok in 0.0 s"), with the
+    status the run recorded, and starts no pool; ``emews serve`` says there is nothing to serve."""
+    wf = _workflow(tmp_path, pg_server.url())
+    cmd = gated_command(tmp_path)
+    (tmp_path / "open").touch()
+    launch = cmd("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp", timeout=300)
+    assert launch.returncode == 0, launch.stderr
+    exp = tmp_path / "exp"
+    pools = rows(exp, "SELECT id, started FROM pools ORDER BY id")
+    resumed = cmd("resume", "exp", timeout=240)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr.splitlines() == [
+        f"emews: nothing to resume: {exp.absolute()} has the {BUDGET} evaluations of its budget "
+        f"(budget.evaluations: {BUDGET}); raise it with --set budget.evaluations=N to go on"
+    ]
+    served = cmd("serve", "exp", timeout=240)
+    assert served.returncode == 0, served.stderr
+    assert served.stderr.splitlines() == [
+        f"emews: nothing to serve: {exp.absolute()} has the {BUDGET} evaluations of its budget "
+        f"(budget.evaluations: {BUDGET}); raise it with emews resume {exp.absolute()} --set budget.evaluations=N "
+        "to go on"
+    ]
+    assert rows(exp, "SELECT id, started FROM pools ORDER BY id") == pools
+    assert len(rows(exp, "SELECT id FROM results")) == BUDGET
+
+
 def test_pools_need_a_postgresql_store(tmp_path: Path) -> None:
     wf = _workflow(tmp_path, None)
     cmd = EmewsCommand(tmp_path)
@@ -115,8 +143,18 @@ def test_pools_need_a_postgresql_store(tmp_path: Path) -> None:
     assert "store.url" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "exp").exists()
     cmd.env["GATE_FILE"] = str(tmp_path / "wf.yaml")  # open from the start
-    cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", "--set", "budget.evaluations=2", timeout=240,
-        check=True)  # a SQLite experiment
+    cmd(
+        "launch",
+        str(wf),
+        "--workers",
+        "1",
+        "--exp-dir",
+        "exp",
+        "--set",
+        "budget.evaluations=2",
+        timeout=240,
+        check=True,
+    )  # a SQLite experiment
     attach = cmd("attach", "exp")
     assert attach.returncode == 2 and "store.url" in attach.stderr and "Traceback" not in attach.stderr
     assert not (tmp_path / "exp" / "pools").exists()
@@ -132,8 +170,18 @@ def test_attach_needs_an_experiment_launched_with_pools(pg_server: PgServer, tmp
     wf = _workflow(tmp_path, pg_server.url())
     cmd = EmewsCommand(tmp_path)
     cmd.env["GATE_FILE"] = str(wf)
-    cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", "--set", "budget.evaluations=2", timeout=240,
-        check=True)
+    cmd(
+        "launch",
+        str(wf),
+        "--workers",
+        "1",
+        "--exp-dir",
+        "exp",
+        "--set",
+        "budget.evaluations=2",
+        timeout=240,
+        check=True,
+    )
     attach = cmd("attach", "exp")
     assert attach.returncode == 2 and "--pools" in attach.stderr and "Traceback" not in attach.stderr
     assert len(attach.stderr.strip().splitlines()) == 1
@@ -217,8 +265,10 @@ def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> N
         tmp_path,
         optimizer={"name": "sweep"},
         objective={"module": str(TESTS / "objectives" / "trainer.py"), "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": [0.1, 0.5, 0.2, 0.6, 0.3, 0.7]},
-               "epochs": {"type": "constant", "value": 9}},
+        space={
+            "rate": {"type": "ordered", "values": [0.1, 0.5, 0.2, 0.6, 0.3, 0.7]},
+            "epochs": {"type": "constant", "value": 9},
+        },
         budget={"evaluations": 6},
         task={"isolation": "inline", "timeout": 300},
         trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3}},
