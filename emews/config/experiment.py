@@ -9,6 +9,7 @@ Layout::
     EXP/results.csv      written at the end of the run and by ``emews results``
     EXP/runs/NNNNNN/     per-task run dirs (stdout.txt / stderr.txt of the isolated child)
     EXP/emews.log        the optimizer rank's log
+    EXP/pools/pool-NNN/  an attached pool's folder (its site, job script and record, log, pool.json)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from emews.config.yamlio import dump_yaml
 from emews.core.errors import ConfigError
+from emews.core.textfiles import write_atomic
 from emews.store import STORE_FILE as STORE_FILE  # EXP/results.db, named where the store is opened
 
 WORKFLOW_FILE = "workflow.yaml"
@@ -32,6 +34,10 @@ INFO_FILE = "experiment.json"
 CSV_FILE = "results.csv"
 LOG_FILE = "emews.log"
 SUMMARY_FILE = "summary.json"
+#: where an experiment's attached pools keep their folders (``pools/pool-NNN``)
+POOLS_DIR = "pools"
+#: in an attached pool's folder: the pool's id in the store (``{"pool": 2}``), written once it registered
+POOL_RECORD = "pool.json"
 
 
 def emews_version() -> str:
@@ -134,6 +140,24 @@ def require_experiment(exp_dir: Path) -> Path:
 
 def _dump_yaml(path: Path, data: dict[str, Any]) -> None:
     path.write_text(dump_yaml(data), encoding="utf-8")
+
+
+def write_pool_record(pool_dir: Path, pool: int) -> None:
+    """Record in ``pool_dir`` the id the store gave its pool (``emews status`` names the folder)."""
+    write_atomic(pool_dir / POOL_RECORD, [json.dumps({"pool": pool}).encode()])
+
+
+def pool_folders(exp_dir: Path) -> dict[int, Path]:
+    """The attached pools' folders by pool id (those whose record can be read)."""
+    folders: dict[int, Path] = {}
+    for record in sorted((exp_dir / POOLS_DIR).glob(f"pool-*/{POOL_RECORD}")):
+        try:
+            pool = json.loads(record.read_text(encoding="utf-8")).get("pool")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(pool, int):
+            folders[pool] = record.parent
+    return folders
 
 
 def read_summary(exp_dir: Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from emews.config.experiment import SITE_FILE, WORKFLOW_FILE, next_numbered, read_info, require_experiment
+from emews.config.experiment import POOLS_DIR, SITE_FILE, WORKFLOW_FILE, next_numbered, read_info, require_experiment
 from emews.config.workflow import load_workflow
 from emews.config.yamlio import dump_yaml
 from emews.core.errors import EXIT_OK, ConfigError
@@ -26,9 +26,6 @@ from emews.job.launching import run_here
 from emews.site import Site, load_site
 from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
 from emews.store.pool_queue import queue_for_a_pool
-
-#: where an experiment's attached pools keep their folders
-POOLS_DIR = "pools"
 
 
 def pool_command(exp_dir: Path, pool_dir: Path) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from emews.config.experiment import POOLS_DIR
 from emews.core.errors import ConfigError
-from emews.job.attaching import POOLS_DIR
 from emews.site.batch_schedulers import DONE
 from emews.site.jobs import JOB_RECORD, cancel_experiment, job_status, read_job
 from emews.store.pool_queue import OptimizerRunning, PoolQueue, queue_for_an_optimizer

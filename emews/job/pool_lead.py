@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_experiment
+from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_experiment, write_pool_record
 from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.job.pool_run import PoolRun
@@ -72,6 +72,10 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         fail_fast=spec.fail_fast,
         trials=trial_service(spec, trial_store, shared=True),
     )
+    try:
+        write_pool_record(pool_dir, run.pool)
+    except OSError as exc:  # status then shows the pool without its folder; the pool runs on
+        log.warning("pool %s: could not record its id in %s: %s", run.pool, pool_dir, exc)
     print(f"pool {run.pool} of {exp_dir}: {len(workers)} workers on {site.name}", file=sys.stderr, flush=True)
     log.info("pool %s: %s workers on %s", run.pool, len(workers), site.name)
     stopped: BaseException | None = None

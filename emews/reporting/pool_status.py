@@ -1,5 +1,6 @@
 """``emews status``'s lines about an experiment's worker pools (docs/postgres.md, "Pools"): each
-pool's site, job, host, workers, tasks done and last heartbeat, and the shared queue's counts."""
+pool's site, job, host, workers, tasks done, last heartbeat and (an attached pool) its folder, and
+the shared queue's counts."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def pool_lines(exp_dir: Path) -> list[str]:
     queue when their leases end)."""
     if recorded_store(exp_dir) is None:
         return []
-    from emews.config.experiment import WORKFLOW_FILE
+    from emews.config.experiment import WORKFLOW_FILE, pool_folders
     from emews.config.workflow import load_workflow
     from emews.store.pool_queue import PoolQueue  # PostgreSQL's modules only for such a store
 
@@ -33,6 +34,7 @@ def pool_lines(exp_dir: Path) -> list[str]:
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
     if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
         said[1] += f" ({counts['expired']} of them past their lease: queued again at the next claim)"
+    folders = pool_folders(exp_dir)
     lines = ["queue: " + ", ".join(said)]
     lines.append(f"pools: {len(pools)}")
     for pool in pools:
@@ -46,5 +48,6 @@ def pool_lines(exp_dir: Path) -> list[str]:
         lines.append(
             f"  pool {pool.id}: {state}, {pool.site}, job {pool.job_id or '-'}, host {pool.host or '-'}, "
             f"{pool.workers} workers, {pool.tasks_done} tasks done, heartbeat {beat}"
+            + (f", folder {folders[pool.id].relative_to(exp_dir)}" if pool.id in folders else "")
         )
     return lines

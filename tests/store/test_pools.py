@@ -95,7 +95,8 @@ def _launch_on_two_pools(cmd: EmewsCommand, wf: Path, folder: Path) -> tuple[Pat
 
 def test_launch_with_two_pools_runs_on_both(pg_server: PgServer, tmp_path: Path) -> None:
     """``--pools 2`` on the local site: the launch starts the second pool itself (``emews attach``)
-    and waits for it; both run evaluations, each stored once with the pool that ran it."""
+    and waits for it; both run evaluations, each stored once with the pool that ran it; ``emews
+    status`` names the attached pool's folder (``pools/pool-001`` is pool 2)."""
     wf = _workflow(tmp_path, pg_server.url())
     cmd = gated_command(tmp_path)
     exp, results = _launch_on_two_pools(cmd, wf, tmp_path)
@@ -105,6 +106,10 @@ def test_launch_with_two_pools_runs_on_both(pg_server: PgServer, tmp_path: Path)
     assert [(p, n) for p, n, _ in pools] == [(p, sum(1 for _, q in results if q == p)) for p in (1, 2)]
     assert all(stopped for *_, stopped in pools)  # both ended once the optimizer had finished
     assert cmd.leftovers_after_exit() == []
+    status = cmd("status", "exp", timeout=120, check=True).stdout.splitlines()
+    pool_1, pool_2 = (next(line for line in status if line.startswith(f"  pool {p}:")) for p in (1, 2))
+    assert "folder" not in pool_1  # the launch's own job: the experiment's folder
+    assert pool_2.endswith(", folder pools/pool-001"), pool_2  # the attached pool's folder, by its id in the store
 
 
 def test_a_finished_pooled_experiment_resumes_to_nothing(pg_server: PgServer, tmp_path: Path) -> None:
