@@ -22,7 +22,8 @@
 #        the five best points seen (a one-step focus search).
 #
 # Parameters are modelled in an encoded space (emews_param_set): log-scaled numbers on their
-# log range, ordered values by rank, categorical values as factors.
+# log range, ordered values by rank, categorical values as factors (levels: .emews_levels, a
+# null among them "null").
 #
 # Failed evaluations (loss Inf: exceptions, crashes, timeouts) stay in the model with their loss
 # imputed as the worst finite loss seen so far (re-imputed at every refit in the fallback), so the
@@ -120,7 +121,7 @@ emews_mbo <- function(evaluator, space, options) {
 
 .mbo_normalize <- function(ctx, df) {
   for (p in ctx$enc) if (p$type == "categorical")
-    df[[p$name]] <- factor(as.character(df[[p$name]]), levels = as.character(p$values))
+    df[[p$name]] <- factor(as.character(df[[p$name]]), levels = .emews_levels(p$values))
   df <- df[, names(ctx$enc), drop = FALSE]
   rownames(df) <- NULL
   df
@@ -253,7 +254,7 @@ emews_mbo <- function(evaluator, space, options) {
     p <- ctx$enc[[j]]
     b <- bounds[[j]]
     out[[p$name]] <- switch(p$type,
-      categorical = factor(sample(as.character(p$values), n, replace = TRUE), levels = as.character(p$values)),
+      categorical = factor(sample(.emews_levels(p$values), n, replace = TRUE), levels = .emews_levels(p$values)),
       ordered = sample.int(length(p$values), n, replace = TRUE),
       int = if (isTRUE(p$log)) runif(n, b[1], b[2]) else as.integer(b[1] + floor(runif(n) * (b[2] - b[1] + 1))),
       float = runif(n, b[1], b[2]))
@@ -271,8 +272,8 @@ emews_mbo <- function(evaluator, space, options) {
     x <- rows[[p$name]]
     if (p$type == "categorical") {
       flip <- runif(n) < 1 / max(2, d)
-      x[flip] <- factor(sample(as.character(p$values), sum(flip), replace = TRUE),
-                        levels = as.character(p$values))
+      x[flip] <- factor(sample(.emews_levels(p$values), sum(flip), replace = TRUE),
+                        levels = .emews_levels(p$values))
     } else {
       b <- bounds[[j]]
       step <- exp(runif(n, log(0.002), log(0.25))) * (b[2] - b[1])

@@ -32,7 +32,7 @@ local({
     if (length(cols) > 0 && ncol(df) == length(cols)) names(df) <- names(cols)
     df
   }
-  .emews_points_columns <- function(points) {
+  .emews_points_columns <- function(points, nullable = character(0)) {
     if (is.data.frame(points)) {
       cols <- as.list(points)
       n <- nrow(points)
@@ -64,7 +64,7 @@ local({
       if (is.factor(col)) col <- as.character(col)
       if (is.list(col)) stop(sprintf("column '%s' of points is a list; use an atomic column", k))
       bad <- which(is.na(col))
-      if (length(bad) > 0) stop(sprintf("point %d has NA for parameter '%s'", bad[1], k))
+      if (length(bad) > 0 && !(k %in% nullable)) stop(sprintf("point %d has NA for parameter '%s'", bad[1], k))
       cols[[k]] <- col
     }
     list(n = as.integer(n), cols = cols)
@@ -121,6 +121,13 @@ local({
     }, error = function(e) list(ok = FALSE, message = conditionMessage(e)))
   }
 
+  # a categorical's values as the distinct, non-missing labels of its factor levels: a null (NA in
+  # R, which ParamHelpers refuses as a level, also as the name "NA") is "null", and values alike as text (1 and "1") are told apart
+  .emews_levels <- function(values) {
+    lv <- as.character(values)
+    lv[is.na(lv)] <- "null"
+    make.unique(lv)
+  }
   emews_param_set <- function(space) {
     if (!requireNamespace("ParamHelpers", quietly = TRUE))
       stop("emews_param_set needs the R package ParamHelpers (apt-get install r-cran-paramhelpers)")
@@ -133,7 +140,7 @@ local({
         int = if (isTRUE(p$log)) ParamHelpers::makeNumericParam(id, log(p$lower), log(p$upper + 1) - 1e-9)
               else ParamHelpers::makeIntegerParam(id, p$lower, p$upper),
         ordered = ParamHelpers::makeIntegerParam(id, 1L, length(p$values)),
-        categorical = ParamHelpers::makeDiscreteParam(id, values = as.character(p$values)),
+        categorical = ParamHelpers::makeDiscreteParam(id, values = .emews_levels(p$values)),
         constant = NULL,
         stop("unknown parameter type ", p$type))
       if (!is.null(par)) params[[length(params) + 1L]] <- par
@@ -153,11 +160,12 @@ local({
     int = if (isTRUE(p$log)) as.integer(pmin(pmax(floor(exp(x)), p$lower), p$upper))
           else as.integer(pmin(pmax(round(x), p$lower), p$upper)),
     ordered = p$values[pmin(pmax(as.integer(round(x)), 1L), length(p$values))],
-    categorical = p$values[match(as.character(x), as.character(p$values))]))
+    categorical = p$values[match(as.character(x), .emews_levels(p$values))]))
   emews_encode <- function(space, df) .emews_columns(space, df, function(p, x) switch(p$type,
     float = if (isTRUE(p$log)) log(x) else as.numeric(x),
     int = if (isTRUE(p$log)) log(x) + 0.5 * (log(x + 1) - log(x)) else as.integer(x),
     ordered = match(as.character(x), as.character(p$values)),
-    categorical = factor(as.character(x), levels = as.character(p$values))))
+    categorical = factor(.emews_levels(p$values)[match(as.character(x), as.character(p$values))],
+                         levels = .emews_levels(p$values))))
   environment()
 }, envir = new.env(parent = globalenv()))

@@ -31,7 +31,8 @@ always minimized, ``Inf`` when the evaluation failed), ``objective`` (double,
 
 Types at the boundary: int parameters are R integers, floats are doubles,
 categorical / ordered / constant values keep their element type (character,
-integer, double or logical; character when the values mix types). Values
+integer, double or logical; character when the values mix types; a null is
+``NA``, and ``NA`` back is null where the parameter's values hold one). Values
 coming back from R are matched to the space's own values (``2`` to ``2L``,
 ``"TRUE"`` to ``True``, factors by their labels) and then checked by
 :meth:`emews.core.space.Space.validate` inside ``Evaluator.put``.
@@ -378,16 +379,17 @@ def _match_choice(choices: Sequence[Any], value: Any) -> Any:
 def points_from_r(space: Space, points: Any) -> list[dict[str, Any]]:
     """Convert R points (data.frame or list of named lists) to dicts of plain Python values."""
     ri, _ = _r()
-    norm = helpers()[".emews_points_columns"](points)
+    nullable = [name for name, dim in space.dimensions.items() if None in getattr(dim, "values", ())]
+    norm = helpers()[".emews_points_columns"](points, _r_vector("character", nullable))
     n = int(norm[0][0])
     cols_r = norm[1]
     names = [] if cols_r.names is ri.NULL else [str(k) for k in cols_r.names]
     cols: dict[str, list[Any]] = {}
     for name, vec in zip(names, cols_r, strict=False):
         if isinstance(vec, ri.BoolSexpVector):
-            values = [bool(v) for v in vec]
+            values = [None if v is ri.NA_Logical else bool(v) for v in vec]
         elif isinstance(vec, (ri.IntSexpVector, ri.FloatSexpVector, ri.StrSexpVector)):
-            values = list(vec)
+            values = [_scalar_py(v) for v in vec]  # NA: a null value (allowed where the space holds one)
         else:
             raise ValueError(f"column {name!r} of the points is not an atomic vector")
         if len(values) != n:

@@ -180,6 +180,22 @@ def test_variants_and_edge_spaces(tmp_path):
     assert summary.completed == 1 and opt.value["evaluations"] == 1
 
 
+def test_choices_holding_null_are_searched(tmp_path):
+    """``max_depth: [null, 5, 10]`` (scikit-learn's "no limit"): R gets NA among the values, the
+    forest a level for it, and the points that come back hold None, not an R error at the start."""
+    from emews.core.space import Ordered
+    space = Space({"depth": Categorical((None, 5, 10)), "width": Ordered((None, 8, 16)),
+                   "flag": Categorical((True, None)), "x": Float(0.0, 1.0)})
+    record = tmp_path / "seen.jsonl"
+    seen = write_objective(tmp_path, "seen", f"open({str(record)!r}, 'a').write(repr(params) + chr(10))\n"
+                                             'return params["x"] + (params["depth"] is None) + (params["width"] is None)')
+    summary, opt = run(lambda: MBO(seed=2, n_initial=4, candidates=100), space, seen, budget=12, workers=2)
+    assert summary.completed == 12 and summary.failed == 0 and opt.value["evaluations"] == 12
+    points = [eval(line) for line in record.read_text().splitlines()]
+    assert len(points) == 12 and all(space.contains(p) for p in points)
+    assert {p["depth"] for p in points} >= {None} and {p["width"] for p in points} >= {None}
+
+
 def test_asking_for_mlrmbo_where_it_is_missing(tmp_path):
     if expected_implementation() == MLRMBO:
         summary, opt = run(lambda: MBO(seed=1, implementation="mlrMBO"), ackley_space(), ACKLEY,
