@@ -4,6 +4,7 @@ optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESa
 """
 
 import importlib
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -42,8 +43,17 @@ class OptunaSampler(AskTellOptimizer):
             except ImportError as exc:
                 raise ValueError(f"{sampler} needs {package} ({exc}): pip install 'emews-mpi[optuna]'") from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.study = optuna.create_study(sampler=getattr(optuna.samplers, sampler)(seed=seed, **options))
+        self.make_sampler = lambda seed: getattr(optuna.samplers, sampler)(seed=seed, **options)
+        self.seed = seed
+        self.study = optuna.create_study(sampler=self.make_sampler(seed))
         self.trials = {}  # task id -> the trial waiting for its result
+
+    def run(self, evaluator):
+        if self.seed is not None and evaluator.earlier_points:  # resumed: draw on, not the first run's draws again
+            self.study.sampler = self.make_sampler(
+                random.Random(f"{self.seed}:{evaluator.earlier_points}").getrandbits(32)
+            )
+        super().run(evaluator)
 
     @staticmethod
     def distribution(dim):

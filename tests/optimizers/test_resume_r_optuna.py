@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from emews.testing import run_traced
 
 from emews.cli import main
 from emews.core.evaluator import Evaluator
@@ -111,6 +112,22 @@ def test_optuna_adds_the_earlier_results_as_trials_before_asking() -> None:
     assert len(trace.points) == 4
     study = trace.optimizer.inner.study
     assert len(study.trials) == 14 and all(t.state.is_finished() for t in study.trials)
+
+
+@pytest.mark.parametrize("sampler", ["TPESampler", "RandomSampler"])
+def test_a_seeded_optuna_sampler_resumed_proposes_none_of_the_earlier_points(sampler: str) -> None:
+    """The resumed sampler drew with the seed of the first run again: TPE's random start-up trials and
+    a RandomSampler proposed the earlier run's first points a second time."""
+    pytest.importorskip("optuna")
+    from emews.contrib.optuna import OptunaSampler
+
+    first = run_traced(lambda s: OptunaSampler(seed=s, sampler=sampler), seed=3, budget=6, space=SPACE, workers=1)
+    resumed, _ = resumed_run(lambda s: OptunaSampler(seed=s, sampler=sampler), first.results, budget=12, seed=3,
+                             workers=1)
+    again, _ = resumed_run(lambda s: OptunaSampler(seed=s, sampler=sampler), first.results, budget=12, seed=3,
+                           workers=1)
+    assert len(resumed.points) == 6 and not [p for p in resumed.points if p in first.points]
+    assert again.points == resumed.points  # a resume is as repeatable as a run
 
 
 # --------------------------------------------------------------------------- check before launch
