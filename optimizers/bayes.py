@@ -42,7 +42,8 @@ How it keeps workers busy when it speculates:
   thread. If the child dies, an in-process copy that saw every result takes over.
 
 A resumed run (``evaluator.history``) tells the model every earlier result before its first
-proposal; they count towards ``n_initial_points``.
+proposal; they count towards ``n_initial_points``, and a seeded initial design goes on from the
+earlier runs' draws (their points are not proposed again).
 
 A training trial stopped early by its trial scheduler is told the loss of its last report (the
 rule of ``optimizers._stopped``: an upper bound of what it would have reached, told as it is),
@@ -284,6 +285,7 @@ class BayesianOptimizer(AskTellOptimizer):
             self.seed = evaluator.seed
         self.stopped = StoppedTrials(evaluator)
         self.start(evaluator.space, evaluator.workers)
+        self._engine().skip_draws(evaluator.earlier_points)  # a resumed run's design goes on
         if evaluator.history:  # a resumed run: learn the earlier results first
             self.ingest(list(evaluator.history))
         target = self.in_flight

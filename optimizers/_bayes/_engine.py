@@ -140,6 +140,15 @@ class Engine:
                 warnings.simplefilter("ignore")
                 self._initial = gen.generate(self.sk.dimensions, n_initial_points, random_state=self.rng)
 
+    def skip_draws(self, points: int) -> None:
+        """A resumed run: draw and drop the random points the earlier runs' first ``points`` took
+        (those of the initial design), so that the design goes on where they left it instead of
+        proposing their points again."""
+        if self.sk is None:
+            return
+        for _ in range(min(points, self.n_initial_points) - len(self._initial)):
+            self.sk.rvs(1, random_state=self.rng)
+
     # -- data ---------------------------------------------------------------------------------
     def tell(self, xs: Sequence[list[Any]], ys: Sequence[float]) -> None:
         """Record observations (skopt points and losses; ``inf`` marks a failure)."""

@@ -316,6 +316,21 @@ def test_bayes_tells_its_model_every_earlier_result_before_proposing() -> None:
     assert len(trace.points) == 6
 
 
+@pytest.mark.parametrize("generator", ["random", "lhs"])
+def test_a_seeded_bayes_resumed_in_its_initial_design_continues_it(generator: str) -> None:
+    """The first proposals of a resumed run were the earlier run's first points again (same seed, same
+    draws): a waste of evaluations. A run resumed inside the initial design now draws on from it."""
+    def make(s: int) -> BayesianOptimizer:
+        return BayesianOptimizer(seed=s, n_initial_points=10, initial_point_generator=generator, model_process=False)
+
+    whole = run_traced(make, seed=3, budget=12, space=SPACE, workers=1)
+    first = run_traced(make, seed=3, budget=8, space=SPACE, workers=1)
+    assert first.points == whole.points[:8]
+    resumed, _ = resumed_run(make, first.results, budget=12, seed=3, workers=1)
+    assert not [p for p in resumed.points if p in first.points]
+    assert resumed.points == whole.points[8:10] + resumed.points[2:]  # the design goes on, then the model
+
+
 def test_a_wide_hyperspace_run_tells_its_model_every_earlier_result_before_proposing(monkeypatch) -> None:
     """At width (more workers than hyperspace.WIDE, lowered to 8) the resumed run's first
     proposals come from a model of the earlier results, as bayes' do (one loop: _bayes._serve)."""
