@@ -45,6 +45,7 @@ import json
 import logging
 import math
 import os
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -231,6 +232,8 @@ class HyperSpace(AskTellOptimizer):
     def run(self, evaluator: Any) -> None:
         if self.seed is None:
             self.seed = evaluator.seed
+        if evaluator.earlier_points:  # resumed: the subspaces draw on, not the earlier runs' draws again
+            self.seed = random.Random(f"{self.seed}:{evaluator.earlier_points}").randrange(4_000_000)
         self.stopped = StoppedTrials(evaluator)
         try:
             if evaluator.workers > WIDE:

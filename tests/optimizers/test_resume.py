@@ -331,6 +331,17 @@ def test_a_seeded_bayes_resumed_in_its_initial_design_continues_it(generator: st
     assert resumed.points == whole.points[8:10] + resumed.points[2:]  # the design goes on, then the model
 
 
+def test_a_seeded_hyperspace_resumed_proposes_none_of_the_earlier_points() -> None:
+    from emews.optimizers.hyperspace import HyperSpace
+
+    def make(s: int) -> HyperSpace:
+        return HyperSpace(seed=s, n_initial_points=10, output_warp=False)
+
+    first = run_traced(make, seed=3, budget=8, space=SPACE, workers=1)
+    resumed, _ = resumed_run(make, first.results, budget=16, seed=3, workers=1)
+    assert len(resumed.points) == 8 and not [p for p in resumed.points if p in first.points]
+
+
 def test_a_wide_hyperspace_run_tells_its_model_every_earlier_result_before_proposing(monkeypatch) -> None:
     """At width (more workers than hyperspace.WIDE, lowered to 8) the resumed run's first
     proposals come from a model of the earlier results, as bayes' do (one loop: _bayes._serve)."""
