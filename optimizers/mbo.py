@@ -92,7 +92,7 @@ class MBO(ROptimizer):
         if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam) or lam < 0:
             raise ValueError(f"mbo: lambda must be a non-negative number, not {lam!r}")
         options = {
-            "seed": seed,
+            "seed": None if seed is None else seed % (2**31 - 1),  # any integer; R seeds with 32-bit ones
             "n_initial": n_initial,
             "infill": infill,
             "lambda": float(lam),

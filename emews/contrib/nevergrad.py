@@ -49,7 +49,7 @@ class NevergradOptimizer(AskTellOptimizer):
         self.opt = None
         if self.searched:
             parametrization = ng.p.Dict(**{n: registered(PARAMETERS, d)(d) for n, d in self.searched.items()})
-            parametrization.random_state.seed(self.seed)
+            parametrization.random_state.seed(None if self.seed is None else self.seed % 2**32)  # any integer
             self.opt = ng.optimizers.registry[self.name](parametrization, budget=self.budget, num_workers=workers)
 
     def suggest(self, n: int) -> list[dict[str, Any]]:

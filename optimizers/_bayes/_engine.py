@@ -92,7 +92,7 @@ class Engine:
         quiet_model_fits()
         self.map = space
         self.sk = space.skopt
-        self.rng = np.random.RandomState(seed)
+        self.rng = np.random.RandomState(None if seed is None else seed % 2**32)  # any integer seeds it
         self.n_initial_points = n_initial_points
         self.base_estimator = base_estimator
         self.fallback_estimator = fallback_estimator

@@ -149,6 +149,30 @@ def test_each_kind_of_optimizer_gives_its_first_point(emews_cmd, tmp_path, scrat
     assert lines["ok"].startswith(f"value {point['x'] ** 2:.6g}")
 
 
+SEEDED = {
+    "bayes": {"name": "bayes", "options": {"n_initial_points": 3}},
+    "hyperspace": {"name": "hyperspace", "options": {"n_initial_points": 3}},
+    "mbo": {"name": "mbo", "options": {"n_initial": 4}},
+    "nevergrad": {"name": "emews.contrib.nevergrad:NevergradOptimizer", "options": {}},
+}
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 5_000_000_000])
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_any_whole_number_seeds_each_optimizer(emews_cmd, tmp_path, scratch, name, seed) -> None:
+    """A seed the workflow takes (any integer, as the optimizer's or the workflow's) started the job and
+    then ended it: 'the optimizer raised ValueError: Seed must be between 0 and 2**32 - 1' (bayes,
+    hyperspace, Nevergrad), 'R error: supplied seed is not a valid integer' (mbo), exit 1."""
+    optimizer = {**SEEDED[name], "options": {**SEEDED[name]["options"], "seed": seed}}
+    wf = write_workflow(tmp_path, optimizer=optimizer, budget={"evaluations": 12},
+                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
+                               "k": {"type": "int", "lower": 1, "upper": 4},
+                               "mode": {"type": "constant", "value": "ok"}})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok" in lines
+
+
 @pytest.mark.parametrize("workflow", ["asha", "ddp", "digits", "ensemble", "pbt"])
 def test_the_built_in_training_workflows_pass_their_own_first_try(emews_cmd, tmp_path, scratch, workflow) -> None:
     """What a user runs first: ``emews check pbt --try`` failed (its first point, lr 0.38 with
