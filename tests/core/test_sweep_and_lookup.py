@@ -33,6 +33,23 @@ def test_grid_sweep_covers_the_grid_once(tmp_path: Path) -> None:
     assert all(r.params["tag"] == "t" for r in results)
 
 
+def test_a_grid_holds_the_bounds_and_the_decimals_between_them(tmp_path: Path) -> None:
+    """A log grid over lr [1e-4, 1] swept 0.00010000000000000009 and 0.10000000000000006 (a lower bound
+    that is not the one written, flags such as --lr 0.00010000000000000009), [1e-12, 1e12]
+    999999999999.999, and [-1, 1] at 6 levels -0.19999999999999996."""
+    space = Space({"lr": Float(1e-4, 1.0, log=True), "w": Float(1e-12, 1e12, log=True), "x": Float(-1.0, 1.0)})
+    spec = RunSpec(space, lambda: Sweep(levels=5), ObjectiveRef(str(FAULTY)), budget=5, isolation="inline",
+                   exp_dir=tmp_path, show_progress=False)
+    assert run_in_threads(spec, workers=1).error is None
+    first = [r.params for r in ResultsStore(tmp_path / "results.db")]
+    assert [p["x"] for p in first] == [-1.0, -0.5, 0.0, 0.5, 1.0]
+    assert {p["lr"] for p in first} == {1e-4} and {p["w"] for p in first} == {1e-12}
+    assert Float(1e-4, 1.0, log=True).grid(5) == [1e-4, 1e-3, 1e-2, 1e-1, 1.0]
+    assert Float(1e-12, 1e12, log=True).grid(3) == [1e-12, 1.0, 1e12]
+    assert Float(-1.0, 1.0).grid(6) == [-1.0, -0.6, -0.2, 0.2, 0.6, 1.0]
+    assert Float(1.0, 1.0000000000000004).grid(3) == [1.0, 1.0000000000000002, 1.0000000000000004]  # kept apart
+
+
 def test_points_file_is_evaluated_in_order_with_constants_filled(tmp_path: Path) -> None:
     points = [{"x": 0.5, "mode": "ok"}, {"x": -1.0, "mode": "dict"}, {"x": 2.0, "mode": "ok"}]
     path = tmp_path / "points.jsonl"
