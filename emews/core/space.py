@@ -294,14 +294,15 @@ class Float(_Range):
     def grid(self, n: int) -> list[float]:
         """``n`` evenly spaced values (log-spaced when ``log``) from ``lower`` to ``upper`` themselves,
         those between rounded to the fewest significant digits (12 or more) that keep them apart:
-        ``1e-4 .. 1`` is 1e-4, 1e-3, ..., not 0.00010000000000000009."""
+        ``1e-4 .. 1`` is 1e-4, 1e-3, ..., not 0.00010000000000000009. Each value once: a range of
+        one value (``lower == upper``) or a few ulps has fewer than ``n``."""
         if n <= 1:
             return [self.from_unit(0.5)]
         inner = [self.from_unit(i / (n - 1)) for i in range(1, n - 1)]
         for digits in range(12, 18):  # 17 significant digits give each float back as it is
             values = [self.lower, *(float(f"{v:.{digits}g}") for v in inner), self.upper]
             if all(a < b for a, b in zip(values, values[1:], strict=False)) or digits == 17:
-                return values
+                return list(dict.fromkeys(values))
         raise AssertionError("unreachable: 17 digits keep every float")
 
     def decode(self, x: Any) -> float:

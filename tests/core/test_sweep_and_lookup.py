@@ -50,6 +50,18 @@ def test_a_grid_holds_the_bounds_and_the_decimals_between_them(tmp_path: Path) -
     assert Float(1.0, 1.0000000000000004).grid(3) == [1.0, 1.0000000000000002, 1.0000000000000004]  # kept apart
 
 
+def test_a_float_with_one_value_is_swept_once_per_grid_point(tmp_path: Path) -> None:
+    """``dropout: {lower: 0.1, upper: 0.1}`` (as real CANDLE files have) made the grid evaluate every point
+    ``levels`` times: 25 evaluations for the 5 points of x, and a budget of 25 by default."""
+    space = Space({"dropout": Float(0.1, 0.1), "x": Float(0.0, 1.0), "w": Float(1.0, 1.0000000000000002)})
+    assert Sweep.planned_evaluations({"levels": 5}, space) == 10
+    spec = RunSpec(space, lambda: Sweep(levels=5), ObjectiveRef(str(FAULTY)), budget=100, isolation="inline",
+                   exp_dir=tmp_path, show_progress=False)
+    assert run_in_threads(spec, workers=2).error is None
+    points = [tuple(r.params.values()) for r in ResultsStore(tmp_path / "results.db")]
+    assert len(points) == 10 == len(set(points))
+
+
 def test_points_file_is_evaluated_in_order_with_constants_filled(tmp_path: Path) -> None:
     points = [{"x": 0.5, "mode": "ok"}, {"x": -1.0, "mode": "dict"}, {"x": 2.0, "mode": "ok"}]
     path = tmp_path / "points.jsonl"
