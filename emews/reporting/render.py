@@ -7,7 +7,6 @@ report leaves the previous one (or nothing), never half a file.
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,22 +114,22 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Writte
 
 
 def _write_pngs(folder: Path, images: list[tuple[Plot, bytes]]) -> dict[str, Path]:
-    """Replace ``folder`` by one holding ``NAME.png`` for each plot."""
-    staging = _private_name(folder)
+    """Write ``NAME.png`` for each plot into ``folder`` (made if missing), each file renamed into
+    place, and remove the PNGs of the plots not drawn this time (an older report's); nothing else
+    in the folder is touched, as ``--out`` may name a folder of the user's."""
     try:
-        staging.mkdir()  # mode 0777 less the umask, like every file made here
-        for plot, png in images:
-            (staging / f"{plot.name}.png").write_bytes(png)
-        old = None
-        if folder.exists():
-            old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
-            folder.rename(old)
-        staging.rename(folder)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        folder.mkdir(exist_ok=True)  # mode 0777 less the umask, like every file made here
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         raise ConfigError(f"cannot write the plots: {exc.strerror or exc}", file=str(folder), key="--out") from None
+    for plot, png in images:
+        _atomic(folder / f"{plot.name}.png", lambda tmp, png=png: tmp.write_bytes(png))
+    drawn = {plot.name for plot, _ in images}
+    stale = [folder / f"{kind.name}.png" for kind in PLOTS if kind.name not in drawn]
+    try:
+        for path in stale:
+            path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot remove an older plot: {exc.strerror or exc}", file=str(path), key="--out") from None
     return {plot.name: folder / f"{plot.name}.png" for plot, _ in images}
 
 

@@ -145,6 +145,21 @@ def test_the_pngs_are_images_of_the_expected_size(faulty_exp: Path) -> None:
             assert colours is None or len(colours) > 20, name  # drawn, not blank
 
 
+def test_png_out_into_a_folder_of_the_users_keeps_what_it_holds(faulty_exp: Path, tmp_path: Path) -> None:
+    """``--format png --out FOLDER`` writes its PNGs into the folder and touches nothing else there:
+    it replaced the whole folder, so ``--out experiments`` deleted every experiment in it."""
+    folder = tmp_path / "experiments"
+    exp = folder / "exp"
+    shutil.copytree(faulty_exp, exp)
+    (folder / "notes.txt").write_text("mine")
+    (folder / "curves.png").write_bytes(b"stale")  # a plot this report does not draw: an older report's
+    report(exp, "--format", "png", "--out", str(folder))
+    assert (folder / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in exp.iterdir()) == sorted(p.name for p in faulty_exp.iterdir())
+    assert sorted(p.stem for p in folder.glob("*.png")) == sorted(PLOTS)
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no temp file left
+
+
 def test_the_pdf_has_a_summary_page_and_one_page_per_plot(faulty_exp: Path) -> None:
     report(faulty_exp, "--format", "pdf")
     pdf = (faulty_exp / "report.pdf").read_bytes()
