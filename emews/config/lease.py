@@ -12,6 +12,7 @@ only one contender can do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -145,6 +146,8 @@ def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: 
                 os.rename(path, path.with_name(f".{LEASE_FILE}.stale-{uuid.uuid4().hex}"))
             except FileNotFoundError:
                 continue
+            except OSError as exc:
+                raise _unwritable(path, exc) from None
         record = LeaseRecord(token=token or uuid.uuid4().hex, owners=[Owner.me()], command=command)
         if _create(path, record):
             _remove_stale_copies(exp_dir)
@@ -173,15 +176,31 @@ def _create(path: Path, record: LeaseRecord) -> bool:
             return False
         return True
     except OSError as exc:
-        raise ConfigError(f"cannot write the experiment's lease: {exc.strerror}", file=str(path)) from None
+        raise _unwritable(path, exc) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
 
 
 def _write_atomically(path: Path, record: LeaseRecord) -> None:
+    """Replace ``path`` by ``record``; a full disk or a read-only directory is a :class:`ConfigError`
+    (rank 0 then refuses the run, and the job ends, instead of raising past its workers)."""
     tmp = path.with_name(f".{LEASE_FILE}.{uuid.uuid4().hex}")
-    tmp.write_text(_dump(record), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(_dump(record), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise _unwritable(path, exc) from None
+
+
+def _unwritable(path: Path, exc: OSError) -> ConfigError:
+    return ConfigError(f"cannot write the experiment's lease: {exc.strerror or exc}", file=str(path))
+
+
+def _remove(tmp: Path) -> None:
+    """Remove a temp file if it is there (on a read-only file system even that fails: nothing to do)."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
 
 
 def _remove_stale_copies(exp_dir: Path) -> None:

@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -295,6 +296,65 @@ def test_status_and_results_on_a_read_only_experiment(emews_cmd, finished: Path,
         assert sorted(p.name for p in (ro / "exp").iterdir()) == before
     finally:
         subprocess.run(["umount", str(ro)], check=True)
+
+
+def test_resume_of_a_read_only_experiment_is_one_clear_line(emews_cmd, finished: Path, tmp_path: Path) -> None:
+    """resume on a read-only mount gave a traceback (the lease's temp file could not be removed)."""
+    ro = tmp_path / "ro"
+    shutil.copytree(finished, ro / "exp")
+    before = sorted(p.name for p in (ro / "exp").iterdir())
+    if subprocess.run(["mount", "-o", "bind,ro", str(ro), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("no bind mounts here (needs root)")
+    try:
+        proc = emews_cmd("resume", str(ro / "exp"), "--set", "budget.evaluations=40", timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "lease.json: cannot write the experiment's lease" in proc.stderr
+        assert sorted(p.name for p in (ro / "exp").iterdir()) == before
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size: str = "2M") -> Iterator[Path]:
+    """A real tmpfs of ``size`` mounted at ``folder`` (skips the test where mounting is not allowed)."""
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def fill_but_one_page(disk: Path) -> None:
+    """Fill ``disk`` with a file, then give one page back: room for one small file."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        with contextlib.suppress(OSError):
+            while os.write(fd, b"\0" * 4096):
+                pass
+    finally:
+        os.close(fd)
+    os.truncate(filler, max(filler.stat().st_size - 4096, 0))
+
+
+def test_resume_on_a_full_disk_ends_with_one_line_not_a_hung_job(emews_cmd, finished: Path, tmp_path: Path) -> None:
+    """The launch took the lease in the disk's last page; rank 0 could not rewrite it to join: an
+    OSError traceback, and the job hung for good, the workers waiting for rank 0 (a SIGTERM did
+    not end it). Now rank 0 refuses with one line, the job ends, and what was stored is there."""
+    with small_disk(tmp_path / "disk") as disk:
+        exp = disk / "exp"
+        shutil.copytree(finished, exp)
+        (exp / "summary.json").unlink()  # as after a kill -9: resume runs the job
+        fill_but_one_page(disk)
+        proc = emews_cmd("resume", str(exp), timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        said = [line for line in proc.stderr.splitlines() if line.startswith("emews")]
+        assert len(said) == 1 and "lease.json: cannot write the experiment's lease" in said[0], proc.stderr
+        assert emews_cmd.leftovers_after_exit() == []
+        assert len(rows(exp)) == 30
 
 
 def test_a_corrupt_store_is_a_clear_error_not_a_hung_job(emews_cmd, finished: Path) -> None:
