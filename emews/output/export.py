@@ -6,6 +6,7 @@ file, so any number of ``emews results`` / ``status`` may run beside a live job.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -109,7 +110,14 @@ class CsvFile:
         self._write(store, contiguous=True)
 
     def finish(self, store: Store) -> int:
-        """Write every row not written yet and put the file in place; return the row count."""
+        """Write every row not written yet and put the file in place; return the row count (a
+        full disk or quota: a :class:`ConfigError` naming the CSV, the previous file in place)."""
+        try:
+            return self._finish(store)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the CSV: {exc.strerror or exc}", file=str(self.path)) from None
+
+    def _finish(self, store: Store) -> int:
         columns = Columns.of(store, self._params)
         if self._columns != columns:
             self._start(columns)
@@ -124,18 +132,16 @@ class CsvFile:
                 self.rows += rows
         self._fh.close()
         self._fh = None
-        try:
-            os.chmod(self._tmp, 0o666 & ~_umask())  # type: ignore[arg-type]
-            os.replace(self._tmp, self.path)  # type: ignore[arg-type]
-        except OSError as exc:
-            raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(self.path)) from None
+        os.chmod(self._tmp, 0o666 & ~_umask())  # type: ignore[arg-type]
+        os.replace(self._tmp, self.path)  # type: ignore[arg-type]
         self._tmp = None
         return self.rows
 
     def discard(self) -> None:
         """Remove the temp file, if one is left (after a failure)."""
         if self._fh is not None:
-            self._fh.close()
+            with contextlib.suppress(OSError):  # a full disk fails the flush of what is still buffered
+                self._fh.close()
             self._fh = None
         if self._tmp is not None:
             Path(self._tmp).unlink(missing_ok=True)

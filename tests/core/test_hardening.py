@@ -327,8 +327,8 @@ def small_disk(folder: Path, size: str = "2M") -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(folder)], check=True)
 
 
-def fill_but_one_page(disk: Path) -> None:
-    """Fill ``disk`` with a file, then give one page back: room for one small file."""
+def fill_but_one_page(disk: Path, pages: int = 1) -> None:
+    """Fill ``disk`` with a file, then give ``pages`` pages back: room for one small file."""
     filler = disk / "filler"
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
     try:
@@ -337,7 +337,7 @@ def fill_but_one_page(disk: Path) -> None:
                 pass
     finally:
         os.close(fd)
-    os.truncate(filler, max(filler.stat().st_size - 4096, 0))
+    os.truncate(filler, max(filler.stat().st_size - 4096 * pages, 0))
 
 
 def test_resume_on_a_full_disk_ends_with_one_line_not_a_hung_job(emews_cmd, finished: Path, tmp_path: Path) -> None:
@@ -354,6 +354,23 @@ def test_resume_on_a_full_disk_ends_with_one_line_not_a_hung_job(emews_cmd, fini
         said = [line for line in proc.stderr.splitlines() if line.startswith("emews")]
         assert len(said) == 1 and "lease.json: cannot write the experiment's lease" in said[0], proc.stderr
         assert emews_cmd.leftovers_after_exit() == []
+        assert len(rows(exp)) == 30
+
+
+def test_results_on_a_full_disk_is_one_line_and_leaves_no_temp_file(emews_cmd, finished: Path,
+                                                                    tmp_path: Path) -> None:
+    """emews results with no room for results.csv: a traceback (closing the temp file failed again
+    while it was discarded) and the temp file left behind. Now one line, exit 2, nothing left."""
+    with small_disk(tmp_path / "disk") as disk:
+        exp = disk / "exp"
+        shutil.copytree(finished, exp)
+        (exp / "results.csv").unlink()
+        before = sorted(p.name for p in exp.iterdir())
+        fill_but_one_page(disk, pages=0)
+        proc = emews_cmd("results", str(exp), timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "results.csv: cannot write the CSV: No space left" in proc.stderr
+        assert sorted(p.name for p in exp.iterdir()) == before
         assert len(rows(exp)) == 30
 
 
