@@ -370,21 +370,23 @@ def run_here(site: Site, command: list[str], workers: int, *, relay: bool = Fals
         raise EmewsError(f"cannot start {launcher[0]}: not found (is the mpich wheel installed?)") from None
     relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []
 
+    # the grace is a timer: the signal comes during proc.wait(), which goes on waiting after the handler
+    grace = threading.Timer(STOP_GRACE_SECONDS, proc.kill)  # the job did not wind down in time
+    grace.daemon = True
+
     def forward(signum: int, frame: object) -> None:
         if not received or (signum == signal.SIGINT == received[0] and len(received) == 1):
             received.append(signum)  # a second Ctrl-C: mpiexec aborts the job, as it says it will
             proc.send_signal(signum)
+            if len(received) == 1:
+                grace.start()
 
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
     try:
-        while True:
-            try:
-                status = proc.wait(timeout=STOP_GRACE_SECONDS if received else None)
-                break
-            except subprocess.TimeoutExpired:
-                proc.kill()  # the job did not wind down in time
+        status = proc.wait()
     finally:
+        grace.cancel()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for thread in relays:

@@ -77,3 +77,35 @@ def test_a_message_left_unread_is_dropped_before_the_ranks_leave(leave: str, tmp
         assert [(tmp_path / f"rank-{r}").read_text() for r in (0, 1)] == ["finalized", "finalized"]
     else:
         assert "unmatched message" in (tmp_path / "rank-0").read_text(), said
+
+
+def test_a_job_that_ignores_the_forwarded_stop_is_killed_after_the_grace(monkeypatch, tmp_path: Path) -> None:
+    """The launch forwards a SIGTERM to the job and gives it ``STOP_GRACE_SECONDS`` to wind down, then
+    kills it. The grace was never applied: the signal arrived while the launch sat in a wait without
+    a timeout, which went on after the handler ran, so a job that did not stop (a rank 0 that raised
+    past its workers on a full disk) kept ``emews launch`` waiting for good. Here the job is a
+    shell that ignores SIGTERM (``trap '' TERM``) and sleeps past the test's patience."""
+    import os
+    import threading
+
+    import yaml
+
+    from emews.job import launching
+    from emews.site.site import load_site
+
+    ready = tmp_path / "ready"
+    site = tmp_path / "site.yaml"
+    base = yaml.safe_load((Path(launching.__file__).parents[1] / "site_configs" / "local.yaml").read_text())
+    base["environment"] = {"setup": ["trap '' TERM", f"touch {ready}", "exec sleep 60"]}
+    site.write_text(yaml.safe_dump(base))
+    monkeypatch.setattr(launching, "STOP_GRACE_SECONDS", 1.0)
+    assert threading.current_thread() is threading.main_thread()  # where run_here takes the signals
+
+    def stop_when_ready() -> None:
+        if wait_until(ready.exists, timeout=60):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_when_ready, daemon=True).start()
+    status, received = launching.run_here(load_site(str(site)), ["true"], 1)
+    assert received == signal.SIGTERM
+    assert status == 128 + signal.SIGKILL  # killed at the end of the grace, not ended by its sleep
