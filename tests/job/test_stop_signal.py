@@ -95,9 +95,8 @@ def test_a_job_that_ignores_the_forwarded_stop_is_killed_after_the_grace(monkeyp
 
     ready = tmp_path / "ready"
     site = tmp_path / "site.yaml"
-    base = yaml.safe_load((Path(launching.__file__).parents[1] / "site_configs" / "local.yaml").read_text())
-    base["environment"] = {"setup": ["trap '' TERM", f"touch {ready}", "exec sleep 60"]}
-    site.write_text(yaml.safe_dump(base))
+    site.write_text(yaml.safe_dump(
+        {"extends": "local", "environment": {"setup": ["trap '' TERM", f"touch {ready}", "exec sleep 60"]}}))
     monkeypatch.setattr(launching, "STOP_GRACE_SECONDS", 1.0)
     assert threading.current_thread() is threading.main_thread()  # where run_here takes the signals
 
