@@ -157,6 +157,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("exp_dir", type=Path)
     run.add_argument("--lease", help=argparse.SUPPRESS)  # the token of the launch that started the job
     run.add_argument("--pool", type=Path, help=argparse.SUPPRESS)  # an attached pool's folder (emews attach)
+    # job.sh's last line: the launcher's exit status and the job's start time -> exit with the run's status
+    run.add_argument("--job-exit", nargs=2, type=float, metavar=("STATUS", "SINCE"), help=argparse.SUPPRESS)
     return parser
 
 
@@ -363,6 +365,11 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.job_exit is not None:
+        from emews.site.jobs import job_exit_status
+
+        status, since = args.job_exit
+        return job_exit_status(args.exp_dir.absolute(), int(status), since)
     from emews.job.mpi_main import run_experiment
 
     return run_experiment(args.exp_dir, args.lease, pool_dir=args.pool)

@@ -42,7 +42,7 @@ from emews.config.workflow import Workflow, load_workflow
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
-from emews.site.jobs import batch_job_over, job_command, submit_experiment
+from emews.site.jobs import batch_job_over, exit_command, job_command, submit_experiment
 from emews.store import opening as stores
 
 if TYPE_CHECKING:
@@ -88,7 +88,9 @@ def launch(
     workflow.check_task_size(workers)
     target = (exp_dir or next_numbered(Path("experiments"), workflow.name)).absolute()
     if not site.is_local:
-        script = site.render_batch_script(target, workers, job_command(target))  # validates before any write
+        script = site.render_batch_script(  # validates before any write
+            target, workers, job_command(target), exit_command=exit_command(target)
+        )
         if dry_run:
             print(script)
             print(

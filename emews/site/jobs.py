@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from emews.core.errors import EmewsError
+from emews.config.experiment import run_exit_status
+from emews.core.errors import EXIT_FAILED, EmewsError
 from emews.site.batch_schedulers import BATCH_SCHEDULERS, DONE, UNKNOWN
 from emews.site.schema import SchedulerConfig
 from emews.site.site import Site
@@ -23,6 +25,29 @@ def job_command(exp_dir: Path, lease_token: str | None = None) -> list[str]:
     """What every rank runs inside the job (with the token of the lease the job joins)."""
     command = [sys.executable or "python3", "-m", "emews", "run", str(exp_dir)]
     return command + ["--lease", lease_token] if lease_token else command
+
+
+def exit_command(exp_dir: Path) -> list[str]:
+    """What ``job.sh`` runs once the launcher line has ended, with the launcher's exit status and
+    the job's start time appended: it exits with the run's status (:func:`job_exit_status`)."""
+    return [sys.executable or "python3", "-m", "emews", "run", str(exp_dir), "--job-exit"]
+
+
+def job_exit_status(exp_dir: Path, launcher_status: int, since: float) -> int:
+    """The batch job's exit status: the one the run that ended after ``since`` recorded (every
+    rank exits 0 to the launcher, so the launcher's says nothing of a run that stopped itself or
+    failed), else the launcher's when it failed, else 1 with a line saying so."""
+    recorded = run_exit_status(exp_dir, since)
+    if recorded is not None:
+        return recorded
+    if launcher_status != 0:
+        return launcher_status
+    print(
+        f"emews: the job ended before its run did (no summary of it in {exp_dir}); "
+        f"what it stored stays stored; continue with: emews resume {shlex.quote(str(exp_dir))}",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED
 
 
 def write_script(path: Path, text: str) -> None:
@@ -51,7 +76,9 @@ def submit_experiment(
     is submitted.  Returns the job id, or None on a dry run.
     """
     exp_dir = Path(exp_dir).resolve()
-    script_text = site.render_batch_script(exp_dir, workers, job_command(exp_dir, lease_token))
+    script_text = site.render_batch_script(
+        exp_dir, workers, job_command(exp_dir, lease_token), exit_command=exit_command(exp_dir)
+    )
     exp_dir.mkdir(parents=True, exist_ok=True)
     script = exp_dir / JOB_SCRIPT
     write_script(script, script_text)

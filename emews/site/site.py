@@ -158,8 +158,12 @@ class Site:
                 allowed="--set scheduler.account=PROJECT or $EMEWS_ACCOUNT",
             )
 
-    def render_batch_script(self, exp_dir: Path, workers: int, command: list[str]) -> str:
-        """A complete batch script: directives, environment, the launcher line."""
+    def render_batch_script(
+        self, exp_dir: Path, workers: int, command: list[str], *, exit_command: list[str] | None = None
+    ) -> str:
+        """A complete batch script: directives, environment, the launcher line; with
+        ``exit_command``, the script ends by ``exec``-ing it with the launcher's exit status and
+        the job's start time (UNIX seconds) as its last two arguments."""
         self.check_ready()
         exp_dir = Path(exp_dir)
         total = self.total_workers(workers)
@@ -172,7 +176,11 @@ class Site:
         lines += env.setup
         lines += [f"export {key}={shlex.quote(value)}" for key, value in env.vars.items()]
         lines.append(f"cd {shlex.quote(str(exp_dir))}")
+        if exit_command is not None:
+            lines.append("emews_started=$(date +%s)")
         lines.append(shlex.join(self.launch_command(layout.ranks, command)))
+        if exit_command is not None:
+            lines.append(f'exec {shlex.join(exit_command)} "$?" "$emews_started"')
         return "\n".join(lines) + "\n"
 
     def submit_command(self, script: Path) -> list[str]:

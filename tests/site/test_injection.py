@@ -120,8 +120,11 @@ def test_hostile_value_is_refused_or_inert(site: str, field: str, fake_bin: Path
             assert hint.startswith(said) and shlex.split(hint.removeprefix(said))[-1] == str(exp / "job.sh")
         proc = _run_script(script, exp, fake_bin)
         assert not marker.exists(), f"{field}={value!r} ran a command:\n{script}"
-        if field != "launcher.command":
+        if field != "launcher.command" and loaded.is_local:
             assert proc.returncode == 0, proc.stderr
+        elif field != "launcher.command":  # job.sh's last line: the fake launcher ran no run, and it says so
+            assert proc.returncode == 1 and f"no summary of it in {exp}" in proc.stderr, proc.stderr
+        if field != "launcher.command":
             argv_seen = (fake_bin / "log.argv").read_text().split("\0")[:-1]
             run_at = argv_seen.index("run")  # ... python -m emews run EXP [--lease TOKEN]
             assert argv_seen[run_at - 3:run_at + 2] == job_command(exp)

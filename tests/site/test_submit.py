@@ -12,7 +12,7 @@ import pytest
 from site_helpers import FakeTools
 from emews.core.errors import ConfigError, EmewsError
 from emews.site import load_site
-from emews.site.jobs import (JOB_RECORD, JOB_SCRIPT, cancel_experiment, job_command, job_status,
+from emews.site.jobs import (JOB_RECORD, JOB_SCRIPT, cancel_experiment, exit_command, job_command, job_status,
                              read_job, submit_experiment)
 from emews.site.batch_schedulers import LsfScheduler, PbsScheduler, SlurmScheduler
 from emews.site.schema import SchedulerConfig
@@ -27,7 +27,9 @@ def test_lsf_submit_records_the_job(in_tmp: Path, fake_tools: FakeTools) -> None
     assert fake_tools.calls("bsub") == [["bsub", str(script)]]
     assert fake_tools.script("bsub") == script.read_text()
     assert "#BSUB -P ABC123" in script.read_text()
-    assert script.read_text().rstrip().endswith(" ".join(job_command(exp.resolve())))
+    launcher_line, exit_line = script.read_text().rstrip().splitlines()[-2:]
+    assert launcher_line.endswith(" ".join(job_command(exp.resolve())))
+    assert exit_line == f'exec {" ".join(exit_command(exp.resolve()))} "$?" "$emews_started"'
     record = json.loads((exp / JOB_RECORD).read_text())
     assert record["job_id"] == "12345" and record["site"] == "summit"
     assert record["submitted"] and record["scheduler"] == "lsf"

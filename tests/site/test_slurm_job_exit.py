@@ -1,0 +1,97 @@
+"""The batch job ends with the run's exit status, as ``emews launch`` does on the local site.
+
+Found in review: a run that stopped itself at the walltime margin recorded exit status 3 in
+``summary.json``, but its Slurm job ended COMPLETED with ``ExitCode=0:0`` (every rank exits 0 to
+the launcher, so ``srun`` and ``job.sh`` did too): the batch system, ``sacct`` and a dependent job
+(``--dependency=afternotok``, the usual way to chain a resume) saw a finished run. On the real
+loopback Slurm; synchronized on rank 0's log line at the pause time and the objective's events.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+from site_helpers import LOOPBACK_SITE, RUGGED, emews, repo_env
+from slurm_loopback import LoopbackSlurm
+from test_slurm_loopback import wait_for
+
+from emews.site.jobs import job_status
+
+
+def slurm_exit_code(job_id: str) -> str:
+    """``scontrol``'s ``ExitCode`` of a job (``STATUS:SIGNAL``)."""
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True)
+    match = re.search(r"\bExitCode=(\d+:\d+)", shown.stdout)
+    assert match, shown.stdout
+    return match.group(1)
+
+
+def test_a_job_stopped_at_the_walltime_margin_exits_3(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    from testutil import wait_until, walltime_pause_time
+
+    events, gate = tmp_path / "events", tmp_path / "gate"
+    events.mkdir()
+    env = repo_env(RUGGED_EVENTS=str(events), RUGGED_GATE=str(gate))
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(
+        yaml.safe_dump(
+            {
+                "optimizer": {"name": "random", "options": {"seed": 2}},
+                "objective": {"module": str(RUGGED)},
+                "space": {
+                    "x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                    "mode": {"type": "constant", "value": "wait"},
+                },
+                "budget": {"evaluations": 8},
+                "walltime": {"limit": "00:00:30", "margin": 15},
+            }
+        )
+    )
+    exp = tmp_path / "exp"
+    launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
+    assert launched.returncode == 0, launched.stderr
+    assert walltime_pause_time(exp) is not None
+    gate.touch()
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    assert wait_until(lambda: (exp / "summary.json").exists(), timeout=60)
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["interrupted"] == "stopped at the walltime margin" and summary["exit_status"] == 3
+    job_id = json.loads((exp / "job.json").read_text())["job_id"]
+    assert slurm_exit_code(job_id) == "3:0", (exp / f"job-{job_id}.out").read_text()
+
+
+def test_a_job_whose_ranks_never_ran_the_experiment_fails(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """The launcher line fails before any run (here: every rank a world of one, a launcher without
+    the MPI library's PMI): no summary, and the job's status is the launcher's, not 0."""
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        yaml.safe_dump(
+            {**yaml.safe_load(LOOPBACK_SITE.read_text()), "launcher": {"type": "srun", "workers_per_node": 3}}
+        )
+    )
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(
+        yaml.safe_dump(
+            {
+                "optimizer": {"name": "random", "options": {"seed": 2}},
+                "objective": {"module": str(RUGGED)},
+                "space": {
+                    "x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                    "mode": {"type": "constant", "value": "x"},
+                },
+                "budget": {"evaluations": 4},
+            }
+        )
+    )
+    exp = tmp_path / "exp"
+    env = repo_env(SLURM_MPI_TYPE="none")
+    launched = emews("launch", str(wf), "--site", str(site), "--exp-dir", str(exp), cwd=tmp_path, env=env)
+    assert launched.returncode == 0, launched.stderr
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    job_id = json.loads((exp / "job.json").read_text())["job_id"]
+    assert not (exp / "summary.json").exists()
+    assert slurm_exit_code(job_id) != "0:0", (exp / f"job-{job_id}.out").read_text()
