@@ -61,7 +61,7 @@ def attach(
             print(script)
             print(
                 "# dry run: nothing written; emews attach writes it to job.sh and submits it with: "
-                + shlex.join(chosen.submit_command(pool_dir / JOB_SCRIPT))
+                + chosen.submit_line(pool_dir / JOB_SCRIPT)
             )
         return EXIT_OK
     pool_dir.mkdir(parents=True)

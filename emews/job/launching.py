@@ -95,7 +95,7 @@ def launch(
             print(script)
             print(
                 "# dry run: nothing written; emews launch writes it to job.sh and submits it with: "
-                + shlex.join(site.submit_command(target / "job.sh"))
+                + site.submit_line(target / "job.sh")
             )
             return Launched(None, EXIT_OK)
     elif dry_run:

@@ -8,6 +8,7 @@ site's raw ``directives`` (with or without the prefix) appended verbatim.
 from __future__ import annotations
 
 import re
+import shlex
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
@@ -32,6 +33,8 @@ class BatchScheduler(ABC):
         "a path without whitespace, quotes, backslashes or # (directives are not parsed by a shell)"
     )
     states: ClassVar[dict[str, str]] = {}
+    #: the script goes to the submit command's standard input, not as its argument
+    script_on_stdin: ClassVar[bool] = False
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
@@ -78,8 +81,14 @@ class BatchScheduler(ABC):
     @abstractmethod
     def cancel_command(self, job_id: str) -> list[str]: ...
 
+    def submit_line(self, script: Path) -> str:
+        """The submit command as a shell line (``bsub < job.sh`` when the script goes on stdin)."""
+        line = shlex.join(self.submit_command(script))
+        return f"{line} < {shlex.quote(str(script))}" if self.script_on_stdin else line
+
     def submit(self, script: Path) -> str:
-        proc = run_tool(self.submit_command(script))
+        stdin = Path(script).read_text(encoding="utf-8") if self.script_on_stdin else None
+        proc = run_tool(self.submit_command(script), stdin=stdin)
         return self.parse_job_id(proc.stdout)
 
     def cancel(self, job_id: str) -> None:
@@ -178,10 +187,16 @@ class SlurmScheduler(BatchScheduler):
 
 
 class LsfScheduler(BatchScheduler):
-    """IBM LSF: ``bsub`` / ``bjobs`` / ``bkill`` (``-W`` is HH:MM, rounded up)."""
+    """IBM LSF: ``bsub < job.sh`` / ``bjobs`` / ``bkill`` (``-W`` is HH:MM, rounded up).
+
+    The script goes on bsub's standard input, where every LSF reads its ``#BSUB`` lines; a script
+    named as bsub's argument has them read only where ``lsf.conf`` sets ``LSB_BSUB_PARSE_SCRIPT=Y``
+    (IBM Spectrum LSF 10.1, bsub ``job_script``), else it runs with none of them.
+    """
 
     type = "lsf"
     prefix = "#BSUB"
+    script_on_stdin = True
     output_name = "job-%J.out"
     states = {
         "PEND": QUEUED,
@@ -208,7 +223,7 @@ class LsfScheduler(BatchScheduler):
         return args
 
     def submit_command(self, script: Path) -> list[str]:
-        return ["bsub", str(script)]
+        return ["bsub"]
 
     def parse_job_id(self, stdout: str) -> str:
         match = re.search(r"Job <(\d+)> is submitted", stdout)

@@ -186,6 +186,10 @@ class Site:
     def submit_command(self, script: Path) -> list[str]:
         return self.scheduler.submit_command(Path(script))
 
+    def submit_line(self, script: Path) -> str:
+        """The submit command as a shell line (what a dry run shows)."""
+        return self.scheduler.submit_line(Path(script))
+
     def submit(self, script: Path) -> str:
         """Submit a batch script; return the job id (EmewsError with the scheduler's stderr)."""
         self.check_ready()

@@ -75,5 +75,8 @@ class FakeTools:
                        key=lambda p: int(p.name.split(".")[1]))
         return [p.read_text().splitlines() for p in files]
 
+    def stdin(self, name: str, index: int = 0) -> str:
+        return (self.capture / f"{name}.{index}.stdin").read_text()
+
     def script(self, name: str, index: int = 0) -> str:
         return (self.capture / f"{name}.{index}.script").read_text()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import emews.cli
+
 from site_helpers import FakeTools
 from emews.core.errors import ConfigError, EmewsError
 from emews.site import load_site
@@ -24,8 +26,10 @@ def test_lsf_submit_records_the_job(in_tmp: Path, fake_tools: FakeTools) -> None
     job_id = submit_experiment(site, exp, site.total_workers(None), dry_run=False)
     assert job_id == "12345"
     script = exp.resolve() / JOB_SCRIPT
-    assert fake_tools.calls("bsub") == [["bsub", str(script)]]
-    assert fake_tools.script("bsub") == script.read_text()
+    # on standard input: bsub reads #BSUB lines there on every LSF; from a script named as its
+    # argument only where lsf.conf sets LSB_BSUB_PARSE_SCRIPT=Y (else it runs it with none of them)
+    assert fake_tools.calls("bsub") == [["bsub"]]
+    assert fake_tools.stdin("bsub") == script.read_text()
     assert "#BSUB -P ABC123" in script.read_text()
     launcher_line, exit_line = script.read_text().rstrip().splitlines()[-2:]
     assert launcher_line.endswith(" ".join(job_command(exp.resolve())))
@@ -36,6 +40,16 @@ def test_lsf_submit_records_the_job(in_tmp: Path, fake_tools: FakeTools) -> None
     assert job_status(exp) == "running"
     cancel_experiment(exp)
     assert fake_tools.calls("bkill") == [["bkill", "12345"]]
+
+
+def test_the_lsf_dry_run_shows_the_script_on_standard_input(
+    in_tmp: Path, fake_tools: FakeTools, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = emews.cli.main(["launch", "random", "--site", "summit", "--set", "scheduler.account=ABC1", "--dry-run"])
+    assert rc == 0
+    script = in_tmp.resolve() / "experiments" / "random-001" / JOB_SCRIPT
+    assert capsys.readouterr().out.rstrip().endswith(f"submits it with: bsub < {script}")
+    assert fake_tools.calls("bsub") == [] and not script.parent.exists()
 
 
 def test_pbs_submit_keeps_the_full_job_id(in_tmp: Path, fake_tools: FakeTools) -> None:
