@@ -83,7 +83,18 @@ def test_env_binding_gives_each_slot_its_gpus(in_tmp: Path) -> None:
     two = load_site("polaris", overrides=["node.gpus_per_worker=2", "launcher.workers_per_node=1"])
     env = {}
     assert bind_gpus(two.to_dict(), 1, environ=env) == [2, 3]
-    assert env == {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert env == {"CUDA_VISIBLE_DEVICES": "1,0"}  # slots 2 and 3 are GPUs 1 and 0 (reverse order)
+
+
+def test_polaris_gives_each_local_rank_its_nearest_gpu_as_alcf_does(in_tmp: Path) -> None:
+    """ALCF's set_affinity_gpu_polaris.sh: ``gpu=$((num_gpus - 1 - PMI_LOCAL_RANK % num_gpus))``
+    (the GPUs are in reverse order of the cores' NUMA domains); before the fix local rank 0 (cores
+    0-7 with --depth=8 --cpu-bind depth) got GPU 0, the one farthest from its cores."""
+    site = load_site("polaris")
+    for rank in range(4):
+        env: dict[str, str] = {}
+        assert bind_gpus(site, rank, environ=env) == [rank]
+        assert env == {"CUDA_VISIBLE_DEVICES": str(4 - 1 - rank % 4)}
 
 
 def test_aurora_binds_tiles_through_ze_affinity_mask(in_tmp: Path) -> None:
