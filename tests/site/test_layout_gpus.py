@@ -71,15 +71,18 @@ def test_local_rank_reads_the_launchers_variables() -> None:
 
 
 def test_env_binding_gives_each_slot_its_gpus(in_tmp: Path) -> None:
+    """Frontier: rank r (cores 8r+1..8r+7 with srun -c 7) gets its nearest GCD, as the OLCF guide's
+    ``--gpu-bind=map_gpu:4,5,2,3,6,7,0,1`` does; before the fix rank 0 got GCD 0, on the far NUMA domain."""
     site = load_site("frontier")
-    seen = []
+    seen, gcds = [], []
     for rank in range(8):
         env: dict[str, str] = {}
         ids = bind_gpus(site, rank, environ=env)
-        assert ids == [rank]
-        assert env == {"ROCR_VISIBLE_DEVICES": str(rank)}
+        assert ids == [rank] and list(env) == ["ROCR_VISIBLE_DEVICES"]
         seen += ids
+        gcds.append(env["ROCR_VISIBLE_DEVICES"])
     assert sorted(seen) == list(range(8))
+    assert gcds == ["4", "5", "2", "3", "6", "7", "0", "1"]
     two = load_site("polaris", overrides=["node.gpus_per_worker=2", "launcher.workers_per_node=1"])
     env = {}
     assert bind_gpus(two.to_dict(), 1, environ=env) == [2, 3]
@@ -131,7 +134,7 @@ def test_bind_gpus_sets_os_environ_by_default(in_tmp: Path,
     import os
     monkeypatch.delenv("ROCR_VISIBLE_DEVICES", raising=False)
     assert bind_gpus(load_site("frontier"), 5) == [5]
-    assert os.environ["ROCR_VISIBLE_DEVICES"] == "5"
+    assert os.environ["ROCR_VISIBLE_DEVICES"] == "7"  # slot 5: GCD 7, nearest cores 41-47
 
 
 def test_a_teams_launch_line_names_its_hosts_per_launcher(in_tmp: Path) -> None:
