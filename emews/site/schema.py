@@ -49,6 +49,13 @@ def _one_line(value: object, what: str) -> object:
     return value
 
 
+def _no_bool(value: object) -> object:
+    """A count given as ``true``/``false``: an error (pydantic's lax int would read it as 1 or 0)."""
+    if isinstance(value, bool):
+        raise KeyedValueError(None, f"must be a whole number, not bool {value!r}", "a whole number")
+    return value
+
+
 class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
@@ -70,6 +77,11 @@ class SchedulerConfig(_Part):
     nodes: int = Field(1, ge=1)
     job_name: str = "emews"
     directives: list[str] = Field(default_factory=list)
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _count(cls, value: object) -> object:
+        return _no_bool(value)
 
     @field_validator("walltime", mode="before")
     @classmethod
@@ -121,6 +133,11 @@ class LauncherConfig(_Part):
     workers_per_node: int = Field(1, ge=1)
     args: list[str] = Field(default_factory=list)
 
+    @field_validator("workers_per_node", mode="before")
+    @classmethod
+    def _count(cls, value: object) -> object:
+        return _no_bool(value)
+
     @field_validator("args", mode="before")
     @classmethod
     def _args(cls, value: object) -> object:
@@ -139,6 +156,11 @@ class NodeConfig(_Part):
     #: torch.distributed backend of a multi-rank task's ctx.process_group(): gloo (CPU), nccl
     #: (NVIDIA; AMD GPUs too, as RCCL under that name), xccl / ccl (Intel GPUs), mpi
     distributed_backend: Literal["gloo", "nccl", "xccl", "ccl", "mpi"] = "gloo"
+
+    @field_validator("cores", "gpus", "gpus_per_worker", mode="before")
+    @classmethod
+    def _count(cls, value: object) -> object:
+        return _no_bool(value)
 
     @field_validator("gpu_ids", mode="before")
     @classmethod
@@ -183,6 +205,13 @@ class EnvironmentConfig(_Part):
     @classmethod
     def _vars(cls, value: object) -> object:
         if isinstance(value, dict):
+            for name, text in value.items():
+                if not isinstance(text, (str, int, float, bool)) and text is not None:
+                    raise KeyedValueError(
+                        None,
+                        f"the value of {name} must be one value, not {type(text).__name__} {text!r}",
+                        "text, a number or a boolean (quote a list to pass it as text)",
+                    )
             return {
                 str(k): ("" if v is None else str(v).lower() if isinstance(v, bool) else str(v))
                 for k, v in value.items()

@@ -257,3 +257,35 @@ def test_values_that_would_reach_job_sh_unchecked_name_the_site_file(
         load_site("bad.yaml", environ={})
     assert (info.value.file, info.value.key) == ("bad.yaml", key)
     assert allowed in info.value.allowed
+
+
+@pytest.mark.parametrize("body,key", [
+    ("scheduler: {type: slurm, nodes: true}", "scheduler.nodes"),
+    ("launcher: {type: srun, workers_per_node: true}", "launcher.workers_per_node"),
+    ("node: {gpus: true}", "node.gpus"),
+    ("node: {gpus: 4, gpus_per_worker: true}", "node.gpus_per_worker"),
+    ("node: {cores: false}", "node.cores"),
+])
+def test_a_boolean_for_a_count_is_refused(in_tmp: Path, body: str, key: str) -> None:
+    """``nodes: true`` was read as 1 node (pydantic's lax int takes a bool), as were ``gpus: true``
+    and the other counts: a wrong type must be an error naming the key, as in a workflow file."""
+    (in_tmp / "bad.yaml").write_text(body + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_site("bad.yaml", environ={})
+    assert (info.value.file, info.value.key) == ("bad.yaml", key)
+    assert "whole number" in info.value.message and "bool" in info.value.message
+
+
+@pytest.mark.parametrize("value", ["[1, 2]", "{x: 1}"])
+def test_an_environment_value_that_is_not_a_scalar_is_refused(in_tmp: Path, value: str) -> None:
+    """``vars: {A: [1, 2]}`` exported ``A='[1, 2]'`` (Python's repr of the list) to every rank."""
+    (in_tmp / "bad.yaml").write_text(f"environment: {{vars: {{A: {value}}}}}\n")
+    with pytest.raises(ConfigError) as info:
+        load_site("bad.yaml", environ={})
+    assert (info.value.file, info.value.key) == ("bad.yaml", "environment.vars")
+    assert "A" in info.value.message and "text, a number or a boolean" in info.value.allowed
+
+
+def test_scalar_environment_values_are_exported_as_text(in_tmp: Path) -> None:
+    (in_tmp / "ok.yaml").write_text("environment: {vars: {A: 1, B: 1.5, C: true, D: null, E: x}}\n")
+    assert load_site("ok.yaml", environ={}).environment_vars() == {"A": "1", "B": "1.5", "C": "true", "D": "", "E": "x"}
