@@ -36,7 +36,9 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: P
     comm = MPI.COMM_WORLD
     interrupt = Interrupt().install()
     if comm.Get_size() < 2:
-        print("emews run: needs at least 2 MPI ranks (1 optimizer + workers)", file=sys.stderr)
+        said = world_of_one(os.environ)
+        if said is not None:
+            print(said, file=sys.stderr)
         return EXIT_CONFIG
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     ranks_on_node = node.Get_size()
@@ -73,6 +75,33 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: P
         interrupt.ignore_from_now()  # a late signal must not kill this rank while rank 0 writes its outputs
         leave_together(comm)
     return EXIT_OK
+
+
+#: (launcher, its variable of the number of processes it started, that of this process's index)
+LAUNCHER_SIZES = (
+    ("srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID"),
+    ("jsrun", "JSM_NAMESPACE_SIZE", "JSM_NAMESPACE_RANK"),
+    ("mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+)
+
+
+def world_of_one(environ: Any) -> str | None:
+    """What a process in an MPI world of one says (``None``: nothing, another process of the same
+    launch says it): a launcher that started several processes the MPI library sees as singletons
+    does not speak its process-management interface (srun without ``--mpi=pmi2`` for pip's MPICH)."""
+    for launcher, size_var, rank_var in LAUNCHER_SIZES:
+        size = environ.get(size_var, "")
+        if size.isdigit() and int(size) > 1:
+            if environ.get(rank_var, "0") != "0":
+                return None
+            return (
+                f"emews run: {launcher} started {size} processes, but the MPI library sees each as a world "
+                f"of 1: the launcher and the MPI library do not connect; nothing ran (give the launcher the "
+                f"process-management interface the MPI library was built for in the site's launcher.args, "
+                f"e.g. srun --mpi=pmi2 for pip's mpich, --mpi=pmix for PMIx builds; or launch with the "
+                f"library's own mpiexec)"
+            )
+    return "emews run: needs at least 2 MPI ranks (1 optimizer + workers)"
 
 
 def node_usable_cores(ranks: list[tuple[list[int], float | None]]) -> tuple[int, float]:

@@ -66,7 +66,9 @@ def test_a_job_stopped_at_the_walltime_margin_exits_3(slurm_cluster: LoopbackSlu
 
 def test_a_job_whose_ranks_never_ran_the_experiment_fails(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
     """The launcher line fails before any run (here: every rank a world of one, a launcher without
-    the MPI library's PMI): no summary, and the job's status is the launcher's, not 0."""
+    the MPI library's PMI): no summary, and the job's status is the launcher's, not 0. Found in
+    review too: each of the 4 processes said "emews run: needs at least 2 MPI ranks", which reads as
+    if too few were started; one line now says the launcher and the MPI library did not connect."""
     site = tmp_path / "site.yaml"
     site.write_text(
         yaml.safe_dump(
@@ -94,4 +96,8 @@ def test_a_job_whose_ranks_never_ran_the_experiment_fails(slurm_cluster: Loopbac
     assert wait_for(lambda: job_status(exp), "done", 240) == "done"
     job_id = json.loads((exp / "job.json").read_text())["job_id"]
     assert not (exp / "summary.json").exists()
-    assert slurm_exit_code(job_id) != "0:0", (exp / f"job-{job_id}.out").read_text()
+    out = (exp / f"job-{job_id}.out").read_text()
+    assert slurm_exit_code(job_id) != "0:0", out
+    # said once, and why: not "needs at least 2 MPI ranks" from each of the 4 processes srun started
+    said = [line for line in out.splitlines() if line.startswith("emews run:")]
+    assert len(said) == 1 and "srun started 4 processes" in said[0] and "--mpi=" in said[0], out
