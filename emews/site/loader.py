@@ -128,7 +128,10 @@ def _read_chain(path: Path, origins: dict[str, str], chain: list[Path]) -> dict[
         try:
             base_path = find_site_file(base_ref, relative_to=path.parent, skip=[*chain, path])
         except ConfigError as exc:
-            raise ConfigError(exc.message, file=path, key="extends", allowed=exc.allowed) from None
+            message = exc.message
+            if base_ref == path.stem and not _looks_like_path(base_ref):
+                message = f"{base_ref!r} is this file's own name, and no other site file has that name"
+            raise ConfigError(message, file=path, key="extends", allowed=exc.allowed) from None
         merged = _read_chain(base_path, origins, [*chain, path])
     _record(origins, data, str(path))
     return deep_merge(merged, data)

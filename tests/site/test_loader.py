@@ -289,3 +289,12 @@ def test_an_environment_value_that_is_not_a_scalar_is_refused(in_tmp: Path, valu
 def test_scalar_environment_values_are_exported_as_text(in_tmp: Path) -> None:
     (in_tmp / "ok.yaml").write_text("environment: {vars: {A: 1, B: 1.5, C: true, D: null, E: x}}\n")
     assert load_site("ok.yaml", environ={}).environment_vars() == {"A": "1", "B": "1.5", "C": "true", "D": "", "E": "x"}
+
+
+def test_a_site_that_extends_its_own_name_says_so(in_tmp: Path) -> None:
+    """``site-configs/my.yaml`` with ``extends: my`` said "unknown site 'my'; did you mean 'my'?"."""
+    write(in_tmp / "site-configs" / "my.yaml", "extends: my\n")
+    with pytest.raises(ConfigError) as info:
+        load_site("my", environ={})
+    assert info.value.key == "extends" and info.value.file.endswith("my.yaml")
+    assert "did you mean" not in info.value.message and "own name" in info.value.message
