@@ -197,6 +197,14 @@ class LsfScheduler(BatchScheduler):
     type = "lsf"
     prefix = "#BSUB"
     script_on_stdin = True
+    path_allowed = (
+        "a path without whitespace, quotes, backslashes, # or % (directives are not parsed by a shell, "
+        "and bsub replaces %J and %I in -o)"
+    )
+
+    def _path_char_ok(self, char: str) -> bool:
+        return super()._path_char_ok(char) and char != "%"
+
     output_name = "job-%J.out"
     states = {
         "PEND": QUEUED,

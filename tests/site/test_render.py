@@ -89,6 +89,15 @@ def test_slurm_output_keeps_a_percent_literal(in_tmp: Path) -> None:
     assert "#SBATCH --output=/scratch/100%%/job-%j.out" in text.splitlines()
 
 
+def test_lsf_refuses_a_percent_in_the_output_path(in_tmp: Path) -> None:
+    """bsub replaces %J (job id) and %I (array index) in -o and has no escape: EXP /scratch/run%J
+    wrote the job's output to /scratch/run12345/job-12345.out, a folder that does not exist."""
+    site = load_site("summit", ["scheduler.account=A"], environ={})
+    with pytest.raises(ConfigError) as info:
+        site.render_batch_script(Path("/scratch/run%J"), 3, COMMAND)
+    assert info.value.key == "--exp-dir" and "%" in info.value.message and "%" in info.value.allowed
+
+
 def test_missing_account_is_refused_before_rendering(in_tmp: Path) -> None:
     site = load_site("summit", environ={})
     with pytest.raises(ConfigError) as info:
