@@ -46,12 +46,29 @@ def _how_it_ended(exp_dir: Path) -> str:
     except (OSError, ValueError):
         data = None
     if not isinstance(data, dict):
-        return ", without a summary of its run: it ended before the run did (see its output file in the experiment)"
+        return ", without a summary of its run: " + _without_summary(exp_dir)
     status = data.get("exit_status")
     if not status:
         return ", the run finished"
     why = data.get("interrupted") or data.get("error")
     return f", the run ended with exit status {status}" + (f": {why}" if why else "")
+
+
+def _without_summary(exp_dir: Path) -> str:
+    """Why a batch job that is over left no summary: it never started (no output file: cancelled
+    while queued, or refused by the batch system), or it ended before the run did (see its output)."""
+    from emews.core.errors import EmewsError
+    from emews.site.jobs import job_output
+
+    try:
+        output = job_output(exp_dir)
+    except EmewsError:
+        output = None
+    if output is None:
+        return "it ended before the run did (see its output file in the experiment)"
+    if not output.exists():
+        return f"it never started (no {output.name}: cancelled while queued, or refused by the batch system)"
+    return f"it ended before the run did (see {output})"
 
 
 def text(exp_dir: Path) -> tuple[str, bool]:

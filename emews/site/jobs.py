@@ -130,6 +130,18 @@ def batch_job_over(exp_dir: Path) -> Callable[[str], bool]:
     return over
 
 
+def job_output(exp_dir: Path) -> Path | None:
+    """The output file the experiment's batch job writes (``job-ID.out``, ``job.out``), when its
+    scheduler's name for it is known."""
+    record = read_job(exp_dir)
+    kind = record.get("scheduler")
+    if kind not in BATCH_SCHEDULERS:
+        return None
+    job_id = str(record.get("job_id") or "")
+    name = BATCH_SCHEDULERS[kind].output_name
+    return Path(exp_dir) / name.replace("%j", job_id).replace("%J", job_id)
+
+
 def cancel_experiment(exp_dir: Path) -> None:
     """Cancel the experiment's batch job (EmewsError with the scheduler's stderr on failure)."""
     record = read_job(exp_dir)

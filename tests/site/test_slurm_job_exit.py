@@ -101,3 +101,37 @@ def test_a_job_whose_ranks_never_ran_the_experiment_fails(slurm_cluster: Loopbac
     # said once, and why: not "needs at least 2 MPI ranks" from each of the 4 processes srun started
     said = [line for line in out.splitlines() if line.startswith("emews run:")]
     assert len(said) == 1 and "srun started 4 processes" in said[0] and "--mpi=" in said[0], out
+
+
+def test_status_of_a_job_cancelled_while_queued_says_it_never_ran(
+    slurm_cluster: LoopbackSlurm, tmp_path: Path
+) -> None:
+    """``emews status`` of a job cancelled while it was queued said "it ended before the run did (see its
+    output file in the experiment)", but a job that never started has no output file; a job that ran
+    and failed is pointed to its own file."""
+    from emews.reporting.status import job_state
+    from emews.site import load_site
+    from emews.site.jobs import JOB_RECORD, cancel_experiment
+
+    site = load_site(str(LOOPBACK_SITE), ["scheduler.directives=[--overcommit, --hold]"], environ={})
+    held = tmp_path / "held"
+    held.mkdir()
+    (held / "job.sh").write_text(site.render_batch_script(held, 1, ["false"]))
+    job_id = site.submit(held / "job.sh")
+    (held / JOB_RECORD).write_text(json.dumps({"job_id": job_id, "site": site.name, "scheduler": "slurm"}))
+    assert job_state(held) == ("queued", True)
+    cancel_experiment(held)
+    assert wait_for(lambda: job_status(held), "done", 120) == "done"
+    state, running = job_state(held)
+    assert not running and "never started" in state and "see" not in state, state
+
+    site = load_site(str(LOOPBACK_SITE), environ={})
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    (failed / "job.sh").write_text(site.render_batch_script(failed, 1, ["false"]))
+    job_id = site.submit(failed / "job.sh")
+    (failed / JOB_RECORD).write_text(json.dumps({"job_id": job_id, "site": site.name, "scheduler": "slurm"}))
+    assert wait_for(lambda: job_status(failed), "done", 120) == "done"
+    state, running = job_state(failed)
+    assert not running and state.startswith("done, without a summary of its run"), state
+    assert f"see {failed / f'job-{job_id}.out'}" in state, state
