@@ -134,7 +134,23 @@ def _read_chain(path: Path, origins: dict[str, str], chain: list[Path]) -> dict[
             raise ConfigError(message, file=path, key="extends", allowed=exc.allowed) from None
         merged = _read_chain(base_path, origins, [*chain, path])
     _record(origins, data, str(path))
-    return deep_merge(merged, data)
+    result = deep_merge(merged, data)
+    if _sets_node_key(data, "gpus") and not _sets_node_key(data, "gpu_ids"):
+        _drop_gpu_ids(result)
+    return result
+
+
+def _sets_node_key(layer: Mapping[str, Any], name: str) -> bool:
+    """Whether a layer (a file's mapping) sets ``node.NAME``."""
+    node = layer.get("node")
+    return isinstance(node, Mapping) and name in node
+
+
+def _drop_gpu_ids(data: dict[str, Any]) -> None:
+    """A layer that sets another GPU count describes another node: the base's GPU names go."""
+    node = data.get("node")
+    if isinstance(node, dict):
+        node.pop("gpu_ids", None)
 
 
 def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any, source: str) -> None:
@@ -153,6 +169,11 @@ def _origin(origins: Mapping[str, str], key: str, default: str) -> str:
     return default
 
 
+def _override_sets(key: str, value: Any, name: str) -> bool:
+    """Whether a ``--set`` item sets ``node.NAME`` (``node.NAME=...`` or ``node={NAME: ...}``)."""
+    return key == f"node.{name}" or (key == "node" and isinstance(value, Mapping) and name in value)
+
+
 def resolve_site(
     ref: str | Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None
 ) -> tuple[SiteConfig, Path]:
@@ -167,9 +188,12 @@ def resolve_site(
         text = environ.get(var)
         if text is not None and text.strip():
             _apply(data, origins, key, parse_yaml(text, source=f"${var}"), f"${var}")
-    for item in overrides:
-        key, value = parse_override(item)
+    items = [parse_override(item) for item in overrides]
+    names_gpus = any(_override_sets(key, value, "gpu_ids") for key, value in items)
+    for key, value in items:
         _apply(data, origins, key, value, f"--set {key}")
+        if _override_sets(key, value, "gpus") and not names_gpus:
+            _drop_gpu_ids(data)
     try:
         return SiteConfig.model_validate(data), path
     except ValidationError as exc:

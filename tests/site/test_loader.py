@@ -298,3 +298,19 @@ def test_a_site_that_extends_its_own_name_says_so(in_tmp: Path) -> None:
         load_site("my", environ={})
     assert info.value.key == "extends" and info.value.file.endswith("my.yaml")
     assert "did you mean" not in info.value.message and "own name" in info.value.message
+
+
+@pytest.mark.parametrize("base", ["frontier", "polaris"])
+def test_a_site_that_changes_the_gpu_count_drops_the_bases_gpu_names(in_tmp: Path, base: str) -> None:
+    """frontier and polaris name their GPUs in nearest-first order (node.gpu_ids); a site extending
+    one with another GPU count (``node: {gpus: 0}``, ``--set node.gpus=2``) describes another node,
+    and failed with "node.gpu_ids: lists 8 ids for 0 gpus"."""
+    write(in_tmp / "site-configs" / "variant.yaml", f"extends: {base}\nnode: {{gpus: 0, gpus_per_worker: 0}}\n")
+    node = load_site("variant", environ={}).config.node
+    assert (node.gpus, node.gpu_ids) == (0, None)
+    node = load_site(base, ["node.gpus=2", "launcher.workers_per_node=1"], environ={}).config.node
+    assert (node.gpus, node.gpu_ids, node.device_names()) == (2, None, ["0", "1"])
+    node = load_site(base, ["node.gpu_ids=[b, a]", "node.gpus=2", "launcher.workers_per_node=1"], environ={}).config.node
+    assert node.device_names() == ["b", "a"]
+    write(in_tmp / "site-configs" / "same.yaml", f"extends: {base}\nnode: {{gpus_per_worker: 1}}\n")
+    assert load_site("same", environ={}).config.node.gpu_ids == load_site(base, environ={}).config.node.gpu_ids
