@@ -281,11 +281,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     from emews.config.experiment import read_workflow
-    from emews.output.export import export_csv, open_store, summary_text, totals
+    from emews.output.export import export_csv, open_store, refuse_lost_store, summary_text, totals
 
     exp_dir = args.exp_dir.absolute()
     names = list(read_workflow(exp_dir).get("space", {}))
     store = open_store(exp_dir)
+    if store is None:
+        refuse_lost_store(exp_dir)
     try:
         if store is not None:
             store.verify()

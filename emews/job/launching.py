@@ -211,7 +211,7 @@ def resume(
     relay: bool = False,
 ) -> Launched:
     """Continue a stopped experiment (its budget and walltime settings may change first)."""
-    from emews.output.export import open_store
+    from emews.output.export import open_store, refuse_lost_store
 
     exp_dir = require_experiment(exp_dir.absolute())
     if workers is not None and workers < 1:
@@ -227,7 +227,9 @@ def resume(
     stored: tuple[int, int] | None = None
     try:
         store = open_store(exp_dir)  # a corrupt or incompatible store is a clear error now, not a failed job
-        if store is not None:
+        if store is None:
+            refuse_lost_store(exp_dir)
+        else:
             with store:
                 store.verify(writing=True)
                 stored = stored_and_unfinished(store)

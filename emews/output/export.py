@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import emews.store as stores
-from emews.config.experiment import CSV_FILE, require_experiment
+from emews.config.experiment import CSV_FILE, SUMMARY_FILE, read_summary, require_experiment
 from emews.core.cores import usable_cores
 from emews.core.errors import ConfigError
 from emews.core.failure_cause import CommonCause, most_frequent
@@ -49,6 +49,22 @@ def open_store(exp_dir: Path) -> Store | None:
     """The experiment's store, read-only (``None`` before the first result)."""
     exp_dir = require_experiment(exp_dir)
     return stores.open_store(exp_dir, readonly=True) if stores.store_exists(exp_dir) else None
+
+
+def refuse_lost_store(exp_dir: Path) -> None:
+    """A :class:`ConfigError` when ``exp_dir`` has no store yet its ``summary.json`` records stored
+    evaluations (a copy made without ``results.db``, a deleted store): resuming would run the budget
+    again from id 0 and replace ``results.csv`` and ``summary.json``, the only record left."""
+    if stores.store_exists(exp_dir):
+        return
+    done = read_summary(exp_dir).get("completed")
+    if isinstance(done, int) and not isinstance(done, bool) and done > 0:
+        raise ConfigError(
+            f"missing, yet {SUMMARY_FILE} records {done} evaluations stored",
+            file=str(exp_dir / stores.STORE_FILE),
+            allowed=f"the experiment's own {stores.STORE_FILE} (with its -wal file) put back, "
+            "or a new experiment (emews launch)",
+        )
 
 
 def totals(store: Store | None) -> Totals:

@@ -374,6 +374,22 @@ def test_results_on_a_full_disk_is_one_line_and_leaves_no_temp_file(emews_cmd, f
         assert len(rows(exp)) == 30
 
 
+def test_a_missing_store_is_refused_and_the_csv_kept(emews_cmd, finished: Path) -> None:
+    """An experiment copied without results.db (or whose store was deleted): resume ran the whole
+    budget again from id 0 and replaced results.csv, the only record left of the 30 evaluations,
+    and summary.json; emews results said 'wrote 0 rows'. Both now refuse with one line."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{finished}/results.db{suffix}").unlink(missing_ok=True)
+    before = {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()}
+    for args in (["resume", str(finished)], ["resume", str(finished), "--set", "budget.evaluations=40"],
+                 ["results", str(finished)]):
+        proc = emews_cmd(*args, timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert "results.db: missing, yet summary.json records 30 evaluations stored" in proc.stderr
+        assert {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()} == before
+
+
 def test_a_corrupt_store_is_a_clear_error_not_a_hung_job(emews_cmd, finished: Path) -> None:
     """3l: resume on a corrupt store printed a traceback and hung forever."""
     for suffix in ("-wal", "-shm"):
