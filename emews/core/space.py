@@ -18,6 +18,7 @@ import abc
 import json
 import math
 import random
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,6 +225,10 @@ class _Range(DimensionType):
         return self.decode(value + rng.gauss(0.0, sigma))
 
 
+#: the most values a ``range`` may hold and still have a ``len()`` (a C ssize_t)
+_MAX_LEN = sys.maxsize
+
+
 @dataclass(frozen=True)
 class Int(_Range):
     """An integer in ``[lower, upper]`` (both inclusive)."""
@@ -241,7 +246,9 @@ class Int(_Range):
     def sample(self, rng: random.Random) -> int:
         if self.log:
             return self.from_unit(rng.random())
-        return rng.choice(self._values)  # type: ignore[attr-defined]  # what randint(lower, upper) draws
+        if self.upper - self.lower < _MAX_LEN:
+            return rng.choice(self._values)  # type: ignore[attr-defined]  # what randint(lower, upper) draws
+        return rng.randrange(self.lower, self.upper + 1)  # the same draw: a range this long has no len()
 
     def contains(self, value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and self.lower <= value <= self.upper

@@ -61,6 +61,19 @@ def test_from_unit_always_lands_inside(u, dim) -> None:
     assert dim.contains(dim.from_unit(u))
 
 
+@pytest.mark.parametrize("lower", [0, -(2**63)])
+def test_an_int_range_of_64_bits_samples(lower: int) -> None:
+    """``{type: int, lower: 0, upper: 9223372036854775807}`` (a 64-bit seed parameter; the space takes
+    64-bit integers) ended random search, the GA's first population and check --try with
+    'OverflowError: Python int too large to convert to C ssize_t'."""
+    dim = Int(lower, 2**63 - 1)
+    small = Int(0, 100)
+    for seed in range(20):  # the same draws as before for ranges that have a len()
+        assert small.sample(random.Random(seed)) == random.Random(seed).randint(0, 100)
+        value = dim.sample(random.Random(seed))
+        assert dim.contains(value) and value == random.Random(seed).randint(lower, 2**63 - 1)
+
+
 def test_log_float_samples_spread_over_decades() -> None:
     dim = Float(1e-5, 1e-1, log=True)
     rng = random.Random(0)
