@@ -256,7 +256,8 @@ emews_mbo <- function(evaluator, space, options) {
     out[[p$name]] <- switch(p$type,
       categorical = factor(sample(.emews_levels(p$values), n, replace = TRUE), levels = .emews_levels(p$values)),
       ordered = sample.int(length(p$values), n, replace = TRUE),
-      int = if (isTRUE(p$log)) runif(n, b[1], b[2]) else as.integer(b[1] + floor(runif(n) * (b[2] - b[1] + 1))),
+      int = if (isTRUE(p$log)) runif(n, b[1], b[2])
+            else .emews_whole(p, pmin(b[1] + floor(runif(n) * (b[2] - b[1] + 1)), b[2])),
       float = runif(n, b[1], b[2]))
   }
   as.data.frame(out, stringsAsFactors = FALSE)
@@ -278,7 +279,8 @@ emews_mbo <- function(evaluator, space, options) {
       b <- bounds[[j]]
       step <- exp(runif(n, log(0.002), log(0.25))) * (b[2] - b[1])
       x <- pmin(pmax(as.numeric(x) + rnorm(n) * step, b[1]), b[2])
-      if (p$type %in% c("ordered") || (p$type == "int" && !isTRUE(p$log))) x <- as.integer(round(x))
+      if (p$type == "ordered") x <- as.integer(round(x))
+      if (p$type == "int" && !isTRUE(p$log)) x <- .emews_whole(p, x)
     }
     rows[[p$name]] <- x
   }

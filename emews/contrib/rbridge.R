@@ -128,6 +128,10 @@ local({
     lv[is.na(lv)] <- "null"
     make.unique(lv)
   }
+  # an int parameter's values as R integers where its bounds fit them (31 bits), else as whole doubles
+  # (as.integer would make NA of them)
+  .emews_int32 <- function(p) max(abs(c(p$lower, p$upper))) < .Machine$integer.max
+  .emews_whole <- function(p, x) if (.emews_int32(p)) as.integer(x) else round(as.numeric(x))
   emews_param_set <- function(space) {
     if (!requireNamespace("ParamHelpers", quietly = TRUE))
       stop("emews_param_set needs the R package ParamHelpers (apt-get install r-cran-paramhelpers)")
@@ -138,7 +142,8 @@ local({
         float = if (isTRUE(p$log)) ParamHelpers::makeNumericParam(id, log(p$lower), log(p$upper))
                 else ParamHelpers::makeNumericParam(id, p$lower, p$upper),
         int = if (isTRUE(p$log)) ParamHelpers::makeNumericParam(id, log(p$lower), log(p$upper + 1) - 1e-9)
-              else ParamHelpers::makeIntegerParam(id, p$lower, p$upper),
+              else if (.emews_int32(p)) ParamHelpers::makeIntegerParam(id, p$lower, p$upper)
+              else ParamHelpers::makeNumericParam(id, p$lower, p$upper),
         ordered = ParamHelpers::makeIntegerParam(id, 1L, length(p$values)),
         categorical = ParamHelpers::makeDiscreteParam(id, values = .emews_levels(p$values)),
         constant = NULL,
@@ -157,13 +162,13 @@ local({
   }
   emews_decode <- function(space, df) .emews_columns(space, df, function(p, x) switch(p$type,
     float = if (isTRUE(p$log)) pmin(pmax(exp(x), p$lower), p$upper) else pmin(pmax(x, p$lower), p$upper),
-    int = if (isTRUE(p$log)) as.integer(pmin(pmax(floor(exp(x)), p$lower), p$upper))
-          else as.integer(pmin(pmax(round(x), p$lower), p$upper)),
+    int = .emews_whole(p, if (isTRUE(p$log)) pmin(pmax(floor(exp(x)), p$lower), p$upper)
+                          else pmin(pmax(round(x), p$lower), p$upper)),
     ordered = p$values[pmin(pmax(as.integer(round(x)), 1L), length(p$values))],
     categorical = p$values[match(as.character(x), .emews_levels(p$values))]))
   emews_encode <- function(space, df) .emews_columns(space, df, function(p, x) switch(p$type,
     float = if (isTRUE(p$log)) log(x) else as.numeric(x),
-    int = if (isTRUE(p$log)) log(x) + 0.5 * (log(x + 1) - log(x)) else as.integer(x),
+    int = if (isTRUE(p$log)) log(x) + 0.5 * (log(x + 1) - log(x)) else .emews_whole(p, x),
     ordered = match(as.character(x), as.character(p$values)),
     categorical = factor(.emews_levels(p$values)[match(as.character(x), as.character(p$values))],
                          levels = .emews_levels(p$values))))

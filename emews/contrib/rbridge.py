@@ -284,7 +284,11 @@ def _range_fields(dim: Int | Float, kind: str) -> dict[str, Any]:
 
 
 def _int_from_r(dim: Int, value: Any) -> Any:
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+    """A whole number from R as an int; a double beyond 2**53 may have rounded past a bound
+    (2**63 - 1 is 2**63 as a double): it is brought back to the bound."""
+    if isinstance(value, float) and value.is_integer():
+        return min(max(int(value), dim.lower), dim.upper)
+    return value
 
 
 def _float_from_r(dim: Float, value: Any) -> Any:

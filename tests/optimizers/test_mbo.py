@@ -196,6 +196,21 @@ def test_choices_holding_null_are_searched(tmp_path):
     assert {p["depth"] for p in points} >= {None} and {p["width"] for p in points} >= {None}
 
 
+def test_integers_beyond_32_bits_are_searched(tmp_path):
+    """``seed: {type: int, lower: 0, upper: 4294967295}``: R's integers hold 31 bits, and the run ended with
+    'point 3 has NA for parameter 's'' (NA from as.integer) at its first model proposal."""
+    from emews.core.space import Int
+    space = Space({"s": Int(0, 2**32 - 1), "t": Int(-(2**63), 2**63 - 1), "x": Float(0.0, 1.0)})
+    record = tmp_path / "seen.jsonl"
+    seen = write_objective(tmp_path, "seen", f"open({str(record)!r}, 'a').write(repr(params) + chr(10))\n"
+                                             'return params["x"] + params["s"] / 2 ** 32')
+    summary, opt = run(lambda: MBO(seed=2, n_initial=4, candidates=100), space, seen, budget=10, workers=2)
+    assert summary.completed == 10 and summary.failed == 0
+    points = [eval(line) for line in record.read_text().splitlines()]
+    assert len(points) == 10 and all(space.contains(p) for p in points)
+    assert all(type(p["s"]) is int and type(p["t"]) is int for p in points)
+
+
 def test_asking_for_mlrmbo_where_it_is_missing(tmp_path):
     if expected_implementation() == MLRMBO:
         summary, opt = run(lambda: MBO(seed=1, implementation="mlrMBO"), ackley_space(), ACKLEY,
