@@ -25,9 +25,25 @@ from emews.core.space import Categorical, Float, Int, Ordered, Space, registered
 PARAMETERS: dict[type, Callable[[Any], Any]] = {
     Ordered: lambda dim: ng.p.TransitionChoice(list(dim.values)),
     Categorical: lambda dim: ng.p.Choice(list(dim.values)),
-    Int: lambda dim: (ng.p.Log if dim.log else ng.p.Scalar)(lower=dim.lower, upper=dim.upper).set_integer_casting(),
+    Int: lambda dim: _integer((ng.p.Log if dim.log else ng.p.Scalar)(lower=dim.lower, upper=dim.upper), dim),
     Float: lambda dim: (ng.p.Log if dim.log else ng.p.Scalar)(lower=dim.lower, upper=dim.upper),
 }
+
+
+#: the widest int range Nevergrad casts to integers itself: it casts through a float64, and beyond
+#: 2**53 the cast overflows (2**63 became -2**63); wider ranges are rounded by :func:`_whole`
+CAST_UP_TO = 2**53
+
+
+def _integer(parameter: Any, dim: Int) -> Any:
+    return parameter.set_integer_casting() if max(abs(dim.lower), abs(dim.upper)) <= CAST_UP_TO else parameter
+
+
+def _whole(dim: Any, value: Any) -> Any:
+    """An int parameter's value as a Python int inside its bounds (a float of a wide range rounded)."""
+    if isinstance(dim, Int) and isinstance(value, float) and math.isfinite(value):
+        return min(max(int(round(value)), dim.lower), dim.upper)
+    return value
 
 
 class NevergradOptimizer(AskTellOptimizer):
@@ -57,7 +73,9 @@ class NevergradOptimizer(AskTellOptimizer):
         return [self._point(c) for c in self._fresh]
 
     def _point(self, candidate: Any) -> dict[str, Any]:
-        values = {} if candidate is None else {k: to_builtin(v) for k, v in candidate.value.items()}
+        values = (
+            {} if candidate is None else {k: _whole(self.space[k], to_builtin(v)) for k, v in candidate.value.items()}
+        )
         return {name: values.get(name, self.fixed.get(name)) for name in self.space.dimensions}
 
     def submitted(self, ids: Sequence[int], points: Sequence[dict[str, Any]]) -> None:

@@ -118,6 +118,20 @@ def test_nevergrad_learns_the_budget_and_skips_single_valued_parameters() -> Non
     assert len({p["x"] for p in trace.points}) > 1  # x is searched
 
 
+@pytest.mark.parametrize("name", ["TwoPointsDE", "NGOpt", "RandomSearch"])
+def test_nevergrad_searches_integers_of_64_bits(name: str) -> None:
+    """``{type: int, lower: 0, upper: 9223372036854775807}``: Nevergrad's integer casting goes through a
+    float, 2**63 overflowed to -9223372036854775808, and the run ended at once ('optimizer proposed an
+    invalid point ... s: value -9223372036854775808 is outside Int(lower=0, ...)')."""
+    from emews.core.space import Float, Int, Space
+    from emews.testing import run_traced
+
+    space = Space({"s": Int(0, 2**63 - 1), "t": Int(-(2**63), 2**63 - 1), "k": Int(1, 5), "x": Float(0.0, 1.0)})
+    trace = run_traced(lambda seed: nevergrad(name, seed=seed), budget=12, space=space)
+    assert trace.summary is not None and trace.summary.error is None, trace.summary
+    assert len(trace.points) == 12 and all(space.contains(p) for p in trace.points)
+
+
 class TestOptunaOnDegenerateSpaces(OptimizerConformance):
     """The Optuna adapter that was already there, on the same kit (degenerate spaces included)."""
 
