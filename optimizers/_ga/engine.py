@@ -29,6 +29,8 @@ class Engine:
         self.evaluator = evaluator
         self.space = evaluator.space
         self.rng = random.Random(evaluator.seed if options.seed is None else options.seed)
+        for _ in range(evaluator.earlier_points):  # resumed: draw on, not the earlier runs' first points again
+            self.space.sample(self.rng)
         self.policy = FailurePolicy(options.failure, options.penalty)
         self.hall_of_fame = tools.HallOfFame(options.hall_of_fame)
         self.logbook = tools.Logbook()

@@ -13,7 +13,8 @@ Elitism (``elitism``, default 1): in ``simple`` the best individuals of a genera
 are not in the next one take the places of its worst (CANDLE's eaSimple: ``elitism: 0``).
 
 Resuming: the initial population is the best ``population`` individuals of the earlier
-runs (``evaluator.history``), topped up with random ones when there are fewer; the
+runs (``evaluator.history``), topped up with random ones when there are fewer (drawn on from the
+earlier runs' draws, so not their points again); the
 generation count goes on from the generations those evaluations paid for.
 """
 

@@ -249,6 +249,21 @@ def test_the_ga_starts_from_the_best_of_the_history(strategy: str) -> None:
     assert best.loss <= best4[0].loss                        # the hall of fame holds the history
 
 
+@pytest.mark.parametrize("strategy", ["simple", "async"])
+def test_a_ga_resumed_in_its_initial_population_draws_the_rest_of_it(strategy: str) -> None:
+    """Stopped before its initial population was evaluated, a seeded GA topped the population up
+    with the seed's first draws again: the resumed run's first children were the points of ids 0, 1..."""
+    def make(s: int) -> GeneticAlgorithm:
+        return GeneticAlgorithm(population=8, seed=s, strategy=strategy)
+
+    whole = run_traced(make, seed=3, budget=8, space=SPACE, workers=1)
+    first = run_traced(make, seed=3, budget=5, space=SPACE, workers=1)
+    assert first.points == whole.points[:5]
+    resumed, _ = resumed_run(make, first.results, budget=12, seed=3, workers=1)
+    assert not [p for p in resumed.points if p in first.points]
+    assert resumed.points[:3] == whole.points[5:8]  # the initial population is the one a whole run draws
+
+
 def test_a_finished_ga_resume_proposes_nothing_and_its_population_is_the_best_of_the_history() -> None:
     earlier = history(12)
     trace, probe = resumed_run(lambda s: GeneticAlgorithm(population=4, seed=s), earlier, budget=12)
