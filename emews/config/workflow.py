@@ -12,6 +12,7 @@ import builtins
 import importlib.resources
 import re
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -913,7 +914,20 @@ def check_workflow(workflow: Workflow) -> Any:
         optimizer.check(workflow.space)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc), file=file, key="optimizer.options") from None
+    except Exception as exc:  # the plug-in's own code failed (a RuntimeError, a missing library): one line
+        raise ConfigError(
+            f"cannot build optimizer {workflow.model.optimizer.name!r}: {type(exc).__name__}: {exc} "
+            f"(at {_innermost_frame(exc)})",
+            file=file,
+            key="optimizer",
+        ) from None
     return optimizer
+
+
+def _innermost_frame(exc: BaseException) -> str:
+    """``file:line`` of the frame ``exc`` was raised in."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
 
 
 def _objective_key(section: ObjectiveSection, message: str) -> str:

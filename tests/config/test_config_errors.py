@@ -98,6 +98,32 @@ def test_unimportable_objective_reports_the_import_error(tmp_path: Path, capsys:
     assert "objective.module" in err and "not_a_real_dependency" in err
 
 
+@pytest.mark.parametrize("where, raised", [("__init__", "RuntimeError('bad init')"),
+                                           ("__init__", "ModuleNotFoundError(\"No module named 'cmaes'\")"),
+                                           ("check", "KeyError('lr')")])
+@pytest.mark.parametrize("command", ["check", "launch"])
+def test_a_custom_optimizer_that_cannot_be_built_is_named_in_one_line(
+    where: str, raised: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A plug-in whose ``__init__`` or ``check`` raised anything but TypeError/ValueError made ``emews check``
+    and ``emews launch`` print a traceback through emews' own frames and exit 1."""
+    (tmp_path / "my_opt.py").write_text(
+        "from emews import Optimizer\n\n"
+        "class Mine(Optimizer):\n"
+        f"    def {where}(self, *args, **kwargs):\n"
+        f"        raise {raised}\n\n"
+        "    def run(self, evaluator):\n"
+        "        pass\n"
+    )
+    path = write_workflow(tmp_path, optimizer={"name": f"{tmp_path / 'my_opt.py'}:Mine", "options": {}})
+    extra = ["--workers", "1", "--exp-dir", str(tmp_path / "exp")] if command == "launch" else []
+    assert main([command, str(path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "optimizer" in err and raised.split("(")[0] in err and "my_opt.py" in err, err
+    assert not (tmp_path / "exp").exists()
+
+
 def test_malformed_yaml_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("optimizer: {name: random\nbudget: {evaluations: 3}\n")
