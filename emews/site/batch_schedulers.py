@@ -177,13 +177,16 @@ class SlurmScheduler(BatchScheduler):
         return ["scancel", job_id]
 
     def job_state(self, job_id: str) -> str:
+        """From squeue, else sacct; a job slurmctld has forgotten (``MinJobAge`` after its end) and
+        accounting does not know either is over."""
         proc = run_tool(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"], check=False)
         if proc.returncode == 0 and proc.stdout.strip():
             return self._map(proc.stdout.split()[0])
+        forgotten = "Invalid job id specified" in proc.stderr
         proc = run_tool(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], check=False)
         if proc.returncode == 0 and proc.stdout.strip():
             return self._map(proc.stdout.split()[0].split()[0])
-        return UNKNOWN
+        return DONE if forgotten else UNKNOWN
 
 
 class LsfScheduler(BatchScheduler):
@@ -243,9 +246,13 @@ class LsfScheduler(BatchScheduler):
         return ["bkill", job_id]
 
     def job_state(self, job_id: str) -> str:
+        """From bjobs; a job it has forgotten ("Job <N> is not found": ``CLEAN_PERIOD`` after its
+        end, an hour by default) is over."""
         proc = run_tool(["bjobs", "-noheader", "-o", "stat", job_id], check=False)
         words = proc.stdout.split()
-        return self._map(words[0]) if proc.returncode == 0 and words else UNKNOWN
+        if proc.returncode == 0 and words:
+            return self._map(words[0])
+        return DONE if f"Job <{job_id}> is not found" in proc.stdout + proc.stderr else UNKNOWN
 
 
 class PbsScheduler(BatchScheduler):
@@ -292,9 +299,13 @@ class PbsScheduler(BatchScheduler):
         return ["qdel", job_id]
 
     def job_state(self, job_id: str) -> str:
+        """From ``qstat -x -f``; a job the server does not know ("Unknown Job Id": no job history,
+        or past it) is over."""
         proc = run_tool(["qstat", "-x", "-f", job_id], check=False)
         match = re.search(r"^\s*job_state\s*=\s*(\w)", proc.stdout, re.M)
-        return self._map(match.group(1)) if proc.returncode == 0 and match else UNKNOWN
+        if proc.returncode == 0 and match:
+            return self._map(match.group(1))
+        return DONE if "Unknown Job Id" in proc.stdout + proc.stderr else UNKNOWN
 
 
 class LocalScheduler(BatchScheduler):

@@ -135,3 +135,30 @@ def test_status_of_a_job_cancelled_while_queued_says_it_never_ran(
     state, running = job_state(failed)
     assert not running and state.startswith("done, without a summary of its run"), state
     assert f"see {failed / f'job-{job_id}.out'}" in state, state
+
+
+def test_resume_takes_the_lease_of_a_job_slurm_has_forgotten(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """A job killed on its node leaves its lease; once slurmctld has forgotten the job (MinJobAge, 300 s
+    by default) and no accounting answers sacct, its state was "unknown" and emews resume said "the
+    experiment is in use by ... batch job N" for good."""
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(yaml.safe_dump({
+        "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},
+        "space": {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": "x"}},
+        "budget": {"evaluations": 4}}))
+    exp = tmp_path / "exp"
+    env = repo_env()
+    launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
+    assert launched.returncode == 0, launched.stderr
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    forgotten = "999999"  # a job id this cluster never gave: as slurmctld answers for a forgotten job
+    record = json.loads((exp / "job.json").read_text())
+    (exp / "job.json").write_text(json.dumps({**record, "job_id": forgotten}))
+    (exp / "lease.json").write_text(json.dumps({
+        "token": "killed", "owners": [{"host": "nid001", "pid": 4242, "started": 1.0}], "job_id": forgotten,
+        "command": "emews launch", "since": 1.0}))
+    assert job_status(exp) == "done"
+    resumed = emews("resume", str(exp), "--set", "budget.evaluations=6", cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    assert json.loads((exp / "summary.json").read_text())["completed"] == 6

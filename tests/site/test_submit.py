@@ -165,3 +165,21 @@ def test_job_script_mode_follows_the_umask(in_tmp: Path, umask: int, mode: int) 
     assert stat.S_IMODE(script.stat().st_mode) == mode
     assert "export API_TOKEN=s3cr3t" in script.read_text()
     assert sorted(p.name for p in script.parent.iterdir()) == [JOB_SCRIPT]
+
+
+@pytest.mark.parametrize("site_name,tool,answer", [
+    ("summit", "bjobs", 'echo "Job <$4> is not found" >&2; exit 255'),
+    ("polaris", "qstat", 'echo "qstat: Unknown Job Id $3" >&2; exit 153'),
+])
+def test_a_job_the_scheduler_has_forgotten_is_done(in_tmp: Path, fake_tools: FakeTools, site_name: str,
+                                                   tool: str, answer: str) -> None:
+    """LSF forgets a finished job after CLEAN_PERIOD (an hour by default), PBS without job history at
+    once: the job was "unknown", so a lease a killed job left (no release) blocked emews resume for
+    good ("in use by ... batch job N": wait, or emews cancel, neither of which ends it)."""
+    site = load_site(site_name, ["scheduler.account=A"], environ={})
+    exp = in_tmp / "exp"
+    job_id = submit_experiment(site, exp, 3)
+    fake_tools.add(tool, answer)
+    assert job_status(exp) == "done"
+    fake_tools.add(tool, 'echo "cannot connect to the server" >&2; exit 1')  # not an answer about the job
+    assert job_status(exp) == "unknown", job_id
