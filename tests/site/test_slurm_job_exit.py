@@ -103,9 +103,7 @@ def test_a_job_whose_ranks_never_ran_the_experiment_fails(slurm_cluster: Loopbac
     assert len(said) == 1 and "srun started 4 processes" in said[0] and "--mpi=" in said[0], out
 
 
-def test_status_of_a_job_cancelled_while_queued_says_it_never_ran(
-    slurm_cluster: LoopbackSlurm, tmp_path: Path
-) -> None:
+def test_status_of_a_job_cancelled_while_queued_says_it_never_ran(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
     """``emews status`` of a job cancelled while it was queued said "it ended before the run did (see its
     output file in the experiment)", but a job that never started has no output file; a job that ran
     and failed is pointed to its own file."""
@@ -142,10 +140,19 @@ def test_resume_takes_the_lease_of_a_job_slurm_has_forgotten(slurm_cluster: Loop
     by default) and no accounting answers sacct, its state was "unknown" and emews resume said "the
     experiment is in use by ... batch job N" for good."""
     wf = tmp_path / "wf.yaml"
-    wf.write_text(yaml.safe_dump({
-        "optimizer": {"name": "random", "options": {"seed": 2}}, "objective": {"module": str(RUGGED)},
-        "space": {"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": "x"}},
-        "budget": {"evaluations": 4}}))
+    wf.write_text(
+        yaml.safe_dump(
+            {
+                "optimizer": {"name": "random", "options": {"seed": 2}},
+                "objective": {"module": str(RUGGED)},
+                "space": {
+                    "x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                    "mode": {"type": "constant", "value": "x"},
+                },
+                "budget": {"evaluations": 4},
+            }
+        )
+    )
     exp = tmp_path / "exp"
     env = repo_env()
     launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
@@ -154,9 +161,17 @@ def test_resume_takes_the_lease_of_a_job_slurm_has_forgotten(slurm_cluster: Loop
     forgotten = "999999"  # a job id this cluster never gave: as slurmctld answers for a forgotten job
     record = json.loads((exp / "job.json").read_text())
     (exp / "job.json").write_text(json.dumps({**record, "job_id": forgotten}))
-    (exp / "lease.json").write_text(json.dumps({
-        "token": "killed", "owners": [{"host": "nid001", "pid": 4242, "started": 1.0}], "job_id": forgotten,
-        "command": "emews launch", "since": 1.0}))
+    (exp / "lease.json").write_text(
+        json.dumps(
+            {
+                "token": "killed",
+                "owners": [{"host": "nid001", "pid": 4242, "started": 1.0}],
+                "job_id": forgotten,
+                "command": "emews launch",
+                "since": 1.0,
+            }
+        )
+    )
     assert job_status(exp) == "done"
     resumed = emews("resume", str(exp), "--set", "budget.evaluations=6", cwd=tmp_path, env=env)
     assert resumed.returncode == 0, resumed.stderr
