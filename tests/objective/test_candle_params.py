@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from emews.objective.command import CommandRef
-from emews.core.space import load_candle_json
 from test_command_objective import PYTHON, evaluate
-from testutil import TESTS, stored_rows, write_workflow
+from test_readme import python_block
+
+from emews.core.space import load_candle_json
+from emews.objective.command import CommandRef
+from emews.objective.context import task_run_dir
+from testutil import REPO, TESTS, stored_rows, write_workflow
 
 NT3 = TESTS / "data" / "candle" / "nt3_parse_only.py"
 SUPERVISOR = TESTS / "data" / "supervisor"
 DEFAULTS = SUPERVISOR / "nt3_default_model.txt"
 NT3_GA = SUPERVISOR / "ga" / "nt3_param_space_ga.json"
 UPF_FILES = sorted((SUPERVISOR / "upf").glob("*.txt"))
+DOCS = REPO / "docs" / "coming-from-candle.md"
 
 
 def candle_ref(*extra: str) -> CommandRef:
@@ -90,8 +94,17 @@ def test_every_shape_of_upf_line_is_parsed_by_candles_own_parser(tmp_path: Path,
 
 
 def test_candle_flags_booleans_lists_and_negative_numbers(tmp_path: Path) -> None:
-    point = {"add_noise": True, "noise_gaussian": False, "dense": "300 -20", "conv": [64, 32, 1],
-             "learning_rate": -1e-05, "std_dev": -0.5, "activation": "-rf", "id": "x", "replicate": 2}
+    point = {
+        "add_noise": True,
+        "noise_gaussian": False,
+        "dense": "300 -20",
+        "conv": [64, 32, 1],
+        "learning_rate": -1e-05,
+        "std_dev": -0.5,
+        "activation": "-rf",
+        "id": "x",
+        "replicate": 2,
+    }
     params, argv = parsed(evaluate(tmp_path, candle_ref(), point)[0])
     assert params["add_noise"] is True and params["noise_gaussian"] is False  # str2bool: --name True/False
     assert "--add_noise" in argv and argv[argv.index("--add_noise") + 1] == "True"
@@ -106,30 +119,50 @@ def test_candle_flags_booleans_lists_and_negative_numbers(tmp_path: Path) -> Non
 
 
 def test_candle_needs_the_model_defaults(emews_cmd, tmp_path: Path) -> None:
-    wf = write_workflow(tmp_path, objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle"},
-                        space={"epochs": {"type": "int", "lower": 1, "upper": 3}})
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle"},
+        space={"epochs": {"type": "int", "lower": 1, "upper": 3}},
+    )
     proc = emews_cmd("check", str(wf))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{wf}: objective.defaults: " in proc.stderr and "params: candle" in proc.stderr
 
 
 def test_under_launch_the_nt3_ga_and_a_upf_run_unchanged(emews_cmd, tmp_path: Path) -> None:
-    ga = write_workflow(tmp_path, "ga", optimizer={"name": "ga", "options": {"seed": 1}},
-                        objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle",
-                                   "defaults": str(DEFAULTS)},
-                        space={"file": str(NT3_GA)}, budget={"evaluations": 6}, task={"timeout": 120})
+    ga = write_workflow(
+        tmp_path,
+        "ga",
+        optimizer={"name": "ga", "options": {"seed": 1}},
+        objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle", "defaults": str(DEFAULTS)},
+        space={"file": str(NT3_GA)},
+        budget={"evaluations": 6},
+        task={"timeout": 120},
+    )
     proc = emews_cmd("launch", str(ga), "--workers", "2", "--exp-dir", "ga", timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = stored_rows(tmp_path / "ga")
     assert len(rows) == 6 and {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows]
     for r in rows:
         p = json.loads(r["params"])
-        assert r["objective"] == pytest.approx(p["learning_rate"] * sum(as_candle_reads(p["dense"])) + p["epochs"] / 1000)
+        assert r["objective"] == pytest.approx(
+            p["learning_rate"] * sum(as_candle_reads(p["dense"])) + p["epochs"] / 1000
+        )
     upf = SUPERVISOR / "upf" / "templates-upf3.txt"
-    sweep = write_workflow(tmp_path, "upf", optimizer={"name": "sweep", "options": {"file": str(upf)}},
-                           objective={"command": [PYTHON, str(NT3), "--run_id", "{id}"], "metric": "val_loss",
-                                      "params": "candle", "defaults": str(DEFAULTS)},
-                           space={}, budget={"evaluations": 7}, task={"timeout": 120})
+    sweep = write_workflow(
+        tmp_path,
+        "upf",
+        optimizer={"name": "sweep", "options": {"file": str(upf)}},
+        objective={
+            "command": [PYTHON, str(NT3), "--run_id", "{id}"],
+            "metric": "val_loss",
+            "params": "candle",
+            "defaults": str(DEFAULTS),
+        },
+        space={},
+        budget={"evaluations": 7},
+        task={"timeout": 120},
+    )
     proc = emews_cmd("launch", str(sweep), "--workers", "2", "--exp-dir", "upf", timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = stored_rows(tmp_path / "upf")
@@ -137,26 +170,53 @@ def test_under_launch_the_nt3_ga_and_a_upf_run_unchanged(emews_cmd, tmp_path: Pa
 
 
 def test_the_in_process_wrapper_route_runs_the_ga_file(emews_cmd, tmp_path: Path) -> None:
-    """docs/coming-from-candle.md's `model_runner` route: the model's own parameters, the point over them."""
-    (tmp_path / "nt3_runner.py").write_text(f"""
+    """docs/coming-from-candle.md's `model_runner` route, its code as the page shows it: the model's
+    own parameters, the point over them, and, as Supervisor's model_runner does, what CANDLE writes
+    in its working directory (output_dir '.', save/ckpt.log) in each task's run dir, not the launch
+    directory where concurrent tasks overwrite each other."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "nt3_baseline_keras2.py").write_text(f"""
+import os
 import sys
-sys.path[:0] = [{str(NT3.parent)!r}]
-import nt3_parse_only as nt3
-from emews.objective.candle_params import candle_point
+sys.path.insert(0, {str(NT3.parent)!r})
+from nt3_parse_only import initialize_parameters
 
-def run(params):
-    sys.argv = ["nt3"]
-    gParameters = nt3.initialize_parameters()
-    gParameters.update(candle_point(params, gParameters))
-    return {{"val_loss": gParameters["learning_rate"] * sum(gParameters["dense"]) + gParameters["epochs"] / 1000}}
+class History:
+    def __init__(self, history):
+        self.history = history
+
+def run(gParameters):  # what NT3's run writes: CSVLogger's training.log in output_dir, the checkpoint log in save/
+    loss = gParameters["learning_rate"] * sum(gParameters["dense"]) + gParameters["epochs"] / 1000
+    os.makedirs("save", exist_ok=True)
+    with open("save/ckpt.log", "a") as fh:
+        fh.write("ckpt\\n")
+    with open(os.path.join(gParameters["output_dir"], "training.log"), "w") as fh:
+        fh.write(repr(loss))
+    return History({{"val_loss": [loss]}})
 """)
-    wf = write_workflow(tmp_path, optimizer={"name": "ga", "options": {"seed": 2}},
-                        objective={"module": "nt3_runner.py", "metric": "val_loss"},
-                        space={"file": str(NT3_GA)}, budget={"evaluations": 4}, task={"timeout": 120})
+    block = python_block("candle_point", DOCS.read_text())
+    source, found = re.subn(r"sys\.path\[:0\] = \[.*\]", f"sys.path[:0] = [{str(model)!r}]", block, count=1)
+    assert found == 1, block
+    (tmp_path / "nt3_runner.py").write_text(source)
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "ga", "options": {"seed": 2}},
+        objective={"module": "nt3_runner.py", "metric": "val_loss"},
+        space={"file": str(NT3_GA)},
+        budget={"evaluations": 4},
+        task={"timeout": 120},
+    )
     proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = stored_rows(tmp_path / "exp")
     assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}, [r["error"] for r in rows]
+    assert not (tmp_path / "training.log").exists() and not (tmp_path / "save").exists()
     for r in rows:
         p = json.loads(r["params"])
-        assert r["objective"] == pytest.approx(p["learning_rate"] * sum(as_candle_reads(p["dense"])) + p["epochs"] / 1000)
+        assert r["objective"] == pytest.approx(
+            p["learning_rate"] * sum(as_candle_reads(p["dense"])) + p["epochs"] / 1000
+        )
+        run_dir = task_run_dir(tmp_path / "exp" / "runs", r["id"])
+        assert float((run_dir / "training.log").read_text()) == pytest.approx(r["objective"])
+        assert (run_dir / "save" / "ckpt.log").read_text() == "ckpt\n"
