@@ -22,6 +22,9 @@ from typing import Any
 CONFIG_FILE = "candle_params.txt"
 #: the option that names it, as CANDLE's ``common/default_utils.py`` defines it
 CONFIG_OPTION = "--config_file"
+#: the ``output_dir`` a CANDLE model gets for ``result: output_dir``: CANDLE reads "." as its working
+#: directory (the task's run dir) and makes any other path OUTPUT_DIR/EXPERIMENT_ID/RUN_ID
+OUTPUT_DIR = "."
 #: keys of a point that are bookkeeping, never a model's flag (``{id}`` in the command still works)
 BOOKKEEPING = frozenset({"id"})
 

@@ -29,7 +29,8 @@ The result (``result:``) is read from ``stdout`` (the last line ``<metric> <valu
 ``<metric>: <value>``, ``<metric>=<value>`` or a JSON object holding the metric), from a
 ``file`` the command writes in its run dir (``result_file``: JSON, ``KEY value`` lines or a bare
 number), or from a CANDLE ``output_dir`` (``--output_dir RUN_DIR`` is passed, ``result.txt`` read,
-as CANDLE Supervisor's ``model.sh`` does).
+as CANDLE Supervisor's ``model.sh`` does; with ``params: candle``, ``output_dir = '.'``,
+which CANDLE's parser makes the run dir).
 
 The process runs in its own session with the worker's environment (and so its GPU binding),
 plus ``EMEWS_TASK_ID``, ``EMEWS_SEED``, ``EMEWS_RUN_DIR`` and ``EMEWS_PARAMS_FILE``. Its stdout
@@ -59,7 +60,14 @@ from typing import Any, Literal
 
 from emews.core.failure_cause import error_line, meaningful_line
 from emews.core.results import Status
-from emews.objective.candle_params import CONFIG_FILE, CONFIG_OPTION, candle_point, model_flags, write_config
+from emews.objective.candle_params import (
+    CONFIG_FILE,
+    CONFIG_OPTION,
+    OUTPUT_DIR,
+    candle_point,
+    model_flags,
+    write_config,
+)
 from emews.objective.function import (
     PARAMS_RECORD,
     EvaluationFailed,
@@ -257,8 +265,8 @@ class CommandObjective:
         run_dir = context.run_dir
         point = candle_point(params, self.defaults) if self.ref.params == "candle" else params
         merged = with_defaults(self.defaults, point)
-        if self.ref.result == "output_dir":
-            merged["output_dir"] = str(run_dir)
+        if self.ref.result == "output_dir":  # CANDLE's parser puts "." in the run dir, where the command runs
+            merged["output_dir"] = OUTPUT_DIR if self.ref.params == "candle" else str(run_dir)
         in_run_dir(run_dir, PARAMS_RECORD)
         record_params(run_dir, merged)
         task: dict[str, Any] = {"run_dir": str(run_dir), "seed": context.seed, "task_id": context.task_id}

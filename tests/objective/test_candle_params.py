@@ -220,3 +220,26 @@ def run(gParameters):  # what NT3's run writes: CSVLogger's training.log in outp
         run_dir = task_run_dir(tmp_path / "exp" / "runs", r["id"])
         assert float((run_dir / "training.log").read_text()) == pytest.approx(r["objective"])
         assert (run_dir / "save" / "ckpt.log").read_text() == "ckpt\n"
+
+
+def test_a_candle_models_result_txt_in_its_output_dir_is_read(tmp_path: Path) -> None:
+    """``result: output_dir`` with ``params: candle``: CANDLE's parser makes any output_dir but '.'
+    into OUTPUT_DIR/EXP000/RUN000; the model's result.txt must still be the one read."""
+    model = tmp_path / "nt3_result.py"
+    model.write_text(f"""
+import os
+import sys
+sys.path.insert(0, {str(NT3.parent)!r})
+from nt3_parse_only import initialize_parameters
+
+params = initialize_parameters()
+with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
+    fh.write(repr(params["learning_rate"] * params["epochs"]))
+""")
+    ref = CommandRef(
+        (PYTHON, str(model)), metric="val_loss", params="candle", defaults=str(DEFAULTS), result="output_dir"
+    )
+    outcome, run_dir = evaluate(tmp_path, ref, {"learning_rate": 0.5, "epochs": 3})
+    assert outcome.status.value == "ok", outcome.error
+    assert outcome.value == pytest.approx(1.5)
+    assert (run_dir / "result.txt").is_file() and not (run_dir / "EXP000").exists()
