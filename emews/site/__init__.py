@@ -16,7 +16,7 @@ behaviour lives in one small class per scheduler and per launcher::
       directives: ["-alloc_flags gpumps"]   # raw lines; the #BSUB/#SBATCH/#PBS prefix is added
     launcher:                    # start ranks
       type: jsrun | srun | mpiexec | aprun | none
-      command: "{python_bin}/mpiexec"       # optional; {python_bin} = dir of sys.executable
+      command: "{python_bin}/mpiexec"       # optional; {python_bin} = dir of sys.executable (a venv's base's, where only it has the program)
       workers_per_node: 5        # each node offers workers_per_node + 1 rank slots
       args: "--depth=8 --cpu-bind depth"    # raw string or list, after the template flags
     node:

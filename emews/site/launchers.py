@@ -19,6 +19,12 @@ def python_bin() -> str:
     return str(Path(sys.executable or "python3").parent)
 
 
+def base_python_bin() -> str:
+    """Directory of the base interpreter's programs: where pip put the ``mpich`` wheel's ``mpiexec``
+    when a virtual environment uses the base's packages (``venv --system-site-packages``)."""
+    return str(Path(sys.base_prefix) / "bin")
+
+
 class Launcher(ABC):
     """Turns a :class:`Layout` and a command into one launcher command line."""
 
@@ -29,9 +35,17 @@ class Launcher(ABC):
         self.config = config
 
     def executable(self) -> str | None:
-        """The launcher program; ``{python_bin}`` expands to the interpreter's directory."""
+        """The launcher program; ``{python_bin}`` expands to the interpreter's directory, or, where
+        that holds no such program, to the base interpreter's (:func:`base_python_bin`) if it does."""
         command = self.config.command or self.default_command
-        return command.replace("{python_bin}", python_bin()) if command else None
+        if not command:
+            return None
+        found = command.replace("{python_bin}", python_bin())
+        if "{python_bin}" in command and not Path(found).exists():  # a venv over the Python with mpich
+            base = command.replace("{python_bin}", base_python_bin())
+            if Path(base).exists():
+                return base
+        return found
 
     @abstractmethod
     def placement(self, layout: Layout) -> list[str]:

@@ -129,7 +129,7 @@ class LauncherConfig(_Part):
     """How ranks are started inside the allocation."""
 
     type: LauncherType = "mpiexec"
-    command: str | None = None  # executable; "{python_bin}" is the dir of sys.executable
+    command: str | None = None  # executable; "{python_bin}" is the dir of sys.executable (or its venv's base's)
     workers_per_node: int = Field(1, ge=1)
     args: list[str] = Field(default_factory=list)
 
