@@ -27,8 +27,9 @@ time a link that leads out of it is neither written, deleted nor read (:func:`in
 
 The result (``result:``) is read from ``stdout`` (the last line ``<metric> <value>``,
 ``<metric>: <value>``, ``<metric>=<value>`` or a JSON object holding the metric), from a
-``file`` the command writes in its run dir (``result_file``: JSON, ``KEY value`` lines or a bare
-number), or from a CANDLE ``output_dir`` (``--output_dir RUN_DIR`` is passed, ``result.txt`` read,
+``file`` the command writes in its run dir (``result_file``: JSON, ``KEY value`` lines, a bare
+number, or a CSV whose header names the metric, its last row: Keras' ``CSVLogger``, CANDLE's
+``training.log``), or from a CANDLE ``output_dir`` (``--output_dir RUN_DIR`` is passed, ``result.txt`` read,
 as CANDLE Supervisor's ``model.sh`` does; with ``params: candle``, ``output_dir = '.'``,
 which CANDLE's parser makes the run dir).
 
@@ -401,7 +402,8 @@ def parse_result(text: str, metric: str, *, bare_number: bool) -> Any:
 
 
 def read_result_file(path: Path, metric: str) -> Any:
-    """A result file: a JSON object with ``metric``, a JSON number, or text as :func:`parse_result` reads it."""
+    """A result file: a JSON object with ``metric``, a JSON number, a CSV whose header names the
+    metric (:func:`parse_csv_result`), or text as :func:`parse_result` reads it."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -409,10 +411,29 @@ def read_result_file(path: Path, metric: str) -> Any:
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        return parse_result(text, metric, bare_number=True)
+        found = parse_csv_result(text, metric)
+        return found if found is not None else parse_result(text, metric, bare_number=True)
     if isinstance(data, dict):
         return data if metric in data else None
     return {metric: data} if isinstance(data, (int, float)) and not isinstance(data, bool) else None
+
+
+def parse_csv_result(text: str, metric: str) -> dict[str, float] | None:
+    """The last row of a CSV whose header names ``metric`` (Keras' ``CSVLogger`` file, CANDLE's
+    ``training.log``: one row per epoch), its numeric columns as metrics; ``None`` when the first
+    line is no such header or no row has a number for the metric."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = [name.strip() for name in lines[0].split(",")] if lines else []
+    if len(header) < 2 or metric not in header:
+        return None
+    for line in reversed(lines[1:]):
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != len(header):
+            continue
+        row = {name: _number(cell) for name, cell in zip(header, cells, strict=True)}
+        if row[metric] is not None:
+            return {name: value for name, value in row.items() if value is not None}
+    return None
 
 
 def _number(token: str) -> float | None:

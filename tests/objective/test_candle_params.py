@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from test_command_objective import PYTHON, evaluate
 from test_readme import python_block
 
@@ -243,3 +244,35 @@ with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
     assert outcome.status.value == "ok", outcome.error
     assert outcome.value == pytest.approx(1.5)
     assert (run_dir / "result.txt").is_file() and not (run_dir / "EXP000").exists()
+
+
+def test_the_docs_recipe_reads_an_unchanged_keras_models_training_log(tmp_path: Path) -> None:
+    """NT3 as it is prints no ``val_loss X`` line, only Keras' progress; its CSVLogger writes
+    ``{output_dir}/training.log``, Keras' CSV (the last row: the last epoch, what Supervisor's
+    model_runner returns). The recipe's ``result_file: training.log`` reads the metric there."""
+    model = tmp_path / "nt3_keras_like.py"
+    model.write_text(f"""
+import os
+import sys
+sys.path.insert(0, {str(NT3.parent)!r})
+from nt3_parse_only import initialize_parameters
+
+params = initialize_parameters()
+with open(os.path.join(params["output_dir"], "training.log"), "w") as log:
+    log.write("epoch,accuracy,loss,lr,val_accuracy,val_loss\\n")
+    for epoch in range(params["epochs"]):
+        val_loss = params["learning_rate"] * (epoch + 1)
+        print(f"2/2 [====] - 0s 9ms/step - loss: 0.5 - accuracy: 0.75 - val_loss: {{val_loss:.4f}} - val_accuracy: 0.5")
+        log.write(f"{{epoch}},0.75,0.5,0.001,0.5,{{val_loss}}\\n")
+""")
+    recipe = next(b for b in re.findall(r"```yaml\n(.*?)```", DOCS.read_text(), re.S) if "nt3_baseline_keras2" in b)
+    objective = yaml.safe_load(recipe)["objective"]
+    objective.update(command=[PYTHON, str(model)], defaults=str(DEFAULTS))
+    outcome, run_dir = evaluate(
+        tmp_path,
+        CommandRef(**{**objective, "command": tuple(objective["command"])}),
+        {"learning_rate": 0.25, "epochs": 3},
+    )
+    assert outcome.status.value == "ok", outcome.error
+    assert outcome.value == pytest.approx(0.75)  # the last epoch's val_loss
+    assert outcome.metrics["val_accuracy"] == 0.5 and outcome.metrics["epoch"] == 2
