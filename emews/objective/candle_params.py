@@ -4,11 +4,13 @@ Benchmarks model runs unchanged.
 CANDLE's ``finalize_parameters`` reads one ``[Global_Params]`` file (``--config_file``, else the
 benchmark's default model file), then its command line with ``parse_args`` (an unknown flag is an
 error); the command line wins. So each task gets a file holding the model's defaults and the point
-(:func:`write_config`: keys the model does not define are tolerated there, CANDLE only warns),
-and, as flags, the point's values for the keys the defaults define (:func:`model_flags`), so that
-none of CANDLE's own option defaults hides them. A string of numbers (``"500 100 50"``, the lists
-of Supervisor's GA files) is a list (:func:`candle_value`). Bookkeeping keys (a UPF line's ``id``)
-are never flags.
+(:func:`write_config`: keys the model does not define are tolerated there, CANDLE only warns): the
+model reads the point as it reads its own defaults, a single number as a number even where its
+option takes ``nargs`` (P3B3's ``filter_sets``). Only the options of CANDLE's own that have a
+default of their own, which hides the file's value on CANDLE before 2022, follow as flags
+(:func:`model_flags`). A string of numbers (``"500 100 50"``, the lists
+of Supervisor's GA files) is a list (:func:`candle_value`). A UPF line's ``id`` is never a flag
+(``{id}`` in the command passes it on).
 """
 
 from __future__ import annotations
@@ -25,18 +27,42 @@ CONFIG_OPTION = "--config_file"
 #: the ``output_dir`` a CANDLE model gets for ``result: output_dir``: CANDLE reads "." as its working
 #: directory (the task's run dir) and makes any other path OUTPUT_DIR/EXPERIMENT_ID/RUN_ID
 OUTPUT_DIR = "."
-#: keys of a point that are bookkeeping, never a model's flag (``{id}`` in the command still works)
-BOOKKEEPING = frozenset({"id"})
+#: CANDLE's common options with a default of their own, the same flag in its ``default_utils.py``
+#: (before 2022, where that default hides the file's value) and ``parsing_utils.py`` (since)
+CANDLE_DEFAULTED = frozenset(
+    {
+        "shuffle",
+        "train_bool",
+        "experiment_id",
+        "run_id",
+        "profiling",
+        "verbose",
+        "ckpt_checksum",
+        "ckpt_keep_mode",
+        "ckpt_save_best",
+        "ckpt_save_best_metric",
+        "ckpt_save_interval",
+        "ckpt_skip_epochs",
+    }
+)
 
 
 def candle_value(value: Any, default: Any = None) -> Any:
     """``value`` as a CANDLE model takes it: a string of numbers is a list of them when it holds
-    more than one or the model's default is a list (Supervisor's ``format_params`` rule)."""
+    more than one or the model's default is a list (Supervisor's ``format_params`` rule); any other
+    single value is a one-item list where the default is a list (Combo's ``cell_features: mirna``,
+    as Supervisor's ``model_runner`` makes it); a string for a boolean or numeric default is read as
+    that type, as CANDLE's ``str2bool`` and ``type=int`` read a flag (cp1's ``"residual": "0"``)."""
     if isinstance(value, str):
         tokens = value.split()
         numbers = [_number(token) for token in tokens]
         if tokens and None not in numbers and (len(tokens) > 1 or isinstance(default, list)):
             return numbers
+        typed = _as_type_of(value, default)
+        if typed is not None:
+            return typed
+    if isinstance(default, list) and value is not None and not isinstance(value, (list, tuple)):
+        return [value]
     return value
 
 
@@ -45,13 +71,10 @@ def candle_point(point: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[
     return {name: candle_value(value, defaults.get(name)) for name, value in point.items()}
 
 
-def model_flags(point: Mapping[str, Any], defaults: Mapping[str, Any], skip: Collection[str] = ()) -> dict[str, Any]:
-    """The point's values that go as flags: keys the model's defaults define, not bookkeeping, not ``skip``."""
-    return {
-        name: value
-        for name, value in point.items()
-        if name in defaults and name not in BOOKKEEPING and name not in skip
-    }
+def model_flags(point: Mapping[str, Any], skip: Collection[str] = ()) -> dict[str, Any]:
+    """The point's values that go as flags: those of :data:`CANDLE_DEFAULTED` (not ``skip``); the
+    others reach the model through the file alone, as its defaults do."""
+    return {name: value for name, value in point.items() if name in CANDLE_DEFAULTED and name not in skip}
 
 
 def write_config(path: Path, params: Mapping[str, Any]) -> Path:
@@ -63,6 +86,30 @@ def write_config(path: Path, params: Mapping[str, Any]) -> Path:
 
 def _literal(value: Any) -> str:
     return repr(value).replace("%", "%%")  # configparser's interpolation reads "%" as "%%"
+
+
+def _as_type_of(text: str, default: Any) -> bool | int | float | None:
+    """``text`` as the type of a boolean or numeric ``default`` (``None`` when it is not one)."""
+    if isinstance(default, bool):
+        return _BOOLEANS.get(text.strip().lower())
+    if isinstance(default, (int, float)):
+        return _number(text.strip())
+    return None
+
+
+#: what CANDLE's ``str2bool`` reads (common/helper_utils.py)
+_BOOLEANS = {
+    "yes": True,
+    "true": True,
+    "t": True,
+    "y": True,
+    "1": True,
+    "no": False,
+    "false": False,
+    "f": False,
+    "n": False,
+    "0": False,
+}
 
 
 def _number(token: str) -> int | float | None:

@@ -12,8 +12,8 @@ Parameters reach the program one of three ways (``params:``):
 ``env``    one environment variable per parameter, named as the parameter;
 ``file``   a JSON or YAML file in the run dir (``params_file``), its path in ``{params_file}``;
 ``candle`` as a CANDLE Benchmarks model reads them (:mod:`emews.objective.candle_params`): ``--config_file``
-           names a per-task ``[Global_Params]`` file of the defaults and the point, and the
-           point's values for keys the defaults define follow as flags (booleans ``True``/``False``).
+           names a per-task ``[Global_Params]`` file of the defaults and the point; the point's
+           values for CANDLE's own defaulted options follow as flags (booleans ``True``/``False``).
 
 ``{name}`` in an argument is replaced by that parameter's value (it is then not also passed as a
 flag), and ``{run_dir}``, ``{params_file}``, ``{seed}``, ``{task_id}`` by the task's. Strings
@@ -241,7 +241,7 @@ class CommandObjective:
         if self.ref.params == "flags":
             argv += as_flags({k: v for k, v in params.items() if k not in used})
         elif self.ref.params == "candle":
-            flags = model_flags(params if point is None else point, self.defaults, used)
+            flags = model_flags(params if point is None else point, used)
             argv += [CONFIG_OPTION, str(Path(task["run_dir"]) / CONFIG_FILE), *as_flags(flags, bool_values=True)]
         return argv
 

@@ -98,6 +98,8 @@ def test_candle_flags_booleans_lists_and_negative_numbers(tmp_path: Path) -> Non
     point = {
         "add_noise": True,
         "noise_gaussian": False,
+        "shuffle": True,
+        "train_bool": False,
         "dense": "300 -20",
         "conv": [64, 32, 1],
         "learning_rate": -1e-05,
@@ -107,8 +109,12 @@ def test_candle_flags_booleans_lists_and_negative_numbers(tmp_path: Path) -> Non
         "replicate": 2,
     }
     params, argv = parsed(evaluate(tmp_path, candle_ref(), point)[0])
-    assert params["add_noise"] is True and params["noise_gaussian"] is False  # str2bool: --name True/False
-    assert "--add_noise" in argv and argv[argv.index("--add_noise") + 1] == "True"
+    assert params["add_noise"] is True and params["noise_gaussian"] is False  # through the file, as its defaults
+    assert (
+        params["shuffle"] is True and params["train_bool"] is False
+    )  # not hidden by CANDLE's own defaults (False, True)
+    assert argv[argv.index("--train_bool") + 1] == "False"  # as flags, str2bool's True/False
+    assert "--add_noise" not in argv and "--dense" not in argv  # the model's own options: the file alone
     assert params["dense"] == [300, -20] and params["conv"] == [64, 32, 1]
     assert params["learning_rate"] == -1e-05 and params["std_dev"] == -0.5 and params["activation"] == "-rf"
     assert "--id" not in argv and "--replicate" not in argv
@@ -276,3 +282,63 @@ with open(os.path.join(params["output_dir"], "training.log"), "w") as log:
     assert outcome.status.value == "ok", outcome.error
     assert outcome.value == pytest.approx(0.75)  # the last epoch's val_loss
     assert outcome.metrics["val_accuracy"] == 0.5 and outcome.metrics["epoch"] == 2
+
+
+P3B3_MODEL = """
+import os
+import sys
+sys.path.insert(0, {candle!r})
+import candle
+
+# Pilot3/P3B3/p3b3.py's definitions of the three (ECP-CANDLE/Benchmarks): nargs, where the default
+# model file and Supervisor's mlrMBO set (p3b3_param.R: makeIntegerParam) give single numbers
+additional_definitions = [
+    {{"name": "filter_sets", "nargs": "+", "type": int}},
+    {{"name": "filter_sizes", "nargs": "+", "type": int}},
+    {{"name": "num_filters", "nargs": "+", "type": int}},
+    {{"name": "feature_names", "nargs": "+", "type": str}},
+]
+
+
+class BenchmarkP3B3(candle.Benchmark):
+    def set_locals(self):
+        self.required = set(["filter_sets", "filter_sizes", "num_filters"])
+        self.additional_definitions = additional_definitions
+
+
+here = os.path.dirname(os.path.realpath(__file__))
+params = candle.finalize_parameters(BenchmarkP3B3(here, "p3b3_default_model.txt", "keras", prog="p3b3", desc="p3b3"))
+# p3b3_baseline_keras2.py's use of them
+run_filter_sizes = [params["filter_sizes"] + k for k in range(params["filter_sets"])]
+print("val_loss", sum(run_filter_sizes) * params["num_filters"] * len(params["feature_names"]))
+"""
+
+
+def test_a_model_whose_nargs_options_default_to_single_numbers_gets_single_numbers(tmp_path: Path) -> None:
+    """P3B3 reads filter_sets, filter_sizes and num_filters as numbers (``range(filter_sets)``), as its
+    default model file gives them; passed as flags, argparse's nargs made them lists and every task
+    failed (TypeError) where Supervisor's model_runner, which sets the values after parsing, runs."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "p3b3_baseline.py").write_text(P3B3_MODEL.format(candle=str(NT3.parent)))
+    defaults = model / "p3b3_default_model.txt"
+    defaults.write_text(
+        "[Global_Params]\nfilter_sets = 3\nfilter_sizes = 3\nnum_filters = 100\nfeature_names = ['expression']\n"
+    )
+    ref = CommandRef(
+        (PYTHON, str(model / "p3b3_baseline.py")), metric="val_loss", params="candle", defaults=str(defaults)
+    )
+    outcome, _ = evaluate(
+        tmp_path, ref, {"filter_sets": 2, "filter_sizes": 4, "num_filters": 10, "feature_names": "mirna"}
+    )
+    assert outcome.status.value == "ok", outcome.error
+    assert outcome.value == (4 + 5) * 10
+
+
+def test_a_string_for_a_boolean_or_a_number_is_read_as_the_default_types_it(tmp_path: Path) -> None:
+    """Supervisor's cp1 UPF files give Uno's boolean ``residual`` as the string "0": as a flag,
+    CANDLE's str2bool read it False; through the file a string "0" is true. The default's type decides."""
+    point = {"add_noise": "0", "noise_correlated": "true", "epochs": "3", "learning_rate": "0.5"}
+    params, argv = parsed(evaluate(tmp_path, candle_ref(), point)[0])
+    assert params["add_noise"] is False and params["noise_correlated"] is True
+    assert params["epochs"] == 3 and params["learning_rate"] == 0.5
