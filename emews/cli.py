@@ -296,7 +296,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    print(f"wrote {rows} rows to {path}")
+    print(f"wrote {rows} rows to {path}" if store is not None else f"no results stored yet: {path} not written")
     if args.by_point:
         from emews.output.by_point import write_by_point_csv
 

@@ -143,3 +143,21 @@ def test_a_child_that_dies_leaves_its_rows_to_the_parent(tmp_path: Path, monkeyp
     assert (tmp_path / "split.csv").read_bytes() == (tmp_path / "alone.csv").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     store.close()
+
+
+def test_results_before_the_first_result_says_nothing_was_written(tmp_path: Path) -> None:
+    """emews results on an experiment with no store yet (a queued job) said 'wrote 0 rows to
+    results.csv' and wrote no file."""
+    import subprocess
+    import sys
+
+    from emews.config.experiment import create_experiment
+
+    exp = create_experiment(tmp_path / "exp", name="early", site={"name": "local"}, info={"workers": 2},
+                            workflow={"space": {"x": {"type": "float", "lower": 0, "upper": 1}},
+                                      "budget": {"evaluations": 5}})
+    proc = subprocess.run([sys.executable, "-m", "emews", "results", str(exp)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote" not in proc.stdout and f"no results stored yet: {exp / 'results.csv'} not written" in proc.stdout
+    assert not (exp / "results.csv").exists()
