@@ -61,6 +61,8 @@ class LeaseRecord:
     job_id: str | None = None
     command: str = ""
     since: float = field(default_factory=time.time)
+    #: the experiment directory it was taken in (host, device, inode): a copy's lease is not held
+    directory: str | None = None
 
     @classmethod
     def read(cls, path: Path) -> LeaseRecord | None:
@@ -72,17 +74,35 @@ class LeaseRecord:
                 job_id=data.get("job_id"),
                 command=data.get("command", ""),
                 since=data.get("since", 0.0),
+                directory=data.get("directory"),
             )
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError):
             return cls(token="unreadable", command="an unreadable lease file")  # owners unknown: stale
 
+    def copied(self, exp_dir: Path) -> bool:
+        """Whether this lease was taken in another directory on this host (``exp_dir`` is a copy,
+        ``cp -a`` of a live experiment): its owners run that one, not ``exp_dir``."""
+        if self.directory is None or not self.directory.startswith(f"{socket.gethostname()}:"):
+            return False  # an older lease, or one taken on another host (devices differ between NFS clients)
+        return self.directory != directory_id(exp_dir)
+
     def describe(self) -> str:
         who = ", ".join(o.describe() for o in self.owners) or "no running process"
         job = f", batch job {self.job_id}" if self.job_id else ""
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
         return f"{self.command or 'emews'} ({who}{job}, since {when})"
+
+
+def directory_id(exp_dir: Path) -> str | None:
+    """``HOST:DEVICE:INODE`` of ``exp_dir`` (``None`` when it cannot be read): the same after ``mv``
+    within a file system, another for a copy."""
+    try:
+        st = os.stat(exp_dir)
+    except OSError:
+        return None
+    return f"{socket.gethostname()}:{st.st_dev}:{st.st_ino}"
 
 
 #: asks the batch system whether a job is over (``emews.site.jobs`` supplies one)
@@ -135,7 +155,7 @@ def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: 
             _write_atomically(path, current)
             return Lease(exp_dir, current)
         if current is not None:
-            if not _stale(current, job_done):
+            if not current.copied(exp_dir) and not _stale(current, job_done):
                 raise LeaseHeld(
                     f"the experiment is in use by {current.describe()}",
                     file=str(exp_dir),
@@ -148,7 +168,9 @@ def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: 
                 continue
             except OSError as exc:
                 raise _unwritable(path, exc) from None
-        record = LeaseRecord(token=token or uuid.uuid4().hex, owners=[Owner.me()], command=command)
+        record = LeaseRecord(
+            token=token or uuid.uuid4().hex, owners=[Owner.me()], command=command, directory=directory_id(exp_dir)
+        )
         if _create(path, record):
             _remove_stale_copies(exp_dir)
             return Lease(exp_dir, record)

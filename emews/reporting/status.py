@@ -26,7 +26,7 @@ def job_state(exp_dir: Path) -> tuple[str, bool]:
         state = job_status(exp_dir)
         return state + (_how_it_ended(exp_dir) if state == "done" else ""), state in LIVE_STATES
     lease = LeaseRecord.read(exp_dir / LEASE_FILE)
-    running = lease is not None and any(owner.alive() for owner in lease.owners)
+    running = lease is not None and not lease.copied(exp_dir) and any(owner.alive() for owner in lease.owners)
     return ("local, running" if running else "local, not running"), running
 
 

@@ -93,6 +93,38 @@ def test_resume_while_running_is_refused_and_nothing_is_overwritten(emews_cmd, t
     assert not (tmp_path / "exp" / "lease.json").exists()
 
 
+def test_a_copy_of_a_live_experiment_is_not_held_by_the_original_run(emews_cmd, tmp_path: Path, gate) -> None:
+    """cp -a of an experiment while it runs copies its lease: the copy said 'local, running' and its
+    resume was refused as 'in use by emews launch (pid ...)', advising to kill that process, which
+    runs the original. The lease names the directory it was taken in; a copy's is not held."""
+    events, gate_file = gate
+    wf = rugged(tmp_path, "wait", 6)
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: len(started(events)) >= 2, timeout=120), job.stderr
+    shutil.copytree(tmp_path / "exp", tmp_path / "copy", symlinks=True)
+    assert (tmp_path / "copy" / "lease.json").exists()
+    status = emews_cmd("status", "copy")
+    assert status.returncode == 0 and "local, not running" in status.stdout, status.stdout + status.stderr
+    assert "local, running" in emews_cmd("status", "exp").stdout
+    again = emews_cmd("resume", "exp", timeout=120)  # the original is still held
+    assert again.returncode == 2 and "in use by emews" in again.stderr, again.stderr
+    resumed = emews_cmd.popen("resume", "copy")
+    lease = tmp_path / "copy" / "lease.json"
+
+    def taken() -> bool:  # the copy's lease is the resume's now (or the resume was refused)
+        with contextlib.suppress(OSError):
+            return resumed.poll() is not None or f'"pid": {resumed.pid},' in lease.read_text()
+        return False
+
+    assert wait_until(taken, timeout=120)
+    assert resumed.poll() is None, resumed.stderr.read()
+    gate_file.touch()
+    assert resumed.wait(timeout=180) == 0, resumed.stderr.read()
+    assert job.wait(timeout=180) == 0, job.stderr.read()
+    for exp in ("exp", "copy"):
+        assert [r["id"] for r in rows(tmp_path / exp)] == list(range(6))
+
+
 def test_two_launches_into_one_directory_one_wins_cleanly(emews_cmd, tmp_path: Path) -> None:
     """6c: the loser gets one line and exit 2, never a traceback."""
     wf = rugged(tmp_path, "ok", 20)
