@@ -79,6 +79,7 @@ from emews.objective.function import (
     with_defaults,
 )
 from emews.objective.shellscript import find_script, quoter
+from emews.objective.team import Team
 
 ParamsStyle = Literal["flags", "env", "file", "candle"]
 ResultSource = Literal["stdout", "file", "output_dir"]
@@ -245,8 +246,15 @@ class CommandObjective:
             argv += [CONFIG_OPTION, str(Path(task["run_dir"]) / CONFIG_FILE), *as_flags(flags, bool_values=True)]
         return argv
 
-    def environment(self, params: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, str]:
+    def environment(
+        self, params: Mapping[str, Any], task: Mapping[str, Any], team: Team | None = None
+    ) -> dict[str, str]:
+        """The command's environment: the worker's, the task's ``EMEWS_*`` variables, a multi-rank
+        task member's torch.distributed rendezvous (MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK, as
+        torchrun sets them), and with ``params: env`` the parameters."""
         env = dict(os.environ)
+        if team is not None and team.size > 1:
+            env.update(team.environ())
         env.update(EMEWS_TASK_ID=str(task["task_id"]), EMEWS_SEED=str(task["seed"]), EMEWS_RUN_DIR=str(task["run_dir"]))
         if "params_file" in task:
             env["EMEWS_PARAMS_FILE"] = str(task["params_file"])
@@ -282,8 +290,8 @@ class CommandObjective:
         if result_name is not None:
             in_run_dir(run_dir, result_name).unlink(missing_ok=True)  # an earlier attempt's result is not this one's
         argv = self.argv(merged, task, point)
-        output = CapturedOutput(run_dir)
-        returncode = output.run(argv, self.environment(merged, task))
+        output = CapturedOutput(run_dir, context.team_rank)
+        returncode = output.run(argv, self.environment(merged, task, context.team))
         if returncode != 0:
             raise EvaluationFailed(*_describe_exit(argv[0], returncode, output))
         found = (
@@ -302,11 +310,14 @@ class CommandObjective:
 
 
 class CapturedOutput:
-    """The command's stdout and stderr, appended to the run dir's files; this attempt's part read back."""
+    """The command's stdout and stderr, appended to the run dir's files; this attempt's part read back.
+    A multi-rank task's members share the run dir: team rank ``r > 0`` writes ``stdout.rank-r.txt``
+    (two members appending to one file interleave their bytes)."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, team_rank: int = 0) -> None:
         self.run_dir = run_dir
-        self.paths = {name: in_run_dir(run_dir, f"{name}.txt") for name in ("stdout", "stderr")}
+        tag = f".rank-{team_rank}" if team_rank else ""
+        self.paths = {name: in_run_dir(run_dir, f"{name}{tag}.txt") for name in ("stdout", "stderr")}
         self.offsets = {name: path.stat().st_size if path.exists() else 0 for name, path in self.paths.items()}
 
     def run(self, argv: list[str], env: dict[str, str]) -> int:

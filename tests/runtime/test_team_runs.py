@@ -221,3 +221,42 @@ def test_a_workers_polling_window_takes_a_bad_value_as_unset(value: str | None, 
     environ = {} if value is None else {"EMEWS_SPIN_SECONDS": value}
     assert spin_for(2, 2, environ) == (DEFAULT_SPIN if seconds is None else seconds)
     assert spin_for(4, 2, environ) == (0.0 if seconds is None else seconds)  # oversubscribed: no polling
+
+
+DDP_COMMAND = """\
+import os, sys
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo", init_method="env://")  # MASTER_ADDR/PORT, RANK, WORLD_SIZE from emews
+total = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(total)
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} local {os.environ['LOCAL_RANK']}", flush=True)
+print(f"value {total.item()}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_a_command_objective_on_a_team_gets_the_torch_distributed_rendezvous(emews_cmd, tmp_path: Path) -> None:
+    """A command (a DDP training script, torchrun style) with ``task.ranks: 2`` ran on both members with
+    no RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT: two copies that cannot find each other
+    (``init_process_group(init_method="env://")`` failed). Each member's command now gets the team's
+    rendezvous, as ``ctx.process_group()`` does for a Python objective."""
+    pytest.importorskip("torch")
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_COMMAND)
+    import sys
+
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"},
+                        objective={"command": [sys.executable, str(script)], "metric": "value"},
+                        space={"x": {"type": "ordered", "values": [1, 2, 3]}}, budget={"evaluations": 3},
+                        task={"timeout": 120, "ranks": 2})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert [r["status"] for r in rows] == ["ok"] * 3, [r["error"] for r in rows]
+    assert {r["objective"] for r in rows} == {3.0}  # 1 + 2: the all-reduce over both members
+    for row in rows:  # each member's output in a file of its own (one file interleaved their bytes)
+        run_dir = task_run_dir(tmp_path / "exp" / "runs", row["id"])
+        assert (run_dir / "stdout.txt").read_text().splitlines() == ["rank 0 of 2 local 0", "value 3.0"]
+        assert (run_dir / "stdout.rank-1.txt").read_text().splitlines() == ["rank 1 of 2 local 1", "value 3.0"]
