@@ -299,6 +299,8 @@ class CommandObjective:
             if result_name is None
             else read_result_file(in_run_dir(run_dir, result_name), self.ref.metric)
         )
+        if found is None and context.team_rank > 0:
+            return None  # a member's value never counts: torchrun-style scripts report on rank 0 only
         if found is None:
             where = "stdout" if result_name is None else f"{result_name} in {run_dir}"
             tail = output.tail("stdout") if result_name is None else ""

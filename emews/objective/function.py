@@ -165,8 +165,12 @@ def outcome_from_exception(task_id: int, exc: BaseException, **where: Any) -> Ou
     return Outcome(task_id, Status.FAILED, error=error, **where)
 
 
-def outcome_from_return(task_id: int, returned: Any, metric: str, **where: Any) -> Outcome:
-    """Interpret ``run``'s return value: a number, or a dict holding ``metric``."""
+def outcome_from_return(task_id: int, returned: Any, metric: str, *, member: bool = False, **where: Any) -> Outcome:
+    """Interpret ``run``'s return value: a number, or a dict holding ``metric``. A ``member`` of a
+    multi-rank task other than team rank 0, whose value never counts, ended well whatever it
+    returned (``None`` too: torchrun-style code returns or prints the metric on rank 0 only)."""
+    if member:
+        return Outcome(task_id, Status.OK, **where)
     metrics: dict[str, Any] = {}
     if isinstance(returned, Mapping):
         metrics = {str(k): plain_value(v, repr) for k, v in returned.items()}

@@ -174,7 +174,13 @@ def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Ou
         returned = objective.call(job.params, ctx)
         exit_if_forked(ctx)
         outcome = outcome_from_return(
-            job.task_id, returned, config.ref.metric, started=started, finished=time.time(), **where
+            job.task_id,
+            returned,
+            config.ref.metric,
+            member=ctx.team_rank > 0,
+            started=started,
+            finished=time.time(),
+            **where,
         )
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
         exit_if_forked(ctx)

@@ -120,7 +120,15 @@ class InlineRunner:
         except BaseException as exc:  # sys.exit() and KeyboardInterrupt of the objective's own too (argparse
             # exits on bad arguments): a failed result, not a dead worker (stop signals raise Interrupted)
             return outcome_from_exception(task.id, exc, started=started, finished=time.time(), **where)
-        return outcome_from_return(task.id, returned, self._ref.metric, started=started, finished=time.time(), **where)
+        return outcome_from_return(
+            task.id,
+            returned,
+            self._ref.metric,
+            member=context.team_rank > 0,
+            started=started,
+            finished=time.time(),
+            **where,
+        )
 
     def close(self) -> None:
         """Run ``teardown`` (bounded by a timer on the main thread), then kill what is left."""

@@ -3,7 +3,8 @@
 ``run``        records (task id, team rank, team size, rank) in the shared event log when run in
                worker threads, and returns ``x`` (other members return a different number, which
                must never be the recorded value).
-``allreduce``  inline under MPI: the sum of ``team_rank + 1`` over ``ctx.comm``.
+``allreduce``  inline under MPI: the sum of ``team_rank + 1`` over ``ctx.comm`` (team rank 0 returns
+               it; the other members return ``None``).
 ``stranded``   inline under MPI: team rank 1 raises, returns early or sleeps past any timeout
                (``mode``; ``ok`` does none of these) while team rank 0 waits for it in ``ctx.comm``.
 ``members``    process isolation: writes its pid and team rank into the run dir, joins
@@ -31,6 +32,8 @@ def run(params: dict, ctx: Any) -> float:
 def allreduce(params: dict, ctx: Any) -> dict:
     total = ctx.comm.allreduce(ctx.team_rank + 1)
     ranks = ctx.comm.allgather(ctx.rank)
+    if ctx.team_rank:  # the others return nothing, as torchrun-style code does
+        return None
     return {"value": float(total), "size": ctx.comm.Get_size(), "world_ranks": ranks}
 
 

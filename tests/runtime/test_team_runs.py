@@ -232,7 +232,8 @@ dist.init_process_group("gloo", init_method="env://")  # MASTER_ADDR/PORT, RANK,
 total = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(total)
 print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} local {os.environ['LOCAL_RANK']}", flush=True)
-print(f"value {total.item()}", flush=True)
+if dist.get_rank() == 0:  # the metric on rank 0 only, as torchrun-style scripts print it
+    print(f"value {total.item()}", flush=True)
 dist.destroy_process_group()
 """
 
@@ -241,7 +242,8 @@ def test_a_command_objective_on_a_team_gets_the_torch_distributed_rendezvous(eme
     """A command (a DDP training script, torchrun style) with ``task.ranks: 2`` ran on both members with
     no RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT: two copies that cannot find each other
     (``init_process_group(init_method="env://")`` failed). Each member's command now gets the team's
-    rendezvous, as ``ctx.process_group()`` does for a Python objective."""
+    rendezvous, as ``ctx.process_group()`` does for a Python objective; the metric printed on rank 0
+    alone is the task's (the other member's command, which prints none, ended well: it exited 0)."""
     pytest.importorskip("torch")
     script = tmp_path / "ddp.py"
     script.write_text(DDP_COMMAND)
@@ -259,4 +261,4 @@ def test_a_command_objective_on_a_team_gets_the_torch_distributed_rendezvous(eme
     for row in rows:  # each member's output in a file of its own (one file interleaved their bytes)
         run_dir = task_run_dir(tmp_path / "exp" / "runs", row["id"])
         assert (run_dir / "stdout.txt").read_text().splitlines() == ["rank 0 of 2 local 0", "value 3.0"]
-        assert (run_dir / "stdout.rank-1.txt").read_text().splitlines() == ["rank 1 of 2 local 1", "value 3.0"]
+        assert (run_dir / "stdout.rank-1.txt").read_text().splitlines() == ["rank 1 of 2 local 1"]
