@@ -711,6 +711,12 @@ def load_candle_json(path: str | Path) -> Space:
     from emews.core.textfiles import read_text
 
     path = Path(path)
+    if path.suffix.lower() == ".r":  # mlrMBO's makeParamSet (Supervisor's workflows/mlrMBO/data/*.R)
+        raise SpaceError(
+            "space.file",
+            f"{path} is an R parameter set, which emews does not read: write its parameters as the "
+            "workflow's space: (YAML, docs/coming-from-candle.md) or give a GA JSON file",
+        )
     try:
         entries = json.loads(read_text(path), object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, a repeated key, deep nesting

@@ -99,6 +99,15 @@ def test_non_utf8_space_file_names_the_json(tmp_path: Path, capsys: pytest.Captu
     assert str(tmp_path / "s.json") in line and "not UTF-8" in line and "offset 0" in line
 
 
+def test_an_r_parameter_set_as_space_file_says_to_write_it_in_yaml(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Supervisor's mlrMBO parameter sets are R (``makeParamSet``): "is not valid JSON" said nothing of that."""
+    (tmp_path / "nt3_nightly.R").write_text('param.set <- makeParamSet(makeDiscreteParam("epochs", values = c(2, 4)))\n')
+    path = write_workflow(tmp_path, space={"file": "nt3_nightly.R"})
+    line = _refused(capsys, path)
+    assert "nt3_nightly.R is an R parameter set, which emews does not read: write its parameters as the" in line, line
+    assert "not valid JSON" not in line
+
+
 DUPLICATES = {
     "budget": (HEAD + X1 + "budget: {evaluations: 999999}\n", "line 6, column 1: duplicate key 'budget'", "first given on line 3"),
     "parameter": (HEAD + X1 + "  x1: {type: int, lower: 5, upper: 9}\n", "line 6, column 3: duplicate key 'x1'", "first given on line 5"),
