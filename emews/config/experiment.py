@@ -129,7 +129,23 @@ def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
 
 
 def read_info(exp_dir: Path) -> dict[str, Any]:
-    return json.loads((exp_dir / INFO_FILE).read_text())
+    """``experiment.json`` (``{}`` when there is none: it only records the run); a garbled one is a
+    :class:`ConfigError` naming it."""
+    path = exp_dir / INFO_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise ConfigError(f"cannot read: {reason}", file=str(path), allowed="the JSON object emews wrote") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"cannot read: a JSON {type(data).__name__}, not an object",
+            file=str(path),
+            allowed="the JSON object emews wrote",
+        )
+    return data
 
 
 def require_experiment(exp_dir: Path) -> Path:

@@ -422,6 +422,27 @@ def test_a_missing_store_is_refused_and_the_csv_kept(emews_cmd, finished: Path) 
         assert {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.parametrize("content", [b"\x00\xffgarbage", b'{"workers": 2', b"[1, 2]"])
+def test_resume_with_a_garbled_experiment_json_is_one_line(emews_cmd, finished: Path, content: bytes) -> None:
+    """A garbled, truncated or non-object experiment.json gave resume a traceback (UnicodeDecodeError,
+    JSONDecodeError, AttributeError); now one line naming the file, exit 2, nothing changed."""
+    (finished / "experiment.json").write_bytes(content)
+    before = {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()}
+    proc = emews_cmd("resume", str(finished), "--set", "budget.evaluations=32", timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "experiment.json: cannot read" in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()} == before
+
+
+def test_resume_without_experiment_json_runs(emews_cmd, finished: Path) -> None:
+    """experiment.json only records the run (workers, time, command): without it resume took a
+    FileNotFoundError traceback; now it runs with the site's workers, as status and report do."""
+    (finished / "experiment.json").unlink()
+    proc = emews_cmd("resume", str(finished), "--set", "budget.evaluations=32", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["id"] for r in rows(finished)] == list(range(32))
+
+
 def test_a_corrupt_store_is_a_clear_error_not_a_hung_job(emews_cmd, finished: Path) -> None:
     """3l: resume on a corrupt store printed a traceback and hung forever."""
     for suffix in ("-wal", "-shm"):
