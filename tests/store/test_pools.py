@@ -148,18 +148,8 @@ def test_pools_need_a_postgresql_store(tmp_path: Path) -> None:
     assert "store.url" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "exp").exists()
     cmd.env["GATE_FILE"] = str(tmp_path / "wf.yaml")  # open from the start
-    cmd(
-        "launch",
-        str(wf),
-        "--workers",
-        "1",
-        "--exp-dir",
-        "exp",
-        "--set",
-        "budget.evaluations=2",
-        timeout=240,
-        check=True,
-    )  # a SQLite experiment
+    cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", "--set", "budget.evaluations=2", timeout=240,
+        check=True)  # a SQLite experiment
     attach = cmd("attach", "exp")
     assert attach.returncode == 2 and "store.url" in attach.stderr and "Traceback" not in attach.stderr
     assert not (tmp_path / "exp" / "pools").exists()
@@ -175,18 +165,8 @@ def test_attach_needs_an_experiment_launched_with_pools(pg_server: PgServer, tmp
     wf = _workflow(tmp_path, pg_server.url())
     cmd = EmewsCommand(tmp_path)
     cmd.env["GATE_FILE"] = str(wf)
-    cmd(
-        "launch",
-        str(wf),
-        "--workers",
-        "1",
-        "--exp-dir",
-        "exp",
-        "--set",
-        "budget.evaluations=2",
-        timeout=240,
-        check=True,
-    )
+    cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", "--set", "budget.evaluations=2", timeout=240,
+        check=True)
     attach = cmd("attach", "exp")
     assert attach.returncode == 2 and "--pools" in attach.stderr and "Traceback" not in attach.stderr
     assert len(attach.stderr.strip().splitlines()) == 1
@@ -270,10 +250,8 @@ def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> N
         tmp_path,
         optimizer={"name": "sweep"},
         objective={"module": str(TESTS / "objectives" / "trainer.py"), "metric": "loss"},
-        space={
-            "rate": {"type": "ordered", "values": [0.1, 0.5, 0.2, 0.6, 0.3, 0.7]},
-            "epochs": {"type": "constant", "value": 9},
-        },
+        space={"rate": {"type": "ordered", "values": [0.1, 0.5, 0.2, 0.6, 0.3, 0.7]},
+               "epochs": {"type": "constant", "value": 9}},
         budget={"evaluations": 6},
         task={"isolation": "inline", "timeout": 300},
         trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3}},
