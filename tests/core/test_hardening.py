@@ -312,38 +312,37 @@ def test_concurrent_results_commands_all_succeed(emews_cmd, finished: Path) -> N
     assert not [p for p in finished.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_status_and_results_on_a_read_only_experiment(emews_cmd, finished: Path, tmp_path: Path) -> None:
-    """3l: they needed write access (traceback on a read-only mount)."""
-    ro = tmp_path / "ro"
-    shutil.copytree(finished, ro / "exp")
-    before = sorted(p.name for p in (ro / "exp").iterdir())
-    if subprocess.run(["mount", "-o", "bind,ro", str(ro), str(ro)], capture_output=True).returncode != 0:
+@contextlib.contextmanager
+def read_only_copy(experiment: Path, folder: Path) -> Iterator[Path]:
+    """A copy of ``experiment`` in ``folder``, bind-mounted read-only while the block runs (skips the
+    test where mounting is not allowed); its files' names are the same after the block."""
+    shutil.copytree(experiment, folder / "exp")
+    before = sorted(p.name for p in (folder / "exp").iterdir())
+    if subprocess.run(["mount", "-o", "bind,ro", str(folder), str(folder)], capture_output=True).returncode != 0:
         pytest.skip("no bind mounts here (needs root)")
     try:
-        status = emews_cmd("status", str(ro / "exp"))
+        yield folder / "exp"
+        assert sorted(p.name for p in (folder / "exp").iterdir()) == before
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_status_and_results_on_a_read_only_experiment(emews_cmd, finished: Path, tmp_path: Path) -> None:
+    """3l: they needed write access (traceback on a read-only mount)."""
+    with read_only_copy(finished, tmp_path / "ro") as exp:
+        status = emews_cmd("status", str(exp))
         assert status.returncode == 0, status.stderr
         assert "30/30 evaluations: 30 ok" in status.stdout and "not running" in status.stdout
-        results = emews_cmd("results", str(ro / "exp"))
+        results = emews_cmd("results", str(exp))
         assert results.returncode == 2 and "Traceback" not in results.stderr  # cannot write the CSV there
-        assert sorted(p.name for p in (ro / "exp").iterdir()) == before
-    finally:
-        subprocess.run(["umount", str(ro)], check=True)
 
 
 def test_resume_of_a_read_only_experiment_is_one_clear_line(emews_cmd, finished: Path, tmp_path: Path) -> None:
     """resume on a read-only mount gave a traceback (the lease's temp file could not be removed)."""
-    ro = tmp_path / "ro"
-    shutil.copytree(finished, ro / "exp")
-    before = sorted(p.name for p in (ro / "exp").iterdir())
-    if subprocess.run(["mount", "-o", "bind,ro", str(ro), str(ro)], capture_output=True).returncode != 0:
-        pytest.skip("no bind mounts here (needs root)")
-    try:
-        proc = emews_cmd("resume", str(ro / "exp"), "--set", "budget.evaluations=40", timeout=120)
+    with read_only_copy(finished, tmp_path / "ro") as exp:
+        proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=40", timeout=120)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.count("\n") == 1 and "lease.json: cannot write the experiment's lease" in proc.stderr
-        assert sorted(p.name for p in (ro / "exp").iterdir()) == before
-    finally:
-        subprocess.run(["umount", str(ro)], check=True)
 
 
 @contextlib.contextmanager

@@ -30,27 +30,23 @@ def slurm_exit_code(job_id: str) -> str:
     return match.group(1)
 
 
+def rugged_workflow(folder: Path, mode: str, evaluations: int, **sections: object) -> Path:
+    """The rugged objective (``mode``: ``wait`` for its gate, ``x`` at once) searched at random."""
+    from testutil import write_workflow
+
+    return write_workflow(
+        folder, optimizer={"name": "random", "options": {"seed": 2}}, objective={"module": str(RUGGED)},
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": mode}},
+        budget={"evaluations": evaluations}, task={}, **sections)
+
+
 def test_a_job_stopped_at_the_walltime_margin_exits_3(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
     from testutil import wait_until, walltime_pause_time
 
     events, gate = tmp_path / "events", tmp_path / "gate"
     events.mkdir()
     env = repo_env(RUGGED_EVENTS=str(events), RUGGED_GATE=str(gate))
-    wf = tmp_path / "wf.yaml"
-    wf.write_text(
-        yaml.safe_dump(
-            {
-                "optimizer": {"name": "random", "options": {"seed": 2}},
-                "objective": {"module": str(RUGGED)},
-                "space": {
-                    "x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                    "mode": {"type": "constant", "value": "wait"},
-                },
-                "budget": {"evaluations": 8},
-                "walltime": {"limit": "00:00:30", "margin": 15},
-            }
-        )
-    )
+    wf = rugged_workflow(tmp_path, "wait", 8, walltime={"limit": "00:00:30", "margin": 15})
     exp = tmp_path / "exp"
     launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
     assert launched.returncode == 0, launched.stderr
@@ -75,20 +71,7 @@ def test_a_job_whose_ranks_never_ran_the_experiment_fails(slurm_cluster: Loopbac
             {**yaml.safe_load(LOOPBACK_SITE.read_text()), "launcher": {"type": "srun", "workers_per_node": 3}}
         )
     )
-    wf = tmp_path / "wf.yaml"
-    wf.write_text(
-        yaml.safe_dump(
-            {
-                "optimizer": {"name": "random", "options": {"seed": 2}},
-                "objective": {"module": str(RUGGED)},
-                "space": {
-                    "x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                    "mode": {"type": "constant", "value": "x"},
-                },
-                "budget": {"evaluations": 4},
-            }
-        )
-    )
+    wf = rugged_workflow(tmp_path, "x", 4)
     exp = tmp_path / "exp"
     env = repo_env(SLURM_MPI_TYPE="none")
     launched = emews("launch", str(wf), "--site", str(site), "--exp-dir", str(exp), cwd=tmp_path, env=env)
@@ -139,20 +122,7 @@ def test_resume_takes_the_lease_of_a_job_slurm_has_forgotten(slurm_cluster: Loop
     """A job killed on its node leaves its lease; once slurmctld has forgotten the job (MinJobAge, 300 s
     by default) and no accounting answers sacct, its state was "unknown" and emews resume said "the
     experiment is in use by ... batch job N" for good."""
-    wf = tmp_path / "wf.yaml"
-    wf.write_text(
-        yaml.safe_dump(
-            {
-                "optimizer": {"name": "random", "options": {"seed": 2}},
-                "objective": {"module": str(RUGGED)},
-                "space": {
-                    "x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                    "mode": {"type": "constant", "value": "x"},
-                },
-                "budget": {"evaluations": 4},
-            }
-        )
-    )
+    wf = rugged_workflow(tmp_path, "x", 4)
     exp = tmp_path / "exp"
     env = repo_env()
     launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
