@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from emews.core.errors import ConfigError
 from emews.reporting import data as store_data
 from emews.reporting.pool_status import pool_lines
 from emews.reporting.summary import headline
@@ -89,6 +90,8 @@ def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
     from emews.config.experiment import STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE
 
     clear = stream.isatty()
+    if exp_dir.exists() and not exp_dir.is_dir():  # a file never becomes one: no wait for good
+        raise ConfigError("not an experiment directory (a file, not a folder)", file=str(exp_dir))
     try:
         if not (exp_dir / WORKFLOW_FILE).is_file():
             stream.write(f"waiting for {exp_dir} to appear (Ctrl-C stops)\n")

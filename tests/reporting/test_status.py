@@ -89,3 +89,12 @@ def test_watch_follows_a_live_run_until_it_ends_and_a_report_reads_it_meanwhile(
 def test_a_bad_interval_is_one_line(faulty_exp: Path) -> None:
     proc = EmewsCommand(faulty_exp.parent)("status", str(faulty_exp), "--watch", "--interval", "0")
     assert proc.returncode == 2 and "--interval" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_watch_of_a_file_is_one_line_not_a_wait_forever(faulty_exp: Path, tmp_path: Path) -> None:
+    """status --watch given a file (results.csv for its experiment) said 'waiting for .../results.csv
+    to appear' though it exists, and waited for good: a file never becomes an experiment."""
+    for target in (faulty_exp / "results.csv", faulty_exp / "workflow.yaml"):
+        proc = EmewsCommand(tmp_path)("status", str(target), "--watch", "--interval", "0.1", timeout=60)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and f"{target}: not an experiment directory" in proc.stderr
