@@ -39,9 +39,11 @@ def read_text(path: Path, *, limit: int = MAX_FILE_BYTES) -> str:
 _TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<thread>\d+)\.tmp")
 
 
-def write_atomic(path: Path, pieces: Iterable[bytes]) -> None:
+def write_atomic(path: Path, pieces: Iterable[bytes], *, durable: bool = True) -> None:
     """Write, fsync, rename, fsync the directory: the final name appears only when complete.
-    On any error (a full disk) the temporary file is removed before the error goes on."""
+    On any error (a full disk) the temporary file is removed before the error goes on.
+    ``durable=False`` leaves out the fsyncs: a reader never sees the file half-written, but a
+    crash of the machine may lose it (a task's input files, made again when it runs again)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -49,12 +51,15 @@ def write_atomic(path: Path, pieces: Iterable[bytes]) -> None:
             for piece in pieces:
                 fh.write(piece)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
+    if not durable:
+        return
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)

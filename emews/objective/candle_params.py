@@ -20,6 +20,8 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from emews.core.textfiles import write_atomic
+
 #: the per-task file CANDLE reads through ``--config_file``: the model's defaults and the point
 CONFIG_FILE = "candle_params.txt"
 #: the option that names it, as CANDLE's ``common/default_utils.py`` defines it
@@ -80,7 +82,7 @@ def model_flags(point: Mapping[str, Any], skip: Collection[str] = ()) -> dict[st
 def write_config(path: Path, params: Mapping[str, Any]) -> Path:
     """``params`` as a ``[Global_Params]`` file of Python literals, which CANDLE ``eval``s."""
     lines = ["[Global_Params]", *(f"{name} = {_literal(value)}" for name, value in params.items())]
-    path.write_text("\n".join(lines) + "\n")
+    write_atomic(path, [("\n".join(lines) + "\n").encode()], durable=False)  # members read it as others write
     return path
 
 

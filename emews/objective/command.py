@@ -61,6 +61,7 @@ from typing import Any, Literal
 
 from emews.core.failure_cause import error_line, meaningful_line
 from emews.core.results import Status
+from emews.core.textfiles import write_atomic
 from emews.objective.candle_params import (
     CONFIG_FILE,
     CONFIG_OPTION,
@@ -287,7 +288,7 @@ class CommandObjective:
         if self.ref.params == "candle":
             write_config(in_run_dir(run_dir, CONFIG_FILE), merged)
         result_name = self.ref.result_path
-        if result_name is not None:
+        if result_name is not None and context.team_rank == 0:  # (a member would delete what rank 0 wrote)
             in_run_dir(run_dir, result_name).unlink(missing_ok=True)  # an earlier attempt's result is not this one's
         argv = self.argv(merged, task, point)
         output = CapturedOutput(run_dir, context.team_rank)
@@ -387,9 +388,10 @@ def write_params_file(path: Path, params: Mapping[str, Any]) -> Path:
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
-        path.write_text(yaml.safe_dump(dict(params), sort_keys=False))
+        text = yaml.safe_dump(dict(params), sort_keys=False)
     else:
-        path.write_text(json.dumps(dict(params), indent=1) + "\n")
+        text = json.dumps(dict(params), indent=1) + "\n"
+    write_atomic(path, [text.encode()], durable=False)  # a multi-rank task's members read it as others write
     return path
 
 

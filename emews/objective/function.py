@@ -18,6 +18,7 @@ from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module
 from emews.core.results import Outcome, Status
 from emews.core.space import plain_value, to_builtin
+from emews.core.textfiles import write_atomic
 from emews.objective.context import Running, TaskContext
 from emews.objective.model_defaults import ModelDefaultsError, read_model_defaults
 
@@ -106,7 +107,8 @@ def with_defaults(defaults: Mapping[str, Any], params: Mapping[str, Any]) -> dic
 def record_params(run_dir: Path, params: Mapping[str, Any]) -> Path:
     """Write the parameters an evaluation ran with into its run dir (``params.json``)."""
     path = run_dir / PARAMS_RECORD
-    path.write_text(json.dumps({k: plain_value(v, repr) for k, v in params.items()}, indent=1) + "\n")
+    text = json.dumps({k: plain_value(v, repr) for k, v in params.items()}, indent=1) + "\n"
+    write_atomic(path, [text.encode()], durable=False)  # a multi-rank task's members each write it
     return path
 
 

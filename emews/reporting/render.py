@@ -6,6 +6,8 @@ report leaves the previous one (or nothing), never half a file.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import uuid
 from collections.abc import Callable
@@ -34,6 +36,8 @@ PLOTS: tuple[ReportPlot, ...] = (
     failures.Failures(),
     curves.Curves(),
 )
+#: in a folder of PNGs (``--format png``, an HTML report's plots): the plots the report wrote there
+PNG_MANIFEST = ".emews-report.json"
 
 
 @dataclass(frozen=True)
@@ -115,22 +119,37 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Writte
 
 def _write_pngs(folder: Path, images: list[tuple[Plot, bytes]]) -> dict[str, Path]:
     """Write ``NAME.png`` for each plot into ``folder`` (made if missing), each file renamed into
-    place, and remove the PNGs of the plots not drawn this time (an older report's); nothing else
-    in the folder is touched, as ``--out`` may name a folder of the user's."""
+    place, and remove the PNGs an earlier report wrote there (listed in :data:`PNG_MANIFEST`) of the
+    plots not drawn this time; nothing else in the folder is touched, as ``--out`` may name a folder
+    of the user's (their own ``failures.png`` included)."""
     try:
         folder.mkdir(exist_ok=True)  # mode 0777 less the umask, like every file made here
     except OSError as exc:
         raise ConfigError(f"cannot write the plots: {exc.strerror or exc}", file=str(folder), key="--out") from None
+    earlier = _manifest(folder)
     for plot, png in images:
-        _atomic(folder / f"{plot.name}.png", lambda tmp, png=png: tmp.write_bytes(png))
-    drawn = {plot.name for plot, _ in images}
-    stale = [folder / f"{kind.name}.png" for kind in PLOTS if kind.name not in drawn]
+        _atomic(folder / f"{plot.name}.png", functools.partial(Path.write_bytes, data=png))
+    drawn = sorted(plot.name for plot, _ in images)
+    if drawn or earlier:
+        text = json.dumps({"plots": drawn}) + "\n"
+        _atomic(folder / PNG_MANIFEST, functools.partial(Path.write_text, data=text, encoding="utf-8"))
     try:
-        for path in stale:
+        for name in sorted(earlier - set(drawn)):
+            path = folder / f"{name}.png"
             path.unlink(missing_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot remove an older plot: {exc.strerror or exc}", file=str(path), key="--out") from None
-    return {plot.name: folder / f"{plot.name}.png" for plot, _ in images}
+    return {name: folder / f"{name}.png" for name in drawn}
+
+
+def _manifest(folder: Path) -> set[str]:
+    """The plots an earlier report wrote into ``folder`` (none when it left no readable list)."""
+    try:
+        plots = json.loads((folder / PNG_MANIFEST).read_text(encoding="utf-8")).get("plots", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    known = {kind.name for kind in PLOTS}
+    return {name for name in plots if isinstance(name, str) and name in known}
 
 
 def _atomic(path: Path, fill: Callable[[Path], object]) -> None:

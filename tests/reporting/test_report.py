@@ -18,6 +18,8 @@ from PIL import Image
 import browser
 from testutil import EmewsCommand
 
+from emews.reporting.render import PNG_MANIFEST
+
 #: the plots every report of a run with successes and failures has (``curves`` needs reports)
 PLOTS = ["trajectory", "load", "gantt", "parallel", "importance", "slices", "contour", "failures"]
 WIDTH, HEIGHT = 1100, 480
@@ -136,7 +138,7 @@ def test_report_of_a_run_with_every_failure_kind(faulty_exp: Path, tmp_path: Pat
 
 def test_the_pngs_are_images_of_the_expected_size(faulty_exp: Path) -> None:
     report(faulty_exp, "--format", "png", "--out", str(faulty_exp / "pngs"))
-    found = sorted(p.stem for p in (faulty_exp / "pngs").iterdir())
+    found = sorted(p.stem for p in (faulty_exp / "pngs").glob("*.png"))
     assert found == sorted(PLOTS)
     for name in PLOTS:
         with Image.open(faulty_exp / "pngs" / f"{name}.png") as image:
@@ -152,12 +154,26 @@ def test_png_out_into_a_folder_of_the_users_keeps_what_it_holds(faulty_exp: Path
     exp = folder / "exp"
     shutil.copytree(faulty_exp, exp)
     (folder / "notes.txt").write_text("mine")
-    (folder / "curves.png").write_bytes(b"stale")  # a plot this report does not draw: an older report's
+    (folder / "curves.png").write_bytes(b"mine")  # a plot this report does not draw, of the user's own
     report(exp, "--format", "png", "--out", str(folder))
-    assert (folder / "notes.txt").read_text() == "mine"
+    assert (folder / "notes.txt").read_text() == "mine" and (folder / "curves.png").read_bytes() == b"mine"
     assert sorted(p.name for p in exp.iterdir()) == sorted(p.name for p in faulty_exp.iterdir())
+    assert sorted(p.stem for p in folder.glob("*.png")) == sorted([*PLOTS, "curves"])
+    assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == [PNG_MANIFEST]  # no temp file left
+
+
+def test_a_png_report_removes_the_plots_its_earlier_report_drew_and_this_one_does_not(faulty_exp: Path,
+                                                                                        tmp_path: Path) -> None:
+    """The plots an earlier report wrote into the folder (listed in its manifest) that this one does not
+    draw go; a PNG of the same name that no report wrote stays (review: ``--out ~/paper/figs`` removed
+    the user's own ``failures.png``)."""
+    folder = tmp_path / "figs"
+    folder.mkdir()
+    (folder / "curves.png").write_bytes(b"an earlier report's")
+    (folder / PNG_MANIFEST).write_text(json.dumps({"plots": ["curves", *PLOTS]}))
+    report(faulty_exp, "--format", "png", "--out", str(folder))
     assert sorted(p.stem for p in folder.glob("*.png")) == sorted(PLOTS)
-    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no temp file left
+    assert json.loads((folder / PNG_MANIFEST).read_text()) == {"plots": sorted(PLOTS)}
 
 
 def test_the_pdf_has_a_summary_page_and_one_page_per_plot(faulty_exp: Path) -> None:
