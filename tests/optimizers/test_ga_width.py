@@ -97,7 +97,7 @@ def test_replacement_drops_the_first_of_the_worst() -> None:
     from emews.optimizers._ga.engine import Engine
     from emews.optimizers._ga.options import GAOptions
 
-    evaluator = SimpleNamespace(space=PLANE, seed=0, submitted=0, remaining=10, workers=4, history=[])
+    evaluator = SimpleNamespace(space=PLANE, seed=0, submitted=0, remaining=10, workers=4, history=[], earlier_points=0)
     engine = Engine(GAOptions(seed=0, screen=1, replacement="worst").resolved(10, 4), evaluator)  # type: ignore[arg-type]
     population = [_scored({"x": float(i), "y": 0.0}, loss, i) for i, loss in enumerate([1.0, 3.0, 2.0, 3.0])]
     newcomer = Individual(x=9.0, y=0.0)
@@ -311,7 +311,7 @@ def test_the_kept_fitness_list_drops_the_same_members_as_reading_them() -> None:
     from emews.optimizers._ga.options import GAOptions
 
     def run(kept: bool) -> list[dict[str, Any]]:
-        evaluator = SimpleNamespace(space=PLANE, seed=0, submitted=0, remaining=10, workers=4, history=[])
+        evaluator = SimpleNamespace(space=PLANE, seed=0, submitted=0, remaining=10, workers=4, history=[], earlier_points=0)
         engine = Engine(GAOptions(seed=0, screen=1).resolved(10, 4), evaluator)  # type: ignore[arg-type]
         population: list[Individual] = []
         fitness: list[tuple[float, ...]] | None = [] if kept else None

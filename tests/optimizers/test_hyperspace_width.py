@@ -180,7 +180,7 @@ def test_a_wide_run_sizes_its_stock_for_its_workers_by_the_bayes_rule(monkeypatc
     monkeypatch.setattr(AskTellOptimizer, "run", lambda self, evaluator: seen.setdefault("synchronous", True))
 
     class Evaluator:
-        seed, space, history, budget, exp_dir = 1, SPACE, (), 100, None
+        seed, space, history, budget, exp_dir, earlier_points = 1, SPACE, (), 100, None, 0
 
     Evaluator.workers = workers
     HyperSpace(seed=1).run(Evaluator())

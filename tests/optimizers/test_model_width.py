@@ -282,7 +282,7 @@ def test_a_wide_bayes_run_reoptimizes_its_kernel_once_the_results_doubled(monkey
     monkeypatch.setattr(bayes, "serve", stop)
 
     class Evaluator:
-        seed, space, history = 1, SPACE, ()
+        seed, space, history, earlier_points = 1, SPACE, (), 0
 
     Evaluator.workers = workers
     bayes.BayesianOptimizer(seed=1).run(Evaluator())
