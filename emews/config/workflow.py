@@ -41,7 +41,7 @@ from emews.config.plugins import (
 from emews.config.validation import config_error
 from emews.config.yamlio import load_mapping, set_dotted
 from emews.core.direction import Direction
-from emews.core.errors import ConfigError, KeyedValueError, brief, did_you_mean
+from emews.core.errors import ConfigError, EmewsError, KeyedValueError, brief, did_you_mean
 from emews.core.replicates import REPLICATE
 from emews.core.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.core.task_size import ALLOWED as TASK_SIZE_ALLOWED
@@ -914,6 +914,8 @@ def check_workflow(workflow: Workflow) -> Any:
         optimizer.check(workflow.space)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc), file=file, key="optimizer.options") from None
+    except EmewsError:  # the plug-in's own configuration error, with its file, key and allowed values
+        raise
     except Exception as exc:  # the plug-in's own code failed (a RuntimeError, a missing library): one line
         raise ConfigError(
             f"cannot build optimizer {workflow.model.optimizer.name!r}: {type(exc).__name__}: {exc} "

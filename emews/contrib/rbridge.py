@@ -287,7 +287,10 @@ def _int_from_r(dim: Int, value: Any) -> Any:
     """A whole number from R as an int; a double beyond 2**53 may have rounded past a bound
     (2**63 - 1 is 2**63 as a double): it is brought back to the bound."""
     if isinstance(value, float) and value.is_integer():
-        return min(max(int(value), dim.lower), dim.upper)
+        whole = int(value)
+        if abs(value) > 2**53:  # rounded as a double: back to the bound it passed; a value within
+            return min(max(whole, dim.lower), dim.upper)  # exact range stays as proposed (validated later)
+        return whole
     return value
 
 

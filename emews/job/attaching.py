@@ -81,7 +81,7 @@ def attach(
         "site": chosen.name,
         "scheduler": chosen.config.scheduler.type,
         "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "submit_command": chosen.submit_command(pool_dir / JOB_SCRIPT),
+        "submit_command": chosen.submit_line(pool_dir / JOB_SCRIPT),  # as a shell runs it (LSF: "bsub < job.sh")
     }
     (pool_dir / JOB_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(f"submitted pool job {job_id} to {chosen.name} for {exp_dir} (folder {pool_dir})")

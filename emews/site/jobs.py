@@ -90,7 +90,7 @@ def submit_experiment(
         "site": site.name,
         "scheduler": site.config.scheduler.type,
         "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "submit_command": site.submit_command(script),
+        "submit_command": site.submit_line(script),  # as a shell runs it (LSF: "bsub < job.sh")
     }
     (exp_dir / JOB_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return job_id

@@ -19,10 +19,19 @@ def python_bin() -> str:
     return str(Path(sys.executable or "python3").parent)
 
 
-def base_python_bin() -> str:
-    """Directory of the base interpreter's programs: where pip put the ``mpich`` wheel's ``mpiexec``
-    when a virtual environment uses the base's packages (``venv --system-site-packages``)."""
-    return str(Path(sys.base_prefix) / "bin")
+def base_python_bin() -> str | None:
+    """Directory of the base interpreter's programs, where pip put the ``mpich`` wheel's ``mpiexec``,
+    for a virtual environment that uses the base's packages (``venv --system-site-packages``), whose
+    mpi4py is then the base's; ``None`` for any other interpreter (its own MPI is not the base's)."""
+    config = Path(sys.prefix) / "pyvenv.cfg"
+    if sys.prefix == sys.base_prefix or not config.is_file():
+        return None
+    try:
+        lines = config.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    settings = {key.strip().lower(): value.strip().lower() for key, _, value in (line.partition("=") for line in lines)}
+    return str(Path(sys.base_prefix) / "bin") if settings.get("include-system-site-packages") == "true" else None
 
 
 class Launcher(ABC):
@@ -41,8 +50,9 @@ class Launcher(ABC):
         if not command:
             return None
         found = command.replace("{python_bin}", python_bin())
-        if "{python_bin}" in command and not Path(found).exists():  # a venv over the Python with mpich
-            base = command.replace("{python_bin}", base_python_bin())
+        base_bin = base_python_bin() if "{python_bin}" in command and not Path(found).exists() else None
+        if base_bin is not None:  # a venv over the Python with mpich
+            base = command.replace("{python_bin}", base_bin)
             if Path(base).exists():
                 return base
         return found

@@ -147,9 +147,13 @@ def _sets_node_key(layer: Mapping[str, Any], name: str) -> bool:
 
 
 def _drop_gpu_ids(data: dict[str, Any]) -> None:
-    """A layer that sets another GPU count describes another node: the base's GPU names go."""
+    """A layer that sets another GPU count describes another node: the base's GPU names go (kept
+    where the count is theirs: ``--set node.gpus=8`` on frontier keeps its nearest-first order)."""
     node = data.get("node")
     if isinstance(node, dict):
+        ids, gpus = node.get("gpu_ids"), node.get("gpus")
+        if isinstance(ids, list) and type(gpus) is int and len(ids) == gpus:
+            return
         node.pop("gpu_ids", None)
 
 

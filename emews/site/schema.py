@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 import unicodedata
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -206,7 +207,7 @@ class EnvironmentConfig(_Part):
     def _vars(cls, value: object) -> object:
         if isinstance(value, dict):
             for name, text in value.items():
-                if not isinstance(text, (str, int, float, bool)) and text is not None:
+                if isinstance(text, (Mapping, list, tuple, set)):  # a date (YAML's 2024-01-01) is its text
                     raise KeyedValueError(
                         None,
                         f"the value of {name} must be one value, not {type(text).__name__} {text!r}",

@@ -124,6 +124,23 @@ def test_a_custom_optimizer_that_cannot_be_built_is_named_in_one_line(
     assert not (tmp_path / "exp").exists()
 
 
+def test_a_custom_optimizers_own_configuration_error_keeps_its_key(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A plug-in that raises emews' ConfigError (its key, what is allowed) is not rewrapped as "cannot
+    build optimizer: ConfigError: ..." under the key ``optimizer`` (review of the catch-all above)."""
+    (tmp_path / "my_opt.py").write_text(
+        "from emews import Optimizer\nfrom emews.core.errors import ConfigError\n\n"
+        "class Mine(Optimizer):\n"
+        "    def check(self, space):\n"
+        "        raise ConfigError('needs a float parameter', key='space', allowed='float parameters')\n\n"
+        "    def run(self, evaluator):\n"
+        "        pass\n"
+    )
+    path = write_workflow(tmp_path, optimizer={"name": f"{tmp_path / 'my_opt.py'}:Mine", "options": {}})
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "space: needs a float parameter" in err and "cannot build optimizer" not in err, err
+
+
 def test_malformed_yaml_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("optimizer: {name: random\nbudget: {evaluations: 3}\n")

@@ -314,3 +314,17 @@ def test_a_site_that_changes_the_gpu_count_drops_the_bases_gpu_names(in_tmp: Pat
     assert node.device_names() == ["b", "a"]
     write(in_tmp / "site-configs" / "same.yaml", f"extends: {base}\nnode: {{gpus_per_worker: 1}}\n")
     assert load_site("same", environ={}).config.node.gpu_ids == load_site(base, environ={}).config.node.gpu_ids
+    gpus = load_site(base, environ={}).config.node.gpus  # the same count given again keeps the names (review)
+    assert load_site(base, [f"node.gpus={gpus}"], environ={}).config.node.gpu_ids == \
+        load_site(base, environ={}).config.node.gpu_ids
+    write(in_tmp / "site-configs" / "again.yaml", f"extends: {base}\nnode: {{gpus: {gpus}}}\n")
+    assert load_site("again", environ={}).config.node.gpu_ids == load_site(base, environ={}).config.node.gpu_ids
+
+
+def test_a_date_in_environment_vars_is_its_text(in_tmp: Path) -> None:
+    """YAML reads ``2024-01-01`` as a date: it is exported as written (refused as "not one value" once
+    lists were refused there); a list is still refused."""
+    write(in_tmp / "site-configs" / "dated.yaml", "extends: local\nenvironment:\n  vars: {RUN_DATE: 2024-01-01}\n")
+    assert load_site("dated", environ={}).config.environment.vars["RUN_DATE"] == "2024-01-01"
+    with pytest.raises(ConfigError, match="RUN_DATE must be one value"):
+        load_site("local", ["environment.vars.RUN_DATE=[1, 2]"], environ={})
