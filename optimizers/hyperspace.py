@@ -45,7 +45,6 @@ import json
 import logging
 import math
 import os
-import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -55,6 +54,7 @@ from pydantic import Field
 from emews.config.plugins import validate_options
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
+from emews.core.seeds import resumed_seed
 from emews.core.space import Float, Int, Space
 
 from ._bayes._engine import LIAR_PICKS, MAX_LIES, Engine
@@ -233,7 +233,7 @@ class HyperSpace(AskTellOptimizer):
         if self.seed is None:
             self.seed = evaluator.seed
         if evaluator.earlier_points:  # resumed: the subspaces draw on, not the earlier runs' draws again
-            self.seed = random.Random(f"{self.seed}:{evaluator.earlier_points}").randrange(4_000_000)
+            self.seed = resumed_seed(self.seed, evaluator.earlier_points) % 4_000_000
         self.stopped = StoppedTrials(evaluator)
         try:
             if evaluator.workers > WIDE:

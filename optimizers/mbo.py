@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.contrib.rbridge import ROptimizer, RUnavailable, missing_r_packages
+from emews.core.seeds import R_SEEDS, fitted_seed
 from emews.core.space import Space
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class MBO(ROptimizer):
         if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam) or lam < 0:
             raise ValueError(f"mbo: lambda must be a non-negative number, not {lam!r}")
         options = {
-            "seed": None if seed is None else seed % (2**31 - 1),  # any integer; R seeds with 32-bit ones
+            "seed": fitted_seed(seed, R_SEEDS),  # any integer; R seeds with 32-bit ones
             "n_initial": n_initial,
             "infill": infill,
             "lambda": float(lam),

@@ -19,6 +19,7 @@ import nevergrad as ng
 
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
+from emews.core.seeds import fitted_seed
 from emews.core.space import Categorical, Float, Int, Ordered, Space, registered, to_builtin
 
 #: the Nevergrad parameter of each emews dimension type (with more than one possible value)
@@ -65,7 +66,7 @@ class NevergradOptimizer(AskTellOptimizer):
         self.opt = None
         if self.searched:
             parametrization = ng.p.Dict(**{n: registered(PARAMETERS, d)(d) for n, d in self.searched.items()})
-            parametrization.random_state.seed(None if self.seed is None else self.seed % 2**32)  # any integer
+            parametrization.random_state.seed(fitted_seed(self.seed))  # any integer
             self.opt = ng.optimizers.registry[self.name](parametrization, budget=self.budget, num_workers=workers)
 
     def suggest(self, n: int) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESa
 """
 
 import importlib
-import random
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import TrialState, create_trial
 
 from emews.core.optimizer import AskTellOptimizer
+from emews.core.seeds import resumed_seed
 from emews.core.space import Categorical, Float, Int, registered
 
 #: the Optuna distribution of each emews dimension type (ordered ones as categorical)
@@ -48,11 +48,10 @@ class OptunaSampler(AskTellOptimizer):
         self.study = optuna.create_study(sampler=self.make_sampler(seed))
         self.trials = {}  # task id -> the trial waiting for its result
 
-    def run(self, evaluator):
+    def run(self, evaluator: Any) -> None:
+        """Run the ask/tell loop; a resumed seeded run first reseeds its sampler to draw on."""
         if self.seed is not None and evaluator.earlier_points:  # resumed: draw on, not the first run's draws again
-            self.study.sampler = self.make_sampler(
-                random.Random(f"{self.seed}:{evaluator.earlier_points}").getrandbits(32)
-            )
+            self.study.sampler = self.make_sampler(resumed_seed(self.seed, evaluator.earlier_points))
         super().run(evaluator)
 
     @staticmethod

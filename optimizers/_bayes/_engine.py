@@ -44,6 +44,8 @@ from skopt.learning.gaussian_process.kernels import WhiteKernel
 from skopt.space import Real
 from skopt.utils import cook_estimator, cook_initial_point_generator
 
+from emews.core.seeds import fitted_seed
+
 from .._blas import one_blas_thread
 from .._failures import FailureImputation
 from .._output_warp import power_warp
@@ -92,7 +94,7 @@ class Engine:
         quiet_model_fits()
         self.map = space
         self.sk = space.skopt
-        self.rng = np.random.RandomState(None if seed is None else seed % 2**32)  # any integer seeds it
+        self.rng = np.random.RandomState(fitted_seed(seed))  # any integer seeds it
         self.n_initial_points = n_initial_points
         self.base_estimator = base_estimator
         self.fallback_estimator = fallback_estimator
