@@ -159,6 +159,10 @@ class _Range(DimensionType):
             raise ValueError(f"sigma must be a finite number, got {self.sigma!r}")
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) is greater than upper ({self.upper})")
+        if not self._integral and not math.isfinite(float(self.upper) - float(self.lower)):
+            raise ValueError(  # model-based optimizers scale by the width: NaN, OverflowError mid-run
+                f"the range from {self.lower} to {self.upper} is wider than a double holds (upper - lower overflows)"
+            )
         if self.log and self.lower <= 0:
             raise ValueError("log: true needs lower > 0")
         if self.log:  # sampling is on the optimizer's hot path

@@ -89,6 +89,9 @@ def test_bad_dimensions_are_refused() -> None:
         Categorical(())
     with pytest.raises(ValueError, match="lower > 0"):
         Float(0.0, 1.0, log=True)
+    with pytest.raises(ValueError, match="wider than a double holds"):  # hyperspace, Optuna, Nevergrad failed mid-run
+        Float(-1.7976931348623157e308, 1.7976931348623157e308)
+    assert Float(-1e307, 1e307).upper == 1e307  # a wide range that fits stays allowed
 
 
 def test_validate_converts_numpy_scalars_and_names_bad_keys() -> None:
