@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from emews.config.experiment import LOG_FILE, WORKFLOW_FILE, require_experiment
 from emews.config.lease import acquire
 from emews.config.workflow import load_workflow
-from emews.job.launching import nothing_left, stored_and_unfinished
+from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.job.rank_zero import run_spec, take_optimizer_lock, write_outputs
 from emews.job.wiring import run_optimizer_rank
 from emews.runtime.interrupt import Interrupt

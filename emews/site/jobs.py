@@ -30,7 +30,7 @@ def job_command(exp_dir: Path, lease_token: str | None = None) -> list[str]:
 def exit_command(exp_dir: Path) -> list[str]:
     """What ``job.sh`` runs once the launcher line has ended, with the launcher's exit status and
     the job's start time appended: it exits with the run's status (:func:`job_exit_status`)."""
-    return [sys.executable or "python3", "-m", "emews", "run", str(exp_dir), "--job-exit"]
+    return [*job_command(exp_dir), "--job-exit"]
 
 
 def job_exit_status(exp_dir: Path, launcher_status: int, since: float) -> int:
