@@ -9,6 +9,7 @@ Layout::
     EXP/results.csv      written at the end of the run and by ``emews results``
     EXP/runs/NNNNNN/     per-task run dirs (stdout.txt / stderr.txt of the isolated child)
     EXP/emews.log        the optimizer rank's log
+    EXP/exit-status.json the last run's exit status, room taken at its start (see exit_record.py)
     EXP/pools/pool-NNN/  an attached pool's folder (its site, job script and record, log, pool.json)
 """
 
@@ -23,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from emews.config.exit_record import recorded_exit
 from emews.config.yamlio import dump_yaml
 from emews.core.errors import ConfigError
 from emews.core.textfiles import write_atomic
@@ -186,9 +188,10 @@ def read_summary(exp_dir: Path) -> dict[str, Any]:
 
 
 def run_exit_status(exp_dir: Path, since: float) -> int | None:
-    """The exit status the run that finished after ``since`` recorded (``None``: no such run)."""
+    """The exit status the run that finished after ``since`` recorded (``None``: no such run): its
+    ``summary.json``'s, else its exit record's (:mod:`emews.config.exit_record`)."""
     data = read_summary(exp_dir)
-    if not isinstance(data.get("finished"), (int, float)) or data["finished"] < since:
-        return None
     status = data.get("exit_status")
-    return status if isinstance(status, int) else None
+    if isinstance(data.get("finished"), (int, float)) and data["finished"] >= since and isinstance(status, int):
+        return status
+    return recorded_exit(exp_dir, since)  # a full disk had no room for the summary

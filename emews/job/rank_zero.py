@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emews.config.exit_record import record_exit, reserve_exit_record
 from emews.config.experiment import (
     CSV_FILE,
     LOG_FILE,
@@ -245,6 +246,10 @@ def _optimizer_rank(
     # signal leaves seconds to write the file (srun kills the step ~1 s after scancel). An open
     # space's columns are known only at the end.
     follow = spare_core and not workflow.space.open
+    try:  # its room is taken now: the run's status reaches the launcher even from a full disk
+        reserve_exit_record(exp_dir)
+    except OSError:
+        log.exception("cannot reserve the run's exit record")
     csv_follower = CsvFollower(exp_dir, workflow.space.names) if follow else None
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes)
@@ -256,6 +261,10 @@ def _optimizer_rank(
         log.info(line)
         print(line, file=sys.stderr)
     status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)
+    try:
+        record_exit(exp_dir, status)  # also on a disk with no room left for summary.json
+    except OSError:
+        log.exception("cannot record the run's exit status")
     if not summary.all_stopped:
         log.error("workers did not confirm their stop; aborting the job")
         _let_output_drain()

@@ -405,6 +405,25 @@ def test_results_on_a_full_disk_is_one_line_and_leaves_no_temp_file(emews_cmd, f
         assert len(rows(exp)) == 30
 
 
+def test_a_disk_filling_up_during_a_run_is_reported_once(emews_cmd, tmp_path: Path, gate) -> None:
+    """The disk filled up while tasks ran: the run said 'cannot write the experiment' and exited 1,
+    but summary.json had no room either, so emews launch added 'the job ended before its run did
+    (mpiexec exited with status 0 ...)'. Now the run's status reaches the launcher: one line."""
+    events, gate_file = gate
+    wf = rugged(tmp_path, "wait", 6)
+    with small_disk(tmp_path / "disk", "4M") as disk:
+        job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", str(disk / "exp"))
+        assert wait_until(lambda: started(events), timeout=120)
+        fill_but_one_page(disk, pages=0)
+        gate_file.touch()
+        assert job.wait(timeout=180) == 1
+        err = job.stderr.read()
+        said = [line for line in err.splitlines() if line.startswith("emews")]
+        assert len(said) == 1 and "cannot write the experiment" in said[0] and "emews resume" in said[0], err
+        assert not (disk / "exp" / "summary.json").exists()
+        assert emews_cmd.leftovers_after_exit() == []
+
+
 def test_a_missing_store_is_refused_and_the_csv_kept(emews_cmd, finished: Path) -> None:
     """An experiment copied without results.db (or whose store was deleted): resume ran the whole
     budget again from id 0 and replaced results.csv, the only record left of the 30 evaluations,
