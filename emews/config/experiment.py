@@ -150,9 +150,25 @@ def read_info(exp_dir: Path) -> dict[str, Any]:
     return data
 
 
+#: the files every experiment directory has from its creation on (written together, renamed into place)
+EXPERIMENT_FILES = (WORKFLOW_FILE, SITE_FILE)
+
+
+def is_experiment(exp_dir: Path) -> bool:
+    """Whether ``exp_dir`` is an experiment directory: it holds :data:`EXPERIMENT_FILES`."""
+    return all((exp_dir / name).is_file() for name in EXPERIMENT_FILES)
+
+
 def require_experiment(exp_dir: Path) -> Path:
-    if not (exp_dir / WORKFLOW_FILE).is_file():
-        raise ConfigError("not an experiment directory (no workflow.yaml)", file=str(exp_dir))
+    """``exp_dir`` when it is an experiment directory; a :class:`ConfigError` naming the file it
+    lacks when not (a folder that only holds a workflow.yaml, such as the one a user wrote, is not)."""
+    missing = [name for name in EXPERIMENT_FILES if not (exp_dir / name).is_file()]
+    if missing:
+        raise ConfigError(
+            f"not an experiment directory (no {' or '.join(missing)}; emews launch writes "
+            f"{' and '.join(EXPERIMENT_FILES)} into the experiment directory it creates)",
+            file=str(exp_dir),
+        )
     return exp_dir
 
 

@@ -81,22 +81,34 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     return "\n".join([f"job: {state}", *figures.lines(), *pools, *trial_lines(exp_dir, data.metric)]), running
 
 
+def _appeared(exp_dir: Path) -> bool:
+    """Whether the experiment ``exp_dir`` is there; a :class:`ConfigError` when the folder holds
+    files yet is no experiment (emews launch creates one only in a new or empty folder)."""
+    from emews.config.experiment import is_experiment, require_experiment
+
+    if is_experiment(exp_dir):
+        return True
+    if exp_dir.is_dir() and any(exp_dir.iterdir()):
+        require_experiment(exp_dir)
+    return False
+
+
 def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
     """Print the status every ``interval`` seconds until the run is over (or Ctrl-C).
 
     Started before the experiment exists (right after ``emews launch``, or before it), it waits
     for the directory, then for the run to start: a run is over once it is not running and has
     stored something or written its summary."""
-    from emews.config.experiment import STORE_FILE, SUMMARY_FILE, WORKFLOW_FILE
+    from emews.config.experiment import STORE_FILE, SUMMARY_FILE
 
     clear = stream.isatty()
     if exp_dir.exists() and not exp_dir.is_dir():  # a file never becomes one: no wait for good
         raise ConfigError("not an experiment directory (a file, not a folder)", file=str(exp_dir))
     try:
-        if not (exp_dir / WORKFLOW_FILE).is_file():
+        if not _appeared(exp_dir):
             stream.write(f"waiting for {exp_dir} to appear (Ctrl-C stops)\n")
             stream.flush()
-            while not (exp_dir / WORKFLOW_FILE).is_file():
+            while not _appeared(exp_dir):
                 time.sleep(interval)
         while True:
             try:

@@ -11,7 +11,7 @@ import yaml
 from testutil import REPO, TESTS, write_workflow
 
 from emews.cli import _split_overrides, main
-from emews.config.experiment import WORKFLOW_FILE, update_budget
+from emews.config.experiment import SITE_FILE, WORKFLOW_FILE, update_budget
 from emews.config.workflow import load_workflow
 from emews.config.yamlio import dump_yaml
 from emews.core.direction import Direction
@@ -63,6 +63,7 @@ def test_resume_writes_an_older_experiment_back_with_the_new_key(tmp_path: Path,
     exp.mkdir()
     old = yaml.safe_load(trainer(tmp_path, scheduler=ASHA).read_text())
     (exp / WORKFLOW_FILE).write_text(yaml.safe_dump(old))
+    (exp / SITE_FILE).write_text("extends: local\n")
     update_budget(exp, {"budget.evaluations": 12})
     data = yaml.safe_load((exp / WORKFLOW_FILE).read_text())
     assert data["trial_scheduler"] == ASHA and "scheduler" not in data and data["budget"]["evaluations"] == 12

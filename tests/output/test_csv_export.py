@@ -68,10 +68,11 @@ def test_a_gap_holds_the_rows_after_it_back(tmp_path: Path) -> None:
 
 
 def test_the_csv_child_follows_a_store_being_written_and_finishes_with_the_bytes_of_one_export(tmp_path: Path) -> None:
+    from emews.config.experiment import CSV_FILE, EXPERIMENT_FILES, STORE_FILE
     from emews.output.csvfollow import CsvFollower
-    from emews.config.experiment import CSV_FILE, STORE_FILE, WORKFLOW_FILE
 
-    (tmp_path / WORKFLOW_FILE).write_text("{}\n")  # what makes a folder an experiment directory
+    for name in EXPERIMENT_FILES:  # what makes a folder an experiment directory
+        (tmp_path / name).write_text("{}\n")
     rng = random.Random(5)
     rows = [result(i, rng, 30) for i in range(60)]
     store = ResultsStore(tmp_path / STORE_FILE)

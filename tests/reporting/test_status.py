@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from stores import count
+
 from testutil import GATED, EmewsCommand, wait_until, write_workflow
 
 
@@ -89,6 +92,23 @@ def test_watch_follows_a_live_run_until_it_ends_and_a_report_reads_it_meanwhile(
 def test_a_bad_interval_is_one_line(faulty_exp: Path) -> None:
     proc = EmewsCommand(faulty_exp.parent)("status", str(faulty_exp), "--watch", "--interval", "0")
     assert proc.returncode == 2 and "--interval" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "--watch"], ["results"], ["report"], ["resume"],
+                                     ["cancel"], ["checkpoints"]])
+def test_a_folder_holding_only_a_workflow_is_not_an_experiment(faulty_exp: Path, tmp_path: Path,
+                                                                command: list[str]) -> None:
+    """A user's project folder holding its workflow.yaml counted as an experiment: emews report wrote
+    report.html and report-plots/ there, status showed '0/10 evaluations, not running', results said
+    'no results stored yet'. Now every command refuses it in one line naming what it lacks."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(faulty_exp / "workflow.yaml", folder / "workflow.yaml")
+    proc = EmewsCommand(tmp_path)(command[0], str(folder), *command[1:], timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{folder}: not an experiment directory (no site.yaml" in proc.stderr
+    assert [p.name for p in folder.iterdir()] == ["workflow.yaml"]
 
 
 def test_watch_of_a_file_is_one_line_not_a_wait_forever(faulty_exp: Path, tmp_path: Path) -> None:
