@@ -333,7 +333,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     exp_dir = require_experiment(args.exp_dir.absolute())
     fmt = render.chosen_format(args.out, args.format)
     out = args.out or render.default_output(exp_dir, fmt)
-    written = render.write(data.load(exp_dir), out, fmt, top=args.top)
+    loaded = data.load(exp_dir)
+    for problem in loaded.unreadable:
+        print(f"emews: note: {problem} (the report is made without it)", file=sys.stderr)
+    written = render.write(loaded, out, fmt, top=args.top)
     print(
         f"wrote {written.path}"
         + (f" and {len(written.pngs)} plots in {render.png_folder(written.path)}" if fmt == "html" else "")

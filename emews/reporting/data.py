@@ -53,6 +53,9 @@ class ExperimentData:
     #: PBT exploits in order (``trial``, ``step``, ``donor``, ``old_params``, ``new_params``): at its
     #: ``step``, ``trial`` cloned ``donor``'s checkpoint and trained on with ``new_params``
     lineage: pd.DataFrame | None = None
+    #: what could not be read but is not needed to show the rest (a garbled ``site.yaml``), one
+    #: line each naming the file
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
@@ -90,14 +93,28 @@ def load(exp_dir: Path) -> ExperimentData:
     """Read ``exp_dir`` (ConfigError, exit 2, when it is not an experiment or its store is unreadable)."""
     exp_dir = require_experiment(Path(exp_dir).absolute())
     workflow = read_workflow(exp_dir)
-    site = load_mapping(exp_dir / SITE_FILE) if (exp_dir / SITE_FILE).is_file() else {}
+    unreadable: list[str] = []
+    try:  # it gives the report the site's name only: a garbled one does not hide the store
+        site = load_mapping(exp_dir / SITE_FILE) if (exp_dir / SITE_FILE).is_file() else {}
+    except ConfigError as exc:
+        site = {}
+        unreadable.append(str(exc))
     info = _json_file(exp_dir / INFO_FILE) or {}
     summary = _json_file(exp_dir / SUMMARY_FILE)
     names = list(workflow.get("space", {}))
     store = open_store(exp_dir)
     if store is None:
         return ExperimentData(
-            exp_dir, workflow, site, info, summary, _empty_results(), pd.DataFrame(columns=names), 0, None
+            exp_dir,
+            workflow,
+            site,
+            info,
+            summary,
+            _empty_results(),
+            pd.DataFrame(columns=names),
+            0,
+            None,
+            unreadable=unreadable,
         )
     try:
         with store:
@@ -112,7 +129,7 @@ def load(exp_dir: Path) -> ExperimentData:
     except ValueError as exc:  # a row whose JSON does not decode
         raise ConfigError(f"cannot read the results store: {exc}", file=store.location) from None
     return ExperimentData(
-        exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings, lineage
+        exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings, lineage, unreadable
     )
 
 

@@ -78,7 +78,9 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     data = store_data.load(exp_dir)
     figures = headline(data, running=running)
     pools = pool_lines(exp_dir)
-    return "\n".join([f"job: {state}", *figures.lines(), *pools, *trial_lines(exp_dir, data.metric)]), running
+    notes = [f"note: {problem} (shown without it)" for problem in data.unreadable]
+    lines = [f"job: {state}", *figures.lines(), *pools, *trial_lines(exp_dir, data.metric), *notes]
+    return "\n".join(lines), running
 
 
 def _appeared(exp_dir: Path) -> bool:

@@ -111,6 +111,21 @@ def test_a_folder_holding_only_a_workflow_is_not_an_experiment(faulty_exp: Path,
     assert [p.name for p in folder.iterdir()] == ["workflow.yaml"]
 
 
+def test_a_garbled_site_yaml_still_shows_what_the_store_holds(faulty_exp: Path, tmp_path: Path) -> None:
+    """emews status refused an experiment whose site.yaml was garbled ('site.yaml: malformed YAML',
+    exit 2), though all it shows is in the store; now it shows that and names the broken file."""
+    shown = EmewsCommand(tmp_path)("status", str(faulty_exp))
+    assert shown.returncode == 0, shown.stderr
+    copy = tmp_path / "exp"
+    shutil.copytree(faulty_exp, copy)
+    (copy / "site.yaml").write_text("name: [unclosed\n  : :\n")
+    proc = EmewsCommand(tmp_path)("status", str(copy))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:-1] == shown.stdout.splitlines()
+    assert lines[-1].startswith(f"note: {copy / 'site.yaml'}: malformed YAML") and "shown without it" in lines[-1]
+
+
 def test_watch_of_a_file_is_one_line_not_a_wait_forever(faulty_exp: Path, tmp_path: Path) -> None:
     """status --watch given a file (results.csv for its experiment) said 'waiting for .../results.csv
     to appear' though it exists, and waited for good: a file never becomes an experiment."""
