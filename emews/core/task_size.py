@@ -21,6 +21,7 @@ from typing import Any
 from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module, is_file_ref
 from emews.core.space import Categorical, Constant, Int, Space, to_builtin
+from emews.core.wording import counted
 
 #: ``task.ranks`` value meaning "the optimizer says, per point"
 OPTIMIZER = "optimizer"
@@ -157,7 +158,7 @@ class FunctionSize(TaskSize):
 
 
 def _too_large(size: int, workers: int) -> str:
-    return f"a task of {size} ranks cannot run on a job of {workers} worker ranks"
+    return f"a task of {counted(size, 'rank')} cannot run on a job of {counted(workers, 'worker rank')}"
 
 
 def parse_task_size(value: Any, space: Space | None = None) -> TaskSize:

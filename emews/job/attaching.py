@@ -22,6 +22,7 @@ from emews.config.experiment import POOLS_DIR, SITE_FILE, WORKFLOW_FILE, next_nu
 from emews.config.workflow import load_workflow
 from emews.config.yamlio import dump_yaml
 from emews.core.errors import EXIT_OK, ConfigError
+from emews.core.wording import counted
 from emews.job.launching import run_here
 from emews.site import Site, load_site
 from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
@@ -67,7 +68,7 @@ def attach(
     pool_dir.mkdir(parents=True)
     (pool_dir / SITE_FILE).write_text(dump_yaml(chosen.to_dict()), encoding="utf-8")
     if script is None:
-        print(f"pool for {exp_dir}: {workers} workers on {chosen.name} (folder {pool_dir})", file=sys.stderr)
+        print(f"pool for {exp_dir}: {counted(workers, 'worker')} on {chosen.name} (folder {pool_dir})", file=sys.stderr)
         status, received = run_here(chosen, command, workers, relay=relay)
         return 128 + received if received else status
     try:

@@ -36,6 +36,7 @@ from emews.config.experiment import (
 from emews.config.lease import Lease, acquire
 from emews.config.workflow import Workflow
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
+from emews.core.wording import counted
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
@@ -263,7 +264,7 @@ def _submit(site: Site, exp_dir: Path, workers: int, lease: Lease) -> str:
 def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, relay: bool = False) -> int:
     """Run the job here and return its exit status; a SIGTERM or SIGINT to this process is
     forwarded as it came (the job's stop line names it), then we wait for the job."""
-    print(f"experiment {exp_dir}: {workers} workers", file=sys.stderr)
+    print(f"experiment {exp_dir}: {counted(workers, 'worker')}", file=sys.stderr)
     sys.stderr.flush()
     since = time.time()
     status, received = run_here(site, [*job_command(exp_dir), "--lease", lease_token], workers, relay=relay)

@@ -19,6 +19,7 @@ from typing import Any
 from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_experiment, write_pool_record
 from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from emews.core.wording import counted
 from emews.job.pool_run import PoolRun
 from emews.job.rank_zero import check_job_environment, refuse, run_spec, set_allocation
 from emews.job.wiring import trial_service
@@ -76,7 +77,9 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         write_pool_record(pool_dir, run.pool)
     except OSError as exc:  # status then shows the pool without its folder; the pool runs on
         log.warning("pool %s: could not record its id in %s: %s", run.pool, pool_dir, exc)
-    print(f"pool {run.pool} of {exp_dir}: {len(workers)} workers on {site.name}", file=sys.stderr, flush=True)
+    print(
+        f"pool {run.pool} of {exp_dir}: {counted(len(workers), 'worker')} on {site.name}", file=sys.stderr, flush=True
+    )
     log.info("pool %s: %s workers on %s", run.pool, len(workers), site.name)
     stopped: BaseException | None = None
     try:

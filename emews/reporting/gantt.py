@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
+from emews.core.wording import counted
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import RASTER_ABOVE, WIDTH_PX, Plot, ReportPlot, colour, new_figure
@@ -91,8 +92,8 @@ class Gantt(ReportPlot):
         ax.legend(handles=handles, loc="upper right", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
         caption = (
-            f"Each bar is one evaluation on the worker that ran it ({len(ran)} evaluations, "
-            f"{len(ranks)} workers), coloured by status"
+            f"Each bar is one evaluation on the worker that ran it ({counted(len(ran), 'evaluation')}, "
+            f"{counted(len(ranks), 'worker')}), coloured by status"
             + ("; bars closer than a pixel are drawn as one." if len(each) > RASTER_ABOVE else ".")
         )
         if teams:

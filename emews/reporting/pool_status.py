@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from emews.core.wording import counted
 from emews.store import open_store
 from emews.store.opening import recorded_store
 
@@ -47,7 +48,7 @@ def pool_lines(exp_dir: Path) -> list[str]:
         beat = "-" if pool.heartbeat is None else f"{max(now - pool.heartbeat, 0.0):.0f} s ago"
         lines.append(
             f"  pool {pool.id}: {state}, {pool.site}, job {pool.job_id or '-'}, host {pool.host or '-'}, "
-            f"{pool.workers} workers, {pool.tasks_done} tasks done, heartbeat {beat}"
+            f"{counted(pool.workers, 'worker')}, {counted(pool.tasks_done, 'task')} done, heartbeat {beat}"
             + (f", folder {folders[pool.id].relative_to(exp_dir)}" if pool.id in folders else "")
         )
     return lines

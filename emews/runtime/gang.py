@@ -34,6 +34,8 @@ import itertools
 from collections.abc import Generator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
+from emews.core.wording import counted
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:
@@ -564,7 +566,7 @@ class GangScheduler:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"task size must be a positive number of ranks, got {size!r}")
         if size > self.workers - len(self._retired):
-            raise ValueError(f"task size {size} is larger than the job's {self.workers} worker ranks")
+            raise ValueError(f"task size {size} is larger than the job's {counted(self.workers, 'worker rank')}")
         if key in self._keys:
             raise ValueError(f"task {key!r} is already queued or running")
         self._keys.add(key)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from emews.core.results import Result
+from emews.core.wording import noun_for
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Progress:
         done = self.done if self.budget is None else f"{self.done}/{self.budget}"
         return (
             f"{done} evaluations, {self.failed} failed, best {best}, "
-            f"{self.busy}/{self.workers} workers busy, {rate:,.{0 if rate >= 10 else 2}f}/s"
+            f"{self.busy}/{self.workers} {noun_for(self.workers, 'worker')} busy, {rate:,.{0 if rate >= 10 else 2}f}/s"
         )
 
 

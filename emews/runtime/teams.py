@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Status, Task
+from emews.core.wording import counted
 from emews.runtime.dispatch import (
     Dispatch,
     Ended,
@@ -217,7 +218,10 @@ class TeamDispatch(Dispatch):
                     Outcome(
                         task.id,
                         Status.FAILED,
-                        error=(f"task size {task.ranks} ranks: only {len(self._live)} worker ranks are left"),
+                        error=(
+                            f"task size {task.ranks} ranks: only {counted(len(self._live), 'worker rank')} "
+                            f"{'is' if len(self._live) == 1 else 'are'} left"
+                        ),
                         finished=time.time(),
                     ),
                 )
@@ -275,7 +279,7 @@ class TeamDispatch(Dispatch):
                             Status.FAILED,
                             error=task.refused
                             or (
-                                f"task size {task.ranks!r} ranks: this job has {len(self._live)} worker ranks "
+                                f"task size {task.ranks!r} ranks: this job has {counted(len(self._live), 'worker rank')} "
                                 f"(task.ranks allows 1 to {len(self._live)})"
                             ),
                             finished=time.time(),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.core.errors import ConfigError
+from emews.core.wording import counted
 from emews.site.batch_schedulers import BatchScheduler, scheduler_for
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
@@ -84,7 +85,8 @@ class Site:
         gpw = node.gpus_per_worker
         if gpw and total * gpw > node.gpus:
             raise ConfigError(
-                f"{total} workers x {gpw} GPUs need {total * gpw} GPUs; this machine has {node.gpus}",
+                f"{counted(total, 'worker')} x {counted(gpw, 'GPU')} need {counted(total * gpw, 'GPU')}; "
+                f"this machine has {node.gpus}",
                 key="workers",
                 allowed=f"1..{node.gpus // gpw}",
             )
@@ -95,8 +97,8 @@ class Site:
         slots, gpw = self.ranks_per_node or 1, node.gpus_per_worker
         if gpw and slots * gpw > node.gpus:
             raise ConfigError(
-                f"{slots} rank slots per node ({launcher.workers_per_node} workers + 1 for the "
-                f"optimizer) x {gpw} GPUs need {slots * gpw} GPUs; a node has {node.gpus}",
+                f"{slots} rank slots per node ({counted(launcher.workers_per_node, 'worker')} + 1 for the "
+                f"optimizer) x {counted(gpw, 'GPU')} need {counted(slots * gpw, 'GPU')}; a node has {node.gpus}",
                 file=self.source,
                 key="launcher.workers_per_node",
                 allowed=f"1..{node.gpus // gpw - 1}" if node.gpus // gpw > 1 else None,
@@ -107,7 +109,8 @@ class Site:
         capacity = self.nodes * slots
         if total + 1 > capacity:
             raise ConfigError(
-                f"{total} workers + 1 optimizer rank do not fit {self.nodes} node(s) x {slots} rank slots",
+                f"{counted(total, 'worker')} + 1 optimizer rank do not fit {counted(self.nodes, 'node')} x "
+                f"{counted(slots, 'rank slot')}",
                 key="workers",
                 allowed=f"1..{capacity - 1}, or more scheduler.nodes / launcher.workers_per_node",
             )
@@ -171,7 +174,8 @@ class Site:
         env = self.config.environment
         lines = ["#!/bin/bash", *self.scheduler.directives(layout, exp_dir)]
         lines.append(
-            f"# emews site {self.name}: {total} workers + 1 optimizer = {layout.ranks} ranks on {layout.nodes} node(s)"
+            f"# emews site {self.name}: {counted(total, 'worker')} + 1 optimizer = {layout.ranks} ranks on "
+            f"{counted(layout.nodes, 'node')}"
         )
         lines += env.setup
         lines += [f"export {key}={shlex.quote(value)}" for key, value in env.vars.items()]

@@ -238,3 +238,17 @@ def test_each_worker_sees_exactly_its_gpus(emews_cmd, tmp_path: Path) -> None:
     too_many = emews_cmd("launch", str(wf), "--site", "gpubox", "--workers", "3", "--exp-dir", "exp2")
     assert too_many.returncode == 2 and "GPUs" in too_many.stderr
     assert not (tmp_path / "exp2").exists()
+
+
+def test_one_worker_is_one_worker_not_1_workers(emews_cmd, tmp_path: Path) -> None:
+    """The run's header said 'experiment ...: 1 workers', its progress '1/1 workers busy', a batch
+    script '# emews site perlmutter: 1 workers + 1 optimizer = 2 ranks on 1 node(s)'."""
+    wf = write_workflow(tmp_path, budget={"evaluations": 3})
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert f"experiment {tmp_path / 'exp'}: 1 worker\n" in proc.stderr
+    assert "1 workers" not in proc.stderr and "/1 worker busy" in proc.stderr, proc.stderr
+    dry = emews_cmd("launch", str(wf), "--site", "perlmutter", "--workers", "1", "--set", "scheduler.nodes=1",
+                    "--set", "scheduler.account=m1", "--exp-dir", "dry", "--dry-run", timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "# emews site perlmutter: 1 worker + 1 optimizer = 2 ranks on 1 node\n" in dry.stdout + dry.stderr

@@ -8,6 +8,6 @@
 #PBS -j oe
 #PBS -l place=scatter
 #PBS -l filesystems=home:flare
-# emews site aurora: 23 workers + 1 optimizer = 24 ranks on 2 node(s)
+# emews site aurora: 23 workers + 1 optimizer = 24 ranks on 2 nodes
 cd /scratch/emews/experiments/exp-0001
 mpiexec -n 24 --ppn 12 --depth=8 --cpu-bind depth /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001

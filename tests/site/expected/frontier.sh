@@ -7,6 +7,6 @@
 #SBATCH --time=01:00:00
 #SBATCH --gpus-per-node=8
 #SBATCH --output=/scratch/emews/experiments/exp-0001/job-%j.out
-# emews site frontier: 15 workers + 1 optimizer = 16 ranks on 2 node(s)
+# emews site frontier: 15 workers + 1 optimizer = 16 ranks on 2 nodes
 cd /scratch/emews/experiments/exp-0001
 srun -N 2 -n 16 --ntasks-per-node=8 --gpus-per-node=8 --cpus-per-task=7 /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001

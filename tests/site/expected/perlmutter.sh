@@ -8,6 +8,6 @@
 #SBATCH --output=/scratch/emews/experiments/exp-0001/job-%j.out
 #SBATCH --constraint=gpu
 #SBATCH --qos=regular
-# emews site perlmutter: 7 workers + 1 optimizer = 8 ranks on 2 node(s)
+# emews site perlmutter: 7 workers + 1 optimizer = 8 ranks on 2 nodes
 cd /scratch/emews/experiments/exp-0001
 srun -N 2 -n 8 --ntasks-per-node=4 --gpus-per-task=1 --gpu-bind=closest --cpus-per-task=32 --cpu-bind=cores /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001

@@ -5,7 +5,7 @@
 #BSUB -W 01:00
 #BSUB -nnodes 2
 #BSUB -o /scratch/emews/experiments/exp-0001/job-%J.out
-# emews site summit: 11 workers + 1 optimizer = 12 ranks on 2 node(s)
+# emews site summit: 11 workers + 1 optimizer = 12 ranks on 2 nodes
 export OMP_NUM_THREADS=1
 cd /scratch/emews/experiments/exp-0001
 jsrun -n 12 -r 6 -a 1 -c 7 -g 1 /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001
