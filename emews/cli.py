@@ -281,10 +281,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     from emews.config.experiment import read_workflow
+    from emews.core.direction import Direction
     from emews.output.export import export_csv, open_store, refuse_lost_store, summary_text, totals
 
     exp_dir = args.exp_dir.absolute()
-    names = list(read_workflow(exp_dir).get("space", {}))
+    workflow = read_workflow(exp_dir)
+    names, objective = list(workflow.get("space", {})), workflow.get("objective") or {}
     store = open_store(exp_dir)
     if store is None:
         refuse_lost_store(exp_dir)
@@ -292,7 +294,8 @@ def cmd_results(args: argparse.Namespace) -> int:
         if store is not None:
             store.verify()
         path, rows = export_csv(exp_dir, names, store, with_stored_keys=True)
-        print(summary_text(totals(store), None))
+        ensemble = {"replicates": workflow.get("replicates", 1), "direction": Direction.of(objective.get("direction"))}
+        print(summary_text(totals(store, **ensemble), None))
     finally:
         if store is not None:
             store.close()

@@ -71,6 +71,34 @@ class Aggregate:
         )
 
 
+@dataclass(frozen=True)
+class PointResult:
+    """One point and what its replicates gave."""
+
+    point: dict[str, Any]
+    stats: Aggregate
+    task_ids: tuple[int, ...]
+
+
+def group_points(rows: Iterable[tuple[int, float | None, Mapping[str, Any]]]) -> list[PointResult]:
+    """The points of ``rows`` (task id, objective or ``None`` when it did not succeed, parameters
+    with the replicate index), in the order of their first task, each with its statistics."""
+    groups: dict[str, list[tuple[int, float | None, Mapping[str, Any]]]] = {}
+    for row in rows:
+        groups.setdefault(point_label(row[2]), []).append(row)
+    return [
+        PointResult(point_of(members[0][2]), Aggregate.of(m[1] for m in members), tuple(m[0] for m in members))
+        for members in groups.values()
+    ]
+
+
+def best_point(points: Iterable[PointResult], direction: Direction) -> PointResult | None:
+    """The point whose mean objective over its successful replicates is best (the result the
+    optimizer saw for it); of equal means, the first. ``None``: no point has a success."""
+    scored = [p for p in points if p.stats.mean is not None]
+    return min(scored, key=lambda p: (direction.loss(p.stats.mean or 0.0), p.task_ids[0]), default=None)
+
+
 @dataclass
 class _Group:
     point: dict[str, Any]

@@ -304,7 +304,7 @@ def write_outputs(
     try:
         store = open_store(exp_dir)
         try:
-            total = totals(store)
+            total = totals(store, replicates=spec.replicates, direction=spec.direction)
         finally:
             if store is not None:
                 store.close()
@@ -422,9 +422,7 @@ def _write_summary_and_csv(
             },
             "elapsed": earlier.elapsed + summary.elapsed,
             "runs": earlier.runs + 1,
-            "best": None
-            if total.best is None
-            else {"id": total.best.id, "objective": total.best.objective, "params": dict(total.best.params)},
+            "best": _best_of(total),
             "interrupted": None if stopped is None else stopped.args[0],
             "budget_reached": summary.budget_reached,
             "worker_errors": {str(rank): text for rank, text in problems.items()},
@@ -438,6 +436,28 @@ def _write_summary_and_csv(
     )
     if csv_follower is None or csv_follower.finish() is None:
         export_csv(exp_dir, workflow.space.names, with_stored_keys=workflow.space.open)
+
+
+def _best_of(total: Totals) -> dict[str, Any] | None:
+    """summary.json's ``best``: the best evaluation, or of an ensemble its best point (its first
+    task's id, its mean objective, its parameters, and its replicates' statistics and tasks)."""
+    point = total.best_point
+    if point is not None and point.stats.mean is not None:
+        stats = point.stats
+        return {
+            "id": point.task_ids[0],
+            "objective": stats.mean,
+            "params": point.point,
+            "replicates": {
+                "count": stats.count,
+                "failed": stats.failed,
+                "std": stats.std,
+                "tasks": list(point.task_ids),
+            },
+        }
+    if total.best is None:
+        return None
+    return {"id": total.best.id, "objective": total.best.objective, "params": dict(total.best.params)}
 
 
 @dataclass(frozen=True)

@@ -8,25 +8,17 @@ left out); the statistics are over the replicates that succeeded.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from emews.config.experiment import require_experiment
-from emews.core.replicates import Aggregate, point_label, point_of
+from emews.core.replicates import PointResult, group_points
 from emews.output.csvrows import csv_cell
 from emews.output.export import open_store
+from emews.store import Store
+
+__all__ = ["BY_POINT_FILE", "PointResult", "points_of", "results_by_point", "write_by_point_csv"]
 
 BY_POINT_FILE = "results_by_point.csv"
-
-
-@dataclass(frozen=True)
-class PointResult:
-    """One point and what its replicates gave."""
-
-    point: dict[str, Any]
-    stats: Aggregate
-    task_ids: tuple[int, ...]
 
 
 def results_by_point(exp_dir: Path) -> list[PointResult]:
@@ -35,18 +27,16 @@ def results_by_point(exp_dir: Path) -> list[PointResult]:
     if store is None:
         return []
     try:
-        rows = store.point_results()
+        return points_of(store)
     finally:
         store.close()
-    groups: dict[str, list[tuple[int, float | None, dict]]] = {}
-    for row in rows:
-        groups.setdefault(point_label(row.params), []).append(
-            (row.id, row.objective if row.status == "ok" else None, row.params)
-        )
-    return [
-        PointResult(point_of(members[0][2]), Aggregate.of(m[1] for m in members), tuple(m[0] for m in members))
-        for members in groups.values()
-    ]
+
+
+def points_of(store: Store) -> list[PointResult]:
+    """The points of the results in ``store``, each with its replicates' statistics."""
+    return group_points(
+        (row.id, row.objective if row.status == "ok" else None, row.params) for row in store.point_results()
+    )
 
 
 def write_by_point_csv(exp_dir: Path) -> tuple[Path, int]:

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from emews.config.experiment import emews_version
+from emews.core.replicates import PointResult, best_point, group_points
 from emews.core.results import Result, Status
 from emews.output.export import Totals, counts_text, summary_text
 from emews.output.numbers import number
@@ -56,7 +57,7 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
             "budget",
             f"{done}/{data.budget if data.budget is not None else '-'} evaluations: " + counts_text(totals(data)),
         ),
-        ("best", "-" if best is None else f"{number(best['objective'])} (task {int(best['id'])})"),
+        ("best", _best_text(data, best)),
         (
             "elapsed",
             f"{duration(use.elapsed)} in {len(spans)} run{'s' if len(spans) != 1 else ''}"
@@ -73,6 +74,17 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
     if data.summary and data.summary.get("error"):
         rows.append(("last run ended with", str(data.summary["error"]).splitlines()[0]))
     return rows
+
+
+def _best_text(data: ExperimentData, best: pd.Series | None) -> str:
+    """The report's ``best`` row: the best evaluation, or of an ensemble its best point's mean."""
+    if best is None:
+        return "-"
+    point = best_point_of(data)
+    if point is None or point.stats.mean is None:
+        return f"{number(best['objective'])} (task {int(best['id'])})"
+    tasks = ", ".join(str(t) for t in point.task_ids)
+    return f"{number(point.stats.mean)} (mean of {point.stats.count} replicates of one point: tasks {tasks})"
 
 
 def best_row(data: ExperimentData) -> pd.Series | None:
@@ -101,6 +113,7 @@ def totals(data: ExperimentData) -> Totals:
     endings = Counter(data.endings.values())
     if best is None:
         return Totals(counts, None, endings=endings)
+    ensemble_best = best_point_of(data)
     point = data.params.loc[[best.name]].to_dict("records")[0]  # each column's own type: 1, not 1.0
     return Totals(
         counts,
@@ -112,7 +125,23 @@ def totals(data: ExperimentData) -> Totals:
             loss=float(best["loss"]),
         ),
         endings=endings,
+        best_point=ensemble_best,
     )
+
+
+def best_point_of(data: ExperimentData) -> PointResult | None:
+    """Of an ensemble (``replicates`` > 1), the point with the best mean over its replicates."""
+    if int(data.workflow.get("replicates") or 1) <= 1:
+        return None
+    res = data.results
+    ok = (res["status"] == Status.OK.value) & res["loss"].notna()
+    rows = zip(
+        res["id"].astype(int),
+        res["objective"].where(ok, None),
+        data.params.to_dict("records"),
+        strict=True,
+    )
+    return best_point(group_points((i, None if pd.isna(v) else float(v), p) for i, v, p in rows), data.direction)
 
 
 @dataclass(frozen=True)
