@@ -7,15 +7,16 @@ from pathlib import Path
 
 from emews.config.experiment import POOLS_DIR
 from emews.core.errors import ConfigError
-from emews.site.batch_schedulers import DONE
-from emews.site.jobs import JOB_RECORD, cancel_experiment, job_status, read_job
+from emews.site.batch_schedulers import DONE, NOT_FOUND
+from emews.site.jobs import JOB_RECORD, cancel_experiment, job_lookup, read_job
 from emews.store.pool_queue import OptimizerRunning, PoolQueue, queue_for_an_optimizer
 
 
 def cancel_jobs(exp_dir: Path) -> list[str]:
     """Cancel the batch job of ``exp_dir`` and those of its attached pools (``EXP/pools/pool-NNN``)
     that have not ended: a pool whose optimizer is gone would hold its allocation idle until its
-    walltime. One line each, saying what was cancelled or had ended already; ``EmewsError`` when
+    walltime. One line each, saying what was cancelled, had ended already or is not known to the
+    scheduler (forgotten after its end, or never submitted to it); ``EmewsError`` when
     no batch job was ever submitted for the experiment."""
     folders = [exp_dir, *sorted((exp_dir / POOLS_DIR).glob("pool-*"))]
     recorded = [folder for folder in folders if (folder / JOB_RECORD).is_file()]
@@ -25,7 +26,14 @@ def cancel_jobs(exp_dir: Path) -> list[str]:
     for folder in recorded:
         job_id = read_job(folder)["job_id"]
         what = f"job {job_id} of {exp_dir.name}" if folder == exp_dir else f"pool job {job_id} ({folder.name})"
-        if job_status(folder) == DONE:
+        state = job_lookup(folder)
+        if state == NOT_FOUND:  # scancel of an unknown id exits 0 saying nothing: "cancelled" was a guess
+            scheduler = read_job(folder).get("scheduler") or "the scheduler"
+            lines.append(
+                f"{what}: not found by {scheduler} (it ended and was forgotten, or was never submitted to "
+                "this cluster); nothing cancelled"
+            )
+        elif state == DONE:
             lines.append(f"{what} had ended")
         else:
             cancel_experiment(folder)

@@ -20,6 +20,9 @@ from emews.site.schema import SchedulerConfig, control_char
 from emews.site.walltime import format_hm
 
 QUEUED, RUNNING, DONE, UNKNOWN = "queued", "running", "done", "unknown"
+#: what :meth:`BatchScheduler.lookup` says of a job id its scheduler does not know: one it has
+#: forgotten since it ended (:meth:`~BatchScheduler.job_state`: ``done``), or one never submitted to it
+NOT_FOUND = "not found"
 
 
 class BatchScheduler(ABC):
@@ -94,9 +97,15 @@ class BatchScheduler(ABC):
     def cancel(self, job_id: str) -> None:
         run_tool(self.cancel_command(job_id))
 
-    @abstractmethod
     def job_state(self, job_id: str) -> str:
-        """``queued`` | ``running`` | ``done`` | ``unknown``."""
+        """``queued`` | ``running`` | ``done`` | ``unknown``: a job the scheduler does not know is
+        over (it forgets a job some time after its end)."""
+        state = self.lookup(job_id)
+        return DONE if state == NOT_FOUND else state
+
+    @abstractmethod
+    def lookup(self, job_id: str) -> str:
+        """``queued`` | ``running`` | ``done`` | ``unknown`` | ``not found`` (:data:`NOT_FOUND`)."""
 
     def _map(self, code: str) -> str:
         return self.states.get(code.strip().upper(), UNKNOWN) if code.strip() else UNKNOWN
@@ -176,7 +185,7 @@ class SlurmScheduler(BatchScheduler):
     def cancel_command(self, job_id: str) -> list[str]:
         return ["scancel", job_id]
 
-    def job_state(self, job_id: str) -> str:
+    def lookup(self, job_id: str) -> str:
         """From squeue, else sacct; a job slurmctld has forgotten (``MinJobAge`` after its end) and
         accounting does not know either is over."""
         proc = run_tool(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"], check=False)
@@ -186,7 +195,7 @@ class SlurmScheduler(BatchScheduler):
         proc = run_tool(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"], check=False)
         if proc.returncode == 0 and proc.stdout.strip():
             return self._map(proc.stdout.split()[0].split()[0])
-        return DONE if forgotten else UNKNOWN
+        return NOT_FOUND if forgotten else UNKNOWN
 
 
 class LsfScheduler(BatchScheduler):
@@ -245,14 +254,14 @@ class LsfScheduler(BatchScheduler):
     def cancel_command(self, job_id: str) -> list[str]:
         return ["bkill", job_id]
 
-    def job_state(self, job_id: str) -> str:
+    def lookup(self, job_id: str) -> str:
         """From bjobs; a job it has forgotten ("Job <N> is not found": ``CLEAN_PERIOD`` after its
         end, an hour by default) is over."""
         proc = run_tool(["bjobs", "-noheader", "-o", "stat", job_id], check=False)
         words = proc.stdout.split()
         if proc.returncode == 0 and words:
             return self._map(words[0])
-        return DONE if f"Job <{job_id}> is not found" in proc.stdout + proc.stderr else UNKNOWN
+        return NOT_FOUND if f"Job <{job_id}> is not found" in proc.stdout + proc.stderr else UNKNOWN
 
 
 class PbsScheduler(BatchScheduler):
@@ -298,14 +307,14 @@ class PbsScheduler(BatchScheduler):
     def cancel_command(self, job_id: str) -> list[str]:
         return ["qdel", job_id]
 
-    def job_state(self, job_id: str) -> str:
+    def lookup(self, job_id: str) -> str:
         """From ``qstat -x -f``; a job the server does not know ("Unknown Job Id": no job history,
         or past it) is over."""
         proc = run_tool(["qstat", "-x", "-f", job_id], check=False)
         match = re.search(r"^\s*job_state\s*=\s*(\w)", proc.stdout, re.M)
         if proc.returncode == 0 and match:
             return self._map(match.group(1))
-        return DONE if "Unknown Job Id" in proc.stdout + proc.stderr else UNKNOWN
+        return NOT_FOUND if "Unknown Job Id" in proc.stdout + proc.stderr else UNKNOWN
 
 
 class LocalScheduler(BatchScheduler):
@@ -334,7 +343,7 @@ class LocalScheduler(BatchScheduler):
     def cancel_command(self, job_id: str) -> list[str]:
         raise self._refuse()
 
-    def job_state(self, job_id: str) -> str:
+    def lookup(self, job_id: str) -> str:
         return UNKNOWN
 
 

@@ -121,6 +121,14 @@ def job_status(exp_dir: Path) -> str:
     return _scheduler(record).job_state(job_id) if job_id else UNKNOWN
 
 
+def job_lookup(exp_dir: Path) -> str:
+    """What the scheduler says of the experiment's job: :func:`job_status`'s states, or
+    ``not found`` (:data:`~emews.site.batch_schedulers.NOT_FOUND`) for an id it does not know."""
+    record = read_job(exp_dir)
+    job_id = str(record.get("job_id") or "")
+    return _scheduler(record).lookup(job_id) if job_id else UNKNOWN
+
+
 def batch_job_over(exp_dir: Path) -> Callable[[str], bool]:
     """For a lease held by a batch job: whether that job (the one ``job.json`` records) is over."""
 

@@ -118,6 +118,36 @@ def test_status_of_a_job_cancelled_while_queued_says_it_never_ran(slurm_cluster:
     assert f"see {failed / f'job-{job_id}.out'}" in state, state
 
 
+def test_cancel_of_a_job_slurm_does_not_know_says_it_was_not_found(slurm_cluster: LoopbackSlurm,
+                                                                   tmp_path: Path) -> None:
+    """emews cancel of a job id Slurm does not know (forgotten, or never submitted to this cluster:
+    job.json copied from another one) said 'job N of exp had ended' (and scancel of it exits 0
+    saying nothing); it now says Slurm does not know it. A queued job is still cancelled."""
+    from emews.site import load_site
+    from emews.site.jobs import JOB_RECORD
+
+    site = load_site(str(LOOPBACK_SITE), ["scheduler.directives=[--overcommit, --hold]"], environ={})
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "workflow.yaml").write_text(rugged_workflow(tmp_path, "x", 2).read_text())
+    (exp / "site.yaml").write_text(LOOPBACK_SITE.read_text())
+    (exp / "job.sh").write_text(site.render_batch_script(exp, 1, ["false"]))
+    held = site.submit(exp / "job.sh")
+    (exp / JOB_RECORD).write_text(json.dumps({"job_id": held, "site": site.name, "scheduler": "slurm"}))
+    cancelled = emews("cancel", str(exp), cwd=tmp_path, env=repo_env())
+    assert cancelled.returncode == 0 and cancelled.stdout.splitlines() == [f"cancelled job {held} of exp"], cancelled
+    assert wait_for(lambda: job_status(exp), "done", 120) == "done"
+    unknown = str(int(held) + 100000)
+    (exp / JOB_RECORD).write_text(json.dumps({"job_id": unknown, "site": site.name, "scheduler": "slurm"}))
+    proc = emews("cancel", str(exp), cwd=tmp_path, env=repo_env())
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"job {unknown} of exp: not found by slurm (it ended and was forgotten, or was never submitted to this "
+        "cluster); nothing cancelled"
+    ], proc.stdout
+    assert job_status(exp) == "done"  # a job it does not know is over, for the lease and status
+
+
 def test_resume_takes_the_lease_of_a_job_slurm_has_forgotten(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
     """A job killed on its node leaves its lease; once slurmctld has forgotten the job (MinJobAge, 300 s
     by default) and no accounting answers sacct, its state was "unknown" and emews resume said "the
