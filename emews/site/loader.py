@@ -173,6 +173,16 @@ def _origin(origins: Mapping[str, str], key: str, default: str) -> str:
     return default
 
 
+def key_origin(origins: Mapping[str, str], key: str, default: Path | None) -> tuple[str | None, str]:
+    """The ``file`` and ``key`` an error about site key ``key`` names: ``--set`` and the key when a
+    ``--set`` item gave it, ``$VAR`` when an environment variable did, else the file that set it
+    (``default``: the site's own file)."""
+    origin = _origin(origins, key, "" if default is None else str(default))
+    if origin.startswith("--set "):
+        return "--set", origin.removeprefix("--set ")
+    return origin or None, key
+
+
 def _override_sets(key: str, value: Any, name: str) -> bool:
     """Whether a ``--set`` item sets ``node.NAME`` (``node.NAME=...`` or ``node={NAME: ...}``)."""
     return key == f"node.{name}" or (key == "node" and isinstance(value, Mapping) and name in value)
@@ -180,8 +190,9 @@ def _override_sets(key: str, value: Any, name: str) -> bool:
 
 def resolve_site(
     ref: str | Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None
-) -> tuple[SiteConfig, Path]:
-    """Load, merge, override and validate a site; return it with its file."""
+) -> tuple[SiteConfig, Path, dict[str, str]]:
+    """Load, merge, override and validate a site; return it with its file and where each dotted
+    key was set (a file's path, ``--set KEY`` or ``$VAR``: see :func:`key_origin`)."""
     path = find_site_file(str(ref))
     origins: dict[str, str] = {}
     data = _read_chain(path, origins, [])
@@ -199,6 +210,6 @@ def resolve_site(
         if _override_sets(key, value, "gpus") and not names_gpus:
             _drop_gpu_ids(data)
     try:
-        return SiteConfig.model_validate(data), path
+        return SiteConfig.model_validate(data), path, origins
     except ValidationError as exc:
         raise config_error(exc, SiteConfig, lambda key: _origin(origins, key or "", str(path))) from None

@@ -12,16 +12,20 @@ from emews.core.wording import counted
 from emews.site.batch_schedulers import BatchScheduler, scheduler_for
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
-from emews.site.loader import resolve_site
+from emews.site.loader import key_origin, resolve_site
 from emews.site.schema import SiteConfig
 
 
 class Site:
     """A validated site: renders batch scripts and launcher lines, submits and tracks jobs."""
 
-    def __init__(self, config: SiteConfig, source: Path | None = None) -> None:
+    def __init__(
+        self, config: SiteConfig, source: Path | None = None, origins: Mapping[str, str] | None = None
+    ) -> None:
         self.config = config
         self.source = source
+        #: where each dotted key was set (:func:`emews.site.loader.resolve_site`); none: ``source``
+        self.origins = dict(origins or {})
         self.scheduler: BatchScheduler = scheduler_for(config.scheduler)
         self.launcher: Launcher = launcher_for(config.launcher)
 
@@ -96,13 +100,29 @@ class Site:
         launcher, node = self.config.launcher, self.config.node
         slots, gpw = self.ranks_per_node or 1, node.gpus_per_worker
         if gpw and slots * gpw > node.gpus:
+            allowed = {
+                "launcher.workers_per_node": f"1..{node.gpus // gpw - 1}" if node.gpus // gpw > 1 else None,
+                "node.gpus": f"at least {slots * gpw}",
+                "node.gpus_per_worker": f"1..{node.gpus // slots}" if node.gpus >= slots else None,
+            }
+            blamed = self._blamed(list(allowed))
+            file, key = key_origin(self.origins, blamed, self.source)
             raise ConfigError(
                 f"{slots} rank slots per node ({counted(launcher.workers_per_node, 'worker')} + 1 for the "
                 f"optimizer) x {counted(gpw, 'GPU')} need {counted(slots * gpw, 'GPU')}; a node has {node.gpus}",
-                file=self.source,
-                key="launcher.workers_per_node",
-                allowed=f"1..{node.gpus // gpw - 1}" if node.gpus // gpw > 1 else None,
+                file=file,
+                key=key,
+                allowed=allowed[blamed],
             )
+
+    def _blamed(self, keys: list[str]) -> str:
+        """Of the site keys an error is about, the one to name: the last one a ``--set`` item or an
+        environment variable gave (the user's latest word), else one the site's own file sets (not
+        the site it extends), else the first."""
+        origins = {k: key_origin(self.origins, k, self.source)[0] or "" for k in keys}
+        given = [k for k in keys if origins[k].startswith(("--set", "$"))]
+        own = [k for k in keys if self.source is not None and origins[k] == str(self.source)]
+        return given[-1] if given else own[0] if own else keys[0]
 
     def _check_capacity(self, total: int) -> None:
         slots = self.ranks_per_node or 1
@@ -212,5 +232,5 @@ def load_site(ref: str | Path, overrides: Iterable[str] = (), environ: Mapping[s
     ``overrides`` are ``--set`` items (``"scheduler.nodes=2"``); ``environ``
     defaults to ``os.environ`` (see :data:`emews.site.loader.ENV_OVERRIDES`).
     """
-    config, path = resolve_site(ref, overrides, environ)
-    return Site(config, path)
+    config, path, origins = resolve_site(ref, overrides, environ)
+    return Site(config, path, origins)

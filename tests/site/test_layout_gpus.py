@@ -47,6 +47,27 @@ def test_gpu_slots_must_fit_the_node(in_tmp: Path) -> None:
         local.total_workers(3)
 
 
+@pytest.mark.parametrize(("override", "said"), [
+    ("node.gpus=2", "--set: node.gpus: 4 rank slots per node (3 workers + 1 for the optimizer) x 1 GPU need "
+                    "4 GPUs; a node has 2 (allowed: at least 4)"),
+    ("node.gpus_per_worker=2", "--set: node.gpus_per_worker: 4 rank slots per node (3 workers + 1 for the "
+                               "optimizer) x 2 GPUs need 8 GPUs; a node has 4 (allowed: 1..1)"),
+    ("launcher.workers_per_node=8", "--set: launcher.workers_per_node: 9 rank slots per node (8 workers + 1 "
+                                    "for the optimizer) x 1 GPU need 9 GPUs; a node has 4 (allowed: 1..3)"),
+])
+def test_a_gpu_slot_error_names_the_set_item_that_gave_the_value(in_tmp: Path, override: str, said: str) -> None:
+    """--set node.gpus=2 on polaris was refused as '.../polaris.yaml: launcher.workers_per_node: ...
+    a node has 2 (allowed: 1..1)', naming a built-in file the user did not write and a key they did
+    not set; the error now names the --set item (or the user's own site file) that gave the value."""
+    with pytest.raises(ConfigError) as info:
+        load_site("polaris", overrides=[override]).total_workers(None)
+    assert str(info.value) == said
+    (in_tmp / "mine.yaml").write_text("extends: polaris\nnode:\n  gpus: 2\n")
+    with pytest.raises(ConfigError) as info:
+        load_site(str(in_tmp / "mine.yaml")).total_workers(None)
+    assert (info.value.file, info.value.key) == (str(in_tmp / "mine.yaml"), "node.gpus")
+
+
 def test_launcher_lines_per_type(in_tmp: Path) -> None:
     two = ["scheduler.nodes=2"]
     assert load_site("summit", overrides=two).launch_command(11, CMD) == \
