@@ -239,7 +239,14 @@ class LsfScheduler(BatchScheduler):
         args.append(f"-J {c.job_name}")
         if c.queue:
             args.append(f"-q {c.queue}")
-        args += [f"-W {format_hm(c.walltime_seconds)}", f"-nnodes {c.nodes}", f"-o {self.output_path(exp_dir)}"]
+        args.append(f"-W {format_hm(c.walltime_seconds)}")
+        if c.csm:  # IBM CSM's easy mode (bsub -nnodes: "the number of compute nodes required for the CSM job")
+            args.append(f"-nnodes {c.nodes}")
+        else:  # plain LSF: slots, spread over the nodes as the launcher places the ranks
+            args.append(f"-n {layout.ranks}")
+            if layout.ranks_per_node:
+                args.append(f'-R "span[ptile={layout.ranks_per_node}]"')
+        args.append(f"-o {self.output_path(exp_dir)}")
         return args
 
     def submit_command(self, script: Path) -> list[str]:

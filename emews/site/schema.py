@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from emews.core.errors import KeyedValueError
 from emews.site.walltime import WALLTIME_FORMS, format_hms, parse_walltime
@@ -78,6 +78,10 @@ class SchedulerConfig(_Part):
     nodes: int = Field(1, ge=1)
     job_name: str = "emews"
     directives: list[str] = Field(default_factory=list)
+    #: LSF only: the cluster runs IBM Cluster Systems Manager (CSM: Summit, Sierra), whose "easy
+    #: mode" takes whole nodes with ``#BSUB -nnodes N``; a plain LSF knows no -nnodes and gets
+    #: ``-n RANKS -R "span[ptile=RANKS_PER_NODE]"``
+    csm: StrictBool = False
 
     @field_validator("nodes", mode="before")
     @classmethod

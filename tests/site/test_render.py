@@ -98,6 +98,22 @@ def test_lsf_refuses_a_percent_in_the_output_path(in_tmp: Path) -> None:
     assert info.value.key == "--exp-dir" and "%" in info.value.message and "%" in info.value.allowed
 
 
+def test_only_an_lsf_site_with_csm_asks_for_nodes_with_nnodes(in_tmp: Path) -> None:
+    """Every LSF site got '#BSUB -nnodes N', an option of IBM CSM's easy mode only (IBM Spectrum LSF
+    10.1, bsub -nnodes: 'the number of compute nodes that are required for the CSM job'); a plain
+    LSF cluster asks for slots: -n RANKS and span[ptile=RANKS_PER_NODE]. scheduler.csm says which."""
+    (in_tmp / "plain.yaml").write_text("scheduler: {type: lsf, nodes: 2}\nlauncher: {type: mpiexec, workers_per_node: 3}\n")
+    plain = load_site(str(in_tmp / "plain.yaml"), environ={}).render_batch_script(EXP_DIR, 7, COMMAND).splitlines()
+    assert not [line for line in plain if "-nnodes" in line]
+    assert "#BSUB -n 8" in plain and '#BSUB -R "span[ptile=4]"' in plain
+    summit = load_site("summit", ["scheduler.account=A", "scheduler.nodes=2"], environ={})
+    lines = summit.render_batch_script(EXP_DIR, 11, COMMAND).splitlines()
+    assert "#BSUB -nnodes 2" in lines and not [line for line in lines if line.startswith("#BSUB -n ")]
+    with pytest.raises(ConfigError) as info:
+        load_site(str(in_tmp / "plain.yaml"), ["scheduler.csm=yes"], environ={})
+    assert info.value.key == "scheduler.csm"
+
+
 def test_missing_account_is_refused_before_rendering(in_tmp: Path) -> None:
     site = load_site("summit", environ={})
     with pytest.raises(ConfigError) as info:
