@@ -280,31 +280,36 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from emews.config.experiment import read_workflow
+    from emews.config.experiment import CSV_FILE, read_workflow
     from emews.core.direction import Direction
+    from emews.output.by_point import BY_POINT_FILE, write_by_point_csv
     from emews.output.export import export_csv, open_store, refuse_lost_store, summary_text, totals
 
     exp_dir = args.exp_dir.absolute()
     workflow = read_workflow(exp_dir)
     names, objective = list(workflow.get("space", {})), workflow.get("objective") or {}
-    store = open_store(exp_dir)
+    store = open_store(exp_dir)  # the one opening: what is said, the CSV and the points all come from it
     if store is None:
         refuse_lost_store(exp_dir)
-    try:
-        if store is not None:
+        print(summary_text(totals(None), None))
+        print(f"no results stored yet: {exp_dir / CSV_FILE} not written")
+        if args.by_point:
+            print(f"no results stored yet: {exp_dir / BY_POINT_FILE} not written")
+    else:
+        try:
             store.verify()
-        path, rows = export_csv(exp_dir, names, store, with_stored_keys=True)
-        ensemble = {"replicates": workflow.get("replicates", 1), "direction": Direction.of(objective.get("direction"))}
-        print(summary_text(totals(store, **ensemble), None))
-    finally:
-        if store is not None:
+            path, rows = export_csv(exp_dir, names, store, with_stored_keys=True)
+            ensemble = {
+                "replicates": workflow.get("replicates", 1),
+                "direction": Direction.of(objective.get("direction")),
+            }
+            print(summary_text(totals(store, **ensemble), None))
+            print(f"wrote {rows} rows to {path}")
+            if args.by_point:
+                path, rows = write_by_point_csv(exp_dir, store)
+                print(f"wrote {rows} points to {path}")
+        finally:
             store.close()
-    print(f"wrote {rows} rows to {path}" if store is not None else f"no results stored yet: {path} not written")
-    if args.by_point:
-        from emews.output.by_point import write_by_point_csv
-
-        path, rows = write_by_point_csv(exp_dir)
-        print(f"wrote {rows} points to {path}")
     if args.format == "deephyper":
         from emews.output.deephyper_csv import write_deephyper_csv
 

@@ -39,10 +39,11 @@ def points_of(store: Store) -> list[PointResult]:
     )
 
 
-def write_by_point_csv(exp_dir: Path) -> tuple[Path, int]:
-    """Write ``results_by_point.csv`` (``p:*``, count, failed, mean, std, min, max); its path and row count."""
+def write_by_point_csv(exp_dir: Path, store: Store | None = None) -> tuple[Path, int]:
+    """Write ``results_by_point.csv`` (``p:*``, count, failed, mean, std, min, max) from ``store``
+    (an open one of ``exp_dir``; none: the experiment's); its path and row count."""
     exp_dir = require_experiment(Path(exp_dir))
-    points = results_by_point(exp_dir)
+    points = results_by_point(exp_dir) if store is None else points_of(store)
     names: list[str] = []
     for p in points:
         names += [k for k in p.point if k not in names]

@@ -162,3 +162,37 @@ def test_results_before_the_first_result_says_nothing_was_written(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     assert "wrote" not in proc.stdout and f"no results stored yet: {exp / 'results.csv'} not written" in proc.stdout
     assert not (exp / "results.csv").exists()
+
+
+def test_results_decides_and_writes_from_one_store_opening(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """emews results decided 'no results stored yet' on one opening of the store and wrote the CSV
+    from a second (export_csv opened it again): when the run's first commit came in between, it said
+    'no results stored yet: results.csv not written' and wrote results.csv. The first commit is made
+    here right after the first opening, where a run's would land; what is said and what is written
+    now agree."""
+    import emews.output.export
+    from emews.cli import main
+    from emews.config.experiment import STORE_FILE, create_experiment
+
+    exp = create_experiment(tmp_path / "exp", name="race", site={"name": "local"}, info={"workers": 2},
+                            workflow={"space": {"x": {"type": "float", "lower": 0, "upper": 1}},
+                                      "budget": {"evaluations": 5}})
+    real_open = emews.output.export.open_store
+    opened: list[object] = []
+
+    def open_then_the_run_commits(exp_dir: Path):  # the real opening, then the run's first commit
+        store = real_open(exp_dir)
+        if not opened:
+            first = ResultsStore(exp / STORE_FILE)
+            first.commit(results=[Result(id=0, params={"x": 0.5}, status=Status.OK, objective=0.25, loss=0.25)])
+            first.close()
+        opened.append(store)
+        return store
+
+    monkeypatch.setattr(emews.output.export, "open_store", open_then_the_run_commits)
+    assert main(["results", str(exp), "--by-point"]) == 0
+    out = capsys.readouterr().out
+    assert f"no results stored yet: {exp / 'results.csv'} not written" in out, out
+    assert not (exp / "results.csv").exists() and not (exp / "results_by_point.csv").exists()
+    assert len(opened) == 1
