@@ -14,6 +14,7 @@ trial stays waiting across a stop (walltime, stop signal, ``kill -9``): its outc
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -200,9 +201,11 @@ class TrialService:
             return 0
         metric = report.metrics.get(self._metric)
         value = float(metric) if isinstance(metric, (int, float)) and not isinstance(metric, bool) else None
+        # a NaN or an infinity (a diverged model) ranks no checkpoint: not the best (load_best, retention)
+        loss = self._sign * value if value is not None and math.isfinite(value) else None
         # a task not yet in ``tasks`` is recorded with its first report: its id is taken from now on
         record = task if task is not None and not task.attempt and task.id not in self._recorded else None
-        seq = self.store.add_report(report, value, None if value is None else self._sign * value, record)
+        seq = self.store.add_report(report, value, loss, record)
         if record is not None:
             self._recorded.add(record.id)
         if report.durable:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from emews.output.catalog import list_checkpoints, load_best
 from emews.training.retention import Retainer, Retention
 from test_trial_runs import launch, trainer_workflow
-from testutil import query
+from testutil import query, write_workflow
 
 
 @dataclass
@@ -78,3 +79,39 @@ def test_an_experiment_keeps_what_the_policy_says_and_lists_and_loads_the_best(e
     listing = emews_cmd("checkpoints", str(exp), "--best", "2", "--per-checkpoint", check=True).stdout.splitlines()
     assert [line.split()[:3] for line in listing[1:]] == [["4", "9", "0.161111"], ["4", "8", "0.175"]]
     assert emews_cmd("checkpoints", str(exp), "--best", "0").returncode == 2
+
+
+
+DIVERGING = """
+def run(params, ctx):
+    sign = params["sign"]  # -1 under maximize: the same ranking, the metric negated
+    losses = {"diverges": [0.9, float("-inf"), 0.8], "good": [0.5, 0.1, 0.3]}[params["kind"]]
+    for step, loss in enumerate(losses, 1):
+        ctx.report(step=step, metrics={"loss": sign * loss}, checkpoint={"trial": ctx.task_id, "step": step})
+    return {"loss": sign * losses[-1]}
+"""
+
+
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_a_diverged_report_is_never_the_best_checkpoint(emews_cmd, tmp_path: Path, direction: str) -> None:
+    """A trial whose metric blew up to the "best" infinity (a loss of -inf, an accuracy of inf) at step
+    2: its checkpoint is no candidate for the best, as a non-finite result is a failure. Before, it
+    ranked first: ``load_best`` returned the diverged weights and ``keep_best_experiment: 1`` deleted
+    the good trial's best checkpoint (step 2, neither its newest) to keep it."""
+    (tmp_path / "diverging.py").write_text(DIVERGING)
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"},
+        objective={"module": str(tmp_path / "diverging.py"), "metric": "loss", "direction": direction},
+        space={"kind": {"type": "ordered", "values": ["diverges", "good"]},
+               "sign": {"type": "constant", "value": 1 if direction == "minimize" else -1}},
+        budget={"evaluations": 2}, task={"isolation": "process"},
+        checkpoints={"keep_last": 1, "keep_best_experiment": 1})
+    exp = launch(emews_cmd, wf)
+    blowup = query(exp, "SELECT metrics FROM reports WHERE trial = 0 AND step = 2")[0][0]
+    assert blowup == ('{"loss":-Infinity}' if direction == "minimize" else '{"loss":Infinity}')
+    (row, state), = load_best(exp, k=1)
+    assert (row.trial, row.step, state) == (1, 2, {"trial": 1, "step": 2})
+    kept = {(t, s) for t, s in query(exp, "SELECT trial, step FROM checkpoints WHERE state = 'durable'")}
+    assert kept == {(0, 3), (1, 2), (1, 3)}
+    listing = emews_cmd("checkpoints", str(exp), "--best", "2", check=True).stdout.splitlines()
+    assert [line.split()[:2] for line in listing[1:]] == [["1", "2"], ["0", "3"]]
