@@ -45,10 +45,21 @@ def load_best(
     exp_dir: str | Path, k: int = 1, extract_to: Path | None = None, per_trial: bool = True
 ) -> list[tuple[CheckpointRow, Any]]:
     """The best checkpoint of each of the ``k`` best trials of an experiment with what it holds,
-    best first (``per_trial`` false: the ``k`` best checkpoints, whichever trials they are of)."""
+    best first (``per_trial`` false: the ``k`` best checkpoints, whichever trials they are of). A
+    file checkpoint (``ctx.report(checkpoint=Path)``) is extracted into a folder of its own,
+    ``TRIAL/step-STEP-SERIAL/`` under ``extract_to`` (default: beside the checkpoint), and its path
+    is what it holds: checkpoints of files with one name never overwrite each other."""
     return [
-        (row, read_checkpoint(row.path, extract_to)) for row in list_checkpoints(exp_dir, best=k, per_trial=per_trial)
+        (row, read_checkpoint(row.path, own_folder(row, extract_to)))
+        for row in list_checkpoints(exp_dir, best=k, per_trial=per_trial)
     ]
+
+
+def own_folder(row: CheckpointRow, extract_to: Path | None) -> Path:
+    """Where ``row``'s file, if it holds one, is extracted: ``EXTRACT_TO/TRIAL/STEM``, or
+    ``STEM/`` beside the checkpoint (``STEM``: its file name without ``.ckpt``)."""
+    path = Path(row.path)
+    return path.parent / path.stem if extract_to is None else Path(extract_to) / f"{row.trial:06d}" / path.stem
 
 
 def format_table(rows: list[CheckpointRow]) -> str:

@@ -115,3 +115,34 @@ def test_a_diverged_report_is_never_the_best_checkpoint(emews_cmd, tmp_path: Pat
     assert kept == {(0, 3), (1, 2), (1, 3)}
     listing = emews_cmd("checkpoints", str(exp), "--best", "2", check=True).stdout.splitlines()
     assert [line.split()[:2] for line in listing[1:]] == [["1", "2"], ["0", "3"]]
+
+
+SAVES_A_FILE = """
+def run(params, ctx):
+    for step in (1, 2):
+        path = ctx.run_dir / "model.txt"
+        path.write_text(f"trial {ctx.task_id} step {step}")
+        ctx.report(step=step, metrics={"loss": params["rate"] / step}, checkpoint=path)
+    return {"loss": params["rate"] / 2}
+"""
+
+
+def test_the_best_file_checkpoints_are_extracted_each_to_its_own_path(emews_cmd, tmp_path: Path) -> None:
+    """Trials 0-2 each checkpoint ``model.txt`` (their run folder's) at steps 1 and 2; trial 2 is the
+    best. Every row ``load_best`` returns holds its own file, with ``extract_to`` and without. Before,
+    each extraction overwrote the last (``EXTRACT_TO/model.txt``; beside the checkpoint, one per
+    trial): every row's path read "trial 0 step 2", and with ``per_trial`` false both of trial 2's
+    rows read "trial 2 step 1"."""
+    (tmp_path / "saves.py").write_text(SAVES_A_FILE)
+    wf = write_workflow(tmp_path, optimizer={"name": "sweep"},
+                        objective={"module": str(tmp_path / "saves.py"), "metric": "loss"},
+                        space={"rate": {"type": "ordered", "values": [3.0, 2.5, 1.0]}},
+                        budget={"evaluations": 3}, task={"isolation": "process"})
+    exp = launch(emews_cmd, wf)
+    best = load_best(exp, k=3, extract_to=tmp_path / "best")
+    assert [(row.trial, path.read_text()) for row, path in best] == [
+        (2, "trial 2 step 2"), (1, "trial 1 step 2"), (0, "trial 0 step 2")]
+    assert len({path for _, path in best}) == 3 and all(path.is_relative_to(tmp_path / "best") for _, path in best)
+    per_checkpoint = load_best(exp, k=2, per_trial=False)
+    assert [path.read_text() for _, path in per_checkpoint] == ["trial 2 step 2", "trial 2 step 1"]
+    assert all(path.is_relative_to(exp / "checkpoints" / "000002") for _, path in per_checkpoint)
