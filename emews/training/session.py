@@ -80,15 +80,24 @@ class TrialSession:
             raise TypeError(f"ctx.report: step must be an int, got {step!r}")
         if not isinstance(metrics, Mapping):
             raise TypeError(f"ctx.report: metrics must be a dict, got {type(metrics).__name__}")
+        if self._link is not None and not wait:  # the previous report's decision is due now
+            self._collect()
+            if self._unseen.action is Action.EXPLOIT:
+                # this step trained the weights the clone replaces: neither reported nor checkpointed
+                # (its checkpoint would count as the trial's own since the clone, and be restored)
+                return self._decision()
         note = None if checkpoint is None else self._stage(step, checkpoint)
         if self._link is None:
             return CONTINUE
-        if not wait:  # the previous report's decision is due now (it had a whole step to come)
-            self._collect()
         self._link.post(Report(self.trial, self.id, step, dict(metrics), time.time(), note, self._writer.done()))
         self._outstanding += 1
         if wait:
             self._collect()
+        return self._decision()
+
+    def _decision(self) -> Decision:
+        """The first stop-like decision not yet returned (else continue); an exploit's parameters
+        are kept for the run again (:meth:`end`)."""
         decision, self._unseen = self._unseen, CONTINUE
         if decision.action is Action.EXPLOIT:
             self._restart = decision.params
@@ -118,8 +127,8 @@ class TrialSession:
         if self._link is not None:
             self._link.post(CheckpointsDurable(self.trial, self.id, self._writer.done()))
             self._collect()
+        self._decision()  # an exploit answered to a last report that did not wait still runs again
         restart, self._restart = self._restart, None
-        self._unseen = CONTINUE
         return restart
 
     def _stage(self, step: int, checkpoint: Any) -> CheckpointNote:

@@ -253,6 +253,36 @@ def test_pbt_clones_only_checkpoints_its_donors_wrote(emews_cmd, tmp_path: Path)
               if e["event"] == "start" and e["from_trial"] != e["task"]]
     assert sorted(clones) == sorted((trial, donor, step) for trial, donor, _, step, _, _ in lineage)
 
+def test_pbt_clones_happen_when_reports_do_not_wait(emews_cmd, tmp_path: Path) -> None:
+    """``wait=False`` under PBT: the exploit answered to step N comes with the report of step N + 1,
+    which the trial made with its own weights. Every exploit in ``lineage`` restarts the trial from
+    exactly the donor's checkpoint with the explored rate, and the report of the discarded step is
+    not stored. Before, step N + 1's report and checkpoint counted as the trial's own since the
+    clone: the restart restored it (the clone never happened while lineage said it did), and an
+    exploit answered to a trial's last report was dropped while its result took the new rate."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_WAIT="1", TRAINER_STEP_SLEEP="0.1", TRAINER_NOISE="0.6")
+    rates = [0.9, 0.1, 0.5, 0.7, 0.3, 0.8]
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TESTS / "objectives" / "trainer.py"),
+                                                        "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 12}},
+        budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
+        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 2, "quantile_fraction": 0.25,
+                                                    "resample_probability": 0.0, "mutations": ["rate"]}})
+    exp = launch(emews_cmd, wf, workers=3)
+    lineage = query(exp, "SELECT l.trial, l.donor, c.step, l.report, l.new_params FROM lineage l "
+                         "JOIN checkpoints c ON c.id = l.checkpoint ORDER BY l.seq")
+    assert lineage   # the worst of three peers exploits
+    clones = [(e["task"], e["from_trial"], e["restored"], e["rate"]) for e in events(log)
+              if e["event"] == "start" and e["from_trial"] != e["task"]]
+    assert sorted(clones) == sorted((t, donor, step, json.loads(p)["rate"]) for t, donor, step, _, p in lineage)
+    reports = query(exp, "SELECT trial, step, seq FROM reports ORDER BY seq")
+    for trial, _, step, seq, _ in lineage:   # after the exploit: the clone's steps, from the donor's step on
+        after = [s for t, s, at in reports if t == trial and at > seq]
+        assert after[: 1] in ([], [step + 1]), (trial, step, after)
+
+
 DUMPING_ASHA = '''
 import json
 from emews.training.schedulers.asha import ASHA
