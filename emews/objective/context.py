@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.training.checkpoints import CHECKPOINTS_DIR
-from emews.training.messages import CONTINUE, FOLLOWING, Decision
+from emews.training.messages import CONTINUE, FOLLOWING, Action, Decision
 
 if TYPE_CHECKING:
     from emews.objective.team import Team
@@ -64,6 +64,8 @@ class TaskContext:
     comm: Any = field(default=None, compare=False, repr=False)
     _session: TrialSession | None = field(default=None, init=False, compare=False, repr=False)
     _group: bool = field(default=False, init=False, compare=False, repr=False)
+    #: a member's (team rank > 0) parameters to run again with: the leader's PBT exploit it shared
+    _member_restart: Mapping[str, Any] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def team_rank(self) -> int:
@@ -81,6 +83,10 @@ class TaskContext:
         ``backend`` overrides the site's (gloo here; NCCL/RCCL/XCCL on GPU sites). Ended with the task."""
         from emews.objective.team import init_process_group, solo_team
 
+        if self._group:  # a PBT clone runs the objective again within the task: its group stands
+            import torch.distributed as dist
+
+            return dist.group.WORLD
         team = self.team if self.team is not None else solo_team(self.task_id)
         group = init_process_group(team, backend or self.backend, timeout)
         self._group = True
@@ -140,7 +146,10 @@ class TaskContext:
         if self.team_rank:
             if self.link is not None:
                 self.link.post(FOLLOWING)  # a stop signal now waits for the leader's decision here
-            return self._from_leader(None, CONTINUE)
+            decision = self._from_leader(None, CONTINUE)
+            if decision.action is Action.EXPLOIT:  # the whole team runs again from the clone
+                self._member_restart = decision.params
+            return decision
         decision = self._trial().report(step, metrics, checkpoint, wait=wait)
         return decision if self.team is None else self._from_leader(decision, CONTINUE)
 
@@ -181,7 +190,11 @@ class TaskContext:
         return self._session
 
     def end_attempt(self) -> Mapping[str, Any] | None:
-        """After ``run`` returned: settle the trial's messages; parameters to run again with, if any."""
+        """After ``run`` returned: settle the trial's messages; parameters to run again with, if any
+        (a member gets the exploit its leader shared at a report)."""
+        if self.team_rank:
+            restart, self._member_restart = self._member_restart, None
+            return restart
         if self._session is None:
             return None
         session, self._session = self._session, None

@@ -283,6 +283,34 @@ def test_pbt_clones_happen_when_reports_do_not_wait(emews_cmd, tmp_path: Path) -
         assert after[: 1] in ([], [step + 1]), (trial, step, after)
 
 
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_pbt_clones_a_multi_rank_trial_on_every_member(emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """PBT over trials of 2 ranks (process isolation: ``ctx.process_group()`` first, as DDP code does).
+    An exploit runs the objective again on both members, each restored from the donor's checkpoint
+    with the explored rate, and every trial ends ok. Before, only team rank 0 ran again: its second
+    ``ctx.process_group()`` raised "already initialised" (the trial failed), and inline the member
+    had returned, leaving rank 0 alone in the team."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_STEP_SLEEP="0.1",
+                         **({"TRAINER_GROUP": "1"} if isolation == "process" else {}))
+    rates = [0.1, 0.5, 0.9]
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TESTS / "objectives" / "trainer.py"),
+                                                        "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 9}},
+        budget={"evaluations": len(rates)}, task={"isolation": isolation, "ranks": 2, "timeout": 600},
+        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+                                                    "resample_probability": 0.0, "mutations": ["rate"]}})
+    exp = launch(emews_cmd, wf, workers=6)
+    lineage = query(exp, "SELECT l.trial, l.donor, c.step, l.new_params FROM lineage l "
+                         "JOIN checkpoints c ON c.id = l.checkpoint ORDER BY l.seq")
+    assert lineage   # the worst of three peers exploits
+    clones = [(e["task"], e["from_trial"], e["restored"], e["rate"]) for e in events(log)
+              if e["event"] == "start" and e["from_trial"] != e["task"]]
+    assert sorted(clones) == sorted(2 * [(t, donor, step, json.loads(p)["rate"]) for t, donor, step, p in lineage])
+    assert query(exp, "SELECT status, COUNT(*) FROM results GROUP BY status") == [("ok", 3)]
+
+
 DUMPING_ASHA = '''
 import json
 from emews.training.schedulers.asha import ASHA
