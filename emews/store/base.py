@@ -59,17 +59,19 @@ class CheckpointRow:
 @dataclass(frozen=True, slots=True)
 class TrialState:
     """Where a training trial stands: its last report, the answer it got (``""``: continue), and
-    the PBT clones it was made from (``(donor trial, step of the cloned checkpoint)``, in order)."""
+    the PBT clones it was made from (``(donor trial, step of the cloned checkpoint)``, in order);
+    ``released``: it began to wait for a promotion at its last step and was never promoted."""
 
     trial: int
     step: int
     metrics: Mapping[str, Any]
     action: str
     clones: tuple[tuple[int, int], ...] = ()
+    released: bool = False
 
     def ending(self, status: str) -> Ending | None:
         """How the trial ended, given its result's ``status`` (``None`` unless ``ok``)."""
-        return Ending.after(self.action) if status == Status.OK.value else None
+        return Ending.after(self.action, self.released) if status == Status.OK.value else None
 
     @property
     def cloned(self) -> str:

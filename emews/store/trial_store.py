@@ -294,8 +294,15 @@ class TrialStore:
                 (first,),
             ):
                 clones.setdefault(trial, []).append((donor, step))
+        waited: set[tuple[int, int]] = set()  # (trial, step) where it began to wait for a promotion
+        if self._has("waits"):
+            waited = {
+                (t, step) for t, step in self._db.execute("SELECT task, step FROM waits WHERE task >= ?", (first,))
+            }
         return {
-            t: TrialState(t, step, json.loads(m), actions.get((t, step), ""), tuple(clones.get(t, ())))
+            t: TrialState(
+                t, step, json.loads(m), actions.get((t, step), ""), tuple(clones.get(t, ())), (t, step) in waited
+            )
             for t, step, m in rows
         }
 
@@ -304,7 +311,7 @@ class TrialStore:
         if not self._has("reports"):
             return {}
         ok = {i for (i,) in self._db.execute("SELECT id FROM results WHERE status = ?", (Status.OK.value,))}
-        return {t: Ending.after(state.action) for t, state in self.trial_states().items() if t in ok}
+        return {t: Ending.after(state.action, state.released) for t, state in self.trial_states().items() if t in ok}
 
     def add_promotion(
         self, trial: int, step: int, resource: int | None, params: Mapping[str, Any] | None = None

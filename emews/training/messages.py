@@ -50,9 +50,10 @@ class Ending(str, Enum):
     COMPLETED = "completed"  # it trained its full course: reached ``max_t``, or returned on its own
 
     @classmethod
-    def after(cls, action: str) -> Ending:
-        """The ending of a trial whose last answer at its last step was ``action`` (``""``: continue)."""
-        return cls.STOPPED_EARLY if action == Action.STOP.value else cls.COMPLETED
+    def after(cls, action: str, released: bool = False) -> Ending:
+        """The ending of a trial whose last answer at its last step was ``action`` (``""``: continue);
+        ``released``: it paused there for a promotion that never came (ASHA's promotion variant)."""
+        return cls.STOPPED_EARLY if action == Action.STOP.value or released else cls.COMPLETED
 
 
 def endings_text(counts: Mapping[str, int]) -> str:

@@ -392,6 +392,11 @@ def test_asha_promotion_waiting_trials_end_when_the_optimizer_waits_for_them(eme
     assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == \
         [("ok", RATES[t] + 1 / steps[t][-1]) for t in range(5)]
     assert query(exp, "SELECT COUNT(*) FROM pauses") == [(0,)]
+    # ended where they paused, below max_t: stopped early, not "completed" (as before) in every listing
+    with open(exp / "results.csv", newline="") as fh:
+        assert [(r["t:step"], r["t:decision"], r["t:ended"]) for r in csv.DictReader(fh)] == \
+            [(str(steps[t][-1]), "pause", "stopped early") for t in range(5)]
+    assert json.loads((exp / "summary.json").read_text())["endings"] == {"stopped early": 5}
 
 
 def test_a_report_that_does_not_wait_gets_its_decision_by_the_next_report(emews_cmd, tmp_path: Path) -> None:
@@ -527,6 +532,9 @@ def test_asha_promotions_run_again_with_more_resource_from_their_checkpoints(eme
     assert {t: (r["status"], round(r["objective"], 9), json.loads(r["params"])["epochs"])
             for t, r in results.items()} == {0: ("ok", 1.5, 1), 1: ("ok", 0.35, 4), 2: ("ok", 1.9, 1),
                                              3: ("ok", 0.8, 2), 4: ("ok", 0.175, 8)}
+    with open(exp / "results.csv", newline="") as fh:   # only t4 trained to max_t
+        assert {int(r["id"]): r["t:ended"] for r in csv.DictReader(fh)} == \
+            {0: "stopped early", 1: "stopped early", 2: "stopped early", 3: "stopped early", 4: "completed"}
 
 
 def test_median_stopping_under_mpiexec(emews_cmd, tmp_path: Path) -> None:
