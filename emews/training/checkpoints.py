@@ -20,6 +20,8 @@ import os
 import pickle
 import queue
 import re
+import shutil
+import socket
 import struct
 import sys
 import threading
@@ -113,6 +115,19 @@ def local_tier(local_dir: str) -> Path | None:
         )
         return None
     return Path(os.path.expandvars(local_dir))
+
+
+def staging_folder(tier: Path) -> Path:
+    """This process's folder on the local tier, ``TIER/emews-HOST-PID``. The folders this host's
+    writers left when they were killed before their flush (``kill -9``: a dead process id; on a
+    ``/dev/shm`` tier they held node memory) are removed first; other hosts' are left alone (a
+    tier on shared storage), as are those of processes alive here."""
+    prefix = f"emews-{socket.gethostname()}-"
+    for folder in tier.glob(f"{prefix}*"):
+        pid = folder.name[len(prefix) :]  # all digits: not host ``HOST-2``'s folder
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+    return tier / f"{prefix}{os.getpid()}"
 
 
 #: what a snapshot is: the bytes of a file or a pickle, or CUDA tensors on their way to the host

@@ -23,6 +23,7 @@ from emews.training.checkpoints import (
     local_tier,
     read_checkpoint,
     snapshot,
+    staging_folder,
 )
 from emews.training.messages import (
     CONTINUE,
@@ -42,11 +43,11 @@ _WRITERS: dict[tuple[bool, str | None], CheckpointWriter] = {}
 
 def process_writer(background: bool, local_dir: str | None = None) -> CheckpointWriter:
     """The process's writer; ``local_dir``: a node-local tier (files staged under
-    ``LOCAL_DIR/emews-PID``, environment variables expanded) flushed to the experiment directory."""
+    ``LOCAL_DIR/emews-HOST-PID``, environment variables expanded) flushed to the experiment directory."""
     writer = _WRITERS.get((background, local_dir))
     if writer is None:
         tier = None if local_dir is None else local_tier(local_dir)
-        local = None if tier is None else tier / f"emews-{os.getpid()}"
+        local = None if tier is None else staging_folder(tier)
         writer = _WRITERS[(background, local_dir)] = CheckpointWriter(background=background, local_dir=local)
     return writer
 

@@ -5,7 +5,9 @@ one clear line."""
 from __future__ import annotations
 
 import hashlib
+import os
 import resource
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -207,3 +209,25 @@ def test_a_full_disk_while_training_ends_the_run_with_one_line(emews_cmd, tmp_pa
     assert resumed.returncode == 0, resumed.stderr
     ids = [r["id"] for r in stored_rows(exp)]
     assert sorted(ids) == list(range(5)) and {r["status"] for r in stored_rows(exp)} == {"ok"}
+
+
+def test_a_local_tier_left_by_killed_writers_is_cleared_by_the_next_run_on_the_host(emews_cmd, tmp_path: Path) -> None:
+    """A ``kill -9`` before the flush leaves the writer's staging folder on the node-local tier (the
+    newest checkpoints, hundreds of MB; on ``/dev/shm`` node memory). The next run that stages on
+    that tier from this host removes the folders of this host's dead writers, and only those: a live
+    process's folder and another host's (a tier on shared storage) stay. Before, nothing ever
+    removed them (``emews-PID`` folders piled up run after run)."""
+    tier = tmp_path / "node-local"
+    host = socket.gethostname()
+    dead = tier / f"emews-{host}-{dead_pid()}" / "000000" / "step-00000004-003.ckpt"
+    alive = tier / f"emews-{host}-{os.getpid()}" / "000000" / "step-00000001-000.ckpt"
+    elsewhere = tier / f"emews-{host}-2-{dead_pid()}" / "000000" / "step-00000001-000.ckpt"  # host HOST-2's
+    for path in (dead, alive, elsewhere):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"a checkpoint staged, never flushed")
+    wf = trainer_workflow(tmp_path, rates=[0.2], task={"isolation": "process"},
+                          checkpoints={"local_dir": str(tier)})
+    exp = launch(emews_cmd, wf)
+    assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == [("ok", 0.2 + 1 / 9)]
+    left = sorted(p.relative_to(tier).as_posix() for p in tier.rglob("*") if p.is_file())
+    assert left == sorted(p.relative_to(tier).as_posix() for p in (alive, elsewhere))
