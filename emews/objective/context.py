@@ -66,6 +66,8 @@ class TaskContext:
     _group: bool = field(default=False, init=False, compare=False, repr=False)
     #: a member's (team rank > 0) parameters to run again with: the leader's PBT exploit it shared
     _member_restart: Mapping[str, Any] | None = field(default=None, init=False, compare=False, repr=False)
+    #: the leader of a team returned an exploit from a report: its members run again with it
+    _exploit_shared: bool = field(default=False, init=False, compare=False, repr=False)
 
     @property
     def team_rank(self) -> int:
@@ -151,7 +153,10 @@ class TaskContext:
                 self._member_restart = decision.params
             return decision
         decision = self._trial().report(step, metrics, checkpoint, wait=wait)
-        return decision if self.team is None else self._from_leader(decision, CONTINUE)
+        if self.team is None:
+            return decision
+        self._exploit_shared = self._exploit_shared or decision.action is Action.EXPLOIT
+        return self._from_leader(decision, CONTINUE)
 
     def restore(self, default: Any = None) -> Any:
         """``(checkpoint, step)`` of this trial's newest durable checkpoint (after a retry, a
@@ -198,7 +203,11 @@ class TaskContext:
         if self._session is None:
             return None
         session, self._session = self._session, None
-        return session.end()
+        restart = session.end()
+        shared, self._exploit_shared = self._exploit_shared, False
+        if self.team is not None and not shared:
+            return None  # an exploit that came after run returned (wait=False): the members have returned
+        return restart
 
 
 _current: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar("emews_task", default=None)

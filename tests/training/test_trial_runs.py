@@ -311,6 +311,30 @@ def test_pbt_clones_a_multi_rank_trial_on_every_member(emews_cmd, tmp_path: Path
     assert query(exp, "SELECT status, COUNT(*) FROM results GROUP BY status") == [("ok", 3)]
 
 
+def test_an_exploit_a_team_cannot_share_does_not_strand_its_leader(emews_cmd, tmp_path: Path) -> None:
+    """Trials of 2 ranks reporting with ``wait=False``, an exploit check every 3 steps: t1 (rate .9, 3
+    epochs) reports its step 3 after t0 (rate .1, 6 epochs) reported its own, is the worse of the two
+    and exploits t0, at its last step. That exploit arrives after ``run`` returned on both members,
+    so the team cannot run again together; the leader does not run again alone either (it would wait
+    in ``ctx.restore()`` for a member that has returned, until the task timeout) and both trials end ok."""
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    gate.touch()   # no hold: the reports of step 3 only come in task order
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_WAIT="1", TRAINER_GROUP="1", TRAINER_GATE=str(gate),
+                         TRAINER_GATE_AT="3", TRAINER_IN_TURN="1")
+    points = tmp_path / "points.jsonl"
+    points.write_text('{"rate": 0.1, "epochs": 6}\n{"rate": 0.9, "epochs": 3}\n')
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep", "options": {"file": str(points)}},
+        objective={"module": str(TESTS / "objectives" / "trainer.py"), "metric": "loss"},
+        space={"rate": {"type": "float", "lower": 0.0, "upper": 1.0}, "epochs": {"type": "int", "lower": 1, "upper": 9}},
+        budget={"evaluations": 2}, task={"isolation": "process", "ranks": 2, "timeout": 30},
+        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+                                                    "resample_probability": 0.0, "mutations": ["rate"]}})
+    exp = launch(emews_cmd, wf, workers=5)
+    assert query(exp, "SELECT trial, step, donor FROM lineage") == [(1, 3, 0)]   # at t1's last step
+    assert query(exp, "SELECT status, COUNT(*) FROM results GROUP BY status") == [("ok", 2)]
+    assert query(exp, "SELECT COUNT(*) FROM attempts") == [(0,)]   # no attempt timed out
+
 DUMPING_ASHA = '''
 import json
 from emews.training.schedulers.asha import ASHA
