@@ -7,12 +7,11 @@ left out); the statistics are over the replicates that succeeded.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from emews.config.experiment import require_experiment
 from emews.core.replicates import PointResult, group_points
-from emews.output.csvrows import csv_cell
+from emews.output.csvrows import csv_cell, write_csv_file
 from emews.output.export import open_store
 from emews.store import Store
 
@@ -48,15 +47,12 @@ def write_by_point_csv(exp_dir: Path, store: Store | None = None) -> tuple[Path,
     for p in points:
         names += [k for k in p.point if k not in names]
     path = exp_dir / BY_POINT_FILE
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow([f"p:{n}" for n in names] + ["count", "failed", "mean", "std", "min", "max"])
-        for p in points:
-            cells = [csv_cell(p.point.get(n)) for n in names]
-            s = p.stats
-            writer.writerow(
-                cells + [s.count, s.failed, *("" if v is None else v for v in (s.mean, s.std, s.min, s.max))]
-            )
-    tmp.replace(path)
+    rows: list[list[object]] = [[f"p:{n}" for n in names] + ["count", "failed", "mean", "std", "min", "max"]]
+    for p in points:
+        s = p.stats
+        rows.append(
+            [csv_cell(p.point.get(n)) for n in names]
+            + [s.count, s.failed, *("" if v is None else v for v in (s.mean, s.std, s.min, s.max))]
+        )
+    write_csv_file(path, rows)
     return path, len(points)

@@ -6,12 +6,17 @@ upper part of a large file beside it (:mod:`emews.output.csvpart`), so both writ
 
 from __future__ import annotations
 
+import csv
+import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from emews.core.errors import ConfigError
 from emews.core.jsoncodec import loads_point
+from emews.core.textfiles import write_atomic
 from emews.store import Store, TrialState
 
 #: training trials' columns: the last step reported, the last answer to it other than continue, how
@@ -61,6 +66,18 @@ class Written:
 
     rows: int
     next_id: int
+
+
+def write_csv_file(path: Path, rows: Iterable[Sequence[object]]) -> None:
+    """Write ``rows`` (the header first) as the CSV file ``path``, whole: under a temp name of this
+    process and thread, then renamed (commands writing it at once each put a whole file in place);
+    a full disk or quota is a :class:`ConfigError` naming the file."""
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows(rows)
+    try:
+        write_atomic(path, [text.getvalue().encode("utf-8")])
+    except OSError as exc:
+        raise ConfigError(f"cannot write the CSV: {exc.strerror or exc}", file=str(path)) from None
 
 
 def write_rows(

@@ -13,13 +13,12 @@ DeepHyper's conventions (checked against a real DeepHyper 0.13 ``results.csv``):
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
 from emews.config.experiment import read_workflow, require_experiment
 from emews.core.direction import Direction
-from emews.output.csvrows import csv_cell
+from emews.output.csvrows import csv_cell, write_csv_file
 from emews.output.export import open_store
 
 DEEPHYPER_FILE = "results_deephyper.csv"
@@ -73,10 +72,5 @@ def write_deephyper_csv(exp_dir: Path, path: Path | None = None) -> tuple[Path, 
     exp_dir = require_experiment(Path(exp_dir))
     path = path or exp_dir / DEEPHYPER_FILE
     header, rows = deephyper_rows(exp_dir)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        writer.writerows(rows)
-    tmp.replace(path)
+    write_csv_file(path, [header, *rows])
     return path, len(rows)

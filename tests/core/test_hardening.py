@@ -312,6 +312,18 @@ def test_concurrent_results_commands_all_succeed(emews_cmd, finished: Path) -> N
     assert not [p for p in finished.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_concurrent_results_by_point_and_deephyper_all_succeed(emews_cmd, finished: Path) -> None:
+    """results_by_point.csv and results_deephyper.csv went through one shared temp name
+    ('.results_by_point.csv.tmp'): of 12 concurrent 'emews results --by-point --format deephyper',
+    4 ended with a FileNotFoundError traceback (another had renamed the temp file away)."""
+    procs = [emews_cmd.popen("results", str(finished), "--by-point", "--format", "deephyper") for _ in range(12)]
+    codes = [(p.wait(timeout=180), p.stderr.read()) for p in procs]
+    assert all(code == 0 for code, _ in codes), codes
+    assert len((finished / "results_by_point.csv").read_text().splitlines()) == 31
+    assert len((finished / "results_deephyper.csv").read_text().splitlines()) == 31
+    assert not [p for p in finished.iterdir() if p.name.endswith(".tmp")]
+
+
 @contextlib.contextmanager
 def read_only_copy(experiment: Path, folder: Path) -> Iterator[Path]:
     """A copy of ``experiment`` in ``folder``, bind-mounted read-only while the block runs (skips the
