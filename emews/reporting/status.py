@@ -47,12 +47,28 @@ def _how_it_ended(exp_dir: Path) -> str:
     except (OSError, ValueError):
         data = None
     if not isinstance(data, dict):
-        return ", without a summary of its run: " + _without_summary(exp_dir)
+        return _recorded_end(exp_dir) or ", without a summary of its run: " + _without_summary(exp_dir)
     status = data.get("exit_status")
     if not status:
         return ", the run finished"
     why = data.get("interrupted") or data.get("error")
     return f", the run ended with exit status {status}" + (f": {why}" if why else "")
+
+
+def _recorded_end(exp_dir: Path) -> str | None:
+    """How the job's run ended by its exit record, when it wrote no summary (a full disk had no room
+    for one: :mod:`emews.config.exit_record`); ``None`` when it recorded nothing either."""
+    from emews.config.exit_record import recorded_exit
+    from emews.config.experiment import LOG_FILE
+    from emews.site.jobs import JOB_RECORD
+
+    try:
+        status = recorded_exit(exp_dir, (exp_dir / JOB_RECORD).stat().st_mtime)
+    except OSError:
+        return None
+    if status is None:
+        return None
+    return f", the run ended with exit status {status} and could not write its summary (see {exp_dir / LOG_FILE})"
 
 
 def _without_summary(exp_dir: Path) -> str:

@@ -148,6 +148,30 @@ def test_cancel_of_a_job_slurm_does_not_know_says_it_was_not_found(slurm_cluster
     assert job_status(exp) == "done"  # a job it does not know is over, for the lease and status
 
 
+def test_status_of_a_job_whose_run_had_no_room_for_its_summary(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """A batch job whose run hit a full disk wrote no summary.json, only its exit record (room taken
+    at the run's start); emews status said 'done, without a summary of its run: it ended before the
+    run did', as of a killed job. It now says how the run ended, from that record."""
+    from emews.config.exit_record import record_exit, reserve_exit_record
+    from emews.reporting.status import job_state
+    from emews.site import load_site
+    from emews.site.jobs import JOB_RECORD
+
+    site = load_site(str(LOOPBACK_SITE), environ={})
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "job.sh").write_text(site.render_batch_script(exp, 1, ["true"]))
+    job_id = site.submit(exp / "job.sh")
+    (exp / JOB_RECORD).write_text(json.dumps({"job_id": job_id, "site": site.name, "scheduler": "slurm"}))
+    reserve_exit_record(exp)  # what the job's run does at its start, and at its end on a full disk:
+    record_exit(exp, 1)
+    assert wait_for(lambda: job_status(exp), "done", 120) == "done"
+    state, running = job_state(exp)
+    assert not running and state == (
+        f"done, the run ended with exit status 1 and could not write its summary (see {exp / 'emews.log'})"
+    ), state
+
+
 def test_resume_takes_the_lease_of_a_job_slurm_has_forgotten(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
     """A job killed on its node leaves its lease; once slurmctld has forgotten the job (MinJobAge, 300 s
     by default) and no accounting answers sacct, its state was "unknown" and emews resume said "the
