@@ -283,7 +283,7 @@ def run_optimizer_rank(
     """
     interrupt = interrupt or Interrupt()
     queues = QueuePair() if not spec.pools else pooled_queue_pair()
-    progress = Progress(budget=spec.budget, workers=len(worker_ranks))
+    progress = Progress(budget=spec.budget, workers=len(worker_ranks), replicates=spec.replicates)
     store = open_store(spec.exp_dir, durability=spec.durability) if spec.exp_dir is not None else None
     budget = ComputeBudget(spec.steps, spec.time)  # its clock starts now
     if store is not None and budget.limited:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from emews.core.replicates import point_label
 from emews.core.results import Result
 from emews.core.wording import noun_for
 
@@ -25,6 +26,10 @@ class Progress:
     busy: int = 0
     best: Result | None = None
     started: float = field(default_factory=time.monotonic)
+    #: each point runs this many times (``replicates: N``): the best is then a point's mean
+    replicates: int = 1
+    #: of an ensemble: per point, the sums of its successful replicates' losses and objectives, and their count
+    _points: dict[str, list[float]] = field(default_factory=dict)
 
     def record(self, results: Sequence[Result], busy: int) -> None:
         self.busy = busy
@@ -32,11 +37,27 @@ class Progress:
             self.done += 1
             if not r.ok:
                 self.failed += 1
-            elif self.best is None or r.loss < self.best.loss:
+                continue
+            if self.best is None or r.loss < self.best.loss:
                 self.best = r
+            if self.replicates > 1:
+                sums = self._points.setdefault(point_label(r.params), [0.0, 0.0, 0])
+                sums[0] += r.loss
+                sums[1] += r.objective
+                sums[2] += 1
+
+    def best_objective(self) -> float | None:
+        """The best evaluation's objective; of an ensemble, the best point's mean (as the optimizer
+        sees it, and ``emews status`` shows it)."""
+        if self.replicates > 1:
+            sums = list(self._points.values())  # the distributor thread adds to it meanwhile
+            best = min(sums, key=lambda s: s[0] / s[2], default=None)
+            return None if best is None else best[1] / best[2]
+        return None if self.best is None else self.best.objective
 
     def line(self) -> str:
-        best = "-" if self.best is None else f"{self.best.objective:.6g}"
+        objective = self.best_objective()
+        best = "-" if objective is None else f"{objective:.6g}"
         rate = self.done / max(time.monotonic() - self.started, 1e-9)
         done = self.done if self.budget is None else f"{self.done}/{self.budget}"
         return (

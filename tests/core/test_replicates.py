@@ -90,6 +90,8 @@ def test_the_best_of_an_ensemble_is_the_point_with_the_best_mean(emews_cmd, tmp_
     for text in (proc.stderr, status, results):
         assert line in text and f"tasks {', '.join(map(str, best.task_ids))})" in text and shown in text, text
         assert "replicate\"" not in text
+    progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("24/24 evaluations, 0 failed, best ")]
+    assert progress and all(f"best {best.stats.mean:.6g}," in ln for ln in progress), proc.stderr  # the live line too
     recorded = json.loads((exp / "summary.json").read_text())["best"]
     assert recorded["params"] == best.point and recorded["objective"] == pytest.approx(best.stats.mean)
     assert recorded["replicates"]["tasks"] == list(best.task_ids)
