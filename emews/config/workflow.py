@@ -358,13 +358,19 @@ class TaskSection(_Strict):
         return parse_memory(value)
 
 
+#: the longest ``store.lease``: a pool's feeder sleeps a third of it in one ``select`` (whose
+#: timeout overflows past about 24 days) and the server adds it to ``now()``
+LEASE_MAX = 7 * 24 * 3600
+
+
 class StoreSection(_Strict):
     """Where the results store is (``url``: a PostgreSQL database, docs/postgres.md; none: SQLite
     in the experiment directory, or ``EMEWS_STORE_URL``) and how hard it pushes commits to disk."""
 
     durability: Literal["normal", "full", "off"] = "normal"
     url: str | None = None
-    lease: float | None = Field(None, gt=0)  # seconds a pool's claim lasts without a heartbeat (60)
+    #: seconds a pool's claim lasts without a heartbeat (60), at most a week (:data:`LEASE_MAX`)
+    lease: Number | None = Field(None, gt=0, le=LEASE_MAX)
     retry: float | None = Field(None, gt=0)  # seconds a lost connection to a pooled store is tried again (120)
 
     @property

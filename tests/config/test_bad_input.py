@@ -141,6 +141,10 @@ BAD_VALUES = {
     "memory words": ("task.memory_limit=lots", "task.memory_limit", "2GB"),
     "memory inline": ("task.isolation=inline", "task.memory_limit", "memory_limit needs isolation: process"),
     "durability": ("store.durability=fast", "store.durability", "'normal', 'full' or 'off'"),
+    # a pool's heartbeat sleeps a third of the lease: 1e12 s passed check, then its select overflowed
+    "lease past a week": ("store.lease=1e12", "store.lease", "less than or equal to 604800"),
+    "lease true": ("store.lease=true", "store.lease", "number"),
+    "lease inf": ("store.lease=.inf", "store.lease", "finite"),
 }
 
 
