@@ -18,7 +18,8 @@ URL_VARIABLE = "EMEWS_STORE_URL"
 #: what a store URL may be (for messages)
 URL_ALLOWED = "postgresql://[user@]host[:port]/database[?sslmode=...]"
 _SCHEMES = ("postgresql", "postgres")
-#: query keys that carry a secret (libpq decodes the percent-escapes of a key: ``%70assword`` too)
+#: query keys that carry a secret (libpq decodes the percent-escapes of a key: ``%70assword`` too),
+#: in any case: libpq refuses ``Password=``, and its message would quote the URL with the secret
 _SECRET_KEYS = frozenset(("password", "sslpassword"))
 
 
@@ -34,7 +35,7 @@ def check_url(url: str) -> str:
     if parts.scheme not in _SCHEMES:
         raise ValueError(f"must start with postgresql:// (got {url.split(':', 1)[0]!r})")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))  # decoded, as libpq reads it
-    if parts.password is not None or _SECRET_KEYS & query.keys():
+    if parts.password is not None or _SECRET_KEYS & {key.strip().lower() for key in query}:
         raise ValueError("holds a password: put it in PGPASSWORD, ~/.pgpass or a service file instead")
     if any("=" in value for value in (unquote(parts.path), query.get("dbname", ""))):
         raise ValueError("names a database with '=' in it (a connection string inside the URL is not allowed)")

@@ -93,6 +93,9 @@ def test_two_experiments_share_one_database(pg_run: Path, pg_server: PgServer, t
     ("postgresql://me@127.0.0.1/db?password=secret", "holds a password"),
     ("postgresql://me@127.0.0.1/db?%70assword=secret", "holds a password"),  # libpq decodes the key
     ("postgresql://me@127.0.0.1/db?sslmode=require&sslpassword=secret", "holds a password"),
+    # libpq's keys are lower case: it refused these, and the message quoted the URL, secret and all
+    ("postgresql://me@127.0.0.1/db?Password=secret", "holds a password"),
+    ("postgresql://me@127.0.0.1/db?SSLPASSWORD=secret", "holds a password"),
     ("postgresql://me@127.0.0.1/?dbname=host%3Dx%20password%3Dsecret", "a connection string inside"),
     ("mysql://127.0.0.1/db", "must start with postgresql://"),
     ("postgresql://127.0.0.1", "names no database"),
