@@ -156,6 +156,13 @@ def check_pools(workflow: Workflow, pools: int) -> None:
             key="store.url",
             allowed="a postgresql:// URL in the workflow or EMEWS_STORE_URL (docs/postgres.md)",
         )
+    if workflow.model.budget.steps is not None:
+        raise ConfigError(
+            "a step budget is not counted across pools yet (each pool's trials report to it)",
+            file=workflow.label,
+            key="budget.steps",
+            allowed="budget.evaluations or budget.time with --pools",
+        )
     if workflow.model.trial_scheduler is not None and not workflow.make_trial_scheduler().spans_pools:
         raise ConfigError(
             f"{workflow.model.trial_scheduler.name}'s decisions do not span pools yet (promotions, "

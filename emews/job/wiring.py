@@ -292,7 +292,7 @@ def run_optimizer_rank(
     earlier = resume_state(store, trials.resumed_wait, pooled=spec.pools)
     progress.record(earlier.history, 0)
     reports = ReportReader(store.location) if store is not None else None
-    pools = SharedQueue(spec, store, queues, transport, worker_ranks, progress, nodes) if spec.pools else None
+    pools = SharedQueue(spec, store, queues, transport, worker_ranks, progress, nodes, budget) if spec.pools else None
     distributor = (
         pools.distributor
         if pools is not None
@@ -372,7 +372,7 @@ def run_optimizer_rank(
         len(earlier.history),
         len(earlier.requeue),
         distributor.worker_errors,
-        distributor.budget_reached,
+        pools.bridge.budget_reached if pools is not None else distributor.budget_reached,
     )
 
 
@@ -397,6 +397,7 @@ class SharedQueue:
         worker_ranks: list[int],
         progress: Progress,
         nodes: Mapping[int, str] | None,
+        budget: ComputeBudget | None = None,
     ) -> None:
         from emews.job.pool_run import PoolRun  # PostgreSQL's modules only where pools run
         from emews.runtime.pool_bridge import PoolBridge
@@ -444,6 +445,7 @@ class SharedQueue:
             listener,
             record=lambda results: progress.record(results, min(self.bridge.waiting, progress.workers)),
             lease_s=spec.pool_lease,
+            budget=budget,  # budget.time (budget.steps is refused with pools: check_pools)
         ).start()
 
     @property

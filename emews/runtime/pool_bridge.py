@@ -7,7 +7,10 @@ the store announces them (``LISTEN``): two threads, each blocked on its own even
 notification), never polling. A notification carries the results it announces (those that fit;
 the others are read by id). When nothing was announced for ``recheck_s`` it reads the results of
 the tasks it still waits for (a notification lost with a connection is then only late) and the
-workers of the pools alive (the evaluator's capacity). Each result is handed back once.
+workers of the pools alive (the evaluator's capacity). Each result is handed back once. A time
+budget (``budget.time``) is watched here too: once spent, nothing more is queued, what no pool
+claimed is cancelled, and when the claimed tasks' results are in, the optimizer's next wait ends
+the run (:class:`~emews.runtime.compute_budget.BudgetReached`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result
+from emews.runtime.compute_budget import BudgetReached, ComputeBudget
 from emews.store.pool_queue import Announced, PoolQueue
 
 log = logging.getLogger("emews")
@@ -56,6 +60,7 @@ class PoolBridge:
         record: Callable[[Sequence[Result]], None] = lambda results: None,
         recheck_s: float = 5.0,
         lease_s: float = 60.0,
+        budget: ComputeBudget | None = None,
     ) -> None:
         self._queues = queues
         self._submitter = submitter
@@ -63,6 +68,10 @@ class PoolBridge:
         self._record = record
         self._recheck = recheck_s
         self._lease = lease_s
+        self._budget = budget if budget is not None and budget.limited else None
+        #: the line saying the time budget is spent (then nothing more is queued)
+        self.budget_reached: str | None = None
+        self._ended = False  # the optimizer was told (BudgetReached)
         self._waiting: dict[int, Mapping[str, Any]] = {}  # submitted, result not handed back yet: its point
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -103,7 +112,7 @@ class PoolBridge:
                 tasks = []
                 while self._queues.tasks:
                     tasks.append(self._queues.tasks.popleft())
-                if tasks:
+                if tasks and self.budget_reached is None:  # once the budget is spent nothing is queued
                     self._waiting.update((t.id, t.params) for t in tasks)
                     self._submitter.enqueue(tasks)
 
@@ -112,7 +121,7 @@ class PoolBridge:
         rechecked = time.monotonic()
         while True:
             closing = self._closing.is_set()
-            announced = _NOTHING if closing else self._listener.receive(self._recheck)
+            announced = _NOTHING if closing else self._listener.receive(self._receive_timeout())
             closing = closing or self._closing.is_set()
             # closing: one last read of every task still waited for, so that a result stored (and
             # announced) before the bridge closed is handed back, whether or not its notification
@@ -135,6 +144,33 @@ class PoolBridge:
                 self._hand_back(self._listener.results(list(points), points))
             if closing:
                 return
+            self._watch_budget()
+
+    def _receive_timeout(self) -> float:
+        """How long to wait for a notification: until the next recheck, or the time budget's end."""
+        if self._budget is None or self._budget.seconds is None or self.budget_reached is not None:
+            return self._recheck
+        return max(0.0, min(self._recheck, self._budget.seconds - self._budget.seconds_spent))
+
+    def _watch_budget(self) -> None:
+        """Once the time budget is spent: drop what the optimizer has not queued yet and cancel what
+        no pool claimed (the claimed tasks run to their end); once their results are handed back,
+        tell the optimizer (:class:`BudgetReached` in its next wait, after those results)."""
+        if self._budget is None or self._ended:
+            return
+        if self.budget_reached is None:
+            reached = self._budget.reached()
+            if reached is None:
+                return
+            with self._lock:
+                self.budget_reached = reached
+                self._queues.tasks.clear()
+                unclaimed = list(self._waiting)
+            if unclaimed:
+                self.cancel(unclaimed)
+        if not self.waiting:
+            self._ended = True
+            self._queues.end(BudgetReached(self.budget_reached))
 
     def _hand_back(self, results: list[Result]) -> None:
         """Deliver the results still waited for, each once (one announced twice, or carried and

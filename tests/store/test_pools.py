@@ -265,3 +265,45 @@ def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> N
     assert stopped, "ASHA stopped no trial"
     last = dict(rows(exp, "SELECT trial, max(step) FROM reports GROUP BY trial"))
     assert all(last[t] < 9 for t in stopped) and all(last[t] == 9 for t in range(6) if t not in stopped)
+
+
+def test_a_time_budget_ends_a_pooled_run(pg_server: PgServer, tmp_path: Path) -> None:
+    """``budget: {time: 2s}`` with ``--pools``: once the time is spent, the tasks no pool claimed
+    are cancelled while the claimed ones still run (the gate is closed), and those end the run
+    normally once they are stored (exit 0, "time budget reached"), each once; nothing is left
+    queued or leased. (The run went on proposing for as long as it was let, the budget unseen.)"""
+    wf = write_workflow(
+        tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
+        budget={"time": "2s"}, task={"timeout": 120, "isolation": "inline"},
+        store={"url": pg_server.url(), "lease": 30})
+    cmd = gated_command(tmp_path)
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        cancelled = wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'cancelled'"), 120)
+        assert cancelled, seen(exp, "SELECT id, state FROM tasks")
+        running = [i for (i,) in rows(exp, "SELECT id FROM tasks WHERE state = 'leased'")]
+        assert running and not (tmp_path / "open").exists()  # claimed before the budget ended, still running
+        (tmp_path / "open").touch()
+        out, err = launch.communicate(timeout=300)
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    assert launch.returncode == 0, err
+    assert "time budget reached" in err and "Traceback" not in err, err
+    states = dict(rows(exp, "SELECT state, count(*) FROM tasks GROUP BY state"))
+    assert set(states) == {"done", "cancelled"}, states
+    results = [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")]
+    assert len(results) == len(set(results)) == states["done"] and set(running) <= set(results)
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["budget_reached"].startswith("time budget reached"), summary
+
+
+def test_a_step_budget_is_refused_with_pools(pg_server: PgServer, tmp_path: Path) -> None:
+    """Each pool's trials report their steps to that pool alone: ``budget.steps`` with ``--pools``
+    is one line naming the key, exit 2, nothing made (it was never reached: the run went on)."""
+    wf = write_workflow(tmp_path, budget={"steps": 10}, store={"url": pg_server.url()})
+    refused = EmewsCommand(tmp_path)("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "budget.steps" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "exp").exists()
