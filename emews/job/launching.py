@@ -145,6 +145,11 @@ def launch(
     return Launched(created, EXIT_OK)
 
 
+#: why ``budget.steps`` is refused with pools (at launch and at the resume of a pooled experiment)
+STEPS_WITH_POOLS = "a step budget is not counted across pools yet (each pool's trials report to that pool alone)"
+STEPS_WITH_POOLS_ALLOWED = "budget.evaluations or budget.time with --pools"
+
+
 def check_pools(workflow: Workflow, pools: int) -> None:
     """``--pools K``: K >= 1, a PostgreSQL store, no trial scheduler (not across pools yet)."""
     if pools < 1:
@@ -157,12 +162,7 @@ def check_pools(workflow: Workflow, pools: int) -> None:
             allowed="a postgresql:// URL in the workflow or EMEWS_STORE_URL (docs/postgres.md)",
         )
     if workflow.model.budget.steps is not None:
-        raise ConfigError(
-            "a step budget is not counted across pools yet (each pool's trials report to it)",
-            file=workflow.label,
-            key="budget.steps",
-            allowed="budget.evaluations or budget.time with --pools",
-        )
+        raise ConfigError(STEPS_WITH_POOLS, file=workflow.label, key="budget.steps", allowed=STEPS_WITH_POOLS_ALLOWED)
     if workflow.model.trial_scheduler is not None and not workflow.make_trial_scheduler().spans_pools:
         raise ConfigError(
             f"{workflow.model.trial_scheduler.name}'s decisions do not span pools yet (promotions, "
@@ -239,6 +239,8 @@ def resume(
                 store.verify(writing=True)
                 stored = stored_and_unfinished(store)
         if overrides:
+            if "budget.steps" in overrides and read_info(exp_dir).get("pools"):
+                raise ConfigError(STEPS_WITH_POOLS, key="budget.steps", allowed=STEPS_WITH_POOLS_ALLOWED)
             update_budget(exp_dir, overrides)
         done = nothing_left(exp_dir, stored)
     except BaseException:

@@ -301,9 +301,19 @@ def test_a_time_budget_ends_a_pooled_run(pg_server: PgServer, tmp_path: Path) ->
 
 def test_a_step_budget_is_refused_with_pools(pg_server: PgServer, tmp_path: Path) -> None:
     """Each pool's trials report their steps to that pool alone: ``budget.steps`` with ``--pools``
-    is one line naming the key, exit 2, nothing made (it was never reached: the run went on)."""
+    is one line naming the key, exit 2, nothing made (it was never reached: the run went on); so is
+    ``emews resume --set budget.steps=N`` of a pooled experiment, which leaves its workflow as it was."""
     wf = write_workflow(tmp_path, budget={"steps": 10}, store={"url": pg_server.url()})
     refused = EmewsCommand(tmp_path)("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     assert "budget.steps" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "exp").exists()
+    cmd = gated_command(tmp_path)
+    (tmp_path / "open").touch()
+    pooled = gated_workflow(tmp_path, pg_server.url(), 2)
+    cmd("launch", str(pooled), "--workers", "1", "--pools", "1", "--exp-dir", "exp", timeout=240, check=True)
+    kept = (tmp_path / "exp" / "workflow.yaml").read_text()
+    resumed = cmd("resume", "exp", "--set", "budget.steps=5", timeout=120)
+    assert resumed.returncode == 2 and "Traceback" not in resumed.stderr, resumed.stderr
+    assert "budget.steps" in resumed.stderr and len(resumed.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "exp" / "workflow.yaml").read_text() == kept
