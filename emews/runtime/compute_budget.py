@@ -32,7 +32,8 @@ class BudgetReached(BudgetExhausted):
 class ComputeBudget:
     """Steps and seconds spent against ``steps`` and ``seconds`` (``None``: no such limit).
 
-    Used on the distributor thread only (reports are counted as they are stored)."""
+    Used on one thread: the distributor's (reports are counted as they are stored), or with pools
+    the pool bridge's receiving thread (``budget.time`` only)."""
 
     def __init__(
         self, steps: int | None = None, seconds: float | None = None, *, clock: Callable[[], float] = time.monotonic
