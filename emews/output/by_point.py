@@ -47,7 +47,8 @@ def write_by_point_csv(exp_dir: Path, store: Store | None = None) -> tuple[Path,
     for p in points:
         names += [k for k in p.point if k not in names]
     path = exp_dir / BY_POINT_FILE
-    rows: list[list[object]] = [[f"p:{n}" for n in names] + ["count", "failed", "mean", "std", "min", "max"]]
+    header: list[object] = [*(f"p:{n}" for n in names), "count", "failed", "mean", "std", "min", "max"]
+    rows: list[list[object]] = [header]
     for p in points:
         s = p.stats
         rows.append(

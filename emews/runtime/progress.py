@@ -40,7 +40,7 @@ class Progress:
                 continue
             if self.best is None or r.loss < self.best.loss:
                 self.best = r
-            if self.replicates > 1:
+            if self.replicates > 1 and r.objective is not None:
                 sums = self._points.setdefault(point_label(r.params), [0.0, 0.0, 0])
                 sums[0] += r.loss
                 sums[1] += r.objective
