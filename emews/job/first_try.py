@@ -16,7 +16,10 @@ named) after a failure; nothing is written into an experiment directory.
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import sys
+import sysconfig
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -128,11 +131,30 @@ class TryOutcome:
             out.append(f"try: {self.stopped}")
         elif result is not None:
             out.append(f"try: {result.status.value}: {cause(result.error)}")
+            frame = raising_frame(str(result.error or ""))
+            if frame is not None:
+                out.append(f"try: raised at: {frame}")
         else:
             out.append(f"try: the run failed: {self.error}")
         if self.run_dir is not None:
             out.append(f"try: run dir (kept): {self.run_dir}")
         return out
+
+
+#: a traceback's frame line: ``File "PATH", line N, in NAME``
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<name>.+)$')
+
+
+def raising_frame(traceback_text: str) -> str | None:
+    """Where a Python objective's traceback was raised, as ``PATH, line N, in NAME``: the innermost frame
+    outside emews and the Python installation (the user's code), else the innermost; ``None``: no frames."""
+    frames = [m for m in map(_FRAME.match, traceback_text.splitlines()) if m is not None]
+    library = tuple(
+        {str(Path(__file__).resolve().parents[1]), sys.prefix, sys.base_prefix, *sysconfig.get_paths().values()}
+    )
+    own = [m for m in frames if not m["path"].startswith(library) and not m["path"].startswith("<")]
+    chosen = (own or frames)[-1:] if frames else []
+    return "".join(f"{m['path']}, line {m['line']}, in {m['name']}" for m in chosen) or None
 
 
 def try_workflow(workflow: Workflow) -> TryOutcome:

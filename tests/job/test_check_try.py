@@ -66,6 +66,22 @@ def test_a_failing_python_objective_shows_its_exception_and_keeps_the_run_dir(em
     assert "Traceback" not in proc.stdout  # the line that names the problem, not the traceback
 
 
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_a_failing_python_objective_names_the_file_and_line_that_raised(emews_cmd, tmp_path, scratch,
+                                                                        isolation) -> None:
+    """The kept run dir of a Python objective holds no traceback: the try names where it was raised, in the
+    objective's own file (not the library frame below it, nor emews')."""
+    (tmp_path / "model.py").write_text(
+        "import json\n\ndef run(params):\n    return json.loads('{' + params['mode'])\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py")}, task={"timeout": 30,
+                                                                                          "isolation": isolation})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert lines["failed"].startswith("json.decoder.JSONDecodeError: Expecting property name")
+    assert lines["raised at"] == f"{tmp_path / 'model.py'}, line 4, in run"
+    assert "Traceback" not in proc.stdout
+
+
 def test_a_failing_argparse_command_shows_argparses_error_line_and_its_run_dir(emews_cmd, tmp_path, scratch) -> None:
     (tmp_path / "nt3_baseline.py").write_text(STRICT_MODEL)
     wf = write_workflow(tmp_path, objective={"command": ["python3", "nt3_baseline.py"], "metric": "loss"},
