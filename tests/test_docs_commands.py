@@ -1,0 +1,59 @@
+"""The commands the README and docs/ show exist: every ``emews COMMAND`` in a console/bash block names a
+subcommand, and every ``--option`` written after a subcommand (there or in a code span starting with
+``emews``) is an option of that subcommand's parser (a renamed or removed option fails here, not in a
+new user's first paste)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from emews.cli import _parser
+from testutil import REPO
+
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+#: where a command is written to be run: shell blocks, and code spans that start with ``emews``
+_CODE = re.compile(r"```(?:console|bash|sh|shell)\n(.*?)```|`(emews [^`\n]+)`", re.S)
+#: ``emews CMD ...`` up to the end of its line or a pipe between commands
+_COMMAND = re.compile(r"(?:^|[\s$(;&])emews ([a-z]+)((?:[^\n|;&]|\|(?=[a-z]))*)")
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+
+
+def subcommand_options() -> dict[str, set[str]]:
+    """Each subcommand of ``emews`` and the options its parser accepts."""
+    parser = _parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: {o for action in sub._actions for o in action.option_strings} for name, sub in subs.choices.items()}
+
+
+def written_commands(path: Path) -> list[tuple[str, str, bool]]:
+    """(subcommand, the rest of its line, whether in a shell block) for each ``emews CMD`` in ``path``'s code."""
+    found = []
+    for match in _CODE.finditer(path.read_text()):
+        block = match.group(1) is not None
+        found += [(m.group(1), m.group(2), block) for m in _COMMAND.finditer(match.group(1) or match.group(2))]
+    return found
+
+
+def test_every_emews_command_and_option_in_the_docs_exists() -> None:
+    options = subcommand_options()
+    wrong = []
+    for path in DOCS:
+        for command, rest, block in written_commands(path):
+            if command not in options:
+                wrong += [f"{path.name}: emews {command}: no such command"] if block else []
+            else:
+                wrong += [
+                    f"{path.name}: emews {command} {o}: no such option"
+                    for o in _OPTION.findall(rest)
+                    if o not in options[command]
+                ]
+    assert wrong == []
+
+
+def test_the_docs_show_commands_at_all() -> None:
+    """The scan finds what it checks (a broken pattern would pass the test above vacuously)."""
+    readme = written_commands(REPO / "README.md")
+    assert ("launch", " random --site local --workers 3", True) in readme
+    assert any(command == "report" and "--format" in rest for command, rest, _ in readme)
