@@ -151,10 +151,15 @@ def _mapping(value: Any) -> Any:
 
 
 def _default_name(objective: Any, section: Mapping[str, Any]) -> str:
-    """The experiment's name when none is given: the function's, or the objective file's stem."""
+    """The experiment's name when none is given: the function's (a function, ``"model.py:train"``), else
+    the objective file's stem or the module's last part (``"model.py"``, whose function is ``run``)."""
     if callable(objective) and not isinstance(objective, type) and hasattr(objective, "__name__"):
         return str(objective.__name__)
+    function = section.get("function")
+    if isinstance(function, str) and function:
+        return function
     module = section.get("module")
     if isinstance(module, str):
-        return Path(module).stem.rpartition(".")[2] or "experiment"
+        name = Path(module).name
+        return (name.removesuffix(".py") if name.endswith(".py") else name.rpartition(".")[2]) or "experiment"
     return "experiment"

@@ -313,3 +313,21 @@ def test_load_reads_a_live_experiment_without_taking_its_lease(emews_cmd, tmp_pa
     assert job.wait(timeout=300) == 0, job.stderr.read()
     done = emews.load(exp_dir)
     assert not done.running and len(done.results) == 5 and done.summary["completed"] == 5
+
+
+@pytest.mark.parametrize(
+    ("objective", "name"),
+    [
+        ("model.py:train", "train"),
+        ("mylab.models:fit", "fit"),
+        ("model.py", "model"),
+        (["python3", "nt3.py"], "experiment"),
+    ],
+)
+def test_the_default_experiment_name_is_the_functions_as_documented(objective, name) -> None:
+    """docs/python.md: ``exp_dir`` defaults to ``experiments/NAME-NNN``, NAME the function's (the README's
+    ``emews.run("model.py:train", ...)`` then ``emews.load("experiments/train-001")``); a file alone is
+    named by its stem, since its function is always ``run``."""
+    from emews.api.arguments import workflow_data
+
+    assert workflow_data(objective, {}, "random", 4, None, None, None, {})["name"] == name
