@@ -1,7 +1,7 @@
 """The commands the README and docs/ show exist: every ``emews COMMAND`` in a console/bash block names a
 subcommand, and every ``--option`` written after a subcommand (there or in a code span starting with
 ``emews``) is an option of that subcommand's parser (a renamed or removed option fails here, not in a
-new user's first paste)."""
+new user's first paste). Every relative link between them resolves, to a file and to a heading."""
 
 from __future__ import annotations
 
@@ -57,3 +57,33 @@ def test_the_docs_show_commands_at_all() -> None:
     readme = written_commands(REPO / "README.md")
     assert ("launch", " random --site local --workers 3", True) in readme
     assert any(command == "report" and "--format" in rest for command, rest, _ in readme)
+
+
+#: a relative Markdown link, ``[text](path#anchor)``
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _prose(path: Path) -> str:
+    """``path``'s text without its fenced code blocks."""
+    return re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_docs_resolves() -> None:
+    anchors = {p.resolve(): {_anchor(h) for h in re.findall(r"^#+\s+(.*)$", _prose(p), re.M)} for p in DOCS}
+    broken = []
+    for path in DOCS:
+        for link in _LINK.findall(_prose(path)):
+            if link.startswith(("http://", "https://", "mailto:")):
+                continue
+            target, _, anchor = link.partition("#")
+            resolved = (path.parent / target).resolve() if target else path.resolve()
+            if not resolved.exists():
+                broken.append(f"{path.name}: {link}: no such file")
+            elif anchor and resolved in anchors and anchor not in anchors[resolved]:
+                broken.append(f"{path.name}: {link}: no such heading")
+    assert broken == []
