@@ -6,6 +6,7 @@ new user's first paste). Every relative link between them resolves, to a file an
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 from pathlib import Path
 
@@ -87,3 +88,29 @@ def test_every_link_between_the_docs_resolves() -> None:
             elif anchor and resolved in anchors and anchor not in anchors[resolved]:
                 broken.append(f"{path.name}: {link}: no such heading")
     assert broken == []
+
+
+#: modules the docs' Python listings use by their usual names
+_MODULES = {"json", "os", "sys", "time", "math", "random", "shutil", "subprocess", "pathlib", "emews", "np", "pd"}
+
+
+def test_the_python_listings_import_the_modules_they_use() -> None:
+    """A listing copied into a file runs without a NameError for a module it forgot to import
+    (``json.dumps`` under ``import emews`` alone); placeholders such as ``build`` are left alone."""
+    missing = []
+    for path in DOCS:
+        for block in re.findall(r"```python\n(.*?)```", path.read_text(), re.S):
+            tree = ast.parse(block)
+            imported = {
+                alias.asname or alias.name.split(".")[0]
+                for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in node.names
+            }
+            used = {
+                node.value.id
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            }
+            missing += [f"{path.name}: {block.splitlines()[0]}: {name}" for name in sorted(used & _MODULES - imported)]
+    assert missing == []
