@@ -290,8 +290,8 @@ def test_pbt_clones_a_multi_rank_trial_on_every_member(emews_cmd, tmp_path: Path
     with the explored rate, and every trial ends ok. Before, only team rank 0 ran again: its second
     ``ctx.process_group()`` raised "already initialised" (the trial failed), and inline the member
     had returned, leaving rank 0 alone in the team."""
-    log = tmp_path / "log.jsonl"
-    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_STEP_SLEEP="0.1",
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_STEP_SLEEP="0.1", TRAINER_GATE=str(gate), TRAINER_GATE_AT="1",
                          **({"TRAINER_GROUP": "1"} if isolation == "process" else {}))
     rates = [0.1, 0.5, 0.9]
     wf = write_workflow(
@@ -301,10 +301,16 @@ def test_pbt_clones_a_multi_rank_trial_on_every_member(emews_cmd, tmp_path: Path
         budget={"evaluations": len(rates)}, task={"isolation": isolation, "ranks": 2, "timeout": 600},
         trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
                                                     "resample_probability": 0.0, "mutations": ["rate"]}})
-    exp = launch(emews_cmd, wf, workers=6)
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "6", "--exp-dir", "exp")
+    assert wait_until(lambda: len([e for e in events(log) if e["event"] == "start"]) == 6 or job.poll() is not None,
+                      timeout=240) and job.poll() is None, job.communicate()
+    gate.touch()   # the three trials (both members each) have started: they train side by side
+    _, err = job.communicate(timeout=240)
+    assert job.returncode == 0, err
     lineage = query(exp, "SELECT l.trial, l.donor, c.step, l.new_params FROM lineage l "
                          "JOIN checkpoints c ON c.id = l.checkpoint ORDER BY l.seq")
-    assert lineage   # the worst of three peers exploits
+    assert lineage and lineage[0][:2] == (2, 0)   # t2 (.9), the worst of three peers, clones t0 (.1) first
     clones = [(e["task"], e["from_trial"], e["restored"], e["rate"]) for e in events(log)
               if e["event"] == "start" and e["from_trial"] != e["task"]]
     assert sorted(clones) == sorted(2 * [(t, donor, step, json.loads(p)["rate"]) for t, donor, step, p in lineage])
@@ -318,9 +324,9 @@ def test_an_exploit_a_team_cannot_share_does_not_strand_its_leader(emews_cmd, tm
     so the team cannot run again together; the leader does not run again alone either (it would wait
     in ``ctx.restore()`` for a member that has returned, until the task timeout) and both trials end ok."""
     log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
-    gate.touch()   # no hold: the reports of step 3 only come in task order
+    gate.touch()   # no hold at step 3: its reports only come in task order; t0 holds before step 4
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_WAIT="1", TRAINER_GROUP="1", TRAINER_GATE=str(gate),
-                         TRAINER_GATE_AT="3", TRAINER_IN_TURN="1")
+                         TRAINER_GATE_AT="3", TRAINER_IN_TURN="1", TRAINER_GO_AT="0:4")
     points = tmp_path / "points.jsonl"
     points.write_text('{"rate": 0.1, "epochs": 6}\n{"rate": 0.9, "epochs": 3}\n')
     wf = write_workflow(
@@ -330,7 +336,13 @@ def test_an_exploit_a_team_cannot_share_does_not_strand_its_leader(emews_cmd, tm
         budget={"evaluations": 2}, task={"isolation": "process", "ranks": 2, "timeout": 30},
         trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
                                                     "resample_probability": 0.0, "mutations": ["rate"]}})
-    exp = launch(emews_cmd, wf, workers=5)
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "5", "--exp-dir", "exp")
+    assert wait_until(lambda: read_only(exp, "SELECT COUNT(*) FROM results") == [(1,)] or job.poll() is not None,
+                      timeout=240) and job.poll() is None, job.communicate()
+    gate.with_name(gate.name + ".go").touch()   # t1 has ended: t0 trains on
+    _, err = job.communicate(timeout=240)
+    assert job.returncode == 0, err
     assert query(exp, "SELECT trial, step, donor FROM lineage") == [(1, 3, 0)]   # at t1's last step
     assert query(exp, "SELECT status, COUNT(*) FROM results GROUP BY status") == [("ok", 2)]
     assert query(exp, "SELECT COUNT(*) FROM attempts") == [(0,)]   # no attempt timed out
