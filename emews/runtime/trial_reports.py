@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -85,6 +86,9 @@ class TrialService:
         self._recorded: set[int] = set()  # tasks this run wrote to ``tasks`` with a report
         self._waited: set[int] = set()  # trials the rebuilt scheduler has waiting for a promotion
         self._metric = scheduler.metric if scheduler is not None and scheduler.metric else metric
+        #: the workflow key that names the metric reports are ranked by (said when a report lacks it)
+        self._metric_key = "trial_scheduler.options.metric" if self._metric != metric else "objective.metric"
+        self._said_missing = False
         self._sign = Direction.of(scheduler.mode if scheduler is not None and scheduler.mode else direction).sign
         self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
         self.rebuilt_seq = 0  # the seq of the last report :meth:`rebuild` replayed
@@ -197,6 +201,8 @@ class TrialService:
 
     def _store_report(self, report: Report, task: Task | None) -> int:
         """Store ``report`` (and its newly durable checkpoints); its sequence number (0: no store)."""
+        if not self._said_missing and self._metric not in report.metrics:
+            self._say_missing(report)
         if self.store is None:
             return 0
         metric = report.metrics.get(self._metric)
@@ -211,6 +217,18 @@ class TrialService:
         if report.durable:
             self._retain(report.durable)
         return seq
+
+    def _say_missing(self, report: Report) -> None:
+        """Once a run: a report without the metric (a misspelt name ranks nothing, silently)."""
+        self._said_missing = True
+        line = (
+            f"emews: trial {report.trial} reported step {report.step} without the metric {self._metric!r} "
+            f"({self._metric_key}; it reported {', '.join(sorted(map(str, report.metrics))) or 'no metrics'}): "
+            "reports without it are not ranked (the trial scheduler lets the trial go on, its checkpoint has no "
+            "metric for load_best and keep_best)"
+        )
+        log.warning(line)
+        print(line, file=sys.stderr, flush=True)
 
     def _decide(self, report: Report, task: Task | None, seq: int) -> Decision:
         """The scheduler's decision on ``report``, overruled by a spent budget or the walltime."""

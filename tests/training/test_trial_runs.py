@@ -347,6 +347,22 @@ def test_an_exploit_a_team_cannot_share_does_not_strand_its_leader(emews_cmd, tm
     assert query(exp, "SELECT status, COUNT(*) FROM results GROUP BY status") == [("ok", 2)]
     assert query(exp, "SELECT COUNT(*) FROM attempts") == [(0,)]   # no attempt timed out
 
+def test_a_scheduler_metric_no_report_has_is_said_once(emews_cmd, tmp_path: Path) -> None:
+    """``trial_scheduler.options.metric: val_loss`` where the objective reports ``loss`` and ``step``:
+    ASHA sees no loss, lets every trial train to the end and no checkpoint is ranked; the run says so
+    once on stderr, naming the key and the metrics reported. Before, nothing was said: the run looked
+    like an ASHA search ("5 completed") and load_best returned step-1 checkpoints as the best."""
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9, "metric": "val_loss"}})
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "without the metric" in line]
+    assert said == ["emews: trial 0 reported step 1 without the metric 'val_loss' (trial_scheduler.options.metric; "
+                    "it reported loss, step): reports without it are not ranked (the trial scheduler lets the trial "
+                    "go on, its checkpoint has no metric for load_best and keep_best)"]
+    assert query(emews_cmd.cwd / "exp", "SELECT COUNT(*) FROM checkpoints WHERE loss IS NOT NULL") == [(0,)]
+
+
 DUMPING_ASHA = '''
 import json
 from emews.training.schedulers.asha import ASHA
