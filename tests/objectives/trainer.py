@@ -17,6 +17,8 @@ stops when told. Knobs
                      ``TRAINER_GATE`` exists (up to 120 s)
 ``TRAINER_IN_TURN``  with ``TRAINER_GATE_AT``: at that step, task N > 0 also waits (up to 120 s) until
                      task N - 1's report of it was answered (in the log): the reports come in task order
+``TRAINER_IN_TURN_STORE`` with ``TRAINER_IN_TURN``: the experiment's results.db; the wait also lasts until
+                     the optimizer rank stored task N - 1's report (with ``wait=False`` it is logged first)
 ``TRAINER_GO_AT``    ``TASK:STEP``: that task, on its first run, waits before reporting that step until
                      the file ``TRAINER_GATE.go`` exists (up to 120 s)
 ``TRAINER_STEP_SLEEP`` sleep this many seconds before each report (trials on several workers then
@@ -35,7 +37,9 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
 import emews
@@ -54,15 +58,29 @@ def _wait_for(path: Path) -> None:
         time.sleep(0.02)
 
 
+def _stored(store: str, trial: int, step: int) -> bool:
+    """Whether the optimizer rank stored ``trial``'s report of ``step`` in the results database ``store``."""
+    try:
+        with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+            row = db.execute("SELECT 1 FROM reports WHERE trial = ? AND step = ?", (trial, step)).fetchone()
+    except sqlite3.Error:  # not created yet
+        return False
+    return row is not None
+
+
 def _wait_for_turn(task: int, step: int) -> None:
-    """Until task ``task - 1``'s report of ``step`` is in the log (it was answered)."""
+    """Until task ``task - 1``'s report of ``step`` is in the log (it was answered); with
+    ``TRAINER_IN_TURN_STORE`` (the experiment's results.db) also until the optimizer rank stored it:
+    a report sent with ``wait=False`` is in the log before the optimizer rank has it."""
     log = Path(os.environ.get("TRAINER_LOG", "/nonexistent"))
+    store = os.environ.get("TRAINER_IN_TURN_STORE")
     deadline = time.monotonic() + 120
     while task > 0 and time.monotonic() < deadline:
         lines = log.read_text().splitlines() if log.exists() else []
         reported = [json.loads(line) for line in lines if line.endswith("}")]  # not a line still being written
         if any(e["event"] == "report" and e["task"] == task - 1 and e["step"] == step for e in reported):
-            return
+            if store is None or _stored(store, task - 1, step):
+                return
         time.sleep(0.02)
 
 

@@ -326,7 +326,8 @@ def test_an_exploit_a_team_cannot_share_does_not_strand_its_leader(emews_cmd, tm
     log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
     gate.touch()   # no hold at step 3: its reports only come in task order; t0 holds before step 4
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_WAIT="1", TRAINER_GROUP="1", TRAINER_GATE=str(gate),
-                         TRAINER_GATE_AT="3", TRAINER_IN_TURN="1", TRAINER_GO_AT="0:4")
+                         TRAINER_GATE_AT="3", TRAINER_IN_TURN="1", TRAINER_GO_AT="0:4",
+                         TRAINER_IN_TURN_STORE=str(emews_cmd.cwd / "exp" / "results.db"))
     points = tmp_path / "points.jsonl"
     points.write_text('{"rate": 0.1, "epochs": 6}\n{"rate": 0.9, "epochs": 3}\n')
     wf = write_workflow(
