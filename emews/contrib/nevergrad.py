@@ -6,20 +6,24 @@ Floats and ints become ``Scalar``s (``Log`` when ``log``; ints cast), categorica
 ordered ones ``TransitionChoice`` (neighbours stay neighbours). Parameters with one possible value
 (constants, ``lower == upper``, a one-value list) are passed as they are and not searched: Nevergrad
 refuses such bounds. Nevergrad learns the budget at start. A failed evaluation is told as a loss
-worse than any seen (Nevergrad clips ``inf`` with a warning).
+worse than any seen (Nevergrad clips ``inf`` with a warning). A resumed run tells Nevergrad the
+earlier runs' results, draws with another seed than the first run (a seeded run asked the first
+run's points again), and does not propose an earlier run's point again (an optimizer's first ask,
+the centre for many, is the same in every run): such an ask is told the stored loss and asked again.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import nevergrad as ng
 
+from emews.core.evaluator import Evaluator
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
-from emews.core.seeds import fitted_seed
+from emews.core.seeds import fitted_seed, resumed_seed
 from emews.core.space import Categorical, Float, Int, Ordered, Space, registered, to_builtin
 
 #: the Nevergrad parameter of each emews dimension type (with more than one possible value)
@@ -58,6 +62,18 @@ class NevergradOptimizer(AskTellOptimizer):
         self.candidates: dict[int, Any] = {}
         self._fresh: list[Any] = []
         self._worst = 0.0
+        self._draw_seed = fitted_seed(seed)
+        #: the earlier runs' points (their searched values) and the loss told for each
+        self._earlier: dict[str, float] = {}
+
+    #: how many asks in a row may land on an earlier run's point before one is proposed anyway
+    REASKS = 20
+
+    def run(self, evaluator: Evaluator) -> None:
+        """Run the ask/tell loop; a resumed seeded run draws with another seed than the first."""
+        if self.seed is not None and evaluator.earlier_points:  # resumed: draw on, not the first run's draws again
+            self._draw_seed = resumed_seed(self.seed, evaluator.earlier_points)
+        super().run(evaluator)
 
     def start(self, space: Space, workers: int) -> None:
         super().start(space, workers)
@@ -66,12 +82,27 @@ class NevergradOptimizer(AskTellOptimizer):
         self.opt = None
         if self.searched:
             parametrization = ng.p.Dict(**{n: registered(PARAMETERS, d)(d) for n, d in self.searched.items()})
-            parametrization.random_state.seed(fitted_seed(self.seed))  # any integer
+            parametrization.random_state.seed(self._draw_seed)  # any integer
             self.opt = ng.optimizers.registry[self.name](parametrization, budget=self.budget, num_workers=workers)
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
-        self._fresh = [self.opt.ask() for _ in range(n)] if self.opt is not None else [None] * n
+        self._fresh = [self._ask() for _ in range(n)] if self.opt is not None else [None] * n
         return [self._point(c) for c in self._fresh]
+
+    def _ask(self) -> Any:
+        """A candidate whose point no earlier run evaluated (after :attr:`REASKS` tries, the last one)."""
+        assert self.opt is not None
+        candidate = self.opt.ask()
+        for _ in range(self.REASKS):
+            known = self._earlier.get(self._key(self._point(candidate)))
+            if known is None:
+                break
+            self.opt.tell(candidate, known)
+            candidate = self.opt.ask()
+        return candidate
+
+    def _key(self, point: Mapping[str, Any]) -> str:
+        return repr([point[n] for n in self.searched])
 
     def _point(self, candidate: Any) -> dict[str, Any]:
         values = (
@@ -93,4 +124,5 @@ class NevergradOptimizer(AskTellOptimizer):
             candidate = self.candidates.pop(r.id, None)
             if candidate is None:  # an earlier run's result: told as a point Nevergrad did not ask for
                 candidate = self.opt.parametrization.spawn_child(new_value={n: r.params[n] for n in self.searched})
+                self._earlier[self._key(r.params)] = loss
             self.opt.tell(candidate, loss)

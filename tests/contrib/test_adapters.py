@@ -139,3 +139,22 @@ class TestOptunaOnDegenerateSpaces(OptimizerConformance):
         from emews.contrib.optuna import OptunaSampler
 
         return OptunaSampler(seed=seed)
+
+
+@pytest.mark.parametrize("name", ["TwoPointsDE", "NGOpt"])
+def test_a_resumed_nevergrad_run_proposes_no_earlier_point_again(emews_cmd, tmp_path: Path, name: str) -> None:
+    """A seeded TwoPointsDE resumed from 4 to 8 evaluations asked the first run's 4 points again, in
+    order (it drew with the same seed); NGOpt's first ask, the centre, came again with any seed."""
+    (tmp_path / "obj.py").write_text("def run(p):\n    return (p['x'] - 0.3) ** 2 + (p['y'] - 0.1) ** 2\n")
+    wf = write_workflow(tmp_path, optimizer={"name": "emews.contrib.nevergrad:NevergradOptimizer",
+                                             "options": {"optimizer": name, "seed": 5}},
+                        objective={"module": "obj.py"},
+                        space={"x": {"type": "float", "lower": -1, "upper": 1},
+                               "y": {"type": "float", "lower": -1, "upper": 1}},
+                        budget={"evaluations": 4}, task={"isolation": "inline"})
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    proc = emews_cmd("resume", "exp", "--set", "budget.evaluations=8", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    points = [r["params"] for r in stored_rows(tmp_path / "exp")]
+    assert len(points) == 8 and len(set(points)) == 8, points
