@@ -89,12 +89,18 @@ def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
         unit = (values - lo) / (hi - lo) if hi > lo else np.full(len(values), 0.5)
         ticks = [(0.0, _fmt(bounds[0])), (1.0, _fmt(bounds[1]))]
         return Axis(name, values, unit, ticks)
-    labels = column.astype(str)
+    labels = column.map(label, na_action=None).astype(object)
     levels = [str(v) for v in spec.get("values", [])] or sorted(labels.unique())
     levels += sorted(set(labels.unique()) - set(levels))
     codes = labels.map({v: i for i, v in enumerate(levels)}).to_numpy(float)
     span = max(len(levels) - 1, 1)
     return Axis(name, codes, codes / span, [(i / span, v) for i, v in enumerate(levels)], categorical=True)
+
+
+def label(value: Any) -> str:
+    """A categorical value as its axis names it: a missing one (a null in the space, read back as
+    NaN) as ``None``, the spelling of ``str(None)`` for the space's own null."""
+    return "None" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
 def _fmt(value: float) -> str:

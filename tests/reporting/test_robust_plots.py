@@ -169,3 +169,24 @@ def test_the_page_of_twenty_parameters(wide_exp: Path, tmp_path: Path) -> None:
     assert "Importance is withheld: 12 successful evaluations for 20 parameters" in page.text
     assert "the 8 of 20 parameters shown" in page.text
     assert all(i["complete"] and i["width"] > 0 for i in page.images)
+
+
+# ---------------------------------------------------------------- a categorical holding null
+def test_a_categorical_with_null_among_its_values_is_drawn(tmp_path: Path) -> None:
+    """A categorical whose values include null (YAML ``~``) is a level of its own on the
+    parallel coordinates (``emews report`` failed with "'float' object is not subscriptable")."""
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        space={
+            "x": {"type": "ordered", "values": [0.5, 1.0, 1.5]},
+            "c": {"type": "categorical", "values": ["a,b", None, "<b>x</b>"]},
+            "mode": {"type": "constant", "value": "ok"},
+        },
+        budget={"evaluations": 9},
+    )
+    proc = EmewsCommand(tmp_path)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    exp = report(tmp_path / "exp", "--format", "png")
+    assert report_data.load(exp).params["c"].isna().sum() == 3
+    assert (exp / "report-plots" / "parallel.png").is_file()
