@@ -73,14 +73,24 @@ def cause(error: object) -> str:
     if not lines:
         return "(no message)"
     if lines[0].startswith("Traceback (most recent call last)"):
-        return lines[-1]
+        return exception_line(str(error))
     if lines[0].endswith(":") and any(line.startswith("Traceback (most recent call last)") for line in lines[1:]):
-        return f"{lines[0]} {lines[-1]}"  # a heading over a traceback: "objective setup failed: RuntimeError: ..."
+        # a heading over a traceback: "objective setup failed: RuntimeError: ..."
+        return f"{lines[0]} {exception_line(str(error))}"
     exit_ = _COMMAND_EXIT.match(lines[0])
     if exit_ is None:
         return lines[0]
     output = "\n".join(lines[1:])
     return (error_line(output) if exit_["signal"] else meaningful_line(output)) or lines[0]
+
+
+def exception_line(traceback: str) -> str:
+    """The line of a Python traceback that names its (last) exception: the first unindented line
+    after its last frame, not the last line, which may end a message of several lines or a note."""
+    raw = [line for line in traceback.splitlines() if line.strip()]
+    frames = [i for i, line in enumerate(raw) if line.startswith(" ") and line.lstrip().startswith('File "')]
+    after = raw[frames[-1] + 1 :] if frames else []
+    return next((line.strip() for line in after if not line.startswith(" ")), raw[-1].strip())
 
 
 def cause_key(line: str) -> str:

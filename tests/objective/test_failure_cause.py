@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from emews.objective.command import CommandRef
 from emews.core.failure_cause import cause, cause_key, meaningful_line, most_frequent
+from emews.core.results import Status
+from emews.objective.command import CommandRef
 from emews.objective.context import TaskContext
 from emews.objective.function import outcome_from_exception
-from emews.core.results import Status
 from testutil import TESTS
 
 MODEL = TESTS / "models" / "candle_model.py"
@@ -86,3 +86,17 @@ def test_an_older_command_record_that_leads_with_its_exit_is_named_by_its_error_
     killed = "command python3 died of signal SIGKILL; last lines of stderr:\nloading data"
     assert cause(killed) == "command python3 died of signal SIGKILL; last lines of stderr:"
     assert most_frequent([old, old.replace("'5.5'", "'7.5'")]).count == 2
+
+
+def test_an_exception_whose_message_spans_lines_is_named_by_its_exception_line() -> None:
+    """A Python objective's exception whose message has several lines (or a note) is named by the
+    line that names the exception, not by the message's last line ("7x line 49")."""
+    try:
+        exc = ValueError("shapes do not match:\n  left (3, 4)\nline 49")
+        exc.add_note("while fitting fold 2")
+        raise exc
+    except ValueError as raised:
+        error = outcome_from_exception(0, raised).error
+    assert error.startswith("Traceback (most recent call last)")
+    assert cause(error) == "ValueError: shapes do not match:"
+    assert cause(f"objective setup failed:\n{error}") == "objective setup failed: ValueError: shapes do not match:"
