@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import pandas as pd
 
@@ -106,6 +107,14 @@ def top_k(data: ExperimentData, k: int = 10) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def _missing_as_none(value: Any) -> Any:
+    """A parameter's value as the point held it: a missing cell (NaN, ``pd.NA``: the point's null
+    in a column of text or integers) as ``None``, printed ``null``; others as they are (1, not 1.0)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
 def totals(data: ExperimentData) -> Totals:
     """Counts by status and the best evaluation, as ``emews results`` prints them."""
     best = best_row(data)
@@ -114,7 +123,7 @@ def totals(data: ExperimentData) -> Totals:
     if best is None:
         return Totals(counts, None, endings=endings)
     ensemble_best = best_point_of(data)
-    point = data.params.loc[[best.name]].to_dict("records")[0]  # each column's own type: 1, not 1.0
+    point = {name: _missing_as_none(v) for name, v in data.params.loc[[best.name]].to_dict("records")[0].items()}
     return Totals(
         counts,
         Result(

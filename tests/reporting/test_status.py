@@ -46,6 +46,25 @@ def test_the_best_points_integers_are_integers(tmp_path: Path) -> None:
     assert lines[3].strip() == json.dumps(json.loads(params)) and '"epochs": 12' in lines[3], lines[3]
 
 
+def test_the_best_points_null_is_null(tmp_path: Path) -> None:
+    """A categorical value null in the best point: ``emews status`` printed ``"c": NaN`` (not JSON;
+    ``emews results`` and the launch print ``"c": null``)."""
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        space={"x": {"type": "ordered", "values": [0.5]}, "c": {"type": "categorical", "values": [None, "a"]}},
+        budget={"evaluations": 2},
+        task={"timeout": 30, "isolation": "inline"},
+    )
+    emews = EmewsCommand(tmp_path)
+    emews("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180, check=True)
+    status = emews("status", str(tmp_path / "exp"), check=True).stdout.splitlines()
+    results = emews("results", str(tmp_path / "exp"), check=True).stdout.splitlines()
+    assert status[2].endswith("with parameters:")
+    assert json.loads(status[3]) == {"x": 0.5, "c": None}, status[3]
+    assert status[3] == results[2]
+
+
 def test_watch_of_a_finished_run_prints_once_and_ends(faulty_exp: Path) -> None:
     proc = EmewsCommand(faulty_exp.parent)("status", str(faulty_exp), "--watch", "--interval", "0.1")
     assert proc.returncode == 0, proc.stderr
