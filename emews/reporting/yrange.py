@@ -2,7 +2,8 @@
 
 :func:`robust` looks at every value a plot draws on its y axis and picks
 
-- a **log** scale when the values are all positive and span more than :data:`LOG_DECADES` decades;
+- a **log** scale when the values are all positive and span more than :data:`LOG_DECADES` decades,
+  none above :data:`LOG_MAX` (matplotlib's log ticks overflow near the largest double);
 - else a **linear** range fitted to the bulk of the values (the :data:`QUANTILE` and
   ``1 - QUANTILE`` quantiles, widened by :data:`FENCE` times their span on each side, never beyond
   the data): points outside are *clipped*, drawn as triangles on the axis edge
@@ -25,6 +26,9 @@ QUANTILE = 0.25
 #: ... widened by this many times their span on each side (Tukey's far-out fence)
 FENCE = 3.0
 CLIPPED_COLOUR = "#d95f02"
+#: the largest value a log axis shows: beyond it (1e280) matplotlib's log ticks overflow
+#: (an OverflowError, or at 1e308 an axis of 1 to 10); such values are clipped instead
+LOG_MAX = 1e200
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ def robust(values: np.ndarray | list[float]) -> YRange:
     if len(y) == 0:
         return YRange("linear")
     lo, hi = float(y.min()), float(y.max())
-    if lo > 0:
+    if lo > 0 and hi <= LOG_MAX:
         decades = float(np.log10(hi / lo))
         if decades > LOG_DECADES:
             return YRange("log", decades=decades)

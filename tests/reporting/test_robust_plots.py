@@ -190,3 +190,13 @@ def test_a_categorical_with_null_among_its_values_is_drawn(tmp_path: Path) -> No
     exp = report(tmp_path / "exp", "--format", "png")
     assert report_data.load(exp).params["c"].isna().sum() == 3
     assert (exp / "report-plots" / "parallel.png").is_file()
+
+
+# ---------------------------------------------------------------- values near the double's limit
+def test_a_loss_near_the_largest_double_is_clipped_not_a_log_axis(tmp_path: Path) -> None:
+    """Losses near 1 and one of 1e280 (a diverged run): the log axis this span called for made
+    matplotlib's log ticks overflow, and ``emews report`` failed with an OverflowError traceback
+    (1e308: an axis of 1 to 10 that showed none of the values)."""
+    exp = report(sweep(tmp_path, [0.5, 0.8, 1.0, 1.2, 1.5, 1e140]))  # x * x: 1e280
+    rng = robust(report_data.load(exp).ok["objective"].to_numpy(float))
+    assert (rng.scale, rng.above, rng.below) == ("linear", 1, 0)
