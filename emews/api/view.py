@@ -16,7 +16,7 @@ from emews.config.experiment import read_summary, read_workflow, require_experim
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError, EmewsError, did_you_mean
 from emews.output.csvrows import Columns
-from emews.output.export import open_store
+from emews.output.export import open_store, refuse_lost_store
 from emews.output.frames import reports_frame, results_frame, typed
 
 if TYPE_CHECKING:
@@ -53,7 +53,8 @@ class Experiment:
         """Every finished evaluation (the rows of ``results.csv``, typed), in id order."""
         space = self.workflow.get("space") or {}
         store = open_store(self.path)
-        if store is None:  # nothing finished yet
+        if store is None:  # nothing finished yet (a ConfigError if the summary says otherwise)
+            refuse_lost_store(self.path)
             header = Columns(tuple(space), (), False).header()
             return _empty_frame(header)
         with store:

@@ -20,7 +20,7 @@ from emews.config.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_wor
 from emews.config.yamlio import load_mapping
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError
-from emews.output.export import open_store
+from emews.output.export import open_store, refuse_lost_store
 from emews.store import RESULT_FIELDS, Store, StoreUnreadable
 
 #: columns of the results frame, as the store names them
@@ -104,6 +104,7 @@ def load(exp_dir: Path) -> ExperimentData:
     names = list(workflow.get("space", {}))
     store = open_store(exp_dir)
     if store is None:
+        refuse_lost_store(exp_dir)  # no store, yet the summary records results: not "nothing yet"
         return ExperimentData(
             exp_dir,
             workflow,

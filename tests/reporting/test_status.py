@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from stores import count
 
+import emews as emews_api
+from emews.core.errors import ConfigError
 from testutil import GATED, EmewsCommand, wait_until, write_workflow
 
 
@@ -63,6 +65,24 @@ def test_the_best_points_null_is_null(tmp_path: Path) -> None:
     assert status[2].endswith("with parameters:")
     assert json.loads(status[3]) == {"x": 0.5, "c": None}, status[3]
     assert status[3] == results[2]
+
+
+def test_a_lost_store_is_refused_not_shown_as_nothing_stored(tmp_path: Path) -> None:
+    """``results.db`` gone (a copy made without it) while ``summary.json`` records 4 evaluations:
+    ``emews results`` refused it, but ``emews status`` showed ``0/4 evaluations`` and ``emews report``
+    wrote an empty report (exit 0); both now refuse it as ``emews results`` does."""
+    wf = write_workflow(tmp_path, budget={"evaluations": 4}, task={"timeout": 30, "isolation": "inline"})
+    emews = EmewsCommand(tmp_path)
+    emews("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180, check=True)
+    (tmp_path / "exp" / "results.db").unlink()
+    for command in ("results", "status", "report"):
+        proc = emews(command, str(tmp_path / "exp"))
+        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+        assert "results.db: missing, yet summary.json records 4 evaluations stored" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "exp" / "report.html").exists()
+    with pytest.raises(ConfigError, match="missing, yet summary.json records 4"):
+        _ = emews_api.load(tmp_path / "exp").results
 
 
 def test_watch_of_a_finished_run_prints_once_and_ends(faulty_exp: Path) -> None:
