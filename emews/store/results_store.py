@@ -226,12 +226,15 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         for table, column in (("results", "params"), ("results", "metrics"), ("tasks", "params")):
             if table == "tasks" and not self._has("tasks"):
                 continue
-            row = self._db.execute(
-                f"SELECT id FROM {table} WHERE CASE WHEN json_valid({column}) THEN "
-                f"json_type({column}) END IS NOT 'object' ORDER BY id LIMIT 1"
-            ).fetchone()
-            if row is not None:
-                raise StoreCorrupt(f"{column} is not a JSON object", file=self.path, key=f"{table} row id {row[0]}")
+            # SQLite's json_valid is strict JSON; metrics may hold NaN and Infinity, which Python's
+            # json writes and reads: the rows it refuses are read again as emews reads them
+            suspects = self._db.execute(
+                f"SELECT id, {column} FROM {table} WHERE CASE WHEN json_valid({column}) THEN "
+                f"json_type({column}) END IS NOT 'object' ORDER BY id"
+            )
+            for id_, text in suspects:
+                if not _is_json_object(text):
+                    raise StoreCorrupt(f"{column} is not a JSON object", file=self.path, key=f"{table} row id {id_}")
 
     # -- writing (the distributor thread only) --------------------------------
     def commit(self, tasks: Sequence[Task] = (), results: Sequence[Result] = ()) -> None:
@@ -340,6 +343,14 @@ def _unknown_status(path: Path, id_: object, status: object) -> StoreCorrupt:
     return StoreCorrupt(
         f"unknown status {status!r}", file=path, key=f"results row id {id_}", allowed=", ".join(s.value for s in Status)
     )
+
+
+def _is_json_object(text: object) -> bool:
+    """Whether ``text`` is a JSON object as Python's json reads it (``NaN``, ``Infinity`` allowed)."""
+    try:
+        return isinstance(json.loads(text), dict)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
 
 
 def _column_names(db: sqlite3.Connection, table: str) -> set[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import emews
 from emews.store.results_store import SCHEMA_VERSION
 from testutil import EmewsCommand, stored_rows, write_workflow
 
@@ -135,3 +136,32 @@ def test_a_store_written_before_schema_versions_is_migrated_by_resume(emews_cmd,
     db = sqlite3.connect(exp / "results.db")
     assert "ranks" in {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
     db.close()
+
+
+def test_metrics_holding_nan_and_infinity_are_read_and_resumed(emews_cmd, tmp_path: Path) -> None:
+    """A dict result whose other metrics are NaN or infinite (a diverged accuracy) is stored as the
+    standard library writes it (``NaN``, ``Infinity``); the store's check, SQLite's strict
+    ``json_valid``, called every such row corrupt: ``emews results`` and ``emews resume`` refused the
+    finished run with "results row id 0: metrics is not a JSON object", ``emews.load`` raised."""
+    module = tmp_path / "nan_metrics.py"
+    module.write_text(
+        "def run(params):\n"
+        "    return {'value': params['x'], 'acc': float('nan'), 'up': float('inf'), 'arr': [1.0, float('-inf')]}\n"
+    )
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(module), "function": "run", "metric": "value"},
+        space={"x": {"type": "ordered", "values": [1, 2, 3, 4]}},
+        budget={"evaluations": 3},
+        task={"timeout": 30, "isolation": "inline"},
+    )
+    emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180, check=True)
+    exp = tmp_path / "exp"
+    proc = emews_cmd("results", str(exp), timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    frame = emews.load(exp).results
+    assert frame["m:acc"].isna().all() and (frame["m:up"] == float("inf")).all()
+    proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=4", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["id"] for r in stored_rows(exp)] == [0, 1, 2, 3]
