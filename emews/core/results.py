@@ -57,6 +57,18 @@ class Task:
     priority: float = field(default=0.0, metadata={"local": True})
 
 
+def utf8_text(text: str) -> str:
+    """``text`` as UTF-8 holds it: a lone surrogate (a file name that is not UTF-8, as Python
+    decodes it) as its ``\\udcXX`` escape; the store, the CSV and the terminal then take it."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 @_pickled_by_fields
 @dataclass(slots=True)
 class Outcome:
@@ -74,6 +86,10 @@ class Outcome:
     #: the world ranks a multi-rank task's team held, team rank 0 first (set by the distributor;
     #: ``None``: the task ran on ``rank`` alone)
     team: tuple[int, ...] | None = field(default=None, metadata={"local": True})
+
+    def __post_init__(self) -> None:
+        if self.error is not None:
+            self.error = utf8_text(self.error)
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from emews.core.results import Status
 from emews.objective.command import CommandRef
 from emews.objective.context import TaskContext
 from emews.objective.function import outcome_from_exception
-from testutil import TESTS
+from testutil import TESTS, EmewsCommand, stored_rows, write_workflow
 
 MODEL = TESTS / "models" / "candle_model.py"
 PYTHON = os.environ.get("PYTHON", "python3")
@@ -100,3 +100,30 @@ def test_an_exception_whose_message_spans_lines_is_named_by_its_exception_line()
     assert error.startswith("Traceback (most recent call last)")
     assert cause(error) == "ValueError: shapes do not match:"
     assert cause(f"objective setup failed:\n{error}") == "objective setup failed: ValueError: shapes do not match:"
+
+
+def test_an_error_naming_a_file_that_is_not_utf8_fails_its_task_not_the_run(tmp_path: Path) -> None:
+    """A file name that is not UTF-8 comes to Python with lone surrogates (``caf\\udce9.txt``); an
+    objective that failed naming it ended the whole run (exit 1, "'utf-8' codec can't encode
+    character '\\udce9'") and its result was lost. The error is stored with the surrogate escaped."""
+    module = tmp_path / "latin1.py"
+    module.write_text(
+        "import os\n"
+        "def run(params):\n"
+        "    if params['x'] > 1:\n"
+        "        raise FileNotFoundError(os.fsdecode(b'caf\\xe9.txt') + ' is missing')\n"
+        "    return params['x']\n"
+    )
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(module), "function": "run", "metric": "value"},
+        space={"x": {"type": "ordered", "values": [1, 2, 3]}},
+        budget={"evaluations": 3},
+        task={"timeout": 30, "isolation": "inline"},
+    )
+    proc = EmewsCommand(tmp_path)("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert [r["status"] for r in rows] == ["ok", "failed", "failed"]
+    assert "FileNotFoundError: caf\\udce9.txt is missing" in rows[1]["error"]
