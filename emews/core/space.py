@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from emews.core.errors import EmewsError, brief
+from emews.core.results import utf8_text
 
 Value = int | float | str | bool | None
 
@@ -58,10 +59,12 @@ def plain_value(value: Any, otherwise: Callable[[Any], Any] | None = None) -> An
     """``value`` with numpy scalars made plain, inside lists and dicts too (what JSON can hold);
     ``otherwise`` (e.g. ``repr``), when given, turns any other leaf into something plain."""
     value = to_builtin(value)
+    if isinstance(value, str):
+        return utf8_text(value)  # a non-UTF-8 file name's surrogates escaped: the store can write it
     if isinstance(value, (list, tuple)):
         return [plain_value(v, otherwise) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): plain_value(v, otherwise) for k, v in value.items()}
+        return {utf8_text(str(k)): plain_value(v, otherwise) for k, v in value.items()}
     if otherwise is None or isinstance(value, (bool, int, float, str, type(None))):
         return value
     return otherwise(value)

@@ -3,6 +3,7 @@ and failures that differ only in the values they quote counted as one cause."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def test_an_error_naming_a_file_that_is_not_utf8_fails_its_task_not_the_run(tmp_
         "def run(params):\n"
         "    if params['x'] > 1:\n"
         "        raise FileNotFoundError(os.fsdecode(b'caf\\xe9.txt') + ' is missing')\n"
-        "    return params['x']\n"
+        "    return {'value': params['x'], 'path': os.fsdecode(b'caf\\xe9.txt')}\n"
     )
     wf = write_workflow(
         tmp_path,
@@ -127,3 +128,4 @@ def test_an_error_naming_a_file_that_is_not_utf8_fails_its_task_not_the_run(tmp_
     rows = stored_rows(tmp_path / "exp")
     assert [r["status"] for r in rows] == ["ok", "failed", "failed"]
     assert "FileNotFoundError: caf\\udce9.txt is missing" in rows[1]["error"]
+    assert json.loads(rows[0]["metrics"])["path"] == "caf\\udce9.txt"  # a metric naming it (the optimizer rank failed)
