@@ -283,6 +283,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     from emews.config.experiment import CSV_FILE, read_workflow
     from emews.core.direction import Direction
     from emews.output.by_point import BY_POINT_FILE, write_by_point_csv
+    from emews.output.deephyper_csv import DEEPHYPER_FILE, write_deephyper_csv
     from emews.output.export import export_csv, open_store, refuse_lost_store, summary_text, totals
 
     exp_dir = args.exp_dir.absolute()
@@ -295,6 +296,8 @@ def cmd_results(args: argparse.Namespace) -> int:
         print(f"no results stored yet: {exp_dir / CSV_FILE} not written")
         if args.by_point:
             print(f"no results stored yet: {exp_dir / BY_POINT_FILE} not written")
+        if args.format == "deephyper":
+            print(f"no results stored yet: {exp_dir / DEEPHYPER_FILE} not written")
     else:
         try:
             store.verify()
@@ -308,13 +311,11 @@ def cmd_results(args: argparse.Namespace) -> int:
             if args.by_point:
                 path, rows = write_by_point_csv(exp_dir, store)
                 print(f"wrote {rows} points to {path}")
+            if args.format == "deephyper":
+                path, rows = write_deephyper_csv(exp_dir, store=store)
+                print(f"wrote {rows} rows in DeepHyper's format to {path}")
         finally:
             store.close()
-    if args.format == "deephyper":
-        from emews.output.deephyper_csv import write_deephyper_csv
-
-        path, rows = write_deephyper_csv(exp_dir)
-        print(f"wrote {rows} rows in DeepHyper's format to {path}")
     return EXIT_OK
 
 

@@ -55,16 +55,19 @@ def to_builtin(value: Any) -> Any:
     return value
 
 
-def plain_value(value: Any, otherwise: Callable[[Any], Any] | None = None) -> Any:
+def plain_value(value: Any, otherwise: Callable[[Any], Any] | None = None, *, escape: bool = False) -> Any:
     """``value`` with numpy scalars made plain, inside lists and dicts too (what JSON can hold);
-    ``otherwise`` (e.g. ``repr``), when given, turns any other leaf into something plain."""
+    ``otherwise`` (e.g. ``repr``), when given, turns any other leaf into something plain; ``escape``:
+    strings' lone surrogates (a non-UTF-8 file name) escaped, so that the store can write a metric
+    (a point's values are left as they are: the space compares them)."""
     value = to_builtin(value)
+    text: Callable[[str], str] = utf8_text if escape else str
     if isinstance(value, str):
-        return utf8_text(value)  # a non-UTF-8 file name's surrogates escaped: the store can write it
+        return text(value)
     if isinstance(value, (list, tuple)):
-        return [plain_value(v, otherwise) for v in value]
+        return [plain_value(v, otherwise, escape=escape) for v in value]
     if isinstance(value, Mapping):
-        return {utf8_text(str(k)): plain_value(v, otherwise) for k, v in value.items()}
+        return {text(str(k)): plain_value(v, otherwise, escape=escape) for k, v in value.items()}
     if otherwise is None or isinstance(value, (bool, int, float, str, type(None))):
         return value
     return otherwise(value)

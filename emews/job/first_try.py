@@ -145,14 +145,19 @@ class TryOutcome:
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<name>.+)$')
 
 
+def _inside(path: Path, folders: set[Path]) -> bool:
+    """Whether ``path`` (resolved: a symlinked home on a parallel file system) lies in one of ``folders``."""
+    resolved = path.resolve()
+    return any(resolved.is_relative_to(folder) for folder in folders)
+
+
 def raising_frame(traceback_text: str) -> str | None:
     """Where a Python objective's traceback was raised, as ``PATH, line N, in NAME``: the innermost frame
     outside emews and the Python installation (the user's code), else the innermost; ``None``: no frames."""
     frames = [m for m in map(_FRAME.match, traceback_text.splitlines()) if m is not None]
-    library = tuple(
-        {str(Path(__file__).resolve().parents[1]), sys.prefix, sys.base_prefix, *sysconfig.get_paths().values()}
-    )
-    own = [m for m in frames if not m["path"].startswith(library) and not m["path"].startswith("<")]
+    roots: list[str | Path] = [Path(__file__).parents[1], sys.prefix, sys.base_prefix, *sysconfig.get_paths().values()]
+    library = {Path(root).resolve() for root in roots}
+    own = [m for m in frames if not m["path"].startswith("<") and not _inside(Path(m["path"]), library)]
     chosen = (own or frames)[-1:] if frames else []
     return "".join(f"{m['path']}, line {m['line']}, in {m['name']}" for m in chosen) or None
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module
-from emews.core.results import Outcome, Status
+from emews.core.results import Outcome, Status, utf8_text
 from emews.core.space import plain_value, to_builtin
 from emews.core.textfiles import write_atomic
 from emews.objective.context import Running, TaskContext
@@ -175,7 +175,7 @@ def outcome_from_return(task_id: int, returned: Any, metric: str, *, member: boo
         return Outcome(task_id, Status.OK, **where)
     metrics: dict[str, Any] = {}
     if isinstance(returned, Mapping):
-        metrics = {str(k): plain_value(v, repr) for k, v in returned.items()}
+        metrics = {utf8_text(str(k)): plain_value(v, repr, escape=True) for k, v in returned.items()}
         if metric not in metrics:
             return Outcome(
                 task_id,

@@ -20,24 +20,29 @@ from emews.config.experiment import read_workflow, require_experiment
 from emews.core.direction import Direction
 from emews.output.csvrows import csv_cell, write_csv_file
 from emews.output.export import open_store
+from emews.store import Store
 
 DEEPHYPER_FILE = "results_deephyper.csv"
 TIMESTAMPS = ("timestamp_submit", "timestamp_start", "timestamp_end", "timestamp_gather")
 
 
-def deephyper_rows(exp_dir: Path) -> tuple[list[str], list[list[Any]]]:
-    """The header and rows of the DeepHyper CSV of an experiment."""
+def deephyper_rows(exp_dir: Path, store: Store | None = None) -> tuple[list[str], list[list[Any]]]:
+    """The header and rows of the DeepHyper CSV of an experiment, read from ``store`` (an open one of
+    ``exp_dir``; none: the experiment's, opened and closed here)."""
     workflow = read_workflow(exp_dir)
     space = workflow.get("space", {})
     constants = {name for name, spec in space.items() if isinstance(spec, dict) and spec.get("type") == "constant"}
     direction = Direction.of(workflow.get("objective", {}).get("direction"))
-    store = open_store(exp_dir)
-    if store is None:
-        return ["job_id", "objective", "job_status"], []
-    try:
+    if store is not None:
         rows = store.results_by_completion()
-    finally:
-        store.close()
+    else:
+        opened = open_store(exp_dir)
+        if opened is None:
+            return ["job_id", "objective", "job_status"], []
+        try:
+            rows = opened.results_by_completion()
+        finally:
+            opened.close()
     decoded = [(r.id, r.status, r.objective, r.params, r.metrics, [r.submitted, r.started, r.finished]) for r in rows]
     names = sorted({k for d in decoded for k in d[3]} - constants)
     metric_names = sorted({k for d in decoded for k in d[4]} - set(TIMESTAMPS))
@@ -67,10 +72,11 @@ def deephyper_rows(exp_dir: Path) -> tuple[list[str], list[list[Any]]]:
     return header, out
 
 
-def write_deephyper_csv(exp_dir: Path, path: Path | None = None) -> tuple[Path, int]:
-    """Write the DeepHyper CSV (``results_deephyper.csv`` by default); its path and row count."""
+def write_deephyper_csv(exp_dir: Path, path: Path | None = None, store: Store | None = None) -> tuple[Path, int]:
+    """Write the DeepHyper CSV (``results_deephyper.csv`` by default) from ``store`` (an open one of
+    ``exp_dir``; none: the experiment's); its path and row count."""
     exp_dir = require_experiment(Path(exp_dir))
     path = path or exp_dir / DEEPHYPER_FILE
-    header, rows = deephyper_rows(exp_dir)
+    header, rows = deephyper_rows(exp_dir, store)
     write_csv_file(path, [header, *rows])
     return path, len(rows)

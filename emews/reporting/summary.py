@@ -147,7 +147,7 @@ def best_point_of(data: ExperimentData) -> PointResult | None:
     rows = zip(
         res["id"].astype(int),
         res["objective"].where(ok, None),
-        data.params.to_dict("records"),
+        ({name: _missing_as_none(v) for name, v in record.items()} for record in data.params.to_dict("records")),
         strict=True,
     )
     return best_point(group_points((i, None if pd.isna(v) else float(v), p) for i, v, p in rows), data.direction)

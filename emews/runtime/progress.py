@@ -29,7 +29,8 @@ class Progress:
     #: each point runs this many times (``replicates: N``): the best is then a point's mean
     replicates: int = 1
     #: of an ensemble: per point, the sums of its successful replicates' losses and objectives, and their count
-    _points: dict[str, list[float]] = field(default_factory=dict)
+    #: (each entry is replaced whole, so the reporter thread never reads one half-updated)
+    _points: dict[str, tuple[float, float, int]] = field(default_factory=dict)
 
     def record(self, results: Sequence[Result], busy: int) -> None:
         self.busy = busy
@@ -41,10 +42,9 @@ class Progress:
             if self.best is None or r.loss < self.best.loss:
                 self.best = r
             if self.replicates > 1 and r.objective is not None:
-                sums = self._points.setdefault(point_label(r.params), [0.0, 0.0, 0])
-                sums[0] += r.loss
-                sums[1] += r.objective
-                sums[2] += 1
+                label = point_label(r.params)
+                loss, objective, count = self._points.get(label, (0.0, 0.0, 0))
+                self._points[label] = (loss + r.loss, objective + r.objective, count + 1)
 
     def best_objective(self) -> float | None:
         """The best evaluation's objective; of an ensemble, the best point's mean (as the optimizer

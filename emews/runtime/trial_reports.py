@@ -224,8 +224,9 @@ class TrialService:
         line = (
             f"emews: trial {report.trial} reported step {report.step} without the metric {self._metric!r} "
             f"({self._metric_key}; it reported {', '.join(sorted(map(str, report.metrics))) or 'no metrics'}): "
-            "reports without it are not ranked (the trial scheduler lets the trial go on, its checkpoint has no "
-            "metric for load_best and keep_best)"
+            "reports without it are not ranked ("
+            + ("the trial scheduler lets the trial go on, " if self.scheduler is not None else "")
+            + "its checkpoint has no metric for load_best and keep_best)"
         )
         log.warning(line)
         print(line, file=sys.stderr, flush=True)

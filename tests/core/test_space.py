@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import math
 import random
 from pathlib import Path
@@ -182,3 +183,14 @@ def test_the_quick_validation_path_agrees_with_the_full_check(dims, seed, tweak)
         return ("ok", list(clean.items()), [type(v) for v in clean.values()])
 
     assert outcome(space.validate) == outcome(space._validate)
+
+
+def test_an_open_space_keeps_a_non_utf8_file_name_it_lists() -> None:
+    """A categorical listing a file name that is not UTF-8 (``os.fsdecode(b"caf\\xe9.txt")``: lone
+    surrogates): a point of an open space holding it is valid. Escaping every string (for metrics the
+    store writes) turned the value into the text ``caf\\udce9.txt``, outside the list, and refused it."""
+    from emews.core.space import Categorical, Space
+
+    name = os.fsdecode(b"caf\xe9.txt")
+    space = Space({"file": Categorical([name, "plain.txt"])}).opened()
+    assert space.validate({"file": name, "extra": 1}) == {"file": name, "extra": 1}

@@ -223,3 +223,25 @@ def test_a_configuration_error_is_exit_2_and_nothing_runs(emews_cmd, tmp_path, s
     proc, _ = check_try(emews_cmd, wf)
     assert proc.returncode == 2 and "budget.fail_fast" in proc.stderr and "try:" not in proc.stdout
     assert list(scratch.iterdir()) == [] and sorted(os.listdir(tmp_path)) == ["scratch", "wf.yaml"]
+
+
+def test_the_raising_frame_tells_emews_from_a_sibling_folder_and_sees_through_symlinks(tmp_path: Path) -> None:
+    """``try: raised at:`` names the user's innermost frame. Paths were compared as text prefixes: a
+    user's ``.../emews-models/obj.py`` beside the emews package counted as emews (the emews frame was
+    named), and emews reached through a symlinked home (``/home`` -> ``/gpfs``) counted as the user's."""
+    import emews
+    from emews.job.first_try import raising_frame
+
+    package = Path(emews.__file__).resolve().parent
+    linked = tmp_path / "home"
+    linked.symlink_to(package.parent)
+
+    def traceback_of(*frames: Path) -> str:
+        lines = [f'  File "{path}", line {n}, in f{n}\n    x' for n, path in enumerate(frames, 1)]
+        return "Traceback (most recent call last):\n" + "\n".join(lines) + "\nKeyError: 'nope'\n"
+
+    sibling = package.parent / "emews-models" / "obj.py"
+    assert raising_frame(traceback_of(sibling, package / "core" / "space.py")) == f"{sibling}, line 1, in f1"
+    user = tmp_path / "obj.py"
+    through_link = linked / package.name / "objective" / "function.py"
+    assert raising_frame(traceback_of(user, through_link)) == f"{user}, line 1, in f1"

@@ -172,3 +172,24 @@ def test_watch_of_a_file_is_one_line_not_a_wait_forever(faulty_exp: Path, tmp_pa
         proc = EmewsCommand(tmp_path)("status", str(target), "--watch", "--interval", "0.1", timeout=60)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.count("\n") == 1 and f"{target}: not an experiment directory" in proc.stderr
+
+
+def test_an_ensembles_best_points_null_is_null(tmp_path: Path) -> None:
+    """As above with ``replicates: 2``: the ensemble's best point came from the report's parameter
+    frame without the null mended, so ``emews status`` printed ``"c": NaN`` there again."""
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        space={"x": {"type": "ordered", "values": [0.5]}, "c": {"type": "categorical", "values": [None, "a"]}},
+        budget={"evaluations": 4},
+        replicates=2,
+        task={"timeout": 30, "isolation": "inline"},
+    )
+    emews = EmewsCommand(tmp_path)
+    emews("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180, check=True)
+    status = emews("status", str(tmp_path / "exp"), check=True).stdout
+    results = emews("results", str(tmp_path / "exp"), check=True).stdout
+    assert "NaN" not in status, status
+    points = [json.loads(line) for line in status.splitlines() if line.strip().startswith("{")]
+    assert {"x": 0.5, "c": None} in points or {"x": 0.5, "c": "a"} in points, status
+    assert points == [json.loads(line) for line in results.splitlines() if line.strip().startswith("{")]
