@@ -25,6 +25,7 @@ from emews.core.errors import ConfigError
 from emews.core.failure_cause import CommonCause, most_frequent
 from emews.core.replicates import PointResult, best_point, group_points
 from emews.core.results import Result, Status
+from emews.core.wording import counted
 from emews.output.csvpart import CsvPart
 from emews.output.csvrows import Columns, write_rows
 from emews.output.numbers import number
@@ -258,8 +259,8 @@ def best_point_line(point: PointResult) -> str:
     tasks = ", ".join(str(t) for t in point.task_ids)
     failed = f", {stats.failed} failed" if stats.failed else ""
     return (
-        f"best point: mean objective {number(stats.mean)} over {stats.count} "
-        f"{'replicate' if stats.count == 1 else 'replicates'} (std {number(stats.std or 0.0)}{failed}; "
+        f"best point: mean objective {number(stats.mean)} over {counted(stats.count, 'replicate')} "
+        f"(std {number(stats.std or 0.0)}{failed}; "
         f"tasks {tasks}) with parameters:"
     )
 

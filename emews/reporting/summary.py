@@ -15,6 +15,7 @@ import pandas as pd
 from emews.config.experiment import emews_version
 from emews.core.replicates import PointResult, best_point, group_points
 from emews.core.results import Result, Status
+from emews.core.wording import counted
 from emews.output.export import Totals, counts_text, summary_text
 from emews.output.numbers import number
 from emews.reporting import timeline
@@ -61,7 +62,7 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
         ("best", _best_text(data, best)),
         (
             "elapsed",
-            f"{duration(use.elapsed)} in {len(spans)} run{'s' if len(spans) != 1 else ''}"
+            f"{duration(use.elapsed)} in {counted(len(spans), 'run')}"
             + (f", {_when(spans[0][0])} to {_when(spans[-1][1])}" if spans else ""),
         ),
         ("workers", str(data.workers)),
@@ -85,7 +86,7 @@ def _best_text(data: ExperimentData, best: pd.Series | None) -> str:
     if point is None or point.stats.mean is None:
         return f"{number(best['objective'])} (task {int(best['id'])})"
     tasks = ", ".join(str(t) for t in point.task_ids)
-    return f"{number(point.stats.mean)} (mean of {point.stats.count} replicates of one point: tasks {tasks})"
+    return f"{number(point.stats.mean)} (mean of {counted(point.stats.count, 'replicate')} of one point: tasks {tasks})"
 
 
 def best_row(data: ExperimentData) -> pd.Series | None:

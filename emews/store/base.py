@@ -10,6 +10,7 @@ checks them) and returns plain Python values: points and metrics decoded, times 
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -387,3 +388,11 @@ class Store(ABC):
     @abstractmethod
     def report_endings(self) -> dict[int, Ending]:
         """:meth:`endings`, or none when the reports are not in emews' own layout."""
+
+
+def is_json_object(text: object) -> bool:
+    """Whether ``text`` is a JSON object as Python's json reads it (``NaN``, ``Infinity`` allowed)."""
+    try:
+        return isinstance(json.loads(text), dict)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False

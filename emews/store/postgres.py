@@ -13,7 +13,6 @@ drives: ``?`` placeholders, ``INSERT OR IGNORE``, ``BEGIN`` then ``with db:`` to
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Generator, Iterable, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 from emews.core.results import Status
 from emews.store import postgres_queries as q
-from emews.store.base import CsvRow, Durability, StoreCorrupt, StoreIncompatible, StoreUnreadable
+from emews.store.base import CsvRow, Durability, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
 from emews.store.results_store import ResultsStore
 from emews.store.trial_store import TrialStore
 
@@ -272,11 +271,7 @@ class PostgresStore(ResultsStore):
             if not self._has(table):
                 continue
             for id_, text in self._db.execute(f"SELECT id, {column} FROM {table} ORDER BY id"):
-                try:
-                    ok = isinstance(json.loads(text), dict)
-                except ValueError:
-                    ok = False
-                if not ok:
+                if not is_json_object(text):
                     raise StoreCorrupt(
                         f"{column} is not a JSON object", file=self.location, key=f"{table} row id {id_}"
                     )

@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 from emews.core.jsoncodec import dumps_point, loads_point
 from emews.core.results import Result, Status, Task
-from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable
+from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
 from emews.store.queries import ReadQueries
 from emews.store.tables import record_tasks
 from emews.store.trial_store import TrialStore
@@ -233,7 +233,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
                 f"json_type({column}) END IS NOT 'object' ORDER BY id"
             )
             for id_, text in suspects:
-                if not _is_json_object(text):
+                if not is_json_object(text):
                     raise StoreCorrupt(f"{column} is not a JSON object", file=self.path, key=f"{table} row id {id_}")
 
     # -- writing (the distributor thread only) --------------------------------
@@ -343,14 +343,6 @@ def _unknown_status(path: Path, id_: object, status: object) -> StoreCorrupt:
     return StoreCorrupt(
         f"unknown status {status!r}", file=path, key=f"results row id {id_}", allowed=", ".join(s.value for s in Status)
     )
-
-
-def _is_json_object(text: object) -> bool:
-    """Whether ``text`` is a JSON object as Python's json reads it (``NaN``, ``Infinity`` allowed)."""
-    try:
-        return isinstance(json.loads(text), dict)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
 
 
 def _column_names(db: sqlite3.Connection, table: str) -> set[str]:
