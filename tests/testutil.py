@@ -256,15 +256,15 @@ def modules_loaded_by(imports: str, packages: tuple[str, ...], prefixes: tuple[s
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
 
-def pbt_workflow(folder: Path, rates: list[float]) -> Path:
-    """A PBT search over ``rates`` with objectives/trainer.py (9 epochs, an exploit every 3 steps,
-    the bottom quarter clones the top quarter and mutates ``rate``), one trial per rate."""
+def pbt_workflow(folder: Path, rates: list[float], epochs: int = 9, interval: int = 3) -> Path:
+    """A PBT search over ``rates`` with objectives/trainer.py (``epochs`` epochs, an exploit every
+    ``interval`` steps, the bottom quarter clones the top quarter and mutates ``rate``), one trial per rate."""
     return write_workflow(
         folder, optimizer={"name": "sweep"}, objective={"module": str(TESTS / "objectives" / "trainer.py"),
                                                         "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 9}},
+        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": epochs}},
         budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
-        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 3, "quantile_fraction": 0.25,
+        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": interval, "quantile_fraction": 0.25,
                                                     "resample_probability": 0.0, "mutations": ["rate"]}})
 
 

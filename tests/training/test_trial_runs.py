@@ -236,13 +236,7 @@ def test_pbt_clones_only_checkpoints_its_donors_wrote(emews_cmd, tmp_path: Path)
     log = tmp_path / "log.jsonl"
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_STEP_SLEEP="0.1", TRAINER_NOISE="0.6")  # interleaved, crossing
     rates = [0.9, 0.1, 0.5, 0.7, 0.3, 0.8]
-    wf = write_workflow(
-        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TESTS / "objectives" / "trainer.py"),
-                                                        "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 12}},
-        budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
-        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 2, "quantile_fraction": 0.25,
-                                                    "resample_probability": 0.0, "mutations": ["rate"]}})
+    wf = pbt_workflow(tmp_path, rates, epochs=12, interval=2)
     exp = launch(emews_cmd, wf, workers=3)
     lineage = query(exp, "SELECT l.trial, l.donor, c.trial, c.step, c.report, l.report FROM lineage l "
                          "JOIN checkpoints c ON c.id = l.checkpoint ORDER BY l.seq")
@@ -263,13 +257,7 @@ def test_pbt_clones_happen_when_reports_do_not_wait(emews_cmd, tmp_path: Path) -
     log = tmp_path / "log.jsonl"
     emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_WAIT="1", TRAINER_STEP_SLEEP="0.1", TRAINER_NOISE="0.6")
     rates = [0.9, 0.1, 0.5, 0.7, 0.3, 0.8]
-    wf = write_workflow(
-        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(TESTS / "objectives" / "trainer.py"),
-                                                        "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": 12}},
-        budget={"evaluations": len(rates)}, task={"isolation": "process", "timeout": 600},
-        trial_scheduler={"name": "pbt", "options": {"perturbation_interval": 2, "quantile_fraction": 0.25,
-                                                    "resample_probability": 0.0, "mutations": ["rate"]}})
+    wf = pbt_workflow(tmp_path, rates, epochs=12, interval=2)
     exp = launch(emews_cmd, wf, workers=3)
     lineage = query(exp, "SELECT l.trial, l.donor, c.step, l.report, l.new_params FROM lineage l "
                          "JOIN checkpoints c ON c.id = l.checkpoint ORDER BY l.seq")
