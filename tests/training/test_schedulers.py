@@ -152,6 +152,14 @@ def test_median_needs_min_samples() -> None:
     assert not median.on_report(2, 1, {"loss": 9.0}, {}).stop  # two others only
 
 
+@pytest.mark.parametrize("grace_period", [0, -1])
+def test_median_refuses_a_grace_period_below_one(grace_period: int) -> None:
+    """``grace_period: -1`` passed ``emews check`` (ASHA and Hyperband refuse it): a step below 1 is
+    no step a trial reports at."""
+    with pytest.raises(ValueError, match="grace_period must be at least 1"):
+        MedianStopping(grace_period=grace_period)
+
+
 def test_hyperband_deals_trials_to_brackets_with_growing_grace() -> None:
     hb = bound(Hyperband(max_t=9, grace_period=1, reduction_factor=3))
     assert [b.rungs for b in hb.brackets] == [[1, 3], [3], []]
