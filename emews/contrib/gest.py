@@ -13,6 +13,11 @@ always minimized: it is the result's loss (a maximized metric arrives negated). 
 evaluation is ingested with ``NaN``. Generators that return ``_id`` get it back with the result
 of that point, as the standard asks; points of earlier runs are ingested without one.
 
+``seed``: the first N points (``initial_points: N``) are drawn from the space with it, and every
+call of the generator runs with Python's, numpy's and torch's global generators seeded from it (Xopt's
+generators take no seed and draw from them), so a seeded run is repeated exactly; a resumed run draws
+with other seeds than the first (it proposed the first run's points again).
+
 ``initial_points: N``: the first N points of the experiment are drawn from the space (``seed``)
 before the generator is asked, and it is asked only once it holds a result: Xopt's Bayesian
 generators cannot suggest without data. ``emews check`` builds the generator on the workflow's
@@ -32,6 +37,7 @@ from gest_api.vocs import VOCS, ContinuousVariable, DiscreteVariable
 from emews.core.imports import import_user_module
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
+from emews.core.seeds import global_rngs_seeded, resumed_seed
 from emews.core.space import Categorical, Float, Int, Space, registered, to_builtin
 
 ID = "_id"
@@ -83,7 +89,10 @@ class GestGenerator(AskTellOptimizer):
         if initial_points < 0:
             raise ValueError(f"initial_points: must be 0 or more, got {initial_points}")
         self.initial_points = initial_points
+        self.seed = seed
         self.rng = random.Random(seed)
+        self._draw_seed = seed  # the seed of this run's draws (another one after a resume)
+        self._calls = 0  # calls of the generator in this run
         self.ids: dict[int, Any] = {}  # task id -> the generator's _id
         self._fresh: list[Any] = []
         self._design = 0  # initial points still to draw from the space
@@ -111,17 +120,29 @@ class GestGenerator(AskTellOptimizer):
     def run(self, evaluator: Any) -> None:
         earlier = len(evaluator.history) + len(evaluator.requeued)
         self._design = max(self.initial_points - earlier, 0)
+        if self.seed is not None and evaluator.earlier_points:  # resumed: draw on, not the first run's draws again
+            self._draw_seed = resumed_seed(self.seed, evaluator.earlier_points)
+            self.rng = random.Random(self._draw_seed)
         super().run(evaluator)
+
+    def _seeded(self) -> Any:
+        """The global generators seeded for the generator's next call (unseeded run: left as they are)."""
+        self._calls += 1
+        return global_rngs_seeded(None if self._draw_seed is None else resumed_seed(self._draw_seed, self._calls))
 
     def start(self, space: Space, workers: int) -> None:
         super().start(space, workers)
-        self.generator = self._generator(space)
+        with self._seeded():
+            self.generator = self._generator(space)
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         drawn = [self.space.sample(self.rng) for _ in range(min(n, self._design))]
         self._design -= len(drawn)
         asked = n - len(drawn) if self._design == 0 and (self._has_data or not self.initial_points) else 0
-        raw = (self.generator.suggest(asked) if self.generator is not None else [{}] * asked) if asked else []
+        raw: list[dict[str, Any]] = [{}] * asked if self.generator is None else []
+        if asked and self.generator is not None:
+            with self._seeded():
+                raw = self.generator.suggest(asked)
         self._fresh = [None] * len(drawn) + [p.get(ID) for p in raw]
         return drawn + [self._point(p) for p in raw]
 
@@ -156,5 +177,6 @@ class GestGenerator(AskTellOptimizer):
                 record[ID] = self.ids.pop(r.id)
             records.append(record)
         if records and self.generator is not None:
-            self.generator.ingest(records)
+            with self._seeded():
+                self.generator.ingest(records)
             self._has_data = True

@@ -67,30 +67,46 @@ class TestGestWithIds(OptimizerConformance):
         assert len(trace.points) == 12 and made[0].ids == {}  # every id went back, failures included
 
 
-
-
 class TestXoptRandomThroughGest(OptimizerConformance):
     """Xopt's own RandomGenerator (a gest-api Generator); Xopt takes numeric discrete values only."""
 
-    deterministic = False  # Xopt's random generator takes no seed
-
     def make_optimizer(self, seed: int) -> Optimizer:
-        return gest("xopt.generators.random:RandomGenerator", categories="indices")
+        """Xopt's generators take no seed: the adapter's ``seed`` seeds the global generators they draw from
+        (the same seed gave other points in every run)."""
+        return gest("xopt.generators.random:RandomGenerator", categories="indices", seed=seed)
 
 
-@pytest.mark.parametrize("optimizer", [
-    {"name": "emews.contrib.nevergrad:NevergradOptimizer", "options": {"optimizer": "TwoPointsDE", "seed": 1}},
-    pytest.param({"name": "emews.contrib.gest:GestGenerator",
-                  "options": {"generator": "xopt.generators.random:RandomGenerator", "categories": "indices"}}),
-    {"name": "emews.contrib.gest:GestGenerator",
-     "options": {"generator": str(HERE / "gest_random.py") + ":SeededRandom", "options": {"seed": 3}}},
-], ids=["nevergrad", "xopt", "gest-with-ids"])
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        {"name": "emews.contrib.nevergrad:NevergradOptimizer", "options": {"optimizer": "TwoPointsDE", "seed": 1}},
+        pytest.param(
+            {
+                "name": "emews.contrib.gest:GestGenerator",
+                "options": {"generator": "xopt.generators.random:RandomGenerator", "categories": "indices"},
+            }
+        ),
+        {
+            "name": "emews.contrib.gest:GestGenerator",
+            "options": {"generator": str(HERE / "gest_random.py") + ":SeededRandom", "options": {"seed": 3}},
+        },
+    ],
+    ids=["nevergrad", "xopt", "gest-with-ids"],
+)
 def test_adapters_run_a_real_candle_space_under_emews_launch(emews_cmd, tmp_path: Path, optimizer: dict) -> None:
     """adrp's GA JSON (``epochs`` 200..200), which broke both adapters before."""
     adrp = Path(__file__).parents[1] / "data" / "supervisor" / "ga" / "adrp_param_space_ga.json"
-    (tmp_path / "obj.py").write_text("def run(p):\n    return p['dropout'] + len(p['dense']) / 100 + p['batch_size'] / 1000\n")
-    wf = write_workflow(tmp_path, optimizer=optimizer, objective={"module": "obj.py"}, space={"file": str(adrp)},
-                        budget={"evaluations": 10}, task={"timeout": 60, "isolation": "inline"})
+    (tmp_path / "obj.py").write_text(
+        "def run(p):\n    return p['dropout'] + len(p['dense']) / 100 + p['batch_size'] / 1000\n"
+    )
+    wf = write_workflow(
+        tmp_path,
+        optimizer=optimizer,
+        objective={"module": "obj.py"},
+        space={"file": str(adrp)},
+        budget={"evaluations": 10},
+        task={"timeout": 60, "isolation": "inline"},
+    )
     proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = stored_rows(tmp_path / "exp")
@@ -146,15 +162,50 @@ def test_a_resumed_nevergrad_run_proposes_no_earlier_point_again(emews_cmd, tmp_
     """A seeded TwoPointsDE resumed from 4 to 8 evaluations asked the first run's 4 points again, in
     order (it drew with the same seed); NGOpt's first ask, the centre, came again with any seed."""
     (tmp_path / "obj.py").write_text("def run(p):\n    return (p['x'] - 0.3) ** 2 + (p['y'] - 0.1) ** 2\n")
-    wf = write_workflow(tmp_path, optimizer={"name": "emews.contrib.nevergrad:NevergradOptimizer",
-                                             "options": {"optimizer": name, "seed": 5}},
-                        objective={"module": "obj.py"},
-                        space={"x": {"type": "float", "lower": -1, "upper": 1},
-                               "y": {"type": "float", "lower": -1, "upper": 1}},
-                        budget={"evaluations": 4}, task={"isolation": "inline"})
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "emews.contrib.nevergrad:NevergradOptimizer", "options": {"optimizer": name, "seed": 5}},
+        objective={"module": "obj.py"},
+        space={"x": {"type": "float", "lower": -1, "upper": 1}, "y": {"type": "float", "lower": -1, "upper": 1}},
+        budget={"evaluations": 4},
+        task={"isolation": "inline"},
+    )
     proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     proc = emews_cmd("resume", "exp", "--set", "budget.evaluations=8", timeout=300)
     assert proc.returncode == 0, proc.stderr
     points = [r["params"] for r in stored_rows(tmp_path / "exp")]
     assert len(points) == 8 and len(set(points)) == 8, points
+
+
+@pytest.mark.parametrize("initial_points", [0, 3])
+def test_a_resumed_seeded_gest_run_proposes_no_earlier_point_again(
+    emews_cmd, tmp_path: Path, initial_points: int
+) -> None:
+    """A seeded Xopt run resumed from 2 to 6 evaluations: the initial points were drawn with the
+    first run's generator again (its first point came back), and Xopt's own draws were unseeded."""
+    (tmp_path / "obj.py").write_text("def run(p):\n    return (p['x'] - 0.3) ** 2 + (p['y'] - 0.1) ** 2\n")
+    wf = write_workflow(
+        tmp_path,
+        optimizer={
+            "name": "emews.contrib.gest:GestGenerator",
+            "options": {
+                "generator": "xopt.generators.random:RandomGenerator",
+                "initial_points": initial_points,
+                "seed": 5,
+            },
+        },
+        objective={"module": "obj.py"},
+        space={"x": {"type": "float", "lower": -1, "upper": 1}, "y": {"type": "float", "lower": -1, "upper": 1}},
+        budget={"evaluations": 2},
+        task={"isolation": "inline"},
+    )
+    runs = []
+    for exp in ("a", "b"):  # the same seed twice: the same points, resumed ones included
+        proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", exp, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        proc = emews_cmd("resume", exp, "--set", "budget.evaluations=6", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append([r["params"] for r in stored_rows(tmp_path / exp)])
+    assert len(runs[0]) == 6 and len(set(runs[0])) == 6, runs[0]
+    assert runs[0] == runs[1]
