@@ -343,8 +343,18 @@ class Categorical(DimensionType):
         positions: dict[Any, int] = {}
         for i, v in enumerate(self.values):
             key = _lookup_key(v)
+            earlier = positions.get(key) if key is not None else None
+            if earlier is None:
+                earlier = next(
+                    (j for j in range(i) if _lookup_key(self.values[j]) is None and _same(v, self.values[j])), None
+                )
+            if earlier is not None:  # 1 and 1.0: a point holding either is the other one too
+                raise ValueError(
+                    f"values must not repeat: {self.values[earlier]!r} and {v!r} are one value "
+                    "(a whole number and its float match each other; list one of them)"
+                )
             if key is not None:
-                positions.setdefault(key, i)
+                positions[key] = i
         object.__setattr__(self, "_positions", positions)
 
     def sample(self, rng: random.Random) -> Value:

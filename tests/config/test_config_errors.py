@@ -47,6 +47,11 @@ BROKEN = {
     "wrong type": (dict(budget={"evaluations": "many"}), "budget.evaluations", None),
     "lower above upper": (dict(space=_space(u={"type": "int", "lower": 5, "upper": 1})), "space.u", None),
     "empty categorical": (dict(space=_space(c={"type": "categorical", "values": []})), "space.c", None),
+    # Python's 1 == 1.0: the space matched 1.0 to 1, so no optimizer could hand the objective 1.0
+    "1 and 1.0 in one categorical": (dict(space=_space(c={"type": "categorical", "values": [1, True, "1", 1.0]})),
+                                     "space.c: values must not repeat: 1 and 1.0 are one value", None),
+    "2.0 and 2 in one ordered": (dict(space=_space(o={"type": "ordered", "values": [2.0, 3, 2]})),
+                                 "space.o: values must not repeat: 2.0 and 2 are one value", None),
     "unknown parameter type": (dict(space=_space(c={"type": "colour"})), "space.c", "int"),
     "bad isolation": (dict(task={"isolation": "docker"}), "task.isolation", "process"),
     "missing objective file": (dict(objective={"module": "nowhere/obj.py"}), "objective.module", None),

@@ -93,6 +93,9 @@ def test_bad_dimensions_are_refused() -> None:
     with pytest.raises(ValueError, match="wider than a double holds"):  # hyperspace, Optuna, Nevergrad failed mid-run
         Float(-1.7976931348623157e308, 1.7976931348623157e308)
     assert Float(-1e307, 1e307).upper == 1e307  # a wide range that fits stays allowed
+    with pytest.raises(ValueError, match="1 and 1.0 are one value"):  # 1.0 was matched to 1: never proposed
+        Categorical((1, "1", True, 1.0))
+    assert Categorical((1, "1", True)).index(True) == 2  # True and "1" stay apart from 1
 
 
 def test_validate_converts_numpy_scalars_and_names_bad_keys() -> None:
