@@ -28,8 +28,11 @@ objectives, no MPI):
                                run proposes nothing. The first half of the smooth run's
                                results is given as ``evaluator.history``: the optimizer reads
                                it (an ``AskTellOptimizer`` gets all of it through ``ingest``)
-                               before its first proposal and spends only the rest of the
-                               budget; given all of them, it returns without proposing
+                               before its first proposal, does not start by proposing the
+                               earlier run's first points again (a seed used afresh: draw on
+                               with ``resumed_seed(seed, evaluator.earlier_points)``) and
+                               spends only the rest of the budget; given all of them, it
+                               returns without proposing
 
 Outside pytest, :func:`check_optimizer` runs every check and raises
 :class:`ConformanceError` listing all that failed. The test objectives live
@@ -537,12 +540,28 @@ def check_resumes(resumed: Trace, finished: Trace, *, full_budget: bool = True, 
             "asked for more evaluations than the budget had left: "
             + "; ".join(resumed.over_budget + finished.over_budget)
         )
+    if redrawn := redrawn_first_points(resumed):
+        problems.append(
+            f"resumed, it proposed the earlier run's first {redrawn} points again, in order (seeded afresh? "
+            "draw on with emews.core.seeds.resumed_seed(seed, evaluator.earlier_points))"
+        )
     if finished.points:
         problems.append(
             f"resumed after the whole budget ({finished.budget}) was spent, it still "
             f"submitted {len(finished.points)} points"
         )
     _fail(problems)
+
+
+def redrawn_first_points(resumed: Trace, count: int = 2) -> int:
+    """How many of the earlier run's first ``count`` points a resumed run proposed again first, in order.
+
+    0 unless the resumed run's first ``count`` points are the earlier run's first ``count``: what a
+    seeded optimizer does when it seeds its generator afresh instead of drawing on.
+    """
+    earlier = [dict(r.params) for r in resumed.history[:count]]
+    again = resumed.points[:count]
+    return count if len(earlier) == count and again == earlier else 0
 
 
 def check_degenerate_spaces(

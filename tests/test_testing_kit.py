@@ -13,6 +13,7 @@ from emews.core.optimizer import AskTellOptimizer, Optimizer
 from emews.optimizers.ga import GeneticAlgorithm
 from emews.optimizers.random import RandomSearch
 from emews.optimizers.sweep import Sweep
+from emews.core.seeds import resumed_seed
 from emews.core.space import Constant, Int, Space
 from emews.testing import (
     FLAKY, ConformanceError, OptimizerConformance, check_budget, check_clean_stop, check_deterministic,
@@ -264,6 +265,38 @@ def test_proposing_in_a_finished_run_is_caught() -> None:
     assert finished.over_budget_puts == 1 and not finished.points
     with pytest.raises(ConformanceError, match="more evaluations than the budget had left: put 1 points with 0 left"):
         check_resumes(resumed, finished)
+
+
+class SeededAfresh(Optimizer):
+    """Reads the history, then draws with its seed from the start: the first run's points again."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def run(self, evaluator: Evaluator) -> None:
+        assert evaluator.history is not None
+        rng = random.Random(self.seed)
+        while evaluator.remaining:
+            evaluator.map([evaluator.space.sample(rng)])
+
+
+class DrawsOn(SeededAfresh):
+    """As SeededAfresh, but a resumed run draws on with resumed_seed."""
+
+    def run(self, evaluator: Evaluator) -> None:
+        self.seed = resumed_seed(self.seed, evaluator.earlier_points)
+        super().run(evaluator)
+
+
+def test_a_resumed_run_drawing_the_first_runs_points_again_is_caught() -> None:
+    half, whole = resume_histories(run_traced(SeededAfresh, budget=8))
+    resumed = run_traced(SeededAfresh, budget=8, history=half)
+    finished = run_traced(SeededAfresh, budget=len(whole), history=whole)
+    assert resumed.points[:2] == [dict(r.params) for r in half[:2]]
+    with pytest.raises(ConformanceError, match="proposed the earlier run's first 2 points again"):
+        check_resumes(resumed, finished)
+    half, whole = resume_histories(run_traced(DrawsOn, budget=8))
+    check_resumes(run_traced(DrawsOn, budget=8, history=half), run_traced(DrawsOn, budget=len(whole), history=whole))
 
 
 def test_a_resumed_run_spends_only_what_is_left() -> None:

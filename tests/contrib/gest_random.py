@@ -16,7 +16,7 @@ class SeededRandom(Generator):
     def __init__(self, vocs, seed=None):
         super().__init__(vocs)
         self.vocs = vocs
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed) if seed is not None else random  # unseeded: the global generator
         self.next_id = 0
         self.issued: set[int] = set()
         self.ingested_ids: list[int] = []

@@ -47,10 +47,12 @@ class TestNevergradCMA(OptimizerConformance):
 
 
 class TestGestWithIds(OptimizerConformance):
-    """A gest-api generator that returns ``_id`` (``tests/contrib/gest_random.py``)."""
+    """A gest-api generator that returns ``_id`` (``tests/contrib/gest_random.py``), seeded through the
+    adapter's ``seed`` (the global generator it draws from): a seed of its own, in its options, would
+    draw the first run's points again in a resumed run (the kit's test_resumes says so)."""
 
     def make_optimizer(self, seed: int) -> Optimizer:
-        return gest(f"{HERE / 'gest_random.py'}:SeededRandom", {"seed": seed})
+        return gest(f"{HERE / 'gest_random.py'}:SeededRandom", seed=seed)
 
     def test_ids_come_back_with_their_points(self) -> None:
         from emews.testing import FLAKY, run_traced
