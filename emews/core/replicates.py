@@ -92,6 +92,12 @@ def group_points(rows: Iterable[tuple[int, float | None, Mapping[str, Any]]]) ->
     ]
 
 
+def group_results(rows: Iterable[tuple[int, str, float | None, Mapping[str, Any]]]) -> list[PointResult]:
+    """:func:`group_points` of stored results (task id, status, objective, parameters): only a
+    successful (``ok``) result's objective counts."""
+    return group_points((i, objective if status == Status.OK.value else None, p) for i, status, objective, p in rows)
+
+
 def best_point(points: Iterable[PointResult], direction: Direction) -> PointResult | None:
     """The point whose mean objective over its successful replicates is best (the result the
     optimizer saw for it); of equal means, the first. ``None``: no point has a success."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from emews.config.experiment import require_experiment
-from emews.core.replicates import PointResult, group_points
+from emews.core.replicates import PointResult
 from emews.output.csvrows import csv_cell, write_csv_file
-from emews.output.export import open_store
+from emews.output.export import open_store, points_of
 from emews.store import Store
 
 __all__ = ["BY_POINT_FILE", "PointResult", "points_of", "results_by_point", "write_by_point_csv"]
@@ -29,13 +29,6 @@ def results_by_point(exp_dir: Path) -> list[PointResult]:
         return points_of(store)
     finally:
         store.close()
-
-
-def points_of(store: Store) -> list[PointResult]:
-    """The points of the results in ``store``, each with its replicates' statistics."""
-    return group_points(
-        (row.id, row.objective if row.status == "ok" else None, row.params) for row in store.point_results()
-    )
 
 
 def write_by_point_csv(exp_dir: Path, store: Store | None = None) -> tuple[Path, int]:

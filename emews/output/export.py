@@ -23,7 +23,7 @@ from emews.core.cores import usable_cores
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError
 from emews.core.failure_cause import CommonCause, most_frequent
-from emews.core.replicates import PointResult, best_point, group_points
+from emews.core.replicates import PointResult, best_point, group_results
 from emews.core.results import Result, Status
 from emews.core.wording import counted
 from emews.output.csvpart import CsvPart
@@ -77,19 +77,18 @@ def totals(store: Store | None, *, replicates: int = 1, direction: Direction = D
     """The counts and the best of ``store``; of an ensemble (``replicates`` > 1) also its best point."""
     if store is None:
         return Totals({}, None)
-    point = None
-    if replicates > 1:
-        rows = store.point_results()
-        point = best_point(
-            group_points((r.id, r.objective if r.status == "ok" else None, r.params) for r in rows), direction
-        )
     return Totals(
         store.status_counts(),
         store.best(),
         most_frequent(store.failure_errors()),
         Counter(e.value for e in store.endings().values()),
-        point,
+        best_point(points_of(store), direction) if replicates > 1 else None,
     )
+
+
+def points_of(store: Store) -> list[PointResult]:
+    """The points of the results in ``store``, each with its replicates' statistics."""
+    return group_results((r.id, r.status, r.objective, r.params) for r in store.point_results())
 
 
 def write_csv(store: Store, path: Path, param_names: Sequence[str], *, parallel_from: int | None = None) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from emews.config.experiment import emews_version
-from emews.core.replicates import PointResult, best_point, group_points
+from emews.core.replicates import PointResult, best_point, group_results
 from emews.core.results import Result, Status
 from emews.core.wording import counted
 from emews.output.export import Totals, counts_text, summary_text
@@ -144,14 +144,14 @@ def best_point_of(data: ExperimentData) -> PointResult | None:
     if int(data.workflow.get("replicates") or 1) <= 1:
         return None
     res = data.results
-    ok = (res["status"] == Status.OK.value) & res["loss"].notna()
     rows = zip(
         res["id"].astype(int),
-        res["objective"].where(ok, None),
+        res["status"],
+        res["objective"].where(res["loss"].notna(), None),
         ({name: _missing_as_none(v) for name, v in record.items()} for record in data.params.to_dict("records")),
         strict=True,
     )
-    return best_point(group_points((i, None if pd.isna(v) else float(v), p) for i, v, p in rows), data.direction)
+    return best_point(group_results((i, s, None if pd.isna(v) else float(v), p) for i, s, v, p in rows), data.direction)
 
 
 @dataclass(frozen=True)
