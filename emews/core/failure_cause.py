@@ -22,10 +22,12 @@ _NAMES_ERROR = re.compile(
     r"^[A-Za-z_][\w.]*(Interrupt|Exit|Iteration)\b",
     re.IGNORECASE,
 )
-#: a traceback's lines that do not name the error: its header, frames and carets
+#: a traceback's frame line: ``File "PATH", line N, in NAME`` (a SyntaxError's location: no ``in NAME``)
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<name>.+))?$')
+#: a traceback's lines that do not name the error: its header and carets (and its frames: :data:`FRAME`)
 _NOISE = re.compile(
     r"^(Traceback \(most recent call last\):|During handling of the above|"
-    r"The above exception was|File \"|[~^]+$)"
+    r"The above exception was|[~^]+$)"
 )
 #: quoted values and numbers (signed, decimal, exponent): what differs between failures of one cause
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
@@ -50,8 +52,8 @@ def _told(text: str) -> list[str]:
     lines, frame = [], False
     for raw in text.splitlines():
         line = raw.strip()
-        source, frame = frame and raw.startswith("    "), line.startswith('File "')  # a frame's source line
-        if line and not source and not _NOISE.match(line):
+        source, frame = frame and raw.startswith("    "), FRAME.match(line) is not None  # a frame's source line
+        if line and not source and not frame and not _NOISE.match(line):
             lines.append(line)
     return lines
 
@@ -88,7 +90,7 @@ def exception_line(traceback: str) -> str:
     """The line of a Python traceback that names its (last) exception: the first unindented line
     after its last frame, not the last line, which may end a message of several lines or a note."""
     raw = [line for line in traceback.splitlines() if line.strip()]
-    frames = [i for i, line in enumerate(raw) if line.startswith(" ") and line.lstrip().startswith('File "')]
+    frames = [i for i, line in enumerate(raw) if line.startswith(" ") and FRAME.match(line)]
     after = raw[frames[-1] + 1 :] if frames else []
     return next((line.strip() for line in after if not line.startswith(" ")), raw[-1].strip())
 

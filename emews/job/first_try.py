@@ -16,7 +16,6 @@ named) after a failure; nothing is written into an experiment directory.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 import sysconfig
@@ -30,7 +29,7 @@ from typing import Any
 from emews.config.workflow import Workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator
-from emews.core.failure_cause import cause
+from emews.core.failure_cause import FRAME, cause
 from emews.core.optimizer import Optimizer
 from emews.core.queues import QueuePair
 from emews.core.replicates import ReplicatingEvaluator, replicated_space
@@ -141,10 +140,6 @@ class TryOutcome:
         return out
 
 
-#: a traceback's frame line: ``File "PATH", line N, in NAME``
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<name>.+)$')
-
-
 def _inside(path: Path, folders: set[Path]) -> bool:
     """Whether ``path`` (resolved: a symlinked home on a parallel file system) lies in one of ``folders``."""
     resolved = path.resolve()
@@ -154,7 +149,7 @@ def _inside(path: Path, folders: set[Path]) -> bool:
 def raising_frame(traceback_text: str) -> str | None:
     """Where a Python objective's traceback was raised, as ``PATH, line N, in NAME``: the innermost frame
     outside emews and the Python installation (the user's code), else the innermost; ``None``: no frames."""
-    frames = [m for m in map(_FRAME.match, traceback_text.splitlines()) if m is not None]
+    frames = [m for m in map(FRAME.match, traceback_text.splitlines()) if m is not None and m["name"] is not None]
     roots: list[str | Path] = [Path(__file__).parents[1], sys.prefix, sys.base_prefix, *sysconfig.get_paths().values()]
     library = {Path(root).resolve() for root in roots}
     own = [m for m in frames if not m["path"].startswith("<") and not _inside(Path(m["path"]), library)]
