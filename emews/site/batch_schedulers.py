@@ -25,6 +25,12 @@ QUEUED, RUNNING, DONE, UNKNOWN = "queued", "running", "done", "unknown"
 NOT_FOUND = "not found"
 
 
+def state_of(found: str) -> str:
+    """``queued`` | ``running`` | ``done`` | ``unknown`` of what :meth:`BatchScheduler.lookup` found:
+    a job the scheduler does not know is over (it forgets a job some time after its end)."""
+    return DONE if found == NOT_FOUND else found
+
+
 class BatchScheduler(ABC):
     """One batch system."""
 
@@ -100,8 +106,7 @@ class BatchScheduler(ABC):
     def job_state(self, job_id: str) -> str:
         """``queued`` | ``running`` | ``done`` | ``unknown``: a job the scheduler does not know is
         over (it forgets a job some time after its end)."""
-        state = self.lookup(job_id)
-        return DONE if state == NOT_FOUND else state
+        return state_of(self.lookup(job_id))
 
     @abstractmethod
     def lookup(self, job_id: str) -> str:

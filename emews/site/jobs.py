@@ -13,7 +13,7 @@ from typing import Any
 
 from emews.config.experiment import run_exit_status
 from emews.core.errors import EXIT_FAILED, EmewsError
-from emews.site.batch_schedulers import BATCH_SCHEDULERS, DONE, UNKNOWN
+from emews.site.batch_schedulers import BATCH_SCHEDULERS, DONE, UNKNOWN, state_of
 from emews.site.schema import SchedulerConfig
 from emews.site.site import Site
 
@@ -115,10 +115,9 @@ def _scheduler(record: dict[str, Any]):
 
 
 def job_status(exp_dir: Path) -> str:
-    """``queued`` | ``running`` | ``done`` | ``unknown`` for the experiment's job."""
-    record = read_job(exp_dir)
-    job_id = str(record.get("job_id") or "")
-    return _scheduler(record).job_state(job_id) if job_id else UNKNOWN
+    """``queued`` | ``running`` | ``done`` | ``unknown`` for the experiment's job (:func:`job_lookup`'s
+    ``not found``: ``done``)."""
+    return state_of(job_lookup(exp_dir))
 
 
 def job_lookup(exp_dir: Path) -> str:
