@@ -39,15 +39,16 @@ def read_text(path: Path, *, limit: int = MAX_FILE_BYTES) -> str:
 _TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<thread>\d+)\.tmp")
 
 
-def write_atomic(path: Path, pieces: Iterable[bytes], *, durable: bool = True) -> None:
+def write_atomic(path: Path, pieces: Iterable[bytes], *, durable: bool = True, mode: int = 0o666) -> None:
     """Write, fsync, rename, fsync the directory: the final name appears only when complete.
     On any error (a full disk) the temporary file is removed before the error goes on.
     ``durable=False`` leaves out the fsyncs: a reader never sees the file half-written, but a
-    crash of the machine may lose it (a task's input files, made again when it runs again)."""
+    crash of the machine may lose it (a task's input files, made again when it runs again).
+    ``mode``: the new file's permissions, less the umask (``0o777``: an executable script)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as fh:
             for piece in pieces:
                 fh.write(piece)
             fh.flush()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -13,6 +12,7 @@ from typing import Any
 
 from emews.config.experiment import run_exit_status
 from emews.core.errors import EXIT_FAILED, EmewsError
+from emews.core.textfiles import write_atomic
 from emews.site.batch_schedulers import BATCH_SCHEDULERS, DONE, UNKNOWN, state_of
 from emews.site.schema import SchedulerConfig
 from emews.site.site import Site
@@ -56,15 +56,7 @@ def write_script(path: Path, text: str) -> None:
     The umask applies at creation, so a user who keeps files private (``umask 077``)
     gets a private job.sh: it may hold secrets from ``environment.vars``.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o777)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, [text.encode("utf-8")], durable=False, mode=0o777)
 
 
 def submit_experiment(
