@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, did_you_mean
+from emews.core.wording import counted
 
 #: ``--set KEY=VALUE``: the key's first part says which file it changes, never a guess. These are the
 #: site's (``scheduler`` is its batch scheduler); the workflow's are its sections (``trial_scheduler``
@@ -266,7 +267,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             site.render_batch_script(where, site.total_workers(None), job_command(where))
     print(
         f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
-        f"{len(workflow.space)} parameters, budget {workflow.model.budget.describe()}"
+        f"{counted(len(workflow.space), 'parameter')}, budget {workflow.model.budget.describe()}"
     )
     if site is not None:
         print(f"site {site.name}: ok")

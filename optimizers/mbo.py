@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from emews.contrib.rbridge import ROptimizer, RUnavailable, missing_r_packages
 from emews.core.seeds import R_SEEDS, fitted_seed
 from emews.core.space import Space
+from emews.core.wording import noun_for
 
 if TYPE_CHECKING:
     from emews.core.evaluator import Evaluator
@@ -115,7 +116,7 @@ class MBO(ROptimizer):
         except RUnavailable as exc:
             raise ValueError(f"{INSTALL} ({exc})") from None
         if missing:
-            raise ValueError(f"{INSTALL} (R lacks the package{'s' if len(missing) > 1 else ''} {', '.join(missing)})")
+            raise ValueError(f"{INSTALL} (R lacks the {noun_for(len(missing), 'package')} {', '.join(missing)})")
 
     def on_info(self, key: str, value: Any) -> None:
         if key == "implementation":

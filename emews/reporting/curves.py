@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from emews.core.direction import Direction
+from emews.core.wording import counted
 from emews.output.numbers import number
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
@@ -174,7 +175,7 @@ class Curves(ReportPlot):
             ""
             if lineage is None
             else (
-                f" {len(lineage)} PBT exploit{'s' if len(lineage) != 1 else ''}: each dashed arrow runs from the curve "
+                f" {counted(len(lineage), 'PBT exploit')}: each dashed arrow runs from the curve "
                 "of the trial that was cloned to the trial that cloned its checkpoint, at the step it did so; the "
                 "table lists them with the parameters each clone trained on with."
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from emews.core.failure_cause import cause, cause_key, clip
+from emews.core.wording import counted
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, colour, new_figure
 
@@ -32,7 +33,7 @@ def none_line(data: ExperimentData) -> str | None:
     res = data.results
     if res.empty or not (res["status"] == "ok").all():
         return None
-    return f"Failures: none ({len(res)} evaluation{'s' if len(res) != 1 else ''}, all successful)."
+    return f"Failures: none ({counted(len(res), 'evaluation')}, all successful)."
 
 
 class Failures(ReportPlot):

@@ -98,7 +98,7 @@ class Gantt(ReportPlot):
         )
         if teams:
             caption += (
-                f" {teams} evaluation{'s' if teams != 1 else ''} ran on several ranks (task.ranks): each is "
+                f" {counted(teams, 'evaluation')} ran on several ranks (task.ranks): each is "
                 "hatched on every rank of its team."
             )
         if unrecorded:

@@ -18,6 +18,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from emews.core.direction import Direction
+from emews.core.wording import counted
 from emews.output.numbers import number
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import Plot, ReportPlot, new_figure
@@ -199,8 +200,8 @@ def withheld(data: ExperimentData) -> str | None:
     if not names or n >= needed(len(names)):
         return None
     return (
-        f"Importance is withheld: {n} successful evaluation{'s' if n != 1 else ''} for {len(names)} "
-        f"parameter{'s' if len(names) != 1 else ''}, and it needs at least {needed(len(names))} "
+        f"Importance is withheld: {counted(n, 'successful evaluation')} for {counted(len(names), 'parameter')}, "
+        f"and it needs at least {needed(len(names))} "
         f"({MIN_IMPORTANCE} in all and {PER_PARAMETER} per parameter); with fewer, a forest ranks "
         "parameters by noise, even ones the run never varied in a way that mattered."
     )

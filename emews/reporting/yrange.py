@@ -19,6 +19,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.transforms import blended_transform_factory
 
+from emews.core.wording import counted
+
 #: all-positive values spanning more decades than this are drawn on a log scale
 LOG_DECADES = 3.0
 #: the bulk of the values lies between these quantiles (the quartiles) ...
@@ -65,8 +67,8 @@ class YRange:
             return f" The y axis is logarithmic: the values span {self.decades:.0f} decades."
         if self.clipped:
             return (
-                f" The y axis shows the bulk of the values; {self.clipped} point"
-                f"{'s' if self.clipped != 1 else ''} outside it ({self.above} above, {self.below} below) "
+                f" The y axis shows the bulk of the values; {counted(self.clipped, 'point')} "
+                f"outside it ({self.above} above, {self.below} below) "
                 "are the triangles on its edges."
             )
         return ""
