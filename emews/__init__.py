@@ -31,6 +31,7 @@ _LAZY = {
     "Action": "emews.training.messages",
     "CONTINUE": "emews.training.messages",
     "candle_point": "emews.objective.candle_params",
+    "resumed_seed": "emews.core.seeds",
     "load_best": "emews.output.catalog",
     "list_checkpoints": "emews.output.catalog",
     "results_by_point": "emews.output.by_point",
@@ -78,6 +79,7 @@ __all__ = [
     "load_best",
     "registered",
     "results_by_point",
+    "resumed_seed",
     "run",
 ]
 

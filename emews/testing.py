@@ -543,7 +543,7 @@ def check_resumes(resumed: Trace, finished: Trace, *, full_budget: bool = True, 
     if redrawn := redrawn_first_points(resumed):
         problems.append(
             f"resumed, it proposed the earlier run's first {redrawn} points again, in order (seeded afresh? "
-            "draw on with emews.core.seeds.resumed_seed(seed, evaluator.earlier_points))"
+            "draw on with emews.resumed_seed(seed, evaluator.earlier_points))"
         )
     if finished.points:
         problems.append(
