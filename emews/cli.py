@@ -308,13 +308,13 @@ def cmd_results(args: argparse.Namespace) -> int:
                 "direction": Direction.of(objective.get("direction")),
             }
             print(summary_text(totals(store, **ensemble), None))
-            print(f"wrote {rows} rows to {path}")
+            print(f"wrote {counted(rows, 'row')} to {path}")
             if args.by_point:
                 path, rows = write_by_point_csv(exp_dir, store)
-                print(f"wrote {rows} points to {path}")
+                print(f"wrote {counted(rows, 'point')} to {path}")
             if args.format == "deephyper":
                 path, rows = write_deephyper_csv(exp_dir, store=store)
-                print(f"wrote {rows} rows in DeepHyper's format to {path}")
+                print(f"wrote {counted(rows, 'row')} in DeepHyper's format to {path}")
         finally:
             store.close()
     return EXIT_OK
@@ -375,7 +375,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
         raise ConfigError(f"must be at least 1, got {args.best}", key="--best")
     rows = list_checkpoints(args.exp_dir.absolute(), best=args.best, per_trial=not args.per_checkpoint)
     print(format_table(rows))
-    print(f"{len(rows)} checkpoints", file=sys.stderr)
+    print(counted(len(rows), "checkpoint"), file=sys.stderr)
     return EXIT_OK
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from emews.core.wording import counted
 from emews.output.export import open_store
 from emews.output.numbers import number
 from emews.store import TrialState
@@ -40,7 +41,7 @@ def trial_lines(exp_dir: Path, metric: str) -> list[str]:
     )
     waits = [s for s in open_ if s.trial in paused and s.action == "pause"]
     lines = [
-        f"training: {len(states)} trials reported; {ended} ended"
+        f"training: {counted(len(states), 'trial')} reported; {ended} ended"
         + (f" ({how})" if how else "")
         + f", {len(open_) - len(waits)} running, {len(waits)} paused"
         + (" (emews resume continues them)" if waits else "")

@@ -486,7 +486,7 @@ def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continue
     assert stored_rows(exp) == []
     status = emews_cmd("status", str(exp))
     assert status.returncode == 0, status.stderr
-    assert "training: 1 trials reported; 0 ended, 0 running, 1 paused" in status.stdout
+    assert "training: 1 trial reported; 0 ended, 0 running, 1 paused" in status.stdout
     assert "  trial 0: step 6, loss 0.666667, paused" in status.stdout.splitlines()
 
     second = emews_cmd("resume", str(exp), timeout=240)
