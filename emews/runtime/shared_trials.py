@@ -49,8 +49,11 @@ class SharedTrials(TrialService):
         unknown = sorted({r.trial for r in foreign} - self._params.keys())
         if unknown:
             self._params.update(self.store.task_params(unknown))
+        ends = self.store.first_ends() if foreign else {}
         for stored in foreign:
-            self.scheduler.replay(stored, self._params.get(stored.trial, {}), None)
+            end = ends.get(stored.trial)
+            if end is None or stored.step <= end[0]:  # after its stop or complete it reached no scheduler
+                self.scheduler.replay(stored, self._params.get(stored.trial, {}), None)
             self._mark(stored.seq)
         if upto - self._low > self.GAP_PATIENCE:  # long-missing seqs were rolled back
             self._known = {s for s in self._known if s > upto - self.GAP_PATIENCE}

@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from emews.core.direction import Direction
-from emews.core.results import Outcome, Status, Task
+from emews.core.results import Outcome, Status, StoredReport, Task
 from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.walltime_pause import PauseClock
 from emews.store import DURABLE, Store
@@ -91,6 +91,9 @@ class TrialService:
         self._said_missing = False
         self._sign = Direction.of(scheduler.mode if scheduler is not None and scheduler.mode else direction).sign
         self._attempts: dict[int, int] = {}  # task id -> failed attempts kept
+        #: trial -> the stop or complete it was answered first: its later reports (an objective that
+        #: did not wait, or did not break) reach no scheduler and get that answer again
+        self._ends: dict[int, Decision] = {}
         self.rebuilt_seq = 0  # the seq of the last report :meth:`rebuild` replayed
         self._retainer: Retainer | None = None
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
@@ -101,11 +104,15 @@ class TrialService:
 
     def rebuild(self) -> int:
         """Replay the stored reports into the scheduler (``emews resume``), each trial with the
-        parameters it started with; how many there were."""
+        parameters it started with, but none a trial made after it was answered stop or complete
+        (the run gave those to no scheduler); how many were replayed."""
         if self.store is None or self.scheduler is None:
             return 0
         reports = self.store.reports()
         self.rebuilt_seq = reports[-1].seq if reports else 0  # the last report the scheduler took in
+        ends = self.store.first_ends()
+        self._ends = {trial: Decision(Action(action)) for trial, (_, action) in ends.items()}
+        reports = reports_before_ends(reports, {trial: step for trial, (step, _) in ends.items()})
         exploits = {
             row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"]) for row in self.store.lineage()
         }  # PBT replays them as they were made
@@ -194,7 +201,11 @@ class TrialService:
         seq = self._store_report(report, task)
         if self.budget is not None:
             self.budget.count(report.trial, report.step)
-        decision = self._decide(report, task, seq)
+        decision = self._ends.get(report.trial)
+        if decision is None:
+            decision = self._decide(report, task, seq)
+            if decision.action in (Action.STOP, Action.COMPLETE):
+                self._ends[report.trial] = decision
         if decision.action is not Action.CONTINUE and self.store is not None:
             self.store.add_decision(report.trial, report.step, decision.action.value)
         return Reply(report.session, decision)
@@ -336,3 +347,16 @@ class TrialService:
                     "retention: not deleting %s: outside the experiment directory %s", row.path, self.store.root
                 )
         self.store.mark_deleted(sorted(doomed))
+
+
+def reports_before_ends(reports: Sequence[StoredReport], ends: Mapping[int, int]) -> list[StoredReport]:
+    """``reports`` without those a trial made after the report it was first answered stop or
+    complete at (``ends``: trial -> that step): the run gave them to no scheduler."""
+    kept, over = [], set()
+    for report in reports:
+        if report.trial in over:
+            continue
+        kept.append(report)
+        if ends.get(report.trial) == report.step:
+            over.add(report.trial)
+    return kept

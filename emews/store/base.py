@@ -348,6 +348,10 @@ class Store(ABC):
         """Every report (of ``trial``), in arrival order."""
 
     @abstractmethod
+    def first_ends(self) -> dict[int, tuple[int, str]]:
+        """Trial -> ``(step, action)`` of the first report it was answered ``stop`` or ``complete``."""
+
+    @abstractmethod
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""
 

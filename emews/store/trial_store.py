@@ -514,6 +514,19 @@ class TrialStore:
         ).fetchone()
         return row is not None
 
+    def first_ends(self) -> dict[int, tuple[int, str]]:
+        """Trial -> ``(step, action)`` of the first report it was answered ``stop`` or ``complete``
+        (its later reports, an objective's that went on, reached no scheduler)."""
+        if not self._has("decisions"):
+            return {}
+        ends: dict[int, tuple[int, str]] = {}
+        for trial, step, action in self._db.execute(
+            "SELECT trial, step, action FROM decisions WHERE action IN (?, ?) ORDER BY rowid",
+            (Action.STOP.value, Action.COMPLETE.value),
+        ):
+            ends.setdefault(trial, (step, action))
+        return ends
+
     def reports_between(self, after: int, before: int) -> list[StoredReport]:
         """The reports whose seq lies strictly between ``after`` and ``before``, in seq order."""
         if not self._has("reports"):

@@ -27,6 +27,8 @@ stops when told. Knobs
                      (task, step), so that losses cross as in real training
 ``TRAINER_HOLD_CLONES`` a run that restored another trial's checkpoint (a PBT clone) waits after its
                      first report until ``TRAINER_GATE`` exists (up to 120 s)
+``TRAINER_DEAF``     never break on a stop: train every epoch whatever the decision (an objective
+                     that ignores ``decision.stop``)
 ``TRAINER_GROUP``    call ``ctx.process_group()`` first: the members of a multi-rank task under process
                      isolation then share team rank 0's decisions (inline members share them over ``ctx.comm``)
 """
@@ -129,7 +131,7 @@ def run(params: dict, ctx) -> dict:
             _wait_for(gate)
         if clone and step == start + 1:
             _wait_for(gate)
-        if decision.stop:
+        if decision.stop and not os.environ.get("TRAINER_DEAF"):
             break
     return {"loss": loss, "steps": state["step"]}
 

@@ -160,6 +160,8 @@ def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     assert store.lineage()[0]["new_params"] == {"x": 0.5} and store.lineage()[0]["donor"] == 0
     assert store.unfinished()[1][0].params == {"x": 0.5}  # the exploit's parameters run on resume
     store.add_decision(0, 2, "stop")
+    store.add_decision(0, 3, "stop")
+    assert store.first_ends() == {0: (2, "stop")}
     store.add([_result(0)])
     states = store.trial_states()
     assert states[0].step == 2 and states[0].action == "stop" and states[1].clones == ((0, 2),)

@@ -245,3 +245,37 @@ def test_a_trial_the_run_stopped_as_it_paused_waits_again_with_its_last_reported
         assert (held[0].step, held[0].outcome.value, held[0].outcome.metrics) == (1, 1.5, {"loss": 1.5, "steps": 1})
         assert (held[1].step, held[1].outcome.status, held[1].outcome.value) == (1, Status.OK, 1.1)
         assert held[2] is None
+
+
+def test_a_rebuild_gives_the_scheduler_no_report_a_trial_made_after_its_stop(tmp_path: Path) -> None:
+    """ASHA's rungs at 1 and 3 (one worker's order): t0 (rate .1) then t1 (rate .9) report step 1; t1 is
+    stopped there but reports steps 2 and 3 anyway (each answered stop again, stored, given to no
+    scheduler); t2 (.05) then reports 1, 2 and 3. The scheduler ``emews resume`` rebuilds from the store has
+    the live one's rungs (t1 is not at rung 3) and answers t2's next reports as the live one; before, the
+    replay fed t1's steps 2 and 3 to ASHA, and its rung 3 held a trial the live run never put there."""
+    from emews.core.results import Task
+    from emews.runtime.trial_reports import TrialService
+    from emews.store.results_store import ResultsStore
+    from emews.training.messages import Report
+    from emews.training.schedulers.asha import ASHA
+
+    def asha() -> ASHA:
+        return ASHA(max_t=9, grace_period=1, reduction_factor=3).bind(metric="loss", direction="minimize")
+
+    tasks = {t: Task(t, {"rate": rate}, t, 0.0) for t, rate in enumerate((0.1, 0.9, 0.05))}
+
+    def report(service: TrialService, trial: int, step: int) -> str:
+        loss = tasks[trial].params["rate"] + 1 / step
+        reply = service.handle(Report(trial, 0, step, {"loss": loss}, 0.0), tasks[trial])
+        assert reply is not None
+        return reply.decision.action.value
+
+    with ResultsStore(tmp_path / "results.db") as store:
+        live = TrialService(store, asha(), metric="loss")
+        answers = [report(live, t, s) for t, s in ((0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3), (2, 1))]
+        assert answers == ["continue"] * 3 + ["stop"] * 3 + ["continue"]
+        rebuilt = TrialService(store, asha(), metric="loss")
+        assert rebuilt.rebuild() == 5   # t1's steps 2 and 3 not replayed
+        assert rebuilt.scheduler.recorded == live.scheduler.recorded and 1 not in live.scheduler.recorded[3]
+        assert report(rebuilt, 1, 4) == "stop"   # t1 stays stopped after the resume
+        assert [report(rebuilt, 2, s) for s in (2, 3)] == [report(live, 2, s) for s in (2, 3)]

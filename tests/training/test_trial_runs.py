@@ -450,6 +450,37 @@ def test_a_report_that_does_not_wait_gets_its_decision_by_the_next_report(emews_
     last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
     assert last[0] == last[1] == last[4] == 9
     assert (last[2], last[3]) == (2, 4)
+    # the report made before the stop arrived gets the stop again: stopped early (before: "completed")
+    with open(exp / "results.csv", newline="") as fh:
+        assert [(r["t:step"], r["t:decision"], r["t:ended"]) for r in csv.DictReader(fh)] == [
+            ("9", "complete", "completed"), ("9", "complete", "completed"), ("2", "stop", "stopped early"),
+            ("4", "stop", "stopped early"), ("9", "complete", "completed")]
+    assert json.loads((exp / "summary.json").read_text())["endings"] == {"stopped early": 2, "completed": 3}
+
+
+def test_a_trial_that_ignores_its_stop_shows_as_stopped_early(emews_cmd, tmp_path: Path) -> None:
+    """The ASHA hand case with an objective that never breaks: rates .9 and .3 are stopped at steps
+    1 and 3 as when they obey (their later reports, stored, reach no scheduler, so the rungs are
+    the hand case's), each later report is answered stop again, and both end "stopped early" in
+    results.csv, ``emews status`` and summary.json. Before, they ended "completed" (the last
+    step's answer was continue), and rate .9's later reports sat in ASHA's rungs, so rate .3 was
+    never stopped."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_DEAF="1")
+    wf = trainer_workflow(tmp_path, task={"isolation": "process"},
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
+                                                                 "reduction_factor": 3}})
+    exp = launch(emews_cmd, wf)
+    assert query(exp, "SELECT trial, COUNT(*) FROM reports GROUP BY trial") == [(t, 9) for t in range(5)]
+    answers = [(e["task"], e["step"], e["action"]) for e in events(log) if e["event"] == "report"]
+    assert [(t, s) for t, s, a in answers if a == "stop"] == [(2, s) for s in range(1, 10)] + [(3, s) for s in range(3, 10)]
+    with open(exp / "results.csv", newline="") as fh:
+        assert [(r["t:step"], r["t:decision"], r["t:ended"]) for r in csv.DictReader(fh)] == [
+            ("9", "complete", "completed"), ("9", "complete", "completed"), ("9", "stop", "stopped early"),
+            ("9", "stop", "stopped early"), ("9", "complete", "completed")]
+    status = emews_cmd("status", str(exp))
+    assert "5 ended (2 stopped early, 3 completed)" in status.stdout, status.stdout
+    assert json.loads((exp / "summary.json").read_text())["endings"] == {"stopped early": 2, "completed": 3}
 
 
 @pytest.mark.parametrize("isolation", ["inline", "process"])
