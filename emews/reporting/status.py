@@ -95,7 +95,7 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     figures = headline(data, running=running)
     pools = pool_lines(exp_dir)
     notes = [f"note: {problem} (shown without it)" for problem in data.unreadable]
-    lines = [f"job: {state}", *figures.lines(), *pools, *trial_lines(exp_dir, data.metric), *notes]
+    lines = [f"job: {state}", *figures.lines(), *pools, *trial_lines(exp_dir, data.metric, running), *notes]
     return "\n".join(lines), running
 
 

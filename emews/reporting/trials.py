@@ -1,6 +1,6 @@
 """Training trials in ``emews status``: how many reported and how those that ended did (stopped
-early, completed, failed), how many are paused, and where the trials that have not ended stand
-(their last step and metric)."""
+early, completed, failed), how many are paused (or interrupted: the run is over and they had not
+ended), and where the trials that have not ended stand (their last step and metric)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from emews.training.messages import endings_text
 LISTED = 10
 
 
-def trial_lines(exp_dir: Path, metric: str) -> list[str]:
-    """Status lines about the experiment's training trials (none when no task reported)."""
+def trial_lines(exp_dir: Path, metric: str, live: bool = True) -> list[str]:
+    """Status lines about the experiment's training trials (none when no task reported); ``live``:
+    whether the run goes on (else a trial that has not ended and is not paused was interrupted:
+    its job is gone, killed or crashed, and nothing trains it)."""
     store = open_store(exp_dir)
     if store is None:
         return []
@@ -40,16 +42,18 @@ def trial_lines(exp_dir: Path, metric: str) -> list[str]:
         if part
     )
     waits = [s for s in open_ if s.trial in paused and s.action == "pause"]
+    cut = [] if live else [s for s in open_ if s not in waits]
     lines = [
         f"training: {counted(len(states), 'trial')} reported; {ended} ended"
         + (f" ({how})" if how else "")
-        + f", {len(open_) - len(waits)} running, {len(waits)} paused"
-        + (" (emews resume continues them)" if waits else "")
+        + f", {len(open_) - len(waits) - len(cut)} running, {len(waits)} paused"
+        + (f", {len(cut)} interrupted" if cut else "")
+        + (f" ({'the run is not running; ' if cut else ''}emews resume continues them)" if waits or cut else "")
     ]
     for state in open_[-LISTED:]:
         lines.append(
             f"  trial {state.trial}: step {state.step}, {metric} {_value(state, metric)}"
-            + (", paused" if state in waits else "")
+            + (", paused" if state in waits else ", interrupted" if state in cut else "")
         )
     return lines
 

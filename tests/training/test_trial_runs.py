@@ -483,6 +483,36 @@ def test_a_trial_that_ignores_its_stop_shows_as_stopped_early(emews_cmd, tmp_pat
     assert json.loads((exp / "summary.json").read_text())["endings"] == {"stopped early": 2, "completed": 3}
 
 
+def test_status_of_a_killed_run_calls_its_unended_trial_interrupted_not_running(emews_cmd, tmp_path: Path) -> None:
+    """Trial 0 holds after its step-4 report and every process of the job is SIGKILLed at once (a node
+    failure): ``emews status`` says the run is not running and lists trial 0 as interrupted, with
+    ``emews resume`` to continue it; before, it counted it among the running trials forever. After
+    the resume, which trains it on from its checkpoint, nothing is interrupted."""
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_HOLD_AT="4")
+    wf = trainer_workflow(tmp_path, rates=[0.5, 0.1], task={"isolation": "process"},
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9}})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
+    assert wait_until(lambda: gate.with_name("gate.held").exists() or job.poll() is not None, timeout=120) \
+        and job.poll() is None, job.communicate()
+    emews_cmd.kill_all()
+    job.communicate(timeout=60)
+    assert emews_cmd.leftovers_after_exit() == []
+    exp = tmp_path / "exp"
+    status = emews_cmd("status", str(exp))
+    assert status.returncode == 0, status.stderr
+    assert "job: local, not running" in status.stdout
+    assert "training: 1 trials reported; 0 ended, 0 running, 0 paused, 1 interrupted (the run is not running; " \
+           "emews resume continues them)" in status.stdout, status.stdout
+    assert "  trial 0: step 4, loss 0.75, interrupted" in status.stdout
+    gate.touch()
+    second = emews_cmd("resume", str(exp), timeout=240)
+    assert second.returncode == 0, second.stderr
+    assert [e["restored"] for e in events(log) if e["event"] == "start" and e["task"] == 0] == [0, 4]
+    status = emews_cmd("status", str(exp))
+    assert "training: 2 trials reported; 2 ended (2 completed), 0 running, 0 paused" in status.stdout, status.stdout
+
+
 @pytest.mark.parametrize("isolation", ["inline", "process"])
 def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continues_it(
         emews_cmd, tmp_path: Path, isolation: str) -> None:
