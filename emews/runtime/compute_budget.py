@@ -46,6 +46,7 @@ class ComputeBudget:
         self._clock = clock
         self._start = clock()
         self._reached: str | None = None
+        self._steps_then = 0  # the steps reported when the step budget was reached
 
     @property
     def limited(self) -> bool:
@@ -70,13 +71,21 @@ class ComputeBudget:
             self._top[trial] = step
 
     def reached(self) -> str | None:
-        """The line that says which budget is spent, ``None`` while neither is; once reached, it stays."""
+        """The line that says which budget is spent, ``None`` while neither is; once reached, it stays
+        reached, and a step budget's line counts the steps reported so far: the trials still running
+        when it was reached report once more as they stop."""
         if self._reached is None:
             if self.steps is not None and self.steps_spent >= self.steps:
-                self._reached = f"step budget reached: {self.steps_spent} steps reported of {self.steps}"
+                self._reached, self._steps_then = "steps", self.steps_spent
             elif self.seconds is not None and self.seconds_spent >= self.seconds:
                 self._reached = f"time budget reached: {self.seconds_spent:.0f} s of {self.seconds:.0f} s"
-        return self._reached
+        if self._reached != "steps":
+            return self._reached
+        line = f"step budget reached: {self.steps_spent} steps reported of {self.steps}"
+        late = self.steps_spent - self._steps_then
+        if late:
+            line += f" ({late} of them by trials still running when it was reached, before they stopped)"
+        return line
 
 
 def _busy_seconds(spans: list[tuple[float, float]]) -> float:

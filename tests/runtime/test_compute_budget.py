@@ -58,8 +58,8 @@ def test_a_step_budget_ends_the_run_once_the_trials_reported_that_many_steps(eme
     exp = tmp_path / "exp"
     spent = steps_spent(exp)
     assert 20 <= spent < 20 + workers * STRIDE, spent
-    assert "step budget reached" in proc.stderr
-    assert "step budget reached" in summary(exp)["budget_reached"]
+    said = f"step budget reached: {spent} steps reported of 20"   # before: "20 of 20" when 22 were
+    assert said in proc.stderr and summary(exp)["budget_reached"].startswith(said)
     assert summary(exp)["exit_status"] == 0
     rows = stored_rows(exp)
     assert len(rows) < 100 and {r["status"] for r in rows} == {"ok"}
@@ -173,6 +173,20 @@ def test_the_budget_counts_what_earlier_runs_spent_from_the_store(tmp_path: Path
     assert budget.reached() is None
     budget.count(1, 4)
     assert budget.steps_spent == 10 and "step budget reached" in budget.reached()
+
+
+def test_the_step_budget_line_counts_the_steps_reported_after_it_was_reached() -> None:
+    """20 steps reach a budget of 20; two trials still running report steps 8 and 7 as they stop: the
+    line says 23 were reported, 3 of them after it was reached (before: "20 steps reported of 20")."""
+    budget = ComputeBudget(steps=20)
+    for trial, step in [(0, 6), (1, 6), (2, 6), (0, 7)]:
+        budget.count(trial, step)
+    budget.count(1, 7)
+    assert budget.reached() == "step budget reached: 20 steps reported of 20"
+    budget.count(2, 8)
+    budget.count(0, 8)
+    assert budget.reached() == ("step budget reached: 23 steps reported of 20 (3 of them by trials still running "
+                                "when it was reached, before they stopped)")
 
 
 @pytest.mark.parametrize("text, seconds", [("2h", 7200), ("90m", 5400), ("1h30m", 5400), ("45s", 45), ("1d", 86400),
