@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from emews.core.results import utf8_text
+
 _std_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -31,3 +33,25 @@ def loads_point(text: str | bytes) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+_std_decode = json.JSONDecoder().decode
+
+
+def loads_metrics(text: str) -> Any:
+    """Parse a stored metrics object (the standard library's JSON, NaN allowed), its strings and keys
+    UTF-8-safe: a store written before metrics were escaped holds a non-UTF-8 file name's lone
+    surrogates as ``\\udcXX`` JSON escapes, which would fail the CSV, the terminal and the report."""
+    value = _std_decode(text)
+    return _utf8_safe(value) if "\\u" in text else value
+
+
+def _utf8_safe(value: Any) -> Any:
+    """``value`` with the lone surrogates of its strings (dict keys too) as their ``\\udcXX`` escape."""
+    if isinstance(value, str):
+        return utf8_text(value)
+    if isinstance(value, list):
+        return [_utf8_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {utf8_text(k): _utf8_safe(v) for k, v in value.items()}
+    return value

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.core.errors import ConfigError
-from emews.core.jsoncodec import loads_point
+from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.textfiles import write_atomic
 from emews.store import Store, TrialState
 
@@ -91,7 +91,7 @@ def write_rows(
     params, metrics = columns.params, columns.metrics
     known = set(metrics)
     empty: dict[str, Any] = {}
-    load_metrics, load_point, plain = json.JSONDecoder().decode, loads_point, _PLAIN
+    load_metrics, load_point, plain = loads_metrics, loads_point, _PLAIN
     states = store.trial_states(first_id) if columns.trained else None
     done = Written(0, first_id)
     out: list[list[Any]] = []

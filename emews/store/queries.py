@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from emews.core.jsoncodec import loads_point
+from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Status
 from emews.store.base import RESULT_FIELDS, CsvRow, CurvePoint, ResultRow, ResultTable, StoreUnreadable, TimedResultRow
 from emews.training.messages import Ending
@@ -112,7 +112,7 @@ class ReadQueries:
             "FROM results ORDER BY COALESCE(finished, submitted), id"
         ).fetchall()
         return [
-            TimedResultRow(id_, status, objective, json.loads(params), json.loads(metrics), *times)
+            TimedResultRow(id_, status, objective, json.loads(params), loads_metrics(metrics), *times)
             for id_, status, objective, params, metrics, *times in rows
         ]
 
@@ -178,7 +178,7 @@ class ReadQueries:
             rows = self._db.execute(
                 f"SELECT {trial}, step, metrics, {when} FROM reports ORDER BY {trial}, step"
             ).fetchall()
-            decode = json.JSONDecoder().decode
+            decode = loads_metrics
             return [CurvePoint(t, step, decode(m) if isinstance(m, str) else {}, at) for t, step, m, at in rows]
         names = [c for c in cols if c not in (trial, "step", "time", "rowid")]  # one numeric column per metric
         rows = self._db.execute(

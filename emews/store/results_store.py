@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from emews.core.jsoncodec import dumps_point, loads_point
+from emews.core.jsoncodec import dumps_point, loads_metrics, loads_point
 from emews.core.results import Result, Status, Task
 from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
 from emews.store.queries import ReadQueries
@@ -313,7 +313,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         except ValueError:
             raise _unknown_status(self.path, id_, status) from None
         try:
-            point, extra = loads_point(params), json.loads(metrics)
+            point, extra = loads_point(params), loads_metrics(metrics)
         except ValueError as exc:
             raise StoreCorrupt(
                 f"params or metrics is not JSON: {exc}", file=self.path, key=f"results row id {id_}"
@@ -324,7 +324,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         """Every metric key in the store, in order of first appearance."""
         names: dict[str, None] = {}
         for (metrics,) in self._db.execute("SELECT metrics FROM results WHERE metrics != '{}' ORDER BY id"):
-            names.update(dict.fromkeys(json.loads(metrics)))
+            names.update(dict.fromkeys(loads_metrics(metrics)))
         return list(names)
 
     @property

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from emews.core.jsoncodec import loads_point
+from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Outcome, Status, StoredReport, Task
 from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, TrialState
 from emews.store.tables import record_tasks, set_task_params
@@ -301,7 +301,7 @@ class TrialStore:
             }
         return {
             t: TrialState(
-                t, step, json.loads(m), actions.get((t, step), ""), tuple(clones.get(t, ())), (t, step) in waited
+                t, step, loads_metrics(m), actions.get((t, step), ""), tuple(clones.get(t, ())), (t, step) in waited
             )
             for t, step, m in rows
         }
@@ -360,7 +360,7 @@ class TrialStore:
         if row is None:
             return None
         step, status, value, metrics, rank, host, started, finished = row
-        return step, Outcome(trial, Status(status), value, json.loads(metrics), None, rank, host, started, finished)
+        return step, Outcome(trial, Status(status), value, loads_metrics(metrics), None, rank, host, started, finished)
 
     def waits(self) -> set[int]:
         """Trials that ever waited for a promotion."""
@@ -502,7 +502,7 @@ class TrialStore:
             sql + " ORDER BY seq" if trial is None else sql + " WHERE trial = ? ORDER BY seq",
             () if trial is None else (trial,),
         )
-        return [StoredReport(seq, t, step, json.loads(m), when) for seq, t, step, m, when in rows]
+        return [StoredReport(seq, t, step, loads_metrics(m), when) for seq, t, step, m, when in rows]
 
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""
@@ -535,7 +535,7 @@ class TrialStore:
             "SELECT seq, trial, step, metrics, time FROM reports WHERE seq > ? AND seq < ? ORDER BY seq",
             (after, before),
         )
-        return [StoredReport(seq, t, step, json.loads(m), when) for seq, t, step, m, when in rows]
+        return [StoredReport(seq, t, step, loads_metrics(m), when) for seq, t, step, m, when in rows]
 
     def task_params(self, ids: Sequence[int]) -> dict[int, Any]:
         """Task id -> the parameters its ``tasks`` row holds, for the ids among ``ids`` it has."""

@@ -165,3 +165,17 @@ def test_metrics_holding_nan_and_infinity_are_read_and_resumed(emews_cmd, tmp_pa
     proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=4", timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert [r["id"] for r in stored_rows(exp)] == [0, 1, 2, 3]
+
+
+def test_metrics_of_a_store_written_before_they_were_escaped_are_read(emews_cmd, exp: Path) -> None:
+    """A store written before metrics' lone surrogates were escaped (commit 759c33e) holds a
+    non-UTF-8 file name as the standard library's JSON escape of the surrogate; read back, the
+    string could not be written: ``emews results`` failed with a UnicodeEncodeError traceback."""
+    alter(exp, """UPDATE results SET metrics = '{"path": "caf\\udce9.txt", "caf\\udce9": 1}' WHERE id = 0""")
+    for command in READERS:
+        proc = emews_cmd(command, str(exp), timeout=180)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (command, proc.stderr)
+    csv = (exp / "results.csv").read_text(encoding="utf-8")
+    assert "m:caf\\udce9" in csv.splitlines()[0] and "caf\\udce9.txt" in csv
+    frame = emews.load(exp).results
+    assert frame.loc[frame["id"] == 0, "m:path"].item() == "caf\\udce9.txt"
