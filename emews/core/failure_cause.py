@@ -32,6 +32,21 @@ _NOISE = re.compile(
 #: quoted values and numbers (signed, decimal, exponent): what differs between failures of one cause
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+#: characters a terminal acts on rather than shows (ESC starts a colour, CR goes back over the line,
+#: NUL, DEL, the C1 controls), tab aside: each as its Python escape
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x09}
+_CONTROLS.update({0x0D: "\\r", 0x0A: "\\n"})
+
+
+def visible(line: str) -> str:
+    """``line`` with the control characters a terminal would act on written as their escapes
+    (``\\x1b[31m``, ``\\r``, ``\\x00``): an error line printed or drawn shows what it holds."""
+    return line if line.isprintable() else line.translate(_CONTROLS)
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines, broken at newlines only: a carriage return or other control stays in its line."""
+    return text.replace("\r\n", "\n").split("\n")
 
 
 def meaningful_line(text: str) -> str | None:
@@ -70,15 +85,22 @@ def cause(error: object) -> str:
     the traceback follows, as in ``objective setup failed:``), else its first line;
     a command's record that starts with its exit status (stores written before the record led with the
     meaningful line) is named by the line of its output that says what went wrong (argparse's
-    ``prog: error: ...``; after a signal, the signal unless the output names an error)."""
-    lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
+    ``prog: error: ...``; after a signal, the signal unless the output names an error).
+    Its control characters are written as escapes (:func:`visible`): every place that prints or draws
+    a failure (the run's summary, fail fast, status, check --try, the report) shows it so."""
+    return visible(_named_by(str(error or "")))
+
+
+def _named_by(error: str) -> str:
+    """The line of :func:`cause`, as the error holds it."""
+    lines = [line.strip() for line in _lines(error) if line.strip()]
     if not lines:
         return "(no message)"
     if lines[0].startswith("Traceback (most recent call last)"):
-        return exception_line(str(error))
+        return exception_line(error)
     if lines[0].endswith(":") and any(line.startswith("Traceback (most recent call last)") for line in lines[1:]):
         # a heading over a traceback: "objective setup failed: RuntimeError: ..."
-        return f"{lines[0]} {exception_line(str(error))}"
+        return f"{lines[0]} {exception_line(error)}"
     exit_ = _COMMAND_EXIT.match(lines[0])
     if exit_ is None:
         return lines[0]
@@ -89,7 +111,7 @@ def cause(error: object) -> str:
 def exception_line(traceback: str) -> str:
     """The line of a Python traceback that names its (last) exception: the first unindented line
     after its last frame, not the last line, which may end a message of several lines or a note."""
-    raw = [line for line in traceback.splitlines() if line.strip()]
+    raw = [line for line in _lines(traceback) if line.strip()]
     frames = [i for i, line in enumerate(raw) if line.startswith(" ") and FRAME.match(line)]
     after = raw[frames[-1] + 1 :] if frames else []
     return next((line.strip() for line in after if not line.startswith(" ")), raw[-1].strip())

@@ -48,23 +48,28 @@ def test_a_silent_failure_says_so(tmp_path: Path) -> None:
 
 
 def test_meaningful_line_of_a_traceback_is_its_exception_even_when_it_names_no_error() -> None:
-    text = ('Traceback (most recent call last):\n  File "m.py", line 3, in <module>\n'
-            '    raise SystemExit("error: not this line")\n    ^^^^^^^^^^^^^^^^\nKeyboardInterrupt\n')
+    text = (
+        'Traceback (most recent call last):\n  File "m.py", line 3, in <module>\n'
+        '    raise SystemExit("error: not this line")\n    ^^^^^^^^^^^^^^^^\nKeyboardInterrupt\n'
+    )
     assert meaningful_line(text) == "KeyboardInterrupt"
-    assert meaningful_line("epoch 1\nepoch 2\nsrun: error: task 0: Exited with exit code 2\n") == \
-        "srun: error: task 0: Exited with exit code 2"
+    assert (
+        meaningful_line("epoch 1\nepoch 2\nsrun: error: task 0: Exited with exit code 2\n")
+        == "srun: error: task 0: Exited with exit code 2"
+    )
     assert meaningful_line("loading\nepoch 3\n") == "epoch 3"
     assert meaningful_line(" \n") is None
 
 
 def test_failures_that_differ_in_their_values_are_one_cause() -> None:
-    grid = ["nt3: error: argument --conv: invalid int value: '100 100 1'",
-            "nt3: error: argument --conv: invalid int value: '50 1'"]
+    grid = [
+        "nt3: error: argument --conv: invalid int value: '100 100 1'",
+        "nt3: error: argument --conv: invalid int value: '50 1'",
+    ]
     assert cause_key(grid[0]) == cause_key(grid[1])
     assert cause_key("RuntimeError: bad parameters x=0.25") == cause_key("RuntimeError: bad parameters x=-1.5e-3")
     assert cause_key("ValueError: lr too large") != cause_key("ValueError: batch too large")
-    tracebacks = [f"Traceback (most recent call last):\n  File \"o.py\", line 1\nRuntimeError: bad x={x}"
-                  for x in (1, 2)]
+    tracebacks = [f'Traceback (most recent call last):\n  File "o.py", line 1\nRuntimeError: bad x={x}' for x in (1, 2)]
     found = most_frequent(["objective returned NaN", *tracebacks, "objective returned NaN", tracebacks[0]])
     assert (found.line, found.count) == ("RuntimeError: bad x=1", 3)
     assert most_frequent([]) is None
@@ -81,8 +86,10 @@ def test_an_older_command_record_that_leads_with_its_exit_is_named_by_its_error_
     """Stores written before a command's record led with its meaningful line: the report, the summary
     and fail fast all name it by the output's argparse line (one rule, in ``cause``); after a signal,
     the signal unless the output names an error."""
-    old = ("command python3 exited with status 2; last lines of stderr:\n"
-           "usage: nt3 [-h] [--epochs EPOCHS]\nnt3: error: argument --epochs: invalid int value: '5.5'")
+    old = (
+        "command python3 exited with status 2; last lines of stderr:\n"
+        "usage: nt3 [-h] [--epochs EPOCHS]\nnt3: error: argument --epochs: invalid int value: '5.5'"
+    )
     assert cause(old) == "nt3: error: argument --epochs: invalid int value: '5.5'"
     killed = "command python3 died of signal SIGKILL; last lines of stderr:\nloading data"
     assert cause(killed) == "command python3 died of signal SIGKILL; last lines of stderr:"
@@ -129,3 +136,31 @@ def test_an_error_naming_a_file_that_is_not_utf8_fails_its_task_not_the_run(tmp_
     assert [r["status"] for r in rows] == ["ok", "failed", "failed"]
     assert "FileNotFoundError: caf\\udce9.txt is missing" in rows[1]["error"]
     assert json.loads(rows[0]["metrics"])["path"] == "caf\\udce9.txt"  # a metric naming it (the optimizer rank failed)
+
+
+def test_an_error_line_holding_terminal_controls_is_shown_escaped_everywhere(tmp_path: Path) -> None:
+    """An objective's error holding ANSI colours, a carriage return and a NUL was printed raw by the
+    run's summary, fail fast, emews results and drawn raw by the report (matplotlib: "Glyph 27
+    missing"): a terminal was recoloured and the line overwritten. Each shows the line with them
+    escaped, once, as :func:`cause` makes it."""
+    module = tmp_path / "controls.py"
+    module.write_text("def run(params):\n    raise RuntimeError('bad \\x1b[31mRED\\x1b[0m\\rOVER\\x00nul')\n")
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(module), "function": "run", "metric": "value"},
+        space={"x": {"type": "ordered", "values": [1, 2, 3, 4, 5]}},
+        budget={"evaluations": 5, "fail_fast": 5},
+        task={"timeout": 30, "isolation": "inline"},
+    )
+    shown = "RuntimeError: bad \\x1b[31mRED\\x1b[0m\\rOVER\\x00nul"
+    emews = EmewsCommand(tmp_path)
+    launch = emews("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180)
+    assert f"all failed: {shown}" in launch.stderr, launch.stderr
+    results = emews("results", str(tmp_path / "exp"), timeout=180)
+    assert f"most frequent failure: 5x {shown}" in results.stdout, results.stderr
+    report = emews("report", str(tmp_path / "exp"), timeout=300)
+    assert report.returncode == 0 and "Glyph" not in report.stderr, report.stderr
+    assert shown in (tmp_path / "exp" / "report.html").read_text(encoding="utf-8")
+    for proc in (launch, results, report):
+        assert not {"\x1b", "\r", "\x00"} & set(proc.stdout + proc.stderr), proc.stdout + proc.stderr
