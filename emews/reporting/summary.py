@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from emews.config.experiment import emews_version
-from emews.core.replicates import PointResult, best_point, group_results
+from emews.core.replicates import REPLICATE, PointResult, best_point, group_results
 from emews.core.results import Result, Status
 from emews.core.wording import counted
 from emews.output.export import Totals, counts_text, summary_text
@@ -97,7 +97,11 @@ def best_row(data: ExperimentData) -> pd.Series | None:
 
 
 def top_k(data: ExperimentData, k: int = 10) -> pd.DataFrame:
-    """The ``k`` best successful evaluations: id, objective, parameters, checkpoint (when kept), worker."""
+    """The ``k`` best successful evaluations: id, objective, parameters, checkpoint (when kept), worker;
+    of an ensemble, the ``k`` best points by their mean over the replicates (:func:`top_points`)."""
+    points = points_of(data)
+    if points is not None:
+        return top_points(data, points, k)
     ok = data.ok.sort_values(["loss", "id"], kind="stable").head(k)
     table = pd.DataFrame({"task": ok["id"].astype(int), data.metric: ok["objective"]})
     table = table.join(data.params.loc[ok.index])
@@ -139,8 +143,39 @@ def totals(data: ExperimentData) -> Totals:
     )
 
 
+def top_points(data: ExperimentData, points: list[PointResult], k: int) -> pd.DataFrame:
+    """The ``k`` points of an ensemble with the best mean (as the optimizer, the best point and
+    docs/results.md rank them; equal means: the first): their tasks, mean, spread, replicates
+    that succeeded and failed, and the point's parameters."""
+    scored = sorted(
+        (p for p in points if p.stats.mean is not None),
+        key=lambda p: (data.direction.loss(p.stats.mean or 0.0), p.task_ids[0]),
+    )[:k]
+    names = [name for name in data.params.columns if name != REPLICATE]
+    return pd.DataFrame(
+        [
+            {
+                "tasks": ", ".join(str(t) for t in p.task_ids),
+                f"{data.metric} (mean)": p.stats.mean,
+                "std": p.stats.std,
+                "replicates": p.stats.count,
+                "failed": p.stats.failed,
+                **{name: p.point.get(name) for name in names},
+            }
+            for p in scored
+        ]
+    )
+
+
 def best_point_of(data: ExperimentData) -> PointResult | None:
     """Of an ensemble (``replicates`` > 1), the point with the best mean over its replicates."""
+    points = points_of(data)
+    return None if points is None else best_point(points, data.direction)
+
+
+def points_of(data: ExperimentData) -> list[PointResult] | None:
+    """Of an ensemble (``replicates`` > 1), its points with their replicates' statistics; ``None``
+    for a run without replicates."""
     if int(data.workflow.get("replicates") or 1) <= 1:
         return None
     res = data.results
@@ -151,7 +186,7 @@ def best_point_of(data: ExperimentData) -> PointResult | None:
         ({name: _missing_as_none(v) for name, v in record.items()} for record in data.params.to_dict("records")),
         strict=True,
     )
-    return best_point(group_results((i, s, None if pd.isna(v) else float(v), p) for i, s, v, p in rows), data.direction)
+    return group_results((i, s, None if pd.isna(v) else float(v), p) for i, s, v, p in rows)
 
 
 @dataclass(frozen=True)
