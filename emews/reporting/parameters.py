@@ -52,16 +52,17 @@ class Axis:
 
 
 def free_parameters(data: ExperimentData) -> list[str]:
-    """Parameters that vary (constants and parameters no evaluation set are left out)."""
+    """Parameters that vary (constants and parameters no evaluation set are left out); a null
+    (missing) is a value of its own: a categorical of ``[a, null]`` varies."""
     out = []
     for name in data.params.columns:
         if data.space.get(name, {}).get("type") == "constant":
             continue
-        column = data.params[name].dropna()
+        column = data.params[name]
         try:
-            distinct = column.nunique()
+            distinct = column.nunique(dropna=False)
         except TypeError:  # lists or dicts as values
-            distinct = column.astype(str).nunique()
+            distinct = column.astype(str).nunique(dropna=False)
         if distinct > 1:
             out.append(name)
     return out

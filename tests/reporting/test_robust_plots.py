@@ -15,16 +15,19 @@ from test_report import needs_chromium, report, screenshot_path
 
 from emews.reporting import data as report_data
 from emews.reporting import render
+from emews.reporting.parameters import Parallel
 from emews.reporting.trajectory import Trajectory
 from emews.reporting.yrange import robust
 from testutil import EmewsCommand, write_workflow
 
 
 def sweep(folder: Path, xs: list[float]) -> Path:
-    wf = write_workflow(folder, optimizer={"name": "sweep"},
-                        space={"x": {"type": "ordered", "values": xs},
-                               "mode": {"type": "constant", "value": "ok"}},
-                        budget={"evaluations": len(xs)})
+    wf = write_workflow(
+        folder,
+        optimizer={"name": "sweep"},
+        space={"x": {"type": "ordered", "values": xs}, "mode": {"type": "constant", "value": "ok"}},
+        budget={"evaluations": len(xs)},
+    )
     proc = EmewsCommand(folder)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     return folder / "exp"
@@ -90,8 +93,11 @@ def test_the_page_says_how_the_y_axis_is_drawn(name: str, request: pytest.Fixtur
     assert "plot-trajectory" in page.section_ids
     images = {i["id"]: i for i in page.images}
     assert images["img-trajectory"]["complete"] and images["img-trajectory"]["width"] > 0
-    want = "The y axis is logarithmic: the values span 18 decades." if name == "outlier" else \
-        "1 point outside it (1 above, 0 below) are the triangles on its edges."
+    want = (
+        "The y axis is logarithmic: the values span 18 decades."
+        if name == "outlier"
+        else "1 point outside it (1 above, 0 below) are the triangles on its edges."
+    )
     assert want in page.text
     assert "plot-failures" not in page.section_ids  # no failures: one line
     n = 7 if name == "outlier" else 11
@@ -104,8 +110,7 @@ def wide_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """12 evaluations of 20 parameters (too few for importance), long parameter names."""
     folder = tmp_path_factory.mktemp("wide")
     space: dict = {"x": {"type": "float", "lower": -2.0, "upper": 2.0}, "mode": {"type": "constant", "value": "ok"}}
-    space |= {f"a_rather_long_parameter_name_{i:02d}": {"type": "float", "lower": 0.0, "upper": 1.0}
-              for i in range(19)}
+    space |= {f"a_rather_long_parameter_name_{i:02d}": {"type": "float", "lower": 0.0, "upper": 1.0} for i in range(19)}
     wf = write_workflow(folder, space=space, budget={"evaluations": 12})
     proc = EmewsCommand(folder)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -116,10 +121,15 @@ def wide_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ranked_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """40 evaluations of two parameters, one of which (x) decides the objective."""
     folder = tmp_path_factory.mktemp("ranked")
-    wf = write_workflow(folder, space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
-                                       "noise": {"type": "categorical", "values": ["a", "b", "c"]},
-                                       "mode": {"type": "constant", "value": "ok"}},
-                        budget={"evaluations": 40})
+    wf = write_workflow(
+        folder,
+        space={
+            "x": {"type": "float", "lower": -2.0, "upper": 2.0},
+            "noise": {"type": "categorical", "values": ["a", "b", "c"]},
+            "mode": {"type": "constant", "value": "ok"},
+        },
+        budget={"evaluations": 40},
+    )
     proc = EmewsCommand(folder)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     return folder / "exp"
@@ -127,7 +137,7 @@ def ranked_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def overlaps(labels: list) -> bool:
     boxes = [t.get_window_extent() for t in labels if t.get_text()]
-    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
 def test_twenty_parameters(wide_exp: Path) -> None:
@@ -190,6 +200,29 @@ def test_a_categorical_with_null_among_its_values_is_drawn(tmp_path: Path) -> No
     exp = report(tmp_path / "exp", "--format", "png")
     assert report_data.load(exp).params["c"].isna().sum() == 3
     assert (exp / "report-plots" / "parallel.png").is_file()
+
+
+def test_a_categorical_of_one_value_and_null_is_an_axis(tmp_path: Path) -> None:
+    """A categorical of ``[a, null]`` varies between two levels, but only its non-null values were
+    counted: one, so the parallel coordinates (and the importance) left it out."""
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        space={
+            "x": {"type": "ordered", "values": [0.5, 1.0, 1.5]},
+            "c": {"type": "categorical", "values": ["a", None]},
+            "mode": {"type": "constant", "value": "ok"},
+        },
+        budget={"evaluations": 6},
+    )
+    proc = EmewsCommand(tmp_path)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    exp = report(tmp_path / "exp", "--format", "png")
+    plot = Parallel().make(report_data.load(exp))
+    assert plot is not None
+    assert [t.get_text() for t in plot.figure.axes[0].get_xticklabels()] == ["x", "c", "value"]
+    labels = {text.get_text() for text in plot.figure.axes[0].texts}
+    assert {"a", "None"} <= labels, labels
 
 
 # ---------------------------------------------------------------- values near the double's limit
