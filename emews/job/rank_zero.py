@@ -50,8 +50,10 @@ from emews.site.gpus import gpu_binding
 from emews.site.job_end import job_end_time
 from emews.site.jobs import batch_job_over
 from emews.site.walltime import parse_walltime
+from emews.store import STORE_FILE
 from emews.store.base import StoreUnreadable
 from emews.store.opening import store_place
+from emews.store.results_store import leave_wal
 from emews.training.checkpoints import unset_variables
 from emews.training.messages import Ending
 from emews.training.retention import Retention
@@ -324,6 +326,8 @@ def write_outputs(
     except (OSError, EmewsError) as exc:  # a full disk: the results are in the store (emews results writes the CSV)
         log.exception("cannot write the run's summary or CSV")
         full, status = full or storage_problem(exc) or str(exc), status or EXIT_FAILED
+    if (exp_dir / STORE_FILE).is_file() and not leave_wal(exp_dir / STORE_FILE):
+        log.info("results.db stays in WAL mode: another process has it open")
     text = summary_text(total, spec.budget, summary.elapsed)
     stored = f"{total.done}{'' if spec.budget is None else f'/{spec.budget}'} evaluations stored"
     log.info("finished: %s", text.replace("\n", " | "))

@@ -378,3 +378,23 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
         return db
     except sqlite3.OperationalError:
         return sqlite3.connect(uri + "?immutable=1", uri=True, check_same_thread=False)
+
+
+def leave_wal(path: Path) -> bool:
+    """Put the SQLite store ``path`` back in rollback-journal mode once a run has ended: its
+    ``results.db-wal`` is checkpointed and removed with ``results.db-shm``, and the read-only
+    openings of ``status``, ``results`` and ``report`` create neither again (a WAL store's reader
+    makes both, and cannot remove them). The next writer (``resume``) turns WAL on again. False,
+    and nothing changed, while another process has the store open (or it cannot be written)."""
+    if not path.is_file():
+        return False
+    try:
+        db = sqlite3.connect(path, timeout=0, isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        return str(db.execute("PRAGMA journal_mode=DELETE").fetchone()[0]).lower() == "delete"
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()

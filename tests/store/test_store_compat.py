@@ -179,3 +179,20 @@ def test_metrics_of_a_store_written_before_they_were_escaped_are_read(emews_cmd,
     assert "m:caf\\udce9" in csv.splitlines()[0] and "caf\\udce9.txt" in csv
     frame = emews.load(exp).results
     assert frame.loc[frame["id"] == 0, "m:path"].item() == "caf\\udce9.txt"
+
+
+def test_a_finished_run_leaves_no_wal_files_and_readers_make_none(emews_cmd, tmp_path: Path) -> None:
+    """results.db-wal and results.db-shm were left beside results.db after a finished local run
+    (docs/experiments.md lists neither), and every emews status, results or report made them again:
+    a read-only opening of a WAL store creates both and cannot remove them."""
+    wf = write_workflow(tmp_path, budget={"evaluations": 4}, task={"timeout": 30, "isolation": "inline"})
+    emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=180, check=True)
+    exp = tmp_path / "exp"
+    leftovers = ["results.db-wal", "results.db-shm"]
+    assert [name for name in leftovers if (exp / name).exists()] == []
+    for command in READERS:
+        assert emews_cmd(command, str(exp), timeout=180).returncode == 0
+        assert [name for name in leftovers if (exp / name).exists()] == [], command
+    emews_cmd("resume", str(exp), "--set", "budget.evaluations=6", timeout=180, check=True)
+    assert [r["id"] for r in stored_rows(exp)] == list(range(6))
+    assert [name for name in leftovers if (exp / name).exists()] == []
