@@ -9,8 +9,9 @@ as the end of a run, and whose ``finally`` blocks stop their helper threads and 
 The point then runs once through the engine as a job runs it (the distributor, the worker's runner
 with the task's isolation, timeout and memory limit; a command or a Python function alike), the
 worker on this process's main thread (the timer of an inline objective needs it) and the optimizer
-rank on another, without MPI. It runs in a scratch directory, removed after a success and kept (and
-named) after a failure; nothing is written into an experiment directory.
+rank on another, without MPI. It runs in a scratch directory, removed after a success and kept (its
+task's run dir named) after a failure that made that run dir (a command's, or a Python objective's
+that used ``ctx.run_dir``); nothing is written into an experiment directory.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class TryOutcome:
     point: dict[str, Any]
     result: Result | None
     metric: str
-    run_dir: Path | None  # kept after a failure
+    run_dir: Path | None  # the task's run dir, kept after a failure that left one (made only when used)
     error: str | None = None  # the run itself failed (no result)
     note: str | None = None
     stopped: Interrupted | None = None  # a stop signal (Ctrl-C) ended the try
@@ -181,11 +182,11 @@ def try_workflow(workflow: Workflow) -> TryOutcome:
         raise
     result = one.result
     run_dir: Path | None = None
-    if result is not None and result.ok and stopped is None:
-        shutil.rmtree(scratch, ignore_errors=True)
+    kept = task_run_dir(scratch / "runs", 0)  # the first task of a fresh store
+    if result is not None and result.ok and stopped is None or not kept.is_dir():
+        shutil.rmtree(scratch, ignore_errors=True)  # a success, or a task that wrote nothing of its own
     else:
-        run_dir = task_run_dir(scratch / "runs", 0)  # the first task of a fresh store
-        run_dir = run_dir if run_dir.is_dir() else scratch
+        run_dir = kept
     note = "task.ranks: the try runs the point on one rank" if workflow.task_size.gang else None
     return TryOutcome(
         point,

@@ -55,15 +55,33 @@ def test_a_working_objective_shows_the_point_and_its_metric_and_leaves_nothing(e
     assert sorted(p.name for p in tmp_path.iterdir()) == ["obj.py", "scratch", "wf.yaml"]  # no experiment
 
 
-def test_a_failing_python_objective_shows_its_exception_and_keeps_the_run_dir(emews_cmd, tmp_path, scratch) -> None:
+def test_a_failing_python_objective_shows_its_exception_and_names_no_run_dir_it_did_not_use(
+    emews_cmd, tmp_path, scratch
+) -> None:
+    """A Python objective that never used ``ctx.run_dir`` has none: the try said 'run dir (kept)' of the
+    scratch root (its store, nothing of the task's); it names no run dir and keeps no scratch."""
     wf = write_workflow(tmp_path, space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
                                          "mode": {"type": "constant", "value": "raise"}})
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert lines["failed"] == f"RuntimeError: bad parameters x={point_of(proc)['x']}"
-    kept = Path(lines["run dir (kept)"])
-    assert kept.is_dir() and kept.is_relative_to(scratch)
+    assert "run dir (kept)" not in lines, proc.stdout
+    assert list(scratch.iterdir()) == []
     assert "Traceback" not in proc.stdout  # the line that names the problem, not the traceback
+
+
+def test_a_failing_python_objective_that_used_its_run_dir_names_it(emews_cmd, tmp_path, scratch) -> None:
+    (tmp_path / "model.py").write_text(
+        "def run(params, ctx):\n"
+        "    (ctx.run_dir / 'partial.txt').write_text('half')\n"
+        "    raise RuntimeError('diverged')\n"
+    )
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py")})
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    kept = Path(lines["run dir (kept)"])
+    assert kept.is_relative_to(scratch) and kept.parts[-3:] == ("runs", "000", "000000")
+    assert (kept / "partial.txt").read_text() == "half"
 
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
