@@ -81,12 +81,21 @@ def write_csv_file(path: Path, rows: Iterable[Sequence[object]]) -> None:
 
 
 def write_rows(
-    store: Store, writer: Any, columns: Columns, first_id: int, end_id: int | None = None, *, contiguous: bool = False
+    store: Store,
+    writer: Any,
+    columns: Columns,
+    first_id: int,
+    end_id: int | None = None,
+    *,
+    contiguous: bool = False,
+    missing: object = "",
 ) -> Written:
     """Write the rows with ``first_id <= id < end_id`` (no end: all) in id order.
 
     ``contiguous``: stop at the first gap in the ids (a lower id may still be running) or at a
     metric not in ``columns`` (the file must be started again with it in its header).
+    ``missing``: the cell of a null or absent parameter or metric (the CSV's empty cell, which an
+    empty string also is; ``None`` for a frame, which keeps the two apart).
     """
     params, metrics = columns.params, columns.metrics
     known = set(metrics)
@@ -109,8 +118,8 @@ def write_rows(
                     id_,
                     status,
                     objective,
-                    *[v if type(v) in plain else csv_cell(v) for v in map(p.get, params)],
-                    *[v if type(v) in plain else csv_cell(v) for v in map(m.get, metrics)],
+                    *[v if type(v) in plain else missing if v is None else csv_cell(v) for v in map(p.get, params)],
+                    *[v if type(v) in plain else missing if v is None else csv_cell(v) for v in map(m.get, metrics)],
                     *(() if states is None else _trial_cells(states.get(id_), status)),
                     *tail,
                 ]

@@ -40,7 +40,7 @@ def results_frame(store: Store, space: Mapping[str, Any]) -> pd.DataFrame:
     """Every finished evaluation, as ``results.csv`` holds it, typed (``space``: the workflow's, by name)."""
     columns = Columns.of(store, stored_param_names(store, list(space)))
     collected = _Rows()
-    write_rows(store, collected, columns, 0)
+    write_rows(store, collected, columns, 0, missing=None)  # a null stays None, an empty string ""
     header = columns.header()
     cells = list(zip(*collected.rows, strict=True)) if collected.rows else [() for _ in header]
     frame = pd.DataFrame({name: _column(name, list(values), space) for name, values in zip(header, cells, strict=True)})
@@ -58,6 +58,8 @@ def _column(name: str, values: list[Any], space: Mapping[str, Any]) -> pd.Series
         return typed(values, float)
     spec = space.get(name[2:]) if name.startswith("p:") else None
     kind = spec.get("type") if isinstance(spec, Mapping) else None
+    if name.startswith(("p:", "m:")):  # None where null or absent: an empty string is a value
+        return typed(values, float if kind == "float" else None)
     return typed([None if v == "" else v for v in values], float if kind == "float" else None)
 
 

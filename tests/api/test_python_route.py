@@ -39,7 +39,7 @@ def train(params, ctx):
     return metrics
 '''
 
-NOTEBOOK = '''
+NOTEBOOK = """
 import json
 import pandas as pd
 import emews
@@ -56,7 +56,7 @@ figure = exp.plot("curves")
 figure.savefig("curves.png")
 print(json.dumps({"path": str(exp.path), "rows": len(results), "best": best["id"].tolist(),
                   "figure": type(figure).__name__, "reports": len(exp.reports)}))
-'''
+"""
 
 
 def run_script(cwd: Path, source: str, *, stdin: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -64,18 +64,23 @@ def run_script(cwd: Path, source: str, *, stdin: bool = False, timeout: float = 
     ``__file__``: a notebook's or an interactive session's ``__main__``)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if stdin:
-        return subprocess.run([sys.executable, "-"], input=source, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-"], input=source, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
     (cwd / "notebook.py").write_text(source)
-    return subprocess.run([sys.executable, "notebook.py"], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "notebook.py"], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``folder``: (size, modification time in ns). Not SQLite's ``-shm`` index,
     where every reader of a WAL database (the ``sqlite3`` shell too) takes its read locks."""
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith("-shm")}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.endswith("-shm")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +96,13 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.
 def test_the_notebook_runs_a_search_and_shows_its_progress(trained) -> None:
     exp_dir, proc = trained
     told = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert told == {"path": str(exp_dir), "rows": 6, "best": told["best"], "figure": "Figure", "reports": told["reports"]}
+    assert told == {
+        "path": str(exp_dir),
+        "rows": 6,
+        "best": told["best"],
+        "figure": "Figure",
+        "reports": told["reports"],
+    }
     assert len(told["best"]) == 2 and told["reports"] >= 6
     assert f"experiment {exp_dir}: 2 workers" in proc.stderr  # what emews launch prints, relayed
     assert "6/6 evaluations: 6 ok" in proc.stderr and "Traceback" not in proc.stderr
@@ -111,8 +122,9 @@ def test_results_are_typed_and_agree_with_results_csv(trained) -> None:
     assert pd.api.types.is_string_dtype(kinds["p:act"]) and pd.api.types.is_string_dtype(kinds["status"])
     for column in ("submitted", "started", "finished"):
         assert isinstance(kinds[column], pd.DatetimeTZDtype) and str(kinds[column].tz) == "UTC"
-        pd.testing.assert_series_equal(results[column], pd.to_datetime(csv[column], utc=True).astype(kinds[column]),
-                                       check_names=False)
+        pd.testing.assert_series_equal(
+            results[column], pd.to_datetime(csv[column], utc=True).astype(kinds[column]), check_names=False
+        )
     for column in csv.columns:
         if column in ("submitted", "started", "finished"):
             continue
@@ -135,7 +147,9 @@ def test_best_reports_checkpoints_summary_and_plots(trained) -> None:
     assert list(reports.columns) == ["trial", "step", "time", "loss", "acc", "batches"]
     assert reports["trial"].dtype == "int64" and reports["step"].dtype == "int64"
     assert reports["batches"].dtype == "int64" and isinstance(reports["time"].dtype, pd.DatetimeTZDtype)
-    stored = {(t, s): json.loads(m) for t, s, m in query(exp_dir, "SELECT trial, step, metrics FROM reports ORDER BY seq")}
+    stored = {
+        (t, s): json.loads(m) for t, s, m in query(exp_dir, "SELECT trial, step, metrics FROM reports ORDER BY seq")
+    }
     assert sorted(stored) == list(zip(reports["trial"], reports["step"], strict=True))  # one row per trial, step
     for row in reports.itertuples(index=False):
         assert stored[(row.trial, row.step)] == {"loss": row.loss, "acc": row.acc, "batches": row.batches}
@@ -180,7 +194,7 @@ def test_the_command_line_resumes_what_python_started(trained, tmp_path: Path) -
     assert exp.summary["runs"] == 2 and exp.summary["completed"] == 8
 
 
-SCRIPT = '''
+SCRIPT = """
 import sys
 import emews
 
@@ -193,7 +207,7 @@ if __name__ == "__main__":
     exp = emews.run(objective, space={"x": emews.Float(0, 1), "n": emews.Int(1, 9)}, optimizer="random",
                     budget=4, workers=2, exp_dir="exp", seed=2)
     print("best", exp.best()["id"].tolist())
-'''
+"""
 
 
 def test_a_function_of_the_script_itself_runs_and_resumes_from_the_command_line(tmp_path: Path) -> None:
@@ -212,19 +226,21 @@ def test_a_function_of_the_script_itself_runs_and_resumes_from_the_command_line(
 
 def test_a_function_the_workers_cannot_import_is_one_clear_message(tmp_path: Path) -> None:
     """A notebook cell's function (``__main__`` without a file), or a script without the guard."""
-    cell = textwrap.dedent('''
+    cell = textwrap.dedent("""
         import emews
         def train(params):
             return params["x"]
         emews.run(train, space={"x": emews.Float(0, 1)}, budget=2)
-    ''')
+    """)
     proc = run_script(tmp_path, cell, stdin=True, timeout=120)
     assert proc.returncode == 1
-    assert ("emews.run: objective: the function train is defined in a notebook or an interactive session"
-            in proc.stderr), proc.stderr
+    assert (
+        "emews.run: objective: the function train is defined in a notebook or an interactive session" in proc.stderr
+    ), proc.stderr
     assert "%%writefile model.py" in proc.stderr and "objective='model.py:train'" in proc.stderr
-    unguarded = SCRIPT[:SCRIPT.index("if __name__")] + textwrap.dedent(SCRIPT[SCRIPT.index("if __name__"):]
-                                                                      .partition("\n")[2])
+    unguarded = SCRIPT[: SCRIPT.index("if __name__")] + textwrap.dedent(
+        SCRIPT[SCRIPT.index("if __name__") :].partition("\n")[2]
+    )
     proc = run_script(tmp_path, unguarded, timeout=120)
     assert proc.returncode == 1
     assert 'call emews.run under `if __name__ == "__main__":`' in proc.stderr, proc.stderr
@@ -236,13 +252,24 @@ def test_emews_run_refuses_what_the_workflow_file_refuses_with_the_same_message(
     model = tmp_path / "model.py"
     model.write_text(MODEL)
     space = {"lr": {"type": "float", "lowr": 0.001, "upper": 0.1}, "units": {"type": "integer", "lower": 1}}
-    wf = write_workflow(tmp_path, objective={"module": str(model), "function": "train", "metric": "loss"},
-                        optimizer={"name": "random"}, space=space, budget={"evaluation": 4})
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(model), "function": "train", "metric": "loss"},
+        optimizer={"name": "random"},
+        space=space,
+        budget={"evaluation": 4},
+    )
     cli = emews_cmd("check", str(wf))
     assert cli.returncode == 2
     with pytest.raises(ConfigError) as raised:
-        emews.run(f"{model}:train", space=space, optimizer="random", budget={"evaluation": 4}, metric="loss",
-                  task={"timeout": 30, "isolation": "process"})
+        emews.run(
+            f"{model}:train",
+            space=space,
+            optimizer="random",
+            budget={"evaluation": 4},
+            metric="loss",
+            task={"timeout": 30, "isolation": "process"},
+        )
     python_lines = str(raised.value).splitlines()
     cli_lines = cli.stderr.strip().removeprefix("emews: error: ").splitlines()
     assert len(python_lines) == len(cli_lines) == 3
@@ -295,8 +322,12 @@ def test_load_reads_a_live_experiment_without_taking_its_lease(emews_cmd, tmp_pa
     (tmp_path / "live.py").write_text(LIVE)
     gate = tmp_path / "gate"
     emews_cmd.env["LIVE_GATE"] = str(gate)
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "live.py")}, budget={"evaluations": 5},
-                        space={"x": {"type": "float", "lower": 0, "upper": 1}})
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(tmp_path / "live.py")},
+        budget={"evaluations": 5},
+        space={"x": {"type": "float", "lower": 0, "upper": 1}},
+    )
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
     exp_dir = tmp_path / "exp"
     try:
@@ -331,3 +362,27 @@ def test_the_default_experiment_name_is_the_functions_as_documented(objective, n
     from emews.api.arguments import workflow_data
 
     assert workflow_data(objective, {}, "random", 4, None, None, None, {})["name"] == name
+
+
+def test_load_tells_an_empty_string_from_null_and_keeps_na_like_text(tmp_path: Path) -> None:
+    """A categorical of ``""`` and null (and a metric returning them): results.csv writes both as an
+    empty cell (documented), and emews.load(EXP).results, built from the same rows, made both
+    missing too, though docs/python.md says it keeps the stored values; "NA", "None", "nan" and
+    "null" stay text there (pandas' read_csv makes them missing)."""
+    (tmp_path / "tag.py").write_text("def run(p):\n    return {'value': 1.0, 'tag': p['c']}\n")
+    values = ["", None, "NA", "None", "nan", "null"]
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": "tag.py", "metric": "value"},
+        space={"c": {"type": "categorical", "values": values}},
+        budget={"evaluations": len(values)},
+        task={"timeout": 30, "isolation": "inline"},
+    )
+    EmewsCommand(tmp_path)("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180, check=True)
+    frame = emews.load(tmp_path / "exp").results.sort_values("id")
+    for column in ("p:c", "m:tag"):
+        got = [None if pd.isna(v) else v for v in frame[column]]
+        assert got == values, (column, got)
+    csv_rows = (tmp_path / "exp" / "results.csv").read_text().splitlines()[1:3]
+    assert [row.split(",")[3:5] for row in csv_rows] == [["", ""], ["", ""]]
