@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import LogNorm, Normalize
+from matplotlib.tri import Triangulation
 
 from emews.core.direction import Direction
 from emews.reporting.data import ExperimentData
@@ -83,8 +84,13 @@ class Contour(ReportPlot):
         filled = False
         if len(np.unique(x)) > 1 and len(np.unique(y)) > 1:
             try:
-                ax.tricontourf(
-                    x, y, np.clip(objective, norm.vmin, norm.vmax), levels=12, cmap=cmap, norm=norm, alpha=0.6
+                ax.tricontourf(  # a Triangulation: given x, y, z, matplotlib tries z as triangles (int32)
+                    Triangulation(x, y),
+                    np.clip(objective, norm.vmin, norm.vmax),
+                    levels=12,
+                    cmap=cmap,
+                    norm=norm,
+                    alpha=0.6,
                 )
                 filled = True
             except (ValueError, RuntimeError):  # collinear points: no triangulation

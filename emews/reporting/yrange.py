@@ -4,7 +4,7 @@
 
 - a **log** scale when the values are all positive and span more than :data:`LOG_DECADES` decades,
   none above :data:`LOG_MAX` (matplotlib's log ticks overflow near the largest double);
-- else a **linear** range fitted to the bulk of the values (the :data:`QUANTILE` and
+- else a **linear** range fitted to the bulk of the values (none beyond :data:`DRAW_MAX`) (the :data:`QUANTILE` and
   ``1 - QUANTILE`` quantiles, widened by :data:`FENCE` times their span on each side, never beyond
   the data): points outside are *clipped*, drawn as triangles on the axis edge
   (:func:`mark_clipped`) and counted in the caption (:meth:`YRange.note`), never dropped silently.
@@ -31,6 +31,10 @@ CLIPPED_COLOUR = "#d95f02"
 #: the largest value a log axis shows: beyond it (1e280) matplotlib's log ticks overflow
 #: (an OverflowError, or at 1e308 an axis of 1 to 10); such values are clipped instead
 LOG_MAX = 1e200
+#: the largest magnitude a linear axis shows: nearer the largest double (1.8e308), matplotlib's
+#: colour bars, tick locators and contours overflow (warnings, or "arange: cannot compute length");
+#: values beyond are clipped, drawn on the edge and counted
+DRAW_MAX = 1e300
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,9 @@ def robust(values: np.ndarray | list[float]) -> YRange:
         decades = float(np.log10(hi / lo))
         if decades > LOG_DECADES:
             return YRange("log", decades=decades)
-    q_lo, q_hi = (float(v) for v in np.quantile(y, [QUANTILE, 1 - QUANTILE]))
+    drawable = np.clip(y, -DRAW_MAX, DRAW_MAX)  # spans and quantiles of these cannot overflow
+    lo, hi = float(drawable.min()), float(drawable.max())
+    q_lo, q_hi = (float(v) for v in np.quantile(drawable, [QUANTILE, 1 - QUANTILE]))
     span = q_hi - q_lo
     if span <= 0:
         span = max(abs(q_hi), 1.0) * 0.1
@@ -93,7 +99,7 @@ def robust(values: np.ndarray | list[float]) -> YRange:
     below, above = int((y < lower).sum()), int((y > upper).sum())
     if below + above == 0:
         return YRange("linear")
-    pad = 0.05 * (upper - lower or 1.0)
+    pad = 0.05 * (upper - lower or max(1.0, abs(upper) * 1e-6))
     lower, upper = lower - pad, upper + pad
     return YRange("linear", lower, upper, below, above)
 

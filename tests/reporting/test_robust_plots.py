@@ -233,3 +233,31 @@ def test_a_loss_near_the_largest_double_is_clipped_not_a_log_axis(tmp_path: Path
     exp = report(sweep(tmp_path, [0.5, 0.8, 1.0, 1.2, 1.5, 1e140]))  # x * x: 1e280
     rng = robust(report_data.load(exp).ok["objective"].to_numpy(float))
     assert (rng.scale, rng.above, rng.below) == ("linear", 1, 0)
+
+
+def test_losses_near_the_largest_double_draw_every_plot_without_a_warning(tmp_path: Path) -> None:
+    """Losses of 1e308 beside ordinary ones (and a run where most are): matplotlib printed
+    RuntimeWarnings (overflow in the colour bars, the contour's triangles) and ``emews report``
+    failed with "ValueError: arange: cannot compute length" (the linear axis spanned up to 1.7e308);
+    values beyond DRAW_MAX are clipped, on the edge and counted, and the report is silent."""
+    (tmp_path / "huge.py").write_text(
+        "def run(p):\n    return [1.0e308, 1.5e308, 1.7e308, 1.0, 2.0, -1.0e308][p['i']] + p['y']\n"
+    )
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": "huge.py"},
+        space={"i": {"type": "ordered", "values": [0, 1, 2, 3, 4, 5]}, "y": {"type": "ordered", "values": [0.0, 0.5]}},
+        budget={"evaluations": 12},
+        task={"timeout": 30, "isolation": "inline"},
+    )
+    emews = EmewsCommand(tmp_path)
+    emews("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300, check=True)
+    emews.env["PYTHONWARNINGS"] = "error::RuntimeWarning"  # an overflow a traceback
+    proc = emews("report", str(tmp_path / "exp"), timeout=300)
+    assert proc.returncode == 0 and "Warning" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert {"trajectory", "parallel", "slices", "contour"} <= {
+        p.stem for p in (tmp_path / "exp" / "report-plots").iterdir()
+    }
+    rng = robust(report_data.load(tmp_path / "exp").ok["objective"].to_numpy(float))
+    assert rng.upper is not None and rng.upper < 1e301 and rng.above + rng.below == 8
