@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO
 
-from emews.output.csvrows import Columns, write_rows
+from emews.output.csvrows import SURROGATES, Columns, write_rows
 from emews.processes.channel import ChildExited, ChildProcess, Ready
 from emews.store import Store, open_store
 
@@ -84,7 +84,10 @@ def serve(conn: Connection, config: PartConfig) -> int:
     path: str | None = None
     try:
         fd, path = tempfile.mkstemp(dir=config.folder, prefix=".results.csv.", suffix=".part")
-        with os.fdopen(fd, "w", newline="") as fh, open_store(location=config.store, readonly=True) as store:
+        with (
+            os.fdopen(fd, "w", newline="", encoding="utf-8", errors=SURROGATES) as fh,
+            open_store(location=config.store, readonly=True) as store,
+        ):
             written = write_rows(store, csv.writer(fh), config.columns, config.first_id)
         conn.send(PartWritten(path, written.rows))
         path = None  # the parent's now

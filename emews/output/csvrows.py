@@ -23,6 +23,9 @@ from emews.store import Store, TrialState
 #: a trial with a successful result ended (:class:`~emews.training.messages.Ending`), the PBT clones it was made from
 TRIAL_COLUMNS = ("t:step", "t:decision", "t:ended", "t:cloned")
 
+#: how the CSV writes a lone surrogate (a non-UTF-8 file name a categorical lists, as Python decodes
+#: it): as its ``\\udcXX`` escape, as the store's JSON and the errors hold it (utf8_text)
+SURROGATES = "backslashreplace"
 #: values the CSV writer takes as they are
 _PLAIN = frozenset((int, float, str, bool))
 #: rows handed to the CSV writer at once
@@ -75,7 +78,7 @@ def write_csv_file(path: Path, rows: Iterable[Sequence[object]]) -> None:
     text = io.StringIO(newline="")
     csv.writer(text).writerows(rows)
     try:
-        write_atomic(path, [text.getvalue().encode("utf-8")])
+        write_atomic(path, [text.getvalue().encode("utf-8", SURROGATES)])
     except OSError as exc:
         raise ConfigError(f"cannot write the CSV: {exc.strerror or exc}", file=str(path)) from None
 

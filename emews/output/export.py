@@ -27,7 +27,7 @@ from emews.core.replicates import PointResult, best_point, group_results
 from emews.core.results import Result, Status
 from emews.core.wording import counted
 from emews.output.csvpart import CsvPart
-from emews.output.csvrows import Columns, write_rows
+from emews.output.csvrows import SURROGATES, Columns, write_rows
 from emews.output.numbers import number
 from emews.store import Store
 from emews.training.messages import endings_text
@@ -191,7 +191,7 @@ class CsvFile:
             fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
         except OSError as exc:
             raise ConfigError(f"cannot write the CSV: {exc.strerror}", file=str(self.path)) from None
-        self._fh = os.fdopen(fd, "w", newline="")
+        self._fh = os.fdopen(fd, "w", newline="", encoding="utf-8", errors=SURROGATES)
         self._writer = csv.writer(self._fh)
         self._columns = columns
         self._writer.writerow(columns.header())

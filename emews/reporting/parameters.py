@@ -18,6 +18,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 
 from emews.core.direction import Direction
+from emews.core.results import utf8_text
 from emews.core.wording import counted
 from emews.output.numbers import number
 from emews.reporting.data import ExperimentData
@@ -92,7 +93,7 @@ def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
         ticks = [(0.0, _fmt(bounds[0])), (1.0, _fmt(bounds[1]))]
         return Axis(name, values, unit, ticks)
     labels = column.map(label, na_action=None).astype(object)
-    levels = [str(v) for v in spec.get("values", [])] or sorted(labels.unique())
+    levels = [label(v) for v in spec.get("values", [])] or sorted(labels.unique())
     levels += sorted(set(labels.unique()) - set(levels))
     codes = labels.map({v: i for i, v in enumerate(levels)}).to_numpy(float)
     span = max(len(levels) - 1, 1)
@@ -102,7 +103,7 @@ def axis(name: str, column: pd.Series, spec: dict[str, Any]) -> Axis:
 def label(value: Any) -> str:
     """A categorical value as its axis names it: a missing one (a null in the space, read back as
     NaN) as ``None``, the spelling of ``str(None)`` for the space's own null."""
-    return "None" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+    return "None" if value is None or (isinstance(value, float) and np.isnan(value)) else utf8_text(str(value))
 
 
 def _fmt(value: float) -> str:

@@ -18,6 +18,7 @@ from typing import Literal
 from matplotlib.figure import Figure
 
 from emews.core.errors import ConfigError
+from emews.core.results import utf8_text
 from emews.reporting import curves, failures, gantt, html, load, parameters, slices, summary, trajectory
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import DPI, Plot, ReportPlot
@@ -113,7 +114,7 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Writte
         text = html.page(
             f"emews report: {data.exp_dir.name}", summary.header(data), images, summary.top_k(data, top), notes
         )
-        _atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        _atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
     return Written(out, pngs, skipped)
 
 
@@ -180,7 +181,8 @@ def _text_page(data: ExperimentData, top: int) -> Figure:
     lines += ["", "Top evaluations", ""] + (
         table.to_string(index=False).splitlines() if not table.empty else ["no successful evaluation yet"]
     )
-    fig.text(0.03, 0.97, "\n".join(line[:150] for line in lines), family="monospace", fontsize=7, va="top")
+    text = utf8_text("\n".join(line[:150] for line in lines))  # a non-UTF-8 file name's surrogates escaped
+    fig.text(0.03, 0.97, text, family="monospace", fontsize=7, va="top")
     return fig
 
 

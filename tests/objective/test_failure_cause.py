@@ -164,3 +164,28 @@ def test_an_error_line_holding_terminal_controls_is_shown_escaped_everywhere(tmp
     assert shown in (tmp_path / "exp" / "report.html").read_text(encoding="utf-8")
     for proc in (launch, results, report):
         assert not {"\x1b", "\r", "\x00"} & set(proc.stdout + proc.stderr), proc.stdout + proc.stderr
+
+
+def test_a_categorical_listing_a_non_utf8_file_name_runs_and_reports(tmp_path: Path) -> None:
+    """A categorical listing a file name that is not UTF-8 (``"caf\\udce9.txt"``, as Python decodes
+    it): the run was stored, then writing results.csv failed the optimizer rank ("'utf-8' codec
+    can't encode character '\\udce9'", MPI_Abort), and emews results and emews report (matplotlib's
+    font, the HTML) failed alike. The CSV, the plots and the pages show it as its escape."""
+    (tmp_path / "one.py").write_text("def run(params):\n    return 1.0 if params['c'] == 'b' else 0.5\n")
+    (tmp_path / "wf.yaml").write_text(
+        "optimizer: {name: sweep}\n"
+        "objective: {module: one.py, function: run, metric: value}\n"
+        'space:\n  c: {type: categorical, values: ["caf\\udce9.txt", "b"]}\n'
+        "budget: {evaluations: 2}\n"
+        "task: {timeout: 30, isolation: inline}\n"
+    )
+    emews = EmewsCommand(tmp_path)
+    emews("launch", "wf.yaml", "--workers", "1", "--exp-dir", "exp", timeout=180, check=True)
+    exp = tmp_path / "exp"
+    assert "0,ok,0.5,caf\\udce9.txt," in (exp / "results.csv").read_text(encoding="utf-8")
+    emews("results", str(exp), timeout=180, check=True)
+    for fmt in ("html", "pdf"):
+        proc = emews("report", str(exp), "--format", fmt, timeout=300, check=True)
+        assert "Traceback" not in proc.stderr, proc.stderr
+    assert "caf\\udce9.txt" in (exp / "report.html").read_text(encoding="utf-8")
+    assert [r["params"] for r in stored_rows(exp)][0] == '{"c":"caf\\udce9.txt"}'
