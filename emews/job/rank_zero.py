@@ -326,6 +326,7 @@ def write_outputs(
     except (OSError, EmewsError) as exc:  # a full disk: the results are in the store (emews results writes the CSV)
         log.exception("cannot write the run's summary or CSV")
         full, status = full or storage_problem(exc) or str(exc), status or EXIT_FAILED
+        _amend_exit_status(exp_dir, status)  # summary.json, written first, may say 0
     if (exp_dir / STORE_FILE).is_file() and not leave_wal(exp_dir / STORE_FILE):
         log.info("results.db stays in WAL mode: another process has it open")
     text = summary_text(total, spec.budget, summary.elapsed)
@@ -491,6 +492,17 @@ def fail_fast_line(stop: FailedFast, runs_root: Path | None, results_csv: Path) 
     else:
         where = f"the first failed task is id {stop.first_task}, its whole error in {results_csv}"
     return f"stopped: {stop} ({where}); set budget.fail_fast: 0 to run on regardless"
+
+
+def _amend_exit_status(exp_dir: Path, status: int) -> None:
+    """Set the exit status of the ``summary.json`` this run wrote before its CSV failed (``emews
+    launch``, the batch job and ``emews status`` read it there); nothing when it cannot be written."""
+    data = read_summary(exp_dir)
+    if data and data.get("exit_status") != status:
+        try:
+            write_summary(exp_dir, {**data, "exit_status": status})
+        except OSError:
+            log.exception("cannot record the run's exit status in %s", SUMMARY_FILE)
 
 
 def write_summary(exp_dir: Path, data: dict) -> None:

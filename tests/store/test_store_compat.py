@@ -5,6 +5,7 @@ small run's, and each command refuses it at the start with one line (exit 2), or
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -196,3 +197,16 @@ def test_a_finished_run_leaves_no_wal_files_and_readers_make_none(emews_cmd, tmp
     emews_cmd("resume", str(exp), "--set", "budget.evaluations=6", timeout=180, check=True)
     assert [r["id"] for r in stored_rows(exp)] == list(range(6))
     assert [name for name in leftovers if (exp / name).exists()] == []
+
+
+def test_a_run_whose_csv_cannot_be_written_exits_1_as_its_summary_says(emews_cmd, exp: Path) -> None:
+    """results.csv that cannot be written (here a folder in its place; a disk full after summary.json):
+    the run said 'cannot write the experiment' yet emews resume exited 0, and summary.json, written
+    before the CSV, said exit_status 0 (what launch, the batch job and status read)."""
+    (exp / "results.csv").unlink()
+    (exp / "results.csv" / "in-the-way").mkdir(parents=True)
+    proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=8", timeout=180)
+    assert proc.returncode == 1, proc.stderr
+    assert "emews: cannot write the experiment" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads((exp / "summary.json").read_text())["exit_status"] == 1
+    assert [r["id"] for r in stored_rows(exp)] == list(range(8))
