@@ -301,13 +301,15 @@ class TrialService:
 
     def _exploit(self, report: Report, decision: Decision, task: Task | None, seq: int) -> Decision:
         """The exploit made (its lineage row stored), or ``CONTINUE`` where it cannot be: the donor
-        has no durable checkpoint of its own since its last clone. Its newest restorable one would
-        then be the checkpoint it was cloned from, another trial's (the exploiting trial's own, when
-        it was the donor's donor): never cloned."""
+        has no durable checkpoint of its own since its last clone that it trained past. Its newest
+        restorable one would then be the checkpoint it was cloned from, another trial's (the
+        exploiting trial's own, when it was the donor's donor): never cloned. A checkpoint of the
+        donor's latest report may be its final one (its task may return before its result reaches
+        this rank): a clone of it would have nothing left to train."""
         donor = decision.clone_from
         if self.store is None or donor is None or donor == report.trial or task is None or decision.params is None:
             return CONTINUE
-        checkpoint = self.store.latest_durable(donor)
+        checkpoint = self.store.latest_durable(donor, trained_past=True)
         if checkpoint is None or checkpoint.trial != donor:
             return CONTINUE
         self.store.add_lineage(report.trial, report.step, donor, checkpoint.id, task.params, decision.params, seq)

@@ -314,9 +314,10 @@ class Store(ABC):
         """How many failed attempts of ``task`` are kept."""
 
     @abstractmethod
-    def latest_durable(self, trial: int) -> CheckpointRow | None:
+    def latest_durable(self, trial: int, trained_past: bool = False) -> CheckpointRow | None:
         """What a PBT clone of ``trial`` starts from: the newest durable checkpoint ``trial`` wrote
-        itself since its last PBT clone (``None``: it wrote none)."""
+        itself since its last PBT clone (``None``: it wrote none); ``trained_past``: only one that
+        came with an earlier report than ``trial``'s latest (never its final checkpoint)."""
 
     @abstractmethod
     def candidates(self, trial: int) -> list[Restorable]:

@@ -119,6 +119,10 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 _CHECKPOINT_COLUMNS = "id, trial, step, path, size, metric, loss, state"
 
 
+#: above every report's seq (no upper bound)
+_NO_SEQ = 2**62
+
+
 class TrialStore:
     """The training tables over one SQLite connection: the training half of
     :class:`~emews.store.results_store.ResultsStore` (the SQLite :class:`~emews.store.base.Store`);
@@ -406,12 +410,17 @@ class TrialStore:
         return self._db.execute("SELECT COUNT(*) FROM attempts WHERE task = ?", (task,)).fetchone()[0]
 
     # -- reading -------------------------------------------------------------
-    def latest_durable(self, trial: int) -> CheckpointRow | None:
+    def latest_durable(self, trial: int, trained_past: bool = False) -> CheckpointRow | None:
         """What a PBT clone of ``trial`` starts from: the newest durable checkpoint ``trial`` wrote
         itself since its last PBT clone; ``None`` when it wrote none (the checkpoint it was cloned
-        from is another trial's, possibly the one that would clone it now)."""
+        from is another trial's, possibly the one that would clone it now). ``trained_past``: only
+        one that came with an earlier report than ``trial``'s latest, so never its final one."""
         clone = self._last_clone(trial)
-        return next(iter(self._own(trial, after=None if clone is None else clone[1])), None)
+        before = None
+        if trained_past:
+            row = self._db.execute("SELECT MAX(seq) FROM reports WHERE trial = ?", (trial,)).fetchone()
+            before = row[0] if row is not None and row[0] is not None else 0
+        return next(iter(self._own(trial, after=None if clone is None else clone[1], before=before)), None)
 
     def candidates(self, trial: int) -> list[Restorable]:
         """What ``ctx.restore`` may load for ``trial``, newest first: its own checkpoints (since its
@@ -435,11 +444,12 @@ class TrialStore:
                 out.append(row)
         return out
 
-    def _own(self, trial: int, after: int | None) -> Iterable[CheckpointRow]:
+    def _own(self, trial: int, after: int | None, before: int | None = None) -> Iterable[CheckpointRow]:
+        """``trial``'s checkpoints that came with a report after seq ``after`` (and before ``before``), newest first."""
         rows = self._db.execute(
             f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial = ? AND state != ? "
-            "AND report > ? ORDER BY step DESC, id DESC",
-            (trial, DELETED, after or 0),
+            "AND report > ? AND report < ? ORDER BY step DESC, id DESC",
+            (trial, DELETED, after or 0, _NO_SEQ if before is None else before),
         )
         for row in [self._row(r) for r in rows]:
             if row.state == STAGED:

@@ -150,6 +150,7 @@ def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     [row] = store.checkpoints((DURABLE,))
     assert (row.trial, row.step, row.size, row.metric) == (0, 2, 123, 2.0)
     assert store.latest_durable(0) == row and store.checkpoint(row.id) == row
+    assert store.latest_durable(0, trained_past=True) is None  # it came with trial 0's latest report
     assert [c.path for c in store.candidates(0)] == [str(ckpt)]
     assert store.durable_at([str(ckpt)]) == [row] and store.checkpoints_by_id([row.id]) == [row]
     store.add_report(Report(1, 0, 1, {"loss": 5.0}, 12.0), 5.0, 5.0, task=_task(1))
@@ -180,6 +181,8 @@ def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     table = store.report_results()
     assert table.checkpoints and table.rows[0][-1] in (str(ckpt), "checkpoints/0/step-2.pt")
     assert sorted(store.busy_spans()) == [(12.0, 12.0), (1000.5, 1001.2345)]
+    store.add_report(Report(0, 0, 3, {"loss": 1.5}, 13.0), 1.5, 1.5)
+    assert store.latest_durable(0, trained_past=True) == row  # trial 0 reported past it since
     store.mark_deleted([row.id])
     assert store.checkpoints() == [] and store.checkpoints((DELETED,))[0].id == row.id
 

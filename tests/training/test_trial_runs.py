@@ -227,6 +227,38 @@ def test_pbt_with_more_trials_than_workers_clones_only_peers_that_still_train(em
 
 
 
+def test_pbt_never_clones_the_last_checkpoint_of_a_donor_that_has_not_returned_yet(emews_cmd, tmp_path: Path) -> None:
+    """Two trials on two workers, 9 epochs, one exploit check at step 9. t0 (rate .1) reports its
+    last step, 9, and then holds before it returns (its final evaluation); t1 (rate .9) then reports
+    its step 9, the worse of the two peers: it clones a checkpoint t0 trained past (step 8), never
+    t0's final step-9 one, and trains step 9 again from it with the explored rate. Before, t0's
+    task had not ended yet, so it was a donor with its final checkpoint: t1 restored step 9 and
+    trained zero steps, returning t0's loss under its new parameters (as if cloned from a finished
+    trial, which docs/training.md says cannot happen)."""
+    log, gate = tmp_path / "log.jsonl", tmp_path / "gate"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_GATE=str(gate), TRAINER_HOLD_AT="9", TRAINER_GO_AT="1:9")
+    wf = pbt_workflow(tmp_path, [0.1, 0.9], epochs=9, interval=9)
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    final = exp / "checkpoints" / f"{0:06d}"
+    assert wait_until(lambda: (gate.with_name("gate.held").exists() and any(final.glob("step-00000009-*.ckpt")))
+                      or job.poll() is not None, timeout=240) and job.poll() is None, job.communicate()
+    gate.with_name("gate.go").touch()   # t0 holds after its last report, its step-9 checkpoint written: t1 reports 9
+    assert wait_until(lambda: read_only(exp, "SELECT COUNT(*) FROM results") == [(1,)] or job.poll() is not None,
+                      timeout=240) and job.poll() is None, job.communicate()
+    gate.touch()   # t1 has its result: t0 returns
+    _, err = job.communicate(timeout=240)
+    assert job.returncode == 0, err
+    lineage = query(exp, "SELECT l.trial, l.step, l.donor, c.trial, c.step, l.report FROM lineage l "
+                         "JOIN checkpoints c ON c.id = l.checkpoint ORDER BY l.seq")
+    assert [row[:5] for row in lineage] == [(1, 9, 0, 0, 8)]   # t0 trained past step 8: never its final step 9
+    reports = query(exp, "SELECT trial, step, seq FROM reports ORDER BY seq")
+    assert [step for t, step, seq in reports if t == 1 and seq > lineage[0][5]] == [9]   # it trained on from the clone
+    starts = [(e["task"], e["restored"], e["from_trial"]) for e in events(log) if e["event"] == "start"]
+    assert sorted(starts) == [(0, 0, 0), (1, 0, 1), (1, 8, 0)]
+    assert [step for t, step, _ in reports if t == 0] == list(range(1, 10))
+
+
 def test_pbt_clones_only_checkpoints_its_donors_wrote(emews_cmd, tmp_path: Path) -> None:
     """The reviewer's shape: 3 workers, 6 trials, 12 steps, an exploit check every 2 steps, the bottom
     quarter (one of three peers). Every exploit clones a checkpoint its donor wrote (never one of the

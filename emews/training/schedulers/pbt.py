@@ -15,7 +15,8 @@ A trial that exploited keeps its own last loss in the ranking until it reports a
 Tune), so it stays the bottom one and the next trial to report is not pushed below it by a copy
 of the donor's loss; and until it reports again it is never a donor: it has no checkpoint of its
 own since the clone (its newest restorable one is its donor's, possibly the exploiting trial's
-own). The optimizer rank clones the donor's own newest durable checkpoint; where the donor has
+own). The optimizer rank clones the donor's own newest durable checkpoint that the donor trained
+past (one of an earlier report than its latest, which may be its last); where the donor has
 none it drops the exploit and says so (:meth:`exploit_dropped`): the trial goes on as it was.
 
 Only peers are compared and cloned, so with more trials than workers a new trial is never ranked
