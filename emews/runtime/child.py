@@ -4,7 +4,8 @@ Started by :class:`emews.runtime.isolated.ProcessRunner` through
 :class:`emews.processes.channel.ChildProcess`, which calls :func:`serve`.
 Its stdout and stderr go to spool files; after a task that wrote something they
 are copied into that task's run directory (a task that writes nothing gets no
-directory). Processes the objective started during a task are killed when the
+directory; what a task killed with the whole job wrote is kept at the next start,
+:mod:`emews.runtime.spool`). Processes the objective started during a task are killed when the
 task ends; those started by ``setup`` live until the child exits.
 """
 
@@ -12,27 +13,24 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import sys
 import time
 import traceback
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from emews.core.results import Outcome
-from emews.objective.context import TaskContext, exit_if_forked, task_run_dir
+from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import ObjectiveSpec, outcome_from_exception, outcome_from_return
 from emews.processes.channel import Ready
 from emews.processes.tree import become_subreaper, kill_trees, strays
+from emews.runtime.spool import keep_killed_output, keep_output, mark_task, spool_paths
 from emews.training.messages import Reply
 
 if TYPE_CHECKING:
     from emews.processes.channel import ChildProcess
     from emews.runtime.worker import TaskInbox
-
-OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 
 
 @dataclass(frozen=True)
@@ -96,31 +94,11 @@ class ChildStopped:
     teardown_error: str | None = None
 
 
-def spool_paths(spool: str) -> list[Path]:
-    return [Path(spool) / name for name in OUTPUT_FILES]
-
-
-def keep_output(spool: str | None, runs_root: Path | None, task_id: int) -> None:
-    """Move what the spool files hold into the task's run dir (nothing written: no dir)."""
-    if spool is None or runs_root is None:
-        return
-    for path in spool_paths(spool):
-        try:
-            if path.stat().st_size == 0:
-                continue
-        except OSError:
-            continue
-        run_dir = task_run_dir(runs_root, task_id)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        with path.open("rb") as src, (run_dir / path.name).open("ab") as dst:
-            shutil.copyfileobj(src, dst)
-        os.truncate(path, 0)
-
-
 def _redirect_output(spool: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.makedirs(spool, exist_ok=True)
+    keep_killed_output(spool)  # an earlier child's task that never ended: a kill -9 of the job
     for fd, path in zip((1, 2), spool_paths(spool), strict=True):  # stdout, stderr
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o666)
         os.dup2(target, fd)
@@ -169,6 +147,8 @@ def serve(conn: Connection, config: ChildConfig) -> None:
 def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Outcome:
     ctx = replace(job.context, link=ChildLink(conn))  # the worker's context, its trial link through the parent
     where = dict(rank=ctx.rank, host=ctx.host)
+    if config.spool:
+        mark_task(config.spool, job.task_id)
     started = time.time()
     try:
         returned = objective.call(job.params, ctx)

@@ -20,8 +20,9 @@ from emews.objective.function import ObjectiveSpec
 from emews.objective.team import Team
 from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 from emews.processes.tree import become_subreaper, kill_trees, strays
-from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask, keep_output
+from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask
 from emews.runtime.setup_bound import setup_bound
+from emews.runtime.spool import keep_output
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ from emews.objective.team import Team
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.isolated import ProcessRunner
+from emews.runtime.spool import spool_dir
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import Transport
 from emews.runtime.worker import Runner, worker_loop
@@ -89,7 +90,7 @@ def make_runner(
             interrupt=interrupt,
             team_comm=team_comm,
         )
-    spool = None if runs_root is None else runs_root / ".spool" / f"rank{rank}"
+    spool = None if runs_root is None else spool_dir(runs_root, rank)
     return ProcessRunner(
         plan.objective, timeout=plan.timeout, memory_limit=plan.memory_limit, make_context=make_context, spool=spool
     )

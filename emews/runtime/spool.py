@@ -1,0 +1,91 @@
+"""The isolated child's output spool: ``runs/.spool/rankN/{stdout,stderr}.txt`` and ``task``.
+
+The child's stdout and stderr are files here; after each task what they hold is moved into the
+task's run dir (:func:`keep_output`). ``task`` names the task running now (rewritten in place at
+each task's start), so that what a task printed before a ``kill -9`` of the whole job (where the
+crash reason is) is still found at the next run: the child that starts on the spool moves it into
+that task's run dir as ``stdout.killed.txt`` / ``stderr.killed.txt`` (:func:`keep_killed_output`)
+before it takes the spool over.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from emews.objective.context import task_run_dir
+
+OUTPUT_FILES = ("stdout.txt", "stderr.txt")
+TASK_FILE = "task"
+KILLED_SUFFIX = ".killed.txt"
+_ID_WIDTH = 20  # the task file's fixed size: one id, space-padded, rewritten in place
+
+
+def spool_dir(runs_root: Path, rank: int) -> Path:
+    """Where the isolated child of worker rank ``rank`` spools its output."""
+    return runs_root / ".spool" / f"rank{rank}"
+
+
+def spool_paths(spool: str | Path) -> list[Path]:
+    return [Path(spool) / name for name in OUTPUT_FILES]
+
+
+def runs_root_of(spool: str | Path) -> Path:
+    """The ``runs`` folder a spool (:func:`spool_dir`) lies in."""
+    return Path(spool).parent.parent
+
+
+def mark_task(spool: str | Path, task_id: int) -> None:
+    """Record that ``task_id`` runs now (in place: no file is created after the first task)."""
+    fd = os.open(Path(spool) / TASK_FILE, os.O_WRONLY | os.O_CREAT, 0o666)
+    try:
+        os.pwrite(fd, f"{task_id:<{_ID_WIDTH}}".encode(), 0)
+    finally:
+        os.close(fd)
+
+
+def marked_task(spool: str | Path) -> int | None:
+    """The task :func:`mark_task` recorded last (None: none, or unreadable)."""
+    try:
+        return int((Path(spool) / TASK_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _append(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with src.open("rb") as read, dst.open("ab") as write:
+        shutil.copyfileobj(read, write)
+    os.truncate(src, 0)
+
+
+def _written(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def keep_output(spool: str | Path | None, runs_root: Path | None, task_id: int) -> None:
+    """Move what the spool files hold into the task's run dir (nothing written: no dir)."""
+    if spool is None or runs_root is None:
+        return
+    for path in spool_paths(spool):
+        if _written(path):
+            _append(path, task_run_dir(runs_root, task_id) / path.name)
+
+
+def keep_killed_output(spool: str | Path) -> list[Path]:
+    """Move what an earlier child left in the spool (its task never ended: a ``kill -9``) into
+    that task's run dir as ``stdout.killed.txt`` / ``stderr.killed.txt`` (appended to); without
+    a task file, beside the spool. The files written."""
+    task = marked_task(spool)
+    into = Path(spool) if task is None else task_run_dir(runs_root_of(spool), task)
+    kept = []
+    for path in spool_paths(spool):
+        if _written(path):
+            target = into / (path.name.removesuffix(".txt") + KILLED_SUFFIX)
+            _append(path, target)
+            kept.append(target)
+    return kept

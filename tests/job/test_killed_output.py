@@ -1,0 +1,73 @@
+"""What the tasks running at a ``kill -9`` printed survives the resume (the crash reason is there).
+
+Under a real ``mpiexec``: the objective prints a line naming its attempt to stdout and stderr, then
+waits at a gate; once its task is recorded the whole job is killed (``kill -9``) and resumed with
+the gate open. The killed attempt's output is kept in the task's run folder as
+``stdout.killed.txt`` / ``stderr.killed.txt`` beside the new attempt's ``stdout.txt`` / ``stderr.txt``
+(before: the resumed child truncated the spool, and the killed attempt's lines were gone).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from testutil import read_only, wait_until, write_workflow
+
+OBJECTIVE = """\
+import os, sys, time
+from pathlib import Path
+
+def run(params):
+    attempt = "resumed" if Path(os.environ["GATE_FILE"]).exists() else "killed"
+    print(f"out of the {attempt} attempt", flush=True)
+    print(f"err of the {attempt} attempt", file=sys.stderr, flush=True)
+    Path(os.environ["PRINTED"]).touch()
+    while not Path(os.environ["GATE_FILE"]).exists():
+        time.sleep(0.02)
+    return params["x"] ** 2
+"""
+
+
+def test_the_output_of_a_task_killed_by_kill_9_is_kept_on_resume(emews_cmd, tmp_path: Path) -> None:
+    objective = tmp_path / "printer.py"
+    objective.write_text(OBJECTIVE)
+    gate, printed = tmp_path / "gate", tmp_path / "printed"
+    emews_cmd.env.update(GATE_FILE=str(gate), PRINTED=str(printed))
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(objective), "function": "run"},
+        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
+        budget={"evaluations": 1},
+    )
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
+    assert (
+        wait_until(
+            lambda: (
+                (printed.exists() and read_only(exp, "SELECT id FROM tasks WHERE id = 0")) or job.poll() is not None
+            ),
+            timeout=240,
+        )
+        and job.poll() is None
+    ), job.communicate()
+    emews_cmd.kill_all()
+    job.wait()
+    assert emews_cmd.leftovers_after_exit() == []
+
+    gate.touch()
+    resumed = emews_cmd("resume", "exp", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    run_dir = exp / "runs" / "000" / "000000"
+    assert (run_dir / "stdout.killed.txt").read_text() == "out of the killed attempt\n"
+    assert (run_dir / "stderr.killed.txt").read_text() == "err of the killed attempt\n"
+    assert (run_dir / "stdout.txt").read_text() == "out of the resumed attempt\n"
+    assert (run_dir / "stderr.txt").read_text() == "err of the resumed attempt\n"
+    assert os.listdir(exp / "runs" / ".spool" / "rank1") and all(
+        p.stat().st_size == 0 for p in (exp / "runs" / ".spool" / "rank1").iterdir() if p.name.endswith(".txt")
+    )
+
+    again = emews_cmd("resume", "exp", "--set", "budget.evaluations=2", timeout=300)  # a second resume
+    assert again.returncode == 0, again.stderr
+    assert (run_dir / "stdout.killed.txt").read_text() == "out of the killed attempt\n"
+    assert (run_dir / "stdout.txt").read_text() == "out of the resumed attempt\n"
