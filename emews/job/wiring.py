@@ -283,7 +283,7 @@ def run_optimizer_rank(
     """
     interrupt = interrupt or Interrupt()
     queues = QueuePair() if not spec.pools else pooled_queue_pair()
-    progress = Progress(budget=spec.budget, workers=len(worker_ranks), replicates=spec.replicates)
+    progress = Progress(budget=spec.budget, workers=len(worker_ranks), replicates=spec.replicates, pooled=spec.pools)
     store = open_store(spec.exp_dir, durability=spec.durability) if spec.exp_dir is not None else None
     budget = ComputeBudget(spec.steps, spec.time)  # its clock starts now
     if store is not None and budget.limited:
@@ -443,10 +443,11 @@ class SharedQueue:
             queues,
             submitter,
             listener,
-            record=lambda results: progress.record(results, min(self.bridge.waiting, progress.workers)),
+            record=lambda results: progress.record(results, self.bridge.waiting),  # out in the pools
             lease_s=spec.pool_lease,
             budget=budget,  # budget.time (budget.steps is refused with pools: check_pools)
         ).start()
+        progress.out_in_pools = lambda: self.bridge.waiting
 
     @property
     def distributor(self) -> Distributor | NoWorkersHere:

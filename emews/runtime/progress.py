@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -23,11 +23,16 @@ class Progress:
     workers: int
     done: int = 0
     failed: int = 0
-    busy: int = 0
+    busy: int = 0  # workers busy; of a pooled run (``pooled``): its tasks queued or running in the pools
     best: Result | None = None
     started: float = field(default_factory=time.monotonic)
     #: each point runs this many times (``replicates: N``): the best is then a point's mean
     replicates: int = 1
+    #: the run's tasks go through the shared queue to pools (this job's workers are one pool of
+    #: several, or none): the line counts the tasks out in the pools, not workers
+    pooled: bool = False
+    #: of a pooled run: how many of its tasks are out in the pools now (read at each line)
+    out_in_pools: Callable[[], int] | None = None
     #: of an ensemble: per point, the sums of its successful replicates' losses and objectives, and their count
     #: (each entry is replaced whole, so the reporter thread never reads one half-updated)
     _points: dict[str, tuple[float, float, int]] = field(default_factory=dict)
@@ -60,10 +65,13 @@ class Progress:
         best = "-" if objective is None else f"{objective:.6g}"
         rate = self.done / max(time.monotonic() - self.started, 1e-9)
         done = self.done if self.budget is None else f"{self.done}/{self.budget}"
-        return (
-            f"{done} evaluations, {self.failed} failed, best {best}, "
-            f"{self.busy}/{self.workers} {noun_for(self.workers, 'worker')} busy, {rate:,.{0 if rate >= 10 else 2}f}/s"
+        out = self.busy if self.out_in_pools is None else self.out_in_pools()
+        busy = (
+            f"{out} {noun_for(out, 'task')} queued or running in the pools"
+            if self.pooled
+            else f"{self.busy}/{self.workers} {noun_for(self.workers, 'worker')} busy"
         )
+        return f"{done} evaluations, {self.failed} failed, best {best}, {busy}, {rate:,.{0 if rate >= 10 else 2}f}/s"
 
 
 class ProgressReporter:

@@ -1,0 +1,58 @@
+"""The progress line of a pooled run counts what the pools hold, on a real PostgreSQL and real
+mpiexec jobs (docs/postgres.md, "Pools"): the optimizer's job is one pool of several, so its own
+workers say nothing of how busy the experiment is."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+
+from pgserver import PgServer
+from pooled import gated_command, gated_workflow, seen
+
+from testutil import wait_until
+
+OUT_IN_POOLS = re.compile(r"(\d+) tasks? queued or running in the pools")
+
+
+def test_a_pooled_progress_line_counts_the_tasks_in_the_pools(pg_server: PgServer, tmp_path: Path) -> None:
+    """``--workers 1 --pools 2``: two pools of one worker each hold a task at the gate. The launch's
+    progress line (refreshed as on a terminal) counts at least those two out in the pools (before:
+    '1/1 worker busy', the launch's own pool's size capping what the queue held)."""
+    wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 2})
+    cmd = gated_command(tmp_path)
+    cmd.env["EMEWS_PROGRESS"] = "tty"
+    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "2", "--exp-dir", "exp")
+    exp, err = tmp_path / "exp", bytearray()
+    reader = threading.Thread(target=lambda: _read_all(launch.stderr.fileno(), err), daemon=True)
+    reader.start()
+    try:
+        both = wait_until(
+            lambda: (
+                len(seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2
+                and len(list((tmp_path / "marks").iterdir())) >= 2
+                or launch.poll() is not None
+            ),
+            180,
+        )
+        assert both and launch.poll() is None, err.decode()
+        held_from = len(err)
+        assert wait_until(lambda: any(int(n) >= 2 for n in OUT_IN_POOLS.findall(err[held_from:].decode())), 60), (
+            err.decode()[-2000:]
+        )
+        (tmp_path / "open").touch()
+        assert launch.wait(timeout=300) == 0, err.decode()
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    reader.join(timeout=60)
+    text = err.decode()
+    assert "busy" not in text, text
+    assert re.search(r"6/6 evaluations, 0 failed, best [^,]+, 0 tasks queued or running in the pools", text), text
+
+
+def _read_all(fd: int, into: bytearray) -> None:
+    while chunk := os.read(fd, 65536):
+        into.extend(chunk)
