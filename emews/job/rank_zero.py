@@ -162,7 +162,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             spec.pools = bool(read_info(exp_dir).get("pools"))
             spec.site_name = site.name
             if spec.pools:  # the lock itself is the check: held from now on, on the bridge's connection
-                spec.optimizer_lock = take_optimizer_lock(exp_dir)
+                spec.optimizer_lock = take_optimizer_lock(exp_dir, "emews resume")  # a launch's store is new
         except ConfigError as exc:
             return refuse(comm, exc)
         set_allocation(spec, workflow, site, time.time())
@@ -200,19 +200,23 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         lease.release()
 
 
-def take_optimizer_lock(exp_dir: Path) -> PoolQueue:
+def take_optimizer_lock(exp_dir: Path, command: str) -> PoolQueue:
     """The optimizer lock of this pooled experiment, taken before any worker is told to start, on a
     connection the run then keeps (its bridge's): :class:`~emews.store.pool_queue.OptimizerRunning`
-    when another optimizer serves it (on any host). Taking it is the one check, so of two
-    optimizers starting at once the second is refused here (exit 2), never the first later."""
-    from emews.store.pool_queue import queue_for_an_optimizer
+    naming ``command`` (what the user ran) when another optimizer serves it (on any host). Taking it
+    is the one check, so of two optimizers starting at once the second is refused here (exit 2),
+    never the first later."""
+    from emews.store.pool_queue import OptimizerRunning, queue_for_an_optimizer
 
-    queue = queue_for_an_optimizer(exp_dir)  # refused before the store is written while another serves it
     try:
-        queue.lock_optimizer()  # raises, naming the experiment's store
-    except BaseException:
-        queue.store.close()
-        raise
+        queue = queue_for_an_optimizer(exp_dir)  # refused before the store is written while another serves it
+        try:
+            queue.lock_optimizer()  # raises, naming the experiment's store
+        except BaseException:
+            queue.store.close()
+            raise
+    except OptimizerRunning as exc:
+        raise OptimizerRunning(exc.message, file=exc.file, key=command, allowed=exc.allowed) from None
     return queue
 
 

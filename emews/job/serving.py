@@ -34,7 +34,7 @@ def serve(exp_dir: Path) -> int:
     """Run the optimizer of the pooled experiment ``exp_dir`` here until it finishes (or a stop
     signal); the run's exit status, as ``emews resume`` gives it."""
     exp_dir = require_experiment(Path(exp_dir).absolute())
-    lock = take_optimizer_lock(exp_dir)  # SQLite, no pools, or an optimizer elsewhere: refused now
+    lock = take_optimizer_lock(exp_dir, "emews serve")  # SQLite, no pools, or an optimizer elsewhere: refused now
     try:
         return _serve(exp_dir, lock)
     finally:

@@ -304,7 +304,7 @@ class PoolQueue:
         return OptimizerRunning(
             "another optimizer serves this experiment (emews launch, resume or serve on some host)",
             file=self.store.location,
-            key="--pools",
+            key="optimizer lock",  # the command refused names itself (rank_zero.take_optimizer_lock)
             allowed="one optimizer per experiment; pools join with emews attach",
         )
 

@@ -52,7 +52,7 @@ def _race(exp: Path) -> tuple[list[PoolQueue], list[BaseException]]:
     def optimizer() -> None:
         start.wait(30.0)
         try:
-            won.append(take_optimizer_lock(exp))
+            won.append(take_optimizer_lock(exp, "emews serve"))
         except OptimizerRunning as exc:
             refused.append(exc)
 
@@ -81,13 +81,13 @@ def test_of_two_optimizers_starting_at_once_one_is_refused_at_its_check(pooled: 
             shared = SharedQueue(spec, store, QueuePair(), None, [], Progress(budget=None, workers=0), None)
             try:
                 with pytest.raises(OptimizerRunning):
-                    take_optimizer_lock(pooled)
+                    take_optimizer_lock(pooled, "emews serve")
             finally:
                 shared.close(RuntimeError("stopped"))  # stopped, not finished: the queue stays as it is
         finally:
             store.close()
         assert _released(pooled)  # the lock went with the run's connection (the server ends the
-        again = take_optimizer_lock(pooled)  # session a moment after the client closed it)
+        again = take_optimizer_lock(pooled, "emews serve")  # session a moment after the client closed it)
         again.store.close()
         assert _released(pooled)  # before the next race
 
@@ -102,7 +102,7 @@ def _released(exp: Path) -> bool:
 
 def test_serve_is_refused_while_an_optimizer_holds_the_lock(pooled: Path) -> None:
     """``emews serve`` while an optimizer holds the lock: one line naming it, exit 2."""
-    holder = take_optimizer_lock(pooled)
+    holder = take_optimizer_lock(pooled, "emews serve")
     try:
         refused = EmewsCommand(pooled.parent)("serve", "exp", timeout=120)
     finally:

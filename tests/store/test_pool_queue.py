@@ -465,7 +465,7 @@ def test_a_refused_optimizer_leaves_an_older_store_as_it_was(pg_server: PgServer
     )
     optimizer.lock_optimizer()
     with pytest.raises(OptimizerRunning):
-        take_optimizer_lock(tmp_path)  # emews serve, or a job's rank 0
+        take_optimizer_lock(tmp_path, "emews serve")  # emews serve, or a job's rank 0
     with pytest.raises(ConfigError, match="optimizer is running"):
         cancel_queued(tmp_path)
     with pytest.raises(ConfigError, match="older emews"):
