@@ -20,13 +20,32 @@ from pathlib import Path
 
 from emews.config.experiment import POOLS_DIR, SITE_FILE, WORKFLOW_FILE, next_numbered, read_info, require_experiment
 from emews.config.workflow import load_workflow
-from emews.config.yamlio import dump_yaml
+from emews.config.yamlio import dump_yaml, parse_override
 from emews.core.errors import EXIT_OK, ConfigError
 from emews.core.wording import counted
 from emews.job.launching import run_here
 from emews.site import Site, load_site
 from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
 from emews.store.pool_queue import queue_for_a_pool
+
+
+def refuse_workflow_keys(exp_dir: Path, overrides: Sequence[str]) -> None:
+    """``--set`` of ``emews attach`` sets keys of the pool's site: a key of the workflow there (the
+    budget, say, which is the optimizer's) is one :class:`ConfigError` naming it and where it is set."""
+    from emews.config.workflow import WorkflowModel
+    from emews.site.schema import SiteConfig
+
+    for item in overrides:
+        key, _ = parse_override(item)
+        top = key.split(".")[0]
+        if top in WorkflowModel.model_fields and top not in SiteConfig.model_fields:
+            raise ConfigError(
+                "a key of the experiment's workflow, which a pool does not change: emews attach --set "
+                "sets keys of the pool's site",
+                file=f"--set {key}",
+                allowed=f"site keys ({', '.join(SiteConfig.model_fields)}); the workflow's {top} changes with "
+                f"emews resume {shlex.quote(str(exp_dir))} --set {key}=... once its optimizer stopped",
+            )
 
 
 def pool_command(exp_dir: Path, pool_dir: Path) -> list[str]:
@@ -48,6 +67,7 @@ def attach(
     exp_dir = require_experiment(Path(exp_dir).absolute())
     if workers is not None and workers < 1:
         raise ConfigError("must be at least 1", key="--workers")
+    refuse_workflow_keys(exp_dir, site_overrides)
     queue_for_a_pool(exp_dir).store.close()  # SQLite, no pools, no database, an older optimizer: refused now
     chosen = site if isinstance(site, Site) else load_site(site or str(exp_dir / SITE_FILE), list(site_overrides))
     workers = chosen.total_workers(workers or read_info(exp_dir).get("workers"))

@@ -165,12 +165,15 @@ def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any, 
 
 
 def _origin(origins: Mapping[str, str], key: str, default: str) -> str:
+    """Where ``key`` (or the section holding it) was set; a section no file has, made by setting a
+    key inside it (``--set budget.evaluations=5`` makes ``budget``), is that key's origin."""
     parts = key.split(".")
     for n in range(len(parts), 0, -1):
         found = origins.get(".".join(parts[:n]))
         if found:
             return found
-    return default
+    inside = [origin for set_key, origin in origins.items() if key and set_key.startswith(key + ".")]
+    return inside[-1] if inside else default
 
 
 def key_origin(origins: Mapping[str, str], key: str, default: Path | None) -> tuple[str | None, str]:
