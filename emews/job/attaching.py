@@ -74,7 +74,9 @@ def attach(
     load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).check_task_size(workers)
     pool_dir = next_numbered(exp_dir / POOLS_DIR, "pool")
     command = pool_command(exp_dir, pool_dir)
-    script = None if chosen.is_local else chosen.render_batch_script(pool_dir, workers, command)  # validates
+    script = (  # validates
+        None if chosen.is_local else chosen.render_batch_script(pool_dir, workers, command, lead="pool distributor")
+    )
     if dry_run:
         if script is None:
             print(shlex.join(chosen.launch_command(workers + 1, command)))

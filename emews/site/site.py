@@ -182,11 +182,18 @@ class Site:
             )
 
     def render_batch_script(
-        self, exp_dir: Path, workers: int, command: list[str], *, exit_command: list[str] | None = None
+        self,
+        exp_dir: Path,
+        workers: int,
+        command: list[str],
+        *,
+        exit_command: list[str] | None = None,
+        lead: str = "optimizer",
     ) -> str:
         """A complete batch script: directives, environment, the launcher line; with
         ``exit_command``, the script ends by ``exec``-ing it with the launcher's exit status and
-        the job's start time (UNIX seconds) as its last two arguments."""
+        the job's start time (UNIX seconds) as its last two arguments. ``lead``: what rank 0 runs
+        (an attached pool's is its distributor), as the script's comment names it."""
         self.check_ready()
         exp_dir = Path(exp_dir)
         total = self.total_workers(workers)
@@ -194,7 +201,7 @@ class Site:
         env = self.config.environment
         lines = ["#!/bin/bash", *self.scheduler.directives(layout, exp_dir)]
         lines.append(
-            f"# emews site {self.name}: {counted(total, 'worker')} + 1 optimizer = {layout.ranks} ranks on "
+            f"# emews site {self.name}: {counted(total, 'worker')} + 1 {lead} = {layout.ranks} ranks on "
             f"{counted(layout.nodes, 'node')}"
         )
         lines += env.setup

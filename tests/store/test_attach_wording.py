@@ -1,5 +1,6 @@
 """What ``emews attach`` says, on a real PostgreSQL and a finished pooled experiment (docs/postgres.md,
-"Pools"): a workflow key in its ``--set`` (which sets the pool's site) is named as such."""
+"Pools"): a workflow key in its ``--set`` (which sets the pool's site) is named as such, and its
+batch script names rank 0 for what it runs, the pool's distributor."""
 
 from __future__ import annotations
 
@@ -44,3 +45,13 @@ def test_a_workflow_key_in_attach_set_is_named_as_one(pooled: tuple[EmewsCommand
     ), unknown.stderr
     assert "site.yaml" not in unknown.stderr, unknown.stderr
     assert not (exp / "pools").exists()
+
+
+def test_attach_dry_run_names_the_pools_rank_0_its_distributor(pooled: tuple[EmewsCommand, Path]) -> None:
+    """The batch script of ``emews attach --site perlmutter --dry-run`` says '1 worker + 1 pool
+    distributor = 2 ranks' (before: '+ 1 optimizer', while the optimizer runs elsewhere)."""
+    cmd, exp = pooled
+    dry = cmd("attach", "exp", "--site", "perlmutter", "--set", "scheduler.account=m1", "--dry-run", timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "# emews site perlmutter: 1 worker + 1 pool distributor = 2 ranks on 1 node\n" in dry.stdout, dry.stdout
+    assert "optimizer" not in dry.stdout, dry.stdout
