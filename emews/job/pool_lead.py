@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,11 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     queue.retry_s = workflow.model.store.retry_seconds
     spec = run_spec(workflow, exp_dir)
     gang = spec.task_size.gang
-    plan = spec.worker_plan(
-        gpu_binding(site), site.config.node.cores, launch_line=site.team_launch_line if gang else None
+    plan = replace(  # its ranks' numbers are the optimizer job's too: their output spools are the pool's own
+        spec.worker_plan(
+            gpu_binding(site), site.config.node.cores, launch_line=site.team_launch_line if gang else None
+        ),
+        pool=pool_dir.name,
     )
     quiet_bcast(comm, plan)
     teams = TeamWorld(comm) if gang else None  # collective: every rank

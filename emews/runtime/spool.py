@@ -1,4 +1,5 @@
-"""The isolated child's output spool: ``runs/.spool/rankN/{stdout,stderr}.txt`` and ``task``.
+"""The isolated child's output spool: ``runs/.spool/rankN/{stdout,stderr}.txt`` and ``task``
+(``runs/.spool/pool-NNN-rankN/`` for an attached pool's ranks).
 
 The child's stdout and stderr are files here; after each task what they hold is moved into the
 task's run dir (:func:`keep_output`). ``task`` names the task running now (rewritten in place at
@@ -22,9 +23,10 @@ KILLED_SUFFIX = ".killed.txt"
 _ID_WIDTH = 20  # the task file's fixed size: one id, space-padded, rewritten in place
 
 
-def spool_dir(runs_root: Path, rank: int) -> Path:
-    """Where the isolated child of worker rank ``rank`` spools its output."""
-    return runs_root / ".spool" / f"rank{rank}"
+def spool_dir(runs_root: Path, rank: int, pool: str = "") -> Path:
+    """Where the isolated child of worker rank ``rank`` spools its output; ``pool``: an attached
+    pool's folder name (``pool-001``), whose ranks share their numbers with the optimizer's job."""
+    return runs_root / ".spool" / (f"{pool}-rank{rank}" if pool else f"rank{rank}")
 
 
 def spool_paths(spool: str | Path) -> list[Path]:

@@ -46,6 +46,8 @@ class WorkerPlan:
     gang: bool = False  # tasks may span several ranks (every rank joins the TeamWorld)
     #: ``ctx.launch``'s command line over a team's hosts (the site's launcher); None: single-rank runs
     launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
+    #: an attached pool's folder name (``pool-001``): its ranks' output spools are its own
+    pool: str = ""
 
 
 def make_runner(
@@ -90,7 +92,7 @@ def make_runner(
             interrupt=interrupt,
             team_comm=team_comm,
         )
-    spool = None if runs_root is None else spool_dir(runs_root, rank)
+    spool = None if runs_root is None else spool_dir(runs_root, rank, plan.pool)
     return ProcessRunner(
         plan.objective, timeout=plan.timeout, memory_limit=plan.memory_limit, make_context=make_context, spool=spool
     )

@@ -1,0 +1,87 @@
+"""Each task's output in its own run dir when two pools of one experiment run isolated children at
+once, on a real PostgreSQL and real mpiexec jobs (docs/postgres.md, "Pools"): the optimizer's job
+(pool 1) and an attached pool both have a worker rank 1, and their children must not share one
+spool (before: the attached pool's child truncated pool 1's spool and both appended to it, so a
+task's stdout.txt held another task's lines, or lost its own)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pgserver import PgServer
+from pooled import rows, seen
+
+from testutil import EmewsCommand, wait_until, write_workflow
+
+OBJECTIVE = """\
+import os, sys, time
+from pathlib import Path
+import emews
+
+def run(params):
+    task = emews.current_task().task_id
+    print(f"task {task} before the gate", flush=True)
+    Path(os.environ["MARK_DIR"], str(task)).touch()
+    while not Path(os.environ["GATE_FILE"]).exists():
+        time.sleep(0.02)
+    print(f"task {task} after the gate", file=sys.stderr, flush=True)
+    return params["x"] ** 2
+"""
+
+
+def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: Path) -> None:
+    """Pool 1 (1 worker) and an attached pool (1 worker) each hold a task at the gate, both printed;
+    once the gate opens every task's run dir holds its own two lines and nothing else."""
+    (tmp_path / "printer.py").write_text(OBJECTIVE)
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(tmp_path / "printer.py"), "function": "run"},
+        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
+        budget={"evaluations": 4},
+        task={"timeout": 600, "isolation": "process"},
+        store={"url": pg_server.url(), "lease": 2},
+    )
+    cmd, marks = EmewsCommand(tmp_path), tmp_path / "marks"
+    marks.mkdir()
+    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(marks))
+    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        assert (
+            wait_until(
+                lambda: (
+                    seen(exp, "SELECT id FROM tasks WHERE state = 'queued'")
+                    and any(marks.iterdir())
+                    or launch.poll() is not None
+                ),
+                180,
+            )
+            and launch.poll() is None
+        ), launch.communicate()
+        attached = cmd.popen("attach", "exp", "--workers", "1")
+        both = wait_until(
+            lambda: (
+                [
+                    i
+                    for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
+                    if (marks / str(i)).exists()
+                ]
+                or attached.poll() is not None
+            ),
+            180,
+        )
+        assert both and attached.poll() is None, attached.communicate()
+        (tmp_path / "open").touch()
+        out, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+        assert attached.wait(timeout=120) == 0
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    pools = dict(rows(exp, "SELECT id, pool FROM results"))
+    assert set(pools.values()) == {1, 2} and len(pools) == 4
+    for task in pools:
+        run_dir = exp / "runs" / "000" / f"{task:06d}"
+        assert sorted(p.name for p in run_dir.iterdir()) == ["stderr.txt", "stdout.txt"], task
+        assert (run_dir / "stdout.txt").read_text() == f"task {task} before the gate\n", task
+        assert (run_dir / "stderr.txt").read_text() == f"task {task} after the gate\n", task
