@@ -39,6 +39,7 @@ def test_the_output_of_a_task_killed_by_kill_9_is_kept_on_resume(emews_cmd, tmp_
         objective={"module": str(objective), "function": "run"},
         space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
         budget={"evaluations": 1},
+        task={"timeout": 600, "isolation": "process"},
     )
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")

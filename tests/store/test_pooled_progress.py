@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, seen
+from pooled import MARKED, gated_command, seen
 
-from testutil import wait_until
+from testutil import wait_until, write_workflow
 
 OUT_IN_POOLS = re.compile(r"(\d+) tasks? queued or running in the pools")
 
@@ -21,7 +21,13 @@ def test_a_pooled_progress_line_counts_the_tasks_in_the_pools(pg_server: PgServe
     """``--workers 1 --pools 2``: two pools of one worker each hold a task at the gate. The launch's
     progress line (refreshed as on a terminal) counts at least those two out in the pools (before:
     '1/1 worker busy', the launch's own pool's size capping what the queue held)."""
-    wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 2})
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(MARKED), "function": "run"},
+        budget={"evaluations": 6},
+        task={"timeout": 600, "isolation": "inline"},
+        store={"url": pg_server.url(), "lease": 2},
+    )
     cmd = gated_command(tmp_path)
     cmd.env["EMEWS_PROGRESS"] = "tty"
     launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "2", "--exp-dir", "exp")
