@@ -4,6 +4,7 @@ the shared queue's counts."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from emews.core.wording import counted
@@ -14,12 +15,26 @@ from emews.store.opening import recorded_store
 QUEUE_STATES = ("queued", "leased", "done", "cancelled")
 
 
-def pool_lines(exp_dir: Path) -> list[str]:
+@dataclass(frozen=True)
+class PoolView:
+    """What ``emews status`` shows of the pools: its lines, and the figures of the headline's
+    ``workers busy`` (a pooled run's workers are the running pools', not the optimizer's job's)."""
+
+    lines: list[str] = field(default_factory=list)
+    workers: int = 0  # of the running pools
+    leased: int = 0  # tasks the pools hold (running, or about to)
+
+    @property
+    def busy(self) -> int:
+        return min(self.leased, self.workers)
+
+
+def pool_lines(exp_dir: Path) -> PoolView:
     """The lines (none for an experiment without pools); a pool whose heartbeat is older than the
     workflow's ``store.lease`` and that did not say it stopped is *lost* (its tasks return to the
     queue when their leases end)."""
     if recorded_store(exp_dir) is None:
-        return []
+        return PoolView()
     from emews.config.experiment import WORKFLOW_FILE, pool_folders
     from emews.config.workflow import load_workflow
     from emews.store.pool_queue import PoolQueue  # PostgreSQL's modules only for such a store
@@ -29,7 +44,7 @@ def pool_lines(exp_dir: Path) -> list[str]:
     with open_store(exp_dir, readonly=True) as store:
         queue = PoolQueue(store)  # type: ignore[arg-type]
         if not queue.enabled():
-            return []
+            return PoolView()
         pools, counts = queue.pools(), queue.state_counts()
         now = queue.server_time()
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
@@ -38,11 +53,13 @@ def pool_lines(exp_dir: Path) -> list[str]:
     folders = pool_folders(exp_dir)
     lines = ["queue: " + ", ".join(said)]
     lines.append(f"pools: {len(pools)}")
+    workers = 0
     for pool in pools:
         if pool.stopped is not None:
             state = "stopped"
         elif pool.heartbeat is not None and now - pool.heartbeat <= lease_s:
             state = "running"
+            workers += pool.workers
         else:
             state = "lost"
         beat = "-" if pool.heartbeat is None else f"{max(now - pool.heartbeat, 0.0):.0f} s ago"
@@ -51,4 +68,4 @@ def pool_lines(exp_dir: Path) -> list[str]:
             f"{counted(pool.workers, 'worker')}, {counted(pool.tasks_done, 'task')} done, heartbeat {beat}"
             + (f", folder {folders[pool.id].relative_to(exp_dir)}" if pool.id in folders else "")
         )
-    return lines
+    return PoolView(lines, workers, counts.get("leased", 0) - counts.get("expired", 0))

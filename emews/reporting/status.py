@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -94,8 +95,10 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     data = store_data.load(exp_dir)
     figures = headline(data, running=running)
     pools = pool_lines(exp_dir)
+    if pools.lines:  # a pooled run's workers are its running pools' (the optimizer's job may have none)
+        figures = replace(figures, busy=pools.busy, workers=pools.workers)
     notes = [f"note: {problem} (shown without it)" for problem in data.unreadable]
-    lines = [f"job: {state}", *figures.lines(), *pools, *trial_lines(exp_dir, data.metric, running), *notes]
+    lines = [f"job: {state}", *figures.lines(), *pools.lines, *trial_lines(exp_dir, data.metric, running), *notes]
     return "\n".join(lines), running
 
 

@@ -62,3 +62,37 @@ def test_a_pooled_progress_line_counts_the_tasks_in_the_pools(pg_server: PgServe
 def _read_all(fd: int, into: bytearray) -> None:
     while chunk := os.read(fd, 65536):
         into.extend(chunk)
+
+
+def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgServer, tmp_path: Path) -> None:
+    """``--workers 1 --pools 2``, each pool's worker holding a task at the gate: ``emews status``
+    says 'workers busy: 2/2', the running pools' workers (before: '1/1', the optimizer's job's own
+    worker count capping the unfinished tasks)."""
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(MARKED), "function": "run"},
+        budget={"evaluations": 6},
+        task={"timeout": 600, "isolation": "inline"},
+        store={"url": pg_server.url(), "lease": 60},
+    )
+    cmd = gated_command(tmp_path)
+    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "2", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        both = wait_until(
+            lambda: (
+                len(seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2
+                and len(list((tmp_path / "marks").iterdir())) >= 2
+                or launch.poll() is not None
+            ),
+            180,
+        )
+        assert both and launch.poll() is None, launch.communicate()
+        status = cmd("status", "exp", timeout=120)
+        (tmp_path / "open").touch()
+        assert launch.wait(timeout=300) == 0
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    assert status.returncode == 0, status.stderr
+    assert "0 failed; workers busy: 2/2; rate " in status.stdout, status.stdout
