@@ -57,7 +57,7 @@ def test_status_prints_a_trials_integer_metric_in_full(counted_exp: Path, tmp_pa
     db.close()
     proc = EmewsCommand(tmp_path)("status", str(exp), timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert f"  trial 7: step 4, value {BIG}" in proc.stdout.splitlines(), proc.stdout
+    assert f"  trial 7: step 4, value {BIG}, interrupted" in proc.stdout.splitlines(), proc.stdout  # run not running
 
 
 def test_status_and_the_end_of_run_summary_print_an_integer_best_in_full(counted_exp: Path, tmp_path: Path) -> None:

@@ -534,7 +534,7 @@ def test_status_of_a_killed_run_calls_its_unended_trial_interrupted_not_running(
     status = emews_cmd("status", str(exp))
     assert status.returncode == 0, status.stderr
     assert "job: local, not running" in status.stdout
-    assert "training: 1 trials reported; 0 ended, 0 running, 0 paused, 1 interrupted (the run is not running; " \
+    assert "training: 1 trial reported; 0 ended, 0 running, 0 paused, 1 interrupted (the run is not running; " \
            "emews resume continues them)" in status.stdout, status.stdout
     assert "  trial 0: step 4, loss 0.75, interrupted" in status.stdout
     gate.touch()
