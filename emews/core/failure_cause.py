@@ -29,6 +29,8 @@ _NOISE = re.compile(
     r"^(Traceback \(most recent call last\):|During handling of the above|"
     r"The above exception was|[~^]+$)"
 )
+#: a line Python's ``warnings`` module writes (``path:12: RuntimeWarning: message``): never a cause
+_WARNING = re.compile(r"^\S.*:\d+: [A-Za-z_]\w*Warning: ")
 #: quoted values and numbers (signed, decimal, exponent): what differs between failures of one cause
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -63,12 +65,16 @@ def error_line(text: str) -> str | None:
 
 
 def _told(text: str) -> list[str]:
-    """The non-blank lines of ``text`` without a traceback's header, frames and source lines."""
-    lines, frame = [], False
+    """The non-blank lines of ``text`` without a traceback's header, frames and source lines, and
+    without Python's warnings (``path:12: RuntimeWarning: ...`` and the source line under it: CANDLE
+    warns about every key its benchmark does not define, and a warning is not why a program failed)."""
+    lines, frame, warning = [], False, False
     for raw in text.splitlines():
         line = raw.strip()
-        source, frame = frame and raw.startswith("    "), FRAME.match(line) is not None  # a frame's source line
-        if line and not source and not frame and not _NOISE.match(line):
+        # a frame's or a warning's source line
+        source = (frame and raw.startswith("    ")) or (warning and raw.startswith("  "))
+        frame, warning = FRAME.match(line) is not None, bool(_WARNING.match(raw))
+        if line and not source and not frame and not warning and not _NOISE.match(line):
             lines.append(line)
     return lines
 
@@ -104,7 +110,7 @@ def _named_by(error: str) -> str:
     exit_ = _COMMAND_EXIT.match(lines[0])
     if exit_ is None:
         return lines[0]
-    output = "\n".join(lines[1:])
+    output = str(error).lstrip().partition("\n")[2]  # as written: indents mark source lines
     return (error_line(output) if exit_["signal"] else meaningful_line(output)) or lines[0]
 
 

@@ -189,3 +189,28 @@ def test_a_categorical_listing_a_non_utf8_file_name_runs_and_reports(tmp_path: P
         assert "Traceback" not in proc.stderr, proc.stderr
     assert "caf\\udce9.txt" in (exp / "report.html").read_text(encoding="utf-8")
     assert [r["params"] for r in stored_rows(exp)][0] == '{"c":"caf\\udce9.txt"}'
+
+
+def test_a_python_warning_is_not_the_cause_of_a_command_that_exits_non_zero(tmp_path: Path) -> None:
+    """A CANDLE model under ``params: candle`` always warns about the keys its benchmark does not define
+    (``RuntimeWarning: These keywords ... are not defined in CANDLE``): one that then exited 3 was
+    named by the warning's source line, ``warnings.warn(message, RuntimeWarning)`` ("most frequent
+    failure: 1x warnings.warn(...)"), and a warning that says "error" by the warning. A warning is
+    never the cause: the exit status names the failure, or the line that names an error."""
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import sys, warnings\n"
+        "print('epoch 0 val_loss 0.5')\n"
+        "message = \"These keywords used in the configuration file are not defined in CANDLE: ['id']\"\n"
+        "warnings.warn(message, RuntimeWarning)\n"
+        "warnings.warn('error_bad_lines is deprecated', FutureWarning)\n"
+        "if len(sys.argv) > 1:\n"
+        "    print('data: error: nt_train2.csv is empty', file=sys.stderr)\n"
+        "    warnings.warn(message, RuntimeWarning)\n"
+        "sys.exit(3)\n"
+    )
+    silent = failed_command(tmp_path, {}, command=(PYTHON, str(model)))
+    assert "warnings.warn(message, RuntimeWarning)" in silent  # the record keeps stderr's last lines
+    assert cause(silent) == f"command {PYTHON} exited with status 3; last lines of stderr:"
+    told = failed_command(tmp_path, {}, command=(PYTHON, str(model), "told"))
+    assert cause(told) == "data: error: nt_train2.csv is empty"
