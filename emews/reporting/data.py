@@ -56,6 +56,9 @@ class ExperimentData:
     #: what could not be read but is not needed to show the rest (a garbled ``site.yaml``), one
     #: line each naming the file
     unreadable: list[str] = field(default_factory=list)
+    #: each row's point as stored (same order as ``results``): only the keys it holds, where
+    #: ``params`` has a column for every key of any point (a UPF's lines may differ in keys)
+    points: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
@@ -119,7 +122,7 @@ def load(exp_dir: Path) -> ExperimentData:
         )
     try:
         with store:
-            results, params = _results(store, names)
+            results, params, points = _results(store, names)
             unfinished = store.count_unfinished()
             results["ranks"] = team_sizes(results["team_ranks"], task_sizes(workflow, params))
             reports = _reports(store)
@@ -130,11 +133,23 @@ def load(exp_dir: Path) -> ExperimentData:
     except ValueError as exc:  # a row whose JSON does not decode
         raise ConfigError(f"cannot read the results store: {exc}", file=store.location) from None
     return ExperimentData(
-        exp_dir, workflow, site, info, summary, results, params, unfinished, reports, endings, lineage, unreadable
+        exp_dir,
+        workflow,
+        site,
+        info,
+        summary,
+        results,
+        params,
+        unfinished,
+        reports,
+        endings,
+        lineage,
+        unreadable,
+        points,
     )
 
 
-def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
     table = store.report_results()
     frame = pd.DataFrame(
         table.rows,
@@ -144,7 +159,7 @@ def _results(store: Store, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame
     params = pd.DataFrame.from_records(points, columns=parameter_names(names, points), index=frame.index)
     for col in ("objective", "loss", "submitted", "started", "finished"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
-    return frame, params
+    return frame, params, points
 
 
 def task_sizes(workflow: dict[str, Any], params: pd.DataFrame) -> pd.Series:

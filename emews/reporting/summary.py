@@ -120,6 +120,14 @@ def _missing_as_none(value: Any) -> Any:
     return value
 
 
+def _point_of(data: ExperimentData, label: Any) -> dict[str, Any]:
+    """The point of the row ``label`` as stored: only the keys it holds (``data.points``), else
+    (data made without them) its ``params`` row with missing cells as ``None``."""
+    if data.points:
+        return dict(data.points[data.results.index.get_loc(label)])
+    return {name: _missing_as_none(v) for name, v in data.params.loc[[label]].to_dict("records")[0].items()}
+
+
 def totals(data: ExperimentData) -> Totals:
     """Counts by status and the best evaluation, as ``emews results`` prints them."""
     best = best_row(data)
@@ -128,7 +136,7 @@ def totals(data: ExperimentData) -> Totals:
     if best is None:
         return Totals(counts, None, endings=endings)
     ensemble_best = best_point_of(data)
-    point = {name: _missing_as_none(v) for name, v in data.params.loc[[best.name]].to_dict("records")[0].items()}
+    point = _point_of(data, best.name)
     return Totals(
         counts,
         Result(
@@ -183,7 +191,7 @@ def points_of(data: ExperimentData) -> list[PointResult] | None:
         res["id"].astype(int),
         res["status"],
         res["objective"].where(res["loss"].notna(), None),
-        ({name: _missing_as_none(v) for name, v in record.items()} for record in data.params.to_dict("records")),
+        (_point_of(data, label) for label in res.index),
         strict=True,
     )
     return group_results((i, s, None if pd.isna(v) else float(v), p) for i, s, v, p in rows)

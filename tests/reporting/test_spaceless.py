@@ -16,8 +16,7 @@ from emews.reporting import render
 from testutil import EmewsCommand, write_workflow
 
 #: the objective: the loss depends on lr, less on batch; act is a categorical
-OBJECTIVE = ("def run(p):\n"
-             "    return (p['lr'] - 0.3) ** 2 + p['batch'] / 1000 + (0.1 if p['act'] == 'tanh' else 0.0)\n")
+OBJECTIVE = "def run(p):\n    return (p['lr'] - 0.3) ** 2 + p['batch'] / 1000 + (0.1 if p['act'] == 'tanh' else 0.0)\n"
 POINTS = [{"lr": round(0.05 * i, 2), "batch": 16 * (1 + i % 4), "act": ("relu", "tanh")[i % 2]} for i in range(1, 17)]
 
 
@@ -26,8 +25,13 @@ def spaceless_exp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("spaceless")
     (folder / "points.txt").write_text("".join(json.dumps(p) + "\n" for p in POINTS))
     (folder / "obj.py").write_text(OBJECTIVE)
-    wf = write_workflow(folder, optimizer={"name": "sweep", "options": {"file": "points.txt"}},
-                        objective={"module": "obj.py"}, space={}, budget={"evaluations": len(POINTS)})
+    wf = write_workflow(
+        folder,
+        optimizer={"name": "sweep", "options": {"file": "points.txt"}},
+        objective={"module": "obj.py"},
+        space={},
+        budget={"evaluations": len(POINTS)},
+    )
     proc = EmewsCommand(folder)("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stderr
     return folder / "exp"
@@ -60,3 +64,31 @@ def test_the_page_of_a_spaceless_sweep(spaceless_exp: Path, tmp_path: Path) -> N
     assert "Not shown (nothing to plot yet): curves." in page.text  # only the curves: no reports
     assert {"lr", "batch", "act"} <= set(page.top_k[0]), page.top_k[0]
     assert page.top_k[0]["lr"] == "0.2" and page.top_k[0]["act"] == "relu"
+
+
+def test_status_shows_the_best_point_as_stored_when_the_lines_differ_in_keys(tmp_path: Path) -> None:
+    """A UPF's lines may differ in keys: ``emews status`` printed the best point with every other
+    line's keys as ``null`` (``{"id": "lists", ..., "mode": null, "sleep": null}``), parameters the
+    point never had, where ``emews results`` and the end of the run print it as stored. A null the
+    point holds stays."""
+    lines = [
+        {"id": "best", "lr": 0.3, "note": None},
+        {"id": "slow", "lr": 0.5, "mode": "sleep"},
+        {"id": "wide", "lr": 0.9, "dense": [10, 10]},
+    ]
+    (tmp_path / "upf.txt").write_text("".join(json.dumps(p) + "\n" for p in lines))
+    (tmp_path / "obj.py").write_text("def run(p):\n    return abs(p['lr'] - 0.3)\n")
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep", "options": {"file": "upf.txt"}},
+        objective={"module": "obj.py"},
+        space={},
+        budget={"evaluations": len(lines)},
+    )
+    emews = EmewsCommand(tmp_path)
+    assert emews("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300).returncode == 0
+    stored = '{"id": "best", "lr": 0.3, "note": null}'
+    results = emews("results", "exp", timeout=120)
+    status = emews("status", "exp", timeout=120)
+    assert stored in results.stdout.splitlines()[2], results.stdout
+    assert stored in status.stdout.splitlines()[3], status.stdout
