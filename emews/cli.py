@@ -74,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="change the budget or walltime before resuming, e.g. budget.evaluations=400",
+        help="change the budget or walltime before resuming, e.g. budget.evaluations=400, or the "
+        "next allocation: scheduler.walltime, scheduler.queue, scheduler.account",
     )
 
     results = sub.add_parser("results", help="write results.csv of an experiment and print its summary")

@@ -50,8 +50,12 @@ if TYPE_CHECKING:
 STOP_GRACE_SECONDS = 120.0
 #: what ``emews resume --set`` may change
 RESUME_ALLOWED = (
-    "budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS|2h, walltime.limit=HH:MM:SS, walltime.margin=SECONDS"
+    "budget.evaluations=N, budget.steps=N, budget.time=HH:MM:SS|2h, walltime.limit=HH:MM:SS, walltime.margin=SECONDS, "
+    "and for the resumed job's allocation scheduler.walltime=HH:MM:SS, scheduler.queue=NAME, scheduler.account=NAME"
 )
+#: the site keys ``emews resume --set`` may change: the next allocation's (as ``EMEWS_WALLTIME``,
+#: ``EMEWS_QUEUE`` and ``EMEWS_ACCOUNT`` do), never the layout the experiment was made for
+RESUME_SITE_KEYS = ("scheduler.walltime", "scheduler.queue", "scheduler.account")
 
 
 @dataclass(frozen=True)
@@ -222,11 +226,15 @@ def resume(
     if workers is not None and workers < 1:
         raise ConfigError("must be at least 1", key="--workers")
     overrides = dict(workflow_overrides or {})
-    if site_overrides or any(not key.startswith(("budget.", "walltime.")) for key in overrides):
+    if any(item.partition("=")[0].strip() not in RESUME_SITE_KEYS for item in site_overrides) or any(
+        not key.startswith(("budget.", "walltime.")) for key in overrides
+    ):
         raise ConfigError(
-            "resume can only change the budget and the walltime settings", key="--set", allowed=RESUME_ALLOWED
+            "resume can only change the budget, the walltime settings and the allocation",
+            key="--set",
+            allowed=RESUME_ALLOWED,
         )
-    site = load_site(str(exp_dir / SITE_FILE))
+    site = load_site(str(exp_dir / SITE_FILE), site_overrides)
     workers = site.total_workers(workers or read_info(exp_dir).get("workers"))
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
     stored: tuple[int, int] | None = None

@@ -13,8 +13,11 @@ from emews.site.jobs import JOB_RECORD, job_status
 
 def files_of(exp: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``exp``: its size and modification time (ns); not SQLite's WAL index."""
-    return {str(p.relative_to(exp)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in exp.rglob("*") if p.is_file() and not p.name.endswith("-shm")}
+    return {
+        str(p.relative_to(exp)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in exp.rglob("*")
+        if p.is_file() and not p.name.endswith("-shm")
+    }
 
 
 def test_resume_of_a_finished_batch_experiment_submits_nothing(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
@@ -37,3 +40,45 @@ def test_resume_of_a_finished_batch_experiment_submits_nothing(slurm_cluster: Lo
         "raise it with --set budget.evaluations=N to go on"
     ]
     assert files_of(exp) == before  # the job record too: no job was submitted
+
+
+def test_resume_asks_for_another_allocation_with_set(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """A job stopped at its walltime is resumed in a new allocation, often a longer one or in another
+    queue: ``emews resume EXP --set scheduler.walltime=...`` was refused ("resume can only change the
+    budget and the walltime settings", allowed: walltime.limit, ...) while ``EMEWS_WALLTIME`` did it,
+    and ``--set walltime.limit`` left ``#SBATCH --time`` as it was. The scheduler's walltime, queue
+    and account (what ``EMEWS_WALLTIME``/``QUEUE``/``ACCOUNT`` set) apply to the resumed job; other
+    site keys stay refused, naming the allowed ones."""
+    import subprocess
+
+    from test_slurm_loopback import wait_for
+
+    from testutil import wait_until
+
+    env = repo_env()
+    exp = launch_rugged(tmp_path, env, mode="ok", evaluations=2, isolation="inline")
+    assert "#SBATCH --time=00:05:00" in (exp / "job.sh").read_text().splitlines()
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    assert wait_until(lambda: (exp / "summary.json").exists() and not (exp / "lease.json").exists(), timeout=60)
+
+    refused = emews("resume", str(exp), "--set", "launcher.workers_per_node=1", cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and "scheduler.walltime=HH:MM:SS" in refused.stderr, refused.stderr
+
+    resumed = emews(
+        "resume",
+        str(exp),
+        "--set",
+        "budget.evaluations=4",
+        "--set",
+        "scheduler.walltime=00:07:00",
+        "--set",
+        "scheduler.queue=debug",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "#SBATCH --time=00:07:00" in (exp / "job.sh").read_text().splitlines()
+    job_id = resumed.stdout.split("submitted job ")[1].split()[0]
+    shown = subprocess.run(["scontrol", "show", "job", job_id], env=slurm_cluster.env, capture_output=True, text=True)
+    assert "TimeLimit=00:07:00" in shown.stdout, shown.stdout + shown.stderr
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
