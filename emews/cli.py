@@ -275,7 +275,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.try_one:
         from emews.job.first_try import try_workflow
 
-        outcome = try_workflow(workflow)
+        outcome = try_workflow(workflow, site.config.environment.vars if site is not None else None)
         print("\n".join(outcome.lines()))
         return outcome.exit_status
     return EXIT_OK

@@ -17,12 +17,14 @@ that used ``ctx.run_dir``); nothing is written into an experiment directory.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import sysconfig
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -158,8 +160,30 @@ def raising_frame(traceback_text: str) -> str | None:
     return "".join(f"{m['path']}, line {m['line']}, in {m['name']}" for m in chosen) or None
 
 
-def try_workflow(workflow: Workflow) -> TryOutcome:
-    """Ask the optimizer for its first point and evaluate it once in a scratch directory."""
+@contextmanager
+def _environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``variables`` set (a site's ``environment.vars``, as its workers get them),
+    restored afterwards."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def try_workflow(workflow: Workflow, environment: Mapping[str, str] | None = None) -> TryOutcome:
+    """Ask the optimizer for its first point and evaluate it once in a scratch directory;
+    ``environment``: the variables the site's workers get (``environment.vars``), set for the try."""
+    with _environment(environment or {}):
+        return _try_workflow(workflow)
+
+
+def _try_workflow(workflow: Workflow) -> TryOutcome:
     space, point = first_point(workflow)
     scratch = Path(tempfile.mkdtemp(prefix="emews-try-"))
     try:

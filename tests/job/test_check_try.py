@@ -12,13 +12,13 @@ import pytest
 from testutil import write_workflow
 
 #: a CANDLE-style model whose parser rejects what it is given (``--lr 0.01`` for an int)
-STRICT_MODEL = '''
+STRICT_MODEL = """
 import argparse
 parser = argparse.ArgumentParser(prog="nt3_baseline")
 parser.add_argument("--lr", type=int)
 args = parser.parse_args()
 print("loss", args.lr)
-'''
+"""
 
 
 @pytest.fixture
@@ -32,19 +32,25 @@ def scratch(emews_cmd, tmp_path: Path) -> Path:
 
 def check_try(emews_cmd, wf: Path):
     proc = emews_cmd("check", str(wf), "--try", timeout=240)
-    lines = {line.split(":", 2)[1].strip(): line.split(":", 2)[2].strip()
-             for line in proc.stdout.splitlines() if line.startswith("try: ") and line.count(":") >= 2}
+    lines = {
+        line.split(":", 2)[1].strip(): line.split(":", 2)[2].strip()
+        for line in proc.stdout.splitlines()
+        if line.startswith("try: ") and line.count(":") >= 2
+    }
     return proc, lines
 
 
 def point_of(proc) -> dict:
     line = next(line for line in proc.stdout.splitlines() if line.startswith("try: point "))
-    return json.loads(line[len("try: point "):])
+    return json.loads(line[len("try: point ") :])
 
 
 def test_a_working_objective_shows_the_point_and_its_metric_and_leaves_nothing(emews_cmd, tmp_path, scratch) -> None:
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "obj.py"), "metric": "loss"},
-                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}})
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(tmp_path / "obj.py"), "metric": "loss"},
+        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
+    )
     (tmp_path / "obj.py").write_text("def run(p):\n    return {'loss': p['x'] ** 2, 'other': 1}\n")
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -85,14 +91,15 @@ def test_a_failing_python_objective_that_used_its_run_dir_names_it(emews_cmd, tm
 
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
-def test_a_failing_python_objective_names_the_file_and_line_that_raised(emews_cmd, tmp_path, scratch,
-                                                                        isolation) -> None:
+def test_a_failing_python_objective_names_the_file_and_line_that_raised(
+    emews_cmd, tmp_path, scratch, isolation
+) -> None:
     """The kept run dir of a Python objective holds no traceback: the try names where it was raised, in the
     objective's own file (not the library frame below it, nor emews')."""
-    (tmp_path / "model.py").write_text(
-        "import json\n\ndef run(params):\n    return json.loads('{' + params['mode'])\n")
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py")}, task={"timeout": 30,
-                                                                                          "isolation": isolation})
+    (tmp_path / "model.py").write_text("import json\n\ndef run(params):\n    return json.loads('{' + params['mode'])\n")
+    wf = write_workflow(
+        tmp_path, objective={"module": str(tmp_path / "model.py")}, task={"timeout": 30, "isolation": isolation}
+    )
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert lines["failed"].startswith("json.decoder.JSONDecodeError: Expecting property name")
@@ -102,8 +109,11 @@ def test_a_failing_python_objective_names_the_file_and_line_that_raised(emews_cm
 
 def test_a_failing_argparse_command_shows_argparses_error_line_and_its_run_dir(emews_cmd, tmp_path, scratch) -> None:
     (tmp_path / "nt3_baseline.py").write_text(STRICT_MODEL)
-    wf = write_workflow(tmp_path, objective={"command": ["python3", "nt3_baseline.py"], "metric": "loss"},
-                        space={"lr": {"type": "categorical", "values": [0.01]}})
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": ["python3", "nt3_baseline.py"], "metric": "loss"},
+        space={"lr": {"type": "categorical", "values": [0.01]}},
+    )
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert lines["failed"] == "nt3_baseline: error: argument --lr: invalid int value: '0.01'"
@@ -113,8 +123,11 @@ def test_a_failing_argparse_command_shows_argparses_error_line_and_its_run_dir(e
 
 def test_a_relative_path_inside_a_shell_string_fails_the_try_with_its_cause(emews_cmd, tmp_path, scratch) -> None:
     """The command runs in the task's run dir, as in a job: a path only the launch folder has fails here too."""
-    wf = write_workflow(tmp_path, objective={"command": ["sh", "-c", "exec python3 ./missing_model.py"]},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}})
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": ["sh", "-c", "exec python3 ./missing_model.py"]},
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
+    )
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "can't open file" in lines["failed"] and "missing_model.py" in lines["failed"]
@@ -122,9 +135,11 @@ def test_a_relative_path_inside_a_shell_string_fails_the_try_with_its_cause(emew
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
 def test_a_point_that_runs_past_the_task_timeout_says_it_timed_out(emews_cmd, tmp_path, scratch, isolation) -> None:
-    wf = write_workflow(tmp_path, space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                                         "mode": {"type": "constant", "value": "hang"}},
-                        task={"timeout": 1, "isolation": isolation})
+    wf = write_workflow(
+        tmp_path,
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}, "mode": {"type": "constant", "value": "hang"}},
+        task={"timeout": 1, "isolation": isolation},
+    )
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert lines["timeout"].startswith("ran past the task timeout of 1 s")
@@ -132,15 +147,21 @@ def test_a_point_that_runs_past_the_task_timeout_says_it_timed_out(emews_cmd, tm
 
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
-@pytest.mark.parametrize(("raised", "named"), [("RuntimeError('no GPU found')", "RuntimeError: no GPU found"),
-                                               ("SystemExit(4)", "SystemExit: 4")])
+@pytest.mark.parametrize(
+    ("raised", "named"),
+    [("RuntimeError('no GPU found')", "RuntimeError: no GPU found"), ("SystemExit(4)", "SystemExit: 4")],
+)
 def test_a_setup_that_raises_is_named_by_its_exception(emews_cmd, tmp_path, scratch, isolation, raised, named) -> None:
     """``setup()`` failing (no GPU, no data: a common first failure) names its exception, not only
     the heading "objective setup failed:" above the traceback; a ``sys.exit()`` there too (it ended
     an inline worker, and the job with it)."""
     (tmp_path / "obj.py").write_text(f"def setup():\n    raise {raised}\n\n\ndef run(p):\n    return 1.0\n")
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "obj.py")},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, task={"isolation": isolation})
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(tmp_path / "obj.py")},
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
+        task={"isolation": isolation},
+    )
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert lines["failed"] == f"objective setup failed: {named}"
@@ -150,11 +171,15 @@ def test_a_setup_that_raises_is_named_by_its_exception(emews_cmd, tmp_path, scra
 def test_a_setup_that_hangs_is_given_up_on(emews_cmd, tmp_path, scratch, isolation) -> None:
     """A setup that never returns held its worker for good (inline) or 300 s (process) whatever the
     task timeout; it is bounded by EMEWS_SETUP_TIMEOUT (or the task timeout if longer)."""
-    (tmp_path / "obj.py").write_text("import time\n\n\ndef setup():\n    time.sleep(3600)\n\n\n"
-                                     "def run(p):\n    return 1.0\n")
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "obj.py")},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
-                        task={"isolation": isolation, "timeout": 1})
+    (tmp_path / "obj.py").write_text(
+        "import time\n\n\ndef setup():\n    time.sleep(3600)\n\n\ndef run(p):\n    return 1.0\n"
+    )
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(tmp_path / "obj.py")},
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
+        task={"isolation": isolation, "timeout": 1},
+    )
     emews_cmd.env["EMEWS_SETUP_TIMEOUT"] = "2"
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -172,10 +197,16 @@ OPTIMIZERS = {
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_each_kind_of_optimizer_gives_its_first_point(emews_cmd, tmp_path, scratch, name) -> None:
-    wf = write_workflow(tmp_path, optimizer=OPTIMIZERS[name], budget={"evaluations": 12},
-                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
-                               "k": {"type": "int", "lower": 1, "upper": 4},
-                               "mode": {"type": "constant", "value": "ok"}})
+    wf = write_workflow(
+        tmp_path,
+        optimizer=OPTIMIZERS[name],
+        budget={"evaluations": 12},
+        space={
+            "x": {"type": "float", "lower": -2.0, "upper": 2.0},
+            "k": {"type": "int", "lower": 1, "upper": 4},
+            "mode": {"type": "constant", "value": "ok"},
+        },
+    )
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     point = point_of(proc)
@@ -198,10 +229,16 @@ def test_any_whole_number_seeds_each_optimizer(emews_cmd, tmp_path, scratch, nam
     then ended it: 'the optimizer raised ValueError: Seed must be between 0 and 2**32 - 1' (bayes,
     hyperspace, Nevergrad), 'R error: supplied seed is not a valid integer' (mbo), exit 1."""
     optimizer = {**SEEDED[name], "options": {**SEEDED[name]["options"], "seed": seed}}
-    wf = write_workflow(tmp_path, optimizer=optimizer, budget={"evaluations": 12},
-                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
-                               "k": {"type": "int", "lower": 1, "upper": 4},
-                               "mode": {"type": "constant", "value": "ok"}})
+    wf = write_workflow(
+        tmp_path,
+        optimizer=optimizer,
+        budget={"evaluations": 12},
+        space={
+            "x": {"type": "float", "lower": -2.0, "upper": 2.0},
+            "k": {"type": "int", "lower": 1, "upper": 4},
+            "mode": {"type": "constant", "value": "ok"},
+        },
+    )
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ok" in lines
@@ -227,12 +264,15 @@ def test_a_file_sweep_tries_the_files_first_line(emews_cmd, tmp_path, scratch) -
 def test_an_optimizer_that_cannot_start_is_named_with_exit_1(emews_cmd, tmp_path, scratch) -> None:
     (tmp_path / "broken.py").write_text(
         "from emews.core.optimizer import Optimizer\n\n\nclass Broken(Optimizer):\n"
-        "    def run(self, evaluator):\n        import cmaes_not_installed\n")
+        "    def run(self, evaluator):\n        import cmaes_not_installed\n"
+    )
     wf = write_workflow(tmp_path, optimizer={"name": "broken.py:Broken"})
     proc, _ = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == \
-        "emews: the optimizer raised ModuleNotFoundError: No module named 'cmaes_not_installed'"
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == "emews: the optimizer raised ModuleNotFoundError: No module named 'cmaes_not_installed'"
+    )
     assert list(scratch.iterdir()) == []
 
 
@@ -263,3 +303,46 @@ def test_the_raising_frame_tells_emews_from_a_sibling_folder_and_sees_through_sy
     user = tmp_path / "obj.py"
     through_link = linked / package.name / "objective" / "function.py"
     assert raising_frame(traceback_of(user, through_link)) == f"{user}, line 1, in f1"
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_the_try_runs_with_the_sites_environment_as_its_workers_do(emews_cmd, tmp_path, scratch, isolation) -> None:
+    """``--site`` names the site whose workers get ``environment.vars`` (``CANDLE_DATA_DIR`` of a CANDLE
+    model): ``emews check --try --site mine`` ran the point without them and failed (or passed) where
+    ``emews launch --site mine`` did the opposite. The try runs with the site's variables, as its
+    workers do."""
+    import yaml
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "nt_train2.csv").write_text("0.25\n")
+    (tmp_path / "model.py").write_text(
+        "import os\nprint('val_loss', open(os.path.join(os.environ['CANDLE_DATA_DIR'], 'nt_train2.csv')).read())\n"
+    )
+    (tmp_path / "site-configs").mkdir()
+    (tmp_path / "site-configs" / "mine.yaml").write_text(
+        yaml.safe_dump({"extends": "local", "environment": {"vars": {"CANDLE_DATA_DIR": str(data)}}})
+    )
+    objective = (
+        {"command": ["python3", "model.py"], "metric": "val_loss"}
+        if isolation == "process"
+        else {"module": str(tmp_path / "obj.py"), "metric": "val_loss"}
+    )
+    (tmp_path / "obj.py").write_text(
+        "import os\ndef run(p):\n"
+        "    return float(open(os.path.join(os.environ['CANDLE_DATA_DIR'], 'nt_train2.csv')).read())\n"
+    )
+    wf = write_workflow(
+        tmp_path,
+        objective=objective,
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
+        task={"isolation": isolation},
+        budget={"evaluations": 1},
+    )
+    assert "CANDLE_DATA_DIR" not in emews_cmd.env
+    proc = emews_cmd("check", str(wf), "--site", "mine", "--try", timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("try: ok: val_loss 0.25 (in "), proc.stdout
+    launched = emews_cmd("launch", str(wf), "--site", "mine", "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert launched.returncode == 0, launched.stderr
+    assert "1/1 evaluations: 1 ok" in launched.stdout + launched.stderr
