@@ -265,6 +265,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         site = load_site(args.site, site_overrides)
         if not site.is_local:  # its default size (launch may be given --workers; check is not)
             where = (Path("experiments") / workflow.name).absolute()
+            workflow.check_task_size(site.total_workers(None))  # --workers only asks for fewer
             site.render_batch_script(where, site.total_workers(None), job_command(where))
     print(
         f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
@@ -275,7 +276,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.try_one:
         from emews.job.first_try import try_workflow
 
-        outcome = try_workflow(workflow, site.config.environment.vars if site is not None else None)
+        outcome = try_workflow(workflow, site.environment_vars() if site is not None else None)
         print("\n".join(outcome.lines()))
         return outcome.exit_status
     return EXIT_OK

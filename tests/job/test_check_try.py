@@ -346,3 +346,15 @@ def test_the_try_runs_with_the_sites_environment_as_its_workers_do(emews_cmd, tm
     launched = emews_cmd("launch", str(wf), "--site", "mine", "--workers", "1", "--exp-dir", "exp", timeout=240)
     assert launched.returncode == 0, launched.stderr
     assert "1/1 evaluations: 1 ok" in launched.stdout + launched.stderr
+
+
+def test_check_with_a_batch_site_refuses_tasks_wider_than_its_job(emews_cmd, tmp_path) -> None:
+    """``emews check wf.yaml --site SLURM_SITE`` said ok for ``task.ranks: 4`` on a site of 3 workers,
+    then ``emews launch`` with that site refused it (exit 2): the check now refuses it the same way."""
+    site = Path(__file__).resolve().parents[1] / "site" / "slurm-loopback.yaml"  # 3 workers per job
+    wf = write_workflow(tmp_path, task={"ranks": 4})
+    checked = emews_cmd("check", str(wf), "--site", str(site), timeout=120)
+    launched = emews_cmd("launch", str(wf), "--site", str(site), "--dry-run", timeout=120)
+    assert launched.returncode == 2 and "task.ranks" in launched.stderr, launched.stderr
+    assert (checked.returncode, checked.stderr) == (2, launched.stderr), checked.stdout
+    assert "ok" not in checked.stdout
