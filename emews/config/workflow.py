@@ -45,7 +45,7 @@ from emews.core.errors import ConfigError, EmewsError, KeyedValueError, brief, d
 from emews.core.replicates import REPLICATE
 from emews.core.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.core.task_size import ALLOWED as TASK_SIZE_ALLOWED
-from emews.core.task_size import FunctionSize, TaskSize, TaskSizeError, parse_task_size
+from emews.core.task_size import FunctionSize, ParameterSize, TaskSize, TaskSizeError, parse_task_size
 from emews.objective.command import (
     RUN_DIR_FILE_ALLOWED,
     TASK_PLACEHOLDERS,
@@ -754,6 +754,9 @@ def _resolve_task_size(model: WorkflowModel, space: Space, workflow_dir: Path, f
         size = parse_task_size(model.task.ranks, space)
     except TaskSizeError as exc:
         raise ConfigError(str(exc), file=file, key="task.ranks", allowed=TASK_SIZE_ALLOWED) from None
+    problem = size.value_problem(space) if isinstance(size, ParameterSize) else None
+    if problem is not None:  # no job runs it, whatever its width: said by emews check too
+        raise ConfigError(problem, file=file, key="task.ranks", allowed=TASK_SIZE_ALLOWED)
     if isinstance(size, FunctionSize):
         module, _, name = size.ref.rpartition(":")
         if module.endswith(".py") or "/" in module:

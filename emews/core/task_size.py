@@ -102,6 +102,27 @@ class ParameterSize(TaskSize):
 
     def check(self, workers: int, space: Space | None = None) -> str | None:
         """The sizes the parameter's dimension can take must lie in 1..workers."""
+        sizes = self._sizes(space)
+        if isinstance(sizes, str) or sizes is None:
+            return sizes
+        bad = [s for s in sizes if not 1 <= s <= workers]
+        return _too_large(bad[0], workers) if bad else None
+
+    def value_problem(self, space: Space | None) -> str | None:
+        """What makes the parameter no size on any job (``'adam'``, ``0``), before a job's width is known."""
+        sizes = self._sizes(space)
+        if isinstance(sizes, str):
+            return sizes + (
+                " (task.ranks: optimizer names the space's parameter of that name here)"
+                if self.name == OPTIMIZER
+                else ""
+            )
+        small = [s for s in sizes or [] if s < 1]
+        return f"parameter {self.name!r} gives {small[0]} ranks: a task needs at least 1" if small else None
+
+    def _sizes(self, space: Space | None) -> list[int] | str | None:
+        """The sizes the dimension can take (its bounds for an int), a message when they are no sizes,
+        ``None`` when the space does not list it."""
         dim = None if space is None else space.dimensions.get(self.name)
         if isinstance(dim, Int):
             values: tuple[Any, ...] = (dim.lower, dim.upper)
@@ -117,11 +138,9 @@ class ParameterSize(TaskSize):
                 "categorical or ordered parameter of whole numbers"
             )
         try:
-            sizes = [whole_ranks(v, f"parameter {self.name!r}") for v in values]
+            return [whole_ranks(v, f"parameter {self.name!r}") for v in values]
         except TaskSizeError as exc:
             return str(exc)
-        bad = [s for s in sizes if not 1 <= s <= workers]
-        return _too_large(bad[0], workers) if bad else None
 
 
 @dataclass(frozen=True)

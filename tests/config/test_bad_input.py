@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testutil import FAULTY, write_workflow
 from emews.cli import main
+from emews.config.workflow import load_workflow
 from emews.core.errors import ConfigError
 from emews.core.space import CANDLE_TYPES
-from emews.config.workflow import load_workflow
+from testutil import FAULTY, write_workflow
 
 
 @pytest.fixture(autouse=True)
@@ -27,8 +27,10 @@ def _refused(capsys: pytest.CaptureFixture, workflow: Path, *extra: str) -> str:
     """Run check and launch; both must exit 2 with one line and leave no experiment dir. Returns the line."""
     exp = workflow.parent / "exp-should-not-exist"
     lines = []
-    for command in (["check", str(workflow), *extra],
-                    ["launch", str(workflow), "--workers", "1", "--exp-dir", str(exp), *extra]):
+    for command in (
+        ["check", str(workflow), *extra],
+        ["launch", str(workflow), "--workers", "1", "--exp-dir", str(exp), *extra],
+    ):
         code = main(command)
         err = capsys.readouterr().err
         assert code == 2, err
@@ -99,9 +101,13 @@ def test_non_utf8_space_file_names_the_json(tmp_path: Path, capsys: pytest.Captu
     assert str(tmp_path / "s.json") in line and "not UTF-8" in line and "offset 0" in line
 
 
-def test_an_r_parameter_set_as_space_file_says_to_write_it_in_yaml(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_an_r_parameter_set_as_space_file_says_to_write_it_in_yaml(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """Supervisor's mlrMBO parameter sets are R (``makeParamSet``): "is not valid JSON" said nothing of that."""
-    (tmp_path / "nt3_nightly.R").write_text('param.set <- makeParamSet(makeDiscreteParam("epochs", values = c(2, 4)))\n')
+    (tmp_path / "nt3_nightly.R").write_text(
+        'param.set <- makeParamSet(makeDiscreteParam("epochs", values = c(2, 4)))\n'
+    )
     path = write_workflow(tmp_path, space={"file": "nt3_nightly.R"})
     line = _refused(capsys, path)
     assert "nt3_nightly.R is an R parameter set, which emews does not read: write its parameters as the" in line, line
@@ -109,8 +115,16 @@ def test_an_r_parameter_set_as_space_file_says_to_write_it_in_yaml(tmp_path: Pat
 
 
 DUPLICATES = {
-    "budget": (HEAD + X1 + "budget: {evaluations: 999999}\n", "line 6, column 1: duplicate key 'budget'", "first given on line 3"),
-    "parameter": (HEAD + X1 + "  x1: {type: int, lower: 5, upper: 9}\n", "line 6, column 3: duplicate key 'x1'", "first given on line 5"),
+    "budget": (
+        HEAD + X1 + "budget: {evaluations: 999999}\n",
+        "line 6, column 1: duplicate key 'budget'",
+        "first given on line 3",
+    ),
+    "parameter": (
+        HEAD + X1 + "  x1: {type: int, lower: 5, upper: 9}\n",
+        "line 6, column 3: duplicate key 'x1'",
+        "first given on line 5",
+    ),
     "timeout": (HEAD + X1 + "task: {timeout: 10, timeout: 20}\n", "duplicate key 'timeout'", "first given on line 6"),
 }
 
@@ -159,15 +173,43 @@ def test_bad_values_are_refused(case: str, tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.parametrize("ranks", [2, "optimizer"])
-def test_inline_multi_rank_tasks_need_a_timeout(ranks: int | str, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture) -> None:
+def test_inline_multi_rank_tasks_need_a_timeout(
+    ranks: int | str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """A member blocked in ``ctx.comm`` cannot be interrupted: only ``task.timeout`` ends such a team."""
     path = write_workflow(tmp_path, task={"isolation": "inline", "ranks": ranks})
     line = _refused(capsys, path)
     assert f"{path}: task.timeout: inline multi-rank tasks" in line and "isolation: process" in line, line
-    for task in ({"isolation": "inline", "ranks": ranks, "timeout": 60}, {"isolation": "process", "ranks": ranks},
-                 {"isolation": "inline"}):
+    for task in (
+        {"isolation": "inline", "ranks": ranks, "timeout": 60},
+        {"isolation": "process", "ranks": ranks},
+        {"isolation": "inline"},
+    ):
         load_workflow(str(write_workflow(tmp_path, task=task)))
+
+
+@pytest.mark.parametrize(
+    "size, said",
+    [
+        ({"type": "categorical", "values": ["adam", "sgd"]}, "parameter 'optimizer' gave 'adam', not a whole number"),
+        ({"type": "int", "lower": 0, "upper": 2}, "parameter 'optimizer' gives 0 ranks: a task needs at least 1"),
+    ],
+    ids=["NT3's optimizer strings", "int from 0"],
+)
+def test_a_size_parameter_that_no_job_can_run_is_refused_by_check(
+    size: dict, said: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``task.ranks: optimizer`` with NT3's space, where ``optimizer`` is Keras' optimizer name: emews
+    check said ok and only emews launch refused it ("gave 'adam', not a whole number of ranks"). A
+    parameter whose values are no sizes on any job is refused at check, naming the file and task.ranks
+    (and saying that the name is the space's parameter, not the optimizer's sizes)."""
+    path = write_workflow(
+        tmp_path, task={"ranks": "optimizer"}, space={"x": {"type": "float", "lower": 0, "upper": 1}, "optimizer": size}
+    )
+    line = _refused(capsys, path)
+    assert f"{path}: task.ranks: {said}" in line, line
+    if size["type"] == "categorical":
+        assert "names the space's parameter of that name" in line, line
 
 
 NON_FINITE = {
@@ -196,25 +238,35 @@ CANDLE = {
     "values string": ([{"name": "c", "type": "categorical", "values": "abc"}], "c", "values must be a list"),
     "int bounds": ([{"name": "n", "type": "int", "lower": 0.7, "upper": 3.9}], "n", "lower must be an integer"),
     "name null": ([{"name": None, "type": "int", "lower": 0, "upper": 3}], "[0]", "'name' must be a non-empty"),
-    "unknown key": ([{"name": "x1", "type": "float", "lowr": 0, "upper": 1}], "x1",
-                    "unknown key 'lowr' for type float; allowed: name, type, comment, description, lower, upper"),
+    "unknown key": (
+        [{"name": "x1", "type": "float", "lowr": 0, "upper": 1}],
+        "x1",
+        "unknown key 'lowr' for type float; allowed: name, type, comment, description, lower, upper",
+    ),
     "missing lower": ([{"name": "x1", "type": "float", "upper": 1}], "x1", "missing key 'lower'"),
     "duplicate name": (_entry() + [{"name": "x1", "type": "int", "lower": 5, "upper": 9}], "x1", "defined twice"),
     "duplicate key": ([{"name": "x1", "type": "int", "lower": 1, "lower": 2, "upper": 3}], "space.file", "twice"),
     "nan bound": (_entry(upper=float("nan")), "x1", "finite"),
-    "bad element": ([{"name": "b", "type": "ordered", "element_type": "int", "values": [1, "two"]}], "b",
-                    "not of element_type int"),
+    "bad element": (
+        [{"name": "b", "type": "ordered", "element_type": "int", "values": [1, "two"]}],
+        "b",
+        "not of element_type int",
+    ),
     # finding 11 of reliability-2026-11-26: "x1: unhashable type: 'list'"
     "type list": (_entry(type=["float"]), "x1", "unknown type ['float']; allowed: int, float, categorical"),
     "type mapping": (_entry(type={"a": 1}), "x1", "unknown type {'a': 1}; allowed: int, float, categorical"),
-    "element_type list": ([{"name": "b", "type": "ordered", "element_type": ["int"], "values": [1]}], "b",
-                          "unknown element_type ['int']; allowed: int, float"),
+    "element_type list": (
+        [{"name": "b", "type": "ordered", "element_type": ["int"], "values": [1]}],
+        "b",
+        "unknown element_type ['int']; allowed: int, float",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(CANDLE))
-def test_malformed_candle_json_names_the_json_and_entry(case: str, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture) -> None:
+def test_malformed_candle_json_names_the_json_and_entry(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     entries, key, text = CANDLE[case]
     raw = json.dumps(entries)
     if case == "duplicate key":
@@ -226,29 +278,33 @@ def test_malformed_candle_json_names_the_json_and_entry(case: str, tmp_path: Pat
 
 
 @pytest.mark.parametrize("kind", [{"a": 1}, ["float"], [], {}], ids=["mapping", "list", "empty list", "empty mapping"])
-def test_a_mapping_or_list_as_a_parameter_type_is_one_line(kind: object, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture) -> None:
+def test_a_mapping_or_list_as_a_parameter_type_is_one_line(
+    kind: object, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """Finding 11 of reliability-2026-11-26: ``TypeError: unhashable type: 'dict'``, two tracebacks, exit 1."""
     path = write_workflow(tmp_path, space={"x": {"type": kind, "lower": 0, "upper": 1}})
     line = _refused(capsys, path)
     assert f"{path}: space.x.type: invalid value" in line and "(allowed: 'int', 'float', 'categorical'" in line, line
 
 
-JSON_LIKE = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
-                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                                     max_size=3), max_leaves=6)
+JSON_LIKE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @given(kind=JSON_LIKE.filter(lambda v: v not in CANDLE_TYPES), candle=st.booleans())
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_any_value_as_a_parameter_type_is_one_line_never_a_traceback(tmp_path_factory: pytest.TempPathFactory,
-                                                                     capsys: pytest.CaptureFixture,
-                                                                     kind: object, candle: bool) -> None:
+def test_any_value_as_a_parameter_type_is_one_line_never_a_traceback(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture, kind: object, candle: bool
+) -> None:
     folder = tmp_path_factory.mktemp("kind")
     if candle:
         (folder / "params.json").write_text(json.dumps(_entry(type=kind)))
-    path = write_workflow(folder, space={"file": "params.json"} if candle else
-                          {"x1": {"type": kind, "lower": 0, "upper": 1}})
+    path = write_workflow(
+        folder, space={"file": "params.json"} if candle else {"x1": {"type": kind, "lower": 0, "upper": 1}}
+    )
     code = main(["check", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("emews: error: "), err
@@ -292,22 +348,21 @@ OPTION_ERRORS: dict[str, tuple[dict[str, object], str, str]] = {
     "float from word": ({"rate": "fast"}, "optimizer.options.rate", "must be a number"),
     "str from int": ({"mode": 3}, "optimizer.options.mode", "must be text"),
     "missing file": ({"points": "nowhere.txt"}, "optimizer.options.points", "nowhere.txt does not exist"),
-    "unknown option": ({"popsize": 3}, "optimizer.options.popsize",
-                       "(allowed: population, rate, points, mode)"),
+    "unknown option": ({"popsize": 3}, "optimizer.options.popsize", "(allowed: population, rate, points, mode)"),
 }
 
 
 @pytest.mark.parametrize("case", list(OPTION_ERRORS))
-def test_plugin_options_are_checked_against_the_signature(case: str, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture) -> None:
+def test_plugin_options_are_checked_against_the_signature(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     options, key, text = OPTION_ERRORS[case]
     path = _plugin_workflow(tmp_path / "wf", **options)
     line = _refused(capsys, path)
     assert f"{path}: {key}" in line and text in line, line
 
 
-def test_path_options_are_resolved_from_the_workflow_folder(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_path_options_are_resolved_from_the_workflow_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _plugin_workflow(tmp_path / "wf", points="points.txt", population=3)
     (tmp_path / "wf" / "points.txt").write_text("x=1\n")
     (tmp_path / "elsewhere").mkdir()
@@ -317,8 +372,7 @@ def test_path_options_are_resolved_from_the_workflow_folder(tmp_path: Path,
     # the copy an experiment records loads from anywhere (a batch job cd's into the experiment)
     from emews.config.experiment import create_experiment
 
-    exp = create_experiment(tmp_path / "exp", name="p", workflow=load_workflow(str(path)).to_dict(), site={},
-                            info={})
+    exp = create_experiment(tmp_path / "exp", name="p", workflow=load_workflow(str(path)).to_dict(), site={}, info={})
     monkeypatch.chdir(exp)
     again = load_workflow(str(exp / "workflow.yaml"))
     assert again.to_dict()["optimizer"]["options"] == recorded
@@ -349,6 +403,7 @@ def _write(tmp_path: Path) -> Callable[[str], Path]:
         path = tmp_path / "wf.yaml"
         path.write_text(text)
         return path
+
     return write
 
 
