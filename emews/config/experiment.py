@@ -130,6 +130,19 @@ def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def update_site(exp_dir: Path, site: dict[str, Any]) -> None:
+    """Replace the experiment's site.yaml with ``site`` (a resolved site's data, replaced atomically):
+    what ``emews resume --set scheduler.walltime=...`` changed, which the job reads back (the
+    walltime margin where the batch system gives no end time)."""
+    path = exp_dir / SITE_FILE
+    tmp = path.with_name(f".{SITE_FILE}.{os.getpid()}.tmp")
+    try:
+        _dump_yaml(tmp, site)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def read_info(exp_dir: Path) -> dict[str, Any]:
     """``experiment.json`` (``{}`` when there is none: it only records the run); a garbled one is a
     :class:`ConfigError` naming it."""

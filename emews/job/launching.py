@@ -32,6 +32,7 @@ from emews.config.experiment import (
     require_experiment,
     run_exit_status,
     update_budget,
+    update_site,
 )
 from emews.config.lease import Lease, acquire
 from emews.config.workflow import Workflow
@@ -258,6 +259,12 @@ def resume(
         lease.release()
         print(f"emews: nothing to resume: {done.why}; raise it with --set {done.setting} to go on", file=sys.stderr)
         return Launched(exp_dir, done.status)
+    if site_overrides:  # the next allocation's walltime, queue or account, as the job reads its site
+        try:
+            update_site(exp_dir, site.to_dict())
+        except BaseException:
+            lease.release()
+            raise
     if site.is_local:
         with lease:
             return Launched(exp_dir, run_local(site, exp_dir, workers, lease.token, relay=relay))

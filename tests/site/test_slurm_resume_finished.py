@@ -8,6 +8,7 @@ from pathlib import Path
 from site_helpers import emews, launch_rugged, repo_env
 from slurm_loopback import LoopbackSlurm
 
+from emews.site import load_site
 from emews.site.jobs import JOB_RECORD, job_status
 
 
@@ -81,4 +82,11 @@ def test_resume_asks_for_another_allocation_with_set(slurm_cluster: LoopbackSlur
     job_id = resumed.stdout.split("submitted job ")[1].split()[0]
     shown = subprocess.run(["scontrol", "show", "job", job_id], env=slurm_cluster.env, capture_output=True, text=True)
     assert "TimeLimit=00:07:00" in shown.stdout, shown.stdout + shown.stderr
+    # the job reads its site back (the walltime margin where the batch system gives no end time)
+    kept = load_site(str(exp / "site.yaml"), environ={})
+    assert (kept.config.scheduler.walltime, kept.config.scheduler.queue, kept.name) == (
+        "00:07:00",
+        "debug",
+        "slurm-loopback",
+    )
     assert wait_for(lambda: job_status(exp), "done", 300) == "done"
