@@ -20,6 +20,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -121,23 +122,24 @@ def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
     rename_old_keys(data, str(path))  # an older experiment's file is written back with the new names
     for key, value in overrides.items():
         set_dotted(data, key, value, f"--set {key}")
-    tmp = path.with_name(f".{WORKFLOW_FILE}.{os.getpid()}.tmp")
-    _dump_yaml(tmp, data)
-    try:
-        load_workflow(str(tmp), check_imports=False)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    _replace_yaml(path, data, check=lambda written: load_workflow(str(written), check_imports=False))
 
 
 def update_site(exp_dir: Path, site: dict[str, Any]) -> None:
     """Replace the experiment's site.yaml with ``site`` (a resolved site's data, replaced atomically):
     what ``emews resume --set scheduler.walltime=...`` changed, which the job reads back (the
     walltime margin where the batch system gives no end time)."""
-    path = exp_dir / SITE_FILE
-    tmp = path.with_name(f".{SITE_FILE}.{os.getpid()}.tmp")
+    _replace_yaml(exp_dir / SITE_FILE, site)
+
+
+def _replace_yaml(path: Path, data: dict[str, Any], check: Callable[[Path], object] | None = None) -> None:
+    """Replace ``path`` with ``data`` as YAML, atomically: written beside it, ``check``-ed there (a
+    :class:`ConfigError` leaves ``path`` as it was), then renamed over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        _dump_yaml(tmp, site)
+        _dump_yaml(tmp, data)
+        if check is not None:
+            check(tmp)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
