@@ -206,15 +206,17 @@ def test_yaml_scientific_notation_without_dot_is_a_number(tmp_path: Path, capsys
     assert main(["check", str(path)]) == 0, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("ranks, space", [
-    (3, None),                                                   # a fixed size above --workers 2
-    ("k", {"k": {"type": "int", "lower": 1, "upper": 4}}),        # a size parameter that can exceed it
-    ("k", {"k": {"type": "ordered", "values": [1, 2.5]}}),       # a size that is no whole number
+@pytest.mark.parametrize("ranks, space, checked", [
+    (3, None, 0),                                                   # a fixed size above --workers 2
+    ("k", {"k": {"type": "int", "lower": 1, "upper": 4}}, 0),        # a size parameter that can exceed it
+    ("k", {"k": {"type": "ordered", "values": [1, 2.5]}}, 2),       # a size that is no whole number
 ])
-def test_task_sizes_the_job_cannot_run_are_refused_at_launch(ranks, space, tmp_path: Path,
+def test_task_sizes_the_job_cannot_run_are_refused_at_launch(ranks, space, checked: int, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture) -> None:
+    """Too wide for the job: refused at launch (check knows no worker count); no size on any job
+    (2.5 ranks): refused by check already."""
     path = write_workflow(tmp_path, task={"ranks": ranks}, **({"space": _space(**space)} if space else {}))
-    assert main(["check", str(path)]) == 0  # the worker count is known only at launch
+    assert main(["check", str(path)]) == checked, capsys.readouterr().err
     capsys.readouterr()
     code = main(["launch", str(path), "--site", "local", "--workers", "2"])
     err = capsys.readouterr().err
