@@ -23,6 +23,7 @@ from emews.core.replicates import ReplicatingEvaluator, replicated_space
 from emews.core.results import Outcome, Result, Status, Task
 from emews.core.space import Space
 from emews.core.task_size import FixedSize, TaskSize
+from emews.job.issued_ids import highest_id_on_disk
 from emews.objective.function import ObjectiveSpec
 from emews.objective.team import Team
 from emews.runtime.compute_budget import ComputeBudget
@@ -290,6 +291,8 @@ def run_optimizer_rank(
         budget.resume(store)
     trials = trial_service(spec, store, interrupt, budget)
     earlier = resume_state(store, trials.resumed_wait, pooled=spec.pools)
+    # a task killed before it was recorded left files under its id: a new point never takes it
+    first_id = earlier.next_id if spec.exp_dir is None else max(earlier.next_id, highest_id_on_disk(spec.exp_dir) + 1)
     progress.record(earlier.history, 0)
     reports = ReportReader(store.location) if store is not None else None
     pools = SharedQueue(spec, store, queues, transport, worker_ranks, progress, nodes, budget) if spec.pools else None
@@ -329,7 +332,7 @@ def run_optimizer_rank(
                     budget=spec.budget,
                     direction=spec.direction,
                     seed=spec.seed,
-                    first_id=earlier.next_id,
+                    first_id=first_id,
                     history=earlier.history,
                     requeue=earlier.requeue,
                     waiting=[w.task for w in earlier.waiting],
