@@ -16,7 +16,7 @@ of Supervisor's GA files) is a list (:func:`candle_value`). A UPF line's ``id`` 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,35 @@ def model_flags(point: Mapping[str, Any], skip: Collection[str] = ()) -> dict[st
     """The point's values that go as flags: those of :data:`CANDLE_DEFAULTED` (not ``skip``); the
     others reach the model through the file alone, as its defaults do."""
     return {name: value for name, value in point.items() if name in CANDLE_DEFAULTED and name not in skip}
+
+
+#: the ids CANDLE's parser puts below an ``output_dir`` other than ``.`` (``--experiment_id``, ``--run_id``)
+CANDLE_IDS = (("--experiment_id", "EXP000"), ("--run_id", "RUN000"))
+
+
+def _last_flag(argv: Sequence[str], option: str) -> str | None:
+    """The value of the last ``option VALUE`` or ``option=VALUE`` on ``argv`` (argparse's: the last wins)."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == option and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(option + "="):
+            found = arg[len(option) + 1 :]
+    return found
+
+
+def flagged_output_dir(argv: Sequence[str], cwd: Path) -> Path | None:
+    """Where a CANDLE model run as ``argv`` in ``cwd`` writes: the ``--output_dir`` it is given,
+    as CANDLE's ``directory_from_parameters`` makes it (``.`` or ``./``: ``cwd``; any other path:
+    ``PATH/EXPERIMENT_ID/RUN_ID``, the ids of the last ``--experiment_id`` and ``--run_id`` on
+    ``argv``, ``EXP000`` and ``RUN000`` without them). ``None``: no ``--output_dir`` on ``argv``."""
+    given = _last_flag(argv, "--output_dir")
+    if given is None:
+        return None
+    if given in (".", "./"):
+        return cwd
+    ids = [_last_flag(argv, option) or default for option, default in CANDLE_IDS]
+    return cwd.joinpath(given, *ids)
 
 
 def write_config(path: Path, params: Mapping[str, Any]) -> Path:

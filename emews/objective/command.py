@@ -67,6 +67,7 @@ from emews.objective.candle_params import (
     CONFIG_OPTION,
     OUTPUT_DIR,
     candle_point,
+    flagged_output_dir,
     model_flags,
     write_config,
 )
@@ -287,29 +288,51 @@ class CommandObjective:
             task["params_file"] = str(run_dir / self.ref.params_file)
         if self.ref.params == "candle":
             write_config(in_run_dir(run_dir, CONFIG_FILE), merged)
-        result_name = self.ref.result_path
-        if result_name is not None and context.team_rank == 0:  # (a member would delete what rank 0 wrote)
-            in_run_dir(run_dir, result_name).unlink(missing_ok=True)  # an earlier attempt's result is not this one's
         argv = self.argv(merged, task, point)
+        result_names = self._result_names(argv, run_dir)
+        if context.team_rank == 0:  # (a member would delete what rank 0 wrote)
+            for name in result_names:  # an earlier attempt's result is not this one's
+                in_run_dir(run_dir, name).unlink(missing_ok=True)
         output = CapturedOutput(run_dir, context.team_rank)
         returncode = output.run(argv, self.environment(merged, task, context.team))
         if returncode != 0:
             raise EvaluationFailed(*_describe_exit(argv[0], returncode, output))
         found = (
             parse_result(output.stdout(), self.ref.metric, bare_number=False)
-            if result_name is None
-            else read_result_file(in_run_dir(run_dir, result_name), self.ref.metric)
+            if not result_names
+            else next(
+                (
+                    value
+                    for name in result_names
+                    if (value := read_result_file(in_run_dir(run_dir, name), self.ref.metric)) is not None
+                ),
+                None,
+            )
         )
         if found is None and context.team_rank > 0:
             return None  # a member's value never counts: torchrun-style scripts report on rank 0 only
         if found is None:
-            where = "stdout" if result_name is None else f"{result_name} in {run_dir}"
-            tail = output.tail("stdout") if result_name is None else ""
+            where = "stdout" if not result_names else f"{' or '.join(result_names)} in {run_dir}"
+            tail = output.tail("stdout") if not result_names else ""
             raise EvaluationFailed(
                 f"command {argv[0]} exited 0 but reported no {self.ref.metric!r} in {where}"
                 + (f"; last lines of stdout:\n{tail}" if tail else "")
             )
         return found
+
+    def _result_names(self, argv: list[str], run_dir: Path) -> list[str]:
+        """The files in the run dir that may hold the result, in the order read (none: stdout).
+        ``result: output_dir`` with the output dir given as a flag: also where CANDLE's parser
+        puts it (``RUN_DIR/EXP000/RUN000/result.txt``, :func:`flagged_output_dir`)."""
+        name = self.ref.result_path
+        if name is None:
+            return []
+        names = [name]
+        if self.ref.result == "output_dir" and self.ref.params != "candle":
+            candle_dir = flagged_output_dir(argv, run_dir)
+            if candle_dir is not None and candle_dir != run_dir and candle_dir.is_relative_to(run_dir):
+                names.append(str(candle_dir.relative_to(run_dir) / name))
+        return names
 
 
 class CapturedOutput:

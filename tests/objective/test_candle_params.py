@@ -252,6 +252,37 @@ with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
     assert (run_dir / "result.txt").is_file() and not (run_dir / "EXP000").exists()
 
 
+@pytest.mark.parametrize(
+    ("extra", "nested"), [((), "EXP000/RUN000"), (("--experiment_id", "nt3", "--run_id={task_id}"), "nt3/4")]
+)
+def test_a_candle_models_result_txt_is_read_where_candle_puts_output_dir_given_as_a_flag(
+    tmp_path: Path, extra: tuple, nested: str
+) -> None:
+    """``result: output_dir`` with the default ``params: flags``: ``--output_dir RUN_DIR`` is read by
+    CANDLE's parser as ``RUN_DIR/EXPERIMENT_ID/RUN_ID`` (``EXP000/RUN000`` by default, the ids
+    the command's flags give otherwise), where the model writes its result.txt."""
+    model = tmp_path / "nt3_result.py"
+    model.write_text(f"""
+import os
+import sys
+sys.path.insert(0, {str(NT3.parent)!r})
+from nt3_parse_only import initialize_parameters
+
+params = initialize_parameters()
+with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
+    fh.write(repr(params["learning_rate"] * params["epochs"]))
+""")
+    ref = CommandRef((PYTHON, str(model), *extra), metric="val_loss", result="output_dir")
+    outcome, run_dir = evaluate(tmp_path, ref, {"learning_rate": 0.5, "epochs": 3}, task_id=4)
+    assert outcome.status.value == "ok", outcome.error
+    assert outcome.value == pytest.approx(1.5)
+    assert (run_dir / nested / "result.txt").is_file()
+    (run_dir / nested / "result.txt").write_text("7.0")  # an earlier attempt's result is not read
+    model.write_text("pass")
+    outcome, _ = evaluate(tmp_path, ref, {"learning_rate": 0.5, "epochs": 3}, task_id=4)
+    assert outcome.status.value == "failed" and "reported no 'val_loss'" in outcome.error
+
+
 def test_the_docs_recipe_reads_an_unchanged_keras_models_training_log(tmp_path: Path) -> None:
     """NT3 as it is prints no ``val_loss X`` line, only Keras' progress; its CSVLogger writes
     ``{output_dir}/training.log``, Keras' CSV (the last row: the last epoch, what Supervisor's
