@@ -793,6 +793,14 @@ def _check_trial_scheduler(workflow: Workflow, file: str) -> None:
         validate_options(cls, section.options)
     except ValidationError as exc:
         raise config_error(exc, options_model(cls), file, ("trial_scheduler", "options")) from None
+    if cls.exploits and workflow.model.replicates > 1:
+        raise ConfigError(
+            f"trial_scheduler {section.name} exploits (a trial takes another point's parameters and "
+            f"replicate index), so the replicates of a point would mix points",
+            file=file,
+            key="replicates",
+            allowed="1 with this trial_scheduler, or a trial_scheduler that does not exploit (asha, hyperband, median)",
+        )
     try:
         workflow.make_trial_scheduler().bind(
             metric=workflow.model.objective.metric,

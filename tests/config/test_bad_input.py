@@ -15,7 +15,7 @@ from emews.cli import main
 from emews.config.workflow import load_workflow
 from emews.core.errors import ConfigError
 from emews.core.space import CANDLE_TYPES
-from testutil import FAULTY, write_workflow
+from testutil import FAULTY, pbt_workflow, write_workflow
 
 
 @pytest.fixture(autouse=True)
@@ -419,3 +419,17 @@ def test_yaml_dump_load_is_lossless_for_tricky_strings() -> None:
     data = {"s": ["1e5", "0x1f", "1:00:00", "yes", "null", "~", ".inf", "1_000", "caf\u00e9"], "f": [1e-5, 1e300]}
     assert parse_yaml(dump_yaml(data), source="x") == data
     assert yaml.safe_load(dump_yaml({"a": 1})) == {"a": 1}
+
+
+def test_replicates_with_an_exploiting_trial_scheduler_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """PBT's exploit gives a trial another point's parameters, replicate index included: a point's
+    replicates would mix points (two rows of one replicate number). Check and launch refuse it."""
+    pbt = yaml.safe_load(pbt_workflow(tmp_path, [0.1, 0.9]).read_text())
+    refused = write_workflow(tmp_path, name="pbt_replicates", **{**pbt, "replicates": 2, "budget": {"evaluations": 4}})
+    line = _refused(capsys, refused)
+    assert "pbt_replicates.yaml" in line and "replicates" in line and "trial_scheduler pbt" in line
+    asha = {"name": "asha", "options": {"max_t": 9, "grace_period": 1}}
+    fine = write_workflow(tmp_path, name="asha", **{**pbt, "replicates": 2, "trial_scheduler": asha})
+    assert load_workflow(str(fine)).model.replicates == 2

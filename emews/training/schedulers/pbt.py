@@ -53,6 +53,8 @@ class PBT(TrialScheduler):
     PBT (``emews resume``) draws what the uninterrupted run would have drawn.
     """
 
+    exploits = True
+
     def __init__(
         self,
         perturbation_interval: int = 4,

@@ -56,6 +56,10 @@ class TrialScheduler(abc.ABC):
         (promotions, exploits and waits happen in one place)."""
         return False
 
+    #: whether its decisions may exploit: a trial takes another trial's parameters (PBT), so the
+    #: replicates of one point (``replicates: N``) would no longer share that point
+    exploits: bool = False
+
     def loss(self, metrics: Mapping[str, Any]) -> float | None:
         """The report's metric signed so that smaller is better; ``None`` when missing or not finite."""
         value = metrics.get(self.metric or "value")
