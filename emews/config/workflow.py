@@ -793,7 +793,7 @@ def _check_trial_scheduler(workflow: Workflow, file: str) -> None:
         validate_options(cls, section.options)
     except ValidationError as exc:
         raise config_error(exc, options_model(cls), file, ("trial_scheduler", "options")) from None
-    if cls.exploits and workflow.model.replicates > 1:
+    if getattr(cls, "exploits", False) and workflow.model.replicates > 1:  # a TrialScheduler class
         raise ConfigError(
             f"trial_scheduler {section.name} exploits (a trial takes another point's parameters and "
             f"replicate index), so the replicates of a point would mix points",
