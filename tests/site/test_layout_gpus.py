@@ -173,3 +173,34 @@ def test_a_teams_launch_line_names_its_hosts_per_launcher(in_tmp: Path) -> None:
     assert summit == ["jsrun", "-n", "{ranks}", "-a", "1", "-g", "1"]
     local = load_site("local").launcher.team_line(("vm",), local=True)
     assert local == [str(Path(sys.executable).parent / "mpiexec"), "-n", "{ranks}"]
+
+
+def _aurora_cores(arg: str) -> list[set[int]]:
+    """The cores of each rank in ``--cpu-bind=list:A-B:C-D...`` (PALS mpiexec)."""
+    ranks = []
+    for item in arg.removeprefix("--cpu-bind=list:").split(":"):
+        cores: set[int] = set()
+        for part in item.split(","):
+            low, _, high = part.partition("-")
+            cores |= set(range(int(low), int(high or low) + 1))
+        ranks.append(cores)
+    return ranks
+
+
+def test_aurora_binds_each_local_rank_to_cores_of_its_tiles_socket(in_tmp: Path) -> None:
+    """ALCF's Aurora guide: 12 ranks per node need ``--cpu-bind=list:1-8:...:93-100``; with
+    ``--depth=8 --cpu-bind depth`` local rank 6 (tile 3.0, socket 1) ran on cores 49-51 and 53-57, of
+    both sockets (the guide's own output); cores 0 and 52 are the system's since March 2025."""
+    site = load_site("aurora", ["scheduler.account=A"])
+    line = site.launch_command(12, CMD)
+    binds = [a for a in line if a.startswith("--cpu-bind")]
+    assert len(binds) == 1 and binds[0].startswith("--cpu-bind=list:"), line
+    cores = _aurora_cores(binds[0])
+    assert len(cores) == 12
+    socket1 = set(range(52, 104))
+    for rank, ranks_cores in enumerate(cores):
+        env: dict[str, str] = {}
+        bind_gpus(site, rank, environ=env)
+        gpu = int(env["ZE_AFFINITY_MASK"].split(".")[0])
+        want = socket1 if gpu >= 3 else set(range(52))
+        assert ranks_cores <= want - {0, 52}, (rank, env, sorted(ranks_cores))

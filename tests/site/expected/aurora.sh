@@ -10,4 +10,4 @@
 #PBS -l filesystems=home:flare
 # emews site aurora: 23 workers + 1 optimizer = 24 ranks on 2 nodes
 cd /scratch/emews/experiments/exp-0001
-mpiexec -n 24 --ppn 12 --depth=8 --cpu-bind depth /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001
+mpiexec -n 24 --ppn 12 --cpu-bind=list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001
