@@ -204,8 +204,9 @@ class Site:
             f"# emews site {self.name}: {counted(total, 'worker')} + 1 {lead} = {layout.ranks} ranks on "
             f"{counted(layout.nodes, 'node')}"
         )
-        lines += env.setup
+        # the vars first, as on local (where every rank's environment holds them): setup may use them
         lines += [f"export {key}={shlex.quote(value)}" for key, value in env.vars.items()]
+        lines += env.setup
         lines.append(f"cd {shlex.quote(str(exp_dir))}")
         if exit_command is not None:
             lines.append("emews_started=$(date +%s)")
