@@ -41,7 +41,8 @@ class GpuBinding:
     """A node's GPUs and how each worker gets its share.
 
     ``env`` binding writes the rank's devices to ``env_var`` (the ``names``, e.g. Aurora
-    tiles ``0.0``); ``launcher`` binding reads what the launcher set there.
+    tiles ``0.0``); ``launcher`` binding reads what the launcher set there (narrowed to the
+    rank's share where the launcher left more visible than ``per_worker``).
     """
 
     gpus: int = 0
@@ -57,9 +58,9 @@ class GpuBinding:
         if not self.per_worker or not self.gpus:
             return []
         names = list(self.names) or [str(i) for i in range(self.gpus)]
-        if self.mode == "launcher":
-            return _parse_ids(environ.get(self.env_var, ""), names)
         slot = local_rank - 1 if self.optimizer_on_slot_zero else local_rank
+        if self.mode == "launcher":
+            return self._keep_own_share(slot, environ, names)
         if slot < 0:
             return []
         ids = list(range(slot * self.per_worker, slot * self.per_worker + self.per_worker))
@@ -71,6 +72,17 @@ class GpuBinding:
             )
         environ[self.env_var] = ",".join(names[i] for i in ids)
         return ids
+
+    def _keep_own_share(self, slot: int, environ: MutableMapping[str, str], names: list[str]) -> list[int]:
+        """What the launcher bound; where it left more GPUs visible than ``per_worker`` (Slurm's
+        ``--gpu-bind=closest`` without GPU-core affinity leaves every task all of them), the
+        rank's slot's share of them, so that the workers of a node do not all use the first."""
+        visible = [item.strip() for item in environ.get(self.env_var, "").split(",") if item.strip()]
+        share = visible[slot * self.per_worker : (slot + 1) * self.per_worker] if slot >= 0 else []
+        if len(visible) > self.per_worker and len(share) == self.per_worker:
+            environ[self.env_var] = ",".join(share)
+            visible = share
+        return _parse_ids(",".join(visible), names)
 
 
 def _parse_ids(value: str, names: list[str]) -> list[int]:

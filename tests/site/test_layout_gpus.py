@@ -204,3 +204,22 @@ def test_aurora_binds_each_local_rank_to_cores_of_its_tiles_socket(in_tmp: Path)
         gpu = int(env["ZE_AFFINITY_MASK"].split(".")[0])
         want = socket1 if gpu >= 3 else set(range(52))
         assert ranks_cores <= want - {0, 52}, (rank, env, sorted(ranks_cores))
+
+
+def test_launcher_binding_that_left_every_gpu_visible_gives_each_rank_its_own(in_tmp: Path) -> None:
+    """Found on the loopback Slurm with 4 GPUs (no ``Cores=`` in gres.conf, no task CPU binding):
+    the perlmutter line's ``srun --gpus-per-task=1 --gpu-bind=closest`` left every task
+    ``CUDA_VISIBLE_DEVICES=0,1,2,3``, so every worker reported 4 GPUs and computed on GPU 0; a
+    rank now keeps its own slot's share of what the launcher left visible."""
+    site = load_site("perlmutter", ["scheduler.account=A"])
+    seen = []
+    for rank in range(4):
+        env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+        seen.append(bind_gpus(site, rank, environ=env))
+        assert env == {"CUDA_VISIBLE_DEVICES": str(rank)}
+    assert seen == [[0], [1], [2], [3]]
+    two = load_site("perlmutter", ["scheduler.account=A", "node.gpus_per_worker=2", "launcher.workers_per_node=1"])
+    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    assert bind_gpus(two, 1, environ=env) == [2, 3] and env == {"CUDA_VISIBLE_DEVICES": "2,3"}
+    env = {"CUDA_VISIBLE_DEVICES": "1"}  # what the launcher bound is kept as it is
+    assert bind_gpus(site, 3, environ=env) == [1] and env == {"CUDA_VISIBLE_DEVICES": "1"}
