@@ -223,3 +223,12 @@ def test_launcher_binding_that_left_every_gpu_visible_gives_each_rank_its_own(in
     assert bind_gpus(two, 1, environ=env) == [2, 3] and env == {"CUDA_VISIBLE_DEVICES": "2,3"}
     env = {"CUDA_VISIBLE_DEVICES": "1"}  # what the launcher bound is kept as it is
     assert bind_gpus(site, 3, environ=env) == [1] and env == {"CUDA_VISIBLE_DEVICES": "1"}
+
+
+def test_aurora_numbers_the_gpus_in_pci_order_as_gpu_tile_compact_does(in_tmp: Path) -> None:
+    """ALCF's gpu_tile_compact.sh exports ``ZE_ENABLE_PCI_ID_DEVICE_ORDER=1`` with each rank's
+    ``ZE_AFFINITY_MASK``; the site said it did what that script does, and left the device order to
+    the driver, so mask ``3.0`` need not be the socket-1 GPU the CPU binding puts rank 6 next to."""
+    site = load_site("aurora", ["scheduler.account=A"])
+    script = site.render_batch_script(Path("/exp"), site.total_workers(None), CMD)
+    assert "export ZE_ENABLE_PCI_ID_DEVICE_ORDER=1\n" in script
