@@ -101,8 +101,9 @@ def launch(
                 + site.submit_line(target / "job.sh")
             )
             return Launched(None, EXIT_OK)
-    elif dry_run:
-        print(shlex.join(site.launch_command(workers + 1, job_command(target))))
+    elif dry_run:  # what run_here starts: the site's vars, its setup lines, the launcher line
+        env = [f"{key}={value}" for key, value in site.environment_vars().items()]
+        print(shlex.join([*(["env", *env] if env else []), *site.local_command(workers + 1, job_command(target))]))
         return Launched(None, EXIT_OK)
     store = stores.new_store(
         workflow.model.store.url, workflow.name

@@ -9,6 +9,7 @@ batch job only. Both on the real loopback Slurm and on local; what setup saw is 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -72,3 +73,23 @@ def test_setup_sees_the_vars_in_a_slurm_job(slurm_cluster: LoopbackSlurm, tmp_pa
     output = (exp / f"job-{job_id}.out").read_text()
     assert json.loads((exp / "summary.json").read_text())["exit_status"] == 0, output
     assert Path(f"{probe}.seen").read_text() == str(probe), output
+
+
+def test_the_local_dry_run_prints_the_line_launch_runs(in_tmp: Path) -> None:
+    """Found in review: on local, ``--dry-run`` printed the bare ``mpiexec`` line, without the
+    site's vars and setup lines that ``emews launch`` runs it with; the printed line, run by bash,
+    now does what launch would (here the setup writes what it saw and exits before the launcher)."""
+    probe = in_tmp / "probe dry"
+    site = in_tmp / "site.yaml"
+    site.write_text(
+        yaml.safe_dump(
+            {"extends": "local", "environment": {"setup": [SETUP, "exit 0"], "vars": {"EMEWS_PROBE_DIR": str(probe)}}}
+        )
+    )
+    dry = emews("launch", str(_workflow(in_tmp)), "--site", str(site), "--dry-run", cwd=in_tmp, env=repo_env())
+    assert dry.returncode == 0, dry.stderr
+    line = dry.stdout.strip()
+    assert not (in_tmp / "experiments").exists()
+    ran = subprocess.run(["bash", "-c", line], cwd=in_tmp, env=repo_env(), capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, (line, ran.stderr)
+    assert Path(f"{probe}.seen").read_text() == str(probe), line
