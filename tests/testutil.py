@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -87,6 +88,17 @@ class EventLog:
 
 #: the log that objectives run in worker threads (``run_in_threads``) and the test share
 EVENTS = EventLog()
+
+
+def said(proc: subprocess.Popen, timeout: float = 60) -> str:
+    """For an assertion message: what ``proc`` (started in its own session) printed and its exit
+    status; a process still running is killed first (its session), so that a failing wait never
+    hangs on a job that waits on the test (a gate the test has not opened)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=timeout)
+    return f"exit {proc.returncode}\n{out}\n{err}"
 
 
 class EmewsCommand:

@@ -11,7 +11,7 @@ from pathlib import Path
 from pgserver import PgServer
 from pooled import rows, seen
 
-from testutil import EmewsCommand, wait_until, write_workflow
+from testutil import EmewsCommand, said, wait_until, write_workflow
 
 OBJECTIVE = """\
 import os, sys, time
@@ -35,6 +35,8 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
     (tmp_path / "printer.py").write_text(OBJECTIVE)
     wf = write_workflow(
         tmp_path,
+        optimizer={"name": "random", "options": {"seed": 1, "backlog": 4}},  # all 4 points queued at once: pool 1
+        # leases two (one running, one ahead), the attached pool finds the others queued
         objective={"module": str(tmp_path / "printer.py"), "function": "run"},
         space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
         budget={"evaluations": 4},
@@ -57,7 +59,7 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
                 180,
             )
             and launch.poll() is None
-        ), launch.communicate()
+        ), said(launch)
         attached = cmd.popen("attach", "exp", "--workers", "1")
         both = wait_until(
             lambda: (
@@ -70,7 +72,7 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
             ),
             180,
         )
-        assert both and attached.poll() is None, attached.communicate()
+        assert both and attached.poll() is None, said(attached)
         (tmp_path / "open").touch()
         out, err = launch.communicate(timeout=300)
         assert launch.returncode == 0, err

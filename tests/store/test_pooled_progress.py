@@ -12,7 +12,7 @@ from pathlib import Path
 from pgserver import PgServer
 from pooled import MARKED, gated_command, seen
 
-from testutil import wait_until, write_workflow
+from testutil import said, wait_until, write_workflow
 
 OUT_IN_POOLS = re.compile(r"(\d+) tasks? queued or running in the pools")
 
@@ -87,7 +87,7 @@ def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgSe
             ),
             180,
         )
-        assert both and launch.poll() is None, launch.communicate()
+        assert both and launch.poll() is None, said(launch)
         status = cmd("status", "exp", timeout=120)
         (tmp_path / "open").touch()
         assert launch.wait(timeout=300) == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from pgserver import PgServer
 from pooled import gated_command, gated_workflow, rows, seen
 
-from testutil import wait_until
+from testutil import said, wait_until
 
 BUDGET = 6
 
@@ -33,7 +33,7 @@ def test_a_pooled_resume_says_it_waits_for_the_unfinished_tasks(pg_server: PgSer
                 180,
             )
             and launch.poll() is None
-        ), launch.communicate()
+        ), said(launch)
         cmd.kill_all()
         launch.wait()
         unfinished = len(rows(exp, "SELECT id FROM tasks WHERE state IN ('queued', 'leased')"))

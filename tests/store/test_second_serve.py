@@ -9,7 +9,7 @@ from pathlib import Path
 from pgserver import PgServer
 from pooled import gated_command, gated_workflow, seen
 
-from testutil import wait_until
+from testutil import said, wait_until
 
 
 def test_a_second_serve_is_refused_naming_the_serve_that_runs(pg_server: PgServer, tmp_path: Path) -> None:
@@ -27,11 +27,11 @@ def test_a_second_serve_is_refused_naming_the_serve_that_runs(pg_server: PgServe
                 lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'leased'") or launch.poll() is not None, 180
             )
             and launch.poll() is None
-        ), launch.communicate()
+        ), said(launch)
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
         first = cmd.popen("serve", "exp")
-        assert first.stderr.readline().startswith(f"serving {exp}"), first.communicate()
+        assert first.stderr.readline().startswith(f"serving {exp}"), said(first)
         second = cmd("serve", "exp", timeout=120)
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=120)
