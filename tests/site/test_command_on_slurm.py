@@ -30,6 +30,20 @@ def _jobs_import_this_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", repo + (os.pathsep + old if old else ""))
 
 
+def launched_and_done(workflow: str, *, cwd: Path, exp: Path) -> Path:
+    """``emews launch WORKFLOW`` on the loopback Slurm site from ``cwd``, waited for until its job is done."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "emews", "launch", workflow, "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    return exp
+
+
 def test_a_upf_of_a_command_model_runs_as_a_slurm_job(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
     folder = tmp_path / "study"
     folder.mkdir()
@@ -50,16 +64,7 @@ def test_a_upf_of_a_command_model_runs_as_a_slurm_job(slurm_cluster: LoopbackSlu
             }
         )
     )
-    exp = tmp_path / "exp"
-    proc = subprocess.run(
-        [sys.executable, "-m", "emews", "launch", "study/wf.yaml", "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    exp = launched_and_done("study/wf.yaml", cwd=tmp_path, exp=tmp_path / "exp")
     with sqlite3.connect(exp / "results.db") as db:
         rows = db.execute("SELECT id, status, objective, params, metrics FROM results ORDER BY id").fetchall()
     lines = [json.loads(line) for line in (folder / "upf3.txt").read_text().splitlines() if line.strip()]
@@ -112,16 +117,7 @@ def test_the_docs_model_runner_route_runs_as_a_slurm_job(slurm_cluster: Loopback
             }
         )
     )
-    exp = tmp_path / "exp"
-    proc = subprocess.run(
-        [sys.executable, "-m", "emews", "launch", "wf.yaml", "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    exp = launched_and_done("wf.yaml", cwd=folder, exp=tmp_path / "exp")
     with sqlite3.connect(exp / "results.db") as db:
         rows = db.execute("SELECT status, objective, params, error FROM results").fetchall()
     assert len(rows) == 3 and {r[0] for r in rows} == {"ok"}, [r[3] for r in rows]
