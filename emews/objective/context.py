@@ -161,8 +161,14 @@ class TaskContext:
     def restore(self, default: Any = None) -> Any:
         """``(checkpoint, step)`` of this trial's newest durable checkpoint (after a retry, a
         resume, or of the trial it was cloned from), else ``default``. In a multi-rank task team
-        rank 0 restores and the others get its answer (as for :meth:`report`)."""
+        rank 0 restores and the others get its answer (as for :meth:`report`): in process isolation a
+        member needs ``ctx.process_group()`` first, else it raises (it would train from ``default``)."""
         if self.team_rank:
+            if self.comm is None and not self._group:
+                raise RuntimeError(
+                    f"ctx.restore on team rank {self.team_rank} of {self.team_size}: a member gets team rank 0's"
+                    " checkpoint over the team's process group; call ctx.process_group() before ctx.restore"
+                )
             return self._from_leader(None, default)
         restored = self._trial().restore(default)
         return restored if self.team is None else self._from_leader(restored, default)

@@ -84,3 +84,11 @@ def launcher(params: dict, ctx: Any) -> dict:
         return {"value": -1.0}
     lines = sorted(done.stdout.split("\n")[:-1])
     return {"value": float(done.returncode), "lines": lines, "stderr": done.stderr[-500:]}
+
+
+def restore_first(params: dict, ctx: Any) -> float:
+    """Process isolation: ``ctx.restore`` before ``ctx.process_group()`` (the training example's order);
+    each member writes what it restored into the run dir."""
+    state, step = ctx.restore(default=("default", 0))
+    (ctx.run_dir / f"restored{ctx.team_rank}").write_text(f"{state} {step}")
+    return float(ctx.team_size)

@@ -126,6 +126,20 @@ def test_a_member_that_segfaults_or_hangs_fails_its_task_and_its_ranks_serve_lat
     assert emews_cmd.leftovers_after_exit() == []
 
 
+def test_a_member_restoring_before_the_process_group_fails_the_task_naming_the_call_to_make_first(
+        emews_cmd, tmp_path: Path) -> None:
+    # without the team's channel a member cannot get team rank 0's checkpoint: it got its default, so
+    # after a retry or a resume rank 0 trained on from its checkpoint and the members from scratch
+    wf = team_sweep(tmp_path, "restore_first", ONE_POINT, 1, task={"timeout": 120, "isolation": "process", "ranks": 2})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [row] = stored_rows(tmp_path / "exp")
+    assert row["status"] == "failed", row
+    assert "team rank 1 of 2" in row["error"] and "ctx.process_group() before ctx.restore" in row["error"], row["error"]
+    assert not (task_run_dir(tmp_path / "exp" / "runs", row["id"]) / "restored1").exists()
+    assert emews_cmd.leftovers_after_exit() == []
+
+
 def test_ctx_launch_runs_an_mpi_program_of_its_own_from_team_rank_0(emews_cmd, tmp_path: Path) -> None:
     wf = team_sweep(tmp_path, "launcher", ONE_POINT, 1, task={"timeout": 120, "isolation": "process", "ranks": 2})
     proc = emews_cmd("launch", str(wf), "--workers", "4", "--exp-dir", "exp", timeout=300)
