@@ -107,6 +107,10 @@ def _named_by(error: str) -> str:
     if lines[0].endswith(":") and any(line.startswith("Traceback (most recent call last)") for line in lines[1:]):
         # a heading over a traceback: "objective setup failed: RuntimeError: ..."
         return f"{lines[0]} {exception_line(error)}"
+    heading, header, rest = lines[0].partition(" Traceback (most recent call last):")
+    if header and not rest and heading.endswith(":"):
+        # a heading on the traceback's first line: "team rank 1 of 2 (rank 3 on node7) failed: ValueError: ..."
+        return f"{heading} {exception_line(error)}"
     exit_ = _COMMAND_EXIT.match(lines[0])
     if exit_ is None:
         return lines[0]

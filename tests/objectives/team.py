@@ -92,3 +92,10 @@ def restore_first(params: dict, ctx: Any) -> float:
     state, step = ctx.restore(default=("default", 0))
     (ctx.run_dir / f"restored{ctx.team_rank}").write_text(f"{state} {step}")
     return float(ctx.team_size)
+
+
+def member_raises(params: dict, ctx: Any) -> float:
+    """Team rank 1 raises a ``ValueError``; the others return the team's size."""
+    if ctx.team_rank == 1:
+        raise ValueError(f"member {ctx.team_rank} broke at x={params['x']}")
+    return float(ctx.team_size)

@@ -140,6 +140,20 @@ def test_a_member_restoring_before_the_process_group_fails_the_task_naming_the_c
     assert emews_cmd.leftovers_after_exit() == []
 
 
+def test_a_member_that_raises_is_named_with_its_exception_line_in_the_summary(emews_cmd, tmp_path: Path) -> None:
+    # the recorded error is "team rank 1 of 2 (...) failed: Traceback (most recent call last):\n..."; its
+    # first line, all the summary (and fail fast, the report) showed, named no exception
+    wf = team_sweep(tmp_path, "member_raises", ONE_POINT, 1, task={"timeout": 120, "isolation": "process", "ranks": 2})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [row] = stored_rows(tmp_path / "exp")
+    assert row["status"] == "failed" and row["error"].startswith("team rank 1 of 2 (rank"), row["error"]
+    [line] = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("most frequent failure")]
+    assert re.fullmatch(r"most frequent failure: 1x team rank 1 of 2 \(rank \d+ on \S+\) failed: "
+                        r"ValueError: member 1 broke at x=1", line), line
+    assert emews_cmd.leftovers_after_exit() == []
+
+
 def test_ctx_launch_runs_an_mpi_program_of_its_own_from_team_rank_0(emews_cmd, tmp_path: Path) -> None:
     wf = team_sweep(tmp_path, "launcher", ONE_POINT, 1, task={"timeout": 120, "isolation": "process", "ranks": 2})
     proc = emews_cmd("launch", str(wf), "--workers", "4", "--exp-dir", "exp", timeout=300)
