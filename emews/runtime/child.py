@@ -167,5 +167,5 @@ def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Ou
         outcome = outcome_from_exception(job.task_id, exc, started=started, finished=time.time(), **where)
     sys.stdout.flush()
     sys.stderr.flush()
-    keep_output(config.spool, ctx.runs_root, job.task_id)
+    keep_output(config.spool, ctx.runs_root, job.task_id, ctx.team_rank)
     return outcome

@@ -164,7 +164,7 @@ class ProcessRunner:
 
     def _keep_output(self, context: TaskContext) -> None:
         """What a killed or crashed child wrote for this task goes into the task's run dir."""
-        keep_output(self._config.spool, context.runs_root, context.task_id)
+        keep_output(self._config.spool, context.runs_root, context.task_id, context.team_rank)
 
     def _spawn(self) -> None:
         self._child = child = ChildProcess("emews.runtime.child", self._config)

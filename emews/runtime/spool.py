@@ -69,13 +69,21 @@ def _written(path: Path) -> bool:
         return False
 
 
-def keep_output(spool: str | Path | None, runs_root: Path | None, task_id: int) -> None:
-    """Move what the spool files hold into the task's run dir (nothing written: no dir)."""
+def member_file(name: str, team_rank: int) -> str:
+    """The run dir's file of ``name`` (``stdout.txt``) for team rank ``team_rank`` of a multi-rank
+    task: rank 0 writes ``stdout.txt``, rank r ``stdout.rank-r.txt`` (as a command objective does)."""
+    return name if not team_rank else name.replace(".txt", f".rank-{team_rank}.txt")
+
+
+def keep_output(spool: str | Path | None, runs_root: Path | None, task_id: int, team_rank: int = 0) -> None:
+    """Move what the spool files hold into the task's run dir (nothing written: no dir); a team's
+    member r > 0 into files of its own (:func:`member_file`): members moving theirs at once into one
+    file interleaved them in 64 KiB pieces, lines torn."""
     if spool is None or runs_root is None:
         return
     for path in spool_paths(spool):
         if _written(path):
-            _append(path, task_run_dir(runs_root, task_id) / path.name)
+            _append(path, task_run_dir(runs_root, task_id) / member_file(path.name, team_rank))
 
 
 def keep_killed_output(spool: str | Path) -> list[Path]:

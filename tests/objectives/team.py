@@ -99,3 +99,14 @@ def member_raises(params: dict, ctx: Any) -> float:
     if ctx.team_rank == 1:
         raise ValueError(f"member {ctx.team_rank} broke at x={params['x']}")
     return float(ctx.team_size)
+
+
+def printer(params: dict, ctx: Any) -> float:
+    """Process isolation: every member prints ``lines`` lines naming it, then returns once all have
+    printed (a file each in the run dir): the members' outputs are moved into the run dir together."""
+    for i in range(int(params["lines"])):
+        print(f"member {ctx.team_rank} line {i} " + "x" * 80)
+    (ctx.run_dir / f"printed{ctx.team_rank}").touch()
+    while not all((ctx.run_dir / f"printed{r}").exists() for r in range(ctx.team_size)):
+        time.sleep(0.01)
+    return float(ctx.team_size)

@@ -154,6 +154,22 @@ def test_a_member_that_raises_is_named_with_its_exception_line_in_the_summary(em
     assert emews_cmd.leftovers_after_exit() == []
 
 
+def test_each_members_output_is_kept_whole_in_a_file_of_its_own(emews_cmd, tmp_path: Path) -> None:
+    # every member appended its spool to the run dir's stdout.txt as it returned: together, in
+    # 64 KiB pieces ("...xxxmember 1 line 0 xxx"); rank r's now goes to stdout.rank-r.txt
+    wf = team_sweep(tmp_path, "printer", {"lines": {"type": "constant", "value": 20000}}, 1,
+                    task={"timeout": 120, "isolation": "process", "ranks": 2})
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [row] = stored_rows(tmp_path / "exp")
+    assert row["status"] == "ok", row["error"]
+    run_dir = task_run_dir(tmp_path / "exp" / "runs", row["id"])
+    for member, name in enumerate(("stdout.txt", "stdout.rank-1.txt")):
+        expected = [f"member {member} line {i} " + "x" * 80 for i in range(20000)]
+        assert (run_dir / name).read_text().splitlines() == expected, name
+    assert emews_cmd.leftovers_after_exit() == []
+
+
 def test_ctx_launch_runs_an_mpi_program_of_its_own_from_team_rank_0(emews_cmd, tmp_path: Path) -> None:
     wf = team_sweep(tmp_path, "launcher", ONE_POINT, 1, task={"timeout": 120, "isolation": "process", "ranks": 2})
     proc = emews_cmd("launch", str(wf), "--workers", "4", "--exp-dir", "exp", timeout=300)
