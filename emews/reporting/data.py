@@ -59,6 +59,8 @@ class ExperimentData:
     #: each row's point as stored (same order as ``results``): only the keys it holds, where
     #: ``params`` has a column for every key of any point (a UPF's lines may differ in keys)
     points: list[dict[str, Any]] = field(default_factory=list)
+    #: the worker ranks the tasks of ``unfinished`` hold (a multi-rank task's every rank)
+    unfinished_ranks: int = 0
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
@@ -124,6 +126,7 @@ def load(exp_dir: Path) -> ExperimentData:
         with store:
             results, params, points = _results(store, names)
             unfinished = store.count_unfinished()
+            busy = store.unfinished_ranks()
             results["ranks"] = team_sizes(results["team_ranks"], task_sizes(workflow, params))
             reports = _reports(store)
             endings = {t: e.value for t, e in store.report_endings().items()} if reports is not None else {}
@@ -146,6 +149,7 @@ def load(exp_dir: Path) -> ExperimentData:
         lineage,
         unreadable,
         points,
+        busy,
     )
 
 

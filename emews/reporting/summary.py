@@ -237,7 +237,7 @@ def headline(data: ExperimentData, running: bool, now: float | None = None) -> H
     return Headline(
         totals(data),
         data.budget,
-        busy=min(data.unfinished, data.workers) if running else 0,
+        busy=min(data.unfinished_ranks, data.workers) if running else 0,
         workers=data.workers,
         rate=rate,
         eta=eta,

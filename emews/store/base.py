@@ -387,6 +387,10 @@ class Store(ABC):
         """How many dispatched tasks have no result (running, or left by a stopped run)."""
 
     @abstractmethod
+    def unfinished_ranks(self) -> int:
+        """The worker ranks the dispatched tasks without a result hold (a team's every rank)."""
+
+    @abstractmethod
     def report_curves(self) -> list[CurvePoint] | None:
         """Every report by trial and step, ``None`` when the store holds none."""
 

@@ -166,6 +166,17 @@ class ReadQueries:
         )
 
     @_reading
+    def unfinished_ranks(self) -> int:
+        if "tasks" not in self._tables():
+            return 0
+        size = "t.ranks" if "ranks" in self._columns("tasks") else "1"  # none before version 1
+        return int(
+            self._db.execute(
+                f"SELECT COALESCE(SUM({size}), 0) FROM tasks t LEFT JOIN results r ON r.id = t.id WHERE r.id IS NULL"
+            ).fetchone()[0]
+        )
+
+    @_reading
     def report_curves(self) -> list[CurvePoint] | None:
         if "reports" not in self._tables():
             return None

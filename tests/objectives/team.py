@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 
@@ -108,5 +109,15 @@ def printer(params: dict, ctx: Any) -> float:
         print(f"member {ctx.team_rank} line {i} " + "x" * 80)
     (ctx.run_dir / f"printed{ctx.team_rank}").touch()
     while not all((ctx.run_dir / f"printed{r}").exists() for r in range(ctx.team_size)):
+        time.sleep(0.01)
+    return float(ctx.team_size)
+
+
+def gated(params: dict, ctx: Any) -> float:
+    """Every member writes ``started-TASK-TEAMRANK`` beside the gate file ``params["gate"]`` and
+    waits for the gate to exist."""
+    gate = Path(params["gate"])
+    (gate.parent / f"started-{ctx.task_id}-{ctx.team_rank}").touch()
+    while not gate.exists():
         time.sleep(0.01)
     return float(ctx.team_size)

@@ -16,7 +16,7 @@ from emews.runtime.backoff import DEFAULT_SPIN, spin_for, spin_seconds
 from emews.runtime.distributor import ABORT_GRACE, abort_grace
 from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
 from emews.runtime.teams import STRANDED_GRACE, stranded_grace
-from testutil import TESTS, read_only, stored_rows, write_workflow
+from testutil import TESTS, read_only, stored_rows, wait_until, write_workflow
 
 TEAM = str(TESTS / "objectives" / "team.py")
 TEAM_SIZE = str(TESTS / "objectives" / "team_size.py")
@@ -167,6 +167,24 @@ def test_each_members_output_is_kept_whole_in_a_file_of_its_own(emews_cmd, tmp_p
     for member, name in enumerate(("stdout.txt", "stdout.rank-1.txt")):
         expected = [f"member {member} line {i} " + "x" * 80 for i in range(20000)]
         assert (run_dir / name).read_text().splitlines() == expected, name
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_status_counts_every_rank_a_running_team_holds_as_busy(emews_cmd, tmp_path: Path) -> None:
+    # two teams of 2 on 4 workers said "workers busy: 2/4": it counted running tasks, not their ranks
+    gate = tmp_path / "gate"
+    wf = team_sweep(tmp_path, "gated", {"x": {"type": "ordered", "values": [1, 2]},
+                                        "gate": {"type": "constant", "value": str(gate)}}, 2,
+                    task={"timeout": 120, "isolation": "process", "ranks": 2})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "4", "--exp-dir", "exp")
+    assert wait_until(lambda: len(list(tmp_path.glob("started-*"))) == 4 or job.poll() is not None, timeout=120)
+    status = emews_cmd("status", "exp")
+    gate.touch()
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    assert status.returncode == 0, status.stderr
+    assert "workers busy: 4/4;" in status.stdout, status.stdout
+    assert [r["status"] for r in stored_rows(tmp_path / "exp")] == ["ok", "ok"]
     assert emews_cmd.leftovers_after_exit() == []
 
 

@@ -111,6 +111,7 @@ def test_unfinished_and_attempts(store: Store) -> None:
     assert [(t.id, t.ranks, n) for t, n in unfinished] == [(1, 1, 1), (2, 3, 0)]
     assert unfinished[0][0].params == {"x": 0.25, "name": "p1"}
     assert store.count_unfinished() == 2
+    assert store.unfinished_ranks() == 4  # task 1's rank and task 2's team of 3 (emews status: busy)
     store.add_attempt(_task(1), 0, Outcome(1, Status.CRASHED, error="segfault", rank=1, host="h"))
     assert store.attempts(1) == 1 and store.attempts(0) == 0
     store.add_pause(2, 7)
