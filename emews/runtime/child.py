@@ -148,7 +148,7 @@ def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Ou
     ctx = replace(job.context, link=ChildLink(conn))  # the worker's context, its trial link through the parent
     where = dict(rank=ctx.rank, host=ctx.host)
     if config.spool:
-        mark_task(config.spool, job.task_id)
+        mark_task(config.spool, job.task_id, ctx.team_rank)
     started = time.time()
     try:
         returned = objective.call(job.params, ctx)

@@ -38,21 +38,29 @@ def runs_root_of(spool: str | Path) -> Path:
     return Path(spool).parent.parent
 
 
-def mark_task(spool: str | Path, task_id: int) -> None:
-    """Record that ``task_id`` runs now (in place: no file is created after the first task)."""
+def mark_task(spool: str | Path, task_id: int, team_rank: int = 0) -> None:
+    """Record that ``task_id`` runs now, as team rank ``team_rank`` of its task (in place: no file
+    is created after the first task)."""
     fd = os.open(Path(spool) / TASK_FILE, os.O_WRONLY | os.O_CREAT, 0o666)
     try:
-        os.pwrite(fd, f"{task_id:<{_ID_WIDTH}}".encode(), 0)
+        os.pwrite(fd, f"{f'{task_id} {team_rank}':<{_ID_WIDTH}}".encode(), 0)
     finally:
         os.close(fd)
 
 
 def marked_task(spool: str | Path) -> int | None:
     """The task :func:`mark_task` recorded last (None: none, or unreadable)."""
+    marked = _marked(spool)
+    return None if marked is None else marked[0]
+
+
+def _marked(spool: str | Path) -> tuple[int, int] | None:
+    """(task, team rank) :func:`mark_task` recorded last (a file of one id: team rank 0)."""
     try:
-        return int((Path(spool) / TASK_FILE).read_text().strip())
+        task, *member = map(int, (Path(spool) / TASK_FILE).read_text().split())
     except (OSError, ValueError):
         return None
+    return task, member[0] if member else 0
 
 
 def _append(src: Path, dst: Path) -> None:
@@ -88,14 +96,16 @@ def keep_output(spool: str | Path | None, runs_root: Path | None, task_id: int, 
 
 def keep_killed_output(spool: str | Path) -> list[Path]:
     """Move what an earlier child left in the spool (its task never ended: a ``kill -9``) into
-    that task's run dir as ``stdout.killed.txt`` / ``stderr.killed.txt`` (appended to); without
+    that task's run dir as ``stdout.killed.txt`` / ``stderr.killed.txt`` (appended to; a team's member r:
+    ``stdout.killed.rank-r.txt``); without
     a task file, beside the spool. The files written."""
-    task = marked_task(spool)
-    into = Path(spool) if task is None else task_run_dir(runs_root_of(spool), task)
+    marked = _marked(spool)
+    into = Path(spool) if marked is None else task_run_dir(runs_root_of(spool), marked[0])
+    member = 0 if marked is None else marked[1]
     kept = []
     for path in spool_paths(spool):
         if _written(path):
-            target = into / (path.name.removesuffix(".txt") + KILLED_SUFFIX)
+            target = into / member_file(path.name.removesuffix(".txt") + KILLED_SUFFIX, member)
             _append(path, target)
             kept.append(target)
     return kept

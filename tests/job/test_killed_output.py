@@ -72,3 +72,50 @@ def test_the_output_of_a_task_killed_by_kill_9_is_kept_on_resume(emews_cmd, tmp_
     assert again.returncode == 0, again.stderr
     assert (run_dir / "stdout.killed.txt").read_text() == "out of the killed attempt\n"
     assert (run_dir / "stdout.txt").read_text() == "out of the resumed attempt\n"
+
+
+TEAM_OBJECTIVE = """\
+import os, time
+from pathlib import Path
+
+def run(params, ctx):
+    attempt = "resumed" if Path(os.environ["GATE_FILE"]).exists() else "killed"
+    print(f"out of the {attempt} attempt of member {ctx.team_rank}", flush=True)
+    Path(os.environ["PRINTED"] + str(ctx.team_rank)).touch()
+    while not Path(os.environ["GATE_FILE"]).exists():
+        time.sleep(0.02)
+    return 1.0
+"""
+
+
+def test_each_team_members_output_at_a_kill_9_is_kept_in_its_own_file(emews_cmd, tmp_path: Path) -> None:
+    """A 2-rank task killed by ``kill -9``: on resume both members' children moved their spools into
+    the one ``stdout.killed.txt``, at once; member r's now goes to ``stdout.killed.rank-r.txt``."""
+    objective = tmp_path / "printer.py"
+    objective.write_text(TEAM_OBJECTIVE)
+    gate, printed = tmp_path / "gate", tmp_path / "printed"
+    emews_cmd.env.update(GATE_FILE=str(gate), PRINTED=str(printed))
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(objective), "function": "run"},
+        space={"x": {"type": "ordered", "values": [1]}},
+        budget={"evaluations": 1},
+        task={"timeout": 600, "isolation": "process", "ranks": 2},
+    )
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    started = wait_until(lambda: all(Path(f"{printed}{r}").exists() for r in (0, 1)) or job.poll() is not None, 240)
+    assert started and job.poll() is None, job.communicate()
+    emews_cmd.kill_all()
+    job.wait()
+    assert emews_cmd.leftovers_after_exit() == []
+
+    gate.touch()
+    resumed = emews_cmd("resume", "exp", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    run_dir = exp / "runs" / "000" / "000000"
+    assert (run_dir / "stdout.killed.txt").read_text() == "out of the killed attempt of member 0\n"
+    assert (run_dir / "stdout.killed.rank-1.txt").read_text() == "out of the killed attempt of member 1\n"
+    assert (run_dir / "stdout.txt").read_text() == "out of the resumed attempt of member 0\n"
+    assert (run_dir / "stdout.rank-1.txt").read_text() == "out of the resumed attempt of member 1\n"
