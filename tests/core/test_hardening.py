@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testutil import rugged_workflow, wait_until
+from testutil import read_only, rugged_workflow, wait_until
 from testutil import stored_rows as rows
 
 
@@ -101,6 +101,8 @@ def test_a_copy_of_a_live_experiment_is_not_held_by_the_original_run(emews_cmd, 
     wf = rugged(tmp_path, "wait", 6)
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
     assert wait_until(lambda: len(started(events)) >= 2, timeout=120), job.stderr
+    # both running tasks recorded (a task copied before rank 0 recorded it would leave its id unused)
+    assert wait_until(lambda: len(read_only(tmp_path / "exp", "SELECT id FROM tasks")) >= 2, timeout=120)
     shutil.copytree(tmp_path / "exp", tmp_path / "copy", symlinks=True)
     assert (tmp_path / "copy" / "lease.json").exists()
     status = emews_cmd("status", "copy")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from testutil import read_only, wait_until, write_workflow
+from testutil import read_only, said, wait_until, write_workflow
 
 OBJECTIVE = """\
 import os, sys, time
@@ -105,8 +105,14 @@ def test_each_team_members_output_at_a_kill_9_is_kept_in_its_own_file(emews_cmd,
     )
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
-    started = wait_until(lambda: all(Path(f"{printed}{r}").exists() for r in (0, 1)) or job.poll() is not None, 240)
-    assert started and job.poll() is None, job.communicate()
+    started = wait_until(  # both members printed, and rank 0 recorded the task (else its id is left unused)
+        lambda: (
+            all(Path(f"{printed}{r}").exists() for r in (0, 1)) and read_only(exp, "SELECT id FROM tasks WHERE id = 0")
+        )
+        or job.poll() is not None,
+        240,
+    )
+    assert started and job.poll() is None, said(job)
     emews_cmd.kill_all()
     job.wait()
     assert emews_cmd.leftovers_after_exit() == []
