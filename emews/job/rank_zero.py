@@ -322,17 +322,18 @@ def write_outputs(
     else:
         status = EXIT_OK
     full = None if summary.error is None else storage_problem(summary.error)
-    try:
-        _write_summary_and_csv(spec, workflow, exp_dir, summary, total, status, csv_follower)
-    except (OSError, EmewsError) as exc:  # a full disk: the results are in the store (emews results writes the CSV)
-        log.exception("cannot write the run's summary or CSV")
-        full, status = full or storage_problem(exc) or str(exc), status or EXIT_FAILED
-        _amend_exit_status(exp_dir, status)  # summary.json, written first, may say 0
+    unwritten = _write_or_amend(spec, workflow, exp_dir, summary, total, status, csv_follower)
+    if unwritten is not None:  # the results are in the store (emews results writes the CSV)
+        status = status or EXIT_FAILED
+        full = full or _disk_problem(unwritten)
+        unwritten = None if full else unwritten  # not the disk's: its own line
     if (exp_dir / STORE_FILE).is_file() and not leave_wal(exp_dir / STORE_FILE):
         log.info("results.db stays in WAL mode: another process has it open")
     text = summary_text(total, spec.budget, summary.elapsed)
     stored = f"{total.done}{'' if spec.budget is None else f'/{spec.budget}'} evaluations stored"
     log.info("finished: %s", text.replace("\n", " | "))
+    if unwritten is not None:
+        return _csv_failed(exp_dir, total, spec.budget, unwritten, status)
     if full is not None:
         log.error("run stopped: cannot write the experiment: %s", full, exc_info=summary.error)
         print(
@@ -371,6 +372,44 @@ def write_outputs(
         detail = summary.error.traceback if isinstance(summary.error, OptimizerFailed) else repr(summary.error)
         log.error("run failed: %s\n%s", summary.error, detail)
         print(f"\nemews: {summary.error}\n{detail}", file=sys.stderr)
+    return status
+
+
+def _write_or_amend(
+    spec: RunSpec,
+    workflow: Workflow,
+    exp_dir: Path,
+    summary: RunSummary,
+    total: Totals,
+    status: int,
+    csv_follower: CsvFollower | None,
+) -> Exception | None:
+    """Write summary.json and results.csv; on any failure (a full disk, a SQLite I/O error, another)
+    correct the exit status of the summary written first (it may say 0) and return the error."""
+    try:
+        _write_summary_and_csv(spec, workflow, exp_dir, summary, total, status, csv_follower)
+    except Exception as exc:  # was: OSError and emews' own only, another one ended in MPI_Abort
+        log.exception("cannot write the run's summary or CSV")
+        _amend_exit_status(exp_dir, status or EXIT_FAILED)
+        return exc
+    return None
+
+
+def _disk_problem(exc: Exception) -> str | None:
+    """The line of a failure writing the experiment's files (a full disk, an I/O error, a path in
+    the way); ``None`` for another error."""
+    return storage_problem(exc) or (str(exc) if isinstance(exc, (OSError, EmewsError)) else None)
+
+
+def _csv_failed(exp_dir: Path, total: Totals, budget: int | None, exc: Exception, status: int) -> int:
+    """The run's end when its summary or CSV failed for another reason than the disk (was: MPI_Abort
+    after summary.json said exit status 0): one line naming the error and how to write the CSV."""
+    stored = f"{total.done}{'' if budget is None else f'/{budget}'} evaluations stored"
+    print(
+        f"emews: cannot write {exp_dir / CSV_FILE}: {type(exc).__name__}: {exc} (details in {exp_dir / LOG_FILE}); "
+        f"{stored}; write it with: emews results {shlex.quote(str(exp_dir))}",
+        file=sys.stderr,
+    )
     return status
 
 

@@ -210,3 +210,46 @@ def test_a_run_whose_csv_cannot_be_written_exits_1_as_its_summary_says(emews_cmd
     assert "emews: cannot write the experiment" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert json.loads((exp / "summary.json").read_text())["exit_status"] == 1
     assert [r["id"] for r in stored_rows(exp)] == list(range(8))
+
+
+class _FailingCsv:
+    """The narrowest seam for an error writing results.csv that is neither OSError nor emews' own
+    (a store read by SQLite on a failing disk raises sqlite3.OperationalError; none is made at will)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def finish(self) -> int:
+        raise self.error
+
+
+def _io_error() -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError("disk I/O error")
+    error.sqlite_errorname = "SQLITE_IOERR_READ"
+    return error
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (_io_error(), "emews: cannot write the experiment: the results store: disk I/O error; 6/6 evaluations stored"),
+        (RuntimeError("no CSV today"), "RuntimeError: no CSV today"),
+    ],
+    ids=["sqlite-io-error", "another-error"],
+)
+def test_any_failure_writing_the_csv_corrects_the_summary_and_says_one_line(
+    exp: Path, error: Exception, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only OSError and emews' errors were caught: another (a SQLite I/O error) escaped to MPI_Abort
+    after summary.json said exit_status 0, which emews launch, the batch job and status read."""
+    from emews.config.workflow import load_workflow
+    from emews.job.rank_zero import run_spec, write_outputs
+    from emews.job.wiring import RunSummary
+
+    workflow = load_workflow(str(exp / "workflow.yaml"), check_imports=True)
+    summary = RunSummary(completed=6, failed=0, best=None, elapsed=1.0, resumed=6)
+    status = write_outputs(run_spec(workflow, exp), workflow, exp, summary, _FailingCsv(error))  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert status == 1 and json.loads((exp / "summary.json").read_text())["exit_status"] == 1
+    assert line in err and "Traceback" not in err, err
+    assert len([ln for ln in err.splitlines() if ln.startswith("emews:")]) == 1, err
