@@ -386,3 +386,32 @@ def test_load_tells_an_empty_string_from_null_and_keeps_na_like_text(tmp_path: P
         assert got == values, (column, got)
     csv_rows = (tmp_path / "exp" / "results.csv").read_text().splitlines()[1:3]
     assert [row.split(",")[3:5] for row in csv_rows] == [["", ""], ["", ""]]
+
+
+def test_load_gives_a_non_utf8_file_name_as_the_objective_received_it_and_the_docs_say_how_to_write_it(
+    tmp_path: Path,
+) -> None:
+    """A categorical listing a file name that is not UTF-8 (``os.fsdecode(b"caf\\xe9.txt")``, a lone
+    surrogate): results holds the value the objective received (it opens the file), results.csv its
+    ``\\udce9`` escape; the frame's own ``to_csv()`` refused it (UnicodeEncodeError) and docs/python.md
+    did not say so: it now shows ``errors="surrogateescape"``, which writes the name's bytes."""
+    name = os.fsdecode(b"caf\xe9.txt")
+    (tmp_path / name).write_text("")  # the file the objective opens (its bytes: caf\xe9.txt)
+    (tmp_path / "opens.py").write_text("import os\ndef run(p):\n    return float(os.path.exists(p['f']))\n")
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": "opens.py"},
+        space={"f": {"type": "categorical", "values": [name]}},
+        budget={"evaluations": 1},
+        task={"timeout": 30, "isolation": "inline"},
+    )
+    EmewsCommand(tmp_path)("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180, check=True)
+    frame = emews.load(tmp_path / "exp").results
+    assert frame["p:f"].tolist() == [name] and frame["objective"].tolist() == [1.0]  # it opened the file
+    assert b"caf\\udce9.txt" in (tmp_path / "exp" / "results.csv").read_bytes()
+    with pytest.raises(UnicodeEncodeError):
+        frame.to_csv(tmp_path / "plain.csv")
+    frame.to_csv(tmp_path / "mine.csv", errors="surrogateescape")  # as docs/python.md shows
+    assert b"caf\xe9.txt" in (tmp_path / "mine.csv").read_bytes()
+    assert 'errors="surrogateescape"' in (Path(__file__).parents[2] / "docs" / "python.md").read_text()
