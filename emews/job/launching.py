@@ -42,6 +42,7 @@ from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import batch_job_over, exit_command, job_command, submit_experiment
+from emews.site.loader import env_overridden
 from emews.store import opening as stores
 
 if TYPE_CHECKING:
@@ -260,7 +261,7 @@ def resume(
         lease.release()
         print(f"emews: nothing to resume: {done.why}; raise it with --set {done.setting} to go on", file=sys.stderr)
         return Launched(exp_dir, done.status)
-    if site_overrides:  # the next allocation's walltime, queue or account, as the job reads its site
+    if site_overrides or env_overridden():  # the next allocation's (--set or EMEWS_WALLTIME...), as the job reads it
         try:
             update_site(exp_dir, site.to_dict())
         except BaseException:

@@ -31,6 +31,13 @@ ENV_OVERRIDES: dict[str, str] = {
     "EMEWS_GPUS_PER_WORKER": "node.gpus_per_worker",
 }
 
+
+def env_overridden(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The variables of :data:`ENV_OVERRIDES` set (not blank) in ``environ`` (default: this process's)."""
+    environ = os.environ if environ is None else environ
+    return [var for var in ENV_OVERRIDES if (environ.get(var) or "").strip()]
+
+
 USER_SITE_DIR = "site-configs"
 _SUFFIXES = (".yaml", ".yml")
 

@@ -90,3 +90,26 @@ def test_resume_asks_for_another_allocation_with_set(slurm_cluster: LoopbackSlur
         "slurm-loopback",
     )
     assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+
+
+def test_resume_with_emews_walltime_writes_it_into_the_site_the_job_reads(
+    slurm_cluster: LoopbackSlurm, tmp_path: Path
+) -> None:
+    """``EMEWS_WALLTIME=... emews resume EXP`` submitted the longer allocation but left EXP/site.yaml at
+    the old walltime (only ``--set scheduler.walltime`` updated it), which the job reads back for its
+    margin where the batch system gives no end time: the two routes now agree."""
+    from test_slurm_loopback import wait_for
+
+    from testutil import wait_until
+
+    env = repo_env()
+    exp = launch_rugged(tmp_path, env, mode="ok", evaluations=2, isolation="inline")
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    assert wait_until(lambda: (exp / "summary.json").exists() and not (exp / "lease.json").exists(), timeout=60)
+
+    longer = {**env, "EMEWS_WALLTIME": "00:08:00"}
+    resumed = emews("resume", str(exp), "--set", "budget.evaluations=4", cwd=tmp_path, env=longer)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "#SBATCH --time=00:08:00" in (exp / "job.sh").read_text().splitlines()
+    assert load_site(str(exp / "site.yaml"), environ={}).config.scheduler.walltime == "00:08:00"
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
