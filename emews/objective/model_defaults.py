@@ -2,7 +2,8 @@
 
 CANDLE benchmarks keep every hyperparameter of a model in such a file; a sweep over three of
 them still needs the others. Values are Python literals (``[128, 64]``, ``'relu'``, ``True``),
-read with :func:`ast.literal_eval` (never ``eval``); a value that is not a literal stays a string.
+read with :func:`ast.literal_eval` (never ``eval``); a value that is not a literal stays a string,
+but one that is no Python at all (``[1,``) is refused, as CANDLE's ``eval`` refuses it.
 Every section is read (``[Global_Params]`` first, as CANDLE's own parser merges them).
 """
 
@@ -36,7 +37,21 @@ def read_model_defaults(path: str | Path) -> dict[str, Any]:
     sections = sorted(parser.sections(), key=lambda name: name != "Global_Params")
     if not sections:
         raise ModelDefaultsError(f"{path}: no section; expected [Global_Params] followed by name = value lines")
-    return {key: literal(value) for name in sections for key, value in parser.items(name)}
+    return {key: _value(path, name, key, value) for name in sections for key, value in parser.items(name)}
+
+
+def _value(path: str | Path, section: str, key: str, text: str) -> Any:
+    """``text`` as :func:`literal` reads it; text that is not a Python expression is a
+    :class:`ModelDefaultsError` naming the file, section and key (CANDLE's own parser evaluates
+    every value and stops there with a SyntaxError)."""
+    try:
+        ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ModelDefaultsError(
+            f"{path}: [{section}] {key} = {text.strip()}: not a Python value ({exc.msg}), which CANDLE "
+            "reads each value as; a list as [1, 2], a string quoted ('relu')"
+        ) from None
+    return literal(text)
 
 
 def literal(text: str) -> Any:

@@ -59,3 +59,24 @@ def test_defaults_are_merged_under_each_point_and_recorded(emews_cmd, tmp_path: 
         recorded = json.loads((task_run_dir(tmp_path / "exp" / "runs", r["id"]) / "params.json").read_text())
         assert recorded == {**nt3, **point}
     assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_a_value_that_is_no_python_is_refused_by_check_naming_file_and_key(emews_cmd, tmp_path: Path) -> None:
+    """CANDLE's parser ``eval``s every value of the file and stops with a SyntaxError at ``x = [1,``;
+    emews passed the text on as a string and ``emews check`` said ok. Words and expressions stay
+    strings (never evaluated), as before."""
+    (tmp_path / "obj.py").write_text("def run(p):\n    return float(p['epochs'])\n")
+    defaults = tmp_path / "my_default_model.txt"
+    defaults.write_text("[Global_Params]\nepochs = 3\nact = relu\nx = [1,\n")
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": "obj.py", "defaults": str(defaults)},
+        space={"a": {"type": "float", "lower": 0.0, "upper": 1.0}},
+        budget={"evaluations": 2},
+    )
+    proc = emews_cmd("check", str(wf), timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") <= 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{defaults}: [Global_Params] x = [1,: not a Python value" in proc.stderr, proc.stderr
+    with pytest.raises(ModelDefaultsError, match=r"\[Global_Params\] x = \[1,"):
+        read_model_defaults(defaults)
