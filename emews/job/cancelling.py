@@ -16,12 +16,17 @@ def cancel_jobs(exp_dir: Path) -> list[str]:
     """Cancel the batch job of ``exp_dir`` and those of its attached pools (``EXP/pools/pool-NNN``)
     that have not ended: a pool whose optimizer is gone would hold its allocation idle until its
     walltime. One line each, saying what was cancelled, had ended already or is not known to the
-    scheduler (forgotten after its end, or never submitted to it); ``EmewsError`` when
-    no batch job was ever submitted for the experiment."""
+    scheduler (forgotten after its end, or never submitted to it); ``ConfigError`` when
+    no batch job was ever submitted for the experiment (a local run)."""
     folders = [exp_dir, *sorted((exp_dir / POOLS_DIR).glob("pool-*"))]
     recorded = [folder for folder in folders if (folder / JOB_RECORD).is_file()]
-    if not recorded:
-        read_job(exp_dir)  # raises: no batch job was submitted for this experiment
+    if not recorded:  # a local run (or a --dry-run): a misuse of cancel, exit 2 (was 1)
+        raise ConfigError(
+            "no batch job was submitted for this experiment (a local run, or a --dry-run), and emews "
+            "cancel cancels batch jobs; stop a local run with Ctrl-C or kill -TERM of its emews launch "
+            "or resume (it stops cleanly; emews resume goes on)",
+            file=exp_dir / JOB_RECORD,
+        )
     lines = []
     for folder in recorded:
         job_id = read_job(folder)["job_id"]

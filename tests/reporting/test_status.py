@@ -133,6 +133,15 @@ def test_a_bad_interval_is_one_line(faulty_exp: Path) -> None:
     assert proc.returncode == 2 and "--interval" in proc.stderr and proc.stderr.count("\n") == 1
 
 
+def test_cancel_of_a_local_experiment_is_a_misuse_in_one_line(faulty_exp: Path) -> None:
+    """docs/workflow-reference.md: cancel cancels the batch job and its pools' jobs. A local run has
+    none: emews cancel exited 1 (a failure) where a misuse is exit 2, and did not say how to stop one."""
+    proc = EmewsCommand(faulty_exp.parent)("cancel", str(faulty_exp))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no batch job was submitted" in proc.stderr and "Ctrl-C" in proc.stderr, proc.stderr
+    assert not (faulty_exp / "job.json").exists()
+
+
 @pytest.mark.parametrize("command", [["status"], ["status", "--watch"], ["results"], ["report"], ["resume"],
                                      ["cancel"], ["checkpoints"]])
 def test_a_folder_holding_only_a_workflow_is_not_an_experiment(faulty_exp: Path, tmp_path: Path,
