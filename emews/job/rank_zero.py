@@ -259,10 +259,7 @@ def _optimizer_rank(
     csv_follower = CsvFollower(exp_dir, workflow.space.names) if follow else None
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes)
-    if summary.resumed or summary.requeued:
-        line = resumed_line(summary, pooled=spec.pools)
-        log.info(line)
-        print(line, file=sys.stderr)
+    say_resumed(summary, pooled=spec.pools)
     status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)
     try:
         record_exit(exp_dir, status)  # also on a disk with no room left for summary.json
@@ -521,6 +518,15 @@ def earlier_runs(exp_dir: Path) -> EarlierRuns:
     if not isinstance(elapsed, (int, float)) or not isinstance(runs, int):
         return EarlierRuns()
     return EarlierRuns(runs, float(elapsed))
+
+
+def say_resumed(summary: RunSummary, *, pooled: bool) -> None:
+    """Log and print :func:`resumed_line` when the run took over earlier work (``emews resume``
+    and ``emews serve`` alike)."""
+    if summary.resumed or summary.requeued:
+        line = resumed_line(summary, pooled=pooled)
+        log.info(line)
+        print(line, file=sys.stderr)
 
 
 def resumed_line(summary: RunSummary, *, pooled: bool) -> str:

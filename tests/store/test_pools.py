@@ -7,6 +7,7 @@ before anything is made (docs/postgres.md, "Pools")."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -203,8 +204,12 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
             busy = first("cancel", "exp", "--queued", timeout=120)
         assert refused.returncode == 2 and "another optimizer" in refused.stderr, refused.stderr
         assert busy.returncode == 2 and "optimizer is running" in busy.stderr, busy.stderr
+        stored = len(rows(exp, "SELECT id FROM results"))
         served = first("serve", "exp", timeout=300)
         assert served.returncode == 0, served.stderr
+        # what it took over, as emews resume says it (it said nothing); the pool may store more meanwhile
+        took = re.search(r"^resumed: (\d+) earlier evaluations given to the optimizer, ", served.stderr, re.M)
+        assert took is not None and stored <= int(took[1]) < BUDGET, served.stderr
         assert attached.wait(timeout=120) == 0  # the pool ended once the optimizer had finished
     finally:
         (tmp_path / "open").touch()
