@@ -29,6 +29,24 @@ def run(params):
 """
 
 
+def killed_then_resumed(emews_cmd, wf: Path, exp: Path, gate: Path, *, workers: int, printed: list[Path]) -> None:
+    """Launch ``wf``; once task 0 printed (each of ``printed`` exists) and rank 0 recorded it (else
+    its id is left unused), ``kill -9`` every process of the job at once; open the gate and resume."""
+    job = emews_cmd.popen("launch", str(wf), "--workers", str(workers), "--exp-dir", exp.name)
+    started = wait_until(
+        lambda: (all(p.exists() for p in printed) and read_only(exp, "SELECT id FROM tasks WHERE id = 0"))
+        or job.poll() is not None,
+        240,
+    )
+    assert started and job.poll() is None, said(job)
+    emews_cmd.kill_all()
+    job.wait()
+    assert emews_cmd.leftovers_after_exit() == []
+    gate.touch()
+    resumed = emews_cmd("resume", exp.name, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+
+
 def test_the_output_of_a_task_killed_by_kill_9_is_kept_on_resume(emews_cmd, tmp_path: Path) -> None:
     objective = tmp_path / "printer.py"
     objective.write_text(OBJECTIVE)
@@ -42,23 +60,7 @@ def test_the_output_of_a_task_killed_by_kill_9_is_kept_on_resume(emews_cmd, tmp_
         task={"timeout": 600, "isolation": "process"},
     )
     exp = tmp_path / "exp"
-    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
-    assert (
-        wait_until(
-            lambda: (
-                (printed.exists() and read_only(exp, "SELECT id FROM tasks WHERE id = 0")) or job.poll() is not None
-            ),
-            timeout=240,
-        )
-        and job.poll() is None
-    ), job.communicate()
-    emews_cmd.kill_all()
-    job.wait()
-    assert emews_cmd.leftovers_after_exit() == []
-
-    gate.touch()
-    resumed = emews_cmd("resume", "exp", timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
+    killed_then_resumed(emews_cmd, wf, exp, gate, workers=1, printed=[printed])
     run_dir = exp / "runs" / "000" / "000000"
     assert (run_dir / "stdout.killed.txt").read_text() == "out of the killed attempt\n"
     assert (run_dir / "stderr.killed.txt").read_text() == "err of the killed attempt\n"
@@ -104,22 +106,7 @@ def test_each_team_members_output_at_a_kill_9_is_kept_in_its_own_file(emews_cmd,
         task={"timeout": 600, "isolation": "process", "ranks": 2},
     )
     exp = tmp_path / "exp"
-    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
-    started = wait_until(  # both members printed, and rank 0 recorded the task (else its id is left unused)
-        lambda: (
-            all(Path(f"{printed}{r}").exists() for r in (0, 1)) and read_only(exp, "SELECT id FROM tasks WHERE id = 0")
-        )
-        or job.poll() is not None,
-        240,
-    )
-    assert started and job.poll() is None, said(job)
-    emews_cmd.kill_all()
-    job.wait()
-    assert emews_cmd.leftovers_after_exit() == []
-
-    gate.touch()
-    resumed = emews_cmd("resume", "exp", timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
+    killed_then_resumed(emews_cmd, wf, exp, gate, workers=2, printed=[Path(f"{printed}{r}") for r in (0, 1)])
     run_dir = exp / "runs" / "000" / "000000"
     assert (run_dir / "stdout.killed.txt").read_text() == "out of the killed attempt of member 0\n"
     assert (run_dir / "stdout.killed.rank-1.txt").read_text() == "out of the killed attempt of member 1\n"
