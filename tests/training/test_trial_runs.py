@@ -525,12 +525,15 @@ def test_status_of_a_killed_run_calls_its_unended_trial_interrupted_not_running(
     wf = trainer_workflow(tmp_path, rates=[0.5, 0.1], task={"isolation": "process"},
                           trial_scheduler={"name": "asha", "options": {"max_t": 9}})
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
-    assert wait_until(lambda: gate.with_name("gate.held").exists() or job.poll() is not None, timeout=120) \
-        and job.poll() is None, job.communicate()
+    exp = tmp_path / "exp"
+    # held after report 4, and report 4's checkpoint in place under its final name (it is written in
+    # the background: killed before its rename, the resume rightly restores step 3)
+    step4 = lambda: list((exp / "checkpoints" / "000000").glob("step-00000004-*.ckpt"))  # noqa: E731
+    assert wait_until(lambda: (gate.with_name("gate.held").exists() and step4()) or job.poll() is not None,
+                      timeout=120) and job.poll() is None, testutil.said(job)
     emews_cmd.kill_all()
     job.communicate(timeout=60)
     assert emews_cmd.leftovers_after_exit() == []
-    exp = tmp_path / "exp"
     status = emews_cmd("status", str(exp))
     assert status.returncode == 0, status.stderr
     assert "job: local, not running" in status.stdout
