@@ -73,6 +73,15 @@ class GpuBinding:
         environ[self.env_var] = ",".join(names[i] for i in ids)
         return ids
 
+    def share(self, local_rank: int) -> list[str]:
+        """The names of the GPUs of node-local rank ``local_rank``'s slot (``[]``: none), as
+        :meth:`bind` gives them with ``env`` binding, and narrows them to with ``launcher`` binding."""
+        if not self.per_worker or not self.gpus:
+            return []
+        names = list(self.names) or [str(i) for i in range(self.gpus)]
+        slot = local_rank - 1 if self.optimizer_on_slot_zero else local_rank
+        return names[slot * self.per_worker : (slot + 1) * self.per_worker] if slot >= 0 else []
+
     def _keep_own_share(self, slot: int, environ: MutableMapping[str, str], names: list[str]) -> list[int]:
         """What the launcher bound; where it left more GPUs visible than ``per_worker`` (Slurm's
         ``--gpu-bind=closest`` without GPU-core affinity leaves every task all of them), the

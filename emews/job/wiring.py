@@ -88,7 +88,7 @@ class RunSpec:
         self,
         gpus: GpuBinding | None = None,
         node_cores: int | None = None,
-        launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None,
+        launch_line: Callable[[tuple[int, ...], tuple[str, ...]], tuple[str, ...]] | None = None,
     ) -> WorkerPlan:
         """What the worker ranks need of this spec (``launch_line``: the site's, for ``ctx.launch``)."""
         return WorkerPlan(

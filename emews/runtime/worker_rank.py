@@ -44,8 +44,9 @@ class WorkerPlan:
     node_cores: int | None = None  # the site's cores per node (None: what this process may use)
     backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
     gang: bool = False  # tasks may span several ranks (every rank joins the TeamWorld)
-    #: ``ctx.launch``'s command line over a team's hosts (the site's launcher); None: single-rank runs
-    launch_line: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
+    #: ``ctx.launch``'s command line for a team's world ranks on their hosts (the site's launcher and
+    #: GPU shares); None: single-rank runs
+    launch_line: Callable[[tuple[int, ...], tuple[str, ...]], tuple[str, ...]] | None = None
     #: an attached pool's folder name (``pool-001``): its ranks' output spools are its own
     pool: str = ""
 
@@ -67,7 +68,7 @@ def make_runner(
         task: Task, team: Team | None = None, *, link: TrialLink | None = None, comm: Any = None
     ) -> TaskContext:
         """The task's context: what this worker holds, and the channels its runner hands in."""
-        hosts = team.hosts if team is not None else (host,)
+        ranks, hosts = (team.ranks, team.hosts) if team is not None else ((rank,), (host,))
         return TaskContext(
             task.id,
             rank,
@@ -77,7 +78,7 @@ def make_runner(
             runs_root,
             team=team,
             backend=plan.backend,
-            launch_line=() if launch_line is None else launch_line(hosts),
+            launch_line=() if launch_line is None else launch_line(ranks, hosts),
             checkpoint_async=plan.checkpoint_async,
             checkpoint_local_dir=plan.checkpoint_local_dir or None,
             link=link,

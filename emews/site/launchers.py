@@ -39,6 +39,8 @@ class Launcher(ABC):
 
     type: ClassVar[str]
     default_command: ClassVar[str | None]
+    #: a team's launch gives each rank GPUs of its own (jsrun's resource sets); else emews does
+    binds_team_gpus: ClassVar[bool] = False
 
     def __init__(self, config: LauncherConfig) -> None:
         self.config = config
@@ -116,11 +118,11 @@ class SrunLauncher(Launcher):
         return flags
 
     def team_placement(self, nodes: list[str], local: bool, gpus_per_rank: int, gpu_binding: str) -> list[str]:
-        """A new step on the team's nodes that shares their resources with the waiting ranks (``--overlap``)."""
-        flags = ["--overlap", "-N", str(len(nodes)), "-n", RANKS, f"--nodelist={','.join(nodes)}"]
-        if gpus_per_rank and gpu_binding == "launcher":
-            flags += [f"--gpus-per-task={gpus_per_rank}", "--gpu-bind=closest"]
-        return flags
+        """A new step on the team's nodes that shares their resources with the waiting ranks
+        (``--overlap``), the job's GPUs included: each rank takes its member's share of them
+        (:mod:`emews.core.launched_gpus`); ``--gpus-per-task`` would give the step GPUs of its own
+        choosing (the first ones, whichever slots the team has) and each rank all of them."""
+        return ["--overlap", "-N", str(len(nodes)), "-n", RANKS, f"--nodelist={','.join(nodes)}"]
 
 
 class JsrunLauncher(Launcher):
@@ -128,6 +130,7 @@ class JsrunLauncher(Launcher):
 
     type = "jsrun"
     default_command = "jsrun"
+    binds_team_gpus = True
 
     def placement(self, layout: Layout) -> list[str]:
         if layout.gpus_per_rank and layout.gpu_binding != "launcher":

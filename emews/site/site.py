@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from emews.core.errors import ConfigError
+from emews.core.launched_gpus import wrapped
 from emews.core.wording import counted
 from emews.site.batch_schedulers import BatchScheduler, scheduler_for
+from emews.site.gpus import gpu_binding
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
 from emews.site.loader import key_origin, resolve_site
@@ -40,15 +43,31 @@ class Site:
     def is_local(self) -> bool:
         return self.config.scheduler.type == "local"
 
-    def team_launch_line(self, hosts: tuple[str, ...]) -> tuple[str, ...]:
-        """``ctx.launch``'s command line over a team's hosts: this site's launcher and GPU binding
-        (a bound method of a site pickles: rank 0 sends it to the workers in their plan)."""
+    def team_launch_line(self, ranks: tuple[int, ...], hosts: tuple[str, ...]) -> tuple[str, ...]:
+        """``ctx.launch``'s command line for a team of world ``ranks`` on ``hosts``: this site's
+        launcher over their hosts and, where the site binds GPUs, each launched rank given one
+        member's share of the team's GPUs (:mod:`emews.core.launched_gpus`) (a bound method of a site
+        pickles: rank 0 sends it to the workers in their plan)."""
         node = self.config.node
-        return tuple(
-            self.launcher.team_line(
-                hosts, local=self.is_local, gpus_per_rank=node.gpus_per_worker, gpu_binding=node.gpu_binding
-            )
+        line = self.launcher.team_line(
+            hosts, local=self.is_local, gpus_per_rank=node.gpus_per_worker, gpu_binding=node.gpu_binding
         )
+        shares = self._team_gpu_shares(ranks, hosts)
+        if not line or not shares or self.launcher.binds_team_gpus:
+            return tuple(line)
+        return tuple([*line, *wrapped(node.gpu_env, shares, sys.executable)])
+
+    def _team_gpu_shares(self, ranks: tuple[int, ...], hosts: tuple[str, ...]) -> dict[str, list[list[str]]]:
+        """Host -> the GPU names of the team's members there, in team order (block placement: a
+        rank's node-local rank is its index on its node, see :mod:`emews.site.layout`)."""
+        binding = gpu_binding(self)
+        per_node = self.ranks_per_node
+        shares: dict[str, list[list[str]]] = {}
+        for rank, host in zip(ranks, hosts, strict=True):
+            share = binding.share(rank if per_node is None else rank % per_node)
+            if share:
+                shares.setdefault(host, []).append(share)
+        return shares
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved site as plain data; ``load_site`` of it written as YAML round-trips."""

@@ -58,8 +58,9 @@ def process_alive(pid: int) -> bool:
 class LoopbackSlurm:
     """Start/stop munged + slurmctld + slurmd in a private directory."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, gpus: int = 0) -> None:
         self._own_root = root is None
+        self.gpus = gpus  # fake GPUs (gres gpu, devices: links to /dev/null, /dev/zero, ...)
         self.root = Path(root or tempfile.mkdtemp(prefix="emews-slurm-"))
         self.conf = self.root / "slurm.conf"
         self.munge_socket = self.root / "munge" / "munge.socket"
@@ -141,9 +142,25 @@ class LoopbackSlurm:
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
             "ReturnToService=2", "MpiDefault=none", "MailProg=/bin/true",
             "SchedulerParameters=batch_sched_delay=0", "MinJobAge=600",
-            self._node_line(),
+            *self._gpu_lines(),
+            self._node_line() + (f" Gres=gpu:{self.gpus}" if self.gpus else ""),
             "PartitionName=debug Nodes=localhost Default=YES State=UP MaxTime=INFINITE",
         ]) + "\n")
+
+    def _gpu_lines(self) -> list[str]:
+        """slurm.conf's GresTypes line and a gres.conf naming ``gpus`` character devices: slurmd
+        wants devices, and sets CUDA_VISIBLE_DEVICES from their indices (nvidia0, nvidia1, ...)."""
+        if not self.gpus:
+            return []
+        devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/urandom", "/dev/random", "/dev/tty"]
+        if self.gpus > len(devices):
+            raise ValueError(f"at most {len(devices)} fake GPUs")
+        folder = self.root / "dev"
+        folder.mkdir(exist_ok=True)
+        for index, device in enumerate(devices[: self.gpus]):
+            (folder / f"nvidia{index}").symlink_to(device)
+        (self.root / "gres.conf").write_text(f"Name=gpu File={folder}/nvidia[0-{self.gpus - 1}]\n")
+        return ["GresTypes=gpu"]
 
     def _wait_idle(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

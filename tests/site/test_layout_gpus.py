@@ -166,13 +166,36 @@ def test_a_teams_launch_line_names_its_hosts_per_launcher(in_tmp: Path) -> None:
                         "--cpus-per-task=7"]
     perlmutter = load_site("perlmutter").launcher.team_line(hosts, local=False, gpus_per_rank=1,
                                                             gpu_binding="launcher")
-    assert "--gpus-per-task=1" in perlmutter and "--overlap" in perlmutter
+    assert "--overlap" in perlmutter and not [a for a in perlmutter if a.startswith("--gpu")]  # the job's GPUs
     polaris = load_site("polaris").launcher.team_line(hosts, local=False)
     assert polaris[1:5] == ["-n", "{ranks}", "--hosts", "nid1,nid2"] and "--cpu-bind" in polaris
     summit = load_site("summit").launcher.team_line(hosts, local=False, gpus_per_rank=1)
     assert summit == ["jsrun", "-n", "{ranks}", "-a", "1", "-g", "1"]
     local = load_site("local").launcher.team_line(("vm",), local=True)
     assert local == [str(Path(sys.executable).parent / "mpiexec"), "-n", "{ranks}"]
+
+
+def test_a_teams_launch_line_gives_each_launched_rank_one_members_gpus(in_tmp: Path) -> None:
+    """``ctx.launch``'s ranks run through emews.core.launched_gpus with the team's GPU shares per host
+    (block placement: world rank r is node-local rank r % ranks-per-node); on aurora they inherited
+    team rank 0's one tile, on perlmutter every GPU."""
+    aurora = load_site("aurora", ["scheduler.account=A"])
+    line = aurora.team_launch_line((11, 12, 13), ("n0", "n1", "n1"))
+    assert line[-5:] == (sys.executable, "-m", "emews.core.launched_gpus", "ZE_AFFINITY_MASK",
+                         '{"n0": [["5.1"]], "n1": [["0.0"], ["0.1"]]}')
+    two = load_site("perlmutter", ["scheduler.account=A", "node.gpus_per_worker=2", "launcher.workers_per_node=1"])
+    assert two.team_launch_line((1, 2), ("n0", "n1"))[-2:] == ("CUDA_VISIBLE_DEVICES", '{"n0": [["2", "3"]], "n1": [["0", "1"]]}')
+    assert load_site("local").team_launch_line((1, 2), ("vm", "vm")) == (str(Path(sys.executable).parent / "mpiexec"), "-n", "{ranks}")
+    summit = load_site("summit", ["scheduler.account=A"]).team_launch_line((1, 2), ("n0", "n0"))
+    assert "emews.core.launched_gpus" not in summit  # jsrun's resource sets have GPUs of their own
+
+
+def test_a_launched_rank_takes_its_hosts_share_in_turn() -> None:
+    from emews.core.launched_gpus import share_of
+
+    shares = {"n0": [["1"], ["2"]]}
+    assert [share_of(shares, "n0", i) for i in range(3)] == [["1"], ["2"], ["1"]]
+    assert share_of(shares, "n9", 0) is None
 
 
 def _aurora_cores(arg: str) -> list[set[int]]:
