@@ -9,7 +9,7 @@ gets none).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,6 +24,36 @@ LOCAL_RANK_VARS = (
     "JSM_NAMESPACE_LOCAL_RANK",
     "PALS_LOCAL_RANKID",
 )
+
+
+#: Intel Level Zero: the variable a rank's devices are written to, and the device hierarchy it is
+#: read under. COMPOSITE (ALCF's default Aurora environment) exposes each GPU as a device with its
+#: tiles as sub-devices, masked ``<gpu>.<tile>``; FLAT (the driver's default when unset, and what
+#: ALCF's frameworks module sets) and COMBINED expose each tile as a device of its own, numbered
+#: ``0..tiles-1`` (in PCI order with ZE_ENABLE_PCI_ID_DEVICE_ORDER=1), where ``<gpu>.<tile>`` names
+#: a sub-device no tile has.
+ZE_MASK = "ZE_AFFINITY_MASK"
+ZE_HIERARCHY = "ZE_FLAT_DEVICE_HIERARCHY"
+
+
+def ze_affinity_mask(share: Sequence[str], names: Sequence[str], environ: Mapping[str, str]) -> str:
+    """``ZE_AFFINITY_MASK`` for the tiles ``share`` (named ``<gpu>.<tile>`` among the node's
+    ``names``) under the device hierarchy ``environ`` sets: as named under COMPOSITE, else each
+    tile's flat index (``gpu * tiles per GPU + tile``). Names without a tile stay as they are."""
+    if environ.get(ZE_HIERARCHY, "FLAT").strip().upper() == "COMPOSITE":
+        return ",".join(share)
+    tiles = 1 + max((int(t) for _, t in (_gpu_tile(n) for n in names) if t is not None), default=0)
+    flat = []
+    for name in share:
+        gpu, tile = _gpu_tile(name)
+        flat.append(name if tile is None else str(int(gpu) * tiles + int(tile)))
+    return ",".join(flat)
+
+
+def _gpu_tile(name: str) -> tuple[str, str | None]:
+    """``("3", "1")`` for ``3.1``; ``(name, None)`` for a name that is no ``<gpu>.<tile>``."""
+    gpu, dot, tile = name.partition(".")
+    return (gpu, tile) if dot and gpu.isdigit() and tile.isdigit() else (name, None)
 
 
 def local_rank(environ: Mapping[str, str] | None = None) -> int:
@@ -70,8 +100,15 @@ class GpuBinding:
                 key="launcher.workers_per_node",
                 allowed=f"at most {self.gpus // self.per_worker} GPU slots per node",
             )
-        environ[self.env_var] = ",".join(names[i] for i in ids)
+        environ[self.env_var] = self.spell([names[i] for i in ids], environ)
         return ids
+
+    def spell(self, share: Sequence[str], environ: Mapping[str, str]) -> str:
+        """The value of ``env_var`` that makes the GPUs named ``share`` a rank's (for
+        ``ZE_AFFINITY_MASK``, as the Level Zero device hierarchy in ``environ`` numbers them)."""
+        if self.env_var == ZE_MASK:
+            return ze_affinity_mask(share, list(self.names) or [str(i) for i in range(self.gpus)], environ)
+        return ",".join(share)
 
     def share(self, local_rank: int) -> list[str]:
         """The names of the GPUs of node-local rank ``local_rank``'s slot (``[]``: none), as

@@ -55,7 +55,7 @@ class Site:
         shares = self._team_gpu_shares(ranks, hosts)
         if not line or not shares or self.launcher.binds_team_gpus:
             return tuple(line)
-        return tuple([*line, *wrapped(node.gpu_env, shares, sys.executable)])
+        return tuple([*line, *wrapped(gpu_binding(self), shares, sys.executable)])
 
     def _team_gpu_shares(self, ranks: tuple[int, ...], hosts: tuple[str, ...]) -> dict[str, list[list[str]]]:
         """Host -> the GPU names of the team's members there, in team order (block placement: a

@@ -125,7 +125,7 @@ def test_aurora_binds_tiles_through_ze_affinity_mask(in_tmp: Path) -> None:
     site = load_site("aurora")
     masks = []
     for rank in range(12):
-        env: dict[str, str] = {}
+        env = {"ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}  # ALCF's default environment (FLAT: test_level_zero_hierarchy)
         assert bind_gpus(site, rank, environ=env) == [rank]
         masks.append(env["ZE_AFFINITY_MASK"])
     assert masks == [f"{g}.{t}" for g in range(6) for t in range(2)]
@@ -179,12 +179,17 @@ def test_a_teams_launch_line_gives_each_launched_rank_one_members_gpus(in_tmp: P
     """``ctx.launch``'s ranks run through emews.core.launched_gpus with the team's GPU shares per host
     (block placement: world rank r is node-local rank r % ranks-per-node); on aurora they inherited
     team rank 0's one tile, on perlmutter every GPU."""
+    import json
+
     aurora = load_site("aurora", ["scheduler.account=A"])
     line = aurora.team_launch_line((11, 12, 13), ("n0", "n1", "n1"))
-    assert line[-5:] == (sys.executable, "-m", "emews.core.launched_gpus", "ZE_AFFINITY_MASK",
-                         '{"n0": [["5.1"]], "n1": [["0.0"], ["0.1"]]}')
+    assert line[-5:-2] == (sys.executable, "-m", "emews.core.launched_gpus")
+    assert json.loads(line[-2])["env_var"] == "ZE_AFFINITY_MASK"  # spelled as the hierarchy there says
+    assert json.loads(line[-1]) == {"n0": [["5.1"]], "n1": [["0.0"], ["0.1"]]}
     two = load_site("perlmutter", ["scheduler.account=A", "node.gpus_per_worker=2", "launcher.workers_per_node=1"])
-    assert two.team_launch_line((1, 2), ("n0", "n1"))[-2:] == ("CUDA_VISIBLE_DEVICES", '{"n0": [["2", "3"]], "n1": [["0", "1"]]}')
+    line = two.team_launch_line((1, 2), ("n0", "n1"))
+    assert json.loads(line[-2])["env_var"] == "CUDA_VISIBLE_DEVICES"
+    assert json.loads(line[-1]) == {"n0": [["2", "3"]], "n1": [["0", "1"]]}
     assert load_site("local").team_launch_line((1, 2), ("vm", "vm")) == (str(Path(sys.executable).parent / "mpiexec"), "-n", "{ranks}")
     summit = load_site("summit", ["scheduler.account=A"]).team_launch_line((1, 2), ("n0", "n0"))
     assert "emews.core.launched_gpus" not in summit  # jsrun's resource sets have GPUs of their own
@@ -222,7 +227,7 @@ def test_aurora_binds_each_local_rank_to_cores_of_its_tiles_socket(in_tmp: Path)
     assert len(cores) == 12
     socket1 = set(range(52, 104))
     for rank, ranks_cores in enumerate(cores):
-        env: dict[str, str] = {}
+        env = {"ZE_FLAT_DEVICE_HIERARCHY": "COMPOSITE"}
         bind_gpus(site, rank, environ=env)
         gpu = int(env["ZE_AFFINITY_MASK"].split(".")[0])
         want = socket1 if gpu >= 3 else set(range(52))
