@@ -18,9 +18,12 @@ behaviour lives in one small class per scheduler and per launcher::
       type: jsrun | srun | mpiexec | aprun | none
       command: "{python_bin}/mpiexec"       # optional; {python_bin} = dir of sys.executable (a venv's base's, where only it has the program)
       workers_per_node: 5        # each node offers workers_per_node + 1 rank slots
-      args: "--depth=8 --cpu-bind depth"    # raw string or list, after the template flags
+      args: "--depth=8 --cpu-bind depth"    # raw string or list, after the template flags;
+                                           # {cpu_bind_list}: cores per local rank (emews.site.cpu_bind)
     node:
       cores: 42
+      sockets: 2                 # equal sockets over the cores, in order (default 1)
+      reserved_cores: [0, 52]    # left to the system
       gpus: 6
       gpus_per_worker: 1
       gpu_binding: launcher | env          # launcher flags (jsrun -g, srun --gpus-per-task)

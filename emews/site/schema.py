@@ -153,6 +153,10 @@ class NodeConfig(_Part):
     """Hardware of one compute node and how GPUs are handed to worker ranks."""
 
     cores: int | None = Field(None, ge=1)
+    #: equal sockets the cores are numbered over in order, and cores left to the system: what
+    #: ``{cpu_bind_list}`` in launcher.args binds ranks by (:mod:`emews.site.cpu_bind`)
+    sockets: int = Field(1, ge=1)
+    reserved_cores: list[int] = Field(default_factory=list)
     gpus: int = Field(0, ge=0)
     gpus_per_worker: int = Field(0, ge=0)
     gpu_binding: GpuBinding = "env"
@@ -162,7 +166,7 @@ class NodeConfig(_Part):
     #: (NVIDIA; AMD GPUs too, as RCCL under that name), xccl / ccl (Intel GPUs), mpi
     distributed_backend: Literal["gloo", "nccl", "xccl", "ccl", "mpi"] = "gloo"
 
-    @field_validator("cores", "gpus", "gpus_per_worker", mode="before")
+    @field_validator("cores", "sockets", "gpus", "gpus_per_worker", mode="before")
     @classmethod
     def _count(cls, value: object) -> object:
         return _no_bool(value)

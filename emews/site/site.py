@@ -12,11 +12,12 @@ from emews.core.errors import ConfigError
 from emews.core.launched_gpus import wrapped
 from emews.core.wording import counted
 from emews.site.batch_schedulers import BatchScheduler, scheduler_for
+from emews.site.cpu_bind import PLACEHOLDER, cpu_bind_list
 from emews.site.gpus import gpu_binding
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
 from emews.site.loader import key_origin, resolve_site
-from emews.site.schema import SiteConfig
+from emews.site.schema import LauncherConfig, SiteConfig
 
 
 class Site:
@@ -30,10 +31,34 @@ class Site:
         #: where each dotted key was set (:func:`emews.site.loader.resolve_site`); none: ``source``
         self.origins = dict(origins or {})
         self.scheduler: BatchScheduler = scheduler_for(config.scheduler)
-        self.launcher: Launcher = launcher_for(config.launcher)
+        self.launcher: Launcher = launcher_for(self._bound_launcher_config())
 
     def __repr__(self) -> str:
         return f"Site({self.name!r}, scheduler={self.config.scheduler.type!r}, launcher={self.config.launcher.type!r})"
+
+    def _bound_launcher_config(self) -> LauncherConfig:
+        """``launcher`` with ``{cpu_bind_list}`` in its args written out for this site's ranks per node."""
+        launcher, node = self.config.launcher, self.config.node
+        if not any(PLACEHOLDER in arg for arg in launcher.args):
+            return launcher
+        per_node = self.ranks_per_node
+        if per_node is None or node.cores is None:
+            file, key = key_origin(self.origins, "launcher.args", self.source)
+            raise ConfigError(
+                f"{PLACEHOLDER} binds the ranks of a batch job's nodes; this site has no "
+                + ("node.cores" if per_node is not None else "ranks per node (scheduler.type: local)"),
+                file=file,
+                key=key,
+                allowed="launcher.args without {cpu_bind_list}, or node.cores on a batch site",
+            )
+        try:
+            cores = cpu_bind_list(
+                per_node, node.cores, node.sockets, node.reserved_cores, node.gpus, node.gpus_per_worker
+            )
+        except ConfigError as exc:
+            file, key = key_origin(self.origins, self._blamed(["launcher.workers_per_node"]), self.source)
+            raise ConfigError(exc.message, file=file, key=key, allowed=exc.allowed) from None
+        return launcher.model_copy(update={"args": [arg.replace(PLACEHOLDER, cores) for arg in launcher.args]})
 
     @property
     def name(self) -> str:

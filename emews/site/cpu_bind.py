@@ -1,0 +1,62 @@
+"""``{cpu_bind_list}`` in ``launcher.args``: one core list per node-local rank, each on the socket(s)
+of its GPUs, as ALCF's ``get_cpu_bind_aurora`` writes them for PALS ``mpiexec --cpu-bind=list:``.
+
+A node of ``node.cores`` physical cores in ``node.sockets`` equal sockets (numbered in order),
+less ``node.reserved_cores`` (the system's: Aurora's 0 and 52). A rank with GPUs sits on the
+sockets of its GPUs (GPU ``g`` of ``G`` on socket ``g * sockets // G``); a rank without on an even
+share of the sockets in rank order. The ranks on a socket split its usable cores evenly, in rank
+order, from its first usable core (the remainder stays idle, as get_cpu_bind_aurora leaves it).
+"""
+
+from __future__ import annotations
+
+from emews.core.errors import ConfigError
+
+PLACEHOLDER = "{cpu_bind_list}"
+
+
+def cpu_bind_list(
+    ranks_per_node: int, cores: int, sockets: int, reserved: list[int], gpus: int, gpus_per_rank: int
+) -> str:
+    """The ``A-B:C-D:...`` list of ``ranks_per_node`` ranks (ConfigError where a socket has fewer
+    usable cores than ranks on it)."""
+    per_socket = cores // sockets
+    usable = [[c for c in range(k * per_socket, (k + 1) * per_socket) if c not in reserved] for k in range(sockets)]
+    homes = [_sockets_of(rank, ranks_per_node, sockets, gpus, gpus_per_rank) for rank in range(ranks_per_node)]
+    bound: list[list[int]] = [[] for _ in range(ranks_per_node)]
+    for socket in range(sockets):
+        on_it = [rank for rank, home in enumerate(homes) if socket in home]
+        if not on_it:
+            continue
+        share = len(usable[socket]) // len(on_it)
+        if share < 1:
+            raise ConfigError(
+                f"{len(on_it)} ranks on socket {socket} of a node have {len(usable[socket])} usable cores "
+                f"({PLACEHOLDER} binds each rank to cores of its own)",
+                key="launcher.workers_per_node",
+                allowed=f"1..{min(map(len, usable)) * sockets - 1}",
+            )
+        for place, rank in enumerate(on_it):
+            bound[rank] += usable[socket][place * share : (place + 1) * share]
+    return ":".join(_ranges(cores_of) for cores_of in bound)
+
+
+def _sockets_of(rank: int, ranks_per_node: int, sockets: int, gpus: int, gpus_per_rank: int) -> set[int]:
+    if gpus and gpus_per_rank:
+        return {g * sockets // gpus for g in range(rank * gpus_per_rank, (rank + 1) * gpus_per_rank)}
+    first = rank * sockets // ranks_per_node
+    return set(range(first, max(first + 1, (rank + 1) * sockets // ranks_per_node)))
+
+
+def _ranges(cores: list[int]) -> str:
+    """``[1, 2, 3, 53, 54]`` -> ``1-3,53-54``."""
+    parts: list[str] = []
+    start = prev = cores[0]
+    for core in [*cores[1:], None]:
+        if core is not None and core == prev + 1:
+            prev = core
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        if core is not None:
+            start = prev = core
+    return ",".join(parts)
