@@ -8,6 +8,7 @@
 #PBS -j oe
 #PBS -l place=scatter
 #PBS -l filesystems=home:flare
+#PBS -k doe
 # emews site aurora: 23 workers + 1 optimizer = 24 ranks on 2 nodes
 export ZE_ENABLE_PCI_ID_DEVICE_ORDER=1
 cd /scratch/emews/experiments/exp-0001

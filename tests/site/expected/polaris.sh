@@ -8,6 +8,7 @@
 #PBS -j oe
 #PBS -l place=scatter
 #PBS -l filesystems=home:eagle
+#PBS -k doe
 # emews site polaris: 7 workers + 1 optimizer = 8 ranks on 2 nodes
 cd /scratch/emews/experiments/exp-0001
 mpiexec -n 8 --ppn 4 --depth=8 --cpu-bind depth /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001
