@@ -20,6 +20,13 @@ def cpu_bind_list(
 ) -> str:
     """The ``A-B:C-D:...`` list of ``ranks_per_node`` ranks (ConfigError where a socket has fewer
     usable cores than ranks on it)."""
+    return cpu_bind_text(rank_cores(ranks_per_node, cores, sockets, reserved, gpus, gpus_per_rank))
+
+
+def rank_cores(
+    ranks_per_node: int, cores: int, sockets: int, reserved: list[int], gpus: int, gpus_per_rank: int
+) -> list[list[int]]:
+    """The cores of each node-local rank, as :func:`cpu_bind_list` lists them."""
     per_socket = cores // sockets
     usable = [[c for c in range(k * per_socket, (k + 1) * per_socket) if c not in reserved] for k in range(sockets)]
     homes = [_sockets_of(rank, ranks_per_node, sockets, gpus, gpus_per_rank) for rank in range(ranks_per_node)]
@@ -38,6 +45,11 @@ def cpu_bind_list(
             )
         for place, rank in enumerate(on_it):
             bound[rank] += usable[socket][place * share : (place + 1) * share]
+    return bound
+
+
+def cpu_bind_text(bound: list[list[int]]) -> str:
+    """``[[1, 2], [3]]`` -> ``1-2:3``."""
     return ":".join(_ranges(cores_of) for cores_of in bound)
 
 

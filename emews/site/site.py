@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from emews.core.errors import ConfigError
-from emews.core.launched_gpus import wrapped
+from emews.core.launched_gpus import Member, wrapped
 from emews.core.wording import counted
 from emews.site.batch_schedulers import BatchScheduler, scheduler_for
-from emews.site.cpu_bind import PLACEHOLDER, cpu_bind_list
+from emews.site.cpu_bind import PLACEHOLDER, cpu_bind_text, rank_cores
 from emews.site.gpus import gpu_binding
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
@@ -31,6 +31,8 @@ class Site:
         #: where each dotted key was set (:func:`emews.site.loader.resolve_site`); none: ``source``
         self.origins = dict(origins or {})
         self.scheduler: BatchScheduler = scheduler_for(config.scheduler)
+        #: each node-local rank's cores where launcher.args bind them ({cpu_bind_list}), else None
+        self._slot_cores: list[list[int]] | None = None
         self.launcher: Launcher = launcher_for(self._bound_launcher_config())
 
     def __repr__(self) -> str:
@@ -52,12 +54,13 @@ class Site:
                 allowed="launcher.args without {cpu_bind_list}, or node.cores on a batch site",
             )
         try:
-            cores = cpu_bind_list(
+            self._slot_cores = rank_cores(
                 per_node, node.cores, node.sockets, node.reserved_cores, node.gpus, node.gpus_per_worker
             )
         except ConfigError as exc:
             file, key = key_origin(self.origins, self._blamed(["launcher.workers_per_node"]), self.source)
             raise ConfigError(exc.message, file=file, key=key, allowed=exc.allowed) from None
+        cores = cpu_bind_text(self._slot_cores)
         return launcher.model_copy(update={"args": [arg.replace(PLACEHOLDER, cores) for arg in launcher.args]})
 
     @property
@@ -77,22 +80,23 @@ class Site:
         line = self.launcher.team_line(
             hosts, local=self.is_local, gpus_per_rank=node.gpus_per_worker, gpu_binding=node.gpu_binding
         )
-        shares = self._team_gpu_shares(ranks, hosts)
-        if not line or not shares or self.launcher.binds_team_gpus:
+        members = self._team_members(ranks, hosts)
+        if not line or not members or self.launcher.binds_team_gpus:
             return tuple(line)
-        return tuple([*line, *wrapped(gpu_binding(self), shares, sys.executable)])
+        return tuple([*line, *wrapped(gpu_binding(self), members, sys.executable)])
 
-    def _team_gpu_shares(self, ranks: tuple[int, ...], hosts: tuple[str, ...]) -> dict[str, list[list[str]]]:
-        """Host -> the GPU names of the team's members there, in team order (block placement: a
-        rank's node-local rank is its index on its node, see :mod:`emews.site.layout`)."""
+    def _team_members(self, ranks: tuple[int, ...], hosts: tuple[str, ...]) -> dict[str, list[Member]]:
+        """Host -> the GPU names and cores (where the site binds them) of the team's members there,
+        in team order (block placement: a rank's node-local rank is its index on its node, see
+        :mod:`emews.site.layout`); a host with neither for any member is left out."""
         binding = gpu_binding(self)
         per_node = self.ranks_per_node
-        shares: dict[str, list[list[str]]] = {}
+        members: dict[str, list[Member]] = {}
         for rank, host in zip(ranks, hosts, strict=True):
-            share = binding.share(rank if per_node is None else rank % per_node)
-            if share:
-                shares.setdefault(host, []).append(share)
-        return shares
+            slot = rank if per_node is None else rank % per_node
+            cores = self._slot_cores[slot] if self._slot_cores is not None else []
+            members.setdefault(host, []).append(Member(binding.share(slot), cores))
+        return {host: found for host, found in members.items() if any(m.gpus or m.cores for m in found)}
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved site as plain data; ``load_site`` of it written as YAML round-trips."""

@@ -6,6 +6,7 @@ used 16 of the node's 102 cores, the second one on socket 0 beside GPUs 3-5 of s
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -72,3 +73,39 @@ def test_cpu_bind_list_on_a_site_without_nodes_is_refused(in_tmp: Path, capsys: 
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"emews: error: {folder / 'mine.yaml'}: launcher.args: {{cpu_bind_list}} binds"), err
     assert "\n" not in err
+
+
+SEEN = "import json, os; print(json.dumps([sorted(os.sched_getaffinity(0)), os.environ.get('ZE_AFFINITY_MASK')]))"
+
+
+@pytest.mark.parametrize(("hierarchy", "mask"), [("COMPOSITE", "0.1"), ("FLAT", "1")])
+def test_a_rank_ctx_launch_starts_runs_on_its_members_cores_with_its_tile(
+    in_tmp: Path, hierarchy: str, mask: str
+) -> None:
+    """aurora's team line carries the workers' --cpu-bind list, which binds the program's local
+    rank i to slot i's cores: a team on slot 11 (tile 5.1, socket 1) launched its rank 0 on cores
+    1-8 of socket 0. Each launched rank now takes the cores of the member whose tiles it gets
+    (here a real process as launched rank 1 on this host, the team's members on cores 0 and 1)."""
+    import os
+    import socket
+    import subprocess
+
+    from emews.core.launched_gpus import Member, wrapped
+    from emews.site.gpus import gpu_binding
+
+    binding = gpu_binding(load_site("aurora", ["scheduler.account=A"]))
+    members = {socket.gethostname(): [Member(["0.0"], [0]), Member(["0.1"], [1])]}
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PALS_LOCAL_RANKID"},
+        "MPI_LOCALRANKID": "1",
+        "ZE_FLAT_DEVICE_HIERARCHY": hierarchy,
+    }
+    done = subprocess.run(
+        [*wrapped(binding, members, sys.executable), sys.executable, "-c", SEEN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(done.stdout) == [[1], mask]

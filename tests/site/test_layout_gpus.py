@@ -185,22 +185,25 @@ def test_a_teams_launch_line_gives_each_launched_rank_one_members_gpus(in_tmp: P
     line = aurora.team_launch_line((11, 12, 13), ("n0", "n1", "n1"))
     assert line[-5:-2] == (sys.executable, "-m", "emews.core.launched_gpus")
     assert json.loads(line[-2])["env_var"] == "ZE_AFFINITY_MASK"  # spelled as the hierarchy there says
-    assert json.loads(line[-1]) == {"n0": [["5.1"]], "n1": [["0.0"], ["0.1"]]}
+    # with the cores of the member's slot in aurora's --cpu-bind list: slot 11's are 93-100 (socket 1)
+    assert json.loads(line[-1]) == {"n0": [{"gpus": ["5.1"], "cores": list(range(93, 101))}],
+                                    "n1": [{"gpus": ["0.0"], "cores": list(range(1, 9))},
+                                           {"gpus": ["0.1"], "cores": list(range(9, 17))}]}
     two = load_site("perlmutter", ["scheduler.account=A", "node.gpus_per_worker=2", "launcher.workers_per_node=1"])
     line = two.team_launch_line((1, 2), ("n0", "n1"))
     assert json.loads(line[-2])["env_var"] == "CUDA_VISIBLE_DEVICES"
-    assert json.loads(line[-1]) == {"n0": [["2", "3"]], "n1": [["0", "1"]]}
+    assert json.loads(line[-1]) == {"n0": [{"gpus": ["2", "3"], "cores": []}], "n1": [{"gpus": ["0", "1"], "cores": []}]}
     assert load_site("local").team_launch_line((1, 2), ("vm", "vm")) == (str(Path(sys.executable).parent / "mpiexec"), "-n", "{ranks}")
     summit = load_site("summit", ["scheduler.account=A"]).team_launch_line((1, 2), ("n0", "n0"))
     assert "emews.core.launched_gpus" not in summit  # jsrun's resource sets have GPUs of their own
 
 
-def test_a_launched_rank_takes_its_hosts_share_in_turn() -> None:
-    from emews.core.launched_gpus import share_of
+def test_a_launched_rank_takes_its_hosts_member_in_turn() -> None:
+    from emews.core.launched_gpus import Member, member_of
 
-    shares = {"n0": [["1"], ["2"]]}
-    assert [share_of(shares, "n0", i) for i in range(3)] == [["1"], ["2"], ["1"]]
-    assert share_of(shares, "n9", 0) is None
+    members = {"n0": [{"gpus": ["1"], "cores": []}, {"gpus": ["2"], "cores": [5]}]}
+    assert [member_of(members, "n0", i) for i in range(3)] == [Member(["1"], []), Member(["2"], [5]), Member(["1"], [])]
+    assert member_of(members, "n9", 0) is None
 
 
 def _aurora_cores(arg: str) -> list[set[int]]:
