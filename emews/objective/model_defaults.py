@@ -3,13 +3,15 @@
 CANDLE benchmarks keep every hyperparameter of a model in such a file; a sweep over three of
 them still needs the others. Values are Python literals (``[128, 64]``, ``'relu'``, ``True``),
 read with :func:`ast.literal_eval` (never ``eval``); a value that is not a literal stays a string,
-but one that is no Python at all (``[1,``) is refused, as CANDLE's ``eval`` refuses it.
+but one that is no Python at all (``[1,``) or names what Python does not know (``relu``, unquoted)
+is refused, as CANDLE's ``eval`` stops there (SyntaxError, NameError).
 Every section is read (``[Global_Params]`` first, as CANDLE's own parser merges them).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import configparser
 from pathlib import Path
 from typing import Any
@@ -41,16 +43,24 @@ def read_model_defaults(path: str | Path) -> dict[str, Any]:
 
 
 def _value(path: str | Path, section: str, key: str, text: str) -> Any:
-    """``text`` as :func:`literal` reads it; text that is not a Python expression is a
-    :class:`ModelDefaultsError` naming the file, section and key (CANDLE's own parser evaluates
-    every value and stops there with a SyntaxError)."""
+    """``text`` as :func:`literal` reads it; text that is not a Python expression, or one naming
+    what is no Python builtin (a bare word), is a :class:`ModelDefaultsError` naming the file,
+    section and key (CANDLE's own parser evaluates every value and stops there with a SyntaxError
+    or a NameError)."""
+    where = f"{path}: [{section}] {key} = {text.strip()}"
     try:
-        ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ModelDefaultsError(
-            f"{path}: [{section}] {key} = {text.strip()}: not a Python value ({exc.msg}), which CANDLE "
+            f"{where}: not a Python value ({exc.msg}), which CANDLE "
             "reads each value as; a list as [1, 2], a string quoted ('relu')"
         ) from None
+    unknown = [node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not hasattr(builtins, node.id)]
+    if unknown:
+        raise ModelDefaultsError(
+            f"{where}: {unknown[0]} is no Python value (CANDLE evaluates each value and stops here "
+            f"with a NameError); quote a string ('{unknown[0]}')"
+        )
     return literal(text)
 
 

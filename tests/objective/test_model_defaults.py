@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ def test_the_nt3_defaults_read_as_python_literals_never_evaluated(tmp_path: Path
     assert defaults["restart"] is True and defaults["add_noise"] is False
     assert defaults["activation"] == "relu"
     odd = tmp_path / "odd.txt"
-    odd.write_text("[Monitor_Params]\ntimeout=10\n[Global_Params]\nact = relu\nf = __import__('os').getcwd()\n")
+    odd.write_text("[Monitor_Params]\ntimeout=10\n[Global_Params]\nact = 'relu'\nf = __import__('os').getcwd()\n")
     assert read_model_defaults(odd) == {"act": "relu", "f": "__import__('os').getcwd()", "timeout": 10}
 
 
@@ -67,7 +69,7 @@ def test_a_value_that_is_no_python_is_refused_by_check_naming_file_and_key(emews
     strings (never evaluated), as before."""
     (tmp_path / "obj.py").write_text("def run(p):\n    return float(p['epochs'])\n")
     defaults = tmp_path / "my_default_model.txt"
-    defaults.write_text("[Global_Params]\nepochs = 3\nact = relu\nx = [1,\n")
+    defaults.write_text("[Global_Params]\nepochs = 3\nact = 'relu'\nx = [1,\n")
     wf = write_workflow(
         tmp_path,
         objective={"module": "obj.py", "defaults": str(defaults)},
@@ -80,3 +82,33 @@ def test_a_value_that_is_no_python_is_refused_by_check_naming_file_and_key(emews
     assert f"{defaults}: [Global_Params] x = [1,: not a Python value" in proc.stderr, proc.stderr
     with pytest.raises(ModelDefaultsError, match=r"\[Global_Params\] x = \[1,"):
         read_model_defaults(defaults)
+
+
+
+def test_a_bare_word_is_refused_by_check_as_candle_stops_at_it(emews_cmd, tmp_path: Path) -> None:
+    """CANDLE's parser (the real ``default_utils.read_config_file``) ``eval``s ``activation = relu``
+    and stops with a NameError; emews passed the word on as the string 'relu' and ``emews check``
+    said ok. The real file, which quotes its strings, still passes."""
+    (tmp_path / "obj.py").write_text("def run(p):\n    return float(p['epochs'])\n")
+    defaults = tmp_path / "nt3_default_model.txt"
+    defaults.write_text(NT3.read_text().replace("activation = 'relu'", "activation = relu"))
+    candle = subprocess.run(
+        [sys.executable, str(TESTS / "data" / "candle" / "nt3_parse_only.py"), "--config_file", str(defaults)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert candle.returncode != 0 and "NameError: name 'relu' is not defined" in candle.stderr, candle.stderr
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": "obj.py", "defaults": str(defaults)},
+        space={"a": {"type": "float", "lower": 0.0, "upper": 1.0}},
+        budget={"evaluations": 2},
+    )
+    proc = emews_cmd("check", str(wf), timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") <= 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{defaults}: [Global_Params] activation = relu: " in proc.stderr, proc.stderr
+    assert "NameError" in proc.stderr and "quote" in proc.stderr, proc.stderr
+    defaults.write_text(NT3.read_text())
+    assert emews_cmd("check", str(wf), timeout=120).returncode == 0
