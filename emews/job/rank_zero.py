@@ -258,8 +258,7 @@ def _optimizer_rank(
         log.exception("cannot reserve the run's exit record")
     csv_follower = CsvFollower(exp_dir, workflow.space.names) if follow else None
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
-    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes)
-    say_resumed(summary, pooled=spec.pools)
+    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes, say_resumed=True)
     status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)
     try:
         record_exit(exp_dir, status)  # also on a disk with no room left for summary.json
@@ -518,27 +517,6 @@ def earlier_runs(exp_dir: Path) -> EarlierRuns:
     if not isinstance(elapsed, (int, float)) or not isinstance(runs, int):
         return EarlierRuns()
     return EarlierRuns(runs, float(elapsed))
-
-
-def say_resumed(summary: RunSummary, *, pooled: bool) -> None:
-    """Log and print :func:`resumed_line` when the run took over earlier work (``emews resume``
-    and ``emews serve`` alike)."""
-    if summary.resumed or summary.requeued:
-        line = resumed_line(summary, pooled=pooled)
-        log.info(line)
-        print(line, file=sys.stderr)
-
-
-def resumed_line(summary: RunSummary, *, pooled: bool) -> str:
-    """What a resumed run took over: the earlier evaluations, and the tasks still unfinished (run
-    again here; in a pooled experiment left in the shared queue, where a pool still owns them)."""
-    given = f"resumed: {summary.resumed} earlier evaluations given to the optimizer, "
-    if not pooled:
-        return given + f"{summary.requeued} interrupted tasks run again"
-    return given + (
-        f"{summary.requeued} unfinished tasks waited for in the shared queue, not queued again "
-        "(a live pool finishes the ones it holds, a lost pool's run again once their lease ends)"
-    )
 
 
 def fail_fast_line(stop: FailedFast, runs_root: Path | None, results_csv: Path) -> str:

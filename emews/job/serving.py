@@ -18,7 +18,7 @@ from emews.config.experiment import LOG_FILE, WORKFLOW_FILE, require_experiment
 from emews.config.lease import acquire
 from emews.config.workflow import load_workflow
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
-from emews.job.rank_zero import run_spec, say_resumed, take_optimizer_lock, write_outputs
+from emews.job.rank_zero import run_spec, take_optimizer_lock, write_outputs
 from emews.job.wiring import run_optimizer_rank
 from emews.runtime.interrupt import Interrupt
 from emews.site.jobs import batch_job_over
@@ -57,8 +57,8 @@ def _serve(exp_dir: Path, lock: PoolQueue) -> int:
         print(f"serving {exp_dir}: the pools run its tasks (emews attach adds one)", file=sys.stderr, flush=True)
         interrupt = Interrupt().install()
         try:
-            summary = run_optimizer_rank(spec, None, [], interrupt=interrupt)
+            # says what it takes over, as emews resume does
+            summary = run_optimizer_rank(spec, None, [], interrupt=interrupt, say_resumed=True)
         finally:
             interrupt.ignore_from_now()
-        say_resumed(summary, pooled=True)  # as emews resume says what it took over
         return write_outputs(spec, workflow, exp_dir, summary, None)

@@ -24,6 +24,7 @@ from emews.core.results import Outcome, Result, Status, Task
 from emews.core.space import Space
 from emews.core.task_size import FixedSize, TaskSize
 from emews.job.issued_ids import highest_id_on_disk
+from emews.job.resumed import say_resumed as say_resumed_now
 from emews.objective.function import ObjectiveSpec
 from emews.objective.team import Team
 from emews.runtime.compute_budget import ComputeBudget
@@ -274,8 +275,12 @@ def run_optimizer_rank(
     *,
     interrupt: Interrupt | None = None,
     nodes: Mapping[int, str] | None = None,
+    say_resumed: bool = False,
 ) -> RunSummary:
     """Rank 0: the optimizer on this thread, the distributor on a background thread.
+
+    ``say_resumed`` (``emews resume``, ``emews serve``): print what the run takes over from earlier
+    runs once it has read them, before the first progress line.
 
     ``nodes`` (worker rank -> host) places multi-rank tasks (``spec.task_size``) node by node.
 
@@ -291,6 +296,8 @@ def run_optimizer_rank(
         budget.resume(store)
     trials = trial_service(spec, store, interrupt, budget)
     earlier = resume_state(store, trials.resumed_wait, pooled=spec.pools)
+    if say_resumed:
+        say_resumed_now(len(earlier.history), len(earlier.requeue), pooled=spec.pools)
     # a task killed before it was recorded left files under its id: a new point never takes it
     first_id = earlier.next_id if spec.exp_dir is None else max(earlier.next_id, highest_id_on_disk(spec.exp_dir) + 1)
     progress.record(earlier.history, 0)

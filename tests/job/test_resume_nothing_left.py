@@ -97,3 +97,17 @@ def test_a_run_that_spent_its_time_budget_resumes_to_nothing(emews_cmd, tmp_path
     assert line.startswith(f"emews: nothing to resume: {exp.absolute()} spent its time budget (") and \
         line.endswith("budget.time: 2s); raise it with --set budget.time=... to go on"), line
     assert files_of(exp) == before and not (exp / "lease.json").exists()
+
+
+def test_the_resumed_line_comes_before_the_progress_lines(emews_cmd, tmp_path: Path) -> None:
+    """``emews resume`` said ``resumed: N earlier evaluations ...`` at the run's end, after its
+    progress lines: it is said when the resume takes effect, before the first progress line."""
+    exp = launch(emews_cmd, tmp_path, "ok", {"evaluations": 2})
+    proc = emews_cmd("resume", "exp", "--set", "budget.evaluations=3", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    resumed = [i for i, line in enumerate(lines) if line.startswith("resumed: 2 earlier evaluations")]
+    progress = [i for i, line in enumerate(lines) if " evaluations, " in line and " failed, best " in line]
+    assert len(resumed) == 1 and progress and resumed[0] < progress[0], proc.stderr
+    assert "3/3 evaluations" in lines[progress[-1]], proc.stderr
+    assert len(stored_rows(exp)) == 3

@@ -210,6 +210,10 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
         # what it took over, as emews resume says it (it said nothing); the pool may store more meanwhile
         took = re.search(r"^resumed: (\d+) earlier evaluations given to the optimizer, ", served.stderr, re.M)
         assert took is not None and stored <= int(took[1]) < BUDGET, served.stderr
+        said = served.stderr.splitlines()  # said as it takes over, before its progress lines
+        progress = [i for i, line in enumerate(said) if " evaluations, " in line and " failed, best " in line]
+        resumed = [i for i, line in enumerate(said) if line.startswith("resumed: ")]
+        assert progress and resumed and resumed[0] < progress[0], served.stderr
         assert attached.wait(timeout=120) == 0  # the pool ended once the optimizer had finished
     finally:
         (tmp_path / "open").touch()
