@@ -283,6 +283,31 @@ with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
     assert outcome.status.value == "failed" and "reported no 'val_loss'" in outcome.error
 
 
+def test_ids_set_only_in_the_models_defaults_file_are_hidden_by_candle_and_not_read(tmp_path: Path) -> None:
+    """``experiment_id``/``run_id`` in the model's own default model file only: CANDLE's parser
+    (``args_overwrite_config``) overwrites them with its flags' defaults ``EXP000``/``RUN000``, in
+    ``common/default_utils.py`` and candle_lib's ``parsing_utils.py`` alike, so the model writes
+    ``RUN_DIR/EXP000/RUN000/result.txt``, where emews reads it (not ``RUN_DIR/E7/R3``)."""
+    defaults = tmp_path / "my_default_model.txt"
+    defaults.write_text(DEFAULTS.read_text() + "experiment_id = 'E7'\nrun_id = 'R3'\n")
+    model = tmp_path / "nt3_result.py"
+    model.write_text(f"""
+import os
+import sys
+sys.path.insert(0, {str(NT3.parent)!r})
+from nt3_parse_only import initialize_parameters
+
+params = initialize_parameters(default_model={str(defaults)!r})
+with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
+    fh.write(repr(params["learning_rate"] * params["epochs"]))
+""")
+    ref = CommandRef((PYTHON, str(model)), metric="val_loss", result="output_dir")
+    outcome, run_dir = evaluate(tmp_path, ref, {"learning_rate": 0.5, "epochs": 3}, task_id=4)
+    assert outcome.status.value == "ok", outcome.error
+    assert outcome.value == pytest.approx(1.5)
+    assert (run_dir / "EXP000" / "RUN000" / "result.txt").is_file() and not (run_dir / "E7").exists()
+
+
 def test_the_docs_recipe_reads_an_unchanged_keras_models_training_log(tmp_path: Path) -> None:
     """NT3 as it is prints no ``val_loss X`` line, only Keras' progress; its CSVLogger writes
     ``{output_dir}/training.log``, Keras' CSV (the last row: the last epoch, what Supervisor's
