@@ -33,6 +33,7 @@ from emews.config.lease import acquire
 from emews.config.workflow import Workflow, load_workflow
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
 from emews.core.textfiles import write_atomic
+from emews.job.issued_ids import highest_id_on_disk
 from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.objective.context import task_run_dir
 from emews.output.csvfollow import CsvFollower
@@ -256,7 +257,9 @@ def _optimizer_rank(
         reserve_exit_record(exp_dir)
     except OSError:
         log.exception("cannot reserve the run's exit record")
-    csv_follower = CsvFollower(exp_dir, workflow.space.names) if follow else None
+    # ids issued before this run (none is issued yet) that the store lacks never fill: not waited for
+    settled = highest_id_on_disk(exp_dir) + 1 if follow else 0
+    csv_follower = CsvFollower(exp_dir, workflow.space.names, settled_below=settled) if follow else None
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes, say_resumed=True)
     status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)

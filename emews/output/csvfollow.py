@@ -29,6 +29,7 @@ class FollowConfig:
     exp_dir: Path
     param_names: tuple[str, ...]
     interval: float = 0.25
+    settled_below: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,15 @@ class Finish:
 class CsvFollower:
     """The optimizer rank's side: start at the beginning of a run, :meth:`finish` at its end."""
 
-    def __init__(self, exp_dir: Path, param_names: Sequence[str], interval: float = 0.25) -> None:
+    def __init__(
+        self, exp_dir: Path, param_names: Sequence[str], interval: float = 0.25, *, settled_below: int = 0
+    ) -> None:
+        """``settled_below``: the ids issued before this run (:meth:`CsvFile.follow`), known before
+        this run issues any."""
         self._child: ChildProcess | None
+        config = FollowConfig(Path(exp_dir), tuple(param_names), interval, settled_below)
         try:
-            self._child = ChildProcess(__name__, FollowConfig(Path(exp_dir), tuple(param_names), interval))
+            self._child = ChildProcess(__name__, config)
         except OSError as exc:
             log.warning("results.csv will be written at the end: the CSV child did not start (%s)", exc)
             self._child = None
@@ -73,7 +79,7 @@ def serve(conn: Connection, config: FollowConfig) -> int:
         while not conn.poll(config.interval):
             store = store or open_store(config.exp_dir)
             if store is not None:
-                csv_file.follow(store)
+                csv_file.follow(store, config.settled_below)
         if not isinstance(conn.recv(), Finish):
             return 1
         store = store or open_store(config.exp_dir)

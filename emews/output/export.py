@@ -132,11 +132,27 @@ class CsvFile:
         self._next_id = 0
         self.rows = 0
 
-    def follow(self, store: Store) -> None:
-        """Write the rows that continue the file without a gap."""
+    def follow(self, store: Store, settled_below: int = 0) -> None:
+        """Write the rows that continue the file without a gap. Ids below ``settled_below`` (issued
+        before this run, :func:`~emews.job.issued_ids.highest_id_on_disk`) that the store holds no
+        task of (a task killed by ``kill -9`` before it was recorded) will never fill: they are
+        stepped over, not waited for."""
         if self._columns is None:
             self._start(Columns.of(store, self._params))
         self._write(store, contiguous=True)
+        while self._next_id < settled_below and self._step_over_lost(store, settled_below):
+            self._write(store, contiguous=True)
+
+    def _step_over_lost(self, store: Store, settled_below: int) -> bool:
+        """Move past the ids from the next one on, below ``settled_below`` and the next stored
+        result, that no task holds; whether it moved."""
+        alive = {task.id for task, _ in store.unfinished()}  # read before the results: one may finish now
+        stored = store.result_id_at(self._next_id, 0)
+        end = settled_below if stored is None else min(stored, settled_below)
+        start = self._next_id
+        while self._next_id < end and self._next_id not in alive:
+            self._next_id += 1
+        return self._next_id > start
 
     def finish(self, store: Store) -> int:
         """Write every row not written yet and put the file in place; return the row count (a

@@ -87,3 +87,52 @@ def test_a_new_point_never_gets_the_id_of_a_task_killed_before_it_was_recorded(e
     assert not (mine / "stdout.killed.txt").exists()
     assert float((killed / "mine.json").read_text()) == killed_x  # the killed attempt's files stay its own
     assert not (killed / "stdout.txt").exists()
+
+
+def test_results_csv_followed_during_the_resume_steps_over_the_killed_tasks_id(emews_cmd, tmp_path: Path) -> None:
+    """The killed, unrecorded task 0 leaves id 0 a gap that no task fills. ``results.csv``
+    written while the resumed run goes on (the CSV child rank 0 starts when it has a core to
+    spare, here started as rank 0 starts it, before the resume) stopped at that gap: no row
+    until the run's end, where the whole file was written. It now steps over ids below every id
+    on disk at the start that the store holds no task of."""
+    from emews.job.issued_ids import highest_id_on_disk
+    from emews.output.csvfollow import CsvFollower
+
+    objective = tmp_path / "holder.py"
+    objective.write_text(OBJECTIVE)
+    gate, printed, exp = tmp_path / "gate", tmp_path / "printed", tmp_path / "exp"
+    emews_cmd.env.update(GATE_FILE=str(gate), PRINTED=str(printed), EXP=str(exp))
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "random", "options": {"seed": 3}},
+        objective={"module": str(objective), "function": "run"},
+        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
+        budget={"evaluations": 4},
+        task={"timeout": 600, "isolation": "process"},
+    )
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
+    assert wait_until(lambda: printed.exists() or job.poll() is not None, timeout=240) and job.poll() is None, (
+        job.communicate()
+    )
+    emews_cmd.kill_all()
+    job.wait()
+    assert emews_cmd.leftovers_after_exit() == []
+    if printed.read_text() == "True":
+        pytest.skip("rank 0 recorded the task before it stopped (over half a second to start it)")
+    assert read_only(exp, "SELECT id FROM tasks") == [] and read_only(exp, "SELECT id FROM results") == []
+
+    follower = CsvFollower(exp, ["x"], interval=0.01, settled_below=highest_id_on_disk(exp) + 1)
+    try:
+        followed = wait_until(lambda: next(exp.glob(".results.csv.*.tmp"), None), timeout=60)
+        assert followed is not None
+        gate.touch()
+        resumed = emews_cmd("resume", "exp", timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        assert [row["id"] for row in stored_rows(exp)] == [1, 2, 3, 4]
+        exported = (exp / "results.csv").read_bytes()
+        # the rows after the gap are followed during the run, not left to its end
+        assert wait_until(lambda: len(followed.read_text().splitlines()) == 1 + 4, timeout=60), followed.read_text()
+        assert follower.finish() == 4
+    finally:
+        gate.touch()
+    assert (exp / "results.csv").read_bytes() == exported
