@@ -92,6 +92,7 @@ class PoolRun:
             lease_s=lease_s,
             max_hold=READ_AHEAD * len(worker_ranks),
             fits=len(worker_ranks),
+            busy=lambda: self.progress.busy,
         )
         self._on_error = on_error
         self._thread: threading.Thread | None = None

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from emews.core.wording import counted
 from emews.store import open_store
 from emews.store.opening import recorded_store
+
+if TYPE_CHECKING:
+    from emews.store.pool_queue import PoolRow
 
 #: the queue's states, in the order the line names them
 QUEUE_STATES = ("queued", "leased", "done", "cancelled")
@@ -18,15 +22,20 @@ QUEUE_STATES = ("queued", "leased", "done", "cancelled")
 @dataclass(frozen=True)
 class PoolView:
     """What ``emews status`` shows of the pools: its lines, and the figures of the headline's
-    ``workers busy`` (a pooled run's workers are the running pools', not the optimizer's job's)."""
+    ``workers busy`` (a pooled run's workers are the running pools', not the optimizer's job's;
+    busy are their ranks running a task, not the tasks they hold: a team counts each of its
+    ranks, a task taken ahead from the queue none)."""
 
     lines: list[str] = field(default_factory=list)
     workers: int = 0  # of the running pools
-    leased: int = 0  # tasks the pools hold (running, or about to)
+    busy: int = 0  # of their worker ranks, those running a task (as each pool last said)
 
-    @property
-    def busy(self) -> int:
-        return min(self.leased, self.workers)
+
+def _busy_ranks(pool: PoolRow, told: dict[int, int], leased: dict[int, int]) -> int:
+    """The worker ranks of the running ``pool`` that run a task: what it last said
+    (:meth:`~emews.store.pool_queue.PoolQueue.say_busy`); a pool of an older emews says nothing,
+    and its tasks under lease count, one rank each, up to its workers."""
+    return min(told.get(pool.id, leased.get(pool.id, 0)), pool.workers)
 
 
 def pool_lines(exp_dir: Path) -> PoolView:
@@ -46,6 +55,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
         if not queue.enabled():
             return PoolView()
         pools, counts = queue.pools(), queue.state_counts()
+        told, leased = queue.busy_by_pool(), queue.leased_by_pool()
         now = queue.server_time()
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
     if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
@@ -53,13 +63,14 @@ def pool_lines(exp_dir: Path) -> PoolView:
     folders = pool_folders(exp_dir)
     lines = ["queue: " + ", ".join(said)]
     lines.append(f"pools: {len(pools)}")
-    workers = 0
+    workers = busy = 0
     for pool in pools:
         if pool.stopped is not None:
             state = "stopped"
         elif pool.heartbeat is not None and now - pool.heartbeat <= lease_s:
             state = "running"
             workers += pool.workers
+            busy += _busy_ranks(pool, told, leased)
         else:
             state = "lost"
         beat = "-" if pool.heartbeat is None else f"{max(now - pool.heartbeat, 0.0):.0f} s ago"
@@ -68,4 +79,4 @@ def pool_lines(exp_dir: Path) -> PoolView:
             f"{counted(pool.workers, 'worker')}, {counted(pool.tasks_done, 'task')} done, heartbeat {beat}"
             + (f", folder {folders[pool.id].relative_to(exp_dir)}" if pool.id in folders else "")
         )
-    return PoolView(lines, workers, counts.get("leased", 0) - counts.get("expired", 0))
+    return PoolView(lines, workers, busy)

@@ -10,6 +10,7 @@ task was queued: ``LISTEN``) and the pair's pipe (a result came), never in a pol
 
 from __future__ import annotations
 
+import math
 import os
 import selectors
 import threading
@@ -58,10 +59,17 @@ class PoolQueuePair(QueuePair):
             os.close(fd)
 
 
+#: seconds between two of a pool's "ranks busy" writes at most (what ``emews status`` reads)
+BUSY_EVERY = 1.0
+
+
 class PoolFeeder:
     """Keeps up to :attr:`hold` claimed tasks in the distributor's queue or running, stores their
     results, and heartbeats every third of ``lease_s`` (when idle it wakes for that, too, and then
     claims again: a task another pool lost comes back to the queue when its lease ends, unannounced).
+
+    ``busy`` (the distributor's worker ranks running a task) is told to the store when it changed,
+    at most every :data:`BUSY_EVERY` seconds (:meth:`~emews.store.pool_queue.PoolQueue.say_busy`).
 
     ``hold`` is where it starts; with ``max_hold`` above it, the read-ahead doubles whenever the
     pool turned over everything it held, its workers then found the distributor's queue empty and
@@ -78,6 +86,7 @@ class PoolFeeder:
         lease_s: float,
         max_hold: int | None = None,
         fits: int = 2**31 - 1,
+        busy: Callable[[], int] | None = None,
     ) -> None:
         if hold < 1 or lease_s <= 0:
             raise ValueError(f"a pool holds at least one task under a positive lease (hold={hold}, lease_s={lease_s})")
@@ -92,6 +101,9 @@ class PoolFeeder:
         self._lease = lease_s
         self._held: set[int] = set()  # claimed, result not yet stored
         self._renewed = time.monotonic()
+        self._busy = busy
+        self._busy_said: int | None = None
+        self._busy_at = -math.inf
         #: task ids whose result this pool stored / sent too late (another pool's stood)
         self.stored: list[int] = []
         self.late: list[int] = []
@@ -131,7 +143,15 @@ class PoolFeeder:
         if claimed:
             self._held.update(c.task.id for c in claimed)
             self._queues.submit([c.task for c in claimed])
+        if self._busy is not None and self._busy_unsaid() and time.monotonic() - self._busy_at >= BUSY_EVERY:
+            ranks = self._busy()
+            self._queue.say_busy(self.pool, ranks)
+            self._busy_said, self._busy_at = ranks, time.monotonic()
         return bool(results or claimed)
+
+    def _busy_unsaid(self) -> bool:
+        """Whether the ranks running a task changed since the store was last told."""
+        return self._busy is not None and self._busy() != self._busy_said
 
     def _grow(self, results: Sequence[Result], round_trip: float) -> None:
         """Double the read-ahead when the workers drained it: everything held turned over, nothing
@@ -159,6 +179,9 @@ class PoolFeeder:
         if self._queue.pending():  # notifications read while the last statements ran
             return
         due = self._renewed + self._lease / 3 - time.monotonic()
+        if self._busy is not None and (self._held or self._busy_said):  # tasks out: they start and end
+            unsaid = self._busy_unsaid()
+            due = min(due, self._busy_at + BUSY_EVERY - time.monotonic() if unsaid else BUSY_EVERY)
         with selectors.DefaultSelector() as waiting:  # not select(): descriptors past 1023 too
             waiting.register(self._queue.fileno(), selectors.EVENT_READ)
             waiting.register(self._queues.fileno(), selectors.EVENT_READ)

@@ -154,6 +154,12 @@ _LIVE_HOLD = (
 )
 #: ``emews_meta`` keys: the experiment runs its tasks through pools; its optimizer finished
 POOL_MODE, FINISHED = "pools", "pools_finished"
+#: ``emews_meta`` key prefix: ``pool_busy.ID``, the worker ranks pool ID said run a task now
+#: (a key, not a column: no schema change; a pool of an older emews says nothing)
+BUSY_KEY = "pool_busy."
+_BUSY = "SELECT substr(key, length(%s) + 1)::bigint, value::bigint FROM emews_meta WHERE starts_with(key, %s)"
+#: per running pool, the tasks it holds under a lease not ended
+_LEASED_BY_POOL = f"SELECT pool, count(*) FROM tasks WHERE state = 'leased' AND lease_until >= {_NOW} GROUP BY pool"
 
 
 class StoreLost(EmewsError):
@@ -529,6 +535,22 @@ class PoolQueue:
         with self._raw.transaction():
             self._raw.execute(_RENEW_POOL, (pool,))
             return int(self._raw.execute(_RENEW_TASKS, (lease_s, pool, list(held))).rowcount)
+
+    @retried
+    def say_busy(self, pool: int, ranks: int) -> None:
+        """``pool`` has ``ranks`` worker ranks running a task now (``emews status``'s workers busy)."""
+        with self._raw.transaction():
+            self._raw.execute(_SET_META, (f"{BUSY_KEY}{pool}", str(ranks)))
+
+    @retried
+    def busy_by_pool(self) -> dict[int, int]:
+        """The worker ranks each pool last said run a task (:meth:`say_busy`)."""
+        return {int(pool): int(n) for pool, n in self._raw.execute(_BUSY, (BUSY_KEY, BUSY_KEY)).fetchall()}
+
+    @retried
+    def leased_by_pool(self) -> dict[int, int]:
+        """The tasks each pool holds under a lease that has not ended (running, or about to)."""
+        return {int(pool): int(n) for pool, n in self._raw.execute(_LEASED_BY_POOL).fetchall()}
 
     @retried
     def set_hold(self, pool: int, hold: int) -> None:

@@ -96,3 +96,44 @@ def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgSe
         cmd.kill_all()
     assert status.returncode == 0, status.stderr
     assert "0 failed; workers busy: 2/2; rate " in status.stdout, status.stdout
+
+
+def test_status_of_a_pooled_run_counts_the_ranks_running_a_task(pg_server: PgServer, tmp_path: Path) -> None:
+    """``--workers 3 --pools 1`` and ``task.ranks: 2``: one team of 2 runs (the third worker cannot
+    start another), while the pool holds more tasks, taken from the queue but not started (its
+    read-ahead). ``emews status`` said 'workers busy: 3/3' (the leased tasks, capped at the
+    workers); the ranks running a task are 2."""
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(MARKED), "function": "run"},
+        budget={"evaluations": 4},
+        task={"timeout": 600, "isolation": "process", "ranks": 2},
+        store={"url": pg_server.url(), "lease": 60},
+    )
+    cmd = gated_command(tmp_path)
+    launch = cmd.popen("launch", str(wf), "--workers", "3", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        held = wait_until(
+            lambda: (
+                len(seen(exp, "SELECT id FROM tasks WHERE state = 'leased'")) >= 2
+                and len(list((tmp_path / "marks").iterdir())) >= 1
+                or launch.poll() is not None
+            ),
+            180,
+        )
+        assert held and launch.poll() is None, said(launch)
+        statuses: list[str] = []
+
+        def says_two_busy() -> bool:  # the pool tells the store what runs within a second or so
+            status = cmd("status", "exp", timeout=120)
+            statuses.append(status.stdout + status.stderr)
+            return "0 failed; workers busy: 2/3; rate " in statuses[-1]
+
+        assert wait_until(says_two_busy, 60), statuses[-1]
+        assert len(list((tmp_path / "marks").iterdir())) == 1  # one team ran all along
+        (tmp_path / "open").touch()
+        assert launch.wait(timeout=300) == 0
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
