@@ -125,7 +125,18 @@ def _point_of(data: ExperimentData, label: Any) -> dict[str, Any]:
     (data made without them) its ``params`` row with missing cells as ``None``."""
     if data.points:
         return dict(data.points[data.results.index.get_loc(label)])
-    return {name: _missing_as_none(v) for name, v in data.params.loc[[label]].to_dict("records")[0].items()}
+    return _as_point(data.params.loc[[label]].to_dict("records")[0])
+
+
+def _points_in_order(data: ExperimentData) -> list[dict[str, Any]]:
+    """Every row's point (:func:`_point_of`), in ``data.results`` order, in one pass over ``params``."""
+    if data.points:
+        return [dict(point) for point in data.points]
+    return [_as_point(row) for row in data.params.reindex(data.results.index).to_dict("records")]
+
+
+def _as_point(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: _missing_as_none(v) for name, v in row.items()}
 
 
 def totals(data: ExperimentData) -> Totals:
@@ -191,7 +202,7 @@ def points_of(data: ExperimentData) -> list[PointResult] | None:
         res["id"].astype(int),
         res["status"],
         res["objective"].where(res["loss"].notna(), None),
-        (_point_of(data, label) for label in res.index),
+        _points_in_order(data),
         strict=True,
     )
     return group_results((i, s, None if pd.isna(v) else float(v), p) for i, s, v, p in rows)
