@@ -37,6 +37,9 @@ class EvaluatorObserver:
     def received(self, results: Sequence[Result]) -> None:
         """``results`` are being handed to the optimizer (by ``get`` or ``map``)."""
 
+    def cancelled(self, ids: Sequence[int]) -> None:
+        """The tasks ``ids`` were cancelled (``cancel``): no result comes for them."""
+
 
 class Evaluator:
     """Submit points and collect results; the budget is enforced here.
@@ -221,6 +224,9 @@ class Evaluator:
         results come as usual."""
         cancelled = self._queues.cancel(ids)
         self._submitted -= len(cancelled)
+        if cancelled:
+            for observer in self.observers:
+                observer.cancelled(cancelled)
         return cancelled
 
     def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:

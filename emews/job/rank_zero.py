@@ -36,7 +36,7 @@ from emews.core.textfiles import write_atomic
 from emews.job.issued_ids import highest_id_on_disk
 from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.objective.context import task_run_dir
-from emews.output.csvfollow import CsvFollower
+from emews.output.csvfollow import CancelsToCsv, CsvFollower
 from emews.output.export import Totals, export_csv, open_store, summary_text, totals
 from emews.runtime.backoff import spin_seconds
 from emews.runtime.distributor import abort_grace
@@ -260,6 +260,8 @@ def _optimizer_rank(
     # ids issued before this run (none is issued yet) that the store lacks never fill: not waited for
     settled = highest_id_on_disk(exp_dir) + 1 if follow else 0
     csv_follower = CsvFollower(exp_dir, workflow.space.names, settled_below=settled) if follow else None
+    if csv_follower is not None:  # a cancelled task's id gets no result: the child steps over it
+        spec.observers = (*spec.observers, CancelsToCsv(csv_follower))
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes, say_resumed=True)
     status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)

@@ -17,6 +17,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from emews.config.experiment import CSV_FILE
+from emews.core.evaluator import EvaluatorObserver
 from emews.output.export import CsvFile, open_store
 from emews.processes.channel import ChildExited, ChildProcess, Ready
 from emews.store import Store
@@ -37,6 +38,13 @@ class Finish:
     """Write the rest and put the file in place; the reply is the row count."""
 
 
+@dataclass(frozen=True)
+class NeverFilled:
+    """These task ids will have no result (cancelled before they started); no reply."""
+
+    ids: tuple[int, ...]
+
+
 class CsvFollower:
     """The optimizer rank's side: start at the beginning of a run, :meth:`finish` at its end."""
 
@@ -52,6 +60,15 @@ class CsvFollower:
         except OSError as exc:
             log.warning("results.csv will be written at the end: the CSV child did not start (%s)", exc)
             self._child = None
+
+    def skip(self, ids: Sequence[int]) -> None:
+        """Tell the child that ``ids`` will have no result (cancelled): it writes the rows after them."""
+        if self._child is None:
+            return
+        try:
+            self._child.send(NeverFilled(tuple(ids)))
+        except (ChildExited, OSError) as exc:  # finish() says so and the file is written at the end
+            log.warning("the CSV child was not told of cancelled tasks: %s", exc)
 
     def finish(self) -> int | None:
         """Rows in the finished ``results.csv``, or ``None`` when the child did not write it."""
@@ -70,18 +87,34 @@ class CsvFollower:
         return reply
 
 
+class CancelsToCsv(EvaluatorObserver):
+    """Tells the CSV child of the tasks the optimizer cancels (``evaluator.cancel``): their ids
+    get no result, and the rows after them are written during the run, not left to its end."""
+
+    def __init__(self, follower: CsvFollower) -> None:
+        self._follower = follower
+
+    def cancelled(self, ids: Sequence[int]) -> None:
+        self._follower.skip(ids)
+
+
 def serve(conn: Connection, config: FollowConfig) -> int:
     """The child's side: follow the store until :class:`Finish` (or the parent is gone)."""
     conn.send(Ready())
     csv_file = CsvFile(config.exp_dir / CSV_FILE, config.param_names)
     store: Store | None = None
     try:
-        while not conn.poll(config.interval):
+        while True:
+            if conn.poll(config.interval):
+                message = conn.recv()
+                if isinstance(message, Finish):
+                    break
+                if not isinstance(message, NeverFilled):
+                    return 1
+                csv_file.never_filled(message.ids)
             store = store or open_store(config.exp_dir)
             if store is not None:
                 csv_file.follow(store, config.settled_below)
-        if not isinstance(conn.recv(), Finish):
-            return 1
         store = store or open_store(config.exp_dir)
         rows = csv_file.finish(store) if store is not None else 0
     except (EOFError, OSError):

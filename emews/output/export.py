@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,7 +130,12 @@ class CsvFile:
         self._fh: Any = None
         self._tmp: str | None = None
         self._next_id = 0
+        self._never: set[int] = set()  # ids that no result will fill (cancelled)
         self.rows = 0
+
+    def never_filled(self, ids: Iterable[int]) -> None:
+        """``ids`` will have no result (tasks cancelled before they started): :meth:`follow` steps over them."""
+        self._never.update(i for i in ids if i >= self._next_id)
 
     def follow(self, store: Store, settled_below: int = 0) -> None:
         """Write the rows that continue the file without a gap. Ids below ``settled_below`` (issued
@@ -140,8 +145,18 @@ class CsvFile:
         if self._columns is None:
             self._start(Columns.of(store, self._params))
         self._write(store, contiguous=True)
-        while self._next_id < settled_below and self._step_over_lost(store, settled_below):
+        while self._step_over_never(store) or (
+            self._next_id < settled_below and self._step_over_lost(store, settled_below)
+        ):
             self._write(store, contiguous=True)
+
+    def _step_over_never(self, store: Store) -> bool:
+        """Move past the cancelled ids from the next one on (:meth:`never_filled`); whether it moved."""
+        start = self._next_id
+        while self._next_id in self._never:
+            self._never.discard(self._next_id)
+            self._next_id += 1
+        return self._next_id > start
 
     def _step_over_lost(self, store: Store, settled_below: int) -> bool:
         """Move past the ids from the next one on, below ``settled_below`` and the next stored

@@ -34,3 +34,23 @@ def test_cancel_is_refused_with_replicates() -> None:
         assert "replicates" in str(exc)
     else:
         raise AssertionError("cancel with replicates accepted")
+
+
+def test_observers_see_what_was_cancelled() -> None:
+    """What leaves an id without a result for good (``results.csv`` written during the run steps
+    over it, rather than waiting for it until the run's end)."""
+    from emews.core.evaluator import EvaluatorObserver
+
+    seen: list[list[int]] = []
+
+    class Cancels(EvaluatorObserver):
+        def cancelled(self, ids: list[int]) -> None:
+            seen.append(list(ids))
+
+    queues = QueuePair()
+    evaluator = Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=1, budget=3, observers=[Cancels()])
+    ids = evaluator.put([{"x": i / 10} for i in range(3)])
+    queues.tasks.popleft()  # given to a worker: not cancelled
+    assert evaluator.cancel(ids) == ids[1:]
+    assert evaluator.cancel(ids) == []
+    assert seen == [ids[1:]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import random
 import signal
@@ -86,6 +87,30 @@ def test_the_csv_child_follows_a_store_being_written_and_finishes_with_the_bytes
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
     store.close()
 
+
+
+def test_the_csv_child_steps_over_the_ids_cancelled_in_the_run(tmp_path: Path) -> None:
+    """An id the optimizer cancelled (``evaluator.cancel``) never gets a result: the child stopped
+    there until the run's end; told of it, it writes the rows after it."""
+    from emews.config.experiment import CSV_FILE, EXPERIMENT_FILES, STORE_FILE
+    from emews.output.csvfollow import CsvFollower
+    from testutil import wait_until
+
+    for name in EXPERIMENT_FILES:
+        (tmp_path / name).write_text("{}\n")
+    rng = random.Random(3)
+    rows = [result(i, rng, 30) for i in range(6)]
+    store = ResultsStore(tmp_path / STORE_FILE)
+    follower = CsvFollower(tmp_path, PARAMS, interval=0.01)
+    store.commit(results=[r for r in rows if r.id != 2])  # task 2 was cancelled before it started
+    follower.skip([2])
+    followed = wait_until(lambda: next(tmp_path.glob(f".{CSV_FILE}.*.tmp"), None))
+    assert followed is not None
+    assert wait_until(lambda: len(list(csv.reader(followed.open(newline="")))) == 1 + 5), followed.read_text()
+    assert follower.finish() == 5
+    assert write_csv(store, tmp_path / "once.csv", PARAMS) == 5
+    assert (tmp_path / CSV_FILE).read_bytes() == (tmp_path / "once.csv").read_bytes()
+    store.close()
 
 def trained_store(folder: Path, n: int) -> ResultsStore:
     """A store of ``n`` results, some with metrics, failures and quoted strings, and training reports."""
