@@ -80,6 +80,7 @@ from emews.objective.function import (
     record_params,
     with_defaults,
 )
+from emews.objective.program_file import program_problem
 from emews.objective.shellscript import find_script, quoter
 from emews.objective.team import Team
 
@@ -119,7 +120,8 @@ class CommandRef:
         """Check that the program exists and read the model defaults (an ObjectiveLoadError if not)."""
         program = self.command[0]
         if not PLACEHOLDER.search(program) and _find_program(program) is None:
-            raise ObjectiveLoadError(f"command program {program!r} not found" + ("" if "/" in program else " on PATH"))
+            problem = program_problem(Path(program)) if "/" in program else "not found on PATH"
+            raise ObjectiveLoadError(f"command program {program!r} {problem or 'cannot be run'}")
         return CommandObjective(self, load_defaults(self.defaults))
 
     @property
@@ -144,7 +146,7 @@ class CommandRef:
 
 def _find_program(program: str) -> str | None:
     if "/" in program:
-        return program if os.access(program, os.X_OK) and Path(program).is_file() else None
+        return None if program_problem(Path(program)) else program
     return shutil.which(program)
 
 

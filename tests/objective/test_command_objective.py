@@ -404,3 +404,22 @@ def test_under_launch_negative_and_dash_values_reach_the_model(emews_cmd, tmp_pa
     for r in rows:
         assert r["status"] == "ok", r["error"]
         assert r["objective"] == pytest.approx(loss_of(json.loads(r["params"])["x"], 1))
+
+
+UNRUNNABLE = [
+    ("#!/bin/sh\necho loss 0.5\n", 0o644, "is not executable: make it so (chmod +x model.sh)"),
+    ("echo loss 0.5\n", 0o755, "has no interpreter line"),
+    ("#!/bin/sh\r\necho loss 0.5\r\n", 0o755, "has Windows line endings"),
+]
+
+
+@pytest.mark.parametrize("text, mode, words", UNRUNNABLE)
+def test_a_script_that_cannot_be_run_is_refused_by_check_saying_why(emews_cmd, tmp_path: Path, text: str, mode: int,
+                                                                    words: str) -> None:
+    script = tmp_path / "model.sh"
+    script.write_text(text)
+    script.chmod(mode)
+    wf = write_workflow(tmp_path, objective={"command": [str(script)], "metric": "loss"})
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"{wf}: objective.command: command program '{script}' {words}" in proc.stderr
