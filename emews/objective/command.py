@@ -59,7 +59,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from emews.core.failure_cause import error_line, meaningful_line
+from emews.core.failure_cause import clip, error_line, meaningful_line
 from emews.core.results import Status
 from emews.core.textfiles import write_atomic
 from emews.objective.candle_params import (
@@ -316,8 +316,10 @@ class CommandObjective:
         if found is None:
             where = "stdout" if not result_names else f"{' or '.join(result_names)} in {run_dir}"
             tail = output.tail("stdout") if not result_names else ""
+            # what it printed instead, in the line that names the failure (fail fast, the summary, check --try)
+            last = f"; its last line: {clip(tail.splitlines()[-1].strip())!r}" if tail else ""
             raise EvaluationFailed(
-                f"command {argv[0]} exited 0 but reported no {self.ref.metric!r} in {where}"
+                f"command {argv[0]} exited 0 but reported no {self.ref.metric!r} in {where}{last}"
                 + (f"; last lines of stdout:\n{tail}" if tail else "")
             )
         return found

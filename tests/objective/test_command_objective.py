@@ -423,3 +423,20 @@ def test_a_script_that_cannot_be_run_is_refused_by_check_saying_why(emews_cmd, t
     proc = emews_cmd("check", str(wf))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1 and f"{wf}: objective.command: command program '{script}' {words}" in proc.stderr
+
+
+def test_a_command_that_prints_another_metric_is_named_by_what_it_printed(emews_cmd, tmp_path: Path) -> None:
+    """metric: val_loss, the model prints `loss 0.5`: the one line that names the failure (check
+    --try, fail fast, the summary) shows the line the model printed, not an empty 'last lines:'."""
+    model = tmp_path / "model.py"
+    model.write_text("import sys\nprint('epoch 1 done')\nprint('loss', 0.5 + float(sys.argv[-1]))\n")
+    wf = write_workflow(tmp_path, objective={"command": [PYTHON, str(model)], "metric": "val_loss"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 0.4}})
+    proc = emews_cmd("check", str(wf), "--try")
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
+    failed = next(line for line in proc.stdout.splitlines() if line.startswith("try: failed: "))
+    assert "reported no 'val_loss' in stdout" in failed and "its last line: 'loss 0." in failed
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 1
+    stop = proc.stderr.strip().splitlines()[-1]
+    assert "the first 5 evaluations all failed: " in stop and "its last line: 'loss 0." in stop
