@@ -54,7 +54,7 @@ from emews.objective.command import (
     ResultSource,
     run_dir_name,
 )
-from emews.objective.function import ObjectiveLoadError, ObjectiveRef
+from emews.objective.function import ObjectiveFunctionError, ObjectiveLoadError, ObjectiveRef
 from emews.objective.shellscript import find_script, rewrite_words
 from emews.site.walltime import DURATION_FORMS, WALLTIME_FORMS, format_hms, parse_duration, parse_walltime
 from emews.store.postgres_url import URL_ALLOWED, check_url
@@ -916,6 +916,8 @@ def check_workflow(workflow: Workflow) -> Any:
     section = workflow.model.objective
     try:
         loaded = workflow.objective.load()
+    except ObjectiveFunctionError as exc:
+        raise ConfigError(str(exc), file=file, key="objective.function") from None
     except ObjectiveLoadError as exc:
         raise ConfigError(str(exc), file=file, key=_objective_key(section, str(exc))) from None
     _check_placeholders(section, workflow.space, loaded.defaults, file)

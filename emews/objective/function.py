@@ -3,7 +3,6 @@ it is called with is :mod:`emews.objective.context`)."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -21,10 +20,15 @@ from emews.core.space import plain_value, to_builtin
 from emews.core.textfiles import write_atomic
 from emews.objective.context import Running, TaskContext
 from emews.objective.model_defaults import ModelDefaultsError, read_model_defaults
+from emews.objective.signatures import hook_problem, positional_count, run_problem
 
 
 class ObjectiveLoadError(EmewsError, ImportError):
     """The objective module or function cannot be loaded."""
+
+
+class ObjectiveFunctionError(ObjectiveLoadError):
+    """The objective function is there but cannot be called as emews calls it (``def run():``)."""
 
 
 class EvaluationFailed(EmewsError):
@@ -86,6 +90,14 @@ class ObjectiveRef:
                 f"{self.module} has no function {self.function!r}"
                 + (f"; it defines: {', '.join(names)}" if names else "")
             )
+        problem = run_problem(fn, self.function)
+        if problem is not None:
+            raise ObjectiveFunctionError(f"{self.module}: {problem}")
+        for hook in ("setup", "teardown"):
+            found = getattr(module, hook, None)
+            problem = hook_problem(found, hook) if callable(found) else None
+            if problem is not None:
+                raise ObjectiveLoadError(f"{self.module}: {problem}")
         return LoadedObjective(self, module, fn, load_defaults(self.defaults))
 
 
@@ -130,12 +142,12 @@ class LoadedObjective:
         self.module = module
         self.fn = fn
         self.defaults = dict(defaults or {})
-        self._wants_context = _accepts_two_arguments(fn)
+        self._wants_context = positional_count(fn) >= 2
 
     def setup(self, context: TaskContext | None = None) -> None:
         hook = getattr(self.module, "setup", None)
         if callable(hook):
-            hook(context) if _accepts_one_argument(hook) else hook()
+            hook(context) if positional_count(hook) >= 1 else hook()
 
     def teardown(self) -> None:
         hook = getattr(self.module, "teardown", None)
@@ -200,21 +212,3 @@ def outcome_from_return(task_id: int, returned: Any, metric: str, *, member: boo
         said = "NaN" if math.isnan(value) else f"{value:g}"
         return Outcome(task_id, Status.FAILED, metrics=metrics, error=f"objective returned {said}", **where)
     return Outcome(task_id, Status.OK, float(value), metrics=metrics, **where)
-
-
-def _positional_count(fn: Callable[..., Any]) -> int:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return 1
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return 2
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
-
-
-def _accepts_two_arguments(fn: Callable[..., Any]) -> bool:
-    return _positional_count(fn) >= 2
-
-
-def _accepts_one_argument(fn: Callable[..., Any]) -> bool:
-    return _positional_count(fn) >= 1

@@ -103,6 +103,38 @@ def test_unimportable_objective_reports_the_import_error(tmp_path: Path, capsys:
     assert "objective.module" in err and "not_a_real_dependency" in err
 
 
+@pytest.mark.parametrize("source, key, words", [
+    ("def run():\n    return 1.0\n", "objective.function", "run() cannot be called as run(params) or run(params, context)"),
+    ("def run(a, b, c):\n    return 1.0\n", "objective.function", "run(a, b, c) cannot be called as run(params)"),
+    ("def run(*, params):\n    return 1.0\n", "objective.function", "run(*, params) cannot be called as run(params)"),
+    ("def setup(a, b):\n    pass\n\ndef run(p):\n    return 1.0\n", "objective.module",
+     "setup(a, b) cannot be called as setup() or setup(context)"),
+    ("def teardown(ctx):\n    pass\n\ndef run(p):\n    return 1.0\n", "objective.module",
+     "teardown(ctx) cannot be called as teardown()"),
+])
+def test_an_objective_whose_functions_cannot_be_called_is_refused_by_check(
+        source: str, key: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A first day's `def run():` passed check and failed every evaluation with a TypeError raised
+    in emews' own call: check now names the function, its signature and the calls allowed."""
+    (tmp_path / "model.py").write_text(source)
+    path = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py")})
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"emews: error: {path}: {key}: ") and words in err, err
+
+
+@pytest.mark.parametrize("source", ["def run(params):\n    return 1.0\n", "def run(params, ctx):\n    return 1.0\n",
+                                    "def run(*args):\n    return 1.0\n", "def run(p, ctx=None, *, k=1):\n    return 1.0\n",
+                                    "def setup(ctx):\n    pass\n\ndef teardown():\n    pass\n\ndef run(p):\n    return 1.0\n",
+                                    "import functools\nrun = functools.partial(lambda scale, p: scale, 1.0)\n"])
+def test_every_documented_objective_signature_passes_check(source: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "model.py").write_text(source)
+    path = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py")})
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("where, raised", [("__init__", "RuntimeError('bad init')"),
                                            ("__init__", "ModuleNotFoundError(\"No module named 'cmaes'\")"),
                                            ("check", "KeyError('lr')")])
