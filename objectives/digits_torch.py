@@ -12,7 +12,14 @@ emews-mpi[torch]``. Returns ``val_loss`` (the metric) and ``accuracy``.
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any, Mapping
+
+if find_spec("torch") is None:  # said at import (emews check), not in every task's setup; torch loads there
+    raise ModuleNotFoundError(
+        "No module named 'torch': the asha, pbt and ddp workflows train with PyTorch: pip install 'emews-mpi[torch]'",
+        name="torch",
+    )
 
 _DATA: Any = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,18 @@ def test_unimportable_objective_reports_the_import_error(tmp_path: Path, capsys:
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert "objective.module" in err and "not_a_real_dependency" in err
+
+
+@pytest.mark.parametrize("workflow", ["asha", "pbt", "ddp"])
+def test_a_built_in_torch_workflow_without_torch_says_how_to_install_it_at_check(
+        workflow: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Without the torch extra, check said ok and launch failed every evaluation in the objective's
+    setup (No module named 'torch'); now check names the extra to install, as mbo names R's."""
+    monkeypatch.setitem(sys.modules, "torch", None)  # a venv without emews-mpi[torch]: import torch fails
+    assert main(["check", workflow]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert ": objective.module: " in err and "No module named 'torch'" in err and "pip install 'emews-mpi[torch]'" in err
 
 
 @pytest.mark.parametrize("source, key, words", [
