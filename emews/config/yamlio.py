@@ -124,6 +124,28 @@ _Loader.yaml_implicit_resolvers = _resolvers()
 _Dumper.yaml_implicit_resolvers = _resolvers(yaml_1_1_bools=True)
 
 
+#: PyYAML's words for the indentation mistakes of a hand-written file, and what they mean there
+_IN_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"^expected <block end>, but found '<block (mapping|sequence) start>'$"),
+        "this line does not line up with the keys above it (the keys of one mapping start in one "
+        "column; indent with spaces)",
+    ),
+    (
+        re.compile(r"^mapping values are not allowed here$"),
+        "a 'key: value' where a plain value was expected: indent it under a key that has no value "
+        "of its own, or quote a value that holds ': '",
+    ),
+    (re.compile(r"^found character '\\t' that cannot start any token$"), "a tab: indent with spaces, not tabs"),
+)
+
+
+def in_words(problem: str) -> str:
+    """PyYAML's ``problem`` said as what is wrong with the line, for the mistakes a person makes
+    by hand (a line indented one space off, a tab); any other problem as PyYAML says it."""
+    return next((words for pattern, words in _IN_WORDS if pattern.match(problem)), problem)
+
+
 def parse_yaml(text: str, *, source: str) -> Any:
     """Parse YAML text; a syntax error becomes a ConfigError naming source and line."""
     try:
@@ -137,7 +159,7 @@ def parse_yaml(text: str, *, source: str) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
+        problem = in_words(exc.problem or exc.context or "invalid YAML")
         raise ConfigError(f"malformed YAML: {where}{problem}", file=source) from None
     except yaml.reader.ReaderError as exc:  # a control character such as NUL: where it is, on one line
         line = text.count("\n", 0, exc.position) + 1

@@ -200,6 +200,26 @@ def test_malformed_yaml_names_file_and_line(tmp_path: Path, capsys: pytest.Captu
     assert not (tmp_path / "experiments").exists()
 
 
+@pytest.mark.parametrize("text, where, words", [
+    ("space:\n  x: {type: float, lower: 0, upper: 1}\n   y: {type: float, lower: 0, upper: 1}\n",
+     "line 3, column 4", "this line does not line up with the keys above it"),
+    ("space:\n  x: {type: float, lower: 0, upper: 1}\n y: {type: float, lower: 0, upper: 1}\n",
+     "line 3, column 2", "this line does not line up with the keys above it"),
+    ("budget: 10\n  evaluations: 5\n", "line 2, column 14", "a 'key: value' where a plain value was expected"),
+    ("space:\n\tx: {type: float, lower: 0, upper: 1}\n", "line 2, column 1", "indent with spaces, not tabs"),
+])
+def test_an_indentation_mistake_is_named_in_words_not_parser_tokens(text: str, where: str, words: str, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """PyYAML says "expected <block end>, but found '<block mapping start>'" for a line indented one
+    space too far: the message says what is wrong with the line instead."""
+    path = tmp_path / "wf.yaml"
+    path.write_text(text)
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: malformed YAML: {where}: " in err and words in err, err
+    assert "<block" not in err
+
+
 def test_unknown_site_lists_the_available_ones(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = write_workflow(tmp_path)
     assert main(["launch", str(path), "--site", "atlantis"]) == 2
