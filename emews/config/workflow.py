@@ -41,7 +41,7 @@ from emews.config.plugins import (
 from emews.config.validation import config_error
 from emews.config.yamlio import load_mapping, set_dotted
 from emews.core.direction import Direction
-from emews.core.errors import ConfigError, EmewsError, KeyedValueError, brief, did_you_mean
+from emews.core.errors import ConfigError, EmewsError, KeyedValueError, brief, closest, did_you_mean
 from emews.core.replicates import REPLICATE
 from emews.core.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.core.task_size import ALLOWED as TASK_SIZE_ALLOWED
@@ -546,8 +546,25 @@ def _existing_path(
     "``what`` TEXT does not exist"."""
     found = _resolve_path(text, workflow_dir, builtin_dir)
     if found is None or (file_only and not found.is_file()):
-        raise ConfigError(f"{what} {text} does not exist", file=file, key=key, allowed=allowed)
+        raise ConfigError(
+            f"{what} {text} does not exist" + _near_miss(text, workflow_dir), file=file, key=key, allowed=allowed
+        )
     return found
+
+
+def _near_miss(text: str, workflow_dir: Path) -> str:
+    """``"; did you mean 'objectives/model.py'?"`` when a file in the folder ``text`` names (from
+    the current or the workflow's folder) has a name close to its own (``modle.py``, ``model``)."""
+    path = Path(text)
+    folders = [path.parent] if path.is_absolute() else [Path.cwd() / path.parent, workflow_dir / path.parent]
+    names: set[str] = set()
+    for folder in folders:
+        try:
+            names.update(entry.name for entry in folder.iterdir() if entry.is_file())
+        except OSError:
+            continue
+    close = f"{path.name}.py" if f"{path.name}.py" in names else closest(path.name, sorted(names))  # .py left out
+    return f"; did you mean {str(path.parent / close)!r}?" if close is not None else ""
 
 
 _PARAM: TypeAdapter[Any] = TypeAdapter(ParamSpec)

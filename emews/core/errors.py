@@ -90,11 +90,17 @@ class KeyedValueError(EmewsError, ValueError):
 def did_you_mean(name: object, choices: Iterable[str]) -> str:
     """``"; did you mean 'lower'?"`` when ``name`` is close to one of ``choices`` (difflib), else ``""``:
     the tail of a message about an unknown name."""
+    close = closest(name, choices)
+    return f"; did you mean {close!r}?" if close is not None else ""
+
+
+def closest(name: object, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` that ``name`` is probably a misspelling of (difflib), or ``None``."""
     names = [str(c) for c in choices]
     close = difflib.get_close_matches(str(name), names, n=1, cutoff=0.6)
     if not close and len(str(name)) >= 2:  # a prefix of one name only: ``min`` for ``minimize``
         close = [c for c in names if c.startswith(str(name))]
-    return f"; did you mean {close[0]!r}?" if len(close) == 1 else ""
+    return close[0] if len(close) == 1 else None
 
 
 def storage_problem(error: BaseException) -> str | None:

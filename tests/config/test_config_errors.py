@@ -104,6 +104,19 @@ def test_unimportable_objective_reports_the_import_error(tmp_path: Path, capsys:
     assert "objective.module" in err and "not_a_real_dependency" in err
 
 
+@pytest.mark.parametrize("written", ["objectives/modle.py", "objectives/model", "objectives/Model.py"])
+def test_a_misspelt_objective_file_says_which_file_was_meant(written: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "objectives").mkdir()
+    (tmp_path / "objectives" / "model.py").write_text("def run(p):\n    return 1.0\n")
+    (tmp_path / "objectives" / "notes.txt").write_text("")
+    path = write_workflow(tmp_path, objective={"module": written})
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: objective.module: objective file {written} does not exist; " in err
+    assert "did you mean 'objectives/model.py'?" in err and "allowed: a path to a .py file" in err
+
+
 @pytest.mark.parametrize("workflow", ["asha", "pbt", "ddp"])
 def test_a_built_in_torch_workflow_without_torch_says_how_to_install_it_at_check(
         workflow: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
