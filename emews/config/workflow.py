@@ -38,10 +38,12 @@ from emews.config.plugins import (
     path_options,
     validate_options,
 )
+from emews.config.shadowing import shadowing_problem
 from emews.config.validation import config_error
 from emews.config.yamlio import load_mapping, set_dotted
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError, EmewsError, KeyedValueError, brief, closest, did_you_mean
+from emews.core.imports import is_file_ref
 from emews.core.replicates import REPLICATE
 from emews.core.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.core.task_size import ALLOWED as TASK_SIZE_ALLOWED
@@ -931,6 +933,7 @@ def check_workflow(workflow: Workflow) -> Any:
     """
     file = workflow.label
     section = workflow.model.objective
+    _check_shadowing(section, file)
     try:
         loaded = workflow.objective.load()
     except ObjectiveFunctionError as exc:
@@ -966,6 +969,17 @@ def _innermost_frame(exc: BaseException) -> str:
     """``file:line`` of the frame ``exc`` was raised in."""
     frames = traceback.extract_tb(exc.__traceback__)
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
+
+
+def _check_shadowing(section: ObjectiveSection, file: str) -> None:
+    """No file in the launch folder or the objective's hides a module the ranks import (``random.py``)."""
+    folders = [Path.cwd()]
+    if section.module is not None and is_file_ref(section.module):
+        folders.append(Path(section.module).parent)
+    problem = shadowing_problem(folders)
+    if problem is not None:
+        key = "objective.module" if section.module is not None else "objective.command"
+        raise ConfigError(problem, file=file, key=key)
 
 
 def _objective_key(section: ObjectiveSection, message: str) -> str:

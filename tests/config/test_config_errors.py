@@ -117,6 +117,42 @@ def test_a_misspelt_objective_file_says_which_file_was_meant(written: str, tmp_p
     assert "did you mean 'objectives/model.py'?" in err and "allowed: a path to a .py file" in err
 
 
+@pytest.mark.parametrize("where, name, objective, key, words", [
+    ("proj", "random.py", "proj/random.py", "objective.module", "hides Python's module 'random'"),
+    (".", "emews.py", None, "objective.module", "hides emews itself"),
+    (".", "yaml.py", ["python3", "proj/model.py"], "objective.command", "hides Python's module 'yaml'"),
+])
+def test_a_file_that_hides_a_module_the_ranks_import_is_refused(where: str, name: str, objective: object, key: str,
+                                                                words: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    """An objective saved as random.py (or an emews.py in the launch folder) passed check, then every
+    rank (python -m emews, the folder first on sys.path) died in a traceback from tempfile's
+    'from random import Random', or ran the user's emews.py and the job ended saying nothing."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "model.py").write_text("print('loss 1.0')\n")
+    (tmp_path / where / name).write_text("def run(p):\n    return 1.0\n")
+    if objective is None:
+        sections = {}
+    elif isinstance(objective, list):
+        sections = {"objective": {"command": objective, "metric": "loss"}}
+    else:
+        sections = {"objective": {"module": objective}}
+    path = write_workflow(tmp_path, **sections)
+    for command in (["check", str(path)], ["launch", str(path), "--workers", "2"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{path}: {key}: {(tmp_path / where / name).resolve()} {words}" in err, err
+        assert "rename it" in err
+    assert not (tmp_path / "experiments").exists()
+
+
+def test_files_with_names_of_no_imported_module_are_fine(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    for name in ("model.py", "test.py", "utils.py", "train.py"):
+        (tmp_path / name).write_text("def run(p):\n    return 1.0\n")
+    path = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py")})
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("workflow", ["asha", "pbt", "ddp"])
 def test_a_built_in_torch_workflow_without_torch_says_how_to_install_it_at_check(
         workflow: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
