@@ -17,9 +17,19 @@ from pathlib import Path
 RANK_MODULES = frozenset({"emews", "mpi4py", "cloudpickle", "multiprocessing", "tempfile", "random"})
 
 
+#: modules Python imports while it starts, before any folder of the user's is on ``sys.path``: a
+#: user's ``site.py`` or ``os.py`` hides nothing (later imports find the module already loaded)
+STARTUP_MODULES = frozenset(
+    {"abc", "builtins", "codecs", "encodings", "genericpath", "io", "marshal", "os", "posix", "posixpath", "site"}
+    | {"sitecustomize", "stat", "sys", "usercustomize", "zipimport"}
+)
+
+
 def imported_names() -> frozenset[str]:
-    """The top-level modules this process has imported, and those every rank imports."""
-    return RANK_MODULES | {name.partition(".")[0] for name in sys.modules if not name.startswith("_")}
+    """The top-level modules this process has imported, and those every rank imports (less the
+    ones Python itself loads at its start)."""
+    names = RANK_MODULES | {name.partition(".")[0] for name in sys.modules if not name.startswith("_")}
+    return names - STARTUP_MODULES
 
 
 def shadowing_file(folders: Iterable[Path], names: frozenset[str] | None = None) -> tuple[Path, str] | None:

@@ -147,7 +147,7 @@ def test_a_file_that_hides_a_module_the_ranks_import_is_refused(where: str, name
 
 
 def test_files_with_names_of_no_imported_module_are_fine(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    for name in ("model.py", "test.py", "utils.py", "train.py"):
+    for name in ("model.py", "test.py", "utils.py", "train.py", "site.py"):
         (tmp_path / name).write_text("def run(p):\n    return 1.0\n")
     path = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py")})
     assert main(["check", str(path)]) == 0, capsys.readouterr().err
