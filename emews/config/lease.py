@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import socket
 import time
 import uuid
@@ -160,7 +161,7 @@ def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: 
                     f"the experiment is in use by {current.describe()}",
                     file=str(exp_dir),
                     allowed="one launch, resume or job at a time: wait for it to end, or stop it "
-                    f"(emews cancel {exp_dir}, or kill its process)",
+                    f"({_how_to_stop(current, exp_dir)})",
                 )
             try:  # claim the stale lease: only one contender's rename succeeds
                 os.rename(path, path.with_name(f".{LEASE_FILE}.stale-{uuid.uuid4().hex}"))
@@ -175,6 +176,18 @@ def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: 
             _remove_stale_copies(exp_dir)
             return Lease(exp_dir, record)
     raise LeaseHeld("the experiment's lease keeps changing hands", file=str(exp_dir))
+
+
+def _how_to_stop(record: LeaseRecord, exp_dir: Path) -> str:
+    """How the holder of ``record`` is stopped: its batch job by ``emews cancel``; a local launch or
+    resume (which ``emews cancel`` refuses) by Ctrl-C or a SIGTERM to its first process."""
+    if record.job_id:
+        return f"emews cancel {shlex.quote(str(exp_dir))}"
+    if not record.owners:
+        return "kill its process"
+    first = record.owners[0]
+    where = "" if first.host == socket.gethostname() else f" on {first.host}"
+    return f"Ctrl-C where it runs, or kill -TERM {first.pid}{where}: it stops cleanly, and emews resume goes on"
 
 
 def _stale(record: LeaseRecord, job_done: JobDone | None) -> bool:

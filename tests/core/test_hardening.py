@@ -85,6 +85,8 @@ def test_resume_while_running_is_refused_and_nothing_is_overwritten(emews_cmd, t
     second = emews_cmd("resume", "exp", timeout=120)
     assert second.returncode == 2, second.stderr
     assert "in use by emews" in second.stderr and f"pid {job.pid}" in second.stderr
+    # a local run: not 'emews cancel', which refuses local runs, but how to stop the launch cleanly
+    assert f"kill -TERM {job.pid}" in second.stderr and "emews cancel" not in second.stderr
     assert "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
     gate_file.touch()
     assert job.wait(timeout=180) == 0, job.stderr.read()
