@@ -29,7 +29,38 @@ def job_state(exp_dir: Path) -> tuple[str, bool]:
         return state + (_how_it_ended(exp_dir) if state == "done" else ""), state in LIVE_STATES
     lease = LeaseRecord.read(exp_dir / LEASE_FILE)
     running = lease is not None and not lease.copied(exp_dir) and any(owner.alive() for owner in lease.owners)
-    return ("local, running" if running else "local, not running"), running
+    return ("local, running" if running else "local, not running" + _local_ending(exp_dir)), running
+
+
+def _local_ending(exp_dir: Path) -> str:
+    """How a local run that is over ended, when not well (as :func:`_how_it_ended` says it of a batch
+    job): fail fast, a stop signal, an error; nothing for a run that finished, or that left no record."""
+    from emews.config.exit_record import EXIT_RECORD
+    from emews.config.experiment import LOG_FILE, SUMMARY_FILE
+
+    record, summary = _json_object(exp_dir / EXIT_RECORD), _json_object(exp_dir / SUMMARY_FILE)
+    if record is None:
+        return ""
+    status = record.get("exit_status")
+    if not isinstance(status, int):  # its room taken at the start, never written: the run did not end itself
+        return f", its last run ended before it could record how (a rank or the job killed: see {exp_dir / LOG_FILE})"
+    if status == 0:
+        return ""
+    same_run = summary is not None and summary.get("exit_status") == status
+    why = (summary.get("interrupted") or summary.get("error")) if summary is not None and same_run else None
+    line = why.strip().splitlines()[0] if isinstance(why, str) and why.strip() else ""  # its first line only
+    return f", the run ended with exit status {status}" + (f": {line}" if line else "")
+
+
+def _json_object(path: Path) -> dict | None:
+    """The JSON object in ``path``; ``None`` when it is missing, unreadable or not an object."""
+    import json
+
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _how_it_ended(exp_dir: Path) -> str:

@@ -202,3 +202,16 @@ def test_an_ensembles_best_points_null_is_null(tmp_path: Path) -> None:
     points = [json.loads(line) for line in status.splitlines() if line.strip().startswith("{")]
     assert {"x": 0.5, "c": None} in points or {"x": 0.5, "c": "a"} in points, status
     assert points == [json.loads(line) for line in results.splitlines() if line.strip().startswith("{")]
+
+
+def test_status_of_a_local_run_that_stopped_says_how_it_ended(tmp_path: Path) -> None:
+    """A local run that fail fast stopped (exit 1) showed `job: local, not running` and `7/40
+    evaluations: 7 failed`, as if it were paused, where a batch job's status says how its run ended."""
+    (tmp_path / "model.py").write_text("def run(params):\n    return None\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py")}, budget={"evaluations": 40},
+                        task={"timeout": 30, "isolation": "inline"})
+    emews = EmewsCommand(tmp_path)
+    assert emews("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=180).returncode == 1
+    status = emews("status", "exp", check=True).stdout.splitlines()
+    assert status[0] == ("job: local, not running, the run ended with exit status 1: the first 5 evaluations all "
+                         "failed: objective returned NoneType None, not a number"), status
