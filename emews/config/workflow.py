@@ -509,7 +509,7 @@ def find_workflow_file(ref: str) -> Path:
     if ref.endswith((".yaml", ".yml")) or "/" in ref:
         path = Path(ref)
         if not path.is_file():
-            raise ConfigError("workflow file does not exist", file=ref)
+            raise ConfigError("workflow file does not exist" + _near_miss(ref, Path.cwd()), file=ref)
         return path.resolve()
     for folder in (Path("workflows"), builtin_workflow_dir()):
         candidate = folder / f"{ref}.yaml"

@@ -153,6 +153,17 @@ def test_files_with_names_of_no_imported_module_are_fine(tmp_path: Path, capsys:
     assert main(["check", str(path)]) == 0, capsys.readouterr().err
 
 
+@pytest.mark.parametrize("written", ["wf.yml", "fw.yaml", "WF.yaml"])
+def test_a_misspelt_workflow_file_says_which_file_was_meant(written: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    write_workflow(tmp_path, name="wf")
+    for command in ("check", "launch"):
+        assert main([command, written]) == 2
+        err = capsys.readouterr().err
+        assert err == f"emews: error: {written}: workflow file does not exist; did you mean 'wf.yaml'?\n", err
+    assert not (tmp_path / "experiments").exists()
+
+
 @pytest.mark.parametrize("workflow", ["asha", "pbt", "ddp"])
 def test_a_built_in_torch_workflow_without_torch_says_how_to_install_it_at_check(
         workflow: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
