@@ -27,7 +27,7 @@ from typing import Any
 
 from emews.config.exit_record import recorded_exit
 from emews.config.yamlio import dump_yaml
-from emews.core.errors import ConfigError
+from emews.core.errors import ConfigError, closest
 from emews.core.textfiles import write_atomic
 from emews.store import STORE_FILE as STORE_FILE  # EXP/results.db, named where the store is opened
 
@@ -177,6 +177,13 @@ def is_experiment(exp_dir: Path) -> bool:
 def require_experiment(exp_dir: Path) -> Path:
     """``exp_dir`` when it is an experiment directory; a :class:`ConfigError` naming the file it
     lacks when not (a folder that only holds a workflow.yaml, such as the one a user wrote, is not)."""
+    if not exp_dir.exists():
+        near = _near_folder(exp_dir)
+        raise ConfigError(
+            "not an experiment directory (no such folder"
+            + (f"; did you mean {str(near)!r}?)" if near is not None else ")"),
+            file=str(exp_dir),
+        )
     missing = [name for name in EXPERIMENT_FILES if not (exp_dir / name).is_file()]
     if missing:
         raise ConfigError(
@@ -185,6 +192,24 @@ def require_experiment(exp_dir: Path) -> Path:
             file=str(exp_dir),
         )
     return exp_dir
+
+
+def _near_folder(path: Path) -> Path | None:
+    """``path`` with its first missing part replaced by the closest folder's name there
+    (``experiment/random-001`` -> ``experiments/random-001``), when that path exists; else ``None``."""
+    parts = path.parts
+    for i, part in enumerate(parts):
+        parent = Path(*parts[:i]) if i else Path(".")
+        if (parent / part).exists():
+            continue
+        try:
+            names = sorted(entry.name for entry in parent.iterdir() if entry.is_dir())
+        except OSError:
+            return None
+        close = closest(part, names)
+        fixed = parent.joinpath(close, *parts[i + 1 :]) if close is not None else None
+        return fixed if fixed is not None and fixed.exists() else None
+    return None
 
 
 def _dump_yaml(path: Path, data: dict[str, Any]) -> None:

@@ -215,3 +215,15 @@ def test_status_of_a_local_run_that_stopped_says_how_it_ended(tmp_path: Path) ->
     status = emews("status", "exp", check=True).stdout.splitlines()
     assert status[0] == ("job: local, not running, the run ended with exit status 1: the first 5 evaluations all "
                          "failed: objective returned NoneType None, not a number"), status
+
+
+@pytest.mark.parametrize("typed", ["experiment/faulty-001", "experiments/faulty-01"])
+def test_a_misspelt_experiment_folder_says_which_was_meant(typed: str, faulty_exp: Path, tmp_path: Path) -> None:
+    """`emews status experiment/random-001` (the s left out) said 'not an experiment directory (no
+    workflow.yaml or site.yaml; ...)' of a folder that does not exist, and named no near one."""
+    shutil.copytree(faulty_exp, tmp_path / "experiments" / "faulty-001", symlinks=True)
+    for command in ("status", "results", "report", "resume"):
+        proc = EmewsCommand(tmp_path)(command, typed)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "not an experiment directory (no such folder; did you mean '" in proc.stderr, proc.stderr
+        assert "experiments/faulty-001'?)" in proc.stderr, proc.stderr
