@@ -29,6 +29,7 @@ class PoolView:
     lines: list[str] = field(default_factory=list)
     workers: int = 0  # of the running pools
     busy: int = 0  # of their worker ranks, those running a task (as each pool last said)
+    optimizer: bool = False  # whether an optimizer serves the experiment (a job, emews serve or resume, any host)
 
 
 def _busy_ranks(pool: PoolRow, told: dict[int, int], leased: dict[int, int]) -> int:
@@ -57,6 +58,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
         pools, counts = queue.pools(), queue.state_counts()
         told, leased = queue.busy_by_pool(), queue.leased_by_pool()
         now = queue.server_time()
+        optimizer = queue.optimizer_running()
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
     if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
         said[1] += f" ({counts['expired']} of them past their lease: queued again at the next claim)"
@@ -79,4 +81,4 @@ def pool_lines(exp_dir: Path) -> PoolView:
             f"{counted(pool.workers, 'worker')}, {counted(pool.tasks_done, 'task')} done, heartbeat {beat}"
             + (f", folder {folders[pool.id].relative_to(exp_dir)}" if pool.id in folders else "")
         )
-    return PoolView(lines, workers, busy)
+    return PoolView(lines, workers, busy, optimizer=optimizer)

@@ -124,8 +124,11 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     """The status lines of ``exp_dir``, and whether its run goes on."""
     state, running = job_state(exp_dir)
     data = store_data.load(exp_dir)
-    figures = headline(data, running=running)
     pools = pool_lines(exp_dir)
+    # a pooled run goes on past its job: under emews serve (any host), and in its running pools, which
+    # train what they hold and run again what a lost pool held, with or without an optimizer
+    running = running or pools.optimizer or pools.workers > 0
+    figures = headline(data, running=running)
     if pools.lines:  # a pooled run's workers are its running pools' (the optimizer's job may have none)
         figures = replace(figures, busy=pools.busy, workers=pools.workers)
     notes = [f"note: {problem} (shown without it)" for problem in data.unreadable]

@@ -1,0 +1,86 @@
+"""``emews status`` of a pooled training experiment whose optimizer left its job: the pools, and
+then ``emews serve`` (a login node, another batch job), go on with it, and the status says so."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from pgserver import PgServer
+from pooled import rows, seen
+
+from emews.store import open_store
+from emews.store.pool_queue import PoolQueue
+from testutil import EmewsCommand, trainer_workflow, wait_until
+
+#: a trial of pool 2 (the attached one) that reported step 2 and waits at the gate before step 3
+HELD = (
+    "SELECT t.id FROM tasks t JOIN reports r ON r.trial = t.id WHERE t.pool = 2 AND t.state = 'leased' AND r.step = 2"
+)
+
+
+def _optimizer_running(exp: Path) -> bool:
+    try:
+        with open_store(exp, readonly=True) as store:
+            return PoolQueue(store).optimizer_running()  # type: ignore[arg-type]
+    except Exception:  # the store is being made
+        return False
+
+
+def _command(folder: Path) -> EmewsCommand:
+    cmd = EmewsCommand(folder)
+    cmd.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(folder / "open"), TRAINER_LOG=str(folder / "trainer.log"))
+    return cmd
+
+
+def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """The launch's job (optimizer and pool 1) stops (SIGTERM) while the attached pool 2 trains a
+    trial: status calls that trial running, not interrupted (it said "interrupted (the run is not
+    running ...)"). Pool 2 is then killed (kill -9) and ``emews serve`` runs the optimizer with no
+    pool: status still calls the run going on. A new pool restores the trial from its own
+    checkpoint; every evaluation is stored once."""
+    wf = trainer_workflow(
+        tmp_path,
+        [0.1, 0.2, 0.3],
+        epochs=4,
+        task={"isolation": "process", "timeout": 300},
+        store={"url": pg_server.url(), "lease": 5},
+    )
+    first, second, third = _command(tmp_path), _command(tmp_path), _command(tmp_path)
+    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        attached = second.popen("attach", "exp", "--workers", "1")
+        held = wait_until(lambda: seen(exp, HELD), 180)
+        assert held, seen(exp, "SELECT id, state, pool FROM tasks")
+        trial = held[0][0]
+        launch.send_signal(signal.SIGTERM)
+        assert launch.wait(timeout=120) == 143
+        status = first("status", "exp", timeout=120, check=True).stdout
+        assert f"trial {trial}: step 2," in status and "interrupted" not in status, status
+
+        second.kill_all()  # kill -9 of the attached pool: no pool runs now
+        assert attached.wait(timeout=60) != 0
+        assert wait_until(lambda: "pool 2: lost" in first("status", "exp", timeout=120).stdout, 120)
+        served = first.popen("serve", "exp")
+        assert wait_until(lambda: _optimizer_running(exp), 120)
+        status = first("status", "exp", timeout=120, check=True).stdout
+        assert f"trial {trial}: step 2" in status and "interrupted" not in status, status
+
+        again = third.popen("attach", "exp", "--workers", "1")
+        (tmp_path / "open").touch()
+        out, err = served.communicate(timeout=300)
+        assert served.returncode == 0, err
+        assert again.wait(timeout=120) == 0
+    finally:
+        (tmp_path / "open").touch()
+        for cmd in (first, second, third):
+            cmd.kill_all()
+    assert [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")] == [0, 1, 2]
+    events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
+    starts = [(e["restored"], e["from_trial"]) for e in events if e["event"] == "start" and e["task"] == trial]
+    assert starts[0] == (0, trial) and starts[-1] == (2, trial), starts  # its own checkpoint, no other's
