@@ -27,6 +27,7 @@ from emews.job.wiring import trial_service
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.team_comm import TeamWorld
 from emews.runtime.transport import MPITransport, quiet_bcast
+from emews.runtime.walltime_pause import WalltimeStop
 from emews.site import load_site
 from emews.site.gpus import gpu_binding
 from emews.store import open_store
@@ -64,6 +65,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     workers = list(range(1, transport.size))
     set_allocation(spec, workflow, site, time.time())
     trial_store = open_store(location=queue.store.location)  # the distributor thread's own connection
+    trials = trial_service(spec, trial_store, shared=True)
     run = PoolRun(
         queue,
         transport,
@@ -75,7 +77,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         nodes=None if teams is None else teams.nodes,
         inline_timeout=spec.timeout if spec.isolation == "inline" else None,
         fail_fast=spec.fail_fast,
-        trials=trial_service(spec, trial_store, shared=True),
+        trials=trials,
     )
     try:
         write_pool_record(pool_dir, run.pool)
@@ -86,6 +88,9 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     )
     log.info("pool %s: %s workers on %s", run.pool, len(workers), site.name)
     stopped: BaseException | None = None
+    # at the walltime margin no task starts and trials pause; once nothing runs the pool ends itself,
+    # as a job's run does, rather than holding its paused and unstarted tasks until the batch system kills it
+    walltime = WalltimeStop(trials.clock, lambda: run.distributor.idle, interrupt.stop_at_walltime).start()
     try:
         with interrupt.raising():
             run.run()
@@ -96,6 +101,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         stopped = exc
         log.error("pool %s stopped: %s", run.pool, exc, exc_info=not isinstance(exc, StoreLost))
     finally:
+        walltime.close()
         run.close(abort=stopped is not None)
         queue.store.close()
         trial_store.close()

@@ -25,7 +25,7 @@ sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests
 sys.path.insert(0, str(TESTS))
 from pgserver import PgServer, start_server  # noqa: E402
 from pooled import gated_command, gated_workflow, seen  # noqa: E402
-from testutil import wait_until  # noqa: E402
+from testutil import EmewsCommand, trainer_workflow, wait_until  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +109,44 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
         (tmp_path / "open").touch()
         cmd.kill_all()
     assert [i for i, _ in seen(exp, "SELECT id, pool FROM results ORDER BY id")] == list(range(8))
+
+
+def test_a_pool_job_at_its_walltime_margin_ends_itself_and_its_trial_goes_on_elsewhere(
+        slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
+    """An attached pool on Slurm with a 2-minute walltime: at its margin (half of it) its trial
+    pauses with its checkpoint, and the pool job then ends itself ("stopped at the walltime margin":
+    it sat idle, its paused task leased, until Slurm killed it at its time limit); the launch's pool
+    continues the trial from its own checkpoint, and every evaluation is stored once."""
+    wf = trainer_workflow(tmp_path, [0.1, 0.2, 0.3], epochs=40, task={"isolation": "process", "timeout": 300},
+                          store={"url": postgres.url("emews"), "lease": 5})
+    cmd, on_slurm = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
+    gate = tmp_path / "open"  # the launch's trials wait at step 2 until the Slurm pool's job is over
+    cmd.env.update(TRAINER_GATE_AT="2", TRAINER_GATE=str(gate), TRAINER_LOG=str(tmp_path / "trainer.log"))
+    on_slurm.env.update(TRAINER_STEP_SLEEP="3", TRAINER_LOG=str(tmp_path / "trainer.log"))  # past its margin
+    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        queued = wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'") or launch.poll(), 240)
+        assert queued and launch.poll() is None, launch.communicate(timeout=60) if launch.poll() is not None else queued
+        attached = on_slurm("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "1",
+                       "--set", "scheduler.walltime=00:02:00", timeout=120)
+        assert attached.returncode == 0, attached.stderr
+        job_id = json.loads((exp / "pools" / "pool-001" / JOB_RECORD).read_text())["job_id"]
+        assert wait_for(lambda: slurm_cluster_state(job_id), "done", 240) == "done"
+        output = (exp / "pools" / "pool-001" / f"job-{job_id}.out").read_text()
+        assert "stopped: stopped at the walltime margin" in output and "TIME LIMIT" not in output, output
+        gate.touch()
+        out, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+    finally:
+        gate.touch()
+        cmd.kill_all()
+        on_slurm.kill_all()
+    assert [i for (i,) in seen(exp, "SELECT id FROM results ORDER BY id")] == [0, 1, 2]
+    events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
+    starts = [(e["task"], e["restored"], e["from_trial"]) for e in events if e["event"] == "start"]
+    moved = [start for start in starts if start[1] > 0]
+    assert len(moved) == 1, starts  # the trial the pool paused, once
+    trial, step, source = moved[0]
+    paused = [e["step"] for e in events if e["event"] == "report" and e["task"] == trial and e["action"] == "pause"]
+    assert paused == [step] and source == trial, (paused, moved)  # its own checkpoint, where it paused
