@@ -250,8 +250,11 @@ def trial_service(
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
     if shared:
         from emews.runtime.shared_trials import SharedTrials  # pools only
+        from emews.store.reconnecting import ReconnectingStore
 
         kind: type[TrialService] = SharedTrials
+        if store is not None and hasattr(store, "reconnect"):  # a server restart does not end the pool
+            store = ReconnectingStore(store, spec.pool_retry)  # type: ignore[assignment]
     else:
         kind = TrialService
     service = kind(
