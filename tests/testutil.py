@@ -252,8 +252,9 @@ def write_workflow(folder: Path, name: str = "wf", **sections: Any) -> Path:
 def trainer_workflow(folder: Path, rates: list[float], epochs: int = 9, name: str = "wf", **sections: Any) -> Path:
     """A sweep of the training objective (``tests/objectives/trainer.py``) over ``rates``, one
     evaluation each, ``epochs`` steps per trial; ``sections`` add or replace workflow sections."""
+    sections.setdefault("optimizer", {"name": "sweep"})
     return write_workflow(
-        folder, name=name, optimizer={"name": "sweep"},
+        folder, name=name,
         objective={"module": str(TRAINER), "metric": "loss"},
         space={"rate": {"type": "ordered", "values": rates}, "epochs": {"type": "constant", "value": epochs}},
         budget={"evaluations": len(rates)}, **sections)

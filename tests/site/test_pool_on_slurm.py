@@ -118,7 +118,8 @@ def test_a_pool_job_at_its_walltime_margin_ends_itself_and_its_trial_goes_on_els
     it sat idle, its paused task leased, until Slurm killed it at its time limit); the launch's pool
     continues the trial from its own checkpoint, and every evaluation is stored once."""
     wf = trainer_workflow(tmp_path, [0.1, 0.2, 0.3], epochs=40, task={"isolation": "process", "timeout": 300},
-                          store={"url": postgres.url("emews"), "lease": 5})
+                          store={"url": postgres.url("emews"), "lease": 5},
+                          optimizer={"name": "sweep", "options": {"backlog": 10}})  # all queued: one for Slurm
     cmd, on_slurm = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
     gate = tmp_path / "open"  # the launch's trials wait at step 2 until the Slurm pool's job is over
     cmd.env.update(TRAINER_GATE_AT="2", TRAINER_GATE=str(gate), TRAINER_LOG=str(tmp_path / "trainer.log"))

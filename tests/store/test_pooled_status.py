@@ -48,6 +48,7 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
         epochs=4,
         task={"isolation": "process", "timeout": 300},
         store={"url": pg_server.url(), "lease": 5},
+        optimizer={"name": "sweep", "options": {"backlog": 10}},  # all 3 queued at once: one waits for pool 2
     )
     first, second, third = _command(tmp_path), _command(tmp_path), _command(tmp_path)
     launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
