@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from testutil import read_only, stored_rows, wait_until, write_workflow
+from testutil import read_only, said, stored_rows, wait_until, write_workflow
 
 OBJECTIVE = """\
 import os, signal, sqlite3, time
@@ -46,29 +46,35 @@ def run(params, ctx):
 """
 
 
-def test_a_new_point_never_gets_the_id_of_a_task_killed_before_it_was_recorded(emews_cmd, tmp_path: Path) -> None:
+def killed_before_recorded(emews_cmd, tmp_path: Path, optimizer: dict, evaluations: int) -> tuple[Path, Path]:
+    """Launch ``OBJECTIVE`` on one worker, kill the whole job while its first task holds (before
+    rank 0 recorded it: else the test is skipped) and return the experiment and the gate file."""
     objective = tmp_path / "holder.py"
     objective.write_text(OBJECTIVE)
     gate, printed, exp = tmp_path / "gate", tmp_path / "printed", tmp_path / "exp"
     emews_cmd.env.update(GATE_FILE=str(gate), PRINTED=str(printed), EXP=str(exp))
     wf = write_workflow(
         tmp_path,
-        optimizer={"name": "random"},  # unseeded: the resumed run proposes another point
+        optimizer=optimizer,
         objective={"module": str(objective), "function": "run"},
         space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
-        budget={"evaluations": 1},
+        budget={"evaluations": evaluations},
         task={"timeout": 600, "isolation": "process"},
     )
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
-    assert wait_until(lambda: printed.exists() or job.poll() is not None, timeout=240) and job.poll() is None, (
-        job.communicate()
-    )
+    assert wait_until(lambda: printed.exists() or job.poll() is not None, timeout=240) and job.poll() is None, said(job)
     emews_cmd.kill_all()
     job.wait()
     assert emews_cmd.leftovers_after_exit() == []
     if printed.read_text() == "True":
         pytest.skip("rank 0 recorded the task before it stopped (over half a second to start it)")
     assert read_only(exp, "SELECT id FROM tasks") == [] and read_only(exp, "SELECT id FROM results") == []
+    return exp, gate
+
+
+def test_a_new_point_never_gets_the_id_of_a_task_killed_before_it_was_recorded(emews_cmd, tmp_path: Path) -> None:
+    # unseeded: the resumed run proposes another point
+    exp, gate = killed_before_recorded(emews_cmd, tmp_path, {"name": "random"}, evaluations=1)
 
     gate.touch()
     resumed = emews_cmd("resume", "exp", timeout=300)
@@ -98,28 +104,7 @@ def test_results_csv_followed_during_the_resume_steps_over_the_killed_tasks_id(e
     from emews.job.issued_ids import highest_id_on_disk
     from emews.output.csvfollow import CsvFollower
 
-    objective = tmp_path / "holder.py"
-    objective.write_text(OBJECTIVE)
-    gate, printed, exp = tmp_path / "gate", tmp_path / "printed", tmp_path / "exp"
-    emews_cmd.env.update(GATE_FILE=str(gate), PRINTED=str(printed), EXP=str(exp))
-    wf = write_workflow(
-        tmp_path,
-        optimizer={"name": "random", "options": {"seed": 3}},
-        objective={"module": str(objective), "function": "run"},
-        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
-        budget={"evaluations": 4},
-        task={"timeout": 600, "isolation": "process"},
-    )
-    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
-    assert wait_until(lambda: printed.exists() or job.poll() is not None, timeout=240) and job.poll() is None, (
-        job.communicate()
-    )
-    emews_cmd.kill_all()
-    job.wait()
-    assert emews_cmd.leftovers_after_exit() == []
-    if printed.read_text() == "True":
-        pytest.skip("rank 0 recorded the task before it stopped (over half a second to start it)")
-    assert read_only(exp, "SELECT id FROM tasks") == [] and read_only(exp, "SELECT id FROM results") == []
+    exp, gate = killed_before_recorded(emews_cmd, tmp_path, {"name": "random", "options": {"seed": 3}}, evaluations=4)
 
     follower = CsvFollower(exp, ["x"], interval=0.01, settled_below=highest_id_on_disk(exp) + 1)
     try:

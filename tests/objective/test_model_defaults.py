@@ -65,7 +65,7 @@ def test_defaults_are_merged_under_each_point_and_recorded(emews_cmd, tmp_path: 
 
 def test_a_value_that_is_no_python_is_refused_by_check_naming_file_and_key(emews_cmd, tmp_path: Path) -> None:
     """CANDLE's parser ``eval``s every value of the file and stops with a SyntaxError at ``x = [1,``;
-    emews passed the text on as a string and ``emews check`` said ok. Words and expressions stay
+    emews passed the text on as a string and ``emews check`` said ok. Quoted words and expressions stay
     strings (never evaluated), as before."""
     (tmp_path / "obj.py").write_text("def run(p):\n    return float(p['epochs'])\n")
     defaults = tmp_path / "my_default_model.txt"

@@ -64,6 +64,19 @@ def _read_all(fd: int, into: bytearray) -> None:
         into.extend(chunk)
 
 
+def status_comes_to_say(cmd, text: str, timeout: float = 120) -> None:
+    """Ask ``emews status exp`` until it says ``text`` (each pool tells the store what runs within a
+    second or so); fails with the last answer."""
+    answers: list[str] = []
+
+    def says() -> bool:
+        status = cmd("status", "exp", timeout=120)
+        answers.append(f"exit {status.returncode}\n{status.stdout}{status.stderr}")
+        return status.returncode == 0 and text in status.stdout
+
+    assert wait_until(says, timeout), answers[-1]
+
+
 def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgServer, tmp_path: Path) -> None:
     """``--workers 1 --pools 2``, each pool's worker holding a task at the gate: ``emews status``
     says 'workers busy: 2/2', the running pools' workers (before: '1/1', the optimizer's job's own
@@ -88,14 +101,7 @@ def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgSe
             180,
         )
         assert both and launch.poll() is None, said(launch)
-        statuses: list[str] = []
-
-        def says_both_busy() -> bool:  # each pool tells the store what runs within a second or so
-            status = cmd("status", "exp", timeout=120)
-            statuses.append(f"exit {status.returncode}\n{status.stdout}{status.stderr}")
-            return status.returncode == 0 and "0 failed; workers busy: 2/2; rate " in status.stdout
-
-        assert wait_until(says_both_busy, 120), statuses[-1]
+        status_comes_to_say(cmd, "0 failed; workers busy: 2/2; rate ")
         (tmp_path / "open").touch()
         assert launch.wait(timeout=300) == 0
     finally:
@@ -128,14 +134,7 @@ def test_status_of_a_pooled_run_counts_the_ranks_running_a_task(pg_server: PgSer
             180,
         )
         assert held and launch.poll() is None, said(launch)
-        statuses: list[str] = []
-
-        def says_two_busy() -> bool:  # the pool tells the store what runs within a second or so
-            status = cmd("status", "exp", timeout=120)
-            statuses.append(status.stdout + status.stderr)
-            return "0 failed; workers busy: 2/3; rate " in statuses[-1]
-
-        assert wait_until(says_two_busy, 60), statuses[-1]
+        status_comes_to_say(cmd, "0 failed; workers busy: 2/3; rate ")
         assert len(list((tmp_path / "marks").iterdir())) == 1  # one team ran all along
         (tmp_path / "open").touch()
         assert launch.wait(timeout=300) == 0
