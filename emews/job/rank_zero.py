@@ -14,6 +14,7 @@ import shlex
 import sys
 import termios
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -323,7 +324,9 @@ def write_outputs(
     else:
         status = EXIT_OK
     full = None if summary.error is None else storage_problem(summary.error)
-    unwritten = _write_or_amend(spec, workflow, exp_dir, summary, total, status, csv_follower)
+    unwritten = _write_or_amend(
+        exp_dir, status, lambda: _write_summary_and_csv(workflow, exp_dir, summary, total, status, csv_follower)
+    )
     if unwritten is not None:  # the results are in the store (emews results writes the CSV)
         status = status or EXIT_FAILED
         full = full or _disk_problem(unwritten)
@@ -376,19 +379,11 @@ def write_outputs(
     return status
 
 
-def _write_or_amend(
-    spec: RunSpec,
-    workflow: Workflow,
-    exp_dir: Path,
-    summary: RunSummary,
-    total: Totals,
-    status: int,
-    csv_follower: CsvFollower | None,
-) -> Exception | None:
-    """Write summary.json and results.csv; on any failure (a full disk, a SQLite I/O error, another)
-    correct the exit status of the summary written first (it may say 0) and return the error."""
+def _write_or_amend(exp_dir: Path, status: int, write: Callable[[], None]) -> Exception | None:
+    """``write`` summary.json and results.csv; on any failure (a full disk, a SQLite I/O error,
+    another) correct the exit status of the summary written first (it may say 0) and return the error."""
     try:
-        _write_summary_and_csv(spec, workflow, exp_dir, summary, total, status, csv_follower)
+        write()
     except Exception as exc:  # was: OSError and emews' own only, another one ended in MPI_Abort
         log.exception("cannot write the run's summary or CSV")
         _amend_exit_status(exp_dir, status or EXIT_FAILED)
@@ -444,7 +439,6 @@ def _store_unreachable(exp_dir: Path, summary: RunSummary, exc: StoreUnreadable)
 
 
 def _write_summary_and_csv(
-    spec: RunSpec,
     workflow: Workflow,
     exp_dir: Path,
     summary: RunSummary,
