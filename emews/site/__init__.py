@@ -19,7 +19,8 @@ behaviour lives in one small class per scheduler and per launcher::
       command: "{python_bin}/mpiexec"       # optional; {python_bin} = dir of sys.executable (a venv's base's, where only it has the program)
       workers_per_node: 5        # each node offers workers_per_node + 1 rank slots
       args: "--depth=8 --cpu-bind depth"    # raw string or list, after the template flags;
-                                           # {cpu_bind_list}: cores per local rank (emews.site.cpu_bind)
+                                           # {cpu_bind_list}: cores per local rank (emews.site.cpu_bind);
+                                           # {cpu_bind}: the whole PALS option for them
     node:
       cores: 42
       sockets: 2                 # equal sockets over the cores, in order (default 1)

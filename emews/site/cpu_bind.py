@@ -6,6 +6,10 @@ less ``node.reserved_cores`` (the system's: Aurora's 0 and 52). A rank with GPUs
 sockets of its GPUs (GPU ``g`` of ``G`` on socket ``g * sockets // G``); a rank without on an even
 share of the sockets in rank order. The ranks on a socket split its usable cores evenly, in rank
 order, from its first usable core (the remainder stays idle, as get_cpu_bind_aurora leaves it).
+
+``{cpu_bind}``, an argument of its own, is the whole PALS option for those lists: the guide's
+``--depth=D --cpu-bind depth`` where that binds the same cores (local rank ``r`` on cores
+``rD..rD+D-1``, as on polaris with a rank per NUMA domain), else ``--cpu-bind=list:...``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from emews.core.errors import ConfigError
 
 PLACEHOLDER = "{cpu_bind_list}"
+OPTION = "{cpu_bind}"
 
 
 def cpu_bind_list(
@@ -51,6 +56,15 @@ def rank_cores(
 def cpu_bind_text(bound: list[list[int]]) -> str:
     """``[[1, 2], [3]]`` -> ``1-2:3``."""
     return ":".join(_ranges(cores_of) for cores_of in bound)
+
+
+def cpu_bind_args(bound: list[list[int]]) -> list[str]:
+    """PALS mpiexec's arguments binding local rank ``r`` to ``bound[r]``: ``--depth=D --cpu-bind
+    depth`` where that is what depth binding gives, else ``--cpu-bind=list:`` with the lists."""
+    depth = len(bound[0]) if bound else 0
+    if depth and all(cores == list(range(r * depth, (r + 1) * depth)) for r, cores in enumerate(bound)):
+        return [f"--depth={depth}", "--cpu-bind", "depth"]
+    return [f"--cpu-bind=list:{cpu_bind_text(bound)}"]
 
 
 def _sockets_of(rank: int, ranks_per_node: int, sockets: int, gpus: int, gpus_per_rank: int) -> set[int]:

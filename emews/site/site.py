@@ -12,7 +12,7 @@ from emews.core.errors import ConfigError
 from emews.core.launched_gpus import Member, wrapped
 from emews.core.wording import counted
 from emews.site.batch_schedulers import BatchScheduler, scheduler_for
-from emews.site.cpu_bind import PLACEHOLDER, cpu_bind_text, rank_cores
+from emews.site.cpu_bind import OPTION, PLACEHOLDER, cpu_bind_args, cpu_bind_text, rank_cores
 from emews.site.gpus import gpu_binding
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
@@ -39,29 +39,43 @@ class Site:
         return f"Site({self.name!r}, scheduler={self.config.scheduler.type!r}, launcher={self.config.launcher.type!r})"
 
     def _bound_launcher_config(self) -> LauncherConfig:
-        """``launcher`` with ``{cpu_bind_list}`` in its args written out for this site's ranks per node."""
+        """``launcher`` with ``{cpu_bind_list}`` (or a ``{cpu_bind}`` argument) in its args written out
+        for this site's ranks per node."""
         launcher, node = self.config.launcher, self.config.node
-        if not any(PLACEHOLDER in arg for arg in launcher.args):
+        if not any(PLACEHOLDER in arg or OPTION in arg for arg in launcher.args):
             return launcher
+        if any(OPTION in arg and arg != OPTION for arg in launcher.args):
+            file, key = key_origin(self.origins, "launcher.args", self.source)
+            raise ConfigError(
+                f"{OPTION} stands for whole launcher arguments, not part of one",
+                file=file,
+                key=key,
+                allowed=f"{OPTION} as an argument of its own, or --cpu-bind=list:{PLACEHOLDER}",
+            )
+        used = OPTION if OPTION in launcher.args else PLACEHOLDER
         per_node = self.ranks_per_node
         if per_node is None or node.cores is None:
             file, key = key_origin(self.origins, "launcher.args", self.source)
             raise ConfigError(
-                f"{PLACEHOLDER} binds the ranks of a batch job's nodes; this site has no "
+                f"{used} binds the ranks of a batch job's nodes; this site has no "
                 + ("node.cores" if per_node is not None else "ranks per node (scheduler.type: local)"),
                 file=file,
                 key=key,
                 allowed="launcher.args without {cpu_bind_list}, or node.cores on a batch site",
             )
+        self._check_node_gpus()  # the cores follow the GPUs: they must fit first
         try:
             self._slot_cores = rank_cores(
                 per_node, node.cores, node.sockets, node.reserved_cores, node.gpus, node.gpus_per_worker
             )
         except ConfigError as exc:
             file, key = key_origin(self.origins, self._blamed(["launcher.workers_per_node"]), self.source)
-            raise ConfigError(exc.message, file=file, key=key, allowed=exc.allowed) from None
-        cores = cpu_bind_text(self._slot_cores)
-        return launcher.model_copy(update={"args": [arg.replace(PLACEHOLDER, cores) for arg in launcher.args]})
+            raise ConfigError(exc.message.replace(PLACEHOLDER, used), file=file, key=key, allowed=exc.allowed) from None
+        cores, option = cpu_bind_text(self._slot_cores), cpu_bind_args(self._slot_cores)
+        args = [
+            out for arg in launcher.args for out in (option if arg == OPTION else [arg.replace(PLACEHOLDER, cores)])
+        ]
+        return launcher.model_copy(update={"args": args})
 
     @property
     def name(self) -> str:

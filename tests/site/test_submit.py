@@ -82,8 +82,8 @@ def test_dry_run_writes_the_script_and_submits_nothing(in_tmp: Path, fake_tools:
 def test_config_errors_come_before_submission(in_tmp: Path, fake_tools: FakeTools,
                                               site_name: str, overrides: list[str],
                                               key: str) -> None:
-    site = load_site(site_name, overrides, environ={})
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError) as info:  # polaris: its GPUs, which its cores follow, when loaded
+        site = load_site(site_name, overrides, environ={})
         submit_experiment(site, in_tmp / "exp", site.config.launcher.workers_per_node)
     assert info.value.key == key
     assert fake_tools.calls("bsub") == fake_tools.calls("qsub") == []
