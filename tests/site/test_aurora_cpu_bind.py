@@ -109,3 +109,17 @@ def test_a_rank_ctx_launch_starts_runs_on_its_members_cores_with_its_tile(
         check=True,
     )
     assert json.loads(done.stdout) == [[1], mask]
+
+
+def test_gpus_that_do_not_fit_the_rank_slots_are_one_line_not_a_traceback(
+    in_tmp: Path, fake_tools: FakeTools, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--set node.gpus_per_worker=2 on aurora (12 slots x 2 tiles of 12) laid out the cores of GPUs
+    the node does not have: 'IndexError: list index out of range' from emews.site.cpu_bind."""
+    sets = ["--set", "scheduler.account=A", "--set", "node.gpus_per_worker=2"]
+    assert emews.cli.main(["launch", "random", "--site", "aurora", *sets, "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "emews: error: --set: node.gpus_per_worker: 12 rank slots per node (11 workers + 1 for the optimizer) "
+        "x 2 GPUs need 24 GPUs; a node has 12 (allowed: 1..1)"
+    )
+    assert fake_tools.calls("qsub") == []

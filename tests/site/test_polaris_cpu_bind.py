@@ -125,3 +125,16 @@ def test_ranks_ctx_launch_starts_take_their_members_gpus_and_cores(in_tmp: Path)
         check=True,
     )
     assert json.loads(done.stdout) == [[1], "0"]
+
+
+def test_cpu_bind_inside_another_argument_is_refused(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``{cpu_bind}`` is whole arguments (``--depth=8 --cpu-bind depth``); inside one it would be
+    passed to mpiexec as written."""
+    folder = in_tmp / "site-configs"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text('extends: polaris\nlauncher:\n  args: ["--bind={cpu_bind}"]\n')
+    assert emews.cli.main(["launch", "random", "--site", "mine", "--set", "scheduler.account=A", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"emews: error: {folder / 'mine.yaml'}: launcher.args: {{cpu_bind}} stands for whole launcher arguments, "
+        "not part of one (allowed: {cpu_bind} as an argument of its own, or --cpu-bind=list:{cpu_bind_list})"
+    )
