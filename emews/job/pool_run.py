@@ -20,6 +20,7 @@ from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
 from emews.runtime.progress import Progress
+from emews.runtime.shared_trials import SharedTrials
 from emews.runtime.transport import Transport
 from emews.runtime.trial_reports import TrialService
 from emews.store.pool_queue import PoolQueue
@@ -94,6 +95,8 @@ class PoolRun:
             fits=len(worker_ranks),
             busy=lambda: self.progress.busy,
         )
+        if isinstance(trials, SharedTrials):  # a report counts only while this pool holds its task
+            trials.lease_to(self.pool, self.feeder.drop)
         self._on_error = on_error
         self._thread: threading.Thread | None = None
         #: what ended a feeder running on its own thread (the store lost for good, say)

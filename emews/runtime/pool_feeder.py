@@ -15,6 +15,7 @@ import os
 import selectors
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from emews.core.queues import QueuePair
@@ -100,6 +101,7 @@ class PoolFeeder:
         self._turned_over = 0  # results stored since the hold last grew
         self._lease = lease_s
         self._held: set[int] = set()  # claimed, result not yet stored
+        self._lost: deque[int] = deque()  # held tasks whose lease was lost, ended here without a result
         self._renewed = time.monotonic()
         self._busy = busy
         self._busy_said: int | None = None
@@ -118,6 +120,8 @@ class PoolFeeder:
     def step(self) -> bool:
         """One round: heartbeat if due, store the results that came, claim what fits; whether
         anything happened (else the caller may :meth:`sleep`)."""
+        while self._lost:
+            self._held.discard(self._lost.popleft())
         if time.monotonic() - self._renewed >= self._lease / 3:
             self._queue.renew(self.pool, self._lease, sorted(self._held))
             self._renewed = time.monotonic()
@@ -204,6 +208,12 @@ class PoolFeeder:
         finally:
             if not lost:
                 self._queue.stop(self.pool)
+
+    def drop(self, task: int) -> None:
+        """Forget ``task`` (from the distributor's thread): its lease was lost to another pool and
+        it ended here without a result."""
+        self._lost.append(task)
+        self._queues.poke()
 
     def stop(self) -> None:
         """End :meth:`run` (from another thread) at its next wake-up, which this causes."""

@@ -6,15 +6,24 @@ stored since it last looked (:meth:`~emews.training.schedulers.TrialScheduler.re
 resumed run does), so a rung holds every pool's trials. A scheduler whose decisions depend on
 more than the reports (promotions, PBT's exploits) does not span pools
 (:attr:`~emews.training.schedulers.TrialScheduler.spans_pools`).
+
+Once told its pool (:meth:`SharedTrials.lease_to`), it stores a report only while that pool still
+holds the task in the shared queue: a pool that lost the lease (frozen, or cut off, past
+``store.lease``; another pool took the task) has its report answered stop, not stored, and the
+task's outcome dropped (no result), so the trial trains on one pool only.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
-from emews.core.results import Task
-from emews.runtime.trial_reports import TrialService
-from emews.training.messages import Decision, Report
+from emews.core.results import Outcome, Task
+from emews.runtime.trial_reports import STOP, Afterwards, TrialService
+from emews.training.messages import Decision, Reply, Report
+
+log = logging.getLogger("emews")
 
 
 class SharedTrials(TrialService):
@@ -28,6 +37,45 @@ class SharedTrials(TrialService):
         self._low = 0  # every report with a seq up to this one is in the scheduler
         self._known: set[int] = set()  # seqs above ``_low`` in the scheduler (a gap: one not committed yet)
         self._params: dict[int, Any] = {}  # trial -> the parameters it started with (other pools' trials)
+        self._pool: int | None = None  # the pool whose leases a report needs (None: not checked)
+        self._dropped: Callable[[int], None] = lambda task: None
+        self._lost: set[int] = set()  # tasks whose lease this pool lost: answered stop, no result
+
+    def lease_to(self, pool: int, dropped: Callable[[int], None]) -> None:
+        """Store reports only of tasks ``pool`` still holds; ``dropped(task)`` is called when a
+        task whose lease it lost ended here (its outcome is no result)."""
+        self._pool, self._dropped = pool, dropped
+
+    @property
+    def intercepts(self) -> bool:
+        return bool(self._lost) or super().intercepts
+
+    def intercept(self, task: Task, outcome: Outcome) -> Afterwards | None:
+        if task.id not in self._lost:
+            return super().intercept(task, outcome)
+        self._lost.discard(task.id)
+        self.paused.pop(task.id, None)
+        self.waiting.pop(task.id, None)
+        self._dropped(task.id)
+        return Afterwards.DROPPED
+
+    def _report(self, report: Report, task: Task | None) -> Reply:
+        if report.trial in self._lost or not self._holds(report.trial):
+            return Reply(report.session, STOP)
+        return super()._report(report, task)
+
+    def _holds(self, trial: int) -> bool:
+        """Whether this pool still holds ``trial``'s task (else it is lost from now on: said once)."""
+        if self._pool is None or self.store is None or self.store.leased_to(trial, self._pool):  # type: ignore[attr-defined]
+            return True
+        self._lost.add(trial)
+        log.warning(
+            "pool %s lost the lease of task %s (another pool runs it): its report is not stored, "
+            "the trial stops and the pool drops the task without a result",
+            self._pool,
+            trial,
+        )
+        return False
 
     def rebuild(self) -> int:
         count = super().rebuild()

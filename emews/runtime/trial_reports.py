@@ -40,6 +40,7 @@ class Afterwards(Enum):
     RETRY = "retry"  # crashed or timed out: it runs again, from its checkpoint
     PAUSED = "paused"  # paused at a report: it stays unfinished, for ``emews resume``
     WAITS = "waits"  # paused by the scheduler: it waits for a promotion (or its release)
+    DROPPED = "dropped"  # its pool lost the task's lease: another pool runs it, no result here
 
 
 PAUSE = Decision(Action.PAUSE)

@@ -199,6 +199,12 @@ class PostgresStore(ResultsStore):
             raise
         self._db = PgConnection(raw)  # type: ignore[assignment]
 
+    def leased_to(self, task: int, pool: int) -> bool:
+        """Whether ``pool`` still holds ``task`` in the shared queue (docs/postgres.md, "Pools"):
+        leased to it, its lease renewed or ended but not yet taken by another pool."""
+        row = self._db.execute("SELECT 1 FROM tasks WHERE id = ? AND pool = ? AND state = 'leased'", (task, pool))
+        return row.fetchone() is not None
+
     @property
     def connection(self) -> Any:  # type: ignore[override]
         """The psycopg connection (tests build stores of other versions through it)."""

@@ -118,7 +118,7 @@ def run(params: dict, ctx) -> dict:
             _wait_for(gate.with_name(gate.name + ".go"))
         state = {"step": step, "rate": rate, "trail": [*state["trail"], step], "trial": ctx.task_id}
         decision = ctx.report(step=step, metrics={"loss": loss, "step": step}, checkpoint=state, wait=wait)
-        _log(event="report", task=ctx.task_id, step=step, loss=loss, action=decision.action.value)
+        _log(event="report", task=ctx.task_id, pid=os.getpid(), step=step, loss=loss, action=decision.action.value)
         if kill_at and step == kill_at and start == 0:
             ctx.end_attempt()  # the checkpoint is on disk and rank 0 knows it
             if os.environ.get("TRAINER_CORRUPT"):

@@ -1,0 +1,78 @@
+"""A pool frozen (SIGSTOP) past its task's lease, then thawed (SIGCONT), while another pool trains
+that trial on: the thawed pool's next report is not stored and is answered stop, its trial ends
+there, and the pool drops the task without a result (docs/postgres.md, "Leases and kill -9")."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from pgserver import PgServer
+from pooled import rows, seen
+
+from testutil import EmewsCommand, trainer_workflow, wait_until
+
+
+def _events(log: Path) -> list[dict]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def _reports(log: Path, pid: int) -> list[dict]:
+    """The reports the trainer process ``pid`` made, in order."""
+    return [e for e in _events(log) if e["event"] == "report" and e["pid"] == pid]
+
+
+def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(pg_server: PgServer, tmp_path: Path) -> None:
+    """Pool 1 trains the one trial to step 2 and waits at its gate; its whole job is frozen until
+    pool 2 (attached) took the task (its lease ended), restored step 2 and stored steps 3 and 4;
+    thawed, pool 1's trial reports step 3: answered stop, not stored, and it trains no further. Pool
+    2 trains to the end: every step stored once, the result pool 2's, both jobs exit 0."""
+    wf = trainer_workflow(
+        tmp_path,
+        [0.1],
+        epochs=6,
+        task={"isolation": "inline", "timeout": 300},
+        store={"url": pg_server.url(), "lease": 2},
+    )
+    log = tmp_path / "trainer.log"
+    first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
+    first.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open-1"), TRAINER_LOG=str(log))
+    second.env.update(TRAINER_GATE_AT="5", TRAINER_GATE=str(tmp_path / "open-2"), TRAINER_LOG=str(log))
+    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    attached = None
+    try:
+        assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 2"), 180), _events(log)
+        frozen = set(first.processes())
+        first._signal(frozen, signal.SIGSTOP)
+        attached = second.popen("attach", "exp", "--workers", "1")
+        assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 4"), 180), _events(log)
+        first._signal(frozen, signal.SIGCONT)
+        (tmp_path / "open-1").touch()
+        pool_1 = next(e["pid"] for e in _events(log) if e["event"] == "start" and e["restored"] == 0)
+        answered = wait_until(lambda: [e for e in _reports(log, pool_1) if e["step"] == 3], 120)
+        assert answered, _events(log)
+        (tmp_path / "open-2").touch()
+        out, err = launch.communicate(timeout=300)
+        a_out, a_err = attached.communicate(timeout=300)
+    finally:
+        (tmp_path / "open-1").touch()
+        (tmp_path / "open-2").touch()
+        first._signal(set(first.processes()), signal.SIGCONT)
+        first.kill_all()
+        second.kill_all()
+    assert launch.returncode == 0, err
+    assert "pool 1 lost the lease of task 0" in (exp / "emews.log").read_text()
+    assert attached.returncode == 0, a_err
+    assert rows(exp, "SELECT step, count(*) FROM reports WHERE trial = 0 GROUP BY step ORDER BY step") == [
+        (step, 1) for step in range(1, 7)]  # fmt: skip
+    assert rows(exp, "SELECT step, count(*) FROM checkpoints WHERE trial = 0 GROUP BY step ORDER BY step") == [
+        (step, 1) for step in range(1, 7)]  # fmt: skip
+    assert rows(exp, "SELECT id, status, pool FROM results") == [(0, "ok", 2)]
+    starts = [e for e in _events(log) if e["event"] == "start"]
+    assert [(e["pid"] == pool_1, e["restored"]) for e in starts] == [(True, 0), (False, 2)]
+    pool_2 = starts[1]["pid"]
+    assert [(e["step"], e["action"]) for e in _reports(log, pool_1)] == [(1, "continue"), (2, "continue"), (3, "stop")]
+    assert [(e["step"], e["action"]) for e in _reports(log, pool_2)] == [(s, "continue") for s in (3, 4, 5, 6)]
