@@ -98,6 +98,19 @@ class CancelsToCsv(EvaluatorObserver):
         self._follower.skip(ids)
 
 
+def cancelled_before(store: Store) -> set[int]:
+    """The ids a pooled experiment's shared queue holds cancelled (``emews cancel --queued`` in an
+    earlier run): they get no result (those this run cancels come by :class:`CancelsToCsv`)."""
+    from emews.store.postgres import PostgresStore
+
+    if not isinstance(store, PostgresStore):
+        return set()
+    from emews.store.pool_queue import PoolQueue  # PostgreSQL only
+
+    queue = PoolQueue(store)
+    return queue.cancelled() if queue.enabled() else set()
+
+
 def serve(conn: Connection, config: FollowConfig) -> int:
     """The child's side: follow the store until :class:`Finish` (or the parent is gone)."""
     conn.send(Ready())
@@ -112,7 +125,8 @@ def serve(conn: Connection, config: FollowConfig) -> int:
                 if not isinstance(message, NeverFilled):
                     return 1
                 csv_file.never_filled(message.ids)
-            store = store or open_store(config.exp_dir)
+            if store is None and (store := open_store(config.exp_dir)) is not None:
+                csv_file.never_filled(cancelled_before(store))
             if store is not None:
                 csv_file.follow(store, config.settled_below)
         store = store or open_store(config.exp_dir)
