@@ -8,6 +8,7 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
 from pgserver import PgServer
 from pooled import rows, seen
 
@@ -24,7 +25,10 @@ def _reports(log: Path, pid: int) -> list[dict]:
     return [e for e in _events(log) if e["event"] == "report" and e["pid"] == pid]
 
 
-def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(pg_server: PgServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
+    pg_server: PgServer, tmp_path: Path, isolation: str
+) -> None:
     """Pool 1 trains the one trial to step 2 and waits at its gate; its whole job is frozen until
     pool 2 (attached) took the task (its lease ended), restored step 2 and stored steps 3 and 4;
     thawed, pool 1's trial reports step 3: answered stop, not stored, and it trains no further. Pool
@@ -33,7 +37,7 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(pg_server: P
         tmp_path,
         [0.1],
         epochs=6,
-        task={"isolation": "inline", "timeout": 300},
+        task={"isolation": isolation, "timeout": 300},
         store={"url": pg_server.url(), "lease": 2},
     )
     log = tmp_path / "trainer.log"
@@ -64,7 +68,6 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(pg_server: P
         first.kill_all()
         second.kill_all()
     assert launch.returncode == 0, err
-    assert "pool 1 lost the lease of task 0" in (exp / "emews.log").read_text()
     assert attached.returncode == 0, a_err
     assert rows(exp, "SELECT step, count(*) FROM reports WHERE trial = 0 GROUP BY step ORDER BY step") == [
         (step, 1) for step in range(1, 7)]  # fmt: skip
@@ -76,3 +79,4 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(pg_server: P
     pool_2 = starts[1]["pid"]
     assert [(e["step"], e["action"]) for e in _reports(log, pool_1)] == [(1, "continue"), (2, "continue"), (3, "stop")]
     assert [(e["step"], e["action"]) for e in _reports(log, pool_2)] == [(s, "continue") for s in (3, 4, 5, 6)]
+    assert "pool 1 lost the lease of task 0" in (exp / "emews.log").read_text()
