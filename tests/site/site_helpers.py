@@ -80,3 +80,17 @@ class FakeTools:
 
     def script(self, name: str, index: int = 0) -> str:
         return (self.capture / f"{name}.{index}.script").read_text()
+
+
+def submitted_mpiexec_line(in_tmp: Path, fake_tools: FakeTools, site: str, overrides: list[str]) -> str:
+    """``emews launch random --site SITE --set ...`` into ``exp``: the ``mpiexec`` line of the job
+    script the fake ``qsub`` was handed (which must be the one written into the experiment)."""
+    import emews.cli
+    from emews.site.jobs import JOB_SCRIPT
+
+    sets = [arg for item in overrides for arg in ("--set", item)]
+    assert emews.cli.main(["launch", "random", "--site", site, *sets, "--exp-dir", "exp"]) == 0
+    script = (in_tmp / "exp" / JOB_SCRIPT).read_text()
+    assert fake_tools.script("qsub") == script
+    (line,) = [ln for ln in script.splitlines() if ln.startswith("mpiexec ")]
+    return line

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from site_helpers import FakeTools
+from site_helpers import FakeTools, submitted_mpiexec_line
 
 import emews.cli
 from emews.site import bind_gpus, load_site
-from emews.site.jobs import JOB_SCRIPT
 
 
 @pytest.mark.parametrize(
@@ -36,12 +35,8 @@ def test_the_job_script_binds_the_ranks_per_node_it_runs(
         f"launcher.workers_per_node={workers_per_node}",
         f"node.gpus_per_worker={gpus_per_worker}",
     ]
-    sets = [arg for item in overrides for arg in ("--set", item)]
-    assert emews.cli.main(["launch", "random", "--site", "aurora", *sets, "--exp-dir", "exp"]) == 0
-    script = (in_tmp / "exp" / JOB_SCRIPT).read_text()
-    assert fake_tools.script("qsub") == script
+    line = submitted_mpiexec_line(in_tmp, fake_tools, "aurora", overrides)
     ranks = workers_per_node + 1
-    (line,) = [ln for ln in script.splitlines() if ln.startswith("mpiexec ")]
     want = f"mpiexec -n {ranks} --ppn {ranks} --cpu-bind=list:{cpu_bind} {sys.executable} -m emews run "
     assert line.startswith(f"{want}{(in_tmp / 'exp').resolve()} --lease "), line
     site = load_site("aurora", overrides)

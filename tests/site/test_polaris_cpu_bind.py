@@ -15,13 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from site_helpers import FakeTools
+from site_helpers import FakeTools, submitted_mpiexec_line
 
 import emews.cli
 from emews.core.launched_gpus import MODULE, Member, wrapped
 from emews.site import bind_gpus, load_site
 from emews.site.gpus import gpu_binding
-from emews.site.jobs import JOB_SCRIPT
 
 
 def _cores(option: str, ranks: int) -> list[set[int]]:
@@ -58,12 +57,8 @@ def test_the_job_script_binds_each_rank_next_to_its_gpus(
         f"launcher.workers_per_node={workers_per_node}",
         f"node.gpus_per_worker={gpus_per_worker}",
     ]
-    sets = [arg for item in overrides for arg in ("--set", item)]
-    assert emews.cli.main(["launch", "random", "--site", "polaris", *sets, "--exp-dir", "exp"]) == 0
-    script = (in_tmp / "exp" / JOB_SCRIPT).read_text()
-    assert fake_tools.script("qsub") == script
+    line = submitted_mpiexec_line(in_tmp, fake_tools, "polaris", overrides)
     ranks = workers_per_node + 1
-    (line,) = [ln for ln in script.splitlines() if ln.startswith("mpiexec ")]
     want = f"mpiexec -n {ranks} --ppn {ranks} {option} {sys.executable} -m emews run "
     assert line.startswith(f"{want}{(in_tmp / 'exp').resolve()} --lease "), line
     site = load_site("polaris", overrides)
