@@ -13,6 +13,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 #: the record's name in the experiment directory
 EXIT_RECORD = "exit-status.json"
@@ -46,13 +47,20 @@ def record_exit(exp_dir: Path, status: int) -> None:
         os.close(fd)
 
 
-def recorded_exit(exp_dir: Path, since: float) -> int | None:
-    """The status the run that finished after ``since`` recorded here (``None``: no such run)."""
+def read_exit_record(exp_dir: Path) -> dict[str, Any] | None:
+    """The record as it is: ``{}`` while reserved and not written (the run has not ended itself);
+    ``None`` when there is none or it cannot be read."""
     try:
         data = json.loads((exp_dir / EXIT_RECORD).read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) else None
+
+
+def recorded_exit(exp_dir: Path, since: float) -> int | None:
+    """The status the run that finished after ``since`` recorded here (``None``: no such run)."""
+    data = read_exit_record(exp_dir)
+    if data is None:
         return None
     finished, status = data.get("finished"), data.get("exit_status")
     if not isinstance(finished, (int, float)) or finished < since or not isinstance(status, int):

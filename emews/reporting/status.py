@@ -35,10 +35,10 @@ def job_state(exp_dir: Path) -> tuple[str, bool]:
 def _local_ending(exp_dir: Path) -> str:
     """How a local run that is over ended, when not well (as :func:`_how_it_ended` says it of a batch
     job): fail fast, a stop signal, an error; nothing for a run that finished, or that left no record."""
-    from emews.config.exit_record import EXIT_RECORD
-    from emews.config.experiment import LOG_FILE, SUMMARY_FILE
+    from emews.config.exit_record import read_exit_record
+    from emews.config.experiment import LOG_FILE, read_summary
 
-    record, summary = _json_object(exp_dir / EXIT_RECORD), _json_object(exp_dir / SUMMARY_FILE)
+    record, summary = read_exit_record(exp_dir), read_summary(exp_dir)
     if record is None:
         return ""
     status = record.get("exit_status")
@@ -46,21 +46,10 @@ def _local_ending(exp_dir: Path) -> str:
         return f", its last run ended before it could record how (a rank or the job killed: see {exp_dir / LOG_FILE})"
     if status == 0:
         return ""
-    same_run = summary is not None and summary.get("exit_status") == status
-    why = (summary.get("interrupted") or summary.get("error")) if summary is not None and same_run else None
+    same_run = summary.get("exit_status") == status
+    why = (summary.get("interrupted") or summary.get("error")) if same_run else None
     line = why.strip().splitlines()[0] if isinstance(why, str) and why.strip() else ""  # its first line only
     return f", the run ended with exit status {status}" + (f": {line}" if line else "")
-
-
-def _json_object(path: Path) -> dict | None:
-    """The JSON object in ``path``; ``None`` when it is missing, unreadable or not an object."""
-    import json
-
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _how_it_ended(exp_dir: Path) -> str:
