@@ -82,12 +82,17 @@ class GpuBinding:
     names: tuple[str, ...] = ()
     optimizer_on_slot_zero: bool = False  # the local site: rank 0 (the optimizer) is node-local rank 0
 
+    @property
+    def node_names(self) -> list[str]:
+        """The node's GPUs as the binding names them (``names``, else their indices)."""
+        return list(self.names) or [str(i) for i in range(self.gpus)]
+
     def bind(self, local_rank: int, environ: MutableMapping[str, str] | None = None) -> list[int]:
         """Bind this rank's GPUs and return their indices on the node (``[]``: none, env untouched)."""
         environ = os.environ if environ is None else environ
         if not self.per_worker or not self.gpus:
             return []
-        names = list(self.names) or [str(i) for i in range(self.gpus)]
+        names = self.node_names
         slot = local_rank - 1 if self.optimizer_on_slot_zero else local_rank
         if self.mode == "launcher":
             return self._keep_own_share(slot, environ, names)
@@ -107,7 +112,7 @@ class GpuBinding:
         """The value of ``env_var`` that makes the GPUs named ``share`` a rank's (for
         ``ZE_AFFINITY_MASK``, as the Level Zero device hierarchy in ``environ`` numbers them)."""
         if self.env_var == ZE_MASK:
-            return ze_affinity_mask(share, list(self.names) or [str(i) for i in range(self.gpus)], environ)
+            return ze_affinity_mask(share, self.node_names, environ)
         return ",".join(share)
 
     def share(self, local_rank: int) -> list[str]:
@@ -115,7 +120,7 @@ class GpuBinding:
         :meth:`bind` gives them with ``env`` binding, and narrows them to with ``launcher`` binding."""
         if not self.per_worker or not self.gpus:
             return []
-        names = list(self.names) or [str(i) for i in range(self.gpus)]
+        names = self.node_names
         slot = local_rank - 1 if self.optimizer_on_slot_zero else local_rank
         return names[slot * self.per_worker : (slot + 1) * self.per_worker] if slot >= 0 else []
 
