@@ -48,6 +48,7 @@ from emews.core.replicates import REPLICATE
 from emews.core.space import Categorical, Constant, Dimension, Float, Int, Ordered, Space, SpaceError, load_candle_json
 from emews.core.task_size import ALLOWED as TASK_SIZE_ALLOWED
 from emews.core.task_size import FunctionSize, ParameterSize, TaskSize, TaskSizeError, parse_task_size
+from emews.objective.candle_params import expression_problem
 from emews.objective.command import (
     RUN_DIR_FILE_ALLOWED,
     TASK_PLACEHOLDERS,
@@ -916,6 +917,25 @@ def _check_placeholders(objective: ObjectiveSection, space: Space, defaults: Map
         )
 
 
+def _check_candle_values(objective: ObjectiveSection, space: Space, file: str) -> None:
+    """What a CANDLE model run as a command would not read as meant: with ``params: candle``, a
+    value of the space that is a Python expression as text (:func:`expression_problem`)."""
+    if objective.command is None:
+        return
+    listed = {name: _listed_values(dim) for name, dim in space.dimensions.items()}
+    if objective.params == "candle":
+        for name, values in listed.items():
+            problem = next(filter(None, map(expression_problem, values)), None)
+            if problem is not None:
+                raise ConfigError(problem, file=file, key=f"space.{name}")
+
+
+def _listed_values(dim: Dimension) -> list[Any]:
+    """The values a categorical, ordered or constant dimension lists (none for a range)."""
+    spec = dim.to_spec()
+    return list(spec["values"]) if "values" in spec else [spec["value"]] if "value" in spec else []
+
+
 def _resolve_class_file(section: OptimizerSection | TrialSchedulerSection, workflow_dir: Path) -> None:
     """A plug-in named as ``file.py:Class`` gets the file's absolute path, so that the workflow
     written into the experiment (and read there by the job and by ``emews resume``) names the same file."""
@@ -941,6 +961,7 @@ def check_workflow(workflow: Workflow) -> Any:
     except ObjectiveLoadError as exc:
         raise ConfigError(str(exc), file=file, key=_objective_key(section, str(exc))) from None
     _check_placeholders(section, workflow.space, loaded.defaults, file)
+    _check_candle_values(section, workflow.space, file)
     if isinstance(workflow.task_size, FunctionSize):
         try:
             workflow.task_size.load()

@@ -10,17 +10,20 @@ option takes ``nargs`` (P3B3's ``filter_sets``). Only the options of CANDLE's ow
 default of their own, which hides the file's value on CANDLE before 2022, follow as flags
 (:func:`model_flags`). A string of numbers (``"500 100 50"``, the lists
 of Supervisor's GA files) is a list (:func:`candle_value`). A UPF line's ``id`` is never a flag
-(``{id}`` in the command passes it on).
+(``{id}`` in the command passes it on). A string holding a Python expression (``'2**10'``), which
+CANDLE evaluates in its default model file only, is refused (:func:`expression_problem`).
 """
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from emews.core.textfiles import write_atomic
+from emews.objective.model_defaults import python_value
 
 #: the per-task file CANDLE reads through ``--config_file``: the model's defaults and the point
 CONFIG_FILE = "candle_params.txt"
@@ -66,6 +69,30 @@ def candle_value(value: Any, default: Any = None) -> Any:
     if isinstance(default, list) and value is not None and not isinstance(value, (list, tuple)):
         return [value]
     return value
+
+
+def expression_problem(value: Any) -> str | None:
+    """Why ``value``, a string holding a Python expression (``'2**10'``, ``'[64, 32]'``), cannot go
+    to a CANDLE model: the model would get that text, where the same text in its default model file
+    is evaluated (CANDLE ``eval``s the file's values). ``None`` for any other value: a word, a number
+    as text, Supervisor's list as a string of numbers (``'500 100 50'``)."""
+    if not isinstance(value, str) or _number(value.strip()) is not None:
+        return None
+    try:
+        if isinstance(ast.parse(value.strip(), mode="eval").body, ast.Constant):
+            return None
+        evaluated = python_value(value)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # NotAValue is a ValueError
+        return None
+    write = (
+        f"a YAML list ({list(evaluated)!r}) or Supervisor's string of numbers ('{' '.join(map(str, evaluated))}')"
+        if isinstance(evaluated, (list, tuple))
+        else repr(evaluated)
+    )
+    return (
+        f"{value!r} is a Python expression as text, which the model would get as that text (CANDLE "
+        f"evaluates expressions in its default model file only); write its value: {write}"
+    )
 
 
 def candle_point(point: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -398,3 +399,88 @@ def test_a_string_for_a_boolean_or_a_number_is_read_as_the_default_types_it(tmp_
     params, argv = parsed(evaluate(tmp_path, candle_ref(), point)[0])
     assert params["add_noise"] is False and params["noise_correlated"] is True
     assert params["epochs"] == 3 and params["learning_rate"] == 0.5
+
+
+def candle_reads(config_file: Path) -> dict:
+    """What CANDLE's own parser (NT3's ``initialize_parameters``) makes of ``config_file``."""
+    proc = subprocess.run(
+        [PYTHON, str(NT3), "--config_file", str(config_file)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])["parsed"]
+
+
+def test_arithmetic_in_the_default_model_reaches_the_model_as_candle_evaluates_it(tmp_path: Path) -> None:
+    """CANDLE ``eval``s each value of its default model file: ``batch_size = 2**4`` is 16. emews
+    read such a value as the text '2**4' and wrote it quoted into the task's file, so the model got
+    the string (and NT3's ``sum(dense)`` a TypeError); now the model gets what CANDLE reading the
+    user's file itself gets."""
+    defaults = tmp_path / "nt3_default_model.txt"
+    defaults.write_text(
+        DEFAULTS.read_text()
+        .replace("batch_size = 20", "batch_size = 2**4")
+        .replace("dense = [200,20]", "dense = [2**5, 64//4]")
+        .replace("epochs = 400", "epochs = 4*100")
+    )
+    own = candle_reads(defaults)
+    assert own["batch_size"] == 16 and own["dense"] == [32, 16] and own["epochs"] == 400
+    ref = CommandRef((PYTHON, str(NT3)), metric="val_loss", params="candle", defaults=str(defaults))
+    params, _ = parsed(evaluate(tmp_path, ref, {"learning_rate": 0.5})[0])
+    assert {k: params[k] for k in ("batch_size", "dense", "epochs")} == {"batch_size": 16, "dense": [32, 16], "epochs": 400}
+    assert params["learning_rate"] == 0.5
+
+
+def test_a_default_that_needs_running_code_is_refused_by_check(emews_cmd, tmp_path: Path) -> None:
+    """CANDLE runs ``seed = __import__('os').getpid()`` as code; emews neither runs it nor passes its
+    text on as if it were the value: check names the file, section and key."""
+    defaults = tmp_path / "nt3_default_model.txt"
+    defaults.write_text(DEFAULTS.read_text() + "rng_seed = __import__('os').getpid()\n")
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle", "defaults": str(defaults)},
+        space={"epochs": {"type": "int", "lower": 1, "upper": 3}},
+    )
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") <= 1, proc.stderr
+    assert f"{defaults}: [Global_Params] rng_seed = __import__('os').getpid(): " in proc.stderr, proc.stderr
+    assert "write the value itself" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [(["2**4", "2**5"], "write its value: 16"), (["[20, 10]", "[30]"], "a YAML list ([20, 10]) or Supervisor's string of numbers ('20 10')")],
+)
+def test_an_expression_as_text_in_the_space_is_refused_by_check(emews_cmd, tmp_path: Path, values, says) -> None:
+    """YAML reads ``values: [2**4, 2**5]`` as the strings '2**4' and '2**5' (and a quoted list as its
+    text): the model got that text (CANDLE evaluates only its default model file's values), and
+    check said ok. Now check names the parameter and the value to write instead."""
+    name = "batch_size" if "2**4" in values else "dense"
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle", "defaults": str(DEFAULTS)},
+        space={name: {"type": "ordered", "values": values}},
+        budget={"evaluations": 2},
+    )
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") <= 1, proc.stderr
+    assert f"{wf}: space.{name}: {values[0]!r} is a Python expression as text" in proc.stderr, proc.stderr
+    assert says in proc.stderr, proc.stderr
+
+
+def test_the_values_check_suggests_reach_candles_parser_as_meant(emews_cmd, tmp_path: Path) -> None:
+    """A YAML list and Supervisor's string of numbers, the forms the refusal above names, pass check
+    and reach CANDLE's parser as the list; a word, a number as text and a negative number stay as before."""
+    ref = candle_ref()
+    for task_id, dense in enumerate([[20, 10], "20 10"]):
+        params, _ = parsed(evaluate(tmp_path, ref, {"dense": dense, "batch_size": 16, "activation": "tanh", "epochs": "3", "std_dev": "-0.5"}, task_id=task_id)[0])
+        assert params["dense"] == [20, 10] and params["batch_size"] == 16 and params["activation"] == "tanh"
+        assert params["epochs"] == 3 and params["std_dev"] == -0.5
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": [PYTHON, str(NT3)], "metric": "val_loss", "params": "candle", "defaults": str(DEFAULTS)},
+        space={"dense": {"type": "categorical", "values": [[20, 10], "20 10"]}, "activation": {"type": "constant", "value": "tanh"},
+               "std_dev": {"type": "ordered", "values": ["-0.5", "0.5"]}},
+        budget={"evaluations": 2},
+    )
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 0, proc.stderr

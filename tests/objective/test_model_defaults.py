@@ -17,7 +17,7 @@ NT3 = TESTS / "data" / "supervisor" / "nt3_default_model.txt"
 MODEL = TESTS / "models" / "candle_model.py"
 
 
-def test_the_nt3_defaults_read_as_python_literals_never_evaluated(tmp_path: Path) -> None:
+def test_the_nt3_defaults_read_as_python_values_never_run_as_code(tmp_path: Path) -> None:
     defaults = read_model_defaults(NT3)
     assert len(defaults) == 28 and list(defaults)[:2] == ["data_url", "train_data"]
     assert defaults["dense"] == [200, 20] and defaults["conv"] == [128, 20, 1, 128, 10, 1]
@@ -25,8 +25,11 @@ def test_the_nt3_defaults_read_as_python_literals_never_evaluated(tmp_path: Path
     assert defaults["restart"] is True and defaults["add_noise"] is False
     assert defaults["activation"] == "relu"
     odd = tmp_path / "odd.txt"
-    odd.write_text("[Monitor_Params]\ntimeout=10\n[Global_Params]\nact = 'relu'\nf = __import__('os').getcwd()\n")
-    assert read_model_defaults(odd) == {"act": "relu", "f": "__import__('os').getcwd()", "timeout": 10}
+    odd.write_text("[Monitor_Params]\ntimeout=10\n[Global_Params]\nact = 'relu'\nbatch = 2**10\n")
+    assert read_model_defaults(odd) == {"act": "relu", "batch": 1024, "timeout": 10}
+    odd.write_text("[Global_Params]\nf = __import__('os').getcwd()\n")  # code: never run, refused
+    with pytest.raises(ModelDefaultsError, match=r"f = __import__\('os'\).getcwd\(\): __import__\('os'\).getcwd\(\): not a value"):
+        read_model_defaults(odd)
 
 
 def test_a_file_without_sections_is_refused_with_its_name(tmp_path: Path) -> None:
@@ -65,8 +68,7 @@ def test_defaults_are_merged_under_each_point_and_recorded(emews_cmd, tmp_path: 
 
 def test_a_value_that_is_no_python_is_refused_by_check_naming_file_and_key(emews_cmd, tmp_path: Path) -> None:
     """CANDLE's parser ``eval``s every value of the file and stops with a SyntaxError at ``x = [1,``;
-    emews passed the text on as a string and ``emews check`` said ok. Quoted words and expressions stay
-    strings (never evaluated), as before."""
+    emews passed the text on as a string and ``emews check`` said ok. Quoted words stay strings."""
     (tmp_path / "obj.py").write_text("def run(p):\n    return float(p['epochs'])\n")
     defaults = tmp_path / "my_default_model.txt"
     defaults.write_text("[Global_Params]\nepochs = 3\nact = 'relu'\nx = [1,\n")
