@@ -917,9 +917,12 @@ def _check_placeholders(objective: ObjectiveSection, space: Space, defaults: Map
         )
 
 
-def _check_candle_values(objective: ObjectiveSection, space: Space, file: str) -> None:
+def _check_candle_values(objective: ObjectiveSection, space: Space, defaults: Mapping[str, Any], file: str) -> None:
     """What a CANDLE model run as a command would not read as meant: with ``params: candle``, a
-    value of the space that is a Python expression as text (:func:`expression_problem`)."""
+    value of the space that is a Python expression as text (:func:`expression_problem`); with
+    ``params: flags`` and a CANDLE default model (``defaults:``), a boolean of the space or a true
+    default, which flags pass as a bare ``--name`` (``false`` left out) where CANDLE's parser takes
+    ``--name True`` (``str2bool``) and refuses a bare flag."""
     if objective.command is None:
         return
     listed = {name: _listed_values(dim) for name, dim in space.dimensions.items()}
@@ -928,6 +931,20 @@ def _check_candle_values(objective: ObjectiveSection, space: Space, file: str) -
             problem = next(filter(None, map(expression_problem, values)), None)
             if problem is not None:
                 raise ConfigError(problem, file=file, key=f"space.{name}")
+    elif (objective.params or "flags") == "flags" and objective.defaults is not None:
+        used = objective.ref().placeholders  # type: ignore[union-attr]  # {name}: no flag of its own
+        booleans = [name for name, values in listed.items() if any(isinstance(v, bool) for v in values)]
+        booleans += [name for name, value in defaults.items() if value is True and name not in listed]
+        booleans = [name for name in booleans if name not in used]
+        if booleans:
+            raise ConfigError(
+                f"{booleans[0]} is a boolean, which params: flags passes as a bare --{booleans[0]} (false: "
+                "left out), and the model reads a CANDLE default model (defaults:), whose parser takes "
+                f"a boolean as --{booleans[0]} True and refuses a bare flag",
+                file=file,
+                key="objective.params",
+                allowed="params: candle, which hands a CANDLE model its parameters as it reads its defaults",
+            )
 
 
 def _listed_values(dim: Dimension) -> list[Any]:
@@ -961,7 +978,7 @@ def check_workflow(workflow: Workflow) -> Any:
     except ObjectiveLoadError as exc:
         raise ConfigError(str(exc), file=file, key=_objective_key(section, str(exc))) from None
     _check_placeholders(section, workflow.space, loaded.defaults, file)
-    _check_candle_values(section, workflow.space, file)
+    _check_candle_values(section, workflow.space, loaded.defaults, file)
     if isinstance(workflow.task_size, FunctionSize):
         try:
             workflow.task_size.load()

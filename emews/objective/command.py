@@ -6,7 +6,8 @@ command is an argv list, never run through a shell (a user who wants one writes 
 
 Parameters reach the program one of three ways (``params:``):
 
-``flags``  CANDLE style ``--name value``: ``True`` as a bare ``--name`` (``False`` left out),
+``flags``  ``--name value``: ``True`` as a bare ``--name`` (argparse's ``store_true``; ``False`` left out;
+           CANDLE's ``str2bool`` flags refuse it: ``emews check`` refuses a boolean for a ``defaults:`` model),
            a list as ``--name v1 v2``, ``None`` left out (the default); a value that starts
            with ``-`` as ``--name=value``, so that a parser reads it as a value, not an option;
 ``env``    one environment variable per parameter, named as the parameter;
@@ -156,7 +157,7 @@ def as_text(value: Any) -> str:
 
 
 def as_flags(params: Mapping[str, Any], *, bool_values: bool = False) -> list[str]:
-    """CANDLE-style ``--name value`` arguments (booleans as bare flags, or with ``bool_values`` as
+    """``--name value`` arguments (booleans as bare flags, or with ``bool_values`` as CANDLE's
     ``--name True``/``--name False``; lists as repeated values); a value that starts with ``-`` as
     ``--name=value``, so that a parser cannot take it for an option."""
     argv: list[str] = []

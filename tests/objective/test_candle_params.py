@@ -20,7 +20,7 @@ from test_command_objective import PYTHON, evaluate
 from test_readme import python_block
 
 from emews.core.space import load_candle_json
-from emews.objective.command import CommandRef
+from emews.objective.command import CommandRef, as_flags
 from emews.objective.context import task_run_dir
 from testutil import REPO, TESTS, stored_rows, write_workflow
 
@@ -484,3 +484,31 @@ def test_the_values_check_suggests_reach_candles_parser_as_meant(emews_cmd, tmp_
     )
     proc = emews_cmd("check", str(wf))
     assert proc.returncode == 0, proc.stderr
+
+
+def test_booleans_as_bare_flags_for_a_candle_default_model_are_refused_by_check(emews_cmd, tmp_path: Path) -> None:
+    """``params: flags`` passes True as a bare ``--restart`` and leaves False out; CANDLE's parser
+    (``type=str2bool``) refuses the bare flag, so with NT3's default model (``restart = True``) every
+    task failed, and a space's False silently kept the model's own default. check now refuses it and
+    points to ``params: candle``, with which the same workflow passes check and the booleans reach the
+    parser as given."""
+    bare = subprocess.run([PYTHON, str(NT3), *as_flags({"restart": True})], capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 2 and "argument --restart: expected one argument" in bare.stderr, bare.stderr
+    objective = {"command": [PYTHON, str(NT3)], "metric": "val_loss", "defaults": str(DEFAULTS)}
+    no_true = tmp_path / "my_default_model.txt"
+    no_true.write_text(DEFAULTS.read_text().replace("restart = True", "restart = False"))
+    cases = [
+        ({}, {"epochs": {"type": "int", "lower": 1, "upper": 3}}, "restart"),  # NT3's own restart = True
+        ({"defaults": str(no_true)}, {"add_noise": {"type": "categorical", "values": [True, False]}}, "add_noise"),
+    ]
+    for i, (over, space, name) in enumerate(cases):
+        wf = write_workflow(tmp_path, f"wf{i}", objective={**objective, **over}, space=space, budget={"evaluations": 2})
+        proc = emews_cmd("check", str(wf))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") <= 1, proc.stderr
+        assert f"{wf}: objective.params: {name} is a boolean, which params: flags passes as a bare --{name}" in proc.stderr
+        assert "(allowed: params: candle" in proc.stderr, proc.stderr
+        wf.write_text(wf.read_text().replace("metric: val_loss", "metric: val_loss\n  params: candle"))
+        assert emews_cmd("check", str(wf)).returncode == 0
+    for task_id, value in enumerate([True, False]):
+        params, argv = parsed(evaluate(tmp_path, candle_ref(), {"add_noise": value, "restart": value}, task_id=task_id)[0])
+        assert params["add_noise"] is value and params["restart"] is value

@@ -44,7 +44,10 @@ def test_defaults_are_merged_under_each_point_and_recorded(emews_cmd, tmp_path: 
     """A sweep over two parameters runs a complete NT3-shaped model: the rest come from the defaults."""
     (tmp_path / "obj.py").write_text(
         "def run(p):\n    return {'loss': p['x'] ** 2 + p['epochs'] / 100 + len(p['dense']), 'keys': len(p)}\n")
-    objective = ({"command": ["python3", str(MODEL), "--use_bn"], "metric": "loss"} if kind == "command"
+    # (the command gets them in a file: as flags, NT3's restart = True would be a bare --restart,
+    # which check refuses for a CANDLE default model: test_candle_params)
+    objective = ({"command": ["python3", str(MODEL), "--use_bn", "--params", "{params_file}"], "metric": "loss",
+                  "params": "file"} if kind == "command"
                  else {"module": "obj.py", "metric": "loss"})
     wf = write_workflow(
         tmp_path, optimizer={"name": "sweep", "options": {"levels": 2}},
