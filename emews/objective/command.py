@@ -27,7 +27,8 @@ records) stays inside it: a name that leaves it is refused (:func:`run_dir_name`
 time a link that leads out of it is neither written, deleted nor read (:func:`in_run_dir`).
 
 The result (``result:``) is read from ``stdout`` (the last line ``<metric> <value>``,
-``<metric>: <value>``, ``<metric>=<value>`` or a JSON object holding the metric), from a
+``<metric>: <value>``, ``<metric>=<value>``, a JSON object holding the metric, or a Keras
+progress line's ``- <metric>: <value>``: a Keras model's last epoch), from a
 ``file`` the command writes in its run dir (``result_file``: JSON, ``KEY value`` lines, a bare
 number, or a CSV whose header names the metric, its last row: Keras' ``CSVLogger``, CANDLE's
 ``training.log``), or from a CANDLE ``output_dir`` (``--output_dir RUN_DIR`` is passed, ``result.txt`` read,
@@ -101,6 +102,8 @@ CANDLE_RESULT_FILE = "result.txt"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: what argparse reads as a negative number rather than an option (its own rule)
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+#: how a Keras ``fit`` progress line starts: the steps done, ``2/2``, bold in Keras 3
+KERAS_STEPS = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?\d+/\d+(?:\x1b\[[0-9;]*m)?[\s\[]")
 #: what a file the command objective names in the run dir may be
 RUN_DIR_FILE_ALLOWED = "a relative path inside the task's run dir (not absolute, no '..' leaving it)"
 
@@ -425,10 +428,14 @@ def write_params_file(path: Path, params: Mapping[str, Any]) -> Path:
 
 def parse_result(text: str, metric: str, *, bare_number: bool) -> Any:
     """The last line of ``text`` that reports ``metric``: ``{metric: value, ...}`` from a JSON object
-    (its other keys kept as metrics), or the number of a ``metric value`` line; a line that is only a
-    number counts when ``bare_number``. ``None`` when no line does."""
+    (its other keys kept as metrics), the number of a ``metric value`` line, or the last
+    ``- metric: value`` of a Keras progress line (:func:`keras_value`); a line that is only a number
+    counts when ``bare_number``. ``None`` when no line does."""
     pattern = re.compile(rf"^\s*{re.escape(metric)}\s*[:=]?\s*(\S+)\s*$")
     for line in reversed(text.splitlines()):
+        keras = keras_value(line, metric)
+        if keras is not None:
+            return {metric: keras}
         stripped = line.strip()
         if stripped.startswith("{"):
             try:
@@ -442,6 +449,18 @@ def parse_result(text: str, metric: str, *, bare_number: bool) -> Any:
         if number is not None:
             return {metric: number}
     return None
+
+
+def keras_value(line: str, metric: str) -> float | None:
+    """The last ``metric``'s number in a Keras ``fit`` progress line (``2/2 - 0s - loss: 2.17 -
+    val_loss: 2.18 - 19ms/epoch``, Keras 2 and 3, ``verbose`` 1 or 2: it starts with the steps
+    done, :data:`KERAS_STEPS`), where a model without a ``CSVLogger`` (CANDLE's P1B1, P1B2, TC1)
+    reports its last epoch's ``val_loss``; a line updated in place (``\\b``) holds every state of
+    the bar, its last one at the line's end (``\\r`` ends a line)."""
+    if not KERAS_STEPS.match(line):
+        return None
+    found = re.findall(rf"\s-\s{re.escape(metric)}:\s+(\S+)", line)
+    return _number(found[-1]) if found else None
 
 
 def read_result_file(path: Path, metric: str) -> Any:

@@ -512,3 +512,39 @@ def test_booleans_as_bare_flags_for_a_candle_default_model_are_refused_by_check(
     for task_id, value in enumerate([True, False]):
         params, argv = parsed(evaluate(tmp_path, candle_ref(), {"add_noise": value, "restart": value}, task_id=task_id)[0])
         assert params["add_noise"] is value and params["restart"] is value
+
+
+KERAS = TESTS / "data" / "keras"
+#: the last epoch's losses in each recorded output of Keras' fit (tests/data/keras/README.md)
+KERAS_LAST = {
+    "tf_keras-2.21-verbose1.txt": (3.1552, 2.5218),
+    "tf_keras-2.21-verbose2.txt": (3.6296, 2.5618),
+    "keras-3.15-verbose1.txt": (1.8572, 1.1971),
+    "keras-3.15-verbose2.txt": (3.1739, 2.1376),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KERAS_LAST))
+def test_a_keras_models_last_epoch_is_read_from_what_fit_prints(tmp_path: Path, name: str) -> None:
+    """CANDLE's P1B1 (and P1B2, TC1) has no CSVLogger and prints no ``val_loss X`` line: its
+    val_loss is only in Keras' epoch lines (``... - val_loss: 0.0367 - val_xent: ...``), and the
+    docs' recipe failed every task with 'reported no val_loss'. The model here parses with CANDLE's
+    parser, then prints what Keras' fit printed (recorded, byte for byte): the last epoch's value
+    is the result, as Supervisor's model_runner takes ``history['val_loss'][-1]``."""
+    model = tmp_path / "p1b1_like.py"
+    model.write_text(f"""
+import sys
+sys.path.insert(0, {str(NT3.parent)!r})
+from nt3_parse_only import initialize_parameters
+
+initialize_parameters()
+sys.stdout.buffer.write(open({str(KERAS / name)!r}, "rb").read())
+print("Evaluation on test data: {{'mse': 0.03, 'r2_score': -0.02}}")  # P1B1's last lines, as it prints them
+print("1/1 [==============================] - ETA: 0s1/1 [==============================] - 0s 37ms/step")
+""")
+    val_loss, loss = KERAS_LAST[name]
+    for metric, expected in (("val_loss", val_loss), ("loss", loss)):
+        ref = CommandRef((PYTHON, str(model)), metric=metric, params="candle", defaults=str(DEFAULTS))
+        outcome, _ = evaluate(tmp_path, ref, {"learning_rate": 0.5})
+        assert outcome.status.value == "ok", outcome.error
+        assert outcome.value == pytest.approx(expected)
