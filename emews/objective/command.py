@@ -102,6 +102,8 @@ CANDLE_RESULT_FILE = "result.txt"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: what argparse reads as a negative number rather than an option (its own rule)
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+#: argparse's refusal of a bare flag whose option takes a value
+BARE_FLAG_REFUSED = re.compile(r"argument --([A-Za-z_][\w-]*)(?:/-\S+)?: expected one argument")
 #: how a Keras ``fit`` progress line starts: the steps done, ``2/2``, bold in Keras 3
 KERAS_STEPS = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?\d+/\d+(?:\x1b\[[0-9;]*m)?[\s\[]")
 #: what a file the command objective names in the run dir may be
@@ -302,7 +304,8 @@ class CommandObjective:
         output = CapturedOutput(run_dir, context.team_rank)
         returncode = output.run(argv, self.environment(merged, task, context.team))
         if returncode != 0:
-            raise EvaluationFailed(*_describe_exit(argv[0], returncode, output))
+            message, status = _describe_exit(argv[0], returncode, output)
+            raise EvaluationFailed(self._bare_flag_hint(message, merged), status)
         found = (
             parse_result(output.stdout(), self.ref.metric, bare_number=False)
             if not result_names
@@ -327,6 +330,19 @@ class CommandObjective:
                 + (f"; last lines of stdout:\n{tail}" if tail else "")
             )
         return found
+
+    def _bare_flag_hint(self, message: str, params: Mapping[str, Any]) -> str:
+        """``message`` with a hint on its first line when argparse wanted a value after a true
+        boolean that ``params: flags`` passed as a bare flag (CANDLE's ``str2bool`` options)."""
+        first, newline, rest = message.partition("\n")
+        found = BARE_FLAG_REFUSED.search(first)
+        if self.ref.params != "flags" or found is None or params.get(found[1]) is not True:
+            return message
+        return (
+            f"{first} (params: flags passes the boolean {found[1]} as a bare --{found[1]}, for "
+            "store_true; a parser whose booleans take a value, as CANDLE's str2bool, reads them "
+            f"with params: candle){newline}{rest}"
+        )
 
     def _result_names(self, argv: list[str], run_dir: Path) -> list[str]:
         """The files in the run dir that may hold the result, in the order read (none: stdout).

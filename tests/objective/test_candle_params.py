@@ -548,3 +548,16 @@ print("1/1 [==============================] - ETA: 0s1/1 [======================
         outcome, _ = evaluate(tmp_path, ref, {"learning_rate": 0.5})
         assert outcome.status.value == "ok", outcome.error
         assert outcome.value == pytest.approx(expected)
+
+
+def test_a_bare_boolean_flag_refused_by_candles_parser_says_to_use_params_candle(tmp_path: Path) -> None:
+    """Without ``defaults:`` check cannot tell a CANDLE model from a store_true one: the task fails
+    with CANDLE's own refusal, and its first line (the cause fail fast and the summary show) now
+    says why and what reads it."""
+    outcome, _ = evaluate(tmp_path, CommandRef((PYTHON, str(NT3)), metric="val_loss"), {"add_noise": True, "epochs": 2})
+    assert outcome.status.value == "failed"
+    first = outcome.error.splitlines()[0]
+    assert "argument --add_noise: expected one argument" in first, outcome.error
+    assert "bare --add_noise" in first and "params: candle" in first, first
+    outcome, _ = evaluate(tmp_path, CommandRef((PYTHON, str(NT3)), metric="val_loss"), {"epochs": "x"}, task_id=1)
+    assert outcome.status.value == "failed" and "params: candle" not in outcome.error  # other refusals as they are
