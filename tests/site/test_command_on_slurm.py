@@ -55,8 +55,11 @@ def test_a_upf_of_a_command_model_runs_as_a_slurm_job(slurm_cluster: LoopbackSlu
             {
                 "optimizer": {"name": "sweep", "options": {"file": "upf3.txt"}},
                 "objective": {
-                    "command": [sys.executable, "model.py", "--mode", "json"],
+                    # the point and its defaults in a file: as flags, NT3's restart = True would be a
+                    # bare --restart, which check refuses for a CANDLE default model
+                    "command": [sys.executable, "model.py", "--mode", "json", "--params", "{params_file}"],
                     "metric": "loss",
+                    "params": "file",
                     "defaults": "nt3_default_model.txt",
                 },
                 "budget": {"evaluations": 7},
