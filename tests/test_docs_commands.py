@@ -139,3 +139,35 @@ def test_what_the_python_listings_take_from_emews_exists() -> None:
                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "emews":
                     missing += [] if exists("emews", node.attr) else [f"{path.name}: emews.{node.attr}"]
     assert emews.run and missing == []
+
+
+#: ``emews launch WORKFLOW ... --site SITE ...`` on a line of a shell block (its comment cut off)
+_BATCH_LAUNCH = re.compile(r"^(?:\$ )?emews launch (\S+)((?:(?!#).)*--site (?!local\b)[\w-]+(?:(?!#).)*)", re.M)
+
+
+def batch_launches() -> list[tuple[str, str]]:
+    """(file, the options) of every ``emews launch`` of the docs' shell blocks that names a batch site."""
+    found = []
+    for path in DOCS:
+        for block in re.findall(r"```(?:console|bash|sh|shell)\n(.*?)```", path.read_text(), re.S):
+            found += [(path.name, m.group(2).strip()) for m in _BATCH_LAUNCH.finditer(block)]
+    return found
+
+
+def test_every_batch_launch_in_the_docs_is_accepted_as_written(emews_cmd) -> None:
+    """A user pastes a launch line onto a cluster's login node: its options (site, workers, nodes,
+    pools, account) must fit that site as written. Each is run with ``--dry-run`` on the built-in
+    ``random`` workflow in place of the user's (a ``--pools`` line with a PostgreSQL ``store.url``,
+    which the dry run does not connect to)."""
+    launches = batch_launches()
+    assert len(launches) >= 4, launches  # the scan finds them (README, sites, coming-from-*, postgres)
+    emews_cmd.env.pop("EMEWS_ACCOUNT", None)
+    refused = []
+    for name, options in launches:
+        args = ["launch", "random", *options.split(), "--dry-run"]
+        if "--pools" in options:
+            args += ["--set", "store.url=postgresql://localhost/emews_docs"]
+        proc = emews_cmd(*args)
+        if proc.returncode != 0:
+            refused.append(f"{name}: emews launch ... {options}: {proc.stderr.strip().splitlines()[-1:]}")
+    assert refused == []
