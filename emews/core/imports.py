@@ -53,7 +53,7 @@ def _import(ref: str, what: str, base_dir: Path | None) -> ModuleType:
         path = base_dir / path
     if not path.is_file():
         raise UserImportError(f"{what} file {ref} does not exist")
-    name = f"emews_{_identifier(what)}_{_identifier(path.stem)}"
+    name = registered_name(path, what)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise UserImportError(f"cannot import {ref}")
@@ -68,6 +68,12 @@ def _import(ref: str, what: str, base_dir: Path | None) -> ModuleType:
         sys.modules.pop(name, None)
         raise UserImportError(f"importing {ref} failed: {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def registered_name(path: Path, what: str) -> str:
+    """The name a user file is imported under (``emews_objective_model`` for an objective's
+    ``model.py``): what pickle writes for the classes it defines."""
+    return f"emews_{_identifier(what)}_{_identifier(path.stem)}"
 
 
 def _identifier(text: str) -> str:

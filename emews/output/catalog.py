@@ -14,6 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from emews.config.experiment import read_workflow
+from emews.core.errors import EmewsError
+from emews.core.imports import registered_name
+from emews.objective.function import ObjectiveLoadError, import_objective_module
 from emews.output.export import open_store
 from emews.store import DURABLE, CheckpointRow
 from emews.training.checkpoints import read_checkpoint
@@ -50,9 +54,35 @@ def load_best(
     ``TRIAL/step-STEP-SERIAL/`` under ``extract_to`` (default: beside the checkpoint), and its path
     is what it holds: checkpoints of files with one name never overwrite each other."""
     return [
-        (row, read_checkpoint(row.path, own_folder(row, extract_to)))
+        (row, read_saved(Path(exp_dir), row, own_folder(row, extract_to)))
         for row in list_checkpoints(exp_dir, best=k, per_trial=per_trial)
     ]
+
+
+class CheckpointClassMissing(EmewsError, ImportError):
+    """A checkpoint holds objects of classes of the objective's file, which cannot be imported here."""
+
+
+def read_saved(exp_dir: Path, row: CheckpointRow, extract_to: Path) -> Any:
+    """What ``row``'s checkpoint holds. An object of a class defined in the objective's file (a
+    ``torch.nn.Module`` subclass, a dataclass) names the module the workers imported that file as
+    (``emews_objective_<stem>``): the experiment's objective file is imported under that name first."""
+    try:
+        return read_checkpoint(row.path, extract_to)
+    except ModuleNotFoundError as exc:
+        module = read_workflow(exp_dir).get("objective", {}).get("module")
+        if not isinstance(module, str) or not module.endswith(".py"):
+            raise
+        if exc.name != registered_name(Path(module), "objective"):
+            raise
+        try:
+            import_objective_module(module)
+        except ObjectiveLoadError as err:
+            raise CheckpointClassMissing(
+                f"{row.path}: holds objects of classes defined in the objective's file {module} "
+                f"(which the workers imported as {exc.name}), and it cannot be imported here: {err}"
+            ) from None
+    return read_checkpoint(row.path, extract_to)
 
 
 def own_folder(row: CheckpointRow, extract_to: Path | None) -> Path:

@@ -17,7 +17,7 @@ from emews.output.catalog import load_best
 from emews.training.checkpoints import frame, read_checkpoint, snapshot, write_atomic
 from emews.store.trial_store import TrialStore
 from test_trial_runs import launch, trainer_workflow
-from testutil import events, query, stored_rows, wait_until
+from testutil import events, query, stored_rows, wait_until, write_workflow
 
 
 def checkpoint_files(exp: Path) -> dict[str, str]:
@@ -231,3 +231,43 @@ def test_a_local_tier_left_by_killed_writers_is_cleared_by_the_next_run_on_the_h
     assert [(r["status"], r["objective"]) for r in stored_rows(exp)] == [("ok", 0.2 + 1 / 9)]
     left = sorted(p.relative_to(tier).as_posix() for p in tier.rglob("*") if p.is_file())
     assert left == sorted(p.relative_to(tier).as_posix() for p in (alive, elsewhere))
+
+
+def test_load_best_loads_an_object_of_a_class_of_the_objectives_file(emews_cmd, tmp_path: Path) -> None:
+    """A checkpoint that holds an object of a class defined in the objective's file (a
+    ``torch.nn.Module`` subclass, a dataclass) names that class by the module the workers imported
+    the file as (``emews_objective_<stem>``). ``load_best`` in a fresh Python, outside the launch
+    folder, raised ``ModuleNotFoundError: No module named 'emews_objective_net'``; it now imports the
+    experiment's objective file for it, and a file gone since is one error naming the checkpoint
+    and the file."""
+    (tmp_path / "net.py").write_text(
+        "import dataclasses\n\n"
+        "@dataclasses.dataclass\n"
+        "class Weights:\n"
+        "    rate: float\n"
+        "    step: int\n\n"
+        "def run(params, ctx):\n"
+        "    for step in (1, 2):\n"
+        "        ctx.report(step=step, metrics={'loss': params['rate'] / step},\n"
+        "                   checkpoint=Weights(params['rate'], step))\n"
+        "    return {'loss': params['rate'] / 2}\n")
+    wf = write_workflow(tmp_path, objective={"module": "net.py", "metric": "loss"},
+                        optimizer={"name": "sweep"}, space={"rate": {"type": "ordered", "values": [0.4, 0.2]}},
+                        budget={"evaluations": 2})
+    exp = launch(emews_cmd, wf)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = ("import sys\nfrom emews import load_best\n"
+              "for row, state in load_best(sys.argv[1], k=2):\n"
+              "    print(row.trial, row.step, type(state).__name__, state.rate, state.step)\n")
+    loaded = subprocess.run([sys.executable, "-c", script, str(exp)], cwd=elsewhere, env=emews_cmd.env,
+                            capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.splitlines() == ["1 2 Weights 0.2 2", "0 2 Weights 0.4 2"]
+
+    (tmp_path / "net.py").rename(tmp_path / "net-gone.py")
+    gone = subprocess.run([sys.executable, "-c", script, str(exp)], cwd=elsewhere, env=emews_cmd.env,
+                          capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 1
+    last = gone.stderr.strip().splitlines()[-1]
+    assert "net.py" in last and "step-00000002" in last and "emews_objective_net" in last, gone.stderr
