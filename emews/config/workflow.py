@@ -989,6 +989,8 @@ def check_workflow(workflow: Workflow) -> Any:
     try:
         optimizer = workflow.make_optimizer()
         optimizer.check(workflow.space)
+    except KeyedValueError as exc:  # a plug-in's option refused, with its key and what is allowed
+        raise ConfigError(exc.message, file=file, key=exc.key or "optimizer.options", allowed=exc.allowed) from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc), file=file, key="optimizer.options") from None
     except EmewsError:  # the plug-in's own configuration error, with its file, key and allowed values

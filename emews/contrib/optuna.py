@@ -11,6 +11,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
+from emews.contrib.optuna_options import sampler_class
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.seeds import resumed_seed
 from emews.core.space import Categorical, Float, Int, registered
@@ -36,17 +37,18 @@ class OptunaSampler(AskTellOptimizer):
     sampler's constructor (``n_startup_trials``, ``multivariate``, ...).
     """
 
-    def __init__(self, seed=None, sampler="TPESampler", **options):
+    def __init__(self, seed: int | None = None, sampler: str = "TPESampler", **options):
+        cls = sampler_class(sampler, options)  # an unknown sampler or keyword (a pruner): one line naming it
         for package in NEEDS.get(sampler, []):
             try:
                 importlib.import_module(package)
             except ImportError as exc:
                 raise ValueError(f"{sampler} needs {package} ({exc}): pip install 'emews-mpi[optuna]'") from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.make_sampler = lambda seed: getattr(optuna.samplers, sampler)(seed=seed, **options)
+        self.make_sampler = lambda seed: cls(seed=seed, **options)
         self.seed = seed
         self.study = optuna.create_study(sampler=self.make_sampler(seed))
-        self.trials = {}  # task id -> the trial waiting for its result
+        self.trials: dict[int, Any] = {}  # task id -> the trial waiting for its result
 
     def run(self, evaluator: Any) -> None:
         """Run the ask/tell loop; a resumed seeded run first reseeds its sampler to draw on."""

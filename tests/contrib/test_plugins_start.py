@@ -86,6 +86,34 @@ def test_a_sampler_whose_package_is_missing_is_refused_by_check(emews_cmd, tmp_p
     assert "optimizer.options" in lines[0] and "cmaes" in lines[0] and "emews-mpi[optuna]" in lines[0]
 
 
+
+@pytest.mark.parametrize(("options", "key", "says"), [
+    ({"sampler": "TPE"}, "sampler", ["unknown Optuna sampler 'TPE'; did you mean 'TPESampler'?", "allowed: ", "RandomSampler"]),
+    ({"sampler": "optuna.samplers.TPESampler"}, "sampler", ["did you mean 'TPESampler'?"]),
+    ({"sampler": "MedianPruner"}, "sampler", ["MedianPruner is an Optuna pruner", "trial_scheduler: {name: median}"]),
+    ({"sampler": "PartialFixedSampler"}, "sampler", ["takes no seed", "allowed: "]),
+    ({"sampler": "TPESampler", "n_startup": 3}, "n_startup",
+     ["unknown key 'n_startup' of TPESampler; did you mean 'n_startup_trials'?", "allowed: sampler, seed, "]),
+    ({"sampler": "TPESampler", "pruner": "SuccessiveHalvingPruner"}, "pruner",
+     ["SuccessiveHalvingPruner is an Optuna pruner", "trial_scheduler: {name: asha}"]),
+    ({"pruner": "HyperbandPruner"}, "pruner", ["trial_scheduler: {name: hyperband}"]),
+])
+def test_an_optuna_option_that_is_not_the_samplers_is_one_line_naming_its_key(
+        emews_cmd, tmp_path: Path, options: dict, key: str, says: list[str]) -> None:
+    """An Optuna user's first tries: a misspelt sampler said 'cannot build optimizer ...:
+    AttributeError: module 'optuna.samplers' has no attribute 'TPE' (at .../optuna.py:46)', a
+    misspelt keyword or a pruner said only 'optimizer.options: TPESampler.__init__() got an
+    unexpected keyword argument ...': now one line naming optimizer.options.KEY, a near name, what
+    is allowed, and for a pruner the trial scheduler that stops trials in emews."""
+    wf = write_workflow(tmp_path, optimizer={"name": "emews.contrib.optuna:OptunaSampler", "options": options})
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"emews: error: {wf}: optimizer.options.{key}: "), lines[0]
+    assert all(part in lines[0] for part in says), lines[0]
+    assert not (tmp_path / "experiments").exists()
+
 # -- GestGenerator: an initial design, and spaces a generator cannot handle ----------------------
 
 class TestGestInitialDesign(OptimizerConformance):
