@@ -14,8 +14,9 @@ In practice: a result with a finite loss is told as it is (a trial stopped early
 returns its last metrics, as the examples do, *is* its last report's loss). A result without one
 of a trial that reported a finite value of the metric is told its last report's loss instead of a
 failure's penalty when the trial did not fail on its own: its trial scheduler ended it (answered a
-report with stop or complete) and the objective then returned nothing, or a dict without the
-metric; or it ran past the task timeout after some reports. A trial that raised or returned no
+report with stop or complete) and the objective then returned a dict without the metric (one that
+returns nothing has its last report as its result already: ``LoadedObjective.call``); or it ran
+past the task timeout after some reports. A trial that raised or returned no
 number without its scheduler ending it stays a failure (its last loss may hide what went wrong),
 as do crashed trials, trials that never reported, and trials whose last report has no finite value
 (a diverged trial).

@@ -68,6 +68,8 @@ class TaskContext:
     _member_restart: Mapping[str, Any] | None = field(default=None, init=False, compare=False, repr=False)
     #: the leader of a team returned an exploit from a report: its members run again with it
     _exploit_shared: bool = field(default=False, init=False, compare=False, repr=False)
+    #: the metrics of this attempt's last report (team rank 0's): the result of a ``run`` that returns nothing
+    last_metrics: dict[str, Any] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def team_rank(self) -> int:
@@ -153,6 +155,7 @@ class TaskContext:
                 self._member_restart = decision.params
             return decision
         decision = self._trial().report(step, metrics, checkpoint, wait=wait)
+        self.last_metrics = dict(metrics)
         if self.team is None:
             return decision
         self._exploit_shared = self._exploit_shared or decision.action is Action.EXPLOIT

@@ -156,7 +156,9 @@ class LoadedObjective:
 
     def call(self, params: Mapping[str, Any], context: TaskContext) -> Any:
         """Run the objective; a PBT exploit runs it again with the explored parameters (its
-        ``ctx.restore()`` then returns the cloned checkpoint)."""
+        ``ctx.restore()`` then returns the cloned checkpoint). A ``run`` that returns nothing after
+        reporting the metric returns its last report's metrics (a Ray Tune function trainable's
+        result, an Optuna objective ported with a bare ``return`` once stopped)."""
         context.pid = os.getpid()
         if self.defaults:
             params = with_defaults(self.defaults, params)
@@ -165,8 +167,12 @@ class LoadedObjective:
         with Running(context):
             returned = self.fn(dict(params), context) if self._wants_context else self.fn(dict(params))
             while (again := context.end_attempt()) is not None:  # no report, no restore: None at once
+                context.last_metrics = None
                 returned = self.fn(dict(again), context)
-            return returned
+        last = context.last_metrics
+        if returned is None and last is not None and self.ref.metric in last:
+            return last
+        return returned
 
 
 def outcome_from_exception(task_id: int, exc: BaseException, **where: Any) -> Outcome:

@@ -27,8 +27,15 @@ def curve(params: dict, ctx: Any) -> dict | None:
     for step in range(1, 10):
         metrics = {"loss": math.dist((params["x"], params["y"]), (0.25, 0.7)) + 1.0 / step}
         if ctx.report(step=step, metrics=metrics).stop and step < 9:
-            return None  # an objective that returns nothing once stopped early
+            return {"stopped_at": step}  # an objective that returns no loss once stopped early
     return metrics
+
+
+def returns_nothing(params: dict, ctx: Any) -> None:
+    """Reports each step and returns nothing (a Ray Tune function trainable): its result is its last report."""
+    for step in range(1, 10):
+        if ctx.report(step=step, metrics={"loss": math.dist((params["x"], params["y"]), (0.25, 0.7)) + 1.0 / step}).stop:
+            return
 
 
 def returns_last_metrics(params: dict, ctx: Any) -> dict:
@@ -59,7 +66,7 @@ def asha_run(tmp_path: Path, optimizer: Any, objective: str) -> dict[int, float]
     return {trial: last[trial] for trial in stopped}
 
 
-@pytest.mark.parametrize("objective", ["curve", "returns_last_metrics"])
+@pytest.mark.parametrize("objective", ["curve", "returns_last_metrics", "returns_nothing"])
 @pytest.mark.parametrize("make", [lambda: BayesianOptimizer(seed=1, n_initial_points=4),
                                   lambda: HyperSpace(seed=1, n_initial_points=2)], ids=["bayes", "hyperspace"])
 def test_every_stopped_trial_reaches_the_model_with_its_last_loss(tmp_path: Path, make: Any, objective: str) -> None:

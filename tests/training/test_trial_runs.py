@@ -697,3 +697,31 @@ def test_hyperband_brackets_stop_at_their_own_rungs_under_mpiexec(emews_cmd, tmp
     exp = launch(emews_cmd, wf)
     last = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
     assert [last[t] for t in range(5)] == [9, 9, 9, 1, 3]
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_a_trial_that_returns_nothing_after_reporting_has_its_last_report_as_its_result(
+        emews_cmd, tmp_path: Path, isolation: str) -> None:
+    """A Ray Tune function trainable reports each epoch and returns nothing; an Optuna objective is
+    ported with a bare ``return`` once stopped. Every such trial was stored as failed ('objective
+    returned NoneType None, not a number') and the run stopped at budget.fail_fast's 5 (exit 1). Its
+    result is now its last report: status ok, the objective its metric, the other keys m: columns."""
+    (tmp_path / "bare.py").write_text(
+        "def run(params, ctx):\n"
+        "    for step in range(1, 10):\n"
+        "        metrics = {'loss': params['rate'] + 1.0 / step, 'acc': 1.0 - params['rate']}\n"
+        "        if ctx.report(step=step, metrics=metrics).stop:\n"
+        "            return\n")
+    wf = write_workflow(tmp_path, objective={"module": "bare.py", "metric": "loss"}, optimizer={"name": "sweep"},
+                        space={"rate": {"type": "ordered", "values": RATES + [0.7, 0.2]}},
+                        budget={"evaluations": 7}, task={"isolation": isolation},
+                        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1,
+                                                                     "reduction_factor": 3}})
+    exp = launch(emews_cmd, wf)
+    last = {trial: json.loads(m) for trial, m in query(exp, "SELECT trial, metrics FROM reports ORDER BY seq")}
+    steps = dict(query(exp, "SELECT trial, MAX(step) FROM reports GROUP BY trial"))
+    rows = {r["id"]: r for r in stored_rows(exp)}
+    assert len(rows) == 7 and {r["status"] for r in rows.values()} == {"ok"}, rows
+    assert {t: r["objective"] for t, r in rows.items()} == {t: last[t]["loss"] for t in rows}
+    assert {t: json.loads(r["metrics"]) for t, r in rows.items()} == {t: {"acc": last[t]["acc"]} for t in rows}
+    assert min(steps.values()) < 9 and max(steps.values()) == 9  # stopped early and completed trials alike
