@@ -541,3 +541,20 @@ def test_a_fit_waits_briefly_for_the_tasks_still_out():
 def test_speculate_takes_numbers_as_seconds_and_booleans_as_words(option, seconds):
     """``speculate: 1`` is one second, not ``true`` (1 == True in a dict lookup was the bug)."""
     assert BayesianOptimizer(speculate=option).speculate == seconds
+
+
+def test_a_seeded_launch_with_one_worker_proposes_the_same_points_again(emews_cmd, tmp_path) -> None:
+    """docs/workflow-reference.md's promise for the model-based optimizers: with one worker the
+    results come back in one order, so the same seed proposes the same points past the initial ones."""
+    from testutil import stored_rows, write_workflow
+
+    wf = write_workflow(tmp_path, optimizer={"name": "bayes", "options": {"seed": 3, "n_initial_points": 3}},
+                        space={"x": {"type": "float", "lower": -2.0, "upper": 2.0},
+                               "mode": {"type": "categorical", "values": ["ok", "dict"]}},
+                        budget={"evaluations": 8})
+    points = []
+    for exp in ("one", "two"):
+        proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", exp, timeout=240)
+        assert proc.returncode == 0, proc.stderr
+        points.append([row["params"] for row in stored_rows(tmp_path / exp)])
+    assert len(points[0]) == 8 and points[0] == points[1]
