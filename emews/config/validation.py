@@ -55,23 +55,35 @@ def config_error(
     :class:`~emews.core.errors.KeyedValueError` supplies its own message, allowed values and key.
     """
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    errors = _without_echoes(errors, skip)
+    errors = _without_echoes(errors, skip, model)
     found = [_problem(group, model, file, prefix, skip) for group in _union_groups(errors, model, skip)]
     first, *more = found
     return ConfigError(first.message, file=first.file, key=first.key, allowed=first.allowed, more=more)
 
 
-def _without_echoes(errors: list[Any], skip: int) -> list[Any]:
-    """``errors`` less each "missing" key that an unknown key beside it misspells (``lowr``/``lower``)."""
+def _without_echoes(errors: list[Any], skip: int, model: type[BaseModel] | None) -> list[Any]:
+    """``errors`` less each "missing" key that an unknown key beside it misspells (``lowr``/``lower``)
+    or names as another tool does (``high``/``upper``: the model's ``other_names``)."""
     unknown = [[str(p) for p in e["loc"]][skip:] for e in errors if e["type"] == "extra_forbidden"]
 
     def echo(err: Any) -> bool:
         loc = [str(p) for p in err["loc"]][skip:]
         return err["type"] == "missing" and any(
-            u[:-1] == loc[:-1] and difflib.get_close_matches(loc[-1], [u[-1]], n=1, cutoff=0.6) for u in unknown
+            u[:-1] == loc[:-1]
+            and (
+                difflib.get_close_matches(loc[-1], [u[-1]], n=1, cutoff=0.6)
+                or _other_names(model, u[:-1]).get(u[-1]) == loc[-1]
+            )
+            for u in unknown
         )
 
     return [e for e in errors if not echo(e)]
+
+
+def _other_names(model: type[BaseModel] | None, loc: list[str]) -> dict[str, str]:
+    """Another tool's name of a key -> this one's, for the model at ``loc`` (its ``other_names``)."""
+    holder = _model_at(model, loc) if model is not None else None
+    return dict(getattr(holder, "other_names", None) or {})
 
 
 def _union_groups(errors: list[Any], model: type[BaseModel] | None, skip: int) -> list[list[Any]]:
@@ -111,7 +123,9 @@ def _problem(
         key, message, allowed = inner.key or key, inner.message, inner.allowed
     elif err["type"] == "extra_forbidden":
         holder = _model_at(model, loc[:-1]) if model is not None else None
-        message = f"unknown key {loc[-1]!r}" + (did_you_mean(loc[-1], holder.model_fields) if holder else "")
+        other = _other_names(model, loc[:-1]).get(loc[-1])
+        hint = f"; did you mean {other!r}?" if other else did_you_mean(loc[-1], holder.model_fields) if holder else ""
+        message = f"unknown key {loc[-1]!r}" + hint
         allowed = ", ".join(holder.model_fields) if holder else None
     elif err["type"] == "union_tag_invalid":
         key = f"{key}.{ctx.get('discriminator', 'type').strip(chr(39))}" if key else key

@@ -39,6 +39,7 @@ from emews.config.plugins import (
     validate_options,
 )
 from emews.config.shadowing import shadowing_problem
+from emews.config.space_names import other_tool_problems
 from emews.config.validation import config_error
 from emews.config.yamlio import load_mapping, set_dotted
 from emews.core.direction import Direction
@@ -80,6 +81,8 @@ class _RangeParam(_Strict):
     log: StrictBool = False
     sigma: Number | None = None
 
+    #: Optuna's names of these keys (suggest_float(name, low, high)): said as what to write here
+    other_names: ClassVar[dict[str, str]] = {"low": "lower", "high": "upper"}
     dimension_type: ClassVar[builtins.type[Int] | builtins.type[Float]]  # `type` is a field here
 
     def dimension(self) -> Dimension:
@@ -106,6 +109,8 @@ class _ChoiceParam(_Strict):
     type: str
     values: list[Any]
 
+    #: Optuna's name of this key (suggest_categorical(name, choices)): said as what to write here
+    other_names: ClassVar[dict[str, str]] = {"choices": "values"}
     dimension_type: ClassVar[builtins.type[Categorical]]  # `type` is a field here
 
     def dimension(self) -> Dimension:
@@ -615,6 +620,11 @@ def _dimension(name: str, entry: Any, file: str) -> Dimension:
             f"expected a mapping such as {{type: float, lower: 0, upper: 1}}, got {brief(entry)}",
             file=file,
             key=f"space.{name}",
+        )
+    others = other_tool_problems(entry)  # Ray Tune's loguniform as a type, Optuna's step
+    if others:
+        raise ConfigError.together(
+            [ConfigError(message, file=file, key=f"space.{name}.{key}", allowed=allowed) for key, message, allowed in others]
         )
     try:
         spec = _PARAM.validate_python(entry)

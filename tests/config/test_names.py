@@ -197,3 +197,33 @@ def test_each_module_basename_names_one_concept() -> None:
             if path.name != "__init__.py":
                 seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
     assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
+@pytest.mark.parametrize(("entry", "says"), [
+    ({"type": "float", "low": 0.0, "high": 1.0},
+     ["space.p.low: unknown key 'low'; did you mean 'lower'?", "space.p.high: unknown key 'high'; did you mean 'upper'?"]),
+    ({"type": "categorical", "choices": [1, 2]}, ["space.p.choices: unknown key 'choices'; did you mean 'values'?"]),
+    ({"type": "int", "lower": 16, "upper": 64, "step": 16},
+     ["space.p.step: int and float have no step (Optuna's step, hyperopt's q): list the values, "
+      "{type: ordered, values: [16, 32, 48, 64]}"]),
+    ({"type": "float", "lower": 0.0, "upper": 1.0, "q": 0.25},
+     ["space.p.q: int and float have no step", "{type: ordered, values: [0.0, 0.25, 0.5, 0.75, 1.0]}"]),
+    ({"type": "int", "lower": 0, "upper": 1000, "step": 10},
+     ["{type: ordered, values: [0, 10, 20, ..., 1000]}"]),
+    ({"type": "loguniform", "lower": 1.0e-4, "upper": 0.1},
+     ["space.p.type: 'loguniform' is Ray Tune's: {type: float, log: true}", "(allowed: int, float, categorical"]),
+    ({"type": "choice", "values": ["a", "b"]}, ["space.p.type: 'choice' is Ray Tune's: {type: categorical}"]),
+    ({"type": "randint", "lower": 1, "upper": 9}, ["space.p.type: 'randint' is Ray Tune's: {type: int}"]),
+])
+def test_a_space_written_with_optuna_or_ray_tune_names_says_what_to_write(tmp_path: Path, capsys, entry, says) -> None:
+    """Optuna's suggest_float(low, high, step), suggest_categorical(choices) and Ray Tune's
+    tune.loguniform/choice/randint written as keys or types of a space entry: each is one line
+    naming space.NAME.KEY and what to write here, and nothing else about that entry (no 'upper:
+    required key is missing' beside 'high')."""
+    path = write_workflow(tmp_path, space={"p": entry})
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "required key is missing" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == max(1, sum(part.startswith("space.") for part in says)), err
+    assert all(part in err for part in says), err
