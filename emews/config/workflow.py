@@ -624,7 +624,10 @@ def _dimension(name: str, entry: Any, file: str) -> Dimension:
     others = other_tool_problems(entry)  # Ray Tune's loguniform as a type, Optuna's step
     if others:
         raise ConfigError.together(
-            [ConfigError(message, file=file, key=f"space.{name}.{key}", allowed=allowed) for key, message, allowed in others]
+            [
+                ConfigError(message, file=file, key=f"space.{name}.{key}", allowed=allowed)
+                for key, message, allowed in others
+            ]
         )
     try:
         spec = _PARAM.validate_python(entry)

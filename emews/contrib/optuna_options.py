@@ -26,7 +26,9 @@ ADAPTER_OPTIONS = ("sampler", "seed")
 
 def samplers() -> dict[str, type]:
     """The samplers the adapter builds, by name: every class of ``optuna.samplers`` that takes a seed."""
-    return {name: cls for name, cls in _classes(optuna.samplers, optuna.samplers.BaseSampler).items() if _takes(cls, "seed")}
+    return {
+        name: cls for name, cls in _classes(optuna.samplers, optuna.samplers.BaseSampler).items() if _takes(cls, "seed")
+    }
 
 
 def sampler_class(sampler: str, options: Mapping[str, Any]) -> type:
