@@ -26,7 +26,6 @@ from emews.core.task_size import FixedSize, TaskSize
 from emews.job.issued_ids import highest_id_on_disk
 from emews.job.resumed import say_resumed as say_resumed_now
 from emews.objective.function import ObjectiveSpec
-from emews.objective.team import Team
 from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
@@ -35,7 +34,7 @@ from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.transport import ThreadHub, Transport
 from emews.runtime.trial_reports import TrialService, WaitingTrial
 from emews.runtime.walltime_pause import PauseClock, WalltimeStop
-from emews.runtime.worker_rank import WorkerPlan, serve
+from emews.runtime.worker_rank import LaunchLine, WorkerPlan, serve
 from emews.store import Durability, ReportReader, Store, open_store
 from emews.training.checkpoints import CHECKPOINTS_DIR, remove_dead_temps
 from emews.training.retention import Retention
@@ -89,7 +88,7 @@ class RunSpec:
         self,
         gpus: GpuBinding | None = None,
         node_cores: int | None = None,
-        launch_line: Callable[[tuple[int, ...], tuple[str, ...]], tuple[str, ...]] | None = None,
+        launch_line: LaunchLine | None = None,
     ) -> WorkerPlan:
         """What the worker ranks need of this spec (``launch_line``: the site's, for ``ctx.launch``)."""
         return WorkerPlan(
@@ -506,11 +505,9 @@ def run_worker_rank(
     *,
     use_alarm: bool = True,
     interrupt: Interrupt | None = None,
-    team_comm: Callable[[Team | None], Any] | None = None,
 ) -> int:
-    """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives); ``team_comm``
-    makes a multi-rank task's communicator (inline isolation under MPI)."""
-    return serve(spec.worker_plan(), transport, gpu_ids, use_alarm=use_alarm, interrupt=interrupt, team_comm=team_comm)
+    """Ranks 1..N: serve tasks until the distributor says stop (or a stop signal arrives)."""
+    return serve(spec.worker_plan(), transport, gpu_ids, use_alarm=use_alarm, interrupt=interrupt)
 
 
 def run_in_threads(spec: RunSpec, workers: int = 3) -> RunSummary:

@@ -22,10 +22,15 @@ from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.isolated import ProcessRunner
 from emews.runtime.spool import spool_dir
+from emews.runtime.team_comm import TeamWorld
 from emews.runtime.threads import cores_per_worker, limit_threads
 from emews.runtime.transport import Transport
 from emews.runtime.worker import Runner, worker_loop
 from emews.training.messages import TrialLink
+
+#: ``ctx.launch``'s command line for a team's world ranks, their hosts and the cores the launcher
+#: bound each to (the site's :meth:`~emews.site.site.Site.team_launch_line`)
+LaunchLine = Callable[[tuple[int, ...], tuple[str, ...], tuple[tuple[int, ...], ...]], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -44,9 +49,7 @@ class WorkerPlan:
     node_cores: int | None = None  # the site's cores per node (None: what this process may use)
     backend: str = "gloo"  # torch.distributed backend of ctx.process_group() (the site's)
     gang: bool = False  # tasks may span several ranks (every rank joins the TeamWorld)
-    #: ``ctx.launch``'s command line for a team's world ranks on their hosts (the site's launcher and
-    #: GPU shares); None: single-rank runs
-    launch_line: Callable[[tuple[int, ...], tuple[str, ...]], tuple[str, ...]] | None = None
+    launch_line: LaunchLine | None = None  # None: single-rank runs
     #: an attached pool's folder name (``pool-001``): its ranks' output spools are its own
     pool: str = ""
 
@@ -58,10 +61,10 @@ def make_runner(
     *,
     use_alarm: bool = True,
     interrupt: Interrupt | None = None,
-    team_comm: Callable[[Team | None], Any] | None = None,
+    teams: TeamWorld | None = None,
 ) -> Runner:
-    """The objective runner for one worker rank, per ``plan.isolation``; ``team_comm`` makes a
-    multi-rank task's communicator (inline isolation under MPI)."""
+    """The objective runner for one worker rank, per ``plan.isolation``; ``teams`` (under MPI) makes a
+    multi-rank task's communicator (inline isolation) and knows its members' cores (``ctx.launch``)."""
     host, runs_root, launch_line = socket.gethostname(), plan.runs_root, plan.launch_line
 
     def make_context(
@@ -69,6 +72,7 @@ def make_runner(
     ) -> TaskContext:
         """The task's context: what this worker holds, and the channels its runner hands in."""
         ranks, hosts = (team.ranks, team.hosts) if team is not None else ((rank,), (host,))
+        cores = () if teams is None else teams.team_cores(ranks)
         return TaskContext(
             task.id,
             rank,
@@ -78,7 +82,7 @@ def make_runner(
             runs_root,
             team=team,
             backend=plan.backend,
-            launch_line=() if launch_line is None else launch_line(ranks, hosts),
+            launch_line=() if launch_line is None else launch_line(ranks, hosts, cores),
             checkpoint_async=plan.checkpoint_async,
             checkpoint_local_dir=plan.checkpoint_local_dir or None,
             link=link,
@@ -91,7 +95,7 @@ def make_runner(
             timeout=plan.timeout if use_alarm else None,
             make_context=make_context,
             interrupt=interrupt,
-            team_comm=team_comm,
+            team_comm=None if teams is None else teams.communicator,
         )
     spool = None if runs_root is None else spool_dir(runs_root, rank, plan.pool)
     return ProcessRunner(
@@ -106,11 +110,11 @@ def serve(
     *,
     use_alarm: bool = True,
     interrupt: Interrupt | None = None,
-    team_comm: Callable[[Team | None], Any] | None = None,
+    teams: TeamWorld | None = None,
 ) -> int:
     """Serve tasks until the distributor says stop (or a stop signal arrives); the count served."""
     interrupt = interrupt or Interrupt()
-    runner = make_runner(plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt, team_comm=team_comm)
+    runner = make_runner(plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt, teams=teams)
     return worker_loop(transport, runner, interrupted=interrupt, aborting=interrupt.aborting)
 
 
@@ -119,10 +123,10 @@ def serve_on_node(
     transport: Transport,
     ranks_on_node: int,
     interrupt: Interrupt,
-    team_comm: Callable[[Team | None], Any] | None = None,
+    teams: TeamWorld | None = None,
 ) -> int:
     """A worker rank of an MPI job: bind its GPUs, share the node's cores, serve."""
     gpu_ids = plan.gpus.bind(local_rank())
     interrupt.grace = plan.pause_grace  # a stop signal pauses a running trial at its next report
     limit_threads(cores_per_worker(ranks_on_node, plan.node_cores))
-    return serve(plan, transport, gpu_ids, interrupt=interrupt, team_comm=team_comm)
+    return serve(plan, transport, gpu_ids, interrupt=interrupt, teams=teams)

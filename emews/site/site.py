@@ -85,31 +85,39 @@ class Site:
     def is_local(self) -> bool:
         return self.config.scheduler.type == "local"
 
-    def team_launch_line(self, ranks: tuple[int, ...], hosts: tuple[str, ...]) -> tuple[str, ...]:
-        """``ctx.launch``'s command line for a team of world ``ranks`` on ``hosts``: this site's
-        launcher over their hosts and, where the site binds GPUs, each launched rank given one
-        member's share of the team's GPUs (:mod:`emews.core.launched_gpus`) (a bound method of a site
-        pickles: rank 0 sends it to the workers in their plan)."""
+    def team_launch_line(
+        self, ranks: tuple[int, ...], hosts: tuple[str, ...], cores: tuple[tuple[int, ...], ...] = ()
+    ) -> tuple[str, ...]:
+        """``ctx.launch``'s command line for a team of world ``ranks`` on ``hosts`` (``cores``: the
+        cores the launcher bound each to, ``()`` where it bound none): this site's launcher over their
+        hosts and, where the site binds GPUs or the launcher bound cores, each launched rank given one
+        member's share of the team's GPUs and that member's cores (:mod:`emews.core.launched_gpus`)
+        (a bound method of a site pickles: rank 0 sends it to the workers in their plan)."""
         node = self.config.node
         line = self.launcher.team_line(
             hosts, local=self.is_local, gpus_per_rank=node.gpus_per_worker, gpu_binding=node.gpu_binding
         )
-        members = self._team_members(ranks, hosts)
+        members = self._team_members(ranks, hosts, cores)
         if not line or not members or self.launcher.binds_team_gpus:
             return tuple(line)
         return tuple([*line, *wrapped(gpu_binding(self), members, sys.executable)])
 
-    def _team_members(self, ranks: tuple[int, ...], hosts: tuple[str, ...]) -> dict[str, list[Member]]:
-        """Host -> the GPU names and cores (where the site binds them) of the team's members there,
-        in team order (block placement: a rank's node-local rank is its index on its node, see
-        :mod:`emews.site.layout`); a host with neither for any member is left out."""
+    def _team_members(
+        self, ranks: tuple[int, ...], hosts: tuple[str, ...], cores: tuple[tuple[int, ...], ...] = ()
+    ) -> dict[str, list[Member]]:
+        """Host -> the GPU names and cores of the team's members there, in team order (block
+        placement: a rank's node-local rank is its index on its node, see :mod:`emews.site.layout`);
+        a member's cores are those the launcher bound it to (``cores``), else its slot's where the
+        site binds ranks to cores; a host with neither GPUs nor cores for any member is left out."""
         binding = gpu_binding(self)
         per_node = self.ranks_per_node
         members: dict[str, list[Member]] = {}
-        for rank, host in zip(ranks, hosts, strict=True):
+        for index, (rank, host) in enumerate(zip(ranks, hosts, strict=True)):
             slot = rank if per_node is None else rank % per_node
-            cores = self._slot_cores[slot] if self._slot_cores is not None else []
-            members.setdefault(host, []).append(Member(binding.share(slot), cores))
+            bound = list(cores[index]) if index < len(cores) else []
+            if not bound and self._slot_cores is not None:
+                bound = self._slot_cores[slot]
+            members.setdefault(host, []).append(Member(binding.share(slot), bound))
         return {host: found for host, found in members.items() if any(m.gpus or m.cores for m in found)}
 
     def to_dict(self) -> dict[str, Any]:

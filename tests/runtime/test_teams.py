@@ -290,3 +290,17 @@ def test_a_store_from_before_task_sizes_resumes_its_tasks_on_one_rank(tmp_path) 
     store = ResultsStore(path)   # opened to write: the column is added
     store.commit(tasks=[Task(1, {"x": 0.25}, 2, 2.0, ranks=2)])
     assert [(t.id, t.ranks) for t, _ in store.unfinished()] == [(0, 1), (1, 2)]
+
+
+def test_team_world_keeps_the_cores_of_ranks_a_launcher_bound() -> None:
+    """What ctx.launch gives a launched rank to run on: its member's cores where the launcher bound
+    the member to fewer than its host's ranks have (srun --cpu-bind, PALS --cpu-bind), nothing where
+    every rank of a host may run on all of them (a launcher that binds nothing)."""
+    from emews.runtime.team_comm import bound_cores, cpu_mask
+
+    assert cpu_mask([0, 1, 5]) == 0b100011
+    gathered = [("a", cpu_mask(range(4))), ("a", cpu_mask(range(4))), ("b", cpu_mask([2])), ("b", cpu_mask([0, 1])),
+                ("b", cpu_mask([2]))]
+    cores = bound_cores(gathered)
+    assert cores == {2: (2,), 3: (0, 1), 4: (2,)}
+    assert cores[2] is cores[4]  # one tuple per distinct set of cores, however many ranks have it

@@ -58,9 +58,12 @@ def process_alive(pid: int) -> bool:
 class LoopbackSlurm:
     """Start/stop munged + slurmctld + slurmd in a private directory."""
 
-    def __init__(self, root: Path | None = None, *, gpus: int = 0) -> None:
+    def __init__(self, root: Path | None = None, *, gpus: int = 0, bind_cores: bool = False) -> None:
         self._own_root = root is None
         self.gpus = gpus  # fake GPUs (gres gpu, devices: links to /dev/null, /dev/zero, ...)
+        #: srun binds each task to its cores (task/affinity: --cpu-bind works, as on Perlmutter and
+        #: Frontier); else tasks run unbound (task/none)
+        self.bind_cores = bind_cores
         self.root = Path(root or tempfile.mkdtemp(prefix="emews-slurm-"))
         self.conf = self.root / "slurm.conf"
         self.munge_socket = self.root / "munge" / "munge.socket"
@@ -136,7 +139,8 @@ class LoopbackSlurm:
             f"StateSaveLocation={r / 'state'}", f"SlurmdSpoolDir={r / 'spool'}",
             f"SlurmctldPidFile={r / 'slurmctld.pid'}", f"SlurmdPidFile={r / 'slurmd.pid'}",
             f"SlurmctldLogFile={r / 'slurmctld.log'}", f"SlurmdLogFile={r / 'slurmd.log'}",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "ProctrackType=proctrack/linuxproc",
+            f"TaskPlugin=task/{'affinity' if self.bind_cores else 'none'}",
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",

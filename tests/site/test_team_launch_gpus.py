@@ -1,6 +1,8 @@
-"""``ctx.launch`` on the real loopback Slurm with 4 fake GPUs (gres), on a site whose launcher binds
-them (perlmutter's ``srun --gpus-per-task=1 --gpu-bind=closest``): each rank of the program a
-multi-rank task launches sees the GPUs of one of its task's slots, not every GPU of the node."""
+"""``ctx.launch`` on the real loopback Slurm with 4 fake GPUs (gres) and srun binding tasks to cores
+(task/affinity), on a site whose launcher binds the GPUs (perlmutter's ``srun --gpus-per-task=1
+--gpu-bind=closest``) and on one where emews does (frontier's ``node.gpu_ids``): each rank of the
+program a multi-rank task launches sees the GPUs of one of its task's slots, not every GPU of the
+node, and runs on the cores Slurm gave the team member it stands for."""
 
 from __future__ import annotations
 
@@ -36,17 +38,40 @@ SITE = {
 }
 
 OBJECTIVE = """
-import os, sys
-PROGRAM = ("import os; os.write(1, (os.environ['SLURM_LOCALID'] + ' '"
-           " + os.environ.get('CUDA_VISIBLE_DEVICES', '-') + chr(10)).encode())")
+import json, os, sys
+GPU_ENV = {gpu_env!r}
+PROGRAM = ("import os; os.write(1, (os.environ['SLURM_LOCALID'] + ' ' + os.environ.get(%r, '-') + ' '"
+           " + ','.join(map(str, sorted(os.sched_getaffinity(0)))) + chr(10)).encode())" % GPU_ENV)
 
 def run(params, ctx):
     done = ctx.launch([sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=120)
     if done is None:
-        return {"value": -1.0}
-    return {"value": float(done.returncode), "lines": sorted(done.stdout.splitlines()), "stderr": done.stderr[-500:],
-            "leader": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        return {{"value": -1.0}}
+    return {{"value": float(done.returncode), "lines": sorted(done.stdout.splitlines()), "stderr": done.stderr[-500:],
+            "leader": os.environ.get(GPU_ENV), "leader_cores": sorted(os.sched_getaffinity(0))}}
 """
+
+#: srun binds world rank 0 to core 0, rank 1 to core 1, rank 2 to core 0 (the loopback node has 2:
+#: a map stands for perlmutter's --cpus-per-task=32 --cpu-bind=cores and frontier's -c7 over 64), so
+#: the team (ranks 1 and 2) has cores 1 and 0, and a step of 2 ranks with the same map would run its
+#: rank 0 on core 0 and its rank 1 on core 1
+BOUND = {
+    "scheduler": {**SITE["scheduler"], "directives": ["--overcommit", "--exclusive"]},
+    "launcher": {**SITE["launcher"], "args": ["--overcommit", "--mpi=pmi2", "--cpu-bind=map_cpu:0,1,0"]},
+}
+PERLMUTTER_STYLE = {**SITE, **BOUND}
+FRONTIER_STYLE = {
+    **SITE,
+    **BOUND,
+    "node": {
+        "cores": 2,
+        "gpus": 4,
+        "gpu_ids": ["2", "3", "0", "1"],
+        "gpus_per_worker": 1,
+        "gpu_binding": "env",
+        "gpu_env": "ROCR_VISIBLE_DEVICES",
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +80,15 @@ def gpu_slurm() -> Iterator[LoopbackSlurm]:
         if os.environ.get("EMEWS_SKIP_SLURM") == "1":
             pytest.skip("Slurm is not installed (skipped: EMEWS_SKIP_SLURM=1)")
         pytest.fail(f"the Slurm test cluster needs {', '.join(missing_tools())}")
-    with LoopbackSlurm(gpus=4) as cluster:
+    with LoopbackSlurm(gpus=4, bind_cores=True) as cluster:
         yield cluster
 
 
-def test_each_rank_ctx_launch_starts_sees_only_its_slots_gpu(gpu_slurm: LoopbackSlurm, tmp_path: Path) -> None:
-    """Found here: the team (world ranks 1 and 2, slots 1 and 2) launched a 2-rank program with
-    ``srun --overlap ... --gpus-per-task=1 --gpu-bind=closest`` and both of its ranks saw
-    CUDA_VISIBLE_DEVICES=0,1,2,3 (while team rank 0 itself kept GPU 1)."""
-    (tmp_path / "site.yaml").write_text(yaml.safe_dump(SITE))
-    (tmp_path / "obj.py").write_text(OBJECTIVE)
+def run_team_task(cluster: LoopbackSlurm, tmp_path: Path, site: dict, env: dict[str, str] | None = None) -> list[dict]:
+    """Launch a 2-task sweep of 2-rank tasks that each ctx.launch a 2-rank program on ``site``, wait
+    for the job, and return each task's metrics (both tasks must have ended ok)."""
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    (tmp_path / "obj.py").write_text(OBJECTIVE.format(gpu_env=site["node"]["gpu_env"]))
     (tmp_path / "wf.yaml").write_text(
         yaml.safe_dump(
             {
@@ -76,7 +100,11 @@ def test_each_rank_ctx_launch_starts_sees_only_its_slots_gpu(gpu_slurm: Loopback
             }
         )
     )
-    env = {**gpu_slurm.env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **cluster.env,
+        **(env or {}),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     exp = tmp_path / "exp"
     proc = subprocess.run(
         [sys.executable, "-m", "emews", "launch", "wf.yaml", "--site", "./site.yaml", "--exp-dir", str(exp)],
@@ -88,7 +116,7 @@ def test_each_rank_ctx_launch_starts_sees_only_its_slots_gpu(gpu_slurm: Loopback
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(gpu_slurm.conf)
+    os.environ["SLURM_CONF"] = str(cluster.conf)
     try:
         assert wait_for(lambda: job_status(exp), "done", 300) == "done"
     finally:
@@ -100,7 +128,27 @@ def test_each_rank_ctx_launch_starts_sees_only_its_slots_gpu(gpu_slurm: Loopback
     with sqlite3.connect(exp / "results.db") as db:
         rows = db.execute("SELECT status, objective, metrics FROM results ORDER BY id").fetchall()
     assert [(status, objective) for status, objective, _ in rows] == [("ok", 0.0), ("ok", 0.0)], output
-    for _, _, metrics in rows:
-        seen = json.loads(metrics)
+    return [json.loads(metrics) for _, _, metrics in rows]
+
+
+def test_each_rank_ctx_launch_starts_sees_only_its_slots_gpu(gpu_slurm: LoopbackSlurm, tmp_path: Path) -> None:
+    """Found here: the team (world ranks 1 and 2, slots 1 and 2) launched a 2-rank program with
+    ``srun --overlap ... --gpus-per-task=1 --gpu-bind=closest`` and both of its ranks saw
+    CUDA_VISIBLE_DEVICES=0,1,2,3 (while team rank 0 itself kept GPU 1)."""
+    for seen in run_team_task(gpu_slurm, tmp_path, SITE):
         assert seen["leader"] == "1", seen  # team rank 0 is world rank 1: slot 1's GPU
-        assert seen["lines"] == ["0 1", "1 2"], seen  # launched rank i: team member i's slot's GPU
+        assert [line.rsplit(" ", 1)[0] for line in seen["lines"]] == ["0 1", "1 2"], seen  # member i's GPU
+
+
+@pytest.mark.parametrize("site", [PERLMUTTER_STYLE, FRONTIER_STYLE], ids=["perlmutter-style", "frontier-style"])
+def test_each_rank_ctx_launch_starts_runs_on_its_members_cores(
+    gpu_slurm: LoopbackSlurm, tmp_path: Path, site: dict
+) -> None:
+    """Found here: srun bound the team's members (world ranks 1 and 2) to cores 1 and 0, and the
+    ranks their ctx.launch started took their members' GPUs but kept the cores of their own index in
+    the step (0 and 1): launched rank 0 ran beside member 1's GPU on member 0's core. Each launched
+    rank now runs on the cores of the member whose GPUs it takes (the team's affinities, gathered)."""
+    gpus = site["node"].get("gpu_ids", ["0", "1", "2", "3"])
+    for seen in run_team_task(gpu_slurm, tmp_path, site):
+        assert (seen["leader"], seen["leader_cores"]) == (gpus[1], [1]), seen  # slot 1's GPU, rank 1's core
+        assert seen["lines"] == [f"0 {gpus[1]} 1", f"1 {gpus[2]} 0"], seen  # member i's GPU and core
