@@ -15,7 +15,12 @@ from typing import Literal
 
 from emews.core.errors import ConfigError
 
-#: Variables that launchers set to a rank's index on its node, in lookup order.
+#: Variables that launchers set to a rank's index on its node, in lookup order: MPICH's Hydra
+#: mpiexec (which, inside a Slurm job, starts its proxies with srun: its ranks also see the proxy's
+#: SLURM_LOCALID, hence first), Cray PMI under PALS, Open MPI's mpirun and jsrun (Spectrum MPI),
+#: Slurm's srun, jsrun, PALS. Each launcher sets only its own: one inherited from an outer launcher
+#: would win over the live one's, so the job's ranks take theirs from MPI (the node communicator)
+#: and ``ctx.launch`` removes them all from the program's environment.
 LOCAL_RANK_VARS = (
     "MPI_LOCALRANKID",
     "PMI_LOCAL_RANK",
@@ -57,7 +62,9 @@ def _gpu_tile(name: str) -> tuple[str, str | None]:
 
 
 def local_rank(environ: Mapping[str, str] | None = None) -> int:
-    """This process's node-local rank from the launcher's environment (0 when none is set)."""
+    """This process's node-local rank from the launcher's environment (0 when none is set): the first
+    of :data:`LOCAL_RANK_VARS` set, right in a process a launcher started with the environment it
+    was given (an inherited variable of another launcher comes first: an MPI program asks MPI)."""
     environ = os.environ if environ is None else environ
     for var in LOCAL_RANK_VARS:
         value = environ.get(var, "").strip()

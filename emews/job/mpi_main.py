@@ -68,7 +68,7 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: P
         return EXIT_CONFIG
     teams = TeamWorld(comm) if plan.gang else None  # collective: rank 0 makes its own
     try:
-        serve_on_node(plan, MPITransport(comm), ranks_on_node, interrupt, teams=teams)
+        serve_on_node(plan, MPITransport(comm), ranks_on_node, node.Get_rank(), interrupt, teams=teams)
     finally:
         interrupt.ignore_from_now()  # a late signal must not kill this rank while rank 0 writes its outputs
         leave_together(comm)

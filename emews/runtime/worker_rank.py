@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emews.core.gpu_binding import GpuBinding, local_rank
+from emews.core.gpu_binding import GpuBinding
 from emews.core.results import Task
 from emews.objective.context import TaskContext
 from emews.objective.function import ObjectiveSpec
@@ -122,11 +122,13 @@ def serve_on_node(
     plan: WorkerPlan,
     transport: Transport,
     ranks_on_node: int,
+    rank_on_node: int,
     interrupt: Interrupt,
     teams: TeamWorld | None = None,
 ) -> int:
-    """A worker rank of an MPI job: bind its GPUs, share the node's cores, serve."""
-    gpu_ids = plan.gpus.bind(local_rank())
+    """A worker rank of an MPI job: bind its GPUs (``rank_on_node``: its rank among the node's, from
+    MPI, not a launcher variable it may have inherited), share the node's cores, serve."""
+    gpu_ids = plan.gpus.bind(rank_on_node)
     interrupt.grace = plan.pause_grace  # a stop signal pauses a running trial at its next report
     limit_threads(cores_per_worker(ranks_on_node, plan.node_cores))
     return serve(plan, transport, gpu_ids, interrupt=interrupt, teams=teams)

@@ -152,3 +152,18 @@ def test_each_rank_ctx_launch_starts_runs_on_its_members_cores(
     for seen in run_team_task(gpu_slurm, tmp_path, site):
         assert (seen["leader"], seen["leader_cores"]) == (gpus[1], [1]), seen  # slot 1's GPU, rank 1's core
         assert seen["lines"] == [f"0 {gpus[1]} 1", f"1 {gpus[2]} 0"], seen  # member i's GPU and core
+
+
+def test_a_stale_hydra_local_rank_in_the_submitting_environment_binds_nothing(
+    gpu_slurm: LoopbackSlurm, tmp_path: Path
+) -> None:
+    """Found here: ``emews launch`` run where MPICH's mpiexec had set MPI_LOCALRANKID (a shell or a
+    task started by it) submitted a job whose srun ranks all inherited it (sbatch exports the
+    submitting environment); the ranks read it before srun's own SLURM_LOCALID, so every worker
+    bound the GPU of slot 3 and the ranks ctx.launch started all took member 1's. The workers now
+    take their node-local rank from MPI itself, and ctx.launch leaves every launcher's local-rank
+    variable out of the program's environment, so each launched rank reads its launcher's own."""
+    gpus = FRONTIER_STYLE["node"]["gpu_ids"]
+    for seen in run_team_task(gpu_slurm, tmp_path, FRONTIER_STYLE, {"MPI_LOCALRANKID": "3", "MPI_LOCALNRANKS": "4"}):
+        assert seen["leader"] == gpus[1], seen  # world rank 1: slot 1's GPU, not slot 3's
+        assert seen["lines"] == [f"0 {gpus[1]} 1", f"1 {gpus[2]} 0"], seen
