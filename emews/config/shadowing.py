@@ -69,7 +69,8 @@ def shadowing_problem(folders: Iterable[Path]) -> str | None:
         return None
     path, name = found
     what = "emews itself" if name == "emews" else f"Python's module {name!r}"
+    also = " (`python -m emews` run in its folder runs it too: use `emews`)" if name == "emews" else ""
     return (
         f"{path} hides {what} from emews' processes (they import from its folder first, "
-        f"and would load it instead): rename it"
+        f"and would load it instead){also}: rename it"
     )

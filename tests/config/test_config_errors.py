@@ -143,6 +143,7 @@ def test_a_file_that_hides_a_module_the_ranks_import_is_refused(where: str, name
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{path}: {key}: {(tmp_path / where / name).resolve()} {words}" in err, err
         assert "rename it" in err
+        assert ("`python -m emews` run in its folder runs it too: use `emews`" in err) == (name == "emews.py"), err
     assert not (tmp_path / "experiments").exists()
 
 
