@@ -267,6 +267,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             where = (Path("experiments") / workflow.name).absolute()
             workflow.check_task_size(site.total_workers(None))  # --workers only asks for fewer
             site.render_batch_script(where, site.total_workers(None), job_command(where))
+    for line in workflow.warnings():
+        print(f"emews: warning: {line}", file=sys.stderr)
     print(
         f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
         f"{counted(len(workflow.space), 'parameter')}, budget {workflow.model.budget.describe()}"

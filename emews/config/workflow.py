@@ -476,6 +476,18 @@ class Workflow:
     def objective(self) -> ObjectiveRef | CommandRef:
         return self.model.objective.ref()
 
+    def warnings(self) -> list[str]:
+        """What may fail at run time though it need not (said at check and launch, not refused): a
+        command objective's ``#!`` interpreter missing here (a site's ``module load`` may bring it)."""
+        objective = self.objective
+        problem = objective.interpreter_problem() if isinstance(objective, CommandRef) else None
+        if problem is None:
+            return []
+        return [
+            f"{self.label}: objective.command: {problem} (fine if the site's environment.setup, a "
+            f"module load, provides it; emews check --try runs the command here)"
+        ]
+
     def optimizer_class(self) -> type:
         return OPTIMIZERS.resolve(self.model.optimizer.name)
 

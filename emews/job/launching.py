@@ -90,6 +90,8 @@ def launch(
         check_pools(workflow, pools)
     workers = site.total_workers(workers)
     workflow.check_task_size(workers)
+    for line in workflow.warnings():
+        print(f"emews: warning: {line}", file=sys.stderr)
     target = (exp_dir or next_numbered(Path("experiments"), workflow.name)).absolute()
     if not site.is_local:
         script = site.render_batch_script(  # validates before any write

@@ -48,6 +48,7 @@ any objective: a second attempt appends to the same output files and reads only 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -82,7 +83,7 @@ from emews.objective.function import (
     record_params,
     with_defaults,
 )
-from emews.objective.program_file import program_problem
+from emews.objective.program_file import interpreter_problem, program_problem
 from emews.objective.shellscript import find_script, quoter
 from emews.objective.team import Team
 
@@ -129,6 +130,16 @@ class CommandRef:
             problem = program_problem(Path(program)) if "/" in program else "not found on PATH"
             raise ObjectiveLoadError(f"command program {program!r} {problem or 'cannot be run'}")
         return CommandObjective(self, load_defaults(self.defaults))
+
+    def interpreter_problem(self, search_path: str | None = None) -> str | None:
+        """Why the interpreter the program's ``#!`` line names cannot be run here (``None``: it can,
+        or the program is no such script); not refused at load: a site's ``module load`` may bring it."""
+        program = self.command[0]
+        if PLACEHOLDER.search(program):
+            return None
+        found = program if "/" in program else shutil.which(program, path=search_path)
+        problem = None if found is None else interpreter_problem(Path(found), search_path)
+        return None if problem is None else f"command program {program!r}: {problem}"
 
     @property
     def placeholders(self) -> set[str]:
@@ -388,7 +399,11 @@ class CapturedOutput:
                     start_new_session=True,
                 )
             except OSError as exc:
-                raise EvaluationFailed(f"cannot run command {argv[0]}: {exc.strerror or exc}") from None
+                said = exc.strerror or str(exc)
+                found = Path(self.run_dir, argv[0]) if "/" in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
+                if exc.errno == errno.ENOENT and found is not None and os.path.isfile(found):  # its #! is not there
+                    said = interpreter_problem(Path(found), env.get("PATH")) or said
+                raise EvaluationFailed(f"cannot run command {argv[0]}: {said}") from None
         try:
             return proc.wait()
         finally:

@@ -9,6 +9,7 @@ line endings (``#!/bin/sh\\r``) is refused by ``exec`` with a message that names
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 #: how much of the file is read to tell a script from a binary
@@ -39,3 +40,30 @@ def program_problem(path: Path) -> str | None:
     if head.split(b"\n", 1)[0].endswith(b"\r"):
         return "has Windows line endings (its #! line ends in a carriage return): convert it with dos2unix"
     return None
+
+
+def interpreter_problem(path: Path, search_path: str | None = None) -> str | None:
+    """Why the interpreter ``path``'s ``#!`` line names cannot be run here (``#!/opt/x/python3`` that
+    does not exist, ``#!/usr/bin/env python3.12`` with no ``python3.12`` on ``search_path``, default
+    ``$PATH``); ``None`` when it can, or when ``path`` is no script with a readable ``#!`` line. The
+    kernel's ``exec`` says only "No such file or directory", of the script."""
+    try:
+        with path.open("rb") as handle:
+            line = handle.readline(HEAD_BYTES)
+    except OSError:
+        return None
+    if not line.startswith(b"#!"):
+        return None
+    words = line[2:].decode(errors="replace").split()
+    if not words:
+        return None
+    interpreter = words[0]
+    if Path(interpreter).name == "env":
+        named = next((word for word in words[1:] if not word.startswith("-") and "=" not in word), None)
+        if named is None or shutil.which(named, path=search_path) is not None:
+            return None
+        return f"its #! line runs {named!r} through env, and no {named} is on PATH here"
+    if os.access(interpreter, os.X_OK) and not os.path.isdir(interpreter):
+        return None
+    what = "is not executable" if os.path.exists(interpreter) else "does not exist"
+    return f"its #! line names the interpreter {interpreter}, which {what} here"

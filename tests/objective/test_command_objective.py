@@ -425,6 +425,45 @@ def test_a_script_that_cannot_be_run_is_refused_by_check_saying_why(emews_cmd, t
     assert proc.stderr.count("\n") == 1 and f"{wf}: objective.command: command program '{script}' {words}" in proc.stderr
 
 
+@pytest.mark.parametrize("line, words, tried", [
+    ("#!/opt/nowhere/bin/python3", "its #! line names the interpreter /opt/nowhere/bin/python3, which does not exist here",
+     "cannot run command {script}: its #! line names the interpreter /opt/nowhere/bin/python3, which does not exist here"),
+    # env itself runs, and says which program it did not find (its stderr's last line)
+    ("#!/usr/bin/env -S python3.99 -u", "its #! line runs 'python3.99' through env, and no python3.99 is on PATH here",
+     "/usr/bin/env: ‘python3.99’: No such file or directory"),
+])
+def test_a_script_whose_interpreter_is_missing_is_named_by_check_and_fails_its_try(emews_cmd, tmp_path: Path,
+                                                                                  line: str, words: str,
+                                                                                  tried: str) -> None:
+    """Found here: a script whose #! names an interpreter that is not there passed emews check
+    without a word, and check --try said 'cannot run command .../model.py: No such file or
+    directory' of a file that exists. check now warns (the site's module load may bring the
+    interpreter, so it is no refusal) and the try names the interpreter."""
+    script = tmp_path / "model.py"
+    script.write_text(f"{line}\nprint('loss 0.5')\n")
+    script.chmod(0o755)
+    wf = write_workflow(tmp_path, objective={"command": [str(script)], "metric": "loss"})
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        f"emews: warning: {wf}: objective.command: command program '{script}': {words} (fine if the site's "
+        f"environment.setup, a module load, provides it; emews check --try runs the command here)\n"
+    )
+    proc = emews_cmd("check", str(wf), "--try")
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
+    failed = next(line for line in proc.stdout.splitlines() if line.startswith("try: failed: "))
+    assert failed == "try: failed: " + tried.format(script=script), failed
+
+
+def test_a_script_whose_interpreter_is_there_gets_no_warning(emews_cmd, tmp_path: Path) -> None:
+    script = tmp_path / "model.py"
+    script.write_text("#!/usr/bin/env python3\nprint('loss 0.5')\n")
+    script.chmod(0o755)
+    wf = write_workflow(tmp_path, objective={"command": [str(script)], "metric": "loss"})
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
 def test_a_command_that_prints_another_metric_is_named_by_what_it_printed(emews_cmd, tmp_path: Path) -> None:
     """metric: val_loss, the model prints `loss 0.5`: the one line that names the failure (check
     --try, fail fast, the summary) shows the line the model printed, not an empty 'last lines:'."""
