@@ -31,11 +31,68 @@ SET_HELP = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="emews", description="Model exploration on HPC over MPI.")
+class _Parser(argparse.ArgumentParser):
+    """argparse that keeps its subcommands' parsers (:attr:`commands`) and long options, so that an
+    unknown option or command is named with the one probably meant (:func:`_unknown`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.commands: dict[str, _Parser] = {}
+        self.long_options: list[str] = []  # before argparse adds --help
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        if action.help != argparse.SUPPRESS:  # run's --lease, --pool, --job-exit are emews' own
+            self.long_options += [o for o in action.option_strings if o.startswith("--")]
+        return action
+
+    def add_command(self, sub: Any, name: str, **kwargs: Any) -> _Parser:
+        """``sub.add_parser(name, ...)``, kept in :attr:`commands`."""
+        parser: _Parser = sub.add_parser(name, **kwargs)
+        self.commands[name] = parser
+        return parser
+
+
+def _unknown(
+    parser: _Parser, argv: Sequence[str], args: argparse.Namespace | None, extra: Sequence[str]
+) -> ConfigError:
+    """The one-line error for a command (``args`` is ``None``) or an argument its parser does not know:
+    the closest command or option, and what is allowed."""
+    if args is None:
+        command = next(word for word in argv if not word.startswith("-"))
+        return ConfigError(
+            f"unknown command {command!r}{did_you_mean(command, parser.commands)}", allowed=", ".join(parser.commands)
+        )
+    sub = parser.commands[args.command]
+    word = extra[0]
+    name = word.partition("=")[0]
+    said = (
+        f"emews {args.command} has no option {name!r}{did_you_mean(name, sub.long_options)}"
+        if word.startswith("-")
+        else f"emews {args.command} takes no argument {word!r}"
+    )
+    return ConfigError(said, allowed=", ".join(sub.long_options))
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line's arguments; a ConfigError naming an unknown command or option (argparse's
+    own errors, a missing or malformed value, stay argparse's)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    first = next((word for word in argv if not word.startswith("-")), None)
+    if first is not None and first not in parser.commands and not {"-h", "--help"} & set(argv):
+        raise _unknown(parser, argv, None, [])
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        raise _unknown(parser, argv, args, extra)
+    return args
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="emews", description="Model exploration on HPC over MPI.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    launch = sub.add_parser("launch", help="run a workflow on a site (now on local, as a batch job elsewhere)")
+    launch = parser.add_command(sub, "launch", help="run a workflow on a site (now on local, as a batch job elsewhere)")
     launch.add_argument("workflow", help="built-in workflow name or path to a workflow .yaml")
     launch.add_argument("--site", default="local", help="built-in site name or path to a site .yaml (default: local)")
     launch.add_argument("--workers", type=int, help="number of worker ranks")
@@ -50,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         "(more join with emews attach; docs/postgres.md)",
     )
 
-    check = sub.add_parser("check", help="validate a workflow (and optionally a site) without running")
+    check = parser.add_command(sub, "check", help="validate a workflow (and optionally a site) without running")
     check.add_argument("workflow")
     check.add_argument("--site", help="also validate this site")
     check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
@@ -62,7 +119,8 @@ def _parser() -> argparse.ArgumentParser:
         "directory, the task's timeout): exit 0 when it succeeds, 1 when it fails",
     )
 
-    resume = sub.add_parser(
+    resume = parser.add_command(
+        sub,
         "resume",
         help="continue a stopped experiment: the optimizer gets the earlier "
         "results, interrupted tasks run again, the budget is the total",
@@ -78,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
         "next allocation: scheduler.walltime, scheduler.queue, scheduler.account",
     )
 
-    results = sub.add_parser("results", help="write results.csv of an experiment and print its summary")
+    results = parser.add_command(sub, "results", help="write results.csv of an experiment and print its summary")
     results.add_argument("exp_dir", type=Path)
     results.add_argument(
         "--by-point",
@@ -93,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
         "(objective maximized, failures as F_<status>, m:timestamp_* columns)",
     )
 
-    status = sub.add_parser("status", help="scheduler state and progress of an experiment")
+    status = parser.add_command(sub, "status", help="scheduler state and progress of an experiment")
     status.add_argument("exp_dir", type=Path)
     status.add_argument("--watch", action="store_true", help="refresh until the run is over (Ctrl-C stops)")
     status.add_argument(
@@ -104,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds between refreshes with --watch (default 2)",
     )
 
-    report = sub.add_parser("report", help="plots and tables of an experiment: one HTML file, PNGs or a PDF")
+    report = parser.add_command(sub, "report", help="plots and tables of an experiment: one HTML file, PNGs or a PDF")
     report.add_argument("exp_dir", type=Path)
     report.add_argument(
         "--out", type=Path, help="output file (default: DIR/report.html, DIR/report-plots for png, DIR/report.pdf)"
@@ -114,8 +172,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--top", type=int, default=10, help="rows of the top evaluations table (default 10)")
 
-    checkpoints = sub.add_parser(
-        "checkpoints", help="list the durable checkpoints of an experiment (trial, step, metric, size, path)"
+    checkpoints = parser.add_command(
+        sub, "checkpoints", help="list the durable checkpoints of an experiment (trial, step, metric, size, path)"
     )
     checkpoints.add_argument("exp_dir", type=Path)
     checkpoints.add_argument(
@@ -127,7 +185,8 @@ def _parser() -> argparse.ArgumentParser:
         help="with --best: the best K checkpoints, several of which may be one trial's",
     )
 
-    cancel = sub.add_parser(
+    cancel = parser.add_command(
+        sub,
         "cancel",
         help="cancel an experiment's batch job and its attached pools' jobs (or, with --queued, its queued tasks)",
     )
@@ -138,7 +197,8 @@ def _parser() -> argparse.ArgumentParser:
         help="cancel the tasks of a pooled experiment that no pool has claimed (while no optimizer runs)",
     )
 
-    attach = sub.add_parser(
+    attach = parser.add_command(
+        sub,
         "attach",
         help="add a pool of workers to an experiment launched with --pools (now on local, as a batch job elsewhere)",
     )
@@ -150,12 +210,12 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="change a key of the site")
     attach.add_argument("--dry-run", action="store_true", help="print the batch script and submit command only")
 
-    serve = sub.add_parser(
-        "serve", help="run the optimizer of an experiment launched with --pools here, without workers"
+    serve = parser.add_command(
+        sub, "serve", help="run the optimizer of an experiment launched with --pools here, without workers"
     )
     serve.add_argument("exp_dir", type=Path)
 
-    run = sub.add_parser("run", help="(inside the MPI job) run this rank's part of an experiment")
+    run = parser.add_command(sub, "run", help="(inside the MPI job) run this rank's part of an experiment")
     run.add_argument("exp_dir", type=Path)
     run.add_argument("--lease", help=argparse.SUPPRESS)  # the token of the launch that started the job
     run.add_argument("--pool", type=Path, help=argparse.SUPPRESS)  # an attached pool's folder (emews attach)
@@ -410,7 +470,11 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parse(argv)
+    except ConfigError as exc:
+        print(f"emews: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         status = COMMANDS[args.command](args)
         sys.stdout.flush()  # a reader that went away (``| head``) is met here, not at the interpreter's exit

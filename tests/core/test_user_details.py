@@ -105,6 +105,28 @@ def test_an_unknown_name_says_what_was_probably_meant(emews_cmd, tmp_path: Path,
     assert expected in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize(("args", "expected"), [
+    (["launch", "random", "--sites", "perlmutter"],
+     "emews launch has no option '--sites'; did you mean '--site'? (allowed: --help, --site, --workers, --exp-dir, "
+     "--set, --dry-run, --pools)"),
+    (["check", "random", "--stie=local"], "emews check has no option '--stie'; did you mean '--site'?"),
+    (["launch", "random", "--site", "perlmuter"],
+     "site: unknown site 'perlmuter'; did you mean 'perlmutter'? (allowed: aurora, frontier, local, perlmutter, "
+     "polaris, summit)"),
+    (["lanch", "random"], "unknown command 'lanch'; did you mean 'launch'? (allowed: launch, check, resume,"),
+    (["launch", "random", "local"], "emews launch takes no argument 'local' (allowed: --help, --site,"),
+])
+def test_an_unknown_option_or_command_says_what_was_probably_meant(emews_cmd, tmp_path: Path, args: list[str],
+                                                                   expected: str) -> None:
+    """Found here: `emews launch random --sites perlmutter` printed argparse's usage of emews itself
+    and 'unrecognized arguments: --sites perlmutter', naming neither the command nor its options."""
+    proc = emews_cmd(*args)  # in tmp_path
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("emews: error: ") and expected in proc.stderr, (
+        proc.stderr)
+    assert not (tmp_path / "experiments").exists()
+
+
 def test_an_unknown_workflow_name_says_what_was_probably_meant(emews_cmd) -> None:
     proc = emews_cmd("check", "randm")
     assert proc.returncode == 2 and "unknown workflow 'randm'; did you mean 'random'?" in proc.stderr, proc.stderr
