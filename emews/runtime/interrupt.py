@@ -6,7 +6,10 @@ that the loops check. Without a ``grace`` it is also an abort: inside
 :meth:`Interrupt.raising` it raises :class:`Interrupted`, which gets a blocked
 optimizer (or an inline objective) out of its call. With a ``grace`` (worker ranks,
 whose training trials pause at their next report) the abort comes ``grace`` seconds
-later, or at a second signal; any further signal is ignored: shutdown is under way.
+later, or at a second signal of another kind (SIGINT after SIGTERM); the same signal again is
+the first one delivered twice (the batch system signals every process of the job, and the launcher,
+``mpiexec`` or ``srun``, passes on the one it got), not a second stop. Any further signal is
+ignored: shutdown is under way.
 The optimizer rank also stops itself this way at the walltime margin
 (:meth:`Interrupt.stop_at_walltime`): the same path, told apart as :class:`WalltimeReached`.
 """
@@ -51,7 +54,7 @@ class WalltimeReached(Interrupted):
 
 class Interrupt:
     """The process's stop flag, set by the first SIGTERM or SIGINT; ``aborting`` once the
-    ``grace`` seconds after it have passed (at once without a grace) or a second signal came."""
+    ``grace`` seconds after it have passed (at once without a grace) or a signal of another kind came."""
 
     def __init__(self, grace: float = 0.0) -> None:
         self.signum: int | None = None
@@ -125,6 +128,8 @@ class Interrupt:
                 self._timer.daemon = True
                 self._timer.start()
                 return
+        elif signum == self.signum and self._timer is not None:
+            return  # the first stop delivered again (by the batch system and by the launcher): the grace goes on
         self._aborting = True
         if self._raising:
             raise WalltimeReached() if self.walltime else Interrupted(self.signum)
@@ -132,6 +137,7 @@ class Interrupt:
     def _expire(self) -> None:
         """The grace is over: the abort arrives on the main thread as a second signal."""
         if not self._aborting and self.signum is not None:
+            self._timer = None  # no longer a grace that a repeat of the signal would belong to
             signal.pthread_kill(threading.main_thread().ident or 0, self.signum)
 
 

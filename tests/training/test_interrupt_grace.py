@@ -41,6 +41,26 @@ def test_a_deferred_signal_aborts_at_the_second_signal(restore_handlers) -> None
     assert interrupt.aborting()
 
 
+def test_the_same_signal_again_is_the_first_delivered_twice_not_a_second_stop(restore_handlers) -> None:
+    """Slurm signals every process of the job and mpiexec passes on the SIGTERM it got: a worker
+    rank gets it twice, and its training trial still pauses at its next report."""
+    interrupt = Interrupt(grace=600).install()
+    with interrupt.raising():
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert wait_until(interrupt, timeout=5)
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert interrupt.signum == signal.SIGTERM and not interrupt.aborting()
+
+
+def test_the_grace_ends_in_an_abort_even_after_a_repeated_signal(restore_handlers) -> None:
+    interrupt = Interrupt(grace=0.5).install()
+    with pytest.raises(Interrupted), interrupt.raising():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(lambda: False, timeout=30)   # interrupted by the expiry, long before the timeout
+    assert interrupt.aborting()
+
+
 def test_the_grace_ends_in_an_abort_on_the_main_thread(restore_handlers) -> None:
     interrupt = Interrupt(grace=0.2).install()
     with pytest.raises(Interrupted), interrupt.raising():
