@@ -91,6 +91,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     # at the walltime margin no task starts and trials pause; once nothing runs the pool ends itself,
     # as a job's run does, rather than holding its paused and unstarted tasks until the batch system kills it
     walltime = WalltimeStop(trials.clock, lambda: run.distributor.idle, interrupt.stop_at_walltime).start()
+    interrupt.warning = walltime.warn  # the batch system's early warning (SIGUSR1): pause now
     try:
         with interrupt.raising():
             run.run()

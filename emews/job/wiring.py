@@ -325,6 +325,7 @@ def run_optimizer_rank(
         ).start()
     )
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle, interrupt.stop_at_walltime).start()
+    interrupt.warning = walltime.warn  # the batch system's early warning (SIGUSR1): pause now
     start = time.monotonic()
     error: BaseException | None = None
     reporter = (

@@ -210,7 +210,7 @@ def _leave_stop_signals_to_the_parent() -> None:
     """A batch system's SIGTERM reaches every process of the job: the parent decides what
     happens to its child (a do-nothing handler, not SIG_IGN, so programs the child starts
     with exec still get the default behaviour)."""
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):  # SIGUSR1: the batch system's early warning
         signal.signal(sig, lambda signum, frame: None)
 
 

@@ -23,6 +23,9 @@ from collections.abc import Callable
 from emews.core.errors import EXIT_WALLTIME
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: the batch system's early warning that the allocation ends soon (Slurm ``--signal=USR1@SECONDS``;
+#: the job script passes on ``B:USR1``): not a stop, the walltime margin reached now (:attr:`Interrupt.warning`)
+WARNING = signal.SIGUSR1
 
 
 class Interrupted(BaseException):
@@ -68,12 +71,17 @@ class Interrupt:
         self.walltime = False
         #: whether the running work may use the grace (a worker: its task is a training trial)
         self.defer: Callable[[], bool] = lambda: True
+        #: what the early warning (:data:`WARNING`) does: the optimizer rank pauses its trials and stops
+        #: (:meth:`~emews.runtime.walltime_pause.WalltimeStop.warn`); elsewhere nothing (the default
+        #: action, to die, would end a rank)
+        self.warning: Callable[[], None] = lambda: None
 
     def install(self) -> Interrupt:
         """Handle the stop signals in this process (call on the main thread)."""
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 signal.signal(sig, self._handle)
+            signal.signal(WARNING, lambda signum, frame: self.warning())
             self._installed = True
         return self
 
@@ -100,7 +108,7 @@ class Interrupt:
         writing their outputs. An ignored signal stays ignored through the shutdown.
         """
         if threading.current_thread() is threading.main_thread():
-            for sig in SIGNALS:
+            for sig in (*SIGNALS, WARNING):
                 signal.signal(sig, signal.SIG_IGN)
 
     def aborting(self) -> bool:

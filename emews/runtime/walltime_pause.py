@@ -26,12 +26,22 @@ class PauseClock:
         self.margin = margin
         self.stopping = stopping
 
+    def warn(self) -> None:
+        """The batch system warned that the allocation ends soon: the pause time is now."""
+        now = time.time()
+        if self.end is None or self.end - self.margin > now:
+            self.end = now + self.margin
+
     @property
     def pause_at(self) -> float | None:
         return None if self.end is None else self.end - self.margin
 
     def due(self) -> bool:
         return (self.end is not None and time.time() >= self.end - self.margin) or self.stopping()
+
+
+#: how often the walltime thread, waiting for the pause time or an early warning, looks whether the run ended
+WARNING_POLL = 1.0
 
 
 class WalltimeStop:
@@ -49,21 +59,32 @@ class WalltimeStop:
         self._stop = stop
         self._poll = poll
         self._done = threading.Event()
+        self._warned = threading.Event()
         self._thread = threading.Thread(target=self._run, name="emews-walltime", daemon=True)
 
     def start(self) -> WalltimeStop:
-        if self._clock.end is not None:
-            self._thread.start()
+        self._thread.start()  # without an end it waits for an early warning (:meth:`warn`)
         return self
 
+    def warn(self) -> None:
+        """The batch system's early warning (a signal handler's call): pause now, then stop."""
+        self._clock.warn()
+        self._warned.set()
+
     def close(self) -> None:
-        self._done.set()
+        self._done.set()  # not ``_warned``: only the signal handler sets that (its lock is no reentrant one)
 
     def _run(self) -> None:
-        pause_at = self._clock.pause_at
-        assert pause_at is not None
-        if self._done.wait(max(0.0, pause_at - time.time())):
-            return
+        while True:  # until the pause time, or an early warning moves it to now
+            pause_at = self._clock.pause_at
+            wait = WARNING_POLL if pause_at is None else min(WARNING_POLL, max(0.0, pause_at - time.time()))
+            if self._warned.wait(wait):
+                self._warned.clear()
+            if self._done.is_set():
+                return
+            pause_at = self._clock.pause_at
+            if pause_at is not None and time.time() >= pause_at:
+                break
         log.info(
             "walltime margin reached (pause time %.6f, %g s before the end): no new task starts; "
             "running trials pause at their next report",

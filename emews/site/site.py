@@ -278,11 +278,18 @@ class Site:
         lines += [f"export {key}={shlex.quote(value)}" for key, value in env.vars.items()]
         lines += env.setup
         lines.append(f"cd {shlex.quote(str(exp_dir))}")
-        if exit_command is not None:
-            lines.append("emews_started=$(date +%s)")
-        lines.append(shlex.join(self.launch_command(layout.ranks, command)))
-        if exit_command is not None:
-            lines.append(f'exec {shlex.join(exit_command)} "$?" "$emews_started"')
+        launcher = shlex.join(self.launch_command(layout.ranks, command))
+        if exit_command is None:
+            lines.append(launcher)
+        else:
+            lines += [
+                "emews_started=$(date +%s)",
+                *WARNING_FORWARD,
+                f"{launcher} &",
+                "emews_launcher=$!",
+                'while wait "$emews_launcher"; emews_status=$?; kill -0 "$emews_launcher" 2>/dev/null; do :; done',
+                f'exec {shlex.join(exit_command)} "$emews_status" "$emews_started"',
+            ]
         return "\n".join(lines) + "\n"
 
     def submit_command(self, script: Path) -> list[str]:
@@ -302,6 +309,16 @@ class Site:
 
     def cancel(self, job_id: str) -> None:
         self.scheduler.cancel(job_id)
+
+
+#: the job script's lines that pass the batch system's early warning (Slurm ``--signal=B:USR1@SECONDS``,
+#: sent to the batch shell only, whose default action for it is to die) on to the launcher, which
+#: hands it to the ranks: the run stops at the walltime margin at once (exit status 3). The launcher
+#: runs in the background so that the trap runs while it does, and ``wait`` is repeated until it ended.
+WARNING_FORWARD = (
+    "# Slurm --signal=B:USR1@SECONDS (the batch shell's early warning): emews pauses its trials and stops now",
+    "trap 'kill -USR1 \"$emews_launcher\" 2>/dev/null' USR1",
+)
 
 
 def load_site(ref: str | Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> Site:

@@ -31,9 +31,10 @@ def test_lsf_submit_records_the_job(in_tmp: Path, fake_tools: FakeTools) -> None
     assert fake_tools.calls("bsub") == [["bsub"]]
     assert fake_tools.stdin("bsub") == script.read_text()
     assert "#BSUB -P ABC123" in script.read_text()
-    launcher_line, exit_line = script.read_text().rstrip().splitlines()[-2:]
-    assert launcher_line.endswith(" ".join(job_command(exp.resolve())))
-    assert exit_line == f'exec {" ".join(exit_command(exp.resolve()))} "$?" "$emews_started"'
+    lines = script.read_text().rstrip().splitlines()
+    launcher_line = lines[lines.index("emews_launcher=$!") - 1]  # in the background: the early warning's trap runs
+    assert launcher_line.endswith(" ".join(job_command(exp.resolve())) + " &")
+    assert lines[-1] == f'exec {" ".join(exit_command(exp.resolve()))} "$emews_status" "$emews_started"'
     record = json.loads((exp / JOB_RECORD).read_text())
     assert record["job_id"] == "12345" and record["site"] == "summit"
     assert record["submitted"] and record["scheduler"] == "lsf"
