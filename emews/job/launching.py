@@ -41,7 +41,7 @@ from emews.core.wording import counted
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
-from emews.site.jobs import batch_job_over, exit_command, job_command, submit_experiment
+from emews.site.jobs import batch_job_over, exit_command, job_command, say_ended_before_run, submit_experiment
 from emews.site.loader import env_overridden
 from emews.store import opening as stores
 
@@ -305,12 +305,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
         return status
     # a rank killed (kill -9, the OOM killer, a segfault) or one that exited on its own (os._exit in an
     # inline objective) ended the job before the run wrote its summary: mpiexec's status (9, 11) said nothing
-    print(
-        f"emews: the job ended before its run did (mpiexec exited with status {status}: a rank was killed "
-        "or exited; see emews.log); what it stored stays stored; continue with: "
-        f"emews resume {shlex.quote(str(exp_dir))}",
-        file=sys.stderr,
-    )
+    say_ended_before_run(exp_dir, f"mpiexec exited with status {status}: a rank was killed or exited; see emews.log")
     return EXIT_FAILED
 
 

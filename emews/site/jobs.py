@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.config.experiment import run_exit_status
-from emews.core.errors import EXIT_FAILED, EmewsError
+from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EmewsError
 from emews.core.textfiles import write_atomic
 from emews.site.batch_schedulers import BATCH_SCHEDULERS, DONE, UNKNOWN, state_of
 from emews.site.schema import SchedulerConfig
@@ -40,14 +40,22 @@ def job_exit_status(exp_dir: Path, launcher_status: int, since: float) -> int:
     recorded = run_exit_status(exp_dir, since)
     if recorded is not None:
         return recorded
-    if launcher_status != 0:
+    if launcher_status in (EXIT_FAILED, EXIT_CONFIG):  # rank 0 said why itself (a configuration error)
         return launcher_status
+    if launcher_status != 0:  # a rank killed (kill -9, the OOM killer, a segfault): the launcher's banner only
+        say_ended_before_run(exp_dir, f"the launcher exited with status {launcher_status}: a rank was killed or exited")
+        return launcher_status
+    say_ended_before_run(exp_dir, f"no summary of it in {exp_dir}")
+    return EXIT_FAILED
+
+
+def say_ended_before_run(exp_dir: Path, why: str) -> None:
+    """The line that says the job ended before its run wrote its summary (``why``), and how to go on."""
     print(
-        f"emews: the job ended before its run did (no summary of it in {exp_dir}); "
-        f"what it stored stays stored; continue with: emews resume {shlex.quote(str(exp_dir))}",
+        f"emews: the job ended before its run did ({why}); what it stored stays stored; continue with: "
+        f"emews resume {shlex.quote(str(exp_dir))}",
         file=sys.stderr,
     )
-    return EXIT_FAILED
 
 
 def write_script(path: Path, text: str) -> None:

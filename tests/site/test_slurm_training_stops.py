@@ -128,3 +128,56 @@ def test_slurms_early_warning_to_the_batch_shell_stops_at_the_walltime_margin(sl
     for task in range(3):
         restored = [e["restored"] for e in events(log) if e["event"] == "start" and e["task"] == task]
         assert restored == [0, *pauses[task]]
+
+
+def _worker_rank(exp: Path, rank: int) -> int | None:
+    """The PID of the job's rank ``rank`` (an ``emews run EXP`` process with ``PMI_RANK=rank``)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"run" in command and str(exp).encode() in command and f"PMI_RANK={rank}".encode() in environ:
+            return int(proc.name)
+    return None
+
+
+def test_a_worker_rank_killed_mid_training_ends_the_job_with_one_line_and_resume_continues(
+        slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """``kill -9`` of a worker rank (not rank 0): mpiexec ends the job (no hang); its output said only
+    mpiexec's BAD TERMINATION banner, where a local launch says how to go on: it now says the job
+    ended before its run did and to resume, and ``emews resume`` continues every trial from its own
+    newest checkpoint."""
+    import os
+    import signal
+
+    from test_slurm_loopback import wait_for
+
+    log = tmp_path / "trainer.jsonl"
+    exp, job_id, env = _launch_trainers(tmp_path, log)
+    assert wait_until(lambda: _reported_after(log, 1), timeout=240), events(log)
+    victim = wait_until(lambda: _worker_rank(exp, 2), timeout=30)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    out = (exp / f"job-{job_id}.out").read_text()
+    said = [line for line in out.splitlines() if line.startswith("emews")]
+    assert len(said) == 1 and "the job ended before its run did (the launcher exited with status" in said[0], out
+    assert said[0].endswith(f"continue with: emews resume {exp}"), out
+
+    resumed = emews("resume", str(exp), cwd=tmp_path, env=env)  # takes over the lease the killed job left
+    assert resumed.returncode == 0, resumed.stderr
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    assert wait_until(lambda: not (exp / "lease.json").exists(), timeout=60)
+    results, steps, _ = _stored(exp)
+    assert results == [(t, "ok", None) for t in range(3)]
+    for task in range(3):
+        own = [e for e in events(log) if e["task"] == task]
+        starts = [i for i, e in enumerate(own) if e["event"] == "start"]
+        assert len(starts) == 2, own  # run again once, by the resumed job
+        before = [e["step"] for e in own[: starts[1]] if e["event"] == "report"]
+        restored = own[starts[1]]["restored"]
+        assert 0 < restored <= max(before)  # from a checkpoint of the killed job's, not from scratch
+        assert own[starts[1]]["trail"] == list(range(1, restored + 1))  # its own, not another trial's
+        assert set(steps[task]) == set(range(1, EPOCHS + 1))  # nothing lost
