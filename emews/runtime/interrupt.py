@@ -65,7 +65,7 @@ class Interrupt:
         self._aborting = False
         self._raising = 0
         self._guard = _Raising(self)
-        self._timer: threading.Timer | None = None
+        self._deferring = False  # the first signal's grace runs: the same signal again is that one repeated
         self._installed = False
         #: the stop is the walltime margin's (:meth:`stop_at_walltime`), not a signal from outside
         self.walltime = False
@@ -130,13 +130,17 @@ class Interrupt:
         if self._aborting:
             return
         if self.signum is None:
-            self.signum = signum
-            if self.grace > 0 and self.defer():
-                self._timer = threading.Timer(self.grace, self._expire)
-                self._timer.daemon = True
-                self._timer.start()
-                return
-        elif signum == self.signum and self._timer is not None:
+            deferring = self.grace > 0 and self.defer()
+            if self.signum is None:  # else a repeat, handled inside this handler (during defer), took its part
+                # noted before signum: a repeat that Python runs inside this handler from here on sees both
+                self._deferring = deferring
+                self.signum = signum
+                if deferring:
+                    timer = threading.Timer(self.grace, self._expire)
+                    timer.daemon = True
+                    timer.start()
+                    return
+        if signum == self.signum and self._deferring:
             return  # the first stop delivered again (by the batch system and by the launcher): the grace goes on
         self._aborting = True
         if self._raising:
@@ -145,7 +149,7 @@ class Interrupt:
     def _expire(self) -> None:
         """The grace is over: the abort arrives on the main thread as a second signal."""
         if not self._aborting and self.signum is not None:
-            self._timer = None  # no longer a grace that a repeat of the signal would belong to
+            self._deferring = False  # no longer a grace that a repeat of the signal would belong to
             signal.pthread_kill(threading.main_thread().ident or 0, self.signum)
 
 
