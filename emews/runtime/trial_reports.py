@@ -95,6 +95,7 @@ class TrialService:
         #: trial -> the stop or complete it was answered first: its later reports (an objective that
         #: did not wait, or did not break) reach no scheduler and get that answer again
         self._ends: dict[int, Decision] = {}
+        self._said_unwritten = False  # a checkpoint that could not be written was said on stderr
         self.rebuilt_seq = 0  # the seq of the last report :meth:`rebuild` replayed
         self._retainer: Retainer | None = None
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
@@ -199,6 +200,8 @@ class TrialService:
         return self._handlers[type(message)](message, task)
 
     def _report(self, report: Report, task: Task | None) -> Reply:
+        if report.failed:
+            self._say_unwritten(report.trial, report.failed)
         seq = self._store_report(report, task)
         if self.budget is not None:
             self.budget.count(report.trial, report.step)
@@ -229,6 +232,22 @@ class TrialService:
         if report.durable:
             self._retain(report.durable)
         return seq
+
+    def _say_unwritten(self, trial: int, failed: tuple[str, ...]) -> None:
+        """Checkpoints of ``trial`` that could not be written (a full disk, a quota): in the log, and the
+        first of the run on stderr too, with what it means and what to do (the trial trains on)."""
+        for failure in failed:
+            log.warning("trial %s: checkpoint not written: %s", trial, failure)
+        if self._said_unwritten:
+            return
+        self._said_unwritten = True
+        print(
+            f"emews: trial {trial}: checkpoint not written: {failed[0]}; the trial trains on, but a retry or "
+            "emews resume continues it from its newest checkpoint written: free space where the experiment is "
+            "(or raise the quota, or the file size limit: ulimit -f); later failures: emews.log",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _say_missing(self, report: Report) -> None:
         """Once a run: a report without the metric (a misspelt name ranks nothing, silently)."""
@@ -326,6 +345,8 @@ class TrialService:
         return Reply(request.session, candidates=self.store.candidates(request.trial))
 
     def _durable(self, message: CheckpointsDurable, task: Task | None) -> None:
+        if message.failed:
+            self._say_unwritten(message.trial, message.failed)
         if self.store is not None and message.durable:
             self.store.mark_durable(message.durable)
             self._retain(message.durable)

@@ -81,7 +81,8 @@ FOLLOWING = Following()
 
 @dataclass(slots=True)
 class Report:
-    """``ctx.report``: one step of a trial. ``durable`` names checkpoints written since the last message."""
+    """``ctx.report``: one step of a trial. ``durable`` names checkpoints written since the last message,
+    ``failed`` those whose write failed since (``PATH: ERROR``)."""
 
     trial: int
     session: int
@@ -90,6 +91,7 @@ class Report:
     time: float
     checkpoint: CheckpointNote | None = None
     durable: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -103,11 +105,12 @@ class RestoreRequest:
 
 @dataclass(slots=True)
 class CheckpointsDurable:
-    """Checkpoints whose background write finished (sent when the objective returns; no reply)."""
+    """Checkpoints whose background write finished, or failed (sent when the objective returns; no reply)."""
 
     trial: int
     session: int
     durable: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

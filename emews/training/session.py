@@ -90,7 +90,9 @@ class TrialSession:
         note = None if checkpoint is None else self._stage(step, checkpoint)
         if self._link is None:
             return CONTINUE
-        self._link.post(Report(self.trial, self.id, step, dict(metrics), time.time(), note, self._writer.done()))
+        self._link.post(
+            Report(self.trial, self.id, step, dict(metrics), time.time(), note, self._writer.done(), self._failures())
+        )
         self._outstanding += 1
         if wait:
             self._collect()
@@ -123,14 +125,24 @@ class TrialSession:
         """The objective returned: wait for the checkpoint writes, say which are durable, take
         the replies still due. Returns the parameters to run again with (PBT exploit) or ``None``."""
         self._writer.flush()
-        for failure in self._writer.failures():
-            print(f"emews: checkpoint not written: {failure}", file=sys.stderr)
+        failed = self._failures()
         if self._link is not None:
-            self._link.post(CheckpointsDurable(self.trial, self.id, self._writer.done()))
+            self._link.post(CheckpointsDurable(self.trial, self.id, self._writer.done(), failed))
             self._collect()
         self._decision()  # an exploit answered to a last report that did not wait still runs again
         restart, self._restart = self._restart, None
         return restart
+
+    def _failures(self) -> tuple[str, ...]:
+        """The checkpoint writes that failed since the last call, each said in the task's stderr (the
+        optimizer rank is told them with the next message and says so where the run's output goes)."""
+        failed = self._writer.failures()
+        try:
+            for failure in failed:
+                print(f"emews: checkpoint not written: {failure}", file=sys.stderr, flush=True)
+        except OSError:  # the same full disk holds the task's output: the optimizer rank says it
+            pass
+        return failed
 
     def _stage(self, step: int, checkpoint: Any) -> CheckpointNote:
         if self._root is None:

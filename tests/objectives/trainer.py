@@ -29,6 +29,7 @@ stops when told. Knobs
                      first report until ``TRAINER_GATE`` exists (up to 120 s)
 ``TRAINER_DEAF``     never break on a stop: train every epoch whatever the decision (an objective
                      that ignores ``decision.stop``)
+``TRAINER_BLOB``     add this many bytes to each checkpoint (a large model's)
 ``TRAINER_GROUP``    call ``ctx.process_group()`` first: the members of a multi-rank task under process
                      isolation then share team rank 0's decisions (inline members share them over ``ctx.comm``)
 """
@@ -117,6 +118,8 @@ def run(params: dict, ctx) -> dict:
         if ctx.task_id == int(go_task) and step == int(go_step) and start == 0:
             _wait_for(gate.with_name(gate.name + ".go"))
         state = {"step": step, "rate": rate, "trail": [*state["trail"], step], "trial": ctx.task_id}
+        if os.environ.get("TRAINER_BLOB"):
+            state["blob"] = bytes(int(os.environ["TRAINER_BLOB"]))
         decision = ctx.report(step=step, metrics={"loss": loss, "step": step}, checkpoint=state, wait=wait)
         _log(event="report", task=ctx.task_id, pid=os.getpid(), step=step, loss=loss, action=decision.action.value)
         if kill_at and step == kill_at and start == 0:

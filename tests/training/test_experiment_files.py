@@ -211,6 +211,33 @@ def test_a_full_disk_while_training_ends_the_run_with_one_line(emews_cmd, tmp_pa
     assert sorted(ids) == list(range(5)) and {r["status"] for r in stored_rows(exp)} == {"ok"}
 
 
+def test_checkpoints_a_full_disk_refuses_are_said_on_the_runs_stderr(emews_cmd, tmp_path: Path) -> None:
+    """A checkpoint larger than the room left (here: a file size limit, ``ulimit -f``, on the whole
+    run, as a quota or a disk that fills) could not be written while the small store commits still
+    could: the run went on and ended ``ok`` (exit 0) with every checkpoint lost, said only in each
+    task's ``stderr.txt``, so a retry or a resume would start the trials from scratch. The run's
+    stderr now says the first such failure in one line (what, and what to do), the log every one."""
+    log = tmp_path / "log.jsonl"
+    emews_cmd.env.update(TRAINER_LOG=str(log), TRAINER_BLOB=str(8 << 20))  # 8 MiB a checkpoint
+    wf = trainer_workflow(tmp_path, epochs=3, task={"isolation": "process"})
+    limit = 6 << 20  # above what MPI's shared-memory files need (~4.3 MB), below a checkpoint
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    run = subprocess.run([sys.executable, "-m", "emews", "launch", str(wf), "--workers", "1", "--exp-dir", "exp"],
+                         cwd=tmp_path, env=emews_cmd.env, capture_output=True, text=True, timeout=300,
+                         preexec_fn=limited)
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    said = [line for line in run.stderr.splitlines() if line.startswith("emews: trial")]
+    assert len(said) == 1, run.stderr
+    assert "checkpoint not written" in said[0] and "File too large" in said[0] and "emews resume" in said[0]
+    exp = tmp_path / "exp"
+    assert count(exp, "SELECT COUNT(*) FROM checkpoints WHERE state = 'durable'") == 0
+    assert (exp / "emews.log").read_text().count("checkpoint not written") == 5 * 3  # 5 trials, 3 steps
+
+
 def test_a_local_tier_left_by_killed_writers_is_cleared_by_the_next_run_on_the_host(emews_cmd, tmp_path: Path) -> None:
     """A ``kill -9`` before the flush leaves the writer's staging folder on the node-local tier (the
     newest checkpoints, hundreds of MB; on ``/dev/shm`` node memory). The next run that stages on
