@@ -8,9 +8,12 @@ more than the reports (promotions, PBT's exploits) does not span pools
 (:attr:`~emews.training.schedulers.TrialScheduler.spans_pools`).
 
 Once told its pool (:meth:`SharedTrials.lease_to`), it stores a report only while that pool still
-holds the task in the shared queue: a pool that lost the lease (frozen, or cut off, past
-``store.lease``; another pool took the task) has its report answered stop, not stored, and the
-task's outcome dropped (no result), so the trial trains on one pool only.
+holds the task in the shared queue (checked in the report's own transaction, the task's row
+locked: :meth:`~emews.store.base.Store.add_report`'s ``holder``): a pool that lost the lease
+(frozen, or cut off, past ``store.lease``; another pool took the task) has its report answered
+stop, not stored, and the task's outcome dropped (no result), so the trial trains on one pool
+only. The checkpoint files its refused reports wrote are deleted once the trial ended (no row
+names them: a restore never sees them).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from emews.core.results import Outcome, Task
 from emews.runtime.trial_reports import STOP, Afterwards, TrialService
+from emews.store.base import LeaseLost
 from emews.training.messages import Decision, Reply, Report
 
 log = logging.getLogger("emews")
@@ -60,14 +64,19 @@ class SharedTrials(TrialService):
         return Afterwards.DROPPED
 
     def _report(self, report: Report, task: Task | None) -> Reply:
-        if report.trial in self._lost or not self._holds(report.trial):
-            return Reply(report.session, STOP)
-        return super()._report(report, task)
+        if report.trial not in self._lost:
+            try:
+                return super()._report(report, task)
+            except LeaseLost:
+                self._lose(report.trial)
+        return Reply(report.session, STOP)
 
-    def _holds(self, trial: int) -> bool:
-        """Whether this pool still holds ``trial``'s task (else it is lost from now on: said once)."""
-        if self._pool is None or self.store is None or self.store.leased_to(trial, self._pool):  # type: ignore[attr-defined]
-            return True
+    def _add_report(self, report: Report, metric: float | None, loss: float | None, record: Task | None) -> int:
+        assert self.store is not None
+        return self.store.add_report(report, metric, loss, record, holder=self._pool)
+
+    def _lose(self, trial: int) -> None:
+        """``trial``'s task is another pool's now: its reports are refused from now on (said once)."""
         self._lost.add(trial)
         log.warning(
             "pool %s lost the lease of task %s (another pool runs it): its report is not stored, "
@@ -75,7 +84,6 @@ class SharedTrials(TrialService):
             self._pool,
             trial,
         )
-        return False
 
     def rebuild(self) -> int:
         count = super().rebuild()

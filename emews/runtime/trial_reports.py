@@ -226,7 +226,7 @@ class TrialService:
         loss = self._sign * value if value is not None and math.isfinite(value) else None
         # a task not yet in ``tasks`` is recorded with its first report: its id is taken from now on
         record = task if task is not None and not task.attempt and task.id not in self._recorded else None
-        seq = self.store.add_report(report, value, loss, record)
+        seq = self._add_report(report, value, loss, record)
         if record is not None:
             self._recorded.add(record.id)
         if report.durable:
@@ -248,6 +248,11 @@ class TrialService:
             file=sys.stderr,
             flush=True,
         )
+
+    def _add_report(self, report: Report, metric: float | None, loss: float | None, record: Task | None) -> int:
+        """The store's :meth:`~emews.store.base.Store.add_report` (a pool's service adds its lease check)."""
+        assert self.store is not None
+        return self.store.add_report(report, metric, loss, record)
 
     def _say_missing(self, report: Report) -> None:
         """Once a run: a report without the metric (a misspelt name ranks nothing, silently)."""

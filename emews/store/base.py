@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from emews.core.errors import ConfigError
+from emews.core.errors import ConfigError, EmewsError
 from emews.core.results import Outcome, Result, Status, StoredReport, Task
 from emews.training.messages import Ending, Report, Restorable
 
@@ -41,6 +41,10 @@ class StoreIncompatible(StoreUnreadable):
 
 class StoreCorrupt(StoreUnreadable):
     """A row of the store that this version cannot read (an unknown status, a point that is not JSON)."""
+
+
+class LeaseLost(EmewsError):
+    """A pool's report refused: the pool no longer holds the trial's task in the shared queue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,9 +232,18 @@ class Store(ABC):
 
     # -- training tables: writing (the distributor thread) ---------------------------------------
     @abstractmethod
-    def add_report(self, report: Report, metric: float | None, loss: float | None, task: Task | None = None) -> int:
+    def add_report(
+        self,
+        report: Report,
+        metric: float | None,
+        loss: float | None,
+        task: Task | None = None,
+        *,
+        holder: int | None = None,
+    ) -> int:
         """Store ``report`` (stage its checkpoint, mark the durable ones, record ``task``, the
-        reporting task not yet in ``tasks``) in one transaction; return its sequence number."""
+        reporting task not yet in ``tasks``) in one transaction; return its sequence number.
+        ``holder``: the pool that must still hold the trial's task (:class:`LeaseLost` if not)."""
 
     @abstractmethod
     def mark_durable(self, paths: Sequence[str]) -> None:

@@ -190,7 +190,7 @@ def retried(operation: Callable[..., _T]) -> Callable[..., _T]:
     id, updates set states, a claim whose answer was lost expires."""
 
     @functools.wraps(operation)
-    def again(self: PoolQueue, *args: Any, **kwargs: Any) -> _T:
+    def again(self: PoolQueue, /, *args: Any, **kwargs: Any) -> _T:
         lost = _connection_errors()
         deadline: float | None = None
         delay = 0.1

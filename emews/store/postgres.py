@@ -20,7 +20,15 @@ from typing import Any
 
 from emews.core.results import Status
 from emews.store import postgres_queries as q
-from emews.store.base import CsvRow, Durability, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
+from emews.store.base import (
+    CsvRow,
+    Durability,
+    LeaseLost,
+    StoreCorrupt,
+    StoreIncompatible,
+    StoreUnreadable,
+    is_json_object,
+)
 from emews.store.results_store import ResultsStore
 from emews.store.trial_store import TrialStore
 
@@ -199,11 +207,16 @@ class PostgresStore(ResultsStore):
             raise
         self._db = PgConnection(raw)  # type: ignore[assignment]
 
-    def leased_to(self, task: int, pool: int) -> bool:
-        """Whether ``pool`` still holds ``task`` in the shared queue (docs/postgres.md, "Pools"):
-        leased to it, its lease renewed or ended but not yet taken by another pool."""
-        row = self._db.execute("SELECT 1 FROM tasks WHERE id = ? AND pool = ? AND state = 'leased'", (task, pool))
-        return row.fetchone() is not None
+    def _require_held(self, task: int, pool: int) -> None:
+        """:class:`LeaseLost` unless ``pool`` still holds ``task`` in the shared queue (docs/postgres.md,
+        "Pools"): leased to it, its lease renewed or ended but not yet taken by another pool. The
+        task's row stays locked until the caller's transaction ends: a claim skips it meanwhile
+        (``SKIP LOCKED``), and one that took it first is waited for, then seen."""
+        row = self._db.execute(
+            "SELECT 1 FROM tasks WHERE id = ? AND pool = ? AND state = 'leased' FOR UPDATE", (task, pool)
+        )
+        if row.fetchone() is None:
+            raise LeaseLost(f"pool {pool} no longer holds task {task}: another pool took it")
 
     @property
     def connection(self) -> Any:  # type: ignore[override]

@@ -17,8 +17,8 @@ from emews.store.pool_queue import retried
 AS_IS = frozenset({"close", "reconnect"})
 
 
-def _call(holder: ReconnectingStore, name: str, *args: Any, **kwargs: Any) -> Any:
-    return getattr(holder.store, name)(*args, **kwargs)
+def _call(wrapper: ReconnectingStore, name: str, /, *args: Any, **kwargs: Any) -> Any:
+    return getattr(wrapper.store, name)(*args, **kwargs)
 
 
 _retried_call = retried(_call)

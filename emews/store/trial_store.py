@@ -35,7 +35,7 @@ from typing import Any
 
 from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Outcome, Status, StoredReport, Task
-from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, TrialState
+from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, LeaseLost, TrialState
 from emews.store.tables import record_tasks, set_task_params
 from emews.training.checkpoints import in_experiment
 from emews.training.messages import Action, Ending, Report, Restorable
@@ -172,11 +172,24 @@ class TrialStore:
         return replace(checkpoint, path=self._resolved(checkpoint.path))
 
     # -- writing (the distributor thread) ----------------------------------
-    def add_report(self, report: Report, metric: float | None, loss: float | None, task: Task | None = None) -> int:
+    def add_report(
+        self,
+        report: Report,
+        metric: float | None,
+        loss: float | None,
+        task: Task | None = None,
+        *,
+        holder: int | None = None,
+    ) -> int:
         """Store ``report`` (and stage its checkpoint, mark the durable ones, record ``task``, the
-        reporting task not yet in ``tasks``) in one transaction; return its sequence number."""
+        reporting task not yet in ``tasks``) in one transaction; return its sequence number.
+        ``holder``: a pool that must still hold the trial's task in the shared queue, checked in
+        that transaction (:meth:`_require_held`), else :class:`~emews.store.base.LeaseLost` and
+        nothing is stored."""
         with self._db:
             self._db.execute("BEGIN")
+            if holder is not None:
+                self._require_held(report.trial, holder)
             if task is not None:
                 record_tasks(self._db, [task])
             seq = self._db.execute(
@@ -202,6 +215,11 @@ class TrialStore:
             self._durable(report.durable)
         assert seq is not None  # an INSERT always sets lastrowid
         return int(seq)
+
+    def _require_held(self, task: int, pool: int) -> None:
+        """:class:`~emews.store.base.LeaseLost` unless ``pool`` holds ``task`` (pools need
+        PostgreSQL: :class:`~emews.store.postgres.PostgresStore` checks it)."""
+        raise LeaseLost(f"task {task}: pool {pool} holds no lease here (worker pools need a PostgreSQL store)")
 
     def mark_durable(self, paths: Sequence[str]) -> None:
         if paths:

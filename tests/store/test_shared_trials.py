@@ -4,21 +4,26 @@ each takes in the other's reports, so a rung holds every pool's trials."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from pgserver import PgServer
 
 from emews.core.direction import Direction
-from emews.core.results import Task
+from emews.core.results import Outcome, Status, Task
 from emews.core.space import Float, Space
 from emews.runtime.shared_trials import SharedTrials
+from emews.runtime.trial_reports import Afterwards
+from emews.store.pool_queue import PoolQueue
 from emews.store.postgres import PostgresStore
-from emews.training.messages import Action, Report
+from emews.training.messages import Action, CheckpointNote, Reply, Report
 from emews.training.schedulers.asha import ASHA
 from emews.training.schedulers.median import MedianStopping
+from testutil import wait_until
 
 
 @pytest.fixture
@@ -87,3 +92,38 @@ def test_a_report_committed_late_is_taken_in_at_the_next_decision(stores: list[P
     # now visible: rung 1 holds 0.20 (trial 0), 0.05 (trial 7); trial 1 at 0.15 ranks 2nd of 3, out of
     # the best ceil(3/3) = 1 (without trial 7 it would be the best of 2 and go on)
     assert _report(first, 1, 1, 0.15) is Action.STOP
+
+
+def test_a_report_racing_a_claim_of_its_task_is_refused_not_stored(
+    stores: list[PostgresStore], pg_server: PgServer, tmp_path: Path
+) -> None:
+    """Pool 1's lease on task 0 ended and pool 2's claim of it is in flight (its transaction not
+    committed) when pool 1's trial reports: the report waits for that claim, sees the task is pool
+    2's and is refused (answered stop, nothing stored). (Its lease checked in a statement of its own, then inserted, the report was stored.)"""
+    queue = PoolQueue(stores[1])
+    queue.enable()
+    task = Task(0, {"rate": 0.5}, 0, time.time())
+    queue.enqueue([task])
+    first, second = queue.register("local", 1), queue.register("local", 1)
+    assert [c.task.id for c in queue.claim(first, 1, 60)] == [0]
+    stores[1].connection.execute("UPDATE tasks SET lease_until = 0 WHERE id = 0")  # pool 1's lease ended
+    service = _service(stores[0])
+    dropped: list[int] = []
+    service.lease_to(first, dropped.append)
+    written = tmp_path / "checkpoints" / "000000" / "step-00000001-000.ckpt"
+    written.parent.mkdir(parents=True)
+    written.write_bytes(b"pool 1's step 1")
+    report = Report(0, 1, 1, {"loss": 0.5}, time.time(), checkpoint=CheckpointNote(str(written), 15))
+    replies: list[Reply | None] = []
+    raw = stores[1].connection
+    with psycopg.connect(pg_server.url(), autocommit=True) as watcher:
+        with raw.transaction():  # pool 2's claim, not committed yet
+            assert [c.task.id for c in queue.claim(second, 1, 60)] == [0]
+            reporting = threading.Thread(target=lambda: replies.append(service.handle(report, task)))
+            reporting.start()
+            waiting = "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND state = 'active'"
+            assert wait_until(lambda: replies or watcher.execute(waiting).fetchall(), 60)
+        reporting.join(60)
+    assert replies and replies[0] is not None and replies[0].decision.action is Action.STOP
+    assert stores[1].connection.execute("SELECT count(*) FROM reports").fetchone()[0] == 0
+    assert service.intercept(task, Outcome(0, Status.OK, 0.5)) is Afterwards.DROPPED and dropped == [0]
