@@ -64,7 +64,8 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     set_allocation(spec, workflow, site, time.time())
-    trial_store = open_store(location=queue.store.location)  # the distributor thread's own connection
+    # the distributor thread's own connection; checkpoint paths kept, and deleted, inside the experiment
+    trial_store = open_store(exp_dir)
     trials = trial_service(spec, trial_store, shared=True)
     run = PoolRun(
         queue,

@@ -421,7 +421,9 @@ class SharedQueue:
         submitter: PoolQueue | None = spec.optimizer_lock  # the lock taken before the workers started
         if submitter is None:
             raise EmewsError("pools need the optimizer lock taken before the workers start (take_optimizer_lock)")
-        opened = [open_store(location=store.location) for _ in range(3 if worker_ranks else 1)]
+        opened = [open_store(location=store.location) for _ in range(2 if worker_ranks else 1)]
+        if worker_ranks:  # the trial store: checkpoint paths kept, and deleted, inside the experiment
+            opened.append(open_store(spec.exp_dir) if spec.exp_dir is not None else open_store(location=store.location))
         self._connections = [submitter.store, *opened]
         listener, *feeder = [
             PoolQueue(c, retry_s=spec.pool_retry)  # type: ignore[arg-type]  # a pooled store is PostgreSQL

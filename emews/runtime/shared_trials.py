@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from emews.core.results import Outcome, Task
 from emews.runtime.trial_reports import STOP, Afterwards, TrialService
 from emews.store.base import LeaseLost
-from emews.training.messages import Decision, Reply, Report
+from emews.training.checkpoints import remove_inside
+from emews.training.messages import CheckpointsDurable, Decision, Reply, Report
 
 log = logging.getLogger("emews")
 
@@ -44,6 +46,7 @@ class SharedTrials(TrialService):
         self._pool: int | None = None  # the pool whose leases a report needs (None: not checked)
         self._dropped: Callable[[int], None] = lambda task: None
         self._lost: set[int] = set()  # tasks whose lease this pool lost: answered stop, no result
+        self._refused: dict[int, set[str]] = {}  # lost task -> the checkpoint paths of its refused reports
 
     def lease_to(self, pool: int, dropped: Callable[[int], None]) -> None:
         """Store reports only of tasks ``pool`` still holds; ``dropped(task)`` is called when a
@@ -60,6 +63,7 @@ class SharedTrials(TrialService):
         self._lost.discard(task.id)
         self.paused.pop(task.id, None)
         self.waiting.pop(task.id, None)
+        self._remove_refused(task.id)  # the trial ended: its checkpoint writes are done
         self._dropped(task.id)
         return Afterwards.DROPPED
 
@@ -69,6 +73,8 @@ class SharedTrials(TrialService):
                 return super()._report(report, task)
             except LeaseLost:
                 self._lose(report.trial)
+        if report.checkpoint is not None:
+            self._refused.setdefault(report.trial, set()).add(report.checkpoint.path)
         return Reply(report.session, STOP)
 
     def _add_report(self, report: Report, metric: float | None, loss: float | None, record: Task | None) -> int:
@@ -84,6 +90,22 @@ class SharedTrials(TrialService):
             self._pool,
             trial,
         )
+
+    def _durable(self, message: CheckpointsDurable, task: Task | None) -> None:
+        refused = self._refused.get(message.trial, set())
+        kept = tuple(p for p in message.durable if p not in refused)
+        return super()._durable(CheckpointsDurable(message.trial, message.session, kept), task)
+
+    def _remove_refused(self, trial: int) -> None:
+        """Delete the checkpoint files ``trial``'s refused reports wrote, but none a stored row
+        names (another pool's checkpoint of the same step and serial, written at the same path)."""
+        paths = self._refused.pop(trial, set())
+        if not paths or self.store is None or self.store.root is None:
+            return
+        named = {Path(row.path) for row in self.store.checkpoints_at(sorted(paths))}
+        for path in sorted(paths):
+            if Path(path) not in named and not remove_inside(path, self.store.root):
+                log.warning("not deleting %s: outside the experiment directory %s", path, self.store.root)
 
     def rebuild(self) -> int:
         count = super().rebuild()

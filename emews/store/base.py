@@ -348,6 +348,12 @@ class Store(ABC):
         """The durable checkpoints written at ``paths``."""
 
     @abstractmethod
+    def checkpoints_at(
+        self, paths: Sequence[str], states: Sequence[str] = (STAGED, DURABLE, DELETED)
+    ) -> list[CheckpointRow]:
+        """The checkpoints in ``states`` recorded at ``paths``."""
+
+    @abstractmethod
     def checkpoints_by_id(self, ids: Iterable[int]) -> list[CheckpointRow]: ...
 
     @abstractmethod

@@ -493,13 +493,20 @@ class TrialStore:
 
     def durable_at(self, paths: Sequence[str]) -> list[CheckpointRow]:
         """The durable checkpoints written at ``paths``."""
+        return self.checkpoints_at(paths, (DURABLE,))
+
+    def checkpoints_at(
+        self, paths: Sequence[str], states: Sequence[str] = (STAGED, DURABLE, DELETED)
+    ) -> list[CheckpointRow]:
+        """The checkpoints in ``states`` recorded at ``paths``."""
         out: list[CheckpointRow] = []
+        marks = ",".join("?" * len(states))
         for start in range(0, len(paths), 500):
             chunk = [self._stored(p) for p in paths[start : start + 500]]
             rows = self._db.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? AND path IN "
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) AND path IN "
                 f"({','.join('?' * len(chunk))})",
-                (DURABLE, *chunk),
+                (*states, *chunk),
             )
             out.extend(self._row(r) for r in rows)
         return out

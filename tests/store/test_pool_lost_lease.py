@@ -31,8 +31,9 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
 ) -> None:
     """Pool 1 trains the one trial to step 2 and waits at its gate; its whole job is frozen until
     pool 2 (attached) took the task (its lease ended), restored step 2 and stored steps 3 and 4;
-    thawed, pool 1's trial reports step 3: answered stop, not stored, and it trains no further. Pool
-    2 trains to the end: every step stored once, the result pool 2's, both jobs exit 0."""
+    thawed, pool 1's trial reports step 3: answered stop, not stored (its checkpoint file deleted),
+    and it trains no further. Pool 2 trains to the end: every step stored once, the result pool
+    2's, both jobs exit 0."""
     wf = trainer_workflow(
         tmp_path,
         [0.1],
@@ -74,6 +75,9 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
     assert rows(exp, "SELECT step, count(*) FROM checkpoints WHERE trial = 0 GROUP BY step ORDER BY step") == [
         (step, 1) for step in range(1, 7)]  # fmt: skip
     assert rows(exp, "SELECT id, status, pool FROM results") == [(0, "ok", 2)]
+    # pool 1's refused step 3 wrote a checkpoint that no row names: deleted, a restore never sees it
+    on_disk = {p.name for p in (exp / "checkpoints" / "000000").glob("*.ckpt")}
+    assert on_disk == {Path(p).name for (p,) in rows(exp, "SELECT path FROM checkpoints")}
     starts = [e for e in _events(log) if e["event"] == "start"]
     assert [(e["pid"] == pool_1, e["restored"]) for e in starts] == [(True, 0), (False, 2)]
     pool_2 = starts[1]["pid"]

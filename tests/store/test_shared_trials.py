@@ -99,7 +99,8 @@ def test_a_report_racing_a_claim_of_its_task_is_refused_not_stored(
 ) -> None:
     """Pool 1's lease on task 0 ended and pool 2's claim of it is in flight (its transaction not
     committed) when pool 1's trial reports: the report waits for that claim, sees the task is pool
-    2's and is refused (answered stop, nothing stored). (Its lease checked in a statement of its own, then inserted, the report was stored.)"""
+    2's and is refused (answered stop, nothing stored), its checkpoint file deleted once the trial
+    ended. (Its lease checked in a statement of its own, then inserted, the report was stored.)"""
     queue = PoolQueue(stores[1])
     queue.enable()
     task = Task(0, {"rate": 0.5}, 0, time.time())
@@ -127,3 +128,4 @@ def test_a_report_racing_a_claim_of_its_task_is_refused_not_stored(
     assert replies and replies[0] is not None and replies[0].decision.action is Action.STOP
     assert stores[1].connection.execute("SELECT count(*) FROM reports").fetchone()[0] == 0
     assert service.intercept(task, Outcome(0, Status.OK, 0.5)) is Afterwards.DROPPED and dropped == [0]
+    assert not written.exists()  # no row names it: a restore can never see it
