@@ -4,7 +4,8 @@
 It reads the experiment's workflow (what the workers run) and the pool's own site (where it runs:
 ``EXP/pools/NNN/site.yaml``), tells its workers what to run, registers the pool in the store and
 feeds its workers from the shared queue until the optimizer says it is done and the pool holds
-nothing, or a stop signal comes (then what it held returns to the queue when its leases end). It
+nothing, or a stop signal comes (then, its workers stopped, it hands what it held back to the
+queue at once: another pool continues it). It
 takes no lease on the experiment: any number of pools work for it at once.
 """
 
@@ -107,8 +108,10 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         run.close(abort=stopped is not None)
         queue.store.close()
         trial_store.close()
-    line = f"pool {run.pool}: {len(run.feeder.stored)} results stored" + (
-        f", {len(run.feeder.late)} late (another pool's stood)" if run.feeder.late else ""
+    line = (
+        f"pool {run.pool}: {len(run.feeder.stored)} results stored"
+        + (f", {len(run.feeder.late)} late (another pool's stood)" if run.feeder.late else "")
+        + (f", {counted(len(run.handed_back), 'task')} handed back to the queue" if run.handed_back else "")
     )
     print(line + ("" if stopped is None else f"; stopped: {stopped}"), file=sys.stderr, flush=True)
     log.info(line)

@@ -23,7 +23,7 @@ from emews.runtime.progress import Progress
 from emews.runtime.shared_trials import SharedTrials
 from emews.runtime.transport import Transport
 from emews.runtime.trial_reports import TrialService
-from emews.store.pool_queue import PoolQueue
+from emews.store.pool_queue import PoolQueue, StoreLost
 
 log = logging.getLogger("emews")
 
@@ -99,8 +99,10 @@ class PoolRun:
             trials.lease_to(self.pool, self.feeder.drop)
         self._on_error = on_error
         self._thread: threading.Thread | None = None
-        #: what ended a feeder running on its own thread (the store lost for good, say)
+        #: what ended the feeder (the store lost for good, say)
         self.error: BaseException | None = None
+        #: the tasks :meth:`close` handed back to the shared queue
+        self.handed_back: list[int] = []
 
     def until_finished(self) -> bool:
         """Whether this pool may end: the optimizer said it is done and the pool holds nothing."""
@@ -108,7 +110,11 @@ class PoolRun:
 
     def run(self) -> None:
         """Feed on this thread until the experiment is finished (or :meth:`stop`)."""
-        self.feeder.run(until=self.until_finished)
+        try:
+            self.feeder.run(until=self.until_finished)
+        except StoreLost as exc:
+            self.error = exc
+            raise
 
     def start(self) -> PoolRun:
         """Feed on a thread of its own (beside the optimizer, in the first job)."""
@@ -129,13 +135,26 @@ class PoolRun:
             self._thread.join(timeout)
 
     def stop(self) -> None:
-        """Stop claiming and storing now (a stop signal); what the pool held returns to the queue
-        when its leases end. Waits for the feeder at most :data:`STOP_PATIENCE` seconds (it may be
+        """Stop claiming and storing now (a stop signal); what the pool held is handed back by
+        :meth:`close`. Waits for the feeder at most :data:`STOP_PATIENCE` seconds (it may be
         retrying a lost connection)."""
         self.feeder.stop()
         self.join(STOP_PATIENCE)
 
     def close(self, *, abort: bool = False, pause: float | None = None) -> None:
-        """Stop the workers (after :meth:`run` ended or :meth:`stop`)."""
+        """Stop the workers (after :meth:`run` ended or :meth:`stop`), then hand back to the shared
+        queue the tasks held here without a result (unstarted, stopped or paused), so that another
+        pool continues them at once instead of when their leases end."""
         self.distributor.close(abort=abort, pause=pause)
+        self._hand_back()
         self.queues.close()
+
+    def _hand_back(self) -> None:
+        """:meth:`PoolFeeder.hand_back`, unless the feeder still runs (its connection busy retrying)
+        or lost the store: then the leases end by themselves."""
+        if (self._thread is not None and self._thread.is_alive()) or isinstance(self.error, StoreLost):
+            return
+        try:
+            self.handed_back = self.feeder.hand_back()
+        except Exception as exc:  # the store away: the leases end by themselves
+            log.warning("pool %s: could not hand back its tasks (their leases end by themselves): %s", self.pool, exc)

@@ -194,7 +194,8 @@ class PoolFeeder:
 
     def run(self, until: Callable[[], bool] = lambda: False) -> None:
         """Feed until :meth:`stop` is called or ``until()`` (asked when idle) says so, then record
-        that the pool ended (tasks it still held come back to the queue when their leases end)."""
+        that the pool ended (what it still holds is handed back once its workers stopped:
+        :meth:`hand_back`)."""
         lost = False
         try:
             while not self._stopping.is_set():
@@ -208,6 +209,16 @@ class PoolFeeder:
         finally:
             if not lost:
                 self._queue.stop(self.pool)
+
+    def hand_back(self) -> list[int]:
+        """Return what this pool holds without a result stored to the shared queue at once (after
+        :meth:`run` ended and the workers stopped: nothing of it runs here any more), so another
+        pool takes it now rather than when its lease ends; the ids handed back."""
+        if not self._held:
+            return []
+        released = self._queue.release(self.pool, sorted(self._held))
+        self._held.clear()
+        return released
 
     def drop(self, task: int) -> None:
         """Forget ``task`` (from the distributor's thread): its lease was lost to another pool and

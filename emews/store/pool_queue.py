@@ -134,6 +134,12 @@ SELECT s.stored, s.notes, c.* FROM
 _RESULTS = f"SELECT {', '.join(COLUMNS)} FROM results WHERE id = ANY(%s::bigint[]) ORDER BY id"
 _STATUS = {status.value: status for status in Status}
 _STOP = f"UPDATE pools SET stopped = {_NOW} WHERE id = %s"
+#: tasks a stopping pool hands back (those it still holds): queued again at once, with one more
+#: attempt, as when their lease ends (:data:`_REQUEUE`)
+_RELEASE = (
+    "UPDATE tasks SET state = 'queued', pool = NULL, lease_until = NULL, attempt = attempt + 1 "
+    "WHERE pool = %s AND state = 'leased' AND id = ANY(%s::bigint[]) RETURNING id"
+)
 _POOLS = "SELECT id, site, job_id, host, workers, tasks_done, started, heartbeat, stopped FROM pools ORDER BY id"
 _SET_META = "INSERT INTO emews_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
 _GET_META = "SELECT value FROM emews_meta WHERE key = %s"
@@ -613,6 +619,16 @@ class PoolQueue:
         with self._raw.transaction():
             self._raw.execute(_STOP, (pool,))
             self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))
+
+    def release(self, pool: int, held: Sequence[int]) -> list[int]:
+        """Queue again now the tasks among ``held`` that ``pool`` still holds (a pool that stopped
+        cleanly, nothing of them running there any more), one more attempt each as when a lease
+        ends, and wake the pools waiting for work; their ids. Tried once: a stopping pool does not
+        wait for a lost connection (the leases then end by themselves)."""
+        with self._raw.transaction():
+            rows = self._raw.execute(_RELEASE, (pool, _array(held))).fetchall()
+            self._raw.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))
+        return sorted(int(i) for (i,) in rows)
 
     @retried
     def state_counts(self) -> dict[str, int]:

@@ -77,6 +77,47 @@ def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: P
     assert "pool 1: stopped" in status and "pool 2: lost" in status, status
 
 
+def test_a_pool_stopped_by_sigterm_hands_back_what_it_held_at_once(pg_server: PgServer, tmp_path: Path) -> None:
+    """The attached pool (2 workers, holding 2 running tasks and 1 taken ahead) is stopped with
+    SIGTERM under a 600 s lease: once its job ended, none of its tasks is leased to it any more
+    (they were queued again at once, not when the leases end), each with one more attempt as an
+    ended lease counts it; the first pool runs them all, each evaluation stored once. (Before,
+    they stayed leased to the stopped pool for the lease's 600 s.)"""
+    wf = gated_workflow(tmp_path, pg_server.url(), BUDGET, store={"lease": 600})
+    first, second = gated_command(tmp_path), gated_command(tmp_path)
+    launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        attached, _ = _attach_once_queued(second, exp)
+        marks = tmp_path / "marks"
+        holding = "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased' ORDER BY id"
+
+        def full() -> list[int]:  # 3 held, 2 of them running
+            ids = [i for (i,) in seen(exp, holding)]
+            return ids if len(ids) == 3 and sum((marks / str(i)).exists() for i in ids) == 2 else []
+
+        held = wait_until(full, 120)
+        assert held, seen(exp, "SELECT id, state, pool FROM tasks ORDER BY id")
+        attached.send_signal(signal.SIGTERM)
+        _, err = attached.communicate(timeout=120)
+        assert rows(exp, holding) == []  # handed back as the pool ended
+        attempts = dict(rows(exp, "SELECT id, attempt FROM tasks"))
+        assert {i: attempts[i] for i in held} == {i: 1 for i in held}
+        assert "3 tasks handed back to the queue" in err, err
+        (tmp_path / "open").touch()
+        _, launch_err = launch.communicate(timeout=300)
+    finally:
+        (tmp_path / "open").touch()
+        first.kill_all()
+        second.kill_all()
+    assert launch.returncode == 0, launch_err
+    results = rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    assert [i for i, _ in results] == list(range(BUDGET))
+    assert all(pool == 1 for i, pool in results if i in held)
+    statuses = rows(exp, "SELECT id, status, pool, finished - started FROM results ORDER BY id")
+    assert all(status == "ok" for _, status, *_ in statuses), (held, statuses)
+
+
 def _launch_on_two_pools(cmd: EmewsCommand, wf: Path, folder: Path) -> tuple[Path, list[tuple]]:
     """``emews launch WF --workers 2 --pools 2``, its gate (``folder/open``) opened once both pools
     hold a task; the experiment and its ``(id, pool)`` results, once the launch ended with 0."""
