@@ -41,8 +41,9 @@ def _busy_ranks(pool: PoolRow, told: dict[int, int], leased: dict[int, int]) -> 
 
 def pool_lines(exp_dir: Path) -> PoolView:
     """The lines (none for an experiment without pools); a pool whose heartbeat is older than the
-    workflow's ``store.lease`` and that did not say it stopped is *lost* (its tasks return to the
-    queue when their leases end)."""
+    workflow's ``store.lease`` and that did not say it stopped is *lost* while tasks are still
+    leased to it (they return to the queue when their leases end), then *gone*: killed or cut
+    off, its tasks taken over by other pools, it holds nothing of the run any more."""
     if recorded_store(exp_dir) is None:
         return PoolView()
     from emews.config.experiment import WORKFLOW_FILE, pool_folders
@@ -56,7 +57,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
         if not queue.enabled():
             return PoolView()
         pools, counts = queue.pools(), queue.state_counts()
-        told, leased = queue.busy_by_pool(), queue.leased_by_pool()
+        told, leased, holding = queue.busy_by_pool(), queue.leased_by_pool(), queue.holding_by_pool()
         now = queue.server_time()
         optimizer = queue.optimizer_running()
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
@@ -73,8 +74,10 @@ def pool_lines(exp_dir: Path) -> PoolView:
             state = "running"
             workers += pool.workers
             busy += _busy_ranks(pool, told, leased)
-        else:
+        elif holding.get(pool.id):
             state = "lost"
+        else:
+            state = "gone (no heartbeat; its tasks were taken over)"
         beat = "-" if pool.heartbeat is None else f"{max(now - pool.heartbeat, 0.0):.0f} s ago"
         lines.append(
             f"  pool {pool.id}: {state}, {pool.site}, job {pool.job_id or '-'}, host {pool.host or '-'}, "

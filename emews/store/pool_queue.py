@@ -164,6 +164,8 @@ POOL_MODE, FINISHED = "pools", "pools_finished"
 #: (a key, not a column: no schema change; a pool of an older emews says nothing)
 BUSY_KEY = "pool_busy."
 _BUSY = "SELECT substr(key, length(%s) + 1)::bigint, value::bigint FROM emews_meta WHERE starts_with(key, %s)"
+#: per pool, the tasks leased to it, their lease ended or not (not yet taken by another pool)
+_HOLDING_BY_POOL = "SELECT pool, count(*) FROM tasks WHERE state = 'leased' GROUP BY pool"
 #: per running pool, the tasks it holds under a lease not ended
 _LEASED_BY_POOL = f"SELECT pool, count(*) FROM tasks WHERE state = 'leased' AND lease_until >= {_NOW} GROUP BY pool"
 
@@ -557,6 +559,11 @@ class PoolQueue:
     def leased_by_pool(self) -> dict[int, int]:
         """The tasks each pool holds under a lease that has not ended (running, or about to)."""
         return {int(pool): int(n) for pool, n in self._raw.execute(_LEASED_BY_POOL).fetchall()}
+
+    @retried
+    def holding_by_pool(self) -> dict[int, int]:
+        """The tasks still leased to each pool, their lease ended or not (another pool did not take them yet)."""
+        return {int(pool): int(n) for pool, n in self._raw.execute(_HOLDING_BY_POOL).fetchall()}
 
     @retried
     def set_hold(self, pool: int, hold: int) -> None:
