@@ -33,6 +33,10 @@ class LeaseHeld(ConfigError):
     """Another live launch, resume or job owns the experiment."""
 
 
+#: the lease command of ``emews serve`` (``emews status`` tells its optimizer from a job's)
+SERVE_COMMAND = "emews serve"
+
+
 @dataclass(frozen=True)
 class Owner:
     """A process that holds the lease."""

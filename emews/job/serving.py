@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from emews.config.experiment import LOG_FILE, WORKFLOW_FILE, require_experiment
-from emews.config.lease import acquire
+from emews.config.lease import SERVE_COMMAND, acquire
 from emews.config.workflow import load_workflow
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.job.rank_zero import run_spec, take_optimizer_lock, write_outputs
@@ -34,7 +34,7 @@ def serve(exp_dir: Path) -> int:
     """Run the optimizer of the pooled experiment ``exp_dir`` here until it finishes (or a stop
     signal); the run's exit status, as ``emews resume`` gives it."""
     exp_dir = require_experiment(Path(exp_dir).absolute())
-    lock = take_optimizer_lock(exp_dir, "emews serve")  # SQLite, no pools, or an optimizer elsewhere: refused now
+    lock = take_optimizer_lock(exp_dir, SERVE_COMMAND)  # SQLite, no pools, or an optimizer elsewhere: refused now
     try:
         return _serve(exp_dir, lock)
     finally:
@@ -43,7 +43,7 @@ def serve(exp_dir: Path) -> int:
 
 def _serve(exp_dir: Path, lock: PoolQueue) -> int:
     workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=True)
-    with acquire(exp_dir, "emews serve", job_done=batch_job_over(exp_dir)):
+    with acquire(exp_dir, SERVE_COMMAND, job_done=batch_job_over(exp_dir)):
         done = nothing_left(exp_dir, stored_and_unfinished(lock.store))
         if done is not None:  # every evaluation stored, none queued or leased
             hint = shlex.join(["emews", "resume", str(exp_dir), "--set", done.setting])

@@ -32,6 +32,22 @@ def job_state(exp_dir: Path) -> tuple[str, bool]:
     return ("local, running" if running else "local, not running" + _local_ending(exp_dir)), running
 
 
+def serving(exp_dir: Path, optimizer: bool) -> str | None:
+    """What runs the experiment while ``emews serve`` holds it (its optimizer, no job of its own:
+    the launch's job may have ended long ago), else ``None``; ``optimizer``: the store's optimizer
+    lock is held (a serve on another host, whose process cannot be seen from here)."""
+    from emews.config.lease import LEASE_FILE, SERVE_COMMAND, LeaseRecord
+
+    lease = LeaseRecord.read(exp_dir / LEASE_FILE)
+    if lease is None or lease.command != SERVE_COMMAND or lease.copied(exp_dir):
+        return None
+    alive = [owner.alive() for owner in lease.owners]
+    if not (any(alive) or (optimizer and None in alive)):
+        return None
+    where = ", ".join(owner.describe() for owner in lease.owners)
+    return f"emews serve ({where}) runs the optimizer, the pools run its tasks"
+
+
 def _local_ending(exp_dir: Path) -> str:
     """How a local run that is over ended, when not well (as :func:`_how_it_ended` says it of a batch
     job): fail fast, a stop signal, an error; nothing for a run that finished, or that left no record."""
@@ -117,6 +133,8 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     # a pooled run goes on past its job: under emews serve (any host), and in its running pools, which
     # train what they hold and run again what a lost pool held, with or without an optimizer
     running = running or pools.optimizer or pools.workers > 0
+    served = serving(exp_dir, pools.optimizer)  # not the launch's job (ended, or another run's line)
+    state = state if served is None else served
     figures = headline(data, running=running)
     if pools.lines:  # a pooled run's workers are its running pools' (the optimizer's job may have none)
         figures = replace(figures, busy=pools.busy, workers=pools.workers)

@@ -71,6 +71,8 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
         assert wait_until(lambda: _optimizer_running(exp), 120)
         status = first("status", "exp", timeout=120, check=True).stdout
         assert f"trial {trial}: step 2" in status and "interrupted" not in status, status
+        # what runs: the serve's optimizer (it said 'local, running', as of the launch that ended)
+        assert status.startswith("job: emews serve (pid ") and "runs the optimizer" in status.splitlines()[0], status
 
         again = third.popen("attach", "exp", "--workers", "1")
         (tmp_path / "open").touch()
