@@ -84,8 +84,9 @@ def slurm_cluster_state(job_id: str) -> str:
 def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
         slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
     """``emews cancel EXP`` cancels the pools' batch jobs too (a pool waits for queued work after its
-    optimizer is gone, holding its allocation until the walltime); the tasks it held run again on the
-    other pool once their lease lapses, each stored once; a second cancel says the job had ended."""
+    optimizer is gone, holding its allocation until the walltime); the pool hands the tasks it held
+    back as it ends (none leased to it once its job is over; status calls it stopped) and they run
+    on the other pool, each stored once; a second cancel says the job had ended."""
     wf = gated_workflow(tmp_path, postgres.url(), 8, store={"lease": 5})
     cmd = gated_command(tmp_path)
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
@@ -100,6 +101,10 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
         assert cancelled.returncode == 0, cancelled.stderr
         assert cancelled.stdout.splitlines() == [f"cancelled pool job {job_id} (pool-001)"]
         assert wait_for(lambda: slurm_cluster_state(job_id), "done", 120) == "done"
+        # its tasks handed back as it ended (the launch's pool, its workers held at the gate, claims none yet)
+        assert seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'") == []
+        status = cmd("status", "exp", timeout=120, check=True).stdout
+        assert "pool 2: stopped" in status and "queue: " in status, status
         again = cmd("cancel", "exp", timeout=120)
         assert again.returncode == 0 and again.stdout.splitlines() == [f"pool job {job_id} (pool-001) had ended"]
         (tmp_path / "open").touch()
