@@ -40,10 +40,6 @@ class PauseClock:
         return (self.end is not None and time.time() >= self.end - self.margin) or self.stopping()
 
 
-#: how often the walltime thread, waiting for the pause time or an early warning, looks whether the run ended
-WARNING_POLL = 1.0
-
-
 class WalltimeStop:
     """A thread that, at the pause time, logs it (from then the distributor starts no task: it reads
     the clock) and, once ``idle()`` said twice in a row that no task runs (once could catch a task
@@ -59,7 +55,9 @@ class WalltimeStop:
         self._stop = stop
         self._poll = poll
         self._done = threading.Event()
-        self._warned = threading.Event()
+        # reentrant: :meth:`warn` runs in a signal handler, maybe on the thread that is inside :meth:`close`
+        self._wake = threading.Condition(threading.RLock())
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="emews-walltime", daemon=True)
 
     def start(self) -> WalltimeStop:
@@ -69,22 +67,26 @@ class WalltimeStop:
     def warn(self) -> None:
         """The batch system's early warning (a signal handler's call): pause now, then stop."""
         self._clock.warn()
-        self._warned.set()
+        with self._wake:
+            self._wake.notify_all()
 
     def close(self) -> None:
-        self._done.set()  # not ``_warned``: only the signal handler sets that (its lock is no reentrant one)
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
+        self._done.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5.0)  # it ends at once now: no thread outlives the run
 
     def _run(self) -> None:
-        while True:  # until the pause time, or an early warning moves it to now
-            pause_at = self._clock.pause_at
-            wait = WARNING_POLL if pause_at is None else min(WARNING_POLL, max(0.0, pause_at - time.time()))
-            if self._warned.wait(wait):
-                self._warned.clear()
-            if self._done.is_set():
+        with self._wake:  # until the pause time, or an early warning moves it to now
+            while not self._closed:
+                pause_at = self._clock.pause_at
+                if pause_at is not None and time.time() >= pause_at:
+                    break
+                self._wake.wait(None if pause_at is None else pause_at - time.time())
+            if self._closed:
                 return
-            pause_at = self._clock.pause_at
-            if pause_at is not None and time.time() >= pause_at:
-                break
         log.info(
             "walltime margin reached (pause time %.6f, %g s before the end): no new task starts; "
             "running trials pause at their next report",
