@@ -26,7 +26,7 @@ class ModelDefaultsError(EmewsError, ValueError):
     """The defaults file cannot be read; the message names the file and the line or key."""
 
 
-class NotAValue(ValueError):
+class NotAValue(EmewsError, ValueError):
     """Python that is more than literals and arithmetic on them; ``part`` is the first such part."""
 
     def __init__(self, part: str, why: str = "") -> None:
