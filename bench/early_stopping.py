@@ -137,9 +137,9 @@ class FixedConfigs(Optimizer):
 
 
 def space(problem: str) -> Any:
-    from emews.config.workflow import _build_space
+    from emews.config.space_section import build_space
 
-    return _build_space(es_problems.SPACES[problem], "bench/es_problems.py", REPO)
+    return build_space(es_problems.SPACES[problem], "bench/es_problems.py", REPO)
 
 
 def draw_configs(problem: str, count: int, steps: int, seed: int) -> list[dict]:
@@ -477,11 +477,11 @@ class ReplayEvaluator:
 def model_space(problem: str, steps: int) -> Any:
     """The problem's space as the workflow gives it to the optimizer (``problem`` and ``epochs``
     constants, as in ``--real``)."""
-    from emews.config.workflow import _build_space
+    from emews.config.space_section import build_space
 
     raw = {**es_problems.SPACES[problem], "problem": {"type": "constant", "value": problem},
            "epochs": {"type": "constant", "value": steps}}
-    return _build_space(raw, "bench/es_problems.py", REPO)
+    return build_space(raw, "bench/es_problems.py", REPO)
 
 
 def replay_bohb(chosen: Chosen, problem: str, budget: int, steps: int, workers: int, seed: int,

@@ -243,7 +243,7 @@ def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
 def _set_target(key: str) -> str:
     """``"workflow"`` or ``"site"``: the file a ``--set`` key changes. A ConfigError when its first part
     names neither file's section, or both without a ``workflow.``/``site.`` prefix."""
-    from emews.config.workflow import WorkflowModel
+    from emews.config.workflow_schema import WorkflowModel
 
     head, _, rest = key.partition(".")
     if head in ("workflow", "site") and rest:

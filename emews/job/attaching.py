@@ -32,7 +32,7 @@ from emews.store.pool_queue import queue_for_a_pool
 def refuse_workflow_keys(exp_dir: Path, overrides: Sequence[str]) -> None:
     """``--set`` of ``emews attach`` sets keys of the pool's site: a key of the workflow there (the
     budget, say, which is the optimizer's) is one :class:`ConfigError` naming it and where it is set."""
-    from emews.config.workflow import WorkflowModel
+    from emews.config.workflow_schema import WorkflowModel
     from emews.site.schema import SiteConfig
 
     for item in overrides:

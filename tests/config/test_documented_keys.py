@@ -8,7 +8,7 @@ import re
 
 from pydantic import BaseModel
 
-from emews.config.workflow import WorkflowModel
+from emews.config.workflow_schema import WorkflowModel
 from testutil import REPO
 
 DOCS = "".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])

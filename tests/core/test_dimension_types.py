@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from emews.core.space import Categorical, Constant, DimensionType, Float, Int, Ordered, Space, registered
-from emews.config.workflow import _build_space
+from emews.config.space_section import build_space
 
 EXAMPLES = {
     Int: Int(1, 64, log=True, sigma=0.5),
@@ -51,7 +51,7 @@ def test_each_type_provides_the_whole_interface(dim):
 def test_the_yaml_form_reads_back_as_the_same_space():
     space = Space({type(d).__name__: d for d in EXAMPLES.values()})
     raw = {name: dim.to_spec() for name, dim in space.dimensions.items()}
-    assert _build_space(raw, "workflow.yaml", Path.cwd()) == space
+    assert build_space(raw, "workflow.yaml", Path.cwd()) == space
     assert space.constants == {"Constant": "adam"}
 
 
