@@ -13,8 +13,9 @@ from emews.config.space_names import other_tool_problems
 from emews.config.validation import config_error
 from emews.config.workflow_paths import resolve_path
 from emews.config.workflow_schema import PARAM_MODELS, ParamSpec
+from emews.core.candle_space import load_candle_json
 from emews.core.errors import ConfigError, brief
-from emews.core.space import Dimension, Space, SpaceError, load_candle_json
+from emews.core.space import Dimension, Space, SpaceError
 
 _PARAM: TypeAdapter[Any] = TypeAdapter(ParamSpec)
 

@@ -15,16 +15,14 @@ type is one class here plus one entry per such registry.
 from __future__ import annotations
 
 import abc
-import json
 import math
 import random
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from emews.core.errors import EmewsError, brief
+from emews.core.errors import EmewsError
 from emews.core.results import utf8_text
 
 Value = int | float | str | bool | None
@@ -153,7 +151,7 @@ class _Range(DimensionType):
     def __post_init__(self) -> None:
         for what in ("lower", "upper"):
             value = getattr(self, what)
-            if not _is_number(value) or (self._integral and not isinstance(value, int)):
+            if not is_number(value) or (self._integral and not isinstance(value, int)):
                 kind = "an integer" if self._integral else "a number"
                 raise ValueError(f"{what} must be {kind}, got {value!r}")
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
@@ -161,7 +159,7 @@ class _Range(DimensionType):
         if self._integral:
             _require_int_range(int(self.lower), "lower")
             _require_int_range(int(self.upper), "upper")
-        if self.sigma is not None and not (_is_number(self.sigma) and math.isfinite(self.sigma)):
+        if self.sigma is not None and not (is_number(self.sigma) and math.isfinite(self.sigma)):
             raise ValueError(f"sigma must be a finite number, got {self.sigma!r}")
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) is greater than upper ({self.upper})")
@@ -431,7 +429,7 @@ class Ordered(Categorical):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.sigma is not None and not (_is_number(self.sigma) and math.isfinite(self.sigma) and self.sigma >= 0):
+        if self.sigma is not None and not (is_number(self.sigma) and math.isfinite(self.sigma) and self.sigma >= 0):
             raise ValueError(f"sigma must be a finite number >= 0, got {self.sigma!r}")
 
     def to_spec(self) -> dict[str, Any]:
@@ -515,7 +513,7 @@ class Constant(DimensionType):
         return self.value
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -724,150 +722,3 @@ class Space:
         return {
             name: dim.from_unit(next(free_coords)) if dim.free else dim.first for name, dim in self.dimensions.items()
         }
-
-
-def load_candle_json(path: str | Path) -> Space:
-    """Load a CANDLE Supervisor GA parameter file (a JSON list of parameter objects)."""
-    from emews.core.textfiles import read_text
-
-    path = Path(path)
-    if path.suffix.lower() == ".r":  # mlrMBO's makeParamSet (Supervisor's workflows/mlrMBO/data/*.R)
-        raise SpaceError(
-            "space.file",
-            f"{path} is an R parameter set, which emews does not read: write its parameters as the "
-            "workflow's space: (YAML, docs/coming-from-candle.md) or give a GA JSON file",
-        )
-    try:
-        entries = json.loads(read_text(path), object_pairs_hook=_unique_keys)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a repeated key, deep nesting
-        raise SpaceError("space.file", f"{path} is not valid JSON: {exc or 'nested too deeply'}") from None
-    if not isinstance(entries, list):
-        raise SpaceError("space.file", f"{path} must hold a JSON list of parameter objects")
-    dims: dict[str, Dimension] = {}
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise SpaceError(f"[{i}]", f"expected a parameter object, got {brief(entry)}")
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            raise SpaceError(f"[{i}]", f"'name' must be a non-empty string, got {brief(name)}")
-        if name in dims:
-            raise SpaceError(name, f"parameter {name!r} is defined twice (entries {list(dims).index(name)} and {i})")
-        try:
-            dims[name] = candle_dimension(entry)
-        except (ValueError, TypeError) as exc:
-            raise SpaceError(name, str(exc)) from exc
-    return Space(dims)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    repeated = sorted({k for k in keys if keys.count(k) > 1})
-    if repeated:
-        raise ValueError(f"key {repeated[0]!r} is given twice in one object")
-    return dict(pairs)
-
-
-CANDLE_TYPES = ("int", "float", "categorical", "ordered", "logical", "constant")
-_COMMON_KEYS = ("name", "type", "comment", "description")
-CANDLE_KEYS = {
-    "int": ("lower", "upper", "sigma", "log"),
-    "float": ("lower", "upper", "sigma", "log"),
-    "categorical": ("values", "element_type", "sigma"),
-    "ordered": ("values", "element_type", "sigma"),
-    "logical": (),
-    "constant": ("value",),
-}
-_REQUIRED = {
-    "int": ("lower", "upper"),
-    "float": ("lower", "upper"),
-    "categorical": ("values",),
-    "ordered": ("values",),
-    "logical": (),
-    "constant": ("value",),
-}
-
-
-def candle_dimension(entry: Mapping[str, Any]) -> Dimension:
-    """Build one dimension from a CANDLE GA JSON entry; anything odd is a ValueError saying what is allowed."""
-    kind = entry.get("type")
-    if not isinstance(kind, str) or kind not in CANDLE_KEYS:
-        raise ValueError(f"unknown type {brief(kind)}; allowed: {', '.join(CANDLE_TYPES)}")
-    allowed = (*_COMMON_KEYS, *CANDLE_KEYS[kind])
-    unknown = [k for k in entry if k not in allowed]
-    if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r} for type {kind}; allowed: {', '.join(allowed)}")
-    missing = [k for k in _REQUIRED[kind] if k not in entry]
-    if missing:
-        raise ValueError(f"missing key {missing[0]!r}")
-    log = entry.get("log", False)
-    if not isinstance(log, bool):
-        raise ValueError(f"log must be true or false, got {log!r}")
-    if kind == "int":
-        return Int(
-            _integral(entry["lower"], "lower"), _integral(entry["upper"], "upper"), log, _sigma(entry.get("sigma"))
-        )
-    if kind == "float":
-        return Float(_real(entry["lower"]), _real(entry["upper"]), log, _sigma(entry.get("sigma")))
-    if kind in ("categorical", "ordered"):
-        if not isinstance(entry["values"], list):
-            raise ValueError(f"values must be a list, got {brief(entry['values'])}")
-        values = tuple(_cast_element(v, entry.get("element_type")) for v in entry["values"])
-        return Categorical(values) if kind == "categorical" else Ordered(values, _sigma(entry.get("sigma")))
-    if kind == "logical":
-        return Categorical((True, False))
-    return Constant(entry["value"])
-
-
-def _integral(value: Any, what: str) -> int:
-    """An int bound: ``3`` or ``3.0``; ``0.7`` is refused rather than truncated."""
-    if _is_number(value) and float(value).is_integer():
-        return int(value)
-    raise ValueError(f"{what} must be an integer, got {value!r}")
-
-
-def _real(value: Any) -> Any:
-    return float(value) if _is_number(value) else value  # anything else is refused by Float
-
-
-def _sigma(value: Any) -> float | None:
-    """``sigma`` as a number; a numeric string such as ``"0.000495"`` (seen in real files) is converted."""
-    if value is None or _is_number(value):
-        return value
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            pass
-        else:
-            if math.isfinite(number):
-                return number
-    raise ValueError(f"sigma must be a number, got {value!r}")
-
-
-def _logical(value: Any) -> bool:
-    """Supervisor's ``element_type: logical``: ``true``/``false`` (any case, or 1/0) as a bool."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "t", "yes"):
-        return True
-    if text in ("false", "0", "f", "no"):
-        return False
-    raise ValueError(value)
-
-
-def _cast_element(value: Any, element_type: str | None) -> Value:
-    casts: dict[str | None, Callable[[Any], Any]] = {
-        "int": lambda v: _integral(int(v) if isinstance(v, str) else v, "each value"),
-        "float": float,
-        "string": str,
-        "str": str,
-        "logical": _logical,
-        None: lambda v: v,
-    }
-    if not isinstance(element_type, (str, type(None))) or element_type not in casts:
-        raise ValueError(f"unknown element_type {brief(element_type)}; allowed: int, float, string, logical")
-    try:
-        return casts[element_type](value)
-    except (TypeError, ValueError):
-        raise ValueError(f"value {value!r} is not of element_type {element_type}") from None

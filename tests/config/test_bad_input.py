@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from emews.cli import main
 from emews.config.workflow import load_workflow
 from emews.core.errors import ConfigError
-from emews.core.space import CANDLE_TYPES
+from emews.core.candle_space import CANDLE_TYPES
 from testutil import FAULTY, pbt_workflow, write_workflow
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from emews.optimizers.sweep import read_points_file
-from emews.core.space import Categorical, load_candle_json
+from emews.core.space import Categorical
+from emews.core.candle_space import load_candle_json
 from emews.config.workflow import load_workflow
 from testutil import TESTS, stored_rows, write_workflow
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from testutil import CANDLE_GA
 
 from emews.core.jsoncodec import dumps_point, loads_point
-from emews.core.space import (INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, SpaceError,
-                         load_candle_json, to_builtin)
+from emews.core.space import INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, SpaceError, to_builtin
+from emews.core.candle_space import load_candle_json
 
 finite = st.floats(-1e6, 1e6, allow_nan=False)
 

@@ -19,7 +19,7 @@ import yaml
 from test_command_objective import PYTHON, evaluate
 from test_readme import python_block
 
-from emews.core.space import load_candle_json
+from emews.core.candle_space import load_candle_json
 from emews.objective.command import CommandRef, as_flags
 from emews.objective.context import task_run_dir
 from testutil import REPO, TESTS, stored_rows, write_workflow

@@ -24,7 +24,8 @@ from emews.optimizers.random import RandomSearch
 from emews.core.results import Result, Status
 from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
-from emews.core.space import INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space, candle_dimension
+from emews.core.space import INT_RANGE, Categorical, Constant, Float, Int, Ordered, Space
+from emews.core.candle_space import candle_dimension
 from emews.testing import FLAKY, mixed_space, run_traced
 
 ROOT = Path(__file__).resolve().parents[2]
