@@ -4,6 +4,7 @@ optimizer: {name: "emews.contrib.optuna:OptunaSampler", options: {sampler: TPESa
 """
 
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from optuna.trial import TrialState, create_trial
 
 from emews.contrib.optuna_options import sampler_class
 from emews.core.optimizer import AskTellOptimizer
+from emews.core.results import Status
 from emews.core.seeds import resumed_seed
 from emews.core.space import Categorical, Float, Int, registered
 
@@ -52,6 +54,7 @@ class OptunaSampler(AskTellOptimizer):
 
     def run(self, evaluator: Any) -> None:
         """Run the ask/tell loop; a resumed seeded run first reseeds its sampler to draw on."""
+        self.evaluator = evaluator
         if self.seed is not None and evaluator.earlier_points:  # resumed: draw on, not the first run's draws again
             self.study.sampler = self.make_sampler(resumed_seed(self.seed, evaluator.earlier_points))
         super().run(evaluator)
@@ -76,17 +79,44 @@ class OptunaSampler(AskTellOptimizer):
         self.trials.update(zip(ids, self.fresh, strict=False))
 
     def ingest(self, results):
+        """Tell Optuna each result: a trial its trial scheduler stopped early as PRUNED with its reports as
+        intermediate values (Optuna then takes the last finite one as its value, as for a trial that raised
+        ``TrialPruned``), a success as COMPLETE, any other as FAIL."""
         for r in results:
-            state = TrialState.COMPLETE if r.ok else TrialState.FAIL
+            pruned = self._pruned(r)
+            state = TrialState.PRUNED if pruned else TrialState.COMPLETE if r.ok else TrialState.FAIL
+            steps = self._intermediate_values(r.id) if pruned else {}
             trial = self.trials.pop(r.id, None)
             if trial is None:  # an earlier run's result: add it as a finished trial
+                value = r.loss if r.ok else None
+                if pruned:
+                    value = next((v for v in reversed(steps.values()) if math.isfinite(v)), None) if steps else None
                 self.study.add_trial(
                     create_trial(
                         params={k: r.params[k] for k in self.dists},
                         distributions=self.dists,
-                        value=r.loss if r.ok else None,
+                        value=value,
                         state=state,
+                        intermediate_values=steps,
                     )
                 )
-            else:
-                self.study.tell(trial, r.loss if r.ok else None, state=state)
+                continue
+            for step, value in steps.items():
+                trial.report(value, step)
+            self.study.tell(trial, r.loss if state is TrialState.COMPLETE else None, state=state)
+
+    def _pruned(self, result) -> bool:
+        """Whether ``result``'s trial was stopped early by its trial scheduler (not crashed nor killed after)."""
+        stopped = getattr(getattr(self, "evaluator", None), "stopped_by_scheduler", None)
+        return stopped is not None and result.status in (Status.OK, Status.FAILED) and stopped(result.id)
+
+    def _intermediate_values(self, trial: int) -> dict[int, float]:
+        """Step -> the trial's reported metric signed as Optuna minimizes it (its last report of each step)."""
+        evaluator = self.evaluator
+        sign = float(evaluator.direction.sign)
+        steps: dict[int, float] = {}
+        for report in evaluator.reports(trial):
+            value = report.metrics.get(evaluator.metric)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                steps[report.step] = sign * float(value)
+        return steps

@@ -62,7 +62,7 @@ class Evaluator:
     ``first_id`` the next task id; ids never collide with earlier ones.
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     ``reports``  reads the training reports stored so far (see :meth:`reports`).
-    ``ended_by_scheduler`` reads whether a trial's scheduler ended it (see :meth:`ended_by_scheduler`).
+    ``scheduler_end`` reads how a trial's scheduler ended it (see :meth:`ended_by_scheduler`).
     ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
     ``metric``   the name of the objective's metric: what the reports' metrics hold it under
                  (``None`` when not known).
@@ -84,7 +84,7 @@ class Evaluator:
         exp_dir: Path | None = None,
         observers: Sequence[EvaluatorObserver] = (),
         reports: Callable[[int | None], list[StoredReport]] | None = None,
-        ended_by_scheduler: Callable[[int], bool] | None = None,
+        scheduler_end: Callable[[int], str | None] | None = None,
         task_size: TaskSize | None = None,
         metric: str | None = None,
     ) -> None:
@@ -103,7 +103,7 @@ class Evaluator:
         self.requeued: tuple[Task, ...] = (*requeue, *waiting)
         self._queues = queues
         self._read_reports = reports
-        self._ended_by_scheduler = ended_by_scheduler
+        self._scheduler_end = scheduler_end
         earlier = [r.id for r in self.history] + [t.id for t in self.requeued]
         self._next_id = max([first_id, *(i + 1 for i in earlier)])
         #: points earlier runs put (one id each, in order, also those lost at a kill -9): an
@@ -146,7 +146,12 @@ class Evaluator:
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it (answered a report with stop or complete);
         ``False`` when the run keeps no store."""
-        return self._ended_by_scheduler is not None and self._ended_by_scheduler(trial)
+        return self._scheduler_end is not None and self._scheduler_end(trial) is not None
+
+    def stopped_by_scheduler(self, trial: int) -> bool:
+        """Whether ``trial``'s trial scheduler stopped it early (answered a report with stop before
+        any complete: Optuna's pruned trial); ``False`` when the run keeps no store."""
+        return self._scheduler_end is not None and self._scheduler_end(trial) == "stop"
 
     def put(
         self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None, priority: float = 0.0

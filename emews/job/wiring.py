@@ -349,7 +349,7 @@ def run_optimizer_rank(
                     exp_dir=spec.exp_dir,
                     observers=spec.observers,
                     reports=reports,
-                    ended_by_scheduler=None if reports is None else reports.ended_by_scheduler,
+                    scheduler_end=None if reports is None else reports.scheduler_end,
                     task_size=spec.task_size,
                     metric=spec.objective.metric,
                 )

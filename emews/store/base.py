@@ -372,8 +372,13 @@ class Store(ABC):
         """Trial -> ``(step, action)`` of the first report it was answered ``stop`` or ``complete``."""
 
     @abstractmethod
+    def scheduler_end(self, trial: int) -> str | None:
+        """How ``trial``'s trial scheduler ended it: the action (``stop``, ``complete``) of the first
+        report it answered with one; ``None`` while it ended none."""
+
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""
+        return self.scheduler_end(trial) is not None
 
     @abstractmethod
     def reports_between(self, after: int, before: int) -> list[StoredReport]:

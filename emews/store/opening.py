@@ -84,9 +84,9 @@ class ReportReader:
     def __call__(self, trial: int | None = None) -> list[StoredReport]:
         return self._opened().reports(trial)
 
-    def ended_by_scheduler(self, trial: int) -> bool:
-        """Whether ``trial``'s trial scheduler ended it (:meth:`Store.ended_by_scheduler`)."""
-        return self._opened().ended_by_scheduler(trial)
+    def scheduler_end(self, trial: int) -> str | None:
+        """How ``trial``'s trial scheduler ended it (:meth:`Store.scheduler_end`)."""
+        return self._opened().scheduler_end(trial)
 
     def _opened(self) -> Store:
         if self._store is None:

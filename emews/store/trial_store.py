@@ -539,15 +539,16 @@ class TrialStore:
         )
         return [StoredReport(seq, t, step, loads_metrics(m), when) for seq, t, step, m, when in rows]
 
-    def ended_by_scheduler(self, trial: int) -> bool:
-        """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""
+    def scheduler_end(self, trial: int) -> str | None:
+        """The action (``stop`` or ``complete``) of the first report ``trial``'s scheduler answered
+        with one of them; ``None`` while it ended no report."""
         if not self._has("decisions"):
-            return False
+            return None
         row = self._db.execute(
-            "SELECT 1 FROM decisions WHERE trial = ? AND action IN (?, ?) LIMIT 1",
+            "SELECT action FROM decisions WHERE trial = ? AND action IN (?, ?) ORDER BY rowid LIMIT 1",
             (trial, Action.STOP.value, Action.COMPLETE.value),
         ).fetchone()
-        return row is not None
+        return None if row is None else str(row[0])
 
     def first_ends(self) -> dict[int, tuple[int, str]]:
         """Trial -> ``(step, action)`` of the first report it was answered ``stop`` or ``complete``

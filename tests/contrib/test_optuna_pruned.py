@@ -1,0 +1,77 @@
+"""The Optuna adapter under a trial scheduler: a trial ASHA stops early is Optuna's PRUNED trial
+(its reports as intermediate values, the last as its value), one that trains to ``max_t`` COMPLETE,
+as Optuna's own ``study.optimize`` records a trial that raised ``TrialPruned``; after ``emews resume``
+the earlier run's trials are added with the same states."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import testutil
+from testutil import query
+
+pytest.importorskip("optuna")
+
+RECORDING = '''
+import json
+from emews.contrib.optuna import OptunaSampler
+
+class Recording(OptunaSampler):
+    """OptunaSampler that writes its study's trials to optuna_trials.json when its run ends."""
+    def run(self, evaluator):
+        try:
+            super().run(evaluator)
+        finally:
+            trials = [{"state": t.state.name, "value": t.value, "steps": {str(k): v for k, v in t.intermediate_values.items()},
+                       "rate": t.params.get("rate")} for t in self.study.trials]
+            (evaluator.exp_dir / "optuna_trials.json").write_text(json.dumps(trials))
+'''
+
+
+def _workflow(tmp_path: Path, evaluations: int) -> Path:
+    (tmp_path / "recording.py").write_text(RECORDING)
+    return testutil.write_workflow(
+        tmp_path, objective={"module": str(testutil.TRAINER), "metric": "loss"},
+        space={"rate": {"type": "float", "lower": 0.0, "upper": 1.0}, "epochs": {"type": "constant", "value": 9}},
+        optimizer={"name": f"{tmp_path / 'recording.py'}:Recording", "options": {"seed": 3, "n_startup_trials": 3}},
+        budget={"evaluations": evaluations}, task={"isolation": "inline", "timeout": 120},
+        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3}})
+
+
+def _expected(exp: Path) -> list[tuple[str, dict[str, float]]]:
+    """Per task, in id order: the Optuna state the store's decisions call for, and the reports."""
+    ends = dict(query(exp, "SELECT trial, action FROM decisions WHERE action IN ('stop', 'complete') "
+                           "GROUP BY trial HAVING rowid = MIN(rowid)"))
+    out = []
+    for (task,) in query(exp, "SELECT id FROM results ORDER BY id"):
+        steps = {str(s): json.loads(m)["loss"]
+                 for s, m in query(exp, f"SELECT step, metrics FROM reports WHERE trial = {task} ORDER BY seq")}
+        out.append(("PRUNED" if ends.get(task) == "stop" else "COMPLETE", steps))
+    return out
+
+
+def test_a_trial_stopped_early_is_pruned_in_optuna(emews_cmd, tmp_path: Path) -> None:
+    wf = _workflow(tmp_path, 8)
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    exp = emews_cmd.cwd / "exp"
+    expected = _expected(exp)
+    assert {state for state, _ in expected} == {"PRUNED", "COMPLETE"}  # ASHA stopped some, not all
+    told = json.loads((exp / "optuna_trials.json").read_text())
+    assert [t["state"] for t in told] == [state for state, _ in expected]
+    for trial, (state, steps) in zip(told, expected):
+        if state == "PRUNED":
+            assert trial["steps"] == steps                  # every report an intermediate value
+            assert trial["value"] == steps[max(steps, key=int)]  # its value the last one, as Optuna's tell
+        else:
+            assert trial["steps"] == {}
+
+    # a resumed run adds the first run's trials to its study with the same states and values
+    (exp / "optuna_trials.json").unlink()
+    proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=9", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((exp / "optuna_trials.json").read_text())
+    assert [(t["state"], t["value"]) for t in again[:8]] == [(t["state"], t["value"]) for t in told]
