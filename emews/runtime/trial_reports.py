@@ -270,6 +270,8 @@ class TrialService:
     def _decide(self, report: Report, task: Task | None, seq: int) -> Decision:
         """The scheduler's decision on ``report``, overruled by a spent budget or the walltime."""
         decision = CONTINUE
+        if self.scheduler is not None and self.scheduler.diverged(report.metrics):
+            return STOP  # a NaN or an infinity: the model diverged, no rule can make more of it
         if self.scheduler is not None:
             decision = self.scheduler.on_report(
                 report.trial, report.step, report.metrics, {} if task is None else task.params

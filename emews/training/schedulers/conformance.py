@@ -315,7 +315,8 @@ def mirrored(run: SimulatedRun) -> list[Call]:
 
 def missing_metric_problems(factory: SchedulerFactory, space: Space | None = None, seed: int = 0) -> list[str]:
     """A report without a usable metric (missing, NaN, infinite, text, a bool) is no evidence: the
-    trial continues, whatever the scheduler saw before."""
+    trial continues, whatever the scheduler saw before (the trial service stops a NaN or infinite
+    one before the scheduler sees it: :meth:`TrialScheduler.diverged`; a rebuild replays it)."""
     scheduler = bound(factory, space or training_space(), "minimize", seed)
     problems = []
     params = (space or training_space()).sample(random.Random(seed))

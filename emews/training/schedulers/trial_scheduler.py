@@ -67,10 +67,18 @@ class TrialScheduler(abc.ABC):
             return None
         return Direction.of(self.mode).loss(float(value))
 
+    def diverged(self, metrics: Mapping[str, Any]) -> bool:
+        """Whether the report's metric is a number that is not finite (NaN, an infinity): a diverged
+        model, worse than any number; the trial service stops such a trial without asking
+        :meth:`on_report` (as Optuna's pruners prune a NaN intermediate value)."""
+        value = metrics.get(self.metric or "value")
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(value)
+
     @abc.abstractmethod
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
         """The decision for ``trial`` after it reported ``metrics`` at ``step`` (with ``params``, the
-        parameters it runs with). A report without a usable metric (:meth:`loss` is ``None``) continues."""
+        parameters it runs with). A report without a usable metric (:meth:`loss` is ``None``) continues
+        (one whose metric is NaN or infinite never reaches it: :meth:`diverged`)."""
 
     def ended(self, trial: int) -> None:
         """``trial``'s task ended with its result: it reports no more and waits for nothing
