@@ -118,6 +118,13 @@ def _parser() -> _Parser:
         help="also ask the optimizer for its first point and evaluate it once here (a scratch "
         "directory, the task's timeout): exit 0 when it succeeds, 1 when it fails",
     )
+    check.add_argument(
+        "--task",
+        type=int,
+        metavar="ID",
+        help="with --try and an experiment's workflow.yaml: evaluate its task ID again as it ran "
+        "(its point and ctx.seed, the id column of results.csv) instead of the first point",
+    )
 
     resume = parser.add_command(
         sub,
@@ -316,7 +323,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from emews.config.workflow import load_workflow
 
     wf_overrides, site_overrides = _split_overrides(args.set)
+    if args.task is not None and not args.try_one:
+        raise ConfigError("--task ID needs --try (it evaluates that task again here)", key="--task")
     workflow = load_workflow(args.workflow, wf_overrides)
+    rerun = None
+    if args.task is not None:
+        from emews.job.stored_task import stored_task
+
+        rerun = stored_task(workflow, args.task)  # before any "ok": a wrong id is one line, exit 2
     site = None
     if args.site:  # checked as launch checks it (an account, the batch script), before any "ok"
         from emews.site import load_site
@@ -338,7 +352,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.try_one:
         from emews.job.first_try import try_workflow
 
-        outcome = try_workflow(workflow, site.environment_vars() if site is not None else None)
+        outcome = try_workflow(workflow, site.environment_vars() if site is not None else None, rerun)
         print("\n".join(outcome.lines()))
         return outcome.exit_status
     return EXIT_OK

@@ -12,6 +12,7 @@ from emews.core.direction import Direction
 from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
 from emews.core.results import Result, StoredReport, Task
+from emews.core.seeds import task_seed
 from emews.core.space import Space, SpaceError
 from emews.core.task_size import FixedSize, TaskSize, TaskSizeError, whole_ranks
 
@@ -271,4 +272,4 @@ class Evaluator:
                 self._ready[result.id] = result
 
     def _task_seed(self, task_id: int) -> int:
-        return (self.seed * 1_000_003 + task_id) % (2**31 - 1)
+        return task_seed(self.seed, task_id)

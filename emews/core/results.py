@@ -114,6 +114,7 @@ class Result:
     started: float | None = None
     finished: float | None = None
     team: tuple[int, ...] | None = None  # the ranks a multi-rank task's team held (``Outcome.team``)
+    seed: int | None = None  # the task's ``ctx.seed`` (``Task.seed``; ``None``: not known)
 
     @property
     def ok(self) -> bool:
@@ -136,6 +137,7 @@ class Result:
             started=outcome.started,
             finished=outcome.finished,
             team=outcome.team,
+            seed=task.seed,
         )
 
 

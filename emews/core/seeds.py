@@ -17,6 +17,11 @@ def fitted_seed(seed: int | None, modulus: int = NUMPY_SEEDS) -> int | None:
     return None if seed is None else int(seed) % modulus
 
 
+def task_seed(seed: int, task_id: int) -> int:
+    """Task ``task_id``'s ``ctx.seed`` in a run whose workflow seed is ``seed`` (the same in every run)."""
+    return (seed * 1_000_003 + task_id) % R_SEEDS
+
+
 def resumed_seed(seed: int | None, earlier_points: int) -> int:
     """The seed of a seeded run's draws once ``earlier_points`` evaluations were proposed by earlier
     runs: a resumed run draws on rather than proposing the first run's points again (32 bits)."""

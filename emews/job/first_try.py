@@ -40,6 +40,7 @@ from emews.core.results import Result
 from emews.core.space import Space
 from emews.core.task_size import FixedSize
 from emews.job.rank_zero import run_spec
+from emews.job.stored_task import StoredTask
 from emews.job.wiring import RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
 from emews.objective.context import task_run_dir
 from emews.runtime.interrupt import Interrupt, Interrupted
@@ -176,15 +177,24 @@ def _environment(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def try_workflow(workflow: Workflow, environment: Mapping[str, str] | None = None) -> TryOutcome:
+def try_workflow(
+    workflow: Workflow, environment: Mapping[str, str] | None = None, task: StoredTask | None = None
+) -> TryOutcome:
     """Ask the optimizer for its first point and evaluate it once in a scratch directory;
-    ``environment``: the variables the site's workers get (``environment.vars``), set for the try."""
+    ``environment``: the variables the site's workers get (``environment.vars``), set for the try;
+    ``task``: evaluate that stored task again instead, as it ran (its point, id and ``ctx.seed``)."""
     with _environment(environment or {}):
-        return _try_workflow(workflow)
+        return _try_workflow(workflow, task)
 
 
-def _try_workflow(workflow: Workflow) -> TryOutcome:
-    space, point = first_point(workflow)
+def _try_workflow(workflow: Workflow, task: StoredTask | None) -> TryOutcome:
+    if task is None:
+        space, point = first_point(workflow)
+    else:
+        replicates = workflow.model.replicates
+        space = workflow.space if replicates == 1 else replicated_space(workflow.space, replicates)
+        point = task.point
+    first_id = 0 if task is None else task.id
     scratch = Path(tempfile.mkdtemp(prefix="emews-try-"))
     try:
         one = OnePoint(point)
@@ -199,6 +209,7 @@ def _try_workflow(workflow: Workflow) -> TryOutcome:
             show_progress=False,
             fail_fast=0,
             task_size=FixedSize(1),
+            first_id=first_id,
         )
         summary, stopped = _run_here(spec)
     except BaseException:
@@ -206,12 +217,15 @@ def _try_workflow(workflow: Workflow) -> TryOutcome:
         raise
     result = one.result
     run_dir: Path | None = None
-    kept = task_run_dir(scratch / "runs", 0)  # the first task of a fresh store
+    kept = task_run_dir(scratch / "runs", first_id)  # the first task of a fresh store
     if result is not None and result.ok and stopped is None or not kept.is_dir():
         shutil.rmtree(scratch, ignore_errors=True)  # a success, or a task that wrote nothing of its own
     else:
         run_dir = kept
-    note = "task.ranks: the try runs the point on one rank" if workflow.task_size.gang else None
+    notes = [f"task {task.id} again, as it ran: ctx.seed {task.seed}"] if task is not None else []
+    if workflow.task_size.gang:
+        notes.append("task.ranks: the try runs the point on one rank")
+    note = "; ".join(notes) or None
     return TryOutcome(
         point,
         result,

@@ -83,6 +83,7 @@ class RunSpec:
     #: workers were told to start (:func:`emews.job.rank_zero.take_optimizer_lock`): the run's
     #: shared queue keeps it (None: the shared queue takes the lock itself)
     optimizer_lock: Any = None
+    first_id: int = 0  # the first task id of a fresh store (``emews check --try --task N``: N)
 
     def worker_plan(
         self,
@@ -301,7 +302,10 @@ def run_optimizer_rank(
     if say_resumed:
         say_resumed_now(len(earlier.history), len(earlier.requeue), pooled=spec.pools)
     # a task killed before it was recorded left files under its id: a new point never takes it
-    first_id = earlier.next_id if spec.exp_dir is None else max(earlier.next_id, highest_id_on_disk(spec.exp_dir) + 1)
+    first_id = max(
+        spec.first_id,
+        earlier.next_id if spec.exp_dir is None else max(earlier.next_id, highest_id_on_disk(spec.exp_dir) + 1),
+    )
     progress.record(earlier.history, 0)
     reports = ReportReader(store.location) if store is not None else None
     pools = SharedQueue(spec, store, queues, transport, worker_ranks, progress, nodes, budget) if spec.pools else None

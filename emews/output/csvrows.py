@@ -59,7 +59,7 @@ class Columns:
             + [f"p:{p}" for p in self.params]
             + [f"m:{m}" for m in self.metrics]
             + (list(TRIAL_COLUMNS) if self.trained else [])
-            + ["error", "rank", "host", "submitted", "started", "finished"]
+            + ["error", "rank", "host", "submitted", "started", "finished", "seed"]
         )
 
 

@@ -52,7 +52,7 @@ def _column(name: str, values: list[Any], space: Mapping[str, Any]) -> pd.Series
         return pd.to_datetime(pd.Series([v or None for v in values], dtype=object), utc=True, format="ISO8601")
     if name in TEXT_COLUMNS:
         return pd.Series([None if v == "" else v for v in values], dtype=None if any(values) else object)
-    if name in ("id", "rank", "t:step"):
+    if name in ("id", "rank", "t:step", "seed"):
         return typed([None if v == "" else v for v in values])
     if name == "objective":
         return typed(values, float)

@@ -177,6 +177,10 @@ class Store(ABC):
         """Every finished evaluation, by id."""
 
     @abstractmethod
+    def results_by_id(self, ids: Sequence[int]) -> list[Result]:
+        """The stored results among ``ids``, by id."""
+
+    @abstractmethod
     def unfinished(self) -> list[tuple[Task, int]]:
         """Tasks dispatched without a result (with the ranks they ran on), and how often they were re-run."""
 
@@ -218,9 +222,10 @@ class Store(ABC):
     @abstractmethod
     def csv_rows(self, first_id: int, end_id: int | None = None) -> Generator[CsvRow, None, None]:
         """The results with ``first_id <= id < end_id`` (no end: all), by id, streamed: ``(id, status,
-        objective, params, metrics, error, rank, host, submitted, started, finished)`` with the point
-        and the metrics as JSON text (``"{}"``: no metrics), ``""`` for a missing error or host, and
-        the times in ISO 8601 UTC with milliseconds (``""``: unknown). Close it when stopping early."""
+        objective, params, metrics, error, rank, host, submitted, started, finished, seed)`` with the point
+        and the metrics as JSON text (``"{}"``: no metrics), ``""`` for a missing error or host, the
+        times in ISO 8601 UTC with milliseconds (``""``: unknown) and the task's ``ctx.seed`` (``None``:
+        no task row). Close it when stopping early."""
 
     @abstractmethod
     def point_results(self) -> list[ResultRow]:
@@ -387,6 +392,10 @@ class Store(ABC):
     @abstractmethod
     def task_params(self, ids: Sequence[int]) -> dict[int, Any]:
         """Task id -> the parameters its ``tasks`` row holds, for the ids among ``ids`` it has."""
+
+    @abstractmethod
+    def task_seeds(self, ids: Sequence[int]) -> dict[int, int]:
+        """Task id -> the ``ctx.seed`` its ``tasks`` row holds, for the ids among ``ids`` it has."""
 
     @abstractmethod
     def lineage(self) -> list[dict[str, Any]]:

@@ -93,7 +93,7 @@ if NOTE_PART + NOTE_ROW_MAX + 1 >= 8000:
 _RESULT_TYPES = {
     "id": "bigint", "status": "text", "objective": "float8", "loss": "float8", "params": "text", "metrics": "text",
     "error": "text", "rank": "bigint", "host": "text", "submitted": "float8", "started": "float8",
-    "finished": "float8", "team_ranks": "text",
+    "finished": "float8", "team_ranks": "text", "seed": "bigint",
 }  # fmt: skip
 if tuple(_RESULT_TYPES) != WRITTEN_COLUMNS:  # the arrays of _COMPLETE follow _result_row's columns
     raise ImportError(f"pool_queue's result columns {tuple(_RESULT_TYPES)} differ from the store's {WRITTEN_COLUMNS}")

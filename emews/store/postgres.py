@@ -29,6 +29,7 @@ from emews.store.base import (
     StoreUnreadable,
     is_json_object,
 )
+from emews.store.queries import csv_seed
 from emews.store.results_store import ResultsStore
 from emews.store.trial_store import TrialStore
 
@@ -318,7 +319,11 @@ class PostgresStore(ResultsStore):
         return [key for (key,) in self._db.raw.execute(q.PARAM_KEYS)]  # type: ignore[attr-defined]
 
     def csv_rows(self, first_id: int, end_id: int | None = None) -> Generator[CsvRow, None, None]:
-        cursor = self._db.raw.execute(q.CSV_SELECT, (first_id, _NO_END if end_id is None else end_id))  # type: ignore[attr-defined]
+        seed, join = csv_seed(self._columns("results"), self._tables())
+        cursor = self._db.raw.execute(  # type: ignore[attr-defined]
+            f"{q.CSV_COLUMNS}, {seed} FROM results r {join} {q.CSV_RANGE}",
+            (first_id, _NO_END if end_id is None else end_id),
+        )
         try:
             yield from cursor
         finally:

@@ -16,8 +16,9 @@ import re
 #: 2: ``results.team_ranks`` (SQLite's version 2); 3: the pools' queue (:data:`POOL_DDL`, PostgreSQL only);
 #: 4: the queue's index holds queued tasks only, leased ones have their own (:data:`QUEUE_INDEXES`);
 #: 5: no table changes: a result's notification carries the results (an optimizer of version 4 reads
-#: only ids, so an older emews refuses the store, and a pool of this one an older running optimizer)
-SCHEMA_VERSION = 5
+#: only ids, so an older emews refuses the store, and a pool of this one an older running optimizer);
+#: 6: ``results.seed`` (SQLite's version 3)
+SCHEMA_VERSION = 6
 
 #: worker pools (docs/postgres.md, "Pools"): a task's place in the shared queue (``state``: NULL for a
 #: task the job's own distributor recorded as it dispatched it, else queued, leased or done), its
@@ -51,6 +52,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: POOL_DDL,
     4: (*QUEUE_INDEXES, "DROP INDEX IF EXISTS tasks_queue"),
     5: (),
+    6: ("ALTER TABLE results ADD COLUMN IF NOT EXISTS seed BIGINT",),
 }
 
 # ``rowid`` columns stand in for SQLite's implicit rowid (the shared reads order by it)
@@ -59,7 +61,7 @@ CREATE TABLE IF NOT EXISTS emews_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS results (
     id BIGINT PRIMARY KEY, status TEXT NOT NULL, objective DOUBLE PRECISION, loss DOUBLE PRECISION,
     params TEXT NOT NULL, metrics TEXT NOT NULL, error TEXT, rank BIGINT, host TEXT,
-    submitted DOUBLE PRECISION, started DOUBLE PRECISION, finished DOUBLE PRECISION, team_ranks TEXT);
+    submitted DOUBLE PRECISION, started DOUBLE PRECISION, finished DOUBLE PRECISION, team_ranks TEXT, seed BIGINT);
 CREATE TABLE IF NOT EXISTS tasks (
     id BIGINT PRIMARY KEY, params TEXT NOT NULL, seed BIGINT NOT NULL, submitted DOUBLE PRECISION,
     attempt BIGINT NOT NULL DEFAULT 0, ranks BIGINT NOT NULL DEFAULT 1);
@@ -126,11 +128,11 @@ def iso(column: str) -> str:
     )
 
 
-CSV_SELECT = (
-    f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
-    f"{iso('submitted')}, {iso('started')}, {iso('finished')} FROM results "
-    f"WHERE id >= %s AND id < %s ORDER BY id"
+CSV_COLUMNS = (
+    "SELECT r.id, r.status, r.objective, r.params, r.metrics, COALESCE(r.error, ''), r.rank, COALESCE(r.host, ''), "
+    f"{iso('r.submitted')}, {iso('r.started')}, {iso('r.finished')}"
 )
+CSV_RANGE = "WHERE r.id >= %s AND r.id < %s ORDER BY r.id"
 
 
 def latest_checkpoint(durable: str) -> str:

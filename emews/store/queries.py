@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Collection, Generator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,11 +37,20 @@ def _ts(column: str) -> str:
     )
 
 
-_CSV_SELECT = (
-    f"SELECT id, status, objective, params, metrics, COALESCE(error, ''), rank, COALESCE(host, ''), "
-    f"{_ts('submitted')}, {_ts('started')}, {_ts('finished')} FROM results "
-    f"WHERE id >= ? AND id < ? ORDER BY id"
+_CSV_COLUMNS = (
+    "SELECT r.id, r.status, r.objective, r.params, r.metrics, COALESCE(r.error, ''), r.rank, COALESCE(r.host, ''), "
+    f"{_ts('r.submitted')}, {_ts('r.started')}, {_ts('r.finished')}"
 )
+_CSV_RANGE = "WHERE r.id >= ? AND r.id < ? ORDER BY r.id"
+
+
+def csv_seed(results_columns: Collection[str], tables: Collection[str]) -> tuple[str, str]:
+    """(select expression, join) for ``results.csv``'s ``seed``: ``results.seed`` (schema 3; SQLite's
+    version 3, PostgreSQL's 6), else, in an older store, the ``tasks`` row's seed of a task that has one."""
+    own = "seed" in results_columns
+    if "tasks" not in tables:
+        return ("r.seed" if own else "NULL"), ""
+    return ("COALESCE(r.seed, t.seed)" if own else "t.seed"), "LEFT JOIN tasks t ON t.id = r.id"
 
 
 def _team(stored: str | None) -> tuple[int, ...] | None:
@@ -96,7 +105,11 @@ class ReadQueries:
         return None if row is None else int(row[0])
 
     def csv_rows(self, first_id: int, end_id: int | None = None) -> Generator[CsvRow, None, None]:
-        cursor = self._db.execute(_CSV_SELECT, (first_id, _NO_END if end_id is None else end_id))
+        seed, join = csv_seed(self._columns("results"), self._tables())
+        cursor = self._db.execute(
+            f"{_CSV_COLUMNS}, {seed} FROM results r {join} {_CSV_RANGE}",
+            (first_id, _NO_END if end_id is None else end_id),
+        )
         try:
             yield from cursor
         finally:

@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS results (
     submitted REAL,
     started REAL,
     finished REAL,
-    team_ranks TEXT
+    team_ranks TEXT,
+    seed INTEGER
 );
 CREATE TABLE IF NOT EXISTS tasks (
     id INTEGER PRIMARY KEY,
@@ -101,10 +102,11 @@ def row_result(row: Sequence[Any], status: Status, params: Mapping[str, Any], me
 #: the columns of ``tasks`` this version reads (``ranks``: added by the migration from version 0)
 _TASK_COLUMNS = ("id", "params", "seed", "submitted", "attempt")
 #: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``;
-#: 2: ``results.team_ranks`` (read when present: a store without it is read as before)
-SCHEMA_VERSION = 2
-#: the columns a result is written to: :data:`COLUMNS` and ``team_ranks``
-WRITTEN_COLUMNS = (*COLUMNS, "team_ranks")
+#: 2: ``results.team_ranks`` (read when present: a store without it is read as before); 3: ``results.seed``
+#: (the task's ``ctx.seed``; a store without it has the seeds of the tasks that ran long enough to be in ``tasks``)
+SCHEMA_VERSION = 3
+#: the columns a result is written to: :data:`COLUMNS`, ``team_ranks`` and ``seed``
+WRITTEN_COLUMNS = (*COLUMNS, "team_ranks", "seed")
 _INSERT_RESULT = f"INSERT INTO results ({','.join(WRITTEN_COLUMNS)}) VALUES ({','.join('?' * len(WRITTEN_COLUMNS))})"
 #: every column that holds task ids, the training tables' (:mod:`emews.store.trial_store`) included: an id
 #: that any of them holds is never issued again (a trial reports and checkpoints from its start)
@@ -181,6 +183,8 @@ class ResultsStore(TrialStore, ReadQueries, Store):
             self._db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
         if "team_ranks" not in _column_names(self._db, "results"):  # version 1: before teams were recorded
             self._db.execute("ALTER TABLE results ADD COLUMN team_ranks TEXT")
+        if "seed" not in _column_names(self._db, "results"):  # version 2: before results kept the task's seed
+            self._db.execute("ALTER TABLE results ADD COLUMN seed INTEGER")
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _column_info(self, table: str) -> list[tuple[str, bool]]:
@@ -259,6 +263,22 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         cursor = self._db.execute(f"SELECT {','.join(COLUMNS)} FROM results ORDER BY id")
         for row in cursor:
             yield self._result(row)
+
+    def task_seeds(self, ids: Sequence[int]) -> dict[int, int]:
+        """Task id -> its ``ctx.seed``, for the ids among ``ids`` the store has one of: the result's
+        (``results.seed``, schema 3), else the ``tasks`` row's (a task that ran long enough to get one)."""
+        found: dict[int, int] = {}
+        for table in ("tasks", "results"):  # a result's seed is read last: it wins
+            if "seed" not in self._columns(table):
+                continue
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                rows = self._db.execute(
+                    f"SELECT id, seed FROM {table} WHERE seed IS NOT NULL AND id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+                found.update({i: int(seed) for i, seed in rows})
+        return found
 
     def results_by_id(self, ids: Sequence[int]) -> list[Result]:
         """The stored results among ``ids``, by id (read in chunks: a statement's parameters are bounded)."""
@@ -364,6 +384,7 @@ def _result_row(r: Result) -> tuple:
         r.started,
         r.finished,
         _encode(list(r.team)) if r.team is not None and len(r.team) > 1 else None,
+        r.seed,
     )
 
 

@@ -25,7 +25,7 @@ def test_random_workflow_end_to_end(emews_cmd) -> None:
     with open(exp / "results.csv") as fh:
         header = next(csv.reader(fh))
     assert header == ["id", "status", "objective", "p:x1", "p:lr", "p:units", "p:act", "p:batch", "p:epochs",
-                      "error", "rank", "host", "submitted", "started", "finished"]
+                      "error", "rank", "host", "submitted", "started", "finished", "seed"]
     for name in ("workflow.yaml", "site.yaml", "experiment.json", "emews.log", "summary.json"):
         assert (exp / name).is_file(), name
     assert json.loads((exp / "summary.json").read_text())["completed"] == 200

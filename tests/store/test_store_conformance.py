@@ -120,7 +120,7 @@ def test_unfinished_and_attempts(store: Store) -> None:
 
 
 def test_csv_rows(store: Store) -> None:
-    store.add([_result(0, m=1), _result(1, Status.FAILED)])
+    store.add([replace(_result(0, m=1), seed=17), _result(1, Status.FAILED)])
     rows = list(store.csv_rows(0))
     assert rows[0] == (
         0,
@@ -134,8 +134,10 @@ def test_csv_rows(store: Store) -> None:
         "1970-01-01T00:16:40.000+00:00",
         "1970-01-01T00:16:40.500+00:00",
         "1970-01-01T00:16:41.235+00:00",
+        17,  # the task's ctx.seed
     )
-    assert rows[1][5] == "boom 1" and rows[1][4] == "{}"
+    assert rows[1][5] == "boom 1" and rows[1][4] == "{}" and rows[1][-1] is None  # a result without a seed
+    assert store.task_seeds([0, 1]) == {0: 17}
     assert [r[0] for r in store.csv_rows(1, 2)] == [1]
 
 
@@ -224,6 +226,22 @@ def test_the_ranks_of_a_team_are_recorded(store: Store) -> None:
     assert _teams(store) == [(3, 1, 2), None, None]
     with open_store(location=store.location, readonly=True) as reader:
         assert _teams(reader) == [(3, 1, 2), None, None]
+
+
+def test_a_store_without_result_seeds_is_read_and_migrated(store: Store) -> None:
+    """A store of SQLite schema 2 / PostgreSQL 5 (no ``results.seed``): results.csv's seed is the
+    ``tasks`` row's where a task has one, and opened for writing it gets the column."""
+    store.commit([_task(0)], [_result(0), _result(1)])
+    if type(store) is ResultsStore:
+        store.connection.executescript("ALTER TABLE results DROP COLUMN seed; PRAGMA user_version=2")
+    else:
+        store.connection.execute("ALTER TABLE results DROP COLUMN seed")
+        store.connection.execute("UPDATE emews_meta SET value = '5' WHERE key = 'schema_version'")
+    with open_store(location=store.location, readonly=True) as reader:
+        assert [r[-1] for r in reader.csv_rows(0)] == [100, None] and reader.task_seeds([0, 1]) == {0: 100}
+    with open_store(location=store.location) as writer:
+        writer.add([replace(_result(2), seed=7)])
+        assert [r[-1] for r in writer.csv_rows(0)] == [100, None, 7]
 
 
 def test_a_store_without_team_ranks_is_read_and_migrated(store: Store) -> None:
