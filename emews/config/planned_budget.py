@@ -1,0 +1,50 @@
+"""The evaluation budget of an optimizer that says how many points it runs (a sweep: its points file or grid).
+
+Such an optimizer runs its points once each (``replicates`` times with replicates): without
+``budget.evaluations`` that is the budget, and a larger one is cut to it, with a note, so that
+``emews check``, the progress line, ``emews status`` and ``summary.json`` count what will run
+(a 1-point sweep under ``budget: {evaluations: 30}`` said ``1/30``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from emews.core.wording import counted
+
+if TYPE_CHECKING:
+    from emews.config.workflow import Workflow
+
+
+def planned_evaluations(workflow: Workflow) -> int | None:
+    """The evaluations the optimizer runs with its options (each point ``replicates`` times);
+    ``None`` when it does not say, or cannot be loaded (``check_workflow`` reports that)."""
+    model = workflow.model
+    try:
+        optimizer_class: Any = workflow.optimizer_class()  # an Optimizer subclass
+        points = optimizer_class.planned_evaluations(model.optimizer.options, workflow.space)
+    except Exception:  # noqa: BLE001 - an optimizer that cannot be loaded, a bad points file: said elsewhere
+        return None
+    return points * model.replicates if points else None
+
+
+def fit_to_plan(workflow: Workflow) -> str | None:
+    """Make ``budget.evaluations`` what will run when the optimizer says (its points); the note to
+    print when a larger budget was given (``None``: nothing changed that the user wrote)."""
+    budget = workflow.model.budget
+    planned = planned_evaluations(workflow)
+    if planned is None:
+        return None
+    if budget.evaluations is None:
+        budget.evaluations = planned
+        return None
+    if budget.evaluations <= planned:
+        return None
+    given, budget.evaluations = budget.evaluations, planned
+    name = workflow.model.optimizer.name
+    replicates = workflow.model.replicates
+    each = f", {counted(replicates, 'replicate')} each" if replicates > 1 else ""
+    return (
+        f"{workflow.label}: budget.evaluations {given}: the {name} optimizer runs "
+        f"{counted(planned // replicates, 'point')}{each}, so {counted(planned, 'evaluation')} will run "
+        "(the budget is cut to that)"
+    )
