@@ -424,7 +424,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     loaded = data.load(exp_dir)
     for problem in loaded.unreadable:
         print(f"emews: note: {problem} (the report is made without it)", file=sys.stderr)
-    written = render.write(loaded, out, fmt, top=args.top)
+    written = render.write(loaded, out, fmt, top=args.top, out_given=args.out is not None)
     print(
         f"wrote {written.path}"
         + (f" and {len(written.pngs)} plots in {render.png_folder(written.path)}" if fmt == "html" else "")

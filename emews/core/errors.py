@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import reprlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -101,6 +102,24 @@ def closest(name: object, choices: Iterable[str]) -> str | None:
     if not close and len(str(name)) >= 2:  # a prefix of one name only: ``min`` for ``minimize``
         close = [c for c in names if c.startswith(str(name))]
     return close[0] if len(close) == 1 else None
+
+
+#: what a failed write means, by errno, and what to do about it
+_WRITE_CAUSES = {
+    errno.ENOSPC: "the disk is full (No space left on device): free space there",
+    errno.EDQUOT: "the disk quota is used up (Disk quota exceeded): free space or raise the quota",
+    errno.EFBIG: "the file size limit is reached (File too large: ulimit -f)",
+    errno.EROFS: "the file system is read-only (Read-only file system)",
+    errno.EACCES: "no permission to write there (Permission denied)",
+    errno.EPERM: "no permission to write there (Operation not permitted)",
+}
+
+
+def write_failure(error: OSError) -> str:
+    """The cause of a failed write in words a user acts on (a full disk, a quota, ``ulimit -f``, a
+    read-only or unwritable folder), else the system's own message."""
+    known = _WRITE_CAUSES.get(error.errno) if error.errno is not None else None
+    return known or error.strerror or str(error)
 
 
 def storage_problem(error: BaseException) -> str | None:

@@ -1,11 +1,14 @@
 """``emews report``: every plot of an experiment, as one HTML page, PNGs, or one PDF.
 
-Files are written under private temporary names and renamed into place, so an interrupted
-report leaves the previous one (or nothing), never half a file.
+Files are written under private temporary names and renamed into place only once every one of
+them is written (:class:`Staged`), so a report that cannot be written (a full disk, ``ulimit -f``,
+an unwritable folder) or is interrupted leaves the previous one (or nothing: not even an empty
+plots folder), never half a report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -17,7 +20,7 @@ from typing import Literal
 
 from matplotlib.figure import Figure
 
-from emews.core.errors import ConfigError
+from emews.core.errors import ConfigError, write_failure
 from emews.core.results import utf8_text
 from emews.reporting import curves, failures, gantt, html, load, parameters, slices, summary, trajectory
 from emews.reporting.data import ExperimentData
@@ -88,7 +91,9 @@ def plots(data: ExperimentData) -> tuple[list[Plot], list[str]]:
     return made, skipped
 
 
-def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Written:
+def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10, *, out_given: bool = True) -> Written:
+    """Write the report of ``data`` to ``out`` as ``fmt``; ``out_given``: the user named ``out``
+    (``--out``), so a failure to write it is laid at that key, else at the experiment's folder."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}", key="--format", allowed=", ".join(FORMATS))
     if top < 1:
@@ -102,45 +107,101 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10) -> Writte
         raise ConfigError("is a folder", key="--out", file=str(out), allowed=f"the {fmt.upper()} file to write")
     made, skipped = plots(data)
     images = [(p, p.png()) for p in made]
-    if fmt == "pdf":
-        _atomic(out, lambda tmp: _pdf(data, made, top, tmp))
-        return Written(out, {}, skipped)
-    folder = out if fmt == "png" else png_folder(out)
-    pngs = _write_pngs(folder, images)
-    if fmt == "html":
-        none = failures.none_line(data)
-        empty = [name for name in skipped if not (name == "failures" and none)]
-        notes = ([none] if none else []) + ([f"Not shown (nothing to plot yet): {', '.join(empty)}."] if empty else [])
-        text = html.page(
-            f"emews report: {data.exp_dir.name}", summary.header(data), images, summary.top_k(data, top), notes
-        )
-        _atomic(out, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
-    return Written(out, pngs, skipped)
-
-
-def _write_pngs(folder: Path, images: list[tuple[Plot, bytes]]) -> dict[str, Path]:
-    """Write ``NAME.png`` for each plot into ``folder`` (made if missing), each file renamed into
-    place, and remove the PNGs an earlier report wrote there (listed in :data:`PNG_MANIFEST`) of the
-    plots not drawn this time; nothing else in the folder is touched, as ``--out`` may name a folder
-    of the user's (their own ``failures.png`` included)."""
+    staged = Staged()
     try:
-        folder.mkdir(exist_ok=True)  # mode 0777 less the umask, like every file made here
+        if fmt == "pdf":
+            staged.file(out, lambda tmp: _pdf(data, made, top, tmp))
+            staged.commit()
+            return Written(out, {}, skipped)
+        folder = out if fmt == "png" else png_folder(out)
+        earlier, drawn = _stage_pngs(staged, folder, images)
+        if fmt == "html":
+            none = failures.none_line(data)
+            empty = [name for name in skipped if not (name == "failures" and none)]
+            notes = ([none] if none else []) + (
+                [f"Not shown (nothing to plot yet): {', '.join(empty)}."] if empty else []
+            )
+            text = html.page(
+                f"emews report: {data.exp_dir.name}", summary.header(data), images, summary.top_k(data, top), notes
+            )
+            staged.file(out, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
+        staged.commit()
     except OSError as exc:
-        raise ConfigError(f"cannot write the plots: {exc.strerror or exc}", file=str(folder), key="--out") from None
+        staged.abandon()
+        where = staged.current or out
+        hint = "" if out_given else " (or write it elsewhere: --out)"
+        raise ConfigError(
+            f"cannot write the report: {write_failure(exc)}{hint}; nothing was written",
+            file=str(where),
+            key="--out" if out_given else None,
+        ) from None
+    _remove_older_plots(folder, earlier - set(drawn), out_given)
+    return Written(out, {name: folder / f"{name}.png" for name in drawn}, skipped)
+
+
+class Staged:
+    """The files of one report, each written under a private name beside its own (:meth:`file`),
+    renamed into place together (:meth:`commit`) or all removed, with the folders made for them
+    (:meth:`abandon`)."""
+
+    def __init__(self) -> None:
+        self._files: list[tuple[Path, Path]] = []  # (private name, final name)
+        self._made: list[Path] = []
+        self.current: Path | None = None  # the file or folder being written (what a failure names)
+
+    def folder(self, path: Path) -> None:
+        self.current = path
+        if not path.is_dir():
+            path.mkdir()  # mode 0777 less the umask, like every file made here
+            self._made.append(path)
+
+    def file(self, path: Path, fill: Callable[[Path], object]) -> None:
+        tmp = _private_name(path)
+        self._files.append((tmp, path))
+        self.current = path
+        fill(tmp)
+
+    def commit(self) -> None:
+        for tmp, path in self._files:
+            self.current = path
+            os.replace(tmp, path)
+        self._files, self.current = [], None
+
+    def abandon(self) -> None:
+        for tmp, _ in self._files:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        for folder in reversed(self._made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _stage_pngs(staged: Staged, folder: Path, images: list[tuple[Plot, bytes]]) -> tuple[set[str], list[str]]:
+    """Stage ``NAME.png`` for each plot in ``folder`` (made if missing) and its :data:`PNG_MANIFEST`;
+    the plots an earlier report wrote there, and those drawn now."""
+    staged.folder(folder)
     earlier = _manifest(folder)
     for plot, png in images:
-        _atomic(folder / f"{plot.name}.png", functools.partial(Path.write_bytes, data=png))
+        staged.file(folder / f"{plot.name}.png", functools.partial(Path.write_bytes, data=png))
     drawn = sorted(plot.name for plot, _ in images)
     if drawn or earlier:
         text = json.dumps({"plots": drawn}) + "\n"
-        _atomic(folder / PNG_MANIFEST, functools.partial(Path.write_text, data=text, encoding="utf-8"))
-    try:
-        for name in sorted(earlier - set(drawn)):
-            path = folder / f"{name}.png"
+        staged.file(folder / PNG_MANIFEST, functools.partial(Path.write_text, data=text, encoding="utf-8"))
+    return earlier, drawn
+
+
+def _remove_older_plots(folder: Path, names: set[str], out_given: bool) -> None:
+    """Remove the PNGs an earlier report wrote in ``folder`` (listed in :data:`PNG_MANIFEST`) of the plots
+    not drawn this time; nothing else in the folder is touched, as ``--out`` may name a folder of the
+    user's (their own ``failures.png`` included)."""
+    for name in sorted(names):
+        path = folder / f"{name}.png"
+        try:
             path.unlink(missing_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot remove an older plot: {exc.strerror or exc}", file=str(path), key="--out") from None
-    return {name: folder / f"{name}.png" for name in drawn}
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot remove an older plot: {write_failure(exc)}", file=str(path), key="--out" if out_given else None
+            ) from None
 
 
 def _manifest(folder: Path) -> set[str]:
@@ -151,17 +212,6 @@ def _manifest(folder: Path) -> set[str]:
         return set()
     known = {kind.name for kind in PLOTS}
     return {name for name in plots if isinstance(name, str) and name in known}
-
-
-def _atomic(path: Path, fill: Callable[[Path], object]) -> None:
-    tmp = _private_name(path)
-    try:
-        fill(tmp)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise ConfigError(f"cannot write the report: {exc.strerror or exc}", file=str(path), key="--out") from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _pdf(data: ExperimentData, made: list[Plot], top: int, path: Path) -> None:
