@@ -170,7 +170,12 @@ def _parser() -> _Parser:
     )
 
     report = parser.add_command(sub, "report", help="plots and tables of an experiment: one HTML file, PNGs or a PDF")
-    report.add_argument("exp_dir", type=Path)
+    report.add_argument(
+        "exp_dir",
+        type=Path,
+        nargs="+",
+        help="the experiment; several: one page comparing their best-so-far curves (./comparison.html)",
+    )
     report.add_argument(
         "--out", type=Path, help="output file (default: DIR/report.html, DIR/report-plots for png, DIR/report.pdf)"
     )
@@ -418,16 +423,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         from emews.reporting import data, render
     except ModuleNotFoundError as exc:
         raise EmewsError(f"emews report needs {exc.name}: pip install 'emews-mpi[report]'") from None
-    exp_dir = require_experiment(args.exp_dir.absolute())
+    exp_dirs = [require_experiment(path.absolute()) for path in args.exp_dir]
     fmt = render.chosen_format(args.out, args.format)
-    out = args.out or render.default_output(exp_dir, fmt)
-    loaded = data.load(exp_dir)
-    for problem in loaded.unreadable:
+    loaded = [data.load(exp_dir) for exp_dir in exp_dirs]
+    for problem in (p for experiment in loaded for p in experiment.unreadable):
         print(f"emews: note: {problem} (the report is made without it)", file=sys.stderr)
-    written = render.write(loaded, out, fmt, top=args.top, out_given=args.out is not None)
+    if len(loaded) > 1:
+        out = args.out or Path(render.COMPARISON_FILE if fmt == "html" else "comparison-plots")
+        written = render.write_comparison(loaded, out, fmt, out_given=args.out is not None)
+    else:
+        out = args.out or render.default_output(exp_dirs[0], fmt)
+        written = render.write(loaded[0], out, fmt, top=args.top, out_given=args.out is not None)
     print(
         f"wrote {written.path}"
-        + (f" and {len(written.pngs)} plots in {render.png_folder(written.path)}" if fmt == "html" else "")
+        + (f" and {counted(len(written.pngs), 'plot')} in {render.png_folder(written.path)}" if fmt == "html" else "")
     )
     return EXIT_OK
 

@@ -52,17 +52,24 @@ def section(plot: Plot, png: bytes) -> str:
 
 
 def page(
-    title: str, header: list[tuple[str, str]], plots: list[tuple[Plot, bytes]], top: pd.DataFrame, notes: list[str]
+    title: str,
+    header: list[tuple[str, str]],
+    plots: list[tuple[Plot, bytes]],
+    top: pd.DataFrame,
+    notes: list[str],
+    table_section: tuple[str, str] = ("top-k", "Top evaluations"),
 ) -> str:
+    """The whole page: the header, a section per plot, then ``top`` under ``table_section`` (its id and title)."""
     rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in header)
     nav = "".join(f'<a href="#plot-{p.name}">{escape(p.title)}</a>' for p, _ in plots)
-    top_html = table(top, "top-k") if not top.empty else "<p>No successful evaluation yet.</p>"
+    top_id, top_title = table_section
+    top_html = table(top, top_id) if not top.empty else "<p>No successful evaluation yet.</p>"
     note_html = "".join(f'<p class="caption">{escape(n)}</p>' for n in notes)
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
         f'<link rel="icon" href="data:,"><style>{STYLE}</style></head><body>'
         f'<h1>{escape(title)}</h1><section id="header"><table class="header">{rows}</table></section>'
-        f'<nav>{nav}<a href="#top-k">Top evaluations</a></nav>'
+        f'<nav>{nav}<a href="#{top_id}">{escape(top_title)}</a></nav>'
         + "".join(section(p, png) for p, png in plots)
-        + f'<section id="top-k"><h2>Top evaluations</h2>{top_html}</section>{note_html}</body></html>\n'
+        + f'<section id="{top_id}"><h2>{escape(top_title)}</h2>{top_html}</section>{note_html}</body></html>\n'
     )

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from emews.core.errors import ConfigError, write_failure
 from emews.core.results import utf8_text
-from emews.reporting import curves, failures, gantt, html, load, parameters, slices, summary, trajectory
+from emews.reporting import compare, curves, failures, gantt, html, load, parameters, slices, summary, trajectory
 from emews.reporting.data import ExperimentData
 from emews.reporting.figures import DPI, Plot, ReportPlot
 
@@ -127,16 +127,46 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10, *, out_gi
             staged.file(out, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
         staged.commit()
     except OSError as exc:
-        staged.abandon()
-        where = staged.current or out
-        hint = "" if out_given else " (or write it elsewhere: --out)"
-        raise ConfigError(
-            f"cannot write the report: {write_failure(exc)}{hint}; nothing was written",
-            file=str(where),
-            key="--out" if out_given else None,
-        ) from None
+        raise staged.failed(exc, out, out_given) from None
     _remove_older_plots(folder, earlier - set(drawn), out_given)
     return Written(out, {name: folder / f"{name}.png" for name in drawn}, skipped)
+
+
+#: where ``emews report A B ...`` writes by default: in the current folder, as no experiment owns it
+COMPARISON_FILE = "comparison.html"
+
+
+def write_comparison(experiments: list[ExperimentData], out: Path, fmt: Format, *, out_given: bool = True) -> Written:
+    """The comparison of ``experiments`` (:mod:`emews.reporting.compare`) as an HTML page with its plot
+    beside it, or the plot as a PNG in a folder; staged as a report is (:class:`Staged`)."""
+    if fmt == "pdf":
+        raise ConfigError("a comparison is written as html or png", key="--format", allowed="html, png")
+    compare.check_comparable(experiments)
+    out = out.absolute()
+    if not out.parent.is_dir():
+        raise ConfigError("its folder does not exist", key="--out", file=str(out))
+    plot = compare.overlay(experiments)
+    images = [(plot, plot.png())]
+    staged = Staged()
+    try:
+        folder = out if fmt == "png" else png_folder(out)
+        earlier, drawn = _stage_pngs(staged, folder, images)
+        if fmt == "html":
+            names = ", ".join(compare.labels(experiments))
+            text = html.page(
+                f"emews report: {names}",
+                compare.header(experiments),
+                images,
+                compare.table(experiments),
+                [],
+                table_section=("experiments", "Experiments"),
+            )
+            staged.file(out, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
+        staged.commit()
+    except OSError as exc:
+        raise staged.failed(exc, out, out_given) from None
+    _remove_older_plots(folder, earlier - set(drawn), out_given)
+    return Written(out, {name: folder / f"{name}.png" for name in drawn}, [])
 
 
 class Staged:
@@ -166,6 +196,16 @@ class Staged:
             self.current = path
             os.replace(tmp, path)
         self._files, self.current = [], None
+
+    def failed(self, error: OSError, out: Path, out_given: bool) -> ConfigError:
+        """:meth:`abandon`, and the error to raise: the file being written, the cause, ``--out`` when given."""
+        self.abandon()
+        hint = "" if out_given else " (or write it elsewhere: --out)"
+        return ConfigError(
+            f"cannot write the report: {write_failure(error)}{hint}; nothing was written",
+            file=str(self.current or out),
+            key="--out" if out_given else None,
+        )
 
     def abandon(self) -> None:
         for tmp, _ in self._files:

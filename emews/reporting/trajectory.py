@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pandas as pd
 from matplotlib.transforms import blended_transform_factory
 
 from emews.reporting.data import ExperimentData
@@ -31,6 +34,34 @@ def time_unit(seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+@dataclass(frozen=True)
+class BestSoFar:
+    """An experiment's evaluations in the order they finished, and the best objective so far."""
+
+    done: pd.DataFrame  # the results, in that order
+    n: np.ndarray  # 1, 2, ...: evaluations finished
+    when: np.ndarray  # seconds from the first submission (or start) to each one's end
+    values: np.ndarray  # each one's objective (NaN: failed), in the metric's own sign
+    best: np.ndarray  # the best objective so far (inf-signed until the first success)
+
+
+def best_so_far(data: ExperimentData) -> BestSoFar:
+    """The evaluations of ``data`` in the order they finished (then by id), the best so far of each."""
+    res = data.results
+    order = np.lexsort((res["id"].to_numpy(), res["finished"].fillna(np.inf).to_numpy()))
+    done = res.iloc[order]
+    loss = done["loss"].fillna(np.inf).to_numpy(float)
+    sign = data.direction.sign  # losses back to the metric's values
+    t0 = float(np.nanmin(res[["submitted", "started"]].to_numpy(float))) if res["started"].notna().any() else 0.0
+    return BestSoFar(
+        done,
+        np.arange(1, len(done) + 1),
+        done["finished"].to_numpy(float) - t0,
+        loss * sign,
+        np.minimum.accumulate(loss) * sign if len(loss) else loss,
+    )
+
+
 class Trajectory(ReportPlot):
     """The best objective so far against wall time."""
 
@@ -40,18 +71,12 @@ class Trajectory(ReportPlot):
         res = data.results
         if res.empty:
             return None
-        order = np.lexsort((res["id"].to_numpy(), res["finished"].fillna(np.inf).to_numpy()))
-        done = res.iloc[order]
-        n = np.arange(1, len(done) + 1)
+        curve = best_so_far(data)
+        done, n, when, values, best = curve.done, curve.n, curve.when, curve.values, curve.best
         loss = done["loss"].fillna(np.inf).to_numpy(float)
-        sign = data.direction.sign  # losses back to the metric's values
-        best = np.minimum.accumulate(loss) * sign
-        t0 = float(np.nanmin(res[["submitted", "started"]].to_numpy(float))) if res["started"].notna().any() else 0.0
-        when = done["finished"].to_numpy(float) - t0
         scale, unit = time_unit(float(np.nanmax(when)) if np.isfinite(when).any() else 0.0)
         improved = np.append(True, best[1:] != best[:-1])
         drawn = shown(len(done), improved)
-        values = loss * sign
         yrange = robust(values)
         fig, (by_n, by_t) = new_figure(ncols=2, sharey=True)
         yrange.apply(by_n)
