@@ -346,7 +346,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             where = (Path("experiments") / workflow.name).absolute()
             workflow.check_task_size(site.total_workers(None))  # --workers only asks for fewer
             site.render_batch_script(where, site.total_workers(None), job_command(where))
-    for line in workflow.warnings():
+    from emews.config.planned_budget import fit_to_plan
+
+    cut = fit_to_plan(workflow)  # as launch cuts it: what will run
+    for line in ([cut] if cut else []) + workflow.warnings():
         print(f"emews: warning: {line}", file=sys.stderr)
     print(
         f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "

@@ -1,9 +1,10 @@
 """The evaluation budget of an optimizer that says how many points it runs (a sweep: its points file or grid).
 
 Such an optimizer runs its points once each (``replicates`` times with replicates): without
-``budget.evaluations`` that is the budget, and a larger one is cut to it, with a note, so that
-``emews check``, the progress line, ``emews status`` and ``summary.json`` count what will run
-(a 1-point sweep under ``budget: {evaluations: 30}`` said ``1/30``)."""
+``budget.evaluations`` that is the budget (the workflow's loading), and for a new experiment a
+larger one is cut to it, with a note (:func:`fit_to_plan`), so that ``emews check``, the progress
+line, ``emews status`` and ``summary.json`` count what will run (a 1-point sweep under
+``budget: {evaluations: 30}`` said ``1/30``)."""
 
 from __future__ import annotations
 
@@ -28,16 +29,12 @@ def planned_evaluations(workflow: Workflow) -> int | None:
 
 
 def fit_to_plan(workflow: Workflow) -> str | None:
-    """Make ``budget.evaluations`` what will run when the optimizer says (its points); the note to
-    print when a larger budget was given (``None``: nothing changed that the user wrote)."""
+    """Cut a ``budget.evaluations`` larger than what the optimizer runs (its points) to that, for a new
+    experiment (``emews check``, ``emews launch``; a resumed one keeps its total: its points file may
+    have changed); the note to print when it did (``None``: the budget stands)."""
     budget = workflow.model.budget
     planned = planned_evaluations(workflow)
-    if planned is None:
-        return None
-    if budget.evaluations is None:
-        budget.evaluations = planned
-        return None
-    if budget.evaluations <= planned:
+    if planned is None or budget.evaluations is None or budget.evaluations <= planned:
         return None
     given, budget.evaluations = budget.evaluations, planned
     name = workflow.model.optimizer.name

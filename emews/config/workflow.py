@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from emews.config.planned_budget import planned_evaluations
 from emews.config.plugins import OPTIMIZERS, TRIAL_SCHEDULERS, validate_options
 from emews.config.space_section import build_space
 from emews.config.validation import config_error
@@ -213,14 +214,8 @@ def workflow_from_mapping(
 def _resolve_budget(workflow: Workflow, file: str) -> None:
     """Without ``budget.evaluations`` a sweep runs its points (each ``replicates`` times); a budget
     needs one of evaluations, steps and time."""
-    budget, model = workflow.model.budget, workflow.model
+    budget = workflow.model.budget
     if budget.evaluations is None:
-        try:
-            optimizer_class: Any = workflow.optimizer_class()  # an Optimizer subclass
-            points = optimizer_class.planned_evaluations(model.optimizer.options, workflow.space)
-        except Exception:  # an optimizer that cannot be loaded, a bad points file: reported by check_workflow
-            points = None
-        if points:
-            budget.evaluations = points * model.replicates
+        budget.evaluations = planned_evaluations(workflow)
     if budget.evaluations is None and budget.steps is None and budget.time is None:
         raise ConfigError("no budget: the run would not end", file=file, key="budget", allowed=BUDGET_ALLOWED)

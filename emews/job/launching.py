@@ -35,6 +35,7 @@ from emews.config.experiment import (
     update_site,
 )
 from emews.config.lease import Lease, acquire
+from emews.config.planned_budget import fit_to_plan
 from emews.config.workflow import Workflow
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
@@ -90,7 +91,8 @@ def launch(
         check_pools(workflow, pools)
     workers = site.total_workers(workers)
     workflow.check_task_size(workers)
-    for line in workflow.warnings():
+    cut = fit_to_plan(workflow)  # a sweep runs its points: the experiment's budget says so
+    for line in ([cut] if cut else []) + workflow.warnings():
         print(f"emews: warning: {line}", file=sys.stderr)
     target = (exp_dir or next_numbered(Path("experiments"), workflow.name)).absolute()
     if not site.is_local:
