@@ -126,7 +126,8 @@ def storage_problem(error: BaseException) -> str | None:
     """One line for an error writing the experiment's files (a full disk or quota, a file-size
     limit, an I/O error; also as the results store's SQLite reports them); ``None`` for another error."""
     if isinstance(error, OSError) and error.strerror:
-        return f"{error.strerror}: {error.filename}" if error.filename else error.strerror
+        cause = write_failure(error)
+        return f"{cause}: {error.filename}" if error.filename else cause
     if str(getattr(error, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR")):  # sqlite3.Error
         return f"the results store: {error}"
     return None

@@ -98,38 +98,26 @@ def write(data: ExperimentData, out: Path, fmt: Format, top: int = 10, *, out_gi
         raise ConfigError(f"unknown format {fmt!r}", key="--format", allowed=", ".join(FORMATS))
     if top < 1:
         raise ConfigError(f"must be at least 1, not {top}", key="--top")
-    out = out.absolute()
-    if not out.parent.is_dir():
-        raise ConfigError("its folder does not exist", key="--out", file=str(out))
-    if fmt == "png" and out.exists() and not out.is_dir():
-        raise ConfigError("is a file", key="--out", file=str(out), allowed="a folder for the PNGs (made if missing)")
-    if fmt != "png" and out.is_dir():
-        raise ConfigError("is a folder", key="--out", file=str(out), allowed=f"the {fmt.upper()} file to write")
+    out = _checked_out(out, fmt)
     made, skipped = plots(data)
-    images = [(p, p.png()) for p in made]
-    staged = Staged()
-    try:
-        if fmt == "pdf":
+    if fmt == "pdf":
+        staged = Staged()
+        try:
             staged.file(out, lambda tmp: _pdf(data, made, top, tmp))
             staged.commit()
-            return Written(out, {}, skipped)
-        folder = out if fmt == "png" else png_folder(out)
-        earlier, drawn = _stage_pngs(staged, folder, images)
-        if fmt == "html":
-            none = failures.none_line(data)
-            empty = [name for name in skipped if not (name == "failures" and none)]
-            notes = ([none] if none else []) + (
-                [f"Not shown (nothing to plot yet): {', '.join(empty)}."] if empty else []
-            )
-            text = html.page(
-                f"emews report: {data.exp_dir.name}", summary.header(data), images, summary.top_k(data, top), notes
-            )
-            staged.file(out, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
-        staged.commit()
-    except OSError as exc:
-        raise staged.failed(exc, out, out_given) from None
-    _remove_older_plots(folder, earlier - set(drawn), out_given)
-    return Written(out, {name: folder / f"{name}.png" for name in drawn}, skipped)
+        except OSError as exc:
+            raise staged.failed(exc, out, out_given) from None
+        return Written(out, {}, skipped)
+    images = [(p, p.png()) for p in made]
+
+    def page() -> str:
+        none = failures.none_line(data)
+        empty = [name for name in skipped if not (name == "failures" and none)]
+        notes = ([none] if none else []) + ([f"Not shown (nothing to plot yet): {', '.join(empty)}."] if empty else [])
+        title = f"emews report: {data.exp_dir.name}"
+        return html.page(title, summary.header(data), images, summary.top_k(data, top), notes)
+
+    return _write_images(out, fmt, images, page, skipped, out_given)
 
 
 #: where ``emews report A B ...`` writes by default: in the current folder, as no experiment owns it
@@ -142,31 +130,53 @@ def write_comparison(experiments: list[ExperimentData], out: Path, fmt: Format, 
     if fmt == "pdf":
         raise ConfigError("a comparison is written as html or png", key="--format", allowed="html, png")
     compare.check_comparable(experiments)
+    out = _checked_out(out, fmt)
+    plot = compare.overlay(experiments)
+    images = [(plot, plot.png())]
+
+    def page() -> str:
+        title = f"emews report: {', '.join(compare.labels(experiments))}"
+        table, section = compare.table(experiments), ("experiments", "Experiments")
+        return html.page(title, compare.header(experiments), images, table, [], table_section=section)
+
+    return _write_images(out, fmt, images, page, [], out_given)
+
+
+def _checked_out(out: Path, fmt: Format) -> Path:
+    """``out`` made absolute, or a ConfigError naming ``--out``: its folder missing, a file where the PNGs'
+    folder goes, a folder where the file goes."""
     out = out.absolute()
     if not out.parent.is_dir():
         raise ConfigError("its folder does not exist", key="--out", file=str(out))
-    plot = compare.overlay(experiments)
-    images = [(plot, plot.png())]
+    if fmt == "png" and out.exists() and not out.is_dir():
+        raise ConfigError("is a file", key="--out", file=str(out), allowed="a folder for the PNGs (made if missing)")
+    if fmt != "png" and out.is_dir():
+        raise ConfigError("is a folder", key="--out", file=str(out), allowed=f"the {fmt.upper()} file to write")
+    return out
+
+
+def _write_images(
+    out: Path,
+    fmt: Format,
+    images: list[tuple[Plot, bytes]],
+    page: Callable[[], str],
+    skipped: list[str],
+    out_given: bool,
+) -> Written:
+    """The PNGs of ``images`` (in ``out`` as ``png``; beside the page as ``html``, with the page ``page()``
+    at ``out``), staged and renamed into place together; then the older plots not drawn now removed."""
     staged = Staged()
+    folder = out if fmt == "png" else png_folder(out)
     try:
-        folder = out if fmt == "png" else png_folder(out)
         earlier, drawn = _stage_pngs(staged, folder, images)
         if fmt == "html":
-            names = ", ".join(compare.labels(experiments))
-            text = html.page(
-                f"emews report: {names}",
-                compare.header(experiments),
-                images,
-                compare.table(experiments),
-                [],
-                table_section=("experiments", "Experiments"),
-            )
+            text = page()
             staged.file(out, lambda tmp: tmp.write_text(text, encoding="utf-8", errors="backslashreplace"))
         staged.commit()
     except OSError as exc:
         raise staged.failed(exc, out, out_given) from None
     _remove_older_plots(folder, earlier - set(drawn), out_given)
-    return Written(out, {name: folder / f"{name}.png" for name in drawn}, [])
+    return Written(out, {name: folder / f"{name}.png" for name in drawn}, skipped)
 
 
 class Staged:

@@ -41,7 +41,7 @@ class BestSoFar:
     done: pd.DataFrame  # the results, in that order
     n: np.ndarray  # 1, 2, ...: evaluations finished
     when: np.ndarray  # seconds from the first submission (or start) to each one's end
-    values: np.ndarray  # each one's objective (NaN: failed), in the metric's own sign
+    values: np.ndarray  # each one's objective in the metric's own sign (not finite: failed)
     best: np.ndarray  # the best objective so far (inf-signed until the first success)
 
 
@@ -73,7 +73,6 @@ class Trajectory(ReportPlot):
             return None
         curve = best_so_far(data)
         done, n, when, values, best = curve.done, curve.n, curve.when, curve.values, curve.best
-        loss = done["loss"].fillna(np.inf).to_numpy(float)
         scale, unit = time_unit(float(np.nanmax(when)) if np.isfinite(when).any() else 0.0)
         improved = np.append(True, best[1:] != best[:-1])
         drawn = shown(len(done), improved)
@@ -84,7 +83,7 @@ class Trajectory(ReportPlot):
             (by_n, n, "evaluations (in the order they finished)"),
             (by_t, when / scale, f"wall time since the first submission ({unit})"),
         ):
-            ok = np.isfinite(loss) & np.isfinite(x) & drawn
+            ok = np.isfinite(values) & np.isfinite(x) & drawn
             inside = ok & yrange.inside(values)
             ax.scatter(
                 x[inside],

@@ -31,7 +31,7 @@ from emews.core.jsoncodec import dumps_point, loads_metrics, loads_point
 from emews.core.results import Result, Status, Task
 from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
 from emews.store.queries import ReadQueries
-from emews.store.tables import record_tasks
+from emews.store.tables import in_slices, record_tasks
 from emews.store.trial_store import TrialStore
 
 #: ``PRAGMA synchronous`` per durability mode (WAL journal in every mode)
@@ -271,11 +271,9 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         for table in ("tasks", "results"):  # a result's seed is read last: it wins
             if "seed" not in self._columns(table):
                 continue
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
+            for chunk, marks in in_slices(ids):
                 rows = self._db.execute(
-                    f"SELECT id, seed FROM {table} WHERE seed IS NOT NULL AND id IN ({','.join('?' * len(chunk))})",
-                    chunk,
+                    f"SELECT id, seed FROM {table} WHERE seed IS NOT NULL AND id IN ({marks})", chunk
                 )
                 found.update({i: int(seed) for i, seed in rows})
         return found
@@ -284,10 +282,9 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         """The stored results among ``ids``, by id (read in chunks: a statement's parameters are bounded)."""
         found: list[Result] = []
         unique = sorted(set(ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
+        for chunk, marks in in_slices(unique):
             cursor = self._db.execute(
-                f"SELECT {','.join(COLUMNS)} FROM results WHERE id IN ({','.join('?' * len(chunk))}) ORDER BY id", chunk
+                f"SELECT {','.join(COLUMNS)} FROM results WHERE id IN ({marks}) ORDER BY id", chunk
             )
             found += [self._result(row) for row in cursor]
         return found

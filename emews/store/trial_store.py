@@ -36,7 +36,7 @@ from typing import Any
 from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Outcome, Status, StoredReport, Task
 from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, LeaseLost, TrialState
-from emews.store.tables import record_tasks, set_task_params
+from emews.store.tables import in_slices, record_tasks, set_task_params
 from emews.training.checkpoints import in_experiment
 from emews.training.messages import Action, Ending, Report, Restorable
 
@@ -501,24 +501,18 @@ class TrialStore:
         """The checkpoints in ``states`` recorded at ``paths``."""
         out: list[CheckpointRow] = []
         marks = ",".join("?" * len(states))
-        for start in range(0, len(paths), 500):
-            chunk = [self._stored(p) for p in paths[start : start + 500]]
+        for chunk, path_marks in in_slices([self._stored(p) for p in paths]):
             rows = self._db.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) AND path IN "
-                f"({','.join('?' * len(chunk))})",
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state IN ({marks}) AND path IN ({path_marks})",
                 (*states, *chunk),
             )
             out.extend(self._row(r) for r in rows)
         return out
 
     def checkpoints_by_id(self, ids: Iterable[int]) -> list[CheckpointRow]:
-        wanted = list(ids)
         out: list[CheckpointRow] = []
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            rows = self._db.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            )
+        for chunk, marks in in_slices(list(ids)):
+            rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN ({marks})", chunk)
             out.extend(self._row(r) for r in rows)
         return out
 
@@ -576,9 +570,8 @@ class TrialStore:
     def task_params(self, ids: Sequence[int]) -> dict[int, Any]:
         """Task id -> the parameters its ``tasks`` row holds, for the ids among ``ids`` it has."""
         found: dict[int, Any] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            rows = self._db.execute(f"SELECT id, params FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        for chunk, marks in in_slices(ids):
+            rows = self._db.execute(f"SELECT id, params FROM tasks WHERE id IN ({marks})", chunk)
             found.update({i: loads_point(p) for i, p in rows})
         return found
 
