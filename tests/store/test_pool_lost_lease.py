@@ -50,6 +50,10 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
     attached = None
     try:
         assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 2"), 180), _events(log)
+        # the report row is stored before the background writer renames step 2's file into place:
+        # frozen before that, pool 1 leaves no restorable step 2 and pool 2 rightly trains step 2 again
+        step_2 = exp / "checkpoints" / "000000"
+        assert wait_until(lambda: any(step_2.glob("step-00000002-*.ckpt")), 180), _events(log)
         frozen = set(first.processes())
         first._signal(frozen, signal.SIGSTOP)
         attached = second.popen("attach", "exp", "--workers", "1")
