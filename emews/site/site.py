@@ -260,10 +260,12 @@ class Site:
         exit_command: list[str] | None = None,
         lead: str = "optimizer",
     ) -> str:
-        """A complete batch script: directives, environment, the launcher line; with
-        ``exit_command``, the script ends by ``exec``-ing it with the launcher's exit status and
-        the job's start time (UNIX seconds) as its last two arguments. ``lead``: what rank 0 runs
-        (an attached pool's is its distributor), as the script's comment names it."""
+        """A complete batch script: directives, environment, the launcher line, run in the background
+        so that the batch system's early warning reaches the ranks (:data:`WARNING_FORWARD`); the
+        script then ends with the launcher's exit status or, with ``exit_command``, by ``exec``-ing it
+        with the launcher's exit status and the job's start time (UNIX seconds) as its last two
+        arguments. ``lead``: what rank 0 runs (an attached pool's is its distributor), as the
+        script's comment names it."""
         self.check_ready()
         exp_dir = Path(exp_dir)
         total = self.total_workers(workers)
@@ -279,17 +281,16 @@ class Site:
         lines += env.setup
         lines.append(f"cd {shlex.quote(str(exp_dir))}")
         launcher = shlex.join(self.launch_command(layout.ranks, command))
-        if exit_command is None:
-            lines.append(launcher)
-        else:
-            lines += [
-                "emews_started=$(date +%s)",
-                *WARNING_FORWARD,
-                f"{launcher} &",
-                "emews_launcher=$!",
-                'while wait "$emews_launcher"; emews_status=$?; kill -0 "$emews_launcher" 2>/dev/null; do :; done',
-                f'exec {shlex.join(exit_command)} "$emews_status" "$emews_started"',
-            ]
+        lines += [
+            *(["emews_started=$(date +%s)"] if exit_command is not None else []),
+            *WARNING_FORWARD,
+            f"{launcher} &",
+            "emews_launcher=$!",
+            'while wait "$emews_launcher"; emews_status=$?; kill -0 "$emews_launcher" 2>/dev/null; do :; done',
+            'exit "$emews_status"'
+            if exit_command is None
+            else f'exec {shlex.join(exit_command)} "$emews_status" "$emews_started"',
+        ]
         return "\n".join(lines) + "\n"
 
     def submit_command(self, script: Path) -> list[str]:

@@ -153,14 +153,15 @@ def test_any_exp_dir_is_refused_or_kept_whole(site: str, value: str, in_tmp: Pat
     lines = text.splitlines()
     assert len(lines) == len(baseline.splitlines())
     prefix = loaded.scheduler.prefix
-    directives = [line for line in lines[1:] if line.startswith("#")]
+    head = lines[: next(i for i, line in enumerate(lines) if line.startswith("# emews site ")) + 1]
+    directives = [line for line in head[1:] if line.startswith("#")]  # and the site's comment, last
     assert [d.split()[0] for d in directives[:-1]] == [prefix] * (len(directives) - 1)
     if prefix != "#SBATCH":  # no quoting there: the path must stay one word
-        base = [line for line in baseline.splitlines()[1:] if line.startswith("#")]
+        base = [line for line in baseline.splitlines()[1 : len(head)] if line.startswith("#")]
         assert [len(d.split()) for d in directives] == [len(d.split()) for d in base]
     cd = next(line for line in lines if line.startswith("cd "))
     assert shlex.split(cd) == ["cd", str(exp)]
-    assert shlex.split(lines[-1])[-1] == str(exp)
+    assert shlex.split(lines[lines.index("emews_launcher=$!") - 1])[-2:] == [str(exp), "&"]  # in the background
     path = in_tmp / "job.sh"
     path.write_text(text)
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0

@@ -25,7 +25,7 @@ sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests
 sys.path.insert(0, str(TESTS))
 from pgserver import PgServer, start_server  # noqa: E402
 from pooled import gated_command, gated_workflow, seen  # noqa: E402
-from testutil import EmewsCommand, trainer_workflow, wait_until  # noqa: E402
+from testutil import EmewsCommand, events, trainer_workflow, wait_until  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -155,4 +155,60 @@ def test_a_pool_job_at_its_walltime_margin_ends_itself_and_its_trial_goes_on_els
     assert len(moved) == 1, starts  # the trial the pool paused, once
     trial, step, source = moved[0]
     paused = [e["step"] for e in events if e["event"] == "report" and e["task"] == trial and e["action"] == "pause"]
+    assert paused == [step] and source == trial, (paused, moved)  # its own checkpoint, where it paused
+
+
+def test_a_pool_job_warned_by_slurm_hands_its_trial_back_and_ends_as_at_its_walltime_margin(
+        slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
+    """``scancel --batch --signal=USR1`` is what ``--signal=B:USR1@SECONDS`` sends the batch shell:
+    the attached pool's job passes it on to its ranks, its trial pauses with its checkpoint, the pool
+    hands it back and ends itself as at its walltime margin (the shell died of the signal before:
+    job FAILED with signal 10, the trial leased to a pool that was gone); the launch's pool continues
+    the trial from the pool's checkpoint, and every evaluation is stored once."""
+    import subprocess
+
+    wf = trainer_workflow(tmp_path, [0.1, 0.2, 0.3], epochs=40, task={"isolation": "process", "timeout": 300},
+                          store={"url": postgres.url("emews"), "lease": 600},  # back at once or not in time
+                          optimizer={"name": "sweep", "options": {"backlog": 10}})
+    cmd, on_slurm = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
+    gate = tmp_path / "open"  # the launch's trials wait at step 2 until the Slurm pool's job is over
+    log = tmp_path / "trainer.log"
+    cmd.env.update(TRAINER_GATE_AT="2", TRAINER_GATE=str(gate), TRAINER_LOG=str(log))
+    on_slurm.env.update(TRAINER_STEP_SLEEP="1", TRAINER_LOG=str(log))
+    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        queued = wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'") or launch.poll(), 240)
+        assert queued and launch.poll() is None, launch.communicate(timeout=60) if launch.poll() is not None else queued
+        attached = on_slurm("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "1", timeout=120)
+        assert attached.returncode == 0, attached.stderr
+        pool_dir = exp / "pools" / "pool-001"
+        job_id = json.loads((pool_dir / JOB_RECORD).read_text())["job_id"]
+
+        def slurm_trial_reported() -> bool:
+            held = {task for (task,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")}
+            return any(e["event"] == "report" and e["task"] in held for e in events(log))
+
+        assert wait_until(slurm_trial_reported, 240), events(log)
+        subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True, capture_output=True)
+        assert wait_for(lambda: slurm_cluster_state(job_id), "done", 240) == "done"
+        output = (pool_dir / f"job-{job_id}.out").read_text()
+        assert "stopped: stopped at the walltime margin" in output, output
+        assert "handed back to the queue" in output, output
+        shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
+        assert "JobState=COMPLETED" in shown and "ExitCode=0:0" in shown, shown
+        assert seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'") == []
+        gate.touch()
+        out, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+    finally:
+        gate.touch()
+        cmd.kill_all()
+        on_slurm.kill_all()
+    assert [i for (i,) in seen(exp, "SELECT id FROM results ORDER BY id")] == [0, 1, 2]
+    starts = [(e["task"], e["restored"], e["from_trial"]) for e in events(log) if e["event"] == "start"]
+    moved = [start for start in starts if start[1] > 0]
+    assert len(moved) == 1, starts  # the trial the pool paused, once
+    trial, step, source = moved[0]
+    paused = [e["step"] for e in events(log) if e["event"] == "report" and e["task"] == trial and e["action"] == "pause"]
     assert paused == [step] and source == trial, (paused, moved)  # its own checkpoint, where it paused

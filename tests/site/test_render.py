@@ -55,11 +55,19 @@ def test_rendered_script_is_valid_bash(in_tmp: Path, stem: str, tmp_path: Path) 
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
 
 
+def launcher_words(script: str) -> list[str]:
+    """The launcher line's words (the line before ``emews_launcher=$!``: it runs in the background)."""
+    lines = script.splitlines()
+    words = shlex.split(lines[lines.index("emews_launcher=$!") - 1])
+    assert words[-1] == "&"
+    return words[:-1]
+
+
 def test_launcher_line_has_workers_plus_one_ranks(in_tmp: Path) -> None:
     site = load_site("frontier", ["scheduler.account=A", "scheduler.nodes=4"], environ={})
     text = site.render_batch_script(EXP_DIR, 30, COMMAND)
     assert "#SBATCH --ntasks=31" in text
-    last = shlex.split(text.strip().splitlines()[-1])
+    last = launcher_words(text)
     assert last[:6] == ["srun", "-N", "4", "-n", "31", "--ntasks-per-node=8"]
     assert last[-5:] == COMMAND
 
@@ -69,7 +77,7 @@ def test_odd_paths_are_quoted(in_tmp: Path) -> None:
     site = load_site("frontier", ["scheduler.account=A", "environment.vars.MSG=a b"], environ={})
     text = site.render_batch_script(exp, 3, [PYTHON, "-m", "emews", "run", str(exp)])
     assert "export MSG='a b'" in text
-    assert shlex.split(text.strip().splitlines()[-1])[-1] == str(exp)
+    assert launcher_words(text)[-1] == str(exp)
     assert f"cd {shlex.quote(str(exp))}" in text
     assert '#SBATCH --output="/scratch/my exp/it\'s/job-%j.out"' in text.splitlines()
 

@@ -10,4 +10,9 @@
 #SBATCH --qos=regular
 # emews site perlmutter: 7 workers + 1 optimizer = 8 ranks on 2 nodes
 cd /scratch/emews/experiments/exp-0001
-srun -N 2 -n 8 --ntasks-per-node=4 --gpus-per-task=1 --gpu-bind=closest --cpus-per-task=32 --cpu-bind=cores /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001
+# Slurm --signal=B:USR1@SECONDS (the batch shell's early warning): emews pauses its trials and stops now
+trap 'kill -USR1 "$emews_launcher" 2>/dev/null' USR1
+srun -N 2 -n 8 --ntasks-per-node=4 --gpus-per-task=1 --gpu-bind=closest --cpus-per-task=32 --cpu-bind=cores /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001 &
+emews_launcher=$!
+while wait "$emews_launcher"; emews_status=$?; kill -0 "$emews_launcher" 2>/dev/null; do :; done
+exit "$emews_status"

@@ -11,4 +11,9 @@
 #PBS -k doe
 # emews site polaris: 7 workers + 1 optimizer = 8 ranks on 2 nodes
 cd /scratch/emews/experiments/exp-0001
-mpiexec -n 8 --ppn 4 --depth=8 --cpu-bind depth /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001
+# Slurm --signal=B:USR1@SECONDS (the batch shell's early warning): emews pauses its trials and stops now
+trap 'kill -USR1 "$emews_launcher" 2>/dev/null' USR1
+mpiexec -n 8 --ppn 4 --depth=8 --cpu-bind depth /opt/venv/bin/python -m emews run /scratch/emews/experiments/exp-0001 &
+emews_launcher=$!
+while wait "$emews_launcher"; emews_status=$?; kill -0 "$emews_launcher" 2>/dev/null; do :; done
+exit "$emews_status"
