@@ -209,9 +209,11 @@ def serve_requests(conn: Connection, setup: Callable[[], Mapping[str, Callable[.
 def _leave_stop_signals_to_the_parent() -> None:
     """A batch system's SIGTERM reaches every process of the job: the parent decides what
     happens to its child (a do-nothing handler, not SIG_IGN, so programs the child starts
-    with exec still get the default behaviour)."""
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):  # SIGUSR1: the batch system's early warning
+    with exec still get the default behaviour). The batch system's early warning, SIGUSR1, is
+    ignored, by them too (:attr:`emews.runtime.interrupt.Interrupt.warning`)."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: None)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 
 def child_main(argv: list[str]) -> None:

@@ -71,19 +71,37 @@ class Interrupt:
         self.walltime = False
         #: whether the running work may use the grace (a worker: its task is a training trial)
         self.defer: Callable[[], bool] = lambda: True
-        #: what the early warning (:data:`WARNING`) does: the optimizer rank pauses its trials and stops
-        #: (:meth:`~emews.runtime.walltime_pause.WalltimeStop.warn`); elsewhere nothing (the default
-        #: action, to die, would end a rank)
-        self.warning: Callable[[], None] = lambda: None
+        self._warning: Callable[[], None] | None = None
 
     def install(self) -> Interrupt:
-        """Handle the stop signals in this process (call on the main thread)."""
+        """Handle the stop signals in this process (call on the main thread); ignore the early
+        warning until :attr:`warning` says what it does."""
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 signal.signal(sig, self._handle)
-            signal.signal(WARNING, lambda signum, frame: self.warning())
             self._installed = True
+            self._heed_warning()
         return self
+
+    @property
+    def warning(self) -> Callable[[], None] | None:
+        """What the early warning (:data:`WARNING`) does: the optimizer rank pauses its trials and
+        stops (:meth:`~emews.runtime.walltime_pause.WalltimeStop.warn`). Elsewhere (``None``) it is
+        ignored, SIG_IGN, which every program the process starts inherits through ``exec``: Slurm's
+        ``--signal=USR1@SECONDS`` reaches every process of the job steps, and ``srun`` hands the
+        batch shell's ``B:USR1`` to all of them too, where its default action, to die, crashed the
+        running command objectives (and the programs a Python objective runs)."""
+        return self._warning
+
+    @warning.setter
+    def warning(self, action: Callable[[], None] | None) -> None:
+        self._warning = action
+        self._heed_warning()
+
+    def _heed_warning(self) -> None:
+        if self._installed and threading.current_thread() is threading.main_thread():
+            action = self._warning
+            signal.signal(WARNING, signal.SIG_IGN if action is None else lambda signum, frame: action())
 
     def stop_at_walltime(self) -> None:
         """Stop as a first SIGTERM would, reported as :class:`WalltimeReached` (from any thread:
