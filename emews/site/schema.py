@@ -68,6 +68,52 @@ def _as_list(value: object) -> object:
     return value
 
 
+class QueueLimit(_Part):
+    """Jobs a queue takes (one row of a facility's queue table): ``nodes`` from..to and a walltime
+    from..to (or up to one walltime), each bound included."""
+
+    nodes: tuple[int, int]
+    walltime: tuple[str, str]
+
+    @field_validator("walltime", mode="before")
+    @classmethod
+    def _up_to(cls, value: object) -> object:
+        return (_SHORTEST, value) if isinstance(value, str) else value
+
+    @field_validator("walltime", mode="after")
+    @classmethod
+    def _walltimes(cls, value: tuple[str, str]) -> tuple[str, str]:
+        try:
+            return (format_hms(parse_walltime(value[0])), format_hms(parse_walltime(value[1])))
+        except ValueError as exc:
+            raise KeyedValueError(None, str(exc), f"[FROM, TO], each {WALLTIME_FORMS}") from None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> QueueLimit:
+        if not 1 <= self.nodes[0] <= self.nodes[1]:
+            raise KeyedValueError(None, f"nodes {list(self.nodes)} is not a range", "[FROM, TO], 1 <= FROM <= TO")
+        if parse_walltime(self.walltime[0]) > parse_walltime(self.walltime[1]):
+            raise KeyedValueError(None, f"walltime {list(self.walltime)} is not a range", "[FROM, TO], FROM <= TO")
+        return self
+
+    def takes(self, nodes: int, walltime_s: int) -> bool:
+        return self.nodes[0] <= nodes <= self.nodes[1] and self.seconds[0] <= walltime_s <= self.seconds[1]
+
+    @property
+    def seconds(self) -> tuple[int, int]:
+        return parse_walltime(self.walltime[0]), parse_walltime(self.walltime[1])
+
+    def describe(self) -> str:
+        return f"{self.nodes[0]}-{self.nodes[1]} nodes for {self.describe_walltime()}"
+
+    def describe_walltime(self) -> str:
+        low, high = self.walltime
+        return f"up to {high}" if low == _SHORTEST else f"{low} to {high}"
+
+
+_SHORTEST = "00:00:01"
+
+
 class SchedulerConfig(_Part):
     """How nodes are obtained: batch system, account, queue, time, node count."""
 
@@ -82,6 +128,10 @@ class SchedulerConfig(_Part):
     #: mode" takes whole nodes with ``#BSUB -nnodes N``; a plain LSF knows no -nnodes and gets
     #: ``-n RANKS -R "span[ptile=RANKS_PER_NODE]"``
     csm: StrictBool = False
+    #: queue -> the jobs it takes, from the facility's queue table (its rows: a routing queue's
+    #: execution queues); a job that no row takes is refused before anything is submitted, where the
+    #: scheduler would reject it (:mod:`emews.site.queue_limits`); a queue not listed is not checked
+    limits: dict[str, list[QueueLimit]] = Field(default_factory=dict)
 
     @field_validator("nodes", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from emews.site.gpus import gpu_binding
 from emews.site.launchers import Launcher, launcher_for
 from emews.site.layout import Layout
 from emews.site.loader import key_origin, resolve_site
+from emews.site.queue_limits import check_queue_limits
 from emews.site.schema import LauncherConfig, SiteConfig
 
 
@@ -242,7 +243,8 @@ class Site:
         return ["bash", "-c", "\n".join([*setup, 'exec "$@"']), "emews", *line]
 
     def check_ready(self) -> None:
-        """ConfigError for what a batch submission needs and the site lacks."""
+        """ConfigError for what a batch submission needs and the site lacks, or asks for and its
+        queue does not take (``scheduler.limits``)."""
         if self.config.requires_account and not self.config.scheduler.account:
             raise ConfigError(
                 f"site {self.name!r} needs an account/project to charge",
@@ -250,6 +252,11 @@ class Site:
                 key="scheduler.account",
                 allowed="--set scheduler.account=PROJECT or $EMEWS_ACCOUNT",
             )
+        try:
+            check_queue_limits(self.config.scheduler)
+        except ConfigError as exc:
+            file, key = key_origin(self.origins, exc.key or "scheduler.nodes", self.source)
+            raise ConfigError(exc.message, file=file, key=key, allowed=exc.allowed) from None
 
     def render_batch_script(
         self,
