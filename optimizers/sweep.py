@@ -61,6 +61,12 @@ class Sweep(AskTellOptimizer):
             for _ in read_points_file(self.file, space):
                 pass
 
+    def written_points(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The points file's lines as written, each with ``FILE:LINE``."""
+        if self.file is not None:
+            for lineno, point in numbered_points(self.file):
+                yield f"{self.file}:{lineno}", point
+
     def start(self, space: Space, workers: int) -> None:
         super().start(space, workers)
         self._points = read_points_file(self.file, space) if self.file else grid_points(space, self.levels)
@@ -116,9 +122,9 @@ def grid_points(space: Space, levels: int) -> Iterator[dict[str, Any]]:
         yield dict(zip(names, combo, strict=True))
 
 
-def read_points_file(path: Path, space: Space) -> Iterator[dict[str, Any]]:
-    """Yield the points of a JSON-lines file; constants of the space fill keys a line leaves out."""
-    constants = space.constants
+def numbered_points(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each point of a JSON-lines file as written, with its line number (blank lines skipped); a
+    line that is not a JSON object raises ``ValueError`` ("file:line: ...")."""
     with Path(path).open() as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -129,7 +135,14 @@ def read_points_file(path: Path, space: Space) -> Iterator[dict[str, Any]]:
                 raise ValueError(f"{path}:{lineno}: not a JSON object: {exc.msg}") from None
             if not isinstance(point, dict):
                 raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(point).__name__}")
-            try:
-                yield space.validate({**constants, **point})
-            except ValueError as exc:
-                raise ValueError(f"{path}:{lineno}: {exc}") from None
+            yield lineno, point
+
+
+def read_points_file(path: Path, space: Space) -> Iterator[dict[str, Any]]:
+    """Yield the points of a JSON-lines file; constants of the space fill keys a line leaves out."""
+    constants = space.constants
+    for lineno, point in numbered_points(path):
+        try:
+            yield space.validate({**constants, **point})
+        except ValueError as exc:
+            raise ValueError(f"{path}:{lineno}: {exc}") from None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from emews.config.candle_points import check_candle_points
 from emews.config.plugins import (
     OPTIMIZERS,
     TRIAL_SCHEDULERS,
@@ -179,6 +180,8 @@ def check_workflow(workflow: Workflow) -> Any:
     try:
         optimizer = workflow.make_optimizer()
         optimizer.check(workflow.space)
+        if section.command is not None and section.params == "candle":
+            check_candle_points(optimizer, file)
     except KeyedValueError as exc:  # a plug-in's option refused, with its key and what is allowed
         raise ConfigError(exc.message, file=file, key=exc.key or "optimizer.options", allowed=exc.allowed) from None
     except (TypeError, ValueError) as exc:

@@ -15,7 +15,7 @@ before its first proposal; a resumed run whose budget is spent proposes nothing.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,6 +42,12 @@ class Optimizer(abc.ABC):
         """How many points the optimizer evaluates with these options, when they say (a sweep: its
         points); the workflow's evaluation budget when it gives none. Default: ``None`` (not known)."""
         return None
+
+    def written_points(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The points the options hold as a user wrote them (a sweep's points file), each with
+        where it is written (``FILE:LINE``), for checks of their values before launch (a CANDLE
+        model's). Default: none (the optimizer makes its points)."""
+        return iter(())
 
     def check(self, space: Space) -> None:  # noqa: B027 (an optional hook: checks nothing by default)
         """Check the options against ``space`` before launch; raise ``ValueError`` saying what is wrong.

@@ -17,10 +17,11 @@ CANDLE evaluates in its default model file only, is refused (:func:`expression_p
 from __future__ import annotations
 
 import ast
+import json
 import math
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from emews.core.textfiles import write_atomic
 from emews.objective.model_defaults import python_value
@@ -71,11 +72,12 @@ def candle_value(value: Any, default: Any = None) -> Any:
     return value
 
 
-def expression_problem(value: Any) -> str | None:
+def expression_problem(value: Any, syntax: Literal["YAML", "JSON"] = "YAML") -> str | None:
     """Why ``value``, a string holding a Python expression (``'2**10'``, ``'[64, 32]'``), cannot go
     to a CANDLE model: the model would get that text, where the same text in its default model file
     is evaluated (CANDLE ``eval``s the file's values). ``None`` for any other value: a word, a number
-    as text, Supervisor's list as a string of numbers (``'500 100 50'``)."""
+    as text, Supervisor's list as a string of numbers (``'500 100 50'``). ``syntax``: the file's
+    (a workflow's YAML, a UPF line's JSON), in which the value to write instead is spelt."""
     if not isinstance(value, str) or _number(value.strip()) is not None:
         return None
     try:
@@ -84,15 +86,25 @@ def expression_problem(value: Any) -> str | None:
         evaluated = python_value(value)
     except (SyntaxError, ValueError, MemoryError, RecursionError):  # NotAValue is a ValueError
         return None
+    spell = _as_json if syntax == "JSON" else repr
     write = (
-        f"a YAML list ({list(evaluated)!r}) or Supervisor's string of numbers ('{' '.join(map(str, evaluated))}')"
+        f"a {syntax} list ({spell(list(evaluated))}) or Supervisor's string of numbers "
+        f"({spell(' '.join(map(str, evaluated)))})"
         if isinstance(evaluated, (list, tuple))
-        else repr(evaluated)
+        else spell(evaluated)
     )
     return (
         f"{value!r} is a Python expression as text, which the model would get as that text (CANDLE "
         f"evaluates expressions in its default model file only); write its value: {write}"
     )
+
+
+def _as_json(value: Any) -> str:
+    """``value`` as JSON writes it (``true``, ``"text"``); ``repr`` for what JSON cannot hold."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def candle_point(point: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:

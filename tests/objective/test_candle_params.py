@@ -486,6 +486,40 @@ def test_the_values_check_suggests_reach_candles_parser_as_meant(emews_cmd, tmp_
     assert proc.returncode == 0, proc.stderr
 
 
+def test_an_expression_as_text_in_a_upf_line_is_refused_by_check(emews_cmd, tmp_path: Path) -> None:
+    """A UPF line's ``"batch_size": "2**4"`` (or ``"dense": "[20, 10]"``) reached the model as that
+    text (Supervisor's ``model_runner`` evaluates nothing, CANDLE only its default model file), and
+    check said ok where the same value in the space is refused. Now check names the file, the line,
+    the key and the value to write, in JSON; the real UPF lines around them pass, and the file with
+    the values written as suggested passes check and reaches CANDLE's parser as meant."""
+    real = (SUPERVISOR / "upf" / "upf-test-upf-1.txt").read_text()  # Supervisor's workflows/upf/test/upf-1.txt
+    upf = tmp_path / "upf-1.txt"
+    upf.write_text(real + '{"id": "RUN003", "epochs": 1, "batch_size": "2**4"}\n'
+                   '{"id": "RUN004", "epochs": 1, "dense": "[20, 10]", "activation": "tanh"}\n')
+    objective = {"command": [PYTHON, str(NT3), "--run_id", "{id}"], "metric": "val_loss", "params": "candle",
+                 "defaults": str(DEFAULTS)}
+    wf = write_workflow(tmp_path, objective=objective, optimizer={"name": "sweep", "options": {"file": str(upf)}},
+                        space={}, budget={"evaluations": 5})
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert f"{wf}: optimizer.options.file: {upf}:4: batch_size: '2**4' is a Python expression as text" in lines[0]
+    assert lines[0].endswith("write its value: 16"), lines[0]
+    assert f"{upf}:5: dense: '[20, 10]' is a Python expression as text" in lines[1], lines[1]
+    assert "a JSON list ([20, 10]) or Supervisor's string of numbers (\"20 10\")" in lines[1], lines[1]
+    assert emews_cmd("launch", str(wf), "--exp-dir", str(tmp_path / "exp")).returncode == 2
+    assert not (tmp_path / "exp").exists()
+
+    upf.write_text(real + '{"id": "RUN003", "epochs": 1, "batch_size": 16}\n'
+                   '{"id": "RUN004", "epochs": 1, "dense": "20 10", "activation": "tanh"}\n')
+    proc = emews_cmd("check", str(wf))
+    assert proc.returncode == 0, proc.stderr
+    ref = candle_ref()
+    params, _ = parsed(evaluate(tmp_path, ref, {"epochs": 1, "batch_size": 16, "dense": "20 10"})[0])
+    assert params["batch_size"] == 16 and params["dense"] == [20, 10]
+
+
 def test_booleans_as_bare_flags_for_a_candle_default_model_are_refused_by_check(emews_cmd, tmp_path: Path) -> None:
     """``params: flags`` passes True as a bare ``--restart`` and leaves False out; CANDLE's parser
     (``type=str2bool``) refuses the bare flag, so with NT3's default model (``restart = True``) every
