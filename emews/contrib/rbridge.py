@@ -64,6 +64,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
 import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -137,8 +138,13 @@ def _r() -> tuple[Any, Any]:
     ``os.environ``. This process's loader never reads it again, but every program
     started later would: a Python of its own (pyenv, a venv) then loads the
     system's libpython and cannot find its packages. So the variable is put back.
+    Starting R on the main thread, rpy2 also sets SIGINT's handler to Python's default
+    (``KeyboardInterrupt``), over the process's own (a rank's clean stop, runtime/interrupt.py):
+    it is put back too, so Ctrl-C stops an R optimizer's run as any other's.
     """
     saved = os.environ.get("LD_LIBRARY_PATH")
+    on_main = threading.current_thread() is threading.main_thread()
+    sigint = signal.getsignal(signal.SIGINT) if on_main else None
     try:
         import rpy2.rinterface as ri
         import rpy2.robjects as ro
@@ -153,6 +159,8 @@ def _r() -> tuple[Any, Any]:
             os.environ.pop("LD_LIBRARY_PATH", None)
         else:
             os.environ["LD_LIBRARY_PATH"] = saved
+        if sigint is not None:  # None: a handler not set from Python, which rpy2 leaves alone too
+            signal.signal(signal.SIGINT, sigint)
     return ri, ro
 
 

@@ -211,6 +211,28 @@ def test_a_stop_signal_stores_what_arrived_and_resume_reruns_the_interrupted(eme
     assert f"{len(in_flight)} interrupted tasks run again" in proc.stderr
 
 
+def test_ctrl_c_stops_an_mbo_run_as_any_other_and_resume_finishes_it(emews_cmd, tmp_path: Path, gate) -> None:
+    """mbo (mlrMBO through rpy2, Supervisor's workflows/mlrMBO): rpy2 set SIGINT back to Python's
+    default handler when it started R, so Ctrl-C raised KeyboardInterrupt in the optimizer: a
+    traceback ('the optimizer raised KeyboardInterrupt'), exit status 1, and status said the run
+    failed. Now it stops as under any other optimizer: one line, 130, resume finishes the run."""
+    events, gate_file = gate
+    wf = rugged(tmp_path, "wait", 6, optimizer={"name": "mbo", "options": {"seed": 1}})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: len(started(events)) >= 2, timeout=180)
+    job.send_signal(signal.SIGINT)
+    assert job.wait(timeout=180) == 128 + signal.SIGINT
+    err = job.stderr.read()
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "stopped by SIGINT" in err and "emews resume" in err, err
+    assert emews_cmd.leftover_processes() == []
+    gate_file.touch()
+    proc = emews_cmd("resume", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    stored = rows(tmp_path / "exp")
+    assert [r["id"] for r in stored] == list(range(6)) and {r["status"] for r in stored} == {"ok"}
+
+
 def test_kill_minus_nine_then_resume_reruns_in_flight_tasks_once(emews_cmd, tmp_path: Path, gate) -> None:
     """2a with in-flight work: tasks running at a SIGKILL are run again on resume, with their ids."""
     events, gate_file = gate
