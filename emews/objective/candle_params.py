@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +146,29 @@ def flagged_output_dir(argv: Sequence[str], cwd: Path) -> Path | None:
         return cwd
     ids = [_last_flag(argv, option) or default for option, default in CANDLE_IDS]
     return cwd.joinpath(given, *ids)
+
+
+#: where CANDLE's library (``candle``: candle_lib, which Benchmarks' models import since 2022) roots a
+#: model's output: ``$CANDLE_OUTPUT_DIR/MODEL_NAME/OUTPUT_DIR/EXPERIMENT_ID/RUN_ID`` (else
+#: ``$CANDLE_DATA_DIR/...``, one folder for every run of the model), its checkpoints (``ckpt_directory``,
+#: default ``OUTPUT_DIR/ckpts``) and ``ckpt_restart_mode`` restarts included. Set to each task's run dir,
+#: as Supervisor's ``model.sh`` does: every task writes and restarts inside its own.
+OUTPUT_ROOT_VARIABLE = "CANDLE_OUTPUT_DIR"
+#: candle_lib's ``output_dir`` part when a model has none (``directory_tree_from_parameters``)
+LIB_OUTPUT_DIR = "Output"
+
+
+def library_output_dir(argv: Sequence[str], params: Mapping[str, Any], run_dir: Path) -> Path | None:
+    """Where a model on CANDLE's library writes, run as ``argv`` with ``params`` and
+    :data:`OUTPUT_ROOT_VARIABLE` set to ``run_dir``: ``RUN_DIR/MODEL_NAME/OUTPUT_DIR/EXPERIMENT_ID/RUN_ID``
+    (the ids: the last ``--experiment_id`` / ``--run_id`` on ``argv``, else ``params``', else
+    ``EXP000`` / ``RUN000``). ``None``: no ``model_name``, or a path that leaves the run dir."""
+    model = params.get("model_name")
+    if not isinstance(model, str) or not model:
+        return None
+    ids = [_last_flag(argv, option) or str(params.get(option[2:]) or default) for option, default in CANDLE_IDS]
+    found = Path(os.path.normpath(run_dir.joinpath(model, str(params.get("output_dir") or LIB_OUTPUT_DIR), *ids)))
+    return found if found != run_dir and found.is_relative_to(run_dir) else None
 
 
 def write_config(path: Path, params: Mapping[str, Any]) -> Path:

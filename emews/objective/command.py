@@ -36,7 +36,8 @@ as CANDLE Supervisor's ``model.sh`` does; with ``params: candle``, ``output_dir 
 which CANDLE's parser makes the run dir).
 
 The process runs in its own session with the worker's environment (and so its GPU binding),
-plus ``EMEWS_TASK_ID``, ``EMEWS_SEED``, ``EMEWS_RUN_DIR`` and ``EMEWS_PARAMS_FILE``. Its stdout
+plus ``EMEWS_TASK_ID``, ``EMEWS_SEED``, ``EMEWS_RUN_DIR`` and ``EMEWS_PARAMS_FILE`` (with ``params:
+candle`` also ``CANDLE_OUTPUT_DIR``, the run dir: where CANDLE's library roots the model's output). Its stdout
 and stderr are appended to ``stdout.txt``/``stderr.txt`` in the run dir. The task timeout is the
 runner's: it kills the command's whole process tree (``emews.processes.tree``). A non-zero
 exit, a signal or a missing result raise :class:`~emews.objective.function.EvaluationFailed` with the
@@ -69,8 +70,10 @@ from emews.objective.candle_params import (
     CONFIG_FILE,
     CONFIG_OPTION,
     OUTPUT_DIR,
+    OUTPUT_ROOT_VARIABLE,
     candle_point,
     flagged_output_dir,
+    library_output_dir,
     model_flags,
     write_config,
 )
@@ -272,13 +275,16 @@ class CommandObjective:
     ) -> dict[str, str]:
         """The command's environment: the worker's, the task's ``EMEWS_*`` variables, a multi-rank
         task member's torch.distributed rendezvous (MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK, as
-        torchrun sets them), and with ``params: env`` the parameters."""
+        torchrun sets them), with ``params: env`` the parameters, with ``params: candle`` the run dir as
+        :data:`~emews.objective.candle_params.OUTPUT_ROOT_VARIABLE`."""
         env = dict(os.environ)
         if team is not None and team.size > 1:
             env.update(team.environ())
         env.update(EMEWS_TASK_ID=str(task["task_id"]), EMEWS_SEED=str(task["seed"]), EMEWS_RUN_DIR=str(task["run_dir"]))
         if "params_file" in task:
             env["EMEWS_PARAMS_FILE"] = str(task["params_file"])
+        if self.ref.params == "candle":
+            env[OUTPUT_ROOT_VARIABLE] = str(task["run_dir"])
         if self.ref.params == "env":
             bad = [name for name in params if not ENV_NAME.match(name)]
             if bad:
@@ -308,7 +314,7 @@ class CommandObjective:
         if self.ref.params == "candle":
             write_config(in_run_dir(run_dir, CONFIG_FILE), merged)
         argv = self.argv(merged, task, point)
-        result_names = self._result_names(argv, run_dir)
+        result_names = self._result_names(argv, merged, run_dir)
         if context.team_rank == 0:  # (a member would delete what rank 0 wrote)
             for name in result_names:  # an earlier attempt's result is not this one's
                 in_run_dir(run_dir, name).unlink(missing_ok=True)
@@ -355,18 +361,24 @@ class CommandObjective:
             f"with params: candle){newline}{rest}"
         )
 
-    def _result_names(self, argv: list[str], run_dir: Path) -> list[str]:
+    def _result_names(self, argv: list[str], params: Mapping[str, Any], run_dir: Path) -> list[str]:
         """The files in the run dir that may hold the result, in the order read (none: stdout).
         ``result: output_dir`` with the output dir given as a flag: also where CANDLE's parser
-        puts it (``RUN_DIR/EXP000/RUN000/result.txt``, :func:`flagged_output_dir`)."""
+        puts it (``RUN_DIR/EXP000/RUN000/result.txt``, :func:`flagged_output_dir`); with ``params:
+        candle`` also the same name where CANDLE's library puts the model's output dir
+        (``RUN_DIR/nt3/EXP000/RUN000/training.log``, :func:`library_output_dir`)."""
         name = self.ref.result_path
         if name is None:
             return []
         names = [name]
-        if self.ref.result == "output_dir" and self.ref.params != "candle":
+        if self.ref.params == "candle":  # where CANDLE's library puts output_dir (OUTPUT_ROOT_VARIABLE)
+            candle_dir = library_output_dir(argv, params, run_dir)
+        elif self.ref.result == "output_dir":
             candle_dir = flagged_output_dir(argv, run_dir)
-            if candle_dir is not None and candle_dir != run_dir and candle_dir.is_relative_to(run_dir):
-                names.append(str(candle_dir.relative_to(run_dir) / name))
+        else:
+            candle_dir = None
+        if candle_dir is not None and candle_dir != run_dir and candle_dir.is_relative_to(run_dir):
+            names.append(str(candle_dir.relative_to(run_dir) / name))
         return names
 
 

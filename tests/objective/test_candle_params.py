@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from test_readme import python_block
 from emews.core.candle_space import load_candle_json
 from emews.objective.command import CommandRef, as_flags
 from emews.objective.context import task_run_dir
-from testutil import REPO, TESTS, stored_rows, write_workflow
+from testutil import REPO, TESTS, stored_rows, wait_until, write_workflow
 
 NT3 = TESTS / "data" / "candle" / "nt3_parse_only.py"
 SUPERVISOR = TESTS / "data" / "supervisor"
@@ -595,3 +596,69 @@ def test_a_bare_boolean_flag_refused_by_candles_parser_says_to_use_params_candle
     assert "bare --add_noise" in first and "params: candle" in first, first
     outcome, _ = evaluate(tmp_path, CommandRef((PYTHON, str(NT3)), metric="val_loss"), {"epochs": "x"}, task_id=1)
     assert outcome.status.value == "failed" and "params: candle" not in outcome.error  # other refusals as they are
+
+
+LIB_MODEL = TESTS / "models" / "candle_lib_model.py"
+
+
+def test_a_candle_lib_model_checkpoints_in_its_run_dir_and_resume_restarts_each_from_its_own(
+    emews_cmd, tmp_path: Path
+) -> None:
+    """A model on CANDLE's library (candle_lib: NT3's ``CandleCkptKeras``) writes its output dir and
+    its checkpoints under ``$CANDLE_OUTPUT_DIR`` (else ``$CANDLE_DATA_DIR``, which it needs for its
+    data) ``/MODEL/OUTPUT_DIR/EXP/RUN``: one folder outside the experiment for every run of the
+    model, so ``result_file: training.log`` found nothing in the run dir, and a second experiment
+    (every task of a GA, which passes no ``--run_id``) restarted from another run's checkpoints
+    (NT3 under emews: 'restarting from epoch: 40', trained nothing, every task failed). emews
+    now sets ``CANDLE_OUTPUT_DIR`` to each task's run dir, as Supervisor's ``model.sh`` does, and
+    reads the result file where the library puts it: a SIGTERM mid-training, then ``emews
+    resume``, continues each trial from its own newest checkpoint (every epoch trained once), and
+    a new experiment trains from scratch."""
+    shared = tmp_path / "candle_data"  # the user's CANDLE_DATA_DIR, where the model's data would be
+    shared.mkdir()
+    emews_cmd.env["CANDLE_DATA_DIR"] = str(shared)
+    emews_cmd.env.pop("CANDLE_OUTPUT_DIR", None)
+    defaults = tmp_path / "lib_default_model.txt"
+    defaults.write_text("[Global_Params]\nmodel_name = 'lib'\noutput_dir = '.'\nepochs = 5\n"
+                        "ckpt_restart_mode = 'off'\nckpt_save_interval = 0\n")
+    events, gate = tmp_path / "events.txt", tmp_path / "gate"
+    upf = tmp_path / "upf.txt"
+    upf.write_text('{"id": "RUN000", "epochs": 5}\n{"id": "RUN001", "epochs": 5}\n')
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": [PYTHON, str(LIB_MODEL), "--run_id", "{id}"], "metric": "val_loss",
+                   "params": "candle", "defaults": str(defaults), "result": "file", "result_file": "training.log"},
+        optimizer={"name": "sweep", "options": {"file": str(upf)}},
+        space={"ckpt_restart_mode": {"type": "constant", "value": "auto"},  # NT3's defaults: off, 0
+               "ckpt_save_interval": {"type": "constant", "value": 1},
+               "events": {"type": "constant", "value": str(events)},
+               "gate": {"type": "constant", "value": str(gate)},
+               "hold_after": {"type": "constant", "value": 2}},
+        budget={"evaluations": 2},
+        task={"timeout": 300, "isolation": "process"},
+    )
+
+    def trained() -> list[str]:
+        return events.read_text().split("\n")[:-1] if events.exists() else []
+
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: {"RUN000 2", "RUN001 2"} <= set(trained()), timeout=180), trained()
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=180) == 128 + signal.SIGTERM, job.stderr.read()
+    gate.touch()
+    proc = emews_cmd("resume", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert [(r["status"], r["objective"]) for r in rows] == [("ok", 0.2), ("ok", 0.2)], [r["error"] for r in rows]
+    assert sorted(trained()) == sorted(f"RUN00{t} {e}" for t in (0, 1) for e in range(1, 6))  # each epoch once
+    for task_id in (0, 1):
+        run_dir = task_run_dir(tmp_path / "exp" / "runs", task_id)
+        assert "restarting from ckpt: initial_epoch: 2" in (run_dir / "stdout.txt").read_text()
+        assert (run_dir / "lib" / "EXP000" / f"RUN00{task_id}" / "ckpts" / "last").resolve().name == "005"
+    assert list(shared.iterdir()) == []  # nothing of the run outside the experiment
+
+    events.unlink()
+    proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "again", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert {r["status"] for r in stored_rows(tmp_path / "again")} == {"ok"}
+    assert sorted(trained()) == sorted(f"RUN00{t} {e}" for t in (0, 1) for e in range(1, 6))  # from scratch
