@@ -202,6 +202,8 @@ def run(gParameters):  # what NT3's run writes: CSVLogger's training.log in outp
         fh.write("ckpt\\n")
     with open(os.path.join(gParameters["output_dir"], "training.log"), "w") as fh:
         fh.write(repr(loss))
+    with open("candle_output_dir.txt", "w") as fh:  # where CANDLE's library (candle_lib) would root its output
+        fh.write(os.environ.get("CANDLE_OUTPUT_DIR", ""))
     return History({{"val_loss": [loss]}})
 """)
     block = python_block("candle_point", DOCS.read_text())
@@ -229,6 +231,7 @@ def run(gParameters):  # what NT3's run writes: CSVLogger's training.log in outp
         run_dir = task_run_dir(tmp_path / "exp" / "runs", r["id"])
         assert float((run_dir / "training.log").read_text()) == pytest.approx(r["objective"])
         assert (run_dir / "save" / "ckpt.log").read_text() == "ckpt\n"
+        assert (run_dir / "candle_output_dir.txt").read_text() == str(run_dir)
 
 
 def test_a_candle_models_result_txt_in_its_output_dir_is_read(tmp_path: Path) -> None:
