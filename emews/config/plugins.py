@@ -130,6 +130,7 @@ BUILTIN_OPTIMIZERS = {
     "mbo": "emews.optimizers.mbo:MBO",
     "hyperspace": "emews.optimizers.hyperspace:HyperSpace",
     "bohb": "emews.optimizers.bohb:BOHB",
+    "eqpy": "emews.optimizers.eqpy:EQPy",
 }
 #: built-in trial schedulers by short name
 BUILTIN_TRIAL_SCHEDULERS = {
