@@ -57,7 +57,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -337,6 +337,8 @@ class CommandObjective:
         )
         if found is None and context.team_rank > 0:
             return None  # a member's value never counts: torchrun-style scripts report on rank 0 only
+        if found is None and result_names and not any(in_run_dir(run_dir, name).exists() for name in result_names):
+            raise EvaluationFailed(_describe_no_file(argv[0], result_names, run_dir, output))
         if found is None:
             where = "stdout" if not result_names else f"{' or '.join(result_names)} in {run_dir}"
             tail = output.tail("stdout") if not result_names else ""
@@ -455,6 +457,18 @@ def _describe_exit(program: str, returncode: int, output: CapturedOutput) -> tup
     # after a signal it is the signal, unless the program named an error
     named = error_line(tail) if returncode < 0 else meaningful_line(tail)
     return (f"{named}\n" if named else "") + f"{message}; last lines of {stream}:\n{tail}", status
+
+
+def _describe_no_file(program: str, names: Sequence[str], run_dir: Path, output: CapturedOutput) -> str:
+    """A command that exited 0 without writing its result file: what it said, first (a model
+    script that reports its model's failure and exits 0, as the EMEWS templates' scripts do)."""
+    message = f"command {program} exited 0 but wrote no {' or '.join(names)} in {run_dir}"
+    stream = "stderr" if output.read("stderr").strip() else "stdout"
+    tail = output.tail(stream)
+    if not tail:
+        return message + " and wrote nothing to stdout or stderr"
+    named = meaningful_line(tail)
+    return (f"{named}\n" if named else "") + f"{message}; last lines of {stream}:\n{tail}"
 
 
 def write_params_file(path: Path, params: Mapping[str, Any]) -> Path:

@@ -112,6 +112,20 @@ def test_a_signal_death_is_a_crash_and_a_silent_command_a_failure(tmp_path: Path
     assert missing.status is Status.FAILED and "/no/such/program" in missing.error
 
 
+def test_a_model_script_that_exits_0_without_its_result_file_says_what_the_model_said(tmp_path: Path) -> None:
+    """The EMEWS template's model script reports its model's failure on stdout and exits 0 (``set +e``):
+    the failure names the model's error and the file not written, not "reported no 'f' in output.txt"."""
+    project = TESTS / "data" / "emews"
+    ref = CommandRef(("bash", str(project / "scripts" / "run_model.sh"), "{params}", "{run_dir}/output.txt", "1",
+                      str(project), "{run_dir}"), metric="f", result="file", result_file="output.txt")
+    outcome, run_dir = evaluate(tmp_path, ref, {"params": "oops"})
+    assert outcome.status is Status.FAILED
+    first, rest = outcome.error.split("\n", 1)
+    assert first == "ValueError: could not convert string to float: 'oops'"
+    assert f"command bash exited 0 but wrote no output.txt in {run_dir}; last lines of stderr:" in rest
+    assert "---> Error in" in (run_dir / "stdout.txt").read_text()
+
+
 def test_a_second_attempt_reads_only_its_own_output(tmp_path: Path) -> None:
     ref = CommandRef((PYTHON, str(MODEL)), metric="loss")
     first, run_dir = evaluate(tmp_path, ref, {"x": 1.0, "mode": "stdout"})
