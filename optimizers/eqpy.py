@@ -82,6 +82,11 @@ class EQPy(Optimizer):
         """Points are ``{"params": STRING}``: the ME owns its space, the workflow needs none."""
         return True
 
+    @classmethod
+    def point_keys(cls, options: Mapping[str, Any]) -> frozenset[str]:
+        """Every point is ``{"params": STRING}``: a command's ``{name}`` other than ``{params}`` is a slip."""
+        return frozenset({PARAMS})
+
     def check(self, space: Space) -> None:
         """The ME imports (with this ``eqpy``) and has a ``run()`` taking no arguments."""
         self._load()

@@ -24,7 +24,7 @@ from emews.config.plugins import (
 from emews.config.shadowing import shadowing_problem
 from emews.config.validation import config_error
 from emews.config.workflow_paths import existing_path
-from emews.config.workflow_schema import ObjectiveSection, WorkflowModel
+from emews.config.workflow_schema import ObjectiveSection, OptimizerSection, WorkflowModel
 from emews.core.errors import ConfigError, EmewsError, KeyedValueError
 from emews.core.imports import is_file_ref
 from emews.core.replicates import REPLICATE
@@ -102,19 +102,30 @@ def check_trial_scheduler(workflow: Workflow, file: str) -> None:
         raise ConfigError(str(exc), file=file, key="trial_scheduler.options") from None
 
 
-def _check_placeholders(objective: ObjectiveSection, space: Space, defaults: Mapping[str, Any], file: str) -> None:
-    """Every ``{name}`` in the command names a parameter, a model default or a task value (a points
-    file's keys, in an open space, are known only per line: not checked)."""
-    if objective.command is None or space.open:
+def _point_keys(optimizer: OptimizerSection) -> frozenset[str] | None:
+    """The keys of every point of an open space, when the optimizer says (``Optimizer.point_keys``)."""
+    try:
+        return OPTIMIZERS.resolve(optimizer.name).point_keys(optimizer.options)  # type: ignore[attr-defined]
+    except Exception:  # an optimizer that cannot be loaded: reported by check_workflow
+        return None
+
+
+def _check_placeholders(
+    objective: ObjectiveSection, space: Space, defaults: Mapping[str, Any], file: str, keys: frozenset[str] | None
+) -> None:
+    """Every ``{name}`` in the command names a parameter, a model default or a task value (in an open
+    space, one of the optimizer's point ``keys``; a points file's, known only per line: not checked)."""
+    if objective.command is None or (space.open and keys is None):
         return
-    known = set(space.names) | set(space.dimensions) | set(defaults) | set(TASK_PLACEHOLDERS)
+    names = sorted(keys) if space.open and keys is not None else list(space.dimensions)
+    known = set(space.names) | set(names) | set(defaults) | set(TASK_PLACEHOLDERS)
     unknown = sorted(objective.ref().placeholders - known)  # type: ignore[union-attr]
     if unknown:
         raise ConfigError(
             f"{{{unknown[0]}}} names no parameter",
             file=file,
             key="objective.command",
-            allowed=", ".join(f"{{{n}}}" for n in [*space.dimensions, *TASK_PLACEHOLDERS]),
+            allowed=", ".join(f"{{{n}}}" for n in [*names, *TASK_PLACEHOLDERS]),
         )
 
 
@@ -168,7 +179,7 @@ def check_workflow(workflow: Workflow) -> Any:
         raise ConfigError(str(exc), file=file, key="objective.function") from None
     except ObjectiveLoadError as exc:
         raise ConfigError(str(exc), file=file, key=_objective_key(section, str(exc))) from None
-    _check_placeholders(section, workflow.space, loaded.defaults, file)
+    _check_placeholders(section, workflow.space, loaded.defaults, file, _point_keys(workflow.model.optimizer))
     _check_candle_values(section, workflow.space, loaded.defaults, file)
     if isinstance(workflow.task_size, FunctionSize):
         try:

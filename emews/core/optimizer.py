@@ -38,6 +38,13 @@ class Optimizer(abc.ABC):
         return False
 
     @classmethod
+    def point_keys(cls, options: Mapping[str, Any]) -> frozenset[str] | None:
+        """The keys every point has, with these options, when the space is open and they are known
+        all the same (the ``eqpy`` optimizer's ``params``): ``emews check`` checks a command's
+        ``{name}`` placeholders against them. Default: ``None`` (not known: not checked)."""
+        return None
+
+    @classmethod
     def planned_evaluations(cls, options: Mapping[str, Any], space: Space) -> int | None:
         """How many points the optimizer evaluates with these options, when they say (a sweep: its
         points); the workflow's evaluation budget when it gives none. Default: ``None`` (not known)."""

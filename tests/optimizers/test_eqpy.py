@@ -153,3 +153,13 @@ def test_an_me_that_exits_is_named_with_what_it_said(project: Path) -> None:
     assert proc.returncode == 1
     assert "Could not open: 'missing-settings.json'" in proc.stdout
     assert "algorithm.py called sys.exit(1) in run(), after 1 answers" in proc.stderr
+
+
+def test_check_names_a_placeholder_that_is_not_the_params_string(project: Path) -> None:
+    """Points are {"params": STRING}: a command's {param} would reach the model as the text '{param}'."""
+    name = workflow(project)
+    text = (project / name).read_text().replace("{params}", "{param}")
+    (project / name).write_text(text)
+    proc = emews_in(project)("check", name)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "objective.command: {param} names no parameter (allowed: {params}, {run_dir}" in proc.stderr
