@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -93,35 +92,42 @@ class EQPy(Optimizer):
 
     def _load(self) -> ModuleType:
         with eqpy_api.installed():
-            try:
-                module = import_user_module(str(self.me), what="EQ/Py ME")
-            except UserImportError as exc:
-                raise KeyedValueError("optimizer.options.me", str(exc), "an EQ/Py ME file that imports") from None
-        run = getattr(module, "run", None)
-        if not callable(run):
-            raise KeyedValueError(
-                "optimizer.options.me",
-                f"EQ/Py ME {self.me} has no run() function",
-                "the ME's file, whose run() EQ/Py's init started",
-            )
-        return module
+            return import_me(self.me, "EQ/Py")
 
     def run(self, evaluator: Any) -> None:
         module = self._load()
         exchange = _Exchange(self, evaluator)
         with eqpy_api.installed(exchange):
-            try:
-                module.run()
-            except BudgetExhausted:
-                raise
-            except SystemExit as exc:
-                raise MEFailed(
-                    f"EQ/Py ME {self.me} called sys.exit({exc.code!r}) in run(), after "
-                    f"{exchange.answered} answers (its output before says why)"
-                ) from None
-            except Exception as exc:
-                raise MEFailed(f"EQ/Py ME {self.me} failed in run(): {type(exc).__name__}: {exc}") from exc
+            call_me(self.me, "EQ/Py", module.run, lambda: f"after {exchange.answered} answers")
         exchange.write_finals(evaluator.exp_dir)
+
+
+def import_me(me: Path, protocol: str) -> ModuleType:
+    """The ME's module (its stand-in ``eqpy``/``eqsql`` installed by the caller), which has a ``run``."""
+    try:
+        module = import_user_module(str(me), what=f"{protocol} ME")
+    except UserImportError as exc:
+        raise KeyedValueError("optimizer.options.me", str(exc), f"an {protocol} ME file that imports") from None
+    if not callable(getattr(module, "run", None)):
+        raise KeyedValueError(
+            "optimizer.options.me", f"{protocol} ME {me} has no run() function", f"the {protocol} ME's file, with its run()"
+        )
+    return module
+
+
+def call_me(me: Path, protocol: str, run: Callable[[], Any], progress: Callable[[], str]) -> None:
+    """Call the ME's ``run``: ``sys.exit`` or an exception in it is an :class:`MEFailed` naming the ME
+    (and ``progress()``: how far it got); the budget's end ends the run."""
+    try:
+        run()
+    except BudgetExhausted:
+        raise
+    except SystemExit as exc:
+        raise MEFailed(
+            f"{protocol} ME {me} called sys.exit({exc.code!r}) in run(), {progress()} (its output before says why)"
+        ) from None
+    except Exception as exc:
+        raise MEFailed(f"{protocol} ME {me} failed in run(): {type(exc).__name__}: {exc}") from exc
 
 
 class _Exchange:
@@ -154,7 +160,7 @@ class _Exchange:
         self.answered += 1
         if first and self.optimizer.handshake is not None:
             return self.optimizer.handshake
-        return ";".join(result_text(r) for r in self.evaluate(split_batch(message, self.optimizer.batch)))
+        return ";".join(eqpy_api.result_text(r) for r in self.evaluate(split_batch(message, self.optimizer.batch)))
 
     def evaluate(self, strings: list[str]) -> list[Result]:
         """The results of ``strings``, in order: earlier runs' where there are, the others run now."""
@@ -165,15 +171,7 @@ class _Exchange:
         try:
             ids = iter(self.evaluator.put([{PARAMS: s} for s in fresh]) if fresh else [])
         except BudgetExhausted:
-            if len(fresh) <= self.evaluator.remaining:  # not the budget: emews check --try has its point
-                raise
-            log.warning(
-                "EQ/Py ME %s: a batch of %d points does not fit the %d evaluations left of the budget: "
-                "the run ends before the ME does (raise budget.evaluations)",
-                self.optimizer.me,
-                len(fresh),
-                self.evaluator.remaining,
-            )
+            warn_over_budget(f"EQ/Py ME {self.optimizer.me}: a batch of", len(fresh), self.evaluator)
             raise
         slots: list[Result | int] = [next(ids) if slot is None else slot for slot in known]
         waiting = {slot for slot in slots if isinstance(slot, int)}
@@ -195,6 +193,19 @@ class _Exchange:
         log.info("EQ/Py ME %s ended; its final messages: %s", self.optimizer.me, path)
 
 
+def warn_over_budget(what: str, asked: int, evaluator: Any) -> None:
+    """Say in the log that ``asked`` evaluations do not fit the budget (not a ``emews check --try``,
+    whose evaluator takes one point and ends the run alike)."""
+    if asked > evaluator.remaining:
+        log.warning(
+            "%s %d points does not fit the %d evaluations left of the budget: the run ends before the ME "
+            "does (raise budget.evaluations)",
+            what,
+            asked,
+            evaluator.remaining,
+        )
+
+
 def split_batch(message: str, batch: str) -> list[str]:
     """The parameter strings of one message: ``;``-separated, or a JSON list's items."""
     if batch == "semicolon":
@@ -206,9 +217,3 @@ def split_batch(message: str, batch: str) -> list[str]:
     if not isinstance(items, list):
         raise MEFailed(f"batch: json, but the ME put a JSON {type(items).__name__}, not a list: {message[:80]!r}")
     return [item if isinstance(item, str) else json.dumps(item) for item in items]
-
-
-def result_text(result: Result) -> str:
-    """A result as the workflow answered it: the objective, ``nan`` when it failed."""
-    value = result.objective
-    return repr(float(value)) if result.ok and value is not None and math.isfinite(value) else "nan"

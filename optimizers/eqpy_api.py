@@ -10,10 +10,14 @@ and the optimizer is the workflow: it answers through an :class:`Exchange` bound
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from emews.core.results import Result
 
 #: what EQ/Py's ``output_q_get`` returns once the ME's thread has ended (kept for MEs that name it)
 EQPY_ABORT = "EQPY_ABORT"
@@ -69,3 +73,10 @@ def installed(exchange: Exchange | None = None) -> Iterator[ModuleType]:
             sys.modules.pop("eqpy", None)
         else:
             sys.modules["eqpy"] = before
+
+
+def result_text(result: Result) -> str:
+    """A result as a Swift/T workflow answered it (EQ/Py's ``IN_get``, an EQ-SQL pool's report):
+    the objective's text, ``nan`` when the evaluation failed."""
+    value = result.objective
+    return repr(float(value)) if result.ok and value is not None and math.isfinite(value) else "nan"

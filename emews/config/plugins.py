@@ -131,6 +131,7 @@ BUILTIN_OPTIMIZERS = {
     "hyperspace": "emews.optimizers.hyperspace:HyperSpace",
     "bohb": "emews.optimizers.bohb:BOHB",
     "eqpy": "emews.optimizers.eqpy:EQPy",
+    "eqsql": "emews.optimizers.eqsql:EQSQL",
 }
 #: built-in trial schedulers by short name
 BUILTIN_TRIAL_SCHEDULERS = {

@@ -104,7 +104,7 @@ def test_a_resumed_me_is_replayed_from_the_store(project: Path) -> None:
 
 def test_json_batches_of_the_emews_template_and_its_done(project: Path) -> None:
     """The EMEWS template's protocol: a JSON list per batch (``parse_json_list``), ``DONE`` at the end."""
-    (project / "python" / "me.py").write_text(
+    (project / "python" / "template_me.py").write_text(
         "import json\nimport eqpy\n\n"
         "def run():\n"
         "    eqpy.OUT_put('give me the config')\n"
@@ -115,7 +115,7 @@ def test_json_batches_of_the_emews_template_and_its_done(project: Path) -> None:
         "    eqpy.OUT_put(config + ' ' + ';'.join(results))\n"
     )
     emews = emews_in(project)
-    name = workflow(project, "json.yaml", me="python/me.py", settings=None, reply="cfg.yaml", batch="json")
+    name = workflow(project, "json.yaml", me="python/template_me.py", settings=None, reply="cfg.yaml", batch="json")
     proc = emews("launch", name, "--site", "local", "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = stored_rows(project / "exp")
