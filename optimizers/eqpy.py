@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -194,16 +195,15 @@ class _Exchange:
 
 
 def warn_over_budget(what: str, asked: int, evaluator: Any) -> None:
-    """Say in the log that ``asked`` evaluations do not fit the budget (not a ``emews check --try``,
+    """Say (log and stderr) that ``asked`` evaluations do not fit the budget (not a ``emews check --try``,
     whose evaluator takes one point and ends the run alike)."""
     if asked > evaluator.remaining:
-        log.warning(
-            "%s %d points does not fit the %d evaluations left of the budget: the run ends before the ME "
-            "does (raise budget.evaluations)",
-            what,
-            asked,
-            evaluator.remaining,
+        said = (
+            f"{what} {asked} points does not fit the {evaluator.remaining} evaluations left of the budget: "
+            "the run ends before the ME does (raise budget.evaluations; emews resume replays the ME)"
         )
+        log.warning(said)
+        print(said, file=sys.stderr)  # the terminal's last word, as rank 0 says a step or time budget's end
 
 
 def split_batch(message: str, batch: str) -> list[str]:
