@@ -8,11 +8,15 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
+
+
+#: the key of a text UPF's points: the line, as Swift/T's ``file_lines(upf)`` passed it to the model
+TEXT_KEY = "params"
 
 
 class Sweep(AskTellOptimizer):
@@ -21,14 +25,19 @@ class Sweep(AskTellOptimizer):
     Options (workflow ``optimizer.options``): ``levels`` (5: the grid's values per numeric
     parameter; categorical and ordered ones take each of their values), ``file`` (a points file,
     one JSON point per line, CANDLE's UPF, instead of the grid; relative to the current or the
-    workflow's folder) and ``backlog`` (2: points kept queued, in times the workers' capacity).
+    workflow's folder), ``lines`` (``json``: each line a JSON object, CANDLE's UPF; ``text``: each
+line the point ``{"params": LINE}``, an EMEWS UPF whose lines the model script gets whole, as
+``file_lines(upf)`` gave them to it) and ``backlog`` (2: points kept queued, in times the workers'
+capacity).
 
     Points come in order; the budget caps how many are evaluated. A resumed sweep skips
     the points an earlier run evaluated or left running (each earlier evaluation cancels
     one occurrence of its point) and finishes the rest.
     """
 
-    def __init__(self, levels: int = 5, file: Path | None = None, backlog: int = 2) -> None:
+    def __init__(
+        self, levels: int = 5, file: Path | None = None, backlog: int = 2, lines: Literal["json", "text"] = "json"
+    ) -> None:
         if levels < 1:
             raise ValueError("levels must be at least 1")
         if file is not None and not Path(file).is_file():
@@ -36,6 +45,7 @@ class Sweep(AskTellOptimizer):
         self.levels = levels
         self.file = None if file is None else Path(file)
         self.backlog = backlog
+        self.lines = lines
         self._points: Iterator[dict[str, Any]] = iter(())
         self._done: Counter[tuple] = Counter()
         self._requeued: set[int] = set()
@@ -47,29 +57,35 @@ class Sweep(AskTellOptimizer):
         return options.get("file") is not None
 
     @classmethod
+    def point_keys(cls, options: Mapping[str, Any]) -> frozenset[str] | None:
+        """A text UPF's points are ``{"params": LINE}``; a JSON one's keys are known per line only."""
+        return frozenset({TEXT_KEY}) if options.get("file") is not None and options.get("lines") == "text" else None
+
+    @classmethod
     def planned_evaluations(cls, options: Mapping[str, Any], space: Space) -> int | None:
         """The points file's points, or the grid's (the budget when the workflow gives none)."""
         file = options.get("file")
         if file is not None:
-            return sum(1 for _ in read_points_file(Path(file), space))
+            return sum(1 for _ in read_points_file(Path(file), space, options.get("lines", "json")))
         levels = options.get("levels", 5)
         return math.prod(len(space[name].grid(levels)) for name in space.names)
 
     def check(self, space: Space) -> None:
         """Read the whole points file: the first bad line raises ``ValueError`` ("file:line: ...")."""
         if self.file is not None:
-            for _ in read_points_file(self.file, space):
+            for _ in read_points_file(self.file, space, self.lines):
                 pass
 
     def written_points(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """The points file's lines as written, each with ``FILE:LINE``."""
-        if self.file is not None:
+        """A JSON points file's lines as written, each with ``FILE:LINE`` (a text UPF's lines are
+        the model's own strings: none)."""
+        if self.file is not None and self.lines == "json":
             for lineno, point in numbered_points(self.file):
                 yield f"{self.file}:{lineno}", point
 
     def start(self, space: Space, workers: int) -> None:
         super().start(space, workers)
-        self._points = read_points_file(self.file, space) if self.file else grid_points(space, self.levels)
+        self._points = read_points_file(self.file, space, self.lines) if self.file else grid_points(space, self.levels)
 
     def run(self, evaluator: Any) -> None:
         self._done = Counter(point_key(evaluator.space, t.params) for t in evaluator.requeued)
@@ -122,26 +138,35 @@ def grid_points(space: Space, levels: int) -> Iterator[dict[str, Any]]:
         yield dict(zip(names, combo, strict=True))
 
 
-def numbered_points(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each point of a JSON-lines file as written, with its line number (blank lines skipped); a
-    line that is not a JSON object raises ``ValueError`` ("file:line: ...")."""
+def numbered_points(path: Path, lines: str = "json") -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each point of a points file as written, with its line number (blank lines skipped): a JSON
+    object per line, or with ``lines: text`` the point ``{"params": LINE}``; a line that is not a
+    JSON object raises ``ValueError`` ("file:line: ...")."""
     with Path(path).open() as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
+            if lines == "text":
+                yield lineno, {TEXT_KEY: line.rstrip("\r\n")}
+                continue
             try:
                 point = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not a JSON object: {exc.msg}") from None
+                raise ValueError(
+                    f"{path}:{lineno}: not a JSON object: {exc.msg}; each line is one JSON object (CANDLE's UPF), "
+                    f'or with lines: text the point {{"{TEXT_KEY}": LINE}} (an EMEWS UPF: each line passed whole '
+                    f"to the model, {{{TEXT_KEY}}} in the command)"
+                ) from None
             if not isinstance(point, dict):
                 raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(point).__name__}")
             yield lineno, point
 
 
-def read_points_file(path: Path, space: Space) -> Iterator[dict[str, Any]]:
-    """Yield the points of a JSON-lines file; constants of the space fill keys a line leaves out."""
+def read_points_file(path: Path, space: Space, lines: str = "json") -> Iterator[dict[str, Any]]:
+    """Yield the points of a points file (:func:`numbered_points`); constants of the space fill keys
+    a line leaves out."""
     constants = space.constants
-    for lineno, point in numbered_points(path):
+    for lineno, point in numbered_points(path, lines):
         try:
             yield space.validate({**constants, **point})
         except ValueError as exc:
