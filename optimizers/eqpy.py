@@ -118,10 +118,10 @@ def import_me(me: Path, protocol: str) -> ModuleType:
 
 def call_me(me: Path, protocol: str, run: Callable[[], Any], progress: Callable[[], str]) -> None:
     """Call the ME's ``run``: ``sys.exit`` or an exception in it is an :class:`MEFailed` naming the ME
-    (and ``progress()``: how far it got); the budget's end ends the run."""
+    (and ``progress()``: how far it got); emews' own errors (the budget's end) pass as they are."""
     try:
         run()
-    except BudgetExhausted:
+    except EmewsError:  # the budget's end, a stopped distributor: emews' own, said as they are
         raise
     except SystemExit as exc:
         raise MEFailed(

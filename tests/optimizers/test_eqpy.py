@@ -163,3 +163,35 @@ def test_check_names_a_placeholder_that_is_not_the_params_string(project: Path) 
     proc = emews_in(project)("check", name)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "objective.command: {param} names no parameter (allowed: {params}, {run_dir}" in proc.stderr
+
+
+def test_supervisors_ga_me_runs_unchanged_answered_with_its_parameter_tuple(tmp_path: Path) -> None:
+    """CANDLE Supervisor's GA (workflows/common/python/deap_ga.py): its "Params" handshake answered
+    with workflow.swift's algo_params tuple (reply:), its batches ';'-joined JSON objects."""
+    supervisor = TESTS / "data" / "supervisor"
+    shutil.copytree(supervisor / "ga_me", tmp_path / "ga_me")
+    space = supervisor / "ga" / "nt3_param_space_ga.json"
+    (tmp_path / "model.py").write_text(
+        "import json, sys\n"
+        "p = json.loads(sys.argv[1])\n"
+        "print('val_loss', abs(p['learning_rate'] - 0.01) + p['dropout'] + p['epochs'] / 1000)\n"
+    )
+    # iters, pop, seed, strategy, off_prop, mut_prob, cx_prob, mut_indpb, cx_indpb, tournsize, ga_params_file, init
+    reply = f"3,4,1,'simple',0.5,0.8,0.5,0.5,0.5,2,'{space}',''"
+    (tmp_path / "ga.yaml").write_text(yaml.safe_dump({
+        "optimizer": {"name": "eqpy", "options": {"me": "ga_me/deap_ga.py", "reply": reply}},
+        "objective": {"command": ["python3", "model.py", "{params}"], "metric": "val_loss"},
+        "budget": {"evaluations": 100},
+    }))
+    proc = EmewsCommand(tmp_path)("launch", "ga.yaml", "--site", "local", "--workers", "2", "--exp-dir", "exp",
+                                  timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = stored_rows(tmp_path / "exp")
+    assert rows and all(r["status"] == "ok" for r in rows)
+    names = {p["name"] for p in json.loads(space.read_text())}
+    assert all(set(json.loads(r["params"])) == names for r in rows)  # each string one JSON object, whole
+    final = (tmp_path / "exp" / "eqpy_final.txt").read_text()  # DONE, best (indented JSON), its fitness, ...
+    assert final.startswith("DONE\n{")
+    end = final.index("\n}\n") + 2
+    best, fitness = json.loads(final[len("DONE\n"):end]), float(final[end + 1:].split("\n", 1)[0])
+    assert any(r["objective"] == fitness and json.loads(r["params"]) == best for r in rows)
