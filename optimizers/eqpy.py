@@ -28,7 +28,8 @@ from emews.core.imports import UserImportError, import_user_module
 from emews.core.optimizer import Optimizer
 from emews.core.results import Result
 from emews.core.space import Space
-from emews.optimizers import eqpy_api
+
+from . import eqpy_api
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,9 @@ def import_me(me: Path, protocol: str) -> ModuleType:
         raise KeyedValueError("optimizer.options.me", str(exc), f"an {protocol} ME file that imports") from None
     if not callable(getattr(module, "run", None)):
         raise KeyedValueError(
-            "optimizer.options.me", f"{protocol} ME {me} has no run() function", f"the {protocol} ME's file, with its run()"
+            "optimizer.options.me",
+            f"{protocol} ME {me} has no run() function",
+            f"the {protocol} ME's file, with its run()",
         )
     return module
 
@@ -165,9 +168,7 @@ class _Exchange:
 
     def evaluate(self, strings: list[str]) -> list[Result]:
         """The results of ``strings``, in order: earlier runs' where there are, the others run now."""
-        known: list[Result | int | None] = [
-            self.earlier[s].popleft() if self.earlier.get(s) else None for s in strings
-        ]
+        known: list[Result | int | None] = [self.earlier[s].popleft() if self.earlier.get(s) else None for s in strings]
         fresh = [s for s, slot in zip(strings, known, strict=True) if slot is None]
         try:
             ids = iter(self.evaluator.put([{PARAMS: s} for s in fresh]) if fresh else [])

@@ -21,8 +21,9 @@ from emews.core.errors import KeyedValueError
 from emews.core.evaluator import BudgetExhausted
 from emews.core.optimizer import Optimizer
 from emews.core.space import Space
-from emews.optimizers import eqsql_api
-from emews.optimizers.eqpy import MEFailed, call_me, import_me, warn_over_budget
+
+from . import eqsql_api
+from .eqpy import MEFailed, call_me, import_me, warn_over_budget
 
 
 class EQSQL(Optimizer):
@@ -83,7 +84,9 @@ class EQSQL(Optimizer):
         params = self._params()
         with eqsql_api.installed(lambda: queue):
             module = self._load()
-            call_me(self.me, "EQ-SQL", lambda: module.run(exp_id, params), lambda: f"after {len(queue.results)} results")
+            call_me(
+                self.me, "EQ-SQL", lambda: module.run(exp_id, params), lambda: f"after {len(queue.results)} results"
+            )
 
 
 class _BudgetedQueue(eqsql_api.TaskQueue):

@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 from emews.core.results import Result
-from emews.optimizers.eqpy_api import result_text
+
+from .eqpy_api import result_text
 
 EQ_ABORT = "EQ_ABORT"
 EQ_TIMEOUT = "EQ_TIMEOUT"
@@ -140,7 +141,9 @@ class TaskQueue:
             if eq_id is not None:
                 self.results[eq_id] = result
 
-    def query_result(self, eq_task_id: int, delay: float = 0.5, timeout: float | None = 2.0) -> tuple[ResultStatus, str]:
+    def query_result(
+        self, eq_task_id: int, delay: float = 0.5, timeout: float | None = 2.0
+    ) -> tuple[ResultStatus, str]:
         deadline = None if timeout is None else time.monotonic() + timeout
         while eq_task_id not in self.results:
             left = None if deadline is None else deadline - time.monotonic()
@@ -261,9 +264,7 @@ def _modules(queue: Callable[[], TaskQueue]) -> dict[str, ModuleType]:
         cfg_file_to_dict=lambda *a, **k: {},
     )
     cfg = module("eqsql.cfg", parse_yaml_cfg=lambda path: yaml.safe_load(Path(path).read_text()))
-    eqsql = module(
-        "eqsql", task_queues=task_queues, db_tools=db_tools, worker_pool=worker_pool, cfg=cfg, __path__=[]
-    )
+    eqsql = module("eqsql", task_queues=task_queues, db_tools=db_tools, worker_pool=worker_pool, cfg=cfg, __path__=[])
     return {m.__name__: m for m in (eqsql, task_queues, core, local_queue, db_tools, worker_pool, cfg)}
 
 

@@ -14,7 +14,6 @@ from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
 
-
 #: the key of a text UPF's points: the line, as Swift/T's ``file_lines(upf)`` passed it to the model
 TEXT_KEY = "params"
 
@@ -26,9 +25,9 @@ class Sweep(AskTellOptimizer):
     parameter; categorical and ordered ones take each of their values), ``file`` (a points file,
     one JSON point per line, CANDLE's UPF, instead of the grid; relative to the current or the
     workflow's folder), ``lines`` (``json``: each line a JSON object, CANDLE's UPF; ``text``: each
-line the point ``{"params": LINE}``, an EMEWS UPF whose lines the model script gets whole, as
-``file_lines(upf)`` gave them to it) and ``backlog`` (2: points kept queued, in times the workers'
-capacity).
+    line the point ``{"params": LINE}``, an EMEWS UPF whose lines the model script gets whole, as
+    ``file_lines(upf)`` gave them to it) and ``backlog`` (2: points kept queued, in times the
+    workers' capacity).
 
     Points come in order; the budget caps how many are evaluated. A resumed sweep skips
     the points an earlier run evaluated or left running (each earlier evaluation cancels

@@ -186,7 +186,7 @@ def test_an_unknown_optimizer_is_one_line_naming_the_key_and_every_name(site: Pa
     code = main(["check", str(write_workflow(tmp_path, optimizer={"name": "gird"}))])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert ("wf.yaml: optimizer.name: unknown optimizer 'gird'; did you mean 'grid'? (allowed: bayes, bohb, ga, grid, "
+    assert ("wf.yaml: optimizer.name: unknown optimizer 'gird'; did you mean 'grid'? (allowed: bayes, bohb, eqpy, eqsql, ga, grid, "
             "hyperspace, ") in err
     assert "package.module:Class or file.py:Class)" in err
 

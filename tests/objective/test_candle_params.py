@@ -285,7 +285,7 @@ with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
     (run_dir / nested / "result.txt").write_text("7.0")  # an earlier attempt's result is not read
     model.write_text("pass")
     outcome, _ = evaluate(tmp_path, ref, {"learning_rate": 0.5, "epochs": 3}, task_id=4)
-    assert outcome.status.value == "failed" and "reported no 'val_loss'" in outcome.error
+    assert outcome.status.value == "failed" and "exited 0 but wrote no result.txt" in outcome.error
 
 
 def test_ids_set_only_in_the_models_defaults_file_are_hidden_by_candle_and_not_read(tmp_path: Path) -> None:
