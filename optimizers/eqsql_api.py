@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from emews.core.errors import EmewsError
 from emews.core.results import Result
 
 from .eqpy_api import result_text
@@ -50,11 +51,11 @@ class TaskStatus(IntEnum):
     REQUEUED = 4
 
 
-class TimeoutError(Exception):  # noqa: A001 - EQ-SQL's name (eqsql.task_queues.core.TimeoutError)
+class TimeoutError(EmewsError):  # noqa: A001 - EQ-SQL's name (eqsql.task_queues.core.TimeoutError)
     """``as_completed`` / ``pop_completed`` waited past their timeout."""
 
 
-class StopConditionException(Exception):
+class StopConditionException(EmewsError):
     """EQ-SQL's; kept for MEs that name it."""
 
 
