@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
+from emews.core.imports import modules_installed
+
 if TYPE_CHECKING:
     from emews.core.results import Result
 
@@ -60,19 +62,14 @@ def installed(exchange: Exchange | None = None) -> Iterator[ModuleType]:
     """This module as ``eqpy`` in ``sys.modules`` (the one ``import eqpy`` finds, whatever copy of
     EQ/Py is on ``sys.path``), answering through ``exchange``; the earlier state after."""
     module = sys.modules[__name__]
-    before = sys.modules.get("eqpy")
-    sys.modules["eqpy"] = module
     if exchange is not None:
         _bound.append(exchange)
     try:
-        yield module
+        with modules_installed({"eqpy": module}):
+            yield module
     finally:
         if exchange is not None:
             _bound.remove(exchange)
-        if before is None:
-            sys.modules.pop("eqpy", None)
-        else:
-            sys.modules["eqpy"] = before
 
 
 def result_text(result: Result) -> str:

@@ -12,9 +12,8 @@ nothing, and the task queue is :class:`TaskQueue`, whose tasks are the evaluator
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from enum import IntEnum
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +22,7 @@ from typing import Any
 import yaml
 
 from emews.core.errors import EmewsError
+from emews.core.imports import modules_installed
 from emews.core.results import Result
 
 from .eqpy_api import result_text
@@ -269,17 +269,6 @@ def _modules(queue: Callable[[], TaskQueue]) -> dict[str, ModuleType]:
     return {m.__name__: m for m in (eqsql, task_queues, core, local_queue, db_tools, worker_pool, cfg)}
 
 
-@contextlib.contextmanager
-def installed(queue: Callable[[], TaskQueue]) -> Iterator[None]:
+def installed(queue: Callable[[], TaskQueue]) -> contextlib.AbstractContextManager[None]:
     """These modules as ``eqsql`` in ``sys.modules`` (what the ME's imports find); the earlier state after."""
-    modules = _modules(queue)
-    before = {name: sys.modules.get(name) for name in modules}
-    sys.modules.update(modules)
-    try:
-        yield
-    finally:
-        for name, earlier in before.items():
-            if earlier is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = earlier
+    return modules_installed(_modules(queue))

@@ -3,9 +3,11 @@ objectives and optimizers alike."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -79,3 +81,19 @@ def registered_name(path: Path, what: str) -> str:
 def _identifier(text: str) -> str:
     """``text`` with every character that cannot be in a module name made ``_``."""
     return "".join(c if c.isalnum() else "_" for c in text)
+
+
+@contextlib.contextmanager
+def modules_installed(modules: Mapping[str, ModuleType]) -> Iterator[None]:
+    """``modules`` in ``sys.modules`` under their names (what an ``import`` of them finds, whatever
+    else is on ``sys.path``: emews' stand-ins for a protocol's package); the earlier state after."""
+    before = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, earlier in before.items():
+            if earlier is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = earlier
