@@ -352,7 +352,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for line in ([cut] if cut else []) + workflow.warnings():
         print(f"emews: warning: {line}", file=sys.stderr)
     print(
-        f"{workflow.source}: ok — optimizer {workflow.model.optimizer.name}, "
+        f"{workflow.label}: ok — optimizer {workflow.model.optimizer.name}, "
         f"{counted(len(workflow.space), 'parameter')}, budget {workflow.model.budget.describe()}"
     )
     if site is not None:

@@ -90,3 +90,33 @@ def test_coming_from_optuna_ports_a_conditional_study_as_written(emews_cmd, tmp_
     assert proc.returncode == 0, proc.stderr
     again = load(tmp_path / "experiments" / "rerun-001").results
     assert len(again) == 1 and again["objective"].iloc[0] == best["objective"]
+
+
+def console_block(command: str, text: str) -> list[str]:
+    """The lines a ``console`` block of ``text`` shows after ``$ command`` (up to its next prompt)."""
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        lines = block.splitlines()
+        if f"$ {command}" in lines:
+            after = lines[lines.index(f"$ {command}") + 1 :]
+            return after[: next((i for i, line in enumerate(after) if line.startswith("$ ")), len(after))]
+    raise AssertionError(f"no console block runs {command!r}")
+
+
+def test_a_mistake_in_the_workflow_prints_what_the_docs_show(emews_cmd, tmp_path: Path) -> None:
+    """The README's and the workflow reference's workflow with its keys mistyped: ``emews check
+    wf.yaml`` prints the lines the docs show, naming the file as typed (it printed the absolute
+    path, and the README left out the 'did you mean'), exit 2."""
+    reference = (REPO / "docs" / "workflow-reference.md").read_text()
+    workflow = next(b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if b.startswith("optimizer:"))
+    assert workflow in reference
+    (tmp_path / "wf.yaml").write_text(workflow.replace("lower: -32.768", "lowr: -32.768"))
+    proc = emews_cmd("check", "wf.yaml")
+    assert (proc.returncode, proc.stderr.splitlines(), proc.stdout) == (2, console_block("emews check wf.yaml", README), "")
+    (tmp_path / "wf.yaml").write_text(
+        workflow.replace("lower: -32.768", "lowr: -32.768").replace("evaluations: 200", "evaluation: 200")
+    )
+    proc = emews_cmd("check", "wf.yaml")
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, console_block("emews check wf.yaml", reference))
+    (tmp_path / "wf.yaml").write_text(workflow)
+    proc = emews_cmd("check", "wf.yaml")
+    assert proc.returncode == 0 and proc.stdout.startswith("wf.yaml: ok — optimizer random, 6 parameters, budget 200")

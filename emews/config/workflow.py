@@ -20,7 +20,13 @@ from emews.config.plugins import OPTIMIZERS, TRIAL_SCHEDULERS, validate_options
 from emews.config.space_section import build_space
 from emews.config.validation import config_error
 from emews.config.workflow_checks import check_inline_teams, check_replicates, check_trial_scheduler, check_workflow
-from emews.config.workflow_paths import find_workflow_file, resolve_class_file, resolve_objective, resolve_task_size
+from emews.config.workflow_paths import (
+    find_workflow_file,
+    is_workflow_path,
+    resolve_class_file,
+    resolve_objective,
+    resolve_task_size,
+)
 from emews.config.workflow_schema import BUDGET_ALLOWED, OptimizerSection, WorkflowModel
 from emews.config.yamlio import load_mapping, set_dotted
 from emews.core.errors import ConfigError
@@ -145,12 +151,13 @@ def rename_old_keys(data: dict[str, Any], file: str) -> None:
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
     """Read, validate and resolve a workflow; raise ConfigError naming file and key."""
     path = find_workflow_file(ref)
-    data = load_mapping(path)
-    rename_old_keys(data, str(path))
+    label = ref if is_workflow_path(ref) else str(path)  # messages name a file as the user typed it
+    data = load_mapping(Path(label))
+    rename_old_keys(data, label)
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value, f"--set {key}")
     try:
-        return workflow_from_mapping(data, path, check_imports=check_imports)
+        return workflow_from_mapping(data, path, label=label, check_imports=check_imports)
     except ConfigError as exc:
         if not overrides:
             raise

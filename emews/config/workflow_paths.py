@@ -30,9 +30,14 @@ def available_workflows() -> list[str]:
     return sorted(names)
 
 
+def is_workflow_path(ref: str) -> bool:
+    """Whether ``ref`` names a workflow by its path (else by name: ``./workflows/REF.yaml`` or a built-in)."""
+    return ref.endswith((".yaml", ".yml")) or "/" in ref
+
+
 def find_workflow_file(ref: str) -> Path:
     """A path, ``./workflows/REF.yaml``, or the built-in ``REF.yaml``."""
-    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+    if is_workflow_path(ref):
         path = Path(ref)
         if not path.is_file():
             raise ConfigError("workflow file does not exist" + _near_miss(ref, Path.cwd()), file=ref)
