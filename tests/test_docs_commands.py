@@ -171,3 +171,22 @@ def test_every_batch_launch_in_the_docs_is_accepted_as_written(emews_cmd) -> Non
         if proc.returncode != 0:
             refused.append(f"{name}: emews launch ... {options}: {proc.stderr.strip().splitlines()[-1:]}")
     assert refused == []
+
+
+def test_the_reference_lists_every_command_with_every_option() -> None:
+    """docs/workflow-reference.md's command table is the complete list: each command and each of its
+    options (``emews checkpoints``, ``results --by-point``, ``resume --set`` were missing from it)."""
+    reference = (REPO / "docs" / "workflow-reference.md").read_text()
+    table = reference.split("## The command line", 1)[1].split("\n\n", 2)[1]
+    rows = [row for row in table.splitlines() if row.startswith("| `emews ")]
+    listed: dict[str, set[str]] = {}
+    for row in rows:
+        for command, rest in re.findall(r"`emews ([a-z]+)([^`]*)`", row.split(" | ")[0]):
+            listed.setdefault(command, set()).update(_OPTION.findall(rest))
+    hidden = {"--help", "-h", "--job-exit", "--lease", "--pool"}  # run's are emews' own
+    missing = [
+        f"emews {command} {option}" if option else f"emews {command}"
+        for command, options in subcommand_options().items()
+        for option in ([""] if command not in listed else []) + sorted(options - hidden - listed.get(command, set()))
+    ]
+    assert missing == []
