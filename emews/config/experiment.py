@@ -20,7 +20,6 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -117,12 +116,13 @@ def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
     from emews.config.workflow import load_workflow, rename_old_keys
     from emews.config.yamlio import set_dotted
 
-    data = read_workflow(exp_dir)
     path = exp_dir / WORKFLOW_FILE
+    load_workflow(str(path), overrides, check_imports=False)  # a bad value is --set's, named so; nothing written
+    data = read_workflow(exp_dir)
     rename_old_keys(data, str(path))  # an older experiment's file is written back with the new names
     for key, value in overrides.items():
         set_dotted(data, key, value, f"--set {key}")
-    _replace_yaml(path, data, check=lambda written: load_workflow(str(written), check_imports=False))
+    _replace_yaml(path, data)
 
 
 def update_site(exp_dir: Path, site: dict[str, Any]) -> None:
@@ -132,14 +132,11 @@ def update_site(exp_dir: Path, site: dict[str, Any]) -> None:
     _replace_yaml(exp_dir / SITE_FILE, site)
 
 
-def _replace_yaml(path: Path, data: dict[str, Any], check: Callable[[Path], object] | None = None) -> None:
-    """Replace ``path`` with ``data`` as YAML, atomically: written beside it, ``check``-ed there (a
-    :class:`ConfigError` leaves ``path`` as it was), then renamed over it."""
+def _replace_yaml(path: Path, data: dict[str, Any]) -> None:
+    """Replace ``path`` with ``data`` as YAML, atomically: written beside it, then renamed over it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         _dump_yaml(tmp, data)
-        if check is not None:
-            check(tmp)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

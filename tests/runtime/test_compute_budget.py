@@ -222,3 +222,21 @@ def test_a_compute_budget_beside_evaluations_ends_the_run_at_whichever_comes_fir
     else:
         assert len(rows) == budget["evaluations"] and f"{len(rows)}/{len(rows)} evaluations" in proc.stderr
         assert "budget reached" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("item, says", [
+    ("budget.evaluation=50", "--set: budget.evaluation: unknown key 'evaluation'; did you mean 'evaluations'?"),
+    ("budget.time=banana", "--set: budget.time: malformed duration 'banana'"),
+])
+def test_a_bad_budget_given_to_resume_is_named_as_set(emews_cmd, tmp_path: Path, item: str, says: str) -> None:
+    """``emews resume EXP --set budget.evaluation=50`` named a temporary file,
+    ``EXP/.workflow.yaml.PID.tmp: budget.evaluation: ...``, the new workflow it checked: one line
+    naming ``--set`` now, exit 2, the experiment's workflow.yaml as it was."""
+    wf = write_workflow(tmp_path, budget={"evaluations": 2})
+    assert emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240).returncode == 0
+    before = (tmp_path / "exp" / "workflow.yaml").read_text()
+    proc = emews_cmd("resume", "exp", "--set", item, timeout=240)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(f"emews: error: {says}") and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert (tmp_path / "exp" / "workflow.yaml").read_text() == before
+    assert sorted(p.name for p in (tmp_path / "exp").iterdir() if p.name.startswith(".")) == []
