@@ -154,6 +154,7 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     label = ref if is_workflow_path(ref) else str(path)  # messages name a file as the user typed it
     data = load_mapping(Path(label))
     rename_old_keys(data, label)
+    created = {key.split(".")[0] for key in overrides or {}} - set(data)  # sections only --set wrote
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value, f"--set {key}")
     try:
@@ -161,16 +162,20 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     except ConfigError as exc:
         if not overrides:
             raise
-        raise _blamed_on_overrides(exc, overrides) from None
+        raise _blamed_on_overrides(exc, overrides, created) from None
 
 
-def _blamed_on_overrides(exc: ConfigError, overrides: Mapping[str, Any]) -> ConfigError:
-    """``exc`` with each problem whose key a ``--set`` gave (or lies under one) blamed on ``--set``,
-    not on the workflow file (``--set budget.evaluations=abc`` named the file)."""
+def _blamed_on_overrides(exc: ConfigError, overrides: Mapping[str, Any], created: set[str]) -> ConfigError:
+    """``exc`` with each problem whose key a ``--set`` gave (or lies under one, or in a section that
+    only ``--set`` wrote) blamed on ``--set``, not on the workflow file (``--set
+    budget.evaluations=abc`` named the file; ``--set trial_scheduler.options.max_t=9`` on a
+    workflow without a trial scheduler named its missing ``trial_scheduler.name``)."""
 
     def source(problem: ConfigError) -> str | None:
         key = problem.key
-        given = key is not None and any(key == k or key.startswith(k + ".") for k in overrides)
+        given = key is not None and (
+            any(key == k or key.startswith(k + ".") for k in overrides) or key.split(".")[0] in created
+        )
         return "--set" if given else problem.file
 
     problems = [exc, *exc.more]

@@ -124,6 +124,21 @@ def test_set_trial_scheduler_changes_an_older_files_section(tmp_path: Path) -> N
     assert workflow.model.trial_scheduler.name == "asha" and workflow.model.trial_scheduler.options == {"max_t": 3}
 
 
+def test_a_section_only_set_wrote_is_blamed_on_set(tmp_path: Path) -> None:
+    """The reference's ``--set trial_scheduler.options.max_t=9`` on a workflow without a trial
+    scheduler named the workflow file (``wf.yaml: trial_scheduler.name: required key is missing``),
+    which has no such section: the section is ``--set``'s, and so is what it lacks. A file's own
+    mistake beside a ``--set`` is still the file's."""
+    path = trainer(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_workflow(str(path), {"trial_scheduler.options.max_t": 9})
+    assert (info.value.file, info.value.key) == ("--set", "trial_scheduler.name"), info.value
+    bad = trainer(tmp_path, task={"timeout": -1})
+    with pytest.raises(ConfigError) as info:
+        load_workflow(str(bad), {"trial_scheduler.name": "asha"})
+    assert (info.value.file, info.value.key) == (str(bad), "task.timeout"), info.value
+
+
 def test_launch_help_says_which_file_a_set_key_changes(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
         main(["launch", "--help"])
