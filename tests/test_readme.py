@@ -120,3 +120,21 @@ def test_a_mistake_in_the_workflow_prints_what_the_docs_show(emews_cmd, tmp_path
     (tmp_path / "wf.yaml").write_text(workflow)
     proc = emews_cmd("check", "wf.yaml")
     assert proc.returncode == 0 and proc.stdout.startswith("wf.yaml: ok — optimizer random, 6 parameters, budget 200")
+
+
+def listed_files(text: str) -> set[str]:
+    """The top-level names the ``experiments/random-001/`` listing of ``text`` shows."""
+    block = re.search(r"^```\n(experiments/random-001/\n.*?)^```", text, re.S | re.M).group(1)
+    return {m.group(1).split("/")[0] for m in re.finditer(r"^  (\S+)", block, re.M)}
+
+
+def test_the_experiment_directory_listings_name_every_file_a_run_leaves(emews_cmd, tmp_path: Path) -> None:
+    """The README's and docs/experiments.md's listings of an experiment directory name every file a
+    finished run leaves there (the README's left out exit-status.json)."""
+    from testutil import write_workflow
+
+    wf = write_workflow(tmp_path, budget={"evaluations": 2})
+    assert emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240).returncode == 0
+    left = {p.name for p in (tmp_path / "exp").iterdir()}
+    for text in (README, (REPO / "docs" / "experiments.md").read_text()):
+        assert left - listed_files(text) == set()
