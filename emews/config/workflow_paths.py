@@ -46,8 +46,10 @@ def find_workflow_file(ref: str) -> Path:
         candidate = folder / f"{ref}.yaml"
         if candidate.is_file():
             return candidate.resolve()
+    typed = [f"{ref}{suffix}" for suffix in (".yaml", ".yml") if Path(f"{ref}{suffix}").is_file()]
     raise ConfigError(
-        f"unknown workflow {ref!r}" + did_you_mean(ref, available_workflows()),
+        f"unknown workflow {ref!r}"
+        + (f"; did you mean {typed[0]!r}?" if typed else did_you_mean(ref, available_workflows())),
         key="WORKFLOW",
         allowed=", ".join(available_workflows()) + ", or a path to a .yaml file",
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from testutil import RUGGED, rugged_workflow, wait_until, write_workflow
+from testutil import REPO, RUGGED, rugged_workflow, wait_until, write_workflow
 
 
 # --------------------------------------------------------------------------- status --watch
@@ -131,6 +131,14 @@ def test_an_unknown_workflow_name_says_what_was_probably_meant(emews_cmd) -> Non
     proc = emews_cmd("check", "randm")
     assert proc.returncode == 2 and "unknown workflow 'randm'; did you mean 'random'?" in proc.stderr, proc.stderr
 
+
+
+def test_a_workflow_file_named_without_its_suffix_is_named_with_it(emews_cmd, tmp_path: Path) -> None:
+    """``emews check wf`` beside ``wf.yaml`` (a new user leaving the suffix off) offered nothing of
+    the file it probably meant: it says ``did you mean 'wf.yaml'?`` now."""
+    (tmp_path / "wf.yaml").write_text((REPO / "workflows" / "random.yaml").read_text())
+    proc = emews_cmd("check", "wf")
+    assert proc.returncode == 2 and "unknown workflow 'wf'; did you mean 'wf.yaml'?" in proc.stderr, proc.stderr
 
 # --------------------------------------------------------------------------- every problem
 def test_every_problem_of_a_workflow_is_listed_one_line_each(emews_cmd, tmp_path: Path) -> None:
