@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, did_you_mean
 from emews.core.wording import counted
@@ -46,6 +46,12 @@ class _Parser(argparse.ArgumentParser):
             self.long_options += [o for o in action.option_strings if o.startswith("--")]
         return action
 
+    def error(self, message: str) -> NoReturn:
+        """argparse's own mistakes (a missing or malformed value, a missing argument) as one line,
+        exit 2, as every other mistake, not its usage and a second line."""
+        allowed = ", ".join(self.commands) if self.commands else None
+        raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)", allowed=allowed)
+
     def add_command(self, sub: Any, name: str, **kwargs: Any) -> _Parser:
         """``sub.add_parser(name, ...)``, kept in :attr:`commands`."""
         parser: _Parser = sub.add_parser(name, **kwargs)
@@ -75,8 +81,8 @@ def _unknown(
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    """The command line's arguments; a ConfigError naming an unknown command or option (argparse's
-    own errors, a missing or malformed value, stay argparse's)."""
+    """The command line's arguments; a ConfigError naming an unknown command or option, or argparse's
+    own error (a missing or malformed value: :meth:`_Parser.error`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     first = next((word for word in argv if not word.startswith("-")), None)

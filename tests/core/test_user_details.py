@@ -115,6 +115,12 @@ def test_an_unknown_name_says_what_was_probably_meant(emews_cmd, tmp_path: Path,
      "polaris, summit)"),
     (["lanch", "random"], "unknown command 'lanch'; did you mean 'launch'? (allowed: launch, check, resume,"),
     (["launch", "random", "local"], "emews launch takes no argument 'local' (allowed: --help, --site,"),
+    # argparse's own mistakes printed its usage and a second line (found in a docs walkthrough)
+    (["launch", "random", "--workers", "x"],
+     "emews launch: argument --workers: invalid int value: 'x' (see emews launch --help)"),
+    (["report", "exp", "--format", "jpg"], "emews report: argument --format: invalid choice: 'jpg'"),
+    (["launch"], "emews launch: the following arguments are required: workflow (see emews launch --help)"),
+    ([], "emews: the following arguments are required: COMMAND (see emews --help) (allowed: launch, check,"),
 ])
 def test_an_unknown_option_or_command_says_what_was_probably_meant(emews_cmd, tmp_path: Path, args: list[str],
                                                                    expected: str) -> None:
