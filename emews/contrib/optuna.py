@@ -79,18 +79,17 @@ class OptunaSampler(AskTellOptimizer):
         self.trials.update(zip(ids, self.fresh, strict=False))
 
     def ingest(self, results):
-        """Tell Optuna each result: a trial its trial scheduler stopped early as PRUNED with its reports as
-        intermediate values (Optuna then takes the last finite one as its value, as for a trial that raised
-        ``TrialPruned``), a success as COMPLETE, any other as FAIL."""
+        """Tell Optuna each result: a trial its trial scheduler stopped early as PRUNED with the reports
+        the scheduler took in as intermediate values (none an objective made after the stop: Optuna's
+        raised ``TrialPruned`` there), its value the last step's unless NaN (as Optuna's ``tell``),
+        a success as COMPLETE, any other as FAIL."""
         for r in results:
             pruned = self._pruned(r)
             state = TrialState.PRUNED if pruned else TrialState.COMPLETE if r.ok else TrialState.FAIL
             steps = self._intermediate_values(r.id) if pruned else {}
             trial = self.trials.pop(r.id, None)
             if trial is None:  # an earlier run's result: add it as a finished trial
-                value = r.loss if r.ok else None
-                if pruned:
-                    value = next((v for v in reversed(steps.values()) if math.isfinite(v)), None) if steps else None
+                value = pruned_value(steps) if pruned else r.loss if r.ok else None
                 self.study.add_trial(
                     create_trial(
                         params={k: r.params[k] for k in self.dists},
@@ -111,12 +110,21 @@ class OptunaSampler(AskTellOptimizer):
         return stopped is not None and result.status in (Status.OK, Status.FAILED) and stopped(result.id)
 
     def _intermediate_values(self, trial: int) -> dict[int, float]:
-        """Step -> the trial's reported metric signed as Optuna minimizes it (its last report of each step)."""
+        """Step -> the trial's reported metric signed as Optuna minimizes it (its last report of each step
+        the trial scheduler took in)."""
         evaluator = self.evaluator
         sign = float(evaluator.direction.sign)
         steps: dict[int, float] = {}
-        for report in evaluator.reports(trial):
+        for report in evaluator.scheduled_reports(trial):
             value = report.metrics.get(evaluator.metric)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 steps[report.step] = sign * float(value)
         return steps
+
+
+def pruned_value(steps: dict[int, float]) -> float | None:
+    """The value Optuna's ``tell`` gives a PRUNED trial: its last step's intermediate value, unless NaN."""
+    if not steps:
+        return None
+    value = steps[max(steps)]
+    return None if math.isnan(value) else value

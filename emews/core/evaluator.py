@@ -11,7 +11,7 @@ from typing import Any
 from emews.core.direction import Direction
 from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
-from emews.core.results import Result, StoredReport, Task
+from emews.core.results import Result, StoredReport, Task, reports_before_ends
 from emews.core.seeds import task_seed
 from emews.core.space import Space, SpaceError
 from emews.core.task_size import FixedSize, TaskSize, TaskSizeError, whole_ranks
@@ -63,7 +63,7 @@ class Evaluator:
     ``first_id`` the next task id; ids never collide with earlier ones.
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     ``reports``  reads the training reports stored so far (see :meth:`reports`).
-    ``scheduler_end`` reads how a trial's scheduler ended it (see :meth:`ended_by_scheduler`).
+    ``scheduler_end`` reads the step and action a trial's scheduler ended it at (see :meth:`ended_by_scheduler`).
     ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
     ``metric``   the name of the objective's metric: what the reports' metrics hold it under
                  (``None`` when not known).
@@ -85,7 +85,7 @@ class Evaluator:
         exp_dir: Path | None = None,
         observers: Sequence[EvaluatorObserver] = (),
         reports: Callable[[int | None], list[StoredReport]] | None = None,
-        scheduler_end: Callable[[int], str | None] | None = None,
+        scheduler_end: Callable[[int], tuple[int, str] | None] | None = None,
         task_size: TaskSize | None = None,
         metric: str | None = None,
     ) -> None:
@@ -144,6 +144,14 @@ class Evaluator:
         each is on disk before the trial scheduler saw it. Empty when the run keeps no store."""
         return [] if self._read_reports is None else self._read_reports(trial)
 
+    def scheduled_reports(self, trial: int) -> list[StoredReport]:
+        """``trial``'s reports its trial scheduler took in, in arrival order: :meth:`reports` up to the
+        one it was first answered stop or complete at (an objective that trained on, deaf to the
+        answer, reported to no scheduler after it)."""
+        end = None if self._scheduler_end is None else self._scheduler_end(trial)
+        reports = self.reports(trial)
+        return reports if end is None else reports_before_ends(reports, {trial: end[0]})
+
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it (answered a report with stop or complete);
         ``False`` when the run keeps no store."""
@@ -152,7 +160,8 @@ class Evaluator:
     def stopped_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler stopped it early (answered a report with stop before
         any complete: Optuna's pruned trial); ``False`` when the run keeps no store."""
-        return self._scheduler_end is not None and self._scheduler_end(trial) == "stop"
+        end = None if self._scheduler_end is None else self._scheduler_end(trial)
+        return end is not None and end[1] == "stop"
 
     def put(
         self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None, priority: float = 0.0

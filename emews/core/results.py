@@ -7,7 +7,7 @@ where a frozen dataclass costs several times as much to create.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from operator import attrgetter
@@ -150,3 +150,16 @@ class StoredReport:
     step: int
     metrics: Mapping[str, Any]
     time: float
+
+
+def reports_before_ends(reports: Sequence[StoredReport], ends: Mapping[int, int]) -> list[StoredReport]:
+    """``reports`` without those a trial made after the report it was first answered stop or
+    complete at (``ends``: trial -> that step): the run gave them to no scheduler."""
+    kept, over = [], set()
+    for report in reports:
+        if report.trial in over:
+            continue
+        kept.append(report)
+        if ends.get(report.trial) == report.step:
+            over.add(report.trial)
+    return kept

@@ -353,7 +353,7 @@ def run_optimizer_rank(
                     exp_dir=spec.exp_dir,
                     observers=spec.observers,
                     reports=reports,
-                    scheduler_end=None if reports is None else reports.scheduler_end,
+                    scheduler_end=None if reports is None else reports.first_end,
                     task_size=spec.task_size,
                     metric=spec.objective.metric,
                 )

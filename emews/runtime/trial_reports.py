@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from emews.core.direction import Direction
-from emews.core.results import Outcome, Status, StoredReport, Task
+from emews.core.results import Outcome, Status, Task, reports_before_ends
 from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.walltime_pause import PauseClock
 from emews.store import DURABLE, Store
@@ -379,15 +379,3 @@ class TrialService:
                 )
         self.store.mark_deleted(sorted(doomed))
 
-
-def reports_before_ends(reports: Sequence[StoredReport], ends: Mapping[int, int]) -> list[StoredReport]:
-    """``reports`` without those a trial made after the report it was first answered stop or
-    complete at (``ends``: trial -> that step): the run gave them to no scheduler."""
-    kept, over = [], set()
-    for report in reports:
-        if report.trial in over:
-            continue
-        kept.append(report)
-        if ends.get(report.trial) == report.step:
-            over.add(report.trial)
-    return kept

@@ -377,9 +377,15 @@ class Store(ABC):
         """Trial -> ``(step, action)`` of the first report it was answered ``stop`` or ``complete``."""
 
     @abstractmethod
+    def first_end(self, trial: int) -> tuple[int, str] | None:
+        """``(step, action)`` of the first report ``trial``'s trial scheduler answered ``stop`` or
+        ``complete``; ``None`` while it ended none."""
+
     def scheduler_end(self, trial: int) -> str | None:
         """How ``trial``'s trial scheduler ended it: the action (``stop``, ``complete``) of the first
         report it answered with one; ``None`` while it ended none."""
+        end = self.first_end(trial)
+        return None if end is None else end[1]
 
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""

@@ -84,9 +84,9 @@ class ReportReader:
     def __call__(self, trial: int | None = None) -> list[StoredReport]:
         return self._opened().reports(trial)
 
-    def scheduler_end(self, trial: int) -> str | None:
-        """How ``trial``'s trial scheduler ended it (:meth:`Store.scheduler_end`)."""
-        return self._opened().scheduler_end(trial)
+    def first_end(self, trial: int) -> tuple[int, str] | None:
+        """The step and action ``trial``'s trial scheduler ended it at (:meth:`Store.first_end`)."""
+        return self._opened().first_end(trial)
 
     def _opened(self) -> Store:
         if self._store is None:

@@ -533,16 +533,16 @@ class TrialStore:
         )
         return [StoredReport(seq, t, step, loads_metrics(m), when) for seq, t, step, m, when in rows]
 
-    def scheduler_end(self, trial: int) -> str | None:
-        """The action (``stop`` or ``complete``) of the first report ``trial``'s scheduler answered
-        with one of them; ``None`` while it ended no report."""
+    def first_end(self, trial: int) -> tuple[int, str] | None:
+        """``(step, action)`` of the first report ``trial``'s scheduler answered ``stop`` or
+        ``complete``; ``None`` while it ended no report."""
         if not self._has("decisions"):
             return None
         row = self._db.execute(
-            "SELECT action FROM decisions WHERE trial = ? AND action IN (?, ?) ORDER BY rowid LIMIT 1",
+            "SELECT step, action FROM decisions WHERE trial = ? AND action IN (?, ?) ORDER BY rowid LIMIT 1",
             (trial, Action.STOP.value, Action.COMPLETE.value),
         ).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else (int(row[0]), str(row[1]))
 
     def first_ends(self) -> dict[int, tuple[int, str]]:
         """Trial -> ``(step, action)`` of the first report it was answered ``stop`` or ``complete``

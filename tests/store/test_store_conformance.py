@@ -166,6 +166,7 @@ def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     store.add_decision(0, 2, "stop")
     store.add_decision(0, 3, "stop")
     assert store.first_ends() == {0: (2, "stop")}
+    assert store.first_end(0) == (2, "stop") and store.first_end(1) is None and store.scheduler_end(0) == "stop"
     store.add([_result(0)])
     states = store.trial_states()
     assert states[0].step == 2 and states[0].action == "stop" and states[1].clones == ((0, 2),)
