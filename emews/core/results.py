@@ -92,6 +92,14 @@ class Outcome:
             self.error = utf8_text(self.error)
 
 
+def not_finite(value: float | None) -> str | None:
+    """How a value no optimizer can rank as a loss is said (``NaN``, ``inf``, ``-inf``: a diverged
+    model); ``None`` for a finite number or no value."""
+    if value is None or math.isfinite(value):
+        return None
+    return "NaN" if math.isnan(value) else f"{value:g}"
+
+
 @dataclass(slots=True)
 class Result:
     """A finished evaluation as the optimizer sees it.
@@ -122,15 +130,21 @@ class Result:
 
     @classmethod
     def from_outcome(cls, task: Task, outcome: Outcome, sign: float) -> Result:
-        ok = outcome.status is Status.OK and outcome.value is not None and math.isfinite(outcome.value)
+        """The result of ``task``'s ``outcome``; one said ok with a value that is not finite (a NaN, an
+        infinity: no optimizer can rank it) is a failed result, on every path that ends a task."""
+        status, error = outcome.status, outcome.error
+        said = not_finite(outcome.value)
+        if status is Status.OK and said is not None:
+            status, error = Status.FAILED, error or f"objective returned {said}"
+        ok = status is Status.OK and outcome.value is not None
         return cls(
             id=task.id,
             params=task.params,
-            status=outcome.status,
+            status=status,
             objective=outcome.value,
             loss=sign * outcome.value if ok and outcome.value is not None else math.inf,
             metrics=outcome.metrics,
-            error=outcome.error,
+            error=error,
             rank=outcome.rank,
             host=outcome.host,
             submitted=task.submitted,

@@ -4,7 +4,6 @@ it is called with is :mod:`emews.objective.context`)."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import traceback
 from collections.abc import Callable, Mapping
@@ -15,7 +14,7 @@ from typing import Any, Protocol
 
 from emews.core.errors import EmewsError
 from emews.core.imports import UserImportError, import_user_module
-from emews.core.results import Outcome, Status, utf8_text
+from emews.core.results import Outcome, Status, not_finite, utf8_text
 from emews.core.space import plain_value, to_builtin
 from emews.core.textfiles import write_atomic
 from emews.objective.context import Running, TaskContext
@@ -214,7 +213,7 @@ def outcome_from_return(task_id: int, returned: Any, metric: str, *, member: boo
             **where,
             error=f"objective returned {type(value).__name__} {value!r}, not a number",
         )
-    if not math.isfinite(value):  # NaN, or inf (a diverged model): no optimizer can rank it as a loss
-        said = "NaN" if math.isnan(value) else f"{value:g}"
+    said = not_finite(value)
+    if said is not None:  # NaN, or inf (a diverged model): no optimizer can rank it as a loss
         return Outcome(task_id, Status.FAILED, metrics=metrics, error=f"objective returned {said}", **where)
     return Outcome(task_id, Status.OK, float(value), metrics=metrics, **where)

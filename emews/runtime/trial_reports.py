@@ -23,6 +23,7 @@ from typing import Any
 
 from emews.core.direction import Direction
 from emews.core.results import Outcome, Status, Task, reports_before_ends
+from emews.objective.function import outcome_from_return
 from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.walltime_pause import PauseClock
 from emews.store import DURABLE, Store
@@ -127,7 +128,8 @@ class TrialService:
     def resumed_wait(self, task: Task) -> WaitingTrial | None:
         """Whether ``task``, unfinished in the store, waits for a promotion (the rebuilt scheduler has
         it paused): then it is held again, not run. Its outcome is the one its task ended with, or,
-        when the run stopped before that arrived, its last report's metrics."""
+        when the run stopped before that arrived, its last report's metrics as a ``run`` that returns
+        nothing has them (a NaN or infinite metric is a failure, never ``ok``)."""
         if self.store is None or task.id not in self._waited:
             return None
         reports = self.store.reports(task.id)
@@ -136,15 +138,10 @@ class TrialService:
         last, stored = reports[-1], self.store.last_wait(task.id)
         if stored is not None and stored[0] >= last.step:
             return WaitingTrial(task, stored[1], stored[0])
-        value = last.metrics.get(self._objective_metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            outcome = Outcome(task.id, Status.OK, float(value), dict(last.metrics))
-        else:
-            outcome = Outcome(
-                task.id,
-                Status.FAILED,
-                error=f"the run stopped as this trial paused; its last report has no number {self._objective_metric!r}",
-            )
+        # as a ``run`` that returns nothing: its last report is its result (a NaN one no success)
+        outcome = outcome_from_return(task.id, dict(last.metrics), self._objective_metric)
+        if outcome.status is not Status.OK:
+            outcome.error = f"the run stopped as this trial paused; its last report as its result: {outcome.error}"
         return WaitingTrial(task, outcome, last.step)
 
     def hold(self, trial: int, step: int) -> None:
@@ -378,4 +375,3 @@ class TrialService:
                     "retention: not deleting %s: outside the experiment directory %s", row.path, self.store.root
                 )
         self.store.mark_deleted(sorted(doomed))
-

@@ -279,3 +279,63 @@ def test_a_rebuild_gives_the_scheduler_no_report_a_trial_made_after_its_stop(tmp
         assert rebuilt.scheduler.recorded == live.scheduler.recorded and 1 not in live.scheduler.recorded[3]
         assert report(rebuilt, 1, 4) == "stop"   # t1 stays stopped after the resume
         assert [report(rebuilt, 2, s) for s in (2, 3)] == [report(live, 2, s) for s in (2, 3)]
+
+
+DIVERGED_AT_A_RUNG = '''
+import math, os, time
+from pathlib import Path
+
+def run(params, ctx):
+    """Ranked by its accuracy (finite), its loss diverged (NaN): paused at rung 1, it holds until the gate."""
+    gate = Path(os.environ["GATE"])
+    for step in range(1, 4):
+        decision = ctx.report(step=step, metrics={"loss": math.nan, "acc": 0.1 * step}, checkpoint=step)
+        if decision.stop:
+            gate.with_name("held").touch()
+            deadline = time.monotonic() + 120
+            while not gate.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            break
+'''
+
+
+def test_a_trial_paused_at_a_nan_resumes_failed_not_ok(emews_cmd, tmp_path: Path) -> None:
+    """ASHA promotion ranks by ``acc``; the objective's metric ``loss`` is NaN. The trial pauses at rung 1
+    and the job is killed (kill -9) before its task ended: ``emews resume`` holds it again with its last
+    report as its outcome, and, never promoted (nothing else to run), it ends with that outcome: a NaN is
+    no success (before: ``ok`` with the objective NaN, ranked by ``exp.best`` and counted ok)."""
+    (tmp_path / "diverged.py").write_text(DIVERGED_AT_A_RUNG)
+    gate = tmp_path / "gate"
+    emews_cmd.env["GATE"] = str(gate)
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "diverged.py"), "metric": "loss"},
+                        space={"rate": {"type": "float", "lower": 0.0, "upper": 1.0}},
+                        optimizer={"name": "random", "options": {"seed": 1}},
+                        budget={"evaluations": 1}, task={"isolation": "inline", "timeout": 600},
+                        trial_scheduler={"name": "asha", "options": {
+                            "max_t": 9, "grace_period": 1, "reduction_factor": 3, "variant": "promotion",
+                            "metric": "acc", "mode": "max"}})
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
+    assert wait_until(lambda: (tmp_path / "held").exists() or job.poll() is not None, timeout=240)
+    assert job.poll() is None, job.communicate()
+    kill_job(emews_cmd, job)
+    assert query(exp, "SELECT trial, step, action FROM decisions") == [(0, 1, "pause")]
+    assert stored_rows(exp) == []
+
+    gate.touch()
+    second = emews_cmd("resume", "exp", timeout=300)
+    assert second.returncode == 0, second.stderr
+    [result] = stored_rows(exp)
+    assert result["status"] == "failed" and "NaN" in result["error"], result
+    assert query(exp, "SELECT COUNT(*) FROM reports") == [(1,)]  # held, not run again
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_an_ok_outcome_with_a_value_that_is_not_finite_is_a_failed_result(value: float) -> None:
+    """The one place an outcome becomes a result (every path: resume, retry, pool, team) never makes a
+    non-finite value a success that results.csv, the summary or ``best`` could rank."""
+    from emews.core.results import Outcome, Result, Status, Task
+
+    result = Result.from_outcome(Task(3, {"x": 1}, 0, 0.0), Outcome(3, Status.OK, value, {"acc": 0.5}), -1.0)
+    assert (result.status, result.loss) == (Status.FAILED, float("inf"))
+    assert result.error == f"objective returned {'NaN' if value != value else f'{value:g}'}"
