@@ -131,7 +131,7 @@ class SharedTrials(TrialService):
         for stored in foreign:
             end = ends.get(stored.trial)
             if end is None or stored.step <= end[0]:  # after its stop or complete it reached no scheduler
-                self.scheduler.replay(stored, self._params.get(stored.trial, {}), None)
+                self.scheduler.take_in(stored, self._params.get(stored.trial, {}), None)
             self._mark(stored.seq)
         if upto - self._low > self.GAP_PATIENCE:  # long-missing seqs were rolled back
             self._known = {s for s in self._known if s > upto - self.GAP_PATIENCE}

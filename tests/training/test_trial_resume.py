@@ -339,3 +339,56 @@ def test_an_ok_outcome_with_a_value_that_is_not_finite_is_a_failed_result(value:
     result = Result.from_outcome(Task(3, {"x": 1}, 0, 0.0), Outcome(3, Status.OK, value, {"acc": 0.5}), -1.0)
     assert (result.status, result.loss) == (Status.FAILED, float("inf"))
     assert result.error == f"objective returned {'NaN' if value != value else f'{value:g}'}"
+
+
+def test_a_rebuilt_pbt_draws_as_the_live_one_after_a_trial_diverged(tmp_path: Path) -> None:
+    """A report whose metric is NaN (a diverged model) is answered stop by the trial service without
+    asking the scheduler; PBT seeds each draw with the reports it has seen. The PBT ``emews resume``
+    rebuilds from the store must not count the NaN report either: its next exploit draws the same
+    parameters as the uninterrupted run's (before: one report more, other draws)."""
+    from emews.core.results import Task
+    from emews.core.space import Float, Space
+    from emews.runtime.trial_reports import TrialService
+    from emews.store.results_store import ResultsStore
+    from emews.training.messages import Action, Report
+    from emews.training.schedulers.pbt import PBT
+
+    space = Space({"lr": Float(1e-3, 1e-1, log=True)})
+
+    def pbt() -> PBT:
+        return PBT(perturbation_interval=1, quantile_fraction=0.5, resample_probability=1.0).bind(
+            metric="loss", direction="minimize", space=space, seed=7)
+
+    tasks = {t: Task(t, {"lr": 0.01 * (t + 1)}, t, 0.0) for t in range(4)}
+    with ResultsStore(tmp_path / "results.db") as store:
+        live = TrialService(store, pbt(), metric="loss")
+        answers = [live.handle(Report(t, 0, step, {"loss": loss}, 0.0), tasks[t]).decision.action.value
+                   for t, step, loss in ((0, 1, 0.1), (1, 1, 0.2), (2, 1, float("nan")), (3, 1, 0.4))]
+        assert answers[2] == "stop"  # diverged: no scheduler asked
+        rebuilt = TrialService(store, pbt(), metric="loss")
+        rebuilt.rebuild()
+        assert rebuilt.scheduler.reports == live.scheduler.reports
+        after = [s.scheduler.on_report(3, 2, {"loss": 0.5}, tasks[3].params) for s in (live, rebuilt)]
+        assert after[0].action is Action.EXPLOIT and after[0] == after[1]
+
+
+def test_a_rebuilt_hyperband_deals_brackets_as_the_live_one_after_a_trial_diverged(tmp_path: Path) -> None:
+    """Hyperband deals trials to brackets in the order of their first report; a trial whose first
+    report is NaN never reached it live (stopped at once), so the rebuilt one deals it no bracket
+    either, and the trials after it keep their brackets (before: each one bracket on)."""
+    from emews.core.results import Task
+    from emews.runtime.trial_reports import TrialService
+    from emews.store.results_store import ResultsStore
+    from emews.training.messages import Report
+    from emews.training.schedulers.hyperband import Hyperband
+
+    def hyperband() -> Hyperband:
+        return Hyperband(max_t=9, grace_period=1, reduction_factor=3).bind(metric="loss", direction="minimize")
+
+    with ResultsStore(tmp_path / "results.db") as store:
+        live = TrialService(store, hyperband(), metric="loss")
+        for t, loss in ((0, 0.1), (1, float("nan")), (2, 0.3), (3, 0.4)):
+            live.handle(Report(t, 0, 1, {"loss": loss}, 0.0), Task(t, {"rate": loss}, t, 0.0))
+        rebuilt = TrialService(store, hyperband(), metric="loss")
+        rebuilt.rebuild()
+        assert rebuilt.scheduler.bracket_of == live.scheduler.bracket_of == {0: 0, 2: 1, 3: 2}

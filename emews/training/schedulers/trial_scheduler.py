@@ -98,11 +98,18 @@ class TrialScheduler(abc.ABC):
         seq of the report they answered), then its promotions (``(trial, step it paused at)``, in
         order), then the trials that ended."""
         for report in reports:
-            self.replay(report, params.get(report.trial, {}), (exploits or {}).get(report.seq))
+            self.take_in(report, params.get(report.trial, {}), (exploits or {}).get(report.seq))
         for trial, step in promoted:
             self.was_promoted(trial, step)
         for trial in ended:
             self.ended(trial)
+
+    def take_in(self, report: StoredReport, params: Mapping[str, Any], exploit: Decision | None) -> None:
+        """Rebuilding: :meth:`replay` ``report`` unless it :meth:`diverged`: the run stopped that trial
+        without asking the scheduler (PBT, which seeds each draw with the reports it saw, would draw
+        otherwise than the run did)."""
+        if not self.diverged(report.metrics):
+            self.replay(report, params, exploit)
 
     def replay(self, report: StoredReport, params: Mapping[str, Any], exploit: Decision | None) -> None:
         """Rebuilding: take in one report of an earlier run (``exploit``: the exploit that answered
