@@ -142,6 +142,8 @@ class TrialService:
         outcome = outcome_from_return(task.id, dict(last.metrics), self._objective_metric)
         if outcome.status is not Status.OK:
             outcome.error = f"the run stopped as this trial paused; its last report as its result: {outcome.error}"
+        # stored as if its task had ended there: never promoted, it ended stopped early (results.csv)
+        self.store.add_wait(task.id, last.step, outcome)
         return WaitingTrial(task, outcome, last.step)
 
     def hold(self, trial: int, step: int) -> None:

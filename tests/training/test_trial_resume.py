@@ -10,6 +10,7 @@ Everything is synchronized on store rows (read-only) and log lines, never on sle
 
 from __future__ import annotations
 
+import csv
 import json
 import signal
 from pathlib import Path
@@ -289,7 +290,8 @@ def run(params, ctx):
     """Ranked by its accuracy (finite), its loss diverged (NaN): paused at rung 1, it holds until the gate."""
     gate = Path(os.environ["GATE"])
     for step in range(1, 4):
-        decision = ctx.report(step=step, metrics={"loss": math.nan, "acc": 0.1 * step}, checkpoint=step)
+        loss = float(os.environ.get("LOSS", "nan")) / step
+        decision = ctx.report(step=step, metrics={"loss": loss, "acc": 0.1 * step}, checkpoint=step)
         if decision.stop:
             gate.with_name("held").touch()
             deadline = time.monotonic() + 120
@@ -299,11 +301,8 @@ def run(params, ctx):
 '''
 
 
-def test_a_trial_paused_at_a_nan_resumes_failed_not_ok(emews_cmd, tmp_path: Path) -> None:
-    """ASHA promotion ranks by ``acc``; the objective's metric ``loss`` is NaN. The trial pauses at rung 1
-    and the job is killed (kill -9) before its task ended: ``emews resume`` holds it again with its last
-    report as its outcome, and, never promoted (nothing else to run), it ends with that outcome: a NaN is
-    no success (before: ``ok`` with the objective NaN, ranked by ``exp.best`` and counted ok)."""
+def _killed_while_paused(emews_cmd, tmp_path: Path) -> Path:
+    """Launch DIVERGED_AT_A_RUNG (one trial), kill -9 the job while the trial holds at its pause, resume."""
     (tmp_path / "diverged.py").write_text(DIVERGED_AT_A_RUNG)
     gate = tmp_path / "gate"
     emews_cmd.env["GATE"] = str(gate)
@@ -321,13 +320,35 @@ def test_a_trial_paused_at_a_nan_resumes_failed_not_ok(emews_cmd, tmp_path: Path
     kill_job(emews_cmd, job)
     assert query(exp, "SELECT trial, step, action FROM decisions") == [(0, 1, "pause")]
     assert stored_rows(exp) == []
-
     gate.touch()
     second = emews_cmd("resume", "exp", timeout=300)
     assert second.returncode == 0, second.stderr
+    assert query(exp, "SELECT COUNT(*) FROM reports") == [(1,)]  # held, not run again
+    return exp
+
+
+def test_a_trial_killed_while_paused_and_never_promoted_is_stopped_early(emews_cmd, tmp_path: Path) -> None:
+    """As a trial whose task ended at its pause and that was never promoted, one the job was killed
+    at while it paused ends ``stopped early`` (results.csv, the summary), not ``completed``: it
+    trained one step of nine (before: completed, its wait never stored)."""
+    emews_cmd.env["LOSS"] = "2.0"
+    exp = _killed_while_paused(emews_cmd, tmp_path)
+    [result] = stored_rows(exp)
+    assert (result["status"], result["objective"]) == ("ok", 2.0)
+    with open(exp / "results.csv") as fh:
+        [row] = list(csv.DictReader(fh))
+    assert (row["t:step"], row["t:ended"]) == ("1", "stopped early")
+    assert json.loads((exp / "summary.json").read_text())["endings"] == {"stopped early": 1}
+
+
+def test_a_trial_paused_at_a_nan_resumes_failed_not_ok(emews_cmd, tmp_path: Path) -> None:
+    """ASHA promotion ranks by ``acc``; the objective's metric ``loss`` is NaN. The trial pauses at rung 1
+    and the job is killed (kill -9) before its task ended: ``emews resume`` holds it again with its last
+    report as its outcome, and, never promoted (nothing else to run), it ends with that outcome: a NaN is
+    no success (before: ``ok`` with the objective NaN, ranked by ``exp.best`` and counted ok)."""
+    exp = _killed_while_paused(emews_cmd, tmp_path)
     [result] = stored_rows(exp)
     assert result["status"] == "failed" and "NaN" in result["error"], result
-    assert query(exp, "SELECT COUNT(*) FROM reports") == [(1,)]  # held, not run again
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
