@@ -64,6 +64,7 @@ class Evaluator:
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     ``reports``  reads the training reports stored so far (see :meth:`reports`).
     ``scheduler_end`` reads the step and action a trial's scheduler ended it at (see :meth:`ended_by_scheduler`).
+    ``stopped_early`` reads whether a trial's scheduler ended it early (see :meth:`stopped_by_scheduler`).
     ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
     ``metric``   the name of the objective's metric: what the reports' metrics hold it under
                  (``None`` when not known).
@@ -86,6 +87,7 @@ class Evaluator:
         observers: Sequence[EvaluatorObserver] = (),
         reports: Callable[[int | None], list[StoredReport]] | None = None,
         scheduler_end: Callable[[int], tuple[int, str] | None] | None = None,
+        stopped_early: Callable[[int], bool] | None = None,
         task_size: TaskSize | None = None,
         metric: str | None = None,
     ) -> None:
@@ -105,6 +107,7 @@ class Evaluator:
         self._queues = queues
         self._read_reports = reports
         self._scheduler_end = scheduler_end
+        self._stopped_early = stopped_early
         earlier = [r.id for r in self.history] + [t.id for t in self.requeued]
         self._next_id = max([first_id, *(i + 1 for i in earlier)])
         #: points earlier runs put (one id each, in order, also those lost at a kill -9): an
@@ -159,9 +162,9 @@ class Evaluator:
 
     def stopped_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler stopped it early (answered a report with stop before
-        any complete: Optuna's pruned trial); ``False`` when the run keeps no store."""
-        end = None if self._scheduler_end is None else self._scheduler_end(trial)
-        return end is not None and end[1] == "stop"
+        any complete, or paused it for a promotion that never came: Optuna's pruned trial, ``stopped
+        early`` in results.csv); ``False`` when the run keeps no store."""
+        return self._stopped_early is not None and self._stopped_early(trial)
 
     def put(
         self, points: Iterable[Mapping[str, Any]], *, ranks: int | Sequence[int] | None = None, priority: float = 0.0

@@ -354,6 +354,7 @@ def run_optimizer_rank(
                     observers=spec.observers,
                     reports=reports,
                     scheduler_end=None if reports is None else reports.first_end,
+                    stopped_early=None if reports is None else reports.stopped_early,
                     task_size=spec.task_size,
                     metric=spec.objective.metric,
                 )

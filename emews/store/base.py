@@ -387,6 +387,15 @@ class Store(ABC):
         end = self.first_end(trial)
         return None if end is None else end[1]
 
+    def stopped_early(self, trial: int) -> bool:
+        """Whether ``trial``'s scheduler ended it early (its ending ``stopped early``): it was first
+        answered ``stop``, or it paused for a promotion at its last step and none came."""
+        end = self.first_end(trial)
+        if end is not None:
+            return end[1] == "stop"
+        reports, wait = self.reports(trial), self.last_wait(trial)
+        return bool(reports) and wait is not None and wait[0] == reports[-1].step
+
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""
         return self.scheduler_end(trial) is not None

@@ -84,6 +84,10 @@ class ReportReader:
     def __call__(self, trial: int | None = None) -> list[StoredReport]:
         return self._opened().reports(trial)
 
+    def stopped_early(self, trial: int) -> bool:
+        """Whether ``trial``'s scheduler ended it early (:meth:`Store.stopped_early`)."""
+        return self._opened().stopped_early(trial)
+
     def first_end(self, trial: int) -> tuple[int, str] | None:
         """The step and action ``trial``'s trial scheduler ended it at (:meth:`Store.first_end`)."""
         return self._opened().first_end(trial)

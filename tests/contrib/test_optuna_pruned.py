@@ -31,14 +31,14 @@ class Recording(OptunaSampler):
 '''
 
 
-def _workflow(tmp_path: Path, evaluations: int) -> Path:
+def _workflow(tmp_path: Path, evaluations: int, **asha: str) -> Path:
     (tmp_path / "recording.py").write_text(RECORDING)
     return testutil.write_workflow(
         tmp_path, objective={"module": str(testutil.TRAINER), "metric": "loss"},
         space={"rate": {"type": "float", "lower": 0.0, "upper": 1.0}, "epochs": {"type": "constant", "value": 9}},
         optimizer={"name": f"{tmp_path / 'recording.py'}:Recording", "options": {"seed": 3, "n_startup_trials": 3}},
         budget={"evaluations": evaluations}, task={"isolation": "inline", "timeout": 120},
-        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3}})
+        trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3, **asha}})
 
 
 def _expected(exp: Path) -> list[tuple[str, dict[str, float]]]:
@@ -144,3 +144,19 @@ def test_a_trial_pruned_at_a_nan_has_no_value_live_and_after_resume(emews_cmd, t
     assert proc.returncode == 0, proc.stderr
     again = json.loads((exp / "optuna_trials.json").read_text())
     assert (again[0]["state"], again[0]["value"]) == ("PRUNED", None)
+
+
+def test_a_trial_paused_for_a_promotion_that_never_came_is_pruned(emews_cmd, tmp_path: Path) -> None:
+    """ASHA's promotion variant: a trial paused at a rung and never promoted ended 'stopped early'
+    (results.csv); Optuna, whose SuccessiveHalvingPruner prunes it there, is told PRUNED, its value its
+    last report's, never COMPLETE as if it had trained its course."""
+    wf = _workflow(tmp_path, 6, variant="promotion")
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    exp = emews_cmd.cwd / "exp"
+    import csv
+    with open(exp / "results.csv") as fh:
+        ended = [row["t:ended"] for row in csv.DictReader(fh)]
+    assert "stopped early" in ended and "completed" in ended
+    told = json.loads((exp / "optuna_trials.json").read_text())
+    assert [t["state"] for t in told] == ["PRUNED" if e == "stopped early" else "COMPLETE" for e in ended]
