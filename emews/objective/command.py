@@ -315,21 +315,22 @@ class CommandObjective:
             write_config(in_run_dir(run_dir, CONFIG_FILE), merged)
         argv = self.argv(merged, task, point)
         result_names = self._result_names(argv, merged, run_dir)
-        if context.team_rank == 0:  # (a member would delete what rank 0 wrote)
-            for name in result_names:  # an earlier attempt's result is not this one's
-                in_run_dir(run_dir, name).unlink(missing_ok=True)
+        # an earlier attempt's result is not this one's; it is left in place, not deleted: a result
+        # file may be the model's own record (CANDLE's ckpts/last/ckpt-info.json, which it restarts from)
+        earlier = {name: file_version(in_run_dir(run_dir, name)) for name in result_names}
         output = CapturedOutput(run_dir, context.team_rank)
         returncode = output.run(argv, self.environment(merged, task, context.team))
         if returncode != 0:
             message, status = _describe_exit(argv[0], returncode, output)
             raise EvaluationFailed(self._bare_flag_hint(message, merged), status)
+        written = [name for name in result_names if file_version(in_run_dir(run_dir, name)) not in (None, earlier[name])]
         found = (
             parse_result(output.stdout(), self.ref.metric, bare_number=False)
             if not result_names
             else next(
                 (
                     value
-                    for name in result_names
+                    for name in written
                     if (value := read_result_file(in_run_dir(run_dir, name), self.ref.metric)) is not None
                 ),
                 None,
@@ -337,7 +338,7 @@ class CommandObjective:
         )
         if found is None and context.team_rank > 0:
             return None  # a member's value never counts: torchrun-style scripts report on rank 0 only
-        if found is None and result_names and not any(in_run_dir(run_dir, name).exists() for name in result_names):
+        if found is None and result_names and not written:
             raise EvaluationFailed(_describe_no_file(argv[0], result_names, run_dir, output))
         if found is None:
             where = "stdout" if not result_names else f"{' or '.join(result_names)} in {run_dir}"
@@ -518,6 +519,16 @@ def keras_value(line: str, metric: str) -> float | None:
         return None
     found = re.findall(rf"\s-\s{re.escape(metric)}:\s+(\S+)", line)
     return _number(found[-1]) if found else None
+
+
+def file_version(path: Path) -> tuple[int, int, int, int] | None:
+    """Which version of the file at ``path`` is there (device, inode, size, modification time), so
+    that one the command wrote tells from one an earlier attempt left; ``None``: no file."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
 
 
 def read_result_file(path: Path, metric: str) -> Any:

@@ -5,9 +5,11 @@ which Benchmarks' models import since 2022) puts them, for tests; ours, no CANDL
 As candle_lib does: the parameters are the ``--config_file`` ``[Global_Params]`` file (values
 ``eval``-ed: Python literals here) with ``--run_id`` / ``--experiment_id`` over them; the output dir
 is ``$CANDLE_OUTPUT_DIR`` (else ``$CANDLE_DATA_DIR``) ``/MODEL_NAME/OUTPUT_DIR/EXPERIMENT_ID/RUN_ID``
-(``directory_tree_from_parameters``); checkpoints go to ``OUTPUT/ckpts/epochs/NNN`` with ``ckpts/last``
-linking the newest (``CandleCkpt.ckpt_epoch``), and with ``ckpt_restart_mode = 'auto'`` training
-restarts after the epoch ``ckpts/last`` holds (``CandleCkpt.restart``, NT3's ``initial_epoch``).
+(``directory_tree_from_parameters``); checkpoints go to ``OUTPUT/ckpts/epochs/NNN`` (``model.h5`` and
+``ckpt-info.json``, written in ``ckpts/work`` and renamed) with ``ckpts/last`` and ``ckpts/best`` linking
+the newest by its absolute path (``CandleCkpt.ckpt_epoch``, ``CandleCkptPyTorch``), and with
+``ckpt_restart_mode = 'auto'`` training restarts after the epoch ``ckpts/last`` holds, a ``model.h5``
+there without its ``ckpt-info.json`` an error (``CandleCkpt.restart``, ``restart_json``; NT3's ``initial_epoch``).
 Each epoch appends a row to ``OUTPUT/training.log`` (Keras' ``CSVLogger``), prints a Keras-like
 line and appends ``RUN_ID EPOCH`` to the ``events`` file; after epoch ``hold_after`` it waits for
 the ``gate`` file.
@@ -46,23 +48,40 @@ def output_dir(params: dict) -> Path:
     return path
 
 
-def checkpoint(ckpts: Path, epoch: int) -> None:
-    """``ckpts/epochs/NNN`` written, then ``ckpts/last`` linked to it (replaced at once)."""
-    this = ckpts / "epochs" / f"{epoch:03d}"
-    this.mkdir(parents=True, exist_ok=True)
-    (this / "epoch.json").write_text(json.dumps({"epoch": epoch}))
-    (ckpts / "last.new").unlink(missing_ok=True)
-    (ckpts / "last.new").symlink_to(this)
-    os.replace(ckpts / "last.new", ckpts / "last")
+def checkpoint(ckpts: Path, epoch: int, val_loss: float) -> None:
+    """As ``CandleCkpt.ckpt_epoch``: ``ckpts/work`` written and renamed ``ckpts/epochs/NNN``, then
+    ``ckpts/best`` and ``ckpts/last`` removed and linked to its resolved path."""
+    root = ckpts.resolve()
+    work, this = root / "work", root / "epochs" / f"{epoch:03d}"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "model.h5").write_text(json.dumps({"epoch": epoch}))
+    (work / "ckpt-info.json").write_text(json.dumps({"epoch": epoch, "best_metric_last": val_loss}) + "\n")
+    this.parent.mkdir(exist_ok=True)
+    os.rename(work, this)
+    for link in (root / "best", root / "last"):
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(this, link)
+
+
+def restart(ckpts: Path) -> int:
+    """As ``CandleCkpt.restart`` under ``auto``: the epoch ``ckpts/last`` holds, 0 without a model there."""
+    last = f"{ckpts}/last"
+    if not os.path.exists(last + "/model.h5"):
+        return 0
+    print(f"restarting: '{last}/model.h5'", flush=True)
+    if not os.path.exists(last + "/ckpt-info.json"):
+        raise Exception(f"restart_json(): in: '{last}' model exists but not json!")
+    with open(last + "/ckpt-info.json") as fh:
+        return json.load(fh)["epoch"]
 
 
 def main() -> None:
     params = parameters()
     out = output_dir(params)
     ckpts = out / "ckpts"
-    start = 0
-    if params.get("ckpt_restart_mode") == "auto" and (ckpts / "last" / "epoch.json").is_file():
-        start = json.loads((ckpts / "last" / "epoch.json").read_text())["epoch"]
+    start = restart(ckpts) if params.get("ckpt_restart_mode") == "auto" else 0
+    if start:
         print(f"restarting from ckpt: initial_epoch: {start}", flush=True)
     log = out / "training.log"
     if start == 0 or not log.is_file():
@@ -72,7 +91,7 @@ def main() -> None:
         with log.open("a") as fh:
             fh.write(f"{epoch - 1},{val_loss}\n")
         if params.get("ckpt_save_interval"):
-            checkpoint(ckpts, epoch)
+            checkpoint(ckpts, epoch, val_loss)
         print(f"1/1 - 0s - loss: {val_loss} - val_loss: {val_loss}", flush=True)
         with open(params["events"], "a") as fh:
             fh.write(f"{params['run_id']} {epoch}\n")

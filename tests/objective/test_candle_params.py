@@ -23,7 +23,7 @@ from test_readme import python_block
 from emews.core.candle_space import load_candle_json
 from emews.objective.command import CommandRef, as_flags
 from emews.objective.context import task_run_dir
-from testutil import REPO, TESTS, stored_rows, wait_until, write_workflow
+from testutil import REPO, TESTS, query, stored_rows, wait_until, write_workflow
 
 NT3 = TESTS / "data" / "candle" / "nt3_parse_only.py"
 SUPERVISOR = TESTS / "data" / "supervisor"
@@ -665,3 +665,4 @@ def test_a_candle_lib_model_checkpoints_in_its_run_dir_and_resume_restarts_each_
     assert proc.returncode == 0, proc.stderr
     assert {r["status"] for r in stored_rows(tmp_path / "again")} == {"ok"}
     assert sorted(trained()) == sorted(f"RUN00{t} {e}" for t in (0, 1) for e in range(1, 6))  # from scratch
+
