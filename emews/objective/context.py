@@ -16,6 +16,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emews.objective.run_dir_links import repoint_links
 from emews.training.checkpoints import CHECKPOINTS_DIR
 from emews.training.messages import CONTINUE, FOLLOWING, Action, Decision
 
@@ -70,6 +71,8 @@ class TaskContext:
     _exploit_shared: bool = field(default=False, init=False, compare=False, repr=False)
     #: the metrics of this attempt's last report (team rank 0's): the result of a ``run`` that returns nothing
     last_metrics: dict[str, Any] | None = field(default=None, init=False, compare=False, repr=False)
+    #: links in the run dir that a copied or moved experiment left were re-pointed (:attr:`run_dir`)
+    _run_dir_ready: bool = field(default=False, init=False, compare=False, repr=False)
 
     @property
     def team_rank(self) -> int:
@@ -136,6 +139,10 @@ class TaskContext:
             raise RuntimeError("this run has no experiment directory")
         path = task_run_dir(self.runs_root, self.task_id)
         path.mkdir(parents=True, exist_ok=True)
+        if not self._run_dir_ready:
+            if self.team_rank == 0:  # a model's absolute links into the experiment this one was copied from
+                repoint_links(path)
+            self._run_dir_ready = True
         return path
 
     def report(self, step: int, metrics: Mapping[str, Any], checkpoint: Any = None, *, wait: bool = True) -> Decision:

@@ -8,6 +8,7 @@ keys), fed the real Supervisor GA file and UPF files (``tests/data/supervisor``)
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import signal
@@ -666,3 +667,109 @@ def test_a_candle_lib_model_checkpoints_in_its_run_dir_and_resume_restarts_each_
     assert {r["status"] for r in stored_rows(tmp_path / "again")} == {"ok"}
     assert sorted(trained()) == sorted(f"RUN00{t} {e}" for t in (0, 1) for e in range(1, 6))  # from scratch
 
+
+def _files(root: Path) -> dict[str, str]:
+    """Every file and link under ``root``: a file's text, a link's target."""
+    return {str(p.relative_to(root)): os.readlink(p) if p.is_symlink() else p.read_text()
+            for p in sorted(root.rglob("*")) if p.is_symlink() or p.is_file()}
+
+
+def _stopped_candle_lib_run(emews_cmd, tmp_path: Path, stop: str):
+    """Two trials of a model on candle_lib that checkpoints as ``CandleCkpt`` does (P1B1's PyTorch
+    model, with ``CandleCkptPyTorch``), its result CANDLE's ``ckpts/last/ckpt-info.json`` (P1B1
+    reports no metric of its own; ``best_metric_last`` is there), launched and stopped (SIGTERM, or
+    every process SIGKILLed) after each saved epoch 2 of 5; the experiment, what was trained
+    (``RUN_ID EPOCH``, sorted) and the gate that lets them train on."""
+    emews_cmd.env["CANDLE_DATA_DIR"] = str(tmp_path / "candle_data")
+    emews_cmd.env.pop("CANDLE_OUTPUT_DIR", None)
+    (tmp_path / "candle_data").mkdir()
+    defaults = tmp_path / "lib_default_model.txt"
+    defaults.write_text("[Global_Params]\nmodel_name = 'p1b1'\nepochs = 5\n"
+                        "ckpt_restart_mode = 'off'\nckpt_save_interval = 0\n")
+    events, gate = tmp_path / "events.txt", tmp_path / "gate"
+    upf = tmp_path / "upf.txt"
+    upf.write_text('{"id": "RUN000"}\n{"id": "RUN001"}\n')
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": [PYTHON, str(LIB_MODEL), "--run_id", "{id}"], "metric": "best_metric_last",
+                   "params": "candle", "defaults": str(defaults), "result": "file",
+                   "result_file": "ckpts/last/ckpt-info.json"},
+        optimizer={"name": "sweep", "options": {"file": str(upf)}},
+        space={"ckpt_restart_mode": {"type": "constant", "value": "auto"},
+               "ckpt_save_interval": {"type": "constant", "value": 1},
+               "events": {"type": "constant", "value": str(events)},
+               "gate": {"type": "constant", "value": str(gate)},
+               "hold_after": {"type": "constant", "value": 2}},
+        task={"timeout": 300, "isolation": "process"},
+    )
+
+    def trained() -> list[str]:
+        return sorted(events.read_text().split("\n")[:-1]) if events.exists() else []
+
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert wait_until(lambda: {"RUN000 2", "RUN001 2"} <= set(trained()), timeout=180), trained()
+    # recorded as running (after half a second: one killed sooner is not run again, its point goes
+    # to a new task: a CANDLE epoch takes longer than that)
+    assert wait_until(lambda: (exp / "results.db").exists() and query(exp, "SELECT count(*) FROM tasks") == [(2,)],
+                      timeout=60)
+    if stop == "SIGTERM":
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(timeout=180) == 128 + signal.SIGTERM, job.stderr.read()
+    else:
+        emews_cmd.kill_all()
+        job.communicate(timeout=60)
+    return exp, trained, gate
+
+
+def _resumed_from_epoch_2(emews_cmd, exp: Path, trained) -> None:
+    """``emews resume EXP`` ran both trials on from their epoch 2 to 5: each result is epoch 5's."""
+    proc = emews_cmd("resume", exp.name, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = stored_rows(exp)
+    assert [(r["status"], r["objective"]) for r in rows] == [("ok", 0.2), ("ok", 0.2)], [r["error"] for r in rows]
+    assert trained() == sorted(f"RUN00{t} {e}" for t in (0, 1) for e in range(3, 6)), trained()
+    for task_id in (0, 1):
+        run_dir = task_run_dir(exp / "runs", task_id)
+        assert (run_dir / "stdout.txt").read_text().count("restarting from ckpt: initial_epoch: 2") == 1
+        last = run_dir / "p1b1" / "Output" / "EXP000" / f"RUN00{task_id}" / "ckpts" / "last"
+        assert last.resolve() == last.parent.resolve() / "epochs" / "005"  # its own
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "kill -9"])
+def test_a_candle_checkpoint_that_is_the_result_file_is_restarted_from_by_emews_resume(
+    emews_cmd, tmp_path: Path, stop: str
+) -> None:
+    """Resumed, each trial restarts from its own newest CANDLE checkpoint. emews deleted the
+    earlier attempt's result file before the task ran again, through the ``ckpts/last`` link, so
+    the checkpoint lost its ckpt-info.json and every trial failed in CANDLE's ``restart_json``
+    ('model exists but not json!'); now an earlier result file is left in place and only one the
+    command writes is read."""
+    exp, trained, gate = _stopped_candle_lib_run(emews_cmd, tmp_path, stop)
+    (tmp_path / "events.txt").unlink()
+    gate.touch()
+    _resumed_from_epoch_2(emews_cmd, exp, trained)
+
+
+def _files(root: Path) -> dict[str, str]:
+    """Every file and link under ``root``: a file's text, a link's target."""
+    return {str(p.relative_to(root)): os.readlink(p) if p.is_symlink() else p.read_text()
+            for p in sorted(root.rglob("*")) if p.is_symlink() or p.is_file()}
+
+
+def test_a_copied_experiment_resumed_restarts_from_its_own_candle_checkpoints(emews_cmd, tmp_path: Path) -> None:
+    """A copy (``cp -a``) of a stopped experiment held CANDLE's absolute ``ckpts/last`` links into
+    the original: resumed after the original had finished, each task restarted from the original's
+    epoch 5 (trained nothing) and its result was refused as outside the run dir. Now those links
+    are re-pointed into the copy before its task runs: it restarts from its own epoch 2, and every
+    file of the original stays as it was."""
+    exp, trained, gate = _stopped_candle_lib_run(emews_cmd, tmp_path, "SIGTERM")
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(exp), str(copy)], check=True)
+    (tmp_path / "events.txt").unlink()
+    gate.touch()
+    _resumed_from_epoch_2(emews_cmd, exp, trained)
+    original = _files(exp / "runs")
+    (tmp_path / "events.txt").unlink()
+    _resumed_from_epoch_2(emews_cmd, copy, trained)
+    assert _files(exp / "runs") == original
