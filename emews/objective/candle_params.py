@@ -9,7 +9,9 @@ model reads the point as it reads its own defaults, a single number as a number 
 option takes ``nargs`` (P3B3's ``filter_sets``). Only the options of CANDLE's own that have a
 default of their own, which hides the file's value on CANDLE before 2022, follow as flags
 (:func:`model_flags`). A string of numbers (``"500 100 50"``, the lists
-of Supervisor's GA files) is a list (:func:`candle_value`). A UPF line's ``id`` is never a flag
+of Supervisor's GA files) is a list (:func:`candle_value`). An EQ/Py ME's point whose parameter
+string is a JSON object (Supervisor's ``deap_ga.py``) is that object (:func:`supervisor_point`).
+A UPF line's ``id`` is never a flag
 (``{id}`` in the command passes it on). A string holding a Python expression (``'2**10'``), which
 CANDLE evaluates in its default model file only, is refused (:func:`expression_problem`).
 """
@@ -108,9 +110,28 @@ def _as_json(value: Any) -> str:
         return repr(value)
 
 
+#: the one key of an EQ/Py ME's point: its parameter string (``emews.optimizers.eqpy``)
+PARAMETER_STRING = "params"
+
+
+def supervisor_point(point: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``point`` as Supervisor's ``model_runner`` takes its parameters: an EQ/Py ME's parameter
+    string that is a JSON object (Supervisor's ``deap_ga.py`` puts each individual as ``json.dumps``)
+    is that object, as ``runner_utils.init`` reads it (``json.loads``); any other point as it is."""
+    text = point.get(PARAMETER_STRING) if len(point) == 1 else None
+    if not isinstance(text, str) or not text.lstrip().startswith("{"):
+        return point
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError:
+        return point
+    return found if isinstance(found, dict) else point
+
+
 def candle_point(point: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """Each value of ``point`` as :func:`candle_value` reads it, the model's defaults as the hint."""
-    return {name: candle_value(value, defaults.get(name)) for name, value in point.items()}
+    """Each value of ``point`` (:func:`supervisor_point`) as :func:`candle_value` reads it, the
+    model's defaults as the hint."""
+    return {name: candle_value(value, defaults.get(name)) for name, value in supervisor_point(point).items()}
 
 
 def model_flags(point: Mapping[str, Any], skip: Collection[str] = ()) -> dict[str, Any]:

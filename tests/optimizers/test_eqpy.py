@@ -195,3 +195,34 @@ def test_supervisors_ga_me_runs_unchanged_answered_with_its_parameter_tuple(tmp_
     end = final.index("\n}\n") + 2
     best, fitness = json.loads(final[len("DONE\n"):end]), float(final[end + 1:].split("\n", 1)[0])
     assert any(r["objective"] == fitness and json.loads(r["params"]) == best for r in rows)
+
+
+def test_supervisors_ga_me_points_reach_a_candle_model_under_params_candle(tmp_path: Path) -> None:
+    """Supervisor's GA ME with a CANDLE Benchmarks model run unchanged (``params: candle``, as
+    Supervisor's ``model.sh`` runs it): each individual, a JSON object as one parameter string, is
+    what CANDLE's own parser reads (``tests/data/candle``: NT3's definitions and default model),
+    as Supervisor's ``model_runner`` ``json.loads`` it. Before, the model got ``params = '{...}'``
+    in its config file and trained on its default model's values: every point the same, silently."""
+    supervisor = TESTS / "data" / "supervisor"
+    shutil.copytree(supervisor / "ga_me", tmp_path / "ga_me")
+    space = supervisor / "ga" / "nt3_param_space_ga.json"
+    reply = f"2,3,1,'simple',0.5,0.8,0.5,0.5,0.5,2,'{space}',''"
+    (tmp_path / "ga.yaml").write_text(yaml.safe_dump({
+        "optimizer": {"name": "eqpy", "options": {"me": "ga_me/deap_ga.py", "reply": reply}},
+        "objective": {"command": ["python3", str(TESTS / "data" / "candle" / "nt3_parse_only.py")],
+                      "metric": "val_loss", "params": "candle",
+                      "defaults": str(supervisor / "nt3_default_model.txt")},
+        "budget": {"evaluations": 100},
+    }))
+    proc = EmewsCommand(tmp_path)("launch", "ga.yaml", "--site", "local", "--workers", "2", "--exp-dir", "exp",
+                                  timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = stored(tmp_path / "exp")
+    assert len(rows) >= 3 and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    for row in rows:
+        individual = json.loads(json.loads(row["params"])["params"])
+        parsed = json.loads(row["metrics"])["parsed"]
+        for key, value in individual.items():  # "500 100 50" is the list CANDLE reads
+            numbers = value.split() if isinstance(value, str) else []
+            expected = [int(n) for n in numbers] if len(numbers) > 1 else value
+            assert parsed[key] == expected, (key, value, parsed.get(key))
