@@ -679,7 +679,10 @@ def _stopped_candle_lib_run(emews_cmd, tmp_path: Path, stop: str):
     model, with ``CandleCkptPyTorch``), its result CANDLE's ``ckpts/last/ckpt-info.json`` (P1B1
     reports no metric of its own; ``best_metric_last`` is there), launched and stopped (SIGTERM, or
     every process SIGKILLed) after each saved epoch 2 of 5; the experiment, what was trained
-    (``RUN_ID EPOCH``, sorted) and the gate that lets them train on."""
+    (``RUN_ID EPOCH``, sorted) and the gate that lets them train on. The objective is
+    docs/coming-from-candle.md's recipe for P1B1's PyTorch model, the laid-out model in its place."""
+    recipe = next(b for b in re.findall(r"```yaml\n(.*?)```", DOCS.read_text(), re.S) if "p1b1_baseline_pytorch" in b)
+    objective = yaml.safe_load(recipe)["objective"]
     emews_cmd.env["CANDLE_DATA_DIR"] = str(tmp_path / "candle_data")
     emews_cmd.env.pop("CANDLE_OUTPUT_DIR", None)
     (tmp_path / "candle_data").mkdir()
@@ -691,9 +694,7 @@ def _stopped_candle_lib_run(emews_cmd, tmp_path: Path, stop: str):
     upf.write_text('{"id": "RUN000"}\n{"id": "RUN001"}\n')
     wf = write_workflow(
         tmp_path,
-        objective={"command": [PYTHON, str(LIB_MODEL), "--run_id", "{id}"], "metric": "best_metric_last",
-                   "params": "candle", "defaults": str(defaults), "result": "file",
-                   "result_file": "ckpts/last/ckpt-info.json"},
+        objective={**objective, "command": [PYTHON, str(LIB_MODEL), "--run_id", "{id}"], "defaults": str(defaults)},
         optimizer={"name": "sweep", "options": {"file": str(upf)}},
         space={"ckpt_restart_mode": {"type": "constant", "value": "auto"},
                "ckpt_save_interval": {"type": "constant", "value": 1},
