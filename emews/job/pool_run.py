@@ -73,6 +73,16 @@ class PoolRun:
         )
         self.queues = PoolQueuePair()
         self.progress = Progress(budget=None, workers=len(worker_ranks))
+        self.feeder = PoolFeeder(
+            queue,
+            self.queues,
+            self.pool,
+            hold=hold,
+            lease_s=lease_s,
+            max_hold=READ_AHEAD * len(worker_ranks),
+            fits=len(worker_ranks),
+            busy=lambda: self.progress.busy,
+        )
         self.distributor = Distributor(
             transport,
             self.queues,
@@ -84,17 +94,8 @@ class PoolRun:
             nodes=nodes,
             inline_timeout=inline_timeout,
             trials=trials,
+            on_start=self.feeder.started,  # a task handed back counts an attempt only if a worker got it
         ).start()
-        self.feeder = PoolFeeder(
-            queue,
-            self.queues,
-            self.pool,
-            hold=hold,
-            lease_s=lease_s,
-            max_hold=READ_AHEAD * len(worker_ranks),
-            fits=len(worker_ranks),
-            busy=lambda: self.progress.busy,
-        )
         if isinstance(trials, SharedTrials):  # a report counts only while this pool holds its task
             trials.lease_to(self.pool, self.feeder.drop)
         self._on_error = on_error

@@ -100,8 +100,11 @@ class Distributor:
         waiting: Sequence[WaitingTrial] = (),
         inline_timeout: float | None = None,
         budget: ComputeBudget | None = None,
+        on_start: Callable[[Sequence[Task]], None] | None = None,
     ) -> None:
         self._abort_grace = abort_grace()
+        #: told the tasks handed to a worker (a pool's feeder: a stopping pool counts an attempt for those only)
+        self._on_start = on_start
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -288,6 +291,8 @@ class Distributor:
         for task in event.tasks:
             in_flight[task.id] = task
         self._group.started(event.tasks, time.perf_counter())
+        if self._on_start is not None:
+            self._on_start(event.tasks)
 
     def _ended_tasks(self, event: Ended) -> None:
         in_flight, results, sign = self._in_flight, self._group.results, self._sign

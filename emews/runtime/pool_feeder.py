@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from emews.core.queues import QueuePair
-from emews.core.results import Result
+from emews.core.results import Result, Task
 from emews.store.pool_queue import Claimed, PoolQueue, StoreLost
 
 
@@ -102,6 +102,8 @@ class PoolFeeder:
         self._lease = lease_s
         self._held: set[int] = set()  # claimed, result not yet stored
         self._lost: deque[int] = deque()  # held tasks whose lease was lost, ended here without a result
+        self._starting: deque[int] = deque()  # held tasks a worker got (from the distributor's thread)
+        self._started: set[int] = set()  # held tasks a worker got: handed back, they count an attempt
         self._renewed = time.monotonic()
         self._busy = busy
         self._busy_said: int | None = None
@@ -120,8 +122,7 @@ class PoolFeeder:
     def step(self) -> bool:
         """One round: heartbeat if due, store the results that came, claim what fits; whether
         anything happened (else the caller may :meth:`sleep`)."""
-        while self._lost:
-            self._held.discard(self._lost.popleft())
+        self._take_news()
         if time.monotonic() - self._renewed >= self._lease / 3:
             self._queue.renew(self.pool, self._lease, sorted(self._held))
             self._renewed = time.monotonic()
@@ -137,6 +138,7 @@ class PoolFeeder:
             stored = set(stored_now)
             for result in results:
                 self._held.discard(result.id)
+                self._started.discard(result.id)
                 (self.stored if result.id in stored else self.late).append(result.id)
             self._turned_over += len(results)
             self._grow(results, round_trip)
@@ -152,6 +154,15 @@ class PoolFeeder:
             self._queue.say_busy(self.pool, ranks)
             self._busy_said, self._busy_at = ranks, time.monotonic()
         return bool(results or claimed)
+
+    def _take_news(self) -> None:
+        """What the distributor's thread said since the last round: tasks lost, tasks started."""
+        while self._lost:
+            task = self._lost.popleft()
+            self._held.discard(task)
+            self._started.discard(task)
+        while self._starting:
+            self._started.add(self._starting.popleft())
 
     def _busy_unsaid(self) -> bool:
         """Whether the ranks running a task changed since the store was last told."""
@@ -213,12 +224,20 @@ class PoolFeeder:
     def hand_back(self) -> list[int]:
         """Return what this pool holds without a result stored to the shared queue at once (after
         :meth:`run` ended and the workers stopped: nothing of it runs here any more), so another
-        pool takes it now rather than when its lease ends; the ids handed back."""
+        pool takes it now rather than when its lease ends; the ids handed back. Only the tasks a
+        worker got (:meth:`started`) count one more attempt: one only taken ahead was not run."""
+        self._take_news()
         if not self._held:
             return []
-        released = self._queue.release(self.pool, sorted(self._held))
+        released = self._queue.release(self.pool, sorted(self._held), sorted(self._started & self._held))
         self._held.clear()
+        self._started.clear()
         return released
+
+    def started(self, tasks: Sequence[Task]) -> None:
+        """``tasks`` were handed to a worker (from the distributor's thread): handed back, they
+        count one more attempt."""
+        self._starting.extend(t.id for t in tasks)
 
     def drop(self, task: int) -> None:
         """Forget ``task`` (from the distributor's thread): its lease was lost to another pool and

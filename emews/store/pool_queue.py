@@ -134,10 +134,12 @@ SELECT s.stored, s.notes, c.* FROM
 _RESULTS = f"SELECT {', '.join(COLUMNS)} FROM results WHERE id = ANY(%s::bigint[]) ORDER BY id"
 _STATUS = {status.value: status for status in Status}
 _STOP = f"UPDATE pools SET stopped = {_NOW} WHERE id = %s"
-#: tasks a stopping pool hands back (those it still holds): queued again at once, with one more
-#: attempt, as when their lease ends (:data:`_REQUEUE`)
+#: tasks a stopping pool hands back (those it still holds): queued again at once, those a worker
+#: got with one more attempt, as when their lease ends (:data:`_REQUEUE`); those only taken ahead
+#: were not run, and keep theirs
 _RELEASE = (
-    "UPDATE tasks SET state = 'queued', pool = NULL, lease_until = NULL, attempt = attempt + 1 "
+    "UPDATE tasks SET state = 'queued', pool = NULL, lease_until = NULL, "
+    "attempt = attempt + CASE WHEN id = ANY(%s::bigint[]) THEN 1 ELSE 0 END "
     "WHERE pool = %s AND state = 'leased' AND id = ANY(%s::bigint[]) RETURNING id"
 )
 _POOLS = "SELECT id, site, job_id, host, workers, tasks_done, started, heartbeat, stopped FROM pools ORDER BY id"
@@ -627,13 +629,14 @@ class PoolQueue:
             self._raw.execute(_STOP, (pool,))
             self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
-    def release(self, pool: int, held: Sequence[int]) -> list[int]:
+    def release(self, pool: int, held: Sequence[int], started: Sequence[int] = ()) -> list[int]:
         """Queue again now the tasks among ``held`` that ``pool`` still holds (a pool that stopped
-        cleanly, nothing of them running there any more), one more attempt each as when a lease
-        ends, and wake the pools waiting for work; their ids. Tried once: a stopping pool does not
-        wait for a lost connection (the leases then end by themselves)."""
+        cleanly, nothing of them running there any more), one more attempt each of those among
+        ``started`` (a worker got them) as when a lease ends, and wake the pools waiting for work;
+        their ids. Tried once: a stopping pool does not wait for a lost connection (the leases then
+        end by themselves)."""
         with self._raw.transaction():
-            rows = self._raw.execute(_RELEASE, (pool, _array(held))).fetchall()
+            rows = self._raw.execute(_RELEASE, (_array(started), pool, _array(held))).fetchall()
             self._raw.execute("SELECT pg_notify(%s, '')", (self.tasks_channel,))
         return sorted(int(i) for (i,) in rows)
 
