@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from emews.core.queues import QueuePair
+from emews.core.queues import DistributorFailed, QueuePair
 from emews.core.results import Result, Task
 from emews.store.pool_queue import Claimed, PoolQueue, StoreLost
 
@@ -135,11 +135,7 @@ class PoolFeeder:
             sent = time.monotonic()
             stored_now, claimed = self._queue.complete_and_claim(self.pool, results, wanted, self._lease, self._fits)
             round_trip = time.monotonic() - sent
-            stored = set(stored_now)
-            for result in results:
-                self._held.discard(result.id)
-                self._started.discard(result.id)
-                (self.stored if result.id in stored else self.late).append(result.id)
+            self._settle(results, stored_now)
             self._turned_over += len(results)
             self._grow(results, round_trip)
         elif wanted > 0:
@@ -154,6 +150,14 @@ class PoolFeeder:
             self._queue.say_busy(self.pool, ranks)
             self._busy_said, self._busy_at = ranks, time.monotonic()
         return bool(results or claimed)
+
+    def _settle(self, results: Sequence[Result], stored_now: Sequence[int]) -> None:
+        """``results`` were sent to the store, which kept ``stored_now``: no longer held here."""
+        stored = set(stored_now)
+        for result in results:
+            self._held.discard(result.id)
+            self._started.discard(result.id)
+            (self.stored if result.id in stored else self.late).append(result.id)
 
     def _take_news(self) -> None:
         """What the distributor's thread said since the last round: tasks lost, tasks started."""
@@ -225,14 +229,28 @@ class PoolFeeder:
         """Return what this pool holds without a result stored to the shared queue at once (after
         :meth:`run` ended and the workers stopped: nothing of it runs here any more), so another
         pool takes it now rather than when its lease ends; the ids handed back. Only the tasks a
-        worker got (:meth:`started`) count one more attempt: one only taken ahead was not run."""
+        worker got (:meth:`started`) count one more attempt: one only taken ahead was not run.
+
+        The results the workers delivered since :meth:`run` ended (tasks that ended while the pool
+        stopped) are stored first, each tried once (a stopping pool does not wait for a lost
+        connection): a finished evaluation is not run again elsewhere."""
         self._take_news()
+        results = self._delivered()
+        if results:
+            self._settle(results, self._queue.complete_once(self.pool, results))
         if not self._held:
             return []
         released = self._queue.release(self.pool, sorted(self._held), sorted(self._started & self._held))
         self._held.clear()
         self._started.clear()
         return released
+
+    def _delivered(self) -> list[Result]:
+        """The results the distributor delivered and this feeder has not stored (none when it failed)."""
+        try:
+            return self._queues.collect(timeout=0)
+        except DistributorFailed:
+            return []
 
     def started(self, tasks: Sequence[Task]) -> None:
         """``tasks`` were handed to a worker (from the distributor's thread): handed back, they

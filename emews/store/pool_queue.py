@@ -585,6 +585,11 @@ class PoolQueue:
         """Store ``results`` written by ``pool``: one result per task id (a second one, e.g. from a
         pool presumed dead whose task ran again elsewhere, is ignored); mark the tasks done, count
         them for the pool and notify the experiment's channel. The ids stored now."""
+        return self.complete_once(pool, results)
+
+    def complete_once(self, pool: int, results: Iterable[Result]) -> list[int]:
+        """:meth:`complete` tried once, never again on a new connection (a stopping pool's: it
+        does not wait for a lost connection)."""
         parameters = self._completing(pool, results)
         if parameters is None:
             return []
