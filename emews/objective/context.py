@@ -51,6 +51,8 @@ class TaskContext:
     _: KW_ONLY
     #: the members of a multi-rank task (``task.ranks`` > 1); ``None`` for a single-rank task
     team: Team | None = None
+    #: the task's run: how often it was started before (``Task.attempt``; its checkpoints' names)
+    attempt: int = 0
     #: the torch.distributed backend the site names (``node.distributed_backend``)
     backend: str = "gloo"
     #: the site's launcher over the team's hosts (``{ranks}``: the count), for :meth:`launch`
@@ -207,6 +209,7 @@ class TaskContext:
                 run_dir=run_dir,
                 background=self.checkpoint_async,
                 local_dir=self.checkpoint_local_dir,
+                attempt=self.attempt,
             )
         return self._session
 

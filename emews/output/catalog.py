@@ -51,8 +51,9 @@ def load_best(
     """The best checkpoint of each of the ``k`` best trials of an experiment with what it holds,
     best first (``per_trial`` false: the ``k`` best checkpoints, whichever trials they are of). A
     file checkpoint (``ctx.report(checkpoint=Path)``) is extracted into a folder of its own,
-    ``TRIAL/step-STEP-SERIAL/`` under ``extract_to`` (default: beside the checkpoint), and its path
-    is what it holds: checkpoints of files with one name never overwrite each other."""
+    ``TRIAL/STEM/`` (``STEM``: its file name without ``.ckpt``) under ``extract_to`` (default: beside
+    the checkpoint), and its path is what it holds: checkpoints of files with one name never
+    overwrite each other."""
     return [
         (row, read_saved(Path(exp_dir), row, own_folder(row, extract_to)))
         for row in list_checkpoints(exp_dir, best=k, per_trial=per_trial)

@@ -81,6 +81,7 @@ def make_runner(
             host,
             runs_root,
             team=team,
+            attempt=task.attempt,
             backend=plan.backend,
             launch_line=() if launch_line is None else launch_line(ranks, hosts, cores),
             checkpoint_async=plan.checkpoint_async,

@@ -50,9 +50,14 @@ class CorruptCheckpoint(EmewsError, ValueError):
     """The file is not a complete checkpoint (truncated, altered, or not a checkpoint at all)."""
 
 
-def checkpoint_path(root: Path, trial: int, step: int, serial: int) -> Path:
-    """``ROOT/TRIAL/step-STEP-SERIAL.ckpt`` (``serial`` tells apart two checkpoints of one step)."""
-    return root / f"{trial:06d}" / f"step-{step:08d}-{serial:03d}{SUFFIX}"
+def checkpoint_path(root: Path, trial: int, step: int, serial: int, attempt: int = 0) -> Path:
+    """``ROOT/TRIAL/step-STEP-SERIAL.ckpt`` (``serial`` tells apart two checkpoints of one step of
+    one run of the task), ``ROOT/TRIAL/step-STEP-SERIAL-aATTEMPT.ckpt`` from its second ``attempt``
+    on: two pools may train one trial at once (one frozen past its lease, one that took the task
+    over, one attempt later) and must not write one file. The first attempt's name is the layout
+    of experiments written before (their rows name their paths, which are read as they are)."""
+    run = f"-a{attempt}" if attempt else ""
+    return root / f"{trial:06d}" / f"step-{step:08d}-{serial:03d}{run}{SUFFIX}"
 
 
 def in_experiment(path: str) -> str | None:

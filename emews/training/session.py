@@ -64,8 +64,10 @@ class TrialSession:
         run_dir: Path | None,
         background: bool = True,
         local_dir: str | None = None,
+        attempt: int = 0,
     ) -> None:
         self.trial = trial
+        self.attempt = attempt  # the task's run (``Task.attempt``): in its checkpoints' names
         self.id = int.from_bytes(os.urandom(6), "big")
         self._link = link
         self._root = checkpoints_root
@@ -148,7 +150,7 @@ class TrialSession:
         if self._root is None:
             raise RuntimeError("ctx.report(checkpoint=...): this run has no experiment directory")
         kind, payload, name = snapshot(checkpoint)
-        path = checkpoint_path(self._root, self.trial, step, self._serial)
+        path = checkpoint_path(self._root, self.trial, step, self._serial, self.attempt)
         self._serial += 1
         self._writer.submit(path, kind, payload, name)
         return CheckpointNote(str(path), framed_size(kind, payload, name))

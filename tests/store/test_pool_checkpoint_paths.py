@@ -1,0 +1,118 @@
+"""Two pools train one trial from the same point: a pool frozen (SIGSTOP) before its first report
+and the pool that took the task over once the lease ended. Their checkpoints of the same step and
+serial must not share a path: the frozen pool's refused write replaced the file a stored row of
+the other pool names (docs/training.md, "Checkpoints"; docs/postgres.md, "Leases and kill -9")."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from pathlib import Path
+
+from pgserver import PgServer
+from pooled import rows, seen
+
+from emews.training.checkpoints import read_checkpoint
+from testutil import EmewsCommand, trainer_workflow, wait_until
+
+
+def _events(log: Path) -> list[dict]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def test_two_pools_training_one_trial_never_write_the_same_checkpoint_file(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """Pool 1 starts the trial and is frozen before its step-1 report (its checkpoints carry a
+    1000-byte blob); pool 2 takes the task (attempt 1), trains from scratch and stores steps 1 and
+    2, then waits; pool 1 thawed reports step 1 (answered stop, not stored). Every checkpoint a
+    row names is pool 2's, whole (the size the row says, no blob), and no other file is left.
+    Before, both wrote TRIAL/step-00000001-000.ckpt: pool 1's write replaced pool 2's stored one."""
+    wf = trainer_workflow(
+        tmp_path, [0.1], epochs=4, task={"isolation": "inline", "timeout": 300}, store={"url": pg_server.url(), "lease": 2}
+    )
+    log = tmp_path / "trainer.log"
+    first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
+    first.env.update(
+        TRAINER_GATE_AT="1", TRAINER_GATE=str(tmp_path / "open-1"), TRAINER_LOG=str(log), TRAINER_BLOB="1000"
+    )
+    second.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open-2"), TRAINER_LOG=str(log))
+    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    attached = None
+    try:
+        assert wait_until(lambda: [e for e in _events(log) if e["event"] == "start"], 180), _events(log)
+        frozen = set(first.processes())
+        first._signal(frozen, signal.SIGSTOP)
+        attached = second.popen("attach", "exp", "--workers", "1")
+        assert wait_until(lambda: seen(exp, "SELECT step FROM checkpoints WHERE step = 2"), 180), _events(log)
+        first._signal(frozen, signal.SIGCONT)
+        (tmp_path / "open-1").touch()
+        pool_1 = _events(log)[0]["pid"]
+        stopped = lambda: [e for e in _events(log) if e["event"] == "report" and e["pid"] == pool_1]  # noqa: E731
+        assert wait_until(stopped, 120), _events(log)
+        (tmp_path / "open-2").touch()
+        _, err = launch.communicate(timeout=300)
+        _, a_err = attached.communicate(timeout=300)
+    finally:
+        (tmp_path / "open-1").touch()
+        (tmp_path / "open-2").touch()
+        first._signal(set(first.processes()), signal.SIGCONT)
+        first.kill_all()
+        second.kill_all()
+    assert launch.returncode == 0, err
+    assert attached.returncode == 0, a_err
+    assert [(e["step"], e["action"]) for e in stopped()] == [(1, "stop")]
+    assert rows(exp, "SELECT id, status, pool FROM results") == [(0, "ok", 2)]
+    named = rows(exp, "SELECT step, path, size FROM checkpoints WHERE trial = 0 ORDER BY step")
+    assert [step for step, *_ in named] == [1, 2, 3, 4]
+    for step, path, size in named:
+        file = exp / path
+        assert file.stat().st_size == size, (step, path)  # not replaced by the frozen pool's write
+        assert "blob" not in read_checkpoint(file), (step, path)
+    on_disk = {p.relative_to(exp).as_posix() for p in (exp / "checkpoints").rglob("*.ckpt")}
+    assert on_disk == {path for _, path, _ in named}
+
+
+OLD_NAME = re.compile(r"checkpoints/000000/step-\d{8}-\d{3}\.ckpt")
+
+
+def test_a_resume_restores_the_checkpoints_of_the_layout_before(pg_server: PgServer, tmp_path: Path) -> None:
+    """A pooled run trains its trial to step 3 and its job is killed (kill -9): its checkpoints are
+    named as every experiment before the attempt was in the name (a first attempt's still are:
+    ``step-STEP-SERIAL.ckpt``). ``emews resume`` runs the task again (attempt 1): it restores
+    step 3 from that file, writes steps 4 and 5 under the new names (``-a1``), and every file is
+    named by its one row."""
+    wf = trainer_workflow(
+        tmp_path, [0.1], epochs=5, task={"isolation": "process", "timeout": 300}, store={"url": pg_server.url(), "lease": 2}
+    )
+    log = tmp_path / "trainer.log"
+    cmd = EmewsCommand(tmp_path)
+    cmd.env.update(TRAINER_GATE_AT="4", TRAINER_GATE=str(tmp_path / "open"), TRAINER_LOG=str(log))
+    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        def durable() -> list[tuple]:
+            named = seen(exp, "SELECT path FROM checkpoints WHERE step = 3")
+            return [p for p in named if (exp / p[0]).exists()]
+
+        assert wait_until(durable, 180), _events(log)
+        cmd.kill_all()
+        launch.wait(timeout=60)
+        before = rows(exp, "SELECT step, path FROM checkpoints ORDER BY step")
+        assert [s for s, _ in before] == [1, 2, 3] and all(OLD_NAME.fullmatch(p) for _, p in before), before
+        (tmp_path / "open").touch()
+        resumed = cmd("resume", "exp", timeout=300)
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    assert resumed.returncode == 0, resumed.stderr
+    assert rows(exp, "SELECT id, status FROM results") == [(0, "ok")]
+    assert [e["restored"] for e in _events(log) if e["event"] == "start"] == [0, 3]
+    after = rows(exp, "SELECT step, path FROM checkpoints ORDER BY step")
+    assert after[:3] == before
+    assert [(s, Path(p).name) for s, p in after[3:]] == [(4, "step-00000004-000-a1.ckpt"), (5, "step-00000005-001-a1.ckpt")]
+    on_disk = {p.relative_to(exp).as_posix() for p in (exp / "checkpoints").rglob("*.ckpt")}
+    assert on_disk == {p for _, p in after}
