@@ -19,7 +19,7 @@ names them: a restore never sees them).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ class SharedTrials(TrialService):
 
     #: a missing seq this far below the newest is taken as an insert rolled back, not one in flight
     GAP_PATIENCE = 1000
+    #: retention looks again at the trials of this many checkpoints ranked just below the best K
+    PUSHED_OUT = 8
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,6 +97,22 @@ class SharedTrials(TrialService):
         refused = self._refused.get(message.trial, set())
         kept = tuple(p for p in message.durable if p not in refused)
         return super()._durable(CheckpointsDurable(message.trial, message.session, kept), task)
+
+    def _retain(self, paths: Sequence[str]) -> None:
+        """Retention over every pool's checkpoints, read from the store at each pass (a pool's own
+        view misses what other pools wrote: a trial that moved here from another pool kept that
+        pool's checkpoints, and each pool kept its own best K): the durable checkpoints of the
+        trials of the newly durable ``paths``, and of the trials whose checkpoints rank just
+        below the experiment's best K (one of them was pushed out now, by this pass or by another
+        pool's at the same moment: :attr:`PUSHED_OUT`), with the best K."""
+        if self.retention.keeps_all or self.store is None:
+            return
+        top = self.retention.keep_best_experiment or 0
+        best = self.store.best_durable(top + self.PUSHED_OUT if top else 0)
+        trials = {row.trial for row in self.store.durable_at(paths)} | {row.trial for row in best[top:]}
+        rows = {row.id: row for row in [*self.store.durable_of(trials), *best[:top]]}
+        # a trial seen only through the best K has only its best K here: those are kept, nothing else of it judged
+        self._delete(self.retention.to_delete(rows.values(), self.store.pinned()))
 
     def _remove_refused(self, trial: int) -> None:
         """Delete the checkpoint files ``trial``'s refused reports wrote, but none a stored row

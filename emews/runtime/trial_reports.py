@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -368,8 +368,12 @@ class TrialService:
             rows = self.store.checkpoints((DURABLE,))
         else:
             rows = self.store.durable_at(paths)
-        doomed = set(self._retainer.add(rows, self.store.pinned()))
-        if not doomed:
+        self._delete(self._retainer.add(rows, self.store.pinned()))
+
+    def _delete(self, ids: Iterable[int]) -> None:
+        """Delete the files of the checkpoints ``ids`` (inside the experiment only) and mark them deleted."""
+        doomed = set(ids)
+        if not doomed or self.store is None:
             return
         for row in self.store.checkpoints_by_id(doomed):
             if self.store.root is None or not remove_inside(row.path, self.store.root):

@@ -362,6 +362,15 @@ class Store(ABC):
     def checkpoints_by_id(self, ids: Iterable[int]) -> list[CheckpointRow]: ...
 
     @abstractmethod
+    def durable_of(self, trials: Iterable[int]) -> list[CheckpointRow]:
+        """The durable checkpoints of ``trials``, whichever run or pool wrote them."""
+
+    @abstractmethod
+    def best_durable(self, n: int) -> list[CheckpointRow]:
+        """The ``n`` best durable checkpoints of the experiment, best first (smallest loss, one
+        without a loss last, the older first on ties: retention's order)."""
+
+    @abstractmethod
     def pinned(self) -> set[int]:
         """Checkpoints a PBT clone was made from (kept while lineage may restore them)."""
 

@@ -516,6 +516,26 @@ class TrialStore:
             out.extend(self._row(r) for r in rows)
         return out
 
+    def durable_of(self, trials: Iterable[int]) -> list[CheckpointRow]:
+        out: list[CheckpointRow] = []
+        for chunk, marks in in_slices(sorted(set(trials))):
+            rows = self._db.execute(
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? AND trial IN ({marks})",
+                (DURABLE, *chunk),
+            )
+            out.extend(self._row(r) for r in rows)
+        return out
+
+    def best_durable(self, n: int) -> list[CheckpointRow]:
+        if n <= 0 or not self._has("checkpoints"):
+            return []
+        rows = self._db.execute(
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? "
+            "ORDER BY loss IS NULL, loss, id LIMIT ?",
+            (DURABLE, n),
+        )
+        return [self._row(r) for r in rows]
+
     def pinned(self) -> set[int]:
         """Checkpoints a PBT clone was made from (kept while lineage may restore them)."""
         return {i for (i,) in self._db.execute("SELECT DISTINCT checkpoint FROM lineage")}

@@ -141,6 +141,23 @@ def test_csv_rows(store: Store) -> None:
     assert [r[0] for r in store.csv_rows(1, 2)] == [1]
 
 
+def test_durable_checkpoints_by_trial_and_the_best(store: Store, tmp_path: Path) -> None:
+    """What pooled retention reads (``durable_of``, ``best_durable``): durable rows only, the best
+    by smallest loss, one without a loss last, the older first on ties."""
+    losses = {(0, 1): 3.0, (0, 2): 1.0, (1, 1): None, (1, 2): 1.0, (2, 1): 0.5}
+    for (trial, step), loss in losses.items():
+        path = tmp_path / "checkpoints" / f"{trial:06d}" / f"step-{step}.ckpt"
+        note = CheckpointNote(str(path), 10)
+        first = _task(trial) if step == 1 else None
+        store.add_report(Report(trial, 0, step, {"loss": loss}, 10.0 + step, note), loss, loss, task=first)
+        if (trial, step) != (2, 1):  # staged only
+            store.mark_durable([str(path)])
+    assert sorted((r.trial, r.step) for r in store.durable_of([0, 1, 7])) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    assert store.durable_of([]) == []
+    assert [(r.trial, r.step) for r in store.best_durable(5)] == [(0, 2), (1, 2), (0, 1), (1, 1)]
+    assert [(r.trial, r.step) for r in store.best_durable(1)] == [(0, 2)] and store.best_durable(0) == []
+
+
 def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     ckpt = tmp_path / "checkpoints" / "0" / "step-2.pt"
     task0 = _task(0)
