@@ -85,6 +85,8 @@ class PoolBridge:
 
     def start(self) -> PoolBridge:
         self._listener.listen()  # before the first task is queued: no result goes unannounced
+        # before the optimizer's first proposal, which is made with it (else with its workers: 1 under emews serve)
+        self._queues.capacity = self._submitter_capacity()
         for thread in self._threads:
             thread.start()
         return self
@@ -117,7 +119,6 @@ class PoolBridge:
                     self._submitter.enqueue(tasks)
 
     def _receive(self) -> None:
-        self._queues.capacity = self._submitter_capacity()
         rechecked = time.monotonic()
         while True:
             closing = self._closing.is_set()

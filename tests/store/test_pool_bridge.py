@@ -212,3 +212,30 @@ def test_results_come_with_their_notification_and_a_long_one_is_read_once(
     assert {r.id: r.metrics for r in results}[ids[2]] == written[2].metrics
     assert reads == [[ids[2]]]  # the long one only, once
     assert sorted(received) == ids and queues.collect(timeout=0) == []  # each handed back once
+
+
+def test_start_returns_once_the_capacity_counts_the_pools(stores: list[PostgresStore]) -> None:
+    """A pool of 1 worker holding 2 is registered (the first job's own pool is, before its bridge
+    starts). ``start`` returns only once the evaluator's capacity counts it and as much again
+    queued ahead (4): here the ``pools`` table is locked by another transaction, and ``start``
+    waits for it. (The receiving thread read the holds after ``start`` returned: an optimizer
+    proposing at once saw a capacity of its workers, 1; a sweep queued 2 tasks and waited for a
+    result, and a pool attached next found nothing while the first pool's tasks ran.)"""
+    PoolQueue(stores[2]).register("local", workers=1, hold=2)
+    queues = QueuePair()
+    bridge = PoolBridge(queues, PoolQueue(stores[0]), PoolQueue(stores[1]))
+    blocker = stores[2].connection
+    started = threading.Event()
+    with blocker.transaction():
+        blocker.execute("LOCK TABLE pools IN ACCESS EXCLUSIVE MODE")
+        starting = threading.Thread(target=lambda: (bridge.start(), started.set()))
+        starting.start()
+        waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'pools'::regclass"
+        _until(lambda: blocker.execute(waiting).fetchone()[0] >= 1, "nothing waits for the pools table")
+        assert not started.is_set()  # start() has not returned while the pools' holds cannot be read
+    starting.join(timeout=60.0)
+    try:
+        assert started.is_set() and queues.capacity == 4
+        assert Evaluator(queues, Space({"x": Float(0.0, 1.0)}), workers=1, budget=None).capacity == 4
+    finally:
+        bridge.close(finished=False)
