@@ -254,10 +254,7 @@ def _optimizer_rank(
     # signal leaves seconds to write the file (srun kills the step ~1 s after scancel). An open
     # space's columns are known only at the end.
     follow = spare_core and not workflow.space.open
-    try:  # its room is taken now: the run's status reaches the launcher even from a full disk
-        reserve_exit_record(exp_dir)
-    except OSError:
-        log.exception("cannot reserve the run's exit record")
+    take_exit_record(exp_dir)  # its room is taken now: the run's status reaches the launcher even from a full disk
     # ids issued before this run (none is issued yet) that the store lacks never fill: not waited for
     settled = highest_id_on_disk(exp_dir) + 1 if follow else 0
     csv_follower = CsvFollower(exp_dir, workflow.space.names, settled_below=settled) if follow else None
@@ -266,10 +263,7 @@ def _optimizer_rank(
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes, say_resumed=True)
     status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)
-    try:
-        record_exit(exp_dir, status)  # also on a disk with no room left for summary.json
-    except OSError:
-        log.exception("cannot record the run's exit status")
+    fill_exit_record(exp_dir, status)  # also on a disk with no room left for summary.json
     if not summary.all_stopped:
         log.error("workers did not confirm their stop; aborting the job")
         _let_output_drain()
@@ -277,6 +271,23 @@ def _optimizer_rank(
     # The run's status is in summary.json (``emews launch`` exits with it). To MPI this rank
     # exits 0: a rank that exits non-zero makes mpiexec SIGKILL the ranks still finishing.
     return EXIT_OK
+
+
+def take_exit_record(exp_dir: Path) -> None:
+    """Reserve the run's exit record as it starts (``emews status`` then tells a run that ended
+    before it could record how, killed); a problem is logged, the run goes on."""
+    try:
+        reserve_exit_record(exp_dir)
+    except OSError:
+        log.exception("cannot reserve the run's exit record")
+
+
+def fill_exit_record(exp_dir: Path, status: int) -> None:
+    """Record the run's exit ``status`` in its reserved record; a problem is logged."""
+    try:
+        record_exit(exp_dir, status)
+    except OSError:
+        log.exception("cannot record the run's exit status")
 
 
 def _let_output_drain(limit: float = 2.0) -> None:

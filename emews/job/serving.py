@@ -18,7 +18,7 @@ from emews.config.experiment import LOG_FILE, WORKFLOW_FILE, require_experiment
 from emews.config.lease import SERVE_COMMAND, acquire
 from emews.config.workflow import load_workflow
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
-from emews.job.rank_zero import run_spec, take_optimizer_lock, write_outputs
+from emews.job.rank_zero import fill_exit_record, run_spec, take_exit_record, take_optimizer_lock, write_outputs
 from emews.job.wiring import run_optimizer_rank
 from emews.runtime.interrupt import Interrupt
 from emews.site.jobs import batch_job_over
@@ -56,9 +56,12 @@ def _serve(exp_dir: Path, lock: PoolQueue) -> int:
         )
         print(f"serving {exp_dir}: the pools run its tasks (emews attach adds one)", file=sys.stderr, flush=True)
         interrupt = Interrupt().install()
+        take_exit_record(exp_dir)  # status tells a serve that was killed from the launch's ending
         try:
             # says what it takes over, as emews resume does
             summary = run_optimizer_rank(spec, None, [], interrupt=interrupt, say_resumed=True)
         finally:
             interrupt.ignore_from_now()
-        return write_outputs(spec, workflow, exp_dir, summary, None)
+        status = write_outputs(spec, workflow, exp_dir, summary, None)
+        fill_exit_record(exp_dir, status)
+        return status

@@ -87,3 +87,43 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
     events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
     starts = [(e["restored"], e["from_trial"]) for e in events if e["event"] == "start" and e["task"] == trial]
     assert starts[0] == (0, trial) and starts[-1] == (2, trial), starts  # its own checkpoint, no other's
+
+
+def test_status_says_how_the_last_serve_ended(pg_server: PgServer, tmp_path: Path) -> None:
+    """The launch's job is stopped (SIGTERM: it ended with 143), ``emews serve`` takes over and is
+    killed (kill -9): status says the last run ended before it could record how (it said the run
+    ended with 143: the launch's); a second ``emews serve`` finishes the run with a new pool:
+    status says nothing of an exit status (it still said 143)."""
+    from pooled import gated_command, gated_workflow
+
+    from emews.config.exit_record import read_exit_record
+
+    wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 2})
+    first, second, third = gated_command(tmp_path), gated_command(tmp_path), gated_command(tmp_path)
+    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        launch.send_signal(signal.SIGTERM)
+        assert launch.wait(timeout=120) == 143
+        job = first("status", "exp", timeout=120, check=True).stdout.splitlines()[0]
+        assert job == "job: local, not running, the run ended with exit status 143: stopped by SIGTERM", job
+        served = second.popen("serve", "exp")
+        assert wait_until(lambda: read_exit_record(exp) == {}, 120)  # its run began: its record reserved
+        second.kill_all()
+        served.wait(timeout=60)
+        job = first("status", "exp", timeout=120, check=True).stdout.splitlines()[0]
+        assert "exit status 143" not in job and "its last run ended before it could record how" in job, job
+        (tmp_path / "open").touch()
+        again = third.popen("serve", "exp")
+        attached = first.popen("attach", "exp", "--workers", "1")
+        _, err = again.communicate(timeout=300)
+        assert again.returncode == 0, err
+        assert attached.wait(timeout=120) == 0
+    finally:
+        (tmp_path / "open").touch()
+        for cmd in (first, second, third):
+            cmd.kill_all()
+    status = first("status", "exp", timeout=120, check=True).stdout
+    assert status.splitlines()[0] == "job: local, not running", status
+    assert "6/6 evaluations: 6 ok" in status, status
