@@ -271,21 +271,21 @@ def _set_target(key: str) -> str:
     if in_workflow and in_site:
         raise ConfigError(
             "a key of both the workflow and the site",
-            file=f"--set {key}",
+            file="--set",
             key=head,
             allowed=f"workflow.{key} or site.{key}",
         )
     if head == "scheduler" and rest.split(".")[0] in ("name", "options"):
         raise ConfigError(
             "scheduler is the site's batch scheduler (account, queue, walltime, ...)",
-            file=f"--set {key}",
+            file="--set",
             key=key,
             allowed=f"trial_{key} for the workflow's trial scheduler",
         )
     if not (in_workflow or in_site):
         raise ConfigError(
             "no section of the workflow or the site" + did_you_mean(head, (*workflow_sections, *SITE_KEYS)),
-            file=f"--set {key}",
+            file="--set",
             key=head,
             allowed="the workflow's "
             + ", ".join(workflow_sections)

@@ -121,7 +121,7 @@ def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
     data = read_workflow(exp_dir)
     rename_old_keys(data, str(path))  # an older experiment's file is written back with the new names
     for key, value in overrides.items():
-        set_dotted(data, key, value, f"--set {key}")
+        set_dotted(data, key, value, "--set")
     _replace_yaml(path, data)
 
 

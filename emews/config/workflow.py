@@ -156,7 +156,7 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     rename_old_keys(data, label)
     created = {key.split(".")[0] for key in overrides or {}} - set(data)  # sections only --set wrote
     for key, value in (overrides or {}).items():
-        set_dotted(data, key, value, f"--set {key}")
+        set_dotted(data, key, value, "--set")
     try:
         return workflow_from_mapping(data, path, label=label, check_imports=check_imports)
     except ConfigError as exc:

@@ -198,12 +198,16 @@ def parse_override(item: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise ConfigError(f"expected KEY=VALUE, got {item!r}", file="--set", key=item.strip() or None)
     key = key.strip()
-    value = parse_yaml(text, source=f"--set {key}") if text.strip() else None
+    try:
+        value = parse_yaml(text, source="--set") if text.strip() else None
+    except ConfigError as exc:
+        raise ConfigError(exc.message, file="--set", key=key) from None
     return key, value
 
 
 def set_dotted(data: dict[str, Any], key: str, value: Any, source: str) -> None:
-    """Set ``data["a"]["b"] = value`` for ``key == "a.b"``, creating sections; ``source`` names the origin."""
+    """Set ``data["a"]["b"] = value`` for ``key == "a.b"``, creating sections; ``source`` names the
+    origin (``--set``, a ``$VAR``) as an error names it, before the key."""
     parts = key.split(".")
     if not key or any(not p for p in parts):
         raise ConfigError(f"malformed key {key!r}", file=source, key=key)

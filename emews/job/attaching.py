@@ -42,7 +42,8 @@ def refuse_workflow_keys(exp_dir: Path, overrides: Sequence[str]) -> None:
             raise ConfigError(
                 "a key of the experiment's workflow, which a pool does not change: emews attach --set "
                 "sets keys of the pool's site",
-                file=f"--set {key}",
+                file="--set",
+                key=key,
                 allowed=f"site keys ({', '.join(SiteConfig.model_fields)}); the workflow's {top} changes with "
                 f"emews resume {shlex.quote(str(exp_dir))} --set {key}=... once its optimizer stopped",
             )

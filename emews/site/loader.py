@@ -165,7 +165,7 @@ def _drop_gpu_ids(data: dict[str, Any]) -> None:
 
 
 def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any, source: str) -> None:
-    set_dotted(data, key, value, source)
+    set_dotted(data, key, value, key_origin({key: source}, key, None)[0] or source)
     origins[key] = source
     if isinstance(value, Mapping):
         _record(origins, value, source, key + ".")
@@ -222,4 +222,4 @@ def resolve_site(
     try:
         return SiteConfig.model_validate(data), path, origins
     except ValidationError as exc:
-        raise config_error(exc, SiteConfig, lambda key: _origin(origins, key or "", str(path))) from None
+        raise config_error(exc, SiteConfig, lambda key: key_origin(origins, key or "", path)[0] or str(path)) from None

@@ -105,7 +105,7 @@ def test_set_keys_of_no_file_or_of_both_are_refused(case: str) -> None:
     item, key, offered = UNROUTED[case]
     with pytest.raises(ConfigError) as info:
         _split_overrides([item])
-    assert info.value.file == f"--set {item.partition('=')[0]}" and info.value.key == key, info.value
+    assert info.value.file == "--set" and info.value.key == key, info.value
     assert offered in str(info.value.allowed), info.value
 
 
@@ -242,3 +242,31 @@ def test_a_space_written_with_optuna_or_ray_tune_names_says_what_to_write(tmp_pa
     lines = err.strip().splitlines()
     assert len(lines) == max(1, sum(part.startswith("space.") for part in says)), err
     assert all(part in err for part in says), err
+
+
+# --set KEY=VALUE -> the key its one line names (once: '--set: KEY: ...', as a workflow key is named)
+SET_NAMED = {
+    "a site key's bad value": ("scheduler.nodes=x", "scheduler.nodes"),
+    "a site key misspelled": ("scheduler.nodez=2", "scheduler.nodez"),
+    "a site section given whole": ("scheduler={nodes: x}", "scheduler.nodes"),
+    "a site value used as a section": ("scheduler.nodes.x=1", "scheduler.nodes.x"),
+    "a site walltime": ("scheduler.walltime=abc", "scheduler.walltime"),
+    "a site list": ("environment.setup=3", "environment.setup"),
+    "malformed YAML for a site key": ("launcher.workers_per_node=[x", "launcher.workers_per_node"),
+    "the trial scheduler as the site's": ("scheduler.name=asha", "scheduler.name"),
+    "a workflow value used as a section": ("budget.evaluations.x=2", "budget.evaluations.x"),
+    "malformed YAML for a workflow key": ("budget.evaluations=[x", "budget.evaluations"),
+}
+
+
+@pytest.mark.parametrize("case", list(SET_NAMED))
+def test_a_set_mistake_names_its_key_once(case: str, capsys: pytest.CaptureFixture) -> None:
+    """``emews launch random --site polaris --set scheduler.nodes=x --dry-run`` said '--set
+    scheduler.nodes: scheduler.nodes: must be ...' (the key twice), where a workflow key is said
+    '--set: budget.evaluations: ...': every --set mistake is said the one way."""
+    item, key = SET_NAMED[case]
+    assert main(["launch", "random", "--site", "polaris", "--set", item, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"emews: error: --set: {key}: "), err
+    assert f"--set {key}" not in err, err
+

@@ -34,14 +34,14 @@ def test_a_workflow_key_in_attach_set_is_named_as_one(pooled: tuple[EmewsCommand
         refused = cmd("attach", "exp", "--set", "budget.evaluations=5", *dry, timeout=120)
         assert refused.returncode == 2, refused.stderr
         assert refused.stderr.splitlines() == [
-            "emews: error: --set budget.evaluations: a key of the experiment's workflow, which a pool does not "
+            "emews: error: --set: budget.evaluations: a key of the experiment's workflow, which a pool does not "
             "change: emews attach --set sets keys of the pool's site (allowed: site keys (name, description, "
             "requires_account, scheduler, launcher, node, environment); the workflow's budget changes with "
             f"emews resume {exp} --set budget.evaluations=... once its optimizer stopped)"
         ]
     unknown = cmd("attach", "exp", "--set", "nodes.cores=4", timeout=120)
     assert unknown.returncode == 2 and unknown.stderr.startswith(
-        "emews: error: --set nodes.cores: nodes: unknown key 'nodes'"
+        "emews: error: --set: nodes: unknown key 'nodes'"
     ), unknown.stderr
     assert "site.yaml" not in unknown.stderr, unknown.stderr
     assert not (exp / "pools").exists()
