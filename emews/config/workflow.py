@@ -8,8 +8,10 @@ load time, so the copy written into the experiment directory is self-contained.
 
 from __future__ import annotations
 
+import copy
+import functools
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +157,7 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     data = load_mapping(Path(label))
     rename_old_keys(data, label)
     created = {key.split(".")[0] for key in overrides or {}} - set(data)  # sections only --set wrote
+    alone = copy.deepcopy(data)
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value, "--set")
     try:
@@ -162,21 +165,46 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     except ConfigError as exc:
         if not overrides:
             raise
-        raise _blamed_on_overrides(exc, overrides, created) from None
+        own = functools.partial(_problems, alone, path, label, check_imports)
+        raise _blamed_on_overrides(exc, overrides, created, own) from None
 
 
-def _blamed_on_overrides(exc: ConfigError, overrides: Mapping[str, Any], created: set[str]) -> ConfigError:
+def _problems(data: dict[str, Any], path: Path, label: str, check_imports: bool) -> set[tuple[str | None, str]]:
+    """The (key, message) of each problem of the workflow ``data`` (none when it loads)."""
+    try:
+        workflow_from_mapping(data, path, label=label, check_imports=check_imports)
+    except ConfigError as exc:
+        return {(p.key, p.message) for p in (exc, *exc.more)}
+    return set()
+
+
+def _blamed_on_overrides(
+    exc: ConfigError,
+    overrides: Mapping[str, Any],
+    created: set[str],
+    own: Callable[[], set[tuple[str | None, str]]],
+) -> ConfigError:
     """``exc`` with each problem whose key a ``--set`` gave (or lies under one, or in a section that
     only ``--set`` wrote) blamed on ``--set``, not on the workflow file (``--set
     budget.evaluations=abc`` named the file; ``--set trial_scheduler.options.max_t=9`` on a
-    workflow without a trial scheduler named its missing ``trial_scheduler.name``)."""
+    workflow without a trial scheduler named its missing ``trial_scheduler.name``). A problem with
+    a section a ``--set`` changed (an optimizer refusing ``--set optimizer.options.lamda=2`` names
+    ``optimizer.options``) is ``--set``'s when the file alone does not have it (``own``: the file's
+    problems, found only then)."""
+    found: list[set[tuple[str | None, str]]] = []
+
+    def the_files(problem: ConfigError) -> bool:
+        if not found:
+            found.append(own())
+        return (problem.key, problem.message) in found[0]
 
     def source(problem: ConfigError) -> str | None:
         key = problem.key
         given = key is not None and (
             any(key == k or key.startswith(k + ".") for k in overrides) or key.split(".")[0] in created
         )
-        return "--set" if given else problem.file
+        changed = key is not None and any(k.startswith(key + ".") for k in overrides)
+        return "--set" if given or (changed and not the_files(problem)) else problem.file
 
     problems = [exc, *exc.more]
     relabelled = [ConfigError(p.message, file=source(p), key=p.key, allowed=p.allowed) for p in problems]

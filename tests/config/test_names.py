@@ -270,3 +270,29 @@ def test_a_set_mistake_names_its_key_once(case: str, capsys: pytest.CaptureFixtu
     assert len(err.splitlines()) == 1 and err.startswith(f"emews: error: --set: {key}: "), err
     assert f"--set {key}" not in err, err
 
+
+
+MBO = {"name": "mbo", "options": {"seed": 1, "n_initial": 8, "lambda": 1.0}}
+
+
+@pytest.mark.parametrize("item", ["optimizer.options.lamda=2", "optimizer.options.lambda=x",
+                                  "optimizer.options.n_initial=-1", "optimizer.options.infill=zz"])
+def test_a_bad_optimizer_option_given_with_set_is_blamed_on_set(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                item: str) -> None:
+    """``emews check mbo --set optimizer.options.lamda=2`` said '.../mbo.yaml: optimizer.options: mbo:
+    unknown option 'lamda'', blaming the file for a value --set gave (the optimizer refused it
+    without naming the option, so the key is its section's). A problem the file alone does not
+    have is --set's."""
+    path = trainer(tmp_path, optimizer=MBO)
+    assert main(["check", str(path), "--set", item]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("emews: error: --set: optimizer.options"), err
+    assert str(path) not in err, err
+
+
+def test_a_files_own_bad_optimizer_option_beside_a_set_stays_the_files(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    path = trainer(tmp_path, optimizer={"name": "mbo", "options": {"infill": "zz"}})
+    assert main(["check", str(path), "--set", "optimizer.options.seed=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"emews: error: {path}: optimizer.options: mbo: infill"), err
