@@ -5,7 +5,9 @@ The pool gets a folder of its own, ``EXP/pools/pool-NNN`` (its site, its batch s
 record, its log); on the ``local`` site its job runs here, elsewhere it is submitted. Everything
 that can be refused is refused before a folder is made or a job submitted: an experiment whose
 store is SQLite or that was launched without pools, a database that does not answer, a site or a
-size that does not fit.
+size that does not fit. A finished experiment (its budget spent, nothing queued or leased) gets no
+pool: ``emews attach`` says so in one line and exits as ``emews serve`` does (a dry run still
+prints the pool's script).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from emews.config.yamlio import dump_yaml, parse_override
 from emews.core.errors import EXIT_OK, ConfigError
 from emews.core.wording import counted
 from emews.job.launching import run_here
+from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.site import Site, load_site
 from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
 from emews.store.pool_queue import queue_for_a_pool
@@ -69,10 +72,14 @@ def attach(
     if workers is not None and workers < 1:
         raise ConfigError("must be at least 1", key="--workers")
     refuse_workflow_keys(exp_dir, site_overrides)
-    queue_for_a_pool(exp_dir).store.close()  # SQLite, no pools, no database, an older optimizer: refused now
+    with queue_for_a_pool(exp_dir).store as store:  # SQLite, no pools, no database, an older optimizer: refused now
+        done = nothing_left(exp_dir, stored_and_unfinished(store))
     chosen = site if isinstance(site, Site) else load_site(site or str(exp_dir / SITE_FILE), list(site_overrides))
     workers = chosen.total_workers(workers or read_info(exp_dir).get("workers"))
     load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).check_task_size(workers)
+    if done is not None and not dry_run:  # every evaluation stored, none queued or leased: a pool would idle
+        print(done.line("attach a pool to", exp_dir), file=sys.stderr)
+        return done.status
     pool_dir = next_numbered(exp_dir / POOLS_DIR, "pool")
     command = pool_command(exp_dir, pool_dir)
     script = (  # validates

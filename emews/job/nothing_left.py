@@ -1,9 +1,10 @@
-"""Whether ``emews resume`` (or ``emews serve``) of an experiment would run nothing: its budget is
+"""Whether ``emews resume`` (or ``emews serve``, ``emews attach``) of an experiment would run nothing: its budget is
 spent, nothing is unfinished, and its files say so consistently (then it says so in one line)."""
 
 from __future__ import annotations
 
 import csv
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,12 @@ class NothingLeft:
     why: str
     setting: str
     status: int
+
+    def line(self, what: str, exp_dir: Path) -> str:
+        """What ``emews serve`` or ``emews attach`` says: nothing to ``what``, why, and the ``emews
+        resume`` that would let the experiment go on."""
+        hint = shlex.join(["emews", "resume", str(exp_dir), "--set", self.setting])
+        return f"emews: nothing to {what}: {self.why}; raise it with {hint} to go on"
 
 
 def nothing_left(exp_dir: Path, stored: tuple[int, int] | None) -> NothingLeft | None:

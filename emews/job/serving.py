@@ -9,7 +9,6 @@ host, the optimizer rebuilt from the store, results learnt by ``LISTEN``, and ``
 from __future__ import annotations
 
 import logging
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,8 +45,7 @@ def _serve(exp_dir: Path, lock: PoolQueue) -> int:
     with acquire(exp_dir, SERVE_COMMAND, job_done=batch_job_over(exp_dir)):
         done = nothing_left(exp_dir, stored_and_unfinished(lock.store))
         if done is not None:  # every evaluation stored, none queued or leased
-            hint = shlex.join(["emews", "resume", str(exp_dir), "--set", done.setting])
-            print(f"emews: nothing to serve: {done.why}; raise it with {hint} to go on", file=sys.stderr)
+            print(done.line("serve", exp_dir), file=sys.stderr)
             return done.status
         spec = run_spec(workflow, exp_dir)
         spec.pools, spec.site_name, spec.optimizer_lock = True, SERVE_SITE, lock

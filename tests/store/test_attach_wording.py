@@ -55,3 +55,23 @@ def test_attach_dry_run_names_the_pools_rank_0_its_distributor(pooled: tuple[Eme
     assert dry.returncode == 0, dry.stderr
     assert "# emews site perlmutter: 1 worker + 1 pool distributor = 2 ranks on 1 node\n" in dry.stdout, dry.stdout
     assert "optimizer" not in dry.stdout, dry.stdout
+
+
+def test_attach_to_a_finished_experiment_says_so_as_serve_does(pooled: tuple[EmewsCommand, Path]) -> None:
+    """``emews attach EXP`` of a finished pooled experiment (its budget's evaluations stored, none
+    queued or leased) started a local pool that did nothing and exited 0, where ``emews serve EXP``
+    says 'nothing to serve' in one line: attach says the same, exits as serve does, and makes no
+    pool folder. Its dry run still prints the pool's command."""
+    cmd, exp = pooled
+    serve = cmd("serve", "exp", timeout=120)
+    attach = cmd("attach", "exp", timeout=120)
+    said = serve.stderr.splitlines()
+    assert len(said) == 1 and said[0].startswith("emews: nothing to serve: "), serve.stderr
+    assert attach.stderr.splitlines() == [said[0].replace("nothing to serve", "nothing to attach a pool to")], (
+        attach.stderr
+    )
+    assert "emews resume" in said[0] and "budget.evaluations" in said[0], said
+    assert attach.returncode == serve.returncode == 0, (attach.returncode, serve.returncode)
+    assert not (exp / "pools").exists()
+    dry = cmd("attach", "exp", "--dry-run", timeout=120)
+    assert dry.returncode == 0 and "--pool" in dry.stdout, dry.stderr
