@@ -323,7 +323,9 @@ class CommandObjective:
         if returncode != 0:
             message, status = _describe_exit(argv[0], returncode, output)
             raise EvaluationFailed(self._bare_flag_hint(message, merged), status)
-        written = [name for name in result_names if file_version(in_run_dir(run_dir, name)) not in (None, earlier[name])]
+        written = [
+            name for name in result_names if file_version(in_run_dir(run_dir, name)) not in (None, earlier[name])
+        ]
         found = (
             parse_result(output.stdout(), self.ref.metric, bare_number=False)
             if not result_names

@@ -530,8 +530,7 @@ class TrialStore:
         if n <= 0 or not self._has("checkpoints"):
             return []
         rows = self._db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? "
-            "ORDER BY loss IS NULL, loss, id LIMIT ?",
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ? ORDER BY loss IS NULL, loss, id LIMIT ?",
             (DURABLE, n),
         )
         return [self._row(r) for r in rows]
