@@ -12,7 +12,7 @@ the newest by its absolute path (``CandleCkpt.ckpt_epoch``, ``CandleCkptPyTorch`
 there without its ``ckpt-info.json`` an error (``CandleCkpt.restart``, ``restart_json``; NT3's ``initial_epoch``).
 Each epoch appends a row to ``OUTPUT/training.log`` (Keras' ``CSVLogger``), prints a Keras-like
 line and appends ``RUN_ID EPOCH`` to the ``events`` file; after epoch ``hold_after`` it waits for
-the ``gate`` file.
+the ``gate`` file (:data:`GATE_WAIT` seconds at most).
 """
 
 import argparse
@@ -22,6 +22,10 @@ import json
 import os
 import time
 from pathlib import Path
+
+
+#: how long it waits for the gate at most: a test that failed before opening it leaves no process behind
+GATE_WAIT = 900
 
 
 def parameters() -> dict:
@@ -96,7 +100,10 @@ def main() -> None:
         with open(params["events"], "a") as fh:
             fh.write(f"{params['run_id']} {epoch}\n")
         if epoch == params.get("hold_after"):
+            waited = time.monotonic()
             while not os.path.exists(params["gate"]):
+                if time.monotonic() - waited > GATE_WAIT:
+                    raise SystemExit(f"no gate {params['gate']} after {GATE_WAIT} s (the test ended?)")
                 time.sleep(0.05)
 
 
