@@ -116,6 +116,7 @@ class Evaluator:
         self._submitted = len(self.requeued)
         self._handed_out = 0
         self._ready: dict[int, Result] = {}
+        self._room_seen: int | None = None  # the workers' capacity as the optimizer last read it
         for task in self.requeued:  # sized again by task.ranks, which may keep the size the store has
             self._size(task, stored=task.ranks)
         if requeue:
@@ -134,8 +135,10 @@ class Evaluator:
     @property
     def capacity(self) -> int:
         """Tasks the workers can hold right now: ``workers`` for long tasks, more when
-        tasks are short and each worker gets its next ones ahead (prefetch)."""
-        return max(self._queues.capacity, self.workers)
+        tasks are short and each worker gets its next ones ahead (prefetch), and with pools what
+        the live pools hold. ``get(..., more_room=True)`` returns early once it grows past this."""
+        self._room_seen = self._queues.capacity
+        return max(self._room_seen, self.workers)
 
     @property
     def submitted(self) -> int:
@@ -247,16 +250,19 @@ class Evaluator:
                 observer.cancelled(cancelled)
         return cancelled
 
-    def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
+    def get(self, n: int = 1, timeout: float | None = None, *, more_room: bool = False) -> list[Result]:
         """Wait until ``n`` results are ready (or ``timeout``), then return all ready ones.
 
         Returns at least ``min(n, pending)`` results unless the timeout passes first;
-        returns ``[]`` at once when nothing is pending.
+        returns ``[]`` at once when nothing is pending. ``more_room``: also return (with what is
+        ready, maybe nothing) as soon as the workers can hold more than :attr:`capacity` last said
+        (a pool joined the experiment): an optimizer that keeps its in-flight count by the capacity
+        proposes for them then, not after its next result. No effect before it read the capacity.
         """
         n = min(n, self.pending)
         if n <= 0:
             return []
-        self._wait(lambda: len(self._ready) >= n, timeout)
+        self._wait(lambda: len(self._ready) >= n, timeout, self._room_seen if more_room else None)
         results = list(self._ready.values())
         self._ready.clear()
         self._handed_out += len(results)
@@ -274,14 +280,17 @@ class Evaluator:
             observer.received(results)
         return results
 
-    def _wait(self, done: Any, timeout: float | None) -> None:
+    def _wait(self, done: Any, timeout: float | None, room: int | None = None) -> None:
+        """Collect results until ``done()``, the ``timeout``, or the capacity is above ``room``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not done():
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return
-            for result in self._queues.collect(left):
+            for result in self._queues.collect(left, room_above=room):
                 self._ready[result.id] = result
+            if room is not None and self._queues.capacity > room:
+                return
 
     def _task_seed(self, task_id: int) -> int:
         return task_seed(self.seed, task_id)

@@ -128,7 +128,9 @@ class AskTellOptimizer(Optimizer):
                 if evaluator.remaining == 0:
                     return
                 continue
-            results = evaluator.get(1)
+            results = evaluator.get(1, more_room=True)  # or none, when a pool joined: propose for it
+            if not results:
+                continue
             self.ingest(results)
             for result in results:
                 self.task_points.pop(result.id, None)

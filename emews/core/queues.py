@@ -29,8 +29,7 @@ class QueuePair:
         self._arrived = threading.Condition(threading.Lock())
         self._failure: BaseException | None = None
         self._end: BaseException | None = None  # nothing more will run: raised once the results are taken
-        #: tasks the workers can hold at present (written by the distributor)
-        self.capacity = 0
+        self._capacity = 0  # tasks the workers can hold at present (:attr:`capacity`)
         self._waiting = 0  # optimizer threads blocked in ``collect``
 
     # optimizer side -------------------------------------------------------
@@ -85,13 +84,34 @@ class QueuePair:
             taken.append(task.id)
         return taken
 
-    def collect(self, timeout: float | None = None) -> list[Result]:
-        """Wait until at least one result is there (or ``timeout``), then take them all."""
+    @property
+    def capacity(self) -> int:
+        """Tasks the workers can hold at present (written by the distributor, or by a pooled run's
+        bridge as pools join and leave)."""
+        return self._capacity
+
+    @capacity.setter
+    def capacity(self, value: int) -> None:
+        if value == self._capacity:  # the distributor's passes set it often: no lock when unchanged
+            return
+        with self._arrived:
+            grew = value > self._capacity
+            self._capacity = value
+            if grew:  # an optimizer waiting for results or more room (``collect(room_above=...)``) proposes
+                self._arrived.notify_all()
+
+    def collect(self, timeout: float | None = None, *, room_above: int | None = None) -> list[Result]:
+        """Wait until at least one result is there (or ``timeout``), then take them all; with
+        ``room_above``, also stop waiting once :attr:`capacity` is above it (then maybe with none)."""
         with self._arrived:
             self._waiting += 1
             try:
                 self._arrived.wait_for(
-                    lambda: self._results or self._failure is not None or self._end is not None, timeout
+                    lambda: self._results
+                    or self._failure is not None
+                    or self._end is not None
+                    or (room_above is not None and self._capacity > room_above),
+                    timeout,
                 )
             finally:
                 self._waiting -= 1

@@ -226,13 +226,14 @@ class ReplicatingEvaluator:
             ids.append(task_ids[0])
         return ids
 
-    def get(self, n: int = 1, timeout: float | None = None) -> list[Result]:
-        """Wait until ``n`` points have all their replicates done (or ``timeout``); return the ready ones."""
+    def get(self, n: int = 1, timeout: float | None = None, *, more_room: bool = False) -> list[Result]:
+        """Wait until ``n`` points have all their replicates done (or ``timeout``, or with
+        ``more_room`` the capacity grew: :meth:`Evaluator.get`); return the ready ones."""
         n = min(n, self.pending)
         if n <= 0:
             return []
         while len(self._ready) < n:
-            arrived = self.inner.get(1, timeout)
+            arrived = self.inner.get(1, timeout, more_room=more_room)
             if not arrived:
                 break
             self._absorb(arrived)

@@ -1,0 +1,48 @@
+"""A pool that joins while the optimizer waits for a result gets work for every one of its workers
+at once: the optimizer's side learns that the pools' capacity grew (the new pool's registration is
+announced in the store) and the optimizer proposes for it then, not after its next result
+(docs/postgres.md, "Pools")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pgserver import PgServer
+from pooled import gated_command, gated_workflow, rows, seen
+
+from testutil import wait_until
+
+
+def test_a_pool_that_joins_gets_work_for_every_worker_before_any_result(pg_server: PgServer, tmp_path: Path) -> None:
+    """The first pool (1 worker, holding 2) runs at the gate; the optimizer (random, backlog 1) keeps
+    what the pools hold, and the largest hold again, in flight: 4 tasks, 2 of them queued. A pool of
+    3 workers (holding 4) attaches: the 2 queued tasks are not enough for it, and its third worker
+    must start a task while no result is stored (it waited for pool 1's first result, which comes
+    only when the gate opens: the optimizer, blocked in its wait, did not see the capacity grow)."""
+    wf = gated_workflow(tmp_path, pg_server.url(), 40, optimizer={"name": "random", "options": {"seed": 1, "backlog": 1}},
+                        store={"lease": 600})
+    first, second = gated_command(tmp_path), gated_command(tmp_path)
+    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp, marks = tmp_path / "exp", tmp_path / "marks"
+    try:
+        states = "SELECT state, count(*) FROM tasks GROUP BY state ORDER BY state"
+        assert wait_until(lambda: seen(exp, states) == [("leased", 2), ("queued", 2)] and (marks / "0").exists(), 120), (
+            seen(exp, states))
+        attached = second.popen("attach", "exp", "--workers", "3")
+
+        def pool_2_running() -> list[int]:
+            return [i for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
+                    if (marks / str(i)).exists()]
+
+        running = wait_until(lambda: len(pool_2_running()) >= 3, 240)
+        stored = rows(exp, "SELECT id, pool FROM results")
+        assert running and stored == [], (pool_2_running(), stored, seen(exp, "SELECT id, state, pool FROM tasks"))
+        (tmp_path / "open").touch()
+        _, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+        assert attached.wait(timeout=120) == 0
+    finally:
+        (tmp_path / "open").touch()
+        first.kill_all()
+        second.kill_all()
+    assert [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")] == list(range(40))
