@@ -94,7 +94,8 @@ class PoolRun:
             nodes=nodes,
             inline_timeout=inline_timeout,
             trials=trials,
-            on_start=self.feeder.started,  # a task handed back counts an attempt only if a worker got it
+            on_start=self.feeder.started,  # a task handed back counts an attempt only if a worker started it
+            on_unstarted=self.feeder.unstarted,
         ).start()
         if isinstance(trials, SharedTrials):  # a report counts only while this pool holds its task
             trials.lease_to(self.pool, self.feeder.drop)

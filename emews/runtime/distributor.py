@@ -101,10 +101,14 @@ class Distributor:
         inline_timeout: float | None = None,
         budget: ComputeBudget | None = None,
         on_start: Callable[[Sequence[Task]], None] | None = None,
+        on_unstarted: Callable[[Sequence[int]], None] | None = None,
     ) -> None:
         self._abort_grace = abort_grace()
         #: told the tasks handed to a worker (a pool's feeder: a stopping pool counts an attempt for those only)
         self._on_start = on_start
+        #: ... and, in the same order, those a worker gave back or stopped holding without starting them
+        self._on_unstarted = on_unstarted
+        self._gang = gang
         self._transport = transport
         self._queues = queues
         self._workers = list(worker_ranks)
@@ -261,6 +265,9 @@ class Distributor:
         if stopped.error:
             self.worker_errors[rank] = stopped.error
         asked = self._closing or self._stops_sent
+        # a team's member may not have started what another did: only a single-rank worker's count
+        if self._on_unstarted is not None and not self._gang:
+            self._on_unstarted([i for i in stopped.unfinished if i != stopped.began])
         self._apply(self._dispatch.stopped(rank, stopped.unfinished, closing=asked))
         return False
 
@@ -325,6 +332,8 @@ class Distributor:
         """Tasks a worker gave back unstarted are recorded (``emews resume`` runs them) and queued
         again, first and in order, for the idle workers (also while closing: the run drains them)."""
         returned = [self._in_flight.pop(i) for i in event.task_ids if i in self._in_flight]
+        if self._on_unstarted is not None:
+            self._on_unstarted([t.id for t in returned])
         self._group.record([t for t in returned if not t.attempt])
         self._queues.tasks.extendleft(reversed(returned))
 

@@ -102,8 +102,10 @@ class PoolFeeder:
         self._lease = lease_s
         self._held: set[int] = set()  # claimed, result not yet stored
         self._lost: deque[int] = deque()  # held tasks whose lease was lost, ended here without a result
-        self._starting: deque[int] = deque()  # held tasks a worker got (from the distributor's thread)
-        self._started: set[int] = set()  # held tasks a worker got: handed back, they count an attempt
+        #: from the distributor's thread, in its order: (True, ids) handed to a worker, (False, ids) a
+        #: worker gave back or stopped holding unstarted (a task may go out, back, and out again)
+        self._starting: deque[tuple[bool, Sequence[int]]] = deque()
+        self._started: set[int] = set()  # held tasks a worker started: handed back, they count an attempt
         self._renewed = time.monotonic()
         self._busy = busy
         self._busy_said: int | None = None
@@ -166,7 +168,11 @@ class PoolFeeder:
             self._held.discard(task)
             self._started.discard(task)
         while self._starting:
-            self._started.add(self._starting.popleft())
+            started, ids = self._starting.popleft()
+            if started:
+                self._started.update(ids)
+            else:
+                self._started.difference_update(ids)
 
     def _busy_unsaid(self) -> bool:
         """Whether the ranks running a task changed since the store was last told."""
@@ -229,7 +235,8 @@ class PoolFeeder:
         """Return what this pool holds without a result stored to the shared queue at once (after
         :meth:`run` ended and the workers stopped: nothing of it runs here any more), so another
         pool takes it now rather than when its lease ends; the ids handed back. Only the tasks a
-        worker got (:meth:`started`) count one more attempt: one only taken ahead was not run.
+        worker started (:meth:`started`, not :meth:`unstarted` since) count one more attempt: one
+        only taken ahead (by this pool, or by a worker behind its running task) was not run.
 
         The results the workers delivered since :meth:`run` ended (tasks that ended while the pool
         stopped) are stored first, each tried once (a stopping pool does not wait for a lost
@@ -254,8 +261,14 @@ class PoolFeeder:
 
     def started(self, tasks: Sequence[Task]) -> None:
         """``tasks`` were handed to a worker (from the distributor's thread): handed back, they
-        count one more attempt."""
-        self._starting.extend(t.id for t in tasks)
+        count one more attempt, unless :meth:`unstarted` says the worker did not start them."""
+        self._starting.append((True, [t.id for t in tasks]))
+
+    def unstarted(self, ids: Sequence[int]) -> None:
+        """The tasks ``ids`` came back from a worker that never started them (a recall, or a worker
+        that stopped holding them ahead; from the distributor's thread): handed back, they keep
+        their attempt count, until a worker gets them again (:meth:`started`)."""
+        self._starting.append((False, list(ids)))
 
     def drop(self, task: int) -> None:
         """Forget ``task`` (from the distributor's thread): its lease was lost to another pool and

@@ -43,6 +43,7 @@ class WorkerStopped:
     served: int
     error: str | None = None
     unfinished: tuple[int, ...] = ()  # tasks it held but did not finish (it stopped on its own)
+    began: int | None = None  # the one of them it had started (the others it held unstarted)
 
 
 class Inbox:
@@ -216,6 +217,7 @@ def worker_loop(
     oldest = 0.0
     served = 0
     error: str | None = None
+    began: int | None = None  # the task running now
     try:
         runner.start()
         while not interrupted():
@@ -226,6 +228,7 @@ def worker_loop(
                 item = queued[0]
                 if not unsent:  # a batch's age counts from its first task's start: the outcome
                     oldest = time.perf_counter()  # of a task longer than the window goes at once
+                began = _task_of(item).id
                 outcome = (
                     _run_team(runner, item, inbox, transport)
                     if isinstance(item, TeamTask)
@@ -234,6 +237,7 @@ def worker_loop(
                 if outcome is None:  # aborted mid-task: it stays among the unfinished
                     break
                 queued.popleft()
+                began = None
                 unsent.append(outcome)
                 served += 1
                 if not queued or time.perf_counter() - oldest >= OUTCOME_BATCH_SECONDS:
@@ -264,7 +268,7 @@ def worker_loop(
             )
         if unsent:
             transport.send(unsent, optimizer_rank, Tag.OUTCOME)
-        transport.send(WorkerStopped(served, error, _unfinished(queued, inbox)), optimizer_rank, Tag.STOPPED)
+        transport.send(WorkerStopped(served, error, _unfinished(queued, inbox), began), optimizer_rank, Tag.STOPPED)
         _settle(transport, inbox, backoff, deadline=time.monotonic() + FINAL_SEND_SECONDS)
         await_stop(inbox)
     return served
