@@ -39,11 +39,28 @@ def _busy_ranks(pool: PoolRow, told: dict[int, int], leased: dict[int, int]) -> 
     return min(told.get(pool.id, leased.get(pool.id, 0)), pool.workers)
 
 
+def _batch_job_ended(folder: Path) -> bool:
+    """Whether the batch job of the attached pool in ``folder`` (its ``job.json``) has ended, as its
+    scheduler says; ``False`` for a pool on ``local`` (no job) or a scheduler that cannot tell."""
+    from emews.core.errors import EmewsError
+    from emews.site.batch_schedulers import DONE
+    from emews.site.jobs import JOB_RECORD, job_lookup
+
+    if not (folder / JOB_RECORD).is_file():
+        return False
+    try:
+        return job_lookup(folder) == DONE
+    except (EmewsError, OSError):  # no scheduler command here (a pool on another cluster): heartbeats tell
+        return False
+
+
 def pool_lines(exp_dir: Path) -> PoolView:
     """The lines (none for an experiment without pools); a pool whose heartbeat is older than the
     workflow's ``store.lease`` and that did not say it stopped is *lost* while tasks are still
     leased to it (they return to the queue when their leases end), then *gone*: killed or cut
-    off, its tasks taken over by other pools, it holds nothing of the run any more."""
+    off, its tasks taken over by other pools, it holds nothing of the run any more. An attached
+    pool whose heartbeat is late (older than a third of the lease, its heartbeat period) and whose
+    batch job its scheduler says ended is lost (or gone) at once: its job was killed under it."""
     if recorded_store(exp_dir) is None:
         return PoolView()
     from emews.config.experiment import WORKFLOW_FILE, pool_folders
@@ -68,8 +85,16 @@ def pool_lines(exp_dir: Path) -> PoolView:
     lines.append(f"pools: {len(pools)}")
     workers = busy = 0
     for pool in pools:
+        late = pool.heartbeat is None or now - pool.heartbeat > lease_s / 3  # it heartbeats every third
+        ended = late and pool.stopped is None and pool.id in folders and _batch_job_ended(folders[pool.id])
         if pool.stopped is not None:
             state = "stopped"
+        elif ended:  # killed with its job (scancel past its grace, a node lost): it will not beat again
+            state = (
+                "lost (its batch job ended without it stopping; its tasks return to the queue when their leases end)"
+                if holding.get(pool.id)
+                else "gone (its batch job ended without it stopping; it held nothing)"
+            )
         elif pool.heartbeat is not None and now - pool.heartbeat <= lease_s:
             state = "running"
             workers += pool.workers

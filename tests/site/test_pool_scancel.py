@@ -1,0 +1,157 @@
+"""A plain Slurm ``scancel`` of an attached pool's batch job (not ``emews cancel``) on the real
+loopback Slurm: ``scancel JOBID`` stops the pool as a stop signal does (it hands back what it held,
+the experiment goes on on the other pool, ``emews status`` calls it stopped and counts its workers
+no more); a pool killed with its job (SIGKILL: no time to stop) is shown lost as soon as its
+heartbeat is late and Slurm says the job ended, not running until its lease ends (docs/postgres.md, "Pools")."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from emews.site.jobs import JOB_RECORD
+from site_helpers import LOOPBACK_SITE
+from slurm_loopback import LoopbackSlurm
+from test_slurm_loopback import wait_for
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests/store/pgserver.py)
+sys.path.insert(0, str(TESTS))
+from pgserver import PgServer, start_server  # noqa: E402
+from pooled import gated_command, gated_workflow, seen  # noqa: E402
+from testutil import EmewsCommand, wait_until  # noqa: E402
+
+BUDGET = 8
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PgServer]:
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    top = Path(tempfile.mkdtemp(prefix="emews-pg-scancel-"))
+    server = start_server(top / "pg")
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _jobs_import_this_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    old = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(TESTS.parent) + (os.pathsep + old if old else ""))
+
+
+def _state(job_id: str) -> str:
+    from emews.site.batch_schedulers import BATCH_SCHEDULERS
+    from emews.site.schema import SchedulerConfig
+
+    return BATCH_SCHEDULERS["slurm"](SchedulerConfig(type="slurm")).job_state(job_id)
+
+
+def _attach_on_slurm(cmd: EmewsCommand, exp: Path) -> tuple[str, list[int]]:
+    """A pool of 2 workers attached on Slurm once the launch's pool holds its tasks; its job id and
+    the tasks it runs (their marks are there)."""
+    assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+    attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
+    assert attached.returncode == 0, attached.stderr
+    job_id = json.loads((exp / "pools" / "pool-001" / JOB_RECORD).read_text())["job_id"]
+    marks = exp.parent / "marks"
+    running = wait_until(
+        lambda: [i for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
+                 if (marks / str(i)).exists()], 240)
+    assert running, seen(exp, "SELECT id, state, pool FROM tasks ORDER BY id")
+    return job_id, running
+
+
+def _kill_the_jobs_processes(job_id: str) -> list[int]:
+    """SIGKILL every process of Slurm job ``job_id`` (its environment names the job); their pids."""
+    killed = []
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if f"SLURM_JOB_ID={job_id}".encode() in environ and proc.name.isdigit():
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def _pool_line(cmd: EmewsCommand, pool: int) -> tuple[str, str]:
+    status = cmd("status", "exp", timeout=120, check=True).stdout
+    return next(line for line in status.splitlines() if line.startswith(f"  pool {pool}: ")), status
+
+
+def test_scancel_stops_an_attached_pool_as_a_stop_signal_does(
+        slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
+    wf = gated_workflow(tmp_path, postgres.url(), BUDGET, store={"lease": 600})
+    cmd = gated_command(tmp_path)
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        job_id, running = _attach_on_slurm(cmd, exp)
+        assert "workers busy: 4/4" in cmd("status", "exp", timeout=120, check=True).stdout
+        subprocess.run(["scancel", job_id], check=True, capture_output=True)
+        assert wait_for(lambda: _state(job_id), "done", 240) == "done"
+        output = (exp / "pools" / "pool-001" / f"job-{job_id}.out").read_text()
+        assert "handed back to the queue; stopped: stopped by SIGTERM" in output, output
+        assert seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'") == []  # back at once
+        line, status = _pool_line(cmd, 2)
+        assert line.startswith("  pool 2: stopped, slurm-loopback, job " + job_id), status
+        assert "workers busy: 2/2" in status, status  # the launch's pool alone
+        assert "0 evaluations" in cmd("results", "exp", timeout=120, check=True).stdout
+        (tmp_path / "open").touch()
+        _, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    results = seen(exp, "SELECT id, pool FROM results ORDER BY id")
+    assert results == [(i, 1) for i in range(BUDGET)]
+    attempts = dict(seen(exp, "SELECT id, attempt FROM tasks"))
+    assert all(attempts[i] == 1 for i in running)  # started on pool 2: one more attempt each
+
+
+def test_a_pool_killed_with_its_job_is_lost_once_its_heartbeat_is_late(
+        slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
+    """Every process of the pool's job killed at once (SIGKILL: a node lost, the OOM killer, a
+    scancel past its KillWait), so the job ends with nothing handed back, the pool's row not stopped. Once its heartbeat is later than its period (a third of the 30 s lease)
+    ``emews status`` says it is lost, its batch job ended, and counts its workers no more, while the
+    lease still holds (it said running, 4/4 workers busy, until the lease ended); the tasks then
+    run on the launch's pool, each stored once."""
+    wf = gated_workflow(tmp_path, postgres.url(), BUDGET, store={"lease": 30})
+    cmd = gated_command(tmp_path)
+    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    try:
+        job_id, running = _attach_on_slurm(cmd, exp)
+        assert _kill_the_jobs_processes(job_id)  # no process of the job had time to stop
+        assert wait_for(lambda: _state(job_id), "done", 240) == "done"
+        assert wait_until(lambda: not _pool_line(cmd, 2)[0].startswith("  pool 2: running,"), 120)
+        line, status = _pool_line(cmd, 2)
+        age = int(line.split("heartbeat ")[1].split(" s ago")[0])
+        assert line.startswith("  pool 2: lost (its batch job ended without it stopping; "), status
+        assert age < 30 and "workers busy: 2/2" in status, status  # within the lease: its workers are gone
+        (tmp_path / "open").touch()
+        _, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+    finally:
+        (tmp_path / "open").touch()
+        cmd.kill_all()
+    results = seen(exp, "SELECT id, pool FROM results ORDER BY id")
+    assert results == [(i, 1) for i in range(BUDGET)]
+    line, status = _pool_line(cmd, 2)
+    assert line.startswith("  pool 2: gone ("), status
