@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,21 +21,15 @@ from test_slurm_loopback import wait_for
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests/store/pgserver.py)
 sys.path.insert(0, str(TESTS))
-from pgserver import PgServer, start_server  # noqa: E402
-from pooled import gated_command, gated_workflow, seen  # noqa: E402
+from pgserver import PgServer, running_server  # noqa: E402
+from pooled import gated_command, gated_workflow, held_by, seen, wait_for_queued  # noqa: E402
 from testutil import EmewsCommand, events, trainer_workflow, wait_until  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PgServer]:
-    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
-    top = Path(tempfile.mkdtemp(prefix="emews-pg-slurm-"))
-    server = start_server(top / "pg")
-    try:
+    with running_server("emews-pg-slurm-") as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -53,13 +45,13 @@ def test_a_pool_on_slurm_joins_an_experiment(slurm_cluster: LoopbackSlurm, postg
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        wait_for_queued(exp)
         attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
         assert attached.returncode == 0, attached.stderr
         pool_dir = exp / "pools" / "pool-001"
         record = json.loads((pool_dir / JOB_RECORD).read_text())
         assert f"submitted pool job {record['job_id']}" in attached.stdout
-        ran = wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'"), 240)
+        ran = wait_until(lambda: held_by(exp, 2), 240)
         assert ran, (pool_dir / "emews.log").read_text() if (pool_dir / "emews.log").exists() else "no pool log"
         (tmp_path / "open").touch()
         out, err = launch.communicate(timeout=300)
@@ -92,17 +84,17 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        wait_for_queued(exp)
         attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
         assert attached.returncode == 0, attached.stderr
         job_id = json.loads((exp / "pools" / "pool-001" / JOB_RECORD).read_text())["job_id"]
-        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'"), 240)
+        assert wait_until(lambda: held_by(exp, 2), 240)
         cancelled = cmd("cancel", "exp", timeout=120)
         assert cancelled.returncode == 0, cancelled.stderr
         assert cancelled.stdout.splitlines() == [f"cancelled pool job {job_id} (pool-001)"]
         assert wait_for(lambda: slurm_cluster_state(job_id), "done", 120) == "done"
         # its tasks handed back as it ended (the launch's pool, its workers held at the gate, claims none yet)
-        assert seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'") == []
+        assert held_by(exp, 2) == []
         status = cmd("status", "exp", timeout=120, check=True).stdout
         assert "pool 2: stopped" in status and "queue: " in status, status
         again = cmd("cancel", "exp", timeout=120)
@@ -186,7 +178,7 @@ def test_a_pool_job_warned_by_slurm_hands_its_trial_back_and_ends_as_at_its_wall
         job_id = json.loads((pool_dir / JOB_RECORD).read_text())["job_id"]
 
         def slurm_trial_reported() -> bool:
-            held = {task for (task,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")}
+            held = set(held_by(exp, 2))
             return any(e["event"] == "report" and e["task"] in held for e in events(log))
 
         assert wait_until(slurm_trial_reported, 240), events(log)
@@ -197,7 +189,7 @@ def test_a_pool_job_warned_by_slurm_hands_its_trial_back_and_ends_as_at_its_wall
         assert "handed back to the queue" in output, output
         shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
         assert "JobState=COMPLETED" in shown and "ExitCode=0:0" in shown, shown
-        assert seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'") == []
+        assert held_by(exp, 2) == []
         gate.touch()
         out, err = launch.communicate(timeout=300)
         assert launch.returncode == 0, err

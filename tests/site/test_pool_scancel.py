@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,8 +24,8 @@ from test_slurm_loopback import wait_for
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests/store/pgserver.py)
 sys.path.insert(0, str(TESTS))
-from pgserver import PgServer, start_server  # noqa: E402
-from pooled import gated_command, gated_workflow, seen  # noqa: E402
+from pgserver import PgServer, running_server  # noqa: E402
+from pooled import gated_command, gated_workflow, held_by, running_on, seen, wait_for_queued  # noqa: E402
 from testutil import EmewsCommand, wait_until  # noqa: E402
 
 BUDGET = 8
@@ -35,14 +33,8 @@ BUDGET = 8
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PgServer]:
-    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
-    top = Path(tempfile.mkdtemp(prefix="emews-pg-scancel-"))
-    server = start_server(top / "pg")
-    try:
+    with running_server("emews-pg-scancel-") as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -61,14 +53,11 @@ def _state(job_id: str) -> str:
 def _attach_on_slurm(cmd: EmewsCommand, exp: Path) -> tuple[str, list[int]]:
     """A pool of 2 workers attached on Slurm once the launch's pool holds its tasks; its job id and
     the tasks it runs (their marks are there)."""
-    assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+    wait_for_queued(exp)
     attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
     assert attached.returncode == 0, attached.stderr
     job_id = json.loads((exp / "pools" / "pool-001" / JOB_RECORD).read_text())["job_id"]
-    marks = exp.parent / "marks"
-    running = wait_until(
-        lambda: [i for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
-                 if (marks / str(i)).exists()], 240)
+    running = wait_until(lambda: running_on(exp, 2), 240)
     assert running, seen(exp, "SELECT id, state, pool FROM tasks ORDER BY id")
     return job_id, running
 
@@ -108,7 +97,7 @@ def test_scancel_stops_an_attached_pool_as_a_stop_signal_does(
         assert wait_for(lambda: _state(job_id), "done", 240) == "done"
         output = (exp / "pools" / "pool-001" / f"job-{job_id}.out").read_text()
         assert "handed back to the queue; stopped: stopped by SIGTERM" in output, output
-        assert seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'") == []  # back at once
+        assert held_by(exp, 2) == []  # back at once
         line, status = _pool_line(cmd, 2)
         assert line.startswith("  pool 2: stopped, slurm-loopback, job " + job_id), status
         assert "workers busy: 2/2" in status, status  # the launch's pool alone

@@ -1,44 +1,52 @@
-"""The store tests' PostgreSQL server: started once per session on loopback (tests/store/pgserver.py)."""
+"""The store tests' PostgreSQL server, started once per session on loopback (tests/store/pgserver.py),
+and the connections to one experiment's store that the queue, feeder and trial tests share. The
+helpers of the end-to-end pool tests are in tests/store/pooled.py."""
 
 from __future__ import annotations
 
 import gc
-import shutil
-import tempfile
+import hashlib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from pgserver import PgServer, start_server
+from pgserver import PgServer, running_server
+
+if TYPE_CHECKING:
+    from emews.store.postgres import PostgresStore
 
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
-    top = Path(tempfile.mkdtemp(prefix="emews-pg-"))
-    server = start_server(top / "pg")
-    try:
+    with running_server("emews-pg-") as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture
 def own_server() -> Iterator[PgServer]:
     """A PostgreSQL server of the test's own, which it may stop and restart."""
-    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
-    top = Path(tempfile.mkdtemp(prefix="emews-pg-own-"))
-    server = start_server(top / "pg")
-    try:
+    with running_server("emews-pg-own-") as server:
         yield server
-    finally:
-        try:
-            server.stop()
-        except Exception:  # stopped by the test already
-            pass
-        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def schema(request: pytest.FixtureRequest) -> str:
+    """An experiment schema of the test's own: its name, made unique across files by its node id."""
+    digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:8]
+    return f"s{digest}_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:40]
+
+
+@pytest.fixture
+def stores(pg_server: PgServer, schema: str, tmp_path: Path) -> Iterator[list[PostgresStore]]:
+    """Three connections to one experiment's store (an optimizer and two pools), closed at the end."""
+    from emews.store.postgres import PostgresStore
+
+    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(3)]
+    yield opened
+    for store in opened:
+        store.close()
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,9 @@ import pwd
 import shutil
 import socket
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,3 +84,23 @@ def start_server(folder: Path) -> PgServer:
     server = PgServer(folder, _free_port(), bin_dir, user)
     server.start()
     return server
+
+
+@contextmanager
+def running_server(prefix: str = "emews-pg-") -> Iterator[PgServer]:
+    """A server of its own in a new temporary folder (``prefix``), stopped (unless the test stopped
+    it already) and its folder removed at the end: the store tests' session server, a test's own,
+    and the Slurm tests' (tests/site)."""
+    import pytest
+
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    top = Path(tempfile.mkdtemp(prefix=prefix))
+    server = start_server(top / "pg")
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        except subprocess.CalledProcessError:  # stopped by the test already
+            pass
+        shutil.rmtree(top, ignore_errors=True)

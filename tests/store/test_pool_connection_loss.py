@@ -29,15 +29,11 @@ def _ok(task: Task) -> Result:
     return Result(task.id, task.params, Status.OK, x, x, {}, None, 1, "h", task.submitted, 1.0, 2.0)
 
 
-def _schema(request: pytest.FixtureRequest) -> str:
-    return "c_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
-
-
-def test_terminated_connections_are_made_again(pg_server: PgServer, request: pytest.FixtureRequest,
+def test_terminated_connections_are_made_again(pg_server: PgServer, schema: str,
                                                tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The optimizer's bridge (its submitting and listening connections) and a pool's feeder lose
     every connection halfway; each is made again and the evaluator gets all its results."""
-    stores = [PostgresStore(pg_server.url(), _schema(request), root=tmp_path) for _ in range(3)]
+    stores = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(3)]
     submitter, listener, pool = (PoolQueue(s, retry_s=60.0) for s in stores)
     submitter.enable()
     queues, work = PooledQueuePair(), PoolQueuePair()
@@ -136,11 +132,11 @@ class _Conflicted(PoolQueue):
 
 
 def test_a_rolled_back_transaction_runs_again_on_the_same_connection(
-    pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_server: PgServer, schema: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A deadlock the server broke is not a lost connection: the operation runs again at once,
     without reconnecting (which would drop the session's LISTENs and settings)."""
-    queue = _Conflicted(PostgresStore(pg_server.url(), _schema(request), root=tmp_path), retry_s=60.0)
+    queue = _Conflicted(PostgresStore(pg_server.url(), schema, root=tmp_path), retry_s=60.0)
     request.addfinalizer(queue.store.close)
     reconnects: list[bool] = []
     monkeypatch.setattr(queue, "reconnect", lambda: reconnects.append(True))

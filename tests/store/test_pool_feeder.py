@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-from pgserver import PgServer
 
 from emews.core.queues import QueuePair
 from emews.core.results import Result, Status, Task
@@ -19,15 +15,6 @@ from emews.store.pool_queue import PoolQueue
 from emews.store.postgres import PostgresStore
 
 TASKS = 40
-
-
-@pytest.fixture
-def stores(pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[PostgresStore]]:
-    schema = "f_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
-    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(3)]
-    yield opened
-    for store in opened:
-        store.close()
 
 
 def _result(task: Task, value: float, host: str, when: float) -> Result:

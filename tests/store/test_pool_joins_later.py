@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rows, seen
+from pooled import gated_command, gated_workflow, rows, running_on, seen
 
 from testutil import wait_until
 
@@ -23,20 +23,15 @@ def test_a_pool_that_joins_gets_work_for_every_worker_before_any_result(pg_serve
                         store={"lease": 600})
     first, second = gated_command(tmp_path), gated_command(tmp_path)
     launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp, marks = tmp_path / "exp", tmp_path / "marks"
+    exp = tmp_path / "exp"
     try:
         states = "SELECT state, count(*) FROM tasks GROUP BY state ORDER BY state"
-        assert wait_until(lambda: seen(exp, states) == [("leased", 2), ("queued", 2)] and (marks / "0").exists(), 120), (
+        assert wait_until(lambda: seen(exp, states) == [("leased", 2), ("queued", 2)] and running_on(exp, 1), 120), (
             seen(exp, states))
         attached = second.popen("attach", "exp", "--workers", "3")
-
-        def pool_2_running() -> list[int]:
-            return [i for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
-                    if (marks / str(i)).exists()]
-
-        running = wait_until(lambda: len(pool_2_running()) >= 3, 240)
+        running = wait_until(lambda: len(running_on(exp, 2)) >= 3, 240)
         stored = rows(exp, "SELECT id, pool FROM results")
-        assert running and stored == [], (pool_2_running(), stored, seen(exp, "SELECT id, state, pool FROM tasks"))
+        assert running and stored == [], (running_on(exp, 2), stored, seen(exp, "SELECT id, state, pool FROM tasks"))
         (tmp_path / "open").touch()
         _, err = launch.communicate(timeout=300)
         assert launch.returncode == 0, err

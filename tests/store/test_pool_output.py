@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import rows, seen
+from pooled import QUEUED, rows, running_on, seen
 
 from testutil import EmewsCommand, said, wait_until, write_workflow
 
@@ -52,7 +52,7 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
         assert (
             wait_until(
                 lambda: (
-                    seen(exp, "SELECT id FROM tasks WHERE state = 'queued'")
+                    seen(exp, QUEUED)
                     and any(marks.iterdir())
                     or launch.poll() is not None
                 ),
@@ -63,11 +63,7 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
         attached = cmd.popen("attach", "exp", "--workers", "1")
         both = wait_until(
             lambda: (
-                [
-                    i
-                    for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
-                    if (marks / str(i)).exists()
-                ]
+                running_on(exp, 2)
                 or attached.poll() is not None
             ),
             180,

@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-from pgserver import PgServer
 
 from emews.core.results import Outcome, Status, Task
 from emews.job.pool_run import PoolRun
@@ -46,15 +42,6 @@ class _GatedRunner:
                 self.prefetched.set()
             time.sleep(0.005)
         return None  # aborted mid-task: it stays among the worker's unfinished
-
-
-@pytest.fixture
-def stores(pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[PostgresStore]]:
-    schema = "h_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
-    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(2)]
-    yield opened
-    for store in opened:
-        store.close()
 
 
 def test_a_task_held_ahead_by_a_worker_and_handed_back_unstarted_keeps_its_attempt(

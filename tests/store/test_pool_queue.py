@@ -8,7 +8,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +27,6 @@ from testutil import wait_until
 
 _LEASE = 600.0  # long enough never to end during a test
 _ENDED = -1.0  # a lease that has already ended
-
-
-@pytest.fixture
-def schema(request: pytest.FixtureRequest) -> str:
-    return "q_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
-
-
-@pytest.fixture
-def stores(pg_server: PgServer, schema: str, tmp_path: Path) -> Iterator[list[PostgresStore]]:
-    """Three connections to one experiment's store (an optimizer and two pools)."""
-    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(3)]
-    yield opened
-    for store in opened:
-        store.close()
 
 
 def _task(i: int) -> Task:

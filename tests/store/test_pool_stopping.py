@@ -10,23 +10,11 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rows, seen
+from pooled import gated_command, gated_workflow, rank_zero, rows, running_on, seen, wait_for_queued
 
-from testutil import EmewsCommand, wait_until
+from testutil import wait_until
 
 BUDGET = 8
-
-
-def rank_zero(cmd: EmewsCommand) -> int | None:
-    """The pid of rank 0 of ``cmd``'s MPI job (the process whose environment has ``PMI_RANK=0``)."""
-    for pid in cmd.processes():
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"PMI_RANK=0" in environ:
-            return pid
-    return None
 
 
 def test_a_result_that_comes_while_a_pool_stops_is_stored(pg_server: PgServer, tmp_path: Path) -> None:
@@ -40,18 +28,10 @@ def test_a_result_that_comes_while_a_pool_stops_is_stored(pg_server: PgServer, t
     second.env["EMEWS_ABORT_GRACE"] = "120"  # rank 0 waits for its worker's last result (a safety net)
     launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
-    marks = tmp_path / "marks"
     try:
-        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        wait_for_queued(exp)
         attached = second.popen("attach", "exp", "--workers", "1")
-        running = wait_until(
-            lambda: [
-                i
-                for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
-                if (marks / str(i)).exists()
-            ],
-            120,
-        )
+        running = wait_until(lambda: running_on(exp, 2), 120)
         assert running and len(running) == 1, seen(exp, "SELECT id, state, pool FROM tasks ORDER BY id")
         pid = wait_until(lambda: rank_zero(second), 60)
         assert pid, second.processes()

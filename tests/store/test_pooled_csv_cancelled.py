@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rows, seen
+from pooled import gated_command, gated_workflow, rows, wait_for_queued
 
 from emews.job.issued_ids import highest_id_on_disk
 from emews.output.csvfollow import CsvFollower
@@ -28,7 +28,7 @@ def test_results_csv_followed_during_a_pooled_resume_steps_over_ids_cancelled_ea
     launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        wait_for_queued(exp)
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
         cmd("cancel", "exp", "--queued", timeout=120, check=True)

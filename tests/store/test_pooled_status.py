@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import rows, seen
+from pooled import rows, seen, wait_for_queued
 
 from emews.store import open_store
 from emews.store.pool_queue import PoolQueue
@@ -54,7 +54,7 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
     launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        wait_for_queued(exp)
         attached = second.popen("attach", "exp", "--workers", "1")
         held = wait_until(lambda: seen(exp, HELD), 180)
         assert held, seen(exp, "SELECT id, state, pool FROM tasks")
@@ -103,7 +103,7 @@ def test_status_says_how_the_last_serve_ended(pg_server: PgServer, tmp_path: Pat
     launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
-        assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+        wait_for_queued(exp)
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
         job = first("status", "exp", timeout=120, check=True).stdout.splitlines()[0]

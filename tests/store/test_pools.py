@@ -17,7 +17,7 @@ import pytest
 from pgserver import PgServer
 
 from emews.store import open_store
-from pooled import gated_command, gated_workflow, rows, seen
+from pooled import gated_command, gated_workflow, held_by, rows, running_on, seen, wait_for_queued
 from testutil import TESTS, EmewsCommand, wait_until, write_workflow
 
 BUDGET = 12
@@ -31,17 +31,9 @@ def _attach_once_queued(cmd: EmewsCommand, exp: Path) -> tuple[subprocess.Popen,
     """Once the first pool holds what it can (2 running, 1 on its way) and a task waits in the
     queue, attach a pool of 2 workers; wait until one of its workers runs a task (its mark is
     there); that pool's job and the tasks it runs."""
-    assert wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'"), 120)
+    wait_for_queued(exp)
     attached = cmd.popen("attach", "exp", "--workers", "2")
-    marks = exp.parent / "marks"
-    running = wait_until(
-        lambda: [
-            i
-            for (i,) in seen(exp, "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased'")
-            if (marks / str(i)).exists()
-        ],
-        120,
-    )
+    running = wait_until(lambda: running_on(exp, 2), 120)
     assert running, "the attached pool never ran a task"
     return attached, running
 
@@ -92,17 +84,16 @@ def test_a_pool_stopped_by_sigterm_hands_back_what_it_held_at_once(pg_server: Pg
     try:
         attached, _ = _attach_once_queued(second, exp)
         marks = tmp_path / "marks"
-        holding = "SELECT id FROM tasks WHERE pool = 2 AND state = 'leased' ORDER BY id"
 
         def full() -> list[int]:  # 3 held, 2 of them running
-            ids = [i for (i,) in seen(exp, holding)]
-            return ids if len(ids) == 3 and sum((marks / str(i)).exists() for i in ids) == 2 else []
+            ids = held_by(exp, 2)
+            return ids if len(ids) == 3 and len(running_on(exp, 2)) == 2 else []
 
         held = wait_until(full, 120)
         assert held, seen(exp, "SELECT id, state, pool FROM tasks ORDER BY id")
         attached.send_signal(signal.SIGTERM)
         _, err = attached.communicate(timeout=120)
-        assert rows(exp, holding) == []  # handed back as the pool ended
+        assert held_by(exp, 2) == []  # handed back as the pool ended
         attempts = dict(rows(exp, "SELECT id, attempt FROM tasks"))
         ran = {i for i in held if (marks / str(i)).exists()}
         assert {i: attempts[i] for i in held} == {i: int(i in ran) for i in held}, ran

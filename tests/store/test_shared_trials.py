@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pytest
 from pgserver import PgServer
 
 from emews.core.direction import Direction
@@ -24,15 +22,6 @@ from emews.training.messages import Action, CheckpointNote, Reply, Report
 from emews.training.schedulers.asha import ASHA
 from emews.training.schedulers.median import MedianStopping
 from testutil import wait_until
-
-
-@pytest.fixture
-def stores(pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[PostgresStore]]:
-    schema = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
-    opened = [PostgresStore(pg_server.url(), schema, root=tmp_path) for _ in range(2)]
-    yield opened
-    for store in opened:
-        store.close()
 
 
 def _service(store: PostgresStore) -> SharedTrials:
