@@ -109,4 +109,40 @@ def pool_lines(exp_dir: Path) -> PoolView:
             f"{counted(pool.workers, 'worker')}, {counted(pool.tasks_done, 'task')} done, heartbeat {beat}"
             + (f", folder {folders[pool.id].relative_to(exp_dir)}" if pool.id in folders else "")
         )
+    lines += _unstarted_lines(exp_dir, set(folders.values()))
     return PoolView(lines, workers, busy, optimizer=optimizer)
+
+
+def _unstarted_lines(exp_dir: Path, registered: set[Path]) -> list[str]:
+    """A line per attached pool's batch job whose pool has not registered (no ``pool.json``): still
+    in the batch queue, starting, or ended before its pool started (its output named), as its
+    scheduler says. A pool attached on ``local`` has no job to ask about."""
+    from emews.config.experiment import POOLS_DIR
+    from emews.core.errors import EmewsError
+    from emews.site.batch_schedulers import DONE, NOT_FOUND, QUEUED, RUNNING
+    from emews.site.jobs import JOB_RECORD, job_lookup, job_output, read_job
+
+    lines = []
+    for folder in sorted((exp_dir / POOLS_DIR).glob("pool-*")):
+        if folder in registered or not (folder / JOB_RECORD).is_file():
+            continue
+        name = folder.relative_to(exp_dir)
+        try:
+            job = f"batch job {read_job(folder).get('job_id') or '?'}"
+        except EmewsError:  # an unreadable record
+            continue
+        try:
+            state, output = job_lookup(folder), job_output(folder)
+        except (EmewsError, OSError):  # no scheduler command here (a pool on another cluster)
+            state, output = "", None
+        if state == QUEUED:
+            said = "waits in the batch queue; its pool has not started"
+        elif state == RUNNING:
+            said = "runs; its pool has not joined yet"
+        elif state in (DONE, NOT_FOUND):
+            shown = "" if output is None else f" (its output: {output.relative_to(exp_dir)})"
+            said = f"ended before its pool started{shown}"
+        else:
+            said = "submitted; its pool has not started (the scheduler's state for it is unknown)"
+        lines.append(f"  {name}: {job} {said}")
+    return lines
