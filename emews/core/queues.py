@@ -107,10 +107,12 @@ class QueuePair:
             self._waiting += 1
             try:
                 self._arrived.wait_for(
-                    lambda: self._results
-                    or self._failure is not None
-                    or self._end is not None
-                    or (room_above is not None and self._capacity > room_above),
+                    lambda: (
+                        self._results
+                        or self._failure is not None
+                        or self._end is not None
+                        or (room_above is not None and self._capacity > room_above)
+                    ),
                     timeout,
                 )
             finally:
