@@ -8,8 +8,9 @@ line, ``emews status`` and ``summary.json`` count what will run (a 1-point sweep
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from emews.config.plugin_calls import ask_optimizer
 from emews.core.wording import counted
 
 if TYPE_CHECKING:
@@ -18,13 +19,16 @@ if TYPE_CHECKING:
 
 def planned_evaluations(workflow: Workflow) -> int | None:
     """The evaluations the optimizer runs with its options (each point ``replicates`` times);
-    ``None`` when it does not say, or cannot be loaded (``check_workflow`` reports that)."""
+    ``None`` when it does not say, or cannot be loaded (``check_workflow`` reports that); what it
+    raises is said as :func:`~emews.config.plugin_calls.refusal` says it."""
     model = workflow.model
-    try:
-        optimizer_class: Any = workflow.optimizer_class()  # an Optimizer subclass
-        points = optimizer_class.planned_evaluations(model.optimizer.options, workflow.space)
-    except Exception:  # noqa: BLE001 - an optimizer that cannot be loaded, a bad points file: said elsewhere
-        return None
+    options = model.optimizer.options
+    points = ask_optimizer(
+        model.optimizer,
+        workflow.label,
+        workflow.source.parent,
+        lambda cls: cls.planned_evaluations(options, workflow.space),
+    )
     return points * model.replicates if points else None
 
 

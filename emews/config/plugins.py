@@ -87,6 +87,8 @@ class PluginKind:
             module = import_user_module(module_ref, what=self.what, base_dir=base_dir)
         except UserImportError as exc:
             raise PluginNotFound(str(exc)) from exc
+        except Exception as exc:  # a package module that raised while importing (a file's is a UserImportError)
+            raise PluginNotFound(f"cannot load {self.what} {ref!r}: {type(exc).__name__}: {exc}") from exc
         found: Any = module
         for part in attribute.split("."):
             found = getattr(found, part, None)
@@ -97,6 +99,14 @@ class PluginKind:
             missing = ", ".join(sorted(getattr(found, "__abstractmethods__", ())))
             raise PluginNotFound(f"{module_ref}:{attribute} does not implement {missing} of {name}")
         return found
+
+    def resolve_or_none(self, ref: str, base_dir: Path | None = None) -> type | None:
+        """The class ``ref`` names, or ``None`` when it cannot be loaded (``check_workflow`` says why):
+        for asking the class before that check. Its own errors are not this method's to swallow."""
+        try:
+            return self.resolve(ref, base_dir)
+        except PluginNotFound:
+            return None
 
     def _target(self, ref: str) -> str:
         """``ref`` as ``module:Class``: a built-in's or an entry point's, else ``ref`` itself."""

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from emews.config.planned_budget import planned_evaluations
+from emews.config.plugin_calls import ask_optimizer
 from emews.config.plugins import OPTIMIZERS, TRIAL_SCHEDULERS, validate_options
 from emews.config.space_section import build_space
 from emews.config.validation import config_error
@@ -110,14 +111,10 @@ class Workflow:
         return data
 
 
-def _takes_open_points(optimizer: OptimizerSection) -> bool:
-    """Whether the optimizer, with its options, runs points that need no complete space (a UPF sweep).
-    An optimizer that cannot be loaded is reported later, by :func:`check_workflow`."""
-    try:
-        optimizer_class: Any = OPTIMIZERS.resolve(optimizer.name)  # an Optimizer subclass
-        return bool(optimizer_class.takes_open_points(optimizer.options))
-    except Exception:
-        return False
+def _takes_open_points(optimizer: OptimizerSection, file: str, workflow_dir: Path) -> bool:
+    """Whether the optimizer, with its options, runs points that need no complete space (a UPF sweep)."""
+    answer = ask_optimizer(optimizer, file, workflow_dir, lambda cls: cls.takes_open_points(optimizer.options))
+    return bool(answer)
 
 
 #: workflow keys renamed: old -> new. The old key still loads, for one release, with a notice.
@@ -234,7 +231,7 @@ def workflow_from_mapping(
             file=file,
             key="task.memory_limit",
         )
-    space = build_space(model.space, file, path.parent, _takes_open_points(model.optimizer))
+    space = build_space(model.space, file, path.parent, _takes_open_points(model.optimizer, file, path.parent))
     if model.replicates > 1:
         check_replicates(model, space, file)
     resolve_objective(model.objective, path.parent, file)

@@ -5,7 +5,6 @@ and the optimizer built as the job would build them: fail now, not in the job.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from emews.config.candle_points import check_candle_points
+from emews.config.plugin_calls import ask_optimizer, refusal
 from emews.config.plugins import (
     OPTIMIZERS,
     TRIAL_SCHEDULERS,
@@ -24,8 +24,8 @@ from emews.config.plugins import (
 from emews.config.shadowing import shadowing_problem
 from emews.config.validation import config_error
 from emews.config.workflow_paths import existing_path
-from emews.config.workflow_schema import ObjectiveSection, OptimizerSection, WorkflowModel
-from emews.core.errors import ConfigError, EmewsError, KeyedValueError
+from emews.config.workflow_schema import ObjectiveSection, WorkflowModel
+from emews.core.errors import ConfigError
 from emews.core.imports import is_file_ref
 from emews.core.replicates import REPLICATE
 from emews.core.space import Dimension, Space
@@ -102,12 +102,12 @@ def check_trial_scheduler(workflow: Workflow, file: str) -> None:
         raise ConfigError(str(exc), file=file, key="trial_scheduler.options") from None
 
 
-def _point_keys(optimizer: OptimizerSection) -> frozenset[str] | None:
+def _point_keys(workflow: Workflow) -> frozenset[str] | None:
     """The keys of every point of an open space, when the optimizer says (``Optimizer.point_keys``)."""
-    try:
-        return OPTIMIZERS.resolve(optimizer.name).point_keys(optimizer.options)  # type: ignore[attr-defined]
-    except Exception:  # an optimizer that cannot be loaded: reported by check_workflow
-        return None
+    optimizer = workflow.model.optimizer
+    return ask_optimizer(
+        optimizer, workflow.label, workflow.source.parent, lambda cls: cls.point_keys(optimizer.options)
+    )
 
 
 def _check_placeholders(
@@ -179,7 +179,7 @@ def check_workflow(workflow: Workflow) -> Any:
         raise ConfigError(str(exc), file=file, key="objective.function") from None
     except ObjectiveLoadError as exc:
         raise ConfigError(str(exc), file=file, key=_objective_key(section, str(exc))) from None
-    _check_placeholders(section, workflow.space, loaded.defaults, file, _point_keys(workflow.model.optimizer))
+    _check_placeholders(section, workflow.space, loaded.defaults, file, _point_keys(workflow))
     _check_candle_values(section, workflow.space, loaded.defaults, file)
     if isinstance(workflow.task_size, FunctionSize):
         try:
@@ -193,26 +193,10 @@ def check_workflow(workflow: Workflow) -> Any:
         optimizer.check(workflow.space)
         if section.command is not None and section.params == "candle":
             check_candle_points(optimizer, file)
-    except KeyedValueError as exc:  # a plug-in's option refused, with its key and what is allowed
-        raise ConfigError(exc.message, file=file, key=exc.key or "optimizer.options", allowed=exc.allowed) from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc), file=file, key="optimizer.options") from None
-    except EmewsError:  # the plug-in's own configuration error, with its file, key and allowed values
-        raise
-    except Exception as exc:  # the plug-in's own code failed (a RuntimeError, a missing library): one line
-        raise ConfigError(
-            f"cannot build optimizer {workflow.model.optimizer.name!r}: {type(exc).__name__}: {exc} "
-            f"(at {_innermost_frame(exc)})",
-            file=file,
-            key="optimizer",
-        ) from None
+    except Exception as exc:  # noqa: BLE001 - the plug-in's own code: said in one line
+        options, doing = workflow.model.optimizer.options, f"cannot build optimizer {workflow.model.optimizer.name!r}"
+        raise refusal(exc, "optimizer", cls, options, file, doing) from None
     return optimizer
-
-
-def _innermost_frame(exc: BaseException) -> str:
-    """``file:line`` of the frame ``exc`` was raised in."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown place"
 
 
 def _check_shadowing(section: ObjectiveSection, file: str) -> None:
@@ -238,14 +222,8 @@ def _objective_key(section: ObjectiveSection, message: str) -> str:
 def _optimizer_class(workflow: Workflow, file: str) -> type:
     try:
         return workflow.optimizer_class()
-    except PluginNotFound as exc:
+    except PluginNotFound as exc:  # unknown, or its module failed to import
         raise ConfigError(str(exc), file=file, key="optimizer.name", allowed=OPTIMIZERS.allowed()) from None
-    except Exception as exc:  # the optimizer module itself failed to import
-        raise ConfigError(
-            f"cannot load optimizer {workflow.model.optimizer.name!r}: {type(exc).__name__}: {exc}",
-            file=file,
-            key="optimizer.name",
-        ) from None
 
 
 def _check_options(workflow: Workflow, cls: type, file: str) -> None:
