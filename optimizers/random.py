@@ -23,7 +23,7 @@ class RandomSearch(AskTellOptimizer):
 
     def __init__(self, seed: int | None = None, backlog: int = 2) -> None:
         if backlog < 1:
-            raise ValueError("backlog must be at least 1")
+            raise ValueError(f"backlog: must be at least 1, not {backlog!r}")
         self.rng = random.Random(seed)
         self.backlog = backlog
 

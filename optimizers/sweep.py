@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from emews.core.errors import KeyedValueError
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
@@ -38,9 +39,9 @@ class Sweep(AskTellOptimizer):
         self, levels: int = 5, file: Path | None = None, backlog: int = 2, lines: Literal["json", "text"] = "json"
     ) -> None:
         if levels < 1:
-            raise ValueError("levels must be at least 1")
+            raise ValueError(f"levels: must be at least 1, not {levels!r}")
         if file is not None and not Path(file).is_file():
-            raise ValueError(f"points file {file} does not exist")
+            raise ValueError(f"file: points file {file} does not exist")
         self.levels = levels
         self.file = None if file is None else Path(file)
         self.backlog = backlog
@@ -70,10 +71,14 @@ class Sweep(AskTellOptimizer):
         return math.prod(len(space[name].grid(levels)) for name in space.names)
 
     def check(self, space: Space) -> None:
-        """Read the whole points file: the first bad line raises ``ValueError`` ("file:line: ...")."""
+        """Read the whole points file: the first bad line raises ``ValueError`` ("file:line: ..."), keyed
+        to the ``file`` option."""
         if self.file is not None:
-            for _ in read_points_file(self.file, space, self.lines):
-                pass
+            try:
+                for _ in read_points_file(self.file, space, self.lines):
+                    pass
+            except ValueError as exc:
+                raise KeyedValueError("optimizer.options.file", str(exc)) from None
 
     def written_points(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """A JSON points file's lines as written, each with ``FILE:LINE`` (a text UPF's lines are

@@ -185,8 +185,8 @@ def _blamed_on_overrides(
     only ``--set`` wrote) blamed on ``--set``, not on the workflow file (``--set
     budget.evaluations=abc`` named the file; ``--set trial_scheduler.options.max_t=9`` on a
     workflow without a trial scheduler named its missing ``trial_scheduler.name``). A problem with
-    a section a ``--set`` changed (an optimizer refusing ``--set optimizer.options.lamda=2`` names
-    ``optimizer.options``) is ``--set``'s when the file alone does not have it (``own``: the file's
+    a section a ``--set`` changed (an optimizer refusing ``--set optimizer.options.x=2`` without naming
+    the option names ``optimizer.options``) is ``--set``'s when the file alone does not have it (``own``: the file's
     problems, found only then)."""
     found: list[set[tuple[str | None, str]]] = []
 

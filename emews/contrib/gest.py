@@ -34,7 +34,8 @@ from typing import Any, Literal
 
 from gest_api.vocs import VOCS, ContinuousVariable, DiscreteVariable
 
-from emews.core.imports import import_user_module
+from emews.config.plugins import CLASS_FORMS
+from emews.core.imports import UserImportError, import_user_module
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.seeds import global_rngs_seeded, resumed_seed
@@ -78,10 +79,15 @@ class GestGenerator(AskTellOptimizer):
     ) -> None:
         module, sep, name = generator.rpartition(":")
         if not sep:
-            raise ValueError(f"generator {generator!r}: expected package.module:Class or file.py:Class")
-        generator_class = getattr(import_user_module(module, what="generator"), name, None)
+            raise ValueError(f"generator: {generator!r} names no class; allowed: {CLASS_FORMS}")
+        try:
+            generator_class = getattr(import_user_module(module, what="generator"), name, None)
+        except UserImportError as exc:
+            raise ValueError(f"generator: {exc}; allowed: {CLASS_FORMS}") from None
         if not isinstance(generator_class, type):
-            raise ValueError(f"{module} has no class {name!r}")
+            raise ValueError(
+                f"generator: {module} has no class {name!r}; allowed: package.module:Class or file.py:Class"
+            )
         self.generator_class: type = generator_class
         self.options = dict(options or {})
         self.objective = objective
@@ -114,7 +120,7 @@ class GestGenerator(AskTellOptimizer):
             errors = getattr(exc, "errors", None)
             detail = errors()[0]["msg"] if callable(errors) and errors() else str(exc)
             raise ValueError(
-                f"generator {self.generator_class.__name__} cannot take this space: {' '.join(str(detail).split())}"
+                f"generator: {self.generator_class.__name__} cannot take this space: {' '.join(str(detail).split())}"
             ) from None
 
     def run(self, evaluator: Any) -> None:

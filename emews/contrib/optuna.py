@@ -45,7 +45,9 @@ class OptunaSampler(AskTellOptimizer):
             try:
                 importlib.import_module(package)
             except ImportError as exc:
-                raise ValueError(f"{sampler} needs {package} ({exc}): pip install 'emews-mpi[optuna]'") from None
+                raise ValueError(
+                    f"sampler: {sampler} needs {package} ({exc}): pip install 'emews-mpi[optuna]'"
+                ) from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.make_sampler = lambda seed: cls(seed=seed, **options)
         self.seed = seed

@@ -453,7 +453,7 @@ class ROptimizer(Optimizer):
         if entry is not None:
             self.entry = entry
         if self.script is None:
-            raise ValueError("ROptimizer needs script: the path of an R file")
+            raise ValueError(f"script: {type(self).__name__} needs one; allowed: the path of an R file")
         self.options = {**dict(options or {}), **extra}
         self.value: Any = None
         self.info: dict[str, Any] = {}

@@ -92,7 +92,9 @@ class GAOptions:
         if self.replacement not in REPLACEMENTS:
             raise ValueError(f"replacement: unknown {self.replacement!r}; allowed: {', '.join(REPLACEMENTS)}")
         if self.strategy == "mu_plus_lambda" and self.cxpb + self.mutpb > 1.0:
-            raise ValueError(f"cxpb + mutpb must be at most 1 for mu_plus_lambda (got {self.cxpb} + {self.mutpb})")
+            raise ValueError(
+                f"mutpb: cxpb + mutpb must be at most 1 for mu_plus_lambda (got {self.cxpb} + {self.mutpb})"
+            )
         for name in ("mu", "lambda_", "in_flight", "seed"):
             value = getattr(self, name)
             if value is not None:

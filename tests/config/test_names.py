@@ -295,4 +295,4 @@ def test_a_files_own_bad_optimizer_option_beside_a_set_stays_the_files(tmp_path:
     path = trainer(tmp_path, optimizer={"name": "mbo", "options": {"infill": "zz"}})
     assert main(["check", str(path), "--set", "optimizer.options.seed=3"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"emews: error: {path}: optimizer.options: mbo: infill"), err
+    assert err.startswith(f"emews: error: {path}: optimizer.options.infill: invalid value"), err

@@ -162,7 +162,7 @@ def test_emews_check_refuses_a_bad_points_file_before_launch(tmp_path: Path, mon
         "space:\n  x1: {type: float, lower: 0, upper: 1}\nbudget: {evaluations: 10}\n")
     assert main(["check", "upf.yaml"]) == 2
     err = capsys.readouterr().err
-    assert "upf.yaml: optimizer.options:" in err and "bad_middle.jsonl:4: not a JSON object" in err
+    assert "upf.yaml: optimizer.options.file: " in err and "bad_middle.jsonl:4: not a JSON object" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad_middle.jsonl", "obj.py", "upf.yaml"]
 
