@@ -243,8 +243,9 @@ def _parser() -> _Parser:
 
 
 def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
-    """``--set`` items: the workflow's (key -> value) and the site's (``KEY=VALUE`` as given, less
-    a ``site.`` prefix), each by the first part of its key (see :data:`SITE_KEYS`)."""
+    """``--set`` items: the workflow's (key -> value) and the site's (``KEY=VALUE``), each by the first
+    part of its key (see :data:`SITE_KEYS`), the key as typed (a ``workflow.``/``site.`` prefix is the
+    loader's to read, and its errors name the key so)."""
     from emews.config.yamlio import parse_override
 
     workflow: dict[str, Any] = {}
@@ -252,9 +253,9 @@ def _split_overrides(items: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     for item in items:
         key, value = parse_override(item)
         if _set_target(key) == "site":
-            site.append(f"{key.removeprefix('site.')}={item.partition('=')[2]}")
+            site.append(f"{key}={item.partition('=')[2]}")
         else:
-            workflow[key.removeprefix("workflow.")] = value
+            workflow[key] = value
     return workflow, site
 
 

@@ -114,14 +114,15 @@ def read_workflow(exp_dir: Path) -> dict[str, Any]:
 def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
     """Apply ``budget.*`` overrides to the experiment's workflow.yaml (validated, replaced atomically)."""
     from emews.config.workflow import load_workflow, rename_old_keys
-    from emews.config.yamlio import set_dotted
+    from emews.config.yamlio import file_key, set_dotted
 
     path = exp_dir / WORKFLOW_FILE
     load_workflow(str(path), overrides, check_imports=False)  # a bad value is --set's, named so; nothing written
     data = read_workflow(exp_dir)
     rename_old_keys(data, str(path))  # an older experiment's file is written back with the new names
-    for key, value in overrides.items():
-        set_dotted(data, key, value, "--set")
+    for typed, value in overrides.items():
+        prefix, key = file_key(typed, "workflow")
+        set_dotted(data, key, value, "--set", typed=prefix)
     _replace_yaml(path, data)
 
 

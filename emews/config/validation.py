@@ -40,7 +40,7 @@ def _unwrap(annotation: Any, part: str) -> Any:
 def config_error(
     exc: ValidationError,
     model: type[BaseModel] | None,
-    file: str | Callable[[str | None], str],
+    file: str | Callable[[str | None], str | tuple[str | None, str]],
     prefix: tuple[str, ...] = (),
     skip: int = 0,
 ) -> ConfigError:
@@ -51,8 +51,8 @@ def config_error(
     one line), and the members of a union that all refused a value are one line. ``prefix`` is
     prepended to the key and the first ``skip`` parts of pydantic's location dropped (a union's tag)
     when ``exc`` came from validating a sub-part. ``file`` names the file, or finds it from the key
-    (a site merged from several files and overrides). A validator that raised
-    :class:`~emews.core.errors.KeyedValueError` supplies its own message, allowed values and key.
+    (a site merged from several files and overrides), with the key as the user typed it. A validator
+    that raised :class:`~emews.core.errors.KeyedValueError` supplies its own message, allowed values and key.
     """
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     errors = _without_echoes(errors, skip, model)
@@ -106,7 +106,7 @@ def _is_union_member(model: type[BaseModel], loc: list[str]) -> bool:
 def _problem(
     group: list[Any],
     model: type[BaseModel] | None,
-    file: str | Callable[[str | None], str],
+    file: str | Callable[[str | None], str | tuple[str | None, str]],
     prefix: tuple[str, ...],
     skip: int,
 ) -> ConfigError:
@@ -143,7 +143,9 @@ def _problem(
     else:
         messages = [str(e["msg"]).removeprefix("Value error, ") for e in group]
         message = messages[0] + "".join(f" or {m.removeprefix('Input should be ')}" for m in messages[1:])
-    return ConfigError(message, file=file(key) if callable(file) else file, key=key, allowed=allowed)
+    found = file(key) if callable(file) else file
+    where, key = found if isinstance(found, tuple) else (found, key)  # a site key a --set gave: as typed
+    return ConfigError(message, file=where, key=key, allowed=allowed)
 
 
 #: what a value of pydantic's error type should have been, in the words of a YAML file

@@ -31,7 +31,7 @@ from emews.config.workflow_paths import (
     resolve_task_size,
 )
 from emews.config.workflow_schema import BUDGET_ALLOWED, OptimizerSection, WorkflowModel
-from emews.config.yamlio import load_mapping, set_dotted
+from emews.config.yamlio import file_key, load_mapping, set_dotted
 from emews.core.errors import ConfigError
 from emews.core.space import Space
 from emews.core.task_size import TaskSize, parse_task_size
@@ -148,22 +148,25 @@ def rename_old_keys(data: dict[str, Any], file: str) -> None:
 
 
 def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check_imports: bool = True) -> Workflow:
-    """Read, validate and resolve a workflow; raise ConfigError naming file and key."""
+    """Read, validate and resolve a workflow; raise ConfigError naming file and key. ``overrides``:
+    ``--set`` keys as typed (``budget.evaluations`` or ``workflow.budget.evaluations``) and values."""
     path = find_workflow_file(ref)
     label = ref if is_workflow_path(ref) else str(path)  # messages name a file as the user typed it
     data = load_mapping(Path(label))
     rename_old_keys(data, label)
-    created = {key.split(".")[0] for key in overrides or {}} - set(data)  # sections only --set wrote
+    keys = {typed: file_key(typed, "workflow") for typed in overrides or {}}  # -> (prefix, key in the file)
+    created = {key.split(".")[0] for _, key in keys.values()} - set(data)  # sections only --set wrote
     alone = copy.deepcopy(data)
-    for key, value in (overrides or {}).items():
-        set_dotted(data, key, value, "--set")
+    for typed, value in (overrides or {}).items():
+        prefix, key = keys[typed]
+        set_dotted(data, key, value, "--set", typed=prefix)
     try:
         return workflow_from_mapping(data, path, label=label, check_imports=check_imports)
     except ConfigError as exc:
         if not overrides:
             raise
         own = functools.partial(_problems, alone, path, label, check_imports)
-        raise _blamed_on_overrides(exc, overrides, created, own) from None
+        raise _blamed_on_overrides(exc, {key: prefix for prefix, key in keys.values()}, created, own) from None
 
 
 def _problems(data: dict[str, Any], path: Path, label: str, check_imports: bool) -> set[tuple[str | None, str]]:
@@ -177,7 +180,7 @@ def _problems(data: dict[str, Any], path: Path, label: str, check_imports: bool)
 
 def _blamed_on_overrides(
     exc: ConfigError,
-    overrides: Mapping[str, Any],
+    overrides: Mapping[str, str],
     created: set[str],
     own: Callable[[], set[tuple[str | None, str]]],
 ) -> ConfigError:
@@ -186,8 +189,9 @@ def _blamed_on_overrides(
     budget.evaluations=abc`` named the file; ``--set trial_scheduler.options.max_t=9`` on a
     workflow without a trial scheduler named its missing ``trial_scheduler.name``). A problem with
     a section a ``--set`` changed (an optimizer refusing ``--set optimizer.options.x=2`` without naming
-    the option names ``optimizer.options``) is ``--set``'s when the file alone does not have it (``own``: the file's
-    problems, found only then)."""
+    the option: named as that ``--set`` key) is ``--set``'s when the file alone does not have it (``own``: the file's
+    problems, found only then). ``overrides``: each ``--set`` key in the file -> the prefix it was typed
+    with (``workflow.``, or none): a problem blamed on ``--set`` names its key as the user typed it."""
     found: list[set[tuple[str | None, str]]] = []
 
     def the_files(problem: ConfigError) -> bool:
@@ -195,17 +199,21 @@ def _blamed_on_overrides(
             found.append(own())
         return (problem.key, problem.message) in found[0]
 
-    def source(problem: ConfigError) -> str | None:
-        key = problem.key
-        given = key is not None and (
-            any(key == k or key.startswith(k + ".") for k in overrides) or key.split(".")[0] in created
-        )
-        changed = key is not None and any(k.startswith(key + ".") for k in overrides)
-        return "--set" if given or (changed and not the_files(problem)) else problem.file
+    def blamed(problem: ConfigError) -> ConfigError:
+        key = problem.key or ""
+        given = [k for k in overrides if key == k or key.startswith(k + ".")]
+        made = [k for k in overrides if k.split(".")[0] == key.split(".")[0] and key.split(".")[0] in created]
+        changed = [k for k in overrides if k.startswith(key + ".")] if key else []
+        if problem.key is None or not (given or made or (changed and not the_files(problem))):
+            return ConfigError(problem.message, file=problem.file, key=problem.key, allowed=problem.allowed)
+        if given or made:
+            return ConfigError(
+                problem.message, file="--set", key=overrides[(given or made)[0]] + key, allowed=problem.allowed
+            )
+        typed = overrides[changed[0]] + changed[0]  # a section's problem: the key in it the user typed
+        return ConfigError(problem.message, file="--set", key=typed, allowed=problem.allowed)
 
-    problems = [exc, *exc.more]
-    relabelled = [ConfigError(p.message, file=source(p), key=p.key, allowed=p.allowed) for p in problems]
-    return ConfigError.together(relabelled)
+    return ConfigError.together([blamed(p) for p in (exc, *exc.more)])
 
 
 def workflow_from_mapping(

@@ -205,16 +205,26 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key, value
 
 
-def set_dotted(data: dict[str, Any], key: str, value: Any, source: str) -> None:
+def file_key(key: str, file: str) -> tuple[str, str]:
+    """A ``--set`` key as the prefix that says which ``file`` it changes (``workflow.``, ``site.``:
+    ``workflow.KEY``) and the key in that file: ``("workflow.", "budget.evaluations")``, or ``("",
+    key)`` without the prefix. An error names ``prefix + key``, the key as the user typed it."""
+    head, dot, rest = key.partition(".")
+    return (head + dot, rest) if head == file and rest else ("", key)
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any, source: str, *, typed: str = "") -> None:
     """Set ``data["a"]["b"] = value`` for ``key == "a.b"``, creating sections; ``source`` names the
-    origin (``--set``, a ``$VAR``) as an error names it, before the key."""
+    origin (``--set``, a ``$VAR``) as an error names it, before the key as the user typed it (``typed``:
+    the prefix of :func:`file_key`, then ``key``)."""
     parts = key.split(".")
     if not key or any(not p for p in parts):
-        raise ConfigError(f"malformed key {key!r}", file=source, key=key)
+        raise ConfigError(f"malformed key {typed + key!r}", file=source, key=typed + key)
     node = data
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"{'.'.join(parts[: i + 1])!r} is a value, not a section", file=source, key=key)
+            at = typed + ".".join(parts[: i + 1])
+            raise ConfigError(f"{at!r} is a value, not a section", file=source, key=typed + key)
         node = child
     node[parts[-1]] = value

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from emews.config.experiment import POOLS_DIR, SITE_FILE, WORKFLOW_FILE, next_numbered, read_info, require_experiment
 from emews.config.workflow import load_workflow
-from emews.config.yamlio import dump_yaml, parse_override
+from emews.config.yamlio import dump_yaml, file_key, parse_override
 from emews.core.errors import EXIT_OK, ConfigError
 from emews.core.wording import counted
 from emews.job.launching import run_here
@@ -40,8 +40,9 @@ def refuse_workflow_keys(exp_dir: Path, overrides: Sequence[str]) -> None:
 
     for item in overrides:
         key, _ = parse_override(item)
-        top = key.split(".")[0]
-        if top in WorkflowModel.model_fields and top not in SiteConfig.model_fields:
+        said, in_file = file_key(key, "workflow")  # workflow.KEY says it outright
+        top = in_file.split(".")[0]
+        if said or (top in WorkflowModel.model_fields and top not in SiteConfig.model_fields):
             raise ConfigError(
                 "a key of the experiment's workflow, which a pool does not change: emews attach --set "
                 "sets keys of the pool's site",

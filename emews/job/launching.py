@@ -37,6 +37,7 @@ from emews.config.experiment import (
 from emews.config.lease import Lease, acquire
 from emews.config.planned_budget import fit_to_plan
 from emews.config.workflow import Workflow
+from emews.config.yamlio import file_key
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
@@ -232,13 +233,15 @@ def resume(
     exp_dir = require_experiment(exp_dir.absolute())
     if workers is not None and workers < 1:
         raise ConfigError("must be at least 1", key="--workers")
-    overrides = dict(workflow_overrides or {})
-    if any(item.partition("=")[0].strip() not in RESUME_SITE_KEYS for item in site_overrides) or any(
-        not key.startswith(("budget.", "walltime.")) for key in overrides
-    ):
+    overrides = dict(workflow_overrides or {})  # the keys as typed (workflow.KEY too)
+    site_keys = [item.partition("=")[0].strip() for item in site_overrides]
+    refused = [typed for typed in site_keys if file_key(typed, "site")[1] not in RESUME_SITE_KEYS]
+    refused += [typed for typed in overrides if not file_key(typed, "workflow")[1].startswith(("budget.", "walltime."))]
+    if refused:
         raise ConfigError(
             "resume can only change the budget, the walltime settings and the allocation",
-            key="--set",
+            file="--set",
+            key=refused[0],
             allowed=RESUME_ALLOWED,
         )
     site = load_site(str(exp_dir / SITE_FILE), site_overrides)
@@ -254,8 +257,9 @@ def resume(
                 store.verify(writing=True)
                 stored = stored_and_unfinished(store)
         if overrides:
-            if "budget.steps" in overrides and read_info(exp_dir).get("pools"):
-                raise ConfigError(STEPS_WITH_POOLS, key="budget.steps", allowed=STEPS_WITH_POOLS_ALLOWED)
+            steps = [typed for typed in overrides if file_key(typed, "workflow")[1] == "budget.steps"]
+            if steps and read_info(exp_dir).get("pools"):
+                raise ConfigError(STEPS_WITH_POOLS, file="--set", key=steps[0], allowed=STEPS_WITH_POOLS_ALLOWED)
             update_budget(exp_dir, overrides)
         done = nothing_left(exp_dir, stored)
     except BaseException:

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from emews.config.validation import config_error
-from emews.config.yamlio import load_mapping, parse_override, parse_yaml, set_dotted
+from emews.config.yamlio import file_key, load_mapping, parse_override, parse_yaml, set_dotted
 from emews.core.errors import ConfigError, did_you_mean
 from emews.site.schema import SiteConfig
 
@@ -164,8 +164,9 @@ def _drop_gpu_ids(data: dict[str, Any]) -> None:
         node.pop("gpu_ids", None)
 
 
-def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any, source: str) -> None:
-    set_dotted(data, key, value, key_origin({key: source}, key, None)[0] or source)
+def _apply(data: dict[str, Any], origins: dict[str, str], key: str, value: Any, source: str, typed: str = "") -> None:
+    """Set ``key`` (``typed``: the ``site.`` it was typed with) to ``value``, recording ``source`` as its origin."""
+    set_dotted(data, key, value, key_origin({key: source}, key, None)[0] or source, typed=typed)
     origins[key] = source
     if isinstance(value, Mapping):
         _record(origins, value, source, key + ".")
@@ -188,8 +189,9 @@ def key_origin(origins: Mapping[str, str], key: str, default: Path | None) -> tu
     ``--set`` item gave it, ``$VAR`` when an environment variable did, else the file that set it
     (``default``: the site's own file)."""
     origin = _origin(origins, key, "" if default is None else str(default))
-    if origin.startswith("--set "):
-        return "--set", origin.removeprefix("--set ")
+    if origin.startswith("--set "):  # the key as the user typed it: with its site. prefix, if any
+        prefix, given = file_key(origin.removeprefix("--set "), "site")
+        return "--set", prefix + key if key == given or key.startswith(given + ".") else prefix + given
     return origin or None, key
 
 
@@ -213,13 +215,13 @@ def resolve_site(
         text = environ.get(var)
         if text is not None and text.strip():
             _apply(data, origins, key, parse_yaml(text, source=f"${var}"), f"${var}")
-    items = [parse_override(item) for item in overrides]
-    names_gpus = any(_override_sets(key, value, "gpu_ids") for key, value in items)
-    for key, value in items:
-        _apply(data, origins, key, value, f"--set {key}")
+    items = [(*file_key(key, "site"), value) for key, value in map(parse_override, overrides)]
+    names_gpus = any(_override_sets(key, value, "gpu_ids") for _, key, value in items)
+    for prefix, key, value in items:
+        _apply(data, origins, key, value, f"--set {prefix}{key}", prefix)
         if _override_sets(key, value, "gpus") and not names_gpus:
             _drop_gpu_ids(data)
     try:
         return SiteConfig.model_validate(data), path, origins
     except ValidationError as exc:
-        raise config_error(exc, SiteConfig, lambda key: key_origin(origins, key or "", path)[0] or str(path)) from None
+        raise config_error(exc, SiteConfig, lambda key: key_origin(origins, key or "", path)) from None

@@ -77,9 +77,9 @@ ROUTED = {
     "trial scheduler": ("trial_scheduler.options.max_t=9", {"trial_scheduler.options.max_t": 9}, []),
     "batch scheduler": ("scheduler.account=ABC", {}, ["scheduler.account=ABC"]),
     "launcher": ("launcher.args=-x", {}, ["launcher.args=-x"]),
-    "workflow prefix": ("workflow.name=mine", {"name": "mine"}, []),
-    "site prefix": ("site.name=cluster", {}, ["name=cluster"]),
-    "site prefix, section": ("site.scheduler.queue=debug", {}, ["scheduler.queue=debug"]),
+    "workflow prefix": ("workflow.name=mine", {"workflow.name": "mine"}, []),  # as typed: its loader reads the prefix
+    "site prefix": ("site.name=cluster", {}, ["site.name=cluster"]),
+    "site prefix, section": ("site.scheduler.queue=debug", {}, ["site.scheduler.queue=debug"]),
 }
 
 

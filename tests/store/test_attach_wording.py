@@ -41,7 +41,7 @@ def test_a_workflow_key_in_attach_set_is_named_as_one(pooled: tuple[EmewsCommand
         ]
     unknown = cmd("attach", "exp", "--set", "nodes.cores=4", timeout=120)
     assert unknown.returncode == 2 and unknown.stderr.startswith(
-        "emews: error: --set: nodes: unknown key 'nodes'"
+        "emews: error: --set: nodes.cores: unknown key 'nodes'"  # the key as typed
     ), unknown.stderr
     assert "site.yaml" not in unknown.stderr, unknown.stderr
     assert not (exp / "pools").exists()
