@@ -335,6 +335,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     from emews.config.workflow import load_workflow
 
     wf_overrides, site_overrides = _split_overrides(args.set)
+    if site_overrides and not args.site:  # else checked against no site, and said ok
+        raise ConfigError(
+            "a key of the site, and emews check reads a site only with --site",
+            file="--set",
+            key=site_overrides[0].partition("=")[0],
+            allowed="--site SITE with it (emews check WORKFLOW --site SITE --set KEY=VALUE), or a key of the workflow",
+        )
     if args.task is not None and not args.try_one:
         raise ConfigError("--task ID needs --try (it evaluates that task again here)", key="--task")
     workflow = load_workflow(args.workflow, wf_overrides)

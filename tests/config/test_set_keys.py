@@ -97,3 +97,15 @@ def test_any_set_key_is_named_as_typed(key: str, value: str, capsys: pytest.Capt
     assert named.split(".")[0] == key.split(".")[0], (key, err)
     if "unknown key" in err or "malformed" in err or "must be" in err:
         assert named == key or named.startswith(key + ".") or key.startswith(named + "."), (key, err)
+
+
+@pytest.mark.parametrize("item, key", [("scheduler.account=ABC", "scheduler.account"),
+                                       ("site.node.gpus=4", "site.node.gpus")])
+def test_check_without_a_site_refuses_a_site_key(item: str, key: str, capsys: pytest.CaptureFixture) -> None:
+    """``emews check random --set scheduler.account=ABC`` (no --site) said 'ok': the key was
+    dropped unread. It is one line naming it and that --site reads it; with --site it is checked."""
+    assert main(["check", "random", "--set", item]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and _named(err) == key and "--site SITE" in err, err
+    assert main(["check", "random", "--site", "perlmutter", "--set", "scheduler.account=m1", "--set", item]) == 0, \
+        capsys.readouterr().err
