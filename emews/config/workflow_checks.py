@@ -99,7 +99,8 @@ def check_trial_scheduler(workflow: Workflow, file: str) -> None:
             seed=workflow.seed,
         ).check()
     except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc), file=file, key="trial_scheduler.options") from None
+        doing = f"cannot build trial scheduler {section.name!r}"
+        raise refusal(exc, "trial_scheduler", cls, section.options, file, doing) from None
 
 
 def _point_keys(workflow: Workflow) -> frozenset[str] | None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from emews.cli import main
-from testutil import write_workflow
+from testutil import TRAINER, write_workflow
 
 ME = "def run():\n    pass\n"
 
@@ -126,3 +126,23 @@ def test_a_misspelt_option_name_names_it_and_the_one_meant(optimizer: str, tmp_p
     path = _workflow(tmp_path, optimizer, needed)
     line = _said(capsys, path, "--set", f"optimizer.options.{wrong}=1")
     assert line.startswith(f"emews: error: --set: optimizer.options.{wrong}: unknown "), line
+
+
+#: trial scheduler -> (a wrong option, its value, what the line says after the key); the same translation
+TRIAL_SCHEDULER_VALUES: dict[str, tuple[str, Any, str]] = {
+    "asha": ("grace_period", 0, "must be at least 1, got 0"),
+    "hyperband": ("reduction_factor", 1, "must be at least 2, got 1"),
+    "median": ("min_samples", 0, "must be at least 1, got 0"),
+    "pbt": ("mutations", ["nope"], "name parameters the space does not search: nope (allowed: x)"),
+}
+
+
+@pytest.mark.parametrize("scheduler", list(TRIAL_SCHEDULER_VALUES))
+def test_a_trial_schedulers_refusal_names_the_option(scheduler: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """'trial_scheduler.options: need 1 <= grace_period <= max_t, got ...' named the section."""
+    name, value, says = TRIAL_SCHEDULER_VALUES[scheduler]
+    path = write_workflow(tmp_path, trial_scheduler={"name": scheduler, "options": {name: value}},
+                          objective={"module": str(TRAINER), "metric": "loss"})
+    line = _said(capsys, path)
+    assert line.startswith(f"emews: error: {path}: trial_scheduler.options.{name}: {says}"), line

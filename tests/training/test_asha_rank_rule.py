@@ -134,12 +134,12 @@ def test_hyperband_brackets_take_the_rule() -> None:
 def test_an_unknown_rule_is_one_clear_error() -> None:
     import pytest
 
-    with pytest.raises(ValueError, match="rule must be rank or quantile, got 'median'"):
+    with pytest.raises(ValueError, match="rule: must be rank or quantile, got 'median'"):
         ASHA(rule="median")  # type: ignore[arg-type]
 
 
 def test_an_unknown_free_pass_is_one_clear_error() -> None:
     import pytest
 
-    with pytest.raises(ValueError, match="free_pass must be ranked or improving, got 'forever'"):
+    with pytest.raises(ValueError, match="free_pass: must be ranked or improving, got 'forever'"):
         ASHA(free_pass="forever")  # type: ignore[arg-type]

@@ -156,7 +156,7 @@ def test_median_needs_min_samples() -> None:
 def test_median_refuses_a_grace_period_below_one(grace_period: int) -> None:
     """``grace_period: -1`` passed ``emews check`` (ASHA and Hyperband refuse it): a step below 1 is
     no step a trial reports at."""
-    with pytest.raises(ValueError, match="grace_period must be at least 1"):
+    with pytest.raises(ValueError, match="grace_period: must be at least 1"):
         MedianStopping(grace_period=grace_period)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from emews.training.messages import Decision
-from emews.training.schedulers.asha import ASHA
+from emews.training.schedulers.asha import ASHA, check_steps
 from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler
 
 
@@ -41,13 +41,12 @@ class Hyperband(TrialScheduler):
         free_pass: Literal["ranked", "improving"] = "ranked",
     ) -> None:
         super().__init__(metric, mode)
-        if grace_period < 1 or max_t < grace_period or reduction_factor < 2:
-            raise ValueError("need 1 <= grace_period <= max_t and reduction_factor >= 2")
+        check_steps(grace_period, max_t, reduction_factor)
         most = int(math.floor(math.log(max_t / grace_period, reduction_factor) + 1e-9)) + 1
         count = most if brackets is None else brackets
         if not 1 <= count <= most:
             raise ValueError(
-                f"brackets must be between 1 and {most} for these max_t, grace_period and "
+                f"brackets: must be between 1 and {most} for these max_t, grace_period and "
                 f"reduction_factor, got {brackets}"
             )
         self.brackets = [

@@ -30,10 +30,10 @@ class MedianStopping(TrialScheduler):
     ) -> None:
         super().__init__(metric, mode)
         if min_samples < 1:
-            raise ValueError(f"min_samples must be at least 1, got {min_samples}")
+            raise ValueError(f"min_samples: must be at least 1, got {min_samples}")
         if grace_period < 1:
             raise ValueError(
-                f"grace_period must be at least 1 (the first step a trial may be stopped at), got {grace_period}"
+                f"grace_period: must be at least 1 (the first step a trial may be stopped at), got {grace_period}"
             )
         self.grace_period = grace_period
         self.min_samples = min_samples

@@ -67,11 +67,11 @@ class PBT(TrialScheduler):
     ) -> None:
         super().__init__(metric, mode)
         if perturbation_interval < 1:
-            raise ValueError(f"perturbation_interval must be at least 1, got {perturbation_interval}")
+            raise ValueError(f"perturbation_interval: must be at least 1, got {perturbation_interval}")
         if not 0 < quantile_fraction <= 0.5:
-            raise ValueError(f"quantile_fraction must be in (0, 0.5], got {quantile_fraction}")
+            raise ValueError(f"quantile_fraction: must be in (0, 0.5], got {quantile_fraction}")
         if not 0 <= resample_probability <= 1:
-            raise ValueError(f"resample_probability must be in [0, 1], got {resample_probability}")
+            raise ValueError(f"resample_probability: must be in [0, 1], got {resample_probability}")
         self.interval = perturbation_interval
         self.fraction = quantile_fraction
         self.resample_probability = resample_probability
@@ -91,7 +91,10 @@ class PBT(TrialScheduler):
         if self.space is not None and self.mutations:
             unknown = sorted(set(self.mutations) - set(self.space.free))
             if unknown:
-                raise ValueError(f"mutations name parameters the space does not search: {', '.join(unknown)}")
+                raise ValueError(
+                    f"mutations: name parameters the space does not search: {', '.join(unknown)}; "
+                    f"allowed: {', '.join(self.space.free) or 'none'}"
+                )
         return self
 
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
