@@ -66,7 +66,9 @@ def create_experiment(
     taken = ConfigError(
         f"{target} already exists and is not empty", key="--exp-dir", allowed="a new or empty directory"
     )
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+    if target.exists() and not target.is_dir():  # said as a file, not as a folder with things in it
+        raise ConfigError(f"{target} is a file", key="--exp-dir", allowed="a new or empty directory")
+    if target.exists() and any(target.iterdir()):
         raise taken
     staging = target.parent / f".{target.name}.partial-{os.getpid()}"
     try:
