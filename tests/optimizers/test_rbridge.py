@@ -239,7 +239,7 @@ def test_script_errors_are_reported(rb, tmp_path):
     assert "does not define a function named 'emews_optimize'" in str(summary.error.error)
     summary, _ = run_r(tmp_path, tmp_path / "missing.R")
     assert isinstance(summary.error.error, FileNotFoundError)
-    with pytest.raises(ValueError, match="needs script"):
+    with pytest.raises(ValueError, match="script: ROptimizer needs one"):
         ROptimizer()
 
 
