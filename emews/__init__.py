@@ -13,7 +13,7 @@ from importlib import import_module
 from typing import Any
 
 from emews.core.direction import Direction
-from emews.core.errors import ConfigError, EmewsError
+from emews.core.errors import ConfigError, EmewsError, OptionError
 from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.core.optimizer import AskTellOptimizer, Optimizer
 from emews.core.results import Result, Status
@@ -60,6 +60,7 @@ __all__ = [
     "Float",
     "Int",
     "OptimizerConformance",
+    "OptionError",
     "Optimizer",
     "Ordered",
     "ROptimizer",

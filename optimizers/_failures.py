@@ -19,6 +19,8 @@ from statistics import fmean
 
 import numpy as np
 
+from emews.core.errors import OptionError
+
 POLICIES = ("worst", "mean", "penalty", "skip")
 
 
@@ -30,7 +32,7 @@ class FailureImputation:
             raise ValueError(f"unknown failure policy {kind!r}; allowed: {', '.join(POLICIES)}")
         penalty = float(penalty)
         if math.isnan(penalty):
-            raise ValueError("penalty: must be a number, not NaN")
+            raise OptionError("penalty", "must be a number, not NaN")
         self.kind = kind
         self.penalty = penalty
         self.worst_seen: float | None = None

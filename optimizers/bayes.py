@@ -77,7 +77,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from emews.config.plugins import validate_options
-from emews.core.errors import did_you_mean
+from emews.core.errors import OptionError, did_you_mean
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
@@ -124,7 +124,7 @@ AtLeast10 = Annotated[int, Field(ge=10)]
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
     text = str(value).upper() if allowed is not INITIAL_GENERATORS else str(value).lower()
     if text not in allowed:
-        raise ValueError(f"{name}: invalid value {value!r}{did_you_mean(text, allowed)}; allowed: {', '.join(allowed)}")
+        raise OptionError(name, f"invalid value {value!r}{did_you_mean(text, allowed)}", ", ".join(allowed))
     return text
 
 

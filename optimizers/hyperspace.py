@@ -52,6 +52,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Field
 
 from emews.config.plugins import validate_options
+from emews.core.errors import OptionError
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.seeds import resumed_seed
@@ -209,9 +210,10 @@ class HyperSpace(AskTellOptimizer):
         names = splittable(space)
         for name in self.split or ():
             if name not in names:
-                raise ValueError(
-                    f"split: {name!r} is not a numeric dimension of the space with more "
-                    f"than one value; allowed: {', '.join(names) or 'none'}"
+                raise OptionError(
+                    "split",
+                    f"{name!r} is not a numeric dimension of the space with more than one value",
+                    ", ".join(names) or "none",
                 )
 
     def start(self, space: Space, workers: int) -> None:

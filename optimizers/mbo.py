@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.contrib.rbridge import ROptimizer, RUnavailable, missing_r_packages
-from emews.core.errors import did_you_mean
+from emews.core.errors import OptionError, did_you_mean
 from emews.core.seeds import R_SEEDS, fitted_seed
 from emews.core.space import Space
 from emews.core.wording import noun_for
@@ -81,22 +81,20 @@ class MBO(ROptimizer):
         lam = extra.pop("lambda", extra.pop("lambda_", 1.0))
         if extra:
             name = sorted(extra)[0]
-            raise ValueError(
-                f"{name}: unknown option {name!r}{did_you_mean(name, OPTIONS)}; allowed: {', '.join(OPTIONS)}"
-            )
+            raise OptionError(name, f"unknown option {name!r}{did_you_mean(name, OPTIONS)}", ", ".join(OPTIONS))
         if infill not in ("cb", "ei"):
-            raise ValueError(f"infill: invalid value {infill!r}; allowed: cb, ei")
+            raise OptionError("infill", f"invalid value {infill!r}", "cb, ei")
         if transform not in ("log", "rank", "none"):
-            raise ValueError(f"transform: invalid value {transform!r}; allowed: log, rank, none")
+            raise OptionError("transform", f"invalid value {transform!r}", "log, rank, none")
         if implementation not in ("auto", "mlrMBO", "fallback"):
-            raise ValueError(f"implementation: invalid value {implementation!r}; allowed: auto, mlrMBO, fallback")
+            raise OptionError("implementation", f"invalid value {implementation!r}", "auto, mlrMBO, fallback")
         if n_initial is not None and (not isinstance(n_initial, int) or isinstance(n_initial, bool) or n_initial < 1):
-            raise ValueError(f"n_initial: must be a positive integer, not {n_initial!r}")
+            raise OptionError("n_initial", f"must be a positive integer, not {n_initial!r}")
         for name, value in (("candidates", candidates), ("ntree", ntree)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}: must be a positive integer, not {value!r}")
         if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam) or lam < 0:
-            raise ValueError(f"lambda: must be a non-negative number, not {lam!r}")
+            raise OptionError("lambda", f"must be a non-negative number, not {lam!r}")
         options = {
             "seed": fitted_seed(seed, R_SEEDS),  # any integer; R seeds with 32-bit ones
             "n_initial": n_initial,

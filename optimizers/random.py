@@ -6,6 +6,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from emews.core.errors import OptionError
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 
@@ -23,7 +24,7 @@ class RandomSearch(AskTellOptimizer):
 
     def __init__(self, seed: int | None = None, backlog: int = 2) -> None:
         if backlog < 1:
-            raise ValueError(f"backlog: must be at least 1, not {backlog!r}")
+            raise OptionError("backlog", f"must be at least 1, not {backlog!r}")
         self.rng = random.Random(seed)
         self.backlog = backlog
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from emews.core.errors import KeyedValueError
+from emews.core.errors import KeyedValueError, OptionError
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
@@ -39,9 +39,9 @@ class Sweep(AskTellOptimizer):
         self, levels: int = 5, file: Path | None = None, backlog: int = 2, lines: Literal["json", "text"] = "json"
     ) -> None:
         if levels < 1:
-            raise ValueError(f"levels: must be at least 1, not {levels!r}")
+            raise OptionError("levels", f"must be at least 1, not {levels!r}")
         if file is not None and not Path(file).is_file():
-            raise ValueError(f"file: points file {file} does not exist")
+            raise OptionError("file", f"points file {file} does not exist")
         self.levels = levels
         self.file = None if file is None else Path(file)
         self.backlog = backlog

@@ -7,15 +7,13 @@ classmethods), and what its failures say: one line naming the file, the key and 
 has loaded it: a class that cannot be loaded is that check's to report, its own errors are not
 swallowed.
 
-A plug-in names the option it refuses by raising :class:`~emews.core.errors.KeyedValueError`
-(its key, message and what is allowed), or a ``ValueError`` whose message starts with the option's
-name and a colon, what is allowed after a last ``; allowed:`` (``levels: must be at least 1``,
-``strategy: unknown 'x'; allowed: simple, async``): the line then names ``optimizer.options.NAME``.
+A plug-in names the option it refuses by raising :class:`~emews.core.errors.OptionError` (the
+option, the message, what is allowed): the line then names ``optimizer.options.NAME``; a
+:class:`~emews.core.errors.KeyedValueError` names its own key.
 """
 
 from __future__ import annotations
 
-import re
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,29 +21,24 @@ from typing import Any, TypeVar
 
 from emews.config.plugins import OPTIMIZERS, options_model
 from emews.config.workflow_schema import OptimizerSection
-from emews.core.errors import ConfigError, EmewsError, KeyedValueError
+from emews.core.errors import ConfigError, EmewsError, KeyedValueError, OptionError
 
 T = TypeVar("T")
-
-#: ``NAME: message``, what is allowed after a last ``; allowed: ``
-_NAMED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*): (?P<message>.+?)(?:; allowed: (?P<allowed>[^;]+))?", re.S)
 
 
 def refusal(
     exc: Exception, section: str, cls: type | None, options: Mapping[str, Any], file: str, doing: str
 ) -> EmewsError:
     """What ``exc``, raised by the plug-in ``cls`` of the workflow's ``section`` (``optimizer``,
-    ``trial_scheduler``) given ``options``, says to the user: a refused option as a ConfigError
-    naming ``SECTION.options.NAME`` (a ValueError or TypeError naming no option: ``SECTION.options``),
+    ``trial_scheduler``) given ``options``, says to the user: a refused option (:class:`OptionError`)
+    as a ConfigError naming ``SECTION.options.NAME`` (another ValueError or TypeError: ``SECTION.options``),
     the plug-in's own EmewsError as it is, anything else as the plug-in's failure while ``doing``
     (``cannot build optimizer 'ga'``) with the place it was raised, blamed on ``SECTION``."""
     if isinstance(exc, KeyedValueError):
         return ConfigError(exc.message, file=file, key=exc.key or f"{section}.options", allowed=exc.allowed)
+    if isinstance(exc, OptionError) and exc.option in _option_names(cls, options):
+        return ConfigError(exc.message, file=file, key=f"{section}.options.{exc.option}", allowed=exc.allowed)
     if isinstance(exc, (TypeError, ValueError)):
-        named = _NAMED.fullmatch(str(exc).strip())
-        if named is not None and named["name"] in _option_names(cls, options):
-            key = f"{section}.options.{named['name']}"
-            return ConfigError(named["message"], file=file, key=key, allowed=named["allowed"])
         return ConfigError(str(exc), file=file, key=f"{section}.options")
     if isinstance(exc, EmewsError):  # the plug-in's own configuration error, with its file, key and allowed values
         return exc

@@ -35,6 +35,7 @@ from typing import Any, Literal
 from gest_api.vocs import VOCS, ContinuousVariable, DiscreteVariable
 
 from emews.config.plugins import CLASS_FORMS
+from emews.core.errors import OptionError
 from emews.core.imports import UserImportError, import_user_module
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
@@ -79,21 +80,19 @@ class GestGenerator(AskTellOptimizer):
     ) -> None:
         module, sep, name = generator.rpartition(":")
         if not sep:
-            raise ValueError(f"generator: {generator!r} names no class; allowed: {CLASS_FORMS}")
+            raise OptionError("generator", f"{generator!r} names no class", CLASS_FORMS)
         try:
             generator_class = getattr(import_user_module(module, what="generator"), name, None)
         except UserImportError as exc:
-            raise ValueError(f"generator: {exc}; allowed: {CLASS_FORMS}") from None
+            raise OptionError("generator", str(exc), CLASS_FORMS) from None
         if not isinstance(generator_class, type):
-            raise ValueError(
-                f"generator: {module} has no class {name!r}; allowed: package.module:Class or file.py:Class"
-            )
+            raise OptionError("generator", f"{module} has no class {name!r}", "package.module:Class or file.py:Class")
         self.generator_class: type = generator_class
         self.options = dict(options or {})
         self.objective = objective
         self.indices = categories == "indices"
         if initial_points < 0:
-            raise ValueError(f"initial_points: must be 0 or more, got {initial_points}")
+            raise OptionError("initial_points", f"must be 0 or more, got {initial_points}")
         self.initial_points = initial_points
         self.seed = seed
         self.rng = random.Random(seed)
@@ -119,8 +118,8 @@ class GestGenerator(AskTellOptimizer):
         except Exception as exc:  # gest-api's _validate_vocs raises ValueError; Xopt's, pydantic's errors
             errors = getattr(exc, "errors", None)
             detail = errors()[0]["msg"] if callable(errors) and errors() else str(exc)
-            raise ValueError(
-                f"generator: {self.generator_class.__name__} cannot take this space: {' '.join(str(detail).split())}"
+            raise OptionError(
+                "generator", f"{self.generator_class.__name__} cannot take this space: {' '.join(str(detail).split())}"
             ) from None
 
     def run(self, evaluator: Any) -> None:

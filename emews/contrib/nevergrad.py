@@ -20,7 +20,7 @@ from typing import Any
 
 import nevergrad as ng
 
-from emews.core.errors import did_you_mean
+from emews.core.errors import OptionError, did_you_mean
 from emews.core.evaluator import Evaluator
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
@@ -58,9 +58,10 @@ class NevergradOptimizer(AskTellOptimizer):
 
     def __init__(self, optimizer: str = "TwoPointsDE", seed: int | None = None) -> None:
         if optimizer not in ng.optimizers.registry:
-            raise ValueError(
-                f"optimizer: unknown Nevergrad optimizer {optimizer!r}{did_you_mean(optimizer, ng.optimizers.registry)}"
-                "; allowed: a name of nevergrad.optimizers.registry (NGOpt, TwoPointsDE, CMA, ...)"
+            raise OptionError(
+                "optimizer",
+                f"unknown Nevergrad optimizer {optimizer!r}{did_you_mean(optimizer, ng.optimizers.registry)}",
+                "a name of nevergrad.optimizers.registry (NGOpt, TwoPointsDE, CMA, ...)",
             )
         self.name, self.seed = optimizer, seed
         self.candidates: dict[int, Any] = {}

@@ -13,6 +13,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import TrialState, create_trial
 
 from emews.contrib.optuna_options import sampler_class
+from emews.core.errors import OptionError
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Status
 from emews.core.seeds import resumed_seed
@@ -45,8 +46,8 @@ class OptunaSampler(AskTellOptimizer):
             try:
                 importlib.import_module(package)
             except ImportError as exc:
-                raise ValueError(
-                    f"sampler: {sampler} needs {package} ({exc}): pip install 'emews-mpi[optuna]'"
+                raise OptionError(
+                    "sampler", f"{sampler} needs {package} ({exc}): pip install 'emews-mpi[optuna]'"
                 ) from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.make_sampler = lambda seed: cls(seed=seed, **options)

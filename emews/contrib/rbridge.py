@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from emews.core.errors import EmewsError
+from emews.core.errors import EmewsError, OptionError
 from emews.core.evaluator import BudgetExhausted
 from emews.core.optimizer import Optimizer
 from emews.core.space import Categorical, Constant, Float, Int, Space, registered, to_builtin
@@ -453,7 +453,7 @@ class ROptimizer(Optimizer):
         if entry is not None:
             self.entry = entry
         if self.script is None:
-            raise ValueError(f"script: {type(self).__name__} needs one; allowed: the path of an R file")
+            raise OptionError("script", f"{type(self).__name__} needs one", "the path of an R file")
         self.options = {**dict(options or {}), **extra}
         self.value: Any = None
         self.info: dict[str, Any] = {}

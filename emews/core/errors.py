@@ -88,6 +88,17 @@ class KeyedValueError(EmewsError, ValueError):
         self.key, self.message, self.allowed = key, message, allowed
 
 
+class OptionError(ValueError):
+    """A plug-in (an optimizer, a trial scheduler) refuses one of its options: ``option`` names it,
+    ``message`` says what is wrong, ``allowed`` what it takes. ``emews check`` and ``emews launch``
+    blame ``SECTION.options.OPTION`` in the file as typed (or ``--set``); in Python it reads
+    ``OPTION: message; allowed: ...``."""
+
+    def __init__(self, option: str, message: str, allowed: str | None = None) -> None:
+        super().__init__(f"{option}: {message}" + (f"; allowed: {allowed}" if allowed else ""))
+        self.option, self.message, self.allowed = option, message, allowed
+
+
 def did_you_mean(name: object, choices: Iterable[str]) -> str:
     """``"; did you mean 'lower'?"`` when ``name`` is close to one of ``choices`` (difflib), else ``""``:
     the tail of a message about an unknown name."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from emews.core.errors import OptionError
 from emews.core.results import Result
 
 from .._failures import FailureImputation
@@ -21,7 +22,7 @@ class FailurePolicy(FailureImputation):
 
     def __init__(self, kind: str = "penalty", penalty: float = math.inf) -> None:
         if kind not in FAILURE_POLICIES:
-            raise ValueError(f"failure: unknown policy {kind!r}; allowed: {', '.join(FAILURE_POLICIES)}")
+            raise OptionError("failure", f"unknown policy {kind!r}", ", ".join(FAILURE_POLICIES))
         super().__init__(kind, penalty)
 
     def assign(

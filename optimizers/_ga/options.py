@@ -10,6 +10,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from emews.core.errors import OptionError
+
 from .failure_policy import FAILURE_POLICIES
 
 STRATEGIES = ("simple", "mu_plus_lambda", "async")
@@ -74,9 +76,9 @@ class GAOptions:
             or not isinstance(self.sigma_decay, (int, float))
             or not 0.0 < self.sigma_decay <= 1.0
         ):
-            raise ValueError(f"sigma_decay: must be a number in (0, 1], got {self.sigma_decay!r}")
+            raise OptionError("sigma_decay", f"must be a number in (0, 1], got {self.sigma_decay!r}")
         if not isinstance(self.sigma_adapt, bool):
-            raise ValueError(f"sigma_adapt: must be true or false, got {self.sigma_adapt!r}")
+            raise OptionError("sigma_adapt", f"must be true or false, got {self.sigma_adapt!r}")
         if self.generations is not None:
             _int_at_least("generations", self.generations, 0)
         for name in ("cxpb", "mutpb", "cx_indpb") + (("indpb",) if self.indpb is not None else ()):
@@ -86,14 +88,14 @@ class GAOptions:
         _int_at_least("tournament", self.tournament, 1)
         _int_at_least("hall_of_fame", self.hall_of_fame, 1)
         if self.strategy is not None and self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy: unknown strategy {self.strategy!r}; allowed: {', '.join(STRATEGIES)}")
+            raise OptionError("strategy", f"unknown strategy {self.strategy!r}", ", ".join(STRATEGIES))
         if self.failure not in FAILURE_POLICIES:
-            raise ValueError(f"failure: unknown policy {self.failure!r}; allowed: {', '.join(FAILURE_POLICIES)}")
+            raise OptionError("failure", f"unknown policy {self.failure!r}", ", ".join(FAILURE_POLICIES))
         if self.replacement not in REPLACEMENTS:
-            raise ValueError(f"replacement: unknown {self.replacement!r}; allowed: {', '.join(REPLACEMENTS)}")
+            raise OptionError("replacement", f"unknown {self.replacement!r}", ", ".join(REPLACEMENTS))
         if self.strategy == "mu_plus_lambda" and self.cxpb + self.mutpb > 1.0:
-            raise ValueError(
-                f"mutpb: cxpb + mutpb must be at most 1 for mu_plus_lambda (got {self.cxpb} + {self.mutpb})"
+            raise OptionError(
+                "mutpb", f"cxpb + mutpb must be at most 1 for mu_plus_lambda (got {self.cxpb} + {self.mutpb})"
             )
         for name in ("mu", "lambda_", "in_flight", "seed"):
             value = getattr(self, name)

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from emews.core.errors import OptionError
 from emews.training.messages import CONTINUE, Action, Decision
 from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler, quantile
 
@@ -48,11 +49,11 @@ FREE_PASSES = ("ranked", "improving")
 def check_steps(grace_period: int, max_t: int, reduction_factor: int) -> None:
     """``1 <= grace_period <= max_t`` and ``reduction_factor >= 2``, or a ``ValueError`` naming the option."""
     if grace_period < 1:
-        raise ValueError(f"grace_period: must be at least 1, got {grace_period}")
+        raise OptionError("grace_period", f"must be at least 1, got {grace_period}")
     if max_t < grace_period:
-        raise ValueError(f"max_t: must be at least grace_period ({grace_period}), got {max_t}")
+        raise OptionError("max_t", f"must be at least grace_period ({grace_period}), got {max_t}")
     if reduction_factor < 2:
-        raise ValueError(f"reduction_factor: must be at least 2, got {reduction_factor}")
+        raise OptionError("reduction_factor", f"must be at least 2, got {reduction_factor}")
 
 
 class ASHA(TrialScheduler):
@@ -93,11 +94,11 @@ class ASHA(TrialScheduler):
         super().__init__(metric, mode)
         check_steps(grace_period, max_t, reduction_factor)
         if resource is not None and variant != "promotion":
-            raise ValueError("resource: needs variant: promotion (only promoted trials get more resource)")
+            raise OptionError("resource", "needs variant: promotion (only promoted trials get more resource)")
         if rule not in ("rank", "quantile"):
-            raise ValueError(f"rule: must be rank or quantile, got {rule!r}")
+            raise OptionError("rule", f"must be rank or quantile, got {rule!r}")
         if free_pass not in FREE_PASSES:
-            raise ValueError(f"free_pass: must be {' or '.join(FREE_PASSES)}, got {free_pass!r}")
+            raise OptionError("free_pass", f"must be {' or '.join(FREE_PASSES)}, got {free_pass!r}")
         self.max_t = max_t
         self.reduction_factor = reduction_factor
         self.variant = variant

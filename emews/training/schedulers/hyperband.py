@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from emews.core.errors import OptionError
 from emews.training.messages import Decision
 from emews.training.schedulers.asha import ASHA, check_steps
 from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler
@@ -45,9 +46,9 @@ class Hyperband(TrialScheduler):
         most = int(math.floor(math.log(max_t / grace_period, reduction_factor) + 1e-9)) + 1
         count = most if brackets is None else brackets
         if not 1 <= count <= most:
-            raise ValueError(
-                f"brackets: must be between 1 and {most} for these max_t, grace_period and "
-                f"reduction_factor, got {brackets}"
+            raise OptionError(
+                "brackets",
+                f"must be between 1 and {most} for these max_t, grace_period and reduction_factor, got {brackets}",
             )
         self.brackets = [
             ASHA(

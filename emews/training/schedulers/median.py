@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from emews.core.errors import OptionError
 from emews.training.messages import CONTINUE, Action, Decision
 from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler
 
@@ -30,10 +31,10 @@ class MedianStopping(TrialScheduler):
     ) -> None:
         super().__init__(metric, mode)
         if min_samples < 1:
-            raise ValueError(f"min_samples: must be at least 1, got {min_samples}")
+            raise OptionError("min_samples", f"must be at least 1, got {min_samples}")
         if grace_period < 1:
-            raise ValueError(
-                f"grace_period: must be at least 1 (the first step a trial may be stopped at), got {grace_period}"
+            raise OptionError(
+                "grace_period", f"must be at least 1 (the first step a trial may be stopped at), got {grace_period}"
             )
         self.grace_period = grace_period
         self.min_samples = min_samples

@@ -31,6 +31,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from emews.core.errors import OptionError
 from emews.core.results import StoredReport
 from emews.training.messages import CONTINUE, Action, Decision
 from emews.training.schedulers.trial_scheduler import Mode, TrialScheduler
@@ -67,11 +68,11 @@ class PBT(TrialScheduler):
     ) -> None:
         super().__init__(metric, mode)
         if perturbation_interval < 1:
-            raise ValueError(f"perturbation_interval: must be at least 1, got {perturbation_interval}")
+            raise OptionError("perturbation_interval", f"must be at least 1, got {perturbation_interval}")
         if not 0 < quantile_fraction <= 0.5:
-            raise ValueError(f"quantile_fraction: must be in (0, 0.5], got {quantile_fraction}")
+            raise OptionError("quantile_fraction", f"must be in (0, 0.5], got {quantile_fraction}")
         if not 0 <= resample_probability <= 1:
-            raise ValueError(f"resample_probability: must be in [0, 1], got {resample_probability}")
+            raise OptionError("resample_probability", f"must be in [0, 1], got {resample_probability}")
         self.interval = perturbation_interval
         self.fraction = quantile_fraction
         self.resample_probability = resample_probability
@@ -91,9 +92,10 @@ class PBT(TrialScheduler):
         if self.space is not None and self.mutations:
             unknown = sorted(set(self.mutations) - set(self.space.free))
             if unknown:
-                raise ValueError(
-                    f"mutations: name parameters the space does not search: {', '.join(unknown)}; "
-                    f"allowed: {', '.join(self.space.free) or 'none'}"
+                raise OptionError(
+                    "mutations",
+                    f"name parameters the space does not search: {', '.join(unknown)}",
+                    ", ".join(self.space.free) or "none",
                 )
         return self
 
