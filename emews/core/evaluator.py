@@ -11,7 +11,7 @@ from typing import Any
 from emews.core.direction import Direction
 from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
-from emews.core.results import Result, StoredReport, Task, reports_before_ends
+from emews.core.results import Result, StoredReport, Task, TrialEnd, reports_before_ends
 from emews.core.seeds import task_seed
 from emews.core.space import Space, SpaceError
 from emews.core.task_size import FixedSize, TaskSize, TaskSizeError, whole_ranks
@@ -63,7 +63,7 @@ class Evaluator:
     ``first_id`` the next task id; ids never collide with earlier ones.
     ``exp_dir``  where optimizers may write artifacts (``None``: write nothing).
     ``reports``  reads the training reports stored so far (see :meth:`reports`).
-    ``scheduler_end`` reads the step and action a trial's scheduler ended it at (see :meth:`ended_by_scheduler`).
+    ``scheduler_end`` reads the report a trial's scheduler ended it at (see :meth:`ended_by_scheduler`).
     ``stopped_early`` reads whether a trial's scheduler ended it early (see :meth:`stopped_by_scheduler`).
     ``task_size`` how many worker ranks each point's task runs on (``task.ranks``; default 1).
     ``metric``   the name of the objective's metric: what the reports' metrics hold it under
@@ -86,7 +86,7 @@ class Evaluator:
         exp_dir: Path | None = None,
         observers: Sequence[EvaluatorObserver] = (),
         reports: Callable[[int | None], list[StoredReport]] | None = None,
-        scheduler_end: Callable[[int], tuple[int, str] | None] | None = None,
+        scheduler_end: Callable[[int], TrialEnd | None] | None = None,
         stopped_early: Callable[[int], bool] | None = None,
         task_size: TaskSize | None = None,
         metric: str | None = None,
@@ -156,7 +156,7 @@ class Evaluator:
         answer, reported to no scheduler after it)."""
         end = None if self._scheduler_end is None else self._scheduler_end(trial)
         reports = self.reports(trial)
-        return reports if end is None else reports_before_ends(reports, {trial: end[0]})
+        return reports if end is None else reports_before_ends(reports, {trial: end})
 
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it (answered a report with stop or complete);

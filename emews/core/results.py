@@ -166,14 +166,35 @@ class StoredReport:
     time: float
 
 
-def reports_before_ends(reports: Sequence[StoredReport], ends: Mapping[int, int]) -> list[StoredReport]:
+@dataclass(frozen=True, slots=True)
+class TrialEnd:
+    """The report a trial's scheduler first answered ``stop`` or ``complete``: its step, the action,
+    and its seq (``report``; ``None`` in a store written before decisions named their report, where
+    it is read as the trial's first report of ``step``)."""
+
+    step: int
+    action: str
+    report: int | None = None
+
+    def is_at(self, report: StoredReport) -> bool:
+        """Whether ``report`` (of the trial) is the one that was answered."""
+        return report.seq == self.report if self.report is not None else report.step == self.step
+
+    def took_in(self, report: StoredReport) -> bool:
+        """Whether the scheduler saw ``report`` (of the trial): it came no later than the end (by
+        step in an older store: a retried step after it is then not told from the one answered)."""
+        return report.seq <= self.report if self.report is not None else report.step <= self.step
+
+
+def reports_before_ends(reports: Sequence[StoredReport], ends: Mapping[int, TrialEnd]) -> list[StoredReport]:
     """``reports`` without those a trial made after the report it was first answered stop or
-    complete at (``ends``: trial -> that step): the run gave them to no scheduler."""
+    complete at (``ends``: trial -> that end): the run gave them to no scheduler."""
     kept, over = [], set()
     for report in reports:
         if report.trial in over:
             continue
         kept.append(report)
-        if ends.get(report.trial) == report.step:
+        end = ends.get(report.trial)
+        if end is not None and end.is_at(report):
             over.add(report.trial)
     return kept

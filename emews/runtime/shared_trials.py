@@ -148,7 +148,7 @@ class SharedTrials(TrialService):
         ends = self.store.first_ends() if foreign else {}
         for stored in foreign:
             end = ends.get(stored.trial)
-            if end is None or stored.step <= end[0]:  # after its stop or complete it reached no scheduler
+            if end is None or end.took_in(stored):  # after its stop or complete it reached no scheduler
                 self.scheduler.take_in(stored, self._params.get(stored.trial, {}), None)
             self._mark(stored.seq)
         if upto - self._low > self.GAP_PATIENCE:  # long-missing seqs were rolled back

@@ -114,8 +114,8 @@ class TrialService:
         reports = self.store.reports()
         self.rebuilt_seq = reports[-1].seq if reports else 0  # the last report the scheduler took in
         ends = self.store.first_ends()
-        self._ends = {trial: Decision(Action(action)) for trial, (_, action) in ends.items()}
-        reports = reports_before_ends(reports, {trial: step for trial, (step, _) in ends.items()})
+        self._ends = {trial: Decision(Action(end.action)) for trial, end in ends.items()}
+        reports = reports_before_ends(reports, ends)
         exploits = {
             row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"]) for row in self.store.lineage()
         }  # PBT replays them as they were made
@@ -210,7 +210,7 @@ class TrialService:
             if decision.action in (Action.STOP, Action.COMPLETE):
                 self._ends[report.trial] = decision
         if decision.action is not Action.CONTINUE and self.store is not None:
-            self.store.add_decision(report.trial, report.step, decision.action.value)
+            self.store.add_decision(report.trial, report.step, decision.action.value, seq)
         return Reply(report.session, decision)
 
     def _store_report(self, report: Report, task: Task | None) -> int:

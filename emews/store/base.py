@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from emews.core.errors import ConfigError, EmewsError
-from emews.core.results import Outcome, Result, Status, StoredReport, Task
+from emews.core.results import Outcome, Result, Status, StoredReport, Task, TrialEnd
 from emews.training.messages import Ending, Report, Restorable
 
 #: how hard each commit waits for the disk (SQLite: ``PRAGMA synchronous``)
@@ -63,8 +63,8 @@ class CheckpointRow:
 
 @dataclass(frozen=True, slots=True)
 class TrialState:
-    """Where a training trial stands: its last report, the answer it got (``""``: continue), and
-    the PBT clones it was made from (``(donor trial, step of the cloned checkpoint)``, in order);
+    """Where a training trial stands: its last report, the answer that report got (``""``: continue),
+    and the PBT clones it was made from (``(donor trial, step of the cloned checkpoint)``, in order);
     ``released``: it began to wait for a promotion at its last step and was never promoted."""
 
     trial: int
@@ -280,8 +280,8 @@ class Store(ABC):
         """``task`` paused (walltime, scheduler) at ``step``: ``emews resume`` continues it."""
 
     @abstractmethod
-    def add_decision(self, trial: int, step: int, action: str) -> None:
-        """A report of ``trial`` at ``step`` was answered with ``action`` (not continue)."""
+    def add_decision(self, trial: int, step: int, action: str, report: int | None = None) -> None:
+        """``trial``'s report of ``step`` (seq ``report``) was answered with ``action`` (not continue)."""
 
     @abstractmethod
     def add_promotion(
@@ -298,6 +298,10 @@ class Store(ABC):
     @abstractmethod
     def trial_states(self, first: int = 0) -> dict[int, TrialState]:
         """Each trial (task id >= ``first``) that reported: where it stands."""
+
+    @abstractmethod
+    def trial_state(self, trial: int) -> TrialState | None:
+        """Where ``trial`` stands (:meth:`trial_states`); ``None`` when it never reported."""
 
     @abstractmethod
     def endings(self) -> dict[int, Ending]:
@@ -382,26 +386,26 @@ class Store(ABC):
         """Every report (of ``trial``), in arrival order."""
 
     @abstractmethod
-    def first_ends(self) -> dict[int, tuple[int, str]]:
-        """Trial -> ``(step, action)`` of the first report it was answered ``stop`` or ``complete``."""
+    def first_ends(self) -> dict[int, TrialEnd]:
+        """Trial -> the report it was first answered ``stop`` or ``complete`` at."""
 
     @abstractmethod
-    def first_end(self, trial: int) -> tuple[int, str] | None:
-        """``(step, action)`` of the first report ``trial``'s trial scheduler answered ``stop`` or
-        ``complete``; ``None`` while it ended none."""
+    def first_end(self, trial: int) -> TrialEnd | None:
+        """The report ``trial``'s trial scheduler first answered ``stop`` or ``complete``; ``None``
+        while it ended none."""
 
     def scheduler_end(self, trial: int) -> str | None:
         """How ``trial``'s trial scheduler ended it: the action (``stop``, ``complete``) of the first
         report it answered with one; ``None`` while it ended none."""
         end = self.first_end(trial)
-        return None if end is None else end[1]
+        return None if end is None else end.action
 
     def stopped_early(self, trial: int) -> bool:
         """Whether ``trial``'s scheduler ended it early (its ending ``stopped early``): it was first
         answered ``stop``, or it paused for a promotion at its last step and none came."""
         end = self.first_end(trial)
         if end is not None:
-            return end[1] == "stop"
+            return end.action == "stop"
         reports, wait = self.reports(trial), self.last_wait(trial)
         return bool(reports) and wait is not None and wait[0] == reports[-1].step
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.core.errors import ConfigError
-from emews.core.results import StoredReport
+from emews.core.results import StoredReport, TrialEnd
 from emews.store.base import Durability, Store, StoreUnreadable
 from emews.store.postgres_url import URL_ALLOWED, URL_VARIABLE, check_url, chosen_url, is_url, new_schema
 from emews.store.results_store import ResultsStore
@@ -88,8 +88,8 @@ class ReportReader:
         """Whether ``trial``'s scheduler ended it early (:meth:`Store.stopped_early`)."""
         return self._opened().stopped_early(trial)
 
-    def first_end(self, trial: int) -> tuple[int, str] | None:
-        """The step and action ``trial``'s trial scheduler ended it at (:meth:`Store.first_end`)."""
+    def first_end(self, trial: int) -> TrialEnd | None:
+        """The report ``trial``'s trial scheduler ended it at (:meth:`Store.first_end`)."""
         return self._opened().first_end(trial)
 
     def _opened(self) -> Store:

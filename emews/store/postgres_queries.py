@@ -17,8 +17,8 @@ import re
 #: 4: the queue's index holds queued tasks only, leased ones have their own (:data:`QUEUE_INDEXES`);
 #: 5: no table changes: a result's notification carries the results (an optimizer of version 4 reads
 #: only ids, so an older emews refuses the store, and a pool of this one an older running optimizer);
-#: 6: ``results.seed`` (SQLite's version 3)
-SCHEMA_VERSION = 6
+#: 6: ``results.seed`` (SQLite's version 3); 7: ``decisions.report`` (SQLite's version 4)
+SCHEMA_VERSION = 7
 
 #: worker pools (docs/postgres.md, "Pools"): a task's place in the shared queue (``state``: NULL for a
 #: task the job's own distributor recorded as it dispatched it, else queued, leased or done), its
@@ -53,6 +53,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: (*QUEUE_INDEXES, "DROP INDEX IF EXISTS tasks_queue"),
     5: (),
     6: ("ALTER TABLE results ADD COLUMN IF NOT EXISTS seed BIGINT",),
+    7: ("ALTER TABLE decisions ADD COLUMN IF NOT EXISTS report BIGINT",),
 }
 
 # ``rowid`` columns stand in for SQLite's implicit rowid (the shared reads order by it)
@@ -85,7 +86,7 @@ CREATE TABLE IF NOT EXISTS pauses (
     rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, task BIGINT NOT NULL, step BIGINT, time DOUBLE PRECISION);
 CREATE TABLE IF NOT EXISTS decisions (
     rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, trial BIGINT NOT NULL, step BIGINT NOT NULL,
-    action TEXT NOT NULL, time DOUBLE PRECISION);
+    action TEXT NOT NULL, time DOUBLE PRECISION, report BIGINT);
 CREATE TABLE IF NOT EXISTS waits (
     rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, task BIGINT NOT NULL, step BIGINT NOT NULL,
     status TEXT NOT NULL, value DOUBLE PRECISION, metrics TEXT NOT NULL, rank BIGINT, host TEXT,

@@ -78,6 +78,7 @@ class ReadQueries:
     _db: sqlite3.Connection
     path: Path
     _has: Callable[[str], bool]  # whether the store has a table (the training half's, TrialStore._has)
+    _columns: Callable[[str], list[str]]  # a table's columns, in order (TrialStore._columns)
 
     # -- results.csv and the other exports -------------------------------------------------
     def finished_ids(self) -> set[int]:
@@ -218,9 +219,6 @@ class ReadQueries:
 
     def _tables(self) -> set[str]:
         return {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-    def _columns(self, table: str) -> list[str]:
-        return [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
 
     def _checkpoint_source(self, present: set[str]) -> tuple[str, str] | None:
         """(select expression, join) for each result's checkpoint path: a ``checkpoint`` column of

@@ -31,7 +31,7 @@ from emews.core.jsoncodec import dumps_point, loads_metrics, loads_point
 from emews.core.results import Result, Status, Task
 from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
 from emews.store.queries import ReadQueries
-from emews.store.tables import in_slices, record_tasks
+from emews.store.tables import has_table, in_slices, record_tasks
 from emews.store.trial_store import TrialStore
 
 #: ``PRAGMA synchronous`` per durability mode (WAL journal in every mode)
@@ -103,8 +103,9 @@ def row_result(row: Sequence[Any], status: Status, params: Mapping[str, Any], me
 _TASK_COLUMNS = ("id", "params", "seed", "submitted", "attempt")
 #: 0: written before the version was kept (``tasks.ranks`` may be missing); 1: ``tasks.ranks``;
 #: 2: ``results.team_ranks`` (read when present: a store without it is read as before); 3: ``results.seed``
-#: (the task's ``ctx.seed``; a store without it has the seeds of the tasks that ran long enough to be in ``tasks``)
-SCHEMA_VERSION = 3
+#: (the task's ``ctx.seed``; a store without it has the seeds of the tasks that ran long enough to be in ``tasks``);
+#: 4: ``decisions.report`` (the seq of the report a decision answered; a store without it matches them by step)
+SCHEMA_VERSION = 4
 #: the columns a result is written to: :data:`COLUMNS`, ``team_ranks`` and ``seed``
 WRITTEN_COLUMNS = (*COLUMNS, "team_ranks", "seed")
 _INSERT_RESULT = f"INSERT INTO results ({','.join(WRITTEN_COLUMNS)}) VALUES ({','.join('?' * len(WRITTEN_COLUMNS))})"
@@ -185,6 +186,8 @@ class ResultsStore(TrialStore, ReadQueries, Store):
             self._db.execute("ALTER TABLE results ADD COLUMN team_ranks TEXT")
         if "seed" not in _column_names(self._db, "results"):  # version 2: before results kept the task's seed
             self._db.execute("ALTER TABLE results ADD COLUMN seed INTEGER")
+        if has_table(self._db, "decisions") and "report" not in _column_names(self._db, "decisions"):  # version 3
+            self._db.execute("ALTER TABLE decisions ADD COLUMN report INTEGER")  # the training tables' (TrialStore)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _column_info(self, table: str) -> list[tuple[str, bool]]:

@@ -4,7 +4,9 @@
 ``checkpoints``  every checkpoint a report handed in: ``staged`` (being written), ``durable``
                  (complete on disk: only these are restored or cloned), ``deleted`` (retention).
 ``lineage``      every PBT exploit: which trial cloned which checkpoint, with old and new parameters.
-``decisions``    every answer to a report other than continue (stop, complete, pause, exploit), by trial and step.
+``decisions``    every answer to a report other than continue (stop, complete, pause, exploit): the trial, the
+                 step and the report's seq (``report``; NULL in a store written before it was kept, where
+                 a decision is matched to the trial's reports by step).
 ``promotions``   every ASHA promotion: the trial, the step it had paused at, the resource it got.
 ``waits``        every trial its scheduler paused to wait for a promotion: the step, and the outcome
                  its task ended with (its result if it is never promoted); it waits across a stop.
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.core.jsoncodec import loads_metrics, loads_point
-from emews.core.results import Outcome, Status, StoredReport, Task
+from emews.core.results import Outcome, Status, StoredReport, Task, TrialEnd
 from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, LeaseLost, TrialState
 from emews.store.tables import in_slices, record_tasks, set_task_params
 from emews.training.checkpoints import in_experiment
@@ -93,7 +95,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     trial INTEGER NOT NULL,
     step INTEGER NOT NULL,
     action TEXT NOT NULL,
-    time REAL
+    time REAL,
+    report INTEGER
 );
 CREATE TABLE IF NOT EXISTS waits (
     task INTEGER NOT NULL,
@@ -131,6 +134,7 @@ class TrialStore:
     def __init__(self, db: sqlite3.Connection, *, readonly: bool = False, root: Path | None = None) -> None:
         self._db = db
         self.root = None if root is None else Path(os.path.abspath(root))
+        self._named_reports = False  # whether ``decisions`` was seen to have its ``report`` column
         if not readonly:
             db.executescript(_SCHEMA)
             self._relocate()
@@ -283,49 +287,89 @@ class TrialStore:
             self._db.execute("BEGIN")
             self._db.execute("INSERT INTO pauses (task, step, time) VALUES (?,?,?)", (task, step, time.time()))
 
-    def add_decision(self, trial: int, step: int, action: str) -> None:
-        """A report of ``trial`` at ``step`` was answered with ``action`` (not continue)."""
+    def add_decision(self, trial: int, step: int, action: str, report: int | None = None) -> None:
+        """``trial``'s report of ``step`` (seq ``report``) was answered with ``action`` (not continue)."""
         with self._db:
             self._db.execute("BEGIN")
             self._db.execute(
-                "INSERT INTO decisions (trial, step, action, time) VALUES (?,?,?,?)", (trial, step, action, time.time())
+                "INSERT INTO decisions (trial, step, action, time, report) VALUES (?,?,?,?,?)",
+                (trial, step, action, time.time(), report),
             )
 
+    def _decisions(self, where: str, params: Sequence[Any]) -> list[tuple[int, int, str, int | None]]:
+        """``(trial, step, action, report seq)`` of the decisions ``where`` selects, in the order they
+        were made (the seq ``None`` in a store written before decisions named their report)."""
+        if not self._has("decisions"):
+            return []
+        report = "report" if self._decisions_name_reports() else "NULL"
+        return [
+            (int(t), int(step), str(action), None if seq is None else int(seq))
+            for t, step, action, seq in self._db.execute(
+                f"SELECT trial, step, action, {report} FROM decisions WHERE {where} ORDER BY rowid", tuple(params)
+            )
+        ]
+
+    def _decisions_name_reports(self) -> bool:
+        """Whether ``decisions`` has its ``report`` column (a store opened read-only as an older
+        emews wrote it has not; once there it stays)."""
+        if not self._named_reports:
+            self._named_reports = "report" in self._columns("decisions")
+        return self._named_reports
+
+    def _columns(self, table: str) -> list[str]:
+        """The columns of ``table``, in order (none when there is no such table)."""
+        return [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
+
     def trial_states(self, first: int = 0) -> dict[int, TrialState]:
-        """Each trial (task id >= ``first``) that reported: its last step and metrics, how it was
-        last answered at that step (``stop``, ``complete``, ``pause``, ``exploit``; ``""``: continue),
-        and the PBT clones it was made from."""
+        """Each trial (task id >= ``first``) that reported: its last step and metrics, how its last
+        report was answered (``stop``, ``complete``, ``pause``, ``exploit``; ``""``: continue), and
+        the PBT clones it was made from."""
+        return self._states(">=", first)
+
+    def trial_state(self, trial: int) -> TrialState | None:
+        """Where ``trial`` stands (:meth:`trial_states`); ``None`` when it never reported."""
+        return self._states("=", trial).get(trial)
+
+    def _states(self, compare: str, key: int) -> dict[int, TrialState]:
+        """:meth:`trial_states` of the trials whose id ``compare`` (``>=``, ``=``) ``key`` holds for."""
         if not self._has("reports"):
             return {}
         rows = self._db.execute(
-            "SELECT r.trial, r.step, r.metrics FROM reports r JOIN (SELECT trial, MAX(seq) AS seq FROM reports "
-            "WHERE trial >= ? GROUP BY trial) last ON last.seq = r.seq ORDER BY r.trial",
-            (first,),
+            "SELECT r.trial, r.seq, r.step, r.metrics FROM reports r JOIN (SELECT trial, MAX(seq) AS seq "
+            f"FROM reports WHERE trial {compare} ? GROUP BY trial) last ON last.seq = r.seq ORDER BY r.trial",
+            (key,),
         ).fetchall()
-        actions: dict[tuple[int, int], str] = {}
-        if self._has("decisions"):
-            for trial, step, action in self._db.execute(
-                "SELECT trial, step, action FROM decisions WHERE trial >= ? ORDER BY rowid", (first,)
-            ):
-                actions[(trial, step)] = action
+        answered: dict[int, str] = {}  # report seq -> its answer
+        by_step: dict[tuple[int, int], str] = {}  # an older store's: (trial, step) -> the last answer there
+        for t, step, action, seq in self._decisions(f"trial {compare} ?", (key,)):
+            if seq is None:
+                by_step[(t, step)] = action
+            else:
+                answered[seq] = action
         clones: dict[int, list[tuple[int, int]]] = {}
         if self._has("lineage"):
-            for trial, donor, step in self._db.execute(
+            for t, donor, step in self._db.execute(
                 "SELECT l.trial, l.donor, COALESCE(c.step, -1) FROM lineage l LEFT JOIN checkpoints c "
-                "ON c.id = l.checkpoint WHERE l.trial >= ? ORDER BY l.seq",
-                (first,),
+                f"ON c.id = l.checkpoint WHERE l.trial {compare} ? ORDER BY l.seq",
+                (key,),
             ):
-                clones.setdefault(trial, []).append((donor, step))
+                clones.setdefault(t, []).append((donor, step))
         waited: set[tuple[int, int]] = set()  # (trial, step) where it began to wait for a promotion
         if self._has("waits"):
             waited = {
-                (t, step) for t, step in self._db.execute("SELECT task, step FROM waits WHERE task >= ?", (first,))
+                (t, step)
+                for t, step in self._db.execute(f"SELECT task, step FROM waits WHERE task {compare} ?", (key,))
             }
         return {
             t: TrialState(
-                t, step, loads_metrics(m), actions.get((t, step), ""), tuple(clones.get(t, ())), (t, step) in waited
+                t,
+                step,
+                loads_metrics(m),
+                answered.get(seq, by_step.get((t, step), "")),
+                tuple(clones.get(t, ())),
+                (t, step) in waited,
             )
-            for t, step, m in rows
+            for t, seq, step, m in rows
         }
 
     def endings(self) -> dict[int, Ending]:
@@ -552,28 +596,20 @@ class TrialStore:
         )
         return [StoredReport(seq, t, step, loads_metrics(m), when) for seq, t, step, m, when in rows]
 
-    def first_end(self, trial: int) -> tuple[int, str] | None:
-        """``(step, action)`` of the first report ``trial``'s scheduler answered ``stop`` or
-        ``complete``; ``None`` while it ended no report."""
-        if not self._has("decisions"):
-            return None
-        row = self._db.execute(
-            "SELECT step, action FROM decisions WHERE trial = ? AND action IN (?, ?) ORDER BY rowid LIMIT 1",
-            (trial, Action.STOP.value, Action.COMPLETE.value),
-        ).fetchone()
-        return None if row is None else (int(row[0]), str(row[1]))
+    def first_end(self, trial: int) -> TrialEnd | None:
+        """The report ``trial``'s scheduler first answered ``stop`` or ``complete``; ``None`` while it
+        ended none."""
+        return self._first_ends("trial = ? AND action IN (?, ?)", (trial,)).get(trial)
 
-    def first_ends(self) -> dict[int, tuple[int, str]]:
-        """Trial -> ``(step, action)`` of the first report it was answered ``stop`` or ``complete``
-        (its later reports, an objective's that went on, reached no scheduler)."""
-        if not self._has("decisions"):
-            return {}
-        ends: dict[int, tuple[int, str]] = {}
-        for trial, step, action in self._db.execute(
-            "SELECT trial, step, action FROM decisions WHERE action IN (?, ?) ORDER BY rowid",
-            (Action.STOP.value, Action.COMPLETE.value),
-        ):
-            ends.setdefault(trial, (step, action))
+    def first_ends(self) -> dict[int, TrialEnd]:
+        """Trial -> the report it was first answered ``stop`` or ``complete`` at (its later reports, an
+        objective's that went on, reached no scheduler)."""
+        return self._first_ends("action IN (?, ?)", ())
+
+    def _first_ends(self, where: str, params: Sequence[Any]) -> dict[int, TrialEnd]:
+        ends: dict[int, TrialEnd] = {}
+        for trial, step, action, seq in self._decisions(where, (*params, Action.STOP.value, Action.COMPLETE.value)):
+            ends.setdefault(trial, TrialEnd(step, action, seq))
         return ends
 
     def reports_between(self, after: int, before: int) -> list[StoredReport]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pgserver import PgServer
 
-from emews.core.results import Outcome, Result, Status, Task
+from emews.core.results import Outcome, Result, Status, Task, TrialEnd, reports_before_ends
 from emews.store import DELETED, DURABLE, RESULT_FIELDS, STAGED, Store, StoreIncompatible, open_store
 from emews.store.results_store import ResultsStore
 from emews.training.messages import CheckpointNote, Ending, Report
@@ -180,10 +180,11 @@ def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     assert [c.path for c in store.candidates(1)] == [str(ckpt)] and store.latest_durable(1) is None
     assert store.lineage()[0]["new_params"] == {"x": 0.5} and store.lineage()[0]["donor"] == 0
     assert store.unfinished()[1][0].params == {"x": 0.5}  # the exploit's parameters run on resume
-    store.add_decision(0, 2, "stop")
+    store.add_decision(0, 2, "stop", seq2)
     store.add_decision(0, 3, "stop")
-    assert store.first_ends() == {0: (2, "stop")}
-    assert store.first_end(0) == (2, "stop") and store.first_end(1) is None and store.scheduler_end(0) == "stop"
+    assert store.first_ends() == {0: TrialEnd(2, "stop", seq2)}
+    assert store.first_end(0) == TrialEnd(2, "stop", seq2) and store.first_end(1) is None
+    assert store.scheduler_end(0) == "stop"
     store.add([_result(0)])
     states = store.trial_states()
     assert states[0].step == 2 and states[0].action == "stop" and states[1].clones == ((0, 2),)
@@ -260,6 +261,32 @@ def test_a_store_without_result_seeds_is_read_and_migrated(store: Store) -> None
     with open_store(location=store.location) as writer:
         writer.add([replace(_result(2), seed=7)])
         assert [r[-1] for r in writer.csv_rows(0)] == [100, None, 7]
+
+
+def test_a_store_whose_decisions_name_no_report_matches_them_by_step(store: Store) -> None:
+    """A store of SQLite schema 3 / PostgreSQL 6 (``decisions`` without ``report``): its decisions
+    are matched to the trial's first report of their step, read-only and once migrated; a decision
+    written after the migration names its report, so a retried step's second report is the one
+    answered (trial 0 reports 1, 2, 3, then 3 again after a retry)."""
+    seqs = [store.add_report(Report(0, 0, step, {"loss": 1.0 / step}, 0.0), None, None) for step in (1, 2, 3, 3)]
+    store.add([_result(0)])
+    if type(store) is ResultsStore:
+        store.connection.executescript("ALTER TABLE decisions DROP COLUMN report; PRAGMA user_version=3")
+    else:
+        store.connection.execute("ALTER TABLE decisions DROP COLUMN report")
+        store.connection.execute("UPDATE emews_meta SET value = '6' WHERE key = 'schema_version'")
+    store.connection.execute("INSERT INTO decisions (trial, step, action, time) VALUES (0, 3, 'stop', 0)")
+    with open_store(location=store.location, readonly=True) as reader:
+        assert reader.first_end(0) == TrialEnd(3, "stop", None)
+        assert [r.seq for r in reports_before_ends(reader.reports(), reader.first_ends())] == seqs[:3]
+        assert reader.trial_state(0).action == "stop" and reader.stopped_early(0)  # type: ignore[union-attr]
+    with open_store(location=store.location) as writer:
+        writer.add_report(Report(1, 0, 1, {"loss": 1.0}, 0.0), None, None)
+        seq = writer.add_report(Report(1, 0, 1, {"loss": 2.0}, 0.0), None, None)
+        writer.add_decision(1, 1, "stop", seq)
+        assert writer.first_ends() == {0: TrialEnd(3, "stop", None), 1: TrialEnd(1, "stop", seq)}
+        assert [r.seq for r in reports_before_ends(writer.reports(1), writer.first_ends())] == [seq - 1, seq]
+        assert writer.trial_states()[0].action == "stop" and writer.endings() == {0: Ending.STOPPED_EARLY}
 
 
 def test_a_store_without_team_ranks_is_read_and_migrated(store: Store) -> None:
