@@ -79,6 +79,11 @@ class TrialState:
         return Ending.after(self.action, self.released) if status == Status.OK.value else None
 
     @property
+    def stopped_early(self) -> bool:
+        """Whether its scheduler ended it early, whatever its result: the rule of :meth:`ending`."""
+        return Ending.after(self.action, self.released) is Ending.STOPPED_EARLY
+
+    @property
     def cloned(self) -> str:
         """The clones as ``results.csv`` writes them: ``DONOR@STEP`` each, space-separated."""
         return " ".join(f"{donor}@{step}" for donor, step in self.clones)
@@ -401,13 +406,10 @@ class Store(ABC):
         return None if end is None else end.action
 
     def stopped_early(self, trial: int) -> bool:
-        """Whether ``trial``'s scheduler ended it early (its ending ``stopped early``): it was first
-        answered ``stop``, or it paused for a promotion at its last step and none came."""
-        end = self.first_end(trial)
-        if end is not None:
-            return end.action == "stop"
-        reports, wait = self.reports(trial), self.last_wait(trial)
-        return bool(reports) and wait is not None and wait[0] == reports[-1].step
+        """Whether ``trial``'s scheduler ended it early: :attr:`TrialState.stopped_early`, the one rule
+        of ``results.csv``'s ``t:ended``, ``emews status`` and Optuna's pruned trials."""
+        state = self.trial_state(trial)
+        return state is not None and state.stopped_early
 
     def ended_by_scheduler(self, trial: int) -> bool:
         """Whether ``trial``'s trial scheduler ended it: answered a report with stop or complete."""
