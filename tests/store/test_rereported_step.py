@@ -15,6 +15,7 @@ three (the step rule) puts the median at .911 and t2 would train on to step 9.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from emews.store.postgres_queries import SCHEMA_VERSION as PG_VERSION
 from emews.store.results_store import SCHEMA_VERSION as SQLITE_VERSION
 from emews.store.results_store import ResultsStore
 from emews.training.schedulers.median import MedianStopping
-from testutil import EmewsCommand, write_workflow
+from testutil import EmewsCommand, query, wait_until, write_workflow
 
 RATES = [0.5, 0.1, 0.56]
 
@@ -158,3 +159,69 @@ def _schema_version(store: Store) -> int:
     if type(store) is not ResultsStore:
         return store.schema_version  # type: ignore[attr-defined,no-any-return]
     return store.connection.execute("PRAGMA user_version").fetchone()[0]  # type: ignore[attr-defined,no-any-return]
+
+
+PAUSED_AT_AN_ODD_STEP = '''
+import os, time
+from pathlib import Path
+
+def _wait_for(path):
+    deadline = time.monotonic() + 120
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+def run(params, ctx):
+    """Checkpoints at even steps. The first run holds before step 3 (the test sends SIGTERM, then lets it
+    report: it pauses there); the resumed one, from step 2, reports 3 again and holds before step 4."""
+    gates = Path(os.environ["GATES"])
+    _, start = ctx.restore(default=(None, 0))
+    loss = None
+    for step in range(start + 1, 10):
+        hold = (not start and step == 3) or (start and step == 4)
+        if hold:
+            (gates / f"at-{step}").touch()
+            _wait_for(gates / f"go-{step}")
+        loss = params["rate"] + 1.0 / step
+        if ctx.report(step=step, metrics={"loss": loss}, checkpoint=step if step % 2 == 0 else None).stop:
+            break
+    return {"loss": loss}
+'''
+
+
+def test_a_trial_killed_after_it_reported_again_the_step_it_paused_at_is_interrupted_not_paused(
+    tmp_path: Path,
+) -> None:
+    """A SIGTERM pauses the trial at step 3 (its newest checkpoint: step 2); ``emews resume`` runs it
+    from step 2, it reports step 3 again (answered continue) and the job is killed (kill -9) before step
+    4. ``emews status`` says it was interrupted (its last report was answered continue), not paused
+    (before: the pause of the first run's step 3 was read as the answer to the resumed run's)."""
+    (tmp_path / "paused.py").write_text(PAUSED_AT_AN_ODD_STEP)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    wf = write_workflow(
+        tmp_path, optimizer={"name": "sweep"}, objective={"module": str(tmp_path / "paused.py"), "metric": "loss"},
+        space={"rate": {"type": "ordered", "values": [0.5]}}, budget={"evaluations": 1},
+        task={"isolation": "process", "timeout": 300}, walltime={"grace": 60})
+    cmd = EmewsCommand(tmp_path)
+    cmd.env["GATES"] = str(gates)
+    exp = tmp_path / "exp"
+    job = cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", "exp")
+    assert wait_until(lambda: (gates / "at-3").exists() or job.poll() is not None, timeout=240)
+    assert job.poll() is None, job.communicate()
+    job.send_signal(signal.SIGTERM)
+    (gates / "go-3").touch()  # it reports step 3 after the signal: answered pause
+    _, err = job.communicate(timeout=180)
+    assert job.returncode == 143, err
+    assert query(exp, "SELECT trial, step, action FROM decisions") == [(0, 3, "pause")]
+
+    again = cmd.popen("resume", "exp", "--workers", "1")
+    assert wait_until(lambda: (gates / "at-4").exists() or again.poll() is not None, timeout=240)
+    assert again.poll() is None, again.communicate()
+    assert [s for (s,) in query(exp, "SELECT step FROM reports ORDER BY seq")] == [1, 2, 3, 3]
+    cmd.kill_all()
+    again.wait()
+    assert cmd.leftovers_after_exit() == []
+    status = cmd("status", "exp", timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert "0 paused, 1 interrupted" in status.stdout and "  trial 0: step 3, loss 0.833333, interrupted" in \
+        status.stdout.splitlines(), status.stdout
