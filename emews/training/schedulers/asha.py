@@ -114,6 +114,9 @@ class ASHA(TrialScheduler):
         self.recorded: dict[int, dict[int, float]] = {m: {} for m in self.rungs}
         #: promotion variant: paused trial -> the rung it waits at
         self.paused: dict[int, int] = {}
+        #: paused trial -> the step of the report that paused it (what a stored promotion names: a
+        #: trial that reports every few steps pauses at a rung below that step)
+        self.paused_at: dict[int, int] = {}
 
     @property
     def spans_pools(self) -> bool:
@@ -138,9 +141,10 @@ class ASHA(TrialScheduler):
                 cutoff = quantile(earlier, 1 / self.reduction_factor)
                 return STOP if cutoff is not None and loss > cutoff else CONTINUE
             if self.resource is None and self._in_top(milestone, trial):
-                self.paused.pop(trial, None)
+                self._unpause(trial)
                 return CONTINUE
             self.paused[trial] = milestone  # with ``resource`` a trial in the top is promotable at once
+            self.paused_at[trial] = step
             return PAUSE
         return CONTINUE
 
@@ -179,19 +183,25 @@ class ASHA(TrialScheduler):
     def promote(self, trial: int) -> int | None:
         """``trial`` continues from its checkpoint: it no longer waits. Returns the step it now
         trains to (the next rung, or ``max_t``)."""
-        milestone = self.paused.pop(trial, None)
+        milestone = self._unpause(trial)
         if milestone is None:
             return None
         higher = [m for m in self.rungs if m > milestone]
         return higher[0] if higher else self.max_t
 
-    def was_promoted(self, trial: int, milestone: int) -> None:
-        if self.paused.get(trial) == milestone:
-            del self.paused[trial]
+    def was_promoted(self, trial: int, step: int) -> None:
+        """Rebuilding: ``trial``, paused by its report of ``step``, was promoted."""
+        if trial in self.paused and self.paused_at.get(trial) == step:
+            self._unpause(trial)
 
     def release(self, trial: int) -> None:
         """``trial`` ends where it paused: it is no longer a candidate for promotion."""
-        self.paused.pop(trial, None)
+        self._unpause(trial)
+
+    def _unpause(self, trial: int) -> int | None:
+        """``trial`` no longer waits; the rung it waited at (``None``: it did not)."""
+        self.paused_at.pop(trial, None)
+        return self.paused.pop(trial, None)
 
     def promise(self, trial: int) -> tuple[int, float]:
         """How far ``trial`` got, to order paused trials: its rung, then minus its loss there."""

@@ -91,8 +91,8 @@ class Hyperband(TrialScheduler):
     def promote(self, trial: int) -> int | None:
         return self._bracket(trial).promote(trial)
 
-    def was_promoted(self, trial: int, milestone: int) -> None:
-        self._bracket(trial).was_promoted(trial, milestone)
+    def was_promoted(self, trial: int, step: int) -> None:
+        self._bracket(trial).was_promoted(trial, step)
 
     def release(self, trial: int) -> None:
         self._bracket(trial).release(trial)
