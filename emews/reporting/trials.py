@@ -30,7 +30,8 @@ def trial_lines(exp_dir: Path, metric: str, live: bool = True) -> list[str]:
             return []
         finished = store.finished_ids()
         endings = store.endings()
-        paused = set(store.pauses()) | store.waits()  # for a walltime, or for a promotion
+        # for a walltime, or for a promotion (none since it began to wait: a promoted trial runs)
+        paused = set(store.pauses()) | {t for t, state in states.items() if state.released}
     finally:
         store.close()
     open_ = [s for s in states.values() if s.trial not in finished]

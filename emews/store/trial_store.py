@@ -354,11 +354,16 @@ class TrialStore:
                 (key,),
             ):
                 clones.setdefault(t, []).append((donor, step))
-        waited: set[tuple[int, int]] = set()  # (trial, step) where it began to wait for a promotion
+        waited: set[tuple[int, int]] = set()  # (trial, step) where it began to wait for a promotion, never promoted
         if self._has("waits"):
             waited = {
                 (t, step)
                 for t, step in self._db.execute(f"SELECT task, step FROM waits WHERE task {compare} ?", (key,))
+            }
+        if waited and self._has("promotions"):
+            waited -= {
+                (t, step)
+                for t, step in self._db.execute(f"SELECT trial, step FROM promotions WHERE trial {compare} ?", (key,))
             }
         return {
             t: TrialState(
