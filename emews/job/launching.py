@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from emews.config.experiment import (
     SITE_FILE,
+    WORKFLOW_FILE,
     create_experiment,
     next_numbered,
     read_info,
@@ -36,7 +37,7 @@ from emews.config.experiment import (
 )
 from emews.config.lease import Lease, acquire
 from emews.config.planned_budget import fit_to_plan
-from emews.config.workflow import Workflow
+from emews.config.workflow import Workflow, load_workflow
 from emews.config.yamlio import file_key
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
@@ -256,6 +257,9 @@ def resume(
             with store:
                 store.verify(writing=True)
                 stored = stored_and_unfinished(store)
+        # the objective and the optimizer as launch checks them: one edited, moved or deleted since (a
+        # points file too) is one line now, not a job whose every task fails (the budget spent on it)
+        load_workflow(str(exp_dir / WORKFLOW_FILE), overrides, check_imports=True)
         if overrides:
             steps = [typed for typed in overrides if file_key(typed, "workflow")[1] == "budget.steps"]
             if steps and read_info(exp_dir).get("pools"):
