@@ -11,21 +11,25 @@ task ends; those started by ``setup`` live until the child exits.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from emews.core.errors import write_failure
 from emews.core.results import Outcome
 from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import ObjectiveSpec, outcome_from_exception, outcome_from_return
 from emews.processes.channel import Ready
 from emews.processes.tree import become_subreaper, kill_trees, strays
-from emews.runtime.spool import keep_killed_output, keep_output, mark_task, spool_paths
+from emews.runtime.spool import OutputNotKept, keep_killed_output, keep_output, mark_task, spool_paths
 from emews.training.messages import Reply
 
 if TYPE_CHECKING:
@@ -94,22 +98,65 @@ class ChildStopped:
     teardown_error: str | None = None
 
 
-def _redirect_output(spool: str) -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.makedirs(spool, exist_ok=True)
-    keep_killed_output(spool)  # an earlier child's task that never ended: a kill -9 of the job
-    for fd, path in zip((1, 2), spool_paths(spool), strict=True):  # stdout, stderr
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o666)
-        os.dup2(target, fd)
-        os.close(target)
+class _Output:
+    """The child's stdout and stderr: the spool's files (the job's own without a spool); what the
+    spool cannot keep (a full disk) is said on the job's stderr, the first time only."""
+
+    def __init__(self, spool: str | None) -> None:
+        self._job_stderr = os.dup(2)  # the rank's: the job's output
+        self._said = False
+        self.spool = spool and self._redirect(spool)
+
+    def _redirect(self, spool: str) -> str | None:
+        """Point fd 1 and 2 at the spool's files (first keeping what a killed task left there); the
+        spool, or ``None`` when it cannot be made (the output then goes to the job's)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            os.makedirs(spool, exist_ok=True)
+            self._keeping(keep_killed_output, spool)  # an earlier child's task that never ended: a kill -9 of the job
+            targets = [
+                os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o666) for path in spool_paths(spool)
+            ]
+        except OSError as exc:
+            self.say(f"the objective's output goes to the job's output: {spool}: {write_failure(exc)}")
+            return None
+        for fd, target in zip((1, 2), targets, strict=True):  # stdout, stderr
+            os.dup2(target, fd)
+            os.close(target)
+        return spool
+
+    def mark(self, task_id: int, team_rank: int) -> None:
+        if self.spool:
+            mark_task(self.spool, task_id, team_rank)
+
+    def keep(self, runs_root: Path | None, task_id: int, team_rank: int) -> None:
+        """Flush what the task printed and move it into the task's run dir."""
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        self._keeping(keep_output, self.spool, runs_root, task_id, team_rank)
+
+    def _keeping(self, keep: Callable[..., object], *args: object) -> None:
+        try:
+            keep(*args)
+        except OutputNotKept as exc:
+            self.say(f"what a task printed was not kept: {exc}; the run goes on")
+
+    def say(self, what: str) -> None:
+        """One line on the job's stderr, the first time only (a full disk would say it every task)."""
+        if not self._said:
+            self._said = True
+            with contextlib.suppress(OSError):
+                os.write(
+                    self._job_stderr, f"emews: worker pid {os.getpid()}: {what}\n".encode("utf-8", "backslashreplace")
+                )
 
 
 def serve(conn: Connection, config: ChildConfig) -> None:
     """Load the objective, run ``setup``, then run tasks until told to stop (or end-of-file)."""
     become_subreaper()
-    if config.spool:
-        _redirect_output(config.spool)
+    output = _Output(config.spool)
     if config.memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (config.memory_limit, config.memory_limit))
     try:
@@ -129,7 +176,7 @@ def serve(conn: Connection, config: ChildConfig) -> None:
                 return
             if isinstance(job, ChildShutdown):
                 break
-            conn.send(_run(objective, job, config, conn))
+            conn.send(_run(objective, job, config, output, conn))
             kill_trees(strays(me, keep=lifelong))
     finally:
         error = None
@@ -144,11 +191,10 @@ def serve(conn: Connection, config: ChildConfig) -> None:
             pass
 
 
-def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Outcome:
+def _run(objective, job: ChildTask, config: ChildConfig, output: _Output, conn: Connection) -> Outcome:
     ctx = replace(job.context, link=ChildLink(conn))  # the worker's context, its trial link through the parent
     where = dict(rank=ctx.rank, host=ctx.host)
-    if config.spool:
-        mark_task(config.spool, job.task_id, ctx.team_rank)
+    output.mark(job.task_id, ctx.team_rank)
     started = time.time()
     try:
         returned = objective.call(job.params, ctx)
@@ -165,7 +211,5 @@ def _run(objective, job: ChildTask, config: ChildConfig, conn: Connection) -> Ou
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
         exit_if_forked(ctx)
         outcome = outcome_from_exception(job.task_id, exc, started=started, finished=time.time(), **where)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    keep_output(config.spool, ctx.runs_root, job.task_id, ctx.team_rank)
+    output.keep(ctx.runs_root, job.task_id, ctx.team_rank)
     return outcome

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTim
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask
 from emews.runtime.setup_bound import setup_bound
-from emews.runtime.spool import keep_output
+from emews.runtime.spool import OutputNotKept, keep_output
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
@@ -132,6 +133,8 @@ class ProcessRunner:
             message.forward(inbox, self._child)
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             message = self._child.receive(left, inbox)
+        if not isinstance(message, Outcome):  # the child's own code failed (it says why on its way out)
+            raise ChildExited(self._child.wait_exit())
         return message
 
     def close(self) -> None:
@@ -164,7 +167,10 @@ class ProcessRunner:
 
     def _keep_output(self, context: TaskContext) -> None:
         """What a killed or crashed child wrote for this task goes into the task's run dir."""
-        keep_output(self._config.spool, context.runs_root, context.task_id, context.team_rank)
+        try:
+            keep_output(self._config.spool, context.runs_root, context.task_id, context.team_rank)
+        except OutputNotKept as exc:  # a full disk: the task's outcome stands
+            print(f"emews: task {context.task_id}: what it printed was not kept: {exc}", file=sys.stderr, flush=True)
 
     def _spawn(self) -> None:
         self._child = child = ChildProcess("emews.runtime.child", self._config)

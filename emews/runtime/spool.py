@@ -11,16 +11,24 @@ before it takes the spool over.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
+from emews.core.errors import EmewsError, write_failure
 from emews.objective.context import task_run_dir
 
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 TASK_FILE = "task"
 KILLED_SUFFIX = ".killed.txt"
 _ID_WIDTH = 20  # the task file's fixed size: one id, space-padded, rewritten in place
+
+
+class OutputNotKept(EmewsError, OSError):
+    """What a task printed could not be moved into its run dir (a full disk, a quota); the spool is
+    emptied anyway, so that it is not put in the next task's run dir."""
 
 
 def spool_dir(runs_root: Path, rank: int, pool: str = "") -> Path:
@@ -41,11 +49,15 @@ def runs_root_of(spool: str | Path) -> Path:
 def mark_task(spool: str | Path, task_id: int, team_rank: int = 0) -> None:
     """Record that ``task_id`` runs now, as team rank ``team_rank`` of its task (in place: no file
     is created after the first task)."""
-    fd = os.open(Path(spool) / TASK_FILE, os.O_WRONLY | os.O_CREAT, 0o666)
+    path = Path(spool) / TASK_FILE
     try:
-        os.pwrite(fd, f"{f'{task_id} {team_rank}':<{_ID_WIDTH}}".encode(), 0)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+        try:
+            os.pwrite(fd, f"{f'{task_id} {team_rank}':<{_ID_WIDTH}}".encode(), 0)
+        finally:
+            os.close(fd)
+    except OSError:  # no room for it (a full disk): then no task is named, rather than the one before
+        path.unlink(missing_ok=True)
 
 
 def marked_task(spool: str | Path) -> int | None:
@@ -64,17 +76,36 @@ def _marked(spool: str | Path) -> tuple[int, int] | None:
 
 
 def _append(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with src.open("rb") as read, dst.open("ab") as write:
-        shutil.copyfileobj(read, write)
+    """Append ``src`` to ``dst`` and empty it; when the write fails, an :class:`OutputNotKept`, ``src``
+    emptied too and ``dst`` as it was (removed, and its folder, when this made them)."""
+    size, made = _size(dst), not dst.parent.is_dir()
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with src.open("rb") as read, dst.open("ab") as write:
+            shutil.copyfileobj(read, write)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.truncate(src, 0)
+        with contextlib.suppress(OSError):
+            if size is not None:
+                os.truncate(dst, size)
+            else:
+                dst.unlink()
+                if made:
+                    dst.parent.rmdir()
+        raise OutputNotKept(f"{dst}: not written: {write_failure(exc)}") from None
     os.truncate(src, 0)
 
 
-def _written(path: Path) -> bool:
+def _size(path: Path) -> int | None:
     try:
-        return path.stat().st_size > 0
+        return path.stat().st_size
     except OSError:
-        return False
+        return None
+
+
+def _written(path: Path) -> bool:
+    return bool(_size(path))
 
 
 def member_file(name: str, team_rank: int) -> str:
@@ -86,26 +117,42 @@ def member_file(name: str, team_rank: int) -> str:
 def keep_output(spool: str | Path | None, runs_root: Path | None, task_id: int, team_rank: int = 0) -> None:
     """Move what the spool files hold into the task's run dir (nothing written: no dir); a team's
     member r > 0 into files of its own (:func:`member_file`): members moving theirs at once into one
-    file interleaved them in 64 KiB pieces, lines torn."""
+    file interleaved them in 64 KiB pieces, lines torn. A full disk: :class:`OutputNotKept`, after
+    both files were tried (and the spool emptied)."""
     if spool is None or runs_root is None:
         return
-    for path in spool_paths(spool):
-        if _written(path):
-            _append(path, task_run_dir(runs_root, task_id) / member_file(path.name, team_rank))
+    _append_all(
+        (path, task_run_dir(runs_root, task_id) / member_file(path.name, team_rank)) for path in spool_paths(spool)
+    )
+
+
+def _append_all(moves: Iterable[tuple[Path, Path]]) -> list[Path]:
+    """:func:`_append` each written source to its target; the targets written. Every move is tried;
+    then the first :class:`OutputNotKept`, if one failed."""
+    kept: list[Path] = []
+    failed: OutputNotKept | None = None
+    for src, dst in moves:
+        if not _written(src):
+            continue
+        try:
+            _append(src, dst)
+            kept.append(dst)
+        except OutputNotKept as exc:
+            failed = failed or exc
+    if failed is not None:
+        raise failed
+    return kept
 
 
 def keep_killed_output(spool: str | Path) -> list[Path]:
     """Move what an earlier child left in the spool (its task never ended: a ``kill -9``) into
     that task's run dir as ``stdout.killed.txt`` / ``stderr.killed.txt`` (appended to; a team's member r:
     ``stdout.killed.rank-r.txt``); without
-    a task file, beside the spool. The files written."""
+    a task file, beside the spool. The files written (:class:`OutputNotKept`: as :func:`keep_output`)."""
     marked = _marked(spool)
     into = Path(spool) if marked is None else task_run_dir(runs_root_of(spool), marked[0])
     member = 0 if marked is None else marked[1]
-    kept = []
-    for path in spool_paths(spool):
-        if _written(path):
-            target = into / member_file(path.name.removesuffix(".txt") + KILLED_SUFFIX, member)
-            _append(path, target)
-            kept.append(target)
-    return kept
+    return _append_all(
+        (path, into / member_file(path.name.removesuffix(".txt") + KILLED_SUFFIX, member))
+        for path in spool_paths(spool)
+    )

@@ -1,0 +1,85 @@
+"""What an isolated task printed, on a full disk: the run dirs' file system (a real tmpfs mounted on
+``runs/000``) has no room, the store has.
+
+The child moved its spool into the task's run dir; the write failed (No space left on device), the
+child's loop ended on the OSError and sent its stop message as the task's outcome: the optimizer
+rank failed on it (``AttributeError: 'ChildStopped' object has no attribute 'started'``), and the
+next child died at its start with a traceback on the job's stderr. Now the task's result stands,
+the output that found no room is not kept (no empty file is left), one line per worker says so,
+and the run goes on; with room again, the output is kept as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testutil import said, stored_rows, wait_until, write_workflow
+
+OBJECTIVE = '''\
+import os, time, pathlib, emews
+
+def run(params):
+    ctx = emews.current_task()
+    pathlib.Path(params["events"], f"started-{ctx.task_id}").touch()
+    while not os.path.exists(params["gate"]):
+        time.sleep(0.01)
+    print(f"task {ctx.task_id} says", "x" * 2000)
+    return params["x"]
+'''
+
+
+@contextlib.contextmanager
+def full_tmpfs(folder: Path) -> Iterator[Path]:
+    """A real tmpfs mounted at ``folder`` with every page taken (skips where mounting is refused)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            with contextlib.suppress(OSError):
+                while os.write(fd, b"\0" * 4096):
+                    pass
+        finally:
+            os.close(fd)
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def test_output_the_run_dirs_have_no_room_for_is_said_once_and_the_run_goes_on(emews_cmd, tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(OBJECTIVE)
+    events, gate = tmp_path / "events", tmp_path / "gate"
+    events.mkdir()
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "events": {"type": "constant", "value": str(events)},
+                               "gate": {"type": "constant", "value": str(gate)}},
+                        budget={"evaluations": 6}, task={"isolation": "process", "timeout": 300})
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
+    assert wait_until(lambda: list(events.glob("started-*")), timeout=180), said(job)
+    with full_tmpfs(exp / "runs" / "000") as runs:
+        gate.touch()
+        assert job.wait(timeout=300) == 0, said(job)
+        err = job.stderr.read()
+        assert "Traceback" not in err and "AttributeError" not in (exp / "emews.log").read_text(), err
+        notes = [line for line in err.splitlines() if "what a task printed was not kept" in line]
+        assert 1 <= len(notes) <= 2, err                                   # once per worker at most
+        assert all("stdout.txt: not written: the disk is full" in line for line in notes), notes
+        assert sorted(p.name for p in runs.iterdir()) == ["filler"]         # no empty run dir file left
+        assert [r["status"] for r in stored_rows(exp)] == ["ok"] * 6
+
+    # room again (the tmpfs gone): the resumed tasks' output is kept as before, none of the earlier one
+    resumed = emews_cmd("resume", str(exp), "--set", "budget.evaluations=8", timeout=300)
+    assert resumed.returncode == 0 and "not kept" not in resumed.stderr, resumed.stderr
+    kept = sorted(p.parent.name for p in (exp / "runs" / "000").glob("*/stdout.txt"))
+    assert kept == ["000006", "000007"], kept
+    assert all(f"task {int(name)} says" in (exp / "runs" / "000" / name / "stdout.txt").read_text() for name in kept)
