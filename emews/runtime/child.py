@@ -28,6 +28,7 @@ from emews.core.results import Outcome
 from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import ObjectiveSpec, outcome_from_exception, outcome_from_return
 from emews.processes.channel import Ready
+from emews.processes.stdio import StandardStreams
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.spool import OutputNotKept, keep_killed_output, keep_output, mark_task, spool_paths
 from emews.training.messages import Reply
@@ -99,13 +100,16 @@ class ChildStopped:
 
 
 class _Output:
-    """The child's stdout and stderr: the spool's files (the job's own without a spool); what the
-    spool cannot keep (a full disk) is said on the job's stderr, the first time only."""
+    """The child's stdout and stderr: the spool's files (the job's own without a spool), put back
+    after a task that closed or redirected them (:class:`StandardStreams`), so that it does not take
+    later tasks' output with it; what the spool cannot keep (a full disk) is said on the job's
+    stderr, the first time only."""
 
     def __init__(self, spool: str | None) -> None:
-        self._job_stderr = os.dup(2)  # the rank's: the job's output
+        self._job = StandardStreams()  # the rank's: the job's output
         self._said = False
         self.spool = spool and self._redirect(spool)
+        self._streams = StandardStreams()
 
     def _redirect(self, spool: str) -> str | None:
         """Point fd 1 and 2 at the spool's files (first keeping what a killed task left there); the
@@ -131,7 +135,8 @@ class _Output:
             mark_task(self.spool, task_id, team_rank)
 
     def keep(self, runs_root: Path | None, task_id: int, team_rank: int) -> None:
-        """Flush what the task printed and move it into the task's run dir."""
+        """Put fd 1 and 2 back, flush what the task printed and move it into the task's run dir."""
+        self._streams.restore()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
@@ -147,10 +152,7 @@ class _Output:
         """One line on the job's stderr, the first time only (a full disk would say it every task)."""
         if not self._said:
             self._said = True
-            with contextlib.suppress(OSError):
-                os.write(
-                    self._job_stderr, f"emews: worker pid {os.getpid()}: {what}\n".encode("utf-8", "backslashreplace")
-                )
+            self._job.say(f"emews: worker pid {os.getpid()}: {what}")
 
 
 def serve(conn: Connection, config: ChildConfig) -> None:

@@ -20,6 +20,7 @@ from emews.core.results import Outcome, Status, Task
 from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import Objective, ObjectiveSpec, outcome_from_exception, outcome_from_return
 from emews.objective.team import Team
+from emews.processes.stdio import StandardStreams
 from emews.processes.tree import become_subreaper, has_children, kill_trees, strays
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.setup_bound import setup_bound
@@ -65,10 +66,12 @@ class InlineRunner:
         self._objective: Objective | None = None
         self._setup_error: str | None = None
         self._can_alarm = threading.current_thread() is threading.main_thread()
+        self._streams: StandardStreams | None = None  # the rank's stdout and stderr, when it owns its process
 
     def start(self) -> None:
         if self._can_alarm:
             become_subreaper()  # what an objective's process leaves orphaned stays ours to kill
+            self._streams = StandardStreams()  # a task that closes fd 1 or 2 closes them for itself only
         bound = setup_bound(self._timeout)
         try:
             with self._alarm(bound):
@@ -106,6 +109,8 @@ class InlineRunner:
             finally:
                 exit_if_forked(context)
                 self._kill_strays(self._lifelong)
+                if self._streams is not None:
+                    self._streams.restore()
         except (Interrupted, LinkClosed):
             return None  # stopping: the task stays unfinished and is run again on resume
         except _TaskTimedOut:
