@@ -40,12 +40,13 @@ from emews.objective.context import task_run_dir
 from emews.output.csvfollow import CancelsToCsv, CsvFollower
 from emews.output.export import Totals, export_csv, open_store, summary_text, totals
 from emews.runtime.backoff import spin_seconds
+from emews.runtime.dispatch import Stranded
 from emews.runtime.distributor import abort_grace
 from emews.runtime.fail_fast import FailedFast
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.setup_bound import setup_seconds
 from emews.runtime.team_comm import TeamWorld
-from emews.runtime.teams import TeamStranded, stranded_grace
+from emews.runtime.teams import stranded_grace
 from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import Site, load_site
 from emews.site.gpus import gpu_binding
@@ -377,7 +378,7 @@ def write_outputs(
         line = fail_fast_line(summary.error, spec.runs_root, csv_path)
         log.error(line)
         print(f"emews: {line}", file=sys.stderr)
-    elif isinstance(summary.error, TeamStranded):  # the job has to end: one line, and how to go on
+    elif isinstance(summary.error, Stranded):  # the job has to end: one line, and how to go on
         log.error("%s", summary.error)
         print(
             f"emews: {summary.error}; {stored}; continue with: emews resume {shlex.quote(str(exp_dir))}",

@@ -326,6 +326,7 @@ def run_optimizer_rank(
             waiting=earlier.waiting,
             inline_timeout=spec.timeout if spec.isolation == "inline" else None,
             budget=budget,
+            task_timeout=spec.timeout,
         ).start()
     )
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle, interrupt.stop_at_walltime).start()

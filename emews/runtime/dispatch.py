@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Task
 from emews.runtime.transport import Tag
 
@@ -74,9 +75,15 @@ class Returned:
     task_ids: Sequence[int]
 
 
+class Stranded(EmewsError):
+    """A worker keeps a task past its timeout and nothing can interrupt it (an inline team blocked in
+    MPI, a worker rank that is stopped or hung): the job must end (:class:`Fatal`); ``emews resume``
+    goes on. The message is one line naming the task or the worker."""
+
+
 @dataclass(frozen=True, slots=True)
 class Fatal:
-    """The job must end with ``error`` (an inline team that cannot be interrupted)."""
+    """The job must end with ``error`` (a :class:`Stranded` worker or team)."""
 
     error: BaseException
 
@@ -114,6 +121,11 @@ class Dispatch(ABC):
     @abstractmethod
     def has_room(self) -> bool:
         """A worker could start a task now (if one were queued)."""
+
+    def stalled(self) -> list[Event]:
+        """Checked while the distributor idles: :class:`Fatal` for a worker that has held a task far
+        past its timeout without a word (nothing: none is, or this placement watches its own)."""
+        return []
 
     @property
     def waiting(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -31,8 +32,9 @@ from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.group_commit import GroupCommit
 from emews.runtime.progress import Progress
+from emews.runtime.setup_bound import setup_bound
 from emews.runtime.slots import SlotDispatch
-from emews.runtime.teams import TeamDispatch
+from emews.runtime.teams import TeamDispatch, stranded_grace
 from emews.runtime.transport import Message, Tag, Transport
 from emews.runtime.trial_reports import Afterwards, TrialService, WaitingTrial
 from emews.runtime.worker import WorkerStopped
@@ -102,6 +104,7 @@ class Distributor:
         budget: ComputeBudget | None = None,
         on_start: Callable[[Sequence[Task]], None] | None = None,
         on_unstarted: Callable[[Sequence[int]], None] | None = None,
+        task_timeout: float | None = None,
     ) -> None:
         self._abort_grace = abort_grace()
         #: told the tasks handed to a worker (a pool's feeder: a stopping pool counts an attempt for those only)
@@ -136,7 +139,7 @@ class Distributor:
         for trial in waiting:  # an earlier run's (``emews resume``)
             self._waiting[trial.task.id] = (trial.task, trial.outcome)
             self._trials.hold(trial.task.id, trial.step)
-        self._dispatch = self._placement(gang, nodes, inline_timeout)
+        self._dispatch = self._placement(gang, nodes, inline_timeout, task_timeout)
         self._handlers: dict[Tag, Callable[[int, Any], bool]] = {
             Tag.OUTCOME: self._on_outcome,
             Tag.STOPPED: self._on_stopped,
@@ -158,16 +161,26 @@ class Distributor:
         #: shutdown problems reported by workers (teardown errors), by rank
         self.worker_errors: dict[int, str] = {}
 
-    def _placement(self, gang: bool, nodes: Mapping[int, str] | None, inline_timeout: float | None) -> Dispatch:
+    def _placement(
+        self,
+        gang: bool,
+        nodes: Mapping[int, str] | None,
+        inline_timeout: float | None,
+        task_timeout: float | None,
+    ) -> Dispatch:
         """Teams for tasks of any size (``gang``), else slots. Training trials are long, and a
         promotion must not queue behind a prefetched task (and under a step or time budget: a
         prefetched task would start after the budget is spent). ``inline_timeout``: members run
-        in the worker ranks with this timeout; a team that cannot end ends the job."""
+        in the worker ranks with this timeout; a team that cannot end ends the job. ``task_timeout``:
+        a worker silent past it, its setup's bound and the stranded grace ends the job too."""
         if gang:
             host = socket.gethostname()
             return TeamDispatch({r: (nodes or {}).get(r, host) for r in self._workers}, inline_timeout=inline_timeout)
         prefetch = 1 if self._trials.scheduler or self._budget else self.prefetch
-        return SlotDispatch(self._workers, prefetch=prefetch)
+        stall_after = None
+        if task_timeout is not None and math.isfinite(task_timeout) and task_timeout > 0:
+            stall_after = task_timeout + setup_bound(task_timeout) + stranded_grace()
+        return SlotDispatch(self._workers, prefetch=prefetch, stall_after=stall_after, task_timeout=task_timeout)
 
     def start(self) -> Distributor:
         self._thread.start()
@@ -425,6 +438,8 @@ class Distributor:
                 continue
             if self.all_stopped:
                 raise WorkersGone(f"every worker stopped with {len(self._in_flight)} tasks in flight")
+            if self._in_flight and (stalled := self._dispatch.stalled()):
+                self._apply(stalled)  # a Fatal: the job ends
             self._pace(backoff, spin, first_sleep)
             backoff.idle()
 

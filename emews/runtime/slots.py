@@ -7,13 +7,16 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
 from emews.core.results import Outcome, Status, Task
+from emews.core.wording import counted
 from emews.runtime.dispatch import (
     Dispatch,
     Ended,
     Event,
+    Fatal,
     Returned,
     Send,
     Started,
+    Stranded,
     Unfinished,
     moving_mean,
     outcome_seconds,
@@ -124,6 +127,19 @@ class WorkerSlots:
             self._debt[rank] = self._debt.get(rank, 0) + 1
 
 
+class WorkerStalled(Stranded):
+    """A worker rank held tasks far past their timeout without a word: it is stopped (``SIGSTOP``,
+    a debugger) or blocked where its own timer cannot interrupt it (an inline objective in C code)."""
+
+    def __init__(self, rank: int, held: int, quiet: float, timeout: float | None) -> None:
+        super().__init__(
+            f"worker rank {rank} has not answered for {quiet:.0f} s, holding {counted(held, 'task')}, "
+            f"past the task timeout of {timeout:g} s: it is stopped (SIGSTOP, a debugger) or blocked "
+            "where its timer cannot interrupt it (an inline objective in C code), so the job ends; its "
+            "tasks run again on resume"
+        )
+
+
 class SlotDispatch(Dispatch):
     """Single-rank tasks over :class:`WorkerSlots`: dynamic load balancing, each free slot of the
     most recently active worker filled from the queue's front, batches of several tasks per
@@ -145,8 +161,22 @@ class SlotDispatch(Dispatch):
     #: on a busy node are left alone (and a sample that long ends prefetch at once)
     recall_after = 0.1
 
-    def __init__(self, ranks: Sequence[int], *, prefetch: int, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        ranks: Sequence[int],
+        *,
+        prefetch: int,
+        clock: Callable[[], float] = time.perf_counter,
+        stall_after: float | None = None,
+        task_timeout: float | None = None,
+    ) -> None:
+        """``stall_after``: seconds a worker may hold tasks without a word before it is
+        :class:`WorkerStalled` (``None``: never; the task timeout, the setup's bound and a grace)."""
         self._slots = WorkerSlots(ranks, prefetch=prefetch)
+        self._stall_after = stall_after
+        self._task_timeout = task_timeout
+        self._heard_at: dict[int, float] = {}  # when each worker holding tasks last reported (or got its first)
+        self._next_check = 0.0
         self._workers = len(ranks)
         self._clock = clock
         self._held: dict[int, int] = dict.fromkeys(ranks, 0)  # tasks each live worker has not reported
@@ -183,6 +213,7 @@ class SlotDispatch(Dispatch):
             held[rank] = before + count
             if not before:
                 self._idle -= 1
+                self._heard_at[rank] = self._clock()
             if before + count > 1 and rank not in ahead and rank not in self._recalling:
                 ahead[rank] = self._clock()
         return events
@@ -201,6 +232,8 @@ class SlotDispatch(Dispatch):
             return
         held -= reported
         self._held[rank] = held
+        if reported and self._stall_after is not None:
+            self._heard_at[rank] = self._clock()
         if not held and reported:  # it went idle now (an empty answer to a recall changes nothing)
             self._idle += 1
         if held > 1:
@@ -217,6 +250,21 @@ class SlotDispatch(Dispatch):
         self._ahead.pop(rank, None)
         self._recalling.discard(rank)
         return [Unfinished(unfinished)]
+
+    def stalled(self) -> list[Event]:
+        """:class:`Fatal` with :class:`WorkerStalled` for a worker that has held tasks for
+        ``stall_after`` seconds without reporting one (looked at once a second at most)."""
+        if self._stall_after is None:
+            return []
+        now = self._clock()
+        if now < self._next_check:
+            return []
+        self._next_check = now + min(1.0, self._stall_after / 10)
+        heard_at, due = self._heard_at, now - self._stall_after
+        for rank, held in self._held.items():
+            if held and heard_at.get(rank, now) < due:
+                return [Fatal(WorkerStalled(rank, held, now - heard_at[rank], self._task_timeout))]
+        return []
 
     def rebalance(self) -> list[Event]:
         ahead = self._ahead

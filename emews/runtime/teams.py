@@ -24,7 +24,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Status, Task
 from emews.core.wording import counted
 from emews.runtime.dispatch import (
@@ -36,6 +35,7 @@ from emews.runtime.dispatch import (
     Requeue,
     Send,
     Started,
+    Stranded,
     Unfinished,
     moving_mean,
     outcome_seconds,
@@ -61,7 +61,7 @@ def stranded_grace(environ: Mapping[str, str] = os.environ) -> float:
 SCHEDULE_RECHECK = 0.005
 
 
-class TeamStranded(EmewsError):
+class TeamStranded(Stranded):
     """An inline team did not end after its timeout (a member is blocked where nothing can
     interrupt it): the job must end. The message is one line naming the task and the member."""
 
