@@ -4,8 +4,8 @@
     for row, state in load_best("experiments/asha-001", k=5):   # 5 trials: UQ ensemble, fine-tuning
         ...
 
-``emews checkpoints DIR`` prints the same list. Only durable checkpoints are listed, and each
-is verified when loaded (a corrupt file raises :class:`~emews.training.checkpoints.CorruptCheckpoint`).
+``emews checkpoints DIR`` prints the same list. Only durable checkpoints whose files are there are
+listed (one deleted to free space is not the best), and each is verified when loaded (a corrupt file raises :class:`~emews.training.checkpoints.CorruptCheckpoint`).
 """
 
 from __future__ import annotations
@@ -23,17 +23,27 @@ from emews.store import DURABLE, CheckpointRow
 from emews.training.checkpoints import read_checkpoint
 
 
-def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bool = True) -> list[CheckpointRow]:
-    """The durable checkpoints of an experiment, by trial and step. ``best``: the best checkpoint of
-    each of the ``best`` best trials, best first, by the scheduler's metric (``per_trial`` false:
-    the ``best`` best checkpoints, several of which may be one trial's)."""
+def durable_checkpoints(exp_dir: str | Path) -> tuple[list[CheckpointRow], list[CheckpointRow]]:
+    """The durable checkpoints the store of an experiment records, by trial and step: those whose
+    file is there, and those whose file is gone (deleted to free space, or moved away)."""
     store = open_store(Path(exp_dir))
     if store is None:
-        return []
+        return [], []
     try:
         rows = store.checkpoints((DURABLE,))
     finally:
         store.close()
+    present, gone = [], []
+    for row in rows:
+        (present if Path(row.path).is_file() else gone).append(row)
+    return present, gone
+
+
+def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bool = True) -> list[CheckpointRow]:
+    """The durable checkpoints of an experiment whose files are there, by trial and step. ``best``:
+    the best checkpoint of each of the ``best`` best trials, best first, by the scheduler's metric
+    (``per_trial`` false: the ``best`` best checkpoints, several of which may be one trial's)."""
+    rows, _ = durable_checkpoints(exp_dir)
     if best is None:
         return rows
     ranked = sorted(rows, key=lambda r: (math.inf if r.loss is None else r.loss, r.id))
