@@ -155,6 +155,15 @@ def _appeared(exp_dir: Path) -> bool:
     return False
 
 
+def _gone(exp_dir: Path) -> ConfigError:
+    """The experiment directory watched was there and is not now: renamed, moved or deleted."""
+    return ConfigError(
+        "the experiment directory is gone while it was watched (renamed, moved or deleted)",
+        file=str(exp_dir),
+        allowed="emews status NEW_PATH --watch where it is now",
+    )
+
+
 def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
     """Print the status every ``interval`` seconds until the run is over (or Ctrl-C).
 
@@ -173,6 +182,8 @@ def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
             while not _appeared(exp_dir):
                 time.sleep(interval)
         while True:
+            if not exp_dir.is_dir():
+                raise _gone(exp_dir)
             try:
                 lines, running = text(exp_dir)
             except StoreUnreadable as exc:  # the job is making it (its file is there, not its tables), or
@@ -180,6 +191,10 @@ def watch(exp_dir: Path, interval: float, stream: TextIO = sys.stdout) -> None:
                 if not running:
                     raise
                 lines = f"job: {state}; the results store cannot be read now: {exc.message}"
+            except ConfigError:
+                if not exp_dir.is_dir():  # gone while it was read
+                    raise _gone(exp_dir) from None
+                raise
             started = running or (exp_dir / SUMMARY_FILE).exists() or (exp_dir / STORE_FILE).exists()
             stamp = time.strftime("%H:%M:%S")
             waiting = "" if started else "; waiting for the run to start"
