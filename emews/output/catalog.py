@@ -33,7 +33,8 @@ def durable_checkpoints(exp_dir: str | Path) -> tuple[list[CheckpointRow], list[
         rows = store.checkpoints((DURABLE,))
     finally:
         store.close()
-    present, gone = [], []
+    present: list[CheckpointRow] = []
+    gone: list[CheckpointRow] = []
     for row in rows:
         (present if Path(row.path).is_file() else gone).append(row)
     return present, gone
