@@ -321,6 +321,17 @@ class TaskSection(_Strict):
     #: worker ranks per task: a number, a parameter, module:function of the point, or "optimizer"
     ranks: StrictInt | str = 1
 
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> Any:
+        """Seconds, or a duration as ``budget.time`` takes it (``'90m'``, ``'1h30m'``, ``'01:30:00'``)."""
+        if not isinstance(value, str):
+            return value
+        try:
+            return float(parse_duration(value))
+        except ValueError as exc:
+            raise KeyedValueError(None, str(exc), f"a number of seconds > 0, or {DURATION_FORMS}") from None
+
     @field_validator("ranks")
     @classmethod
     def _ranks(cls, value: int | str) -> int | str:

@@ -433,3 +433,19 @@ def test_replicates_with_an_exploiting_trial_scheduler_is_one_line(
     asha = {"name": "asha", "options": {"max_t": 9, "grace_period": 1}}
     fine = write_workflow(tmp_path, name="asha", **{**pbt, "replicates": 2, "trial_scheduler": asha})
     assert load_workflow(str(fine)).model.replicates == 2
+
+
+@pytest.mark.parametrize("text, seconds", [("90s", 90.0), ("1h30m", 5400.0), ("00:02:00", 120.0), ("2h", 7200.0)])
+def test_a_task_timeout_may_be_a_duration_as_budget_time_takes_it(text: str, seconds: float, tmp_path: Path) -> None:
+    """``task.timeout: 1h`` was refused as 'must be a number' without saying it wants seconds."""
+    workflow = load_workflow(str(write_workflow(tmp_path, task={"timeout": text})))
+    assert workflow.model.task.timeout == seconds
+
+
+@pytest.mark.parametrize("text, said", [("1hour", "malformed duration '1hour'"), ("0s", "duration '0s' is zero")])
+def test_a_task_timeout_that_is_no_duration_says_what_is_allowed(
+    text: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path = write_workflow(tmp_path, task={"timeout": text})
+    line = _refused(capsys, path)
+    assert f"{path}: task.timeout: {said}" in line and "a number of seconds > 0" in line and "1h30m" in line, line
