@@ -441,6 +441,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         raise EmewsError(f"emews report needs {exc.name}: pip install 'emews-mpi[report]'") from None
     exp_dirs = [require_experiment(path.absolute()) for path in args.exp_dir]
+    seen: dict[Path, Path] = {}
+    for typed, exp_dir in zip(args.exp_dir, exp_dirs, strict=True):
+        first = seen.setdefault(exp_dir.resolve(), typed)
+        if first is not typed:
+            again = "named twice" if str(first) == str(typed) else f"is {first} again"
+            raise ConfigError(f"{again}: compare different experiments", file=str(typed))
     fmt = render.chosen_format(args.out, args.format)
     loaded = [data.load(exp_dir) for exp_dir in exp_dirs]
     for problem in (p for experiment in loaded for p in experiment.unreadable):

@@ -77,3 +77,14 @@ def test_experiments_of_different_metrics_are_not_compared(emews_cmd, tmp_path: 
     assert not (emews_cmd.cwd / "comparison.html").exists() and not (emews_cmd.cwd / "comparison-plots").exists()
     pdf = emews_cmd("report", str(a), str(b), "--format", "pdf", timeout=300)
     assert pdf.returncode == 2 and "a comparison is written as html or png" in pdf.stderr
+
+
+def test_one_experiment_named_twice_is_refused(emews_cmd, tmp_path: Path) -> None:
+    """``emews report EXP EXP/`` wrote a comparison of one experiment with itself."""
+    a = _run(emews_cmd, tmp_path / "a", "once", 1, 3)
+    for twice, said in ((str(a), f"{a}: named twice"), (str(a.parent / "a" / ".." / "once"), f"is {a} again")):
+        proc = emews_cmd("report", str(a), twice, timeout=300)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("emews: error: ") and said in line and "compare different experiments" in line, line
+    assert not (emews_cmd.cwd / "comparison.html").exists() and not (emews_cmd.cwd / "comparison-plots").exists()
