@@ -136,6 +136,10 @@ def _problem(
         message = f"invalid value {brief(err['input'])}" + did_you_mean(err["input"], _quoted(allowed))
     elif err["type"] == "missing":
         message = "required key is missing"
+    elif len(group) == 1 and err["type"] in _BOUNDS:  # "Input should be greater than 0": and what was given
+        bound = next(iter(ctx.values()), None)
+        shown = f"{bound:g}" if isinstance(bound, (int, float)) and not isinstance(bound, bool) else brief(bound)
+        message = f"must be {_BOUNDS[err['type']]} {shown}, not {brief(err['input'])}"
     elif len(group) == 1 and err["type"] in _KINDS:  # pydantic's "Input should be a valid ..." in plain words
         message = f"must be {_KINDS[err['type']]}, not {_said(err['input'])}"
         holder = _model_at(model, loc) if model is not None and err["type"] == "model_type" else None
@@ -147,6 +151,9 @@ def _problem(
     where, key = found if isinstance(found, tuple) else (found, key)  # a site key a --set gave: as typed
     return ConfigError(message, file=where, key=key, allowed=allowed)
 
+
+#: pydantic's bound errors (their ``ctx`` holds the bound) as a comparison
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
 
 #: what a value of pydantic's error type should have been, in the words of a YAML file
 _KINDS = {

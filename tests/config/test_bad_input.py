@@ -147,7 +147,7 @@ BAD_VALUES = {
     "timeout inf": ("task.timeout=.inf", "task.timeout", "finite"),
     "timeout overflow": ("task.timeout=1e400", "task.timeout", "finite"),
     "timeout nan": ("task.timeout=.nan", "task.timeout", "finite"),
-    "timeout zero": ("task.timeout=0", "task.timeout", "greater than 0"),
+    "timeout zero": ("task.timeout=0", "task.timeout", "must be > 0, not 0"),
     "timeout true": ("task.timeout=true", "task.timeout", "number"),
     "memory negative": ("task.memory_limit=-5", "task.memory_limit", "more than 0"),
     "memory zero": ("task.memory_limit=0", "task.memory_limit", "more than 0"),
@@ -156,7 +156,7 @@ BAD_VALUES = {
     "memory inline": ("task.isolation=inline", "task.memory_limit", "memory_limit needs isolation: process"),
     "durability": ("store.durability=fast", "store.durability", "'normal', 'full' or 'off'"),
     # a pool's heartbeat sleeps a third of the lease: 1e12 s passed check, then its select overflowed
-    "lease past a week": ("store.lease=1e12", "store.lease", "less than or equal to 604800"),
+    "lease past a week": ("store.lease=1e12", "store.lease", "must be <= 604800, not 1000000000000.0"),
     "lease true": ("store.lease=true", "store.lease", "number"),
     "lease inf": ("store.lease=.inf", "store.lease", "finite"),
 }

@@ -28,7 +28,7 @@ WRONG_VALUES: dict[str, tuple[dict[str, Any], str, Any, str]] = {
     "mbo": ({}, "infill", "xx", "invalid value 'xx' (allowed: cb, ei)"),
     "hyperspace": ({}, "split", ["mode"], "'mode' is not a numeric dimension of the space with more than "
                    "one value (allowed: x)"),
-    "bohb": ({}, "top_fraction", 2.0, "Input should be less than 1"),
+    "bohb": ({}, "top_fraction", 2.0, "must be < 1, not 2.0"),
     "eqpy": ({"me": "me.py"}, "batch", "xml", "invalid value 'xml' (allowed: 'semicolon' or 'json')"),
     "eqsql": ({"me": "me.py"}, "config", "list.yaml", "PATH/list.yaml holds no mapping (allowed: the ME's YAML configuration file)"),
     "emews.contrib.optuna:OptunaSampler": ({}, "sampler", "TPE", "unknown Optuna sampler 'TPE'"),

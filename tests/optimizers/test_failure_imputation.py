@@ -86,12 +86,12 @@ def test_unknown_policy_named():
 
 
 @pytest.mark.parametrize("option, value, allowed", [
-    ("n_initial_points", 0, "greater than or equal to 1"),
-    ("n_candidates", 5, "greater than or equal to 10"),
-    ("xi", -0.5, "greater than or equal to 0"),
+    ("n_initial_points", 0, "must be >= 1, not 0"),
+    ("n_candidates", 5, "must be >= 10, not 5"),
+    ("xi", -0.5, "must be >= 0, not -0.5"),
     ("failure_penalty", "mean", "worst"),
     ("failure_penalty", ".inf", "worst"),
-    ("lookahead", -1, "greater than or equal to 0"),
+    ("lookahead", -1, "must be >= 0, not -1"),
     ("max_gp_points", "100", "whole number"),
 ])
 def test_bad_bayes_option_is_exit_2_naming_the_key(emews_cmd, option, value, allowed):

@@ -137,8 +137,8 @@ def test_a_points_file_sweep_without_a_budget_runs_every_point(emews_cmd, tmp_pa
 
 
 @pytest.mark.parametrize("budget, key, says", [
-    ({"steps": -5}, "budget.steps", "greater than 0"),
-    ({"evaluations": 0}, "budget.evaluations", "greater than 0"),
+    ({"steps": -5}, "budget.steps", "must be > 0, not -5"),
+    ({"evaluations": 0}, "budget.evaluations", "must be > 0, not 0"),
     ({"time": "banana"}, "budget.time", "HH:MM:SS"),
     ({"time": 7200}, "budget.time", "quoted string"),
     ({"time": "0:00"}, "budget.time", "HH:MM:SS"),
