@@ -88,7 +88,7 @@ class KeyedValueError(EmewsError, ValueError):
         self.key, self.message, self.allowed = key, message, allowed
 
 
-class OptionError(ValueError):
+class OptionError(EmewsError, ValueError):
     """A plug-in (an optimizer, a trial scheduler) refuses one of its options: ``option`` names it,
     ``message`` says what is wrong, ``allowed`` what it takes. ``emews check`` and ``emews launch``
     blame ``SECTION.options.OPTION`` in the file as typed (or ``--set``); in Python it reads
