@@ -449,7 +449,7 @@ class ReplayEvaluator:
             ids.append(trial)
         return ids
 
-    def get(self, n: int = 1, *, more_room: bool = False) -> list[Any]:
+    def get(self, n: int = 1, *, more_room: int | None = None) -> list[Any]:
         from emews.core.results import Result, Status, StoredReport
 
         while not self.done:

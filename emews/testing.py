@@ -248,7 +248,7 @@ class _Recorder:
         points = self._record(points)
         return self._refusal_counted(self._evaluator.put, points)
 
-    def get(self, n: int = 1, timeout: float | None = None, *, more_room: bool = False) -> list[Result]:
+    def get(self, n: int = 1, timeout: float | None = None, *, more_room: int | None = None) -> list[Result]:
         results = self._evaluator.get(n, timeout, more_room=more_room)
         self._trace.results.extend(results)
         return results

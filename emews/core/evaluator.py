@@ -28,6 +28,16 @@ class BudgetExhausted(EmewsError, RuntimeError):
 UNLIMITED = 2**62
 
 
+def room_count(more_room: int | None) -> int | None:
+    """``get``'s ``more_room``, checked: the capacity the optimizer proposed for, or ``None``."""
+    if more_room is None or (isinstance(more_room, int) and not isinstance(more_room, bool)):
+        return more_room
+    raise TypeError(
+        f"get(more_room=...) takes the capacity the optimizer proposed for (a whole number: "
+        f"evaluator.capacity as read before it proposed), not {more_room!r}"
+    )
+
+
 class EvaluatorObserver:
     """Sees what passes through an evaluator, in order (tests, benchmarks, live views):
     subclass and override what you need; add it with ``evaluator.observers.append``."""
@@ -116,7 +126,6 @@ class Evaluator:
         self._submitted = len(self.requeued)
         self._handed_out = 0
         self._ready: dict[int, Result] = {}
-        self._room_seen: int | None = None  # the workers' capacity as the optimizer last read it
         for task in self.requeued:  # sized again by task.ranks, which may keep the size the store has
             self._size(task, stored=task.ranks)
         if requeue:
@@ -136,9 +145,9 @@ class Evaluator:
     def capacity(self) -> int:
         """Tasks the workers can hold right now: ``workers`` for long tasks, more when
         tasks are short and each worker gets its next ones ahead (prefetch), and with pools what
-        the live pools hold. ``get(..., more_room=True)`` returns early once it grows past this."""
-        self._room_seen = self._queues.capacity
-        return max(self._room_seen, self.workers)
+        the live pools hold. A plain read; ``get(..., more_room=capacity)`` returns early once it
+        grows past what was read."""
+        return max(self._queues.capacity, self.workers)
 
     @property
     def submitted(self) -> int:
@@ -250,19 +259,20 @@ class Evaluator:
                 observer.cancelled(cancelled)
         return cancelled
 
-    def get(self, n: int = 1, timeout: float | None = None, *, more_room: bool = False) -> list[Result]:
+    def get(self, n: int = 1, timeout: float | None = None, *, more_room: int | None = None) -> list[Result]:
         """Wait until ``n`` results are ready (or ``timeout``), then return all ready ones.
 
         Returns at least ``min(n, pending)`` results unless the timeout passes first;
-        returns ``[]`` at once when nothing is pending. ``more_room``: also return (with what is
-        ready, maybe nothing) as soon as the workers can hold more than :attr:`capacity` last said
-        (a pool joined the experiment): an optimizer that keeps its in-flight count by the capacity
-        proposes for them then, not after its next result. No effect before it read the capacity.
+        returns ``[]`` at once when nothing is pending. ``more_room``: the :attr:`capacity` the
+        optimizer proposed for; also return (with what is ready, maybe nothing) as soon as the
+        workers can hold more than that (a pool joined the experiment), so that an optimizer that
+        keeps its in-flight count by the capacity proposes for them then, not after its next result.
         """
+        room = room_count(more_room)
         n = min(n, self.pending)
         if n <= 0:
             return []
-        self._wait(lambda: len(self._ready) >= n, timeout, self._room_seen if more_room else None)
+        self._wait(lambda: len(self._ready) >= n, timeout, room)
         results = list(self._ready.values())
         self._ready.clear()
         self._handed_out += len(results)

@@ -117,6 +117,7 @@ class AskTellOptimizer(Optimizer):
         if evaluator.history:
             self.ingest(list(evaluator.history))
         while True:
+            room = evaluator.capacity  # read before proposing: a pool that joins after it wakes the get below
             want = min(self.target_in_flight(evaluator) - evaluator.pending, evaluator.remaining)
             if want > 0:
                 points = list(self.suggest(want))[:want]
@@ -128,7 +129,7 @@ class AskTellOptimizer(Optimizer):
                 if evaluator.remaining == 0:
                     return
                 continue
-            results = evaluator.get(1, more_room=True)  # or none, when a pool joined: propose for it
+            results = evaluator.get(1, more_room=room)  # or none, when a pool joined: propose for it
             if not results:
                 continue
             self.ingest(results)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emews.core.direction import Direction
-from emews.core.evaluator import BudgetExhausted, Evaluator
+from emews.core.evaluator import BudgetExhausted, Evaluator, room_count
 from emews.core.results import Result, Status
 from emews.core.space import Int, Space
 
@@ -226,14 +226,17 @@ class ReplicatingEvaluator:
             ids.append(task_ids[0])
         return ids
 
-    def get(self, n: int = 1, timeout: float | None = None, *, more_room: bool = False) -> list[Result]:
-        """Wait until ``n`` points have all their replicates done (or ``timeout``, or with
-        ``more_room`` the capacity grew: :meth:`Evaluator.get`); return the ready ones."""
+    def get(self, n: int = 1, timeout: float | None = None, *, more_room: int | None = None) -> list[Result]:
+        """Wait until ``n`` points have all their replicates done (or ``timeout``, or the
+        :attr:`capacity` grew past ``more_room``: :meth:`Evaluator.get`); return the ready ones."""
+        room = room_count(more_room)
+        # the inner capacity at which this one (its whole multiples of replicates) is above room
+        inner_room = None if room is None else (room + 1) * self.replicates - 1
         n = min(n, self.pending)
         if n <= 0:
             return []
         while len(self._ready) < n:
-            arrived = self.inner.get(1, timeout, more_room=more_room)
+            arrived = self.inner.get(1, timeout, more_room=inner_room)
             if not arrived:
                 break
             self._absorb(arrived)
