@@ -166,6 +166,22 @@ class EmewsCommand:
                 pass
 
 
+def refused_in_one_line(capsys: Any, path: Path, *extra: str) -> str:
+    """The one line ``emews check PATH`` and ``emews launch PATH`` say (the same), both exiting 2,
+    no traceback, no experiment made (``capsys``: pytest's, ``extra``: more arguments to both)."""
+    from emews.cli import main
+
+    exp = path.parent / "exp-never"
+    lines = []
+    for command in (["check", str(path), *extra], ["launch", str(path), "--exp-dir", str(exp), *extra]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+        lines.append(err.strip())
+    assert lines[0] == lines[1] and not exp.exists(), lines
+    return lines[0]
+
+
 def stored_rows(exp: Path) -> list[dict]:
     """The rows of an experiment's results table, as dicts, in id order."""
     db = sqlite3.connect(exp / "results.db")

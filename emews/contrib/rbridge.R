@@ -94,9 +94,32 @@ local({
     if (length(lines) > 30L) lines <- c(lines[1:10], "...", utils::tail(lines, 19L))
     lines
   }
+  # the options an entry function declares, with their defaults: its `options` argument's default
+  # list (function(evaluator, space, options = list(batch = 4L))); NULL when it has none
+  .emews_option_defaults <- function(fn) {
+    f <- formals(fn)
+    if (!("options" %in% names(f)) || identical(f$options, quote(expr = ))) return(NULL)
+    defaults <- eval(f$options, environment(fn))
+    if (is.null(defaults)) return(NULL)
+    if (!is.list(defaults) || (length(defaults) > 0 && (is.null(names(defaults)) || any(names(defaults) == ""))))
+      stop("the default of the entry function's options argument must be a named list ",
+           "(options = list(name = default, ...))")
+    defaults
+  }
+  .emews_option_names <- function(fn) {
+    tryCatch({
+      defaults <- .emews_option_defaults(fn)
+      list(ok = TRUE, declared = !is.null(defaults), names = as.character(names(defaults)))
+    }, error = function(e) list(ok = FALSE, message = conditionMessage(e)))
+  }
   .emews_run <- function(fn, evaluator, space, options, on_warning) {
     trace <- character(0)
     tryCatch({
+      defaults <- .emews_option_defaults(fn)
+      if (!is.null(defaults)) {  # the options given over the declared defaults
+        defaults[names(options)] <- options
+        options <- defaults
+      }
       value <- withCallingHandlers(fn(evaluator, space, options),
         error = function(e) trace <<- .emews_trace(sys.calls()),
         warning = function(w) {

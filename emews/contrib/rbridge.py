@@ -13,6 +13,12 @@ algorithms the queues::
       list(best = min(res$loss))           # any value; kept as ROptimizer.value
     }
 
+Options: an entry function may declare its options as the default of its ``options`` argument,
+``function(evaluator, space, options = list(batch = 4L, spread = 0.5))``: the run then gets those
+defaults under the options given, and ``emews check`` / ``emews launch`` refuse an option it does
+not declare (``seed`` is always taken) in one line naming ``optimizer.options.NAME`` and the
+declared names (R reads the script in a child process then). Without a default any option passes.
+
 The R-side ``evaluator`` is a list of functions:
 
 ``put(points) -> ids``, ``get(n = 1, timeout = NULL) -> results``,
@@ -72,7 +78,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from emews.core.errors import EmewsError, OptionError
+from emews.core.errors import EmewsError, OptionError, did_you_mean
 from emews.core.evaluator import BudgetExhausted
 from emews.core.optimizer import Optimizer
 from emews.core.space import Categorical, Constant, Float, Int, Space, registered, to_builtin
@@ -432,8 +438,10 @@ class ROptimizer(Optimizer):
 
     ``script`` is the R file to source (relative paths are taken from the current
     directory), ``entry`` the function it defines, and ``options`` (plus any other
-    keyword) is passed to R as a named list. R's RNG is seeded with ``options$seed``
-    when given, else the evaluator's seed, before the entry function is called.
+    keyword) is passed to R as a named list, over the defaults the function declares
+    (its ``options`` argument's default list; then :meth:`check` refuses any other name).
+    R's RNG is seeded with ``options$seed`` when given, else the evaluator's seed, before
+    the entry function is called.
     After ``run``, ``value`` holds the entry function's return value (as Python)
     and ``info`` what R reported through ``evaluator$set_info``.
     """
@@ -461,6 +469,25 @@ class ROptimizer(Optimizer):
         self._warned: set[str] = set()
         self._keep: list[Any] = []
 
+    def check(self, space: Space) -> None:
+        """The script defines the entry function, and every option given is one it declares (the
+        names of its ``options`` argument's default list, and ``seed``); an entry function that
+        declares none takes any. Asked of R in a child process (R is not started in this one)."""
+        assert self.script is not None, "__init__ refuses an ROptimizer without a script"
+        try:
+            declared = declared_options(Path(self.script), self.entry)
+        except RUnavailable as exc:
+            raise ValueError(f"cannot check the R optimizer's options: {exc}") from None
+        except RError as exc:
+            raise OptionError("script", exc.r_message, f"an R file that defines the function {self.entry!r}") from None
+        if declared is None:
+            return
+        allowed = sorted({"seed", *declared})
+        unknown = sorted(set(self.options) - set(allowed))
+        if unknown:
+            name = unknown[0]
+            raise OptionError(name, f"unknown option {name!r}{did_you_mean(name, allowed)}", ", ".join(allowed))
+
     # hooks --------------------------------------------------------------------------------
 
     def on_info(self, key: str, value: Any) -> None:
@@ -473,9 +500,6 @@ class ROptimizer(Optimizer):
         ri, _ = _r()
         assert self.script is not None, "__init__ refuses an ROptimizer without a script"
         script = Path(self.script)
-        if not script.is_file():
-            raise FileNotFoundError(f"R script {script} does not exist")
-        env = helpers()
         space = evaluator.space
         clash = sorted(set(space.names) & set(RESULT_COLUMNS))
         if clash:
@@ -483,10 +507,8 @@ class ROptimizer(Optimizer):
                 f"parameter name {clash[0]!r} clashes with a result column "
                 f"({', '.join(RESULT_COLUMNS)}); rename it to use an R optimizer"
             )
-        sourced = env[".emews_source"](ri.StrSexpVector([str(script.resolve())]), ri.StrSexpVector([self.entry]), env)
-        if not sourced[0][0]:
-            raise RError(f"cannot load {script}: {sourced[1][0]}", script=str(script))
-        fn = sourced[1]
+        env = helpers()
+        fn = entry_function(script, self.entry)
 
         self._error = None
         self._warned = set()
@@ -601,6 +623,57 @@ class ROptimizer(Optimizer):
         return call
 
 
+def entry_function(script: Path, entry: str) -> Any:
+    """The R function ``entry`` of ``script``, sourced into a fresh environment under the helpers'
+    (R starts in this process). Raises :class:`RError` when the script fails or lacks it,
+    ``FileNotFoundError`` when there is no such file."""
+    ri, _ = _r()
+    if not script.is_file():
+        raise FileNotFoundError(f"R script {script} does not exist")
+    env = helpers()
+    sourced = env[".emews_source"](ri.StrSexpVector([str(script.resolve())]), ri.StrSexpVector([entry]), env)
+    if not sourced[0][0]:
+        raise RError(f"cannot load {script}: {sourced[1][0]}", script=str(script))
+    return sourced[1]
+
+
+def option_names(script: Path, entry: str) -> list[str] | None:
+    """The options the R function ``entry`` of ``script`` declares (its ``options`` argument's
+    default list: ``function(evaluator, space, options = list(batch = 4L))``), or ``None`` when it
+    declares none; in this process (R starts here). Raises :class:`RError` as R says it."""
+    said = r_to_py(helpers()[".emews_option_names"](entry_function(script, entry)))
+    if not said["ok"]:
+        raise RError(f"{entry}'s options: {said['message']}", script=str(script))
+    names = said["names"] or []
+    return ([names] if isinstance(names, str) else list(names)) if said["declared"] else None
+
+
+_OPTIONS_PROBE = """
+import json, sys
+from pathlib import Path
+from emews.contrib.rbridge import RError, option_names
+try:
+    print(json.dumps({"names": option_names(Path(sys.argv[1]), sys.argv[2])}))
+except RError as exc:
+    print(json.dumps({"error": exc.r_message}))
+except FileNotFoundError as exc:
+    print(json.dumps({"error": str(exc)}))
+"""
+
+
+def declared_options(script: Path, entry: str) -> list[str] | None:
+    """:func:`option_names`, asked in a child process (so that R is not started in this one).
+    Raises :class:`RError` when the script fails or lacks the function, :class:`RUnavailable`
+    when rpy2 or R does not work."""
+    import json
+
+    answer = json.loads(_probe(_OPTIONS_PROBE, [str(script), entry]).splitlines()[-1])
+    if "error" in answer:
+        raise RError(answer["error"], script=str(script))
+    names: list[str] | None = answer["names"]
+    return names
+
+
 _PACKAGES_PROBE = """
 import sys
 import rpy2.rinterface as ri
@@ -614,16 +687,20 @@ for name in sys.argv[1:]:
 def missing_r_packages(packages: Sequence[str]) -> list[str]:
     """The R packages of ``packages`` that R cannot load, asked in a child process (so that
     R is not started in this one). Raises :class:`RUnavailable` when rpy2 or R does not work."""
+    return _probe(_PACKAGES_PROBE, packages).split()
+
+
+def _probe(code: str, args: Sequence[str]) -> str:
+    """What the Python ``code`` run with ``args`` in a child process printed; :class:`RUnavailable`
+    when it failed (rpy2 or R does not work)."""
     import subprocess
     import sys
 
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", _PACKAGES_PROBE, *packages], capture_output=True, text=True, timeout=120
-        )
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RUnavailable(f"R cannot be started through rpy2 ({exc})") from exc
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RUnavailable(f"R cannot be started through rpy2 ({last})")
-    return done.stdout.split()
+    return done.stdout

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from emews.cli import main
-from testutil import TRAINER, write_workflow
+from testutil import TRAINER, refused_in_one_line, write_workflow
 
 ME = "def run():\n    pass\n"
 
@@ -41,7 +40,7 @@ WRONG_VALUES: dict[str, tuple[dict[str, Any], str, Any, str]] = {
     "emews.contrib.rbridge:ROptimizer": ({"entry": "search"}, "script", None, "ROptimizer needs one (allowed: the "
                                          "path of an R file)"),
 }
-#: optimizer -> (a misspelt option, the one meant); an ROptimizer's options are its R function's: any name
+#: optimizer -> (a misspelt option, the one meant); an ROptimizer's are its R function's: tests/optimizers/test_r_options.py
 MISSPELT: dict[str, tuple[str, str]] = {
     "random": ("seeed", "seed"),
     "sweep": ("levls", "levels"),
@@ -81,19 +80,6 @@ def _workflow(folder: Path, optimizer: str, options: dict[str, Any]) -> Path:
     return write_workflow(folder, optimizer={"name": optimizer, "options": options})
 
 
-def _said(capsys: pytest.CaptureFixture, path: Path, *extra: str) -> str:
-    """The one line ``emews check`` and ``emews launch`` say (the same), both exiting 2, no experiment made."""
-    exp = path.parent / "exp-never"
-    lines = []
-    for command in (["check", str(path), *extra], ["launch", str(path), "--exp-dir", str(exp), *extra]):
-        assert main(command) == 2
-        err = capsys.readouterr().err
-        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-        lines.append(err.strip())
-    assert lines[0] == lines[1] and not exp.exists(), lines
-    return lines[0]
-
-
 @pytest.mark.parametrize("optimizer", list(WRONG_VALUES))
 def test_a_wrong_option_value_names_the_option(optimizer: str, tmp_path: Path, capsys: pytest.CaptureFixture,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,12 +88,12 @@ def test_a_wrong_option_value_names_the_option(optimizer: str, tmp_path: Path, c
     needed, name, value, says = WRONG_VALUES[optimizer]
     options = {**needed, **({} if value is None else {name: value})}
     path = _workflow(tmp_path, optimizer, options)
-    line = _said(capsys, path)
+    line = refused_in_one_line(capsys, path)
     says = says.replace("PATH", str(tmp_path))
     assert line.startswith(f"emews: error: {path}: optimizer.options.{name}: {says}"), line
     if value is not None:  # the same value given with --set is --set's, named as typed
         path = _workflow(tmp_path, optimizer, needed)
-        line = _said(capsys, path, "--set", f"optimizer.options.{name}={json.dumps(value)}")
+        line = refused_in_one_line(capsys, path, "--set", f"optimizer.options.{name}={json.dumps(value)}")
         assert line.startswith(f"emews: error: --set: optimizer.options.{name}: {says}"), line
 
 
@@ -120,11 +106,11 @@ def test_a_misspelt_option_name_names_it_and_the_one_meant(optimizer: str, tmp_p
     wrong, meant = MISSPELT[optimizer]
     needed = WRONG_VALUES[optimizer][0]
     path = _workflow(tmp_path, optimizer, {**needed, wrong: 1})
-    line = _said(capsys, path)
+    line = refused_in_one_line(capsys, path)
     assert line.startswith(f"emews: error: {path}: optimizer.options.{wrong}: unknown "), line
     assert f"did you mean {meant!r}?" in line and "(allowed: " in line and meant in line.split("(allowed: ")[1], line
     path = _workflow(tmp_path, optimizer, needed)
-    line = _said(capsys, path, "--set", f"optimizer.options.{wrong}=1")
+    line = refused_in_one_line(capsys, path, "--set", f"optimizer.options.{wrong}=1")
     assert line.startswith(f"emews: error: --set: optimizer.options.{wrong}: unknown "), line
 
 
@@ -144,5 +130,5 @@ def test_a_trial_schedulers_refusal_names_the_option(scheduler: str, tmp_path: P
     name, value, says = TRIAL_SCHEDULER_VALUES[scheduler]
     path = write_workflow(tmp_path, trial_scheduler={"name": scheduler, "options": {name: value}},
                           objective={"module": str(TRAINER), "metric": "loss"})
-    line = _said(capsys, path)
+    line = refused_in_one_line(capsys, path)
     assert line.startswith(f"emews: error: {path}: trial_scheduler.options.{name}: {says}"), line

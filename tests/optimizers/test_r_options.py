@@ -1,0 +1,97 @@
+"""An R optimizer declares its options as its entry function's ``options`` default list
+(``function(evaluator, space, options = list(propose_points = 2L))``): a misspelt option is one line
+at ``emews check`` and ``emews launch`` naming ``optimizer.options.NAME`` and the allowed names,
+exit 2, no experiment; the run gets the declared defaults under the options given. An entry function
+that declares none takes any option, as before. Real R (rpy2), never skipped."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emews.cli import main
+from emews.core.space import Float, Space
+from emews.job.wiring import RunSpec, run_in_threads
+from emews.objective.function import ObjectiveRef
+from testutil import refused_in_one_line, write_workflow
+
+DECLARED = """
+search <- function(evaluator, space, options = list(propose_points = 2L, spread = 0.5)) {
+  while (evaluator$remaining() > 0) {
+    n <- min(options$propose_points, evaluator$remaining())
+    evaluator$map(data.frame(x = runif(n, 0, 1)))
+  }
+  options[order(names(options))]
+}
+"""
+UNDECLARED = DECLARED.replace("options = list(propose_points = 2L, spread = 0.5)", "options")
+NOT_A_LIST = DECLARED.replace("list(propose_points = 2L, spread = 0.5)", "c(2, 0.5)")
+
+
+@pytest.fixture(autouse=True)
+def _r_works() -> None:
+    from emews.contrib import rbridge
+
+    try:
+        rbridge.missing_r_packages([])
+    except rbridge.RUnavailable as exc:
+        pytest.fail(f"these tests need R and rpy2: {exc}", pytrace=False)
+
+
+def _workflow(folder: Path, code: str, **options: Any) -> Path:
+    (folder / "opt.R").write_text(textwrap.dedent(code))
+    (folder / "obj.py").write_text("def run(params):\n    return params['x']\n")
+    return write_workflow(
+        folder,
+        optimizer={"name": "emews.contrib.rbridge:ROptimizer",
+                   "options": {"script": "opt.R", "entry": "search", **options}},
+        objective={"module": "obj.py"}, space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
+        budget={"evaluations": 4}, task={"timeout": 60, "isolation": "inline"})
+
+
+def test_a_misspelt_r_option_is_refused_naming_it_and_the_allowed_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = _workflow(tmp_path, DECLARED, propose_poitns=4)
+    assert refused_in_one_line(capsys, path) == (
+        f"emews: error: {path}: optimizer.options.propose_poitns: unknown option 'propose_poitns'; "
+        "did you mean 'propose_points'? (allowed: propose_points, seed, spread)")
+    path = _workflow(tmp_path, DECLARED, propose_points=4, seed=3)
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_an_options_default_that_is_no_named_list_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = refused_in_one_line(capsys, _workflow(tmp_path, NOT_A_LIST))
+    assert ": optimizer.options.script: search's options: " in line and "must be a named list" in line, line
+    assert "(allowed: an R file that defines the function 'search')" in line, line
+
+
+def test_an_entry_function_that_declares_no_options_takes_any(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = _workflow(tmp_path, UNDECLARED, propose_points=2, anything=1)
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_the_run_gets_the_declared_defaults_under_the_options_given(tmp_path: Path) -> None:
+    from emews.contrib.rbridge import ROptimizer
+
+    (tmp_path / "opt.R").write_text(textwrap.dedent(DECLARED))
+    (tmp_path / "obj.py").write_text("def run(params):\n    return params['x']\n")
+    made: list[ROptimizer] = []
+
+    def make() -> ROptimizer:
+        made.append(ROptimizer(script=tmp_path / "opt.R", entry="search", propose_points=3))
+        return made[0]
+
+    spec = RunSpec(space=Space({"x": Float(0.0, 1.0)}), make_optimizer=make,
+                   objective=ObjectiveRef(str(tmp_path / "obj.py")), budget=4, isolation="inline",
+                   show_progress=False, seed=7)
+    summary = run_in_threads(spec, workers=1)
+    assert summary.error is None and summary.completed == 4, summary
+    assert made[0].value == {"propose_points": 3, "spread": 0.5}
