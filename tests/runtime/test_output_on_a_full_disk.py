@@ -19,19 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from testutil import said, stored_rows, wait_until, write_workflow
-
-OBJECTIVE = '''\
-import os, time, pathlib, emews
-
-def run(params):
-    ctx = emews.current_task()
-    pathlib.Path(params["events"], f"started-{ctx.task_id}").touch()
-    while not os.path.exists(params["gate"]):
-        time.sleep(0.01)
-    print(f"task {ctx.task_id} says", "x" * 2000)
-    return params["x"]
-'''
+from gated_job import launch_gated
+from testutil import said, stored_rows, wait_until
 
 
 @contextlib.contextmanager
@@ -55,19 +44,11 @@ def full_tmpfs(folder: Path) -> Iterator[Path]:
 
 
 def test_output_the_run_dirs_have_no_room_for_is_said_once_and_the_run_goes_on(emews_cmd, tmp_path: Path) -> None:
-    (tmp_path / "model.py").write_text(OBJECTIVE)
-    events, gate = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)}},
-                        budget={"evaluations": 6}, task={"isolation": "process", "timeout": 300})
-    exp = tmp_path / "exp"
-    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
-    assert wait_until(lambda: list(events.glob("started-*")), timeout=180), said(job)
+    gated = launch_gated(emews_cmd, tmp_path, evaluations=6, timeout=300)
+    job, exp = gated.job, gated.exp
+    assert wait_until(gated.started, timeout=180), said(job)
     with full_tmpfs(exp / "runs" / "000") as runs:
-        gate.touch()
+        gated.gate.touch()
         assert job.wait(timeout=300) == 0, said(job)
         err = job.stderr.read()
         assert "Traceback" not in err and "AttributeError" not in (exp / "emews.log").read_text(), err

@@ -14,18 +14,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from testutil import said, stored_rows, wait_until, write_workflow
-
-OBJECTIVE = '''\
-import os, time, pathlib, emews
-
-def run(params):
-    ctx = emews.current_task()
-    pathlib.Path(params["events"], f"started-{ctx.task_id}").write_text(str(ctx.rank))
-    while not os.path.exists(params["gate"]):
-        time.sleep(0.01)
-    return params["x"]
-'''
+from gated_job import launch_gated
+from testutil import said, stored_rows, wait_until
 
 
 def rank_pids(exp: Path) -> dict[int, int]:
@@ -47,21 +37,13 @@ def rank_pids(exp: Path) -> dict[int, int]:
 
 
 def test_a_stopped_worker_ends_the_job_with_one_line_instead_of_hanging_it(emews_cmd, tmp_path: Path) -> None:
-    (tmp_path / "model.py").write_text(OBJECTIVE)
-    events, gate = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)}},
-                        budget={"evaluations": 3}, task={"isolation": "process", "timeout": 3})
     emews_cmd.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
-    exp = tmp_path / "exp"
-    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
-    assert wait_until(lambda: len(list(events.glob("started-*"))) >= 2, timeout=180), said(job)
+    gated = launch_gated(emews_cmd, tmp_path, evaluations=3, timeout=3)
+    job, exp = gated.job, gated.exp
+    assert wait_until(lambda: len(gated.started()) >= 2, timeout=180), said(job)
     ranks = wait_until(lambda: (found := rank_pids(exp)) and len(found) == 3 and found, timeout=60)
     assert ranks, said(job)
-    stopped_task = next(int(p.name.split("-")[1]) for p in events.glob("started-*") if p.read_text() == "1")
+    stopped_task = next(int(p.name.split("-")[1]) for p in gated.started() if p.read_text() == "1")
     os.kill(ranks[1], signal.SIGSTOP)
     try:
         status = job.wait(timeout=240)
@@ -78,7 +60,7 @@ def test_a_stopped_worker_ends_the_job_with_one_line_instead_of_hanging_it(emews
     stored = {r["id"]: r["status"] for r in stored_rows(exp)}
     assert stopped_task not in stored and set(stored.values()) <= {"timeout"}, stored
 
-    gate.touch()                                        # the task the stopped worker held runs again
+    gated.gate.touch()                                        # the task the stopped worker held runs again
     resumed = emews_cmd("resume", str(exp), timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     rows = stored_rows(exp)

@@ -6,36 +6,15 @@ names its job, and the batch job ends once the optimizer has finished."""
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from emews.site.jobs import JOB_RECORD
 from site_helpers import LOOPBACK_SITE
 from slurm_loopback import LoopbackSlurm
+from slurm_pools import PgServer, gated_launch, job_state, jobs_import_this_tree, postgres  # noqa: F401
+from pooled import gated_command, gated_workflow, held_by, seen, wait_for_queued
 from test_slurm_loopback import wait_for
-
-TESTS = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests/store/pgserver.py)
-sys.path.insert(0, str(TESTS))
-from pgserver import PgServer, running_server  # noqa: E402
-from pooled import gated_command, gated_workflow, held_by, seen, wait_for_queued  # noqa: E402
-from testutil import EmewsCommand, events, trainer_workflow, wait_until  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PgServer]:
-    with running_server("emews-pg-slurm-") as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _jobs_import_this_tree(monkeypatch: pytest.MonkeyPatch) -> None:
-    old = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv("PYTHONPATH", str(TESTS.parent) + (os.pathsep + old if old else ""))
+from testutil import EmewsCommand, events, trainer_workflow, wait_until
 
 
 def test_a_pool_on_slurm_joins_an_experiment(slurm_cluster: LoopbackSlurm, postgres: PgServer,
@@ -56,7 +35,7 @@ def test_a_pool_on_slurm_joins_an_experiment(slurm_cluster: LoopbackSlurm, postg
         (tmp_path / "open").touch()
         out, err = launch.communicate(timeout=300)
         assert launch.returncode == 0, err
-        assert wait_for(lambda: slurm_cluster_state(record["job_id"]), "done", 120) == "done"
+        assert wait_for(lambda: job_state(record["job_id"]), "done", 120) == "done"
     finally:
         (tmp_path / "open").touch()
         cmd.kill_all()
@@ -66,13 +45,6 @@ def test_a_pool_on_slurm_joins_an_experiment(slurm_cluster: LoopbackSlurm, postg
     assert pools[1][1:] == ("slurm-loopback", record["job_id"], True), pools
 
 
-def slurm_cluster_state(job_id: str) -> str:
-    from emews.site.batch_schedulers import BATCH_SCHEDULERS
-    from emews.site.schema import SchedulerConfig
-
-    return BATCH_SCHEDULERS["slurm"](SchedulerConfig(type="slurm")).job_state(job_id)
-
-
 def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
         slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
     """``emews cancel EXP`` cancels the pools' batch jobs too (a pool waits for queued work after its
@@ -80,10 +52,8 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
     back as it ends (none leased to it once its job is over; status calls it stopped) and they run
     on the other pool, each stored once; a second cancel says the job had ended."""
     wf = gated_workflow(tmp_path, postgres.url(), 8, store={"lease": 5})
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
-    try:
+    with gated_launch(tmp_path, wf, workers=2) as cmd:
         wait_for_queued(exp)
         attached = cmd("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "2", timeout=120)
         assert attached.returncode == 0, attached.stderr
@@ -92,19 +62,13 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
         cancelled = cmd("cancel", "exp", timeout=120)
         assert cancelled.returncode == 0, cancelled.stderr
         assert cancelled.stdout.splitlines() == [f"cancelled pool job {job_id} (pool-001)"]
-        assert wait_for(lambda: slurm_cluster_state(job_id), "done", 120) == "done"
+        assert wait_for(lambda: job_state(job_id), "done", 120) == "done"
         # its tasks handed back as it ended (the launch's pool, its workers held at the gate, claims none yet)
         assert held_by(exp, 2) == []
         status = cmd("status", "exp", timeout=120, check=True).stdout
         assert "pool 2: stopped" in status and "queue: " in status, status
         again = cmd("cancel", "exp", timeout=120)
         assert again.returncode == 0 and again.stdout.splitlines() == [f"pool job {job_id} (pool-001) had ended"]
-        (tmp_path / "open").touch()
-        out, err = launch.communicate(timeout=300)
-        assert launch.returncode == 0, err
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     assert [i for i, _ in seen(exp, "SELECT id, pool FROM results ORDER BY id")] == list(range(8))
 
 
@@ -130,7 +94,7 @@ def test_a_pool_job_at_its_walltime_margin_ends_itself_and_its_trial_goes_on_els
                        "--set", "scheduler.walltime=00:02:00", timeout=120)
         assert attached.returncode == 0, attached.stderr
         job_id = json.loads((exp / "pools" / "pool-001" / JOB_RECORD).read_text())["job_id"]
-        assert wait_for(lambda: slurm_cluster_state(job_id), "done", 240) == "done"
+        assert wait_for(lambda: job_state(job_id), "done", 240) == "done"
         output = (exp / "pools" / "pool-001" / f"job-{job_id}.out").read_text()
         assert "stopped: stopped at the walltime margin" in output and "TIME LIMIT" not in output, output
         gate.touch()
@@ -183,7 +147,7 @@ def test_a_pool_job_warned_by_slurm_hands_its_trial_back_and_ends_as_at_its_wall
 
         assert wait_until(slurm_trial_reported, 240), events(log)
         subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True, capture_output=True)
-        assert wait_for(lambda: slurm_cluster_state(job_id), "done", 240) == "done"
+        assert wait_for(lambda: job_state(job_id), "done", 240) == "done"
         output = (pool_dir / f"job-{job_id}.out").read_text()
         assert "stopped: stopped at the walltime margin" in output, output
         assert "handed back to the queue" in output, output

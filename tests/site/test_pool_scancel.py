@@ -10,44 +10,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from emews.site.jobs import JOB_RECORD
 from site_helpers import LOOPBACK_SITE
 from slurm_loopback import LoopbackSlurm
+from slurm_pools import PgServer, gated_launch, job_state, jobs_import_this_tree, postgres  # noqa: F401
+from pooled import gated_workflow, held_by, running_on, seen, wait_for_queued
 from test_slurm_loopback import wait_for
-
-TESTS = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TESTS / "store"))  # the suite's PostgreSQL server (tests/store/pgserver.py)
-sys.path.insert(0, str(TESTS))
-from pgserver import PgServer, running_server  # noqa: E402
-from pooled import gated_command, gated_workflow, held_by, running_on, seen, wait_for_queued  # noqa: E402
-from testutil import EmewsCommand, wait_until  # noqa: E402
+from testutil import EmewsCommand, wait_until
 
 BUDGET = 8
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PgServer]:
-    with running_server("emews-pg-scancel-") as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _jobs_import_this_tree(monkeypatch: pytest.MonkeyPatch) -> None:
-    old = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv("PYTHONPATH", str(TESTS.parent) + (os.pathsep + old if old else ""))
-
-
-def _state(job_id: str) -> str:
-    from emews.site.batch_schedulers import BATCH_SCHEDULERS
-    from emews.site.schema import SchedulerConfig
-
-    return BATCH_SCHEDULERS["slurm"](SchedulerConfig(type="slurm")).job_state(job_id)
 
 
 def _attach_on_slurm(cmd: EmewsCommand, exp: Path) -> tuple[str, list[int]]:
@@ -87,14 +60,12 @@ def _pool_line(cmd: EmewsCommand, pool: int) -> tuple[str, str]:
 def test_scancel_stops_an_attached_pool_as_a_stop_signal_does(
         slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
     wf = gated_workflow(tmp_path, postgres.url(), BUDGET, store={"lease": 600})
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
-    try:
+    with gated_launch(tmp_path, wf, workers=2) as cmd:
         job_id, running = _attach_on_slurm(cmd, exp)
         assert "workers busy: 4/4" in cmd("status", "exp", timeout=120, check=True).stdout
         subprocess.run(["scancel", job_id], check=True, capture_output=True)
-        assert wait_for(lambda: _state(job_id), "done", 240) == "done"
+        assert wait_for(lambda: job_state(job_id), "done", 240) == "done"
         output = (exp / "pools" / "pool-001" / f"job-{job_id}.out").read_text()
         assert "handed back to the queue; stopped: stopped by SIGTERM" in output, output
         assert held_by(exp, 2) == []  # back at once
@@ -102,12 +73,6 @@ def test_scancel_stops_an_attached_pool_as_a_stop_signal_does(
         assert line.startswith("  pool 2: stopped, slurm-loopback, job " + job_id), status
         assert "workers busy: 2/2" in status, status  # the launch's pool alone
         assert "0 evaluations" in cmd("results", "exp", timeout=120, check=True).stdout
-        (tmp_path / "open").touch()
-        _, err = launch.communicate(timeout=300)
-        assert launch.returncode == 0, err
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     results = seen(exp, "SELECT id, pool FROM results ORDER BY id")
     assert results == [(i, 1) for i in range(BUDGET)]
     attempts = dict(seen(exp, "SELECT id, attempt FROM tasks"))
@@ -126,24 +91,16 @@ def test_a_pool_killed_with_its_job_is_lost_once_its_heartbeat_is_late(
     run on the launch's pool, each stored once. The lease is 90 s so that a loaded machine has a
     minute between the late heartbeat and the lease's end to see it (the test waits about 30 s)."""
     wf = gated_workflow(tmp_path, postgres.url(), BUDGET, store={"lease": LEASE})
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
-    try:
+    with gated_launch(tmp_path, wf, workers=2) as cmd:
         job_id, running = _attach_on_slurm(cmd, exp)
         assert _kill_the_jobs_processes(job_id)  # no process of the job had time to stop
-        assert wait_for(lambda: _state(job_id), "done", 240) == "done"
+        assert wait_for(lambda: job_state(job_id), "done", 240) == "done"
         assert wait_until(lambda: not _pool_line(cmd, 2)[0].startswith("  pool 2: running,"), 240)
         line, status = _pool_line(cmd, 2)
         age = int(line.split("heartbeat ")[1].split(" s ago")[0])
         assert line.startswith("  pool 2: lost (its batch job ended without it stopping; "), status
         assert age < LEASE and "workers busy: 2/2" in status, status  # within the lease: its workers are gone
-        (tmp_path / "open").touch()
-        _, err = launch.communicate(timeout=300)
-        assert launch.returncode == 0, err
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     results = seen(exp, "SELECT id, pool FROM results ORDER BY id")
     assert results == [(i, 1) for i in range(BUDGET)]
     line, status = _pool_line(cmd, 2)
