@@ -479,14 +479,14 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from emews.output.catalog import durable_checkpoints, format_table, list_checkpoints
+    from emews.output.catalog import best_checkpoints, durable_checkpoints, format_table
 
     if args.best is not None and args.best < 1:
         raise ConfigError(f"must be at least 1, got {args.best}", key="--best")
-    rows = list_checkpoints(args.exp_dir.absolute(), best=args.best, per_trial=not args.per_checkpoint)
+    present, gone = durable_checkpoints(args.exp_dir.absolute())  # one read: the list and the note agree
+    rows = best_checkpoints(present, args.best, per_trial=not args.per_checkpoint)
     print(format_table(rows))
     print(counted(len(rows), "checkpoint"), file=sys.stderr)
-    gone = durable_checkpoints(args.exp_dir.absolute())[1]
     if gone:
         print(
             f"emews: note: {counted(len(gone), 'checkpoint')} the store records {'is' if len(gone) == 1 else 'are'} "

@@ -44,7 +44,11 @@ def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bo
     """The durable checkpoints of an experiment whose files are there, by trial and step. ``best``:
     the best checkpoint of each of the ``best`` best trials, best first, by the scheduler's metric
     (``per_trial`` false: the ``best`` best checkpoints, several of which may be one trial's)."""
-    rows, _ = durable_checkpoints(exp_dir)
+    return best_checkpoints(durable_checkpoints(exp_dir)[0], best, per_trial)
+
+
+def best_checkpoints(rows: list[CheckpointRow], best: int | None, per_trial: bool = True) -> list[CheckpointRow]:
+    """:func:`list_checkpoints` of ``rows`` (all of them when ``best`` is ``None``)."""
     if best is None:
         return rows
     ranked = sorted(rows, key=lambda r: (math.inf if r.loss is None else r.loss, r.id))
