@@ -31,7 +31,7 @@ from emews.core.jsoncodec import dumps_point, loads_metrics, loads_point
 from emews.core.results import Result, Status, Task
 from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
 from emews.store.queries import ReadQueries
-from emews.store.tables import has_table, in_slices, record_tasks
+from emews.store.tables import column_names, has_table, in_slices, record_tasks
 from emews.store.trial_store import TrialStore
 
 #: ``PRAGMA synchronous`` per durability mode (WAL journal in every mode)
@@ -180,13 +180,13 @@ class ResultsStore(TrialStore, ReadQueries, Store):
     def _migrate(self) -> None:
         """Create what is missing and bring an older store to :data:`SCHEMA_VERSION`."""
         self._db.executescript(_SCHEMA)
-        if "ranks" not in _column_names(self._db, "tasks"):  # version 0: before tasks had sizes
+        if "ranks" not in column_names(self._db, "tasks"):  # version 0: before tasks had sizes
             self._db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
-        if "team_ranks" not in _column_names(self._db, "results"):  # version 1: before teams were recorded
+        if "team_ranks" not in column_names(self._db, "results"):  # version 1: before teams were recorded
             self._db.execute("ALTER TABLE results ADD COLUMN team_ranks TEXT")
-        if "seed" not in _column_names(self._db, "results"):  # version 2: before results kept the task's seed
+        if "seed" not in column_names(self._db, "results"):  # version 2: before results kept the task's seed
             self._db.execute("ALTER TABLE results ADD COLUMN seed INTEGER")
-        if has_table(self._db, "decisions") and "report" not in _column_names(self._db, "decisions"):  # version 3
+        if has_table(self._db, "decisions") and "report" not in column_names(self._db, "decisions"):  # version 3
             self._db.execute("ALTER TABLE decisions ADD COLUMN report INTEGER")  # the training tables' (TrialStore)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -363,10 +363,6 @@ def _unknown_status(path: Path, id_: object, status: object) -> StoreCorrupt:
     return StoreCorrupt(
         f"unknown status {status!r}", file=path, key=f"results row id {id_}", allowed=", ".join(s.value for s in Status)
     )
-
-
-def _column_names(db: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
 
 
 def _result_row(r: Result) -> tuple:

@@ -1,4 +1,4 @@
-"""SQLite helpers that the results and the training tables share: whether a table exists, reads by
+"""SQLite helpers that the results and the training tables share: whether a table exists, its columns, reads by
 a list of keys in bounded slices, and the writes of the ``tasks`` table (each inside the caller's
 transaction)."""
 
@@ -23,6 +23,11 @@ _INSERT_TASK = "INSERT OR IGNORE INTO tasks (id, params, seed, submitted, ranks)
 def has_table(db: sqlite3.Connection, name: str) -> bool:
     """Whether the store has table ``name`` (an older store may lack the newer ones)."""
     return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+
+
+def column_names(db: sqlite3.Connection, table: str) -> list[str]:
+    """The columns of ``table``, in order (none when there is no such table: an older store)."""
+    return [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
 
 
 def in_slices(keys: Sequence[T]) -> Iterator[tuple[list[T], str]]:

@@ -38,7 +38,7 @@ from typing import Any
 from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Outcome, Status, StoredReport, Task, TrialEnd
 from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, LeaseLost, TrialState
-from emews.store.tables import in_slices, record_tasks, set_task_params
+from emews.store.tables import column_names, in_slices, record_tasks, set_task_params
 from emews.training.checkpoints import in_experiment
 from emews.training.messages import Action, Ending, Report, Restorable
 
@@ -318,7 +318,7 @@ class TrialStore:
 
     def _columns(self, table: str) -> list[str]:
         """The columns of ``table``, in order (none when there is no such table)."""
-        return [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
+        return column_names(self._db, table)
 
     def trial_states(self, first: int = 0) -> dict[int, TrialState]:
         """Each trial (task id >= ``first``) that reported: its last step and metrics, how its last
