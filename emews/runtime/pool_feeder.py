@@ -17,10 +17,31 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from emews.core.queues import DistributorFailed, QueuePair
 from emews.core.results import Result, Task
 from emews.store.pool_queue import Claimed, PoolQueue, StoreLost
+
+
+@dataclass(frozen=True, slots=True)
+class _HandedOut:
+    """Tasks handed to a worker (told from the distributor's thread): handed back, they count an attempt."""
+
+    ids: Sequence[int]
+
+    def apply(self, started: set[int]) -> None:
+        started.update(self.ids)
+
+
+@dataclass(frozen=True, slots=True)
+class _GivenBack:
+    """Tasks a worker gave back or stopped holding without starting them: they keep their attempt count."""
+
+    ids: Sequence[int]
+
+    def apply(self, started: set[int]) -> None:
+        started.difference_update(self.ids)
 
 
 class PoolQueuePair(QueuePair):
@@ -102,9 +123,8 @@ class PoolFeeder:
         self._lease = lease_s
         self._held: set[int] = set()  # claimed, result not yet stored
         self._lost: deque[int] = deque()  # held tasks whose lease was lost, ended here without a result
-        #: from the distributor's thread, in its order: (True, ids) handed to a worker, (False, ids) a
-        #: worker gave back or stopped holding unstarted (a task may go out, back, and out again)
-        self._starting: deque[tuple[bool, Sequence[int]]] = deque()
+        #: from the distributor's thread, in its order (a task may go out, back, and out again)
+        self._starting: deque[_HandedOut | _GivenBack] = deque()
         self._started: set[int] = set()  # held tasks a worker started: handed back, they count an attempt
         self._renewed = time.monotonic()
         self._busy = busy
@@ -168,11 +188,7 @@ class PoolFeeder:
             self._held.discard(task)
             self._started.discard(task)
         while self._starting:
-            started, ids = self._starting.popleft()
-            if started:
-                self._started.update(ids)
-            else:
-                self._started.difference_update(ids)
+            self._starting.popleft().apply(self._started)
 
     def _busy_unsaid(self) -> bool:
         """Whether the ranks running a task changed since the store was last told."""
@@ -262,13 +278,13 @@ class PoolFeeder:
     def started(self, tasks: Sequence[Task]) -> None:
         """``tasks`` were handed to a worker (from the distributor's thread): handed back, they
         count one more attempt, unless :meth:`unstarted` says the worker did not start them."""
-        self._starting.append((True, [t.id for t in tasks]))
+        self._starting.append(_HandedOut([t.id for t in tasks]))
 
     def unstarted(self, ids: Sequence[int]) -> None:
         """The tasks ``ids`` came back from a worker that never started them (a recall, or a worker
         that stopped holding them ahead; from the distributor's thread): handed back, they keep
         their attempt count, until a worker gets them again (:meth:`started`)."""
-        self._starting.append((False, list(ids)))
+        self._starting.append(_GivenBack(list(ids)))
 
     def drop(self, task: int) -> None:
         """Forget ``task`` (from the distributor's thread): its lease was lost to another pool and
