@@ -39,19 +39,19 @@ def _busy_ranks(pool: PoolRow, told: dict[int, int], leased: dict[int, int]) -> 
     return min(told.get(pool.id, leased.get(pool.id, 0)), pool.workers)
 
 
-def _batch_job_ended(folder: Path) -> bool:
-    """Whether the batch job of the attached pool in ``folder`` (its ``job.json``) has ended, as its
-    scheduler says; ``False`` for a pool on ``local`` (no job) or a scheduler that cannot tell."""
+def _batch_job_state(folder: Path) -> str | None:
+    """What the scheduler says of the batch job of the attached pool in ``folder`` (its ``job.json``):
+    :func:`~emews.site.jobs.job_lookup`'s state; ``None`` for a pool on ``local`` (no job) or where
+    no scheduler can tell (a pool on another cluster: then its heartbeats tell)."""
     from emews.core.errors import EmewsError
-    from emews.site.batch_schedulers import DONE
     from emews.site.jobs import JOB_RECORD, job_lookup
 
     if not (folder / JOB_RECORD).is_file():
-        return False
+        return None
     try:
-        return job_lookup(folder) == DONE
-    except (EmewsError, OSError):  # no scheduler command here (a pool on another cluster): heartbeats tell
-        return False
+        return job_lookup(folder)
+    except (EmewsError, OSError):  # no scheduler command here
+        return None
 
 
 def pool_lines(exp_dir: Path) -> PoolView:
@@ -65,6 +65,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
         return PoolView()
     from emews.config.experiment import WORKFLOW_FILE, pool_folders
     from emews.config.workflow import load_workflow
+    from emews.site.batch_schedulers import DONE
     from emews.store.pool_queue import PoolQueue  # PostgreSQL's modules only for such a store
 
     lease_s = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.store.lease_seconds
@@ -86,7 +87,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
     workers = busy = 0
     for pool in pools:
         late = pool.heartbeat is None or now - pool.heartbeat > lease_s / 3  # it heartbeats every third
-        ended = late and pool.stopped is None and pool.id in folders and _batch_job_ended(folders[pool.id])
+        ended = late and pool.stopped is None and pool.id in folders and _batch_job_state(folders[pool.id]) == DONE
         if pool.stopped is not None:
             state = "stopped"
         elif ended:  # killed with its job (scancel past its grace, a node lost): it will not beat again
@@ -120,7 +121,7 @@ def _unstarted_lines(exp_dir: Path, registered: set[Path]) -> list[str]:
     from emews.config.experiment import POOLS_DIR
     from emews.core.errors import EmewsError
     from emews.site.batch_schedulers import DONE, NOT_FOUND, QUEUED, RUNNING
-    from emews.site.jobs import JOB_RECORD, job_lookup, job_output, read_job
+    from emews.site.jobs import JOB_RECORD, job_output, read_job
 
     lines = []
     for folder in sorted((exp_dir / POOLS_DIR).glob("pool-*")):
@@ -131,10 +132,11 @@ def _unstarted_lines(exp_dir: Path, registered: set[Path]) -> list[str]:
             job = f"batch job {read_job(folder).get('job_id') or '?'}"
         except EmewsError:  # an unreadable record
             continue
+        state = _batch_job_state(folder)
         try:
-            state, output = job_lookup(folder), job_output(folder)
-        except (EmewsError, OSError):  # no scheduler command here (a pool on another cluster)
-            state, output = "", None
+            output = job_output(folder)
+        except EmewsError:  # the record went away since it was read
+            output = None
         if state == QUEUED:
             said = "waits in the batch queue; its pool has not started"
         elif state == RUNNING:
