@@ -209,7 +209,10 @@ def test_a_trial_killed_after_it_reported_again_the_step_it_paused_at_is_interru
     assert wait_until(lambda: (gates / "at-3").exists() or job.poll() is not None, timeout=240)
     assert job.poll() is None, job.communicate()
     job.send_signal(signal.SIGTERM)
-    (gates / "go-3").touch()  # it reports step 3 after the signal: answered pause
+    rank0_log = exp / "emews.log"  # rank 0 took the signal in: its step-3 report is answered pause
+    assert wait_until(lambda: rank0_log.exists() and "pause at their next report" in rank0_log.read_text(),
+                      timeout=120)
+    (gates / "go-3").touch()
     _, err = job.communicate(timeout=180)
     assert job.returncode == 143, err
     assert query(exp, "SELECT trial, step, action FROM decisions") == [(0, 3, "pause")]
