@@ -136,10 +136,9 @@ def set_allocation(spec: RunSpec, workflow: Workflow, site: Site, started: float
 
 def check_job_environment(workflow: Workflow) -> None:
     """The job's seconds from the environment, where set, are numbers of seconds (else a
-    :class:`ConfigError` naming the variable): ``EMEWS_STRANDED_GRACE`` (inline teams),
+    :class:`ConfigError` naming the variable): ``EMEWS_STRANDED_GRACE`` (inline teams, workers that stop answering),
     ``EMEWS_ABORT_GRACE``, ``EMEWS_SPIN_SECONDS`` and ``EMEWS_SETUP_TIMEOUT`` (which the workers took as unset)."""
-    if workflow.task_size.gang and workflow.model.task.isolation == "inline":
-        stranded_grace()
+    stranded_grace()  # also the grace of a worker that stops answering or never says it is ready
     abort_grace()
     spin_seconds()
     setup_seconds()
@@ -266,7 +265,7 @@ def _optimizer_rank(
     status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)
     fill_exit_record(exp_dir, status)  # also on a disk with no room left for summary.json
     if not summary.all_stopped:
-        log.error("workers did not confirm their stop; aborting the job")
+        log.error("workers did not confirm their stop (or the run went on without them); aborting the job")
         _let_output_drain()
         comm.Abort(status or EXIT_FAILED)  # type: ignore[attr-defined]
     # The run's status is in summary.json (``emews launch`` exits with it). To MPI this rank

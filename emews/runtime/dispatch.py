@@ -82,13 +82,25 @@ class Stranded(EmewsError):
 
 
 @dataclass(frozen=True, slots=True)
+class Lost:
+    """Worker ``rank`` stopped answering (``why``: stopped, or blocked where nothing interrupts it): it
+    gets no more tasks and the run goes on without it; the task it ``began`` runs again elsewhere,
+    counting an attempt, and those it held ``unstarted`` run again as they were."""
+
+    rank: int
+    why: Stranded
+    began: int | None = None
+    unstarted: Sequence[int] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Fatal:
     """The job must end with ``error`` (a :class:`Stranded` worker or team)."""
 
     error: BaseException
 
 
-Event = Send | Started | Ended | Refused | Requeue | Unfinished | Returned | Fatal
+Event = Send | Started | Ended | Refused | Requeue | Unfinished | Returned | Lost | Fatal
 
 
 def moving_mean(mean: float | None, run_seconds: float) -> float:
@@ -122,9 +134,15 @@ class Dispatch(ABC):
     def has_room(self) -> bool:
         """A worker could start a task now (if one were queued)."""
 
-    def stalled(self) -> list[Event]:
-        """Checked while the distributor idles: :class:`Fatal` for a worker that has held a task far
-        past its timeout without a word (nothing: none is, or this placement watches its own)."""
+    def stalled(self, *, closing: bool = False) -> list[Event]:
+        """Checked while the distributor idles: :class:`Lost` (or, for the last worker, :class:`Fatal`,
+        unless ``closing``: the run waits for the workers' stops) for a worker that has held a task
+        far past its timeout without a word or never said it was ready (nothing: none is, or this
+        placement watches its own)."""
+        return []
+
+    def ready(self, rank: int) -> list[Event]:
+        """Worker ``rank`` set up its objective runner and takes tasks from now on (``Tag.READY``)."""
         return []
 
     @property

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -12,7 +14,7 @@ from typing import Any
 
 from emews.core.errors import EmewsError
 from emews.core.queues import QueuePair
-from emews.core.results import Outcome, Result, Task
+from emews.core.results import Outcome, Result, Status, Task
 from emews.runtime.backoff import Backoff
 from emews.runtime.compute_budget import BudgetReached, ComputeBudget
 from emews.runtime.dispatch import (
@@ -20,6 +22,7 @@ from emews.runtime.dispatch import (
     Ended,
     Event,
     Fatal,
+    Lost,
     Refused,
     Requeue,
     Returned,
@@ -39,6 +42,12 @@ from emews.runtime.transport import Message, Tag, Transport
 from emews.runtime.trial_reports import Afterwards, TrialService, WaitingTrial
 from emews.runtime.worker import WorkerStopped
 from emews.store import Store
+
+log = logging.getLogger("emews")
+
+#: a task whose worker stopped answering while it ran is run again on another worker if it had run
+#: fewer times than this before (as ``emews resume`` runs a task again once after its run was lost)
+STALLED_RERUNS = 1
 
 #: seconds the optimizer rank waits for the workers to confirm an abort (a worker that cannot, such
 #: as a member of a stranded inline team, costs the whole wait): the default
@@ -145,6 +154,7 @@ class Distributor:
             Tag.STOPPED: self._on_stopped,
             Tag.TRIAL: self._on_trial,
             Tag.RETURNED: self._on_returned,
+            Tag.READY: self._on_ready,
         }
         self._effects: dict[type, Callable[[Any], None]] = {
             Send: self._send,
@@ -154,10 +164,13 @@ class Distributor:
             Requeue: self._requeue,
             Unfinished: self._unfinished,
             Returned: self._returned,
+            Lost: self._lost,
             Fatal: self._fatal,
         }
         self.error: BaseException | None = None
         self.stopped_workers: set[int] = set()
+        #: workers the run went on without (stopped answering): their messages are dropped from then on
+        self.lost_workers: set[int] = set()
         #: shutdown problems reported by workers (teardown errors), by rank
         self.worker_errors: dict[int, str] = {}
 
@@ -172,15 +185,24 @@ class Distributor:
         promotion must not queue behind a prefetched task (and under a step or time budget: a
         prefetched task would start after the budget is spent). ``inline_timeout``: members run
         in the worker ranks with this timeout; a team that cannot end ends the job. ``task_timeout``:
-        a worker silent past it, its setup's bound and the stranded grace ends the job too."""
+        a worker silent past it, its setup's bound and the stranded grace is run without from then
+        on (:class:`~emews.runtime.dispatch.Lost`), as is one that has not said it is ready within
+        its setup's bound and the grace; the last one ends the job."""
         if gang:
             host = socket.gethostname()
             return TeamDispatch({r: (nodes or {}).get(r, host) for r in self._workers}, inline_timeout=inline_timeout)
         prefetch = 1 if self._trials.scheduler or self._budget else self.prefetch
         stall_after = None
+        grace = stranded_grace()
         if task_timeout is not None and math.isfinite(task_timeout) and task_timeout > 0:
-            stall_after = task_timeout + setup_bound(task_timeout) + stranded_grace()
-        return SlotDispatch(self._workers, prefetch=prefetch, stall_after=stall_after, task_timeout=task_timeout)
+            stall_after = task_timeout + setup_bound(task_timeout) + grace
+        return SlotDispatch(
+            self._workers,
+            prefetch=prefetch,
+            stall_after=stall_after,
+            task_timeout=task_timeout,
+            ready_within=setup_bound(task_timeout) + grace,
+        )
 
     def start(self) -> Distributor:
         self._thread.start()
@@ -190,6 +212,12 @@ class Distributor:
     def budget_reached(self) -> str | None:
         """The line saying the compute budget (steps, time) ended the run; ``None`` if it did not."""
         return self._budget.reached() if self._budget is not None and self._spent else None
+
+    @property
+    def unjoined(self) -> set[int]:
+        """Workers the run went on without that have not confirmed a stop since (the job cannot
+        end with them: MPI_Finalize waits for every rank, so rank 0 aborts it once its outputs are written)."""
+        return self.lost_workers - self.stopped_workers
 
     @property
     def all_stopped(self) -> bool:
@@ -243,14 +271,18 @@ class Distributor:
         self._stops_sent = True
         deadline = time.monotonic() + (self._abort_grace if self._abort else self.stop_grace)
         backoff = Backoff()
-        while not self.all_stopped and time.monotonic() < deadline:
+        workers = len(self._workers)
+        while len(self.stopped_workers | self.lost_workers) < workers and time.monotonic() < deadline:
             msg = self._transport.poll()
-            if msg is None:
+            if msg is None:  # a worker that stopped answering, or never said it was ready, is not waited for
+                self._noting(self._apply, self._dispatch.stalled(closing=True))
                 backoff.idle()
             else:
                 self._noting(self._handle, msg)
         self._noting(self._flush)
-        while self._transport.sending and time.monotonic() < deadline:  # let the STOPs be taken
+        # let the STOPs be taken (not with a rank the run went on without: the job is aborted, and
+        # what was sent to it may never be)
+        while self._transport.sending and not self.unjoined and time.monotonic() < deadline:
             backoff.idle()
 
     def _flush(self) -> None:
@@ -262,7 +294,12 @@ class Distributor:
 
     # -- messages from the workers: one handler per tag -------------------------
     def _handle(self, msg: Message) -> bool:
-        """Take one message from a worker; whether it carried results."""
+        """Take one message from a worker; whether it carried results (or a worker came to take tasks).
+        A worker the run went on without is heard only when it stops (it was sent STOP as all are)."""
+        if self.lost_workers and msg.source in self.lost_workers:
+            if msg.tag is Tag.STOPPED:
+                self.stopped_workers.add(msg.source)
+            return False
         handler = self._handlers.get(msg.tag)
         return handler(msg.source, msg.payload) if handler is not None else False
 
@@ -283,6 +320,11 @@ class Distributor:
             self._on_unstarted([i for i in stopped.unfinished if i != stopped.began])
         self._apply(self._dispatch.stopped(rank, stopped.unfinished, closing=asked))
         return False
+
+    def _on_ready(self, rank: int, _: None) -> bool:
+        """A worker is set up and takes tasks from now on."""
+        self._apply(self._dispatch.ready(rank))
+        return True
 
     def _on_returned(self, rank: int, task_ids: Sequence[int]) -> bool:
         """A busy worker answered a recall with the tasks it had not started (see the dispatch's
@@ -349,6 +391,29 @@ class Distributor:
             self._on_unstarted([t.id for t in returned])
         self._group.record([t for t in returned if not t.attempt])
         self._queues.tasks.extendleft(reversed(returned))
+
+    def _lost(self, event: Lost) -> None:
+        """The run goes on without a worker that stopped answering (said in one line): what it held
+        runs on the others, first; the task it began counts an attempt, and one that had run before
+        (:data:`STALLED_RERUNS`) ends as a timeout instead (it may be what stops its workers)."""
+        self.lost_workers.add(event.rank)
+        log.warning("%s", event.why)
+        print(f"emews: {event.why}", file=sys.stderr, flush=True)
+        in_flight = self._in_flight
+        held = [in_flight.pop(i) for i in (event.began, *event.unstarted) if i is not None and i in in_flight]
+        began = held[0] if held and held[0].id == event.began else None
+        if self._on_unstarted is not None:
+            self._on_unstarted([t.id for t in held if t is not began])
+        self._group.record([t for t in held if not t.attempt])
+        if began is not None and began.attempt >= STALLED_RERUNS:
+            held.remove(began)
+            error = f"its worker (rank {event.rank}) stopped answering while it ran, and it had run before; not run again"
+            outcome = Outcome(began.id, Status.TIMEOUT, error=error, rank=event.rank, finished=time.time())
+            self._group.results.append(Result.from_outcome(began, outcome, self._sign))
+        elif began is not None:
+            self._group.attempted([began])
+            began.attempt += 1
+        self._queues.tasks.extendleft(reversed(held))
 
     def _fatal(self, event: Fatal) -> None:
         raise event.error
@@ -438,8 +503,8 @@ class Distributor:
                 continue
             if self.all_stopped:
                 raise WorkersGone(f"every worker stopped with {len(self._in_flight)} tasks in flight")
-            if self._in_flight and (stalled := self._dispatch.stalled()):
-                self._apply(stalled)  # a Fatal: the job ends
+            if (self._in_flight or self._queues.tasks) and (stalled := self._dispatch.stalled()):
+                self._apply(stalled)  # Lost: the run goes on without a worker; Fatal (the last one): the job ends
             self._pace(backoff, spin, first_sleep)
             backoff.idle()
 

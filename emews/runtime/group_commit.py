@@ -111,6 +111,11 @@ class GroupCommit:
         if self._store is not None and tasks:
             self._store.commit(tasks)
 
+    def attempted(self, tasks: list[Task]) -> None:
+        """Count one more attempt of these recorded tasks, at once (they run again)."""
+        if self._store is not None and tasks:
+            self._store.mark_attempted([t.id for t in tasks])
+
     def _running(self, in_flight: Mapping[int, Task], every_task: bool) -> list[Task]:
         """Tasks dispatched about ``record_after`` seconds ago (all when ``every_task``) that still run."""
         dispatched, out = self._dispatched, []

@@ -13,6 +13,7 @@ from emews.runtime.dispatch import (
     Ended,
     Event,
     Fatal,
+    Lost,
     Returned,
     Send,
     Started,
@@ -76,6 +77,12 @@ class WorkerSlots:
             self._free[rank] = free - count
         return rank, count
 
+    def admit(self, rank: int) -> None:
+        """``rank`` takes tasks from now on (it said it is ready): the slots each worker has now, first."""
+        self._ranks[rank] = None
+        self._free[rank] = self._depth
+        self._free.move_to_end(rank)
+
     def retire(self, rank: int) -> None:
         """``rank`` takes no more tasks (it stopped)."""
         self._free.pop(rank, None)
@@ -127,16 +134,39 @@ class WorkerSlots:
             self._debt[rank] = self._debt.get(rank, 0) + 1
 
 
+#: how the line about a worker the run stops waiting for ends: the run goes on, the job ends for
+#: want of workers (the last one), or the run was ending anyway
+GOES_ON, LAST, CLOSING = "so the run goes on without it", "so the job ends", "so the job ends without it"
+
+
 class WorkerStalled(Stranded):
     """A worker rank held tasks far past their timeout without a word: it is stopped (``SIGSTOP``,
-    a debugger) or blocked where its own timer cannot interrupt it (an inline objective in C code)."""
+    a debugger) or blocked where its own timer cannot interrupt it (an inline objective in C code).
+    The run goes on without it, unless it was the last worker (then the job ends)."""
 
-    def __init__(self, rank: int, held: int, quiet: float, timeout: float | None) -> None:
+    def __init__(self, rank: int, held: int, quiet: float, timeout: float | None, ending: str = GOES_ON) -> None:
+        then = {
+            GOES_ON: " (its tasks run on the other workers)",
+            LAST: " (no other worker is left); its tasks run again on resume",
+        }.get(ending, "")
         super().__init__(
             f"worker rank {rank} has not answered for {quiet:.0f} s, holding {counted(held, 'task')}, "
             f"past the task timeout of {timeout:g} s: it is stopped (SIGSTOP, a debugger) or blocked "
-            "where its timer cannot interrupt it (an inline objective in C code), so the job ends; its "
-            "tasks run again on resume"
+            f"where its timer cannot interrupt it (an inline objective in C code), {ending}{then}"
+        )
+
+
+class WorkerNotReady(Stranded):
+    """A worker rank never said it was ready (``Tag.READY``) within its setup's bound and a grace: it
+    is stopped, or blocked where its setup's timer cannot interrupt it. The run goes on without it,
+    unless no worker is ready (then the job ends)."""
+
+    def __init__(self, rank: int, waited: float, ending: str = GOES_ON) -> None:
+        super().__init__(
+            f"worker rank {rank} did not say it was ready within {waited:.0f} s (its setup's bound and a "
+            "grace: EMEWS_SETUP_TIMEOUT, EMEWS_STRANDED_GRACE): it is stopped (SIGSTOP, a debugger) or blocked "
+            f"where its setup's timer cannot interrupt it, {ending}"
+            + (" (no worker is ready); what is queued runs on resume" if ending == LAST else "")
         )
 
 
@@ -169,17 +199,25 @@ class SlotDispatch(Dispatch):
         clock: Callable[[], float] = time.perf_counter,
         stall_after: float | None = None,
         task_timeout: float | None = None,
+        ready_within: float | None = None,
     ) -> None:
         """``stall_after``: seconds a worker may hold tasks without a word before it is
-        :class:`WorkerStalled` (``None``: never; the task timeout, the setup's bound and a grace)."""
-        self._slots = WorkerSlots(ranks, prefetch=prefetch)
+        :class:`WorkerStalled` (``None``: never; the task timeout, the setup's bound and a grace).
+        ``ready_within``: tasks go only to workers that said they are ready, and one that has not
+        within these seconds is :class:`WorkerNotReady` (``None``: every worker takes tasks at once)."""
+        self._unready: dict[int, None] = dict.fromkeys(ranks) if ready_within is not None else {}
+        self._slots = WorkerSlots([r for r in ranks if r not in self._unready], prefetch=prefetch)
         self._stall_after = stall_after
         self._task_timeout = task_timeout
+        self._ready_within = ready_within
+        self._clock = clock
+        self._ready_by = clock() + (ready_within or 0.0)
         self._heard_at: dict[int, float] = {}  # when each worker holding tasks last reported (or got its first)
         self._next_check = 0.0
         self._workers = len(ranks)
-        self._clock = clock
-        self._held: dict[int, int] = dict.fromkeys(ranks, 0)  # tasks each live worker has not reported
+        #: tasks each live worker has not reported, by id in the order it runs them (the first runs now)
+        self._holding: dict[int, deque[int]] = {r: deque() for r in ranks if r not in self._unready}
+        self._held: dict[int, int] = dict.fromkeys(self._holding, 0)  # their count
         self._idle = len(self._held)  # live workers that hold no task
         #: workers that hold two tasks or more (not being recalled), by when each was last heard from
         #: (or came to hold them), the longest quiet first
@@ -188,7 +226,7 @@ class SlotDispatch(Dispatch):
 
     @property
     def capacity(self) -> int:
-        return self._slots.capacity
+        return self._slots.capacity + self._slots.depth * len(self._unready)
 
     @property
     def has_room(self) -> bool:
@@ -209,6 +247,7 @@ class SlotDispatch(Dispatch):
             batch = [tasks.popleft() for _ in range(count)]
             events.append(Started(batch))
             events.append(Send(rank, Tag.TASK, batch))
+            self._holding[rank].extend(t.id for t in batch)
             before = held[rank]
             held[rank] = before + count
             if not before:
@@ -222,8 +261,20 @@ class SlotDispatch(Dispatch):
         release, ok = self._slots.release, Status.OK
         for outcome in outcomes:
             release(rank, outcome_seconds(outcome), outcome.status is not ok)
+        self._forget(rank, [o.task_id for o in outcomes])
         self._heard(rank, len(outcomes))
         return [Ended(outcomes)]
+
+    def _forget(self, rank: int, task_ids: Sequence[int]) -> None:
+        """``rank`` no longer holds ``task_ids`` (ended: the first it holds; given back: the last)."""
+        holding = self._holding.get(rank)
+        if holding is None:
+            return
+        for task_id in task_ids:
+            if holding and holding[0] == task_id:
+                holding.popleft()
+            elif task_id in holding:
+                holding.remove(task_id)
 
     def _heard(self, rank: int, reported: int) -> None:
         """``rank`` reported ``reported`` of its tasks (ended, or given back)."""
@@ -244,26 +295,57 @@ class SlotDispatch(Dispatch):
             self._ahead.pop(rank, None)
 
     def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:
-        self._slots.retire(rank)  # it gets no more tasks; what it held runs elsewhere
+        self._retire(rank)  # it gets no more tasks; what it held runs elsewhere
+        return [Unfinished(unfinished)]
+
+    def _retire(self, rank: int) -> list[int]:
+        """``rank`` takes no more tasks; the ids of those it held, in order."""
+        self._slots.retire(rank)
+        self._unready.pop(rank, None)
         if self._held.pop(rank, None) == 0:
             self._idle -= 1
         self._ahead.pop(rank, None)
         self._recalling.discard(rank)
-        return [Unfinished(unfinished)]
+        return list(self._holding.pop(rank, ()))
 
-    def stalled(self) -> list[Event]:
-        """:class:`Fatal` with :class:`WorkerStalled` for a worker that has held tasks for
-        ``stall_after`` seconds without reporting one (looked at once a second at most)."""
-        if self._stall_after is None:
+    def ready(self, rank: int) -> list[Event]:
+        if rank in self._unready:  # else: it is gone already (stopped, or not ready in time)
+            del self._unready[rank]
+            self._slots.admit(rank)
+            self._holding[rank] = deque()
+            self._held[rank] = 0
+            self._idle += 1
+        return []
+
+    def stalled(self, *, closing: bool = False) -> list[Event]:
+        """:class:`Lost` for each worker that has held tasks for ``stall_after`` seconds without
+        reporting one or has not said it is ready within ``ready_within``; :class:`Fatal` instead for
+        the last worker, unless ``closing`` (the run waits for the workers' stops: it ends without
+        that one). Looked at once a second at most."""
+        if self._stall_after is None and not self._unready:
             return []
         now = self._clock()
         if now < self._next_check:
             return []
-        self._next_check = now + min(1.0, self._stall_after / 10)
+        self._next_check = now + min(1.0, (self._stall_after or self._ready_within or 10.0) / 10)
+        ending = CLOSING if closing else GOES_ON
+        if self._unready and now >= self._ready_by:
+            waited = now - self._ready_by + (self._ready_within or 0.0)
+            unready = list(self._unready)
+            if not self._held and not closing:  # no worker is ready: nothing could run what is queued
+                return [Fatal(WorkerNotReady(unready[0], waited, LAST))]
+            return [Lost(rank, WorkerNotReady(rank, waited, ending), None, self._retire(rank)) for rank in unready]
+        if self._stall_after is None:
+            return []
         heard_at, due = self._heard_at, now - self._stall_after
         for rank, held in self._held.items():
             if held and heard_at.get(rank, now) < due:
-                return [Fatal(WorkerStalled(rank, held, now - heard_at[rank], self._task_timeout))]
+                last = not closing and len(self._held) + len(self._unready) == 1
+                stalled = WorkerStalled(rank, held, now - heard_at[rank], self._task_timeout, LAST if last else ending)
+                if last:
+                    return [Fatal(stalled)]
+                ids = self._retire(rank)
+                return [Lost(rank, stalled, ids[0] if ids else None, ids[1:])]
         return []
 
     def rebalance(self) -> list[Event]:
@@ -281,6 +363,7 @@ class SlotDispatch(Dispatch):
 
     def returned(self, rank: int, task_ids: Sequence[int]) -> list[Event]:
         self._recalling.discard(rank)
+        self._forget(rank, task_ids)
         if rank in self._held:
             for _ in task_ids:
                 self._slots.release(rank, None)

@@ -30,6 +30,7 @@ class Tag(IntEnum):
     CANCEL = 8  # distributor -> worker: abandon this multi-rank task (payload: task id), a member failed
     RECALL = 9  # distributor -> worker: give back the tasks held that have not started (payload: None)
     RETURNED = 10  # worker -> distributor: the answer, the ids of the tasks given back (a tuple, maybe empty)
+    READY = 11  # worker -> distributor: its runner is set up (the objective imported inline), it takes tasks
 
 
 _TAGS = {int(tag): tag for tag in Tag}

@@ -205,7 +205,9 @@ def worker_loop(
     longer task's outcome is not held while the next one runs).
     A send is complete before the next task starts (the inbox is drained meanwhile),
     so a large result reaches the optimizer rank while this rank is still in MPI.
-    The last message is always :class:`WorkerStopped`, also when shutting down fails. A worker
+    The first message is ``Tag.READY``, once the runner is set up (an inline objective imported and
+    its setup run): a rank that never sends it (stopped, blocked where its setup's timer cannot reach
+    it) is run without. The last message is always :class:`WorkerStopped`, also when shutting down fails. A worker
     that stopped on its own (a stop signal) then still reads its messages until the STOP that
     the optimizer rank sends every worker as its last message (:func:`await_stop`).
     """
@@ -220,6 +222,8 @@ def worker_loop(
     began: int | None = None  # the task running now
     try:
         runner.start()
+        if not interrupted():  # the optimizer rank hands tasks only to a worker that said so
+            transport.send(None, optimizer_rank, Tag.READY)
         while not interrupted():
             if queued:
                 inbox.receive()  # a message a task: an abort behind the tasks handed over ahead is seen

@@ -271,7 +271,7 @@ def test_a_stopping_worker_names_what_it_holds_instead_of_giving_it_back() -> No
     worker_loop(worker, runner, interrupted=lambda: bool(stopping))
     assert hub.boxes[1].empty()  # the recall was read
     messages = _messages(distributor)
-    assert [m.tag for m in messages] == [Tag.STOPPED] and messages[0].payload.unfinished == (0, 1)
+    assert [m.tag for m in messages] == [Tag.READY, Tag.STOPPED] and messages[1].payload.unfinished == (0, 1)
 
 
 def test_the_outcome_of_a_task_longer_than_the_batch_window_is_sent_before_the_next_queued_task_runs() -> None:

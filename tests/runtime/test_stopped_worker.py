@@ -1,21 +1,37 @@
-"""A worker rank stopped (``SIGSTOP``) while it runs a task with ``task.timeout`` set.
+"""A worker rank stopped (``SIGSTOP``) while it runs a task with ``task.timeout`` set, or before it
+said it was ready (while it imports an inline objective), with or without a timeout.
 
 The task's timer lives in the worker, which does not run: the optimizer rank waited for its
-result for good, and the job hung until someone sent ``SIGCONT``. Now a worker silent past the
-task timeout, its setup's bound and the stranded grace (``EMEWS_SETUP_TIMEOUT`` and
-``EMEWS_STRANDED_GRACE``, a few seconds here) ends the job with one line naming it, as a stranded
-inline team does; what was stored stays, and ``emews resume`` runs its task again.
+result for good, and the job hung until someone sent ``SIGCONT``. A worker silent past the task
+timeout, its setup's bound and the stranded grace (``EMEWS_SETUP_TIMEOUT`` and
+``EMEWS_STRANDED_GRACE``, a few seconds here) then ended the whole job; now the run goes on
+without it (its task runs again on another worker, counting an attempt), says so in one line, and
+the job is aborted once the outputs are written (the rank cannot be joined). Only the last worker
+ends the job, and ``emews resume`` runs its task again. A rank that never says it is ready within
+its setup's bound and the grace is run without the same way (it hung the job until its walltime).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 from pathlib import Path
 
-from gated_job import launch_gated
-from testutil import said, stored_rows, wait_until
+from testutil import said, stored_rows, wait_until, write_workflow
+
+OBJECTIVE = '''\
+import os, time, pathlib, emews
+
+def run(params):
+    ctx = emews.current_task()
+    pathlib.Path(params["events"], f"started-{ctx.task_id}").write_text(str(ctx.rank))
+    while not os.path.exists(params["gate"]):
+        time.sleep(0.01)
+    return params["x"]
+'''
 
 
 def rank_pids(exp: Path) -> dict[int, int]:
@@ -36,33 +52,119 @@ def rank_pids(exp: Path) -> dict[int, int]:
     return found
 
 
-def test_a_stopped_worker_ends_the_job_with_one_line_instead_of_hanging_it(emews_cmd, tmp_path: Path) -> None:
+def _gated_run(emews_cmd, tmp_path: Path, workers: int) -> tuple[subprocess.Popen, Path, Path, dict[int, int]]:
+    """A launch whose tasks (process isolation, task.timeout 3 s) wait for the gate, each worker holding one."""
+    (tmp_path / "model.py").write_text(OBJECTIVE)
+    events, gate = tmp_path / "events", tmp_path / "gate"
+    events.mkdir()
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "events": {"type": "constant", "value": str(events)},
+                               "gate": {"type": "constant", "value": str(gate)}},
+                        budget={"evaluations": 3}, task={"isolation": "process", "timeout": 3})
     emews_cmd.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
-    gated = launch_gated(emews_cmd, tmp_path, evaluations=3, timeout=3)
-    job, exp = gated.job, gated.exp
-    assert wait_until(lambda: len(gated.started()) >= 2, timeout=180), said(job)
-    ranks = wait_until(lambda: (found := rank_pids(exp)) and len(found) == 3 and found, timeout=60)
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", str(workers), "--exp-dir", str(exp))
+    assert wait_until(lambda: len(list(events.glob("started-*"))) >= workers, timeout=180), said(job)
+    ranks = wait_until(lambda: (found := rank_pids(exp)) and len(found) == workers + 1 and found, timeout=60)
     assert ranks, said(job)
-    stopped_task = next(int(p.name.split("-")[1]) for p in gated.started() if p.read_text() == "1")
-    os.kill(ranks[1], signal.SIGSTOP)
+    return job, exp, gate, ranks
+
+
+def _ended(job: subprocess.Popen, stopped_pid: int) -> tuple[int, str]:
+    """The launch's exit status and stderr (the stopped rank continued first if it hangs)."""
     try:
         status = job.wait(timeout=240)
     except subprocess.TimeoutExpired:
-        os.kill(ranks[1], signal.SIGCONT)
+        os.kill(stopped_pid, signal.SIGCONT)
         raise AssertionError(said(job)) from None
-    err = job.stderr.read()
+    return status, job.stderr.read()
+
+
+def _attempts(exp: Path) -> dict[int, int]:
+    with sqlite3.connect(exp / "results.db") as db:
+        return dict(db.execute("SELECT id, attempt FROM tasks"))
+
+
+def test_the_run_goes_on_without_a_stopped_worker_and_runs_its_task_elsewhere(emews_cmd, tmp_path: Path) -> None:
+    job, exp, gate, ranks = _gated_run(emews_cmd, tmp_path, workers=2)
+    events = tmp_path / "events"
+    stopped_task = next(int(p.name.split("-")[1]) for p in events.glob("started-*") if p.read_text() == "1")
+    os.kill(ranks[1], signal.SIGSTOP)
+    gate.touch()                                        # rank 2 runs on; rank 1's task waits for the rule
+    status, err = _ended(job, ranks[1])
+    assert status == 0, err
+    said_lines = [line for line in err.splitlines() if line.startswith("emews")]
+    assert len(said_lines) == 1 and "worker rank 1 has not answered" in said_lines[0], err
+    assert "past the task timeout of 3 s" in said_lines[0] and "the run goes on without it" in said_lines[0], err
+    assert "Traceback" not in err
+    assert emews_cmd.leftovers_after_exit() == []       # the stopped rank too: the job was aborted at its end
+    rows = stored_rows(exp)
+    assert sorted(r["id"] for r in rows) == [0, 1, 2] and {r["status"] for r in rows} == {"ok"}, rows
+    assert {r["id"]: r["rank"] for r in rows}[stopped_task] == 2   # run again on the other worker
+    assert _attempts(exp)[stopped_task] == 1            # ... counting an attempt
+    assert len((exp / "results.csv").read_text().splitlines()) == 4
+    assert json.loads((exp / "summary.json").read_text())["exit_status"] == 0
+    resumed = emews_cmd("resume", str(exp), timeout=240)   # nothing left: the run is complete
+    assert resumed.returncode == 0 and "nothing to resume" in resumed.stderr, resumed.stderr
+
+
+def test_the_last_worker_stopped_ends_the_job_with_one_line_and_resume_runs_its_task(emews_cmd, tmp_path: Path) -> None:
+    job, exp, gate, ranks = _gated_run(emews_cmd, tmp_path, workers=1)
+    os.kill(ranks[1], signal.SIGSTOP)
+    status, err = _ended(job, ranks[1])
     assert status == 1, err
     said_lines = [line for line in err.splitlines() if line.startswith("emews")]
     assert len(said_lines) == 1 and "worker rank 1 has not answered" in said_lines[0], err
-    assert "past the task timeout of 3 s" in said_lines[0] and "emews resume" in said_lines[0], err
+    assert "no other worker is left" in said_lines[0] and "emews resume" in said_lines[0], err
     assert "Traceback" not in err
     assert emews_cmd.leftovers_after_exit() == []
-    stored = {r["id"]: r["status"] for r in stored_rows(exp)}
-    assert stopped_task not in stored and set(stored.values()) <= {"timeout"}, stored
+    assert stored_rows(exp) == []
 
-    gated.gate.touch()                                        # the task the stopped worker held runs again
+    gate.touch()                                        # the task the stopped worker held runs again
     resumed = emews_cmd("resume", str(exp), timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     rows = stored_rows(exp)
-    assert sorted(r["id"] for r in rows) == [0, 1, 2]
-    assert {r["id"]: r["status"] for r in rows}[stopped_task] == "ok"
+    assert sorted(r["id"] for r in rows) == [0, 1, 2] and {r["status"] for r in rows} == {"ok"}
+
+
+SLOW_IMPORT = '''\
+import os, pathlib, time
+
+if os.environ.get("PMI_RANK") == "1":  # worker rank 1 stays in its import: the test stops it there
+    pathlib.Path(__file__).with_name("importing-1").write_text(str(os.getpid()))
+    while True:
+        time.sleep(0.01)
+
+def run(params):
+    while not pathlib.Path(__file__).with_name("gate").exists():  # until the run went on without rank 1
+        time.sleep(0.01)
+    return params["x"]
+'''
+
+
+def test_a_worker_stopped_before_it_is_ready_is_run_without(emews_cmd, tmp_path: Path) -> None:
+    """No task.timeout: the stalled-worker rule never looked at a rank that held no task it began;
+    rank 1, stopped while it imports the objective (inline), hung the job until its walltime."""
+    (tmp_path / "model.py").write_text(SLOW_IMPORT)
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
+                        budget={"evaluations": 3}, task={"isolation": "inline"})
+    emews_cmd.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
+    marker = tmp_path / "importing-1"
+    assert wait_until(marker.exists, timeout=180), said(job)
+    pid = int(wait_until(lambda: marker.read_text(), timeout=10))
+    os.kill(pid, signal.SIGSTOP)                        # its setup's timer cannot fire now
+    log = exp / "emews.log"
+    assert wait_until(lambda: log.exists() and "did not say it was ready" in log.read_text(), timeout=180), said(job)
+    (tmp_path / "gate").touch()
+    status, err = _ended(job, pid)
+    assert status == 0, err
+    said_lines = [line for line in err.splitlines() if line.startswith("emews")]
+    assert len(said_lines) == 1 and "worker rank 1 did not say it was ready" in said_lines[0], err
+    assert "the run goes on without it" in said_lines[0] and "Traceback" not in err, err
+    assert emews_cmd.leftovers_after_exit() == []
+    rows = stored_rows(exp)
+    assert sorted(r["id"] for r in rows) == [0, 1, 2] and {(r["status"], r["rank"]) for r in rows} == {("ok", 2)}

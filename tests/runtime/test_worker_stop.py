@@ -79,4 +79,4 @@ def test_a_worker_told_to_stop_returns_at_its_stop_as_before() -> None:
     served = worker_loop(worker, runner)
     assert served == 1 and runner.ran == [0]
     assert worker.poll() is None
-    assert [m.tag for m in _until_stopped(distributor)] == [Tag.OUTCOME, Tag.STOPPED]
+    assert [m.tag for m in _until_stopped(distributor)] == [Tag.READY, Tag.OUTCOME, Tag.STOPPED]

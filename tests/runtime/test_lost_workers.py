@@ -1,0 +1,78 @@
+"""The slot dispatch's rules for workers that stop answering: a worker that never says it is ready
+gets no task and is run without once its setup's bound and grace pass; one silent past the task
+timeout is run without, its first task (the one it began) and those it held unstarted named apart;
+the last worker ends the job instead; while the run closes, none ends it."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from test_prefetch import Clock, outcome, sends, task
+
+from emews.runtime.dispatch import Fatal, Lost
+from emews.runtime.slots import SlotDispatch, WorkerNotReady, WorkerStalled
+
+
+def placed(dispatch: SlotDispatch, queue: deque) -> list[tuple[int, list[int]]]:
+    return [(s.rank, [t.id for t in s.payload]) for s in sends(dispatch.place(queue, start=True))]
+
+
+def test_tasks_go_only_to_workers_that_said_they_are_ready_and_an_unready_one_is_run_without() -> None:
+    clock = Clock()
+    dispatch = SlotDispatch([1, 2], prefetch=1, clock=clock, ready_within=10.0)
+    queue = deque(task(i) for i in range(3))
+    assert dispatch.capacity == 2 and placed(dispatch, queue) == []  # nobody is ready yet
+    dispatch.ready(2)
+    assert placed(dispatch, queue) == [(2, [0])]
+    clock.now += 9.0
+    assert dispatch.stalled() == []
+    clock.now += 2.0
+    (lost,) = dispatch.stalled()
+    assert isinstance(lost, Lost) and lost.rank == 1 and (lost.began, list(lost.unstarted)) == (None, [])
+    assert isinstance(lost.why, WorkerNotReady) and "worker rank 1 did not say it was ready" in str(lost.why)
+    assert "the run goes on without it" in str(lost.why)
+    dispatch.ready(1)  # too late: it gets nothing
+    dispatch.ended(2, [outcome(0, 1.0)])
+    assert placed(dispatch, queue) == [(2, [1])] and dispatch.capacity == 1
+
+
+def test_no_worker_ready_in_time_ends_the_job() -> None:
+    clock = Clock()
+    dispatch = SlotDispatch([1, 2], prefetch=1, clock=clock, ready_within=10.0)
+    clock.now += 11.0
+    (fatal,) = dispatch.stalled()
+    assert isinstance(fatal, Fatal) and "no worker is ready" in str(fatal.error)
+
+
+def test_a_stalled_worker_is_run_without_naming_the_task_it_began_and_the_last_one_ends_the_job() -> None:
+    clock = Clock()
+    dispatch = SlotDispatch([1, 2], prefetch=8, clock=clock, stall_after=10.0, task_timeout=3.0)
+    queue = deque(task(i) for i in range(2))
+    assert placed(dispatch, queue) == [(1, [0]), (2, [1])]
+    dispatch.ended(1, [outcome(0, 1e-5)])  # short: rank 1 takes several ahead
+    queue.extend(task(i) for i in range(2, 6))
+    assert placed(dispatch, queue) == [(1, [2, 3, 4, 5])]
+    dispatch.ended(1, [outcome(2, 1e-5)])
+    clock.now += 5.0
+    dispatch.ended(2, [outcome(1, 5.0)])
+    clock.now += 6.0
+    (lost,) = dispatch.stalled()  # rank 1: 11 s without a word, holding 3, 4, 5
+    assert isinstance(lost, Lost) and lost.rank == 1 and (lost.began, list(lost.unstarted)) == (3, [4, 5])
+    assert isinstance(lost.why, WorkerStalled) and "holding 3 tasks" in str(lost.why)
+    queue.extend(task(i) for i in (3, 4, 5))  # the distributor queues them again
+    assert placed(dispatch, queue) == [(2, [3])]
+    clock.now += 11.0
+    (fatal,) = dispatch.stalled()  # rank 2 is the last one
+    assert isinstance(fatal, Fatal) and "no other worker is left" in str(fatal.error)
+    assert "emews resume" not in str(fatal.error) and "run again on resume" in str(fatal.error)
+
+
+def test_while_the_run_closes_a_silent_worker_is_not_waited_for_and_ends_nothing() -> None:
+    clock = Clock()
+    dispatch = SlotDispatch([1], prefetch=1, clock=clock, stall_after=10.0, task_timeout=3.0, ready_within=5.0)
+    dispatch.ready(1)
+    queue = deque([task(0)])
+    assert placed(dispatch, queue) == [(1, [0])]
+    clock.now += 11.0
+    (lost,) = dispatch.stalled(closing=True)
+    assert isinstance(lost, Lost) and lost.began == 0 and "so the job ends without it" in str(lost.why)
