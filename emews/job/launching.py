@@ -41,6 +41,7 @@ from emews.config.workflow import Workflow, load_workflow
 from emews.config.yamlio import file_key
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
+from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
@@ -305,9 +306,17 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     print(f"experiment {exp_dir}: {counted(workers, 'worker')}", file=sys.stderr)
     sys.stderr.flush()
     since = time.time()
-    status, received = run_here(site, [*job_command(exp_dir), "--lease", lease_token], workers, relay=relay)
+    watch = DirectoryWatch(exp_dir)  # rank 0 says where it went if it is moved meanwhile
+    try:
+        status, received = run_here(site, [*job_command(exp_dir), "--lease", lease_token], workers, relay=relay)
+        here = watch.now()
+    finally:
+        watch.close()
     if received:
         return 128 + received
+    if here is None:  # deleted meanwhile: rank 0 said so
+        return EXIT_FAILED
+    exp_dir = here
     recorded = run_exit_status(exp_dir, since)  # the ranks exit 0 to MPI; the run's own status is there
     if recorded is not None:  # also when mpiexec then reported a rank that ended badly after it
         return recorded

@@ -35,6 +35,7 @@ from emews.config.workflow import Workflow, load_workflow
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
 from emews.core.textfiles import write_atomic
 from emews.job.issued_ids import highest_id_on_disk
+from emews.job.moved import DirectoryWatch
 from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.objective.context import task_run_dir
 from emews.output.csvfollow import CancelsToCsv, CsvFollower
@@ -153,6 +154,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
     except ConfigError as exc:
         return refuse(comm, exc)
     spec: RunSpec | None = None
+    watch = DirectoryWatch(exp_dir)  # moved while it runs (mv EXP EXP2): the outputs go where it is then
     try:
         try:
             workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
@@ -184,6 +186,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
                 comm,
                 exp_dir,
                 interrupt,
+                watch,
                 spare_core=spare_core,
                 nodes=None if teams is None else teams.nodes,
             )
@@ -199,6 +202,8 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
     finally:
         if spec is not None and spec.optimizer_lock is not None:
             spec.optimizer_lock.store.close()  # the server releases the lock (closed already after a run)
+        lease.exp_dir = watch.now() or exp_dir  # released where the experiment is now
+        watch.close()
         lease.release()
 
 
@@ -235,6 +240,7 @@ def _optimizer_rank(
     comm: object,
     exp_dir: Path,
     interrupt: Interrupt,
+    watch: DirectoryWatch,
     *,
     spare_core: bool,
     nodes: dict[int, str] | None = None,
@@ -262,8 +268,15 @@ def _optimizer_rank(
         spec.observers = (*spec.observers, CancelsToCsv(csv_follower))
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes, say_resumed=True)
-    status = write_outputs(spec, workflow, exp_dir, summary, csv_follower)
-    fill_exit_record(exp_dir, status)  # also on a disk with no room left for summary.json
+    here = watch.now()
+    if here != exp_dir:
+        log.warning("%s", watch.moved_line(here))
+        print(watch.moved_line(here), file=sys.stderr, flush=True)
+    if here is None:
+        status = EXIT_FAILED
+    else:
+        status = write_outputs(spec, workflow, here, summary, csv_follower)
+        fill_exit_record(here, status)  # also on a disk with no room left for summary.json
     if not summary.all_stopped:
         log.error("workers did not confirm their stop (or the run went on without them); aborting the job")
         _let_output_drain()
