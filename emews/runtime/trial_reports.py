@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Any
 
 from emews.core.direction import Direction
-from emews.core.results import Outcome, Status, Task, reports_before_ends
+from emews.core.results import Outcome, Status, StoredReport, Task, reports_before_ends
 from emews.objective.function import outcome_from_return
 from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.walltime_pause import PauseClock
@@ -119,11 +119,47 @@ class TrialService:
         exploits = {
             row["report"]: Decision(Action.EXPLOIT, row["new_params"], row["donor"]) for row in self.store.lineage()
         }  # PBT replays them as they were made
-        self.scheduler.rebuild(
-            reports, self.store.started_params(), self.store.promotions(), self.store.ended(), exploits
-        )
+        params = self.store.started_params()
+        undecided = self._undecided(reports)
+        if undecided is None:
+            self.scheduler.rebuild(reports, params, self.store.promotions(), self.store.ended(), exploits)
+        else:  # the same calls, in the same order, the last report's decision kept
+            self.scheduler.rebuild(reports[:-1], params, exploits=exploits)
+            self._decide_again(undecided, params.get(undecided.trial, {}))
+            self.scheduler.rebuild((), params, self.store.promotions(), self.store.ended())
         self._waited = set(self.scheduler.waiting())
         return len(reports)
+
+    def _undecided(self, reports: list[StoredReport]) -> StoredReport | None:
+        """The run's last report, when it may have been stored and never decided (``kill -9`` between
+        the two; a report answered continue stores no decision either): its trial answered nothing
+        there. Only where the replay of a report is :meth:`~TrialScheduler.on_report` (a scheduler that
+        exploits replays the exploit stored, and draws none)."""
+        scheduler = self.scheduler
+        if not reports or reports[-1].seq != self.rebuilt_seq or scheduler is None or scheduler.exploits:
+            return None
+        if type(scheduler).replay is not TrialScheduler.replay:
+            return None
+        assert self.store is not None
+        state = self.store.trial_state(reports[-1].trial)
+        return reports[-1] if state is not None and not state.action else None
+
+    def _decide_again(self, report: StoredReport, params: Any) -> None:
+        """Replay the last report keeping its decision, which the run was making when it was killed
+        (the scheduler had taken in the same reports): a stop or complete is the trial's end, stored as
+        if answered then, so its task, run again, is told the same at its first report. Was: the replay's
+        decision was dropped, and the report of that step again found the trial in its rung (ASHA let
+        it go on). A decision the run made is replayed to the same one: continue stores nothing."""
+        assert self.scheduler is not None and self.store is not None
+        if self.scheduler.diverged(report.metrics):
+            decision = STOP  # as take_in: the run stopped it without asking the scheduler
+        else:
+            decision = self.scheduler.on_report(report.trial, report.step, report.metrics, params)
+        if decision.action in (Action.STOP, Action.COMPLETE):
+            self._ends[report.trial] = decision
+            self.store.add_decision(report.trial, report.step, decision.action.value, report.seq)
+            log.info("trial %s: its report of step %s is answered %s on resume", report.trial, report.step,
+                     decision.action.value)
 
     def resumed_wait(self, task: Task) -> WaitingTrial | None:
         """Whether ``task``, unfinished in the store, waits for a promotion (the rebuilt scheduler has
