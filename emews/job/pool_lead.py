@@ -78,6 +78,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         gang=gang,
         nodes=None if teams is None else teams.nodes,
         inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+        task_timeout=spec.timeout,
         fail_fast=spec.fail_fast,
         trials=trials,
     )
@@ -115,4 +116,9 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     )
     print(line + ("" if stopped is None else f"; stopped: {stopped}"), file=sys.stderr, flush=True)
     log.info(line)
-    return EXIT_OK if stopped is None or isinstance(stopped, Interrupted) else EXIT_FAILED
+    status = EXIT_OK if stopped is None or isinstance(stopped, Interrupted) else EXIT_FAILED
+    if not run.distributor.all_stopped:  # a worker that cannot be joined (stopped) held the job open for good
+        log.error("pool %s: workers did not confirm their stop (or it went on without them); aborting its job", run.pool)
+        sys.stderr.flush()
+        comm.Abort(status)  # MPICH's mpiexec exits with this status, every rank ended (the stopped one too)
+    return status

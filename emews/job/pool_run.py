@@ -62,6 +62,7 @@ class PoolRun:
         gang: bool = False,
         nodes: Mapping[int, str] | None = None,
         inline_timeout: float | None = None,
+        task_timeout: float | None = None,
         fail_fast: int = 0,
         trials: TrialService | None = None,
         on_error: Callable[[BaseException], None] = lambda error: None,
@@ -93,6 +94,7 @@ class PoolRun:
             gang=gang,
             nodes=nodes,
             inline_timeout=inline_timeout,
+            task_timeout=task_timeout,  # a worker silent far past it is run without
             trials=trials,
             on_start=self.feeder.started,  # a task handed back counts an attempt only if a worker started it
             on_unstarted=self.feeder.unstarted,

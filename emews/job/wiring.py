@@ -449,6 +449,7 @@ class SharedQueue:
                     gang=spec.task_size.gang,
                     nodes=nodes,
                     inline_timeout=spec.timeout if spec.isolation == "inline" else None,
+                    task_timeout=spec.timeout,
                     fail_fast=spec.fail_fast,
                     trials=trial_service(spec, self._connections[3], shared=True),
                     on_error=queues.fail,

@@ -1,0 +1,77 @@
+"""A worker of an attached pool stopped (SIGSTOP) mid-task with ``task.timeout`` set: the pool's
+distributor goes on without it (its task runs on the pool's other worker) and, at the end, the
+pool's job could not finish: rank 0 waited at the last barrier, then in MPI_Finalize, for a rank that
+never came, and ``emews attach`` hung for good. Now the pool's rank 0 aborts its job once its part
+is done (mpiexec exits with the pool's status, the stopped rank ended with it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from pgserver import PgServer
+from pooled import rows, seen
+
+from testutil import EmewsCommand, said, wait_until, write_workflow
+
+OBJECTIVE = '''\
+import os, time, pathlib
+
+def run(params):
+    events = pathlib.Path(params["events"])
+    if os.environ.get("IN_ATTACH"):  # the attached pool's tasks hold until the gate opens
+        (events / f"attach-{params['x']}").write_text(str(os.getppid()))  # its worker rank
+        while not os.path.exists(params["gate"]):
+            time.sleep(0.01)
+    else:  # the launch's worker takes a task every 2 s at most until the pool's workers both hold one
+        deadline = time.monotonic() + 2
+        while len(list(events.glob("attach-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return params["x"]
+'''
+
+
+def test_an_attached_pool_goes_on_without_a_stopped_worker_and_ends(pg_server: PgServer, tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(OBJECTIVE)
+    events, gate = tmp_path / "events", tmp_path / "gate"
+    events.mkdir()
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "events": {"type": "constant", "value": str(events)},
+                               "gate": {"type": "constant", "value": str(gate)}},
+                        budget={"evaluations": 40}, task={"isolation": "process", "timeout": 3},
+                        store={"url": pg_server.url()})
+    first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
+    for command in (first, second):
+        command.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
+    second.env["IN_ATTACH"] = "1"
+    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = tmp_path / "exp"
+    attached = None
+    stopped = None
+    try:
+        assert wait_until(lambda: seen(exp, "SELECT id FROM results"), 180), said(launch)
+        attached = second.popen("attach", "exp", "--workers", "2")
+        assert wait_until(lambda: len(list(events.glob("attach-*"))) >= 2, 180), said(attached)
+        stopped = int(next(events.glob("attach-*")).read_text())
+        os.kill(stopped, signal.SIGSTOP)
+        gate.touch()
+        try:
+            a_out, a_err = attached.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("emews attach hung with a stopped worker") from None
+        out, err = launch.communicate(timeout=240)
+    finally:
+        gate.touch()
+        if stopped is not None:
+            second._signal({stopped}, signal.SIGCONT)
+        first.kill_all()
+        second.kill_all()
+    assert attached.returncode == 0, a_err
+    assert launch.returncode == 0, err
+    said_lines = [line for line in a_err.splitlines() if line.startswith("emews")]
+    assert len(said_lines) == 1 and "has not answered" in said_lines[0], a_err
+    assert "the run goes on without it" in said_lines[0] and "Traceback" not in a_err
+    assert rows(exp, "SELECT count(*), min(status), max(status) FROM results") == [(40, "ok", "ok")]
