@@ -171,6 +171,7 @@ class Distributor:
         self.stopped_workers: set[int] = set()
         #: workers the run went on without (stopped answering): their messages are dropped from then on
         self.lost_workers: set[int] = set()
+        self._revived: set[int] = set()  # ... those heard from again since
         #: shutdown problems reported by workers (teardown errors), by rank
         self.worker_errors: dict[int, str] = {}
 
@@ -272,10 +273,11 @@ class Distributor:
         deadline = time.monotonic() + (self._abort_grace if self._abort else self.stop_grace)
         backoff = Backoff()
         workers = len(self._workers)
-        while len(self.stopped_workers | self.lost_workers) < workers and time.monotonic() < deadline:
+        while len(self.stopped_workers | (self.lost_workers - self._revived)) < workers and time.monotonic() < deadline:
             msg = self._transport.poll()
-            if msg is None:  # a worker that stopped answering, or never said it was ready, is not waited for
-                self._noting(self._apply, self._dispatch.stalled(closing=True))
+            if msg is None:
+                if not self._abort:  # a worker that stops answering, or never said it was ready, is not waited for
+                    self._noting(self._apply, self._dispatch.stalled(closing=True))
                 backoff.idle()
             else:
                 self._noting(self._handle, msg)
@@ -297,6 +299,9 @@ class Distributor:
         """Take one message from a worker; whether it carried results (or a worker came to take tasks).
         A worker the run went on without is heard only when it stops (it was sent STOP as all are)."""
         if self.lost_workers and msg.source in self.lost_workers:
+            if msg.source not in self._revived:  # it runs again (SIGCONT): its stop is waited for, it can be joined
+                self._revived.add(msg.source)
+                log.info("worker rank %d answers again: it gets no more tasks and leaves with the others", msg.source)
             if msg.tag is Tag.STOPPED:
                 self.stopped_workers.add(msg.source)
             return False

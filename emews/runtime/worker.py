@@ -221,9 +221,7 @@ def worker_loop(
     error: str | None = None
     began: int | None = None  # the task running now
     try:
-        runner.start()
-        if not interrupted():  # the optimizer rank hands tasks only to a worker that said so
-            transport.send(None, optimizer_rank, Tag.READY)
+        _start(runner, transport, optimizer_rank, interrupted)
         while not interrupted():
             if queued:
                 inbox.receive()  # a message a task: an abort behind the tasks handed over ahead is seen
@@ -276,6 +274,14 @@ def worker_loop(
         _settle(transport, inbox, backoff, deadline=time.monotonic() + FINAL_SEND_SECONDS)
         await_stop(inbox)
     return served
+
+
+def _start(runner: Runner, transport: Transport, optimizer_rank: int, interrupted: Callable[[], bool]) -> None:
+    """Set the runner up, then say this worker is ready: the optimizer rank hands tasks only to a
+    worker that said so (nothing when a stop signal came meanwhile)."""
+    runner.start()
+    if not interrupted():
+        transport.send(None, optimizer_rank, Tag.READY)
 
 
 def await_stop(inbox: Inbox) -> None:

@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
 from testutil import said, stored_rows, wait_until, write_workflow
 
 OBJECTIVE = '''\
@@ -30,6 +31,8 @@ def run(params):
     pathlib.Path(params["events"], f"started-{ctx.task_id}").write_text(str(ctx.rank))
     while not os.path.exists(params["gate"]):
         time.sleep(0.01)
+    if ctx.task_id >= 2 and not os.path.exists(params["end"]):  # the run goes on, 1 s a task, until the test ends it
+        time.sleep(1)
     return params["x"]
 '''
 
@@ -52,16 +55,22 @@ def rank_pids(exp: Path) -> dict[int, int]:
     return found
 
 
-def _gated_run(emews_cmd, tmp_path: Path, workers: int) -> tuple[subprocess.Popen, Path, Path, dict[int, int]]:
-    """A launch whose tasks (process isolation, task.timeout 3 s) wait for the gate, each worker holding one."""
+def _gated_run(
+    emews_cmd, tmp_path: Path, workers: int, evaluations: int = 3
+) -> tuple[subprocess.Popen, Path, Path, dict[int, int]]:
+    """A launch whose tasks (process isolation, task.timeout 3 s) wait for the gate, each worker
+    holding one; tasks 2 and later take 1 s each until the file ``end`` exists."""
     (tmp_path / "model.py").write_text(OBJECTIVE)
-    events, gate = tmp_path / "events", tmp_path / "gate"
+    events, gate, end = tmp_path / "events", tmp_path / "gate", tmp_path / "end"
     events.mkdir()
+    if evaluations == 3:
+        end.touch()
     wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
                         space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
                                "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)}},
-                        budget={"evaluations": 3}, task={"isolation": "process", "timeout": 3})
+                               "gate": {"type": "constant", "value": str(gate)},
+                               "end": {"type": "constant", "value": str(end)}},
+                        budget={"evaluations": evaluations}, task={"isolation": "process", "timeout": 3})
     emews_cmd.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", str(workers), "--exp-dir", str(exp))
@@ -86,13 +95,26 @@ def _attempts(exp: Path) -> dict[int, int]:
         return dict(db.execute("SELECT id, attempt FROM tasks"))
 
 
-def test_the_run_goes_on_without_a_stopped_worker_and_runs_its_task_elsewhere(emews_cmd, tmp_path: Path) -> None:
-    job, exp, gate, ranks = _gated_run(emews_cmd, tmp_path, workers=2)
+@pytest.mark.parametrize("continued", [False, True])
+def test_the_run_goes_on_without_a_stopped_worker_and_runs_its_task_elsewhere(
+    emews_cmd, tmp_path: Path, continued: bool
+) -> None:
+    """``continued``: rank 1 gets SIGCONT once the run went on without it: what it says then (its
+    task's timeout) is dropped, it gets nothing more, and it leaves with the others (no MPI_Abort)."""
+    evaluations = 60 if continued else 3
+    job, exp, gate, ranks = _gated_run(emews_cmd, tmp_path, workers=2, evaluations=evaluations)
     events = tmp_path / "events"
     stopped_task = next(int(p.name.split("-")[1]) for p in events.glob("started-*") if p.read_text() == "1")
     os.kill(ranks[1], signal.SIGSTOP)
     gate.touch()                                        # rank 2 runs on; rank 1's task waits for the rule
+    if continued:
+        log = exp / "emews.log"
+        assert wait_until(lambda: "the run goes on without it" in log.read_text(), timeout=180), said(job)
+        os.kill(ranks[1], signal.SIGCONT)
+        assert wait_until(lambda: "worker rank 1 answers again" in log.read_text(), timeout=180), said(job)
+        (tmp_path / "end").touch()
     status, err = _ended(job, ranks[1])
+    assert ("Abort(" in err) is not continued, err      # a continued rank is joined at the end
     assert status == 0, err
     said_lines = [line for line in err.splitlines() if line.startswith("emews")]
     assert len(said_lines) == 1 and "worker rank 1 has not answered" in said_lines[0], err
@@ -100,10 +122,10 @@ def test_the_run_goes_on_without_a_stopped_worker_and_runs_its_task_elsewhere(em
     assert "Traceback" not in err
     assert emews_cmd.leftovers_after_exit() == []       # the stopped rank too: the job was aborted at its end
     rows = stored_rows(exp)
-    assert sorted(r["id"] for r in rows) == [0, 1, 2] and {r["status"] for r in rows} == {"ok"}, rows
+    assert sorted(r["id"] for r in rows) == list(range(evaluations)) and {r["status"] for r in rows} == {"ok"}, rows
     assert {r["id"]: r["rank"] for r in rows}[stopped_task] == 2   # run again on the other worker
     assert _attempts(exp)[stopped_task] == 1            # ... counting an attempt
-    assert len((exp / "results.csv").read_text().splitlines()) == 4
+    assert len((exp / "results.csv").read_text().splitlines()) == evaluations + 1
     assert json.loads((exp / "summary.json").read_text())["exit_status"] == 0
     resumed = emews_cmd("resume", str(exp), timeout=240)   # nothing left: the run is complete
     assert resumed.returncode == 0 and "nothing to resume" in resumed.stderr, resumed.stderr
