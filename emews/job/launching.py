@@ -303,21 +303,27 @@ def _submit(site: Site, exp_dir: Path, workers: int, lease: Lease) -> str:
 def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, relay: bool = False) -> int:
     """Run the job here and return its exit status; a SIGTERM or SIGINT to this process is
     forwarded as it came (the job's stop line names it), then we wait for the job."""
-    print(f"experiment {exp_dir}: {counted(workers, 'worker')}", file=sys.stderr)
-    sys.stderr.flush()
     since = time.time()
     watch = DirectoryWatch(exp_dir)  # rank 0 says where it went if it is moved meanwhile
     try:
-        status, received = run_here(site, [*job_command(exp_dir), "--lease", lease_token], workers, relay=relay)
+        status, received = run_here(
+            site,
+            [*job_command(exp_dir), "--lease", lease_token],
+            workers,
+            relay=relay,
+            first=f"experiment {exp_dir}: {counted(workers, 'worker')}",
+        )
         here = watch.now()
     finally:
         watch.close()
-    if received:
-        return 128 + received
     if here is None:  # deleted meanwhile: rank 0 said so
-        return EXIT_FAILED
+        return 128 + received if received else EXIT_FAILED
     exp_dir = here
-    recorded = run_exit_status(exp_dir, since)  # the ranks exit 0 to MPI; the run's own status is there
+    recorded = run_exit_status(exp_dir, since)
+    if received:  # rank 0 said so, unless the signal ended the job before its run could (mpiexec starting)
+        if recorded is None:
+            say_ended_before_run(exp_dir, f"stopped by {signal.Signals(received).name} as it started")
+        return 128 + received  # the ranks exit 0 to MPI; the run's own status is there
     if recorded is not None:  # also when mpiexec then reported a rank that ended badly after it
         return recorded
     if status in (EXIT_FAILED, EXIT_CONFIG):  # rank 0 said why itself (a configuration error in the job)
@@ -328,46 +334,66 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     return EXIT_FAILED
 
 
-def run_here(site: Site, command: list[str], workers: int, *, relay: bool = False) -> tuple[int, int | None]:
+def run_here(
+    site: Site, command: list[str], workers: int, *, relay: bool = False, first: str = ""
+) -> tuple[int, int | None]:
     """Run ``command`` on ``workers`` + 1 ranks here (the site's launcher line) in a session of its
-    own, forwarding a SIGTERM or SIGINT to it as it came; its exit status (128 + N: killed by
-    signal N) and the signal forwarded, if one was."""
+    own, forwarding a SIGTERM or SIGINT to it as it came (``first``: said on stderr once one is
+    forwarded, before the job starts); its exit status (128 + N: killed by signal N) and the signal
+    forwarded, if one was."""
     launcher = site.local_command(workers + 1, command)
     env = {**os.environ, **site.environment_vars()}
     if not relay and sys.stderr.isatty():
         env["EMEWS_PROGRESS"] = "tty"
     pipe = subprocess.PIPE if relay else None
     received: list[int] = []
-    try:  # its own session: Ctrl-C reaches only us, and we forward the stop
-        proc = subprocess.Popen(
-            launcher, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()), stdout=pipe, stderr=pipe
-        )
-    except FileNotFoundError:
-        raise EmewsError(f"cannot start {launcher[0]}: not found (is the mpich wheel installed?)") from None
-    relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []
-
-    # the grace is a timer: the signal comes during proc.wait(), which goes on waiting after the handler
-    grace = threading.Timer(STOP_GRACE_SECONDS, proc.kill)  # the job did not wind down in time
-    grace.daemon = True
+    started: list[subprocess.Popen] = []  # the job, once started: a signal before that is sent as it starts
 
     def forward(signum: int, frame: object) -> None:
         if not received or (signum == signal.SIGINT == received[0] and len(received) == 1):
             received.append(signum)  # a second Ctrl-C: mpiexec aborts the job, as it says it will
-            proc.send_signal(signum)
-            if len(received) == 1:
-                grace.start()
+            if started:
+                _forward(started[0], signum, first=len(received) == 1, grace=grace)
 
+    # the grace is a timer: the signal comes during proc.wait(), which goes on waiting after the handler
+    grace: list[threading.Timer] = []
     main = threading.current_thread() is threading.main_thread()
+    # installed before the job starts: a stop signal then (was: it killed this process, the job ran on)
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    relays: list[threading.Thread] = []
+    if first:
+        print(first, file=sys.stderr, flush=True)
     try:
+        try:  # its own session: Ctrl-C reaches only us, and we forward the stop
+            proc = subprocess.Popen(
+                launcher, env=env, start_new_session=True, preexec_fn=stop_with(os.getpid()), stdout=pipe, stderr=pipe
+            )
+        except FileNotFoundError:
+            raise EmewsError(f"cannot start {launcher[0]}: not found (is the mpich wheel installed?)") from None
+        relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []
+        started.append(proc)
+        if received:  # it came while the job was being started
+            _forward(proc, received[0], first=True, grace=grace)
         status = proc.wait()
     finally:
-        grace.cancel()
+        for timer in grace:
+            timer.cancel()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for thread in relays:
             thread.join()
     return (status if status >= 0 else 128 - status), (received[0] if received else None)
+
+
+def _forward(proc: subprocess.Popen, signum: int, *, first: bool, grace: list[threading.Timer]) -> None:
+    """Send the job the stop signal ``signum``; after the first, it has ``STOP_GRACE_SECONDS`` to wind
+    down before it is killed (the timer joins ``grace``)."""
+    proc.send_signal(signum)
+    if first:
+        timer = threading.Timer(STOP_GRACE_SECONDS, proc.kill)  # the job did not wind down in time
+        timer.daemon = True
+        grace.append(timer)
+        timer.start()
 
 
 def _relay(source: IO[bytes] | None, target: TextIO) -> threading.Thread:

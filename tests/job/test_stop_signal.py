@@ -108,3 +108,26 @@ def test_a_job_that_ignores_the_forwarded_stop_is_killed_after_the_grace(monkeyp
     status, received = launching.run_here(load_site(str(site)), ["true"], 1)
     assert received == signal.SIGTERM
     assert status == 128 + signal.SIGKILL  # killed at the end of the grace, not ended by its sleep
+
+
+def test_a_stop_signal_as_the_job_starts_is_said_in_one_line_and_resume_runs_it(emews_cmd, tmp_path: Path) -> None:
+    """SIGTERM to ``emews launch`` as soon as it says the experiment starts (mpiexec starting, the ranks
+    not yet able to say anything): the launch exited 143 without a word, and ``emews status`` said
+    nothing of a stop. Now one line says the job was stopped as it started and how to go on (or, when
+    rank 0 was far enough, its own stop line: one line either way); ``emews resume`` then runs it."""
+    from testutil import write_workflow
+
+    (tmp_path / "model.py").write_text("def run(params):\n    return params['x']\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 4})
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    assert job.stderr.readline().startswith("experiment ")  # printed as mpiexec is started
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=240)
+    assert job.returncode == 128 + signal.SIGTERM, err
+    said = [line for line in err.splitlines() if line.startswith("emews")]
+    assert len(said) == 1 and "SIGTERM" in said[0] and "emews resume" in said[0], err
+    assert emews_cmd.leftovers_after_exit() == []
+    resumed = emews_cmd("resume", "exp", timeout=240)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(stored_rows(tmp_path / "exp")) == 4
