@@ -172,7 +172,7 @@ def test_a_worker_stopped_before_it_is_ready_is_run_without(emews_cmd, tmp_path:
     wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
                         space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
                         budget={"evaluations": 3}, task={"isolation": "inline"})
-    emews_cmd.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
+    emews_cmd.env.update(EMEWS_SETUP_TIMEOUT="4", EMEWS_STRANDED_GRACE="2")  # rank 2 is ready well before
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
     marker = tmp_path / "importing-1"
