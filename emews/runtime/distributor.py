@@ -172,6 +172,7 @@ class Distributor:
         #: workers the run went on without (stopped answering): their messages are dropped from then on
         self.lost_workers: set[int] = set()
         self._revived: set[int] = set()  # ... those heard from again since
+        self._rerun: set[int] = set()  # tasks a lost worker began, queued again: their attempt is stored as they start
         #: shutdown problems reported by workers (teardown errors), by rank
         self.worker_errors: dict[int, str] = {}
 
@@ -357,6 +358,10 @@ class Distributor:
         in_flight = self._in_flight
         for task in event.tasks:
             in_flight[task.id] = task
+        if self._rerun:  # a lost worker's task runs again: its attempt counts from now
+            again = [t for t in event.tasks if t.id in self._rerun]
+            self._rerun.difference_update(t.id for t in again)
+            self._group.attempted(again)
         self._group.started(event.tasks, time.perf_counter())
         if self._on_start is not None:
             self._on_start(event.tasks)
@@ -416,8 +421,8 @@ class Distributor:
             outcome = Outcome(began.id, Status.TIMEOUT, error=error, rank=event.rank, finished=time.time())
             self._group.results.append(Result.from_outcome(began, outcome, self._sign))
         elif began is not None:
-            self._group.attempted([began])
-            began.attempt += 1
+            began.attempt += 1  # stored once it runs again: a stop before that leaves it to resume as it was
+            self._rerun.add(began.id)
         self._queues.tasks.extendleft(reversed(held))
 
     def _fatal(self, event: Fatal) -> None:

@@ -76,3 +76,35 @@ def test_while_the_run_closes_a_silent_worker_is_not_waited_for_and_ends_nothing
     clock.now += 11.0
     (lost,) = dispatch.stalled(closing=True)
     assert isinstance(lost, Lost) and lost.began == 0 and "so the job ends without it" in str(lost.why)
+
+
+def test_a_lost_workers_task_counts_its_attempt_when_it_runs_again_not_before(tmp_path) -> None:
+    """The run goes on without rank 1, which began task 0: task 0 is queued again, first. Stopped
+    before it ran again, ``emews resume`` runs it again (was: its attempt was stored at once, and resume
+    said 'the run stopped 2 times while this task ran; not run again', a failure for a task that ran
+    once); run again, its attempt is stored then."""
+    from emews.core.queues import QueuePair
+    from emews.core.results import Task
+    from emews.job.wiring import resume_state
+    from emews.runtime.dispatch import Started
+    from emews.runtime.distributor import Distributor
+    from emews.runtime.progress import Progress
+    from emews.store.results_store import ResultsStore
+
+    with ResultsStore(tmp_path / "results.db") as store:
+        queues = QueuePair()
+        distributor = Distributor(None, queues, [1, 2], sign=1.0, progress=Progress(None, 2), store=store)  # type: ignore[arg-type]
+        first = Task(0, {"x": 0}, seed=0, submitted=0.0)
+        distributor._apply([Started([first])])
+        distributor._apply([Lost(1, WorkerStalled(1, 1, 9.0, 3.0), 0, ())])
+        assert list(queues.tasks) == [first] and first.attempt == 1
+        assert [(t.id, attempt) for t, attempt in store.unfinished()] == [(0, 0)]   # stopped now: not counted
+        assert [t.id for t in resume_state(store).requeue] == [0]                 # resume runs it again
+    with ResultsStore(tmp_path / "again.db") as store:
+        queues = QueuePair()
+        distributor = Distributor(None, queues, [1, 2], sign=1.0, progress=Progress(None, 2), store=store)  # type: ignore[arg-type]
+        first = Task(0, {"x": 0}, seed=0, submitted=0.0)
+        distributor._apply([Started([first])])
+        distributor._apply([Lost(1, WorkerStalled(1, 1, 9.0, 3.0), 0, ())])
+        distributor._apply([Started([queues.tasks.popleft()])])                    # it runs again
+        assert [(t.id, attempt) for t, attempt in store.unfinished()] == [(0, 1)]
