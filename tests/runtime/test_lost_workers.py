@@ -108,3 +108,23 @@ def test_a_lost_workers_task_counts_its_attempt_when_it_runs_again_not_before(tm
         distributor._apply([Lost(1, WorkerStalled(1, 1, 9.0, 3.0), 0, ())])
         distributor._apply([Started([queues.tasks.popleft()])])                    # it runs again
         assert [(t.id, attempt) for t, attempt in store.unfinished()] == [(0, 1)]
+
+
+def test_a_task_whose_worker_stops_answering_again_ends_as_a_timeout_instead_of_running_a_third_time() -> None:
+    """A task that had run before (a lost worker's, or one a stop caught) and whose worker stops
+    answering again may be what stops its workers (an objective blocked in C code): it ends as a
+    timeout, saying so, instead of taking one worker after another."""
+    from emews.core.queues import QueuePair
+    from emews.core.results import Task
+    from emews.runtime.dispatch import Started
+    from emews.runtime.distributor import Distributor
+    from emews.runtime.progress import Progress
+
+    queues = QueuePair()
+    distributor = Distributor(None, queues, [1, 2], sign=1.0, progress=Progress(None, 2))  # type: ignore[arg-type]
+    again = Task(0, {"x": 0}, seed=0, submitted=0.0)
+    again.attempt = 1
+    distributor._apply([Started([again]), Lost(2, WorkerStalled(2, 1, 9.0, 3.0), 0, ())])
+    assert not queues.tasks and not distributor._in_flight
+    (result,) = distributor._group.results
+    assert result.id == 0 and result.status.value == "timeout" and "stopped answering" in (result.error or "")
