@@ -118,7 +118,9 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     log.info(line)
     status = EXIT_OK if stopped is None or isinstance(stopped, Interrupted) else EXIT_FAILED
     if not run.distributor.all_stopped:  # a worker that cannot be joined (stopped) held the job open for good
-        log.error("pool %s: workers did not confirm their stop (or it went on without them); aborting its job", run.pool)
+        log.error(
+            "pool %s: workers did not confirm their stop (or it went on without them); aborting its job", run.pool
+        )
         sys.stderr.flush()
         comm.Abort(status)  # MPICH's mpiexec exits with this status, every rank ended (the stopped one too)
     return status

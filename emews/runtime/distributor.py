@@ -417,7 +417,9 @@ class Distributor:
         self._group.record([t for t in held if not t.attempt])
         if began is not None and began.attempt >= STALLED_RERUNS:
             held.remove(began)
-            error = f"its worker (rank {event.rank}) stopped answering while it ran, and it had run before; not run again"
+            error = (
+                f"its worker (rank {event.rank}) stopped answering while it ran, and it had run before; not run again"
+            )
             outcome = Outcome(began.id, Status.TIMEOUT, error=error, rank=event.rank, finished=time.time())
             self._group.results.append(Result.from_outcome(began, outcome, self._sign))
         elif began is not None:

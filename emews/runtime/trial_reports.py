@@ -158,8 +158,12 @@ class TrialService:
         if decision.action in (Action.STOP, Action.COMPLETE):
             self._ends[report.trial] = decision
             self.store.add_decision(report.trial, report.step, decision.action.value, report.seq)
-            log.info("trial %s: its report of step %s is answered %s on resume", report.trial, report.step,
-                     decision.action.value)
+            log.info(
+                "trial %s: its report of step %s is answered %s on resume",
+                report.trial,
+                report.step,
+                decision.action.value,
+            )
 
     def resumed_wait(self, task: Task) -> WaitingTrial | None:
         """Whether ``task``, unfinished in the store, waits for a promotion (the rebuilt scheduler has

@@ -114,7 +114,7 @@ def test_the_run_goes_on_without_a_stopped_worker_and_runs_its_task_elsewhere(
         assert wait_until(lambda: "worker rank 1 answers again" in log.read_text(), timeout=180), said(job)
         (tmp_path / "end").touch()
     status, err = _ended(job, ranks[1])
-    assert ("Abort(" in err) is not continued, err      # a continued rank is joined at the end
+    assert not continued or "Abort(" not in err, err    # a continued rank is joined at the end (no MPI_Abort)
     assert status == 0, err
     said_lines = [line for line in err.splitlines() if line.startswith("emews")]
     assert len(said_lines) == 1 and "worker rank 1 has not answered" in said_lines[0], err
