@@ -204,7 +204,8 @@ class SimulatedWorkers:
         self._hosts = [f"node{(rank - 1) // WORKERS_PER_NODE}" for rank in range(self.size)]
         self._served = [0] * self.size
         self._due: list[tuple[float, int, int, Task, float]] = []  # (end, order, rank, task, start)
-        self._ready: deque[Message] = deque()
+        # every virtual worker says it is ready at once, as a real one does once its objective is set up
+        self._ready: deque[Message] = deque(Message(rank, Tag.READY, None) for rank in range(1, self.size))
         self._seq = itertools.count()
         self._wall = time.time() - time.perf_counter()
         mu = np.log(self.mean) - SIGMA**2 / 2  # log-normal with this mean
