@@ -17,6 +17,9 @@ from emews.reporting.data import ExperimentData
 from emews.reporting.figures import RASTER_ABOVE, WIDTH_PX, Plot, ReportPlot, colour, new_figure
 from emews.reporting.trajectory import time_unit
 
+#: the narrowest bar drawn, in pixels of the image: a shorter evaluation is widened to it
+MIN_BAR_PX = 3
+
 
 def merged_bars(
     rank: np.ndarray, start: np.ndarray, end: np.ndarray, status: np.ndarray, resolution: float
@@ -50,6 +53,12 @@ class Gantt(ReportPlot):
         row = np.searchsorted(ranks, on)
         a = ((ran["started"].to_numpy(float) - t0) / scale)[each]
         b = ((ran["finished"].to_numpy(float) - t0) / scale)[each]
+        # a bar narrower than a few pixels has no colour left inside its white edge (a no-op task's
+        # start and end are one instant at the store's resolution): its worker's lane would look idle
+        least = MIN_BAR_PX * max(float(b.max()), 1e-9) / WIDTH_PX
+        thin = b - a < least
+        widened = int(thin.sum())
+        b = np.maximum(b, a + least)
         statuses = ran["status"].to_numpy().astype(str)[each]
         multi = timeline.ranks(ran) > 1
         team = multi[each]
@@ -59,6 +68,7 @@ class Gantt(ReportPlot):
             keys = np.char.add(statuses, np.where(team, "|team", ""))
             row, a, b, keys = merged_bars(row, a, b, keys, resolution=float(b.max()) / WIDTH_PX)
             team = np.char.endswith(keys.astype(str), "|team")
+            thin = b - a < least * 1.01  # a merged bar of thin ones only
             statuses = np.char.replace(keys.astype(str), "|team", "")
         lo, hi = row - 0.4, row + 0.4
         verts = np.stack([np.column_stack(p) for p in ((a, lo), (a, hi), (b, hi), (b, lo))], axis=1)
@@ -67,11 +77,12 @@ class Gantt(ReportPlot):
         for part, hatch in ((~team, None), (team, "////")):
             if not part.any():
                 continue
+            faces = pd.Series(statuses[part]).map(palette).to_list()
             # matplotlib's stubs want a sequence of vertex arrays; it takes the (n, 4, 2) array as well
             bars = PolyCollection(
                 verts[part],  # type: ignore[arg-type]
-                facecolors=pd.Series(statuses[part]).map(palette).to_list(),
-                edgecolors="white",
+                facecolors=faces,
+                edgecolors=[face if narrow else "white" for face, narrow in zip(faces, thin[part], strict=True)],
                 linewidths=0.3 if len(a) < 2_000 else 0.0,
                 rasterized=len(a) > RASTER_ABOVE,
                 hatch=hatch,
@@ -94,7 +105,9 @@ class Gantt(ReportPlot):
         caption = (
             f"Each bar is one evaluation on the worker that ran it ({counted(len(ran), 'evaluation')}, "
             f"{counted(len(ranks), 'worker')}), coloured by status"
-            + ("; bars closer than a pixel are drawn as one." if len(each) > RASTER_ABOVE else ".")
+            + ("; bars closer than a pixel are drawn as one" if len(each) > RASTER_ABOVE else "")
+            + (f"; {counted(widened, 'bar')} shorter than {MIN_BAR_PX} pixels {'is' if widened == 1 else 'are'} "
+               f"drawn {MIN_BAR_PX} pixels wide." if widened else ".")
         )
         if teams:
             caption += (
