@@ -357,7 +357,7 @@ def write_outputs(
         unwritten = None if full else unwritten  # not the disk's: its own line
     if (exp_dir / STORE_FILE).is_file() and not leave_wal(exp_dir / STORE_FILE):
         log.info("results.db stays in WAL mode: another process has it open")
-    text = summary_text(total, spec.budget, summary.elapsed)
+    text = summary_text(total, spec.budget, summary.elapsed, summary.resumed)
     stored = f"{total.done}{'' if spec.budget is None else f'/{spec.budget}'} evaluations stored"
     log.info("finished: %s", text.replace("\n", " | "))
     if unwritten is not None:

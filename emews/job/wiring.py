@@ -307,6 +307,7 @@ def run_optimizer_rank(
         earlier.next_id if spec.exp_dir is None else max(earlier.next_id, highest_id_on_disk(spec.exp_dir) + 1),
     )
     progress.record(earlier.history, 0)
+    progress.earlier = progress.done
     reports = ReportReader(store.location) if store is not None else None
     pools = SharedQueue(spec, store, queues, transport, worker_ranks, progress, nodes, budget) if spec.pools else None
     distributor = (

@@ -295,15 +295,18 @@ def best_point_line(point: PointResult) -> str:
     )
 
 
-def summary_text(total: Totals, budget: int | None, elapsed: float | None = None) -> str:
+def summary_text(total: Totals, budget: int | None, elapsed: float | None = None, earlier: int = 0) -> str:
     """A few lines: counts by status (``27 ok (9 stopped early, 18 completed), 1 failed``), the best
-    evaluation and its parameters."""
+    evaluation and its parameters. ``elapsed``: this run's time, which ran the evaluations past the
+    ``earlier`` runs' (a resumed run: ``6 ok (2 of them in this run, in 86.2 s)``)."""
     counts = counts_text(total)
-    lines = [
-        f"{total.done}{'/' + str(budget) if budget else ''} evaluations"
-        + (f": {counts}" if counts else "")
-        + (f" in {elapsed:.1f} s" if elapsed is not None else "")
-    ]
+    if elapsed is None:
+        timed = ""
+    elif earlier:
+        timed = f" ({max(total.done - earlier, 0)} of them in this run, in {elapsed:.1f} s)"
+    else:
+        timed = f" in {elapsed:.1f} s"
+    lines = [f"{total.done}{'/' + str(budget) if budget else ''} evaluations" + (f": {counts}" if counts else "") + timed]
     best = total.best
     if best is None:
         lines.append("no successful evaluation")

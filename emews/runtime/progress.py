@@ -33,6 +33,8 @@ class Progress:
     pooled: bool = False
     #: of a pooled run: how many of its tasks are out in the pools now (read at each line)
     out_in_pools: Callable[[], int] | None = None
+    #: of a resumed run: the evaluations of earlier runs in ``done``, which this run's rate leaves out
+    earlier: int = 0
     #: of an ensemble: per point, the sums of its successful replicates' losses and objectives, and their count
     #: (each entry is replaced whole, so the reporter thread never reads one half-updated)
     _points: dict[str, tuple[float, float, int]] = field(default_factory=dict)
@@ -63,7 +65,7 @@ class Progress:
     def line(self) -> str:
         objective = self.best_objective()
         best = "-" if objective is None else f"{objective:.6g}"
-        rate = self.done / max(time.monotonic() - self.started, 1e-9)
+        rate = (self.done - self.earlier) / max(time.monotonic() - self.started, 1e-9)
         done = self.done if self.budget is None else f"{self.done}/{self.budget}"
         out = self.busy if self.out_in_pools is None else self.out_in_pools()
         busy = (
