@@ -73,7 +73,13 @@ class Progress:
             if self.pooled
             else f"{self.busy}/{self.workers} {noun_for(self.workers, 'worker')} busy"
         )
-        return f"{done} evaluations, {self.failed} failed, best {best}, {busy}, {rate:,.{0 if rate >= 10 else 2}f}/s"
+        return f"{done} evaluations, {self.failed} failed, best {best}, {busy}, {rate_text(rate)}/s"
+
+
+def rate_text(rate: float) -> str:
+    """Evaluations per second: whole ones from 10 (``27,369``), else 3 significant digits, as
+    ``emews status`` says them (an NT3 training every 4 minutes is ``0.00443``, not ``0.00``)."""
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.3g}"
 
 
 class ProgressReporter:
