@@ -31,6 +31,10 @@ _NOISE = re.compile(
 )
 #: a line Python's ``warnings`` module writes (``path:12: RuntimeWarning: message``): never a cause
 _WARNING = re.compile(r"^\S.*:\d+: [A-Za-z_]\w*Warning: ")
+#: an informational or warning line of Abseil's / glog's log (TensorFlow's, JAX's, XLA's): ``I0000
+#: 00:00:1795937890.790904   20052 port.cc:153] oneDNN custom operations are on. ... round-off errors
+#: ...``: never a cause (its words may say "error"); their E (error) and F (fatal) lines may be
+_LOG_INFO = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ \S+:\d+\] ")
 #: quoted values and numbers (signed, decimal, exponent): what differs between failures of one cause
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -67,14 +71,15 @@ def error_line(text: str) -> str | None:
 def _told(text: str) -> list[str]:
     """The non-blank lines of ``text`` without a traceback's header, frames and source lines, and
     without Python's warnings (``path:12: RuntimeWarning: ...`` and the source line under it: CANDLE
-    warns about every key its benchmark does not define, and a warning is not why a program failed)."""
+    warns about every key its benchmark does not define, and a warning is not why a program failed)
+    and Abseil's informational and warning log lines (:data:`_LOG_INFO`: TensorFlow's)."""
     lines, frame, warning = [], False, False
     for raw in text.splitlines():
         line = raw.strip()
         # a frame's or a warning's source line
         source = (frame and raw.startswith("    ")) or (warning and raw.startswith("  "))
         frame, warning = FRAME.match(line) is not None, bool(_WARNING.match(raw))
-        if line and not source and not frame and not warning and not _NOISE.match(line):
+        if line and not source and not frame and not warning and not _NOISE.match(line) and not _LOG_INFO.match(line):
             lines.append(line)
     return lines
 

@@ -358,3 +358,32 @@ def test_check_with_a_batch_site_refuses_tasks_wider_than_its_job(emews_cmd, tmp
     assert launched.returncode == 2 and "task.ranks" in launched.stderr, launched.stderr
     assert (checked.returncode, checked.stderr) == (2, launched.stderr), checked.stdout
     assert "ok" not in checked.stdout
+
+
+#: P1B1's PyTorch model on candle_lib with TensorFlow 2.21 and a torch that brings triton: TensorFlow's
+#: start-up log on stderr (its oneDNN line says "round-off errors"), then a segmentation fault
+TF_THEN_SIGSEGV = """
+import os, signal, sys
+sys.stderr.write("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n"
+                 "I0000 00:00:1795937890.790904   20052 port.cc:153] oneDNN custom operations are on. You may see "
+                 "slightly different numerical results due to floating-point round-off errors from different "
+                 "computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.\\n"
+                 "I0000 00:00:1795937890.791615   20052 cudart_stub.cc:31] Could not find cuda drivers on your "
+                 "machine, GPU will not be used.\\n")
+sys.stderr.flush()
+os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_a_crash_after_tensorflows_log_is_named_by_its_signal(emews_cmd, tmp_path, scratch) -> None:
+    """``try: crashed:`` named TensorFlow's informational oneDNN line (its "errors") as the cause of
+    P1B1's segmentation fault; Abseil's I and W lines are never a cause, and the signal is named."""
+    (tmp_path / "p1b1_baseline_pytorch.py").write_text(TF_THEN_SIGSEGV)
+    wf = write_workflow(
+        tmp_path,
+        objective={"command": ["python3", "p1b1_baseline_pytorch.py"], "metric": "best_metric_last"},
+        space={"latent_dim": {"type": "categorical", "values": [2]}},
+    )
+    proc, lines = check_try(emews_cmd, wf)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert lines["crashed"] == "command python3 died of signal SIGSEGV; last lines of stderr:", lines
