@@ -65,7 +65,16 @@ def _local_ending(exp_dir: Path) -> str:
     same_run = summary.get("exit_status") == status
     why = (summary.get("interrupted") or summary.get("error")) if same_run else None
     line = why.strip().splitlines()[0] if isinstance(why, str) and why.strip() else ""  # its first line only
-    return f", the run ended with exit status {status}" + (f": {line}" if line else "")
+    stopped = same_run and bool(summary.get("interrupted"))
+    return f", the run ended with exit status {status}" + (f": {line}" if line else "") + _resume_hint(exp_dir, stopped)
+
+
+def _resume_hint(exp_dir: Path, stopped: bool) -> str:
+    """What to do about a run that stopped (a stop signal: scancel, Ctrl-C; the walltime margin), as
+    its own last line said it; nothing for a run that ended any other way."""
+    import shlex
+
+    return f"; continue with: emews resume {shlex.quote(str(exp_dir))}" if stopped else ""
 
 
 def _how_it_ended(exp_dir: Path) -> str:
@@ -89,7 +98,9 @@ def _how_it_ended(exp_dir: Path) -> str:
     if not status:
         return ", the run finished"
     why = data.get("interrupted") or data.get("error")
-    return f", the run ended with exit status {status}" + (f": {why}" if why else "")
+    return f", the run ended with exit status {status}" + (f": {why}" if why else "") + _resume_hint(
+        exp_dir, bool(data.get("interrupted"))
+    )
 
 
 def _recorded_end(exp_dir: Path) -> str | None:

@@ -33,6 +33,9 @@ def test_a_cancelled_batch_job_stores_what_arrived_and_resume_finishes(slurm_clu
                       and not (exp / "lease.json").exists(), timeout=60)
     summary = json.loads((exp / "summary.json").read_text())
     assert summary["interrupted"] == "stopped by SIGTERM"
+    status = emews("status", str(exp), cwd=tmp_path, env=env)
+    assert status.stdout.splitlines()[0] == ("job: done, the run ended with exit status 143: stopped by SIGTERM; "
+                                             f"continue with: emews resume {exp}"), status.stdout
 
     gate.touch()
     resumed = emews("resume", str(exp), cwd=tmp_path, env=env)

@@ -107,7 +107,8 @@ def test_status_says_how_the_last_serve_ended(pg_server: PgServer, tmp_path: Pat
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
         job = first("status", "exp", timeout=120, check=True).stdout.splitlines()[0]
-        assert job == "job: local, not running, the run ended with exit status 143: stopped by SIGTERM", job
+        assert job == ("job: local, not running, the run ended with exit status 143: stopped by SIGTERM; "
+                       f"continue with: emews resume {exp}"), job
         served = second.popen("serve", "exp")
         assert wait_until(lambda: read_exit_record(exp) == {}, 120)  # its run began: its record reserved
         second.kill_all()
