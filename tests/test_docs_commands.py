@@ -190,3 +190,28 @@ def test_the_reference_lists_every_command_with_every_option() -> None:
         for option in ([""] if command not in listed else []) + sorted(options - hidden - listed.get(command, set()))
     ]
     assert missing == []
+
+
+def test_the_quickstart_prints_what_the_readme_shows(emews_cmd, tmp_path: Path) -> None:
+    """The README's first command, run as written in an empty folder, prints the Quickstart's lines
+    (the same best point: the search is seeded), its times and rates aside; the commands its table
+    names next (status, results, report) then run on the experiment it made."""
+    from test_readme import README, console_block
+
+    shown = console_block("emews launch random --site local --workers 3", README)
+    proc = emews_cmd("launch", "random", "--site", "local", "--workers", "3", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    said = proc.stderr.splitlines()
+    said = [line for i, line in enumerate(said)  # a slow machine prints a progress line each 10 s: the last
+            if " evaluations, " not in line or not any(" evaluations, " in later for later in said[i + 1:])]
+
+    def masked(lines: list[str], home: str) -> list[str]:
+        lines = [line.replace(home, "HOME") for line in lines]
+        return [re.sub(r"[\d,.]+/s$", "N/s", re.sub(r" in [\d.]+ s$", " in T s", line)) for line in lines]
+
+    assert masked(said, str(tmp_path)) == masked(shown, "/home/me"), proc.stderr
+    exp = tmp_path / "experiments" / "random-001"
+    for command in (["status"], ["results"], ["report"]):
+        ran = emews_cmd(*command, str(exp), timeout=300)
+        assert ran.returncode == 0, (command, ran.stderr)
+    assert (exp / "report.html").is_file() and (exp / "results.csv").is_file()
