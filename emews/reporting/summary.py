@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -37,6 +39,15 @@ def duration(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
+def objective_text(objective: Mapping[str, Any]) -> str:
+    """The workflow's objective as its file names it: ``module:function``, or a command's argv as a
+    shell would read it (``python3 /models/nt3_baseline_keras2.py``)."""
+    command = objective.get("command")
+    if isinstance(command, list) and command:
+        return shlex.join(str(arg) for arg in command)
+    return f"{objective.get('module', '?')}:{objective.get('function', 'run')}"
+
+
 def header(data: ExperimentData) -> list[tuple[str, str]]:
     """(label, value) rows: workflow, site, optimizer and options, budget, elapsed, version, ..."""
     wf, res = data.workflow, data.results
@@ -50,8 +61,7 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
         ("experiment", str(data.exp_dir)),
         (
             "workflow",
-            f"{data.info.get('name', data.exp_dir.name)}: {objective.get('module', '?')}:"
-            f"{objective.get('function', 'run')}, {data.metric} ({data.direction})",
+            f"{data.info.get('name', data.exp_dir.name)}: {objective_text(objective)}, {data.metric} ({data.direction})",
         ),
         ("site", str(data.info.get("site") or data.site.get("name") or "-")),
         ("optimizer", f"{optimizer.get('name', '?')} {json.dumps(optimizer.get('options') or {}, sort_keys=True)}"),

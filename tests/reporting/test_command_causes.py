@@ -62,3 +62,13 @@ def test_the_page_names_the_argparse_line(name: str, request: pytest.FixtureRequ
     assert page.errors() == [] and "plot-failures" in page.section_ids
     assert ARGPARSE in page.text
     assert "exited with status" not in page.text
+
+
+@needs_chromium
+def test_the_header_names_the_command_it_ran(command_exp: Path, tmp_path: Path) -> None:
+    """The report's workflow row said '?:run' for a command objective (an NT3 UPF: 'nt3-upf: ?:run,
+    val_loss (minimize)'): it names the command, as the workflow does."""
+    report(command_exp)
+    page = browser.open_page(command_exp / "report.html", screenshot_path(tmp_path, "report-command-header"))
+    assert page.errors() == []
+    assert page.header["workflow"] == f"wf: {PYTHON} {MODEL}, loss (minimize)", page.header
