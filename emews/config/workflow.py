@@ -159,6 +159,7 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
     alone = copy.deepcopy(data)
     for typed, value in (overrides or {}).items():
         prefix, key = keys[typed]
+        _refuse_a_key_of_a_space_file(data, key, prefix)
         set_dotted(data, key, value, "--set", typed=prefix)
     try:
         return workflow_from_mapping(data, path, label=label, check_imports=check_imports)
@@ -167,6 +168,22 @@ def load_workflow(ref: str, overrides: Mapping[str, Any] | None = None, *, check
             raise
         own = functools.partial(_problems, alone, path, label, check_imports)
         raise _blamed_on_overrides(exc, {key: prefix for prefix, key in keys.values()}, created, own) from None
+
+
+def _refuse_a_key_of_a_space_file(data: Mapping[str, Any], key: str, prefix: str) -> None:
+    """A ``--set space.NAME...`` where the space is a file (``space: {file: ...}``, Supervisor's GA
+    file): the file holds its parameters, and the key would be set beside it (pydantic's words then
+    said it: 'Unable to extract tag using discriminator')."""
+    space = data.get("space")
+    head, _, rest = key.partition(".")
+    if head == "space" and rest and rest != "file" and isinstance(space, Mapping) and "file" in space:
+        raise ConfigError(
+            f"the space is read from {space['file']} (space.file): change its parameters in that file, "
+            "or in a copy of it, not with --set",
+            file="--set",
+            key=prefix + key,
+            allowed="--set space.file=OTHER_FILE",
+        )
 
 
 def _problems(data: dict[str, Any], path: Path, label: str, check_imports: bool) -> set[tuple[str | None, str]]:

@@ -15,7 +15,9 @@ from emews.cli import main
 from emews.config.workflow import load_workflow
 from emews.core.errors import ConfigError
 from emews.core.candle_space import CANDLE_TYPES
-from testutil import FAULTY, pbt_workflow, write_workflow
+from testutil import FAULTY, TESTS, pbt_workflow, write_workflow
+
+SUPERVISOR_GA = TESTS / "data" / "supervisor" / "ga"
 
 
 @pytest.fixture(autouse=True)
@@ -449,3 +451,19 @@ def test_a_task_timeout_that_is_no_duration_says_what_is_allowed(
     path = write_workflow(tmp_path, task={"timeout": text})
     line = _refused(capsys, path)
     assert f"{path}: task.timeout: {said}" in line and "a number of seconds > 0" in line and "1h30m" in line, line
+
+
+@pytest.mark.parametrize("key", ["space.epochs.upper", "workflow.space.epochs", "space.learning_rate.lower"])
+def test_a_set_key_of_a_space_file_says_the_file_holds_the_space(
+    key: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``--set space.epochs.upper=2`` on Supervisor's P1B1 GA file as the space (to train 2 epochs at
+    most on a first try) said 'space.file: expected a mapping such as {type: float, ...}, got
+    'p1b1_param_space_ga.json'' and 'also: --set: space.epochs.upper: Unable to extract tag using
+    discriminator 'type'' (pydantic's words): one line names the key and the file that holds the space."""
+    ga = tmp_path / "p1b1_param_space_ga.json"
+    ga.write_text((SUPERVISOR_GA / "p1b1_param_space_ga.json").read_text())
+    path = write_workflow(tmp_path, optimizer={"name": "ga"}, space={"file": ga.name})
+    line = _refused(capsys, path, "--set", f"{key}=2")
+    assert line == (f"emews: error: --set: {key}: the space is read from {ga.name} (space.file): change its "
+                    "parameters in that file, or in a copy of it, not with --set (allowed: --set space.file=OTHER_FILE)")
