@@ -528,13 +528,17 @@ MBO_MAX_CANDIDATES <- 10000L
   n0 <- .mbo_n_initial(ctx) - length(y)
   if (n0 > 0L) submit(.mbo_design(ctx, n0))
   repeat {
+    # with pools, at least what they hold (ev$in_flight), read before the wait so that it returns
+    # (maybe with no result) when a pool joins, and the next turn proposes for it
+    room <- ev$capacity()
+    want <- min(ev$in_flight(workers + .mbo_ahead(workers, model$rate, model$took)) - ev$pending(),
+                ev$remaining())
+    if (want > 0L) submit(propose_points(want))
     if (ev$pending() > 0L) {
-      absorb(ev$get(1L))
+      absorb(ev$get(1L, more_room = room))
     } else if (ev$remaining() == 0L) {
       break
     }
-    want <- min(workers + .mbo_ahead(workers, model$rate, model$took) - ev$pending(), ev$remaining())
-    if (want > 0L) submit(propose_points(want))
   }
   c(.mbo_summary(ctx, bind(), y), list(refits = refits, proposals = proposals,
                                        max_fit_rows = if (length(fitted_rows)) max(fitted_rows) else 0L))

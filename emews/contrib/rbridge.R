@@ -13,11 +13,13 @@ local({
   .emews_make_evaluator <- function(py) {
     list(
       put = function(points) .emews_call(py$put, points),
-      get = function(n = 1L, timeout = NULL) .emews_call(py$get, n, timeout),
+      get = function(n = 1L, timeout = NULL, more_room = NULL) .emews_call(py$get, n, timeout, more_room),
       map = function(points) .emews_call(py$map, points),
       remaining = function() .emews_call(py$remaining),
       pending = function() .emews_call(py$pending),
       workers = function() .emews_call(py$workers),
+      capacity = function() .emews_call(py$capacity),
+      in_flight = function(own) .emews_call(py$in_flight, own),
       seed = function() .emews_call(py$seed),
       direction = function() .emews_call(py$direction),
       history = function() .emews_call(py$history),

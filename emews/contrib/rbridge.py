@@ -21,9 +21,12 @@ declared names (R reads the script in a child process then). Without a default a
 
 The R-side ``evaluator`` is a list of functions:
 
-``put(points) -> ids``, ``get(n = 1, timeout = NULL) -> results``,
+``put(points) -> ids``, ``get(n = 1, timeout = NULL, more_room = NULL) -> results``,
 ``map(points) -> results`` (in order), ``remaining()``, ``pending()``,
-``workers()``, ``seed()``, ``direction()``, ``history()`` (the earlier runs' results
+``workers()``, ``capacity()`` (the tasks the workers can hold now), ``in_flight(own)`` (how many to
+keep outstanding for an algorithm whose own count is ``own``: with pools at least what they can
+hold; read ``capacity()`` before it, and ``get(1, more_room = capacity)`` returns, maybe with no
+result, once a pool joins: Python's ``Evaluator.in_flight``), ``seed()``, ``direction()``, ``history()`` (the earlier runs' results
 when the run resumes an experiment, in the results format below: pass them to your
 algorithm as its initial design, with their losses, before proposing), ``log(..., level = "info")``
 (to Python's logging) and ``set_info(key, value)`` (to ``ROptimizer.info``).
@@ -567,10 +570,11 @@ class ROptimizer(Optimizer):
             ids = evaluator.put(points_from_r(space, points))
             return _r_vector("integer", ids)
 
-        def get(n: Any = ri.NULL, timeout: Any = ri.NULL) -> Any:
+        def get(n: Any = ri.NULL, timeout: Any = ri.NULL, more_room: Any = ri.NULL) -> Any:
             count = 1 if n is ri.NULL else _int(n, "n")
             wait = None if timeout is ri.NULL else float(list(timeout)[0])
-            return results_to_r(space, evaluator.get(count, timeout=wait))
+            room = None if more_room is ri.NULL else _int(more_room, "more_room")
+            return results_to_r(space, evaluator.get(count, timeout=wait, more_room=room))
 
         def map_(points: Any) -> Any:
             return results_to_r(space, evaluator.map(points_from_r(space, points)))
@@ -596,6 +600,8 @@ class ROptimizer(Optimizer):
             "remaining": lambda: _r_vector("integer", [evaluator.remaining]),
             "pending": lambda: _r_vector("integer", [evaluator.pending]),
             "workers": lambda: _r_vector("integer", [evaluator.workers]),
+            "capacity": lambda: _r_vector("integer", [evaluator.capacity]),
+            "in_flight": lambda own: _r_vector("integer", [evaluator.in_flight(_int(own, "own"))]),
             "seed": lambda: _r_vector("integer", [int(evaluator.seed) % (2**31 - 1)]),
             "direction": lambda: _r_vector("character", [evaluator.direction]),
             "history": lambda: results_to_r(space, evaluator.history),

@@ -149,6 +149,14 @@ class Evaluator:
         grows past what was read."""
         return max(self._queues.capacity, self.workers)
 
+    def in_flight(self, own: int) -> int:
+        """How many evaluations an optimizer whose own rule says ``own`` (one per worker, a
+        lookahead, a reserve) keeps outstanding now: ``own``, or when pools run the tasks (workers
+        that join while it runs) :attr:`capacity` if that is more. Read it before each proposal, after
+        the capacity, and wait with ``get(..., more_room=capacity)``: a pool that joins then gets work
+        before the next result."""
+        return max(own, self.capacity) if self._queues.shared else own
+
     @property
     def submitted(self) -> int:
         """Evaluations submitted in this run (requeued ones included)."""

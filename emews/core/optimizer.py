@@ -67,7 +67,8 @@ class AskTellOptimizer(Optimizer):
     """An optimizer written as ``suggest``/``ingest``, driven asynchronously.
 
     The loop keeps ``in_flight`` evaluations outstanding (default: one per
-    worker; override :meth:`target_in_flight` to adapt), hands every batch of results that has arrived to ``ingest`` and
+    worker; override :meth:`target_in_flight` to adapt), and with pools at least what the pools
+    can hold (``evaluator.in_flight``: a pool that joins gets work before the next result), hands every batch of results that has arrived to ``ingest`` and
     asks for just enough new points to refill. ``suggest`` may return fewer
     points than asked (an exhausted grid); returning none with nothing pending
     ends the run.
@@ -118,7 +119,7 @@ class AskTellOptimizer(Optimizer):
             self.ingest(list(evaluator.history))
         while True:
             room = evaluator.capacity  # read before proposing: a pool that joins after it wakes the get below
-            want = min(self.target_in_flight(evaluator) - evaluator.pending, evaluator.remaining)
+            want = min(evaluator.in_flight(self.target_in_flight(evaluator)) - evaluator.pending, evaluator.remaining)
             if want > 0:
                 points = list(self.suggest(want))[:want]
                 if points:

@@ -200,6 +200,10 @@ class ReplicatingEvaluator:
     def capacity(self) -> int:
         return max(self.inner.capacity // self.replicates, 1)
 
+    def in_flight(self, own: int) -> int:
+        """Points to keep outstanding (:meth:`Evaluator.in_flight`, each point ``replicates`` tasks)."""
+        return -(-self.inner.in_flight(own * self.replicates) // self.replicates)
+
     def cancel(self, ids: Iterable[int]) -> list[int]:
         """Not with replicates: a point is several tasks, some of which may have started, and a
         point whose replicates were partly cancelled could never be aggregated."""

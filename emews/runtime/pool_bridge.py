@@ -36,6 +36,8 @@ class PooledQueuePair(QueuePair):
     """The optimizer's queue pair when its tasks go to pools: a task already in the shared queue
     is cancelled there (if no pool has claimed it yet) by :attr:`bridge`."""
 
+    shared = True  # pools join and leave: their capacity is the workers an optimizer keeps busy
+
     def __init__(self) -> None:
         super().__init__()
         self.bridge: PoolBridge | None = None

@@ -1,6 +1,7 @@
 """The asynchronous loop of a model that proposes on its own thread (``bayes``; ``hyperspace`` at width).
 
-This thread keeps up to ``target`` tasks in flight: it submits the proposals the :class:`Proposer`
+This thread keeps up to ``target`` tasks in flight (with pools, at least what they can hold:
+``evaluator.in_flight``, read before each proposal, so a pool that joins gets work at once): it submits the proposals the :class:`Proposer`
 has ready (topped up with fillers by :class:`Refill` when the model is behind), asks the model for
 what is still missing, and hands every result to ``learn``. A resumed run's first proposals come
 from a model of the earlier results (``learn`` has seen them), not from fillers.
@@ -36,11 +37,12 @@ def serve(
     ``to_x`` maps a point to the model's coordinates, ``max_idle`` bounds a wait for the model
     while nothing is in flight."""
     if evaluator.history and evaluator.remaining > 0:
-        proposer.request(max(min(target - evaluator.pending, evaluator.remaining), 1), evaluator.remaining)
+        proposer.request(max(min(evaluator.in_flight(target) - evaluator.pending, evaluator.remaining), 1), evaluator.remaining)
         proposer.wait_ready(1)
     poll = FIRST_POLL
     while True:
-        room = min(target - evaluator.pending, evaluator.remaining)
+        capacity = evaluator.capacity  # read before proposing: a pool that joins after it wakes the get below
+        room = min(evaluator.in_flight(target) - evaluator.pending, evaluator.remaining)
         if room > 0:
             points = refill.points(room, evaluator.pending)
             if points:
@@ -57,8 +59,8 @@ def serve(
         if room > 0:  # the model is working on points we could submit: look back soon
             results = evaluator.get(1, timeout=poll)
             poll = min(poll * 1.5, MAX_POLL)
-        else:
-            results = evaluator.get(1)
+        else:  # or none, when a pool joined: propose for it
+            results = evaluator.get(1, more_room=capacity)
         if results:
             poll = FIRST_POLL
             learn(results)

@@ -1,7 +1,8 @@
 """The ``async`` strategy: a steady-state GA that never waits for a generation.
 
 ``in_flight`` evaluations (default: one per worker, and above 128 workers a reserve of 1/64
-more, see :func:`reserve`) stay outstanding. The
+more, see :func:`reserve`; with pools at least what they can hold, ``evaluator.in_flight``, so
+a pool that joins gets children at once) stay outstanding. The
 first ``population`` children are random points; after that every arriving
 result is inserted into the population, the population is cut back to its
 size by removing the worst member (``replacement: worst``) or the loser of a
@@ -103,7 +104,8 @@ def _loop(
     assert size is not None
     fitness = [member.fitness.wvalues for member in population]  # the members' own, kept beside them
     while True:
-        want = min(target - evaluator.pending, evaluator.remaining)
+        capacity = evaluator.capacity  # read before breeding: a pool that joins after it wakes the get below
+        want = min(evaluator.in_flight(target) - evaluator.pending, evaluator.remaining)
         if cap is not None:
             want = min(want, cap - state["submitted"])
         if want > 0:
@@ -114,7 +116,7 @@ def _loop(
         if evaluator.pending == 0:
             return population
         scored = []
-        for result in evaluator.get(1):
+        for result in evaluator.get(1, more_room=capacity):  # or none, when a pool joined: breed for it
             arrived = in_flight.pop(result.id, None) or Individual(engine.space.validate(result.params))
             insert(engine, population, size, arrived, result, fitness)
             scored.append(arrived)

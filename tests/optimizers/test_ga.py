@@ -274,9 +274,9 @@ def test_async_keeps_every_worker_busy(tmp_path: Path, events: Any) -> None:
         def run(self, evaluator: Evaluator) -> None:
             get, put, map_ = evaluator.get, evaluator.put, evaluator.map
 
-            def probed_get(n: int = 1, timeout: float | None = None) -> list[Result]:
+            def probed_get(n: int = 1, timeout: float | None = None, **more: Any) -> list[Result]:
                 waits.append((evaluator.pending, evaluator.remaining))
-                return get(n, timeout)
+                return get(n, timeout, **more)
 
             def probed_put(points: Any) -> list[int]:
                 mark = events.record("submit")
