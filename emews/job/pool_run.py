@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from emews.config.lease import Owner
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
@@ -69,8 +69,14 @@ class PoolRun:
     ) -> None:
         self.queue = queue
         hold = len(worker_ranks) + max(1, len(worker_ranks) // 4)
+        me = Owner.me()  # its pid and start time: emews status on this host sees it end, killed or not
         self.pool = queue.register(
-            site, len(worker_ranks), job_id=current_job_id(), host=socket.gethostname(), hold=hold
+            site,
+            len(worker_ranks),
+            job_id=current_job_id(),
+            host=me.host,
+            hold=hold,
+            process=(me.pid, me.started) if me.started else None,
         )
         self.queues = PoolQueuePair()
         self.progress = Progress(budget=None, workers=len(worker_ranks))

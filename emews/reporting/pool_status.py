@@ -54,13 +54,26 @@ def _batch_job_state(folder: Path) -> str | None:
         return None
 
 
+def _process_ended(pool: PoolRow, processes: dict[int, tuple[int, float]]) -> bool:
+    """Whether ``pool``'s process (its rank 0, as it registered) has ended, as this host can tell:
+    ``False`` for a pool on another host or one that recorded no process."""
+    from emews.config.lease import Owner
+
+    if pool.id not in processes or pool.host is None:
+        return False
+    pid, started = processes[pool.id]
+    return Owner(pool.host, pid, started).alive() is False
+
+
 def pool_lines(exp_dir: Path) -> PoolView:
     """The lines (none for an experiment without pools); a pool whose heartbeat is older than the
     workflow's ``store.lease`` and that did not say it stopped is *lost* while tasks are still
     leased to it (they return to the queue when their leases end), then *gone*: killed or cut
     off, its tasks taken over by other pools, it holds nothing of the run any more. An attached
     pool whose heartbeat is late (older than a third of the lease, its heartbeat period) and whose
-    batch job its scheduler says ended is lost (or gone) at once: its job was killed under it."""
+    batch job its scheduler says ended is lost (or gone) at once: its job was killed under it; so is
+    a pool on this host whose process (its rank 0, as it registered) has ended: nothing to ask
+    about for a pool on ``local``."""
     if recorded_store(exp_dir) is None:
         return PoolView()
     from emews.config.experiment import WORKFLOW_FILE, pool_folders
@@ -78,6 +91,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
         told, leased, holding = queue.busy_by_pool(), queue.leased_by_pool(), queue.holding_by_pool()
         now = queue.server_time()
         optimizer = queue.optimizer_running()
+        processes = queue.processes()
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
     if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
         said[1] += f" ({counts['expired']} of them past their lease: queued again at the next claim)"
@@ -87,14 +101,18 @@ def pool_lines(exp_dir: Path) -> PoolView:
     workers = busy = 0
     for pool in pools:
         late = pool.heartbeat is None or now - pool.heartbeat > lease_s / 3  # it heartbeats every third
-        ended = late and pool.stopped is None and pool.id in folders and _batch_job_state(folders[pool.id]) == DONE
+        ended = None  # what ended under a pool that did not say it stopped, when that is known
+        if pool.stopped is None and _process_ended(pool, processes):
+            ended = "its process"
+        elif pool.stopped is None and late and pool.id in folders and _batch_job_state(folders[pool.id]) == DONE:
+            ended = "its batch job"
         if pool.stopped is not None:
             state = "stopped"
-        elif ended:  # killed with its job (scancel past its grace, a node lost): it will not beat again
+        elif ended:  # killed (SIGKILL, its job scancelled past its grace, a node lost): it will not beat again
             state = (
-                "lost (its batch job ended without it stopping; its tasks return to the queue when their leases end)"
+                f"lost ({ended} ended without it stopping; its tasks return to the queue when their leases end)"
                 if holding.get(pool.id)
-                else "gone (its batch job ended without it stopping; it held nothing)"
+                else f"gone ({ended} ended without it stopping; it held nothing)"
             )
         elif pool.heartbeat is not None and now - pool.heartbeat <= lease_s:
             state = "running"

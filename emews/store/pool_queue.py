@@ -166,6 +166,11 @@ POOL_MODE, FINISHED = "pools", "pools_finished"
 #: (a key, not a column: no schema change; a pool of an older emews says nothing)
 BUSY_KEY = "pool_busy."
 _BUSY = "SELECT substr(key, length(%s) + 1)::bigint, value::bigint FROM emews_meta WHERE starts_with(key, %s)"
+#: ``emews_meta`` key prefix: ``pool_process.ID``, pool ID's rank 0 as ``PID START`` (its start time
+#: in clock ticks since boot, as the experiment's lease records its owners): ``emews status`` on the
+#: pool's host sees it ended without stopping (a key, not a column: no schema change)
+PROCESS_KEY = "pool_process."
+_PROCESSES = "SELECT substr(key, length(%s) + 1)::bigint, value FROM emews_meta WHERE starts_with(key, %s)"
 #: per pool, the tasks leased to it, their lease ended or not (not yet taken by another pool)
 _HOLDING_BY_POOL = "SELECT pool, count(*) FROM tasks WHERE state = 'leased' GROUP BY pool"
 #: per running pool, the tasks it holds under a lease not ended
@@ -521,11 +526,20 @@ class PoolQueue:
     # -- a pool's side -------------------------------------------------------------
     @retried
     def register(
-        self, site: str, workers: int, job_id: str | None = None, host: str | None = None, hold: int | None = None
+        self,
+        site: str,
+        workers: int,
+        job_id: str | None = None,
+        host: str | None = None,
+        hold: int | None = None,
+        process: tuple[int, float] | None = None,
     ) -> int:
-        """Add a pool of ``workers`` on ``site`` (holding up to ``hold`` tasks); its id."""
+        """Add a pool of ``workers`` on ``site`` (holding up to ``hold`` tasks), run by ``process``
+        (its pid and start time on ``host``, :meth:`processes`); its id."""
         with self._raw.transaction():
             pool = int(self._raw.execute(_REGISTER, (site, job_id, host, workers, hold or workers)).fetchone()[0])
+            if process is not None:
+                self._raw.execute(_SET_META, (f"{PROCESS_KEY}{pool}", f"{process[0]} {process[1]!r}"))
             self._raw.execute("SELECT pg_notify(%s, '')", (self.channel,))  # the optimizer counts its workers
         return pool
 
@@ -556,6 +570,19 @@ class PoolQueue:
     def busy_by_pool(self) -> dict[int, int]:
         """The worker ranks each pool last said run a task (:meth:`say_busy`)."""
         return {int(pool): int(n) for pool, n in self._raw.execute(_BUSY, (BUSY_KEY, BUSY_KEY)).fetchall()}
+
+    @retried
+    def processes(self) -> dict[int, tuple[int, float]]:
+        """Each pool's process as it registered (:meth:`register`): pid and start time; a pool of an
+        older emews recorded none."""
+        found = {}
+        for pool, value in self._raw.execute(_PROCESSES, (PROCESS_KEY, PROCESS_KEY)).fetchall():
+            try:
+                pid, started = str(value).split()
+                found[int(pool)] = (int(pid), float(started))
+            except ValueError:
+                continue
+        return found
 
     @retried
     def leased_by_pool(self) -> dict[int, int]:
