@@ -4,6 +4,7 @@ the shared queue's counts."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,6 +92,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
         told, leased, holding = queue.busy_by_pool(), queue.leased_by_pool(), queue.holding_by_pool()
         now = queue.server_time()
         optimizer = queue.optimizer_running()
+        finished = queue.finished()
         processes = queue.processes()
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
     if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
@@ -127,6 +129,11 @@ def pool_lines(exp_dir: Path) -> PoolView:
             f"  pool {pool.id}: {state}, {pool.site}, job {pool.job_id or '-'}, host {pool.host or '-'}, "
             f"{counted(pool.workers, 'worker')}, {counted(pool.tasks_done, 'task')} done, heartbeat {beat}"
             + (f", folder {folders[pool.id].relative_to(exp_dir)}" if pool.id in folders else "")
+        )
+    if not optimizer and not finished:  # killed or stopped: what is queued runs, nothing more is proposed
+        lines.append(
+            "optimizer: none runs: the pools run what is queued or leased, nothing more is proposed; "
+            f"continue with: emews serve {shlex.quote(str(exp_dir))}"
         )
     lines += _unstarted_lines(exp_dir, set(folders.values()))
     return PoolView(lines, workers, busy, optimizer=optimizer)

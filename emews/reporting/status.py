@@ -149,6 +149,8 @@ def text(exp_dir: Path) -> tuple[str, bool]:
     figures = headline(data, running=running)
     if pools.lines:  # a pooled run's workers are its running pools' (the optimizer's job may have none)
         figures = replace(figures, busy=pools.busy, workers=pools.workers)
+        if not pools.optimizer:  # the pools end what is queued; no time to the budget's end without one
+            figures = replace(figures, eta=None)
     notes = [f"note: {problem} (shown without it)" for problem in data.unreadable]
     lines = [f"job: {state}", *figures.lines(), *pools.lines, *trial_lines(exp_dir, data.metric, running), *notes]
     return "\n".join(lines), running
