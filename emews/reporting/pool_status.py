@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from emews.core.wording import counted
+from emews.reporting.summary import duration
 from emews.store import open_store
 from emews.store.opening import recorded_store
 
@@ -66,6 +67,13 @@ def _process_ended(pool: PoolRow, processes: dict[int, tuple[int, float]]) -> bo
     return Owner(pool.host, pid, started).alive() is False
 
 
+def _coming_back(lease_end: float | None, now: float) -> str:
+    """When a lost pool's tasks return to the queue: the end of its last lease, from ``now``."""
+    if lease_end is None or lease_end <= now:
+        return "its tasks' leases ended: they are queued again at the next claim"
+    return f"its tasks return to the queue when their leases end, in {duration(lease_end - now)}"
+
+
 def pool_lines(exp_dir: Path) -> PoolView:
     """The lines (none for an experiment without pools); a pool whose heartbeat is older than the
     workflow's ``store.lease`` and that did not say it stopped is *lost* while tasks are still
@@ -90,6 +98,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
             return PoolView()
         pools, counts = queue.pools(), queue.state_counts()
         told, leased, holding = queue.busy_by_pool(), queue.leased_by_pool(), queue.holding_by_pool()
+        leases_end = queue.leases_end_by_pool()
         now = queue.server_time()
         optimizer = queue.optimizer_running()
         finished = queue.finished()
@@ -112,7 +121,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
             state = "stopped"
         elif ended:  # killed (SIGKILL, its job scancelled past its grace, a node lost): it will not beat again
             state = (
-                f"lost ({ended} ended without it stopping; its tasks return to the queue when their leases end)"
+                f"lost ({ended} ended without it stopping; {_coming_back(leases_end.get(pool.id), now)})"
                 if holding.get(pool.id)
                 else f"gone ({ended} ended without it stopping; it held nothing)"
             )
@@ -121,7 +130,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
             workers += pool.workers
             busy += _busy_ranks(pool, told, leased)
         elif holding.get(pool.id):
-            state = "lost"
+            state = f"lost ({_coming_back(leases_end.get(pool.id), now)})"
         else:
             state = "gone (no heartbeat; its tasks were taken over)"
         beat = "-" if pool.heartbeat is None else f"{max(now - pool.heartbeat, 0.0):.0f} s ago"

@@ -173,6 +173,8 @@ PROCESS_KEY = "pool_process."
 _PROCESSES = "SELECT substr(key, length(%s) + 1)::bigint, value FROM emews_meta WHERE starts_with(key, %s)"
 #: per pool, the tasks leased to it, their lease ended or not (not yet taken by another pool)
 _HOLDING_BY_POOL = "SELECT pool, count(*) FROM tasks WHERE state = 'leased' GROUP BY pool"
+#: per pool, when the last lease of the tasks leased to it ends (the server's clock, epoch seconds)
+_LEASES_END_BY_POOL = "SELECT pool, max(lease_until) FROM tasks WHERE state = 'leased' GROUP BY pool"
 #: per running pool, the tasks it holds under a lease not ended
 _LEASED_BY_POOL = f"SELECT pool, count(*) FROM tasks WHERE state = 'leased' AND lease_until >= {_NOW} GROUP BY pool"
 
@@ -593,6 +595,12 @@ class PoolQueue:
     def holding_by_pool(self) -> dict[int, int]:
         """The tasks still leased to each pool, their lease ended or not (another pool did not take them yet)."""
         return {int(pool): int(n) for pool, n in self._raw.execute(_HOLDING_BY_POOL).fetchall()}
+
+    @retried
+    def leases_end_by_pool(self) -> dict[int, float]:
+        """When the last lease of the tasks leased to each pool ends (:meth:`server_time`'s clock)."""
+        rows = self._raw.execute(_LEASES_END_BY_POOL).fetchall()
+        return {int(pool): float(until) for pool, until in rows if until is not None}
 
     @retried
     def set_hold(self, pool: int, hold: int) -> None:

@@ -39,6 +39,9 @@ def test_a_local_pool_killed_with_sigkill_is_lost_at_once(pg_server: PgServer, t
         pool_2 = next(line for line in said if line.startswith("  pool 2:"))
         beat = re.search(r"heartbeat (\d+) s ago", pool_2)
         assert beat and int(beat.group(1)) < 600, pool_2  # not by the end of its lease
+        # and when its task comes back: its lease's end, minutes away (600 s from its last renewal)
+        back = re.search(r"its tasks return to the queue when their leases end, in (\d+) min", pool_2)
+        assert back and 1 <= int(back.group(1)) <= 10, pool_2
         assert any(line.startswith("  pool 1: running") for line in said), said
         assert any(re.search(r"workers busy: \d+/1\b", line) for line in said), said  # pool 1's only
     finally:
