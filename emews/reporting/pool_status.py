@@ -58,10 +58,11 @@ def _batch_job_state(folder: Path) -> str | None:
 
 def _process_ended(pool: PoolRow, processes: dict[int, tuple[int, float]]) -> bool:
     """Whether ``pool``'s process (its rank 0, as it registered) has ended, as this host can tell:
-    ``False`` for a pool on another host or one that recorded no process."""
+    ``False`` for a pool on another host, one that recorded no process, and one in a batch job
+    (its scheduler tells, :func:`_batch_job_ended`: the job, not one process, is the pool there)."""
     from emews.config.lease import Owner
 
-    if pool.id not in processes or pool.host is None:
+    if pool.id not in processes or pool.host is None or pool.job_id is not None:
         return False
     pid, started = processes[pool.id]
     return Owner(pool.host, pid, started).alive() is False
