@@ -306,7 +306,9 @@ def summary_text(total: Totals, budget: int | None, elapsed: float | None = None
         timed = f" ({max(total.done - earlier, 0)} of them in this run, in {elapsed:.1f} s)"
     else:
         timed = f" in {elapsed:.1f} s"
-    lines = [f"{total.done}{'/' + str(budget) if budget else ''} evaluations" + (f": {counts}" if counts else "") + timed]
+    lines = [
+        f"{total.done}{'/' + str(budget) if budget else ''} evaluations" + (f": {counts}" if counts else "") + timed
+    ]
     best = total.best
     if best is None:
         lines.append("no successful evaluation")

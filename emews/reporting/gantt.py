@@ -106,8 +106,12 @@ class Gantt(ReportPlot):
             f"Each bar is one evaluation on the worker that ran it ({counted(len(ran), 'evaluation')}, "
             f"{counted(len(ranks), 'worker')}), coloured by status"
             + ("; bars closer than a pixel are drawn as one" if len(each) > RASTER_ABOVE else "")
-            + (f"; {counted(widened, 'bar')} shorter than {MIN_BAR_PX} pixels {'is' if widened == 1 else 'are'} "
-               f"drawn {MIN_BAR_PX} pixels wide." if widened else ".")
+            + (
+                f"; {counted(widened, 'bar')} shorter than {MIN_BAR_PX} pixels {'is' if widened == 1 else 'are'} "
+                f"drawn {MIN_BAR_PX} pixels wide."
+                if widened
+                else "."
+            )
         )
         if teams:
             caption += (

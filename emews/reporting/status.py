@@ -98,8 +98,10 @@ def _how_it_ended(exp_dir: Path) -> str:
     if not status:
         return ", the run finished"
     why = data.get("interrupted") or data.get("error")
-    return f", the run ended with exit status {status}" + (f": {why}" if why else "") + _resume_hint(
-        exp_dir, bool(data.get("interrupted"))
+    return (
+        f", the run ended with exit status {status}"
+        + (f": {why}" if why else "")
+        + _resume_hint(exp_dir, bool(data.get("interrupted")))
     )
 
 

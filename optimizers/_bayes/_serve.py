@@ -37,7 +37,9 @@ def serve(
     ``to_x`` maps a point to the model's coordinates, ``max_idle`` bounds a wait for the model
     while nothing is in flight."""
     if evaluator.history and evaluator.remaining > 0:
-        proposer.request(max(min(evaluator.in_flight(target) - evaluator.pending, evaluator.remaining), 1), evaluator.remaining)
+        proposer.request(
+            max(min(evaluator.in_flight(target) - evaluator.pending, evaluator.remaining), 1), evaluator.remaining
+        )
         proposer.wait_ready(1)
     poll = FIRST_POLL
     while True:
