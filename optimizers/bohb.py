@@ -12,18 +12,19 @@ report included). For each proposal:
 
 1. with probability ``random_fraction`` (BOHB's ρ, 1/3) a point drawn at random;
 2. else the model is fitted on the **highest budget with at least** ``min_points`` observations
-   (default: free parameters + 2): there, the ``max(d + 1, top_fraction * n)`` best (BOHB's
+   (default HpBandSter's: 2 (free parameters + 1), a good and a bad set of ``d + 1`` each): there, the ``max(d + 1, top_fraction * n)`` best (BOHB's
    ``N_l``, top 15 %, at most half) are the good set and the rest the bad set; a product-kernel
    density of each, ``l(x)`` and ``g(x)`` (``optimizers._kde``), and of ``samples`` candidates
    (64) drawn around the good points with ``bandwidth_factor`` (3) times their bandwidth, the one
    with the highest ``l(x) / g(x)`` is proposed;
 3. before any budget has enough observations, a random point.
 
-Trials the scheduler stopped below the modelled budget are not observed there; by default
-(``stopped_as_bad: auto``) those stopped at a rung join the bad set when the losses at that rung
-and at each rung above it rank the trials that reached both as the next rung does (Spearman
-``agreement``, 0.5): an MLP's epochs mostly do, a boosting model's rounds (whose curves cross)
-mostly do not, and BOHB's rule (only the observations at the budget) stays.
+Trials the scheduler stopped below the modelled budget are not observed there (BOHB's rule, the
+default: only the observations at the budget count); with ``stopped_as_bad: auto`` those stopped
+at a rung join the bad set when the losses at that rung and at each rung above it rank the trials
+that reached both as the next rung does (Spearman ``agreement``, 0.5), with ``true`` all of them.
+The defaults are HpBandSter's (``min_points``, ``min_bandwidth`` 1e-3, ``stopped_as_bad: false``):
+measured against the earlier ones in ``docs/training.md``.
 
 Proposals never wait: each is made from the reports stored when a worker needs one (read through
 ``evaluator.reports()``), however few trials have reached a rung. Results of trials that never
@@ -68,22 +69,23 @@ class BOHB(AskTellOptimizer):
 
     seed              random seed (default: the workflow's seed)
     random_fraction   share of proposals drawn at random (BOHB's ρ: 1/3)
-    min_points        observations a budget needs to be modelled (default: free parameters + 2)
+    min_points        observations a budget needs to be modelled (default HpBandSter's:
+                      2 (free parameters + 1), so that the good and the bad set hold d + 1 each)
     top_fraction      the share of a budget's observations that is good (BOHB's 15 %), at
                       least free parameters + 1 and at most half
     samples           candidates per model-based proposal (BOHB's 64)
     bandwidth_factor  how much wider than the good density candidates are drawn (BOHB's 3)
     min_bandwidth     floor of a continuous kernel's bandwidth, in unit coordinates, times
-                      ``n ** (-1 / (d + 4))`` (0.1): a handful of good points never collapses
-                      the model onto one configuration
+                      ``n ** (-1 / (d + 4))`` (HpBandSter's 1e-3: the good set's own spread
+                      sets the width)
     metric            the reported metric modelled (default: the objective's metric)
     in_flight         evaluations kept outstanding (default: one per worker, so that every
                       proposal sees the reports so far; more for ASHA's promotion variant)
     stopped_as_bad    whether trials that ended below the modelled budget (stopped early by the
-                      trial scheduler) join its bad set: ``auto`` (default) those stopped at a rung
+                      trial scheduler) join its bad set: ``false`` (default) none (BOHB's: only
+                      the observations at the budget count); ``auto`` those stopped at a rung
                       whose losses rank trials as every rung above it does, up to the budget
-                      (``agreement``), re-checked at every proposal; ``false`` none (BOHB's: only
-                      the observations at the budget count); ``true`` all. Counting them helps
+                      (``agreement``), re-checked at every proposal; ``true`` all. Counting them helps
                       where early rungs rank configurations as the last ones do and hurts where
                       the curves cross (``docs/training.md``)
     agreement         the Spearman correlation, over the trials that reported at both, from which
@@ -99,10 +101,10 @@ class BOHB(AskTellOptimizer):
         top_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.15,
         samples: Annotated[int, Field(ge=1)] = 64,
         bandwidth_factor: Positive = 3.0,
-        min_bandwidth: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.1,
+        min_bandwidth: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 1e-3,
         metric: str | None = None,
         in_flight: Annotated[int, Field(ge=1)] | None = None,
-        stopped_as_bad: bool | Literal["auto"] = "auto",
+        stopped_as_bad: bool | Literal["auto"] = False,
         agreement: Annotated[float, Field(ge=-1.0, le=1.0)] = 0.5,
     ) -> None:
         validate_options(BOHB, {k: v for k, v in locals().items() if k != "self"})
@@ -172,7 +174,8 @@ class BOHB(AskTellOptimizer):
         self.rng = random.Random(f"{self.seed}:{earlier}")
         self.np_rng = np.random.default_rng([abs(int(self.seed or 0)) % 2**32, earlier])
         dims = self.encoding.size
-        self.enough = self.min_points if self.min_points is not None else dims + 2
+        # HpBandSter models a budget once its good and its bad set each hold d + 1 points
+        self.enough = self.min_points if self.min_points is not None else 2 * (dims + 1)
 
     def suggest(self, n: int) -> list[dict[str, Any]]:
         model = self._model() if self.encoding.size else None

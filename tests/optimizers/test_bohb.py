@@ -62,24 +62,39 @@ def distance(point: dict) -> float:
 
 
 def test_the_model_uses_the_highest_budget_with_enough_observations() -> None:
-    """12 trials reach step 1, 6 step 3 (stopped there: their last reports count), 3 step 9: with
-    two parameters a budget needs 4, so step 3 is modelled; a fourth trial at step 9 makes it 9."""
+    """12 trials reach step 1, 7 step 3 (2 stopped there: their last reports count), 5 step 9: with
+    two parameters a budget needs HpBandSter's 2 (d + 1) = 6, so step 3 is modelled; a sixth trial
+    at step 9 makes it 9."""
     reports: list[StoredReport] = []
     bohb = attached(SPACE, reports, seed=1, random_fraction=0.0)
+    assert bohb.enough == 6
     rng = random.Random(0)
     points = [SPACE.sample(rng) for _ in range(12)]
-    lengths = [9, 9, 9, 3, 3, 3] + [1] * 6
+    lengths = [9] * 5 + [3] * 2 + [1] * 5
     curves(bohb, points, [[distance(p) + 1 / s for s in range(1, n + 1)] for p, n in zip(points, lengths, strict=True)], reports)
     bohb.suggest(1)
     assert bohb.stats["budget"] == 3.0
-    assert sorted(bohb.fidelities.budgets().items())[:3] == [(1.0, 12), (2.0, 6), (3.0, 6)]
+    assert sorted(bohb.fidelities.budgets().items())[:3] == [(1.0, 12), (2.0, 7), (3.0, 7)]
     curves(bohb, [SPACE.sample(rng)], [[1.0] * 9], reports)
     bohb.suggest(1)
     assert bohb.stats["budget"] == 9.0
-    stricter = attached(SPACE, reports, seed=1, random_fraction=0.0, min_points=8)
+    stricter = attached(SPACE, reports, seed=1, random_fraction=0.0, min_points=9)
     stricter.submitted(list(range(13)), [*points, SPACE.sample(rng)])
     stricter.suggest(1)
-    assert stricter.stats["budget"] == 1.0  # 8 are needed: steps 2 to 9 have 7 at most
+    assert stricter.stats["budget"] == 1.0  # 9 are needed: steps 2 to 9 have 8 at most
+
+
+def test_the_defaults_are_hpbandster_s() -> None:
+    """HpBandSter's BOHB: a budget is modelled once its good and its bad set hold d + 1 points each
+    (2 (d + 1) observations), the bandwidth floor is 1e-3, and only the observations at the budget
+    count (trials stopped below it stay out); a third of the proposals random, the top 15 % good,
+    64 candidates 3 times as wide. Measured against the earlier defaults in docs/training.md."""
+    bohb = attached(SPACE, [], seed=1)
+    assert (bohb.enough, bohb.min_bandwidth, bohb.stopped_as_bad) == (6, 1e-3, False)
+    assert (bohb.random_fraction, bohb.top_fraction, bohb.samples, bohb.bandwidth_factor) == (
+        pytest.approx(1 / 3), 0.15, 64, 3.0)
+    four = Space({"a": Float(0.0, 1.0), "b": Float(0.0, 1.0), "c": Ordered((1, 2, 3)), "d": Categorical(("x", "y"))})
+    assert attached(four, [], seed=1).enough == 10
 
 
 def test_the_model_follows_the_high_budget_where_the_rungs_disagree() -> None:
@@ -281,18 +296,17 @@ def stopped_run(agreeing: bool, promoted_count: int = 12) -> BOHB:
     stopped = [{"x": rng.uniform(0.8, 1.0), "y": rng.uniform(0.0, 1.0)} for _ in range(8)]
     first = (lambda p: p["x"] + 0.1) if agreeing else (lambda p: 1.1 - p["x"])
     reports: list[StoredReport] = []
-    bohb = attached(SPACE, reports, seed=22, random_fraction=0.0)
+    bohb = attached(SPACE, reports, seed=22, random_fraction=0.0, stopped_as_bad="auto")
     curves(bohb, promoted + stopped,
            [[first(p), 0.5, p["x"]] for p in promoted] + [[first(p)] for p in stopped], reports)
     bohb.ingest([Result(i, p, Status.OK, first(p), first(p)) for i, p in enumerate(stopped, start=promoted_count)])
     return bohb
 
 
-def test_stopped_trials_count_as_bad_by_default_only_where_the_rungs_agree() -> None:
-    """The default (``stopped_as_bad: auto``): trials stopped at step 1 join step 3's bad set when
-    step-1 losses rank the promoted trials as step 3 does (Spearman >= 0.5 over them), and not
-    when they rank them the other way (boosting's crossing curves)."""
-    assert BOHB().stopped_as_bad == "auto"
+def test_with_auto_stopped_trials_count_as_bad_only_where_the_rungs_agree() -> None:
+    """``stopped_as_bad: auto``: trials stopped at step 1 join step 3's bad set when step-1 losses
+    rank the promoted trials as step 3 does (Spearman >= 0.5 over them), and not when they rank
+    them the other way (boosting's crossing curves)."""
     for agreeing, expected in ((True, 12 + 8), (False, 12)):
         bohb = stopped_run(agreeing)
         good, bad = bohb._model()
@@ -303,12 +317,12 @@ def test_stopped_trials_count_as_bad_by_default_only_where_the_rungs_agree() -> 
 
 
 def test_too_few_trials_at_both_steps_say_nothing_of_agreement() -> None:
-    """With fewer than ``min_points`` promoted trials to compare the rungs on (3 of 4), stopped
+    """With fewer than ``min_points`` promoted trials to compare the rungs on (3 of 6), stopped
     trials stay out of the bad set however the losses rank; with ``agreement: -1`` and enough
     trials, crossing curves count too."""
     few = stopped_run(True, promoted_count=3)
     few._model()  # reads the reports: step 1 is modelled (3 + 8 trials), step 3 has 3
-    assert few.stats["budget"] == 1.0 and few.enough == 4
+    assert few.stats["budget"] == 1.0 and few.enough == 6
     assert few._stopped_bad(3.0) == []
     crossing = stopped_run(False)
     crossing.agreement = -1.0
