@@ -17,8 +17,9 @@ from emews.reporting.data import ExperimentData
 from emews.reporting.figures import RASTER_ABOVE, WIDTH_PX, Plot, ReportPlot, colour, new_figure
 from emews.reporting.trajectory import time_unit
 
-#: the narrowest bar drawn, in pixels of the image: a shorter evaluation is widened to it
-MIN_BAR_PX = 3
+#: the narrowest bar drawn, in pixels of the image: a shorter evaluation is widened to it (5: the axes
+#: span ~0.9 of the image, so such a bar keeps at least 3 pixels of full colour after antialiasing)
+MIN_BAR_PX = 5
 
 
 def merged_bars(
@@ -89,7 +90,7 @@ class Gantt(ReportPlot):
                 label="team" if hatch else None,
             )
             ax.add_collection(bars)
-        ax.set_xlim(0, max(float(b.max()), 1e-9) * 1.01)
+        ax.set_xlim(0, max(float(b.max()), 1e-9) * 1.01 + least)  # the last bar clear of the frame
         ax.set_ylim(-0.6, len(ranks) - 0.4)
         step = max(1, len(ranks) // 25)
         ax.set_yticks(np.arange(0, len(ranks), step), [str(int(r)) for r in ranks[::step]])

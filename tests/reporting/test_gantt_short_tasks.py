@@ -44,4 +44,4 @@ def test_every_worker_that_ran_a_task_has_bars(instant_exp: Path, tmp_path: Path
                              script=GANTT_ROWS)
     assert page.errors() == []
     assert bar_bands(page) == len(ran)
-    assert "60 bars shorter than 3 pixels are drawn 3 pixels wide." in page.text
+    assert "60 bars shorter than 5 pixels are drawn 5 pixels wide." in page.text
