@@ -117,7 +117,13 @@ def test_a_stop_signal_as_the_job_starts_is_said_in_one_line_and_resume_runs_it(
     rank 0 was far enough, its own stop line: one line either way); ``emews resume`` then runs it."""
     from testutil import write_workflow
 
-    (tmp_path / "model.py").write_text("def run(params):\n    return params['x']\n")
+    gate = tmp_path / "gate"  # shut until the stopped run has ended: it cannot finish before the signal
+    (tmp_path / "model.py").write_text(
+        "import os, time\n"
+        "def run(params):\n"
+        f"    while not os.path.exists({str(gate)!r}):\n"
+        "        time.sleep(0.01)\n"
+        "    return params['x']\n")
     wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
                         space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 4})
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
@@ -128,6 +134,7 @@ def test_a_stop_signal_as_the_job_starts_is_said_in_one_line_and_resume_runs_it(
     said = [line for line in err.splitlines() if line.startswith("emews")]
     assert len(said) == 1 and "SIGTERM" in said[0] and "emews resume" in said[0], err
     assert emews_cmd.leftovers_after_exit() == []
+    gate.touch()
     resumed = emews_cmd("resume", "exp", timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     assert len(stored_rows(tmp_path / "exp")) == 4
