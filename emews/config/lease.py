@@ -182,6 +182,15 @@ def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: 
     raise LeaseHeld("the experiment's lease keeps changing hands", file=str(exp_dir))
 
 
+def joined(exp_dir: Path, token: str) -> Owner | None:
+    """The live process on this host that joined the lease ``token`` after the one that took it (the
+    job's rank 0, which joins its launch's lease as it starts); ``None`` until one has."""
+    record = LeaseRecord.read(exp_dir / LEASE_FILE)
+    if record is None or record.token != token:
+        return None
+    return next((owner for owner in record.owners[1:] if owner.alive()), None)
+
+
 def _how_to_stop(record: LeaseRecord, exp_dir: Path) -> str:
     """How the holder of ``record`` is stopped: its batch job by ``emews cancel``; a local launch or
     resume (which ``emews cancel`` refuses) by Ctrl-C or a SIGTERM to its first process."""

@@ -35,7 +35,7 @@ from emews.config.experiment import (
     update_budget,
     update_site,
 )
-from emews.config.lease import Lease, acquire
+from emews.config.lease import Lease, acquire, joined
 from emews.config.planned_budget import fit_to_plan
 from emews.config.workflow import Workflow, load_workflow
 from emews.config.yamlio import file_key
@@ -43,6 +43,7 @@ from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, Em
 from emews.core.wording import counted
 from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
+from emews.job.stop_handover import StopHandover
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import batch_job_over, exit_command, job_command, say_ended_before_run, submit_experiment
@@ -312,6 +313,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
             workers,
             relay=relay,
             first=f"experiment {exp_dir}: {counted(workers, 'worker')}",
+            handover=StopHandover(lambda: joined(exp_dir, lease_token)),
         )
         here = watch.now()
     finally:
@@ -335,11 +337,18 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
 
 
 def run_here(
-    site: Site, command: list[str], workers: int, *, relay: bool = False, first: str = ""
+    site: Site,
+    command: list[str],
+    workers: int,
+    *,
+    relay: bool = False,
+    first: str = "",
+    handover: StopHandover | None = None,
 ) -> tuple[int, int | None]:
     """Run ``command`` on ``workers`` + 1 ranks here (the site's launcher line) in a session of its
     own, forwarding a SIGTERM or SIGINT to it as it came (``first``: said on stderr once one is
-    forwarded, before the job starts); its exit status (128 + N: killed by signal N) and the signal
+    forwarded, before the job starts; ``handover``: a stop that came before the job's rank 0 could
+    take it is sent there too); its exit status (128 + N: killed by signal N) and the signal
     forwarded, if one was."""
     launcher = site.local_command(workers + 1, command)
     env = {**os.environ, **site.environment_vars()}
@@ -353,7 +362,7 @@ def run_here(
         if not received or (signum == signal.SIGINT == received[0] and len(received) == 1):
             received.append(signum)  # a second Ctrl-C: mpiexec aborts the job, as it says it will
             if started:
-                _forward(started[0], signum, first=len(received) == 1, grace=grace)
+                _forward(started[0], signum, first=len(received) == 1, grace=grace, handover=handover)
 
     # the grace is a timer: the signal comes during proc.wait(), which goes on waiting after the handler
     grace: list[threading.Timer] = []
@@ -373,11 +382,13 @@ def run_here(
         relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []
         started.append(proc)
         if received:  # it came while the job was being started
-            _forward(proc, received[0], first=True, grace=grace)
+            _forward(proc, received[0], first=True, grace=grace, handover=handover)
         status = proc.wait()
     finally:
         for timer in grace:
             timer.cancel()
+        if handover is not None:
+            handover.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for thread in relays:
@@ -385,11 +396,16 @@ def run_here(
     return (status if status >= 0 else 128 - status), (received[0] if received else None)
 
 
-def _forward(proc: subprocess.Popen, signum: int, *, first: bool, grace: list[threading.Timer]) -> None:
+def _forward(
+    proc: subprocess.Popen, signum: int, *, first: bool, grace: list[threading.Timer], handover: StopHandover | None
+) -> None:
     """Send the job the stop signal ``signum``; after the first, it has ``STOP_GRACE_SECONDS`` to wind
-    down before it is killed (the timer joins ``grace``)."""
+    down before it is killed (the timer joins ``grace``), and ``handover`` sends it to rank 0 too
+    should the job not have been able to take it yet."""
     proc.send_signal(signum)
     if first:
+        if handover is not None:
+            handover.stop(signum)
         timer = threading.Timer(STOP_GRACE_SECONDS, proc.kill)  # the job did not wind down in time
         timer.daemon = True
         grace.append(timer)

@@ -110,12 +110,6 @@ def test_a_job_that_ignores_the_forwarded_stop_is_killed_after_the_grace(monkeyp
     assert status == 128 + signal.SIGKILL  # killed at the end of the grace, not ended by its sleep
 
 
-@pytest.mark.xfail(
-    reason="open: a SIGTERM forwarded to mpiexec before Hydra has started its proxies can be dropped, and the job "
-    "then runs on to its end (seen with two busy cores: exit 143 after every task ran); the launcher must make "
-    "sure the stop reaches the ranks (re-send once they run, or stop the job's process group)",
-    strict=False,
-)
 def test_a_stop_signal_as_the_job_starts_is_said_in_one_line_and_resume_runs_it(emews_cmd, tmp_path: Path) -> None:
     """SIGTERM to ``emews launch`` as soon as it says the experiment starts (mpiexec starting, the ranks
     not yet able to say anything): the launch exited 143 without a word, and ``emews status`` said
@@ -139,6 +133,47 @@ def test_a_stop_signal_as_the_job_starts_is_said_in_one_line_and_resume_runs_it(
     assert job.returncode == 128 + signal.SIGTERM, err
     said = [line for line in err.splitlines() if line.startswith("emews")]
     assert len(said) == 1 and "SIGTERM" in said[0] and "emews resume" in said[0], err
+    assert emews_cmd.leftovers_after_exit() == []
+    gate.touch()
+    resumed = emews_cmd("resume", "exp", timeout=240)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(stored_rows(tmp_path / "exp")) == 4
+
+
+def test_a_stop_that_mpiexec_drops_reaches_rank_0_once_it_has_joined(emews_cmd, tmp_path: Path) -> None:
+    """Hydra's mpiexec passes a stop signal on through its proxies and drops one that comes before
+    they run: the job then ran to its end and the launch exited 143 with no stop line. Here the
+    launcher line is a shell that drops every SIGTERM (``trap '' TERM``; mpiexec is its child), so
+    only the handover can stop the run: it sends the stop to rank 0 once rank 0 has joined the lease.
+    The tasks wait at a gate the test opens only after the launch ended (without the handover they
+    run on until their own deadline, and the run completes)."""
+    import yaml
+
+    from testutil import write_workflow
+
+    gate = tmp_path / "gate"
+    (tmp_path / "model.py").write_text(
+        "import os, time\n"
+        "def run(params):\n"
+        "    deadline = time.monotonic() + 60\n"
+        f"    while not os.path.exists({str(gate)!r}) and time.monotonic() < deadline:\n"
+        "        time.sleep(0.01)\n"
+        "    return params['x']\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 4})
+    site, deaf = tmp_path / "dropping.yaml", tmp_path / "deaf"  # deaf: the shell drops SIGTERM from now on
+    setup = ["trap '' TERM", f"touch {deaf}", '"$@"', "exit $?"]  # mpiexec as its child, never passed a SIGTERM
+    site.write_text(yaml.safe_dump({"extends": "local", "environment": {"setup": setup}}))
+    job = emews_cmd.popen("launch", str(wf), "--site", str(site), "--workers", "2", "--exp-dir", "exp")
+    assert job.stderr.readline().startswith("experiment ")
+    assert wait_until(deaf.exists, timeout=60)
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=240)
+    assert job.returncode == 128 + signal.SIGTERM, err
+    said = [line for line in err.splitlines() if line.startswith("emews")]
+    assert len(said) == 1 and "stopped by SIGTERM" in said[0] and "emews resume" in said[0], err
+    assert json.loads((tmp_path / "exp" / "summary.json").read_text())["interrupted"] == "stopped by SIGTERM"
+    assert stored_rows(tmp_path / "exp") == []  # stopped while the first tasks waited at the gate
     assert emews_cmd.leftovers_after_exit() == []
     gate.touch()
     resumed = emews_cmd("resume", "exp", timeout=240)
