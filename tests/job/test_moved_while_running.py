@@ -8,33 +8,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from testutil import said, wait_until, write_workflow
+from gated_job import launch_gated
 
-OBJECTIVE = '''\
-import os, pathlib, time
-
-def run(params):
-    pathlib.Path(params["events"], f"started-{params['x']}").touch()
-    while not os.path.exists(params["gate"]):
-        time.sleep(0.01)
-    return params["x"]
-'''
+from testutil import said, wait_until
 
 
 def test_an_experiment_moved_while_it_runs_ends_with_its_outputs_where_it_went(emews_cmd, tmp_path: Path) -> None:
-    (tmp_path / "model.py").write_text(OBJECTIVE)
-    events, gate = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)}},
-                        budget={"evaluations": 4})
-    exp, moved = tmp_path / "exp", tmp_path / "exp2"
-    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
-    assert wait_until(lambda: len(list(events.iterdir())) >= 2, timeout=180), said(job)
+    gated = launch_gated(emews_cmd, tmp_path, evaluations=4, timeout=30)
+    job, exp, moved = gated.job, gated.exp, tmp_path / "exp2"
+    assert wait_until(lambda: len(gated.started()) >= 2, timeout=180), said(job)
     exp.rename(moved)
-    gate.touch()
+    gated.gate.touch()
     out, err = job.communicate(timeout=240)
     assert job.returncode == 0, err
     said_lines = [line for line in err.splitlines() if line.startswith("emews")]

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gated_job import launch_gated
 
 from testutil import events, query, stored_rows, trainer_workflow, wait_until
 
@@ -115,18 +116,9 @@ def test_a_stop_signal_as_the_job_starts_is_said_in_one_line_and_resume_runs_it(
     not yet able to say anything): the launch exited 143 without a word, and ``emews status`` said
     nothing of a stop. Now one line says the job was stopped as it started and how to go on (or, when
     rank 0 was far enough, its own stop line: one line either way); ``emews resume`` then runs it."""
-    from testutil import write_workflow
-
-    gate = tmp_path / "gate"  # shut until the stopped run has ended: it cannot finish before the signal
-    (tmp_path / "model.py").write_text(
-        "import os, time\n"
-        "def run(params):\n"
-        f"    while not os.path.exists({str(gate)!r}):\n"
-        "        time.sleep(0.01)\n"
-        "    return params['x']\n")
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 4})
-    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
+    # the gate stays shut until the stopped run has ended: it cannot finish before the signal
+    gated = launch_gated(emews_cmd, tmp_path, evaluations=4, timeout=30)
+    job = gated.job
     assert job.stderr.readline().startswith("experiment ")  # printed as mpiexec is started
     job.send_signal(signal.SIGTERM)
     out, err = job.communicate(timeout=240)
@@ -134,7 +126,7 @@ def test_a_stop_signal_as_the_job_starts_is_said_in_one_line_and_resume_runs_it(
     said = [line for line in err.splitlines() if line.startswith("emews")]
     assert len(said) == 1 and "SIGTERM" in said[0] and "emews resume" in said[0], err
     assert emews_cmd.leftovers_after_exit() == []
-    gate.touch()
+    gated.gate.touch()
     resumed = emews_cmd("resume", "exp", timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     assert len(stored_rows(tmp_path / "exp")) == 4
@@ -149,22 +141,11 @@ def test_a_stop_that_mpiexec_drops_reaches_rank_0_once_it_has_joined(emews_cmd, 
     run on until their own deadline, and the run completes)."""
     import yaml
 
-    from testutil import write_workflow
-
-    gate = tmp_path / "gate"
-    (tmp_path / "model.py").write_text(
-        "import os, time\n"
-        "def run(params):\n"
-        "    deadline = time.monotonic() + 60\n"
-        f"    while not os.path.exists({str(gate)!r}) and time.monotonic() < deadline:\n"
-        "        time.sleep(0.01)\n"
-        "    return params['x']\n")
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 4})
     site, deaf = tmp_path / "dropping.yaml", tmp_path / "deaf"  # deaf: the shell drops SIGTERM from now on
     setup = ["trap '' TERM", f"touch {deaf}", '"$@"', "exit $?"]  # mpiexec as its child, never passed a SIGTERM
     site.write_text(yaml.safe_dump({"extends": "local", "environment": {"setup": setup}}))
-    job = emews_cmd.popen("launch", str(wf), "--site", str(site), "--workers", "2", "--exp-dir", "exp")
+    gated = launch_gated(emews_cmd, tmp_path, evaluations=4, timeout=30, deadline=60, options=("--site", str(site)))
+    job = gated.job
     assert job.stderr.readline().startswith("experiment ")
     assert wait_until(deaf.exists, timeout=60)
     job.send_signal(signal.SIGTERM)
@@ -175,7 +156,7 @@ def test_a_stop_that_mpiexec_drops_reaches_rank_0_once_it_has_joined(emews_cmd, 
     assert json.loads((tmp_path / "exp" / "summary.json").read_text())["interrupted"] == "stopped by SIGTERM"
     assert stored_rows(tmp_path / "exp") == []  # stopped while the first tasks waited at the gate
     assert emews_cmd.leftovers_after_exit() == []
-    gate.touch()
+    gated.gate.touch()
     resumed = emews_cmd("resume", "exp", timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     assert len(stored_rows(tmp_path / "exp")) == 4

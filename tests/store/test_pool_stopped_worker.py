@@ -11,60 +11,43 @@ import signal
 import subprocess
 from pathlib import Path
 
+from gated_job import Mark, write_gated
 from pgserver import PgServer
-from pooled import rows, seen
+from pooled import held_by, rows, seen
 
-from testutil import EmewsCommand, said, wait_until, write_workflow
-
-OBJECTIVE = '''\
-import os, time, pathlib
-
-def run(params):
-    events = pathlib.Path(params["events"])
-    if os.environ.get("IN_ATTACH"):  # the attached pool's tasks hold until the gate opens
-        (events / f"attach-{params['x']}").write_text(str(os.getppid()))  # its worker rank
-        while not os.path.exists(params["gate"]):
-            time.sleep(0.01)
-    else:  # the launch's worker takes a task every 2 s at most until the pool's workers both hold one
-        deadline = time.monotonic() + 2
-        while len(list(events.glob("attach-*"))) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    return params["x"]
-'''
+from testutil import EmewsCommand, said, wait_until
 
 
 def test_an_attached_pool_goes_on_without_a_stopped_worker_and_ends(pg_server: PgServer, tmp_path: Path) -> None:
-    (tmp_path / "model.py").write_text(OBJECTIVE)
-    events, gate = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)}},
-                        budget={"evaluations": 40}, task={"isolation": "process", "timeout": 3},
-                        store={"url": pg_server.url()})
+    gated = write_gated(tmp_path, evaluations=40, timeout=3, store={"url": pg_server.url()})
     first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
     for command in (first, second):
         command.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
-    second.env["IN_ATTACH"] = "1"
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    first.env["GATE_DEADLINE"] = "2"  # the launch's worker takes a task every 2 s at most until the gate opens
+    launch = first.popen("launch", str(gated.workflow), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     attached = None
     stopped = None
     try:
         assert wait_until(lambda: seen(exp, "SELECT id FROM results"), 180), said(launch)
         attached = second.popen("attach", "exp", "--workers", "2")
-        assert wait_until(lambda: len(list(events.glob("attach-*"))) >= 2, 180), said(attached)
-        stopped = int(next(events.glob("attach-*")).read_text())
+
+        def holding() -> list[Mark]:
+            """Where the attached pool's tasks that started wait at the gate (its workers)."""
+            marks = gated.started()
+            return [marks[task] for task in held_by(exp, 2) if task in marks]
+
+        assert wait_until(lambda: len(holding()) >= 2, 180), said(attached)
+        stopped = holding()[0].pid
         os.kill(stopped, signal.SIGSTOP)
-        gate.touch()
+        gated.gate.touch()
         try:
             a_out, a_err = attached.communicate(timeout=240)
         except subprocess.TimeoutExpired:
             raise AssertionError("emews attach hung with a stopped worker") from None
         out, err = launch.communicate(timeout=240)
     finally:
-        gate.touch()
+        gated.gate.touch()
         if stopped is not None:
             second._signal({stopped}, signal.SIGCONT)
         first.kill_all()
