@@ -21,20 +21,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from gated_job import GatedJob, launch_gated
+
 from testutil import said, stored_rows, wait_until, write_workflow
-
-OBJECTIVE = '''\
-import os, time, pathlib, emews
-
-def run(params):
-    ctx = emews.current_task()
-    pathlib.Path(params["events"], f"started-{ctx.task_id}").write_text(str(ctx.rank))
-    while not os.path.exists(params["gate"]):
-        time.sleep(0.01)
-    if ctx.task_id >= 2 and not os.path.exists(params["end"]):  # the run goes on, 1 s a task, until the test ends it
-        time.sleep(1)
-    return params["x"]
-'''
 
 
 def rank_pids(exp: Path) -> dict[int, int]:
@@ -56,28 +45,18 @@ def rank_pids(exp: Path) -> dict[int, int]:
 
 
 def _gated_run(
-    emews_cmd, tmp_path: Path, workers: int, evaluations: int = 3
-) -> tuple[subprocess.Popen, Path, Path, dict[int, int]]:
-    """A launch whose tasks (process isolation, task.timeout 3 s) wait for the gate, each worker
-    holding one; tasks 2 and later take 1 s each until the file ``end`` exists."""
-    (tmp_path / "model.py").write_text(OBJECTIVE)
-    events, gate, end = tmp_path / "events", tmp_path / "gate", tmp_path / "end"
-    events.mkdir()
-    if evaluations == 3:
-        end.touch()
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)},
-                               "end": {"type": "constant", "value": str(end)}},
-                        budget={"evaluations": evaluations}, task={"isolation": "process", "timeout": 3})
+    emews_cmd, tmp_path: Path, workers: int, evaluations: int = 3, pace: float | None = None
+) -> tuple[GatedJob, dict[int, int]]:
+    """A launch of the gated objective (task.timeout 3 s) whose first tasks wait at the gate, each
+    worker holding one; ``pace``: the tasks that start once the gate is open wait that long at most
+    for the file ``end`` (the run goes on, a task each ``pace`` s, until the test opens it)."""
     emews_cmd.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
-    exp = tmp_path / "exp"
-    job = emews_cmd.popen("launch", str(wf), "--workers", str(workers), "--exp-dir", str(exp))
-    assert wait_until(lambda: len(list(events.glob("started-*"))) >= workers, timeout=180), said(job)
+    gated = launch_gated(emews_cmd, tmp_path, evaluations=evaluations, timeout=3, workers=workers, pace=pace)
+    job, exp = gated.job, gated.exp
+    assert wait_until(lambda: len(gated.started()) >= workers, timeout=180), said(job)
     ranks = wait_until(lambda: (found := rank_pids(exp)) and len(found) == workers + 1 and found, timeout=60)
     assert ranks, said(job)
-    return job, exp, gate, ranks
+    return gated, ranks
 
 
 def _ended(job: subprocess.Popen, stopped_pid: int) -> tuple[int, str]:
@@ -102,17 +81,17 @@ def test_the_run_goes_on_without_a_stopped_worker_and_runs_its_task_elsewhere(
     """``continued``: rank 1 gets SIGCONT once the run went on without it: what it says then (its
     task's timeout) is dropped, it gets nothing more, and it leaves with the others (no MPI_Abort)."""
     evaluations = 60 if continued else 3
-    job, exp, gate, ranks = _gated_run(emews_cmd, tmp_path, workers=2, evaluations=evaluations)
-    events = tmp_path / "events"
-    stopped_task = next(int(p.name.split("-")[1]) for p in events.glob("started-*") if p.read_text() == "1")
+    gated, ranks = _gated_run(emews_cmd, tmp_path, workers=2, evaluations=evaluations, pace=1 if continued else None)
+    job, exp = gated.job, gated.exp
+    stopped_task = next(task for task, mark in gated.started().items() if mark.rank == 1)
     os.kill(ranks[1], signal.SIGSTOP)
-    gate.touch()                                        # rank 2 runs on; rank 1's task waits for the rule
+    gated.gate.touch()                                  # rank 2 runs on; rank 1's task waits for the rule
     if continued:
         log = exp / "emews.log"
         assert wait_until(lambda: "the run goes on without it" in log.read_text(), timeout=180), said(job)
         os.kill(ranks[1], signal.SIGCONT)
         assert wait_until(lambda: "worker rank 1 answers again" in log.read_text(), timeout=180), said(job)
-        (tmp_path / "end").touch()
+        gated.end.touch()
     status, err = _ended(job, ranks[1])
     assert not continued or "Abort(" not in err, err    # a continued rank is joined at the end (no MPI_Abort)
     assert status == 0, err
@@ -132,7 +111,8 @@ def test_the_run_goes_on_without_a_stopped_worker_and_runs_its_task_elsewhere(
 
 
 def test_the_last_worker_stopped_ends_the_job_with_one_line_and_resume_runs_its_task(emews_cmd, tmp_path: Path) -> None:
-    job, exp, gate, ranks = _gated_run(emews_cmd, tmp_path, workers=1)
+    gated, ranks = _gated_run(emews_cmd, tmp_path, workers=1)
+    job, exp = gated.job, gated.exp
     os.kill(ranks[1], signal.SIGSTOP)
     status, err = _ended(job, ranks[1])
     assert status == 1, err
@@ -143,7 +123,7 @@ def test_the_last_worker_stopped_ends_the_job_with_one_line_and_resume_runs_its_
     assert emews_cmd.leftovers_after_exit() == []
     assert stored_rows(exp) == []
 
-    gate.touch()                                        # the task the stopped worker held runs again
+    gated.gate.touch()                                  # the task the stopped worker held runs again
     resumed = emews_cmd("resume", str(exp), timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     rows = stored_rows(exp)
