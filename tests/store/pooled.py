@@ -3,11 +3,12 @@ objective (``tests/objectives/marked.py``: each task marks its start, then waits
 on a PostgreSQL store, the command that runs it with the gate and the marks in the test's folder,
 the store's rows read while the job may still be making it, and the waits every pool test starts
 with: the first pool holding what it can while tasks wait in the queue, and a pool running tasks
-(their marks there). The store tests' fixtures (``pg_server``, ``schema``, ``stores``) are in
+(their marks there); and a pool that joins while every result waits at the gate. The store tests' fixtures (``pg_server``, ``schema``, ``stores``) are in
 tests/store/conftest.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,33 @@ def running_on(exp: Path, pool: int) -> list[int]:
     """The tasks ``pool`` holds that a worker runs (their marks, ``exp/../marks/<id>``, are there)."""
     marks = exp.parent / "marks"
     return [i for i in held_by(exp, pool) if (marks / str(i)).exists()]
+
+
+def join_while_gated(folder: Path, url: str, evaluations: int, optimizer: dict[str, Any], *,
+                     first_holds: Callable[[Path], object]) -> None:
+    """A pool joins while every result waits at the gate: the first pool (1 worker) of a launch of
+    :func:`gated_workflow` (``optimizer``, leases of 600 s) runs until ``first_holds(exp)``; a pool
+    of 3 workers attaches and each of its workers must start a task while no result is stored; then
+    the gate opens and the run ends with every one of its ``evaluations`` results."""
+    wf = gated_workflow(folder, url, evaluations, optimizer=optimizer, store={"lease": 600})
+    first, second = gated_command(folder), gated_command(folder)
+    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
+    exp = folder / "exp"
+    try:
+        assert wait_until(lambda: first_holds(exp), 180), seen(exp, "SELECT id, state, pool FROM tasks")
+        attached = second.popen("attach", "exp", "--workers", "3")
+        running = wait_until(lambda: len(running_on(exp, 2)) >= 3, 240)
+        stored = rows(exp, "SELECT id, pool FROM results")
+        assert running and stored == [], (running_on(exp, 2), stored, seen(exp, "SELECT id, state, pool FROM tasks"))
+        (folder / "open").touch()
+        _, err = launch.communicate(timeout=300)
+        assert launch.returncode == 0, err
+        assert attached.wait(timeout=120) == 0
+    finally:
+        (folder / "open").touch()
+        first.kill_all()
+        second.kill_all()
+    assert [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")] == list(range(evaluations))
 
 
 def rank_zero(cmd: EmewsCommand) -> int | None:

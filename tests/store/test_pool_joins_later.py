@@ -8,9 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rows, running_on, seen
-
-from testutil import wait_until
+from pooled import join_while_gated, running_on, seen
 
 
 def test_a_pool_that_joins_gets_work_for_every_worker_before_any_result(pg_server: PgServer, tmp_path: Path) -> None:
@@ -19,25 +17,6 @@ def test_a_pool_that_joins_gets_work_for_every_worker_before_any_result(pg_serve
     3 workers (holding 4) attaches: the 2 queued tasks are not enough for it, and its third worker
     must start a task while no result is stored (it waited for pool 1's first result, which comes
     only when the gate opens: the optimizer, blocked in its wait, did not see the capacity grow)."""
-    wf = gated_workflow(tmp_path, pg_server.url(), 40, optimizer={"name": "random", "options": {"seed": 1, "backlog": 1}},
-                        store={"lease": 600})
-    first, second = gated_command(tmp_path), gated_command(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
-        states = "SELECT state, count(*) FROM tasks GROUP BY state ORDER BY state"
-        assert wait_until(lambda: seen(exp, states) == [("leased", 2), ("queued", 2)] and running_on(exp, 1), 120), (
-            seen(exp, states))
-        attached = second.popen("attach", "exp", "--workers", "3")
-        running = wait_until(lambda: len(running_on(exp, 2)) >= 3, 240)
-        stored = rows(exp, "SELECT id, pool FROM results")
-        assert running and stored == [], (running_on(exp, 2), stored, seen(exp, "SELECT id, state, pool FROM tasks"))
-        (tmp_path / "open").touch()
-        _, err = launch.communicate(timeout=300)
-        assert launch.returncode == 0, err
-        assert attached.wait(timeout=120) == 0
-    finally:
-        (tmp_path / "open").touch()
-        first.kill_all()
-        second.kill_all()
-    assert [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")] == list(range(40))
+    states = "SELECT state, count(*) FROM tasks GROUP BY state ORDER BY state"
+    join_while_gated(tmp_path, pg_server.url(), 40, {"name": "random", "options": {"seed": 1, "backlog": 1}},
+                     first_holds=lambda exp: seen(exp, states) == [("leased", 2), ("queued", 2)] and running_on(exp, 1))

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rows, running_on, seen
-
-from testutil import wait_until
+from pooled import join_while_gated, running_on
 
 OPTIMIZERS: dict[str, dict[str, Any]] = {
     "bayes": {"name": "bayes", "options": {"seed": 1, "n_initial_points": 16}},
@@ -33,22 +31,4 @@ def test_a_pool_that_joins_gets_work_from_an_optimizer_of_fixed_in_flight(
         pg_server: PgServer, tmp_path: Path, optimizer: str) -> None:
     """The first pool (1 worker) runs a task at the gate; a pool of 3 workers attaches, and its 3
     workers must each start a task while no result is stored (the gate holds them all)."""
-    wf = gated_workflow(tmp_path, pg_server.url(), 16, optimizer=OPTIMIZERS[optimizer], store={"lease": 600})
-    first, second = gated_command(tmp_path), gated_command(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
-        assert wait_until(lambda: running_on(exp, 1), 180), seen(exp, "SELECT id, state, pool FROM tasks")
-        attached = second.popen("attach", "exp", "--workers", "3")
-        running = wait_until(lambda: len(running_on(exp, 2)) >= 3, 240)
-        stored = rows(exp, "SELECT id, pool FROM results")
-        assert running and stored == [], (running_on(exp, 2), stored, seen(exp, "SELECT id, state, pool FROM tasks"))
-        (tmp_path / "open").touch()
-        _, err = launch.communicate(timeout=300)
-        assert launch.returncode == 0, err
-        assert attached.wait(timeout=120) == 0
-    finally:
-        (tmp_path / "open").touch()
-        first.kill_all()
-        second.kill_all()
-    assert [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")] == list(range(16))
+    join_while_gated(tmp_path, pg_server.url(), 16, OPTIMIZERS[optimizer], first_holds=lambda exp: running_on(exp, 1))
