@@ -91,21 +91,22 @@ def test_a_lost_workers_task_counts_its_attempt_when_it_runs_again_not_before(tm
     from emews.runtime.progress import Progress
     from emews.store.results_store import ResultsStore
 
-    with ResultsStore(tmp_path / "results.db") as store:
+    def lost_with_task_0(store: ResultsStore) -> tuple[Distributor, QueuePair, Task]:
+        """A distributor on ``store`` whose rank 1 began task 0 and was then run without."""
         queues = QueuePair()
         distributor = Distributor(None, queues, [1, 2], sign=1.0, progress=Progress(None, 2), store=store)  # type: ignore[arg-type]
         first = Task(0, {"x": 0}, seed=0, submitted=0.0)
         distributor._apply([Started([first])])
         distributor._apply([Lost(1, WorkerStalled(1, 1, 9.0, 3.0), 0, ())])
+        return distributor, queues, first
+
+    with ResultsStore(tmp_path / "results.db") as store:
+        _, queues, first = lost_with_task_0(store)
         assert list(queues.tasks) == [first] and first.attempt == 1
         assert [(t.id, attempt) for t, attempt in store.unfinished()] == [(0, 0)]   # stopped now: not counted
         assert [t.id for t in resume_state(store).requeue] == [0]                 # resume runs it again
     with ResultsStore(tmp_path / "again.db") as store:
-        queues = QueuePair()
-        distributor = Distributor(None, queues, [1, 2], sign=1.0, progress=Progress(None, 2), store=store)  # type: ignore[arg-type]
-        first = Task(0, {"x": 0}, seed=0, submitted=0.0)
-        distributor._apply([Started([first])])
-        distributor._apply([Lost(1, WorkerStalled(1, 1, 9.0, 3.0), 0, ())])
+        distributor, queues, _ = lost_with_task_0(store)
         distributor._apply([Started([queues.tasks.popleft()])])                    # it runs again
         assert [(t.id, attempt) for t, attempt in store.unfinished()] == [(0, 1)]
 
