@@ -437,6 +437,12 @@ class ReplayEvaluator:
     def reports(self, trial: int | None = None) -> list[Any]:
         return [r for r in self.stored if trial is None or r.trial == trial]
 
+    def room(self, own: Any) -> Any:
+        """``Evaluator.room`` of fixed workers: the optimizer's own count, the workers as capacity."""
+        from emews.core.evaluator import Room, own_count
+
+        return Room.of(self.workers, own_count(own), self.pending, self.remaining)
+
     def put(self, points: list[dict]) -> list[int]:
         ids = []
         for point in points:

@@ -528,14 +528,12 @@ MBO_MAX_CANDIDATES <- 10000L
   n0 <- .mbo_n_initial(ctx) - length(y)
   if (n0 > 0L) submit(.mbo_design(ctx, n0))
   repeat {
-    # with pools, at least what they hold (ev$in_flight), read before the wait so that it returns
-    # (maybe with no result) when a pool joins, and the next turn proposes for it
-    room <- ev$capacity()
-    want <- min(ev$in_flight(workers + .mbo_ahead(workers, model$rate, model$took)) - ev$pending(),
-                ev$remaining())
-    if (want > 0L) submit(propose_points(want))
+    # with pools, at least what they hold (ev$room), its capacity read before the wait so that
+    # it returns (maybe with no result) when a pool joins, and the next turn proposes for it
+    room <- ev$room(workers + .mbo_ahead(workers, model$rate, model$took))
+    if (room$propose > 0L) submit(propose_points(room$propose))
     if (ev$pending() > 0L) {
-      absorb(ev$get(1L, more_room = room))
+      absorb(ev$get(1L, more_room = room$capacity))
     } else if (ev$remaining() == 0L) {
       break
     }

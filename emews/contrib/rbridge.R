@@ -19,7 +19,7 @@ local({
       pending = function() .emews_call(py$pending),
       workers = function() .emews_call(py$workers),
       capacity = function() .emews_call(py$capacity),
-      in_flight = function(own) .emews_call(py$in_flight, own),
+      room = function(own) .emews_call(py$room, own),
       seed = function() .emews_call(py$seed),
       direction = function() .emews_call(py$direction),
       history = function() .emews_call(py$history),

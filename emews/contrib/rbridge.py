@@ -23,10 +23,12 @@ The R-side ``evaluator`` is a list of functions:
 
 ``put(points) -> ids``, ``get(n = 1, timeout = NULL, more_room = NULL) -> results``,
 ``map(points) -> results`` (in order), ``remaining()``, ``pending()``,
-``workers()``, ``capacity()`` (the tasks the workers can hold now), ``in_flight(own)`` (how many to
-keep outstanding for an algorithm whose own count is ``own``: with pools at least what they can
-hold; read ``capacity()`` before it, and ``get(1, more_room = capacity)`` returns, maybe with no
-result, once a pool joins: Python's ``Evaluator.in_flight``), ``seed()``, ``direction()``, ``history()`` (the earlier runs' results
+``workers()``, ``capacity()`` (the tasks the workers can hold now), ``room(own)`` (for an
+algorithm whose own count of evaluations outstanding is ``own``: ``list(in_flight, propose,
+capacity)``, how many to keep outstanding, with pools at least what they can hold, how many to
+propose now, and the capacity read first; ``get(1, more_room = room$capacity)`` returns, maybe
+with no result, once a pool joins: Python's ``Evaluator.room``), ``seed()``, ``direction()``,
+``history()`` (the earlier runs' results
 when the run resumes an experiment, in the results format below: pass them to your
 algorithm as its initial design, with their losses, before proposing), ``log(..., level = "info")``
 (to Python's logging) and ``set_info(key, value)`` (to ``ROptimizer.info``).
@@ -82,7 +84,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.core.errors import EmewsError, OptionError, did_you_mean
-from emews.core.evaluator import BudgetExhausted
+from emews.core.evaluator import BudgetExhausted, Room
 from emews.core.optimizer import Optimizer
 from emews.core.space import Categorical, Constant, Float, Int, Space, registered, to_builtin
 
@@ -257,6 +259,11 @@ def _r_vector(kind: str, values: Sequence[Any]) -> Any:
     if kind == "double":
         return ri.FloatSexpVector([ri.NA_Real if v is None else float(v) for v in values])
     return ri.StrSexpVector([ri.NA_Character if v is None else str(v) for v in values])
+
+
+def _r_room(room: Room) -> Any:
+    """:meth:`Evaluator.room`'s answer as R's ``list(in_flight, propose, capacity)``."""
+    return _named_list({name: _r_vector("integer", [getattr(room, name)]) for name in ("in_flight", "propose", "capacity")})
 
 
 def _named_list(items: Mapping[str, Any]) -> Any:
@@ -601,7 +608,7 @@ class ROptimizer(Optimizer):
             "pending": lambda: _r_vector("integer", [evaluator.pending]),
             "workers": lambda: _r_vector("integer", [evaluator.workers]),
             "capacity": lambda: _r_vector("integer", [evaluator.capacity]),
-            "in_flight": lambda own: _r_vector("integer", [evaluator.in_flight(_int(own, "own"))]),
+            "room": lambda own: _r_room(evaluator.room(_int(own, "own"))),
             "seed": lambda: _r_vector("integer", [int(evaluator.seed) % (2**31 - 1)]),
             "direction": lambda: _r_vector("character", [evaluator.direction]),
             "history": lambda: results_to_r(space, evaluator.history),

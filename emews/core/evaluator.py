@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import abc
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,29 @@ def room_count(more_room: int | None) -> int | None:
         f"get(more_room=...) takes the capacity the optimizer proposed for (a whole number: "
         f"evaluator.capacity as read before it proposed), not {more_room!r}"
     )
+
+
+@dataclass(frozen=True)
+class Room:
+    """What an optimizer that keeps evaluations outstanding does now (:meth:`Evaluator.room`):
+    propose ``propose`` points (maybe none), then wait with ``get(1, more_room=capacity)``."""
+
+    #: evaluations to keep outstanding now: the optimizer's own count, or with pools what they hold if more
+    in_flight: int
+    #: evaluations to propose now: ``in_flight`` less those pending, within the budget (at least 0)
+    propose: int
+    #: the capacity read first: ``get(..., more_room=capacity)`` returns once the workers can hold more
+    capacity: int
+
+    @classmethod
+    def of(cls, capacity: int, in_flight: int, pending: int, remaining: int) -> Room:
+        """The room of an evaluator with ``pending`` and ``remaining`` evaluations."""
+        return cls(in_flight, max(min(in_flight - pending, remaining), 0), capacity)
+
+
+def own_count(own: int | Callable[[], int]) -> int:
+    """``room``'s ``own``: the count, or the function's (called after the capacity was read)."""
+    return own() if callable(own) else own
 
 
 class EvaluatorObserver:
@@ -146,16 +170,19 @@ class Evaluator:
         """Tasks the workers can hold right now: ``workers`` for long tasks, more when
         tasks are short and each worker gets its next ones ahead (prefetch), and with pools what
         the live pools hold. A plain read; ``get(..., more_room=capacity)`` returns early once it
-        grows past what was read."""
+        grows past what was read (:meth:`room` reads it for an optimizer that keeps tasks outstanding)."""
         return max(self._queues.capacity, self.workers)
 
-    def in_flight(self, own: int) -> int:
-        """How many evaluations an optimizer whose own rule says ``own`` (one per worker, a
-        lookahead, a reserve) keeps outstanding now: ``own``, or when pools run the tasks (workers
-        that join while it runs) :attr:`capacity` if that is more. Read it before each proposal, after
-        the capacity, and wait with ``get(..., more_room=capacity)``: a pool that joins then gets work
-        before the next result."""
-        return max(own, self.capacity) if self._queues.shared else own
+    def room(self, own: int | Callable[[], int]) -> Room:
+        """What an optimizer whose own rule says ``own`` evaluations outstanding (one per worker, a
+        lookahead, a reserve; or a function giving it, called after the capacity is read, when it
+        depends on the capacity) does now: the capacity, read first; how many to keep outstanding
+        (``own``, or when pools run the tasks, workers that join while it runs, the capacity if
+        that is more); how many to propose. Call it before each proposal and wait with
+        ``get(..., more_room=room.capacity)``: a pool that joins then gets work before the next result."""
+        capacity = self.capacity
+        keep = self._queues.keep_in_flight(own_count(own), capacity)
+        return Room.of(capacity, keep, self.pending, self.remaining)
 
     @property
     def submitted(self) -> int:
@@ -272,7 +299,7 @@ class Evaluator:
 
         Returns at least ``min(n, pending)`` results unless the timeout passes first;
         returns ``[]`` at once when nothing is pending. ``more_room``: the :attr:`capacity` the
-        optimizer proposed for; also return (with what is ready, maybe nothing) as soon as the
+        optimizer proposed for (:attr:`Room.capacity`); also return (with what is ready, maybe nothing) as soon as the
         workers can hold more than that (a pool joined the experiment), so that an optimizer that
         keeps its in-flight count by the capacity proposes for them then, not after its next result.
         """

@@ -68,7 +68,8 @@ class AskTellOptimizer(Optimizer):
 
     The loop keeps ``in_flight`` evaluations outstanding (default: one per
     worker; override :meth:`target_in_flight` to adapt), and with pools at least what the pools
-    can hold (``evaluator.in_flight``: a pool that joins gets work before the next result), hands every batch of results that has arrived to ``ingest`` and
+    can hold (``evaluator.room``: a pool that joins gets work before the next result), hands
+    every batch of results that has arrived to ``ingest`` and
     asks for just enough new points to refill. ``suggest`` may return fewer
     points than asked (an exhausted grid); returning none with nothing pending
     ends the run.
@@ -118,8 +119,9 @@ class AskTellOptimizer(Optimizer):
         if evaluator.history:
             self.ingest(list(evaluator.history))
         while True:
-            room = evaluator.capacity  # read before proposing: a pool that joins after it wakes the get below
-            want = min(evaluator.in_flight(self.target_in_flight(evaluator)) - evaluator.pending, evaluator.remaining)
+            # the target is read after the capacity: a pool that joins after it wakes the get below
+            room = evaluator.room(lambda: self.target_in_flight(evaluator))
+            want = room.propose
             if want > 0:
                 points = list(self.suggest(want))[:want]
                 if points:
@@ -130,7 +132,7 @@ class AskTellOptimizer(Optimizer):
                 if evaluator.remaining == 0:
                     return
                 continue
-            results = evaluator.get(1, more_room=room)  # or none, when a pool joined: propose for it
+            results = evaluator.get(1, more_room=room.capacity)  # or none, when a pool joined: propose for it
             if not results:
                 continue
             self.ingest(results)

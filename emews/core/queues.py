@@ -22,11 +22,6 @@ class DistributorFailed(EmewsError, RuntimeError):
 class QueuePair:
     """A task deque (optimizer -> distributor) and a result deque (distributor -> optimizer)."""
 
-    #: whether the workers come and go while the optimizer runs (pools join and leave): an
-    #: optimizer then keeps at least :attr:`capacity` in flight (``Evaluator.in_flight``); a job's
-    #: own workers are fixed, and the capacity its distributor writes is prefetch, not more workers
-    shared = False
-
     def __init__(self) -> None:
         self.tasks: deque[Task] = deque()
         self.new_tasks = threading.Event()
@@ -88,6 +83,12 @@ class QueuePair:
                 continue
             taken.append(task.id)
         return taken
+
+    def keep_in_flight(self, own: int, capacity: int) -> int:
+        """How many evaluations an optimizer whose own rule says ``own`` keeps outstanding, the
+        workers holding ``capacity`` (``Evaluator.room``): ``own``. A job's workers are fixed, and
+        the capacity its distributor writes is prefetch, not more workers."""
+        return own
 
     @property
     def capacity(self) -> int:

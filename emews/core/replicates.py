@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from emews.core.direction import Direction
-from emews.core.evaluator import BudgetExhausted, Evaluator, room_count
+from emews.core.evaluator import BudgetExhausted, Evaluator, Room, own_count, room_count
 from emews.core.results import Result, Status
 from emews.core.space import Int, Space
 
@@ -200,9 +200,11 @@ class ReplicatingEvaluator:
     def capacity(self) -> int:
         return max(self.inner.capacity // self.replicates, 1)
 
-    def in_flight(self, own: int) -> int:
-        """Points to keep outstanding (:meth:`Evaluator.in_flight`, each point ``replicates`` tasks)."""
-        return -(-self.inner.in_flight(own * self.replicates) // self.replicates)
+    def room(self, own: int | Callable[[], int]) -> Room:
+        """:meth:`Evaluator.room` in points (each point ``replicates`` tasks)."""
+        tasks = self.inner.room(lambda: own_count(own) * self.replicates)
+        keep = -(-tasks.in_flight // self.replicates)
+        return Room.of(max(tasks.capacity // self.replicates, 1), keep, self.pending, self.remaining)
 
     def cancel(self, ids: Iterable[int]) -> list[int]:
         """Not with replicates: a point is several tasks, some of which may have started, and a

@@ -36,11 +36,14 @@ class PooledQueuePair(QueuePair):
     """The optimizer's queue pair when its tasks go to pools: a task already in the shared queue
     is cancelled there (if no pool has claimed it yet) by :attr:`bridge`."""
 
-    shared = True  # pools join and leave: their capacity is the workers an optimizer keeps busy
-
     def __init__(self) -> None:
         super().__init__()
         self.bridge: PoolBridge | None = None
+
+    def keep_in_flight(self, own: int, capacity: int) -> int:
+        """``own``, or ``capacity`` if that is more: pools join and leave while the optimizer runs,
+        and what they hold is workers it keeps busy (a pool that joins gets work at once)."""
+        return max(own, capacity)
 
     def cancel(self, ids: Iterable[int]) -> list[int]:
         wanted = list(ids)

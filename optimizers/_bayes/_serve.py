@@ -1,7 +1,8 @@
 """The asynchronous loop of a model that proposes on its own thread (``bayes``; ``hyperspace`` at width).
 
 This thread keeps up to ``target`` tasks in flight (with pools, at least what they can hold:
-``evaluator.in_flight``, read before each proposal, so a pool that joins gets work at once): it submits the proposals the :class:`Proposer`
+``evaluator.room``, read before each proposal, so a pool that joins gets work at once): it
+submits the proposals the :class:`Proposer`
 has ready (topped up with fillers by :class:`Refill` when the model is behind), asks the model for
 what is still missing, and hands every result to ``learn``. A resumed run's first proposals come
 from a model of the earlier results (``learn`` has seen them), not from fillers.
@@ -37,32 +38,30 @@ def serve(
     ``to_x`` maps a point to the model's coordinates, ``max_idle`` bounds a wait for the model
     while nothing is in flight."""
     if evaluator.history and evaluator.remaining > 0:
-        proposer.request(
-            max(min(evaluator.in_flight(target) - evaluator.pending, evaluator.remaining), 1), evaluator.remaining
-        )
+        proposer.request(max(evaluator.room(target).propose, 1), evaluator.remaining)
         proposer.wait_ready(1)
     poll = FIRST_POLL
     while True:
-        capacity = evaluator.capacity  # read before proposing: a pool that joins after it wakes the get below
-        room = min(evaluator.in_flight(target) - evaluator.pending, evaluator.remaining)
-        if room > 0:
-            points = refill.points(room, evaluator.pending)
+        room = evaluator.room(target)  # its capacity: a pool that joins after it wakes the get below
+        want = room.propose
+        if want > 0:
+            points = refill.points(want, evaluator.pending)
             if points:
                 ids = evaluator.put(points)
                 proposer.submitted(ids, [to_x(p) for p in points])
                 stats["proposed"] += len(points)
-                room -= len(points)
-        proposer.request(max(room, 0), evaluator.remaining)
+                want -= len(points)
+        proposer.request(max(want, 0), evaluator.remaining)
         if evaluator.pending == 0:
             if evaluator.remaining == 0:
                 return
             proposer.wait_ready(1, timeout=max_idle)
             continue
-        if room > 0:  # the model is working on points we could submit: look back soon
+        if want > 0:  # the model is working on points we could submit: look back soon
             results = evaluator.get(1, timeout=poll)
             poll = min(poll * 1.5, MAX_POLL)
         else:  # or none, when a pool joined: propose for it
-            results = evaluator.get(1, more_room=capacity)
+            results = evaluator.get(1, more_room=room.capacity)
         if results:
             poll = FIRST_POLL
             learn(results)

@@ -1,7 +1,7 @@
 """The ``async`` strategy: a steady-state GA that never waits for a generation.
 
 ``in_flight`` evaluations (default: one per worker, and above 128 workers a reserve of 1/64
-more, see :func:`reserve`; with pools at least what they can hold, ``evaluator.in_flight``, so
+more, see :func:`reserve`; with pools at least what they can hold, ``evaluator.room``, so
 a pool that joins gets children at once) stay outstanding. The
 first ``population`` children are random points; after that every arriving
 result is inserted into the population, the population is cut back to its
@@ -104,8 +104,8 @@ def _loop(
     assert size is not None
     fitness = [member.fitness.wvalues for member in population]  # the members' own, kept beside them
     while True:
-        capacity = evaluator.capacity  # read before breeding: a pool that joins after it wakes the get below
-        want = min(evaluator.in_flight(target) - evaluator.pending, evaluator.remaining)
+        room = evaluator.room(target)  # its capacity: a pool that joins after it wakes the get below
+        want = room.propose
         if cap is not None:
             want = min(want, cap - state["submitted"])
         if want > 0:
@@ -116,7 +116,7 @@ def _loop(
         if evaluator.pending == 0:
             return population
         scored = []
-        for result in evaluator.get(1, more_room=capacity):  # or none, when a pool joined: breed for it
+        for result in evaluator.get(1, more_room=room.capacity):  # or none, when a pool joined: breed for it
             arrived = in_flight.pop(result.id, None) or Individual(engine.space.validate(result.params))
             insert(engine, population, size, arrived, result, fitness)
             scored.append(arrived)

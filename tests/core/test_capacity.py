@@ -1,6 +1,9 @@
 """``evaluator.capacity`` is a plain read; ``get(..., more_room=N)`` returns early once the workers
 can hold more than the ``N`` the optimizer proposed for (a pool joined: docs/optimizers.md), with
-or without replicates, and ``AskTellOptimizer`` proposes for the new room before any result."""
+or without replicates, and ``AskTellOptimizer`` proposes for the new room before any result.
+``evaluator.room(own)`` is the one call an optimizer that keeps evaluations outstanding makes
+before each proposal: the capacity read first, then how many to keep (the queue pair's rule: a
+job's own count; with pools, at least what they hold) and how many to propose."""
 
 from __future__ import annotations
 
@@ -9,12 +12,13 @@ from collections.abc import Callable
 
 import pytest
 
-from emews.core.evaluator import Evaluator
+from emews.core.evaluator import Evaluator, Room
 from emews.core.queues import QueuePair
 from emews.core.replicates import ReplicatingEvaluator, replicated_space
 from emews.core.results import Result, Status
 from emews.core.space import Float, Space
 from emews.optimizers.random import RandomSearch
+from emews.runtime.pool_bridge import PooledQueuePair
 from testutil import wait_until
 
 SPACE = Space({"x": Float(0.0, 1.0)})
@@ -104,3 +108,53 @@ def test_ask_tell_proposes_for_the_room_that_grew_while_it_waited() -> None:
     queues.deliver(_ok(queues))
     thread.join(60)
     assert not thread.is_alive() and out == [None] and evaluator.remaining == 0
+
+
+def test_room_in_a_job_keeps_the_optimizers_own_count_whatever_the_prefetch() -> None:
+    """A job's workers are fixed: the capacity its distributor writes (prefetch) is no more workers."""
+    queues = QueuePair()
+    queues.capacity = 6
+    evaluator = Evaluator(queues, SPACE, workers=2, budget=10)
+    evaluator.put([{"x": 0.5}])
+    assert evaluator.room(3) == Room(in_flight=3, propose=2, capacity=6)
+    assert evaluator.room(1) == Room(in_flight=1, propose=0, capacity=6)  # never below nothing
+
+
+def test_room_with_pools_keeps_at_least_what_they_hold_within_the_budget() -> None:
+    queues = PooledQueuePair()
+    queues.capacity = 6
+    evaluator = Evaluator(queues, SPACE, workers=1, budget=4)
+    evaluator.put([{"x": 0.5}])
+    assert evaluator.room(2) == Room(in_flight=6, propose=3, capacity=6)  # 5 more wanted, 3 left
+    queues.capacity = 1
+    assert evaluator.room(2) == Room(in_flight=2, propose=1, capacity=1)
+
+
+def test_an_own_count_that_reads_the_capacity_is_read_after_room_reads_it() -> None:
+    """The optimizer's rule (random's backlog: a multiple of the capacity) is called after the
+    capacity room waits on was read: a pool that joins in between wakes the wait at once."""
+    queues = QueuePair()
+    queues.capacity = 2
+    evaluator = Evaluator(queues, SPACE, workers=1, budget=10)
+    order: list[str] = []
+
+    def own() -> int:
+        queues.capacity = 5  # a pool joins while the optimizer works out its count
+        order.append("own")
+        return evaluator.capacity
+
+    room = evaluator.room(own)
+    assert order == ["own"] and room == Room(in_flight=5, propose=5, capacity=2)
+    evaluator.put([{"x": 0.5}] * room.propose)
+    assert evaluator.get(1, timeout=60.0, more_room=room.capacity) == []
+
+
+def test_room_with_replicates_counts_points() -> None:
+    """2 replicates a point: pools holding 5 tasks hold 2 whole points, an own count of 3 points is 6 tasks."""
+    queues = PooledQueuePair()
+    queues.capacity = 5
+    inner = Evaluator(queues, replicated_space(SPACE, 2), workers=1, budget=20)
+    view = ReplicatingEvaluator(inner, SPACE, 2)
+    view.put([{"x": 0.5}])
+    assert view.room(1) == Room(in_flight=3, propose=2, capacity=2)  # 5 tasks: 3 points outstanding
+    assert view.room(lambda: 4) == Room(in_flight=4, propose=3, capacity=2)

@@ -316,6 +316,26 @@ def test_seed_get_timeout_and_warnings(rb, tmp_path, caplog):
     assert seeded.value["r"] != first.value["r"]
 
 
+def test_room_tells_an_r_optimizer_how_many_to_propose_and_the_capacity_to_wait_on(rb, tmp_path):
+    """``evaluator$room(own)`` is Python's ``Evaluator.room``: a job of 2 workers, an own count of 3."""
+    script = write_r(tmp_path, '''
+        emews_optimize <- function(evaluator, space, options) {
+          before <- evaluator$room(3L)
+          evaluator$put(data.frame(x = 0.5, lr = 0.1, units = 2L, width = 8L, activation = "relu",
+                                   batch = 16L, shuffle = TRUE))
+          after <- evaluator$room(3L)
+          got <- evaluator$get(1L, more_room = after$capacity)
+          list(before = before, after = after, got = nrow(got))
+        }
+    ''')
+    summary, opt = run_r(tmp_path, script, budget=2, workers=2)
+    assert summary.error is None, summary.error
+    before, after = opt.value["before"], opt.value["after"]
+    # a job keeps its own count whatever the prefetch (capacity: the 2 workers, or more ahead)
+    assert (before["in_flight"], before["propose"]) == (3, 2) and before["capacity"] >= 2  # the budget allows 2
+    assert (after["in_flight"], after["propose"]) == (3, 1) and after["capacity"] >= 2 and opt.value["got"] == 1
+
+
 def test_off_main_thread_is_refused(rb, tmp_path):
     from emews.contrib.rbridge import ROptimizer
     script = write_r(tmp_path, RANDOM_SEARCH_R)
