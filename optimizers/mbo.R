@@ -1,6 +1,6 @@
 # Model-based optimization (mlrMBO style) for emews, run through emews.contrib.rbridge.
 #
-# Entry: emews_mbo(evaluator, space, options). See optimizers/mbo.py for the options.
+# Entry: emews_mbo(evaluator, space, options), which declares the options (optimizers/mbo.py says them).
 #
 # Two implementations, chosen by options$implementation ("auto" by default):
 #  * "mlrMBO": mlrMBO's human-in-the-loop API (initSMBO / proposePoints / updateSMBO) with
@@ -36,7 +36,12 @@
 
 .mbo_fallback_name <- "fallback (mlr + randomForest)"
 
-emews_mbo <- function(evaluator, space, options) {
+# the options emews takes (emews check refuses any other name: ROptimizer.check), with their
+# defaults; seed NULL is the run's seed, n_initial NULL max(4 * d, workers)
+emews_mbo <- function(evaluator, space,
+                      options = list(seed = NULL, n_initial = NULL, infill = "cb", lambda = 1,
+                                     candidates = 2000L, ntree = 200L, transform = "log",
+                                     implementation = "auto")) {
   opts <- .mbo_options(options, evaluator)
   impl <- .mbo_implementation(opts$implementation)
   evaluator$set_info("implementation", impl)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.contrib.rbridge import ROptimizer, RUnavailable, missing_r_packages
-from emews.core.errors import OptionError, did_you_mean
+from emews.core.errors import OptionError
 from emews.core.seeds import R_SEEDS, fitted_seed
 from emews.core.space import Space
 from emews.core.wording import noun_for
@@ -48,7 +48,6 @@ log = logging.getLogger("emews.optimizers.mbo")
 MLRMBO = "mlrMBO"
 FALLBACK = "fallback (mlr + randomForest)"
 INSTALL = "mbo needs R and rpy2: install with bash tools/install-r.sh and pip install 'emews-mpi[r]'"
-OPTIONS = ("seed", "n_initial", "infill", "lambda", "candidates", "ntree", "transform", "implementation")
 
 
 class MBO(ROptimizer):
@@ -79,9 +78,6 @@ class MBO(ROptimizer):
         **extra: Any,
     ) -> None:
         lam = extra.pop("lambda", extra.pop("lambda_", 1.0))
-        if extra:
-            name = sorted(extra)[0]
-            raise OptionError(name, f"unknown option {name!r}{did_you_mean(name, OPTIONS)}", ", ".join(OPTIONS))
         if infill not in ("cb", "ei"):
             raise OptionError("infill", f"invalid value {infill!r}", "cb, ei")
         if transform not in ("log", "rank", "none"):
@@ -105,12 +101,14 @@ class MBO(ROptimizer):
             "transform": transform,
             "implementation": implementation,
         }
-        super().__init__(options={k: v for k, v in options.items() if v is not None})
+        # any other name is refused by check (ROptimizer's: the names emews_mbo declares)
+        super().__init__(options={k: v for k, v in options.items() if v is not None}, **extra)
         self.implementation: str | None = None
         self._exp_dir: Path | None = None
 
     def check(self, space: Space) -> None:
-        """rpy2 imports, and R has the packages the chosen implementation needs."""
+        """rpy2 imports, R has the packages the chosen implementation needs, and every option is
+        one ``emews_mbo`` declares (:meth:`ROptimizer.check`, as for any R optimizer)."""
         implementation = self.options["implementation"]
         needed = ["mlrMBO"] if implementation == "mlrMBO" else ["mlr", "ParamHelpers", "lhs", "randomForest"]
         try:
@@ -119,6 +117,7 @@ class MBO(ROptimizer):
             raise ValueError(f"{INSTALL} ({exc})") from None
         if missing:
             raise ValueError(f"{INSTALL} (R lacks the {noun_for(len(missing), 'package')} {', '.join(missing)})")
+        super().check(space)
 
     def on_info(self, key: str, value: Any) -> None:
         if key == "implementation":

@@ -75,8 +75,8 @@ def run(make, space, objective, *, budget, workers, seed=0):
 # ------------------------------------------------------------------------------------------ options
 
 def test_options_are_validated():
-    with pytest.raises(ValueError, match="unknown option 'n_init'"):
-        MBO(n_init=3)
+    with pytest.raises(ValueError, match="unknown option 'n_init'"):  # the names emews_mbo declares
+        MBO(n_init=3).check(Space({"x": Float(0.0, 1.0)}))
     with pytest.raises(ValueError, match="infill"):
         MBO(infill="pi")
     with pytest.raises(ValueError, match="lambda"):

@@ -95,3 +95,23 @@ def test_the_run_gets_the_declared_defaults_under_the_options_given(tmp_path: Pa
     summary = run_in_threads(spec, workers=1)
     assert summary.error is None and summary.completed == 4, summary
     assert made[0].value == {"propose_points": 3, "spread": 0.5}
+
+
+def test_mbo_takes_the_options_its_r_function_declares_through_the_same_check(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mbo is an R optimizer like the others: ``emews_mbo`` declares its options (their defaults)
+    and ``MBO.check`` refuses another name through ROptimizer's check, naming the declared ones.
+    Before, mbo.R declared none and optimizers/mbo.py kept its own list of names."""
+    from emews.contrib.rbridge import declared_options
+    from emews.optimizers.mbo import MBO
+
+    monkeypatch.chdir(tmp_path)
+    declared = declared_options(MBO.script, MBO.entry)
+    assert declared is not None and {"n_initial", "infill", "lambda", "ntree"} <= set(declared), declared
+    allowed = ", ".join(sorted({"seed", *declared}))
+    path = write_workflow(tmp_path, optimizer={"name": "mbo", "options": {"seed": 1, "ntre": 50}})
+    assert refused_in_one_line(capsys, path) == (
+        f"emews: error: {path}: optimizer.options.ntre: unknown option 'ntre'; did you mean 'ntree'? "
+        f"(allowed: {allowed})")
+    path = write_workflow(tmp_path, optimizer={"name": "mbo", "options": {"seed": 1, "ntree": 50, "lambda": 2}})
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
