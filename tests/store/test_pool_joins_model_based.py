@@ -1,6 +1,6 @@
 """An optimizer that fixes its own in-flight count (one per worker: ``bayes``, ``ga``'s ``async``
 strategy, ``hyperspace``, the R ``mbo``) keeps at least what the pools can hold in flight, read
-before each proposal (``Evaluator.in_flight``): a pool that joins while every task of the first
+before each proposal (``Evaluator.room``): a pool that joins while every task of the first
 runs gets a task for each of its workers before any result comes (docs/postgres.md, "Pools").
 Before, such an optimizer kept its launch-time count and the new pool's workers idled."""
 
