@@ -360,14 +360,14 @@ def cmd_check(args: argparse.Namespace) -> int:
             where = (Path("experiments") / workflow.name).absolute()
             workflow.check_task_size(site.total_workers(None))  # --workers only asks for fewer
             site.render_batch_script(where, site.total_workers(None), job_command(where))
-    from emews.config.planned_budget import fit_to_plan
+    from emews.config.planned_budget import fit_to_plan, plan_text
 
     cut = fit_to_plan(workflow)  # as launch cuts it: what will run
     for line in ([cut] if cut else []) + workflow.warnings():
         print(f"emews: warning: {line}", file=sys.stderr)
     print(
         f"{workflow.label}: ok — optimizer {workflow.model.optimizer.name}, "
-        f"{counted(len(workflow.space), 'parameter')}, budget {workflow.model.budget.describe()}"
+        f"{plan_text(workflow)}, budget {workflow.model.budget.describe()}"
     )
     if site is not None:
         print(f"site {site.name}: ok")

@@ -14,6 +14,7 @@ from emews.core.errors import KeyedValueError, OptionError
 from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
+from emews.core.wording import counted
 
 #: the key of a text UPF's points: the line, as Swift/T's ``file_lines(upf)`` passed it to the model
 TEXT_KEY = "params"
@@ -69,6 +70,20 @@ class Sweep(AskTellOptimizer):
             return sum(1 for _ in read_points_file(Path(file), space, options.get("lines", "json")))
         levels = options.get("levels", 5)
         return math.prod(len(space[name].grid(levels)) for name in space.names)
+
+    @classmethod
+    def describe_plan(cls, options: Mapping[str, Any], space: Space) -> str | None:
+        """A points file's points and the keys they set (those only some lines set, apart), or the
+        grid's points over the space's parameters."""
+        file = options.get("file")
+        if file is None:
+            grid = cls.planned_evaluations(options, space) or 0
+            return f"{counted(len(space), 'parameter')} on a grid of {counted(grid, 'point')}"
+        lines = options.get("lines", "json")
+        points = list(read_points_file(Path(file), space, lines))
+        if lines == "text":
+            return f"{counted(len(points), 'point')} from {file}, each line the point's {TEXT_KEY}"
+        return f"{counted(len(points), 'point')} from {file}{_keys_text(points)}"
 
     def check(self, space: Space) -> None:
         """Read the whole points file: the first bad line raises ``ValueError`` ("file:line: ..."), keyed
@@ -132,6 +147,18 @@ def point_key(space: Space, point: Mapping[str, Any]) -> tuple:
         except (TypeError, ValueError):
             key.append(repr(value))
     return tuple(key)
+
+
+def _keys_text(points: Sequence[Mapping[str, Any]]) -> str:
+    """`` (setting a, b; some also c)``: the keys of every point, in the order first written, then
+    those of some points only (`` (each setting some of a, b)`` when no key is on every point);
+    nothing for no points."""
+    seen: Counter[str] = Counter(key for point in points for key in point)
+    every = [key for key, n in seen.items() if n == len(points)]
+    some = [key for key, n in seen.items() if n < len(points)]
+    if not every:
+        return f" (each setting some of {', '.join(some)})" if some else ""
+    return f" (setting {', '.join(every)}" + (f"; some also {', '.join(some)})" if some else ")")
 
 
 def grid_points(space: Space, levels: int) -> Iterator[dict[str, Any]]:

@@ -32,6 +32,20 @@ def planned_evaluations(workflow: Workflow) -> int | None:
     return points * model.replicates if points else None
 
 
+def plan_text(workflow: Workflow) -> str:
+    """What ``emews check`` says the run evaluates: the optimizer's own words when its options say
+    more than the space (a sweep's points file: its points and the keys they set), else the space's
+    parameters."""
+    model = workflow.model
+    said = ask_optimizer(
+        model.optimizer,
+        workflow.label,
+        workflow.source.parent,
+        lambda cls: cls.describe_plan(model.optimizer.options, workflow.space),
+    )
+    return said or counted(len(workflow.space), "parameter")
+
+
 def fit_to_plan(workflow: Workflow) -> str | None:
     """Cut a ``budget.evaluations`` larger than what the optimizer runs (its points) to that, for a new
     experiment (``emews check``, ``emews launch``; a resumed one keeps its total: its points file may

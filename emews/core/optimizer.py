@@ -50,6 +50,13 @@ class Optimizer(abc.ABC):
         points); the workflow's evaluation budget when it gives none. Default: ``None`` (not known)."""
         return None
 
+    @classmethod
+    def describe_plan(cls, options: Mapping[str, Any], space: Space) -> str | None:
+        """What the optimizer evaluates with these options, in words, when they say more than the
+        space does (a sweep over a points file: its points and the keys they set); ``emews check``
+        prints it in place of the space's parameter count. Default: ``None`` (the space says it)."""
+        return None
+
     def written_points(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """The points the options hold as a user wrote them (a sweep's points file), each with
         where it is written (``FILE:LINE``), for checks of their values before launch (a CANDLE

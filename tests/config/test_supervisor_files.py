@@ -203,3 +203,26 @@ def test_a_upf_line_id_reaches_a_command_model_as_its_label(emews_cmd, tmp_path:
     assert {k: r["objective"] for k, r in rows.items()} == {"RUN000": 1.0, "RUN001": 2.0, "RUN002": 3.0}
     labels = sorted(p.name for p in (tmp_path / "exp" / "runs" / "000" / "by-id").iterdir())
     assert labels == ["RUN000", "RUN001", "RUN002"]
+
+
+def test_check_of_a_upf_sweep_says_its_points_and_the_keys_they_set(emews_cmd, tmp_path: Path) -> None:
+    """``emews check`` of a UPF sweep (no space) said "0 parameters": it now says what will run, the
+    file's points and the keys they set (those only some lines set, apart), and of a grid its points."""
+    (tmp_path / "obj.py").write_text(ECHO)
+    (tmp_path / "upf-1.txt").write_text((DATA / "upf" / "upf-test-upf-1.txt").read_text())
+    (tmp_path / "upf3.txt").write_text((DATA / "upf" / "templates-upf3.txt").read_text())
+    said = {}
+    for name in ("upf-1.txt", "upf3.txt"):
+        wf = write_workflow(tmp_path, name.split(".")[0], optimizer={"name": "sweep", "options": {"file": name}},
+                            objective={"module": "obj.py"}, space={}, budget={})
+        proc = emews_cmd("check", str(wf))
+        assert proc.returncode == 0, proc.stderr
+        said[name] = proc.stdout.splitlines()[0].partition(" — ")[2]
+    assert said["upf-1.txt"] == f"optimizer sweep, 3 points from {tmp_path / 'upf-1.txt'} (setting id, epochs), budget 3"
+    assert said["upf3.txt"] == (f"optimizer sweep, 7 points from {tmp_path / 'upf3.txt'} "
+                                "(setting id, epochs; some also activation, batch_size), budget 7")
+    grid = write_workflow(tmp_path, "grid", optimizer={"name": "sweep", "options": {"levels": 3}},
+                          space={"x": {"type": "float", "lower": 0, "upper": 1},
+                                 "c": {"type": "categorical", "values": ["a", "b"]}}, budget={})
+    proc = emews_cmd("check", str(grid))
+    assert proc.returncode == 0 and "optimizer sweep, 2 parameters on a grid of 6 points, budget 6" in proc.stdout, proc
