@@ -91,6 +91,30 @@ _COMMAND_EXIT = re.compile(
 )
 
 
+#: how a failed command ended, as its record says it: ``command sh exited with status 3``, ``... died of signal SIGKILL``
+_COMMAND_ENDED = re.compile(r"^command .+? (?:exited with status -?\d+|died of signal \S+?)(?=;| and wrote nothing|$)")
+#: the heading over the output a failed command's record quotes: ``...; last lines of stderr:``
+_QUOTED_OUTPUT = re.compile(r"; last lines of (?:stderr|stdout):$")
+
+
+def command_ending(error: object) -> str | None:
+    """How a failed command ended, from its record: ``command sh exited with status 3`` or
+    ``command sh died of signal SIGKILL``; ``None`` for another error."""
+    for line in _lines(str(error or "")):
+        found = _COMMAND_ENDED.match(line.strip())
+        if found is not None:
+            return found[0]
+    return None
+
+
+def quoted_output(error: object) -> list[str]:
+    """The output lines a failed command's record quotes under its ``; last lines of stderr:`` heading
+    (none for another error)."""
+    lines = _lines(str(error or ""))
+    heading = next((i for i, line in enumerate(lines) if _QUOTED_OUTPUT.search(line)), None)
+    return [] if heading is None else [line for line in lines[heading + 1 :] if line.strip()]
+
+
 def cause(error: object) -> str:
     """The line that names a recorded error: the exception line ending a traceback (after the heading
     the traceback follows, as in ``objective setup failed:``), else its first line;

@@ -32,19 +32,23 @@ from typing import Any
 from emews.config.workflow import Workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator
-from emews.core.failure_cause import FRAME, cause
+from emews.core.failure_cause import FRAME, cause, command_ending, quoted_output, visible
 from emews.core.optimizer import Optimizer
 from emews.core.queues import QueuePair
 from emews.core.replicates import ReplicatingEvaluator, replicated_space
 from emews.core.results import Result
 from emews.core.space import Space
 from emews.core.task_size import FixedSize
+from emews.core.wording import counted
 from emews.job.rank_zero import run_spec
 from emews.job.stored_task import StoredTask
 from emews.job.wiring import RunSpec, RunSummary, run_optimizer_rank, run_worker_rank
 from emews.objective.context import task_run_dir
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.transport import ThreadHub
+
+#: the last lines of a failed command's output shown under a cause that is their heading
+QUOTED_LINES = 5
 
 
 class PointTaken(BudgetExhausted):
@@ -133,15 +137,40 @@ class TryOutcome:
         if self.stopped is not None:
             out.append(f"try: {self.stopped}")
         elif result is not None:
-            out.append(f"try: {result.status.value}: {cause(result.error)}")
+            said = cause(result.error)
+            out.append(f"try: {result.status.value}: {said}")
             frame = raising_frame(str(result.error or ""))
             if frame is not None:
                 out.append(f"try: raised at: {frame}")
+            out.extend(_how_the_command_ended(result.error, said))
         else:
             out.append(f"try: the run failed: {self.error}")
         if self.run_dir is not None:
             out.append(f"try: run dir (kept): {self.run_dir}")
+            out.extend(_output_files(self.run_dir))
         return out
+
+
+def _how_the_command_ended(error: object, said: str) -> list[str]:
+    """Of a failed command: its exit status or signal when the cause line does not say it (a last
+    line of output that names no error), and the output its record quotes when the cause line is
+    the heading over it (``...; last lines of stderr:``)."""
+    ended = command_ending(error)
+    lines = [] if ended is None or ended in said else [f"try: {ended}"]
+    if said.endswith(("last lines of stderr:", "last lines of stdout:")):
+        lines += [f"try:   {visible(line)}" for line in quoted_output(error)[-QUOTED_LINES:]]
+    return lines
+
+
+def _output_files(run_dir: Path) -> list[str]:
+    """Where the task's stdout and stderr are (a command's, or a Python objective's captured output)."""
+    lines = []
+    for name in ("stdout", "stderr"):
+        path = run_dir / f"{name}.txt"
+        if path.is_file():
+            size = path.stat().st_size
+            lines.append(f"try: {name}: {path} ({'empty' if size == 0 else counted(size, 'byte')})")
+    return lines
 
 
 def _inside(path: Path, folders: set[Path]) -> bool:

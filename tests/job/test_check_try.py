@@ -387,3 +387,29 @@ def test_a_crash_after_tensorflows_log_is_named_by_its_signal(emews_cmd, tmp_pat
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert lines["crashed"] == "command python3 died of signal SIGSEGV; last lines of stderr:", lines
+
+
+@pytest.mark.parametrize(
+    ("script", "cause", "ended"),
+    [
+        ("echo epoch 1 done; exit 3", "failed: epoch 1 done", "try: command sh exited with status 3"),
+        ("echo epoch 1 done; kill -9 $$", "crashed: command sh died of signal SIGKILL; last lines of stdout:",
+         "try:   epoch 1 done"),
+    ],
+)
+def test_a_command_that_names_no_error_shows_its_exit_and_where_its_output_is(
+    emews_cmd, tmp_path, scratch, script: str, cause: str, ended: str
+) -> None:
+    """A command that exits non-zero (or is killed) without printing an error line: the try said only
+    ``try: failed: LAST LINE`` (no exit status), or a cause ending ``last lines of stdout:`` with nothing
+    after it; it now says how the command ended, quotes what it wrote and names its stdout and stderr."""
+    wf = write_workflow(tmp_path, objective={"command": ["sh", "-c", script], "metric": "loss"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}})
+    proc = emews_cmd("check", str(wf), "--try", timeout=240)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[out.index(f"try: {cause}") + 1] == ended, out
+    (run_dir,) = [line.split(": ", 2)[2] for line in out if line.startswith("try: run dir (kept): ")]
+    assert f"try: stdout: {run_dir}/stdout.txt (13 bytes)" in out, out
+    assert f"try: stderr: {run_dir}/stderr.txt (empty)" in out, out
+    assert (Path(run_dir) / "stdout.txt").read_text() == "epoch 1 done\n"
