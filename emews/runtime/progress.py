@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -78,8 +79,14 @@ class Progress:
 
 def rate_text(rate: float) -> str:
     """Evaluations per second: whole ones from 10 (``27,369``), else 3 significant digits, as
-    ``emews status`` says them (an NT3 training every 4 minutes is ``0.00443``, not ``0.00``)."""
-    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.3g}"
+    ``emews status`` says them (an NT3 training every 4 minutes is ``0.00443``, not ``0.00``; one a
+    day ``0.0000116``, not ``1.16e-05``)."""
+    if rate >= 10:
+        return f"{rate:,.0f}"
+    text = f"{rate:.3g}"
+    if "e" in text:  # below 0.0001: as many decimals as 3 significant digits take, never 1e-05
+        text = f"{rate:.{2 - math.floor(math.log10(rate))}f}"
+    return text
 
 
 class ProgressReporter:

@@ -227,3 +227,26 @@ def test_a_misspelt_experiment_folder_says_which_was_meant(typed: str, faulty_ex
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "not an experiment directory (no such folder; did you mean '" in proc.stderr, proc.stderr
         assert "experiments/faulty-001'?)" in proc.stderr, proc.stderr
+
+
+def test_the_rate_of_a_finished_experiment_is_over_all_its_runs_and_never_in_scientific_notation(
+    tmp_path: Path,
+) -> None:
+    """A last run that only ran two tasks again, in a few ms, two hours after the first: ``emews status``
+    said the rate of that run alone (``rate 667/s``; ``1.85e+03/s`` for a shorter one). A finished
+    experiment's rate is over all its runs' working time, and says it; a live one's is its run's, with
+    its length; a slow rate has its decimals, not an exponent."""
+    from test_timeline import T0, experiment
+
+    from emews.reporting import data
+    from emews.reporting.summary import headline
+
+    later = 7200.0
+    schedule = [(i, i, i + 1, 1) for i in range(10)] + [(9.5, later, later + 0.002, 1), (9.5, later, later + 0.003, 2)]
+    exp = experiment(tmp_path, schedule, workers=2, requeued=(10, 11))
+    proc = EmewsCommand(tmp_path)("status", str(exp), check=True)
+    assert proc.stdout.splitlines()[-1] == "0 failed; workers busy: 0/2; rate 1.2/s over 10.0 s in 2 runs; ETA -"
+    live = headline(data.load(exp), running=True, now=T0 + later + 0.004)
+    assert live.rate_said() == "500/s over this run's 4.0 ms"
+    slow = experiment(tmp_path / "slow", [(0, 0, 86_400, 1)], workers=1)
+    assert headline(data.load(slow), running=False).rate_said() == "0.0000116/s over 24 h 00 min"
