@@ -490,6 +490,7 @@ def _write_summary_and_csv(
             "interrupted": None if stopped is None else stopped.args[0],
             "budget_reached": summary.budget_reached,
             "worker_errors": {str(rank): text for rank, text in problems.items()},
+            "lost_ranks": [lost.to_json() for lost in summary.lost_ranks],
             "error": None if summary.error is None else str(summary.error),
             "failure_cause": None
             if total.failure is None

@@ -30,6 +30,7 @@ from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.interrupt import Interrupt, Interrupted
+from emews.runtime.lost_ranks import LostRank
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.transport import ThreadHub, Transport
 from emews.runtime.trial_reports import TrialService, WaitingTrial
@@ -134,6 +135,7 @@ class RunSummary:
     requeued: int = 0  # tasks that were running when the earlier run stopped, run again
     worker_errors: dict[int, str] = field(default_factory=dict)  # shutdown problems reported by workers, by rank
     budget_reached: str | None = None  # the line saying the step or time budget ended the run
+    lost_ranks: list[LostRank] = field(default_factory=list)  # the workers the run went on without
 
     @property
     def interrupted(self) -> Interrupted | None:
@@ -393,6 +395,7 @@ def run_optimizer_rank(
         len(earlier.requeue),
         distributor.worker_errors,
         pools.bridge.budget_reached if pools is not None else distributor.budget_reached,
+        list(distributor.lost_ranks),
     )
 
 
@@ -504,6 +507,7 @@ class NoWorkersHere:
 
     def __init__(self) -> None:
         self.worker_errors: dict[int, str] = {}
+        self.lost_ranks: list[LostRank] = []
 
     def close(self, **_: object) -> None:
         """Nothing runs here to close."""

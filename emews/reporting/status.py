@@ -13,6 +13,7 @@ from emews.reporting import data as store_data
 from emews.reporting.pool_status import pool_lines
 from emews.reporting.summary import headline
 from emews.reporting.trials import trial_lines
+from emews.runtime.lost_ranks import lost_ranks_of
 from emews.store.base import StoreUnreadable
 
 #: scheduler states in which the run has not ended
@@ -154,7 +155,9 @@ def text(exp_dir: Path) -> tuple[str, bool]:
         if not pools.optimizer:  # the pools end what is queued; no time to the budget's end without one
             figures = replace(figures, eta=None)
     notes = [f"note: {problem} (shown without it)" for problem in data.unreadable]
-    lines = [f"job: {state}", *figures.lines(), *pools.lines, *trial_lines(exp_dir, data.metric, running), *notes]
+    lost = [] if running else [lost.line() for lost in lost_ranks_of(data.summary or {})]  # the last run's
+    trials = trial_lines(exp_dir, data.metric, running)
+    lines = [f"job: {state}", *figures.lines(), *lost, *pools.lines, *trials, *notes]
     return "\n".join(lines), running
 
 

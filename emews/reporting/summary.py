@@ -22,6 +22,7 @@ from emews.output.export import Totals, counts_text, summary_text
 from emews.output.numbers import number
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
+from emews.runtime.lost_ranks import lost_ranks_of
 from emews.runtime.progress import rate_text
 
 
@@ -88,6 +89,7 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
     ]
     if data.summary and data.summary.get("error"):
         rows.append(("last run ended with", str(data.summary["error"]).splitlines()[0]))
+    rows += [("last run went on without", lost.line()) for lost in lost_ranks_of(data.summary or {})]
     return rows
 
 

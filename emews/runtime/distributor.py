@@ -34,6 +34,7 @@ from emews.runtime.distributor_gc import WideCollector
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.group_commit import GroupCommit
+from emews.runtime.lost_ranks import LostRank
 from emews.runtime.progress import Progress
 from emews.runtime.setup_bound import setup_bound
 from emews.runtime.slots import SlotDispatch
@@ -173,6 +174,8 @@ class Distributor:
         self.lost_workers: set[int] = set()
         self._revived: set[int] = set()  # ... those heard from again since
         self._rerun: set[int] = set()  # tasks a lost worker began, queued again: their attempt is stored as they start
+        #: the workers the run went on without, when and why, and what became of their tasks (summary.json)
+        self.lost_ranks: list[LostRank] = []
         #: shutdown problems reported by workers (teardown errors), by rank
         self.worker_errors: dict[int, str] = {}
 
@@ -426,6 +429,11 @@ class Distributor:
             began.attempt += 1  # stored once it runs again: a stop before that leaves it to resume as it was
             self._rerun.add(began.id)
         self._queues.tasks.extendleft(reversed(held))
+        reason = getattr(event.why, "reason", None) or str(event.why)
+        rerun = began is not None and began in held
+        unstarted = tuple(t.id for t in held if t is not began)
+        task = None if began is None else began.id
+        self.lost_ranks.append(LostRank(event.rank, time.time(), reason, str(event.why), task, rerun, unstarted))
 
     def _fatal(self, event: Fatal) -> None:
         raise event.error

@@ -149,6 +149,8 @@ class WorkerStalled(Stranded):
             GOES_ON: " (its tasks run on the other workers)",
             LAST: " (no other worker is left); its tasks run again on resume",
         }.get(ending, "")
+        #: why, in short (``emews status``, summary.json's lost ranks)
+        self.reason = f"has not answered for {quiet:.0f} s, holding {counted(held, 'task')}, past the task timeout of {timeout:g} s"
         super().__init__(
             f"worker rank {rank} has not answered for {quiet:.0f} s, holding {counted(held, 'task')}, "
             f"past the task timeout of {timeout:g} s: it is stopped (SIGSTOP, a debugger) or blocked "
@@ -162,6 +164,8 @@ class WorkerNotReady(Stranded):
     unless no worker is ready (then the job ends)."""
 
     def __init__(self, rank: int, waited: float, ending: str = GOES_ON) -> None:
+        #: why, in short (``emews status``, summary.json's lost ranks)
+        self.reason = f"did not say it was ready within {waited:.0f} s (EMEWS_SETUP_TIMEOUT and EMEWS_STRANDED_GRACE)"
         super().__init__(
             f"worker rank {rank} did not say it was ready within {waited:.0f} s (its setup's bound and a "
             "grace: EMEWS_SETUP_TIMEOUT, EMEWS_STRANDED_GRACE): it is stopped (SIGSTOP, a debugger) or blocked "

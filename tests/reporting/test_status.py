@@ -250,3 +250,24 @@ def test_the_rate_of_a_finished_experiment_is_over_all_its_runs_and_never_in_sci
     assert live.rate_said() == "500/s over this run's 4.0 ms"
     slow = experiment(tmp_path / "slow", [(0, 0, 86_400, 1)], workers=1)
     assert headline(data.load(slow), running=False).rate_said() == "0.0000116/s over 24 h 00 min"
+
+
+def test_the_ranks_the_last_run_went_on_without_are_shown_by_status_and_the_report(tmp_path: Path) -> None:
+    """summary.json's lost ranks (finding: not recorded at all) are shown where the run's problems are:
+    under ``emews status``'s failures line and in the report's header."""
+    from test_timeline import T0, experiment
+
+    from emews.reporting import data
+    from emews.reporting.summary import header
+    from emews.runtime.lost_ranks import LostRank
+
+    exp = experiment(tmp_path, [(0, 0, 1, 2), (0, 1, 2, 2)], workers=2)
+    lost = LostRank(1, T0 + 0.5, "has not answered for 7 s, holding 1 task, past the task timeout of 3 s",
+                    "worker rank 1 has not answered ...", 1, True, ())
+    (exp / "summary.json").write_text(json.dumps({"exit_status": 0, "runs": 1, "lost_ranks": [lost.to_json()]}))
+    proc = EmewsCommand(tmp_path)("status", str(exp), check=True)
+    said = ("rank 1 lost at 2023-11-14 22:13:20 UTC: has not answered for 7 s, holding 1 task, past the task "
+            "timeout of 3 s; its task 1 was queued again for another worker")
+    lines = proc.stdout.splitlines()
+    assert lines[lines.index(said) - 1].startswith("0 failed; workers busy: 0/2; rate "), lines
+    assert ("last run went on without", said) in header(data.load(exp))

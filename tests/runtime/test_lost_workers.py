@@ -129,3 +129,38 @@ def test_a_task_whose_worker_stops_answering_again_ends_as_a_timeout_instead_of_
     assert not queues.tasks and not distributor._in_flight
     (result,) = distributor._group.results
     assert result.id == 0 and result.status.value == "timeout" and "stopped answering" in (result.error or "")
+
+
+def test_each_worker_the_run_goes_on_without_is_recorded_with_when_why_and_its_tasks() -> None:
+    """summary.json did not list the ranks lost during a run: the distributor now records each (rank,
+    when, why in short and whole, the task it began and whether that runs again, those it held)."""
+    import time
+
+    from emews.core.queues import QueuePair
+    from emews.core.results import Task
+    from emews.runtime.dispatch import Started
+    from emews.runtime.distributor import Distributor
+    from emews.runtime.lost_ranks import LostRank
+    from emews.runtime.progress import Progress
+
+    queues = QueuePair()
+    distributor = Distributor(None, queues, [1, 2, 3], sign=1.0, progress=Progress(None, 3))  # type: ignore[arg-type]
+    tasks = [Task(i, {"x": i}, seed=i, submitted=0.0) for i in range(4)]
+    tasks[3].attempt = 1  # it had run before: it ends as a timeout
+    before = time.time()
+    distributor._apply([Started(tasks), Lost(1, WorkerStalled(1, 3, 9.0, 3.0), 0, (1, 2))])
+    distributor._apply([Lost(2, WorkerStalled(2, 1, 9.0, 3.0), 3, ()), Lost(3, WorkerNotReady(3, 6.0), None, ())])
+    first, second, third = distributor.lost_ranks
+    assert before <= first.at <= time.time()
+    assert (first.rank, first.task, first.rerun, tuple(first.unstarted)) == (1, 0, True, (1, 2))
+    assert first.reason == "has not answered for 9 s, holding 3 tasks, past the task timeout of 3 s"
+    assert "the run goes on without it" in first.why
+    assert (second.rank, second.task, second.rerun) == (2, 3, False)
+    assert (third.rank, third.task, third.unstarted) == (3, None, ())
+    assert third.reason.startswith("did not say it was ready within 6 s")
+    assert LostRank.from_json(first.to_json()) == LostRank(1, first.at, first.reason, first.why, 0, True, (1, 2))
+    line = first.line()
+    assert line.startswith("rank 1 lost at ") and line.endswith(
+        ": has not answered for 9 s, holding 3 tasks, past the task timeout of 3 s; its task 0 was queued again "
+        "for another worker; 2 tasks it held unstarted queued again")
+    assert second.line().endswith("; its task 3 ended as a timeout (it had run before)")

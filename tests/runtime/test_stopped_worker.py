@@ -105,7 +105,14 @@ def test_the_run_goes_on_without_a_stopped_worker_and_runs_its_task_elsewhere(
     assert {r["id"]: r["rank"] for r in rows}[stopped_task] == 2   # run again on the other worker
     assert _attempts(exp)[stopped_task] == 1            # ... counting an attempt
     assert len((exp / "results.csv").read_text().splitlines()) == evaluations + 1
-    assert json.loads((exp / "summary.json").read_text())["exit_status"] == 0
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["exit_status"] == 0
+    (lost,) = summary["lost_ranks"]                     # recorded: rank, when, why, its task run again
+    assert (lost["rank"], lost["task"], lost["rerun"]) == (1, stopped_task, True), lost
+    assert lost["reason"].startswith("has not answered for ") and "task timeout of 3 s" in lost["reason"]
+    status = emews_cmd("status", str(exp), check=True).stdout.splitlines()
+    shown = [line for line in status if line.startswith("rank 1 lost at ")]
+    assert len(shown) == 1 and shown[0].endswith(f"; its task {stopped_task} was queued again for another worker")
     resumed = emews_cmd("resume", str(exp), timeout=240)   # nothing left: the run is complete
     assert resumed.returncode == 0 and "nothing to resume" in resumed.stderr, resumed.stderr
 
