@@ -85,6 +85,9 @@ class RunSpec:
     #: shared queue keeps it (None: the shared queue takes the lock itself)
     optimizer_lock: Any = None
     first_id: int = 0  # the first task id of a fresh store (``emews check --try --task N``: N)
+    #: the workers an optimizer's defaults (ga's population, mbo's batch, hyperspace's subspaces) are
+    #: sized for where this process runs none (``emews serve``: the pools'); 0: its own workers
+    size_for: int = 0
 
     def worker_plan(
         self,
@@ -346,7 +349,7 @@ def run_optimizer_rank(
                 evaluator = Evaluator(
                     queues,
                     space,
-                    workers=len(worker_ranks) or 1,  # emews serve: the pools' workers are counted as they come
+                    workers=len(worker_ranks) or spec.size_for or 1,  # emews serve: the pools' (spec.size_for)
                     budget=spec.budget,
                     direction=spec.direction,
                     seed=spec.seed,
