@@ -17,6 +17,7 @@ from emews.core.direction import Direction
 from emews.core.errors import EmewsError
 from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
 from emews.core.gpu_binding import GpuBinding
+from emews.core.lost_ranks import LostRank
 from emews.core.optimizer import Optimizer
 from emews.core.queues import QueuePair
 from emews.core.replicates import ReplicatingEvaluator, replicated_space
@@ -30,7 +31,6 @@ from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.interrupt import Interrupt, Interrupted
-from emews.runtime.lost_ranks import LostRank
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.transport import ThreadHub, Transport
 from emews.runtime.trial_reports import TrialService, WaitingTrial

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TextIO
 
 from emews.core.errors import ConfigError
+from emews.core.lost_ranks import lost_ranks_of
 from emews.reporting import data as store_data
 from emews.reporting.pool_status import pool_lines
 from emews.reporting.summary import headline
 from emews.reporting.trials import trial_lines
-from emews.runtime.lost_ranks import lost_ranks_of
 from emews.store.base import StoreUnreadable
 
 #: scheduler states in which the run has not ended

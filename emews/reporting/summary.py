@@ -15,15 +15,14 @@ from typing import Any
 import pandas as pd
 
 from emews.config.experiment import emews_version
+from emews.core.lost_ranks import lost_ranks_of
 from emews.core.replicates import REPLICATE, PointResult, best_point, group_results
 from emews.core.results import Result, Status
-from emews.core.wording import counted
+from emews.core.wording import counted, rate_text
 from emews.output.export import Totals, counts_text, summary_text
 from emews.output.numbers import number
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
-from emews.runtime.lost_ranks import lost_ranks_of
-from emews.runtime.progress import rate_text
 
 
 def _when(seconds: float | None) -> str:

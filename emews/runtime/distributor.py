@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from emews.core.errors import EmewsError
+from emews.core.lost_ranks import LostRank
 from emews.core.queues import QueuePair
 from emews.core.results import Outcome, Result, Status, Task
 from emews.runtime.backoff import Backoff
@@ -34,7 +35,6 @@ from emews.runtime.distributor_gc import WideCollector
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.fail_fast import FailFast
 from emews.runtime.group_commit import GroupCommit
-from emews.runtime.lost_ranks import LostRank
 from emews.runtime.progress import Progress
 from emews.runtime.setup_bound import setup_bound
 from emews.runtime.slots import SlotDispatch

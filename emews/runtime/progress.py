@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
@@ -13,7 +12,7 @@ from typing import TextIO
 
 from emews.core.replicates import point_label
 from emews.core.results import Result
-from emews.core.wording import noun_for
+from emews.core.wording import noun_for, rate_text
 
 
 @dataclass
@@ -75,18 +74,6 @@ class Progress:
             else f"{self.busy}/{self.workers} {noun_for(self.workers, 'worker')} busy"
         )
         return f"{done} evaluations, {self.failed} failed, best {best}, {busy}, {rate_text(rate)}/s"
-
-
-def rate_text(rate: float) -> str:
-    """Evaluations per second: whole ones from 10 (``27,369``), else 3 significant digits, as
-    ``emews status`` says them (an NT3 training every 4 minutes is ``0.00443``, not ``0.00``; one a
-    day ``0.0000116``, not ``1.16e-05``)."""
-    if rate >= 10:
-        return f"{rate:,.0f}"
-    text = f"{rate:.3g}"
-    if "e" in text:  # below 0.0001: as many decimals as 3 significant digits take, never 1e-05
-        text = f"{rate:.{2 - math.floor(math.log10(rate))}f}"
-    return text
 
 
 class ProgressReporter:

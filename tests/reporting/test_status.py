@@ -259,7 +259,7 @@ def test_the_ranks_the_last_run_went_on_without_are_shown_by_status_and_the_repo
 
     from emews.reporting import data
     from emews.reporting.summary import header
-    from emews.runtime.lost_ranks import LostRank
+    from emews.core.lost_ranks import LostRank
 
     exp = experiment(tmp_path, [(0, 0, 1, 2), (0, 1, 2, 2)], workers=2)
     lost = LostRank(1, T0 + 0.5, "has not answered for 7 s, holding 1 task, past the task timeout of 3 s",

@@ -140,7 +140,7 @@ def test_each_worker_the_run_goes_on_without_is_recorded_with_when_why_and_its_t
     from emews.core.results import Task
     from emews.runtime.dispatch import Started
     from emews.runtime.distributor import Distributor
-    from emews.runtime.lost_ranks import LostRank
+    from emews.core.lost_ranks import LostRank
     from emews.runtime.progress import Progress
 
     queues = QueuePair()
