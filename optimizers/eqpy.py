@@ -88,6 +88,11 @@ class EQPy(Optimizer):
         """Every point is ``{"params": STRING}``: a command's ``{name}`` other than ``{params}`` is a slip."""
         return frozenset({PARAMS})
 
+    @classmethod
+    def describe_plan(cls, options: Mapping[str, Any], space: Space) -> str:
+        """The ME's points (it owns its space): ``points {"params": STRING} from the ME deap_ga.py``."""
+        return f'points {{"{PARAMS}": STRING}} from the ME {Path(str(options.get("me"))).name}'
+
     def check(self, space: Space) -> None:
         """The ME imports (with this ``eqpy``) and has a ``run()`` taking no arguments."""
         self._load()

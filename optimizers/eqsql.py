@@ -48,6 +48,11 @@ class EQSQL(Optimizer):
     def point_keys(cls, options: Mapping[str, Any]) -> frozenset[str]:
         return frozenset({eqsql_api.PAYLOAD})
 
+    @classmethod
+    def describe_plan(cls, options: Mapping[str, Any], space: Space) -> str:
+        """The ME's points (it owns its space): ``points {"payload": PAYLOAD} from the ME uc4.py``."""
+        return f'points {{"{eqsql_api.PAYLOAD}": PAYLOAD}} from the ME {Path(str(options.get("me"))).name}'
+
     def check(self, space: Space) -> None:
         """The ME imports (with this ``eqsql``), has a ``run()`` and its configuration is a YAML mapping."""
         self._params()

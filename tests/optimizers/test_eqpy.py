@@ -226,3 +226,12 @@ def test_supervisors_ga_me_points_reach_a_candle_model_under_params_candle(tmp_p
             numbers = value.split() if isinstance(value, str) else []
             expected = [int(n) for n in numbers] if len(numbers) > 1 else value
             assert parsed[key] == expected, (key, value, parsed.get(key))
+
+
+def test_check_says_the_me_makes_the_points(project: Path) -> None:
+    """docs/coming-from-emews.md showed ``optimizer eqpy, 0 parameters``: the ME owns its space, and the
+    check now says what will run, its points ``{"params": STRING}``."""
+    proc = emews_in(project)("check", workflow(project))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0] == (
+        'ga0.yaml: ok — optimizer eqpy, points {"params": STRING} from the ME algorithm.py, budget 100')
