@@ -263,7 +263,9 @@ def _r_vector(kind: str, values: Sequence[Any]) -> Any:
 
 def _r_room(room: Room) -> Any:
     """:meth:`Evaluator.room`'s answer as R's ``list(in_flight, propose, capacity)``."""
-    return _named_list({name: _r_vector("integer", [getattr(room, name)]) for name in ("in_flight", "propose", "capacity")})
+    return _named_list(
+        {name: _r_vector("integer", [getattr(room, name)]) for name in ("in_flight", "propose", "capacity")}
+    )
 
 
 def _named_list(items: Mapping[str, Any]) -> Any:
