@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 #: longest cause shown where space is short (a table cell, a plot label)
 MAX_CAUSE_CHARS = 120
+#: how many lines of a failed process's stderr (or stdout) its error quotes
+TAIL_LINES = 20
 #: a line that names an error: ``prog: error: ...``, ``ValueError: ...``, ``Fatal ...``, ``Exception ...``
 _NAMES_ERROR = re.compile(
     r"error|exception|fatal|abort|denied|not found|no such|cannot|can't|"
@@ -61,6 +63,14 @@ def meaningful_line(text: str) -> str | None:
     not part of a traceback; ``None`` for blank output."""
     lines = _told(text)
     return error_line(text) or (lines[-1] if lines else None)
+
+
+def with_output(message: str, stream: str, tail: str, *, signalled: bool = False) -> str:
+    """A process's end (``message``: its exit status or signal) with the last lines of its output
+    ``stream``, the line of ``tail`` that names the problem first, as :func:`cause` reads it (after
+    a signal only a line that names an error: else the signal is the cause)."""
+    named = error_line(tail) if signalled else meaningful_line(tail)
+    return (f"{named}\n" if named else "") + f"{message}; last lines of {stream}:\n{tail}"
 
 
 def error_line(text: str) -> str | None:

@@ -63,7 +63,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from emews.core.failure_cause import clip, error_line, meaningful_line
+from emews.core.failure_cause import TAIL_LINES, clip, with_output
 from emews.core.results import Status
 from emews.core.textfiles import write_atomic
 from emews.objective.candle_params import (
@@ -99,8 +99,6 @@ RESULT_SOURCES: tuple[str, ...] = ("stdout", "file", "output_dir")
 TASK_PLACEHOLDERS = ("run_dir", "params_file", "seed", "task_id")
 #: ``{name}``, but not the shell's ``${name}``
 PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
-#: how many lines of stderr (or stdout) a failure's error quotes
-TAIL_LINES = 20
 #: what CANDLE Supervisor's model.sh reads from the model's output directory
 CANDLE_RESULT_FILE = "result.txt"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -456,10 +454,8 @@ def _describe_exit(program: str, returncode: int, output: CapturedOutput) -> tup
     tail = output.tail(stream)
     if not tail:
         return message + f" and wrote nothing to {stream}", status
-    # the first line names the cause (argparse's "prog: error: ..."), as reports and fail fast read it;
-    # after a signal it is the signal, unless the program named an error
-    named = error_line(tail) if returncode < 0 else meaningful_line(tail)
-    return (f"{named}\n" if named else "") + f"{message}; last lines of {stream}:\n{tail}", status
+    # the first line names the cause (argparse's "prog: error: ..."), as reports and fail fast read it
+    return with_output(message, stream, tail, signalled=returncode < 0), status
 
 
 def _describe_no_file(program: str, names: Sequence[str], run_dir: Path, output: CapturedOutput) -> str:
@@ -470,8 +466,7 @@ def _describe_no_file(program: str, names: Sequence[str], run_dir: Path, output:
     tail = output.tail(stream)
     if not tail:
         return message + " and wrote nothing to stdout or stderr"
-    named = meaningful_line(tail)
-    return (f"{named}\n" if named else "") + f"{message}; last lines of {stream}:\n{tail}"
+    return with_output(message, stream, tail)
 
 
 def write_params_file(path: Path, params: Mapping[str, Any]) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.core.errors import EmewsError
+from emews.core.failure_cause import with_output
 from emews.core.results import Outcome, Status, Task
 from emews.objective.context import TaskContext
 from emews.objective.function import ObjectiveSpec
@@ -23,7 +24,7 @@ from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTim
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask
 from emews.runtime.setup_bound import setup_bound
-from emews.runtime.spool import OutputNotKept, keep_output
+from emews.runtime.spool import OutputNotKept, keep_output, output_tail
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
@@ -160,10 +161,12 @@ class ProcessRunner:
         assert self._child is not None
         code = self._child.wait_exit()
         self._kill()  # whatever it left behind
+        error = describe_exit(code)
+        tail = output_tail(self._config.spool) if self._config.spool else ""
+        if tail:  # where a native library says why it ended the process (read before it is moved)
+            error = with_output(error, "stderr", tail, signalled=code < 0)
         self._keep_output(context)
-        return Outcome(
-            task.id, Status.CRASHED, error=describe_exit(code), started=started, finished=time.time(), **where
-        )
+        return Outcome(task.id, Status.CRASHED, error=error, started=started, finished=time.time(), **where)
 
     def _keep_output(self, context: TaskContext) -> None:
         """What a killed or crashed child wrote for this task goes into the task's run dir."""

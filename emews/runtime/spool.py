@@ -18,12 +18,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from emews.core.errors import EmewsError, write_failure
+from emews.core.failure_cause import TAIL_LINES
 from emews.objective.context import task_run_dir
 
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 TASK_FILE = "task"
 KILLED_SUFFIX = ".killed.txt"
 _ID_WIDTH = 20  # the task file's fixed size: one id, space-padded, rewritten in place
+_TAIL_BYTES = 64 << 10  # how much of a spool file :func:`output_tail` reads, from its end
 
 
 class OutputNotKept(EmewsError, OSError):
@@ -39,6 +41,18 @@ def spool_dir(runs_root: Path, rank: int, pool: str = "") -> Path:
 
 def spool_paths(spool: str | Path) -> list[Path]:
     return [Path(spool) / name for name in OUTPUT_FILES]
+
+
+def output_tail(spool: str | Path, name: str = "stderr.txt", lines: int = TAIL_LINES) -> str:
+    """The last ``lines`` lines of what the spool's ``name`` holds now (the task that just ended
+    wrote it; the last 64 KiB read at most); ``""``: nothing, or unreadable."""
+    try:
+        with (Path(spool) / name).open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 def runs_root_of(spool: str | Path) -> Path:

@@ -43,6 +43,13 @@ def run(params: dict) -> object:
             blocks.append(bytearray(64 * 2**20))
     if mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "abort":  # a native library that says why on stderr, then ends the process
+        print("training step 1", flush=True)
+        os.write(2, b"OpenBLAS error: Memory allocation still failed\n")
+        os._exit(1)
+    if mode == "abort-signal":
+        os.write(2, b"cuda runtime: fatal error: device lost\n")
+        os.kill(os.getpid(), signal.SIGABRT)
     if mode == "hang":
         time.sleep(3600)
     if mode == "context":
