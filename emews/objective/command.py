@@ -193,13 +193,19 @@ def as_flags(params: Mapping[str, Any], *, bool_values: bool = False) -> list[st
     return argv
 
 
+def number_text(value: Any) -> str:
+    """A value as one argument (:func:`as_text`), a negative number in the form argparse reads as a
+    number (``-0.00001``, not ``-1e-05``, which it takes for an option)."""
+    text = as_text(value)
+    if isinstance(value, float) and value < 0 and math.isfinite(value) and not NEGATIVE_NUMBER.match(text):
+        return format(Decimal(repr(value)), "f")
+    return text
+
+
 def list_item(name: str, value: Any) -> str:
-    """One value of a list flag: a negative number in the form argparse reads as a number
-    (``-0.00001``, not ``-1e-05``); an EvaluationFailed for a word that would read as an option."""
-    if isinstance(value, float) and value < 0 and math.isfinite(value):
-        text = format(Decimal(repr(value)), "f")
-    else:
-        text = as_text(value)
+    """One value of a list flag (:func:`number_text`); an EvaluationFailed for a word that would
+    read as an option."""
+    text = number_text(value)
     if text.startswith("-") and not NEGATIVE_NUMBER.match(text):
         raise EvaluationFailed(
             f"parameter {name!r}: list item {text!r} starts with '-' and would be read as an "
@@ -209,9 +215,9 @@ def list_item(name: str, value: Any) -> str:
 
 
 def substitute(arg: str, values: Mapping[str, Any], quote: Callable[[str, int], str] = lambda text, at: text) -> str:
-    """Replace each ``{name}`` that ``values`` holds, its text passed through ``quote(text, at)``
-    (``at``: where the placeholder is in ``arg``); other braces stay as written."""
-    return PLACEHOLDER.sub(lambda m: quote(as_text(values[m[1]]), m.start()) if m[1] in values else m[0], arg)
+    """Replace each ``{name}`` that ``values`` holds by its :func:`number_text`, passed through
+    ``quote(text, at)`` (``at``: where the placeholder is in ``arg``); other braces stay as written."""
+    return PLACEHOLDER.sub(lambda m: quote(number_text(values[m[1]]), m.start()) if m[1] in values else m[0], arg)
 
 
 def run_dir_name(name: str) -> str:

@@ -392,6 +392,28 @@ def test_flags_that_look_like_options_reach_a_strict_argparse_model_as_values(tm
         assert outcome.metrics["seen"] == {"lr": lr, "act": act, "dense": dense}
 
 
+@pytest.mark.parametrize("form", ["argv", "sh-c"])
+def test_a_negative_number_in_a_placeholder_reaches_a_strict_argparse_model_as_a_value(tmp_path: Path,
+                                                                                      form: str) -> None:
+    """The documented ``--lr {lr}`` (an argv item or the string ``sh -c`` runs) gave -1e-05 as
+    ``-1e-05``, which argparse takes for an option: the task failed "expected one argument" (finding 12,
+    flags fixed, placeholders not). A negative number goes as argparse reads one, ``-0.00001``."""
+    script = tmp_path / "strict.py"
+    script.write_text(
+        "import argparse, json\n"
+        "p = argparse.ArgumentParser()\n"
+        "p.add_argument('--lr', type=float, required=True)\n"
+        "p.add_argument('--n', type=float, required=True)\n"
+        "print(json.dumps({'loss': 0.0, 'seen': vars(p.parse_args())}))\n")
+    command = ((PYTHON, str(script), "--lr", "{lr}", "--n", "{n}") if form == "argv"
+               else ("sh", "-c", f"{PYTHON} {script} --lr {{lr}} --n {{n}}"))
+    ref = CommandRef(command, metric="loss")
+    for task_id, (lr, n) in enumerate([(-1e-05, -1e20), (-0.5, -3.0), (-2.5e-300, 1e-05)]):
+        outcome, _ = evaluate(tmp_path, ref, {"lr": lr, "n": n}, task_id=task_id)
+        assert outcome.status is Status.OK, outcome.error
+        assert outcome.metrics["seen"] == {"lr": lr, "n": n}
+
+
 def test_flags_with_option_like_values_use_the_equals_form() -> None:
     assert as_flags({"lr": -1e-05, "act": "-rf", "n": 3, "dense": [-1e-05, 5]}) == \
         ["--lr=-1e-05", "--act=-rf", "--n", "3", "--dense", "-0.00001", "5"]
