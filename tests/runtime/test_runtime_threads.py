@@ -104,6 +104,17 @@ def test_invalid_points_are_refused_with_the_key() -> None:
     assert "x" in str(summary.error.error) and "invalid point" in str(summary.error.error)
 
 
+@pytest.mark.parametrize("point", [[0.1], 0.5, "x", None])
+def test_a_proposal_that_is_not_a_point_is_refused_saying_so(point) -> None:
+    """3p of reliability-2026-11: a list proposed as a point failed with ``AttributeError: 'list'
+    object has no attribute 'keys'``; the failure now says what was proposed and what a point is."""
+    opt = Scripted(lambda ev: ev.put([point]))
+    summary = run_in_threads(spec(opt), workers=1)
+    assert isinstance(summary.error, OptimizerFailed)
+    assert f"optimizer proposed {point!r}, not a point (a dict keyed by parameter name)" in str(summary.error.error)
+    assert summary.completed == 0
+
+
 class Recording(AskTellOptimizer):
     def __init__(self, in_flight=None) -> None:
         self.in_flight = in_flight
