@@ -383,6 +383,10 @@ class StoreSection(_Strict):
             raise KeyedValueError(None, str(exc), URL_ALLOWED) from None
 
 
+#: what a workflow's ``name`` may be: it names the default experiment directory
+NAME_ALLOWED = "one folder name: no '/', not '.' or '..', printable (experiments/NAME-001)"
+
+
 class WorkflowModel(_Strict):
     name: str | None = None
     description: str | None = None
@@ -397,6 +401,15 @@ class WorkflowModel(_Strict):
     trial_scheduler: TrialSchedulerSection | None = None
     checkpoints: CheckpointSection = Field(default_factory=CheckpointSection)
     walltime: WalltimeSection = Field(default_factory=WalltimeSection)
+
+    @field_validator("name")
+    @classmethod
+    def _one_folder_name(cls, value: str | None) -> str | None:
+        """The default experiment directory is ``experiments/NAME-NNN``: a path (``../x``, ``/x``)
+        would put it elsewhere."""
+        if value is not None and (value in ("", ".", "..") or "/" in value or not value.isprintable()):
+            raise KeyedValueError(None, f"{value!r} is not one folder name", NAME_ALLOWED)
+        return value
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.I)

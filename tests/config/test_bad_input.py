@@ -467,3 +467,28 @@ def test_a_set_key_of_a_space_file_says_the_file_holds_the_space(
     line = _refused(capsys, path, "--set", f"{key}=2")
     assert line == (f"emews: error: --set: {key}: the space is read from {ga.name} (space.file): change its "
                     "parameters in that file, or in a copy of it, not with --set (allowed: --set space.file=OTHER_FILE)")
+
+
+@pytest.mark.parametrize("name", ["../escape", "ABS", "a/b", "..", ".", "", "a\nb"])
+def test_a_workflow_name_that_is_not_one_folder_name_is_refused(name: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    """An observation of ``shared/findings/reliability-2026-11.md``: ``name: ../escape`` (or an
+    absolute path) put the default experiment directory outside ``experiments/``
+    (``experiments/../escape-001``). The name is one folder name, or the run is refused before
+    anything is written."""
+    name = str(tmp_path / "abs" / "x") if name == "ABS" else name
+    path = write_workflow(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({"name": name, **data}))
+    for command in (["check", str(path)], ["launch", str(path), "--workers", "1"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and f"{path}: name:" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+@pytest.mark.parametrize("name", ["nt3 upf", "random-2.v1", "ünï"])
+def test_a_workflow_name_that_is_one_folder_name_names_the_experiment(name: str, tmp_path: Path) -> None:
+    path = write_workflow(tmp_path)
+    path.write_text(yaml.safe_dump({"name": name, **yaml.safe_load(path.read_text())}))
+    assert load_workflow(str(path)).name == name
