@@ -35,6 +35,8 @@ SITE_FILE = "site.yaml"
 INFO_FILE = "experiment.json"
 CSV_FILE = "results.csv"
 LOG_FILE = "emews.log"
+#: the lines of ``LOG_FILE`` (rank 0's ``logging``, and what the launch adds when the job ended first)
+LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 SUMMARY_FILE = "summary.json"
 #: where an experiment's attached pools keep their folders (``pools/pool-NNN``)
 POOLS_DIR = "pools"

@@ -18,7 +18,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from emews.config.experiment import LOG_FILE, SITE_FILE, WORKFLOW_FILE, require_experiment, write_pool_record
+from emews.config.experiment import (
+    LOG_FILE,
+    LOG_FORMAT,
+    SITE_FILE,
+    WORKFLOW_FILE,
+    require_experiment,
+    write_pool_record,
+)
 from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.core.wording import counted
@@ -60,7 +67,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     quiet_bcast(comm, plan)
     teams = TeamWorld(comm) if gang else None  # collective: every rank
     logging.basicConfig(
-        filename=pool_dir / LOG_FILE, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+        filename=pool_dir / LOG_FILE, level=logging.INFO, format=LOG_FORMAT
     )
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))

@@ -23,6 +23,7 @@ from emews.config.exit_record import record_exit, reserve_exit_record
 from emews.config.experiment import (
     CSV_FILE,
     LOG_FILE,
+    LOG_FORMAT,
     SITE_FILE,
     SUMMARY_FILE,
     WORKFLOW_FILE,
@@ -245,7 +246,7 @@ def _optimizer_rank(
     spare_core: bool,
     nodes: dict[int, str] | None = None,
 ) -> int:
-    logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO, format=LOG_FORMAT)
     logging.raiseExceptions = False  # a log line the disk has no room for is lost, not a traceback on stderr
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from emews.config.experiment import LOG_FILE, WORKFLOW_FILE, read_info, require_experiment
+from emews.config.experiment import LOG_FILE, LOG_FORMAT, WORKFLOW_FILE, read_info, require_experiment
 from emews.config.lease import SERVE_COMMAND, acquire
 from emews.config.workflow import load_workflow
 from emews.core.wording import counted
@@ -62,9 +62,7 @@ def _serve(exp_dir: Path, lock: PoolQueue) -> int:
         spec = run_spec(workflow, exp_dir)
         spec.pools, spec.site_name, spec.optimizer_lock = True, SERVE_SITE, lock
         spec.size_for, sized = sized_for_pools(exp_dir)
-        logging.basicConfig(
-            filename=exp_dir / LOG_FILE, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
-        )
+        logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO, format=LOG_FORMAT)
         print(
             f"serving {exp_dir}: the pools run its tasks (emews attach adds one); the {workflow.model.optimizer.name} "
             f"optimizer is sized for {counted(spec.size_for, 'worker')} ({sized})",

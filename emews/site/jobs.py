@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import shlex
 import sys
 from collections.abc import Callable
@@ -10,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from emews.config.experiment import run_exit_status
+from emews.config.experiment import LOG_FILE, LOG_FORMAT, run_exit_status
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EmewsError
 from emews.core.textfiles import write_atomic
 from emews.site.batch_schedulers import BATCH_SCHEDULERS, DONE, UNKNOWN, state_of
@@ -50,7 +52,11 @@ def job_exit_status(exp_dir: Path, launcher_status: int, since: float) -> int:
 
 
 def say_ended_before_run(exp_dir: Path, why: str) -> None:
-    """The line that says the job ended before its run wrote its summary (``why``), and how to go on."""
+    """The line that says the job ended before its run wrote its summary (``why``), and how to go on;
+    ``emews.log`` gets it too (the run itself could not say it there)."""
+    record = logging.makeLogRecord({"msg": f"the job ended before its run did ({why})", "levelname": "ERROR"})
+    with contextlib.suppress(OSError), (exp_dir / LOG_FILE).open("a", encoding="utf-8") as log:
+        log.write(logging.Formatter(LOG_FORMAT).format(record) + "\n")
     print(
         f"emews: the job ended before its run did ({why}); what it stored stays stored; continue with: "
         f"emews resume {shlex.quote(str(exp_dir))}",

@@ -92,4 +92,7 @@ def test_a_rank_that_ends_the_job_early_gets_one_line_and_exit_1(emews_cmd, tmp_
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("emews: the job ended before its run did (mpiexec exited with status "), proc.stderr
     assert last.endswith(f"continue with: emews resume {tmp_path / 'exp'}"), last
+    # the log the line points to says it too (2c of reliability-2026-11: emews.log had no line on why the run ended)
+    logged = (tmp_path / "exp" / "emews.log").read_text().splitlines()[-1]
+    assert " ERROR the job ended before its run did (mpiexec exited with status " in logged, logged
     assert emews_cmd.leftovers_after_exit() == []
