@@ -298,3 +298,23 @@ def test_load_best_loads_an_object_of_a_class_of_the_objectives_file(emews_cmd, 
     assert gone.returncode == 1
     last = gone.stderr.strip().splitlines()[-1]
     assert "net.py" in last and "step-00000002" in last and "emews_objective_net" in last, gone.stderr
+
+
+def test_a_run_removes_the_checkpoint_temp_files_of_writers_killed_mid_write(emews_cmd, tmp_path: Path) -> None:
+    """Finding 9: after a ``kill -9`` mid-write, a ``.step-*.ckpt.PID.TID.tmp`` fragment (up to the
+    checkpoint's size) stayed in ``checkpoints/`` after the resume had finished, in 8 of 10 runs.
+    The next run removes those of dead writers, and only those (a live writer's stays)."""
+    wf = trainer_workflow(tmp_path, rates=[0.2, 0.4], task={"isolation": "process"})
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", "--set", "budget.evaluations=1",
+                     timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    exp = tmp_path / "exp"
+    trial = next((exp / "checkpoints").iterdir())
+    dead = trial / f".step-00000009-008.ckpt.{dead_pid()}.140213.tmp"
+    alive = trial / f".step-00000009-008.ckpt.{os.getpid()}.140213.tmp"
+    for path in (dead, alive):
+        path.write_bytes(b"half a checkpoint")
+    proc = emews_cmd("resume", "exp", "--set", "budget.evaluations=2", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["status"] for r in stored_rows(exp)] == ["ok", "ok"]
+    assert not dead.exists() and alive.exists()
