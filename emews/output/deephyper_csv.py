@@ -7,7 +7,9 @@ DeepHyper's conventions (checked against a real DeepHyper 0.13 ``results.csv``):
 - a failed evaluation has a string starting with ``F`` as its objective (``F_failed``,
   ``F_timeout``, ...) and ``job_status`` ``DONE`` like every finished job;
 - ``job_id``, then ``m:<metric>`` columns, including ``m:timestamp_submit``, ``m:timestamp_start``,
-  ``m:timestamp_end`` and ``m:timestamp_gather``: seconds since the first submission;
+  ``m:timestamp_end`` and ``m:timestamp_gather``: seconds since the first submission; for training
+  trials ``m:budget`` (the last step reported) and ``m:stopped`` (stopped early by the scheduler),
+  as DeepHyper's stoppers' examples record a trial's fidelity;
 - rows in the order results were gathered (completion order).
 """
 
@@ -20,10 +22,12 @@ from emews.config.experiment import read_workflow, require_experiment
 from emews.core.direction import Direction
 from emews.output.csvrows import csv_cell, write_csv_file
 from emews.output.export import open_store
-from emews.store import Store
+from emews.store import Store, TrialState
 
 DEEPHYPER_FILE = "results_deephyper.csv"
 TIMESTAMPS = ("timestamp_submit", "timestamp_start", "timestamp_end", "timestamp_gather")
+#: a training trial's columns, as DeepHyper's stoppers' examples record them (``m:budget``, ``m:stopped``)
+TRIAL_METADATA = ("budget", "stopped")
 
 
 def deephyper_rows(exp_dir: Path, store: Store | None = None) -> tuple[list[str], list[list[Any]]]:
@@ -34,18 +38,19 @@ def deephyper_rows(exp_dir: Path, store: Store | None = None) -> tuple[list[str]
     constants = {name for name, spec in space.items() if isinstance(spec, dict) and spec.get("type") == "constant"}
     direction = Direction.of(workflow.get("objective", {}).get("direction"))
     if store is not None:
-        rows = store.results_by_completion()
+        rows, states = store.results_by_completion(), store.trial_states()
     else:
         opened = open_store(exp_dir)
         if opened is None:
             return ["job_id", "objective", "job_status"], []
         try:
-            rows = opened.results_by_completion()
+            rows, states = opened.results_by_completion(), opened.trial_states()
         finally:
             opened.close()
     decoded = [(r.id, r.status, r.objective, r.params, r.metrics, [r.submitted, r.started, r.finished]) for r in rows]
     names = sorted({k for d in decoded for k in d[3]} - constants)
     metric_names = sorted({k for d in decoded for k in d[4]} - set(TIMESTAMPS))
+    trial_names = [n for n in TRIAL_METADATA if states and n not in metric_names]  # a metric of that name wins
     origin = min((t[0] for *_, t in decoded if t[0] is not None), default=0.0)
     header = [
         *(f"p:{n}" for n in names),
@@ -53,6 +58,7 @@ def deephyper_rows(exp_dir: Path, store: Store | None = None) -> tuple[list[str]
         "job_id",
         "job_status",
         *(f"m:{m}" for m in metric_names),
+        *(f"m:{n}" for n in trial_names),
         *(f"m:{t}" for t in TIMESTAMPS),
     ]
     out = []
@@ -66,10 +72,20 @@ def deephyper_rows(exp_dir: Path, store: Store | None = None) -> tuple[list[str]
                 id_,
                 "DONE",
                 *(csv_cell(metrics.get(m)) for m in metric_names),
+                *_trial_cells(states.get(id_), trial_names),
                 *("" if t is None else round(t - origin, 6) for t in stamps),
             ]
         )
     return header, out
+
+
+def _trial_cells(state: TrialState | None, names: list[str]) -> list[Any]:
+    """A training trial's ``budget`` (its last reported step) and ``stopped`` (by its scheduler),
+    those of ``names``; empty cells for a task that reported nothing."""
+    if state is None:
+        return [""] * len(names)
+    values = {"budget": state.step, "stopped": state.stopped_early}
+    return [values[n] for n in names]
 
 
 def write_deephyper_csv(exp_dir: Path, path: Path | None = None, store: Store | None = None) -> tuple[Path, int]:

@@ -45,3 +45,24 @@ def test_deephyper_tools_find_the_real_best_and_the_failures(emews_cmd, tmp_path
     assert all(math.isclose(a, b) or a <= b for a, b in zip(df["m:timestamp_submit"], df["m:timestamp_end"]))
     hpo.plot_search_trajectory_single_objective_hpo(df)  # raised KeyError on the plain emews CSV
     hpo.plot_worker_utilization(df)
+
+
+def test_a_training_runs_export_carries_each_trials_budget_and_whether_it_was_stopped(emews_cmd, tmp_path: Path) -> None:
+    """§5 of real-world-2026-11-26: the export carried no ``t:step``, so the fidelity each trial
+    reached was lost for DeepHyper. Its stoppers' examples record it as the ``budget`` and
+    ``stopped`` metadata: ``m:budget`` (the trial's last reported step) and ``m:stopped``."""
+    import csv
+
+    from testutil import trainer_workflow
+
+    wf = trainer_workflow(tmp_path, rates=[0.5, 0.9, 0.3, 0.1, 0.2], task={"isolation": "inline"},
+                          trial_scheduler={"name": "asha", "options": {"max_t": 9}})
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    with open(tmp_path / "exp" / "results.csv", newline="") as fh:
+        plain = {int(r["id"]): r for r in csv.DictReader(fh)}
+    assert {r["t:ended"] for r in plain.values()} == {"stopped early", "completed"}  # both kinds present
+    emews_cmd("results", "exp", "--format", "deephyper", check=True)
+    df = hpo.read_results_from_csv(str(tmp_path / "exp" / "results_deephyper.csv"))
+    got = {int(j): (int(b), bool(s)) for j, b, s in zip(df["job_id"], df["m:budget"], df["m:stopped"])}
+    assert got == {i: (int(r["t:step"]), r["t:ended"] == "stopped early") for i, r in plain.items()}
