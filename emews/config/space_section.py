@@ -20,6 +20,10 @@ from emews.core.space import Dimension, Space, SpaceError
 _PARAM: TypeAdapter[Any] = TypeAdapter(ParamSpec)
 
 
+#: what a parameter's name may be
+NAME_ALLOWED = "a non-empty name without control characters (tab, newline, escape)"
+
+
 def build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points: bool = False) -> Space:
     """``{file: params.json}`` (a CANDLE GA JSON) or a mapping of parameter specs; ``open_points``:
     an open space (see :class:`~emews.core.space.Space`), which may be empty."""
@@ -35,6 +39,10 @@ def build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points:
     dims: dict[str, Dimension] = {}
     problems: list[ConfigError] = []
     for name, entry in raw.items():
+        if not str(name) or not str(name).isprintable():  # an empty one is a bare ``--`` to a command
+            problems.append(ConfigError(f"parameter name {str(name)!r} is not a name", file=file, key="space",
+                                        allowed=NAME_ALLOWED))
+            continue
         try:
             dims[name] = _dimension(str(name), entry, file)
         except ConfigError as exc:

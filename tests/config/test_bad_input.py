@@ -492,3 +492,16 @@ def test_a_workflow_name_that_is_one_folder_name_names_the_experiment(name: str,
     path = write_workflow(tmp_path)
     path.write_text(yaml.safe_dump({"name": name, **yaml.safe_load(path.read_text())}))
     assert load_workflow(str(path)).name == name
+
+
+@pytest.mark.parametrize("name", ["", "a\nb", "x\x1b[31m"])
+def test_a_parameter_name_that_is_empty_or_holds_control_characters_is_refused(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """3d of ``shared/findings/reliability-2026-11.md``: an empty parameter name and one holding a
+    newline were accepted silently (an empty one reaches a command as a bare ``--``, which ends its
+    options; a CANDLE JSON's empty name was already refused)."""
+    path = write_workflow(tmp_path, space={name: {"type": "float", "lower": 0.0, "upper": 1.0},
+                                           "mode": {"type": "constant", "value": "ok"}})
+    line = _refused(capsys, path)
+    assert f"{path}: space: parameter name {name!r}" in line and "non-empty" in line, line
