@@ -40,8 +40,9 @@ def build_space(raw: dict[str, Any], file: str, workflow_dir: Path, open_points:
     problems: list[ConfigError] = []
     for name, entry in raw.items():
         if not str(name) or not str(name).isprintable():  # an empty one is a bare ``--`` to a command
-            problems.append(ConfigError(f"parameter name {str(name)!r} is not a name", file=file, key="space",
-                                        allowed=NAME_ALLOWED))
+            problems.append(
+                ConfigError(f"parameter name {str(name)!r} is not a name", file=file, key="space", allowed=NAME_ALLOWED)
+            )
             continue
         try:
             dims[name] = _dimension(str(name), entry, file)

@@ -66,9 +66,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
     )
     quiet_bcast(comm, plan)
     teams = TeamWorld(comm) if gang else None  # collective: every rank
-    logging.basicConfig(
-        filename=pool_dir / LOG_FILE, level=logging.INFO, format=LOG_FORMAT
-    )
+    logging.basicConfig(filename=pool_dir / LOG_FILE, level=logging.INFO, format=LOG_FORMAT)
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     set_allocation(spec, workflow, site, time.time())
