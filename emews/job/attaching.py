@@ -13,23 +13,28 @@ prints the pool's script).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
+import socket
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 from emews.config.experiment import POOLS_DIR, SITE_FILE, WORKFLOW_FILE, next_numbered, read_info, require_experiment
+from emews.config.lease import Owner
 from emews.config.workflow import load_workflow
 from emews.config.yamlio import dump_yaml, file_key, parse_override
-from emews.core.errors import EXIT_OK, ConfigError
+from emews.core.errors import EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
 from emews.job.launching import run_here
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
+from emews.job.stop_handover import StopHandover
+from emews.processes.tree import descendants
 from emews.site import Site, load_site
 from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
-from emews.store.pool_queue import queue_for_a_pool
+from emews.store.pool_queue import PoolQueue, queue_for_a_pool
 
 
 def refuse_workflow_keys(exp_dir: Path, overrides: Sequence[str]) -> None:
@@ -100,7 +105,11 @@ def attach(
     (pool_dir / SITE_FILE).write_text(dump_yaml(chosen.to_dict()), encoding="utf-8")
     if script is None:
         print(f"pool for {exp_dir}: {counted(workers, 'worker')} on {chosen.name} (folder {pool_dir})", file=sys.stderr)
-        status, received = run_here(chosen, command, workers, relay=relay)
+        lead = PoolLead(exp_dir)
+        try:
+            status, received = run_here(chosen, command, workers, relay=relay, handover=StopHandover(lead))
+        finally:
+            lead.close()
         return 128 + received if received else status
     try:
         write_script(pool_dir / JOB_SCRIPT, script)
@@ -118,3 +127,29 @@ def attach(
     (pool_dir / JOB_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(f"submitted pool job {job_id} to {chosen.name} for {exp_dir} (folder {pool_dir})")
     return EXIT_OK
+
+
+class PoolLead:
+    """Where the rank 0 of the pool this process runs is, once it has registered in the experiment's
+    store (the registered pool process below this one; ``None`` before): a :class:`StopHandover`'s
+    ``rank_zero``, so that a stop Hydra's ``mpiexec`` dropped as the pool started reaches it. The
+    store is opened only when a stop came; :meth:`close` closes it."""
+
+    def __init__(self, exp_dir: Path) -> None:
+        self._exp_dir = exp_dir
+        self._queue: PoolQueue | None = None
+
+    def __call__(self) -> Owner | None:
+        try:
+            if self._queue is None:
+                self._queue = queue_for_a_pool(self._exp_dir)
+            registered = self._queue.processes()
+        except EmewsError:  # the store does not answer now: asked again at the next poll
+            return None
+        ours = set(descendants(os.getpid()))
+        found = (Owner(socket.gethostname(), pid, started) for pid, started in registered.values() if pid in ours)
+        return next((owner for owner in found if owner.alive()), None)
+
+    def close(self) -> None:
+        if self._queue is not None:
+            self._queue.store.close()
