@@ -147,9 +147,15 @@ class PoolRun:
     def stop(self) -> None:
         """Stop claiming and storing now (a stop signal); what the pool held is handed back by
         :meth:`close`. Waits for the feeder at most :data:`STOP_PATIENCE` seconds (it may be
-        retrying a lost connection)."""
+        retrying a lost connection). A pool stopped before it fed records its end here (it stayed
+        running in ``emews status`` until its heartbeat ended)."""
         self.feeder.stop()
         self.join(STOP_PATIENCE)
+        if not self.feeder.ran:  # stopped before it fed (a stop signal as it started): its end is recorded here
+            try:
+                self.queue.stop(self.pool)
+            except StoreLost as exc:  # its heartbeat ends by itself
+                log.warning("pool %s: could not record its stop: %s", self.pool, exc)
 
     def close(self, *, abort: bool = False, pause: float | None = None) -> None:
         """Stop the workers (after :meth:`run` ended or :meth:`stop`), then hand back to the shared

@@ -134,6 +134,8 @@ class PoolFeeder:
         self.stored: list[int] = []
         self.late: list[int] = []
         self._stopping = threading.Event()
+        #: whether :meth:`run` began (it records the pool's end as it ends)
+        self.ran = False
         queue.listen_tasks()
 
     @property
@@ -234,6 +236,7 @@ class PoolFeeder:
         that the pool ended (what it still holds is handed back once its workers stopped:
         :meth:`hand_back`)."""
         lost = False
+        self.ran = True
         try:
             while not self._stopping.is_set():
                 if not self.step():

@@ -90,3 +90,21 @@ def test_a_task_given_back_and_handed_out_again_counts_as_the_last_news_says(sto
         queues.close()
     attempts = stores[0].connection.execute("SELECT id, attempt FROM tasks ORDER BY id").fetchall()
     assert [tuple(r) for r in attempts] == [(0, 0), (1, 1)]
+
+
+def test_a_pool_stopped_before_it_fed_records_its_stop(stores: list[PostgresStore]) -> None:
+    """A stop signal that reaches a pool's rank 0 after it registered and before its feeder ran
+    (``emews attach``'s handover sends it just then) makes ``lead_pool`` stop the run without running
+    it: the pool's row then said running (``stopped`` NULL) until its heartbeat ended, as the feeder
+    records the end only as its loop ends. :meth:`PoolRun.stop` records it now."""
+    hub = ThreadHub(2)
+    run = PoolRun(PoolQueue(stores[1]), hub.endpoint(0), [1], site="local", sign=1.0, lease_s=600.0)
+    worker = threading.Thread(target=worker_loop, args=(hub.endpoint(1), _GatedRunner()), daemon=True)
+    worker.start()
+    try:
+        run.stop()  # as lead_pool does when Interrupted comes before run.run()
+    finally:
+        run.close(abort=True)
+        worker.join(timeout=60)
+    rows = stores[0].connection.execute("SELECT id, stopped IS NOT NULL FROM pools").fetchall()
+    assert [tuple(r) for r in rows] == [(run.pool, True)]
