@@ -35,7 +35,9 @@ def test_a_stop_that_mpiexec_drops_reaches_the_pools_rank_0(pg_server: PgServer,
         assert wait_until(deaf.exists, timeout=60)
         attached.send_signal(signal.SIGTERM)
         stopped = wait_until(lambda: seen(exp, "SELECT 1 FROM pools WHERE id = 2 AND stopped IS NOT NULL"), 120)
-        assert stopped, seen(exp, "SELECT id, stopped FROM pools ORDER BY id")
+        if not stopped:
+            second.kill_all()
+        assert stopped, (seen(exp, "SELECT id, stopped FROM pools ORDER BY id"), attached.communicate(timeout=60))
         _, err = attached.communicate(timeout=180)
         assert attached.returncode == 128 + signal.SIGTERM, err
         assert second.processes() == {}, second.processes()
