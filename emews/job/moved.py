@@ -7,36 +7,14 @@ from its start, and at its end asks the kernel where that directory is now (``/p
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
+from emews.core.followed_dir import FollowedDir
 
-class DirectoryWatch:
+
+class DirectoryWatch(FollowedDir):
     """An experiment directory held open, to tell where it is at the end of a run."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self._fd: int | None = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            self._fd = None
-
-    def now(self) -> Path | None:
-        """Where the directory is now: :attr:`path` while it was not moved, its new path, or ``None``
-        once it was deleted (or its new place cannot be known)."""
-        if self._fd is None:
-            return self.path
-        try:
-            if os.path.samestat(os.stat(self.path), os.fstat(self._fd)):
-                return self.path
-        except OSError:
-            pass
-        try:
-            target = os.readlink(f"/proc/self/fd/{self._fd}")
-        except OSError:
-            return None
-        return None if target.endswith(" (deleted)") or not os.path.isdir(target) else Path(target)
 
     def moved_line(self, now: Path | None) -> str:
         """The one line that says where the directory went while the run used it."""
@@ -49,8 +27,3 @@ class DirectoryWatch:
             f"emews: the experiment directory {self.path} was moved to {now} while it ran: its summary and "
             f"results.csv are written there (follow it with: emews status {shlex.quote(str(now))})"
         )
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None

@@ -11,11 +11,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.core.errors import EmewsError
 from emews.core.failure_cause import with_output
+from emews.core.followed_dir import FollowedDir
 from emews.core.results import Outcome, Status, Task
 from emews.objective.context import TaskContext
 from emews.objective.function import ObjectiveSpec
@@ -24,7 +26,7 @@ from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTim
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask
 from emews.runtime.setup_bound import setup_bound
-from emews.runtime.spool import OutputNotKept, keep_output, output_tail
+from emews.runtime.spool import OutputNotKept, keep_output, output_tail, runs_root_of
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
@@ -73,6 +75,8 @@ class ProcessRunner:
         spool: Path | None = None,
     ) -> None:
         self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool))
+        # the experiment the spool lies in, followed: a child started after ``mv EXP EXP2`` spools there
+        self._spool_home = None if spool is None else FollowedDir(runs_root_of(spool).parent)
         self._timeout = timeout
         self._make_context = make_context
         self._child: ChildProcess | None = None
@@ -176,6 +180,9 @@ class ProcessRunner:
             print(f"emews: task {context.task_id}: what it printed was not kept: {exc}", file=sys.stderr, flush=True)
 
     def _spawn(self) -> None:
+        if self._spool_home is not None and self._config.spool is not None:
+            spool = Path(self._config.spool).relative_to(self._spool_home.path)
+            self._config = replace(self._config, spool=str(self._spool_home.current() / spool))
         self._child = child = ChildProcess("emews.runtime.child", self._config)
         _LIVE_CHILDREN.add(child.pid)
         try:

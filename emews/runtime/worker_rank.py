@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emews.core.followed_dir import FollowedDir
 from emews.core.gpu_binding import GpuBinding
 from emews.core.results import Task
 from emews.objective.context import TaskContext
@@ -66,6 +67,8 @@ def make_runner(
     """The objective runner for one worker rank, per ``plan.isolation``; ``teams`` (under MPI) makes a
     multi-rank task's communicator (inline isolation) and knows its members' cores (``ctx.launch``)."""
     host, runs_root, launch_line = socket.gethostname(), plan.runs_root, plan.launch_line
+    # each task's run dir and checkpoints go where the experiment is then (mv EXP EXP2 while it runs)
+    experiment = None if runs_root is None else FollowedDir(runs_root.parent)
 
     def make_context(
         task: Task, team: Team | None = None, *, link: TrialLink | None = None, comm: Any = None
@@ -79,7 +82,7 @@ def make_runner(
             task.seed,
             list(gpu_ids),
             host,
-            runs_root,
+            runs_root if experiment is None or runs_root is None else experiment.current() / runs_root.name,
             team=team,
             attempt=task.attempt,
             backend=plan.backend,

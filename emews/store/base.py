@@ -140,8 +140,11 @@ class Store(ABC):
     a task's parameters (PBT, promotions), its attempt count and a checkpoint's state.
     """
 
-    #: the experiment directory that checkpoint paths are kept relative to (``None``: as given)
-    root: Path | None
+    @property
+    @abstractmethod
+    def root(self) -> Path | None:
+        """The experiment directory that checkpoint paths are kept relative to (``None``: as given),
+        where it is now."""
 
     @property
     @abstractmethod

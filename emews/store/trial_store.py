@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from emews.core.followed_dir import FollowedDir
 from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Outcome, Status, StoredReport, Task, TrialEnd
 from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, LeaseLost, TrialState
@@ -133,31 +134,43 @@ class TrialStore:
 
     def __init__(self, db: sqlite3.Connection, *, readonly: bool = False, root: Path | None = None) -> None:
         self._db = db
-        self.root = None if root is None else Path(os.path.abspath(root))
+        self._opened_at = None if root is None else Path(os.path.abspath(root))
+        # a run's store follows its directory moved while it runs: paths resolve where it is now
+        self._where = None if readonly or self._opened_at is None else FollowedDir(self._opened_at)
         self._named_reports = False  # whether ``decisions`` was seen to have its ``report`` column
         if not readonly:
             db.executescript(_SCHEMA)
             self._relocate()
 
+    @property
+    def root(self) -> Path | None:
+        """The experiment directory: where it is now (``mv EXP EXP2`` while a run writes the store)."""
+        return self._opened_at if self._where is None else self._where.current()
+
     # -- checkpoint paths ----------------------------------------------------
     def _stored(self, path: str) -> str:
-        """How the store keeps ``path``: relative to the experiment directory when inside it."""
-        if self.root is None or not os.path.isabs(path):
+        """How the store keeps ``path``: relative to the experiment directory when inside it (where
+        it is now, or where it was opened: a writer that named it before a move)."""
+        if self._opened_at is None or not os.path.isabs(path):
             return path
         full = Path(os.path.normpath(path))
-        return full.relative_to(self.root).as_posix() if full.is_relative_to(self.root) else path
+        for root in (self.root, self._opened_at):
+            if root is not None and full.is_relative_to(root):
+                return full.relative_to(root).as_posix()
+        return path
 
     def _resolved(self, stored: str) -> str:
         """The file a stored path names in this experiment directory (an absolute path of an
         older store, written where the experiment was, is read at its place in this one)."""
-        if self.root is None:
+        root = self.root
+        if root is None:
             return stored
         if not os.path.isabs(stored):
-            return str(self.root / stored)
-        if Path(os.path.normpath(stored)).is_relative_to(self.root):
+            return str(root / stored)
+        if Path(os.path.normpath(stored)).is_relative_to(root):
             return stored
         moved = in_experiment(stored)
-        return stored if moved is None else str(self.root / moved)
+        return stored if moved is None else str(root / moved)
 
     def _relocate(self) -> None:
         """Rewrite the absolute checkpoint paths an older store holds relative (once per store)."""

@@ -77,6 +77,15 @@ def remove_inside(path: str | Path, root: Path) -> bool:
     return True
 
 
+def make_trial_folder(path: Path) -> None:
+    """Make the folders of a checkpoint at ``path`` (``EXP/checkpoints/TRIAL/NAME``): the trial's
+    and ``checkpoints``, never the experiment directory. One moved away (``mv EXP EXP2``) while
+    its writer held the old path is not made again under the old name: the write fails (said as
+    a checkpoint not written), and never leaves files the experiment does not see."""
+    path.parent.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(exist_ok=True)
+
+
 def remove_dead_temps(root: Path) -> int:
     """Remove the temporary files that checkpoint writers no longer alive left under ``root``
     (``EXP/checkpoints``: a ``kill -9`` mid-write); how many. A writer's process id is in the name."""
@@ -291,6 +300,7 @@ class CheckpointWriter:
             if self._local is not None and self._stage_locally(path, kind, payload, name):
                 return
             try:
+                make_trial_folder(path)
                 write_atomic(path, frame(kind, payload, name))
             except OSError as exc:
                 self._fail(path, exc)
@@ -331,6 +341,7 @@ class CheckpointWriter:
         while (job := self._flushes.get()) is not None:
             local, path = job
             try:
+                make_trial_folder(path)
                 with open(local, "rb") as fh:
                     write_atomic(path, iter(lambda: fh.read(CHUNK), b""))  # streamed, not held in memory
             except OSError as exc:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from emews.core.followed_dir import FollowedDir
 from emews.training.checkpoints import (
     CheckpointWriter,
     CorruptCheckpoint,
@@ -71,6 +72,8 @@ class TrialSession:
         self.id = int.from_bytes(os.urandom(6), "big")
         self._link = link
         self._root = checkpoints_root
+        # the experiment directory, followed if it is moved while the task trains (mv EXP EXP2)
+        self._experiment = None if checkpoints_root is None else FollowedDir(checkpoints_root.parent)
         self._run_dir = run_dir
         self._writer = process_writer(background, local_dir)
         self._serial = 0
@@ -133,6 +136,8 @@ class TrialSession:
             self._collect()
         self._decision()  # an exploit answered to a last report that did not wait still runs again
         restart, self._restart = self._restart, None
+        if self._experiment is not None:
+            self._experiment.close()
         return restart
 
     def _failures(self) -> tuple[str, ...]:
@@ -147,10 +152,11 @@ class TrialSession:
         return failed
 
     def _stage(self, step: int, checkpoint: Any) -> CheckpointNote:
-        if self._root is None:
+        if self._root is None or self._experiment is None:
             raise RuntimeError("ctx.report(checkpoint=...): this run has no experiment directory")
         kind, payload, name = snapshot(checkpoint)
-        path = checkpoint_path(self._root, self.trial, step, self._serial, self.attempt)
+        root = self._experiment.current() / self._root.name  # where the experiment is now
+        path = checkpoint_path(root, self.trial, step, self._serial, self.attempt)
         self._serial += 1
         self._writer.submit(path, kind, payload, name)
         return CheckpointNote(str(path), framed_size(kind, payload, name))

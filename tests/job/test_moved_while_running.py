@@ -6,6 +6,7 @@ in EXP2). Now it says in one line where the directory went and writes its output
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from gated_job import launch_gated
@@ -31,3 +32,60 @@ def test_an_experiment_moved_while_it_runs_ends_with_its_outputs_where_it_went(e
     assert not (moved / "lease.json").exists() and not exp.exists()
     status = emews_cmd("status", str(moved))
     assert status.returncode == 0 and "not running" in status.stdout and "4/4 evaluations: 4 ok" in status.stdout
+
+
+TRAINER = '''\
+import os, pathlib, time
+
+def run(params, ctx):
+    events = pathlib.Path(params["events"])
+    state, start = ctx.restore(default=(None, 0))
+    if state is not None:
+        (events / f"restored-{ctx.task_id}-{state['trial']}-{start}").touch()
+    ctx.report(step=1, metrics={"loss": 1.0}, checkpoint={"trial": ctx.task_id, "step": 1})
+    (events / f"reported-{ctx.task_id}-{ctx.attempt}").touch()
+    while not os.path.exists(params["gate"]):
+        time.sleep(0.01)
+    ctx.report(step=2, metrics={"loss": 0.5}, checkpoint={"trial": ctx.task_id, "step": 2})
+    if ctx.task_id == 0 and ctx.attempt == 0:
+        os._exit(3)  # crashes once after the move: its retry restores what the moved experiment holds
+    return 0.5
+'''
+
+
+def test_a_training_run_moved_while_it_runs_writes_and_restores_its_checkpoints_where_it_went(
+    emews_cmd, tmp_path: Path
+) -> None:
+    """``mv EXP EXP2`` while trials train: the checkpoints written after the move went to a new
+    ``EXP/checkpoints`` (``mkdir -p`` made the old name again), the moved store called them durable
+    though EXP2 did not hold them, and a retry's restore read the old name (nothing there). Now the
+    writers follow the directory: no folder is made under the old name, every checkpoint is in EXP2,
+    and the retry restores trial 0's own checkpoint from there."""
+    from emews.training.checkpoints import read_checkpoint
+
+    (tmp_path / "trainer.py").write_text(TRAINER)
+    events, gate = tmp_path / "events", tmp_path / "gate"
+    events.mkdir()
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "trainer.py"), "metric": "loss"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "events": {"type": "constant", "value": str(events)},
+                               "gate": {"type": "constant", "value": str(gate)}},
+                        budget={"evaluations": 3}, task={"timeout": 120, "retries": 1})
+    exp, moved = tmp_path / "exp", tmp_path / "exp2"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
+    assert wait_until(lambda: len(list(events.glob("reported-*"))) >= 2, timeout=180), said(job)
+    exp.rename(moved)
+    gate.touch()  # trials 0 and 1 write their step-2 checkpoints, trial 2 starts, trial 0 runs again
+    out, err = job.communicate(timeout=240)
+    assert job.returncode == 0, err
+    assert not exp.exists(), sorted(str(p.relative_to(tmp_path)) for p in exp.rglob("*"))
+    restored = [p.name for p in events.glob("restored-*")]
+    assert restored in (["restored-0-0-1"], ["restored-0-0-2"]), (restored, err)
+    db = sqlite3.connect(moved / "results.db")
+    rows = db.execute("SELECT trial, step, path, state FROM checkpoints ORDER BY trial, step, id").fetchall()
+    assert {(trial, step) for trial, step, _, _ in rows} == {(t, s) for t in (0, 1, 2) for s in (1, 2)}, rows
+    for trial, step, path, state in rows:
+        assert not Path(path).is_absolute(), path
+        if state == "durable":
+            assert read_checkpoint(moved / path) == {"trial": trial, "step": step}
+    assert {(t, s) for t, s, _, state in rows if state == "durable"} >= {(1, 1), (1, 2), (2, 1), (2, 2)}, rows
