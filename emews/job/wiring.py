@@ -188,7 +188,8 @@ def resume_state(
     store: Store | None, waits: Callable[[Task], WaitingTrial | None] = lambda task: None, *, pooled: bool = False
 ) -> ResumeState:
     """Finished work, and the tasks to run again: those that were running when the last run
-    stopped (once; a task caught by a stop twice is recorded as failed). A trial that ``waits``
+    stopped (once; a task caught by a stop twice is recorded as failed, unless the run the stop
+    caught wrote a checkpoint of it: a trial that trains on is not what stops the job). A trial that ``waits``
     for a promotion (``TrialService.resumed_wait``) is held again instead, however often.
     ``pooled``: every unfinished task is waited for again as it is (the shared queue and its leases
     count the attempts; a task may still be running on a pool)."""
@@ -209,7 +210,7 @@ def resume_state(
         if held is not None:
             task.attempt = attempt
             waiting.append(held)
-        elif attempt < REQUEUE_LIMIT + pauses.get(task.id, 0):
+        elif attempt < REQUEUE_LIMIT + pauses.get(task.id, 0) or store.checkpointed_in(task.id, attempt):
             task.attempt = attempt + 1
             requeue.append(task)
         else:

@@ -340,6 +340,10 @@ class Store(ABC):
         """Task id -> how often it paused."""
 
     @abstractmethod
+    def checkpointed_in(self, trial: int, attempt: int) -> bool:
+        """Whether ``trial``'s run ``attempt`` (its task's) wrote a checkpoint: it trained on in that run."""
+
+    @abstractmethod
     def attempts(self, task: int) -> int:
         """How many failed attempts of ``task`` are kept."""
 

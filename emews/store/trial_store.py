@@ -40,7 +40,7 @@ from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Outcome, Status, StoredReport, Task, TrialEnd
 from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, LeaseLost, TrialState
 from emews.store.tables import column_names, in_slices, record_tasks, set_task_params
-from emews.training.checkpoints import in_experiment
+from emews.training.checkpoints import checkpoint_attempt, in_experiment
 from emews.training.messages import Action, Ending, Report, Restorable
 
 _SCHEMA = """
@@ -484,6 +484,15 @@ class TrialStore:
     def pauses(self) -> dict[int, int]:
         """Task id -> how often it paused."""
         return dict(self._db.execute("SELECT task, COUNT(*) FROM pauses GROUP BY task"))
+
+    def checkpointed_in(self, trial: int, attempt: int) -> bool:
+        """Whether ``trial``'s run ``attempt`` (its task's) wrote a checkpoint (durable, since deleted,
+        or staged with its file in place): it trained on in that run."""
+        rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial = ?", (trial,))
+        return any(
+            checkpoint_attempt(row.path) == attempt and (row.state != STAGED or Path(row.path).is_file())
+            for row in map(self._row, rows)
+        )
 
     def attempts(self, task: int) -> int:
         """How many failed attempts of ``task`` are kept."""

@@ -56,8 +56,17 @@ def checkpoint_path(root: Path, trial: int, step: int, serial: int, attempt: int
     on: two pools may train one trial at once (one frozen past its lease, one that took the task
     over, one attempt later) and must not write one file. The first attempt's name is the layout
     of experiments written before (their rows name their paths, which are read as they are)."""
-    run = f"-a{attempt}" if attempt else ""
+    run = f"{_ATTEMPT}{attempt}" if attempt else ""
     return root / f"{trial:06d}" / f"step-{step:08d}-{serial:03d}{run}{SUFFIX}"
+
+
+_ATTEMPT = "-a"
+
+
+def checkpoint_attempt(path: str | Path) -> int:
+    """The run of its task (``attempt``) that wrote the checkpoint at ``path`` (:func:`checkpoint_path`)."""
+    head, mark, run = PurePath(path).stem.rpartition(_ATTEMPT)
+    return int(run) if mark and head and run.isdigit() else 0
 
 
 def in_experiment(path: str) -> str | None:

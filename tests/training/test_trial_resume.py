@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from testutil import TESTS, events, query, read_only, stored_rows, wait_until, walltime_pause_time, write_workflow
+from testutil import (TESTS, events, query, read_only, said, stored_rows, wait_until, walltime_pause_time,
+                      write_workflow)
 
 TRAINER = TESTS / "objectives" / "trainer.py"
 PROMOTION = {"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3,
@@ -413,3 +414,62 @@ def test_a_rebuilt_hyperband_deals_brackets_as_the_live_one_after_a_trial_diverg
         rebuilt = TrialService(store, hyperband(), metric="loss")
         rebuilt.rebuild()
         assert rebuilt.scheduler.bracket_of == live.scheduler.bracket_of == {0: 0, 2: 1, 3: 2}
+
+
+HELD_TRAINER = '''\
+import pathlib, time
+
+def run(params, ctx):
+    events = pathlib.Path(params["events"])
+    state, start = ctx.restore(default=(0, 0))
+    (events / f"start-{start}").touch()
+    if params["second"] == "stuck" and start == 2:  # caught again before it trains a step
+        (events / "held-stuck").touch()
+        while True:
+            time.sleep(0.05)
+    hold = {0: 2, 2: 4}.get(start)  # the first run holds after step 2, the second (from 2) after step 4
+    for step in range(start + 1, 7):
+        ctx.report(step=step, metrics={"loss": 1.0 / step}, checkpoint=step)
+        if step == hold:
+            (events / f"held-{step}").touch()
+            while True:  # until the job is killed
+                time.sleep(0.05)
+    return 1.0 / 6
+'''
+
+
+@pytest.mark.parametrize("second", ["trains", "stuck"])
+def test_a_trial_that_trained_on_between_two_kills_is_run_again_not_failed(emews_cmd, tmp_path: Path,
+                                                                          second: str) -> None:
+    """kill -9 of the whole job twice (two node losses) while one trial trains: it checkpointed steps 1-2,
+    then, resumed, steps 3-4. The second resume recorded it failed ('the run stopped 2 times while
+    this task ran; not run again') and threw its four steps away: the rule meant for a task that
+    takes the job down each time it runs. A run that checkpointed the trial is progress: it is
+    resumed (from step 4) and completes. One whose second run wrote nothing (``stuck``) is still
+    given up."""
+    (tmp_path / "held.py").write_text(HELD_TRAINER)
+    events = tmp_path / "events"
+    events.mkdir()
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "held.py"), "metric": "loss"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "events": {"type": "constant", "value": str(events)},
+                               "second": {"type": "constant", "value": second}},
+                        budget={"evaluations": 1}, task={"timeout": 120, "isolation": "process"},
+                        checkpoints={"background": False})  # in place when the trial says it holds
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", str(exp))
+    assert wait_until(lambda: (events / "held-2").exists() or job.poll() is not None, timeout=180), said(job)
+    kill_job(emews_cmd, job)
+    job = emews_cmd.popen("resume", str(exp), "--workers", "1")
+    caught = events / ("held-4" if second == "trains" else "held-stuck")
+    assert wait_until(lambda: caught.exists() or job.poll() is not None, timeout=180), said(job)
+    kill_job(emews_cmd, job)
+    last = emews_cmd("resume", str(exp), "--workers", "1", timeout=240)
+    assert last.returncode == 0, last.stderr
+    [row] = stored_rows(exp)
+    if second == "trains":
+        assert (row["status"], row["objective"]) == ("ok", pytest.approx(1 / 6)), row
+        assert sorted(p.name for p in events.glob("start-*")) == ["start-0", "start-2", "start-4"]
+    else:
+        assert row["status"] == "failed" and "the run stopped 2 times while this task ran" in row["error"], row
+        assert sorted(p.name for p in events.glob("start-*")) == ["start-0", "start-2"]
