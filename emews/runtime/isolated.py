@@ -77,6 +77,7 @@ class ProcessRunner:
         self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool))
         # the experiment the spool lies in, followed: a child started after ``mv EXP EXP2`` spools there
         self._spool_home = None if spool is None else FollowedDir(runs_root_of(spool).parent)
+        self._spool_in_home = None if spool is None else spool.relative_to(runs_root_of(spool).parent)
         self._timeout = timeout
         self._make_context = make_context
         self._child: ChildProcess | None = None
@@ -180,9 +181,8 @@ class ProcessRunner:
             print(f"emews: task {context.task_id}: what it printed was not kept: {exc}", file=sys.stderr, flush=True)
 
     def _spawn(self) -> None:
-        if self._spool_home is not None and self._config.spool is not None:
-            spool = Path(self._config.spool).relative_to(self._spool_home.path)
-            self._config = replace(self._config, spool=str(self._spool_home.current() / spool))
+        if self._spool_home is not None and self._spool_in_home is not None:
+            self._config = replace(self._config, spool=str(self._spool_home.current() / self._spool_in_home))
         self._child = child = ChildProcess("emews.runtime.child", self._config)
         _LIVE_CHILDREN.add(child.pid)
         try:
