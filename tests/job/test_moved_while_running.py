@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gated_job import launch_gated
 
-from testutil import said, wait_until
+from testutil import said, wait_until, write_workflow
 
 
 def test_an_experiment_moved_while_it_runs_ends_with_its_outputs_where_it_went(emews_cmd, tmp_path: Path) -> None:
