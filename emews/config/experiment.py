@@ -4,7 +4,7 @@ Layout::
 
     EXP/workflow.yaml    the resolved workflow (space inlined, paths absolute)
     EXP/site.yaml        the resolved site
-    EXP/experiment.json  workers, creation time, emews version, the command line
+    EXP/experiment.json  workers (of the latest launch or resume), creation time, emews version, the command line
     EXP/results.db       SQLite results store, one row per finished evaluation
     EXP/results.csv      written at the end of the run and by ``emews results``
     EXP/runs/NNNNNN/     per-task run dirs (stdout.txt / stderr.txt of the isolated child)
@@ -145,6 +145,19 @@ def _replace_yaml(path: Path, data: dict[str, Any]) -> None:
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def update_info(exp_dir: Path, **fields: Any) -> None:
+    """Set ``fields`` in ``experiment.json`` (what a resume changes of the run it records: its
+    worker count), replaced atomically."""
+    path = exp_dir / INFO_FILE
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps({**read_info(exp_dir), **fields}, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
 
 
 def read_info(exp_dir: Path) -> dict[str, Any]:

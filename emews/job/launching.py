@@ -33,6 +33,7 @@ from emews.config.experiment import (
     require_experiment,
     run_exit_status,
     update_budget,
+    update_info,
     update_site,
 )
 from emews.config.lease import Lease, acquire, joined
@@ -275,12 +276,16 @@ def resume(
         lease.release()
         print(f"emews: nothing to resume: {done.why}; raise it with --set {done.setting} to go on", file=sys.stderr)
         return Launched(exp_dir, done.status)
-    if site_overrides or env_overridden():  # the next allocation's (--set or EMEWS_WALLTIME...), as the job reads it
-        try:
+    try:
+        if (
+            site_overrides or env_overridden()
+        ):  # the next allocation's (--set or EMEWS_WALLTIME...), as the job reads it
             update_site(exp_dir, site.to_dict())
-        except BaseException:
-            lease.release()
-            raise
+        if workers != read_info(exp_dir).get("workers"):  # emews status counts this run's workers
+            update_info(exp_dir, workers=workers)
+    except BaseException:
+        lease.release()
+        raise
     if site.is_local:
         with lease:
             return Launched(exp_dir, run_local(site, exp_dir, workers, lease.token, relay=relay))

@@ -80,9 +80,15 @@ class ExperimentData:
 
     @property
     def workers(self) -> int:
-        """Worker ranks: as launched, or as many as ran tasks when a resume used more."""
+        """Worker ranks over the experiment's runs: the latest launch's or resume's, or as many as ran
+        tasks when an earlier run had more."""
         seen = len(held_ranks(self.results))
-        return max(int(self.info.get("workers") or 0), seen, 1)
+        return max(self.run_workers, seen)
+
+    @property
+    def run_workers(self) -> int:
+        """Worker ranks of the latest launch or resume (the run going on now, if one is)."""
+        return max(int(self.info.get("workers") or 0), 1)
 
     @property
     def has_checkpoints(self) -> bool:

@@ -278,8 +278,8 @@ def headline(data: ExperimentData, running: bool, now: float | None = None) -> H
     return Headline(
         totals(data),
         data.budget,
-        busy=min(data.unfinished_ranks, data.workers) if running else 0,
-        workers=data.workers,
+        busy=min(data.unfinished_ranks, data.run_workers) if running else 0,
+        workers=data.run_workers if running else data.workers,  # a resume may run on fewer
         rate=rate,
         eta=eta,
         rate_over=over,

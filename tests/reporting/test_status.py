@@ -12,7 +12,7 @@ from stores import count
 
 import emews as emews_api
 from emews.core.errors import ConfigError
-from testutil import GATED, EmewsCommand, wait_until, write_workflow
+from testutil import GATED, EmewsCommand, said, wait_until, write_workflow
 
 
 def test_status_of_a_finished_run_matches_the_store(faulty_exp: Path) -> None:
@@ -271,3 +271,27 @@ def test_the_ranks_the_last_run_went_on_without_are_shown_by_status_and_the_repo
     lines = proc.stdout.splitlines()
     assert lines[lines.index(said) - 1].startswith("0 failed; workers busy: 0/2; rate "), lines
     assert ("last run went on without", said) in header(data.load(exp))
+
+
+def test_a_resume_on_fewer_workers_is_what_status_counts_while_it_runs(emews_cmd, tmp_path: Path) -> None:
+    """Launched on 3 workers, resumed on 2: ``emews status`` of the resumed run said 'workers busy:
+    2/3' with both of its workers busy (the count came from the launch). Now the resume records its
+    workers: 2/2 while it runs; a later plain resume takes 2 too."""
+    from gated_job import launch_gated
+
+    gated = launch_gated(emews_cmd, tmp_path, evaluations=3, timeout=120, workers=3)
+    gated.gate.touch()
+    _, err = gated.job.communicate(timeout=240)
+    assert gated.job.returncode == 0, err
+    gated.gate.unlink()  # the resumed run's tasks wait at it
+    job = emews_cmd.popen("resume", str(gated.exp), "--workers", "2", "--set", "budget.evaluations=5")
+    try:
+        assert wait_until(lambda: len(gated.started()) == 5 or job.poll() is not None, timeout=180), said(job)
+        status = emews_cmd("status", str(gated.exp))
+        assert status.returncode == 0, status.stderr
+        assert "workers busy: 2/2" in status.stdout, status.stdout
+    finally:
+        gated.gate.touch()
+    _, err = job.communicate(timeout=240)
+    assert job.returncode == 0, err
+    assert json.loads((gated.exp / "experiment.json").read_text())["workers"] == 2
