@@ -28,9 +28,9 @@ from emews.config.workflow import load_workflow
 from emews.config.yamlio import dump_yaml, file_key, parse_override
 from emews.core.errors import EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
+from emews.job.job_start import JobStart
 from emews.job.launching import run_here
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
-from emews.job.stop_handover import StopHandover
 from emews.processes.tree import descendants
 from emews.site import Site, load_site
 from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
@@ -107,7 +107,7 @@ def attach(
         print(f"pool for {exp_dir}: {counted(workers, 'worker')} on {chosen.name} (folder {pool_dir})", file=sys.stderr)
         lead = PoolLead(exp_dir)
         try:
-            status, received = run_here(chosen, command, workers, relay=relay, handover=StopHandover(lead))
+            status, received = run_here(chosen, command, workers, relay=relay, start=JobStart(lead))
         finally:
             lead.close()
         return 128 + received if received else status
@@ -131,7 +131,7 @@ def attach(
 
 class PoolLead:
     """Where the rank 0 of the pool this process runs is, once it has registered in the experiment's
-    store (the registered pool process below this one; ``None`` before): a :class:`StopHandover`'s
+    store (the registered pool process below this one; ``None`` before): a :class:`JobStart`'s
     ``rank_zero``, so that a stop Hydra's ``mpiexec`` dropped as the pool started reaches it. The
     store is opened only when a stop came; :meth:`close` closes it."""
 

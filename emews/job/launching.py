@@ -42,9 +42,9 @@ from emews.config.workflow import Workflow, load_workflow
 from emews.config.yamlio import file_key
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
+from emews.job.job_start import JobStart, start_seconds
 from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
-from emews.job.stop_handover import StopHandover
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import batch_job_over, exit_command, job_command, say_ended_before_run, submit_experiment
@@ -311,6 +311,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     forwarded as it came (the job's stop line names it), then we wait for the job."""
     since = time.time()
     watch = DirectoryWatch(exp_dir)  # rank 0 says where it went if it is moved meanwhile
+    start = JobStart(lambda: joined(exp_dir, lease_token), bound=start_seconds)
     try:
         status, received = run_here(
             site,
@@ -318,7 +319,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
             workers,
             relay=relay,
             first=f"experiment {exp_dir}: {counted(workers, 'worker')}",
-            handover=StopHandover(lambda: joined(exp_dir, lease_token)),
+            start=start,
         )
         here = watch.now()
     finally:
@@ -326,6 +327,13 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     if here is None:  # deleted meanwhile: rank 0 said so
         return 128 + received if received else EXIT_FAILED
     exp_dir = here
+    if start.stuck is not None:
+        say_ended_before_run(
+            exp_dir,
+            f"its ranks did not all start within {start.stuck:.0f} s: one stopped or lost before MPI started "
+            "(EMEWS_SETUP_TIMEOUT raises the bound); the job was stopped",
+        )
+        return EXIT_FAILED
     recorded = run_exit_status(exp_dir, since)
     if received:  # rank 0 said so, unless the signal ended the job before its run could (mpiexec starting)
         if recorded is None:
@@ -348,12 +356,12 @@ def run_here(
     *,
     relay: bool = False,
     first: str = "",
-    handover: StopHandover | None = None,
+    start: JobStart | None = None,
 ) -> tuple[int, int | None]:
     """Run ``command`` on ``workers`` + 1 ranks here (the site's launcher line) in a session of its
     own, forwarding a SIGTERM or SIGINT to it as it came (``first``: said on stderr once one is
-    forwarded, before the job starts; ``handover``: a stop that came before the job's rank 0 could
-    take it is sent there too); its exit status (128 + N: killed by signal N) and the signal
+    forwarded, before the job starts; ``start``: the job's start, watched: a stop that came before
+    its rank 0 could take it is sent there too, and a start past its bound is stopped); its exit status (128 + N: killed by signal N) and the signal
     forwarded, if one was."""
     launcher = site.local_command(workers + 1, command)
     env = {**os.environ, **site.environment_vars()}
@@ -367,7 +375,7 @@ def run_here(
         if not received or (signum == signal.SIGINT == received[0] and len(received) == 1):
             received.append(signum)  # a second Ctrl-C: mpiexec aborts the job, as it says it will
             if started:
-                _forward(started[0], signum, first=len(received) == 1, grace=grace, handover=handover)
+                _forward(started[0], signum, first=len(received) == 1, grace=grace, start=start)
 
     # the grace is a timer: the signal comes during proc.wait(), which goes on waiting after the handler
     grace: list[threading.Timer] = []
@@ -385,15 +393,17 @@ def run_here(
         except FileNotFoundError:
             raise EmewsError(f"cannot start {launcher[0]}: not found (is the mpich wheel installed?)") from None
         relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []
+        if start is not None:
+            start.begin(proc, env)
         started.append(proc)
         if received:  # it came while the job was being started
-            _forward(proc, received[0], first=True, grace=grace, handover=handover)
+            _forward(proc, received[0], first=True, grace=grace, start=start)
         status = proc.wait()
     finally:
         for timer in grace:
             timer.cancel()
-        if handover is not None:
-            handover.close()
+        if start is not None:
+            start.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for thread in relays:
@@ -402,15 +412,15 @@ def run_here(
 
 
 def _forward(
-    proc: subprocess.Popen, signum: int, *, first: bool, grace: list[threading.Timer], handover: StopHandover | None
+    proc: subprocess.Popen, signum: int, *, first: bool, grace: list[threading.Timer], start: JobStart | None
 ) -> None:
     """Send the job the stop signal ``signum``; after the first, it has ``STOP_GRACE_SECONDS`` to wind
-    down before it is killed (the timer joins ``grace``), and ``handover`` sends it to rank 0 too
+    down before it is killed (the timer joins ``grace``), and ``start`` sends it to rank 0 too
     should the job not have been able to take it yet."""
     proc.send_signal(signum)
     if first:
-        if handover is not None:
-            handover.stop(signum)
+        if start is not None:
+            start.stop(signum)
         timer = threading.Timer(STOP_GRACE_SECONDS, proc.kill)  # the job did not wind down in time
         timer.daemon = True
         grace.append(timer)

@@ -1,0 +1,120 @@
+"""A job's start, watched from the process that launched it (``emews launch``, ``resume``, ``attach``).
+
+Two things go wrong in the first moments of a job, before its rank 0 can act, and only the
+launching process can see them:
+
+* **A stop that Hydra drops.** ``emews launch`` passes a SIGTERM or SIGINT on to ``mpiexec``; Hydra
+  passes it on to the ranks through its proxies, and drops one that comes before its proxies run
+  (the job then ran to its end). A stop that comes before the job's rank 0 has joined the
+  experiment's lease (a pool's: registered in the store) is therefore also sent to rank 0 itself,
+  once it has: by then every rank on its node has its stop handler (they meet in a collective
+  first), and rank 0 stops the run as it stops it at the walltime margin. A stop that comes later
+  goes the usual way only; rank 0 takes a repeated signal as the one it got.
+* **A start that never ends.** ``MPI_Init`` waits for every rank of the job: a rank stopped before it
+  (SIGSTOP, a node that froze) held every other one there until the walltime, where nothing in a
+  rank can act (mpi4py holds the GIL in ``MPI_Init``). With a ``bound``, a job whose rank 0 has not
+  joined within it is stopped (:attr:`JobStart.stuck`; the launcher says so in one line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from emews.config.lease import Owner
+from emews.core.errors import ConfigError
+from emews.processes.tree import kill_trees
+from emews.runtime.env_seconds import seconds_from_environment
+from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
+
+#: how often the lease is read while the start is watched (only until rank 0 has joined)
+POLL_SECONDS = 0.05
+#: the variable that sets the bound of a job's start outright (seconds)
+START_TIMEOUT_VARIABLE = "EMEWS_START_TIMEOUT"
+#: without it, the bound is ``EMEWS_SETUP_TIMEOUT``'s but at least this: tests and users set that one
+#: low for an objective's setup, and a start that is only slow (Python's imports on a busy node) is not stuck
+START_FLOOR = 60.0
+
+
+def start_seconds(environ: Mapping[str, str]) -> float:
+    """The bound of a job's start: ``EMEWS_START_TIMEOUT``, else ``EMEWS_SETUP_TIMEOUT`` (the setup
+    bound) but at least :data:`START_FLOOR`. A value that is no number of seconds counts as unset
+    (rank 0 refuses a bad ``EMEWS_SETUP_TIMEOUT`` itself, once it runs)."""
+    try:
+        setup = max(setup_seconds(environ), START_FLOOR)
+    except ConfigError:
+        setup = SETUP_TIMEOUT
+    try:
+        return seconds_from_environment(START_TIMEOUT_VARIABLE, setup, environ)
+    except ConfigError:
+        return setup
+
+
+class JobStart:
+    """One job's start, watched (see the module). ``rank_zero``: where the job's rank 0 runs once it
+    has joined, else ``None``; ``bound``: stop the job when rank 0 has not joined within it (seconds
+    from :meth:`begin`; ``None``: no bound). :meth:`begin` once the job runs, :meth:`close` once it ended."""
+
+    def __init__(
+        self, rank_zero: Callable[[], Owner | None], *, bound: Callable[[Mapping[str, str]], float] | None = None
+    ):
+        self._rank_zero = rank_zero
+        self._bound = bound
+        self._ended = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pending: int | None = None  # a stop to hand to rank 0 once it has joined
+        self._joined = False
+        #: the bound, in seconds, when the job was stopped for not starting within it
+        self.stuck: float | None = None
+
+    def begin(self, proc: subprocess.Popen, environ: Mapping[str, str]) -> None:
+        """The job was started (``environ``: its environment, where the bound is read)."""
+        if self._bound is not None:
+            seconds = self._bound(environ)
+            deadline = time.monotonic() + seconds
+            self._watch(lambda: self._expire(proc, deadline, seconds))
+
+    def stop(self, signum: int) -> None:
+        """A stop signal was forwarded to the job: if rank 0 has not joined yet, send it there once it has."""
+        with self._lock:
+            if self._joined or self._pending is not None:
+                return
+            self._pending = signum
+        self._watch(lambda: False)
+
+    def _watch(self, expired: Callable[[], bool]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, args=(expired,), name="emews-job-start", daemon=True)
+            self._thread.start()
+
+    def _run(self, expired: Callable[[], bool]) -> None:
+        while not self._ended.wait(POLL_SECONDS):
+            owner = self._rank_zero()
+            if owner is not None:
+                with self._lock:
+                    self._joined, signum = True, self._pending
+                if signum is not None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):  # it ended meanwhile
+                        os.kill(owner.pid, signum)
+                return
+            if expired():
+                return
+
+    def _expire(self, proc: subprocess.Popen, deadline: float, seconds: float) -> bool:
+        """Stop the job if its start is past ``deadline`` (its bound, ``seconds`` long)."""
+        if time.monotonic() < deadline:
+            return False
+        self.stuck = seconds
+        kill_trees([proc.pid])
+        return True
+
+    def close(self) -> None:
+        """The job ended: stop watching it."""
+        self._ended.set()
+        if self._thread is not None:
+            self._thread.join()

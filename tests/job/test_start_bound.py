@@ -1,0 +1,78 @@
+"""The job's start is bounded: a rank stopped (SIGSTOP, a node that froze) or killed before MPI
+starts ends the job (the first within the start's bound: ``EMEWS_START_TIMEOUT``, else the setup
+bound but at least a minute) with one line, exit status 1, and ``emews resume`` then runs the
+experiment (test of rev59's review, its launcher-side fix: emews/job/job_start.py).
+
+Found in review: a rank stopped before ``MPI_Init`` held every other rank in ``MPI_Init`` (mpi4py
+holds the GIL there: nothing in the rank can act) until the walltime."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from testutil import stored_rows, write_workflow
+
+
+def stopping_site(folder: Path, action: str) -> Path:
+    """A local site whose ranks start through a shell that does ``action`` to rank 2 (``PMI_RANK``,
+    Hydra's) before it execs Python, until the file ``folder/healed`` exists."""
+    wrapper = folder / "rank.sh"
+    wrapper.write_text(
+        "#!/bin/bash\n"
+        f'if [ "$PMI_RANK" = 2 ] && [ ! -e {folder / "healed"} ]; then {action} $$; fi\n'
+        'exec "$@"\n')
+    wrapper.chmod(0o755)
+    setup = [  # mpiexec's command line, the ranks' python wrapped
+        "args=()",
+        f'for a in "$@"; do if [ "$a" = {sys.executable} ]; then args+=({wrapper} "$a"); else args+=("$a"); fi; done',
+        'set -- "${args[@]}"',
+    ]
+    site = folder / "stopping.yaml"
+    site.write_text(yaml.safe_dump({"extends": "local", "environment": {"setup": setup}}))
+    return site
+
+
+def launch_and_resume(emews_cmd, tmp_path: Path, action: str) -> str:
+    """Launch 2 workers on the site of :func:`stopping_site`: it fails (exit 1, its emews lines
+    returned); then, healed, resume: every evaluation runs."""
+    (tmp_path / "model.py").write_text("def run(params):\n    return params['x']\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 4})
+    emews_cmd.env["EMEWS_START_TIMEOUT"] = "15"
+    job = emews_cmd.popen("launch", str(wf), "--site", str(stopping_site(tmp_path, action)), "--workers", "2",
+                          "--exp-dir", "exp")
+    try:
+        out, err = job.communicate(timeout=240)
+    finally:  # without the bound the job waits in MPI_Init until killed
+        emews_cmd.kill_all()
+    assert job.returncode == 1, err
+    said = [line for line in err.splitlines() if line.startswith("emews")]
+    assert len(said) == 1 and "emews resume" in said[0], err
+    assert emews_cmd.leftovers_after_exit() == []
+    assert not (tmp_path / "exp" / "summary.json").exists()  # nothing ran
+    (tmp_path / "healed").touch()
+    del emews_cmd.env["EMEWS_START_TIMEOUT"]  # the default bound: a busy machine's start is not stuck
+    resumed = emews_cmd("resume", "exp", timeout=240)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(stored_rows(tmp_path / "exp")) == 4
+    assert json.loads((tmp_path / "exp" / "summary.json").read_text())["exit_status"] == 0
+    return said[0]
+
+
+def test_a_rank_stopped_before_mpi_starts_ends_the_job_naming_it(emews_cmd, tmp_path: Path) -> None:
+    """Rank 2 stops itself (SIGSTOP) before it execs Python: ranks 0 and 1 wait in MPI_Init (rank 0
+    never joins the lease). The launch stops the job at the bound and says so; without the bound it
+    ran until its walltime (the test's timeout)."""
+    said = launch_and_resume(emews_cmd, tmp_path, "kill -STOP")
+    assert "did not all start within 15 s" in said, said
+
+
+def test_a_rank_killed_before_mpi_starts_ends_the_job(emews_cmd, tmp_path: Path) -> None:
+    """Rank 2 is killed (kill -9) before it execs Python: mpiexec ends the job at once (its other
+    ranks with it) and the launch says so in one line."""
+    said = launch_and_resume(emews_cmd, tmp_path, "kill -9")
+    assert "a rank was killed" in said, said
