@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -164,6 +164,23 @@ class EmewsCommand:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
+
+
+class DroppingSite(NamedTuple):
+    """A local site whose launcher line is a shell that drops every SIGTERM (``mpiexec`` runs as its
+    child and is never passed one): a model of Hydra's ``mpiexec`` dropping a stop that comes before
+    its proxies run. ``deaf`` exists once the shell drops SIGTERM."""
+
+    site: Path
+    deaf: Path
+
+
+def dropping_site(folder: Path) -> DroppingSite:
+    """Write :class:`DroppingSite`'s site file in ``folder``."""
+    site, deaf = folder / "dropping.yaml", folder / "deaf"
+    setup = ["trap '' TERM", f"touch {deaf}", '"$@"', "exit $?"]
+    site.write_text(yaml.safe_dump({"extends": "local", "environment": {"setup": setup}}))
+    return DroppingSite(site, deaf)
 
 
 def refused_in_one_line(capsys: Any, path: Path, *extra: str) -> str:

@@ -139,11 +139,9 @@ def test_a_stop_that_mpiexec_drops_reaches_rank_0_once_it_has_joined(emews_cmd, 
     only the handover can stop the run: it sends the stop to rank 0 once rank 0 has joined the lease.
     The tasks wait at a gate the test opens only after the launch ended (without the handover they
     run on until their own deadline, and the run completes)."""
-    import yaml
+    from testutil import dropping_site
 
-    site, deaf = tmp_path / "dropping.yaml", tmp_path / "deaf"  # deaf: the shell drops SIGTERM from now on
-    setup = ["trap '' TERM", f"touch {deaf}", '"$@"', "exit $?"]  # mpiexec as its child, never passed a SIGTERM
-    site.write_text(yaml.safe_dump({"extends": "local", "environment": {"setup": setup}}))
+    site, deaf = dropping_site(tmp_path)
     gated = launch_gated(emews_cmd, tmp_path, evaluations=4, timeout=30, deadline=60, options=("--site", str(site)))
     job = gated.job
     assert job.stderr.readline().startswith("experiment ")

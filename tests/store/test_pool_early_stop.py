@@ -7,11 +7,10 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-import yaml
 from pgserver import PgServer
 from pooled import gated_command, gated_workflow, rows, seen, wait_for_queued
 
-from testutil import wait_until
+from testutil import dropping_site, wait_until
 
 BUDGET = 4
 
@@ -24,9 +23,7 @@ def test_a_stop_that_mpiexec_drops_reaches_the_pools_rank_0(pg_server: PgServer,
     its row never said stopped and attach waited at the gate with the tasks it held."""
     wf = gated_workflow(tmp_path, pg_server.url(), BUDGET)
     first, second = gated_command(tmp_path), gated_command(tmp_path)
-    site, deaf = tmp_path / "dropping.yaml", tmp_path / "deaf"  # deaf: the shell drops SIGTERM from now on
-    setup = ["trap '' TERM", f"touch {deaf}", '"$@"', "exit $?"]
-    site.write_text(yaml.safe_dump({"extends": "local", "environment": {"setup": setup}}))
+    site, deaf = dropping_site(tmp_path)
     launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
