@@ -225,6 +225,15 @@ class Distributor:
         return self.lost_workers - self.stopped_workers
 
     @property
+    def settled(self) -> int:
+        """Workers the stop no longer waits for: those that confirmed it, and those the run went on
+        without that have not answered since (a count over the lost ones, which are few: a union with
+        every stopped worker on each pass of the stop cost 4 s at 100,000 workers)."""
+        lost = self.lost_workers
+        stopped = len(self.stopped_workers)
+        return stopped + len(lost - self._revived - self.stopped_workers) if lost else stopped
+
+    @property
     def all_stopped(self) -> bool:
         """Whether every worker confirmed that it finished (only worker ranks send STOPPED: a
         count, not a set comparison, on every idle pass at any width)."""
@@ -277,7 +286,7 @@ class Distributor:
         deadline = time.monotonic() + (self._abort_grace if self._abort else self.stop_grace)
         backoff = Backoff()
         workers = len(self._workers)
-        while len(self.stopped_workers | (self.lost_workers - self._revived)) < workers and time.monotonic() < deadline:
+        while self.settled < workers and time.monotonic() < deadline:
             msg = self._transport.poll()
             if msg is None:
                 if not self._abort:  # a worker that stops answering, or never said it was ready, is not waited for

@@ -164,3 +164,26 @@ def test_each_worker_the_run_goes_on_without_is_recorded_with_when_why_and_its_t
         ": has not answered for 9 s, holding 3 tasks, past the task timeout of 3 s; its task 0 was queued again "
         "for another worker; 2 tasks it held unstarted queued again")
     assert second.line().endswith("; its task 3 ended as a timeout (it had run before)")
+
+
+def test_the_stop_waits_for_each_worker_until_it_stopped_or_was_run_without_and_did_not_answer_again() -> None:
+    """The count the stop's loop waits on (a count over the few lost workers, not a union with every
+    stopped one on each pass): the same as the union it replaces, whatever stopped, was lost or came back."""
+    import random
+
+    from emews.core.queues import QueuePair
+    from emews.runtime.distributor import Distributor
+    from emews.runtime.progress import Progress
+
+    distributor = Distributor(None, QueuePair(), list(range(1, 9)), sign=1.0, progress=Progress(None, 8))  # type: ignore[arg-type]
+    distributor.stopped_workers.update({1, 2})
+    distributor.lost_workers.update({2, 3, 4})
+    distributor._revived.add(4)  # answered again: its stop is waited for
+    assert distributor.settled == 3
+    rng = random.Random(3)
+    for _ in range(500):
+        distributor.stopped_workers = {r for r in range(1, 9) if rng.random() < 0.5}
+        distributor.lost_workers = {r for r in range(1, 9) if rng.random() < 0.3}
+        distributor._revived = {r for r in distributor.lost_workers if rng.random() < 0.5}
+        union = distributor.stopped_workers | (distributor.lost_workers - distributor._revived)
+        assert distributor.settled == len(union)
