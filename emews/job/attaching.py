@@ -28,6 +28,7 @@ from emews.config.workflow import load_workflow
 from emews.config.yamlio import dump_yaml, file_key, parse_override
 from emews.core.errors import EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
+from emews.job.job_environment import check_job_environment
 from emews.job.job_start import JobStart
 from emews.job.launching import run_here
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
@@ -83,6 +84,7 @@ def attach(
     chosen = site if isinstance(site, Site) else load_site(site or str(exp_dir / SITE_FILE), list(site_overrides))
     workers = chosen.total_workers(workers or read_info(exp_dir).get("workers"))
     load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).check_task_size(workers)
+    check_job_environment()
     if done is not None and not dry_run:  # every evaluation stored, none queued or leased: a pool would idle
         print(done.line("attach a pool to", exp_dir), file=sys.stderr)
         return done.status

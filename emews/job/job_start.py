@@ -40,10 +40,17 @@ START_TIMEOUT_VARIABLE = "EMEWS_START_TIMEOUT"
 START_FLOOR = 60.0
 
 
-def start_seconds(environ: Mapping[str, str]) -> float:
+def start_bound(environ: Mapping[str, str] = os.environ) -> float:
     """The bound of a job's start: ``EMEWS_START_TIMEOUT``, else ``EMEWS_SETUP_TIMEOUT`` (the setup
-    bound) but at least :data:`START_FLOOR`. A value that is no number of seconds counts as unset
-    (rank 0 refuses a bad ``EMEWS_SETUP_TIMEOUT`` itself, once it runs)."""
+    bound) but at least :data:`START_FLOOR`; a :class:`ConfigError` naming the variable when one is
+    no number of seconds (``emews launch``, ``resume`` and ``attach`` refuse it before the job)."""
+    setup = max(setup_seconds(environ), START_FLOOR)
+    return seconds_from_environment(START_TIMEOUT_VARIABLE, setup, environ)
+
+
+def start_seconds(environ: Mapping[str, str]) -> float:
+    """:func:`start_bound` as the watch reads it: a value that is no number of seconds counts as unset
+    (refused before the job; a batch job's environment is the batch system's, and rank 0 refuses it there)."""
     try:
         setup = max(setup_seconds(environ), START_FLOOR)
     except ConfigError:

@@ -42,6 +42,7 @@ from emews.config.workflow import Workflow, load_workflow
 from emews.config.yamlio import file_key
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
+from emews.job.job_environment import check_job_environment
 from emews.job.job_start import JobStart, start_seconds
 from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
@@ -96,6 +97,7 @@ def launch(
         check_pools(workflow, pools)
     workers = site.total_workers(workers)
     workflow.check_task_size(workers)
+    check_job_environment()  # before anything is made: the job would refuse it (or the start's watch ignore it)
     cut = fit_to_plan(workflow)  # a sweep runs its points: the experiment's budget says so
     for line in ([cut] if cut else []) + workflow.warnings():
         print(f"emews: warning: {line}", file=sys.stderr)
@@ -250,6 +252,7 @@ def resume(
         )
     site = load_site(str(exp_dir / SITE_FILE), site_overrides)
     workers = site.total_workers(workers or read_info(exp_dir).get("workers"))
+    check_job_environment()
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
     stored: tuple[int, int] | None = None
     try:

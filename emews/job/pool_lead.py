@@ -29,8 +29,9 @@ from emews.config.experiment import (
 from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.core.wording import counted
+from emews.job.job_environment import check_job_environment
 from emews.job.pool_run import PoolRun
-from emews.job.rank_zero import check_job_environment, refuse, run_spec, set_allocation
+from emews.job.rank_zero import refuse, run_spec, set_allocation
 from emews.job.wiring import trial_service
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.team_comm import TeamWorld
@@ -50,7 +51,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         require_experiment(exp_dir)
         workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
         workflow.check_task_size(comm.Get_size() - 1)
-        check_job_environment(workflow)
+        check_job_environment()
         site = load_site(str(pool_dir / SITE_FILE))
         queue = queue_for_a_pool(exp_dir)
     except ConfigError as exc:

@@ -36,19 +36,16 @@ from emews.config.workflow import Workflow, load_workflow
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
 from emews.core.textfiles import write_atomic
 from emews.job.issued_ids import highest_id_on_disk
+from emews.job.job_environment import check_job_environment
 from emews.job.moved import DirectoryWatch
 from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.objective.context import task_run_dir
 from emews.output.csvfollow import CancelsToCsv, CsvFollower
 from emews.output.export import Totals, export_csv, open_store, summary_text, totals
-from emews.runtime.backoff import spin_seconds
 from emews.runtime.dispatch import Stranded
-from emews.runtime.distributor import abort_grace
 from emews.runtime.fail_fast import FailedFast
 from emews.runtime.interrupt import Interrupt
-from emews.runtime.setup_bound import setup_seconds
 from emews.runtime.team_comm import TeamWorld
-from emews.runtime.teams import stranded_grace
 from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import Site, load_site
 from emews.site.gpus import gpu_binding
@@ -136,16 +133,6 @@ def set_allocation(spec: RunSpec, workflow: Workflow, site: Site, started: float
         spec.pause_margin = min(spec.pause_margin, max(0.0, spec.walltime_end - started) / 2)
 
 
-def check_job_environment(workflow: Workflow) -> None:
-    """The job's seconds from the environment, where set, are numbers of seconds (else a
-    :class:`ConfigError` naming the variable): ``EMEWS_STRANDED_GRACE`` (inline teams, workers that stop answering),
-    ``EMEWS_ABORT_GRACE``, ``EMEWS_SPIN_SECONDS`` and ``EMEWS_SETUP_TIMEOUT`` (which the workers took as unset)."""
-    stranded_grace()  # also the grace of a worker that stops answering or never says it is ready
-    abort_grace()
-    spin_seconds()
-    setup_seconds()
-
-
 def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt, *, spare_core: bool) -> int:
     """Rank 0's whole part: take (or join) the lease, read the workflow and site, tell the
     workers what to run (``None``: refused), run the optimizer; return the exit status."""
@@ -160,7 +147,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
         try:
             workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False)
             workflow.check_task_size(comm.Get_size() - 1)
-            check_job_environment(workflow)
+            check_job_environment()
             check_local_dir(workflow)
             site = load_site(str(exp_dir / SITE_FILE))
             spec = run_spec(workflow, exp_dir)

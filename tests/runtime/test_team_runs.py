@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from emews.core.errors import ConfigError
+from emews.job.job_start import start_bound
 from emews.objective.context import task_run_dir
 from emews.runtime.backoff import DEFAULT_SPIN, spin_for, spin_seconds
 from emews.runtime.distributor import ABORT_GRACE, abort_grace
@@ -248,20 +249,24 @@ def test_an_inline_member_that_raises_returns_early_or_hangs_ends_the_job_and_re
 
 
 @pytest.mark.parametrize("variable", ["EMEWS_STRANDED_GRACE", "EMEWS_ABORT_GRACE", "EMEWS_SPIN_SECONDS",
-                                      "EMEWS_SETUP_TIMEOUT"])
-def test_a_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, tmp_path: Path, variable: str) -> None:
+                                      "EMEWS_SETUP_TIMEOUT", "EMEWS_START_TIMEOUT"])
+@pytest.mark.parametrize("value", ["-1", "abc"])
+def test_a_grace_that_is_no_number_of_seconds_is_one_line_and_exit_2(emews_cmd, tmp_path: Path, variable: str,
+                                                                     value: str) -> None:
+    """Refused by the launch before the experiment is made (EMEWS_START_TIMEOUT, which only the launching
+    process reads, was taken as unset: found in review), and by a resume before it takes the lease."""
     wf = team_sweep(tmp_path, "allreduce", ONE_POINT, 1, task={"timeout": 5, "isolation": "inline", "ranks": 2})
-    emews_cmd.env[variable] = "-1"
+    emews_cmd.env[variable] = value
     proc = emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300)
     assert proc.returncode == 2, proc.stderr
-    (line,) = [ln for ln in proc.stderr.splitlines() if variable in ln]  # one line, not one per rank
-    assert f"{variable}: '-1' is not a number of seconds (allowed: a number of seconds >= 0" in line, line
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert read_only(tmp_path / "exp", "SELECT id FROM results") == []   # nothing ran
+    assert proc.stderr.count("\n") == 1, proc.stderr  # one line
+    assert f"{variable}: '{value}' is not a number of seconds (allowed: a number of seconds >= 0" in proc.stderr
+    assert not (tmp_path / "exp").exists()  # nothing made
 
 
 GRACES = [("EMEWS_STRANDED_GRACE", stranded_grace, STRANDED_GRACE), ("EMEWS_ABORT_GRACE", abort_grace, ABORT_GRACE),
-          ("EMEWS_SPIN_SECONDS", spin_seconds, DEFAULT_SPIN), ("EMEWS_SETUP_TIMEOUT", setup_seconds, SETUP_TIMEOUT)]
+          ("EMEWS_SPIN_SECONDS", spin_seconds, DEFAULT_SPIN), ("EMEWS_SETUP_TIMEOUT", setup_seconds, SETUP_TIMEOUT),
+          ("EMEWS_START_TIMEOUT", start_bound, SETUP_TIMEOUT)]
 
 
 @pytest.mark.parametrize("variable, grace, default", GRACES, ids=[g[0] for g in GRACES])
@@ -283,6 +288,18 @@ def test_a_workers_polling_window_takes_a_bad_value_as_unset(value: str | None, 
     environ = {} if value is None else {"EMEWS_SPIN_SECONDS": value}
     assert spin_for(2, 2, environ) == (DEFAULT_SPIN if seconds is None else seconds)
     assert spin_for(4, 2, environ) == (0.0 if seconds is None else seconds)  # oversubscribed: no polling
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan"])
+def test_a_resume_refuses_a_bad_start_bound_before_it_takes_the_lease(emews_cmd, tmp_path: Path, value: str) -> None:
+    wf = team_sweep(tmp_path, "allreduce", ONE_POINT, 1, task={"timeout": 5, "isolation": "inline", "ranks": 2})
+    assert emews_cmd("launch", str(wf), "--workers", "2", "--exp-dir", "exp", timeout=300).returncode == 0
+    emews_cmd.env["EMEWS_START_TIMEOUT"] = value
+    proc = emews_cmd("resume", "exp", "--set", "budget.evaluations=2", timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "EMEWS_START_TIMEOUT: " in proc.stderr, proc.stderr
+    assert not (tmp_path / "exp" / "lease.json").exists()
+    assert "evaluations: 1" in (tmp_path / "exp" / "workflow.yaml").read_text()  # nothing changed
 
 
 DDP_COMMAND = """\
