@@ -183,6 +183,30 @@ def dropping_site(folder: Path) -> DroppingSite:
     return DroppingSite(site, deaf)
 
 
+def stopping_rank(folder: Path, action: str, rank: int = 2) -> list[str]:
+    """Shell lines that wrap the ranks' Python in the arguments (``"$@"``) of the launcher line: rank
+    ``rank`` (``PMI_RANK``, Hydra's) then does ``action`` to itself (``kill -STOP``, ``kill -9``)
+    before it execs Python, until the file ``folder/healed`` exists."""
+    wrapper = folder / "rank.sh"
+    wrapper.write_text(
+        "#!/bin/bash\n"
+        f'if [ "$PMI_RANK" = {rank} ] && [ ! -e {folder / "healed"} ]; then {action} $$; fi\n'
+        'exec "$@"\n')
+    wrapper.chmod(0o755)
+    return [
+        "args=()",
+        f'for a in "$@"; do if [ "$a" = {sys.executable} ]; then args+=({wrapper} "$a"); else args+=("$a"); fi; done',
+        'set -- "${args[@]}"',
+    ]
+
+
+def stopping_site(folder: Path, action: str) -> Path:
+    """A local site whose ranks start through :func:`stopping_rank`'s shell."""
+    site = folder / "stopping.yaml"
+    site.write_text(yaml.safe_dump({"extends": "local", "environment": {"setup": stopping_rank(folder, action)}}))
+    return site
+
+
 def refused_in_one_line(capsys: Any, path: Path, *extra: str) -> str:
     """The one line ``emews check PATH`` and ``emews launch PATH`` say (the same), both exiting 2,
     no traceback, no experiment made (``capsys``: pytest's, ``extra``: more arguments to both)."""

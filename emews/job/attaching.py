@@ -22,19 +22,26 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from emews.config.experiment import POOLS_DIR, SITE_FILE, WORKFLOW_FILE, next_numbered, read_info, require_experiment
+from emews.config.experiment import (
+    POOLS_DIR,
+    SITE_FILE,
+    WORKFLOW_FILE,
+    next_numbered,
+    read_info,
+    require_experiment,
+)
 from emews.config.lease import Owner
 from emews.config.workflow import load_workflow
 from emews.config.yamlio import dump_yaml, file_key, parse_override
-from emews.core.errors import EXIT_OK, ConfigError, EmewsError
+from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
 from emews.job.job_environment import check_job_environment
-from emews.job.job_start import JobStart
+from emews.job.job_start import JobStart, start_seconds
 from emews.job.launching import run_here
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.processes.tree import descendants
 from emews.site import Site, load_site
-from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, write_script
+from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, log_error, write_script
 from emews.store.pool_queue import PoolQueue, queue_for_a_pool
 
 
@@ -108,10 +115,14 @@ def attach(
     if script is None:
         print(f"pool for {exp_dir}: {counted(workers, 'worker')} on {chosen.name} (folder {pool_dir})", file=sys.stderr)
         lead = PoolLead(exp_dir)
+        start = JobStart(lead, bound=start_seconds)  # its rank 0 registered in the store: the pool started
         try:
-            status, received = run_here(chosen, command, workers, relay=relay, start=JobStart(lead))
+            status, received = run_here(chosen, command, workers, relay=relay, start=start)
         finally:
             lead.close()
+        if start.stuck is not None:
+            say_pool_not_started(exp_dir, pool_dir, start.stuck)
+            return EXIT_FAILED
         return 128 + received if received else status
     try:
         write_script(pool_dir / JOB_SCRIPT, script)
@@ -129,6 +140,17 @@ def attach(
     (pool_dir / JOB_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(f"submitted pool job {job_id} to {chosen.name} for {exp_dir} (folder {pool_dir})")
     return EXIT_OK
+
+
+def say_pool_not_started(exp_dir: Path, pool_dir: Path, why: str) -> None:
+    """The line that says the pool's job ended before its pool ran (``why``); the pool's ``emews.log``
+    gets it too. Nothing was held (its rank 0 never registered): the experiment goes on without it."""
+    log_error(pool_dir, f"the pool's job ended before it ran ({why})")
+    print(
+        f"emews: the pool's job ended before it ran ({why}); the experiment goes on without it; attach "
+        f"another with: emews attach {shlex.quote(str(exp_dir))}",
+        file=sys.stderr,
+    )
 
 
 class PoolLead:

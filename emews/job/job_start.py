@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -61,13 +60,25 @@ def start_seconds(environ: Mapping[str, str]) -> float:
         return setup
 
 
+def not_started(seconds: float) -> str:
+    """Why a job stopped for its start ended: not started within ``seconds``."""
+    which = "one stopped or lost before MPI started"
+    return (
+        f"its ranks did not all start within {seconds:.0f} s ({which}; {START_TIMEOUT_VARIABLE} raises the bound); "
+        "the job was stopped"
+    )
+
+
 class JobStart:
     """One job's start, watched (see the module). ``rank_zero``: where the job's rank 0 runs once it
     has joined, else ``None``; ``bound``: stop the job when rank 0 has not joined within it (seconds
     from :meth:`begin`; ``None``: no bound). :meth:`begin` once the job runs, :meth:`close` once it ended."""
 
     def __init__(
-        self, rank_zero: Callable[[], Owner | None], *, bound: Callable[[Mapping[str, str]], float] | None = None
+        self,
+        rank_zero: Callable[[], Owner | None],
+        *,
+        bound: Callable[[Mapping[str, str]], float] | None = None,
     ):
         self._rank_zero = rank_zero
         self._bound = bound
@@ -76,15 +87,16 @@ class JobStart:
         self._thread: threading.Thread | None = None
         self._pending: int | None = None  # a stop to hand to rank 0 once it has joined
         self._joined = False
-        #: the bound, in seconds, when the job was stopped for not starting within it
-        self.stuck: float | None = None
+        #: why the job was stopped for not starting within the bound (:func:`not_started`), else ``None``
+        self.stuck: str | None = None
 
-    def begin(self, proc: subprocess.Popen, environ: Mapping[str, str]) -> None:
-        """The job was started (``environ``: its environment, where the bound is read)."""
+    def begin(self, pid: int, environ: Mapping[str, str]) -> None:
+        """The job was started (``pid``: its launcher's, stopped with its process tree; ``environ``:
+        its environment, where the bound is read)."""
         if self._bound is not None:
             seconds = self._bound(environ)
             deadline = time.monotonic() + seconds
-            self._watch(lambda: self._expire(proc, deadline, seconds))
+            self._watch(lambda: self._expire(pid, deadline, seconds))
 
     def stop(self, signum: int) -> None:
         """A stop signal was forwarded to the job: if rank 0 has not joined yet, send it there once it has."""
@@ -112,12 +124,12 @@ class JobStart:
             if expired():
                 return
 
-    def _expire(self, proc: subprocess.Popen, deadline: float, seconds: float) -> bool:
+    def _expire(self, pid: int, deadline: float, seconds: float) -> bool:
         """Stop the job if its start is past ``deadline`` (its bound, ``seconds`` long)."""
         if time.monotonic() < deadline:
             return False
-        self.stuck = seconds
-        kill_trees([proc.pid])
+        self.stuck = not_started(seconds)
+        kill_trees([pid])
         return True
 
     def close(self) -> None:

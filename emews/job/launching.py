@@ -331,11 +331,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
         return 128 + received if received else EXIT_FAILED
     exp_dir = here
     if start.stuck is not None:
-        say_ended_before_run(
-            exp_dir,
-            f"its ranks did not all start within {start.stuck:.0f} s: one stopped or lost before MPI started "
-            "(EMEWS_SETUP_TIMEOUT raises the bound); the job was stopped",
-        )
+        say_ended_before_run(exp_dir, start.stuck)
         return EXIT_FAILED
     recorded = run_exit_status(exp_dir, since)
     if received:  # rank 0 said so, unless the signal ended the job before its run could (mpiexec starting)
@@ -397,7 +393,7 @@ def run_here(
             raise EmewsError(f"cannot start {launcher[0]}: not found (is the mpich wheel installed?)") from None
         relays = [_relay(proc.stdout, sys.stdout), _relay(proc.stderr, sys.stderr)] if relay else []
         if start is not None:
-            start.begin(proc, env)
+            start.begin(proc.pid, env)
         started.append(proc)
         if received:  # it came while the job was being started
             _forward(proc, received[0], first=True, grace=grace, start=start)

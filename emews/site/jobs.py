@@ -54,14 +54,19 @@ def job_exit_status(exp_dir: Path, launcher_status: int, since: float) -> int:
 def say_ended_before_run(exp_dir: Path, why: str) -> None:
     """The line that says the job ended before its run wrote its summary (``why``), and how to go on;
     ``emews.log`` gets it too (the run itself could not say it there)."""
-    record = logging.makeLogRecord({"msg": f"the job ended before its run did ({why})", "levelname": "ERROR"})
-    with contextlib.suppress(OSError), (exp_dir / LOG_FILE).open("a", encoding="utf-8") as log:
-        log.write(logging.Formatter(LOG_FORMAT).format(record) + "\n")
+    log_error(exp_dir, f"the job ended before its run did ({why})")
     print(
         f"emews: the job ended before its run did ({why}); what it stored stays stored; continue with: "
         f"emews resume {shlex.quote(str(exp_dir))}",
         file=sys.stderr,
     )
+
+
+def log_error(folder: Path, message: str) -> None:
+    """Append ``message`` to ``folder``'s ``emews.log`` as an error (for what a job could not log itself)."""
+    record = logging.makeLogRecord({"msg": message, "levelname": "ERROR"})
+    with contextlib.suppress(OSError), (folder / LOG_FILE).open("a", encoding="utf-8") as log:
+        log.write(logging.Formatter(LOG_FORMAT).format(record) + "\n")
 
 
 def write_script(path: Path, text: str) -> None:

@@ -9,31 +9,9 @@ holds the GIL there: nothing in the rank can act) until the walltime."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import yaml
-
-from testutil import stored_rows, write_workflow
-
-
-def stopping_site(folder: Path, action: str) -> Path:
-    """A local site whose ranks start through a shell that does ``action`` to rank 2 (``PMI_RANK``,
-    Hydra's) before it execs Python, until the file ``folder/healed`` exists."""
-    wrapper = folder / "rank.sh"
-    wrapper.write_text(
-        "#!/bin/bash\n"
-        f'if [ "$PMI_RANK" = 2 ] && [ ! -e {folder / "healed"} ]; then {action} $$; fi\n'
-        'exec "$@"\n')
-    wrapper.chmod(0o755)
-    setup = [  # mpiexec's command line, the ranks' python wrapped
-        "args=()",
-        f'for a in "$@"; do if [ "$a" = {sys.executable} ]; then args+=({wrapper} "$a"); else args+=("$a"); fi; done',
-        'set -- "${args[@]}"',
-    ]
-    site = folder / "stopping.yaml"
-    site.write_text(yaml.safe_dump({"extends": "local", "environment": {"setup": setup}}))
-    return site
+from testutil import stopping_site, stored_rows, write_workflow
 
 
 def launch_and_resume(emews_cmd, tmp_path: Path, action: str) -> str:
