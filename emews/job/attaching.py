@@ -39,6 +39,7 @@ from emews.job.job_environment import check_job_environment
 from emews.job.job_start import JobStart, start_seconds
 from emews.job.launching import run_here
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
+from emews.job.start_marks import marks_folder
 from emews.processes.tree import descendants
 from emews.site import Site, load_site
 from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, log_error, write_script
@@ -115,7 +116,9 @@ def attach(
     if script is None:
         print(f"pool for {exp_dir}: {counted(workers, 'worker')} on {chosen.name} (folder {pool_dir})", file=sys.stderr)
         lead = PoolLead(exp_dir)
-        start = JobStart(lead, bound=start_seconds)  # its rank 0 registered in the store: the pool started
+        start = JobStart(  # its rank 0 registered in the store: the pool started
+            lead, bound=start_seconds, marks=marks_folder(exp_dir, None, pool_dir), ranks=workers + 1
+        )
         try:
             status, received = run_here(chosen, command, workers, relay=relay, start=start)
         finally:

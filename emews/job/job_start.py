@@ -23,9 +23,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from emews.config.lease import Owner
 from emews.core.errors import ConfigError
+from emews.job import start_marks
 from emews.processes.tree import kill_trees
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
@@ -60,9 +62,10 @@ def start_seconds(environ: Mapping[str, str]) -> float:
         return setup
 
 
-def not_started(seconds: float) -> str:
-    """Why a job stopped for its start ended: not started within ``seconds``."""
-    which = "one stopped or lost before MPI started"
+def not_started(seconds: float, ranks: str | None = None) -> str:
+    """Why a job stopped for its start ended: not started within ``seconds``; ``ranks``: which ranks
+    never came (:func:`~emews.job.start_marks.missing`), when known."""
+    which = f"{ranks}: stopped or lost before it" if ranks else "one stopped or lost before MPI started"
     return (
         f"its ranks did not all start within {seconds:.0f} s ({which}; {START_TIMEOUT_VARIABLE} raises the bound); "
         "the job was stopped"
@@ -72,16 +75,25 @@ def not_started(seconds: float) -> str:
 class JobStart:
     """One job's start, watched (see the module). ``rank_zero``: where the job's rank 0 runs once it
     has joined, else ``None``; ``bound``: stop the job when rank 0 has not joined within it (seconds
-    from :meth:`begin`; ``None``: no bound). :meth:`begin` once the job runs, :meth:`close` once it ended."""
+    from :meth:`begin`; ``None``: no bound); ``marks``: the folder where the job's ``ranks`` ranks
+    mark their start (:mod:`~emews.job.start_marks`), to name those that never came, removed at
+    :meth:`close`; ``on_stuck``: told why, before a stuck job is stopped. :meth:`begin` once the job
+    runs, :meth:`close` once it ended."""
 
     def __init__(
         self,
         rank_zero: Callable[[], Owner | None],
         *,
         bound: Callable[[Mapping[str, str]], float] | None = None,
+        marks: Path | None = None,
+        ranks: int = 0,
+        on_stuck: Callable[[str], None] | None = None,
     ):
         self._rank_zero = rank_zero
         self._bound = bound
+        self._marks = marks
+        self._ranks = ranks
+        self._on_stuck = on_stuck
         self._ended = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -97,6 +109,11 @@ class JobStart:
             seconds = self._bound(environ)
             deadline = time.monotonic() + seconds
             self._watch(lambda: self._expire(pid, deadline, seconds))
+
+    @property
+    def watching(self) -> bool:
+        """Whether the start is still watched (rank 0 has not joined, and the job was not stopped)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self, signum: int) -> None:
         """A stop signal was forwarded to the job: if rank 0 has not joined yet, send it there once it has."""
@@ -128,7 +145,10 @@ class JobStart:
         """Stop the job if its start is past ``deadline`` (its bound, ``seconds`` long)."""
         if time.monotonic() < deadline:
             return False
-        self.stuck = not_started(seconds)
+        why = not_started(seconds, None if self._marks is None else start_marks.missing(self._marks, self._ranks))
+        if self._on_stuck is not None:
+            self._on_stuck(why)  # before the stop: the job's end reads it
+        self.stuck = why
         kill_trees([pid])
         return True
 
@@ -137,3 +157,5 @@ class JobStart:
         self._ended.set()
         if self._thread is not None:
             self._thread.join()
+        if self._marks is not None:
+            start_marks.remove(self._marks)

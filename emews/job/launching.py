@@ -46,6 +46,7 @@ from emews.job.job_environment import check_job_environment
 from emews.job.job_start import JobStart, start_seconds
 from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
+from emews.job.start_marks import marks_folder
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import batch_job_over, exit_command, job_command, say_ended_before_run, submit_experiment
@@ -314,7 +315,12 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     forwarded as it came (the job's stop line names it), then we wait for the job."""
     since = time.time()
     watch = DirectoryWatch(exp_dir)  # rank 0 says where it went if it is moved meanwhile
-    start = JobStart(lambda: joined(exp_dir, lease_token), bound=start_seconds)
+    start = JobStart(
+        lambda: joined(exp_dir, lease_token),
+        bound=start_seconds,
+        marks=marks_folder(exp_dir, lease_token),
+        ranks=workers + 1,
+    )
     try:
         status, received = run_here(
             site,

@@ -21,6 +21,7 @@ from typing import Any
 
 from emews.core.cores import cpu_quota, usable_cores
 from emews.core.errors import EXIT_CONFIG, EXIT_OK
+from emews.job.start_marks import mark_start, marks_folder
 from emews.runtime.backoff import Backoff, spin_for
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.team_comm import TeamWorld
@@ -31,6 +32,9 @@ from emews.runtime.worker_rank import WorkerPlan, serve_on_node
 def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: Path | None = None) -> int:
     """Run this rank's part of the experiment (of one of its pools, with ``pool_dir``: ``emews
     attach``); return the process exit status."""
+    marks = marks_folder(exp_dir, lease_token, pool_dir)
+    if marks is not None:  # this rank came: the start's watch names those that did not, should it be stuck
+        mark_start(marks)
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
