@@ -46,6 +46,11 @@ class FollowedDir:
         (a write there then fails rather than land elsewhere)."""
         return self.now() or self.path
 
+    def __reduce__(self) -> tuple[type[FollowedDir], tuple[Path]]:
+        """Sent to another process (a task's context to its objective's child) as where the
+        directory is now, followed there from then on."""
+        return type(self), (self.current(),)
+
     def close(self) -> None:
         if self._closer is not None:
             self._closer()

@@ -16,6 +16,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emews.core.followed_dir import FollowedDir
 from emews.objective.run_dir_links import repoint_links
 from emews.training.checkpoints import CHECKPOINTS_DIR
 from emews.training.messages import CONTINUE, FOLLOWING, Action, Decision
@@ -61,6 +62,9 @@ class TaskContext:
     checkpoint_async: bool = True
     #: a node-local tier checkpoints are staged in first
     checkpoint_local_dir: str | None = None
+    #: the experiment directory (``runs_root``'s parent) held open by the worker: the task's run dir
+    #: and checkpoints are where it is now (``mv EXP EXP2`` while the task runs); ``None``: not followed
+    experiment: FollowedDir | None = field(default=None, compare=False, repr=False)
     #: how trial messages reach the optimizer rank (the runner's; ``None``: no optimizer rank)
     link: TrialLink | None = field(default=None, compare=False, repr=False)
     #: mpi4py communicator of the team's ranks only (inline isolation under MPI; the runner's)
@@ -131,15 +135,27 @@ class TaskContext:
         destroy_process_group()
 
     @property
+    def runs_now(self) -> Path | None:
+        """``EXP/runs`` where the experiment is now: ``runs_root``, followed if it was moved since."""
+        if self.runs_root is None or self.experiment is None:
+            return self.runs_root
+        return self.experiment.current() / self.runs_root.name
+
+    @property
     def checkpoints_root(self) -> Path | None:
-        """``EXP/checkpoints``, beside ``EXP/runs``."""
-        return None if self.runs_root is None else self.runs_root.parent / CHECKPOINTS_DIR
+        """``EXP/checkpoints``, beside ``EXP/runs`` (where the experiment is now)."""
+        runs = self.runs_now
+        return None if runs is None else runs.parent / CHECKPOINTS_DIR
 
     @property
     def run_dir(self) -> Path:
-        if self.runs_root is None:
+        """The task's ``runs/SHARD/ID`` where the experiment is now, made on first use (never the
+        experiment directory itself: one moved away is not made again under its old name)."""
+        runs = self.runs_now
+        if runs is None:
             raise RuntimeError("this run has no experiment directory")
-        path = task_run_dir(self.runs_root, self.task_id)
+        path = task_run_dir(runs, self.task_id)
+        runs.mkdir(exist_ok=True)
         path.mkdir(parents=True, exist_ok=True)
         if not self._run_dir_ready:
             if self.team_rank == 0:  # a model's absolute links into the experiment this one was copied from
@@ -201,12 +217,15 @@ class TaskContext:
         if self._session is None:
             from emews.training.session import TrialSession
 
-            run_dir = None if self.runs_root is None else task_run_dir(self.runs_root, self.task_id)
+            runs = self.runs_now
+            experiment = self.experiment
+            if experiment is None and runs is not None:
+                experiment = FollowedDir(runs.parent)
             self._session = TrialSession(
                 self.task_id,
                 self.link,
-                checkpoints_root=self.checkpoints_root,
-                run_dir=run_dir,
+                experiment=experiment,
+                run_dir=None if runs is None else lambda: self.run_dir,
                 background=self.checkpoint_async,
                 local_dir=self.checkpoint_local_dir,
                 attempt=self.attempt,

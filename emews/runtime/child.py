@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from emews.core.errors import write_failure
+from emews.core.followed_dir import FollowedDir
 from emews.core.results import Outcome
 from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import ObjectiveSpec, outcome_from_exception, outcome_from_return
@@ -108,8 +109,15 @@ class _Output:
     def __init__(self, spool: str | None) -> None:
         self._job = StandardStreams()  # the rank's: the job's output
         self._said = False
-        self.spool = spool and self._redirect(spool)
+        made = spool and self._redirect(spool)
+        # the spool held open: a task that ends after ``mv EXP EXP2`` has its output kept from there
+        self._spool = FollowedDir(Path(made)) if made else None
         self._streams = StandardStreams()
+
+    @property
+    def spool(self) -> str | None:
+        """The spool where it is now (``None``: the output goes to the job's)."""
+        return None if self._spool is None else str(self._spool.current())
 
     def _redirect(self, spool: str) -> str | None:
         """Point fd 1 and 2 at the spool's files (first keeping what a killed task left there); the
@@ -213,5 +221,5 @@ def _run(objective, job: ChildTask, config: ChildConfig, output: _Output, conn: 
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
         exit_if_forked(ctx)
         outcome = outcome_from_exception(job.task_id, exc, started=started, finished=time.time(), **where)
-    output.keep(ctx.runs_root, job.task_id, ctx.team_rank)
+    output.keep(ctx.runs_now, job.task_id, ctx.team_rank)
     return outcome

@@ -167,7 +167,8 @@ class ProcessRunner:
         code = self._child.wait_exit()
         self._kill()  # whatever it left behind
         error = describe_exit(code)
-        tail = output_tail(self._config.spool) if self._config.spool else ""
+        spool = self._spool_now()
+        tail = output_tail(spool) if spool else ""
         if tail:  # where a native library says why it ended the process (read before it is moved)
             error = with_output(error, "stderr", tail, signalled=code < 0)
         self._keep_output(context)
@@ -176,13 +177,18 @@ class ProcessRunner:
     def _keep_output(self, context: TaskContext) -> None:
         """What a killed or crashed child wrote for this task goes into the task's run dir."""
         try:
-            keep_output(self._config.spool, context.runs_root, context.task_id, context.team_rank)
+            keep_output(self._spool_now(), context.runs_now, context.task_id, context.team_rank)
         except OutputNotKept as exc:  # a full disk: the task's outcome stands
             print(f"emews: task {context.task_id}: what it printed was not kept: {exc}", file=sys.stderr, flush=True)
 
+    def _spool_now(self) -> str | None:
+        """The spool where the experiment is now (``mv EXP EXP2`` while the run goes on)."""
+        if self._spool_home is None or self._spool_in_home is None:
+            return self._config.spool
+        return str(self._spool_home.current() / self._spool_in_home)
+
     def _spawn(self) -> None:
-        if self._spool_home is not None and self._spool_in_home is not None:
-            self._config = replace(self._config, spool=str(self._spool_home.current() / self._spool_in_home))
+        self._config = replace(self._config, spool=self._spool_now())
         self._child = child = ChildProcess("emews.runtime.child", self._config)
         _LIVE_CHILDREN.add(child.pid)
         try:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from emews.core.followed_dir import FollowedDir
 from emews.training.checkpoints import (
+    CHECKPOINTS_DIR,
     CheckpointWriter,
     CorruptCheckpoint,
     checkpoint_path,
@@ -61,8 +62,8 @@ class TrialSession:
         trial: int,
         link: TrialLink | None,
         *,
-        checkpoints_root: Path | None,
-        run_dir: Path | None,
+        experiment: FollowedDir | None,
+        run_dir: Callable[[], Path] | None,
         background: bool = True,
         local_dir: str | None = None,
         attempt: int = 0,
@@ -71,10 +72,9 @@ class TrialSession:
         self.attempt = attempt  # the task's run (``Task.attempt``): in its checkpoints' names
         self.id = int.from_bytes(os.urandom(6), "big")
         self._link = link
-        self._root = checkpoints_root
         # the experiment directory, followed if it is moved while the task trains (mv EXP EXP2)
-        self._experiment = None if checkpoints_root is None else FollowedDir(checkpoints_root.parent)
-        self._run_dir = run_dir
+        self._experiment = experiment
+        self._run_dir = run_dir  # where a file checkpoint is extracted: the task's run dir, asked at each restore
         self._writer = process_writer(background, local_dir)
         self._serial = 0
         self._outstanding = 0  # reports posted whose reply has not been taken
@@ -119,9 +119,10 @@ class TrialSession:
         self._collect()
         reply = self._take(block=True)
         assert reply is not None
+        extract_to = None if self._run_dir is None else self._run_dir()
         for candidate in reply.candidates:
             try:
-                return read_checkpoint(candidate.path, self._run_dir), candidate.step
+                return read_checkpoint(candidate.path, extract_to), candidate.step
             except CorruptCheckpoint as exc:
                 print(f"emews: not restoring {exc}", file=sys.stderr)
         return default
@@ -136,8 +137,6 @@ class TrialSession:
             self._collect()
         self._decision()  # an exploit answered to a last report that did not wait still runs again
         restart, self._restart = self._restart, None
-        if self._experiment is not None:
-            self._experiment.close()
         return restart
 
     def _failures(self) -> tuple[str, ...]:
@@ -152,10 +151,10 @@ class TrialSession:
         return failed
 
     def _stage(self, step: int, checkpoint: Any) -> CheckpointNote:
-        if self._root is None or self._experiment is None:
+        if self._experiment is None:
             raise RuntimeError("ctx.report(checkpoint=...): this run has no experiment directory")
         kind, payload, name = snapshot(checkpoint)
-        root = self._experiment.current() / self._root.name  # where the experiment is now
+        root = self._experiment.current() / CHECKPOINTS_DIR  # where the experiment is now
         path = checkpoint_path(root, self.trial, step, self._serial, self.attempt)
         self._serial += 1
         self._writer.submit(path, kind, payload, name)

@@ -9,6 +9,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from gated_job import launch_gated
 
 from testutil import said, wait_until, write_workflow
@@ -92,3 +94,53 @@ def test_a_training_run_moved_while_it_runs_writes_and_restores_its_checkpoints_
         if state == "durable":
             assert read_checkpoint(moved / path) == {"trial": trial, "step": step}
     assert {(t, s) for t, s, _, state in rows if state == "durable"} >= {(1, 1), (1, 2), (2, 1), (2, 2)}, rows
+
+
+WRITER = '''\
+import os, pathlib, time
+
+def run(params, ctx):
+    events = pathlib.Path(params["events"])
+    (ctx.run_dir / "before.txt").write_text("before")
+    print("printed before", ctx.task_id, flush=True)
+    (events / f"started-{ctx.task_id}").touch()
+    while not os.path.exists(params["gate"]):
+        time.sleep(0.01)
+    (ctx.run_dir / "after.txt").write_text("after")  # the objective asks again: where the experiment is now
+    print("printed after", ctx.task_id, flush=True)
+    return 0.5
+'''
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_a_task_that_began_before_the_move_has_its_run_dir_and_output_where_the_experiment_went(
+    emews_cmd, tmp_path: Path, isolation: str
+) -> None:
+    """``mv EXP EXP2`` while tasks run: ``ctx.run_dir`` of a task that began before the move made
+    ``EXP/runs/SHARD/ID`` again under the old name (``mkdir -p``), and what the task printed stayed in
+    its worker's spool for good (the child kept the spool's old path: its output, and every later
+    task's, never reached a run dir). Now the task's run dir and its output are where the
+    experiment went."""
+    (tmp_path / "writer.py").write_text(WRITER)
+    events, gate = tmp_path / "events", tmp_path / "gate"
+    events.mkdir()
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "writer.py"), "metric": "loss"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "events": {"type": "constant", "value": str(events)},
+                               "gate": {"type": "constant", "value": str(gate)}},
+                        budget={"evaluations": 3}, task={"timeout": 120, "isolation": isolation})
+    exp, moved = tmp_path / "exp", tmp_path / "exp2"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
+    assert wait_until(lambda: len(list(events.glob("started-*"))) >= 2, timeout=180), said(job)
+    exp.rename(moved)
+    gate.touch()
+    out, err = job.communicate(timeout=240)
+    assert job.returncode == 0, err
+    assert not exp.exists(), sorted(str(p.relative_to(tmp_path)) for p in exp.rglob("*"))
+    for task in range(3):
+        run_dir = moved / "runs" / "000" / f"{task:06d}"
+        assert (run_dir / "before.txt").read_text() == "before", sorted(p.name for p in run_dir.iterdir())
+        assert (run_dir / "after.txt").read_text() == "after", sorted(p.name for p in run_dir.iterdir())
+        if isolation == "process":  # inline: the worker's own output, the job's
+            printed = (run_dir / "stdout.txt").read_text().splitlines()
+            assert printed == [f"printed before {task}", f"printed after {task}"], printed
