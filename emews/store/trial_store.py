@@ -214,9 +214,11 @@ class TrialStore:
                 (report.trial, report.step, _encode(report.metrics), report.time),
             ).lastrowid
             if report.checkpoint is not None:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO checkpoints (trial, step, path, size, metric, loss, state, "
-                    "report, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                self._db.execute(  # a path written again (a retry that started over) is its newest write
+                    "INSERT INTO checkpoints (trial, step, path, size, metric, loss, state, report, created) "
+                    "VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (path) DO UPDATE SET step = excluded.step, "
+                    "size = excluded.size, metric = excluded.metric, loss = excluded.loss, state = excluded.state, "
+                    "report = excluded.report, created = excluded.created",
                     (
                         report.trial,
                         report.step,

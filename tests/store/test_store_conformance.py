@@ -158,6 +158,22 @@ def test_durable_checkpoints_by_trial_and_the_best(store: Store, tmp_path: Path)
     assert [(r.trial, r.step) for r in store.best_durable(1)] == [(0, 2)] and store.best_durable(0) == []
 
 
+def test_a_checkpoint_path_written_again_is_its_newest_write(store: Store, tmp_path: Path) -> None:
+    """A retry that started over writes the name its failed try wrote (deleted by retention since):
+    the row is the retry's (its step's report and metric, staged again, then durable), not the
+    failed try's kept as it was (PostgreSQL too: an upsert on the path)."""
+    path = str(tmp_path / "checkpoints" / "000000" / "step-00000001-000.ckpt")
+    store.add_report(Report(0, 0, 1, {"loss": 9.0}, 10.0, CheckpointNote(path, 10)), 9.0, 9.0, task=_task(0))
+    store.mark_durable([path])
+    (first,) = store.checkpoints()
+    store.mark_deleted([first.id])
+    store.add_report(Report(0, 1, 1, {"loss": 1.0}, 11.0, CheckpointNote(path, 12)), 1.0, 1.0)
+    assert [(r.id, r.state, r.metric, r.size) for r in store.checkpoints()] == [(first.id, "staged", 1.0, 12)]
+    store.mark_durable([path])
+    (again,) = store.checkpoints()
+    assert (again.id, again.state, again.metric, again.loss) == (first.id, "durable", 1.0, 1.0)
+
+
 def test_reports_checkpoints_lineage(store: Store, tmp_path: Path) -> None:
     ckpt = tmp_path / "checkpoints" / "0" / "step-2.pt"
     task0 = _task(0)

@@ -177,6 +177,52 @@ def test_without_retries_a_killed_trial_is_a_crashed_result(emews_cmd, tmp_path:
     assert query(exp, "SELECT COUNT(*) FROM attempts") == [(0,)]
 
 
+STARTS_OVER = """\
+import os, pathlib
+
+def run(params, ctx):  # never restores: a retry trains from scratch
+    mark = pathlib.Path(params["marks"]) / f"crashed-{ctx.task_id}"
+    first = not mark.exists()
+    for step in (1, 2, 3):
+        ctx.report(step=step, metrics={"loss": 9.0 if first else 1.0},
+                   checkpoint={"try": "first" if first else "retry", "step": step})
+    if first:
+        mark.touch()
+        os._exit(3)
+    return 1.0
+"""
+
+
+def test_a_retry_that_starts_over_has_the_rows_of_the_checkpoints_it_wrote(emews_cmd, tmp_path: Path) -> None:
+    """A retry that trains from scratch writes its checkpoints under the names its failed try used
+    (one run of the task: same attempt, serials from 0). Their rows kept the failed try's report and
+    metric (9 for a file holding the retry's step of loss 1: ``emews checkpoints``, keep_best and
+    load_best ranked it by the failed try), and a row retention had deleted stayed deleted while the
+    retry wrote its file again: never listed, never deleted (a file leaked per step). Now the row of a
+    path is its newest write's."""
+    from emews.training.checkpoints import read_checkpoint
+
+    (tmp_path / "over.py").write_text(STARTS_OVER)
+    (tmp_path / "marks").mkdir()
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "over.py"), "metric": "loss"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "marks": {"type": "constant", "value": str(tmp_path / "marks")}},
+                        budget={"evaluations": 2}, task={"timeout": 120, "retries": 1},
+                        checkpoints={"background": False, "keep_last": 1})
+    exp = launch(emews_cmd, wf, workers=2)
+    assert sorted(query(exp, "SELECT task, status FROM attempts")) == [(0, "crashed"), (1, "crashed")]
+    rows = query(exp, "SELECT c.trial, c.step, c.path, c.metric, c.state, r.metrics FROM checkpoints c "
+                      "JOIN reports r ON r.seq = c.report ORDER BY c.trial, c.step")
+    assert [(t, s, state) for t, s, _, _, state, _ in rows] == [
+        (t, s, "deleted" if s < 3 else "durable") for t in (0, 1) for s in (1, 2, 3)], rows
+    for trial, step, path, metric, state, metrics in rows:
+        assert metric == 1.0 and json.loads(metrics) == {"loss": 1.0}, rows  # the retry's report
+        assert (exp / path).exists() == (state == "durable"), rows
+        if state == "durable":
+            assert read_checkpoint(exp / path) == {"try": "retry", "step": step}
+    assert sorted(p.name for p in (exp / "checkpoints").rglob("*.ckpt")) == ["step-00000003-002.ckpt"] * 2
+
+
 def test_a_corrupt_checkpoint_is_never_restored(emews_cmd, tmp_path: Path) -> None:
     """The step-4 checkpoint is cut in half before the kill: the retry restores step 3, the newest
     checkpoint that verifies."""
