@@ -345,6 +345,13 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
             say_ended_before_run(exp_dir, f"stopped by {signal.Signals(received).name} as it started")
         return 128 + received  # the ranks exit 0 to MPI; the run's own status is there
     if recorded is not None:  # also when mpiexec then reported a rank that ended badly after it
+        if status != EXIT_OK:  # the job's process manager failed (a kill -9 of Hydra's proxy): rank 0's end unseen
+            where = shlex.quote(str(exp_dir))
+            print(
+                f"emews: the run ended (exit status {recorded}) but mpiexec exited with status {status}: what the "
+                f"run printed at its end may be lost; its summary: emews status {where}",
+                file=sys.stderr,
+            )
         return recorded
     if status in (EXIT_FAILED, EXIT_CONFIG):  # rank 0 said why itself (a configuration error in the job)
         return status
