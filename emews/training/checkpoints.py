@@ -330,12 +330,14 @@ class CheckpointWriter:
         assert self._local is not None
         local = self._local / path.parent.name / path.name
         try:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            with open(local, "wb") as fh:  # no fsync: this copy is a staging area, not the durable one
+            with self._lock:  # made and opened while the flush thread removes no emptied folder
+                local.parent.mkdir(parents=True, exist_ok=True)
+                fh = open(local, "wb")
+            with fh:  # no fsync: this copy is a staging area, not the durable one
                 for piece in frame(kind, payload, name):
                     fh.write(piece)
         except OSError:
-            _discard(local)  # a full tier keeps no partial file
+            self._unstage(local)  # a full tier keeps no partial file
             return False
         with self._lock:
             self._pending += 1  # the flush is pending work too (``flush`` waits for it)
@@ -359,10 +361,22 @@ class CheckpointWriter:
                 with self._lock:
                     self._done.append(str(path))
             finally:
-                _discard(local)  # flushed, or lost: either way the tier keeps nothing
+                self._unstage(local)  # flushed, or lost: either way the tier keeps nothing
                 with self._idle:
                     self._pending -= 1
                     self._idle.notify_all()
+
+    def _unstage(self, local: Path) -> None:
+        """Remove a staged file, then its trial's folder and this process's once they are empty
+        (a process that ended normally leaves nothing on the tier)."""
+        _discard(local)
+        assert self._local is not None
+        with self._lock:
+            for folder in (local.parent, self._local):
+                try:
+                    folder.rmdir()
+                except OSError:  # another checkpoint is staged there (or it is gone)
+                    return
 
 
 def _discard(path: Path) -> None:

@@ -115,6 +115,7 @@ def test_a_local_tier_stages_the_file_then_flushes_it_to_the_experiment(tmp_path
     writer.flush()
     assert writer.done() == (str(target),) and read_checkpoint(target) == {"w": [1, 2, 3]}
     assert not staged.exists()                              # the local copy is gone once flushed
+    assert not local.exists()                               # and its folders: the tier keeps nothing
 
 
 def test_a_flush_that_fails_never_makes_the_checkpoint_durable(tmp_path: Path) -> None:
@@ -199,7 +200,7 @@ def test_a_flush_that_fails_leaves_nothing_on_the_local_tier(tmp_path: Path) -> 
     writer = CheckpointWriter(local_dir=tmp_path / "local")
     writer.submit(tmp_path / "exp" / "000001" / "step-00000001-000.ckpt", *snapshot("state"))
     writer.flush()
-    assert len(writer.failures()) == 1 and files_under(tmp_path / "local") == []
+    assert len(writer.failures()) == 1 and not (tmp_path / "local").exists()
 
 
 def test_only_the_temp_files_of_dead_writers_are_removed(tmp_path: Path) -> None:
