@@ -162,7 +162,7 @@ class PostgresStore(ResultsStore):
         self._db = PgConnection(raw)  # type: ignore[assignment]
         try:
             self._open(readonly, durability)
-            TrialStore.__init__(self, self._db, readonly=True, root=root)  # type: ignore[arg-type]
+            TrialStore.__init__(self, self._db, readonly=readonly, root=root, schema=False)  # type: ignore[arg-type]
         except BaseException as exc:
             raw.close()
             if isinstance(exc, psycopg.Error):

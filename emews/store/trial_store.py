@@ -132,13 +132,17 @@ class TrialStore:
     :class:`~emews.store.results_store.ResultsStore` (the SQLite :class:`~emews.store.base.Store`);
     ``root``: the experiment directory checkpoint paths are relative to (``None``: paths kept as given)."""
 
-    def __init__(self, db: sqlite3.Connection, *, readonly: bool = False, root: Path | None = None) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, *, readonly: bool = False, root: Path | None = None, schema: bool = True
+    ) -> None:
+        """``schema``: make the SQLite tables (and relocate older absolute paths) when writing; a
+        PostgreSQL store has made its own."""
         self._db = db
         self._opened_at = None if root is None else Path(os.path.abspath(root))
         # a run's store follows its directory moved while it runs: paths resolve where it is now
         self._where = None if readonly or self._opened_at is None else FollowedDir(self._opened_at)
         self._named_reports = False  # whether ``decisions`` was seen to have its ``report`` column
-        if not readonly:
+        if not readonly and schema:
             db.executescript(_SCHEMA)
             self._relocate()
 
