@@ -345,7 +345,8 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
             say_ended_before_run(exp_dir, f"stopped by {signal.Signals(received).name} as it started")
         return 128 + received  # the ranks exit 0 to MPI; the run's own status is there
     if recorded is not None:  # also when mpiexec then reported a rank that ended badly after it
-        if status != EXIT_OK:  # the job's process manager failed (a kill -9 of Hydra's proxy): rank 0's end unseen
+        if status not in (EXIT_OK, recorded or EXIT_FAILED):  # not rank 0's own MPI_Abort: the process
+            # manager failed (a kill -9 of Hydra's proxy), and rank 0's last lines went with it
             where = shlex.quote(str(exp_dir))
             print(
                 f"emews: the run ended (exit status {recorded}) but mpiexec exited with status {status}: what the "
