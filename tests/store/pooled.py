@@ -3,12 +3,17 @@ objective (``tests/objectives/marked.py``: each task marks its start, then waits
 on a PostgreSQL store, the command that runs it with the gate and the marks in the test's folder,
 the store's rows read while the job may still be making it, and the waits every pool test starts
 with: the first pool holding what it can while tasks wait in the queue, and a pool running tasks
-(their marks there); and a pool that joins while every result waits at the gate. The store tests' fixtures (``pg_server``, ``schema``, ``stores``) are in
+(their marks there); the run of a launch and the jobs beside it (:func:`pooled_run`: it opens the
+gates, waits for the jobs and kills what is left); and a pool that joins while every result waits
+at the gate. The store tests' fixtures (``pg_server``, ``schema``, ``stores``) are in
 tests/store/conftest.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +24,12 @@ MARKED = TESTS / "objectives" / "marked.py"
 
 
 def gated_workflow(folder: Path, url: str | None, evaluations: int, *, store: dict[str, Any] | None = None,
-                   **sections: Any) -> Path:
+                   task: dict[str, Any] | None = None, **sections: Any) -> Path:
     """The gated objective, inline, ``evaluations`` of them, on the store at ``url`` (``store``:
-    more of its keys; ``url`` ``None``: SQLite)."""
+    more of its keys; ``url`` ``None``: SQLite; ``task``: keys over the task's)."""
     return write_workflow(
         folder, objective={"module": str(MARKED), "function": "run"}, budget={"evaluations": evaluations},
-        task={"timeout": 120, "isolation": "inline"},
+        task={"timeout": 120, "isolation": "inline", **(task or {})},
         **({"store": {"url": url, **(store or {})}} if url else {}), **sections)
 
 
@@ -70,6 +75,95 @@ def running_on(exp: Path, pool: int) -> list[int]:
     return [i for i in held_by(exp, pool) if (marks / str(i)).exists()]
 
 
+def stored(exp: Path) -> list[int]:
+    """The ids of the results ``exp``'s store holds, in order."""
+    return [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")]
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a job of a :class:`PooledRun` ended: its exit status and what it printed."""
+
+    returncode: int
+    out: str
+    err: str
+
+
+class PooledRun:
+    """``emews launch`` of a pooled experiment (``folder/exp``) and the jobs started beside it
+    (:meth:`attach`, :meth:`start`), held by gate files in ``folder``: :func:`pooled_run`."""
+
+    def __init__(self, folder: Path, command: EmewsCommand, gates: Sequence[str]) -> None:
+        self.folder, self.exp = folder, folder / "exp"
+        self.first = command  # the launch's command
+        self.commands = [command]
+        self.gates = [folder / gate for gate in gates]
+        self.jobs: list[subprocess.Popen] = []
+        self.ended: dict[subprocess.Popen, Ended] = {}
+
+    @property
+    def launch(self) -> subprocess.Popen:
+        """The launch's job."""
+        return self.jobs[0]
+
+    def start(self, *args: str, command: EmewsCommand | None = None) -> subprocess.Popen:
+        """``emews ARGS`` by ``command`` (the launch's if none), a job the run's end waits for."""
+        command = command or self.first
+        if command not in self.commands:
+            self.commands.append(command)
+        job = command.popen(*args)
+        self.jobs.append(job)
+        return job
+
+    def attach(self, workers: int, *options: str, command: EmewsCommand | None = None) -> subprocess.Popen:
+        """``emews attach exp --workers N OPTIONS``: a pool, by ``command`` (a new
+        :func:`gated_command` if none)."""
+        return self.start("attach", "exp", "--workers", str(workers), *options,
+                          command=command or gated_command(self.folder))
+
+    def open(self) -> None:
+        """Open every gate."""
+        for gate in self.gates:
+            gate.touch()
+
+    def kill(self) -> None:
+        """kill -9 of every job now (:meth:`EmewsCommand.kill_all`), each waited for: the run's end
+        has none left to wait for."""
+        for command in self.commands:
+            command.kill_all()
+        for job in self.jobs:
+            job.wait(timeout=60)
+
+    def finish(self, timeout: float = 300) -> None:
+        """Open the gates and wait for each job the test has not waited for (the launch first),
+        which must exit 0; what each printed: :attr:`ended`."""
+        self.open()
+        for job in self.jobs:
+            if job.returncode is None:
+                out, err = job.communicate(timeout=timeout)
+                self.ended[job] = Ended(job.returncode, out, err)
+                assert job.returncode == 0, (job.args, job.returncode, err)
+
+
+@contextmanager
+def pooled_run(folder: Path, workflow: Path, workers: int, pools: int = 1, *,
+               command: EmewsCommand | None = None, gates: Sequence[str] = ("open",)) -> Iterator[PooledRun]:
+    """``emews launch WORKFLOW --workers W --pools P --exp-dir exp`` in ``folder`` by ``command``
+    (a :func:`gated_command` if none), its gates (``gates``: files in ``folder``) closed: the body
+    holds the run, starts the jobs beside it and makes them wait; at its end the run finishes
+    (:meth:`PooledRun.finish`), and, whatever happened, every gate is opened and every process of
+    every job is killed (kill -9: none outlives the test)."""
+    run = PooledRun(folder, command or gated_command(folder), gates)
+    run.start("launch", str(workflow), "--workers", str(workers), "--pools", str(pools), "--exp-dir", "exp")
+    try:
+        yield run
+        run.finish()
+    finally:
+        run.open()
+        for cmd in run.commands:
+            cmd.kill_all()
+
+
 def join_while_gated(folder: Path, url: str, evaluations: int, optimizer: dict[str, Any], *,
                      first_holds: Callable[[Path], object]) -> None:
     """A pool joins while every result waits at the gate: the first pool (1 worker) of a launch of
@@ -77,24 +171,14 @@ def join_while_gated(folder: Path, url: str, evaluations: int, optimizer: dict[s
     of 3 workers attaches and each of its workers must start a task while no result is stored; then
     the gate opens and the run ends with every one of its ``evaluations`` results."""
     wf = gated_workflow(folder, url, evaluations, optimizer=optimizer, store={"lease": 600})
-    first, second = gated_command(folder), gated_command(folder)
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = folder / "exp"
-    try:
+    with pooled_run(folder, wf, workers=1) as run:
+        exp = run.exp
         assert wait_until(lambda: first_holds(exp), 180), seen(exp, "SELECT id, state, pool FROM tasks")
-        attached = second.popen("attach", "exp", "--workers", "3")
+        run.attach(3)
         running = wait_until(lambda: len(running_on(exp, 2)) >= 3, 240)
-        stored = rows(exp, "SELECT id, pool FROM results")
-        assert running and stored == [], (running_on(exp, 2), stored, seen(exp, "SELECT id, state, pool FROM tasks"))
-        (folder / "open").touch()
-        _, err = launch.communicate(timeout=300)
-        assert launch.returncode == 0, err
-        assert attached.wait(timeout=120) == 0
-    finally:
-        (folder / "open").touch()
-        first.kill_all()
-        second.kill_all()
-    assert [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")] == list(range(evaluations))
+        results = rows(exp, "SELECT id, pool FROM results")
+        assert running and results == [], (running_on(exp, 2), results, seen(exp, "SELECT id, state, pool FROM tasks"))
+    assert stored(exp) == list(range(evaluations))
 
 
 def rank_zero(cmd: EmewsCommand) -> int | None:

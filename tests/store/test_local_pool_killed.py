@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, running_on, seen
+from pooled import gated_command, gated_workflow, pooled_run, running_on, seen
 
 from testutil import wait_until
 
@@ -21,14 +21,14 @@ def test_a_local_pool_killed_with_sigkill_is_lost_at_once(pg_server: PgServer, t
     worker (pool 1's), while pool 1 still runs."""
     wf = gated_workflow(tmp_path, pg_server.url(), 8, optimizer={"name": "random", "options": {"seed": 1}},
                         store={"lease": 600})
-    first, second = gated_command(tmp_path), gated_command(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    second = gated_command(tmp_path)
+    with pooled_run(tmp_path, wf, workers=1) as run:
+        exp, first = run.exp, run.first
         assert wait_until(lambda: running_on(exp, 1), 180), seen(exp, "SELECT id, state, pool FROM tasks")
-        second.popen("attach", "exp", "--workers", "1")
+        attached = run.attach(1, command=second)
         assert wait_until(lambda: running_on(exp, 2), 180), seen(exp, "SELECT id, state, pool FROM tasks")
         second.kill_all()
+        attached.wait(timeout=60)
         said: list[str] = []
 
         def lost() -> bool:
@@ -44,8 +44,4 @@ def test_a_local_pool_killed_with_sigkill_is_lost_at_once(pg_server: PgServer, t
         assert back and 1 <= int(back.group(1)) <= 10, pool_2
         assert any(line.startswith("  pool 1: running") for line in said), said
         assert any(re.search(r"workers busy: \d+/1\b", line) for line in said), said  # pool 1's only
-    finally:
-        (tmp_path / "open").touch()
-        first.kill_all()
-        second.kill_all()
-        launch.wait(timeout=60)
+        run.kill()  # the test is done with pool 1

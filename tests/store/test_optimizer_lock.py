@@ -21,7 +21,8 @@ from emews.job.wiring import SharedQueue
 from emews.runtime.progress import Progress
 from emews.store import open_store
 from emews.store.pool_queue import OptimizerRunning, PoolQueue
-from testutil import TESTS, EmewsCommand, wait_until, write_workflow
+from pooled import gated_workflow, pooled_run
+from testutil import EmewsCommand, wait_until
 
 RACES = 10
 
@@ -30,13 +31,7 @@ RACES = 10
 def pooled(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pooled experiment (launched with one pool of one worker, run to its end)."""
     folder = tmp_path_factory.mktemp("pooled")
-    wf = write_workflow(
-        folder,
-        objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
-        budget={"evaluations": 2},
-        task={"isolation": "inline"},
-        store={"url": pg_server.url()},
-    )
+    wf = gated_workflow(folder, pg_server.url(), 2)
     EmewsCommand(folder)(
         "launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp", timeout=300, check=True
     )
@@ -116,18 +111,9 @@ def test_two_serves_started_together_one_serves_one_is_refused(pg_server: PgServ
     the lock first serves (no pool runs, so it holds the lock until stopped); the other is refused
     at its check, one line and exit 2. Stopped, the one serving ends as a stopped optimizer does,
     never with "the optimizer rank failed"."""
-    wf = write_workflow(
-        tmp_path,
-        objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
-        budget={"evaluations": 6},
-        task={"isolation": "inline", "timeout": 120},
-        store={"url": pg_server.url(), "lease": 2},
-    )
-    cmd = EmewsCommand(tmp_path)
-    (tmp_path / "marks").mkdir()
-    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(tmp_path / "marks"))
-    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    try:
+    wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 2})
+    with pooled_run(tmp_path, wf, workers=1) as run:
+        launch, cmd = run.launch, run.first
         assert wait_until(lambda: any((tmp_path / "marks").iterdir()), 120), "no task ever started"
         launch.send_signal(signal.SIGTERM)  # the optimizer stops with its budget not done
         assert launch.wait(timeout=120) == 143
@@ -142,6 +128,3 @@ def test_two_serves_started_together_one_serves_one_is_refused(pg_server: PgServ
         serving.wait(timeout=120)
         out = serving.stderr.read()  # type: ignore[union-attr]
         assert "optimizer rank failed" not in out and "another optimizer" not in out, out
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()

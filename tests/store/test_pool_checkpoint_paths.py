@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import rows, seen
+from pooled import pooled_run, rows, seen
 
 from emews.training.checkpoints import read_checkpoint
 from testutil import EmewsCommand, trainer_workflow, wait_until
@@ -39,31 +39,18 @@ def test_two_pools_training_one_trial_never_write_the_same_checkpoint_file(
         TRAINER_GATE_AT="1", TRAINER_GATE=str(tmp_path / "open-1"), TRAINER_LOG=str(log), TRAINER_BLOB="1000"
     )
     second.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open-2"), TRAINER_LOG=str(log))
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    attached = None
-    try:
+    with pooled_run(tmp_path, wf, workers=1, command=first, gates=("open-1", "open-2")) as run:
+        exp = run.exp
         assert wait_until(lambda: [e for e in _events(log) if e["event"] == "start"], 180), _events(log)
         frozen = set(first.processes())
         first._signal(frozen, signal.SIGSTOP)
-        attached = second.popen("attach", "exp", "--workers", "1")
+        run.attach(1, command=second)
         assert wait_until(lambda: seen(exp, "SELECT step FROM checkpoints WHERE step = 2"), 180), _events(log)
         first._signal(frozen, signal.SIGCONT)
         (tmp_path / "open-1").touch()
         pool_1 = _events(log)[0]["pid"]
         stopped = lambda: [e for e in _events(log) if e["event"] == "report" and e["pid"] == pool_1]  # noqa: E731
         assert wait_until(stopped, 120), _events(log)
-        (tmp_path / "open-2").touch()
-        _, err = launch.communicate(timeout=300)
-        _, a_err = attached.communicate(timeout=300)
-    finally:
-        (tmp_path / "open-1").touch()
-        (tmp_path / "open-2").touch()
-        first._signal(set(first.processes()), signal.SIGCONT)
-        first.kill_all()
-        second.kill_all()
-    assert launch.returncode == 0, err
-    assert attached.returncode == 0, a_err
     assert [(e["step"], e["action"]) for e in stopped()] == [(1, "stop")]
     assert rows(exp, "SELECT id, status, pool FROM results") == [(0, "ok", 2)]
     named = rows(exp, "SELECT step, path, size FROM checkpoints WHERE trial = 0 ORDER BY step")
@@ -91,23 +78,19 @@ def test_a_resume_restores_the_checkpoints_of_the_layout_before(pg_server: PgSer
     log = tmp_path / "trainer.log"
     cmd = EmewsCommand(tmp_path)
     cmd.env.update(TRAINER_GATE_AT="4", TRAINER_GATE=str(tmp_path / "open"), TRAINER_LOG=str(log))
-    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=1, command=cmd) as run:
+        exp = run.exp
+
         def durable() -> list[tuple]:
             named = seen(exp, "SELECT path FROM checkpoints WHERE step = 3")
             return [p for p in named if (exp / p[0]).exists()]
 
         assert wait_until(durable, 180), _events(log)
-        cmd.kill_all()
-        launch.wait(timeout=60)
+        run.kill()
         before = rows(exp, "SELECT step, path FROM checkpoints ORDER BY step")
         assert [s for s, _ in before] == [1, 2, 3] and all(OLD_NAME.fullmatch(p) for _, p in before), before
-        (tmp_path / "open").touch()
+        run.open()
         resumed = cmd("resume", "exp", timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     assert resumed.returncode == 0, resumed.stderr
     assert rows(exp, "SELECT id, status FROM results") == [(0, "ok")]
     assert [e["restored"] for e in _events(log) if e["event"] == "start"] == [0, 3]

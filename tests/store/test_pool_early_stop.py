@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rows, seen, wait_for_queued
+from pooled import gated_command, gated_workflow, pooled_run, seen, stored, wait_for_queued
 
 from testutil import dropping_site, wait_until
 
@@ -22,13 +22,12 @@ def test_a_stop_that_mpiexec_drops_reaches_the_pools_rank_0(pg_server: PgServer,
     and the launch's own pool then runs every evaluation. Without the handover the pool ran on:
     its row never said stopped and attach waited at the gate with the tasks it held."""
     wf = gated_workflow(tmp_path, pg_server.url(), BUDGET)
-    first, second = gated_command(tmp_path), gated_command(tmp_path)
+    second = gated_command(tmp_path)
     site, deaf = dropping_site(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=1) as run:
+        exp = run.exp
         wait_for_queued(exp)
-        attached = second.popen("attach", "exp", "--workers", "1", "--site", str(site))
+        attached = run.attach(1, "--site", str(site), command=second)
         assert wait_until(deaf.exists, timeout=60)
         attached.send_signal(signal.SIGTERM)
         stopped = wait_until(lambda: seen(exp, "SELECT 1 FROM pools WHERE id = 2 AND stopped IS NOT NULL"), 120)
@@ -38,11 +37,4 @@ def test_a_stop_that_mpiexec_drops_reaches_the_pools_rank_0(pg_server: PgServer,
         _, err = attached.communicate(timeout=180)
         assert attached.returncode == 128 + signal.SIGTERM, err
         assert second.processes() == {}, second.processes()
-        (tmp_path / "open").touch()
-        _, launch_err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        first.kill_all()
-        second.kill_all()
-    assert launch.returncode == 0, launch_err
-    assert [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")] == list(range(BUDGET))
+    assert stored(exp) == list(range(BUDGET))

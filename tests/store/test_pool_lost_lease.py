@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from pgserver import PgServer
-from pooled import rows, seen
+from pooled import pooled_run, rows, seen
 
 from testutil import EmewsCommand, trainer_workflow, wait_until
 
@@ -45,10 +45,8 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
     first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
     first.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open-1"), TRAINER_LOG=str(log))
     second.env.update(TRAINER_GATE_AT="5", TRAINER_GATE=str(tmp_path / "open-2"), TRAINER_LOG=str(log))
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    attached = None
-    try:
+    with pooled_run(tmp_path, wf, workers=1, command=first, gates=("open-1", "open-2")) as run:
+        exp = run.exp
         assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 2"), 180), _events(log)
         # the report row is stored before the background writer renames step 2's file into place:
         # frozen before that, pool 1 leaves no restorable step 2 and pool 2 rightly trains step 2 again
@@ -56,24 +54,13 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
         assert wait_until(lambda: any(step_2.glob("step-00000002-*.ckpt")), 180), _events(log)
         frozen = set(first.processes())
         first._signal(frozen, signal.SIGSTOP)
-        attached = second.popen("attach", "exp", "--workers", "1")
+        run.attach(1, command=second)
         assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 4"), 180), _events(log)
         first._signal(frozen, signal.SIGCONT)
         (tmp_path / "open-1").touch()
         pool_1 = next(e["pid"] for e in _events(log) if e["event"] == "start" and e["restored"] == 0)
         answered = wait_until(lambda: [e for e in _reports(log, pool_1) if e["step"] == 3], 120)
         assert answered, _events(log)
-        (tmp_path / "open-2").touch()
-        out, err = launch.communicate(timeout=300)
-        a_out, a_err = attached.communicate(timeout=300)
-    finally:
-        (tmp_path / "open-1").touch()
-        (tmp_path / "open-2").touch()
-        first._signal(set(first.processes()), signal.SIGCONT)
-        first.kill_all()
-        second.kill_all()
-    assert launch.returncode == 0, err
-    assert attached.returncode == 0, a_err
     assert rows(exp, "SELECT step, count(*) FROM reports WHERE trial = 0 GROUP BY step ORDER BY step") == [
         (step, 1) for step in range(1, 7)]  # fmt: skip
     assert rows(exp, "SELECT step, count(*) FROM checkpoints WHERE trial = 0 GROUP BY step ORDER BY step") == [

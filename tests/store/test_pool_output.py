@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import QUEUED, rows, running_on, seen
+from pooled import QUEUED, gated_command, pooled_run, rows, running_on, seen
 
-from testutil import EmewsCommand, said, wait_until, write_workflow
+from testutil import said, wait_until, write_workflow
 
 OBJECTIVE = """\
 import os, sys, time
@@ -43,12 +43,9 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
         task={"timeout": 600, "isolation": "process"},
         store={"url": pg_server.url(), "lease": 2},
     )
-    cmd, marks = EmewsCommand(tmp_path), tmp_path / "marks"
-    marks.mkdir()
-    cmd.env.update(GATE_FILE=str(tmp_path / "open"), MARK_DIR=str(marks))
-    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    marks = tmp_path / "marks"
+    with pooled_run(tmp_path, wf, workers=1, command=gated_command(tmp_path)) as run:
+        exp, launch, cmd = run.exp, run.launch, run.first
         assert (
             wait_until(
                 lambda: (
@@ -60,7 +57,7 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
             )
             and launch.poll() is None
         ), said(launch)
-        attached = cmd.popen("attach", "exp", "--workers", "1")
+        attached = run.attach(1, command=cmd)
         both = wait_until(
             lambda: (
                 running_on(exp, 2)
@@ -69,13 +66,6 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
             180,
         )
         assert both and attached.poll() is None, said(attached)
-        (tmp_path / "open").touch()
-        out, err = launch.communicate(timeout=300)
-        assert launch.returncode == 0, err
-        assert attached.wait(timeout=120) == 0
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     pools = dict(rows(exp, "SELECT id, pool FROM results"))
     assert set(pools.values()) == {1, 2} and len(pools) == 4
     for task in pools:

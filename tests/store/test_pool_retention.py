@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import rows, seen
+from pooled import pooled_run, rows, seen
 
 from emews.store import open_store
 from emews.training.retention import Retention
@@ -48,25 +48,16 @@ def test_keep_last_holds_for_a_trial_that_moved_to_another_pool(pg_server: PgSer
     first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
     first.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open-1"), TRAINER_LOG=str(log))
     second.env.update(TRAINER_GATE_AT="4", TRAINER_GATE=str(tmp_path / "open-2"), TRAINER_LOG=str(log))
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=1, command=first, gates=("open-1", "open-2")) as run:
+        exp = run.exp
         durable = "SELECT 1 FROM checkpoints WHERE trial = 0 AND step = 2 AND state = 'durable'"  # at the gate
         assert wait_until(lambda: seen(exp, durable), 180), _events(log)
-        attached = second.popen("attach", "exp", "--workers", "1")
+        attached = run.attach(1, command=second)
         step_3 = exp / "checkpoints" / "000002" / "step-00000003-002.ckpt"
         assert wait_until(lambda: seen(exp, "SELECT 1 FROM reports WHERE trial = 2 AND step = 3") and step_3.exists(),
                           180), _events(log)
         second.kill_all()
         attached.wait(timeout=60)
-        (tmp_path / "open-1").touch()
-        _, err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open-1").touch()
-        (tmp_path / "open-2").touch()
-        first.kill_all()
-        second.kill_all()
-    assert launch.returncode == 0, err
     assert rows(exp, "SELECT id, status, pool FROM results ORDER BY id") == [(0, "ok", 1), (1, "ok", 1), (2, "ok", 1)]
     assert [(e["task"], e["restored"]) for e in _events(log) if e["event"] == "start"][-1] == (2, 3)
     kept, live = _what_retention_leaves(exp, policy)
@@ -91,19 +82,11 @@ def test_keep_best_experiment_counts_every_pools_checkpoints(pg_server: PgServer
         checkpoints={"keep_last": 1, "keep_best_experiment": 1, "background": False},
     )
     cmd = EmewsCommand(tmp_path)
-    gate = tmp_path / "open"
-    cmd.env.update(TRAINER_NOISE="0.5", TRAINER_GATE_AT="3", TRAINER_GATE=str(gate))
-    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "2", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    cmd.env.update(TRAINER_NOISE="0.5", TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open"))
+    with pooled_run(tmp_path, wf, workers=1, pools=2, command=cmd) as run:
+        exp = run.exp
         reported = "SELECT DISTINCT t.pool FROM reports r JOIN tasks t ON t.id = r.trial WHERE r.step = 2"
         assert wait_until(lambda: len(seen(exp, reported)) == 2, 180), seen(exp, "SELECT id, state, pool FROM tasks")
-        gate.touch()
-        _, err = launch.communicate(timeout=300)
-    finally:
-        gate.touch()
-        cmd.kill_all()
-    assert launch.returncode == 0, err
     assert len(rows(exp, "SELECT id FROM results WHERE status = 'ok'")) == 4
     kept, live = _what_retention_leaves(exp, policy)
     on_disk = {p.relative_to(exp).as_posix() for p in (exp / "checkpoints").rglob("*.ckpt")}

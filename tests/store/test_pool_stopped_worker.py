@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gated_job import Mark, write_gated
 from pgserver import PgServer
-from pooled import held_by, rows, seen
+from pooled import held_by, pooled_run, rows, seen
 
 from testutil import EmewsCommand, said, wait_until
 
@@ -24,13 +24,10 @@ def test_an_attached_pool_goes_on_without_a_stopped_worker_and_ends(pg_server: P
     for command in (first, second):
         command.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
     first.env["GATE_DEADLINE"] = "2"  # the launch's worker takes a task every 2 s at most until the gate opens
-    launch = first.popen("launch", str(gated.workflow), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    attached = None
-    stopped = None
-    try:
-        assert wait_until(lambda: seen(exp, "SELECT id FROM results"), 180), said(launch)
-        attached = second.popen("attach", "exp", "--workers", "2")
+    with pooled_run(tmp_path, gated.workflow, workers=1, command=first, gates=(gated.gate.name,)) as run:
+        exp = run.exp
+        assert wait_until(lambda: seen(exp, "SELECT id FROM results"), 180), said(run.launch)
+        attached = run.attach(2, command=second)
 
         def holding() -> list[Mark]:
             """Where the attached pool's tasks that started wait at the gate (its workers)."""
@@ -40,20 +37,12 @@ def test_an_attached_pool_goes_on_without_a_stopped_worker_and_ends(pg_server: P
         assert wait_until(lambda: len(holding()) >= 2, 180), said(attached)
         stopped = holding()[0].pid
         os.kill(stopped, signal.SIGSTOP)
-        gated.gate.touch()
+        run.open()
         try:
-            a_out, a_err = attached.communicate(timeout=240)
+            _, a_err = attached.communicate(timeout=240)
         except subprocess.TimeoutExpired:
             raise AssertionError("emews attach hung with a stopped worker") from None
-        out, err = launch.communicate(timeout=240)
-    finally:
-        gated.gate.touch()
-        if stopped is not None:
-            second._signal({stopped}, signal.SIGCONT)
-        first.kill_all()
-        second.kill_all()
-    assert attached.returncode == 0, a_err
-    assert launch.returncode == 0, err
+        assert attached.returncode == 0, a_err
     said_lines = [line for line in a_err.splitlines() if line.startswith("emews")]
     assert len(said_lines) == 1 and "has not answered" in said_lines[0], a_err
     assert "the run goes on without it" in said_lines[0] and "Traceback" not in a_err

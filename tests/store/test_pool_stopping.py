@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rank_zero, rows, running_on, seen, wait_for_queued
+from pooled import gated_command, gated_workflow, pooled_run, rank_zero, rows, running_on, seen, wait_for_queued
 
 from testutil import wait_until
 
@@ -24,13 +24,12 @@ def test_a_result_that_comes_while_a_pool_stops_is_stored(pg_server: PgServer, t
     the task taken ahead and run again on pool 1 (it was, attempt 1: the finished evaluation
     thrown away while its lease of 600 s held). Every evaluation is stored once."""
     wf = gated_workflow(tmp_path, pg_server.url(), BUDGET, store={"lease": 600})
-    first, second = gated_command(tmp_path), gated_command(tmp_path)
+    second = gated_command(tmp_path)
     second.env["EMEWS_ABORT_GRACE"] = "120"  # rank 0 waits for its worker's last result (a safety net)
-    launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=2) as run:
+        exp = run.exp
         wait_for_queued(exp)
-        attached = second.popen("attach", "exp", "--workers", "1")
+        attached = run.attach(1, command=second)
         running = wait_until(lambda: running_on(exp, 2), 120)
         assert running and len(running) == 1, seen(exp, "SELECT id, state, pool FROM tasks ORDER BY id")
         pid = wait_until(lambda: rank_zero(second), 60)
@@ -40,12 +39,6 @@ def test_a_result_that_comes_while_a_pool_stops_is_stored(pg_server: PgServer, t
         (tmp_path / "open").touch()
         _, err = attached.communicate(timeout=180)
         assert "pool 2: 1 results stored" in err, err
-        _, launch_err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        first.kill_all()
-        second.kill_all()
-    assert launch.returncode == 0, launch_err
     results = rows(exp, "SELECT r.id, r.pool, t.attempt FROM results r JOIN tasks t ON t.id = r.id ORDER BY r.id")
     assert [i for i, *_ in results] == list(range(BUDGET))
     assert [(p, a) for i, p, a in results if i == running[0]] == [(2, 0)], results

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import rows, seen
+from pooled import pooled_run, rows, seen
 
 from testutil import EmewsCommand, trainer_workflow, wait_until
 
@@ -21,21 +21,13 @@ def test_a_server_restart_mid_training_does_not_end_the_pool(own_server: PgServe
         store={"url": own_server.url(), "lease": 30, "retry": 60},
     )
     cmd = EmewsCommand(tmp_path)
-    gate = tmp_path / "open"
-    cmd.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(gate), TRAINER_LOG=str(tmp_path / "trainer.log"))
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    cmd.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open"), TRAINER_LOG=str(tmp_path / "trainer.log"))
+    with pooled_run(tmp_path, wf, workers=2, command=cmd) as run:
+        exp = run.exp
         both = wait_until(lambda: len(seen(exp, "SELECT trial FROM reports WHERE step = 2")) == 2, 180)
         assert both, seen(exp, "SELECT trial, step FROM reports")
         own_server.stop()
         own_server.restart()
-        gate.touch()
-        out, err = launch.communicate(timeout=300)
-    finally:
-        gate.touch()
-        cmd.kill_all()
-    assert launch.returncode == 0, err
     assert rows(exp, "SELECT id, status FROM results ORDER BY id") == [(0, "ok"), (1, "ok")]
     assert rows(exp, "SELECT trial, count(*), max(step) FROM reports GROUP BY trial ORDER BY trial") == [
         (0, 4, 4), (1, 4, 4)]

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rows, wait_for_queued
+from pooled import gated_workflow, pooled_run, rows, stored, wait_for_queued
 
 from emews.job.issued_ids import highest_id_on_disk
 from emews.output.csvfollow import CsvFollower
@@ -24,10 +24,8 @@ def test_results_csv_followed_during_a_pooled_resume_steps_over_ids_cancelled_ea
     during the resume the followed CSV stopped at the first cancelled id (no row until the run's
     end, where the whole file was written): it now has every row before the follower finishes."""
     wf = gated_workflow(tmp_path, pg_server.url(), BUDGET, store={"lease": 2})
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=2) as run:
+        exp, launch, cmd = run.exp, run.launch, run.first
         wait_for_queued(exp)
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
@@ -37,10 +35,10 @@ def test_results_csv_followed_during_a_pooled_resume_steps_over_ids_cancelled_ea
         follower = CsvFollower(exp, ["x", "mode"], interval=0.01, settled_below=highest_id_on_disk(exp) + 1)
         followed = wait_until(lambda: next(exp.glob(".results.csv.*.tmp"), None), timeout=60)
         assert followed is not None
-        (tmp_path / "open").touch()
+        run.open()
         resumed = cmd("resume", "exp", timeout=300)
         assert resumed.returncode == 0, resumed.stderr
-        ids = [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")]
+        ids = stored(exp)
         assert len(ids) == BUDGET and not set(ids) & set(gone), (ids, gone)
         exported = (exp / "results.csv").read_bytes()
         # the rows after the cancelled ids are followed during the run, not left to its end
@@ -48,7 +46,4 @@ def test_results_csv_followed_during_a_pooled_resume_steps_over_ids_cancelled_ea
             followed.read_text()
         )
         assert follower.finish() == BUDGET
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     assert (exp / "results.csv").read_bytes() == exported

@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import MARKED, gated_command, seen
+from pooled import gated_command, gated_workflow, pooled_run, seen
 
-from testutil import said, wait_until, write_workflow
+from testutil import said, wait_until
 
 OUT_IN_POOLS = re.compile(r"(\d+) tasks? queued or running in the pools")
 
@@ -21,20 +21,14 @@ def test_a_pooled_progress_line_counts_the_tasks_in_the_pools(pg_server: PgServe
     """``--workers 1 --pools 2``: two pools of one worker each hold a task at the gate. The launch's
     progress line (refreshed as on a terminal) counts at least those two out in the pools (before:
     '1/1 worker busy', the launch's own pool's size capping what the queue held)."""
-    wf = write_workflow(
-        tmp_path,
-        objective={"module": str(MARKED), "function": "run"},
-        budget={"evaluations": 6},
-        task={"timeout": 600, "isolation": "inline"},
-        store={"url": pg_server.url(), "lease": 2},
-    )
+    wf = gated_workflow(tmp_path, pg_server.url(), 6, task={"timeout": 600, "isolation": "inline"}, store={"lease": 2})
     cmd = gated_command(tmp_path)
     cmd.env["EMEWS_PROGRESS"] = "tty"
-    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "2", "--exp-dir", "exp")
-    exp, err = tmp_path / "exp", bytearray()
-    reader = threading.Thread(target=lambda: _read_all(launch.stderr.fileno(), err), daemon=True)
-    reader.start()
-    try:
+    err = bytearray()
+    with pooled_run(tmp_path, wf, workers=1, pools=2, command=cmd) as run:
+        exp, launch = run.exp, run.launch
+        reader = threading.Thread(target=lambda: _read_all(launch.stderr.fileno(), err), daemon=True)
+        reader.start()
         both = wait_until(
             lambda: (
                 len(seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2
@@ -48,11 +42,8 @@ def test_a_pooled_progress_line_counts_the_tasks_in_the_pools(pg_server: PgServe
         assert wait_until(lambda: any(int(n) >= 2 for n in OUT_IN_POOLS.findall(err[held_from:].decode())), 60), (
             err.decode()[-2000:]
         )
-        (tmp_path / "open").touch()
-        assert launch.wait(timeout=300) == 0, err.decode()
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
+        run.open()
+        assert launch.wait(timeout=300) == 0, err.decode()  # its stderr is the reader's
     reader.join(timeout=60)
     text = err.decode()
     assert "busy" not in text, text
@@ -81,17 +72,9 @@ def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgSe
     """``--workers 1 --pools 2``, each pool's worker holding a task at the gate: ``emews status``
     says 'workers busy: 2/2', the running pools' workers (before: '1/1', the optimizer's job's own
     worker count capping the unfinished tasks)."""
-    wf = write_workflow(
-        tmp_path,
-        objective={"module": str(MARKED), "function": "run"},
-        budget={"evaluations": 6},
-        task={"timeout": 600, "isolation": "inline"},
-        store={"url": pg_server.url(), "lease": 60},
-    )
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "2", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    wf = gated_workflow(tmp_path, pg_server.url(), 6, task={"timeout": 600, "isolation": "inline"}, store={"lease": 60})
+    with pooled_run(tmp_path, wf, workers=1, pools=2) as run:
+        exp, launch, cmd = run.exp, run.launch, run.first
         both = wait_until(
             lambda: (
                 len(seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2
@@ -102,11 +85,6 @@ def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgSe
         )
         assert both and launch.poll() is None, said(launch)
         status_comes_to_say(cmd, "0 failed; workers busy: 2/2; rate ")
-        (tmp_path / "open").touch()
-        assert launch.wait(timeout=300) == 0
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
 
 
 def test_status_of_a_pooled_run_counts_the_ranks_running_a_task(pg_server: PgServer, tmp_path: Path) -> None:
@@ -114,17 +92,9 @@ def test_status_of_a_pooled_run_counts_the_ranks_running_a_task(pg_server: PgSer
     start another), while the pool holds more tasks, taken from the queue but not started (its
     read-ahead). ``emews status`` said 'workers busy: 3/3' (the leased tasks, capped at the
     workers); the ranks running a task are 2."""
-    wf = write_workflow(
-        tmp_path,
-        objective={"module": str(MARKED), "function": "run"},
-        budget={"evaluations": 4},
-        task={"timeout": 600, "isolation": "process", "ranks": 2},
-        store={"url": pg_server.url(), "lease": 60},
-    )
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "3", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    wf = gated_workflow(tmp_path, pg_server.url(), 4, task={"timeout": 600, "isolation": "process", "ranks": 2}, store={"lease": 60})
+    with pooled_run(tmp_path, wf, workers=3, pools=1) as run:
+        exp, launch, cmd = run.exp, run.launch, run.first
         held = wait_until(
             lambda: (
                 len(seen(exp, "SELECT id FROM tasks WHERE state = 'leased'")) >= 2
@@ -136,8 +106,3 @@ def test_status_of_a_pooled_run_counts_the_ranks_running_a_task(pg_server: PgSer
         assert held and launch.poll() is None, said(launch)
         status_comes_to_say(cmd, "0 failed; workers busy: 2/3; rate ")
         assert len(list((tmp_path / "marks").iterdir())) == 1  # one team ran all along
-        (tmp_path / "open").touch()
-        assert launch.wait(timeout=300) == 0
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, rows, seen
+from pooled import gated_workflow, pooled_run, rows, seen
 
 from testutil import said, wait_until
 
@@ -19,10 +19,8 @@ def test_a_pooled_resume_says_it_waits_for_the_unfinished_tasks(pg_server: PgSer
     resume (gate open) names the unfinished tasks as waited for in the shared queue, not as "run
     again" (a live pool may still own them: the resumed run queues none of them again)."""
     wf = gated_workflow(tmp_path, pg_server.url(), BUDGET, store={"lease": 2})
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=2) as run:
+        exp, launch, cmd = run.exp, run.launch, run.first
         assert (
             wait_until(
                 lambda: (
@@ -34,14 +32,10 @@ def test_a_pooled_resume_says_it_waits_for_the_unfinished_tasks(pg_server: PgSer
             )
             and launch.poll() is None
         ), said(launch)
-        cmd.kill_all()
-        launch.wait()
+        run.kill()
         unfinished = len(rows(exp, "SELECT id FROM tasks WHERE state IN ('queued', 'leased')"))
-        (tmp_path / "open").touch()
+        run.open()
         resumed = cmd("resume", "exp", timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     assert resumed.returncode == 0, resumed.stderr
     assert "interrupted tasks run again" not in resumed.stderr
     assert f"{unfinished} unfinished tasks waited for in the shared queue, not queued again" in resumed.stderr, (

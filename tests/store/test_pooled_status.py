@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import rows, seen, wait_for_queued
+from pooled import gated_command, gated_workflow, pooled_run, seen, stored, wait_for_queued
 
 from emews.store import open_store
 from emews.store.pool_queue import PoolQueue
@@ -50,12 +50,11 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
         store={"url": pg_server.url(), "lease": 5},
         optimizer={"name": "sweep", "options": {"backlog": 10}},  # all 3 queued at once: one waits for pool 2
     )
-    first, second, third = _command(tmp_path), _command(tmp_path), _command(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    second = _command(tmp_path)
+    with pooled_run(tmp_path, wf, workers=1, command=_command(tmp_path)) as run:
+        exp, first, launch = run.exp, run.first, run.launch
         wait_for_queued(exp)
-        attached = second.popen("attach", "exp", "--workers", "1")
+        attached = run.attach(1, command=second)
         held = wait_until(lambda: seen(exp, HELD), 180)
         assert held, seen(exp, "SELECT id, state, pool FROM tasks")
         trial = held[0][0]
@@ -67,23 +66,15 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
         second.kill_all()  # kill -9 of the attached pool: no pool runs now
         assert attached.wait(timeout=60) != 0
         assert wait_until(lambda: "pool 2: lost" in first("status", "exp", timeout=120).stdout, 120)
-        served = first.popen("serve", "exp")
+        run.start("serve", "exp")
         assert wait_until(lambda: _optimizer_running(exp), 120)
         status = first("status", "exp", timeout=120, check=True).stdout
         assert f"trial {trial}: step 2" in status and "interrupted" not in status, status
         # what runs: the serve's optimizer (it said 'local, running', as of the launch that ended)
         assert status.startswith("job: emews serve (pid ") and "runs the optimizer" in status.splitlines()[0], status
 
-        again = third.popen("attach", "exp", "--workers", "1")
-        (tmp_path / "open").touch()
-        out, err = served.communicate(timeout=300)
-        assert served.returncode == 0, err
-        assert again.wait(timeout=120) == 0
-    finally:
-        (tmp_path / "open").touch()
-        for cmd in (first, second, third):
-            cmd.kill_all()
-    assert [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")] == [0, 1, 2]
+        run.attach(1, command=_command(tmp_path))
+    assert stored(exp) == [0, 1, 2]
     events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
     starts = [(e["restored"], e["from_trial"]) for e in events if e["event"] == "start" and e["task"] == trial]
     assert starts[0] == (0, trial) and starts[-1] == (2, trial), starts  # its own checkpoint, no other's
@@ -94,37 +85,27 @@ def test_status_says_how_the_last_serve_ended(pg_server: PgServer, tmp_path: Pat
     killed (kill -9): status says the last run ended before it could record how (it said the run
     ended with 143: the launch's); a second ``emews serve`` finishes the run with a new pool:
     status says nothing of an exit status (it still said 143)."""
-    from pooled import gated_command, gated_workflow
-
     from emews.config.exit_record import read_exit_record
 
     wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 2})
-    first, second, third = gated_command(tmp_path), gated_command(tmp_path), gated_command(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    second = gated_command(tmp_path)
+    with pooled_run(tmp_path, wf, workers=1) as run:
+        exp, first, launch = run.exp, run.first, run.launch
         wait_for_queued(exp)
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
         job = first("status", "exp", timeout=120, check=True).stdout.splitlines()[0]
         assert job == ("job: local, not running, the run ended with exit status 143: stopped by SIGTERM; "
                        f"continue with: emews resume {exp}"), job
-        served = second.popen("serve", "exp")
+        served = run.start("serve", "exp", command=second)
         assert wait_until(lambda: read_exit_record(exp) == {}, 120)  # its run began: its record reserved
         second.kill_all()
         served.wait(timeout=60)
         job = first("status", "exp", timeout=120, check=True).stdout.splitlines()[0]
         assert "exit status 143" not in job and "its last run ended before it could record how" in job, job
-        (tmp_path / "open").touch()
-        again = third.popen("serve", "exp")
-        attached = first.popen("attach", "exp", "--workers", "1")
-        _, err = again.communicate(timeout=300)
-        assert again.returncode == 0, err
-        assert attached.wait(timeout=120) == 0
-    finally:
-        (tmp_path / "open").touch()
-        for cmd in (first, second, third):
-            cmd.kill_all()
+        run.open()
+        run.start("serve", "exp", command=gated_command(tmp_path))
+        run.attach(1, command=first)
     status = first("status", "exp", timeout=120, check=True).stdout
     assert status.splitlines()[0] == "job: local, not running", status
     assert "6/6 evaluations: 6 ok" in status, status

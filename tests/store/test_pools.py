@@ -17,7 +17,8 @@ import pytest
 from pgserver import PgServer
 
 from emews.store import open_store
-from pooled import gated_command, gated_workflow, held_by, rows, running_on, seen, wait_for_queued
+from pooled import (PooledRun, gated_command, gated_workflow, held_by, pooled_run, rows, running_on, seen,
+                    wait_for_queued)
 from testutil import TESTS, EmewsCommand, wait_until, write_workflow
 
 BUDGET = 12
@@ -27,13 +28,13 @@ def _workflow(folder: Path, url: str | None, **extra: object) -> Path:
     return gated_workflow(folder, url, BUDGET, store={"lease": 2}, **extra)
 
 
-def _attach_once_queued(cmd: EmewsCommand, exp: Path) -> tuple[subprocess.Popen, list[int]]:
+def _attach_once_queued(run: PooledRun, cmd: EmewsCommand) -> tuple[subprocess.Popen, list[int]]:
     """Once the first pool holds what it can (2 running, 1 on its way) and a task waits in the
-    queue, attach a pool of 2 workers; wait until one of its workers runs a task (its mark is
-    there); that pool's job and the tasks it runs."""
-    wait_for_queued(exp)
-    attached = cmd.popen("attach", "exp", "--workers", "2")
-    running = wait_until(lambda: running_on(exp, 2), 120)
+    queue, attach a pool of 2 workers by ``cmd``; wait until one of its workers runs a task (its
+    mark is there); that pool's job and the tasks it runs."""
+    wait_for_queued(run.exp)
+    attached = run.attach(2, command=cmd)
+    running = wait_until(lambda: running_on(run.exp, 2), 120)
     assert running, "the attached pool never ran a task"
     return attached, running
 
@@ -45,20 +46,12 @@ def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: P
     exactly once, none by the dead pool, and ``emews status`` shows that pool as gone, its tasks
     taken over (it said lost for ever)."""
     wf = _workflow(tmp_path, pg_server.url())
-    first, second = gated_command(tmp_path), gated_command(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
-        attached, held = _attach_once_queued(second, exp)
+    second = gated_command(tmp_path)
+    with pooled_run(tmp_path, wf, workers=2) as run:
+        exp, first = run.exp, run.first
+        attached, held = _attach_once_queued(run, second)
         second.kill_all()  # kill -9 of the whole job: mpiexec and every rank
         assert attached.wait(timeout=60) != 0
-        (tmp_path / "open").touch()
-        out, err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        first.kill_all()
-        second.kill_all()
-    assert launch.returncode == 0, err
     results = rows(exp, "SELECT id, pool FROM results ORDER BY id")
     assert [i for i, _ in results] == list(range(BUDGET))  # 0 lost, 0 duplicates
     assert all(pool == 1 for i, pool in results if i in held)  # the dead pool stored nothing
@@ -79,11 +72,9 @@ def test_a_pool_stopped_by_sigterm_hands_back_what_it_held_at_once(pg_server: Pg
     counted one, and the attempt count caps retries); the first pool runs them all, each
     evaluation stored once. (Before, they stayed leased to the stopped pool for the lease's 600 s.)"""
     wf = gated_workflow(tmp_path, pg_server.url(), BUDGET, store={"lease": 600})
-    first, second = gated_command(tmp_path), gated_command(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
-        attached, _ = _attach_once_queued(second, exp)
+    with pooled_run(tmp_path, wf, workers=2) as run:
+        exp = run.exp
+        attached, _ = _attach_once_queued(run, gated_command(tmp_path))
         marks = tmp_path / "marks"
 
         def full() -> list[int]:  # 3 held, 2 of them running
@@ -99,13 +90,6 @@ def test_a_pool_stopped_by_sigterm_hands_back_what_it_held_at_once(pg_server: Pg
         ran = {i for i in held if (marks / str(i)).exists()}
         assert {i: attempts[i] for i in held} == {i: int(i in ran) for i in held}, ran
         assert "3 tasks handed back to the queue" in err, err
-        (tmp_path / "open").touch()
-        _, launch_err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        first.kill_all()
-        second.kill_all()
-    assert launch.returncode == 0, launch_err
     results = rows(exp, "SELECT id, pool FROM results ORDER BY id")
     assert [i for i, _ in results] == list(range(BUDGET))
     assert all(pool == 1 for i, pool in results if i in held)
@@ -117,18 +101,10 @@ def test_a_pool_stopped_by_sigterm_hands_back_what_it_held_at_once(pg_server: Pg
 def _launch_on_two_pools(cmd: EmewsCommand, wf: Path, folder: Path) -> tuple[Path, list[tuple]]:
     """``emews launch WF --workers 2 --pools 2``, its gate (``folder/open``) opened once both pools
     hold a task; the experiment and its ``(id, pool)`` results, once the launch ended with 0."""
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "2", "--exp-dir", "exp")
-    exp = folder / "exp"
-    try:
-        both = wait_until(lambda: len(seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
-        assert both, seen(exp, "SELECT id, state, pool FROM tasks")
-        (folder / "open").touch()
-        out, err = launch.communicate(timeout=300)
-    finally:
-        (folder / "open").touch()
-        cmd.kill_all()
-    assert launch.returncode == 0, err
-    return exp, rows(exp, "SELECT id, pool FROM results ORDER BY id")
+    with pooled_run(folder, wf, workers=2, pools=2, command=cmd) as run:
+        both = wait_until(lambda: len(seen(run.exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
+        assert both, seen(run.exp, "SELECT id, state, pool FROM tasks")
+    return run.exp, rows(run.exp, "SELECT id, pool FROM results ORDER BY id")
 
 
 def test_launch_with_two_pools_runs_on_both(pg_server: PgServer, tmp_path: Path) -> None:
@@ -218,11 +194,9 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
     budget completes on the attached pool, each evaluation stored once. While it serves, another
     optimizer for the experiment (here: a connection holding the store's lock) is refused."""
     wf = _workflow(tmp_path, pg_server.url())
-    first, second = gated_command(tmp_path), gated_command(tmp_path)
-    launch = first.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
-        attached, running = _attach_once_queued(second, exp)
+    with pooled_run(tmp_path, wf, workers=2) as run:
+        exp, first, launch = run.exp, run.first, run.launch
+        attached, running = _attach_once_queued(run, gated_command(tmp_path))
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
         # what no pool claimed is cancelled: never run, never queued again by the next optimizer
@@ -252,10 +226,6 @@ def test_the_optimizer_stops_and_comes_back_while_a_pool_runs(pg_server: PgServe
         resumed = [i for i, line in enumerate(said) if line.startswith("resumed: ")]
         assert progress and resumed and resumed[0] < progress[0], served.stderr
         assert attached.wait(timeout=120) == 0  # the pool ended once the optimizer had finished
-    finally:
-        (tmp_path / "open").touch()
-        first.kill_all()
-        second.kill_all()
     results = rows(exp, "SELECT id, pool FROM results ORDER BY id")
     assert len(results) == BUDGET and not {i for i, _ in results} & set(gone)
     assert all(pool == 2 for i, pool in results if i in running)
@@ -322,20 +292,13 @@ def test_a_time_budget_ends_a_pooled_run(pg_server: PgServer, tmp_path: Path) ->
         tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
         budget={"time": "2s"}, task={"timeout": 120, "isolation": "inline"},
         store={"url": pg_server.url(), "lease": 30})
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=2) as run:
+        exp = run.exp
         cancelled = wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'cancelled'"), 120)
         assert cancelled, seen(exp, "SELECT id, state FROM tasks")
         running = [i for (i,) in rows(exp, "SELECT id FROM tasks WHERE state = 'leased'")]
         assert running and not (tmp_path / "open").exists()  # claimed before the budget ended, still running
-        (tmp_path / "open").touch()
-        out, err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
-    assert launch.returncode == 0, err
+    err = run.ended[run.launch].err
     assert "time budget reached" in err and "Traceback" not in err, err
     states = dict(rows(exp, "SELECT state, count(*) FROM tasks GROUP BY state"))
     assert set(states) == {"done", "cancelled"}, states

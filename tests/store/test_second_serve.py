@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, seen
+from pooled import gated_workflow, pooled_run, seen
 
 from testutil import said, wait_until
 
@@ -18,10 +18,8 @@ def test_a_second_serve_is_refused_naming_the_serve_that_runs(pg_server: PgServe
     says another optimizer serves the experiment (before: 'this experiment was launched without
     pools ... --pools')."""
     wf = gated_workflow(tmp_path, pg_server.url(), 4, store={"lease": 2})
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=1) as run:
+        exp, launch, cmd = run.exp, run.launch, run.first
         assert (
             wait_until(
                 lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'leased'") or launch.poll() is not None, 180
@@ -35,9 +33,6 @@ def test_a_second_serve_is_refused_naming_the_serve_that_runs(pg_server: PgServe
         second = cmd("serve", "exp", timeout=120)
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=120)
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     assert second.returncode == 2, second.stderr
     assert "--pools" not in second.stderr, second.stderr
     assert ": emews serve: another optimizer serves this experiment" in second.stderr, second.stderr

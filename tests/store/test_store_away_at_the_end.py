@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, seen
+from pooled import gated_workflow, pooled_run, seen, stored
 
-from emews.store import open_store
 from testutil import wait_until
 
 EVALUATIONS = 6
@@ -21,10 +20,8 @@ EVALUATIONS = 6
 def test_a_store_away_past_the_retry_ends_the_run_in_one_line_and_resume_completes_it(
         own_server: PgServer, tmp_path: Path) -> None:
     wf = gated_workflow(tmp_path, own_server.url(), EVALUATIONS, store={"lease": 5, "retry": 2})
-    cmd = gated_command(tmp_path)
-    launch = cmd.popen("launch", str(wf), "--workers", "2", "--pools", "1", "--exp-dir", "exp")
-    exp = tmp_path / "exp"
-    try:
+    with pooled_run(tmp_path, wf, workers=2) as run:
+        exp, launch, cmd = run.exp, run.launch, run.first
         leased = "SELECT id FROM tasks WHERE state = 'leased'"
         assert wait_until(lambda: len(list((tmp_path / "marks").iterdir())) == 2 and seen(exp, leased), 120)
         own_server.stop()
@@ -35,11 +32,8 @@ def test_a_store_away_past_the_retry_ends_the_run_in_one_line_and_resume_complet
             watch.kill()
             watch.communicate()
         assert first.startswith("job: local, running; the results store cannot be read now: cannot connect"), first
-        (tmp_path / "open").touch()  # the tasks end, and their results cannot be stored
+        run.open()  # the tasks end, and their results cannot be stored
         out, err = launch.communicate(timeout=300)
-    finally:
-        (tmp_path / "open").touch()
-        cmd.kill_all()
     assert launch.returncode == 1, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("emews: the results store cannot be read: ") and last.endswith(f"emews resume {exp}"), err
@@ -50,5 +44,4 @@ def test_a_store_away_past_the_retry_ends_the_run_in_one_line_and_resume_complet
     own_server.restart()
     resumed = cmd("resume", "exp", timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    with open_store(exp, readonly=True) as store:
-        assert sorted(r.id for r in store) == list(range(EVALUATIONS))
+    assert stored(exp) == list(range(EVALUATIONS))
