@@ -20,9 +20,8 @@ from emews.runtime.dispatch import Returned, Send
 from emews.runtime.slots import SlotDispatch, WorkerSlots
 from emews.runtime.transport import Tag, ThreadHub
 from emews.runtime.worker import OUTCOME_BATCH_SECONDS, WorkerStopped, worker_loop
-from testutil import TESTS, stored_rows, wait_until, write_workflow
+from testutil import GATED, stored_rows, wait_until, write_workflow
 
-FAST_OR_GATED = TESTS / "objectives" / "fast_or_gated.py"
 
 
 def task(i: int) -> Task:
@@ -304,21 +303,22 @@ def test_gated_tasks_behind_instant_ones_start_on_both_workers(emews_cmd, tmp_pa
     have run them back to back while the other idled); each runs once. The gate opens once two
     gated tasks started, or after a safety net of 90 s (then the test fails)."""
     points = tmp_path / "points.jsonl"
-    lines = [{"kind": first, "i": i} for i in range(16)] + [{"kind": "gated", "i": i} for i in range(6)]
+    lines = [{"kind": first, "x": i} for i in range(16)] + [{"kind": "gated", "x": i} for i in range(6)]
     points.write_text("".join(json.dumps(p) + "\n" for p in lines))
     wf = write_workflow(
         tmp_path, optimizer={"name": "sweep", "options": {"file": str(points)}},
-        objective={"module": str(FAST_OR_GATED), "function": "run"},
+        objective={"module": str(GATED), "function": "run"},
         space={"kind": {"type": "categorical", "values": ["fail", "fast", "gated"]},
-               "i": {"type": "int", "lower": 0, "upper": 100}},
+               "x": {"type": "int", "lower": 0, "upper": 100}},
         budget={"evaluations": len(lines), "fail_fast": 0}, task={"isolation": "process", "timeout": 300})
     marks, gate = tmp_path / "marks", tmp_path / "open"
     marks.mkdir()
     emews_cmd.env.update(GATE_FILE=str(gate), MARK_DIR=str(marks))
     proc = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", "exp")
 
-    def started() -> dict[str, str]:  # task id -> the ranks that started it, a line each (once written)
-        return {m.name: text for m in marks.iterdir() if (text := m.read_text()).endswith("\n")}
+    def started() -> dict[str, list[str]]:  # task id -> the ranks that started it (its marks' lines once written)
+        return {m.name: [line.split()[0] for line in lines] for m in marks.iterdir()
+                if (lines := [line for line in m.read_text().splitlines(keepends=True) if line.endswith("\n")])}
 
     try:
         wait_until(lambda: len(started()) >= 2 or proc.poll() is not None, timeout=90)
@@ -327,14 +327,14 @@ def test_gated_tasks_behind_instant_ones_start_on_both_workers(emews_cmd, tmp_pa
         gate.touch()
         out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
-    assert sorted(started_while_closed.values()) == ["1\n", "2\n"], \
+    assert sorted(started_while_closed.values()) == [["1"], ["2"]], \
         f"gated tasks started while the gate was closed (task id: rank): {started_while_closed}"
     rows = stored_rows(tmp_path / "exp")
     assert len(rows) == len(lines) and len({r["id"] for r in rows}) == len(lines)
     gated = [r for r in rows if json.loads(r["params"])["kind"] == "gated"]
     assert {r["status"] for r in gated} == {"ok"} and {r["rank"] for r in gated} == {1, 2}
     assert sorted(m.name for m in marks.iterdir()) == sorted(str(r["id"]) for r in gated)
-    for m in marks.iterdir():  # each gated task started once, on the rank that reported it
-        (rank,) = m.read_text().split()
-        assert int(rank) == next(r["rank"] for r in gated if str(r["id"]) == m.name)
+    for m, ranks in started().items():  # each gated task started once, on the rank that reported it
+        (rank,) = ranks
+        assert int(rank) == next(r["rank"] for r in gated if str(r["id"]) == m)
     assert emews_cmd.leftovers_after_exit() == []

@@ -1,5 +1,5 @@
 """What the tests of pooled experiments share (tests/store and tests/site): a workflow of the gated
-objective (``tests/objectives/marked.py``: each task marks its start, then waits for the gate file)
+objective (``tests/objectives/gated.py``: each task marks its start, then waits for the gate file)
 on a PostgreSQL store, the command that runs it with the gate and the marks in the test's folder,
 the store's rows read while the job may still be making it, and the waits every pool test starts
 with: the first pool holding what it can while tasks wait in the queue, and a pool running tasks
@@ -18,9 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.store import open_store
-from testutil import TESTS, EmewsCommand, wait_until, write_workflow
-
-MARKED = TESTS / "objectives" / "marked.py"
+from testutil import GATED, EmewsCommand, wait_until, write_workflow
 
 
 def gated_workflow(folder: Path, url: str | None, evaluations: int, *, store: dict[str, Any] | None = None,
@@ -28,7 +26,7 @@ def gated_workflow(folder: Path, url: str | None, evaluations: int, *, store: di
     """The gated objective, inline, ``evaluations`` of them, on the store at ``url`` (``store``:
     more of its keys; ``url`` ``None``: SQLite; ``task``: keys over the task's)."""
     return write_workflow(
-        folder, objective={"module": str(MARKED), "function": "run"}, budget={"evaluations": evaluations},
+        folder, objective={"module": str(GATED), "function": "run"}, budget={"evaluations": evaluations},
         task={"timeout": 120, "isolation": "inline", **(task or {})},
         **({"store": {"url": url, **(store or {})}} if url else {}), **sections)
 

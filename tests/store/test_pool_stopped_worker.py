@@ -23,7 +23,8 @@ def test_an_attached_pool_goes_on_without_a_stopped_worker_and_ends(pg_server: P
     first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
     for command in (first, second):
         command.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
-    first.env["GATE_DEADLINE"] = "2"  # the launch's worker takes a task every 2 s at most until the gate opens
+    gated.arm(first, deadline=2)  # the launch's worker takes a task every 2 s at most until the gate opens
+    gated.arm(second)
     with pooled_run(tmp_path, gated.workflow, workers=1, command=first, gates=(gated.gate.name,)) as run:
         exp = run.exp
         assert wait_until(lambda: seen(exp, "SELECT id FROM results"), 180), said(run.launch)

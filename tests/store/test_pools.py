@@ -19,7 +19,7 @@ from pgserver import PgServer
 from emews.store import open_store
 from pooled import (PooledRun, gated_command, gated_workflow, held_by, pooled_run, rows, running_on, seen,
                     wait_for_queued)
-from testutil import TESTS, EmewsCommand, wait_until, write_workflow
+from testutil import GATED, TESTS, EmewsCommand, wait_until, write_workflow
 
 BUDGET = 12
 
@@ -289,7 +289,7 @@ def test_a_time_budget_ends_a_pooled_run(pg_server: PgServer, tmp_path: Path) ->
     normally once they are stored (exit 0, "time budget reached"), each once; nothing is left
     queued or leased. (The run went on proposing for as long as it was let, the budget unseen.)"""
     wf = write_workflow(
-        tmp_path, objective={"module": str(TESTS / "objectives" / "marked.py"), "function": "run"},
+        tmp_path, objective={"module": str(GATED), "function": "run"},
         budget={"time": "2s"}, task={"timeout": 120, "isolation": "inline"},
         store={"url": pg_server.url(), "lease": 30})
     with pooled_run(tmp_path, wf, workers=2) as run:
