@@ -269,8 +269,10 @@ def walltime_pause_time(exp: Path, timeout: float = 180.0) -> float | None:
 
 
 def events(path: Path) -> list[dict]:
-    """The JSON lines an objective logged (``[]`` before the file exists)."""
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The JSON lines an objective logged (``[]`` before the file exists), those written whole (a
+    process may be writing the last one)."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines if line.endswith("}")]
 
 
 RUGGED = TESTS / "objectives" / "rugged.py"

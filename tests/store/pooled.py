@@ -1,7 +1,7 @@
 """What the tests of pooled experiments share (tests/store and tests/site): a workflow of the gated
 objective (``tests/objectives/gated.py``: each task marks its start, then waits for the gate file)
-on a PostgreSQL store, the command that runs it with the gate and the marks in the test's folder,
-the store's rows read while the job may still be making it, and the waits every pool test starts
+on a PostgreSQL store, the command that runs it with the gate and the marks in the test's folder
+(and the one that runs the training objective with its gate and log there), the store's rows read while the job may still be making it, and the waits every pool test starts
 with: the first pool holding what it can while tasks wait in the queue, and a pool running tasks
 (their marks there); the run of a launch and the jobs beside it (:func:`pooled_run`: it opens the
 gates, waits for the jobs and kills what is left); and a pool that joins while every result waits
@@ -36,6 +36,16 @@ def gated_command(folder: Path) -> EmewsCommand:
     cmd = EmewsCommand(folder)
     (folder / "marks").mkdir(exist_ok=True)
     cmd.env.update(GATE_FILE=str(folder / "open"), MARK_DIR=str(folder / "marks"))
+    return cmd
+
+
+def trainer_command(folder: Path, at: int, gate: str = "open", **env: str) -> EmewsCommand:
+    """An ``emews`` command whose training trials (``tests/objectives/trainer.py``) log to
+    ``folder/trainer.log`` and wait before step ``at`` for the file ``folder/GATE``; ``env``: more
+    of its environment."""
+    cmd = EmewsCommand(folder)
+    cmd.env.update(TRAINER_GATE_AT=str(at), TRAINER_GATE=str(folder / gate), TRAINER_LOG=str(folder / "trainer.log"),
+                   **env)
     return cmd
 
 

@@ -5,21 +5,15 @@ the other pool names (docs/training.md, "Checkpoints"; docs/postgres.md, "Leases
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import pooled_run, rows, seen
+from pooled import pooled_run, rows, seen, trainer_command
 
 from emews.training.checkpoints import read_checkpoint
-from testutil import EmewsCommand, trainer_workflow, wait_until
-
-
-def _events(log: Path) -> list[dict]:
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [json.loads(line) for line in lines if line.endswith("}")]
+from testutil import events, trainer_workflow, wait_until
 
 
 def test_two_pools_training_one_trial_never_write_the_same_checkpoint_file(
@@ -34,23 +28,20 @@ def test_two_pools_training_one_trial_never_write_the_same_checkpoint_file(
         tmp_path, [0.1], epochs=4, task={"isolation": "inline", "timeout": 300}, store={"url": pg_server.url(), "lease": 2}
     )
     log = tmp_path / "trainer.log"
-    first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
-    first.env.update(
-        TRAINER_GATE_AT="1", TRAINER_GATE=str(tmp_path / "open-1"), TRAINER_LOG=str(log), TRAINER_BLOB="1000"
-    )
-    second.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open-2"), TRAINER_LOG=str(log))
+    first = trainer_command(tmp_path, 1, "open-1", TRAINER_BLOB="1000")
+    second = trainer_command(tmp_path, 3, "open-2")
     with pooled_run(tmp_path, wf, workers=1, command=first, gates=("open-1", "open-2")) as run:
         exp = run.exp
-        assert wait_until(lambda: [e for e in _events(log) if e["event"] == "start"], 180), _events(log)
+        assert wait_until(lambda: [e for e in events(log) if e["event"] == "start"], 180), events(log)
         frozen = set(first.processes())
         first._signal(frozen, signal.SIGSTOP)
         run.attach(1, command=second)
-        assert wait_until(lambda: seen(exp, "SELECT step FROM checkpoints WHERE step = 2"), 180), _events(log)
+        assert wait_until(lambda: seen(exp, "SELECT step FROM checkpoints WHERE step = 2"), 180), events(log)
         first._signal(frozen, signal.SIGCONT)
         (tmp_path / "open-1").touch()
-        pool_1 = _events(log)[0]["pid"]
-        stopped = lambda: [e for e in _events(log) if e["event"] == "report" and e["pid"] == pool_1]  # noqa: E731
-        assert wait_until(stopped, 120), _events(log)
+        pool_1 = events(log)[0]["pid"]
+        stopped = lambda: [e for e in events(log) if e["event"] == "report" and e["pid"] == pool_1]  # noqa: E731
+        assert wait_until(stopped, 120), events(log)
     assert [(e["step"], e["action"]) for e in stopped()] == [(1, "stop")]
     assert rows(exp, "SELECT id, status, pool FROM results") == [(0, "ok", 2)]
     named = rows(exp, "SELECT step, path, size FROM checkpoints WHERE trial = 0 ORDER BY step")
@@ -76,8 +67,7 @@ def test_a_resume_restores_the_checkpoints_of_the_layout_before(pg_server: PgSer
         tmp_path, [0.1], epochs=5, task={"isolation": "process", "timeout": 300}, store={"url": pg_server.url(), "lease": 2}
     )
     log = tmp_path / "trainer.log"
-    cmd = EmewsCommand(tmp_path)
-    cmd.env.update(TRAINER_GATE_AT="4", TRAINER_GATE=str(tmp_path / "open"), TRAINER_LOG=str(log))
+    cmd = trainer_command(tmp_path, 4)
     with pooled_run(tmp_path, wf, workers=1, command=cmd) as run:
         exp = run.exp
 
@@ -85,7 +75,7 @@ def test_a_resume_restores_the_checkpoints_of_the_layout_before(pg_server: PgSer
             named = seen(exp, "SELECT path FROM checkpoints WHERE step = 3")
             return [p for p in named if (exp / p[0]).exists()]
 
-        assert wait_until(durable, 180), _events(log)
+        assert wait_until(durable, 180), events(log)
         run.kill()
         before = rows(exp, "SELECT step, path FROM checkpoints ORDER BY step")
         assert [s for s, _ in before] == [1, 2, 3] and all(OLD_NAME.fullmatch(p) for _, p in before), before
@@ -93,7 +83,7 @@ def test_a_resume_restores_the_checkpoints_of_the_layout_before(pg_server: PgSer
         resumed = cmd("resume", "exp", timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert rows(exp, "SELECT id, status FROM results") == [(0, "ok")]
-    assert [e["restored"] for e in _events(log) if e["event"] == "start"] == [0, 3]
+    assert [e["restored"] for e in events(log) if e["event"] == "start"] == [0, 3]
     after = rows(exp, "SELECT step, path FROM checkpoints ORDER BY step")
     assert after[:3] == before
     assert [(s, Path(p).name) for s, p in after[3:]] == [(4, "step-00000004-000-a1.ckpt"), (5, "step-00000005-001-a1.ckpt")]

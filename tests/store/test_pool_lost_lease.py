@@ -4,25 +4,19 @@ there, and the pool drops the task without a result (docs/postgres.md, "Leases a
 
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 
 import pytest
 from pgserver import PgServer
-from pooled import pooled_run, rows, seen
+from pooled import pooled_run, rows, seen, trainer_command
 
-from testutil import EmewsCommand, trainer_workflow, wait_until
-
-
-def _events(log: Path) -> list[dict]:
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [json.loads(line) for line in lines if line.endswith("}")]
+from testutil import events, trainer_workflow, wait_until
 
 
 def _reports(log: Path, pid: int) -> list[dict]:
     """The reports the trainer process ``pid`` made, in order."""
-    return [e for e in _events(log) if e["event"] == "report" and e["pid"] == pid]
+    return [e for e in events(log) if e["event"] == "report" and e["pid"] == pid]
 
 
 @pytest.mark.parametrize("isolation", ["inline", "process"])
@@ -42,25 +36,23 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
         store={"url": pg_server.url(), "lease": 2},
     )
     log = tmp_path / "trainer.log"
-    first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
-    first.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open-1"), TRAINER_LOG=str(log))
-    second.env.update(TRAINER_GATE_AT="5", TRAINER_GATE=str(tmp_path / "open-2"), TRAINER_LOG=str(log))
+    first, second = trainer_command(tmp_path, 3, "open-1"), trainer_command(tmp_path, 5, "open-2")
     with pooled_run(tmp_path, wf, workers=1, command=first, gates=("open-1", "open-2")) as run:
         exp = run.exp
-        assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 2"), 180), _events(log)
+        assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 2"), 180), events(log)
         # the report row is stored before the background writer renames step 2's file into place:
         # frozen before that, pool 1 leaves no restorable step 2 and pool 2 rightly trains step 2 again
         step_2 = exp / "checkpoints" / "000000"
-        assert wait_until(lambda: any(step_2.glob("step-00000002-*.ckpt")), 180), _events(log)
+        assert wait_until(lambda: any(step_2.glob("step-00000002-*.ckpt")), 180), events(log)
         frozen = set(first.processes())
         first._signal(frozen, signal.SIGSTOP)
         run.attach(1, command=second)
-        assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 4"), 180), _events(log)
+        assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 4"), 180), events(log)
         first._signal(frozen, signal.SIGCONT)
         (tmp_path / "open-1").touch()
-        pool_1 = next(e["pid"] for e in _events(log) if e["event"] == "start" and e["restored"] == 0)
+        pool_1 = next(e["pid"] for e in events(log) if e["event"] == "start" and e["restored"] == 0)
         answered = wait_until(lambda: [e for e in _reports(log, pool_1) if e["step"] == 3], 120)
-        assert answered, _events(log)
+        assert answered, events(log)
     assert rows(exp, "SELECT step, count(*) FROM reports WHERE trial = 0 GROUP BY step ORDER BY step") == [
         (step, 1) for step in range(1, 7)]  # fmt: skip
     assert rows(exp, "SELECT step, count(*) FROM checkpoints WHERE trial = 0 GROUP BY step ORDER BY step") == [
@@ -69,7 +61,7 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
     # pool 1's refused step 3 wrote a checkpoint that no row names: deleted, a restore never sees it
     on_disk = {p.name for p in (exp / "checkpoints" / "000000").glob("*.ckpt")}
     assert on_disk == {Path(p).name for (p,) in rows(exp, "SELECT path FROM checkpoints")}
-    starts = [e for e in _events(log) if e["event"] == "start"]
+    starts = [e for e in events(log) if e["event"] == "start"]
     assert [(e["pid"] == pool_1, e["restored"]) for e in starts] == [(True, 0), (False, 2)]
     pool_2 = starts[1]["pid"]
     assert [(e["step"], e["action"]) for e in _reports(log, pool_1)] == [(1, "continue"), (2, "continue"), (3, "stop")]

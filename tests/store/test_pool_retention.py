@@ -4,20 +4,14 @@ no longer keep, over every pool's checkpoints, and never a file a stored row (no
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import pooled_run, rows, seen
+from pooled import pooled_run, rows, seen, trainer_command
 
 from emews.store import open_store
 from emews.training.retention import Retention
-from testutil import EmewsCommand, trainer_workflow, wait_until
-
-
-def _events(log: Path) -> list[dict]:
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [json.loads(line) for line in lines if line.endswith("}")]
+from testutil import events, trainer_workflow, wait_until
 
 
 def _what_retention_leaves(exp: Path, policy: Retention) -> tuple[set[str], set[str]]:
@@ -45,21 +39,19 @@ def test_keep_last_holds_for_a_trial_that_moved_to_another_pool(pg_server: PgSer
         checkpoints={"keep_last": 1, "background": False},  # a checkpoint is durable with the next report
     )
     log = tmp_path / "trainer.log"
-    first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
-    first.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open-1"), TRAINER_LOG=str(log))
-    second.env.update(TRAINER_GATE_AT="4", TRAINER_GATE=str(tmp_path / "open-2"), TRAINER_LOG=str(log))
+    first, second = trainer_command(tmp_path, 3, "open-1"), trainer_command(tmp_path, 4, "open-2")
     with pooled_run(tmp_path, wf, workers=1, command=first, gates=("open-1", "open-2")) as run:
         exp = run.exp
         durable = "SELECT 1 FROM checkpoints WHERE trial = 0 AND step = 2 AND state = 'durable'"  # at the gate
-        assert wait_until(lambda: seen(exp, durable), 180), _events(log)
+        assert wait_until(lambda: seen(exp, durable), 180), events(log)
         attached = run.attach(1, command=second)
         step_3 = exp / "checkpoints" / "000002" / "step-00000003-002.ckpt"
         assert wait_until(lambda: seen(exp, "SELECT 1 FROM reports WHERE trial = 2 AND step = 3") and step_3.exists(),
-                          180), _events(log)
+                          180), events(log)
         second.kill_all()
         attached.wait(timeout=60)
     assert rows(exp, "SELECT id, status, pool FROM results ORDER BY id") == [(0, "ok", 1), (1, "ok", 1), (2, "ok", 1)]
-    assert [(e["task"], e["restored"]) for e in _events(log) if e["event"] == "start"][-1] == (2, 3)
+    assert [(e["task"], e["restored"]) for e in events(log) if e["event"] == "start"][-1] == (2, 3)
     kept, live = _what_retention_leaves(exp, policy)
     on_disk = {p.relative_to(exp).as_posix() for p in (exp / "checkpoints").rglob("*.ckpt")}
     assert on_disk == live, (on_disk, live)  # no row's file deleted, no file without a live row
@@ -81,8 +73,7 @@ def test_keep_best_experiment_counts_every_pools_checkpoints(pg_server: PgServer
         store={"url": pg_server.url(), "lease": 30},
         checkpoints={"keep_last": 1, "keep_best_experiment": 1, "background": False},
     )
-    cmd = EmewsCommand(tmp_path)
-    cmd.env.update(TRAINER_NOISE="0.5", TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open"))
+    cmd = trainer_command(tmp_path, 3, TRAINER_NOISE="0.5")
     with pooled_run(tmp_path, wf, workers=1, pools=2, command=cmd) as run:
         exp = run.exp
         reported = "SELECT DISTINCT t.pool FROM reports r JOIN tasks t ON t.id = r.trial WHERE r.step = 2"

@@ -3,13 +3,12 @@ pools record their trials' reports on new connections, as its queue does, and th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import pooled_run, rows, seen
+from pooled import pooled_run, rows, seen, trainer_command
 
-from testutil import EmewsCommand, trainer_workflow, wait_until
+from testutil import events, trainer_workflow, wait_until
 
 
 def test_a_server_restart_mid_training_does_not_end_the_pool(own_server: PgServer, tmp_path: Path) -> None:
@@ -20,9 +19,7 @@ def test_a_server_restart_mid_training_does_not_end_the_pool(own_server: PgServe
         tmp_path, [0.1, 0.2], epochs=4, task={"isolation": "process", "timeout": 300},
         store={"url": own_server.url(), "lease": 30, "retry": 60},
     )
-    cmd = EmewsCommand(tmp_path)
-    cmd.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(tmp_path / "open"), TRAINER_LOG=str(tmp_path / "trainer.log"))
-    with pooled_run(tmp_path, wf, workers=2, command=cmd) as run:
+    with pooled_run(tmp_path, wf, workers=2, command=trainer_command(tmp_path, 3)) as run:
         exp = run.exp
         both = wait_until(lambda: len(seen(exp, "SELECT trial FROM reports WHERE step = 2")) == 2, 180)
         assert both, seen(exp, "SELECT trial, step FROM reports")
@@ -31,5 +28,4 @@ def test_a_server_restart_mid_training_does_not_end_the_pool(own_server: PgServe
     assert rows(exp, "SELECT id, status FROM results ORDER BY id") == [(0, "ok"), (1, "ok")]
     assert rows(exp, "SELECT trial, count(*), max(step) FROM reports GROUP BY trial ORDER BY trial") == [
         (0, 4, 4), (1, 4, 4)]
-    events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
-    assert sorted(e["task"] for e in events if e["event"] == "start") == [0, 1]  # none ran again
+    assert sorted(e["task"] for e in events(tmp_path / "trainer.log") if e["event"] == "start") == [0, 1]  # none ran again

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, pooled_run, seen
+from pooled import PooledRun, gated_command, gated_workflow, pooled_run, seen
 
 from testutil import said, wait_until
 
@@ -26,18 +26,10 @@ def test_a_pooled_progress_line_counts_the_tasks_in_the_pools(pg_server: PgServe
     cmd.env["EMEWS_PROGRESS"] = "tty"
     err = bytearray()
     with pooled_run(tmp_path, wf, workers=1, pools=2, command=cmd) as run:
-        exp, launch = run.exp, run.launch
+        launch = run.launch
         reader = threading.Thread(target=lambda: _read_all(launch.stderr.fileno(), err), daemon=True)
         reader.start()
-        both = wait_until(
-            lambda: (
-                len(seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2
-                and len(list((tmp_path / "marks").iterdir())) >= 2
-                or launch.poll() is not None
-            ),
-            180,
-        )
-        assert both and launch.poll() is None, err.decode()
+        assert _both_pools_hold_a_task(run), err.decode()
         held_from = len(err)
         assert wait_until(lambda: any(int(n) >= 2 for n in OUT_IN_POOLS.findall(err[held_from:].decode())), 60), (
             err.decode()[-2000:]
@@ -48,6 +40,20 @@ def test_a_pooled_progress_line_counts_the_tasks_in_the_pools(pg_server: PgServe
     text = err.decode()
     assert "busy" not in text, text
     assert re.search(r"6/6 evaluations, 0 failed, best [^,]+, 0 tasks queued or running in the pools", text), text
+
+
+def _both_pools_hold_a_task(run: PooledRun) -> bool:
+    """Wait until each of the two pools holds a task and two tasks run (their marks), or the launch
+    ended: whether they do while it runs."""
+    both = wait_until(
+        lambda: (
+            len(seen(run.exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2
+            and len(list((run.folder / "marks").iterdir())) >= 2
+            or run.launch.poll() is not None
+        ),
+        180,
+    )
+    return bool(both) and run.launch.poll() is None
 
 
 def _read_all(fd: int, into: bytearray) -> None:
@@ -74,16 +80,8 @@ def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgSe
     worker count capping the unfinished tasks)."""
     wf = gated_workflow(tmp_path, pg_server.url(), 6, task={"timeout": 600, "isolation": "inline"}, store={"lease": 60})
     with pooled_run(tmp_path, wf, workers=1, pools=2) as run:
-        exp, launch, cmd = run.exp, run.launch, run.first
-        both = wait_until(
-            lambda: (
-                len(seen(exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2
-                and len(list((tmp_path / "marks").iterdir())) >= 2
-                or launch.poll() is not None
-            ),
-            180,
-        )
-        assert both and launch.poll() is None, said(launch)
+        launch, cmd = run.launch, run.first
+        assert _both_pools_hold_a_task(run), said(launch)
         status_comes_to_say(cmd, "0 failed; workers busy: 2/2; rate ")
 
 
@@ -94,10 +92,10 @@ def test_status_of_a_pooled_run_counts_the_ranks_running_a_task(pg_server: PgSer
     workers); the ranks running a task are 2."""
     wf = gated_workflow(tmp_path, pg_server.url(), 4, task={"timeout": 600, "isolation": "process", "ranks": 2}, store={"lease": 60})
     with pooled_run(tmp_path, wf, workers=3, pools=1) as run:
-        exp, launch, cmd = run.exp, run.launch, run.first
+        launch, cmd = run.launch, run.first
         held = wait_until(
             lambda: (
-                len(seen(exp, "SELECT id FROM tasks WHERE state = 'leased'")) >= 2
+                len(seen(run.exp, "SELECT id FROM tasks WHERE state = 'leased'")) >= 2
                 and len(list((tmp_path / "marks").iterdir())) >= 1
                 or launch.poll() is not None
             ),

@@ -8,11 +8,11 @@ import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import gated_command, gated_workflow, pooled_run, seen, stored, wait_for_queued
+from pooled import gated_command, gated_workflow, pooled_run, seen, stored, trainer_command, wait_for_queued
 
 from emews.store import open_store
 from emews.store.pool_queue import PoolQueue
-from testutil import EmewsCommand, trainer_workflow, wait_until
+from testutil import trainer_workflow, wait_until
 
 #: a trial of pool 2 (the attached one) that reported step 2 and waits at the gate before step 3
 HELD = (
@@ -26,12 +26,6 @@ def _optimizer_running(exp: Path) -> bool:
             return PoolQueue(store).optimizer_running()  # type: ignore[arg-type]
     except Exception:  # the store is being made
         return False
-
-
-def _command(folder: Path) -> EmewsCommand:
-    cmd = EmewsCommand(folder)
-    cmd.env.update(TRAINER_GATE_AT="3", TRAINER_GATE=str(folder / "open"), TRAINER_LOG=str(folder / "trainer.log"))
-    return cmd
 
 
 def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
@@ -50,8 +44,8 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
         store={"url": pg_server.url(), "lease": 5},
         optimizer={"name": "sweep", "options": {"backlog": 10}},  # all 3 queued at once: one waits for pool 2
     )
-    second = _command(tmp_path)
-    with pooled_run(tmp_path, wf, workers=1, command=_command(tmp_path)) as run:
+    second = trainer_command(tmp_path, 3)
+    with pooled_run(tmp_path, wf, workers=1, command=trainer_command(tmp_path, 3)) as run:
         exp, first, launch = run.exp, run.first, run.launch
         wait_for_queued(exp)
         attached = run.attach(1, command=second)
@@ -73,7 +67,7 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
         # what runs: the serve's optimizer (it said 'local, running', as of the launch that ended)
         assert status.startswith("job: emews serve (pid ") and "runs the optimizer" in status.splitlines()[0], status
 
-        run.attach(1, command=_command(tmp_path))
+        run.attach(1, command=trainer_command(tmp_path, 3))
     assert stored(exp) == [0, 1, 2]
     events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
     starts = [(e["restored"], e["from_trial"]) for e in events if e["event"] == "start" and e["task"] == trial]
