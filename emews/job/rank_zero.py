@@ -35,9 +35,11 @@ from emews.config.lease import acquire
 from emews.config.workflow import Workflow, load_workflow
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
 from emews.core.textfiles import write_atomic
+from emews.core.wording import counted
 from emews.job.issued_ids import highest_id_on_disk
 from emews.job.job_environment import check_job_environment
 from emews.job.moved import DirectoryWatch
+from emews.job.pool_size import pooled_size
 from emews.job.wiring import OptimizerFailed, RunSpec, RunSummary, run_optimizer_rank
 from emews.objective.context import task_run_dir
 from emews.output.csvfollow import CancelsToCsv, CsvFollower
@@ -155,6 +157,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             spec.site_name = site.name
             if spec.pools:  # the lock itself is the check: held from now on, on the bridge's connection
                 spec.optimizer_lock = take_optimizer_lock(exp_dir, "emews resume")  # a launch's store is new
+                spec.size_for = pooled_size(exp_dir, spec.optimizer_lock, spec.pool_lease, comm.Get_size() - 1)[0]
         except ConfigError as exc:
             return refuse(comm, exc)
         set_allocation(spec, workflow, site, time.time())
@@ -238,9 +241,10 @@ def _optimizer_rank(
     transport = MPITransport(comm, threads=True)
     workers = list(range(1, transport.size))
     log.info(
-        "start: %s workers, optimizer %s, budget %s",
+        "start: %s workers, optimizer %s (sized for %s), budget %s",
         len(workers),
         workflow.model.optimizer.name,
+        counted(spec.size_for or len(workers), "worker"),
         workflow.model.budget.describe(),
     )
     # results.csv written as results arrive, by a child on a core the ranks leave free. Not on a

@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from emews.config.experiment import LOG_FILE, LOG_FORMAT, WORKFLOW_FILE, read_info, require_experiment
+from emews.config.experiment import LOG_FILE, LOG_FORMAT, WORKFLOW_FILE, require_experiment
 from emews.config.lease import SERVE_COMMAND, acquire
 from emews.config.workflow import load_workflow
 from emews.core.wording import counted
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
+from emews.job.pool_size import pooled_size
 from emews.job.rank_zero import fill_exit_record, run_spec, take_exit_record, take_optimizer_lock, write_outputs
 from emews.job.wiring import run_optimizer_rank
 from emews.runtime.interrupt import Interrupt
@@ -41,17 +42,6 @@ def serve(exp_dir: Path) -> int:
         lock.store.close()  # the server releases the lock (closed already after a run)
 
 
-def sized_for_pools(exp_dir: Path) -> tuple[int, str]:
-    """The workers the served optimizer's defaults are sized for (a GA's population, an mbo batch,
-    hyperspace's subspaces), and in words why: the pools the experiment was launched with (``--workers``
-    each, ``--pools`` of them), as its launch's job sized them; it runs none of its own."""
-    info = read_info(exp_dir)
-    workers, pools = info.get("workers"), info.get("pools") or 1
-    if not isinstance(workers, int) or not isinstance(pools, int) or workers < 1 or pools < 1:
-        return 1, "the launch recorded no workers"
-    return workers * pools, f"the launch's {counted(pools, 'pool')} of {counted(workers, 'worker')}"
-
-
 def _serve(exp_dir: Path, lock: PoolQueue) -> int:
     workflow = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=True)
     with acquire(exp_dir, SERVE_COMMAND, job_done=batch_job_over(exp_dir)):
@@ -61,7 +51,7 @@ def _serve(exp_dir: Path, lock: PoolQueue) -> int:
             return done.status
         spec = run_spec(workflow, exp_dir)
         spec.pools, spec.site_name, spec.optimizer_lock = True, SERVE_SITE, lock
-        spec.size_for, sized = sized_for_pools(exp_dir)
+        spec.size_for, sized = pooled_size(exp_dir, lock, spec.pool_lease)  # the pools' (none of its own)
         logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO, format=LOG_FORMAT)
         print(
             f"serving {exp_dir}: the pools run its tasks (emews attach adds one); the {workflow.model.optimizer.name} "

@@ -86,7 +86,7 @@ class RunSpec:
     optimizer_lock: Any = None
     first_id: int = 0  # the first task id of a fresh store (``emews check --try --task N``: N)
     #: the workers an optimizer's defaults (ga's population, mbo's batch, hyperspace's subspaces) are
-    #: sized for where this process runs none (``emews serve``: the pools'); 0: its own workers
+    #: sized for: with pools, every pool's (:func:`emews.job.pool_size.pooled_size`); 0: its own workers
     size_for: int = 0
 
     def worker_plan(
@@ -350,7 +350,7 @@ def run_optimizer_rank(
                 evaluator = Evaluator(
                     queues,
                     space,
-                    workers=len(worker_ranks) or spec.size_for or 1,  # emews serve: the pools' (spec.size_for)
+                    workers=spec.size_for or len(worker_ranks) or 1,  # with pools: every pool's (spec.size_for)
                     budget=spec.budget,
                     direction=spec.direction,
                     seed=spec.seed,
