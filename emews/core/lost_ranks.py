@@ -15,7 +15,8 @@ from emews.core.wording import counted
 class LostRank:
     """Worker ``rank``, lost at ``at`` (epoch seconds) because ``reason`` (``why``: the whole line the
     run said); ``task``: the task it had begun, ``rerun`` whether that was queued again for another
-    worker (else it ended as a timeout: it had run before); ``unstarted``: tasks it held, queued again."""
+    worker (else it ended as a timeout: it had run before); ``unstarted``: tasks it held, queued again;
+    ``pool``: the pool whose job the rank was in (pooled experiments; ``None``: the run's own job)."""
 
     rank: int
     at: float
@@ -24,6 +25,7 @@ class LostRank:
     task: int | None = None
     rerun: bool = True
     unstarted: Sequence[int] = field(default_factory=tuple)
+    pool: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "unstarted": list(self.unstarted)}
@@ -40,15 +42,18 @@ class LostRank:
                 None if data.get("task") is None else int(data["task"]),
                 bool(data.get("rerun", True)),
                 tuple(int(i) for i in data.get("unstarted") or ()),
+                None if data.get("pool") is None else int(data["pool"]),
             )
         except (KeyError, TypeError, ValueError):
             return None
 
     def line(self) -> str:
         """``rank 1 lost at 2026-11-29 10:22:03 UTC: has not answered for 7 s, holding 1 task, past the
-        task timeout of 3 s; its task 3 was queued again for another worker``."""
+        task timeout of 3 s; its task 3 was queued again for another worker`` (``pool 2's rank 1 ...``
+        for a rank of a pool)."""
         when = datetime.fromtimestamp(self.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        parts = [f"rank {self.rank} lost at {when}: {self.reason}"]
+        whose = "" if self.pool is None else f"pool {self.pool}'s "
+        parts = [f"{whose}rank {self.rank} lost at {when}: {self.reason}"]
         if self.task is not None:
             then = "was queued again for another worker" if self.rerun else "ended as a timeout (it had run before)"
             parts.append(f"its task {self.task} {then}")

@@ -89,6 +89,7 @@ class PoolRun:
             max_hold=READ_AHEAD * len(worker_ranks),
             fits=len(worker_ranks),
             busy=lambda: self.progress.busy,
+            lost_ranks=lambda: self.distributor.lost_ranks,  # the summary counts every pool's
         )
         self.distributor = Distributor(
             transport,

@@ -399,7 +399,7 @@ def run_optimizer_rank(
         len(earlier.requeue),
         distributor.worker_errors,
         pools.bridge.budget_reached if pools is not None else distributor.budget_reached,
-        list(distributor.lost_ranks),
+        pools.lost_ranks if pools is not None else list(distributor.lost_ranks),
     )
 
 
@@ -444,6 +444,9 @@ class SharedQueue:
             for c in opened[:2]
         ]
         submitter.retry_s = spec.pool_retry
+        self._submitter, self._started = submitter, time.time()
+        #: the worker ranks every pool went on without during this run (read as it closes)
+        self.lost_ranks: list[LostRank] = []
         try:
             submitter.enable()
             self.run = (
@@ -479,6 +482,15 @@ class SharedQueue:
         ).start()
         progress.out_in_pools = lambda: self.bridge.waiting
 
+    def _every_pools_lost(self) -> list[LostRank]:
+        """The worker ranks every pool went on without since this run started, as the store has
+        them (the attached pools' too); this job's pool's own when the store does not answer."""
+        try:
+            return self._submitter.lost_ranks(since=self._started)
+        except EmewsError as exc:
+            log.warning("the pools' lost ranks could not be read (the summary has this job's own): %s", exc)
+            return list(self.distributor.lost_ranks)
+
     @property
     def distributor(self) -> Distributor | NoWorkersHere:
         """What stands for the distributor in the run's summary: this job's pool's, if it has one."""
@@ -496,6 +508,7 @@ class SharedQueue:
             else:
                 self.run.stop()
             self.run.close(abort=not finished)
+        self.lost_ranks = self._every_pools_lost()
         for connection in self._connections:
             connection.close()
 

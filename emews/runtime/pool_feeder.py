@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from emews.core.lost_ranks import LostRank
 from emews.core.queues import DistributorFailed, QueuePair
 from emews.core.results import Result, Task
 from emews.store.pool_queue import Claimed, PoolQueue, StoreLost
@@ -92,6 +93,8 @@ class PoolFeeder:
 
     ``busy`` (the distributor's worker ranks running a task) is told to the store when it changed,
     at most every :data:`BUSY_EVERY` seconds (:meth:`~emews.store.pool_queue.PoolQueue.say_busy`).
+    ``lost_ranks`` (the worker ranks the distributor went on without) at its next round when one
+    more is lost (:meth:`~emews.store.pool_queue.PoolQueue.say_lost`).
 
     ``hold`` is where it starts; with ``max_hold`` above it, the read-ahead doubles whenever the
     pool turned over everything it held, its workers then found the distributor's queue empty and
@@ -109,6 +112,7 @@ class PoolFeeder:
         max_hold: int | None = None,
         fits: int = 2**31 - 1,
         busy: Callable[[], int] | None = None,
+        lost_ranks: Callable[[], Sequence[LostRank]] | None = None,
     ) -> None:
         if hold < 1 or lease_s <= 0:
             raise ValueError(f"a pool holds at least one task under a positive lease (hold={hold}, lease_s={lease_s})")
@@ -130,6 +134,8 @@ class PoolFeeder:
         self._busy = busy
         self._busy_said: int | None = None
         self._busy_at = -math.inf
+        self._lost_ranks = lost_ranks
+        self._lost_said = 0
         #: task ids whose result this pool stored / sent too late (another pool's stood)
         self.stored: list[int] = []
         self.late: list[int] = []
@@ -147,6 +153,7 @@ class PoolFeeder:
         """One round: heartbeat if due, store the results that came, claim what fits; whether
         anything happened (else the caller may :meth:`sleep`)."""
         self._take_news()
+        self._say_lost()  # before the results: the rerun of a lost rank's task is stored after its loss
         if time.monotonic() - self._renewed >= self._lease / 3:
             self._queue.renew(self.pool, self._lease, sorted(self._held))
             self._renewed = time.monotonic()
@@ -174,6 +181,12 @@ class PoolFeeder:
             self._queue.say_busy(self.pool, ranks)
             self._busy_said, self._busy_at = ranks, time.monotonic()
         return bool(results or claimed)
+
+    def _say_lost(self) -> None:
+        """Tell the store the worker ranks the distributor went on without, when there are more."""
+        if self._lost_ranks is not None and len(lost := list(self._lost_ranks())) > self._lost_said:
+            self._queue.say_lost(self.pool, lost)
+            self._lost_said = len(lost)
 
     def _settle(self, results: Sequence[Result], stored_now: Sequence[int]) -> None:
         """``results`` were sent to the store, which kept ``stored_now``: no longer held here."""
@@ -248,6 +261,7 @@ class PoolFeeder:
             raise
         finally:
             if not lost:
+                self._say_lost()
                 self._queue.stop(self.pool)
 
     def hand_back(self) -> list[int]:

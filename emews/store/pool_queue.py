@@ -26,6 +26,7 @@ import orjson
 
 from emews.core.errors import ConfigError, EmewsError
 from emews.core.jsoncodec import dumps_point, loads_point
+from emews.core.lost_ranks import LostRank
 from emews.core.results import Result, Status, Task
 from emews.store import postgres_queries as q
 from emews.store.base import Store, StoreUnreadable
@@ -166,6 +167,11 @@ POOL_MODE, FINISHED = "pools", "pools_finished"
 #: (a key, not a column: no schema change; a pool of an older emews says nothing)
 BUSY_KEY = "pool_busy."
 _BUSY = "SELECT substr(key, length(%s) + 1)::bigint, value::bigint FROM emews_meta WHERE starts_with(key, %s)"
+#: ``emews_meta`` key prefix: ``pool_lost.ID``, the worker ranks pool ID went on without (a JSON array
+#: of :class:`~emews.core.lost_ranks.LostRank` records, its pool named): the summary of the run counts
+#: every pool's (a key, not a column: no schema change)
+LOST_KEY = "pool_lost."
+_META_VALUES = "SELECT substr(key, length(%s) + 1)::bigint, value FROM emews_meta WHERE starts_with(key, %s)"
 #: ``emews_meta`` key prefix: ``pool_process.ID``, pool ID's rank 0 as ``PID START`` (its start time
 #: in clock ticks since boot, as the experiment's lease records its owners): ``emews status`` on the
 #: pool's host sees it ended without stopping (a key, not a column: no schema change)
@@ -572,6 +578,27 @@ class PoolQueue:
     def busy_by_pool(self) -> dict[int, int]:
         """The worker ranks each pool last said run a task (:meth:`say_busy`)."""
         return {int(pool): int(n) for pool, n in self._raw.execute(_BUSY, (BUSY_KEY, BUSY_KEY)).fetchall()}
+
+    @retried
+    def say_lost(self, pool: int, lost: Sequence[LostRank]) -> None:
+        """``pool`` went on without the worker ranks ``lost`` (all of them so far, in order)."""
+        records = [{**record.to_json(), "pool": pool} for record in lost]
+        with self._raw.transaction():
+            self._raw.execute(_SET_META, (f"{LOST_KEY}{pool}", orjson.dumps(records).decode()))
+
+    @retried
+    def lost_ranks(self, since: float = 0.0) -> list[LostRank]:
+        """The worker ranks every pool went on without (:meth:`say_lost`) from ``since`` (epoch
+        seconds) on, in the order they were lost; a record that cannot be read is left out."""
+        found: list[LostRank] = []
+        for _, value in self._raw.execute(_META_VALUES, (LOST_KEY, LOST_KEY)).fetchall():
+            try:
+                records = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(records, list):
+                found += [r for r in map(LostRank.from_json, (r for r in records if isinstance(r, dict))) if r]
+        return sorted((r for r in found if r.at >= since), key=lambda r: r.at)
 
     @retried
     def processes(self) -> dict[int, tuple[int, float]]:

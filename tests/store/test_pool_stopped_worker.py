@@ -2,10 +2,13 @@
 distributor goes on without it (its task runs on the pool's other worker) and, at the end, the
 pool's job could not finish: rank 0 waited at the last barrier, then in MPI_Finalize, for a rank that
 never came, and ``emews attach`` hung for good. Now the pool's rank 0 aborts its job once its part
-is done (mpiexec exits with the pool's status, the stopped rank ended with it)."""
+is done (mpiexec exits with the pool's status, the stopped rank ended with it). The rank it went on
+without is in the experiment's summary.json (``lost_ranks``, its pool named) and ``emews status``
+(it was in the pool's log alone)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -30,13 +33,14 @@ def test_an_attached_pool_goes_on_without_a_stopped_worker_and_ends(pg_server: P
         assert wait_until(lambda: seen(exp, "SELECT id FROM results"), 180), said(run.launch)
         attached = run.attach(2, command=second)
 
-        def holding() -> list[Mark]:
-            """Where the attached pool's tasks that started wait at the gate (its workers)."""
+        def holding() -> list[tuple[int, Mark]]:
+            """The attached pool's tasks that started, waiting at the gate, and where (its workers)."""
             marks = gated.started()
-            return [marks[task] for task in held_by(exp, 2) if task in marks]
+            return [(task, marks[task]) for task in held_by(exp, 2) if task in marks]
 
         assert wait_until(lambda: len(holding()) >= 2, 180), said(attached)
-        stopped = holding()[0].pid
+        holding_task, mark = holding()[0]
+        stopped = mark.pid
         os.kill(stopped, signal.SIGSTOP)
         run.open()
         try:
@@ -48,3 +52,8 @@ def test_an_attached_pool_goes_on_without_a_stopped_worker_and_ends(pg_server: P
     assert len(said_lines) == 1 and "has not answered" in said_lines[0], a_err
     assert "the run goes on without it" in said_lines[0] and "Traceback" not in a_err
     assert rows(exp, "SELECT count(*), min(status), max(status) FROM results") == [(40, "ok", "ok")]
+    lost = json.loads((exp / "summary.json").read_text())["lost_ranks"]
+    assert [(record["pool"], record["rank"], record["task"]) for record in lost] == [(2, mark.rank, holding_task)], lost
+    status = first("status", "exp")
+    assert "pool 2's rank" in status.stdout and f"its task {holding_task} was queued again" in status.stdout, (
+        status.stdout)
