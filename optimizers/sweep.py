@@ -43,6 +43,8 @@ class Sweep(AskTellOptimizer):
             raise OptionError("levels", f"must be at least 1, not {levels!r}")
         if file is not None and not Path(file).is_file():
             raise OptionError("file", f"points file {file} does not exist")
+        if file is not None and not _has_a_line(Path(file)):
+            raise OptionError("file", f"points file {file} has no points (it is empty or blank)", _FILE_ALLOWED)
         self.levels = levels
         self.file = None if file is None else Path(file)
         self.backlog = backlog
@@ -159,6 +161,16 @@ def _keys_text(points: Sequence[Mapping[str, Any]]) -> str:
     if not every:
         return f" (each setting some of {', '.join(some)})" if some else ""
     return f" (setting {', '.join(every)}" + (f"; some also {', '.join(some)})" if some else ")")
+
+
+#: what the ``file`` option takes
+_FILE_ALLOWED = "a file of one point per line, a JSON object (with lines: text, any text); no file: the grid"
+
+
+def _has_a_line(path: Path) -> bool:
+    """Whether the points file ``path`` has a line that is not blank (:func:`numbered_points` skips those)."""
+    with path.open() as fh:
+        return any(line.strip() for line in fh)
 
 
 def grid_points(space: Space, levels: int) -> Iterator[dict[str, Any]]:

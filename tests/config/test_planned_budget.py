@@ -43,3 +43,22 @@ def test_a_smaller_budget_or_none_is_left_as_it_is(emews_cmd, tmp_path: Path) ->
         check = emews_cmd("check", str(wf), timeout=120)
         assert check.returncode == 0 and shown in check.stdout, (check.stdout, check.stderr)
         assert "will run" not in check.stderr
+
+
+def test_an_empty_points_file_is_refused_naming_it(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``emews check`` said ``0 points from pts.txt, budget 10`` and the launch ran nothing: an empty
+    (or blank) points file is one line naming the file and ``optimizer.options.file``, exit 2, no
+    experiment made."""
+    from testutil import refused_in_one_line
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "obj.py").write_text(OBJECTIVE)
+    for text in ("", "\n  \n"):
+        (tmp_path / "pts.txt").write_text(text)
+        wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "obj.py"), "function": "run"},
+                            space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
+                            optimizer={"name": "sweep", "options": {"file": str(tmp_path / "pts.txt")}},
+                            budget={"evaluations": 10})
+        line = refused_in_one_line(capsys, wf)
+        assert line.startswith(f"emews: error: {wf}: optimizer.options.file: points file {tmp_path / 'pts.txt'} "
+                               "has no points"), line
