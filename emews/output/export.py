@@ -32,6 +32,9 @@ from emews.output.numbers import number
 from emews.store import Store
 from emews.training.messages import endings_text
 
+#: the statuses of an evaluation that did not succeed
+_FAILED = frozenset(s.value for s in Status if s is not Status.OK)
+
 
 @dataclass(frozen=True)
 class Totals:
@@ -49,6 +52,12 @@ class Totals:
     @property
     def done(self) -> int:
         return sum(self.counts.values())
+
+    @property
+    def failed(self) -> int:
+        """The evaluations that did not succeed: of a status this emews knows other than ``ok`` (a
+        status another version wrote is counted apart, once: :func:`counts_text`)."""
+        return sum(n for status, n in self.counts.items() if status in _FAILED)
 
 
 def open_store(exp_dir: Path) -> Store | None:
@@ -272,14 +281,21 @@ def export_csv(
 
 def counts_text(total: Totals) -> str:
     """``27 ok (9 stopped early, 18 completed), 1 failed``: counts by status (emews' own first),
-    the successful training trials by how they ended."""
+    the successful training trials by how they ended; a status this emews does not know (a store
+    another version wrote) last, said so: ``1 preempted (a status this emews does not know)``."""
     known = [s.value for s in Status]
     ended = endings_text(total.endings)
-    return ", ".join(
+    said = [
         f"{n} {status}" + (f" ({ended})" if status == Status.OK.value and ended else "")
-        for status in known + [k for k in total.counts if k not in known]
+        for status in known
         if (n := total.counts.get(status, 0))
-    )
+    ]
+    unknown = [f"{n} {status}" for status, n in total.counts.items() if status not in known and n]
+    if unknown:
+        said.append(
+            ", ".join(unknown) + f" ({'a status' if len(unknown) == 1 else 'statuses'} this emews does not know)"
+        )
+    return ", ".join(said)
 
 
 def best_point_line(point: PointResult) -> str:

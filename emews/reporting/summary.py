@@ -238,7 +238,7 @@ class Headline:
 
     @property
     def failed(self) -> int:
-        return sum(n for status, n in self.totals.counts.items() if status != Status.OK.value)
+        return self.totals.failed
 
     def lines(self) -> list[str]:
         eta = "-" if self.eta is None else duration(self.eta)

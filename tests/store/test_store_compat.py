@@ -128,6 +128,21 @@ def test_a_row_with_an_unknown_status_is_one_line_naming_it(emews_cmd, exp: Path
         )
 
 
+def test_status_and_report_count_an_unknown_status_once(emews_cmd, exp: Path) -> None:
+    """``emews status`` of a store another version wrote said ``6/6 evaluations: 5 ok, 1 weird`` and
+    ``1 failed``: the row counted twice. It is said once, as a status this emews does not know, and
+    not as failed (what it means is the other version's); the report's budget row says the same."""
+    alter(exp, "UPDATE results SET status = 'weird' WHERE id = 2")
+    status = emews_cmd("status", str(exp))
+    assert status.returncode == 0, status.stderr
+    assert "6/6 evaluations: 5 ok, 1 weird (a status this emews does not know)" in status.stdout, status.stdout
+    assert "\n0 failed;" in status.stdout, status.stdout
+    report = emews_cmd("report", str(exp), timeout=300)
+    assert report.returncode == 0, report.stderr
+    page = (exp / "report.html").read_text()
+    assert page.count("1 weird") == 1 and "1 weird (a status this emews does not know)" in page
+
+
 def test_a_store_written_before_schema_versions_is_migrated_by_resume(emews_cmd, exp: Path) -> None:
     alter(exp, "ALTER TABLE tasks DROP COLUMN ranks; PRAGMA user_version = 0")
     proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=8", timeout=180)
