@@ -144,9 +144,10 @@ class LoadedObjective:
         self._wants_context = positional_count(fn) >= 2
 
     def setup(self, context: TaskContext | None = None) -> None:
+        """The module's ``setup()``, once per worker (a ``setup(ctx)`` is refused at load)."""
         hook = getattr(self.module, "setup", None)
         if callable(hook):
-            hook(context) if positional_count(hook) >= 1 else hook()
+            hook()
 
     def teardown(self) -> None:
         hook = getattr(self.module, "teardown", None)
