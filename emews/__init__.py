@@ -14,7 +14,7 @@ from typing import Any
 
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError, EmewsError, OptionError
-from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver
+from emews.core.evaluator import BudgetExhausted, Evaluator, EvaluatorObserver, Room
 from emews.core.optimizer import AskTellOptimizer, Optimizer
 from emews.core.results import Result, Status
 from emews.core.space import Categorical, Constant, DimensionType, Float, Int, Ordered, Space, registered
@@ -65,6 +65,7 @@ __all__ = [
     "Ordered",
     "ROptimizer",
     "Result",
+    "Room",
     "RunFailed",
     "SchedulerConformance",
     "Space",

@@ -20,6 +20,9 @@ def test_the_public_names_are_the_implementations() -> None:
     assert emews.load_best is load_best
     assert emews.OptimizerConformance is OptimizerConformance
     assert emews.TrialScheduler is TrialScheduler
+    from emews.core.evaluator import Room  # what Evaluator.room returns: an optimizer's author types with it
+
+    assert emews.Room is Room and "Room" in emews.__all__
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
