@@ -36,12 +36,16 @@
 
 .mbo_fallback_name <- "fallback (mlr + randomForest)"
 
-# the options emews takes (emews check refuses any other name: ROptimizer.check), with their
-# defaults; seed NULL is the run's seed, n_initial NULL max(4 * d, workers)
+# the options emews takes, the one place that says each one's default and the values allowed
+# (emews check refuses any other name or value: ROptimizer.check); seed NULL is the run's seed,
+# n_initial NULL max(4 * d, workers); a vector of names: one of them, the first the default
 emews_mbo <- function(evaluator, space,
-                      options = list(seed = NULL, n_initial = NULL, infill = "cb", lambda = 1,
-                                     candidates = 2000L, ntree = 200L, transform = "log",
-                                     implementation = "auto")) {
+                      options = list(seed = NULL, n_initial = emews_option(NULL, min = 1L, integer = TRUE),
+                                     infill = c("cb", "ei"), lambda = emews_option(1, min = 0),
+                                     candidates = emews_option(2000L, min = 1L, integer = TRUE),
+                                     ntree = emews_option(200L, min = 1L, integer = TRUE),
+                                     transform = c("log", "rank", "none"),
+                                     implementation = c("auto", "mlrMBO", "fallback"))) {
   opts <- .mbo_options(options, evaluator)
   impl <- .mbo_implementation(opts$implementation)
   evaluator$set_info("implementation", impl)
@@ -66,24 +70,19 @@ emews_mbo <- function(evaluator, space,
   c(list(implementation = impl), out)
 }
 
+# the options as the run uses them: the declared defaults are under those given already
+# (emews_mbo's declaration, checked by emews check), so only the run's seed and types are added here
 .mbo_options <- function(options, evaluator) {
-  get <- function(key, default) if (is.null(options[[key]])) default else options[[key]]
-  opts <- list(
-    seed = as.integer(get("seed", evaluator$seed())),
-    n_initial = get("n_initial", NA),
-    infill = as.character(get("infill", "cb")),
-    lambda = as.numeric(get("lambda", 1)),
-    candidates = as.integer(get("candidates", 2000L)),
-    ntree = as.integer(get("ntree", 200L)),
-    implementation = as.character(get("implementation", "auto")),
-    transform = as.character(get("transform", "log")),
-    nodesize = as.integer(get("nodesize", 2L)))
-  if (!opts$transform %in% c("none", "log", "rank"))
-    stop("transform must be 'none', 'log' or 'rank', not '", opts$transform, "'")
-  if (!opts$infill %in% c("cb", "ei")) stop("infill must be 'cb' or 'ei', not '", opts$infill, "'")
-  if (!opts$implementation %in% c("auto", "mlrMBO", "fallback"))
-    stop("implementation must be 'auto', 'mlrMBO' or 'fallback', not '", opts$implementation, "'")
-  opts
+  list(
+    seed = as.integer(if (is.null(options$seed)) evaluator$seed() else options$seed),
+    n_initial = if (is.null(options$n_initial)) NA else as.integer(options$n_initial),
+    infill = as.character(options$infill),
+    lambda = as.numeric(options$lambda),
+    candidates = as.integer(options$candidates),
+    ntree = as.integer(options$ntree),
+    implementation = as.character(options$implementation),
+    transform = as.character(options$transform),
+    nodesize = 2L)
 }
 
 .mbo_implementation <- function(which) {

@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emews.contrib.rbridge import ROptimizer, RUnavailable, missing_r_packages
-from emews.core.errors import OptionError
 from emews.core.seeds import R_SEEDS, fitted_seed
 from emews.core.space import Space
 from emews.core.wording import noun_for
@@ -53,63 +51,34 @@ INSTALL = "mbo needs R and rpy2: install with bash tools/install-r.sh and pip in
 class MBO(ROptimizer):
     """Random-forest model-based optimization written in R.
 
-    Options: ``seed`` (default: the run's seed), ``n_initial`` (initial design size,
-    default ``max(4 * d, workers)``), ``infill`` (``cb`` | ``ei``), ``lambda``
-    (confidence-bound weight, default 1; each proposal draws its own lambda from an
-    exponential distribution with this mean, mlrMBO's qLCB), ``candidates`` (points the
-    infill criterion is optimized over per proposal round, default 2000), ``ntree`` (trees
-    in the forest, default 200), ``transform`` (of the losses before fitting: ``log``, the
-    default, ``rank`` or ``none``; fallback only) and ``implementation``
-    (``auto`` | ``mlrMBO`` | ``fallback``).
+    Options (each one's name, default and allowed values are declared once, by ``emews_mbo``'s
+    ``options`` list in ``mbo.R``; ``emews check`` refuses another name or value through
+    :meth:`ROptimizer.check`, as for any R optimizer): ``seed`` (default: the run's seed),
+    ``n_initial`` (initial design size, default ``max(4 * d, workers)``), ``infill`` (``cb`` |
+    ``ei``), ``lambda`` (confidence-bound weight, default 1; each proposal draws its own lambda
+    from an exponential distribution with this mean, mlrMBO's qLCB), ``candidates`` (points the
+    infill criterion is optimized over per proposal round, default 2000), ``ntree`` (trees in the
+    forest, default 200), ``transform`` (of the losses before fitting: ``log``, the default,
+    ``rank`` or ``none``; fallback only) and ``implementation`` (``auto`` | ``mlrMBO`` |
+    ``fallback``).
     """
 
     script = Path(__file__).with_name("mbo.R")
     entry = "emews_mbo"
 
-    def __init__(
-        self,
-        seed: int | None = None,
-        n_initial: int | None = None,
-        infill: str = "cb",
-        candidates: int = 2000,
-        ntree: int = 200,
-        transform: str = "log",
-        implementation: str = "auto",
-        **extra: Any,
-    ) -> None:
-        lam = extra.pop("lambda", extra.pop("lambda_", 1.0))
-        if infill not in ("cb", "ei"):
-            raise OptionError("infill", f"invalid value {infill!r}", "cb, ei")
-        if transform not in ("log", "rank", "none"):
-            raise OptionError("transform", f"invalid value {transform!r}", "log, rank, none")
-        if implementation not in ("auto", "mlrMBO", "fallback"):
-            raise OptionError("implementation", f"invalid value {implementation!r}", "auto, mlrMBO, fallback")
-        if n_initial is not None and (not isinstance(n_initial, int) or isinstance(n_initial, bool) or n_initial < 1):
-            raise OptionError("n_initial", f"must be a positive integer, not {n_initial!r}")
-        for name, value in (("candidates", candidates), ("ntree", ntree)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}: must be a positive integer, not {value!r}")
-        if not isinstance(lam, (int, float)) or isinstance(lam, bool) or not math.isfinite(lam) or lam < 0:
-            raise OptionError("lambda", f"must be a non-negative number, not {lam!r}")
-        options = {
-            "seed": fitted_seed(seed, R_SEEDS),  # any integer; R seeds with 32-bit ones
-            "n_initial": n_initial,
-            "infill": infill,
-            "lambda": float(lam),
-            "candidates": candidates,
-            "ntree": ntree,
-            "transform": transform,
-            "implementation": implementation,
-        }
-        # any other name is refused by check (ROptimizer's: the names emews_mbo declares)
-        super().__init__(options={k: v for k, v in options.items() if v is not None}, **extra)
+    def __init__(self, seed: int | None = None, **options: Any) -> None:
+        if "lambda_" in options:  # lambda is a Python keyword: MBO(lambda_=2) from Python
+            options["lambda"] = options.pop("lambda_")
+        given = {"seed": fitted_seed(seed, R_SEEDS), **options}  # any integer seed; R seeds with 32-bit ones
+        super().__init__(options={k: v for k, v in given.items() if v is not None})
         self.implementation: str | None = None
         self._exp_dir: Path | None = None
 
     def check(self, space: Space) -> None:
         """rpy2 imports, R has the packages the chosen implementation needs, and every option is
-        one ``emews_mbo`` declares (:meth:`ROptimizer.check`, as for any R optimizer)."""
-        implementation = self.options["implementation"]
+        one ``emews_mbo`` declares, with a value it allows (:meth:`ROptimizer.check`, as for any R
+        optimizer)."""
+        implementation = self.options.get("implementation")
         needed = ["mlrMBO"] if implementation == "mlrMBO" else ["mlr", "ParamHelpers", "lhs", "randomForest"]
         try:
             missing = missing_r_packages(needed)

@@ -108,10 +108,25 @@ local({
            "(options = list(name = default, ...))")
     defaults
   }
+  # an option declared with what it allows, in the options list: emews_option(default, min = NULL,
+  # integer = FALSE) (emews check refuses a value below min, or not an integer); a character vector
+  # of more than one value declares the values allowed, the first the default (as R's match.arg)
+  emews_option <- function(default = NULL, min = NULL, integer = FALSE)
+    structure(list(default = default, min = min, integer = integer), class = "emews_option")
+  # the default an option's declaration gives the run
+  .emews_option_value <- function(declared) {
+    if (inherits(declared, "emews_option")) return(declared$default)
+    if (is.character(declared) && length(declared) > 1L) return(declared[[1L]])
+    declared
+  }
   .emews_option_names <- function(fn) {
     tryCatch({
       defaults <- .emews_option_defaults(fn)
-      list(ok = TRUE, declared = !is.null(defaults), names = as.character(names(defaults)))
+      list(ok = TRUE, declared = !is.null(defaults), names = as.character(names(defaults)),
+           choices = lapply(defaults, function(d) if (is.character(d) && length(d) > 1L) d else character(0)),
+           min = vapply(defaults, function(d)
+             if (inherits(d, "emews_option") && !is.null(d$min)) as.numeric(d$min) else NA_real_, numeric(1)),
+           integer = vapply(defaults, function(d) inherits(d, "emews_option") && isTRUE(d$integer), logical(1)))
     }, error = function(e) list(ok = FALSE, message = conditionMessage(e)))
   }
   .emews_run <- function(fn, evaluator, space, options, on_warning) {
@@ -119,6 +134,7 @@ local({
     tryCatch({
       defaults <- .emews_option_defaults(fn)
       if (!is.null(defaults)) {  # the options given over the declared defaults
+        defaults <- lapply(defaults, .emews_option_value)
         defaults[names(options)] <- options
         options <- defaults
       }

@@ -17,7 +17,10 @@ Options: an entry function may declare its options as the default of its ``optio
 ``function(evaluator, space, options = list(batch = 4L, spread = 0.5))``: the run then gets those
 defaults under the options given, and ``emews check`` / ``emews launch`` refuse an option it does
 not declare (``seed`` is always taken) in one line naming ``optimizer.options.NAME`` and the
-declared names (R reads the script in a child process then). Without a default any option passes.
+declared names (R reads the script in a child process then). The declaration may say the values
+allowed (:class:`DeclaredOption`): ``mode = c("fast", "slow")`` takes one of them, the first the
+default; ``width = emews_option(2L, min = 1L, integer = TRUE)`` a number of at least ``min``, an
+integer. Without a default any option passes.
 
 The R-side ``evaluator`` is a list of functions:
 
@@ -499,6 +502,10 @@ class ROptimizer(Optimizer):
         if unknown:
             name = unknown[0]
             raise OptionError(name, f"unknown option {name!r}{did_you_mean(name, allowed)}", ", ".join(allowed))
+        for name, value in self.options.items():  # the values each declaration allows
+            problem = declared[name].problem(value) if name in declared else None
+            if problem is not None:
+                raise OptionError(name, *problem)
 
     # hooks --------------------------------------------------------------------------------
 
@@ -652,23 +659,66 @@ def entry_function(script: Path, entry: str) -> Any:
     return sourced[1]
 
 
-def option_names(script: Path, entry: str) -> list[str] | None:
+@dataclass(frozen=True)
+class DeclaredOption:
+    """What an R entry function's ``options`` list declares of one option beyond its default: the
+    values it takes (a character vector of several: one of them, the first the default), the least
+    value and whether it is an integer (``emews_option(default, min = , integer = )``)."""
+
+    choices: tuple[str, ...] = ()
+    min: float | None = None
+    integer: bool = False
+
+    def problem(self, value: Any) -> tuple[str, str | None] | None:
+        """What is wrong with ``value`` and what is allowed; ``None`` when it fits (``None`` does)."""
+        if value is None:
+            return None
+        if self.choices:
+            return None if value in self.choices else (f"invalid value {value!r}", ", ".join(self.choices))
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.integer and not (number and float(value).is_integer()):
+            return f"must be an integer, not {value!r}", None if self.min is None else f"an integer >= {self.min:g}"
+        if self.min is not None and not (number and math.isfinite(value) and value >= self.min):
+            kind = "an integer" if self.integer else "a number"
+            return f"must be at least {self.min:g}, not {value!r}", f"{kind} >= {self.min:g}"
+        return None
+
+
+def _per_option(said: Any, names: Sequence[str]) -> list[Any]:
+    """An R vector or list of one value per option as ``r_to_py`` gives it (by name when named, a
+    lone value for one option), in the order of ``names``."""
+    if isinstance(said, dict):
+        return [said.get(name) for name in names]
+    return list(said) if isinstance(said, list) and len(names) != 1 else [said]
+
+
+def option_names(script: Path, entry: str) -> dict[str, DeclaredOption] | None:
     """The options the R function ``entry`` of ``script`` declares (its ``options`` argument's
-    default list: ``function(evaluator, space, options = list(batch = 4L))``), or ``None`` when it
-    declares none; in this process (R starts here). Raises :class:`RError` as R says it."""
+    default list: ``function(evaluator, space, options = list(batch = 4L))``), with what each
+    takes, or ``None`` when it declares none; in this process (R starts here). Raises
+    :class:`RError` as R says it."""
     said = r_to_py(helpers()[".emews_option_names"](entry_function(script, entry)))
     if not said["ok"]:
         raise RError(f"{entry}'s options: {said['message']}", script=str(script))
+    if not said["declared"]:
+        return None
     names = said["names"] or []
-    return ([names] if isinstance(names, str) else list(names)) if said["declared"] else None
+    names = [names] if isinstance(names, str) else list(names)
+    per_option = [_per_option(said[key], names) for key in ("choices", "min", "integer")]
+    return {
+        name: DeclaredOption(tuple(chosen if isinstance(chosen, list) else []), least, bool(integer))
+        for name, chosen, least, integer in zip(names, *per_option, strict=True)
+    }
 
 
 _OPTIONS_PROBE = """
 import json, sys
 from pathlib import Path
+from dataclasses import asdict
 from emews.contrib.rbridge import RError, option_names
 try:
-    print(json.dumps({"names": option_names(Path(sys.argv[1]), sys.argv[2])}))
+    said = option_names(Path(sys.argv[1]), sys.argv[2])
+    print(json.dumps({"names": None if said is None else {name: asdict(o) for name, o in said.items()}}))
 except RError as exc:
     print(json.dumps({"error": exc.r_message}))
 except FileNotFoundError as exc:
@@ -676,7 +726,7 @@ except FileNotFoundError as exc:
 """
 
 
-def declared_options(script: Path, entry: str) -> list[str] | None:
+def declared_options(script: Path, entry: str) -> dict[str, DeclaredOption] | None:
     """:func:`option_names`, asked in a child process (so that R is not started in this one).
     Raises :class:`RError` when the script fails or lacks the function, :class:`RUnavailable`
     when rpy2 or R does not work."""
@@ -685,8 +735,10 @@ def declared_options(script: Path, entry: str) -> list[str] | None:
     answer = json.loads(_probe(_OPTIONS_PROBE, [str(script), entry]).splitlines()[-1])
     if "error" in answer:
         raise RError(answer["error"], script=str(script))
-    names: list[str] | None = answer["names"]
-    return names
+    names = answer["names"]
+    if names is None:
+        return None
+    return {name: DeclaredOption(tuple(o["choices"]), o["min"], o["integer"]) for name, o in names.items()}
 
 
 _PACKAGES_PROBE = """

@@ -75,17 +75,17 @@ def run(make, space, objective, *, budget, workers, seed=0):
 # ------------------------------------------------------------------------------------------ options
 
 def test_options_are_validated():
+    """Names, defaults and allowed values: emews_mbo's declaration in mbo.R, checked by check()."""
+    space = Space({"x": Float(0.0, 1.0)})
     with pytest.raises(ValueError, match="unknown option 'n_init'"):  # the names emews_mbo declares
-        MBO(n_init=3).check(Space({"x": Float(0.0, 1.0)}))
-    with pytest.raises(ValueError, match="infill"):
-        MBO(infill="pi")
-    with pytest.raises(ValueError, match="lambda"):
-        MBO(**{"lambda": -1})
-    with pytest.raises(ValueError, match="n_initial"):
-        MBO(n_initial=0)
-    opt = MBO(seed=3, n_initial=5, infill="ei", **{"lambda": 2})
-    assert opt.options == {"seed": 3, "n_initial": 5, "infill": "ei", "lambda": 2.0, "candidates": 2000,
-                           "ntree": 200, "transform": "log", "implementation": "auto"}
+        MBO(n_init=3).check(space)
+    for options, said in (({"infill": "pi"}, "infill: invalid value 'pi'"),
+                          ({"lambda": -1}, "lambda: must be at least 0"),
+                          ({"n_initial": 0}, "n_initial: must be at least 1")):
+        with pytest.raises(ValueError, match=said):
+            MBO(**options).check(space)
+    opt = MBO(seed=3, n_initial=5, infill="ei", lambda_=2)
+    assert opt.options == {"seed": 3, "n_initial": 5, "infill": "ei", "lambda": 2}  # R adds the defaults
     assert opt.implementation is None
 
 

@@ -97,6 +97,42 @@ def test_the_run_gets_the_declared_defaults_under_the_options_given(tmp_path: Pa
     assert made[0].value == {"propose_points": 3, "spread": 0.5}
 
 
+#: an entry function that declares what its options take: one of the values (the first the
+#: default) and an integer of at least 1 (emews_option)
+VALUED = DECLARED.replace(
+    "options = list(propose_points = 2L, spread = 0.5)",
+    'options = list(propose_points = emews_option(2L, min = 1L, integer = TRUE), mode = c("fast", "slow"))')
+
+
+def test_a_value_its_declaration_does_not_allow_is_refused_and_the_run_gets_the_declared_defaults(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The values were the R function's own business (mbo kept its checks and defaults in Python
+    beside the names R declared): its declaration now says them once, for check and run."""
+    from emews.contrib.rbridge import ROptimizer
+
+    monkeypatch.chdir(tmp_path)
+    for options, said in (({"mode": "medium"}, "mode: invalid value 'medium' (allowed: fast, slow)"),
+                          ({"propose_points": 0}, "propose_points: must be at least 1, not 0 (allowed: an integer >= 1)"),
+                          ({"propose_points": 1.5}, "propose_points: must be an integer, not 1.5")):
+        path = _workflow(tmp_path, VALUED, **options)
+        line = refused_in_one_line(capsys, path)
+        assert line.startswith(f"emews: error: {path}: optimizer.options.{said}"), line
+    path = _workflow(tmp_path, VALUED, mode="slow", propose_points=3)
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+    made: list[ROptimizer] = []
+
+    def make() -> ROptimizer:
+        made.append(ROptimizer(script=tmp_path / "opt.R", entry="search"))
+        return made[0]
+
+    spec = RunSpec(space=Space({"x": Float(0.0, 1.0)}), make_optimizer=make,
+                   objective=ObjectiveRef(str(tmp_path / "obj.py")), budget=4, isolation="inline",
+                   show_progress=False, seed=7)
+    summary = run_in_threads(spec, workers=1)
+    assert summary.error is None and summary.completed == 4, summary
+    assert made[0].value == {"mode": "fast", "propose_points": 2}
+
+
 def test_mbo_takes_the_options_its_r_function_declares_through_the_same_check(
         tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """mbo is an R optimizer like the others: ``emews_mbo`` declares its options (their defaults)
@@ -115,3 +151,9 @@ def test_mbo_takes_the_options_its_r_function_declares_through_the_same_check(
         f"(allowed: {allowed})")
     path = write_workflow(tmp_path, optimizer={"name": "mbo", "options": {"seed": 1, "ntree": 50, "lambda": 2}})
     assert main(["check", str(path)]) == 0, capsys.readouterr().err
+    assert declared["infill"].choices == ("cb", "ei") and declared["ntree"].integer  # mbo.R says them
+    for name, value, said in (("ntree", 0, "must be at least 1, not 0"), ("candidates", 2.5, "must be an integer"),
+                              ("transform", "sqrt", "invalid value 'sqrt' (allowed: log, rank, none)")):
+        path = write_workflow(tmp_path, optimizer={"name": "mbo", "options": {"seed": 1, name: value}})
+        line = refused_in_one_line(capsys, path)
+        assert line.startswith(f"emews: error: {path}: optimizer.options.{name}: {said}"), line
