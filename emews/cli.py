@@ -239,6 +239,8 @@ def _parser() -> _Parser:
     run.add_argument("--pool", type=Path, help=argparse.SUPPRESS)  # an attached pool's folder (emews attach)
     # job.sh's last line: the launcher's exit status and the job's start time -> exit with the run's status
     run.add_argument("--job-exit", nargs=2, type=float, metavar=("STATUS", "SINCE"), help=argparse.SUPPRESS)
+    # job.sh's watch of the job's start, beside the launcher line: the job's ranks and the launcher's pid
+    run.add_argument("--watch-start", nargs=2, type=int, metavar=("RANKS", "PID"), help=argparse.SUPPRESS)
     return parser
 
 
@@ -499,10 +501,15 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.job_exit is not None:
-        from emews.site.jobs import job_exit_status
+        from emews.job.job_start import batch_job_exit
 
         status, since = args.job_exit
-        return job_exit_status(args.exp_dir.absolute(), int(status), since)
+        return batch_job_exit(args.exp_dir.absolute(), args.lease, int(status), since)
+    if args.watch_start is not None:
+        from emews.job.job_start import watch_batch_start
+
+        ranks, launcher = args.watch_start
+        return watch_batch_start(args.exp_dir.absolute(), args.lease, ranks, launcher)
     from emews.job.mpi_main import run_experiment
 
     return run_experiment(args.exp_dir, args.lease, pool_dir=args.pool)

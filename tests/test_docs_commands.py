@@ -183,7 +183,7 @@ def test_the_reference_lists_every_command_with_every_option() -> None:
     for row in rows:
         for command, rest in re.findall(r"`emews ([a-z]+)([^`]*)`", row.split(" | ")[0]):
             listed.setdefault(command, set()).update(_OPTION.findall(rest))
-    hidden = {"--help", "-h", "--job-exit", "--lease", "--pool"}  # run's are emews' own
+    hidden = {"--help", "-h", "--job-exit", "--watch-start", "--lease", "--pool"}  # run's are emews' own
     missing = [
         f"emews {command} {option}" if option else f"emews {command}"
         for command, options in subcommand_options().items()

@@ -182,12 +182,15 @@ def acquire(exp_dir: Path, command: str, *, token: str | None = None, job_done: 
     raise LeaseHeld("the experiment's lease keeps changing hands", file=str(exp_dir))
 
 
-def joined(exp_dir: Path, token: str) -> Owner | None:
+def joined(exp_dir: Path, token: str, *, batch: bool = False) -> Owner | None:
     """The live process on this host that joined the lease ``token`` after the one that took it (the
-    job's rank 0, which joins its launch's lease as it starts); ``None`` until one has."""
+    job's rank 0, which joins its launch's lease as it starts); ``None`` until one has. ``batch``: the
+    lease of a batch job, which its submission left without owners: its first, on any host."""
     record = LeaseRecord.read(exp_dir / LEASE_FILE)
     if record is None or record.token != token:
         return None
+    if batch:
+        return next((owner for owner in record.owners if owner.alive() is not False), None)
     return next((owner for owner in record.owners[1:] if owner.alive()), None)
 
 

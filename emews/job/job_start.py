@@ -25,15 +25,18 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from emews.config.lease import Owner
-from emews.core.errors import ConfigError
+from emews.config.lease import Owner, joined
+from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from emews.core.textfiles import write_atomic
 from emews.job import start_marks
-from emews.processes.tree import kill_trees
+from emews.processes.tree import alive, kill_trees
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
 
 #: how often the lease is read while the start is watched (only until rank 0 has joined)
 POLL_SECONDS = 0.05
+#: how often a batch job's watch looks whether its launcher still runs
+LAUNCHER_POLL_SECONDS = 0.5
 #: the variable that sets the bound of a job's start outright (seconds)
 START_TIMEOUT_VARIABLE = "EMEWS_START_TIMEOUT"
 #: without it, the bound is ``EMEWS_SETUP_TIMEOUT``'s but at least this: tests and users set that one
@@ -159,3 +162,53 @@ class JobStart:
             self._thread.join()
         if self._marks is not None:
             start_marks.remove(self._marks)
+
+
+def watch_batch_start(exp_dir: Path, lease_token: str | None, ranks: int, launcher: int) -> int:
+    """``job.sh``'s watch of its job's start, beside its launcher line (``launcher``: its pid; ``ranks``:
+    the job's): the job's rank 0 joins the lease within the start's bound, or the launcher is stopped
+    with its process tree here (the batch job then ends with its script, the other nodes' ranks with
+    it) and why is left for the job's exit command (:func:`batch_job_exit`). Ends once rank 0 joined,
+    the job was stopped, or the launcher ended; exit status 0."""
+    if not lease_token:  # a script written by hand: no lease to join
+        return EXIT_OK
+    marks = start_marks.marks_folder(exp_dir, lease_token)
+    assert marks is not None
+
+    def leave(why: str) -> None:
+        write_atomic(start_marks.stuck_file(marks), [why.encode("utf-8")], durable=False)
+
+    start = JobStart(
+        lambda: joined(exp_dir, lease_token, batch=True),
+        bound=start_seconds,
+        marks=marks,
+        ranks=ranks,
+        on_stuck=leave,
+    )
+    start.begin(launcher, os.environ)
+    try:
+        while start.watching and alive(launcher):
+            time.sleep(LAUNCHER_POLL_SECONDS)
+    finally:
+        start.close()
+    return EXIT_OK
+
+
+def batch_job_exit(exp_dir: Path, lease_token: str | None, launcher_status: int, since: float) -> int:
+    """``job.sh``'s exit status (its last line): the job's, as :func:`~emews.site.jobs.job_exit_status`
+    says, or 1 with the line that says why when the watch of its start stopped it."""
+    from emews.site.jobs import job_exit_status, say_ended_before_run  # not the watch's: it starts beside the ranks
+
+    marks = start_marks.marks_folder(exp_dir, lease_token)
+    if marks is not None:
+        start_marks.remove(marks)  # left by a watch that was stopped itself
+        stuck = start_marks.stuck_file(marks)
+        try:
+            why = stuck.read_text(encoding="utf-8")
+        except OSError:
+            why = ""
+        stuck.unlink(missing_ok=True)
+        if why:
+            say_ended_before_run(exp_dir, why)
+            return EXIT_FAILED
+    return job_exit_status(exp_dir, launcher_status, since)

@@ -49,7 +49,14 @@ from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.job.start_marks import marks_folder
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
-from emews.site.jobs import batch_job_over, exit_command, job_command, say_ended_before_run, submit_experiment
+from emews.site.jobs import (
+    batch_job_over,
+    exit_command,
+    job_command,
+    say_ended_before_run,
+    submit_experiment,
+    watch_command,
+)
 from emews.site.loader import env_overridden
 from emews.store import opening as stores
 
@@ -105,7 +112,11 @@ def launch(
     target = (exp_dir or next_numbered(Path("experiments"), workflow.name)).absolute()
     if not site.is_local:
         script = site.render_batch_script(  # validates before any write
-            target, workers, job_command(target), exit_command=exit_command(target)
+            target,
+            workers,
+            job_command(target),
+            exit_command=exit_command(target),
+            watch_command=watch_command(target, None, workers + 1),
         )
         if dry_run:
             print(script)

@@ -29,6 +29,7 @@ from emews.config.experiment import (
 from emews.config.workflow import load_workflow
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.core.wording import counted
+from emews.job import start_marks
 from emews.job.job_environment import check_job_environment
 from emews.job.pool_run import PoolRun
 from emews.job.rank_zero import refuse, run_spec, set_allocation
@@ -92,6 +93,8 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         write_pool_record(pool_dir, run.pool)
     except OSError as exc:  # status then shows the pool without its folder; the pool runs on
         log.warning("pool %s: could not record its id in %s: %s", run.pool, pool_dir, exc)
+    # its ranks' start marks: read only by a watch of the start, which a batch pool's job has not yet
+    start_marks.remove(pool_dir / start_marks.POOL_MARKS)
     print(
         f"pool {run.pool} of {exp_dir}: {counted(len(workers), 'worker')} on {site.name}", file=sys.stderr, flush=True
     )

@@ -21,6 +21,8 @@ from pathlib import Path
 #: ``mpiexec``, PMIx, Open MPI, ``jsrun``, then ``srun`` (whose ``SLURM_PROCID`` a batch script's
 #: ``mpiexec`` passes on unchanged: 0 in every rank)
 RANK_VARIABLES = ("PMI_RANK", "PALS_RANKID", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "JSM_NAMESPACE_RANK", "SLURM_PROCID")
+#: a pool's marks folder, in the pool's
+POOL_MARKS = ".start"
 #: how many missing ranks a line names; the rest are counted
 NAMED = 8
 
@@ -29,7 +31,7 @@ def marks_folder(exp_dir: Path, lease_token: str | None, pool_dir: Path | None =
     """Where the ranks of the job of ``exp_dir`` started with ``lease_token`` (of its pool at
     ``pool_dir``, which has no lease) mark their start; ``None``: a job started by hand, unwatched."""
     if pool_dir is not None:
-        return Path(pool_dir) / ".start"
+        return Path(pool_dir) / POOL_MARKS
     return Path(exp_dir) / f".start-{lease_token}" if lease_token else None
 
 
@@ -91,6 +93,12 @@ def missing(folder: Path, ranks: int) -> str:
     named = ", ".join(str(rank) for rank in gone[:NAMED])
     more = f" and {len(gone) - NAMED} more" if len(gone) > NAMED else ""
     return f"rank{'s' if len(gone) > 1 else ''} {named}{more} of {ranks} never reached MPI_Init"
+
+
+def stuck_file(folder: Path) -> Path:
+    """Where a batch job's watch of its start leaves why it stopped the job (``folder``: the job's
+    marks), for the job's exit command to say (:func:`~emews.job.job_start.batch_job_exit`)."""
+    return folder.parent / f"{folder.name}.stuck"
 
 
 def remove(folder: Path) -> None:

@@ -84,16 +84,16 @@ def kill_trees(pids: Iterable[int]) -> None:
     targets = list(pids)
     for _ in range(5):
         tree = [t for pid in targets for t in (pid, *descendants(pid))]
-        alive = [p for p in tree if _alive(p)]
-        for pid in alive:
+        living = [p for p in tree if alive(p)]
+        for pid in living:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         reap(tree)
-        if not alive:
+        if not living:
             break
-        targets = alive
+        targets = living
 
 
 def reap(pids: Iterable[int] = ()) -> None:
@@ -105,7 +105,8 @@ def reap(pids: Iterable[int] = ()) -> None:
             pass
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):

@@ -29,10 +29,16 @@ def job_command(exp_dir: Path, lease_token: str | None = None) -> list[str]:
     return command + ["--lease", lease_token] if lease_token else command
 
 
-def exit_command(exp_dir: Path) -> list[str]:
+def exit_command(exp_dir: Path, lease_token: str | None = None) -> list[str]:
     """What ``job.sh`` runs once the launcher line has ended, with the launcher's exit status and
     the job's start time appended: it exits with the run's status (:func:`job_exit_status`)."""
-    return [*job_command(exp_dir), "--job-exit"]
+    return [*job_command(exp_dir, lease_token), "--job-exit"]
+
+
+def watch_command(exp_dir: Path, lease_token: str | None, ranks: int) -> list[str]:
+    """What ``job.sh`` runs beside the launcher line, with the launcher's pid appended: the watch of
+    the job's start (``emews.job.job_start.watch_batch_start``), ``ranks`` ranks."""
+    return [*job_command(exp_dir, lease_token), "--watch-start", str(ranks)]
 
 
 def job_exit_status(exp_dir: Path, launcher_status: int, since: float) -> int:
@@ -88,7 +94,11 @@ def submit_experiment(
     """
     exp_dir = Path(exp_dir).resolve()
     script_text = site.render_batch_script(
-        exp_dir, workers, job_command(exp_dir, lease_token), exit_command=exit_command(exp_dir)
+        exp_dir,
+        workers,
+        job_command(exp_dir, lease_token),
+        exit_command=exit_command(exp_dir, lease_token),
+        watch_command=watch_command(exp_dir, lease_token, site.total_workers(workers) + 1),
     )
     exp_dir.mkdir(parents=True, exist_ok=True)
     script = exp_dir / JOB_SCRIPT

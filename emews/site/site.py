@@ -265,13 +265,15 @@ class Site:
         command: list[str],
         *,
         exit_command: list[str] | None = None,
+        watch_command: list[str] | None = None,
         lead: str = "optimizer",
     ) -> str:
         """A complete batch script: directives, environment, the launcher line, run in the background
         so that the batch system's early warning reaches the ranks (:data:`WARNING_FORWARD`); the
         script then ends with the launcher's exit status or, with ``exit_command``, by ``exec``-ing it
         with the launcher's exit status and the job's start time (UNIX seconds) as its last two
-        arguments. ``lead``: what rank 0 runs (an attached pool's is its distributor), as the
+        arguments. ``watch_command``: run in the background beside the launcher line, with the
+        launcher's pid appended (the job's start, watched). ``lead``: what rank 0 runs (an attached pool's is its distributor), as the
         script's comment names it."""
         self.check_ready()
         exp_dir = Path(exp_dir)
@@ -293,6 +295,7 @@ class Site:
             *WARNING_FORWARD,
             f"{launcher} &",
             "emews_launcher=$!",
+            *([f'{shlex.join(watch_command)} "$emews_launcher" &'] if watch_command is not None else []),
             'while wait "$emews_launcher"; emews_status=$?; kill -0 "$emews_launcher" 2>/dev/null; do :; done',
             'exit "$emews_status"'
             if exit_command is None

@@ -1,0 +1,71 @@
+"""A batch job's start is bounded as a local one's is: ``job.sh`` runs the watch of its start beside
+its launcher line, so a job whose rank 0 has not joined the lease within the start's bound
+(``EMEWS_START_TIMEOUT``) is stopped, its output and ``emews.log`` say so and name the rank that
+never came, it exits 1, and ``emews resume`` then runs the experiment. On the real loopback Slurm.
+
+Found in review: a batch job's start was not watched, so a rank stopped before ``MPI_Init`` (a
+node that froze as the job started) held every other rank there until the walltime."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from site_helpers import LOOPBACK_SITE, emews, repo_env
+from slurm_loopback import LoopbackSlurm
+from test_slurm_job_exit import slurm_exit_code
+from test_slurm_loopback import wait_for
+
+from emews.site.jobs import job_status
+from testutil import stopping_rank, stored_rows, write_workflow
+
+
+def stopping_slurm_site(folder: Path) -> Path:
+    """The loopback site whose ``mpiexec`` is a shell that wraps the ranks' Python: rank 2 stops itself
+    (SIGSTOP) before it execs Python, until ``folder/healed`` exists (:func:`testutil.stopping_rank`)."""
+    mpiexec = folder / "mpiexec"
+    real = Path(sys.executable).parent / "mpiexec"
+    mpiexec.write_text("\n".join(["#!/bin/bash", *stopping_rank(folder, "kill -STOP"), f'exec {real} "$@"', ""]))
+    mpiexec.chmod(0o755)
+    site = yaml.safe_load(LOOPBACK_SITE.read_text())
+    site["launcher"]["command"] = str(mpiexec)
+    path = folder / "stopping-slurm.yaml"
+    path.write_text(yaml.safe_dump(site))
+    return path
+
+
+def test_a_batch_job_whose_rank_never_starts_ends_at_the_bound(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """Rank 2 of 4 stops itself before it execs Python: ranks 0, 1 and 3 wait in MPI_Init. The job's
+    watch stops it at the 15 s bound: its output says so once, naming rank 2, as does emews.log, and
+    the job exits 1 (without the watch it ran to its walltime). Healed, emews resume runs every
+    evaluation (the default bound: a start that is only slow is not stopped)."""
+    (tmp_path / "model.py").write_text("def run(params):\n    return params['x']\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 6})
+    exp = tmp_path / "exp"
+    site = stopping_slurm_site(tmp_path)
+    launched = emews("launch", str(wf), "--site", str(site), "--exp-dir", str(exp), cwd=tmp_path,
+                     env=repo_env(EMEWS_START_TIMEOUT="15"))
+    assert launched.returncode == 0, launched.stderr
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    job_id = json.loads((exp / "job.json").read_text())["job_id"]
+    out = (exp / f"job-{job_id}.out").read_text()
+    said = [line for line in out.splitlines() if line.startswith("emews")]
+    assert len(said) == 1 and f"emews resume {exp}" in said[0], out
+    assert "did not all start within 15 s (rank 2 of 4 never reached MPI_Init" in said[0], out
+    assert "rank 2 of 4 never reached MPI_Init" in (exp / "emews.log").read_text()
+    assert slurm_exit_code(job_id) == "1:0", out
+    assert not (exp / "summary.json").exists()  # nothing ran
+    assert list(exp.glob(".start*")) == []  # the marks and the watch's word are removed
+
+    (tmp_path / "healed").touch()
+    resumed = emews("resume", str(exp), cwd=tmp_path, env=repo_env())
+    assert resumed.returncode == 0, resumed.stderr
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    job_id = json.loads((exp / "job.json").read_text())["job_id"]
+    assert slurm_exit_code(job_id) == "0:0", (exp / f"job-{job_id}.out").read_text()
+    assert len(stored_rows(exp)) == 6
+    assert json.loads((exp / "summary.json").read_text())["exit_status"] == 0
+    assert list(exp.glob(".start*")) == []
