@@ -140,6 +140,8 @@ class JobStart:
                 if signum is not None:
                     with contextlib.suppress(ProcessLookupError, PermissionError):  # it ended meanwhile
                         os.kill(owner.pid, signum)
+                if self._marks is not None:  # every rank passed MPI_Init: now, before the job may be moved
+                    start_marks.remove(self._marks)
                 return
             if expired():
                 return

@@ -61,13 +61,15 @@ def test_a_rank_killed_before_mpi_starts_ends_the_job(emews_cmd, tmp_path: Path)
 def test_a_rank_that_only_starts_late_is_waited_for(emews_cmd, tmp_path: Path) -> None:
     """Rank 2 waits for a file before it execs Python; the test gives it once ranks 0 and 1 marked
     their start (both wait in MPI_Init, rank 2 named as missing in the marks): the job, late but
-    within the bound, is not stopped and runs every evaluation; the marks are removed."""
+    within the bound, is not stopped and runs every evaluation; the marks are removed once it started."""
     from testutil import wait_until
 
-    go = tmp_path / "go"
-    (tmp_path / "model.py").write_text("def run(params):\n    return params['x']\n")
+    go, gate = tmp_path / "go", tmp_path / "gate"
+    (tmp_path / "model.py").write_text(
+        "import os, time\n\ndef run(params):\n"
+        f"    while not os.path.exists({str(gate)!r}):\n        time.sleep(0.05)\n    return params['x']\n")
     wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 4})
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 4}, task={"timeout": 200})
     emews_cmd.env["EMEWS_START_TIMEOUT"] = "200"
     site = stopping_site(tmp_path, f"until [ -e {go} ]; do sleep 0.1; done; :")
     job = emews_cmd.popen("launch", str(wf), "--site", str(site), "--workers", "2", "--exp-dir", "exp")
@@ -77,6 +79,10 @@ def test_a_rank_that_only_starts_late_is_waited_for(emews_cmd, tmp_path: Path) -
         marks = lambda: next((tmp_path / "exp").glob(".start-*"), None)  # noqa: E731
         assert wait_until(lambda: marks() is not None and missing(marks(), 3).startswith("rank 2 of 3"), timeout=150)
         go.touch()
+        # removed once rank 0 joined, while the job runs (was: at its end; after mv EXP EXP2, never)
+        assert wait_until(lambda: marks() is None, timeout=150)
+        assert not (tmp_path / "exp" / "summary.json").exists()  # its tasks wait at the gate: the job runs
+        gate.touch()
         out, err = job.communicate(timeout=240)
     finally:
         emews_cmd.kill_all()
