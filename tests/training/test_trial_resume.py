@@ -162,7 +162,7 @@ def test_pbt_resumes_an_exploited_trial_with_its_explored_parameters(emews_cmd, 
 
 def test_a_walltime_stop_keeps_trials_waiting_and_the_resumed_run_promotes_them(emews_cmd, tmp_path: Path) -> None:
     """ASHA promotion (rf 3). Five workers start the five trials at once; each holds before its
-    step-1 report until rank 0 logged the pause time (25 s into the job), then they report in task
+    step-1 report until rank 0 logged the pause time (15 s into the job), then they report in task
     order, as one worker would, so no promotion is decided before the pause. Rates .5 .1 .9 .3 wait at
     rung 1; .05 leads it and pauses for the walltime. The run stops itself at the walltime margin
     (exit 3) with no result: the waiting trials stay waiting (table ``waits``), not ended. The resume
@@ -177,7 +177,7 @@ def test_a_walltime_stop_keeps_trials_waiting_and_the_resumed_run_promotes_them(
     wf = write_workflow(tmp_path, optimizer={"name": "sweep", "options": {"file": str(points), "backlog": 10}},
                         objective={"module": str(TRAINER), "metric": "loss"}, space=trainer_space(9),
                         budget={"evaluations": 5}, task={"isolation": "process"}, trial_scheduler=PROMOTION,
-                        walltime={"limit": "00:00:45", "margin": 20})
+                        walltime={"limit": "00:00:30", "margin": 15})
     job = emews_cmd.popen("launch", str(wf), "--workers", "5", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     assert walltime_pause_time(exp) is not None, job.communicate(timeout=60)

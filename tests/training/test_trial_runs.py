@@ -451,7 +451,7 @@ class Dumping(ASHA):
 def test_trials_paused_at_the_walltime_margin_continue_on_resume_with_the_rungs_rebuilt(
         emews_cmd, tmp_path: Path) -> None:
     """Five workers start the five trials at once; each holds before its step-1 report until rank 0
-    logged the pause time (25 s into the job), then they report in task order, as one worker would:
+    logged the pause time (15 s into the job), then they report in task order, as one worker would:
     every report is answered pause (ASHA's stop of trial 2 stays a stop), nothing new starts, and the
     run stops itself at the walltime margin (exit 3). ``emews resume`` (one worker) continues the
     paused trials at step 2 from their checkpoints, with ASHA's rungs rebuilt from the stored
@@ -465,7 +465,7 @@ def test_trials_paused_at_the_walltime_margin_continue_on_resume_with_the_rungs_
     wf = trainer_workflow(tmp_path, task={"isolation": "process"},
                           trial_scheduler={"name": f"{tmp_path / 'dumping.py'}:Dumping",
                                      "options": {"out": str(rungs), "max_t": 9}},
-                          walltime={"limit": "00:00:45", "margin": 20})
+                          walltime={"limit": "00:00:30", "margin": 15})
     job = emews_cmd.popen("launch", str(wf), "--workers", "5", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     pause_at = walltime_pause_time(exp)
