@@ -74,24 +74,25 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
 
 def test_a_pool_job_at_its_walltime_margin_ends_itself_and_its_trial_goes_on_elsewhere(
         slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
-    """An attached pool on Slurm with a 2-minute walltime: at its margin (half of it) its trial
-    pauses with its checkpoint, and the pool job then ends itself ("stopped at the walltime margin":
-    it sat idle, its paused task leased, until Slurm killed it at its time limit); the launch's pool
-    continues the trial from its own checkpoint, and every evaluation is stored once."""
+    """An attached pool on Slurm with a 1-minute walltime (Slurm's shortest): at its margin (half of
+    it, from the end Slurm gives the job) its trial pauses with its checkpoint, and the pool job then
+    ends itself ("stopped at the walltime margin": it sat idle, its paused task leased, until Slurm
+    killed it at its time limit); the launch's pool continues the trial from its own checkpoint, and
+    every evaluation is stored once."""
     wf = trainer_workflow(tmp_path, [0.1, 0.2, 0.3], epochs=40, task={"isolation": "process", "timeout": 300},
                           store={"url": postgres.url("emews"), "lease": 5},
                           optimizer={"name": "sweep", "options": {"backlog": 10}})  # all queued: one for Slurm
     cmd, on_slurm = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
     gate = tmp_path / "open"  # the launch's trials wait at step 2 until the Slurm pool's job is over
     cmd.env.update(TRAINER_GATE_AT="2", TRAINER_GATE=str(gate), TRAINER_LOG=str(tmp_path / "trainer.log"))
-    on_slurm.env.update(TRAINER_STEP_SLEEP="3", TRAINER_LOG=str(tmp_path / "trainer.log"))  # past its margin
+    on_slurm.env.update(TRAINER_STEP_SLEEP="1", TRAINER_LOG=str(tmp_path / "trainer.log"))  # 40 s: past its margin
     launch = cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", "exp")
     exp = tmp_path / "exp"
     try:
         queued = wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'queued'") or launch.poll(), 240)
         assert queued and launch.poll() is None, launch.communicate(timeout=60) if launch.poll() is not None else queued
         attached = on_slurm("attach", "exp", "--site", str(LOOPBACK_SITE), "--workers", "1",
-                       "--set", "scheduler.walltime=00:02:00", timeout=120)
+                       "--set", "scheduler.walltime=00:01:00", timeout=120)
         assert attached.returncode == 0, attached.stderr
         job_id = json.loads((exp / "pools" / "pool-001" / JOB_RECORD).read_text())["job_id"]
         assert wait_for(lambda: job_state(job_id), "done", 240) == "done"
