@@ -23,6 +23,8 @@ stops when told. Knobs
                      the file ``TRAINER_GATE.go`` exists (up to 120 s)
 ``TRAINER_STEP_SLEEP`` sleep this many seconds before each report (trials on several workers then
                      interleave their reports as real training does)
+``TRAINER_PACE_UNTIL`` with ``TRAINER_STEP_SLEEP``: sleep only until this file exists (a test that
+                     needs trials paced until it has stopped the job lets the rest run at full speed)
 ``TRAINER_NOISE``    add up to this much to each reported loss, a fixed pseudo-random amount per
                      (task, step), so that losses cross as in real training
 ``TRAINER_HOLD_CLONES`` a run that restored another trial's checkpoint (a PBT clone) waits after its
@@ -104,12 +106,13 @@ def run(params: dict, ctx) -> dict:
     wait = not os.environ.get("TRAINER_WAIT")
     loss = rate + 1.0 / max(start, 1)
     pace = float(os.environ.get("TRAINER_STEP_SLEEP", "0"))
+    paced_until = Path(os.environ["TRAINER_PACE_UNTIL"]) if os.environ.get("TRAINER_PACE_UNTIL") else None
     noise = float(os.environ.get("TRAINER_NOISE", "0"))
     for step in range(start + 1, epochs + 1):
         loss = rate + 1.0 / step
         if noise:
             loss += noise * random.Random(f"{ctx.task_id}:{step}").random()
-        if pace:
+        if pace and not (paced_until and paced_until.exists()):
             time.sleep(pace)
         if gate_at and step >= gate_at:
             _wait_for(gate)

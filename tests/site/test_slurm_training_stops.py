@@ -38,8 +38,10 @@ def _requeue_now(job_id: str, env: dict[str, str]) -> None:
 
 def _launch_trainers(tmp_path: Path, log: Path) -> tuple[Path, str, dict[str, str]]:
     """``emews launch`` 3 trials of ``EPOCHS`` steps on the loopback Slurm: the experiment, its job
-    id and the environment its commands run with."""
-    env = repo_env(TRAINER_LOG=str(log), TRAINER_STEP_SLEEP="0.5")  # paced as real epochs, not a synchronization
+    id and the environment its commands run with. The trials are paced (half a second a step, as
+    real epochs, not a synchronization) until the file :func:`_unpaced` names exists: a test makes it
+    once the job is stopped as it wants, and the trials then train their other steps at full speed."""
+    env = repo_env(TRAINER_LOG=str(log), TRAINER_STEP_SLEEP="0.5", TRAINER_PACE_UNTIL=str(_unpaced(tmp_path)))
     wf = tmp_path / "wf.yaml"
     wf.write_text(yaml.safe_dump({
         "optimizer": {"name": "sweep"}, "objective": {"module": str(TRAINER), "metric": "loss"},
@@ -51,6 +53,11 @@ def _launch_trainers(tmp_path: Path, log: Path) -> tuple[Path, str, dict[str, st
     launched = emews("launch", str(wf), "--site", str(LOOPBACK_SITE), "--exp-dir", str(exp), cwd=tmp_path, env=env)
     assert launched.returncode == 0, launched.stderr
     return exp, json.loads((exp / "job.json").read_text())["job_id"], env
+
+
+def _unpaced(tmp_path: Path) -> Path:
+    """The file whose existence ends the trials' pacing."""
+    return tmp_path / "unpaced"
 
 
 def _reported_after(log: Path, starts: int) -> bool:
@@ -86,6 +93,7 @@ def test_a_job_requeued_twice_pauses_its_trials_and_continues_each_from_its_step
         assert wait_until(lambda: reported_after(starts), timeout=240), events(log)
         _requeue_now(job_id, env)
     assert wait_until(lambda: reported_after(3), timeout=240), events(log)
+    _unpaced(tmp_path).touch()  # requeued twice: the rest need not be paced
     assert wait_for(lambda: job_status(exp), "done", 300) == "done"
     assert wait_until(lambda: not (exp / "lease.json").exists(), timeout=60)
 
@@ -118,6 +126,7 @@ def test_slurms_early_warning_to_the_batch_shell_stops_at_the_walltime_margin(sl
     _, _, paused = _stored(exp)
     assert all(len(paused[t]) == 1 for t in range(3)), paused
 
+    _unpaced(tmp_path).touch()
     resumed = emews("resume", str(exp), cwd=tmp_path, env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert wait_for(lambda: job_status(exp), "done", 300) == "done"
@@ -166,6 +175,7 @@ def test_a_worker_rank_killed_mid_training_ends_the_job_with_one_line_and_resume
     assert len(said) == 1 and "the job ended before its run did (the launcher exited with status" in said[0], out
     assert said[0].endswith(f"continue with: emews resume {exp}"), out
 
+    _unpaced(tmp_path).touch()
     resumed = emews("resume", str(exp), cwd=tmp_path, env=env)  # takes over the lease the killed job left
     assert resumed.returncode == 0, resumed.stderr
     assert wait_for(lambda: job_status(exp), "done", 300) == "done"
