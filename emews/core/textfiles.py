@@ -46,26 +46,33 @@ def write_atomic(path: Path, pieces: Iterable[bytes], *, durable: bool = True, m
     crash of the machine may lose it (a task's input files, made again when it runs again).
     ``mode``: the new file's permissions, less the umask (``0o777``: an executable script)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as fh:
+        write_atomic_in(folder, path.name, pieces, durable=durable, mode=mode)
+    finally:
+        os.close(folder)
+
+
+def write_atomic_in(
+    folder: int, name: str, pieces: Iterable[bytes], *, durable: bool = True, mode: int = 0o666
+) -> None:
+    """:func:`write_atomic` into the directory open as ``folder``: the file lands in that directory
+    even when it is renamed during the write (``mv EXP EXP2``), never under its old name."""
+    tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, dir_fd=folder), "wb") as fh:
             for piece in pieces:
                 fh.write(piece)
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+            os.unlink(tmp, dir_fd=folder)
         raise
-    if not durable:
-        return
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if durable:
+        os.fsync(folder)
 
 
 def writer_pid(name: str) -> int | None:

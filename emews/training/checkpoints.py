@@ -26,11 +26,12 @@ import struct
 import sys
 import threading
 import zlib
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePath
 from typing import Any
 
 from emews.core.errors import EmewsError
-from emews.core.textfiles import write_atomic, writer_pid
+from emews.core.textfiles import write_atomic, write_atomic_in, writer_pid
 from emews.training import device_snapshot
 from emews.training.device_snapshot import DeviceSnapshot
 
@@ -93,6 +94,32 @@ def make_trial_folder(path: Path) -> None:
     a checkpoint not written), and never leaves files the experiment does not see."""
     path.parent.parent.mkdir(exist_ok=True)
     path.parent.mkdir(exist_ok=True)
+
+
+#: where a checkpoint goes: a path, or a function asked when its write starts (a path in an
+#: experiment directory followed across a move: where it is then)
+Destination = Path | Callable[[], Path]
+
+
+def write_checkpoint_file(destination: Callable[[], Path], pieces: Iterable[bytes]) -> Path:
+    """Write a checkpoint's ``pieces`` atomically where ``destination`` says now, its folders made
+    (:func:`make_trial_folder`); where the file is once written. The trial's folder is held open
+    from then on, so the file lands in it when the experiment directory is moved meanwhile; one
+    moved between the question and the folder's opening is asked again."""
+    for again in (True, False):
+        path = destination()
+        try:
+            make_trial_folder(path)
+            folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            break
+        except FileNotFoundError:
+            if not again or destination() == path:
+                raise
+    try:
+        write_atomic_in(folder, path.name, pieces)
+    finally:
+        os.close(folder)
+    return destination()
 
 
 def remove_dead_temps(root: Path) -> int:
@@ -236,15 +263,18 @@ class CheckpointWriter:
     its memory, and a second thread copies the file to its place in the experiment directory
     (write, fsync, rename) and removes the local copy; only then is it done (durable: the one
     that is restored). Training waits only for the local write when memory is full.
+
+    A destination given as a function is asked when the file is written to the experiment
+    directory (a checkpoint queued or staged when the experiment was moved goes where it went).
     """
 
     def __init__(self, *, background: bool = True, max_pending: int = 2, local_dir: Path | None = None) -> None:
         self._background = background
         self._local = local_dir
-        self._flushes: queue.SimpleQueue[tuple[Path, Path] | None] = queue.SimpleQueue()
+        self._flushes: queue.SimpleQueue[tuple[Path, Callable[[], Path]] | None] = queue.SimpleQueue()
         self._flusher: threading.Thread | None = None
         self._slots = threading.BoundedSemaphore(max_pending)
-        self._queue: queue.SimpleQueue[tuple[Path, int, Payload, str | None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Path], int, Payload, str | None] | None] = queue.SimpleQueue()
         self._done: list[str] = []
         self._failed: list[str] = []
         self._lock = threading.Lock()
@@ -252,11 +282,12 @@ class CheckpointWriter:
         self._pending = 0
         self._thread: threading.Thread | None = None
 
-    def submit(self, path: Path, kind: int, payload: Payload, name: str | None = None) -> None:
-        """Write a snapshot (``snapshot``'s kind, bytes and name) to ``path``, now or in the
+    def submit(self, destination: Destination, kind: int, payload: Payload, name: str | None = None) -> None:
+        """Write a snapshot (``snapshot``'s kind, bytes and name) to ``destination``, now or in the
         background (framing and hashing happen there too, off the training thread)."""
+        where = destination if callable(destination) else _fixed(destination)
         if not self._background:
-            self._write(path, kind, payload, name)
+            self._write(where, kind, payload, name)
             return
         self._slots.acquire()
         with self._lock:
@@ -264,7 +295,7 @@ class CheckpointWriter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="emews-checkpoints", daemon=True)
             self._thread.start()
-        self._queue.put((path, kind, payload, name))
+        self._queue.put((where, kind, payload, name))
 
     def done(self) -> tuple[str, ...]:
         """Paths written completely since the last call."""
@@ -298,21 +329,20 @@ class CheckpointWriter:
                     self._pending -= 1
                     self._idle.notify_all()
 
-    def _write(self, path: Path, kind: int, payload: Payload, name: str | None) -> None:
+    def _write(self, destination: Callable[[], Path], kind: int, payload: Payload, name: str | None) -> None:
         try:
             if isinstance(payload, DeviceSnapshot):
                 try:
                     payload.wait()  # the copies to host memory (a CUDA error is this file's failure)
                 except RuntimeError as exc:
-                    self._fail(path, exc)
+                    self._fail(destination(), exc)
                     return
-            if self._local is not None and self._stage_locally(path, kind, payload, name):
+            if self._local is not None and self._stage_locally(destination, kind, payload, name):
                 return
             try:
-                make_trial_folder(path)
-                write_atomic(path, frame(kind, payload, name))
+                path = write_checkpoint_file(destination, frame(kind, payload, name))
             except OSError as exc:
-                self._fail(path, exc)
+                self._fail(destination(), exc)
                 return
             with self._lock:
                 self._done.append(str(path))
@@ -324,10 +354,11 @@ class CheckpointWriter:
         with self._lock:
             self._failed.append(f"{path}: {exc}")
 
-    def _stage_locally(self, path: Path, kind: int, payload: Payload, name: str | None) -> bool:
+    def _stage_locally(self, destination: Callable[[], Path], kind: int, payload: Payload, name: str | None) -> bool:
         """Write to the local tier and hand the file to the flush thread; whether it was (a local
-        tier that cannot be written falls back to writing ``path`` directly)."""
+        tier that cannot be written falls back to writing ``destination`` directly)."""
         assert self._local is not None
+        path = destination()  # its trial's folder and name: the same wherever the experiment is
         local = self._local / path.parent.name / path.name
         try:
             with self._lock:  # made and opened while the flush thread removes no emptied folder
@@ -344,19 +375,18 @@ class CheckpointWriter:
             if self._flusher is None:
                 self._flusher = threading.Thread(target=self._flush_files, name="emews-checkpoint-flush", daemon=True)
                 self._flusher.start()
-        self._flushes.put((local, path))
+        self._flushes.put((local, destination))
         return True
 
     def _flush_files(self) -> None:
         """Copy staged files to the experiment directory (durable there), then drop the local copy."""
         while (job := self._flushes.get()) is not None:
-            local, path = job
+            local, destination = job
             try:
-                make_trial_folder(path)
-                with open(local, "rb") as fh:
-                    write_atomic(path, iter(lambda: fh.read(CHUNK), b""))  # streamed, not held in memory
+                with open(local, "rb") as fh:  # streamed, not held in memory
+                    path = write_checkpoint_file(destination, iter(lambda: fh.read(CHUNK), b""))
             except OSError as exc:
-                self._fail(path, exc)
+                self._fail(destination(), exc)
             else:
                 with self._lock:
                     self._done.append(str(path))
@@ -377,6 +407,11 @@ class CheckpointWriter:
                     folder.rmdir()
                 except OSError:  # another checkpoint is staged there (or it is gone)
                     return
+
+
+def _fixed(path: Path) -> Callable[[], Path]:
+    """A destination that is ``path`` wherever the experiment is."""
+    return lambda: path
 
 
 def _discard(path: Path) -> None:

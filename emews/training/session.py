@@ -154,11 +154,12 @@ class TrialSession:
         if self._experiment is None:
             raise RuntimeError("ctx.report(checkpoint=...): this run has no experiment directory")
         kind, payload, name = snapshot(checkpoint)
-        root = self._experiment.current() / CHECKPOINTS_DIR  # where the experiment is now
-        path = checkpoint_path(root, self.trial, step, self._serial, self.attempt)
+        experiment = self._experiment
+        inside = checkpoint_path(Path(CHECKPOINTS_DIR), self.trial, step, self._serial, self.attempt)
         self._serial += 1
-        self._writer.submit(path, kind, payload, name)
-        return CheckpointNote(str(path), framed_size(kind, payload, name))
+        # written where the experiment is when the writer gets to it (moved meanwhile: where it went)
+        self._writer.submit(lambda: experiment.current() / inside, kind, payload, name)
+        return CheckpointNote(str(experiment.current() / inside), framed_size(kind, payload, name))
 
     def _collect(self) -> None:
         """Wait for the replies to every report posted."""

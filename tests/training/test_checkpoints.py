@@ -16,7 +16,7 @@ from hypothesis import given, strategies as st
 
 from emews.training.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, framed_size, local_tier,
                                read_checkpoint, remove_dead_temps, remove_inside, snapshot, unset_variables,
-                               write_atomic)
+                               write_atomic, write_checkpoint_file)
 from emews.store.trial_store import TrialStore
 from emews.training.messages import CheckpointNote, Report
 from testutil import wait_until
@@ -116,6 +116,61 @@ def test_a_local_tier_stages_the_file_then_flushes_it_to_the_experiment(tmp_path
     assert writer.done() == (str(target),) and read_checkpoint(target) == {"w": [1, 2, 3]}
     assert not staged.exists()                              # the local copy is gone once flushed
     assert not local.exists()                               # and its folders: the tier keeps nothing
+
+
+@pytest.mark.parametrize("tier", [None, "tier"])
+def test_a_checkpoint_queued_when_the_experiment_moves_is_written_where_it_went(
+    tmp_path: Path, monkeypatch, tier: str | None
+) -> None:
+    """``ctx.report(checkpoint=...)`` returns once the snapshot is taken; its writer thread (held on
+    a gate here, as a loaded machine holds it: it runs at a lower priority) wrote the file under the
+    name the experiment had at the report, so ``mv EXP EXP2`` before the write lost it ('checkpoint
+    not written': no such folder) and a retry restored nothing. Now it is written where the
+    experiment went (directly, or flushed there from a local tier)."""
+    from emews.core.followed_dir import FollowedDir
+    from emews.training.session import TrialSession
+
+    exp, moved = tmp_path / "exp", tmp_path / "exp2"
+    exp.mkdir()
+    session = TrialSession(1, None, experiment=FollowedDir(exp), run_dir=None,
+                           local_dir=None if tier is None else str(tmp_path / tier))
+    writer = session._writer
+    writer.flush(), writer.done(), writer.failures()  # the process's writer: nothing of another test
+    gate, real_write = threading.Event(), writer._write
+
+    def gated(*job):
+        gate.wait(60)
+        real_write(*job)
+
+    monkeypatch.setattr(writer, "_write", gated)
+    session.report(1, {"loss": 1.0}, checkpoint={"step": 1})
+    exp.rename(moved)
+    gate.set()
+    writer.flush()
+    written = moved / "checkpoints" / "000001" / "step-00000001-000.ckpt"
+    assert (writer.done(), writer.failures()) == ((str(written),), ())
+    assert read_checkpoint(written) == {"step": 1}
+    assert not exp.exists()
+
+
+def test_a_checkpoint_being_written_when_the_experiment_moves_lands_where_it_went(tmp_path: Path) -> None:
+    """The experiment is moved between two pieces of a checkpoint's write: the rename into place
+    named the old path and failed (the file lost, its temporary file left in EXP2); now the whole
+    file is in EXP2 under its final name, and nothing else is."""
+    from emews.core.followed_dir import FollowedDir
+
+    exp, moved = tmp_path / "exp", tmp_path / "exp2"
+    exp.mkdir()
+    followed, inside = FollowedDir(exp), checkpoint_path(Path("checkpoints"), 1, 1, 0)
+
+    def pieces():
+        yield b"written before the move, "
+        exp.rename(moved)
+        yield b"and after it"
+
+    path = write_checkpoint_file(lambda: followed.current() / inside, pieces())
+    assert path == moved / inside and path.read_bytes() == b"written before the move, and after it"
+    assert os.listdir(path.parent) == [path.name] and not exp.exists()
 
 
 def test_a_flush_that_fails_never_makes_the_checkpoint_durable(tmp_path: Path) -> None:
