@@ -52,6 +52,16 @@ def run(params, ctx):
     crashed = events / f"crashed-{ctx.task_id}"
     if not crashed.exists():  # each trial crashes once after the move (a worker's child starts again
         crashed.touch()       # twice): its retry restores what the moved experiment holds
+        # a report promises its snapshot, not the file (a background thread writes it, maybe after
+        # the move): the crash waits for step 1's file where the experiment is now (its step 2's
+        # may well die with it)
+        step1 = pathlib.Path(ctx.checkpoints_root) / f"{ctx.task_id:06d}" / "step-00000001-000.ckpt"
+        waited = time.monotonic()
+        while not step1.exists():
+            if time.monotonic() - waited > 60:  # never written where the experiment went
+                (events / f"lost-{ctx.task_id}").touch()
+                break
+            time.sleep(0.01)
         os._exit(3)
     return 0.5
 '''
@@ -65,7 +75,8 @@ def test_a_training_run_moved_while_it_runs_writes_and_restores_its_checkpoints_
     though EXP2 did not hold them, and a retry's restore read the old name (nothing there). Now the
     writers follow the directory: no folder is made under the old name, every checkpoint is in EXP2,
     and each trial's retry (its worker's child started again, twice on one worker) restores its own
-    checkpoint from there."""
+    checkpoint from there (step 1's at least: the trainer's crash waits for its file, as its report
+    does not)."""
     from emews.training.checkpoints import read_checkpoint
 
     (tmp_path / "trainer.py").write_text(TRAINER)
@@ -84,6 +95,7 @@ def test_a_training_run_moved_while_it_runs_writes_and_restores_its_checkpoints_
     out, err = job.communicate(timeout=240)
     assert job.returncode == 0, err
     assert not exp.exists(), sorted(str(p.relative_to(tmp_path)) for p in exp.rglob("*"))
+    assert not list(events.glob("lost-*")), sorted(p.name for p in events.glob("lost-*"))
     restored = sorted(p.name.rsplit("-", 1)[0] for p in events.glob("restored-*"))  # trial and whose
     assert restored == ["restored-0-0", "restored-1-1", "restored-2-2"], (restored, err)
     db = sqlite3.connect(moved / "results.db")
