@@ -199,6 +199,28 @@ class LoopbackSlurm:
             deadline = time.monotonic() + 5
             while process_alive(proc.pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
+        self._kill_leftovers()
+
+    def _kill_leftovers(self) -> None:
+        """SIGKILL what this cluster started and outlived its daemons: a job's slurmstepd and its
+        processes (a test that failed while its job hung, e.g. ranks spinning in MPI_Init beside a
+        stopped one, left them running for good, slowing every later test). They are known by
+        this cluster's ``SLURM_CONF`` in their environment, which the daemons pass on."""
+        mark = f"SLURM_CONF={self.conf}".encode() + b"\0"
+        spared = {os.getpid(), os.getppid()}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in spared:
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if mark in environ + b"\0":
+                for signum in (signal.SIGCONT, signal.SIGKILL):  # a stopped one too
+                    try:
+                        os.kill(int(entry.name), signum)
+                    except OSError:
+                        break
 
     def cleanup(self) -> None:
         """Remove the private directory (only one this object created), after :meth:`stop`."""

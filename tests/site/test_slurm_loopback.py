@@ -179,3 +179,24 @@ def test_hostile_exp_dir_on_slurm_keeps_every_directive(slurm_cluster: LoopbackS
     with sqlite3.connect(exp / "results.db") as db:
         assert db.execute("SELECT count(*) FROM results WHERE status = 'ok'").fetchone() == (12,)
     assert not [p for p in tmp_path.rglob("PWNED*")], "a command in the exp dir ran"
+
+
+def test_a_stopped_cluster_leaves_none_of_its_jobs_processes_running(slurm_cluster: LoopbackSlurm,
+                                                                       tmp_path: Path) -> None:
+    """A test that failed while its job hung (ranks spinning in MPI_Init beside a stopped one) left
+    the job's processes running after its cluster stopped: orphans that took CPU from every later
+    test. Stopping a cluster now ends what its jobs started, a stopped process too."""
+    from slurm_loopback import missing_tools, process_alive
+
+    assert not missing_tools()  # slurm_cluster failed otherwise; this test starts a cluster of its own
+    pids = tmp_path / "pids"
+    job = f"sleep 100000 & echo $! > {pids}.tmp; sh -c 'kill -STOP $$' & echo $! >> {pids}.tmp; mv {pids}.tmp {pids}; wait"
+    with LoopbackSlurm() as cluster:
+        subprocess.run(["sbatch", "--parsable", "-n", "1", f"--output={tmp_path / 'out'}", "--wrap", job],
+                       capture_output=True, text=True, check=True, env=cluster.env)
+        deadline = time.monotonic() + 120
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        started = [int(line) for line in pids.read_text().split()]
+        assert len(started) == 2 and all(process_alive(pid) for pid in started)
+    assert not [pid for pid in started if process_alive(pid)]
