@@ -308,6 +308,21 @@ def write_workflow(folder: Path, name: str = "wf", **sections: Any) -> Path:
     return path
 
 
+
+def write_gated_workflow(folder: Path, source: str, **sections: Any) -> tuple[Path, Path, Path]:
+    """An objective module written from ``source`` (its ``run`` reads ``params["events"]``, a folder
+    for its marks, and waits for the file ``params["gate"]``) and a workflow that runs it, with one
+    float ``x`` and ``sections`` over :func:`write_workflow`'s: ``(workflow, events, gate)``."""
+    module, events, gate = folder / "gated_objective.py", folder / "events", folder / "gate"
+    module.write_text(source)
+    events.mkdir()
+    wf = write_workflow(folder, objective={"module": str(module), "metric": "loss"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "events": {"type": "constant", "value": str(events)},
+                               "gate": {"type": "constant", "value": str(gate)}},
+                        **sections)
+    return wf, events, gate
+
 def trainer_workflow(folder: Path, rates: list[float], epochs: int = 9, name: str = "wf", **sections: Any) -> Path:
     """A sweep of the training objective (``tests/objectives/trainer.py``) over ``rates``, one
     evaluation each, ``epochs`` steps per trial; ``sections`` add or replace workflow sections."""

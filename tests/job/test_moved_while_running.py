@@ -13,7 +13,7 @@ import pytest
 
 from gated_job import launch_gated
 
-from testutil import said, wait_until, write_workflow
+from testutil import said, wait_until, write_gated_workflow
 
 
 def test_an_experiment_moved_while_it_runs_ends_with_its_outputs_where_it_went(emews_cmd, tmp_path: Path) -> None:
@@ -79,14 +79,8 @@ def test_a_training_run_moved_while_it_runs_writes_and_restores_its_checkpoints_
     does not)."""
     from emews.training.checkpoints import read_checkpoint
 
-    (tmp_path / "trainer.py").write_text(TRAINER)
-    events, gate = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "trainer.py"), "metric": "loss"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)}},
-                        budget={"evaluations": 3}, task={"timeout": 120, "retries": 1})
+    wf, events, gate = write_gated_workflow(tmp_path, TRAINER,
+                                            budget={"evaluations": 3}, task={"timeout": 120, "retries": 1})
     exp, moved = tmp_path / "exp", tmp_path / "exp2"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
     assert wait_until(lambda: len(list(events.glob("reported-*"))) >= 2, timeout=180), said(job)
@@ -133,14 +127,8 @@ def test_a_task_that_began_before_the_move_has_its_run_dir_and_output_where_the_
     its worker's spool for good (the child kept the spool's old path: its output, and every later
     task's, never reached a run dir). Now the task's run dir and its output are where the
     experiment went."""
-    (tmp_path / "writer.py").write_text(WRITER)
-    events, gate = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "writer.py"), "metric": "loss"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)}},
-                        budget={"evaluations": 3}, task={"timeout": 120, "isolation": isolation})
+    wf, events, gate = write_gated_workflow(tmp_path, WRITER,
+                                            budget={"evaluations": 3}, task={"timeout": 120, "isolation": isolation})
     exp, moved = tmp_path / "exp", tmp_path / "exp2"
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
     assert wait_until(lambda: len(list(events.glob("started-*"))) >= 2, timeout=180), said(job)

@@ -14,7 +14,7 @@ from pgserver import PgServer
 from pooled import rows
 
 from emews.training.checkpoints import read_checkpoint
-from testutil import EmewsCommand, said, wait_until, write_workflow
+from testutil import EmewsCommand, said, wait_until, write_gated_workflow
 
 TRAINER = '''\
 import os, pathlib, time
@@ -41,15 +41,9 @@ def run(params, ctx):
 def test_a_postgres_run_moved_while_it_trains_keeps_its_checkpoint_rows_in_the_moved_experiment(
     pg_server: PgServer, tmp_path: Path
 ) -> None:
-    (tmp_path / "trainer.py").write_text(TRAINER)
-    events, gate = tmp_path / "events", tmp_path / "gate"
-    events.mkdir()
-    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "trainer.py"), "metric": "loss"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "events": {"type": "constant", "value": str(events)},
-                               "gate": {"type": "constant", "value": str(gate)}},
-                        budget={"evaluations": 2}, task={"timeout": 120, "retries": 1},
-                        checkpoints={"keep_last": 1, "background": False}, store={"url": pg_server.url()})
+    wf, events, gate = write_gated_workflow(tmp_path, TRAINER,
+                                            budget={"evaluations": 2}, task={"timeout": 120, "retries": 1},
+                                            checkpoints={"keep_last": 1, "background": False}, store={"url": pg_server.url()})
     exp, moved = tmp_path / "exp", tmp_path / "exp2"
     emews_cmd = EmewsCommand(tmp_path)
     job = emews_cmd.popen("launch", str(wf), "--workers", "2", "--exp-dir", str(exp))
