@@ -16,7 +16,7 @@ from emews.site.jobs import JOB_RECORD
 from site_helpers import LOOPBACK_SITE
 from slurm_loopback import LoopbackSlurm
 from slurm_pools import PgServer, gated_launch, job_state, jobs_import_this_tree, postgres  # noqa: F401
-from pooled import gated_workflow, held_by, running_on, seen, wait_for_queued
+from pooled import gated_workflow, held_by, running_on, seen, status_comes_to_say, wait_for_queued
 from test_slurm_loopback import wait_for
 from testutil import EmewsCommand, wait_until
 
@@ -69,7 +69,7 @@ def test_scancel_stops_an_attached_pool_as_a_stop_signal_does(
     exp = tmp_path / "exp"
     with gated_launch(tmp_path, wf, workers=2) as cmd:
         job_id, running = _attach_on_slurm(cmd, exp)
-        assert "workers busy: 4/4" in cmd("status", "exp", timeout=120, check=True).stdout
+        status_comes_to_say(cmd, "workers busy: 4/4")  # each pool tells what runs within a second or so
         subprocess.run(["scancel", job_id], check=True, capture_output=True)
         assert wait_for(lambda: job_state(job_id), "done", 240) == "done"
         output = (exp / "pools" / "pool-001" / f"job-{job_id}.out").read_text()

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import PooledRun, gated_command, gated_workflow, pooled_run, seen
+from pooled import PooledRun, gated_command, gated_workflow, pooled_run, seen, status_comes_to_say
 
 from testutil import said, wait_until
 
@@ -59,19 +59,6 @@ def _both_pools_hold_a_task(run: PooledRun) -> bool:
 def _read_all(fd: int, into: bytearray) -> None:
     while chunk := os.read(fd, 65536):
         into.extend(chunk)
-
-
-def status_comes_to_say(cmd, text: str, timeout: float = 120) -> None:
-    """Ask ``emews status exp`` until it says ``text`` (each pool tells the store what runs within a
-    second or so); fails with the last answer."""
-    answers: list[str] = []
-
-    def says() -> bool:
-        status = cmd("status", "exp", timeout=120)
-        answers.append(f"exit {status.returncode}\n{status.stdout}{status.stderr}")
-        return status.returncode == 0 and text in status.stdout
-
-    assert wait_until(says, timeout), answers[-1]
 
 
 def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgServer, tmp_path: Path) -> None:
