@@ -260,6 +260,22 @@ def read_only(exp: Path, sql: str) -> list[tuple]:
 WALLTIME_LINE = re.compile(r"walltime margin reached \(pause time ([0-9.]+)")
 
 
+def status_comes_to_say(cmd: EmewsCommand, text: str, exp: str = "exp", timeout: float = 120) -> None:
+    """Ask ``emews status EXP`` until it says ``text``; fails with the last answer. What a running
+    job shows is published asynchronously: rank 0 records a running task in the store once it has
+    run half a second (``GroupCommit.record_after``), each pool tells the store its busy ranks within
+    a second or so (``BUSY_EVERY``), all later under load; a status read once right after the tasks
+    left their marks may predate it."""
+    answers: list[str] = []
+
+    def says() -> bool:
+        status = cmd("status", exp, timeout=120)
+        answers.append(f"exit {status.returncode}\n{status.stdout}{status.stderr}")
+        return status.returncode == 0 and text in status.stdout
+
+    assert wait_until(says, timeout), answers[-1]
+
+
 def walltime_pause_time(exp: Path, timeout: float = 180.0) -> float | None:
     """The pause time rank 0 logs when the walltime margin is reached (waits up to ``timeout``
     for the line, a safety net; ``None`` without it)."""

@@ -16,9 +16,9 @@ from emews.site.jobs import JOB_RECORD
 from site_helpers import LOOPBACK_SITE
 from slurm_loopback import LoopbackSlurm
 from slurm_pools import PgServer, gated_launch, job_state, jobs_import_this_tree, postgres  # noqa: F401
-from pooled import gated_workflow, held_by, running_on, seen, status_comes_to_say, wait_for_queued
+from pooled import gated_workflow, held_by, running_on, seen, wait_for_queued
 from test_slurm_loopback import wait_for
-from testutil import EmewsCommand, wait_until
+from testutil import EmewsCommand, status_comes_to_say, wait_until
 
 BUDGET = 8
 

@@ -83,19 +83,6 @@ def running_on(exp: Path, pool: int) -> list[int]:
     return [i for i in held_by(exp, pool) if (marks / str(i)).exists()]
 
 
-def status_comes_to_say(cmd: EmewsCommand, text: str, timeout: float = 120) -> None:
-    """Ask ``emews status exp`` until it says ``text`` (each pool tells the store what runs within a
-    second or so); fails with the last answer."""
-    answers: list[str] = []
-
-    def says() -> bool:
-        status = cmd("status", "exp", timeout=120)
-        answers.append(f"exit {status.returncode}\n{status.stdout}{status.stderr}")
-        return status.returncode == 0 and text in status.stdout
-
-    assert wait_until(says, timeout), answers[-1]
-
-
 def stored(exp: Path) -> list[int]:
     """The ids of the results ``exp``'s store holds, in order."""
     return [i for (i,) in rows(exp, "SELECT id FROM results ORDER BY id")]

@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import PooledRun, gated_command, gated_workflow, pooled_run, seen, status_comes_to_say
+from pooled import PooledRun, gated_command, gated_workflow, pooled_run, seen
 
-from testutil import said, wait_until
+from testutil import said, status_comes_to_say, wait_until
 
 OUT_IN_POOLS = re.compile(r"(\d+) tasks? queued or running in the pools")
 
