@@ -22,7 +22,10 @@ from testutil import EmewsCommand, said, wait_until
 
 
 def test_an_attached_pool_goes_on_without_a_stopped_worker_and_ends(pg_server: PgServer, tmp_path: Path) -> None:
-    gated = write_gated(tmp_path, evaluations=40, timeout=3, store={"url": pg_server.url()})
+    # task.timeout 10 s: the attached pool's first task waits at the gate from its start until the
+    # test has seen both of its workers hold one (the second worker's objective process may be ready
+    # seconds after the first's on a loaded machine); with 3 s it ended 'timeout' first there
+    gated = write_gated(tmp_path, evaluations=40, timeout=10, store={"url": pg_server.url()})
     first, second = EmewsCommand(tmp_path), EmewsCommand(tmp_path)
     for command in (first, second):
         command.env.update(EMEWS_SETUP_TIMEOUT="1", EMEWS_STRANDED_GRACE="2")
