@@ -488,10 +488,19 @@ def test_points_still_pending_are_learned_as_the_mean_loss_and_a_batchs_picks_as
     np.testing.assert_allclose(with_pick[-1], np.min(losses))
 
 
-def test_a_fit_waits_briefly_for_the_tasks_still_out():
+def test_a_fit_waits_briefly_for_the_tasks_still_out(monkeypatch):
     """Tasks short next to a fit: the fit that a result starts waits (a quarter of the last fit)
-    for the other tasks out, learns all their results and proposes for every freed worker."""
+    for the other tasks out, learns all their results and proposes for every freed worker.
+
+    The share is raised from a quarter to 30 times the last fit (30 s): the test tells the three
+    results once the model thread has decided to wait, and a quarter of the 1 s fit (0.25 s) ran
+    out first whenever a loaded machine held the test's thread that long (a fit on 5 results). The
+    wait ends as the last result comes in, so the test takes no longer; without a wait the fit
+    still learns 5 results, not 8."""
+    from emews.optimizers._bayes import _proposer
     from emews.optimizers._bayes._proposer import Proposer
+
+    monkeypatch.setattr(_proposer, "GATHER", 30.0)
 
     space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
     smap = SpaceMap(space)
