@@ -10,6 +10,7 @@ export and keeps the cluster up until Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -39,10 +40,14 @@ def _tool(name: str) -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports: their sockets are held open together while the
+    kernel picks them (one at a time, a port just let go may be picked again: 1 pair in 20,000)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
 
 
 def process_alive(pid: int) -> bool:
@@ -128,11 +133,12 @@ class LoopbackSlurm:
         for sub in ("state", "spool"):
             (self.root / sub).mkdir(exist_ok=True)
         r = self.root
+        ctld_port, slurmd_port = _free_ports(2)
         self.conf.write_text("\n".join([
             "ClusterName=emewstest",
             "SlurmctldHost=localhost(127.0.0.1)",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
+            f"SlurmctldPort={ctld_port}",
+            f"SlurmdPort={slurmd_port}",
             "SlurmUser=root", "SlurmdUser=root",
             "AuthType=auth/munge", "CredType=cred/munge",
             f"AuthInfo=socket={self.munge_socket}",
