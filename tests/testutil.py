@@ -350,6 +350,51 @@ def trainer_workflow(folder: Path, rates: list[float], epochs: int = 9, name: st
         budget={"evaluations": len(rates)}, **sections)
 
 
+#: what a read of an experiment (``emews status``, ``emews results``) must not load: the report's frames
+#: (pandas and numpy), the workflow's validation (pydantic) and the sites (asked only of a batch job)
+HEAVY_FOR_A_READ = ("pandas", "numpy", "matplotlib", "pydantic", "emews.site")
+
+#: ``emews ARGS`` in a fresh Python that counts the store connections it opens (sqlite3's audit event;
+#: psycopg's connect, when told to) and says them with the heavy modules it loaded, on stderr's last line
+_COUNTED_COMMAND = """
+import json, sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append("sqlite3") if event == "sqlite3.connect" else None)
+if sys.argv[1] == "postgres":
+    import psycopg
+    real = psycopg.connect
+    def connect(*args, **kwargs):
+        opened.append("psycopg")
+        return real(*args, **kwargs)
+    psycopg.connect = connect
+from emews.cli import main
+status = main(sys.argv[2:])
+sys.stdout.flush()
+heavy = sorted(m for m in sys.modules if m in HEAVY or m.startswith(tuple(h + "." for h in HEAVY)))
+print(json.dumps({"status": status, "opened": opened, "heavy": heavy}), file=sys.stderr)
+"""
+
+
+class CommandCost(NamedTuple):
+    """What a command printed, and what it cost: the heavy modules it loaded, the connections it opened."""
+
+    status: int
+    out: str
+    heavy: list[str]
+    opened: list[str]
+
+
+def command_cost(cmd: EmewsCommand, *args: str, postgres: bool = False) -> CommandCost:
+    """``emews ARGS`` by ``cmd`` (its folder and environment), in a fresh Python: the modules of
+    :data:`HEAVY_FOR_A_READ` it loaded and the store connections it opened (``"sqlite3"`` or
+    ``"psycopg"`` each; ``postgres``: count psycopg's, which the command then finds imported)."""
+    code = _COUNTED_COMMAND.replace("HEAVY", repr(HEAVY_FOR_A_READ))
+    proc = subprocess.run([sys.executable, "-c", code, "postgres" if postgres else "sqlite", *args], cwd=cmd.cwd,
+                          env=cmd.env, capture_output=True, text=True, timeout=120)
+    said = json.loads(proc.stderr.strip().splitlines()[-1])
+    return CommandCost(said["status"], proc.stdout, said["heavy"], said["opened"])
+
+
 def modules_loaded_by(imports: str, packages: tuple[str, ...], prefixes: tuple[str, ...]) -> list[str]:
     """The modules a fresh Python holds after ``import {imports}`` whose top package is one of
     ``packages`` or whose name starts with one of ``prefixes`` (what a rank or a worker would load)."""

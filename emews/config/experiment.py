@@ -20,7 +20,6 @@ import os
 import shutil
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,9 @@ LOG_FILE = "emews.log"
 #: the lines of ``LOG_FILE`` (rank 0's ``logging``, and what the launch adds when the job ended first)
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 SUMMARY_FILE = "summary.json"
+#: the batch job's record (:mod:`emews.site.jobs`), in an experiment or an attached pool's folder
+#: submitted to a scheduler: what ``emews status`` looks for before it asks any scheduler
+JOB_RECORD = "job.json"
 #: where an experiment's attached pools keep their folders (``pools/pool-NNN``)
 POOLS_DIR = "pools"
 #: in an attached pool's folder: the pool's id in the store (``{"pool": 2}``), written once it registered
@@ -45,6 +47,8 @@ POOL_RECORD = "pool.json"
 
 
 def emews_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # only where a version is written or shown
+
     try:
         return version("emews-mpi")
     except PackageNotFoundError:

@@ -29,7 +29,7 @@ from emews.core.task_size import ALLOWED as TASK_SIZE_ALLOWED
 from emews.objective.command import RUN_DIR_FILE_ALLOWED, CommandRef, ParamsStyle, ResultSource, run_dir_name
 from emews.objective.function import ObjectiveRef
 from emews.site.walltime import DURATION_FORMS, WALLTIME_FORMS, format_hms, parse_duration, parse_walltime
-from emews.store.postgres_url import URL_ALLOWED, check_url
+from emews.store.postgres_url import URL_ALLOWED, check_url, lease_seconds
 
 
 class _Strict(BaseModel):
@@ -364,8 +364,8 @@ class StoreSection(_Strict):
 
     @property
     def lease_seconds(self) -> float:
-        """``lease``, or its default: 60 s."""
-        return 60.0 if self.lease is None else self.lease
+        """``lease``, or its default: 60 s (:func:`~emews.store.postgres_url.lease_seconds`)."""
+        return lease_seconds(self.lease)
 
     @property
     def retry_seconds(self) -> float:

@@ -1,4 +1,5 @@
-"""Counts in the words users read: ``1 worker``, ``2 workers``; rates: ``0.00443``, ``27,369``."""
+"""Counts in the words users read: ``1 worker``, ``2 workers``; rates: ``0.00443``, ``27,369``;
+durations: ``1 h 02 min``, ``12.3 s``."""
 
 from __future__ import annotations
 
@@ -26,3 +27,14 @@ def rate_text(rate: float) -> str:
     if "e" in text:  # below 0.0001: as many decimals as 3 significant digits take, never 1e-05
         text = f"{rate:.{2 - math.floor(math.log10(rate))}f}"
     return text
+
+
+def duration(seconds: float) -> str:
+    """``1 h 02 min``, ``3 min 05 s``, ``12.3 s``, ``2.5 ms``."""
+    if seconds >= 3600:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+    if seconds >= 60:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    if seconds < 0.1:
+        return f"{seconds * 1000:.1f} ms"
+    return f"{seconds:.1f} s"

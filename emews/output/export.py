@@ -82,14 +82,18 @@ def refuse_lost_store(exp_dir: Path) -> None:
         )
 
 
-def totals(store: Store | None, *, replicates: int = 1, direction: Direction = Direction.MINIMIZE) -> Totals:
-    """The counts and the best of ``store``; of an ensemble (``replicates`` > 1) also its best point."""
+def totals(
+    store: Store | None, *, replicates: int = 1, direction: Direction = Direction.MINIMIZE, failures: bool = True
+) -> Totals:
+    """The counts and the best of ``store``; of an ensemble (``replicates`` > 1) also its best point;
+    ``failures``: also the most frequent cause of the failed evaluations (``emews status`` does not
+    say it, and reads no errors)."""
     if store is None:
         return Totals({}, None)
     return Totals(
         store.status_counts(),
         store.best(),
-        most_frequent(store.failure_errors()),
+        most_frequent(store.failure_errors()) if failures else None,
         Counter(e.value for e in store.endings().values()),
         best_point(points_of(store), direction) if replicates > 1 else None,
     )

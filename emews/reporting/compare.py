@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from emews.core.errors import ConfigError
+from emews.core.wording import duration
 from emews.output.export import counts_text
 from emews.reporting import summary
 from emews.reporting.data import ExperimentData
@@ -91,7 +92,7 @@ def table(experiments: Sequence[ExperimentData]) -> pd.DataFrame:
                 "evaluations": f"{len(data.results)}: " + counts_text(summary.totals(data)),
                 f"best {data.metric}": float(curve.best[-1]) if finite.any() else None,
                 "found at evaluation": None if found is None else int(curve.n[found]),
-                "found after": None if found is None else summary.duration(float(curve.when[found])),
+                "found after": None if found is None else duration(float(curve.when[found])),
             }
         )
     return pd.DataFrame(rows)

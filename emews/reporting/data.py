@@ -1,4 +1,4 @@
-"""An experiment's store read into frames: the one input of every plot, table and status line.
+"""An experiment's store read into frames: the one input of every plot and table of the report.
 
 Reads only (the store is opened read-only, beside a live run if need be). Tables and columns
 that later versions of the store add are detected, not assumed: a ``reports`` table of
@@ -8,7 +8,6 @@ per-step metrics (learning curves) and checkpoint paths (a ``checkpoint`` column
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from emews.config.experiment import INFO_FILE, SITE_FILE, SUMMARY_FILE, read_workflow, require_experiment
-from emews.config.yamlio import load_mapping
-from emews.core.direction import Direction
 from emews.core.errors import ConfigError
 from emews.output.export import open_store, refuse_lost_store
+from emews.reporting import runs
+from emews.reporting.files import ExperimentFiles, read_files
 from emews.store import RESULT_FIELDS, Store, StoreUnreadable
 
 #: columns of the results frame, as the store names them
@@ -28,14 +26,10 @@ RESULT_COLUMNS = RESULT_FIELDS
 
 
 @dataclass
-class ExperimentData:
-    """Everything a report shows, read once from the experiment directory."""
+class ExperimentData(ExperimentFiles):
+    """Everything a report shows, read once from the experiment directory: its files, and its
+    store read into frames."""
 
-    exp_dir: Path
-    workflow: dict[str, Any]
-    site: dict[str, Any]
-    info: dict[str, Any]
-    summary: dict[str, Any] | None
     #: one row per finished evaluation, ``RESULT_COLUMNS`` + ``attempt`` + ``team_ranks`` (the world
     #: ranks a multi-rank task's team held, team rank 0 first, or ``None``: ``rank`` alone or not
     #: recorded) + ``ranks`` (how many worker ranks it occupied: its team's, else :func:`task_sizes`)
@@ -53,9 +47,6 @@ class ExperimentData:
     #: PBT exploits in order (``trial``, ``step``, ``donor``, ``old_params``, ``new_params``): at its
     #: ``step``, ``trial`` cloned ``donor``'s checkpoint and trained on with ``new_params``
     lineage: pd.DataFrame | None = None
-    #: what could not be read but is not needed to show the rest (a garbled ``site.yaml``), one
-    #: line each naming the file
-    unreadable: list[str] = field(default_factory=list)
     #: each row's point as stored (same order as ``results``): only the keys it holds, where
     #: ``params`` has a column for every key of any point (a UPF's lines may differ in keys)
     points: list[dict[str, Any]] = field(default_factory=list)
@@ -63,32 +54,11 @@ class ExperimentData:
     unfinished_ranks: int = 0
 
     @property
-    def space(self) -> dict[str, dict[str, Any]]:
-        return self.workflow.get("space", {})
-
-    @property
-    def budget(self) -> int | None:
-        return self.workflow.get("budget", {}).get("evaluations")
-
-    @property
-    def direction(self) -> Direction:
-        return Direction.of(self.workflow.get("objective", {}).get("direction"))
-
-    @property
-    def metric(self) -> str:
-        return self.workflow.get("objective", {}).get("metric") or "value"
-
-    @property
     def workers(self) -> int:
         """Worker ranks over the experiment's runs: the latest launch's or resume's, or as many as ran
         tasks when an earlier run had more."""
         seen = len(held_ranks(self.results))
         return max(self.run_workers, seen)
-
-    @property
-    def run_workers(self) -> int:
-        """Worker ranks of the latest launch or resume (the run going on now, if one is)."""
-        return max(int(self.info.get("workers") or 0), 1)
 
     @property
     def has_checkpoints(self) -> bool:
@@ -102,31 +72,15 @@ class ExperimentData:
 
 def load(exp_dir: Path) -> ExperimentData:
     """Read ``exp_dir`` (ConfigError, exit 2, when it is not an experiment or its store is unreadable)."""
-    exp_dir = require_experiment(Path(exp_dir).absolute())
-    workflow = read_workflow(exp_dir)
-    unreadable: list[str] = []
-    try:  # it gives the report the site's name only: a garbled one does not hide the store
-        site = load_mapping(exp_dir / SITE_FILE) if (exp_dir / SITE_FILE).is_file() else {}
-    except ConfigError as exc:
-        site = {}
-        unreadable.append(str(exc))
-    info = _json_file(exp_dir / INFO_FILE) or {}
-    summary = _json_file(exp_dir / SUMMARY_FILE)
+    files = read_files(exp_dir)
+    exp_dir, workflow = files.exp_dir, files.workflow
+    read = (files.exp_dir, files.workflow, files.site, files.info, files.summary)
     names = list(workflow.get("space", {}))
     store = open_store(exp_dir)
     if store is None:
         refuse_lost_store(exp_dir)  # no store, yet the summary records results: not "nothing yet"
         return ExperimentData(
-            exp_dir,
-            workflow,
-            site,
-            info,
-            summary,
-            _empty_results(),
-            pd.DataFrame(columns=names),
-            0,
-            None,
-            unreadable=unreadable,
+            *read, _empty_results(), pd.DataFrame(columns=names), 0, None, unreadable=files.unreadable
         )
     try:
         with store:
@@ -142,20 +96,16 @@ def load(exp_dir: Path) -> ExperimentData:
     except ValueError as exc:  # a row whose JSON does not decode
         raise ConfigError(f"cannot read the results store: {exc}", file=store.location) from None
     return ExperimentData(
-        exp_dir,
-        workflow,
-        site,
-        info,
-        summary,
+        *read,
         results,
         params,
         unfinished,
         reports,
         endings,
         lineage,
-        unreadable,
         points,
         busy,
+        unreadable=files.unreadable,
     )
 
 
@@ -194,11 +144,9 @@ def team_sizes(teams: pd.Series, sizes: pd.Series) -> pd.Series:
 
 
 def held_ranks(results: pd.DataFrame) -> set[int]:
-    """Every worker rank that ran a task: each result's ``rank`` and its team's."""
-    held = {int(r) for r in results["rank"].dropna()}
-    if "team_ranks" in results.columns:
-        held.update(r for team in results["team_ranks"] if isinstance(team, tuple) for r in team)
-    return held
+    """Every worker rank that ran a task (:func:`emews.reporting.runs.held_ranks` of the frame)."""
+    teams = results["team_ranks"] if "team_ranks" in results.columns else ()
+    return runs.held_ranks(results["rank"].dropna(), (team if isinstance(team, tuple) else None for team in teams))
 
 
 def parameter_names(space: list[str], points: list[dict[str, Any]]) -> list[str]:
@@ -241,11 +189,3 @@ def _empty_results() -> pd.DataFrame:
     frame["team_ranks"] = pd.Series(dtype=object)
     frame["ranks"] = pd.Series(dtype=np.int64)
     return frame
-
-
-def _json_file(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

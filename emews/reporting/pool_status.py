@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from emews.core.wording import counted
-from emews.reporting.summary import duration
-from emews.store import open_store
+from emews.core.wording import counted, duration
+from emews.reporting.files import ExperimentFiles
 from emews.store.opening import recorded_store
+from emews.store.postgres_url import lease_seconds
 
 if TYPE_CHECKING:
+    from emews.store.base import Store
     from emews.store.pool_queue import PoolRow
 
 #: the queue's states, in the order the line names them
@@ -45,15 +46,27 @@ def _batch_job_state(folder: Path) -> str | None:
     """What the scheduler says of the batch job of the attached pool in ``folder`` (its ``job.json``):
     :func:`~emews.site.jobs.job_lookup`'s state; ``None`` for a pool on ``local`` (no job) or where
     no scheduler can tell (a pool on another cluster: then its heartbeats tell)."""
+    from emews.config.experiment import JOB_RECORD
     from emews.core.errors import EmewsError
-    from emews.site.jobs import JOB_RECORD, job_lookup
 
     if not (folder / JOB_RECORD).is_file():
         return None
+    from emews.site.jobs import job_lookup  # the sites only where a batch job's state is asked
+
     try:
         return job_lookup(folder)
     except (EmewsError, OSError):  # no scheduler command here
         return None
+
+
+def _batch_job_ended(folder: Path) -> bool:
+    """Whether the scheduler says the batch job of the attached pool in ``folder`` is over."""
+    state = _batch_job_state(folder)
+    if state is None:  # no batch job, or none a scheduler here can tell of
+        return False
+    from emews.site.batch_schedulers import DONE
+
+    return state == DONE
 
 
 def _process_ended(pool: PoolRow, processes: dict[int, tuple[int, float]]) -> bool:
@@ -75,7 +88,7 @@ def _coming_back(lease_end: float | None, now: float) -> str:
     return f"its tasks return to the queue when their leases end, in {duration(lease_end - now)}"
 
 
-def pool_lines(exp_dir: Path) -> PoolView:
+def pool_lines(files: ExperimentFiles, store: Store | None) -> PoolView:
     """The lines (none for an experiment without pools); a pool whose heartbeat is older than the
     workflow's ``store.lease`` and that did not say it stopped is *lost* while tasks are still
     leased to it (they return to the queue when their leases end), then *gone*: killed or cut
@@ -83,27 +96,24 @@ def pool_lines(exp_dir: Path) -> PoolView:
     pool whose heartbeat is late (older than a third of the lease, its heartbeat period) and whose
     batch job its scheduler says ended is lost (or gone) at once: its job was killed under it; so is
     a pool on this host whose process (its rank 0, as it registered) has ended: nothing to ask
-    about for a pool on ``local``."""
-    if recorded_store(exp_dir) is None:
+    about for a pool on ``local``. ``store``: the experiment's, open (``None``: none yet)."""
+    exp_dir = files.exp_dir
+    if store is None or recorded_store(exp_dir) is None:
         return PoolView()
-    from emews.config.experiment import WORKFLOW_FILE, pool_folders
-    from emews.config.workflow import load_workflow
-    from emews.site.batch_schedulers import DONE
+    from emews.config.experiment import pool_folders
     from emews.store.pool_queue import PoolQueue  # PostgreSQL's modules only for such a store
 
-    lease_s = load_workflow(str(exp_dir / WORKFLOW_FILE), check_imports=False).model.store.lease_seconds
-
-    with open_store(exp_dir, readonly=True) as store:
-        queue = PoolQueue(store)  # type: ignore[arg-type]
-        if not queue.enabled():
-            return PoolView()
-        pools, counts = queue.pools(), queue.state_counts()
-        told, leased, holding = queue.busy_by_pool(), queue.leased_by_pool(), queue.holding_by_pool()
-        leases_end = queue.leases_end_by_pool()
-        now = queue.server_time()
-        optimizer = queue.optimizer_running()
-        finished = queue.finished()
-        processes = queue.processes()
+    lease_s = lease_seconds((files.workflow.get("store") or {}).get("lease"))
+    queue = PoolQueue(store)  # type: ignore[arg-type]
+    if not queue.enabled():
+        return PoolView()
+    pools, counts = queue.pools(), queue.state_counts()
+    told, leased, holding = queue.busy_by_pool(), queue.leased_by_pool(), queue.holding_by_pool()
+    leases_end = queue.leases_end_by_pool()
+    now = queue.server_time()
+    optimizer = queue.optimizer_running()
+    finished = queue.finished()
+    processes = queue.processes()
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
     if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
         said[1] += f" ({counts['expired']} of them past their lease: queued again at the next claim)"
@@ -116,7 +126,7 @@ def pool_lines(exp_dir: Path) -> PoolView:
         ended = None  # what ended under a pool that did not say it stopped, when that is known
         if pool.stopped is None and _process_ended(pool, processes):
             ended = "its process"
-        elif pool.stopped is None and late and pool.id in folders and _batch_job_state(folders[pool.id]) == DONE:
+        elif pool.stopped is None and late and pool.id in folders and _batch_job_ended(folders[pool.id]):
             ended = "its batch job"
         if pool.stopped is not None:
             state = "stopped"
@@ -153,15 +163,16 @@ def _unstarted_lines(exp_dir: Path, registered: set[Path]) -> list[str]:
     """A line per attached pool's batch job whose pool has not registered (no ``pool.json``): still
     in the batch queue, starting, or ended before its pool started (its output named), as its
     scheduler says. A pool attached on ``local`` has no job to ask about."""
-    from emews.config.experiment import POOLS_DIR
+    from emews.config.experiment import JOB_RECORD, POOLS_DIR
     from emews.core.errors import EmewsError
-    from emews.site.batch_schedulers import DONE, NOT_FOUND, QUEUED, RUNNING
-    from emews.site.jobs import JOB_RECORD, job_output, read_job
 
     lines = []
     for folder in sorted((exp_dir / POOLS_DIR).glob("pool-*")):
         if folder in registered or not (folder / JOB_RECORD).is_file():
             continue
+        from emews.site.batch_schedulers import DONE, NOT_FOUND, QUEUED, RUNNING  # only for a batch job's pool
+        from emews.site.jobs import job_output, read_job
+
         name = folder.relative_to(exp_dir)
         try:
             job = f"batch job {read_job(folder).get('job_id') or '?'}"

@@ -10,9 +10,10 @@ from typing import TextIO
 
 from emews.core.errors import ConfigError
 from emews.core.lost_ranks import lost_ranks_of
-from emews.reporting import data as store_data
+from emews.output.export import open_store, refuse_lost_store
+from emews.reporting.files import read_files
+from emews.reporting.headline import headline, store_figures
 from emews.reporting.pool_status import pool_lines
-from emews.reporting.summary import headline
 from emews.reporting.trials import trial_lines
 from emews.store.base import StoreUnreadable
 
@@ -22,10 +23,12 @@ LIVE_STATES = ("queued", "running")
 
 def job_state(exp_dir: Path) -> tuple[str, bool]:
     """(the state in words, whether the run goes on) of a batch job or a local run."""
+    from emews.config.experiment import JOB_RECORD
     from emews.config.lease import LEASE_FILE, LeaseRecord
-    from emews.site.jobs import JOB_RECORD, job_status
 
     if (exp_dir / JOB_RECORD).exists():
+        from emews.site.jobs import job_status  # the sites only where a batch job's state is asked
+
         state = job_status(exp_dir)
         return state + (_how_it_ended(exp_dir) if state == "done" else ""), state in LIVE_STATES
     lease = LeaseRecord.read(exp_dir / LEASE_FILE)
@@ -84,8 +87,7 @@ def _how_it_ended(exp_dir: Path) -> str:
     older one (a resumed experiment's), or one with a failing exit status."""
     import json
 
-    from emews.config.experiment import SUMMARY_FILE
-    from emews.site.jobs import JOB_RECORD
+    from emews.config.experiment import JOB_RECORD, SUMMARY_FILE
 
     summary = exp_dir / SUMMARY_FILE
     try:
@@ -110,8 +112,7 @@ def _recorded_end(exp_dir: Path) -> str | None:
     """How the job's run ended by its exit record, when it wrote no summary (a full disk had no room
     for one: :mod:`emews.config.exit_record`); ``None`` when it recorded nothing either."""
     from emews.config.exit_record import recorded_exit
-    from emews.config.experiment import LOG_FILE
-    from emews.site.jobs import JOB_RECORD
+    from emews.config.experiment import JOB_RECORD, LOG_FILE
 
     try:
         status = recorded_exit(exp_dir, (exp_dir / JOB_RECORD).stat().st_mtime)
@@ -140,24 +141,33 @@ def _without_summary(exp_dir: Path) -> str:
 
 
 def text(exp_dir: Path) -> tuple[str, bool]:
-    """The status lines of ``exp_dir``, and whether its run goes on."""
+    """The status lines of ``exp_dir``, and whether its run goes on: its files read once, its store
+    opened once (read-only) for the headline, the pools and the trials."""
     state, running = job_state(exp_dir)
-    data = store_data.load(exp_dir)
-    pools = pool_lines(exp_dir)
-    # a pooled run goes on past its job: under emews serve (any host), and in its running pools, which
-    # train what they hold and run again what a lost pool held, with or without an optimizer
-    running = running or pools.optimizer or pools.workers > 0
+    files = read_files(exp_dir)
+    store = open_store(files.exp_dir)
+    if store is None:
+        refuse_lost_store(files.exp_dir)  # no store, yet the summary records results: not "nothing yet"
+    try:
+        figures = store_figures(files, store)
+        pools = pool_lines(files, store)
+        # a pooled run goes on past its job: under emews serve (any host), and in its running pools, which
+        # train what they hold and run again what a lost pool held, with or without an optimizer
+        running = running or pools.optimizer or pools.workers > 0
+        trials = trial_lines(store, files.metric, running)
+    finally:
+        if store is not None:
+            store.close()
     served = serving(exp_dir, pools.optimizer)  # not the launch's job (ended, or another run's line)
     state = state if served is None else served
-    figures = headline(data, running=running)
+    said = headline(files, figures, running=running)
     if pools.lines:  # a pooled run's workers are its running pools' (the optimizer's job may have none)
-        figures = replace(figures, busy=pools.busy, workers=pools.workers)
+        said = replace(said, busy=pools.busy, workers=pools.workers)
         if not pools.optimizer:  # the pools end what is queued; no time to the budget's end without one
-            figures = replace(figures, eta=None)
-    notes = [f"note: {problem} (shown without it)" for problem in data.unreadable]
-    lost = [] if running else [lost.line() for lost in lost_ranks_of(data.summary or {})]  # the last run's
-    trials = trial_lines(exp_dir, data.metric, running)
-    lines = [f"job: {state}", *figures.lines(), *lost, *pools.lines, *trials, *notes]
+            said = replace(said, eta=None)
+    notes = [f"note: {problem} (shown without it)" for problem in files.unreadable]
+    lost = [] if running else [lost.line() for lost in lost_ranks_of(files.summary or {})]  # the last run's
+    lines = [f"job: {state}", *said.lines(), *lost, *pools.lines, *trials, *notes]
     return "\n".join(lines), running
 
 

@@ -1,14 +1,13 @@
-"""The figures in words: the report's header, its top-k table, and the headline of ``emews status``."""
+"""The figures in words: the report's header and its top-k table (``emews status``'s headline:
+:mod:`emews.reporting.headline`)."""
 
 from __future__ import annotations
 
 import json
 import math
 import shlex
-import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,8 +17,8 @@ from emews.config.experiment import emews_version
 from emews.core.lost_ranks import lost_ranks_of
 from emews.core.replicates import REPLICATE, PointResult, best_point, group_results
 from emews.core.results import Result, Status
-from emews.core.wording import counted, rate_text
-from emews.output.export import Totals, counts_text, summary_text
+from emews.core.wording import counted, duration
+from emews.output.export import Totals, counts_text
 from emews.output.numbers import number
 from emews.reporting import timeline
 from emews.reporting.data import ExperimentData
@@ -29,17 +28,6 @@ def _when(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "-"
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def duration(seconds: float) -> str:
-    """``1 h 02 min``, ``3 min 05 s``, ``12.3 s``, ``2.5 ms``."""
-    if seconds >= 3600:
-        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
-    if seconds >= 60:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    if seconds < 0.1:
-        return f"{seconds * 1000:.1f} ms"
-    return f"{seconds:.1f} s"
 
 
 def objective_text(objective: Mapping[str, Any]) -> str:
@@ -220,69 +208,3 @@ def points_of(data: ExperimentData) -> list[PointResult] | None:
         strict=True,
     )
     return group_results((i, s, None if pd.isna(v) else float(v), p) for i, s, v, p in rows)
-
-
-@dataclass(frozen=True)
-class Headline:
-    """What ``emews status`` shows of a run, live or finished."""
-
-    totals: Totals
-    budget: int | None
-    busy: int
-    workers: int
-    rate: float | None  # evaluations per second: in the run going on, or over all runs of a finished one
-    eta: float | None  # seconds until the budget is spent at that rate
-    rate_over: float = 0.0  # the seconds the rate is taken over
-    runs: int = 1  # the runs those seconds add up (a live rate's: its own run)
-    running: bool = False
-
-    @property
-    def failed(self) -> int:
-        return self.totals.failed
-
-    def lines(self) -> list[str]:
-        eta = "-" if self.eta is None else duration(self.eta)
-        return [
-            summary_text(self.totals, self.budget),
-            f"{self.failed} failed; workers busy: {self.busy}/{self.workers}; rate {self.rate_said()}; ETA {eta}",
-        ]
-
-    def rate_said(self) -> str:
-        """``0.5/s over this run's 12.0 s`` (live), ``0.5/s over 1 min 40 s in 2 runs`` (finished)."""
-        if self.rate is None:
-            return "-"
-        if self.running:
-            return f"{rate_text(self.rate)}/s over this run's {duration(self.rate_over)}"
-        runs = f" in {counted(self.runs, 'run')}" if self.runs > 1 else ""
-        return f"{rate_text(self.rate)}/s over {duration(self.rate_over)}{runs}"
-
-
-def headline(data: ExperimentData, running: bool, now: float | None = None) -> Headline:
-    """The headline of ``data``; ``running``: the run goes on now (busy workers, the rate of this
-    run up to now, and the time to the budget's end at it). A finished experiment's rate is over
-    all its runs' working time (a last run that only ran two tasks again in a few ms said 1.85e+03/s)."""
-    res = data.results
-    spans = timeline.runs(res)
-    rate = eta = None
-    over, runs = 0.0, len(spans)
-    if spans and running:
-        start, end = spans[-1]
-        spans, runs = [(start, max(end, time.time() if now is None else now))], 1
-    if spans:
-        over = sum(end - start for start, end in spans)
-        finished = res["finished"].to_numpy(float)
-        done = sum(int(((finished >= start) & (finished <= end)).sum()) for start, end in spans)
-        rate = done / over if over > 0 else None
-    if running and rate and data.budget is not None:
-        eta = max(data.budget - len(res), 0) / rate
-    return Headline(
-        totals(data),
-        data.budget,
-        busy=min(data.unfinished_ranks, data.run_workers) if running else 0,
-        workers=data.run_workers if running else data.workers,  # a resume may run on fewer
-        rate=rate,
-        eta=eta,
-        rate_over=over,
-        runs=runs,
-        running=running,
-    )

@@ -5,8 +5,7 @@ Pure arithmetic on the results frame (numpy), shared by the load plot, the heade
 
 * A task is *in flight* from its submission (for a task run again after a resume: its new
   start) to its end. The *runs* of an experiment are the stretches in which some task was in
-  flight, where a stretch of nothing in flight longer than ``RUN_GAP`` seconds (and ten times
-  the median task) separates two runs: the time between a stop and ``emews resume``.
+  flight (:mod:`emews.reporting.runs`, which ``emews status`` reads without frames).
 * *Utilization* is busy worker-time over ``workers`` x the runs' length; a multi-rank task
   (``task.ranks``: its ``ranks`` column) is busy on each of its ranks. Its complement, idle
   worker-time, is split at every instant into *dispatch* (a submitted task had not started
@@ -20,8 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-#: seconds of nothing in flight that separate two runs of one experiment (at least)
-RUN_GAP = 60.0
+from emews.reporting import runs as run_spans
 
 
 @dataclass(frozen=True)
@@ -52,25 +50,20 @@ class Utilization:
 
 
 def timed(results: pd.DataFrame) -> pd.DataFrame:
-    """The evaluations that ran (a start and an end), with ``ready``: when each was in flight from."""
+    """The evaluations that ran (a start and an end), with ``ready``: when each was in flight from
+    (:func:`~emews.reporting.runs.ready_at`)."""
     ran = results[results["started"].notna() & results["finished"].notna()]
-    ready = ran["submitted"].where(ran["submitted"].notna() & (ran["attempt"] == 0), ran["started"])
-    return ran.assign(ready=np.minimum(ready.to_numpy(float), ran["started"].to_numpy(float)))
+    ready = [
+        run_spans.ready_at(None if pd.isna(submitted) else float(submitted), float(started), int(attempt))
+        for submitted, started, attempt in zip(ran["submitted"], ran["started"], ran["attempt"], strict=True)
+    ]
+    return ran.assign(ready=np.array(ready, dtype=float))
 
 
 def runs(results: pd.DataFrame) -> list[tuple[float, float]]:
-    """The (start, end) of each run of the experiment, in time order."""
+    """The (start, end) of each run of the experiment, in time order (:func:`emews.reporting.runs.runs`)."""
     ran = timed(results)
-    if ran.empty:
-        return []
-    order = np.argsort(ran["ready"].to_numpy(), kind="stable")
-    lo, hi = ran["ready"].to_numpy()[order], ran["finished"].to_numpy()[order]
-    gap = max(RUN_GAP, 10.0 * float(np.median(ran["finished"] - ran["started"])))
-    reach = np.maximum.accumulate(hi)  # the latest end among the tasks in flight so far
-    breaks = np.flatnonzero(lo[1:] - reach[:-1] > gap) + 1
-    starts = np.concatenate(([0], breaks))
-    ends = np.concatenate((breaks - 1, [len(lo) - 1]))
-    return [(float(lo[a]), float(reach[b])) for a, b in zip(starts, ends, strict=True)]
+    return run_spans.runs(list(zip(ran["ready"].tolist(), ran["started"].tolist(), ran["finished"].tolist(), strict=True)))
 
 
 @dataclass(frozen=True)

@@ -5,35 +5,29 @@ ended), and where the trials that have not ended stand (their last step and metr
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 from emews.core.wording import counted
-from emews.output.export import open_store
 from emews.output.numbers import number
-from emews.store import TrialState
+from emews.store import Store, TrialState
 from emews.training.messages import endings_text
 
 #: at most this many trials that have not ended are listed
 LISTED = 10
 
 
-def trial_lines(exp_dir: Path, metric: str, live: bool = True) -> list[str]:
-    """Status lines about the experiment's training trials (none when no task reported); ``live``:
-    whether the run goes on (else a trial that has not ended and is not paused was interrupted:
-    its job is gone, killed or crashed, and nothing trains it)."""
-    store = open_store(exp_dir)
+def trial_lines(store: Store | None, metric: str, live: bool = True) -> list[str]:
+    """Status lines about the training trials of the experiment's ``store``, open (none when no task
+    reported, or nothing is stored yet); ``live``: whether the run goes on (else a trial that has not
+    ended and is not paused was interrupted: its job is gone, killed or crashed, and nothing trains it)."""
     if store is None:
         return []
-    try:
-        states = store.trial_states()
-        if not states:
-            return []
-        finished = store.finished_ids()
-        endings = store.endings()
-        # for a walltime, or for a promotion (none since it began to wait: a promoted trial runs)
-        paused = set(store.pauses()) | {t for t, state in states.items() if state.released}
-    finally:
-        store.close()
+    states = store.trial_states()
+    if not states:
+        return []
+    finished = store.finished_ids()
+    endings = store.endings()
+    # for a walltime, or for a promotion (none since it began to wait: a promoted trial runs)
+    paused = set(store.pauses()) | {t for t, state in states.items() if state.released}
     open_ = [s for s in states.values() if s.trial not in finished]
     ended = len(states) - len(open_)
     failed = ended - len(endings)

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from emews.config.experiment import JOB_RECORD as JOB_RECORD  # the job's record, named where status finds it
 from emews.config.experiment import LOG_FILE, LOG_FORMAT, run_exit_status
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EmewsError
 from emews.core.textfiles import write_atomic
@@ -20,7 +21,6 @@ from emews.site.schema import SchedulerConfig
 from emews.site.site import Site
 
 JOB_SCRIPT = "job.sh"
-JOB_RECORD = "job.json"
 
 
 def job_command(exp_dir: Path, lease_token: str | None = None) -> list[str]:

@@ -109,6 +109,20 @@ class TimedResultRow(ResultRow):
     finished: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """When a finished evaluation ran and on which worker ranks (``emews status``'s rate and
+    workers): its times (seconds; ``None``: unknown), its attempt (0: its first run) and its rank
+    and team (:class:`ResultTable`'s ``team_ranks``)."""
+
+    submitted: float | None
+    started: float | None
+    finished: float | None
+    attempt: int
+    rank: int | None
+    team_ranks: tuple[int, ...] | None
+
+
 @dataclass(frozen=True)
 class ResultTable:
     """Every finished evaluation as ``emews report`` reads it, in id order: each row holds
@@ -451,6 +465,11 @@ class Store(ABC):
     # -- emews report: stores of other versions' layouts read as they are -------------------------
     @abstractmethod
     def report_results(self) -> ResultTable: ...
+
+    @abstractmethod
+    def run_rows(self) -> list[RunRow]:
+        """Every finished evaluation's :class:`RunRow`, by id (what :meth:`report_results` holds
+        of it, without its point)."""
 
     @abstractmethod
     def count_unfinished(self) -> int:

@@ -1,5 +1,6 @@
 """Where an experiment's store is: SQLite in the experiment directory (the default) or a
-PostgreSQL database named by a URL (the workflow's ``store.url`` or ``EMEWS_STORE_URL``).
+PostgreSQL database named by a URL (the workflow's ``store.url`` or ``EMEWS_STORE_URL``), and how long a
+pool's claim on a task lasts there (``store.lease``).
 
 A URL never holds a password: the secret comes from the environment (``PGPASSWORD``), a
 ``~/.pgpass`` file or a service file (``?service=NAME``), as libpq reads them, so that nothing
@@ -13,6 +14,8 @@ import re
 import uuid
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+#: seconds a pool's claim on a task lasts without a heartbeat when the workflow's ``store.lease`` says none
+DEFAULT_LEASE = 60.0
 #: the environment variable naming the store when the workflow does not
 URL_VARIABLE = "EMEWS_STORE_URL"
 #: what a store URL may be (for messages)
@@ -62,3 +65,8 @@ def new_schema(name: str) -> str:
 def is_url(location: str) -> bool:
     """Whether a store location is a PostgreSQL URL (else an SQLite file)."""
     return location.startswith(tuple(f"{s}://" for s in _SCHEMES))
+
+
+def lease_seconds(lease: float | None) -> float:
+    """A workflow's ``store.lease`` (docs/postgres.md, "Pools"), or its default: :data:`DEFAULT_LEASE`."""
+    return DEFAULT_LEASE if lease is None else lease

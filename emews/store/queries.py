@@ -19,7 +19,16 @@ from typing import Any, TypeVar
 
 from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Status
-from emews.store.base import RESULT_FIELDS, CsvRow, CurvePoint, ResultRow, ResultTable, StoreUnreadable, TimedResultRow
+from emews.store.base import (
+    RESULT_FIELDS,
+    CsvRow,
+    CurvePoint,
+    ResultRow,
+    ResultTable,
+    RunRow,
+    StoreUnreadable,
+    TimedResultRow,
+)
 from emews.training.messages import Ending
 
 #: names a ``reports`` table may give its trial column, in order of preference
@@ -56,6 +65,14 @@ def csv_seed(results_columns: Collection[str], tables: Collection[str]) -> tuple
 def _team(stored: str | None) -> tuple[int, ...] | None:
     """A ``team_ranks`` value (a JSON list of world ranks) as a tuple; ``None`` when NULL."""
     return None if stored is None else tuple(int(r) for r in json.loads(stored))
+
+
+def _seconds(stored: Any) -> float | None:
+    """A stored time as seconds (``None``: NULL, or not a number), as the report's frame reads it."""
+    try:
+        return None if stored is None else float(stored)
+    except (TypeError, ValueError):
+        return None
 
 
 def _reading(method: Callable[..., _T]) -> Callable[..., _T]:
@@ -153,13 +170,10 @@ class ReadQueries:
     @_reading
     def report_results(self) -> ResultTable:
         present = self._tables()
-        attempt, tasks_join = (
-            ("COALESCE(t.attempt, 0)", "LEFT JOIN tasks t ON t.id = r.id") if "tasks" in present else ("0", "")
-        )
+        attempt, team, tasks_join = self._attempt_and_team(present)
         checkpoint = self._checkpoint_source(present)
         select, checkpoint_join = (f", {checkpoint[0]}", checkpoint[1]) if checkpoint else ("", "")
         cols = ", ".join(f"r.{c}" for c in RESULT_FIELDS)
-        team = "r.team_ranks" if "team_ranks" in self._columns("results") else "NULL"  # none before version 2
         rows = self._db.execute(
             f"SELECT {cols}, r.params, {attempt}, {team}{select} FROM results r {tasks_join} {checkpoint_join} "
             "ORDER BY r.id"
@@ -168,6 +182,27 @@ class ReadQueries:
         return ResultTable(
             [(*r[:n], loads_point(r[n]), r[n + 1], _team(r[n + 2]), *r[n + 3 :]) for r in rows], checkpoint is not None
         )
+
+    @_reading
+    def run_rows(self) -> list[RunRow]:
+        attempt, team, tasks_join = self._attempt_and_team(self._tables())
+        rows = self._db.execute(
+            f"SELECT r.submitted, r.started, r.finished, {attempt}, r.rank, {team} FROM results r {tasks_join} "
+            "ORDER BY r.id"
+        ).fetchall()
+        return [
+            RunRow(_seconds(submitted), _seconds(started), _seconds(finished), int(tried or 0), rank, _team(held))
+            for submitted, started, finished, tried, rank, held in rows
+        ]
+
+    def _attempt_and_team(self, present: set[str]) -> tuple[str, str, str]:
+        """(attempt, team ranks, join) of a result row as SQL: the ``tasks`` row's attempt (0 in a
+        store without tasks) and ``results.team_ranks`` (NULL before version 2)."""
+        attempt, tasks_join = (
+            ("COALESCE(t.attempt, 0)", "LEFT JOIN tasks t ON t.id = r.id") if "tasks" in present else ("0", "")
+        )
+        team = "r.team_ranks" if "team_ranks" in self._columns("results") else "NULL"  # none before version 2
+        return attempt, team, tasks_join
 
     @_reading
     def count_unfinished(self) -> int:

@@ -12,7 +12,7 @@ from stores import count
 
 import emews as emews_api
 from emews.core.errors import ConfigError
-from testutil import GATED, EmewsCommand, said, status_comes_to_say, wait_until, write_workflow
+from testutil import GATED, EmewsCommand, command_cost, said, status_comes_to_say, wait_until, write_workflow
 
 
 def test_status_of_a_finished_run_matches_the_store(faulty_exp: Path) -> None:
@@ -30,6 +30,18 @@ def test_status_of_a_finished_run_matches_the_store(faulty_exp: Path) -> None:
     assert lines[2] == f"best objective {best:.6g} (task {best_id}) with parameters:"
     failed = done - counts["ok"]
     assert lines[4].startswith(f"{failed} failed; workers busy: 0/3; rate ") and lines[4].endswith("ETA -")
+
+
+def test_status_and_results_read_the_store_once_without_frames_or_sites(faulty_exp: Path) -> None:
+    """``emews status`` of a finished local run loaded pandas, numpy, pydantic and the sites (most of
+    its 0.6 CPU-seconds: users poll it, from watch(1) too) and opened the store twice (the headline,
+    then the trials, each its own connection). It opens it once and loads none of them; nor does
+    ``emews results``. Each prints what it printed."""
+    cmd = EmewsCommand(faulty_exp.parent)
+    for command in ("status", "results"):
+        cost = command_cost(cmd, command, str(faulty_exp))
+        assert cost.status == 0 and cost.out == cmd(command, str(faulty_exp), check=True).stdout, cost
+        assert cost.heavy == [] and cost.opened == ["sqlite3"], (command, cost.heavy[:20], cost.opened)
 
 
 def test_the_best_points_integers_are_integers(tmp_path: Path) -> None:
@@ -238,18 +250,24 @@ def test_the_rate_of_a_finished_experiment_is_over_all_its_runs_and_never_in_sci
     its length; a slow rate has its decimals, not an exponent."""
     from test_timeline import T0, experiment
 
-    from emews.reporting import data
-    from emews.reporting.summary import headline
+    from emews.reporting.files import read_files
+    from emews.reporting.headline import headline, store_figures
+    from emews.store import open_store
+
+    def figures(exp: Path):
+        files = read_files(exp)
+        with open_store(exp, readonly=True) as store:
+            return files, store_figures(files, store)
 
     later = 7200.0
     schedule = [(i, i, i + 1, 1) for i in range(10)] + [(9.5, later, later + 0.002, 1), (9.5, later, later + 0.003, 2)]
     exp = experiment(tmp_path, schedule, workers=2, requeued=(10, 11))
     proc = EmewsCommand(tmp_path)("status", str(exp), check=True)
     assert proc.stdout.splitlines()[-1] == "0 failed; workers busy: 0/2; rate 1.2/s over 10.0 s in 2 runs; ETA -"
-    live = headline(data.load(exp), running=True, now=T0 + later + 0.004)
+    live = headline(*figures(exp), running=True, now=T0 + later + 0.004)
     assert live.rate_said() == "500/s over this run's 4.0 ms"
     slow = experiment(tmp_path / "slow", [(0, 0, 86_400, 1)], workers=1)
-    assert headline(data.load(slow), running=False).rate_said() == "0.0000116/s over 24 h 00 min"
+    assert headline(*figures(slow), running=False).rate_said() == "0.0000116/s over 24 h 00 min"
 
 
 def test_the_ranks_the_last_run_went_on_without_are_shown_by_status_and_the_report(tmp_path: Path) -> None:

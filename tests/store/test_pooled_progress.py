@@ -12,7 +12,7 @@ from pathlib import Path
 from pgserver import PgServer
 from pooled import PooledRun, gated_command, gated_workflow, pooled_run, seen
 
-from testutil import said, status_comes_to_say, wait_until
+from testutil import command_cost, said, status_comes_to_say, wait_until
 
 OUT_IN_POOLS = re.compile(r"(\d+) tasks? queued or running in the pools")
 
@@ -70,6 +70,13 @@ def test_status_of_a_pooled_run_counts_the_running_pools_workers(pg_server: PgSe
         launch, cmd = run.launch, run.first
         assert _both_pools_hold_a_task(run), said(launch)
         status_comes_to_say(cmd, "0 failed; workers busy: 2/2; rate ")
+        # one connection to the store, no frames, no workflow validation, no sites (it opened three,
+        # and spent most of its CPU loading pandas, pydantic and the sites: users poll it)
+        status = command_cost(cmd, "status", "exp", postgres=True)
+        assert status.status == 0 and "0 failed; workers busy: 2/2; rate " in status.out, status
+        assert status.heavy == [] and status.opened == ["psycopg"], (status.heavy[:20], status.opened)
+        results = command_cost(cmd, "results", "exp", postgres=True)
+        assert results.status == 0 and results.heavy == [] and results.opened == ["psycopg"], results
 
 
 def test_status_of_a_pooled_run_counts_the_ranks_running_a_task(pg_server: PgServer, tmp_path: Path) -> None:

@@ -77,9 +77,10 @@ def test_every_surface_says_the_same_ending(trials: list[tuple[list[tuple[int, s
             write_csv(store, exp / "results.csv", ["x"])
             counts = totals(store).endings
             stopped = [store.stopped_early(t) for t in range(len(trials))]
+            trials_said = trial_lines(store, "loss", live=False)[0]
         with open(exp / "results.csv", newline="") as fh:
             ended = [row["t:ended"] for row in csv.DictReader(fh)]
         assert ended == [Ending.STOPPED_EARLY.value if s else Ending.COMPLETED.value for s in stopped]
         assert counts == Counter(ended)
-        assert f"ended ({endings_text(Counter(ended))})" in trial_lines(exp, "loss", live=False)[0]
+        assert f"ended ({endings_text(Counter(ended))})" in trials_said
         assert _optuna_states(exp) == ["PRUNED" if s else "COMPLETE" for s in stopped]
