@@ -384,6 +384,12 @@ class CommandCost(NamedTuple):
     opened: list[str]
 
 
+def ages_masked(text: str) -> str:
+    """``text`` (what ``emews status`` printed) with its ages ("heartbeat 12 s ago", "3 min ago")
+    made one word: two reads of one experiment a second apart differ only there."""
+    return re.sub(r"\b\d[\w .]* ago\b", "<age> ago", text)
+
+
 def command_cost(cmd: EmewsCommand, *args: str, postgres: bool = False) -> CommandCost:
     """``emews ARGS`` by ``cmd`` (its folder and environment), in a fresh Python: the modules of
     :data:`HEAVY_FOR_A_READ` it loaded and the store connections it opened (``"sqlite3"`` or

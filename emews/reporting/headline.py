@@ -114,7 +114,6 @@ def headline(files: ExperimentFiles, figures: StoreFigures, running: bool, now: 
     )
 
 
-
 def held_ranks(ran: list[RunRow]) -> set[int]:
     """Every worker rank that ran a task (a resume may run on fewer workers than an earlier run did)."""
     return run_spans.held_ranks((row.rank for row in ran), (row.team_ranks for row in ran))

@@ -63,7 +63,9 @@ def timed(results: pd.DataFrame) -> pd.DataFrame:
 def runs(results: pd.DataFrame) -> list[tuple[float, float]]:
     """The (start, end) of each run of the experiment, in time order (:func:`emews.reporting.runs.runs`)."""
     ran = timed(results)
-    return run_spans.runs(list(zip(ran["ready"].tolist(), ran["started"].tolist(), ran["finished"].tolist(), strict=True)))
+    return run_spans.runs(
+        list(zip(ran["ready"].tolist(), ran["started"].tolist(), ran["finished"].tolist(), strict=True))
+    )
 
 
 @dataclass(frozen=True)
