@@ -33,8 +33,14 @@ from emews.processes.tree import alive, kill_trees
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
 
-#: how often the lease is read while the start is watched (only until rank 0 has joined)
+#: how often the lease is read while a local job's start is watched (only until rank 0 has joined):
+#: a stop that came before it is handed to rank 0 this soon after it joined
 POLL_SECONDS = 0.05
+#: a batch job's watch starts at :data:`POLL_SECONDS` and doubles its wait up to this: its lease (a
+#: pool's store) is read about once a second after the first 2.5 s, not 20 times, on a parallel file
+#: system's metadata server; the bound (a minute by default) ends at most this much later, and
+#: nothing else waits for the watch (it hands no stop over, and rank 0 itself starts the first task)
+BATCH_POLL_SECONDS = 1.0
 #: how often a batch job's watch looks whether its launcher still runs
 LAUNCHER_POLL_SECONDS = 0.5
 #: the variable that sets the bound of a job's start outright (seconds)
@@ -80,8 +86,9 @@ class JobStart:
     has joined, else ``None``; ``bound``: stop the job when rank 0 has not joined within it (seconds
     from :meth:`begin`; ``None``: no bound); ``marks``: the folder where the job's ``ranks`` ranks
     mark their start (:mod:`~emews.job.start_marks`), to name those that never came, removed at
-    :meth:`close`; ``on_stuck``: told why, before a stuck job is stopped. :meth:`begin` once the job
-    runs, :meth:`close` once it ended."""
+    :meth:`close`; ``on_stuck``: told why, before a stuck job is stopped; ``poll_max``: the longest
+    wait between two looks whether rank 0 joined (from :data:`POLL_SECONDS`, doubled at each look).
+    :meth:`begin` once the job runs, :meth:`close` once it ended."""
 
     def __init__(
         self,
@@ -91,12 +98,14 @@ class JobStart:
         marks: Path | None = None,
         ranks: int = 0,
         on_stuck: Callable[[str], None] | None = None,
+        poll_max: float = POLL_SECONDS,
     ):
         self._rank_zero = rank_zero
         self._bound = bound
         self._marks = marks
         self._ranks = ranks
         self._on_stuck = on_stuck
+        self._poll_max = poll_max
         self._ended = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -132,7 +141,9 @@ class JobStart:
             self._thread.start()
 
     def _run(self, expired: Callable[[], bool]) -> None:
-        while not self._ended.wait(POLL_SECONDS):
+        wait = POLL_SECONDS
+        while not self._ended.wait(wait):
+            wait = min(wait * 2, self._poll_max)
             owner = self._rank_zero()
             if owner is not None:
                 with self._lock:
@@ -186,6 +197,7 @@ def watch_batch_start(exp_dir: Path, lease_token: str | None, ranks: int, launch
         marks=marks,
         ranks=ranks,
         on_stuck=leave,
+        poll_max=BATCH_POLL_SECONDS,
     )
     start.begin(launcher, os.environ)
     try:
