@@ -504,12 +504,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         from emews.job.job_start import batch_job_exit
 
         status, since = args.job_exit
-        return batch_job_exit(args.exp_dir.absolute(), args.lease, int(status), since)
+        return batch_job_exit(args.exp_dir.absolute(), args.lease, int(status), since, args.pool)
     if args.watch_start is not None:
         from emews.job.job_start import watch_batch_start
 
         ranks, launcher = args.watch_start
-        return watch_batch_start(args.exp_dir.absolute(), args.lease, ranks, launcher)
+        return watch_batch_start(args.exp_dir.absolute(), args.lease, ranks, launcher, args.pool)
     from emews.job.mpi_main import run_experiment
 
     return run_experiment(args.exp_dir, args.lease, pool_dir=args.pool)

@@ -13,10 +13,8 @@ prints the pool's script).
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import socket
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -30,20 +28,27 @@ from emews.config.experiment import (
     read_info,
     require_experiment,
 )
-from emews.config.lease import Owner
 from emews.config.workflow import load_workflow
 from emews.config.yamlio import dump_yaml, file_key, parse_override
-from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
+from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.core.wording import counted
 from emews.job.job_environment import check_job_environment
 from emews.job.job_start import JobStart, start_seconds
 from emews.job.launching import run_here
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
+from emews.job.pool_started import PoolLead
 from emews.job.start_marks import marks_folder
-from emews.processes.tree import descendants
 from emews.site import Site, load_site
-from emews.site.jobs import JOB_RECORD, JOB_SCRIPT, job_command, log_error, write_script
-from emews.store.pool_queue import PoolQueue, queue_for_a_pool
+from emews.site.jobs import (
+    JOB_RECORD,
+    JOB_SCRIPT,
+    exit_command,
+    job_command,
+    say_pool_not_started,
+    watch_command,
+    write_script,
+)
+from emews.store.pool_queue import queue_for_a_pool
 
 
 def refuse_workflow_keys(exp_dir: Path, overrides: Sequence[str]) -> None:
@@ -69,7 +74,7 @@ def refuse_workflow_keys(exp_dir: Path, overrides: Sequence[str]) -> None:
 
 def pool_command(exp_dir: Path, pool_dir: Path) -> list[str]:
     """What every rank of an attached pool's job runs."""
-    return [*job_command(exp_dir), "--pool", str(pool_dir)]
+    return job_command(exp_dir, pool_dir=pool_dir)
 
 
 def attach(
@@ -99,7 +104,14 @@ def attach(
     pool_dir = next_numbered(exp_dir / POOLS_DIR, "pool")
     command = pool_command(exp_dir, pool_dir)
     script = (  # validates
-        None if chosen.is_local else chosen.render_batch_script(pool_dir, workers, command, lead="pool distributor")
+        None if chosen.is_local else chosen.render_batch_script(
+            pool_dir,
+            workers,
+            command,
+            exit_command=exit_command(exp_dir, pool_dir=pool_dir),
+            watch_command=watch_command(exp_dir, None, workers + 1, pool_dir=pool_dir),  # its start, bounded
+            lead="pool distributor",
+        )
     )
     if dry_run:
         if script is None:
@@ -143,40 +155,3 @@ def attach(
     (pool_dir / JOB_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(f"submitted pool job {job_id} to {chosen.name} for {exp_dir} (folder {pool_dir})")
     return EXIT_OK
-
-
-def say_pool_not_started(exp_dir: Path, pool_dir: Path, why: str) -> None:
-    """The line that says the pool's job ended before its pool ran (``why``); the pool's ``emews.log``
-    gets it too. Nothing was held (its rank 0 never registered): the experiment goes on without it."""
-    log_error(pool_dir, f"the pool's job ended before it ran ({why})")
-    print(
-        f"emews: the pool's job ended before it ran ({why}); the experiment goes on without it; attach "
-        f"another with: emews attach {shlex.quote(str(exp_dir))}",
-        file=sys.stderr,
-    )
-
-
-class PoolLead:
-    """Where the rank 0 of the pool this process runs is, once it has registered in the experiment's
-    store (the registered pool process below this one; ``None`` before): a :class:`JobStart`'s
-    ``rank_zero``, so that a stop Hydra's ``mpiexec`` dropped as the pool started reaches it. The
-    store is opened only when a stop came; :meth:`close` closes it."""
-
-    def __init__(self, exp_dir: Path) -> None:
-        self._exp_dir = exp_dir
-        self._queue: PoolQueue | None = None
-
-    def __call__(self) -> Owner | None:
-        try:
-            if self._queue is None:
-                self._queue = queue_for_a_pool(self._exp_dir)
-            registered = self._queue.processes()
-        except EmewsError:  # the store does not answer now: asked again at the next poll
-            return None
-        ours = set(descendants(os.getpid()))
-        found = (Owner(socket.gethostname(), pid, started) for pid, started in registered.values() if pid in ours)
-        return next((owner for owner in found if owner.alive()), None)
-
-    def close(self) -> None:
-        if self._queue is not None:
-            self._queue.store.close()

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from emews.config.lease import Owner, joined
-from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.textfiles import write_atomic
 from emews.job import start_marks
 from emews.processes.tree import alive, kill_trees
@@ -83,7 +83,7 @@ def not_started(seconds: float, ranks: str | None = None) -> str:
 
 class JobStart:
     """One job's start, watched (see the module). ``rank_zero``: where the job's rank 0 runs once it
-    has joined, else ``None``; ``bound``: stop the job when rank 0 has not joined within it (seconds
+    has joined, else ``None`` (an :class:`EmewsError`: it cannot tell now, the bound waits); ``bound``: stop the job when rank 0 has not joined within it (seconds
     from :meth:`begin`; ``None``: no bound); ``marks``: the folder where the job's ``ranks`` ranks
     mark their start (:mod:`~emews.job.start_marks`), to name those that never came, removed at
     :meth:`close`; ``on_stuck``: told why, before a stuck job is stopped; ``poll_max``: the longest
@@ -144,7 +144,10 @@ class JobStart:
         wait = POLL_SECONDS
         while not self._ended.wait(wait):
             wait = min(wait * 2, self._poll_max)
-            owner = self._rank_zero()
+            try:
+                owner = self._rank_zero()
+            except EmewsError:  # cannot tell now (a pool's store that does not answer): asked again, not stopped
+                continue
             if owner is not None:
                 with self._lock:
                     self._joined, signum = True, self._pending
@@ -177,43 +180,54 @@ class JobStart:
             start_marks.remove(self._marks)
 
 
-def watch_batch_start(exp_dir: Path, lease_token: str | None, ranks: int, launcher: int) -> int:
+def watch_batch_start(
+    exp_dir: Path, lease_token: str | None, ranks: int, launcher: int, pool_dir: Path | None = None
+) -> int:
     """``job.sh``'s watch of its job's start, beside its launcher line (``launcher``: its pid; ``ranks``:
-    the job's): the job's rank 0 joins the lease within the start's bound, or the launcher is stopped
-    with its process tree here (the batch job then ends with its script, the other nodes' ranks with
-    it) and why is left for the job's exit command (:func:`batch_job_exit`). Ends once rank 0 joined,
-    the job was stopped, or the launcher ended; exit status 0."""
-    if not lease_token:  # a script written by hand: no lease to join
+    the job's): the job's rank 0 joins the lease (an attached pool's, at ``pool_dir``: registers the
+    pool in the store) within the start's bound, or the launcher is stopped with its process tree here
+    (the batch job then ends with its script, the other nodes' ranks with it) and why is left for the
+    job's exit command (:func:`batch_job_exit`). Ends once rank 0 joined, the job was stopped, or the
+    launcher ended; exit status 0."""
+    marks = start_marks.marks_folder(exp_dir, lease_token, pool_dir)
+    if marks is None:  # a script written by hand: no lease to join
         return EXIT_OK
-    marks = start_marks.marks_folder(exp_dir, lease_token)
-    assert marks is not None
+    pool = None
+    if pool_dir is not None:
+        from emews.job.pool_run import current_job_id  # not a launch's watch: it imports no store
+        from emews.job.pool_started import PoolLead
+
+        pool = PoolLead(exp_dir, current_job_id(), below=launcher)
+    lead = pool if pool is not None else (lambda: joined(exp_dir, str(lease_token), batch=True))
 
     def leave(why: str) -> None:
         write_atomic(start_marks.stuck_file(marks), [why.encode("utf-8")], durable=False)
 
-    start = JobStart(
-        lambda: joined(exp_dir, lease_token, batch=True),
-        bound=start_seconds,
-        marks=marks,
-        ranks=ranks,
-        on_stuck=leave,
-        poll_max=BATCH_POLL_SECONDS,
-    )
+    start = JobStart(lead, bound=start_seconds, marks=marks, ranks=ranks, on_stuck=leave, poll_max=BATCH_POLL_SECONDS)
     start.begin(launcher, os.environ)
     try:
         while start.watching and alive(launcher):
             time.sleep(LAUNCHER_POLL_SECONDS)
     finally:
         start.close()
+        if pool is not None:
+            pool.close()
     return EXIT_OK
 
 
-def batch_job_exit(exp_dir: Path, lease_token: str | None, launcher_status: int, since: float) -> int:
+def batch_job_exit(
+    exp_dir: Path, lease_token: str | None, launcher_status: int, since: float, pool_dir: Path | None = None
+) -> int:
     """``job.sh``'s exit status (its last line): the job's, as :func:`~emews.site.jobs.job_exit_status`
-    says, or 1 with the line that says why when the watch of its start stopped it."""
-    from emews.site.jobs import job_exit_status, say_ended_before_run  # not the watch's: it starts beside the ranks
+    says (an attached pool's job, at ``pool_dir``: the launcher's), or 1 with the line that says why
+    when the watch of its start stopped it."""
+    from emews.site.jobs import (  # not the watch's: it starts beside the ranks
+        job_exit_status,
+        say_ended_before_run,
+        say_pool_not_started,
+    )
 
-    marks = start_marks.marks_folder(exp_dir, lease_token)
+    marks = start_marks.marks_folder(exp_dir, lease_token, pool_dir)
     if marks is not None:
         start_marks.remove(marks)  # left by a watch that was stopped itself
         stuck = start_marks.stuck_file(marks)
@@ -222,7 +236,10 @@ def batch_job_exit(exp_dir: Path, lease_token: str | None, launcher_status: int,
         except OSError:
             why = ""
         stuck.unlink(missing_ok=True)
+        if why and pool_dir is not None:
+            say_pool_not_started(exp_dir, pool_dir, why)
+            return EXIT_FAILED
         if why:
             say_ended_before_run(exp_dir, why)
             return EXIT_FAILED
-    return job_exit_status(exp_dir, launcher_status, since)
+    return launcher_status if pool_dir is not None else job_exit_status(exp_dir, launcher_status, since)

@@ -93,7 +93,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         write_pool_record(pool_dir, run.pool)
     except OSError as exc:  # status then shows the pool without its folder; the pool runs on
         log.warning("pool %s: could not record its id in %s: %s", run.pool, pool_dir, exc)
-    # its ranks' start marks: read only by a watch of the start, which a batch pool's job has not yet
+    # its ranks' start marks, done with (the watch of its start removes them too, once it sees the pool)
     start_marks.remove(pool_dir / start_marks.POOL_MARKS)
     print(
         f"pool {run.pool} of {exp_dir}: {counted(len(workers), 'worker')} on {site.name}", file=sys.stderr, flush=True

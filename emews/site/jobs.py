@@ -23,22 +23,25 @@ from emews.site.site import Site
 JOB_SCRIPT = "job.sh"
 
 
-def job_command(exp_dir: Path, lease_token: str | None = None) -> list[str]:
-    """What every rank runs inside the job (with the token of the lease the job joins)."""
+def job_command(exp_dir: Path, lease_token: str | None = None, pool_dir: Path | None = None) -> list[str]:
+    """What every rank runs inside the job (with the token of the lease the job joins; of an attached
+    pool's job, with the pool's folder)."""
     command = [sys.executable or "python3", "-m", "emews", "run", str(exp_dir)]
-    return command + ["--lease", lease_token] if lease_token else command
+    command += ["--lease", lease_token] if lease_token else []
+    return command + ["--pool", str(pool_dir)] if pool_dir is not None else command
 
 
-def exit_command(exp_dir: Path, lease_token: str | None = None) -> list[str]:
+def exit_command(exp_dir: Path, lease_token: str | None = None, pool_dir: Path | None = None) -> list[str]:
     """What ``job.sh`` runs once the launcher line has ended, with the launcher's exit status and
-    the job's start time appended: it exits with the run's status (:func:`job_exit_status`)."""
-    return [*job_command(exp_dir, lease_token), "--job-exit"]
+    the job's start time appended: it exits with the run's status (:func:`job_exit_status`; an
+    attached pool's job: the launcher's)."""
+    return [*job_command(exp_dir, lease_token, pool_dir), "--job-exit"]
 
 
-def watch_command(exp_dir: Path, lease_token: str | None, ranks: int) -> list[str]:
+def watch_command(exp_dir: Path, lease_token: str | None, ranks: int, pool_dir: Path | None = None) -> list[str]:
     """What ``job.sh`` runs beside the launcher line, with the launcher's pid appended: the watch of
     the job's start (``emews.job.job_start.watch_batch_start``), ``ranks`` ranks."""
-    return [*job_command(exp_dir, lease_token), "--watch-start", str(ranks)]
+    return [*job_command(exp_dir, lease_token, pool_dir), "--watch-start", str(ranks)]
 
 
 def job_exit_status(exp_dir: Path, launcher_status: int, since: float) -> int:
@@ -64,6 +67,18 @@ def say_ended_before_run(exp_dir: Path, why: str) -> None:
     print(
         f"emews: the job ended before its run did ({why}); what it stored stays stored; continue with: "
         f"emews resume {shlex.quote(str(exp_dir))}",
+        file=sys.stderr,
+    )
+
+
+def say_pool_not_started(exp_dir: Path, pool_dir: Path, why: str) -> None:
+    """The line that says an attached pool's job ended before its pool ran (``why``); the pool's
+    ``emews.log`` gets it too. Nothing was held (its rank 0 never registered): the experiment goes on
+    without it."""
+    log_error(pool_dir, f"the pool's job ended before it ran ({why})")
+    print(
+        f"emews: the pool's job ended before it ran ({why}); the experiment goes on without it; attach "
+        f"another with: emews attach {shlex.quote(str(exp_dir))}",
         file=sys.stderr,
     )
 
