@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +44,12 @@ POLL_SECONDS = 0.05
 BATCH_POLL_SECONDS = 1.0
 #: how often a batch job's watch looks whether its launcher still runs
 LAUNCHER_POLL_SECONDS = 0.5
+#: how long a batch job's watch that is stopped itself (``scancel``, the batch system's kill: it stops
+#: every process of the job) waits for its launcher to end before it removes the ranks' marks (that a
+#: rank still starting would make again); the batch system kills what is left after ~30 s
+STOPPED_PATIENCE = 20.0
+#: the signals that stop a batch job's watch with its job
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: the variable that sets the bound of a job's start outright (seconds)
 START_TIMEOUT_VARIABLE = "EMEWS_START_TIMEOUT"
 #: without it, the bound is ``EMEWS_SETUP_TIMEOUT``'s but at least this: tests and users set that one
@@ -188,7 +195,8 @@ def watch_batch_start(
     pool in the store) within the start's bound, or the launcher is stopped with its process tree here
     (the batch job then ends with its script, the other nodes' ranks with it) and why is left for the
     job's exit command (:func:`batch_job_exit`). Ends once rank 0 joined, the job was stopped, or the
-    launcher ended; exit status 0."""
+    launcher ended, removing the ranks' marks; a stop signal (the job cancelled as it starts) ends it
+    too, once the launcher ended (:data:`STOPPED_PATIENCE`); exit status 0."""
     marks = start_marks.marks_folder(exp_dir, lease_token, pool_dir)
     if marks is None:  # a script written by hand: no lease to join
         return EXIT_OK
@@ -204,14 +212,22 @@ def watch_batch_start(
         write_atomic(start_marks.stuck_file(marks), [why.encode("utf-8")], durable=False)
 
     start = JobStart(lead, bound=start_seconds, marks=marks, ranks=ranks, on_stuck=leave, poll_max=BATCH_POLL_SECONDS)
+    stopped = threading.Event()
+    handled = threading.current_thread() is threading.main_thread()  # a signal handler can be set (not in tests' threads)
+    previous = {signum: signal.signal(signum, lambda *_: stopped.set()) for signum in STOP_SIGNALS} if handled else {}
     start.begin(launcher, os.environ)
     try:
-        while start.watching and alive(launcher):
+        while start.watching and alive(launcher) and not stopped.is_set():
             time.sleep(LAUNCHER_POLL_SECONDS)
+        patience = time.monotonic() + STOPPED_PATIENCE
+        while stopped.is_set() and alive(launcher) and time.monotonic() < patience:  # its ranks end with it
+            time.sleep(LAUNCHER_POLL_SECONDS / 5)
     finally:
-        start.close()
+        start.close()  # the marks removed: not left behind by a job cancelled as it started
         if pool is not None:
             pool.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return EXIT_OK
 
 

@@ -69,3 +69,28 @@ def test_a_batch_job_whose_rank_never_starts_ends_at_the_bound(slurm_cluster: Lo
     assert len(stored_rows(exp)) == 6
     assert json.loads((exp / "summary.json").read_text())["exit_status"] == 0
     assert list(exp.glob(".start*")) == []
+
+
+def test_a_batch_job_cancelled_as_it_starts_leaves_no_start_marks(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """``scancel`` while the job's start is watched (rank 2 stopped before Python, ranks 0, 1 and 3
+    marked and waiting in MPI_Init, the bound far off): Slurm stops every process of the job, the
+    watch among them, which removes the ranks' marks once the launcher ended. Was: ``.start-TOKEN``
+    left in the experiment (the watch died of the SIGTERM)."""
+    import subprocess
+
+    from emews.job.start_marks import missing
+    from testutil import wait_until
+
+    (tmp_path / "model.py").write_text("def run(params):\n    return params['x']\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 6})
+    exp = tmp_path / "exp"
+    launched = emews("launch", str(wf), "--site", str(stopping_slurm_site(tmp_path)), "--exp-dir", str(exp),
+                     cwd=tmp_path, env=repo_env(EMEWS_START_TIMEOUT="600"))
+    assert launched.returncode == 0, launched.stderr
+    job_id = json.loads((exp / "job.json").read_text())["job_id"]
+    marks = lambda: next(exp.glob(".start-*"), None)  # noqa: E731
+    assert wait_until(lambda: marks() is not None and missing(marks(), 4).startswith("rank 2 of 4"), timeout=240)
+    subprocess.run(["scancel", job_id], check=True, capture_output=True)
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    assert list(exp.glob(".start*")) == [], (exp / f"job-{job_id}.out").read_text()
