@@ -9,6 +9,7 @@ node that froze as the job started) held every other rank there until the wallti
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,15 +23,17 @@ from emews.site.jobs import job_status
 from testutil import stopping_rank, stored_rows, write_workflow
 
 
-def stopping_slurm_site(folder: Path) -> Path:
-    """The loopback site whose ``mpiexec`` is a shell that wraps the ranks' Python: rank 2 stops itself
-    (SIGSTOP) before it execs Python, until ``folder/healed`` exists (:func:`testutil.stopping_rank`)."""
-    mpiexec = folder / "mpiexec"
-    real = Path(sys.executable).parent / "mpiexec"
-    mpiexec.write_text("\n".join(["#!/bin/bash", *stopping_rank(folder, "kill -STOP"), f'exec {real} "$@"', ""]))
-    mpiexec.chmod(0o755)
+def stopping_slurm_site(folder: Path, launcher: dict | None = None) -> Path:
+    """The loopback site whose launcher (``mpiexec``, else ``launcher``'s, e.g. ``srun``) is a shell that
+    wraps the ranks' Python: rank 2 stops itself (SIGSTOP) before it execs Python, until
+    ``folder/healed`` exists (:func:`testutil.stopping_rank`)."""
     site = yaml.safe_load(LOOPBACK_SITE.read_text())
-    site["launcher"]["command"] = str(mpiexec)
+    site["launcher"] = {**site["launcher"], **(launcher or {})}
+    wrapper = folder / "launcher"
+    real = shutil.which(launcher["command"]) if launcher else str(Path(sys.executable).parent / "mpiexec")
+    wrapper.write_text("\n".join(["#!/bin/bash", *stopping_rank(folder, "kill -STOP"), f'exec {real} "$@"', ""]))
+    wrapper.chmod(0o755)
+    site["launcher"]["command"] = str(wrapper)
     path = folder / "stopping-slurm.yaml"
     path.write_text(yaml.safe_dump(site))
     return path
@@ -94,3 +97,26 @@ def test_a_batch_job_cancelled_as_it_starts_leaves_no_start_marks(slurm_cluster:
     subprocess.run(["scancel", job_id], check=True, capture_output=True)
     assert wait_for(lambda: job_status(exp), "done", 240) == "done"
     assert list(exp.glob(".start*")) == [], (exp / f"job-{job_id}.out").read_text()
+
+
+def test_a_batch_job_under_srun_whose_rank_never_starts_ends_at_the_bound(
+        slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """The same under ``srun --mpi=pmi2`` as the launcher (the pip MPICH's PMI under srun): rank 2 of 4
+    stops itself before Python; the watch stops the job at the 15 s bound, naming rank 2 (read from the
+    rank's PMI_RANK, which srun's pmi2 sets equal to SLURM_PROCID before MPI_Init), exit 1, marks removed."""
+    (tmp_path / "model.py").write_text("def run(params):\n    return params['x']\n")
+    wf = write_workflow(tmp_path, objective={"module": str(tmp_path / "model.py"), "function": "run"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}}, budget={"evaluations": 6})
+    exp = tmp_path / "exp"
+    site = stopping_slurm_site(tmp_path, {"type": "srun", "command": "srun", "args": ["--overcommit", "--mpi=pmi2"]})
+    launched = emews("launch", str(wf), "--site", str(site), "--exp-dir", str(exp), cwd=tmp_path,
+                     env=repo_env(EMEWS_START_TIMEOUT="15"))
+    assert launched.returncode == 0, launched.stderr
+    assert "--mpi=pmi2" in (exp / "job.sh").read_text()  # the wrapper execs srun with its flags
+    assert wait_for(lambda: job_status(exp), "done", 240) == "done"
+    job_id = json.loads((exp / "job.json").read_text())["job_id"]
+    out = (exp / f"job-{job_id}.out").read_text()
+    said = [line for line in out.splitlines() if line.startswith("emews")]
+    assert len(said) == 1 and "did not all start within 15 s (rank 2 of 4 never reached MPI_Init" in said[0], out
+    assert slurm_exit_code(job_id) == "1:0", out
+    assert list(exp.glob(".start*")) == []
