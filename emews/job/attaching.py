@@ -104,7 +104,9 @@ def attach(
     pool_dir = next_numbered(exp_dir / POOLS_DIR, "pool")
     command = pool_command(exp_dir, pool_dir)
     script = (  # validates
-        None if chosen.is_local else chosen.render_batch_script(
+        None
+        if chosen.is_local
+        else chosen.render_batch_script(
             pool_dir,
             workers,
             command,

@@ -213,7 +213,9 @@ def watch_batch_start(
 
     start = JobStart(lead, bound=start_seconds, marks=marks, ranks=ranks, on_stuck=leave, poll_max=BATCH_POLL_SECONDS)
     stopped = threading.Event()
-    handled = threading.current_thread() is threading.main_thread()  # a signal handler can be set (not in tests' threads)
+    handled = (
+        threading.current_thread() is threading.main_thread()
+    )  # a signal handler can be set (not in tests' threads)
     previous = {signum: signal.signal(signum, lambda *_: stopped.set()) for signum in STOP_SIGNALS} if handled else {}
     start.begin(launcher, os.environ)
     try:

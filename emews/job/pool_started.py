@@ -47,4 +47,3 @@ class PoolLead:
     def close(self) -> None:
         if self._queue is not None:
             self._queue.store.close()
-
