@@ -485,7 +485,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
     if args.best is not None and args.best < 1:
         raise ConfigError(f"must be at least 1, got {args.best}", key="--best")
-    present, gone = durable_checkpoints(args.exp_dir.absolute())  # one read: the list and the note agree
+    present, gone, lost = durable_checkpoints(args.exp_dir.absolute())  # one read: the list and the notes agree
     rows = best_checkpoints(present, args.best, per_trial=not args.per_checkpoint)
     print(format_table(rows))
     print(counted(len(rows), "checkpoint"), file=sys.stderr)
@@ -494,6 +494,13 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
             f"emews: note: {counted(len(gone), 'checkpoint')} the store records {'is' if len(gone) == 1 else 'are'} "
             f"not listed: {'its file is' if len(gone) == 1 else 'their files are'} gone (deleted or moved), "
             f"e.g. {gone[0].path}",
+            file=sys.stderr,
+        )
+    if lost:
+        print(
+            f"emews: note: {counted(len(lost), 'checkpoint')} reported {'was' if len(lost) == 1 else 'were'} never "
+            "written (the task's process died, or the write failed, before its background writer wrote "
+            f"{'it' if len(lost) == 1 else 'them'}): e.g. trial {lost[0].trial} step {lost[0].step}",
             file=sys.stderr,
         )
     return EXIT_OK

@@ -254,6 +254,8 @@ def trial_service(
         )
     if spec.exp_dir is not None and not (spec.pools or shared):
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
+        if store is not None:
+            store.mark_lost()  # checkpoints an earlier run's killed writers never wrote
     if shared:
         from emews.runtime.shared_trials import SharedTrials  # pools only
         from emews.store.reconnecting import ReconnectingStore

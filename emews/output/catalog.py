@@ -12,39 +12,50 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from emews.config.experiment import read_workflow
 from emews.core.errors import EmewsError
 from emews.core.imports import registered_name
 from emews.objective.function import ObjectiveLoadError, import_objective_module
 from emews.output.export import open_store
-from emews.store import DURABLE, CheckpointRow
+from emews.store import DURABLE, LOST, CheckpointRow
 from emews.training.checkpoints import read_checkpoint
 
 
-def durable_checkpoints(exp_dir: str | Path) -> tuple[list[CheckpointRow], list[CheckpointRow]]:
-    """The durable checkpoints the store of an experiment records, by trial and step: those whose
-    file is there, and those whose file is gone (deleted to free space, or moved away)."""
+class Recorded(NamedTuple):
+    """The checkpoints the store of an experiment records, by trial and step: the durable ones whose
+    file is there, those whose file is gone (deleted to free space, or moved away), and those never
+    written (``lost``: the task's process died, or its write failed, before its writer wrote it)."""
+
+    present: list[CheckpointRow]
+    gone: list[CheckpointRow]
+    lost: list[CheckpointRow]
+
+
+def durable_checkpoints(exp_dir: str | Path) -> Recorded:
+    """:class:`Recorded` of the experiment at ``exp_dir`` (one read of its store)."""
     store = open_store(Path(exp_dir))
     if store is None:
-        return [], []
+        return Recorded([], [], [])
     try:
-        rows = store.checkpoints((DURABLE,))
+        rows = store.checkpoints((DURABLE, LOST))
     finally:
         store.close()
-    present: list[CheckpointRow] = []
-    gone: list[CheckpointRow] = []
+    recorded = Recorded([], [], [])
     for row in rows:
-        (present if Path(row.path).is_file() else gone).append(row)
-    return present, gone
+        if row.state == LOST:
+            recorded.lost.append(row)
+        else:
+            (recorded.present if Path(row.path).is_file() else recorded.gone).append(row)
+    return recorded
 
 
 def list_checkpoints(exp_dir: str | Path, best: int | None = None, per_trial: bool = True) -> list[CheckpointRow]:
     """The durable checkpoints of an experiment whose files are there, by trial and step. ``best``:
     the best checkpoint of each of the ``best`` best trials, best first, by the scheduler's metric
     (``per_trial`` false: the ``best`` best checkpoints, several of which may be one trial's)."""
-    return best_checkpoints(durable_checkpoints(exp_dir)[0], best, per_trial)
+    return best_checkpoints(durable_checkpoints(exp_dir).present, best, per_trial)
 
 
 def best_checkpoints(rows: list[CheckpointRow], best: int | None, per_trial: bool = True) -> list[CheckpointRow]:

@@ -63,6 +63,7 @@ class SharedTrials(TrialService):
         if task.id not in self._lost:
             return super().intercept(task, outcome)
         self._lost.discard(task.id)
+        self.settle(task.id)
         self.paused.pop(task.id, None)
         self.waiting.pop(task.id, None)
         self._remove_refused(task.id)  # the trial ended: its checkpoint writes are done

@@ -99,6 +99,8 @@ class TrialService:
         self._said_unwritten = False  # a checkpoint that could not be written was said on stderr
         self.rebuilt_seq = 0  # the seq of the last report :meth:`rebuild` replayed
         self._retainer: Retainer | None = None
+        #: trials with a checkpoint staged in this run: when their task's run ends, those never written are lost
+        self._staging: set[int] = set()
         self._handlers: dict[type, Callable[[Any, Task | None], Reply | None]] = {
             Report: self._report,
             RestoreRequest: self._restore,
@@ -197,10 +199,11 @@ class TrialService:
     def intercepts(self) -> bool:
         """Whether outcomes are to be seen here: some may not be results (retries configured, trials
         paused), or a scheduler is told which trials ended."""
-        return bool(self.retries or self.paused or self.waiting or self.scheduler is not None)
+        return bool(self.retries or self.paused or self.waiting or self._staging or self.scheduler is not None)
 
     def intercept(self, task: Task, outcome: Outcome) -> Afterwards | None:
         """``None``: the outcome is the task's result; else what happens to the task instead."""
+        self.settle(task.id)
         waits = self.waiting.pop(task.id, None)
         step = self.paused.pop(task.id, None)
         if step is not None:
@@ -217,6 +220,15 @@ class TrialService:
         if self.scheduler is not None:
             self.scheduler.ended(task.id)
         return None
+
+    def settle(self, trial: int) -> None:
+        """``trial``'s task ended this run of it (its checkpoints flushed, or its process dead): its
+        staged checkpoints whose file is not there will never be written (lost: not restored, not
+        listed by ``emews checkpoints``, which counts them in a note)."""
+        if trial in self._staging and self.store is not None:
+            self._staging.discard(trial)
+            if lost := self.store.mark_lost([trial]):
+                log.info("trial %s: %s checkpoint(s) never written (its task ended first)", trial, lost)
 
     def _retry(self, task: Task, outcome: Outcome, limit: int) -> bool:
         """Whether ``task`` runs again after ``outcome`` (crashed or timed out, fewer than ``limit``
@@ -268,6 +280,8 @@ class TrialService:
         seq = self._add_report(report, value, loss, record)
         if record is not None:
             self._recorded.add(record.id)
+        if report.checkpoint is not None:
+            self._staging.add(report.trial)
         if report.durable:
             self._retain(report.durable)
         return seq

@@ -5,6 +5,7 @@ implements (SQLite: :class:`~emews.store.results_store.ResultsStore`). Open one 
 from emews.store.base import (
     DELETED,
     DURABLE,
+    LOST,
     RESULT_FIELDS,
     STAGED,
     CheckpointRow,
@@ -26,6 +27,7 @@ from emews.store.opening import STORE_FILE, ReportReader, open_store, store_exis
 __all__ = [
     "DELETED",
     "DURABLE",
+    "LOST",
     "RESULT_FIELDS",
     "STAGED",
     "STORE_FILE",

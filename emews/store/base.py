@@ -23,8 +23,9 @@ from emews.training.messages import Ending, Report, Restorable
 
 #: how hard each commit waits for the disk (SQLite: ``PRAGMA synchronous``)
 Durability = Literal["normal", "full", "off"]
-#: a checkpoint's states: being written, complete on disk (only these are restored or cloned), removed
-STAGED, DURABLE, DELETED = "staged", "durable", "deleted"
+#: a checkpoint's states: being written, complete on disk (only these are restored or cloned), removed,
+#: never written (its run of the task ended, or the run was killed, before its writer wrote it)
+STAGED, DURABLE, DELETED, LOST = "staged", "durable", "deleted", "lost"
 #: the columns of a finished evaluation that ``emews report`` reads (:meth:`Store.report_results`)
 RESULT_FIELDS = ("id", "status", "objective", "loss", "error", "rank", "host", "submitted", "started", "finished")
 #: a row of ``results.csv`` as the store hands it over (:meth:`Store.csv_rows`)
@@ -279,6 +280,12 @@ class Store(ABC):
     @abstractmethod
     def mark_deleted(self, ids: Sequence[int]) -> None:
         """Retention removed the checkpoints ``ids``."""
+
+    @abstractmethod
+    def mark_lost(self, trials: Iterable[int] | None = None) -> int:
+        """The staged checkpoints (of ``trials``; ``None``: every trial's) whose file is not in place
+        were never written: their writer ended first (the task's process was killed, or the write
+        failed). They are ``lost``; how many. One whose writer still says it is written is durable."""
 
     @abstractmethod
     def add_lineage(

@@ -2,7 +2,8 @@
 
 ``reports``      every ``ctx.report`` as it arrived (seq gives the arrival order).
 ``checkpoints``  every checkpoint a report handed in: ``staged`` (being written), ``durable``
-                 (complete on disk: only these are restored or cloned), ``deleted`` (retention).
+                 (complete on disk: only these are restored or cloned), ``deleted`` (retention),
+                 ``lost`` (never written: its run of the task ended, or the run was killed, first).
 ``lineage``      every PBT exploit: which trial cloned which checkpoint, with old and new parameters.
 ``decisions``    every answer to a report other than continue (stop, complete, pause, exploit): the trial, the
                  step and the report's seq (``report``; NULL in a store written before it was kept, where
@@ -38,7 +39,7 @@ from typing import Any
 from emews.core.followed_dir import FollowedDir
 from emews.core.jsoncodec import loads_metrics, loads_point
 from emews.core.results import Outcome, Status, StoredReport, Task, TrialEnd
-from emews.store.base import DELETED, DURABLE, STAGED, CheckpointRow, LeaseLost, TrialState
+from emews.store.base import DELETED, DURABLE, LOST, STAGED, CheckpointRow, LeaseLost, TrialState
 from emews.store.tables import column_names, in_slices, record_tasks, set_task_params
 from emews.training.checkpoints import checkpoint_attempt, in_experiment
 from emews.training.messages import Action, Ending, Report, Restorable
@@ -251,15 +252,35 @@ class TrialStore:
                 self._durable(paths)
 
     def _durable(self, paths: Iterable[str]) -> None:
-        self._db.executemany(
-            "UPDATE checkpoints SET state = ? WHERE path = ? AND state = ?",
-            [(DURABLE, self._stored(p), STAGED) for p in paths],
+        self._db.executemany(  # lost too: a writer slower than its task's end, not dead, wrote it after all
+            "UPDATE checkpoints SET state = ? WHERE path = ? AND state IN (?, ?)",
+            [(DURABLE, self._stored(p), STAGED, LOST) for p in paths],
         )
 
     def mark_deleted(self, ids: Sequence[int]) -> None:
         with self._db:
             self._db.execute("BEGIN")
             self._db.executemany("UPDATE checkpoints SET state = ? WHERE id = ?", [(DELETED, i) for i in ids])
+
+    def mark_lost(self, trials: Iterable[int] | None = None) -> int:
+        """Staged checkpoints (of ``trials``; every one when ``None``) whose file is not there are lost."""
+        if not self._has("checkpoints"):
+            return 0
+        sql = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ?"
+        if trials is None:
+            rows = [self._row(r) for r in self._db.execute(sql, (STAGED,))]
+        else:
+            rows = []
+            for chunk, marks in in_slices(sorted(set(trials))):
+                rows += [self._row(r) for r in self._db.execute(f"{sql} AND trial IN ({marks})", (STAGED, *chunk))]
+        lost = [row.id for row in rows if not Path(row.path).is_file()]
+        if lost:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "UPDATE checkpoints SET state = ? WHERE id = ? AND state = ?", [(LOST, i, STAGED) for i in lost]
+                )
+        return len(lost)
 
     def add_lineage(
         self,
@@ -493,10 +514,10 @@ class TrialStore:
 
     def checkpointed_in(self, trial: int, attempt: int) -> bool:
         """Whether ``trial``'s run ``attempt`` (its task's) wrote a checkpoint (durable, since deleted,
-        or staged with its file in place): it trained on in that run."""
+        or staged or lost with its file in place): it trained on in that run."""
         rows = self._db.execute(f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial = ?", (trial,))
         return any(
-            checkpoint_attempt(row.path) == attempt and (row.state != STAGED or Path(row.path).is_file())
+            checkpoint_attempt(row.path) == attempt and (row.state in (DURABLE, DELETED) or Path(row.path).is_file())
             for row in map(self._row, rows)
         )
 
@@ -547,7 +568,7 @@ class TrialStore:
             (trial, DELETED, after or 0, _NO_SEQ if before is None else before),
         )
         for row in [self._row(r) for r in rows]:
-            if row.state == STAGED:
+            if row.state in (STAGED, LOST):  # its file in place: written (the final name comes last)
                 if not Path(row.path).is_file():
                     continue
                 self.mark_durable([row.path])

@@ -13,7 +13,7 @@ import pytest
 from pgserver import PgServer
 
 from emews.core.results import Outcome, Result, Status, Task, TrialEnd, reports_before_ends
-from emews.store import DELETED, DURABLE, RESULT_FIELDS, STAGED, Store, StoreIncompatible, open_store
+from emews.store import DELETED, DURABLE, LOST, RESULT_FIELDS, STAGED, Store, StoreIncompatible, open_store
 from emews.store.results_store import ResultsStore
 from emews.training.messages import CheckpointNote, Ending, Report
 
@@ -368,3 +368,26 @@ def test_psycopg_is_loaded_only_for_a_postgresql_store() -> None:
     from testutil import modules_loaded_by
 
     assert modules_loaded_by("emews, emews.store, emews.cli, emews.job.launching", ("psycopg",), ()) == []
+
+
+def test_staged_checkpoints_never_written_are_lost(store: Store, tmp_path: Path) -> None:
+    """``mark_lost``: a staged checkpoint whose file is not there (of the trials named, or of every
+    trial) is lost; one whose file is there stays staged (its writer's word is on its way); a lost one
+    is never a restore candidate, and a writer that says it wrote it after all makes it durable."""
+    folder = tmp_path / "checkpoints" / "000000"
+    folder.mkdir(parents=True)
+    paths = {step: folder / f"step-{step}.ckpt" for step in (1, 2, 3)}
+    paths[1].write_bytes(b"written")
+    for step, path in paths.items():
+        store.add_report(Report(0, 0, step, {"loss": 1.0}, 10.0 + step, CheckpointNote(str(path), 7)), 1.0, 1.0,
+                         task=_task(0) if step == 1 else None)
+    other = tmp_path / "checkpoints" / "000001" / "step-1.ckpt"
+    store.add_report(Report(1, 0, 1, {"loss": 1.0}, 20.0, CheckpointNote(str(other), 7)), 1.0, 1.0, task=_task(1))
+    assert store.mark_lost([0]) == 2
+    assert [(r.trial, r.step, r.state) for r in store.checkpoints((STAGED, LOST))] == [
+        (0, 1, STAGED), (0, 2, LOST), (0, 3, LOST), (1, 1, STAGED)]
+    assert [c.step for c in store.candidates(0)] == [1]
+    assert store.mark_lost() == 1 and [r.trial for r in store.checkpoints((LOST,))] == [0, 0, 1]
+    store.mark_durable([str(paths[3])])
+    assert [(r.step, r.state) for r in store.checkpoints((STAGED, DURABLE, LOST)) if r.trial == 0] == [
+        (1, "durable"), (2, LOST), (3, DURABLE)]
