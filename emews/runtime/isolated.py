@@ -27,6 +27,7 @@ from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask
 from emews.runtime.setup_bound import setup_bound
 from emews.runtime.spool import OutputNotKept, keep_output, output_tail, runs_root_of
+from emews.training.checkpoints import remove_temps_of, trial_folder
 from emews.training.messages import LinkClosed
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class ProcessRunner:
             self._kill()
             return None
         except ReplyTimeout:
-            self._kill()
+            self._kill_mid_task(context)
             self._keep_output(context)
             return Outcome(
                 task.id,
@@ -165,7 +166,7 @@ class ProcessRunner:
     def _crashed(self, task: Task, context: TaskContext, started: float, where: dict[str, Any]) -> Outcome:
         assert self._child is not None
         code = self._child.wait_exit()
-        self._kill()  # whatever it left behind
+        self._kill_mid_task(context)  # whatever it left behind
         error = describe_exit(code)
         spool = self._spool_now()
         tail = output_tail(spool) if spool else ""
@@ -173,6 +174,16 @@ class ProcessRunner:
             error = with_output(error, "stderr", tail, signalled=code < 0)
         self._keep_output(context)
         return Outcome(task.id, Status.CRASHED, error=error, started=started, finished=time.time(), **where)
+
+    def _kill_mid_task(self, context: TaskContext) -> None:
+        """:meth:`_kill` a child that ran the task of ``context``; the temporary file of a checkpoint
+        its writer was writing then goes too (the task's next run, or the next task, starts clean)."""
+        assert self._child is not None
+        pid = self._child.pid
+        self._kill()
+        root = context.checkpoints_root
+        if root is not None:
+            remove_temps_of(trial_folder(root, context.task_id), pid)
 
     def _keep_output(self, context: TaskContext) -> None:
         """What a killed or crashed child wrote for this task goes into the task's run dir."""

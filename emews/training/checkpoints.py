@@ -58,7 +58,12 @@ def checkpoint_path(root: Path, trial: int, step: int, serial: int, attempt: int
     over, one attempt later) and must not write one file. The first attempt's name is the layout
     of experiments written before (their rows name their paths, which are read as they are)."""
     run = f"{_ATTEMPT}{attempt}" if attempt else ""
-    return root / f"{trial:06d}" / f"step-{step:08d}-{serial:03d}{run}{SUFFIX}"
+    return trial_folder(root, trial) / f"step-{step:08d}-{serial:03d}{run}{SUFFIX}"
+
+
+def trial_folder(root: Path, trial: int) -> Path:
+    """``ROOT/TRIAL``: where :func:`checkpoint_path` puts ``trial``'s checkpoints."""
+    return root / f"{trial:06d}"
 
 
 _ATTEMPT = "-a"
@@ -125,11 +130,21 @@ def write_checkpoint_file(destination: Callable[[], Path], pieces: Iterable[byte
 def remove_dead_temps(root: Path) -> int:
     """Remove the temporary files that checkpoint writers no longer alive left under ``root``
     (``EXP/checkpoints``: a ``kill -9`` mid-write); how many. A writer's process id is in the name."""
+    return _remove_temps(root.glob("*/.*.tmp"), lambda pid: not _alive(pid))
+
+
+def remove_temps_of(folder: Path, pid: int) -> int:
+    """Remove the temporary files the process ``pid``, known dead (killed, or crashed, mid-write),
+    left in the trial folder ``folder``; how many."""
+    return _remove_temps(folder.glob(f".*.{pid}.*.tmp"), lambda writer: writer == pid)
+
+
+def _remove_temps(paths: Iterable[Path], dead: Callable[[int], bool]) -> int:
     removed = 0
-    for path in root.glob("*/.*.tmp"):
+    for path in paths:
         pid = writer_pid(path.name)
-        if pid is not None and not _alive(pid):
-            path.unlink(missing_ok=True)
+        if pid is not None and dead(pid):
+            _discard(path)
             removed += 1
     return removed
 

@@ -1,6 +1,6 @@
 """Checkpoints a task's process never wrote: it was killed after ``ctx.report`` handed the
 snapshot to its background writer, before the writer wrote it (``before``) or while it wrote it
-(``mid``: its temporary file begun). Their rows stayed ``staged`` in the store for good, seen by
+(``mid``: its temporary file begun; ``stuck``: the same, killed by the task timeout). Their rows stayed ``staged`` in the store for good, seen by
 nothing but raw SQL; and the temporary file of a write killed midway stayed in the trial's folder
 until the next ``emews resume`` (never, in a pooled run). Now the row is ``lost`` once the task's
 run ends (its retry here), ``emews checkpoints`` counts it in a note, and the worker that saw its
@@ -28,7 +28,7 @@ def _log(params, **event):
 
 def _hold_writes(how):
     """The process's background writer never finishes a checkpoint from now on: ``before`` it
-    starts the file, ``mid`` once it made the file's temporary name."""
+    starts the file, else (``mid``, ``stuck``) once it made the file's temporary name."""
     for writer in list(session._WRITERS.values()):
         writer.flush()  # step 1's file is written: only what follows is held
     if how == "before":
@@ -49,21 +49,23 @@ def run(params, ctx):
     state, start = ctx.restore(default=({"step": 0}, 0))
     folder = ctx.checkpoints_root / f"{ctx.task_id:06d}"
     _log(params, event="start", restored=start, temps=sorted(p.name for p in folder.glob(".*.tmp")))
-    killed = params["how"] in ("before", "mid") and start == 0
+    killed = params["how"] in ("before", "mid", "stuck") and start == 0
     for step in range(start + 1, 4):
         if step == 2 and killed:
             _hold_writes(params["how"])
         ctx.report(step=step, metrics={"loss": 1.0 / step}, checkpoint={"step": step})
         if step == 2 and killed:
             deadline = time.monotonic() + 120
-            while params["how"] == "mid" and not list(folder.glob(".*.tmp")) and time.monotonic() < deadline:
+            while params["how"] != "before" and not list(folder.glob(".*.tmp")) and time.monotonic() < deadline:
                 time.sleep(0.01)
+            if params["how"] == "stuck":  # killed by the task timeout
+                threading.Event().wait()
             os.kill(os.getpid(), signal.SIGKILL)  # before the writer wrote step 2
     return 1.0 / 3
 '''
 
 
-def killed_workflow(folder: Path, how: str, **sections) -> tuple[Path, Path]:
+def killed_workflow(folder: Path, how: str, timeout: float = 120, **sections) -> tuple[Path, Path]:
     """The workflow of ``KILLED`` (its log, ``how`` its first run is killed), one evaluation: ``(workflow, log)``."""
     (folder / "killed.py").write_text(KILLED)
     log = folder / "log.jsonl"
@@ -71,23 +73,25 @@ def killed_workflow(folder: Path, how: str, **sections) -> tuple[Path, Path]:
                         space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
                                "how": {"type": "constant", "value": how},
                                "log": {"type": "constant", "value": str(log)}},
-                        budget={"evaluations": 1}, task={"timeout": 120, "retries": 1, "isolation": "process"},
+                        budget={"evaluations": 1}, task={"timeout": timeout, "retries": 1, "isolation": "process"},
                         **sections)
     return wf, log
 
 
-@pytest.mark.parametrize("how", ["before"])
+@pytest.mark.parametrize("how", ["before", "mid", "stuck"])
 def test_a_checkpoint_its_killed_process_never_wrote_is_lost_and_leaves_no_temporary_file(
     emews_cmd, tmp_path: Path, how: str
 ) -> None:
-    wf, log = killed_workflow(tmp_path, how, checkpoints={"keep_last": 1})
+    # stuck: the task timeout kills it (the retry needs a few seconds of it)
+    wf, log = killed_workflow(tmp_path, how, 20 if how == "stuck" else 120, checkpoints={"keep_last": 1})
     proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
     assert proc.returncode == 0, proc.stderr
     exp = tmp_path / "exp"
     starts = [json.loads(line) for line in log.read_text().splitlines()]
     # the retry restored step 1 (step 2 was never written), with no temporary file left in its folder
     assert [(s["restored"], s["temps"]) for s in starts] == [(0, []), (1, [])], starts
-    assert query(exp, "SELECT task, attempt, status FROM attempts") == [(0, 1, "crashed")]
+    ended = "timeout" if how == "stuck" else "crashed"
+    assert query(exp, "SELECT task, attempt, status FROM attempts") == [(0, 1, ended)]
     rows = query(exp, "SELECT step, path, state FROM checkpoints ORDER BY id")
     assert [(step, Path(path).name, state) for step, path, state in rows] == [
         (1, "step-00000001-000.ckpt", "deleted"),   # keep_last: 1, once the retry's step 2 was written
