@@ -15,6 +15,7 @@ from emews.store.opening import recorded_store
 from emews.store.postgres_url import lease_seconds
 
 if TYPE_CHECKING:
+    from emews.core.lost_ranks import LostRank
     from emews.store.base import Store
     from emews.store.pool_queue import PoolRow
 
@@ -33,6 +34,8 @@ class PoolView:
     workers: int = 0  # of the running pools
     busy: int = 0  # of their worker ranks, those running a task (as each pool last said)
     optimizer: bool = False  # whether an optimizer serves the experiment (a job, emews serve or resume, any host)
+    #: the worker ranks the pools of the run went on without so far (those not stopped: since the first started)
+    lost: list[LostRank] = field(default_factory=list)
 
 
 def _busy_ranks(pool: PoolRow, told: dict[int, int], leased: dict[int, int]) -> int:
@@ -114,6 +117,8 @@ def pool_lines(files: ExperimentFiles, store: Store | None) -> PoolView:
     optimizer = queue.optimizer_running()
     finished = queue.finished()
     processes = queue.processes()
+    live = [pool.started for pool in pools if pool.stopped is None and pool.started is not None]
+    lost = queue.lost_ranks(since=min(live)) if live else []
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
     if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
         said[1] += f" ({counts['expired']} of them past their lease: queued again at the next claim)"
@@ -156,7 +161,7 @@ def pool_lines(files: ExperimentFiles, store: Store | None) -> PoolView:
             f"continue with: emews serve {shlex.quote(str(exp_dir))}"
         )
     lines += _unstarted_lines(exp_dir, set(folders.values()))
-    return PoolView(lines, workers, busy, optimizer=optimizer)
+    return PoolView(lines, workers, busy, optimizer=optimizer, lost=lost)
 
 
 def _unstarted_lines(exp_dir: Path, registered: set[Path]) -> list[str]:

@@ -166,7 +166,8 @@ def text(exp_dir: Path) -> tuple[str, bool]:
         if not pools.optimizer:  # the pools end what is queued; no time to the budget's end without one
             said = replace(said, eta=None)
     notes = [f"note: {problem} (shown without it)" for problem in files.unreadable]
-    lost = [] if running else [lost.line() for lost in lost_ranks_of(files.summary or {})]  # the last run's
+    # while it runs, the ranks its pools went on without so far (the store has them); after, the last run's
+    lost = [lost.line() for lost in (pools.lost if running else lost_ranks_of(files.summary or {}))]
     lines = [f"job: {state}", *said.lines(), *lost, *pools.lines, *trials, *notes]
     return "\n".join(lines), running
 
