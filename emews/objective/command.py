@@ -89,6 +89,7 @@ from emews.objective.function import (
 from emews.objective.program_file import interpreter_problem, program_problem
 from emews.objective.shellscript import find_script, quoter
 from emews.objective.team import Team
+from emews.objective.worker_context import WorkerContext
 
 ParamsStyle = Literal["flags", "env", "file", "candle"]
 ResultSource = Literal["stdout", "file", "output_dir"]
@@ -249,7 +250,7 @@ class CommandObjective:
         self.ref = ref
         self.defaults = dict(defaults)
 
-    def setup(self, context: TaskContext | None = None) -> None:
+    def setup(self, context: WorkerContext | None = None) -> None:
         """Nothing to prepare: the program starts per evaluation."""
 
     def teardown(self) -> None:

@@ -20,6 +20,7 @@ from emews.core.textfiles import write_atomic
 from emews.objective.context import Running, TaskContext
 from emews.objective.model_defaults import ModelDefaultsError, read_model_defaults
 from emews.objective.signatures import hook_problem, positional_count, run_problem
+from emews.objective.worker_context import WorkerContext
 
 
 class ObjectiveLoadError(EmewsError, ImportError):
@@ -51,7 +52,7 @@ class Objective(Protocol):
 
     defaults: dict[str, Any]
 
-    def setup(self, context: TaskContext | None = None) -> None: ...
+    def setup(self, context: WorkerContext | None = None) -> None: ...
 
     def call(self, params: Mapping[str, Any], context: TaskContext) -> Any: ...
 
@@ -143,11 +144,15 @@ class LoadedObjective:
         self.defaults = dict(defaults or {})
         self._wants_context = positional_count(fn) >= 2
 
-    def setup(self, context: TaskContext | None = None) -> None:
-        """The module's ``setup()``, once per worker (a ``setup(ctx)`` is refused at load)."""
+    def setup(self, context: WorkerContext | None = None) -> None:
+        """The module's ``setup``, once per worker: ``setup(ctx)`` with the worker's ``context`` when it
+        takes an argument, else ``setup()``."""
         hook = getattr(self.module, "setup", None)
         if callable(hook):
-            hook()
+            if positional_count(hook) >= 1:
+                hook(context)
+            else:
+                hook()
 
     def teardown(self) -> None:
         hook = getattr(self.module, "teardown", None)

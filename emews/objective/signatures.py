@@ -1,8 +1,8 @@
 """How an objective module's functions are called, and whether they can be.
 
 ``run`` is called as ``run(params)``, or as ``run(params, context)`` when it takes two positional
-arguments; ``setup()`` and ``teardown()`` with none (they run once per worker, outside any task: a
-task's context is ``run``'s; a ``setup(ctx)`` got ``None`` for it, and is refused).
+arguments; ``setup()`` with none, or as ``setup(ctx)`` (the worker's context) when it takes one;
+``teardown()`` with none.
 :func:`uncallable` says, at load (so ``emews check`` says it), when a function's signature allows
 neither call (``def run():``, ``def run(a, b, c):``), instead of every evaluation failing with a
 TypeError raised in emews' own call.
@@ -48,10 +48,6 @@ def run_problem(fn: Callable[..., Any], name: str) -> str | None:
 
 def hook_problem(fn: Callable[..., Any], name: str) -> str | None:
     """Why the module's ``setup`` or ``teardown`` cannot be called as emews calls it."""
-    problem = uncallable(fn, name, 0, f"{name}()")
-    if problem is not None and name == "setup" and uncallable(fn, name, 1, "") is None:  # setup(ctx)
-        return (
-            f"{problem}: it runs once per worker before any task, with no task context (a task's "
-            "context is run's second argument: def run(params, ctx)); declare setup()"
-        )
-    return problem
+    if name == "setup":
+        return uncallable(fn, name, min(positional_count(fn), 1), "setup() or setup(ctx)")
+    return uncallable(fn, name, 0, f"{name}()")

@@ -28,6 +28,7 @@ from emews.core.followed_dir import FollowedDir
 from emews.core.results import Outcome
 from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import ObjectiveSpec, outcome_from_exception, outcome_from_return
+from emews.objective.worker_context import WorkerContext
 from emews.processes.channel import Ready
 from emews.processes.stdio import StandardStreams
 from emews.processes.tree import become_subreaper, kill_trees, strays
@@ -46,6 +47,7 @@ class ChildConfig:
     ref: ObjectiveSpec
     memory_limit: int | None = None
     spool: str | None = None
+    worker: WorkerContext | None = None  # what the objective's ``setup(ctx)`` gets
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,7 @@ def serve(conn: Connection, config: ChildConfig) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (config.memory_limit, config.memory_limit))
     try:
         objective = config.ref.load()
-        objective.setup(None)
+        objective.setup(config.worker)
         conn.send(Ready())
     except BaseException:  # sys.exit() in setup too: said as its exception, not as the process's exit status
         conn.send(Ready("objective setup failed:\n" + traceback.format_exc()))

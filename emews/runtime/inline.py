@@ -20,6 +20,7 @@ from emews.core.results import Outcome, Status, Task
 from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import Objective, ObjectiveSpec, outcome_from_exception, outcome_from_return
 from emews.objective.team import Team
+from emews.objective.worker_context import WorkerContext
 from emews.processes.stdio import StandardStreams
 from emews.processes.tree import become_subreaper, has_children, kill_trees, strays
 from emews.runtime.interrupt import Interrupt, Interrupted
@@ -56,8 +57,10 @@ class InlineRunner:
         make_context: Callable[..., TaskContext],
         interrupt: Interrupt | None = None,
         team_comm: Callable[[Team | None], Any] | None = None,
+        worker: WorkerContext | None = None,
     ) -> None:
         self._ref = ref
+        self._worker = worker  # what the objective's ``setup(ctx)`` gets
         self._team_comm = team_comm
         self._timeout = timeout
         self._interrupt = interrupt or Interrupt()
@@ -76,7 +79,7 @@ class InlineRunner:
         try:
             with self._alarm(bound):
                 self._objective = self._ref.load()
-                self._objective.setup(None)
+                self._objective.setup(self._worker)
         except _TaskTimedOut:
             self._setup_error = f"objective setup did not finish within {bound:g} s (EMEWS_SETUP_TIMEOUT, or the task timeout if longer)"
         except BaseException:  # sys.exit() too: it would end the worker, and the job with it

@@ -22,6 +22,7 @@ from emews.core.results import Outcome, Status, Task
 from emews.objective.context import TaskContext
 from emews.objective.function import ObjectiveSpec
 from emews.objective.team import Team
+from emews.objective.worker_context import WorkerContext
 from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask
@@ -74,8 +75,9 @@ class ProcessRunner:
         memory_limit: int | None = None,
         make_context: Callable[..., TaskContext],
         spool: Path | None = None,
+        worker: WorkerContext | None = None,
     ) -> None:
-        self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool))
+        self._config = ChildConfig(ref, memory_limit, None if spool is None else str(spool), worker)
         # the experiment the spool lies in, followed: a child started after ``mv EXP EXP2`` spools there
         self._spool_home = None if spool is None else FollowedDir(runs_root_of(spool).parent)
         self._spool_in_home = None if spool is None else spool.relative_to(runs_root_of(spool).parent)

@@ -19,6 +19,7 @@ from emews.core.results import Task
 from emews.objective.context import TaskContext
 from emews.objective.function import ObjectiveSpec
 from emews.objective.team import Team
+from emews.objective.worker_context import WorkerContext
 from emews.runtime.inline import InlineRunner
 from emews.runtime.interrupt import Interrupt
 from emews.runtime.isolated import ProcessRunner
@@ -63,10 +64,13 @@ def make_runner(
     use_alarm: bool = True,
     interrupt: Interrupt | None = None,
     teams: TeamWorld | None = None,
+    local_rank: int = 0,
 ) -> Runner:
     """The objective runner for one worker rank, per ``plan.isolation``; ``teams`` (under MPI) makes a
-    multi-rank task's communicator (inline isolation) and knows its members' cores (``ctx.launch``)."""
+    multi-rank task's communicator (inline isolation) and knows its members' cores (``ctx.launch``);
+    ``local_rank``: the rank's among its node's (its objective's ``setup(ctx)`` is told)."""
     host, runs_root, launch_line = socket.gethostname(), plan.runs_root, plan.launch_line
+    worker = WorkerContext(rank, host, local_rank, list(gpu_ids))
     # each task's run dir and checkpoints go where the experiment is then (mv EXP EXP2 while it runs)
     experiment = None if runs_root is None else FollowedDir(runs_root.parent)
 
@@ -101,10 +105,16 @@ def make_runner(
             make_context=make_context,
             interrupt=interrupt,
             team_comm=None if teams is None else teams.communicator,
+            worker=worker,
         )
     spool = None if runs_root is None else spool_dir(runs_root, rank, plan.pool)
     return ProcessRunner(
-        plan.objective, timeout=plan.timeout, memory_limit=plan.memory_limit, make_context=make_context, spool=spool
+        plan.objective,
+        timeout=plan.timeout,
+        memory_limit=plan.memory_limit,
+        make_context=make_context,
+        spool=spool,
+        worker=worker,
     )
 
 
@@ -116,10 +126,15 @@ def serve(
     use_alarm: bool = True,
     interrupt: Interrupt | None = None,
     teams: TeamWorld | None = None,
+    local_rank: int | None = None,
 ) -> int:
-    """Serve tasks until the distributor says stop (or a stop signal arrives); the count served."""
+    """Serve tasks until the distributor says stop (or a stop signal arrives); the count served.
+    ``local_rank``: the rank's among its node's (``None``: its rank, as workers that are threads of one process)."""
     interrupt = interrupt or Interrupt()
-    runner = make_runner(plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt, teams=teams)
+    where = transport.rank if local_rank is None else local_rank
+    runner = make_runner(
+        plan, transport.rank, gpu_ids, use_alarm=use_alarm, interrupt=interrupt, teams=teams, local_rank=where
+    )
     return worker_loop(transport, runner, interrupted=interrupt, aborting=interrupt.aborting)
 
 
@@ -136,4 +151,4 @@ def serve_on_node(
     gpu_ids = plan.gpus.bind(rank_on_node)
     interrupt.grace = plan.pause_grace  # a stop signal pauses a running trial at its next report
     limit_threads(cores_per_worker(ranks_on_node, plan.node_cores))
-    return serve(plan, transport, gpu_ids, interrupt=interrupt, teams=teams)
+    return serve(plan, transport, gpu_ids, interrupt=interrupt, teams=teams, local_rank=rank_on_node)

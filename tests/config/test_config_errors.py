@@ -182,11 +182,9 @@ def test_a_built_in_torch_workflow_without_torch_says_how_to_install_it_at_check
     ("def run(a, b, c):\n    return 1.0\n", "objective.function", "run(a, b, c) cannot be called as run(params)"),
     ("def run(*, params):\n    return 1.0\n", "objective.function", "run(*, params) cannot be called as run(params)"),
     ("def setup(a, b):\n    pass\n\ndef run(p):\n    return 1.0\n", "objective.module",
-     "setup(a, b) cannot be called as setup()"),
-    # setup(ctx) passed check and got None for ctx: setup runs before any task, with no context
-    ("def setup(ctx):\n    pass\n\ndef run(p):\n    return 1.0\n", "objective.module",
-     "model.py: setup(ctx) cannot be called as setup(): it runs once per worker before any task, with no task "
-     "context (a task's context is run's second argument: def run(params, ctx)); declare setup()"),
+     "model.py: setup(a, b) cannot be called as setup() or setup(ctx)"),
+    ("def setup(*, device):\n    pass\n\ndef run(p):\n    return 1.0\n", "objective.module",
+     "setup(*, device) cannot be called as setup() or setup(ctx)"),
     ("def teardown(ctx):\n    pass\n\ndef run(p):\n    return 1.0\n", "objective.module",
      "teardown(ctx) cannot be called as teardown()"),
 ])
@@ -206,6 +204,7 @@ def test_an_objective_whose_functions_cannot_be_called_is_refused_by_check(
                                     "def run(*args):\n    return 1.0\n", "def run(p, ctx=None, *, k=1):\n    return 1.0\n",
                                     "def setup():\n    pass\n\ndef teardown():\n    pass\n\ndef run(p):\n    return 1.0\n",
                                     "def setup(ctx=None):\n    pass\n\ndef run(p):\n    return 1.0\n",
+                                    "def setup(ctx):\n    pass\n\ndef run(p):\n    return 1.0\n",
                                     "import functools\nrun = functools.partial(lambda scale, p: scale, 1.0)\n"])
 def test_every_documented_objective_signature_passes_check(source: str, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture) -> None:
