@@ -28,6 +28,13 @@ class HeldTasks:
         """The ranks of the workers holding tasks."""
         return iter(self._ids)
 
+    def count(self, rank: int) -> int:
+        """How many ids ``rank`` holds."""
+        held = self._ids.get(rank)
+        if held is None:
+            return 0
+        return 1 if isinstance(held, int) else len(held)
+
     def of(self, rank: int) -> list[int]:
         """The ids ``rank`` holds, in the order it runs them (none: empty)."""
         held = self._ids.get(rank)

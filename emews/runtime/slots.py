@@ -52,6 +52,15 @@ class WorkerSlots:
     def __bool__(self) -> bool:
         return bool(self._free)
 
+    def __contains__(self, rank: object) -> bool:
+        """Whether ``rank`` takes tasks (admitted, not retired)."""
+        return rank in self._ranks
+
+    @property
+    def workers(self) -> int:
+        """Workers that take tasks."""
+        return len(self._ranks)
+
     @property
     def depth(self) -> int:
         """Tasks each worker may hold at present."""
@@ -220,10 +229,9 @@ class SlotDispatch(Dispatch):
         self._heard_at: dict[int, float] = {}  # when each worker holding tasks last reported (or got its first)
         self._next_check = 0.0
         self._workers = len(ranks)
-        #: tasks each live worker has not reported, by id in the order it runs them (the first runs now)
+        #: tasks each live worker (one in ``_slots``) has not reported, by id in the order it runs
+        #: them (the first runs now); a live worker with no entry is idle
         self._holding = HeldTasks()
-        self._held: dict[int, int] = {r: 0 for r in ranks if r not in self._unready}  # their count, by live worker
-        self._idle = len(self._held)  # live workers that hold no task
         #: workers that hold two tasks or more (not being recalled), by when each was last heard from
         #: (or came to hold them), the longest quiet first
         self._ahead: OrderedDict[int, float] = OrderedDict()
@@ -245,20 +253,17 @@ class SlotDispatch(Dispatch):
         return min(in_flight, self._workers)
 
     def place(self, tasks: deque[Task], *, start: bool) -> list[Event]:
-        slots, held, ahead = self._slots, self._held, self._ahead
+        slots, holding, ahead = self._slots, self._holding, self._ahead
         events: list[Event] = []
         while start and slots and tasks:
             rank, count = slots.take(len(tasks))
             batch = [tasks.popleft() for _ in range(count)]
             events.append(Started(batch))
             events.append(Send(rank, Tag.TASK, batch))
-            self._holding.add(rank, [t.id for t in batch])
-            before = held[rank]
-            held[rank] = before + count
-            if not before:
-                self._idle -= 1
-                if self._stall_after is not None:  # read only to find a stalled worker
-                    self._heard_at[rank] = self._clock()
+            before = holding.count(rank)
+            holding.add(rank, [t.id for t in batch])
+            if not before and self._stall_after is not None:  # read only to find a stalled worker
+                self._heard_at[rank] = self._clock()
             if before + count > 1 and rank not in ahead and rank not in self._recalling:
                 ahead[rank] = self._clock()
         return events
@@ -267,21 +272,17 @@ class SlotDispatch(Dispatch):
         release, ok = self._slots.release, Status.OK
         for outcome in outcomes:
             release(rank, outcome_seconds(outcome), outcome.status is not ok)
-        self._holding.forget(rank, [o.task_id for o in outcomes])
-        self._heard(rank, len(outcomes))
+        self._heard(rank, [o.task_id for o in outcomes])
         return [Ended(outcomes)]
 
-    def _heard(self, rank: int, reported: int) -> None:
-        """``rank`` reported ``reported`` of its tasks (ended, or given back)."""
-        held = self._held.get(rank)
-        if held is None:  # it stopped meanwhile
+    def _heard(self, rank: int, reported: Sequence[int]) -> None:
+        """``rank`` reported the tasks ``reported`` (ended, or given back)."""
+        if rank not in self._slots:  # it stopped meanwhile
             return
-        held -= reported
-        self._held[rank] = held
+        self._holding.forget(rank, reported)
+        held = self._holding.count(rank)
         if reported and self._stall_after is not None:
             self._heard_at[rank] = self._clock()
-        if not held and reported:  # it went idle now (an empty answer to a recall changes nothing)
-            self._idle += 1
         if held > 1:
             if rank not in self._recalling:
                 self._ahead[rank] = self._clock()
@@ -297,8 +298,6 @@ class SlotDispatch(Dispatch):
         """``rank`` takes no more tasks; the ids of those it held, in order."""
         self._slots.retire(rank)
         self._drop_unready(rank)
-        if self._held.pop(rank, None) == 0:
-            self._idle -= 1
         self._ahead.pop(rank, None)
         self._recalling.discard(rank)
         return self._holding.pop(rank)
@@ -315,8 +314,6 @@ class SlotDispatch(Dispatch):
         if rank in self._unready:  # else: it is gone already (stopped, or not ready in time)
             self._drop_unready(rank)
             self._slots.admit(rank)
-            self._held[rank] = 0
-            self._idle += 1
         return []
 
     def stalled(self, *, closing: bool = False) -> list[Event]:
@@ -334,15 +331,16 @@ class SlotDispatch(Dispatch):
         if self._unready and now >= self._ready_by:
             waited = now - self._ready_by + (self._ready_within or 0.0)
             unready = list(self._unready)
-            if not self._held and not closing:  # no worker is ready: nothing could run what is queued
+            if not self._slots.workers and not closing:  # no worker is ready: nothing could run what is queued
                 return [Fatal(WorkerNotReady(unready[0], waited, LAST))]
             return [Lost(rank, WorkerNotReady(rank, waited, ending), None, self._retire(rank)) for rank in unready]
         if self._stall_after is None:
             return []
-        heard_at, due = self._heard_at, now - self._stall_after
-        for rank, held in self._held.items():
-            if held and heard_at.get(rank, now) < due:
-                last = not closing and len(self._held) + len(self._unready) == 1
+        heard_at, due, holding = self._heard_at, now - self._stall_after, self._holding
+        for rank in holding:
+            if heard_at.get(rank, now) < due:
+                held = holding.count(rank)
+                last = not closing and self._slots.workers + len(self._unready) == 1
                 stalled = WorkerStalled(rank, held, now - heard_at[rank], self._task_timeout, LAST if last else ending)
                 if last:
                     return [Fatal(stalled)]
@@ -352,7 +350,7 @@ class SlotDispatch(Dispatch):
 
     def rebalance(self) -> list[Event]:
         ahead = self._ahead
-        if not ahead or not self._idle:
+        if not ahead or len(self._holding) == self._slots.workers:  # no live worker is idle
             return []
         rank, since = next(iter(ahead.items()))
         quiet = self._clock() - since
@@ -365,9 +363,8 @@ class SlotDispatch(Dispatch):
 
     def returned(self, rank: int, task_ids: Sequence[int]) -> list[Event]:
         self._recalling.discard(rank)
-        self._holding.forget(rank, task_ids)
-        if rank in self._held:
+        if rank in self._slots:
             for _ in task_ids:
                 self._slots.release(rank, None)
-        self._heard(rank, len(task_ids))
+        self._heard(rank, task_ids)
         return [Returned(task_ids)] if task_ids else []

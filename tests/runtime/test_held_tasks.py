@@ -84,6 +84,7 @@ def test_random_steps_hold_what_a_deque_per_worker_holds() -> None:
             assert held.pop(rank) == reference.pop(rank)
         for r in range(8):
             assert held.of(r) == list(reference.ids.get(r, ()))
+            assert held.count(r) == len(reference.ids.get(r, ()))
         assert all(isinstance(v, int) or len(v) > 0 for v in held._ids.values())
 
 
