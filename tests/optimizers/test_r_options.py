@@ -41,15 +41,40 @@ def _r_works() -> None:
         pytest.fail(f"these tests need R and rpy2: {exc}", pytrace=False)
 
 
-def _workflow(folder: Path, code: str, **options: Any) -> Path:
+def _sources(folder: Path, code: str) -> None:
+    """The R optimizer ``code`` as opt.R and an objective returning ``x`` as obj.py in ``folder``."""
     (folder / "opt.R").write_text(textwrap.dedent(code))
     (folder / "obj.py").write_text("def run(params):\n    return params['x']\n")
+
+
+def _workflow(folder: Path, code: str, **options: Any) -> Path:
+    _sources(folder, code)
     return write_workflow(
         folder,
         optimizer={"name": "emews.contrib.rbridge:ROptimizer",
                    "options": {"script": "opt.R", "entry": "search", **options}},
         objective={"module": "obj.py"}, space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
         budget={"evaluations": 4}, task={"timeout": 60, "isolation": "inline"})
+
+
+def _run(folder: Path, code: str, **options: Any) -> Any:
+    """Four evaluations of ``code``'s ``search`` (ROptimizer with ``options``) on one thread
+    worker, which all complete; the value the entry function returned (its options)."""
+    from emews.contrib.rbridge import ROptimizer
+
+    _sources(folder, code)
+    made: list[ROptimizer] = []
+
+    def make() -> ROptimizer:
+        made.append(ROptimizer(script=folder / "opt.R", entry="search", **options))
+        return made[0]
+
+    spec = RunSpec(space=Space({"x": Float(0.0, 1.0)}), make_optimizer=make,
+                   objective=ObjectiveRef(str(folder / "obj.py")), budget=4, isolation="inline",
+                   show_progress=False, seed=7)
+    summary = run_in_threads(spec, workers=1)
+    assert summary.error is None and summary.completed == 4, summary
+    return made[0].value
 
 
 def test_a_misspelt_r_option_is_refused_naming_it_and_the_allowed_names(
@@ -79,22 +104,7 @@ def test_an_entry_function_that_declares_no_options_takes_any(
 
 
 def test_the_run_gets_the_declared_defaults_under_the_options_given(tmp_path: Path) -> None:
-    from emews.contrib.rbridge import ROptimizer
-
-    (tmp_path / "opt.R").write_text(textwrap.dedent(DECLARED))
-    (tmp_path / "obj.py").write_text("def run(params):\n    return params['x']\n")
-    made: list[ROptimizer] = []
-
-    def make() -> ROptimizer:
-        made.append(ROptimizer(script=tmp_path / "opt.R", entry="search", propose_points=3))
-        return made[0]
-
-    spec = RunSpec(space=Space({"x": Float(0.0, 1.0)}), make_optimizer=make,
-                   objective=ObjectiveRef(str(tmp_path / "obj.py")), budget=4, isolation="inline",
-                   show_progress=False, seed=7)
-    summary = run_in_threads(spec, workers=1)
-    assert summary.error is None and summary.completed == 4, summary
-    assert made[0].value == {"propose_points": 3, "spread": 0.5}
+    assert _run(tmp_path, DECLARED, propose_points=3) == {"propose_points": 3, "spread": 0.5}
 
 
 #: an entry function that declares what its options take: one of the values (the first the
@@ -108,8 +118,6 @@ def test_a_value_its_declaration_does_not_allow_is_refused_and_the_run_gets_the_
         tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """The values were the R function's own business (mbo kept its checks and defaults in Python
     beside the names R declared): its declaration now says them once, for check and run."""
-    from emews.contrib.rbridge import ROptimizer
-
     monkeypatch.chdir(tmp_path)
     for options, said in (({"mode": "medium"}, "mode: invalid value 'medium' (allowed: fast, slow)"),
                           ({"propose_points": 0}, "propose_points: must be at least 1, not 0 (allowed: an integer >= 1)"),
@@ -119,18 +127,7 @@ def test_a_value_its_declaration_does_not_allow_is_refused_and_the_run_gets_the_
         assert line.startswith(f"emews: error: {path}: optimizer.options.{said}"), line
     path = _workflow(tmp_path, VALUED, mode="slow", propose_points=3)
     assert main(["check", str(path)]) == 0, capsys.readouterr().err
-    made: list[ROptimizer] = []
-
-    def make() -> ROptimizer:
-        made.append(ROptimizer(script=tmp_path / "opt.R", entry="search"))
-        return made[0]
-
-    spec = RunSpec(space=Space({"x": Float(0.0, 1.0)}), make_optimizer=make,
-                   objective=ObjectiveRef(str(tmp_path / "obj.py")), budget=4, isolation="inline",
-                   show_progress=False, seed=7)
-    summary = run_in_threads(spec, workers=1)
-    assert summary.error is None and summary.completed == 4, summary
-    assert made[0].value == {"mode": "fast", "propose_points": 2}
+    assert _run(tmp_path, VALUED) == {"mode": "fast", "propose_points": 2}
 
 
 def test_mbo_takes_the_options_its_r_function_declares_through_the_same_check(
