@@ -4,12 +4,13 @@ on a PostgreSQL store, the command that runs it with the gate and the marks in t
 (and the one that runs the training objective with its gate and log there), the store's rows read while the job may still be making it, and the waits every pool test starts
 with: the first pool holding what it can while tasks wait in the queue, and a pool running tasks
 (their marks there); the run of a launch and the jobs beside it (:func:`pooled_run`: it opens the
-gates, waits for the jobs and kills what is left); and a pool that joins while every result waits
-at the gate. The store tests' fixtures (``pg_server``, ``schema``, ``stores``) are in
+gates, waits for the jobs and kills what is left; the launch's job frozen while a second pool takes
+its trial over); and a pool that joins while every result waits at the gate. The store tests' fixtures (``pg_server``, ``schema``, ``stores``) are in
 tests/store/conftest.py."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from emews.store import open_store
-from testutil import GATED, EmewsCommand, wait_until, write_workflow
+from testutil import GATED, EmewsCommand, events, wait_until, write_workflow
 
 
 def gated_workflow(folder: Path, url: str | None, evaluations: int, *, store: dict[str, Any] | None = None,
@@ -47,6 +48,11 @@ def trainer_command(folder: Path, at: int, gate: str = "open", **env: str) -> Em
     cmd.env.update(TRAINER_GATE_AT=str(at), TRAINER_GATE=str(folder / gate), TRAINER_LOG=str(folder / "trainer.log"),
                    **env)
     return cmd
+
+
+def trainer_reports(folder: Path, pid: int) -> list[dict]:
+    """The reports the trainer process ``pid`` logged to ``folder/trainer.log``, in order."""
+    return [e for e in events(folder / "trainer.log") if e["event"] == "report" and e["pid"] == pid]
 
 
 def rows(exp: Path, sql: str) -> list[tuple]:
@@ -128,6 +134,17 @@ class PooledRun:
         :func:`gated_command` if none)."""
         return self.start("attach", "exp", "--workers", str(workers), *options,
                           command=command or gated_command(self.folder))
+
+    def frozen_while_pool_2_trains(self, second: EmewsCommand, until: str, gate: str = "open-1") -> None:
+        """The launch's job frozen (SIGSTOP, every process: its leases run out) while a pool of one
+        worker attached by ``second`` (a :func:`trainer_command`) takes its trial over, until
+        ``until`` (SQL) has rows; then thawed (SIGCONT) and its ``gate`` opened."""
+        frozen = set(self.first.processes())
+        self.first._signal(frozen, signal.SIGSTOP)
+        self.attach(1, command=second)
+        assert wait_until(lambda: seen(self.exp, until), 180), events(self.folder / "trainer.log")
+        self.first._signal(frozen, signal.SIGCONT)
+        (self.folder / gate).touch()
 
     def open(self) -> None:
         """Open every gate."""

@@ -6,11 +6,10 @@ the other pool names (docs/training.md, "Checkpoints"; docs/postgres.md, "Leases
 from __future__ import annotations
 
 import re
-import signal
 from pathlib import Path
 
 from pgserver import PgServer
-from pooled import pooled_run, rows, seen, trainer_command
+from pooled import pooled_run, rows, seen, trainer_command, trainer_reports
 
 from emews.training.checkpoints import read_checkpoint
 from testutil import events, trainer_workflow, wait_until
@@ -33,16 +32,10 @@ def test_two_pools_training_one_trial_never_write_the_same_checkpoint_file(
     with pooled_run(tmp_path, wf, workers=1, command=first, gates=("open-1", "open-2")) as run:
         exp = run.exp
         assert wait_until(lambda: [e for e in events(log) if e["event"] == "start"], 180), events(log)
-        frozen = set(first.processes())
-        first._signal(frozen, signal.SIGSTOP)
-        run.attach(1, command=second)
-        assert wait_until(lambda: seen(exp, "SELECT step FROM checkpoints WHERE step = 2"), 180), events(log)
-        first._signal(frozen, signal.SIGCONT)
-        (tmp_path / "open-1").touch()
+        run.frozen_while_pool_2_trains(second, "SELECT step FROM checkpoints WHERE step = 2")
         pool_1 = events(log)[0]["pid"]
-        stopped = lambda: [e for e in events(log) if e["event"] == "report" and e["pid"] == pool_1]  # noqa: E731
-        assert wait_until(stopped, 120), events(log)
-    assert [(e["step"], e["action"]) for e in stopped()] == [(1, "stop")]
+        assert wait_until(lambda: trainer_reports(tmp_path, pool_1), 120), events(log)
+    assert [(e["step"], e["action"]) for e in trainer_reports(tmp_path, pool_1)] == [(1, "stop")]
     assert rows(exp, "SELECT id, status, pool FROM results") == [(0, "ok", 2)]
     named = rows(exp, "SELECT step, path, size FROM checkpoints WHERE trial = 0 ORDER BY step")
     assert [step for step, *_ in named] == [1, 2, 3, 4]

@@ -4,19 +4,13 @@ there, and the pool drops the task without a result (docs/postgres.md, "Leases a
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pytest
 from pgserver import PgServer
-from pooled import pooled_run, rows, seen, trainer_command
+from pooled import pooled_run, rows, seen, trainer_command, trainer_reports
 
 from testutil import events, trainer_workflow, wait_until
-
-
-def _reports(log: Path, pid: int) -> list[dict]:
-    """The reports the trainer process ``pid`` made, in order."""
-    return [e for e in events(log) if e["event"] == "report" and e["pid"] == pid]
 
 
 @pytest.mark.parametrize("isolation", ["inline", "process"])
@@ -44,14 +38,9 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
         # frozen before that, pool 1 leaves no restorable step 2 and pool 2 rightly trains step 2 again
         step_2 = exp / "checkpoints" / "000000"
         assert wait_until(lambda: any(step_2.glob("step-00000002-*.ckpt")), 180), events(log)
-        frozen = set(first.processes())
-        first._signal(frozen, signal.SIGSTOP)
-        run.attach(1, command=second)
-        assert wait_until(lambda: seen(exp, "SELECT step FROM reports WHERE step = 4"), 180), events(log)
-        first._signal(frozen, signal.SIGCONT)
-        (tmp_path / "open-1").touch()
+        run.frozen_while_pool_2_trains(second, "SELECT step FROM reports WHERE step = 4")
         pool_1 = next(e["pid"] for e in events(log) if e["event"] == "start" and e["restored"] == 0)
-        answered = wait_until(lambda: [e for e in _reports(log, pool_1) if e["step"] == 3], 120)
+        answered = wait_until(lambda: [e for e in trainer_reports(tmp_path, pool_1) if e["step"] == 3], 120)
         assert answered, events(log)
     assert rows(exp, "SELECT step, count(*) FROM reports WHERE trial = 0 GROUP BY step ORDER BY step") == [
         (step, 1) for step in range(1, 7)]  # fmt: skip
@@ -64,6 +53,6 @@ def test_a_thawed_pool_that_lost_its_lease_stops_training_the_trial(
     starts = [e for e in events(log) if e["event"] == "start"]
     assert [(e["pid"] == pool_1, e["restored"]) for e in starts] == [(True, 0), (False, 2)]
     pool_2 = starts[1]["pid"]
-    assert [(e["step"], e["action"]) for e in _reports(log, pool_1)] == [(1, "continue"), (2, "continue"), (3, "stop")]
-    assert [(e["step"], e["action"]) for e in _reports(log, pool_2)] == [(s, "continue") for s in (3, 4, 5, 6)]
+    assert [(e["step"], e["action"]) for e in trainer_reports(tmp_path, pool_1)] == [(1, "continue"), (2, "continue"), (3, "stop")]
+    assert [(e["step"], e["action"]) for e in trainer_reports(tmp_path, pool_2)] == [(s, "continue") for s in (3, 4, 5, 6)]
     assert "pool 1 lost the lease of task 0" in (exp / "emews.log").read_text()
