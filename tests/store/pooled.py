@@ -5,7 +5,8 @@ on a PostgreSQL store, the command that runs it with the gate and the marks in t
 with: the first pool holding what it can while tasks wait in the queue, and a pool running tasks
 (their marks there); the run of a launch and the jobs beside it (:func:`pooled_run`: it opens the
 gates, waits for the jobs and kills what is left; the launch's job frozen while a second pool takes
-its trial over); and a pool that joins while every result waits at the gate. The store tests' fixtures (``pg_server``, ``schema``, ``stores``) are in
+its trial over); a pool that joins while every result waits at the gate; and the result a pool's
+worker delivers (:func:`ok_result`, for the queue's own tests). The store tests' fixtures (``pg_server``, ``schema``, ``stores``) are in
 tests/store/conftest.py."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emews.core.results import Result, Status, Task
 from emews.store import open_store
 from testutil import GATED, EmewsCommand, events, wait_until, write_workflow
 
@@ -48,6 +50,14 @@ def trainer_command(folder: Path, at: int, gate: str = "open", **env: str) -> Em
     cmd.env.update(TRAINER_GATE_AT=str(at), TRAINER_GATE=str(folder / gate), TRAINER_LOG=str(folder / "trainer.log"),
                    **env)
     return cmd
+
+
+def ok_result(task: Task, value: float | None = None, *, host: str = "h", started: float = 1.0,
+              finished: float = 2.0) -> Result:
+    """An OK result of ``task`` from rank 1 on ``host``: objective and loss ``value`` (none: the
+    task's ``x``), no metrics."""
+    x = float(task.params["x"]) if value is None else value
+    return Result(task.id, task.params, Status.OK, x, x, {}, None, 1, host, task.submitted, started, finished)
 
 
 def trainer_reports(folder: Path, pid: int) -> list[dict]:

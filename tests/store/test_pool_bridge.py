@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 from pgserver import PgServer
+from pooled import ok_result
 
 from emews.core.evaluator import Evaluator
 from emews.core.queues import QueuePair
-from emews.core.results import Result, Status, Task
+from emews.core.results import Result, Task
 from emews.core.space import Float, Space
 from emews.runtime.pool_bridge import PoolBridge, PooledQueuePair
 from emews.store.pool_queue import PoolQueue
@@ -30,11 +31,6 @@ def stores(pg_server: PgServer, request: pytest.FixtureRequest, tmp_path: Path) 
     yield opened
     for store in opened:
         store.close()
-
-
-def _ok(task: Task) -> Result:
-    x = float(task.params["x"])
-    return Result(task.id, task.params, Status.OK, x, x, {}, None, 1, "h", task.submitted, 1.0, 2.0)
 
 
 def _queued(store: PostgresStore, n: int) -> bool:
@@ -68,7 +64,7 @@ def test_priorities_reach_the_queue_and_results_come_back(stores: list[PostgresS
         claimed = pool.claim(pool_id, 5, lease_s=60.0)
         assert [c.task.id for c in claimed] == [*high, *middle, *low]
         assert [c.priority for c in claimed] == [5.0, 5.0, 1.0, 0.0, 0.0]
-        pool.complete(pool_id, [_ok(c.task) for c in claimed])
+        pool.complete(pool_id, [ok_result(c.task) for c in claimed])
         results = evaluator.get(5, timeout=60.0)
     finally:
         bridge.close(finished=True)
@@ -87,7 +83,7 @@ def test_a_result_whose_notification_was_lost_comes_back(stores: list[PostgresSt
         (task_id,) = evaluator.put([{"x": 0.25}])
         _until(lambda: _queued(stores[2], 1), "the bridge never queued the task")
         task = Task(task_id, {"x": 0.25}, 0, 1.0)
-        row = _result_row(_ok(task))
+        row = _result_row(ok_result(task))
         stores[2].connection.execute(  # stored quietly: no pg_notify
             f"INSERT INTO results ({','.join(WRITTEN_COLUMNS)}) VALUES ({','.join(['%s'] * len(row))})", row
         )
@@ -114,7 +110,7 @@ def test_cancel_reaches_the_shared_queue(stores: list[PostgresStore]) -> None:
         assert evaluator.pending == 2 and evaluator.remaining == 2
         rest = pool.claim(pool_id, 4, lease_s=60.0)
         assert [c.task.id for c in rest] == [ids[3]]
-        pool.complete(pool_id, [_ok(claimed.task), _ok(rest[0].task)])
+        pool.complete(pool_id, [ok_result(claimed.task), ok_result(rest[0].task)])
         results = evaluator.get(2, timeout=60.0)
     finally:
         bridge.close(finished=False)
@@ -161,9 +157,9 @@ def test_results_stored_before_close_are_handed_back(stores: list[PostgresStore]
     pool = PoolQueue(stores[2])
     pool_id = pool.register("local", workers=2)
     claimed = pool.claim(pool_id, 4, lease_s=60.0)
-    pool.complete(pool_id, [_ok(c.task) for c in claimed[:2]])
+    pool.complete(pool_id, [ok_result(c.task) for c in claimed[:2]])
     assert first_seen.wait(60.0), "the first batch never came back"
-    pool.complete(pool_id, [_ok(c.task) for c in claimed[2:]])  # announced while the thread is busy
+    pool.complete(pool_id, [ok_result(c.task) for c in claimed[2:]])  # announced while the thread is busy
     closing = threading.Thread(target=bridge.close, kwargs={"finished": False})
     closing.start()
     assert bridge._closing.wait(60.0)
@@ -201,7 +197,7 @@ def test_results_come_with_their_notification_and_a_long_one_is_read_once(
         ids = evaluator.put([{"x": 0.1}, {"x": 0.2}, {"x": 0.3}])
         _until(lambda: _queued(stores[2], 3), "the bridge never queued the 3 tasks")
         claimed = pool.claim(pool_id, 3, lease_s=60.0)
-        written = [_ok(c.task) for c in claimed]
+        written = [ok_result(c.task) for c in claimed]
         written[2].metrics = {"curve": [i / 3 for i in range(1000)]}  # longer than a notification holds
         assert pool.complete(pool_id, written) == ids
         assert pool.complete(pool_id, written) == ids  # a retry: each announced again, by id

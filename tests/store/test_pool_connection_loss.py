@@ -12,9 +12,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from pgserver import PgServer
+from pooled import ok_result
 
 from emews.core.evaluator import Evaluator
-from emews.core.results import Result, Status, Task
+from emews.core.results import Result, Task
 from emews.core.space import Float, Space
 from emews.runtime.pool_bridge import PoolBridge, PooledQueuePair
 from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
@@ -22,11 +23,6 @@ from emews.store.pool_queue import PoolQueue, StoreLost, retried
 from emews.store.postgres import PostgresStore
 
 TASKS = 30
-
-
-def _ok(task: Task) -> Result:
-    x = float(task.params["x"])
-    return Result(task.id, task.params, Status.OK, x, x, {}, None, 1, "h", task.submitted, 1.0, 2.0)
 
 
 def test_terminated_connections_are_made_again(pg_server: PgServer, schema: str,
@@ -48,7 +44,7 @@ def test_terminated_connections_are_made_again(pg_server: PgServer, schema: str,
                 work.new_tasks.wait(0.05)
                 work.new_tasks.clear()
                 continue
-            work.deliver([_ok(work.tasks.popleft())])
+            work.deliver([ok_result(work.tasks.popleft())])
             done += 1
             if done == TASKS // 2:
                 half.set()
@@ -93,7 +89,7 @@ def test_a_server_away_past_the_retry_time_ends_the_pool(own_server: PgServer, t
     queue.enqueue([Task(i, {"x": i / 8}, i, 1000.0 + i) for i in range(4)])
     pool = queue.register("local", workers=1)
     first = queue.claim(pool, 2, lease_s=60.0)
-    assert queue.complete(pool, [_ok(c.task) for c in first]) == [0, 1]
+    assert queue.complete(pool, [ok_result(c.task) for c in first]) == [0, 1]
     own_server.stop()
     with pytest.raises(StoreLost, match="lost the connection to the store"):
         queue.claim(pool, 2, lease_s=60.0)

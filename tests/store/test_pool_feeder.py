@@ -7,31 +7,15 @@ from __future__ import annotations
 import threading
 import time
 
+from pooled import ok_result
 
 from emews.core.queues import QueuePair
-from emews.core.results import Result, Status, Task
+from emews.core.results import Task
 from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
 from emews.store.pool_queue import PoolQueue
 from emews.store.postgres import PostgresStore
 
 TASKS = 40
-
-
-def _result(task: Task, value: float, host: str, when: float) -> Result:
-    return Result(
-        id=task.id,
-        params=task.params,
-        status=Status.OK,
-        objective=value,
-        loss=value,
-        metrics={},
-        error=None,
-        rank=1,
-        host=host,
-        submitted=task.submitted,
-        started=when,
-        finished=when,
-    )
 
 
 def _evaluate(queues: QueuePair, host: str, stop: threading.Event, first: threading.Barrier | None = None) -> None:
@@ -47,7 +31,7 @@ def _evaluate(queues: QueuePair, host: str, stop: threading.Event, first: thread
             first.wait(timeout=60.0)
             first = None
         x = float(task.params["x"])
-        queues.deliver([_result(task, x * x, host, time.time())])
+        queues.deliver([ok_result(task, x * x, host=host, started=(now := time.time()), finished=now)])
 
 
 def _collect_all(optimizer: PoolQueue) -> list[int]:
@@ -125,7 +109,7 @@ def test_a_lost_pools_tasks_run_elsewhere(stores: list[PostgresStore]) -> None:
     assert all(attempts[i] == 1 for i in held)
     # the lost pool wakes up and sends its (late) results: ignored, the first ones stand
     for task in list(lost_queues.tasks):
-        lost_queues.deliver([_result(task, -1.0, "lost", 0.0)])
+        lost_queues.deliver([ok_result(task, -1.0, host="lost", started=0.0, finished=0.0)])
     lost.step()
     assert sorted(lost.late) == sorted(held) and lost.stored == []
     rows = stores[0].connection.execute("SELECT id, host FROM results ORDER BY id").fetchall()
@@ -180,7 +164,7 @@ def test_the_read_ahead_stays_for_tasks_longer_than_a_round_trip(stores: list[Po
         long.step()
         done = []
         while queues.tasks:  # the workers take every queued task, each running 3 s
-            result = _result(queues.tasks.popleft(), 0.5, "h", 103.0)
+            result = ok_result(queues.tasks.popleft(), 0.5, started=103.0, finished=103.0)
             result.started = 100.0
             done.append(result)
         queues.deliver(done)

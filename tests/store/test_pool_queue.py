@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pgserver import PgServer
+from pooled import ok_result
 
 from emews.core.errors import ConfigError, EmewsError
 from emews.core.results import Result, Status, Task
@@ -34,20 +35,7 @@ def _task(i: int) -> Task:
 
 
 def _result(i: int, value: float) -> Result:
-    return Result(
-        id=i,
-        params={"x": i / 4},
-        status=Status.OK,
-        objective=value,
-        loss=value,
-        metrics={},
-        error=None,
-        rank=1,
-        host="node",
-        submitted=1000.0 + i,
-        started=1000.5 + i,
-        finished=1001.0 + i,
-    )
+    return ok_result(_task(i), value, host="node", started=1000.5 + i, finished=1001.0 + i)
 
 
 def _announced_ids(listener: PoolQueue, n: int) -> list[int]:
