@@ -66,15 +66,16 @@ class GatedJob(Gated):
     exp: Path
 
 
-def write_gated(folder: Path, *, evaluations: int, timeout: float, **sections: Any) -> Gated:
+def write_gated(folder: Path, *, evaluations: int, timeout: float, task: dict[str, Any] | None = None,
+                **sections: Any) -> Gated:
     """The gated objective in the workflow ``folder/wf.yaml``: ``evaluations`` tasks, each in its own
-    process with ``task.timeout`` ``timeout``, ``sections`` over the rest; the commands that run it
-    are :meth:`Gated.arm`'s."""
+    process with ``task.timeout`` ``timeout`` (``task``: more of the task's keys), ``sections`` over
+    the rest; the commands that run it are :meth:`Gated.arm`'s."""
     marks, gate, end = folder / "marks", folder / "gate", folder / "end"
     marks.mkdir()
     wf = write_workflow(folder, objective={"module": str(GATED), "function": "run"},
                         space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
-                        budget={"evaluations": evaluations}, task={"isolation": "process", "timeout": timeout},
+                        budget={"evaluations": evaluations}, task={"isolation": "process", "timeout": timeout, **(task or {})},
                         **sections)
     return Gated(wf, marks, gate, end)
 

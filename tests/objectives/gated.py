@@ -20,6 +20,7 @@ returns at once, ``fail`` raises at once."""
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -27,8 +28,8 @@ from pathlib import Path
 import emews
 
 
-def _wait_for(path: str | None, seconds: float) -> None:
-    """Until ``path`` exists, ``seconds`` at most."""
+def wait_for(path: str | None, seconds: float = math.inf) -> None:
+    """Until ``path`` exists (none: not at all), ``seconds`` at most (the other test objectives' gates too)."""
     deadline = time.monotonic() + seconds
     while path and not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -48,9 +49,9 @@ def _mark_and_wait(ctx: emews.TaskContext) -> None:
             mark.write(f"{ctx.rank} {os.getpid()} {os.getppid()}\n")
     gate = os.environ.get("GATE_FILE")
     if gate and os.path.exists(gate):
-        _wait_for(os.environ.get("GATE_END"), float(os.environ.get("GATE_PACE", "0")))
+        wait_for(os.environ.get("GATE_END"), float(os.environ.get("GATE_PACE", "0")))
     else:
-        _wait_for(gate, float(os.environ.get("GATE_TIMEOUT", "120")))
+        wait_for(gate, float(os.environ.get("GATE_TIMEOUT", "120")))
     if says := os.environ.get("GATE_SAYS"):
         print(f"task {ctx.task_id} says", "x" * int(says))
 

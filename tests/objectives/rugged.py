@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import emews
+from gated import wait_for  # a sibling: emews puts an objective file's folder on sys.path
 
 
 def teardown() -> None:
@@ -33,9 +34,7 @@ def run(params: dict) -> object:
     if mode == "big":  # a long parameter in, a long learning curve out
         return {"value": x + len(params["blob"]), "curve": [x / (i + 1) for i in range(4000)]}
     if mode == "wait":
-        gate = os.environ["RUGGED_GATE"]
-        while not Path(gate).exists():
-            time.sleep(0.01)
+        wait_for(os.environ["RUGGED_GATE"])
         return x * x
     if mode == "fork_sleep":  # leaves a grandchild behind
         if os.fork() == 0:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 from typing import Any
 
 
@@ -112,12 +111,3 @@ def printer(params: dict, ctx: Any) -> float:
         time.sleep(0.01)
     return float(ctx.team_size)
 
-
-def gated(params: dict, ctx: Any) -> float:
-    """Every member writes ``started-TASK-TEAMRANK`` beside the gate file ``params["gate"]`` and
-    waits for the gate to exist."""
-    gate = Path(params["gate"])
-    (gate.parent / f"started-{ctx.task_id}-{ctx.team_rank}").touch()
-    while not gate.exists():
-        time.sleep(0.01)
-    return float(ctx.team_size)

@@ -17,6 +17,7 @@ from emews.runtime.backoff import DEFAULT_SPIN, spin_for, spin_seconds
 from emews.runtime.distributor import ABORT_GRACE, abort_grace
 from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
 from emews.runtime.teams import STRANDED_GRACE, stranded_grace
+from gated_job import write_gated
 from testutil import TESTS, read_only, status_comes_to_say, stored_rows, wait_until, write_workflow
 
 TEAM = str(TESTS / "objectives" / "team.py")
@@ -173,17 +174,16 @@ def test_each_members_output_is_kept_whole_in_a_file_of_its_own(emews_cmd, tmp_p
 
 def test_status_counts_every_rank_a_running_team_holds_as_busy(emews_cmd, tmp_path: Path) -> None:
     # two teams of 2 on 4 workers said "workers busy: 2/4": it counted running tasks, not their ranks
-    gate = tmp_path / "gate"
-    wf = team_sweep(tmp_path, "gated", {"x": {"type": "ordered", "values": [1, 2]},
-                                        "gate": {"type": "constant", "value": str(gate)}}, 2,
-                    task={"timeout": 120, "isolation": "process", "ranks": 2})
-    job = emews_cmd.popen("launch", str(wf), "--workers", "4", "--exp-dir", "exp")
+    gated = write_gated(tmp_path, evaluations=2, timeout=120, task={"ranks": 2})
+    gated.arm(emews_cmd)  # every member marks its start (a line in its task's mark) and waits at the gate
+    job = emews_cmd.popen("launch", str(gated.workflow), "--workers", "4", "--exp-dir", "exp")
+    members = lambda: sum(p.read_text().count("\n") for p in gated.marks.iterdir())  # noqa: E731
     try:
-        assert wait_until(lambda: len(list(tmp_path.glob("started-*"))) == 4 or job.poll() is not None, timeout=120)
+        assert wait_until(lambda: members() == 4 or job.poll() is not None, timeout=120)
         # rank 0 records a running task in the store half a second after it started it (later under load)
         status_comes_to_say(emews_cmd, "workers busy: 4/4;")
     finally:
-        gate.touch()
+        gated.gate.touch()
     _, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
     assert [r["status"] for r in stored_rows(tmp_path / "exp")] == ["ok", "ok"]
