@@ -101,29 +101,17 @@ def run(params: Mapping[str, Any], ctx: Any) -> dict[str, float]:
     member's ``lr``/``momentum``) to ``params["epochs"]``, reporting each epoch with a checkpoint."""
     import torch
 
-    from emews.objectives.digits_torch import train_epoch
+    from emews.objectives.digits_torch import train_reporting
 
     if _DATA is None:
         setup()
     torch.manual_seed(ctx.seed)
     model = build()
-    optimizer = torch.optim.SGD(model.parameters(), lr=float(params["lr"]), momentum=float(params["momentum"]))
-    saved, start = ctx.restore(default=(None, 0))
-    if saved is not None:
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        for group in optimizer.param_groups:
-            group["lr"], group["momentum"] = float(params["lr"]), float(params["momentum"])
+    lr, momentum = float(params["lr"]), float(params["momentum"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     x_train, _, y_train, _ = _DATA
-    metrics = evaluate(model)
-    for epoch in range(start, int(params["epochs"])):
-        train_epoch(model, optimizer, x_train, y_train, 32)
-        model.eval()
-        metrics = evaluate(model)
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-        if ctx.report(step=epoch + 1, metrics=metrics, checkpoint=state).stop:
-            break
-    return metrics
+    return train_reporting(ctx, model, optimizer, x_train, y_train, epochs=int(params["epochs"]), batch=32, lr=lr,
+                           momentum=momentum, evaluate=evaluate)
 
 
 # --- emews ----------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ emews-mpi[torch]``. Returns ``val_loss`` (the metric) and ``accuracy``.
 from __future__ import annotations
 
 from importlib.util import find_spec
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 if find_spec("torch") is None:  # said at import (emews check), not in every task's setup; torch loads there
     raise ModuleNotFoundError(
@@ -88,6 +88,29 @@ def train_epoch(model: Any, optimizer: Any, x: Any, y: Any, batch: int, generato
         optimizer.step()
 
 
+def train_reporting(ctx: Any, model: Any, optimizer: Any, x: Any, y: Any, *, epochs: int, batch: int, lr: float,
+                    momentum: float, evaluate: Callable[[Any], dict[str, float]] = evaluate) -> dict[str, float]:
+    """Train ``model`` from ``ctx.restore()`` (a PBT clone: the donor's weights and momentum
+    buffers, its own ``lr`` and ``momentum``) to ``epochs`` epochs of :func:`train_epoch`,
+    reporting ``evaluate(model)`` after each with a checkpoint of model and optimizer, until the
+    trial scheduler says stop; the last metrics."""
+    saved, start = ctx.restore(default=(None, 0))
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        for group in optimizer.param_groups:  # a PBT clone trains on with its own parameters
+            group["lr"], group["momentum"] = lr, momentum
+    metrics = evaluate(model)
+    for epoch in range(start, epochs):
+        train_epoch(model, optimizer, x, y, batch)
+        model.eval()
+        metrics = evaluate(model)
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+        if ctx.report(step=epoch + 1, metrics=metrics, checkpoint=state).stop:
+            break
+    return metrics
+
+
 def run(params: Mapping[str, Any], ctx: Any) -> dict[str, float]:
     import torch
 
@@ -96,21 +119,7 @@ def run(params: Mapping[str, Any], ctx: Any) -> dict[str, float]:
     torch.manual_seed(ctx.seed)
     model = build(params)
     optimizer = make_optimizer(model, params)
-    saved, start = ctx.restore(default=(None, 0))
-    if saved is not None:
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        for group in optimizer.param_groups:  # a PBT clone trains on with its own parameters
-            group["lr"] = float(params.get("lr", 0.05))
-            group["momentum"] = float(params.get("momentum", 0.9))
     x_train, _, y_train, _ = _DATA
-    batch = int(params.get("batch", 32))
-    metrics = evaluate(model)
-    for epoch in range(start, int(params.get("epochs", 27))):
-        train_epoch(model, optimizer, x_train, y_train, batch)
-        model.eval()
-        metrics = evaluate(model)
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-        if ctx.report(step=epoch + 1, metrics=metrics, checkpoint=state).stop:
-            break
-    return metrics
+    return train_reporting(ctx, model, optimizer, x_train, y_train, epochs=int(params.get("epochs", 27)),
+                           batch=int(params.get("batch", 32)), lr=float(params.get("lr", 0.05)),
+                           momentum=float(params.get("momentum", 0.9)))
