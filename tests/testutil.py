@@ -291,6 +291,25 @@ def events(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.endswith("}")]
 
 
+def run_inline(make: Callable[[], Any], *, space: Any, objective: Any, budget: int, workers: int, seed: int = 0,
+               **spec: Any) -> tuple[Any, Any]:
+    """A run in threads (``run_in_threads``) of the optimizer ``make()`` makes on ``objective``
+    (an ``ObjectiveRef``), its tasks inline, no progress line (``spec``: more ``RunSpec`` fields),
+    which must end without an error: ``(its RunSummary, that optimizer)``."""
+    from emews.job.wiring import RunSpec, run_in_threads
+
+    made: list[Any] = []
+
+    def factory() -> Any:
+        made.append(make())
+        return made[0]
+
+    summary = run_in_threads(RunSpec(space=space, make_optimizer=factory, objective=objective, budget=budget, seed=seed,
+                                     isolation="inline", show_progress=False, **spec), workers)
+    assert summary.error is None, getattr(summary.error, "traceback", summary.error)
+    return summary, made[0]
+
+
 RUGGED = TESTS / "objectives" / "rugged.py"
 
 

@@ -22,11 +22,10 @@ from emews.optimizers._training_set import window
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers.random import RandomSearch
 from emews.core.results import Result, Status
-from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
 from emews.core.space import Categorical, Constant, Float, Int, Ordered, Space
 from emews.testing import OptimizerConformance
-from testutil import EVENTS
+from testutil import EVENTS, run_inline
 
 HERE = __file__
 
@@ -166,23 +165,9 @@ def test_switch_and_window():
 
 # --------------------------------------------------------------------------- the asynchronous loop
 
-def _run(opt_factory, *, objective, space, budget, workers, seed=0):
-    holder = {}
-
-    def make():
-        holder["opt"] = opt_factory()
-        return holder["opt"]
-
-    spec = RunSpec(space=space, make_optimizer=make, objective=objective, budget=budget,
-                   isolation="inline", seed=seed, show_progress=False)
-    summary = run_in_threads(spec, workers)
-    assert summary.error is None, summary.error
-    return summary, holder["opt"]
-
-
 def test_batches_when_several_workers_idle():
     space = Space({"x1": Float(-5.0, 10.0), "x2": Float(0.0, 15.0)})
-    summary, opt = _run(lambda: BayesianOptimizer(seed=0, n_initial_points=4, lookahead=0, n_candidates=500),
+    summary, opt = run_inline(lambda: BayesianOptimizer(seed=0, n_initial_points=4, lookahead=0, n_candidates=500),
                         objective=ObjectiveRef(HERE, "branin"), space=space, budget=28, workers=4)
     assert summary.completed == 28
     model_points = 28 - 4
@@ -312,7 +297,7 @@ def _overlaps(events):
 
 def _sphere_run(objective, opt, budget):
     space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
-    _run(opt, objective=ObjectiveRef(HERE, objective), space=space, budget=budget, workers=4)
+    run_inline(opt, objective=ObjectiveRef(HERE, objective), space=space, budget=budget, workers=4)
     assert len(opt.results) == budget
 
 
@@ -375,7 +360,7 @@ def test_defaults_speculate_only_when_refits_outlast_tasks(events, objective, sp
     last fit's runners-up."""
     space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
     budget = 14 if not speculates else 40
-    summary, opt = _run(_watched(_SlowerFit, seed=0, n_initial_points=4, n_candidates=300, speculate_after=0.5),
+    summary, opt = run_inline(_watched(_SlowerFit, seed=0, n_initial_points=4, n_candidates=300, speculate_after=0.5),
                         objective=ObjectiveRef(HERE, objective), space=space, budget=budget, workers=3)
     assert summary.completed == budget
     assert opt.watch.most <= 3, opt.watch.most
@@ -387,7 +372,7 @@ def test_defaults_speculate_only_when_refits_outlast_tasks(events, objective, sp
 
 def test_lookahead_adds_points_in_flight():
     space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
-    summary, opt = _run(_watched(BayesianOptimizer, seed=0, n_initial_points=4, n_candidates=300, lookahead=2),
+    summary, opt = run_inline(_watched(BayesianOptimizer, seed=0, n_initial_points=4, n_candidates=300, lookahead=2),
                         objective=ObjectiveRef(HERE, "slow_sphere"), space=space, budget=12, workers=2)
     assert summary.completed == 12
     assert 2 < opt.watch.most <= 4, opt.watch.most
@@ -395,7 +380,7 @@ def test_lookahead_adds_points_in_flight():
 
 def test_max_idle_fills_with_random_points():
     space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
-    summary, opt = _run(lambda: _SlowFit(seed=0, n_initial_points=6, n_candidates=300, max_idle=0.0),
+    summary, opt = run_inline(lambda: _SlowFit(seed=0, n_initial_points=6, n_candidates=300, max_idle=0.0),
                         objective=ObjectiveRef(HERE, "quick_sphere"), space=space, budget=40, workers=4)
     assert summary.completed == 40
     assert opt.stats["random_fillers"] + opt.stats["runners_up"] > 0, opt.stats
@@ -428,11 +413,11 @@ def test_beats_random_on_branin():
     obj = ObjectiveRef(HERE, "branin")
     bayes, rand = [], []
     for seed in range(3):
-        s, _ = _run(lambda: BayesianOptimizer(seed=seed, n_initial_points=8, lookahead=0, speculate=False,
+        s, _ = run_inline(lambda: BayesianOptimizer(seed=seed, n_initial_points=8, lookahead=0, speculate=False,
                                                       n_candidates=1000),
                     objective=obj, space=space, budget=30, workers=2, seed=seed)
         bayes.append(s.best.loss)
-        s, _ = _run(lambda: RandomSearch(seed=seed), objective=obj, space=space, budget=30, workers=2, seed=seed)
+        s, _ = run_inline(lambda: RandomSearch(seed=seed), objective=obj, space=space, budget=30, workers=2, seed=seed)
         rand.append(s.best.loss)
     assert statistics.median(bayes) < statistics.median(rand), (bayes, rand)
     assert statistics.median(bayes) < 1.0, bayes

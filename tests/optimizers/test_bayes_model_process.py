@@ -23,7 +23,7 @@ from emews.optimizers.bayes import BayesianOptimizer
 from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
 from emews.core.space import Categorical, Float, Int, Space
-from testutil import wait_until
+from testutil import run_inline, wait_until
 
 HERE = __file__
 SPACE = Space({"x": Float(-5.0, 5.0), "n": Int(1, 20), "act": Categorical(("relu", "tanh", None))})
@@ -172,10 +172,9 @@ def test_a_run_hands_the_model_over_and_leaves_nothing_behind(monkeypatch):
 
     monkeypatch.setattr(ModelProcess, "__init__", start_and_wait)
     opt = BayesianOptimizer(seed=3, n_initial_points=5, n_candidates=300, model_process=True)
-    spec = RunSpec(space=SPACE, make_optimizer=lambda: opt, objective=ObjectiveRef(HERE, "quick_quadratic"),
-                   budget=40, isolation="inline", seed=3, show_progress=False)
-    summary = run_in_threads(spec, workers=4)
-    assert summary.error is None and summary.completed == 40
+    summary, _ = run_inline(lambda: opt, space=SPACE, objective=ObjectiveRef(HERE, "quick_quadratic"), budget=40,
+                            workers=4, seed=3)
+    assert summary.completed == 40
     assert opt.stats["model_process"] == "running", opt.stats
     assert opt.stats["remote_fits"] >= 1 and opt.stats["remote_from"] == 0, opt.stats
     assert _server_children() == []

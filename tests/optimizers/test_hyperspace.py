@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
 from emews.optimizers.hyperspace import HyperSpace, split_space
 from emews.optimizers.random import RandomSearch
 from emews.core.space import Categorical, Float, Int, Space
 from emews.testing import OptimizerConformance, run_traced
+from testutil import run_inline
 
 HERE = __file__
 
@@ -61,11 +61,8 @@ def sphere(params):
 
 def _run(opt, budget, workers=4, seed=0, exp_dir=None):
     space = Space({f"x{i}": Float(-5.0, 5.0) for i in range(3)})
-    spec = RunSpec(space=space, make_optimizer=lambda: opt, objective=ObjectiveRef(HERE, "sphere"),
-                   budget=budget, seed=seed, isolation="inline", show_progress=False)
-    summary = run_in_threads(spec, workers)
-    assert summary.error is None, summary.error
-    return summary
+    return run_inline(lambda: opt, space=space, objective=ObjectiveRef(HERE, "sphere"), budget=budget,
+                      workers=workers, seed=seed, exp_dir=exp_dir)[0]
 
 
 def test_round_robin_and_shared_results(tmp_path):
@@ -93,11 +90,7 @@ def test_round_robin_and_shared_results(tmp_path):
 
 def test_best_per_subspace_reported(tmp_path):
     opt = HyperSpace(seed=0, n_candidates=200)
-    space = Space({f"x{i}": Float(-5.0, 5.0) for i in range(3)})
-    spec = RunSpec(space=space, make_optimizer=lambda: opt, objective=ObjectiveRef(HERE, "sphere"),
-                   budget=16, seed=0, isolation="inline", show_progress=False, exp_dir=tmp_path)
-    summary = run_in_threads(spec, 2)
-    assert summary.error is None
+    _run(opt, budget=16, workers=2, exp_dir=tmp_path)
     report = json.loads((tmp_path / "hyperspace.json").read_text())
     assert len(report) == 2
     for entry, sub in zip(report, opt.subspaces):

@@ -16,7 +16,6 @@ import random
 import pytest
 
 from emews.core.space import Categorical, Float, Int, Space
-from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
 from emews.optimizers import hyperspace as hyperspace_module
 from emews.optimizers._bayes import _engine
@@ -24,6 +23,7 @@ from emews.optimizers._bayes._engine import Engine
 from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers._bayes._subspaces import Subspaces
 from emews.optimizers.hyperspace import HyperSpace
+from testutil import run_inline
 
 HERE = __file__
 
@@ -129,26 +129,10 @@ def test_a_wide_run_proposes_in_the_model_thread_and_learns_every_result(monkeyp
     # the model stays in this process: once it moves to a model process (a cycle past 0.25 s,
     # likely under load) the counters read below are the parent's copies, frozen at the handover
     monkeypatch.setattr(hyperspace_module, "PROCESS_AFTER", math.inf)
-    holder = {}
-
-    def make():
-        holder["opt"] = HyperSpace(seed=0, n_candidates=100, n_initial_points=2, output_warp=False)
-        return holder["opt"]
-
     log = tmp_path / "evaluated.jsonl"
     monkeypatch.setenv("HYPERSPACE_WIDTH_LOG", str(log))
-    spec = RunSpec(
-        space=SPACE,
-        make_optimizer=make,
-        objective=ObjectiveRef(HERE, "recorded_quadratic"),
-        budget=80,
-        isolation="inline",
-        seed=0,
-        show_progress=False,
-    )
-    summary = run_in_threads(spec, 12)
-    assert summary.error is None, summary.error
-    opt = holder["opt"]
+    summary, opt = run_inline(lambda: HyperSpace(seed=0, n_candidates=100, n_initial_points=2, output_warp=False),
+                              space=SPACE, objective=ObjectiveRef(HERE, "recorded_quadratic"), budget=80, workers=12)
     assert summary.completed == 80
     assert opt.stats["proposed"] == 80 and opt.stats["fits"] >= 1
     evaluated = [json.loads(line) for line in log.read_text().splitlines()]

@@ -18,6 +18,7 @@ from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
 from emews.core.space import Categorical, Constant, Float, Space
 from emews.testing import OptimizerConformance
+from testutil import run_inline
 
 ROOT = Path(__file__).resolve().parents[2]
 ACKLEY = ObjectiveRef(str(ROOT / "objectives" / "ackley.py"))
@@ -59,17 +60,7 @@ return (x2 - b * x1 ** 2 + c * x1 - 6) ** 2 + 10 * (1 - t) * math.cos(x1) + 10""
 
 
 def run(make, space, objective, *, budget, workers, seed=0):
-    box = {}
-
-    def factory():
-        box["opt"] = make()
-        return box["opt"]
-
-    spec = RunSpec(space=space, make_optimizer=factory, objective=objective, budget=budget, seed=seed,
-                   isolation="inline", show_progress=False)
-    summary = run_in_threads(spec, workers=workers)
-    assert summary.error is None, getattr(summary.error, "traceback", summary.error)
-    return summary, box["opt"]
+    return run_inline(make, space=space, objective=objective, budget=budget, workers=workers, seed=seed)
 
 
 # ------------------------------------------------------------------------------------------ options

@@ -17,13 +17,13 @@ import pytest
 
 from emews.core.results import Result, Status
 from emews.core.space import Categorical, Float, Int, Space
-from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
 from emews.optimizers._bayes import _engine
 from emews.optimizers._bayes._engine import Engine
 from emews.optimizers._bayes._space import SpaceMap
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers.hyperspace import HyperSpace
+from testutil import run_inline
 
 HERE = __file__
 
@@ -156,24 +156,8 @@ def test_bayes_learns_every_result_while_the_lies_are_bounded():
     """30 workers, 120 evaluations, at most 8 lies per fit, fits with more points pending than
     they learned as lies: at every model proposal, each point proposed so far was either told
     to the model with its result or passed as pending (no result lost to the bound)."""
-    holder = {}
-
-    def make():
-        holder["opt"] = _Recorded(seed=0, n_initial_points=5, n_candidates=300)
-        return holder["opt"]
-
-    spec = RunSpec(
-        space=SPACE,
-        make_optimizer=make,
-        objective=ObjectiveRef(HERE, "slow_quadratic"),
-        budget=120,
-        isolation="inline",
-        seed=0,
-        show_progress=False,
-    )
-    summary = run_in_threads(spec, 30)
-    assert summary.error is None, summary.error
-    opt = holder["opt"]
+    summary, opt = run_inline(lambda: _Recorded(seed=0, n_initial_points=5, n_candidates=300), space=SPACE,
+                              objective=ObjectiveRef(HERE, "slow_quadratic"), budget=120, workers=30)
     assert summary.completed == 120
     assert opt.stats["runners_up"] == opt.stats["random_fillers"] == 0  # every point is the engine's
     assert opt.work and max(w["lies"] for w in opt.work) <= 8

@@ -14,9 +14,8 @@ import pytest
 
 from emews.cli import main
 from emews.core.space import Float, Space
-from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
-from testutil import refused_in_one_line, write_workflow
+from testutil import refused_in_one_line, run_inline, write_workflow
 
 DECLARED = """
 search <- function(evaluator, space, options = list(propose_points = 2L, spread = 0.5)) {
@@ -63,18 +62,11 @@ def _run(folder: Path, code: str, **options: Any) -> Any:
     from emews.contrib.rbridge import ROptimizer
 
     _sources(folder, code)
-    made: list[ROptimizer] = []
-
-    def make() -> ROptimizer:
-        made.append(ROptimizer(script=folder / "opt.R", entry="search", **options))
-        return made[0]
-
-    spec = RunSpec(space=Space({"x": Float(0.0, 1.0)}), make_optimizer=make,
-                   objective=ObjectiveRef(str(folder / "obj.py")), budget=4, isolation="inline",
-                   show_progress=False, seed=7)
-    summary = run_in_threads(spec, workers=1)
-    assert summary.error is None and summary.completed == 4, summary
-    return made[0].value
+    summary, optimizer = run_inline(lambda: ROptimizer(script=folder / "opt.R", entry="search", **options),
+                                    space=Space({"x": Float(0.0, 1.0)}), objective=ObjectiveRef(str(folder / "obj.py")),
+                                    budget=4, workers=1, seed=7)
+    assert summary.completed == 4, summary
+    return optimizer.value
 
 
 def test_a_misspelt_r_option_is_refused_naming_it_and_the_allowed_names(

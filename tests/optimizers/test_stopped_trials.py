@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from emews.core.space import Float, Space
-from emews.job.wiring import RunSpec, run_in_threads
 from emews.objective.function import ObjectiveRef
 from emews.optimizers.bayes import BayesianOptimizer
 from emews.optimizers.hyperspace import HyperSpace
 from emews.training.schedulers.asha import ASHA
+from testutil import run_inline
 
 HERE = __file__
 SPACE = Space({"x": Float(0.0, 1.0), "y": Float(0.0, 1.0)})
@@ -52,11 +52,8 @@ def asha_run(tmp_path: Path, optimizer: Any, objective: str) -> dict[int, float]
     """A real run under ASHA (max_t 9, rf 3, 2 workers, 18 trials); each stopped trial's last reported loss."""
     exp = tmp_path / "exp"
     exp.mkdir()
-    spec = RunSpec(space=SPACE, make_optimizer=lambda: optimizer, objective=ObjectiveRef(HERE, objective, "loss"),
-                   budget=18, seed=1, isolation="inline", show_progress=False, exp_dir=exp,
-                   make_trial_scheduler=lambda: ASHA(max_t=9, grace_period=1, reduction_factor=3))
-    summary = run_in_threads(spec, workers=2)
-    assert summary.error is None, summary.error
+    run_inline(lambda: optimizer, space=SPACE, objective=ObjectiveRef(HERE, objective, "loss"), budget=18, workers=2,
+               seed=1, exp_dir=exp, make_trial_scheduler=lambda: ASHA(max_t=9, grace_period=1, reduction_factor=3))
     db = sqlite3.connect(exp / "results.db")
     stopped = {trial for (trial,) in db.execute("SELECT trial FROM decisions WHERE action = 'stop'")}
     last = {trial: json.loads(metrics)["loss"]
@@ -119,11 +116,8 @@ def test_a_trial_that_fails_after_reporting_without_a_scheduler_stays_a_failure(
     exp = tmp_path / "exp"
     exp.mkdir()
     optimizer = BayesianOptimizer(seed=1, n_initial_points=2)
-    spec = RunSpec(space=SPACE, make_optimizer=lambda: optimizer,
-                   objective=ObjectiveRef(HERE, "reports_then_raises", "loss"), budget=4, seed=1,
-                   isolation="inline", show_progress=False, exp_dir=exp)
-    summary = run_in_threads(spec, workers=2)
-    assert summary.error is None, summary.error
+    run_inline(lambda: optimizer, space=SPACE, objective=ObjectiveRef(HERE, "reports_then_raises", "loss"), budget=4,
+               workers=2, seed=1, exp_dir=exp)
     db = sqlite3.connect(exp / "results.db")
     reported = {trial for (trial,) in db.execute("SELECT DISTINCT trial FROM reports")}
     db.close()
