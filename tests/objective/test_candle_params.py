@@ -30,6 +30,26 @@ NT3 = TESTS / "data" / "candle" / "nt3_parse_only.py"
 SUPERVISOR = TESTS / "data" / "supervisor"
 DEFAULTS = SUPERVISOR / "nt3_default_model.txt"
 NT3_GA = SUPERVISOR / "ga" / "nt3_param_space_ga.json"
+#: the lines that give a model NT3's own parser (CANDLE's ``initialize_parameters``)
+_NT3_IMPORT = f"""
+import os
+import sys
+sys.path.insert(0, {str(NT3.parent)!r})
+from nt3_parse_only import initialize_parameters
+"""
+
+
+def _result_model(folder: Path, default_model: Path | None = None) -> Path:
+    """``folder/nt3_result.py``: a model that reads its parameters with NT3's parser (from
+    ``default_model`` if given) and writes ``learning_rate * epochs`` to result.txt in its output_dir."""
+    model = folder / "nt3_result.py"
+    given = "" if default_model is None else f"default_model={str(default_model)!r}"
+    model.write_text(_NT3_IMPORT + f"""
+params = initialize_parameters({given})
+with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
+    fh.write(repr(params["learning_rate"] * params["epochs"]))
+""")
+    return model
 UPF_FILES = sorted((SUPERVISOR / "upf").glob("*.txt"))
 DOCS = REPO / "docs" / "coming-from-candle.md"
 
@@ -186,11 +206,7 @@ def test_the_in_process_wrapper_route_runs_the_ga_file(emews_cmd, tmp_path: Path
     directory where concurrent tasks overwrite each other."""
     model = tmp_path / "model"
     model.mkdir()
-    (model / "nt3_baseline_keras2.py").write_text(f"""
-import os
-import sys
-sys.path.insert(0, {str(NT3.parent)!r})
-from nt3_parse_only import initialize_parameters
+    (model / "nt3_baseline_keras2.py").write_text(_NT3_IMPORT + f"""
 
 class History:
     def __init__(self, history):
@@ -238,17 +254,7 @@ def run(gParameters):  # what NT3's run writes: CSVLogger's training.log in outp
 def test_a_candle_models_result_txt_in_its_output_dir_is_read(tmp_path: Path) -> None:
     """``result: output_dir`` with ``params: candle``: CANDLE's parser makes any output_dir but '.'
     into OUTPUT_DIR/EXP000/RUN000; the model's result.txt must still be the one read."""
-    model = tmp_path / "nt3_result.py"
-    model.write_text(f"""
-import os
-import sys
-sys.path.insert(0, {str(NT3.parent)!r})
-from nt3_parse_only import initialize_parameters
-
-params = initialize_parameters()
-with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
-    fh.write(repr(params["learning_rate"] * params["epochs"]))
-""")
+    model = _result_model(tmp_path)
     ref = CommandRef(
         (PYTHON, str(model)), metric="val_loss", params="candle", defaults=str(DEFAULTS), result="output_dir"
     )
@@ -267,17 +273,7 @@ def test_a_candle_models_result_txt_is_read_where_candle_puts_output_dir_given_a
     """``result: output_dir`` with the default ``params: flags``: ``--output_dir RUN_DIR`` is read by
     CANDLE's parser as ``RUN_DIR/EXPERIMENT_ID/RUN_ID`` (``EXP000/RUN000`` by default, the ids
     the command's flags give otherwise), where the model writes its result.txt."""
-    model = tmp_path / "nt3_result.py"
-    model.write_text(f"""
-import os
-import sys
-sys.path.insert(0, {str(NT3.parent)!r})
-from nt3_parse_only import initialize_parameters
-
-params = initialize_parameters()
-with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
-    fh.write(repr(params["learning_rate"] * params["epochs"]))
-""")
+    model = _result_model(tmp_path)
     ref = CommandRef((PYTHON, str(model), *extra), metric="val_loss", result="output_dir")
     outcome, run_dir = evaluate(tmp_path, ref, {"learning_rate": 0.5, "epochs": 3}, task_id=4)
     assert outcome.status.value == "ok", outcome.error
@@ -296,17 +292,7 @@ def test_ids_set_only_in_the_models_defaults_file_are_hidden_by_candle_and_not_r
     ``RUN_DIR/EXP000/RUN000/result.txt``, where emews reads it (not ``RUN_DIR/E7/R3``)."""
     defaults = tmp_path / "my_default_model.txt"
     defaults.write_text(DEFAULTS.read_text() + "experiment_id = 'E7'\nrun_id = 'R3'\n")
-    model = tmp_path / "nt3_result.py"
-    model.write_text(f"""
-import os
-import sys
-sys.path.insert(0, {str(NT3.parent)!r})
-from nt3_parse_only import initialize_parameters
-
-params = initialize_parameters(default_model={str(defaults)!r})
-with open(os.path.join(params["output_dir"], "result.txt"), "w") as fh:
-    fh.write(repr(params["learning_rate"] * params["epochs"]))
-""")
+    model = _result_model(tmp_path, defaults)
     ref = CommandRef((PYTHON, str(model)), metric="val_loss", result="output_dir")
     outcome, run_dir = evaluate(tmp_path, ref, {"learning_rate": 0.5, "epochs": 3}, task_id=4)
     assert outcome.status.value == "ok", outcome.error
@@ -319,11 +305,7 @@ def test_the_docs_recipe_reads_an_unchanged_keras_models_training_log(tmp_path: 
     ``{output_dir}/training.log``, Keras' CSV (the last row: the last epoch, what Supervisor's
     model_runner returns). The recipe's ``result_file: training.log`` reads the metric there."""
     model = tmp_path / "nt3_keras_like.py"
-    model.write_text(f"""
-import os
-import sys
-sys.path.insert(0, {str(NT3.parent)!r})
-from nt3_parse_only import initialize_parameters
+    model.write_text(_NT3_IMPORT + f"""
 
 params = initialize_parameters()
 with open(os.path.join(params["output_dir"], "training.log"), "w") as log:
