@@ -291,6 +291,33 @@ def events(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.endswith("}")]
 
 
+class RecordingRunner:
+    """A task runner for ``worker_loop`` that records the ids of the tasks it ran; each task looks
+    for messages ``polls`` times (as a child's wait does), then ends at once with ``outcome(task)``."""
+
+    def __init__(self, outcome: Callable[[Any], Any], polls: int = 0) -> None:
+        self.outcome, self.polls = outcome, polls
+        self.ran: list[int] = []
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def run(self, task: Any, should_abort: Callable[[], bool], team: Any = None) -> Any:
+        self.ran.append(task.id)
+        for _ in range(self.polls):
+            should_abort()
+        return self.outcome(task)
+
+
+def drained(endpoint: Any) -> list:
+    """The messages waiting at a transport ``endpoint`` now, in order (it holds none after)."""
+    out = []
+    while (msg := endpoint.poll()) is not None:
+        out.append(msg)
+    return out
+
+
 def run_inline(make: Callable[[], Any], *, space: Any, objective: Any, budget: int, workers: int, seed: int = 0,
                **spec: Any) -> tuple[Any, Any]:
     """A run in threads (``run_in_threads``) of the optimizer ``make()`` makes on ``objective``

@@ -16,7 +16,7 @@ from emews.core.results import Outcome, Status, Task
 from emews.objective.context import task_run_dir
 from emews.runtime.transport import Tag, ThreadHub
 from emews.runtime.worker import WorkerStopped, worker_loop
-from testutil import stored_rows, write_workflow
+from testutil import RecordingRunner, drained, stored_rows, write_workflow
 
 #: fails for most points with one cause, for every third with another, or succeeds there (``mode``)
 OBJECTIVE = '''
@@ -113,21 +113,6 @@ def test_a_command_model_whose_parser_rejects_its_argv_stops_with_argparses_erro
     assert len(stored_rows(tmp_path / "exp")) < 100
 
 
-class _Recording:
-    """A runner that fails every task at once, recording which it ran."""
-
-    def __init__(self) -> None:
-        self.ran: list[int] = []
-
-    def start(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def run(self, task, should_abort, team=None) -> Outcome:
-        self.ran.append(task.id)
-        return Outcome(task.id, Status.FAILED, error="ValueError: bad")
-
-
 @pytest.mark.parametrize("abort", [True, False])
 def test_an_aborting_stop_behind_tasks_handed_over_ahead_starts_none_of_them(abort: bool) -> None:
     """Fast failures are handed to a worker in batches; the fail-fast stop (an abort) comes behind
@@ -140,11 +125,9 @@ def test_an_aborting_stop_behind_tasks_handed_over_ahead_starts_none_of_them(abo
     distributor.send(tasks[:1], 1, Tag.TASK)
     distributor.send(tasks[1:], 1, Tag.TASK)
     distributor.send(abort, 1, Tag.STOP)
-    runner = _Recording()
+    runner = RecordingRunner(lambda task: Outcome(task.id, Status.FAILED, error="ValueError: bad"))  # fails at once
     served = worker_loop(worker, runner)
-    messages = []
-    while (msg := distributor.poll()) is not None:
-        messages.append(msg)
+    messages = drained(distributor)
     stopped = messages[-1].payload
     assert messages[-1].tag is Tag.STOPPED and isinstance(stopped, WorkerStopped)
     sent = [o.task_id for m in messages if m.tag is Tag.OUTCOME for o in m.payload]

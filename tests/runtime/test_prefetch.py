@@ -20,7 +20,7 @@ from emews.runtime.dispatch import Returned, Send
 from emews.runtime.slots import SlotDispatch, WorkerSlots
 from emews.runtime.transport import Tag, ThreadHub
 from emews.runtime.worker import OUTCOME_BATCH_SECONDS, WorkerStopped, worker_loop
-from testutil import GATED, stored_rows, wait_until, write_workflow
+from testutil import GATED, RecordingRunner, drained, stored_rows, wait_until, write_workflow
 
 
 
@@ -166,30 +166,12 @@ def test_a_worker_that_ran_all_it_held_before_the_recall_counts_as_idle_once() -
 
 
 # -- the recall: worker side ---------------------------------------------------------------------
-class _Polling:
+class _Polling(RecordingRunner):
     """A runner whose tasks look for messages ``polls`` times while they run (as a child's wait
-    does), recording which tasks it ran."""
+    does) and last 10 us, recording which tasks it ran."""
 
     def __init__(self, polls: int = 1) -> None:
-        self.polls = polls
-        self.ran: list[int] = []
-
-    def start(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def run(self, task, should_abort, team=None) -> Outcome:
-        self.ran.append(task.id)
-        for _ in range(self.polls):
-            should_abort()
-        return outcome(task.id, 1e-5)
-
-
-def _messages(endpoint) -> list:
-    out = []
-    while (msg := endpoint.poll()) is not None:
-        out.append(msg)
-    return out
+        super().__init__(lambda task: outcome(task.id, 1e-5), polls)
 
 
 @pytest.mark.parametrize("polls", [2, 0])
@@ -206,7 +188,7 @@ def test_a_worker_gives_back_the_tasks_it_has_not_started_and_never_runs_them(po
     distributor.send(False, 1, Tag.STOP)
     runner = _Polling(polls)
     served = worker_loop(worker, runner)
-    messages = _messages(distributor)
+    messages = drained(distributor)
     ran, back = ([0], (1, 2, 3, 4)) if polls else ([0, 1], (2, 3, 4))
     assert runner.ran == ran and served == len(ran)
     assert [m.payload for m in messages if m.tag is Tag.RETURNED] == [back]
@@ -223,7 +205,7 @@ def test_an_idle_worker_answers_a_recall_with_nothing_and_goes_on() -> None:
     distributor.send(False, 1, Tag.STOP)
     runner = _Polling()
     assert worker_loop(worker, runner) == 2 and runner.ran == [0, 1]
-    messages = _messages(distributor)
+    messages = drained(distributor)
     assert [m.payload for m in messages if m.tag is Tag.RETURNED] == [()]
     assert messages[-1].tag is Tag.STOPPED and messages[-1].payload.unfinished == ()
 
@@ -269,7 +251,7 @@ def test_a_stopping_worker_names_what_it_holds_instead_of_giving_it_back() -> No
     runner = _Interrupted()
     worker_loop(worker, runner, interrupted=lambda: bool(stopping))
     assert hub.boxes[1].empty()  # the recall was read
-    messages = _messages(distributor)
+    messages = drained(distributor)
     assert [m.tag for m in messages] == [Tag.READY, Tag.STOPPED] and messages[1].payload.unfinished == (0, 1)
 
 
@@ -286,7 +268,7 @@ def test_the_outcome_of_a_task_longer_than_the_batch_window_is_sent_before_the_n
         def run(self, task, should_abort, team=None) -> Outcome:
             if task.id == 0:
                 time.sleep(20 * OUTCOME_BATCH_SECONDS)
-            seen[task.id] = [o.task_id for m in _messages(distributor) if m.tag is Tag.OUTCOME for o in m.payload]
+            seen[task.id] = [o.task_id for m in drained(distributor) if m.tag is Tag.OUTCOME for o in m.payload]
             return outcome(task.id, 1e-5)
 
     distributor.send([task(0), task(1)], 1, Tag.TASK)

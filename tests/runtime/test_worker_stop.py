@@ -10,20 +10,11 @@ import threading
 from emews.core.results import Outcome, Status, Task
 from emews.runtime.transport import Message, Tag, ThreadHub
 from emews.runtime.worker import WorkerStopped, worker_loop
-from testutil import wait_until
+from testutil import RecordingRunner, drained, wait_until
 
 
-class _Recording:
-    def __init__(self) -> None:
-        self.ran: list[int] = []
-
-    def start(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def run(self, task, should_abort, team=None) -> Outcome:
-        self.ran.append(task.id)
-        return Outcome(task.id, Status.OK, 0.0)
+def _recording() -> RecordingRunner:
+    return RecordingRunner(lambda task: Outcome(task.id, Status.OK, 0.0))
 
 
 def _until_stopped(endpoint) -> list[Message]:
@@ -31,8 +22,7 @@ def _until_stopped(endpoint) -> list[Message]:
     taken: list[Message] = []
 
     def stopped() -> bool:
-        while (msg := endpoint.poll()) is not None:
-            taken.append(msg)
+        taken.extend(drained(endpoint))
         return any(m.tag is Tag.STOPPED for m in taken)
 
     assert wait_until(stopped, timeout=60)
@@ -46,7 +36,7 @@ def test_a_worker_stopped_by_a_signal_reads_its_messages_until_the_stop() -> Non
     fix the worker returned at once and the STOP, the task and the reply stayed unread)."""
     hub = ThreadHub(2)
     distributor, worker = hub.endpoint(0), hub.endpoint(1)
-    runner = _Recording()
+    runner = _recording()
     returned = threading.Event()
 
     def serve() -> None:
@@ -75,7 +65,7 @@ def test_a_worker_told_to_stop_returns_at_its_stop_as_before() -> None:
     distributor, worker = hub.endpoint(0), hub.endpoint(1)
     distributor.send([Task(0, {"x": 0}, seed=0, submitted=0.0)], 1, Tag.TASK)
     distributor.send(False, 1, Tag.STOP)
-    runner = _Recording()
+    runner = _recording()
     served = worker_loop(worker, runner)
     assert served == 1 and runner.ran == [0]
     assert worker.poll() is None
