@@ -195,11 +195,12 @@ OPTIMIZERS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_each_kind_of_optimizer_gives_its_first_point(emews_cmd, tmp_path, scratch, name) -> None:
+def _first_try(emews_cmd, folder: Path, optimizer: dict) -> tuple:
+    """``emews check --try`` of ``optimizer`` (write_workflow's objective) over a float ``x`` in
+    [-2, 2], an int ``k`` in 1..4 and ``mode`` ok (12 evaluations), which passes: (proc, lines)."""
     wf = write_workflow(
-        tmp_path,
-        optimizer=OPTIMIZERS[name],
+        folder,
+        optimizer=optimizer,
         budget={"evaluations": 12},
         space={
             "x": {"type": "float", "lower": -2.0, "upper": 2.0},
@@ -209,6 +210,12 @@ def test_each_kind_of_optimizer_gives_its_first_point(emews_cmd, tmp_path, scrat
     )
     proc, lines = check_try(emews_cmd, wf)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, lines
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_each_kind_of_optimizer_gives_its_first_point(emews_cmd, tmp_path, scratch, name) -> None:
+    proc, lines = _first_try(emews_cmd, tmp_path, OPTIMIZERS[name])
     point = point_of(proc)
     assert -2.0 <= point["x"] <= 2.0 and point["k"] in (1, 2, 3, 4) and point["mode"] == "ok"
     assert lines["ok"].startswith(f"value {point['x'] ** 2:.6g}")
@@ -229,18 +236,7 @@ def test_any_whole_number_seeds_each_optimizer(emews_cmd, tmp_path, scratch, nam
     then ended it: 'the optimizer raised ValueError: Seed must be between 0 and 2**32 - 1' (bayes,
     hyperspace, Nevergrad), 'R error: supplied seed is not a valid integer' (mbo), exit 1."""
     optimizer = {**SEEDED[name], "options": {**SEEDED[name]["options"], "seed": seed}}
-    wf = write_workflow(
-        tmp_path,
-        optimizer=optimizer,
-        budget={"evaluations": 12},
-        space={
-            "x": {"type": "float", "lower": -2.0, "upper": 2.0},
-            "k": {"type": "int", "lower": 1, "upper": 4},
-            "mode": {"type": "constant", "value": "ok"},
-        },
-    )
-    proc, lines = check_try(emews_cmd, wf)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc, lines = _first_try(emews_cmd, tmp_path, optimizer)
     assert "ok" in lines
 
 
