@@ -69,19 +69,25 @@ def test_defaults_are_merged_under_each_point_and_recorded(emews_cmd, tmp_path: 
     assert emews_cmd.leftovers_after_exit() == []
 
 
-def test_a_value_that_is_no_python_is_refused_by_check_naming_file_and_key(emews_cmd, tmp_path: Path) -> None:
-    """CANDLE's parser ``eval``s every value of the file and stops with a SyntaxError at ``x = [1,``;
-    emews passed the text on as a string and ``emews check`` said ok. Quoted words stay strings."""
-    (tmp_path / "obj.py").write_text("def run(p):\n    return float(p['epochs'])\n")
-    defaults = tmp_path / "my_default_model.txt"
-    defaults.write_text("[Global_Params]\nepochs = 3\nact = 'relu'\nx = [1,\n")
+def _checked(emews_cmd, folder: Path, defaults: Path) -> tuple:
+    """``emews check`` of a workflow in ``folder`` whose objective (returning ``epochs``) reads its
+    model's defaults from ``defaults``: (the workflow, the check's process)."""
+    (folder / "obj.py").write_text("def run(p):\n    return float(p['epochs'])\n")
     wf = write_workflow(
-        tmp_path,
+        folder,
         objective={"module": "obj.py", "defaults": str(defaults)},
         space={"a": {"type": "float", "lower": 0.0, "upper": 1.0}},
         budget={"evaluations": 2},
     )
-    proc = emews_cmd("check", str(wf), timeout=120)
+    return wf, emews_cmd("check", str(wf), timeout=120)
+
+
+def test_a_value_that_is_no_python_is_refused_by_check_naming_file_and_key(emews_cmd, tmp_path: Path) -> None:
+    """CANDLE's parser ``eval``s every value of the file and stops with a SyntaxError at ``x = [1,``;
+    emews passed the text on as a string and ``emews check`` said ok. Quoted words stay strings."""
+    defaults = tmp_path / "my_default_model.txt"
+    defaults.write_text("[Global_Params]\nepochs = 3\nact = 'relu'\nx = [1,\n")
+    _, proc = _checked(emews_cmd, tmp_path, defaults)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") <= 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{defaults}: [Global_Params] x = [1,: not a Python value" in proc.stderr, proc.stderr
@@ -94,7 +100,6 @@ def test_a_bare_word_is_refused_by_check_as_candle_stops_at_it(emews_cmd, tmp_pa
     """CANDLE's parser (the real ``default_utils.read_config_file``) ``eval``s ``activation = relu``
     and stops with a NameError; emews passed the word on as the string 'relu' and ``emews check``
     said ok. The real file, which quotes its strings, still passes."""
-    (tmp_path / "obj.py").write_text("def run(p):\n    return float(p['epochs'])\n")
     defaults = tmp_path / "nt3_default_model.txt"
     defaults.write_text(NT3.read_text().replace("activation = 'relu'", "activation = relu"))
     candle = subprocess.run(
@@ -104,13 +109,7 @@ def test_a_bare_word_is_refused_by_check_as_candle_stops_at_it(emews_cmd, tmp_pa
         timeout=120,
     )
     assert candle.returncode != 0 and "NameError: name 'relu' is not defined" in candle.stderr, candle.stderr
-    wf = write_workflow(
-        tmp_path,
-        objective={"module": "obj.py", "defaults": str(defaults)},
-        space={"a": {"type": "float", "lower": 0.0, "upper": 1.0}},
-        budget={"evaluations": 2},
-    )
-    proc = emews_cmd("check", str(wf), timeout=120)
+    wf, proc = _checked(emews_cmd, tmp_path, defaults)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") <= 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{defaults}: [Global_Params] activation = relu: " in proc.stderr, proc.stderr
