@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -594,6 +595,18 @@ def test_status_of_a_killed_run_calls_its_unended_trial_interrupted_not_running(
     assert "training: 2 trials reported; 2 ended (2 completed), 0 running, 0 paused" in status.stdout, status.stdout
 
 
+def _sigterm_while_held(job: subprocess.Popen, exp: Path, gate: Path) -> None:
+    """SIGTERM to a launched ``job`` whose trials are held at the trainer's ``gate``: once rank 0
+    says the trials pause at their next report, the gate opens and the job exits 143."""
+    job.send_signal(signal.SIGTERM)
+    rank0_log = exp / "emews.log"
+    assert wait_until(lambda: rank0_log.exists() and "pause at their next report" in rank0_log.read_text(),
+                      timeout=120)
+    gate.touch()
+    _, err = job.communicate(timeout=180)
+    assert job.returncode == 143, err
+
+
 @pytest.mark.parametrize("isolation", ["inline", "process"])
 def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continues_it(
         emews_cmd, tmp_path: Path, isolation: str) -> None:
@@ -614,13 +627,7 @@ def test_sigterm_pauses_the_running_trial_at_its_next_report_and_resume_continue
     exp = tmp_path / "exp"
     assert wait_until(lambda: log.exists() and [e for e in events(log) if e["event"] == "report" and e["step"] == 5],
                       timeout=120)
-    job.send_signal(signal.SIGTERM)
-    rank0_log = exp / "emews.log"
-    assert wait_until(lambda: rank0_log.exists() and "pause at their next report" in rank0_log.read_text(),
-                      timeout=120)
-    gate.touch()
-    _, err = job.communicate(timeout=180)
-    assert job.returncode == 143, err
+    _sigterm_while_held(job, exp, gate)
     assert [(e["step"], e["action"]) for e in events(log) if e["event"] == "report"][-2:] == \
         [(5, "continue"), (6, "pause")]
     assert query(exp, "SELECT task, step FROM pauses") == [(0, 6)]
@@ -664,13 +671,7 @@ def test_sigterm_pauses_a_multi_rank_trial_at_its_next_report_and_resume_continu
     exp = tmp_path / "exp"
     assert wait_until(lambda: log.exists() and len([e for e in events(log) if e["event"] == "report"
                                                     and e["step"] == 5]) == 2, timeout=120)  # both members
-    job.send_signal(signal.SIGTERM)
-    rank0_log = exp / "emews.log"
-    assert wait_until(lambda: rank0_log.exists() and "pause at their next report" in rank0_log.read_text(),
-                      timeout=120)
-    gate.touch()
-    _, err = job.communicate(timeout=180)
-    assert job.returncode == 143, err
+    _sigterm_while_held(job, exp, gate)
     assert [(e["step"], e["action"]) for e in events(log) if e["event"] == "report"][-4:] == \
         [(5, "continue")] * 2 + [(6, "pause")] * 2
     assert query(exp, "SELECT task, step FROM pauses") == [(0, 6)]
