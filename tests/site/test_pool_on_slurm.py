@@ -72,6 +72,19 @@ def test_cancel_ends_an_attached_pools_batch_job_and_its_tasks_run_elsewhere(
     assert [i for i, _ in seen(exp, "SELECT id, pool FROM results ORDER BY id")] == list(range(8))
 
 
+def _each_stored_once_and_the_paused_trial_moved_once(exp: Path, log: Path) -> None:
+    """Results 0, 1 and 2 are stored, and the trainer's ``log`` says one trial, the one the Slurm
+    pool paused, started again once: from its own checkpoint, at the step where it paused."""
+    assert [i for (i,) in seen(exp, "SELECT id FROM results ORDER BY id")] == [0, 1, 2]
+    logged = events(log)
+    starts = [(e["task"], e["restored"], e["from_trial"]) for e in logged if e["event"] == "start"]
+    moved = [start for start in starts if start[1] > 0]
+    assert len(moved) == 1, starts  # the trial the pool paused, once
+    trial, step, source = moved[0]
+    paused = [e["step"] for e in logged if e["event"] == "report" and e["task"] == trial and e["action"] == "pause"]
+    assert paused == [step] and source == trial, (paused, moved)  # its own checkpoint, where it paused
+
+
 def test_a_pool_job_at_its_walltime_margin_ends_itself_and_its_trial_goes_on_elsewhere(
         slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
     """An attached pool on Slurm with a 1-minute walltime (Slurm's shortest): at its margin (half of
@@ -105,14 +118,7 @@ def test_a_pool_job_at_its_walltime_margin_ends_itself_and_its_trial_goes_on_els
         gate.touch()
         cmd.kill_all()
         on_slurm.kill_all()
-    assert [i for (i,) in seen(exp, "SELECT id FROM results ORDER BY id")] == [0, 1, 2]
-    events = [json.loads(line) for line in (tmp_path / "trainer.log").read_text().splitlines()]
-    starts = [(e["task"], e["restored"], e["from_trial"]) for e in events if e["event"] == "start"]
-    moved = [start for start in starts if start[1] > 0]
-    assert len(moved) == 1, starts  # the trial the pool paused, once
-    trial, step, source = moved[0]
-    paused = [e["step"] for e in events if e["event"] == "report" and e["task"] == trial and e["action"] == "pause"]
-    assert paused == [step] and source == trial, (paused, moved)  # its own checkpoint, where it paused
+    _each_stored_once_and_the_paused_trial_moved_once(exp, tmp_path / "trainer.log")
 
 
 def test_a_pool_job_warned_by_slurm_hands_its_trial_back_and_ends_as_at_its_walltime_margin(
@@ -162,10 +168,4 @@ def test_a_pool_job_warned_by_slurm_hands_its_trial_back_and_ends_as_at_its_wall
         gate.touch()
         cmd.kill_all()
         on_slurm.kill_all()
-    assert [i for (i,) in seen(exp, "SELECT id FROM results ORDER BY id")] == [0, 1, 2]
-    starts = [(e["task"], e["restored"], e["from_trial"]) for e in events(log) if e["event"] == "start"]
-    moved = [start for start in starts if start[1] > 0]
-    assert len(moved) == 1, starts  # the trial the pool paused, once
-    trial, step, source = moved[0]
-    paused = [e["step"] for e in events(log) if e["event"] == "report" and e["task"] == trial and e["action"] == "pause"]
-    assert paused == [step] and source == trial, (paused, moved)  # its own checkpoint, where it paused
+    _each_stored_once_and_the_paused_trial_moved_once(exp, log)
