@@ -94,3 +94,20 @@ def submitted_mpiexec_line(in_tmp: Path, fake_tools: FakeTools, site: str, overr
     assert fake_tools.script("qsub") == script
     (line,) = [ln for ln in script.splitlines() if ln.startswith("mpiexec ")]
     return line
+
+
+def launched_with_binding(in_tmp: Path, fake_tools: FakeTools, site: str, workers_per_node: int,
+                          gpus_per_worker: int, option: str) -> list[str]:
+    """:func:`submitted_mpiexec_line` of ``site`` (account ABC1) with ``workers_per_node`` workers of
+    ``gpus_per_worker`` GPUs each, whose line must start every rank of the node (the optimizer's
+    too) with the binding flags ``option``; the ``--set`` items, for ``load_site``."""
+    overrides = [
+        "scheduler.account=ABC1",
+        f"launcher.workers_per_node={workers_per_node}",
+        f"node.gpus_per_worker={gpus_per_worker}",
+    ]
+    line = submitted_mpiexec_line(in_tmp, fake_tools, site, overrides)
+    ranks = workers_per_node + 1
+    want = f"mpiexec -n {ranks} --ppn {ranks} {option} {sys.executable} -m emews run "
+    assert line.startswith(f"{want}{(in_tmp / 'exp').resolve()} --lease "), line
+    return overrides

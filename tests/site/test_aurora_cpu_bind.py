@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from site_helpers import FakeTools, submitted_mpiexec_line
+from site_helpers import FakeTools, launched_with_binding
 
 import emews.cli
 from emews.site import bind_gpus, load_site
@@ -30,15 +30,8 @@ from emews.site import bind_gpus, load_site
 def test_the_job_script_binds_the_ranks_per_node_it_runs(
     in_tmp: Path, fake_tools: FakeTools, workers_per_node: int, gpus_per_worker: int, cpu_bind: str
 ) -> None:
-    overrides = [
-        "scheduler.account=ABC1",
-        f"launcher.workers_per_node={workers_per_node}",
-        f"node.gpus_per_worker={gpus_per_worker}",
-    ]
-    line = submitted_mpiexec_line(in_tmp, fake_tools, "aurora", overrides)
-    ranks = workers_per_node + 1
-    want = f"mpiexec -n {ranks} --ppn {ranks} --cpu-bind=list:{cpu_bind} {sys.executable} -m emews run "
-    assert line.startswith(f"{want}{(in_tmp / 'exp').resolve()} --lease "), line
+    overrides = launched_with_binding(in_tmp, fake_tools, "aurora", workers_per_node, gpus_per_worker,
+                                      f"--cpu-bind=list:{cpu_bind}")
     site = load_site("aurora", overrides)
     for rank, cores in enumerate(cpu_bind.split(":")):  # every rank's cores on the sockets of its tiles
         gpus = {int(g) for g in bind_gpus(site, rank, environ={})}  # tile t of 12: socket t // 6

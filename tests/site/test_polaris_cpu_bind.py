@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from site_helpers import FakeTools, submitted_mpiexec_line
+from site_helpers import FakeTools, launched_with_binding
 
 import emews.cli
 from emews.core.launched_gpus import MODULE, Member, wrapped
@@ -52,17 +52,9 @@ def _cores(option: str, ranks: int) -> list[set[int]]:
 def test_the_job_script_binds_each_rank_next_to_its_gpus(
     in_tmp: Path, fake_tools: FakeTools, workers_per_node: int, gpus_per_worker: int, option: str
 ) -> None:
-    overrides = [
-        "scheduler.account=ABC1",
-        f"launcher.workers_per_node={workers_per_node}",
-        f"node.gpus_per_worker={gpus_per_worker}",
-    ]
-    line = submitted_mpiexec_line(in_tmp, fake_tools, "polaris", overrides)
-    ranks = workers_per_node + 1
-    want = f"mpiexec -n {ranks} --ppn {ranks} {option} {sys.executable} -m emews run "
-    assert line.startswith(f"{want}{(in_tmp / 'exp').resolve()} --lease "), line
+    overrides = launched_with_binding(in_tmp, fake_tools, "polaris", workers_per_node, gpus_per_worker, option)
     site = load_site("polaris", overrides)
-    cores = _cores(option, ranks)
+    cores = _cores(option, workers_per_node + 1)
     assert set().union(*cores) <= set(range(32)) and sum(map(len, cores)) == len(set().union(*cores))
     for rank, on in enumerate(cores):  # GPU g sits on domain 3 - g (cores 8(3-g)..8(3-g)+7)
         env: dict[str, str] = {}
