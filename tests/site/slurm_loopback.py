@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -24,6 +25,8 @@ from pathlib import Path
 DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "sbatch",
            "squeue", "sinfo", "scancel")
 APT_PACKAGES = ("slurm-wlm", "munge")
+#: the first job ids a cluster may take (below Slurm's MaxJobId, 67,043,328 by default)
+FIRST_JOB_IDS = range(1_000, 60_000_000)
 
 
 def missing_tools() -> list[str]:
@@ -152,6 +155,10 @@ class LoopbackSlurm:
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
             "ReturnToService=2", "MpiDefault=none", "MailProg=/bin/true",
             "SchedulerParameters=batch_sched_delay=0", "MinJobAge=600",
+            # job ids of their own: MPICH names a node's shared memory after the PMI job ("JOBID.STEP"
+            # under srun), so a cluster that numbered from 1 again met the segment a killed job 1.0 of
+            # an earlier cluster left in /dev/shm, and its ranks waited in MPI_Init for good
+            f"FirstJobId={random.choice(FIRST_JOB_IDS)}",
             *self._gpu_lines(),
             self._node_line() + (f" Gres=gpu:{self.gpus}" if self.gpus else ""),
             "PartitionName=debug Nodes=localhost Default=YES State=UP MaxTime=INFINITE",
