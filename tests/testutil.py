@@ -7,13 +7,14 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,6 +37,28 @@ def wait_until(done: Callable[[], Any], timeout: float = 60.0, poll: float = 0.0
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(poll)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports: their sockets are held open together while the
+    kernel picks them (one at a time, a port just let go may be picked again: 1 pair in 20,000).
+    Free when picked only: a server started on one later may find it taken by another test's
+    (:func:`pgserver.start_server` then tries the next)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+
+
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A loopback port where nothing listens while the block runs: it is held bound, not
+    listening (a connection is refused), so no other test's server can start on it meanwhile
+    (a port picked free and let go can be, and a connection then reaches that server)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 class EventLog:

@@ -10,17 +10,19 @@ export and keeps the cluster up until Ctrl-C.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, also when run by hand
+from testutil import free_ports  # noqa: E402
 
 DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "sbatch",
            "squeue", "sinfo", "scancel")
@@ -41,16 +43,6 @@ def _tool(name: str) -> str:
     if not found:
         raise RuntimeError(f"{name} is not installed (apt-get install {' '.join(APT_PACKAGES)})")
     return found
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports: their sockets are held open together while the
-    kernel picks them (one at a time, a port just let go may be picked again: 1 pair in 20,000)."""
-    with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
 
 
 def process_alive(pid: int) -> bool:
@@ -136,7 +128,7 @@ class LoopbackSlurm:
         for sub in ("state", "spool"):
             (self.root / sub).mkdir(exist_ok=True)
         r = self.root
-        ctld_port, slurmd_port = _free_ports(2)
+        ctld_port, slurmd_port = free_ports(2)
         self.conf.write_text("\n".join([
             "ClusterName=emewstest",
             "SlurmctldHost=localhost(127.0.0.1)",

@@ -7,13 +7,21 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (tests/site imports this module)
+from testutil import free_ports  # noqa: E402
+
+#: ports tried before a server start gives up (each taken by another test's server meanwhile)
+PORT_TRIES = 10
+#: what the server's log says when another server took its port between the pick and the start
+PORT_TAKEN = "Address already in use"
 
 #: where Debian's postgresql puts its server tools (tools/install-system-deps.sh installs it)
 BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
@@ -25,12 +33,6 @@ def server_bin() -> Path | None:
     if on_path and shutil.which("pg_ctl"):
         return Path(on_path).resolve().parent
     return next((d for d in BIN_DIRS if (d / "initdb").is_file() and (d / "pg_ctl").is_file()), None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -49,12 +51,19 @@ class PgServer:
         command = [*(["runuser", "-u", self.user, "--"] if self.user else []), *args]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=True)
 
-    def start(self) -> None:
-        data = self.folder / "data"
-        self._run([str(self.bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                   "--no-sync"], timeout=120)
-        self.restart()
+    def initdb(self) -> None:
+        self._run([str(self.bin / "initdb"), "-D", str(self.folder / "data"), "-U", "postgres", "--auth=trust",
+                   "-E", "UTF8", "--no-sync"], timeout=120)
+
+    def createdb(self) -> None:
         self._run([str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "emews"])
+
+    def log(self) -> str:
+        """The server's log so far (``""`` before its first start)."""
+        try:
+            return (self.folder / "log.txt").read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
 
     def restart(self) -> None:
         """Start the server on its existing data (after :meth:`stop`)."""
@@ -66,8 +75,10 @@ class PgServer:
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"])
 
 
-def start_server(folder: Path) -> PgServer:
-    """Start a server in ``folder`` (made readable by the server's user when that is not us)."""
+def start_server(folder: Path, ports: Iterable[int] | None = None) -> PgServer:
+    """Start a server in ``folder`` (made readable by the server's user when that is not us) on the
+    first of ``ports`` (default: free ports, :func:`~testutil.free_ports`) that it can bind: a port
+    free when picked may be taken by a server of a concurrent test before this one binds it."""
     bin_dir = server_bin()
     if bin_dir is None:
         raise FileNotFoundError("no PostgreSQL server tools (initdb, pg_ctl): run tools/install-system-deps.sh")
@@ -81,8 +92,19 @@ def start_server(folder: Path) -> PgServer:
                 break
             parent.chmod(parent.stat().st_mode | 0o011)  # the server user may pass through
         shutil.chown(folder, user=user)
-    server = PgServer(folder, _free_port(), bin_dir, user)
-    server.start()
+    server = PgServer(folder, 0, bin_dir, user)
+    server.initdb()
+    for tried, port in enumerate(ports if ports is not None else iter(lambda: free_ports(1)[0], None), start=1):
+        server.port, said = port, len(server.log())
+        try:
+            server.restart()
+            break
+        except subprocess.CalledProcessError:
+            if PORT_TAKEN not in server.log()[said:] or tried >= PORT_TRIES:
+                raise
+    else:
+        raise RuntimeError(f"no port left to start the PostgreSQL server in {folder} on")
+    server.createdb()
     return server
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -16,15 +15,9 @@ from pgserver import PgServer
 
 from emews.core.results import Task
 from emews.store import open_store
-from testutil import EmewsCommand, write_workflow
+from testutil import EmewsCommand, closed_port, write_workflow
 
 SMALL = {"budget": {"evaluations": 6}, "task": {"timeout": 30, "isolation": "inline"}}
-
-
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])  # closed again: nothing listens there
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +111,11 @@ def test_a_bad_variable_is_one_line(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_server_is_one_line(tmp_path: Path, pg_run: Path) -> None:
-    url = f"postgresql://postgres@127.0.0.1:{_dead_port()}/emews"
+    with closed_port() as port:  # held: no concurrent test's server starts there meanwhile
+        _unreachable_is_one_line(tmp_path, pg_run, f"postgresql://postgres@127.0.0.1:{port}/emews")
+
+
+def _unreachable_is_one_line(tmp_path: Path, pg_run: Path, url: str) -> None:
     wf = write_workflow(tmp_path, store={"url": url}, **SMALL)
     cmd = EmewsCommand(tmp_path)
     proc = cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=60)
