@@ -446,11 +446,12 @@ class SharedQueue:
             for c in opened[:2]
         ]
         submitter.retry_s = spec.pool_retry
-        self._submitter, self._started = submitter, time.time()
+        self._submitter = submitter
         #: the worker ranks every pool went on without during this run (read as it closes)
         self.lost_ranks: list[LostRank] = []
         try:
             submitter.enable()
+            self._started = submitter.server_time()  # the store's clock, as the pools' lost ranks
             self.run = (
                 PoolRun(
                     feeder[0],

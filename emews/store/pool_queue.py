@@ -291,7 +291,9 @@ class PoolQueue:
     """The queue/lease operations on one experiment's PostgreSQL store (one connection each:
     a pool's distributor and the optimizer's listener hold their own)."""
 
-    def __init__(self, store: PostgresStore, *, retry_s: float = 120.0) -> None:
+    def __init__(
+        self, store: PostgresStore, *, retry_s: float = 120.0, host_clock: Callable[[], float] = time.time
+    ) -> None:
         if not isinstance(store, PostgresStore):
             raise TypeError("worker pools need a PostgreSQL store (store.url)")
         self.store = store
@@ -299,6 +301,8 @@ class PoolQueue:
         self._locked = False  # this connection holds the optimizer lock (taken again after a reconnect)
         #: seconds a lost connection is tried again before :class:`StoreLost`
         self.retry_s = retry_s
+        #: this host's clock, in which a pool takes the times it records (:meth:`say_lost`)
+        self.host_clock = host_clock
         self.channel = store.schema  # one NOTIFY channel per experiment schema: results stored
         self.tasks_channel = f"{store.schema}.tasks"  # ... and tasks queued
 
@@ -581,15 +585,21 @@ class PoolQueue:
 
     @retried
     def say_lost(self, pool: int, lost: Sequence[LostRank]) -> None:
-        """``pool`` went on without the worker ranks ``lost`` (all of them so far, in order)."""
-        records = [{**record.to_json(), "pool": pool} for record in lost]
+        """``pool`` went on without the worker ranks ``lost`` (all of them so far, in order; each
+        lost at ``at`` on :attr:`host_clock`), stored with the times on the store's clock
+        (:meth:`server_time`), as the pools' starts and heartbeats: ``emews status`` and the run's
+        summary compare them with those, whatever this host's clock says."""
         with self._raw.transaction():
+            host = self.host_clock()
+            shift = float(self._raw.execute(f"SELECT {_NOW}").fetchone()[0]) - host
+            records = [{**record.to_json(), "at": record.at + shift, "pool": pool} for record in lost]
             self._raw.execute(_SET_META, (f"{LOST_KEY}{pool}", orjson.dumps(records).decode()))
 
     @retried
     def lost_ranks(self, since: float = 0.0) -> list[LostRank]:
         """The worker ranks every pool went on without (:meth:`say_lost`) from ``since`` (epoch
-        seconds) on, in the order they were lost; a record that cannot be read is left out."""
+        seconds on the store's clock, :meth:`server_time`) on, in the order they were lost; a record
+        that cannot be read is left out."""
         found: list[LostRank] = []
         for _, value in self._raw.execute(_META_VALUES, (LOST_KEY, LOST_KEY)).fetchall():
             try:
