@@ -25,6 +25,7 @@ REPO = TESTS.parent
 FAULTY = TESTS / "objectives" / "faulty.py"
 TRAINER = TESTS / "objectives" / "trainer.py"
 GATED = TESTS / "objectives" / "gated.py"
+KILLED = TESTS / "objectives" / "killed.py"
 
 
 def wait_until(done: Callable[[], Any], timeout: float = 60.0, poll: float = 0.02) -> Any:
@@ -407,6 +408,20 @@ def write_gated_workflow(folder: Path, source: str, **sections: Any) -> tuple[Pa
                                "gate": {"type": "constant", "value": str(gate)}},
                         **sections)
     return wf, events, gate
+
+
+def killed_workflow(folder: Path, how: str, timeout: float = 120, **sections: Any) -> tuple[Path, Path]:
+    """The workflow of ``tests/objectives/killed.py`` (its log, ``how`` its first run is killed),
+    one evaluation: ``(workflow, log)``; ``sections``: more of the workflow's."""
+    log = folder / "log.jsonl"
+    wf = write_workflow(folder, objective={"module": str(KILLED), "metric": "loss"},
+                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
+                               "how": {"type": "constant", "value": how},
+                               "log": {"type": "constant", "value": str(log)}},
+                        budget={"evaluations": 1}, task={"timeout": timeout, "retries": 1, "isolation": "process"},
+                        **sections)
+    return wf, log
+
 
 def trainer_workflow(folder: Path, rates: list[float], epochs: int = 9, name: str = "wf", **sections: Any) -> Path:
     """A sweep of the training objective (``tests/objectives/trainer.py``) over ``rates``, one

@@ -14,68 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from testutil import query, write_workflow
-
-KILLED = '''\
-import json, os, signal, threading, time
-from emews.training import checkpoints, session
-
-
-def _log(params, **event):
-    with open(params["log"], "a") as fh:
-        fh.write(json.dumps(event) + "\\n")
-
-
-def _hold_writes(how):
-    """The process's background writer never finishes a checkpoint from now on: ``before`` it
-    starts the file, else (``mid``, ``stuck``) once it made the file's temporary name."""
-    for writer in list(session._WRITERS.values()):
-        writer.flush()  # step 1's file is written: only what follows is held
-    if how == "before":
-        for writer in session._WRITERS.values():
-            writer._write = lambda *job: threading.Event().wait()
-        return
-    frame = checkpoints.frame
-
-    def held(*args):
-        pieces = frame(*args)
-        yield pieces[0]
-        threading.Event().wait()
-
-    checkpoints.frame = held
-
-
-def run(params, ctx):
-    state, start = ctx.restore(default=({"step": 0}, 0))
-    folder = ctx.checkpoints_root / f"{ctx.task_id:06d}"
-    _log(params, event="start", restored=start, temps=sorted(p.name for p in folder.glob(".*.tmp")))
-    killed = params["how"] in ("before", "mid", "stuck") and start == 0
-    for step in range(start + 1, 4):
-        if step == 2 and killed:
-            _hold_writes(params["how"])
-        ctx.report(step=step, metrics={"loss": 1.0 / step}, checkpoint={"step": step})
-        if step == 2 and killed:
-            deadline = time.monotonic() + 120
-            while params["how"] != "before" and not list(folder.glob(".*.tmp")) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            if params["how"] == "stuck":  # killed by the task timeout
-                threading.Event().wait()
-            os.kill(os.getpid(), signal.SIGKILL)  # before the writer wrote step 2
-    return 1.0 / 3
-'''
-
-
-def killed_workflow(folder: Path, how: str, timeout: float = 120, **sections) -> tuple[Path, Path]:
-    """The workflow of ``KILLED`` (its log, ``how`` its first run is killed), one evaluation: ``(workflow, log)``."""
-    (folder / "killed.py").write_text(KILLED)
-    log = folder / "log.jsonl"
-    wf = write_workflow(folder, objective={"module": str(folder / "killed.py"), "metric": "loss"},
-                        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0},
-                               "how": {"type": "constant", "value": how},
-                               "log": {"type": "constant", "value": str(log)}},
-                        budget={"evaluations": 1}, task={"timeout": timeout, "retries": 1, "isolation": "process"},
-                        **sections)
-    return wf, log
+from testutil import killed_workflow, query
 
 
 @pytest.mark.parametrize("how", ["before", "mid", "stuck"])
