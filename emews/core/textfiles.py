@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from emews.core.errors import ConfigError
@@ -35,8 +37,25 @@ def read_text(path: Path, *, limit: int = MAX_FILE_BYTES) -> str:
         ) from None
 
 
-#: the temporary name :func:`write_atomic` writes ``NAME`` under: ``.NAME.PID.THREAD.tmp``
-_TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<thread>\d+)\.tmp")
+#: the temporary name :func:`write_atomic` writes ``NAME`` under: ``.NAME@HOST.PID.THREAD.tmp``
+#: (``.NAME.PID.THREAD.tmp`` before it carried the host: a cleanup on another node could not tell
+#: whose it was); ``@`` is in no host name
+_TEMP = re.compile(r"\.(?P<name>.+?)(?:@(?P<host>[^@/]+))?\.(?P<pid>\d+)\.(?P<thread>\d+)\.tmp")
+
+
+@dataclass(frozen=True)
+class TempWriter:
+    """Who writes a temporary file of :func:`write_atomic`, as its name says: the file it becomes
+    (``name``), the writer's ``host`` (``None``: a name written before it carried one) and ``pid``."""
+
+    name: str
+    host: str | None
+    pid: int
+
+
+def temp_name(name: str) -> str:
+    """The temporary name this thread writes ``name`` under (:data:`_TEMP`)."""
+    return f".{name}@{socket.gethostname()}.{os.getpid()}.{threading.get_ident()}.tmp"
 
 
 def write_atomic(path: Path, pieces: Iterable[bytes], *, durable: bool = True, mode: int = 0o666) -> None:
@@ -58,7 +77,7 @@ def write_atomic_in(
 ) -> None:
     """:func:`write_atomic` into the directory open as ``folder``: the file lands in that directory
     even when it is renamed during the write (``mv EXP EXP2``), never under its old name."""
-    tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp = temp_name(name)
     try:
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, dir_fd=folder), "wb") as fh:
             for piece in pieces:
@@ -75,7 +94,7 @@ def write_atomic_in(
         os.fsync(folder)
 
 
-def writer_pid(name: str) -> int | None:
-    """The process id in a temporary name of :func:`write_atomic` (``None``: not such a name)."""
+def temp_writer(name: str) -> TempWriter | None:
+    """Who writes the temporary file ``name`` of :func:`write_atomic` (``None``: not such a name)."""
     found = _TEMP.fullmatch(name)
-    return None if found is None else int(found["pid"])
+    return None if found is None else TempWriter(found["name"], found["host"], int(found["pid"]))

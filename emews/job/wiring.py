@@ -232,6 +232,24 @@ def resume_state(
     return ResumeState(list(store), requeue, store.next_id(), waiting)
 
 
+def dead_pools_cleared(exp_dir: Path, store: Store) -> None:
+    """What the checkpoint writers of pools now dead left in a pooled experiment (every rank of a
+    pool's job killed: no rank of it removes anything), cleared by the next pool that serves it,
+    or its next ``emews serve`` or ``emews resume``: their temporary files (a writer on this host
+    whose process ended; on another, one whose trial no pool holds under a live lease) and the
+    staged checkpoints they never wrote, ``lost`` (those of trials a live pool holds are left to
+    it). A pool cut off, not dead, that writes one after all makes it durable again."""
+    from emews.store.pool_queue import PoolQueue  # a pooled store is PostgreSQL
+    from emews.store.postgres import PostgresStore
+
+    if not isinstance(store, PostgresStore):
+        return
+    queue = PoolQueue(store)
+    remove_dead_temps(exp_dir / CHECKPOINTS_DIR, queue.held)
+    if lost := store.mark_lost(sparing=queue.held()):
+        log.info("%s checkpoint(s) never written (their pools ended first)", lost)
+
+
 def trial_service(
     spec: RunSpec,
     store: Store | None,
@@ -245,8 +263,9 @@ def trial_service(
 
     ``shared``: a pool's, on the shared store, whose scheduler also learns every other pool's
     reports (:class:`~emews.runtime.shared_trials.SharedTrials`; ``--pools`` accepts only a
-    scheduler that :attr:`~emews.training.schedulers.TrialScheduler.spans_pools`). With pools the
-    checkpoint folder's temporary files are left alone: writers on other hosts look dead here."""
+    scheduler that :attr:`~emews.training.schedulers.TrialScheduler.spans_pools`). An earlier
+    run's leftovers are cleared first: a job's own run's at its launch or resume, a pooled
+    experiment's dead pools' (:func:`dead_pools_cleared`) whenever a pool or an optimizer starts."""
     scheduler = None
     if spec.make_trial_scheduler is not None:
         scheduler = spec.make_trial_scheduler().bind(
@@ -256,6 +275,8 @@ def trial_service(
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
         if store is not None:
             store.mark_lost()  # checkpoints an earlier run's killed writers never wrote
+    elif spec.exp_dir is not None and store is not None:
+        dead_pools_cleared(spec.exp_dir, store)
     if shared:
         from emews.runtime.shared_trials import SharedTrials  # pools only
         from emews.store.reconnecting import ReconnectingStore

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -282,10 +282,11 @@ class Store(ABC):
         """Retention removed the checkpoints ``ids``."""
 
     @abstractmethod
-    def mark_lost(self, trials: Iterable[int] | None = None) -> int:
-        """The staged checkpoints (of ``trials``; ``None``: every trial's) whose file is not in place
-        were never written: their writer ended first (the task's process was killed, or the write
-        failed). They are ``lost``; how many. One whose writer still says it is written is durable."""
+    def mark_lost(self, trials: Iterable[int] | None = None, *, sparing: Collection[int] = ()) -> int:
+        """The staged checkpoints (of ``trials``; ``None``: every trial's but those of the trials
+        ``sparing``, still running) whose file is not in place were never written: their writer
+        ended first (the task's process was killed, or the write failed). They are ``lost``; how
+        many. One whose writer still says it is written is durable."""
 
     @abstractmethod
     def add_lineage(

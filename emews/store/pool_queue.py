@@ -181,6 +181,8 @@ _PROCESSES = "SELECT substr(key, length(%s) + 1)::bigint, value FROM emews_meta 
 _HOLDING_BY_POOL = "SELECT pool, count(*) FROM tasks WHERE state = 'leased' GROUP BY pool"
 #: per pool, when the last lease of the tasks leased to it ends (the server's clock, epoch seconds)
 _LEASES_END_BY_POOL = "SELECT pool, max(lease_until) FROM tasks WHERE state = 'leased' GROUP BY pool"
+#: the tasks leased under a lease not ended (a pool runs them, or is about to)
+_HELD = f"SELECT id FROM tasks WHERE state = 'leased' AND lease_until >= {_NOW}"
 #: per running pool, the tasks it holds under a lease not ended
 _LEASED_BY_POOL = f"SELECT pool, count(*) FROM tasks WHERE state = 'leased' AND lease_until >= {_NOW} GROUP BY pool"
 
@@ -627,6 +629,11 @@ class PoolQueue:
     def leased_by_pool(self) -> dict[int, int]:
         """The tasks each pool holds under a lease that has not ended (running, or about to)."""
         return {int(pool): int(n) for pool, n in self._raw.execute(_LEASED_BY_POOL).fetchall()}
+
+    @retried
+    def held(self) -> set[int]:
+        """The tasks leased under a lease that has not ended: their pool runs them (or is about to)."""
+        return {int(i) for (i,) in self._raw.execute(_HELD).fetchall()}
 
     @retried
     def holding_by_pool(self) -> dict[int, int]:

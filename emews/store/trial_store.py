@@ -31,7 +31,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -262,13 +262,14 @@ class TrialStore:
             self._db.execute("BEGIN")
             self._db.executemany("UPDATE checkpoints SET state = ? WHERE id = ?", [(DELETED, i) for i in ids])
 
-    def mark_lost(self, trials: Iterable[int] | None = None) -> int:
-        """Staged checkpoints (of ``trials``; every one when ``None``) whose file is not there are lost."""
+    def mark_lost(self, trials: Iterable[int] | None = None, *, sparing: Collection[int] = ()) -> int:
+        """Staged checkpoints (of ``trials``; every one when ``None``, but those of the trials
+        ``sparing``) whose file is not there are lost."""
         if not self._has("checkpoints"):
             return 0
         sql = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE state = ?"
         if trials is None:
-            rows = [self._row(r) for r in self._db.execute(sql, (STAGED,))]
+            rows = [row for row in map(self._row, self._db.execute(sql, (STAGED,))) if row.trial not in sparing]
         else:
             rows = []
             for chunk, marks in in_slices(sorted(set(trials))):

@@ -26,12 +26,12 @@ import struct
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path, PurePath
 from typing import Any
 
 from emews.core.errors import EmewsError
-from emews.core.textfiles import write_atomic, write_atomic_in, writer_pid
+from emews.core.textfiles import TempWriter, temp_writer, write_atomic, write_atomic_in
 from emews.training import device_snapshot
 from emews.training.device_snapshot import DeviceSnapshot
 
@@ -127,23 +127,46 @@ def write_checkpoint_file(destination: Callable[[], Path], pieces: Iterable[byte
     return destination()
 
 
-def remove_dead_temps(root: Path) -> int:
+def remove_dead_temps(root: Path, held: Callable[[], Container[int]] | None = None) -> int:
     """Remove the temporary files that checkpoint writers no longer alive left under ``root``
-    (``EXP/checkpoints``: a ``kill -9`` mid-write); how many. A writer's process id is in the name."""
-    return _remove_temps(root.glob("*/.*.tmp"), lambda pid: not _alive(pid))
+    (``EXP/checkpoints``: a ``kill -9`` mid-write, a whole job killed); how many. A writer's host
+    and process id are in the name: one on this host is gone when its process is. One on another
+    host, with ``held`` (pools: the trials whose task is leased under a lease not ended, asked once
+    the files are listed), when its trial is not held (its pool is dead, or was cut off and its
+    task taken over); without (a job's own run, at its launch or resume: the experiment's only
+    job) it is gone. A temporary file named before names carried the host is judged as this
+    host's, and kept with ``held``."""
+    here = socket.gethostname()
+    temps = list(root.glob("*/.*.tmp"))  # before the leases are read: a file listed is a holder's then
+    trials = None if held is None else held()
+
+    def gone(path: Path, writer: TempWriter) -> bool:
+        if writer.host == here or (writer.host is None and trials is None):
+            return not _alive(writer.pid)
+        if writer.host is None:  # another host's, maybe: whose cannot be told
+            return False
+        if trials is None:  # the experiment's last job's, on another node: that job is over
+            return True
+        trial = path.parent.name
+        return trial.isdigit() and int(trial) not in trials
+
+    return _remove_temps(temps, gone)
 
 
 def remove_temps_of(folder: Path, pid: int) -> int:
-    """Remove the temporary files the process ``pid``, known dead (killed, or crashed, mid-write),
-    left in the trial folder ``folder``; how many."""
-    return _remove_temps(folder.glob(f".*.{pid}.*.tmp"), lambda writer: writer == pid)
+    """Remove the temporary files the process ``pid`` of this host, known dead (killed, or crashed,
+    mid-write), left in the trial folder ``folder``; how many."""
+    here = socket.gethostname()
+    return _remove_temps(
+        folder.glob(f".*.{pid}.*.tmp"), lambda _, writer: writer.pid == pid and writer.host in (here, None)
+    )
 
 
-def _remove_temps(paths: Iterable[Path], dead: Callable[[int], bool]) -> int:
+def _remove_temps(paths: Iterable[Path], gone: Callable[[Path, TempWriter], bool]) -> int:
     removed = 0
     for path in paths:
-        pid = writer_pid(path.name)
-        if pid is not None and dead(pid):
+        writer = temp_writer(path.name)
+        if writer is not None and gone(path, writer):
             _discard(path)
             removed += 1
     return removed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from hypothesis import given, strategies as st
 from emews.training.checkpoints import (CheckpointWriter, CorruptCheckpoint, checkpoint_path, frame, framed_size, local_tier,
                                read_checkpoint, remove_dead_temps, remove_inside, snapshot, unset_variables,
                                write_atomic, write_checkpoint_file)
+from emews.core.textfiles import TempWriter, temp_name, temp_writer
 from emews.store.trial_store import TrialStore
 from emews.training.messages import CheckpointNote, Report
 from testutil import wait_until
@@ -271,6 +273,38 @@ def test_only_the_temp_files_of_dead_writers_are_removed(tmp_path: Path) -> None
     assert remove_dead_temps(tmp_path) == 1
     assert sorted(p.name for p in (tmp_path / "000007").iterdir()) == sorted(
         names[k] for k in ("alive", "checkpoint", "other"))
+
+
+def test_a_temp_file_names_its_writers_host_and_another_hosts_goes_once_its_trial_is_held_no_more(
+        tmp_path: Path) -> None:
+    """Pools: a writer on another node cannot be asked whether its process lives; its trial's lease
+    tells (``held``). A job's own run (no ``held``) owns every writer: another node's are over."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    here = socket.gethostname()
+    write_atomic(tmp_path / "000007" / "step-00000001-000.ckpt", [b"whole"])
+    assert temp_writer(temp_name("step-00000001-000.ckpt")) == TempWriter("step-00000001-000.ckpt", here, os.getpid())
+    names = {"dead here": (7, f".step-00000002-000.ckpt@{here}.{dead.stdout.strip()}.1.tmp"),
+             "alive here": (7, f".step-00000003-000.ckpt@{here}.{os.getpid()}.1.tmp"),
+             "elsewhere, held": (7, f".step-00000004-000.ckpt@node9.cluster.{os.getpid()}.1.tmp"),
+             "elsewhere, not held": (8, ".step-00000004-000-a1.ckpt@node9.cluster.1.1.tmp"),
+             "unknown host": (8, f".step-00000005-000.ckpt.{dead.stdout.strip()}.1.tmp")}
+
+    def make() -> None:
+        for trial, name in names.values():
+            (tmp_path / f"{trial:06d}").mkdir(exist_ok=True)
+            (tmp_path / f"{trial:06d}" / name).write_bytes(b"partial")
+
+    def left() -> list[str]:
+        return sorted(key for key, (trial, name) in names.items() if (tmp_path / f"{trial:06d}" / name).exists())
+
+    make()
+    assert remove_dead_temps(tmp_path, held=lambda: {7}) == 2
+    assert left() == ["alive here", "elsewhere, held", "unknown host"]
+    make()
+    assert remove_dead_temps(tmp_path) == 4  # a job's own run: the last job's writers on every node are gone
+    assert left() == ["alive here"]
+    assert (tmp_path / "000007" / "step-00000001-000.ckpt").read_bytes() == b"whole"
 
 
 def test_retention_deletes_nothing_outside_its_experiment(tmp_path: Path) -> None:
