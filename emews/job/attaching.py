@@ -37,6 +37,7 @@ from emews.job.job_start import JobStart, start_seconds
 from emews.job.launching import run_here
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.job.pool_started import PoolLead
+from emews.job.shm_records import records_folder, sweep
 from emews.job.start_marks import marks_folder
 from emews.site import Site, load_site
 from emews.site.jobs import (
@@ -137,6 +138,7 @@ def attach(
             status, received = run_here(chosen, command, workers, relay=relay, start=start)
         finally:
             lead.close()
+            sweep(records_folder(exp_dir, None, pool_dir))  # what a killed rank left in /dev/shm
         if start.stuck is not None:
             say_pool_not_started(exp_dir, pool_dir, start.stuck)
             return EXIT_FAILED

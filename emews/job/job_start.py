@@ -29,7 +29,7 @@ from pathlib import Path
 from emews.config.lease import Owner, joined
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.textfiles import write_atomic
-from emews.job import start_marks
+from emews.job import shm_records, start_marks
 from emews.processes.tree import alive, kill_trees
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
@@ -245,6 +245,7 @@ def batch_job_exit(
         say_pool_not_started,
     )
 
+    shm_records.sweep(shm_records.records_folder(exp_dir, lease_token, pool_dir))  # a killed rank's, this node's
     marks = start_marks.marks_folder(exp_dir, lease_token, pool_dir)
     if marks is not None:
         start_marks.remove(marks)  # left by a watch that was stopped itself

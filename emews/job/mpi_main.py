@@ -21,6 +21,7 @@ from typing import Any
 
 from emews.core.cores import cpu_quota, usable_cores
 from emews.core.errors import EXIT_CONFIG, EXIT_OK
+from emews.job.shm_records import record, records_folder
 from emews.job.start_marks import mark_start, marks_folder
 from emews.runtime.backoff import Backoff, spin_for
 from emews.runtime.interrupt import Interrupt
@@ -45,6 +46,9 @@ def run_experiment(exp_dir: Path, lease_token: str | None = None, *, pool_dir: P
             print(said, file=sys.stderr)
         return EXIT_CONFIG
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    segments = records_folder(exp_dir, lease_token, pool_dir)
+    if segments is not None and node.Get_rank() == 0:  # removed where the job ends, should it be killed
+        record(segments)
     ranks_on_node = node.Get_size()
     node_cores, usable = node_usable_cores(node.allgather((sorted(os.sched_getaffinity(0)), cpu_quota())))
     # no polling when the node has fewer cores than ranks; a CPU quota does not count here: under

@@ -1,0 +1,58 @@
+"""The MPICH shared-memory segments a job made, recorded by its ranks and removed at the job's end.
+
+A job whose ranks are killed leaves its node's segment in ``/dev/shm`` (:mod:`emews.processes.mpich_shm`:
+MBs each, and a later job of the same PMI name hangs on it). Right after ``MPI_Init`` the first rank of
+each node writes the names its process maps to a file of the node's (``os.uname().nodename``) in the
+job's records folder; where the job ended (the launching process, ``emews launch``/``attach`` on
+local; ``job.sh``'s end step in a batch job), :func:`sweep` removes the recorded segments of that node
+that no live process maps (a job that ended normally removed its own: nothing is left to do), then the
+folder. A batch job's other nodes are the site's to clean (docs/sites.md: an epilog line).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from emews.processes.mpich_shm import Segment, mapped_here, remove_unmapped
+
+#: an attached pool's records folder, in the pool's
+POOL_RECORDS = ".shm"
+
+
+def records_folder(exp_dir: Path, lease_token: str | None, pool_dir: Path | None = None) -> Path | None:
+    """Where the ranks of the job of ``exp_dir`` started with ``lease_token`` (of its pool at
+    ``pool_dir``) record their node's segments; ``None``: a job started by hand, not swept."""
+    if pool_dir is not None:
+        return Path(pool_dir) / POOL_RECORDS
+    return Path(exp_dir) / f".shm-{lease_token}" if lease_token else None
+
+
+def record(folder: Path) -> None:
+    """Write the MPICH segments this rank maps to its node's file in ``folder`` (one per node: its
+    first rank calls this). Best effort: a record that cannot be written leaves the segment to
+    ``emews clean-shm``."""
+    names = mapped_here()
+    if not names:  # not Linux, not MPICH, or a job of one node's shared memory by another name
+        return
+    try:
+        folder.mkdir(exist_ok=True)
+        with open(folder / os.uname().nodename, "a", encoding="ascii") as out:
+            out.write("".join(f"{name}\n" for name in names))
+    except OSError:
+        pass
+
+
+def sweep(folder: Path | None) -> list[Segment]:
+    """The job of ``folder`` (:func:`records_folder`) ended: remove the segments its ranks on this node
+    recorded that no live process maps, then the folder; the removed ones."""
+    if folder is None:
+        return []
+    try:
+        names = (folder / os.uname().nodename).read_text(encoding="ascii", errors="replace").split()
+    except OSError:
+        names = []
+    removed = remove_unmapped(names)
+    shutil.rmtree(folder, ignore_errors=True)
+    return removed

@@ -1,0 +1,149 @@
+"""A job whose ranks are killed leaves no MPICH shared-memory segment in /dev/shm (rev75).
+
+Found: MPICH makes one segment per node per job (``/dev/shm/mpich_shm_<hash>_<node>``, MBs) and removes
+it in ``MPI_Finalize`` only: a rank killed with SIGKILL (mpiexec then kills the others) left it, 1,969 of
+them on this machine (4.9 GB of RAM), and a later job of the same PMI name hung on one in ``MPI_Init``.
+Each job's ranks now record their node's segments after ``MPI_Init``, and where the job ends the
+recorded ones that no live process maps are removed. Real ``mpiexec``, real processes; each test
+looks at the segments its own job mapped (read in its ranks), never at the machine's count: other
+jobs make and leave segments meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emews.job import shm_records
+from emews.processes import mpich_shm
+from testutil import said, wait_until, write_workflow
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux only (/proc)")
+
+#: an objective (inline: it runs in the worker rank) that writes the segments its rank maps to
+#: ``params["out"]``, then does ``params["then"]``: return, or kill its rank with SIGKILL
+MAPPING_OBJECTIVE = """\
+import os, signal
+from emews.processes.mpich_shm import mapped_here
+
+def run(params):
+    with open(params["out"], "w") as out:
+        out.write("\\n".join(mapped_here()))
+    if params["then"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 1.0
+"""
+
+#: a plain MPI job that writes each rank's segments to ``OUT/rank-N`` and then, rank 1, kills itself
+#: (``kill``), or every rank waits for the file ``GATE`` (``wait``)
+PLAIN_JOB = """\
+import os, signal, sys, time
+from mpi4py import MPI
+from emews.processes.mpich_shm import mapped_here
+
+out, then = sys.argv[1], sys.argv[2]
+rank = MPI.COMM_WORLD.Get_rank()
+with open(os.path.join(out, f"rank-{rank}.tmp"), "w") as f:
+    f.write("\\n".join(mapped_here()))
+os.rename(os.path.join(out, f"rank-{rank}.tmp"), os.path.join(out, f"rank-{rank}"))
+if then == "kill" and rank == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
+while not os.path.exists(os.path.join(out, "gate")):
+    time.sleep(0.1)
+MPI.COMM_WORLD.Barrier()
+"""
+
+
+def launch_mapping(emews_cmd, tmp_path: Path, then: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``emews launch`` of :data:`MAPPING_OBJECTIVE` on 1 worker; its exit and the segments its worker mapped."""
+    (tmp_path / "model.py").write_text(MAPPING_OBJECTIVE)
+    out = tmp_path / "mapped"
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(tmp_path / "model.py"), "function": "run"},
+        space={"out": {"type": "constant", "value": str(out)}, "then": {"type": "constant", "value": then}},
+        budget={"evaluations": 1},
+        task={"timeout": 60, "isolation": "inline"},
+    )
+    proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    mapped = out.read_text().split() if out.exists() else []
+    return proc, mapped
+
+
+def test_a_job_whose_rank_is_killed_leaves_no_segment(emews_cmd, tmp_path: Path) -> None:
+    """The worker rank kills itself (SIGKILL) in its task: mpiexec kills rank 0, the launch says a rank
+    was killed, and the segment both ranks mapped is gone, the ranks' records with it (without the
+    sweep at the launch's end it stayed: 1 segment, 3-4 MB, per killed job)."""
+    proc, mapped = launch_mapping(emews_cmd, tmp_path, "kill")
+    assert proc.returncode == 1 and "a rank was killed" in proc.stderr, proc.stderr
+    assert mapped and all(name.startswith("mpich_shm_") for name in mapped), mapped
+    assert [name for name in mapped if (mpich_shm.SHM_DIR / name).exists()] == []
+    assert list((tmp_path / "exp").glob(".shm-*")) == []
+
+
+def test_a_job_that_ends_normally_leaves_no_segment_nor_record(emews_cmd, tmp_path: Path) -> None:
+    """A run that completes: MPICH removed its segment itself; the records are removed too."""
+    proc, mapped = launch_mapping(emews_cmd, tmp_path, "return")
+    assert proc.returncode == 0, proc.stderr
+    assert mapped and [name for name in mapped if (mpich_shm.SHM_DIR / name).exists()] == []
+    assert list((tmp_path / "exp").glob(".shm-*")) == []
+
+
+class PlainJob:
+    """:data:`PLAIN_JOB` under the mpiexec next to this Python, 2 ranks, in ``folder``."""
+
+    def __init__(self, folder: Path, then: str) -> None:
+        folder.mkdir()
+        (folder / "job.py").write_text(PLAIN_JOB)
+        self.folder = folder
+        mpiexec = Path(sys.executable).parent / "mpiexec"
+        self.proc = subprocess.Popen(
+            [str(mpiexec), "-n", "2", sys.executable, str(folder / "job.py"), str(folder), then],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def mapped(self) -> list[str]:
+        """The segments its ranks mapped, once both said."""
+        assert wait_until(lambda: all((self.folder / f"rank-{r}").exists() for r in (0, 1)), timeout=120), said(
+            self.proc
+        )
+        names = sorted({n for r in (0, 1) for n in (self.folder / f"rank-{r}").read_text().split()})
+        assert names, said(self.proc)
+        return names
+
+    def end(self) -> None:
+        (self.folder / "gate").touch()
+        try:
+            self.proc.communicate(timeout=120)
+        finally:
+            said(self.proc)  # killed, should it not have ended
+
+
+def test_a_recorded_segment_that_a_live_job_maps_is_kept(tmp_path: Path) -> None:
+    """A record names two segments (as when a job's PMI name is used again: srun's JOBID.STEP): one
+    a live job maps, kept; one a killed job left, removed (and said, with its size)."""
+    live, killed = PlainJob(tmp_path / "live", "wait"), PlainJob(tmp_path / "killed", "kill")
+    try:
+        kept = live.mapped()
+        left = killed.mapped()
+        killed.proc.wait(timeout=120)
+        assert [name for name in left if (mpich_shm.SHM_DIR / name).exists()] == left  # what the fix is for
+        folder = shm_records.records_folder(tmp_path, "token")
+        assert folder is not None
+        folder.mkdir()
+        (folder / os.uname().nodename).write_text("\n".join(kept + left) + "\n")
+        removed = shm_records.sweep(folder)
+        assert [segment.name for segment in removed] == left and all(s.size > 0 for s in removed)
+        assert all((mpich_shm.SHM_DIR / name).exists() for name in kept)
+        assert not any((mpich_shm.SHM_DIR / name).exists() for name in left)
+        assert not folder.exists()
+    finally:
+        live.end()
+        killed.end()
