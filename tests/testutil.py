@@ -26,6 +26,7 @@ FAULTY = TESTS / "objectives" / "faulty.py"
 TRAINER = TESTS / "objectives" / "trainer.py"
 GATED = TESTS / "objectives" / "gated.py"
 KILLED = TESTS / "objectives" / "killed.py"
+SHM_MAPPER = TESTS / "objectives" / "shm_mapper.py"
 
 
 def wait_until(done: Callable[[], Any], timeout: float = 60.0, poll: float = 0.02) -> Any:
@@ -518,3 +519,26 @@ CANDLE_GA = [
     {"name": "dense", "type": "int", "lower": 10, "upper": 500, "sigma": 50},
     {"name": "use_bn", "type": "logical"},
 ]
+
+
+def shm_mapper_workflow(folder: Path, then: str) -> tuple[Path, Path]:
+    """A workflow of one evaluation of ``objectives/shm_mapper.py`` (inline, ``then``: return, kill,
+    wait for ``folder/gate``); its path and the file where its rank writes the segments it maps."""
+    out = folder / "mapped"
+    space = {"out": str(out), "then": then, "gate": str(folder / "gate")}
+    wf = write_workflow(
+        folder,
+        objective={"module": str(SHM_MAPPER), "function": "run"},
+        space={key: {"type": "constant", "value": value} for key, value in space.items()},
+        budget={"evaluations": 1},
+        task={"timeout": 600, "isolation": "inline"},
+    )
+    return wf, out
+
+
+def segments_left(mapped: Path) -> list[str]:
+    """Which of the MPICH segments listed in ``mapped`` (:func:`shm_mapper_workflow`) are still in /dev/shm;
+    an AssertionError when it lists none (the rank did not write it, or mapped no segment)."""
+    names = mapped.read_text().split() if mapped.exists() else []
+    assert names and all(name.startswith("mpich_shm_") for name in names), names
+    return [name for name in names if (Path("/dev/shm") / name).exists()]

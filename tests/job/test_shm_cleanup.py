@@ -20,26 +20,12 @@ import pytest
 
 from emews.job import shm_records
 from emews.processes import mpich_shm
-from testutil import said, wait_until, write_workflow
+from testutil import said, segments_left, shm_mapper_workflow, wait_until
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux only (/proc)")
 
-#: an objective (inline: it runs in the worker rank) that writes the segments its rank maps to
-#: ``params["out"]``, then does ``params["then"]``: return, or kill its rank with SIGKILL
-MAPPING_OBJECTIVE = """\
-import os, signal
-from emews.processes.mpich_shm import mapped_here
-
-def run(params):
-    with open(params["out"], "w") as out:
-        out.write("\\n".join(mapped_here()))
-    if params["then"] == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    return 1.0
-"""
-
 #: a plain MPI job that writes each rank's segments to ``OUT/rank-N`` and then, rank 1, kills itself
-#: (``kill``), or every rank waits for the file ``GATE`` (``wait``)
+#: once rank 0 wrote its own (``kill``), or every rank waits for the file ``OUT/gate`` (``wait``)
 PLAIN_JOB = """\
 import os, signal, sys, time
 from mpi4py import MPI
@@ -51,6 +37,8 @@ with open(os.path.join(out, f"rank-{rank}.tmp"), "w") as f:
     f.write("\\n".join(mapped_here()))
 os.rename(os.path.join(out, f"rank-{rank}.tmp"), os.path.join(out, f"rank-{rank}"))
 if then == "kill" and rank == 1:
+    while not os.path.exists(os.path.join(out, "rank-0")):  # rank 0 said its segments: mpiexec may kill it
+        time.sleep(0.05)
     os.kill(os.getpid(), signal.SIGKILL)
 while not os.path.exists(os.path.join(out, "gate")):
     time.sleep(0.1)
@@ -59,37 +47,28 @@ MPI.COMM_WORLD.Barrier()
 
 
 def launch_mapping(emews_cmd, tmp_path: Path, then: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """``emews launch`` of :data:`MAPPING_OBJECTIVE` on 1 worker; its exit and the segments its worker mapped."""
-    (tmp_path / "model.py").write_text(MAPPING_OBJECTIVE)
-    out = tmp_path / "mapped"
-    wf = write_workflow(
-        tmp_path,
-        objective={"module": str(tmp_path / "model.py"), "function": "run"},
-        space={"out": {"type": "constant", "value": str(out)}, "then": {"type": "constant", "value": then}},
-        budget={"evaluations": 1},
-        task={"timeout": 60, "isolation": "inline"},
-    )
+    """``emews launch`` of one ``shm_mapper`` evaluation on 1 worker; its exit and the segments its
+    worker mapped that are still there."""
+    wf, mapped = shm_mapper_workflow(tmp_path, then)
     proc = emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
-    mapped = out.read_text().split() if out.exists() else []
-    return proc, mapped
+    return proc, segments_left(mapped)
 
 
 def test_a_job_whose_rank_is_killed_leaves_no_segment(emews_cmd, tmp_path: Path) -> None:
     """The worker rank kills itself (SIGKILL) in its task: mpiexec kills rank 0, the launch says a rank
     was killed, and the segment both ranks mapped is gone, the ranks' records with it (without the
     sweep at the launch's end it stayed: 1 segment, 3-4 MB, per killed job)."""
-    proc, mapped = launch_mapping(emews_cmd, tmp_path, "kill")
+    proc, left = launch_mapping(emews_cmd, tmp_path, "kill")
     assert proc.returncode == 1 and "a rank was killed" in proc.stderr, proc.stderr
-    assert mapped and all(name.startswith("mpich_shm_") for name in mapped), mapped
-    assert [name for name in mapped if (mpich_shm.SHM_DIR / name).exists()] == []
+    assert left == []
     assert list((tmp_path / "exp").glob(".shm-*")) == []
 
 
 def test_a_job_that_ends_normally_leaves_no_segment_nor_record(emews_cmd, tmp_path: Path) -> None:
     """A run that completes: MPICH removed its segment itself; the records are removed too."""
-    proc, mapped = launch_mapping(emews_cmd, tmp_path, "return")
+    proc, left = launch_mapping(emews_cmd, tmp_path, "return")
     assert proc.returncode == 0, proc.stderr
-    assert mapped and [name for name in mapped if (mpich_shm.SHM_DIR / name).exists()] == []
+    assert left == []
     assert list((tmp_path / "exp").glob(".shm-*")) == []
 
 
