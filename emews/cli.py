@@ -1,4 +1,4 @@
-"""The ``emews`` command: launch, check, results, status, report, cancel, and the in-job ``run``.
+"""The ``emews`` command: launch, check, results, status, report, cancel, clean-shm, and the in-job ``run``.
 
 Exit status: 0 when a run completes (failed tasks included), 2 for
 configuration errors (and an experiment another run owns), 3 when the run stopped
@@ -29,6 +29,9 @@ SET_HELP = (
     "site's (scheduler.account=ABC, the batch scheduler; also launcher.*, node.*, environment.*); "
     "prefix workflow. or site. to say which file outright (needed for name and description)"
 )
+
+#: ``emews clean-shm``'s default ``--older-than``: a segment being made is mapped a moment later
+CLEAN_SHM_AGE = 60.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -232,6 +235,20 @@ def _parser() -> _Parser:
         sub, "serve", help="run the optimizer of an experiment launched with --pools here, without workers"
     )
     serve.add_argument("exp_dir", type=Path)
+
+    clean_shm = parser.add_command(
+        sub,
+        "clean-shm",
+        help="remove the MPICH shared-memory segments (/dev/shm/mpich_shm_*) your killed jobs left on this node",
+    )
+    clean_shm.add_argument("--dry-run", action="store_true", help="list them only")
+    clean_shm.add_argument(
+        "--older-than",
+        type=float,
+        default=CLEAN_SHM_AGE,
+        metavar="SECONDS",
+        help=f"only those unchanged for so long (default {CLEAN_SHM_AGE:g}: a job starting now makes its own)",
+    )
 
     run = parser.add_command(sub, "run", help="(inside the MPI job) run this rank's part of an experiment")
     run.add_argument("exp_dir", type=Path)
@@ -506,6 +523,29 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_clean_shm(args: argparse.Namespace) -> int:
+    from emews.processes import mpich_shm
+
+    if not 0 <= args.older_than < float("inf"):
+        raise ConfigError(f"must be a finite number of seconds >= 0, not {args.older_than:g}", key="--older-than")
+    found = mpich_shm.remove_unmapped(
+        mpich_shm.present(mpich_shm.SHM_DIR),
+        shm_dir=mpich_shm.SHM_DIR,
+        older_than=args.older_than,
+        dry_run=args.dry_run,
+    )
+    for segment in found:
+        print(
+            f"{'would remove' if args.dry_run else 'removed'} {mpich_shm.SHM_DIR / segment.name} ({segment.size:,} bytes)"
+        )
+    if not found:
+        print(f"no MPICH segment of yours in {mpich_shm.SHM_DIR} that no live process maps: nothing to remove")
+    else:
+        said = "would free" if args.dry_run else "freed"
+        print(f"{counted(len(found), 'segment')}, {mpich_shm.megabytes(found)} {said}")
+    return EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.job_exit is not None:
         from emews.job.job_start import batch_job_exit
@@ -534,6 +574,7 @@ COMMANDS = {
     "attach": cmd_attach,
     "serve": cmd_serve,
     "checkpoints": cmd_checkpoints,
+    "clean-shm": cmd_clean_shm,
 }
 
 

@@ -19,7 +19,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 #: where a command is written to be run: shell blocks, and code spans that start with ``emews``
 _CODE = re.compile(r"```(?:console|bash|sh|shell)\n(.*?)```|`(emews [^`\n]+)`", re.S)
 #: ``emews CMD ...`` up to the end of its line or a pipe between commands
-_COMMAND = re.compile(r"(?:^|[\s$(;&])emews ([a-z]+)((?:[^\n|;&]|\|(?=[a-z]))*)")
+_COMMAND = re.compile(r"(?:^|[\s$(;&])emews ([a-z][a-z-]*)((?:[^\n|;&]|\|(?=[a-z]))*)")
 _OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
 
 
@@ -181,7 +181,7 @@ def test_the_reference_lists_every_command_with_every_option() -> None:
     rows = [row for row in table.splitlines() if row.startswith("| `emews ")]
     listed: dict[str, set[str]] = {}
     for row in rows:
-        for command, rest in re.findall(r"`emews ([a-z]+)([^`]*)`", row.split(" | ")[0]):
+        for command, rest in re.findall(r"`emews ([a-z][a-z-]*)([^`]*)`", row.split(" | ")[0]):
             listed.setdefault(command, set()).update(_OPTION.findall(rest))
     hidden = {"--help", "-h", "--job-exit", "--watch-start", "--lease", "--pool"}  # run's are emews' own
     missing = [

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,54 @@ def test_a_recorded_segment_that_a_live_job_maps_is_kept(tmp_path: Path) -> None
     finally:
         live.end()
         killed.end()
+
+
+def test_clean_shm_removes_only_this_users_old_segments_that_no_live_process_maps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """``emews clean-shm`` (for segments leaked before the fix): its dry run on /dev/shm lists the
+    segment a killed job left, not the one a live job maps, and removes nothing; run on a folder of
+    files named as those two plus one made now (``--older-than``: a job starting makes its own), it
+    removes only the killed job's, and says how much it freed. The real /dev/shm is never swept
+    here: other jobs on this machine leave segments that are not this test's."""
+    from emews.cli import main
+
+    live, killed = PlainJob(tmp_path / "live", "wait"), PlainJob(tmp_path / "killed", "kill")
+    try:
+        kept, left = live.mapped(), killed.mapped()
+        killed.proc.wait(timeout=120)
+        assert main(["clean-shm", "--dry-run", "--older-than", "0"]) == 0
+        listed = capsys.readouterr().out
+        assert all(f"would remove {mpich_shm.SHM_DIR / name} (" in listed for name in left), listed
+        assert not any(name in listed for name in kept), listed
+        assert all((mpich_shm.SHM_DIR / name).exists() for name in left + kept)
+
+        shm = tmp_path / "shm"
+        shm.mkdir()
+        for name in kept + left:
+            (shm / name).write_bytes(b"\0" * 4096)
+            os.utime(shm / name, (time.time() - 3600,) * 2)
+        (shm / "mpich_shm_fresh_0").write_bytes(b"\0" * 4096)
+        (shm / "other_segment").write_bytes(b"\0")
+        monkeypatch.setattr(mpich_shm, "SHM_DIR", shm)
+        assert main(["clean-shm", "--older-than", "600"]) == 0
+        said_lines = capsys.readouterr().out.splitlines()
+        assert said_lines == [f"removed {shm / name} (4,096 bytes)" for name in left] + [
+            f"{len(left)} segment{'s' if len(left) > 1 else ''}, 0.0 MB freed"
+        ]
+        assert sorted(os.listdir(shm)) == sorted([*kept, "mpich_shm_fresh_0", "other_segment"])
+        assert main(["clean-shm"]) == 0
+        assert "nothing to remove" in capsys.readouterr().out
+    finally:
+        mpich_shm.remove_unmapped(left)  # the killed job's, on the real /dev/shm
+        live.end()
+        killed.end()
+
+
+@pytest.mark.parametrize("given", ["-1", "nan", "inf"])
+def test_clean_shm_refuses_an_age_that_is_no_number_of_seconds(given: str, capsys: pytest.CaptureFixture) -> None:
+    from emews.cli import main
+
+    assert main(["clean-shm", "--dry-run", "--older-than", given]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"emews: error: --older-than: must be a finite number of seconds >= 0, not {given}"]
