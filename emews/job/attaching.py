@@ -132,7 +132,11 @@ def attach(
         print(f"pool for {exp_dir}: {counted(workers, 'worker')} on {chosen.name} (folder {pool_dir})", file=sys.stderr)
         lead = PoolLead(exp_dir)
         start = JobStart(  # its rank 0 registered in the store: the pool started
-            lead, bound=start_seconds, marks=marks_folder(exp_dir, None, pool_dir), ranks=workers + 1
+            lead,
+            bound=start_seconds,
+            marks=marks_folder(exp_dir, None, pool_dir),
+            ranks=workers + 1,
+            segments=records_folder(exp_dir, None, pool_dir),
         )
         try:
             status, received = run_here(chosen, command, workers, relay=relay, start=start)

@@ -30,7 +30,8 @@ from emews.config.lease import Owner, joined
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.textfiles import write_atomic
 from emews.job import shm_records, start_marks
-from emews.processes.tree import alive, kill_trees
+from emews.processes.mpich_shm import mapped_by_pids
+from emews.processes.tree import alive, descendants, kill_trees
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
 
@@ -94,7 +95,9 @@ class JobStart:
     from :meth:`begin`; ``None``: no bound); ``marks``: the folder where the job's ``ranks`` ranks
     mark their start (:mod:`~emews.job.start_marks`), to name those that never came, removed at
     :meth:`close`; ``on_stuck``: told why, before a stuck job is stopped; ``poll_max``: the longest
-    wait between two looks whether rank 0 joined (from :data:`POLL_SECONDS`, doubled at each look).
+    wait between two looks whether rank 0 joined (from :data:`POLL_SECONDS`, doubled at each look);
+    ``segments``: the job's records of MPICH segments (:mod:`~emews.job.shm_records`), where a stuck
+    job's are written before it is stopped (its ranks in ``MPI_Init`` could not), for its end to remove.
     :meth:`begin` once the job runs, :meth:`close` once it ended."""
 
     def __init__(
@@ -106,6 +109,7 @@ class JobStart:
         ranks: int = 0,
         on_stuck: Callable[[str], None] | None = None,
         poll_max: float = POLL_SECONDS,
+        segments: Path | None = None,
     ):
         self._rank_zero = rank_zero
         self._bound = bound
@@ -113,6 +117,7 @@ class JobStart:
         self._ranks = ranks
         self._on_stuck = on_stuck
         self._poll_max = poll_max
+        self._segments = segments
         self._ended = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -175,6 +180,8 @@ class JobStart:
         if self._on_stuck is not None:
             self._on_stuck(why)  # before the stop: the job's end reads it
         self.stuck = why
+        if self._segments is not None:  # the ranks waiting in MPI_Init map their node's segment, unrecorded
+            shm_records.record(self._segments, mapped_by_pids([pid, *descendants(pid)]))
         kill_trees([pid])
         return True
 
@@ -211,7 +218,15 @@ def watch_batch_start(
     def leave(why: str) -> None:
         write_atomic(start_marks.stuck_file(marks), [why.encode("utf-8")], durable=False)
 
-    start = JobStart(lead, bound=start_seconds, marks=marks, ranks=ranks, on_stuck=leave, poll_max=BATCH_POLL_SECONDS)
+    start = JobStart(
+        lead,
+        bound=start_seconds,
+        marks=marks,
+        ranks=ranks,
+        on_stuck=leave,
+        poll_max=BATCH_POLL_SECONDS,
+        segments=shm_records.records_folder(exp_dir, lease_token, pool_dir),
+    )
     stopped = threading.Event()
     handled = (
         threading.current_thread() is threading.main_thread()

@@ -332,6 +332,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
         bound=start_seconds,
         marks=marks_folder(exp_dir, lease_token),
         ranks=workers + 1,
+        segments=records_folder(exp_dir, lease_token),
     )
     try:
         status, received = run_here(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from emews.processes.mpich_shm import Segment, mapped_here, remove_unmapped
@@ -29,12 +30,12 @@ def records_folder(exp_dir: Path, lease_token: str | None, pool_dir: Path | None
     return Path(exp_dir) / f".shm-{lease_token}" if lease_token else None
 
 
-def record(folder: Path) -> None:
-    """Write the MPICH segments this rank maps to its node's file in ``folder`` (one per node: its
-    first rank calls this). Best effort: a record that cannot be written leaves the segment to
-    ``emews clean-shm``."""
-    names = mapped_here()
-    if not names:  # not Linux, not MPICH, or a job of one node's shared memory by another name
+def record(folder: Path, names: Iterable[str] | None = None) -> None:
+    """Write the MPICH segments this rank maps (``names``: those given) to its node's file in
+    ``folder`` (one per node: its first rank calls this). Best effort: a record that cannot be
+    written leaves the segment to ``emews clean-shm``."""
+    names = mapped_here() if names is None else sorted(names)
+    if not names:  # not Linux, not MPICH, or an MPI library that names its shared memory otherwise
         return
     try:
         folder.mkdir(exist_ok=True)

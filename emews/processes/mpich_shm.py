@@ -50,16 +50,20 @@ def mapped_here() -> list[str]:
 
 def mapped_by_live() -> set[str]:
     """The MPICH segments any live process maps, of those whose maps this user can read."""
-    found: set[str] = set()
     try:
-        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+        return mapped_by_pids(int(name) for name in os.listdir("/proc") if name.isdigit())
     except OSError:
-        return found
+        return set()
+
+
+def mapped_by_pids(pids: Iterable[int]) -> set[str]:
+    """The MPICH segments the processes ``pids`` map (those gone, or another user's, map none)."""
+    found: set[str] = set()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as maps:
                 text = maps.read()
-        except OSError:  # gone, or another user's
+        except OSError:
             continue
         if PREFIX in text:
             found |= mapped_by(text)

@@ -21,7 +21,7 @@ import pytest
 
 from emews.job import shm_records
 from emews.processes import mpich_shm
-from testutil import said, segments_left, shm_mapper_workflow, wait_until
+from testutil import said, segments_left, shm_mapper_workflow, stopping_site, wait_until, write_workflow
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux only (/proc)")
 
@@ -178,3 +178,28 @@ def test_clean_shm_refuses_an_age_that_is_no_number_of_seconds(given: str, capsy
     assert main(["clean-shm", "--dry-run", "--older-than", given]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [f"emews: error: --older-than: must be a finite number of seconds >= 0, not {given}"]
+
+
+def test_a_job_stopped_for_a_rank_stuck_before_mpi_init_leaves_no_segment(emews_cmd, tmp_path: Path) -> None:
+    """Rank 2 stops itself (SIGSTOP) before it execs Python; ranks 0 and 1 wait in MPI_Init, where MPICH
+    has made the node's segment, and no rank can record it. The launch stops the job at the start's
+    bound (SIGKILL to its process tree): the segment the waiting ranks map is gone too."""
+    (tmp_path / "model.py").write_text("def run(params):\n    return params['x']\n")
+    wf = write_workflow(
+        tmp_path,
+        objective={"module": str(tmp_path / "model.py"), "function": "run"},
+        space={"x": {"type": "float", "lower": 0.0, "upper": 1.0}},
+        budget={"evaluations": 2},
+    )
+    emews_cmd.env["EMEWS_START_TIMEOUT"] = "20"
+    site = stopping_site(tmp_path, "kill -STOP")
+    job = emews_cmd.popen("launch", str(wf), "--site", str(site), "--workers", "2", "--exp-dir", "exp")
+    try:
+        waiting = wait_until(lambda: mpich_shm.mapped_by_pids(emews_cmd.processes()), timeout=150)
+        assert waiting, said(job)
+        out, err = job.communicate(timeout=240)
+    finally:
+        emews_cmd.kill_all()
+    assert job.returncode == 1 and "did not all start within 20 s" in err, err
+    assert [name for name in waiting if (mpich_shm.SHM_DIR / name).exists()] == []
+    assert list((tmp_path / "exp").glob(".shm-*")) == []
