@@ -254,8 +254,9 @@ def _parser() -> _Parser:
     run.add_argument("exp_dir", type=Path)
     run.add_argument("--lease", help=argparse.SUPPRESS)  # the token of the launch that started the job
     run.add_argument("--pool", type=Path, help=argparse.SUPPRESS)  # an attached pool's folder (emews attach)
-    # job.sh's last line: the launcher's exit status and the job's start time -> exit with the run's status
-    run.add_argument("--job-exit", nargs=2, type=float, metavar=("STATUS", "SINCE"), help=argparse.SUPPRESS)
+    # job.sh's last line: the launcher's exit status, the job's start time and the stop signal it got (0: none;
+    # absent from a job.sh written before it) -> exit with the run's status
+    run.add_argument("--job-exit", nargs="+", type=float, metavar="STATUS SINCE [SIGNAL]", help=argparse.SUPPRESS)
     # job.sh's watch of the job's start, beside the launcher line: the job's ranks and the launcher's pid
     run.add_argument("--watch-start", nargs=2, type=int, metavar=("RANKS", "PID"), help=argparse.SUPPRESS)
     return parser
@@ -550,8 +551,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.job_exit is not None:
         from emews.job.job_start import batch_job_exit
 
-        status, since = args.job_exit
-        return batch_job_exit(args.exp_dir.absolute(), args.lease, int(status), since, args.pool)
+        if len(args.job_exit) not in (2, 3):
+            raise ConfigError("emews run --job-exit takes STATUS SINCE [SIGNAL] (job.sh's last line)")
+        status, since, received = (*args.job_exit, 0)[:3]
+        return batch_job_exit(args.exp_dir.absolute(), args.lease, int(status), since, args.pool, int(received))
     if args.watch_start is not None:
         from emews.job.job_start import watch_batch_start
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from emews.config.experiment import run_exit_status
 from emews.config.lease import Owner, joined
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.textfiles import write_atomic
@@ -249,11 +250,18 @@ def watch_batch_start(
 
 
 def batch_job_exit(
-    exp_dir: Path, lease_token: str | None, launcher_status: int, since: float, pool_dir: Path | None = None
+    exp_dir: Path,
+    lease_token: str | None,
+    launcher_status: int,
+    since: float,
+    pool_dir: Path | None = None,
+    received: int = 0,
 ) -> int:
     """``job.sh``'s exit status (its last line): the job's, as :func:`~emews.site.jobs.job_exit_status`
     says (an attached pool's job, at ``pool_dir``: the launcher's), or 1 with the line that says why
-    when the watch of its start stopped it."""
+    when the watch of its start stopped it; a job stopped by signal ``received`` (``scancel``, ``qdel``,
+    ``bkill``; 0: none) exits 128 + its number, as ``emews launch`` on the local site does, with the
+    line that says so when its run recorded nothing."""
     from emews.site.jobs import (  # not the watch's: it starts beside the ranks
         job_exit_status,
         say_ended_before_run,
@@ -276,4 +284,8 @@ def batch_job_exit(
         if why:
             say_ended_before_run(exp_dir, why)
             return EXIT_FAILED
+    if received and pool_dir is None and run_exit_status(exp_dir, since) is None:
+        say_ended_before_run(exp_dir, f"stopped by {signal.Signals(received).name} as it started")
+    if received:
+        return 128 + received  # the ranks exit 0 to the launcher; the run's own status is in its summary
     return launcher_status if pool_dir is not None else job_exit_status(exp_dir, launcher_status, since)

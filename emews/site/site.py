@@ -271,8 +271,9 @@ class Site:
         """A complete batch script: directives, environment, the launcher line, run in the background
         so that the batch system's early warning reaches the ranks (:data:`WARNING_FORWARD`); the
         script then ends with the launcher's exit status or, with ``exit_command``, by ``exec``-ing it
-        with the launcher's exit status and the job's start time (UNIX seconds) as its last two
-        arguments. ``watch_command``: run in the background beside the launcher line, with the
+        with the launcher's exit status, the job's start time (UNIX seconds) and the stop signal the job
+        got (0: none) as its last three arguments; a stop signal (:data:`STOP_FORWARD`) then goes to the
+        launcher, and the shell waits for it and the watch before it runs the end step. ``watch_command``: run in the background beside the launcher line, with the
         launcher's pid appended (the job's start, watched). ``lead``: what rank 0 runs (an attached pool's is its distributor), as the
         script's comment names it."""
         self.check_ready()
@@ -290,16 +291,20 @@ class Site:
         lines += env.setup
         lines.append(f"cd {shlex.quote(str(exp_dir))}")
         launcher = shlex.join(self.launch_command(layout.ranks, command))
+        ends = exit_command is not None  # the job has an end step: the shell outlives a stop signal to run it
+        watch = [] if watch_command is None else [f'{shlex.join(watch_command)} "$emews_launcher" &', "emews_watch=$!"]
         lines += [
-            *(["emews_started=$(date +%s)"] if exit_command is not None else []),
+            *(["emews_started=$(date +%s)", *STOP_FORWARD] if ends else []),
             *WARNING_FORWARD,
             f"{launcher} &",
             "emews_launcher=$!",
-            *([f'{shlex.join(watch_command)} "$emews_launcher" &'] if watch_command is not None else []),
+            *([STOP_BEFORE_LAUNCHER] if ends else []),
+            *watch,
             'while wait "$emews_launcher"; emews_status=$?; kill -0 "$emews_launcher" 2>/dev/null; do :; done',
+            *(['while wait "$emews_watch"; kill -0 "$emews_watch" 2>/dev/null; do :; done'] if watch else []),
             'exit "$emews_status"'
             if exit_command is None
-            else f'exec {shlex.join(exit_command)} "$emews_status" "$emews_started"',
+            else f'trap "" TERM INT HUP; exec {shlex.join(exit_command)} "$emews_status" "$emews_started" "$emews_signal"',
         ]
         return "\n".join(lines) + "\n"
 
@@ -321,6 +326,24 @@ class Site:
     def cancel(self, job_id: str) -> None:
         self.scheduler.cancel(job_id)
 
+
+#: the job script's lines that keep its shell alive through a stop signal (its default action is to die,
+#: and on a cluster that tracks a job's processes in a cgroup every process of the step dies with it: the
+#: watch of the job's start before it removed the ranks' marks, the job's end step never run): the signal
+#: is passed on to the launcher, and the first one is the end step's last argument (0: none)
+STOP_FORWARD = (
+    "# scancel, qdel, bkill: SIGTERM (LSF: SIGINT, then SIGTERM) to every process of the job, SIGKILL after the",
+    "# batch system's grace (Slurm KillWait, PBS kill_delay, LSF JOB_TERMINATE_INTERVAL): each is passed on to the",
+    "# launcher; this shell waits for it and for the watch of the job's start, then runs the job's end (the first named)",
+    "emews_signal=0",
+    'emews_stop() { [ "$emews_signal" = 0 ] && emews_signal=$1; kill "-$1" "$emews_launcher" 2>/dev/null; }',
+    "trap 'emews_stop 15' TERM",
+    "trap 'emews_stop 2' INT",
+    "trap 'emews_stop 1' HUP",
+)
+
+#: a stop signal that came before the launcher's pid was known, passed on once it is
+STOP_BEFORE_LAUNCHER = '[ "$emews_signal" = 0 ] || kill "-$emews_signal" "$emews_launcher" 2>/dev/null'
 
 #: the job script's lines that pass the batch system's early warning (Slurm ``--signal=B:USR1@SECONDS``,
 #: sent to the batch shell only, whose default action for it is to die) on to the launcher, which

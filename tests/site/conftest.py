@@ -10,7 +10,7 @@ import pytest
 
 from emews.site.loader import ENV_OVERRIDES
 from site_helpers import FakeTools
-from slurm_loopback import APT_PACKAGES, LoopbackSlurm, missing_tools
+from slurm_loopback import APT_PACKAGES, LoopbackSlurm, cgroup_missing, missing_tools
 
 
 @pytest.fixture(autouse=True)
@@ -41,16 +41,19 @@ def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeTools:
     return tools
 
 
+def _needs(missing: str) -> None:
+    """Fail (skip with EMEWS_SKIP_SLURM=1) for what a Slurm test cluster lacks here."""
+    if os.environ.get("EMEWS_SKIP_SLURM") == "1":
+        pytest.skip(missing + " (skipped: EMEWS_SKIP_SLURM=1)")
+    pytest.fail(missing + " (or set EMEWS_SKIP_SLURM=1 to skip explicitly)")
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[LoopbackSlurm]:
     """A real one-node Slurm on loopback; FAILS when Slurm is missing unless EMEWS_SKIP_SLURM=1."""
     missing = missing_tools()
     if missing:
-        message = (f"Slurm test cluster needs {', '.join(missing)}: "
-                   f"apt-get install {' '.join(APT_PACKAGES)}")
-        if os.environ.get("EMEWS_SKIP_SLURM") == "1":
-            pytest.skip(message + " (skipped: EMEWS_SKIP_SLURM=1)")
-        pytest.fail(message + " (or set EMEWS_SKIP_SLURM=1 to skip explicitly)")
+        _needs(f"Slurm test cluster needs {', '.join(missing)}: apt-get install {' '.join(APT_PACKAGES)}")
     cluster = LoopbackSlurm().start()
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
@@ -63,3 +66,20 @@ def slurm_cluster() -> Iterator[LoopbackSlurm]:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = old
+
+
+@pytest.fixture
+def slurm_cgroup_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackSlurm]:
+    """A loopback Slurm of its own that tracks a job's processes in a cgroup (proctrack/cgroup), as real
+    clusters do: when a job's batch step ends, every process left in it is killed (under
+    :func:`slurm_cluster`'s proctrack/linuxproc an orphan outlives its job). ``SLURM_CONF`` names it
+    for the test; FAILS where Slurm or cgroup v1's freezer is missing unless EMEWS_SKIP_SLURM=1."""
+    missing = missing_tools()
+    if missing:
+        _needs(f"Slurm test cluster needs {', '.join(missing)}: apt-get install {' '.join(APT_PACKAGES)}")
+    lacking = cgroup_missing()
+    if lacking:
+        _needs(f"a Slurm test cluster with proctrack/cgroup needs {lacking}")
+    with LoopbackSlurm(cgroup=True) as cluster:
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+        yield cluster

@@ -37,6 +37,18 @@ def missing_tools() -> list[str]:
     return [tool for tool in DAEMONS if shutil.which(tool, path=search) is None]
 
 
+#: the cgroup v1 controller Slurm's proctrack/cgroup puts a job's processes in (cgroup/v1 plugin)
+FREEZER = Path("/sys/fs/cgroup/freezer")
+
+
+def cgroup_missing() -> str:
+    """What a cluster with proctrack/cgroup lacks here ("": nothing): a writable cgroup v1 freezer
+    hierarchy (Slurm 22.05's cgroup/v2 plugin wants systemd, which does not run here)."""
+    if not (FREEZER / "tasks").is_file() or not os.access(FREEZER, os.W_OK):
+        return f"a writable cgroup v1 freezer hierarchy at {FREEZER}"
+    return ""
+
+
 def _tool(name: str) -> str:
     search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
     found = shutil.which(name, path=search)
@@ -58,8 +70,14 @@ def process_alive(pid: int) -> bool:
 class LoopbackSlurm:
     """Start/stop munged + slurmctld + slurmd in a private directory."""
 
-    def __init__(self, root: Path | None = None, *, gpus: int = 0, bind_cores: bool = False) -> None:
+    def __init__(
+        self, root: Path | None = None, *, gpus: int = 0, bind_cores: bool = False, cgroup: bool = False
+    ) -> None:
         self._own_root = root is None
+        #: track a job's processes in a cgroup (proctrack/cgroup, cgroup v1's freezer: as on real
+        #: clusters, every process of a step is killed when the step ends, orphans too); else by
+        #: their parents (proctrack/linuxproc: an orphaned process outlives its job)
+        self.cgroup = cgroup
         self.gpus = gpus  # fake GPUs (gres gpu, devices: links to /dev/null, /dev/zero, ...)
         #: srun binds each task to its cores (task/affinity: --cpu-bind works, as on Perlmutter and
         #: Frontier); else tasks run unbound (task/none)
@@ -140,7 +158,7 @@ class LoopbackSlurm:
             f"StateSaveLocation={r / 'state'}", f"SlurmdSpoolDir={r / 'spool'}",
             f"SlurmctldPidFile={r / 'slurmctld.pid'}", f"SlurmdPidFile={r / 'slurmd.pid'}",
             f"SlurmctldLogFile={r / 'slurmctld.log'}", f"SlurmdLogFile={r / 'slurmd.log'}",
-            "ProctrackType=proctrack/linuxproc",
+            f"ProctrackType=proctrack/{'cgroup' if self.cgroup else 'linuxproc'}",
             f"TaskPlugin=task/{'affinity' if self.bind_cores else 'none'}",
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
@@ -152,6 +170,7 @@ class LoopbackSlurm:
             # an earlier cluster left in /dev/shm, and its ranks waited in MPI_Init for good
             f"FirstJobId={random.choice(FIRST_JOB_IDS)}",
             *self._gpu_lines(),
+            *self._cgroup_lines(),
             self._node_line() + (f" Gres=gpu:{self.gpus}" if self.gpus else ""),
             "PartitionName=debug Nodes=localhost Default=YES State=UP MaxTime=INFINITE",
         ]) + "\n")
@@ -170,6 +189,17 @@ class LoopbackSlurm:
             (folder / f"nvidia{index}").symlink_to(device)
         (self.root / "gres.conf").write_text(f"Name=gpu File={folder}/nvidia[0-{self.gpus - 1}]\n")
         return ["GresTypes=gpu"]
+
+    def _cgroup_lines(self) -> list[str]:
+        """A cgroup.conf beside slurm.conf for proctrack/cgroup: Slurm's cgroup v1 plugin, on the v1
+        hierarchy this machine mounts (its freezer controller); nothing constrained."""
+        if not self.cgroup:
+            return []
+        (self.root / "cgroup.conf").write_text(
+            "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainCores=no\nConstrainRAMSpace=no\n"
+            "ConstrainDevices=no\n"
+        )
+        return []
 
     def _wait_idle(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -74,11 +74,16 @@ def test_a_batch_job_whose_rank_never_starts_ends_at_the_bound(slurm_cluster: Lo
     assert list(exp.glob(".start*")) == []
 
 
-def test_a_batch_job_cancelled_as_it_starts_leaves_no_start_marks(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+def test_a_batch_job_cancelled_as_it_starts_leaves_no_start_marks(
+        slurm_cgroup_cluster: LoopbackSlurm, tmp_path: Path) -> None:
     """``scancel`` while the job's start is watched (rank 2 stopped before Python, ranks 0, 1 and 3
-    marked and waiting in MPI_Init, the bound far off): Slurm stops every process of the job, the
-    watch among them, which removes the ranks' marks once the launcher ended. Was: ``.start-TOKEN``
-    left in the experiment (the watch died of the SIGTERM)."""
+    marked and waiting in MPI_Init, the bound far off), on a cluster that kills every process of the
+    job's step when its batch shell ends (proctrack/cgroup): job.sh passes the SIGTERM on and outlives
+    it, waits for its launcher and the watch (which removes the ranks' marks once the launcher ended),
+    then runs its end step, which says the job was stopped as it started and exits 128 + 15. All of it
+    before Slurm calls the job done: looked at once, then. Was: ``.start-TOKEN`` left in the
+    experiment, no line from the end step, ExitCode 0:15 (the shell died of the SIGTERM, the watch
+    was killed with the step before its launcher ended)."""
     import subprocess
 
     from emews.job.start_marks import missing
@@ -96,9 +101,12 @@ def test_a_batch_job_cancelled_as_it_starts_leaves_no_start_marks(slurm_cluster:
     assert wait_until(lambda: marks() is not None and missing(marks(), 4).startswith("rank 2 of 4"), timeout=240)
     subprocess.run(["scancel", job_id], check=True, capture_output=True)
     assert wait_for(lambda: job_status(exp), "done", 240) == "done"
-    # the watch removes them once the launcher ended, which may come after Slurm says the job is done
-    # (seen in CI: gone a moment after this look); at most its STOPPED_PATIENCE later
-    assert wait_until(lambda: list(exp.glob(".start*")) == [], timeout=120), (exp / f"job-{job_id}.out").read_text()
+    out = (exp / f"job-{job_id}.out").read_text()
+    assert list(exp.glob(".start*")) == [], out
+    said = [line for line in out.splitlines() if line.startswith("emews")]
+    assert len(said) == 1 and "the job ended before its run did (stopped by SIGTERM as it started)" in said[0], out
+    assert "stopped by SIGTERM as it started" in (exp / "emews.log").read_text()
+    assert slurm_exit_code(job_id) == "143:0", out
 
 
 def test_a_batch_job_under_srun_whose_rank_never_starts_ends_at_the_bound(

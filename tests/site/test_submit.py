@@ -34,7 +34,11 @@ def test_lsf_submit_records_the_job(in_tmp: Path, fake_tools: FakeTools) -> None
     lines = script.read_text().rstrip().splitlines()
     launcher_line = lines[lines.index("emews_launcher=$!") - 1]  # in the background: the early warning's trap runs
     assert launcher_line.endswith(" ".join(job_command(exp.resolve())) + " &")
-    assert lines[-1] == f'exec {" ".join(exit_command(exp.resolve()))} "$emews_status" "$emews_started"'
+    # the stop signals ignored there: the end step outlives LSF's SIGTERM that follows its SIGINT
+    assert lines[-1] == (
+        f'trap "" TERM INT HUP; exec {" ".join(exit_command(exp.resolve()))} "$emews_status" "$emews_started" '
+        '"$emews_signal"'
+    )
     record = json.loads((exp / JOB_RECORD).read_text())
     assert record["job_id"] == "12345" and record["site"] == "summit"
     assert record["submitted"] and record["scheduler"] == "lsf"
