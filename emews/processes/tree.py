@@ -13,6 +13,7 @@ import ctypes
 import functools
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -112,6 +113,16 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+def age(pid: int) -> float | None:
+    """Seconds since ``pid`` started, on this host's clock since boot; ``None`` when it does not run."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+    return None if fields[0] in ("Z", "X") else time.clock_gettime(time.CLOCK_BOOTTIME) - started
 
 
 def strays(parent: int, keep: Iterable[int] = ()) -> list[int]:

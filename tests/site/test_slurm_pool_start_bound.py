@@ -80,3 +80,41 @@ def test_a_batch_pool_whose_rank_never_starts_ends_at_the_bound(
         assert wait_for(lambda: job_state(second), "done", 240) == "done"
         assert slurm_exit_code(second) == "0:0", (started / f"job-{second}.out").read_text()
     assert [i for (i,) in seen(exp, "SELECT id FROM results ORDER BY id")] == list(range(4))
+
+
+def test_a_requeued_batch_pool_is_bounded_at_its_next_start(
+        slurm_cluster: LoopbackSlurm, postgres: PgServer, tmp_path: Path) -> None:
+    """Pool 1 on Slurm starts, registers (its watch ends) and holds tasks at the gate; then its rank 2
+    is made to stop itself again and its job is requeued (``scontrol requeue``, as a preemption does).
+    The job's second start, under the same job id, is watched as its first was: the row the first start
+    registered is not taken for this start's (only a pool registered since this start's launcher
+    started counts), so the job is stopped at the 15 s bound with the pool-not-started line, exit 1.
+    Was: the watch found the first start's row by the job id and ended at once, and the second start
+    waited in MPI_Init until the walltime."""
+    from test_slurm_training_stops import _requeue_now
+
+    wf = gated_workflow(tmp_path, postgres.url(), 4, store={"lease": 5})
+    exp = tmp_path / "exp"
+    site = stopping_slurm_site(tmp_path)
+    (tmp_path / "healed").touch()  # the first start's rank 2 starts
+    with gated_launch(tmp_path, wf, workers=1) as cmd:
+        wait_for_queued(exp)
+        cmd.env["EMEWS_START_TIMEOUT"] = "15"  # the attach's: sbatch passes it on to the job, at each start
+        attached = cmd("attach", "exp", "--site", str(site), "--workers", "2", timeout=120)
+        del cmd.env["EMEWS_START_TIMEOUT"]
+        assert attached.returncode == 0, attached.stderr
+        pool = exp / "pools" / "pool-001"
+        job_id = json.loads((pool / JOB_RECORD).read_text())["job_id"]
+        assert wait_until(lambda: held_by(exp, 2), 240), seen(exp, "SELECT id, state, pool FROM tasks ORDER BY id")
+        assert wait_until(lambda: not watches(pool), 120), watches(pool)  # its first start ended
+
+        (tmp_path / "healed").unlink()  # the second start's rank 2 stops itself before Python
+        _requeue_now(job_id, cmd.env)
+        assert wait_for(lambda: job_state(job_id), "done", 240) == "done"
+        out = (pool / f"job-{job_id}.out").read_text()
+        assert ("the pool's job ended before it ran (its ranks did not all start within 15 s "
+                "(rank 2 of 3 never reached MPI_Init") in out, out
+        assert slurm_exit_code(job_id) == "1:0", out
+        assert list(pool.glob(".start*")) == []
+        assert seen(exp, "SELECT id FROM pools ORDER BY id") == [(1,), (2,)]  # its second start never registered
+    assert [i for (i,) in seen(exp, "SELECT id FROM results ORDER BY id")] == list(range(4))
