@@ -23,12 +23,14 @@ from emews.site.jobs import job_status
 from testutil import stopping_rank, stored_rows, write_workflow
 
 
-def stopping_slurm_site(folder: Path, launcher: dict | None = None) -> Path:
+def stopping_slurm_site(folder: Path, launcher: dict | None = None, scheduler: dict | None = None) -> Path:
     """The loopback site whose launcher (``mpiexec``, else ``launcher``'s, e.g. ``srun``) is a shell that
     wraps the ranks' Python: rank 2 stops itself (SIGSTOP) before it execs Python, until
-    ``folder/healed`` exists (:func:`testutil.stopping_rank`)."""
+    ``folder/healed`` exists (:func:`testutil.stopping_rank`); ``scheduler``: another scheduler section
+    (a PBS or LSF one, whose fake client runs the job here)."""
     site = yaml.safe_load(LOOPBACK_SITE.read_text())
     site["launcher"] = {**site["launcher"], **(launcher or {})}
+    site["scheduler"] = scheduler or site["scheduler"]
     wrapper = folder / "launcher"
     real = shutil.which(launcher["command"]) if launcher else str(Path(sys.executable).parent / "mpiexec")
     wrapper.write_text("\n".join(["#!/bin/bash", *stopping_rank(folder, "kill -STOP"), f'exec {real} "$@"', ""]))
