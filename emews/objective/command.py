@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from emews.core.failure_cause import TAIL_LINES, clip, with_output
+from emews.core.parent_death import killed_with
 from emews.core.results import Status
 from emews.core.textfiles import write_atomic
 from emews.objective.candle_params import (
@@ -419,6 +420,7 @@ class CapturedOutput:
                     stdout=out,
                     stderr=err,
                     start_new_session=True,
+                    preexec_fn=killed_with(os.getpid()),  # a kill -9 of its worker takes it along
                 )
             except OSError as exc:
                 said = exc.strerror or str(exc)

@@ -9,7 +9,6 @@ moved to.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import signal
@@ -17,34 +16,14 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
+from emews.core.parent_death import die_with, prctl
+
 _PR_SET_CHILD_SUBREAPER = 36
-
-
-def _prctl(option: int, value: int) -> None:
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(option, value, 0, 0, 0)
-    except OSError:
-        pass
 
 
 def become_subreaper() -> None:
     """Orphaned descendants of this process become its children (not init's)."""
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-
-
-def die_with_parent(signum: int = signal.SIGKILL) -> None:
-    """Ask Linux to send ``signum`` to this process when its parent dies."""
-    _prctl(_PR_SET_PDEATHSIG, signum)
-
-
-def die_with(parent_pid: int, signum: int = signal.SIGKILL) -> None:
-    """:func:`die_with_parent`, and exit at once when ``parent_pid`` died before the signal was
-    armed (this process then already has another parent)."""
-    die_with_parent(signum)
-    if os.getppid() != parent_pid:
-        os._exit(1)
+    prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def stop_with(parent_pid: int) -> Callable[[], None]:
