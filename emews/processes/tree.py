@@ -12,18 +12,38 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from emews.core.parent_death import die_with, prctl
+from emews.core.parent_death import die_with, die_with_parent, prctl
 
 _PR_SET_CHILD_SUBREAPER = 36
+#: how often an orphan watch looks whether its parent is still there
+ORPHAN_POLL = 0.2
 
 
 def become_subreaper() -> None:
     """Orphaned descendants of this process become its children (not init's)."""
     prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def take_descendants_along(parent_pid: int, every: float = ORPHAN_POLL) -> None:
+    """For a subreaper that runs user code (the isolated child): when ``parent_pid`` dies, even by
+    ``kill -9``, kill every process below this one, then exit (status 1). It replaces the
+    parent-death SIGKILL, which would leave them to init: a model an objective started with
+    ``subprocess`` would train on unsupervised in a run dir that the next run uses again. A thread
+    watches, so a main thread busy in native code does not hold it up."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(every)
+        kill_trees(descendants(os.getpid()))
+        os._exit(1)
+
+    threading.Thread(target=watch, name="emews-orphan-watch", daemon=True).start()
+    die_with_parent(0)  # the watch does it now (0: no signal)
 
 
 def stop_with(parent_pid: int) -> Callable[[], None]:

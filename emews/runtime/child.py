@@ -31,7 +31,7 @@ from emews.objective.function import ObjectiveSpec, outcome_from_exception, outc
 from emews.objective.worker_context import WorkerContext
 from emews.processes.channel import Ready
 from emews.processes.stdio import StandardStreams
-from emews.processes.tree import become_subreaper, kill_trees, strays
+from emews.processes.tree import become_subreaper, kill_trees, strays, take_descendants_along
 from emews.runtime.spool import OutputNotKept, keep_killed_output, keep_output, mark_task, spool_paths
 from emews.training.messages import Reply
 
@@ -168,6 +168,7 @@ class _Output:
 def serve(conn: Connection, config: ChildConfig) -> None:
     """Load the objective, run ``setup``, then run tasks until told to stop (or end-of-file)."""
     become_subreaper()
+    take_descendants_along(os.getppid())  # a kill -9 of the worker leaves nothing it started running
     output = _Output(config.spool)
     if config.memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (config.memory_limit, config.memory_limit))

@@ -1,10 +1,11 @@
 """A worker rank killed with ``kill -9`` (the OOM killer, a node's cleanup) under a real ``mpiexec``,
-with a ``command:`` objective running on every worker: the model programs die with the job.
+with a model program running on every worker (a ``command:`` objective's, or one a ``module:``
+objective starts with ``subprocess``): the programs die with the job.
 
-The command runs in a session of its own (so that ``task.timeout`` can kill its process group),
-so when Hydra SIGKILLs the ranks, nothing reached it: the model went on training unsupervised,
-writing into its run dir and CANDLE's checkpoints there, and ``emews resume`` then ran the task
-again in the same run dir beside it."""
+The programs run in a session of their own (a command's, so that ``task.timeout`` can kill its
+process group) or below the isolated child, which Hydra's SIGKILL of the ranks never reached: each
+went on training unsupervised, writing into its run dir (and CANDLE's checkpoints there), and
+``emews resume`` then ran the task again in the same run dir beside it."""
 
 from __future__ import annotations
 
@@ -43,14 +44,32 @@ def _rank_pid(emews_cmd, rank: int) -> int | None:
     return None
 
 
-@pytest.mark.parametrize("isolation", ["process", "inline"])
-def test_a_killed_worker_rank_leaves_no_model_program_running(emews_cmd, tmp_path: Path, isolation: str) -> None:
+#: a ``module:`` objective that runs the model program in its run dir and reads its last line
+RUNNER = """\
+import subprocess, sys
+import emews
+
+def run(params):
+    ctx = emews.current_task()
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, {model!r}, {stop!r}]
+    out = subprocess.run(argv, cwd=ctx.run_dir, capture_output=True, text=True, check=True).stdout
+    return float(out.split()[-1])
+"""
+
+
+@pytest.mark.parametrize(("kind", "isolation"), [("command", "process"), ("command", "inline"), ("module", "process")])
+def test_a_killed_worker_rank_leaves_no_model_program_running(
+    emews_cmd, tmp_path: Path, kind: str, isolation: str
+) -> None:
     (tmp_path / "model.py").write_text(MODEL)
     stop = tmp_path / "stop"
+    (tmp_path / "runner.py").write_text(RUNNER.format(model=str(tmp_path / "model.py"), stop=str(stop)))
+    command = {"command": [sys.executable, str(tmp_path / "model.py"), str(stop)], "metric": "val_loss"}
     wf = write_workflow(
         tmp_path,
         optimizer={"name": "sweep"},
-        objective={"command": [sys.executable, str(tmp_path / "model.py"), str(stop)], "metric": "val_loss"},
+        objective=command if kind == "command" else {"module": str(tmp_path / "runner.py")},
         space={"x": {"type": "categorical", "values": [1, 2]}},
         budget={"evaluations": 2},
         task={"timeout": 600, "isolation": isolation},
