@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import signal
 import threading
 import time
@@ -37,13 +38,30 @@ def take_descendants_along(parent_pid: int, every: float = ORPHAN_POLL) -> None:
     watches, so a main thread busy in native code does not hold it up."""
 
     def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(every)
+        wait_for_parent_to_end(parent_pid, every)
         kill_trees(descendants(os.getpid()))
         os._exit(1)
 
     threading.Thread(target=watch, name="emews-orphan-watch", daemon=True).start()
     die_with_parent(0)  # the watch does it now (0: no signal)
+
+
+def wait_for_parent_to_end(parent_pid: int, every: float = ORPHAN_POLL) -> None:
+    """Return once ``parent_pid``, this process's parent, has ended: asleep on a pidfd of it (Linux
+    5.3+: no wake-up until it ends), else looking every ``every`` seconds."""
+    try:
+        pidfd = os.pidfd_open(parent_pid)
+    except (AttributeError, OSError):  # not Linux, an old kernel, or the parent is gone already
+        pidfd = None
+    if pidfd is not None:
+        try:
+            if os.getppid() == parent_pid:  # the pidfd is of our parent, not of a process given its pid again
+                select.select([pidfd], [], [])  # readable once the process has ended
+            return
+        finally:
+            os.close(pidfd)
+    while os.getppid() == parent_pid:
+        time.sleep(every)
 
 
 def stop_with(parent_pid: int) -> Callable[[], None]:
