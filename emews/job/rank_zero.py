@@ -367,9 +367,12 @@ def write_outputs(
         print(f"emews: {stopped}: {stored}; continue with: emews resume {shlex.quote(str(exp_dir))}", file=sys.stderr)
         return status
     print(text, file=sys.stderr)
-    if summary.budget_reached is not None:
-        log.info(summary.budget_reached)
-        print(summary.budget_reached, file=sys.stderr)
+    ended = summary.budget_reached or ended_under_budget(
+        workflow.model.optimizer.name, total.done, spec.budget, summary
+    )
+    if ended is not None:
+        log.info(ended)
+        print(ended, file=sys.stderr)
     print(f"results: {store_place(exp_dir)} and {csv_path}", file=sys.stderr)
     for rank, text in sorted(problems.items()):
         log.error("worker %d: %s", rank, text)
@@ -533,6 +536,18 @@ def earlier_runs(exp_dir: Path) -> EarlierRuns:
     if not isinstance(elapsed, (int, float)) or not isinstance(runs, int):
         return EarlierRuns()
     return EarlierRuns(runs, float(elapsed))
+
+
+def ended_under_budget(optimizer: str, done: int, budget: int | None, summary: RunSummary | None = None) -> str | None:
+    """The line saying that the optimizer ended on its own before the evaluation budget was spent (a
+    GA's ``generations`` done, a user's optimizer that returned), so that ``76/96`` is not read as a
+    stop; ``None`` when the budget was spent or there is none, or the run ended with an error."""
+    if budget is None or done >= budget or (summary is not None and summary.error is not None):
+        return None
+    return (
+        f"the {optimizer} optimizer ended on its own after {done} of the {budget} evaluations the budget "
+        "allows: it asked for no more points (docs/optimizers.md, 'Budget')"
+    )
 
 
 def fail_fast_line(stop: FailedFast, runs_root: Path | None, results_csv: Path) -> str:
