@@ -333,10 +333,12 @@ class Distributor:
         if stopped.error:
             self.worker_errors[rank] = stopped.error
         asked = self._closing or self._stops_sent
+        events = self._dispatch.stopped(rank, stopped.unfinished, closing=asked)
         # a team's member may not have started what another did: only a single-rank worker's count
-        if self._on_unstarted is not None and not self._gang:
-            self._on_unstarted([i for i in stopped.unfinished if i != stopped.began])
-        self._apply(self._dispatch.stopped(rank, stopped.unfinished, closing=asked))
+        if self._on_unstarted is not None and not self._gang:  # those it named, and those sent after its stop
+            held = [i for event in events if isinstance(event, Unfinished) for i in event.task_ids]
+            self._on_unstarted([i for i in held if i != stopped.began])
+        self._apply(events)
         return False
 
     def _on_ready(self, rank: int, _: None) -> bool:

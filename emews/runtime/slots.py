@@ -291,8 +291,11 @@ class SlotDispatch(Dispatch):
             self._ahead.pop(rank, None)
 
     def stopped(self, rank: int, unfinished: Sequence[int], *, closing: bool) -> list[Event]:
-        self._retire(rank)  # it gets no more tasks; what it held runs elsewhere
-        return [Unfinished(unfinished)]
+        """It gets no more tasks; what it held runs elsewhere: the tasks it named and those sent to
+        it after it stopped (they reach it after its STOPPED left, and it never starts them)."""
+        named = set(unfinished)
+        late = [i for i in self._retire(rank) if i not in named]
+        return [Unfinished([*unfinished, *late])]
 
     def _retire(self, rank: int) -> list[int]:
         """``rank`` takes no more tasks; the ids of those it held, in order."""
