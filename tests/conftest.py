@@ -48,14 +48,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         compileall.compile_dir(root / name, quiet=2)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--chaos-examples",
+        type=int,
+        default=None,
+        help="examples of tests/chaos (a long local soak); EMEWS_CHAOS_EXAMPLES too",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hand ``--chaos-examples`` to tests/chaos, whose settings are read when it is imported."""
+    if config.getoption("--chaos-examples") is not None:
+        os.environ["EMEWS_CHAOS_EXAMPLES"] = str(config.getoption("--chaos-examples"))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group every test into its xdist unit of work (before xdist reads the marks)."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
-        shared = sorted({SHARED_UNITS[name] for name in getattr(item, "fixturenames", ())
-                         if name in SHARED_UNITS})
+        shared = sorted({SHARED_UNITS[name] for name in getattr(item, "fixturenames", ()) if name in SHARED_UNITS})
         unit = shared[0] if shared else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(unit))
 
