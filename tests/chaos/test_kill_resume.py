@@ -1,7 +1,8 @@
 """Chaos harness: a real ``emews launch`` (local site, ``mpiexec``, 3 worker ranks, tasks in their own
 processes) of a PyTorch training objective with checkpoints (``tests/objectives/chaos_digits.py``)
 is stopped at a moment drawn at random, by a signal drawn at random, sent to a process drawn at
-random; the experiment is then maybe copied or moved, and resumed (``emews resume``). Whatever was
+random; the experiment is then maybe copied or moved, and resumed (``emews resume``), a resume
+maybe killed whole in its turn and resumed again. Whatever was
 drawn, emews' promises must hold:
 
 - every point of the budget has exactly one final result, none lost, none twice (store and
@@ -66,9 +67,15 @@ class Case:
     sig: str
     relocate: str
     pick: int = 0
+    #: the resume killed too (every process, SIGKILL) after this many of its answered reports, then
+    #: resumed again (``None``: it runs to its end)
+    again: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.sig} to {self.target} (pick {self.pick}) at {self.moment} #{self.nth}, then {self.relocate}"
+        twice = "" if self.again is None else f", its resume killed at report #{self.again} and resumed again"
+        return (
+            f"{self.sig} to {self.target} (pick {self.pick}) at {self.moment} #{self.nth}, then {self.relocate}{twice}"
+        )
 
 
 CASES = st.builds(
@@ -79,6 +86,7 @@ CASES = st.builds(
     sig=st.sampled_from(["SIGKILL", "SIGTERM"]),
     relocate=st.sampled_from(["none", "copy", "move"]),
     pick=st.integers(0, 2),
+    again=st.none() | st.integers(0, 2),
 )
 
 
@@ -190,11 +198,16 @@ def moment_reached(case: Case, cmd: EmewsCommand, launcher: int, exp: Path, log:
             and (case.target in ("launcher", "job") or bool(role_pids(cmd, launcher)[case.target]))
         )
     if case.moment == "mid-task":
-        return lambda: sum(e["event"] == "reported" for e in events(log)) > case.nth
+        return lambda: reports(log) > case.nth
     if case.moment == "checkpoint":
         return lambda: any(True for _ in (exp / "checkpoints").glob("*/.*.tmp"))
     ended = lambda: sum(e["event"] == "end" for e in events(log))  # noqa: E731
     return lambda: ended() > case.nth and ended() > len(read_only(exp, "SELECT id FROM results"))
+
+
+def reports(log: Path) -> int:
+    """How many reports the objective logged answered, in every run so far."""
+    return sum(e["event"] == "reported" for e in events(log))
 
 
 def files_of(exp: Path) -> dict[str, str]:
@@ -259,6 +272,17 @@ def stop_and_resume(case: Case, folder: Path) -> None:
             target = folder / "moved"
             exp.rename(target)
         second = start(cmd, "resume", target.name, out=folder / "resume.txt")
+        if case.again is not None:
+            earlier = reports(log)
+            if second.wait_for(lambda: reports(log) > earlier + case.again, poll=0.02):
+                cmd.kill_all()
+                seen["resume killed"] = True
+            killed_status = second.wait_watching()
+            note(f"killed resume: exit {killed_status}\n{second.said()[-3000:]}")
+            assert cmd.leftovers_after_exit(timeout=60) == []
+            segments = second.segments
+            second = start(cmd, "resume", target.name, out=folder / "resume-again.txt")
+            second.segments |= segments
         second_status = second.wait_watching()
         seen["resume exit"] = second_status
         note(f"resume: exit {second_status}\n{second.said()[-3000:]}")
