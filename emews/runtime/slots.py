@@ -295,7 +295,7 @@ class SlotDispatch(Dispatch):
         it after it stopped (they reach it after its STOPPED left, and it never starts them)."""
         named = set(unfinished)
         late = [i for i in self._retire(rank) if i not in named]
-        return [Unfinished([*unfinished, *late])]
+        return [Unfinished((*unfinished, *late))]
 
     def _retire(self, rank: int) -> list[int]:
         """``rank`` takes no more tasks; the ids of those it held, in order."""

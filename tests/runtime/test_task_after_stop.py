@@ -34,7 +34,7 @@ def test_the_dispatch_gives_back_a_task_sent_after_the_worker_stopped() -> None:
     dispatch.ended(1, [Outcome(0, Status.OK, 0.5, started=0.0, finished=1.0)])
     sent = [e for e in dispatch.place(queue, start=True) if isinstance(e, Send)]
     assert [(s.rank, [t.id for t in s.payload]) for s in sent] == [(1, [2])]
-    assert dispatch.stopped(1, (), closing=False) == [Unfinished([2])]  # its STOPPED left before task 2 came
+    assert dispatch.stopped(1, (), closing=False) == [Unfinished((2,))]  # its STOPPED left before task 2 came
 
 
 def test_the_distributor_queues_it_again_and_tells_the_pool_it_never_started() -> None:
