@@ -85,6 +85,7 @@ class ProcessRunner:
         self._make_context = make_context
         self._child: ChildProcess | None = None
         self._setup_error: str | None = None
+        self._setup_status = Status.FAILED  # how the tasks end while _setup_error stands
         # a worker rank owns its process; workers that are threads (tests) must not touch
         # the other children of the process they share
         self._owns_process = threading.current_thread() is threading.main_thread()
@@ -110,8 +111,9 @@ class ProcessRunner:
             self._spawn()
         if self._setup_error:
             error, self._setup_error = self._setup_error, None
+            status, self._setup_status = self._setup_status, Status.FAILED
             self._kill()
-            return Outcome(task.id, Status.FAILED, error=error, started=started, finished=time.time(), **where)
+            return Outcome(task.id, status, error=error, started=started, finished=time.time(), **where)
         assert self._child is not None
         try:
             return self._serve(ChildTask(task.id, dict(task.params), context), should_abort)
@@ -208,6 +210,8 @@ class ProcessRunner:
             ready = child.wait_ready(bound := setup_bound(self._timeout))
         except ChildExited as exc:
             self._setup_error = f"objective process failed to start: {describe_exit(exc.returncode)}"
+            if exc.returncode < 0:  # killed (a signal, the OOM killer) as it started: a crash, retried
+                self._setup_status = Status.CRASHED
             return
         if ready is None:  # a setup that hangs: its process goes, and every task fails saying so
             self._kill()
