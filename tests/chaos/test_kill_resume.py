@@ -258,7 +258,8 @@ def stop_and_resume(case: Case, folder: Path) -> None:
         leftovers = cmd.leftovers_after_exit(timeout=60)
         assert leftovers == [], f"left running after the first run ended: {leftovers}"
         note(f"first run: exit {first_status}, killed {seen.get('killed')}\n{first.said()[-3000:]}")
-        if case.target not in ("job", "launcher") or case.sig == "SIGTERM" or not hit:  # its launcher saw the end
+        survived = case.target != "job" and (case.target, case.sig) != ("launcher", "SIGKILL")
+        if survived or not hit:  # its launcher saw the end (a job's kill is SIGKILL whatever was drawn)
             left = sorted(s for s in first.segments if (Path("/dev/shm") / s).exists())
             assert left == [], f"segments of the first run left in /dev/shm: {left}"
 
@@ -286,7 +287,9 @@ def stop_and_resume(case: Case, folder: Path) -> None:
         second_status = second.wait_watching()
         seen["resume exit"] = second_status
         note(f"resume: exit {second_status}\n{second.said()[-3000:]}")
-        assert second_status == 0, second.said()
+        # nothing left: it exits with the last run's status (1 when, say, a worker's idle objective
+        # process was killed after the last result: a teardown failure); the promises still hold
+        assert second_status == 0 or "emews: nothing to resume" in second.said(), second.said()
         assert cmd.leftovers_after_exit(timeout=60) == []
         left = sorted(s for s in first.segments | second.segments if (Path("/dev/shm") / s).exists())
         assert left == [], f"segments of the first run or the resume left in /dev/shm: {left}"
