@@ -46,7 +46,7 @@ from emews.job.job_environment import check_job_environment
 from emews.job.job_start import JobStart, start_seconds
 from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
-from emews.job.shm_records import records_folder, sweep
+from emews.job.shm_records import records_folder, sweep, sweep_earlier
 from emews.job.start_marks import marks_folder
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
@@ -326,6 +326,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     """Run the job here and return its exit status; a SIGTERM or SIGINT to this process is
     forwarded as it came (the job's stop line names it), then we wait for the job."""
     since = time.time()
+    sweep_earlier(exp_dir, lease_token)  # what an earlier job killed with its launcher left in /dev/shm
     watch = DirectoryWatch(exp_dir)  # rank 0 says where it went if it is moved meanwhile
     start = JobStart(
         lambda: joined(exp_dir, lease_token),

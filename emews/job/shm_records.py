@@ -50,10 +50,33 @@ def sweep(folder: Path | None) -> list[Segment]:
     recorded that no live process maps, then the folder; the removed ones."""
     if folder is None:
         return []
+    removed = _sweep_node(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    return removed
+
+
+def sweep_earlier(exp_dir: Path, lease_token: str) -> list[Segment]:
+    """Before the job of ``lease_token`` starts: what earlier jobs of ``exp_dir`` recorded and nobody
+    swept (their launcher killed with them: ``kill -9`` of the whole job, a node lost; a copy or a
+    moved folder keeps the records): this node's segments that no live process maps, and this node's
+    record; a records folder left empty goes too (another node's record is that node's to sweep)."""
+    removed: list[Segment] = []
+    for folder in sorted(Path(exp_dir).glob(".shm-*")):
+        if folder.name == f".shm-{lease_token}":
+            continue
+        removed += _sweep_node(folder)
+        (folder / os.uname().nodename).unlink(missing_ok=True)
+        try:
+            folder.rmdir()
+        except OSError:  # another node's record is in it
+            pass
+    return removed
+
+
+def _sweep_node(folder: Path) -> list[Segment]:
+    """The segments this node's record in ``folder`` names that no live process maps, removed."""
     try:
         names = (folder / os.uname().nodename).read_text(encoding="ascii", errors="replace").split()
     except OSError:
         names = []
-    removed = remove_unmapped(names)
-    shutil.rmtree(folder, ignore_errors=True)
-    return removed
+    return remove_unmapped(names)

@@ -77,8 +77,9 @@ def remove_unmapped(
     process maps (``older_than``: and last changed at least so many seconds ago: one being made maps
     it a moment later); the removed ones (``dry_run``: those that would be), by name."""
     wanted = sorted({name for name in names if name.startswith(PREFIX) and "/" not in name})
+    wanted = [name for name in wanted if (shm_dir / name).exists()]  # a job that ended well removed its own
     if not wanted:
-        return []
+        return []  # no look at every process's maps (seconds on a busy node) for nothing
     live = mapped_by_live()
     now = time.time()
     removed = []

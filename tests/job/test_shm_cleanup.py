@@ -21,7 +21,15 @@ import pytest
 
 from emews.job import shm_records
 from emews.processes import mpich_shm
-from testutil import said, segments_left, shm_mapper_workflow, stopping_site, wait_until, write_workflow
+from testutil import (
+    said,
+    segments_left,
+    shm_mapper_workflow,
+    stopping_site,
+    wait_until,
+    write_gated_workflow,
+    write_workflow,
+)
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux only (/proc)")
 
@@ -203,3 +211,35 @@ def test_a_job_stopped_for_a_rank_stuck_before_mpi_init_leaves_no_segment(emews_
     assert job.returncode == 1 and "did not all start within 20 s" in err, err
     assert [name for name in waiting if (mpich_shm.SHM_DIR / name).exists()] == []
     assert list((tmp_path / "exp").glob(".shm-*")) == []
+
+
+#: an inline objective that kills its worker rank
+KILLER = """\
+import os, signal
+
+def run(params, ctx):
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_segment_an_earlier_job_killed_with_its_launcher_left_goes_at_the_resume(
+    emews_cmd, tmp_path: Path
+) -> None:
+    """The launcher killed too (``kill -9`` of the whole job, a node lost; found by the chaos harness,
+    rev80): nobody swept, and the job's records stayed in the experiment (a copy or a moved folder
+    keeps them). The next run of the experiment on this node removes the segments they name that no
+    process maps, and this node's record; another node's record is left for that node."""
+    wf, _, _ = write_gated_workflow(tmp_path, KILLER, budget={"evaluations": 1}, task={"isolation": "inline"})
+    emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    left = Path("/dev/shm", f"mpich_shm_{os.urandom(4).hex()}_0")  # a name no job maps
+    earlier = tmp_path / "exp" / ".shm-earliertoken"
+    left.write_bytes(bytes(4096))
+    try:
+        earlier.mkdir()
+        (earlier / os.uname().nodename).write_text(f"{left.name}\n")
+        (earlier / "another-node").write_text(f"{left.name}\n")
+        emews_cmd("resume", "exp", timeout=240)  # its task kills its rank again
+        assert not left.exists()
+        assert sorted(p.name for p in earlier.iterdir()) == ["another-node"]
+    finally:
+        left.unlink(missing_ok=True)
