@@ -36,7 +36,13 @@ _WARNING = re.compile(r"^\S.*:\d+: [A-Za-z_]\w*Warning: ")
 #: an informational or warning line of Abseil's / glog's log (TensorFlow's, JAX's, XLA's): ``I0000
 #: 00:00:1795937890.790904   20052 port.cc:153] oneDNN custom operations are on. ... round-off errors
 #: ...``: never a cause (its words may say "error"); their E (error) and F (fatal) lines may be
-_LOG_INFO = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ \S+:\d+\] ")
+_LOG_INFO = re.compile(
+    r"^(?:[IW]\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ \S+:\d+\] "
+    # the E lines of its CUDA sources on a node without a usable GPU (``E0000 ... cuda_platform.cc:52]
+    # failed call to cuInit: ...``, ``cuda_fft.cc:477] Unable to register cuFFT factory``): printed at
+    # every start of TensorFlow on a CPU node, which then runs on the CPU: not why a task failed
+    r"|E\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ (?:\S*/)?cuda\w*\.cc:\d+\] )"
+)
 #: quoted values and numbers (signed, decimal, exponent): what differs between failures of one cause
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -65,11 +71,12 @@ def meaningful_line(text: str) -> str | None:
     return error_line(text) or (lines[-1] if lines else None)
 
 
-def with_output(message: str, stream: str, tail: str, *, signalled: bool = False) -> str:
+def with_output(message: str, stream: str, tail: str, *, errors_only: bool = False) -> str:
     """A process's end (``message``: its exit status or signal) with the last lines of its output
-    ``stream``, the line of ``tail`` that names the problem first, as :func:`cause` reads it (after
-    a signal only a line that names an error: else the signal is the cause)."""
-    named = error_line(tail) if signalled else meaningful_line(tail)
+    ``stream``, the line of ``tail`` that names the problem first, as :func:`cause` reads it
+    (``errors_only``: only a line that names an error, else ``message`` is the cause: after a signal,
+    or a program that exited 0 without its result, whose last line is "Epoch 6/6 done")."""
+    named = error_line(tail) if errors_only else meaningful_line(tail)
     return (f"{named}\n" if named else "") + f"{message}; last lines of {stream}:\n{tail}"
 
 

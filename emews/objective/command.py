@@ -464,18 +464,19 @@ def _describe_exit(program: str, returncode: int, output: CapturedOutput) -> tup
     if not tail:
         return message + f" and wrote nothing to {stream}", status
     # the first line names the cause (argparse's "prog: error: ..."), as reports and fail fast read it
-    return with_output(message, stream, tail, signalled=returncode < 0), status
+    return with_output(message, stream, tail, errors_only=returncode < 0), status
 
 
 def _describe_no_file(program: str, names: Sequence[str], run_dir: Path, output: CapturedOutput) -> str:
-    """A command that exited 0 without writing its result file: what it said, first (a model
-    script that reports its model's failure and exits 0, as the EMEWS templates' scripts do)."""
+    """A command that exited 0 without writing its result file: the line of what it said that names an
+    error, first (a model script that reports its model's failure and exits 0, as the EMEWS templates'
+    scripts do), else that it wrote no result file."""
     message = f"command {program} exited 0 but wrote no {' or '.join(names)} in {run_dir}"
     stream = "stderr" if output.read("stderr").strip() else "stdout"
     tail = output.tail(stream)
     if not tail:
         return message + " and wrote nothing to stdout or stderr"
-    return with_output(message, stream, tail)
+    return with_output(message, stream, tail, errors_only=True)  # "Epoch 6/6 done" is not why
 
 
 def write_params_file(path: Path, params: Mapping[str, Any]) -> Path:

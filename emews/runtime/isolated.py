@@ -175,7 +175,7 @@ class ProcessRunner:
         spool = self._spool_now()
         tail = output_tail(spool) if spool else ""
         if tail:  # where a native library says why it ended the process (read before it is moved)
-            error = with_output(error, "stderr", tail, signalled=code < 0)
+            error = with_output(error, "stderr", tail, errors_only=code < 0)
         self._keep_output(context)
         return Outcome(task.id, Status.CRASHED, error=error, started=started, finished=time.time(), **where)
 

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from emews.core.failure_cause import cause, cause_key, meaningful_line, most_frequent
+from emews.core.failure_cause import cause, cause_key, error_line, meaningful_line, most_frequent
 from emews.core.results import Status
 from emews.objective.command import CommandRef
 from emews.objective.context import TaskContext
@@ -214,3 +214,36 @@ def test_a_python_warning_is_not_the_cause_of_a_command_that_exits_non_zero(tmp_
     assert cause(silent) == f"command {PYTHON} exited with status 3; last lines of stderr:"
     told = failed_command(tmp_path, {}, command=(PYTHON, str(model), "told"))
     assert cause(told) == "data: error: nt_train2.csv is empty"
+
+
+#: TensorFlow's start on a CPU node (NT3 under candle_lib, 2026-11-29): E lines of its CUDA sources,
+#: then training that ends well
+TF_ON_A_CPU_NODE = (
+    "E0000 00:00:1795937890.790904   20052 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
+    "Failed call to cuInit: UNKNOWN ERROR (303)\n"
+    "E0000 00:00:1795937890.8   20052 external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:477] Unable to "
+    "register cuFFT factory: Attempting to register factory for plugin cuFFT when one has already been registered\n"
+    "Epoch 6/6\n"
+)
+
+
+def test_tensorflows_cuda_lines_on_a_cpu_node_are_not_a_cause_nor_a_finished_epoch(tmp_path: Path) -> None:
+    """The first-day review (rev78): an NT3 resumed at its last epoch trained nothing and wrote no
+    training.log; the failure's cause, and the report's "most frequent failure", was TensorFlow's
+    ``failed call to cuInit`` line, which every TensorFlow start on a CPU node prints. Those E lines of
+    its CUDA sources are never a cause (another E line is), and a program that exited 0 without its
+    result file is named by that, not by its last line ("Epoch 6/6")."""
+    assert error_line(TF_ON_A_CPU_NODE) is None
+    other = "E0000 00:00:1795937890.9   20052 bfc_allocator.cc:485] Allocator error: ran out of memory"
+    assert error_line(TF_ON_A_CPU_NODE + other) == other
+    script = tmp_path / "model.py"
+    script.write_text(f"import sys\nsys.stderr.write({TF_ON_A_CPU_NODE!r})\n")
+    ref = CommandRef((PYTHON, str(script)), metric="loss", result="file", result_file="training.log")
+    context = TaskContext(0, 1, 7, [], "here", tmp_path / "runs")
+    try:
+        ref.load().call({}, context)
+    except Exception as exc:
+        outcome = outcome_from_exception(0, exc)
+    assert outcome.status is Status.FAILED
+    said = cause(outcome.error)
+    assert said.startswith(f"command {PYTHON} exited 0 but wrote no training.log in "), said
