@@ -113,6 +113,9 @@ class Proposer:
         self._stop = False
         self.error: BaseException | None = None
         self.busy_time = 0.0
+        #: fits made while speculating (a reserve kept, runners-up offered): the decision
+        #: :attr:`speculating` took, counted where it acts
+        self.speculative_fits = 0
         self._thread = threading.Thread(target=self._loop, name="emews-bayes-model", daemon=True)
 
     def start(self) -> Proposer:
@@ -208,6 +211,7 @@ class Proposer:
             "estimator": self.engine.estimator_name(),
             "model_process": self._process_state,
             "results_told": self._told,  # handed to the model thread (it learns them at its next fit)
+            "speculative_fits": self.speculative_fits,
         }
         if isinstance(self.engine, RemoteEngine):
             out["remote_fits"] = self.engine.remote_fits
@@ -267,6 +271,19 @@ class Proposer:
             return bool(self._durations) and cycle > statistics.median(self._durations)
         return True
 
+    def _count_decision(self) -> None:
+        """Count a fit about to start while speculating; the first one is logged with why."""
+        if not self._speculating():
+            return
+        if self.speculative_fits == 0 and not self.wide:
+            tasks = f", tasks {statistics.median(self._durations):.3g} s" if self._durations else ""
+            log.info(
+                "bayes: refits hold the workers up, speculating (longest recent refit %.3g s%s)",
+                max(self._cycles),
+                tasks,
+            )
+        self.speculative_fits += 1
+
     def _gather_seconds(self) -> float:
         """How long a fit about to start waits for the tasks still out: ``GATHER`` of the last
         fit (0 while speculating: the reserve feeds the workers then). A task that comes back
@@ -301,6 +318,7 @@ class Proposer:
                     self._new_x, self._new_y = [], []
                     n = self._wanted() - len(self._buffer)
                     pending = list(self._pending.values()) + list(self._buffer)
+                    self._count_decision()
                     self._busy = True
                 t0 = time.perf_counter()
                 self._hand_over()

@@ -323,8 +323,10 @@ class _SlowerFit(_SlowFit):
 def long_sphere(params):
     """An 8 s objective: longer than a 0.6 s refit, also when both cores are busy with other work
     (at 1.5 s a refit under stress-ng outlasted a task and the defaults rightly speculated; at 4 s
-    one did at load 15, the refit's own CPU stretched by the other processes)."""
-    return _timed_sphere(params, 8.0)
+    one did at load 15, the refit's own CPU stretched by the other processes). Task 2, the first
+    wave's last, takes 10 s: its result comes once the first fit (on tasks 0 and 1) was timed, so
+    the fit it asks for is one that may speculate."""
+    return _timed_sphere(params, 10.0 if emews.current_task().task_id == 2 else 8.0)
 
 
 class _InFlight(EvaluatorObserver):
@@ -353,22 +355,28 @@ def _watched(cls, **kw):
     return make
 
 
-@pytest.mark.parametrize("objective, speculates", [("long_sphere", False), ("quick_sphere", True)])
-def test_defaults_speculate_only_when_refits_outlast_tasks(events, objective, speculates):
+@pytest.mark.parametrize("objective, speculates, budget, initial", [
+    ("long_sphere", False, 6, 2),  # two waves of 8 s tasks: task 2 asks for a fit after a timed one
+    ("quick_sphere", True, 40, 4),
+])
+def test_defaults_speculate_only_when_refits_outlast_tasks(events, objective, speculates, budget, initial):
     """With its defaults bayes keeps one evaluation per worker in flight and waits for a refit
     that is shorter than a task (no runner-up, no random filler, no reserve: every point is
-    chosen with every result back); when refits outlast tasks it hands waiting workers the
-    last fit's runners-up."""
+    chosen with every result back, and no fit is made speculating); when refits outlast tasks it
+    hands waiting workers the last fit's runners-up. Speculating while refits are shorter than
+    tasks need not hand out a runner-up (the reserve feeds the workers): the fits it made while
+    speculating (``speculative_fits``) say it."""
     space = Space({f"x{i}": Float(-1.0, 1.0) for i in range(3)})
-    budget = 10 if not speculates else 40  # 6 fits past the 4 initial points with 8 s tasks
-    summary, opt = run_inline(_watched(_SlowerFit, seed=0, n_initial_points=4, n_candidates=300, speculate_after=0.5),
+    summary, opt = run_inline(_watched(_SlowerFit, seed=0, n_initial_points=initial, n_candidates=300, speculate_after=0.5),
                         objective=ObjectiveRef(HERE, objective), space=space, budget=budget, workers=3)
     assert summary.completed == budget
     assert opt.watch.most <= 3, opt.watch.most
     if speculates:
         assert opt.stats["runners_up"] + opt.stats["random_fillers"] > 0, opt.stats
+        assert opt.stats["speculative_fits"] > 0, opt.stats
     else:
-        assert opt.stats["runners_up"] == opt.stats["random_fillers"] == 0, opt.stats
+        assert opt.stats["fits"] >= 2, opt.stats  # a fit after the first timed one: the decision was taken
+        assert opt.stats["runners_up"] == opt.stats["random_fillers"] == opt.stats["speculative_fits"] == 0, opt.stats
 
 
 def test_lookahead_adds_points_in_flight():
