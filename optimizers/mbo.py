@@ -33,7 +33,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from emews.contrib.rbridge import ROptimizer, RUnavailable, missing_r_packages
+from emews.contrib.rbridge import ROptimizer, RUnavailable, check_script
 from emews.core.seeds import R_SEEDS, fitted_seed
 from emews.core.space import Space
 from emews.core.wording import noun_for
@@ -81,7 +81,7 @@ class MBO(ROptimizer):
         implementation = self.options.get("implementation")
         needed = ["mlrMBO"] if implementation == "mlrMBO" else ["mlr", "ParamHelpers", "lhs", "randomForest"]
         try:
-            missing = missing_r_packages(needed)
+            missing = check_script(self.script, self.entry, needed).missing  # and the options: one R start
         except RUnavailable as exc:
             raise ValueError(f"{INSTALL} ({exc})") from None
         if missing:

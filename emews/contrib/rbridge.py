@@ -711,34 +711,86 @@ def option_names(script: Path, entry: str) -> dict[str, DeclaredOption] | None:
     }
 
 
-_OPTIONS_PROBE = """
+_SCRIPT_PROBE = """
 import json, sys
 from pathlib import Path
 from dataclasses import asdict
-from emews.contrib.rbridge import RError, option_names
+from emews.contrib.rbridge import RError, option_names, unloadable_packages
+answer = {"missing": unloadable_packages(sys.argv[3:])}
 try:
     said = option_names(Path(sys.argv[1]), sys.argv[2])
-    print(json.dumps({"names": None if said is None else {name: asdict(o) for name, o in said.items()}}))
+    answer["names"] = None if said is None else {name: asdict(o) for name, o in said.items()}
 except RError as exc:
-    print(json.dumps({"error": exc.r_message}))
+    answer["error"] = exc.r_message
 except FileNotFoundError as exc:
-    print(json.dumps({"error": str(exc)}))
+    answer["error"] = str(exc)
+print(json.dumps(answer))
 """
 
 
-def declared_options(script: Path, entry: str) -> dict[str, DeclaredOption] | None:
-    """:func:`option_names`, asked in a child process (so that R is not started in this one).
-    Raises :class:`RError` when the script fails or lacks the function, :class:`RUnavailable`
-    when rpy2 or R does not work."""
+@dataclass(frozen=True)
+class ScriptCheck:
+    """What R said of an R optimizer's script: the packages it lacks (of those asked), the options
+    its entry function declares (:func:`option_names`; ``None``: none) or why that failed."""
+
+    missing: tuple[str, ...]
+    declared: dict[str, DeclaredOption] | None
+    error: str | None
+
+
+#: what :func:`check_script` found in this process: (script path, its content's hash, entry) -> the
+#: options declared (scripts that failed are asked again), and the packages found loadable
+_CHECKED: dict[tuple[str, str, str], dict[str, DeclaredOption] | None] = {}
+_LOADABLE: set[str] = set()
+
+
+def check_script(script: Path, entry: str, packages: Sequence[str] = ()) -> ScriptCheck:
+    """The R packages of ``packages`` that R cannot load and :func:`option_names` of ``entry`` in
+    ``script``, asked of one child process (R is not started in this one; each R start costs
+    seconds, loading packages more). A good answer is kept for this process while the script's text
+    is unchanged, so that checking again (or the options after the packages) starts no R.
+    Raises :class:`RUnavailable` when rpy2 or R does not work."""
+    import hashlib
     import json
 
-    answer = json.loads(_probe(_OPTIONS_PROBE, [str(script), entry]).splitlines()[-1])
-    if "error" in answer:
-        raise RError(answer["error"], script=str(script))
-    names = answer["names"]
-    if names is None:
-        return None
-    return {name: DeclaredOption(tuple(o["choices"]), o["min"], o["integer"]) for name, o in names.items()}
+    try:
+        key: tuple[str, str, str] | None = (
+            str(script.resolve()),
+            hashlib.sha256(script.read_bytes()).hexdigest(),
+            entry,
+        )
+    except OSError:
+        key = None
+    if key in _CHECKED and _LOADABLE.issuperset(packages):
+        return ScriptCheck((), _CHECKED[key], None)
+    answer = json.loads(_probe(_SCRIPT_PROBE, [str(script), entry, *packages]).splitlines()[-1])
+    names = answer.get("names")
+    declared = (
+        None
+        if names is None
+        else {n: DeclaredOption(tuple(o["choices"]), o["min"], o["integer"]) for n, o in names.items()}
+    )
+    checked = ScriptCheck(tuple(answer["missing"]), declared, answer.get("error"))
+    _LOADABLE.update(set(packages) - set(checked.missing))
+    if key is not None and checked.error is None:
+        _CHECKED[key] = declared
+    return checked
+
+
+def declared_options(script: Path, entry: str) -> dict[str, DeclaredOption] | None:
+    """:func:`option_names`, asked in a child process (so that R is not started in this one; see
+    :func:`check_script`). Raises :class:`RError` when the script fails or lacks the function,
+    :class:`RUnavailable` when rpy2 or R does not work."""
+    checked = check_script(script, entry)
+    if checked.error is not None:
+        raise RError(checked.error, script=str(script))
+    return checked.declared
+
+
+def unloadable_packages(packages: Sequence[str]) -> list[str]:
+    """The R packages of ``packages`` that R cannot load, in this process (R starts here)."""
+    ri, _ = _r()
+    return [name for name in packages if not ri.evalr(f'requireNamespace("{name}", quietly = TRUE)')[0]]
 
 
 _PACKAGES_PROBE = """

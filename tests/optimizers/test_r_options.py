@@ -30,8 +30,9 @@ UNDECLARED = DECLARED.replace("options = list(propose_points = 2L, spread = 0.5)
 NOT_A_LIST = DECLARED.replace("list(propose_points = 2L, spread = 0.5)", "c(2, 0.5)")
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def _r_works() -> None:
+    """R and rpy2 work: asked once for the module (each ask starts R in a child process)."""
     from emews.contrib import rbridge
 
     try:
@@ -146,3 +147,44 @@ def test_mbo_takes_the_options_its_r_function_declares_through_the_same_check(
         path = write_workflow(tmp_path, optimizer={"name": "mbo", "options": {"seed": 1, name: value}})
         line = refused_in_one_line(capsys, path)
         assert line.startswith(f"emews: error: {path}: optimizer.options.{name}: {said}"), line
+
+
+def _counting_r_starts(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The arguments of every child process the R bridge starts from now on (each one an R start)."""
+    from emews.contrib import rbridge
+
+    started: list[list[str]] = []
+    real = rbridge._probe
+
+    def probe(code: str, args: Any) -> str:
+        started.append(list(args))
+        return real(code, args)
+
+    monkeypatch.setattr(rbridge, "_probe", probe)
+    return started
+
+
+def test_a_script_checked_again_starts_no_r_until_its_text_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each check asked R in a child process (seconds each; mbo's two, packages then options, 50 s
+    at load 17): the options a script declares are kept for the process while its text is the same."""
+    from emews.contrib.rbridge import ROptimizer
+
+    space = Space({"x": Float(0.0, 1.0)})
+    _sources(tmp_path, DECLARED)
+    ROptimizer(script=tmp_path / "opt.R", entry="search", propose_points=3).check(space)
+    started = _counting_r_starts(monkeypatch)
+    with pytest.raises(ValueError, match="unknown option 'mode'"):
+        ROptimizer(script=tmp_path / "opt.R", entry="search", mode="slow").check(space)
+    assert started == []
+    _sources(tmp_path, VALUED)  # the same file, another text: R is asked again
+    ROptimizer(script=tmp_path / "opt.R", entry="search", mode="slow").check(space)
+    assert len(started) == 1, started
+
+
+def test_mbo_checks_its_packages_and_options_in_one_r_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from emews.optimizers.mbo import MBO
+
+    started = _counting_r_starts(monkeypatch)
+    MBO(seed=3, ntree=50).check(Space({"x": Float(0.0, 1.0)}))
+    assert len(started) <= 1, started  # none when this process checked mbo.R before
