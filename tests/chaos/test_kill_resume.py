@@ -293,7 +293,7 @@ def stop_and_resume(case: Case, folder: Path) -> None:
         assert cmd.leftovers_after_exit(timeout=60) == []
         left = sorted(s for s in first.segments | second.segments if (Path("/dev/shm") / s).exists())
         assert left == [], f"segments of the first run or the resume left in /dev/shm: {left}"
-        check_promises(cmd, target, log)
+        check_promises(cmd, target, log, stops=2 if seen.get("resume killed") else 1)
         if case.relocate == "copy":
             assert files_of(exp) == original, "the copy's resume changed the original"
         seen["verdict"] = "held"
@@ -305,14 +305,22 @@ def stop_and_resume(case: Case, folder: Path) -> None:
         cmd.kill_all()
 
 
-def check_promises(cmd: EmewsCommand, exp: Path, log: Path) -> None:
-    """One ok result per point of the budget, the same in the store, results.csv and status; no
-    foreign restore. The ids may skip one: a task proposed (its id issued) and never recorded before
-    a kill -9 is proposed anew under a new id, so that no new point can take an old id's checkpoints."""
+#: a task caught by two stops (the run and its resume killed) that wrote no checkpoint in the second is
+#: not run a third time (docs/experiments.md: the tasks that were running are run again once)
+GIVEN_UP = "the run stopped 2 times while this task ran; not run again"
+
+
+def check_promises(cmd: EmewsCommand, exp: Path, log: Path, stops: int = 1) -> None:
+    """One ok result per point of the budget (``stops`` 2: a task the two stops caught may be given up
+    as documented), the same in the store, results.csv and status; no foreign restore. The ids may
+    skip one: a task proposed (its id issued) and never recorded before a kill -9 is proposed anew
+    under a new id, so that no new point can take an old id's checkpoints."""
     rows = stored_rows(exp)
     ids = [r["id"] for r in rows]  # not always 0..BUDGET-1: an id issued before a kill is never used again
     assert len(ids) == len(set(ids)) == BUDGET, [(r["id"], r["status"]) for r in rows]
-    assert [r["status"] for r in rows] == ["ok"] * BUDGET, [(r["id"], r["status"], r.get("error")) for r in rows]
+    given_up = [r for r in rows if r["status"] == "failed" and r.get("error") == GIVEN_UP] if stops > 1 else []
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) + len(given_up) == BUDGET, [(r["id"], r["status"], r.get("error")) for r in rows]
     with (exp / "results.csv").open() as fh:
         listed = [int(row["id"]) for row in csv.DictReader(fh)]
     assert sorted(listed) == sorted(ids), listed
@@ -321,7 +329,7 @@ def check_promises(cmd: EmewsCommand, exp: Path, log: Path) -> None:
     status = cmd("status", exp.name)
     assert (
         status.returncode == 0
-        and f"{BUDGET}/{BUDGET} evaluations: {BUDGET} ok" in status.stdout
+        and f"{BUDGET}/{BUDGET} evaluations: {len(ok)} ok" in status.stdout
         and "not running" in status.stdout
     ), status.stdout + status.stderr
 
