@@ -194,6 +194,16 @@ def joined(exp_dir: Path, token: str, *, batch: bool = False) -> Owner | None:
     return next((owner for owner in record.owners[1:] if owner.alive()), None)
 
 
+def ended_starter(record: LeaseRecord) -> Owner | None:
+    """The process that took the lease ``record`` for its job (``emews launch``, ``emews resume``: the
+    first owner, which a job's rank 0 joined) when it ran on this host and has ended; ``None`` while
+    it runs, elsewhere, or for a batch job (its submission left no owner)."""
+    if record.job_id or len(record.owners) < 2:  # a batch job (an owner before it: a requeued start's), or none joined
+        return None
+    first = record.owners[0]
+    return first if first.alive() is False else None
+
+
 def _how_to_stop(record: LeaseRecord, exp_dir: Path) -> str:
     """How the holder of ``record`` is stopped: its batch job by ``emews cancel``; a local launch or
     resume (which ``emews cancel`` refuses) by Ctrl-C or a SIGTERM to its first process."""

@@ -31,7 +31,7 @@ from emews.config.experiment import (
     read_summary,
     require_experiment,
 )
-from emews.config.lease import acquire
+from emews.config.lease import LeaseRecord, acquire, ended_starter
 from emews.config.workflow import Workflow, load_workflow
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError, storage_problem
 from emews.core.textfiles import write_atomic
@@ -46,7 +46,7 @@ from emews.output.csvfollow import CancelsToCsv, CsvFollower
 from emews.output.export import Totals, export_csv, open_store, summary_text, totals
 from emews.runtime.dispatch import Stranded
 from emews.runtime.fail_fast import FailedFast
-from emews.runtime.interrupt import Interrupt
+from emews.runtime.interrupt import Interrupt, Interrupted, LauncherEnded
 from emews.runtime.team_comm import TeamWorld
 from emews.runtime.transport import MPITransport, quiet_bcast
 from emews.site import Site, load_site
@@ -178,6 +178,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
                 exp_dir,
                 interrupt,
                 watch,
+                lease.record,
                 spare_core=spare_core,
                 nodes=None if teams is None else teams.nodes,
             )
@@ -232,6 +233,7 @@ def _optimizer_rank(
     exp_dir: Path,
     interrupt: Interrupt,
     watch: DirectoryWatch,
+    lease: LeaseRecord,
     *,
     spare_core: bool,
     nodes: dict[int, str] | None = None,
@@ -260,6 +262,7 @@ def _optimizer_rank(
         spec.observers = (*spec.observers, CancelsToCsv(csv_follower))
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
     summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes, say_resumed=True)
+    summary.error = said_of_the_starter(summary.error, lease)
     here = watch.now()
     if here != exp_dir:
         log.warning("%s", watch.moved_line(here))
@@ -276,6 +279,15 @@ def _optimizer_rank(
     # The run's status is in summary.json (``emews launch`` exits with it). To MPI this rank
     # exits 0: a rank that exits non-zero makes mpiexec SIGKILL the ranks still finishing.
     return EXIT_OK
+
+
+def said_of_the_starter(error: BaseException | None, lease: LeaseRecord) -> BaseException | None:
+    """A stop signal that came because the launch or resume that started this job ended (its ``kill
+    -9``: ``mpiexec``'s parent-death SIGTERM) as :class:`LauncherEnded`; any other ``error`` as it is."""
+    if type(error) is not Interrupted:  # not a stop signal, or the walltime margin's own stop
+        return error
+    gone = ended_starter(lease)
+    return error if gone is None else LauncherEnded(error.signum, lease.command or "emews launch", gone.pid)
 
 
 def take_exit_record(exp_dir: Path) -> None:

@@ -41,6 +41,16 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+class LauncherEnded(Interrupted):
+    """The stop signal came because the process that started the job ended: ``kill -9`` of ``emews
+    launch`` (or ``emews resume``) made ``mpiexec``'s parent-death signal stop the job. Said as that,
+    not as a signal someone sent; the exit status stays 128 + the signal."""
+
+    def __init__(self, signum: int, launcher: str, pid: int) -> None:
+        BaseException.__init__(self, f"stopped: its {launcher} (pid {pid}) ended ({signal.Signals(signum).name})")
+        self.signum = signum
+
+
 class WalltimeReached(Interrupted):
     """The run stopped itself at the walltime margin (no signal came): nothing runs any more,
     the running trials paused; ``emews resume`` continues. Exit status :data:`EXIT_WALLTIME`. A

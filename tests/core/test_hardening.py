@@ -521,7 +521,8 @@ def test_kill_minus_nine_of_launch_alone_stops_the_job(emews_cmd, tmp_path: Path
     job.wait()
     assert emews_cmd.leftovers_after_exit(timeout=120) == []
     summary = json.loads((tmp_path / "exp" / "summary.json").read_text())
-    assert summary["interrupted"] == "stopped by SIGTERM"
+    # mpiexec's parent-death SIGTERM stopped it: said as the launch's end, not as a signal someone sent
+    assert summary["interrupted"] == f"stopped: its emews launch (pid {job.pid}) ended (SIGTERM)"
 
 
 def test_sigterm_to_rank_zero_alone_stops_the_run_cleanly(emews_cmd, tmp_path: Path, gate) -> None:

@@ -158,3 +158,27 @@ def test_a_stop_that_mpiexec_drops_reaches_rank_0_once_it_has_joined(emews_cmd, 
     resumed = emews_cmd("resume", "exp", timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     assert len(stored_rows(tmp_path / "exp")) == 4
+
+
+def test_a_killed_launch_is_named_as_the_stop(emews_cmd, tmp_path: Path) -> None:
+    """``kill -9`` of ``emews launch`` while its tasks wait at the gate: ``mpiexec`` gets SIGTERM from
+    its parent-death signal and the ranks stop cleanly, but ``summary.json`` and ``emews status`` said
+    ``stopped by SIGTERM``, a signal nobody sent. Now they name the launch that ended (its pid) and the
+    signal that reached the job; ``emews resume`` goes on."""
+    gated = launch_gated(emews_cmd, tmp_path, evaluations=4, timeout=60)
+    exp, launch = gated.exp, gated.job
+    assert wait_until(lambda: len(gated.started()) == 2, timeout=180)
+    launch.kill()
+    launch.communicate(timeout=60)
+    # the job ends on its own: rank 0 writes summary.json, then gives the lease up
+    assert wait_until(lambda: (exp / "summary.json").is_file() and not (exp / "lease.json").exists(), timeout=240)
+    said = f"stopped: its emews launch (pid {launch.pid}) ended (SIGTERM)"
+    summary = json.loads((exp / "summary.json").read_text())
+    assert summary["interrupted"] == said and summary["exit_status"] == 143, summary
+    status = emews_cmd("status", "exp")
+    assert f"exit status 143: {said}; continue with: emews resume" in status.stdout, status.stdout
+    assert emews_cmd.leftovers_after_exit() == []
+    gated.gate.touch()
+    resumed = emews_cmd("resume", "exp", timeout=240)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(stored_rows(exp)) == 4
