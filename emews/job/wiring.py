@@ -238,7 +238,8 @@ def dead_pools_cleared(exp_dir: Path, store: Store) -> None:
     or its next ``emews serve`` or ``emews resume``: their temporary files (a writer on this host
     whose process ended; on another, one whose trial no pool holds under a live lease) and the
     staged checkpoints they never wrote, ``lost`` (those of trials a live pool holds are left to
-    it). A pool cut off, not dead, that writes one after all makes it durable again."""
+    it: it cleared them as it took their task over, ``PoolFeeder._clear_taken_over``). A pool cut
+    off, not dead, that writes one after all makes it durable again."""
     from emews.store.pool_queue import PoolQueue  # a pooled store is PostgreSQL
     from emews.store.postgres import PostgresStore
 

@@ -10,6 +10,7 @@ task was queued: ``LISTEN``) and the pair's pipe (a result came), never in a pol
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import selectors
@@ -23,6 +24,9 @@ from emews.core.lost_ranks import LostRank
 from emews.core.queues import DistributorFailed, QueuePair
 from emews.core.results import Result, Task
 from emews.store.pool_queue import Claimed, PoolQueue, StoreLost
+from emews.training.checkpoints import CHECKPOINTS_DIR, remove_temps_taken_over, trial_folder
+
+log = logging.getLogger("emews")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,12 +179,38 @@ class PoolFeeder:
         claimed = [c for c in claimed if c.task.id not in self._held]
         if claimed:
             self._held.update(c.task.id for c in claimed)
+            self._clear_taken_over([c.task.id for c in claimed if c.attempt > 0])
             self._queues.submit([c.task for c in claimed])
         if self._busy is not None and self._busy_unsaid() and time.monotonic() - self._busy_at >= BUSY_EVERY:
             ranks = self._busy()
             self._queue.say_busy(self.pool, ranks)
             self._busy_said, self._busy_at = ranks, time.monotonic()
         return bool(results or claimed)
+
+    def _clear_taken_over(self, tasks: list[int]) -> None:
+        """What earlier runs of ``tasks`` left, cleared before they run here (the pool that ran each
+        let it go: dead, cut off past its lease, or stopped; a start's :func:`~emews.job.wiring.
+        dead_pools_cleared` skips a trial a live pool holds again): the temporary files of their
+        checkpoint writers (:func:`~emews.training.checkpoints.remove_temps_taken_over`) and their staged
+        checkpoints never written, ``lost``. A problem is logged: the next start clears them."""
+        store = self._queue.store
+        if not tasks or store.root is None:
+            return
+        try:
+            removed = sum(remove_temps_taken_over(trial_folder(store.root / CHECKPOINTS_DIR, t)) for t in tasks)
+            lost = store.mark_lost(tasks)
+        except Exception as exc:  # best effort: the task runs all the same
+            log.warning("pool %s: cannot clear what earlier runs of tasks %s left: %s", self.pool, tasks, exc)
+            return
+        if removed or lost:
+            log.info(
+                "pool %s took over tasks %s: %s temporary file(s) of their earlier writers removed, "
+                "%s checkpoint(s) never written",
+                self.pool,
+                tasks,
+                removed,
+                lost,
+            )
 
     def _say_lost(self) -> None:
         """Tell the store the worker ranks the distributor went on without, when there are more."""

@@ -162,6 +162,16 @@ def remove_temps_of(folder: Path, pid: int) -> int:
     )
 
 
+def remove_temps_taken_over(folder: Path) -> int:
+    """Remove the temporary files in the trial folder ``folder`` whose task this pool has just taken
+    over (an earlier pool ran it and let go: dead, cut off past its lease, or stopped): a writer of
+    another host is that earlier pool's, one of this host counts when its process ended; how many."""
+    here = socket.gethostname()
+    return _remove_temps(
+        folder.glob(".*.tmp"), lambda _, writer: writer.host not in (here, None) or not _alive(writer.pid)
+    )
+
+
 def _remove_temps(paths: Iterable[Path], gone: Callable[[Path, TempWriter], bool]) -> int:
     removed = 0
     for path in paths:

@@ -4,8 +4,11 @@ optimizer's side queues the tasks and learns every result by notification."""
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
+from pathlib import Path
 
 from pooled import ok_result
 
@@ -14,6 +17,8 @@ from emews.core.results import Task
 from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
 from emews.store.pool_queue import PoolQueue
 from emews.store.postgres import PostgresStore
+from emews.training.messages import CheckpointNote, Report
+from testutil import wait_until
 
 TASKS = 40
 
@@ -169,3 +174,36 @@ def test_the_read_ahead_stays_for_tasks_longer_than_a_round_trip(stores: list[Po
             done.append(result)
         queues.deliver(done)
     assert sorted(long.stored) == list(range(TASKS)) and long.hold == 2
+
+
+def test_a_pool_that_takes_a_task_over_clears_what_its_earlier_writers_left(
+    stores: list[PostgresStore], tmp_path: Path
+) -> None:
+    """A pool on node9 claims task 0, its trial stages step 2's checkpoint (the row ``staged``, the
+    writer's temporary file there), and the pool dies: its lease ends. A running pool that takes the
+    task over left both: a start's cleanup (``dead_pools_cleared``) skips a trial a live pool holds,
+    so they waited for the next pool or optimizer to start after the task ended. Now the takeover
+    clears them before the task reaches its workers: the dead writer's temporary file goes (a live
+    writer's of this host stays), the row is ``lost``."""
+    optimizer = PoolQueue(stores[0])
+    optimizer.enqueue([Task(0, {"x": 0.5}, 0, 1000.0)])
+    dead, dead_queues = _pool(stores[1], "node9", lease_s=60.0)
+    dead.step()
+    assert [t.id for t in dead_queues.tasks] == [0]
+    trial = tmp_path / "checkpoints" / "000000"
+    trial.mkdir(parents=True)
+    staged = CheckpointNote(str(trial / "step-00000002-000.ckpt"), 7)
+    stores[1].add_report(Report(0, 1, 2, {"loss": 0.5}, time.time(), checkpoint=staged), 0.5, 0.5, holder=dead.pool)
+    elsewhere = trial / ".step-00000002-000.ckpt@node9.cluster.4242.1.tmp"  # the dead pool's writer
+    elsewhere.write_bytes(b"partial")
+    live = trial / f".step-00000001-000.ckpt@{socket.gethostname()}.{os.getpid()}.1.tmp"  # a writer still alive here
+    live.write_bytes(b"partial")
+    states = "SELECT state FROM checkpoints WHERE trial = 0"
+    assert stores[0].connection.execute(states).fetchall() == [("staged",)]
+    stores[0].connection.execute("UPDATE tasks SET lease_until = 0 WHERE id = 0")  # node9's pool is gone
+    alive, queues = _pool(stores[2], "alive", lease_s=60.0)
+    assert wait_until(lambda: alive.step() and queues.tasks, 60)
+    assert [t.id for t in queues.tasks] == [0]
+    assert stores[0].connection.execute("SELECT attempt, pool FROM tasks WHERE id = 0").fetchall() == [(1, alive.pool)]
+    assert sorted(p.name for p in trial.iterdir()) == [live.name]
+    assert stores[0].connection.execute(states).fetchall() == [("lost",)]
