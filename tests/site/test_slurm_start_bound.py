@@ -132,3 +132,45 @@ def test_a_batch_job_under_srun_whose_rank_never_starts_ends_at_the_bound(
     assert len(said) == 1 and "did not all start within 15 s (rank 2 of 4 never reached MPI_Init" in said[0], out
     assert slurm_exit_code(job_id) == "1:0", out
     assert list(exp.glob(".start*")) == []
+
+
+def test_a_requeued_batch_job_is_bounded_at_its_next_start(slurm_cluster: LoopbackSlurm, tmp_path: Path) -> None:
+    """A launch's batch job runs (rank 0 joined its lease, the tasks wait at a gate) and is requeued
+    (``scontrol requeue``, as a preemption does). While it is pending, its lease is put back as a
+    first start killed whole leaves it (rank 0 SIGKILLed at the end of KillWait: it still names that
+    rank 0; Slurm sends SIGCONT with its SIGTERM, so a frozen rank 0 cannot stand in for it). The
+    job's second start, under the same job id and lease token, has its rank 2 stop itself before
+    Python: the first start's rank 0 must not count as this start's (it is dead), so the watch stops
+    the job at the 15 s bound, naming rank 2, exit 1 (counted as joined, the second start would wait
+    in MPI_Init until the walltime)."""
+    import subprocess
+
+    from gated_job import write_gated
+
+    from testutil import wait_until
+
+    gated = write_gated(tmp_path, evaluations=4, timeout=600)
+    env = repo_env(MARK_DIR=str(gated.marks), GATE_FILE=str(gated.gate), GATE_END=str(gated.end),
+                   GATE_TIMEOUT="600", GATE_PACE="0", GATE_SAYS="10", EMEWS_START_TIMEOUT="15")
+    exp = tmp_path / "exp"
+    (tmp_path / "healed").touch()  # the first start's rank 2 starts
+    launched = emews("launch", str(gated.workflow), "--site", str(stopping_slurm_site(tmp_path)), "--workers", "2",
+                     "--exp-dir", str(exp), cwd=tmp_path, env=env)
+    assert launched.returncode == 0, launched.stderr
+    job_id = json.loads((exp / "job.json").read_text())["job_id"]
+    assert wait_until(lambda: len(gated.started()) == 2, timeout=240), (exp / f"job-{job_id}.out").read_text()
+    joined = (exp / "lease.json").read_text()  # its one owner: the first start's rank 0
+    (rank0,) = json.loads(joined)["owners"]
+    (tmp_path / "healed").unlink()  # the second start's rank 2 stops itself before Python
+    subprocess.run(["scontrol", "requeue", job_id], env=env, check=True, capture_output=True)
+    state = lambda: subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, capture_output=True,  # noqa: E731
+                                   text=True).stdout.strip()
+    assert wait_until(lambda: state() == "PENDING", timeout=120)
+    assert wait_until(lambda: not Path(f"/proc/{rank0['pid']}").exists(), timeout=120)  # the first start is over
+    (exp / "lease.json").write_text(joined)  # as rank 0 SIGKILLed left it
+    subprocess.run(["scontrol", "update", f"jobid={job_id}", "starttime=now"], env=env, check=True, capture_output=True)
+    assert wait_for(lambda: job_status(exp), "done", 300) == "done"
+    out = (exp / f"job-{job_id}.out").read_text()
+    assert "did not all start within 15 s (rank 2 of 3 never reached MPI_Init" in out, out
+    assert slurm_exit_code(job_id) == "1:0", out
+    assert list(exp.glob(".start*")) == []
