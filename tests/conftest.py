@@ -23,6 +23,9 @@ from hypothesis import HealthCheck, settings
 
 from testutil import EVENTS, EmewsCommand, EventLog
 
+#: what a crashed xdist worker left running is killed by the controller (``worker_cleanup``)
+pytest_plugins = ("worker_cleanup",)
+
 settings.register_profile("emews", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("emews")
 
