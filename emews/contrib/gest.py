@@ -22,7 +22,9 @@ with other seeds than the first (it proposed the first run's points again).
 before the generator is asked, and it is asked only once it holds a result: Xopt's Bayesian
 generators cannot suggest without data. ``emews check`` builds the generator on the workflow's
 space, so one whose ``_validate_vocs`` refuses the space's types (Xopt's CNSGA and discrete
-variables) is refused before launch.
+variables) is refused before launch; a build that passed is kept (:mod:`emews.core.check_cache`), so
+the next command of the same generator, options and space imports nothing of its library (Xopt imports
+PyTorch): only the optimizer rank does, where the generator runs.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any, Literal
 from gest_api.vocs import VOCS, ContinuousVariable, DiscreteVariable
 
 from emews.config.plugins import CLASS_FORMS
+from emews.core.check_cache import code_fingerprint, passed_before, remember_pass
 from emews.core.errors import OptionError
 from emews.core.imports import UserImportError, import_user_module
 from emews.core.optimizer import AskTellOptimizer
@@ -81,13 +84,8 @@ class GestGenerator(AskTellOptimizer):
         module, sep, name = generator.rpartition(":")
         if not sep:
             raise OptionError("generator", f"{generator!r} names no class", CLASS_FORMS)
-        try:
-            generator_class = getattr(import_user_module(module, what="generator"), name, None)
-        except UserImportError as exc:
-            raise OptionError("generator", str(exc), CLASS_FORMS) from None
-        if not isinstance(generator_class, type):
-            raise OptionError("generator", f"{module} has no class {name!r}", "package.module:Class or file.py:Class")
-        self.generator_class: type = generator_class
+        self.generator_ref = generator
+        self._generator_class: type | None = None  # imported where it is used (see generator_class)
         self.options = dict(options or {})
         self.objective = objective
         self.indices = categories == "indices"
@@ -103,9 +101,40 @@ class GestGenerator(AskTellOptimizer):
         self._design = 0  # initial points still to draw from the space
         self._has_data = False  # the generator has ingested a result
 
+    @property
+    def generator_class(self) -> type:
+        """The generator's class, imported on first use: only a check that must build the generator
+        and the optimizer rank import its library (Xopt imports PyTorch), not every command."""
+        if self._generator_class is None:
+            module, _, name = self.generator_ref.rpartition(":")
+            try:
+                generator_class = getattr(import_user_module(module, what="generator"), name, None)
+            except UserImportError as exc:
+                raise OptionError("generator", str(exc), CLASS_FORMS) from None
+            if not isinstance(generator_class, type):
+                raise OptionError("generator", f"{module} has no class {name!r}", CLASS_FORMS)
+            self._generator_class = generator_class
+        return self._generator_class
+
     def check(self, space: Space) -> None:
-        """Build the generator on ``space``'s VOCS: one that cannot handle its variables says so here."""
+        """Build the generator on ``space``'s VOCS: one that cannot handle its variables says so here.
+        A build that passed is kept (:mod:`~emews.core.check_cache`): the next command that checks the
+        same generator code, options and space imports nothing."""
+        code = code_fingerprint(self.generator_ref.rpartition(":")[0])
+        key = {
+            "check": "gest",
+            "generator": self.generator_ref,
+            "code": code,
+            "options": self.options,
+            "objective": self.objective,
+            "indices": self.indices,
+            "space": {n: [d.free, d.to_spec()] for n, d in space.dimensions.items()},
+        }
+        if code is not None and passed_before(key):
+            return
         self._generator(space)
+        if code is not None:
+            remember_pass(key)
 
     def _generator(self, space: Space) -> Any:
         """The generator for ``space`` (``None``: nothing to search, every point is the same); a
