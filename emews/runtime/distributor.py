@@ -332,6 +332,9 @@ class Distributor:
         self.stopped_workers.add(rank)
         if stopped.error:
             self.worker_errors[rank] = stopped.error
+        if stopped.warning:  # lost no work: said, not a failure
+            log.warning("%s", stopped.warning)
+            print(f"emews: warning: {stopped.warning}", file=sys.stderr, flush=True)
         asked = self._closing or self._stops_sent
         events = self._dispatch.stopped(rank, stopped.unfinished, closing=asked)
         # a team's member may not have started what another did: only a single-rank worker's count

@@ -28,6 +28,7 @@ from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask
 from emews.runtime.setup_bound import setup_bound
 from emews.runtime.spool import OutputNotKept, keep_output, output_tail, runs_root_of
+from emews.runtime.worker import IdleProcessLost
 from emews.training.checkpoints import remove_temps_of, trial_folder
 from emews.training.messages import LinkClosed
 
@@ -151,9 +152,14 @@ class ProcessRunner:
     def close(self) -> None:
         """Ask the child to run ``teardown`` and exit; kill it (and anything left) if it does not.
 
-        Raises :class:`TeardownFailed` when teardown raised or did not finish in time.
+        Raises :class:`TeardownFailed` when teardown raised or did not finish in time, and
+        :class:`~emews.runtime.worker.IdleProcessLost` when a signal from outside had killed the child
+        before it was asked (it lost no work; its ``teardown`` does not run).
         """
         error = None
+        if self._child is not None and (code := self._child.returncode) is not None and code < 0:
+            self._kill()  # what it started, if anything is left
+            raise IdleProcessLost(f"{describe_exit(code)} while idle, before the run's end; no task was running")
         if self._child is not None:
             try:
                 stopped: ChildStopped = self._child.request(ChildShutdown(), TEARDOWN_TIMEOUT)

@@ -18,6 +18,12 @@ from emews.runtime.transport import Message, Tag, Transport
 from emews.training.messages import Following, LinkClosed, Reply, Report, TrialLink
 
 
+class IdleProcessLost(Exception):
+    """What a runner's ``close`` raises when the process that runs its tasks was killed from outside
+    while idle (between tasks, before it was asked to stop): no work was lost, the run's end is not
+    a failure; the message says what killed it."""
+
+
 class Runner(Protocol):
     def start(self) -> None: ...
 
@@ -44,6 +50,7 @@ class WorkerStopped:
     error: str | None = None
     unfinished: tuple[int, ...] = ()  # tasks it held but did not finish (it stopped on its own)
     began: int | None = None  # the one of them it had started (the others it held unstarted)
+    warning: str | None = None  # what went wrong at its end that lost no work (its idle objective process killed)
 
 
 class Inbox:
@@ -219,6 +226,7 @@ def worker_loop(
     oldest = 0.0
     served = 0
     error: str | None = None
+    warning: str | None = None
     began: int | None = None  # the task running now
     try:
         _start(runner, transport, optimizer_rank, interrupted)
@@ -262,6 +270,8 @@ def worker_loop(
         inbox.queued = None  # what it holds now is named in WorkerStopped, not given back
         try:
             runner.close()
+        except IdleProcessLost as exc:
+            warning = f"rank {transport.rank} ({socket.gethostname()}): {exc}"
         except BaseException:
             error = (
                 (error or "")
@@ -270,7 +280,8 @@ def worker_loop(
             )
         if unsent:
             transport.send(unsent, optimizer_rank, Tag.OUTCOME)
-        transport.send(WorkerStopped(served, error, _unfinished(queued, inbox), began), optimizer_rank, Tag.STOPPED)
+        stopped = WorkerStopped(served, error, _unfinished(queued, inbox), began, warning)
+        transport.send(stopped, optimizer_rank, Tag.STOPPED)
         _settle(transport, inbox, backoff, deadline=time.monotonic() + FINAL_SEND_SECONDS)
         await_stop(inbox)
     return served
