@@ -219,7 +219,7 @@ def files_of(exp: Path) -> dict[str, str]:
     }
 
 
-def record(case: Case, seen: dict[str, Any]) -> None:
+def record(case: object, seen: dict[str, Any]) -> None:
     path = os.environ.get("EMEWS_CHAOS_RECORD")
     if path:
         with open(path, "a") as fh:
@@ -310,12 +310,15 @@ def stop_and_resume(case: Case, folder: Path) -> None:
 GIVEN_UP = "the run stopped 2 times while this task ran; not run again"
 
 
-def check_promises(cmd: EmewsCommand, exp: Path, log: Path, stops: int = 1) -> None:
+def check_promises(
+    cmd: EmewsCommand, exp: Path, log: Path, stops: int = 1, rows_of: Callable[[Path], list[dict]] = stored_rows
+) -> None:
     """One ok result per point of the budget (``stops`` 2: a task the two stops caught may be given up
     as documented), the same in the store, results.csv and status; no foreign restore. The ids may
     skip one: a task proposed (its id issued) and never recorded before a kill -9 is proposed anew
-    under a new id, so that no new point can take an old id's checkpoints."""
-    rows = stored_rows(exp)
+    under a new id, so that no new point can take an old id's checkpoints. ``rows_of``: the store's
+    result rows, as dicts in id order (SQLite's by default)."""
+    rows = rows_of(exp)
     ids = [r["id"] for r in rows]  # not always 0..BUDGET-1: an id issued before a kill is never used again
     assert len(ids) == len(set(ids)) == BUDGET, [(r["id"], r["status"]) for r in rows]
     given_up = [r for r in rows if r["status"] == "failed" and r.get("error") == GIVEN_UP] if stops > 1 else []
