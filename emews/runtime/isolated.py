@@ -108,6 +108,13 @@ class ProcessRunner:
         context = self._make_context(task, team)  # its trial link is the child's (ChildLink)
         where: dict[str, Any] = dict(rank=context.rank, host=context.host)  # Outcome's rank and host
         started = time.time()
+        if (death := self._idle_death()) is not None:  # no task of its: this one runs in a new one
+            print(
+                f"emews: warning: rank {context.rank} ({context.host}): {death} while idle, between tasks;"
+                f" no task was running; task {task.id} runs in a new one",
+                file=sys.stderr,
+                flush=True,
+            )
         if self._child is None:
             self._spawn()
         if self._setup_error:
@@ -157,9 +164,8 @@ class ProcessRunner:
         before it was asked (it lost no work; its ``teardown`` does not run).
         """
         error = None
-        if self._child is not None and (code := self._child.returncode) is not None and code < 0:
-            self._kill()  # what it started, if anything is left
-            raise IdleProcessLost(f"{describe_exit(code)} while idle, before the run's end; no task was running")
+        if (death := self._idle_death()) is not None:
+            raise IdleProcessLost(f"{death} while idle, before the run's end; no task was running")
         if self._child is not None:
             try:
                 stopped: ChildStopped = self._child.request(ChildShutdown(), TEARDOWN_TIMEOUT)
@@ -172,6 +178,15 @@ class ProcessRunner:
         self._kill()
         if error:
             raise TeardownFailed(error)
+
+    def _idle_death(self) -> str | None:
+        """How the child died, when a signal from outside killed it while it ran no task (it is
+        then killed with what it started, :meth:`_kill`); ``None`` when it lives, or none is there."""
+        code = None if self._child is None else self._child.returncode
+        if code is None or code >= 0:
+            return None
+        self._kill()
+        return describe_exit(code)
 
     def _crashed(self, task: Task, context: TaskContext, started: float, where: dict[str, Any]) -> Outcome:
         assert self._child is not None
