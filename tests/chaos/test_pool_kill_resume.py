@@ -97,10 +97,15 @@ def result_rows(exp: Path) -> list[dict]:
     ]
 
 
-def moment_reached(case: PoolCase, log: Path, exp: Path) -> Callable[[], bool]:
-    """Whether the run is at the drawn moment (``start``: the experiment is made, every job's ranks run)."""
+def moment_reached(case: PoolCase, log: Path, exp: Path, target: Watched | None) -> Callable[[], bool]:
+    """Whether the run is at the drawn moment (``start``: the experiment is made, a pool registered,
+    and the worker ranks of ``target``, the job whose rank the case stops, run)."""
     if case.moment == "start":
-        return lambda: (exp / "experiment.json").exists() and bool(seen(exp, "SELECT id FROM pools"))
+        return lambda: (
+            (exp / "experiment.json").exists()
+            and bool(seen(exp, "SELECT id FROM pools"))
+            and (target is None or bool(role_pids(target.cmd, target.proc.pid)["worker"]))
+        )
     if case.moment == "mid-task":
         return lambda: reports(log) > case.nth
     ended = lambda: sum(e["event"] == "end" for e in events(log))  # noqa: E731
@@ -155,7 +160,8 @@ def stop_and_finish(case: PoolCase, folder: Path, url: str) -> None:
         if case.second:
             assert lead.wait_for(lambda: bool(seen(exp, "SELECT id FROM pools")), poll=0.05), lead.said()
             pool = start(commands[1], "attach", "exp", "--workers", "1", out=folder / "attach.txt")
-        hit = lead.wait_for(moment_reached(case, log, exp), poll=0.002 if case.moment == "result" else 0.02)
+        ranks_of = {"lead rank": lead, "pool rank": pool}.get(case.target)
+        hit = lead.wait_for(moment_reached(case, log, exp, ranks_of), poll=0.002 if case.moment == "result" else 0.02)
         seen_["hit"] = hit
         if hit:
             lead.look()
