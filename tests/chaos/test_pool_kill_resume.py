@@ -171,6 +171,8 @@ def stop_and_finish(case: PoolCase, folder: Path, url: str) -> None:
         seen_["lead exit"] = lead_status = lead.wait_watching()
         note(f"lead: exit {lead_status}, killed {seen_.get('killed')}\n{lead.said()[-3000:]}")
         assert lead_status is not None, lead.said()
+        # its ranks may outlive a killed launcher a moment (a resume then finds the experiment in use)
+        assert commands[0].leftovers_after_exit(timeout=60) == [], "left running after the lead's launcher ended"
         jobs = [lead] + ([pool] if pool is not None else [])
         if not finished(exp):  # the lead's optimizer is gone before the budget's end: resume it
             resumed = start(commands[2], "resume", "exp", out=folder / "resume.txt")
