@@ -276,6 +276,8 @@ def resume(
             with store:
                 store.verify(writing=True)
                 stored = stored_and_unfinished(store)
+                if read_info(exp_dir).get("pools") and nothing_left(exp_dir, stored) is not None:
+                    pools_told_done(store)
         # the objective and the optimizer as launch checks them: one edited, moved or deleted since (a
         # points file too) is one line now, not a job whose every task fails (the budget spent on it)
         load_workflow(str(exp_dir / WORKFLOW_FILE), overrides, check_imports=True)
@@ -320,6 +322,16 @@ def _submit(site: Site, exp_dir: Path, workers: int, lease: Lease) -> str:
     assert job_id is not None  # None only for a dry run
     lease.update(job_id=job_id, owners=[])
     return job_id
+
+
+def pools_told_done(store: stores.Store) -> None:
+    """A pooled experiment with nothing left whose optimizer was killed before it said so (its lead's
+    launcher killed after the last result): the pools still wait for its word; say it for it."""
+    from emews.store.pool_queue import PoolQueue  # a pooled experiment's store is PostgreSQL
+
+    queue = PoolQueue(store)  # type: ignore[arg-type]
+    if queue.enabled() and not queue.finished():
+        queue.finish()
 
 
 def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, relay: bool = False) -> int:

@@ -174,11 +174,12 @@ def stop_and_finish(case: PoolCase, folder: Path, url: str) -> None:
         # its ranks may outlive a killed launcher a moment (a resume then finds the experiment in use)
         assert commands[0].leftovers_after_exit(timeout=60) == [], "left running after the lead's launcher ended"
         jobs = [lead] + ([pool] if pool is not None else [])
-        if not finished(exp):  # the lead's optimizer is gone before the budget's end: resume it
+        if not finished(exp) or not told_done(exp):  # the lead's optimizer is gone before its end: resume it
+            complete = finished(exp)  # then the resume has nothing to run: it tells the pools they are done
             resumed = start(commands[2], "resume", "exp", out=folder / "resume.txt")
             seen_["resume exit"] = resumed.wait_watching()
             note(f"resume: exit {seen_['resume exit']}\n{resumed.said()[-3000:]}")
-            assert seen_["resume exit"] == 0, resumed.said()
+            assert seen_["resume exit"] == 0 or (complete and "nothing to resume" in resumed.said()), resumed.said()
             jobs.append(resumed)
         if pool is not None:
             seen_["pool exit"] = pool.wait_watching()
@@ -200,6 +201,12 @@ def stop_and_finish(case: PoolCase, folder: Path, url: str) -> None:
         record(case, seen_)
         for cmd in commands:
             cmd.kill_all()
+
+
+def told_done(exp: Path) -> bool:
+    """Whether the pools were told the optimizer is done (a lead killed after the budget's last result
+    never told them: they wait until ``emews resume`` or ``serve`` finds nothing left and tells them)."""
+    return bool(seen(exp, "SELECT value FROM emews_meta WHERE key = 'pools_finished'"))
 
 
 def finished(exp: Path) -> bool:
