@@ -31,7 +31,8 @@ class EmewsError(Exception):
     An error callers may catch as a builtin names that builtin as its second base (``class
     SpaceError(EmewsError, ValueError)``). Only signals and notices that must get past an
     objective's ``except Exception`` are ``BaseException`` instead, on purpose: a stop signal
-    (``runtime.interrupt.Interrupted``; ``WalltimeReached``, the walltime margin's stop), the task timer (``runtime.inline._TaskTimedOut``) and an
+    (``runtime.interrupt.Interrupted``; ``WalltimeReached``, the walltime margin's stop; ``LauncherEnded``, the
+    launching process's death), the task timer (``runtime.inline._TaskTimedOut``) and an
     abandoned trial (``training.messages.LinkClosed``); ``tests/core/test_error_root.py`` holds the list.
     """
 

@@ -44,7 +44,8 @@ class Interrupted(BaseException):
 class LauncherEnded(Interrupted):
     """The stop signal came because the process that started the job ended: ``kill -9`` of ``emews
     launch`` (or ``emews resume``) made ``mpiexec``'s parent-death signal stop the job. Said as that,
-    not as a signal someone sent; the exit status stays 128 + the signal."""
+    not as a signal someone sent; the exit status stays 128 + the signal. A BaseException, as the
+    :class:`Interrupted` it is: it takes the optimizer out of its call."""
 
     def __init__(self, signum: int, launcher: str, pid: int) -> None:
         BaseException.__init__(self, f"stopped: its {launcher} (pid {pid}) ended ({signal.Signals(signum).name})")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from emews.core.errors import EmewsError
 from emews.core.results import Outcome, Status, Task
 from emews.objective.team import Team, free_port
 from emews.runtime.backoff import Backoff
@@ -18,7 +19,7 @@ from emews.runtime.transport import Message, Tag, Transport
 from emews.training.messages import Following, LinkClosed, Reply, Report, TrialLink
 
 
-class IdleProcessLost(Exception):
+class IdleProcessLost(EmewsError):
     """What a runner's ``close`` raises when the process that runs its tasks was killed from outside
     while idle (between tasks, before it was asked to stop): no work was lost, the run's end is not
     a failure; the message says what killed it."""
@@ -226,7 +227,6 @@ def worker_loop(
     oldest = 0.0
     served = 0
     error: str | None = None
-    warning: str | None = None
     began: int | None = None  # the task running now
     try:
         _start(runner, transport, optimizer_rank, interrupted)
@@ -268,16 +268,9 @@ def worker_loop(
         error = f"worker rank {transport.rank} on {socket.gethostname()}: " + traceback.format_exc()
     finally:
         inbox.queued = None  # what it holds now is named in WorkerStopped, not given back
-        try:
-            runner.close()
-        except IdleProcessLost as exc:
-            warning = f"rank {transport.rank} ({socket.gethostname()}): {exc}"
-        except BaseException:
-            error = (
-                (error or "")
-                + f"teardown failed on rank {transport.rank} ({socket.gethostname()}):\n"
-                + traceback.format_exc()
-            )
+        warning, failed = _close(runner, transport.rank)
+        if failed is not None:
+            error = (error or "") + failed
         if unsent:
             transport.send(unsent, optimizer_rank, Tag.OUTCOME)
         stopped = WorkerStopped(served, error, _unfinished(queued, inbox), began, warning)
@@ -285,6 +278,18 @@ def worker_loop(
         _settle(transport, inbox, backoff, deadline=time.monotonic() + FINAL_SEND_SECONDS)
         await_stop(inbox)
     return served
+
+
+def _close(runner: Runner, rank: int) -> tuple[str | None, str | None]:
+    """Shut ``runner`` down: the warning to pass on (its idle process was killed from outside: no
+    work lost) and the teardown's failure (its traceback), each ``None`` when there is none."""
+    try:
+        runner.close()
+    except IdleProcessLost as exc:
+        return f"rank {rank} ({socket.gethostname()}): {exc}", None
+    except BaseException:
+        return None, f"teardown failed on rank {rank} ({socket.gethostname()}):\n" + traceback.format_exc()
+    return None, None
 
 
 def _start(runner: Runner, transport: Transport, optimizer_rank: int, interrupted: Callable[[], bool]) -> None:

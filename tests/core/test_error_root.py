@@ -25,6 +25,7 @@ from emews.core.errors import EmewsError
 SIGNALS = {
     "emews.runtime.interrupt.Interrupted": "a stop signal arrived (SIGINT, SIGTERM)",
     "emews.runtime.interrupt.WalltimeReached": "the run stops itself at the walltime margin (an Interrupted)",
+    "emews.runtime.interrupt.LauncherEnded": "the job's launching process died: its parent-death signal (an Interrupted)",
     "emews.runtime.inline._TaskTimedOut": "the task timer fired inside the objective",
     "emews.training.messages.LinkClosed": "the task is abandoned while it waits for the optimizer rank",
 }
