@@ -37,7 +37,8 @@ from typing import Any, Literal
 from gest_api.vocs import VOCS, ContinuousVariable, DiscreteVariable
 
 from emews.config.plugins import CLASS_FORMS
-from emews.core.check_cache import code_fingerprint, passed_before, remember_pass
+from emews.core.check_cache import keep, kept
+from emews.core.code_files import code_fingerprint, user_module_files
 from emews.core.errors import OptionError
 from emews.core.imports import UserImportError, import_user_module
 from emews.core.optimizer import AskTellOptimizer
@@ -119,7 +120,8 @@ class GestGenerator(AskTellOptimizer):
     def check(self, space: Space) -> None:
         """Build the generator on ``space``'s VOCS: one that cannot handle its variables says so here.
         A build that passed is kept (:mod:`~emews.core.check_cache`): the next command that checks the
-        same generator code, options and space imports nothing."""
+        same generator, options and space imports nothing while the user's modules loaded then (the
+        generator's file, the helpers it imports) are unchanged."""
         code = code_fingerprint(self.generator_ref.rpartition(":")[0])
         key = {
             "check": "gest",
@@ -130,11 +132,11 @@ class GestGenerator(AskTellOptimizer):
             "indices": self.indices,
             "space": {n: [d.free, d.to_spec()] for n, d in space.dimensions.items()},
         }
-        if code is not None and passed_before(key):
+        if code is not None and kept(key) is not None:
             return
         self._generator(space)
         if code is not None:
-            remember_pass(key)
+            keep(key, None, user_module_files())
 
     def _generator(self, space: Space) -> Any:
         """The generator for ``space`` (``None``: nothing to search, every point is the same); a
