@@ -81,12 +81,13 @@ class MBO(ROptimizer):
         implementation = self.options.get("implementation")
         needed = ["mlrMBO"] if implementation == "mlrMBO" else ["mlr", "ParamHelpers", "lhs", "randomForest"]
         try:
-            missing = check_script(self.script, self.entry, needed).missing  # and the options: one R start
+            checked = check_script(self.script, self.entry, needed)  # and the options: one R start
         except RUnavailable as exc:
             raise ValueError(f"{INSTALL} ({exc})") from None
+        missing = checked.missing
         if missing:
             raise ValueError(f"{INSTALL} (R lacks the {noun_for(len(missing), 'package')} {', '.join(missing)})")
-        super().check(space)
+        self.check_options(checked)
 
     def on_info(self, key: str, value: Any) -> None:
         if key == "implementation":

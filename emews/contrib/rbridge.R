@@ -152,6 +152,25 @@ local({
            classes = class(e), trace = trace)
     })
   }
+  # from now on, note the files source() and sys.source() read (an R optimizer's check: the files
+  # its answer depends on, with .emews_read_files)
+  .emews_watch_sources <- function() {
+    assign(".emews_sourced_files", character(0), envir = globalenv())
+    for (f in c("source", "sys.source"))
+      suppressMessages(trace(f, print = FALSE, where = baseenv(), tracer = quote(
+        if (is.character(file) && length(file) == 1L)
+          assign(".emews_sourced_files", c(get(".emews_sourced_files", envir = globalenv()),
+                                           normalizePath(file, mustWork = FALSE)), envir = globalenv()))))
+    invisible(NULL)
+  }
+  # the files sourced since .emews_watch_sources (not those of packages, which their library folder
+  # stands for), and the library folders packages load from
+  .emews_read_files <- function() {
+    libraries <- normalizePath(.libPaths(), mustWork = FALSE)
+    sourced <- unique(get0(".emews_sourced_files", envir = globalenv(), ifnotfound = character(0)))
+    in_library <- vapply(sourced, function(f) any(startsWith(f, paste0(libraries, "/"))), logical(1))
+    c(sourced[!in_library], libraries)
+  }
   .emews_source <- function(path, entry, parent) {
     env <- new.env(parent = parent)
     tryCatch({

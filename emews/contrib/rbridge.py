@@ -86,6 +86,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emews.core.check_cache import keep, kept
+from emews.core.code_files import code_fingerprint
 from emews.core.errors import EmewsError, OptionError, did_you_mean
 from emews.core.evaluator import BudgetExhausted, Room
 from emews.core.optimizer import Optimizer
@@ -490,11 +492,17 @@ class ROptimizer(Optimizer):
         declares none takes any. Asked of R in a child process (R is not started in this one)."""
         assert self.script is not None, "__init__ refuses an ROptimizer without a script"
         try:
-            declared = declared_options(Path(self.script), self.entry)
+            checked = check_script(Path(self.script), self.entry)
         except RUnavailable as exc:
             raise ValueError(f"cannot check the R optimizer's options: {exc}") from None
-        except RError as exc:
-            raise OptionError("script", exc.r_message, f"an R file that defines the function {self.entry!r}") from None
+        self.check_options(checked)
+
+    def check_options(self, checked: ScriptCheck) -> None:
+        """What R said of the script (:func:`check_script`) allows the options given: the entry
+        function is there, and each option is one it declares, with a value it allows."""
+        if checked.error is not None:
+            raise OptionError("script", checked.error, f"an R file that defines the function {self.entry!r}")
+        declared = checked.declared
         if declared is None:
             return
         allowed = sorted({"seed", *declared})
@@ -715,8 +723,9 @@ _SCRIPT_PROBE = """
 import json, sys
 from pathlib import Path
 from dataclasses import asdict
-from emews.contrib.rbridge import RError, option_names, unloadable_packages
+from emews.contrib.rbridge import RError, option_names, read_files, unloadable_packages, watch_sources
 answer = {"missing": unloadable_packages(sys.argv[3:])}
+watch_sources()  # after the packages: their loading is left to their library folders
 try:
     said = option_names(Path(sys.argv[1]), sys.argv[2])
     answer["names"] = None if said is None else {name: asdict(o) for name, o in said.items()}
@@ -724,8 +733,23 @@ except RError as exc:
     answer["error"] = exc.r_message
 except FileNotFoundError as exc:
     answer["error"] = str(exc)
+answer["files"] = read_files()
 print(json.dumps(answer))
 """
+
+#: what tells R where its packages are: an answer kept under other values is not this one
+R_VARIABLES = ("R_HOME", "R_LIBS", "R_LIBS_USER", "R_LIBS_SITE")
+
+
+def watch_sources() -> None:
+    """From now on, note the files R's ``source()`` and ``sys.source()`` read (R starts here)."""
+    helpers()[".emews_watch_sources"]()
+
+
+def read_files() -> list[str]:
+    """The files R sourced since :func:`watch_sources` and the library folders it loads packages from."""
+    files = r_to_py(helpers()[".emews_read_files"]())
+    return [files] if isinstance(files, str) else list(files or [])
 
 
 @dataclass(frozen=True)
@@ -738,43 +762,38 @@ class ScriptCheck:
     error: str | None
 
 
-#: what :func:`check_script` found in this process: (script path, its content's hash, entry) -> the
-#: options declared (scripts that failed are asked again), and the packages found loadable
-_CHECKED: dict[tuple[str, str, str], dict[str, DeclaredOption] | None] = {}
-_LOADABLE: set[str] = set()
-
-
 def check_script(script: Path, entry: str, packages: Sequence[str] = ()) -> ScriptCheck:
     """The R packages of ``packages`` that R cannot load and :func:`option_names` of ``entry`` in
     ``script``, asked of one child process (R is not started in this one; each R start costs
-    seconds, loading packages more). A good answer is kept for this process while the script's text
-    is unchanged, so that checking again (or the options after the packages) starts no R.
+    seconds, loading packages more). A good answer (no package missing, the options read) is kept
+    (:mod:`emews.core.check_cache`) while the files R sourced (the script, those it sources), R's
+    library folders and the bridge are unchanged, so that checking again starts no R.
     Raises :class:`RUnavailable` when rpy2 or R does not work."""
-    import hashlib
     import json
 
-    try:
-        key: tuple[str, str, str] | None = (
-            str(script.resolve()),
-            hashlib.sha256(script.read_bytes()).hexdigest(),
-            entry,
-        )
-    except OSError:
-        key = None
-    if key in _CHECKED and _LOADABLE.issuperset(packages):
-        return ScriptCheck((), _CHECKED[key], None)
+    key = {
+        "check": "r-script",
+        "script": str(script.resolve()),
+        "entry": entry,
+        "packages": sorted(set(packages)),
+        "rpy2": code_fingerprint("rpy2"),
+        "environment": {name: os.environ.get(name) for name in R_VARIABLES},
+    }
+    found = kept(key)
+    if found is not None:
+        return ScriptCheck((), _declared(found.value), None)
     answer = json.loads(_probe(_SCRIPT_PROBE, [str(script), entry, *packages]).splitlines()[-1])
-    names = answer.get("names")
-    declared = (
-        None
-        if names is None
-        else {n: DeclaredOption(tuple(o["choices"]), o["min"], o["integer"]) for n, o in names.items()}
-    )
-    checked = ScriptCheck(tuple(answer["missing"]), declared, answer.get("error"))
-    _LOADABLE.update(set(packages) - set(checked.missing))
-    if key is not None and checked.error is None:
-        _CHECKED[key] = declared
+    checked = ScriptCheck(tuple(answer["missing"]), _declared(answer.get("names")), answer.get("error"))
+    if not checked.missing and checked.error is None:
+        keep(key, answer.get("names"), [PRELUDE_FILE, *map(Path, answer["files"])])
     return checked
+
+
+def _declared(names: Mapping[str, Any] | None) -> dict[str, DeclaredOption] | None:
+    """The options an answer of the script probe declares (``None``: none)."""
+    if names is None:
+        return None
+    return {n: DeclaredOption(tuple(o["choices"]), o["min"], o["integer"]) for n, o in names.items()}
 
 
 def declared_options(script: Path, entry: str) -> dict[str, DeclaredOption] | None:

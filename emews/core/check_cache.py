@@ -1,11 +1,12 @@
 """Good answers of a plug-in's expensive check kept on disk, so that the next command need not ask
-again: one policy for every such check (a gest-api generator built on the space).
+again: one policy for every such check (a gest-api generator built on the space, an R optimizer's
+script and packages asked of R).
 
 A check that passed leaves a file named by the SHA-256 of its key (what the answer depends on that
 the caller knows: the plug-in, its options, the space; the interpreter and emews' version are added)
 holding its answer and the fingerprints of the files it depended on: the user's modules loaded when it
 passed (:func:`~emews.core.code_files.user_module_files`: an edited helper module counts) or the
-files the caller names. A command finds the answer only
+files the caller names (the R scripts sourced, R's library folders). A command finds the answer only
 while every one of those files is unchanged. A refusal is never kept: it is asked again, and said
 again, every time.
 
