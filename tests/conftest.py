@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import compileall
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -61,9 +63,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Hand ``--chaos-examples`` to tests/chaos, whose settings are read when it is imported."""
+    """Hand ``--chaos-examples`` to tests/chaos, whose settings are read when it is imported; keep
+    the checks the suite's commands pass (``emews.core.check_cache``) in a folder of this run, not in
+    the user's ``~/.cache``: an answer kept by an earlier run of other code must not pass a test."""
     if config.getoption("--chaos-examples") is not None:
         os.environ["EMEWS_CHAOS_EXAMPLES"] = str(config.getoption("--chaos-examples"))
+    if "EMEWS_CHECK_CACHE" not in os.environ and not hasattr(config, "workerinput"):
+        folder = tempfile.mkdtemp(prefix="emews-test-checks-")
+        os.environ["EMEWS_CHECK_CACHE"] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 @pytest.hookimpl(tryfirst=True)
