@@ -263,13 +263,13 @@ def resume(
             key=refused[0],
             allowed=RESUME_ALLOWED,
         )
-    site = load_site(str(exp_dir / SITE_FILE), site_overrides)
-    workers = site.total_workers(workers or read_info(exp_dir).get("workers"))
-    check_job_environment()
     lease = acquire(exp_dir, "emews resume", job_done=batch_job_over(exp_dir))
     stored: tuple[int, int] | None = None
     try:
-        store = open_store(exp_dir)  # a corrupt or incompatible store is a clear error now, not a failed job
+        # the store first: an experiment a newer emews made is refused naming the schemas, before its
+        # site.yaml and workflow.yaml, which may hold keys of that version, are read; a corrupt or
+        # incompatible store is a clear error now, not a failed job
+        store = open_store(exp_dir)
         if store is None:
             refuse_lost_store(exp_dir)
         else:
@@ -278,6 +278,9 @@ def resume(
                 stored = stored_and_unfinished(store)
                 if read_info(exp_dir).get("pools") and nothing_left(exp_dir, stored) is not None:
                     pools_told_done(store)
+        site = load_site(str(exp_dir / SITE_FILE), site_overrides)
+        workers = site.total_workers(workers or read_info(exp_dir).get("workers"))
+        check_job_environment()
         # the objective and the optimizer as launch checks them: one edited, moved or deleted since (a
         # points file too) is one line now, not a job whose every task fails (the budget spent on it)
         load_workflow(str(exp_dir / WORKFLOW_FILE), overrides, check_imports=True)

@@ -92,6 +92,25 @@ def test_a_store_of_a_newer_schema_is_refused_by_every_command_before_anything_r
         )
 
 
+def test_an_experiment_a_newer_emews_made_is_refused_naming_the_schemas_not_a_key_of_its_files(
+    emews_cmd, exp: Path
+) -> None:
+    """A newer emews also records keys this one does not know in the experiment's site.yaml and
+    workflow.yaml: resume read site.yaml first and said ``site.yaml: future_key: unknown key``,
+    blaming a file nobody wrote by hand, not the version (the readers named the schemas already)."""
+    alter(exp, f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    for name in ("site.yaml", "workflow.yaml"):
+        recorded = exp / name
+        recorded.write_text(recorded.read_text() + "future_key: 1\n")
+    for command in ("resume", *READERS):
+        refused(
+            emews_cmd,
+            exp,
+            command,
+            f"written by a newer emews (schema {SCHEMA_VERSION + 1}; this one reads up to {SCHEMA_VERSION})",
+        )
+
+
 @pytest.mark.parametrize("column", ["loss", "host"])
 def test_a_results_table_without_a_column_this_version_reads_is_one_line(emews_cmd, exp: Path, column: str) -> None:
     """``emews results`` printed an sqlite3.OperationalError traceback; resume ended in MPI_Abort."""
