@@ -31,8 +31,8 @@ from emews.core.jsoncodec import dumps_point, loads_metrics, loads_point
 from emews.core.results import Result, Status, Task
 from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
 from emews.store.queries import ReadQueries
-from emews.store.tables import column_names, has_table, in_slices, record_tasks
-from emews.store.trial_store import TrialStore
+from emews.store.tables import column_names, in_slices, record_tasks
+from emews.store.trial_store import TRIAL_SCHEMA, TrialStore
 
 #: ``PRAGMA synchronous`` per durability mode (WAL journal in every mode)
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
@@ -151,7 +151,9 @@ class ResultsStore(TrialStore, ReadQueries, Store):
             if not readonly:
                 self._migrate()
             self._check_columns(writing=not readonly)
-            TrialStore.__init__(self, self._db, readonly=readonly, root=root)
+            TrialStore.__init__(self, self._db, readonly=readonly, root=root, schema=False)  # made by _migrate
+            if not readonly:
+                self._relocate()
         except BaseException as exc:
             self._db.close()
             if isinstance(exc, sqlite3.Error):
@@ -178,17 +180,21 @@ class ResultsStore(TrialStore, ReadQueries, Store):
             )
 
     def _migrate(self) -> None:
-        """Create what is missing and bring an older store to :data:`SCHEMA_VERSION`."""
-        self._db.executescript(_SCHEMA)
-        if "ranks" not in column_names(self._db, "tasks"):  # version 0: before tasks had sizes
-            self._db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
-        if "team_ranks" not in column_names(self._db, "results"):  # version 1: before teams were recorded
-            self._db.execute("ALTER TABLE results ADD COLUMN team_ranks TEXT")
-        if "seed" not in column_names(self._db, "results"):  # version 2: before results kept the task's seed
-            self._db.execute("ALTER TABLE results ADD COLUMN seed INTEGER")
-        if has_table(self._db, "decisions") and "report" not in column_names(self._db, "decisions"):  # version 3
-            self._db.execute("ALTER TABLE decisions ADD COLUMN report INTEGER")  # the training tables' (TrialStore)
-        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        """Create what is missing (the training tables too) and bring an older store to
+        :data:`SCHEMA_VERSION`, in one transaction: a job killed while it migrates leaves the store
+        of the old version or of the new one, never the new tables under the old version."""
+        db = self._db
+        with db:  # executescript commits what is pending, then begins this transaction
+            db.executescript(f"BEGIN IMMEDIATE;\n{_SCHEMA}{TRIAL_SCHEMA}")
+            if "ranks" not in column_names(db, "tasks"):  # version 0: before tasks had sizes
+                db.execute("ALTER TABLE tasks ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1")
+            if "team_ranks" not in column_names(db, "results"):  # version 1: before teams were recorded
+                db.execute("ALTER TABLE results ADD COLUMN team_ranks TEXT")
+            if "seed" not in column_names(db, "results"):  # version 2: before results kept the task's seed
+                db.execute("ALTER TABLE results ADD COLUMN seed INTEGER")
+            if "report" not in column_names(db, "decisions"):  # version 3: before decisions named their report
+                db.execute("ALTER TABLE decisions ADD COLUMN report INTEGER")
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _column_info(self, table: str) -> list[tuple[str, bool]]:
         """``(name, must be filled)`` for each column of ``table`` (empty: no such table): a

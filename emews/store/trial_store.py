@@ -44,7 +44,8 @@ from emews.store.tables import column_names, in_slices, record_tasks, set_task_p
 from emews.training.checkpoints import checkpoint_attempt, in_experiment
 from emews.training.messages import Action, Ending, Report, Restorable
 
-_SCHEMA = """
+#: the training tables (SQLite), made by :class:`TrialStore` or, in its migration, by the results store
+TRIAL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS reports (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     trial INTEGER NOT NULL,
@@ -137,14 +138,14 @@ class TrialStore:
         self, db: sqlite3.Connection, *, readonly: bool = False, root: Path | None = None, schema: bool = True
     ) -> None:
         """``schema``: make the SQLite tables (and relocate older absolute paths) when writing; a
-        PostgreSQL store has made its own."""
+        PostgreSQL store has made its own, and the SQLite results store makes them in its migration."""
         self._db = db
         self._opened_at = None if root is None else Path(os.path.abspath(root))
         # a run's store follows its directory moved while it runs: paths resolve where it is now
         self._where = None if readonly or self._opened_at is None else FollowedDir(self._opened_at)
         self._named_reports = False  # whether ``decisions`` was seen to have its ``report`` column
         if not readonly and schema:
-            db.executescript(_SCHEMA)
+            db.executescript(TRIAL_SCHEMA)
             self._relocate()
 
     @property

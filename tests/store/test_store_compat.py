@@ -7,13 +7,16 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import emews
-from emews.store.results_store import SCHEMA_VERSION
+from emews.store.results_store import SCHEMA_VERSION, ResultsStore
 from testutil import EmewsCommand, stored_rows, write_workflow
 
 READERS = ("results", "status", "report")
@@ -171,6 +174,58 @@ def test_a_store_written_before_schema_versions_is_migrated_by_resume(emews_cmd,
     db = sqlite3.connect(exp / "results.db")
     assert "ranks" in {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
     db.close()
+
+
+#: a child that opens the store for writing (migrating it) and is killed (SIGKILL, as ``kill -9`` of
+#: the job) as SQLite prepares the migration's second ALTER TABLE: the first one is done by then
+_KILLED_WHILE_MIGRATING = """
+import os, signal, sqlite3, sys
+from emews.store.results_store import ResultsStore
+
+class KilledWhileMigrating(ResultsStore):
+    def _connect(self, durability):
+        db = super()._connect(durability)
+        alters = []
+        def authorize(action, *_):
+            if action == sqlite3.SQLITE_ALTER_TABLE:
+                alters.append(action)
+                if len(alters) == 2:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return sqlite3.SQLITE_OK
+        db.set_authorizer(authorize)
+        return db
+
+KilledWhileMigrating(sys.argv[1])
+"""
+
+
+def columns(exp: Path) -> dict[str, list[str]]:
+    db = sqlite3.connect(exp / "results.db")
+    try:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {table: [row[1] for row in db.execute(f"PRAGMA table_info({table})")] for table in tables}
+    finally:
+        db.close()
+
+
+def test_a_store_killed_while_it_migrates_is_the_old_version_or_the_new(exp: Path) -> None:
+    """The migration ran each step in its own transaction: a job killed in the middle left a store
+    with the new columns of the first steps under the old version, which neither version wrote."""
+    alter(
+        exp,
+        "ALTER TABLE results DROP COLUMN seed; ALTER TABLE results DROP COLUMN team_ranks; "
+        "ALTER TABLE decisions DROP COLUMN report; PRAGMA user_version = 1",
+    )
+    old, rows = columns(exp), stored_rows(exp)
+    child = subprocess.run([sys.executable, "-c", _KILLED_WHILE_MIGRATING, str(exp / "results.db")], check=False)
+    assert child.returncode == -signal.SIGKILL
+    assert (user_version(exp), columns(exp)) == (1, old)  # the old version, as it was
+    assert stored_rows(exp) == rows
+    ResultsStore(exp / "results.db").close()  # migrated whole by the next open
+    assert user_version(exp) == SCHEMA_VERSION
+    new = columns(exp)
+    assert {"team_ranks", "seed"} <= set(new["results"]) and "report" in new["decisions"]
+    assert stored_rows(exp) == [{**row, "team_ranks": None, "seed": None} for row in rows]
 
 
 def test_metrics_holding_nan_and_infinity_are_read_and_resumed(emews_cmd, tmp_path: Path) -> None:
