@@ -193,6 +193,12 @@ def is_experiment(exp_dir: Path) -> bool:
     return all((exp_dir / name).is_file() for name in EXPERIMENT_FILES)
 
 
+def is_experiment_record(path: Path) -> bool:
+    """Whether ``path`` is the workflow.yaml an experiment directory records (emews wrote it, maybe
+    an older emews), rather than a workflow a user wrote."""
+    return path.name == WORKFLOW_FILE and all((path.parent / name).is_file() for name in EXPERIMENT_FILES)
+
+
 def require_experiment(exp_dir: Path) -> Path:
     """``exp_dir`` when it is an experiment directory; a :class:`ConfigError` naming the file it
     lacks when not (a folder that only holds a workflow.yaml, such as the one a user wrote, is not)."""

@@ -117,7 +117,9 @@ def _takes_open_points(optimizer: OptimizerSection, file: str, workflow_dir: Pat
     return bool(answer)
 
 
-#: workflow keys renamed: old -> new. The old key still loads, for one release, with a notice.
+#: workflow keys renamed: old -> new. The old key still loads, for one release, with a notice, in a
+#: file a user wrote; in an experiment's own workflow.yaml (a record emews wrote, which outlives the
+#: version that wrote it) always, silently: an entry here is never removed.
 RENAMED_KEYS = {"scheduler": "trial_scheduler"}
 
 
@@ -126,7 +128,10 @@ _noticed: set[tuple[str, str]] = set()  # (file, old key): one notice per file a
 
 def rename_old_keys(data: dict[str, Any], file: str) -> None:
     """Rename the old keys of ``data`` (read from ``file``) in place, with a one-line notice on
-    stderr naming the file and the new key; the old and the new key together are an error."""
+    stderr naming the file and the new key (none for an experiment's record: nobody is to edit it);
+    the old and the new key together are an error."""
+    from emews.config.experiment import is_experiment_record
+
     for old, new in RENAMED_KEYS.items():
         if old not in data:
             continue
@@ -138,7 +143,7 @@ def rename_old_keys(data: dict[str, Any], file: str) -> None:
                 allowed=f"{new} only",
             )
         data[new] = data.pop(old)
-        if (file, old) not in _noticed:
+        if (file, old) not in _noticed and not is_experiment_record(Path(file)):
             _noticed.add((file, old))
             print(
                 f"emews: notice: {file}: {old!r} is now {new!r} (rename it; the old key is read until the "
