@@ -1,0 +1,55 @@
+"""An experiment outlives the emews that made it: a real experiment an older emews made and stopped,
+resumed by this one (``tests/data/old-experiments/README.md`` says which commit and command made it).
+
+The store has no schema version yet (2026-11-23), absolute checkpoint paths, and the workflow's
+``scheduler:`` key from before ``trial_scheduler:``; its experiment has moved since (the test's
+folder) and so has its objective (the recorded path is the one place that names it)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from emews.store.results_store import SCHEMA_VERSION
+from testutil import TESTS, EmewsCommand, query, stored_rows
+
+OLD = TESTS / "data" / "old-experiments"
+
+
+def older_experiment(tmp_path: Path, name: str) -> Path:
+    """A copy of the fixture ``name`` whose workflow names the fixture's objective where it is now."""
+    exp = tmp_path / "exp"
+    shutil.copytree(OLD / name, exp)
+    objective = shutil.copy(OLD / "trial.py", tmp_path / "trial.py")
+    recorded = exp / "workflow.yaml"
+    text = recorded.read_text()
+    recorded.write_text(text.replace(yaml.safe_load(text)["objective"]["module"], str(objective)))
+    return exp
+
+
+def test_an_asha_experiment_stopped_by_859fce6_resumes_where_it_stopped(
+    emews_cmd: EmewsCommand, tmp_path: Path
+) -> None:
+    exp = older_experiment(tmp_path, "asha-859fce6")
+    before = stored_rows(exp)
+    assert [r["id"] for r in before] == [0, 2, 3, 4] and query(exp, "PRAGMA user_version") == [(0,)]
+    assert query(exp, "SELECT task, step FROM pauses") == [(1, 8)]  # trial 1 paused at step 8 by the stop
+
+    proc = emews_cmd("resume", str(exp), "--workers", "2", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "notice" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+    rows = {r["id"]: r for r in stored_rows(exp)}
+    assert sorted(rows) == list(range(8))  # nothing lost, nothing twice, the ids of the older run kept
+    # the objective fails a task that restores another trial's checkpoint, or another step than it says
+    assert {r["status"] for r in rows.values()} == {"ok"}, [r["error"] for r in rows.values()]
+    for old in before:
+        assert {key: rows[old["id"]][key] for key in old} == old
+    # trial 1 went on from its checkpoint of step 8: a restart would have reported step 1 again
+    assert [s for (s,) in query(exp, "SELECT step FROM reports WHERE trial = 1 ORDER BY seq")] == list(range(1, 10))
+    assert query(exp, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert query(exp, "SELECT COUNT(*) FROM checkpoints WHERE path LIKE '/%'") == [(0,)]  # made relative
+    durable = [path for (path,) in query(exp, "SELECT path FROM checkpoints WHERE state = 'durable'")]
+    assert durable and all((exp / path).is_file() for path in durable)
