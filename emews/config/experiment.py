@@ -75,6 +75,12 @@ def create_experiment(
     if target.exists() and not target.is_dir():  # said as a file, not as a folder with things in it
         raise ConfigError(f"{target} is a file", key="--exp-dir", allowed="a new or empty directory")
     if target.exists() and any(target.iterdir()):
+        if is_experiment_record(target / WORKFLOW_FILE):  # launched again (after an upgrade, a stop)
+            raise ConfigError(
+                f"{target} is an experiment already: emews resume {target} continues it",
+                key="--exp-dir",
+                allowed="a new or empty directory",
+            )
         raise taken
     staging = target.parent / f".{target.name}.partial-{os.getpid()}"
     try:
