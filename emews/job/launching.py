@@ -276,8 +276,8 @@ def resume(
             with store:
                 store.verify(writing=True)
                 stored = stored_and_unfinished(store)
-                if read_info(exp_dir).get("pools") and nothing_left(exp_dir, stored) is not None:
-                    pools_told_done(store)
+        if read_info(exp_dir).get("pools") and nothing_left(exp_dir, stored) is not None:
+            pools_told_done(exp_dir)
         site = load_site(str(exp_dir / SITE_FILE), site_overrides)
         workers = site.total_workers(workers or read_info(exp_dir).get("workers"))
         check_job_environment()
@@ -327,14 +327,16 @@ def _submit(site: Site, exp_dir: Path, workers: int, lease: Lease) -> str:
     return job_id
 
 
-def pools_told_done(store: stores.Store) -> None:
-    """A pooled experiment with nothing left whose optimizer was killed before it said so (its lead's
-    launcher killed after the last result): the pools still wait for its word; say it for it."""
-    from emews.store.pool_queue import PoolQueue  # a pooled experiment's store is PostgreSQL
+def pools_told_done(exp_dir: Path) -> None:
+    """A pooled experiment with nothing left whose optimizer ended without saying so (it failed after
+    the last result, or its job's pool did): the pools still wait for its word; say it for it, on a
+    connection of its own that may write (resume reads the store read-only)."""
+    from emews.store.pool_queue import queue_for_an_optimizer  # a pooled experiment's store is PostgreSQL
 
-    queue = PoolQueue(store)  # type: ignore[arg-type]
-    if queue.enabled() and not queue.finished():
-        queue.finish()
+    queue = queue_for_an_optimizer(exp_dir)
+    with queue.store:
+        if not queue.finished():
+            queue.finish()
 
 
 def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, relay: bool = False) -> int:

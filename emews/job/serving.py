@@ -47,7 +47,7 @@ def _serve(exp_dir: Path, lock: PoolQueue) -> int:
     with acquire(exp_dir, SERVE_COMMAND, job_done=batch_job_over(exp_dir)):
         done = nothing_left(exp_dir, stored_and_unfinished(lock.store))
         if done is not None:  # every evaluation stored, none queued or leased
-            if not lock.finished():  # its optimizer was killed before it told the pools: they wait for it
+            if not lock.finished():  # its optimizer failed after its last result: the pools wait for its word
                 lock.finish()
             print(done.line("serve", exp_dir), file=sys.stderr)
             return done.status
