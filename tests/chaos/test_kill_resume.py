@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from chaos_verdicts import recorded
 from hypothesis import Phase, given, note, settings
 from hypothesis import strategies as st
 
@@ -219,20 +219,14 @@ def files_of(exp: Path) -> dict[str, str]:
     }
 
 
-def record(case: object, seen: dict[str, Any]) -> None:
-    path = os.environ.get("EMEWS_CHAOS_RECORD")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(json.dumps({"case": str(case), **seen}) + "\n")
-
-
 def stop_and_resume(case: Case, folder: Path) -> None:
     """Run ``case`` in ``folder`` and check every promise; the job's processes are killed whatever happens."""
     cmd = EmewsCommand(folder)
     log, exp = folder / "log.jsonl", folder / "exp"
     cmd.env.update(CHAOS_LOG=str(log), CHAOS_BLOB=str(BLOB))
     seen: dict[str, Any] = {}
-    try:
+    with recorded(case, seen), contextlib.ExitStack() as cleanup:
+        cleanup.callback(cmd.kill_all)
         first = start(
             cmd, "launch", str(workflow(folder)), "--workers", "3", "--exp-dir", "exp", out=folder / "launch.txt"
         )
@@ -296,13 +290,6 @@ def stop_and_resume(case: Case, folder: Path) -> None:
         check_promises(cmd, target, log, stops=2 if seen.get("resume killed") else 1)
         if case.relocate == "copy":
             assert files_of(exp) == original, "the copy's resume changed the original"
-        seen["verdict"] = "held"
-    except BaseException as exc:
-        seen["verdict"] = f"{type(exc).__name__}: {str(exc)[:500]}"
-        raise
-    finally:
-        record(case, seen)
-        cmd.kill_all()
 
 
 #: a task caught by two stops (the run and its resume killed) that wrote no checkpoint in the second is

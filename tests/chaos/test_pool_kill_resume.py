@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from chaos_verdicts import recorded
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from pgserver import PgServer
 from pooled import seen
-from test_kill_resume import BLOB, BUDGET, Watched, check_promises, record, reports, role_pids, start, workflow
+from test_kill_resume import BLOB, BUDGET, Watched, check_promises, reports, role_pids, start, workflow
 
 from testutil import EmewsCommand, events
 
@@ -143,7 +144,9 @@ def stop_and_finish(case: PoolCase, folder: Path, url: str) -> None:
         cmd.env.update(CHAOS_LOG=str(log), CHAOS_BLOB=str(BLOB))
     seen_: dict[str, Any] = {}
     wf = pooled_workflow(folder, url)
-    try:
+    with recorded(case, seen_), contextlib.ExitStack() as cleanup:
+        for cmd in commands:
+            cleanup.callback(cmd.kill_all)
         lead = start(
             commands[0],
             "launch",
@@ -193,14 +196,6 @@ def stop_and_finish(case: PoolCase, folder: Path, url: str) -> None:
         left = sorted(s for j in watched for s in j.segments if (Path("/dev/shm") / s).exists())
         assert left == [], f"segments left in /dev/shm: {left}"
         check_promises(commands[0], exp, log, rows_of=result_rows)
-        seen_["verdict"] = "held"
-    except BaseException as exc:
-        seen_["verdict"] = f"{type(exc).__name__}: {str(exc)[:500]}"
-        raise
-    finally:
-        record(case, seen_)
-        for cmd in commands:
-            cmd.kill_all()
 
 
 def told_done(exp: Path) -> bool:
