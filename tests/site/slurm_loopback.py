@@ -19,16 +19,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, also when run by hand
 from testutil import free_ports  # noqa: E402
 
-DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "sbatch",
-           "squeue", "sinfo", "scancel")
+DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel")
 APT_PACKAGES = ("slurm-wlm", "munge")
 #: the first job ids a cluster may take (below Slurm's MaxJobId, 67,043,328 by default)
 FIRST_JOB_IDS = range(1_000, 60_000_000)
+#: the variable that marks a cluster's daemons and what they start (its value: :attr:`LoopbackSlurm.mark`)
+DAEMON_MARK = "EMEWS_LOOPBACK_SLURM"
 
 
 def missing_tools() -> list[str]:
@@ -86,6 +88,10 @@ class LoopbackSlurm:
         self.conf = self.root / "slurm.conf"
         self.munge_socket = self.root / "munge" / "munge.socket"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        #: the first job id of this cluster (slurm.conf's FirstJobId): its jobs' ids count up from it
+        self.first_job_id = random.choice(FIRST_JOB_IDS)
+        #: the value of :data:`DAEMON_MARK` in its daemons' environment (and what they start, slurmstepd)
+        self.mark = uuid.uuid4().hex
 
     @property
     def env(self) -> dict[str, str]:
@@ -106,38 +112,52 @@ class LoopbackSlurm:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.root / f"{name}.stdout", "wb")  # noqa: SIM115 - closed with the process
-        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=self.env,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**self.env, DAEMON_MARK: self.mark},
+            start_new_session=True,
+        )
         log.close()
 
     def _start_munge(self) -> None:
         key = self.root / "munge.key"
-        subprocess.run([_tool("mungekey"), "-c", "-k", str(key)], check=True,
-                       capture_output=True)
+        subprocess.run([_tool("mungekey"), "-c", "-k", str(key)], check=True, capture_output=True)
         key.chmod(0o600)
         self.munge_socket.parent.mkdir(mode=0o755)
         self.munge_socket.parent.chmod(0o755)
-        self._spawn("munged", [_tool("munged"), "-F", "--force", f"--key-file={key}",
-                               f"--socket={self.munge_socket}",
-                               f"--pid-file={self.root / 'munged.pid'}",
-                               f"--log-file={self.root / 'munged.log'}",
-                               f"--seed-file={self.root / 'munged.seed'}"])
+        self._spawn(
+            "munged",
+            [
+                _tool("munged"),
+                "-F",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={self.munge_socket}",
+                f"--pid-file={self.root / 'munged.pid'}",
+                f"--log-file={self.root / 'munged.log'}",
+                f"--seed-file={self.root / 'munged.seed'}",
+            ],
+        )
         deadline = time.monotonic() + 15
         while True:
-            cred = subprocess.run([_tool("munge"), "-S", str(self.munge_socket), "-n"],
-                                  capture_output=True)
-            if cred.returncode == 0 and subprocess.run(
-                    [_tool("unmunge"), "-S", str(self.munge_socket)], input=cred.stdout,
-                    capture_output=True).returncode == 0:
+            cred = subprocess.run([_tool("munge"), "-S", str(self.munge_socket), "-n"], capture_output=True)
+            if (
+                cred.returncode == 0
+                and subprocess.run(
+                    [_tool("unmunge"), "-S", str(self.munge_socket)], input=cred.stdout, capture_output=True
+                ).returncode
+                == 0
+            ):
                 return
             if time.monotonic() > deadline or self.procs["munged"].poll() is not None:
                 raise RuntimeError(f"munged did not start: {self.log('munged')}")
             time.sleep(0.1)
 
     def _node_line(self) -> str:
-        out = subprocess.run([_tool("slurmd"), "-C"], capture_output=True, text=True,
-                             check=True).stdout
+        out = subprocess.run([_tool("slurmd"), "-C"], capture_output=True, text=True, check=True).stdout
         line = next(ln for ln in out.splitlines() if ln.startswith("NodeName="))
         line = re.sub(r"^NodeName=\S+", "NodeName=localhost NodeAddr=127.0.0.1", line)
         return re.sub(r"\s*UpTime=\S+", "", line)
@@ -147,33 +167,47 @@ class LoopbackSlurm:
             (self.root / sub).mkdir(exist_ok=True)
         r = self.root
         ctld_port, slurmd_port = free_ports(2)
-        self.conf.write_text("\n".join([
-            "ClusterName=emewstest",
-            "SlurmctldHost=localhost(127.0.0.1)",
-            f"SlurmctldPort={ctld_port}",
-            f"SlurmdPort={slurmd_port}",
-            "SlurmUser=root", "SlurmdUser=root",
-            "AuthType=auth/munge", "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket}",
-            f"StateSaveLocation={r / 'state'}", f"SlurmdSpoolDir={r / 'spool'}",
-            f"SlurmctldPidFile={r / 'slurmctld.pid'}", f"SlurmdPidFile={r / 'slurmd.pid'}",
-            f"SlurmctldLogFile={r / 'slurmctld.log'}", f"SlurmdLogFile={r / 'slurmd.log'}",
-            f"ProctrackType=proctrack/{'cgroup' if self.cgroup else 'linuxproc'}",
-            f"TaskPlugin=task/{'affinity' if self.bind_cores else 'none'}",
-            "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
-            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
-            "ReturnToService=2", "MpiDefault=none", "MailProg=/bin/true",
-            "SchedulerParameters=batch_sched_delay=0", "MinJobAge=600",
-            # job ids of their own: MPICH names a node's shared memory after the PMI job ("JOBID.STEP"
-            # under srun), so a cluster that numbered from 1 again met the segment a killed job 1.0 of
-            # an earlier cluster left in /dev/shm, and its ranks waited in MPI_Init for good
-            f"FirstJobId={random.choice(FIRST_JOB_IDS)}",
-            *self._gpu_lines(),
-            *self._cgroup_lines(),
-            self._node_line() + (f" Gres=gpu:{self.gpus}" if self.gpus else ""),
-            "PartitionName=debug Nodes=localhost Default=YES State=UP MaxTime=INFINITE",
-        ]) + "\n")
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=emewstest",
+                    "SlurmctldHost=localhost(127.0.0.1)",
+                    f"SlurmctldPort={ctld_port}",
+                    f"SlurmdPort={slurmd_port}",
+                    "SlurmUser=root",
+                    "SlurmdUser=root",
+                    "AuthType=auth/munge",
+                    "CredType=cred/munge",
+                    f"AuthInfo=socket={self.munge_socket}",
+                    f"StateSaveLocation={r / 'state'}",
+                    f"SlurmdSpoolDir={r / 'spool'}",
+                    f"SlurmctldPidFile={r / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={r / 'slurmd.pid'}",
+                    f"SlurmctldLogFile={r / 'slurmctld.log'}",
+                    f"SlurmdLogFile={r / 'slurmd.log'}",
+                    f"ProctrackType=proctrack/{'cgroup' if self.cgroup else 'linuxproc'}",
+                    f"TaskPlugin=task/{'affinity' if self.bind_cores else 'none'}",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "AccountingStorageType=accounting_storage/none",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_Core",
+                    "ReturnToService=2",
+                    "MpiDefault=none",
+                    "MailProg=/bin/true",
+                    "SchedulerParameters=batch_sched_delay=0",
+                    "MinJobAge=600",
+                    # job ids of their own: MPICH names a node's shared memory after the PMI job ("JOBID.STEP"
+                    # under srun), so a cluster that numbered from 1 again met the segment a killed job 1.0 of
+                    # an earlier cluster left in /dev/shm, and its ranks waited in MPI_Init for good
+                    f"FirstJobId={self.first_job_id}",
+                    *self._gpu_lines(),
+                    *self._cgroup_lines(),
+                    self._node_line() + (f" Gres=gpu:{self.gpus}" if self.gpus else ""),
+                    "PartitionName=debug Nodes=localhost Default=YES State=UP MaxTime=INFINITE",
+                ]
+            )
+            + "\n"
+        )
 
     def _gpu_lines(self) -> list[str]:
         """slurm.conf's GresTypes line and a gres.conf naming ``gpus`` character devices: slurmd
@@ -208,14 +242,14 @@ class LoopbackSlurm:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} exited with {proc.returncode}: {self.log(name)}")
-            out = subprocess.run([_tool("sinfo"), "-h", "-o", "%T"], capture_output=True,
-                                 text=True, env=self.env)
+            out = subprocess.run([_tool("sinfo"), "-h", "-o", "%T"], capture_output=True, text=True, env=self.env)
             state = out.stdout.strip()
             if out.returncode == 0 and state.startswith("idle"):
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"node not idle after {timeout:.0f} s (state {state!r}): "
-                           f"{self.log('slurmctld')} {self.log('slurmd')}")
+        raise RuntimeError(
+            f"node not idle after {timeout:.0f} s (state {state!r}): {self.log('slurmctld')} {self.log('slurmd')}"
+        )
 
     # -- stop -----------------------------------------------------------------
     def stop(self, timeout: float = 15.0) -> None:
@@ -239,9 +273,9 @@ class LoopbackSlurm:
     def _kill_leftovers(self) -> None:
         """SIGKILL what this cluster started and outlived its daemons: a job's slurmstepd and its
         processes (a test that failed while its job hung, e.g. ranks spinning in MPI_Init beside a
-        stopped one, left them running for good, slowing every later test). They are known by
-        this cluster's ``SLURM_CONF`` in their environment, which the daemons pass on."""
-        mark = f"SLURM_CONF={self.conf}".encode() + b"\0"
+        stopped one, left them running for good, slowing every later test); :meth:`started_here`
+        tells them. Nothing else: ``SLURM_CONF`` is set session-wide by the ``slurm_cluster``
+        fixture, so every process a test starts carries it, an xdist worker's too."""
         spared = {os.getpid(), os.getppid()}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) in spared:
@@ -250,12 +284,22 @@ class LoopbackSlurm:
                 environ = (entry / "environ").read_bytes()
             except OSError:
                 continue
-            if mark in environ + b"\0":
+            if self.started_here(environ):
                 for signum in (signal.SIGCONT, signal.SIGKILL):  # a stopped one too
                     try:
                         os.kill(int(entry.name), signum)
                     except OSError:
                         break
+
+    def started_here(self, environ: bytes) -> bool:
+        """Whether the process of ``environ`` (``/proc/PID/environ``) is this cluster's: a daemon or
+        what a daemon started (its :data:`DAEMON_MARK`), or a process of one of its jobs (this
+        cluster's ``SLURM_CONF`` and a ``SLURM_JOB_ID`` it issued, from :attr:`first_job_id` on)."""
+        env = dict(item.split(b"=", 1) for item in environ.split(b"\0") if b"=" in item)
+        if env.get(DAEMON_MARK.encode()) == self.mark.encode():
+            return True
+        job = env.get(b"SLURM_JOB_ID", b"")
+        return env.get(b"SLURM_CONF") == str(self.conf).encode() and job.isdigit() and int(job) >= self.first_job_id
 
     def cleanup(self) -> None:
         """Remove the private directory (only one this object created), after :meth:`stop`."""
