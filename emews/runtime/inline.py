@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 #: longest timer ``setitimer`` is given; a longer timeout (or ``inf``) means no timer at all
 MAX_ALARM_SECONDS = 1e8
+#: what is left of a timer put back after its time ran out: it fires at once
+MIN_ALARM_SECONDS = 1e-6
 #: how long ``teardown`` may run before the worker gives up on it
 TEARDOWN_TIMEOUT = 60.0
 
@@ -162,17 +164,33 @@ class InlineRunner:
 
 
 class _Alarm:
+    """The task's timer: ``seconds`` after entry (``None``: no timer) SIGALRM raises
+    :class:`_TaskTimedOut`; on exit the SIGALRM handler and the ``ITIMER_REAL`` timer found on entry
+    are back (an objective's own, set by its ``setup``), that timer less the time spent inside
+    (one that ran out meanwhile fires at once)."""
+
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
+        self._handler: Any = None
+        self._timer: tuple[float, float] = (0.0, 0.0)
+        self._entered = 0.0
 
     def __enter__(self) -> None:
         if self.seconds:
-            signal.signal(signal.SIGALRM, self._fire)
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            self._handler = signal.signal(signal.SIGALRM, self._fire)
+            self._entered = time.monotonic()
+            self._timer = signal.setitimer(signal.ITIMER_REAL, self.seconds)
 
     def __exit__(self, *exc: object) -> None:
-        if self.seconds:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+        if not self.seconds:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if self._handler is not None:  # None: one not installed from Python, which cannot be put back
+            signal.signal(signal.SIGALRM, self._handler)
+        delay, interval = self._timer
+        if delay > 0:
+            left = delay - (time.monotonic() - self._entered)
+            signal.setitimer(signal.ITIMER_REAL, max(left, MIN_ALARM_SECONDS), interval)
 
     @staticmethod
     def _fire(signum: int, frame: object) -> None:
