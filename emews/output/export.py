@@ -61,9 +61,16 @@ class Totals:
 
 
 def open_store(exp_dir: Path) -> Store | None:
-    """The experiment's store, read-only (``None`` before the first result)."""
+    """The experiment's store, read-only (``None`` before the first result: no store yet, or one its
+    job is making, whose tables are not there yet: ``emews status`` right after ``emews launch``)."""
     exp_dir = require_experiment(exp_dir)
-    return stores.open_store(exp_dir, readonly=True) if stores.store_exists(exp_dir) else None
+    if not stores.store_exists(exp_dir):
+        return None
+    store = stores.open_store(exp_dir, readonly=True)
+    if store.made():
+        return store
+    store.close()
+    return None
 
 
 def refuse_lost_store(exp_dir: Path) -> None:

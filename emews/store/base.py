@@ -172,6 +172,11 @@ class Store(ABC):
         """The schema and every row are readable by this version (before a command that reads them
         all, or writes): :class:`StoreIncompatible` or :class:`StoreCorrupt`, naming what is not."""
 
+    def made(self) -> bool:
+        """Whether the store's tables are there: the job that creates a store makes its file (or
+        schema) a moment before them, and a read-only look in between finds none."""
+        return True
+
     @abstractmethod
     def close(self) -> None: ...
 

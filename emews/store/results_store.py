@@ -225,6 +225,9 @@ class ResultsStore(TrialStore, ReadQueries, Store):
                     file=self.location,
                 )
 
+    def made(self) -> bool:
+        return self._has("results")
+
     def verify(self, *, writing: bool = False) -> None:
         """What opening checks, and a scan of every row (before a command that reads them all, or
         writes): :class:`StoreIncompatible` for a column this version cannot fill when ``writing``,
