@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from pgserver import PgServer
+from pooled import gated_workflow, pooled_run
 
 from emews.config.workflow import load_workflow
 from emews.core.queues import QueuePair
@@ -21,7 +22,6 @@ from emews.job.wiring import SharedQueue
 from emews.runtime.progress import Progress
 from emews.store import open_store
 from emews.store.pool_queue import OptimizerRunning, PoolQueue
-from pooled import gated_workflow, pooled_run
 from testutil import EmewsCommand, wait_until
 
 RACES = 10
@@ -111,7 +111,7 @@ def test_two_serves_started_together_one_serves_one_is_refused(pg_server: PgServ
     the lock first serves (no pool runs, so it holds the lock until stopped); the other is refused
     at its check, one line and exit 2. Stopped, the one serving ends as a stopped optimizer does,
     never with "the optimizer rank failed"."""
-    wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 2})
+    wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 60})
     with pooled_run(tmp_path, wf, workers=1) as run:
         launch, cmd = run.launch, run.first
         assert wait_until(lambda: any((tmp_path / "marks").iterdir()), 120), "no task ever started"

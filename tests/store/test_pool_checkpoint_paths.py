@@ -15,16 +15,18 @@ from emews.training.checkpoints import read_checkpoint
 from testutil import events, trainer_workflow, wait_until
 
 
-def test_two_pools_training_one_trial_never_write_the_same_checkpoint_file(
-    pg_server: PgServer, tmp_path: Path
-) -> None:
+def test_two_pools_training_one_trial_never_write_the_same_checkpoint_file(pg_server: PgServer, tmp_path: Path) -> None:
     """Pool 1 starts the trial and is frozen before its step-1 report (its checkpoints carry a
     1000-byte blob); pool 2 takes the task (attempt 1), trains from scratch and stores steps 1 and
     2, then waits; pool 1 thawed reports step 1 (answered stop, not stored). Every checkpoint a
     row names is pool 2's, whole (the size the row says, no blob), and no other file is left.
     Before, both wrote TRIAL/step-00000001-000.ckpt: pool 1's write replaced pool 2's stored one."""
     wf = trainer_workflow(
-        tmp_path, [0.1], epochs=4, task={"isolation": "inline", "timeout": 300}, store={"url": pg_server.url(), "lease": 2}
+        tmp_path,
+        [0.1],
+        epochs=4,
+        task={"isolation": "inline", "timeout": 300},
+        store={"url": pg_server.url(), "lease": 2},
     )
     log = tmp_path / "trainer.log"
     first = trainer_command(tmp_path, 1, "open-1", TRAINER_BLOB="1000")
@@ -57,7 +59,11 @@ def test_a_resume_restores_the_checkpoints_of_the_layout_before(pg_server: PgSer
     step 3 from that file, writes steps 4 and 5 under the new names (``-a1``), and every file is
     named by its one row."""
     wf = trainer_workflow(
-        tmp_path, [0.1], epochs=5, task={"isolation": "process", "timeout": 300}, store={"url": pg_server.url(), "lease": 2}
+        tmp_path,
+        [0.1],
+        epochs=5,
+        task={"isolation": "process", "timeout": 300},
+        store={"url": pg_server.url(), "lease": 60},
     )
     log = tmp_path / "trainer.log"
     cmd = trainer_command(tmp_path, 4)
@@ -79,6 +85,9 @@ def test_a_resume_restores_the_checkpoints_of_the_layout_before(pg_server: PgSer
     assert [e["restored"] for e in events(log) if e["event"] == "start"] == [0, 3]
     after = rows(exp, "SELECT step, path FROM checkpoints ORDER BY step")
     assert after[:3] == before
-    assert [(s, Path(p).name) for s, p in after[3:]] == [(4, "step-00000004-000-a1.ckpt"), (5, "step-00000005-001-a1.ckpt")]
+    assert [(s, Path(p).name) for s, p in after[3:]] == [
+        (4, "step-00000004-000-a1.ckpt"),
+        (5, "step-00000005-001-a1.ckpt"),
+    ]
     on_disk = {p.relative_to(exp).as_posix() for p in (exp / "checkpoints").rglob("*.ckpt")}
     assert on_disk == {p for _, p in after}

@@ -41,28 +41,21 @@ def test_two_pools_keep_each_tasks_output_apart(pg_server: PgServer, tmp_path: P
         space={"x": {"type": "float", "lower": -2.0, "upper": 2.0}},
         budget={"evaluations": 4},
         task={"timeout": 600, "isolation": "process"},
-        store={"url": pg_server.url(), "lease": 2},
+        store={"url": pg_server.url(), "lease": 60},
     )
     marks = tmp_path / "marks"
     with pooled_run(tmp_path, wf, workers=1, command=gated_command(tmp_path)) as run:
         exp, launch, cmd = run.exp, run.launch, run.first
         assert (
             wait_until(
-                lambda: (
-                    seen(exp, QUEUED)
-                    and any(marks.iterdir())
-                    or launch.poll() is not None
-                ),
+                lambda: seen(exp, QUEUED) and any(marks.iterdir()) or launch.poll() is not None,
                 180,
             )
             and launch.poll() is None
         ), said(launch)
         attached = run.attach(1, command=cmd)
         both = wait_until(
-            lambda: (
-                running_on(exp, 2)
-                or attached.poll() is not None
-            ),
+            lambda: running_on(exp, 2) or attached.poll() is not None,
             180,
         )
         assert both and attached.poll() is None, said(attached)

@@ -23,7 +23,7 @@ def test_results_csv_followed_during_a_pooled_resume_steps_over_ids_cancelled_ea
     """The first run is stopped (SIGTERM) with tasks queued; ``emews cancel --queued`` cancels them;
     during the resume the followed CSV stopped at the first cancelled id (no row until the run's
     end, where the whole file was written): it now has every row before the follower finishes."""
-    wf = gated_workflow(tmp_path, pg_server.url(), BUDGET, store={"lease": 2})
+    wf = gated_workflow(tmp_path, pg_server.url(), BUDGET, store={"lease": 60})
     with pooled_run(tmp_path, wf, workers=2) as run:
         exp, launch, cmd = run.exp, run.launch, run.first
         wait_for_queued(exp)

@@ -21,7 +21,7 @@ def test_a_pooled_progress_line_counts_the_tasks_in_the_pools(pg_server: PgServe
     """``--workers 1 --pools 2``: two pools of one worker each hold a task at the gate. The launch's
     progress line (refreshed as on a terminal) counts at least those two out in the pools (before:
     '1/1 worker busy', the launch's own pool's size capping what the queue held)."""
-    wf = gated_workflow(tmp_path, pg_server.url(), 6, task={"timeout": 600, "isolation": "inline"}, store={"lease": 2})
+    wf = gated_workflow(tmp_path, pg_server.url(), 6, task={"timeout": 600, "isolation": "inline"}, store={"lease": 60})
     cmd = gated_command(tmp_path)
     cmd.env["EMEWS_PROGRESS"] = "tty"
     err = bytearray()
@@ -84,7 +84,9 @@ def test_status_of_a_pooled_run_counts_the_ranks_running_a_task(pg_server: PgSer
     start another), while the pool holds more tasks, taken from the queue but not started (its
     read-ahead). ``emews status`` said 'workers busy: 3/3' (the leased tasks, capped at the
     workers); the ranks running a task are 2."""
-    wf = gated_workflow(tmp_path, pg_server.url(), 4, task={"timeout": 600, "isolation": "process", "ranks": 2}, store={"lease": 60})
+    wf = gated_workflow(
+        tmp_path, pg_server.url(), 4, task={"timeout": 600, "isolation": "process", "ranks": 2}, store={"lease": 60}
+    )
     with pooled_run(tmp_path, wf, workers=3, pools=1) as run:
         launch, cmd = run.launch, run.first
         held = wait_until(

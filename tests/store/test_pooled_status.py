@@ -66,8 +66,13 @@ def test_trials_a_pool_trains_after_the_job_ended_are_not_called_interrupted(
         # The serve takes the optimizer lock, then (its workflow read) the lease that names it: a
         # status between the two still shows the launch's ended job
         said: list[str] = []
-        assert wait_until(lambda: said.append(first("status", "exp", timeout=120, check=True).stdout)
-                          or said[-1].startswith("job: emews serve (pid "), 120), said[-1]
+        assert wait_until(
+            lambda: (
+                said.append(first("status", "exp", timeout=120, check=True).stdout)
+                or said[-1].startswith("job: emews serve (pid ")
+            ),
+            120,
+        ), said[-1]
         status = said[-1]
         assert "runs the optimizer" in status.splitlines()[0], status
         assert f"trial {trial}: step 2" in status and "interrupted" not in status, status
@@ -86,7 +91,7 @@ def test_status_says_how_the_last_serve_ended(pg_server: PgServer, tmp_path: Pat
     status says nothing of an exit status (it still said 143)."""
     from emews.config.exit_record import read_exit_record
 
-    wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 2})
+    wf = gated_workflow(tmp_path, pg_server.url(), 6, store={"lease": 60})
     second = gated_command(tmp_path)
     with pooled_run(tmp_path, wf, workers=1) as run:
         exp, first, launch = run.exp, run.first, run.launch
@@ -94,8 +99,10 @@ def test_status_says_how_the_last_serve_ended(pg_server: PgServer, tmp_path: Pat
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=120) == 143
         job = first("status", "exp", timeout=120, check=True).stdout.splitlines()[0]
-        assert job == ("job: local, not running, the run ended with exit status 143: stopped by SIGTERM; "
-                       f"continue with: emews resume {exp}"), job
+        assert job == (
+            "job: local, not running, the run ended with exit status 143: stopped by SIGTERM; "
+            f"continue with: emews resume {exp}"
+        ), job
         served = run.start("serve", "exp", command=second)
         assert wait_until(lambda: read_exit_record(exp) == {}, 120)  # its run began: its record reserved
         second.kill_all()

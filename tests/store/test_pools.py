@@ -15,17 +15,28 @@ from pathlib import Path
 import psycopg
 import pytest
 from pgserver import PgServer
+from pooled import (
+    PooledRun,
+    gated_command,
+    gated_workflow,
+    held_by,
+    pooled_run,
+    rows,
+    running_on,
+    seen,
+    wait_for_queued,
+)
 
 from emews.store import open_store
-from pooled import (PooledRun, gated_command, gated_workflow, held_by, pooled_run, rows, running_on, seen,
-                    wait_for_queued)
 from testutil import GATED, TESTS, EmewsCommand, wait_until, write_workflow
 
 BUDGET = 12
 
 
-def _workflow(folder: Path, url: str | None, **extra: object) -> Path:
-    return gated_workflow(folder, url, BUDGET, store={"lease": 2}, **extra)
+def _workflow(folder: Path, url: str | None, lease: float = 60, **extra: object) -> Path:
+    """The gated workflow of :data:`BUDGET` evaluations on the store at ``url``, leases of ``lease``
+    seconds (60: none ends while a loaded machine delays a heartbeat; a test of a lease's end sets 2)."""
+    return gated_workflow(folder, url, BUDGET, store={"lease": lease}, **extra)
 
 
 def _attach_once_queued(run: PooledRun, cmd: EmewsCommand) -> tuple[subprocess.Popen, list[int]]:
@@ -45,7 +56,7 @@ def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: P
     ends the first pool runs it again under the same id (attempt 1): every evaluation is stored
     exactly once, none by the dead pool, and ``emews status`` shows that pool as gone, its tasks
     taken over (it said lost for ever)."""
-    wf = _workflow(tmp_path, pg_server.url())
+    wf = _workflow(tmp_path, pg_server.url(), lease=2)  # the dead pool's lease ends: what the test is about
     second = gated_command(tmp_path)
     with pooled_run(tmp_path, wf, workers=2) as run:
         exp, first = run.exp, run.first
@@ -61,7 +72,10 @@ def test_a_killed_pool_loses_nothing_and_its_tasks_run_on_the_other(pg_server: P
     status = first("status", "exp", timeout=120, check=True).stdout
     assert "pools: 2" in status
     # a local pool: status, on its host, sees its process ended (its tasks were taken over meanwhile)
-    assert "pool 1: stopped" in status and "pool 2: gone (its process ended without it stopping; it held nothing)" in status, status
+    assert (
+        "pool 1: stopped" in status
+        and "pool 2: gone (its process ended without it stopping; it held nothing)" in status
+    ), status
 
 
 def test_a_pool_stopped_by_sigterm_hands_back_what_it_held_at_once(pg_server: PgServer, tmp_path: Path) -> None:
@@ -102,7 +116,9 @@ def _launch_on_two_pools(cmd: EmewsCommand, wf: Path, folder: Path) -> tuple[Pat
     """``emews launch WF --workers 2 --pools 2``, its gate (``folder/open``) opened once both pools
     hold a task; the experiment and its ``(id, pool)`` results, once the launch ended with 0."""
     with pooled_run(folder, wf, workers=2, pools=2, command=cmd) as run:
-        both = wait_until(lambda: len(seen(run.exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180)
+        both = wait_until(
+            lambda: len(seen(run.exp, "SELECT DISTINCT pool FROM tasks WHERE state = 'leased'")) == 2, 180
+        )
         assert both, seen(run.exp, "SELECT id, state, pool FROM tasks")
     return run.exp, rows(run.exp, "SELECT id, pool FROM results ORDER BY id")
 
@@ -162,8 +178,18 @@ def test_pools_need_a_postgresql_store(tmp_path: Path) -> None:
     assert "store.url" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "exp").exists()
     cmd.env["GATE_FILE"] = str(tmp_path / "wf.yaml")  # open from the start
-    cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", "--set", "budget.evaluations=2", timeout=240,
-        check=True)  # a SQLite experiment
+    cmd(
+        "launch",
+        str(wf),
+        "--workers",
+        "1",
+        "--exp-dir",
+        "exp",
+        "--set",
+        "budget.evaluations=2",
+        timeout=240,
+        check=True,
+    )  # a SQLite experiment
     attach = cmd("attach", "exp")
     assert attach.returncode == 2 and "store.url" in attach.stderr and "Traceback" not in attach.stderr
     assert not (tmp_path / "exp" / "pools").exists()
@@ -179,8 +205,18 @@ def test_attach_needs_an_experiment_launched_with_pools(pg_server: PgServer, tmp
     wf = _workflow(tmp_path, pg_server.url())
     cmd = EmewsCommand(tmp_path)
     cmd.env["GATE_FILE"] = str(wf)
-    cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", "--set", "budget.evaluations=2", timeout=240,
-        check=True)
+    cmd(
+        "launch",
+        str(wf),
+        "--workers",
+        "1",
+        "--exp-dir",
+        "exp",
+        "--set",
+        "budget.evaluations=2",
+        timeout=240,
+        check=True,
+    )
     attach = cmd("attach", "exp")
     assert attach.returncode == 2 and "--pools" in attach.stderr and "Traceback" not in attach.stderr
     assert len(attach.stderr.strip().splitlines()) == 1
@@ -266,8 +302,10 @@ def test_asha_decides_across_two_pools(pg_server: PgServer, tmp_path: Path) -> N
         tmp_path,
         optimizer={"name": "sweep"},
         objective={"module": str(TESTS / "objectives" / "trainer.py"), "metric": "loss"},
-        space={"rate": {"type": "ordered", "values": [0.1, 0.5, 0.2, 0.6, 0.3, 0.7]},
-               "epochs": {"type": "constant", "value": 9}},
+        space={
+            "rate": {"type": "ordered", "values": [0.1, 0.5, 0.2, 0.6, 0.3, 0.7]},
+            "epochs": {"type": "constant", "value": 9},
+        },
         budget={"evaluations": 6},
         task={"isolation": "inline", "timeout": 300},
         trial_scheduler={"name": "asha", "options": {"max_t": 9, "grace_period": 1, "reduction_factor": 3}},
@@ -289,9 +327,12 @@ def test_a_time_budget_ends_a_pooled_run(pg_server: PgServer, tmp_path: Path) ->
     normally once they are stored (exit 0, "time budget reached"), each once; nothing is left
     queued or leased. (The run went on proposing for as long as it was let, the budget unseen.)"""
     wf = write_workflow(
-        tmp_path, objective={"module": str(GATED), "function": "run"},
-        budget={"time": "2s"}, task={"timeout": 120, "isolation": "inline"},
-        store={"url": pg_server.url(), "lease": 30})
+        tmp_path,
+        objective={"module": str(GATED), "function": "run"},
+        budget={"time": "2s"},
+        task={"timeout": 120, "isolation": "inline"},
+        store={"url": pg_server.url(), "lease": 30},
+    )
     with pooled_run(tmp_path, wf, workers=2) as run:
         exp = run.exp
         cancelled = wait_until(lambda: seen(exp, "SELECT id FROM tasks WHERE state = 'cancelled'"), 120)

@@ -17,7 +17,7 @@ def test_a_second_serve_is_refused_naming_the_serve_that_runs(pg_server: PgServe
     the optimizer back; a second ``emews serve`` meanwhile is refused, exit 2, in one line that
     says another optimizer serves the experiment (before: 'this experiment was launched without
     pools ... --pools')."""
-    wf = gated_workflow(tmp_path, pg_server.url(), 4, store={"lease": 2})
+    wf = gated_workflow(tmp_path, pg_server.url(), 4, store={"lease": 60})
     with pooled_run(tmp_path, wf, workers=1) as run:
         exp, launch, cmd = run.exp, run.launch, run.first
         assert (
