@@ -63,7 +63,7 @@ def test_a_resume_restores_the_checkpoints_of_the_layout_before(pg_server: PgSer
         [0.1],
         epochs=5,
         task={"isolation": "process", "timeout": 300},
-        store={"url": pg_server.url(), "lease": 60},
+        store={"url": pg_server.url(), "lease": 15},
     )
     log = tmp_path / "trainer.log"
     cmd = trainer_command(tmp_path, 4)
