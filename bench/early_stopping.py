@@ -53,7 +53,10 @@ steps are spent (trials running then finish, or are stopped early). Printed per 
 over seeds) and over all problems and seeds: the best validation loss at the end, the steps
 spent, and the steps spent until the method first held a result as good as ``none``'s best of that
 seed ("to match"; a stopped trial counts with its last loss; ``never`` counts as infinite), as a
-share of ``none``'s steps.
+share of ``none``'s steps; over all problems and seeds, each row's median share against its
+reference row's (the model-based rows against ``optuna-tpe-sha``, the others against
+``optuna-sha``, when run): the ratio of the medians with a paired bootstrap 90 % interval over
+the problem-seeds (4,000 draws) and the share of draws where the ratio is at most 0.7.
 
 Replay (the default): each configuration's curve is trained once, step by step as far as some
 method asks, and kept in ``--cache`` (a JSON file per problem and seed, with each step's
@@ -108,6 +111,10 @@ METHODS = ("none", "asha", "optuna-sha", "optuna-sha-parallel", "optuna-hyperban
            "optuna-tpe-sha-parallel", "ray-bohb")
 #: the rows whose optimizer chooses the configurations (their curves: :class:`Chosen`)
 MODEL_BASED = ("bohb", "optuna-tpe-sha", "optuna-tpe-sha-parallel", "ray-bohb")
+#: the row each row is compared with at the end (ratio of the medians, paired bootstrap): the
+#: model-based rows with Optuna TPE + SHA, the fixed-configuration ones with Optuna's SHA
+REFERENCE = {**{m: "optuna-tpe-sha" for m in MODEL_BASED if m != "optuna-tpe-sha"},
+             **{m: "optuna-sha" for m in ("asha", "optuna-sha-parallel", "optuna-hyperband", "ray-asha")}}
 #: the rows Ray's interpreter runs (``--ray-python``)
 RAY_ROWS = ("ray-asha", "ray-bohb")
 #: configurations ``none`` trains fully, per problem
@@ -943,11 +950,43 @@ def report(runs: dict[str, dict[str, list[dict]]], methods: list[str]) -> None:
                   f"{statistics.median(r['epochs'] / n['epochs'] for r, n in zip(results, none)):>8.2f} "
                   f"{'never' if math.isinf(to_match) else f'{to_match:.0f}':>9} "
                   f"{_share(statistics.median(shares)):>8}  {', '.join(_share(s) for s in shares)}")
-    print("# over every problem and seed, median steps to match none's best as a share of none's steps:")
+    print("# over every problem and seed, median steps to match none's best as a share of none's steps"
+          " (and against the reference row: the ratio of the medians, a paired bootstrap 90 % interval"
+          " over the problem-seeds, and how often the ratio is <= 0.7 in it):")
     for name in methods:
         if every[name]:
-            print(f"#   {name:>17}: {_share(statistics.median(every[name]))} "
-                  f"(matched in {sum(not math.isinf(s) for s in every[name])} of {len(every[name])})")
+            line = (f"#   {name:>17}: {_share(statistics.median(every[name]))} "
+                    f"(matched in {sum(not math.isinf(s) for s in every[name])} of {len(every[name])})")
+            reference = REFERENCE.get(name)
+            if reference in methods and every[reference]:
+                ratio, low, high, at_most = paired_bootstrap(every[name], every[reference])
+                line += f"; {ratio:.2f}x {reference} (90 % {low:.2f}-{high:.2f}, P(<= 0.7) {at_most:.2f})"
+            print(line)
+
+
+def _ratio(row: list[float], reference: list[float]) -> float:
+    """The ratio of the medians of ``row`` and ``reference`` (inf when the reference's is 0 or never)."""
+    low, top = statistics.median(row), statistics.median(reference)
+    if math.isinf(low) and math.isinf(top):
+        return 1.0
+    return low / top if 0 < top < math.inf else math.inf
+
+
+def paired_bootstrap(row: list[float], reference: list[float], draws: int = 4000,
+                     seed: int = 0) -> tuple[float, float, float, float]:
+    """``row``'s median over ``reference``'s (the same problem-seeds, in the same order), the 5th
+    and 95th percentiles of that ratio over ``draws`` resamples of the problem-seeds (paired: a
+    draw takes both rows' values of each problem-seed it picks), and the share of draws where the
+    ratio is at most 0.7."""
+    rng = random.Random(seed)
+    n = len(row)
+    ratios = []
+    for _ in range(draws):
+        picked = [rng.randrange(n) for _ in range(n)]
+        ratios.append(_ratio([row[i] for i in picked], [reference[i] for i in picked]))
+    ratios.sort()
+    return (_ratio(row, reference), ratios[int(0.05 * draws)], ratios[int(0.95 * draws) - 1],
+            sum(r <= 0.7 for r in ratios) / draws)
 
 
 def _seeds(text: str) -> list[int]:

@@ -61,3 +61,16 @@ def test_two_workers_judge_a_trial_only_against_rungs_recorded_before_it(bench: 
     assert parallel["lengths"][:3] == [STEPS, STEPS, STEPS]
     assert parallel["order"][:2] == [1, 0]  # trial 1's steps are shorter: it ends first
     assert 1 in parallel["lengths"]  # later trials are stopped at the first rung
+
+
+def test_the_table_s_ratio_and_its_paired_bootstrap(bench: Any) -> None:
+    """A row at half the reference's shares on every problem-seed is 0.5x in every resample (paired);
+    a row equal to the reference is 1x; never (inf) counts as the largest share, and a resample
+    where both medians are never is 1x."""
+    reference = [0.2, 0.4, 0.6, 0.8, 1.0]
+    assert bench.paired_bootstrap([s / 2 for s in reference], reference) == (0.5, 0.5, 0.5, 1.0)
+    assert bench.paired_bootstrap(reference, reference) == (1.0, 1.0, 1.0, 0.0)
+    never = [0.2, 0.4, 0.6, float("inf"), float("inf")]
+    ratio, low, high, at_most = bench.paired_bootstrap([0.1, 0.9, 0.3, 0.5, 0.2], never)
+    assert ratio == 0.3 / 0.6 and low <= ratio <= high and 0.0 < at_most < 1.0
+    assert bench.paired_bootstrap([float("inf")] * 3, [float("inf")] * 3) == (1.0, 1.0, 1.0, 0.0)
