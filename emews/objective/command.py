@@ -91,6 +91,7 @@ from emews.objective.program_file import interpreter_problem, program_problem
 from emews.objective.shellscript import find_script, quoter
 from emews.objective.team import Team
 from emews.objective.worker_context import WorkerContext
+from emews.processes.oom import OomWatch
 
 ParamsStyle = Literal["flags", "env", "file", "candle"]
 ResultSource = Literal["stdout", "file", "output_dir"]
@@ -325,9 +326,11 @@ class CommandObjective:
         # file may be the model's own record (CANDLE's ckpts/last/ckpt-info.json, which it restarts from)
         earlier = {name: file_version(in_run_dir(run_dir, name)) for name in result_names}
         output = CapturedOutput(run_dir, context.team_rank)
+        oom = OomWatch()  # a SIGKILL of the OOM killer is said as out of memory
         returncode = output.run(argv, self.environment(merged, task, context.team))
         if returncode != 0:
             message, status = _describe_exit(argv[0], returncode, output)
+            message = oom.named(message, returncode)
             raise EvaluationFailed(self._bare_flag_hint(message, merged), status)
         written = [
             name for name in result_names if file_version(in_run_dir(run_dir, name)) not in (None, earlier[name])

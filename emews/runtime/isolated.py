@@ -24,6 +24,7 @@ from emews.objective.function import ObjectiveSpec
 from emews.objective.team import Team
 from emews.objective.worker_context import WorkerContext
 from emews.processes.channel import Aborted, ChildExited, ChildProcess, ReplyTimeout
+from emews.processes.oom import OomWatch
 from emews.processes.tree import become_subreaper, kill_trees, strays
 from emews.runtime.child import ChildConfig, ChildPost, ChildShutdown, ChildStopped, ChildTake, ChildTask
 from emews.runtime.setup_bound import setup_bound
@@ -123,6 +124,7 @@ class ProcessRunner:
             self._kill()
             return Outcome(task.id, status, error=error, started=started, finished=time.time(), **where)
         assert self._child is not None
+        oom = OomWatch()  # a SIGKILL of the OOM killer is said as out of memory
         try:
             return self._serve(ChildTask(task.id, dict(task.params), context), should_abort)
         except (Aborted, LinkClosed):
@@ -140,7 +142,7 @@ class ProcessRunner:
                 **where,
             )
         except (ChildExited, OSError):
-            return self._crashed(task, context, started, where)
+            return self._crashed(task, context, started, where, oom)
 
     def _serve(self, job: ChildTask, inbox: TaskInbox) -> Outcome:
         """Send the task; pass the trial messages the objective sends on to the optimizer rank
@@ -188,7 +190,9 @@ class ProcessRunner:
         self._kill()
         return describe_exit(code)
 
-    def _crashed(self, task: Task, context: TaskContext, started: float, where: dict[str, Any]) -> Outcome:
+    def _crashed(
+        self, task: Task, context: TaskContext, started: float, where: dict[str, Any], oom: OomWatch
+    ) -> Outcome:
         assert self._child is not None
         code = self._child.wait_exit()
         self._kill_mid_task(context)  # whatever it left behind
@@ -198,6 +202,7 @@ class ProcessRunner:
         if tail:  # where a native library says why it ended the process (read before it is moved)
             error = with_output(error, "stderr", tail, errors_only=code < 0)
         self._keep_output(context)
+        error = oom.named(error, code)
         return Outcome(task.id, Status.CRASHED, error=error, started=started, finished=time.time(), **where)
 
     def _kill_mid_task(self, context: TaskContext) -> None:

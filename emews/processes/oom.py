@@ -1,0 +1,136 @@
+"""Whether the kernel's out-of-memory killer took a process: its kill count, read before the process
+runs and again once it died of ``SIGKILL``.
+
+Linux counts the OOM killer's kills per memory cgroup (cgroup v1: ``oom_kill`` in
+``memory.oom_control``, kills of the cgroup's own processes; v2: ``oom_kill`` in ``memory.events``,
+its subtree's) and on the whole system (``oom_kill`` in ``/proc/vmstat``, Linux 4.13). A batch
+system that enforces memory (Slurm's ``ConstrainRAMSpace``) puts the job's processes in a memory
+cgroup; the objective's process and its command run in this process's one, so that cgroup's count
+rising while the process ran, and the process killed by ``SIGKILL``, say the OOM killer took it (a
+``kill -9`` from outside counts nothing, unless the OOM killer took another process of the cgroup
+meanwhile: the count does not say whom it killed). Outside any memory cgroup the system's count is read.
+Where none of these files can be read (not Linux), nothing is claimed.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+#: the files the counts and limits are read from (tests point them elsewhere)
+PROC = Path("/proc")
+#: a limit at least this large is none (cgroup v1 writes "no limit" as about 2**63)
+_UNLIMITED = 1 << 62
+_OOM_KILL = re.compile(r"^oom_kill (\d+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class MemoryCgroup:
+    """The memory cgroup a process lives in: its folder and its version (1 or 2)."""
+
+    folder: Path
+    version: int
+
+    def oom_kills(self) -> int | None:
+        """The OOM killer's kills counted in this cgroup (``None``: not readable)."""
+        name = "memory.oom_control" if self.version == 1 else "memory.events"
+        return _count(self.folder / name)
+
+    def limit(self) -> int | None:
+        """The memory limit in bytes that holds for this cgroup, its ancestors' included (``None``: none)."""
+        if self.version == 1:
+            found = re.search(r"^hierarchical_memory_limit (\d+)$", _read(self.folder / "memory.stat"), re.MULTILINE)
+            limits = [int(found[1])] if found else []
+        else:
+            limits = [
+                int(text) for f in (self.folder, *self.folder.parents) if (text := _read(f / "memory.max")).isdigit()
+            ]
+        least = min(limits, default=None)
+        return None if least is None or least >= _UNLIMITED else least
+
+
+def memory_cgroup(pid: str = "self") -> MemoryCgroup | None:
+    """The memory cgroup of process ``pid`` (``None``: none, or the hierarchy's root, which every
+    process outside a cgroup shares: then the system's count is the one to read)."""
+    mounts = _memory_mounts(pid)
+    for line in _read(PROC / pid / "cgroup").splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        version = 2 if number == "0" and not controllers else 1
+        if version == 1 and "memory" not in controllers.split(","):
+            continue
+        if version == 2 and 1 in mounts:  # a hybrid system: memory is v1's
+            continue
+        mount = mounts.get(version)
+        if mount is None or path in ("", "/"):
+            return None
+        point, root = mount
+        inside = Path(path).relative_to(root) if Path(path).is_relative_to(root) else Path(path.lstrip("/"))
+        return MemoryCgroup(point / inside, version)
+    return None
+
+
+def _memory_mounts(pid: str) -> dict[int, tuple[Path, str]]:
+    """Where the memory controller's hierarchies are mounted: version -> (mount point, its root)."""
+    found: dict[int, tuple[Path, str]] = {}
+    for line in _read(PROC / pid / "mountinfo").splitlines():
+        before, _, after = line.partition(" - ")
+        fields, rest = before.split(), after.split()
+        if len(fields) < 5 or len(rest) < 3:
+            continue
+        if rest[0] == "cgroup" and "memory" in rest[2].split(","):
+            found[1] = (Path(fields[4]), fields[3])
+        elif rest[0] == "cgroup2":
+            found.setdefault(2, (Path(fields[4]), fields[3]))
+    return found
+
+
+class OomWatch:
+    """Started as a process starts: :meth:`killed` says whether the OOM killer killed something there since."""
+
+    def __init__(self) -> None:
+        self._cgroup = memory_cgroup()
+        self._before = self._count()
+
+    def _count(self) -> int | None:
+        return self._cgroup.oom_kills() if self._cgroup is not None else _count(PROC / "vmstat")
+
+    def killed(self) -> bool:
+        """The count rose since the start (call it after the process died of ``SIGKILL``)."""
+        now = self._count()
+        return self._before is not None and now is not None and now > self._before
+
+    def cause(self) -> str:
+        """What to say of a process the OOM killer took: the limit it ran under, when a cgroup has one."""
+        limit = None if self._cgroup is None else self._cgroup.limit()
+        under = f" (the memory cgroup's limit: {_size(limit)})" if limit else ""
+        return f"out of memory: killed by the kernel's OOM killer{under}"
+
+    def named(self, error: str, returncode: int) -> str:
+        """``error``, the record of a process that ended with ``returncode``, led by :meth:`cause`
+        when the OOM killer took it: the line that names a failure (``failure_cause.cause``)."""
+        if returncode != -signal.SIGKILL or not self.killed():
+            return error
+        return f"{self.cause()}\n{error}"
+
+
+def _count(path: Path) -> int | None:
+    found = _OOM_KILL.search(_read(path))
+    return None if found is None else int(found[1])
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _size(size: int) -> str:
+    """``1.5 GiB``, ``512 MiB``."""
+    for unit, power in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << power:
+            return f"{size / (1 << power):.3g} {unit}"
+    return f"{size} B"

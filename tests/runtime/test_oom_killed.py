@@ -1,0 +1,109 @@
+"""An objective the kernel's OOM killer takes (a memory cgroup's limit, as Slurm's
+``ConstrainRAMSpace`` sets one) is recorded as out of memory, with the cgroup's limit, not only as
+a ``SIGKILL`` that may have come from anyone (review rev90: "objective process died of signal
+SIGKILL (killed: out of memory or by an outside kill)", and for a command objective "command python3
+died of signal SIGKILL and wrote nothing to stdout", with no word of memory). A ``kill -9`` from
+outside is still said as a SIGKILL only. Real ``mpiexec`` inside a real memory cgroup of 400 MiB
+(:mod:`memory_cgroup`); one worker, so that no other task runs while one is killed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from memory_cgroup import MemoryCgroup
+
+from testutil import EmewsCommand, stored_rows, write_workflow
+
+OOM = "out of memory: killed by the kernel's OOM killer (the memory cgroup's limit: 400 MiB)"
+
+#: an objective: ``oom-rss`` writes memory (resident) until the OOM killer takes it, ``kill`` is a
+#: ``kill -9`` of its process, ``ok`` returns 1
+OBJECTIVE = """\
+import os, signal
+
+def run(params):
+    if params["mode"] == "oom-rss":
+        blocks = []
+        while True:
+            blocks.append(b"\\x01" * (16 * 2**20))
+    if params["mode"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 1.0
+"""
+
+#: a model script: ``--mode oom-rss`` writes memory until the OOM killer takes it, else reports 1
+PROGRAM = """\
+import sys
+if "oom-rss" in sys.argv:
+    blocks = []
+    while True:
+        blocks.append(b"\\x01" * (16 * 2**20))
+print("value 1")
+"""
+
+
+def _launch(emews_cmd: EmewsCommand, cgroup: MemoryCgroup, wf: Path) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "emews", "launch", str(wf), "--workers", "1", "--exp-dir", "exp"]
+    return subprocess.run(
+        cgroup.wrap(argv), cwd=emews_cmd.cwd, env=emews_cmd.env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _by_mode(exp: Path) -> dict[str, dict]:
+    return {json.loads(r["params"])["mode"]: r for r in stored_rows(exp)}
+
+
+def test_an_objective_process_the_oom_killer_takes_is_recorded_out_of_memory(
+    emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
+) -> None:
+    module = tmp_path / "hungry.py"
+    module.write_text(OBJECTIVE)
+    modes = ["oom-rss", "kill", "ok"]
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(module)},
+        space={"mode": {"type": "categorical", "values": modes}},
+        budget={"evaluations": len(modes)},
+        task={"timeout": 120, "isolation": "process"},
+    )
+    proc = _launch(emews_cmd, memory_cgroup, wf)
+    assert proc.returncode == 0, proc.stderr
+    rows = _by_mode(tmp_path / "exp")
+    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "crashed", "kill": "crashed", "ok": "ok"}
+    oom = rows["oom-rss"]["error"].splitlines()
+    assert oom[0] == OOM, oom  # the line that names the failure (the summary, status, the report)
+    assert oom[1] == "objective process died of signal SIGKILL (killed: out of memory or by an outside kill)", oom
+    # a kill -9 from outside (here the objective's own) is no OOM kill
+    assert rows["kill"]["error"].startswith("objective process died of signal SIGKILL"), rows["kill"]
+    assert "OOM killer" not in rows["kill"]["error"]
+    assert f"most frequent failure: 1x {OOM}" in proc.stdout + proc.stderr
+    assert emews_cmd.leftovers_after_exit() == []
+    assert memory_cgroup.pids() == []
+
+
+def test_a_command_the_oom_killer_takes_is_recorded_out_of_memory(
+    emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
+) -> None:
+    program = tmp_path / "model.py"
+    program.write_text(PROGRAM)
+    modes = ["oom-rss", "ok"]
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"command": [sys.executable, str(program)], "metric": "value"},
+        space={"mode": {"type": "categorical", "values": modes}},
+        budget={"evaluations": len(modes)},
+        task={"timeout": 120, "isolation": "process"},
+    )
+    proc = _launch(emews_cmd, memory_cgroup, wf)
+    assert proc.returncode == 0, proc.stderr
+    rows = _by_mode(tmp_path / "exp")
+    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "crashed", "ok": "ok"}
+    oom = rows["oom-rss"]["error"].splitlines()
+    assert oom[0] == OOM, oom
+    assert oom[1] == f"command {sys.executable} died of signal SIGKILL and wrote nothing to stdout", oom
+    assert emews_cmd.leftovers_after_exit() == []
