@@ -48,6 +48,7 @@ from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.job.shm_records import records_folder, sweep, sweep_earlier
 from emews.job.start_marks import marks_folder
+from emews.processes.oom import OomWatch
 from emews.processes.tree import kill_trees, stop_with
 from emews.site import Site, load_site
 from emews.site.jobs import (
@@ -343,6 +344,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     """Run the job here and return its exit status; a SIGTERM or SIGINT to this process is
     forwarded as it came (the job's stop line names it), then we wait for the job."""
     since = time.time()
+    oom = OomWatch()  # a rank the kernel's OOM killer takes (an inline objective) is said as out of memory
     sweep_earlier(exp_dir, lease_token)  # what an earlier job killed with its launcher left in /dev/shm
     watch = DirectoryWatch(exp_dir)  # rank 0 says where it went if it is moved meanwhile
     start = JobStart(
@@ -390,7 +392,8 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
         return status
     # a rank killed (kill -9, the OOM killer, a segfault) or one that exited on its own (os._exit in an
     # inline objective) ended the job before the run wrote its summary: mpiexec's status (9, 11) said nothing
-    say_ended_before_run(exp_dir, f"mpiexec exited with status {status}: a rank was killed or exited; see emews.log")
+    killed = oom.cause("the kernel's OOM killer killed a rank") if oom.killed() else "a rank was killed or exited"
+    say_ended_before_run(exp_dir, f"mpiexec exited with status {status}: {killed}; see emews.log")
     return EXIT_FAILED
 
 

@@ -102,11 +102,11 @@ class OomWatch:
         now = self._count()
         return self._before is not None and now is not None and now > self._before
 
-    def cause(self) -> str:
-        """What to say of a process the OOM killer took: the limit it ran under, when a cgroup has one."""
+    def cause(self, what: str = "killed by the kernel's OOM killer") -> str:
+        """What to say of a process the OOM killer took (``what``): the limit it ran under, when a cgroup has one."""
         limit = None if self._cgroup is None else self._cgroup.limit()
         under = f" (the memory cgroup's limit: {_size(limit)})" if limit else ""
-        return f"out of memory: killed by the kernel's OOM killer{under}"
+        return f"out of memory: {what}{under}"
 
     def named(self, error: str, returncode: int) -> str:
         """``error``, the record of a process that ended with ``returncode``, led by :meth:`cause`

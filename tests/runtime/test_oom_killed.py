@@ -4,7 +4,8 @@ a ``SIGKILL`` that may have come from anyone (review rev90: "objective process d
 SIGKILL (killed: out of memory or by an outside kill)", and for a command objective "command python3
 died of signal SIGKILL and wrote nothing to stdout", with no word of memory). A ``kill -9`` from
 outside is still said as a SIGKILL only. Real ``mpiexec`` inside a real memory cgroup of 400 MiB
-(:mod:`memory_cgroup`); one worker, so that no other task runs while one is killed."""
+(:mod:`memory_cgroup`); one worker, so that no other task runs while one is killed. With ``isolation:
+inline`` the OOM killer takes the worker rank, and ``emews launch`` says so."""
 
 from __future__ import annotations
 
@@ -106,4 +107,33 @@ def test_a_command_the_oom_killer_takes_is_recorded_out_of_memory(
     oom = rows["oom-rss"]["error"].splitlines()
     assert oom[0] == OOM, oom
     assert oom[1] == f"command {sys.executable} died of signal SIGKILL and wrote nothing to stdout", oom
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_a_worker_rank_the_oom_killer_takes_ends_the_job_saying_out_of_memory(
+    emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
+) -> None:
+    """``isolation: inline``: the objective runs out of memory in its worker rank, which the OOM killer
+    takes; the job ends (a rank killed under plain MPI) and ``emews launch`` said only "a rank was
+    killed or exited". It says out of memory now, with the cgroup's limit, and how to go on."""
+    module = tmp_path / "hungry.py"
+    module.write_text(OBJECTIVE)
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(module)},
+        space={"mode": {"type": "categorical", "values": ["oom-rss"]}},
+        budget={"evaluations": 1},
+        task={"timeout": 120, "isolation": "inline"},
+    )
+    proc = _launch(emews_cmd, memory_cgroup, wf)
+    assert proc.returncode == 1, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("emews: the job ended before its run did")]
+    assert len(said) == 1, proc.stderr
+    assert (
+        ": out of memory: the kernel's OOM killer killed a rank (the memory cgroup's limit: 400 MiB); see emews.log)"
+        in said[0]
+    ), said
+    assert said[0].endswith(f"continue with: emews resume {tmp_path / 'exp'}"), said
+    assert "out of memory: the kernel's OOM killer killed a rank" in (tmp_path / "exp" / "emews.log").read_text()
     assert emews_cmd.leftovers_after_exit() == []
