@@ -83,3 +83,20 @@ def slurm_cgroup_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackSl
     with LoopbackSlurm(cgroup=True) as cluster:
         monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
         yield cluster
+
+
+@pytest.fixture
+def slurm_memory_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackSlurm]:
+    """A loopback Slurm of its own that holds a job to its ``--mem`` with a memory cgroup (task/cgroup,
+    ConstrainRAMSpace), as clusters that share nodes do: past it the kernel's OOM killer takes the
+    largest process of the job. ``SLURM_CONF`` names it for the test; FAILS where Slurm or cgroup
+    v1's freezer and memory controllers are missing unless EMEWS_SKIP_SLURM=1."""
+    missing = missing_tools()
+    if missing:
+        _needs(f"Slurm test cluster needs {', '.join(missing)}: apt-get install {' '.join(APT_PACKAGES)}")
+    lacking = cgroup_missing(memory=True)
+    if lacking:
+        _needs(f"a Slurm test cluster that enforces --mem needs {lacking}")
+    with LoopbackSlurm(memory=True) as cluster:
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+        yield cluster

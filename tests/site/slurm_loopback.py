@@ -41,13 +41,17 @@ def missing_tools() -> list[str]:
 
 #: the cgroup v1 controller Slurm's proctrack/cgroup puts a job's processes in (cgroup/v1 plugin)
 FREEZER = Path("/sys/fs/cgroup/freezer")
+#: the cgroup v1 controller Slurm's task/cgroup holds a job to its ``--mem`` with (ConstrainRAMSpace)
+MEMORY = Path("/sys/fs/cgroup/memory")
 
 
-def cgroup_missing() -> str:
-    """What a cluster with proctrack/cgroup lacks here ("": nothing): a writable cgroup v1 freezer
-    hierarchy (Slurm 22.05's cgroup/v2 plugin wants systemd, which does not run here)."""
-    if not (FREEZER / "tasks").is_file() or not os.access(FREEZER, os.W_OK):
-        return f"a writable cgroup v1 freezer hierarchy at {FREEZER}"
+def cgroup_missing(memory: bool = False) -> str:
+    """What a cluster with proctrack/cgroup (and ``memory``: a job's ``--mem`` enforced) lacks here
+    ("": nothing): a writable cgroup v1 freezer (and memory) hierarchy (Slurm 22.05's cgroup/v2
+    plugin wants systemd, which does not run here)."""
+    for controller in (FREEZER, MEMORY) if memory else (FREEZER,):
+        if not (controller / "tasks").is_file() or not os.access(controller, os.W_OK):
+            return f"a writable cgroup v1 {controller.name} hierarchy at {controller}"
     return ""
 
 
@@ -73,13 +77,22 @@ class LoopbackSlurm:
     """Start/stop munged + slurmctld + slurmd in a private directory."""
 
     def __init__(
-        self, root: Path | None = None, *, gpus: int = 0, bind_cores: bool = False, cgroup: bool = False
+        self,
+        root: Path | None = None,
+        *,
+        gpus: int = 0,
+        bind_cores: bool = False,
+        cgroup: bool = False,
+        memory: bool = False,
     ) -> None:
         self._own_root = root is None
         #: track a job's processes in a cgroup (proctrack/cgroup, cgroup v1's freezer: as on real
         #: clusters, every process of a step is killed when the step ends, orphans too); else by
         #: their parents (proctrack/linuxproc: an orphaned process outlives its job)
-        self.cgroup = cgroup
+        self.cgroup = cgroup or memory
+        #: enforce a job's ``--mem`` with a memory cgroup (task/cgroup, ConstrainRAMSpace, memory a
+        #: consumable resource): a job past it meets the kernel's OOM killer, as on real clusters
+        self.memory = memory
         self.gpus = gpus  # fake GPUs (gres gpu, devices: links to /dev/null, /dev/zero, ...)
         #: srun binds each task to its cores (task/affinity: --cpu-bind works, as on Perlmutter and
         #: Frontier); else tasks run unbound (task/none)
@@ -186,11 +199,11 @@ class LoopbackSlurm:
                     f"SlurmctldLogFile={r / 'slurmctld.log'}",
                     f"SlurmdLogFile={r / 'slurmd.log'}",
                     f"ProctrackType=proctrack/{'cgroup' if self.cgroup else 'linuxproc'}",
-                    f"TaskPlugin=task/{'affinity' if self.bind_cores else 'none'}",
+                    "TaskPlugin=" + (",".join(self._task_plugins()) or "task/none"),
                     "JobAcctGatherType=jobacct_gather/none",
                     "AccountingStorageType=accounting_storage/none",
                     "SelectType=select/cons_tres",
-                    "SelectTypeParameters=CR_Core",
+                    f"SelectTypeParameters=CR_Core{'_Memory' if self.memory else ''}",
                     "ReturnToService=2",
                     "MpiDefault=none",
                     "MailProg=/bin/true",
@@ -209,6 +222,10 @@ class LoopbackSlurm:
             + "\n"
         )
 
+    def _task_plugins(self) -> list[str]:
+        """task/cgroup holds a job to its memory, task/affinity binds its tasks to their cores."""
+        return [name for name, used in (("task/cgroup", self.memory), ("task/affinity", self.bind_cores)) if used]
+
     def _gpu_lines(self) -> list[str]:
         """slurm.conf's GresTypes line and a gres.conf naming ``gpus`` character devices: slurmd
         wants devices, and sets CUDA_VISIBLE_DEVICES from their indices (nvidia0, nvidia1, ...)."""
@@ -226,12 +243,13 @@ class LoopbackSlurm:
 
     def _cgroup_lines(self) -> list[str]:
         """A cgroup.conf beside slurm.conf for proctrack/cgroup: Slurm's cgroup v1 plugin, on the v1
-        hierarchy this machine mounts (its freezer controller); nothing constrained."""
+        hierarchy this machine mounts (its freezer controller; with ``memory``, its memory controller
+        holds a job to its ``--mem``); nothing else constrained."""
         if not self.cgroup:
             return []
         (self.root / "cgroup.conf").write_text(
-            "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainCores=no\nConstrainRAMSpace=no\n"
-            "ConstrainDevices=no\n"
+            "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainCores=no\n"
+            f"ConstrainRAMSpace={'yes' if self.memory else 'no'}\nConstrainSwapSpace=no\nConstrainDevices=no\n"
         )
         return []
 
