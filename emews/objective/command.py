@@ -91,7 +91,7 @@ from emews.objective.program_file import interpreter_problem, program_problem
 from emews.objective.shellscript import find_script, quoter
 from emews.objective.team import Team
 from emews.objective.worker_context import WorkerContext
-from emews.processes.oom import OomWatch
+from emews.processes.oom import OomWatch, prefer_as_victim
 
 ParamsStyle = Literal["flags", "env", "file", "candle"]
 ResultSource = Literal["stdout", "file", "output_dir"]
@@ -423,7 +423,7 @@ class CapturedOutput:
                     stdout=out,
                     stderr=err,
                     start_new_session=True,
-                    preexec_fn=killed_with(os.getpid()),  # a kill -9 of its worker takes it along
+                    preexec_fn=_model_start(os.getpid()),
                 )
             except OSError as exc:
                 said = exc.strerror or str(exc)
@@ -451,6 +451,18 @@ class CapturedOutput:
 
     def tail(self, name: str, lines: int = TAIL_LINES) -> str:
         return "\n".join(self.read(name).rstrip().splitlines()[-lines:])
+
+
+def _model_start(parent_pid: int) -> Callable[[], None]:
+    """The command's ``preexec_fn``: a kill -9 of its worker takes it along (:func:`killed_with`), and
+    out of memory the OOM killer takes it before a rank (:func:`prefer_as_victim`: an inline worker's)."""
+    die = killed_with(parent_pid)
+
+    def start() -> None:
+        die()
+        prefer_as_victim()
+
+    return start
 
 
 def _describe_exit(program: str, returncode: int, output: CapturedOutput) -> tuple[str, Status]:

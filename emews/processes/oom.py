@@ -116,6 +116,21 @@ class OomWatch:
         return f"{self.cause()}\n{error}"
 
 
+#: the ``oom_score_adj`` of an objective's process: the OOM killer's first choice (Ray's workers' value)
+VICTIM_SCORE = 1000
+
+
+def prefer_as_victim() -> None:
+    """Make this process (and what it starts, which inherits it) the OOM killer's first choice in its
+    memory cgroup, ahead of the job's ranks: an objective's process that outgrows the memory costs its
+    task, not a rank and with it the job (the optimizer's rank may be the largest process). Raising
+    one's own score needs no privilege; where it cannot be written (not Linux), nothing changes."""
+    try:
+        (PROC / "self" / "oom_score_adj").write_text(str(VICTIM_SCORE))
+    except OSError:
+        pass
+
+
 def _count(path: Path) -> int | None:
     found = _OOM_KILL.search(_read(path))
     return None if found is None else int(found[1])

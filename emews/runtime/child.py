@@ -30,6 +30,7 @@ from emews.objective.context import TaskContext, exit_if_forked
 from emews.objective.function import ObjectiveSpec, outcome_from_exception, outcome_from_return
 from emews.objective.worker_context import WorkerContext
 from emews.processes.channel import Ready
+from emews.processes.oom import prefer_as_victim
 from emews.processes.stdio import StandardStreams
 from emews.processes.tree import become_subreaper, kill_trees, strays, take_descendants_along
 from emews.runtime.spool import OutputNotKept, keep_killed_output, keep_output, mark_task, spool_paths
@@ -169,6 +170,7 @@ def serve(conn: Connection, config: ChildConfig) -> None:
     """Load the objective, run ``setup``, then run tasks until told to stop (or end-of-file)."""
     become_subreaper()
     take_descendants_along(os.getppid())  # a kill -9 of the worker leaves nothing it started running
+    prefer_as_victim()  # out of memory, the OOM killer takes this process, not a rank (the job with it)
     output = _Output(config.spool)
     if config.memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (config.memory_limit, config.memory_limit))

@@ -137,3 +137,65 @@ def test_a_worker_rank_the_oom_killer_takes_ends_the_job_saying_out_of_memory(
     assert said[0].endswith(f"continue with: emews resume {tmp_path / 'exp'}"), said
     assert "out of memory: the kernel's OOM killer killed a rank" in (tmp_path / "exp" / "emews.log").read_text()
     assert emews_cmd.leftovers_after_exit() == []
+
+
+#: an optimizer whose rank holds 200 MiB (a large surrogate, an R session) and evaluates two points
+HOG = """
+from emews import Optimizer
+
+class Hog(Optimizer):
+    def run(self, evaluator):
+        self.ballast = b"\\x01" * (200 * 2**20)
+        evaluator.map([{"mode": "oom-rss"}, {"mode": "ok"}])
+"""
+
+
+def test_the_oom_killer_takes_the_objective_process_not_a_larger_rank(
+    emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
+) -> None:
+    """The OOM killer takes the largest process of the cgroup: the optimizer's rank, holding 200 MiB,
+    was larger than the objective process when the 400 MiB ran out, and its death ended the job (a task
+    took the job down, where isolation: process is to cost one task). The objective's process is now
+    the OOM killer's first choice (``oom_score_adj`` 1000, as Ray's workers): the task is recorded out of
+    memory and the run ends as usual."""
+    module, optimizer = tmp_path / "hungry.py", tmp_path / "hog.py"
+    module.write_text(OBJECTIVE)
+    optimizer.write_text(HOG)
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": f"{optimizer}:Hog"},
+        objective={"module": str(module)},
+        space={"mode": {"type": "categorical", "values": ["oom-rss", "ok"]}},
+        budget={"evaluations": 2},
+        task={"timeout": 120, "isolation": "process"},
+    )
+    proc = _launch(emews_cmd, memory_cgroup, wf)
+    assert proc.returncode == 0, proc.stderr
+    rows = _by_mode(tmp_path / "exp")
+    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "crashed", "ok": "ok"}, proc.stderr
+    assert rows["oom-rss"]["error"].splitlines()[0] == OOM, rows["oom-rss"]
+    assert emews_cmd.leftovers_after_exit() == []
+
+
+def test_the_oom_killer_takes_an_inline_workers_command_not_a_larger_rank(
+    emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
+) -> None:
+    """The same with ``isolation: inline`` and a command objective: its program, started by the worker
+    rank itself, is the OOM killer's first choice too (the rank of the optimizer, larger, was taken)."""
+    program, optimizer = tmp_path / "model.py", tmp_path / "hog.py"
+    program.write_text(PROGRAM)
+    optimizer.write_text(HOG)
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": f"{optimizer}:Hog"},
+        objective={"command": [sys.executable, str(program)], "metric": "value"},
+        space={"mode": {"type": "categorical", "values": ["oom-rss", "ok"]}},
+        budget={"evaluations": 2},
+        task={"timeout": 120, "isolation": "inline"},
+    )
+    proc = _launch(emews_cmd, memory_cgroup, wf)
+    assert proc.returncode == 0, proc.stderr
+    rows = _by_mode(tmp_path / "exp")
+    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "crashed", "ok": "ok"}, proc.stderr
+    assert rows["oom-rss"]["error"].splitlines()[0] == OOM, rows["oom-rss"]
+    assert emews_cmd.leftovers_after_exit() == []
