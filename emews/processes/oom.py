@@ -47,17 +47,20 @@ class MemoryCgroup:
             limits = [int(found[1])] if found else []
         else:
             limits = [
-                int(text) for f in (self.folder, *self.folder.parents) if (text := _read(f / "memory.max")).isdigit()
+                int(text)
+                for f in (self.folder, *self.folder.parents)
+                if (text := _read(f / "memory.max").strip()).isdigit()
             ]
         least = min(limits, default=None)
         return None if least is None or least >= _UNLIMITED else least
 
 
-def memory_cgroup(pid: str = "self") -> MemoryCgroup | None:
-    """The memory cgroup of process ``pid`` (``None``: none, or the hierarchy's root, which every
-    process outside a cgroup shares: then the system's count is the one to read)."""
-    mounts = _memory_mounts(pid)
-    for line in _read(PROC / pid / "cgroup").splitlines():
+def memory_cgroup(proc: Path = PROC) -> MemoryCgroup | None:
+    """The memory cgroup of this process, as ``proc`` (``/proc``) tells (``None``: none, or the
+    hierarchy's root, which every process outside a cgroup shares: then the system's count is the one
+    to read). cgroup v1's memory controller where it is mounted (a hybrid system), else v2's."""
+    mounts = _memory_mounts(proc)
+    for line in _read(proc / "self" / "cgroup").splitlines():
         number, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
         version = 2 if number == "0" and not controllers else 1
@@ -74,10 +77,10 @@ def memory_cgroup(pid: str = "self") -> MemoryCgroup | None:
     return None
 
 
-def _memory_mounts(pid: str) -> dict[int, tuple[Path, str]]:
+def _memory_mounts(proc: Path) -> dict[int, tuple[Path, str]]:
     """Where the memory controller's hierarchies are mounted: version -> (mount point, its root)."""
     found: dict[int, tuple[Path, str]] = {}
-    for line in _read(PROC / pid / "mountinfo").splitlines():
+    for line in _read(proc / "self" / "mountinfo").splitlines():
         before, _, after = line.partition(" - ")
         fields, rest = before.split(), after.split()
         if len(fields) < 5 or len(rest) < 3:
