@@ -142,8 +142,9 @@ class OomWatch:
 
     def named(self, error: str, returncode: int) -> str:
         """``error``, the record of a process that ended with ``returncode``, led by :meth:`cause`
-        when the OOM killer took it: the line that names a failure (``failure_cause.cause``)."""
-        if returncode != -signal.SIGKILL or not self.killed():
+        when the OOM killer took it (or, status 137, the program a shell script ran: CANDLE's
+        ``model.sh``): the line that names a failure (``failure_cause.cause``)."""
+        if returncode not in (-signal.SIGKILL, 128 + signal.SIGKILL) or not self.killed():
             return error
         return f"{self.cause()}\n{error}"
 

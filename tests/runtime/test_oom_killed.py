@@ -110,6 +110,33 @@ def test_a_command_the_oom_killer_takes_is_recorded_out_of_memory(
     assert emews_cmd.leftovers_after_exit() == []
 
 
+def test_a_model_sh_whose_program_the_oom_killer_takes_is_recorded_out_of_memory(
+    emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
+) -> None:
+    """A CANDLE-style ``model.sh`` runs the model: the OOM killer takes the model, and the script exits
+    137 with bash's "Killed" line, which was the whole record ("... Killed  python3 model.py ...",
+    status failed)."""
+    (tmp_path / "model.py").write_text(PROGRAM)
+    script = tmp_path / "model.sh"
+    script.write_text(f'#!/bin/sh\n{sys.executable} {tmp_path / "model.py"} "$@"\n')
+    script.chmod(0o755)
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"command": [str(script)], "metric": "value"},
+        space={"mode": {"type": "categorical", "values": ["oom-rss", "ok"]}},
+        budget={"evaluations": 2},
+        task={"timeout": 120, "isolation": "process"},
+    )
+    proc = _launch(emews_cmd, memory_cgroup, wf)
+    assert proc.returncode == 0, proc.stderr
+    rows = _by_mode(tmp_path / "exp")
+    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "failed", "ok": "ok"}
+    oom = rows["oom-rss"]["error"].splitlines()
+    assert oom[0] == OOM, oom
+    assert f"command {script} exited with status 137; last lines of stderr:" in oom, oom
+
+
 def test_a_worker_rank_the_oom_killer_takes_ends_the_job_saying_out_of_memory(
     emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
 ) -> None:
