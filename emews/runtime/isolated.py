@@ -230,12 +230,14 @@ class ProcessRunner:
 
     def _spawn(self) -> None:
         self._config = replace(self._config, spool=self._spool_now())
+        oom = OomWatch()  # a setup that outgrows the memory (a dataset loaded per worker) is said so
         self._child = child = ChildProcess("emews.runtime.child", self._config)
         _LIVE_CHILDREN.add(child.pid)
         try:
             ready = child.wait_ready(bound := setup_bound(self._timeout))
         except ChildExited as exc:
-            self._setup_error = f"objective process failed to start: {describe_exit(exc.returncode)}"
+            failed = f"objective process failed to start: {describe_exit(exc.returncode)}"
+            self._setup_error = oom.named(failed, exc.returncode)
             if exc.returncode < 0:  # killed (a signal, the OOM killer) as it started: a crash, retried
                 self._setup_status = Status.CRASHED
             return

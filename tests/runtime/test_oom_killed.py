@@ -226,3 +226,40 @@ def test_the_oom_killer_takes_an_inline_workers_command_not_a_larger_rank(
     assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "crashed", "ok": "ok"}, proc.stderr
     assert rows["oom-rss"]["error"].splitlines()[0] == OOM, rows["oom-rss"]
     assert emews_cmd.leftovers_after_exit() == []
+
+
+#: a ``setup`` that loads more than the memory holds (a dataset read once per worker)
+HUNGRY_SETUP = """\
+def setup():
+    global data
+    data = [b"\\x01" * (16 * 2**20) for _ in range(64)]
+
+def run(params):
+    return 1.0
+"""
+
+
+def test_a_setup_the_oom_killer_takes_is_recorded_out_of_memory(
+    emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
+) -> None:
+    """The objective process is taken while its ``setup`` loads 1 GiB: the task was recorded "objective
+    process failed to start: objective process died of signal SIGKILL (killed: out of memory or by an
+    outside kill)"; it is led by the out-of-memory line now."""
+    module = tmp_path / "loads.py"
+    module.write_text(HUNGRY_SETUP)
+    wf = write_workflow(
+        tmp_path,
+        optimizer={"name": "sweep"},
+        objective={"module": str(module)},
+        space={"mode": {"type": "categorical", "values": ["ok"]}},
+        budget={"evaluations": 1},
+        task={"timeout": 120, "isolation": "process"},
+    )
+    proc = _launch(emews_cmd, memory_cgroup, wf)
+    assert proc.returncode == 0, proc.stderr
+    [row] = _by_mode(tmp_path / "exp").values()
+    assert row["status"] == "crashed", row
+    error = row["error"].splitlines()
+    assert error[0] == OOM, error
+    assert error[1].startswith("objective process failed to start: objective process died of signal SIGKILL"), error
+    assert emews_cmd.leftovers_after_exit() == []
