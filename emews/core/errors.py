@@ -134,9 +134,21 @@ def write_failure(error: OSError) -> str:
     return known or error.strerror or str(error)
 
 
+class TaskOutOfSpace(EmewsError):
+    """Task ``task_id`` failed because the disk or quota it wrote to was full (``cause``: the line
+    saying so): the disk's failure, not the objective's; the run stops and ``emews resume`` runs the
+    task again (``emews.runtime.full_disk``)."""
+
+    def __init__(self, task_id: int, cause: str) -> None:
+        self.task_id, self.cause = task_id, cause
+        super().__init__(f"task {task_id} failed for want of disk space: {cause}")
+
+
 def storage_problem(error: BaseException) -> str | None:
     """One line for an error writing the experiment's files (a full disk or quota, a file-size
     limit, an I/O error; also as the results store's SQLite reports them); ``None`` for another error."""
+    if isinstance(error, TaskOutOfSpace):
+        return str(error)
     if isinstance(error, OSError) and error.strerror:
         cause = write_failure(error)
         return f"{cause}: {error.filename}" if error.filename else cause

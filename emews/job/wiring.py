@@ -30,6 +30,7 @@ from emews.objective.function import ObjectiveSpec
 from emews.runtime.compute_budget import ComputeBudget
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
+from emews.runtime.full_disk import FullDisk
 from emews.runtime.interrupt import Interrupt, Interrupted
 from emews.runtime.progress import Progress, ProgressReporter
 from emews.runtime.transport import ThreadHub, Transport
@@ -358,6 +359,7 @@ def run_optimizer_rank(
             inline_timeout=spec.timeout if spec.isolation == "inline" else None,
             budget=budget,
             task_timeout=spec.timeout,
+            full_disk=None if spec.exp_dir is None else FullDisk(spec.exp_dir),
         ).start()
     )
     walltime = WalltimeStop(trials.clock, lambda: distributor.idle, interrupt.stop_at_walltime).start()

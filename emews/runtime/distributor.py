@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from emews.core.errors import EmewsError
+from emews.core.errors import EmewsError, TaskOutOfSpace
 from emews.core.lost_ranks import LostRank
 from emews.core.queues import QueuePair
 from emews.core.results import Outcome, Result, Status, Task
@@ -34,6 +34,7 @@ from emews.runtime.dispatch import (
 from emews.runtime.distributor_gc import WideCollector
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.fail_fast import FailFast
+from emews.runtime.full_disk import FullDisk
 from emews.runtime.group_commit import GroupCommit
 from emews.runtime.progress import Progress
 from emews.runtime.setup_bound import setup_bound
@@ -115,8 +116,11 @@ class Distributor:
         on_start: Callable[[Sequence[Task]], None] | None = None,
         on_unstarted: Callable[[Sequence[int]], None] | None = None,
         task_timeout: float | None = None,
+        full_disk: FullDisk | None = None,
     ) -> None:
         self._abort_grace = abort_grace()
+        #: tells a task that failed for want of disk space: the run stops, the task is left to resume
+        self._full_disk = full_disk
         #: told the tasks handed to a worker (a pool's feeder: a stopping pool counts an attempt for those only)
         self._on_start = on_start
         #: ... and, in the same order, those a worker gave back or stopped holding without starting them
@@ -385,12 +389,28 @@ class Distributor:
 
     def _ended_tasks(self, event: Ended) -> None:
         in_flight, results, sign = self._in_flight, self._group.results, self._sign
-        intercepts = self._trials.intercepts
+        intercepts, full_disk = self._trials.intercepts, self._full_disk
+        no_room: list[tuple[Task, str]] = []
         for outcome in event.outcomes:
             task = in_flight.pop(outcome.task_id)
+            if full_disk is not None and outcome.status is not Status.OK and (why := full_disk.why(outcome)):
+                no_room.append((task, why))  # the disk's failure, not the point's: no result, no retry
+                continue
             if intercepts and self._set_aside(task, outcome):
                 continue
             results.append(Result.from_outcome(task, outcome, sign))
+        if no_room:
+            self._out_of_space(no_room)
+
+    def _out_of_space(self, no_room: list[tuple[Task, str]]) -> None:
+        """Tasks that failed because the disk was full are recorded as unfinished (``emews resume``
+        runs them again once there is room), and the run stops with the first one's cause
+        (:class:`TaskOutOfSpace`) instead of failing every evaluation after it alike."""
+        self._group.record([task for task, _ in no_room if not task.attempt])
+        for task, why in no_room:
+            log.error("task %d failed for want of disk space, left for emews resume: %s", task.id, why)
+        first, why = no_room[0]
+        raise TaskOutOfSpace(first.id, why)
 
     def _refused(self, event: Refused) -> None:
         self._group.results.append(Result.from_outcome(event.task, event.outcome, self._sign))

@@ -1,0 +1,88 @@
+"""A task whose objective cannot write its file on a full disk: the disk's failure, not the point's.
+
+Every evaluation after the disk filled up failed alike (``OSError: [Errno 28] No space left on
+device``), each recorded as the objective's failure: a real run of 40 with the disk full after 6
+ended ``6 ok, 34 failed``, exit 0, its budget spent and the optimizer taught that 34 points were
+bad, and ``emews resume`` had nothing left to run. Now the first such failure stops the run with
+that cause in one line (exit 1), the task is left unfinished, and ``emews resume`` runs it once
+there is room.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_output_on_a_full_disk import full_tmpfs
+
+from emews.core.results import Outcome, Status
+from emews.runtime.full_disk import FullDisk
+from testutil import said, stored_rows, wait_until, write_gated_workflow
+
+#: task 0 writes its model at once; every later one waits at the gate first (the test fills the disk)
+WRITER = """
+import os, time
+from pathlib import Path
+
+import emews
+
+
+def run(params):
+    ctx = emews.current_task()
+    Path(params["events"], str(ctx.task_id)).touch()
+    deadline = time.monotonic() + 120
+    while ctx.task_id > 0 and not os.path.exists(params["gate"]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    model = ctx.run_dir / "model.bin"
+    try:
+        model.write_bytes(bytes(1 << 16))
+    except OSError:
+        model.unlink(missing_ok=True)  # a careful writer leaves nothing: the store keeps its room
+        raise
+    return params["x"]
+"""
+
+
+def test_a_task_that_finds_the_disk_full_stops_the_run_and_is_run_again_by_resume(emews_cmd, tmp_path: Path) -> None:
+    wf, events, gate = write_gated_workflow(tmp_path, WRITER, budget={"evaluations": 4})
+    exp = tmp_path / "exp"
+    job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", str(exp))
+    assert wait_until(lambda: (events / "1").exists(), timeout=180), said(job)  # task 0 wrote its model
+    with full_tmpfs(exp / "runs" / "000"):  # task 1's run dir is made there, after the gate
+        gate.touch()
+        assert job.wait(timeout=300) == 1, said(job)
+        err = job.stderr.read()
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("emews")]
+    assert len(lines) == 1, err
+    assert "task 1 failed for want of disk space: OSError: [Errno 28] No space left on device" in lines[0], err
+    assert "emews resume" in lines[0], err
+    assert [(r["id"], r["status"]) for r in stored_rows(exp)] == [(0, "ok")]  # no failure charged to a point
+
+    resumed = emews_cmd("resume", str(exp), timeout=300)  # room again: the tmpfs is gone
+    assert resumed.returncode == 0, resumed.stderr
+    rows = stored_rows(exp)
+    assert {r["status"] for r in rows} == {"ok"} and len(rows) == 4 and 1 in [r["id"] for r in rows], rows
+
+
+def test_a_failure_that_does_not_name_the_disk_is_its_when_the_disk_has_no_room_left(tmp_path: Path) -> None:
+    """``torch.save`` on a full disk says ``RuntimeError: basic_ios::clear: iostream error`` and
+    ``numpy.save`` ``OSError: 1000000 requested and 135664 written``: with the experiment's disk
+    (almost) full when such a failure arrives, it is the disk's; with room, or a timeout, it is not."""
+    error = 'Traceback (most recent call last):\n  File "m.py", line 3, in run\nRuntimeError: basic_ios::clear: iostream error\n'
+    failed = Outcome(7, Status.FAILED, error=error)
+    with full_tmpfs(tmp_path / "disk") as disk:
+        (disk / "runs" / "000" / "000007").mkdir(parents=True)
+        why = FullDisk(disk).why(failed)
+        assert why is not None and why.startswith(
+            "RuntimeError: basic_ios::clear: iostream error, with 0 bytes left on"
+        )
+        assert why.endswith(f"(its run dir: {disk}/runs/000/000007)")
+        assert FullDisk(disk).why(Outcome(7, Status.TIMEOUT, error="timed out after 5 s")) is None
+    assert FullDisk(tmp_path).why(failed) is None  # room: the objective's own failure
+    quota = Outcome(
+        8,
+        Status.FAILED,
+        error="command cp exited with status 1; last lines of stderr:\n"
+        "cp: error writing 'model.bin': Disk quota exceeded\n",
+    )
+    assert FullDisk(tmp_path).why(quota) == "cp: error writing 'model.bin': Disk quota exceeded"
