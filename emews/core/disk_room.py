@@ -18,3 +18,9 @@ def free_bytes(folder: Path) -> int | None:
     except OSError:
         return None
     return (room.f_bfree if os.geteuid() == 0 else room.f_bavail) * room.f_frsize
+
+
+def full(folder: Path) -> bool:
+    """Whether ``folder``'s file system has less than :data:`FULL_BELOW` bytes left."""
+    free = free_bytes(folder)
+    return free is not None and free < FULL_BELOW

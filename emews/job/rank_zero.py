@@ -55,7 +55,8 @@ from emews.site.job_end import job_end_time
 from emews.site.jobs import batch_job_over
 from emews.site.walltime import parse_walltime
 from emews.store import STORE_FILE
-from emews.store.base import StoreUnreadable
+from emews.store.base import Store, StoreUnreadable
+from emews.store.opening import open_store as open_for_writing
 from emews.store.opening import store_place
 from emews.store.results_store import leave_wal
 from emews.training.checkpoints import unset_variables
@@ -144,6 +145,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
     except ConfigError as exc:
         return refuse(comm, exc)
     spec: RunSpec | None = None
+    store: Store | None = None
     watch = DirectoryWatch(exp_dir)  # moved while it runs (mv EXP EXP2): the outputs go where it is then
     try:
         try:
@@ -155,6 +157,9 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             spec = run_spec(workflow, exp_dir)
             spec.pools = bool(read_info(exp_dir).get("pools"))
             spec.site_name = site.name
+            # opened before the workers start: a store a full disk leaves no room to open is refused
+            # in one line (was: 'the optimizer rank failed: StoreUnreadable: ... disk I/O error', MPI_Abort)
+            store = None if spec.pools else open_for_writing(exp_dir, durability=spec.durability)
             if spec.pools:  # the lock itself is the check: held from now on, on the bridge's connection
                 spec.optimizer_lock = take_optimizer_lock(exp_dir, "emews resume")  # a launch's store is new
                 spec.size_for = pooled_size(exp_dir, spec.optimizer_lock, spec.pool_lease, comm.Get_size() - 1)[0]
@@ -181,6 +186,7 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
                 lease.record,
                 spare_core=spare_core,
                 nodes=None if teams is None else teams.nodes,
+                store=store,
             )
         except BaseException as exc:  # never leave the workers waiting for a stop that does not come
             log.exception("the optimizer rank failed")
@@ -192,6 +198,8 @@ def lead(exp_dir: Path, comm: Any, lease_token: str | None, interrupt: Interrupt
             comm.Abort(EXIT_FAILED)
             return EXIT_FAILED
     finally:
+        if store is not None:
+            store.close()  # the run closed it already, unless it failed before it ran
         if spec is not None and spec.optimizer_lock is not None:
             spec.optimizer_lock.store.close()  # the server releases the lock (closed already after a run)
         lease.exp_dir = watch.now() or exp_dir  # released where the experiment is now
@@ -237,6 +245,7 @@ def _optimizer_rank(
     *,
     spare_core: bool,
     nodes: dict[int, str] | None = None,
+    store: Store | None = None,
 ) -> int:
     logging.basicConfig(filename=exp_dir / LOG_FILE, level=logging.INFO, format=LOG_FORMAT)
     logging.raiseExceptions = False  # a log line the disk has no room for is lost, not a traceback on stderr
@@ -261,7 +270,9 @@ def _optimizer_rank(
     if csv_follower is not None:  # a cancelled task's id gets no result: the child steps over it
         spec.observers = (*spec.observers, CancelsToCsv(csv_follower))
     log.info("results.csv %s", "follows the store" if follow else "is written at the end")
-    summary = run_optimizer_rank(spec, transport, workers, interrupt=interrupt, nodes=nodes, say_resumed=True)
+    summary = run_optimizer_rank(
+        spec, transport, workers, interrupt=interrupt, nodes=nodes, say_resumed=True, store=store
+    )
     summary.error = said_of_the_starter(summary.error, lease)
     here = watch.now()
     if here != exp_dir:

@@ -310,6 +310,7 @@ def run_optimizer_rank(
     interrupt: Interrupt | None = None,
     nodes: Mapping[int, str] | None = None,
     say_resumed: bool = False,
+    store: Store | None = None,
 ) -> RunSummary:
     """Rank 0: the optimizer on this thread, the distributor on a background thread.
 
@@ -320,11 +321,15 @@ def run_optimizer_rank(
 
     ``interrupt`` (a stop signal) ends the optimizer at once; what arrived is stored
     and the tasks still running are left for ``emews resume``.
+
+    ``store``: the experiment's store, opened already (rank 0 opens it before the workers start),
+    closed here; else it is opened here.
     """
     interrupt = interrupt or Interrupt()
     queues = QueuePair() if not spec.pools else pooled_queue_pair()
     progress = Progress(budget=spec.budget, workers=len(worker_ranks), replicates=spec.replicates, pooled=spec.pools)
-    store = open_store(spec.exp_dir, durability=spec.durability) if spec.exp_dir is not None else None
+    if store is None and spec.exp_dir is not None:
+        store = open_store(spec.exp_dir, durability=spec.durability)
     budget = ComputeBudget(spec.steps, spec.time)  # its clock starts now
     if store is not None and budget.limited:
         budget.resume(store)

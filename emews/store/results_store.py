@@ -19,14 +19,18 @@ A change of the schema bumps :data:`SCHEMA_VERSION` and adds its step to ``_migr
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from emews.core.disk_room import full
+from emews.core.errors import write_failure
 from emews.core.jsoncodec import dumps_point, loads_metrics, loads_point
 from emews.core.results import Result, Status, Task
 from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
@@ -128,6 +132,16 @@ TASK_ID_COLUMNS = (
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
+def unopenable(path: Path, exc: sqlite3.Error) -> StoreUnreadable:
+    """The store at ``path`` could not be opened: SQLite's words, or, when it failed to write (its
+    WAL's shared-memory file finds no room: ``disk I/O error``) on a full disk, the disk's."""
+    failed_write = str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
+    if failed_write and full(path.parent):
+        disk = write_failure(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        return StoreUnreadable(f"cannot open the results store: {disk} (SQLite: {exc})", file=path)
+    return StoreUnreadable(f"cannot open the results store: {exc}", file=path)
+
+
 class ResultsStore(TrialStore, ReadQueries, Store):
     """The SQLite :class:`~emews.store.base.Store`: WAL mode, so a killed job loses at most the
     results not yet received.
@@ -144,7 +158,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         try:
             self._db = _connect_readonly(self.path) if readonly else self._connect(durability)
         except sqlite3.Error as exc:
-            raise StoreUnreadable(f"cannot open the results store: {exc}", file=self.path) from None
+            raise unopenable(self.path, exc) from None
         try:
             self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
             self._check_version()
@@ -157,7 +171,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
         except BaseException as exc:
             self._db.close()
             if isinstance(exc, sqlite3.Error):
-                raise StoreUnreadable(f"cannot open the results store: {exc}", file=self.path) from None
+                raise unopenable(self.path, exc) from None
             raise
 
     @property

@@ -426,6 +426,33 @@ def test_resume_on_a_full_disk_ends_with_one_line_not_a_hung_job(emews_cmd, fini
         assert len(rows(exp)) == 30
 
 
+def test_resume_whose_store_finds_no_room_to_open_is_one_line(emews_cmd, finished: Path, tmp_path: Path) -> None:
+    """A few pages more than the lease needs: the lease was written, then opening the store (its
+    WAL's shared-memory file) failed with SQLite's 'disk I/O error' after the workers had started:
+    'the optimizer rank failed: StoreUnreadable: ... disk I/O error', MPI_Abort's line, exit 1. Now
+    the store is opened before the workers start: one line naming the store and the full disk,
+    exit 2, nothing stored or lost; with room again, resume runs the evaluations it was given."""
+    with small_disk(tmp_path / "disk") as disk:
+        exp = disk / "exp"
+        shutil.copytree(finished, exp)
+        (exp / "summary.json").unlink()  # as after a kill -9: resume runs the job
+        fill_but_one_page(disk, pages=6)
+        proc = emews_cmd("resume", str(exp), "--set", "budget.evaluations=32", timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        said = [line for line in proc.stderr.splitlines() if line.startswith(("emews", "Abort"))]
+        assert len(said) == 1, proc.stderr
+        assert said[0].endswith(
+            "results.db: cannot open the results store: the disk is full (No space left on device): free space there"
+            " (SQLite: disk I/O error)"
+        ), proc.stderr
+        assert emews_cmd.leftovers_after_exit() == []
+        (disk / "filler").unlink()  # room again (read the store then: a reader needs its shared memory too)
+        assert len(rows(exp)) == 30
+        resumed = emews_cmd("resume", str(exp), timeout=180)
+        assert resumed.returncode == 0, resumed.stderr
+        assert [r["id"] for r in rows(exp)] == list(range(32))
+
+
 def test_results_on_a_full_disk_is_one_line_and_leaves_no_temp_file(emews_cmd, finished: Path,
                                                                     tmp_path: Path) -> None:
     """emews results with no room for results.csv: a traceback (closing the temp file failed again
