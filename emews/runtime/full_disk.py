@@ -25,8 +25,14 @@ from emews.core.results import Outcome, Status
 from emews.objective.context import task_run_dir
 
 #: how a full disk or quota reads in an error: the system's words (``[Errno 28] No space left on
-#: device``, h5py's ``error message = 'No space left on device'``, ``cp: error writing ...: Disk quota exceeded``)
-NO_ROOM = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
+#: device``, h5py's ``error message = 'No space left on device'``, ``cp: error writing ...: Disk quota
+#: exceeded``), and Python's errno tag, which a traceback made under another locale keeps
+NO_ROOM = (
+    os.strerror(errno.ENOSPC),
+    os.strerror(errno.EDQUOT),
+    f"[Errno {errno.ENOSPC}] ",
+    f"[Errno {errno.EDQUOT}] ",
+)
 #: seconds a look at the file system's free space is reused (failures can come by the thousand)
 LOOK_EVERY = 1.0
 

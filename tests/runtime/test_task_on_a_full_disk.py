@@ -86,3 +86,14 @@ def test_a_failure_that_does_not_name_the_disk_is_its_when_the_disk_has_no_room_
         "cp: error writing 'model.bin': Disk quota exceeded\n",
     )
     assert FullDisk(tmp_path).why(quota) == "cp: error writing 'model.bin': Disk quota exceeded"
+
+
+def test_a_traceback_made_under_another_locale_is_the_disks_by_its_errno(tmp_path: Path) -> None:
+    """The system's words follow the locale (LANG=de_DE: ``Auf dem Gerät ist kein Speicherplatz mehr
+    verfügbar``); Python's ``[Errno 28]`` does not."""
+    german = (
+        "Traceback (most recent call last):\nOSError: [Errno 28] Auf dem Gerät ist kein Speicherplatz mehr verfügbar\n"
+    )
+    why = FullDisk(tmp_path).why(Outcome(3, Status.FAILED, error=german))
+    assert why == "OSError: [Errno 28] Auf dem Gerät ist kein Speicherplatz mehr verfügbar"
+    assert FullDisk(tmp_path).why(Outcome(3, Status.FAILED, error="ValueError: [Errno 280] not a disk")) is None
