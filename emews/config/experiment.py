@@ -126,14 +126,16 @@ def read_workflow(exp_dir: Path) -> dict[str, Any]:
 
 
 def update_budget(exp_dir: Path, overrides: dict[str, Any]) -> None:
-    """Apply ``budget.*`` overrides to the experiment's workflow.yaml (validated, replaced atomically)."""
-    from emews.config.workflow import load_workflow, rename_old_keys
+    """Apply ``budget.*`` overrides to the experiment's workflow.yaml (validated, replaced atomically).
+    Only the keys set change: an older experiment's record keeps its own key names (``scheduler:``,
+    read silently for good), so that a job that fails before it migrates the store leaves a
+    workflow.yaml the older emews still reads beside the store it left."""
+    from emews.config.workflow import load_workflow
     from emews.config.yamlio import file_key, set_dotted
 
     path = exp_dir / WORKFLOW_FILE
     load_workflow(str(path), overrides, check_imports=False)  # a bad value is --set's, named so; nothing written
     data = read_workflow(exp_dir)
-    rename_old_keys(data, str(path))  # an older experiment's file is written back with the new names
     for typed, value in overrides.items():
         prefix, key = file_key(typed, "workflow")
         set_dotted(data, key, value, "--set", typed=prefix)

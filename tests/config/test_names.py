@@ -55,14 +55,20 @@ def test_both_keys_at_once_are_refused(tmp_path: Path, capsys: pytest.CaptureFix
     assert f"{path}: scheduler: both 'scheduler' and 'trial_scheduler'" in err, err
 
 
-def test_resume_writes_an_older_experiment_back_with_the_new_key(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture) -> None:
+def test_resume_changes_an_older_experiments_budget_and_keeps_its_keys(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
     """An experiment launched before the rename holds ``scheduler:``; ``resume --set budget...``
-    rewrites its workflow.yaml, under the new name (no notice: the file is emews' record)."""
+    rewrote its workflow.yaml under the new name before the job had migrated the store: a job that
+    failed before that left a file its own emews no longer read beside a store only it read. Only the
+    budget changes now (no notice: the file is emews' record), and this emews reads it as before."""
     exp = older_experiment(tmp_path)
+    before = yaml.safe_load((exp / WORKFLOW_FILE).read_text())
     update_budget(exp, {"budget.evaluations": 12})
     data = yaml.safe_load((exp / WORKFLOW_FILE).read_text())
-    assert data["trial_scheduler"] == ASHA and "scheduler" not in data and data["budget"]["evaluations"] == 12
+    assert data == {**before, "budget": {**before.get("budget", {}), "evaluations": 12}}
+    assert data["scheduler"] == ASHA and "trial_scheduler" not in data
+    workflow = load_workflow(str(exp / WORKFLOW_FILE), check_imports=False)
+    assert workflow.model.trial_scheduler is not None and workflow.model.trial_scheduler.name == "asha"
     assert capsys.readouterr().err == ""
 
 

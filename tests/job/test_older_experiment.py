@@ -103,3 +103,17 @@ def test_a_trial_859fce6_stopped_at_max_t_reads_completed_before_and_after_a_res
     assert query(exp, "SELECT step, action FROM decisions WHERE trial = 0") == [(9, "complete")]
     endings = endings_in_csv(exp)
     assert endings[0] == "completed" and [endings[t] for t in (2, 3, 4)] == ["stopped early"] * 3, endings
+
+
+def test_resume_set_budget_of_an_859fce6_experiment_keeps_its_records_keys(
+    emews_cmd: EmewsCommand, tmp_path: Path
+) -> None:
+    """``resume --set budget...`` writes the budget into the record before the job migrates the
+    store; the rest of the file stays as 859fce6 wrote it (``scheduler:``), so a job that fails
+    before the migration leaves the old emews an experiment it still reads. This emews runs it."""
+    exp = older_experiment(tmp_path, "asha-859fce6")
+    before = yaml.safe_load((exp / "workflow.yaml").read_text())
+    proc = emews_cmd("resume", str(exp), "--workers", "2", "--set", "budget.evaluations=9", timeout=600)
+    assert proc.returncode == 0 and "notice" not in proc.stderr, proc.stderr
+    assert yaml.safe_load((exp / "workflow.yaml").read_text()) == {**before, "budget": {"evaluations": 9}}
+    assert sorted(r["id"] for r in stored_rows(exp)) == list(range(9))
