@@ -36,6 +36,12 @@ from emews.store.results_store import COLUMNS, WRITTEN_COLUMNS, _result_row, row
 log = logging.getLogger("emews")
 
 _NOW = "extract(epoch from clock_timestamp())::double precision"
+#: ``emews_meta`` keys: the experiment runs its tasks through pools; its optimizer finished
+POOL_MODE, FINISHED = "pools", "pools_finished"
+#: the optimizer said it is done (:meth:`PoolQueue.finish`): a task whose lease ends after that (its
+#: pool died holding it) is cancelled, as the ones queued or past their lease then were: nothing
+#: runs it, it is not pending work, and the next optimizer finds it cancelled
+_DONE = f"EXISTS (SELECT 1 FROM emews_meta WHERE key = '{FINISHED}')"
 
 #: a whole batch in one statement (its rows as one JSON array: one parameter, parsed by the server)
 #: and one NOTIFY: pools waiting for work wake
@@ -66,7 +72,7 @@ queued AS (
     ORDER BY priority DESC, id LIMIT %(n)s FOR UPDATE SKIP LOCKED),
 expired AS (
     SELECT id, priority FROM tasks WHERE state = 'leased' AND lease_until < {_STARTED} AND ranks <= %(fits)s
-        AND id <> ALL(%(ids)s::bigint[])
+        AND id <> ALL(%(ids)s::bigint[]) AND NOT {_DONE}
     ORDER BY priority DESC, id LIMIT %(n)s FOR UPDATE SKIP LOCKED),
 chosen AS (SELECT id FROM (SELECT * FROM queued UNION ALL SELECT * FROM expired) c ORDER BY priority DESC, id LIMIT %(n)s),
 claimed AS (
@@ -152,6 +158,7 @@ _CANCEL_QUEUED = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' RE
 _CANCEL_LEFT = (
     f"UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' OR (state = 'leased' AND lease_until < {_NOW})"
 )
+_CANCEL_ENDED = f"UPDATE tasks SET state = 'cancelled' WHERE state = 'leased' AND lease_until < {_NOW}"
 #: the optimizer's lock: emews' key and the experiment schema's oid (unique in the database)
 _LOCK_KEY = "(SELECT 7468 AS a, oid::int AS b FROM pg_namespace WHERE nspname = %s) k"
 _CANCEL_IDS = "UPDATE tasks SET state = 'cancelled' WHERE state = 'queued' AND id = ANY(%s)"
@@ -161,8 +168,6 @@ _LIVE_HOLD = (
     f"SELECT COALESCE(SUM(h), 0), COALESCE(MAX(h), 0) FROM (SELECT GREATEST(workers, COALESCE(hold, workers)) AS h "
     f"FROM pools WHERE stopped IS NULL AND heartbeat > {_NOW} - %s) p"
 )
-#: ``emews_meta`` keys: the experiment runs its tasks through pools; its optimizer finished
-POOL_MODE, FINISHED = "pools", "pools_finished"
 #: ``emews_meta`` key prefix: ``pool_busy.ID``, the worker ranks pool ID said run a task now
 #: (a key, not a column: no schema change; a pool of an older emews says nothing)
 BUSY_KEY = "pool_busy."
@@ -323,6 +328,8 @@ class PoolQueue:
         not finished (a resumed optimizer queues again)."""
         with self._raw.transaction():
             self._raw.execute(_SET_META, (POOL_MODE, "1"))
+            if self._raw.execute(_GET_META, (FINISHED,)).fetchone() is not None:
+                self._raw.execute(_CANCEL_ENDED)  # what the finished run's dead pools held: cancelled (_DONE)
             self._raw.execute(_DEL_META, (FINISHED,))
 
     def lock_optimizer(self) -> None:
@@ -728,10 +735,12 @@ class PoolQueue:
     def state_counts(self) -> dict[str, int]:
         """How many tasks are in each state of the shared queue (queued, leased, done, cancelled),
         and ``expired``: the leased ones whose lease has ended (their pool is gone: the next claim
-        takes them back to the queue)."""
+        takes them back to the queue). Once the optimizer finished, those are cancelled (:data:`_DONE`)."""
+        expired = f"state = 'leased' AND lease_until < {_NOW}"
         rows = self._raw.execute(
-            "SELECT state, count(*) FROM tasks WHERE state IS NOT NULL GROUP BY state "
-            f"UNION ALL SELECT 'expired', count(*) FROM tasks WHERE state = 'leased' AND lease_until < {_NOW}"
+            f"SELECT CASE WHEN {expired} AND {_DONE} THEN 'cancelled' ELSE state END, count(*) FROM tasks "
+            f"WHERE state IS NOT NULL GROUP BY 1 UNION ALL SELECT 'expired', count(*) FROM tasks WHERE {expired} "
+            f"AND NOT {_DONE}"
         )
         return {state: int(n) for state, n in rows.fetchall() if n}
 

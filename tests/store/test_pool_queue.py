@@ -314,6 +314,28 @@ def test_complete_and_claim_stores_then_claims_in_one_statement(stores: list[Pos
     assert [r.objective for r in optimizer.results([0, 1, 2])] == [0.0, 1.0, 2.0]
 
 
+def test_a_task_whose_pool_dies_after_the_optimizer_finished_is_cancelled_not_pending(
+    stores: list[PostgresStore],
+) -> None:
+    """A pooled resume of a killed run finished while the dead pools' leases had not ended: their
+    tasks stayed ``leased`` for good ("4 leased (past their lease: queued again at the next claim)"
+    in ``emews status`` of a complete experiment). A lease that ends after the finish is the
+    finish's to cancel, as the ones past their lease then: counted cancelled, claimed by no pool,
+    and stored cancelled when the next optimizer starts."""
+    optimizer, dead, alive = (PoolQueue(s) for s in stores)
+    optimizer.enqueue([_task(i) for i in range(4)])
+    gone, live = dead.register("local", workers=2), alive.register("local", workers=1)
+    assert [c.task.id for c in dead.claim(gone, 2, _LEASE)] == [0, 1]
+    assert [c.task.id for c in alive.claim(live, 1, _LEASE)] == [2]
+    optimizer.finish()  # 3 was queued: cancelled; 0 and 1 leased under leases not yet ended
+    assert optimizer.state_counts() == {"leased": 3, "cancelled": 1}
+    assert dead.renew(gone, _ENDED, [0, 1]) == 2  # its leases end: the pool died holding them
+    assert optimizer.state_counts() == {"leased": 1, "cancelled": 3}  # 2 is the live pool's, running
+    assert alive.claim(live, 4, _LEASE) == []  # nothing to run again for a run that is over
+    optimizer.enable()  # the next optimizer (a resume with a larger budget)
+    assert optimizer.cancelled() == {0, 1, 3} and optimizer.state_counts() == {"leased": 1, "cancelled": 3}
+
+
 def _announced(listener: PoolQueue, n: int) -> Announced:
     """What ``listener`` is told until ``n`` results were announced (rows and ids gathered)."""
     rows: dict[int, Sequence[Any]] = {}
