@@ -129,6 +129,28 @@ _CHECKPOINT_COLUMNS = "id, trial, step, path, size, metric, loss, state"
 _NO_SEQ = 2**62
 
 
+def _inside(path: str, root: str) -> str | None:
+    """``path`` (normalized, absolute) relative to ``root`` (absolute, normalized) when inside it."""
+    if path == root:
+        return "."
+    prefix = root if root.endswith("/") else root + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def _relative(path: str, root: str, opened_at: str) -> str:
+    """How a store opened at ``opened_at``, its directory at ``root`` now, keeps the absolute
+    checkpoint ``path`` of an older store: relative to ``root``, else at its place in the layout
+    (``checkpoints/TRIAL/NAME``: written where the experiment was), else relative to
+    ``opened_at``, else as it is (a file outside the experiment)."""
+    full = os.path.normpath(path)
+    inside = _inside(full, root)
+    if inside is None and (moved := in_experiment(path)) is not None:
+        inside = os.path.normpath(moved)
+    if inside is None:
+        inside = _inside(full, opened_at)
+    return path if inside is None else inside
+
+
 class TrialStore:
     """The training tables over one SQLite connection: the training half of
     :class:`~emews.store.results_store.ResultsStore` (the SQLite :class:`~emews.store.base.Store`);
@@ -186,7 +208,9 @@ class TrialStore:
         if self.root is None:
             return
         rows = self._db.execute("SELECT id, path FROM checkpoints WHERE path LIKE '/%'").fetchall()
-        changed = [(new, id_) for id_, path in rows if (new := self._stored(self._resolved(path))) != path]
+        # what _stored(_resolved(path)) gives, as string work: the directory looked up once, not per row
+        root, opened_at = str(self.root), str(self._opened_at)
+        changed = [(new, id_) for id_, path in rows if (new := _relative(path, root, opened_at)) != path]
         if changed:
             with self._db:
                 self._db.execute("BEGIN")

@@ -78,7 +78,7 @@ def checkpoint_attempt(path: str | Path) -> int:
 def in_experiment(path: str) -> str | None:
     """``checkpoints/TRIAL/NAME``: where a checkpoint path of any experiment directory lies in its
     experiment (the layout of :func:`checkpoint_path`); ``None`` for a path not so laid out."""
-    parts = PurePath(path).parts
+    parts = [part for part in path.split("/") if part not in ("", ".")]  # PurePath's parts, without the parse
     return "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3] == CHECKPOINTS_DIR else None
 
 
