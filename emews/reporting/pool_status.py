@@ -84,10 +84,14 @@ def _process_ended(pool: PoolRow, processes: dict[int, tuple[int, float]]) -> bo
     return Owner(pool.host, pid, started).alive() is False
 
 
-def _coming_back(lease_end: float | None, now: float) -> str:
-    """When a lost pool's tasks return to the queue: the end of its last lease, from ``now``."""
+def _coming_back(lease_end: float | None, now: float, finished: bool) -> str:
+    """What becomes of a lost pool's tasks, and when: the end of its last lease, from ``now``; they
+    return to the queue, or, the optimizer having finished, are cancelled (nothing is pending)."""
+    fate = "cancelled: the run has finished" if finished else "queued again at the next claim"
     if lease_end is None or lease_end <= now:
-        return "its tasks' leases ended: they are queued again at the next claim"
+        return f"its tasks' leases ended: they are {fate}"
+    if finished:
+        return f"its tasks are cancelled when their leases end, in {duration(lease_end - now)}: the run has finished"
     return f"its tasks return to the queue when their leases end, in {duration(lease_end - now)}"
 
 
@@ -121,7 +125,8 @@ def pool_lines(files: ExperimentFiles, store: Store | None) -> PoolView:
     lost = queue.lost_ranks(since=min(live)) if live else []
     said = [f"{counts.get(state, 0)} {state}" for state in QUEUE_STATES]
     if counts.get("expired"):  # leased by a pool that is gone: queued again at the next claim
-        said[1] += f" ({counts['expired']} of them past their lease: queued again at the next claim)"
+        fate = "cancelled: the run has finished" if finished else "queued again at the next claim"
+        said[1] += f" ({counts['expired']} of them past their lease: {fate})"
     folders = pool_folders(exp_dir)
     lines = ["queue: " + ", ".join(said)]
     lines.append(f"pools: {len(pools)}")
@@ -137,7 +142,7 @@ def pool_lines(files: ExperimentFiles, store: Store | None) -> PoolView:
             state = "stopped"
         elif ended:  # killed (SIGKILL, its job scancelled past its grace, a node lost): it will not beat again
             state = (
-                f"lost ({ended} ended without it stopping; {_coming_back(leases_end.get(pool.id), now)})"
+                f"lost ({ended} ended without it stopping; {_coming_back(leases_end.get(pool.id), now, finished)})"
                 if holding.get(pool.id)
                 else f"gone ({ended} ended without it stopping; it held nothing)"
             )
@@ -146,7 +151,7 @@ def pool_lines(files: ExperimentFiles, store: Store | None) -> PoolView:
             workers += pool.workers
             busy += _busy_ranks(pool, told, leased)
         elif holding.get(pool.id):
-            state = f"lost ({_coming_back(leases_end.get(pool.id), now)})"
+            state = f"lost ({_coming_back(leases_end.get(pool.id), now, finished)})"
         else:
             state = "gone (no heartbeat; its tasks were taken over)"
         beat = "-" if pool.heartbeat is None else f"{max(now - pool.heartbeat, 0.0):.0f} s ago"
