@@ -542,3 +542,60 @@ def segments_left(mapped: Path) -> list[str]:
     names = mapped.read_text().split() if mapped.exists() else []
     assert names and all(name.startswith("mpich_shm_") for name in names), names
     return [name for name in names if (Path("/dev/shm") / name).exists()]
+
+
+#: a plain MPI job that writes each rank's segments to ``OUT/rank-N`` and then, rank 1, kills itself
+#: once rank 0 wrote its own (``kill``), or every rank waits for the file ``OUT/gate`` (``wait``)
+PLAIN_MPI_JOB = """\
+import os, signal, sys, time
+from mpi4py import MPI
+from emews.processes.mpich_shm import mapped_here
+
+out, then = sys.argv[1], sys.argv[2]
+rank = MPI.COMM_WORLD.Get_rank()
+with open(os.path.join(out, f"rank-{rank}.tmp"), "w") as f:
+    f.write("\\n".join(mapped_here()))
+os.rename(os.path.join(out, f"rank-{rank}.tmp"), os.path.join(out, f"rank-{rank}"))
+if then == "kill" and rank == 1:
+    while not os.path.exists(os.path.join(out, "rank-0")):  # rank 0 said its segments: mpiexec may kill it
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGKILL)
+while not os.path.exists(os.path.join(out, "gate")):
+    time.sleep(0.1)
+MPI.COMM_WORLD.Barrier()
+"""
+
+
+class PlainJob:
+    """:data:`PLAIN_MPI_JOB` under the mpiexec next to this Python, 2 ranks, in ``folder`` (``env``: its
+    environment, this process's by default)."""
+
+    def __init__(self, folder: Path, then: str, env: dict[str, str] | None = None) -> None:
+        folder.mkdir()
+        (folder / "job.py").write_text(PLAIN_MPI_JOB)
+        self.folder = folder
+        mpiexec = Path(sys.executable).parent / "mpiexec"
+        self.proc = subprocess.Popen(
+            [str(mpiexec), "-n", "2", sys.executable, str(folder / "job.py"), str(folder), then],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            env=env,
+        )
+
+    def mapped(self) -> list[str]:
+        """The segments its ranks mapped, once both said."""
+        assert wait_until(lambda: all((self.folder / f"rank-{r}").exists() for r in (0, 1)), timeout=120), said(
+            self.proc
+        )
+        names = sorted({n for r in (0, 1) for n in (self.folder / f"rank-{r}").read_text().split()})
+        assert names, said(self.proc)
+        return names
+
+    def end(self) -> None:
+        (self.folder / "gate").touch()
+        try:
+            self.proc.communicate(timeout=120)
+        finally:
+            said(self.proc)  # killed, should it not have ended

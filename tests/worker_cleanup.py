@@ -73,15 +73,23 @@ def kill_if_orphan(pid: int) -> bool:
         os.close(pidfd)
 
 
-def _orphan_of(pid: int, run: str) -> bool:
-    """Whether ``pid`` runs and carries ``run``'s mark of a test process that no longer runs."""
-    prefix = f"{OWNER_VARIABLE}={run}:".encode()
+def owner_of(pid: int) -> str | None:
+    """``pid``'s mark (``RUN:PID`` of the test process that started it), ``None``: none, or gone."""
+    prefix = f"{OWNER_VARIABLE}=".encode()
     try:
         environ = (Path(f"/proc/{pid}") / "environ").read_bytes()
     except OSError:
+        return None
+    return next((v[len(prefix) :].decode(errors="replace") for v in environ.split(b"\0") if v.startswith(prefix)), None)
+
+
+def _orphan_of(pid: int, run: str) -> bool:
+    """Whether ``pid`` runs and carries ``run``'s mark of a test process that no longer runs."""
+    owner = owner_of(pid)
+    if owner is None or not owner.startswith(f"{run}:"):
         return False
-    owner = next((v[len(prefix) :] for v in environ.split(b"\0") if v.startswith(prefix)), None)
-    return owner is not None and owner.isdigit() and not _running(int(owner)) and _running(pid)
+    test_process = owner[len(run) + 1 :]
+    return test_process.isdigit() and not _running(int(test_process)) and _running(pid)
 
 
 def _running(pid: int) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 from emews.job import shm_records
 from emews.processes import mpich_shm
 from testutil import (
+    PlainJob,
     said,
     segments_left,
     shm_mapper_workflow,
@@ -32,28 +32,6 @@ from testutil import (
 )
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux only (/proc)")
-
-#: a plain MPI job that writes each rank's segments to ``OUT/rank-N`` and then, rank 1, kills itself
-#: once rank 0 wrote its own (``kill``), or every rank waits for the file ``OUT/gate`` (``wait``)
-PLAIN_JOB = """\
-import os, signal, sys, time
-from mpi4py import MPI
-from emews.processes.mpich_shm import mapped_here
-
-out, then = sys.argv[1], sys.argv[2]
-rank = MPI.COMM_WORLD.Get_rank()
-with open(os.path.join(out, f"rank-{rank}.tmp"), "w") as f:
-    f.write("\\n".join(mapped_here()))
-os.rename(os.path.join(out, f"rank-{rank}.tmp"), os.path.join(out, f"rank-{rank}"))
-if then == "kill" and rank == 1:
-    while not os.path.exists(os.path.join(out, "rank-0")):  # rank 0 said its segments: mpiexec may kill it
-        time.sleep(0.05)
-    os.kill(os.getpid(), signal.SIGKILL)
-while not os.path.exists(os.path.join(out, "gate")):
-    time.sleep(0.1)
-MPI.COMM_WORLD.Barrier()
-"""
-
 
 def launch_mapping(emews_cmd, tmp_path: Path, then: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     """``emews launch`` of one ``shm_mapper`` evaluation on 1 worker; its exit and the segments its
@@ -79,39 +57,6 @@ def test_a_job_that_ends_normally_leaves_no_segment_nor_record(emews_cmd, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert left == []
     assert list((tmp_path / "exp").glob(".shm-*")) == []
-
-
-class PlainJob:
-    """:data:`PLAIN_JOB` under the mpiexec next to this Python, 2 ranks, in ``folder``."""
-
-    def __init__(self, folder: Path, then: str) -> None:
-        folder.mkdir()
-        (folder / "job.py").write_text(PLAIN_JOB)
-        self.folder = folder
-        mpiexec = Path(sys.executable).parent / "mpiexec"
-        self.proc = subprocess.Popen(
-            [str(mpiexec), "-n", "2", sys.executable, str(folder / "job.py"), str(folder), then],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-
-    def mapped(self) -> list[str]:
-        """The segments its ranks mapped, once both said."""
-        assert wait_until(lambda: all((self.folder / f"rank-{r}").exists() for r in (0, 1)), timeout=120), said(
-            self.proc
-        )
-        names = sorted({n for r in (0, 1) for n in (self.folder / f"rank-{r}").read_text().split()})
-        assert names, said(self.proc)
-        return names
-
-    def end(self) -> None:
-        (self.folder / "gate").touch()
-        try:
-            self.proc.communicate(timeout=120)
-        finally:
-            said(self.proc)  # killed, should it not have ended
 
 
 def test_a_recorded_segment_that_a_live_job_maps_is_kept(tmp_path: Path) -> None:
