@@ -261,7 +261,8 @@ def batch_job_exit(
     says (an attached pool's job, at ``pool_dir``: the launcher's), or 1 with the line that says why
     when the watch of its start stopped it; a job stopped by signal ``received`` (``scancel``, ``qdel``,
     ``bkill``; 0: none) exits 128 + its number, as ``emews launch`` on the local site does, with the
-    line that says so when its run recorded nothing."""
+    line that says so when its run recorded nothing. First the MPICH segments that this job's ranks and an
+    earlier job of the experiment killed whole recorded on this node go (:mod:`~emews.job.shm_records`)."""
     from emews.site.jobs import (  # not the watch's: it starts beside the ranks
         job_exit_status,
         say_ended_before_run,
@@ -269,6 +270,8 @@ def batch_job_exit(
     )
 
     shm_records.sweep(shm_records.records_folder(exp_dir, lease_token, pool_dir))  # a killed rank's, this node's
+    if pool_dir is None and lease_token:  # an earlier job killed whole (no end step ran): this node's
+        shm_records.sweep_earlier(exp_dir, lease_token)
     marks = start_marks.marks_folder(exp_dir, lease_token, pool_dir)
     if marks is not None:
         start_marks.remove(marks)  # left by a watch that was stopped itself

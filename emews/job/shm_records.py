@@ -6,7 +6,9 @@ each node writes the names its process maps to a file of the node's (``os.uname(
 job's records folder; where the job ended (the launching process, ``emews launch``/``attach`` on
 local; ``job.sh``'s end step in a batch job), :func:`sweep` removes the recorded segments of that node
 that no live process maps (a job that ended normally removed its own: nothing is left to do), then the
-folder. A batch job's other nodes are the site's to clean (docs/sites.md: an epilog line).
+folder. What a job killed whole recorded (no end step ran) is removed by the experiment's next job on its
+node (:func:`sweep_earlier`: before a local job starts, in a batch job's end step). A batch job's other
+nodes are the site's to clean (docs/sites.md: an epilog line).
 """
 
 from __future__ import annotations

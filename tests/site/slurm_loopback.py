@@ -63,6 +63,24 @@ def _tool(name: str) -> str:
     return found
 
 
+def kill_job_processes(job_id: str) -> list[int]:
+    """SIGKILL every process of Slurm job ``job_id`` (its environment names the job), as a node lost or
+    a ``scancel`` past its KillWait does: no process of the job has time to stop; their pids."""
+    killed = []
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if f"SLURM_JOB_ID={job_id}".encode() in environ and proc.name.isdigit():
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+            except ProcessLookupError:
+                pass
+    return killed
+
+
 def process_alive(pid: int) -> bool:
     """True while /proc/PID/stat shows a live (not zombie/dead) process."""
     try:

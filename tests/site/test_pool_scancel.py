@@ -7,14 +7,12 @@ heartbeat is late and Slurm says the job ended, not running until its lease ends
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 from pathlib import Path
 
 from emews.site.jobs import JOB_RECORD
 from site_helpers import LOOPBACK_SITE
-from slurm_loopback import LoopbackSlurm
+from slurm_loopback import LoopbackSlurm, kill_job_processes
 from slurm_pools import PgServer, gated_launch, job_state, jobs_import_this_tree, postgres  # noqa: F401
 from pooled import gated_workflow, held_by, running_on, seen, wait_for_queued
 from test_slurm_loopback import wait_for
@@ -33,23 +31,6 @@ def _attach_on_slurm(cmd: EmewsCommand, exp: Path) -> tuple[str, list[int]]:
     running = wait_until(lambda: running_on(exp, 2), 240)
     assert running, seen(exp, "SELECT id, state, pool FROM tasks ORDER BY id")
     return job_id, running
-
-
-def _kill_the_jobs_processes(job_id: str) -> list[int]:
-    """SIGKILL every process of Slurm job ``job_id`` (its environment names the job); their pids."""
-    killed = []
-    for proc in Path("/proc").iterdir():
-        try:
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        if f"SLURM_JOB_ID={job_id}".encode() in environ and proc.name.isdigit():
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-                killed.append(int(proc.name))
-            except ProcessLookupError:
-                pass
-    return killed
 
 
 def _pool_line(cmd: EmewsCommand, pool: int) -> tuple[str, str]:
@@ -102,7 +83,7 @@ def test_a_pool_killed_with_its_job_is_lost_once_its_heartbeat_is_late(
     exp = tmp_path / "exp"
     with gated_launch(tmp_path, wf, workers=2) as cmd:
         job_id, running = _attach_on_slurm(cmd, exp)
-        assert _kill_the_jobs_processes(job_id)  # no process of the job had time to stop
+        assert kill_job_processes(job_id)  # no process of the job had time to stop
         assert wait_for(lambda: job_state(job_id), "done", 240) == "done"
         line, status = wait_until(lambda: _not_running(cmd, 2), 240) or _pool_line(cmd, 2)
         age = int(line.split("heartbeat ")[1].split(" s ago")[0])
