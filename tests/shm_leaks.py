@@ -11,7 +11,8 @@ segment to itself only when one of its own processes maps it: a process whose ``
 other runs on the machine, are mapped by processes of another owner and are never blamed on this one;
 a segment whose maker died before it mapped it is not seen at all (the check then misses it, it
 blames nobody). At a test's teardown, what it made that still exists, once this process's own ranks
-no longer map it, and that no live process maps, is removed and the teardown fails naming it.
+no longer map it, and that no live process maps, is removed and the teardown fails naming it (a
+test marked ``leaves_shm(why)``, a known case still to fix, does not fail).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ ATTRIBUTE_POLL = 0.02
 #: how long a test's teardown waits for its own ranks that still map a segment it made to end
 ENDING_SECONDS = 30.0
 _EVENT = struct.Struct("iIII")
+#: the mark of a test whose leak is a known product case still to fix (its reason says which): what it
+#: leaves is removed all the same, and the test does not fail
+KNOWN_MARK = "leaves_shm"
 
 
 class SegmentWatch:
@@ -173,7 +177,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     watch = _watch
     made = watch.take() if watch is not None else {}
     left = left_by(watch, made) if watch is not None and made else []
-    if left:
+    if left and not item.get_closest_marker(KNOWN_MARK):
         lines = "\n".join(f"  {SHM_DIR / name}  (made by: {made[name]})" for name in left)
         pytest.fail(
             f"this test left {len(left)} MPICH shared-memory segment(s) that no process maps (removed now):\n"
@@ -181,6 +185,10 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
             pytrace=False,
         )
     return result
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{KNOWN_MARK}(why): the test leaves an MPICH segment, a known case (removed)")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

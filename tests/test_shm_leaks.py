@@ -1,7 +1,8 @@
 """A test that leaves an MPICH segment in /dev/shm fails at its teardown, and only that test
 (``tests/shm_leaks.py``): a pytest run of its own whose tests start real 2-rank ``mpiexec`` jobs, one
-whose rank is killed (its segment left), one that ends normally, and one whose leak is another test
-process's (its ranks carry another ``EMEWS_TEST_OWNER``, as a concurrent xdist worker's do)."""
+whose rank is killed (its segment left), one that ends normally, one whose leak is another test
+process's (its ranks carry another ``EMEWS_TEST_OWNER``, as a concurrent xdist worker's do), and one
+whose leak is marked as a known case."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ INNER = """
 import os
 from pathlib import Path
 
+import pytest
 from testutil import PlainJob
 
 OUT = Path(os.environ["SHM_LEAKS_OUT"])
@@ -42,6 +44,11 @@ def test_ends_well():
 
 def test_a_neighbours_leak_is_not_blamed():
     run("neighbour", "kill", {**os.environ, "EMEWS_TEST_OWNER": "another-run:1"})
+
+
+@pytest.mark.leaves_shm("a known case")
+def test_known():
+    run("known", "kill")
 """
 
 
@@ -74,11 +81,12 @@ def test_the_test_that_leaves_a_segment_fails_and_its_segment_is_removed(tmp_pat
         )
         said = proc.stdout + proc.stderr
         leaked = names(out, "leaks")
-        assert "3 passed, 1 error" in said, said
+        assert "4 passed, 1 error" in said, said
         assert "ERROR at teardown of test_leaks" in said and "ERROR test_inner.py::test_leaks" in said, said
         assert "this test left 1 MPICH shared-memory segment(s) that no process maps (removed now)" in said, said
         assert all(f"{mpich_shm.SHM_DIR / name}  (made by: " in said for name in leaked), said
         assert [name for name in leaked if (mpich_shm.SHM_DIR / name).exists()] == []  # removed at its teardown
+        assert [name for name in names(out, "known") if (mpich_shm.SHM_DIR / name).exists()] == []  # and this one
         assert names(out, "ends") and names(out, "neighbour")
         neighbours = [name for name in names(out, "neighbour") if (mpich_shm.SHM_DIR / name).exists()]
         assert neighbours == names(out, "neighbour")  # left, and not this run's to blame nor to remove
