@@ -46,7 +46,7 @@ from emews.job.job_environment import check_job_environment
 from emews.job.job_start import JobStart, start_seconds
 from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
-from emews.job.shm_records import records_folder, sweep, sweep_earlier
+from emews.job.shm_records import records_folder, sweep, sweep_earlier, sweep_pools
 from emews.job.start_marks import marks_folder
 from emews.processes.oom import OomWatch
 from emews.processes.tree import kill_trees, stop_with
@@ -367,6 +367,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
     finally:
         watch.close()
     sweep(records_folder(here or exp_dir, lease_token))  # what a killed rank left in /dev/shm
+    sweep_pools(here or exp_dir)  # and a pool killed whole meanwhile
     if here is None:  # deleted meanwhile: rank 0 said so
         return 128 + received if received else EXIT_FAILED
     exp_dir = here

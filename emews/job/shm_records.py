@@ -7,18 +7,20 @@ job's records folder; where the job ended (the launching process, ``emews launch
 local; ``job.sh``'s end step in a batch job), :func:`sweep` removes the recorded segments of that node
 that no live process maps (a job that ended normally removed its own: nothing is left to do), then the
 folder. What a job killed whole recorded (no end step ran) is removed by the experiment's next job on its
-node (:func:`sweep_earlier`: before a local job starts, in a batch job's end step). A batch job's other
-nodes are the site's to clean (docs/sites.md: an epilog line).
+node (:func:`sweep_earlier`: before a local job starts, in a batch job's end step), what an attached pool
+killed whole recorded by the experiment's job (:func:`sweep_pools`: also where a local one ends). A batch
+job's other nodes are the site's to clean (docs/sites.md: an epilog line).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from emews.processes.mpich_shm import Segment, mapped_here, remove_unmapped
+from emews.processes.mpich_shm import SHM_DIR, Segment, mapped_here, remove_unmapped
 
 #: an attached pool's records folder, in the pool's
 POOL_RECORDS = ".shm"
@@ -61,7 +63,8 @@ def sweep_earlier(exp_dir: Path, lease_token: str) -> list[Segment]:
     """Before the job of ``lease_token`` starts: what earlier jobs of ``exp_dir`` recorded and nobody
     swept (their launcher killed with them: ``kill -9`` of the whole job, a node lost; a copy or a
     moved folder keeps the records): this node's segments that no live process maps, and this node's
-    record; a records folder left empty goes too (another node's record is that node's to sweep)."""
+    record; a records folder left empty goes too (another node's record is that node's to sweep); and
+    what its pools killed whole left (:func:`sweep_pools`)."""
     removed: list[Segment] = []
     for folder in sorted(Path(exp_dir).glob(".shm-*")):
         if folder.name == f".shm-{lease_token}":
@@ -72,13 +75,35 @@ def sweep_earlier(exp_dir: Path, lease_token: str) -> list[Segment]:
             folder.rmdir()
         except OSError:  # another node's record is in it
             pass
+    return removed + sweep_pools(exp_dir)
+
+
+def sweep_pools(exp_dir: Path) -> list[Segment]:
+    """What the attached pools of ``exp_dir`` recorded on this node that no live process maps (a pool
+    killed whole ran no end step: ``kill -9`` of its ``emews attach``, its batch job SIGKILLed): removed.
+    A live pool's segments are mapped, and kept; a node's record goes once none of the segments it
+    names is left, its folder once empty (a record not written yet is not looked at)."""
+    removed: list[Segment] = []
+    for folder in sorted(Path(exp_dir).glob(f"pools/*/{POOL_RECORDS}")):
+        record = folder / os.uname().nodename
+        if not record.exists():
+            continue
+        removed += _sweep_node(folder)
+        if not any((SHM_DIR / name).exists() for name in _names(record)):
+            record.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # another node's record is in it
+                folder.rmdir()
     return removed
 
 
 def _sweep_node(folder: Path) -> list[Segment]:
     """The segments this node's record in ``folder`` names that no live process maps, removed."""
+    return remove_unmapped(_names(folder / os.uname().nodename))
+
+
+def _names(record: Path) -> list[str]:
+    """The segments a node's record names (``[]`` when there is none)."""
     try:
-        names = (folder / os.uname().nodename).read_text(encoding="ascii", errors="replace").split()
+        return record.read_text(encoding="ascii", errors="replace").split()
     except OSError:
-        names = []
-    return remove_unmapped(names)
+        return []

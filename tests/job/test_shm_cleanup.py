@@ -188,3 +188,29 @@ def test_a_segment_an_earlier_job_killed_with_its_launcher_left_goes_at_the_resu
         assert sorted(p.name for p in earlier.iterdir()) == ["another-node"]
     finally:
         left.unlink(missing_ok=True)
+
+
+def test_what_a_pool_killed_whole_recorded_goes_at_the_experiments_next_run(emews_cmd, tmp_path: Path) -> None:
+    """An attached pool killed whole (``kill -9`` of its ``emews attach``, its batch job SIGKILLed) runs no
+    end step: its records stay in ``POOL/.shm`` with the segment they name. The experiment's next run
+    (here a resume, whose task kills its rank again) removes what they name on this node that no process
+    maps, and the record; a live pool's segment (mapped) stays with its record. Without it both stayed
+    for good (only the pool's own end looked at its records)."""
+    wf, _, _ = write_gated_workflow(tmp_path, KILLER, budget={"evaluations": 1}, task={"isolation": "inline"})
+    emews_cmd("launch", str(wf), "--workers", "1", "--exp-dir", "exp", timeout=240)
+    left = Path("/dev/shm", f"mpich_shm_{os.urandom(4).hex()}_0")  # a name no job maps: a killed pool's
+    live = PlainJob(tmp_path / "live", "wait")  # a pool that still runs
+    try:
+        kept = live.mapped()
+        left.write_bytes(bytes(4096))
+        killed_pool, live_pool = (tmp_path / "exp" / "pools" / name / ".shm" for name in ("pool-001", "pool-002"))
+        for folder, names in ((killed_pool, [left.name]), (live_pool, kept)):
+            folder.mkdir(parents=True)
+            (folder / os.uname().nodename).write_text("".join(f"{name}\n" for name in names))
+        emews_cmd("resume", "exp", timeout=240)
+        assert not left.exists() and not killed_pool.exists()
+        assert all((mpich_shm.SHM_DIR / name).exists() for name in kept)
+        assert (live_pool / os.uname().nodename).read_text().split() == kept
+    finally:
+        left.unlink(missing_ok=True)
+        live.end()
