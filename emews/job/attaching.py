@@ -33,7 +33,7 @@ from emews.config.yamlio import dump_yaml, file_key, parse_override
 from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from emews.core.wording import counted
 from emews.job.job_environment import check_job_environment
-from emews.job.job_start import JobStart, start_seconds
+from emews.job.job_start import JobStart, job_ranks, start_seconds
 from emews.job.launching import run_here
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.job.pool_started import PoolLead
@@ -137,6 +137,7 @@ def attach(
             marks=marks_folder(exp_dir, None, pool_dir),
             ranks=workers + 1,
             segments=records_folder(exp_dir, None, pool_dir),
+            job_ranks=lambda: job_ranks(None, pool_dir),
         )
         try:
             status, received = run_here(chosen, command, workers, relay=relay, start=start)

@@ -32,7 +32,7 @@ from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.textfiles import write_atomic
 from emews.job import shm_records, start_marks
 from emews.processes.mpich_shm import mapped_by_pids
-from emews.processes.tree import alive, descendants, kill_trees
+from emews.processes.tree import alive, descendants, kill_trees, with_arguments
 from emews.runtime.env_seconds import seconds_from_environment
 from emews.runtime.setup_bound import SETUP_TIMEOUT, setup_seconds
 
@@ -98,7 +98,9 @@ class JobStart:
     :meth:`close`; ``on_stuck``: told why, before a stuck job is stopped; ``poll_max``: the longest
     wait between two looks whether rank 0 joined (from :data:`POLL_SECONDS`, doubled at each look);
     ``segments``: the job's records of MPICH segments (:mod:`~emews.job.shm_records`), where a stuck
-    job's are written before it is stopped (its ranks in ``MPI_Init`` could not), for its end to remove.
+    job's are written before it is stopped (its ranks in ``MPI_Init`` could not), for its end to remove:
+    those its launcher's process tree maps, and ``job_ranks()``'s (:func:`job_ranks`: under Slurm the
+    ranks are not in that tree).
     :meth:`begin` once the job runs, :meth:`close` once it ended."""
 
     def __init__(
@@ -111,6 +113,7 @@ class JobStart:
         on_stuck: Callable[[str], None] | None = None,
         poll_max: float = POLL_SECONDS,
         segments: Path | None = None,
+        job_ranks: Callable[[], list[int]] | None = None,
     ):
         self._rank_zero = rank_zero
         self._bound = bound
@@ -119,6 +122,7 @@ class JobStart:
         self._on_stuck = on_stuck
         self._poll_max = poll_max
         self._segments = segments
+        self._job_ranks = job_ranks
         self._ended = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -182,7 +186,8 @@ class JobStart:
             self._on_stuck(why)  # before the stop: the job's end reads it
         self.stuck = why
         if self._segments is not None:  # the ranks waiting in MPI_Init map their node's segment, unrecorded
-            shm_records.record(self._segments, mapped_by_pids([pid, *descendants(pid)]))
+            ranks = self._job_ranks() if self._job_ranks is not None else []
+            shm_records.record(self._segments, mapped_by_pids([pid, *descendants(pid), *ranks]))
         kill_trees([pid])
         return True
 
@@ -193,6 +198,15 @@ class JobStart:
             self._thread.join()
         if self._marks is not None:
             start_marks.remove(self._marks)
+
+
+def job_ranks(lease_token: str | None, pool_dir: Path | None = None) -> list[int]:
+    """The processes on this node that run a rank of the job started with ``lease_token`` (of the pool at
+    ``pool_dir``), by their command line (:func:`~emews.site.jobs.job_command`): ``srun``'s ranks are
+    slurmstepd's children, and Hydra's ``mpiexec`` in a Slurm job starts its proxies with ``srun`` too."""
+    if pool_dir is not None:
+        return with_arguments("--pool", str(pool_dir))
+    return with_arguments("--lease", lease_token) if lease_token else []
 
 
 def watch_batch_start(
@@ -227,6 +241,7 @@ def watch_batch_start(
         on_stuck=leave,
         poll_max=BATCH_POLL_SECONDS,
         segments=shm_records.records_folder(exp_dir, lease_token, pool_dir),
+        job_ranks=lambda: job_ranks(lease_token, pool_dir),
     )
     stopped = threading.Event()
     handled = (

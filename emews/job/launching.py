@@ -43,7 +43,7 @@ from emews.config.yamlio import file_key
 from emews.core.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError, EmewsError
 from emews.core.wording import counted
 from emews.job.job_environment import check_job_environment
-from emews.job.job_start import JobStart, start_seconds
+from emews.job.job_start import JobStart, job_ranks, start_seconds
 from emews.job.moved import DirectoryWatch
 from emews.job.nothing_left import nothing_left, stored_and_unfinished
 from emews.job.shm_records import records_folder, sweep, sweep_earlier, sweep_pools
@@ -353,6 +353,7 @@ def run_local(site: Site, exp_dir: Path, workers: int, lease_token: str, *, rela
         marks=marks_folder(exp_dir, lease_token),
         ranks=workers + 1,
         segments=records_folder(exp_dir, lease_token),
+        job_ranks=lambda: job_ranks(lease_token),
     )
     try:
         status, received = run_here(

@@ -114,6 +114,23 @@ def kill_trees(pids: Iterable[int]) -> None:
         targets = living
 
 
+def with_arguments(*args: str) -> list[int]:
+    """The live processes whose command line holds ``args`` one after the other (of those whose
+    command line this user can read)."""
+    wanted = b"\0" + b"\0".join(arg.encode() for arg in args) + b"\0"
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                if wanted in b"\0" + cmdline.read():
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
 def reap(pids: Iterable[int] = ()) -> None:
     """Collect the exit status of finished children among ``pids`` (no zombies left)."""
     for pid in pids:
