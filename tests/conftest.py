@@ -18,6 +18,7 @@ import compileall
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,8 +88,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-def emews_cmd(tmp_path: Path) -> EmewsCommand:
-    return EmewsCommand(tmp_path)
+def emews_cmd(tmp_path: Path) -> Iterator[EmewsCommand]:
+    """``python -m emews`` in ``tmp_path``; at the end, what the jobs its ``kill_all`` killed left in
+    /dev/shm is removed (``EmewsCommand.remove_killed_segments``)."""
+    cmd = EmewsCommand(tmp_path)
+    yield cmd
+    cmd.remove_killed_segments()
 
 
 @pytest.fixture

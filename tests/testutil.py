@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from emews.processes.mpich_shm import mapped_by_pids, remove_unmapped
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FAULTY = TESTS / "objectives" / "faulty.py"
@@ -133,6 +135,7 @@ class EmewsCommand:
         self.cwd = cwd
         self.token = uuid.uuid4().hex
         self.env = {**os.environ, "EMEWS_TEST_TOKEN": self.token, "PYTHONUNBUFFERED": "1"}
+        self.killed_segments: set[str] = set()  # the MPICH segments the processes :meth:`kill_all` killed mapped
 
     def __call__(self, *args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess:
         proc = subprocess.run([sys.executable, "-m", "emews", *args], cwd=self.cwd, env=self.env,
@@ -180,7 +183,17 @@ class EmewsCommand:
         while fresh := set(self.processes()) - stopped:  # until nothing new was started meanwhile
             self._signal(fresh, signal.SIGSTOP)
             stopped |= fresh
+        self.killed_segments |= mapped_by_pids(stopped)
         self._signal(stopped, signal.SIGKILL)
+
+    def remove_killed_segments(self, timeout: float = 30.0) -> None:
+        """Once the processes :meth:`kill_all` killed are gone (``timeout``), remove the MPICH segments
+        they mapped that no live process maps: a killed job leaves its segment in /dev/shm, and the
+        product removes it only at the experiment's next run. For a test's end (its assertions on what
+        the product removed came first)."""
+        wait_until(lambda: not mapped_by_pids(self.processes()) & self.killed_segments, timeout)
+        remove_unmapped(self.killed_segments)
+        self.killed_segments.clear()
 
     @staticmethod
     def _signal(pids: set[int], sig: signal.Signals) -> None:

@@ -47,7 +47,7 @@ def gated_launch(folder: Path, workflow: Path, workers: int) -> Iterator[EmewsCo
     """``emews launch WORKFLOW --workers N --pools 1`` in ``folder`` (the experiment ``folder/exp``),
     its tasks held at the gate ``folder/open``; the body runs other commands with the command given.
     When the body is done the gate opens and the launch must end with exit 0; however it ends, the
-    gate opens and every process the command started is killed."""
+    gate opens and every process the command started is killed, and what they left in /dev/shm removed."""
     cmd = gated_command(folder)
     launch = cmd.popen("launch", str(workflow), "--workers", str(workers), "--pools", "1", "--exp-dir", "exp")
     try:
@@ -58,3 +58,4 @@ def gated_launch(folder: Path, workflow: Path, workers: int) -> Iterator[EmewsCo
     finally:
         (folder / "open").touch()
         cmd.kill_all()
+        cmd.remove_killed_segments()

@@ -187,7 +187,8 @@ def pooled_run(folder: Path, workflow: Path, workers: int, pools: int = 1, *,
     (a :func:`gated_command` if none), its gates (``gates``: files in ``folder``) closed: the body
     holds the run, starts the jobs beside it and makes them wait; at its end the run finishes
     (:meth:`PooledRun.finish`), and, whatever happened, every gate is opened and every process of
-    every job is killed (kill -9: none outlives the test)."""
+    every job is killed (kill -9: none outlives the test), and what the killed jobs left in /dev/shm
+    is removed."""
     run = PooledRun(folder, command or gated_command(folder), gates)
     run.start("launch", str(workflow), "--workers", str(workers), "--pools", str(pools), "--exp-dir", "exp")
     try:
@@ -197,6 +198,8 @@ def pooled_run(folder: Path, workflow: Path, workers: int, pools: int = 1, *,
         run.open()
         for cmd in run.commands:
             cmd.kill_all()
+        for cmd in run.commands:
+            cmd.remove_killed_segments()
 
 
 def join_while_gated(folder: Path, url: str, evaluations: int, optimizer: dict[str, Any], *,
