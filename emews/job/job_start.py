@@ -100,7 +100,7 @@ class JobStart:
     ``segments``: the job's records of MPICH segments (:mod:`~emews.job.shm_records`), where a stuck
     job's are written before it is stopped (its ranks in ``MPI_Init`` could not), for its end to remove:
     those its launcher's process tree maps, and ``job_ranks()``'s (:func:`job_ranks`: under Slurm the
-    ranks are not in that tree).
+    ranks are not in that tree), which are stopped with the launcher's tree.
     :meth:`begin` once the job runs, :meth:`close` once it ended."""
 
     def __init__(
@@ -185,10 +185,10 @@ class JobStart:
         if self._on_stuck is not None:
             self._on_stuck(why)  # before the stop: the job's end reads it
         self.stuck = why
+        ranks = [rank for rank in self._job_ranks() if rank != os.getpid()] if self._job_ranks is not None else []
         if self._segments is not None:  # the ranks waiting in MPI_Init map their node's segment, unrecorded
-            ranks = self._job_ranks() if self._job_ranks is not None else []
             shm_records.record(self._segments, mapped_by_pids([pid, *descendants(pid), *ranks]))
-        kill_trees([pid])
+        kill_trees([pid, *ranks])  # srun's tasks wait in MPI_Init after srun is gone, until the job ends
         return True
 
     def close(self) -> None:
