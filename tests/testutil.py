@@ -612,3 +612,10 @@ class PlainJob:
             self.proc.communicate(timeout=120)
         finally:
             said(self.proc)  # killed, should it not have ended
+
+
+def remove_listed_segments(folder: Path) -> None:
+    """Remove the MPICH segments the ranks of an MPI job a test ran itself listed in ``folder/segments-N``
+    (each rank writes ``mapped_here()`` there) that no live process maps: a job whose rank was killed
+    leaves its segment in /dev/shm, and no emews launch is there to remove it."""
+    remove_unmapped(name for listed in folder.glob("segments-*") for name in listed.read_text().split())

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 from gated_job import launch_gated
 
-from emews.processes import mpich_shm
-from testutil import events, query, stored_rows, trainer_workflow, wait_until
+from testutil import events, query, remove_listed_segments, stored_rows, trainer_workflow, wait_until
 
 RATES = [0.5, 0.1, 0.9, 0.3, 0.05, 0.7, 0.2, 0.4]
 
@@ -75,7 +74,7 @@ def test_a_message_left_unread_is_dropped_before_the_ranks_leave(leave: str, tmp
         done = subprocess.run([mpiexec, "-n", "2", sys.executable, script, leave, str(tmp_path)],
                               capture_output=True, text=True, timeout=240)
     finally:  # with ``keep`` Hydra kills rank 1, and MPICH's segment stays in /dev/shm
-        mpich_shm.remove_unmapped(name for f in tmp_path.glob("segments-*") for name in f.read_text().split())
+        remove_listed_segments(tmp_path)
     said = done.stdout + done.stderr
     if leave == "drop":
         assert done.returncode == 0 and "BAD TERMINATION" not in said, said

@@ -1,6 +1,8 @@
 """Two ranks under mpiexec: rank 1 finishes first (``ignore`` or ``keep`` its stop-signal handler)
 and marks its exit from Python; once its SIGTERM handler is gone (the interpreter shut down, it
-waits in MPI_Finalize) rank 0 sends it one SIGTERM (see tests/training/test_interrupt_grace.py)."""
+waits in MPI_Finalize) rank 0 sends it one SIGTERM (see tests/training/test_interrupt_grace.py). Each
+rank writes the MPICH segments it maps to ``segments-N`` beside the marker first (with ``keep`` the
+SIGTERM kills rank 1 and mpiexec the rest: the test removes the segment the job left)."""
 
 import atexit
 import os
@@ -11,11 +13,13 @@ from pathlib import Path
 
 from mpi4py import MPI
 
+from emews.processes.mpich_shm import mapped_here
 from emews.runtime.interrupt import Interrupt
 
 comm = MPI.COMM_WORLD
 interrupt = Interrupt().install()
 marker = Path(sys.argv[2])
+(marker.parent / f"segments-{comm.Get_rank()}").write_text("\n".join(mapped_here()))
 pids = comm.allgather(os.getpid())
 if comm.Get_rank() == 1:
     if sys.argv[1] == "ignore":

@@ -10,7 +10,7 @@ import pytest
 
 from emews.core.errors import EXIT_WALLTIME
 from emews.runtime.interrupt import Interrupt, Interrupted, WalltimeReached
-from testutil import wait_until
+from testutil import remove_listed_segments, wait_until
 
 
 @pytest.fixture
@@ -132,9 +132,12 @@ def test_a_rank_whose_work_is_done_survives_a_late_stop_signal(ignore: bool, tmp
 
     mpiexec = str(Path(sys.executable).parent / "mpiexec")
     script = str(Path(__file__).resolve().parents[1] / "runtime" / "late_signal_rank.py")
-    done = subprocess.run([mpiexec, "-n", "2", sys.executable, script, "ignore" if ignore else "keep",
-                           str(tmp_path / "exiting")],
-                          capture_output=True, text=True, timeout=120)
+    try:
+        done = subprocess.run([mpiexec, "-n", "2", sys.executable, script, "ignore" if ignore else "keep",
+                               str(tmp_path / "exiting")],
+                              capture_output=True, text=True, timeout=120)
+    finally:  # with ``keep`` rank 1 is killed, and MPICH's segment stays in /dev/shm
+        remove_listed_segments(tmp_path)
     if ignore:
         assert done.returncode == 0 and "BAD TERMINATION" not in done.stdout, (done.stdout, done.stderr)
     else:  # the hazard the fix removes is real
