@@ -27,8 +27,9 @@ from hypothesis import HealthCheck, settings
 from testutil import EVENTS, EmewsCommand, EventLog
 
 #: what a crashed xdist worker left running is killed by the controller (``worker_cleanup``); the
-#: ``memory_cgroup`` fixture, a real memory cgroup around one command, lives in ``memory_cgroup``
-pytest_plugins = ("worker_cleanup", "memory_cgroup")
+#: ``memory_cgroup`` fixture, a real memory cgroup around one command, lives in ``memory_cgroup``; a
+#: test that leaves an MPICH segment in /dev/shm fails at its teardown, naming it (``shm_leaks``)
+pytest_plugins = ("worker_cleanup", "memory_cgroup", "shm_leaks")
 
 settings.register_profile("emews", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("emews")

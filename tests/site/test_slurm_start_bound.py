@@ -13,6 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from site_helpers import LOOPBACK_SITE, emews, repo_env
 from slurm_loopback import LoopbackSlurm
@@ -76,6 +77,7 @@ def test_a_batch_job_whose_rank_never_starts_ends_at_the_bound(slurm_cluster: Lo
     assert list(exp.glob(".start*")) == []
 
 
+@pytest.mark.leaves_shm("ranks killed in MPI_Init by the cancel's SIGTERM record nothing (rev84, REVIEW)")
 def test_a_batch_job_cancelled_as_it_starts_leaves_no_start_marks(
         slurm_cgroup_cluster: LoopbackSlurm, tmp_path: Path) -> None:
     """``scancel`` while the job's start is watched (rank 2 stopped before Python, ranks 0, 1 and 3
