@@ -15,7 +15,45 @@ from pathlib import Path
 
 import pytest
 
-from testutil import wait_until
+from testutil import wait_until, write_workflow
+
+#: the line that names a task the OOM killer took in a 400 MiB cgroup (the tests' limit)
+OOM_AT_400 = "out of memory: killed by the kernel's OOM killer (the memory cgroup's limit: 400 MiB)"
+
+#: an objective: ``oom-rss`` writes memory (resident) until the OOM killer takes it, ``kill`` is a
+#: ``kill -9`` of its process, ``ok`` returns 1
+HUNGRY_OBJECTIVE = """\
+import os, signal
+
+def run(params):
+    if params["mode"] == "oom-rss":
+        blocks = []
+        while True:
+            blocks.append(b"\\x01" * (16 * 2**20))
+    if params["mode"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 1.0
+"""
+
+
+def mode_workflow(
+    folder: Path, modes: list[str], isolation: str, objective: dict | None = None, optimizer: str = "sweep"
+) -> Path:
+    """A workflow that evaluates each of ``modes`` once (``space.mode``), in the given task isolation;
+    the objective is :data:`HUNGRY_OBJECTIVE` (written to ``folder/hungry.py``) unless given."""
+    if objective is None:
+        module = folder / "hungry.py"
+        module.write_text(HUNGRY_OBJECTIVE)
+        objective = {"module": str(module)}
+    return write_workflow(
+        folder,
+        optimizer={"name": optimizer},
+        objective=objective,
+        space={"mode": {"type": "categorical", "values": modes}},
+        budget={"evaluations": len(modes)},
+        task={"timeout": 120, "isolation": isolation},
+    )
+
 
 V1 = Path("/sys/fs/cgroup/memory")
 V2 = Path("/sys/fs/cgroup")

@@ -14,26 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memory_cgroup import MemoryCgroup
+from memory_cgroup import OOM_AT_400 as OOM
+from memory_cgroup import MemoryCgroup, mode_workflow
 
-from testutil import EmewsCommand, stored_rows, write_workflow
-
-OOM = "out of memory: killed by the kernel's OOM killer (the memory cgroup's limit: 400 MiB)"
-
-#: an objective: ``oom-rss`` writes memory (resident) until the OOM killer takes it, ``kill`` is a
-#: ``kill -9`` of its process, ``ok`` returns 1
-OBJECTIVE = """\
-import os, signal
-
-def run(params):
-    if params["mode"] == "oom-rss":
-        blocks = []
-        while True:
-            blocks.append(b"\\x01" * (16 * 2**20))
-    if params["mode"] == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    return 1.0
-"""
+from testutil import EmewsCommand, stored_rows
 
 #: a model script: ``--mode oom-rss`` writes memory until the OOM killer takes it, else reports 1
 PROGRAM = """\
@@ -60,17 +44,8 @@ def _by_mode(exp: Path) -> dict[str, dict]:
 def test_an_objective_process_the_oom_killer_takes_is_recorded_out_of_memory(
     emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
 ) -> None:
-    module = tmp_path / "hungry.py"
-    module.write_text(OBJECTIVE)
     modes = ["oom-rss", "kill", "ok"]
-    wf = write_workflow(
-        tmp_path,
-        optimizer={"name": "sweep"},
-        objective={"module": str(module)},
-        space={"mode": {"type": "categorical", "values": modes}},
-        budget={"evaluations": len(modes)},
-        task={"timeout": 120, "isolation": "process"},
-    )
+    wf = mode_workflow(tmp_path, modes, "process")
     proc = _launch(emews_cmd, memory_cgroup, wf)
     assert proc.returncode == 0, proc.stderr
     rows = _by_mode(tmp_path / "exp")
@@ -92,13 +67,8 @@ def test_a_command_the_oom_killer_takes_is_recorded_out_of_memory(
     program = tmp_path / "model.py"
     program.write_text(PROGRAM)
     modes = ["oom-rss", "ok"]
-    wf = write_workflow(
-        tmp_path,
-        optimizer={"name": "sweep"},
-        objective={"command": [sys.executable, str(program)], "metric": "value"},
-        space={"mode": {"type": "categorical", "values": modes}},
-        budget={"evaluations": len(modes)},
-        task={"timeout": 120, "isolation": "process"},
+    wf = mode_workflow(
+        tmp_path, modes, "process", objective={"command": [sys.executable, str(program)], "metric": "value"}
     )
     proc = _launch(emews_cmd, memory_cgroup, wf)
     assert proc.returncode == 0, proc.stderr
@@ -120,14 +90,7 @@ def test_a_model_sh_whose_program_the_oom_killer_takes_is_recorded_out_of_memory
     script = tmp_path / "model.sh"
     script.write_text(f'#!/bin/sh\n{sys.executable} {tmp_path / "model.py"} "$@"\n')
     script.chmod(0o755)
-    wf = write_workflow(
-        tmp_path,
-        optimizer={"name": "sweep"},
-        objective={"command": [str(script)], "metric": "value"},
-        space={"mode": {"type": "categorical", "values": ["oom-rss", "ok"]}},
-        budget={"evaluations": 2},
-        task={"timeout": 120, "isolation": "process"},
-    )
+    wf = mode_workflow(tmp_path, ["oom-rss", "ok"], "process", objective={"command": [str(script)], "metric": "value"})
     proc = _launch(emews_cmd, memory_cgroup, wf)
     assert proc.returncode == 0, proc.stderr
     rows = _by_mode(tmp_path / "exp")
@@ -143,16 +106,7 @@ def test_a_worker_rank_the_oom_killer_takes_ends_the_job_saying_out_of_memory(
     """``isolation: inline``: the objective runs out of memory in its worker rank, which the OOM killer
     takes; the job ends (a rank killed under plain MPI) and ``emews launch`` said only "a rank was
     killed or exited". It says out of memory now, with the cgroup's limit, and how to go on."""
-    module = tmp_path / "hungry.py"
-    module.write_text(OBJECTIVE)
-    wf = write_workflow(
-        tmp_path,
-        optimizer={"name": "sweep"},
-        objective={"module": str(module)},
-        space={"mode": {"type": "categorical", "values": ["oom-rss"]}},
-        budget={"evaluations": 1},
-        task={"timeout": 120, "isolation": "inline"},
-    )
+    wf = mode_workflow(tmp_path, ["oom-rss"], "inline")
     proc = _launch(emews_cmd, memory_cgroup, wf)
     assert proc.returncode == 1, proc.stderr
     said = [line for line in proc.stderr.splitlines() if line.startswith("emews: the job ended before its run did")]
@@ -185,17 +139,9 @@ def test_the_oom_killer_takes_the_objective_process_not_a_larger_rank(
     took the job down, where isolation: process is to cost one task). The objective's process is now
     the OOM killer's first choice (``oom_score_adj`` 1000, as Ray's workers): the task is recorded out of
     memory and the run ends as usual."""
-    module, optimizer = tmp_path / "hungry.py", tmp_path / "hog.py"
-    module.write_text(OBJECTIVE)
+    optimizer = tmp_path / "hog.py"
     optimizer.write_text(HOG)
-    wf = write_workflow(
-        tmp_path,
-        optimizer={"name": f"{optimizer}:Hog"},
-        objective={"module": str(module)},
-        space={"mode": {"type": "categorical", "values": ["oom-rss", "ok"]}},
-        budget={"evaluations": 2},
-        task={"timeout": 120, "isolation": "process"},
-    )
+    wf = mode_workflow(tmp_path, ["oom-rss", "ok"], "process", optimizer=f"{optimizer}:Hog")
     proc = _launch(emews_cmd, memory_cgroup, wf)
     assert proc.returncode == 0, proc.stderr
     rows = _by_mode(tmp_path / "exp")
@@ -212,13 +158,12 @@ def test_the_oom_killer_takes_an_inline_workers_command_not_a_larger_rank(
     program, optimizer = tmp_path / "model.py", tmp_path / "hog.py"
     program.write_text(PROGRAM)
     optimizer.write_text(HOG)
-    wf = write_workflow(
+    wf = mode_workflow(
         tmp_path,
-        optimizer={"name": f"{optimizer}:Hog"},
+        ["oom-rss", "ok"],
+        "inline",
         objective={"command": [sys.executable, str(program)], "metric": "value"},
-        space={"mode": {"type": "categorical", "values": ["oom-rss", "ok"]}},
-        budget={"evaluations": 2},
-        task={"timeout": 120, "isolation": "inline"},
+        optimizer=f"{optimizer}:Hog",
     )
     proc = _launch(emews_cmd, memory_cgroup, wf)
     assert proc.returncode == 0, proc.stderr
@@ -247,14 +192,7 @@ def test_a_setup_the_oom_killer_takes_is_recorded_out_of_memory(
     outside kill)"; it is led by the out-of-memory line now."""
     module = tmp_path / "loads.py"
     module.write_text(HUNGRY_SETUP)
-    wf = write_workflow(
-        tmp_path,
-        optimizer={"name": "sweep"},
-        objective={"module": str(module)},
-        space={"mode": {"type": "categorical", "values": ["ok"]}},
-        budget={"evaluations": 1},
-        task={"timeout": 120, "isolation": "process"},
-    )
+    wf = mode_workflow(tmp_path, ["ok"], "process", objective={"module": str(module)})
     proc = _launch(emews_cmd, memory_cgroup, wf)
     assert proc.returncode == 0, proc.stderr
     [row] = _by_mode(tmp_path / "exp").values()

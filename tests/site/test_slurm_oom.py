@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import yaml
+from memory_cgroup import OOM_AT_400 as OOM
+from memory_cgroup import mode_workflow
 from site_helpers import LOOPBACK_SITE, emews, repo_env
 from slurm_loopback import LoopbackSlurm
 from test_slurm_job_exit import slurm_exit_code
@@ -18,39 +20,18 @@ from test_slurm_loopback import wait_for
 
 from emews.site.jobs import job_status
 
-OOM = "out of memory: killed by the kernel's OOM killer (the memory cgroup's limit: 400 MiB)"
-
-#: ``oom-rss`` writes memory (resident) until the OOM killer takes it; ``ok`` returns 1
-OBJECTIVE = """\
-def run(params):
-    if params["mode"] == "oom-rss":
-        blocks = []
-        while True:
-            blocks.append(b"\\x01" * (16 * 2**20))
-    return 1.0
-"""
-
 
 def test_a_task_past_the_jobs_mem_is_recorded_out_of_memory_and_the_run_goes_on(
     slurm_memory_cluster: LoopbackSlurm, tmp_path: Path
 ) -> None:
-    from testutil import stored_rows, wait_until, write_workflow
+    from testutil import stored_rows, wait_until
 
     site = tmp_path / "site.yaml"
     loopback = yaml.safe_load(LOOPBACK_SITE.read_text())
     loopback["scheduler"]["directives"] = [*loopback["scheduler"]["directives"], "--mem=400M"]
     loopback["launcher"]["workers_per_node"] = 1  # one task at a time: no other is killed meanwhile
     site.write_text(yaml.safe_dump(loopback))
-    module = tmp_path / "hungry.py"
-    module.write_text(OBJECTIVE)
-    wf = write_workflow(
-        tmp_path,
-        optimizer={"name": "sweep"},
-        objective={"module": str(module)},
-        space={"mode": {"type": "categorical", "values": ["oom-rss", "ok"]}},
-        budget={"evaluations": 2},
-        task={"timeout": 120, "isolation": "process"},
-    )
+    wf = mode_workflow(tmp_path, ["oom-rss", "ok"], "process")
     exp = tmp_path / "exp"
     launched = emews("launch", str(wf), "--site", str(site), "--exp-dir", str(exp), cwd=tmp_path, env=repo_env())
     assert launched.returncode == 0, launched.stderr
