@@ -100,7 +100,9 @@ class JobStart:
     ``segments``: the job's records of MPICH segments (:mod:`~emews.job.shm_records`), where a stuck
     job's are written before it is stopped (its ranks in ``MPI_Init`` could not), for its end to remove:
     those its launcher's process tree maps, and ``job_ranks()``'s (:func:`job_ranks`: under Slurm the
-    ranks are not in that tree), which are stopped with the launcher's tree.
+    ranks are not in that tree), which are stopped with the launcher's tree; ``record_looks``: also
+    write ``job_ranks()``'s at each look until rank 0 joined, each name once (a batch job's watch: a
+    cancel kills its ranks in ``MPI_Init`` with the watch, before anything else could record them).
     :meth:`begin` once the job runs, :meth:`close` once it ended."""
 
     def __init__(
@@ -114,6 +116,7 @@ class JobStart:
         poll_max: float = POLL_SECONDS,
         segments: Path | None = None,
         job_ranks: Callable[[], list[int]] | None = None,
+        record_looks: bool = False,
     ):
         self._rank_zero = rank_zero
         self._bound = bound
@@ -123,6 +126,8 @@ class JobStart:
         self._poll_max = poll_max
         self._segments = segments
         self._job_ranks = job_ranks
+        self._looked_at = job_ranks if record_looks else None  # whose segments each look records
+        self._recorded: set[str] = set()  # the segments written to ``segments`` (by the watch's thread)
         self._ended = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -161,6 +166,8 @@ class JobStart:
         wait = POLL_SECONDS
         while not self._ended.wait(wait):
             wait = min(wait * 2, self._poll_max)
+            if self._looked_at is not None:
+                self._record(self._looked_at())
             try:
                 owner = self._rank_zero()
             except EmewsError:  # cannot tell now (a pool's store that does not answer): asked again, not stopped
@@ -186,10 +193,18 @@ class JobStart:
             self._on_stuck(why)  # before the stop: the job's end reads it
         self.stuck = why
         ranks = [rank for rank in self._job_ranks() if rank != os.getpid()] if self._job_ranks is not None else []
-        if self._segments is not None:  # the ranks waiting in MPI_Init map their node's segment, unrecorded
-            shm_records.record(self._segments, mapped_by_pids([pid, *descendants(pid), *ranks]))
+        self._record([pid, *descendants(pid), *ranks])  # the ranks waiting in MPI_Init map their node's segment
         kill_trees([pid, *ranks])  # srun's tasks wait in MPI_Init after srun is gone, until the job ends
         return True
+
+    def _record(self, pids: list[int]) -> None:
+        """Write the MPICH segments ``pids`` map, and that were not written yet, to the job's records."""
+        if self._segments is None:
+            return
+        new = mapped_by_pids(pids) - self._recorded
+        if new:
+            shm_records.record(self._segments, new)
+            self._recorded |= new
 
     def close(self) -> None:
         """The job ended: stop watching it."""
@@ -216,7 +231,8 @@ def watch_batch_start(
     the job's): the job's rank 0 joins the lease (an attached pool's, at ``pool_dir``: registers the
     pool in the store) within the start's bound, or the launcher is stopped with its process tree here
     (the batch job then ends with its script, the other nodes' ranks with it) and why is left for the
-    job's exit command (:func:`batch_job_exit`). Ends once rank 0 joined, the job was stopped, or the
+    job's exit command (:func:`batch_job_exit`); meanwhile the MPICH segments the job's ranks on this node
+    map are recorded at each look, for that command to remove. Ends once rank 0 joined, the job was stopped, or the
     launcher ended, removing the ranks' marks; a stop signal (the job cancelled as it starts) ends it
     too, once the launcher ended (:data:`STOPPED_PATIENCE`); exit status 0."""
     marks = start_marks.marks_folder(exp_dir, lease_token, pool_dir)
@@ -242,6 +258,7 @@ def watch_batch_start(
         poll_max=BATCH_POLL_SECONDS,
         segments=shm_records.records_folder(exp_dir, lease_token, pool_dir),
         job_ranks=lambda: job_ranks(lease_token, pool_dir),
+        record_looks=True,  # a cancel (SIGTERM to every process of the job) kills ranks in MPI_Init at once
     )
     stopped = threading.Event()
     handled = (
