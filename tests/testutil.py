@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pytest
 import yaml
 
 from emews.processes.mpich_shm import mapped_by_pids, remove_unmapped
@@ -422,6 +423,51 @@ def write_gated_workflow(folder: Path, source: str, **sections: Any) -> tuple[Pa
                                "gate": {"type": "constant", "value": str(gate)}},
                         **sections)
     return wf, events, gate
+
+
+#: an objective for :func:`write_gated_workflow` that writes a 64 KiB model into its run dir: task 0 at
+#: once, every later one after the gate opens (a test fills the disk meanwhile: :func:`full_tmpfs`)
+MODEL_WRITER = """
+import os, time
+from pathlib import Path
+
+import emews
+
+
+def run(params):
+    ctx = emews.current_task()
+    Path(params["events"], str(ctx.task_id)).touch()
+    deadline = time.monotonic() + 120
+    while ctx.task_id > 0 and not os.path.exists(params["gate"]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    model = ctx.run_dir / "model.bin"
+    try:
+        model.write_bytes(bytes(1 << 16))
+    except OSError:
+        model.unlink(missing_ok=True)  # a careful writer leaves nothing: the store keeps its room
+        raise
+    return params["x"]
+"""
+
+
+@contextlib.contextmanager
+def full_tmpfs(folder: Path) -> Iterator[Path]:
+    """A real tmpfs mounted at ``folder`` with every page taken (skips where mounting is refused)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            with contextlib.suppress(OSError):
+                while os.write(fd, b"\0" * 4096):
+                    pass
+        finally:
+            os.close(fd)
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
 
 
 def killed_workflow(folder: Path, how: str, timeout: float = 120, **sections: Any) -> tuple[Path, Path]:

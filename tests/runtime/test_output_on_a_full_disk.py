@@ -11,36 +11,11 @@ and the run goes on; with room again, the output is kept as before.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from gated_job import launch_gated
-from testutil import said, stored_rows, wait_until
 
-
-@contextlib.contextmanager
-def full_tmpfs(folder: Path) -> Iterator[Path]:
-    """A real tmpfs mounted at ``folder`` with every page taken (skips where mounting is refused)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
-        fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            with contextlib.suppress(OSError):
-                while os.write(fd, b"\0" * 4096):
-                    pass
-        finally:
-            os.close(fd)
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)
+from testutil import full_tmpfs, said, stored_rows, wait_until
 
 
 def test_output_the_run_dirs_have_no_room_for_is_said_once_and_the_run_goes_on(emews_cmd, tmp_path: Path) -> None:

@@ -12,38 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_output_on_a_full_disk import full_tmpfs
-
 from emews.core.results import Outcome, Status
 from emews.runtime.full_disk import FullDisk
-from testutil import said, stored_rows, wait_until, write_gated_workflow
-
-#: task 0 writes its model at once; every later one waits at the gate first (the test fills the disk)
-WRITER = """
-import os, time
-from pathlib import Path
-
-import emews
-
-
-def run(params):
-    ctx = emews.current_task()
-    Path(params["events"], str(ctx.task_id)).touch()
-    deadline = time.monotonic() + 120
-    while ctx.task_id > 0 and not os.path.exists(params["gate"]) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    model = ctx.run_dir / "model.bin"
-    try:
-        model.write_bytes(bytes(1 << 16))
-    except OSError:
-        model.unlink(missing_ok=True)  # a careful writer leaves nothing: the store keeps its room
-        raise
-    return params["x"]
-"""
+from testutil import MODEL_WRITER, full_tmpfs, said, stored_rows, wait_until, write_gated_workflow
 
 
 def test_a_task_that_finds_the_disk_full_stops_the_run_and_is_run_again_by_resume(emews_cmd, tmp_path: Path) -> None:
-    wf, events, gate = write_gated_workflow(tmp_path, WRITER, budget={"evaluations": 4})
+    wf, events, gate = write_gated_workflow(tmp_path, MODEL_WRITER, budget={"evaluations": 4})
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", str(exp))
     assert wait_until(lambda: (events / "1").exists(), timeout=180), said(job)  # task 0 wrote its model
