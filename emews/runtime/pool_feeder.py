@@ -63,6 +63,12 @@ class PoolQueuePair(QueuePair):
         super().deliver(results)
         self.poke()
 
+    def fail(self, error: BaseException) -> None:
+        """The distributor cannot go on (a task found the disk full, say): the feeder is woken to
+        stop at once, not at its next heartbeat."""
+        super().fail(error)
+        self.poke()
+
     def poke(self) -> None:
         """Wake the feeder (a result came, or it should look at the time)."""
         try:

@@ -5,6 +5,7 @@ optimizer's side queues the tasks and learns every result by notification."""
 from __future__ import annotations
 
 import os
+import selectors
 import socket
 import threading
 import time
@@ -207,3 +208,18 @@ def test_a_pool_that_takes_a_task_over_clears_what_its_earlier_writers_left(
     assert stores[0].connection.execute("SELECT attempt, pool FROM tasks WHERE id = 0").fetchall() == [(1, alive.pool)]
     assert sorted(p.name for p in trial.iterdir()) == [live.name]
     assert stores[0].connection.execute(states).fetchall() == [("lost",)]
+
+
+def test_a_failed_distributor_wakes_its_feeder() -> None:
+    """A pool's distributor that fails (a task found the disk full) wakes the feeder sleeping on the
+    pair's pipe, which then stops the pool at once: it slept on until its next heartbeat (a third of
+    ``store.lease``), its workers idle and its tasks held."""
+    queues = PoolQueuePair()
+    try:
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(queues.fileno(), selectors.EVENT_READ)
+            assert waiting.select(0) == []
+            queues.fail(RuntimeError("task 1 failed for want of disk space"))
+            assert [key.fd for key, _ in waiting.select(0)] == [queues.fileno()]
+    finally:
+        queues.close()
