@@ -12,6 +12,7 @@ takes no lease on the experiment: any number of pools work for it at once.
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 import time
 from dataclasses import replace
@@ -27,7 +28,7 @@ from emews.config.experiment import (
     write_pool_record,
 )
 from emews.config.workflow import load_workflow
-from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from emews.core.errors import EXIT_FAILED, EXIT_OK, ConfigError, TaskOutOfSpace
 from emews.core.wording import counted
 from emews.job import start_marks
 from emews.job.job_environment import check_job_environment
@@ -88,6 +89,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         task_timeout=spec.timeout,
         fail_fast=spec.fail_fast,
         trials=trials,
+        exp_dir=exp_dir,
     )
     try:
         write_pool_record(pool_dir, run.pool)
@@ -112,7 +114,7 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         run.stop()
     except Exception as exc:  # the store lost for good, the distributor failed: one line, what it stored kept
         stopped = exc
-        log.error("pool %s stopped: %s", run.pool, exc, exc_info=not isinstance(exc, StoreLost))
+        log.error("pool %s stopped: %s", run.pool, exc, exc_info=not isinstance(exc, (StoreLost, TaskOutOfSpace)))
     finally:
         walltime.close()
         run.close(abort=stopped is not None)
@@ -123,7 +125,11 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         + (f", {len(run.feeder.late)} late (another pool's stood)" if run.feeder.late else "")
         + (f", {counted(len(run.handed_back), 'task')} handed back to the queue" if run.handed_back else "")
     )
-    print(line + ("" if stopped is None else f"; stopped: {stopped}"), file=sys.stderr, flush=True)
+    print(
+        line + ("" if stopped is None else f"; stopped: {stopped}{_going_on(stopped, exp_dir)}"),
+        file=sys.stderr,
+        flush=True,
+    )
     log.info(line)
     status = EXIT_OK if stopped is None or isinstance(stopped, Interrupted) else EXIT_FAILED
     if not run.distributor.all_stopped:  # a worker that cannot be joined (stopped) held the job open for good
@@ -133,3 +139,11 @@ def lead_pool(exp_dir: Path, pool_dir: Path, comm: Any, interrupt: Interrupt) ->
         sys.stderr.flush()
         comm.Abort(status)  # MPICH's mpiexec exits with this status, every rank ended (the stopped one too)
     return status
+
+
+def _going_on(stopped: BaseException, exp_dir: Path) -> str:
+    """What the pool's last line adds to how it stopped: after a full disk, how to go on (its task
+    is back in the queue; the optimizer and the other pools run on until they meet the disk too)."""
+    if isinstance(stopped, TaskOutOfSpace):
+        return f"; free space, then attach a pool again: emews attach {shlex.quote(str(exp_dir))}"
+    return ""

@@ -14,10 +14,14 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from emews.config.lease import Owner
+from emews.core.errors import TaskOutOfSpace
+from emews.core.queues import DistributorFailed
 from emews.runtime.distributor import Distributor
 from emews.runtime.fail_fast import FailFast
+from emews.runtime.full_disk import FullDisk
 from emews.runtime.pool_feeder import PoolFeeder, PoolQueuePair
 from emews.runtime.progress import Progress
 from emews.runtime.shared_trials import SharedTrials
@@ -48,7 +52,12 @@ class PoolRun:
     ``queue`` is the feeder's own connection; the pool holds a task per worker and a quarter more
     on their way (at least one), under leases of ``lease_s`` seconds: enough that a freed worker
     finds its next task here, few enough that other pools find work in the queue. For tasks
-    shorter than a claim's round trip the read-ahead grows, up to :data:`READ_AHEAD` per worker."""
+    shorter than a claim's round trip the read-ahead grows, up to :data:`READ_AHEAD` per worker.
+
+    ``exp_dir`` (the experiment's folder, whose file system its tasks write to): a task that fails
+    for want of disk space there stops the pool with that cause
+    (:class:`~emews.core.errors.TaskOutOfSpace`, as it stops a job's run) and is handed back to the
+    queue without a result, instead of every task after it failing alike."""
 
     def __init__(
         self,
@@ -66,6 +75,7 @@ class PoolRun:
         fail_fast: int = 0,
         trials: TrialService | None = None,
         on_error: Callable[[BaseException], None] = lambda error: None,
+        exp_dir: Path | None = None,
     ) -> None:
         self.queue = queue
         hold = len(worker_ranks) + max(1, len(worker_ranks) // 4)
@@ -105,6 +115,7 @@ class PoolRun:
             trials=trials,
             on_start=self.feeder.started,  # a task handed back counts an attempt only if a worker started it
             on_unstarted=self.feeder.unstarted,
+            full_disk=None if exp_dir is None else FullDisk(exp_dir),
         ).start()
         if isinstance(trials, SharedTrials):  # a report counts only while this pool holds its task
             trials.lease_to(self.pool, self.feeder.drop)
@@ -120,11 +131,16 @@ class PoolRun:
         return self.feeder.held == 0 and self.queue.finished()
 
     def run(self) -> None:
-        """Feed on this thread until the experiment is finished (or :meth:`stop`)."""
+        """Feed on this thread until the experiment is finished (or :meth:`stop`); a task that found
+        the disk full ends it with :class:`~emews.core.errors.TaskOutOfSpace`."""
         try:
             self.feeder.run(until=self.until_finished)
         except StoreLost as exc:
             self.error = exc
+            raise
+        except DistributorFailed:
+            if isinstance(self.distributor.error, TaskOutOfSpace):  # said as the disk's, as a job's run says it
+                raise self.distributor.error from None
             raise
 
     def start(self) -> PoolRun:

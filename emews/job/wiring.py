@@ -498,6 +498,7 @@ class SharedQueue:
                     fail_fast=spec.fail_fast,
                     trials=trial_service(spec, self._connections[3], shared=True),
                     on_error=queues.fail,
+                    exp_dir=spec.exp_dir,
                 ).start()
                 if worker_ranks
                 else None
