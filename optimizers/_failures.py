@@ -16,10 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from statistics import fmean
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from emews.core.errors import OptionError
+
+if TYPE_CHECKING:  # numpy is imported by the models that impute (``emews check`` builds none)
+    import numpy as np
 
 POLICIES = ("worst", "mean", "penalty", "skip")
 
@@ -65,6 +67,8 @@ class FailureImputation:
 
     def impute(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A training set with the failures (non-finite ``y``) scored, or left out by ``skip``."""
+        import numpy as np
+
         failed = ~np.isfinite(y)
         if not failed.any():
             return X, y

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -82,13 +82,15 @@ from emews.core.optimizer import AskTellOptimizer
 from emews.core.results import Result
 from emews.core.space import Space
 
-from ._bayes._engine import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, MAX_LIES, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
 from ._bayes._serve import serve
-from ._bayes._space import SpaceMap
+from ._bayes._settings import ACQ_FUNCS, ESTIMATORS, INITIAL_GENERATORS, MAX_LIES
 from ._failures import FailureImputation
 from ._stopped import StoppedTrials
+
+if TYPE_CHECKING:  # the model's modules load scikit-optimize, scikit-learn and scipy: ``start`` imports them
+    from ._bayes._engine import Engine
 
 __all__ = ["BayesianOptimizer"]
 
@@ -235,6 +237,11 @@ class BayesianOptimizer(AskTellOptimizer):
 
     # -- ask/tell API ---------------------------------------------------------------------------
     def start(self, space: Space, workers: int) -> None:
+        # here, not at the top: ``emews check`` and ``emews launch`` load this class to validate
+        # the options and need no model (these imports cost 1.2 s of CPU and 140 MB)
+        from ._bayes._engine import Engine
+        from ._bayes._space import SpaceMap
+
         super().start(space, workers)
         self.map = SpaceMap(space)
         self.engine = Engine(self.map, seed=self.seed, **self.options)

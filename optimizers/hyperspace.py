@@ -47,7 +47,7 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -58,14 +58,16 @@ from emews.core.results import Result
 from emews.core.seeds import resumed_seed
 from emews.core.space import Float, Int, Space
 
-from ._bayes._engine import LIAR_PICKS, MAX_LIES, Engine
 from ._bayes._proposer import Proposer
 from ._bayes._refill import Refill
 from ._bayes._serve import serve
-from ._bayes._space import SpaceMap
-from ._bayes._subspaces import Subspaces, share_out
+from ._bayes._settings import LIAR_PICKS, MAX_LIES
 from ._failures import FailureImputation
 from ._stopped import StoppedTrials
+
+if TYPE_CHECKING:  # the model's modules load scikit-optimize, scikit-learn and scipy: imported where used
+    from ._bayes._engine import Engine
+    from ._bayes._space import SpaceMap
 
 __all__ = ["HyperSpace", "Subspace", "split_space"]
 
@@ -217,6 +219,11 @@ class HyperSpace(AskTellOptimizer):
                 )
 
     def start(self, space: Space, workers: int) -> None:
+        # here, not at the top: ``emews check`` and ``emews launch`` load this class to validate
+        # the options and need no model
+        from ._bayes._engine import Engine
+        from ._bayes._space import SpaceMap
+
         super().start(space, workers)
         self.check(space)
         names = splittable(space)
@@ -248,6 +255,9 @@ class HyperSpace(AskTellOptimizer):
     def _run_wide(self, evaluator: Any) -> None:
         """The asynchronous loop at width: a model thread proposes for the subspaces in turn and
         keeps a reserve (see the module docstring); this thread submits and hands results over."""
+        from ._bayes._space import SpaceMap
+        from ._bayes._subspaces import Subspaces
+
         self.task_points = {}
         self.budget = evaluator.budget
         self.start(evaluator.space, evaluator.workers)
@@ -309,6 +319,8 @@ class HyperSpace(AskTellOptimizer):
         wave; smaller batches keep one fit per suggestion (the optimizer thread fits while
         workers wait). Each fit's work is bounded in the points in flight (see
         ``optimizers._bayes._engine``)."""
+        from ._bayes._subspaces import share_out
+
         count = len(self.subspaces)
         # a wave of thousands of workers: every subspace proposes its share
         shares, turns, self._turn = share_out(n, count, self._turn, wave=n >= LIAR_PICKS * count)

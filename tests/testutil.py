@@ -526,6 +526,7 @@ class CommandCost(NamedTuple):
     out: str
     heavy: list[str]
     opened: list[str]
+    err: str = ""  # what it said on stderr before the count
 
 
 def ages_masked(text: str) -> str:
@@ -534,15 +535,17 @@ def ages_masked(text: str) -> str:
     return re.sub(r"\b\d[\w .]* ago\b", "<age> ago", text)
 
 
-def command_cost(cmd: EmewsCommand, *args: str, postgres: bool = False) -> CommandCost:
+def command_cost(cmd: EmewsCommand, *args: str, postgres: bool = False,
+                 heavy: tuple[str, ...] = HEAVY_FOR_A_READ) -> CommandCost:
     """``emews ARGS`` by ``cmd`` (its folder and environment), in a fresh Python: the modules of
-    :data:`HEAVY_FOR_A_READ` it loaded and the store connections it opened (``"sqlite3"`` or
+    ``heavy`` (and their submodules) it loaded and the store connections it opened (``"sqlite3"`` or
     ``"psycopg"`` each; ``postgres``: count psycopg's, which the command then finds imported)."""
-    code = _COUNTED_COMMAND.replace("HEAVY", repr(HEAVY_FOR_A_READ))
+    code = _COUNTED_COMMAND.replace("HEAVY", repr(heavy))
     proc = subprocess.run([sys.executable, "-c", code, "postgres" if postgres else "sqlite", *args], cwd=cmd.cwd,
                           env=cmd.env, capture_output=True, text=True, timeout=120)
-    said = json.loads(proc.stderr.strip().splitlines()[-1])
-    return CommandCost(said["status"], proc.stdout, said["heavy"], said["opened"])
+    *err, last = proc.stderr.strip().splitlines()
+    said = json.loads(last)
+    return CommandCost(said["status"], proc.stdout, said["heavy"], said["opened"], "\n".join(err))
 
 
 def modules_loaded_by(imports: str, packages: tuple[str, ...], prefixes: tuple[str, ...]) -> list[str]:

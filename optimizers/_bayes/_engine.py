@@ -51,17 +51,11 @@ from .._failures import FailureImputation
 from .._output_warp import power_warp
 from .._quiet import quiet_model_fits
 from .._training_set import window
+from ._settings import LIAR_PICKS, MAX_LIES
 from ._space import SpaceMap
 
-ESTIMATORS = ("GP", "RF", "ET")
-ACQ_FUNCS = ("EI", "PI", "LCB")
-INITIAL_GENERATORS = ("random", "lhs", "sobol", "halton", "hammersly")
 #: lies per batch learned by a GP refit; later ones by a rank-one update (see ``_liar_batch``)
 REFIT_LIES = 4
-#: pending points a GP fit learns as lies; more pending: an evenly spaced subset of them
-MAX_LIES = 64
-#: picks per batch by constant liar; a larger batch's others are Thompson samples (``_thompson``)
-LIAR_PICKS = 64
 #: most candidates a batch is picked from (the best by acquisition)
 MAX_BATCH_CANDIDATES = 16 * LIAR_PICKS
 

@@ -18,10 +18,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._engine import Engine
 from ._remote import ModelProcess, ModelProcessError, RemoteEngine, log
+
+if TYPE_CHECKING:  # the engine (scikit-optimize, scikit-learn) is imported where a model is built
+    from ._engine import Engine
 
 #: a fit about to start waits this fraction of the last fit for the tasks still out
 GATHER = 0.25

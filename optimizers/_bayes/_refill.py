@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emews.core.space import Space
 
 from ._proposer import Proposer
-from ._space import SpaceMap
+
+if TYPE_CHECKING:  # the skopt space is imported where a model is built
+    from ._space import SpaceMap
 
 
 class Refill:

@@ -22,12 +22,13 @@ import logging
 import pickle
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emews.core.errors import EmewsError
 from emews.processes.channel import ChildExited, ChildProcess
 
-from ._engine import Engine
+if TYPE_CHECKING:  # the engine (scikit-optimize, scikit-learn) is imported where a model is built
+    from ._engine import Engine
 
 log = logging.getLogger("emews.optimizers.bayes")
 
