@@ -1,8 +1,9 @@
 """``emews check`` and ``emews launch`` load an optimizer's class, never its model.
 
 Both commands import the optimizer to validate its options (the class's signature) and ask it
-questions before the job starts; the model-based optimizers import their surrogate libraries
-(scikit-optimize, scikit-learn, scipy, numpy) where the model is built, on the optimizer rank.
+questions before the job starts; the built-in optimizers import their libraries (scikit-optimize,
+scikit-learn, scipy, numpy; the GA's DEAP tools and moocore) where the run starts, on the
+optimizer rank.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from testutil import EmewsCommand, command_cost, write_workflow
 
 #: the libraries of the models (bayes' engine cost over a second of CPU and 140 MB to import)
-MODEL_MODULES = ("numpy", "scipy", "sklearn", "skopt", "pandas")
+MODEL_MODULES = ("numpy", "scipy", "sklearn", "skopt", "pandas", "deap.tools", "moocore")
 
 
 def libraries(modules: list[str]) -> list[str]:
@@ -23,7 +24,7 @@ def libraries(modules: list[str]) -> list[str]:
     return sorted({m.split(".")[0] for m in modules})
 
 
-@pytest.mark.parametrize("name", ["bayes", "hyperspace"])
+@pytest.mark.parametrize("name", ["bayes", "hyperspace", "ga"])
 def test_check_and_launch_load_the_optimizer_class_but_not_its_model(name: str, tmp_path: Path) -> None:
     cmd = EmewsCommand(tmp_path)
     check = command_cost(cmd, "check", name, heavy=MODEL_MODULES)
@@ -40,6 +41,7 @@ def test_check_and_launch_load_the_optimizer_class_but_not_its_model(name: str, 
     ("name", "options", "said"),
     [
         ("bayes", {"base_estimator": "GBRT"}, "base_estimator: invalid value 'GBRT' (allowed: GP, RF, ET)"),
+        ("ga", {"strategy": "fast"}, "strategy: unknown strategy 'fast' (allowed: simple, mu_plus_lambda, async)"),
         (
             "hyperspace",
             {"split": ["mode"]},
