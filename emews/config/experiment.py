@@ -25,6 +25,7 @@ from typing import Any
 
 from emews.config.exit_record import recorded_exit
 from emews.config.yamlio import dump_yaml
+from emews.core.build import Build, current_build, use_it
 from emews.core.errors import ConfigError, closest
 from emews.core.textfiles import write_atomic
 from emews.store import STORE_FILE as STORE_FILE  # EXP/results.db, named where the store is opened
@@ -46,13 +47,17 @@ POOLS_DIR = "pools"
 POOL_RECORD = "pool.json"
 
 
-def emews_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # only where a version is written or shown
+#: the experiment's format (``experiment.json``'s ``format``): raised when the records an experiment
+#: keeps (workflow.yaml, site.yaml, experiment.json) gain what an older emews cannot read, such as a
+#: new key, whether or not the store's schema changes; an experiment of a higher format is refused
+#: naming the emews that made it (docs/experiments.md, "Versions")
+EXPERIMENT_FORMAT = 1
 
-    try:
-        return version("emews-mpi")
-    except PackageNotFoundError:
-        return "unknown"
+
+def run_record() -> dict[str, Any]:
+    """What ``experiment.json`` records of the emews of the latest launch or resume: the format of
+    the records it writes and its build (:class:`~emews.core.build.Build`)."""
+    return {"format": EXPERIMENT_FORMAT, "emews": current_build().record()}
 
 
 def next_numbered(root: Path, stem: str) -> Path:
@@ -92,7 +97,8 @@ def create_experiment(
         meta = {
             "name": name,
             "created": time.time(),
-            "emews_version": emews_version(),
+            "emews_version": current_build().version,  # the creator's (the key older emews read)
+            **run_record(),
             "python": sys.executable,
             "command": sys.argv,
             **info,
@@ -224,7 +230,25 @@ def require_experiment(exp_dir: Path) -> Path:
             f"{' and '.join(EXPERIMENT_FILES)} into the experiment directory it creates)",
             file=str(exp_dir),
         )
+    refuse_newer(exp_dir)
     return exp_dir
+
+
+def refuse_newer(exp_dir: Path) -> None:
+    """A :class:`ConfigError` when a newer emews made the experiment's records (its format is past
+    :data:`EXPERIMENT_FORMAT`), naming that emews: before a key only that version knows is read as
+    unknown. A record without a format (emews before formats) or that cannot be read passes."""
+    try:
+        info = read_info(exp_dir)
+    except ConfigError:
+        return  # experiment.json only records the run: a garbled one is named where it is needed
+    found = info.get("format")
+    if isinstance(found, int) and not isinstance(found, bool) and found > EXPERIMENT_FORMAT:
+        raise ConfigError(
+            f"made by a newer emews (experiment format {found}; this one reads up to {EXPERIMENT_FORMAT}): "
+            + use_it(Build.from_record(info.get("emews"))),
+            file=str(exp_dir / INFO_FILE),
+        )
 
 
 def _near_folder(path: Path) -> Path | None:

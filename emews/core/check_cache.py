@@ -23,10 +23,10 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from emews.core.build import current_build
 from emews.core.code_files import fingerprints
 from emews.core.textfiles import write_atomic
 
@@ -51,21 +51,11 @@ def cache_folder(environ: Mapping[str, str] = os.environ) -> Path | None:
     return Path(base) / "emews" / "checks"
 
 
-@cache
-def _emews_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("emews-mpi")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def _entry(key: Mapping[str, Any]) -> Path | None:
     folder = cache_folder()
     if folder is None:
         return None
-    full = {**key, "python": sys.executable, "emews": _emews_version()}
+    full = {**key, "python": sys.executable, "emews": current_build().record()}
     text = json.dumps(full, sort_keys=True, default=repr)
     return folder / hashlib.sha256(text.encode()).hexdigest()
 

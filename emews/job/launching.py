@@ -32,6 +32,7 @@ from emews.config.experiment import (
     read_info,
     require_experiment,
     run_exit_status,
+    run_record,
     update_budget,
     update_info,
     update_site,
@@ -303,8 +304,11 @@ def resume(
             site_overrides or env_overridden()
         ):  # the next allocation's (--set or EMEWS_WALLTIME...), as the job reads it
             update_site(exp_dir, site.to_dict())
-        if workers != read_info(exp_dir).get("workers"):  # emews status counts this run's workers
-            update_info(exp_dir, workers=workers)
+        # emews status counts this run's workers; the records are this emews's from now on (the job
+        # migrates the store to its schema); written only when that changes them
+        ran = {"workers": workers, **run_record()}
+        if any(read_info(exp_dir).get(key) != value for key, value in ran.items()):
+            update_info(exp_dir, **ran)
     except BaseException:
         lease.release()
         raise

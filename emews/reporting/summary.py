@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from emews.config.experiment import emews_version
+from emews.core.build import Build, current_build
 from emews.core.lost_ranks import lost_ranks_of
 from emews.core.replicates import REPLICATE, PointResult, best_point, group_results
 from emews.core.results import Result, Status
@@ -72,12 +72,18 @@ def header(data: ExperimentData) -> list[tuple[str, str]]:
             f"{use.busy:.1%} busy; idle {use.idle_optimizer:.1%} waiting for the optimizer, "
             f"{use.idle_dispatch:.1%} in dispatch",
         ),
-        ("emews version", f"{data.info.get('emews_version', '?')} (run), {emews_version()} (this report)"),
+        ("emews version", f"run: {_run_build(data)}; this report: {current_build().described}"),
     ]
     if data.summary and data.summary.get("error"):
         rows.append(("last run ended with", str(data.summary["error"]).splitlines()[0]))
     rows += [("last run went on without", lost.line()) for lost in lost_ranks_of(data.summary or {})]
     return rows
+
+
+def _run_build(data: ExperimentData) -> str:
+    """The emews of the experiment's latest launch or resume (an older record: the version it created it with)."""
+    build = Build.from_record(data.info.get("emews"))
+    return build.described if build is not None else str(data.info.get("emews_version", "?"))
 
 
 def _best_text(data: ExperimentData, best: pd.Series | None) -> str:

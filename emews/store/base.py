@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from emews.core.build import Build, use_it
 from emews.core.errors import ConfigError, EmewsError
 from emews.core.results import Outcome, Result, Status, StoredReport, Task, TrialEnd
 from emews.training.messages import Ending, Report, Restorable
@@ -38,6 +39,18 @@ class StoreUnreadable(ConfigError):
 
 class StoreIncompatible(StoreUnreadable):
     """The store was written by a newer emews, or its tables lack what this version reads."""
+
+
+class StoreNewer(StoreIncompatible):
+    """The store's schema is past what this emews reads: a newer emews wrote it (``made_by``, when
+    known). ``found`` and ``readable``: its schema version and the newest this one reads."""
+
+    def __init__(self, found: int, readable: int, *, file: str | Path, made_by: Build | None = None) -> None:
+        super().__init__(
+            f"written by a newer emews (schema {found}; this one reads up to {readable}): {use_it(made_by)}",
+            file=file,
+        )
+        self.found, self.readable, self.made_by = found, readable, made_by
 
 
 class StoreCorrupt(StoreUnreadable):

@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from emews.core.build import Build
 from emews.core.errors import ConfigError
 from emews.core.results import StoredReport, TrialEnd
-from emews.store.base import Durability, Store, StoreUnreadable
+from emews.store.base import Durability, Store, StoreNewer, StoreUnreadable
 from emews.store.postgres_url import URL_ALLOWED, URL_VARIABLE, check_url, chosen_url, is_url, new_schema
 from emews.store.results_store import ResultsStore
 
@@ -23,14 +24,19 @@ STORE_FILE = "results.db"
 _INFO_FILE = "experiment.json"
 
 
-def recorded_store(exp_dir: str | Path) -> dict[str, str] | None:
-    """The PostgreSQL store the experiment recorded (``{"url": ..., "schema": ...}``), or ``None``
-    (SQLite in the experiment directory)."""
+def _recorded(exp_dir: str | Path) -> dict[str, Any]:
+    """The experiment's ``experiment.json`` (``{}``: none, or not one emews can read)."""
     try:
         info: Any = json.loads((Path(exp_dir) / _INFO_FILE).read_text())
     except (OSError, ValueError):
-        return None
-    store = info.get("store") if isinstance(info, dict) else None
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def recorded_store(exp_dir: str | Path) -> dict[str, str] | None:
+    """The PostgreSQL store the experiment recorded (``{"url": ..., "schema": ...}``), or ``None``
+    (SQLite in the experiment directory)."""
+    store = _recorded(exp_dir).get("store")
     return store if isinstance(store, dict) and store.get("url") else None
 
 
@@ -64,7 +70,11 @@ def open_store(
                 raise
             raise type(exc)(exc.message, file=root / _INFO_FILE, key=exc.key, allowed=exc.allowed) from None
     path = Path(exp_dir) / STORE_FILE if exp_dir is not None else Path(str(location))
-    return ResultsStore(path, durability=durability, readonly=readonly, root=path.parent)
+    try:
+        return ResultsStore(path, durability=durability, readonly=readonly, root=path.parent)
+    except StoreNewer as exc:  # the file keeps no build: the experiment's latest launch or resume wrote it
+        made_by = Build.from_record(_recorded(exp_dir).get("emews")) if exp_dir is not None else None
+        raise StoreNewer(exc.found, exc.readable, file=path, made_by=made_by) from None
 
 
 def store_exists(exp_dir: str | Path) -> bool:

@@ -13,11 +13,13 @@ drives: ``?`` placeholders, ``INSERT OR IGNORE``, ``BEGIN`` then ``with db:`` to
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from emews.core.build import Build, current_build
 from emews.core.results import Status
 from emews.store import postgres_queries as q
 from emews.store.base import (
@@ -25,7 +27,7 @@ from emews.store.base import (
     Durability,
     LeaseLost,
     StoreCorrupt,
-    StoreIncompatible,
+    StoreNewer,
     StoreUnreadable,
     is_json_object,
 )
@@ -239,11 +241,16 @@ class PostgresStore(ResultsStore):
     def _check_version(self) -> None:
         version = self._version()
         if version is not None and version > q.SCHEMA_VERSION:
-            raise StoreIncompatible(
-                f"written by a newer emews (schema {version}; this one reads up to "
-                f"{q.SCHEMA_VERSION}): use that version",
-                file=self.location,
-            )
+            raise StoreNewer(version, q.SCHEMA_VERSION, file=self.location, made_by=self._build())
+
+    def _build(self) -> Build | None:
+        """The emews that created or last migrated the schema, as its meta names it (``None``: an emews
+        before the schema kept it)."""
+        row = self._db.raw.execute(q.GET_BUILD).fetchone()  # type: ignore[attr-defined]
+        try:
+            return Build.from_record(json.loads(row[0])) if row is not None else None
+        except ValueError:
+            return None
 
     def _migrate(self) -> None:
         """Create what is missing and bring an older schema to :data:`~emews.store.postgres_queries.SCHEMA_VERSION`
@@ -263,6 +270,7 @@ class PostgresStore(ResultsStore):
         with raw.transaction():
             if version is None or not complete or any(q.MIGRATIONS.get(step) for step in pending):
                 raw.execute(q.SCHEMA)
+            raw.execute(q.SET_BUILD, (json.dumps(current_build().record()),))
             if version is None:  # a new store: created at the current version
                 raw.execute(q.SET_VERSION, (str(q.SCHEMA_VERSION),))
                 return

@@ -104,6 +104,12 @@ SET_VERSION = (
     "INSERT INTO emews_meta (key, value) VALUES ('schema_version', %s) "
     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
 )
+#: the emews that created the schema or last migrated it (JSON of :meth:`emews.core.build.Build.record`),
+#: named when an older emews refuses the schema
+GET_BUILD = "SELECT value FROM emews_meta WHERE key = 'emews'"
+SET_BUILD = (
+    "INSERT INTO emews_meta (key, value) VALUES ('emews', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
 TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
 HAS_TABLE = TABLES + " AND table_name = %s"
 #: name, NOT NULL, default (or identity) of each column of a table, in order

@@ -33,7 +33,15 @@ from emews.core.disk_room import full
 from emews.core.errors import write_failure
 from emews.core.jsoncodec import dumps_point, loads_metrics, loads_point
 from emews.core.results import Result, Status, Task
-from emews.store.base import Durability, Store, StoreCorrupt, StoreIncompatible, StoreUnreadable, is_json_object
+from emews.store.base import (
+    Durability,
+    Store,
+    StoreCorrupt,
+    StoreIncompatible,
+    StoreNewer,
+    StoreUnreadable,
+    is_json_object,
+)
 from emews.store.queries import ReadQueries
 from emews.store.tables import column_names, in_slices, record_tasks
 from emews.store.trial_store import TRIAL_SCHEMA, TrialStore
@@ -188,10 +196,7 @@ class ResultsStore(TrialStore, ReadQueries, Store):
     def _check_version(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise StoreIncompatible(
-                f"written by a newer emews (schema {version}; this one reads up to {SCHEMA_VERSION}): use that version",
-                file=self.path,
-            )
+            raise StoreNewer(version, SCHEMA_VERSION, file=self.path)
 
     def _migrate(self) -> None:
         """Create what is missing (the training tables too) and bring an older store to

@@ -18,6 +18,7 @@ from PIL import Image
 import browser
 from testutil import EmewsCommand
 
+from emews.core.build import Build
 from emews.reporting.render import PNG_MANIFEST
 
 #: the plots every report of a run with successes and failures has (``curves`` needs reports)
@@ -98,7 +99,7 @@ def check_header(header: dict[str, str], exp: Path) -> None:
     assert header["site"] == "local"
     optimizer = yaml.safe_load((exp / "workflow.yaml").read_text())["optimizer"]
     assert header["optimizer"] == f"{optimizer['name']} {json.dumps(optimizer.get('options') or {}, sort_keys=True)}"
-    assert header["emews version"].startswith(f"{info['emews_version']} (run)")
+    assert header["emews version"].startswith(f"run: {Build.from_record(info['emews']).described};")
     want = expected_time_figures(exp, info["workers"])
     percent = [float(x) for x in re.findall(r"([\d.]+)%", header["utilization"])]
     assert percent == pytest.approx([100 * want["busy"], 100 * want["optimizer"], 100 * want["dispatch"]], abs=0.051)

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 import emews
+from emews.config.experiment import EXPERIMENT_FORMAT
+from emews.core.build import current_build
 from emews.store.results_store import SCHEMA_VERSION, ResultsStore
 from testutil import EmewsCommand, stored_rows, write_workflow
 
@@ -60,12 +62,12 @@ def fingerprint(exp: Path) -> tuple:
     )
 
 
-def refused(emews_cmd: EmewsCommand, exp: Path, command: str, *fragments: str) -> None:
+def refused(emews_cmd: EmewsCommand, exp: Path, command: str, *fragments: str, file: str = "results.db") -> None:
     before = fingerprint(exp)
     proc = emews_cmd(command, str(exp), timeout=180)
     assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"emews: error: {exp / 'results.db'}: "), (command, lines)
+    assert len(lines) == 1 and lines[0].startswith(f"emews: error: {exp / file}: "), (command, lines)
     for fragment in fragments:
         assert fragment in lines[0], (command, lines[0])
     assert fingerprint(exp) == before, command
@@ -112,6 +114,64 @@ def test_an_experiment_a_newer_emews_made_is_refused_naming_the_schemas_not_a_ke
             command,
             f"written by a newer emews (schema {SCHEMA_VERSION + 1}; this one reads up to {SCHEMA_VERSION})",
         )
+
+
+#: the emews a newer experiment records (``experiment.json``'s ``emews``) and how a refusal names it
+NEWER = {"version": "0.2.0", "commit": "ab" * 20, "source": "cd" * 32}
+USE_NEWER = "use emews 0.2.0 (commit abababababab, source cdcdcdcdcdcd)"
+
+
+def made_by_newer(exp: Path, **fields: object) -> None:
+    """Record in ``exp``'s experiment.json that :data:`NEWER` ran it last (and ``fields``)."""
+    info = json.loads((exp / "experiment.json").read_text())
+    (exp / "experiment.json").write_text(json.dumps({**info, "emews": NEWER, **fields}))
+
+
+def test_a_store_of_a_newer_schema_is_refused_naming_the_emews_that_wrote_it(emews_cmd, exp: Path) -> None:
+    """The refusal said "use that version" and could not say which (experiment.json recorded the
+    installed distribution's version, 0.1.0 for every commit): it names the emews of the latest launch
+    or resume, the one that migrated the store to its schema."""
+    alter(exp, f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    made_by_newer(exp)
+    for command in ("resume", *READERS):
+        refused(
+            emews_cmd,
+            exp,
+            command,
+            f"(schema {SCHEMA_VERSION + 1}; this one reads up to {SCHEMA_VERSION}): {USE_NEWER}",
+        )
+
+
+def test_an_experiment_of_a_newer_format_is_refused_naming_its_emews_not_a_key_of_its_files(
+    emews_cmd, exp: Path
+) -> None:
+    """A newer emews that adds a site or workflow key without changing the store's schema: resume said
+    ``EXP/site.yaml: future_key: unknown key`` (and the readers the same of workflow.yaml), blaming a
+    file nobody wrote by hand. experiment.json's ``format`` says the records are a newer emews's."""
+    made_by_newer(exp, format=EXPERIMENT_FORMAT + 1)
+    for name in ("site.yaml", "workflow.yaml"):
+        recorded = exp / name
+        recorded.write_text(recorded.read_text() + "future_key: 1\n")
+    for command in ("resume", *READERS):
+        refused(
+            emews_cmd,
+            exp,
+            command,
+            f"made by a newer emews (experiment format {EXPERIMENT_FORMAT + 1}; this one reads up to "
+            f"{EXPERIMENT_FORMAT}): {USE_NEWER}",
+            file="experiment.json",
+        )
+
+
+def test_an_experiment_records_its_format_and_the_emews_of_its_latest_run(emews_cmd, exp: Path) -> None:
+    """A resume records the emews that ran it over the one that made the experiment: it migrates the
+    store to its schema, and an older emews then names it."""
+    info = json.loads((exp / "experiment.json").read_text())
+    assert info["format"] == EXPERIMENT_FORMAT and info["emews"] == current_build().record()
+    made_by_newer(exp, format=0)  # as if an older emews had made it (same schema)
+    assert emews_cmd("resume", str(exp), "--set", "budget.evaluations=7", timeout=180).returncode == 0
+    info = json.loads((exp / "experiment.json").read_text())
+    assert info["format"] == EXPERIMENT_FORMAT and info["emews"] == current_build().record()
 
 
 @pytest.mark.parametrize("column", ["loss", "host"])

@@ -3,6 +3,7 @@ store on a real server (tests/store/conftest.py), each on a fresh store, and ans
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import replace
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 from pgserver import PgServer
 
+from emews.core.build import current_build
 from emews.core.results import Outcome, Result, Status, Task, TrialEnd, reports_before_ends
 from emews.store import DELETED, DURABLE, LOST, RESULT_FIELDS, STAGED, Store, StoreIncompatible, open_store
+from emews.store.base import StoreNewer
 from emews.store.results_store import ResultsStore
 from emews.training.messages import CheckpointNote, Ending, Report
 
@@ -329,6 +332,25 @@ def test_newer_schema_is_refused(store: Store) -> None:
         store.connection.execute("UPDATE emews_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreIncompatible, match="newer emews"):
         open_store(location=store.location, readonly=True)
+
+
+def test_a_postgres_schema_names_the_emews_that_wrote_it_when_refused(pg_server: PgServer, tmp_path: Path) -> None:
+    """A newer schema was refused with "use that version": the schema keeps the emews that created or
+    last migrated it (``emews_meta``), which the refusal names (a pool opens it by URL, without the
+    experiment's experiment.json)."""
+    from emews.store import postgres_queries as q
+    from emews.store.postgres import PostgresStore
+
+    with PostgresStore(pg_server.url(), "t_newer_build", root=tmp_path) as made:
+        assert json.loads(made.connection.execute(q.GET_BUILD).fetchone()[0]) == current_build().record()
+        made.connection.execute(q.SET_BUILD, (json.dumps({"version": "0.2.0", "commit": "ab" * 20}),))
+        made.connection.execute("UPDATE emews_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreNewer) as refused:
+        open_store(location=f"{pg_server.url()}#t_newer_build", readonly=True)
+    assert refused.value.message == (
+        f"written by a newer emews (schema 99; this one reads up to {q.SCHEMA_VERSION}): "
+        "use emews 0.2.0 (commit abababababab)"
+    )
 
 
 def test_postgres_migrates_an_older_schema(
