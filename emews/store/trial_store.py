@@ -166,9 +166,6 @@ class TrialStore:
         # a run's store follows its directory moved while it runs: paths resolve where it is now
         self._where = None if readonly or self._opened_at is None else FollowedDir(self._opened_at)
         self._named_reports = False  # whether ``decisions`` was seen to have its ``report`` column
-        #: the trial scheduler's full course (:attr:`~emews.training.schedulers.TrialScheduler.full_course`),
-        #: when a reader knows it: a ``stop`` stored at or past it is read as ``complete``
-        self.full_course: int | None = None
         if not readonly and schema:
             db.executescript(TRIAL_SCHEMA)
             self._relocate()
@@ -372,28 +369,11 @@ class TrialStore:
             return []
         report = "report" if self._decisions_name_reports() else "NULL"
         return [
-            (int(t), int(step), self._answer(str(action), int(step)), None if seq is None else int(seq))
+            (int(t), int(step), str(action), None if seq is None else int(seq))
             for t, step, action, seq in self._db.execute(
                 f"SELECT trial, step, action, {report} FROM decisions WHERE {where} ORDER BY rowid", tuple(params)
             )
         ]
-
-    def _answer(self, action: str, step: int) -> str:
-        """``action`` as this emews names it: a ``stop`` at or past the :attr:`full_course` is a
-        ``complete`` (an ASHA of before f3134cc, 2026-11-26, answered ``stop`` at ``max_t``)."""
-        if action == Action.STOP.value and self.full_course is not None and step >= self.full_course:
-            return Action.COMPLETE.value
-        return action
-
-    def complete_full_courses(self, full_course: int) -> None:
-        if not self._has("decisions"):
-            return
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.execute(
-                "UPDATE decisions SET action = ? WHERE action = ? AND step >= ?",
-                (Action.COMPLETE.value, Action.STOP.value, full_course),
-            )
 
     def _decisions_name_reports(self) -> bool:
         """Whether ``decisions`` has its ``report`` column (a store opened read-only as an older
