@@ -273,6 +273,8 @@ def trial_service(
         scheduler = spec.make_trial_scheduler().bind(
             metric=spec.objective.metric, direction=spec.direction, space=spec.space, seed=spec.seed
         )
+    if store is not None and scheduler is not None and scheduler.full_course is not None:
+        store.complete_full_courses(scheduler.full_course)  # an older ASHA's stop at max_t: completed
     if spec.exp_dir is not None and not (spec.pools or shared):
         remove_dead_temps(spec.exp_dir / CHECKPOINTS_DIR)  # the temp files of writers killed mid-write
         if store is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import emews.store as stores
 from emews.config.experiment import CSV_FILE, SUMMARY_FILE, read_summary, require_experiment
+from emews.config.full_course import recorded_full_course
 from emews.core.cores import usable_cores
 from emews.core.direction import Direction
 from emews.core.errors import ConfigError
@@ -68,6 +69,7 @@ def open_store(exp_dir: Path) -> Store | None:
         return None
     store = stores.open_store(exp_dir, readonly=True)
     if store.made():
+        store.full_course = recorded_full_course(exp_dir)  # an older ASHA's stop at max_t reads completed
         return store
     store.close()
     return None

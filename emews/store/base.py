@@ -299,6 +299,15 @@ class Store(ABC):
     def mark_deleted(self, ids: Sequence[int]) -> None:
         """Retention removed the checkpoints ``ids``."""
 
+    #: the trial scheduler's full course (``max_t``) where a reader knows it: an answer ``stop``
+    #: stored at or past it reads ``complete`` (an ASHA before f3134cc, 2026-11-26, said ``stop``)
+    full_course: int | None
+
+    @abstractmethod
+    def complete_full_courses(self, full_course: int) -> None:
+        """Store as ``complete`` the answers ``stop`` at or past ``full_course`` (the rule of
+        :attr:`full_course`), for every later reader: a resumed run's, with its scheduler's."""
+
     @abstractmethod
     def mark_lost(self, trials: Iterable[int] | None = None, *, sparing: Collection[int] = ()) -> int:
         """The staged checkpoints (of ``trials``; ``None``: every trial's but those of the trials

@@ -166,6 +166,9 @@ class TrialStore:
         # a run's store follows its directory moved while it runs: paths resolve where it is now
         self._where = None if readonly or self._opened_at is None else FollowedDir(self._opened_at)
         self._named_reports = False  # whether ``decisions`` was seen to have its ``report`` column
+        #: the trial scheduler's full course (:attr:`~emews.training.schedulers.TrialScheduler.full_course`),
+        #: when a reader knows it: a ``stop`` stored at or past it is read as ``complete``
+        self.full_course: int | None = None
         if not readonly and schema:
             db.executescript(TRIAL_SCHEMA)
             self._relocate()
@@ -364,16 +367,46 @@ class TrialStore:
 
     def _decisions(self, where: str, params: Sequence[Any]) -> list[tuple[int, int, str, int | None]]:
         """``(trial, step, action, report seq)`` of the decisions ``where`` selects, in the order they
-        were made (the seq ``None`` in a store written before decisions named their report)."""
+        were made (the seq ``None`` in a store written before decisions named their report). ``where``
+        selects every stop of the trials it selects (the :meth:`_answer` rule needs the first)."""
         if not self._has("decisions"):
             return []
         report = "report" if self._decisions_name_reports() else "NULL"
-        return [
-            (int(t), int(step), str(action), None if seq is None else int(seq))
-            for t, step, action, seq in self._db.execute(
-                f"SELECT trial, step, action, {report} FROM decisions WHERE {where} ORDER BY rowid", tuple(params)
+        stopped: set[int] = set()  # the trials answered stop before (as stored)
+        rows = []
+        for t, step, action, seq in self._db.execute(
+            f"SELECT trial, step, action, {report} FROM decisions WHERE {where} ORDER BY rowid", tuple(params)
+        ):
+            rows.append((int(t), int(step), self._answer(str(action), int(step), int(t) in stopped), seq))
+            if action == Action.STOP.value:
+                stopped.add(int(t))
+        return [(t, step, action, None if seq is None else int(seq)) for t, step, action, seq in rows]
+
+    def _answer(self, action: str, step: int, stopped_before: bool) -> str:
+        """``action`` as this emews names it: a trial's first ``stop``, at or past the
+        :attr:`full_course`, is a ``complete`` (an ASHA of before f3134cc, 2026-11-26, answered
+        ``stop`` at ``max_t``); a trial stopped before that goes on being answered ``stop`` (an
+        objective that ignores its stop): it stopped early."""
+        if (
+            action == Action.STOP.value
+            and not stopped_before
+            and self.full_course is not None
+            and step >= self.full_course
+        ):
+            return Action.COMPLETE.value
+        return action
+
+    def complete_full_courses(self, full_course: int) -> None:
+        if not self._has("decisions"):
+            return
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "UPDATE decisions SET action = ? WHERE action = ? AND step >= ? AND NOT EXISTS "
+                "(SELECT 1 FROM decisions earlier WHERE earlier.trial = decisions.trial "
+                "AND earlier.action = ? AND earlier.rowid < decisions.rowid)",
+                (Action.COMPLETE.value, Action.STOP.value, full_course, Action.STOP.value),
             )
-        ]
 
     def _decisions_name_reports(self) -> bool:
         """Whether ``decisions`` has its ``report`` column (a store opened read-only as an older

@@ -413,3 +413,23 @@ def test_staged_checkpoints_never_written_are_lost(store: Store, tmp_path: Path)
     store.mark_durable([str(paths[3])])
     assert [(r.step, r.state) for r in store.checkpoints((STAGED, DURABLE, LOST)) if r.trial == 0] == [
         (1, "durable"), (2, LOST), (3, DURABLE)]
+
+
+
+def test_a_stop_at_the_full_course_reads_complete_and_is_stored_so(store: Store) -> None:
+    """An ASHA before f3134cc answered ``stop`` at ``max_t``: a reader that knows the full course
+    reads it ``complete`` (the trial ``completed``), and ``complete_full_courses`` stores it so; a
+    stop before it stays a stop."""
+    for trial, last in ((0, 3), (1, 2)):
+        for step in range(1, last + 1):
+            seq = store.add_report(Report(trial, 0, step, {"loss": 1.0}, 10.0 + step), 1.0, 1.0, task=_task(trial))
+        store.add_decision(trial, last, "stop", seq)
+    store.add([_result(0), _result(1)])
+    assert store.endings() == {0: Ending.STOPPED_EARLY, 1: Ending.STOPPED_EARLY}  # as stored, told nothing more
+    store.full_course = 3
+    assert store.endings() == {0: Ending.COMPLETED, 1: Ending.STOPPED_EARLY}
+    assert store.scheduler_end(0) == "complete" and not store.stopped_early(0) and store.stopped_early(1)
+    store.full_course = None
+    store.complete_full_courses(3)
+    assert store.scheduler_end(0) == "complete" and store.scheduler_end(1) == "stop"
+    assert store.endings() == {0: Ending.COMPLETED, 1: Ending.STOPPED_EARLY}

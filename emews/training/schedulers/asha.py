@@ -119,6 +119,10 @@ class ASHA(TrialScheduler):
         self.paused_at: dict[int, int] = {}
 
     @property
+    def full_course(self) -> int | None:
+        return self.max_t
+
+    @property
     def spans_pools(self) -> bool:
         """The stopping variant decides from the rungs' reports alone; promotions wait in one place."""
         return self.variant == "stopping"

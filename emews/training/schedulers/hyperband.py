@@ -74,6 +74,10 @@ class Hyperband(TrialScheduler):
             bracket.metric, bracket.mode = self.metric, self.mode
         return self
 
+    @property
+    def full_course(self) -> int | None:
+        return self.brackets[0].max_t
+
     def on_report(self, trial: int, step: int, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Decision:
         index = self.bracket_of.setdefault(trial, len(self.bracket_of) % len(self.brackets))
         return self.brackets[index].on_report(trial, step, metrics, params)

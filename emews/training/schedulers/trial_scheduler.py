@@ -56,6 +56,13 @@ class TrialScheduler(abc.ABC):
         (promotions, exploits and waits happen in one place)."""
         return False
 
+    @property
+    def full_course(self) -> int | None:
+        """The steps a trial trains at most (ASHA's ``max_t``): a trial it ended there completed its
+        course, whatever the answer an older emews stored (ASHA answered ``stop`` at ``max_t`` before
+        f3134cc); ``None``: no such bound."""
+        return None
+
     #: whether its decisions may exploit: a trial takes another trial's parameters (PBT), so the
     #: replicates of one point (``replicates: N``) would no longer share that point
     exploits: bool = False
