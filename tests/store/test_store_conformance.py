@@ -420,16 +420,22 @@ def test_a_stop_at_the_full_course_reads_complete_and_is_stored_so(store: Store)
     """An ASHA before f3134cc answered ``stop`` at ``max_t``: a reader that knows the full course
     reads it ``complete`` (the trial ``completed``), and ``complete_full_courses`` stores it so; a
     stop before it stays a stop."""
-    for trial, last in ((0, 3), (1, 2)):
+    for trial, last in ((0, 3), (1, 2), (2, 3)):
         for step in range(1, last + 1):
             seq = store.add_report(Report(trial, 0, step, {"loss": 1.0}, 10.0 + step), 1.0, 1.0, task=_task(trial))
-        store.add_decision(trial, last, "stop", seq)
-    store.add([_result(0), _result(1)])
-    assert store.endings() == {0: Ending.STOPPED_EARLY, 1: Ending.STOPPED_EARLY}  # as stored, told nothing more
+            if trial == 2:  # an objective that ignores its stop: answered stop at every report from step 1
+                store.add_decision(trial, step, "stop", seq)
+        if trial != 2:
+            store.add_decision(trial, last, "stop", seq)
+    store.add([_result(0), _result(1), _result(2)])
+    stopped = {0: Ending.STOPPED_EARLY, 1: Ending.STOPPED_EARLY, 2: Ending.STOPPED_EARLY}
+    assert store.endings() == stopped  # as stored, told nothing more
     store.full_course = 3
-    assert store.endings() == {0: Ending.COMPLETED, 1: Ending.STOPPED_EARLY}
+    # trial 2's stop at step 3 is not its first: it was stopped at step 1, early
+    assert store.endings() == {**stopped, 0: Ending.COMPLETED}
     assert store.scheduler_end(0) == "complete" and not store.stopped_early(0) and store.stopped_early(1)
+    assert store.scheduler_end(2) == "stop" and store.stopped_early(2)
     store.full_course = None
     store.complete_full_courses(3)
     assert store.scheduler_end(0) == "complete" and store.scheduler_end(1) == "stop"
-    assert store.endings() == {0: Ending.COMPLETED, 1: Ending.STOPPED_EARLY}
+    assert store.endings() == {**stopped, 0: Ending.COMPLETED}
