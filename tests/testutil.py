@@ -470,6 +470,23 @@ def full_tmpfs(folder: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(folder)], check=True)
 
 
+def task_1_meets_a_full_disk(job: subprocess.Popen, exp: Path, events: Path, gate: Path) -> str:
+    """A :data:`MODEL_WRITER` run (:func:`write_gated_workflow`) whose task 1 makes its run dir on a full
+    tmpfs once task 0 wrote its model: the job exits 1 with one ``emews`` line and no traceback, which
+    names task 1's full disk and ``emews resume``; that line."""
+    assert wait_until(lambda: (events / "1").exists(), timeout=180), said(job)  # task 0 wrote its model
+    with full_tmpfs(exp / "runs" / "000"):  # task 1's run dir is made there, after the gate
+        gate.touch()
+        assert job.wait(timeout=300) == 1, said(job)
+        err = job.stderr.read()
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("emews")]
+    assert len(lines) == 1, err
+    assert "task 1 failed for want of disk space: OSError: [Errno 28] No space left on device" in lines[0], err
+    assert "emews resume" in lines[0], err
+    return lines[0]
+
+
 def killed_workflow(folder: Path, how: str, timeout: float = 120, **sections: Any) -> tuple[Path, Path]:
     """The workflow of ``tests/objectives/killed.py`` (its log, ``how`` its first run is killed),
     one evaluation: ``(workflow, log)``; ``sections``: more of the workflow's."""

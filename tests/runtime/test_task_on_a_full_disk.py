@@ -14,23 +14,14 @@ from pathlib import Path
 
 from emews.core.results import Outcome, Status
 from emews.runtime.full_disk import FullDisk
-from testutil import MODEL_WRITER, full_tmpfs, said, stored_rows, wait_until, write_gated_workflow
+from testutil import MODEL_WRITER, full_tmpfs, stored_rows, task_1_meets_a_full_disk, write_gated_workflow
 
 
 def test_a_task_that_finds_the_disk_full_stops_the_run_and_is_run_again_by_resume(emews_cmd, tmp_path: Path) -> None:
     wf, events, gate = write_gated_workflow(tmp_path, MODEL_WRITER, budget={"evaluations": 4})
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--exp-dir", str(exp))
-    assert wait_until(lambda: (events / "1").exists(), timeout=180), said(job)  # task 0 wrote its model
-    with full_tmpfs(exp / "runs" / "000"):  # task 1's run dir is made there, after the gate
-        gate.touch()
-        assert job.wait(timeout=300) == 1, said(job)
-        err = job.stderr.read()
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if line.startswith("emews")]
-    assert len(lines) == 1, err
-    assert "task 1 failed for want of disk space: OSError: [Errno 28] No space left on device" in lines[0], err
-    assert "emews resume" in lines[0], err
+    task_1_meets_a_full_disk(job, exp, events, gate)
     assert [(r["id"], r["status"]) for r in stored_rows(exp)] == [(0, "ok")]  # no failure charged to a point
 
     resumed = emews_cmd("resume", str(exp), timeout=300)  # room again: the tmpfs is gone

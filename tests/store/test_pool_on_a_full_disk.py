@@ -15,7 +15,15 @@ from pathlib import Path
 from pgserver import PgServer
 from pooled import held_by, rows
 
-from testutil import MODEL_WRITER, EmewsCommand, full_tmpfs, said, wait_until, write_gated_workflow
+from testutil import (
+    MODEL_WRITER,
+    EmewsCommand,
+    full_tmpfs,
+    said,
+    task_1_meets_a_full_disk,
+    wait_until,
+    write_gated_workflow,
+)
 
 
 def test_a_pooled_task_that_finds_the_disk_full_stops_the_run_and_goes_back_to_the_queue(
@@ -29,16 +37,7 @@ def test_a_pooled_task_that_finds_the_disk_full_stops_the_run_and_goes_back_to_t
     )
     exp = tmp_path / "exp"
     job = emews_cmd.popen("launch", str(wf), "--workers", "1", "--pools", "1", "--exp-dir", str(exp))
-    assert wait_until(lambda: (events / "1").exists(), timeout=180), said(job)  # task 0 wrote its model
-    with full_tmpfs(exp / "runs" / "000"):  # task 1's run dir is made there, after the gate
-        gate.touch()
-        assert job.wait(timeout=300) == 1, said(job)
-        err = job.stderr.read()
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if line.startswith("emews")]
-    assert len(lines) == 1, err
-    assert "task 1 failed for want of disk space: OSError: [Errno 28] No space left on device" in lines[0], err
-    assert "emews resume" in lines[0], err
+    task_1_meets_a_full_disk(job, exp, events, gate)
     assert rows(exp, "SELECT id, status FROM results ORDER BY id") == [(0, "ok")]  # no failure charged to a point
     assert rows(exp, "SELECT state FROM tasks WHERE id = 1") == [("queued",)]  # handed back, not failed
 
