@@ -41,6 +41,18 @@ def _by_mode(exp: Path) -> dict[str, dict]:
     return {json.loads(r["params"])["mode"]: r for r in stored_rows(exp)}
 
 
+def _oom_error(emews_cmd: EmewsCommand, cgroup: MemoryCgroup, wf: Path, statuses: dict[str, str]) -> list[str]:
+    """Launch ``wf`` (exit 0, each mode's row of ``statuses``); the ``oom-rss`` row's error lines, the
+    first of which names the OOM kill."""
+    proc = _launch(emews_cmd, cgroup, wf)
+    assert proc.returncode == 0, proc.stderr
+    rows = _by_mode(Path(emews_cmd.cwd) / "exp")
+    assert {m: r["status"] for m, r in rows.items()} == statuses, proc.stderr
+    oom = rows["oom-rss"]["error"].splitlines()
+    assert oom[0] == OOM, oom
+    return oom
+
+
 def test_an_objective_process_the_oom_killer_takes_is_recorded_out_of_memory(
     emews_cmd: EmewsCommand, memory_cgroup: MemoryCgroup, tmp_path: Path
 ) -> None:
@@ -70,12 +82,7 @@ def test_a_command_the_oom_killer_takes_is_recorded_out_of_memory(
     wf = mode_workflow(
         tmp_path, modes, "process", objective={"command": [sys.executable, str(program)], "metric": "value"}
     )
-    proc = _launch(emews_cmd, memory_cgroup, wf)
-    assert proc.returncode == 0, proc.stderr
-    rows = _by_mode(tmp_path / "exp")
-    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "crashed", "ok": "ok"}
-    oom = rows["oom-rss"]["error"].splitlines()
-    assert oom[0] == OOM, oom
+    oom = _oom_error(emews_cmd, memory_cgroup, wf, {"oom-rss": "crashed", "ok": "ok"})
     assert oom[1] == f"command {sys.executable} died of signal SIGKILL and wrote nothing to stdout", oom
     assert emews_cmd.leftovers_after_exit() == []
 
@@ -91,12 +98,7 @@ def test_a_model_sh_whose_program_the_oom_killer_takes_is_recorded_out_of_memory
     script.write_text(f'#!/bin/sh\n{sys.executable} {tmp_path / "model.py"} "$@"\n')
     script.chmod(0o755)
     wf = mode_workflow(tmp_path, ["oom-rss", "ok"], "process", objective={"command": [str(script)], "metric": "value"})
-    proc = _launch(emews_cmd, memory_cgroup, wf)
-    assert proc.returncode == 0, proc.stderr
-    rows = _by_mode(tmp_path / "exp")
-    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "failed", "ok": "ok"}
-    oom = rows["oom-rss"]["error"].splitlines()
-    assert oom[0] == OOM, oom
+    oom = _oom_error(emews_cmd, memory_cgroup, wf, {"oom-rss": "failed", "ok": "ok"})
     assert f"command {script} exited with status 137; last lines of stderr:" in oom, oom
 
 
@@ -142,11 +144,7 @@ def test_the_oom_killer_takes_the_objective_process_not_a_larger_rank(
     optimizer = tmp_path / "hog.py"
     optimizer.write_text(HOG)
     wf = mode_workflow(tmp_path, ["oom-rss", "ok"], "process", optimizer=f"{optimizer}:Hog")
-    proc = _launch(emews_cmd, memory_cgroup, wf)
-    assert proc.returncode == 0, proc.stderr
-    rows = _by_mode(tmp_path / "exp")
-    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "crashed", "ok": "ok"}, proc.stderr
-    assert rows["oom-rss"]["error"].splitlines()[0] == OOM, rows["oom-rss"]
+    _oom_error(emews_cmd, memory_cgroup, wf, {"oom-rss": "crashed", "ok": "ok"})
     assert emews_cmd.leftovers_after_exit() == []
 
 
@@ -165,11 +163,7 @@ def test_the_oom_killer_takes_an_inline_workers_command_not_a_larger_rank(
         objective={"command": [sys.executable, str(program)], "metric": "value"},
         optimizer=f"{optimizer}:Hog",
     )
-    proc = _launch(emews_cmd, memory_cgroup, wf)
-    assert proc.returncode == 0, proc.stderr
-    rows = _by_mode(tmp_path / "exp")
-    assert {m: r["status"] for m, r in rows.items()} == {"oom-rss": "crashed", "ok": "ok"}, proc.stderr
-    assert rows["oom-rss"]["error"].splitlines()[0] == OOM, rows["oom-rss"]
+    _oom_error(emews_cmd, memory_cgroup, wf, {"oom-rss": "crashed", "ok": "ok"})
     assert emews_cmd.leftovers_after_exit() == []
 
 
