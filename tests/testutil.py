@@ -450,6 +450,20 @@ def run(params):
 """
 
 
+def fill_but_pages(disk: Path, pages: int) -> None:
+    """Fill ``disk`` with a file, then give ``pages`` pages back (0: a full disk; 1: room for one small file)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        with contextlib.suppress(OSError):
+            while os.write(fd, b"\0" * 4096):
+                pass
+    finally:
+        os.close(fd)
+    if pages:
+        os.truncate(filler, max(filler.stat().st_size - 4096 * pages, 0))
+
+
 @contextlib.contextmanager
 def full_tmpfs(folder: Path) -> Iterator[Path]:
     """A real tmpfs mounted at ``folder`` with every page taken (skips where mounting is refused)."""
@@ -458,13 +472,7 @@ def full_tmpfs(folder: Path) -> Iterator[Path]:
                       capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
-        fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            with contextlib.suppress(OSError):
-                while os.write(fd, b"\0" * 4096):
-                    pass
-        finally:
-            os.close(fd)
+        fill_but_pages(folder, 0)
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testutil import read_only, rugged_workflow, wait_until
+from testutil import fill_but_pages, read_only, rugged_workflow, wait_until
 from testutil import stored_rows as rows
 
 
@@ -399,15 +399,7 @@ def small_disk(folder: Path, size: str = "2M") -> Iterator[Path]:
 
 def fill_but_one_page(disk: Path, pages: int = 1) -> None:
     """Fill ``disk`` with a file, then give ``pages`` pages back: room for one small file."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        with contextlib.suppress(OSError):
-            while os.write(fd, b"\0" * 4096):
-                pass
-    finally:
-        os.close(fd)
-    os.truncate(filler, max(filler.stat().st_size - 4096 * pages, 0))
+    fill_but_pages(disk, pages)
 
 
 def test_resume_on_a_full_disk_ends_with_one_line_not_a_hung_job(emews_cmd, finished: Path, tmp_path: Path) -> None:
